@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   — create .venv (Python >= 3.12), install bpc, run `bpc demo`
+#   make test   — create .venv with the dev extras, run the test suite
+# Choose the interpreter with PYTHON=/path/to/python3.12 if the search below fails.
+
+VENV    ?= .venv
+PYTHON  ?= $(shell ./.ci/find-python)
+BIN      = $(VENV)/bin
+OUT     ?= bpc-demo
+
+.PHONY: demo test lint analyses benchmark clean venv dev
+
+$(BIN)/python:
+	@test -n "$(PYTHON)" || { echo "no Python >= 3.12 found; run: make PYTHON=/path/to/python3.12 ..." >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[nutpie]"
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@ $(VENV)/.installed
+
+venv: $(VENV)/.installed
+dev: $(VENV)/.installed-dev
+
+demo: $(VENV)/.installed
+	$(BIN)/bpc demo --out $(OUT)
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check bpc tests analyses benchmarks
+	$(BIN)/ruff format --check bpc tests analyses benchmarks
+
+clean:
+	rm -rf $(VENV) $(OUT)

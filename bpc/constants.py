@@ -1,0 +1,140 @@
+"""Every convention bpc relies on, pinned in one place.
+
+Library defaults that have changed between versions (ArviZ's default interval
+went from a 94% HDI to an 89% ETI) are never relied on: every interval,
+threshold, grid size and seed used anywhere in bpc is read from here.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+# ---------------------------------------------------------------------------
+# Panel vocabulary (SPEC §1)
+# ---------------------------------------------------------------------------
+BENCHMARKS: tuple[str, ...] = (
+    "lcb_hard",
+    "lcb_medium",
+    "lcb_easy",
+    "mbpp_plus",
+    "humaneval_plus",
+    "swebench_lite",
+    "swebench_verified",
+    "humanevalfix",
+    "codecontests",
+)
+"""The paper's nine benchmarks, in the paper's table order."""
+
+GENERATORS: tuple[str, ...] = (
+    "gpt5_mini",
+    "qwen3_coder",
+    "haiku45",
+    "sonnet45",
+    "qwen25_coder_32b",
+    "gpt_oss_20b",
+)
+"""The paper's six generators, in the paper's table order."""
+
+GENERATOR_ALIASES = MappingProxyType({"qwen25_32b": "qwen25_coder_32b"})
+"""Folder names in the authors' corpus that name a generator differently."""
+
+CRITICS: tuple[str, ...] = ("syn", "test", "llm", "lint")
+"""Critic coordinate values. ``lint`` is loaded but never required."""
+
+PAPER_CRITICS: tuple[str, ...] = ("syn", "test", "llm")
+"""The critics the paper's controllers and baselines use."""
+
+CRITIC_FIELDS = MappingProxyType(
+    {
+        "syn": "L0_syntax",
+        "lint": "L1_lint",
+        "test": "L2_public_tests",
+        "llm": "L3_llm_review",
+    }
+)
+"""Critic coordinate → field name in ``critic_results.jsonl`` / ``likelihood_tables.json``."""
+
+LABELS: tuple[int, ...] = (0, 1)
+"""Oracle label coordinate values (Y)."""
+
+CORPUS_FOLDERS = MappingProxyType(
+    {
+        "lcb_calibration_v2": "lcb_hard",
+        "lcb_calibration_medium": "lcb_medium",
+        "lcb_calibration_easy": "lcb_easy",
+        "mbpp_calibration": "mbpp_plus",
+        "humaneval_calibration": "humaneval_plus",
+        "swebench_lite": "swebench_lite",
+        "swebench_verified": "swebench_verified",
+        "swebench_lite_calibration_full": "swebench_lite",
+        "swebench_verified_calibration_full": "swebench_verified",
+        "humanevalfix_calibration": "humanevalfix",
+    }
+)
+"""Corpus folder name → benchmark id."""
+
+SUPERSEDED_FOLDERS = MappingProxyType({"lcb_calibration": "lcb_hard"})
+"""Folders holding superseded runs: loaded only when explicitly asked for."""
+
+SLOW_ORACLE_BENCHMARKS: frozenset[str] = frozenset({"swebench_lite", "swebench_verified"})
+"""Benchmarks on which the paper uses the ``slow`` cost vector (SPEC §1)."""
+
+# ---------------------------------------------------------------------------
+# Dimension names
+# ---------------------------------------------------------------------------
+DIM_BENCHMARK = "benchmark"
+DIM_GENERATOR = "generator"
+DIM_CRITIC = "critic"
+DIM_LABEL = "label"
+DIM_CHAIN = "chain"
+DIM_DRAW = "draw"
+DIM_BELIEF = "belief"
+DIM_STEP = "step"
+DIM_CI = "ci_bound"
+CI_BOUNDS: tuple[str, ...] = ("lower", "upper")
+
+# ---------------------------------------------------------------------------
+# Intervals (never library defaults)
+# ---------------------------------------------------------------------------
+WILSON_PROB = 0.95
+"""Coverage of the Wilson interval on the prior (paper's prior table)."""
+
+CI_PROB = 0.89
+"""Default credible-interval probability for posterior summaries and bands."""
+
+CI_KIND = "eti"
+"""Default credible-interval kind: equal-tailed (``"eti"``) or ``"hdi"``."""
+
+BOOTSTRAP_PROB = 0.95
+"""Coverage of the paired percentile bootstrap CI on Δ (SPEC §5)."""
+
+BOOTSTRAP_B = 1000
+BOOTSTRAP_SEED = 42
+
+# ---------------------------------------------------------------------------
+# Laplace smoothing (SPEC §2): Beta(1, 1) pseudo-counts
+# ---------------------------------------------------------------------------
+LAPLACE_ALPHA = 1.0
+LAPLACE_BETA = 1.0
+
+# ---------------------------------------------------------------------------
+# Controllers (SPEC §3)
+# ---------------------------------------------------------------------------
+GRID_SIZE = 51
+HORIZON = 3
+POOL_SIZE = 3
+
+# ---------------------------------------------------------------------------
+# Replay (SPEC §5)
+# ---------------------------------------------------------------------------
+SPLIT_SEED = 42
+SPLIT_FIT_FRACTION = 0.75
+
+# ---------------------------------------------------------------------------
+# Sampling and diagnostics (issue 4)
+# ---------------------------------------------------------------------------
+RHAT_MAX = 1.01
+ESS_BULK_MIN = 400
+ESS_TAIL_MIN = 400
+DIVERGENCES_MAX = 0
+DEFAULT_SEED = 20260522
