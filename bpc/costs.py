@@ -90,7 +90,9 @@ NAMED_COSTS: Mapping[str, Costs] = MappingProxyType(
     {
         "fast": Costs(c_gen=10, c_ver=5, reward=100, critic={"syn": 1, "test": 1, "llm": 1, "lint": 1}),
         "slow": Costs(c_gen=10, c_ver=90, reward=100, critic={"syn": 1, "test": 2, "llm": 5, "lint": 1}),
-        "paper-release": Costs(c_gen=5, c_ver=30, reward=100, critic={"syn": 1, "test": 2, "llm": 5, "lint": 1}),
+        "paper-release": Costs(
+            c_gen=5, c_ver=30, reward=100, critic={"syn": 1, "test": 2, "llm": 5, "lint": 1}
+        ),
     }
 )
 """The cost vectors of SPEC §1. ``lint`` is priced like ``syn`` (the paper never uses it)."""
@@ -101,7 +103,9 @@ def named_costs(name: str) -> Costs:
     try:
         return NAMED_COSTS[name]
     except KeyError:
-        raise ValueError(f"unknown cost vector {name!r}; expected one of {sorted(NAMED_COSTS)} or a file") from None
+        raise ValueError(
+            f"unknown cost vector {name!r}; expected one of {sorted(NAMED_COSTS)} or a file"
+        ) from None
 
 
 def paper_costs_for(benchmark: str) -> Costs:

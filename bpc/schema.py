@@ -38,6 +38,7 @@ Counts
     plus ``source`` (b, g) str: ``raw``, ``table``, ``simulated`` or ``""``.
 
 Parameters
+----------
     An :class:`xarray.Dataset` with variables :data:`PARAM_VARS` —
     ``prior`` (b, g), ``tpr``/``fpr``/``gap`` (b, g, critic),
     ``p_fix``/``p_break`` (b, g) — and optionally leading ``chain``/``draw``
@@ -198,7 +199,9 @@ def validate_params(ds: xr.Dataset) -> xr.Dataset:
         if set(core) - set(dims):
             raise ValueError(f"parameter {name!r} has dims {dims}, expected at least {core}")
         if any(d not in SAMPLE_DIMS for d in extra):
-            raise ValueError(f"parameter {name!r} has unexpected dims {extra}; only {SAMPLE_DIMS} may be added")
+            raise ValueError(
+                f"parameter {name!r} has unexpected dims {extra}; only {SAMPLE_DIMS} may be added"
+            )
         if name == "gap":
             continue
         values = ds[name].values

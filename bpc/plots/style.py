@@ -1,5 +1,4 @@
-"""Shared figure conventions: a colour-blind-safe palette, the paper's policy
-names, and one way to save figures.
+"""Shared figure conventions: palette, the paper's policy names, one way to save.
 
 Every bpc figure uses the Okabe–Ito palette, names policies as the paper does
 (:data:`POLICY_LABELS`) and is written through :func:`savefig` (PNG, and PDF
@@ -78,7 +77,9 @@ GENERATOR_LABELS: dict[str, str] = {
 }
 
 
-def savefig(fig: plt.Figure, path: str | Path, *, formats: Iterable[str] = ("png",), dpi: int = 150) -> list[Path]:
+def savefig(
+    fig: plt.Figure, path: str | Path, *, formats: Iterable[str] = ("png",), dpi: int = 150
+) -> list[Path]:
     """Save ``fig`` under ``path`` (suffix replaced) in each format, close it, return the paths.
 
     Metadata that would make files differ between identical runs (creation

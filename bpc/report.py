@@ -1,0 +1,135 @@
+"""Markdown reports: tables, figures and provenance, written to a folder.
+
+A :class:`Report` collects sections in order and writes ``report.md`` with
+figures referenced by relative path. Tables are rendered by
+:func:`markdown_table` (no optional dependency), numbers formatted with a
+fixed number of decimals so that identical runs give identical files.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["Report", "markdown_table", "versions"]
+
+
+def _fmt(value, decimals: int) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{decimals}f}"
+    return str(value)
+
+
+def markdown_table(
+    df: pd.DataFrame, *, decimals: int = 3, index: bool = False, bold: pd.DataFrame | None = None
+) -> str:
+    """Render ``df`` as a GitHub-flavoured Markdown table.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table.
+    decimals : int
+        Decimals for floats; NaN renders as an en dash.
+    index : bool
+        Include the index as leading column(s).
+    bold : pandas.DataFrame of bool, optional
+        Same shape as ``df``; True cells are rendered bold (e.g. a row's winner).
+    """
+    if index:
+        df = df.reset_index()
+        if bold is not None:
+            bold = bold.reset_index(drop=True)
+            for _ in range(df.shape[1] - bold.shape[1]):
+                bold.insert(0, f"_idx{_}", False)
+    header = "| " + " | ".join(str(c) for c in df.columns) + " |"
+    align = (
+        "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in df.columns) + "|"
+    )
+    rows = []
+    for i, row in enumerate(df.itertuples(index=False)):
+        cells = []
+        for j, value in enumerate(row):
+            text = _fmt(value, decimals)
+            if bold is not None and bool(bold.iat[i, j]):
+                text = f"**{text}**"
+            cells.append(text)
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join([header, align, *rows])
+
+
+def versions() -> dict[str, str]:
+    """Versions of bpc and the libraries its results depend on."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for pkg in ("bpc", "numpy", "pandas", "xarray", "pymc", "arviz", "nutpie", "matplotlib"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
+@dataclass
+class Report:
+    """An ordered Markdown report written into ``folder``.
+
+    Parameters
+    ----------
+    folder : pathlib.Path
+        Output folder (created). Figures should be saved inside it.
+    title : str
+        Top-level heading.
+    """
+
+    folder: Path
+    title: str
+    _parts: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.folder = Path(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._parts.append(f"# {self.title}\n")
+
+    def heading(self, text: str, level: int = 2) -> None:
+        """Add a section heading."""
+        self._parts.append(f"{'#' * level} {text}\n")
+
+    def text(self, text: str) -> None:
+        """Add a paragraph."""
+        self._parts.append(text.strip() + "\n")
+
+    def table(self, df: pd.DataFrame, *, caption: str | None = None, **kwargs) -> None:
+        """Add a table (see :func:`markdown_table`), optionally with a caption."""
+        if caption:
+            self._parts.append(f"*{caption}*\n")
+        self._parts.append(markdown_table(df, **kwargs) + "\n")
+
+    def figure(self, path: str | Path, caption: str) -> None:
+        """Add a figure saved inside the report folder."""
+        rel = Path(path).resolve().relative_to(self.folder.resolve())
+        self._parts.append(f"![{caption}]({rel.as_posix()})\n\n*{caption}*\n")
+
+    def provenance(self, config: dict) -> None:
+        """Add the run's configuration and library versions."""
+        self.heading("Provenance")
+        lines = [f"- {k}: `{v}`" for k, v in config.items()]
+        lines += [f"- {k} {v}" for k, v in versions().items()]
+        self._parts.append("\n".join(lines) + "\n")
+
+    def write(self, name: str = "report.md") -> Path:
+        """Write the report and return its path."""
+        path = self.folder / name
+        path.write_text("\n".join(self._parts))
+        return path
