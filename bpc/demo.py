@@ -107,7 +107,7 @@ def run_demo(config: DemoConfig) -> Path:
     priors = prior_table(params, counts, panel.truth)
     report.table(
         priors,
-        caption="Prior P(Y=1) per cell: add-one estimate, Wilson 95% interval, and the rate the data came from.",
+        caption="Prior P(Y=1) per cell: add-one estimate, Wilson 95% interval, and the simulated truth.",
     )
     covered = (
         (priors["true_prior"] >= priors["wilson_lo"]) & (priors["true_prior"] <= priors["wilson_hi"])
