@@ -32,9 +32,16 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest
 
+analyses: $(VENV)/.installed-dev
+	$(BIN)/python analyses/run_all.py --out bpc-analyses
+
+benchmark: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/bench_solver.py
+	$(BIN)/python benchmarks/bench_fit.py
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check bpc tests analyses benchmarks
 	$(BIN)/ruff format --check bpc tests analyses benchmarks
 
 clean:
-	rm -rf $(VENV) $(OUT)
+	rm -rf $(VENV) $(OUT) bpc-analyses

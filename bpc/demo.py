@@ -100,7 +100,8 @@ def run_demo(config: DemoConfig) -> Path:
     with stage(f"simulating the 54-cell panel (seed {config.seed}, scale {scale:g})", enabled=p):
         panel = simulate_panel(config.seed, scale=scale)
     with stage("counting and estimating Laplace parameters", enabled=p):
-        counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
+        refine = panel.trajectories[panel.trajectories["method"] == "self_refine"]
+        counts = counts_from_records(panel.records, refine, source="simulated")
         params = laplace(counts)
 
     report.heading("1. Calibration: priors and critic informativeness (Laplace mode)")
