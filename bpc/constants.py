@@ -138,3 +138,45 @@ ESS_BULK_MIN = 400
 ESS_TAIL_MIN = 400
 DIVERGENCES_MAX = 0
 DEFAULT_SEED = 20260522
+
+# ---------------------------------------------------------------------------
+# Corpus layout (bpc.corpus)
+# ---------------------------------------------------------------------------
+KERNEL_FOLDERS = MappingProxyType(
+    {
+        "lcb_calibration_v2_iter": "lcb_hard",
+        "lcb_calibration_medium_iter": "lcb_medium",
+        "lcb_calibration_easy_iter": "lcb_easy",
+        "swebench_lite_may5": "swebench_lite",
+        "swebench_verified_iter": "swebench_verified",
+        "spot_check_n50": "swebench_lite",
+    }
+)
+"""Folder of a refinement ``transition_kernel.json`` → benchmark id."""
+
+RELEASE_BENCHMARK_NAMES = MappingProxyType(
+    {
+        "LCB-hard": "lcb_hard",
+        "LCB-medium": "lcb_medium",
+        "LCB-easy": "lcb_easy",
+        "MBPP+": "mbpp_plus",
+        "HumanEval+": "humaneval_plus",
+        "SWE-Lite": "swebench_lite",
+        "SWE-Verified": "swebench_verified",
+        "mbpp": "mbpp_plus",
+        "humaneval": "humaneval_plus",
+    }
+)
+"""Benchmark names used inside the authors' release files → benchmark id."""
+
+# ---------------------------------------------------------------------------
+# The paper's analyses (bpc.analyses, SPEC §8)
+# ---------------------------------------------------------------------------
+REGIME_C_VER: tuple[float, ...] = (1, 5, 10, 20, 25, 30, 50, 60, 75, 90, 100, 150, 200)
+"""Verifier costs of the regime-map sweep grid (paper appendix, 13 values)."""
+REGIME_REWARD: tuple[float, ...] = (1, 10, 20, 25, 50, 75, 100, 150, 200, 400)
+"""Rewards of the regime-map sweep grid (paper appendix, 10 values)."""
+REGIME_KNN_K = 300
+"""Neighbours of the k-NN smoothing behind the regime map's background."""
+PRR_MAX_REJECTION = 0.5
+"""Largest rejection rate of the prediction-rejection ratio (LM-Polygraph's ``max_rejection``)."""

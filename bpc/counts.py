@@ -1,0 +1,408 @@
+"""Sufficient statistics of a corpus: records and trajectories → counts.
+
+Every estimator in bpc (Laplace mode, the hierarchical model) reads the
+counts Dataset pinned in :mod:`bpc.schema`, never the records themselves, so
+a cell can equally come from per-patch records, from the TP/FN/FP/TN counts
+of a ``likelihood_tables.json`` or from a ``transition_kernel.json``.
+
+``NaN`` means *not observed* and is never zero-filled: a critic whose verdict
+is missing on every patch of a cell gets ``NaN`` counts for that cell, while
+a critic that assessed patches but never passed one gets an observed ``0``.
+
+The numpy kernels (:func:`critic_tallies`, :func:`transition_tallies`) work on
+plain arrays; the functions above them only group by cell and label the
+result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import CRITICS, DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_LABEL, LABELS
+from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS, empty_counts, panel_coords, validate_counts
+
+__all__ = [
+    "critic_tallies",
+    "transition_tallies",
+    "counts_from_records",
+    "transition_counts",
+    "merge_counts",
+    "cell_counts",
+]
+
+_CELL = ["benchmark", "generator"]
+
+
+# ---------------------------------------------------------------------------
+# numpy kernels
+# ---------------------------------------------------------------------------
+def _groups(n: int, group: np.ndarray | None, n_groups: int | None) -> tuple[np.ndarray, int]:
+    if group is None:
+        return np.zeros(n, dtype=np.intp), 1
+    group = np.asarray(group, dtype=np.intp)
+    if group.shape != (n,):
+        raise ValueError(f"group must have shape ({n},), got {group.shape}")
+    return group, int(n_groups if n_groups is not None else (group.max() + 1 if n else 0))
+
+
+def critic_tallies(
+    y: np.ndarray, verdicts: np.ndarray, group: np.ndarray | None = None, n_groups: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tally critic verdicts by oracle label (optionally per group, e.g. per cell).
+
+    Parameters
+    ----------
+    y : numpy.ndarray
+        Oracle labels, shape ``(n,)``, values 0/1.
+    verdicts : numpy.ndarray
+        Verdicts, shape ``(n, K)``, float: 1 pass, 0 fail, ``NaN`` missing.
+    group : numpy.ndarray, optional
+        Group index of each row, shape ``(n,)``; all rows form one group if
+        omitted.
+    n_groups : int, optional
+        Number of groups (default ``group.max() + 1``).
+
+    Returns
+    -------
+    critic_n, critic_pass : numpy.ndarray
+        Shape ``(K, 2)`` — or ``(n_groups, K, 2)`` with ``group`` — by label
+        (0, 1): verdicts given, and passes among them. A critic with no
+        verdict at all in a group gets ``NaN`` in both.
+    """
+    y = np.asarray(y)
+    verdicts = np.asarray(verdicts, dtype=float)
+    if verdicts.ndim != 2 or verdicts.shape[0] != y.shape[0]:
+        raise ValueError(f"verdicts must have shape (n, K) with n = {y.shape[0]}, got {verdicts.shape}")
+    g, n_g = _groups(y.shape[0], group, n_groups)
+    n_k = verdicts.shape[1]
+    given = np.isfinite(verdicts)
+    passed = given & (verdicts == 1)
+    n = np.empty((n_g, n_k, len(LABELS)))
+    k = np.empty_like(n)
+    for j, label in enumerate(LABELS):
+        rows = y == label
+        for c in range(n_k):
+            n[:, c, j] = np.bincount(g[rows], weights=given[rows, c], minlength=n_g)
+            k[:, c, j] = np.bincount(g[rows], weights=passed[rows, c], minlength=n_g)
+    absent = n.sum(axis=2) == 0  # no verdict on any labelled row of the group
+    n[absent] = np.nan
+    k[absent] = np.nan
+    if group is None:
+        return n[0], k[0]
+    return n, k
+
+
+def transition_tallies(
+    y_from: np.ndarray, y_to: np.ndarray, group: np.ndarray | None = None, n_groups: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tally refinement pairs (Y_t, Y_t+1) by Y_t (optionally per group).
+
+    Parameters
+    ----------
+    y_from, y_to : numpy.ndarray
+        Labels before and after each step, shape ``(m,)``; pairs where either
+        is ``NaN`` are dropped.
+    group : numpy.ndarray, optional
+        Group index of each pair, shape ``(m,)``.
+    n_groups : int, optional
+        Number of groups (default ``group.max() + 1``).
+
+    Returns
+    -------
+    trans_n, trans_flip : numpy.ndarray
+        Shape ``(2,)`` — or ``(n_groups, 2)`` with ``group`` — by Y_t (0, 1):
+        pairs, and pairs whose label changed (label 0: fixes n01; label 1:
+        breaks n10).
+    """
+    a = np.asarray(y_from, dtype=float)
+    b = np.asarray(y_to, dtype=float)
+    g, n_g = _groups(a.shape[0], group, n_groups)
+    ok = np.isfinite(a) & np.isfinite(b)
+    trans_n = np.empty((n_g, len(LABELS)))
+    trans_flip = np.empty_like(trans_n)
+    for j, label in enumerate(LABELS):
+        rows = ok & (a == label)
+        trans_n[:, j] = np.bincount(g[rows], minlength=n_g)
+        trans_flip[:, j] = np.bincount(g[rows & (b != label)], minlength=n_g)
+    if group is None:
+        return trans_n[0], trans_flip[0]
+    return trans_n, trans_flip
+
+
+# ---------------------------------------------------------------------------
+# xarray layer
+# ---------------------------------------------------------------------------
+def _assemble(
+    benchmarks: Sequence[str], generators: Sequence[str], cells: dict[str, np.ndarray]
+) -> xr.Dataset:
+    """A counts Dataset from per-cell arrays listed in (benchmark, generator) pairs.
+
+    ``cells`` holds ``"benchmark"``/``"generator"`` (length m) and any of
+    the count variables with leading length m (plus ``"source"``).
+    """
+    coords = panel_coords(benchmarks, generators)
+    ds = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR])
+    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
+    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
+    bi = np.array([b_pos[str(b)] for b in cells["benchmark"]], dtype=np.intp)
+    gi = np.array([g_pos[str(g)] for g in cells["generator"]], dtype=np.intp)
+    for name, values in cells.items():
+        if name in ("benchmark", "generator"):
+            continue
+        target = ds[name].values.copy()
+        target[bi, gi] = values
+        ds[name] = (ds[name].dims, target)
+    return ds
+
+
+def cell_counts(
+    benchmark: str,
+    generator: str,
+    *,
+    n_patches: float = np.nan,
+    n_pass: float = np.nan,
+    n_instances: float = np.nan,
+    critic_n: np.ndarray | None = None,
+    critic_pass: np.ndarray | None = None,
+    trans_n: np.ndarray | None = None,
+    trans_flip: np.ndarray | None = None,
+    source: str = "",
+) -> xr.Dataset:
+    """A one-cell counts Dataset from plain numbers (unset entries stay ``NaN``).
+
+    Parameters
+    ----------
+    benchmark, generator : str
+        The cell.
+    n_patches, n_pass, n_instances : float
+        Cell totals.
+    critic_n, critic_pass : numpy.ndarray, optional
+        Shape ``(len(CRITICS), 2)``, critics in :data:`~bpc.constants.CRITICS`
+        order, labels (0, 1).
+    trans_n, trans_flip : numpy.ndarray, optional
+        Shape ``(2,)``, by Y_t.
+    source : str
+        ``raw``, ``table``, ``simulated`` or ``""``.
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema with one benchmark and one generator.
+    """
+    nan2 = np.full(len(LABELS), np.nan)
+    nan_kl = np.full((len(CRITICS), len(LABELS)), np.nan)
+    cells = {
+        "benchmark": [benchmark],
+        "generator": [generator],
+        "n_patches": np.array([n_patches], dtype=float),
+        "n_pass": np.array([n_pass], dtype=float),
+        "n_instances": np.array([n_instances], dtype=float),
+        "critic_n": np.asarray(nan_kl if critic_n is None else critic_n, dtype=float)[None],
+        "critic_pass": np.asarray(nan_kl if critic_pass is None else critic_pass, dtype=float)[None],
+        "trans_n": np.asarray(nan2 if trans_n is None else trans_n, dtype=float)[None],
+        "trans_flip": np.asarray(nan2 if trans_flip is None else trans_flip, dtype=float)[None],
+        "source": np.array([source], dtype=object),
+    }
+    return _assemble([benchmark], [generator], cells)
+
+
+def _verdict_matrix(df: pd.DataFrame, critics: Sequence[str]) -> np.ndarray:
+    out = np.full((len(df), len(critics)), np.nan)
+    for j, crit in enumerate(critics):
+        if crit not in df.columns:
+            continue
+        out[:, j] = df[crit].astype("boolean").to_numpy(dtype=float, na_value=np.nan)
+    return out
+
+
+def _cell_codes(df: pd.DataFrame) -> tuple[np.ndarray, list[str], list[str]]:
+    """Cell index of each row, with the benchmark and generator of each cell."""
+    b = df["benchmark"].astype(str).to_numpy()
+    g = df["generator"].astype(str).to_numpy()
+    pairs = pd.MultiIndex.from_arrays([b, g])
+    codes, uniques = pd.factorize(pairs)
+    return codes.astype(np.intp), [u[0] for u in uniques], [u[1] for u in uniques]
+
+
+def counts_from_records(
+    records: pd.DataFrame, trajectories: pd.DataFrame | None = None, *, source: str = "raw"
+) -> xr.Dataset:
+    """Counts of every cell in ``records`` (and transitions from ``trajectories``).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Records schema (:data:`bpc.schema.RECORD_COLUMNS`); a missing critic
+        column means that critic gave no verdict anywhere.
+    trajectories : pandas.DataFrame, optional
+        Trajectories schema; their transition counts are merged in (cells
+        that only have trajectories appear with ``NaN`` patch counts).
+    source : str
+        Value of the ``source`` variable for cells with records.
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema over the cells present.
+
+    Raises
+    ------
+    ValueError
+        If a required column is missing or ``Y`` holds something other than
+        0/1.
+    """
+    missing = [c for c in ("benchmark", "generator", "instance_id", "Y") if c not in records.columns]
+    if missing:
+        raise ValueError(
+            f"records lack column(s) {', '.join(missing)}; expected the records schema {RECORD_COLUMNS}"
+        )
+    y = pd.to_numeric(records["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isin(y, LABELS)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"records column 'Y' must be 0 or 1, got {records['Y'].iloc[i]!r} in row {i}")
+    parts = []
+    if len(records):
+        cell, benches, gens = _cell_codes(records)
+        m = len(benches)
+        critic_n, critic_pass = critic_tallies(y, _verdict_matrix(records, CRITICS), cell, m)
+        inst = pd.DataFrame({"cell": cell, "instance_id": records["instance_id"].to_numpy()})
+        n_instances = inst.groupby("cell")["instance_id"].nunique().reindex(range(m)).to_numpy(dtype=float)
+        cells = {
+            "benchmark": benches,
+            "generator": gens,
+            "n_patches": np.bincount(cell, minlength=m).astype(float),
+            "n_pass": np.bincount(cell, weights=y, minlength=m),
+            "n_instances": n_instances,
+            "critic_n": critic_n,
+            "critic_pass": critic_pass,
+            "source": np.full(m, source, dtype=object),
+        }
+        parts.append(_assemble(benches, gens, cells))
+    if trajectories is not None:
+        parts.append(transition_counts(trajectories))
+    if not parts:
+        return empty_counts([], [])
+    if len(parts) == 1:
+        return validate_counts(parts[0])
+    return merge_counts(*parts)
+
+
+def transition_counts(trajectories: pd.DataFrame) -> xr.Dataset:
+    """Transition counts (``trans_n``, ``trans_flip``) from refinement trajectories.
+
+    Consecutive steps (t, t+1) of one (cell, instance, method) form a pair;
+    pairs with a missing ``Y`` are dropped, as in the authors' kernels.
+
+    Parameters
+    ----------
+    trajectories : pandas.DataFrame
+        Trajectories schema (:data:`bpc.schema.TRAJECTORY_COLUMNS`).
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema; only ``trans_n`` / ``trans_flip`` are filled.
+
+    Raises
+    ------
+    ValueError
+        On missing columns, a step listed twice, or ``Y`` outside {0, 1, NA}.
+    """
+    missing = [c for c in TRAJECTORY_COLUMNS if c not in trajectories.columns]
+    if missing:
+        raise ValueError(
+            f"trajectories lack column(s) {', '.join(missing)}; expected columns {TRAJECTORY_COLUMNS}"
+        )
+    if not len(trajectories):
+        return empty_counts([], [])
+    key = ["benchmark", "generator", "instance_id", "method"]
+    codes = [pd.factorize(trajectories[c].astype(str))[0] for c in key]
+    step = trajectories["step"].to_numpy(dtype=float)
+    order = np.lexsort([step, *codes[::-1]])
+    codes = [c[order] for c in codes]
+    step = step[order]
+    y = pd.to_numeric(trajectories["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)[order]
+    given = trajectories["Y"].notna().to_numpy()[order]
+    if (given & ~np.isin(y, LABELS)).any():
+        raise ValueError("trajectories column 'Y' must be 0, 1 or missing")
+    same = np.ones(len(step) - 1, dtype=bool)
+    for c in codes:
+        same &= c[1:] == c[:-1]
+    dup = same & (step[1:] == step[:-1])
+    if dup.any():
+        row = trajectories.iloc[order[int(np.flatnonzero(dup)[0])]]
+        raise ValueError(
+            f"trajectories list step {row['step']} of instance {row['instance_id']!r} "
+            f"({row['method']}, {row['benchmark']}/{row['generator']}) more than once"
+        )
+    pair = same & (step[1:] == step[:-1] + 1)
+    cell, benches, gens = _cell_codes(trajectories.iloc[order])
+    m = len(benches)
+    trans_n, trans_flip = transition_tallies(y[:-1][pair], y[1:][pair], cell[:-1][pair], m)
+    cells = {"benchmark": benches, "generator": gens, "trans_n": trans_n, "trans_flip": trans_flip}
+    return validate_counts(_assemble(benches, gens, cells))
+
+
+def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
+    """Union of the cells of several counts Datasets; the first non-NaN value wins.
+
+    Merging is element by element in argument order, so a Dataset holding
+    only transition counts fills in ``trans_n``/``trans_flip`` of a cell
+    whose patch counts came from another one. ``source`` takes the first
+    non-empty value. ``attrs["notes"]`` lists are concatenated; other attrs
+    come from the first Dataset that has them.
+
+    Parameters
+    ----------
+    *datasets : xarray.Dataset
+        Counts Datasets.
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema over the union of benchmarks and generators.
+    """
+    if not datasets:
+        raise ValueError("merge_counts needs at least one counts Dataset")
+    benches = [str(b) for ds in datasets for b in ds[DIM_BENCHMARK].values]
+    gens = [str(g) for ds in datasets for g in ds[DIM_GENERATOR].values]
+    coords = panel_coords(benches, gens)
+    out = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR])
+    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
+    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
+    arrays = {name: out[name].values.copy() for name in out.data_vars}
+    notes: list[str] = []
+    attrs: dict = {}
+    for ds in datasets:
+        missing = [name for name in arrays if name not in ds]
+        if missing:
+            raise ValueError(f"counts Dataset lacks variable(s) {', '.join(missing)}")
+        if list(ds[DIM_CRITIC].values) != list(CRITICS) or list(ds[DIM_LABEL].values) != list(LABELS):
+            raise ValueError(f"counts Dataset has critics/labels other than {CRITICS}/{LABELS}")
+        bi = np.array([b_pos[str(b)] for b in ds[DIM_BENCHMARK].values], dtype=np.intp)
+        gi = np.array([g_pos[str(g)] for g in ds[DIM_GENERATOR].values], dtype=np.intp)
+        block = np.ix_(bi, gi)
+        for name, target in arrays.items():
+            current = target[block]
+            incoming = ds[name].transpose(DIM_BENCHMARK, DIM_GENERATOR, ...).values
+            if name == "source":
+                empty = current == ""
+            else:
+                empty = ~np.isfinite(current)
+            target[block] = np.where(empty, incoming, current)
+        for key, value in ds.attrs.items():
+            if key == "notes":
+                notes.extend(value)
+            else:
+                attrs.setdefault(key, value)
+    for name, values in arrays.items():
+        out[name] = (out[name].dims, values)
+    out.attrs.update(attrs)
+    if notes:
+        out.attrs["notes"] = notes
+    return validate_counts(out)

@@ -1,0 +1,107 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from bpc.cli import main
+from bpc.constants import CRITICS
+from bpc.corpus import load_corpus
+from bpc.laplace import laplace
+
+CSV_COLUMNS = [
+    "benchmark",
+    "generator",
+    "n_instances",
+    "n_patches",
+    "prior",
+    "prior_lo",
+    "prior_hi",
+    *[f"{v}_{c}" for c in CRITICS for v in ("tpr", "fpr", "gap")],
+    "p_fix",
+    "p_break",
+    "source",
+]
+
+
+def _user_file(tmp_path):
+    rows = [
+        {"generator": "mine", "instance_id": "a", "patch_id": 0, "Y": 1, "L2_public_tests": True},
+        {"generator": "mine", "instance_id": "a", "patch_id": 1, "Y": 0, "L2_public_tests": True},
+        {"generator": "mine", "instance_id": "b", "patch_id": 0, "Y": 0, "L2_public_tests": False},
+    ]
+    f = tmp_path / "my_run.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return f
+
+
+@pytest.mark.corpus
+def test_estimate_netcdf_round_trip(corpus_path, tmp_path, capsys):
+    out = tmp_path / "sub" / "est.nc"
+    assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out} (32 cells" in printed and "lcb_hard" in printed and "tpr_test" in printed
+    expected = laplace(load_corpus(corpus_path, progress=False).counts)
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        ds = ds.load()
+    for name in ("prior", "tpr", "fpr", "gap", "p_fix", "p_break", "prior_wilson"):
+        xr.testing.assert_identical(ds[name].drop_attrs(), expected[name].drop_attrs())
+    assert list(ds.critic.values) == ["syn", "test", "llm", "lint"]
+    assert list(ds.ci_bound.values) == ["lower", "upper"]
+    assert ds.source.sel(benchmark="lcb_hard", generator="gpt5_mini").item() == "raw"
+    assert float(ds.n_instances.sel(benchmark="swebench_lite", generator="qwen3_coder")) == 45
+    assert ds.attrs["mode"] == "laplace"
+    config = json.loads(ds.attrs["config"])
+    assert (
+        config["command"] == "estimate" and config["alpha"] == 1.0 and config["include_superseded"] is False
+    )
+    versions = json.loads(ds.attrs["versions"])
+    assert set(versions) >= {"bpc", "numpy", "xarray"}
+    assert "lcb_hard/gpt5_mini" in json.loads(ds.attrs["kernel_files"])
+
+
+@pytest.mark.corpus
+def test_estimate_csv(corpus_path, tmp_path):
+    out = tmp_path / "est.csv"
+    assert main(["estimate", str(corpus_path), "--out", str(out), "--quiet"]) == 0
+    df = pd.read_csv(out)
+    assert list(df.columns) == CSV_COLUMNS
+    assert len(df) == 32
+    row = df.set_index(["benchmark", "generator"]).loc[("lcb_hard", "gpt5_mini")]
+    assert row["n_patches"] == 87 and row["n_instances"] == 29
+    assert row["prior"] == 22 / 89
+    assert row["tpr_test"] == 22 / 23 and row["fpr_test"] == 17 / 68
+    assert row["p_fix"] == 1 / 84 and row["p_break"] == 3 / 36
+    swe = df.set_index(["benchmark", "generator"]).loc[("swebench_lite", "gpt5_mini")]
+    assert np.isnan(swe["tpr_test"]) and swe["source"] == "raw"
+
+
+def test_estimate_user_file_with_benchmark(tmp_path, capsys):
+    f = _user_file(tmp_path)
+    out = tmp_path / "mine.csv"
+    assert main(["estimate", str(f), "--out", str(out), "--benchmark", "my_bench"]) == 0
+    df = pd.read_csv(out)
+    assert df[["benchmark", "generator"]].values.tolist() == [["my_bench", "mine"]]
+    assert df.loc[0, "prior"] == 2 / 5
+    assert df.loc[0, "tpr_test"] == 2 / 3 and df.loc[0, "fpr_test"] == 2 / 4
+    assert np.isnan(df.loc[0, "tpr_llm"]) and np.isnan(df.loc[0, "p_fix"])
+    capsys.readouterr()
+    # without --benchmark: a clear one-line error, exit status 2
+    assert main(["estimate", str(f), "--out", str(tmp_path / "x.nc")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bpc estimate: error: ") and "--benchmark" in err and str(f) in err
+    assert not (tmp_path / "x.nc").exists()
+
+
+def test_estimate_rejects_other_suffix(tmp_path, capsys):
+    f = _user_file(tmp_path)
+    assert main(["estimate", str(f), "--out", str(tmp_path / "est.txt"), "--benchmark", "b"]) == 2
+    assert "expected a .nc or .csv file" in capsys.readouterr().err
+
+
+def test_estimate_bad_input_reports_file_and_line(tmp_path, capsys):
+    f = tmp_path / "bad.jsonl"
+    f.write_text('{"generator": "g", "instance_id": "a", "patch_id": 0, "Y": 3}\n')
+    assert main(["estimate", str(f), "--out", str(tmp_path / "e.csv"), "--benchmark", "b"]) == 2
+    assert f"{f}:1: field 'Y': expected 0 or 1" in capsys.readouterr().err
