@@ -51,7 +51,7 @@ POLICY_COLORS: dict[str, str] = {
     "fixed_pipeline": OKABE_ITO[6],
     "self_refine": OKABE_ITO[0],
     "reflexion": OKABE_ITO[5],
-    "bayesian_greedy": "#56B4E9",
+    "bayesian_greedy": "#332288",  # indigo (Tol), distinct from every Okabe-Ito hue
     "bayesian_dp": OKABE_ITO[4],
 }
 

@@ -1,0 +1,140 @@
+"""``bpc replay``: writes the CSV, prints the table, reports skipped cells and user errors."""
+
+from __future__ import annotations
+
+import csv
+
+import pandas as pd
+import pytest
+
+from bpc.cli import main
+from bpc.replay import RESULT_COLUMNS
+
+
+@pytest.mark.corpus
+def test_release_profile_writes_csv_matching_the_released_rows(corpus_path, tmp_path, capsys):
+    out = tmp_path / "replay.csv"
+    plot = tmp_path / "delta.png"
+    cell = corpus_path / "lcb_calibration_v2" / "gpt5_mini" / "critic_results.jsonl"
+    rc = main(
+        ["replay", str(cell), "--profile", "paper-release", "--costs", "paper-release", "--out", str(out)]
+        + ["--plot", str(plot), "--quiet"]
+    )
+    assert rc == 0
+    df = pd.read_csv(out)
+    assert list(df.columns) == list(RESULT_COLUMNS)
+    assert len(df) == 8 and set(df["generator"]) == {"gpt5_mini"}
+    with open(corpus_path / "PAPER_RELEASE" / "PAPER_TABLE_lcb_hard.csv", newline="") as fh:
+        released = {
+            r["policy"]: r
+            for r in csv.DictReader(fh)
+            if r["generator"] == "gpt5_mini" and r["l3_reviewer"] == "haiku45_default"
+        }
+    got = df.set_index("policy")
+    assert f"{got.loc['gate_test', 'ci_hi']:.4f}" == released["threshold_L2"]["ci95_hi"]
+    assert f"{got.loc['bayesian_dp', 'mean_utility']:.4f}" == released["bayesian_DP"]["mean_utility"]
+    assert plot.exists() and plot.stat().st_size > 0
+    printed = capsys.readouterr().out
+    assert "gate(Cr_test)" in printed and "7.4138" in printed
+
+
+@pytest.mark.corpus
+def test_release_profile_with_kernel_file(corpus_path, tmp_path):
+    out = tmp_path / "measured.csv"
+    cell = corpus_path / "lcb_calibration_v2" / "gpt5_mini"
+    kernel = corpus_path / "spot_check_n50" / "gpt5_mini" / "transition_kernel.json"
+    args = ["replay", str(cell), "--profile", "paper-release", "--costs", "paper-release"]
+    assert main([*args, "--kernel", str(kernel), "--out", str(out), "--quiet"]) == 0
+    df = pd.read_csv(out).set_index("policy")
+    assert f"{df.loc['bayesian_dp', 'mean_utility']:.4f}" == "12.6207"  # the __measured row
+
+
+@pytest.mark.corpus
+def test_paper_profile_on_tree_reports_skipped_cells(corpus_path, tmp_path, capsys):
+    out = tmp_path / "paper.csv"
+    assert main(["replay", str(corpus_path / "lcb_calibration_v2"), "--out", str(out), "--quiet"]) == 0
+    df = pd.read_csv(out)
+    assert list(df.columns) == [*RESULT_COLUMNS, "split"]
+    assert set(df["split"]) == {"eval", "fit"}
+    assert set(df["generator"]) == {"gpt5_mini", "haiku45", "qwen3_coder"}
+    assert "self_refine" not in set(df["policy"])
+    err = capsys.readouterr().err
+    assert "skipped 1 cell(s)" in err and "lcb_hard/qwen25_coder_32b" in err
+
+
+def test_simulated_records_with_trajectories(tmp_path):
+    from bpc.simulate import simulate_panel
+
+    panel = simulate_panel(seed=3, benchmarks=["lcb_hard"], generators=["haiku45"], n_instances=24)
+    jsonl = tmp_path / "lcb_calibration_v2" / "haiku45" / "critic_results.jsonl"
+    jsonl.parent.mkdir(parents=True)
+    with open(jsonl, "w") as fh:
+        for r in panel.records.itertuples(index=False):
+            fields = {
+                "syn": "L0_syntax",
+                "lint": "L1_lint",
+                "test": "L2_public_tests",
+                "llm": "L3_llm_review",
+            }
+            row = {
+                "generator": r.generator,
+                "instance_id": r.instance_id,
+                "patch_id": int(r.patch_id),
+                "Y": int(r.Y),
+            }
+            row.update({f: bool(getattr(r, c)) for c, f in fields.items()})
+            fh.write(pd.Series(row).to_json() + "\n")
+    traj = tmp_path / "traj.csv"
+    panel.trajectories.to_csv(traj, index=False)
+    out = tmp_path / "sim.csv"
+    assert (
+        main(
+            [
+                "replay",
+                str(jsonl),
+                "--trajectories",
+                str(traj),
+                "--split",
+                "eval",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    df = pd.read_csv(out)
+    assert {"self_refine", "reflexion", "bayesian_dp"} <= set(df["policy"])
+    assert set(df["split"]) == {"eval"}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["replay", "/nonexistent/path"], "does not exist"),
+        (["replay", ".", "--policies", "always_verify,oracle"], "unknown policy"),
+        (["replay", ".", "--costs", "cheap"], "cost"),
+    ],
+)
+def test_user_errors(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.corpus
+def test_table_only_folder_is_an_error(corpus_path, capsys):
+    assert main(["replay", str(corpus_path / "lcb_calibration_v2" / "qwen25_32b"), "--quiet"]) == 2
+    assert "no cell with per-patch records" in capsys.readouterr().err
+
+
+def test_simulated_panel(tmp_path, capsys):
+    out = tmp_path / "sim.csv"
+    argv = ["replay", "simulated", "--scale", "0.05", "--seed", "11", "--split", "eval"]
+    assert (
+        main([*argv, "--policies", "always_verify,reflexion,bayesian_greedy", "--out", str(out), "--quiet"])
+        == 0
+    )
+    df = pd.read_csv(out)
+    assert len(df.groupby(["benchmark", "generator"])) == 54
+    assert set(df["policy"]) == {"always_verify", "reflexion", "bayesian_greedy"}
+    assert "simulated panel" in capsys.readouterr().out

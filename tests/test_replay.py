@@ -1,0 +1,385 @@
+"""Replay engine: accounting on scripted controllers, Bayesian controllers, vectorised vs per-instance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpc.controllers import BeliefState, DPController, GreedyController
+from bpc.costs import Costs, named_costs
+from bpc.paper_release import ReleaseDPController, ReleaseGreedyController
+from bpc.profiles import PAPER, PAPER_RELEASE, get_profile
+from bpc.replay import (
+    POLICIES,
+    RESULT_COLUMNS,
+    replay_cells,
+    replay_controller,
+    replay_pool,
+    split_instances,
+    summarize,
+)
+from bpc.schema import Pool
+
+COSTS = Costs(c_gen=10, c_ver=5, reward=100, critic={"syn": 1, "test": 2, "llm": 3, "lint": 1})
+CRITICS = ("syn", "test", "llm")
+
+
+def params_cell(prior, tpr, fpr, p_fix=np.nan, p_break=np.nan):
+    tpr, fpr = np.asarray(tpr, float), np.asarray(fpr, float)
+    coords = {"benchmark": ["b"], "generator": ["g"], "critic": list(CRITICS)}
+    return xr.Dataset(
+        {
+            "prior": (("benchmark", "generator"), [[prior]]),
+            "tpr": (("benchmark", "generator", "critic"), tpr[None, None]),
+            "fpr": (("benchmark", "generator", "critic"), fpr[None, None]),
+            "gap": (("benchmark", "generator", "critic"), (tpr - fpr)[None, None]),
+            "p_fix": (("benchmark", "generator"), [[p_fix]]),
+            "p_break": (("benchmark", "generator"), [[p_break]]),
+        },
+        coords=coords,
+    )
+
+
+def _pool(Y, z, n_patches=None):
+    Y = np.asarray(Y, dtype=np.int8)
+    z = np.asarray(z, dtype=np.int8)
+    npch = np.full(Y.shape[0], Y.shape[1]) if n_patches is None else np.asarray(n_patches)
+    return Pool(np.array([f"i{k}" for k in range(Y.shape[0])]), Y, z, npch, CRITICS)
+
+
+class Scripted:
+    """Plays a fixed action sequence (one per decision), the same for every episode."""
+
+    name = "scripted"
+    critics = CRITICS
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.seen = []
+
+    def start(self, n):
+        return {"t": np.zeros(n, dtype=int)}
+
+    def act(self, state):
+        t = np.minimum(state["t"], len(self.script) - 1)
+        state["t"] = state["t"] + 1
+        return np.asarray(self.script)[t]
+
+    def observe_critic(self, state, k, z, mask):
+        self.seen.append((k, z[mask].tolist()))
+
+    def observe_regenerate(self, state, mask):
+        pass
+
+    def observe_verify(self, state, passed, mask):
+        pass
+
+
+# ---------------------------------------------------------------------------
+# engine accounting, hand-checked
+# ---------------------------------------------------------------------------
+POOL = _pool(
+    Y=[[0, 1, 0], [1, 0, 0]],
+    z=[
+        [[1, 1, 0], [1, 0, 1], [0, 0, 0]],
+        [[0, 1, 1], [1, 1, 1], [1, 1, 1]],
+    ],
+)
+
+
+def test_engine_critic_regenerate_verify_hand_checked():
+    # test critic, regenerate, verify, stop
+    ctl = Scripted([4, 2, 1, 0])
+    u, p, c = replay_controller(POOL, ctl, COSTS, "paper")
+    # i0: gen 10 + test 2 + gen 10 + ver 5 → patch 1 passes: 100 − 27
+    # i1: same costs, patch 1 fails; the failed verify is not terminal, the script then stops
+    np.testing.assert_allclose(u, [73, -27])
+    np.testing.assert_allclose(p, [1, 0])
+    assert ctl.seen[0] == (1, [1, 1])  # recorded test verdicts of patch 0 of both instances
+    ctl = Scripted([4, 2, 1, 0])
+    u, p, c = replay_controller(POOL, ctl, COSTS, "paper-release")
+    # release: first patch free, verify terminal → i0: 2 + 10 + 5 = 17 → 83; i1: −17
+    np.testing.assert_allclose(u, [83, -17])
+    np.testing.assert_allclose(c, [17, 17])
+
+
+def test_engine_pool_exhaustion():
+    ctl = Scripted([2, 2, 2, 1])
+    u, p, c = replay_controller(POOL, ctl, COSTS, "paper")
+    np.testing.assert_allclose(
+        u, [-30, -30]
+    )  # three generations; the 3rd regenerate finds no patch, uncharged
+    u, p, c = replay_controller(POOL, Scripted([2, 2, 2, 1]), COSTS, "paper-release")
+    np.testing.assert_allclose(u, [-30, -30])  # two regenerations + the one that exhausts the pool, charged
+    assert (p == 0).all()
+
+
+def test_engine_stop_first_costs_first_generation_only():
+    u, _, _ = replay_controller(POOL, Scripted([0]), COSTS, "paper")
+    np.testing.assert_allclose(u, [-10, -10])
+    u, _, _ = replay_controller(POOL, Scripted([0]), COSTS, "paper-release")
+    np.testing.assert_allclose(u, [0, 0])
+
+
+def test_engine_guards():
+    with pytest.raises(RuntimeError, match="still running"):
+        replay_controller(POOL, Scripted([3]), COSTS, "paper", max_decisions=10)
+    with pytest.raises(ValueError, match="outside"):
+        replay_controller(POOL, Scripted([9]), COSTS, "paper")
+
+
+# ---------------------------------------------------------------------------
+# Bayesian controllers, hand-checked behaviour
+# ---------------------------------------------------------------------------
+def test_paper_greedy_equals_always_verify_when_regenerating_pays():
+    # π R − c_ver − c_gen > 0: verify; after a failure (b = 0) regenerate (fresh sample) and verify again
+    rng = np.random.default_rng(0)
+    Y = rng.integers(0, 2, size=(40, 3))
+    z = rng.integers(0, 2, size=(40, 3, 3))
+    pool = _pool(Y, z)
+    cell = params_cell(0.5, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4])
+    res = replay_pool(pool, ["always_verify", "bayesian_greedy"], named_costs("fast"), params=cell)
+    np.testing.assert_allclose(
+        res["utility"].sel(policy="bayesian_greedy"), res["utility"].sel(policy="always_verify")
+    )
+
+
+def test_paper_greedy_stops_when_verifying_does_not_pay():
+    pool = _pool([[1, 1, 1]], [[[1, 1, 1]] * 3])
+    cell = params_cell(0.03, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4])  # π R = 3 < c_ver = 5
+    res = replay_pool(pool, ["bayesian_greedy"], named_costs("fast"), params=cell)
+    assert float(res["utility"][0, 0]) == -10  # the first generation is charged
+
+
+def test_dp_uses_a_near_oracle_cheap_critic():
+    # a free, perfect test critic: the DP checks every patch with it and verifies only passing ones
+    pool = _pool([[0, 0, 1], [0, 0, 0]], [[[1, 0, 1], [1, 0, 1], [1, 1, 1]], [[1, 0, 1]] * 3])
+    cell = params_cell(0.3, [0.5, 0.999, 0.5], [0.5, 0.001, 0.5])
+    costs = Costs(c_gen=1, c_ver=50, reward=100, critic={"syn": 1, "test": 0.01, "llm": 1})
+    u, p, c = replay_controller(pool, DPController(cell, costs), costs, "paper")
+    np.testing.assert_allclose(u, [100 - 3 - 0.03 - 50, -3 - 0.03])
+    np.testing.assert_array_equal(p, [1, 0])
+
+
+def test_release_dp_calls_a_critic_twice():
+    # the released DP re-reads its table after a critic: with a weak cheap critic that keeps passing it may
+    # call it again on the same patch; the released greedy offers critics again as well
+    pool = _pool([[1, 0, 0]], [[[1, 1, 1]] * 3])
+    cell = params_cell(0.35, [0.95, 0.9, 0.9], [0.6, 0.6, 0.6])
+    costs = named_costs("paper-release")
+    for cls in (ReleaseDPController, ReleaseGreedyController):
+        ctl = cls(cell, costs)
+        calls = []
+        orig = ctl.observe_critic
+
+        def spy(state, k, z, mask, orig=orig, calls=calls):
+            calls.append(int(k))
+            orig(state, k, z, mask)
+
+        ctl.observe_critic = spy
+        replay_controller(pool, ctl, costs, "paper-release")
+        assert len(calls) >= 2 and len(set(calls)) < len(calls), (cls.__name__, calls)
+
+
+def test_belief_state_missing_verdict_marks_used_without_update():
+    ctl = GreedyController(params_cell(0.4, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4]), COSTS)
+    st_ = ctl.start(2)
+    ctl.observe_critic(st_, 1, np.array([-1, 1]), np.array([True, True]))
+    assert st_.b[0, 0] == pytest.approx(0.4) and st_.b[1, 0] == pytest.approx(
+        0.8 * 0.4 / (0.8 * 0.4 + 0.2 * 0.6)
+    )
+    np.testing.assert_array_equal(st_.used, [2, 2])
+    assert isinstance(st_, BeliefState)
+
+
+# ---------------------------------------------------------------------------
+# vectorised engine == per-instance loop (hypothesis)
+# ---------------------------------------------------------------------------
+@st.composite
+def pools(draw):
+    n = draw(st.integers(1, 7))
+    P = draw(st.integers(1, 4))
+    npch = np.array(draw(st.lists(st.integers(1, P), min_size=n, max_size=n)))
+    Y = np.array(draw(st.lists(st.integers(0, 1), min_size=n * P, max_size=n * P)), dtype=np.int8).reshape(
+        n, P
+    )
+    z = np.array(draw(st.lists(st.integers(-1, 1), min_size=n * P * 3, max_size=n * P * 3)), dtype=np.int8)
+    return _pool(Y, z.reshape(n, P, 3), npch)
+
+
+probs = st.floats(0.02, 0.98)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    pool=pools(),
+    prior=probs,
+    tpr=st.lists(probs, min_size=3, max_size=3),
+    fpr=st.lists(probs, min_size=3, max_size=3),
+    kernel=st.one_of(st.none(), st.tuples(probs, probs)),
+    cost_name=st.sampled_from(["fast", "slow", "paper-release"]),
+)
+def test_vectorised_equals_per_instance(pool, prior, tpr, fpr, kernel, cost_name):
+    pf, pb = kernel if kernel is not None else (np.nan, np.nan)
+    cell = params_cell(prior, tpr, fpr, pf, pb)
+    costs = named_costs(cost_name)
+    for prof, controllers in (
+        (PAPER, (GreedyController(cell, costs), DPController(cell, costs))),
+        (PAPER_RELEASE, (ReleaseGreedyController(cell, costs), ReleaseDPController(cell, costs))),
+    ):
+        for ctl in controllers:
+            u, p, c = replay_controller(pool, ctl, costs, prof)
+            for i in range(pool.n_instances):
+                ui, pi, ci = replay_controller(pool.subset([i]), ctl, costs, prof)
+                assert (ui[0], pi[0], ci[0]) == pytest.approx((u[i], p[i], c[i])), (prof.name, ctl.name, i)
+            np.testing.assert_allclose(u, costs.reward * p - c)
+
+
+# ---------------------------------------------------------------------------
+# split, summary, cells
+# ---------------------------------------------------------------------------
+def test_split_instances():
+    ids = [f"{k:04d}" for k in range(29)][::-1]
+    fit, ev = split_instances(ids)
+    assert len(fit) == 21 and len(ev) == 8
+    assert set(fit).isdisjoint(ev) and set(fit) | set(ev) == set(ids)
+    perm = np.random.default_rng(42).permutation(29)
+    assert set(ev) == {sorted(ids)[k] for k in perm[21:]}
+    f2, e2 = split_instances(list(reversed(ids)))
+    np.testing.assert_array_equal(fit, f2)
+    np.testing.assert_array_equal(ev, e2)
+    assert len(split_instances(range(100))[0]) == 75
+    with pytest.raises(ValueError, match="fit_fraction"):
+        split_instances(ids, fit_fraction=1.0)
+
+
+def test_summarize_hand_checked():
+    ds = xr.Dataset(
+        {
+            "utility": (("policy", "instance"), [[10.0, 0.0, -5.0], [12.0, 4.0, -5.0], [np.nan] * 3]),
+            "passed": (("policy", "instance"), [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [np.nan] * 3]),
+            "cost": (("policy", "instance"), [[0.0, 0.0, 5.0], [0.0, 0.0, 5.0], [np.nan] * 3]),
+        },
+        coords={"policy": ["always_verify", "x", "gate_test"], "instance": ["a", "b", "c"]},
+    )
+    s = summarize(ds)
+    assert float(s["mean_utility"].sel(policy="x")) == pytest.approx(11 / 3)
+    assert float(s["pass_rate"].sel(policy="x")) == pytest.approx(2 / 3)
+    assert float(s["delta"].sel(policy="x")) == pytest.approx(2.0)
+    assert float(s["ci_lo"].sel(policy="x")) >= 0 and float(s["ci_hi"].sel(policy="x")) <= 4
+    assert float(s["delta"].sel(policy="always_verify")) == 0 == float(s["ci_lo"].sel(policy="always_verify"))
+    assert np.isnan(float(s["mean_utility"].sel(policy="gate_test")))
+    with pytest.raises(ValueError, match="reference"):
+        summarize(ds, reference="nope")
+
+
+@pytest.fixture(scope="module")
+def panel():
+    from bpc.simulate import simulate_panel
+
+    return simulate_panel(
+        seed=7, benchmarks=["lcb_hard", "swebench_lite"], generators=["gpt5_mini", "haiku45"], n_instances=40
+    )
+
+
+def test_replay_cells_paper_profile(panel):
+    df = replay_cells(panel.records, None, None, trajectories=panel.trajectories, split="both")
+    assert list(df.columns) == [*RESULT_COLUMNS, "split"]
+    assert set(df["split"]) == {"eval", "fit"}
+    assert set(df["policy"]) == set(POLICIES)
+    swe = df[df["benchmark"] == "swebench_lite"]
+    assert "gate_test" not in set(swe["policy"])  # no Cr_test on SWE-Bench: no row
+    assert len(df[df["benchmark"] == "lcb_hard"]) == 2 * 2 * len(POLICIES)
+    ref = df[df["policy"] == "always_verify"]
+    assert (ref["delta"] == 0).all()
+    again = replay_cells(panel.records, None, None, trajectories=panel.trajectories, split="both")
+    pd.testing.assert_frame_equal(df, again)
+
+
+def test_replay_cells_split_all_is_in_sample(panel):
+    from bpc.replay import cell_pool
+
+    df = replay_cells(panel.records, None, None, policies=["gate_test", "bayesian_dp"], split="all")
+    assert set(df["split"]) == {"all"}
+    assert len(df) == 4 * 2 + 2  # always_verify + bayesian_dp everywhere, gate_test on the 2 LCB cells
+    rec = panel.records[
+        (panel.records["benchmark"] == "lcb_hard") & (panel.records["generator"] == "haiku45")
+    ]
+    full = replay_pool(cell_pool(rec), ["always_verify"], named_costs("fast"))
+    got = df[
+        (df["generator"] == "haiku45") & (df["benchmark"] == "lcb_hard") & (df["policy"] == "always_verify")
+    ]
+    assert float(got["mean_utility"].iloc[0]) == pytest.approx(float(full["utility"].mean()))
+
+
+def test_replay_cells_release_profile_is_in_sample(panel):
+    df = replay_cells(panel.records, None, named_costs("paper-release"), profile="paper-release")
+    assert list(df.columns) == list(RESULT_COLUMNS)
+    assert set(df["policy"]) == set(get_profile("paper-release").policies)
+
+
+def test_replay_cells_errors(panel):
+    with pytest.raises(ValueError, match="unknown policy"):
+        replay_cells(panel.records, None, None, policies=["oracle"])
+    with pytest.raises(ValueError, match="split"):
+        replay_cells(panel.records, None, None, split="train")
+    with pytest.raises(ValueError, match="unknown replay profile"):
+        replay_cells(panel.records, None, None, profile="gen1")
+
+
+def test_controllers_reason_with_several_samples():
+    """Beliefs are (n_instance, S): S identical draws act exactly like the plug-in controller."""
+    cell = params_cell(0.3, [0.95, 0.9, 0.7], [0.6, 0.1, 0.4], 0.2, 0.3)
+    draws = cell.expand_dims(chain=[0], draw=np.arange(3))
+    rng = np.random.default_rng(5)
+    pool = _pool(rng.integers(0, 2, size=(30, 3)), rng.integers(0, 2, size=(30, 3, 3)))
+    costs = named_costs("slow")
+    for cls, prof in ((GreedyController, PAPER), (DPController, PAPER), (ReleaseDPController, PAPER_RELEASE)):
+        one = replay_controller(pool, cls(cell, costs), costs, prof)
+        ctl = cls(draws, costs)
+        assert ctl.n_samples == 3 and ctl.start(4).b.shape == (4, 3)
+        many = replay_controller(pool, ctl, costs, prof)
+        for a, b in zip(one, many, strict=True):
+            np.testing.assert_allclose(a, b)
+
+
+def test_plot_delta_bars(tmp_path):
+    from bpc.plots.replay import plot_delta_bars
+
+    df = pd.DataFrame(
+        {
+            "benchmark": ["lcb_hard"] * 3,
+            "generator": ["haiku45"] * 3,
+            "policy": ["always_verify", "gate_test", "bayesian_dp"],
+            "mean_utility": [0.0, 1.0, 2.0],
+            "pass_rate": [0.1, 0.1, 0.1],
+            "delta": [0.0, 1.0, 2.0],
+            "ci_lo": [0.0, 0.5, -1.0],
+            "ci_hi": [0.0, 2.0, 3.0],
+            "split": ["eval"] * 3,
+        }
+    )
+    written = plot_delta_bars(df, tmp_path / "bars.png", formats=("png", "pdf"))
+    assert [p.suffix for p in written] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in written)
+    with pytest.raises(ValueError, match="no rows"):
+        plot_delta_bars(df, tmp_path / "none.png", split="fit")
+    with pytest.raises(ValueError, match="lacks column"):
+        plot_delta_bars(df.drop(columns="ci_hi"), tmp_path / "x.png")
+
+
+def test_profiles():
+    from bpc.profiles import AUTHOR_POLICY_NAMES, Profile, canonical_policy
+
+    assert get_profile("paper") is PAPER and get_profile(PAPER_RELEASE) is PAPER_RELEASE
+    assert canonical_policy("threshold_L2") == "gate_test" and canonical_policy("gate_llm") == "gate_llm"
+    assert set(AUTHOR_POLICY_NAMES.values()) == set(PAPER_RELEASE.policies)
+    variant = PAPER_RELEASE.with_(gate_max_patches={"syn": 2, "test": 2, "llm": 2})
+    assert variant != PAPER_RELEASE and hash(PAPER_RELEASE.with_()) == hash(PAPER_RELEASE)
+    with pytest.raises(ValueError, match="instance_order"):
+        Profile(name="x", policies=(), instance_order="random")
+    with pytest.raises(ValueError, match="gate_max_patches"):
+        PAPER.with_(gate_max_patches={"syn": 0})
