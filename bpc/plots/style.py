@@ -15,7 +15,15 @@ import matplotlib
 matplotlib.use("Agg")  # bpc never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["OKABE_ITO", "POLICY_LABELS", "POLICY_COLORS", "BENCHMARK_LABELS", "GENERATOR_LABELS", "savefig"]
+__all__ = [
+    "OKABE_ITO",
+    "POLICY_LABELS",
+    "POLICY_COLORS",
+    "BENCHMARK_LABELS",
+    "GENERATOR_LABELS",
+    "cell_label",
+    "savefig",
+]
 
 OKABE_ITO: tuple[str, ...] = (
     "#E69F00",  # orange
@@ -75,6 +83,11 @@ GENERATOR_LABELS: dict[str, str] = {
     "qwen25_coder_32b": "Qwen2.5-Coder-32B",
     "gpt_oss_20b": "gpt-oss-20b",
 }
+
+
+def cell_label(benchmark: str, generator: str) -> str:
+    """Display name of a cell, e.g. ``"LCB-hard / claude-haiku-4.5"``."""
+    return f"{BENCHMARK_LABELS.get(benchmark, benchmark)} / {GENERATOR_LABELS.get(generator, generator)}"
 
 
 def savefig(
