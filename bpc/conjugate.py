@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from scipy.special import betaincinv
 
 from bpc.constants import (
     DEFAULT_SEED,
@@ -145,9 +146,11 @@ def conjugate_posterior(
         av, bv = a.values, b.values
         ok = np.isfinite(av) & np.isfinite(bv)
         shape = (chains, draws, *av.shape)
-        # Draw for every cell (NaN cells get a dummy Beta(1, 1)) so the random
-        # stream does not depend on which cells happen to be observed.
-        x = rng.beta(np.where(ok, av, 1.0), np.where(ok, bv, 1.0), size=shape)
+        # Inverse-CDF sampling: one uniform per (chain, draw, cell) whatever the
+        # Beta parameters, so the random stream (and thus every observed
+        # cell's draws) does not depend on which other cells are observed.
+        u = rng.random(shape)
+        x = betaincinv(np.where(ok, av, 1.0), np.where(ok, bv, 1.0), u)
         x[:, :, ~ok] = np.nan
         out[name] = xr.DataArray(x, dims=(DIM_CHAIN, DIM_DRAW, *a.dims), coords=a.coords)
     out["gap"] = out["tpr"] - out["fpr"]

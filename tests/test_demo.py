@@ -24,7 +24,9 @@ def test_demo_is_deterministic(tmp_path):
     a = (tmp_path / "a" / "report.md").read_text()
     b = (tmp_path / "b" / "report.md").read_text()
     assert a == b
-    assert (tmp_path / "a/figures/priors.png").read_bytes() == (tmp_path / "b/figures/priors.png").read_bytes()
+    assert (tmp_path / "a/figures/priors.png").read_bytes() == (
+        tmp_path / "b/figures/priors.png"
+    ).read_bytes()
 
 
 def test_demo_rejects_bad_scale(tmp_path, capsys):

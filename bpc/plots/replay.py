@@ -142,8 +142,7 @@ def plot_delta_heatmap(
     limit = max(limit, 1e-9)
     n_rows = len(table)
     fig, ax = plt.subplots(figsize=(1.0 * len(policies) + 3.5, 0.28 * n_rows + 1.8))
-    cmap = plt.get_cmap("PuOr").copy()  # diverging, colour-blind safe
-    cmap.set_bad("#dddddd")
+    cmap = plt.get_cmap("PuOr").with_extremes(bad="#dddddd")  # diverging, colour-blind safe
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
     for i in range(n_rows):
         for j in range(len(policies)):
