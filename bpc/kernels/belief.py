@@ -1,0 +1,378 @@
+"""Belief updates and the shared problem definition of the three solvers.
+
+Everything here is pure numpy and batched over a leading axis ``S`` of
+parameter samples (one row per posterior draw, or ``S = 1`` for a plug-in
+estimate). The action index convention shared by every solver and controller
+is ``0 = stop``, ``1 = verify``, ``2 = regenerate`` and ``3 + k`` = critic
+``k`` (``k`` indexes the last axis of ``tpr`` / ``fpr``).
+
+A critic observation ``z`` is ``1`` for *pass* and ``0`` for *fail*. Sums over
+observations always run over ``z = pass`` first, then ``z = fail``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "STOP",
+    "VERIFY",
+    "REGENERATE",
+    "CRITIC_OFFSET",
+    "BASE_ACTIONS",
+    "action_names",
+    "observation_prob",
+    "bayes_update",
+    "regenerate",
+    "Problem",
+    "make_problem",
+    "used_mask",
+    "used_labels",
+]
+
+STOP = 0
+"""Action index of *stop* (value 0)."""
+VERIFY = 1
+"""Action index of *verify* (value ``R·b − c_ver``; terminal)."""
+REGENERATE = 2
+"""Action index of *regenerate* (new patch; resets the used-critic set)."""
+CRITIC_OFFSET = 3
+"""Action index of critic ``k`` is ``CRITIC_OFFSET + k``."""
+BASE_ACTIONS: tuple[str, ...] = ("stop", "verify", "regenerate")
+"""Names of the non-critic actions, in index order."""
+
+
+def action_names(critics) -> tuple[str, ...]:
+    """Names of all actions in index order: ``("stop", "verify", "regenerate", *critics)``."""
+    critics = tuple(critics)
+    clash = [c for c in critics if c in BASE_ACTIONS]
+    if clash:
+        raise ValueError(f"critic name(s) {clash} clash with the action names {BASE_ACTIONS}")
+    return BASE_ACTIONS + critics
+
+
+def observation_prob(b, tpr, fpr, z):
+    """Probability of critic verdict ``z`` under belief ``b``.
+
+    Parameters
+    ----------
+    b, tpr, fpr : array_like
+        Belief P(Y=1), P(pass | Y=1) and P(pass | Y=0); broadcast together.
+    z : array_like of int or bool
+        1 (pass) or 0 (fail).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``tpr·b + fpr·(1−b)`` where ``z = 1``, ``(1−tpr)·b + (1−fpr)·(1−b)`` where ``z = 0``.
+    """
+    b, tpr, fpr = np.asarray(b), np.asarray(tpr), np.asarray(fpr)
+    z = np.asarray(z).astype(bool)
+    p1 = np.where(z, tpr, 1 - tpr)
+    p0 = np.where(z, fpr, 1 - fpr)
+    return p1 * b + p0 * (1 - b)
+
+
+def bayes_update(b, tpr, fpr, z):
+    """Posterior belief after critic verdict ``z`` (SPEC §3).
+
+    ``b' = P(z|1)·b / (P(z|1)·b + P(z|0)·(1−b))``.
+
+    Parameters
+    ----------
+    b : array_like
+        Prior belief P(Y=1) in [0, 1].
+    tpr, fpr : array_like
+        P(pass | Y=1) and P(pass | Y=0) of the critic, broadcast against ``b``.
+    z : array_like of int or bool
+        Verdict, 1 = pass, 0 = fail.
+
+    Returns
+    -------
+    numpy.ndarray
+        Updated belief. Where the verdict has probability zero (``0/0``) the
+        belief is returned unchanged: that branch carries weight zero in every
+        expectation, and returning a finite belief keeps its value from
+        poisoning the sum with ``NaN``.
+    """
+    b, tpr, fpr = np.asarray(b), np.asarray(tpr), np.asarray(fpr)
+    z = np.asarray(z).astype(bool)
+    p1 = np.where(z, tpr, 1 - tpr)
+    p0 = np.where(z, fpr, 1 - fpr)
+    num = p1 * b
+    den = num + p0 * (1 - b)
+    safe = np.where(den > 0, den, 1)
+    return np.where(den > 0, num / safe, b)
+
+
+def regenerate(b, p_fix, p_break):
+    """Belief after regeneration through the repair kernel (SPEC §3).
+
+    ``b' = b·(1 − p_break) + (1 − b)·p_fix``; with ``p_fix = π`` and
+    ``p_break = 1 − π`` this is a fresh sample, ``b' = π``.
+
+    Parameters
+    ----------
+    b, p_fix, p_break : array_like
+        Belief, P(Y'=1 | Y=0) and P(Y'=0 | Y=1); broadcast together.
+
+    Returns
+    -------
+    numpy.ndarray
+        The propagated belief.
+    """
+    b = np.asarray(b)
+    return b * (1 - np.asarray(p_break)) + (1 - b) * np.asarray(p_fix)
+
+
+# ---------------------------------------------------------------------------
+# Problem definition shared by the solvers
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Problem:
+    """A validated, broadcast decision problem for ``S`` parameter samples.
+
+    Attributes
+    ----------
+    prior : numpy.ndarray
+        ``(S,)`` prior π of a fresh patch.
+    tpr, fpr : numpy.ndarray
+        ``(S, K)`` critic likelihoods; unavailable critics hold 0.5 (never used).
+    p_fix, p_break : numpy.ndarray
+        ``(S,)`` repair kernel.
+    critic_costs : numpy.ndarray
+        ``(S, K)`` critic costs; 0 where a critic is unavailable.
+    c_gen, c_ver, reward : numpy.ndarray
+        ``(S,)`` costs and reward.
+    available : numpy.ndarray
+        ``(S, K)`` bool, critics present.
+    """
+
+    prior: np.ndarray
+    tpr: np.ndarray
+    fpr: np.ndarray
+    p_fix: np.ndarray
+    p_break: np.ndarray
+    critic_costs: np.ndarray
+    c_gen: np.ndarray
+    c_ver: np.ndarray
+    reward: np.ndarray
+    available: np.ndarray
+
+    @property
+    def n_samples(self) -> int:
+        """Number of parameter samples ``S``."""
+        return int(self.prior.shape[0])
+
+    @property
+    def n_critics(self) -> int:
+        """Number of critics ``K``."""
+        return int(self.tpr.shape[1])
+
+    @property
+    def n_actions(self) -> int:
+        """Number of actions ``3 + K``."""
+        return CRITIC_OFFSET + self.n_critics
+
+    def astype(self, dtype) -> Problem:
+        """The same problem with every float array cast to ``dtype``."""
+        kw = {
+            name: getattr(self, name).astype(dtype, copy=False)
+            for name in (
+                "prior",
+                "tpr",
+                "fpr",
+                "p_fix",
+                "p_break",
+                "critic_costs",
+                "c_gen",
+                "c_ver",
+                "reward",
+            )
+        }
+        return Problem(available=self.available, **kw)
+
+    def take(self, index) -> Problem:
+        """The problem restricted to some samples (integer index or slice)."""
+        return Problem(**{name: getattr(self, name)[index] for name in self.__dataclass_fields__})
+
+
+def _as_float(name: str, value) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"argument {name!r} must be numeric, got {value!r}") from None
+    return arr
+
+
+def _check_prob(name: str, arr: np.ndarray, mask=None) -> None:
+    """Reject NaN or values outside [0, 1] (only where ``mask`` is true)."""
+    vals = arr if mask is None else arr[np.broadcast_to(mask, arr.shape)]
+    bad = ~np.isfinite(vals) | (vals < 0) | (vals > 1)
+    if bad.any():
+        first = float(vals[bad].flat[0])
+        raise ValueError(
+            f"argument {name!r} must hold probabilities in [0, 1] (finite where a critic is available); "
+            f"got {first!r} at {int(bad.sum())} position(s)"
+        )
+
+
+def _check_cost(name: str, arr: np.ndarray, mask=None) -> None:
+    vals = arr if mask is None else arr[np.broadcast_to(mask, arr.shape)]
+    bad = ~np.isfinite(vals) | (vals < 0)
+    if bad.any():
+        raise ValueError(f"argument {name!r} must hold finite costs >= 0; got {float(vals[bad].flat[0])!r}")
+
+
+def _sample_count(shapes: dict[str, tuple[int, ...]]) -> int:
+    sizes = {n: s[0] for n, s in shapes.items() if len(s) >= 1}
+    distinct = {v for v in sizes.values() if v != 1}
+    if len(distinct) > 1:
+        raise ValueError(
+            "arguments disagree on the number of parameter samples S (leading axis): "
+            + ", ".join(f"{n}={v}" for n, v in sizes.items())
+        )
+    return distinct.pop() if distinct else 1
+
+
+def make_problem(
+    prior,
+    tpr,
+    fpr,
+    p_fix,
+    p_break,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    available=None,
+) -> Problem:
+    """Validate and broadcast a decision problem to ``S`` samples and ``K`` critics.
+
+    Parameters
+    ----------
+    prior : array_like
+        Scalar or ``(S,)``.
+    tpr, fpr : array_like
+        ``(K,)`` or ``(S, K)``. ``NaN`` marks an unavailable critic.
+    p_fix, p_break : array_like
+        Scalar or ``(S,)``.
+    critic_costs : array_like
+        ``(K,)`` or ``(S, K)``; may be ``NaN`` only where a critic is unavailable.
+    c_gen, c_ver, reward : array_like
+        Scalar or ``(S,)``; costs ``>= 0``, reward ``> 0``.
+    available : array_like of bool, optional
+        ``(K,)`` or ``(S, K)``. Defaults to "``tpr`` and ``fpr`` finite".
+
+    Returns
+    -------
+    Problem
+
+    Raises
+    ------
+    ValueError
+        Naming the offending argument: probabilities outside [0, 1] (or ``NaN``
+        where a critic is declared available), negative or non-finite costs,
+        ``reward <= 0``, or inconsistent shapes.
+    """
+    scal = {n: _as_float(n, v) for n, v in dict(prior=prior, p_fix=p_fix, p_break=p_break).items()}
+    scal.update({n: _as_float(n, v) for n, v in dict(c_gen=c_gen, c_ver=c_ver, reward=reward).items()})
+    mats = {n: _as_float(n, v) for n, v in dict(tpr=tpr, fpr=fpr, critic_costs=critic_costs).items()}
+    for n, a in scal.items():
+        if a.ndim > 1:
+            raise ValueError(f"argument {n!r} must be a scalar or have shape (S,), got shape {a.shape}")
+    for n, a in mats.items():
+        if a.ndim not in (1, 2):
+            raise ValueError(f"argument {n!r} must have shape (K,) or (S, K), got shape {a.shape}")
+    K = mats["tpr"].shape[-1]
+    for n, a in mats.items():
+        if a.shape[-1] != K:
+            raise ValueError(f"argument {n!r} has {a.shape[-1]} critics on its last axis, tpr has {K}")
+    shapes = {n: a.shape for n, a in scal.items()}
+    shapes.update({n: a.shape[:-1] for n, a in mats.items()})
+    avail = None
+    if available is not None:
+        avail = np.asarray(available)
+        if avail.dtype != bool:
+            raise ValueError(f"argument 'available' must be boolean, got dtype {avail.dtype}")
+        if avail.ndim not in (1, 2) or avail.shape[-1] != K:
+            raise ValueError(
+                f"argument 'available' must have shape (K,) or (S, K) with K={K}, got {avail.shape}"
+            )
+        shapes["available"] = avail.shape[:-1]
+    S = _sample_count(shapes)
+    vec = {n: np.broadcast_to(a, (S,)) if a.ndim else np.full(S, float(a)) for n, a in scal.items()}
+    mat = {n: np.broadcast_to(a, (S, K)) for n, a in mats.items()}
+    if avail is None:
+        avail = np.isfinite(mat["tpr"]) & np.isfinite(mat["fpr"])
+    avail = np.broadcast_to(avail, (S, K))
+
+    _check_prob("prior", vec["prior"])
+    _check_prob("p_fix", vec["p_fix"])
+    _check_prob("p_break", vec["p_break"])
+    _check_prob("tpr", mat["tpr"], avail)
+    _check_prob("fpr", mat["fpr"], avail)
+    _check_cost("c_gen", vec["c_gen"])
+    _check_cost("c_ver", vec["c_ver"])
+    _check_cost("critic_costs", mat["critic_costs"], avail)
+    r = vec["reward"]
+    if (~np.isfinite(r) | (r <= 0)).any():
+        raise ValueError(
+            f"argument 'reward' must be finite and > 0, got {float(r[~np.isfinite(r) | (r <= 0)][0])!r}"
+        )
+
+    def clean(a, fill):
+        return np.ascontiguousarray(np.where(avail, a, fill))
+
+    return Problem(
+        prior=np.ascontiguousarray(vec["prior"]),
+        tpr=clean(mat["tpr"], 0.5),
+        fpr=clean(mat["fpr"], 0.5),
+        p_fix=np.ascontiguousarray(vec["p_fix"]),
+        p_break=np.ascontiguousarray(vec["p_break"]),
+        critic_costs=clean(mat["critic_costs"], 0.0),
+        c_gen=np.ascontiguousarray(vec["c_gen"]),
+        c_ver=np.ascontiguousarray(vec["c_ver"]),
+        reward=np.ascontiguousarray(vec["reward"]),
+        available=np.ascontiguousarray(avail),
+    )
+
+
+def used_mask(used, critics) -> int:
+    """Bitmask of a set of used critics: bit ``k`` set iff ``critics[k]`` was used.
+
+    Parameters
+    ----------
+    used : int, str or iterable of str
+        A bitmask, a ``"+"``/``","``-separated string, or critic names.
+    critics : sequence of str
+        The critic axis.
+
+    Raises
+    ------
+    ValueError
+        If a name is not a critic or the mask has bits beyond ``len(critics)``.
+    """
+    critics = list(critics)
+    if isinstance(used, (int, np.integer)):
+        if used < 0 or used >= (1 << len(critics)):
+            raise ValueError(f"used-critic bitmask {used} out of range for {len(critics)} critics")
+        return int(used)
+    if isinstance(used, str):
+        used = [u for u in used.replace(",", "+").split("+") if u.strip()]
+    mask = 0
+    for name in used:
+        name = name.strip()
+        if name not in critics:
+            raise ValueError(f"used critic {name!r} is not one of the critics {critics}")
+        mask |= 1 << critics.index(name)
+    return mask
+
+
+def used_labels(critics) -> list[str]:
+    """Label of every used-critic bitmask ``0 … 2**K − 1`` (``""``, ``"syn"``, ``"syn+test"``, …)."""
+    critics = list(critics)
+    return ["+".join(c for k, c in enumerate(critics) if u >> k & 1) for u in range(1 << len(critics))]
