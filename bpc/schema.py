@@ -184,7 +184,9 @@ def validate_params(ds: xr.Dataset) -> xr.Dataset:
     """Check that ``ds`` follows the parameter schema; return it unchanged.
 
     Probabilities must lie in [0, 1] (``NaN`` marks a cell or critic without
-    an estimate). Sample dims, if present, must be ``chain``/``draw``.
+    an estimate). Sample dims, if present, must be ``chain``/``draw``. Values
+    of dask-backed variables are not computed here (only their structure is
+    checked), so validation never triggers a computation.
 
     Raises
     ------
@@ -202,8 +204,8 @@ def validate_params(ds: xr.Dataset) -> xr.Dataset:
             raise ValueError(
                 f"parameter {name!r} has unexpected dims {extra}; only {SAMPLE_DIMS} may be added"
             )
-        if name == "gap":
-            continue
+        if name == "gap" or ds[name].chunks is not None:
+            continue  # chunked (dask) arrays are checked block by block where they are computed
         values = ds[name].values
         finite = values[np.isfinite(values)]
         if ((finite < 0) | (finite > 1)).any():
