@@ -1,0 +1,8 @@
+"""Run the analysis 'informativeness' (see bpc.analyses.runner)."""
+
+import sys
+
+from bpc.analyses.runner import script_main
+
+if __name__ == "__main__":
+    sys.exit(script_main("informativeness"))
