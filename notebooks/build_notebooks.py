@@ -45,8 +45,8 @@ quick = [
         "Point it at your own runs; here we use the authors' corpus when it is present."
     ),
     new_code_cell(
-        "from bpc.counts import counts_from_records\n"
         "from bpc.corpus import load_corpus\n"
+        "from bpc.counts import counts_from_records\n"
         "from bpc.paths import default_corpus\n"
         "from bpc.simulate import simulate_panel\n\n"
         "path = default_corpus()\n"
