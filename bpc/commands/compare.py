@@ -1,0 +1,86 @@
+"""``bpc compare``: Laplace vs full-posterior controllers, Δ credible intervals, data efficiency."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bpc.constants import DEFAULT_SEED
+
+NAME = "compare"
+HELP = (
+    "compare the Laplace plug-in DP with posterior controllers (posterior-mean, Bayes-robust, Thompson) "
+    "on held-out instances; write CSV tables, PNG figures and report.md"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the command's options."""
+    parser.add_argument(
+        "source",
+        nargs="?",
+        default=None,
+        help="corpus path or 'simulated' (default: the corpus if one is found, else the simulated panel)",
+    )
+    parser.add_argument(
+        "--posterior",
+        default=None,
+        help="saved posterior (.nc from bpc fit) or 'conjugate' (unpooled exact posterior); "
+        "default: fit the hierarchical model on the fit instances",
+    )
+    parser.add_argument(
+        "--draws",
+        type=int,
+        default=None,
+        help="posterior draws used by the DP analyses (default 200, quick 40)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("bpc-compare"), help="output folder (default: bpc-compare)"
+    )
+    parser.add_argument("--quick", action="store_true", help="small everything, for a first look")
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default: {DEFAULT_SEED})"
+    )
+    parser.add_argument(
+        "--benchmark", action="append", default=None, help="replay only this benchmark's cells (repeatable)"
+    )
+    parser.add_argument(
+        "--generator", action="append", default=None, help="replay only this generator's cells (repeatable)"
+    )
+    parser.add_argument("--scale", type=float, default=None, help="simulator instance-count multiplier")
+    parser.add_argument("--no-efficiency", action="store_true", help="skip the data-efficiency experiment")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the comparison and print where the report is."""
+    from bpc.compare import run_compare
+    from bpc.paths import default_corpus
+
+    if args.draws is not None and args.draws < 1:
+        raise ValueError(f"--draws must be >= 1, got {args.draws}")
+    if args.scale is not None and args.scale <= 0:
+        raise ValueError(f"--scale must be > 0, got {args.scale}")
+    source = args.source
+    if source is None:
+        found = default_corpus()
+        source = str(found) if found is not None else "simulated"
+    elif source != "simulated" and not Path(source).exists():
+        raise FileNotFoundError(f"corpus path {source} does not exist (or pass 'simulated')")
+    if args.posterior not in (None, "conjugate") and not Path(args.posterior).exists():
+        raise FileNotFoundError(f"--posterior {args.posterior} does not exist (or pass 'conjugate')")
+    result = run_compare(
+        source,
+        posterior=args.posterior,
+        draws=args.draws,
+        out=args.out,
+        quick=args.quick,
+        seed=args.seed,
+        benchmarks=args.benchmark,
+        generators=args.generator,
+        scale=args.scale,
+        efficiency=not args.no_efficiency,
+        progress=not args.quiet,
+    )
+    print(f"report: {result.files[-1]}")
+    return 0

@@ -1,0 +1,270 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from bpc.compare import (
+    CONTROLLERS,
+    CompareData,
+    cell_split,
+    compare_cells,
+    fit_counts,
+    load_source,
+    posterior_delta,
+    posterior_mean_params,
+    run_compare,
+    simulate_pool,
+    thin_draws,
+)
+from bpc.conjugate import conjugate_posterior
+from bpc.costs import Costs
+
+
+@pytest.fixture(scope="module")
+def small():
+    return load_source(
+        "simulated", seed=3, benchmarks=["lcb_hard", "swebench_lite"], generators=["gpt5_mini"]
+    )
+
+
+def test_simulate_pool_follows_the_draws():
+    arrays = {
+        "prior": np.array([0.1, 0.9]),
+        "tpr": np.array([[0.9, np.nan], [0.8, np.nan]]),
+        "fpr": np.array([[0.2, np.nan], [0.3, np.nan]]),
+    }
+    pool = simulate_pool(arrays, 4000, critics=("syn", "test"), seed=1)
+    assert pool.Y.shape == (8000, 3) and pool.z.shape == (8000, 3, 2)
+    assert abs(pool.Y[:4000].mean() - 0.1) < 0.02 and abs(pool.Y[4000:].mean() - 0.9) < 0.02
+    assert (pool.z[..., 1] == -1).all()
+    y1 = pool.Y[:4000] == 1
+    assert abs(pool.z[:4000, :, 0][y1].mean() - 0.9) < 0.05
+    again = simulate_pool(arrays, 4000, critics=("syn", "test"), seed=1)
+    np.testing.assert_array_equal(pool.z, again.z)
+
+
+def test_thin_draws_deterministic_and_sized():
+    from bpc.schema import empty_counts
+
+    c = empty_counts(["lcb_hard"], ["gpt5_mini"])
+    c["n_patches"][:] = 10
+    c["n_pass"][:] = 3
+    post = conjugate_posterior(c, draws=50, chains=4, seed=0)
+    t = thin_draws(post, 20)
+    assert t.sizes["chain"] == 1 and t.sizes["draw"] == 20
+    assert t["prior"].dims == ("chain", "draw", "benchmark", "generator")
+    flat = post["prior"].stack(s=("chain", "draw")).values.ravel()
+    np.testing.assert_array_equal(
+        t["prior"].values.ravel(), flat[np.linspace(0, 199, 20).round().astype(int)]
+    )
+    assert thin_draws(post, None).sizes["draw"] == 200
+    post["kernel_measured"] = xr.DataArray([[True]], dims=("benchmark", "generator"))
+    kept = thin_draws(post, 5)
+    assert kept["kernel_measured"].dims == ("benchmark", "generator") and kept.sizes["draw"] == 5
+
+
+def test_fit_counts_uses_only_fit_instances(small):
+    from bpc.counts import counts_from_records
+
+    splits = cell_split(small)
+    fit_ids = {c: s[0] for c, s in splits.items()}
+    counts = fit_counts(small, fit_ids)
+    for (b, g), ids in fit_ids.items():
+        rec = small.records[(small.records["benchmark"] == b) & (small.records["generator"] == g)]
+        ref = counts_from_records(rec[rec["instance_id"].isin(ids)])
+        cell = {"benchmark": b, "generator": g}
+        assert counts["n_patches"].sel(cell).item() == ref["n_patches"].sel(cell).item() == 3 * len(ids)
+        np.testing.assert_array_equal(
+            counts["critic_pass"].sel(cell).values, ref["critic_pass"].sel(cell).values
+        )
+        # fit and eval are disjoint
+        assert not set(ids) & set(splits[(b, g)][1])
+
+
+def _const_post(prior: float, tpr, fpr, draws: int = 40) -> xr.Dataset:
+    """A degenerate posterior: every draw equal (a hand-checkable world)."""
+    crit = ["syn", "test", "llm", "lint"]
+    t = np.array([*tpr, np.nan])
+    f = np.array([*fpr, np.nan])
+    shape = (1, draws, 1, 1)
+    ds = xr.Dataset(
+        {
+            "prior": (("chain", "draw", "benchmark", "generator"), np.full(shape, prior)),
+            "tpr": (
+                ("chain", "draw", "benchmark", "generator", "critic"),
+                np.broadcast_to(t, (*shape, 4)).copy(),
+            ),
+            "fpr": (
+                ("chain", "draw", "benchmark", "generator", "critic"),
+                np.broadcast_to(f, (*shape, 4)).copy(),
+            ),
+            "p_fix": (("chain", "draw", "benchmark", "generator"), np.full(shape, np.nan)),
+            "p_break": (("chain", "draw", "benchmark", "generator"), np.full(shape, np.nan)),
+        },
+        coords={"benchmark": ["lcb_hard"], "generator": ["gpt5_mini"], "critic": crit},
+    )
+    ds["gap"] = ds["tpr"] - ds["fpr"]
+    return ds
+
+
+def test_posterior_delta_hand_checked_best_of_3():
+    """Δ(best_of_3) in a known world, q = 1 − p.
+
+    best_of_3: R(1−q³) − 3(c_gen+c_ver); always_verify: Σ_i q^(i−1)(pR − c_gen − c_ver).
+    """
+    p = 0.4
+    cost = Costs(c_gen=10, c_ver=20, reward=100, critic={"syn": 1, "test": 1, "llm": 1})
+    post = _const_post(p, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4])
+    out = posterior_delta(post, {}, cost, baselines=["best_of_3"], n_draws=40, n_per_draw=500, seed=5)
+    row = out.set_index("policy").loc["best_of_3"]
+    q = 1 - p
+    u_b3 = 100 * (1 - q**3) - 3 * (10 + 20)
+    u_av = sum(q ** (i - 1) * (p * 100 - 10 - 20) for i in (1, 2, 3))
+    truth = u_b3 - u_av
+    assert row["post_lo"] <= row["post_mean"] <= row["post_hi"]
+    assert row["post_lo"] <= truth <= row["post_hi"]
+    # the draws are identical, so the spread is Monte Carlo noise only
+    assert abs(row["post_mean"] - truth) < 4 * row["mc_se"] / np.sqrt(40) + 1e-9
+    assert out.set_index("policy").loc["always_verify", "post_mean"] == 0.0
+
+
+def test_compare_cells_intervals_contain_point_estimates(small):
+    splits = cell_split(small)
+    counts = fit_counts(small, {c: s[0] for c, s in splits.items()})
+    from bpc.laplace import laplace
+
+    lap = laplace(counts)
+    post = conjugate_posterior(counts, draws=30, chains=2, seed=1)
+    table = compare_cells(
+        small, lap, post, splits, robust_draws=20, posterior_draws=10, n_per_draw=40, seed=2
+    )
+    assert set(CONTROLLERS) <= set(table["policy"])
+    assert {"delta", "ci_lo", "ci_hi", "post_mean", "post_lo", "post_hi", "p_positive"} <= set(table.columns)
+    fin = table.dropna(subset=["ci_lo"])
+    assert (fin["ci_lo"] <= fin["delta"] + 1e-9).all() and (fin["delta"] <= fin["ci_hi"] + 1e-9).all()
+    post_rows = table.dropna(subset=["post_mean"])
+    assert len(post_rows) >= 2 * len(CONTROLLERS)
+    assert (post_rows["post_lo"] <= post_rows["post_mean"] + 1e-9).all()
+    assert (post_rows["post_mean"] <= post_rows["post_hi"] + 1e-9).all()
+    per = table[table["policy"] == "per_draw_dp"]
+    assert len(per) == len(small.cells)
+    assert ((per["draw_lo"] <= per["delta"] + 1e-9) & (per["delta"] <= per["draw_hi"] + 1e-9)).all()
+    av = table[table["policy"] == "always_verify"]
+    assert (av["delta"] == 0).all()
+    # deterministic
+    again = compare_cells(
+        small, lap, post, splits, robust_draws=20, posterior_draws=10, n_per_draw=40, seed=2
+    )
+    pd.testing.assert_frame_equal(table, again)
+
+
+def test_posterior_mean_of_conjugate_equals_laplace(small):
+    from bpc.laplace import laplace
+
+    splits = cell_split(small)
+    counts = fit_counts(small, {c: s[0] for c, s in splits.items()})
+    post = conjugate_posterior(counts, draws=4000, chains=1, seed=0)
+    pm = posterior_mean_params(post)
+    lap = laplace(counts)
+    diff = np.abs(pm["prior"] - lap["prior"]).max().item()
+    assert diff < 0.01
+
+
+def test_run_compare_quick_conjugate(tmp_path):
+    res = run_compare(
+        "simulated",
+        posterior="conjugate",
+        draws=12,
+        out=tmp_path,
+        quick=True,
+        seed=1,
+        benchmarks=["lcb_hard"],
+        scale=0.3,
+        efficiency=False,
+        progress=False,
+    )
+    names = {p.name for p in res.files}
+    assert {"compare_delta.csv", "first_action_posterior.csv", "report.md", "p_action_optimal.png"} <= names
+    text = (tmp_path / "report.md").read_text()
+    assert "bayes_robust" in text and "paired bootstrap" in text
+    assert isinstance(res.table, pd.DataFrame) and len(res.first_actions) == 6
+
+
+def test_cli_compare_errors_and_help(tmp_path, capsys):
+    from bpc.cli import main
+
+    assert main(["compare", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["compare", "simulated", "--draws", "0"]) == 2
+
+
+@pytest.mark.corpus
+def test_load_real_corpus_lcb(corpus_path):
+    data = load_source(corpus_path, benchmarks=["lcb_hard", "lcb_medium"])
+    assert isinstance(data, CompareData)
+    assert ("lcb_hard", "gpt5_mini") in data.cells and all(b.startswith("lcb") for b, _ in data.cells)
+    # other cells stay in the counts for pooling
+    assert data.counts.sizes["benchmark"] > 2
+    splits = cell_split(data)
+    counts = fit_counts(data, {c: s[0] for c, s in splits.items()})
+    # measured refinement kernel kept for lcb_hard/gpt5_mini
+    assert np.isfinite(counts["trans_n"].sel(benchmark="lcb_hard", generator="gpt5_mini")).all()
+    assert counts["n_instances"].sel(benchmark="lcb_hard", generator="gpt5_mini").item() == 21
+
+
+def test_agreement_text_counts_disagreements():
+    from bpc.compare import _agreement_text
+
+    t = pd.DataFrame(
+        {
+            "benchmark": ["b"] * 3,
+            "generator": ["g"] * 3,
+            "policy": ["always_verify", "p1", "p2"],
+            "delta": [0.0, 5.0, -10.0],
+            "ci_lo": [0.0, 1.0, -12.0],
+            "ci_hi": [0.0, 9.0, -8.0],
+            "post_mean": [0.0, 4.0, 3.0],
+            "post_lo": [0.0, 2.0, 1.0],
+            "post_hi": [0.0, 6.0, 5.0],
+        }
+    )
+    text = _agreement_text(t)
+    assert "for 1 of 2" in text and "do not even overlap for 1" in text and "b/g p2" in text
+
+
+def test_cli_compare_runs(tmp_path, capsys):
+    from bpc.cli import main
+
+    code = main(
+        [
+            "compare",
+            "simulated",
+            "--posterior",
+            "conjugate",
+            "--quick",
+            "--no-efficiency",
+            "--quiet",
+            "--benchmark",
+            "lcb_hard",
+            "--scale",
+            "0.2",
+            "--draws",
+            "8",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    assert "report:" in capsys.readouterr().out
+    assert (tmp_path / "report.md").exists() and (tmp_path / "delta_intervals.png").exists()
+
+
+def test_posterior_without_the_replayed_cells_is_rejected():
+    from bpc.compare import _check_posterior_cells
+
+    post = _const_post(0.3, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4], draws=3)
+    _check_posterior_cells(post, [("lcb_hard", "gpt5_mini")], "p.nc")
+    with pytest.raises(ValueError, match="no draws for replayed cell"):
+        _check_posterior_cells(post, [("lcb_hard", "gpt5_mini"), ("lcb_hard", "haiku45")], "p.nc")

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bpc.compare import load_source
+from bpc.conjugate import conjugate_posterior
+from bpc.efficiency import (
+    efficiency_experiment,
+    efficiency_paragraph,
+    efficiency_summary,
+    subsample_fit_ids,
+)
+
+
+def conj(counts, seed):
+    return conjugate_posterior(counts, draws=400, chains=1, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_source(
+        "simulated", seed=5, benchmarks=["lcb_hard", "lcb_medium"], generators=["gpt5_mini", "haiku45"]
+    )
+
+
+@pytest.fixture(scope="module")
+def eff(data):
+    return efficiency_experiment(data, ks=(3, None), reps=2, posterior_fn=conj, robust_draws=10, seed=9)
+
+
+def test_subsample_fit_ids():
+    ids = {("a", "b"): np.array([f"i{j:02d}" for j in range(12)]), ("c", "d"): np.array(["x", "y"])}
+    s1 = subsample_fit_ids(ids, 5, seed=1, rep=0)
+    s2 = subsample_fit_ids(ids, 5, seed=1, rep=0)
+    s3 = subsample_fit_ids(ids, 5, seed=1, rep=1)
+    assert len(s1[("a", "b")]) == 5 and set(s1[("a", "b")]) <= set(ids[("a", "b")])
+    np.testing.assert_array_equal(s1[("a", "b")], s2[("a", "b")])
+    assert not np.array_equal(s1[("a", "b")], s3[("a", "b")])
+    np.testing.assert_array_equal(s1[("c", "d")], ["x", "y"])  # fewer than k: all
+    np.testing.assert_array_equal(subsample_fit_ids(ids, None, seed=1, rep=0)[("a", "b")], ids[("a", "b")])
+    with pytest.raises(ValueError, match="k must be"):
+        subsample_fit_ids(ids, 0, seed=1, rep=0)
+
+
+def test_tidy_table_shape(data, eff):
+    n_cells = len(data.cells)
+    # k=3: 2 reps, k=all: 1 run; 3 methods
+    assert len(eff) == n_cells * 3 * 3
+    assert set(eff["k_label"]) == {"3", "all"}
+    assert (eff.loc[eff["k"] == 3, "n_fit"] == 3).all()
+    assert (eff.loc[eff["k"] == -1, "n_fit"] > 3).all()
+    assert eff["delta"].notna().all()
+
+
+def test_deterministic_per_seed(data, eff):
+    again = efficiency_experiment(data, ks=(3, None), reps=2, posterior_fn=conj, robust_draws=10, seed=9)
+    pd.testing.assert_frame_equal(eff, again)
+    other = efficiency_experiment(data, ks=(3,), reps=1, methods=("laplace_dp",), seed=10)
+    assert len(other) == len(data.cells)
+
+
+def test_unpooled_posterior_mean_reproduces_laplace(eff):
+    """With the conjugate posterior standing in, the mean plug-in is the Laplace plug-in (up to MC error)."""
+    wide = eff.pivot_table(index=["k", "rep", "benchmark", "generator"], columns="method", values="delta")
+    close = np.isclose(wide["laplace_dp"], wide["hierarchical_mean_dp"], atol=1e-9)
+    assert close.mean() >= 0.75
+
+
+def test_summary_and_paragraph(eff, tmp_path):
+    summ = efficiency_summary(eff)
+    assert summ["k"].max() == 6 and set(summ["k_label"]) == {"3", "all"}
+    text = efficiency_paragraph(eff)
+    assert "hierarchical_mean_dp" in text and "k=3" in text and "smallest calibration size" in text
+    from bpc.plots.posterior import plot_efficiency
+
+    out = plot_efficiency(summ, tmp_path / "eff.png")
+    assert out[0].stat().st_size > 1000
+
+
+def test_unknown_method(data):
+    with pytest.raises(ValueError, match="unknown method"):
+        efficiency_experiment(data, methods=("magic",))
+
+
+@pytest.mark.slow
+def test_hierarchical_fit_integration(data):
+    """The one real (tiny) MCMC fit: the default posterior_fn runs and feeds both hierarchical controllers."""
+    import warnings
+
+    from bpc.efficiency import hierarchical_posterior_fn
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 200 draws: convergence warnings are expected here
+        eff = efficiency_experiment(
+            data, ks=(3,), reps=1, posterior_fn=hierarchical_posterior_fn(quick=True), robust_draws=10, seed=1
+        )
+    assert set(eff["method"]) == {"laplace_dp", "hierarchical_mean_dp", "hierarchical_robust"}
+    assert eff["delta"].notna().all() and (eff["n_fit"] == 3).all()
