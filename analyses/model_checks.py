@@ -147,7 +147,8 @@ def main(argv=None) -> int:
 
         t0 = time.perf_counter()
         panel = simulate_panel(seed)
-        template = counts_from_records(panel.records, panel.trajectories, source="simulated")
+        traj = panel.trajectories[panel.trajectories["method"] == "self_refine"]
+        template = counts_from_records(panel.records, traj, source="simulated")
         fitter = ck.refit_fitter(template, spec, draws=rep_draws, tune=rep_draws, chains=rep_chains)
         rows = ck.sbc(template, fitter, spec, reps=sim_reps, seed=seed, truth="simulator")
         timings["sbc_simulator"] = time.perf_counter() - t0
