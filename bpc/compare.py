@@ -791,13 +791,16 @@ def _load_posterior(
     from bpc import model
 
     if posterior is None:
-        draws, tune, chains = (200, 200, 2) if quick else (1000, 1000, 4)
+        # quick still runs 4 chains x 500: shorter chains fail the pinned convergence thresholds
+        draws, tune, chains = (500, 500, 4) if quick else (1000, 1000, 4)
         dt = model.fit(
             counts, draws=draws, tune=tune, chains=chains, seed=seed, progressbar=progress, kernels="measured"
         )
+        diag = model.diagnose(dt)
         return model.posterior_params(dt), (
             "hierarchical model fitted here on the fit instances "
-            f"(draws={draws}, tune={tune}, chains={chains})"
+            f"(draws={draws}, tune={tune}, chains={chains}; max R-hat {diag.max_rhat:.3f}, "
+            f"min bulk ESS {diag.min_ess_bulk:.0f}, {diag.divergences} divergences)"
         )
     dt = model.load(posterior)
     return model.posterior_params(dt, kernels="measured"), (

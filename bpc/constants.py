@@ -76,6 +76,12 @@ CORPUS_FOLDERS = MappingProxyType(
 SUPERSEDED_FOLDERS = MappingProxyType({"lcb_calibration": "lcb_hard"})
 """Folders holding superseded runs: loaded only when explicitly asked for."""
 
+KERNEL_METHOD = "self_refine"
+"""Refinement method whose trajectories define the regeneration kernel (p_fix, p_break).
+
+The DP plans regeneration with the generator's own refinement; trajectories
+of other methods (Reflexion) are only replayed as baselines."""
+
 SLOW_ORACLE_BENCHMARKS: frozenset[str] = frozenset({"swebench_lite", "swebench_verified"})
 """Benchmarks on which the paper uses the ``slow`` cost vector (SPEC §1)."""
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import CRITICS, DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_LABEL, LABELS
+from bpc.constants import CRITICS, DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_LABEL, KERNEL_METHOD, LABELS
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS, empty_counts, panel_coords, validate_counts
 
 __all__ = [
@@ -229,7 +229,11 @@ def _cell_codes(df: pd.DataFrame) -> tuple[np.ndarray, list[str], list[str]]:
 
 
 def counts_from_records(
-    records: pd.DataFrame, trajectories: pd.DataFrame | None = None, *, source: str = "raw"
+    records: pd.DataFrame,
+    trajectories: pd.DataFrame | None = None,
+    *,
+    source: str = "raw",
+    kernel_method: str | None = KERNEL_METHOD,
 ) -> xr.Dataset:
     """Counts of every cell in ``records`` (and transitions from ``trajectories``).
 
@@ -243,6 +247,9 @@ def counts_from_records(
         that only have trajectories appear with ``NaN`` patch counts).
     source : str
         Value of the ``source`` variable for cells with records.
+    kernel_method : str or None
+        Which refinement method's trajectories define the transition counts
+        (see :func:`transition_counts`); ``None`` pools every method.
 
     Returns
     -------
@@ -284,7 +291,7 @@ def counts_from_records(
         }
         parts.append(_assemble(benches, gens, cells))
     if trajectories is not None:
-        parts.append(transition_counts(trajectories))
+        parts.append(transition_counts(trajectories, kernel_method=kernel_method))
     if not parts:
         return empty_counts([], [])
     if len(parts) == 1:
@@ -292,7 +299,7 @@ def counts_from_records(
     return merge_counts(*parts)
 
 
-def transition_counts(trajectories: pd.DataFrame) -> xr.Dataset:
+def transition_counts(trajectories: pd.DataFrame, *, kernel_method: str | None = KERNEL_METHOD) -> xr.Dataset:
     """Transition counts (``trans_n``, ``trans_flip``) from refinement trajectories.
 
     Consecutive steps (t, t+1) of one (cell, instance, method) form a pair;
@@ -302,6 +309,11 @@ def transition_counts(trajectories: pd.DataFrame) -> xr.Dataset:
     ----------
     trajectories : pandas.DataFrame
         Trajectories schema (:data:`bpc.schema.TRAJECTORY_COLUMNS`).
+    kernel_method : str or None
+        Count only the trajectories of this ``method`` (default
+        :data:`bpc.constants.KERNEL_METHOD`, the generator's own refinement,
+        which the DP plans regeneration with); ``None`` pools every method.
+        Trajectories holding a single method are counted whatever its name.
 
     Returns
     -------
@@ -320,6 +332,14 @@ def transition_counts(trajectories: pd.DataFrame) -> xr.Dataset:
         )
     if not len(trajectories):
         return empty_counts([], [])
+    methods = pd.unique(trajectories["method"].astype(str))
+    if kernel_method is not None and len(methods) > 1:
+        if kernel_method not in methods:
+            raise ValueError(
+                f"trajectories hold methods {sorted(methods)} but not kernel_method={kernel_method!r}; "
+                "name one of them, or None to pool them"
+            )
+        trajectories = trajectories[trajectories["method"].astype(str).to_numpy() == kernel_method]
     key = ["benchmark", "generator", "instance_id", "method"]
     codes = [pd.factorize(trajectories[c].astype(str))[0] for c in key]
     step = trajectories["step"].to_numpy(dtype=float)

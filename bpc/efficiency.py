@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, PAPER_CRITICS
+from bpc.constants import DEFAULT_SEED, PAPER_CRITICS, RHAT_MAX
 from bpc.costs import Costs, paper_costs_for
 
 __all__ = [
@@ -114,9 +114,19 @@ def hierarchical_posterior_fn(
         from bpc import model
 
         dt = model.fit(
-            counts, draws=draws, tune=tune, chains=2, seed=seed, progressbar=progress, kernels="measured"
+            counts,
+            draws=draws,
+            tune=tune,
+            chains=2,
+            seed=seed,
+            progressbar=progress,
+            kernels="measured",
+            warn=False,  # quick refits: diagnostics go into the table (max_rhat, min_ess_bulk) instead
         )
-        return model.posterior_params(dt)
+        params = model.posterior_params(dt)
+        diag = model.diagnose(dt)
+        params.attrs.update(max_rhat=float(diag.max_rhat), min_ess_bulk=float(diag.min_ess_bulk))
+        return params
 
     fn.description = f"hierarchical model (draws={draws}, tune={tune}, chains=2)"  # type: ignore[attr-defined]
     return fn
@@ -258,6 +268,8 @@ def efficiency_experiment(
                         "method": m,
                         "delta": float(np.mean(u - ref[(b, g)])),
                         "mean_utility": float(np.mean(u)),
+                        "max_rhat": np.nan if post is None else post.attrs.get("max_rhat", np.nan),
+                        "min_ess_bulk": np.nan if post is None else post.attrs.get("min_ess_bulk", np.nan),
                     }
                 )
     return pd.DataFrame(rows)
@@ -339,5 +351,13 @@ def efficiency_paragraph(eff: pd.DataFrame, *, tol: float = 0.5) -> str:
             )
         lap_k = s[s["method"] == "laplace_dp"].groupby("k_label", sort=False)["delta"].mean()
         lap_txt = ", ".join(f"k={k}: {v:+.2f}" for k, v in lap_k.items())
-        parts.append(f"**{src}.** Laplace DP Δ by k ({lap_txt}). " + " ".join(sentences))
+        conv = ""
+        rows = eff[(eff["source"] == src) & eff["max_rhat"].notna()] if "max_rhat" in eff else eff.iloc[:0]
+        if len(rows):
+            conv = (
+                f" Hierarchical refits: max R-hat {rows['max_rhat'].max():.3f}, "
+                f"min bulk ESS {rows['min_ess_bulk'].min():.0f}"
+                + (" (short chains: treat as indicative)." if rows["max_rhat"].max() > RHAT_MAX else ".")
+            )
+        parts.append(f"**{src}.** Laplace DP Δ by k ({lap_txt}). " + " ".join(sentences) + conv)
     return "\n\n".join(parts)

@@ -97,14 +97,14 @@ def test_transition_counts_by_hand():
             ("b", "g", "i3", "self_refine", 2, 1),  # step 1 missing: not consecutive
         ]
     )
-    c = transition_counts(t.sample(frac=1, random_state=1))  # order of rows does not matter
+    c = transition_counts(t.sample(frac=1, random_state=1), kernel_method=None)  # row order does not matter
     cell = c.sel(benchmark="b", generator="g")
     # pairs: 0→0, 0→1, 1→1 (i1 sr); 1→0 (i1 reflexion)
     np.testing.assert_array_equal(cell.trans_n.values, [2, 2])
     np.testing.assert_array_equal(cell.trans_flip.values, [1, 1])
     assert np.isnan(cell.n_patches) and cell.source.item() == ""
     with pytest.raises(ValueError, match="more than once"):
-        transition_counts(pd.concat([t, t.iloc[:1]]))
+        transition_counts(pd.concat([t, t.iloc[:1]]), kernel_method=None)
     with pytest.raises(ValueError, match="lack column"):
         transition_counts(t.drop(columns=["method"]))
 
@@ -118,7 +118,7 @@ def test_counts_with_trajectories_merge():
             ("c", "g", "i", "m", 0, 0),
         ]
     )
-    c = counts_from_records(df, t)
+    c = counts_from_records(df, t, kernel_method=None)
     np.testing.assert_array_equal(c.trans_n.sel(benchmark="b", generator="g").values, [0, 1])
     assert c.source.sel(benchmark="b").item() == "raw" and c.source.sel(benchmark="c").item() == ""
     assert np.isnan(c.n_patches.sel(benchmark="c").item())
@@ -208,7 +208,7 @@ traj_row = st.tuples(
 @given(st.lists(traj_row, min_size=1, max_size=40, unique_by=lambda r: r[:5]))
 def test_transition_counts_match_a_plain_loop(rows):
     t = _traj(rows)
-    c = transition_counts(t)
+    c = transition_counts(t, kernel_method=None)
     expected = {}
     by_key = {}
     for b, g, i, m, step, y in rows:
@@ -226,3 +226,23 @@ def test_transition_counts_match_a_plain_loop(rows):
         np.testing.assert_array_equal(cell.trans_n.values, n)
         np.testing.assert_array_equal(cell.trans_flip.values, f)
     assert c.sizes["benchmark"] * c.sizes["generator"] >= len(expected)
+
+
+def test_kernel_counts_use_one_refinement_method():
+    rows = []
+    for method, ys in (("self_refine", [0, 1]), ("reflexion", [1, 0])):
+        for step, y in enumerate(ys):
+            rows.append(("b", "g", "i1", method, step, y))
+    traj = pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "method", "step", "Y"])
+    sr = transition_counts(traj).sel(benchmark="b", generator="g")
+    # default: self-refine only -> one 0->1 pair (a fix), no pair from label 1
+    assert sr["trans_n"].values.tolist() == [1, 0] and sr["trans_flip"].values.tolist() == [1, 0]
+    both = transition_counts(traj, kernel_method=None).sel(benchmark="b", generator="g")
+    assert both["trans_n"].values.tolist() == [1, 1] and both["trans_flip"].values.tolist() == [1, 1]
+    rfx = transition_counts(traj, kernel_method="reflexion").sel(benchmark="b", generator="g")
+    assert rfx["trans_flip"].values.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="not kernel_method='nope'"):
+        transition_counts(traj, kernel_method="nope")
+    # a single method is counted whatever its name (e.g. the authors' 'selfrefine')
+    one = transition_counts(traj[traj["method"] == "reflexion"]).sel(benchmark="b", generator="g")
+    assert one["trans_flip"].values.tolist() == [0, 1]

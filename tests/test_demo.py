@@ -1,32 +1,46 @@
-"""`bpc demo` end to end on a small simulated panel."""
+"""`bpc demo` end to end on a small simulated panel (one shared run, one rerun for determinism)."""
 
 import re
 
+import pytest
+
 from bpc.cli import main
 
-
-def test_demo_writes_report_with_figures(tmp_path, capsys):
-    out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out), "--quick", "--scale", "0.2", "--quiet"]) == 0
-    report = out / "report.md"
-    assert f"report: {report}" in capsys.readouterr().out
-    text = report.read_text()
-    for fig in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text):
-        assert (out / fig).stat().st_size > 10_000, fig
-    assert "figures/priors.png" in text and "figures/gaps.png" in text
-    # every observed cell of the 9 x 6 panel appears in the prior table
-    assert text.count("| lcb_hard |") >= 6
+ARGS = ["--quick", "--scale", "0.2", "--quiet"]
 
 
-def test_demo_is_deterministic(tmp_path):
-    for name in ("a", "b"):
-        assert main(["demo", "--out", str(tmp_path / name), "--quick", "--scale", "0.2", "--quiet"]) == 0
-    a = (tmp_path / "a" / "report.md").read_text()
-    b = (tmp_path / "b" / "report.md").read_text()
-    assert a == b
-    assert (tmp_path / "a/figures/priors.png").read_bytes() == (
-        tmp_path / "b/figures/priors.png"
-    ).read_bytes()
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "a"
+    assert main(["demo", "--out", str(out), *ARGS]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_demo_writes_report_with_figures(demo_run):
+    text = (demo_run / "report.md").read_text()
+    figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert {
+        "figures/priors.png",
+        "figures/gaps.png",
+        "figures/delta_eval.png",
+        "figures/shrinkage.png",
+    } <= set(figures)
+    for fig in figures:
+        assert (demo_run / fig).stat().st_size > 10_000, fig
+    for heading in ("1. Calibration", "2. Controllers against baselines", "3. Hierarchical", "4. Laplace vs"):
+        assert heading in text
+    assert text.count("| lcb_hard |") >= 6  # every generator of the 9 x 6 panel
+    assert (demo_run / "posterior.nc").stat().st_size > 0 and (demo_run / "compare" / "report.md").exists()
+
+
+@pytest.mark.slow
+def test_demo_is_deterministic(demo_run, tmp_path):
+    again = tmp_path / "b"
+    assert main(["demo", "--out", str(again), *ARGS]) == 0
+    assert (demo_run / "report.md").read_text() == (again / "report.md").read_text()
+    for fig in ("priors.png", "delta_eval.png"):
+        assert (demo_run / "figures" / fig).read_bytes() == (again / "figures" / fig).read_bytes()
 
 
 def test_demo_rejects_bad_scale(tmp_path, capsys):
