@@ -66,6 +66,7 @@ import pandas as pd
 import xarray as xr
 
 from bpc.constants import (
+    BASELINE_POLICIES,
     CI_KIND,
     CI_PROB,
     DEFAULT_SEED,
@@ -75,6 +76,7 @@ from bpc.constants import (
     DIM_GENERATOR,
     PAPER_CRITICS,
     POOL_SIZE,
+    REFINEMENT_POLICIES,
 )
 from bpc.costs import Costs, paper_costs_for
 from bpc.schema import COUNT_VARS, Pool, sample_dims, validate_params
@@ -100,16 +102,7 @@ __all__ = [
 CONTROLLERS: tuple[str, ...] = ("laplace_dp", "posterior_mean_dp", "bayes_robust", "thompson")
 """The four controllers compared, in report order."""
 
-COMPARE_BASELINES: tuple[str, ...] = (
-    "always_verify",
-    "best_of_3",
-    "gate_syn",
-    "gate_test",
-    "gate_llm",
-    "fixed_pipeline",
-    "self_refine",
-    "reflexion",
-)
+COMPARE_BASELINES: tuple[str, ...] = BASELINE_POLICIES + REFINEMENT_POLICIES
 """Baselines replayed beside the controllers (refinement ones only with trajectories)."""
 
 _TRANS_VARS = ("trans_n", "trans_flip")
@@ -697,7 +690,7 @@ def compare_cells(
             robust_draws=robust_draws,
             seed=seed,
         )
-        base = [p for p in COMPARE_BASELINES if traj is not None or p not in ("self_refine", "reflexion")]
+        base = [p for p in COMPARE_BASELINES if traj is not None or p not in REFINEMENT_POLICIES]
         items = {**{p: p for p in base}, **ctrls}
         res = replay_pool(sub, items, c, profile="paper", trajectories=traj)
         summ = summarize(res).to_dataframe().reset_index()

@@ -82,6 +82,25 @@ KERNEL_METHOD = "self_refine"
 The DP plans regeneration with the generator's own refinement; trajectories
 of other methods (Reflexion) are only replayed as baselines."""
 
+BASELINE_POLICIES: tuple[str, ...] = (
+    "always_verify",
+    "best_of_3",
+    "gate_syn",
+    "gate_test",
+    "gate_llm",
+    "fixed_pipeline",
+)
+"""The stateless per-patch baselines (SPEC §4)."""
+
+REFINEMENT_POLICIES: tuple[str, ...] = ("self_refine", "reflexion")
+"""Baselines replayed over refinement trajectories."""
+
+BAYESIAN_POLICIES: tuple[str, ...] = ("bayesian_greedy", "bayesian_dp")
+"""The paper's two Bayesian controllers."""
+
+POLICIES: tuple[str, ...] = BASELINE_POLICIES + REFINEMENT_POLICIES + BAYESIAN_POLICIES
+"""Canonical policy names, in the paper's table order."""
+
 SLOW_ORACLE_BENCHMARKS: frozenset[str] = frozenset({"swebench_lite", "swebench_verified"})
 """Benchmarks on which the paper uses the ``slow`` cost vector (SPEC §1)."""
 

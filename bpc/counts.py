@@ -26,6 +26,7 @@ from bpc.constants import CRITICS, DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS, empty_counts, panel_coords, validate_counts
 
 __all__ = [
+    "cell_kernel_counts",
     "critic_tallies",
     "transition_tallies",
     "counts_from_records",
@@ -426,3 +427,30 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     if notes:
         out.attrs["notes"] = notes
     return validate_counts(out)
+
+
+def cell_kernel_counts(counts: xr.Dataset | None, benchmark: str, generator: str) -> dict[str, float] | None:
+    """A cell's refinement-pair counts ``{n00, n01, n10, n11}``, or ``None`` if it has none.
+
+    The inverse of how :func:`transition_counts` stores them: label 0 holds
+    ``trans_n = n00 + n01`` and ``trans_flip = n01``; label 1 holds
+    ``trans_n = n10 + n11`` and ``trans_flip = n10``.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset or None
+        Counts with ``trans_n`` / ``trans_flip``.
+    benchmark, generator : str
+        The cell.
+    """
+    if counts is None or "trans_n" not in counts:
+        return None
+    try:
+        cell = counts.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: generator})
+    except KeyError:
+        return None
+    n = cell["trans_n"].values
+    f = cell["trans_flip"].values
+    if not (np.isfinite(n).all() and np.isfinite(f).all()):
+        return None
+    return {"n00": n[0] - f[0], "n01": f[0], "n10": f[1], "n11": n[1] - f[1]}

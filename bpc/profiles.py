@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, POLICIES
+
 __all__ = [
     "Profile",
     "PAPER",
@@ -190,24 +192,15 @@ class Profile:
         return replace(self, **changes)
 
 
-_BASE_POLICIES = (
-    "always_verify",
-    "best_of_3",
-    "gate_syn",
-    "gate_test",
-    "gate_llm",
-    "fixed_pipeline",
-)
-
 PAPER = Profile(
     name="paper",
-    policies=(*_BASE_POLICIES, "self_refine", "reflexion", "bayesian_greedy", "bayesian_dp"),
+    policies=POLICIES,
 )
 """SPEC §5: the method as described (default)."""
 
 PAPER_RELEASE = Profile(
     name="paper-release",
-    policies=(*_BASE_POLICIES, "bayesian_greedy", "bayesian_dp"),
+    policies=BASELINE_POLICIES + BAYESIAN_POLICIES,
     first_patch_free=True,
     verify_terminal=True,
     charge_regen_past_pool=True,

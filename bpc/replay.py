@@ -35,6 +35,8 @@ import xarray as xr
 
 from bpc.bootstrap import paired_bootstrap
 from bpc.constants import (
+    BASELINE_POLICIES,
+    BAYESIAN_POLICIES,
     BENCHMARKS,
     BOOTSTRAP_B,
     BOOTSTRAP_PROB,
@@ -43,11 +45,14 @@ from bpc.constants import (
     DIM_GENERATOR,
     GENERATORS,
     PAPER_CRITICS,
+    POLICIES,
+    REFINEMENT_POLICIES,
     SPLIT_FIT_FRACTION,
     SPLIT_SEED,
 )
 from bpc.controllers import DPController, GreedyController
 from bpc.costs import Costs, paper_costs_for
+from bpc.counts import cell_kernel_counts, counts_from_records
 from bpc.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
 from bpc.schema import Pool, records_to_pool
@@ -75,18 +80,8 @@ __all__ = [
     "fit_split_params",
 ]
 
-BASELINES: tuple[str, ...] = (
-    "always_verify",
-    "best_of_3",
-    "gate_syn",
-    "gate_test",
-    "gate_llm",
-    "fixed_pipeline",
-)
-REFINEMENT_POLICIES: tuple[str, ...] = ("self_refine", "reflexion")
-BAYESIAN_POLICIES: tuple[str, ...] = ("bayesian_greedy", "bayesian_dp")
-POLICIES: tuple[str, ...] = BASELINES + REFINEMENT_POLICIES + BAYESIAN_POLICIES
-"""Canonical policy names, in the paper's table order."""
+BASELINES: tuple[str, ...] = BASELINE_POLICIES
+"""The stateless baselines (alias of :data:`bpc.constants.BASELINE_POLICIES`)."""
 
 GATE_CRITIC = {"gate_syn": "syn", "gate_test": "test", "gate_llm": "llm"}
 """Gate policy → the critic it runs."""
@@ -808,7 +803,6 @@ def fit_split_params(
     :func:`bpc.counts.counts_from_records` of the fit rows of all cells (and
     their refinement trajectories, if given, for the kernel).
     """
-    from bpc.counts import counts_from_records
     from bpc.laplace import laplace
 
     def fit_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -829,18 +823,9 @@ def _apply_transitions(
     params: xr.Dataset, transition_counts: xr.Dataset | None, b: str, g: str
 ) -> xr.Dataset:
     """Use a cell's measured transition counts (if any) for p_fix / p_break."""
-    if transition_counts is None:
+    kern = cell_kernel_counts(transition_counts, b, g)
+    if kern is None:
         return params
-    try:
-        cell = transition_counts.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
-    except KeyError:
-        return params
-    n = cell["trans_n"].values
-    f = cell["trans_flip"].values
-    if not (np.isfinite(n).all() and np.isfinite(f).all()):
-        return params
-    # label 0: n00 + n01 = trans_n[0], n01 = flips; label 1: n10 = flips, n11 = trans_n[1] - flips
-    kern = {"n00": n[0] - f[0], "n01": f[0], "n10": f[1], "n11": n[1] - f[1]}
     return with_kernel(params, kern)
 
 

@@ -89,20 +89,6 @@ class CellSetup:
     n_fit: int
 
 
-def _transition_kernel(transition_counts: xr.Dataset | None, b: str, g: str) -> dict | None:
-    if transition_counts is None or "trans_n" not in transition_counts:
-        return None
-    try:
-        cell = transition_counts.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
-    except KeyError:
-        return None
-    n = cell["trans_n"].values
-    f = cell["trans_flip"].values
-    if not (np.isfinite(n).all() and np.isfinite(f).all()):
-        return None
-    return {"n00": n[0] - f[0], "n01": f[0], "n10": f[1], "n11": n[1] - f[1]}
-
-
 def prepare_cells(
     records: pd.DataFrame,
     *,
@@ -136,7 +122,7 @@ def prepare_cells(
     -------
     list of CellSetup
     """
-    from bpc.counts import counts_from_records
+    from bpc.counts import cell_kernel_counts, counts_from_records
     from bpc.laplace import laplace
     from bpc.replay import cell_pool, split_instances, with_kernel
 
@@ -173,7 +159,7 @@ def prepare_cells(
         counts = counts_from_records(rec[ids.isin(fit_ids)], fit_traj)
         params = laplace(counts).sel({DIM_BENCHMARK: [b], DIM_GENERATOR: [g]})
         if not np.isfinite(params["p_fix"].values).all():
-            kern = _transition_kernel(transition_counts, b, g)
+            kern = cell_kernel_counts(transition_counts, b, g)
             if kern is not None:
                 params = with_kernel(params, kern)
         sub = pool.subset(np.isin(pool.instance_ids, eval_ids))

@@ -33,7 +33,15 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import CI_PROB, DEFAULT_SEED, REGIME_C_VER, REGIME_KNN_K, REGIME_REWARD
+from bpc.constants import (
+    BASELINE_POLICIES,
+    BAYESIAN_POLICIES,
+    CI_PROB,
+    DEFAULT_SEED,
+    REGIME_C_VER,
+    REGIME_KNN_K,
+    REGIME_REWARD,
+)
 from bpc.costs import named_costs, paper_costs_for
 from bpc.progress import info, stage
 
@@ -53,16 +61,7 @@ __all__ = [
     "script_main",
 ]
 
-GRID_POLICIES: tuple[str, ...] = (
-    "always_verify",
-    "best_of_3",
-    "gate_syn",
-    "gate_test",
-    "gate_llm",
-    "fixed_pipeline",
-    "bayesian_greedy",
-    "bayesian_dp",
-)
+GRID_POLICIES: tuple[str, ...] = BASELINE_POLICIES + BAYESIAN_POLICIES
 """Policies of the cost grid (regime map, sweeps): the eight pool-replay policies, as in the authors'
 sweep outputs (``sensitivity.csv``). Self-Refine and Reflexion replay separate refinement trajectories
 with up to five attempts rather than the three-patch pool, and the paper reports them at default costs

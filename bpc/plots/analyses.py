@@ -22,11 +22,10 @@ from matplotlib.patches import Patch
 
 from bpc.constants import PAPER_CRITICS
 from bpc.plots.style import (
-    BENCHMARK_LABELS,
-    GENERATOR_LABELS,
     OKABE_ITO,
     POLICY_COLORS,
     POLICY_LABELS,
+    cell_label,
     savefig,
 )
 
@@ -49,10 +48,6 @@ _REGIME_LABELS = {
     "other": "other",
 }
 _CRITIC_TITLES = {"syn": "Cr_syn (syntax)", "test": "Cr_test (public tests)", "llm": "Cr_llm (LLM judge)"}
-
-
-def _cell_label(b: str, g: str) -> str:
-    return f"{BENCHMARK_LABELS.get(b, b)} / {GENERATOR_LABELS.get(g, g)}"
 
 
 def _crossover(ax, ratios: np.ndarray) -> None:
@@ -221,7 +216,7 @@ def plot_cver_sweeps(
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=10)
-        ax.set_title(_cell_label(b, g), fontsize=9)
+        ax.set_title(cell_label(b, g), fontsize=9)
         ax.set_xlabel(f"verifier cost C_ver (R = {reward:g})")
         ax.set_ylabel("Δ utility vs always_verify\n(symlog: linear within ±10)", fontsize=8)
         ax.tick_params(labelsize=8)
@@ -361,7 +356,7 @@ def plot_train_eval(
             ax.invert_yaxis()
             n = f.get("n_instances")
             ntxt = f" (n={int(n.dropna().iloc[0])})" if n is not None and n.notna().any() else ""
-            ax.set_title(f"{_cell_label(b, g)} — {split}{ntxt}", fontsize=9)
+            ax.set_title(f"{cell_label(b, g)} — {split}{ntxt}", fontsize=9)
             ax.set_xlabel("Δ utility vs always_verify (95% paired bootstrap)", fontsize=8)
     fig.suptitle("Train (fit, 75%) vs held-out eval (25%) policy comparison")
     fig.tight_layout(rect=(0, 0, 1, 0.98))
@@ -385,7 +380,7 @@ def plot_prr(table: pd.DataFrame, path, *, formats=("png", "pdf")) -> list[Path]
     scores = [s for s in SCORE_LABELS if f"prr_{s}" in table]
     colors = {"belief": OKABE_ITO[4], "belief_posterior": OKABE_ITO[1], "tool_success": OKABE_ITO[0]}
     labels = [
-        _cell_label(b, g).replace(" / pooled", " (pooled)")
+        cell_label(b, g).replace(" / pooled", " (pooled)")
         for b, g in zip(table["benchmark"], table["generator"], strict=True)
     ]
     x = np.arange(len(table))

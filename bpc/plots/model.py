@@ -15,7 +15,7 @@ import xarray as xr
 
 from bpc.constants import CI_KIND, CI_PROB, GENERATORS
 from bpc.model.diagnostics import interval
-from bpc.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, OKABE_ITO, plt, savefig
+from bpc.plots.style import OKABE_ITO, cell_label, plt, savefig
 
 __all__ = ["plot_forest", "plot_shrinkage", "plot_ppc", "shrinkage_table"]
 
@@ -23,10 +23,6 @@ __all__ = ["plot_forest", "plot_shrinkage", "plot_ppc", "shrinkage_table"]
 def _gen_color(gen: str) -> str:
     i = GENERATORS.index(gen) if gen in GENERATORS else len(GENERATORS) + hash(gen) % 3
     return OKABE_ITO[i % len(OKABE_ITO)]
-
-
-def _cell_label(b: str, g: str) -> str:
-    return f"{BENCHMARK_LABELS.get(b, b)} / {GENERATOR_LABELS.get(g, g)}"
 
 
 def plot_forest(
@@ -83,7 +79,7 @@ def plot_forest(
         ax.set_xlim(-0.02, 1.02)
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(cells)))
-    axes[0][0].set_yticklabels([_cell_label(b, g) for b, g in cells], fontsize=7)
+    axes[0][0].set_yticklabels([cell_label(b, g) for b, g in cells], fontsize=7)
     axes[0][0].invert_yaxis()
     axes[0][-1].legend(fontsize=7, loc="lower right")
     fig.suptitle(f"Hierarchical posterior ({CI_PROB:.0%} {CI_KIND.upper()}) vs Laplace", fontsize=10)

@@ -24,10 +24,9 @@ from matplotlib.patches import Patch
 
 from bpc.constants import CI_BOUNDS, DIM_BENCHMARK, DIM_CI, DIM_GENERATOR, DIM_STEP
 from bpc.plots.style import (
-    BENCHMARK_LABELS,
-    GENERATOR_LABELS,
     OKABE_ITO,
     POLICY_LABELS,
+    cell_label,
     plt,
     savefig,
 )
@@ -61,10 +60,6 @@ METHOD_COLORS: dict[str, str] = {
     "hierarchical_robust": OKABE_ITO[5],
 }
 """Colours of the controllers compared in :mod:`bpc.compare` and :mod:`bpc.efficiency`."""
-
-
-def _cell_title(b: str, g: str) -> str:
-    return f"{BENCHMARK_LABELS.get(b, b)} / {GENERATOR_LABELS.get(g, g)}"
 
 
 def _observed_cells(unc: xr.Dataset) -> list[tuple[str, str]]:
@@ -137,7 +132,7 @@ def plot_action_probabilities(
         ax.axvline(sel["prior_mean"].item(), color="k", lw=0.8, ls="--")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
-        ax.set_title(_cell_title(b, g), fontsize=9)
+        ax.set_title(cell_label(b, g), fontsize=9)
         ax.set_xlabel("belief b")
         ax.set_ylabel("P(action optimal)")
         tw = ax.twinx()
@@ -204,7 +199,7 @@ def plot_value_bands(
             )
             ax.plot(x, m, color=col, lw=1, label=f"Q {a}")
         ax.plot(x, sel["value_mean"].values, color="k", lw=1.6, label="V")
-        ax.set_title(_cell_title(b, g), fontsize=9)
+        ax.set_title(cell_label(b, g), fontsize=9)
         ax.set_xlabel("belief b")
         ax.set_ylabel("expected utility")
     by_label: dict = {}
@@ -270,7 +265,7 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
         ax.axvline(0, color="k", lw=0.6)
         ax.set_yticks(y)
         ax.set_yticklabels([POLICY_LABELS.get(p, p) for p in sub["policy"]], fontsize=7)
-        ax.set_title(_cell_title(b, g), fontsize=9)
+        ax.set_title(cell_label(b, g), fontsize=9)
         ax.set_xlabel("Δ vs always_verify")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.tight_layout()
