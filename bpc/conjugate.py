@@ -18,16 +18,13 @@ from scipy.special import betaincinv
 
 from bpc.constants import (
     DEFAULT_SEED,
-    DIM_BENCHMARK,
     DIM_CHAIN,
-    DIM_CRITIC,
     DIM_DRAW,
-    DIM_GENERATOR,
     DIM_LABEL,
     LAPLACE_ALPHA,
     LAPLACE_BETA,
 )
-from bpc.schema import validate_counts, validate_params
+from bpc.schema import order_params, validate_counts, validate_params
 
 __all__ = ["conjugate_posterior", "beta_parameters", "posterior_mean"]
 
@@ -85,20 +82,7 @@ def posterior_mean(counts: xr.Dataset) -> xr.Dataset:
     """
     out = {name: a / (a + b) for name, (a, b) in beta_parameters(counts).items()}
     out["gap"] = out["tpr"] - out["fpr"]
-    return _order(xr.Dataset(out))
-
-
-def _order(ds: xr.Dataset) -> xr.Dataset:
-    dims = {
-        "prior": (DIM_BENCHMARK, DIM_GENERATOR),
-        "tpr": (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC),
-        "fpr": (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC),
-        "gap": (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC),
-        "p_fix": (DIM_BENCHMARK, DIM_GENERATOR),
-        "p_break": (DIM_BENCHMARK, DIM_GENERATOR),
-    }
-    lead = tuple(d for d in (DIM_CHAIN, DIM_DRAW) if d in ds.dims)
-    return xr.Dataset({k: ds[k].transpose(*lead, *dims[k]) for k in dims})
+    return order_params(xr.Dataset(out))
 
 
 def conjugate_posterior(
@@ -154,6 +138,8 @@ def conjugate_posterior(
         x[:, :, ~ok] = np.nan
         out[name] = xr.DataArray(x, dims=(DIM_CHAIN, DIM_DRAW, *a.dims), coords=a.coords)
     out["gap"] = out["tpr"] - out["fpr"]
-    ds = _order(xr.Dataset(out)).assign_coords({DIM_CHAIN: np.arange(chains), DIM_DRAW: np.arange(draws)})
+    ds = order_params(xr.Dataset(out)).assign_coords(
+        {DIM_CHAIN: np.arange(chains), DIM_DRAW: np.arange(draws)}
+    )
     ds.attrs.update({"posterior": "conjugate", "seed": int(seed)})
     return validate_params(ds)

@@ -83,6 +83,7 @@ __all__ = [
     "empty_counts",
     "validate_counts",
     "validate_params",
+    "order_params",
     "sample_dims",
     "stack_samples",
     "records_to_pool",
@@ -211,6 +212,23 @@ def validate_params(ds: xr.Dataset) -> xr.Dataset:
         if ((finite < 0) | (finite > 1)).any():
             raise ValueError(f"parameter {name!r} must lie in [0, 1]")
     return ds
+
+
+def order_params(ds: xr.Dataset) -> xr.Dataset:
+    """The parameter variables of ``ds``, each transposed to (chain, draw, core dims…).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Holds at least :data:`PARAM_VARS`; other variables are dropped.
+
+    Returns
+    -------
+    xarray.Dataset
+        Sample dims (if any) first, then each variable's schema dims in order.
+    """
+    lead = sample_dims(ds)
+    return xr.Dataset({name: ds[name].transpose(*lead, *core) for name, core in _PARAM_CORE_DIMS.items()})
 
 
 def stack_samples(ds: xr.Dataset | xr.DataArray, dim: str = "sample"):
