@@ -142,3 +142,16 @@ def test_bad_input_gives_one_clear_error_line(capsys, extra, message):
     assert len(lines) == 1 and lines[0].startswith("bpc solve: error:")
     assert message in lines[0]
     assert out.out == ""
+
+
+def test_closed_stdout_pipe_exits_quietly():
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "bpc", "solve", "--prior", "0.3", "--critic", "syn:0.9:0.2:1"]
+    cmd += ["--p-fix", "0.1", "--p-break", "0.1", "--c-gen", "10", "--c-ver", "90", "--reward", "100"]
+    proc = subprocess.run(
+        f"{subprocess.list2cmdline(cmd)} | head -n 1", shell=True, capture_output=True, text=True
+    )
+    assert proc.stdout.strip() == "{"
+    assert "Traceback" not in proc.stderr
