@@ -558,7 +558,11 @@ def read_transition_kernel(path: str | os.PathLike, *, which: str = "kernel_all"
         non-negative integers.
     """
     path = Path(path)
-    obj = _read_json(path)
+    return _kernel_counts(path, _read_json(path), which)
+
+
+def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]:
+    """:func:`read_transition_kernel` on the parsed content ``obj`` of ``path``."""
     if not isinstance(obj, dict):
         raise CorpusError(
             path, None, None, f"expected a JSON object (transition kernel), got {type(obj).__name__}"
@@ -734,6 +738,23 @@ def _classify_file(path: Path) -> str:
     )
 
 
+def _add_once(store: dict, path: Path, cell: xr.Dataset, what: str, notes: list[str], base: Path) -> None:
+    """Keep one count file per cell: an identical repeat is noted, a conflicting one is an error."""
+    key = _cell_key(cell)
+    if key in store:
+        other, prev = store[key]
+        if not _same_counts(prev, cell):
+            raise CorpusError(
+                path,
+                None,
+                None,
+                f"expected one set of counts per cell {key}, got different {what} here and in {other}",
+            )
+        notes.append(f"{key[0]}/{key[1]}: {_rel(path, base)} repeats {_rel(other, base)} (used once)")
+        return
+    store[key] = (path, cell)
+
+
 def load_corpus(
     path: str | os.PathLike,
     *,
@@ -854,43 +875,17 @@ def load_corpus(
     for f in files["table"]:
         cell = _table_cell(f, _read_json(f), benchmark=benchmark, generator=generator)
         meter.step(f)
-        key = _cell_key(cell)
-        if key in tables:
-            other, prev = tables[key]
-            if not _same_counts(prev, cell):
-                raise CorpusError(
-                    f,
-                    None,
-                    None,
-                    f"expected one set of counts per cell {key}, "
-                    f"got different likelihood tables here and in {other}",
-                )
-            notes.append(f"{key[0]}/{key[1]}: {_rel(f, base)} repeats {_rel(other, base)} (used once)")
-            continue
-        tables[key] = (f, cell)
+        _add_once(tables, f, cell, "likelihood tables", notes, base)
     cluster = _cluster_instances(base) if root.is_dir() else {}
 
     # -- transition kernels ----------------------------------------------------
     kernels: dict[tuple[str, str], tuple[Path, xr.Dataset]] = {}
     for f in files["kernel"]:
         obj = _read_json(f)
-        kernel = read_transition_kernel(f)
+        kernel = _kernel_counts(f, obj)
         cell = _kernel_cell(f, obj, kernel, benchmark=benchmark, generator=generator)
         meter.step(f)
-        key = _cell_key(cell)
-        if key in kernels:
-            other, prev = kernels[key]
-            if not _same_counts(prev, cell):
-                raise CorpusError(
-                    f,
-                    None,
-                    None,
-                    f"expected one transition kernel per cell {key}, "
-                    f"got different counts here and in {other}",
-                )
-            notes.append(f"{key[0]}/{key[1]}: {_rel(f, base)} repeats {_rel(other, base)} (used once)")
-            continue
-        kernels[key] = (f, cell)
+        _add_once(kernels, f, cell, "transition kernels", notes, base)
 
     # -- assemble --------------------------------------------------------------
     meter.close()
