@@ -1,8 +1,8 @@
-"""Run the analysis 'delta_table' (see bpc.analyses.runner)."""
+"""Run the analysis 'delta_table' (see bpc.report.analyses)."""
 
 import sys
 
-from bpc.analyses.runner import script_main
+from bpc.report.analyses import script_main
 
 if __name__ == "__main__":
     sys.exit(script_main("delta_table"))

@@ -12,7 +12,7 @@ Writes to DIR (default ``model-checks``):
 * ``heldout_subsample.csv``, ``heldout_loco.csv``    held-out log predictive density vs Laplace
 * ``summary.md``                              every table above, summarised
 
-All repeated fits reuse one compiled model (:class:`bpc.model.fit.Refitter`).
+All repeated fits reuse one compiled model (:class:`bpc.estimate.model.fit.Refitter`).
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ def main(argv=None) -> int:
 
     from bpc.commands.fit import load_counts
     from bpc.constants import DEFAULT_SEED
-    from bpc.laplace import laplace
-    from bpc.model import ModelSpec, diagnose, fit, posterior_params, save
-    from bpc.model import checks as ck
-    from bpc.model.diagnostics import ConvergenceWarning, params_table
-    from bpc.plots.model import plot_forest, plot_ppc, plot_shrinkage, shrinkage_table
+    from bpc.estimate.laplace import laplace
+    from bpc.estimate.model import ModelSpec, diagnose, fit, posterior_params, save
+    from bpc.estimate.model import checks as ck
+    from bpc.estimate.model.diagnostics import ConvergenceWarning, params_table
+    from bpc.report.plots.model import plot_forest, plot_ppc, plot_shrinkage, shrinkage_table
 
     warnings.simplefilter("ignore", ConvergenceWarning)
     seed = DEFAULT_SEED if args.seed is None else args.seed
@@ -142,8 +142,8 @@ def main(argv=None) -> int:
         md += [f"## SBC, truth drawn from the prior ({sbc_reps} data sets on the corpus layout)", ""]
         md += [_md(tab), "", "by whether the entry had data:", "", _md(obs_tab), ""]
     if "simulator" not in args.skip:
-        from bpc.counts import counts_from_records
-        from bpc.simulate import simulate_panel
+        from bpc.data.counts import counts_from_records
+        from bpc.data.simulate import simulate_panel
 
         t0 = time.perf_counter()
         panel = simulate_panel(seed)

@@ -5,7 +5,7 @@ Usage: python analyses/run_all.py --out bpc-analyses [--corpus PATH] [--seed N] 
 
 import sys
 
-from bpc.analyses.runner import script_main
+from bpc.report.analyses import script_main
 
 if __name__ == "__main__":
     sys.exit(script_main(None))

@@ -1,8 +1,8 @@
-"""Run the analysis 'train_eval' (see bpc.analyses.runner)."""
+"""Run the analysis 'train_eval' (see bpc.report.analyses)."""
 
 import sys
 
-from bpc.analyses.runner import script_main
+from bpc.report.analyses import script_main
 
 if __name__ == "__main__":
     sys.exit(script_main("train_eval"))

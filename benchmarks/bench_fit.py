@@ -4,7 +4,7 @@ For each data set and sampler the same model is fitted twice in one process:
 ``cold`` (first fit: graph compilation into an empty compile cache) and
 ``warm`` (second fit: caches populated; ``pm.sample`` still rebuilds the
 model's functions). With nutpie a third row, ``refit``, times
-:class:`bpc.model.fit.Refitter` — the model compiled once and only sampled
+:class:`bpc.estimate.model.fit.Refitter` — the model compiled once and only sampled
 again, as SBC and the held-out comparisons do (its wall time excludes the
 one-off compilation, which is reported as ``compile_s``). Reported per fit: wall time, sampling
 time, max R-hat, min bulk / tail ESS, divergences and min bulk ESS per second
@@ -50,8 +50,8 @@ def main(argv=None) -> int:
 
     from bpc.commands.fit import load_counts
     from bpc.constants import DEFAULT_SEED
-    from bpc.model import ModelSpec, fit
-    from bpc.model.diagnostics import ConvergenceWarning, diagnose
+    from bpc.estimate.model import ModelSpec, fit
+    from bpc.estimate.model.diagnostics import ConvergenceWarning, diagnose
 
     seed = DEFAULT_SEED if args.seed is None else args.seed
     spec = ModelSpec.default()
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
             if sampler == "nutpie":
-                from bpc.model.fit import Refitter
+                from bpc.estimate.model.fit import Refitter
 
                 t0 = time.perf_counter()
                 refitter = Refitter(counts, spec, sampler="nutpie")

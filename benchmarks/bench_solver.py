@@ -12,7 +12,7 @@ G = 51, the ``slow`` costs):
 - the full grid policy (``solve_dp``: value + int8 policy for every
   (draw, h, U, b)) with the numba kernel, float64 and float32, and with the
   pure-numpy reference (on a subset, extrapolated);
-- the same through the xarray layer (``bpc.solve.solve_policy`` on a
+- the same through the xarray layer (``bpc.decide.solve.solve_policy`` on a
   Dataset with chain/draw/benchmark/generator dims);
 - exact values and first actions at b0 (``solve_exact``, vectorised over draws);
 - a plain per-draw Python loop calling the kernels once per draw (on a
@@ -39,8 +39,8 @@ import xarray as xr
 
 from bpc.constants import BENCHMARKS, GENERATORS, GRID_SIZE, HORIZON
 from bpc.costs import named_costs
-from bpc.kernels import solve_dp, solve_exact
-from bpc.solve import solve_policy
+from bpc.decide.kernels import solve_dp, solve_exact
+from bpc.decide.solve import solve_policy
 
 CRITICS = ["syn", "test", "llm"]
 

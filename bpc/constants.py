@@ -165,7 +165,7 @@ DIVERGENCES_MAX = 0
 DEFAULT_SEED = 20260522
 
 # ---------------------------------------------------------------------------
-# Corpus layout (bpc.corpus)
+# Corpus layout (bpc.data.corpus)
 # ---------------------------------------------------------------------------
 KERNEL_FOLDERS = MappingProxyType(
     {

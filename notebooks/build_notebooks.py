@@ -45,10 +45,10 @@ quick = [
         "Point it at your own runs; here we use the authors' corpus when it is present."
     ),
     new_code_cell(
-        "from bpc.corpus import load_corpus\n"
-        "from bpc.counts import counts_from_records\n"
+        "from bpc.data.corpus import load_corpus\n"
+        "from bpc.data.counts import counts_from_records\n"
         "from bpc.paths import default_corpus\n"
-        "from bpc.simulate import simulate_panel\n\n"
+        "from bpc.data.simulate import simulate_panel\n\n"
         "path = default_corpus()\n"
         "if path is not None:\n"
         "    corpus = load_corpus(path, progress=False)\n"
@@ -66,8 +66,8 @@ quick = [
         "interval, and each critic's TPR / FPR / gap γ."
     ),
     new_code_cell(
-        "from bpc.analyses.tables import gap_table, prior_table\n"
-        "from bpc.laplace import laplace\n\n"
+        "from bpc.report.tables import gap_table, prior_table\n"
+        "from bpc.estimate.laplace import laplace\n\n"
         "params = laplace(counts)\n"
         "prior_table(params, counts).head(8)"
     ),
@@ -81,7 +81,7 @@ quick = [
         "parameter schema as `laplace`, for every cell of the panel (cells without data get predictive draws)."
     ),
     new_code_cell(
-        "from bpc.model import diagnose, fit, posterior_params\n\n"
+        "from bpc.estimate.model import diagnose, fit, posterior_params\n\n"
         "dt = fit(counts, draws=DRAWS, tune=TUNE, chains=CHAINS, seed=SEED, progressbar=False, warn=not QUICK)\n"
         "post = posterior_params(dt)\n"
         "diagnose(dt)"
@@ -102,7 +102,7 @@ quick = [
         "elsewhere). Solved on posterior draws, it also tells how sure we can be of that action."
     ),
     new_code_cell(
-        "from bpc.solve import solve_b0\n\n"
+        "from bpc.decide.solve import solve_b0\n\n"
         "b0 = solve_b0(params, paper_costs_for)\n"
         'actions = b0["action"].values\n'
         'decide = b0[["prior", "value"]].to_dataframe()\n'
@@ -127,8 +127,8 @@ quick = [
         "with a paired bootstrap 95% interval."
     ),
     new_code_cell(
-        "from bpc.analyses.tables import delta_table\n"
-        "from bpc.replay import replay_cells\n\n"
+        "from bpc.report.tables import delta_table\n"
+        "from bpc.replay.engine import replay_cells\n\n"
         'rep = replay_cells(records, costs=paper_costs_for, transition_counts=counts, split="eval")\n'
         "delta_table(rep).round(1)"
     ),
@@ -159,7 +159,7 @@ repro = [
         "from pathlib import Path\n\n"
         "import pandas as pd\n"
         "from IPython.display import Image, display\n\n"
-        "from bpc.analyses.runner import AnalysisConfig, run_analyses\n\n"
+        "from bpc.report.analyses import AnalysisConfig, run_analyses\n\n"
         'QUICK = os.environ.get("BPC_NOTEBOOK_QUICK") == "1"\n'
         'OUT = Path(os.environ.get("BPC_NOTEBOOK_OUT", "bpc-paper-reproduction"))\n'
         "small = dict(\n"

@@ -2,10 +2,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bpc.analyses.grid import cell_utilities, cost_points, prepare_cells, utility_grid
+from bpc.experiments.grid import cell_utilities, cost_points, prepare_cells, utility_grid
 from bpc.costs import named_costs
-from bpc.replay import POLICIES, replay_pool
-from bpc.simulate import simulate_panel
+from bpc.replay.engine import POLICIES, replay_pool
+from bpc.data.simulate import simulate_panel
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_dask_gives_the_serial_result(setups):
 
 
 def test_external_posterior_draws(setups):
-    from bpc.conjugate import conjugate_posterior
+    from bpc.estimate.conjugate import conjugate_posterior
 
     s = setups[0]
     post = conjugate_posterior(s.counts, draws=10, chains=2, seed=4)

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.analyses.regime import (
+from bpc.experiments.regime import (
     knn_mean,
     knn_vote,
     regime_background,
@@ -13,7 +13,7 @@ from bpc.analyses.regime import (
     regime_summary,
     winners,
 )
-from bpc.analyses.sweeps import leader_changes, sweep_bands, sweep_boundaries
+from bpc.experiments.sweeps import leader_changes, sweep_bands, sweep_boundaries
 
 
 def test_regime_of():

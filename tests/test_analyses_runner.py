@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bpc.analyses.runner import ANALYSES, AnalysisConfig, run_analyses
+from bpc.report.analyses import ANALYSES, AnalysisConfig, run_analyses
 
 SMALL = dict(
     use_corpus=False,

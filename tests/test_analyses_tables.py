@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bpc.analyses.tables import (
+from bpc.report.tables import (
     delta_table,
     gap_table,
     latex_table,
@@ -11,8 +11,8 @@ from bpc.analyses.tables import (
     winner_mask,
     write_table,
 )
-from bpc.counts import cell_counts, merge_counts
-from bpc.laplace import laplace
+from bpc.data.counts import cell_counts, merge_counts
+from bpc.estimate.laplace import laplace
 
 
 def _counts():
@@ -104,7 +104,7 @@ def test_sort_cells_unknown_last():
 
 @pytest.mark.corpus
 def test_prior_and_gap_tables_on_corpus(corpus_path):
-    from bpc.corpus import load_corpus
+    from bpc.data.corpus import load_corpus
 
     c = load_corpus(corpus_path, progress=False)
     params = laplace(c.counts)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.bootstrap import bootstrap_means, paired_bootstrap
+from bpc.replay.bootstrap import bootstrap_means, paired_bootstrap
 
 
 def test_constant_differences_give_a_point_interval():

@@ -7,8 +7,8 @@ import xarray as xr
 
 from bpc.cli import main
 from bpc.constants import CRITICS
-from bpc.corpus import load_corpus
-from bpc.laplace import laplace
+from bpc.data.corpus import load_corpus
+from bpc.estimate.laplace import laplace
 
 CSV_COLUMNS = [
     "benchmark",

@@ -12,7 +12,7 @@ from model_fixtures import fast_compile  # noqa: F401
 from pymc.testing import mock_sample
 
 from bpc.cli import main
-from bpc.model import ModelSpec, load
+from bpc.estimate.model import ModelSpec, load
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bpc.cli import main
-from bpc.replay import RESULT_COLUMNS
+from bpc.replay.engine import RESULT_COLUMNS
 
 
 @pytest.mark.corpus
@@ -63,7 +63,7 @@ def test_paper_profile_on_tree_reports_skipped_cells(corpus_path, tmp_path, caps
 
 
 def test_simulated_records_with_trajectories(tmp_path):
-    from bpc.simulate import simulate_panel
+    from bpc.data.simulate import simulate_panel
 
     panel = simulate_panel(seed=3, benchmarks=["lcb_hard"], generators=["haiku45"], n_instances=24)
     jsonl = tmp_path / "lcb_calibration_v2" / "haiku45" / "critic_results.jsonl"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bpc.cli import main
-from bpc.kernels import greedy_q, solve_dp, solve_exact
+from bpc.decide.kernels import greedy_q, solve_dp, solve_exact
 
 BASE = [
     "solve",

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bpc.compare import (
+from bpc.experiments.compare import (
     CONTROLLERS,
     CompareData,
     cell_split,
@@ -18,7 +18,7 @@ from bpc.compare import (
     simulate_pool,
     thin_draws,
 )
-from bpc.conjugate import conjugate_posterior
+from bpc.estimate.conjugate import conjugate_posterior
 from bpc.costs import Costs
 
 
@@ -66,7 +66,7 @@ def test_thin_draws_deterministic_and_sized():
 
 
 def test_fit_counts_uses_only_fit_instances(small):
-    from bpc.counts import counts_from_records
+    from bpc.data.counts import counts_from_records
 
     splits = cell_split(small)
     fit_ids = {c: s[0] for c, s in splits.items()}
@@ -133,7 +133,7 @@ def test_posterior_delta_hand_checked_best_of_3():
 def test_compare_cells_intervals_contain_point_estimates(small):
     splits = cell_split(small)
     counts = fit_counts(small, {c: s[0] for c, s in splits.items()})
-    from bpc.laplace import laplace
+    from bpc.estimate.laplace import laplace
 
     lap = laplace(counts)
     post = conjugate_posterior(counts, draws=30, chains=2, seed=1)
@@ -161,7 +161,7 @@ def test_compare_cells_intervals_contain_point_estimates(small):
 
 
 def test_posterior_mean_of_conjugate_equals_laplace(small):
-    from bpc.laplace import laplace
+    from bpc.estimate.laplace import laplace
 
     splits = cell_split(small)
     counts = fit_counts(small, {c: s[0] for c, s in splits.items()})
@@ -215,7 +215,7 @@ def test_load_real_corpus_lcb(corpus_path):
 
 
 def test_agreement_text_counts_disagreements():
-    from bpc.compare import _agreement_text
+    from bpc.experiments.compare import _agreement_text
 
     t = pd.DataFrame(
         {
@@ -262,7 +262,7 @@ def test_cli_compare_runs(tmp_path, capsys):
 
 
 def test_posterior_without_the_replayed_cells_is_rejected():
-    from bpc.compare import _check_posterior_cells
+    from bpc.experiments.compare import _check_posterior_cells
 
     post = _const_post(0.3, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4], draws=3)
     _check_posterior_cells(post, [("lcb_hard", "gpt5_mini")], "p.nc")

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.conjugate import beta_parameters, conjugate_posterior, posterior_mean
+from bpc.estimate.conjugate import beta_parameters, conjugate_posterior, posterior_mean
 from bpc.schema import empty_counts
 
 

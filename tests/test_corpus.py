@@ -4,15 +4,15 @@ import pickle
 import numpy as np
 import pytest
 
-import bpc.corpus as corpus_mod
-from bpc.corpus import (
+import bpc.data.corpus as corpus_mod
+from bpc.data.corpus import (
     CorpusError,
     load_corpus,
     read_critic_results,
     read_likelihood_table,
     read_transition_kernel,
 )
-from bpc.counts import counts_from_records
+from bpc.data.counts import counts_from_records
 
 
 def _row(iid="a", pid=0, y=1, gen="gpt5_mini", **extra):

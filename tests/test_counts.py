@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpc.constants import CRITICS
-from bpc.counts import (
+from bpc.data.counts import (
     cell_counts,
     counts_from_records,
     critic_tallies,

@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bpc.compare import load_source
-from bpc.conjugate import conjugate_posterior
-from bpc.efficiency import (
+from bpc.experiments.compare import load_source
+from bpc.estimate.conjugate import conjugate_posterior
+from bpc.experiments.efficiency import (
     efficiency_experiment,
     efficiency_paragraph,
     efficiency_summary,
@@ -73,7 +73,7 @@ def test_summary_and_paragraph(eff, tmp_path):
     assert summ["k"].max() == 6 and set(summ["k_label"]) == {"3", "all"}
     text = efficiency_paragraph(eff)
     assert "hierarchical_mean_dp" in text and "k=3" in text and "smallest calibration size" in text
-    from bpc.plots.posterior import plot_efficiency
+    from bpc.report.plots.posterior import plot_efficiency
 
     out = plot_efficiency(summ, tmp_path / "eff.png")
     assert out[0].stat().st_size > 1000
@@ -89,7 +89,7 @@ def test_hierarchical_fit_integration(data):
     """The one real (tiny) MCMC fit: the default posterior_fn runs and feeds both hierarchical controllers."""
     import warnings
 
-    from bpc.efficiency import hierarchical_posterior_fn
+    from bpc.experiments.efficiency import hierarchical_posterior_fn
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 200 draws: convergence warnings are expected here

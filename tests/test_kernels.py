@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpc.kernels import (
+from bpc.decide.kernels import (
     CRITIC_OFFSET,
     REGENERATE,
     STOP,

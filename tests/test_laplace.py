@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpc.constants import CI_BOUNDS, CRITIC_FIELDS, RELEASE_BENCHMARK_NAMES, WILSON_PROB
-from bpc.corpus import load_corpus
-from bpc.counts import cell_counts
-from bpc.laplace import laplace, smoothed_rate, wilson_interval
+from bpc.data.corpus import load_corpus
+from bpc.data.counts import cell_counts
+from bpc.estimate.laplace import laplace, smoothed_rate, wilson_interval
 from bpc.schema import PARAM_VARS, validate_params
 
 

@@ -10,8 +10,8 @@ import pytest
 from model_fixtures import fast_compile, tiny_counts  # noqa: F401
 from scipy import stats
 
-from bpc.model import ModelSpec, build_model, observations, rate_counts
-from bpc.model.checks import prior_draws
+from bpc.estimate.model import ModelSpec, build_model, observations, rate_counts
+from bpc.estimate.model.checks import prior_draws
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 
@@ -60,7 +60,7 @@ def test_observations_mask_missing_entries(counts):
 
 
 def test_prior_enters_as_effective_counts(counts):
-    from bpc.model.build import effective_prior_counts
+    from bpc.estimate.model.build import effective_prior_counts
 
     spec = ModelSpec.default()
     k, n = rate_counts(counts, spec, effective=True)

@@ -2,7 +2,7 @@
 
 The stand-in "fitter" is the hierarchical model with α = β = 0 and κ = 2
 fixed, i.e. independent Beta(1, 1) rates whose posterior Beta(1 + k, 1 + n − k)
-is drawn exactly by :func:`bpc.model.cell_rates`. Under a spec whose prior is
+is drawn exactly by :func:`bpc.estimate.model.cell_rates`. Under a spec whose prior is
 that same model, SBC coverage must be nominal; no MCMC is needed.
 """
 
@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from model_fixtures import tiny_counts
 from scipy import stats
 
-from bpc.model import ModelSpec, cell_rates, rate_counts
-from bpc.model import checks as ck
-from bpc.plots.model import plot_forest, plot_ppc, plot_shrinkage, shrinkage_table
+from bpc.estimate.model import ModelSpec, cell_rates, rate_counts
+from bpc.estimate.model import checks as ck
+from bpc.report.plots.model import plot_forest, plot_ppc, plot_shrinkage, shrinkage_table
 
 TINY = 1e-6
 FLAT = ModelSpec.from_dict(
@@ -194,8 +194,8 @@ def test_subsample_and_leave_one_cell_out_structure(counts):
 
 
 def test_model_plots(counts, tmp_path):
-    from bpc.laplace import laplace
-    from bpc.model.diagnostics import params_table
+    from bpc.estimate.laplace import laplace
+    from bpc.estimate.model.diagnostics import params_table
 
     lap = laplace(counts)
     params = flat_fitter(200)(counts, 1)

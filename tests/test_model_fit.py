@@ -15,7 +15,7 @@ from model_fixtures import tiny_counts
 from pymc.testing import mock_sample
 
 from bpc.constants import PAPER_CRITICS
-from bpc.model import (
+from bpc.estimate.model import (
     ConvergenceWarning,
     ModelSpec,
     SpecMismatchError,
@@ -27,7 +27,7 @@ from bpc.model import (
     resolve_sampler,
     save,
 )
-from bpc.model.checks import posterior_predictive_check
+from bpc.estimate.model.checks import posterior_predictive_check
 from bpc.schema import validate_params
 
 PARAM_VARS = ("prior", "tpr", "fpr", "gap", "p_fix", "p_break")
@@ -180,9 +180,9 @@ GENS = ["gpt5_mini", "haiku45", "sonnet45"]
 
 @pytest.fixture(scope="session")
 def real_fit():
-    from bpc.counts import counts_from_records
-    from bpc.laplace import laplace
-    from bpc.simulate import simulate_panel
+    from bpc.data.counts import counts_from_records
+    from bpc.estimate.laplace import laplace
+    from bpc.data.simulate import simulate_panel
 
     panel = simulate_panel(7, benchmarks=BENCH, generators=GENS, n_instances=40)
     counts = counts_from_records(panel.records, panel.trajectories, source="simulated")

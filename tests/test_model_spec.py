@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.model.spec import RATE_KINDS, ModelSpec, rate_critic, rate_kind, rate_names
+from bpc.estimate.model.spec import RATE_KINDS, ModelSpec, rate_critic, rate_kind, rate_names
 
 ROOT = Path(__file__).resolve().parents[1]
 TOML = ROOT / "models" / "hierarchical.toml"

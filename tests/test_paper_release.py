@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from bpc.constants import PAPER_CRITICS
-from bpc.corpus import load_corpus, read_transition_kernel
+from bpc.data.corpus import load_corpus, read_transition_kernel
 from bpc.costs import named_costs
-from bpc.kernels.belief import REGENERATE, STOP, VERIFY
-from bpc.paper_release import iid_baseline_kernel, snap_index, solve_release_dp
-from bpc.profiles import PAPER_RELEASE, canonical_policy
-from bpc.replay import kernel_probabilities, replay_cells
+from bpc.decide.kernels.belief import REGENERATE, STOP, VERIFY
+from bpc.replay.paper_release import iid_baseline_kernel, snap_index, solve_release_dp
+from bpc.replay.profiles import PAPER_RELEASE, canonical_policy
+from bpc.replay.engine import kernel_probabilities, replay_cells
 
 GENERATORS = ("gpt5_mini", "haiku45", "qwen3_coder")
 METRICS = {
@@ -119,8 +119,8 @@ def test_release_table_reproduced(corpus_path, lcb_hard, variant):
 @pytest.mark.corpus
 def test_release_prior_and_gaps_match_table(corpus_path, lcb_hard):
     """The table's prior_Y1 / L*_gap columns are the in-sample Laplace estimates the controllers use."""
-    from bpc.counts import counts_from_records
-    from bpc.laplace import laplace
+    from bpc.data.counts import counts_from_records
+    from bpc.estimate.laplace import laplace
 
     params = laplace(counts_from_records(lcb_hard))
     for r in _table(corpus_path):

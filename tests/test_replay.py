@@ -9,11 +9,11 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.controllers import BeliefState, DPController, GreedyController
+from bpc.decide.controllers import BeliefState, DPController, GreedyController
 from bpc.costs import Costs, named_costs
-from bpc.paper_release import ReleaseDPController, ReleaseGreedyController
-from bpc.profiles import PAPER, PAPER_RELEASE, get_profile
-from bpc.replay import (
+from bpc.replay.paper_release import ReleaseDPController, ReleaseGreedyController
+from bpc.replay.profiles import PAPER, PAPER_RELEASE, get_profile
+from bpc.replay.engine import (
     POLICIES,
     RESULT_COLUMNS,
     replay_cells,
@@ -279,7 +279,7 @@ def test_summarize_hand_checked():
 
 @pytest.fixture(scope="module")
 def panel():
-    from bpc.simulate import simulate_panel
+    from bpc.data.simulate import simulate_panel
 
     return simulate_panel(
         seed=7, benchmarks=["lcb_hard", "swebench_lite"], generators=["gpt5_mini", "haiku45"], n_instances=40
@@ -301,7 +301,7 @@ def test_replay_cells_paper_profile(panel):
 
 
 def test_replay_cells_split_all_is_in_sample(panel):
-    from bpc.replay import cell_pool
+    from bpc.replay.engine import cell_pool
 
     df = replay_cells(panel.records, None, None, policies=["gate_test", "bayesian_dp"], split="all")
     assert set(df["split"]) == {"all"}
@@ -348,7 +348,7 @@ def test_controllers_reason_with_several_samples():
 
 
 def test_plot_delta_bars(tmp_path):
-    from bpc.plots.replay import plot_delta_bars
+    from bpc.report.plots.replay import plot_delta_bars
 
     df = pd.DataFrame(
         {
@@ -372,7 +372,7 @@ def test_plot_delta_bars(tmp_path):
 
 
 def test_profiles():
-    from bpc.profiles import AUTHOR_POLICY_NAMES, Profile, canonical_policy
+    from bpc.replay.profiles import AUTHOR_POLICY_NAMES, Profile, canonical_policy
 
     assert get_profile("paper") is PAPER and get_profile(PAPER_RELEASE) is PAPER_RELEASE
     assert canonical_policy("threshold_L2") == "gate_test" and canonical_policy("gate_llm") == "gate_llm"

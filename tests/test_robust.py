@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from bpc.robust import interp_q, posterior_expected_q, robust_actions
+from bpc.decide.robust import interp_q, posterior_expected_q, robust_actions
 
 
 def test_interp_q_hand_checked():
@@ -71,10 +71,10 @@ def test_robust_action_maximises_posterior_expected_q(qn, data):
 # --- controllers on real DP tables -------------------------------------------------------------
 import xarray as xr  # noqa: E402
 
-from bpc.conjugate import conjugate_posterior  # noqa: E402
-from bpc.controllers import DPController  # noqa: E402
+from bpc.estimate.conjugate import conjugate_posterior  # noqa: E402
+from bpc.decide.controllers import DPController  # noqa: E402
 from bpc.costs import NAMED_COSTS  # noqa: E402
-from bpc.robust import BayesRobustController, ThompsonController  # noqa: E402
+from bpc.decide.robust import BayesRobustController, ThompsonController  # noqa: E402
 from bpc.schema import empty_counts  # noqa: E402
 
 
@@ -136,7 +136,7 @@ def test_thompson_follows_one_draw_and_is_seeded(draws):
 
 
 def test_per_draw_controller_blocks(draws):
-    from bpc.robust import PerDrawController
+    from bpc.decide.robust import PerDrawController
 
     ctrl = PerDrawController(draws, NAMED_COSTS["slow"])
     state = ctrl.start(48)

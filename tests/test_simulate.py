@@ -1,4 +1,4 @@
-"""Tests of the paper-panel simulator (bpc.simulate)."""
+"""Tests of the paper-panel simulator (bpc.data.simulate)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bpc.constants import BENCHMARKS, CRITICS, GENERATORS
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS, validate_params
-from bpc.simulate import (
+from bpc.data.simulate import (
     BENCHMARK_SIZES,
     FAMILY_TPR,
     GAP_TABLE,
@@ -304,8 +304,8 @@ def test_within_instance_correlation_recovered():
 # recovery by the Laplace estimators
 # ---------------------------------------------------------------------------
 def test_laplace_recovers_truth():
-    from bpc.counts import counts_from_records
-    from bpc.laplace import laplace
+    from bpc.data.counts import counts_from_records
+    from bpc.estimate.laplace import laplace
 
     cells = dict(
         benchmarks=["lcb_medium", "humaneval_plus", "swebench_verified"],
@@ -365,7 +365,7 @@ def test_runtime_full_panel():
 
 
 # ---------------------------------------------------------------------------
-# the constants derived from the real corpus (read with bpc.corpus)
+# the constants derived from the real corpus (read with bpc.data.corpus)
 # ---------------------------------------------------------------------------
 _RAW_KAPPA_FILES = (
     "lcb_calibration_medium/haiku45",
@@ -380,7 +380,7 @@ _RAW_KAPPA_FILES = (
 
 @pytest.mark.corpus
 def test_kappa_constant_reproduced_from_corpus(corpus_path):
-    from bpc.corpus import read_critic_results
+    from bpc.data.corpus import read_critic_results
 
     records = pd.concat(
         [read_critic_results(corpus_path / rel / "critic_results.jsonl") for rel in _RAW_KAPPA_FILES],
@@ -393,7 +393,7 @@ def test_kappa_constant_reproduced_from_corpus(corpus_path):
 
 @pytest.mark.corpus
 def test_kernel_constants_match_corpus(corpus_path):
-    from bpc.corpus import read_transition_kernel
+    from bpc.data.corpus import read_transition_kernel
 
     files = {
         ("lcb_easy", "gpt5_mini"): "PAPER_RELEASE/iter_kernels/lcb_calibration_easy_iter/gpt5_mini",
@@ -423,8 +423,8 @@ def test_kernel_constants_match_corpus(corpus_path):
 def _family_cell_counts(corpus_path):
     """Counts per (folder, generator): the raw file where there is one, else the likelihood table."""
     from bpc.constants import CORPUS_FOLDERS
-    from bpc.corpus import read_critic_results, read_likelihood_table
-    from bpc.counts import counts_from_records
+    from bpc.data.corpus import read_critic_results, read_likelihood_table
+    from bpc.data.counts import counts_from_records
 
     out = {}
     for path in sorted(corpus_path.glob("**/critic_results.jsonl")):
@@ -442,7 +442,7 @@ def _family_cell_counts(corpus_path):
 def test_family_tpr_constants_match_corpus(corpus_path):
     """FAMILY_TPR = pooled raw TP / (TP + FN), with the source rules of the module docstring."""
     from bpc.constants import CORPUS_FOLDERS
-    from bpc.simulate import BENCHMARK_FAMILY
+    from bpc.data.simulate import BENCHMARK_FAMILY
 
     cells = _family_cell_counts(corpus_path)
     tp: dict = {}

@@ -5,8 +5,8 @@ import pytest
 import xarray as xr
 
 from bpc.costs import Costs, named_costs, paper_costs_for
-from bpc.kernels import CRITIC_OFFSET, solve_dp, solve_exact
-from bpc.solve import cost_arrays, fill_regeneration_kernel, solve_b0, solve_policy
+from bpc.decide.kernels import CRITIC_OFFSET, solve_dp, solve_exact
+from bpc.decide.solve import cost_arrays, fill_regeneration_kernel, solve_b0, solve_policy
 
 CRITICS = ["syn", "test", "llm", "lint"]
 
@@ -202,8 +202,8 @@ def test_real_cells_dp_agrees_with_exact(corpus_path):
     Measured: 30 of 32 cells agree to 1e-13, mbpp_plus/qwen25_coder_32b is off
     by 0.034 and lcb_easy/sonnet45 by 0.059 (> the 0.05 target; same action).
     """
-    from bpc.corpus import load_corpus
-    from bpc.laplace import laplace
+    from bpc.data.corpus import load_corpus
+    from bpc.estimate.laplace import laplace
 
     params = laplace(load_corpus(corpus_path, progress=False).counts)
     pol = solve_policy(params, paper_costs_for, keep_q=True)

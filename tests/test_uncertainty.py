@@ -6,10 +6,10 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.conjugate import conjugate_posterior
+from bpc.estimate.conjugate import conjugate_posterior
 from bpc.costs import NAMED_COSTS, paper_costs_for
 from bpc.schema import empty_counts
-from bpc.uncertainty import (
+from bpc.decide.uncertainty import (
     action_entropy,
     action_probabilities,
     credible_interval,
@@ -100,7 +100,7 @@ def test_crossover_is_prior(post):
 
 def test_batched_equals_per_draw_solves(post, unc):
     """P(action optimal) and the bands from one batched solve equal S single-draw solves."""
-    from bpc.solve import solve_policy
+    from bpc.decide.solve import solve_policy
 
     cell = {"benchmark": ["lcb_hard"], "generator": ["gpt5_mini"]}
     pc = post.sel(cell)
@@ -126,9 +126,9 @@ def test_batched_equals_per_draw_solves(post, unc):
 
 
 def test_first_action_at_own_prior_matches_exact(post, unc):
-    from bpc.controllers import cell_parameter_arrays
-    from bpc.kernels import solve_exact
-    from bpc.solve import fill_regeneration_kernel
+    from bpc.decide.controllers import cell_parameter_arrays
+    from bpc.decide.kernels import solve_exact
+    from bpc.decide.solve import fill_regeneration_kernel
 
     cell = {"benchmark": ["swebench_lite"], "generator": ["gpt5_mini"]}
     arr = cell_parameter_arrays(fill_regeneration_kernel(post.sel(cell)), ("syn", "test", "llm"))
@@ -181,7 +181,7 @@ def test_point_estimate_rejected():
 
 
 def test_figures_written(unc, tmp_path):
-    from bpc.plots.posterior import plot_action_probabilities, plot_value_bands
+    from bpc.report.plots.posterior import plot_action_probabilities, plot_value_bands
 
     p1 = plot_action_probabilities(unc, tmp_path / "p.png")
     p2 = plot_value_bands(unc, tmp_path / "v.png")

@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print where the report is."""
-    from bpc.compare import run_compare
+    from bpc.experiments.compare import run_compare
     from bpc.paths import default_corpus
 
     if args.draws is not None and args.draws < 1:

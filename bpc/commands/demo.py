@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo and print where the report is."""
-    from bpc.demo import DemoConfig, run_demo
+    from bpc.report.demo import DemoConfig, run_demo
 
     if args.scale <= 0:
         raise ValueError(f"--scale must be > 0, got {args.scale}")

@@ -52,7 +52,7 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
     Parameters
     ----------
     params : xarray.Dataset
-        Output of :func:`bpc.laplace.laplace`.
+        Output of :func:`bpc.estimate.laplace.laplace`.
     counts : xarray.Dataset
         The counts it was computed from.
 
@@ -103,8 +103,8 @@ def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
     import bpc
-    from bpc.corpus import load_corpus
-    from bpc.laplace import laplace
+    from bpc.data.corpus import load_corpus
+    from bpc.estimate.laplace import laplace
     from bpc.paths import require_corpus
 
     out: Path = args.out

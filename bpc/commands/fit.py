@@ -59,12 +59,12 @@ def load_counts(path: str | None, *, seed: int = DEFAULT_SEED, progress: bool = 
         Counts schema.
     """
     if path == "simulated":
-        from bpc.counts import counts_from_records
-        from bpc.simulate import simulate_panel
+        from bpc.data.counts import counts_from_records
+        from bpc.data.simulate import simulate_panel
 
         panel = simulate_panel(seed)
         return counts_from_records(panel.records, panel.trajectories, source="simulated")
-    from bpc.corpus import load_corpus
+    from bpc.data.corpus import load_corpus
     from bpc.paths import require_corpus
 
     return load_corpus(require_corpus(path), progress=progress).counts
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     """Fit, print the diagnostics, save the DataTree."""
     import warnings
 
-    from bpc.model import ModelSpec, diagnose, fit, save
-    from bpc.model.diagnostics import ConvergenceWarning
+    from bpc.estimate.model import ModelSpec, diagnose, fit, save
+    from bpc.estimate.model.diagnostics import ConvergenceWarning
 
     out: Path = args.out
     if out.suffix.lower() != ".nc":

@@ -16,7 +16,7 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    from bpc.profiles import PROFILES
+    from bpc.replay.profiles import PROFILES
 
     parser.add_argument(
         "path",
@@ -100,7 +100,7 @@ def _cells_with_data(counts) -> list[tuple[str, str, str]]:
 
 def format_table(df) -> str:
     """The replay table as aligned text, one block per cell (and split)."""
-    from bpc.plots.style import POLICY_LABELS
+    from bpc.report.plots.style import POLICY_LABELS
 
     lines = []
     keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else [])
@@ -121,11 +121,11 @@ def run(args: argparse.Namespace) -> int:
     """Load, replay, print the table, write CSV / plot."""
     import pandas as pd
 
-    from bpc.corpus import load_corpus, read_transition_kernel
+    from bpc.data.corpus import load_corpus, read_transition_kernel
     from bpc.costs import Costs, paper_costs_for, resolve_costs
-    from bpc.profiles import canonical_policy, get_profile
+    from bpc.replay.profiles import canonical_policy, get_profile
     from bpc.progress import info
-    from bpc.replay import POLICIES, REFINEMENT_POLICIES, replay_cells
+    from bpc.replay.engine import POLICIES, REFINEMENT_POLICIES, replay_cells
 
     profile = get_profile(args.profile)
     simulated = args.path == "simulated"
@@ -152,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
 
     if simulated:
         from bpc.constants import DEFAULT_SEED
-        from bpc.counts import counts_from_records
-        from bpc.simulate import simulate_panel
+        from bpc.data.counts import counts_from_records
+        from bpc.data.simulate import simulate_panel
 
         panel = simulate_panel(
             seed=DEFAULT_SEED if args.seed is None else args.seed,
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         df.to_csv(args.out, index=False)
         print(f"\nwrote {args.out}", file=sys.stderr)
     if args.plot is not None:
-        from bpc.plots.replay import plot_delta_bars
+        from bpc.report.plots.replay import plot_delta_bars
 
         reward = costs.reward if isinstance(costs, Costs) else paper_costs_for("lcb_hard").reward
         for written in plot_delta_bars(df, args.plot, reward=reward):

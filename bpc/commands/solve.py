@@ -28,10 +28,10 @@ import numpy as np
 
 from bpc.constants import GRID_SIZE, HORIZON
 from bpc.costs import resolve_costs
-from bpc.kernels.belief import action_names, used_mask
-from bpc.kernels.dp import solve_dp
-from bpc.kernels.exact import solve_exact
-from bpc.kernels.greedy import greedy_q
+from bpc.decide.kernels.belief import action_names, used_mask
+from bpc.decide.kernels.dp import solve_dp
+from bpc.decide.kernels.exact import solve_exact
+from bpc.decide.kernels.greedy import greedy_q
 
 NAME = "solve"
 HELP = "best next action, its value and every action's Q-value for one state (dp, exact or greedy)"

@@ -33,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
     """Load the fit, build the table, write summary.csv and forest.png, print them."""
     import pandas as pd
 
-    from bpc.laplace import laplace
-    from bpc.model import counts_of, diagnose, load, posterior_params
-    from bpc.model.diagnostics import params_table
-    from bpc.plots.model import plot_forest
+    from bpc.estimate.laplace import laplace
+    from bpc.estimate.model import counts_of, diagnose, load, posterior_params
+    from bpc.estimate.model.diagnostics import params_table
+    from bpc.report.plots.model import plot_forest
 
     dt = load(args.posterior)
     out: Path = (

@@ -1,0 +1,931 @@
+"""Load calibration data: per-patch records, likelihood tables, transition kernels.
+
+Three kinds of file carry calibration data, all in the authors' schemas
+(``../shared/data/paper_corpus/README.md``):
+
+``critic_results.jsonl``
+    One JSON object per patch: ``generator``, ``instance_id``, ``patch_id``,
+    ``Y`` (0/1; ``null`` = unlabelled, skipped) and the critic verdicts
+    ``L0_syntax``, ``L1_lint``, ``L2_public_tests``, ``L3_llm_review``
+    (bool, ``null`` = missing; a field absent from a record is a missing
+    verdict, e.g. no ``L2_public_tests`` on the SWE-bench full runs).
+    :func:`read_critic_results` turns one into records
+    (:data:`bpc.schema.RECORD_COLUMNS`).
+``likelihood_tables.json``
+    Count summaries of one cell: ``n_evaluated``, ``n_resolved`` and
+    TP/FN/FP/TN per critic (:func:`read_likelihood_table`).
+``transition_kernel.json``
+    Refinement transition counts ``raw_counts`` {"0->0", "0->1", "1->0",
+    "1->1"} (:func:`read_transition_kernel`).
+
+:func:`load_corpus` reads one such file, a user's folder, or the whole
+authors' corpus, and returns a :class:`Corpus` with every raw record and the
+merged counts of every cell.
+
+How a folder tree is read
+-------------------------
+* The benchmark of a file comes from the folder two levels up
+  (``<folder>/<generator>/<file>``, also under ``PAPER_RELEASE/per_cell/``):
+  :data:`~bpc.constants.CORPUS_FOLDERS` for records and tables,
+  :data:`~bpc.constants.KERNEL_FOLDERS` for kernels
+  (``PAPER_RELEASE/iter_kernels/<folder>_iter/<gen>/`` and
+  ``spot_check_n50/gpt5_mini/``, the SWE-Lite kernel). Otherwise from a
+  ``benchmark`` field in the records, otherwise from the ``benchmark=``
+  argument; if none applies the file is rejected with a :class:`CorpusError`.
+  Every source that does apply must agree.
+* The generator comes from the ``generator`` field, the folder name (inside
+  a known folder) and the ``generator=`` argument, aliased through
+  :data:`~bpc.constants.GENERATOR_ALIASES` (``qwen25_32b`` →
+  ``qwen25_coder_32b``); those present must agree.
+* Folders in :data:`~bpc.constants.SUPERSEDED_FOLDERS` (``lcb_calibration``,
+  an earlier LCB-hard run with different oracle labels) are skipped unless
+  ``include_superseded=True``. They map to the same cells as the current
+  run, so loading them beside it is reported as duplicate rows: load the
+  superseded folder on its own to study it.
+* Only files named exactly ``transition_kernel.json`` are refinement
+  kernels. ``transition_kernel_iid_baseline.json`` (consecutive independent
+  calibration patches, not refinement steps) is never merged into counts; a
+  user can still pass it explicitly, e.g. with ``--kernel``.
+* A likelihood table may appear both under ``PAPER_RELEASE/per_cell/`` and
+  beside the raw files: identical counts are used once, different counts
+  for the same cell are an error naming both files.
+
+Which source defines a cell
+---------------------------
+Raw records define a cell whenever they exist. Where a likelihood table
+exists for the same cell it is compared with the raw counts where both
+report a number; on the five LCB cells with both (LCB-hard gpt5_mini /
+haiku45 / qwen3_coder, LCB-medium haiku45 / qwen3_coder) they agree. On
+SWE-bench the ``swebench_*_calibration_full/gpt5_mini`` full runs (300 and
+200 instances, no ``L2_public_tests``) and the ``PAPER_RELEASE/per_cell``
+tables (the ≤ 50-instance spot-check subsets, with L2) map to the same cells;
+the raw full run wins and the disagreement is recorded in
+``counts.attrs["notes"]``. For table-only cells ``n_instances`` is
+``n_patches / POOL_SIZE`` rounded, except where
+``PAPER_RELEASE/methodology/cluster_bootstrap/per_cell.json`` lists the cell
+(the SWE tables), whose ``n_instances`` is used. ``counts["source"]`` says
+``raw`` or ``table``; transition kernels fill ``trans_n``/``trans_flip``
+whatever the source.
+
+Every file is parsed and checked before anything is returned, so bad input
+never yields a half-loaded corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import (
+    CORPUS_FOLDERS,
+    CRITIC_FIELDS,
+    CRITICS,
+    GENERATOR_ALIASES,
+    KERNEL_FOLDERS,
+    LABELS,
+    POOL_SIZE,
+    RELEASE_BENCHMARK_NAMES,
+    SUPERSEDED_FOLDERS,
+)
+from bpc.data.counts import cell_counts, counts_from_records, merge_counts
+from bpc.schema import RECORD_COLUMNS, validate_counts
+
+__all__ = [
+    "CorpusError",
+    "Corpus",
+    "load_corpus",
+    "read_critic_results",
+    "read_likelihood_table",
+    "read_transition_kernel",
+    "RECORDS_FILE",
+    "TABLE_FILE",
+    "KERNEL_FILE",
+]
+
+RECORDS_FILE = "critic_results.jsonl"
+TABLE_FILE = "likelihood_tables.json"
+KERNEL_FILE = "transition_kernel.json"
+_CLUSTER_FILE = ("PAPER_RELEASE", "methodology", "cluster_bootstrap", "per_cell.json")
+_KERNEL_KEYS = {"n00": "0->0", "n01": "0->1", "n10": "1->0", "n11": "1->1"}
+_PROGRESS_AFTER_S = 1.0
+"""Progress lines start once loading has taken this long."""
+
+
+class CorpusError(ValueError):
+    """Bad calibration input: which file, line and field, and what was expected.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The offending file.
+    line : int or None
+        1-based line number (JSON Lines), or ``None`` for a whole-file problem.
+    field : str or None
+        The offending field, if any.
+    message : str
+        What was expected and what was found (``"expected …, got …"``).
+
+    Attributes
+    ----------
+    path, line, field, message : as above
+    """
+
+    def __init__(self, path: str | os.PathLike, line: int | None, field: str | None, message: str):
+        self.path = Path(path)
+        self.line = line
+        self.field = field
+        self.message = message
+        where = f"{self.path}:{line}" if line is not None else f"{self.path}"
+        what = f" field '{field}':" if field is not None else ""
+        super().__init__(f"{where}:{what} {message}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.line, self.field, self.message))
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Calibration data of a set of cells.
+
+    Attributes
+    ----------
+    records : pandas.DataFrame
+        Every raw per-patch record loaded (:data:`bpc.schema.RECORD_COLUMNS`).
+    counts : xarray.Dataset
+        Counts of every cell (records, likelihood tables and transition
+        kernels merged; see the module docstring). ``attrs["notes"]`` lists
+        skipped folders and table/raw disagreements, ``attrs["files"]`` maps
+        ``"benchmark/generator"`` to the files used.
+    kernel_files : dict
+        ``(benchmark, generator)`` → the ``transition_kernel.json`` used.
+    """
+
+    records: pd.DataFrame
+    counts: xr.Dataset
+    kernel_files: dict[tuple[str, str], Path]
+
+    @property
+    def cells(self) -> list[tuple[str, str]]:
+        """The (benchmark, generator) cells with data, in panel order."""
+        src = self.counts["source"]
+        return [
+            (str(b), str(g))
+            for b in src.benchmark.values
+            for g in src.generator.values
+            if src.sel(benchmark=b, generator=g).item() != ""
+            or np.isfinite(self.counts["trans_n"].sel(benchmark=b, generator=g).values).any()
+        ]
+
+
+# ---------------------------------------------------------------------------
+# small helpers
+# ---------------------------------------------------------------------------
+def _alias(generator: str) -> str:
+    return GENERATOR_ALIASES.get(generator, generator)
+
+
+def _layout(path: Path, folders: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
+    """(folder name, benchmark, generator folder) if ``path`` sits in a known folder."""
+    folder = path.parent.parent.name
+    if folder in folders:
+        return folder, folders[folder], path.parent.name
+    return None, None, None
+
+
+def _record_folders() -> dict[str, str]:
+    return {**CORPUS_FOLDERS, **SUPERSEDED_FOLDERS}
+
+
+def _resolve(
+    path: Path,
+    line: int | None,
+    field: str,
+    candidates: Iterable[tuple[str, str | None]],
+    *,
+    required: bool = True,
+    alias: bool = False,
+) -> str | None:
+    """The one value all given sources agree on (``(source name, value)`` pairs)."""
+    given = [(name, _alias(v) if alias else v) for name, v in candidates if v is not None]
+    values = {v for _, v in given}
+    if len(values) > 1:
+        detail = ", ".join(f"{name} says {v!r}" for name, v in given)
+        raise CorpusError(
+            path, line, field, f"expected one {field} for the file, got conflicting values: {detail}"
+        )
+    if not values:
+        if required:
+            raise CorpusError(
+                path,
+                line,
+                field,
+                f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_record_folders()))}) "
+                f"or a {field}= argument (CLI --{field}), got none of them",
+            )
+        return None
+    return values.pop()
+
+
+def _nonneg_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            path, None, None, f"expected UTF-8 JSON text, got undecodable bytes ({exc.reason})"
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CorpusError(
+            path, exc.lineno, None, f"expected valid JSON, got malformed JSON ({exc.msg})"
+        ) from None
+
+
+# ---------------------------------------------------------------------------
+# critic_results.jsonl
+# ---------------------------------------------------------------------------
+def _parse_critic_results(
+    path: Path, *, benchmark: str | None, generator: str | None
+) -> tuple[pd.DataFrame, np.ndarray, int]:
+    """Records of one file, their line numbers, and the number of unlabelled rows skipped."""
+    _, folder_bench, folder_gen = _layout(path, _record_folders())
+    rows: list[dict] = []
+    lines: list[int] = []
+    unlabelled = 0
+    seen: dict[tuple[str, str, str, int], int] = {}
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise CorpusError(path, None, None, f"expected a readable file, got {exc.strerror}") from None
+    with fh:
+        try:
+            text_lines = list(fh)
+        except UnicodeDecodeError as exc:
+            raise CorpusError(
+                path, None, None, f"expected UTF-8 JSON Lines, got undecodable bytes ({exc.reason})"
+            ) from None
+    for lineno, text in enumerate(text_lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(
+                path,
+                lineno,
+                None,
+                f"expected one JSON object per line, got malformed JSON ({exc.msg}, column {exc.colno})",
+            ) from None
+        if not isinstance(obj, dict):
+            raise CorpusError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+        for name in ("instance_id", "patch_id", "Y"):
+            if name not in obj:
+                raise CorpusError(path, lineno, name, "expected a required field, got none")
+        rec_bench = obj.get("benchmark")
+        if rec_bench is not None and (not isinstance(rec_bench, str) or not rec_bench):
+            raise CorpusError(path, lineno, "benchmark", f"expected a non-empty string, got {rec_bench!r}")
+        bench = _resolve(
+            path,
+            lineno,
+            "benchmark",
+            [("the record", rec_bench), ("the folder", folder_bench), ("the benchmark= argument", benchmark)],
+        )
+        rec_gen = obj.get("generator")
+        if rec_gen is not None and (not isinstance(rec_gen, str) or not rec_gen):
+            raise CorpusError(path, lineno, "generator", f"expected a non-empty string, got {rec_gen!r}")
+        if rec_gen is None and generator is None and folder_gen is None:
+            raise CorpusError(
+                path, lineno, "generator", "expected a required field (generator name), got none"
+            )
+        gen = _resolve(
+            path,
+            lineno,
+            "generator",
+            [("the record", rec_gen), ("the folder", folder_gen), ("the generator= argument", generator)],
+            alias=True,
+        )
+        iid = obj["instance_id"]
+        if isinstance(iid, bool) or not isinstance(iid, str | int) or iid == "":
+            raise CorpusError(
+                path, lineno, "instance_id", f"expected a non-empty string or integer, got {iid!r}"
+            )
+        pid = obj["patch_id"]
+        if not _nonneg_int(pid):
+            raise CorpusError(path, lineno, "patch_id", f"expected a non-negative integer, got {pid!r}")
+        y = obj["Y"]
+        if y is None:
+            unlabelled += 1
+            continue
+        if isinstance(y, bool) or y not in LABELS or not isinstance(y, int):
+            raise CorpusError(path, lineno, "Y", f"expected 0 or 1 (or null for unlabelled), got {y!r}")
+        row = {"benchmark": bench, "generator": gen, "instance_id": str(iid), "patch_id": pid, "Y": y}
+        for crit in CRITICS:
+            field = CRITIC_FIELDS[crit]
+            value = obj.get(field)
+            if value is not None and not isinstance(value, bool):
+                raise CorpusError(path, lineno, field, f"expected true, false or null, got {value!r}")
+            row[crit] = value
+        key = (bench, gen, str(iid), pid)
+        if key in seen:
+            raise CorpusError(
+                path,
+                lineno,
+                "patch_id",
+                f"expected each (instance_id, patch_id) once per cell ({bench}, {gen}), "
+                f"got instance {str(iid)!r} patch {pid} again (first on line {seen[key]})",
+            )
+        seen[key] = lineno
+        rows.append(row)
+        lines.append(lineno)
+    if not rows:
+        raise CorpusError(
+            path,
+            None,
+            "Y",
+            f"expected at least one labelled patch (Y 0 or 1), got none ({unlabelled} unlabelled)",
+        )
+    return _records_frame(rows), np.asarray(lines, dtype=np.int64), unlabelled
+
+
+def _records_frame(rows: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    df["patch_id"] = df["patch_id"].astype(np.int64)
+    df["Y"] = df["Y"].astype(np.int64)
+    for crit in CRITICS:
+        df[crit] = df[crit].astype("boolean")
+    return df
+
+
+def _empty_records() -> pd.DataFrame:
+    return _records_frame([])
+
+
+def read_critic_results(
+    path: str | os.PathLike, *, benchmark: str | None = None, generator: str | None = None
+) -> pd.DataFrame:
+    """Records of one ``critic_results.jsonl`` file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The JSON Lines file.
+    benchmark : str, optional
+        Benchmark id for records whose folder and fields don't name one; if
+        they do, it must agree.
+    generator : str, optional
+        Generator for records without a ``generator`` field; must agree with
+        the field where there is one.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`bpc.schema.RECORD_COLUMNS`; unlabelled rows (``Y`` null) are
+        left out.
+
+    Raises
+    ------
+    CorpusError
+        Malformed JSON, a missing required field, ``Y`` not 0/1, a verdict
+        that is not boolean/null, a repeated (instance_id, patch_id) in a
+        cell, or no labelled patch.
+    """
+    df, _, _ = _parse_critic_results(Path(path), benchmark=benchmark, generator=generator)
+    return df
+
+
+# ---------------------------------------------------------------------------
+# likelihood_tables.json
+# ---------------------------------------------------------------------------
+def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str | None) -> xr.Dataset:
+    if not isinstance(obj, dict):
+        raise CorpusError(
+            path, None, None, f"expected a JSON object (likelihood table), got {type(obj).__name__}"
+        )
+    _, folder_bench, folder_gen = _layout(path, CORPUS_FOLDERS)
+    bench = _resolve(
+        path,
+        None,
+        "benchmark",
+        [
+            ("the table", obj.get("benchmark")),
+            ("the folder", folder_bench),
+            ("the benchmark= argument", benchmark),
+        ],
+    )
+    gen_field = obj.get("generator")
+    if gen_field is not None and (not isinstance(gen_field, str) or not gen_field):
+        raise CorpusError(path, None, "generator", f"expected a non-empty string, got {gen_field!r}")
+    if gen_field is None and generator is None and folder_gen is None:
+        raise CorpusError(path, None, "generator", "expected a required field (generator name), got none")
+    gen = _resolve(
+        path,
+        None,
+        "generator",
+        [("the table", gen_field), ("the folder", folder_gen), ("the generator= argument", generator)],
+        alias=True,
+    )
+    n_field = "n_evaluated" if "n_evaluated" in obj else "n_records"
+    n = obj.get(n_field)
+    if not _nonneg_int(n):
+        raise CorpusError(path, None, n_field, f"expected a non-negative integer, got {n!r}")
+    k = obj.get("n_resolved")
+    if not _nonneg_int(k) or k > n:
+        raise CorpusError(path, None, "n_resolved", f"expected an integer in [0, {n_field} = {n}], got {k!r}")
+    if n == 0:
+        raise CorpusError(path, None, n_field, "expected at least one labelled patch, got 0")
+    likes = obj.get("critic_likelihoods", {})
+    if not isinstance(likes, dict):
+        raise CorpusError(
+            path, None, "critic_likelihoods", f"expected an object keyed by critic field, got {likes!r}"
+        )
+    critic_n = np.full((len(CRITICS), len(LABELS)), np.nan)
+    critic_pass = np.full_like(critic_n, np.nan)
+    for j, crit in enumerate(CRITICS):
+        field = CRITIC_FIELDS[crit]
+        entry = likes.get(field)
+        if entry is None:
+            continue
+        if not isinstance(entry, dict):
+            raise CorpusError(
+                path,
+                None,
+                f"critic_likelihoods.{field}",
+                f"expected an object with TP/FN/FP/TN, got {entry!r}",
+            )
+        cells = {}
+        for name in ("TP", "FN", "FP", "TN"):
+            value = entry.get(name)
+            if not _nonneg_int(value):
+                raise CorpusError(
+                    path,
+                    None,
+                    f"critic_likelihoods.{field}.{name}",
+                    f"expected a non-negative integer, got {value!r}",
+                )
+            cells[name] = value
+        if cells["TP"] + cells["FN"] > k or cells["FP"] + cells["TN"] > n - k:
+            raise CorpusError(
+                path,
+                None,
+                f"critic_likelihoods.{field}",
+                f"expected TP+FN <= n_resolved ({k}) and FP+TN <= {n_field} - n_resolved ({n - k}), "
+                f"got {cells}",
+            )
+        critic_n[j] = [cells["FP"] + cells["TN"], cells["TP"] + cells["FN"]]
+        critic_pass[j] = [cells["FP"], cells["TP"]]
+    return cell_counts(
+        bench,
+        gen,
+        n_patches=float(n),
+        n_pass=float(k),
+        n_instances=float(round(n / POOL_SIZE)),
+        critic_n=critic_n,
+        critic_pass=critic_pass,
+        source="table",
+    )
+
+
+def read_likelihood_table(
+    path: str | os.PathLike, *, benchmark: str | None, generator: str | None = None
+) -> xr.Dataset:
+    """Counts of one cell from a ``likelihood_tables.json``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The table.
+    benchmark : str or None
+        Benchmark id; ``None`` takes it from a known corpus folder.
+    generator : str, optional
+        Generator, if the table has no ``generator`` field.
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema, one cell, ``source`` = ``"table"``: ``n_patches`` =
+        ``n_evaluated``, ``n_pass`` = ``n_resolved``, ``critic_n`` /
+        ``critic_pass`` from TP/FN (label 1) and FP/TN (label 0), critics
+        absent from the table ``NaN``, ``n_instances`` = ``n_patches /
+        POOL_SIZE`` rounded.
+
+    Raises
+    ------
+    CorpusError
+        Malformed JSON, a missing or negative count, or inconsistent counts.
+    """
+    path = Path(path)
+    return validate_counts(_table_cell(path, _read_json(path), benchmark=benchmark, generator=generator))
+
+
+# ---------------------------------------------------------------------------
+# transition_kernel.json
+# ---------------------------------------------------------------------------
+def read_transition_kernel(path: str | os.PathLike, *, which: str = "kernel_all") -> dict[str, int]:
+    """Transition counts of a ``transition_kernel.json``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The kernel file (a refinement kernel, or an iid baseline passed on
+        purpose).
+    which : str
+        The kernel entry to read: ``kernel_all`` (every consecutive pair) or,
+        where present, ``kernel_changed_only``.
+
+    Returns
+    -------
+    dict
+        ``n00``, ``n01``, ``n10``, ``n11`` (``nab`` = pairs Y_t = a → Y_t+1 = b).
+
+    Raises
+    ------
+    CorpusError
+        Malformed JSON, no ``which`` entry, or counts that are not
+        non-negative integers.
+    """
+    path = Path(path)
+    return _kernel_counts(path, _read_json(path), which)
+
+
+def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]:
+    """:func:`read_transition_kernel` on the parsed content ``obj`` of ``path``."""
+    if not isinstance(obj, dict):
+        raise CorpusError(
+            path, None, None, f"expected a JSON object (transition kernel), got {type(obj).__name__}"
+        )
+    kernel = obj.get(which)
+    if not isinstance(kernel, dict):
+        found = sorted(key for key, v in obj.items() if isinstance(v, dict) and "raw_counts" in v)
+        raise CorpusError(
+            path,
+            None,
+            which,
+            f"expected a kernel object with raw_counts, got {kernel!r} (kernels here: {found})",
+        )
+    raw = kernel.get("raw_counts")
+    if not isinstance(raw, dict):
+        raise CorpusError(
+            path,
+            None,
+            f"{which}.raw_counts",
+            f"expected an object with keys {list(_KERNEL_KEYS.values())}, got {raw!r}",
+        )
+    out = {}
+    for key, name in _KERNEL_KEYS.items():
+        value = raw.get(name)
+        if not _nonneg_int(value):
+            raise CorpusError(
+                path, None, f"{which}.raw_counts.{name}", f"expected a non-negative integer, got {value!r}"
+            )
+        out[key] = value
+    return out
+
+
+def _kernel_cell(
+    path: Path, obj: dict, kernel: dict[str, int], *, benchmark: str | None, generator: str | None
+) -> xr.Dataset:
+    _, folder_bench, folder_gen = _layout(path, {**KERNEL_FOLDERS, **CORPUS_FOLDERS})
+    bench = _resolve(
+        path, None, "benchmark", [("the folder", folder_bench), ("the benchmark= argument", benchmark)]
+    )
+    gen_field = obj.get("generator")
+    if gen_field is None and generator is None and folder_gen is None:
+        raise CorpusError(path, None, "generator", "expected a required field (generator name), got none")
+    gen = _resolve(
+        path,
+        None,
+        "generator",
+        [("the kernel", gen_field), ("the folder", folder_gen), ("the generator= argument", generator)],
+        alias=True,
+    )
+    trans_n = np.array([kernel["n00"] + kernel["n01"], kernel["n10"] + kernel["n11"]], dtype=float)
+    trans_flip = np.array([kernel["n01"], kernel["n10"]], dtype=float)
+    return cell_counts(bench, gen, trans_n=trans_n, trans_flip=trans_flip)
+
+
+# ---------------------------------------------------------------------------
+# load_corpus
+# ---------------------------------------------------------------------------
+class _Progress:
+    """One stderr line per file (an in-place counter on a terminal) once loading is slow."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled = enabled
+        self.total = total
+        self.start = time.monotonic()
+        self.done = 0
+        self.shown = False
+
+    def step(self, path: Path) -> None:
+        self.done += 1
+        if not self.enabled or time.monotonic() - self.start < _PROGRESS_AFTER_S:
+            return
+        self.shown = True
+        if sys.stderr.isatty():
+            print(f"\rbpc: loading file {self.done}/{self.total}", end="", file=sys.stderr, flush=True)
+        else:
+            print(f"bpc: loading [{self.done}/{self.total}] {path}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.shown and sys.stderr.isatty():
+            print(file=sys.stderr, flush=True)
+
+
+def _cell_key(ds: xr.Dataset) -> tuple[str, str]:
+    return str(ds.benchmark.values[0]), str(ds.generator.values[0])
+
+
+def _cell_stats(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    return {
+        name: ds[name].values.ravel()
+        for name in ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
+    }
+
+
+def _same_counts(a: xr.Dataset, b: xr.Dataset) -> bool:
+    sa, sb = _cell_stats(a), _cell_stats(b)
+    return all(np.array_equal(sa[k], sb[k], equal_nan=True) for k in sa)
+
+
+def _disagreements(raw: xr.Dataset, table: xr.Dataset) -> list[str]:
+    """Where raw counts and a table both report a number and differ."""
+    out = []
+    for name in ("n_patches", "n_pass"):
+        x, y = float(raw[name].values.ravel()[0]), float(table[name].values.ravel()[0])
+        if x != y:
+            out.append(f"{name} {x:g} vs {y:g}")
+    for name in ("critic_n", "critic_pass"):
+        x, y = raw[name].values[0, 0], table[name].values[0, 0]
+        for j, crit in enumerate(CRITICS):
+            for i, label in enumerate(LABELS):
+                if np.isfinite(x[j, i]) and np.isfinite(y[j, i]) and x[j, i] != y[j, i]:
+                    out.append(f"{name}[{crit}, Y={label}] {x[j, i]:g} vs {y[j, i]:g}")
+    for crit_i, crit in enumerate(CRITICS):
+        rx, ty = (
+            np.isfinite(raw["critic_n"].values[0, 0, crit_i]),
+            np.isfinite(table["critic_n"].values[0, 0, crit_i]),
+        )
+        if ty.any() and not rx.any():
+            out.append(f"critic {crit} only in the table")
+    return out
+
+
+def _cluster_instances(root: Path) -> dict[tuple[str, str], int]:
+    path = root.joinpath(*_CLUSTER_FILE)
+    if not path.is_file():
+        return {}
+    obj = _read_json(path)
+    if not isinstance(obj, list):
+        raise CorpusError(path, None, None, f"expected a list of per-cell objects, got {type(obj).__name__}")
+    out: dict[tuple[str, str], int] = {}
+    for i, entry in enumerate(obj):
+        if not isinstance(entry, dict):
+            raise CorpusError(path, None, f"[{i}]", f"expected an object, got {entry!r}")
+        cell, gen, n = entry.get("cell"), entry.get("generator"), entry.get("n_instances")
+        if cell is None or gen is None:
+            continue
+        if not _nonneg_int(n):
+            raise CorpusError(path, None, f"[{i}].n_instances", f"expected a non-negative integer, got {n!r}")
+        bench = RELEASE_BENCHMARK_NAMES.get(cell, cell)
+        key = (bench, _alias(gen))
+        if key in out and out[key] != n:
+            raise CorpusError(
+                path,
+                None,
+                f"[{i}].n_instances",
+                f"expected one n_instances per cell {key}, got {out[key]} and {n}",
+            )
+        out[key] = n
+    return out
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _classify_file(path: Path) -> str:
+    if path.suffix == ".jsonl":
+        return "records"
+    if path.suffix == ".json":
+        obj = _read_json(path)
+        if isinstance(obj, dict) and "critic_likelihoods" in obj:
+            return "table"
+        if isinstance(obj, dict) and any(isinstance(v, dict) and "raw_counts" in v for v in obj.values()):
+            return "kernel"
+    raise CorpusError(
+        path,
+        None,
+        None,
+        f"expected {RECORDS_FILE} (JSON Lines), a {TABLE_FILE} or a {KERNEL_FILE}, "
+        "got a file bpc cannot read",
+    )
+
+
+def _add_once(store: dict, path: Path, cell: xr.Dataset, what: str, notes: list[str], base: Path) -> None:
+    """Keep one count file per cell: an identical repeat is noted, a conflicting one is an error."""
+    key = _cell_key(cell)
+    if key in store:
+        other, prev = store[key]
+        if not _same_counts(prev, cell):
+            raise CorpusError(
+                path,
+                None,
+                None,
+                f"expected one set of counts per cell {key}, got different {what} here and in {other}",
+            )
+        notes.append(f"{key[0]}/{key[1]}: {_rel(path, base)} repeats {_rel(other, base)} (used once)")
+        return
+    store[key] = (path, cell)
+
+
+def load_corpus(
+    path: str | os.PathLike,
+    *,
+    include_superseded: bool = False,
+    benchmark: str | None = None,
+    generator: str | None = None,
+    progress: bool = True,
+) -> Corpus:
+    """Load calibration data from one file or a folder tree (see the module docstring).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``critic_results.jsonl`` (or any ``.jsonl`` in that schema), a
+        ``likelihood_tables.json``, a ``transition_kernel.json``, or a folder
+        searched recursively for files with exactly those names (e.g. the
+        authors' corpus, ``bpc.paths.default_corpus()``).
+    include_superseded : bool
+        Also read :data:`~bpc.constants.SUPERSEDED_FOLDERS`.
+    benchmark : str, optional
+        Benchmark of files whose folder and fields don't name one (must agree
+        where they do).
+    generator : str, optional
+        Generator of files without a ``generator`` field (must agree where
+        there is one).
+    progress : bool
+        Report progress on stderr (one line per file, or an in-place counter
+        on a terminal) once loading has taken longer than a second.
+
+    Returns
+    -------
+    Corpus
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    CorpusError
+        For any bad input (naming file, line, field and what was expected),
+        for two likelihood tables or two kernels with different counts for
+        one cell, and when no calibration data are found.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise FileNotFoundError(f"corpus path {root} does not exist")
+    notes: list[str] = []
+    if root.is_file():
+        kind = _classify_file(root)
+        folder, _, _ = _layout(root, SUPERSEDED_FOLDERS)
+        if folder is not None and not include_superseded:
+            raise CorpusError(
+                root,
+                None,
+                None,
+                f"expected a current run, got a file in the superseded folder {folder!r} "
+                "(pass include_superseded=True / --include-superseded to load it)",
+            )
+        files = {"records": [], "table": [], "kernel": []}
+        files[kind].append(root)
+        base = root.parent
+    elif root.is_dir():
+        base = root
+        files = {
+            "records": sorted(root.rglob(RECORDS_FILE)),
+            "table": sorted(root.rglob(TABLE_FILE)),
+            "kernel": sorted(root.rglob(KERNEL_FILE)),
+        }
+        if not include_superseded:
+            for kind in ("records", "table"):
+                kept = []
+                for f in files[kind]:
+                    folder, _, _ = _layout(f, SUPERSEDED_FOLDERS)
+                    if folder is None:
+                        kept.append(f)
+                    else:
+                        notes.append(f"skipped superseded {_rel(f, base)} (include_superseded=True loads it)")
+                files[kind] = kept
+    else:
+        raise CorpusError(root, None, None, "expected a file or a folder, got neither")
+
+    meter = _Progress(progress, sum(len(v) for v in files.values()))
+
+    # -- raw records -----------------------------------------------------------
+    frames: list[pd.DataFrame] = []
+    origin: dict[tuple[str, str, str, int], tuple[Path, int]] = {}
+    cell_files: dict[tuple[str, str], list[str]] = {}
+    for f in files["records"]:
+        df, lines, unlabelled = _parse_critic_results(f, benchmark=benchmark, generator=generator)
+        meter.step(f)
+        if unlabelled:
+            notes.append(f"{_rel(f, base)}: {unlabelled} unlabelled row(s) (Y null) skipped")
+        keys = zip(df["benchmark"], df["generator"], df["instance_id"], df["patch_id"], strict=True)
+        for key, line in zip(keys, lines, strict=True):
+            if key in origin:
+                first, first_line = origin[key]
+                hint = ""
+                if any(_layout(p, SUPERSEDED_FOLDERS)[0] for p in (f, first)):
+                    hint = (
+                        "; a superseded run maps to the same cell as the current one: "
+                        "load its folder on its own"
+                    )
+                raise CorpusError(
+                    f,
+                    int(line),
+                    "patch_id",
+                    f"expected each (instance_id, patch_id) once per cell ({key[0]}, {key[1]}), got instance "
+                    f"{key[2]!r} patch {key[3]} again (first at {first}:{first_line}){hint}",
+                )
+            origin[key] = (f, int(line))
+        for cell in df[["benchmark", "generator"]].drop_duplicates().itertuples(index=False):
+            cell_files.setdefault((cell[0], cell[1]), []).append(_rel(f, base))
+        frames.append(df)
+    records = pd.concat(frames, ignore_index=True) if frames else _empty_records()
+    raw_counts = counts_from_records(records, source="raw") if len(records) else None
+
+    # -- likelihood tables -----------------------------------------------------
+    tables: dict[tuple[str, str], tuple[Path, xr.Dataset]] = {}
+    for f in files["table"]:
+        cell = _table_cell(f, _read_json(f), benchmark=benchmark, generator=generator)
+        meter.step(f)
+        _add_once(tables, f, cell, "likelihood tables", notes, base)
+    cluster = _cluster_instances(base) if root.is_dir() else {}
+
+    # -- transition kernels ----------------------------------------------------
+    kernels: dict[tuple[str, str], tuple[Path, xr.Dataset]] = {}
+    for f in files["kernel"]:
+        obj = _read_json(f)
+        kernel = _kernel_counts(f, obj)
+        cell = _kernel_cell(f, obj, kernel, benchmark=benchmark, generator=generator)
+        meter.step(f)
+        _add_once(kernels, f, cell, "transition kernels", notes, base)
+
+    # -- assemble --------------------------------------------------------------
+    meter.close()
+    parts: list[xr.Dataset] = []
+    if raw_counts is not None:
+        parts.append(raw_counts)
+    raw_cells = set(cell_files)
+    for key, (f, cell) in tables.items():
+        if key in raw_cells:
+            raw_cell = raw_counts.sel(benchmark=[key[0]], generator=[key[1]])
+            diffs = _disagreements(raw_cell, cell)
+            if diffs:
+                notes.append(
+                    f"{key[0]}/{key[1]}: raw records ({', '.join(cell_files[key])}) define the cell; "
+                    f"the likelihood table {_rel(f, base)} disagrees ({'; '.join(diffs)}) and is not used"
+                )
+            else:
+                notes.append(
+                    f"{key[0]}/{key[1]}: likelihood table {_rel(f, base)} agrees with the raw records"
+                )
+            continue
+        if key in cluster:
+            cell = cell.copy()
+            cell["n_instances"][:] = float(cluster[key])
+        cell_files.setdefault(key, []).append(_rel(f, base))
+        parts.append(cell)
+    for key, (f, cell) in kernels.items():
+        cell_files.setdefault(key, []).append(_rel(f, base))
+        parts.append(cell)
+    if not parts:
+        raise CorpusError(
+            root,
+            None,
+            None,
+            f"expected calibration data ({RECORDS_FILE}, {TABLE_FILE} or {KERNEL_FILE}), got none"
+            + (f" ({'; '.join(notes)})" if notes else ""),
+        )
+    counts = merge_counts(*parts)
+    counts.attrs["corpus"] = str(root.resolve())
+    counts.attrs["notes"] = notes
+    counts.attrs["files"] = {f"{b}/{g}": v for (b, g), v in sorted(cell_files.items())}
+    kernel_files = {key: f for key, (f, _) in sorted(kernels.items())}
+    return Corpus(records=records, counts=validate_counts(counts), kernel_files=kernel_files)

@@ -1,0 +1,862 @@
+"""A simulator of the paper's 9-benchmark × 6-generator calibration panel.
+
+:func:`simulate_panel` generates, from a seed, data shaped exactly like the
+authors' calibration corpus — per-patch records (oracle label ``Y`` and four
+critic verdicts) and refinement trajectories — for all 54 cells of the paper's
+panel, together with the true rates the data were drawn from. It is the
+embedded default dataset: ``bpc demo`` runs on it on a bare machine. Nothing is
+shipped as a data file; every number below is a constant in this module, and
+where each one comes from is stated here.
+
+Where the numbers come from
+---------------------------
+Instance counts
+    :data:`BENCHMARK_SIZES`, the evaluation-set sizes of the paper's benchmark
+    table (``tab:benchmarks``). ``scale`` multiplies them, ``n_instances``
+    overrides them. Every instance gets ``n_patches`` (default 3) patches,
+    ``patch_id`` 0, 1, 2, as in the calibration runs.
+Prior π
+    :data:`PRIOR_TABLE`, the point estimates of the paper's prior table
+    (``tab:prior_pass_rate``), one per cell.
+Critic gaps γ
+    :data:`GAP_TABLE`, the paper's critic-gap table (``tab:critic_gap``):
+    γ_syn, γ_test, γ_llm per cell; γ_test is absent on SWE-Bench.
+tpr (true-positive rate P(pass | Y = 1))
+    :data:`FAMILY_TPR`, per benchmark family (:data:`BENCHMARK_FAMILY`),
+    computed once from the authors' corpus as raw TP / (TP + FN) pooled over
+    the family's cells (the counts are written next to each number). One
+    source per cell: the per-patch ``critic_results.jsonl`` where it exists,
+    otherwise the TP/FN counts of the cell's ``likelihood_tables.json`` (for
+    the five cells that have both they are identical):
+
+    * ``lcb`` — LCB-hard, -medium and -easy pooled (15 cells: the raw files of
+      LCB-hard gpt5_mini / haiku45 / qwen3_coder and LCB-medium haiku45 /
+      qwen3_coder, the likelihood tables of the 10 others);
+    * ``function_level`` — MBPP+ and HumanEval+ pooled (9 likelihood tables);
+    * ``swe`` — SWE-Bench Lite and Verified. For Cr_llm all 10 cells are
+      pooled (the two ``*_calibration_full`` gpt5_mini raw files and the 8
+      PAPER_RELEASE likelihood tables). For Cr_syn only the two raw full runs
+      are used: the PAPER_RELEASE SWE tables come from a harness whose syntax
+      check fails on every resolved patch (TP = 0), which contradicts the
+      positive γ_syn of the paper's gap table, whereas the full runs (syntax
+      fails only on empty diffs) reproduce it (e.g. SWE-Verified gpt5_mini:
+      raw 1.000 / 0.168, paper γ_syn 0.834). Cr_test does not exist on SWE;
+    * ``bug_fixing`` — HumanEvalFix and CodeContests, which the corpus lacks
+      (only replay outputs exist). Default: the pooled function-level values
+      (``lcb`` and ``function_level`` together, 24 cells), since both are
+      function-level programs checked by assert / hidden tests.
+fpr (false-positive rate P(pass | Y = 0))
+    fpr = tpr − γ. Both rates are kept inside [:data:`RATE_MIN`,
+    :data:`RATE_MAX`] = [0.005, 0.995] so that every verdict stays possible
+    and likelihood ratios stay finite: tpr is first clipped to that range;
+    when tpr − γ falls below 0.005, fpr is set to 0.005 and tpr raised to
+    0.005 + γ; when it exceeds 0.995 (negative γ, an *inverted* critic, with
+    tpr near 1), fpr is set to 0.995 and tpr lowered to 0.995 + γ. The gap is
+    thus kept exactly whenever |γ| ≤ 0.99 (every cell of the paper's table),
+    and the sign of negative gaps is kept.
+Cr_lint
+    The paper calls lint a no-op pass-through whose gap is structurally zero.
+    It is simulated as an *uninformative* critic: tpr = fpr = the cell's
+    Cr_syn tpr (so γ_lint = 0), present on every cell.
+Missing critics
+    Cr_test on SWE-Bench Lite / Verified: the ``test`` column is ``<NA>`` on
+    every row of those cells, and its true tpr / fpr / gap are ``NaN``.
+Within-instance correlation
+    Patches of one instance are not independent: an instance is hard or easy
+    for a generator. Each instance draws θ ~ Beta(πκ, (1 − π)κ) and its
+    patches Y ~ Bernoulli(θ) independently given θ, so P(Y = 1) = π still and
+    the intra-instance correlation of Y is 1 / (1 + κ). κ = :data:`KAPPA`
+    is the maximum marginal (Beta-Binomial) likelihood estimate on the 3-patch
+    instances of the seven non-superseded raw critic files, with π fixed at
+    each cell's pass rate and one κ shared by all cells
+    (:func:`estimate_kappa`): 767 instances, κ̂ = 0.152, i.e. an
+    intra-instance correlation of 0.87. Per cell: LCB-hard gpt5_mini 0.599,
+    haiku45 0.239, qwen3_coder 0.078; LCB-medium haiku45 0.247, qwen3_coder
+    0.110; SWE-Lite full gpt5_mini 0.145; SWE-Verified full gpt5_mini 0.070
+    (empty-diff patches included, they are real failures). The instance
+    difficulties θ of different generators are drawn independently.
+Critic verdicts
+    Conditionally independent given the patch's Y (the paper's assumption):
+    pass with probability tpr if Y = 1, fpr if Y = 0.
+Refinement kernels
+    :data:`MEASURED_KERNELS`: the raw (Y_t, Y_t+1) pair counts of the
+    authors' iterative-refinement kernels (``PAPER_RELEASE/iter_kernels`` and
+    ``spot_check_n50/gpt5_mini``, the latter a SWE-Lite run), smoothed with
+    Beta(1, 1): p_fix = (n01 + 1)/(n00 + n01 + 2), p_break =
+    (n10 + 1)/(n10 + n11 + 2). A cell without a measured kernel takes the
+    mean of the smoothed kernels measured on its benchmark (LCB tiers, SWE
+    Lite, SWE Verified); a benchmark without any (MBPP+, HumanEval+,
+    HumanEvalFix, CodeContests) takes the mean over all six LCB kernels (the
+    measured function-level family).
+Trajectories
+    Per instance and method (``self_refine``, ``reflexion``), steps 0…4:
+    Y_0 ~ Bernoulli(θ) (a fresh draw from the instance's patch model, the
+    two methods independently), then Y_t+1 from the cell's fix / break
+    kernel, a Markov chain. ``reflexion`` is a documented, modest variation of
+    ``self_refine`` with no measured counterpart in the corpus: its p_fix is
+    :data:`REFLEXION_FIX_FACTOR` (1.2) times self-refine's (capped at 0.995),
+    its p_break the same. The truth's ``p_fix`` / ``p_break`` are the
+    self-refine rates (estimate them from ``method == "self_refine"`` rows);
+    the reflexion rates are extra variables ``p_fix_reflexion`` /
+    ``p_break_reflexion``. Critic verdicts at each step follow the cell's
+    rates, like the records.
+
+Randomness
+----------
+Each cell (benchmark index i, generator index j in the paper's order) has its
+own streams, ``SeedSequence(seed, spawn_key=(i, j, s))`` with s = 0 for the
+instance difficulties, 1 for the patches and verdicts, 2 for the
+trajectories. Identical seeds give identical data, and a cell's data do not
+depend on which other cells are simulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy.optimize import minimize_scalar
+from scipy.special import betaln, gammaln
+
+from bpc.constants import (
+    BENCHMARKS,
+    CRITICS,
+    DEFAULT_SEED,
+    DIM_BENCHMARK,
+    DIM_CRITIC,
+    DIM_GENERATOR,
+    GENERATORS,
+    LAPLACE_ALPHA,
+    LAPLACE_BETA,
+)
+from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS
+
+__all__ = [
+    "BENCHMARK_SIZES",
+    "BENCHMARK_FAMILY",
+    "PRIOR_TABLE",
+    "GAP_TABLE",
+    "FAMILY_TPR",
+    "RATE_MIN",
+    "RATE_MAX",
+    "KAPPA",
+    "MEASURED_KERNELS",
+    "REFLEXION_FIX_FACTOR",
+    "TRAJECTORY_METHODS",
+    "TRAJECTORY_STEPS",
+    "SimulatedPanel",
+    "simulate_panel",
+    "panel_truth",
+    "kernel_sources",
+    "critic_rates",
+    "beta_binomial_kappa",
+    "estimate_kappa",
+]
+
+# ---------------------------------------------------------------------------
+# The paper's tables (numbers transcribed; generators in GENERATORS order:
+# gpt5_mini, qwen3_coder, haiku45, sonnet45, qwen25_coder_32b, gpt_oss_20b)
+# ---------------------------------------------------------------------------
+BENCHMARK_SIZES = MappingProxyType(
+    {
+        "lcb_hard": 102,
+        "lcb_medium": 207,
+        "lcb_easy": 135,
+        "mbpp_plus": 378,
+        "humaneval_plus": 164,
+        "swebench_lite": 300,
+        "swebench_verified": 500,
+        "humanevalfix": 164,
+        "codecontests": 165,
+    }
+)
+"""Instances per benchmark (paper, ``tab:benchmarks``)."""
+
+BENCHMARK_FAMILY = MappingProxyType(
+    {
+        "lcb_hard": "lcb",
+        "lcb_medium": "lcb",
+        "lcb_easy": "lcb",
+        "mbpp_plus": "function_level",
+        "humaneval_plus": "function_level",
+        "swebench_lite": "swe",
+        "swebench_verified": "swe",
+        "humanevalfix": "bug_fixing",
+        "codecontests": "bug_fixing",
+    }
+)
+"""Benchmark → family whose pooled tpr it uses (:data:`FAMILY_TPR`)."""
+
+_PRIOR_ROWS = {
+    "lcb_hard": (0.209, 0.096, 0.070, 0.126, 0.104, 0.387),
+    "lcb_medium": (0.283, 0.212, 0.173, 0.225, 0.484, 0.722),
+    "lcb_easy": (0.531, 0.348, 0.331, 0.374, 0.862, 0.957),
+    "mbpp_plus": (0.807, 0.777, 0.787, 0.819, 0.761, 0.800),
+    "humaneval_plus": (0.876, 0.886, 0.908, 0.943, 0.838, 0.919),
+    "swebench_lite": (0.251, 0.406, 0.214, 0.087, 0.134, 0.266),
+    "swebench_verified": (0.111, 0.524, 0.438, 0.434, 0.156, 0.295),
+    "humanevalfix": (0.854, 0.962, 0.895, 0.887, 0.690, 0.833),
+    "codecontests": (0.484, 0.213, 0.213, 0.265, 0.053, 0.283),
+}
+PRIOR_TABLE = MappingProxyType(
+    {(b, g): p for b, row in _PRIOR_ROWS.items() for g, p in zip(GENERATORS, row, strict=True)}
+)
+"""(benchmark, generator) → prior P(Y = 1) (paper, ``tab:prior_pass_rate``)."""
+
+# (γ_syn, γ_test, γ_llm); None = critic absent for the cell.
+_GAP_ROWS = {
+    "lcb_hard": (
+        (0.395, 0.756, 0.365),
+        (0.009, 0.865, 0.108),
+        (-0.054, 0.747, 0.129),
+        (-0.018, 0.853, -0.090),
+        (-0.035, 0.699, 0.289),
+        (0.799, 0.869, 0.583),
+    ),
+    "lcb_medium": (
+        (0.180, 0.751, 0.120),
+        (0.004, 0.928, -0.087),
+        (-0.004, 0.907, 0.035),
+        (-0.004, 0.865, -0.097),
+        (-0.000, 0.766, 0.499),
+        (0.799, 0.890, 0.578),
+    ),
+    "lcb_easy": (
+        (0.008, 0.987, -0.011),
+        (0.001, 0.957, -0.029),
+        (-0.005, 0.980, 0.024),
+        (-0.003, 0.986, -0.004),
+        (0.019, 0.861, 0.642),
+        (0.497, 0.854, 0.667),
+    ),
+    "mbpp_plus": (
+        (0.041, 0.074, 0.259),
+        (0.009, 0.285, 0.310),
+        (0.009, 0.349, 0.283),
+        (0.011, 0.258, 0.217),
+        (0.003, 0.448, 0.384),
+        (0.103, 0.196, 0.297),
+    ),
+    "humaneval_plus": (
+        (0.039, 0.720, 0.157),
+        (0.020, 0.671, 0.112),
+        (0.026, 0.540, 0.188),
+        (0.043, 0.270, 0.363),
+        (0.013, 0.751, 0.436),
+        (0.062, 0.610, 0.250),
+    ),
+    "swebench_lite": (
+        (0.610, None, 0.504),
+        (0.200, None, 0.390),
+        (0.830, None, 0.005),
+        (0.599, None, 0.497),
+        (0.148, None, 0.475),
+        (0.330, None, 0.004),
+    ),
+    "swebench_verified": (
+        (0.834, None, 0.807),
+        (0.209, None, 0.419),
+        (0.370, None, 0.381),
+        (0.092, None, 0.273),
+        (0.139, None, 0.466),
+        (0.319, None, 0.447),
+    ),
+    "humanevalfix": (
+        (0.015, 0.979, 0.969),
+        (0.064, 0.797, 0.789),
+        (0.222, 0.947, 0.938),
+        (0.276, 0.974, 0.965),
+        (0.005, 0.848, 0.708),
+        (0.156, 0.362, 0.763),
+    ),
+    "codecontests": (
+        (0.075, 0.666, 0.878),
+        (0.002, 0.818, 0.897),
+        (0.037, 0.882, 0.947),
+        (0.013, 0.863, 0.926),
+        (0.248, 0.815, 0.336),
+        (0.879, 0.965, 0.329),
+    ),
+}
+GAP_TABLE = MappingProxyType(
+    {
+        (b, g): MappingProxyType(dict(zip(("syn", "test", "llm"), gaps, strict=True)))
+        for b, rows in _GAP_ROWS.items()
+        for g, gaps in zip(GENERATORS, rows, strict=True)
+    }
+)
+"""(benchmark, generator) → {critic: γ} for syn / test / llm (paper, ``tab:critic_gap``); None = absent."""
+
+# ---------------------------------------------------------------------------
+# Numbers derived once from the authors' corpus (see the module docstring)
+# ---------------------------------------------------------------------------
+FAMILY_TPR = MappingProxyType(
+    {
+        "lcb": MappingProxyType(
+            {
+                "syn": 1115 / 1115,  # TP 1115, FN 0 (15 LCB cells)
+                "test": 1103 / 1115,  # TP 1103, FN 12 → 0.9892
+                "llm": 873 / 1115,  # TP 873, FN 242 → 0.7830
+            }
+        ),
+        "function_level": MappingProxyType(
+            {
+                "syn": 2221 / 2221,  # TP 2221, FN 0 (5 MBPP+ and 4 HumanEval+ tables)
+                "test": 2206 / 2221,  # TP 2206, FN 15 → 0.9932
+                "llm": 1861 / 2221,  # TP 1861, FN 360 → 0.8379
+            }
+        ),
+        "swe": MappingProxyType(
+            {
+                "syn": 302 / 302,  # TP 302, FN 0 (the two gpt5_mini full runs only)
+                "llm": 518 / 717,  # TP 518, FN 199 (2 full runs + 8 PAPER_RELEASE tables) → 0.7225
+            }
+        ),
+        "bug_fixing": MappingProxyType(
+            {
+                "syn": 3336 / 3336,  # default: lcb + function_level pooled, TP 3336, FN 0
+                "test": 3309 / 3336,  # TP 3309, FN 27 → 0.9919
+                "llm": 2734 / 3336,  # TP 2734, FN 602 → 0.8195
+            }
+        ),
+    }
+)
+"""Family → {critic: raw tpr} (lint is derived from syn; a critic missing from a family is absent)."""
+
+RATE_MIN = 0.005
+"""Lower bound of every simulated critic rate (see the module docstring)."""
+RATE_MAX = 0.995
+"""Upper bound of every simulated critic rate."""
+
+KAPPA = 0.152
+"""Beta concentration κ of the per-instance pass probability (pooled MLE on 767 raw 3-patch instances)."""
+
+MEASURED_KERNELS = MappingProxyType(
+    {
+        # (benchmark, generator): (n00, n01, n10, n11) raw counts of kernel_all.raw_counts
+        ("lcb_easy", "gpt5_mini"): (15, 17, 6, 82),
+        ("lcb_easy", "sonnet45"): (67, 8, 0, 45),
+        ("lcb_medium", "gpt5_mini"): (80, 8, 5, 27),
+        ("lcb_hard", "gpt5_mini"): (82, 0, 2, 32),
+        ("lcb_hard", "haiku45"): (97, 3, 2, 14),
+        ("lcb_hard", "qwen3_coder"): (96, 1, 2, 17),
+        ("swebench_lite", "qwen3_coder"): (73, 8, 13, 26),  # iter_kernels/swebench_lite_may5
+        ("swebench_lite", "gpt5_mini"): (66, 9, 7, 38),  # spot_check_n50/gpt5_mini
+        ("swebench_verified", "haiku45"): (39, 7, 6, 60),
+        ("swebench_verified", "qwen3_coder"): (31, 8, 10, 59),
+        ("swebench_verified", "sonnet45"): (29, 11, 10, 70),
+    }
+)
+"""Measured refinement-pair counts (n00, n01, n10, n11) per cell (authors' ``transition_kernel.json``)."""
+
+REFLEXION_FIX_FACTOR = 1.2
+"""Reflexion's p_fix relative to self-refine's (illustrative; no measured reflexion kernel)."""
+
+TRAJECTORY_METHODS: tuple[str, ...] = ("self_refine", "reflexion")
+TRAJECTORY_STEPS = 5
+"""Rows per trajectory: steps 0…4."""
+
+_KERNEL_FALLBACK_FAMILY = ("lcb_hard", "lcb_medium", "lcb_easy")
+
+
+# ---------------------------------------------------------------------------
+# Pure-numpy kernels
+# ---------------------------------------------------------------------------
+def critic_rates(tpr, gap, *, lo: float = RATE_MIN, hi: float = RATE_MAX) -> tuple[np.ndarray, np.ndarray]:
+    """True- and false-positive rates with a given gap, kept inside ``[lo, hi]``.
+
+    Parameters
+    ----------
+    tpr : array_like
+        Nominal true-positive rates (e.g. a family's pooled tpr).
+    gap : array_like
+        Target gaps γ = tpr − fpr (may be negative: an inverted critic).
+        Broadcast against ``tpr``.
+    lo, hi : float
+        Bounds for both rates, ``0 <= lo < hi <= 1``.
+
+    Returns
+    -------
+    tpr, fpr : numpy.ndarray
+        ``tpr`` is first clipped to ``[lo, hi]`` and ``fpr = tpr − gap``. If
+        that falls below ``lo``, ``fpr = lo`` and ``tpr = lo + gap``; if it
+        exceeds ``hi``, ``fpr = hi`` and ``tpr = hi + gap`` (each then
+        clipped to ``[lo, hi]``). The gap is kept exactly when
+        ``|gap| <= hi − lo``. NaN propagates.
+
+    Examples
+    --------
+    >>> [float(r) for r in critic_rates(1.0, 0.756)]
+    [0.995, 0.239]
+    >>> [float(r) for r in critic_rates(1.0, -0.054)]  # inverted critic
+    [0.941, 0.995]
+    """
+    if not 0.0 <= lo < hi <= 1.0:
+        raise ValueError(f"critic_rates: bounds must satisfy 0 <= lo < hi <= 1, got lo={lo}, hi={hi}")
+    tpr = np.clip(np.asarray(tpr, dtype=float), lo, hi)
+    gap = np.asarray(gap, dtype=float)
+    tpr, gap = np.broadcast_arrays(tpr, gap)
+    fpr = tpr - gap
+    low = fpr < lo
+    high = fpr > hi
+    out_t = np.where(low, np.clip(lo + gap, lo, hi), np.where(high, np.clip(hi + gap, lo, hi), tpr))
+    out_f = np.where(low, lo, np.where(high, hi, fpr))
+    return np.asarray(np.round(out_t, 12)), np.asarray(np.round(out_f, 12))
+
+
+def _beta_binomial_nll(log_kappa: float, k: np.ndarray, m: np.ndarray, pi: np.ndarray) -> float:
+    kappa = np.exp(log_kappa)
+    a = pi * kappa
+    b = (1.0 - pi) * kappa
+    ll = gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1) + betaln(k + a, m - k + b) - betaln(a, b)
+    return -float(np.sum(ll))
+
+
+def beta_binomial_kappa(k, m, group=None, *, bounds: tuple[float, float] = (1e-3, 1e4)) -> float:
+    """Shared Beta concentration κ by maximum marginal (Beta-Binomial) likelihood.
+
+    Each unit u (an instance) has ``k[u]`` successes in ``m[u]`` trials with
+    θ_u ~ Beta(π_g κ, (1 − π_g) κ), π_g fixed at the pooled success rate of
+    its group g (a cell); κ is shared by all groups and maximised over
+    ``bounds`` on the log scale. Groups with π_g ∈ {0, 1} carry no information
+    about κ and are dropped.
+
+    Parameters
+    ----------
+    k, m : array_like of int
+        Successes and trials per unit, ``0 <= k <= m``, ``m >= 1``.
+    group : array_like, optional
+        Group label per unit (default: one group).
+    bounds : tuple of float
+        Search range for κ.
+
+    Returns
+    -------
+    float
+        κ̂ (the intra-unit correlation of outcomes is 1 / (1 + κ̂)).
+
+    Raises
+    ------
+    ValueError
+        On inconsistent inputs or when no group has 0 < π < 1.
+    """
+    k = np.asarray(k, dtype=float)
+    m = np.asarray(m, dtype=float)
+    if k.shape != m.shape or k.ndim != 1:
+        raise ValueError(
+            f"beta_binomial_kappa: k and m must be 1-d of equal length, got {k.shape}, {m.shape}"
+        )
+    if (m < 1).any() or (k < 0).any() or (k > m).any() or (k != np.round(k)).any():
+        raise ValueError("beta_binomial_kappa: expected whole numbers with 0 <= k <= m and m >= 1")
+    group = np.zeros(k.shape, dtype=int) if group is None else np.asarray(group)
+    if group.shape != k.shape:
+        raise ValueError(f"beta_binomial_kappa: group has shape {group.shape}, expected {k.shape}")
+    _, inverse = np.unique(group, return_inverse=True)
+    pi_g = np.bincount(inverse, weights=k) / np.bincount(inverse, weights=m)
+    pi = pi_g[inverse]
+    keep = (pi > 0) & (pi < 1)
+    if not keep.any():
+        raise ValueError("beta_binomial_kappa: every group has pass rate 0 or 1; κ is not identified")
+    res = minimize_scalar(
+        _beta_binomial_nll,
+        bounds=(np.log(bounds[0]), np.log(bounds[1])),
+        args=(k[keep], m[keep], pi[keep]),
+        method="bounded",
+        options={"xatol": 1e-6},
+    )
+    return float(np.exp(res.x))
+
+
+def estimate_kappa(records: pd.DataFrame, *, n_patches: int | None = None) -> float:
+    """Within-instance concentration κ of ``Y`` in a records frame (pooled over cells).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Records with at least ``benchmark``, ``generator``, ``instance_id``
+        and ``Y`` (labelled rows; rows with missing ``Y`` are dropped).
+    n_patches : int, optional
+        Keep only instances with exactly this many labelled patches (the
+        derivation of :data:`KAPPA` used 3). Default: all instances.
+
+    Returns
+    -------
+    float
+        κ̂ from :func:`beta_binomial_kappa` with one group per cell.
+    """
+    missing = [c for c in ("benchmark", "generator", "instance_id", "Y") if c not in records.columns]
+    if missing:
+        raise ValueError(f"estimate_kappa: records lack columns {missing}")
+    df = records.dropna(subset=["Y"])
+    per = df.groupby(["benchmark", "generator", "instance_id"], sort=True, observed=True)["Y"].agg(
+        ["sum", "count"]
+    )
+    if n_patches is not None:
+        per = per[per["count"] == n_patches]
+    if per.empty:
+        raise ValueError("estimate_kappa: no instances to estimate from")
+    cell = per.index.droplevel("instance_id").to_flat_index().map(lambda t: f"{t[0]}/{t[1]}")
+    return beta_binomial_kappa(per["sum"].to_numpy(), per["count"].to_numpy(), np.asarray(cell, dtype=str))
+
+
+def _smoothed_kernel(n00: float, n01: float, n10: float, n11: float) -> tuple[float, float]:
+    p_fix = (n01 + LAPLACE_ALPHA) / (n00 + n01 + LAPLACE_ALPHA + LAPLACE_BETA)
+    p_break = (n10 + LAPLACE_ALPHA) / (n10 + n11 + LAPLACE_ALPHA + LAPLACE_BETA)
+    return p_fix, p_break
+
+
+def _cell_kernel(benchmark: str, generator: str) -> tuple[tuple[float, float], str]:
+    """Self-refine (p_fix, p_break) of a cell and where it comes from."""
+    if (benchmark, generator) in MEASURED_KERNELS:
+        return _smoothed_kernel(*MEASURED_KERNELS[(benchmark, generator)]), "measured"
+    same = [_smoothed_kernel(*v) for (b, _), v in MEASURED_KERNELS.items() if b == benchmark]
+    source = f"mean of {benchmark} measured kernels"
+    if not same:
+        same = [
+            _smoothed_kernel(*v) for (b, _), v in MEASURED_KERNELS.items() if b in _KERNEL_FALLBACK_FAMILY
+        ]
+        source = "mean of LCB measured kernels"
+    arr = np.asarray(same)
+    return (float(arr[:, 0].mean()), float(arr[:, 1].mean())), source
+
+
+# ---------------------------------------------------------------------------
+# The truth
+# ---------------------------------------------------------------------------
+def _check_subset(
+    values: Sequence[str] | None, canonical: Sequence[str], what: str, caller: str = "simulate_panel"
+) -> list[str]:
+    if values is None:
+        return list(canonical)
+    if isinstance(values, str):
+        values = [values]
+    values = list(dict.fromkeys(values))
+    unknown = [v for v in values if v not in canonical]
+    if unknown:
+        raise ValueError(f"{caller}: unknown {what} {unknown}; expected a subset of {list(canonical)}")
+    if not values:
+        raise ValueError(f"{caller}: empty list of {what}")
+    return [v for v in canonical if v in values]
+
+
+def panel_truth(
+    benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
+) -> xr.Dataset:
+    """The true per-cell rates the simulator draws from (parameter schema).
+
+    Parameters
+    ----------
+    benchmarks, generators : sequence of str, optional
+        Subsets of :data:`~bpc.constants.BENCHMARKS` /
+        :data:`~bpc.constants.GENERATORS` (default: all, paper order).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``prior`` (benchmark, generator); ``tpr``, ``fpr``, ``gap``
+        (benchmark, generator, critic) with ``NaN`` for an absent critic
+        (``test`` on SWE-Bench); ``p_fix``, ``p_break`` (self-refine kernel);
+        extra ``p_fix_reflexion``, ``p_break_reflexion``. All variables are
+        numeric (float64); where each kernel comes from is given by
+        :func:`kernel_sources`.
+    """
+    bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks", "panel_truth")
+    gs = _check_subset(generators, GENERATORS, "generators", "panel_truth")
+    nb, ng, nc = len(bs), len(gs), len(CRITICS)
+    prior = np.empty((nb, ng))
+    nominal_tpr = np.full((nb, ng, nc), np.nan)
+    target_gap = np.full((nb, ng, nc), np.nan)
+    p_fix = np.empty((nb, ng))
+    p_break = np.empty((nb, ng))
+    for i, b in enumerate(bs):
+        fam = FAMILY_TPR[BENCHMARK_FAMILY[b]]
+        for j, g in enumerate(gs):
+            prior[i, j] = PRIOR_TABLE[(b, g)]
+            for c, crit in enumerate(CRITICS):
+                if crit == "lint":
+                    continue
+                gap = GAP_TABLE[(b, g)][crit]
+                if gap is not None and crit in fam:
+                    nominal_tpr[i, j, c] = fam[crit]
+                    target_gap[i, j, c] = gap
+            (p_fix[i, j], p_break[i, j]), _ = _cell_kernel(b, g)
+    tpr, fpr = critic_rates(nominal_tpr, target_gap)
+    lint = CRITICS.index("lint")
+    syn = CRITICS.index("syn")
+    tpr[..., lint] = tpr[..., syn]
+    fpr[..., lint] = tpr[..., syn]
+    dims2 = (DIM_BENCHMARK, DIM_GENERATOR)
+    dims3 = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
+    ds = xr.Dataset(
+        {
+            "prior": (dims2, prior),
+            "tpr": (dims3, tpr),
+            "fpr": (dims3, fpr),
+            "gap": (dims3, np.round(tpr - fpr, 12)),
+            "p_fix": (dims2, p_fix),
+            "p_break": (dims2, p_break),
+            "p_fix_reflexion": (dims2, np.minimum(p_fix * REFLEXION_FIX_FACTOR, RATE_MAX)),
+            "p_break_reflexion": (dims2, p_break.copy()),
+        },
+        coords={DIM_BENCHMARK: bs, DIM_GENERATOR: gs, DIM_CRITIC: list(CRITICS)},
+        attrs={
+            "description": "true rates of the bpc.data.simulate paper-panel simulator",
+            "kappa": KAPPA,
+            "rate_bounds": (RATE_MIN, RATE_MAX),
+        },
+    )
+    return ds
+
+
+def kernel_sources(
+    benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
+) -> dict[tuple[str, str], str]:
+    """Where each cell's refinement kernel comes from.
+
+    Parameters
+    ----------
+    benchmarks, generators : sequence of str, optional
+        Subsets of the panel (default: all).
+
+    Returns
+    -------
+    dict
+        (benchmark, generator) → ``"measured"``, ``"mean of <benchmark>
+        measured kernels"`` or ``"mean of LCB measured kernels"``.
+    """
+    bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks", "kernel_sources")
+    gs = _check_subset(generators, GENERATORS, "generators", "kernel_sources")
+    return {(b, g): _cell_kernel(b, g)[1] for b in bs for g in gs}
+
+
+# ---------------------------------------------------------------------------
+# Simulation
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SimulatedPanel:
+    """Data simulated from the paper's panel, and the truth behind them.
+
+    Attributes
+    ----------
+    records : pandas.DataFrame
+        One row per patch, columns :data:`~bpc.schema.RECORD_COLUMNS`.
+    trajectories : pandas.DataFrame
+        Refinement steps, columns :data:`~bpc.schema.TRAJECTORY_COLUMNS`
+        followed by one nullable-boolean verdict column per critic.
+    truth : xarray.Dataset
+        The rates the data were drawn from (:func:`panel_truth`).
+    config : dict
+        Seed, scale, patches, instance counts, κ, each benchmark's family,
+        each cell's kernel source and the sources of every number.
+    """
+
+    records: pd.DataFrame
+    trajectories: pd.DataFrame
+    truth: xr.Dataset
+    config: dict
+
+
+def _instance_counts(bs: list[str], scale: float, n_instances) -> dict[str, int]:
+    if n_instances is None:
+        return {b: max(1, round(BENCHMARK_SIZES[b] * scale)) for b in bs}
+    if isinstance(n_instances, Mapping):
+        unknown = [b for b in n_instances if b not in BENCHMARKS]
+        if unknown:
+            raise ValueError(f"simulate_panel: n_instances names unknown benchmarks {unknown}")
+        out = {}
+        for b in bs:
+            v = n_instances.get(b)
+            out[b] = max(1, round(BENCHMARK_SIZES[b] * scale)) if v is None else v
+    else:
+        out = dict.fromkeys(bs, n_instances)
+    for b, v in out.items():
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise ValueError(f"simulate_panel: n_instances for {b} must be a positive integer, got {v!r}")
+        out[b] = int(v)
+    return out
+
+
+def _rng(seed: int, i: int, j: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i, j, stream)))
+
+
+def _draw_theta(rng: np.random.Generator, prior: float, n: int) -> np.ndarray:
+    if prior <= 0.0 or prior >= 1.0:
+        return np.full(n, prior)
+    return rng.beta(prior * KAPPA, (1.0 - prior) * KAPPA, size=n)
+
+
+def _verdicts(rng: np.random.Generator, y: np.ndarray, tpr: np.ndarray, fpr: np.ndarray) -> np.ndarray:
+    """Verdicts (…, critic) as float: 1 pass, 0 fail, NaN missing (rate NaN)."""
+    u = rng.random((*y.shape, tpr.shape[0]))
+    rate = np.where(y[..., None] == 1, tpr, fpr)
+    return np.where(np.isnan(rate), np.nan, (u < rate).astype(float))
+
+
+def _boolean(values: np.ndarray) -> pd.arrays.BooleanArray:
+    mask = np.isnan(values)
+    return pd.arrays.BooleanArray(np.where(mask, 0.0, values).astype(bool), mask)
+
+
+def simulate_panel(
+    seed: int = DEFAULT_SEED,
+    *,
+    scale: float = 1.0,
+    n_patches: int = 3,
+    benchmarks: Sequence[str] | None = None,
+    generators: Sequence[str] | None = None,
+    n_instances: int | Mapping[str, int] | None = None,
+) -> SimulatedPanel:
+    """Simulate the paper's calibration panel (see the module docstring for every choice).
+
+    Parameters
+    ----------
+    seed : int
+        Root seed (non-negative). Identical seeds give identical data.
+    scale : float
+        Multiplier on the paper's instance counts :data:`BENCHMARK_SIZES`
+        (rounded, at least 1 instance).
+    n_patches : int
+        Patches per instance (``patch_id`` 0 … n_patches − 1).
+    benchmarks, generators : sequence of str, optional
+        Simulate only these cells (default: the full 9 × 6 panel). A cell's
+        data do not depend on which other cells are simulated.
+    n_instances : int or mapping, optional
+        Instances per benchmark, overriding ``scale`` (an int for all
+        benchmarks, or a mapping benchmark → int for some).
+
+    Returns
+    -------
+    SimulatedPanel
+        ``records`` (columns :data:`~bpc.schema.RECORD_COLUMNS`; dtypes str,
+        str, str, int64, int64, nullable ``boolean`` verdicts, ``<NA>`` for
+        ``test`` on SWE-Bench), ``trajectories``, ``truth`` and ``config``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown benchmark / generator, a non-positive scale, patch or
+        instance count, or a negative seed.
+
+    Examples
+    --------
+    >>> panel = simulate_panel(scale=0.1, benchmarks=["lcb_hard"], generators=["gpt5_mini"])
+    >>> panel.records.shape
+    (30, 9)
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"simulate_panel: seed must be a non-negative integer, got {seed!r}")
+    seed = int(seed)
+    if isinstance(scale, bool) or not np.isfinite(scale) or scale <= 0:
+        raise ValueError(f"simulate_panel: scale must be a positive finite number, got {scale!r}")
+    if isinstance(n_patches, bool) or not isinstance(n_patches, int | np.integer) or n_patches < 1:
+        raise ValueError(f"simulate_panel: n_patches must be a positive integer, got {n_patches!r}")
+    n_patches = int(n_patches)
+    bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks")
+    gs = _check_subset(generators, GENERATORS, "generators")
+    sizes = _instance_counts(bs, float(scale), n_instances)
+    truth = panel_truth(bs, gs)
+
+    rec_parts: dict[str, list] = {k: [] for k in ("b", "g", "inst", "patch", "Y", "z")}
+    tr_parts: dict[str, list] = {k: [] for k in ("b", "g", "inst", "method", "step", "Y", "z")}
+    for b in bs:
+        i = BENCHMARKS.index(b)
+        n = sizes[b]
+        width = max(4, len(str(n - 1)))
+        ids = np.array([f"{b}-{u:0{width}d}" for u in range(n)], dtype=object)
+        for g in gs:
+            j = GENERATORS.index(g)
+            cell = truth.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
+            prior = float(cell["prior"])
+            tpr = cell["tpr"].values
+            fpr = cell["fpr"].values
+            theta = _draw_theta(_rng(seed, i, j, 0), prior, n)
+
+            rng = _rng(seed, i, j, 1)
+            y = (rng.random((n, n_patches)) < theta[:, None]).astype(np.int64)
+            z = _verdicts(rng, y, tpr, fpr)
+            rec_parts["b"].append(np.full(n * n_patches, b, dtype=object))
+            rec_parts["g"].append(np.full(n * n_patches, g, dtype=object))
+            rec_parts["inst"].append(np.repeat(ids, n_patches))
+            rec_parts["patch"].append(np.tile(np.arange(n_patches, dtype=np.int64), n))
+            rec_parts["Y"].append(y.reshape(-1))
+            rec_parts["z"].append(z.reshape(-1, len(CRITICS)))
+
+            rng = _rng(seed, i, j, 2)
+            kernels = {
+                "self_refine": (float(cell["p_fix"]), float(cell["p_break"])),
+                "reflexion": (float(cell["p_fix_reflexion"]), float(cell["p_break_reflexion"])),
+            }
+            for method in TRAJECTORY_METHODS:
+                p_fix, p_break = kernels[method]
+                ys = np.empty((n, TRAJECTORY_STEPS), dtype=np.int64)
+                ys[:, 0] = rng.random(n) < theta
+                u = rng.random((n, TRAJECTORY_STEPS - 1))
+                for t in range(1, TRAJECTORY_STEPS):
+                    prev = ys[:, t - 1] == 1
+                    ys[:, t] = np.where(prev, u[:, t - 1] >= p_break, u[:, t - 1] < p_fix)
+                zt = _verdicts(rng, ys, tpr, fpr)
+                m = n * TRAJECTORY_STEPS
+                tr_parts["b"].append(np.full(m, b, dtype=object))
+                tr_parts["g"].append(np.full(m, g, dtype=object))
+                tr_parts["inst"].append(np.repeat(ids, TRAJECTORY_STEPS))
+                tr_parts["method"].append(np.full(m, method, dtype=object))
+                tr_parts["step"].append(np.tile(np.arange(TRAJECTORY_STEPS, dtype=np.int64), n))
+                tr_parts["Y"].append(ys.reshape(-1))
+                tr_parts["z"].append(zt.reshape(-1, len(CRITICS)))
+
+    z = np.concatenate(rec_parts["z"])
+    records = pd.DataFrame(
+        {
+            "benchmark": pd.array(np.concatenate(rec_parts["b"]), dtype="str"),
+            "generator": pd.array(np.concatenate(rec_parts["g"]), dtype="str"),
+            "instance_id": pd.array(np.concatenate(rec_parts["inst"]), dtype="str"),
+            "patch_id": np.concatenate(rec_parts["patch"]),
+            "Y": np.concatenate(rec_parts["Y"]),
+            **{crit: _boolean(z[:, c]) for c, crit in enumerate(CRITICS)},
+        },
+        columns=list(RECORD_COLUMNS),
+    )
+    zt = np.concatenate(tr_parts["z"])
+    trajectories = pd.DataFrame(
+        {
+            "benchmark": pd.array(np.concatenate(tr_parts["b"]), dtype="str"),
+            "generator": pd.array(np.concatenate(tr_parts["g"]), dtype="str"),
+            "instance_id": pd.array(np.concatenate(tr_parts["inst"]), dtype="str"),
+            "method": pd.array(np.concatenate(tr_parts["method"]), dtype="str"),
+            "step": np.concatenate(tr_parts["step"]),
+            "Y": np.concatenate(tr_parts["Y"]),
+            **{crit: _boolean(zt[:, c]) for c, crit in enumerate(CRITICS)},
+        },
+        columns=[*TRAJECTORY_COLUMNS, *CRITICS],
+    )
+    config = {
+        "seed": seed,
+        "scale": float(scale),
+        "n_patches": n_patches,
+        "n_instances": sizes,
+        "benchmarks": bs,
+        "generators": gs,
+        "kappa": KAPPA,
+        "rate_bounds": (RATE_MIN, RATE_MAX),
+        "reflexion_fix_factor": REFLEXION_FIX_FACTOR,
+        "trajectory_steps": TRAJECTORY_STEPS,
+        "lint": "uninformative: tpr = fpr = the cell's syn tpr",
+        "family": {b: BENCHMARK_FAMILY[b] for b in bs},
+        "kernel_source": {f"{b}/{g}": src for (b, g), src in kernel_sources(bs, gs).items()},
+        "sources": {
+            "n_instances": "paper tab:benchmarks (times scale, or n_instances)",
+            "prior": "paper tab:prior_pass_rate",
+            "gap": "paper tab:critic_gap (test absent on SWE-Bench)",
+            "tpr": "authors' corpus, raw TP/(TP+FN) pooled by family (bpc.data.simulate.FAMILY_TPR)",
+            "fpr": f"tpr - gap, kept in [{RATE_MIN}, {RATE_MAX}] (bpc.data.simulate.critic_rates)",
+            "kappa": "Beta-Binomial MLE on the corpus' raw 3-patch instances (bpc.data.simulate.KAPPA)",
+            "kernels": "authors' measured kernels, Beta(1,1)-smoothed; else benchmark / LCB means",
+        },
+        "simulator": "bpc.data.simulate.simulate_panel",
+    }
+    return SimulatedPanel(records=records, trajectories=trajectories, truth=truth, config=config)

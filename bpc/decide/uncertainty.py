@@ -1,0 +1,395 @@
+"""Policy uncertainty and expected-utility credible bands from posterior draws.
+
+Posterior draws of the parameters (``chain``/``draw`` dims, from
+:func:`bpc.estimate.conjugate.conjugate_posterior` or ``bpc.estimate.model.posterior_params``)
+are pushed through the batched DP solver (:func:`bpc.decide.solve.solve_policy`,
+vectorised over draws) cell by cell. From the per-draw optimal actions and
+values this module derives
+
+* ``p_optimal`` — the posterior probability that each action is optimal at
+  every (steps left, critics used, belief) grid point, and its entropy
+  (``action_entropy``, in bits): where in belief space the decision is
+  uncertain;
+* ``value`` and ``q`` credible bands (ETI by default, probability
+  :data:`~bpc.constants.CI_PROB`; dim ``ci_bound``);
+* the posterior distribution of the first action at the cell's prior — at
+  each draw's own prior (exact expectimax, :func:`bpc.decide.solve.solve_b0`) and at
+  the posterior-mean prior (exact expectimax from that common belief with each
+  draw's parameters);
+* the posterior of the analytic verify-vs-stop crossover ``c_ver*/R``.
+
+**Crossover.** For always_verify against stop at belief π, verifying is worth
+``R·π − c_ver`` and stopping 0, so verification pays iff ``c_ver/R ≤ π``: the
+crossover is ``c_ver*/R = π`` *per draw*, i.e. its posterior is the posterior
+of the prior π. We compute it analytically (not by sweeping ``c_ver`` through
+the DP): it is exact, needs no grid over costs, and is the quantity the
+paper's regime map and c_ver sweeps use (SPEC §8).
+
+Only cells are looped over in Python; draws are always batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import (
+    CI_BOUNDS,
+    CI_KIND,
+    CI_PROB,
+    DIM_BENCHMARK,
+    DIM_CI,
+    DIM_GENERATOR,
+    GRID_SIZE,
+    HORIZON,
+    PAPER_CRITICS,
+)
+from bpc.costs import Costs
+from bpc.schema import sample_dims, validate_params
+
+__all__ = [
+    "credible_interval",
+    "hdi_bounds",
+    "action_probabilities",
+    "action_entropy",
+    "crossover_posterior",
+    "policy_uncertainty",
+    "first_action_table",
+]
+
+
+def hdi_bounds(x: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """Highest-density interval of samples along the last axis (shortest interval holding ``prob``).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        Samples on the last axis; ``NaN`` samples make the result ``NaN``.
+    prob : float
+        Probability mass inside the interval, in (0, 1).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        Lower and upper bounds, shape ``x.shape[:-1]``.
+    """
+    x = np.sort(np.asarray(x, dtype=float), axis=-1)
+    n = x.shape[-1]
+    m = max(1, min(n, int(np.ceil(prob * n))))
+    if m == n:
+        lo, hi = x[..., 0], x[..., -1]
+    else:
+        widths = x[..., m - 1 :] - x[..., : n - m + 1]
+        with np.errstate(invalid="ignore"):
+            i = np.argmin(np.where(np.isnan(widths), np.inf, widths), axis=-1)
+        lo = np.take_along_axis(x, i[..., None], axis=-1)[..., 0]
+        hi = np.take_along_axis(x, (i + m - 1)[..., None], axis=-1)[..., 0]
+    bad = np.isnan(x).any(axis=-1)
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
+
+
+def credible_interval(
+    x: xr.DataArray,
+    *,
+    dims: Sequence[str] | None = None,
+    prob: float = CI_PROB,
+    kind: str = CI_KIND,
+) -> xr.DataArray:
+    """Credible interval of ``x`` over its sample dims, with an explicit probability.
+
+    Parameters
+    ----------
+    x : xarray.DataArray
+        Draws (e.g. with ``chain``/``draw`` dims).
+    dims : sequence of str, optional
+        Dims to reduce; default the sample dims present (``chain``, ``draw``).
+    prob : float, default :data:`~bpc.constants.CI_PROB`
+        Probability inside the interval.
+    kind : {"eti", "hdi"}, default :data:`~bpc.constants.CI_KIND`
+        Equal-tailed (quantiles ``(1 ± prob)/2``) or highest-density interval.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``x``'s other dims plus ``ci_bound`` (``lower``, ``upper``); attrs
+        ``ci_prob`` and ``ci_kind``.
+
+    Raises
+    ------
+    ValueError
+        If ``prob`` is not in (0, 1), ``kind`` is unknown or ``dims`` is empty.
+    """
+    if not 0 < prob < 1:
+        raise ValueError(f"credible_interval: prob must lie in (0, 1), got {prob!r}")
+    if kind not in ("eti", "hdi"):
+        raise ValueError(f"credible_interval: kind must be 'eti' or 'hdi', got {kind!r}")
+    dims = list(sample_dims(x) if dims is None else dims)
+    if not dims:
+        raise ValueError(f"credible_interval: no sample dims to reduce on an array with dims {x.dims}")
+    stacked = x.stack(_sample=dims).transpose(..., "_sample")
+    v = stacked.values
+    if kind == "eti":
+        q = np.quantile(v, [(1 - prob) / 2, (1 + prob) / 2], axis=-1)
+        lo, hi = q[0], q[1]
+    else:
+        lo, hi = hdi_bounds(v, prob)
+    rest = stacked.isel(_sample=0, drop=True)
+    out = xr.concat(
+        [rest.copy(data=lo), rest.copy(data=hi)],
+        dim=xr.DataArray(list(CI_BOUNDS), dims=DIM_CI, name=DIM_CI),
+    ).transpose(..., DIM_CI)
+    out = out.drop_vars([c for c in out.coords if c not in out.dims and c != DIM_CI], errors="ignore")
+    out.attrs.update({"ci_prob": prob, "ci_kind": kind})
+    out.name = x.name
+    return out
+
+
+def action_probabilities(
+    policy: xr.DataArray, actions: Sequence[str], *, dims: Sequence[str] | None = None
+) -> xr.DataArray:
+    """Posterior probability that each action is the optimal one.
+
+    Parameters
+    ----------
+    policy : xarray.DataArray
+        Optimal action index per draw (integers indexing ``actions``).
+    actions : sequence of str
+        Action names, in index order.
+    dims : sequence of str, optional
+        Sample dims to average over; default ``chain``/``draw`` present.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``policy``'s other dims plus ``action``; sums to 1 over ``action``.
+    """
+    dims = list(sample_dims(policy) if dims is None else dims)
+    idx = xr.DataArray(np.arange(len(actions)), dims="action", coords={"action": list(actions)})
+    return (policy == idx).mean(dims).transpose(..., "action")
+
+
+def action_entropy(p: xr.DataArray, dim: str = "action") -> xr.DataArray:
+    """Shannon entropy (bits) of action probabilities along ``dim``; 0 = the draws agree."""
+    logp = np.log2(p.where(p > 0, 1.0))
+    return -(p * logp).sum(dim)
+
+
+def crossover_posterior(params: xr.DataArray | xr.Dataset) -> xr.DataArray:
+    """Posterior draws of the analytic verify-vs-stop crossover ``c_ver*/R``.
+
+    Verification at belief π is worth ``R·π − c_ver`` against 0 for stopping,
+    so the crossover is ``c_ver*/R = π`` per draw.
+
+    Parameters
+    ----------
+    params : xarray.Dataset or xarray.DataArray
+        Parameter draws (Dataset with ``prior``) or the ``prior`` DataArray.
+
+    Returns
+    -------
+    xarray.DataArray
+        Same dims as ``prior``, named ``crossover``.
+    """
+    prior = params["prior"] if isinstance(params, xr.Dataset) else params
+    return prior.rename("crossover")
+
+
+def _cells(params: xr.Dataset) -> list[tuple[str, str]]:
+    prior = params["prior"]
+    finite = np.isfinite(prior).all(sample_dims(prior)) if sample_dims(prior) else np.isfinite(prior)
+    out = []
+    for b in params[DIM_BENCHMARK].values:
+        for g in params[DIM_GENERATOR].values:
+            if bool(finite.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})):
+                out.append((str(b), str(g)))
+    return out
+
+
+def _cell(params: xr.Dataset, b: str, g: str) -> xr.Dataset:
+    return params.sel({DIM_BENCHMARK: [b], DIM_GENERATOR: [g]})
+
+
+def _b0_at(params_cell: xr.Dataset, b0: float, costs: Costs, critics, horizon: int) -> tuple:
+    """Exact expectimax Q at a common belief ``b0`` for every draw of one cell."""
+    from bpc.decide.controllers import cell_parameter_arrays
+    from bpc.decide.kernels import solve_exact
+    from bpc.decide.solve import fill_regeneration_kernel
+
+    arr = cell_parameter_arrays(fill_regeneration_kernel(params_cell), critics)
+    S = arr["prior"].shape[0]
+    avail = np.isfinite(arr["tpr"]) & np.isfinite(arr["fpr"])
+    sol = solve_exact(
+        np.full(S, b0),
+        np.nan_to_num(arr["tpr"], nan=0.5),
+        np.nan_to_num(arr["fpr"], nan=0.5),
+        arr["p_fix"],
+        arr["p_break"],
+        critic_costs=np.array([costs.critic_cost(c) for c in critics], dtype=float),
+        c_gen=costs.c_gen,
+        c_ver=costs.c_ver,
+        reward=costs.reward,
+        horizon=horizon,
+        available=avail,
+    )
+    return sol.value, sol.q
+
+
+def _costs_for(costs: Costs | Callable[[str], Costs], benchmark: str) -> Costs:
+    return costs(benchmark) if callable(costs) else costs
+
+
+def policy_uncertainty(
+    params: xr.Dataset,
+    costs: Costs | Callable[[str], Costs],
+    *,
+    critics: Sequence[str] = PAPER_CRITICS,
+    horizon: int = HORIZON,
+    grid_size: int = GRID_SIZE,
+    prob: float = CI_PROB,
+    kind: str = CI_KIND,
+    progress: bool = False,
+) -> xr.Dataset:
+    """Posterior policy uncertainty and utility credible bands, per cell.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Parameter draws with ``chain``/``draw`` dims (parameter schema).
+    costs : Costs or callable
+        A cost vector, or ``benchmark -> Costs`` (e.g. :func:`bpc.costs.paper_costs_for`).
+    critics : sequence of str
+        Critics the controller may call.
+    horizon, grid_size : int
+        DP horizon and belief-grid size.
+    prob, kind
+        Credible-interval probability and kind (see :func:`credible_interval`).
+    progress : bool
+        Print one line per cell to stderr.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``benchmark``, ``generator``, ``step``, ``used``, ``belief``,
+        ``action``, ``ci_bound``. Variables: ``p_optimal`` (…, step, used,
+        belief, action), ``action_entropy`` (bits), ``value_mean``,
+        ``value_ci``, ``q_mean``, ``q_ci``; at the cell prior:
+        ``p_first`` (action; each draw at its own prior), ``p_first_at_mean_prior``
+        (action; every draw from the posterior-mean prior), ``value_b0_mean``,
+        ``value_b0_ci``, ``q_b0_mean``, ``q_b0_ci`` (action), ``prior_mean``;
+        and ``crossover_mean``/``crossover_ci`` (``c_ver*/R``). Cells whose
+        prior is unobserved are ``NaN``.
+
+    Raises
+    ------
+    ValueError
+        If ``params`` has no sample dims or does not follow the schema.
+    """
+    from bpc.progress import info
+    from bpc.decide.solve import solve_b0, solve_policy
+
+    validate_params(params)
+    sd = sample_dims(params)
+    if not sd:
+        raise ValueError(
+            "policy_uncertainty needs parameter draws with chain/draw dims; got a point estimate "
+            f"with dims {dict(params.sizes)}"
+        )
+    pieces = []
+    cells = _cells(params)
+    if not cells:
+        raise ValueError("policy_uncertainty: no cell has an observed prior")
+    for i, (b, g) in enumerate(cells, 1):
+        info(f"policy uncertainty: cell {i}/{len(cells)} {b}/{g}", enabled=progress)
+        pc = _cell(params, b, g)
+        c = _costs_for(costs, b)
+        sol = solve_policy(pc, c, critics=critics, horizon=horizon, grid_size=grid_size, keep_q=True)
+        actions = [str(a) for a in sol["action"].values]
+        p_opt = action_probabilities(sol["policy"], actions)
+        q = sol["q"].where(np.isfinite(sol["q"]))
+        out = xr.Dataset(
+            {
+                "p_optimal": p_opt,
+                "action_entropy": action_entropy(p_opt),
+                "value_mean": sol["value"].mean(sd),
+                "value_ci": credible_interval(sol["value"], prob=prob, kind=kind),
+                "q_mean": q.mean(sd),
+                "q_ci": credible_interval(q, prob=prob, kind=kind),
+            }
+        )
+        b0 = solve_b0(pc, c, critics=critics, horizon=horizon)
+        q0 = b0["q"].where(np.isfinite(b0["q"]))
+        out["p_first"] = action_probabilities(b0["best_action"], actions)
+        out["value_b0_mean"] = b0["value"].mean(sd)
+        out["value_b0_ci"] = credible_interval(b0["value"], prob=prob, kind=kind)
+        out["q_b0_mean"] = q0.mean(sd)
+        out["q_b0_ci"] = credible_interval(q0, prob=prob, kind=kind)
+        prior_mean = float(pc["prior"].mean().item())
+        _, qbar = _b0_at(pc, prior_mean, c, critics, horizon)
+        first = np.argmax(qbar, axis=-1)
+        p_bar = np.bincount(first, minlength=len(actions)) / len(first)
+        out["p_first_at_mean_prior"] = xr.DataArray(
+            p_bar[None, None, :],
+            dims=(DIM_BENCHMARK, DIM_GENERATOR, "action"),
+            coords={DIM_BENCHMARK: [b], DIM_GENERATOR: [g], "action": actions},
+        )
+        out["prior_mean"] = pc["prior"].mean(sd)
+        cross = crossover_posterior(pc)
+        out["crossover_mean"] = cross.mean(sd)
+        out["crossover_ci"] = credible_interval(cross, prob=prob, kind=kind)
+        pieces.append(out)
+    ds = xr.combine_by_coords(pieces, join="outer", combine_attrs="drop_conflicts")
+    ds = ds.reindex(
+        {DIM_BENCHMARK: params[DIM_BENCHMARK].values, DIM_GENERATOR: params[DIM_GENERATOR].values}
+    )
+    ds.attrs.update({"ci_prob": prob, "ci_kind": kind, "horizon": horizon, "grid_size": grid_size})
+    ds.attrs["crossover_method"] = "analytic: c_ver*/R = prior per draw"
+    return ds
+
+
+def first_action_table(unc: xr.Dataset) -> pd.DataFrame:
+    """Tidy per-cell table of the first-action posterior and the b0 value band.
+
+    Parameters
+    ----------
+    unc : xarray.Dataset
+        Output of :func:`policy_uncertainty`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per observed cell: ``prior_mean``, ``crossover_lo/hi``,
+        ``value_b0_mean``, ``value_b0_lo/hi``, ``map_first_action`` (most
+        probable first action), ``p_map_first``, the same from the
+        posterior-mean prior (``map_first_at_mean_prior``,
+        ``p_map_first_at_mean_prior``) and ``p_first_<action>`` for each action.
+    """
+    rows = []
+    actions = [str(a) for a in unc["action"].values]
+    for b in unc[DIM_BENCHMARK].values:
+        for g in unc[DIM_GENERATOR].values:
+            sel = unc.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
+            if not np.isfinite(sel["prior_mean"].item()):
+                continue
+            pf = sel["p_first"].values
+            pm = sel["p_first_at_mean_prior"].values
+            row = {
+                "benchmark": str(b),
+                "generator": str(g),
+                "prior_mean": sel["prior_mean"].item(),
+                "crossover_lo": sel["crossover_ci"].sel({DIM_CI: CI_BOUNDS[0]}).item(),
+                "crossover_hi": sel["crossover_ci"].sel({DIM_CI: CI_BOUNDS[1]}).item(),
+                "value_b0_mean": sel["value_b0_mean"].item(),
+                "value_b0_lo": sel["value_b0_ci"].sel({DIM_CI: CI_BOUNDS[0]}).item(),
+                "value_b0_hi": sel["value_b0_ci"].sel({DIM_CI: CI_BOUNDS[1]}).item(),
+                "map_first_action": actions[int(np.argmax(pf))],
+                "p_map_first": float(np.max(pf)),
+                "map_first_at_mean_prior": actions[int(np.argmax(pm))],
+                "p_map_first_at_mean_prior": float(np.max(pm)),
+            }
+            for a, p in zip(actions, pf, strict=True):
+                row[f"p_first_{a}"] = float(p)
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,830 @@
+"""Checks that the hierarchical model is right.
+
+* **Prior predictive** (:func:`prior_predictive`, :func:`prior_predictive_summary`):
+  cell rates drawn from the hyperpriors alone — do they put mass on plausible
+  pass rates?
+* **Posterior predictive** (:func:`posterior_predictive_check`): replicated
+  counts for every observed entry, mid-p p-values and interval coverage,
+  at the cell level (same θ) or the population level (fresh θ from μ, κ).
+* **Calibration** (:func:`simulate_from_prior`, :func:`sbc`,
+  :func:`coverage_table`): fit data generated from known rates (drawn from the
+  prior, or the :mod:`bpc.data.simulate` panel) and count how often 50% / 90%
+  intervals cover the true cell rates.
+* **Held-out comparison with Laplace** (:func:`split_counts`,
+  :func:`lpd_table`, :func:`subsample_comparison`,
+  :func:`leave_one_cell_out`, :func:`compare_summary`): log predictive
+  density of held-out counts under the hierarchical posterior
+  (log-mean over draws of Binomial(k | n, θ)), the Laplace plug-in
+  (Binomial at (k+1)/(n+2)) and the unpooled Beta(1, 1) posterior
+  (Beta-Binomial predictive).
+
+Heavy runs are driven by ``analyses/model_checks.py``; fitting is passed in
+as a *fitter* ``(counts, seed) -> parameter draws`` so that these functions
+can be tested with cheap stand-ins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from scipy import special, stats
+
+from bpc.constants import (
+    CI_PROB,
+    DEFAULT_SEED,
+    DIM_BENCHMARK,
+    DIM_CHAIN,
+    DIM_CRITIC,
+    DIM_DRAW,
+    DIM_GENERATOR,
+    DIM_LABEL,
+    POOL_SIZE,
+)
+from bpc.estimate.model.build import DIM_RATE, observations, rate_counts
+from bpc.estimate.model.fit import Refitter, cell_rates, counts_of, spec_of
+from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
+from bpc.schema import validate_counts
+
+__all__ = [
+    "Fitter",
+    "prior_draws",
+    "prior_predictive",
+    "prior_predictive_summary",
+    "rate_values",
+    "posterior_predictive_check",
+    "simulate_from_prior",
+    "coverage_table",
+    "sbc",
+    "refit_fitter",
+    "split_counts",
+    "lpd_table",
+    "subsample_comparison",
+    "leave_one_cell_out",
+    "compare_summary",
+    "with_rate_counts",
+]
+
+Fitter = Callable[[xr.Dataset, int], xr.Dataset]
+"""``(counts, seed) -> parameter draws`` (bpc's parameter schema with chain/draw)."""
+
+METHODS = ("hierarchical", "laplace_plugin", "laplace_beta")
+
+
+# ---------------------------------------------------------------------------
+# rate layout helpers
+# ---------------------------------------------------------------------------
+def rate_values(params: xr.Dataset, spec: ModelSpec) -> np.ndarray:
+    """Parameter draws rearranged to the model's rate layout, shape (S, rate, benchmark, generator).
+
+    ``S`` is chain × draw (1 without sample dims). Rates of critics missing
+    from ``params`` are ``NaN``.
+    """
+    sample = [d for d in (DIM_CHAIN, DIM_DRAW) if d in params.dims]
+    S = int(np.prod([params.sizes[d] for d in sample])) if sample else 1
+    B, G = params.sizes[DIM_BENCHMARK], params.sizes[DIM_GENERATOR]
+    out = np.full((S, len(spec.rates), B, G), np.nan)
+    for r, rate in enumerate(spec.rates):
+        kind = rate_kind(rate)
+        if kind in ("tpr", "fpr"):
+            crit = rate_critic(rate)
+            if crit not in params[DIM_CRITIC].values:
+                continue
+            da = params[kind].sel({DIM_CRITIC: crit})
+        else:
+            da = params[kind]
+        out[:, r] = da.transpose(*sample, DIM_BENCHMARK, DIM_GENERATOR).values.reshape(S, B, G)
+    return out
+
+
+def with_rate_counts(counts: xr.Dataset, spec: ModelSpec, k: np.ndarray, n: np.ndarray) -> xr.Dataset:
+    """``counts`` with the count entries behind each modelled rate replaced by ``k``, ``n`` (rate, b, g).
+
+    The inverse of :func:`bpc.estimate.model.build.rate_counts`; ``n_instances`` is
+    rescaled by the change in ``n_patches`` (rounded) and critics outside the
+    spec are left unchanged.
+    """
+    out = counts.copy(deep=True)
+    for r, rate in enumerate(spec.rates):
+        kind = rate_kind(rate)
+        if kind == "prior":
+            old = out["n_patches"].values.copy()
+            out["n_pass"].values[:] = k[r]
+            out["n_patches"].values[:] = n[r]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratio = np.where(old > 0, n[r] / old, np.nan)
+            out["n_instances"].values[:] = np.where(
+                np.isfinite(n[r]), np.round(np.nan_to_num(out["n_instances"].values * ratio)), np.nan
+            )
+        elif kind in ("tpr", "fpr"):
+            crit = rate_critic(rate)
+            if crit not in out[DIM_CRITIC].values:
+                continue
+            sel = {DIM_CRITIC: crit, DIM_LABEL: 1 if kind == "tpr" else 0}
+            out["critic_pass"].loc[sel] = k[r]
+            out["critic_n"].loc[sel] = n[r]
+        else:
+            sel = {DIM_LABEL: 0 if kind == "p_fix" else 1}
+            out["trans_flip"].loc[sel] = k[r]
+            out["trans_n"].loc[sel] = n[r]
+    return out
+
+
+def _long(values: np.ndarray, spec: ModelSpec, counts: xr.Dataset, name: str) -> pd.DataFrame:
+    """(rate, b, g) array → long DataFrame with rate, kind, benchmark, generator, ``name``."""
+    R, B, G = values.shape
+    idx = pd.MultiIndex.from_product(
+        [
+            list(spec.rates),
+            [str(v) for v in counts[DIM_BENCHMARK].values],
+            [str(v) for v in counts[DIM_GENERATOR].values],
+        ],
+        names=["rate", DIM_BENCHMARK, DIM_GENERATOR],
+    )
+    return pd.DataFrame({name: values.reshape(-1)}, index=idx)
+
+
+# ---------------------------------------------------------------------------
+# prior predictive
+# ---------------------------------------------------------------------------
+def prior_draws(
+    spec: ModelSpec,
+    benchmarks: Sequence[str],
+    generators: Sequence[str],
+    *,
+    draws: int = 1000,
+    seed: int = DEFAULT_SEED,
+) -> xr.Dataset:
+    """Hyperparameter draws from the spec's priors, laid out like a posterior (chain = 1).
+
+    Sum-to-zero effects are drawn as iid normals minus their mean over levels,
+    which is exactly the ZeroSumNormal distribution.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``alpha``, ``sigma_benchmark``, ``sigma_generator``, ``log_kappa``,
+        ``kappa`` (chain, draw, rate); ``beta_benchmark`` / ``beta_generator``
+        (chain, draw, rate, level).
+    """
+    rng = np.random.default_rng([int(seed), 2])
+    R = len(spec.rates)
+
+    def hyper(name: str, p: str) -> np.ndarray:
+        return np.array([spec.hyperprior(r, name)[p] for r in spec.rates])
+
+    alpha = rng.normal(hyper("alpha", "mu"), hyper("alpha", "sigma"), size=(draws, R))
+    log_kappa = rng.normal(hyper("log_kappa", "mu"), hyper("log_kappa", "sigma"), size=(draws, R))
+    data = {
+        "alpha": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), alpha[None]),
+        "log_kappa": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), log_kappa[None]),
+        "kappa": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), np.exp(log_kappa)[None]),
+    }
+    coords = {
+        DIM_CHAIN: [0],
+        DIM_DRAW: np.arange(draws),
+        DIM_RATE: list(spec.rates),
+        DIM_BENCHMARK: list(benchmarks),
+        DIM_GENERATOR: list(generators),
+    }
+    for dim, levels in ((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)):
+        sigma = np.abs(rng.normal(0.0, hyper(f"sigma_{dim}", "sigma"), size=(draws, R)))
+        z = rng.normal(size=(draws, R, len(levels)))
+        if spec.zero_sum:
+            z = z - z.mean(axis=-1, keepdims=True)
+        beta = sigma[:, :, None] * z if dim in spec.effects else np.zeros_like(z)
+        data[f"sigma_{dim}"] = ((DIM_CHAIN, DIM_DRAW, DIM_RATE), sigma[None])
+        data[f"beta_{dim}"] = ((DIM_CHAIN, DIM_DRAW, DIM_RATE, dim), beta[None])
+    return xr.Dataset(data, coords=coords)
+
+
+def prior_predictive(
+    counts: xr.Dataset, spec: ModelSpec | None = None, *, draws: int = 1000, seed: int = DEFAULT_SEED
+) -> xr.Dataset:
+    """Cell rates drawn from the priors alone (parameter schema, chain = 1).
+
+    ``counts`` only provides coordinates and which critics exist per cell.
+    """
+    spec = ModelSpec.default() if spec is None else spec
+    validate_counts(counts)
+    bs = [str(v) for v in counts[DIM_BENCHMARK].values]
+    gs = [str(v) for v in counts[DIM_GENERATOR].values]
+    post = prior_draws(spec, bs, gs, draws=draws, seed=seed)
+    return cell_rates(post, counts, spec, seed=seed, condition=False)
+
+
+def prior_predictive_summary(
+    params: xr.Dataset, *, plausible: tuple[float, float] = (0.02, 0.98)
+) -> pd.DataFrame:
+    """Quantiles of prior-predictive cell rates per kind, and the mass inside ``plausible``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index: ``prior``, ``tpr``, ``fpr``, ``p_fix``, ``p_break``; columns
+        q05, q25, q50, q75, q95, frac_plausible, frac_below, frac_above.
+    """
+    lo, hi = plausible
+    rows = {}
+    for kind in ("prior", "tpr", "fpr", "p_fix", "p_break"):
+        v = np.asarray(params[kind].values, dtype=float).ravel()
+        v = v[np.isfinite(v)]
+        if not v.size:
+            continue
+        q = np.quantile(v, [0.05, 0.25, 0.5, 0.75, 0.95])
+        rows[kind] = {
+            **{f"q{int(p * 100):02d}": x for p, x in zip((0.05, 0.25, 0.5, 0.75, 0.95), q, strict=True)},
+            "frac_plausible": float(((v >= lo) & (v <= hi)).mean()),
+            "frac_below": float((v < lo).mean()),
+            "frac_above": float((v > hi).mean()),
+        }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+# ---------------------------------------------------------------------------
+# posterior predictive
+# ---------------------------------------------------------------------------
+def posterior_predictive_check(
+    dt: xr.DataTree, *, level: str = "cell", prob: float = CI_PROB, seed: int = DEFAULT_SEED
+) -> pd.DataFrame:
+    """Replicate every observed count entry of a fit and compare with the observation.
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        A fit (:func:`bpc.estimate.model.fit`).
+    level : {"cell", "population"}
+        ``"cell"``: y_rep ~ Binomial(n, θ_draw) with the cell's own posterior
+        θ; ``"population"``: θ_new ~ Beta(κμ, κ(1−μ)) per draw first (does
+        the hierarchy explain the cell?).
+    prob : float
+        Central predictive interval probability (equal-tailed).
+    seed : int
+        Seeds the replicate draws.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per observed entry: rate, kind, benchmark, generator, k, n,
+        mean_rep, lo, hi, p_value (mid-p: P(y_rep > k) + ½ P(y_rep = k)),
+        covered (lo ≤ k ≤ hi).
+    """
+    if level not in ("cell", "population"):
+        raise ValueError(f"level must be 'cell' or 'population', got {level!r}")
+    rng = np.random.default_rng([int(seed), 3])
+    spec = spec_of(dt)
+    counts = counts_of(dt)
+    obs = observations(counts, spec)
+    r, b, g = (obs[v].values for v in ("rate_idx", "benchmark_idx", "generator_idx"))
+    k, n = obs["k"].values, obs["n"].values
+    if level == "cell":
+        params = dt["parameters"].to_dataset()
+        params = params.sel(
+            {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
+        )
+        theta = rate_values(params, spec)[:, r, b, g]  # (S, n_obs)
+    else:
+        post = dt["posterior"].to_dataset()
+        S = post.sizes[DIM_CHAIN] * post.sizes[DIM_DRAW]
+
+        def flat(name: str) -> np.ndarray:
+            da = post[name]
+            rest = [d for d in da.dims if d not in (DIM_CHAIN, DIM_DRAW)]
+            return da.transpose(DIM_CHAIN, DIM_DRAW, *rest).values.reshape(S, *da.shape[2:])
+
+        logit = flat("alpha")[:, r]
+        for dim, idx in ((DIM_BENCHMARK, b), (DIM_GENERATOR, g)):
+            if dim in spec.effects:
+                logit = logit + flat(f"beta_{dim}")[:, r, idx]
+        kappa = flat("kappa")[:, r]
+        tiny = np.finfo(float).tiny
+        theta = rng.beta(
+            np.maximum(kappa * special.expit(logit), tiny), np.maximum(kappa * special.expit(-logit), tiny)
+        )
+    y_rep = rng.binomial(np.broadcast_to(n, theta.shape), np.clip(np.nan_to_num(theta), 0, 1))
+    q = (1 - prob) / 2
+    lo, hi = np.quantile(y_rep, [q, 1 - q], axis=0, method="inverted_cdf")
+    p_value = (y_rep > k).mean(axis=0) + 0.5 * (y_rep == k).mean(axis=0)
+    return pd.DataFrame(
+        {
+            "rate": obs["obs_rate"].values,
+            "kind": [rate_kind(x) for x in obs["obs_rate"].values],
+            DIM_BENCHMARK: obs["obs_benchmark"].values,
+            DIM_GENERATOR: obs["obs_generator"].values,
+            "k": k,
+            "n": n,
+            "mean_rep": y_rep.mean(axis=0),
+            "lo": lo,
+            "hi": hi,
+            "p_value": p_value,
+            "covered": (lo <= k) & (k <= hi),
+        }
+    )
+
+
+# ---------------------------------------------------------------------------
+# calibration (SBC-style coverage)
+# ---------------------------------------------------------------------------
+def simulate_from_prior(
+    counts: xr.Dataset, spec: ModelSpec | None = None, *, seed: int = DEFAULT_SEED
+) -> tuple[xr.Dataset, xr.Dataset]:
+    """One data set from the model itself: hyperparameters and cell rates from the prior, counts Binomial.
+
+    Every entry observed in ``counts`` keeps its ``n`` and gets
+    k ~ Binomial(n, θ_true); unobserved entries stay ``NaN``. With
+    ``spec.prior_icc`` = ρ > 0 the prior's patches are generated the way the
+    model assumes they are correlated: per instance θ_i ~ Beta(θ c, (1 − θ) c)
+    with c = 1/ρ − 1, then Binomial(patches of the instance, θ_i).
+
+    Returns
+    -------
+    sim_counts : xarray.Dataset
+        Counts schema, ``source`` = ``"simulated"`` where observed.
+    truth : xarray.Dataset
+        True cell rates (parameter schema, no sample dims).
+    """
+    spec = ModelSpec.default() if spec is None else spec
+    truth = prior_predictive(counts, spec, draws=1, seed=seed).isel({DIM_CHAIN: 0, DIM_DRAW: 0}, drop=True)
+    rng = np.random.default_rng([int(seed), 4])
+    k, n = rate_counts(counts, spec)
+    theta = rate_values(truth, spec)[0]
+    n_v = n.values
+    seen = np.isfinite(n_v)
+    k_new = np.full(n_v.shape, np.nan)
+    k_new[seen] = rng.binomial(n_v[seen].astype(np.int64), np.clip(np.nan_to_num(theta[seen]), 0, 1))
+    if spec.prior_icc > 0:
+        # patches of one instance share a pass probability θ_i ~ Beta with intra-class correlation ρ
+        conc = 1.0 / spec.prior_icc - 1.0
+        r0 = spec.rates.index("prior")
+        inst = counts["n_instances"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values
+        for i, j in zip(*np.nonzero(seen[r0]), strict=True):
+            n_cell, n_inst, th = int(n_v[r0, i, j]), inst[i, j], float(np.clip(theta[r0, i, j], 0, 1))
+            if not np.isfinite(n_inst) or n_inst < 1 or not 0 < th < 1:
+                continue
+            n_inst = int(min(n_inst, n_cell))
+            sizes = np.full(n_inst, n_cell // n_inst) + (np.arange(n_inst) < n_cell % n_inst)
+            theta_i = rng.beta(th * conc, (1 - th) * conc, size=n_inst)
+            k_new[r0, i, j] = rng.binomial(sizes, theta_i).sum()
+    sim = with_rate_counts(counts, spec, k_new, n_v)
+    sim["source"] = xr.where(sim["n_patches"].notnull(), "simulated", "").astype(object)
+    return sim, truth
+
+
+def coverage_table(
+    params: xr.Dataset,
+    truth: xr.Dataset,
+    *,
+    probs: Sequence[float] = (0.5, 0.9),
+    counts: xr.Dataset | None = None,
+) -> pd.DataFrame:
+    """Per true cell rate: its posterior rank and whether central intervals cover it.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Posterior draws (chain/draw) in parameter schema.
+    truth : xarray.Dataset
+        True rates (no sample dims), same schema and coordinates (a subset is fine).
+    probs : sequence of float
+        Central (equal-tailed) interval probabilities.
+    counts : xarray.Dataset, optional
+        If given, column ``observed`` says whether the entry had data.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per finite (truth, draws) entry: kind, critic, benchmark,
+        generator, truth, rank (fraction of draws below the truth),
+        ``covered_<p>`` per prob, and optionally observed.
+    """
+    rows = []
+    for kind in ("prior", "tpr", "fpr", "p_fix", "p_break"):
+        if kind not in truth or kind not in params:
+            continue
+        t = truth[kind]
+        p = params[kind].sel({d: t[d].values for d in t.dims})
+        dims = list(t.dims)
+        draws = p.stack(sample=(DIM_CHAIN, DIM_DRAW)).transpose("sample", *dims).values
+        tv = t.transpose(*dims).values
+        ok = np.isfinite(tv) & np.isfinite(draws).all(axis=0)
+        if not ok.any():
+            continue
+        d = draws[:, ok]
+        tr = tv[ok]
+        rec = {"kind": kind, "truth": tr, "rank": (d < tr).mean(axis=0)}
+        for prob in probs:
+            q = (1 - prob) / 2
+            lo, hi = np.quantile(d, [q, 1 - q], axis=0)
+            rec[f"covered_{prob:g}"] = (lo <= tr) & (tr <= hi)
+        coords = np.nonzero(ok)
+        for i, dim in enumerate(dims):
+            rec[dim] = np.asarray(t[dim].values)[coords[i]].astype(str)
+        if DIM_CRITIC not in dims:
+            rec[DIM_CRITIC] = ""
+        if counts is not None:
+            if kind == "prior":
+                n_da = counts["n_patches"]
+            elif kind in ("tpr", "fpr"):
+                n_da = counts["critic_n"].sel({DIM_LABEL: 1 if kind == "tpr" else 0}, drop=True)
+            else:
+                n_da = counts["trans_n"].sel({DIM_LABEL: 0 if kind == "p_fix" else 1}, drop=True)
+            n_v = n_da.reindex({d: t[d].values for d in dims}).transpose(*dims).values[ok]
+            rec["observed"] = np.isfinite(n_v) & (np.nan_to_num(n_v) > 0)
+        rows.append(pd.DataFrame(rec))
+    if not rows:
+        raise ValueError("coverage_table: no entry with a finite truth and finite draws")
+    df = pd.concat(rows, ignore_index=True)
+    first = ["kind", DIM_CRITIC, DIM_BENCHMARK, DIM_GENERATOR]
+    return df[first + [c for c in df.columns if c not in first]]
+
+
+def _layout_template(counts: xr.Dataset) -> xr.Dataset:
+    """Counts with every finite denominator set to 1 and numerator to 0 (layout only)."""
+    out = counts.copy(deep=True)
+    for part, whole in (("n_pass", "n_patches"), ("critic_pass", "critic_n"), ("trans_flip", "trans_n")):
+        finite = out[whole].notnull()
+        out[whole] = xr.where(finite, 1.0, np.nan)
+        out[part] = xr.where(finite, 0.0, np.nan)
+    return out
+
+
+def refit_fitter(
+    template: xr.Dataset,
+    spec: ModelSpec | None = None,
+    *,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    sampler: str = "auto",
+) -> Fitter:
+    """A :data:`Fitter` compiling the model once on ``template``'s layout.
+
+    See :class:`~bpc.estimate.model.fit.Refitter`.
+
+    Every later count set must have the template's coordinates and observe
+    no entry the template leaves unobserved.
+    """
+    refitter = Refitter(_layout_template(template), spec, sampler=sampler)
+
+    def fitter(counts: xr.Dataset, seed: int) -> xr.Dataset:
+        dt = refitter.fit(counts, draws=draws, tune=tune, chains=chains, seed=seed)
+        fitter.last_diagnostics = dt.attrs["diagnostics"]  # type: ignore[attr-defined]
+        return dt["parameters"].to_dataset()
+
+    fitter.refitter = refitter  # type: ignore[attr-defined]
+    return fitter
+
+
+def sbc(
+    counts: xr.Dataset,
+    fitter: Fitter,
+    spec: ModelSpec | None = None,
+    *,
+    reps: int = 20,
+    seed: int = DEFAULT_SEED,
+    truth: str = "prior",
+    probs: Sequence[float] = (0.5, 0.9),
+    simulator_kwargs: dict | None = None,
+) -> pd.DataFrame:
+    """Coverage of true cell rates by posterior intervals over repeated simulated data sets.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Layout template: which entries are observed and their ``n`` (for ``truth="prior"``).
+    fitter : Fitter
+        ``(counts, seed) -> parameter draws``, e.g. :func:`refit_fitter`.
+    spec : ModelSpec, optional
+        Model spec (default :meth:`ModelSpec.default`).
+    reps : int
+        Simulated data sets.
+    seed : int
+        Replicate ``i`` uses seed ``seed + i`` for data and fit.
+    truth : {"prior", "simulator"}
+        ``"prior"``: rates drawn from the model's priors (:func:`simulate_from_prior`;
+        exact SBC — coverage must be nominal if the sampler is right).
+        ``"simulator"``: :func:`bpc.data.simulate.simulate_panel` data and its true
+        rates (the model is then only an approximation of the generator).
+        Only self-refine trajectories are counted, since the truth's
+        p_fix / p_break are self-refine's.
+    probs : sequence of float
+        Interval probabilities.
+    simulator_kwargs : dict, optional
+        Extra arguments to ``simulate_panel`` (e.g. ``scale``, ``benchmarks``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`coverage_table` rows with a ``rep`` column.
+    """
+    spec = ModelSpec.default() if spec is None else spec
+    if truth not in ("prior", "simulator"):
+        raise ValueError(f"truth must be 'prior' or 'simulator', got {truth!r}")
+    out = []
+    for i in range(reps):
+        s = int(seed) + i
+        if truth == "prior":
+            sim, true = simulate_from_prior(counts, spec, seed=s)
+        else:
+            from bpc.data.counts import counts_from_records
+            from bpc.data.simulate import simulate_panel
+
+            panel = simulate_panel(s, **(simulator_kwargs or {}))
+            # the truth's p_fix / p_break are self-refine's; reflexion trajectories use other rates
+            traj = panel.trajectories[panel.trajectories["method"] == "self_refine"]
+            sim = counts_from_records(panel.records, traj, source="simulated")
+            sim = sim.reindex(
+                {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
+            )
+            true = panel.truth
+        params = fitter(sim, s)
+        table = coverage_table(params, true, probs=probs, counts=sim)
+        out.append(table.assign(rep=i))
+    return pd.concat(out, ignore_index=True)
+
+
+def coverage_summary(table: pd.DataFrame, *, by: Sequence[str] = ("kind",)) -> pd.DataFrame:
+    """Coverage per group with binomial standard errors (from :func:`coverage_table` / :func:`sbc` rows)."""
+    cols = [c for c in table.columns if c.startswith("covered_")]
+    g = table.groupby(list(by)) if by else table.assign(_all="all").groupby("_all")
+    out = g[cols].mean()
+    out["n"] = g.size()
+    for c in cols:
+        p = float(c.split("_", 1)[1])
+        out[c.replace("covered", "se")] = np.sqrt(p * (1 - p) / out["n"])
+    return out
+
+
+__all__.append("coverage_summary")
+
+
+# ---------------------------------------------------------------------------
+# held-out comparison with Laplace
+# ---------------------------------------------------------------------------
+def _hypergeom(rng: np.random.Generator, good: np.ndarray, bad: np.ndarray, draw: np.ndarray) -> np.ndarray:
+    good, bad, draw = (np.asarray(x, dtype=np.int64) for x in (good, bad, draw))
+    out = np.zeros(np.broadcast(good, bad, draw).shape, dtype=np.int64)
+    mask = draw > 0
+    if mask.any():
+        out[mask] = rng.hypergeometric(good[mask], bad[mask], draw[mask])
+    return out
+
+
+def split_counts(
+    counts: xr.Dataset,
+    n_instances: int,
+    *,
+    seed: int = DEFAULT_SEED,
+    patches_per_instance: int = POOL_SIZE,
+) -> tuple[xr.Dataset, xr.Dataset]:
+    """Split every cell's counts into a small training part and the held-out rest.
+
+    Training keeps ``n_instances × patches_per_instance`` patches per cell (all
+    of them when fewer exist), drawn without replacement at the patch level:
+    the number of Y = 1 patches is hypergeometric, then per critic and label
+    how many of the training patches it assessed and how many passed.
+    Refinement pairs are subsampled the same way (same patch budget per
+    label). Only sufficient statistics are needed, so cells given as count
+    tables work too; patches of one instance are treated as exchangeable.
+
+    Returns
+    -------
+    train, test : xarray.Dataset
+        Counts schema; ``test = counts − train`` entrywise (``NaN`` stays ``NaN``).
+    """
+    if n_instances < 1:
+        raise ValueError(f"n_instances must be >= 1, got {n_instances}")
+    validate_counts(counts)
+    rng = np.random.default_rng([int(seed), 5])
+    budget = int(n_instances) * int(patches_per_instance)
+    train = counts.copy(deep=True)
+    npat = counts["n_patches"].values
+    npass = counts["n_pass"].values
+    seen = np.isfinite(npat)
+    n_tr = np.where(seen, np.minimum(np.nan_to_num(npat), budget), np.nan)
+    k_tr = np.full(npat.shape, np.nan)
+    k_tr[seen] = _hypergeom(rng, npass[seen], npat[seen] - npass[seen], n_tr[seen])
+    train["n_patches"].values[:] = n_tr
+    train["n_pass"].values[:] = k_tr
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(np.nan_to_num(npat) > 0, n_tr / npat, 0.0)
+    train["n_instances"].values[:] = np.where(
+        seen, np.minimum(np.ceil(np.nan_to_num(counts["n_instances"].values) * frac), n_instances), np.nan
+    )
+    cn = counts["critic_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL).values
+    cp = counts["critic_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL).values
+    labels = list(counts[DIM_LABEL].values)
+    cn_tr = np.full(cn.shape, np.nan)
+    cp_tr = np.full(cn.shape, np.nan)
+    for li, lab in enumerate(labels):
+        total = npass if lab == 1 else npat - npass  # label-l patches in the cell
+        total_tr = k_tr if lab == 1 else n_tr - k_tr
+        for ci in range(cn.shape[2]):
+            n_l, p_l = cn[:, :, ci, li], cp[:, :, ci, li]
+            ok = np.isfinite(n_l) & np.isfinite(total)
+            assessed = np.minimum(n_l, total)  # guard against tables with inconsistent totals
+            a_tr = _hypergeom(rng, assessed[ok], total[ok] - assessed[ok], total_tr[ok])
+            cn_tr[:, :, ci, li][ok] = a_tr
+            cp_tr[:, :, ci, li][ok] = _hypergeom(rng, p_l[ok], n_l[ok] - p_l[ok], np.minimum(a_tr, n_l[ok]))
+            # critic counts without patch totals: subsample them alone
+            only = np.isfinite(n_l) & ~np.isfinite(total)
+            m = np.minimum(n_l[only], budget)
+            cn_tr[:, :, ci, li][only] = m
+            cp_tr[:, :, ci, li][only] = _hypergeom(rng, p_l[only], n_l[only] - p_l[only], m)
+    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL)
+    train["critic_n"] = (dims, cn_tr)
+    train["critic_pass"] = (dims, cp_tr)
+    train["critic_n"] = train["critic_n"].transpose(*counts["critic_n"].dims)
+    train["critic_pass"] = train["critic_pass"].transpose(*counts["critic_pass"].dims)
+    tn = counts["trans_n"].values
+    tf = counts["trans_flip"].values
+    ok = np.isfinite(tn)
+    tn_tr = np.full(tn.shape, np.nan)
+    tf_tr = np.full(tn.shape, np.nan)
+    tn_tr[ok] = np.minimum(tn[ok], budget)
+    tf_tr[ok] = _hypergeom(rng, tf[ok], tn[ok] - tf[ok], tn_tr[ok])
+    train["trans_n"].values[:] = tn_tr
+    train["trans_flip"].values[:] = tf_tr
+    test = counts.copy(deep=True)
+    for name in ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip"):
+        test[name] = counts[name] - train[name]
+    validate_counts(train)
+    validate_counts(test)
+    return train, test
+
+
+def lpd_table(
+    train: xr.Dataset, test: xr.Dataset, params: xr.Dataset, spec: ModelSpec | None = None
+) -> pd.DataFrame:
+    """Log predictive density of every held-out count entry under each method.
+
+    Parameters
+    ----------
+    train, test : xarray.Dataset
+        Counts the methods were fitted on / are evaluated on (same coordinates).
+    params : xarray.Dataset
+        Hierarchical posterior draws fitted on ``train``.
+    spec : ModelSpec, optional
+        Model spec (default :meth:`ModelSpec.default`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per test entry with ``n > 0``: rate, kind, benchmark,
+        generator, k, n, k_train, n_train and ``lpd_hierarchical`` (log mean
+        over draws of Binomial(k | n, θ)), ``lpd_laplace_plugin`` (Binomial at
+        (k_train+1)/(n_train+2)), ``lpd_laplace_beta`` (Beta-Binomial with
+        Beta(1 + k_train, 1 + n_train − k_train)); unobserved training data
+        count as k_train = n_train = 0.
+    """
+    spec = ModelSpec.default() if spec is None else spec
+    k_te, n_te = rate_counts(test, spec)
+    k_tr, n_tr = rate_counts(train, spec)
+    coords = {DIM_BENCHMARK: test[DIM_BENCHMARK].values, DIM_GENERATOR: test[DIM_GENERATOR].values}
+    theta = rate_values(params.sel(coords), spec)  # (S, R, B, G)
+    mask = np.isfinite(n_te.values) & (np.nan_to_num(n_te.values) > 0)
+    r, b, g = np.nonzero(mask)
+    k, n = k_te.values[mask], n_te.values[mask]
+    kt, nt = np.nan_to_num(k_tr.values[mask]), np.nan_to_num(n_tr.values[mask])
+    th = theta[:, r, b, g]
+    with np.errstate(divide="ignore"):
+        logp = stats.binom.logpmf(k[None], n[None], np.clip(th, 0, 1))
+    lpd_h = special.logsumexp(logp, axis=0) - np.log(th.shape[0])
+    lpd_h = np.where(np.isfinite(th).all(axis=0), lpd_h, np.nan)
+    plug = (kt + 1) / (nt + 2)
+    lpd_p = stats.binom.logpmf(k, n, plug)
+    lpd_b = stats.betabinom.logpmf(k, n, 1 + kt, 1 + nt - kt)
+    rates = np.asarray(spec.rates)[r]
+    return pd.DataFrame(
+        {
+            "rate": rates,
+            "kind": [rate_kind(x) for x in rates],
+            DIM_BENCHMARK: np.asarray(test[DIM_BENCHMARK].values, dtype=str)[b],
+            DIM_GENERATOR: np.asarray(test[DIM_GENERATOR].values, dtype=str)[g],
+            "k": k,
+            "n": n,
+            "k_train": kt,
+            "n_train": nt,
+            "lpd_hierarchical": lpd_h,
+            "lpd_laplace_plugin": lpd_p,
+            "lpd_laplace_beta": lpd_b,
+        }
+    )
+
+
+def subsample_comparison(
+    counts: xr.Dataset,
+    fitter: Fitter,
+    spec: ModelSpec | None = None,
+    *,
+    sizes: Sequence[int] = (5, 10, 20),
+    reps: int = 2,
+    seed: int = DEFAULT_SEED,
+) -> pd.DataFrame:
+    """Held-out log predictive density when every cell is calibrated on only a few instances.
+
+    For each size m and replicate, :func:`split_counts` keeps m instances per
+    cell for training, the hierarchical model is fitted on all cells'
+    training counts at once, and :func:`lpd_table` scores the held-out rest.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`lpd_table` rows with ``size`` and ``rep`` columns.
+    """
+    spec = ModelSpec.default() if spec is None else spec
+    out = []
+    for m in sizes:
+        for i in range(reps):
+            s = int(seed) + 1000 * int(m) + i
+            train, test = split_counts(counts, int(m), seed=s)
+            params = fitter(train, s)
+            out.append(lpd_table(train, test, params, spec).assign(size=int(m), rep=i))
+    return pd.concat(out, ignore_index=True)
+
+
+def leave_one_cell_out(
+    counts: xr.Dataset,
+    fitter: Fitter,
+    spec: ModelSpec | None = None,
+    *,
+    cells: Sequence[tuple[str, str]] | None = None,
+    seed: int = DEFAULT_SEED,
+) -> pd.DataFrame:
+    """Predict each cell's counts from the other cells only.
+
+    For each held-out cell all its counts are masked (set ``NaN``), the model
+    is fitted on the rest and the cell's counts are scored by
+    :func:`lpd_table` (Laplace then has no data: plug-in 1/2, Beta(1, 1)
+    predictive).
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        All data.
+    fitter : Fitter
+        ``(counts, seed) -> parameter draws``.
+    spec : ModelSpec, optional
+        Model spec (default :meth:`ModelSpec.default`).
+    cells : sequence of (benchmark, generator), optional
+        Cells to hold out (default: every cell with patch counts).
+    seed : int
+        Fit ``i`` uses ``seed + i``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`lpd_table` rows with a ``held_out`` column ``"benchmark/generator"``.
+    """
+    spec = ModelSpec.default() if spec is None else spec
+    if cells is None:
+        npat = counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR)
+        cells = [
+            (str(b), str(g))
+            for b in counts[DIM_BENCHMARK].values
+            for g in counts[DIM_GENERATOR].values
+            if np.isfinite(float(npat.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})))
+        ]
+    count_vars = ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip")
+    out = []
+    for i, (bench, gen) in enumerate(cells):
+        is_cell = (counts[DIM_BENCHMARK] == bench) & (counts[DIM_GENERATOR] == gen)
+        if not bool(is_cell.any()):
+            raise ValueError(f"leave_one_cell_out: cell ({bench}, {gen}) is not in the counts")
+        train = counts.copy(deep=True)
+        test = counts.copy(deep=True)
+        for name in count_vars:
+            train[name] = counts[name].where(~is_cell)
+            test[name] = counts[name].where(is_cell)
+        train["source"] = counts["source"].where(~is_cell, "")
+        params = fitter(train, int(seed) + i)
+        out.append(lpd_table(train, test, params, spec).assign(held_out=f"{bench}/{gen}"))
+    return pd.concat(out, ignore_index=True)
+
+
+def compare_summary(table: pd.DataFrame, *, by: Sequence[str] = ("size",)) -> pd.DataFrame:
+    """Mean held-out lpd per entry for each method, and hierarchical minus each Laplace variant.
+
+    Differences are paired by entry; ``se_*`` are their standard errors
+    (standard deviation / sqrt(entries)).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per group: entries, mean lpd per method, ``diff_plugin``,
+        ``se_plugin``, ``diff_beta``, ``se_beta``.
+    """
+    df = table.dropna(subset=["lpd_hierarchical"]).copy()
+    df["d_plugin"] = df["lpd_hierarchical"] - df["lpd_laplace_plugin"]
+    df["d_beta"] = df["lpd_hierarchical"] - df["lpd_laplace_beta"]
+    keys = [c for c in by if c in df.columns]
+    g = df.groupby(keys) if keys else df.assign(_all="all").groupby("_all")
+    out = g[["lpd_hierarchical", "lpd_laplace_plugin", "lpd_laplace_beta"]].mean()
+    out.insert(0, "entries", g.size())
+    out["diff_plugin"] = g["d_plugin"].mean()
+    out["se_plugin"] = g["d_plugin"].std(ddof=1) / np.sqrt(out["entries"])
+    out["diff_beta"] = g["d_beta"].mean()
+    out["se_beta"] = g["d_beta"].std(ddof=1) / np.sqrt(out["entries"])
+    return out

@@ -1,0 +1,265 @@
+"""Convergence diagnostics of a fit: R-hat, bulk/tail ESS and divergences.
+
+Thresholds come from :mod:`bpc.constants` (``RHAT_MAX``, ``ESS_BULK_MIN``,
+``ESS_TAIL_MIN``, ``DIVERGENCES_MAX``); :func:`diagnose` computes them with
+ArviZ (rank-normalised split R-hat, bulk and tail ESS) over every posterior
+variable and reports which variables fail.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import CI_KIND, CI_PROB, DIVERGENCES_MAX, ESS_BULK_MIN, ESS_TAIL_MIN, RHAT_MAX
+
+__all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "interval", "params_table"]
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit failed one of the convergence thresholds pinned in :mod:`bpc.constants`."""
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Summary of a fit's convergence.
+
+    Attributes
+    ----------
+    max_rhat, min_ess_bulk, min_ess_tail : float
+        Worst values over all posterior scalars.
+    divergences : int
+        Divergent transitions after tuning, over all chains.
+    chains, draws : int
+        Sample dims of the posterior.
+    table : pandas.DataFrame
+        One row per variable: ``max_rhat``, ``min_ess_bulk``, ``min_ess_tail``.
+    """
+
+    max_rhat: float
+    min_ess_bulk: float
+    min_ess_tail: float
+    divergences: int
+    chains: int
+    draws: int
+    table: pd.DataFrame = field(repr=False)
+
+    @property
+    def failures(self) -> list[str]:
+        """One message per failed threshold (empty when the fit passes)."""
+        out = []
+        if not self.max_rhat <= RHAT_MAX:
+            worst = self.table["max_rhat"].idxmax()
+            out.append(f"max R-hat {self.max_rhat:.3f} > {RHAT_MAX} (worst: {worst})")
+        if not self.min_ess_bulk >= ESS_BULK_MIN:
+            worst = self.table["min_ess_bulk"].idxmin()
+            out.append(f"min bulk ESS {self.min_ess_bulk:.0f} < {ESS_BULK_MIN} (worst: {worst})")
+        if not self.min_ess_tail >= ESS_TAIL_MIN:
+            worst = self.table["min_ess_tail"].idxmin()
+            out.append(f"min tail ESS {self.min_ess_tail:.0f} < {ESS_TAIL_MIN} (worst: {worst})")
+        if self.divergences > DIVERGENCES_MAX:
+            out.append(f"{self.divergences} divergent transitions > {DIVERGENCES_MAX}")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        """Whether every threshold is met."""
+        return not self.failures
+
+    def to_dict(self) -> dict[str, float | int | bool]:
+        """The scalar summary as a plain dict (for attrs and reports)."""
+        return {
+            "max_rhat": float(self.max_rhat),
+            "min_ess_bulk": float(self.min_ess_bulk),
+            "min_ess_tail": float(self.min_ess_tail),
+            "divergences": int(self.divergences),
+            "chains": int(self.chains),
+            "draws": int(self.draws),
+            "ok": bool(self.ok),
+        }
+
+    def __str__(self) -> str:
+        head = (
+            f"{self.chains} chains x {self.draws} draws: max R-hat {self.max_rhat:.4f}, "
+            f"min bulk ESS {self.min_ess_bulk:.0f}, min tail ESS {self.min_ess_tail:.0f}, "
+            f"{self.divergences} divergences"
+        )
+        return head + (" — OK" if self.ok else " — FAILED: " + "; ".join(self.failures))
+
+    def warn(self, stacklevel: int = 2) -> None:
+        """Emit a :class:`ConvergenceWarning` if any threshold fails."""
+        if not self.ok:
+            warnings.warn(f"convergence check failed: {self}", ConvergenceWarning, stacklevel=stacklevel + 1)
+
+
+def _reduce(tree: xr.DataTree, how: str) -> dict[str, float]:
+    ds = tree.to_dataset() if isinstance(tree, xr.DataTree) else tree
+    out = {}
+    for name, da in ds.data_vars.items():
+        vals = np.asarray(da.values, dtype=float)
+        vals = vals[np.isfinite(vals)]
+        out[name] = float(getattr(np, how)(vals)) if vals.size else np.nan
+    return out
+
+
+def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics:
+    """Convergence diagnostics of a fit.
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        Needs a ``posterior`` group with ``chain``/``draw`` dims; divergences
+        are read from ``sample_stats.diverging`` when present.
+    var_names : list of str, optional
+        Posterior variables to check (default: all).
+
+    Returns
+    -------
+    Diagnostics
+
+    Raises
+    ------
+    ValueError
+        If ``dt`` has no posterior group or fewer than 2 chains / 4 draws.
+    """
+    if "posterior" not in dt.children:
+        raise ValueError("diagnose: the DataTree has no 'posterior' group")
+    post = dt["posterior"].to_dataset()
+    if var_names is not None:
+        missing = [v for v in var_names if v not in post]
+        if missing:
+            raise ValueError(f"diagnose: posterior lacks variables {missing}")
+        post = post[var_names]
+    chains, draws = int(post.sizes.get("chain", 0)), int(post.sizes.get("draw", 0))
+    if chains < 2 or draws < 4:
+        raise ValueError(f"diagnose: need >= 2 chains and >= 4 draws, got {chains} x {draws}")
+    # Variables constant across draws (e.g. sum-to-zero residues) have undefined R-hat; skip them.
+    varying = [v for v in post.data_vars if float(post[v].std()) > 0]
+    sub = xr.DataTree.from_dict({"posterior": post[varying]})
+    rhat = _reduce(az.rhat(sub), "max")
+    bulk = _reduce(az.ess(sub, method="bulk"), "min")
+    tail = _reduce(az.ess(sub, method="tail"), "min")
+    table = pd.DataFrame({"max_rhat": rhat, "min_ess_bulk": bulk, "min_ess_tail": tail})
+    table.index.name = "variable"
+    divergences = 0
+    if "sample_stats" in dt.children and "diverging" in dt["sample_stats"]:
+        divergences = int(np.asarray(dt["sample_stats"]["diverging"].values).sum())
+    return Diagnostics(
+        max_rhat=float(table["max_rhat"].max()) if len(table) else np.nan,
+        min_ess_bulk=float(table["min_ess_bulk"].min()) if len(table) else np.nan,
+        min_ess_tail=float(table["min_ess_tail"].min()) if len(table) else np.nan,
+        divergences=divergences,
+        chains=chains,
+        draws=draws,
+        table=table,
+    )
+
+
+def interval(ds: xr.Dataset | xr.DataArray, *, prob: float = CI_PROB, kind: str = CI_KIND) -> xr.Dataset:
+    """Credible intervals over ``chain``/``draw`` with the pinned probability and kind.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or xarray.DataArray
+        Draws with ``chain`` and ``draw`` dims.
+    prob : float
+        Interval probability (default :data:`~bpc.constants.CI_PROB`).
+    kind : {"eti", "hdi"}
+        Equal-tailed or highest-density (default :data:`~bpc.constants.CI_KIND`).
+
+    Returns
+    -------
+    xarray.Dataset or xarray.DataArray
+        Same variables without the sample dims, plus ``ci_bound`` (lower, upper);
+        ``NaN`` where the draws are ``NaN``.
+    """
+    if kind not in ("eti", "hdi"):
+        raise ValueError(f"interval kind must be 'eti' or 'hdi', got {kind!r}")
+    if not 0 < prob < 1:
+        raise ValueError(f"interval prob must lie in (0, 1), got {prob!r}")
+    func = az.eti if kind == "eti" else az.hdi
+    return func(ds, prob=prob, dim=[d for d in ("chain", "draw") if d in ds.dims])
+
+
+def params_table(
+    params: xr.Dataset,
+    *,
+    laplace: xr.Dataset | None = None,
+    counts: xr.Dataset | None = None,
+    prob: float = CI_PROB,
+    kind: str = CI_KIND,
+) -> pd.DataFrame:
+    """Per-cell posterior means and credible intervals, beside Laplace estimates.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Parameter draws (:func:`bpc.estimate.model.posterior_params`).
+    laplace : xarray.Dataset, optional
+        Laplace estimates (:func:`bpc.estimate.laplace.laplace`) for the column ``laplace``.
+    counts : xarray.Dataset, optional
+        For the columns ``k`` and ``n`` (the data behind each rate; ``NaN`` = none).
+    prob, kind
+        Interval probability and kind.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Long format, one row per (benchmark, generator, rate) with finite
+        draws; ``rate`` is ``prior``, ``tpr_<c>``, ``fpr_<c>``, ``gap_<c>``,
+        ``p_fix`` or ``p_break``. Columns: benchmark, generator, rate, k, n,
+        laplace, mean, lo, hi.
+    """
+    names = ["prior", "tpr", "fpr", "gap", "p_fix", "p_break"]
+    mean = params[names].mean(("chain", "draw"))
+    ci = interval(params[names], prob=prob, kind=kind)
+    data: dict[str, dict[tuple, float]] = {}
+
+    def put(col: str, da: xr.DataArray, var: str) -> None:
+        for idx, value in da.to_series().items():
+            b, g, *rest = idx
+            rate = var if not rest else f"{var}_{rest[0]}"
+            data.setdefault(col, {})[(str(b), str(g), rate)] = float(value)
+
+    def flat(var: str, ds: xr.Dataset) -> xr.DataArray:
+        return ds[var].transpose("benchmark", "generator", *[d for d in ds[var].dims if d == "critic"])
+
+    for var in names:
+        put("mean", flat(var, mean), var)
+        put("lo", flat(var, ci.sel(ci_bound="lower")), var)
+        put("hi", flat(var, ci.sel(ci_bound="upper")), var)
+        if laplace is not None and var in laplace:
+            put("laplace", flat(var, laplace), var)
+    df = pd.DataFrame(data)
+    df.index = df.index.set_names(["benchmark", "generator", "rate"])
+    if counts is not None:
+        kn: dict[str, dict[tuple, float]] = {"k": {}, "n": {}}
+        for b in counts["benchmark"].values:
+            for g in counts["generator"].values:
+                c = counts.sel(benchmark=b, generator=g)
+                key = (str(b), str(g))
+                kn["k"][(*key, "prior")] = float(c["n_pass"])
+                kn["n"][(*key, "prior")] = float(c["n_patches"])
+                for crit in counts["critic"].values:
+                    for var, lab in (("tpr", 1), ("fpr", 0)):
+                        cc = c.sel(critic=crit, label=lab)
+                        kn["k"][(*key, f"{var}_{crit}")] = float(cc["critic_pass"])
+                        kn["n"][(*key, f"{var}_{crit}")] = float(cc["critic_n"])
+                for var, lab in (("p_fix", 0), ("p_break", 1)):
+                    kn["k"][(*key, var)] = float(c["trans_flip"].sel(label=lab))
+                    kn["n"][(*key, var)] = float(c["trans_n"].sel(label=lab))
+        extra = pd.DataFrame(kn)
+        extra.index = extra.index.set_names(["benchmark", "generator", "rate"])
+        df = df.join(extra, how="left")
+    df = df[np.isfinite(df["mean"])].reset_index()
+    cols = (
+        ["benchmark", "generator", "rate"]
+        + [c for c in ("k", "n", "laplace") if c in df]
+        + ["mean", "lo", "hi"]
+    )
+    return df[cols]

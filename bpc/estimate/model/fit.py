@@ -1,0 +1,645 @@
+"""Fit the hierarchical model and turn its draws into cell rates.
+
+:func:`fit` samples the collapsed model with nutpie (or PyMC's NUTS), then
+draws every cell's rates conjugately,
+
+    θ | data, μ, κ ~ Beta(κ μ + k, κ (1 − μ) + n − k),
+
+(for the prior, k and n are the effective counts of correlated patches, see
+:func:`bpc.estimate.model.build.rate_counts`),
+
+with a seeded NumPy generator, and returns an ArviZ 1.x ``xarray.DataTree``
+with groups ``posterior``, ``sample_stats``, ``observed_data``,
+``constant_data``, ``counts`` (the input counts) and ``parameters`` (cell
+rates in bpc's parameter schema, with ``chain``/``draw`` dims). Root attrs
+hold the spec (TOML text), its hash, a config hash, the sampler settings,
+library versions and the diagnostics summary.
+
+:func:`posterior_params` returns the stored rates, or draws them for other
+benchmark / generator coordinates: a cell without data gets predictive draws
+(θ ~ Beta(κμ, κ(1−μ))), and a level the model never saw gets a fresh group
+effect β ~ N(0, σ) per draw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import time
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+import numpy as np
+import pymc as pm
+import xarray as xr
+
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR
+from bpc.estimate.model.build import DIM_RATE, build_model, rate_counts
+from bpc.estimate.model.diagnostics import diagnose
+from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
+from bpc.schema import validate_counts
+
+__all__ = [
+    "SAMPLERS",
+    "resolve_sampler",
+    "fit",
+    "sample_model",
+    "posterior_params",
+    "cell_rates",
+    "spec_of",
+    "counts_of",
+    "versions",
+    "Refitter",
+]
+
+SAMPLERS = ("auto", "nutpie", "pymc")
+TARGET_ACCEPT = 0.9
+"""NUTS target acceptance used by :func:`fit` (the default 0.8 lets a few boundary cells diverge)."""
+
+_PARAMS_SEED_KEY = 1  # the conjugate draws use default_rng([seed, _PARAMS_SEED_KEY])
+
+
+def versions() -> dict[str, str]:
+    """Versions of the libraries a fit depends on (``"absent"`` when not installed)."""
+    out = {}
+    for pkg in ("bpc", "pymc", "arviz", "nutpie", "numpy", "pytensor", "xarray"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "absent"
+    return out
+
+
+def resolve_sampler(sampler: str) -> str:
+    """``"nutpie"`` or ``"pymc"`` for a requested sampler (``"auto"``: nutpie when importable).
+
+    Raises
+    ------
+    ValueError
+        If ``sampler`` is not one of :data:`SAMPLERS`.
+    ImportError
+        If ``"nutpie"`` is requested but not installed.
+    """
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    has_nutpie = importlib.util.find_spec("nutpie") is not None
+    if sampler == "auto":
+        return "nutpie" if has_nutpie else "pymc"
+    if sampler == "nutpie" and not has_nutpie:
+        raise ImportError(
+            "sampler='nutpie' requested but nutpie is not installed (pip install 'bpc[nutpie]')"
+        )
+    return sampler
+
+
+def counts_hash(counts: xr.Dataset) -> str:
+    """A short content hash of the count variables and coordinates of ``counts``."""
+    h = hashlib.sha256()
+    for dim in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC):
+        h.update(json.dumps([str(v) for v in counts[dim].values]).encode())
+    for name in ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip"):
+        h.update(np.ascontiguousarray(counts[name].values, dtype=np.float64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def sample_model(
+    model: pm.Model,
+    *,
+    draws: int,
+    tune: int,
+    chains: int,
+    seed: int,
+    sampler: str = "auto",
+    progressbar: bool = True,
+    target_accept: float = TARGET_ACCEPT,
+    cores: int | None = None,
+) -> xr.DataTree:
+    """Run NUTS on ``model`` with the chosen sampler; return ArviZ's DataTree.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model to sample.
+    draws, tune, chains : int
+        Kept draws, tuning steps and chains per fit.
+    seed : int
+        Passed as ``random_seed`` (identical seeds → identical draws).
+    sampler : {"auto", "nutpie", "pymc"}
+        See :func:`resolve_sampler`.
+    progressbar : bool
+        Show progress (``False`` also silences PyMC's logging).
+    target_accept : float
+        NUTS target acceptance probability.
+    cores : int, optional
+        Chains run in parallel (PyMC's default when ``None``).
+    """
+    which = resolve_sampler(sampler)
+    for name, v in (("draws", draws), ("tune", tune), ("chains", chains)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < (0 if name == "tune" else 1):
+            raise ValueError(
+                f"{name} must be a {'non-negative' if name == 'tune' else 'positive'} integer, got {v!r}"
+            )
+    kwargs = {}
+    if which == "nutpie":
+        kwargs["nuts"] = {"target_accept": target_accept}
+    else:
+        kwargs["target_accept"] = target_accept
+        kwargs["compute_convergence_checks"] = False
+    return pm.sample(
+        draws=int(draws),
+        tune=int(tune),
+        chains=int(chains),
+        cores=cores,
+        random_seed=int(seed),
+        progressbar=progressbar,
+        quiet=not progressbar,
+        nuts_sampler=which,
+        model=model,
+        **kwargs,
+    )
+
+
+def _effects_for(
+    post: xr.Dataset, spec: ModelSpec, level_dim: str, levels: Sequence[str], rng: np.random.Generator
+) -> np.ndarray:
+    """Group effects (sample, rate, level) for ``levels``; unseen levels get β ~ N(0, σ) per draw."""
+    n_samples = post.sizes[DIM_CHAIN] * post.sizes[DIM_DRAW]
+    n_rate = len(spec.rates)
+    out = np.zeros((n_samples, n_rate, len(levels)))
+    if level_dim not in spec.effects:
+        return out
+    beta = post[f"beta_{level_dim}"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE, level_dim)
+    known = [str(v) for v in beta[level_dim].values]
+    values = beta.values.reshape(n_samples, n_rate, len(known))
+    sigma = (
+        post[f"sigma_{level_dim}"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE).values.reshape(n_samples, n_rate)
+    )
+    for j, lev in enumerate(levels):
+        if lev in known:
+            out[:, :, j] = values[:, :, known.index(lev)]
+        else:
+            out[:, :, j] = rng.normal(0.0, 1.0, size=(n_samples, n_rate)) * sigma
+    return out
+
+
+def cell_rates(
+    posterior: xr.Dataset,
+    counts: xr.Dataset,
+    spec: ModelSpec,
+    *,
+    benchmarks: Sequence[str] | None = None,
+    generators: Sequence[str] | None = None,
+    seed: int = DEFAULT_SEED,
+    kernels: str = "predict",
+    condition: bool = True,
+) -> xr.Dataset:
+    """Draw cell rates conjugately from hyperparameter draws (bpc's parameter schema).
+
+    Parameters
+    ----------
+    posterior : xarray.Dataset
+        Posterior (or prior) draws with ``alpha``, ``kappa``, ``beta_*`` and
+        ``sigma_*`` over ``chain``/``draw``/``rate``.
+    counts : xarray.Dataset
+        The data the draws were conditioned on (cells not in it, or with
+        ``NaN`` counts, get predictive draws).
+    spec : ModelSpec
+        The spec the draws come from.
+    benchmarks, generators : sequence of str, optional
+        Output coordinates (default: those of ``counts``). Levels unknown to
+        the posterior get a fresh effect per draw.
+    seed : int
+        Seeds the NumPy generator of the conjugate / predictive draws.
+    kernels : {"predict", "measured"}
+        ``"predict"``: every cell gets p_fix / p_break draws (predictive where no
+        refinement data); ``"measured"``: ``NaN`` where the cell has no
+        refinement data (downstream then falls back to fresh-sample regeneration).
+    condition : bool
+        ``False`` ignores the counts' values (pure predictive draws
+        θ ~ Beta(κμ, κ(1−μ)) everywhere, e.g. for prior predictive checks); the
+        counts then only decide coordinates and critic availability.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``prior``, ``p_fix``, ``p_break`` (chain, draw, benchmark, generator);
+        ``tpr``, ``fpr``, ``gap`` (chain, draw, benchmark, generator, critic)
+        over the counts' critic coordinate; ``kernel_measured`` (benchmark,
+        generator) bool. A critic's rates are ``NaN`` where it is unavailable:
+        not modelled, or never run in a cell that has data. In a cell without
+        any data a critic is available when it ran on some cell of the same
+        benchmark (or, for a new benchmark, of the same generator; or anywhere).
+    """
+    if kernels not in ("predict", "measured"):
+        raise ValueError(f"kernels must be 'predict' or 'measured', got {kernels!r}")
+    rng = np.random.default_rng([int(seed), _PARAMS_SEED_KEY])
+    validate_counts(counts)
+    benchmarks = [str(b) for b in (counts[DIM_BENCHMARK].values if benchmarks is None else benchmarks)]
+    generators = [str(g) for g in (counts[DIM_GENERATOR].values if generators is None else generators)]
+    for dim, vals in ((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)):
+        if len(set(vals)) != len(vals) or not vals:
+            raise ValueError(f"cell_rates: {dim} coordinates must be non-empty and distinct, got {vals}")
+    missing = [v for v in ("alpha", "kappa") if v not in posterior]
+    if missing or list(posterior[DIM_RATE].values) != list(spec.rates):
+        raise ValueError(
+            f"cell_rates: posterior lacks {missing} or its rates differ from the spec's {spec.rates}"
+        )
+    chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
+    S, R = chains * draws, len(spec.rates)
+    alpha = posterior["alpha"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE).values.reshape(S, R)
+    kappa = posterior["kappa"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE).values.reshape(S, R)
+    eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
+    eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
+    logit_mu = alpha[:, :, None, None] + eff_b[:, :, :, None] + eff_g[:, :, None, :]  # (S, R, B, G)
+    a = kappa[:, :, None, None] / (1.0 + np.exp(-logit_mu))
+    b = kappa[:, :, None, None] / (1.0 + np.exp(logit_mu))
+
+    k, n = rate_counts(counts, spec, effective=True)
+    k = k.reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).values
+    n = n.reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).values
+    seen = np.isfinite(n) & condition
+    a = a + np.where(seen, np.nan_to_num(k), 0.0)[None]
+    b = b + np.where(seen, np.nan_to_num(n - k), 0.0)[None]
+    tiny = np.finfo(float).tiny
+    theta = rng.beta(np.maximum(a, tiny), np.maximum(b, tiny))  # (S, R, B, G)
+
+    critics = [str(c) for c in counts[DIM_CRITIC].values]
+    cell_has_data = (
+        counts["n_patches"].reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).notnull().values
+    )
+    crit_seen = (
+        counts["critic_n"]
+        .notnull()
+        .any("label")
+        .reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}, fill_value=False)
+        .transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
+        .values
+    )
+    by_bench = counts["critic_n"].notnull().any(("label", DIM_GENERATOR))
+    by_gen = counts["critic_n"].notnull().any(("label", DIM_BENCHMARK))
+    anywhere = counts["critic_n"].notnull().any(("label", DIM_BENCHMARK, DIM_GENERATOR)).values
+    known_b = [str(v) for v in counts[DIM_BENCHMARK].values]
+    known_g = [str(v) for v in counts[DIM_GENERATOR].values]
+    available = crit_seen.copy()
+    for i, bench in enumerate(benchmarks):
+        for j, gen in enumerate(generators):
+            if cell_has_data[i, j]:
+                continue
+            if bench in known_b:
+                available[i, j] = by_bench.sel({DIM_BENCHMARK: bench}).transpose(DIM_CRITIC).values
+            elif gen in known_g:
+                available[i, j] = by_gen.sel({DIM_GENERATOR: gen}).transpose(DIM_CRITIC).values
+            else:
+                available[i, j] = anywhere
+
+    shape_c = (S, len(benchmarks), len(generators), len(critics))
+    tpr = np.full(shape_c, np.nan)
+    fpr = np.full(shape_c, np.nan)
+    scalars = {}
+    for r, rate in enumerate(spec.rates):
+        kind = rate_kind(rate)
+        if kind in ("tpr", "fpr"):
+            c = rate_critic(rate)
+            if c not in critics:
+                continue
+            ci = critics.index(c)
+            target = tpr if kind == "tpr" else fpr
+            target[..., ci] = np.where(available[None, :, :, ci], theta[:, r], np.nan)
+        else:
+            scalars[kind] = theta[:, r]
+    kernel_measured = np.zeros((len(benchmarks), len(generators)), dtype=bool)
+    for kind in ("p_fix", "p_break"):
+        r = spec.rates.index(kind)
+        measured = np.isfinite(n[r]) & (np.nan_to_num(n[r]) > 0)
+        kernel_measured |= measured
+    if kernels == "measured":
+        for kind in ("p_fix", "p_break"):
+            scalars[kind] = np.where(kernel_measured[None], scalars[kind], np.nan)
+
+    def shaped(x: np.ndarray) -> np.ndarray:
+        return x.reshape(chains, draws, *x.shape[1:])
+
+    cell = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
+    ds = xr.Dataset(
+        {
+            "prior": (cell, shaped(scalars["prior"])),
+            "tpr": ((*cell, DIM_CRITIC), shaped(tpr)),
+            "fpr": ((*cell, DIM_CRITIC), shaped(fpr)),
+            "gap": ((*cell, DIM_CRITIC), shaped(tpr - fpr)),
+            "p_fix": (cell, shaped(scalars["p_fix"])),
+            "p_break": (cell, shaped(scalars["p_break"])),
+            "kernel_measured": ((DIM_BENCHMARK, DIM_GENERATOR), kernel_measured),
+        },
+        coords={
+            DIM_CHAIN: posterior[DIM_CHAIN].values,
+            DIM_DRAW: posterior[DIM_DRAW].values,
+            DIM_BENCHMARK: benchmarks,
+            DIM_GENERATOR: generators,
+            DIM_CRITIC: critics,
+        },
+    )
+    ds.attrs.update({"source": "hierarchical", "kernels": kernels, "seed": int(seed)})
+    return ds
+
+
+def spec_of(dt: xr.DataTree) -> ModelSpec:
+    """The :class:`ModelSpec` a fit was made with (from its ``spec`` attribute)."""
+    text = dt.attrs.get("spec")
+    if not text:
+        raise ValueError("this DataTree carries no model spec (attr 'spec'); was it made by bpc.estimate.model.fit?")
+    return ModelSpec.from_toml_text(text)
+
+
+def counts_of(dt: xr.DataTree) -> xr.Dataset:
+    """The counts a fit was conditioned on (its ``counts`` group)."""
+    if "counts" not in dt.children:
+        raise ValueError("this DataTree has no 'counts' group; was it made by bpc.estimate.model.fit?")
+    return dt["counts"].to_dataset()
+
+
+def _finish(dt: xr.DataTree, counts: xr.Dataset, spec: ModelSpec, config: dict, wall: float):
+    """Add the ``parameters`` and ``counts`` groups and the root attrs; return the diagnostics."""
+    params = cell_rates(
+        dt["posterior"].to_dataset(), counts, spec, seed=config["seed"], kernels=config["kernels"]
+    )
+    dt["parameters"] = xr.DataTree(params)
+    dt["counts"] = xr.DataTree(counts.drop_attrs())
+    diag = diagnose(dt)
+    sampling_time = dt["posterior"].attrs.get("sampling_time", wall)
+    dt.attrs.update(
+        {
+            "bpc_model": spec.name,
+            "spec": spec.to_toml(),
+            "spec_hash": spec.hash(),
+            "config_hash": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16],
+            "config": json.dumps(config, sort_keys=True),
+            "versions": json.dumps(versions(), sort_keys=True),
+            "sampler": config["sampler"],
+            "seed": int(config["seed"]),
+            "wall_time": float(wall),
+            "sampling_time": float(sampling_time) if sampling_time is not None else float("nan"),
+            "diagnostics": json.dumps(diag.to_dict(), sort_keys=True),
+        }
+    )
+    return diag
+
+
+def fit(
+    counts: xr.Dataset,
+    spec: ModelSpec | None = None,
+    *,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    seed: int = DEFAULT_SEED,
+    sampler: str = "auto",
+    progressbar: bool = True,
+    target_accept: float = TARGET_ACCEPT,
+    cores: int | None = None,
+    kernels: str = "predict",
+    warn: bool = True,
+) -> xr.DataTree:
+    """Fit the hierarchical model to ``counts``.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Counts schema (:mod:`bpc.schema`); ``NaN`` entries are masked out.
+    spec : ModelSpec, optional
+        Defaults to :meth:`ModelSpec.default`.
+    draws, tune, chains : int
+        Kept draws per chain, tuning steps, chains.
+    seed : int
+        Seeds the sampler and (via ``default_rng([seed, 1])``) the conjugate draws.
+    sampler : {"auto", "nutpie", "pymc"}
+        ``"auto"`` uses nutpie when importable, else PyMC's NUTS.
+    progressbar : bool
+        Progress bars and sampler logging.
+    target_accept : float
+        NUTS target acceptance.
+    cores : int, optional
+        Chains run in parallel.
+    kernels : {"predict", "measured"}
+        Passed to :func:`cell_rates` for the stored ``parameters`` group.
+    warn : bool
+        Emit a :class:`~bpc.estimate.model.diagnostics.ConvergenceWarning` when the
+        diagnostics fail the thresholds in :mod:`bpc.constants`.
+
+    Returns
+    -------
+    xarray.DataTree
+        Groups ``posterior``, ``sample_stats``, ``observed_data``,
+        ``constant_data``, ``counts``, ``parameters``; attrs as in the module docstring.
+    """
+    spec = ModelSpec.default() if spec is None else spec
+    validate_counts(counts)
+    model = build_model(counts, spec)
+    which = resolve_sampler(sampler)
+    t0 = time.perf_counter()
+    dt = sample_model(
+        model,
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        seed=seed,
+        sampler=which,
+        progressbar=progressbar,
+        target_accept=target_accept,
+        cores=cores,
+    )
+    wall = time.perf_counter() - t0
+    config = {
+        "spec": spec.hash(),
+        "counts": counts_hash(counts),
+        "sampler": which,
+        "draws": int(draws),
+        "tune": int(tune),
+        "chains": int(chains),
+        "seed": int(seed),
+        "target_accept": float(target_accept),
+        "kernels": kernels,
+    }
+    diag = _finish(dt, counts, spec, config, wall)
+    if warn:
+        diag.warn(stacklevel=2)
+    return dt
+
+
+def posterior_params(
+    dt: xr.DataTree,
+    *,
+    benchmarks: Sequence[str] | None = None,
+    generators: Sequence[str] | None = None,
+    seed: int | None = None,
+    kernels: str | None = None,
+) -> xr.Dataset:
+    """Cell rates of a fit in bpc's parameter schema (``chain``/``draw`` dims).
+
+    Without arguments returns the stored ``parameters`` group. With
+    ``benchmarks`` / ``generators`` (or another ``seed`` / ``kernels``) draws
+    them afresh with :func:`cell_rates` — cells without data, including new
+    generators on known benchmarks and the reverse, get predictive draws.
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        A fit from :func:`fit` (or :func:`bpc.estimate.model.io.load`).
+    benchmarks, generators : sequence of str, optional
+        Output coordinates (default: the fit's).
+    seed : int, optional
+        Seed of the conjugate draws (default: the fit's seed).
+    kernels : {"predict", "measured"}, optional
+        See :func:`cell_rates` (default: the fit's setting).
+    """
+    stored = "parameters" in dt.children
+    if stored and benchmarks is None and generators is None and seed is None and kernels is None:
+        return dt["parameters"].to_dataset()
+    spec = spec_of(dt)
+    config = json.loads(dt.attrs.get("config", "{}"))
+    return cell_rates(
+        dt["posterior"].to_dataset(),
+        counts_of(dt),
+        spec,
+        benchmarks=benchmarks,
+        generators=generators,
+        seed=int(dt.attrs.get("seed", DEFAULT_SEED)) if seed is None else int(seed),
+        kernels=kernels if kernels is not None else config.get("kernels", "predict"),
+    )
+
+
+class Refitter:
+    """Fit one model layout to many count sets, compiling the model once.
+
+    The model is built on ``template``; :meth:`fit` swaps in new ``n`` / ``k``
+    data (nutpie: ``CompiledModel.with_data``; PyMC: :func:`pymc.set_data`).
+    An entry of the template layout that is unobserved in the new counts gets
+    ``n = k = 0``, which contributes exactly nothing to the Beta-Binomial
+    likelihood — the same as leaving it out. Used by SBC, leave-one-cell-out
+    and subsample comparisons, where compilation would otherwise dominate.
+
+    Parameters
+    ----------
+    template : xarray.Dataset
+        Counts whose observed entries span every entry any later fit may observe.
+    spec : ModelSpec, optional
+    sampler : {"auto", "nutpie", "pymc"}
+    target_accept : float
+    """
+
+    def __init__(
+        self,
+        template: xr.Dataset,
+        spec: ModelSpec | None = None,
+        *,
+        sampler: str = "auto",
+        target_accept: float = TARGET_ACCEPT,
+    ):
+        from bpc.estimate.model.build import observations
+
+        self.spec = ModelSpec.default() if spec is None else spec
+        self.template = template
+        self.obs = observations(template, self.spec)
+        self.model = build_model(template, self.spec)
+        self.sampler = resolve_sampler(sampler)
+        self.target_accept = float(target_accept)
+        self._compiled = None
+        if self.sampler == "nutpie":
+            import nutpie
+
+            self._compiled = nutpie.compile_pymc_model(self.model)
+
+    def data_for(self, counts: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
+        """``(k, n)`` int64 arrays on the template's ``obs`` layout for ``counts``.
+
+        Raises
+        ------
+        ValueError
+            If the coordinates differ from the template's, or ``counts``
+            observes an entry outside the template layout.
+        """
+        for dim in (DIM_BENCHMARK, DIM_GENERATOR):
+            if [str(v) for v in counts[dim].values] != [str(v) for v in self.template[dim].values]:
+                raise ValueError(f"Refitter: counts' {dim} coordinates differ from the template's")
+        k, n = rate_counts(counts, self.spec, effective=True)
+        kv, nv = k.values, n.values
+        r, b, g = (self.obs[v].values for v in ("rate_idx", "benchmark_idx", "generator_idx"))
+        inside = np.zeros(nv.shape, dtype=bool)
+        inside[r, b, g] = True
+        outside = np.isfinite(nv) & (np.nan_to_num(nv) > 0) & ~inside
+        if outside.any():
+            i = tuple(a[0] for a in np.nonzero(outside))
+            raise ValueError(
+                f"Refitter: counts observe rate {self.spec.rates[i[0]]!r} in a cell outside the template"
+            )
+        k_obs = np.nan_to_num(kv[r, b, g]).astype(np.int64)
+        n_obs = np.nan_to_num(nv[r, b, g]).astype(np.int64)
+        return k_obs, n_obs
+
+    def fit(
+        self,
+        counts: xr.Dataset,
+        *,
+        draws: int = 1000,
+        tune: int = 1000,
+        chains: int = 4,
+        seed: int = DEFAULT_SEED,
+        progressbar: bool = False,
+        kernels: str = "predict",
+        cores: int | None = None,
+    ) -> xr.DataTree:
+        """Fit the compiled model to ``counts``; same output as :func:`fit` (minus observed_data).
+
+        Parameters
+        ----------
+        counts : xarray.Dataset
+            Same coordinates as the template.
+        draws, tune, chains, seed, progressbar, kernels, cores
+            As for :func:`fit`.
+        """
+        validate_counts(counts)
+        k, n = self.data_for(counts)
+        t0 = time.perf_counter()
+        if self._compiled is not None:
+            import nutpie
+
+            compiled = self._compiled.with_data(n=n, k=k)
+            dt = nutpie.sample(
+                compiled,
+                draws=int(draws),
+                tune=int(tune),
+                chains=int(chains),
+                cores=cores if cores is not None else min(int(chains), 2),
+                seed=int(seed),
+                progress_bar=progressbar,
+                save_warmup=False,
+                target_accept=self.target_accept,
+            )
+        else:
+            with self.model:
+                pm.set_data({"n": n, "k": k})
+            dt = sample_model(
+                self.model,
+                draws=draws,
+                tune=tune,
+                chains=chains,
+                seed=seed,
+                sampler="pymc",
+                progressbar=progressbar,
+                target_accept=self.target_accept,
+                cores=cores,
+            )
+        wall = time.perf_counter() - t0
+        config = {
+            "spec": self.spec.hash(),
+            "counts": counts_hash(counts),
+            "sampler": self.sampler,
+            "draws": int(draws),
+            "tune": int(tune),
+            "chains": int(chains),
+            "seed": int(seed),
+            "target_accept": self.target_accept,
+            "kernels": kernels,
+        }
+        _finish(dt, counts, self.spec, config, wall)
+        return dt

@@ -1,0 +1,105 @@
+"""Save and load fits as netCDF (h5netcdf), guarded by the model spec's hash.
+
+A saved fit keeps every group of the DataTree and its root attrs (spec TOML,
+spec and config hashes, versions, diagnostics). :func:`load` with ``spec=``
+refuses a file made under another spec, so a posterior is never silently
+read back under a different model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from bpc.estimate.model.spec import ModelSpec
+
+__all__ = ["save", "load", "SpecMismatchError"]
+
+_ENGINE = "h5netcdf"
+
+
+class SpecMismatchError(ValueError):
+    """A saved fit was made with a different model spec than the one asked for."""
+
+
+def _writable(ds: xr.Dataset) -> xr.Dataset:
+    """Object-dtype variables (strings, ``None`` messages) as fixed unicode strings."""
+    out = ds.copy()
+    for name, da in list(out.variables.items()):
+        if da.dtype == object:
+            vals = np.vectorize(lambda v: "" if v is None else str(v), otypes=[str])(da.values)
+            out[name] = da.copy(data=vals.astype(str)) if da.size else da.astype(str)
+    return out
+
+
+def save(dt: xr.DataTree, path: str | os.PathLike) -> Path:
+    """Write a fit to ``path`` (netCDF4 via h5netcdf); return the path.
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        A fit from :func:`bpc.estimate.model.fit.fit`.
+    path : str or path-like
+        Output file; parent folders are created.
+
+    Raises
+    ------
+    ValueError
+        If ``dt`` lacks the ``spec`` attribute (not a bpc fit).
+    """
+    if "spec" not in dt.attrs:
+        raise ValueError(
+            "save: DataTree has no 'spec' attribute; only fits made by bpc.estimate.model.fit can be saved"
+        )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    groups = {"/": xr.Dataset(attrs=dict(dt.attrs))}
+    for node in dt.subtree:
+        if node.path == "/":
+            continue
+        groups[node.path] = _writable(node.to_dataset(inherit=False))
+    xr.DataTree.from_dict(groups).to_netcdf(path, engine=_ENGINE, mode="w")
+    return path
+
+
+def load(path: str | os.PathLike, *, spec: ModelSpec | None = None) -> xr.DataTree:
+    """Read a fit written by :func:`save` (fully into memory).
+
+    Parameters
+    ----------
+    path : str or path-like
+        File written by :func:`save`.
+    spec : ModelSpec, optional
+        When given, the file's spec hash must match ``spec.hash()``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If the file is not a bpc fit.
+    SpecMismatchError
+        If ``spec`` is given and differs from the file's.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"fit file {path} does not exist")
+    try:
+        with xr.open_datatree(path, engine=_ENGINE) as tree:
+            dt = tree.load()
+    except OSError as exc:
+        raise ValueError(f"{path}: not a readable netCDF file ({exc})") from exc
+    if "spec" not in dt.attrs or "spec_hash" not in dt.attrs:
+        raise ValueError(f"{path}: not a bpc fit (no 'spec' / 'spec_hash' attributes)")
+    stored = ModelSpec.from_toml_text(dt.attrs["spec"])
+    if stored.hash() != dt.attrs["spec_hash"]:
+        raise ValueError(f"{path}: stored spec hash {dt.attrs['spec_hash']} does not match its spec text")
+    if spec is not None and spec.hash() != stored.hash():
+        raise SpecMismatchError(
+            f"{path} was fitted with model spec {stored.hash()} ({stored.name}), "
+            f"but spec {spec.hash()} ({spec.name}) was requested; refit or load without spec="
+        )
+    return dt

@@ -1,0 +1,329 @@
+"""The hierarchical model's specification, kept apart from its PyMC build.
+
+A :class:`ModelSpec` states *what* is modelled — which critics, which group
+effects on the logit of each rate's mean, how they are parametrised, and the
+hyperpriors per rate kind — and :func:`bpc.estimate.model.build.build_model` turns it
+into a :class:`pymc.Model` for a counts Dataset. Specs round-trip through TOML
+(``models/hierarchical.toml`` is the default) and carry a content hash, stored
+with every fit so that a posterior is never read back under another model.
+
+Rate kinds are ``prior``, ``tpr``, ``fpr``, ``p_fix`` and ``p_break``; the
+modelled *rates* are ``prior``, ``tpr_<critic>`` and ``fpr_<critic>`` for each
+modelled critic, ``p_fix`` and ``p_break`` (see :attr:`ModelSpec.rates`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bpc.constants import CRITICS, DIM_BENCHMARK, DIM_GENERATOR, PAPER_CRITICS
+
+__all__ = [
+    "RATE_KINDS",
+    "HYPERPRIORS",
+    "ModelSpec",
+    "rate_names",
+    "rate_kind",
+    "rate_critic",
+]
+
+RATE_KINDS: tuple[str, ...] = ("prior", "tpr", "fpr", "p_fix", "p_break")
+"""Kinds of rate the model pools; ``tpr``/``fpr`` exist once per modelled critic."""
+
+HYPERPRIORS: dict[str, tuple[str, ...]] = {
+    "alpha": ("mu", "sigma"),
+    "sigma_benchmark": ("sigma",),
+    "sigma_generator": ("sigma",),
+    "log_kappa": ("mu", "sigma"),
+}
+"""Hyperprior name → its parameters (Normal: mu, sigma; HalfNormal: sigma)."""
+
+_EFFECTS = (DIM_BENCHMARK, DIM_GENERATOR)
+
+_DEFAULT: dict[str, Any] = {
+    "model": {
+        "name": "hierarchical",
+        "critics": list(PAPER_CRITICS),
+        "effects": [DIM_BENCHMARK, DIM_GENERATOR],
+        "centered": [],
+        "zero_sum": True,
+        "prior_icc": 0.87,
+    },
+    "priors": {
+        "alpha": {"mu": 0.0, "sigma": 2.0},
+        "sigma_benchmark": {"sigma": 1.0},
+        "sigma_generator": {"sigma": 1.0},
+        "log_kappa": {"mu": 3.0, "sigma": 1.5},
+    },
+    "rates": {
+        "tpr": {"alpha": {"mu": 1.5, "sigma": 2.0}},
+        "fpr": {"alpha": {"mu": -0.5, "sigma": 2.0}},
+        "p_break": {"alpha": {"mu": -1.5, "sigma": 2.0}},
+    },
+}
+
+
+def rate_names(critics: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The modelled rates, in order: prior, tpr/fpr per critic, p_fix, p_break."""
+    out = ["prior"]
+    for c in critics:
+        out += [f"tpr_{c}", f"fpr_{c}"]
+    return (*out, "p_fix", "p_break")
+
+
+def rate_kind(rate: str) -> str:
+    """The kind of a rate name (``"tpr_syn"`` → ``"tpr"``)."""
+    for kind in ("tpr", "fpr"):
+        if rate.startswith(kind + "_"):
+            return kind
+    if rate in RATE_KINDS:
+        return rate
+    raise ValueError(f"unknown rate {rate!r}: expected prior, p_fix, p_break, tpr_<critic> or fpr_<critic>")
+
+
+def rate_critic(rate: str) -> str | None:
+    """The critic of a ``tpr_``/``fpr_`` rate name, else ``None``."""
+    kind = rate_kind(rate)
+    return rate[len(kind) + 1 :] if kind in ("tpr", "fpr") else None
+
+
+def _check_keys(where: str, got: dict, allowed: tuple[str, ...] | list[str]) -> None:
+    unknown = sorted(set(got) - set(allowed))
+    if unknown:
+        raise ValueError(f"model spec {where}: unknown key(s) {unknown}; expected some of {sorted(allowed)}")
+
+
+def _hyperprior(where: str, name: str, value: Any) -> dict[str, float]:
+    params = HYPERPRIORS[name]
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"model spec {where}.{name}: expected a table with keys {list(params)}, got {value!r}"
+        )
+    _check_keys(f"{where}.{name}", value, params)
+    missing = [p for p in params if p not in value]
+    if missing:
+        raise ValueError(f"model spec {where}.{name}: missing {missing}")
+    out = {}
+    for p in params:
+        v = value[p]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"model spec {where}.{name}.{p}: expected a finite number, got {v!r}")
+        if p == "sigma" and v <= 0:
+            raise ValueError(f"model spec {where}.{name}.sigma: expected > 0, got {v!r}")
+        out[p] = float(v)
+    return out
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the hierarchical model pools, how, and under which hyperpriors.
+
+    Attributes
+    ----------
+    name : str
+        A label stored with fits.
+    critics : tuple of str
+        Critics whose tpr/fpr are modelled (subset of :data:`~bpc.constants.CRITICS`).
+    effects : tuple of str
+        Group effects on logit μ: ``"benchmark"`` and/or ``"generator"``.
+    centered : tuple of str
+        Rate kinds whose group effects are centred (β ~ N(0, σ)); the others
+        are non-centred (β = σ z, z ~ N(0, 1)).
+    zero_sum : bool
+        Constrain each rate's effects to sum to zero across levels.
+    prior_icc : float
+        Intra-instance correlation ρ of the oracle label Y among the patches
+        of one instance, in [0, 1). The prior's counts enter the likelihood as
+        Kish effective counts n / deff, k / deff (rounded) with design effect
+        deff = 1 + (m − 1) ρ, m = patches per instance; 0 treats patches as
+        independent.
+    priors : dict
+        Rate kind → hyperprior name → parameters, fully resolved (defaults
+        merged with per-kind overrides).
+    """
+
+    name: str = "hierarchical"
+    critics: tuple[str, ...] = PAPER_CRITICS
+    effects: tuple[str, ...] = _EFFECTS
+    centered: tuple[str, ...] = ()
+    zero_sum: bool = True
+    prior_icc: float = 0.0
+    priors: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        bad = [c for c in self.critics if c not in CRITICS]
+        if bad or not self.critics or len(set(self.critics)) != len(self.critics):
+            raise ValueError(
+                f"model spec critics: expected distinct values from {CRITICS}, got {self.critics}"
+            )
+        bad = [e for e in self.effects if e not in _EFFECTS]
+        if bad or len(set(self.effects)) != len(self.effects):
+            raise ValueError(
+                f"model spec effects: expected distinct values from {_EFFECTS}, got {self.effects}"
+            )
+        bad = [k for k in self.centered if k not in RATE_KINDS]
+        if bad or len(set(self.centered)) != len(self.centered):
+            raise ValueError(
+                f"model spec centered: expected distinct rate kinds from {RATE_KINDS}, got {self.centered}"
+            )
+        icc = self.prior_icc
+        if isinstance(icc, bool) or not isinstance(icc, int | float) or not 0 <= icc < 1:
+            raise ValueError(f"model spec prior_icc: expected a number in [0, 1), got {icc!r}")
+        if not isinstance(self.zero_sum, bool):
+            raise ValueError(f"model spec zero_sum: expected true/false, got {self.zero_sum!r}")
+        if set(self.priors) != set(RATE_KINDS):
+            raise ValueError(f"model spec priors: expected one entry per rate kind {RATE_KINDS}")
+        for kind, table in self.priors.items():
+            if set(table) != set(HYPERPRIORS):
+                raise ValueError(f"model spec priors for {kind!r}: expected {sorted(HYPERPRIORS)}")
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+        """Build a spec from the nested mapping a TOML file parses to.
+
+        A missing section (``model`` keys, ``priors``, ``rates``) falls back to
+        the same section of :meth:`default`; per-kind tables under ``rates``
+        override the shared ``priors`` for that kind.
+
+        Raises
+        ------
+        ValueError
+            On unknown keys, wrong types or invalid values, naming the key.
+        """
+        if not isinstance(data, dict):
+            raise ValueError(f"model spec: expected a mapping, got {type(data).__name__}")
+        _check_keys("top level", data, ("model", "priors", "rates"))
+        model = {**_DEFAULT["model"], **data.get("model", {})}
+        _check_keys("[model]", model, tuple(_DEFAULT["model"]))
+        for key in ("critics", "effects", "centered"):
+            if not isinstance(model[key], list | tuple) or not all(isinstance(v, str) for v in model[key]):
+                raise ValueError(f"model spec [model].{key}: expected a list of strings, got {model[key]!r}")
+        shared_raw = data.get("priors", _DEFAULT["priors"])
+        _check_keys("[priors]", shared_raw, tuple(HYPERPRIORS))
+        shared = {**_DEFAULT["priors"], **shared_raw}
+        rates_raw = data.get("rates", _DEFAULT["rates"])
+        _check_keys("[rates]", rates_raw, RATE_KINDS)
+        priors: dict[str, dict[str, dict[str, float]]] = {}
+        for kind in RATE_KINDS:
+            override = rates_raw.get(kind, {})
+            if not isinstance(override, dict):
+                raise ValueError(f"model spec [rates.{kind}]: expected a table, got {override!r}")
+            _check_keys(f"[rates.{kind}]", override, tuple(HYPERPRIORS))
+            merged = {**shared, **override}
+            where = f"[rates.{kind}]" if override else "[priors]"
+            priors[kind] = {name: _hyperprior(where, name, merged[name]) for name in HYPERPRIORS}
+        if not isinstance(model["name"], str):
+            raise ValueError(f"model spec [model].name: expected a string, got {model['name']!r}")
+        return cls(
+            name=model["name"],
+            critics=tuple(model["critics"]),
+            effects=tuple(model["effects"]),
+            centered=tuple(model["centered"]),
+            zero_sum=model["zero_sum"],
+            prior_icc=float(model["prior_icc"])
+            if isinstance(model["prior_icc"], int | float) and not isinstance(model["prior_icc"], bool)
+            else model["prior_icc"],
+            priors=priors,
+        )
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike) -> ModelSpec:
+        """Read a spec from a TOML file (see ``models/hierarchical.toml``).
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``path`` does not exist.
+        ValueError
+            If the file is not valid TOML or not a valid spec (message names the file).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"model spec file {path} does not exist")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from exc
+        try:
+            return cls.from_dict(data)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+
+    @classmethod
+    def from_toml_text(cls, text: str) -> ModelSpec:
+        """Read a spec from TOML text (as stored in a fit's attributes)."""
+        try:
+            return cls.from_dict(tomllib.loads(text))
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"model spec text is not valid TOML: {exc}") from exc
+
+    @classmethod
+    def default(cls) -> ModelSpec:
+        """The default spec, identical to ``models/hierarchical.toml``."""
+        return cls.from_dict(copy.deepcopy(_DEFAULT))
+
+    # -- views --------------------------------------------------------------
+    @property
+    def rates(self) -> tuple[str, ...]:
+        """Modelled rate names (the ``rate`` coordinate of the model)."""
+        return rate_names(self.critics)
+
+    def hyperprior(self, rate: str, name: str) -> dict[str, float]:
+        """Parameters of hyperprior ``name`` for ``rate`` (a rate name or kind)."""
+        return self.priors[rate_kind(rate)][name]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain nested mapping (fully resolved) that :meth:`from_dict` reads back."""
+        return {
+            "model": {
+                "name": self.name,
+                "critics": list(self.critics),
+                "effects": list(self.effects),
+                "centered": list(self.centered),
+                "zero_sum": self.zero_sum,
+                "prior_icc": self.prior_icc,
+            },
+            "rates": {kind: copy.deepcopy(self.priors[kind]) for kind in RATE_KINDS},
+        }
+
+    def to_toml(self) -> str:
+        """The resolved spec as TOML text (round-trips through :meth:`from_toml_text`)."""
+
+        def value(v: Any) -> str:
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            if isinstance(v, str):
+                return json.dumps(v)
+            if isinstance(v, float | int):
+                return repr(float(v))
+            if isinstance(v, list):
+                return "[" + ", ".join(value(x) for x in v) + "]"
+            if isinstance(v, dict):
+                return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
+            raise TypeError(f"cannot write {v!r} as TOML")
+
+        d = self.to_dict()
+        lines = ["[model]"] + [f"{k} = {value(v)}" for k, v in d["model"].items()]
+        for kind, table in d["rates"].items():
+            lines += ["", f"[rates.{kind}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
+        return "\n".join(lines) + "\n"
+
+    def hash(self) -> str:
+        """A short content hash of the resolved spec (stable across runs and key order)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def __hash__(self) -> int:
+        return hash(self.hash())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ModelSpec) and self.to_dict() == other.to_dict()

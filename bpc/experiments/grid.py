@@ -1,0 +1,598 @@
+"""Replayed utilities of every policy over a grid of cost points, batched.
+
+This is the engine behind the regime map and the c_ver sweeps. For one cell
+it replays every policy at every (c_ver, R) point of a grid (and, in the
+posterior form, for every parameter draw) and returns mean utilities.
+
+How the grid is batched
+-----------------------
+* **Every policy is replayed once per cell**, charged with a bit-field cost
+  vector (``c_gen = 1``, ``c_ver = 256``, critic ``k`` → ``256^(2+k)``):
+  the total charged to an episode then encodes exactly how many
+  generations, verifications and calls of each critic it made (each count
+  stays below 256), and the utility at any cost point is
+  ``R·passed − Σ cost · count`` (checked against direct replays in the tests).
+  Baselines and refinement replays act by fixed rules, so one replay prices
+  the whole grid.
+* **Bayesian controllers** plan with the costs, so every (draw, cost point)
+  pair is one *sample* of the batched solver (:func:`bpc.decide.kernels.solve_dp`
+  is solved once for all of them, vectorised over the sample axis;
+  :func:`bpc.decide.kernels.greedy_q` likewise), and the cell's pool is tiled once
+  per sample: episode ``i`` plans with its own sample through
+  :class:`PointwiseController`, and is priced at its own cost point.
+
+Parameters are fitted per cell on the fit split (Laplace, SPEC §2, with the
+cell's measured transition kernel where one exists) and the policies are
+replayed on the eval split (``split="eval"``, the default), as in the Δ
+table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import (
+    CRITICS,
+    DEFAULT_SEED,
+    DIM_BENCHMARK,
+    DIM_GENERATOR,
+    GRID_SIZE,
+    HORIZON,
+    PAPER_CRITICS,
+    SPLIT_SEED,
+)
+from bpc.costs import Costs
+from bpc.schema import Pool
+
+__all__ = [
+    "CellSetup",
+    "PointwiseController",
+    "prepare_cells",
+    "cost_points",
+    "cell_utilities",
+    "utility_grid",
+]
+
+
+@dataclass(frozen=True)
+class CellSetup:
+    """Everything needed to replay one cell.
+
+    Attributes
+    ----------
+    benchmark, generator : str
+        The cell.
+    pool : Pool
+        Recorded patches of the replayed instances (the eval split by default).
+    params : xarray.Dataset
+        Laplace parameters of the cell fitted on the fit split (one cell, no
+        sample dims).
+    counts : xarray.Dataset
+        The fit split's counts (for posterior draws).
+    trajectories : pandas.DataFrame or None
+        The cell's refinement trajectories (for self_refine / reflexion).
+    n_fit : int
+        Instances the parameters were fitted on.
+    """
+
+    benchmark: str
+    generator: str
+    pool: Pool
+    params: xr.Dataset
+    counts: xr.Dataset
+    trajectories: pd.DataFrame | None
+    n_fit: int
+
+
+def prepare_cells(
+    records: pd.DataFrame,
+    *,
+    trajectories: pd.DataFrame | None = None,
+    transition_counts: xr.Dataset | None = None,
+    split: str = "eval",
+    seed: int = SPLIT_SEED,
+    cells: Sequence[tuple[str, str]] | None = None,
+) -> list[CellSetup]:
+    """Split, fit and pool every cell of ``records``.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Raw records of one or more cells.
+    trajectories : pandas.DataFrame, optional
+        Refinement trajectories (their fit-split transitions give the kernel).
+    transition_counts : xarray.Dataset, optional
+        Counts with ``trans_n`` / ``trans_flip`` (e.g. the corpus' measured
+        kernels), used for cells whose trajectories give no transitions.
+    split : {"eval", "fit", "all"}
+        Instances replayed: the eval split, the fit split, or all instances
+        (parameters then fitted on all of them).
+    seed : int
+        Seed of :func:`bpc.replay.engine.split_instances`.
+    cells : sequence of (benchmark, generator), optional
+        Restrict to these cells (default: every cell of ``records``, in the
+        paper's order).
+
+    Returns
+    -------
+    list of CellSetup
+    """
+    from bpc.data.counts import cell_kernel_counts, counts_from_records
+    from bpc.estimate.laplace import laplace
+    from bpc.replay.engine import cell_pool, split_instances, with_kernel
+
+    if split not in ("eval", "fit", "all"):
+        raise ValueError(f"prepare_cells: split must be 'eval', 'fit' or 'all', got {split!r}")
+    from bpc.report.tables import sort_cells
+
+    present = sort_cells(records[["benchmark", "generator"]].drop_duplicates())
+    todo = list(present.itertuples(index=False, name=None))
+    if cells is not None:
+        wanted = {tuple(c) for c in cells}
+        missing = wanted - set(todo)
+        if missing:
+            raise ValueError(f"prepare_cells: no records for cell(s) {sorted(missing)}")
+        todo = [c for c in todo if c in wanted]
+    out = []
+    for b, g in todo:
+        rec = records[(records["benchmark"] == b) & (records["generator"] == g)]
+        traj = None
+        if trajectories is not None:
+            traj = trajectories[(trajectories["benchmark"] == b) & (trajectories["generator"] == g)]
+            traj = traj if len(traj) else None
+        pool = cell_pool(rec)
+        if split == "all":
+            fit_ids = eval_ids = pool.instance_ids
+        else:
+            fit_ids, eval_ids = split_instances(pool.instance_ids, seed=seed)
+            if len(fit_ids) == 0 or len(eval_ids) == 0:
+                raise ValueError(f"cell ({b}, {g}) has {pool.n_instances} instance(s); too few to split")
+            if split == "fit":
+                eval_ids = fit_ids
+        ids = rec["instance_id"].astype(str)
+        fit_traj = None if traj is None else traj[traj["instance_id"].astype(str).isin(fit_ids)]
+        counts = counts_from_records(rec[ids.isin(fit_ids)], fit_traj)
+        params = laplace(counts).sel({DIM_BENCHMARK: [b], DIM_GENERATOR: [g]})
+        if not np.isfinite(params["p_fix"].values).all():
+            kern = cell_kernel_counts(transition_counts, b, g)
+            if kern is not None:
+                params = with_kernel(params, kern)
+        sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
+        out.append(CellSetup(b, g, sub, params, counts, traj, len(fit_ids)))
+    return out
+
+
+def cost_points(base: Costs, c_vers: Sequence[float], rewards: Sequence[float]) -> list[Costs]:
+    """The grid of cost vectors: ``base`` with every (c_ver, R) pair, c_ver varying fastest within R."""
+    return [base.with_(c_ver=float(cv), reward=float(r)) for r in rewards for cv in c_vers]
+
+
+class PointwiseController:
+    """A belief controller whose episodes each plan with their own parameter/cost sample.
+
+    Follows the controller protocol of :mod:`bpc.decide.controllers` with beliefs of
+    shape ``(n, 1)``: episode ``i`` uses sample ``sample[i]`` (its own prior,
+    likelihoods, kernel *and* costs). This is how a grid of cost points, or
+    of (posterior draw, cost point) pairs, is replayed in one pass over a
+    tiled pool, with the DP solved once for all samples. Its decisions are
+    exactly those of :class:`bpc.decide.controllers.GreedyController` /
+    :class:`bpc.decide.controllers.DPController` planned with that sample's
+    parameters and costs (tested).
+
+    Parameters
+    ----------
+    kind : {"bayesian_greedy", "bayesian_dp"}
+        Which controller.
+    arrays : dict
+        ``prior``, ``p_fix``, ``p_break`` ``(S,)`` and ``tpr``, ``fpr``
+        ``(S, K)`` (kernel already filled for cells without one).
+    costs : dict
+        ``critic`` ``(S, K)``, ``c_gen``, ``c_ver``, ``reward`` ``(S,)``.
+    sample : numpy.ndarray
+        Sample index of each episode, ``(n,)``.
+    critics : sequence of str
+        Critic names (meaning of ``k``).
+    horizon, grid_size : int
+        DP look-ahead and belief grid.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        arrays: dict,
+        costs: dict,
+        sample: np.ndarray,
+        *,
+        critics: Sequence[str] = PAPER_CRITICS,
+        horizon: int = HORIZON,
+        grid_size: int = GRID_SIZE,
+    ) -> None:
+        from bpc.decide.kernels import solve_dp
+
+        if kind not in ("bayesian_greedy", "bayesian_dp"):
+            raise ValueError(
+                f"PointwiseController: kind must be bayesian_greedy or bayesian_dp, got {kind!r}"
+            )
+        self.name = kind
+        self.critics = tuple(critics)
+        self.arrays = arrays
+        self.costs = costs
+        self.sample = np.asarray(sample, dtype=np.int64)
+        self.available = np.isfinite(arrays["tpr"]) & np.isfinite(arrays["fpr"])
+        self.horizon = int(horizon)
+        self.solution = None
+        if kind == "bayesian_dp":
+            self.solution = solve_dp(
+                arrays["prior"],
+                arrays["tpr"],
+                arrays["fpr"],
+                arrays["p_fix"],
+                arrays["p_break"],
+                critic_costs=costs["critic"],
+                c_gen=costs["c_gen"],
+                c_ver=costs["c_ver"],
+                reward=costs["reward"],
+                horizon=self.horizon,
+                grid_size=int(grid_size),
+                available=self.available,
+            )
+
+    def start(self, n: int):
+        """Every episode at its sample's prior, no critic used."""
+        from bpc.decide.controllers import BeliefState
+
+        if int(n) != self.sample.shape[0]:
+            raise ValueError(f"PointwiseController: built for {self.sample.shape[0]} episodes, asked for {n}")
+        b = self.arrays["prior"][self.sample][:, None].copy()
+        return BeliefState(b=b, used=np.zeros(int(n), dtype=np.int64), step=np.zeros(int(n), dtype=np.int64))
+
+    def act(self, state) -> np.ndarray:
+        """One action per episode (ties to the lowest action index)."""
+        from bpc.decide.kernels import greedy_q
+
+        s = self.sample
+        if self.solution is not None:
+            q = self.solution.q_at(state.b[:, 0], state.used, self.horizon, sample_index=s)
+        else:
+            a, c = self.arrays, self.costs
+            q = greedy_q(
+                state.b[:, 0],
+                state.used,
+                a["prior"][s],
+                a["tpr"][s],
+                a["fpr"][s],
+                critic_costs=c["critic"][s],
+                c_gen=c["c_gen"][s],
+                c_ver=c["c_ver"][s],
+                reward=c["reward"][s],
+                available=self.available[s],
+            )
+        return np.argmax(q, axis=-1)
+
+    def observe_critic(self, state, k: int, z: np.ndarray, mask: np.ndarray) -> None:
+        """Bayes update with each episode's own likelihoods (missing verdict: no update)."""
+        from bpc.decide.kernels import bayes_update
+
+        mask = np.asarray(mask, dtype=bool)
+        z = np.broadcast_to(np.asarray(z), mask.shape)
+        upd = mask & (z >= 0)
+        if upd.any():
+            s = self.sample[upd]
+            state.b[upd, 0] = bayes_update(
+                state.b[upd, 0], self.arrays["tpr"][s, k], self.arrays["fpr"][s, k], z[upd]
+            )
+        state.used[mask] |= 1 << int(k)
+
+    def observe_regenerate(self, state, mask: np.ndarray) -> None:
+        """New patch: greedy resets to the prior, DP moves through the repair kernel."""
+        from bpc.decide.kernels import regenerate
+
+        mask = np.asarray(mask, dtype=bool)
+        if not mask.any():
+            return
+        s = self.sample[mask]
+        if self.solution is None:
+            state.b[mask, 0] = self.arrays["prior"][s]
+        else:
+            state.b[mask, 0] = regenerate(
+                state.b[mask, 0], self.arrays["p_fix"][s], self.arrays["p_break"][s]
+            )
+        state.used[mask] = 0
+        state.step[mask] += 1
+
+    def observe_verify(self, state, passed: np.ndarray, mask: np.ndarray) -> None:
+        """The label is known after verification: b = 1 if passed, else 0."""
+        mask = np.asarray(mask, dtype=bool)
+        passed = np.broadcast_to(np.asarray(passed, dtype=bool), mask.shape)
+        state.b[mask & passed, 0] = 1.0
+        state.b[mask & ~passed, 0] = 0.0
+
+
+_FIELD = 256.0
+"""Base of the bit-field charge vector: per-episode counts stay below 256 (the replay allows at most
+:data:`bpc.replay.profiles.MAX_DECISIONS` = 64 decisions), so no field carries into the next."""
+
+
+def _charge_vector() -> Costs:
+    """Costs whose total encodes every action count: gen → 256⁰, verify → 256¹, critic k → 256^(2+k)."""
+    return Costs(
+        c_gen=1.0, c_ver=_FIELD, reward=1.0, critic={c: _FIELD ** (2 + k) for k, c in enumerate(CRITICS)}
+    )
+
+
+def _counted(run) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Replay once with the bit-field charge vector; return ``passed`` and the per-instance action counts.
+
+    ``run(costs) -> (utility, passed, cost)`` arrays of shape ``(..., n)``. The
+    total charged is an integer below 2**53, so it decodes exactly; the
+    decoding is checked by re-encoding.
+    """
+    _, passed, total = run(_charge_vector())
+    nan = ~np.isfinite(total)
+    rest = np.rint(np.where(nan, 0.0, total)).astype(np.int64)
+    names = ["gen", "ver", *CRITICS]
+    counts = {}
+    for name in names:
+        counts[name] = rest % int(_FIELD)
+        rest = rest // int(_FIELD)
+    check = sum(counts[nm] * int(_FIELD) ** j for j, nm in enumerate(names))
+    if rest.any() or not np.array_equal(check, np.rint(np.where(nan, 0.0, total)).astype(np.int64)):
+        raise RuntimeError("cell_utilities: action counts overflowed the charge encoding")
+    out = {k: np.where(nan, np.nan, v.astype(float)) for k, v in counts.items()}
+    return np.where(nan, np.nan, passed), out
+
+
+def _price(passed, counts, points: Sequence[Costs]) -> np.ndarray:
+    """Mean utility at each cost point, ``(..., P)``, from per-instance counts averaged over the last axis."""
+    mp = passed.mean(axis=-1)
+    mc = {k: v.mean(axis=-1) for k, v in counts.items()}
+    out = []
+    for c in points:
+        cost = c.c_gen * mc["gen"] + c.c_ver * mc["ver"]
+        for crit in CRITICS:
+            used = mc[crit]
+            if np.any(used > 0):
+                cost = cost + c.critic_cost(crit) * used
+        out.append(c.reward * mp - cost)
+    return np.stack(out, axis=-1)
+
+
+def _thin(posterior: xr.Dataset, benchmark: str, generator: str, n: int) -> xr.Dataset:
+    """``n`` evenly spaced draws of one cell of a posterior, as chain 0 / draw 0…n−1."""
+    from bpc.schema import sample_dims
+
+    dims = sample_dims(posterior)
+    if not dims:
+        raise ValueError("cell_utilities: posterior has no chain/draw dims")
+    cell = posterior.sel({DIM_BENCHMARK: [benchmark], DIM_GENERATOR: [generator]})
+    flat = cell.stack(_s=dims)
+    total = flat.sizes["_s"]
+    if n > total:
+        raise ValueError(f"cell_utilities: asked for {n} draws, the posterior holds {total}")
+    idx = np.unique(np.linspace(0, total - 1, n).round().astype(int))
+    flat = flat.isel(_s=idx).drop_vars(["_s", *dims], errors="ignore").rename(_s="draw")
+    return flat.assign_coords(draw=np.arange(flat.sizes["draw"])).expand_dims("chain", 0)
+
+
+def _sample_arrays(params_cell: xr.Dataset, critics) -> dict:
+    from bpc.decide.controllers import cell_parameter_arrays, fill_kernel_from_prior
+
+    return fill_kernel_from_prior(cell_parameter_arrays(params_cell, critics))
+
+
+def cell_utilities(
+    setup: CellSetup,
+    points: Sequence[Costs],
+    *,
+    policies: Sequence[str] | None = None,
+    draws: int = 0,
+    seed: int = DEFAULT_SEED,
+    critics: Sequence[str] = PAPER_CRITICS,
+    posterior: xr.Dataset | None = None,
+) -> pd.DataFrame:
+    """Mean replayed utility of every policy at every cost point of one cell.
+
+    Parameters
+    ----------
+    setup : CellSetup
+        The cell (from :func:`prepare_cells`).
+    points : sequence of Costs
+        Cost vectors (any values; each policy is replayed once and priced at
+        every point from its action counts).
+    policies : sequence of str, optional
+        Canonical names (default :data:`bpc.replay.engine.POLICIES`).
+    draws : int
+        0: plan with the Laplace estimate. ``D > 0``: plan the Bayesian
+        controllers with ``D`` draws of the unpooled conjugate posterior of
+        the fit split (:func:`bpc.estimate.conjugate.conjugate_posterior`) — one
+        replay per draw — and repeat the (parameter-free) baselines per draw.
+    seed : int
+        Seed of the posterior draws.
+    critics : sequence of str
+        Critics the Bayesian controllers may call.
+    posterior : xarray.Dataset, optional
+        Parameter draws (``chain``/``draw`` dims, e.g. the hierarchical
+        model's :func:`bpc.estimate.model.posterior_params` fitted on the fit splits)
+        to use instead of the conjugate draws; ``draws`` evenly spaced
+        samples of it are taken (deterministic).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns benchmark, generator, c_ver, reward, policy, mean_utility,
+        delta (vs always_verify), n_instances, and ``draw`` when ``draws > 0``.
+        Policies undefined for the cell have ``NaN`` utilities.
+    """
+    from bpc.replay.engine import BAYESIAN_POLICIES, POLICIES, replay_controller, replay_pool
+
+    policies = list(POLICIES if policies is None else policies)
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise ValueError(f"cell_utilities: unknown policies {unknown}; expected some of {POLICIES}")
+    if "always_verify" not in policies:
+        policies = ["always_verify", *policies]
+    points = list(points)
+    if not points:
+        raise ValueError("cell_utilities: no cost point given")
+    c_ver = np.array([p.c_ver for p in points])
+    reward = np.array([p.reward for p in points])
+    pool = setup.pool
+    n = pool.n_instances
+    fixed = [p for p in policies if p not in BAYESIAN_POLICIES]
+    bayes = [p for p in policies if p in BAYESIAN_POLICIES]
+    n_draw = max(int(draws), 1)
+    P = len(points)
+    util = {}  # policy -> (n_draw, P)
+
+    if fixed:
+
+        def run_fixed(charge):
+            ds = replay_pool(pool, fixed, charge, trajectories=setup.trajectories)
+            return ds["utility"].values, ds["passed"].values, ds["cost"].values
+
+        passed, counts = _counted(run_fixed)
+        priced = _price(passed, counts, points)  # (n_fixed, P)
+        for i, p in enumerate(fixed):
+            util[p] = np.broadcast_to(priced[i], (n_draw, P))
+
+    if bayes:
+        if draws > 0:
+            if posterior is not None:
+                post = _thin(posterior, setup.benchmark, setup.generator, int(draws))
+            else:
+                from bpc.estimate.conjugate import conjugate_posterior
+
+                post = conjugate_posterior(setup.counts, draws=int(draws), chains=1, seed=seed)
+                post = post.sel({DIM_BENCHMARK: [setup.benchmark], DIM_GENERATOR: [setup.generator]})
+            if (
+                not np.isfinite(post["p_fix"].values).all()
+                and np.isfinite(setup.params["p_fix"].values).all()
+            ):
+                # kernel measured elsewhere (corpus kernel file): keep the point estimate in every draw
+                post["p_fix"] = xr.full_like(post["p_fix"], float(setup.params["p_fix"].values.ravel()[0]))
+                post["p_break"] = xr.full_like(
+                    post["p_break"], float(setup.params["p_break"].values.ravel()[0])
+                )
+            arr = _sample_arrays(post, critics)
+        else:
+            arr = _sample_arrays(setup.params, critics)
+        D = n_draw
+        # sample index s = d * P + j: draw d, cost point j
+        big = {k: np.repeat(v, P, axis=0) for k, v in arr.items()}
+        avail = np.isfinite(big["tpr"]) & np.isfinite(big["fpr"])
+        crit = np.array([[c.critic.get(k, np.nan) for k in critics] for c in points] * D, dtype=float)
+        cst = {
+            "critic": np.where(avail, crit, np.nan),
+            "c_gen": np.tile([c.c_gen for c in points], D).astype(float),
+            "c_ver": np.tile(c_ver, D),
+            "reward": np.tile(reward, D),
+        }
+        sample = np.repeat(np.arange(D * P), n)
+        tiled = pool.subset(np.tile(np.arange(n), D * P))
+        for p in bayes:
+            ctrl = PointwiseController(p, big, cst, sample, critics=critics)
+
+            def run_ctrl(charge, ctrl=ctrl):
+                return replay_controller(tiled, ctrl, charge)
+
+            passed, counts = _counted(run_ctrl)
+            per_sample = _price(
+                passed.reshape(D, P, n), {k: v.reshape(D, P, n) for k, v in counts.items()}, points
+            )  # (D, P, P): [d, j (sample's point), j' (pricing point)]
+            util[p] = np.diagonal(per_sample, axis1=1, axis2=2)
+
+    rows = []
+    ref = util["always_verify"]
+    for p in policies:
+        u = util[p]
+        for d in range(n_draw):
+            frame = pd.DataFrame(
+                {
+                    "benchmark": setup.benchmark,
+                    "generator": setup.generator,
+                    "c_ver": c_ver,
+                    "reward": reward,
+                    "policy": p,
+                    "mean_utility": u[d],
+                    "delta": u[d] - ref[d],
+                    "n_instances": n,
+                }
+            )
+            if draws > 0:
+                frame.insert(5, "draw", d)
+            rows.append(frame)
+    return pd.concat(rows, ignore_index=True)
+
+
+def utility_grid(
+    setups: Sequence[CellSetup],
+    base: Costs,
+    c_vers: Sequence[float],
+    rewards: Sequence[float],
+    *,
+    policies: Sequence[str] | None = None,
+    draws: int = 0,
+    seed: int = DEFAULT_SEED,
+    dask: bool = False,
+    progress: bool = True,
+    posterior: xr.Dataset | None = None,
+) -> pd.DataFrame:
+    """:func:`cell_utilities` for every cell over the (c_ver × R) grid.
+
+    Parameters
+    ----------
+    setups : sequence of CellSetup
+        Cells (from :func:`prepare_cells`).
+    base : Costs
+        Base cost vector (c_gen and critic costs).
+    c_vers, rewards : sequence of float
+        The grid.
+    policies : sequence of str, optional
+        Policies (default all).
+    draws : int
+        Posterior draws (0 = Laplace plug-in).
+    seed : int
+        Seed of the draws; cell ``i`` uses ``seed + i`` so cells are independent.
+    dask : bool
+        Compute the cells in parallel with dask (processes scheduler; needs
+        the ``dask`` extra). Results are identical to the serial run.
+    progress : bool
+        Progress bar on stderr (:func:`bpc.progress.track`).
+    posterior : xarray.Dataset, optional
+        Draws to plan with instead of the per-cell conjugate posterior
+        (see :func:`cell_utilities`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The concatenated tables, cells in input order.
+    """
+    from bpc.progress import track
+
+    points = cost_points(base, c_vers, rewards)
+    args = [(s, i) for i, s in enumerate(setups)]
+
+    def one(setup, i):
+        return cell_utilities(
+            setup, points, policies=policies, draws=draws, seed=seed + i, posterior=posterior
+        )
+
+    if dask:
+        try:
+            import dask as _dask
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "utility_grid(dask=True) needs the dask extra: pip install 'bpc[dask]'"
+            ) from exc
+        tasks = [_dask.delayed(one)(s, i) for s, i in args]
+        frames = list(_dask.compute(*tasks, scheduler="processes"))
+    else:
+        frames = [one(s, i) for s, i in track(args, "replaying cost grid: cell", enabled=progress)]
+    if not frames:
+        raise ValueError("utility_grid: no cell to replay")
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,259 @@
+"""The regime map: which policy wins where in the (prior, c_ver/R) plane.
+
+Every cell of the panel is replayed at every point of the paper's cost grid
+(:data:`~bpc.constants.REGIME_C_VER` × :data:`~bpc.constants.REGIME_REWARD`,
+other costs at the canonical c_gen 10, c_syn 1, c_test 2, c_llm 5;
+:func:`bpc.experiments.grid.utility_grid`). Each (cell, c_ver, R) point is
+placed at (π̂ of the cell, c_ver/R) and labelled with the utility-maximising
+policy, grouped into the paper's regimes:
+
+* **A** — a Bayesian controller (``bayesian_greedy`` or ``bayesian_dp``);
+* **B** — ``gate_test``;
+* **C** — ``always_verify``;
+* **other** — anything else.
+
+The background is a k-NN (k = :data:`~bpc.constants.REGIME_KNN_K`) majority
+vote over the points in the plane with axes ``prior`` and
+``log10(c_ver/R)``, each scaled to unit range; the analytic crossover
+``c_ver/R = π`` (verification of a fresh patch breaks even) is drawn on top.
+
+The posterior form colours each point by the posterior probability that the
+Bayesian controller wins (share of parameter draws in which the better of
+the two Bayesian controllers, planned with that draw, beats every baseline)
+and smooths it with a k-NN mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.spatial import cKDTree
+
+from bpc.constants import REGIME_KNN_K
+
+__all__ = [
+    "REGIMES",
+    "REGIME_POLICIES",
+    "BAYESIAN_POLICIES",
+    "regime_of",
+    "winners",
+    "regime_points",
+    "knn_vote",
+    "knn_mean",
+    "regime_background",
+    "regime_summary",
+]
+
+BAYESIAN_POLICIES: tuple[str, ...] = ("bayesian_greedy", "bayesian_dp")
+REGIMES: tuple[str, ...] = ("A", "B", "C", "other")
+"""Regime labels in plotting order."""
+REGIME_POLICIES = {"A": BAYESIAN_POLICIES, "B": ("gate_test",), "C": ("always_verify",)}
+"""Policies whose win puts a point in each regime (everything else is ``other``)."""
+REGIME_NAMES = {
+    "A": "A: Bayesian wins",
+    "B": "B: gate(Cr_test) wins",
+    "C": "C: always_verify wins",
+    "other": "other policy wins",
+}
+
+
+def regime_of(policy: str) -> str:
+    """The regime (``A``, ``B``, ``C`` or ``other``) a winning policy belongs to."""
+    for regime, members in REGIME_POLICIES.items():
+        if policy in members:
+            return regime
+    return "other"
+
+
+def winners(utilities: pd.DataFrame, *, keys: Sequence[str]) -> pd.DataFrame:
+    """The utility-maximising policy per point.
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        Long table with ``keys`` + ``policy`` + ``mean_utility``.
+    keys : sequence of str
+        Columns identifying a point (e.g. benchmark, generator, c_ver, reward).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point: ``keys``, ``winner``, ``best_utility``,
+        ``runner_up`` and ``margin`` (best minus second best). Ties go to the
+        policy listed first in ``utilities`` (the reference policy when it is
+        listed first), so results are deterministic.
+    """
+    keys = list(keys)
+    order = {p: i for i, p in enumerate(dict.fromkeys(utilities["policy"]))}
+    df = utilities.dropna(subset=["mean_utility"]).copy()
+    df["_rank"] = df["policy"].map(order)
+    df = df.sort_values([*keys, "mean_utility", "_rank"], ascending=[True] * len(keys) + [False, True])
+    first = df.groupby(keys, sort=False).nth(0)
+    second = df.groupby(keys, sort=False).nth(1)
+    out = first[[*keys, "policy", "mean_utility"]].rename(
+        columns={"policy": "winner", "mean_utility": "best_utility"}
+    )
+    sec = second[[*keys, "policy", "mean_utility"]].rename(
+        columns={"policy": "runner_up", "mean_utility": "second_utility"}
+    )
+    out = out.merge(sec, on=keys, how="left")
+    out["margin"] = out["best_utility"] - out["second_utility"]
+    return out.drop(columns="second_utility").sort_values(keys).reset_index(drop=True)
+
+
+def regime_points(utilities: pd.DataFrame, priors: pd.DataFrame) -> pd.DataFrame:
+    """Per-(cell, c_ver, R) winners placed in the (prior, c_ver/R) plane.
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        Output of :func:`bpc.experiments.grid.utility_grid` (columns benchmark,
+        generator, c_ver, reward, policy, mean_utility).
+    priors : pandas.DataFrame
+        Columns benchmark, generator, prior (the cell's π̂ used as x).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns benchmark, generator, c_ver, reward, ratio (= c_ver/R),
+        prior, winner, runner_up, margin, regime.
+    """
+    keys = ["benchmark", "generator", "c_ver", "reward"]
+    w = winners(utilities, keys=keys)
+    w = w.merge(priors[["benchmark", "generator", "prior"]], on=["benchmark", "generator"], how="left")
+    w["ratio"] = w["c_ver"] / w["reward"]
+    w["regime"] = w["winner"].map(regime_of)
+    cols = [*keys, "ratio", "prior", "winner", "runner_up", "margin", "regime"]
+    return w[cols]
+
+
+def _features(prior, ratio, bounds=None):
+    x = np.asarray(prior, dtype=np.float64)
+    y = np.log10(np.asarray(ratio, dtype=np.float64))
+    if bounds is None:
+        bounds = (x.min(), x.max(), y.min(), y.max())
+    x0, x1, y0, y1 = bounds
+    sx = (x1 - x0) or 1.0
+    sy = (y1 - y0) or 1.0
+    return np.column_stack([(x - x0) / sx, (y - y0) / sy]), bounds
+
+
+def _neighbours(points: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+    k = int(min(k, len(points)))
+    if k < 1:
+        raise ValueError("k-NN: need at least one point")
+    _, idx = cKDTree(points).query(queries, k=k)
+    return idx.reshape(len(queries), k)
+
+
+def knn_vote(prior, ratio, labels, query_prior, query_ratio, *, k: int = REGIME_KNN_K, classes=REGIMES):
+    """k-NN majority vote of ``labels`` at query points in the (prior, log10 ratio) plane.
+
+    Both axes are scaled to the unit range of the data points. Ties go to
+    the class listed first in ``classes``.
+
+    Parameters
+    ----------
+    prior, ratio, labels : array_like
+        The labelled points (ratio = c_ver/R > 0).
+    query_prior, query_ratio : array_like
+        Query coordinates (same shape).
+    k : int
+        Neighbours (capped at the number of points).
+    classes : sequence of str
+        The possible labels, in tie-break order.
+
+    Returns
+    -------
+    numpy.ndarray
+        Winning label per query, same shape as ``query_prior``.
+    """
+    labels = np.asarray(labels)
+    classes = list(classes)
+    unknown = set(np.unique(labels)) - set(classes)
+    if unknown:
+        raise ValueError(f"knn_vote: labels {sorted(unknown)} are not among classes {classes}")
+    pts, bounds = _features(prior, ratio)
+    qshape = np.shape(query_prior)
+    q, _ = _features(np.ravel(query_prior), np.ravel(query_ratio), bounds)
+    idx = _neighbours(pts, q, k)
+    code = np.array([classes.index(lab) for lab in labels])
+    votes = np.zeros((len(q), len(classes)), dtype=np.int64)
+    for c in range(len(classes)):
+        votes[:, c] = (code[idx] == c).sum(axis=1)
+    return np.array(classes, dtype=object)[np.argmax(votes, axis=1)].reshape(qshape)
+
+
+def knn_mean(prior, ratio, values, query_prior, query_ratio, *, k: int = REGIME_KNN_K) -> np.ndarray:
+    """k-NN mean of ``values`` at query points (same plane and scaling as :func:`knn_vote`)."""
+    values = np.asarray(values, dtype=np.float64)
+    pts, bounds = _features(prior, ratio)
+    qshape = np.shape(query_prior)
+    q, _ = _features(np.ravel(query_prior), np.ravel(query_ratio), bounds)
+    idx = _neighbours(pts, q, k)
+    return values[idx].mean(axis=1).reshape(qshape)
+
+
+def regime_background(
+    points: pd.DataFrame, *, k: int = REGIME_KNN_K, resolution: int = 160, value: str | None = None
+) -> dict:
+    """Evaluate the k-NN background on a regular grid over the plane of ``points``.
+
+    Parameters
+    ----------
+    points : pandas.DataFrame
+        Output of :func:`regime_points` (columns prior, ratio, regime and, for
+        the posterior form, ``value``).
+    k : int
+        Neighbours.
+    resolution : int
+        Grid points per axis.
+    value : str, optional
+        Column to average (posterior form); default: majority vote of ``regime``.
+
+    Returns
+    -------
+    dict
+        ``prior`` (resolution,), ``ratio`` (resolution,) log-spaced, and
+        ``z`` (resolution, resolution) — regime labels (object) or means.
+    """
+    pts = points.dropna(subset=["prior"])
+    if pts.empty:
+        raise ValueError("regime_background: no point has a finite prior")
+    gx = np.linspace(0.0, 1.0, resolution)
+    lr = np.log10(pts["ratio"].to_numpy(dtype=float))
+    gy = np.logspace(lr.min(), lr.max(), resolution)
+    X, Y = np.meshgrid(gx, gy)
+    if value is None:
+        z = knn_vote(pts["prior"], pts["ratio"], pts["regime"], X, Y, k=k)
+    else:
+        z = knn_mean(pts["prior"], pts["ratio"], pts[value], X, Y, k=k)
+    return {"prior": gx, "ratio": gy, "z": z}
+
+
+def regime_summary(points: pd.DataFrame) -> pd.DataFrame:
+    """Share of points won by each regime in the three bands of c_ver/R the paper names.
+
+    Bands: ``c_ver/R < 0.1`` (paper: regime C), ``0.1 ≤ c_ver/R < 1``
+    (regime B wedge), ``c_ver/R ≥ 1`` (regime A).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per band: n_points and the share of each regime.
+    """
+    bands = pd.cut(
+        points["ratio"],
+        [0, 0.1, 1.0, np.inf],
+        right=False,
+        labels=["c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1"],
+    )
+    rows = []
+    for band, f in points.groupby(bands, observed=False, sort=True):
+        row = {"band": str(band), "n_points": len(f)}
+        for r in REGIMES:
+            row[f"share_{r}"] = float((f["regime"] == r).mean()) if len(f) else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,1 +1,0 @@
-"""Figures. One module per topic; all share :mod:`bpc.plots.style`."""

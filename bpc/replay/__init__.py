@@ -1,0 +1,1 @@
+"""Stage 4 — replay: controllers on recorded pools → per-instance utilities, Δ, bootstrap CIs."""

@@ -1,0 +1,936 @@
+"""Replay of policies over recorded patch pools (SPEC §4–§6).
+
+Every policy acts on recorded data only: the pool of an instance holds its
+pre-generated patches (``patch_id`` order) with their oracle labels and
+critic verdicts; *regenerate* consumes the next patch, and when the pool is
+exhausted the episode ends with reward 0. The utility of an episode is
+``U = R·1[verified pass] − Σ costs``.
+
+Layers
+------
+numpy kernels
+    :func:`replay_baseline` (the six stateless baselines, closed loops over
+    patch positions), :func:`replay_refinement` (Self-Refine / Reflexion over
+    refinement trajectories) and :func:`replay_controller` (the engine that
+    drives any controller of :mod:`bpc.decide.controllers`). All are vectorised over
+    instances: state arrays per instance, a Python loop over decision steps
+    only.
+xarray / pandas
+    :func:`replay_pool` (one cell → Dataset over ``policy`` × ``instance``),
+    :func:`summarize` (means, Δ vs ``always_verify``, paired bootstrap CI) and
+    :func:`replay_cells` (records of many cells → one tidy DataFrame,
+    parameters fitted per cell and split as the profile says).
+
+Every convention that differs between the ``paper`` and ``paper-release``
+profiles is a field of :class:`bpc.replay.profiles.Profile`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.replay.bootstrap import paired_bootstrap
+from bpc.constants import (
+    BASELINE_POLICIES,
+    BAYESIAN_POLICIES,
+    BENCHMARKS,
+    BOOTSTRAP_B,
+    BOOTSTRAP_PROB,
+    BOOTSTRAP_SEED,
+    DIM_BENCHMARK,
+    DIM_GENERATOR,
+    GENERATORS,
+    PAPER_CRITICS,
+    POLICIES,
+    REFINEMENT_POLICIES,
+    SPLIT_FIT_FRACTION,
+    SPLIT_SEED,
+)
+from bpc.decide.controllers import DPController, GreedyController
+from bpc.costs import Costs, paper_costs_for
+from bpc.data.counts import cell_kernel_counts, counts_from_records
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
+from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
+from bpc.schema import Pool, records_to_pool
+
+__all__ = [
+    "POLICIES",
+    "BASELINES",
+    "REFINEMENT_POLICIES",
+    "BAYESIAN_POLICIES",
+    "GATE_CRITIC",
+    "RESULT_COLUMNS",
+    "split_instances",
+    "replay_baseline",
+    "replay_refinement",
+    "replay_controller",
+    "make_controller",
+    "trajectory_matrix",
+    "kernel_probabilities",
+    "with_kernel",
+    "replay_pool",
+    "summarize",
+    "replay_cells",
+    "cell_pool",
+    "cell_splits",
+    "fit_split_params",
+]
+
+BASELINES: tuple[str, ...] = BASELINE_POLICIES
+"""The stateless baselines (alias of :data:`bpc.constants.BASELINE_POLICIES`)."""
+
+GATE_CRITIC = {"gate_syn": "syn", "gate_test": "test", "gate_llm": "llm"}
+"""Gate policy → the critic it runs."""
+
+RESULT_COLUMNS: tuple[str, ...] = (
+    "benchmark",
+    "generator",
+    "policy",
+    "mean_utility",
+    "pass_rate",
+    "delta",
+    "ci_lo",
+    "ci_hi",
+)
+"""Columns of :func:`replay_cells` (plus ``split`` under the paper profile)."""
+
+Outcome = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+# ---------------------------------------------------------------------------
+# Split
+# ---------------------------------------------------------------------------
+def split_instances(
+    instance_ids, *, seed: int = SPLIT_SEED, fit_fraction: float = SPLIT_FIT_FRACTION
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split instances into a fit and an evaluation set (SPEC §5).
+
+    The ids are sorted, permuted with ``numpy.random.default_rng(seed).permutation``
+    and the first ``n − ceil((1 − fit_fraction)·n)`` of the permutation form
+    the fit set (for 29 instances: 21 fit, 8 eval — the evaluation share is
+    rounded up, as scikit-learn's ``test_size`` is). Both sets are returned
+    sorted.
+
+    Parameters
+    ----------
+    instance_ids : array_like of str
+        Instance ids (duplicates are ignored).
+    seed : int
+        Permutation seed.
+    fit_fraction : float
+        Share of instances used for fitting, in (0, 1).
+
+    Returns
+    -------
+    fit_ids, eval_ids : numpy.ndarray
+        Disjoint, sorted, together all ids.
+
+    Raises
+    ------
+    ValueError
+        If ``fit_fraction`` is outside (0, 1).
+    """
+    if not 0.0 < fit_fraction < 1.0:
+        raise ValueError(f"split_instances: fit_fraction must lie in (0, 1), got {fit_fraction}")
+    ids = np.unique(np.asarray(instance_ids, dtype=str))
+    n = ids.shape[0]
+    perm = np.random.default_rng(seed).permutation(n)
+    n_eval = int(np.ceil(round((1.0 - fit_fraction) * n, 9)))
+    n_fit = n - n_eval
+    return np.sort(ids[perm[:n_fit]]), np.sort(ids[perm[n_fit:]])
+
+
+# ---------------------------------------------------------------------------
+# numpy kernels: baselines
+# ---------------------------------------------------------------------------
+def _critic_index(pool: Pool, critic: str) -> int | None:
+    """Index of ``critic`` in the pool if it gave at least one verdict, else ``None``."""
+    if critic not in pool.critics:
+        return None
+    k = pool.critics.index(critic)
+    valid = np.arange(pool.Y.shape[1])[None, :] < pool.n_patches[:, None]
+    return k if bool((pool.z[..., k][valid] >= 0).any()) else None
+
+
+def _patch_loop(
+    pool: Pool,
+    costs: Costs,
+    profile: Profile,
+    *,
+    critic_idx: Sequence[int],
+    critic_charge: float,
+    max_attempts: int | None,
+    verify_only_at: int | None = None,
+) -> Outcome:
+    """One patch after another: critics, then verify iff all pass (or at a fixed attempt), else regenerate.
+
+    Attempt ``j`` uses patch ``j``. Entering an attempt is a generation:
+    charged ``c_gen`` unless it is the first and ``first_patch_free``; an
+    attempt past the pool ends the episode (charged only with
+    ``charge_regen_past_pool``). After the last allowed attempt the policy
+    stops. A missing verdict does not block verification (unless
+    ``missing_verdict_as_fail``).
+    """
+    Y, z, npch = pool.Y, pool.z, pool.n_patches
+    n, P = Y.shape
+    limit = P if max_attempts is None else int(max_attempts)
+    rows = np.arange(n)
+    cost = np.zeros(n)
+    passed = np.zeros(n, dtype=bool)
+    active = npch > 0
+    idx = list(critic_idx)
+    for j in range(limit):
+        has = j < npch
+        if not (j == 0 and profile.first_patch_free):
+            cost += costs.c_gen * (active & (has | profile.charge_regen_past_pool))
+        active &= has
+        if not active.any():
+            break
+        jj = min(j, P - 1)
+        cost += critic_charge * active
+        if idx:
+            verdicts = z[rows, jj][:, idx]
+            ok = (verdicts > 0 if profile.missing_verdict_as_fail else verdicts != 0).all(axis=1)
+        else:
+            ok = np.ones(n, dtype=bool)
+        at_verify_point = verify_only_at is None or j == verify_only_at
+        verify = active & ok & at_verify_point
+        cost += costs.c_ver * verify
+        win = verify & (Y[rows, jj] == 1)
+        passed |= win
+        active &= ~win
+        if profile.verify_terminal:
+            active &= ~verify
+    return costs.reward * passed - cost, passed.astype(float), cost
+
+
+def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile = "paper") -> Outcome | None:
+    """Replay one stateless baseline on a pool (SPEC §4; profile switches of SPEC §6).
+
+    ``always_verify``
+        Verify each patch in turn until a pass or the pool ends
+        (``always_verify_first_patch_only``: verify patch 0 and end).
+    ``best_of_3``
+        Generate and verify all three patches, succeed if any passes
+        (``best_of_3_verifies_last_only``: regenerate twice, verify the last).
+    ``gate_syn`` / ``gate_test`` / ``gate_llm``
+        Run the critic; pass (or missing verdict, unless
+        ``missing_verdict_as_fail``) → verify, fail → regenerate; at most ``gate_max_patches`` patches;
+        ``gate_test_charges_syn`` charges ``c_syn`` per call.
+    ``fixed_pipeline``
+        Run every critic of ``fixed_pipeline_critics`` present in the cell on
+        every patch (all charged); verify iff none fails.
+
+    Parameters
+    ----------
+    name : str
+        Canonical baseline name (see :data:`BASELINES`).
+    pool : Pool
+        The cell's recorded patches.
+    costs : Costs
+        Cost vector.
+    profile : str or Profile
+        Replay conventions.
+
+    Returns
+    -------
+    tuple of numpy.ndarray or None
+        ``(utility, passed, cost)``, each ``(n_instance,)``; ``None`` when the
+        policy is undefined for the cell (a gate whose critic gave no verdict
+        in the cell, e.g. ``gate_test`` on SWE-Bench).
+
+    Raises
+    ------
+    ValueError
+        For an unknown baseline name.
+    """
+    prof = get_profile(profile)
+    if name == "always_verify":
+        limit = 1 if prof.always_verify_first_patch_only else None
+        return _patch_loop(pool, costs, prof, critic_idx=(), critic_charge=0.0, max_attempts=limit)
+    if name == "best_of_3":
+        if prof.best_of_3_verifies_last_only:
+            return _patch_loop(
+                pool,
+                costs,
+                prof,
+                critic_idx=(),
+                critic_charge=0.0,
+                max_attempts=BEST_OF_N,
+                verify_only_at=BEST_OF_N - 1,
+            )
+        m = np.minimum(pool.n_patches, BEST_OF_N)
+        gens = m - (1 if prof.first_patch_free else 0) * (m > 0)
+        cost = costs.c_gen * gens + costs.c_ver * m
+        valid = np.arange(pool.Y.shape[1])[None, :] < m[:, None]
+        passed = ((pool.Y == 1) & valid).any(axis=1)
+        return costs.reward * passed - cost, passed.astype(float), cost
+    if name in GATE_CRITIC:
+        crit = GATE_CRITIC[name]
+        k = _critic_index(pool, crit)
+        if k is None:
+            return None
+        charged = "syn" if (crit == "test" and prof.gate_test_charges_syn) else crit
+        return _patch_loop(
+            pool,
+            costs,
+            prof,
+            critic_idx=(k,),
+            critic_charge=costs.critic_cost(charged),
+            max_attempts=prof.gate_max_patches.get(crit),
+        )
+    if name == "fixed_pipeline":
+        present = [(c, _critic_index(pool, c)) for c in prof.fixed_pipeline_critics]
+        present = [(c, k) for c, k in present if k is not None]
+        return _patch_loop(
+            pool,
+            costs,
+            prof,
+            critic_idx=[k for _, k in present],
+            critic_charge=float(sum(costs.critic_cost(c) for c, _ in present)),
+            max_attempts=prof.fixed_pipeline_max_patches,
+        )
+    raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES}")
+
+
+# ---------------------------------------------------------------------------
+# numpy kernels: refinement trajectories
+# ---------------------------------------------------------------------------
+def trajectory_matrix(trajectories: pd.DataFrame, instance_ids, method: str) -> np.ndarray:
+    """Labels of one method's refinement trajectories as ``(n_instance, steps)`` int8 (-1 = absent).
+
+    Parameters
+    ----------
+    trajectories : pandas.DataFrame
+        Rows of one cell (columns :data:`bpc.schema.TRAJECTORY_COLUMNS`).
+    instance_ids : array_like of str
+        Row order of the result.
+    method : str
+        ``"self_refine"`` or ``"reflexion"``.
+
+    Raises
+    ------
+    ValueError
+        If a step is negative or an (instance, step) pair repeats.
+    """
+    ids = np.asarray(instance_ids, dtype=str)
+    df = trajectories[trajectories["method"] == method]
+    steps = df["step"].to_numpy(dtype=np.int64) if len(df) else np.zeros(0, dtype=np.int64)
+    if (steps < 0).any():
+        raise ValueError(f"trajectories of method {method!r}: step must be >= 0")
+    if df.duplicated(["instance_id", "step"]).any():
+        raise ValueError(f"trajectories of method {method!r}: an (instance_id, step) pair occurs twice")
+    width = int(steps.max()) + 1 if steps.size else 1
+    out = np.full((ids.shape[0], width), -1, dtype=np.int8)
+    pos = {v: i for i, v in enumerate(ids)}
+    rows = np.array([pos.get(v, -1) for v in df["instance_id"].astype(str)], dtype=np.int64)
+    keep = rows >= 0
+    out[rows[keep], steps[keep]] = df["Y"].to_numpy(dtype=np.int8)[keep]
+    return out
+
+
+def replay_refinement(traj_y: np.ndarray, costs: Costs, profile: str | Profile = "paper") -> Outcome:
+    """Self-Refine / Reflexion replay over refinement trajectories (SPEC §4).
+
+    Step 0 is the initial patch; up to :data:`~bpc.replay.profiles.REFINE_MAX_STEPS`
+    refinements follow. Each step is generated (``c_gen``; the first one free
+    with ``first_patch_free``) and verified (``c_ver``); the episode stops at
+    the first pass or when the trajectory (or the budget) ends.
+
+    Parameters
+    ----------
+    traj_y : numpy.ndarray
+        ``(n_instance, steps)`` labels, -1 where the step is absent.
+    costs : Costs
+        Cost vector.
+    profile : str or Profile
+        Replay conventions.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(utility, passed, cost)``; ``NaN`` for instances without a trajectory.
+    """
+    prof = get_profile(profile)
+    traj_y = np.asarray(traj_y)
+    n, T = traj_y.shape
+    cost = np.zeros(n)
+    passed = np.zeros(n, dtype=bool)
+    has_traj = traj_y[:, 0] >= 0 if T else np.zeros(n, dtype=bool)
+    active = has_traj.copy()
+    for s in range(min(T, REFINE_MAX_STEPS + 1)):
+        active &= traj_y[:, s] >= 0
+        if not active.any():
+            break
+        if not (s == 0 and prof.first_patch_free):
+            cost += costs.c_gen * active
+        cost += costs.c_ver * active
+        win = active & (traj_y[:, s] == 1)
+        passed |= win
+        active &= ~win
+    util = np.where(has_traj, costs.reward * passed - cost, np.nan)
+    return util, np.where(has_traj, passed.astype(float), np.nan), np.where(has_traj, cost, np.nan)
+
+
+# ---------------------------------------------------------------------------
+# numpy kernels: the controller engine
+# ---------------------------------------------------------------------------
+def replay_controller(
+    pool: Pool,
+    controller,
+    costs: Costs,
+    profile: str | Profile = "paper",
+    *,
+    max_decisions: int = MAX_DECISIONS,
+) -> Outcome:
+    """Drive a controller over every instance of a pool at once.
+
+    Each loop iteration asks the controller for one action per running
+    episode and applies it to the recorded data:
+
+    * stop — the episode ends (reward 0);
+    * verify — ``c_ver``; a pass ends the episode with reward R; a fail ends
+      it under ``verify_terminal``, else the controller observes the failure
+      (b = 0) and decides again;
+    * regenerate — the next patch (``c_gen``, used critics reset); with the
+      pool exhausted the episode ends with reward 0 (``c_gen`` charged only
+      under ``charge_regen_past_pool``);
+    * critic k — its cost; the controller observes the recorded verdict of
+      the current patch (-1 = missing: no update; a fail under
+      ``missing_verdict_as_fail``).
+
+    The first generation is charged unless ``first_patch_free``.
+
+    Parameters
+    ----------
+    pool : Pool
+        Recorded patches of one cell.
+    controller
+        An object following the protocol of :mod:`bpc.decide.controllers`.
+    costs : Costs
+        Cost vector (critic costs by name).
+    profile : str or Profile
+        Replay conventions.
+    max_decisions : int
+        Safety bound on decisions per episode.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(utility, passed, cost)``, each ``(n_instance,)``.
+
+    Raises
+    ------
+    RuntimeError
+        If an episode is still running after ``max_decisions`` decisions.
+    ValueError
+        If the controller returns an action outside its action set.
+    """
+    prof = get_profile(profile)
+    n, P = pool.Y.shape
+    critics = tuple(controller.critics)
+    pool_k = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
+    crit_cost = np.array([costs.critic_cost(c) for c in critics], dtype=float)
+    rows = np.arange(n)
+    state = controller.start(n)
+    patch = np.zeros(n, dtype=np.int64)
+    active = pool.n_patches > 0
+    cost = np.zeros(n)
+    passed = np.zeros(n, dtype=bool)
+    if not prof.first_patch_free:
+        cost += costs.c_gen * active
+    n_actions = CRITIC_OFFSET + len(critics)
+    for _ in range(int(max_decisions)):
+        if not active.any():
+            break
+        act = np.asarray(controller.act(state), dtype=np.int64)
+        if act.shape != (n,):
+            raise ValueError(
+                f"controller {controller.name!r} returned actions of shape {act.shape}, expected ({n},)"
+            )
+        bad = active & ((act < 0) | (act >= n_actions))
+        if bad.any():
+            raise ValueError(
+                f"controller {controller.name!r} returned action {act[bad][0]} outside 0..{n_actions - 1}"
+            )
+        act = np.where(active, act, -1)
+        active &= act != STOP
+        ver = act == VERIFY
+        if ver.any():
+            cost += costs.c_ver * ver
+            y = pool.Y[rows, patch] == 1
+            win = ver & y
+            passed |= win
+            ended = win | (ver & prof.verify_terminal)
+            active &= ~ended
+            controller.observe_verify(state, y, ver & ~ended)
+        regen = act == REGENERATE
+        if regen.any():
+            has_next = patch + 1 < pool.n_patches
+            cost += costs.c_gen * (regen & (has_next | prof.charge_regen_past_pool))
+            moved = regen & has_next
+            patch += moved
+            active &= ~(regen & ~has_next)
+            controller.observe_regenerate(state, moved)
+        for k, pk in enumerate(pool_k):
+            m = act == CRITIC_OFFSET + k
+            if not m.any():
+                continue
+            cost += crit_cost[k] * m
+            zk = pool.z[rows, patch, pk] if pk >= 0 else np.full(n, -1, dtype=np.int8)
+            if prof.missing_verdict_as_fail:
+                zk = np.where(zk < 0, 0, zk)
+            controller.observe_critic(state, k, zk, m)
+    else:
+        if active.any():
+            raise RuntimeError(
+                f"controller {controller.name!r}: {int(active.sum())} episode(s) still running after "
+                f"{max_decisions} decisions"
+            )
+    return costs.reward * passed - cost, passed.astype(float), cost
+
+
+def make_controller(
+    name: str,
+    params_cell: xr.Dataset,
+    costs: Costs,
+    profile: str | Profile = "paper",
+    *,
+    critics=PAPER_CRITICS,
+):
+    """The controller a profile uses for a Bayesian policy name.
+
+    ``bayesian_greedy`` → :class:`~bpc.decide.controllers.GreedyController` or, with
+    ``greedy_release_formula``, :class:`~bpc.replay.paper_release.ReleaseGreedyController`;
+    ``bayesian_dp`` → :class:`~bpc.decide.controllers.DPController` or, with
+    ``dp_release_mode``, :class:`~bpc.replay.paper_release.ReleaseDPController`.
+
+    Raises
+    ------
+    ValueError
+        For a name that is not a Bayesian policy.
+    """
+    from bpc.replay.paper_release import ReleaseDPController, ReleaseGreedyController
+
+    prof = get_profile(profile)
+    if name == "bayesian_greedy":
+        cls = ReleaseGreedyController if prof.greedy_release_formula else GreedyController
+        return cls(params_cell, costs, critics=critics)
+    if name == "bayesian_dp":
+        if prof.dp_release_mode:
+            return ReleaseDPController(
+                params_cell,
+                costs,
+                critics=critics,
+                kernel_default_from_prior=prof.dp_kernel_default_from_prior,
+            )
+        return DPController(params_cell, costs, critics=critics)
+    raise ValueError(f"{name!r} is not a Bayesian policy; expected one of {BAYESIAN_POLICIES}")
+
+
+# ---------------------------------------------------------------------------
+# Kernels (transition) and parameters
+# ---------------------------------------------------------------------------
+def kernel_probabilities(kernel: Mapping[str, float]) -> tuple[float, float]:
+    """``(p_fix, p_break)`` from a kernel given as counts or probabilities.
+
+    Parameters
+    ----------
+    kernel : mapping
+        Either counts ``n00, n01, n10, n11`` (as returned by
+        :func:`bpc.data.corpus.read_transition_kernel`; Laplace-smoothed here:
+        ``p_fix = (n01+1)/(n00+n01+2)``, ``p_break = (n10+1)/(n10+n11+2)``)
+        or probabilities ``p_fix, p_break``.
+
+    Raises
+    ------
+    ValueError
+        If neither form is present or a value is invalid.
+    """
+    if all(k in kernel for k in ("n00", "n01", "n10", "n11")):
+        n00, n01, n10, n11 = (float(kernel[k]) for k in ("n00", "n01", "n10", "n11"))
+        if min(n00, n01, n10, n11) < 0:
+            raise ValueError(f"transition kernel counts must be >= 0, got {dict(kernel)}")
+        return (n01 + 1.0) / (n00 + n01 + 2.0), (n10 + 1.0) / (n10 + n11 + 2.0)
+    if "p_fix" in kernel and "p_break" in kernel:
+        pf, pb = float(kernel["p_fix"]), float(kernel["p_break"])
+        if not (0 <= pf <= 1 and 0 <= pb <= 1):
+            raise ValueError(f"transition kernel probabilities must lie in [0, 1], got {pf}, {pb}")
+        return pf, pb
+    raise ValueError(
+        f"transition kernel needs n00, n01, n10, n11 or p_fix, p_break; got keys {sorted(kernel)}"
+    )
+
+
+def with_kernel(params: xr.Dataset, kernel: Mapping[str, float]) -> xr.Dataset:
+    """A copy of ``params`` whose ``p_fix``/``p_break`` are the given kernel's, on every cell and sample."""
+    pf, pb = kernel_probabilities(kernel)
+    out = params.copy()
+    out["p_fix"] = xr.full_like(params["p_fix"], pf)
+    out["p_break"] = xr.full_like(params["p_break"], pb)
+    return out
+
+
+def _cell(ds: xr.Dataset, benchmark: str, generator: str) -> xr.Dataset:
+    sel = {}
+    for dim, value in ((DIM_BENCHMARK, benchmark), (DIM_GENERATOR, generator)):
+        if dim in ds.dims:
+            if value not in ds[dim].values:
+                raise ValueError(
+                    f"parameters have no cell ({benchmark}, {generator}): {dim} {value!r} missing"
+                )
+            sel[dim] = [value]
+    return ds.sel(sel)
+
+
+# ---------------------------------------------------------------------------
+# xarray layer
+# ---------------------------------------------------------------------------
+def replay_pool(
+    pool: Pool,
+    controllers_or_policies,
+    costs: Costs,
+    *,
+    profile: str | Profile = "paper",
+    trajectories: pd.DataFrame | None = None,
+    params: xr.Dataset | None = None,
+) -> xr.Dataset:
+    """Replay policies on one cell's pool.
+
+    Parameters
+    ----------
+    pool : Pool
+        The cell's recorded patches (instance order = result order).
+    controllers_or_policies : sequence or mapping
+        Policy names (canonical, see :data:`POLICIES`) and/or controller
+        objects (named by their ``name`` attribute); or a mapping name →
+        controller / policy name.
+    costs : Costs
+        Cost vector.
+    profile : str or Profile
+        Replay conventions.
+    trajectories : pandas.DataFrame, optional
+        The cell's refinement trajectories; required for ``self_refine`` and
+        ``reflexion`` (without them those rows are ``NaN``).
+    params : xarray.Dataset, optional
+        The cell's parameters; required to build Bayesian controllers from names.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``policy``, ``instance``; variables ``utility``, ``passed``
+        (0/1), ``cost`` (float, ``NaN`` where a policy is undefined).
+
+    Raises
+    ------
+    ValueError
+        For unknown policy names or a Bayesian name without ``params``.
+    """
+    prof = get_profile(profile)
+    if isinstance(controllers_or_policies, Mapping):
+        items = list(controllers_or_policies.items())
+    else:
+        items = [(c if isinstance(c, str) else c.name, c) for c in controllers_or_policies]
+    n = pool.n_instances
+    names, rows = [], []
+    for label, item in items:
+        if isinstance(item, str):
+            out = _replay_named(item, pool, costs, prof, trajectories, params)
+        else:
+            out = replay_controller(pool, item, costs, prof)
+        if out is None:
+            out = (np.full(n, np.nan),) * 3
+        names.append(label)
+        rows.append(out)
+    data = {
+        var: (("policy", "instance"), np.array([r[i] for r in rows], dtype=float).reshape(len(rows), n))
+        for i, var in enumerate(("utility", "passed", "cost"))
+    }
+    ds = xr.Dataset(data, coords={"policy": names, "instance": np.asarray(pool.instance_ids, dtype=str)})
+    ds.attrs.update({"profile": prof.name, **{k: float(v) for k, v in costs.as_dict().items()}})
+    return ds
+
+
+def _replay_named(name, pool, costs, prof, trajectories, params) -> Outcome | None:
+    if name in BASELINES:
+        return replay_baseline(name, pool, costs, prof)
+    if name in REFINEMENT_POLICIES:
+        if trajectories is None:
+            return None
+        traj = trajectory_matrix(trajectories, pool.instance_ids, name)
+        return replay_refinement(traj, costs, prof)
+    if name in BAYESIAN_POLICIES:
+        if params is None:
+            raise ValueError(f"policy {name!r} needs the cell's parameters (params=…)")
+        return replay_controller(pool, make_controller(name, params, costs, prof), costs, prof)
+    raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES}")
+
+
+def summarize(
+    result: xr.Dataset,
+    *,
+    reference: str = "always_verify",
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = BOOTSTRAP_PROB,
+) -> xr.Dataset:
+    """Per-policy means and Δ vs the reference with a paired bootstrap CI.
+
+    ``delta`` is the mean of per-instance differences ``U_policy − U_reference``
+    over instances where both are defined; ``ci_lo``/``ci_hi`` resample those
+    differences (:func:`bpc.replay.bootstrap.paired_bootstrap`, a fresh generator per
+    policy). ``mean_utility`` and ``pass_rate`` average over the instances
+    where the policy is defined; a policy defined nowhere gets ``NaN``.
+
+    Parameters
+    ----------
+    result : xarray.Dataset
+        Output of :func:`replay_pool`.
+    reference : str
+        Policy that Δ is measured against.
+    B, seed, prob
+        Bootstrap settings.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dim ``policy``: ``mean_utility``, ``pass_rate``, ``delta``, ``ci_lo``,
+        ``ci_hi``, ``n_instances`` (paired instances).
+
+    Raises
+    ------
+    ValueError
+        If ``reference`` is not a replayed policy.
+    """
+    pols = list(result["policy"].values)
+    if reference not in pols:
+        raise ValueError(f"summarize: reference policy {reference!r} not among the replayed policies {pols}")
+    u = result["utility"].values
+    ok_ref = np.isfinite(result["utility"].sel(policy=reference).values)
+    ref = result["utility"].sel(policy=reference).values
+    out = {k: np.full(len(pols), np.nan) for k in ("mean_utility", "pass_rate", "delta", "ci_lo", "ci_hi")}
+    out["n_instances"] = np.zeros(len(pols), dtype=np.int64)
+    for i in range(len(pols)):
+        own = np.isfinite(u[i])
+        if not own.any():
+            continue
+        out["mean_utility"][i] = u[i][own].mean()
+        out["pass_rate"][i] = result["passed"].values[i][own].mean()
+        pair = own & ok_ref
+        if not pair.any():
+            continue
+        diff = u[i][pair] - ref[pair]
+        out["delta"][i] = diff.mean()
+        out["ci_lo"][i], out["ci_hi"][i] = paired_bootstrap(diff, B=B, seed=seed, prob=prob)
+        out["n_instances"][i] = int(pair.sum())
+    ds = xr.Dataset({k: ("policy", v) for k, v in out.items()}, coords={"policy": pols})
+    ds.attrs.update(result.attrs)
+    ds.attrs["reference"] = reference
+    return ds
+
+
+def cell_pool(records: pd.DataFrame, profile: str | Profile = "paper") -> Pool:
+    """One cell's records as a :class:`Pool`, instances ordered as the profile says.
+
+    ``instance_order = "sorted"``: sorted ids; ``"file"``: order of first
+    appearance in ``records`` (the authors' iteration order, which fixes the
+    bootstrap resamples).
+    """
+    prof = get_profile(profile)
+    pool = records_to_pool(records)
+    if prof.instance_order == "file":
+        first = pd.unique(records["instance_id"].astype(str).to_numpy())
+        pos = {v: i for i, v in enumerate(pool.instance_ids)}
+        pool = pool.subset(np.array([pos[v] for v in first], dtype=np.int64))
+    return pool
+
+
+def _cell_rank(benchmark: str, generator: str) -> tuple:
+    bi = BENCHMARKS.index(benchmark) if benchmark in BENCHMARKS else len(BENCHMARKS)
+    gi = GENERATORS.index(generator) if generator in GENERATORS else len(GENERATORS)
+    return (bi, benchmark, gi, generator)
+
+
+def cell_splits(
+    records: pd.DataFrame, profile: str | Profile = "paper"
+) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """Fit and evaluation instance ids of every cell of ``records``.
+
+    Under an in-sample profile both are all instances of the cell; otherwise
+    :func:`split_instances` (75/25, seed 42) per cell.
+
+    Returns
+    -------
+    dict
+        ``(benchmark, generator)`` → ``(fit_ids, eval_ids)``, cells in the paper's
+        order (:data:`~bpc.constants.BENCHMARKS` × :data:`~bpc.constants.GENERATORS`),
+        unknown names after them, sorted.
+
+    Raises
+    ------
+    ValueError
+        If a cell has too few instances to give both sides at least one.
+    """
+    prof = get_profile(profile)
+    out = {}
+    groups = sorted(
+        records.groupby(["benchmark", "generator"], sort=False), key=lambda kv: _cell_rank(*kv[0])
+    )
+    for (b, g), rec in groups:
+        ids = np.unique(rec["instance_id"].astype(str).to_numpy())
+        if prof.in_sample:
+            out[(b, g)] = (ids, ids)
+            continue
+        fit_ids, eval_ids = split_instances(ids)
+        if len(fit_ids) == 0 or len(eval_ids) == 0:
+            raise ValueError(f"cell ({b}, {g}) has {len(ids)} instance(s); too few to split 75/25")
+        out[(b, g)] = (fit_ids, eval_ids)
+    return out
+
+
+def fit_split_params(
+    records: pd.DataFrame,
+    splits: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]],
+    trajectories: pd.DataFrame | None = None,
+) -> xr.Dataset:
+    """Laplace parameters of every cell, fitted on its fit instances only.
+
+    One call of :func:`bpc.estimate.laplace.laplace` on
+    :func:`bpc.data.counts.counts_from_records` of the fit rows of all cells (and
+    their refinement trajectories, if given, for the kernel).
+    """
+    from bpc.estimate.laplace import laplace
+
+    def fit_rows(df: pd.DataFrame) -> pd.DataFrame:
+        keep = np.zeros(len(df), dtype=bool)
+        for (b, g), (fit_ids, _) in splits.items():
+            keep |= (
+                (df["benchmark"] == b).to_numpy()
+                & (df["generator"] == g).to_numpy()
+                & df["instance_id"].astype(str).isin(fit_ids).to_numpy()
+            )
+        return df[keep]
+
+    traj = None if trajectories is None else fit_rows(trajectories)
+    return laplace(counts_from_records(fit_rows(records), traj))
+
+
+def _apply_transitions(
+    params: xr.Dataset, transition_counts: xr.Dataset | None, b: str, g: str
+) -> xr.Dataset:
+    """Use a cell's measured transition counts (if any) for p_fix / p_break."""
+    kern = cell_kernel_counts(transition_counts, b, g)
+    if kern is None:
+        return params
+    return with_kernel(params, kern)
+
+
+def replay_cells(
+    records: pd.DataFrame,
+    params: xr.Dataset | None = None,
+    costs: Costs | Callable[[str], Costs] | None = None,
+    *,
+    profile: str | Profile = "paper",
+    policies: Sequence[str] | None = None,
+    trajectories: pd.DataFrame | None = None,
+    split: str = "eval",
+    kernel: Mapping[str, float] | None = None,
+    transition_counts: xr.Dataset | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Replay every cell of ``records`` and summarise per policy.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records (:data:`bpc.schema.RECORD_COLUMNS`) of one or more cells.
+    params : xarray.Dataset, optional
+        Parameters to plan with (Laplace or posterior draws, all cells). When
+        ``None`` they are fitted per cell by Laplace
+        (:func:`bpc.estimate.laplace.laplace` of :func:`bpc.data.counts.counts_from_records`)
+        on the fit instances (paper profile) or on all rows (``in_sample``).
+    costs : Costs or callable, optional
+        A cost vector, or a function benchmark → cost vector; default
+        :func:`bpc.costs.paper_costs_for`.
+    profile : str or Profile
+        ``"paper"`` (default) or ``"paper-release"``.
+    policies : sequence of str, optional
+        Canonical names; default the profile's policies.
+    trajectories : pandas.DataFrame, optional
+        Refinement trajectories (for ``self_refine`` / ``reflexion``, and the
+        kernel when fitting parameters here).
+    split : {"eval", "fit", "both", "all"}
+        Which instances to report under a split profile: the evaluation
+        side, the fit side, both (two rows per policy) or all instances
+        in-sample. Ignored for in-sample profiles (always ``"all"``).
+    kernel : mapping, optional
+        A transition kernel (counts or probabilities, see
+        :func:`kernel_probabilities`) used for every cell's DP.
+    transition_counts : xarray.Dataset, optional
+        Counts with ``trans_n``/``trans_flip`` per cell (e.g. the corpus'
+        measured refinement kernels); used where present unless ``kernel``.
+    progress : bool
+        Report progress on stderr.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`RESULT_COLUMNS` (+ ``split`` unless in-sample), one
+        row per cell × policy (× split). Policies undefined for a cell (no
+        verdicts of their critic) are omitted.
+
+    Raises
+    ------
+    ValueError
+        For an unknown split or policy, or records of a cell too small to split.
+    """
+    from bpc.progress import info
+
+    prof = get_profile(profile)
+    pols = tuple(policies) if policies is not None else prof.policies
+    unknown = [p for p in pols if p not in POLICIES]
+    if unknown:
+        raise ValueError(f"unknown policy name(s) {unknown}; expected some of {POLICIES}")
+    if "always_verify" not in pols:
+        pols = ("always_verify", *pols)
+    if split not in ("eval", "fit", "both", "all"):
+        raise ValueError(f"split must be 'eval', 'fit', 'both' or 'all', got {split!r}")
+    in_sample = prof.in_sample or split == "all"
+    splits = ("all",) if in_sample else (("eval", "fit") if split == "both" else (split,))
+    cost_for = costs if callable(costs) else (lambda _b, c=costs: c) if costs is not None else paper_costs_for
+    sides = cell_splits(records, prof.with_(in_sample=True) if in_sample else prof)
+    if params is None:
+        params = fit_split_params(records, sides, trajectories)
+    frames = []
+    for i, ((b, g), (fit_ids, eval_ids)) in enumerate(sides.items(), 1):
+        info(f"replay {b}/{g} ({i}/{len(sides)})", enabled=progress)
+        rec = records[(records["benchmark"] == b) & (records["generator"] == g)]
+        traj = None
+        if trajectories is not None:
+            traj = trajectories[(trajectories["benchmark"] == b) & (trajectories["generator"] == g)]
+        pool = cell_pool(rec, prof)
+        c = cost_for(b)
+        cell_params = _cell(params, b, g)
+        if kernel is not None:
+            cell_params = with_kernel(cell_params, kernel)
+        else:
+            cell_params = _apply_transitions(cell_params, transition_counts, b, g)
+        for side in splits:
+            ids = fit_ids if side == "fit" else eval_ids
+            sub = pool.subset(np.isin(pool.instance_ids, ids))
+            result = replay_pool(sub, pols, c, profile=prof, trajectories=traj, params=cell_params)
+            summ = summarize(result).to_dataframe().reset_index()
+            summ = summ[np.isfinite(summ["mean_utility"])]
+            summ.insert(0, "generator", g)
+            summ.insert(0, "benchmark", b)
+            if not prof.in_sample:
+                summ["split"] = side
+            frames.append(summ)
+    cols = list(RESULT_COLUMNS) + ([] if prof.in_sample else ["split"])
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(frames, ignore_index=True)[cols]

@@ -1,0 +1,238 @@
+"""Replay profiles: every convention that changes a replayed number, as a named switch.
+
+Two profiles exist:
+
+``paper`` (SPEC §5, the default)
+    The method as the paper describes it: every generation is charged,
+    including the first; a failed verification leaves the episode running with
+    the patch known broken (b = 0); the policies follow SPEC §3–§4 literally;
+    parameters are fitted on a 75 % instance split and Δ is reported on the
+    other 25 % (and on the fit side).
+
+``paper-release`` (SPEC §6)
+    The conventions of the authors' released ``PAPER_TABLE`` ("Gen-1" replay,
+    in-sample). Each quirk is one documented field of :class:`Profile`, so a
+    reader can see — and a test can toggle — exactly which convention moves
+    which number.
+
+A profile is data only; the replay engine (:mod:`bpc.replay.engine`), the baselines
+and the release controllers (:mod:`bpc.replay.paper_release`) read its fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, POLICIES
+
+__all__ = [
+    "Profile",
+    "PAPER",
+    "PAPER_RELEASE",
+    "PROFILES",
+    "get_profile",
+    "AUTHOR_POLICY_NAMES",
+    "canonical_policy",
+    "BEST_OF_N",
+    "REFINE_MAX_STEPS",
+    "MAX_DECISIONS",
+]
+
+BEST_OF_N = 3
+"""Patches generated and verified by ``best_of_3``."""
+
+REFINE_MAX_STEPS = 4
+"""Refinement steps after the initial patch in the Self-Refine / Reflexion replays (SPEC §4)."""
+
+MAX_DECISIONS = 64
+"""Safety bound on decisions per episode in the replay engine; exceeding it is an error."""
+
+AUTHOR_POLICY_NAMES = MappingProxyType(
+    {
+        "always_verify": "always_verify",
+        "threshold_L0": "gate_syn",
+        "threshold_L2": "gate_test",
+        "threshold_L3": "gate_llm",
+        "fixed_pipeline": "fixed_pipeline",
+        "best_of_3": "best_of_3",
+        "bayesian_DP": "bayesian_dp",
+        "bayesian_greedy": "bayesian_greedy",
+    }
+)
+"""Policy names of the authors' released tables → bpc's canonical names."""
+
+
+def canonical_policy(name: str) -> str:
+    """Canonical policy name for a canonical or an authors' name (``threshold_L2`` → ``gate_test``)."""
+    return AUTHOR_POLICY_NAMES.get(name, name)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The conventions of one replay profile.
+
+    Attributes
+    ----------
+    name : str
+        ``"paper"`` or ``"paper-release"`` (or a user's variant).
+    policies : tuple of str
+        Policies replayed by default under this profile (canonical names).
+    first_patch_free : bool
+        The first generation of an episode is not charged ``c_gen``
+        (release: True; paper: every generation is charged).
+    verify_terminal : bool
+        A verification ends the episode whatever its outcome (release). When
+        False (paper) a failed verification sets the belief to 0 and the
+        policy may regenerate.
+    charge_regen_past_pool : bool
+        A regeneration requested when the pool has no further patch is still
+        charged ``c_gen`` before the episode ends with reward 0 (release).
+        When False no generation took place, so nothing is charged.
+    always_verify_first_patch_only : bool
+        ``always_verify`` verifies patch 0 and ends (release). Paper: it
+        verifies each patch in turn until a pass or the pool ends.
+    best_of_3_verifies_last_only : bool
+        ``best_of_3`` regenerates twice and verifies the last patch only
+        (release). Paper: generate and verify all three, succeed if any passes.
+    gate_max_patches : mapping of str to int or None
+        Per gate critic, the number of patches a gate may try. After the last
+        allowed patch fails its critic the gate stops without regenerating; a
+        limit above the pool size charges one more ``c_gen`` for the
+        regeneration that exhausts the pool (with ``charge_regen_past_pool``).
+        ``None`` = the pool size (paper). Release: syn 5, test 3, llm 5.
+    fixed_pipeline_max_patches : int or None
+        The same limit for ``fixed_pipeline`` (release 5, paper ``None``).
+    gate_test_charges_syn : bool
+        ``gate_test`` is charged the cost of ``syn`` instead of ``test`` per
+        call (release bug reproduced).
+    fixed_pipeline_critics : tuple of str
+        Critics the pipeline runs on every patch, in order, all charged; it
+        verifies iff every one passes. Paper: syn, test, llm. Release: syn, llm.
+    greedy_release_formula : bool
+        ``bayesian_greedy`` values a critic as
+        ``-c + Σ_z P(z)·max(R·b_z - c_ver, 0)``, offers critics again on the
+        same patch (double counting their verdicts) and keeps its belief
+        after regenerating (release). Paper: ``-c + E_z[R·b_z - c_ver]``,
+        used critics not offered again, belief reset to the prior.
+    dp_release_mode : bool
+        ``bayesian_dp`` is the authors' table controller
+        (:class:`bpc.replay.paper_release.ReleaseDPController`): nearest-grid
+        snapping, state (belief, step) with step counting regenerations only,
+        only verify / stop / regenerate looked ahead after a critic, regenerate
+        at the last step worth ``-c_gen``, table looked up again after every
+        critic. Paper: receding-horizon DP over (b, h, U) with linear
+        interpolation (:class:`bpc.decide.controllers.DPController`).
+    dp_kernel_default_from_prior : bool
+        Without a measured transition kernel the DP regenerates with
+        ``p_fix = π`` and ``p_break = 1 - π`` (a fresh sample). Both profiles
+        use this default; it is a switch so that a profile may instead
+        require a kernel.
+    missing_verdict_as_fail : bool
+        A missing critic verdict on a patch counts as *fail* (release: the
+        authors' code tests verdicts for truth, and ``None`` is false; it
+        also keeps the released controllers, which may call a critic again,
+        from waiting forever on a verdict that never comes). Paper: a missing
+        verdict carries no evidence — no belief update, and a gate does not
+        block verification on it.
+    in_sample : bool
+        Parameters are fitted on all rows of the cell and every instance is
+        replayed (release). Paper: 75/25 instance split.
+    instance_order : str
+        Order of instances in the replay, which fixes the bootstrap
+        resamples: ``"sorted"`` (sorted instance ids) or ``"file"`` (first
+        appearance in the records, as the authors iterated).
+    """
+
+    name: str
+    policies: tuple[str, ...]
+    first_patch_free: bool = False
+    verify_terminal: bool = False
+    charge_regen_past_pool: bool = False
+    always_verify_first_patch_only: bool = False
+    best_of_3_verifies_last_only: bool = False
+    gate_max_patches: Mapping[str, int | None] = field(
+        default_factory=lambda: {"syn": None, "test": None, "llm": None}
+    )
+    fixed_pipeline_max_patches: int | None = None
+    gate_test_charges_syn: bool = False
+    fixed_pipeline_critics: tuple[str, ...] = ("syn", "test", "llm")
+    greedy_release_formula: bool = False
+    dp_release_mode: bool = False
+    dp_kernel_default_from_prior: bool = True
+    missing_verdict_as_fail: bool = False
+    in_sample: bool = False
+    instance_order: str = "sorted"
+
+    def __post_init__(self) -> None:
+        if self.instance_order not in ("sorted", "file"):
+            raise ValueError(
+                f"profile {self.name!r}: instance_order must be 'sorted' or 'file', "
+                f"got {self.instance_order!r}"
+            )
+        limits = dict(self.gate_max_patches)
+        for crit, limit in limits.items():
+            if limit is not None and int(limit) < 1:
+                raise ValueError(f"profile {self.name!r}: gate_max_patches[{crit!r}] must be >= 1 or None")
+        if self.fixed_pipeline_max_patches is not None and self.fixed_pipeline_max_patches < 1:
+            raise ValueError(f"profile {self.name!r}: fixed_pipeline_max_patches must be >= 1 or None")
+        object.__setattr__(self, "gate_max_patches", MappingProxyType(limits))
+
+    def __hash__(self) -> int:
+        """Hash over every switch (the mapping field hashed as sorted items)."""
+        items = tuple(
+            tuple(sorted(v.items())) if isinstance(v, Mapping) else v
+            for v in (getattr(self, f) for f in self.__dataclass_fields__)
+        )
+        return hash(items)
+
+    def with_(self, **changes) -> Profile:
+        """A copy with some switches changed (``profile.with_(first_patch_free=False)``)."""
+        return replace(self, **changes)
+
+
+PAPER = Profile(
+    name="paper",
+    policies=POLICIES,
+)
+"""SPEC §5: the method as described (default)."""
+
+PAPER_RELEASE = Profile(
+    name="paper-release",
+    policies=BASELINE_POLICIES + BAYESIAN_POLICIES,
+    first_patch_free=True,
+    verify_terminal=True,
+    charge_regen_past_pool=True,
+    always_verify_first_patch_only=True,
+    best_of_3_verifies_last_only=True,
+    gate_max_patches={"syn": 5, "test": 3, "llm": 5},
+    fixed_pipeline_max_patches=5,
+    gate_test_charges_syn=True,
+    fixed_pipeline_critics=("syn", "llm"),
+    greedy_release_formula=True,
+    dp_release_mode=True,
+    dp_kernel_default_from_prior=True,
+    missing_verdict_as_fail=True,
+    in_sample=True,
+    instance_order="file",
+)
+"""SPEC §6: reproduces the authors' released PAPER_TABLE."""
+
+PROFILES: Mapping[str, Profile] = MappingProxyType({PAPER.name: PAPER, PAPER_RELEASE.name: PAPER_RELEASE})
+
+
+def get_profile(profile: str | Profile) -> Profile:
+    """A :class:`Profile` from its name (``"paper"``, ``"paper-release"``) or itself.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    """
+    if isinstance(profile, Profile):
+        return profile
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        raise ValueError(f"unknown replay profile {profile!r}; expected one of {sorted(PROFILES)}") from None

@@ -1,0 +1,1 @@
+"""Stage 6 — report: tables, figures, Markdown reports, the demo and the analyses runner."""

@@ -1,0 +1,245 @@
+"""``bpc demo``: the whole pipeline on the embedded simulated panel.
+
+The demo needs nothing but bpc itself: it simulates the paper's 9 × 6 panel
+(:mod:`bpc.data.simulate`), then runs every stage in order — counts, Laplace
+parameters, … — and writes a Markdown report with tables and figures into one
+folder. Each stage is a function taking the previous stage's output, so the
+demo reads as the data flow of ``ARCHITECTURE.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bpc.constants import CI_KIND, CI_PROB, DEFAULT_SEED
+from bpc.progress import info, stage
+from bpc.report.markdown import Report
+
+__all__ = ["DemoConfig", "run_demo"]
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Settings of a demo run.
+
+    Attributes
+    ----------
+    out : pathlib.Path
+        Output folder.
+    seed : int
+        Seed of the simulator and everything downstream.
+    scale : float
+        Multiplier on the paper's instance counts (``< 1`` for a quick run).
+    quick : bool
+        Smaller everything (for tests and a first look).
+    progress : bool
+        Print progress to stderr.
+    """
+
+    out: Path
+    seed: int = DEFAULT_SEED
+    scale: float = 1.0
+    quick: bool = False
+    progress: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def run_demo(config: DemoConfig) -> Path:
+    """Run the demo pipeline and write the report; return the report's path."""
+    from bpc.report.tables import delta_table, gap_table, prior_table, winner_mask
+    from bpc.experiments.compare import run_compare
+    from bpc.data.counts import counts_from_records
+    from bpc.experiments.efficiency import efficiency_paragraph
+    from bpc.estimate.laplace import laplace
+    from bpc.estimate.model import diagnose, fit, posterior_params, save
+    from bpc.report.plots.calibration import plot_gaps, plot_priors
+    from bpc.report.plots.model import plot_shrinkage, shrinkage_table
+    from bpc.report.plots.replay import plot_delta_heatmap
+    from bpc.replay.engine import replay_cells
+    from bpc.data.simulate import simulate_panel
+
+    out = Path(config.out)
+    figs = out / "figures"
+    report = Report(out, "bpc demo — Bayesian control on the simulated paper panel")
+    report.text(
+        "Everything below is computed from data simulated from the paper's published tables "
+        "(9 benchmarks × 6 generators, `bpc.data.simulate`), not from real agent runs. "
+        "Re-running with the same seed reproduces every number."
+    )
+    p = config.progress
+    scale = config.scale * (0.25 if config.quick else 1.0)
+
+    with stage(f"simulating the 54-cell panel (seed {config.seed}, scale {scale:g})", enabled=p):
+        panel = simulate_panel(config.seed, scale=scale)
+    with stage("counting and estimating Laplace parameters", enabled=p):
+        counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
+        params = laplace(counts)
+
+    report.heading("1. Calibration: priors and critic informativeness (Laplace mode)")
+    priors = prior_table(params, counts).drop(columns=["source"])
+    truth = panel.truth["prior"].to_dataframe(name="true_prior").reset_index()
+    priors = priors.merge(truth, on=["benchmark", "generator"], how="left")
+    report.table(
+        priors,
+        caption="Prior P(Y=1) per cell: add-one estimate, Wilson 95% interval, and the simulated truth.",
+    )
+    covered = (
+        (priors["true_prior"] >= priors["wilson_lo"]) & (priors["true_prior"] <= priors["wilson_hi"])
+    ).mean()
+    report.text(
+        f"The Wilson 95% interval covers the simulated truth in {covered:.0%} of the {len(priors)} cells "
+        "(patches of one instance are correlated, so nominal coverage is not expected)."
+    )
+    report.figure(plot_priors(params, figs / "priors")[0], "Per-cell prior with Wilson 95% interval.")
+    report.table(
+        gap_table(params), caption="Critic likelihoods and gaps (add-one); – where a critic is absent."
+    )
+    report.figure(
+        plot_gaps(params, figs / "gaps")[0], "Critic informativeness γ against the prior, per critic."
+    )
+
+    report.heading("2. Controllers against baselines: Δ vs always_verify (replay, paper profile)")
+    with stage("replaying 10 policies on every cell (75/25 split, paired bootstrap)", enabled=p):
+        replay = replay_cells(
+            panel.records, None, None, trajectories=panel.trajectories, split="both", progress=p
+        )
+    replay.to_csv(out / "delta.csv", index=False)
+    eval_side = replay[replay["split"] == "eval"]
+    table = delta_table(eval_side)
+    policy_cols = [c for c in table.columns if c not in ("benchmark", "generator", "winner")]
+    report.table(
+        table,
+        decimals=1,
+        bold=winner_mask(table, policy_cols),
+        caption=(
+            "Δ = mean utility − always_verify's, held-out 25% of instances, per cell (bold: best; – where a "
+            "policy is undefined, e.g. gate_test on SWE-Bench). "
+            "Costs: slow oracle on SWE-Bench, fast elsewhere. "
+            "All rows with CIs are in delta.csv."
+        ),
+    )
+    wins = table["winner"].value_counts()
+    report.text(
+        "Cells won per policy (eval side): "
+        + ", ".join(f"{k} {v}" for k, v in wins.items())
+        + ". Read the Self-Refine / Reflexion columns with care: in the simulator a refinement step is a "
+        "homogeneous Markov chain at the authors' measured pair rates (p_fix up to 0.53 on LCB-easy), while "
+        "fresh patches of one instance share its difficulty (κ = 0.15 from the corpus), so refinement looks "
+        "better against re-sampling here than in the paper's real runs."
+    )
+    report.figure(
+        plot_delta_heatmap(table, figs / "delta_eval")[0],
+        "Δ per cell and policy on held-out instances; the paired bootstrap 95% CIs are in delta.csv.",
+    )
+
+    report.heading("3. Hierarchical calibration: partial pooling across benchmarks × generators")
+    chains, draws = (2, 300) if config.quick else (4, 1000)
+    with stage(f"fitting the hierarchical model ({chains} chains × {draws} draws)", enabled=p):
+        tree = fit(
+            counts,
+            draws=draws,
+            tune=draws,
+            chains=chains,
+            seed=config.seed,
+            progressbar=p,
+            warn=not config.quick,
+        )
+    save(tree, out / "posterior.nc")
+    diag = diagnose(tree)
+    post = posterior_params(tree)
+    report.text(
+        f"Fitted on all {len(priors)} cells ({chains} chains × {draws} draws, sampler "
+        f"{json.loads(tree.attrs['config'])['sampler']}); saved as `posterior.nc` (ArviZ DataTree, netCDF). "
+        f"Diagnostics: max R-hat {diag.max_rhat:.4f}, min bulk ESS {diag.min_ess_bulk:.0f}, min tail ESS "
+        f"{diag.min_ess_tail:.0f}, {diag.divergences} divergences — "
+        + (
+            "all within the pinned thresholds."
+            if diag.ok
+            else "FAILED: "
+            + "; ".join(diag.failures)
+            + (" (expected with --quick's short chains)." if config.quick else ".")
+        )
+    )
+    moves = shrinkage_table(params, post)
+    report.table(
+        moves.head(12),
+        caption=(
+            f"Where pooling moved an estimate most: Laplace vs posterior mean with {CI_PROB:.0%} "
+            f"{CI_KIND.upper()} interval (simulated truth beside it in the calibration tables above)."
+        ),
+    )
+    report.figure(
+        plot_shrinkage(params, post, figs / "shrinkage")[0],
+        f"Shrinkage: Laplace estimate vs posterior mean per cell and rate, with {CI_PROB:.0%} intervals.",
+    )
+
+    report.heading("4. Laplace vs full-posterior controllers, credible intervals on Δ, data efficiency")
+    # --quick swaps the hierarchical refit for the exact unpooled conjugate posterior and skips the
+    # data-efficiency refits, so a first look (and the test suite) runs no MCMC in this section
+    with stage("comparing controllers on held-out instances", enabled=p):
+        result = run_compare(
+            "simulated",
+            out=out / "compare",
+            posterior="conjugate" if config.quick else None,
+            quick=True,
+            scale=scale,
+            seed=config.seed,
+            efficiency=not config.quick,
+            progress=p,
+        )
+    report.text(f"Posterior used by the controllers: {result.config.get('posterior', '?')}.")
+    table = result.table
+    controllers = ["laplace_dp", "posterior_mean_dp", "bayes_robust", "thompson"]
+    ctrl = table[table["policy"].isin(controllers)].set_index(["benchmark", "generator"])
+    n_cells = ctrl.index.nunique()
+    laplace_delta = ctrl.loc[ctrl["policy"] == "laplace_dp", "delta"]
+    ctrl = ctrl.assign(vs_laplace=ctrl["delta"] - laplace_delta.reindex(ctrl.index).to_numpy())
+    summary = (
+        ctrl.groupby("policy", sort=False)
+        .agg(
+            mean_delta=("delta", "mean"),
+            mean_vs_laplace=("vs_laplace", "mean"),
+            cells_at_least_laplace=("vs_laplace", lambda x: int((x >= -1e-9).sum())),
+            mean_posterior_delta=("post_mean", "mean"),
+        )
+        .reindex(controllers)
+        .reset_index()
+    )
+    report.table(
+        summary,
+        decimals=2,
+        caption=(
+            f"Four controllers on the held-out 25% of each of {n_cells} cells: Laplace plug-in (paper), "
+            "posterior-mean plug-in, Bayes-robust (maximises posterior-expected Q) and Thompson (one draw "
+            "per episode). Δ vs always_verify, averaged over cells."
+        ),
+    )
+    dp = table[table["policy"] == "laplace_dp"]
+    disjoint = int(((dp["post_hi"] < dp["ci_lo"]) | (dp["post_lo"] > dp["ci_hi"])).sum())
+    report.text(
+        "Two intervals on Δ are reported per cell and policy in `compare/`: the paired bootstrap 95% CI "
+        "(sampling variability of the observed held-out instances, parameters fixed) and the posterior "
+        f"{CI_PROB:.0%} interval (expected Δ under calibration uncertainty, simulated from each posterior "
+        "draw). Trust the bootstrap for *did it win on these instances*, the posterior for *would it win "
+        "in expectation given what calibration knows*. For the Laplace DP the two intervals are disjoint "
+        f"in {disjoint} of {len(dp)} cells."
+    )
+    if result.efficiency is not None:
+        report.text(efficiency_paragraph(result.efficiency))
+    captions = {
+        "p_action_optimal": "Policy uncertainty: P(action optimal) across posterior draws, by belief.",
+        "value_bands": f"Expected utility V(b) and Q(b) per action with {CI_PROB:.0%} credible bands.",
+        "delta_intervals": "Δ per policy: paired bootstrap 95% CI beside the posterior credible interval.",
+        "efficiency": "Data efficiency: held-out Δ vs calibration instances per cell, Laplace vs pooled.",
+    }
+    for path in result.files:
+        if path.suffix == ".png":
+            report.figure(path, captions.get(path.stem, path.stem.replace("_", " ")))
+    report.text("The full comparison report is [compare/report.md](compare/report.md).")
+
+    report.provenance({"seed": config.seed, "scale": scale, "quick": config.quick, "cells": len(priors)})
+    path = report.write()
+    info(f"report written to {path}", enabled=p)
+    return path

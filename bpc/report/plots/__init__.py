@@ -1,0 +1,1 @@
+"""Figures. One module per topic; all share :mod:`bpc.report.plots.style`."""

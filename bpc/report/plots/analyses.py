@@ -1,0 +1,406 @@
+"""Figures of the paper's analyses (regime map, c_ver sweeps, informativeness, train vs eval, PRR).
+
+Every function takes the DataFrame produced by the matching function of
+:mod:`bpc.analyses`, writes the figure through
+:func:`bpc.report.plots.style.savefig` and returns the files written. Policies are
+named and coloured as in the paper (:data:`~bpc.report.plots.style.POLICY_LABELS`,
+:data:`~bpc.report.plots.style.POLICY_COLORS`, Okabe–Ito palette).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import BoundaryNorm, ListedColormap, SymLogNorm
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from bpc.constants import PAPER_CRITICS
+from bpc.report.plots.style import (
+    OKABE_ITO,
+    POLICY_COLORS,
+    POLICY_LABELS,
+    cell_label,
+    savefig,
+)
+
+__all__ = [
+    "REGIME_COLORS",
+    "plot_regime_map",
+    "plot_regime_posterior",
+    "plot_cver_sweeps",
+    "plot_informativeness",
+    "plot_train_eval",
+    "plot_prr",
+]
+
+REGIME_COLORS = {"A": OKABE_ITO[2], "B": OKABE_ITO[4], "C": OKABE_ITO[3], "other": OKABE_ITO[5]}
+"""Regime colours as in the paper: A green, B blue, C yellow, other coral (Okabe–Ito)."""
+_REGIME_LABELS = {
+    "A": "A: Bayesian (greedy / DP)",
+    "B": "B: gate(Cr_test)",
+    "C": "C: always_verify",
+    "other": "other",
+}
+_CRITIC_TITLES = {"syn": "Cr_syn (syntax)", "test": "Cr_test (public tests)", "llm": "Cr_llm (LLM judge)"}
+
+
+def _crossover(ax, ratios: np.ndarray) -> None:
+    x = np.linspace(max(ratios.min(), 1e-3), 1.0, 200)
+    ax.plot(x, x, color="black", ls="--", lw=1.2, label="analytic crossover c_ver/R = P(Y=1)")
+
+
+def _line_style(policy: str) -> dict:
+    """Line style of a policy in the sweeps: Bayesian controllers thick with markers, greedy dashed."""
+    style = {"color": POLICY_COLORS[policy], "lw": 1.2}
+    if policy == "bayesian_dp":
+        style.update(lw=2.2, marker="o", ms=3)
+    elif policy == "bayesian_greedy":
+        style.update(lw=2.0, ls="--", marker="s", ms=3)
+    return style
+
+
+def plot_regime_map(
+    points: pd.DataFrame, background: dict, path, *, title: str | None = None, formats=("png", "pdf")
+) -> list[Path]:
+    """The regime map: k-NN background, per-point winners, analytic crossover.
+
+    Parameters
+    ----------
+    points : pandas.DataFrame
+        Output of :func:`bpc.experiments.regime.regime_points`.
+    background : dict
+        Output of :func:`bpc.experiments.regime.regime_background` (vote).
+    path : str or pathlib.Path
+        Output path (suffix replaced per format).
+    title : str, optional
+        Figure title.
+    formats : tuple of str
+        Formats written.
+    """
+    from bpc.experiments.regime import REGIMES
+
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    codes = np.vectorize(REGIMES.index)(background["z"])
+    cmap = ListedColormap([REGIME_COLORS[r] for r in REGIMES])
+    norm = BoundaryNorm(np.arange(len(REGIMES) + 1) - 0.5, cmap.N)
+    ax.pcolormesh(
+        background["prior"], background["ratio"], codes, cmap=cmap, norm=norm, alpha=0.45, shading="auto"
+    )
+    rng = np.random.default_rng(0)  # jitter only for legibility of overlapping points
+    for r in REGIMES:
+        f = points[points["regime"] == r]
+        if f.empty:
+            continue
+        jitter = np.exp(rng.uniform(-0.04, 0.04, len(f)))
+        ax.scatter(
+            f["prior"], f["ratio"] * jitter, s=7, color=REGIME_COLORS[r], edgecolors="black", linewidths=0.2
+        )
+    _crossover(ax, points["ratio"].to_numpy())
+    ax.set_yscale("log")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("prior P(Y=1) of the cell (Laplace estimate)")
+    ax.set_ylabel("verification cost / reward  C_ver / R  (log scale)")
+    handles = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
+    handles.append(Line2D([], [], color="black", ls="--", label="c_ver/R = P(Y=1)"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="winner")
+    n_cells = points[["benchmark", "generator"]].drop_duplicates().shape[0]
+    ax.set_title(title or f"Regime map: winning policy over {len(points):,} points ({n_cells} cells)")
+    return savefig(fig, path, formats=formats)
+
+
+def plot_regime_posterior(
+    points: pd.DataFrame,
+    background: dict,
+    path,
+    *,
+    value: str = "p_bayes_wins",
+    title: str | None = None,
+    formats=("png", "pdf"),
+) -> list[Path]:
+    """Posterior regime map: points and k-NN background coloured by P(Bayesian controller wins)."""
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    mesh = ax.pcolormesh(
+        background["prior"], background["ratio"], background["z"], cmap="cividis", vmin=0, vmax=1, alpha=0.6
+    )
+    ax.scatter(
+        points["prior"],
+        points["ratio"],
+        c=points[value],
+        cmap="cividis",
+        vmin=0,
+        vmax=1,
+        s=10,
+        edgecolors="black",
+        linewidths=0.2,
+    )
+    _crossover(ax, points["ratio"].to_numpy())
+    ax.set_yscale("log")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("prior P(Y=1) of the cell (posterior mean)")
+    ax.set_ylabel("verification cost / reward  C_ver / R  (log scale)")
+    fig.colorbar(mesh, ax=ax, label="posterior P(Bayesian controller wins)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title or "Posterior regime map: probability that a Bayesian controller wins")
+    return savefig(fig, path, formats=formats)
+
+
+def plot_cver_sweeps(
+    sweep: pd.DataFrame,
+    boundaries: pd.DataFrame,
+    path,
+    *,
+    bands: pd.DataFrame | None = None,
+    priors: pd.DataFrame | None = None,
+    cells: Sequence[tuple[str, str]] | None = None,
+    ncols: int = 3,
+    formats=("png", "pdf"),
+) -> list[Path]:
+    """One panel per cell: Δ of each policy against c_ver, leader changes, analytic crossover.
+
+    Parameters
+    ----------
+    sweep : pandas.DataFrame
+        Long table (benchmark, generator, c_ver, reward, policy, delta).
+    boundaries : pandas.DataFrame
+        Output of :func:`bpc.experiments.sweeps.sweep_boundaries`.
+    path : str or pathlib.Path
+        Output path.
+    bands : pandas.DataFrame, optional
+        Output of :func:`bpc.experiments.sweeps.sweep_bands` (credible bands).
+    priors : pandas.DataFrame, optional
+        benchmark, generator, prior — draws the analytic crossover π·R.
+    cells : sequence of (benchmark, generator), optional
+        Cells to draw (default: all in ``sweep``).
+    ncols : int
+        Panels per row.
+    formats : tuple of str
+        Formats written.
+    """
+    if cells is None:
+        cells = list(dict.fromkeys(zip(sweep["benchmark"], sweep["generator"], strict=True)))
+    n = len(cells)
+    if n == 0:
+        raise ValueError("plot_cver_sweeps: no cell to draw")
+    ncols = min(ncols, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
+    policies = [p for p in POLICY_LABELS if p in set(sweep["policy"])]
+    reward = float(sweep["reward"].iloc[0]) if "reward" in sweep else float("nan")
+    for ax, (b, g) in zip(axes.ravel(), cells, strict=False):
+        f = sweep[(sweep["benchmark"] == b) & (sweep["generator"] == g)]
+        for p in policies:
+            fp = f[f["policy"] == p].sort_values("c_ver")
+            if fp.empty or not np.isfinite(fp["delta"]).any():
+                continue
+            ax.plot(fp["c_ver"], fp["delta"], label=POLICY_LABELS[p], **_line_style(p))
+            if bands is not None:
+                fb = bands[(bands["benchmark"] == b) & (bands["generator"] == g) & (bands["policy"] == p)]
+                fb = fb.sort_values("c_ver")
+                if not fb.empty:
+                    ax.fill_between(
+                        fb["c_ver"], fb["delta_lo"], fb["delta_hi"], color=POLICY_COLORS[p], alpha=0.2
+                    )
+        fbd = boundaries[(boundaries["benchmark"] == b) & (boundaries["generator"] == g)]
+        for c in fbd["c_ver"]:
+            ax.axvline(c, color="black", ls=":", lw=1)
+        if priors is not None and np.isfinite(reward):
+            pr = priors[(priors["benchmark"] == b) & (priors["generator"] == g)]["prior"]
+            if len(pr) and np.isfinite(pr.iloc[0]):
+                ax.axvline(float(pr.iloc[0]) * reward, color=OKABE_ITO[5], ls="--", lw=1)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=10)
+        ax.set_title(cell_label(b, g), fontsize=9)
+        ax.set_xlabel(f"verifier cost C_ver (R = {reward:g})")
+        ax.set_ylabel("Δ utility vs always_verify\n(symlog: linear within ±10)", fontsize=8)
+        ax.tick_params(labelsize=8)
+    for ax in axes.ravel()[n:]:
+        ax.set_visible(False)
+    handles = [Line2D([], [], label=POLICY_LABELS[p], **_line_style(p)) for p in policies]
+    handles.append(Line2D([], [], color="black", ls=":", label="leader change"))
+    if priors is not None:
+        handles.append(
+            Line2D([], [], color=OKABE_ITO[5], ls="--", label="analytic crossover C_ver = P(Y=1)·R")
+        )
+    fig.legend(
+        handles=handles,
+        loc="lower center",
+        ncol=min(6, len(handles)),
+        fontsize=8,
+        bbox_to_anchor=(0.5, -0.02),
+    )
+    fig.suptitle(
+        "Δ utility against verifier cost, per cell" + (" (bands: 89% credible)" if bands is not None else "")
+    )
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    return savefig(fig, path, formats=formats)
+
+
+def plot_informativeness(
+    grid: pd.DataFrame,
+    path,
+    *,
+    critics: Sequence[str] = PAPER_CRITICS,
+    value: str = "delta_bayes",
+    formats=("png", "pdf"),
+) -> list[Path]:
+    """Critic gap γ against the prior, one panel per critic, points coloured by the Bayesian Δ.
+
+    Parameters
+    ----------
+    grid : pandas.DataFrame
+        Output of :func:`bpc.experiments.informativeness.informativeness_grid`
+        (benchmark, generator, prior, gap_<critic>, ``value``).
+    path : str or pathlib.Path
+        Output path.
+    critics : sequence of str
+        One panel each.
+    value : str
+        Column giving the colour (Δ of the best Bayesian controller).
+    formats : tuple of str
+        Formats written.
+    """
+    fig, axes = plt.subplots(1, len(critics), figsize=(4.3 * len(critics), 4.0), sharey=True, squeeze=False)
+    vals = grid[value].to_numpy(dtype=float)
+    lim = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
+    lim = lim or 1.0
+    norm = SymLogNorm(linthresh=5.0, vmin=-lim, vmax=lim)
+    sc = None
+    for ax, crit in zip(axes[0], critics, strict=True):
+        gap = grid[f"gap_{crit}"].to_numpy(dtype=float)
+        ok = np.isfinite(gap)
+        has = ok & np.isfinite(vals)
+        sc = ax.scatter(
+            grid["prior"][has],
+            gap[has],
+            c=vals[has],
+            cmap="PuOr",
+            norm=norm,
+            s=40,
+            edgecolors="black",
+            lw=0.4,
+        )
+        nodata = ok & ~np.isfinite(vals)
+        if nodata.any():
+            ax.scatter(grid["prior"][nodata], gap[nodata], facecolors="none", edgecolors="grey", s=40, lw=0.8)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-0.3, 1.05)
+        ax.set_xlabel("prior P(Y=1)")
+        ax.set_title(_CRITIC_TITLES.get(crit, crit) + f"  ({ok.sum()} cells)", fontsize=10)
+    axes[0, 0].set_ylabel("critic gap γ = TPR − FPR")
+    fig.colorbar(sc, ax=axes[0].tolist(), label="Δ of best Bayesian controller vs always_verify (symlog)")
+    if not np.isfinite(vals).all():
+        axes[0, -1].scatter([], [], facecolors="none", edgecolors="grey", label="no raw records (no replay)")
+        axes[0, -1].legend(loc="lower right", fontsize=8)
+    fig.suptitle("Critic informativeness against the prior, coloured by the Bayesian Δ")
+    return savefig(fig, path, formats=formats)
+
+
+def plot_train_eval(
+    replay: pd.DataFrame, path, *, cells: Sequence[tuple[str, str]] | None = None, formats=("png", "pdf")
+) -> list[Path]:
+    """Δ bars per policy, fit split (left) vs eval split (right), one row per cell.
+
+    Parameters
+    ----------
+    replay : pandas.DataFrame
+        :func:`bpc.replay.engine.replay_cells` output for both splits (``split``
+        column ``fit`` / ``eval``; columns delta, ci_lo, ci_hi).
+    path : str or pathlib.Path
+        Output path.
+    cells : sequence of (benchmark, generator), optional
+        Rows to draw (default: every cell).
+    formats : tuple of str
+        Formats written.
+    """
+    if cells is None:
+        cells = list(dict.fromkeys(zip(replay["benchmark"], replay["generator"], strict=True)))
+    splits = [s for s in ("fit", "eval") if s in set(replay["split"])]
+    policies = [p for p in POLICY_LABELS if p in set(replay["policy"]) and p != "always_verify"]
+    fig, axes = plt.subplots(
+        len(cells),
+        len(splits),
+        figsize=(5.5 * len(splits), 1.9 + 0.22 * len(policies) * len(cells)),
+        squeeze=False,
+    )
+    for i, (b, g) in enumerate(cells):
+        for j, split in enumerate(splits):
+            ax = axes[i, j]
+            f = replay[(replay["benchmark"] == b) & (replay["generator"] == g) & (replay["split"] == split)]
+            f = f.set_index("policy").reindex(policies)
+            y = np.arange(len(policies))
+            d = f["delta"].to_numpy(dtype=float)
+            err = np.vstack([d - f["ci_lo"].to_numpy(dtype=float), f["ci_hi"].to_numpy(dtype=float) - d])
+            ax.barh(
+                y,
+                np.nan_to_num(d),
+                xerr=np.nan_to_num(err),
+                color=[POLICY_COLORS[p] for p in policies],
+                edgecolor="black",
+                lw=0.4,
+                error_kw={"lw": 0.8},
+            )
+            if np.isfinite(d).any():
+                w = int(np.nanargmax(d))
+                if d[w] >= 0:
+                    ax.plot(d[w], y[w], marker="*", color="gold", ms=12, mec="black", mew=0.5)
+            ax.axvline(0, color="grey", lw=0.8)
+            ax.set_yticks(y, [POLICY_LABELS[p] for p in policies], fontsize=8)
+            ax.invert_yaxis()
+            n = f.get("n_instances")
+            ntxt = f" (n={int(n.dropna().iloc[0])})" if n is not None and n.notna().any() else ""
+            ax.set_title(f"{cell_label(b, g)} — {split}{ntxt}", fontsize=9)
+            ax.set_xlabel("Δ utility vs always_verify (95% paired bootstrap)", fontsize=8)
+    fig.suptitle("Train (fit, 75%) vs held-out eval (25%) policy comparison")
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    return savefig(fig, path, formats=formats)
+
+
+def plot_prr(table: pd.DataFrame, path, *, formats=("png", "pdf")) -> list[Path]:
+    """Grouped bars of PRR per cell and score (belief state vs tool success rate).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Output of :func:`bpc.experiments.uncertainty_score.uncertainty_prr`.
+    path : str or pathlib.Path
+        Output path.
+    formats : tuple of str
+        Formats written.
+    """
+    from bpc.experiments.uncertainty_score import SCORE_LABELS
+
+    scores = [s for s in SCORE_LABELS if f"prr_{s}" in table]
+    colors = {"belief": OKABE_ITO[4], "belief_posterior": OKABE_ITO[1], "tool_success": OKABE_ITO[0]}
+    labels = [
+        cell_label(b, g).replace(" / pooled", " (pooled)")
+        for b, g in zip(table["benchmark"], table["generator"], strict=True)
+    ]
+    x = np.arange(len(table))
+    w = 0.8 / len(scores)
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(table) + 2), 4.2))
+    for i, s in enumerate(scores):
+        ax.bar(
+            x + (i - (len(scores) - 1) / 2) * w,
+            table[f"prr_{s}"],
+            width=w,
+            color=colors[s],
+            edgecolor="black",
+            lw=0.4,
+            label=SCORE_LABELS[s],
+        )
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("PRR up to 50% rejection (1 = oracle, 0 = random)")
+    ax.set_title("Belief state as an uncertainty score (held-out patches)")
+    lo = float(np.nanmin([table[f"prr_{s}"].min() for s in scores] + [0.0]))
+    ax.set_ylim(min(lo, 0.0) - 0.05, 1.08)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return savefig(fig, path, formats=formats)

@@ -1,0 +1,136 @@
+"""Figures of calibrated parameters: priors with intervals, critic gaps.
+
+Both take a parameter Dataset (Laplace mode, or posterior draws reduced to a
+point estimate by the caller) in the schema of :mod:`bpc.schema`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
+
+from bpc.constants import CI_BOUNDS, DIM_BENCHMARK, DIM_CI, DIM_GENERATOR, PAPER_CRITICS
+from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, OKABE_ITO, savefig
+
+__all__ = ["plot_priors", "plot_gaps"]
+
+_CRITIC_TITLES = {"syn": "Cr_syn (syntax)", "test": "Cr_test (public tests)", "llm": "Cr_llm (LLM judge)"}
+_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
+
+
+def _generator_style(generators):
+    return {g: (OKABE_ITO[i % len(OKABE_ITO)], _MARKERS[i % len(_MARKERS)]) for i, g in enumerate(generators)}
+
+
+def plot_priors(params: xr.Dataset, path: str | Path, *, interval: str = "prior_wilson", formats=("png",)):
+    """Dot plot of each cell's prior P(Y=1) with its interval, grouped by benchmark.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Parameters with ``prior`` (benchmark, generator) and, if present, an
+        interval variable with a ``ci_bound`` dim.
+    path : str or pathlib.Path
+        Output path (suffix replaced per format).
+    interval : str
+        Name of the interval variable; skipped if absent.
+    formats : tuple of str
+        File formats to write.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    benchmarks = list(params[DIM_BENCHMARK].values)
+    generators = list(params[DIM_GENERATOR].values)
+    style = _generator_style(generators)
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(benchmarks) * max(1, len(generators)) / 2 + 1.5))
+    width = 0.8
+    offsets = np.linspace(-width / 2, width / 2, len(generators)) if len(generators) > 1 else np.zeros(1)
+    for gi, gen in enumerate(generators):
+        color, marker = style[gen]
+        prior = params["prior"].sel({DIM_GENERATOR: gen}).values
+        y = np.arange(len(benchmarks)) + offsets[gi]
+        ok = np.isfinite(prior)
+        if interval in params:
+            ci = params[interval].sel({DIM_GENERATOR: gen})
+            lo = ci.sel({DIM_CI: CI_BOUNDS[0]}).values
+            hi = ci.sel({DIM_CI: CI_BOUNDS[1]}).values
+            ax.hlines(y[ok], lo[ok], hi[ok], color=color, lw=1.5)
+        ax.scatter(
+            prior[ok], y[ok], color=color, marker=marker, s=28, zorder=3, label=GENERATOR_LABELS.get(gen, gen)
+        )
+    ax.set_yticks(np.arange(len(benchmarks)), [BENCHMARK_LABELS.get(b, b) for b in benchmarks])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("prior pass probability P(Y=1) of a fresh patch")
+    title = "Per-cell prior with Wilson 95% interval" if interval == "prior_wilson" else "Per-cell prior"
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(title="generator", fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return savefig(fig, path, formats=formats)
+
+
+def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, formats=("png",)):
+    """Critic informativeness γ = tpr − fpr against the prior, one panel per critic.
+
+    Cells where a critic is absent (NaN) are left out of that panel, as the
+    paper does for Cr_test on SWE-Bench.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Parameters with ``prior`` and ``gap`` (benchmark, generator, critic).
+    path : str or pathlib.Path
+        Output path (suffix replaced per format).
+    critics : sequence of str
+        Critics to plot, one panel each.
+    formats : tuple of str
+        File formats to write.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    benchmarks = list(params[DIM_BENCHMARK].values)
+    colors = {b: OKABE_ITO[i % len(OKABE_ITO)] for i, b in enumerate(benchmarks)}
+    markers = {b: _MARKERS[i % len(_MARKERS)] for i, b in enumerate(benchmarks)}
+    fig, axes = plt.subplots(1, len(critics), figsize=(4.2 * len(critics), 4), sharey=True, squeeze=False)
+    for ax, crit in zip(axes[0], critics, strict=True):
+        for b in benchmarks:
+            prior = params["prior"].sel({DIM_BENCHMARK: b}).values
+            gap = params["gap"].sel({DIM_BENCHMARK: b, "critic": crit}).values
+            ok = np.isfinite(prior) & np.isfinite(gap)
+            if ok.any():
+                ax.scatter(
+                    prior[ok],
+                    gap[ok],
+                    color=colors[b],
+                    marker=markers[b],
+                    s=30,
+                    label=BENCHMARK_LABELS.get(b, b),
+                )
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-1, 1)
+        ax.set_xlabel("prior P(Y=1)")
+        ax.set_title(_CRITIC_TITLES.get(crit, crit))
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("gap γ = P(pass | Y=1) − P(pass | Y=0)")
+    handles, labels = [], []
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(
+        handles, labels, title="benchmark", loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
+    )
+    fig.suptitle("Critic informativeness vs prior (one point per benchmark × generator cell)")
+    fig.tight_layout()
+    return savefig(fig, path, formats=formats)
