@@ -30,18 +30,21 @@ demo: $(VENV)/.installed
 	$(BIN)/bpc demo --out $(OUT)
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --durations=15
 
 analyses: $(VENV)/.installed-dev
-	$(BIN)/python analyses/run_all.py --out bpc-analyses
+	$(BIN)/bpc analyses --out bpc-analyses
 
 benchmark: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/bench_solver.py
 	$(BIN)/python benchmarks/bench_fit.py
 
+# ruff (style), lint-imports (the stage layering in pyproject.toml), pyright (basic mode, bpc/)
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check bpc tests analyses benchmarks
-	$(BIN)/ruff format --check bpc tests analyses benchmarks
+	$(BIN)/ruff check bpc tests analyses benchmarks notebooks/build_notebooks.py
+	$(BIN)/ruff format --check bpc tests analyses benchmarks notebooks/build_notebooks.py
+	$(BIN)/lint-imports
+	$(BIN)/pyright
 
 clean:
 	rm -rf $(VENV) $(OUT) bpc-analyses

@@ -1,8 +1,8 @@
-"""Run the analysis 'cver_sweeps' (see bpc.report.analyses)."""
+"""Run the analysis 'cver_sweeps': the same as `bpc analyses cver_sweeps [options]`."""
 
 import sys
 
-from bpc.report.analyses import script_main
+from bpc.cli import main
 
 if __name__ == "__main__":
-    sys.exit(script_main("cver_sweeps"))
+    sys.exit(main(["analyses", "cver_sweeps", *sys.argv[1:]]))

@@ -1,8 +1,8 @@
-"""Run the analysis 'delta_table' (see bpc.report.analyses)."""
+"""Run the analysis 'delta_table': the same as `bpc analyses delta_table [options]`."""
 
 import sys
 
-from bpc.report.analyses import script_main
+from bpc.cli import main
 
 if __name__ == "__main__":
-    sys.exit(script_main("delta_table"))
+    sys.exit(main(["analyses", "delta_table", *sys.argv[1:]]))

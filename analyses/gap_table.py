@@ -1,8 +1,8 @@
-"""Run the analysis 'gap_table' (see bpc.report.analyses)."""
+"""Run the analysis 'gap_table': the same as `bpc analyses gap_table [options]`."""
 
 import sys
 
-from bpc.report.analyses import script_main
+from bpc.cli import main
 
 if __name__ == "__main__":
-    sys.exit(script_main("gap_table"))
+    sys.exit(main(["analyses", "gap_table", *sys.argv[1:]]))

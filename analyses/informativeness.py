@@ -1,8 +1,8 @@
-"""Run the analysis 'informativeness' (see bpc.report.analyses)."""
+"""Run the analysis 'informativeness': the same as `bpc analyses informativeness [options]`."""
 
 import sys
 
-from bpc.report.analyses import script_main
+from bpc.cli import main
 
 if __name__ == "__main__":
-    sys.exit(script_main("informativeness"))
+    sys.exit(main(["analyses", "informativeness", *sys.argv[1:]]))

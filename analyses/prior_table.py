@@ -1,8 +1,8 @@
-"""Run the analysis 'prior_table' (see bpc.report.analyses)."""
+"""Run the analysis 'prior_table': the same as `bpc analyses prior_table [options]`."""
 
 import sys
 
-from bpc.report.analyses import script_main
+from bpc.cli import main
 
 if __name__ == "__main__":
-    sys.exit(script_main("prior_table"))
+    sys.exit(main(["analyses", "prior_table", *sys.argv[1:]]))

@@ -1,8 +1,8 @@
-"""Run the analysis 'regime_map' (see bpc.report.analyses)."""
+"""Run the analysis 'regime_map': the same as `bpc analyses regime_map [options]`."""
 
 import sys
 
-from bpc.report.analyses import script_main
+from bpc.cli import main
 
 if __name__ == "__main__":
-    sys.exit(script_main("regime_map"))
+    sys.exit(main(["analyses", "regime_map", *sys.argv[1:]]))

@@ -1,8 +1,8 @@
-"""Run the analysis 'train_eval' (see bpc.report.analyses)."""
+"""Run the analysis 'train_eval': the same as `bpc analyses train_eval [options]`."""
 
 import sys
 
-from bpc.report.analyses import script_main
+from bpc.cli import main
 
 if __name__ == "__main__":
-    sys.exit(script_main("train_eval"))
+    sys.exit(main(["analyses", "train_eval", *sys.argv[1:]]))

@@ -1,8 +1,8 @@
-"""Run the analysis 'uncertainty_score' (see bpc.report.analyses)."""
+"""Run the analysis 'uncertainty_score': the same as `bpc analyses uncertainty_score [options]`."""
 
 import sys
 
-from bpc.report.analyses import script_main
+from bpc.cli import main
 
 if __name__ == "__main__":
-    sys.exit(script_main("uncertainty_score"))
+    sys.exit(main(["analyses", "uncertainty_score", *sys.argv[1:]]))

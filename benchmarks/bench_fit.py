@@ -48,8 +48,8 @@ def main(argv=None) -> int:
         cache = tempfile.mkdtemp(prefix="bpc-bench-pytensor-")
         os.environ["PYTENSOR_FLAGS"] = f"compiledir={cache}," + os.environ.get("PYTENSOR_FLAGS", "")
 
-    from bpc.commands.fit import load_counts
     from bpc.constants import DEFAULT_SEED
+    from bpc.data.load import load_counts
     from bpc.estimate.model import ModelSpec, fit
     from bpc.estimate.model.diagnostics import ConvergenceWarning, diagnose
 

@@ -10,14 +10,25 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from bpc.constants import CRITICS, SLOW_ORACLE_BENCHMARKS
+from bpc.constants import SLOW_ORACLE_BENCHMARKS
 
-__all__ = ["Costs", "NAMED_COSTS", "named_costs", "load_costs", "resolve_costs", "paper_costs_for"]
+__all__ = [
+    "Costs",
+    "CostSpec",
+    "NAMED_COSTS",
+    "named_costs",
+    "load_costs",
+    "resolve_costs",
+    "paper_costs_for",
+    "cost_resolver",
+    "costs_for",
+    "with_critic_costs",
+]
 
 
 @dataclass(frozen=True)
@@ -33,14 +44,14 @@ class Costs:
     reward : float
         Reward R for a verified passing candidate; must be positive.
     critic : mapping of str to float
-        Cost of each critic, keyed by critic coordinate value
-        (``syn``, ``test``, ``llm``, ``lint``).
+        Cost of each critic, keyed by critic coordinate value: the paper's
+        ``syn``, ``test``, ``llm``, ``lint`` or a user's own critic names.
 
     Raises
     ------
     ValueError
         If a cost is negative or not finite, if ``reward <= 0``, or if a
-        critic name is unknown.
+        critic name is not a non-empty string.
     """
 
     c_gen: float
@@ -56,8 +67,8 @@ class Costs:
         if not math.isfinite(self.reward) or self.reward <= 0:
             raise ValueError(f"reward R must be a finite number > 0, got {self.reward!r}")
         for crit, value in self.critic.items():
-            if crit not in CRITICS:
-                raise ValueError(f"unknown critic {crit!r} in costs; expected one of {CRITICS}")
+            if not isinstance(crit, str) or not crit:
+                raise ValueError(f"critic names in costs must be non-empty strings, got {crit!r}")
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"cost of critic {crit!r} must be a finite number >= 0, got {value!r}")
         object.__setattr__(self, "critic", MappingProxyType(dict(self.critic)))
@@ -78,6 +89,10 @@ class Costs:
     def with_(self, **changes: float) -> Costs:
         """Return a copy with some fields replaced (``c_ver=…``, ``reward=…``)."""
         return replace(self, **changes)
+
+    def with_critics(self, critic: Mapping[str, float]) -> Costs:
+        """Return a copy that also prices the given critics (their costs replace any already set)."""
+        return replace(self, critic={**self.critic, **critic})
 
     def as_dict(self) -> dict[str, float]:
         """Flat ``{"c_gen": …, "c_ver": …, "reward": …, "c_syn": …}`` view (for attrs and CSV)."""
@@ -153,6 +168,94 @@ def load_costs(path: str | Path) -> Costs:
         raise ValueError(f"{path}: {exc}") from None
 
 
-def resolve_costs(spec: str) -> Costs:
+def resolve_costs(spec: str | Path) -> Costs:
     """A named vector if ``spec`` names one, else the file at ``spec``."""
-    return NAMED_COSTS[spec] if spec in NAMED_COSTS else load_costs(spec)
+    if isinstance(spec, str) and spec in NAMED_COSTS:
+        return NAMED_COSTS[spec]
+    if not Path(spec).exists():
+        from bpc.choices import UnknownChoiceError, unknown_choice_message
+
+        message = unknown_choice_message(str(spec), NAMED_COSTS, what="cost vector")
+        raise UnknownChoiceError(
+            f"{message}, and no cost file {str(spec)!r} exists", value=str(spec), choices=list(NAMED_COSTS)
+        )
+    return load_costs(spec)
+
+
+CostSpec = Costs | Callable[[str], Costs] | str | Path | None
+"""Everything a caller may pass as costs: a vector, ``benchmark -> Costs``, a name or file, or ``None``."""
+
+
+def cost_resolver(costs: CostSpec = None) -> Callable[[str], Costs]:
+    """The one rule turning a cost specification into ``benchmark -> Costs``.
+
+    Parameters
+    ----------
+    costs : Costs, callable, str, pathlib.Path or None
+        ``None``: :func:`paper_costs_for` (slow on SWE-Bench, fast elsewhere);
+        a :class:`Costs`: that vector for every benchmark; a name or a file:
+        :func:`resolve_costs`, for every benchmark; a callable
+        ``benchmark -> Costs``: itself.
+
+    Returns
+    -------
+    callable
+        ``benchmark -> Costs``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or an unreadable file.
+    TypeError
+        For anything else.
+    """
+    if costs is None:
+        return paper_costs_for
+    if isinstance(costs, str | Path):
+        costs = resolve_costs(costs)
+    if isinstance(costs, Costs):
+        fixed = costs
+        return lambda _benchmark: fixed
+    if callable(costs):
+        return costs
+    raise TypeError(
+        f"costs must be a Costs, a callable benchmark -> Costs, a name or a file, got {type(costs).__name__}"
+    )
+
+
+def costs_for(costs: CostSpec, benchmark: str) -> Costs:
+    """The cost vector of ``benchmark`` under a cost specification (see :func:`cost_resolver`).
+
+    Raises
+    ------
+    TypeError
+        If a callable returns something other than a :class:`Costs`.
+    """
+    out = cost_resolver(costs)(benchmark)
+    if not isinstance(out, Costs):
+        raise TypeError(f"the cost function returned {type(out).__name__} for {benchmark!r}, expected Costs")
+    return out
+
+
+def with_critic_costs(costs: CostSpec, critic: Mapping[str, float]) -> Callable[[str], Costs]:
+    """A cost specification whose vectors also price some critics.
+
+    Parameters
+    ----------
+    costs : Costs, callable, str, pathlib.Path or None
+        Any cost specification (see :func:`cost_resolver`).
+    critic : mapping of str to float
+        Critic name → cost, e.g. the ``:COST`` of ``--critic NAME=COLUMN:COST``
+        (:func:`bpc.data.logs.parse_critic`); replaces the vector's own cost
+        of a critic of the same name.
+
+    Returns
+    -------
+    callable
+        ``benchmark -> Costs``.
+    """
+    resolve = cost_resolver(costs)
+    extra = dict(critic)
+    if not extra:
+        return resolve
+    return lambda benchmark: resolve(benchmark).with_critics(extra)

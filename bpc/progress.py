@@ -1,18 +1,32 @@
 """Progress output for work that takes more than a second.
 
 Messages go to stderr so that stdout stays clean for tables and JSON. Use
-:func:`stage` around a block (prints its duration) and :func:`track` around an
-iterable (prints a counter, at most a few times a second).
+:func:`stage` around a block (prints its duration), :func:`track` around an
+iterable or a :class:`Meter` for a counter, and :func:`choices_summary` to
+end a command with what it chose (data sources, rows dropped).
+
+On a terminal a counter is redrawn in place; when stderr is a file or a
+pipe (a log, CI) each update is a new line, so updates are rate-limited: a
+line only when another tenth of the work is done and at least
+:data:`LOG_INTERVAL_S` seconds have passed since the previous line, plus a
+final line — a 50-file load writes a handful of lines, not 50.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
+from typing import TextIO
 
-__all__ = ["stage", "track", "info"]
+__all__ = ["LOG_INTERVAL_S", "Meter", "stage", "track", "info", "choices_summary", "notes_digest"]
+
+LOG_INTERVAL_S = 2.0
+"""Minimum seconds between two counter lines when stderr is not a terminal."""
+
+_TTY_INTERVAL_S = 0.2
+"""Minimum seconds between two in-place redraws on a terminal."""
 
 
 def info(message: str, *, enabled: bool = True) -> None:
@@ -30,20 +44,196 @@ def stage(name: str, *, enabled: bool = True) -> Iterator[None]:
     info(f"{name} done in {time.perf_counter() - start:.1f} s", enabled=enabled)
 
 
+class Meter:
+    """A rate-limited ``label i/total`` counter on stderr.
+
+    Parameters
+    ----------
+    label : str
+        What is counted, e.g. ``"loading file"``.
+    total : int, optional
+        Number of steps, if known.
+    enabled : bool
+        Print anything at all.
+    delay : float
+        Print nothing until this many seconds have passed (fast work stays
+        silent).
+    interval : float
+        Non-terminal output: minimum seconds between two lines.
+    stream : file, optional
+        Where to print (default ``sys.stderr``); a stream without a true
+        ``isatty()`` gets the rate-limited line mode.
+
+    Examples
+    --------
+    >>> import io
+    >>> buf = io.StringIO()
+    >>> meter = Meter("file", total=50, stream=buf, interval=0.0)
+    >>> for i in range(50):
+    ...     meter.step()
+    >>> meter.close()
+    >>> len(buf.getvalue().splitlines())  # one line per tenth, not 50
+    10
+    """
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        total: int | None = None,
+        enabled: bool = True,
+        delay: float = 0.0,
+        interval: float = LOG_INTERVAL_S,
+        stream: TextIO | None = None,
+    ) -> None:
+        self.label = label
+        self.total = total
+        self.enabled = enabled
+        self.delay = delay
+        self.interval = interval
+        self.stream = sys.stderr if stream is None else stream
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.monotonic()
+        self.done = 0
+        self.lines = 0
+        self._last = -float("inf")
+        self._last_decile = 0
+        self._pending = False
+
+    def _text(self, detail: str | None) -> str:
+        count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
+        return f"[bpc] {self.label} {count}" + (f" {detail}" if detail and not self.tty else "")
+
+    def step(self, detail: str | None = None) -> None:
+        """Count one step; print if due (``detail``, e.g. a file name, is shown in line mode)."""
+        self.done += 1
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.start < self.delay:
+            return
+        finished = self.total is not None and self.done >= self.total
+        if self.tty:
+            if finished or now - self._last >= _TTY_INTERVAL_S:
+                print(f"\r{self._text(None)}", end="", file=self.stream, flush=True)
+                self._last, self.lines = now, 1
+            return
+        decile = int(10 * self.done / self.total) if self.total else self._last_decile + 1
+        due = decile > self._last_decile and now - self._last >= self.interval
+        if due or finished:
+            print(self._text(detail), file=self.stream, flush=True)
+            self._last, self._last_decile, self.lines = now, decile, self.lines + 1
+            self._pending = False
+        else:
+            self._pending = True
+
+    def close(self) -> None:
+        """End the counter (a newline on a terminal; the final count if it was not shown)."""
+        if not self.enabled:
+            return
+        if self.tty and self.lines:
+            print(file=self.stream, flush=True)
+        elif self._pending and self.lines:
+            print(self._text(None), file=self.stream, flush=True)
+            self._pending = False
+
+
 def track[T](
     items: Iterable[T], label: str, *, total: int | None = None, enabled: bool = True
 ) -> Iterator[T]:
-    """Yield from ``items`` while printing ``label i/total`` on stderr (rate-limited)."""
-    if total is None and hasattr(items, "__len__"):
-        total = len(items)  # type: ignore[arg-type]
-    last = 0.0
-    i = 0
-    for i, item in enumerate(items, 1):
-        now = time.perf_counter()
-        if enabled and (now - last > 0.5 or i == total):
-            suffix = f"/{total}" if total else ""
-            print(f"\r[bpc] {label} {i}{suffix}", end="", file=sys.stderr, flush=True)
-            last = now
+    """Yield from ``items`` while counting them on stderr with a :class:`Meter`."""
+    if total is None and isinstance(items, Sized):
+        total = len(items)
+    meter = Meter(label, total=total, enabled=enabled)
+    for item in items:
+        meter.step()
         yield item
-    if enabled and i:
-        print(file=sys.stderr, flush=True)
+    meter.close()
+
+
+def choices_summary(
+    title: str, lines: Sequence[str], *, limit: int = 12, stream: TextIO | None = None
+) -> None:
+    """Print what a command chose (data sources, dropped rows) as a short indented list on stderr.
+
+    Parameters
+    ----------
+    title : str
+        Heading line, e.g. ``"data choices"``.
+    lines : sequence of str
+        One choice per line; nothing is printed when empty.
+    limit : int
+        At most this many lines; the rest are counted (``… and 4 more``).
+    stream : file, optional
+        Default ``sys.stderr``.
+    """
+    if not lines:
+        return
+    out = sys.stderr if stream is None else stream
+    print(f"[bpc] {title}:", file=out)
+    for line in list(lines)[:limit]:
+        print(f"  - {line}", file=out)
+    if len(lines) > limit:
+        print(f"  … and {len(lines) - limit} more (all in the output's notes)", file=out, flush=True)
+
+
+def _prior_of(text: str, which: int) -> tuple[int, float] | None:
+    """(patches, prior) of side ``which`` (0 = used, 1 = other) from ``n_patches A vs B; n_pass C vs D``."""
+    import re
+
+    n = re.search(r"n_patches (\d+) vs (\d+)", text)
+    k = re.search(r"n_pass (\d+) vs (\d+)", text)
+    if n is None or k is None:
+        return None
+    patches, passes = int(n.group(1 + which)), int(k.group(1 + which))
+    return patches, (passes / patches if patches else float("nan"))
+
+
+def notes_digest(notes: Sequence[str]) -> list[str]:
+    """Short lines of what the corpus loader chose (from ``counts.attrs["notes"]``).
+
+    Data-source choices (raw records preferred to a disagreeing released
+    table, with both priors), dropped rows (unlabelled, repeated files) are
+    kept one per line; routine confirmations (a released table agreeing
+    with the raw records, superseded runs skipped) are counted on one line.
+
+    Examples
+    --------
+    >>> notes_digest([
+    ...     "s/g: raw records (full/g/critic_results.jsonl) define the cell; the likelihood table "
+    ...     "rel/g/likelihood_tables.json disagrees (n_patches 900 vs 135; n_pass 233 vs 67) and is not used",
+    ...     "a/b: likelihood table t.json agrees with the raw records",
+    ... ])  # doctest: +NORMALIZE_WHITESPACE
+    ['s/g: used the raw records full/g/critic_results.jsonl (900 patches, prior 0.259), not the released
+      table rel/g/likelihood_tables.json (135 patches, prior 0.496)',
+     '1 released likelihood table(s) agree with the raw records (counted once)']
+    """
+    import re
+
+    out: list[str] = []
+    agree = superseded = 0
+    for note in notes:
+        if note.endswith("agrees with the raw records"):
+            agree += 1
+            continue
+        if note.startswith("skipped superseded"):
+            superseded += 1
+            continue
+        m = re.match(
+            r"(\S+): raw records \((.+?)\) define the cell; the likelihood table (\S+) disagrees", note
+        )
+        if m is not None:
+            used, other = _prior_of(note, 0), _prior_of(note, 1)
+            if used is not None and other is not None:
+                cell, raw, table = m.groups()
+                out.append(
+                    f"{cell}: used the raw records {raw} ({used[0]} patches, prior {used[1]:.3f}), "
+                    f"not the released table {table} ({other[0]} patches, prior {other[1]:.3f})"
+                )
+                continue
+        out.append(note if len(note) <= 240 else note[:237] + "…")
+    if agree:
+        out.append(f"{agree} released likelihood table(s) agree with the raw records (counted once)")
+    if superseded:
+        out.append(f"skipped {superseded} superseded run(s) (--include-superseded loads them)")
+    return out

@@ -10,11 +10,23 @@ This module pins the shape of each hand-off so that every stage can be
 written, tested and replaced on its own.
 
 Records
-    A :class:`pandas.DataFrame`, one row per labelled patch, columns
-    :data:`RECORD_COLUMNS`: ``benchmark``, ``generator``, ``instance_id``
-    (str), ``patch_id`` (int), ``Y`` (int 0/1) and one column per critic in
-    :data:`~bpc.constants.CRITICS` with pandas' nullable ``"boolean"`` dtype
-    (``<NA>`` = verdict missing, e.g. a critic absent for the cell).
+    A :class:`pandas.DataFrame`, one row per labelled patch: the key columns
+    :data:`RECORD_KEYS` — ``benchmark``, ``generator``, ``instance_id``
+    (str), ``patch_id`` (int), ``Y`` (int 0/1) — then one column per critic
+    with pandas' nullable ``"boolean"`` dtype (``<NA>`` = verdict missing,
+    e.g. a critic absent for the cell). The authors' corpus gives the
+    critics :data:`~bpc.constants.CRITICS` (columns :data:`RECORD_COLUMNS`);
+    a user's logs (:mod:`bpc.data.logs`) give any K critics and list their
+    names in ``records.attrs["critics"]`` (:func:`record_critics`).
+
+Critics
+    A critic name is an identifier (:func:`check_critic_names`). The
+    ``critic`` coordinate of counts and parameters is
+    :func:`critic_coordinate` of the records' critics: the paper's
+    :data:`~bpc.constants.CRITICS` whenever every name is a paper critic
+    (so the corpus always gives the same four), otherwise the data's own
+    names in their order. Controllers and the model use
+    :func:`decision_critics` of that coordinate by default.
 
 Trajectories
     A :class:`pandas.DataFrame` of refinement steps, columns
@@ -34,8 +46,16 @@ Counts
     ``critic_pass`` (b, g, c, l)  of which the critic said pass
     ``trans_n`` (b, g, l)         refinement pairs (Y_t, Y_t+1) with Y_t = l
     ``trans_flip`` (b, g, l)      of which Y_t+1 != Y_t (l=0: fixes, l=1: breaks)
+    ``inst_hist`` (b, g, m, k)    instances with k of m labelled patches passing
+                                  (dims ``patches`` m = 1…M, ``passes`` k = 0…M)
 
     plus ``source`` (b, g) str: ``raw``, ``table``, ``simulated`` or ``""``.
+
+    ``inst_hist`` is the per-instance sufficient statistic of the instance
+    model (SPEC §9): it exists only for cells counted from raw records; a
+    cell without one (a likelihood table) holds ``NaN`` in every entry of
+    it. Where present it is zero for k > m and agrees with the totals:
+    Σ hist = ``n_instances``, Σ m·hist = ``n_patches``, Σ k·hist = ``n_pass``.
 
 Parameters
 ----------
@@ -43,7 +63,9 @@ Parameters
     ``prior`` (b, g), ``tpr``/``fpr``/``gap`` (b, g, critic),
     ``p_fix``/``p_break`` (b, g) — and optionally leading ``chain``/``draw``
     dims. Laplace mode (no sample dims) and posterior draws share this schema;
-    every downstream function accepts either. Extra variables are allowed.
+    every downstream function accepts either. Extra variables are allowed;
+    the optional ``kappa`` (b, g), the instance model's concentration
+    (:data:`INSTANCE_PARAM`), is validated when present.
 
 Pools
     :class:`Pool`, per cell: ``Y`` (instance, patch) int8 and ``z``
@@ -53,8 +75,10 @@ Pools
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 import pandas as pd
@@ -69,15 +93,27 @@ from bpc.constants import (
     DIM_DRAW,
     DIM_GENERATOR,
     DIM_LABEL,
+    DIM_PASSES,
+    DIM_PATCHES,
     GENERATORS,
     LABELS,
+    PAPER_CRITICS,
+    POOL_SIZE,
 )
 
 __all__ = [
+    "RECORD_KEYS",
     "RECORD_COLUMNS",
+    "CRITIC_NAME_PATTERN",
+    "CONTROLLER_ACTIONS",
+    "check_critic_names",
+    "record_critics",
+    "critic_coordinate",
+    "decision_critics",
     "TRAJECTORY_COLUMNS",
     "COUNT_VARS",
     "PARAM_VARS",
+    "INSTANCE_PARAM",
     "SAMPLE_DIMS",
     "Pool",
     "empty_counts",
@@ -85,12 +121,22 @@ __all__ = [
     "validate_params",
     "order_params",
     "sample_dims",
-    "stack_samples",
+    "thin_draws",
     "records_to_pool",
     "panel_coords",
+    "cell_order",
+    "sort_cells",
+    "select_cell",
 ]
 
-RECORD_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "patch_id", "Y", *CRITICS)
+RECORD_KEYS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "patch_id", "Y")
+"""Key and label columns of every records frame; the critic columns follow them."""
+RECORD_COLUMNS: tuple[str, ...] = (*RECORD_KEYS, *CRITICS)
+"""Columns of records read from the authors' corpus (the paper's critics)."""
+CONTROLLER_ACTIONS: tuple[str, ...] = ("stop", "verify", "regenerate")
+"""Actions besides the critics (:data:`bpc.decide.kernels.belief.BASE_ACTIONS`); no critic may be named so."""
+CRITIC_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9_]*"
+"""A critic name: a letter, then letters, digits or ``_`` (it becomes ``tpr_<name>``, ``c_<name>`` …)."""
 TRAJECTORY_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "method", "step", "Y")
 COUNT_VARS: tuple[str, ...] = (
     "n_patches",
@@ -100,8 +146,14 @@ COUNT_VARS: tuple[str, ...] = (
     "critic_pass",
     "trans_n",
     "trans_flip",
+    "inst_hist",
 )
 PARAM_VARS: tuple[str, ...] = ("prior", "tpr", "fpr", "gap", "p_fix", "p_break")
+INSTANCE_PARAM = "kappa"
+"""Optional parameter (b, g [, chain, draw]): Beta concentration κ of an instance's pass rate.
+
+Patches of one instance share θ ~ Beta(π κ, (1 − π) κ) (SPEC §9); ``NaN``
+means no estimate, and consumers of the i.i.d. model (κ → ∞) ignore it."""
 SAMPLE_DIMS: tuple[str, ...] = (DIM_CHAIN, DIM_DRAW)
 
 _COUNT_DIMS = {
@@ -112,6 +164,7 @@ _COUNT_DIMS = {
     "critic_pass": (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL),
     "trans_n": (DIM_BENCHMARK, DIM_GENERATOR, DIM_LABEL),
     "trans_flip": (DIM_BENCHMARK, DIM_GENERATOR, DIM_LABEL),
+    "inst_hist": (DIM_BENCHMARK, DIM_GENERATOR, DIM_PATCHES, DIM_PASSES),
 }
 _PARAM_CORE_DIMS = {
     "prior": (DIM_BENCHMARK, DIM_GENERATOR),
@@ -130,19 +183,131 @@ def _ordered(values: Sequence[str], canonical: Sequence[str]) -> list[str]:
     return known + sorted(v for v in values if v not in canonical)
 
 
-def panel_coords(benchmarks: Sequence[str], generators: Sequence[str]) -> dict[str, list]:
-    """Coordinates for a panel, with known benchmarks and generators in paper order."""
+def check_critic_names(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate critic names; return them as a tuple.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Candidate critic names.
+
+    Returns
+    -------
+    tuple of str
+        ``names``, unchanged.
+
+    Raises
+    ------
+    ValueError
+        If a name does not match :data:`CRITIC_NAME_PATTERN`, is one of the
+        key columns :data:`RECORD_KEYS` or :data:`CONTROLLER_ACTIONS`, or
+        occurs twice.
+    """
+    names = tuple(names)
+    for name in names:
+        if not isinstance(name, str) or re.fullmatch(CRITIC_NAME_PATTERN, name) is None:
+            raise ValueError(
+                f"critic name {name!r}: expected a letter followed by letters, digits or '_' "
+                f"(pattern {CRITIC_NAME_PATTERN})"
+            )
+        if name in RECORD_KEYS or name in CONTROLLER_ACTIONS:
+            raise ValueError(
+                f"critic name {name!r}: expected a name other than the key columns {RECORD_KEYS} "
+                f"and the controller actions {CONTROLLER_ACTIONS}"
+            )
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"critic names must be distinct; {repeated} occur more than once")
+    return names
+
+
+def record_critics(records: pd.DataFrame) -> tuple[str, ...]:
+    """The critics of a records frame, in column order.
+
+    ``records.attrs["critics"]`` when set (records of :mod:`bpc.data.logs`),
+    otherwise the paper's :data:`~bpc.constants.CRITICS` (the authors'
+    corpus and the simulator).
+
+    Raises
+    ------
+    ValueError
+        If ``attrs["critics"]`` names a critic that is not a column.
+    """
+    critics = records.attrs.get("critics")
+    if critics is None:
+        return CRITICS
+    critics = check_critic_names(critics)
+    missing = [c for c in critics if c not in records.columns]
+    if missing:
+        raise ValueError(f"records list critic(s) {missing} in attrs['critics'] but have no such column")
+    return critics
+
+
+def _paper_names(critics: Sequence[str]) -> bool:
+    return all(c in CRITICS for c in critics)
+
+
+def critic_coordinate(critics: Sequence[str]) -> tuple[str, ...]:
+    """The ``critic`` coordinate of counts and parameters for data with these critics.
+
+    The paper's :data:`~bpc.constants.CRITICS` when every name is a paper
+    critic (the corpus keeps its four critics, unobserved ones ``NaN``);
+    otherwise ``critics`` themselves, in order.
+    """
+    critics = check_critic_names(critics)
+    return CRITICS if _paper_names(critics) else critics
+
+
+def decision_critics(critics: Sequence[str]) -> tuple[str, ...]:
+    """The critics controllers and the model use by default, given a ``critic`` coordinate.
+
+    The paper's :data:`~bpc.constants.PAPER_CRITICS` when every name is a
+    paper critic (``lint`` is loaded but never used; a paper critic missing
+    from the data is unavailable), otherwise every critic of the data.
+    """
+    critics = tuple(str(c) for c in critics)
+    return PAPER_CRITICS if _paper_names(critics) else critics
+
+
+def panel_coords(
+    benchmarks: Sequence[str],
+    generators: Sequence[str],
+    *,
+    max_patches: int = POOL_SIZE,
+    critics: Sequence[str] = CRITICS,
+) -> dict[str, list]:
+    """Coordinates for a panel, with known benchmarks and generators in paper order.
+
+    ``max_patches`` M sets the instance histogram's coordinates: ``patches``
+    1…M and ``passes`` 0…M. ``critics`` is the ``critic`` coordinate
+    (default the paper's four; see :func:`critic_coordinate`).
+    """
+    if isinstance(max_patches, bool) or not isinstance(max_patches, int | np.integer) or max_patches < 1:
+        raise ValueError(f"max_patches must be a positive integer, got {max_patches!r}")
     return {
         DIM_BENCHMARK: _ordered(benchmarks, BENCHMARKS),
         DIM_GENERATOR: _ordered(generators, GENERATORS),
-        DIM_CRITIC: list(CRITICS),
+        DIM_CRITIC: list(critics),
         DIM_LABEL: list(LABELS),
+        DIM_PATCHES: list(range(1, int(max_patches) + 1)),
+        DIM_PASSES: list(range(int(max_patches) + 1)),
     }
 
 
-def empty_counts(benchmarks: Sequence[str], generators: Sequence[str]) -> xr.Dataset:
-    """A counts Dataset for the panel with every count unobserved (``NaN``)."""
-    coords = panel_coords(benchmarks, generators)
+def empty_counts(
+    benchmarks: Sequence[str],
+    generators: Sequence[str],
+    *,
+    max_patches: int = POOL_SIZE,
+    critics: Sequence[str] = CRITICS,
+) -> xr.Dataset:
+    """A counts Dataset for the panel with every count unobserved (``NaN``).
+
+    ``max_patches`` is the largest number of labelled patches per instance
+    the instance histogram ``inst_hist`` can hold (see :func:`panel_coords`);
+    ``critics`` is the ``critic`` coordinate (default the paper's four).
+    """
+    coords = panel_coords(benchmarks, generators, max_patches=max_patches, critics=critics)
     data_vars = {}
     for name, dims in _COUNT_DIMS.items():
         shape = tuple(len(coords[d]) for d in dims)
@@ -173,7 +338,46 @@ def validate_counts(ds: xr.Dataset) -> xr.Dataset:
     for part, whole in pairs:
         if bool((ds[part] > ds[whole]).any()):
             raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
+    _validate_histogram(ds)
     return ds
+
+
+def _validate_histogram(ds: xr.Dataset) -> None:
+    """``inst_hist``: coordinates, per-cell all-or-nothing ``NaN``, k ≤ m, agreement with the totals."""
+    hist = ds["inst_hist"]
+    m = np.asarray(hist[DIM_PATCHES].values)
+    k = np.asarray(hist[DIM_PASSES].values)
+    if m.size == 0 or list(m) != list(range(1, m.size + 1)) or list(k) != list(range(m.size + 1)):
+        raise ValueError(
+            f"counts variable 'inst_hist' must have coordinates {DIM_PATCHES} = 1…M and {DIM_PASSES} = 0…M, "
+            f"got {list(m)} and {list(k)}"
+        )
+    h = hist.values
+    finite = np.isfinite(h)
+    some, every = finite.any(axis=(2, 3)), finite.all(axis=(2, 3))
+    if (some & ~every).any():
+        raise ValueError("counts variable 'inst_hist' must be all NaN or all observed within a cell")
+    impossible = k[None, :] > m[:, None]
+    if (np.nan_to_num(h)[:, :, impossible] != 0).any():
+        raise ValueError("counts variable 'inst_hist' counts instances with more passes than patches")
+    if not every.any():
+        return
+    hv = np.where(every[:, :, None, None], h, 0.0)
+    totals = {
+        "n_instances": hv.sum(axis=(2, 3)),
+        "n_patches": (hv * m[None, None, :, None]).sum(axis=(2, 3)),
+        "n_pass": (hv * k[None, None, None, :]).sum(axis=(2, 3)),
+    }
+    for name, total in totals.items():
+        value = ds[name].values
+        bad = every & np.isfinite(value) & (value != total)
+        if bad.any():
+            b, g = (int(a[0]) for a in np.nonzero(bad))
+            raise ValueError(
+                f"counts variable 'inst_hist' of cell ({ds[DIM_BENCHMARK].values[b]}, "
+                f"{ds[DIM_GENERATOR].values[g]}) implies {name} = {total[b, g]:g}, "
+                f"but {name} is {value[b, g]:g}"
+            )
 
 
 def sample_dims(ds: xr.Dataset | xr.DataArray) -> tuple[str, ...]:
@@ -185,7 +389,8 @@ def validate_params(ds: xr.Dataset) -> xr.Dataset:
     """Check that ``ds`` follows the parameter schema; return it unchanged.
 
     Probabilities must lie in [0, 1] (``NaN`` marks a cell or critic without
-    an estimate). Sample dims, if present, must be ``chain``/``draw``. Values
+    an estimate). The optional :data:`INSTANCE_PARAM` ``kappa`` must be
+    positive or ``NaN``. Sample dims, if present, must be ``chain``/``draw``. Values
     of dask-backed variables are not computed here (only their structure is
     checked), so validation never triggers a computation.
 
@@ -211,6 +416,19 @@ def validate_params(ds: xr.Dataset) -> xr.Dataset:
         finite = values[np.isfinite(values)]
         if ((finite < 0) | (finite > 1)).any():
             raise ValueError(f"parameter {name!r} must lie in [0, 1]")
+    if INSTANCE_PARAM in ds:
+        kappa = ds[INSTANCE_PARAM]
+        core = (DIM_BENCHMARK, DIM_GENERATOR)
+        extra = [d for d in kappa.dims if d not in core]
+        if set(core) - set(kappa.dims) or any(d not in SAMPLE_DIMS for d in extra):
+            raise ValueError(
+                f"parameter {INSTANCE_PARAM!r} has dims {kappa.dims}, "
+                f"expected {core} plus optional {SAMPLE_DIMS}"
+            )
+        if kappa.chunks is None:
+            values = kappa.values
+            if (values[~np.isnan(values)] <= 0).any():
+                raise ValueError(f"parameter {INSTANCE_PARAM!r} must be positive (or NaN: no estimate)")
     return ds
 
 
@@ -231,12 +449,131 @@ def order_params(ds: xr.Dataset) -> xr.Dataset:
     return xr.Dataset({name: ds[name].transpose(*lead, *core) for name, core in _PARAM_CORE_DIMS.items()})
 
 
-def stack_samples(ds: xr.Dataset | xr.DataArray, dim: str = "sample"):
-    """Stack ``chain``/``draw`` into one ``sample`` dim (length 1 if none present)."""
-    dims = sample_dims(ds)
-    if not dims:
-        return ds.expand_dims(dim)
-    return ds.stack({dim: dims})
+def thin_draws(post: xr.Dataset, n: int | None) -> xr.Dataset:
+    """Evenly spaced subset of ``n`` draws (all chains pooled), as ``chain = 1``, ``draw = n``.
+
+    The ``chain × draw`` samples are flattened chain-major and the samples at
+    ``round(linspace(0, total − 1, n))`` are kept (no randomness). This is the
+    one draw thinner of bpc.
+
+    Parameters
+    ----------
+    post : xarray.Dataset
+        Draws with ``chain``/``draw`` dims.
+    n : int or None
+        Number of draws to keep; ``None`` or more than available keeps all.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``chain`` (coordinate ``[0]``) and ``draw`` (``0 … n − 1``) first
+        on every sampled variable; variables without sample dims (e.g.
+        per-cell flags) are kept as they are.
+
+    Raises
+    ------
+    ValueError
+        If ``post`` has no ``chain``/``draw`` dims.
+    """
+    sd = sample_dims(post)
+    if not sd:
+        raise ValueError("thin_draws: the parameters have no chain/draw dims")
+    total = int(np.prod([post.sizes[d] for d in sd]))
+    k = total if n is None else max(1, min(int(n), total))
+    idx = np.unique(np.linspace(0, total - 1, k).round().astype(int))
+    out = {}
+    for name, var in post.data_vars.items():
+        if not all(d in var.dims for d in sd):
+            out[name] = var
+            continue
+        rest = [d for d in var.dims if d not in sd]
+        flat = var.transpose(*sd, *rest).values.reshape(total, *[var.sizes[d] for d in rest])[idx]
+        coords = {d: var[d].values for d in rest if d in var.coords}
+        out[name] = xr.DataArray(
+            flat[None, ...], dims=(DIM_CHAIN, DIM_DRAW, *rest), coords=coords, attrs=var.attrs
+        )
+    ds = xr.Dataset(out, attrs=post.attrs)
+    return ds.assign_coords({DIM_CHAIN: [0], DIM_DRAW: np.arange(len(idx))})
+
+
+# ---------------------------------------------------------------------------
+# Cells
+# ---------------------------------------------------------------------------
+def _cell_key(benchmark: str, generator: str) -> tuple:
+    """Sort key of a cell: known benchmarks / generators in paper order, unknown ones after, by name."""
+    bi = BENCHMARKS.index(benchmark) if benchmark in BENCHMARKS else len(BENCHMARKS)
+    gi = GENERATORS.index(generator) if generator in GENERATORS else len(GENERATORS)
+    return (bi, benchmark, gi, generator)
+
+
+def cell_order(cells) -> list[tuple[str, str]]:
+    """``(benchmark, generator)`` pairs in the paper's order (unknown names after the known, by name).
+
+    Parameters
+    ----------
+    cells : iterable of (str, str)
+        Cells (duplicates are dropped).
+    """
+    unique = dict.fromkeys((str(b), str(g)) for b, g in cells)
+    return sorted(unique, key=lambda c: _cell_key(*c))
+
+
+def sort_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the paper's order: benchmarks then generators as in :mod:`bpc.constants`.
+
+    The sort is stable (rows of one cell keep their order) and the index is reset.
+    """
+    keys = [_cell_key(b, g) for b, g in zip(df["benchmark"], df["generator"], strict=True)]
+    order = sorted(range(len(df)), key=keys.__getitem__)
+    return df.iloc[order].reset_index(drop=True)
+
+
+@overload
+def select_cell(obj: xr.Dataset, benchmark: str, generator: str) -> xr.Dataset: ...
+@overload
+def select_cell(obj: xr.DataArray, benchmark: str, generator: str) -> xr.DataArray: ...
+@overload
+def select_cell(obj: pd.DataFrame, benchmark: str, generator: str) -> pd.DataFrame: ...
+def select_cell(
+    obj: xr.Dataset | xr.DataArray | pd.DataFrame, benchmark: str, generator: str
+) -> xr.Dataset | xr.DataArray | pd.DataFrame:
+    """The part of ``obj`` that belongs to one cell.
+
+    Parameters
+    ----------
+    obj : xarray.Dataset, xarray.DataArray or pandas.DataFrame
+        Counts or parameters (``benchmark``/``generator`` dims, kept with
+        length 1), or records / trajectories / result rows
+        (``benchmark``/``generator`` columns; row order and index kept).
+    benchmark, generator : str
+        The cell.
+
+    Returns
+    -------
+    Same type as ``obj``.
+
+    Raises
+    ------
+    ValueError
+        If a Dataset / DataArray has a ``benchmark`` or ``generator`` dim
+        without the requested value.
+    TypeError
+        For another type of ``obj``.
+    """
+    if isinstance(obj, pd.DataFrame):
+        return obj[(obj["benchmark"] == benchmark).to_numpy() & (obj["generator"] == generator).to_numpy()]
+    if isinstance(obj, xr.Dataset | xr.DataArray):
+        sel = {}
+        for dim, value in ((DIM_BENCHMARK, benchmark), (DIM_GENERATOR, generator)):
+            if dim in obj.dims:
+                if value not in obj[dim].values:
+                    raise ValueError(
+                        f"no cell ({benchmark}, {generator}): {dim} {value!r} is not among "
+                        f"{[str(v) for v in obj[dim].values]}"
+                    )
+                sel[dim] = [value]
+        return obj.sel(sel)
+    raise TypeError(f"select_cell: expected an xarray or pandas object, got {type(obj).__name__}")
 
 
 @dataclass(frozen=True)
@@ -280,21 +617,24 @@ class Pool:
         )
 
 
-def records_to_pool(records: pd.DataFrame, critics: Sequence[str] = CRITICS) -> Pool:
+def records_to_pool(records: pd.DataFrame, critics: Sequence[str] | None = None) -> Pool:
     """Arrange one cell's records as a :class:`Pool`, patches in ``patch_id`` order.
 
     Parameters
     ----------
     records : pandas.DataFrame
         Records of a single (benchmark, generator) cell.
-    critics : sequence of str
-        Critics to place along the last axis of ``z``.
+    critics : sequence of str, optional
+        Critics to place along the last axis of ``z`` (default
+        :func:`record_critics` of ``records``).
 
     Raises
     ------
     ValueError
         If the records span more than one cell.
     """
+    if critics is None:
+        critics = record_critics(records)
     cells = records[["benchmark", "generator"]].drop_duplicates()
     if len(cells) > 1:
         raise ValueError(f"records_to_pool takes one cell, got {len(cells)}: {cells.to_dict('records')}")

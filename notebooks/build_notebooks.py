@@ -1,4 +1,4 @@
-"""Regenerate notebooks/01_quickstart.ipynb and 02_paper_reproduction.ipynb (outputs cleared).
+"""Regenerate notebooks/01_quickstart, 02_paper_reproduction and 03_live_controller (outputs cleared).
 
 The notebooks are built from this script so that their source stays reviewable
 as Python; run ``python notebooks/build_notebooks.py`` after editing it.
@@ -14,6 +14,8 @@ KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name
 
 
 def nb(cells):
+    for i, cell in enumerate(cells):
+        cell["id"] = f"cell-{i:02d}"  # stable ids: regenerating changes nothing that was not edited
     n = new_notebook(cells=cells, metadata=KERNEL)
     nbformat.validate(n)
     return n
@@ -31,8 +33,8 @@ quick = [
         "import os\n\n"
         "import numpy as np\n"
         "import pandas as pd\n\n"
-        "from bpc.constants import DEFAULT_SEED\n"
-        "from bpc.costs import paper_costs_for\n\n"
+        "from bpc import paper_costs_for\n"
+        "from bpc.constants import DEFAULT_SEED\n\n"
         'QUICK = os.environ.get("BPC_NOTEBOOK_QUICK") == "1"\n'
         "DRAWS, TUNE, CHAINS = (100, 100, 2) if QUICK else (1000, 1000, 4)\n"
         "SEED = DEFAULT_SEED\n"
@@ -45,10 +47,8 @@ quick = [
         "Point it at your own runs; here we use the authors' corpus when it is present."
     ),
     new_code_cell(
-        "from bpc.data.corpus import load_corpus\n"
-        "from bpc.data.counts import counts_from_records\n"
-        "from bpc.paths import default_corpus\n"
-        "from bpc.data.simulate import simulate_panel\n\n"
+        "from bpc import counts_from_records, load_corpus, simulate_panel\n"
+        "from bpc.paths import default_corpus\n\n"
         "path = default_corpus()\n"
         "if path is not None:\n"
         "    corpus = load_corpus(path, progress=False)\n"
@@ -66,8 +66,8 @@ quick = [
         "interval, and each critic's TPR / FPR / gap γ."
     ),
     new_code_cell(
-        "from bpc.report.tables import gap_table, prior_table\n"
-        "from bpc.estimate.laplace import laplace\n\n"
+        "from bpc import laplace\n"
+        "from bpc.report.tables import gap_table, prior_table\n\n"
         "params = laplace(counts)\n"
         "prior_table(params, counts).head(8)"
     ),
@@ -81,7 +81,8 @@ quick = [
         "parameter schema as `laplace`, for every cell of the panel (cells without data get predictive draws)."
     ),
     new_code_cell(
-        "from bpc.estimate.model import diagnose, fit, posterior_params\n\n"
+        "from bpc import fit, posterior_params\n"
+        "from bpc.estimate.model import diagnose\n\n"
         "dt = fit(counts, draws=DRAWS, tune=TUNE, chains=CHAINS, seed=SEED, progressbar=False, warn=not QUICK)\n"
         "post = posterior_params(dt)\n"
         "diagnose(dt)"
@@ -102,7 +103,7 @@ quick = [
         "elsewhere). Solved on posterior draws, it also tells how sure we can be of that action."
     ),
     new_code_cell(
-        "from bpc.decide.solve import solve_b0\n\n"
+        "from bpc import solve_b0\n\n"
         "b0 = solve_b0(params, paper_costs_for)\n"
         'actions = b0["action"].values\n'
         'decide = b0[["prior", "value"]].to_dataframe()\n'
@@ -127,8 +128,8 @@ quick = [
         "with a paired bootstrap 95% interval."
     ),
     new_code_cell(
-        "from bpc.report.tables import delta_table\n"
-        "from bpc.replay.engine import replay_cells\n\n"
+        "from bpc import replay_cells\n"
+        "from bpc.report.tables import delta_table\n\n"
         'rep = replay_cells(records, costs=paper_costs_for, transition_counts=counts, split="eval")\n'
         "delta_table(rep).round(1)"
     ),
@@ -139,7 +140,7 @@ quick = [
     new_markdown_cell(
         "## Next steps\n\n"
         "- `bpc fit`, `bpc solve`, `bpc replay`, `bpc compare` do the same from the command line.\n"
-        "- `python analyses/run_all.py --out bpc-analyses` reproduces every table and figure of the paper "
+        "- `bpc analyses --out bpc-analyses` reproduces every table and figure of the paper "
         "(see `02_paper_reproduction.ipynb`)."
     ),
 ]
@@ -147,12 +148,13 @@ quick = [
 repro = [
     new_markdown_cell(
         "# The paper's tables and figures, reproduced\n\n"
-        "This notebook runs `bpc.analyses` on the simulated 54-cell panel and on the authors' corpus "
+        "This notebook runs the analyses runner (`bpc.report.analyses`) on the simulated 54-cell panel "
+        "and on the authors' corpus "
         "(when found) and shows the results: prior and critic-gap tables, the full Δ table, the regime map "
         "(and its posterior form), c_ver sweeps with leader changes, the critic-informativeness grid, "
         "train-vs-eval Δ, and the belief state as an uncertainty score (PRR).\n\n"
         "`BPC_NOTEBOOK_QUICK=1` runs a reduced simulated panel (9 cells) with 2 posterior draws; the full run "
-        "is `python analyses/run_all.py --out bpc-analyses`."
+        "is `bpc analyses --out bpc-analyses`."
     ),
     new_code_cell(
         "import os\n"
@@ -239,7 +241,158 @@ repro = [
     ),
 ]
 
+live = [
+    new_markdown_cell(
+        "# The live controller: one agent task, step by step\n\n"
+        "`bpc.Controller` is built once per cell from calibrated parameters; `controller.episode()` is the "
+        "state of one task. The agent asks `episode.decide()`, does what it says, and reports back "
+        "(`observe`, `verified`, `regenerated`, `stop`). Here the *agent* replays the recorded patches of "
+        "a real cell — LiveCodeBench-hard × gpt5_mini from the authors' corpus (the simulated panel when "
+        "the corpus is absent) — so every step can be checked against `bpc replay`."
+    ),
+    new_code_cell(
+        "import json\n\n"
+        "import numpy as np\n"
+        "import pandas as pd\n\n"
+        "from bpc import Controller, Episode, laplace\n"
+        "from bpc.data.counts import counts_from_records\n"
+        "from bpc.paths import default_corpus\n"
+        "from bpc.schema import select_cell\n\n"
+        'CELL = ("lcb_hard", "gpt5_mini")\n'
+        "path = default_corpus()\n"
+        "if path is not None:\n"
+        "    from bpc.data.corpus import load_corpus\n\n"
+        '    records = load_corpus(path / "lcb_calibration_v2", progress=False).records\n'
+        "else:\n"
+        "    from bpc.data.simulate import simulate_panel\n\n"
+        '    records = simulate_panel(benchmarks=["lcb_hard"], generators=["gpt5_mini"]).records\n'
+        "records = select_cell(records, *CELL)\n"
+        "counts = counts_from_records(records)\n"
+        "params = laplace(counts)\n"
+        "ctrl = Controller.from_params(params, cell=CELL)   # costs: the paper's vector for the benchmark\n"
+        "ctrl"
+    ),
+    new_markdown_cell(
+        "## One episode\n\n"
+        "The first recorded instance: each patch has an oracle label `Y` and the verdicts of the critics. "
+        "The loop below is the whole integration — an agent would call its own generator, critics and "
+        "verifier where this one reads the record."
+    ),
+    new_code_cell(
+        "from bpc.replay.engine import cell_pool\n\n"
+        'pool = cell_pool(records, "paper")\n'
+        "i = int(np.argmax(pool.n_patches))\n"
+        "episode, patch, rows = ctrl.episode(), 0, []\n"
+        "while not episode.done:\n"
+        "    d = episode.decide()\n"
+        '    rows.append({"belief": d.belief, "used": "+".join(d.used), **d.q, "action": d.action})\n'
+        '    if d.action == "stop":\n'
+        "        episode.stop()\n"
+        '    elif d.action == "verify":\n'
+        "        episode.verified(passed=bool(pool.Y[i, patch] == 1))\n"
+        '    elif d.action == "regenerate":\n'
+        "        if patch + 1 >= pool.n_patches[i]:\n"
+        "            break  # no recorded patch left\n"
+        "        patch += 1\n"
+        "        episode.regenerated()\n"
+        "    else:\n"
+        "        z = int(pool.z[i, patch, pool.critics.index(d.action)])\n"
+        "        episode.observe(d.action, passed=None if z < 0 else bool(z))\n"
+        'print(pool.instance_ids[i], "->", episode.outcome, "| spent", episode.spent, "| utility", episode.utility)\n'
+        "pd.DataFrame(rows).round(2)"
+    ),
+    new_markdown_cell(
+        "Each row is one decision: the belief P(patch passes), the critics already used on the current "
+        "patch, the Q-value of every action (`-inf`: not offered) and the chosen action. The state is "
+        "JSON; restoring it replays the moves bit for bit."
+    ),
+    new_code_cell(
+        "state = json.loads(json.dumps(episode.to_dict()))\n"
+        'print(json.dumps(state["moves"]))\n'
+        "assert Episode.from_dict(state, ctrl).utility == episode.utility"
+    ),
+    new_markdown_cell(
+        "## The same numbers as `bpc replay`\n\n"
+        "Driving an episode through every instance's recorded patches gives exactly the per-instance "
+        "utilities of the replay engine for the same controller and profile."
+    ),
+    new_code_cell(
+        "from bpc.costs import paper_costs_for\n"
+        "from bpc.replay.engine import replay_pool\n\n\n"
+        "def drive(ctrl, i):\n"
+        "    ep, patch = ctrl.episode(), 0\n"
+        "    while not ep.done:\n"
+        "        a = ep.decide().action\n"
+        '        if a == "stop":\n'
+        "            ep.stop()\n"
+        '        elif a == "verify":\n'
+        "            ep.verified(bool(pool.Y[i, patch] == 1))\n"
+        '        elif a == "regenerate":\n'
+        "            if patch + 1 >= pool.n_patches[i]:\n"
+        "                break\n"
+        "            patch += 1\n"
+        "            ep.regenerated()\n"
+        "        else:\n"
+        "            z = int(pool.z[i, patch, pool.critics.index(a)])\n"
+        "            ep.observe(a, None if z < 0 else bool(z))\n"
+        "    return ep.utility\n\n\n"
+        "live = np.array([drive(ctrl, i) for i in range(pool.n_instances)])\n"
+        "cell_params = select_cell(params, *CELL)\n"
+        'replayed = replay_pool(pool, ["bayesian_dp"], paper_costs_for(CELL[0]), profile="paper", params=cell_params)\n'
+        'assert np.array_equal(live, replayed["utility"].sel(policy="bayesian_dp").values)\n'
+        'print(f"{pool.n_instances} instances, mean utility {live.mean():.2f} (live) = '
+        "{float(replayed['utility'].mean()):.2f} (replay)\")"
+    ),
+    new_markdown_cell(
+        "## Deciding under calibration uncertainty\n\n"
+        "With posterior draws of the parameters (here the exact conjugate posterior of the same counts) "
+        "the Bayes-robust controller lets every draw keep its own belief and picks the action with the "
+        "highest posterior-expected Q. Each decision also says how sure it is: the share of draws under "
+        "which each action is optimal, and the 89% band of each Q."
+    ),
+    new_code_cell(
+        "from bpc.estimate.conjugate import conjugate_posterior\n\n"
+        "post = conjugate_posterior(counts, draws=500, chains=2)\n"
+        "robust = Controller.from_params(post, cell=CELL)            # mode: bayes_robust\n"
+        "ep = robust.episode()\n"
+        "table = {}\n"
+        'for label, move in [("fresh patch", None), ("after test: fail", ("test", False)), ("after llm: pass", ("llm", True))]:\n'
+        "    if move is not None:\n"
+        "        ep.observe(*move)\n"
+        "    d = ep.decide()\n"
+        "    table[label] = {\n"
+        '        **{f"P({a} optimal)": p for a, p in d.p_optimal.items()},\n'
+        '        **{f"Q {a} 89% band": f"[{lo:.1f}, {hi:.1f}]" for a, (lo, hi) in d.q_band.items() if np.isfinite(lo)},\n'
+        '        "action": d.action,\n'
+        "    }\n"
+        "pd.DataFrame(table)"
+    ),
+    new_markdown_cell(
+        "## From the command line\n\n"
+        "`bpc solve` replays an episode so far (`--history`) and prints the decision as JSON; `bpc serve` "
+        "keeps a process up and answers JSON lines, for harnesses not written in Python."
+    ),
+    new_code_cell(
+        "import contextlib\n"
+        "import io\n\n"
+        "from bpc.cli import main\n\n"
+        "s = ctrl.policy.samples  # the cell's numbers; with a file: --params params.nc --cell lcb_hard/gpt5_mini\n"
+        'argv = ["solve", "--prior", str(s.prior[0]), "--p-fix", str(s.p_fix[0]), "--p-break", str(s.p_break[0])]\n'
+        "for k, c in enumerate(ctrl.critics):\n"
+        '    argv += ["--critic", f"{c}:{s.tpr[0, k]}:{s.fpr[0, k]}:{ctrl.critic_costs[k]}"]\n'
+        'argv += ["--c-gen", str(ctrl.c_gen), "--c-ver", str(ctrl.c_ver), "--reward", str(ctrl.reward)]\n'
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        '    main([*argv, "--history", "syn:pass,test:fail"])\n'
+        "answer = json.loads(out.getvalue())\n"
+        'same = ctrl.episode().observe("syn", True).observe("test", False).decide()\n'
+        'assert answer["action"] == same.action\n'
+        '{k: answer[k] for k in ("action", "value", "q", "state")}'
+    ),
+]
+
 ROOT.mkdir(parents=True, exist_ok=True)
 nbformat.write(nb(quick), ROOT / "01_quickstart.ipynb")
 nbformat.write(nb(repro), ROOT / "02_paper_reproduction.ipynb")
-print("cells:", len(quick), len(repro))
+nbformat.write(nb(live), ROOT / "03_live_controller.ipynb")
+print("cells:", len(quick), len(repro), len(live))

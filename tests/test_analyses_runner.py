@@ -106,3 +106,56 @@ def test_corpus_delta_tables_reproduce_the_release(corpus_path, tmp_path):
     assert (check["max_abs_diff_delta"] < 1e-3).all() and (check["max_abs_diff_ci"] < 1e-3).all()
     ev = pd.read_csv(tmp_path / "corpus/delta_table/delta_table_eval.csv")
     assert len(ev) == 7  # every corpus cell with raw records
+
+
+def test_release_check_hand_checked(tmp_path):
+    """Largest |Δ| and |CI bound| differences per cell, default reviewer only, release names canonicalised."""
+    import pandas as pd
+
+    from bpc.experiments.analyses import release_check
+
+    replay = pd.DataFrame(
+        {
+            "benchmark": ["lcb_hard"] * 2,
+            "generator": ["gpt5_mini"] * 2,
+            "policy": ["always_verify", "bayesian_dp"],
+            "delta": [0.0, 5.0],
+            "ci_lo": [0.0, 1.0],
+            "ci_hi": [0.0, 9.0],
+        }
+    )
+    released = pd.DataFrame(
+        {
+            "cell": ["lcb_hard"] * 3,
+            "generator": ["gpt5_mini"] * 3,
+            "policy": ["always_verify", "bayesian_dp", "bayesian_dp"],
+            "l3_reviewer": ["haiku45_default", "haiku45_default", "other"],
+            "diff_vs_always_verify": [0.0, 5.25, 99.0],
+            "ci95_lo": [0.0, 0.5, 99.0],
+            "ci95_hi": [0.0, 9.125, 99.0],
+        }
+    )
+    path = tmp_path / "release.csv"
+    released.to_csv(path, index=False)
+    check = release_check(replay, path)
+    assert check.to_dict("records") == [
+        {
+            "benchmark": "lcb_hard",
+            "generator": "gpt5_mini",
+            "n_policies": 2,
+            "max_abs_diff_delta": 0.25,
+            "max_abs_diff_ci": 0.5,
+        }
+    ]
+
+
+def test_config_is_the_settings_plus_an_output_folder(tmp_path):
+    from bpc.experiments.analyses import AnalysisSettings
+
+    cfg = AnalysisConfig(out=tmp_path, quick=True)
+    assert (
+        isinstance(cfg, AnalysisSettings) and cfg.formats == ("png",) and cfg.sampler_preset == "refit-quick"
+    )
+    assert AnalysisConfig(out=tmp_path).formats == ("png", "pdf")
+    with pytest.raises(ValueError, match="posterior must be one of"):
+        AnalysisConfig(out=tmp_path, posterior="laplace")

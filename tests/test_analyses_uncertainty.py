@@ -125,15 +125,15 @@ def test_tool_success_rate():
 
 
 def test_patch_table_on_simulated_cells():
-    from bpc.experiments.uncertainty_score import patch_table, uncertainty_prr
     from bpc.data.simulate import simulate_panel
+    from bpc.experiments.uncertainty_score import patch_table, uncertainty_prr
 
     panel = simulate_panel(5, scale=0.3, benchmarks=["lcb_medium"], generators=["gpt5_mini", "sonnet45"])
     patches = patch_table(panel.records, posterior_draws=50, posterior_seed=1)
     assert set(patches.columns) >= {"belief", "tool_success", "belief_posterior", "Y"}
     assert patches["belief"].between(0, 1).all()
     # held-out only: no instance of the fit split appears
-    from bpc.replay.engine import split_instances
+    from bpc.data.splits import split_instances
 
     cell = panel.records[panel.records.generator == "gpt5_mini"]
     _, eval_ids = split_instances(cell["instance_id"].unique())
@@ -146,8 +146,8 @@ def test_patch_table_on_simulated_cells():
 
 @pytest.mark.corpus
 def test_prr_on_real_lcb_cells(corpus_path):
-    from bpc.experiments.uncertainty_score import patch_table, uncertainty_prr
     from bpc.data.corpus import load_corpus
+    from bpc.experiments.uncertainty_score import patch_table, uncertainty_prr
 
     rec = load_corpus(corpus_path, progress=False).records
     rec = rec[rec.benchmark.str.startswith("lcb")]

@@ -97,7 +97,7 @@ def test_estimate_user_file_with_benchmark(tmp_path, capsys):
 def test_estimate_rejects_other_suffix(tmp_path, capsys):
     f = _user_file(tmp_path)
     assert main(["estimate", str(f), "--out", str(tmp_path / "est.txt"), "--benchmark", "b"]) == 2
-    assert "expected a .nc or .csv file" in capsys.readouterr().err
+    assert "expected a .nc, .csv or .parquet file, got '.txt'" in capsys.readouterr().err
 
 
 def test_estimate_bad_input_reports_file_and_line(tmp_path, capsys):
@@ -105,3 +105,15 @@ def test_estimate_bad_input_reports_file_and_line(tmp_path, capsys):
     f.write_text('{"generator": "g", "instance_id": "a", "patch_id": 0, "Y": 3}\n')
     assert main(["estimate", str(f), "--out", str(tmp_path / "e.csv"), "--benchmark", "b"]) == 2
     assert f"{f}:1: field 'Y': expected 0 or 1" in capsys.readouterr().err
+
+
+@pytest.mark.corpus
+def test_estimate_says_what_it_chose(corpus_path, tmp_path, capsys):
+    """SWE gpt5_mini comes from the 900-patch run, not the released 135-patch table: said at the end."""
+    out = tmp_path / "e.csv"
+    assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "data choices:" in err
+    line = next(x for x in err.splitlines() if "swebench_lite/gpt5_mini" in x)
+    assert "900 patches, prior 0.259" in line and "135 patches, prior 0.496" in line
+    assert len([x for x in err.splitlines() if "loading" in x]) <= 11  # rate-limited, not one line per file

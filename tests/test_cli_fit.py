@@ -27,6 +27,7 @@ def test_fit_simulated_then_summary(mocked, tmp_path, capsys):
     out = tmp_path / "post.nc"
     code = main(
         ["fit", "simulated", "--draws", "20", "--chains", "2", "--seed", "3", "--out", str(out), "--quiet"]
+        + ["--allow-bad-diagnostics"]  # the mocked sampler returns prior draws: too few for the ESS check
     )
     assert code == 0
     printed = capsys.readouterr().out
@@ -64,6 +65,7 @@ def test_fit_with_custom_model_file(mocked, tmp_path):
                 "--out",
                 str(out),
                 "--quiet",
+                "--allow-bad-diagnostics",
             ]
         )
         == 0
@@ -77,7 +79,11 @@ def test_fit_with_custom_model_file(mocked, tmp_path):
 def test_fit_corpus_path(mocked, tmp_path, corpus_path):
     out = tmp_path / "p.nc"
     assert (
-        main(["fit", str(corpus_path), "--draws", "10", "--chains", "2", "--out", str(out), "--quiet"]) == 0
+        main(
+            ["fit", str(corpus_path), "--draws", "10", "--chains", "2", "--out", str(out), "--quiet"]
+            + ["--allow-bad-diagnostics"]
+        )
+        == 0
     )
     counts = load(out)["counts"].to_dataset()
     assert (counts["source"] == "raw").any()
@@ -86,7 +92,8 @@ def test_fit_corpus_path(mocked, tmp_path, corpus_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["fit", "simulated", "--out", "x.csv"], "expected a .nc file"),
+        (["fit", "simulated", "--out", "x.csv"], "expected a .nc file, got '.csv'"),
+        (["fit", "simulated", "--draws", "0", "--out", "x.nc"], "--draws must be >= 1"),
         (["fit", "/no/such/corpus", "--out", "x.nc"], "does not exist"),
         (["fit", "simulated", "--model", "/no/such.toml", "--out", "x.nc"], "does not exist"),
         (["summary", "/no/such.nc"], "does not exist"),
@@ -100,6 +107,26 @@ def test_user_errors_exit_2(mocked, argv, message, capsys, tmp_path, monkeypatch
 
 def test_bad_model_file_exits_2(mocked, tmp_path, capsys):
     bad = tmp_path / "bad.toml"
-    bad.write_text('[model]\ncritics = ["nope"]\n')
+    bad.write_text('[model]\ncritics = ["no pe"]\n')
     assert main(["fit", "simulated", "--model", str(bad), "--out", str(tmp_path / "x.nc")]) == 2
     assert "bad.toml" in capsys.readouterr().err
+
+
+def test_failed_diagnostics_write_nothing_and_exit_1(mocked, tmp_path, capsys):
+    """20 mocked draws cannot pass the ESS threshold: exit 1, no file, the failure named on stderr."""
+    out = tmp_path / "post.nc"
+    argv = ["fit", "simulated", "--draws", "20", "--chains", "2", "--out", str(out), "--quiet"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "convergence check failed" in err and "ESS" in err and "--allow-bad-diagnostics" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_allowed_bad_diagnostics_are_recorded(mocked, tmp_path, capsys):
+    out = tmp_path / "post.nc"
+    argv = ["fit", "simulated", "--draws", "20", "--chains", "2", "--out", str(out), "--quiet"]
+    assert main([*argv, "--allow-bad-diagnostics"]) == 0
+    assert "written anyway" in capsys.readouterr().err
+    attrs = load(out).attrs
+    assert attrs["diagnostics_ok"] == 0 and attrs["allow_bad_diagnostics"] == 1
+    assert "ESS" in attrs["diagnostics_failures"]

@@ -22,7 +22,7 @@ def test_release_profile_writes_csv_matching_the_released_rows(corpus_path, tmp_
     )
     assert rc == 0
     df = pd.read_csv(out)
-    assert list(df.columns) == list(RESULT_COLUMNS)
+    assert list(df.columns) == [*RESULT_COLUMNS, "wins_by_abstaining"]
     assert len(df) == 8 and set(df["generator"]) == {"gpt5_mini"}
     with open(corpus_path / "PAPER_RELEASE" / "PAPER_TABLE_lcb_hard.csv", newline="") as fh:
         released = {
@@ -54,7 +54,7 @@ def test_paper_profile_on_tree_reports_skipped_cells(corpus_path, tmp_path, caps
     out = tmp_path / "paper.csv"
     assert main(["replay", str(corpus_path / "lcb_calibration_v2"), "--out", str(out), "--quiet"]) == 0
     df = pd.read_csv(out)
-    assert list(df.columns) == [*RESULT_COLUMNS, "split"]
+    assert list(df.columns) == [*RESULT_COLUMNS, "split", "wins_by_abstaining"]
     assert set(df["split"]) == {"eval", "fit"}
     assert set(df["generator"]) == {"gpt5_mini", "haiku45", "qwen3_coder"}
     assert "self_refine" not in set(df["policy"])
@@ -138,3 +138,35 @@ def test_simulated_panel(tmp_path, capsys):
     assert len(df.groupby(["benchmark", "generator"])) == 54
     assert set(df["policy"]) == {"always_verify", "reflexion", "bayesian_greedy"}
     assert "simulated panel" in capsys.readouterr().out
+
+
+def test_out_suffix_picks_the_format(tmp_path, capsys):
+    """``--out x.nc`` writes netCDF (not CSV text), ``.parquet`` Parquet; both hold the same table."""
+    import xarray as xr
+
+    argv = ["replay", "simulated", "--scale", "0.05", "--split", "eval", "--quiet"]
+    argv += ["--policies", "always_verify,bayesian_greedy"]
+    nc, pq = tmp_path / "t.nc", tmp_path / "t.parquet"
+    assert main([*argv, "--out", str(nc)]) == 0
+    assert nc.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"  # netCDF4 / HDF5 signature
+    ds = xr.open_dataset(nc)
+    assert set(ds.sizes) == {"benchmark", "generator", "split", "policy"}
+    assert {"delta", "pass_rate", "cost_per_instance", "n_instances", "wins_by_abstaining"} <= set(ds)
+    assert "paired bootstrap" in ds.attrs["interval"]
+    assert main([*argv, "--out", str(pq)]) == 0
+    table = pd.read_parquet(pq)
+    assert len(table) == 54 * 2
+    assert {p.name for p in tmp_path.iterdir()} == {"t.nc", "t.parquet"}  # no temporary file left
+
+
+def test_swe_abstention_is_flagged_in_the_table(tmp_path, capsys):
+    """On SWE-Bench (slow oracle) the controllers stop at once: Δ > 0 with pass rate 0 is flagged."""
+    out = tmp_path / "t.csv"
+    argv = ["replay", "simulated", "--scale", "0.3", "--split", "eval", "--quiet", "--out", str(out)]
+    assert main([*argv, "--policies", "always_verify,bayesian_greedy"]) == 0
+    df = pd.read_csv(out)
+    swe = df[df["benchmark"].str.startswith("swebench") & (df["policy"] == "bayesian_greedy")]
+    flagged = swe[(swe["delta"] > 0) & (swe["pass_rate"] < 1e-12)]
+    assert len(flagged) and flagged["wins_by_abstaining"].all()
+    printed = capsys.readouterr().out
+    assert "† wins by abstaining" in printed and "c_ver ≥ R·b" in printed

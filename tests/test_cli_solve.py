@@ -1,6 +1,7 @@
 """``bpc solve``: one state in, the best action and every Q-value out (JSON)."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -155,3 +156,179 @@ def test_closed_stdout_pipe_exits_quietly():
     )
     assert proc.stdout.strip() == "{"
     assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# the episode so far, calibrated parameters, the exact solver's limit
+# ---------------------------------------------------------------------------
+def test_history_replays_the_episode_through_the_controller(capsys):
+    from bpc.decide.live import Controller
+
+    rc, out = run(capsys, "--history", "syn:pass, test:fail,verify:fail,regenerate,llm:none")
+    assert rc == 0
+    payload = json.loads(out.out)
+    ctrl = Controller(
+        prior=0.3,
+        critics={"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)},
+        p_fix=0.15,
+        p_break=0.05,
+        c_gen=10,
+        c_ver=90,
+        reward=100,
+    )
+    ep = ctrl.episode().observe("syn", True).observe("test", False).verified(False).regenerated()
+    ep.observe("llm", None)
+    d = ep.decide()
+    assert payload["state"] == {"belief": d.belief, "used": ["llm"], "steps_left": 3}
+    assert payload["action"] == d.action and payload["value"] == d.value
+    assert payload["spent"] == 10 + 1 + 2 + 90 + 10 + 5
+    assert payload["history"][2] == {"op": "verified", "passed": False}
+    # b after verify:fail is 0 and regeneration gives p_fix = 0.15
+    rc, out = run(capsys, "--history", "verify:fail,regenerate")
+    assert json.loads(out.out)["state"]["belief"] == pytest.approx(0.15)
+
+
+@pytest.mark.parametrize(
+    "history, message",
+    [
+        ("syn:maybe", "syn:VERDICT with VERDICT pass, fail or none"),
+        ("verify:none", "verify:VERDICT with VERDICT pass or fail"),
+        ("regenerate:pass", "regenerate takes no verdict"),
+        ("lint:pass", "unknown critic 'lint'"),
+        ("test:pass,test:fail", "already used on the current patch"),
+        ("verify:pass", "the episode is over (passed)"),
+    ],
+)
+def test_bad_history_gives_one_clear_error_line(capsys, history, message):
+    rc, out = run(capsys, "--history", history)
+    assert rc == 2 and out.out == ""
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bpc solve: error:") and message in lines[0]
+
+
+def test_exact_above_its_horizon_limit_falls_back_to_the_grid(capsys):
+    from bpc.decide.live import EXACT_MAX_HORIZON
+
+    base = [a for a in BASE if a not in ("--horizon", "3")]
+    assert main([*base, "--method", "exact", "--horizon", "50"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["method"] == "dp" and payload["requested_method"] == "exact"
+    assert f"limited to horizon <= {EXACT_MAX_HORIZON}" in payload["note"]
+    sol = solve_dp(0.3, TPR, FPR, 0.15, 0.05, **KW, horizon=50)
+    np.testing.assert_allclose(q_list(payload), sol.q_at(np.array([0.3]), np.array([0]), 50)[0])
+
+
+@pytest.mark.corpus
+def test_params_file_of_bpc_estimate(capsys, tmp_path, corpus_path):
+    import xarray as xr
+
+    path = tmp_path / "params.nc"
+    assert main(["estimate", str(corpus_path / "lcb_calibration_v2"), "--out", str(path), "--quiet"]) == 0
+    capsys.readouterr()
+    assert (
+        main(["solve", "--params", str(path), "--cell", "lcb_hard/gpt5_mini", "--history", "test:fail"]) == 0
+    )
+    payload = json.loads(capsys.readouterr().out)
+    cell = xr.load_dataset(path).sel(benchmark="lcb_hard", generator="gpt5_mini")
+    prior, tpr, fpr = (
+        float(cell["prior"]),
+        float(cell["tpr"].sel(critic="test")),
+        float(cell["fpr"].sel(critic="test")),
+    )
+    b = (1 - tpr) * prior / ((1 - tpr) * prior + (1 - fpr) * (1 - prior))
+    assert payload["state"]["belief"] == pytest.approx(b)
+    assert payload["inputs"]["cell"] == "lcb_hard/gpt5_mini" and payload["inputs"]["c_ver"] == 5.0  # "fast"
+    assert payload["mode"] == "plugin" and "p_optimal" not in payload
+    assert main(["solve", "--params", str(path), "--cell", "lcb_hard/gpt5_mini", "--prior", "0.3"]) == 2
+    assert "--prior describe a controller by numbers" in capsys.readouterr().err
+    assert main(["solve", "--params", str(path)]) == 2
+    assert "--params needs --cell" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def posterior_file(tmp_path_factory):
+    """``bpc fit simulated`` with the sampler mocked (prior draws), as in tests/test_cli_fit.py."""
+    from functools import partial
+
+    import pymc as pm
+    import pytensor
+    from pymc.testing import mock_sample
+
+    path = tmp_path_factory.mktemp("fit") / "posterior.nc"
+    stats = {"diverging": lambda size: np.zeros(size, dtype=bool)}
+    with (
+        pytest.MonkeyPatch.context() as mp,
+        pytensor.config.change_flags(mode="FAST_COMPILE"),
+        warnings.catch_warnings(),
+    ):
+        warnings.filterwarnings("ignore", "The effect of Potentials", UserWarning)  # prior draws, not MCMC
+        mp.setattr(pm, "sample", partial(mock_sample, sample_stats=stats))
+        argv = ["fit", "simulated", "--draws", "30", "--chains", "2", "--seed", "3", "--out", str(path)]
+        assert main([*argv, "--quiet", "--allow-bad-diagnostics"]) == 0
+    return path
+
+
+def test_posterior_file_reports_p_optimal_and_bands(capsys, posterior_file):
+    from bpc.decide.live import Controller
+    from bpc.estimate.model import load, posterior_params
+
+    assert main(["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["mode"] == "bayes_robust" and payload["inputs"]["n_samples"] == 60
+    assert sum(payload["p_optimal"].values()) == pytest.approx(1.0)
+    assert payload["ci_prob"] == 0.89 and payload["ci_kind"] == "eti"
+    for action, band in payload["q_band"].items():
+        if payload["q"][action] is not None:
+            assert band[0] <= band[1]
+    params = posterior_params(load(posterior_file))
+    ctrl = Controller.from_params(params, cell=("lcb_hard", "gpt5_mini"))
+    d = ctrl.episode().decide()
+    assert payload["action"] == d.action and payload["value"] == pytest.approx(d.value)
+    assert payload["p_optimal"] == pytest.approx(dict(d.p_optimal))
+    assert (
+        main(
+            [
+                "solve",
+                "--params",
+                str(posterior_file),
+                "--cell",
+                "lcb_hard/gpt5_mini",
+                "--mode",
+                "posterior_mean",
+            ]
+        )
+        == 0
+    )
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["mode"] == "posterior_mean" and payload["inputs"]["n_samples"] == 1
+    assert (
+        main(["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini", "--max-draws", "7"])
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["inputs"]["n_samples"] == 7
+
+
+def test_solve_imports_neither_pandas_nor_xarray():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, io, contextlib\n"
+        "from bpc.cli import main\n"
+        f"argv = {BASE!r}\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(argv) == 0\n"
+        "heavy = [m for m in ('pandas', 'xarray', 'pymc', 'numba', 'arviz_stats') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == ""
+
+
+def test_instance_belief_model(capsys):
+    rc, out = run(capsys, "--belief-model", "instance", "--kappa", "5", "--history", "verify:fail,regenerate")
+    assert rc == 0
+    payload = json.loads(out.out)
+    assert payload["state"]["belief"] == pytest.approx(1.5 / 6.0)  # Beta(πκ, (1 − π)κ + 1) mean, π = 0.3
+    rc, out = run(capsys, "--belief-model", "instance")
+    assert rc == 2 and "needs kappa" in out.err

@@ -5,21 +5,13 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bpc.experiments.compare import (
-    CONTROLLERS,
-    CompareData,
-    cell_split,
-    compare_cells,
-    fit_counts,
-    load_source,
-    posterior_delta,
-    posterior_mean_params,
-    run_compare,
-    simulate_pool,
-    thin_draws,
-)
-from bpc.estimate.conjugate import conjugate_posterior
 from bpc.costs import Costs
+from bpc.estimate.conjugate import conjugate_posterior
+from bpc.experiments.compare import CONTROLLERS, compare_cells
+from bpc.experiments.delta import posterior_delta, simulate_pool
+from bpc.experiments.posterior import check_posterior_cells, posterior_mean_params
+from bpc.experiments.sources import CompareData, load_source, source_counts, source_split
+from bpc.report.compare import agreement_text, run_compare
 
 
 @pytest.fixture(scope="module")
@@ -45,32 +37,12 @@ def test_simulate_pool_follows_the_draws():
     np.testing.assert_array_equal(pool.z, again.z)
 
 
-def test_thin_draws_deterministic_and_sized():
-    from bpc.schema import empty_counts
-
-    c = empty_counts(["lcb_hard"], ["gpt5_mini"])
-    c["n_patches"][:] = 10
-    c["n_pass"][:] = 3
-    post = conjugate_posterior(c, draws=50, chains=4, seed=0)
-    t = thin_draws(post, 20)
-    assert t.sizes["chain"] == 1 and t.sizes["draw"] == 20
-    assert t["prior"].dims == ("chain", "draw", "benchmark", "generator")
-    flat = post["prior"].stack(s=("chain", "draw")).values.ravel()
-    np.testing.assert_array_equal(
-        t["prior"].values.ravel(), flat[np.linspace(0, 199, 20).round().astype(int)]
-    )
-    assert thin_draws(post, None).sizes["draw"] == 200
-    post["kernel_measured"] = xr.DataArray([[True]], dims=("benchmark", "generator"))
-    kept = thin_draws(post, 5)
-    assert kept["kernel_measured"].dims == ("benchmark", "generator") and kept.sizes["draw"] == 5
-
-
 def test_fit_counts_uses_only_fit_instances(small):
     from bpc.data.counts import counts_from_records
 
-    splits = cell_split(small)
-    fit_ids = {c: s[0] for c, s in splits.items()}
-    counts = fit_counts(small, fit_ids)
+    split = source_split(small)
+    fit_ids = dict(split.fit)
+    counts = source_counts(small, split)
     for (b, g), ids in fit_ids.items():
         rec = small.records[(small.records["benchmark"] == b) & (small.records["generator"] == g)]
         ref = counts_from_records(rec[rec["instance_id"].isin(ids)])
@@ -80,7 +52,7 @@ def test_fit_counts_uses_only_fit_instances(small):
             counts["critic_pass"].sel(cell).values, ref["critic_pass"].sel(cell).values
         )
         # fit and eval are disjoint
-        assert not set(ids) & set(splits[(b, g)][1])
+        assert not set(ids) & set(split.eval[(b, g)])
 
 
 def _const_post(prior: float, tpr, fpr, draws: int = 40) -> xr.Dataset:
@@ -131,15 +103,13 @@ def test_posterior_delta_hand_checked_best_of_3():
 
 
 def test_compare_cells_intervals_contain_point_estimates(small):
-    splits = cell_split(small)
-    counts = fit_counts(small, {c: s[0] for c, s in splits.items()})
+    split = source_split(small)
+    counts = source_counts(small, split)
     from bpc.estimate.laplace import laplace
 
     lap = laplace(counts)
     post = conjugate_posterior(counts, draws=30, chains=2, seed=1)
-    table = compare_cells(
-        small, lap, post, splits, robust_draws=20, posterior_draws=10, n_per_draw=40, seed=2
-    )
+    table = compare_cells(small, lap, post, split, robust_draws=20, posterior_draws=10, n_per_draw=40, seed=2)
     assert set(CONTROLLERS) <= set(table["policy"])
     assert {"delta", "ci_lo", "ci_hi", "post_mean", "post_lo", "post_hi", "p_positive"} <= set(table.columns)
     fin = table.dropna(subset=["ci_lo"])
@@ -154,17 +124,14 @@ def test_compare_cells_intervals_contain_point_estimates(small):
     av = table[table["policy"] == "always_verify"]
     assert (av["delta"] == 0).all()
     # deterministic
-    again = compare_cells(
-        small, lap, post, splits, robust_draws=20, posterior_draws=10, n_per_draw=40, seed=2
-    )
+    again = compare_cells(small, lap, post, split, robust_draws=20, posterior_draws=10, n_per_draw=40, seed=2)
     pd.testing.assert_frame_equal(table, again)
 
 
 def test_posterior_mean_of_conjugate_equals_laplace(small):
     from bpc.estimate.laplace import laplace
 
-    splits = cell_split(small)
-    counts = fit_counts(small, {c: s[0] for c, s in splits.items()})
+    counts = source_counts(small, source_split(small))
     post = conjugate_posterior(counts, draws=4000, chains=1, seed=0)
     pm = posterior_mean_params(post)
     lap = laplace(counts)
@@ -207,16 +174,13 @@ def test_load_real_corpus_lcb(corpus_path):
     assert ("lcb_hard", "gpt5_mini") in data.cells and all(b.startswith("lcb") for b, _ in data.cells)
     # other cells stay in the counts for pooling
     assert data.counts.sizes["benchmark"] > 2
-    splits = cell_split(data)
-    counts = fit_counts(data, {c: s[0] for c, s in splits.items()})
+    counts = source_counts(data, source_split(data))
     # measured refinement kernel kept for lcb_hard/gpt5_mini
     assert np.isfinite(counts["trans_n"].sel(benchmark="lcb_hard", generator="gpt5_mini")).all()
     assert counts["n_instances"].sel(benchmark="lcb_hard", generator="gpt5_mini").item() == 21
 
 
 def test_agreement_text_counts_disagreements():
-    from bpc.experiments.compare import _agreement_text
-
     t = pd.DataFrame(
         {
             "benchmark": ["b"] * 3,
@@ -230,7 +194,7 @@ def test_agreement_text_counts_disagreements():
             "post_hi": [0.0, 6.0, 5.0],
         }
     )
-    text = _agreement_text(t)
+    text = agreement_text(t)
     assert "for 1 of 2" in text and "do not even overlap for 1" in text and "b/g p2" in text
 
 
@@ -262,9 +226,86 @@ def test_cli_compare_runs(tmp_path, capsys):
 
 
 def test_posterior_without_the_replayed_cells_is_rejected():
-    from bpc.experiments.compare import _check_posterior_cells
-
     post = _const_post(0.3, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4], draws=3)
-    _check_posterior_cells(post, [("lcb_hard", "gpt5_mini")], "p.nc")
+    check_posterior_cells(post, [("lcb_hard", "gpt5_mini")], "p.nc")
     with pytest.raises(ValueError, match="no draws for replayed cell"):
-        _check_posterior_cells(post, [("lcb_hard", "gpt5_mini"), ("lcb_hard", "haiku45")], "p.nc")
+        check_posterior_cells(post, [("lcb_hard", "gpt5_mini"), ("lcb_hard", "haiku45")], "p.nc")
+
+
+# ---------------------------------------------------------------------------
+# sampler presets, compile-once refits, diagnostics in the report
+# ---------------------------------------------------------------------------
+def test_sampler_presets_are_pinned():
+    from bpc.constants import SAMPLER_PRESETS
+    from bpc.experiments.posterior import sampler_settings
+
+    assert sampler_settings("default") == {"draws": 1000, "tune": 1000, "chains": 4, "target_accept": 0.9}
+    assert sampler_settings("quick")["chains"] == 4 and set(SAMPLER_PRESETS) >= {"quick", "default"}
+    with pytest.raises(ValueError, match="unknown sampler preset"):
+        sampler_settings("fast")
+
+
+class _FakeRefitter:
+    """Stands in for the compiled model: counts constructions and records each fit's settings."""
+
+    built = 0
+
+    def __init__(self, template, *, target_accept):
+        type(self).built += 1
+        self.calls = []
+
+    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels):
+        self.calls.append((draws, tune, chains, seed, kernels))
+        rng = np.random.default_rng(seed)
+        post = xr.Dataset({"mu": (("chain", "draw"), rng.normal(size=(chains, draws)))})
+        params = conjugate_posterior(counts, draws=draws, chains=chains, seed=seed)
+        return xr.DataTree.from_dict({"posterior": post, "parameters": params})
+
+
+def test_hierarchical_refits_compile_once(small, monkeypatch):
+    import bpc.estimate.model as model
+    from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS, HierarchicalRefits, fit_posterior
+
+    monkeypatch.setattr(model, "Refitter", _FakeRefitter)
+    _FakeRefitter.built = 0
+    counts = source_counts(small, source_split(small))
+    refits = HierarchicalRefits(counts, preset="quick")
+    assert _FakeRefitter.built == 0  # compiled on first use only
+    main = fit_posterior(None, counts, seed=3, refits=refits)
+    other = refits.with_preset("refit-quick")
+    params = other(counts, 4)
+    assert _FakeRefitter.built == 1
+    assert refits.refitter.calls == [(500, 500, 4, 3, "measured"), (200, 200, 2, 4, "measured")]
+    assert set(DIAGNOSTIC_COLUMNS) <= set(main.diagnostics) and "max R-hat" in main.description
+    assert all(k in params.attrs for k in DIAGNOSTIC_COLUMNS)
+
+
+def test_efficiency_paragraph_and_table_report_refit_diagnostics():
+    from bpc.report.compare import efficiency_paragraph, refit_diagnostics
+
+    rows = []
+    for k, rep, rhat in ((3, 0, 1.2), (-1, 0, 1.001)):
+        for method, delta in (("laplace_dp", 1.0), ("hierarchical_mean_dp", 2.0)):
+            rows.append(
+                {
+                    "source": "s",
+                    "k": k,
+                    "k_label": "all" if k < 0 else str(k),
+                    "rep": rep,
+                    "benchmark": "b",
+                    "generator": "g",
+                    "method": method,
+                    "delta": delta,
+                    "max_rhat": rhat,
+                    "min_ess_bulk": 50.0 if rhat > 1.01 else 900.0,
+                    "min_ess_tail": 60.0 if rhat > 1.01 else 800.0,
+                    "divergences": 1 if rhat > 1.01 else 0,
+                    "converged": rhat <= 1.01,
+                }
+            )
+    eff = pd.DataFrame(rows)
+    diag = refit_diagnostics(eff)
+    assert len(diag) == 2 and diag["max_rhat"].tolist() == [1.2, 1.001]
+    text = efficiency_paragraph(eff)
+    assert "Hierarchical refits (2): max R-hat 1.200" in text and "min tail ESS 60" in text
+    assert "1 divergences" in text and "1 failed the convergence thresholds" in text

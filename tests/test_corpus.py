@@ -399,7 +399,7 @@ def test_progress_goes_to_stderr(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(corpus_mod, "_PROGRESS_AFTER_S", 0.0)
     load_corpus(tmp_path, progress=True)
     captured = capsys.readouterr()
-    assert "bpc: loading [1/1]" in captured.err and captured.out == ""
+    assert "[bpc] loading file 1/1" in captured.err and captured.out == ""
     load_corpus(tmp_path, progress=False)
     assert capsys.readouterr().err == ""
 

@@ -9,6 +9,7 @@ from bpc.data.counts import (
     cell_counts,
     counts_from_records,
     critic_tallies,
+    instance_tallies,
     merge_counts,
     transition_counts,
     transition_tallies,
@@ -246,3 +247,99 @@ def test_kernel_counts_use_one_refinement_method():
     # a single method is counted whatever its name (e.g. the authors' 'selfrefine')
     one = transition_counts(traj[traj["method"] == "reflexion"]).sel(benchmark="b", generator="g")
     assert one["trans_flip"].values.tolist() == [0, 1]
+
+
+# ---------------------------------------------------------------------------
+# the instance histogram (issue 10)
+# ---------------------------------------------------------------------------
+def test_instance_tallies_by_hand():
+    y = np.array([1, 0, 0, 1, 1, 0, 0, 1])
+    inst = np.array([0, 0, 1, 2, 2, 2, 3, 4])
+    group = np.array([0, 0, 0, 0, 0, 0, 1, 1])
+    h = instance_tallies(y, inst, group, 2)
+    assert h.shape == (2, 3, 4)
+    # group 0: instance 0 has 1 of 2, instance 1 has 0 of 1, instance 2 has 2 of 3
+    expected0 = np.zeros((3, 4))
+    expected0[1, 1] = expected0[0, 0] = expected0[2, 2] = 1
+    np.testing.assert_array_equal(h[0], expected0)
+    # group 1: two one-patch instances, one failing and one passing
+    expected1 = np.zeros((3, 4))
+    expected1[0, 0] = expected1[0, 1] = 1
+    np.testing.assert_array_equal(h[1], expected1)
+    with pytest.raises(ValueError, match="one group"):
+        instance_tallies(y, np.zeros(8, dtype=int), group, 2)
+    with pytest.raises(ValueError, match="max_patches"):
+        instance_tallies(y, inst, max_patches=2)
+
+
+def test_counts_carry_the_instance_histogram():
+    T = True
+    rows = [
+        ("b", "g", f"i{i}", p, y, T, T, T, None)
+        for i, ys in enumerate([(1, 1, 1), (0, 0, 1), (0, 0, 0), (0, 0)])
+        for p, y in enumerate(ys)
+    ]
+    c = validate_counts(counts_from_records(_records(rows)))
+    h = c.inst_hist.sel(benchmark="b", generator="g")
+    assert h.dims == ("patches", "passes")
+    assert list(h.patches.values) == [1, 2, 3] and list(h.passes.values) == [0, 1, 2, 3]
+    assert float(h.sel(patches=3, passes=3)) == 1
+    assert float(h.sel(patches=3, passes=1)) == 1
+    assert float(h.sel(patches=3, passes=0)) == 1
+    assert float(h.sel(patches=2, passes=0)) == 1
+    assert float(h.sum()) == 4
+    # a table-only cell has no histogram, and merging keeps both
+    table = cell_counts("b", "t", n_patches=30, n_pass=9, n_instances=10, source="table")
+    assert np.isnan(table.inst_hist).all()
+    m = merge_counts(c, table)
+    assert np.isnan(m.inst_hist.sel(generator="t")).all()
+    np.testing.assert_array_equal(m.inst_hist.sel(benchmark="b", generator="g").values, h.values)
+
+
+def test_merge_pads_a_larger_histogram():
+    rows = [("b", "g", "i0", p, 1, None, None, None, None) for p in range(5)]
+    big = counts_from_records(_records(rows))
+    assert big.sizes["patches"] == 5
+    small = cell_counts("b", "h", n_patches=3, n_pass=1, n_instances=1)
+    m = merge_counts(small, big)
+    assert (
+        m.sizes["patches"] == 5
+        and float(m.inst_hist.sel(benchmark="b", generator="g", patches=5, passes=5)) == 1
+    )
+    assert np.isnan(m.inst_hist.sel(generator="h")).all()
+
+
+def test_validate_counts_checks_the_histogram():
+    hist = np.zeros((3, 4))
+    hist[2, 1] = 2  # two instances with 1 of 3 passing
+    ok = cell_counts("b", "g", n_patches=6, n_pass=2, n_instances=2, inst_hist=hist)
+    assert float(ok.inst_hist.sum()) == 2
+    with pytest.raises(ValueError, match="implies n_pass"):
+        cell_counts("b", "g", n_patches=6, n_pass=3, n_instances=2, inst_hist=hist)
+    with pytest.raises(ValueError, match="implies n_instances"):
+        cell_counts("b", "g", n_patches=6, n_pass=2, n_instances=3, inst_hist=hist)
+    bad = hist.copy()
+    bad[0, 3] = 1  # 3 passes among 1 patch
+    with pytest.raises(ValueError, match="more passes than patches"):
+        cell_counts("b", "g", inst_hist=bad)
+    partial = hist.copy()
+    partial[0, 0] = np.nan
+    with pytest.raises(ValueError, match="all NaN or all observed"):
+        cell_counts("b", "g", inst_hist=partial)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 1)), min_size=1, max_size=25))
+def test_histogram_matches_a_plain_loop(rows):
+    per: dict[int, list[int]] = {}
+    data = []
+    for inst, y in rows:
+        if len(per.get(inst, [])) == 3:
+            continue
+        per.setdefault(inst, []).append(y)
+        data.append(("b", "g", f"i{inst}", len(per[inst]) - 1, y, None, None, None, None))
+    c = counts_from_records(_records(data))
+    expected = np.zeros((3, 4))
+    for ys in per.values():
+        expected[len(ys) - 1, sum(ys)] += 1
+    np.testing.assert_array_equal(c.inst_hist.sel(benchmark="b", generator="g").values, expected)

@@ -4,14 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bpc.experiments.compare import load_source
 from bpc.estimate.conjugate import conjugate_posterior
-from bpc.experiments.efficiency import (
-    efficiency_experiment,
-    efficiency_paragraph,
-    efficiency_summary,
-    subsample_fit_ids,
-)
+from bpc.experiments.efficiency import efficiency_experiment, efficiency_summary, subsample_fit_ids
+from bpc.experiments.sources import load_source
+from bpc.report.compare import efficiency_paragraph
 
 
 def conj(counts, seed):
@@ -86,15 +82,15 @@ def test_unknown_method(data):
 
 @pytest.mark.slow
 def test_hierarchical_fit_integration(data):
-    """The one real (tiny) MCMC fit: the default posterior_fn runs and feeds both hierarchical controllers."""
-    import warnings
+    """The one real MCMC refit: the default posterior_fn (compiled once, quick preset) feeds both
+    hierarchical controllers, and its convergence diagnostics are columns of the table."""
+    from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
 
-    from bpc.experiments.efficiency import hierarchical_posterior_fn
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # 200 draws: convergence warnings are expected here
-        eff = efficiency_experiment(
-            data, ks=(3,), reps=1, posterior_fn=hierarchical_posterior_fn(quick=True), robust_draws=10, seed=1
-        )
+    eff = efficiency_experiment(data, ks=(3,), reps=1, robust_draws=10, seed=1)
     assert set(eff["method"]) == {"laplace_dp", "hierarchical_mean_dp", "hierarchical_robust"}
     assert eff["delta"].notna().all() and (eff["n_fit"] == 3).all()
+    assert set(DIAGNOSTIC_COLUMNS) <= set(eff.columns)
+    hier = eff[eff["method"] != "laplace_dp"]
+    assert (hier["max_rhat"] >= 1.0).all() and (hier["min_ess_bulk"] > 0).all()
+    assert (hier["divergences"] >= 0).all() and hier["converged"].notna().all()
+    assert eff.loc[eff["method"] == "laplace_dp", "max_rhat"].isna().all()

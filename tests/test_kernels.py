@@ -259,6 +259,29 @@ def test_numba_kernel_equals_numpy_reference(dtype):
     np.testing.assert_array_equal(a.q.max(axis=3), a.value)
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    backend=st.sampled_from(["numba", "numpy"]),
+    nan_frac=st.sampled_from([0.0, 0.3]),
+)
+def test_q_at_reads_stored_q_as_the_backup_computes_it(seed, backend, nan_frac):
+    """The one Q lookup gives the same bits with a stored table (gather) and without (backup)."""
+    rng = np.random.default_rng(seed)
+    S = 5
+    p = random_problem(rng, S, nan_frac=nan_frac)
+    kw = dict(critic_costs=rng.uniform(0, 5, (S, 3)), c_gen=rng.uniform(0, 20, S), c_ver=30.0, reward=R)
+    stored = solve_dp(**p, **kw, horizon=3, keep_q=True, backend=backend)
+    lean = solve_dp(**p, **kw, horizon=3, keep_q=False, backend=backend)
+    b = np.concatenate([rng.uniform(0, 1, (40, S)), np.broadcast_to(stored.grid[::7, None], (8, S))])
+    b[0] = 0.0
+    b[1] = 1.0
+    used = rng.integers(0, 8, b.shape[0])[:, None]
+    for h in range(4):
+        a = stored.q_at(b, used, h, sample_index=np.arange(S)[None, :])
+        np.testing.assert_array_equal(a, lean.q_at(b, used, h, sample_index=np.arange(S)[None, :]))
+
+
 def test_q_at_matches_stored_q_on_the_grid():
     rng = np.random.default_rng(3)
     p = random_problem(rng, 4)

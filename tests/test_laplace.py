@@ -8,8 +8,14 @@ from hypothesis import strategies as st
 
 from bpc.constants import CI_BOUNDS, CRITIC_FIELDS, RELEASE_BENCHMARK_NAMES, WILSON_PROB
 from bpc.data.corpus import load_corpus
-from bpc.data.counts import cell_counts
-from bpc.estimate.laplace import laplace, smoothed_rate, wilson_interval
+from bpc.data.counts import cell_counts, merge_counts
+from bpc.estimate.laplace import (
+    beta_binomial_loglik,
+    instance_fit,
+    laplace,
+    smoothed_rate,
+    wilson_interval,
+)
 from bpc.schema import PARAM_VARS, validate_params
 
 
@@ -217,3 +223,147 @@ def test_wilson_matches_authors_prior_ci(real, corpus_path):
         assert float(hi) == pytest.approx(r["wilson_ci_hi"], abs=1e-12)
         assert float(p.prior.sel(benchmark=bench, generator=gen)) == r["prior_y1_beta11"]
     assert matched == 26
+
+
+# ---------------------------------------------------------------------------
+# the instance model: κ, its fallback and the instance-respecting interval
+# ---------------------------------------------------------------------------
+def _hist(*rows):
+    """A 3-patch histogram from instance counts by passes (0, 1, 2, 3 of 3)."""
+    h = np.zeros((3, 4))
+    h[2] = rows
+    return h
+
+
+def _reference_fit(hist):
+    """Independent reference: scipy's betabinom, maximised with Nelder-Mead."""
+    from scipy.optimize import minimize
+    from scipy.special import expit
+    from scipy.stats import betabinom
+
+    ks = np.arange(4)
+    w = hist[2]
+
+    def nll(v):
+        p, kap = expit(v[0]), np.exp(v[1])
+        return -float(w @ betabinom.logpmf(ks, 3, p * kap, (1 - p) * kap))
+
+    best = minimize(nll, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10})
+    return expit(best.x[0]), np.exp(best.x[1]), -best.fun, nll
+
+
+def test_beta_binomial_loglik_matches_scipy():
+    from scipy.stats import betabinom
+
+    h = np.zeros((3, 4))
+    h[2] = [5, 2, 1, 4]
+    h[1] = [1, 2, 0, 0]
+    h[0] = [3, 1, 0, 0]
+    got = beta_binomial_loglik(h, 0.3, 0.8)
+    a, b = 0.3 * 0.8, 0.7 * 0.8
+    ref = sum(h[m - 1, k] * betabinom.logpmf(k, m, a, b) for m in (1, 2, 3) for k in range(m + 1))
+    assert got == pytest.approx(ref, rel=1e-12)
+    # κ → ∞ is the binomial model; κ → 0 puts each instance at all-pass or all-fail
+    from scipy.stats import binom
+
+    ref_iid = sum(h[m - 1, k] * binom.logpmf(k, m, 0.3) for m in (1, 2, 3) for k in range(m + 1))
+    assert beta_binomial_loglik(h, 0.3, 1e9) == pytest.approx(ref_iid, rel=1e-6)
+
+
+def test_instance_fit_matches_an_independent_optimiser():
+    h = _hist(19, 3, 3, 4)  # LCB-hard gpt5_mini in the authors' corpus
+    fit = instance_fit(h[None])
+    pi, kappa, lmax, nll = _reference_fit(h)
+    assert fit.identified[0] and not fit.boundary[0]
+    assert fit.pi[0] == pytest.approx(pi, abs=2e-3)
+    assert fit.kappa[0] == pytest.approx(kappa, rel=2e-2)
+    # the interval's ends lie where the profile deviance is χ²₁(0.95) = 3.84
+    from scipy.optimize import minimize_scalar
+    from scipy.special import logit
+
+    for end in fit.pi_interval[0]:
+        x = float(logit(end))
+        prof = -minimize_scalar(lambda t, x=x: nll([x, t]), bounds=(-7, 9.3), method="bounded").fun
+        assert 2 * (lmax - prof) == pytest.approx(3.841, abs=0.05)
+    lo, hi = fit.kappa_interval[0]
+    assert lo < fit.kappa[0] < hi < np.inf
+
+
+def test_kappa_fallback_to_the_pooled_estimate():
+    dependent = _hist(19, 3, 3, 4)
+    under = _hist(0, 10, 10, 0)  # under-dispersed: the likelihood grows without bound in κ
+    all_or_nothing = _hist(20, 0, 0, 10)  # κ̂ → 0
+    all_fail = _hist(30, 0, 0, 0)  # κ not identified
+    fit = instance_fit(np.stack([dependent, under, all_or_nothing, all_fail]))
+    assert fit.boundary[1] and fit.kappa[1] == pytest.approx(1e4)
+    assert fit.boundary[2] and fit.kappa[2] == pytest.approx(1e-3)
+    assert not fit.identified[3] and np.isnan(fit.kappa[3])
+    # the all-fail cell's π interval reaches 0
+    assert fit.pi_interval[3, 0] == 0.0 and 0 < fit.pi_interval[3, 1] < 0.2
+
+    counts = merge_counts(
+        *(
+            cell_counts(
+                "lcb_hard",
+                g,
+                n_patches=3 * h.sum(),
+                n_pass=(h[2] * np.arange(4)).sum(),
+                n_instances=h.sum(),
+                inst_hist=h,
+                source="raw",
+            )
+            for g, h in zip(
+                ["gpt5_mini", "qwen3_coder", "haiku45", "sonnet45"],
+                [dependent, under, all_or_nothing, all_fail],
+                strict=True,
+            )
+        ),
+        cell_counts("lcb_hard", "qwen25_coder_32b", n_patches=60, n_pass=12, n_instances=20, source="table"),
+    )
+    p = laplace(counts).sel(benchmark="lcb_hard")
+    pooled = p.kappa.attrs["pooled_kappa"]
+    # pooled: one κ over the identified cells, each with its own π
+    grid = np.exp(np.linspace(np.log(1e-3), np.log(1e4), 4001))
+    hists = [dependent, under, all_or_nothing]
+    total = [
+        sum(max(beta_binomial_loglik(h, q, k) for q in np.linspace(0.01, 0.99, 197)) for h in hists)
+        for k in grid[::40]
+    ]
+    assert np.log(pooled) == pytest.approx(np.log(grid[::40][int(np.argmax(total))]), abs=0.25)
+    assert list(p.kappa_source.values) == ["cell", "pooled", "pooled", "pooled", "pooled"]
+    assert float(p.kappa.sel(generator="gpt5_mini")) == pytest.approx(fit.kappa[0])
+    for g in ("qwen3_coder", "haiku45", "sonnet45", "qwen25_coder_32b"):
+        assert float(p.kappa.sel(generator=g)) == pooled
+    # the table cell gets the design-effect-corrected Wilson interval
+    deff = 1 + 2 / (1 + pooled)
+    lo, hi = wilson_interval(12 / deff, 60 / deff)
+    inst = p.prior_inst.sel(generator="qwen25_coder_32b")
+    assert float(inst.sel(ci_bound="lower")) == pytest.approx(float(lo))
+    assert float(inst.sel(ci_bound="upper")) == pytest.approx(float(hi))
+    wil = p.prior_wilson.sel(generator="qwen25_coder_32b")
+    assert float(inst.sel(ci_bound="lower")) < float(wil.sel(ci_bound="lower"))
+
+
+@pytest.mark.corpus
+def test_instance_intervals_are_wider_and_contain_the_estimate(real):
+    counts = real[0].counts
+    p = real[1]
+    has = p.prior_inst.notnull().all("ci_bound")
+    lo, hi = p.prior_inst.sel(ci_bound="lower"), p.prior_inst.sel(ci_bound="upper")
+    wlo, whi = p.prior_wilson.sel(ci_bound="lower"), p.prior_wilson.sel(ci_bound="upper")
+    raw = counts.n_pass / counts.n_patches
+    assert bool(((lo <= raw) & (raw <= hi)).where(has, True).all())
+    # dependence (κ̂ < ∞) only widens the interval
+    assert bool(((lo <= wlo) & (hi >= whi)).where(has, True).all())
+    assert validate_params(p) is p
+    assert (p.kappa.values[np.isfinite(p.kappa.values)] > 0).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 15), min_size=4, max_size=4).filter(lambda r: sum(r) > 0))
+def test_profile_interval_contains_the_ml_estimate(row):
+    fit = instance_fit(_hist(*row)[None])
+    lo, hi = fit.pi_interval[0]
+    assert 0 <= lo <= fit.pi[0] <= hi <= 1
+    if fit.identified[0]:
+        assert 1e-3 * (1 - 1e-9) <= fit.kappa[0] <= 1e4 * (1 + 1e-9)

@@ -11,6 +11,7 @@ from model_fixtures import fast_compile, tiny_counts  # noqa: F401
 from scipy import stats
 
 from bpc.estimate.model import ModelSpec, build_model, observations, rate_counts
+from bpc.estimate.model.build import instance_observations
 from bpc.estimate.model.checks import prior_draws
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
@@ -45,9 +46,13 @@ def test_observations_mask_missing_entries(counts):
     spec = ModelSpec.default()
     obs = observations(counts, spec)
     labels = set(obs.obs.values)
-    # 5 cells with data: prior + syn/llm tpr,fpr everywhere, test only off swebench, 1 kernel
-    expected = 5 * (1 + 4) + 4 * 2 + 2
+    # 5 cells with data: syn/llm tpr,fpr everywhere, test only off swebench, 1 kernel; the prior
+    # enters through the instance model, or as a collapsed rate when that is switched off
+    expected = 5 * 4 + 4 * 2 + 2
     assert obs.sizes["obs"] == expected
+    assert not any(lab.startswith("prior/") for lab in labels)
+    iid = observations(counts, dataclasses.replace(spec, instance=False))
+    assert iid.sizes["obs"] == expected + 5 and "prior/lcb_hard/gpt5_mini" in set(iid.obs.values)
     assert "tpr_test/swebench_lite/gpt5_mini" not in labels
     assert not any(lab.endswith("swebench_lite/haiku45") for lab in labels)
     assert "p_fix/lcb_hard/gpt5_mini" in labels and "p_fix/mbpp_plus/gpt5_mini" not in labels
@@ -59,27 +64,83 @@ def test_observations_mask_missing_entries(counts):
     assert "p_break/lcb_hard/gpt5_mini" not in set(observations(c2, spec).obs.values)
 
 
-def test_prior_enters_as_effective_counts(counts):
-    from bpc.estimate.model.build import effective_prior_counts
+def _with_histogram(counts):
+    """``counts`` with (lcb_hard, gpt5_mini) given an instance histogram: 20 instances of 3 patches."""
+    c = counts.copy(deep=True)
+    cell = {"benchmark": "lcb_hard", "generator": "gpt5_mini"}
+    k = int(c.n_pass.sel(cell))
+    hist = np.zeros((3, 4))
+    # as many all-pass instances as possible, one partial instance, the rest all-fail
+    full, rest = divmod(k, 3)
+    hist[2, 3], hist[2, rest] = full, hist[2, rest] + (1 if rest else 0)
+    hist[2, 0] += 20 - hist[2].sum()
+    c["inst_hist"].loc[cell] = hist
+    return c, hist
 
-    spec = ModelSpec.default()
-    k, n = rate_counts(counts, spec, effective=True)
-    cell = {"benchmark": "lcb_hard", "generator": "gpt5_mini", "rate": "prior"}
-    deff = 1 + (3 - 1) * spec.prior_icc  # 60 patches of 20 instances
-    assert float(n.sel(cell)) == round(60 / deff)
-    assert float(k.sel(cell)) == round(
-        float(counts.n_pass.sel(benchmark="lcb_hard", generator="gpt5_mini")) / deff
+
+def test_instance_observations_hand_checked(counts):
+    c, hist = _with_histogram(counts)
+    inst = instance_observations(c)
+    cells = list(inst.prior_cell.values)
+    assert len(cells) == 5 and "swebench_lite/haiku45" not in cells
+    raw = cells.index("lcb_hard/gpt5_mini")
+    # the histogram cell: class weights, and an empty total row
+    rows = inst.inst_cell.values == raw
+    m, k, w = (inst[v].values[rows] for v in ("inst_m", "inst_k", "inst_w"))
+    assert len(m) == 1 + 2 + 3 + 3  # classes (m, k <= m) of a 3-patch histogram
+    for mm, kk, ww in zip(m, k, w, strict=True):
+        assert ww == hist[mm - 1, kk]
+    assert int(inst.prior_n[raw]) == 0 and int(inst.prior_k[raw]) == 0
+    # a table cell: no class weight, its total and 60 / 20 = 3 patches per instance
+    table = cells.index("mbpp_plus/gpt5_mini")
+    assert inst.inst_w.values[inst.inst_cell.values == table].sum() == 0
+    assert int(inst.prior_n[table]) == 60 and float(inst.prior_mbar[table]) == 3.0
+    assert int(inst.prior_k[table]) == int(c.n_pass.sel(benchmark="mbpp_plus", generator="gpt5_mini"))
+    # the same layout takes other counts; a cell outside it is an error
+    again = instance_observations(counts, layout=inst)
+    assert int(again.prior_n[raw]) == 60 and again.inst_w.values[again.inst_cell.values == raw].sum() == 0
+    small = instance_observations(c.sel(benchmark=["lcb_hard"]))
+    with pytest.raises(ValueError, match="outside the layout"):
+        instance_observations(counts.sel(benchmark=["lcb_hard", "mbpp_plus", "swebench_lite"]), layout=small)
+
+
+def test_moment_matched_table_likelihood_has_the_instance_variance():
+    """BetaBinomial(n, πc, (1−π)c) with 1 + c = (n − 1)(1 + κ)/(m̄ − 1) has the variance of n/m̄ instances."""
+    n, mbar, pi, kappa = 90, 3.0, 0.3, 0.4
+    c = (n - 1) * (1 + kappa) / (mbar - 1) - 1
+    got = stats.betabinom(n, pi * c, (1 - pi) * c).var()
+    instance_var = (n / mbar) * stats.betabinom(int(mbar), pi * kappa, (1 - pi) * kappa).var()
+    assert got == pytest.approx(instance_var, rel=1e-10)
+
+
+def test_instance_likelihood_hand_checked(counts):
+    c, hist = _with_histogram(counts)
+    model = build_model(c)
+    inst = instance_observations(c)
+    point = model.initial_point()
+    rng = np.random.default_rng(2)
+    point = {k: v + rng.normal(0, 0.3, size=np.shape(v)) for k, v in point.items()}
+    outs = model.replace_rvs_by_values([model.potentials[0], model["pi"], model["kappa_inst"]])
+    fn = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore")
+    pot, pi, kappa_inst = fn(point)
+    raw = list(inst.prior_cell.values).index("lcb_hard/gpt5_mini")
+    kap = kappa_inst[0, 0]  # lcb_hard, gpt5_mini
+    want = sum(
+        hist[m - 1, k] * stats.betabinom.logpmf(k, m, pi[raw] * kap, (1 - pi[raw]) * kap)
+        for m in (1, 2, 3)
+        for k in range(m + 1)
     )
-    # other rates untouched
-    k_raw, n_raw = rate_counts(counts, spec)
-    llm = {**cell, "rate": "tpr_llm"}
-    assert float(n.sel(llm)) == float(n_raw.sel(llm))
-    ke, ne = effective_prior_counts(
-        np.array([5.0, np.nan]), np.array([10.0, np.nan]), np.array([np.nan, 1]), 0.5
-    )
-    np.testing.assert_array_equal(ne, [10.0, np.nan])  # unknown instances: no correction
-    obs = observations(counts, spec)
-    assert int(obs.n.sel(obs="prior/lcb_hard/gpt5_mini")) == round(60 / deff)
+    assert pot == pytest.approx(want, rel=1e-9)
+    # the table cells' totals follow the moment-matched Beta-Binomial
+    y_prior = model.compile_fn(
+        model.logp(vars=[model["y_prior"]], sum=False)[0], inputs=model.value_vars, on_unused_input="ignore"
+    )(point)
+    b_idx, g_idx = inst.cell_benchmark_idx.values, inst.cell_generator_idx.values
+    kap_cell = kappa_inst[b_idx, g_idx]
+    n, k, mbar = (inst[v].values for v in ("prior_n", "prior_k", "prior_mbar"))
+    conc = np.clip((n - 1) * (1 + kap_cell) / np.maximum(mbar - 1, 1e-12) - 1, 1e-6, 1e6)
+    np.testing.assert_allclose(y_prior, stats.betabinom.logpmf(k, n, pi * conc, (1 - pi) * conc), rtol=1e-8)
+    assert y_prior[raw] == 0.0  # the histogram cell's total row is empty
 
 
 def test_numerator_without_denominator_rejected(counts):
@@ -92,16 +153,40 @@ def test_numerator_without_denominator_rejected(counts):
 def test_model_variables_and_dims(counts):
     model = build_model(counts)
     names = {v.name for v in model.free_RVs}
-    assert names == {"alpha", "sigma_benchmark", "sigma_generator", "z_benchmark", "z_generator", "log_kappa"}
-    assert {v.name for v in model.deterministics} == {"beta_benchmark", "beta_generator", "kappa"}
+    rates = {"alpha", "sigma_benchmark", "sigma_generator", "z_benchmark", "z_generator", "log_kappa"}
+    instance = {
+        "sigma_pi",
+        "z_pi",
+        "log_kappa_inst",
+        "sigma_kappa_inst_benchmark",
+        "sigma_kappa_inst_generator",
+        "z_kappa_inst_benchmark",
+        "z_kappa_inst_generator",
+    }
+    assert names == rates | instance
+    assert {v.name for v in model.deterministics} == {
+        "beta_benchmark",
+        "beta_generator",
+        "kappa",
+        "delta_kappa_inst_benchmark",
+        "delta_kappa_inst_generator",
+        "kappa_inst",
+        "pi",
+    }
     dims = model.named_vars_to_dims
     assert dims["alpha"] == ("rate",)
     assert dims["beta_benchmark"] == ("rate", "benchmark")
     assert dims["beta_generator"] == ("rate", "generator")
     assert dims["y"] == ("obs",)
+    assert dims["pi"] == ("prior_cell",) and dims["y_prior"] == ("prior_cell",)
+    assert dims["kappa_inst"] == ("benchmark", "generator")
     assert list(model.coords["benchmark"]) == ["lcb_hard", "mbpp_plus", "swebench_lite"]
     assert len(model.coords["rate"]) == 9
-    assert [v.name for v in model.observed_RVs] == ["y"]
+    assert [v.name for v in model.observed_RVs] == ["y", "y_prior"]
+    assert [v.name for v in model.potentials] == ["y_instances"]
+    # the i.i.d. switch: no instance variables, the prior is a collapsed rate again
+    iid = build_model(counts, dataclasses.replace(ModelSpec.default(), instance=False))
+    assert {v.name for v in iid.free_RVs} == rates and [v.name for v in iid.observed_RVs] == ["y"]
 
 
 def test_likelihood_is_beta_binomial_on_observed_entries(counts):
@@ -111,14 +196,19 @@ def test_likelihood_is_beta_binomial_on_observed_entries(counts):
     point = model.initial_point()
     rng = np.random.default_rng(1)
     point = {k: v + rng.normal(0, 0.3, size=np.shape(v)) for k, v in point.items()}
-    loglik = model.compile_fn(model.logp(vars=model.observed_RVs, sum=False)[0])
+    loglik = model.compile_fn(
+        model.logp(vars=[model["y"]], sum=False)[0], inputs=model.value_vars, on_unused_input="ignore"
+    )
     got = loglik(point)
     outs = [model["alpha"], model["beta_benchmark"], model["beta_generator"], model["kappa"]]
-    det = model.compile_fn(model.replace_rvs_by_values(outs))
+    det = model.compile_fn(
+        model.replace_rvs_by_values(outs), inputs=model.value_vars, on_unused_input="ignore"
+    )
     alpha, bb, bg, kappa = det(point)
     r, b, g = (obs[v].values for v in ("rate_idx", "benchmark_idx", "generator_idx"))
     mu = 1 / (1 + np.exp(-(alpha[r] + bb[r, b] + bg[r, g])))
-    want = stats.betabinom.logpmf(obs.k.values, obs.n.values, kappa[r] * mu, kappa[r] * (1 - mu))
+    # the cell-level Beta in its mode form: shapes 1 + κμ, 1 + κ(1 − μ)
+    want = stats.betabinom.logpmf(obs.k.values, obs.n.values, 1 + kappa[r] * mu, 1 + kappa[r] * (1 - mu))
     np.testing.assert_allclose(got, want, rtol=1e-8)
 
 
@@ -179,3 +269,23 @@ def test_numpy_prior_draws_match_pymc_prior(counts):
         b = np_draws[name].values.reshape(4000, -1)
         np.testing.assert_allclose(a.mean(0), b.mean(0), atol=0.15)
         np.testing.assert_allclose(a.std(0), b.std(0), rtol=0.1, atol=0.02)
+
+
+@pytest.mark.parametrize("n", [60, 600])
+def test_centred_cells_by_information(n):
+    """A cell is centred when instances × p(1 − p) ≥ CENTRE_INFORMATION (p over its patches, add-one)."""
+    from bpc.estimate.model.build import CENTRE_INFORMATION, centred_cells
+
+    c = tiny_counts(n=n)
+    inst = instance_observations(c)
+    w = centred_cells(inst)
+    cells = list(inst.prior_cell.values)
+    for i, label in enumerate(cells):
+        b, g = label.split("/")
+        n = float(c.n_patches.sel(benchmark=b, generator=g))
+        k = float(c.n_pass.sel(benchmark=b, generator=g))
+        p = (k + 1) / (n + 2)
+        info = n / 3 * p * (1 - p)  # n / 3 instances per cell
+        assert w[i] == float(info >= CENTRE_INFORMATION), label
+    assert w.sum() == (0 if n == 60 else len(cells))  # 20 instances never suffice, 200 always do
+    assert (centred_cells(inst, all_centred=True) == 1).all()

@@ -24,7 +24,8 @@ from bpc.report.plots.model import plot_forest, plot_ppc, plot_shrinkage, shrink
 TINY = 1e-6
 FLAT = ModelSpec.from_dict(
     {
-        "model": {"prior_icc": 0.0},
+        "model": {"cell_shape": "mean"},
+        "instance": {"enabled": False},
         "priors": {
             "alpha": {"mu": 0.0, "sigma": TINY},
             "sigma_benchmark": {"sigma": TINY},
@@ -77,27 +78,60 @@ def test_rate_values_and_with_rate_counts_invert(counts):
     )
 
 
-def test_clustered_prior_simulation_is_overdispersed(counts):
-    """With prior_icc > 0 the simulated prior counts vary more than binomially (design effect)."""
+def test_instance_model_simulation_is_overdispersed(counts):
+    """Under the instance model the simulated prior counts vary more than binomially (design effect)."""
     c = counts.copy(deep=True)
     c["n_patches"] = c["n_patches"].where(c["n_patches"].isnull(), 300.0)
     c["n_instances"] = c["n_instances"].where(c["n_instances"].isnull(), 100.0)
-    spec = ModelSpec.default()
-    assert spec.prior_icc == pytest.approx(0.87)
+    rho = 0.87  # intra-instance correlation 1 / (1 + κ_inst), pinned by near-point hyperpriors
+    spec = ModelSpec.from_dict(
+        {
+            "instance": {
+                "enabled": True,
+                "log_kappa": {"mu": float(np.log(1 / rho - 1)), "sigma": TINY},
+                "sigma_benchmark": {"sigma": TINY},
+                "sigma_generator": {"sigma": TINY},
+            },
+            "rates": {},
+        }
+    )
     truth = ck.simulate_from_prior(c, spec, seed=0)[1]
-    fixed = truth["prior"].sel(benchmark="lcb_hard", generator="gpt5_mini").item()
+    np.testing.assert_allclose(
+        truth["kappa"].values[np.isfinite(truth["kappa"].values)], 1 / rho - 1, rtol=1e-3
+    )
     ks = []
-    for s in range(120):
+    for s in range(60):
         sim, tr = ck.simulate_from_prior(c, spec, seed=s)
-        # condition on cells whose true prior is near the fixed value by rescaling: use the z-score
         th = tr["prior"].values
         z = (sim["n_pass"].values - 300 * th) / np.sqrt(300 * th * (1 - th))
         ks.append(z[np.isfinite(z)])
     z = np.concatenate(ks)
-    deff = 1 + 2 * 0.87
+    deff = 1 + 2 * rho  # 1 + (m − 1) ρ with m = 3 patches per instance
     assert np.var(z) == pytest.approx(deff, rel=0.3)
     assert np.var(z) > 1.5  # clearly more than binomial
-    assert 0 < fixed < 1
+    # without the instance model the same prior gives binomial counts
+    flat = ModelSpec.from_dict({"instance": {"enabled": False}, "rates": {}})
+    zb = []
+    for s in range(60):
+        sim, tr = ck.simulate_from_prior(c, flat, seed=s)
+        th = tr["prior"].values
+        zz = (sim["n_pass"].values - 300 * th) / np.sqrt(300 * th * (1 - th))
+        zb.append(zz[np.isfinite(zz)])
+    assert np.var(np.concatenate(zb)) == pytest.approx(1.0, rel=0.25)
+
+
+def test_instance_model_simulation_fills_the_histogram(counts):
+    c = counts.copy(deep=True)
+    cell = {"benchmark": "lcb_hard", "generator": "gpt5_mini"}
+    c["inst_hist"].loc[cell] = 0.0
+    c["inst_hist"].loc[{**cell, "patches": 3}] = [5.0, 5.0, 5.0, 5.0]  # 20 instances of 3 patches
+    c["n_pass"].loc[cell] = 30.0
+    sim, _ = ck.simulate_from_prior(c, ModelSpec.default(), seed=2)
+    h = sim["inst_hist"].sel(cell)
+    assert float(h.sum()) == 20 and float(h.sel(patches=3).sum()) == 20
+    assert float((h.sel(patches=3) * h["passes"]).sum()) == float(sim["n_pass"].sel(cell))
+    # cells without a histogram keep none
+    assert sim["inst_hist"].sel(benchmark="mbpp_plus").isnull().all()
 
 
 def test_simulate_from_prior_keeps_layout(counts):
@@ -142,9 +176,9 @@ def test_coverage_table_detects_overconfidence(counts):
 
 @settings(max_examples=25, deadline=None)
 @given(m=st.integers(1, 30), seed=st.integers(0, 10_000))
-def test_split_counts_partitions_the_data(m, seed):
+def test_subsample_counts_partitions_the_data(m, seed):
     counts = tiny_counts(seed=seed % 7)
-    train, test = ck.split_counts(counts, m, seed=seed)
+    train, test = ck.subsample_counts(counts, m, seed=seed)
     for name in ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip"):
         total = (train[name] + test[name]).values
         np.testing.assert_array_equal(np.isnan(total), np.isnan(counts[name].values))
@@ -156,11 +190,13 @@ def test_split_counts_partitions_the_data(m, seed):
     # critic counts never exceed the label totals of the training patches
     lab1 = train["critic_n"].sel(label=1) <= train["n_pass"]
     assert lab1.where(train["critic_n"].sel(label=1).notnull(), True).all()
+    # a patch-level subsample keeps no instance identities: no histogram leaks into either part
+    assert train["inst_hist"].isnull().all() and test["inst_hist"].isnull().all()
 
 
 def test_lpd_table_hand_checked(counts):
     spec = ModelSpec.default()
-    train, test = ck.split_counts(counts, 5, seed=2)
+    train, test = ck.subsample_counts(counts, 5, seed=2)
     params = flat_fitter(3000)(train, 3)
     table = ck.lpd_table(train, test, params, spec)
     row = table[
@@ -224,3 +260,100 @@ def test_model_plots(counts, tmp_path):
     assert plot_ppc(ppc, tmp_path / "ppc.png")[0].exists()
     with pytest.raises(ValueError, match="lacks columns"):
         plot_ppc(ppc.drop(columns="covered"), tmp_path / "x.png")
+
+
+# ---------------------------------------------------------------------------
+# SBC of the model itself (simuk) and the rank-uniformity summary
+# ---------------------------------------------------------------------------
+def ranks_dataset(values, S):
+    return xr.Dataset({"x": ("rep", np.asarray(values))}, attrs={"posterior_draws": S})
+
+
+def test_rank_summary_hand_checked():
+    S = 9
+    uniform = ck.sbc_rank_summary(ranks_dataset(np.tile(np.arange(S + 1), 3), S), bins=5).loc["x"]
+    assert uniform["n"] == 30
+    assert uniform["mean_u"] == pytest.approx(0.5)
+    # u = (r + 1/2) / 10 takes each of 0.05, 0.15, ..., 0.95 equally often
+    assert uniform["sd_u"] == pytest.approx(np.std((np.arange(10) + 0.5) / 10))
+    assert uniform["sd_u"] == pytest.approx(uniform["sd_expected"])
+    assert uniform["chi2"] == pytest.approx(0.0) and uniform["p_uniform"] == pytest.approx(1.0)
+    # a posterior sitting below the truth: every rank is high
+    shifted = ck.sbc_rank_summary(ranks_dataset(np.repeat([7, 8, 9], 10), S), bins=5).loc["x"]
+    assert shifted["mean_u"] > 0.75 and shifted["p_uniform"] < 1e-6
+    # too narrow a posterior: the truth falls outside it, ranks pile up at 0 and S
+    narrow = ck.sbc_rank_summary(ranks_dataset(np.repeat([0, 9], 15), S), bins=5).loc["x"]
+    assert narrow["mean_u"] == pytest.approx(0.5) and narrow["sd_u"] > 1.5 * narrow["sd_expected"]
+    assert narrow["p_uniform"] < 1e-6
+
+
+@settings(max_examples=25, deadline=None)
+@given(S=st.integers(1, 40), seed=st.integers(0, 1000))
+def test_rank_summary_chi2_is_pearsons_test_on_every_rank_value(S, seed):
+    r = np.random.default_rng(seed).integers(0, S + 1, size=60)
+    row = ck.sbc_rank_summary(ranks_dataset(r, S), bins=S + 1).loc["x"]
+    ref = stats.chisquare(np.bincount(r, minlength=S + 1))
+    assert row["chi2"] == pytest.approx(ref.statistic)
+    assert row["p_uniform"] == pytest.approx(ref.pvalue)
+
+
+@pytest.fixture
+def mocked_sampler(monkeypatch):
+    """pm.sample replaced by prior draws (no MCMC) and graphs compiled fast: plumbing tests only."""
+    import pymc as pm
+    import pytensor
+    from pymc.testing import mock_sample
+
+    monkeypatch.setattr(pytensor.config, "mode", "FAST_COMPILE")
+    monkeypatch.setattr(pm, "sample", mock_sample)
+    return pm
+
+
+def small_spec(instance: bool = False):
+    return ModelSpec.from_dict(
+        {"model": {"critics": ["syn"]}, "instance": {"enabled": instance}, "rates": {}}
+    )
+
+
+def test_sbc_model_refuses_a_likelihood_pymc_cannot_simulate(counts, mocked_sampler):
+    # instance histograms enter as a Potential: no prior predictive draw exists for them
+    with_hist = counts.copy(deep=True)
+    with_hist["inst_hist"].loc[{"benchmark": "lcb_hard", "generator": "gpt5_mini"}] = 0.0
+    with_hist["inst_hist"].loc[
+        {"benchmark": "lcb_hard", "generator": "gpt5_mini", "patches": 3, "passes": 1}
+    ] = 20
+    with pytest.raises(ValueError, match="y_instances"):
+        ck.sbc_model(with_hist, small_spec(instance=True), reps=2, draws=5, chains=1)
+    # without histograms the instance model's prior enters through patch totals, which simuk can draw
+    ranks = ck.sbc_model(counts, small_spec(instance=True), reps=2, draws=5, chains=1)
+    assert "log_kappa_inst" in ranks and "z_pi" in ranks
+
+
+def test_sbc_model_runs_simuk_and_keeps_the_model_dims(counts, mocked_sampler):
+    ranks = ck.sbc_model(counts, small_spec(), reps=6, draws=20, chains=1, seed=3)
+    assert set(ranks.data_vars) == {"alpha", "log_kappa", "sigma_benchmark", "sigma_generator"} | {
+        "z_benchmark",
+        "z_generator",
+    }
+    assert ranks.attrs == {"posterior_draws": 20, "reps": 6}
+    assert ranks["alpha"].dims == ("rep", "rate")
+    assert list(ranks["alpha"]["rate"].values) == list(small_spec().rates)
+    assert ranks["z_benchmark"].dims == ("rep", "rate", "benchmark")
+    assert list(ranks["z_benchmark"]["benchmark"].values) == list(counts["benchmark"].values)
+    assert int(ranks["alpha"].min()) >= 0 and int(ranks["alpha"].max()) <= 20
+    assert set(ck.sbc_rank_summary(ranks).index) == set(ranks.data_vars)
+
+
+def test_sbc_model_ranks_the_reference_against_the_refit(counts, mocked_sampler, monkeypatch):
+    # a "sampler" whose alpha draws all sit far above any prior draw: every reference ranks 0
+    inner = mocked_sampler.sample
+
+    def biased(*args, **kwargs):
+        dt = inner(*args, **kwargs)
+        dt["posterior"]["alpha"] = dt["posterior"]["alpha"] + 100.0
+        return dt
+
+    monkeypatch.setattr(mocked_sampler, "sample", biased)
+    ranks = ck.sbc_model(counts, small_spec(), reps=4, draws=15, chains=1, seed=5)
+    assert (ranks["alpha"] == 0).all()
+    assert not (ranks["log_kappa"] == 0).all()

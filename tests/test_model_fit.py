@@ -13,6 +13,7 @@ import pytest
 import xarray as xr
 from model_fixtures import tiny_counts
 from pymc.testing import mock_sample
+from scipy import stats
 
 from bpc.constants import PAPER_CRITICS
 from bpc.estimate.model import (
@@ -104,15 +105,12 @@ def test_posterior_params_new_levels_and_seeds(mocked_fit):
     xr.testing.assert_allclose(posterior_params(dt, seed=11)["prior"], posterior_params(dt)["prior"])
 
 
-def test_conjugate_update_hand_checked():
-    """θ | μ, κ, data ~ Beta(κμ + k, κ(1−μ) + n − k): check the mean over many draws."""
-    counts = tiny_counts()
-    spec = dataclasses.replace(ModelSpec.default(), prior_icc=0.0)
-    R, S = len(spec.rates), 20000
-    post = xr.Dataset(
+def _hyper_draws(spec, counts, S, kappa=4.0):
+    R = len(spec.rates)
+    return xr.Dataset(
         {
             "alpha": (("chain", "draw", "rate"), np.zeros((1, S, R))),
-            "kappa": (("chain", "draw", "rate"), np.full((1, S, R), 4.0)),
+            "kappa": (("chain", "draw", "rate"), np.full((1, S, R), kappa)),
             "sigma_benchmark": (("chain", "draw", "rate"), np.ones((1, S, R))),
             "sigma_generator": (("chain", "draw", "rate"), np.ones((1, S, R))),
             "beta_benchmark": (("chain", "draw", "rate", "benchmark"), np.zeros((1, S, R, 3))),
@@ -126,25 +124,95 @@ def test_conjugate_update_hand_checked():
             "generator": counts.generator.values,
         },
     )
+
+
+def test_conjugate_update_hand_checked():
+    """θ | μ, κ, data ~ Beta(1 + κμ + k, 1 + κ(1−μ) + n − k) (mode form): check the mean over many draws."""
+    counts = tiny_counts()
+    spec = dataclasses.replace(ModelSpec.default(), instance=False)
+    S = 20000
+    post = _hyper_draws(spec, counts, S)
     params = cell_rates(post, counts, spec, seed=1)
     cell = {"benchmark": "lcb_hard", "generator": "gpt5_mini"}
     k, n = float(counts.n_pass.sel(cell)), float(counts.n_patches.sel(cell))
-    assert float(params["prior"].sel(cell).mean()) == pytest.approx((2 + k) / (4 + n), abs=0.003)
+    # μ = 1/2, κ = 4: shapes 3 + k, 3 + n − k
+    assert float(params["prior"].sel(cell).mean()) == pytest.approx((3 + k) / (6 + n), abs=0.003)
     # p_fix: 9 fixes of 30
-    assert float(params["p_fix"].sel(cell).mean()) == pytest.approx((2 + 9) / (4 + 30), abs=0.004)
-    # no data: predictive Beta(2, 2), mean 1/2, var 1/20
+    assert float(params["p_fix"].sel(cell).mean()) == pytest.approx((3 + 9) / (6 + 30), abs=0.004)
+    # no data: predictive Beta(3, 3), mean 1/2, var 1/28
     other = params["p_fix"].sel(benchmark="mbpp_plus", generator="haiku45")
     assert float(other.mean()) == pytest.approx(0.5, abs=0.01)
-    assert float(other.var()) == pytest.approx(0.05, abs=0.003)
+    assert float(other.var()) == pytest.approx(1 / 28, abs=0.003)
     # condition=False ignores the data
     free = cell_rates(post, counts, spec, seed=1, condition=False)
     assert float(free["prior"].sel(cell).mean()) == pytest.approx(0.5, abs=0.01)
-    # with correlated patches the prior is updated with effective counts (20 instances x 3 patches)
-    icc = dataclasses.replace(spec, prior_icc=0.5)
-    deff = 1 + 2 * 0.5
-    eff = cell_rates(post, counts, icc, seed=1)
-    want = (2 + round(k / deff)) / (4 + round(n / deff))
-    assert float(eff["prior"].sel(cell).mean()) == pytest.approx(want, abs=0.003)
+    # the "mean" form: Beta(κμ + k, κ(1 − μ) + n − k)
+    mean_form = dataclasses.replace(spec, cell_shape="mean")
+    old = cell_rates(post, counts, mean_form, seed=1)
+    assert float(old["p_fix"].sel(cell).mean()) == pytest.approx((2 + 9) / (4 + 30), abs=0.004)
+
+
+def test_rate_draws_never_reach_0_or_1():
+    """A rate observed at 21/21 under a cell-level Beta with a tiny second shape (the old tpr_syn bug).
+
+    In the "mean" form Beta(κμ, κ(1 − μ)) with μ → 1, NumPy's Beta sampler returned exactly 1.0 for
+    most draws; the log-space draw keeps them below 1, and the "mode" form keeps the shapes ≥ 1.
+    """
+    from bpc.estimate.model.fit import beta_draws, open_unit
+
+    rng = np.random.default_rng(0)
+    a, b = np.full(20000, 22.0), np.full(20000, 0.009)  # κ(1 − μ) ≈ 0.009: the hierarchical fit's tpr_syn
+    assert (rng.beta(a, b) == 1.0).mean() > 0.5  # the cause: the gamma ratio rounds to 1
+    x = open_unit(beta_draws(rng, a, b))
+    assert (x < 1.0).all() and (x > 0.0).all()
+    # log-space draws follow the Beta distribution where floats resolve it
+    y = beta_draws(np.random.default_rng(1), np.full(40000, 0.3), np.full(40000, 2.0))
+    assert stats.kstest(y, stats.beta(0.3, 2.0).cdf).pvalue > 1e-3
+    counts = tiny_counts()
+    counts["critic_pass"].loc[{"critic": "syn", "label": 1}] = counts["critic_n"].sel(critic="syn", label=1)
+    for shape in ("mode", "mean"):
+        spec = dataclasses.replace(ModelSpec.default(), cell_shape=shape, instance=False)
+        post = _hyper_draws(spec, counts, 4000)
+        post["alpha"].loc[{"rate": "tpr_syn"}] = 10.0  # μ ≈ 1 − 4.5e-5
+        post["kappa"].loc[{"rate": "tpr_syn"}] = 200.0  # κ(1 − μ) ≈ 0.009 in the mean form
+        params = cell_rates(post, counts, spec, seed=3)
+        for var in ("prior", "tpr", "fpr", "p_fix", "p_break"):
+            v = params[var].values
+            assert ((v[np.isfinite(v)] > 0) & (v[np.isfinite(v)] < 1)).all(), (shape, var)
+        tpr = params["tpr"].sel(critic="syn", benchmark="lcb_hard", generator="gpt5_mini").values.ravel()
+        lo, hi = np.quantile(tpr, [0.055, 0.945])
+        if shape == "mode":  # a unimodal posterior: its mean lies inside its interval
+            assert lo < tpr.mean() < hi
+
+
+def test_instance_draws_of_prior_and_kappa():
+    """With the instance model the prior of an observed cell is its sampled π, and κ comes per cell."""
+    counts = tiny_counts()
+    spec = ModelSpec.default()
+    S = 50
+    post = _hyper_draws(spec, counts, S)
+    cells = ["lcb_hard/gpt5_mini", "mbpp_plus/haiku45"]
+    post["pi"] = (("chain", "draw", "prior_cell"), np.tile([0.11, 0.77], (1, S, 1)))
+    post = post.assign_coords(prior_cell=cells)
+    post["log_kappa_inst"] = (("chain", "draw"), np.full((1, S), np.log(0.5)))
+    post["sigma_kappa_inst_benchmark"] = (("chain", "draw"), np.ones((1, S)))
+    post["sigma_kappa_inst_generator"] = (("chain", "draw"), np.ones((1, S)))
+    post["delta_kappa_inst_benchmark"] = (
+        ("chain", "draw", "benchmark"),
+        np.tile([0.0, 1.0, -1.0], (1, S, 1)),
+    )
+    post["delta_kappa_inst_generator"] = (("chain", "draw", "generator"), np.tile([0.5, -0.5], (1, S, 1)))
+    params = cell_rates(post, counts, spec, seed=1, benchmarks=["lcb_hard", "mbpp_plus", "codecontests"])
+    assert (params["prior"].sel(benchmark="lcb_hard", generator="gpt5_mini") == 0.11).all()
+    assert (params["prior"].sel(benchmark="mbpp_plus", generator="haiku45") == 0.77).all()
+    kappa = params["kappa"]
+    assert kappa.dims == ("chain", "draw", "benchmark", "generator")
+    np.testing.assert_allclose(kappa.sel(benchmark="mbpp_plus", generator="gpt5_mini"), 0.5 * np.exp(1.5))
+    np.testing.assert_allclose(kappa.sel(benchmark="lcb_hard", generator="haiku45"), 0.5 * np.exp(-0.5))
+    # a benchmark the fit never saw gets a fresh effect per draw
+    new = np.log(kappa.sel(benchmark="codecontests", generator="gpt5_mini").values.ravel() / 0.5) - 0.5
+    assert new.std() > 0.3
+    validate_params(params)
 
 
 def test_save_load_round_trip_and_spec_guard(mocked_fit, tmp_path):
@@ -181,8 +249,8 @@ GENS = ["gpt5_mini", "haiku45", "sonnet45"]
 @pytest.fixture(scope="session")
 def real_fit():
     from bpc.data.counts import counts_from_records
-    from bpc.estimate.laplace import laplace
     from bpc.data.simulate import simulate_panel
+    from bpc.estimate.laplace import laplace
 
     panel = simulate_panel(7, benchmarks=BENCH, generators=GENS, n_instances=40)
     counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
@@ -190,6 +258,10 @@ def real_fit():
     small = {"benchmark": "mbpp_plus", "generator": "haiku45"}
     counts["n_patches"].loc[small] = 3.0
     counts["n_pass"].loc[small] = 0.0
+    counts["n_instances"].loc[small] = 1.0
+    one_failing = np.zeros((3, 4))
+    one_failing[2, 0] = 1
+    counts["inst_hist"].loc[small] = one_failing
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         dt = fit(counts, draws=300, tune=300, chains=2, seed=3, progressbar=False)

@@ -20,13 +20,30 @@ def test_default_matches_shipped_toml():
     assert ModelSpec.from_toml(TOML).hash() == ModelSpec.default().hash()
 
 
+def test_default_spec_has_one_source():
+    """models/hierarchical.toml is the package data file the default is read from."""
+    from importlib import resources
+
+    from bpc.estimate.model.spec import DEFAULT_SPEC_FILE
+
+    shipped = resources.files("bpc.estimate.model").joinpath(DEFAULT_SPEC_FILE)
+    assert TOML.resolve() == Path(str(shipped)).resolve()
+    assert "prior_icc" not in TOML.read_text()
+
+
 def test_default_contents():
     spec = ModelSpec.default()
     assert spec.critics == ("syn", "test", "llm")
     assert spec.effects == ("benchmark", "generator")
     assert spec.zero_sum is True
     assert spec.centered == ()
-    assert spec.prior_icc == 0.87
+    assert spec.cell_shape == "mode" and spec.instance is True
+    assert spec.instance_priors == {
+        "log_kappa": {"mu": 0.0, "sigma": 1.5},
+        "sigma_benchmark": {"sigma": 1.0},
+        "sigma_generator": {"sigma": 1.0},
+        "sigma_cell": {"sigma": 1.0},
+    }
     assert spec.rates == (
         "prior",
         "tpr_syn",
@@ -76,12 +93,15 @@ def test_partial_file_falls_back_to_default_sections(tmp_path):
 @pytest.mark.parametrize(
     ("data", "match"),
     [
-        ({"model": {"critics": ["syn", "nope"]}}, "critics"),
+        ({"model": {"critics": ["syn", "no pe"]}}, "critics"),
         ({"model": {"effects": ["benchmark", "task"]}}, "effects"),
         ({"model": {"centered": ["prior", "gap"]}}, "centered"),
         ({"model": {"zero_sum": "yes"}}, "zero_sum"),
-        ({"model": {"prior_icc": 1.0}}, "prior_icc"),
-        ({"model": {"prior_icc": "high"}}, "prior_icc"),
+        ({"model": {"prior_icc": 0.87}}, "prior_icc: removed"),
+        ({"model": {"cell_shape": "median"}}, "cell_shape"),
+        ({"instance": {"enabled": "yes"}}, "instance"),
+        ({"instance": {"log_kappa": {"mu": 0.0}}}, "missing"),
+        ({"instance": {"kappa": {"mu": 0.0, "sigma": 1.0}}}, "unknown key"),
         ({"model": {"colour": 1}}, "unknown key"),
         ({"priors": {"alpha": {"mu": 0.0}}}, "missing"),
         ({"priors": {"alpha": {"mu": 0.0, "sigma": -1.0}}}, "sigma"),
@@ -103,7 +123,7 @@ def test_from_toml_errors_name_the_file(tmp_path):
     bad.write_text("[model\n")
     with pytest.raises(ValueError, match="bad.toml"):
         ModelSpec.from_toml(bad)
-    bad.write_text('[model]\ncritics = ["x"]\n')
+    bad.write_text('[model]\ncritics = ["x y"]\n')
     with pytest.raises(ValueError, match="bad.toml.*critics"):
         ModelSpec.from_toml(bad)
 
@@ -127,17 +147,24 @@ positive = st.floats(0.05, 5, allow_nan=False)
     sigma=positive,
     zero_sum=st.booleans(),
     critics=st.lists(st.sampled_from(["syn", "test", "llm", "lint"]), min_size=1, max_size=4, unique=True),
+    instance=st.booleans(),
+    shape=st.sampled_from(["mode", "mean"]),
 )
-def test_round_trip_property(kind, mu, sigma, zero_sum, critics):
+def test_round_trip_property(kind, mu, sigma, zero_sum, critics, instance, shape):
     spec = ModelSpec.from_dict(
         {
-            "model": {"critics": critics, "zero_sum": zero_sum},
+            "model": {"critics": critics, "zero_sum": zero_sum, "cell_shape": shape},
             "rates": {kind: {"log_kappa": {"mu": mu, "sigma": sigma}}},
+            "instance": {"enabled": instance, "log_kappa": {"mu": mu, "sigma": sigma}},
         }
     )
     again = ModelSpec.from_toml_text(spec.to_toml())
     assert again == spec
     assert again.hash() == spec.hash()
     assert spec.hyperprior(kind, "log_kappa") == {"mu": float(mu), "sigma": float(sigma)}
+    assert spec.instance is instance and spec.instance_priors["log_kappa"] == {
+        "mu": float(mu),
+        "sigma": float(sigma),
+    }
     changed = dataclasses.replace(spec, name=spec.name + "x")
     assert changed.hash() != spec.hash()

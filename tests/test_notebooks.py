@@ -51,3 +51,9 @@ def test_quickstart_notebook(tmp_path):
 def test_paper_reproduction_notebook(tmp_path):
     _run("02_paper_reproduction.ipynb", tmp_path)
     assert (tmp_path / "out" / "index.md").is_file()
+
+
+def test_live_controller_notebook(tmp_path):
+    nb = nbformat.read(ROOT / "03_live_controller.ipynb", as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # committed cleared
+    _run("03_live_controller.ipynb", tmp_path)

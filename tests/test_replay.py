@@ -9,19 +9,18 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.decide.controllers import BeliefState, DPController, GreedyController
 from bpc.costs import Costs, named_costs
-from bpc.replay.paper_release import ReleaseDPController, ReleaseGreedyController
-from bpc.replay.profiles import PAPER, PAPER_RELEASE, get_profile
+from bpc.decide.controllers import BeliefState, DPController, GreedyController
 from bpc.replay.engine import (
     POLICIES,
     RESULT_COLUMNS,
     replay_cells,
     replay_controller,
     replay_pool,
-    split_instances,
     summarize,
 )
+from bpc.replay.paper_release import ReleaseDPController, ReleaseGreedyController
+from bpc.replay.profiles import PAPER, PAPER_RELEASE, get_profile
 from bpc.schema import Pool
 
 COSTS = Costs(c_gen=10, c_ver=5, reward=100, critic={"syn": 1, "test": 2, "llm": 3, "lint": 1})
@@ -240,23 +239,8 @@ def test_vectorised_equals_per_instance(pool, prior, tpr, fpr, kernel, cost_name
 
 
 # ---------------------------------------------------------------------------
-# split, summary, cells
+# summary, cells
 # ---------------------------------------------------------------------------
-def test_split_instances():
-    ids = [f"{k:04d}" for k in range(29)][::-1]
-    fit, ev = split_instances(ids)
-    assert len(fit) == 21 and len(ev) == 8
-    assert set(fit).isdisjoint(ev) and set(fit) | set(ev) == set(ids)
-    perm = np.random.default_rng(42).permutation(29)
-    assert set(ev) == {sorted(ids)[k] for k in perm[21:]}
-    f2, e2 = split_instances(list(reversed(ids)))
-    np.testing.assert_array_equal(fit, f2)
-    np.testing.assert_array_equal(ev, e2)
-    assert len(split_instances(range(100))[0]) == 75
-    with pytest.raises(ValueError, match="fit_fraction"):
-        split_instances(ids, fit_fraction=1.0)
-
-
 def test_summarize_hand_checked():
     ds = xr.Dataset(
         {

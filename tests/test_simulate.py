@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpc.constants import BENCHMARKS, CRITICS, GENERATORS
-from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS, validate_params
 from bpc.data.simulate import (
     BENCHMARK_SIZES,
     FAMILY_TPR,
@@ -31,6 +30,7 @@ from bpc.data.simulate import (
     panel_truth,
     simulate_panel,
 )
+from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS, validate_params
 
 SWE = ("swebench_lite", "swebench_verified")
 
@@ -140,9 +140,9 @@ def test_truth_subset_and_bad_names():
     np.testing.assert_array_equal(
         sub["tpr"], full["tpr"].sel(benchmark=sub.benchmark, generator=sub.generator)
     )
-    with pytest.raises(ValueError, match="unknown benchmarks.*'lcb_impossible'"):
+    with pytest.raises(ValueError, match="unknown benchmark.*'lcb_impossible'"):
         simulate_panel(benchmarks=["lcb_impossible"])
-    with pytest.raises(ValueError, match="unknown generators"):
+    with pytest.raises(ValueError, match="unknown generator"):
         simulate_panel(generators=["gpt7"])
 
 

@@ -1,4 +1,4 @@
-"""The xarray solver layer: solve_policy, solve_b0, fill_regeneration_kernel, dask."""
+"""The solve layer: the array level (bpc.decide.table) and its xarray wrappers, dask."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,14 @@ import xarray as xr
 
 from bpc.costs import Costs, named_costs, paper_costs_for
 from bpc.decide.kernels import CRITIC_OFFSET, solve_dp, solve_exact
-from bpc.decide.solve import cost_arrays, fill_regeneration_kernel, solve_b0, solve_policy
+from bpc.decide.solve import (
+    cost_arrays,
+    fill_regeneration_kernel,
+    parameter_samples,
+    solve_b0,
+    solve_policy,
+)
+from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_root, solve_table
 
 CRITICS = ["syn", "test", "llm", "lint"]
 
@@ -66,6 +73,85 @@ def test_fill_regeneration_kernel_is_a_fresh_sample():
     assert np.isnan(f.p_fix[1, 1])  # no prior, nothing to fill with
 
 
+def test_fresh_sample_kernel_hand_checked():
+    nan = np.nan
+    p_fix, p_break = fresh_sample_kernel([0.3, 0.3, 0.3, nan], [nan, 0.1, 0.2, nan], [0.4, nan, 0.5, 0.1])
+    np.testing.assert_array_equal(p_fix, [0.3, 0.3, 0.2, nan])
+    np.testing.assert_array_equal(p_break, [0.7, 0.7, 0.5, nan])
+
+
+def test_xarray_fill_is_the_array_rule_on_every_cell_and_draw():
+    p = make_params(seed=7, draws=3)
+    p["p_fix"][0, 1, 0, 1] = np.nan
+    p["p_break"][1, 2, 1, 0] = np.nan
+    f = fill_regeneration_kernel(p)
+    pf, pb = fresh_sample_kernel(p.prior.values, p.p_fix.values, p.p_break.values)
+    np.testing.assert_array_equal(f.p_fix.values, pf)
+    np.testing.assert_array_equal(f.p_break.values, pb)
+    assert int(f.kernel_filled.sum()) == 2
+
+
+def test_parameter_samples_order_missing_critics_and_one_cell():
+    p = make_params(seed=8, draws=3)
+    one = p.sel(benchmark=["swebench_lite"], generator=["haiku45"])
+    s = parameter_samples(one, critics=("llm", "syn", "nope"), one_cell=True)
+    assert s.n_samples == 6 and s.critics == ("llm", "syn", "nope")
+    # sample s = chain * n_draw + draw
+    assert s.prior[4] == float(one.prior.isel(chain=1, draw=1).squeeze())
+    assert s.tpr[4, 0] == float(one.tpr.isel(chain=1, draw=1).sel(critic="llm").squeeze())
+    assert np.isnan(s.tpr[:, 2]).all() and not s.available[:, 2].any()
+    # a Dataset whose dims come in another order flattens the same way
+    t = parameter_samples(
+        one.transpose("critic", "generator", "draw", "benchmark", "chain"), critics=("llm",)
+    )
+    np.testing.assert_array_equal(t.prior, s.prior)
+    np.testing.assert_array_equal(t.tpr[:, 0], s.tpr[:, 0])
+    with pytest.raises(ValueError, match="one cell"):
+        parameter_samples(p, one_cell=True)
+    assert parameter_samples(p).n_samples == 2 * 3 * 2 * 2
+
+
+def test_solve_table_masks_samples_without_parameters():
+    samples = ParameterSamples(
+        prior=[0.3, np.nan, 0.6],
+        tpr=[[0.9], [0.9], [np.nan]],
+        fpr=[[0.2], [0.2], [np.nan]],
+        p_fix=[np.nan, 0.1, 0.2],
+        p_break=[np.nan, 0.1, 0.1],
+        critics=("syn",),
+    )
+    costs = SampleCosts.from_costs(
+        named_costs("slow"), critics=("syn",), n_samples=3, available=samples.available
+    )
+    np.testing.assert_array_equal(costs.critic[:, 0], 1.0)  # priced: some sample may call it
+    sol = solve_table(samples, costs, horizon=2, keep_q=True)
+    assert np.isnan(sol.value[1]).all() and (sol.policy[1] == -1).all() and np.isnan(sol.q[1]).all()
+    ref = solve_dp(
+        0.3, [0.9], [0.2], 0.3, 0.7, critic_costs=[1.0], c_gen=10.0, c_ver=90.0, reward=100.0, horizon=2
+    )
+    np.testing.assert_array_equal(sol.value[0], ref.value[0])  # fresh-sample kernel filled
+    assert np.isneginf(sol.q[2, :, :, 3]).all()  # critic unavailable for sample 2
+    unfilled = solve_table(samples, costs, horizon=2, fill_kernel=False)
+    assert np.isnan(unfilled.value[0]).all() and np.isfinite(unfilled.value[2]).all()
+    root = solve_root(samples, costs, horizon=2, belief=[0.5, 0.5, np.nan])
+    assert np.isfinite(root.value[0]) and np.isnan(root.value[1:]).all()
+
+
+def test_sample_costs_from_costs():
+    slow = named_costs("slow")
+    avail = np.array([[True, False], [True, False]])
+    one = SampleCosts.from_costs(
+        slow.with_(critic={"syn": 1.0}), critics=("syn", "nope"), n_samples=2, available=avail
+    )
+    np.testing.assert_array_equal(one.critic, [[1.0, np.nan], [1.0, np.nan]])
+    with pytest.raises(KeyError):
+        SampleCosts.from_costs(slow, critics=("syn", "nope"), n_samples=2)
+    per = SampleCosts.from_costs([slow, slow.with_(c_ver=5.0)], critics=("syn",), n_samples=2)
+    np.testing.assert_array_equal(per.c_ver, [slow.c_ver, 5.0])
+    with pytest.raises(ValueError, match="2 cost vectors for 3 samples"):
+        SampleCosts.from_costs([slow, slow], critics=("syn",), n_samples=3)
+
+
 def test_solve_policy_matches_kernel_per_cell_and_labels_dims():
     p = make_params(seed=1)
     costs = named_costs("slow")
@@ -108,7 +194,7 @@ def test_per_benchmark_costs_and_missing_cells():
         args, kw = kernel_args(cell, paper_costs_for(b))
         sol = solve_dp(*args, **kw)
         np.testing.assert_array_equal(ds.value.sel(benchmark=b, generator="haiku45").values, sol.value[0])
-    ca = cost_arrays(paper_costs_for, p, ["syn", "test"])
+    ca = cost_arrays(paper_costs_for, p, critics=["syn", "test"])
     np.testing.assert_array_equal(ca["c_ver"].values, [5.0, 90.0])
 
 
@@ -125,6 +211,23 @@ def test_posterior_draws_keep_their_dims_and_b0_matches_exact():
     np.testing.assert_array_equal(b0.q.isel(chain=1, draw=3, benchmark=0, generator=1).values, ex.q[0])
     assert int(b0.best_action.isel(chain=1, draw=3, benchmark=0, generator=1)) == int(ex.action[0])
     np.testing.assert_array_equal(b0.value.values, b0.q.max("action").values)
+
+
+def test_solve_b0_from_a_common_belief():
+    p = make_params(seed=5, draws=4)
+    costs = named_costs("slow")
+    b0 = solve_b0(p, costs, belief=0.42)
+    assert b0.attrs["root_belief"] == "given"
+    cell = p.isel(chain=0, draw=2, benchmark=1, generator=0)
+    args, kw = kernel_args(cell, costs)
+    ex = solve_exact(0.42, *args[1:], **kw)
+    np.testing.assert_array_equal(b0.q.isel(chain=0, draw=2, benchmark=1, generator=0).values, ex.q[0])
+    per_cell = solve_b0(p, costs, belief=p.prior.mean(("chain", "draw")))
+    cell_mean = float(p.prior.isel(benchmark=1, generator=0).mean())
+    ex = solve_exact(cell_mean, *args[1:], **kw)
+    np.testing.assert_allclose(
+        per_cell.q.isel(chain=0, draw=2, benchmark=1, generator=0).values, ex.q[0], rtol=1e-15
+    )
 
 
 def test_solve_b0_with_used_critics():

@@ -3,21 +3,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from bpc.estimate.conjugate import conjugate_posterior
 from bpc.costs import NAMED_COSTS, paper_costs_for
-from bpc.schema import empty_counts
 from bpc.decide.uncertainty import (
     action_entropy,
     action_probabilities,
-    credible_interval,
     crossover_posterior,
     first_action_table,
-    hdi_bounds,
     policy_uncertainty,
 )
+from bpc.estimate.conjugate import conjugate_posterior
+from bpc.schema import empty_counts
 
 
 def panel_counts():
@@ -45,44 +41,6 @@ def post():
 @pytest.fixture(scope="module")
 def unc(post):
     return policy_uncertainty(post, paper_costs_for)
-
-
-def test_eti_hand_checked():
-    x = xr.DataArray(np.arange(101.0)[None, :], dims=("chain", "draw"))
-    ci = credible_interval(x, prob=0.8)
-    assert ci.dims == ("ci_bound",)
-    np.testing.assert_allclose(ci.values, [10.0, 90.0])
-    assert ci.attrs["ci_prob"] == 0.8 and ci.attrs["ci_kind"] == "eti"
-
-
-def test_hdi_is_shortest_interval():
-    rng = np.random.default_rng(0)
-    x = rng.exponential(size=400)
-    lo, hi = hdi_bounds(x, 0.9)
-    assert np.mean((x >= lo) & (x <= hi)) >= 0.9
-    s = np.sort(x)
-    m = int(np.ceil(0.9 * 400))
-    assert hi - lo == pytest.approx(np.min(s[m - 1 :] - s[: 400 - m + 1]))
-    assert lo == pytest.approx(s[0])  # exponential: the HDI starts at the minimum
-
-
-def test_interval_argument_errors():
-    x = xr.DataArray(np.zeros((1, 5)), dims=("chain", "draw"))
-    with pytest.raises(ValueError, match="prob must lie in"):
-        credible_interval(x, prob=1.0)
-    with pytest.raises(ValueError, match="kind must be"):
-        credible_interval(x, kind="quantile")
-    with pytest.raises(ValueError, match="no sample dims"):
-        credible_interval(xr.DataArray(np.zeros(3), dims="belief"))
-
-
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=60), st.floats(0.05, 0.95))
-def test_intervals_are_ordered_and_inside_the_range(values, prob):
-    x = xr.DataArray(np.array(values)[None, :], dims=("chain", "draw"))
-    for kind in ("eti", "hdi"):
-        lo, hi = credible_interval(x, prob=prob, kind=kind).values
-        assert min(values) <= lo <= hi <= max(values)
 
 
 def test_action_probabilities_and_entropy_hand_checked():
@@ -126,12 +84,12 @@ def test_batched_equals_per_draw_solves(post, unc):
 
 
 def test_first_action_at_own_prior_matches_exact(post, unc):
-    from bpc.decide.controllers import cell_parameter_arrays
     from bpc.decide.kernels import solve_exact
-    from bpc.decide.solve import fill_regeneration_kernel
+    from bpc.decide.solve import parameter_samples
 
     cell = {"benchmark": ["swebench_lite"], "generator": ["gpt5_mini"]}
-    arr = cell_parameter_arrays(fill_regeneration_kernel(post.sel(cell)), ("syn", "test", "llm"))
+    samples = parameter_samples(post.sel(cell), critics=("syn", "test", "llm"), one_cell=True)
+    arr = samples.with_fresh_sample_kernel().as_dict()
     cost = NAMED_COSTS["slow"]
     firsts = []
     for s in range(arr["prior"].shape[0]):
@@ -150,6 +108,33 @@ def test_first_action_at_own_prior_matches_exact(post, unc):
     expected = np.bincount(firsts, minlength=unc.sizes["action"]) / len(firsts)
     np.testing.assert_allclose(unc["p_first"].sel(cell).squeeze().values, expected)
     assert unc["p_first"].sel(cell).sel(action="test").item() == 0.0  # unavailable on SWE
+
+
+def test_first_action_at_posterior_mean_prior_matches_exact(post, unc):
+    """Every draw solved from the common posterior-mean prior (the solve_b0 ``belief`` option)."""
+    from bpc.decide.kernels import solve_exact
+    from bpc.decide.solve import parameter_samples
+
+    cell = {"benchmark": ["lcb_hard"], "generator": ["gpt5_mini"]}
+    arr = parameter_samples(post.sel(cell), critics=("syn", "test", "llm"), one_cell=True).as_dict()
+    b0 = float(post.sel(cell)["prior"].mean())
+    cost = paper_costs_for("lcb_hard")
+    firsts = []
+    for s in range(arr["prior"].shape[0]):
+        sol = solve_exact(
+            b0,
+            arr["tpr"][s],
+            arr["fpr"][s],
+            arr["prior"][s],  # no measured kernel: a fresh sample
+            1 - arr["prior"][s],
+            critic_costs=[cost.critic_cost(c) for c in ("syn", "test", "llm")],
+            c_gen=cost.c_gen,
+            c_ver=cost.c_ver,
+            reward=cost.reward,
+        )
+        firsts.append(int(np.argmax(sol.q[0])))
+    expected = np.bincount(firsts, minlength=unc.sizes["action"]) / len(firsts)
+    np.testing.assert_array_equal(unc["p_first_at_mean_prior"].sel(cell).squeeze().values, expected)
 
 
 def test_output_structure(unc):

@@ -35,7 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="posterior draws used by the DP analyses (default 200, quick 40)",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path("bpc-compare"), help="output folder (default: bpc-compare)"
+        "--out",
+        type=Path,
+        default=Path("bpc-compare"),
+        help="output folder, replaced as a whole when the run completes (default: bpc-compare)",
     )
     parser.add_argument("--quick", action="store_true", help="small everything, for a first look")
     parser.add_argument(
@@ -54,8 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print where the report is."""
-    from bpc.experiments.compare import run_compare
+    from bpc.outputs import atomic_folder, check_output_folder, run_config
     from bpc.paths import default_corpus
+    from bpc.report.compare import run_compare
+
+    check_output_folder(args.out)
 
     if args.draws is not None and args.draws < 1:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
@@ -69,18 +75,22 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"corpus path {source} does not exist (or pass 'simulated')")
     if args.posterior not in (None, "conjugate") and not Path(args.posterior).exists():
         raise FileNotFoundError(f"--posterior {args.posterior} does not exist (or pass 'conjugate')")
-    result = run_compare(
-        source,
-        posterior=args.posterior,
-        draws=args.draws,
-        out=args.out,
-        quick=args.quick,
-        seed=args.seed,
-        benchmarks=args.benchmark,
-        generators=args.generator,
-        scale=args.scale,
-        efficiency=not args.no_efficiency,
-        progress=not args.quiet,
-    )
-    print(f"report: {result.files[-1]}")
+    manifest = {"seed": args.seed, "config": {**run_config(args), "source": source}}
+    # the folder is built beside --out and swapped in whole at the end: a run killed part-way leaves
+    # the previous complete folder (or none) under --out, never a mix of two runs
+    with atomic_folder(args.out, manifest=manifest) as tmp:
+        result = run_compare(
+            source,
+            posterior=args.posterior,
+            draws=args.draws,
+            out=tmp,
+            quick=args.quick,
+            seed=args.seed,
+            benchmarks=args.benchmark,
+            generators=args.generator,
+            scale=args.scale,
+            efficiency=not args.no_efficiency,
+            progress=not args.quiet,
+        )
+    print(f"report: {args.out / result.files[-1].relative_to(tmp)}")
     return 0

@@ -3,10 +3,12 @@
 Writes ``.nc`` (the parameter Dataset: ``prior``, ``tpr``, ``fpr``, ``gap``,
 ``p_fix``, ``p_break``, ``prior_wilson``, plus ``n_patches``,
 ``n_instances`` and ``source``; attributes that are not plain scalars —
-``config``, ``versions``, ``notes`` — are stored as JSON strings) or
-``.csv`` (one row per cell: benchmark, generator, n_instances, n_patches,
-prior, prior_lo, prior_hi, tpr_/fpr_/gap_<critic> for each critic, p_fix,
-p_break, source).
+``config``, ``versions``, ``notes``, ``data_choices`` — are stored as JSON
+strings) or ``.csv`` / ``.parquet`` (one row per cell: benchmark, generator,
+n_instances, n_patches, prior, prior_lo, prior_hi, tpr_/fpr_/gap_<critic> for
+each critic, p_fix, p_break, source). The format follows the suffix; the file
+is written atomically (:mod:`bpc.outputs`). What the loader chose (e.g. raw
+records over a disagreeing released table) is printed at the end.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import CRITICS, PAPER_CRITICS
+from bpc.commands._input import add_input_arguments
+from bpc.constants import DIM_CRITIC
+from bpc.schema import decision_critics
 
 NAME = "estimate"
 HELP = "Laplace point estimates (prior, critic tpr/fpr/gap, p_fix/p_break) of every cell, to .nc or .csv"
 
-_SUFFIXES = (".nc", ".csv")
+_SUFFIXES = (".nc", ".csv", ".parquet")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,12 +38,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         type=Path,
         default=None,
-        help="critic_results.jsonl / likelihood_tables.json / folder tree "
+        help="critic_results.jsonl / likelihood_tables.json / folder tree, or your own log file "
+        "(.csv, .parquet, .jsonl: one row per patch, see --critic) "
         "(default: the authors' corpus, or $BPC_CORPUS)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="output file: .nc (netCDF) or .csv")
-    parser.add_argument("--benchmark", help="benchmark id of files whose folder or records don't say it")
-    parser.add_argument("--generator", help="generator of records without a 'generator' field")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output file, format by suffix: .nc (netCDF), .csv or .parquet",
+    )
+    add_input_arguments(parser, legacy_names=True)
     parser.add_argument(
         "--include-superseded", action="store_true", help="also read superseded runs (lcb_calibration)"
     )
@@ -77,7 +86,7 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
             cell["prior"] = float(p["prior"])
             cell["prior_lo"] = float(p["prior_wilson"].sel(ci_bound="lower"))
             cell["prior_hi"] = float(p["prior_wilson"].sel(ci_bound="upper"))
-            for crit in CRITICS:
+            for crit in params[DIM_CRITIC].values:
                 for var in ("tpr", "fpr", "gap"):
                     cell[f"{var}_{crit}"] = float(p[var].sel(critic=crit))
             cell["p_fix"] = float(p["p_fix"])
@@ -103,27 +112,33 @@ def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
     import bpc
-    from bpc.data.corpus import load_corpus
+    from bpc.data.logs import load_input
     from bpc.estimate.laplace import laplace
-    from bpc.paths import require_corpus
+    from bpc.outputs import atomic_file, check_output_file, check_parquet_engine, write_csv, write_netcdf
+    from bpc.progress import choices_summary, notes_digest
 
     out: Path = args.out
-    if out.suffix.lower() not in _SUFFIXES:
-        raise ValueError(f"--out {out}: expected a .nc or .csv file, got suffix {out.suffix or '(none)'!r}")
-    src = require_corpus(args.path)
-    corpus = load_corpus(
-        src,
+    fmt = check_output_file(out, suffixes=_SUFFIXES)
+    if fmt == ".parquet":
+        check_parquet_engine(out)
+    corpus = load_input(
+        args.path,
+        critics=args.critic,
+        benchmark=args.benchmark_name,
+        generator=args.generator_name,
         include_superseded=args.include_superseded,
-        benchmark=args.benchmark,
-        generator=args.generator,
         progress=not args.quiet,
     )
+    src = corpus.source
     counts = corpus.counts
     params = laplace(counts)
     table = estimates_table(params, counts)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix.lower() == ".csv":
-        table.to_csv(out, index=False, float_format="%.17g")
+    choices = notes_digest(counts.attrs.get("notes", []))
+    if fmt == ".csv":
+        write_csv(table, out, float_format="%.17g")
+    elif fmt == ".parquet":
+        with atomic_file(out) as tmp:
+            table.to_parquet(tmp, index=False)
     else:
         ds = params.copy()
         for name in ("n_patches", "n_instances", "source"):
@@ -133,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
             "command": "estimate",
             "path": str(src),
             "include_superseded": bool(args.include_superseded),
-            "benchmark": args.benchmark,
-            "generator": args.generator,
+            "benchmark": args.benchmark_name,
+            "generator": args.generator_name,
+            "critic": args.critic,
         }
         ds.attrs["versions"] = {
             "bpc": bpc.__version__,
@@ -143,12 +159,15 @@ def run(args: argparse.Namespace) -> int:
             "xarray": xr.__version__,
         }
         ds.attrs["kernel_files"] = {f"{b}/{g}": str(p) for (b, g), p in corpus.kernel_files.items()}
-        _netcdf_ready(ds).to_netcdf(out, engine="h5netcdf")
+        ds.attrs["data_choices"] = choices
+        write_netcdf(_netcdf_ready(ds), out)
     if not args.quiet:
         cols = ["benchmark", "generator", "n_patches", "prior", "prior_lo", "prior_hi"]
-        cols += [f"{v}_{c}" for c in PAPER_CRITICS for v in ("tpr", "fpr")]
+        cols += [f"{v}_{c}" for c in decision_critics(params[DIM_CRITIC].values) for v in ("tpr", "fpr")]
         cols += ["p_fix", "p_break", "source"]
         with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 200):
             print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
+    if not args.quiet:
+        choices_summary("data choices", choices)
     print(f"wrote {out} ({len(table)} cells, {len(corpus.records)} raw records)")
     return 0

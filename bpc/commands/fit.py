@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bpc.commands._input import add_input_arguments
 from bpc.constants import DEFAULT_SEED
 
 NAME = "fit"
@@ -17,11 +18,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "path",
         nargs="?",
         default=None,
-        help="corpus tree or file, or 'simulated' for the simulator's 9x6 panel "
+        help="corpus tree or file, your own log file (.csv, .parquet, .jsonl: one row per patch, see "
+        "--critic), or 'simulated' for the simulator's 9x6 panel "
         "(default: the authors' corpus, or $BPC_CORPUS)",
     )
+    add_input_arguments(parser)
     parser.add_argument(
-        "--model", type=Path, default=None, help="model spec TOML (default: models/hierarchical.toml)"
+        "--model",
+        type=Path,
+        default=None,
+        help="model spec TOML (default: models/hierarchical.toml, modelling the data's own critics)",
     )
     parser.add_argument("--draws", type=int, default=1000, help="kept draws per chain (default 1000)")
     parser.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (default 1000)")
@@ -38,50 +44,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("posterior.nc"), help="output file (default posterior.nc)"
     )
+    parser.add_argument(
+        "--allow-bad-diagnostics",
+        action="store_true",
+        help="write the fit even when the convergence check fails (recorded in the file's attrs "
+        "and on stderr); without it a failed check writes nothing and exits 1",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def load_counts(path: str | None, *, seed: int = DEFAULT_SEED, progress: bool = True):
-    """Counts for ``path``: a corpus tree/file, ``"simulated"`` (the simulator panel) or the default corpus.
-
-    Parameters
-    ----------
-    path : str or None
-        As on the command line.
-    seed : int
-        Seed of the simulated panel.
-    progress : bool
-        Corpus loading progress.
-
-    Returns
-    -------
-    xarray.Dataset
-        Counts schema.
-    """
-    if path == "simulated":
-        from bpc.data.counts import counts_from_records
-        from bpc.data.simulate import simulate_panel
-
-        panel = simulate_panel(seed)
-        return counts_from_records(panel.records, panel.trajectories, source="simulated")
-    from bpc.data.corpus import load_corpus
-    from bpc.paths import require_corpus
-
-    return load_corpus(require_corpus(path), progress=progress).counts
-
-
 def run(args: argparse.Namespace) -> int:
-    """Fit, print the diagnostics, save the DataTree."""
+    """Fit, check convergence, save the DataTree; exit 1 (nothing written) if the check fails.
+
+    With ``--allow-bad-diagnostics`` a failed check still writes the file,
+    with ``diagnostics_ok = 0`` and the failures in its attrs, and says so on
+    stderr.
+    """
+    import json
+    import sys
     import warnings
 
+    from bpc.data.load import load_counts
     from bpc.estimate.model import ModelSpec, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
+    from bpc.outputs import check_output_file
+    from bpc.progress import choices_summary, notes_digest
+    from bpc.schema import decision_critics
 
     out: Path = args.out
-    if out.suffix.lower() != ".nc":
-        raise ValueError(f"--out {out}: expected a .nc file")
+    check_output_file(out, suffixes=(".nc",))
+    for name, low in (("draws", 1), ("tune", 0), ("chains", 1)):
+        if getattr(args, name) < low:
+            raise ValueError(f"--{name} must be >= {low}, got {getattr(args, name)}")
     spec = ModelSpec.from_toml(args.model) if args.model is not None else ModelSpec.default()
-    counts = load_counts(args.path, seed=args.seed, progress=not args.quiet)
+    counts = load_counts(
+        args.path,
+        seed=args.seed,
+        progress=not args.quiet,
+        critics=args.critic,
+        benchmark=args.benchmark_name,
+        generator=args.generator_name,
+    )
+    data_critics = decision_critics(counts["critic"].values)
+    if args.model is None:
+        spec = spec.with_critics(data_critics)
+    elif unmodelled := [c for c in data_critics if c not in spec.critics]:
+        print(
+            f"bpc fit: warning: critic(s) {', '.join(unmodelled)} of the data are not in {args.model}'s "
+            "[model].critics; their rates stay NaN",
+            file=sys.stderr,
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # reported below instead
         dt = fit(
@@ -95,11 +107,29 @@ def run(args: argparse.Namespace) -> int:
             progressbar=not args.quiet,
         )
     diag = diagnose(dt)
-    save(dt, out)
     print(f"model {spec.name} (spec {spec.hash()}), sampler {dt.attrs['sampler']}: {diag}")
-    print(f"sampling {dt.attrs['sampling_time']:.1f} s, wall {dt.attrs['wall_time']:.1f} s; wrote {out}")
+    print(f"sampling {dt.attrs['sampling_time']:.1f} s, wall {dt.attrs['wall_time']:.1f} s")
+    choices = notes_digest(counts.attrs.get("notes", []))
+    dt.attrs["diagnostics_ok"] = int(diag.ok)
+    dt.attrs["diagnostics_failures"] = json.dumps(list(diag.failures))
+    dt.attrs["data_choices"] = json.dumps(choices)
+    if not diag.ok and not args.allow_bad_diagnostics:
+        print(
+            f"bpc fit: error: convergence check failed ({'; '.join(diag.failures)}); nothing written to "
+            f"{out}. Run longer (--draws/--tune/--chains) or pass --allow-bad-diagnostics to keep the fit",
+            file=sys.stderr,
+        )
+        return 1
     if not diag.ok:
-        import sys
-
-        print("warning: convergence check failed: " + "; ".join(diag.failures), file=sys.stderr)
+        dt.attrs["allow_bad_diagnostics"] = 1
+        print(
+            "bpc fit: warning: convergence check failed ("
+            + "; ".join(diag.failures)
+            + f"); written anyway (--allow-bad-diagnostics), marked diagnostics_ok = 0 in {out}",
+            file=sys.stderr,
+        )
+    save(dt, out)
+    if not args.quiet:
+        choices_summary("data choices", choices)
+    print(f"wrote {out}")
     return 0

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from bpc.commands._input import add_input_arguments
+
 NAME = "replay"
 HELP = (
     "replay the baselines and the Bayesian controllers over recorded 3-patch pools "
@@ -20,15 +22,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "path",
-        help="a critic_results.jsonl, a cell folder, the corpus tree, or 'simulated' "
+        help="a critic_results.jsonl, a cell folder, the corpus tree, your own log file (.csv, .parquet, "
+        ".jsonl: one row per patch, see --critic), or 'simulated' "
         "(the embedded simulated panel, with refinement trajectories)",
     )
+    add_input_arguments(parser)
     parser.add_argument(
         "--profile",
         choices=sorted(PROFILES),
         default="paper",
-        help="replay conventions: 'paper' (SPEC §5, 75/25 split, default) or 'paper-release' "
-        "(the authors' released table, in-sample; SPEC §6)",
+        help="replay conventions: 'paper' (SPEC §5, 75/25 split, default), 'paper-release' "
+        "(the authors' released table, in-sample; SPEC §6) or 'bpc' (SPEC §9: instance belief, "
+        "verification not terminal, 5-fold cross-fitting)",
+    )
+    parser.add_argument(
+        "--belief",
+        choices=("iid", "instance"),
+        default=None,
+        help="belief model of the Bayesian controllers: 'iid' (a new patch is an independent draw) or "
+        "'instance' (patches of one instance share a pass rate, SPEC §9); default: the profile's "
+        "(instance under bpc, iid otherwise)",
+    )
+    parser.add_argument(
+        "--folds",
+        type=int,
+        default=None,
+        metavar="K",
+        help="K-fold cross-fitting over instances: every instance is scored once by parameters fitted "
+        "without it (default: the profile's, 5 under bpc; otherwise the 75/25 split)",
     )
     parser.add_argument(
         "--costs",
@@ -69,8 +90,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="CSV of refinement trajectories (benchmark, generator, instance_id, method, step, Y) "
         "for the self_refine / reflexion replays",
     )
-    parser.add_argument("--out", type=Path, default=None, help="write the table to this CSV file")
-    parser.add_argument("--plot", type=Path, default=None, help="write a Δ bar chart (PNG) to this path")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the table to this file, format by suffix: .csv, .nc (netCDF) or .parquet",
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=None, help="write a Δ bar chart to this path (.png, .pdf or .svg)"
+    )
     parser.add_argument(
         "--include-superseded", action="store_true", help="also read superseded runs (lcb_calibration)"
     )
@@ -99,34 +127,82 @@ def _cells_with_data(counts) -> list[tuple[str, str, str]]:
 
 
 def format_table(df) -> str:
-    """The replay table as aligned text, one block per cell (and split)."""
-    from bpc.report.plots.style import POLICY_LABELS
+    """The replay table as aligned text, one block per cell (and split).
 
+    Beside each Δ: the instances it is averaged over, the pass rate and the
+    cost per instance; a Δ that wins by abstaining (Δ > 0 with a pass rate
+    below always_verify's) is marked with a dagger and explained below.
+    """
+    from bpc.constants import BOOTSTRAP_PROB
+    from bpc.report.plots.style import POLICY_LABELS
+    from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
+
+    if "wins_by_abstaining" not in df.columns:
+        df = flag_abstention(df)
     lines = []
     keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else [])
+    ci = f"{BOOTSTRAP_PROB:.0%} CI (paired bootstrap)"
     for key, block in df.groupby(keys, sort=False):
         title = " / ".join(str(k) for k in key)
         lines.append(f"\n{title}")
-        lines.append(f"  {'policy':<18}{'mean_utility':>13}{'pass_rate':>11}{'delta':>10}   95% CI")
+        head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
+        lines.append(f"{head}   {ci}")
         for r in block.itertuples(index=False):
             label = POLICY_LABELS.get(r.policy, r.policy)
+            n = getattr(r, "n_instances", None)
+            cost = getattr(r, "cost_per_instance", float("nan"))
+            flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
             lines.append(
-                f"  {label:<18}{r.mean_utility:>13.4f}{r.pass_rate:>11.4f}{r.delta:>10.4f}"
-                f"   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]"
+                f"  {label:<18}{'' if n is None else int(n):>5}{r.pass_rate:>11.4f}{cost:>11.2f}"
+                f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
             )
+    if df["wins_by_abstaining"].any():
+        lines.append("\n" + ABSTAIN_NOTE)
     return "\n".join(lines)
+
+
+def _write_table(df, path: Path, fmt: str, attrs: dict) -> None:
+    """Write the replay table atomically as CSV, netCDF or Parquet (``fmt`` from the suffix)."""
+    import json
+
+    from bpc.outputs import atomic_file, write_csv, write_netcdf
+
+    if fmt == ".csv":
+        write_csv(df, path)
+    elif fmt == ".parquet":
+        with atomic_file(path) as tmp:
+            df.to_parquet(tmp, index=False)
+    else:
+        keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else []) + ["policy"]
+        flat = df.assign(wins_by_abstaining=df["wins_by_abstaining"].astype(float))
+        ds = flat.set_index(keys).to_xarray()
+        ds.attrs.update(
+            {k: v if isinstance(v, str | int | float) else json.dumps(v) for k, v in attrs.items()}
+        )
+        write_netcdf(ds, path)
 
 
 def run(args: argparse.Namespace) -> int:
     """Load, replay, print the table, write CSV / plot."""
     import pandas as pd
 
-    from bpc.data.corpus import load_corpus, read_transition_kernel
+    from bpc.choices import check_choice
     from bpc.costs import Costs, paper_costs_for, resolve_costs
-    from bpc.replay.profiles import canonical_policy, get_profile
-    from bpc.progress import info
+    from bpc.data.corpus import read_transition_kernel
+    from bpc.data.logs import load_input
+    from bpc.outputs import check_output_file, check_parquet_engine
+    from bpc.progress import choices_summary, info, notes_digest
     from bpc.replay.engine import POLICIES, REFINEMENT_POLICIES, replay_cells
+    from bpc.replay.profiles import AUTHOR_POLICY_NAMES, canonical_policy, get_profile
+    from bpc.report.tables import flag_abstention
 
+    out_fmt = None
+    if args.out is not None:
+        out_fmt = check_output_file(args.out, suffixes=(".csv", ".nc", ".parquet"), option="--out")
+        if out_fmt == ".parquet":
+            check_parquet_engine(args.out)
+    if args.plot is not None:
+        check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
     profile = get_profile(args.profile)
     simulated = args.path == "simulated"
     path = Path(args.path)
@@ -138,12 +214,12 @@ def run(args: argparse.Namespace) -> int:
     kernel = read_transition_kernel(args.kernel, which=args.kernel_entry) if args.kernel else None
     policies = None
     if args.policies:
-        policies = [canonical_policy(p.strip()) for p in args.policies.split(",") if p.strip()]
-        unknown = [p for p in policies if p not in POLICIES]
-        if unknown:
-            raise ValueError(
-                f"--policies: unknown policy name(s) {unknown}; expected some of {list(POLICIES)}"
-            )
+        names = [*POLICIES, *AUTHOR_POLICY_NAMES]
+        policies = [
+            canonical_policy(check_choice(p.strip(), names, what="policy (--policies)"))
+            for p in args.policies.split(",")
+            if p.strip()
+        ]
     trajectories = None
     if args.trajectories is not None:
         if not args.trajectories.exists():
@@ -163,9 +239,20 @@ def run(args: argparse.Namespace) -> int:
         if trajectories is None:
             trajectories = panel.trajectories
         counts = counts_from_records(records)
+        notes = []
     else:
-        corpus = load_corpus(path, include_superseded=args.include_superseded, progress=not args.quiet)
+        corpus = load_input(
+            path,
+            critics=args.critic,
+            benchmark=args.benchmark_name,
+            generator=args.generator_name,
+            include_superseded=args.include_superseded,
+            progress=not args.quiet,
+        )
         records, counts = corpus.records, corpus.counts
+        if corpus.format != "corpus":
+            costs = corpus.costs(costs)  # prices the log's own critics (--critic NAME=COLUMN:COST)
+        notes = notes_digest(counts.attrs.get("notes", []))
     replayable = set(map(tuple, records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()))
     skipped = [(b, g, s) for b, g, s in _cells_with_data(counts) if (b, g) not in replayable]
     if not replayable:
@@ -179,8 +266,14 @@ def run(args: argparse.Namespace) -> int:
                 f"skipped {len(names)} cell(s) with only {what}, no per-patch records to replay: "
                 + ", ".join(names)
             )
+    if args.folds is not None and args.folds < 2:
+        raise ValueError(f"--folds must be >= 2, got {args.folds}")
+    belief = profile.belief if args.belief is None else args.belief
+    instance_planning = belief == "instance" or profile.plan_verify_continues
     transition_counts = None
-    if kernel is None and not profile.in_sample and not simulated:
+    if instance_planning:
+        info("Bayesian controllers: instance-model planning, a new patch is a fresh draw from its instance")
+    if kernel is None and not profile.in_sample and not simulated and not instance_planning:
         transition_counts = counts
         measured = [
             f"{b}/{g}"
@@ -207,19 +300,32 @@ def run(args: argparse.Namespace) -> int:
         split=args.split,
         kernel=kernel,
         transition_counts=transition_counts,
+        belief=belief,
+        n_folds=args.folds,
         progress=not args.quiet and len(replayable) > 1,
     )
+    df = flag_abstention(df)
     source = "simulated panel" if simulated else str(path)
     print(f"bpc replay — {source}, profile {profile.name}, {len(replayable)} cell(s)")
     print(format_table(df))
+    if not args.quiet:
+        choices_summary("data choices", notes)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(args.out, index=False)
+        attrs = {
+            "source": source,
+            "profile": profile.name,
+            "belief": belief,
+            "costs": args.costs or "paper default (slow on SWE-Bench, fast elsewhere)",
+            "interval": "95% paired bootstrap over instances (ci_lo, ci_hi)",
+            "data_choices": notes,
+        }
+        _write_table(df, args.out, out_fmt, attrs)
         print(f"\nwrote {args.out}", file=sys.stderr)
     if args.plot is not None:
         from bpc.report.plots.replay import plot_delta_bars
 
-        reward = costs.reward if isinstance(costs, Costs) else paper_costs_for("lcb_hard").reward
-        for written in plot_delta_bars(df, args.plot, reward=reward):
+        reward = costs.reward if isinstance(costs, Costs) else costs(str(df["benchmark"].iloc[0])).reward
+        fmt = args.plot.suffix.lower().lstrip(".")
+        for written in plot_delta_bars(df, args.plot, reward=reward, formats=(fmt,)):
             print(f"wrote {written}", file=sys.stderr)
     return 0

@@ -1,20 +1,34 @@
 r"""``bpc solve``: what should my agent do now.
 
-Given a prior, critics (``name:tpr:fpr:cost``), a repair kernel and costs,
-prints as JSON the value of the current state, the best action and the
-Q-value of every action, for the grid DP (``dp``, default), the exact
-expectimax (``exact``) or the one-step greedy controller (``greedy``)::
+Describes one state of an agent task and prints, as JSON, the best action,
+the value of the state and the Q-value of every action, for the grid DP
+(``dp``, default), the exact expectimax (``exact``) or the one-step greedy
+controller (``greedy``). The controller comes from explicit numbers::
 
     bpc solve --prior 0.3 --critic syn:0.99:0.97:1 --critic test:0.95:0.2:2 \
         --critic llm:0.7:0.4:5 --p-fix 0.15 --p-break 0.05 \
-        --c-gen 10 --c-ver 90 --reward 100 --horizon 3 --method dp --used syn
+        --c-gen 10 --c-ver 90 --reward 100 --horizon 3 --method dp
 
-Without ``--p-fix``/``--p-break`` a regenerated patch is a fresh sample
-(``p_fix = prior``, ``p_break = 1 − prior``). The state is the belief
-(``--belief``, default the prior) and the critics already used on the
-current patch (``--used``); ``--horizon`` is the number of steps left.
-``--costs fast|slow|paper-release|FILE`` supplies defaults for the costs
-(then a critic may be given as ``NAME:TPR:FPR``).
+or from a calibrated cell — Laplace estimates (``bpc estimate --out params.nc``)
+or a posterior (``bpc fit --out posterior.nc``; the decision then also reports
+P(action optimal) and the 89% band of each Q over the posterior draws)::
+
+    bpc solve --params params.nc --cell lcb_hard/gpt5_mini --history syn:pass,test:fail
+
+``--history`` replays the episode so far (comma-separated moves:
+``CRITIC:pass``, ``CRITIC:fail``, ``CRITIC:none`` for a missing verdict,
+``verify:fail``, ``regenerate``, ``refine``) through Bayes' rule and the
+repair kernel, so the caller never updates the belief by hand. The state may
+also be set directly with ``--belief`` (default the prior) and ``--used``
+(critics already used on the current patch). Without ``--p-fix``/``--p-break``
+a regenerated patch is a fresh sample (``p_fix = prior``, ``p_break = 1 −
+prior``). ``--costs fast|slow|paper-release|FILE`` supplies defaults for the
+costs (then a critic may be given as ``NAME:TPR:FPR``). ``exact`` is limited
+to :data:`bpc.decide.live.EXACT_MAX_HORIZON` steps; above it the grid DP
+answers and the output says so.
+
+The decision is made by :class:`bpc.decide.live.Controller`; from explicit
+numbers this command imports neither pandas nor xarray.
 """
 
 from __future__ import annotations
@@ -23,62 +37,114 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
-import numpy as np
+from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
 
-from bpc.constants import GRID_SIZE, HORIZON
-from bpc.costs import resolve_costs
-from bpc.decide.kernels.belief import action_names, used_mask
-from bpc.decide.kernels.dp import solve_dp
-from bpc.decide.kernels.exact import solve_exact
-from bpc.decide.kernels.greedy import greedy_q
+if TYPE_CHECKING:
+    from bpc.decide.live import Method
 
 NAME = "solve"
 HELP = "best next action, its value and every action's Q-value for one state (dp, exact or greedy)"
 
 METHODS = ("dp", "exact", "greedy")
+MODES = ("plugin", "posterior_mean", "bayes_robust")
+_VERDICTS = {"pass": True, "fail": False, "none": None}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register the command's options."""
-    parser.add_argument("--prior", type=float, required=True, help="prior π = P(Y=1) of a fresh patch")
-    parser.add_argument(
+def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options that build a :class:`bpc.decide.live.Controller` (shared with ``bpc serve``)."""
+    src = parser.add_argument_group("controller from calibrated parameters")
+    src.add_argument(
+        "--params",
+        type=Path,
+        default=None,
+        help="Laplace estimates (bpc estimate --out FILE.nc) or a posterior (bpc fit --out FILE.nc)",
+    )
+    src.add_argument(
+        "--cell", default=None, metavar="BENCH/GEN", help="the cell of --params, e.g. lcb_hard/gpt5_mini"
+    )
+    src.add_argument(
+        "--mode",
+        choices=MODES,
+        default=None,
+        help="how posterior draws enter the decision (default: plugin for estimates, bayes_robust for draws)",
+    )
+    src.add_argument(
+        "--max-draws", type=int, default=None, help="thin the posterior to this many draws (faster set-up)"
+    )
+    num = parser.add_argument_group("controller from explicit numbers")
+    num.add_argument("--prior", type=float, default=None, help="prior π = P(Y=1) of a fresh patch")
+    num.add_argument(
         "--critic",
         action="append",
         default=[],
         metavar="NAME:TPR:FPR:COST",
         help="a critic: P(pass|Y=1), P(pass|Y=0) and its cost (repeat for several critics)",
     )
-    parser.add_argument(
-        "--p-fix", type=float, default=None, help="P(Y'=1|Y=0) of regeneration (default: prior)"
-    )
-    parser.add_argument(
+    num.add_argument("--p-fix", type=float, default=None, help="P(Y'=1|Y=0) of regeneration (default: prior)")
+    num.add_argument(
         "--p-break", type=float, default=None, help="P(Y'=0|Y=1) of regeneration (default: 1 − prior)"
     )
-    parser.add_argument(
+    costs = parser.add_argument_group("costs")
+    costs.add_argument(
         "--costs",
         default=None,
         help="named cost vector (fast, slow, paper-release) or a JSON/TOML file: defaults for "
-        "--c-gen, --c-ver, --reward and for critic costs left out of --critic (NAME:TPR:FPR)",
+        "--c-gen, --c-ver, --reward and for critic costs left out of --critic (NAME:TPR:FPR); "
+        "with --params the default is the paper's vector for the benchmark",
     )
-    parser.add_argument("--c-gen", type=float, default=None, help="cost of a (re)generation")
-    parser.add_argument("--c-ver", type=float, default=None, help="cost of oracle verification")
-    parser.add_argument("--reward", type=float, default=None, help="reward R of a verified pass")
-    parser.add_argument("--horizon", type=int, default=HORIZON, help=f"steps left (default {HORIZON})")
-    parser.add_argument(
+    costs.add_argument("--c-gen", type=float, default=None, help="cost of a (re)generation")
+    costs.add_argument("--c-ver", type=float, default=None, help="cost of oracle verification")
+    costs.add_argument("--reward", type=float, default=None, help="reward R of a verified pass")
+    solver = parser.add_argument_group("solver")
+    solver.add_argument("--method", choices=METHODS, default="dp", help="solver (default dp)")
+    solver.add_argument(
+        "--horizon", type=int, default=HORIZON, help=f"steps of look-ahead (default {HORIZON})"
+    )
+    solver.add_argument(
         "--grid-size", type=int, default=GRID_SIZE, help=f"DP belief grid (default {GRID_SIZE})"
     )
-    parser.add_argument("--method", choices=METHODS, default="dp", help="solver (default dp)")
-    parser.add_argument("--belief", type=float, default=None, help="current belief (default: the prior)")
-    parser.add_argument(
-        "--used",
-        default="",
-        help="critics already used on the current patch, comma-separated (e.g. syn,test)",
+    solver.add_argument(
+        "--belief-model",
+        choices=("iid", "instance"),
+        default="iid",
+        help="patches independent given the cell (iid, the paper's) or sharing the task's pass rate "
+        "(instance, SPEC §9; κ from --params or --kappa)",
     )
-    parser.add_argument(
+    solver.add_argument(
+        "--kappa", type=float, default=None, help="instance model: concentration κ of a task's pass rate"
+    )
+    solver.add_argument(
+        "--max-patches",
+        type=int,
+        default=POOL_SIZE,
+        help=f"instance model: patch budget (default {POOL_SIZE})",
+    )
+    solver.add_argument(
         "--clip",
         action="store_true",
         help="greedy only: max(R·b_z − c_ver, 0) inside the critic expectation (paper-release formula)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the command's options: the controller's, then the state's."""
+    add_controller_arguments(parser)
+    state = parser.add_argument_group("state")
+    state.add_argument(
+        "--history",
+        default="",
+        metavar="MOVES",
+        help="the episode so far, e.g. syn:pass,test:fail,verify:fail,regenerate "
+        "(CRITIC:pass|fail|none, verify:pass|fail, regenerate, refine)",
+    )
+    state.add_argument("--belief", type=float, default=None, help="current belief (default: the prior)")
+    state.add_argument(
+        "--used",
+        default="",
+        help="critics already used on the current patch, comma-separated (e.g. syn,test)",
     )
 
 
@@ -111,78 +177,249 @@ def parse_critic(spec: str, costs=None) -> tuple[str, float, float, float]:
     return name, tpr, fpr, cost
 
 
-def _finite_or_none(x: float):
-    return float(x) if np.isfinite(x) else None
+def parse_history(text: str) -> list[dict]:
+    """Moves of ``--history`` as the JSON moves of :meth:`bpc.decide.live.Episode.apply`.
+
+    ``CRITIC:pass|fail|none`` → observe, ``verify:pass|fail`` → verified,
+    ``regenerate`` → regenerated, ``refine`` → refined.
+
+    Raises
+    ------
+    ValueError
+        Naming the malformed move.
+    """
+    moves = []
+    for raw in text.split(","):
+        token = raw.strip()
+        if not token:
+            continue
+        name, _, verdict = (s.strip().lower() for s in token.partition(":"))
+        if name in ("regenerate", "refine"):
+            if verdict:
+                raise ValueError(f"--history move {token!r}: {name} takes no verdict")
+            moves.append({"op": "regenerated" if name == "regenerate" else "refined"})
+            continue
+        if verdict not in _VERDICTS or (name == "verify" and verdict == "none"):
+            allowed = "pass or fail" if name == "verify" else "pass, fail or none"
+            raise ValueError(
+                f"--history move {token!r}: expected {name or 'CRITIC'}:VERDICT with VERDICT {allowed} "
+                "(or regenerate, refine)"
+            )
+        if name == "verify":
+            moves.append({"op": "verified", "passed": _VERDICTS[verdict]})
+        else:
+            moves.append(
+                {"op": "observe", "critic": token.partition(":")[0].strip(), "passed": _VERDICTS[verdict]}
+            )
+    return moves
 
 
-def decide(args: argparse.Namespace) -> dict:
-    """Solve the state described by the parsed arguments; the JSON-ready answer."""
-    base = resolve_costs(args.costs) if args.costs is not None else None
+def _json_float(x: float):
+    return float(x) if math.isfinite(x) else None
+
+
+def _base_costs(args: argparse.Namespace):
+    from bpc.costs import resolve_costs
+
+    return resolve_costs(args.costs) if args.costs is not None else None
+
+
+def build_controller(args: argparse.Namespace, *, method: str | None = None, cell: str | None = None):
+    """The controller the parsed options describe, and its inputs as JSON.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Options of :func:`add_controller_arguments`.
+    method : str, optional
+        Overrides ``args.method`` (e.g. after the exact solver's horizon fall-back).
+    cell : str, optional
+        Overrides ``args.cell`` (``bpc serve`` starts episodes of several cells).
+
+    Returns
+    -------
+    controller : bpc.decide.live.Controller
+    inputs : dict
+        The numbers it was built from, for the JSON output.
+
+    Raises
+    ------
+    ValueError
+        For missing or inconsistent options.
+    """
+    if args.horizon < 0:
+        raise ValueError(f"--horizon must be >= 0, got {args.horizon}")
+    chosen: str = args.method if method is None else method
+    if args.params is not None:
+        return _params_controller(args, chosen, args.cell if cell is None else cell)
+    if cell is not None:
+        raise ValueError("a cell can only be chosen for a controller from --params")
+    return _explicit_controller(args, chosen)
+
+
+def _explicit_controller(args: argparse.Namespace, method: str):
+    """Controller from --prior/--critic/--p-fix/--p-break and the costs; its JSON inputs."""
+    from bpc.decide.live import Controller
+
+    if args.prior is None:
+        raise ValueError("--prior is required (or give --params FILE --cell BENCH/GEN)")
+    base = _base_costs(args)
+    cost = {}
     for name in ("c_gen", "c_ver", "reward"):
-        if getattr(args, name) is None:
+        value = getattr(args, name)
+        if value is None:
             if base is None:
                 raise ValueError(f"--{name.replace('_', '-')} is required (or give --costs)")
-            setattr(args, name, getattr(base, name))
+            value = getattr(base, name)
+        cost[name] = float(value)
     critics = [parse_critic(s, base) for s in args.critic]
     names = [c[0] for c in critics]
     if len(set(names)) != len(names):
         raise ValueError(f"--critic names must be distinct, got {names}")
-    actions = action_names(names)
+    if not critics:
+        raise ValueError("give at least one --critic NAME:TPR:FPR:COST")
     if not (math.isfinite(args.prior) and 0 <= args.prior <= 1):
         raise ValueError(f"--prior must lie in [0, 1], got {args.prior}")
-    belief = args.prior if args.belief is None else args.belief
-    if not (math.isfinite(belief) and 0 <= belief <= 1):
-        raise ValueError(f"--belief must lie in [0, 1], got {belief}")
+    ctrl = Controller(
+        prior=args.prior,
+        critics={c[0]: (c[1], c[2], c[3]) for c in critics},
+        p_fix=args.p_fix,
+        p_break=args.p_break,
+        **cost,
+        method=cast("Method", method),
+        horizon=args.horizon,
+        grid_size=args.grid_size,
+        clip=args.clip,
+        mode=args.mode,
+        belief=args.belief_model,
+        kappa=args.kappa,
+        max_patches=args.max_patches,
+    )
+    inputs = {
+        "prior": args.prior,
+        "critics": {c[0]: {"tpr": c[1], "fpr": c[2], "cost": c[3]} for c in critics},
+        "p_fix": args.prior if args.p_fix is None else args.p_fix,
+        "p_break": 1 - args.prior if args.p_break is None else args.p_break,
+        "costs": args.costs,
+        **cost,
+    }
+    return ctrl, inputs
+
+
+def _params_controller(args: argparse.Namespace, method: str, cell: str | None):
+    """Controller for one cell of --params; its JSON inputs."""
+    from bpc.costs import paper_costs_for
+    from bpc.decide.live import Controller
+
+    if cell is None:
+        raise ValueError("--params needs --cell BENCH/GEN")
+    clash = [
+        f"--{n.replace('_', '-')}"
+        for n in ("prior", "p_fix", "p_break", "kappa")
+        if getattr(args, n) is not None
+    ]
+    if args.critic:
+        clash.append("--critic")
+    if clash:
+        raise ValueError(
+            f"{', '.join(clash)} describe a controller by numbers; with --params the cell's values are used"
+        )
+    bench = cell.split("/")[0].strip()
+    base = _base_costs(args) or paper_costs_for(bench)
+    changes = {
+        n: float(getattr(args, n)) for n in ("c_gen", "c_ver", "reward") if getattr(args, n) is not None
+    }
+    costs = base.with_(**changes) if changes else base
+    ctrl = Controller.from_params(
+        args.params,
+        cell=cell,
+        costs=costs,
+        mode=args.mode,
+        method=cast("Method", method),
+        horizon=args.horizon,
+        grid_size=args.grid_size,
+        max_draws=args.max_draws,
+        clip=args.clip,
+        belief=args.belief_model,
+        max_patches=args.max_patches,
+    )
+    inputs = {
+        "params": str(args.params),
+        "cell": "/".join(ctrl.cell or ()),
+        "n_samples": ctrl.n_samples,
+        "prior": ctrl.prior,
+        "critics": {
+            c: {"cost": _json_float(float(v))} for c, v in zip(ctrl.critics, ctrl.critic_costs, strict=True)
+        },
+        "costs": args.costs,
+        "c_gen": ctrl.c_gen,
+        "c_ver": ctrl.c_ver,
+        "reward": ctrl.reward,
+    }
+    return ctrl, inputs
+
+
+def decide(args: argparse.Namespace) -> dict:
+    """Solve the state described by the parsed arguments; the JSON-ready answer."""
+    from bpc.decide.live import EXACT_MAX_HORIZON
+
     if args.horizon < 0:
         raise ValueError(f"--horizon must be >= 0, got {args.horizon}")
-    used = used_mask(args.used, names)
-    p_fix = args.prior if args.p_fix is None else args.p_fix
-    p_break = 1 - args.prior if args.p_break is None else args.p_break
-    tpr = np.array([c[1] for c in critics], dtype=float)
-    fpr = np.array([c[2] for c in critics], dtype=float)
-    kw = dict(
-        critic_costs=np.array([c[3] for c in critics], dtype=float),
-        c_gen=args.c_gen,
-        c_ver=args.c_ver,
-        reward=args.reward,
-    )
-    if args.method == "dp":
-        sol = solve_dp(
-            args.prior, tpr, fpr, p_fix, p_break, **kw, horizon=args.horizon, grid_size=args.grid_size
+    if args.belief is not None and not (math.isfinite(args.belief) and 0 <= args.belief <= 1):
+        raise ValueError(f"--belief must lie in [0, 1], got {args.belief}")
+    moves = parse_history(args.history)
+    method, note = args.method, None
+    if method == "exact" and args.horizon > EXACT_MAX_HORIZON:
+        method = "dp"
+        note = (
+            f"method exact is limited to horizon <= {EXACT_MAX_HORIZON} (its belief tree grows ~3.5x per "
+            f"step); horizon {args.horizon} was solved on the belief grid (dp) instead"
         )
-        q = sol.q_at(np.array([belief]), np.array([used]), args.horizon)[0]
-    elif args.method == "exact":
-        q = solve_exact(belief, tpr, fpr, p_fix, p_break, **kw, horizon=args.horizon, used=used).q[0]
-    else:
-        q = greedy_q(belief, used, args.prior, tpr, fpr, **kw, clip=args.clip)[0]
-        if args.horizon == 0:
-            q[2:] = -np.inf
-    best = int(np.argmax(q))
-    return {
-        "method": args.method,
-        "action": actions[best],
-        "value": float(q[best]),
-        "q": {a: _finite_or_none(v) for a, v in zip(actions, q, strict=True)},
-        "state": {
-            "belief": belief,
-            "used": [n for k, n in enumerate(names) if used >> k & 1],
-            "steps_left": args.horizon,
-        },
-        "inputs": {
-            "prior": args.prior,
-            "critics": {c[0]: {"tpr": c[1], "fpr": c[2], "cost": c[3]} for c in critics},
-            "p_fix": p_fix,
-            "p_break": p_break,
-            "costs": args.costs,
-            "c_gen": args.c_gen,
-            "c_ver": args.c_ver,
-            "reward": args.reward,
-            "horizon": args.horizon,
-            "grid_size": args.grid_size if args.method == "dp" else None,
-            "clip": bool(args.clip) if args.method == "greedy" else None,
-        },
-        "conventions": "value = max_a q; ties -> lowest action index; null = action not offered",
+    ctrl, inputs = build_controller(args, method=method)
+    from bpc.decide.kernels.belief import used_mask
+
+    mask = used_mask(args.used, ctrl.critics)
+    used = [c for k, c in enumerate(ctrl.critics) if mask >> k & 1]
+    episode = ctrl.episode(belief=args.belief, used=used)
+    for move in moves:
+        episode.apply(move)
+    d = episode.decide()
+    out = {
+        "method": ctrl.method,
+        "action": d.action,
+        "value": _json_float(d.value),
+        "q": {a: _json_float(v) for a, v in d.q.items()},
     }
+    if note is not None:
+        out["requested_method"] = args.method
+        out["note"] = note
+    if d.p_optimal is not None:
+        band = d.to_dict()
+        out.update(
+            mode=ctrl.mode,
+            p_optimal=band["p_optimal"],
+            q_band=band["q_band"],
+            ci_prob=band["ci_prob"],
+            ci_kind=band["ci_kind"],
+        )
+    elif ctrl.n_samples > 1 or args.params is not None:
+        out["mode"] = ctrl.mode
+    out["state"] = {"belief": d.belief, "used": list(d.used), "steps_left": d.steps_left}
+    if moves:
+        out["history"] = list(episode.history)
+        out["spent"] = episode.spent
+    out["inputs"] = {
+        **inputs,
+        "horizon": args.horizon,
+        "grid_size": args.grid_size if ctrl.method == "dp" else None,
+        "clip": bool(args.clip) if ctrl.method == "greedy" else None,
+        "belief_model": ctrl.belief_model,
+    }
+    if ctrl.belief_model == "instance" and ctrl.kappa is not None:
+        kappa = [_json_float(float(k)) for k in ctrl.kappa]  # null: κ = inf, the i.i.d. limit
+        out["inputs"].update(kappa=kappa[0] if len(kappa) == 1 else kappa, max_patches=ctrl.max_patches)
+    out["conventions"] = "value = max_a q; ties -> lowest action index; null = action not offered"
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,27 +30,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the fit, build the table, write summary.csv and forest.png, print them."""
+    """Load the fit, build the table, write summary.csv and forest.png (one folder, swapped in whole)."""
     import pandas as pd
 
+    from bpc.choices import check_choices
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import counts_of, diagnose, load, posterior_params
     from bpc.estimate.model.diagnostics import params_table
+    from bpc.outputs import atomic_folder, check_output_folder, run_config, write_csv
     from bpc.report.plots.model import plot_forest
 
-    dt = load(args.posterior)
+    if args.posterior.is_dir():
+        raise ValueError(f"{args.posterior}: is a directory; expected a .nc file written by 'bpc fit'")
     out: Path = (
         args.out if args.out is not None else args.posterior.with_name(args.posterior.stem + "_summary")
     )
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out)
+    dt = load(args.posterior)
     counts = counts_of(dt)
     table = params_table(posterior_params(dt), laplace=laplace(counts), counts=counts)
-    csv = out / "summary.csv"
-    table.to_csv(csv, index=False, float_format="%.6g")
-    png = plot_forest(table, out / "forest.png", rates=args.rates)
+    check_choices(args.rates, list(dict.fromkeys(table["rate"])), what="rate (--rates)")
+    manifest = {"config": {**run_config(args), "spec_hash": dt.attrs.get("spec_hash")}}
+    with atomic_folder(out, manifest=manifest) as tmp:
+        write_csv(table, tmp / "summary.csv", float_format="%.6g")
+        png = [out / p.relative_to(tmp) for p in plot_forest(table, tmp / "forest.png", rates=args.rates)]
     if not args.quiet:
         with pd.option_context("display.max_rows", None, "display.width", 160):
             print(table.round(3).to_string(index=False))
     print(f"{dt.attrs.get('bpc_model', 'model')} (spec {dt.attrs.get('spec_hash')}): {diagnose(dt)}")
-    print(f"wrote {csv} and {', '.join(str(p) for p in png)}")
+    print(f"wrote {out / 'summary.csv'} and {', '.join(str(p) for p in png)}")
     return 0

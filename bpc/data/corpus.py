@@ -75,8 +75,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +96,7 @@ from bpc.constants import (
     SUPERSEDED_FOLDERS,
 )
 from bpc.data.counts import cell_counts, counts_from_records, merge_counts
+from bpc.progress import Meter
 from bpc.schema import RECORD_COLUMNS, validate_counts
 
 __all__ = [
@@ -474,7 +473,8 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
                     path,
                     None,
                     f"critic_likelihoods.{field}.{name}",
-                    f"expected a non-negative integer, got {value!r}",
+                    "expected a non-negative integer, "
+                    + ("missing" if name not in entry else f"got {value!r}"),
                 )
             cells[name] = value
         if cells["TP"] + cells["FN"] > k or cells["FP"] + cells["TN"] > n - k:
@@ -588,8 +588,9 @@ def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]
     for key, name in _KERNEL_KEYS.items():
         value = raw.get(name)
         if not _nonneg_int(value):
+            got = "missing" if name not in raw else f"got {value!r}"
             raise CorpusError(
-                path, None, f"{which}.raw_counts.{name}", f"expected a non-negative integer, got {value!r}"
+                path, None, f"{which}.raw_counts.{name}", f"expected a non-negative integer, {got}"
             )
         out[key] = value
     return out
@@ -620,31 +621,6 @@ def _kernel_cell(
 # ---------------------------------------------------------------------------
 # load_corpus
 # ---------------------------------------------------------------------------
-class _Progress:
-    """One stderr line per file (an in-place counter on a terminal) once loading is slow."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.enabled = enabled
-        self.total = total
-        self.start = time.monotonic()
-        self.done = 0
-        self.shown = False
-
-    def step(self, path: Path) -> None:
-        self.done += 1
-        if not self.enabled or time.monotonic() - self.start < _PROGRESS_AFTER_S:
-            return
-        self.shown = True
-        if sys.stderr.isatty():
-            print(f"\rbpc: loading file {self.done}/{self.total}", end="", file=sys.stderr, flush=True)
-        else:
-            print(f"bpc: loading [{self.done}/{self.total}] {path}", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.shown and sys.stderr.isatty():
-            print(file=sys.stderr, flush=True)
-
-
 def _cell_key(ds: xr.Dataset) -> tuple[str, str]:
     return str(ds.benchmark.values[0]), str(ds.generator.values[0])
 
@@ -835,7 +811,9 @@ def load_corpus(
     else:
         raise CorpusError(root, None, None, "expected a file or a folder, got neither")
 
-    meter = _Progress(progress, sum(len(v) for v in files.values()))
+    meter = Meter(
+        "loading file", total=sum(len(v) for v in files.values()), enabled=progress, delay=_PROGRESS_AFTER_S
+    )
 
     # -- raw records -----------------------------------------------------------
     frames: list[pd.DataFrame] = []
@@ -843,7 +821,7 @@ def load_corpus(
     cell_files: dict[tuple[str, str], list[str]] = {}
     for f in files["records"]:
         df, lines, unlabelled = _parse_critic_results(f, benchmark=benchmark, generator=generator)
-        meter.step(f)
+        meter.step(str(f))
         if unlabelled:
             notes.append(f"{_rel(f, base)}: {unlabelled} unlabelled row(s) (Y null) skipped")
         keys = zip(df["benchmark"], df["generator"], df["instance_id"], df["patch_id"], strict=True)
@@ -874,7 +852,7 @@ def load_corpus(
     tables: dict[tuple[str, str], tuple[Path, xr.Dataset]] = {}
     for f in files["table"]:
         cell = _table_cell(f, _read_json(f), benchmark=benchmark, generator=generator)
-        meter.step(f)
+        meter.step(str(f))
         _add_once(tables, f, cell, "likelihood tables", notes, base)
     cluster = _cluster_instances(base) if root.is_dir() else {}
 
@@ -884,7 +862,7 @@ def load_corpus(
         obj = _read_json(f)
         kernel = _kernel_counts(f, obj)
         cell = _kernel_cell(f, obj, kernel, benchmark=benchmark, generator=generator)
-        meter.step(f)
+        meter.step(str(f))
         _add_once(kernels, f, cell, "transition kernels", notes, base)
 
     # -- assemble --------------------------------------------------------------

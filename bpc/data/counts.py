@@ -9,9 +9,15 @@ of a ``likelihood_tables.json`` or from a ``transition_kernel.json``.
 is missing on every patch of a cell gets ``NaN`` counts for that cell, while
 a critic that assessed patches but never passed one gets an observed ``0``.
 
-The numpy kernels (:func:`critic_tallies`, :func:`transition_tallies`) work on
-plain arrays; the functions above them only group by cell and label the
-result.
+The per-instance sufficient statistic of the instance model (SPEC §9) is the
+histogram ``inst_hist`` (benchmark, generator, patches m, passes k): how many
+instances had k of their m labelled patches passing. It comes only from raw
+records (:func:`instance_tallies`); a cell known only from a likelihood table
+has ``NaN`` there, and estimators let it borrow κ from the cells that have one.
+
+The numpy kernels (:func:`critic_tallies`, :func:`transition_tallies`,
+:func:`instance_tallies`) work on plain arrays; the functions above them only
+group by cell and label the result.
 """
 
 from __future__ import annotations
@@ -22,13 +28,32 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import CRITICS, DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_LABEL, KERNEL_METHOD, LABELS
-from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS, empty_counts, panel_coords, validate_counts
+from bpc.constants import (
+    CRITICS,
+    DIM_BENCHMARK,
+    DIM_CRITIC,
+    DIM_GENERATOR,
+    DIM_LABEL,
+    DIM_PATCHES,
+    KERNEL_METHOD,
+    LABELS,
+    POOL_SIZE,
+)
+from bpc.schema import (
+    RECORD_COLUMNS,
+    TRAJECTORY_COLUMNS,
+    critic_coordinate,
+    empty_counts,
+    panel_coords,
+    record_critics,
+    validate_counts,
+)
 
 __all__ = [
     "cell_kernel_counts",
     "critic_tallies",
     "transition_tallies",
+    "instance_tallies",
     "counts_from_records",
     "transition_counts",
     "merge_counts",
@@ -134,19 +159,91 @@ def transition_tallies(
     return trans_n, trans_flip
 
 
+def instance_tallies(
+    y: np.ndarray,
+    instance: np.ndarray,
+    group: np.ndarray | None = None,
+    n_groups: int | None = None,
+    *,
+    max_patches: int | None = None,
+) -> np.ndarray:
+    """Histogram of instances by (labelled patches m, passing patches k), optionally per group.
+
+    Parameters
+    ----------
+    y : numpy.ndarray
+        Oracle labels of labelled patches, shape ``(n,)``, values 0/1.
+    instance : numpy.ndarray
+        Instance index of each patch, shape ``(n,)``, integers ``0 … n_inst − 1``
+        (an instance index is global: it must not be shared by two groups).
+    group : numpy.ndarray, optional
+        Group index of each patch (e.g. the cell), shape ``(n,)``; constant
+        within an instance. All patches form one group if omitted.
+    n_groups : int, optional
+        Number of groups (default ``group.max() + 1``).
+    max_patches : int, optional
+        Size M of the histogram (default: the largest m seen); an instance
+        with more labelled patches is an error.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(M, M + 1)`` — or ``(n_groups, M, M + 1)`` with ``group`` —
+        entry ``[m − 1, k]`` = instances with k passes among m patches. A
+        group without patches gets zeros.
+
+    Examples
+    --------
+    >>> instance_tallies(np.array([1, 0, 0, 1, 1]), np.array([0, 0, 1, 2, 2]))
+    array([[0., 0.],
+           [1., 1.]])
+    """
+    y = np.asarray(y)
+    inst = np.asarray(instance, dtype=np.intp)
+    if inst.shape != y.shape or y.ndim != 1:
+        raise ValueError(f"instance must have the shape of y, {y.shape}; got {inst.shape}")
+    if not np.isin(y, LABELS).all():
+        raise ValueError("instance_tallies: y must hold 0/1 labels only")
+    g, n_g = _groups(y.shape[0], group, n_groups)
+    n_inst = int(inst.max()) + 1 if inst.size else 0
+    m = np.bincount(inst, minlength=n_inst)
+    k = np.bincount(inst, weights=y, minlength=n_inst).astype(np.intp)
+    g_inst = np.zeros(n_inst, dtype=np.intp)
+    g_inst[inst] = g
+    if inst.size and (g_inst[inst] != g).any():
+        raise ValueError("instance_tallies: an instance's patches must all belong to one group")
+    seen = m > 0
+    size = int(m.max()) if seen.any() else 1
+    if max_patches is not None:
+        if seen.any() and size > max_patches:
+            raise ValueError(
+                f"instance_tallies: an instance has {size} patches, more than max_patches={max_patches}"
+            )
+        size = int(max_patches)
+    out = np.zeros((n_g, size, size + 1))
+    np.add.at(out, (g_inst[seen], m[seen] - 1, k[seen]), 1.0)
+    return out[0] if group is None else out
+
+
 # ---------------------------------------------------------------------------
 # xarray layer
 # ---------------------------------------------------------------------------
 def _assemble(
-    benchmarks: Sequence[str], generators: Sequence[str], cells: dict[str, np.ndarray]
+    benchmarks: Sequence[str],
+    generators: Sequence[str],
+    cells: dict[str, np.ndarray],
+    *,
+    max_patches: int = POOL_SIZE,
+    critics: Sequence[str] = CRITICS,
 ) -> xr.Dataset:
     """A counts Dataset from per-cell arrays listed in (benchmark, generator) pairs.
 
     ``cells`` holds ``"benchmark"``/``"generator"`` (length m) and any of
-    the count variables with leading length m (plus ``"source"``).
+    the count variables with leading length m (plus ``"source"``); critic
+    arrays follow ``critics``, the ``critic`` coordinate.
     """
-    coords = panel_coords(benchmarks, generators)
-    ds = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR])
+    coords = panel_coords(benchmarks, generators, max_patches=max_patches, critics=critics)
+    ds = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=max_patches, critics=critics)
     b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
     g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
     bi = np.array([b_pos[str(b)] for b in cells["benchmark"]], dtype=np.intp)
@@ -171,7 +268,9 @@ def cell_counts(
     critic_pass: np.ndarray | None = None,
     trans_n: np.ndarray | None = None,
     trans_flip: np.ndarray | None = None,
+    inst_hist: np.ndarray | None = None,
     source: str = "",
+    critics: Sequence[str] = CRITICS,
 ) -> xr.Dataset:
     """A one-cell counts Dataset from plain numbers (unset entries stay ``NaN``).
 
@@ -182,12 +281,17 @@ def cell_counts(
     n_patches, n_pass, n_instances : float
         Cell totals.
     critic_n, critic_pass : numpy.ndarray, optional
-        Shape ``(len(CRITICS), 2)``, critics in :data:`~bpc.constants.CRITICS`
-        order, labels (0, 1).
+        Shape ``(len(critics), 2)``, critics in ``critics`` order, labels (0, 1).
     trans_n, trans_flip : numpy.ndarray, optional
         Shape ``(2,)``, by Y_t.
+    inst_hist : numpy.ndarray, optional
+        Instance histogram, shape ``(M, M + 1)``: entry ``[m − 1, k]`` =
+        instances with k passes among m labelled patches (see
+        :func:`instance_tallies`); unobserved if omitted.
     source : str
         ``raw``, ``table``, ``simulated`` or ``""``.
+    critics : sequence of str
+        The ``critic`` coordinate (default :data:`~bpc.constants.CRITICS`).
 
     Returns
     -------
@@ -195,7 +299,11 @@ def cell_counts(
         Counts schema with one benchmark and one generator.
     """
     nan2 = np.full(len(LABELS), np.nan)
-    nan_kl = np.full((len(CRITICS), len(LABELS)), np.nan)
+    nan_kl = np.full((len(critics), len(LABELS)), np.nan)
+    size = POOL_SIZE if inst_hist is None else int(np.shape(inst_hist)[0])
+    hist = np.full((size, size + 1), np.nan) if inst_hist is None else np.asarray(inst_hist, dtype=float)
+    if hist.shape != (size, size + 1):
+        raise ValueError(f"cell_counts: inst_hist must have shape (M, M + 1), got {hist.shape}")
     cells = {
         "benchmark": [benchmark],
         "generator": [generator],
@@ -206,9 +314,10 @@ def cell_counts(
         "critic_pass": np.asarray(nan_kl if critic_pass is None else critic_pass, dtype=float)[None],
         "trans_n": np.asarray(nan2 if trans_n is None else trans_n, dtype=float)[None],
         "trans_flip": np.asarray(nan2 if trans_flip is None else trans_flip, dtype=float)[None],
+        "inst_hist": hist[None],
         "source": np.array([source], dtype=object),
     }
-    return _assemble([benchmark], [generator], cells)
+    return validate_counts(_assemble([benchmark], [generator], cells, max_patches=size, critics=critics))
 
 
 def _verdict_matrix(df: pd.DataFrame, critics: Sequence[str]) -> np.ndarray:
@@ -241,8 +350,11 @@ def counts_from_records(
     Parameters
     ----------
     records : pandas.DataFrame
-        Records schema (:data:`bpc.schema.RECORD_COLUMNS`); a missing critic
-        column means that critic gave no verdict anywhere.
+        Records schema (:mod:`bpc.schema`); its critics are
+        :func:`bpc.schema.record_critics` and the ``critic`` coordinate is
+        :func:`bpc.schema.critic_coordinate` of them (the paper's four for
+        the corpus; a missing paper critic column means that critic gave no
+        verdict anywhere).
     trajectories : pandas.DataFrame, optional
         Trajectories schema; their transition counts are merged in (cells
         that only have trajectories appear with ``NaN`` patch counts).
@@ -268,6 +380,7 @@ def counts_from_records(
         raise ValueError(
             f"records lack column(s) {', '.join(missing)}; expected the records schema {RECORD_COLUMNS}"
         )
+    critics = critic_coordinate(record_critics(records))
     y = pd.to_numeric(records["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     bad = ~np.isin(y, LABELS)
     if bad.any():
@@ -277,9 +390,14 @@ def counts_from_records(
     if len(records):
         cell, benches, gens = _cell_codes(records)
         m = len(benches)
-        critic_n, critic_pass = critic_tallies(y, _verdict_matrix(records, CRITICS), cell, m)
-        inst = pd.DataFrame({"cell": cell, "instance_id": records["instance_id"].to_numpy()})
+        critic_n, critic_pass = critic_tallies(y, _verdict_matrix(records, critics), cell, m)
+        inst = pd.DataFrame({"cell": cell, "instance_id": records["instance_id"].astype(str).to_numpy()})
         n_instances = inst.groupby("cell")["instance_id"].nunique().reindex(range(m)).to_numpy(dtype=float)
+        inst_code = inst.groupby(["cell", "instance_id"], sort=False).ngroup().to_numpy()
+        hist = instance_tallies(y.astype(np.int64), inst_code, cell, m)
+        size = max(POOL_SIZE, hist.shape[1])
+        if size > hist.shape[1]:
+            hist = np.pad(hist, ((0, 0), (0, size - hist.shape[1]), (0, size - hist.shape[1])))
         cells = {
             "benchmark": benches,
             "generator": gens,
@@ -288,19 +406,25 @@ def counts_from_records(
             "n_instances": n_instances,
             "critic_n": critic_n,
             "critic_pass": critic_pass,
+            "inst_hist": hist,
             "source": np.full(m, source, dtype=object),
         }
-        parts.append(_assemble(benches, gens, cells))
+        parts.append(_assemble(benches, gens, cells, max_patches=size, critics=critics))
     if trajectories is not None:
-        parts.append(transition_counts(trajectories, kernel_method=kernel_method))
+        parts.append(transition_counts(trajectories, kernel_method=kernel_method, critics=critics))
     if not parts:
-        return empty_counts([], [])
+        return empty_counts([], [], critics=critics)
     if len(parts) == 1:
         return validate_counts(parts[0])
     return merge_counts(*parts)
 
 
-def transition_counts(trajectories: pd.DataFrame, *, kernel_method: str | None = KERNEL_METHOD) -> xr.Dataset:
+def transition_counts(
+    trajectories: pd.DataFrame,
+    *,
+    kernel_method: str | None = KERNEL_METHOD,
+    critics: Sequence[str] = CRITICS,
+) -> xr.Dataset:
     """Transition counts (``trans_n``, ``trans_flip``) from refinement trajectories.
 
     Consecutive steps (t, t+1) of one (cell, instance, method) form a pair;
@@ -315,6 +439,8 @@ def transition_counts(trajectories: pd.DataFrame, *, kernel_method: str | None =
         :data:`bpc.constants.KERNEL_METHOD`, the generator's own refinement,
         which the DP plans regeneration with); ``None`` pools every method.
         Trajectories holding a single method are counted whatever its name.
+    critics : sequence of str
+        The ``critic`` coordinate of the result (its critic counts stay ``NaN``).
 
     Returns
     -------
@@ -332,7 +458,7 @@ def transition_counts(trajectories: pd.DataFrame, *, kernel_method: str | None =
             f"trajectories lack column(s) {', '.join(missing)}; expected columns {TRAJECTORY_COLUMNS}"
         )
     if not len(trajectories):
-        return empty_counts([], [])
+        return empty_counts([], [], critics=critics)
     methods = pd.unique(trajectories["method"].astype(str))
     if kernel_method is not None and len(methods) > 1:
         if kernel_method not in methods:
@@ -366,7 +492,7 @@ def transition_counts(trajectories: pd.DataFrame, *, kernel_method: str | None =
     m = len(benches)
     trans_n, trans_flip = transition_tallies(y[:-1][pair], y[1:][pair], cell[:-1][pair], m)
     cells = {"benchmark": benches, "generator": gens, "trans_n": trans_n, "trans_flip": trans_flip}
-    return validate_counts(_assemble(benches, gens, cells))
+    return validate_counts(_assemble(benches, gens, cells, critics=critics))
 
 
 def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
@@ -374,7 +500,9 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
 
     Merging is element by element in argument order, so a Dataset holding
     only transition counts fills in ``trans_n``/``trans_flip`` of a cell
-    whose patch counts came from another one. ``source`` takes the first
+    whose patch counts came from another one. The ``critic`` coordinate is
+    :func:`bpc.schema.critic_coordinate` of the union of the inputs'
+    critics; a critic an input lacks is unobserved (``NaN``) there. ``source`` takes the first
     non-empty value. ``attrs["notes"]`` lists are concatenated; other attrs
     come from the first Dataset that has them.
 
@@ -392,8 +520,10 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
         raise ValueError("merge_counts needs at least one counts Dataset")
     benches = [str(b) for ds in datasets for b in ds[DIM_BENCHMARK].values]
     gens = [str(g) for ds in datasets for g in ds[DIM_GENERATOR].values]
-    coords = panel_coords(benches, gens)
-    out = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR])
+    size = max([POOL_SIZE] + [ds.sizes[DIM_PATCHES] for ds in datasets if DIM_PATCHES in ds.dims])
+    critics = critic_coordinate(list(dict.fromkeys(str(c) for ds in datasets for c in ds[DIM_CRITIC].values)))
+    coords = panel_coords(benches, gens, max_patches=size, critics=critics)
+    out = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=size, critics=critics)
     b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
     g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
     arrays = {name: out[name].values.copy() for name in out.data_vars}
@@ -403,14 +533,19 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
         missing = [name for name in arrays if name not in ds]
         if missing:
             raise ValueError(f"counts Dataset lacks variable(s) {', '.join(missing)}")
-        if list(ds[DIM_CRITIC].values) != list(CRITICS) or list(ds[DIM_LABEL].values) != list(LABELS):
-            raise ValueError(f"counts Dataset has critics/labels other than {CRITICS}/{LABELS}")
+        if list(ds[DIM_LABEL].values) != list(LABELS):
+            raise ValueError(f"counts Dataset has labels other than {LABELS}")
         bi = np.array([b_pos[str(b)] for b in ds[DIM_BENCHMARK].values], dtype=np.intp)
         gi = np.array([g_pos[str(g)] for g in ds[DIM_GENERATOR].values], dtype=np.intp)
         block = np.ix_(bi, gi)
         for name, target in arrays.items():
             current = target[block]
-            incoming = ds[name].transpose(DIM_BENCHMARK, DIM_GENERATOR, ...).values
+            var = ds[name]
+            if DIM_CRITIC in var.dims:
+                var = var.reindex({DIM_CRITIC: list(critics)})
+            incoming = var.transpose(DIM_BENCHMARK, DIM_GENERATOR, ...).values
+            if name == "inst_hist":
+                incoming = _pad_histogram(incoming, size)
             if name == "source":
                 empty = current == ""
             else:
@@ -427,6 +562,18 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     if notes:
         out.attrs["notes"] = notes
     return validate_counts(out)
+
+
+def _pad_histogram(hist: np.ndarray, size: int) -> np.ndarray:
+    """An instance histogram (…, M, M + 1) padded to (…, size, size + 1): zeros where observed."""
+    extra = size - hist.shape[-2]
+    if extra == 0:
+        return hist
+    observed = np.isfinite(hist).all(axis=(-2, -1))
+    pad = [(0, 0)] * (hist.ndim - 2) + [(0, extra), (0, extra)]
+    out = np.pad(np.nan_to_num(hist), pad)
+    out[~observed] = np.nan
+    return out
 
 
 def cell_kernel_counts(counts: xr.Dataset | None, benchmark: str, generator: str) -> dict[str, float] | None:

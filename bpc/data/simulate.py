@@ -65,7 +65,9 @@ Within-instance correlation
     Patches of one instance are not independent: an instance is hard or easy
     for a generator. Each instance draws θ ~ Beta(πκ, (1 − π)κ) and its
     patches Y ~ Bernoulli(θ) independently given θ, so P(Y = 1) = π still and
-    the intra-instance correlation of Y is 1 / (1 + κ). κ = :data:`KAPPA`
+    the intra-instance correlation of Y is 1 / (1 + κ). The truth's ``kappa``
+    (benchmark, generator) is the κ each cell was drawn with (``kappa=`` of
+    :func:`simulate_panel`; ``inf`` for independent patches). κ = :data:`KAPPA`
     is the maximum marginal (Beta-Binomial) likelihood estimate on the 3-patch
     instances of the seven non-superseded raw critic files, with π fixed at
     each cell's pass rate and one κ shared by all cells
@@ -90,28 +92,45 @@ Refinement kernels
     measured function-level family).
 Trajectories
     Per instance and method (``self_refine``, ``reflexion``), steps 0…4:
-    Y_0 ~ Bernoulli(θ) (a fresh draw from the instance's patch model, the
-    two methods independently), then Y_t+1 from the cell's fix / break
-    kernel, a Markov chain. ``reflexion`` is a documented, modest variation of
-    ``self_refine`` with no measured counterpart in the corpus: its p_fix is
-    :data:`REFLEXION_FIX_FACTOR` (1.2) times self-refine's (capped at 0.995),
-    its p_break the same. The truth's ``p_fix`` / ``p_break`` are the
-    self-refine rates (estimate them from ``method == "self_refine"`` rows);
-    the reflexion rates are extra variables ``p_fix_reflexion`` /
-    ``p_break_reflexion``. Critic verdicts at each step follow the cell's
-    rates, like the records.
+    Y_0 ~ Bernoulli(θ) (a fresh draw from the instance's own pass rate, the
+    two methods independently), then Y_t+1 from the *instance's* fix / break
+    kernel, a Markov chain. Refinement depends on difficulty: with
+    u = F(θ) the instance's quantile under its cell's Beta(πκ, (1 − π)κ)
+    (u near 1: an easy instance) and z = Φ⁻¹(u), its rates are
+
+        logit p_fix,i = x_f + τ z,    logit p_break,i = x_b − τ z,
+
+    so easy instances are fixed more and broken less, with
+    τ = :data:`KERNEL_SPREAD` (an assumption: the corpus only has pooled
+    kernel counts). **The true kernel** of a cell is the rate a
+    pooled pair count estimates: the expected fixes over the expected pairs
+    from Y_t = 0 (breaks over pairs from Y_t = 1) of the trajectories, steps
+    0→1 … 3→4, averaged over the cell's instances. The locations x_f, x_b are
+    solved (:func:`kernel_locations`, on a 400-point quadrature in u) so that
+    the true kernel equals the cell's nominal kernel below, which stays the
+    truth's ``p_fix`` / ``p_break``. ``reflexion`` is a documented, modest
+    variation of ``self_refine`` with no measured counterpart in the corpus:
+    its nominal p_fix is :data:`REFLEXION_FIX_FACTOR` (1.2) times
+    self-refine's (capped at 0.995), its p_break the same. The truth's
+    ``p_fix`` / ``p_break`` are the self-refine rates (estimate them from
+    ``method == "self_refine"`` rows); the reflexion rates are extra variables
+    ``p_fix_reflexion`` / ``p_break_reflexion``. Critic verdicts at each step
+    follow the cell's rates, like the records. With κ = ∞ (independent
+    patches) every instance has the nominal kernel.
 
 Randomness
 ----------
 Each cell (benchmark index i, generator index j in the paper's order) has its
 own streams, ``SeedSequence(seed, spawn_key=(i, j, s))`` with s = 0 for the
 instance difficulties, 1 for the patches and verdicts, 2 for the
-trajectories. Identical seeds give identical data, and a cell's data do not
+trajectories, 3 for the difficulty quantiles of instances whose θ rounds to
+exactly 0 or 1. Identical seeds give identical data, and a cell's data do not
 depend on which other cells are simulated.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -119,8 +138,8 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy.optimize import minimize_scalar
-from scipy.special import betaln, gammaln
+from scipy.optimize import minimize_scalar, root
+from scipy.special import betainc, betaincinv, betaln, expit, gammaln, logit, ndtri
 
 from bpc.constants import (
     BENCHMARKS,
@@ -144,6 +163,7 @@ __all__ = [
     "RATE_MIN",
     "RATE_MAX",
     "KAPPA",
+    "KERNEL_SPREAD",
     "MEASURED_KERNELS",
     "REFLEXION_FIX_FACTOR",
     "TRAJECTORY_METHODS",
@@ -155,6 +175,8 @@ __all__ = [
     "critic_rates",
     "beta_binomial_kappa",
     "estimate_kappa",
+    "kernel_locations",
+    "instance_kernels",
 ]
 
 # ---------------------------------------------------------------------------
@@ -353,6 +375,11 @@ MEASURED_KERNELS = MappingProxyType(
 )
 """Measured refinement-pair counts (n00, n01, n10, n11) per cell (authors' ``transition_kernel.json``)."""
 
+KERNEL_SPREAD = 1.5
+"""Spread τ of the per-instance refinement rates on the logit scale, per standard normal of difficulty."""
+
+_KERNEL_QUADRATURE = 400  # midpoints in u of the true-kernel quadrature
+
 REFLEXION_FIX_FACTOR = 1.2
 """Reflexion's p_fix relative to self-refine's (illustrative; no measured reflexion kernel)."""
 
@@ -503,6 +530,102 @@ def estimate_kappa(records: pd.DataFrame, *, n_patches: int | None = None) -> fl
     return beta_binomial_kappa(per["sum"].to_numpy(), per["count"].to_numpy(), np.asarray(cell, dtype=str))
 
 
+def instance_kernels(
+    u: np.ndarray, x_fix: float, x_break: float, tau: float = KERNEL_SPREAD
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-instance refinement rates from difficulty quantiles (see the module docstring).
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        Quantile of each instance's pass rate under its cell's Beta, in (0, 1) (near 1: easy).
+    x_fix, x_break : float
+        Locations of the fix and break rates on the logit scale.
+    tau : float
+        Spread per standard normal of difficulty.
+
+    Returns
+    -------
+    p_fix, p_break : numpy.ndarray
+        ``expit(x_fix + τ Φ⁻¹(u))`` and ``expit(x_break − τ Φ⁻¹(u))``.
+    """
+    z = ndtri(np.clip(np.asarray(u, dtype=float), 1e-12, 1.0 - 1e-12))
+    return expit(x_fix + tau * z), expit(x_break - tau * z)
+
+
+def _pair_rates(theta: np.ndarray, p_fix: np.ndarray, p_break: np.ndarray, steps: int) -> tuple[float, float]:
+    """Pooled fix and break rates expected over ``steps`` transitions, instances averaged."""
+    q = theta.copy()
+    from0 = fixes = from1 = breaks = 0.0
+    for _ in range(steps):
+        from0 += float((1.0 - q).sum())
+        fixes += float(((1.0 - q) * p_fix).sum())
+        from1 += float(q.sum())
+        breaks += float((q * p_break).sum())
+        q = q * (1.0 - p_break) + (1.0 - q) * p_fix
+    return fixes / from0 if from0 > 0 else np.nan, breaks / from1 if from1 > 0 else np.nan
+
+
+def kernel_locations(
+    prior: float,
+    kappa: float,
+    p_fix: float,
+    p_break: float,
+    *,
+    tau: float = KERNEL_SPREAD,
+    steps: int = TRAJECTORY_STEPS - 1,
+) -> tuple[float, float]:
+    """Logit locations (x_f, x_b) of the per-instance kernels whose true kernel is (p_fix, p_break).
+
+    The true kernel is defined in the module docstring: the pooled rate of
+    fixes (breaks) among the transitions from Y_t = 0 (Y_t = 1) of a cell's
+    trajectories, in expectation. It is computed on a midpoint quadrature of
+    the instances' difficulty quantile u, and the two locations solve the two
+    equations (on the logit scale) with MINPACK's hybrid method.
+
+    Parameters
+    ----------
+    prior, kappa : float
+        The cell's π and κ (κ = ∞ or π ∈ {0, 1}: no heterogeneity, the
+        locations are logit p_fix, logit p_break and τ is not used).
+    p_fix, p_break : float
+        The nominal (target) kernel, in (0, 1).
+    tau : float
+        Spread of the per-instance rates.
+    steps : int
+        Transitions per trajectory.
+
+    Returns
+    -------
+    x_fix, x_break : float
+    """
+    return _kernel_locations(float(prior), float(kappa), float(p_fix), float(p_break), float(tau), int(steps))
+
+
+@functools.cache
+def _kernel_locations(
+    prior: float, kappa: float, p_fix: float, p_break: float, tau: float, steps: int
+) -> tuple[float, float]:
+    x_f, x_b = float(logit(p_fix)), float(logit(p_break))
+    if not np.isfinite(kappa) or not 0.0 < prior < 1.0:
+        return x_f, x_b
+    u = (np.arange(_KERNEL_QUADRATURE) + 0.5) / _KERNEL_QUADRATURE
+    theta = betaincinv(prior * kappa, (1.0 - prior) * kappa, u)
+
+    def gaps(x: np.ndarray) -> np.ndarray:
+        f, b = instance_kernels(u, x[0], x[1], tau)
+        got = _pair_rates(theta, f, b, steps)
+        return np.array([logit(got[0]) - logit(p_fix), logit(got[1]) - logit(p_break)])
+
+    sol = root(gaps, np.array([x_f, x_b]), method="hybr", options={"xtol": 1e-12})
+    if not sol.success or np.abs(gaps(sol.x)).max() > 1e-8:
+        raise RuntimeError(
+            f"kernel_locations: no per-instance kernel matches ({p_fix}, {p_break}): {sol.message}"
+        )
+    x_f, x_b = float(sol.x[0]), float(sol.x[1])
+    return x_f, x_b
+
+
 def _smoothed_kernel(n00: float, n01: float, n10: float, n11: float) -> tuple[float, float]:
     p_fix = (n01 + LAPLACE_ALPHA) / (n00 + n01 + LAPLACE_ALPHA + LAPLACE_BETA)
     p_break = (n10 + LAPLACE_ALPHA) / (n10 + n11 + LAPLACE_ALPHA + LAPLACE_BETA)
@@ -537,14 +660,19 @@ def _check_subset(
     values = list(dict.fromkeys(values))
     unknown = [v for v in values if v not in canonical]
     if unknown:
-        raise ValueError(f"{caller}: unknown {what} {unknown}; expected a subset of {list(canonical)}")
+        from bpc.choices import check_choices
+
+        check_choices(unknown, canonical, what=what.removesuffix("s"))
     if not values:
         raise ValueError(f"{caller}: empty list of {what}")
     return [v for v in canonical if v in values]
 
 
 def panel_truth(
-    benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
+    benchmarks: Sequence[str] | None = None,
+    generators: Sequence[str] | None = None,
+    *,
+    kappa: float = KAPPA,
 ) -> xr.Dataset:
     """The true per-cell rates the simulator draws from (parameter schema).
 
@@ -553,6 +681,9 @@ def panel_truth(
     benchmarks, generators : sequence of str, optional
         Subsets of :data:`~bpc.constants.BENCHMARKS` /
         :data:`~bpc.constants.GENERATORS` (default: all, paper order).
+    kappa : float
+        Concentration κ of every instance's pass rate (``inf``: independent
+        patches), stored as the truth's ``kappa``.
 
     Returns
     -------
@@ -560,10 +691,12 @@ def panel_truth(
         ``prior`` (benchmark, generator); ``tpr``, ``fpr``, ``gap``
         (benchmark, generator, critic) with ``NaN`` for an absent critic
         (``test`` on SWE-Bench); ``p_fix``, ``p_break`` (self-refine kernel);
-        extra ``p_fix_reflexion``, ``p_break_reflexion``. All variables are
+        extra ``p_fix_reflexion``, ``p_break_reflexion``; ``kappa``
+        (benchmark, generator), the instance concentration. All variables are
         numeric (float64); where each kernel comes from is given by
         :func:`kernel_sources`.
     """
+    kappa = _check_kappa(kappa, "panel_truth")
     bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks", "panel_truth")
     gs = _check_subset(generators, GENERATORS, "generators", "panel_truth")
     nb, ng, nc = len(bs), len(gs), len(CRITICS)
@@ -601,15 +734,24 @@ def panel_truth(
             "p_break": (dims2, p_break),
             "p_fix_reflexion": (dims2, np.minimum(p_fix * REFLEXION_FIX_FACTOR, RATE_MAX)),
             "p_break_reflexion": (dims2, p_break.copy()),
+            "kappa": (dims2, np.full((nb, ng), kappa)),
         },
         coords={DIM_BENCHMARK: bs, DIM_GENERATOR: gs, DIM_CRITIC: list(CRITICS)},
         attrs={
             "description": "true rates of the bpc.data.simulate paper-panel simulator",
-            "kappa": KAPPA,
+            "kappa": kappa,
             "rate_bounds": (RATE_MIN, RATE_MAX),
         },
     )
     return ds
+
+
+def _check_kappa(kappa: float, caller: str) -> float:
+    if isinstance(kappa, bool) or not isinstance(kappa, int | float | np.floating) or not kappa > 0:
+        raise ValueError(
+            f"{caller}: kappa must be a positive number (inf: independent patches), got {kappa!r}"
+        )
+    return float(kappa)
 
 
 def kernel_sources(
@@ -684,10 +826,20 @@ def _rng(seed: int, i: int, j: int, stream: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i, j, stream)))
 
 
-def _draw_theta(rng: np.random.Generator, prior: float, n: int) -> np.ndarray:
-    if prior <= 0.0 or prior >= 1.0:
-        return np.full(n, prior)
-    return rng.beta(prior * KAPPA, (1.0 - prior) * KAPPA, size=n)
+def _draw_theta(
+    rng: np.random.Generator, rng_u: np.random.Generator, prior: float, n: int, kappa: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Instance pass rates θ ~ Beta(πκ, (1 − π)κ) and their quantiles u (0.5 without heterogeneity)."""
+    if prior <= 0.0 or prior >= 1.0 or not np.isfinite(kappa):
+        return np.full(n, prior), np.full(n, 0.5)
+    a, b = prior * kappa, (1.0 - prior) * kappa
+    theta = rng.beta(a, b, size=n)
+    # θ rounds to exactly 0 or 1 on a set of quantiles (for κ ≈ 0.15 often half of them): spread
+    # those instances' u uniformly over that set, so that u stays exactly uniform
+    lo, hi = betainc(a, b, np.finfo(float).tiny), betainc(a, b, np.nextafter(1.0, 0.0))
+    v = rng_u.random(n)
+    u = np.where(theta >= 1.0, hi + (1.0 - hi) * v, np.where(theta <= 0.0, lo * v, betainc(a, b, theta)))
+    return theta, u
 
 
 def _verdicts(rng: np.random.Generator, y: np.ndarray, tpr: np.ndarray, fpr: np.ndarray) -> np.ndarray:
@@ -710,6 +862,7 @@ def simulate_panel(
     benchmarks: Sequence[str] | None = None,
     generators: Sequence[str] | None = None,
     n_instances: int | Mapping[str, int] | None = None,
+    kappa: float = KAPPA,
 ) -> SimulatedPanel:
     """Simulate the paper's calibration panel (see the module docstring for every choice).
 
@@ -728,6 +881,9 @@ def simulate_panel(
     n_instances : int or mapping, optional
         Instances per benchmark, overriding ``scale`` (an int for all
         benchmarks, or a mapping benchmark → int for some).
+    kappa : float
+        Concentration κ of the instances' pass rates (default :data:`KAPPA`,
+        measured on the corpus); ``inf`` draws independent patches.
 
     Returns
     -------
@@ -759,7 +915,7 @@ def simulate_panel(
     bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks")
     gs = _check_subset(generators, GENERATORS, "generators")
     sizes = _instance_counts(bs, float(scale), n_instances)
-    truth = panel_truth(bs, gs)
+    truth = panel_truth(bs, gs, kappa=_check_kappa(kappa, "simulate_panel"))
 
     rec_parts: dict[str, list] = {k: [] for k in ("b", "g", "inst", "patch", "Y", "z")}
     tr_parts: dict[str, list] = {k: [] for k in ("b", "g", "inst", "method", "step", "Y", "z")}
@@ -774,7 +930,7 @@ def simulate_panel(
             prior = float(cell["prior"])
             tpr = cell["tpr"].values
             fpr = cell["fpr"].values
-            theta = _draw_theta(_rng(seed, i, j, 0), prior, n)
+            theta, u = _draw_theta(_rng(seed, i, j, 0), _rng(seed, i, j, 3), prior, n, kappa)
 
             rng = _rng(seed, i, j, 1)
             y = (rng.random((n, n_patches)) < theta[:, None]).astype(np.int64)
@@ -792,13 +948,14 @@ def simulate_panel(
                 "reflexion": (float(cell["p_fix_reflexion"]), float(cell["p_break_reflexion"])),
             }
             for method in TRAJECTORY_METHODS:
-                p_fix, p_break = kernels[method]
+                x_fix, x_break = kernel_locations(prior, kappa, *kernels[method])
+                p_fix, p_break = instance_kernels(u, x_fix, x_break)
                 ys = np.empty((n, TRAJECTORY_STEPS), dtype=np.int64)
                 ys[:, 0] = rng.random(n) < theta
-                u = rng.random((n, TRAJECTORY_STEPS - 1))
+                v = rng.random((n, TRAJECTORY_STEPS - 1))
                 for t in range(1, TRAJECTORY_STEPS):
                     prev = ys[:, t - 1] == 1
-                    ys[:, t] = np.where(prev, u[:, t - 1] >= p_break, u[:, t - 1] < p_fix)
+                    ys[:, t] = np.where(prev, v[:, t - 1] >= p_break, v[:, t - 1] < p_fix)
                 zt = _verdicts(rng, ys, tpr, fpr)
                 m = n * TRAJECTORY_STEPS
                 tr_parts["b"].append(np.full(m, b, dtype=object))
@@ -841,7 +998,8 @@ def simulate_panel(
         "n_instances": sizes,
         "benchmarks": bs,
         "generators": gs,
-        "kappa": KAPPA,
+        "kappa": float(kappa),
+        "kernel_spread": KERNEL_SPREAD,
         "rate_bounds": (RATE_MIN, RATE_MAX),
         "reflexion_fix_factor": REFLEXION_FIX_FACTOR,
         "trajectory_steps": TRAJECTORY_STEPS,
@@ -855,7 +1013,8 @@ def simulate_panel(
             "tpr": "authors' corpus, raw TP/(TP+FN) pooled by family (bpc.data.simulate.FAMILY_TPR)",
             "fpr": f"tpr - gap, kept in [{RATE_MIN}, {RATE_MAX}] (bpc.data.simulate.critic_rates)",
             "kappa": "Beta-Binomial MLE on the corpus' raw 3-patch instances (bpc.data.simulate.KAPPA)",
-            "kernels": "authors' measured kernels, Beta(1,1)-smoothed; else benchmark / LCB means",
+            "kernels": "authors' measured kernels, Beta(1,1)-smoothed; else benchmark / LCB means; "
+            "per-instance rates tied to difficulty, pooled over pairs equal to these (module docstring)",
         },
         "simulator": "bpc.data.simulate.simulate_panel",
     }

@@ -1,19 +1,24 @@
 """The solver layer: parameters (xarray) in, policies and values (xarray) out.
 
-Thin wrappers over :mod:`bpc.decide.kernels` through :func:`xarray.apply_ufunc`
-(the ArviZ-stats pattern): every dim of the parameter Dataset other than
+Thin wrappers through :func:`xarray.apply_ufunc` (the ArviZ-stats pattern)
+over the array level, :mod:`bpc.decide.table` (:func:`~bpc.decide.table.solve_table`,
+:func:`~bpc.decide.table.solve_root`), which in turn calls the kernels of
+:mod:`bpc.decide.kernels`: every dim of the parameter Dataset other than
 ``critic`` — ``benchmark``, ``generator`` and, for posterior draws, ``chain``
-and ``draw`` — is flattened into the kernels' sample axis ``S``, so Laplace
-point estimates and full posteriors go through the same call. With the
-optional ``dask`` extra, parameters chunked over any of those dims are solved
-chunk by chunk (``dask="parallelized"``) with identical results.
+and ``draw`` — is flattened into the sample axis ``S``, so Laplace point
+estimates and full posteriors go through the same call. With the optional
+``dask`` extra, parameters chunked over any of those dims are solved chunk
+by chunk (``dask="parallelized"``) with identical results.
+:func:`parameter_samples` is the same flattening for callers that keep the
+samples (the controllers of :mod:`bpc.decide.controllers`).
 
 Conventions (SPEC §3):
 
 - a critic is available in a cell (and draw) iff its ``tpr`` and ``fpr`` are finite;
 - cells without a prior (``NaN``) get ``NaN`` values and action ``-1``;
 - cells without a measured repair kernel regenerate as a fresh sample
-  (:func:`fill_regeneration_kernel`, applied by default);
+  (:func:`fill_regeneration_kernel`, the Dataset form of
+  :func:`bpc.decide.table.fresh_sample_kernel`, applied by default);
 - actions are indexed ``0 = stop, 1 = verify, 2 = regenerate, 3 + k = critic k``
   and named by the ``action`` coordinate; ties go to the lowest index.
 """
@@ -22,18 +27,42 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 import xarray as xr
 
-from bpc.constants import DIM_BELIEF, DIM_CRITIC, DIM_STEP, GRID_SIZE, HORIZON, PAPER_CRITICS
+from bpc.constants import (
+    DIM_BELIEF,
+    DIM_BENCHMARK,
+    DIM_CRITIC,
+    DIM_GENERATOR,
+    DIM_STEP,
+    GRID_SIZE,
+    HORIZON,
+    POOL_SIZE,
+)
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, used_labels, used_mask
-from bpc.decide.kernels.dp import belief_grid, solve_dp
-from bpc.decide.kernels.exact import solve_exact
-from bpc.schema import validate_params
+from bpc.decide.kernels.dp import belief_grid
+from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_root, solve_table
+from bpc.schema import decision_critics, sample_dims, validate_params
 
-__all__ = ["DIM_USED", "DIM_ACTION", "solve_policy", "solve_b0", "fill_regeneration_kernel", "cost_arrays"]
+__all__ = [
+    "BELIEFS",
+    "instance_kappa",
+    "solve_instance_policy",
+    "DIM_PATCH",
+    "DIM_THETA_MEAN",
+    "DIM_USED",
+    "DIM_ACTION",
+    "solve_policy",
+    "solve_b0",
+    "fill_regeneration_kernel",
+    "parameter_samples",
+    "cost_arrays",
+]
 
 DIM_USED = "used"
 """Dim of used-critic subsets: ``""``, ``"syn"``, ``"syn+test"``, … (bit ``k`` ↔ critic ``k``)."""
@@ -44,12 +73,10 @@ DIM_ACTION = "action"
 def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
     """Give cells without a measured repair kernel a fresh-sample kernel.
 
-    Where ``p_fix`` or ``p_break`` is ``NaN`` (no refinement trajectories
-    measured for the cell) regeneration is taken to draw a **fresh sample**:
-    ``p_fix = prior`` and ``p_break = 1 − prior``, so the post-regeneration
-    belief is the prior π whatever the current belief — exactly what
-    regenerating in replay does (the next recorded patch is an independent
-    sample). Cells with a measured kernel are left unchanged.
+    The Dataset form of :func:`bpc.decide.table.fresh_sample_kernel`: where
+    ``p_fix`` or ``p_break`` is ``NaN`` (no refinement trajectories measured
+    for the cell) regeneration draws a **fresh sample**, ``p_fix = prior``
+    and ``p_break = 1 − prior``. Cells with a measured kernel are left unchanged.
 
     Parameters
     ----------
@@ -65,21 +92,139 @@ def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
     for name in ("prior", "p_fix", "p_break"):
         if name not in params:
             raise ValueError(f"parameter Dataset lacks variable {name!r}")
-    missing = params["p_fix"].isnull() | params["p_break"].isnull()
-    out = params.copy()
-    out["p_fix"] = xr.where(missing, params["prior"], params["p_fix"]).transpose(*params["p_fix"].dims)
-    out["p_break"] = xr.where(missing, 1 - params["prior"], params["p_break"]).transpose(
-        *params["p_break"].dims
+    dims = params["p_fix"].dims
+    p_fix, p_break = xr.apply_ufunc(
+        fresh_sample_kernel,
+        params["prior"],
+        params["p_fix"],
+        params["p_break"],
+        output_core_dims=[[], []],
+        dask="allowed",
     )
-    filled = missing & params["prior"].notnull()
-    out["kernel_filled"] = filled.transpose(*params["p_fix"].dims)
+    out = params.copy()
+    out["p_fix"] = p_fix.transpose(*dims)
+    out["p_break"] = p_break.transpose(*params["p_break"].dims)
+    filled = (params["p_fix"].isnull() | params["p_break"].isnull()) & params["prior"].notnull()
+    out["kernel_filled"] = filled.transpose(*dims)
     out["kernel_filled"].attrs["description"] = (
         "no measured repair kernel: regeneration draws a fresh sample (p_fix = prior, p_break = 1 - prior)"
     )
     return out
 
 
-def cost_arrays(costs: Costs | Callable[[str], Costs], params: xr.Dataset, critics: Sequence[str]) -> dict:
+def parameter_samples(
+    params: xr.Dataset, *, critics: Sequence[str] | None = None, one_cell: bool = False
+) -> ParameterSamples:
+    """Flatten a parameter Dataset into samples: every dim but ``critic`` becomes ``S``.
+
+    The sample axis runs over the non-sample dims first (``benchmark``,
+    ``generator``, …) and then ``chain``, ``draw`` (C order), so for one cell
+    sample ``s = chain · n_draw + draw``.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Parameter schema (:data:`bpc.schema.PARAM_VARS`); ``chain``/``draw`` optional.
+    critics : sequence of str, optional
+        Critics placed on the critic axis, in this order; a critic missing
+        from the Dataset's ``critic`` coordinate is unavailable (``NaN``).
+        Default :func:`bpc.schema.decision_critics` of that coordinate.
+    one_cell : bool
+        Require the parameters of one cell (``benchmark``/``generator`` scalar
+        coordinates or dims of length 1).
+
+    Returns
+    -------
+    ParameterSamples
+        Kernel not filled (see :meth:`~bpc.decide.table.ParameterSamples.with_fresh_sample_kernel`).
+
+    Raises
+    ------
+    ValueError
+        If a parameter is missing, or ``one_cell`` and the Dataset spans several cells.
+    """
+    for name in ("prior", "tpr", "fpr", "p_fix", "p_break"):
+        if name not in params:
+            raise ValueError(f"parameters lack variable {name!r}")
+    if one_cell:
+        for dim in (DIM_BENCHMARK, DIM_GENERATOR):
+            if dim in params.dims and params.sizes[dim] != 1:
+                raise ValueError(
+                    f"expected the parameters of one cell; got {params.sizes[dim]} values along {dim!r}"
+                )
+    sd = sample_dims(params)
+    prior = params["prior"]
+    order = [d for d in prior.dims if d not in sd] + list(sd)
+    prior = prior.transpose(*order)
+
+    def flat(da: xr.DataArray, core: list[str]) -> np.ndarray:
+        da = da.broadcast_like(prior).transpose(*order, *core)
+        return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
+
+    if critics is None:
+        critics = (
+            decision_critics([str(c) for c in params[DIM_CRITIC].values])
+            if DIM_CRITIC in params.coords
+            else ()
+        )
+    critics = [str(c) for c in critics]
+    if DIM_CRITIC in params.coords:
+        rates = {n: params[n].reindex({DIM_CRITIC: critics}) for n in ("tpr", "fpr")}
+        tpr, fpr = (flat(rates[n], [DIM_CRITIC]) for n in ("tpr", "fpr"))
+    else:
+        tpr = fpr = np.full((prior.size, len(critics)), np.nan)
+    return ParameterSamples(
+        prior=prior.values.reshape(-1).astype(np.float64),
+        tpr=tpr,
+        fpr=fpr,
+        p_fix=flat(params["p_fix"], []),
+        p_break=flat(params["p_break"], []),
+        critics=tuple(critics),
+    )
+
+
+BELIEFS: tuple[str, ...] = ("iid", "instance")
+"""Belief models: i.i.d. patches (the paper) or patches sharing an instance pass rate (SPEC §9)."""
+
+
+def instance_kappa(params: xr.Dataset, *, belief: str = "instance") -> np.ndarray:
+    """The instance concentration κ of every sample, in :func:`parameter_samples`' order.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Parameter schema; its optional ``kappa`` variable (Laplace mode's
+        per-cell estimate, or posterior draws) is read.
+    belief : {"iid", "instance"}
+        ``"iid"`` gives ``inf`` everywhere (independent patches).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(S,)``; ``inf`` where the belief is i.i.d., the Dataset has no
+        ``kappa`` or κ is ``NaN`` (no information: the i.i.d. model, as
+        :mod:`bpc.estimate.laplace` documents).
+
+    Raises
+    ------
+    ValueError
+        For an unknown belief.
+    """
+    if belief not in BELIEFS:
+        raise ValueError(f"belief must be one of {BELIEFS}, got {belief!r}")
+    prior = params["prior"]
+    sd = sample_dims(params)
+    order = [d for d in prior.dims if d not in sd] + list(sd)
+    if belief == "iid" or "kappa" not in params:
+        return np.full(prior.size, np.inf)
+    kappa = params["kappa"].broadcast_like(prior).transpose(*order)
+    out = np.asarray(kappa.values, dtype=np.float64).reshape(-1)
+    return np.where(np.isfinite(out) & (out > 0), out, np.inf)
+
+
+def cost_arrays(
+    costs: Costs | Callable[[str], Costs], params: xr.Dataset, *, critics: Sequence[str]
+) -> dict[str, xr.DataArray]:
     """Costs as DataArrays aligned with ``params``.
 
     Parameters
@@ -149,28 +294,17 @@ def _describe_costs(costs) -> str:
 # ---------------------------------------------------------------------------
 # Block functions (module level: importable by dask workers)
 # ---------------------------------------------------------------------------
-def _flatten_inputs(prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward):
-    """Broadcast the loop dims of the apply_ufunc inputs and flatten them to ``S``."""
+def _flatten_inputs(prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, *, critics):
+    """Broadcast the loop dims of the apply_ufunc inputs and flatten them to samples ``S``."""
     scal = [np.asarray(a, dtype=np.float64) for a in (prior, p_fix, p_break, c_gen, c_ver, reward)]
     mats = [np.asarray(a, dtype=np.float64) for a in (tpr, fpr, ccost)]
     K = mats[0].shape[-1]
     loop = np.broadcast_shapes(*(a.shape for a in scal), *(a.shape[:-1] for a in mats))
     S = int(np.prod(loop, dtype=np.int64))
-    flat = [np.broadcast_to(a, loop).reshape(S) for a in scal]
-    flatm = [np.broadcast_to(a, loop + (K,)).reshape(S, K) for a in mats]
-    pr, pf, pb, cg, cv, rw = flat
-    tp, fp, cc = flatm
-    valid = np.isfinite(pr) & np.isfinite(pf) & np.isfinite(pb)
-    fill = np.where(valid, 1.0, np.nan)[:, None]
-    pr, pf, pb = (np.where(valid, x, 0.5) for x in (pr, pf, pb))
-    tp, fp = tp * fill, fp * fill  # invalid rows: no critic available
-    return (
-        loop,
-        S,
-        valid,
-        dict(prior=pr, tpr=tp, fpr=fp, p_fix=pf, p_break=pb),
-        dict(critic_costs=cc, c_gen=cg, c_ver=cv, reward=rw),
-    )
+    pr, pf, pb, cg, cv, rw = (np.broadcast_to(a, loop).reshape(S) for a in scal)
+    tp, fp, cc = (np.broadcast_to(a, loop + (K,)).reshape(S, K) for a in mats)
+    samples = ParameterSamples(prior=pr, tpr=tp, fpr=fp, p_fix=pf, p_break=pb, critics=critics)
+    return loop, samples, SampleCosts(critic=cc, c_gen=cg, c_ver=cv, reward=rw)
 
 
 def _policy_block(
@@ -184,6 +318,7 @@ def _policy_block(
     c_ver,
     reward,
     *,
+    critics,
     horizon,
     grid_size,
     keep_q,
@@ -191,48 +326,39 @@ def _policy_block(
     backend,
     n_threads,
 ):
-    """Kernel called by apply_ufunc: grid DP for every loop position of one block."""
-    loop, S, valid, probs, costs = _flatten_inputs(
-        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward
+    """Kernel called by apply_ufunc: :func:`~bpc.decide.table.solve_table` for one block."""
+    loop, samples, costs = _flatten_inputs(
+        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
     )
-    sol = solve_dp(
-        **probs,
-        **costs,
+    sol = solve_table(
+        samples,
+        costs,
         horizon=horizon,
         grid_size=grid_size,
         keep_q=keep_q,
         dtype=dtype,
         backend=backend,
         n_threads=n_threads,
+        fill_kernel=False,  # filled (or deliberately not) on the Dataset by _prepare
     )
-    value, policy = sol.value, sol.policy
-    bad = ~valid
-    if bad.any():
-        value[bad] = np.nan
-        policy[bad] = -1
-    out = [value.reshape(loop + value.shape[1:]), policy.reshape(loop + policy.shape[1:])]
-    if keep_q:
-        q = sol.q
-        if bad.any():
-            q[bad] = np.nan
+    out = [sol.value.reshape(loop + sol.value.shape[1:]), sol.policy.reshape(loop + sol.policy.shape[1:])]
+    if sol.q is not None:
         # kernels store q as (S, step, used, action, belief)
-        out.append(q.reshape(loop + q.shape[1:]))
+        out.append(sol.q.reshape(loop + sol.q.shape[1:]))
     return tuple(out)
 
 
-def _b0_block(prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, *, horizon, used):
-    """Kernel called by apply_ufunc: exact expectimax at the prior."""
-    loop, S, valid, probs, costs = _flatten_inputs(
-        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward
+def _b0_block(
+    prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, belief, *, critics, horizon, used
+):
+    """Kernel called by apply_ufunc: :func:`~bpc.decide.table.solve_root` for one block."""
+    loop, samples, costs = _flatten_inputs(
+        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
     )
-    b0 = probs.pop("prior")
-    sol = solve_exact(b0, **probs, **costs, horizon=horizon, used=used)
-    value, q = sol.value.copy(), sol.q.copy()
-    action = sol.action.astype(np.int8)
-    value[~valid] = np.nan
-    q[~valid] = np.nan
-    action[~valid] = -1
-    return value.reshape(loop), q.reshape(loop + q.shape[1:]), action.reshape(loop)
+    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(samples.n_samples)
+    sol = solve_root(samples, costs, belief=b0, used=used, horizon=horizon, fill_kernel=False)
+    action = np.where(np.isnan(sol.value), -1, sol.action).astype(np.int8)
+    return sol.value.reshape(loop), sol.q.reshape(loop + sol.q.shape[1:]), action.reshape(loop)
 
 
 def _is_lazy(params: xr.Dataset) -> bool:
@@ -246,6 +372,8 @@ def _prepare(params, costs, critics, fill_kernel):
         validate_params(params.isel({d: slice(0, 0) for d in params.dims}))
     else:
         validate_params(params)
+    if critics is None:
+        critics = decision_critics([str(c) for c in params[DIM_CRITIC].values])
     critics = list(critics)
     if not critics:
         raise ValueError("at least one critic name is required (critics=())")
@@ -255,7 +383,7 @@ def _prepare(params, costs, critics, fill_kernel):
         raise ValueError(f"critic(s) {unknown} not in the parameters' critic coordinate {have}")
     if fill_kernel:
         params = fill_regeneration_kernel(params)
-    c = cost_arrays(costs, params, critics)
+    c = cost_arrays(costs, params, critics=critics)
     sel = {DIM_CRITIC: critics}
     args = [
         params["prior"],
@@ -272,7 +400,11 @@ def _prepare(params, costs, critics, fill_kernel):
     return params, critics, args, core
 
 
-def _dask_mode(args, dask):
+DaskMode = Literal["forbidden", "allowed", "parallelized"]
+"""How :func:`xarray.apply_ufunc` treats dask-backed inputs."""
+
+
+def _dask_mode(args, dask: DaskMode | None) -> DaskMode:
     if dask is not None:
         return dask
     chunked = any(getattr(a, "chunks", None) is not None for a in args)
@@ -289,15 +421,16 @@ def solve_policy(
     params: xr.Dataset,
     costs: Costs | Callable[[str], Costs],
     *,
-    critics: Sequence[str] = PAPER_CRITICS,
+    critics: Sequence[str] | None = None,
     horizon: int = HORIZON,
     grid_size: int = GRID_SIZE,
     keep_q: bool = False,
-    dask: str | None = None,
-    dtype=np.float64,
+    dask: DaskMode | None = None,
+    dtype: npt.DTypeLike = np.float64,
     backend: str = "auto",
     fill_kernel: bool = True,
     n_threads: int | None = None,
+    belief_model: str = "iid",
 ) -> xr.Dataset:
     """Solve the ``bayesian_dp`` grid policy for every cell (and draw).
 
@@ -309,8 +442,11 @@ def solve_policy(
         but ``critic``.
     costs : Costs or callable
         One cost vector, or ``benchmark -> Costs`` (e.g. :func:`bpc.costs.paper_costs_for`).
-    critics : sequence of str
-        Critics the controller may call, in action order.
+    critics : sequence of str, optional
+        Critics the controller may call, in action order (default
+        :func:`bpc.schema.decision_critics` of the parameters' ``critic``
+        coordinate: the paper's three for the corpus, every critic of a
+        user's logs).
     horizon : int
         Steps left at the top layer, ``H``.
     grid_size : int
@@ -328,6 +464,11 @@ def solve_policy(
         without a kernel get ``NaN`` values.
     n_threads : int, optional
         Threads of the numba kernel per block.
+    belief_model : {"iid", "instance"}
+        ``"instance"`` returns :func:`solve_instance_policy`'s table instead
+        (instance belief, SPEC §9; its defaults for the patch budget,
+        verification and critic scope; ``keep_q``, ``dtype``, ``backend`` and
+        ``n_threads`` do not apply).
 
     Returns
     -------
@@ -343,6 +484,14 @@ def solve_policy(
     ValueError
         For a malformed parameter Dataset, unknown critics, bad costs or options.
     """
+    if belief_model == "instance":
+        if keep_q:
+            raise ValueError("keep_q is not available with belief_model='instance' (read Q by a backup)")
+        return solve_instance_policy(
+            params, costs, critics=critics, horizon=horizon, grid_size=grid_size, dask=dask
+        )
+    if belief_model != "iid":
+        raise ValueError(f"belief_model must be one of {BELIEFS}, got {belief_model!r}")
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
     H, K = int(horizon), len(critics)
     dtype = np.dtype(dtype)
@@ -361,6 +510,7 @@ def solve_policy(
         input_core_dims=core,
         output_core_dims=core_out,
         kwargs=dict(
+            critics=tuple(critics),
             horizon=H,
             grid_size=int(grid_size),
             keep_q=bool(keep_q),
@@ -410,13 +560,18 @@ def solve_b0(
     params: xr.Dataset,
     costs: Costs | Callable[[str], Costs],
     *,
-    critics: Sequence[str] = PAPER_CRITICS,
+    critics: Sequence[str] | None = None,
     horizon: int = HORIZON,
-    used="",
-    dask: str | None = None,
+    used: str | int | Sequence[str] = "",
+    belief: float | xr.DataArray | None = None,
+    dask: DaskMode | None = None,
     fill_kernel: bool = True,
+    belief_model: str = "iid",
+    max_patches: int = POOL_SIZE,
+    verify_terminal: bool | None = None,
+    critic_scope: str | None = None,
 ) -> xr.Dataset:
-    """Exact value, Q-values and first action at each cell's prior (expectimax).
+    """Exact value, Q-values and first action at one belief per cell and draw (expectimax).
 
     Parameters
     ----------
@@ -424,6 +579,21 @@ def solve_b0(
         As in :func:`solve_policy`.
     used : str, int or sequence of str
         Critics already used on the current patch at the root (default none).
+    belief : float or xarray.DataArray, optional
+        Root belief, broadcast against the parameters (e.g. the posterior-mean
+        prior as a scalar, to solve every draw from one common belief);
+        default each cell's (and draw's) own prior.
+    belief_model : {"iid", "instance"}
+        ``"iid"``: the paper's tree (:func:`bpc.decide.table.solve_root`).
+        ``"instance"``: patches of one instance share a pass rate with the
+        parameters' ``kappa`` (``inf`` where absent: i.i.d. patches) — the
+        tree of :func:`bpc.decide.kernels.instance.solve_instance_exact` at a
+        fresh instance (regeneration is a fresh draw from it).
+    max_patches, verify_terminal, critic_scope
+        Instance model only: the patch budget, whether verification ends the
+        episode in planning (default ``False``: a failed verification may be
+        followed by a new patch) and the used-critic scope (default: once per
+        instance).
 
     Returns
     -------
@@ -433,16 +603,34 @@ def solve_b0(
         without parameters) as ``best_action`` (a variable cannot share the
         name of the ``action`` dim, whose coordinate names the actions).
     """
+    if belief_model not in BELIEFS:
+        raise ValueError(f"belief_model must be one of {BELIEFS}, got {belief_model!r}")
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
     mask = used_mask(used, critics)
     K = len(critics)
+    root = params["prior"] if belief is None else belief
+    if not isinstance(root, xr.DataArray):
+        root = xr.DataArray(float(root))
+    args = [*args, root]
+    core = [*core, []]
+    block = _b0_block
+    kwargs: dict[str, object] = dict(critics=tuple(critics), horizon=int(horizon), used=mask)
+    if belief_model == "instance":
+        args = [*args, _kappa_array(params)]
+        core = [*core, []]
+        block = _instance_b0_block
+        kwargs.update(
+            max_patches=int(max_patches),
+            verify_terminal=bool(verify_terminal) if verify_terminal is not None else False,
+            critic_scope=critic_scope or "instance",
+        )
     mode = _dask_mode(args, dask)
     res = xr.apply_ufunc(
-        _b0_block,
+        block,
         *args,
         input_core_dims=core,
         output_core_dims=[[], [DIM_ACTION], []],
-        kwargs=dict(horizon=int(horizon), used=mask),
+        kwargs=kwargs,
         dask=mode,
         output_dtypes=[np.float64, np.float64, np.int8],
         dask_gufunc_kwargs={"output_sizes": {DIM_ACTION: 3 + K}},
@@ -457,14 +645,250 @@ def solve_b0(
     ds = ds.assign_coords({DIM_ACTION: list(action_names(critics))})
     ds["prior"] = params["prior"]
     ds["best_action"].attrs["description"] = (
-        "optimal first action index at the prior (ties -> lowest; -1 = no parameters); names in 'action'"
+        "optimal first action index at the root belief (ties -> lowest; -1 = no parameters); "
+        "names in 'action'"
     )
     ds.attrs.update(
         solver="exact expectimax on the reachable belief tree (SPEC §3)",
         critics=json.dumps(critics),
         horizon=int(horizon),
         used=used_labels(critics)[mask],
+        root_belief="prior" if belief is None else "given",
         costs=_describe_costs(costs),
         tie_break="lowest action index",
+        belief_model=belief_model,
+    )
+    if belief_model == "instance":
+        ds.attrs["solver"] = "exact expectimax on the reachable tree, instance belief (SPEC §9)"
+    return ds
+
+
+def _kappa_array(params: xr.Dataset) -> xr.DataArray:
+    """The parameters' ``kappa`` (``inf`` where absent or ``NaN``: i.i.d. patches)."""
+    if "kappa" not in params:
+        return xr.DataArray(np.inf)
+    k = params["kappa"]
+    return xr.where(k.notnull() & (k > 0), k, np.inf)
+
+
+def _instance_b0_block(
+    prior,
+    tpr,
+    fpr,
+    p_fix,
+    p_break,
+    ccost,
+    c_gen,
+    c_ver,
+    reward,
+    belief,
+    kappa,
+    *,
+    critics,
+    horizon,
+    used,
+    max_patches,
+    verify_terminal,
+    critic_scope,
+):
+    """Kernel called by apply_ufunc: the instance-belief exact tree for one block."""
+    from bpc.decide.kernels.instance import solve_instance_exact
+
+    loop, samples, costs = _flatten_inputs(
+        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
+    )
+    S = samples.n_samples
+    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(S)
+    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(S)
+    ok = np.isfinite(samples.prior) & np.isfinite(b0)
+    placeholder = np.where(ok, 1.0, np.nan)[:, None]
+    sol = solve_instance_exact(
+        np.where(ok, samples.prior, 0.5),
+        samples.tpr * placeholder,
+        samples.fpr * placeholder,
+        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+        critic_costs=costs.critic,
+        c_gen=costs.c_gen,
+        c_ver=costs.c_ver,
+        reward=costs.reward,
+        b0=np.where(ok, b0, 0.5),
+        horizon=horizon,
+        used=used,
+        max_patches=max_patches,
+        verify_terminal=verify_terminal,
+        critic_scope=critic_scope,
+    )
+    value, q = sol.value.copy(), sol.q.copy()
+    value[~ok] = np.nan
+    q[~ok] = np.nan
+    action = np.where(ok, sol.action, -1).astype(np.int8)
+    return value.reshape(loop), q.reshape(loop + q.shape[1:]), action.reshape(loop)
+
+
+DIM_PATCH = "patch"
+"""Dim of the instance table: index of the current patch (patches abandoned so far), ``0 … N − 1``."""
+DIM_THETA_MEAN = "theta_mean"
+"""Dim of the instance table: grid of ``μ = E[θ | abandoned patches]``, the instance's mean pass rate."""
+
+
+def _instance_policy_block(
+    prior,
+    tpr,
+    fpr,
+    p_fix,
+    p_break,
+    ccost,
+    c_gen,
+    c_ver,
+    reward,
+    kappa,
+    *,
+    critics,
+    horizon,
+    max_patches,
+    grid_size,
+    mu_grid_size,
+    verify_terminal,
+    critic_scope,
+):
+    """Kernel called by apply_ufunc: the instance grid DP for one block (values only)."""
+    from bpc.decide.kernels.instance import solve_instance_dp
+
+    loop, samples, costs = _flatten_inputs(
+        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
+    )
+    S = samples.n_samples
+    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(S)
+    ok = np.isfinite(samples.prior)
+    placeholder = np.where(ok, 1.0, np.nan)[:, None]
+    sol = solve_instance_dp(
+        np.where(ok, samples.prior, 0.5),
+        samples.tpr * placeholder,
+        samples.fpr * placeholder,
+        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+        critic_costs=costs.critic,
+        c_gen=costs.c_gen,
+        c_ver=costs.c_ver,
+        reward=costs.reward,
+        horizon=horizon,
+        max_patches=max_patches,
+        grid_size=grid_size,
+        mu_grid_size=mu_grid_size,
+        verify_terminal=verify_terminal,
+        critic_scope=critic_scope,
+    )
+    value = sol.value
+    value[~ok] = np.nan
+    return value.reshape(loop + value.shape[1:])
+
+
+def solve_instance_policy(
+    params: xr.Dataset,
+    costs: Costs | Callable[[str], Costs],
+    *,
+    critics: Sequence[str] | None = None,
+    horizon: int = HORIZON,
+    max_patches: int = POOL_SIZE,
+    grid_size: int = GRID_SIZE,
+    mu_grid_size: int = GRID_SIZE,
+    verify_terminal: bool = False,
+    critic_scope: str = "instance",
+    belief_model: str = "instance",
+    dask: DaskMode | None = None,
+) -> xr.Dataset:
+    """The instance-belief value table ``V_h(b, μ, n, U)`` of every cell (and draw), SPEC §9.
+
+    The xarray face of :func:`bpc.decide.kernels.instance.solve_instance_dp`:
+    every dim of ``params`` but ``critic`` is a sample. Actions are read off
+    the table by one Bellman backup
+    (:meth:`bpc.decide.kernels.instance.InstanceDPSolution.q_at`,
+    :class:`bpc.decide.controllers.InstanceController`), so no policy array
+    is stored.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Parameter schema; the optional ``kappa`` gives each sample's
+        concentration (``inf`` where absent or ``NaN``).
+    costs, critics, horizon, dask
+        As in :func:`solve_policy`.
+    max_patches : int
+        Patch budget ``N`` (the ``patch`` dim).
+    grid_size, mu_grid_size : int
+        Points of the ``belief`` and ``theta_mean`` grids.
+    verify_terminal : bool
+        Value verification as ending the episode.
+    critic_scope : {"patch", "instance"}
+        Scope of the used-critic set.
+    belief_model : {"iid", "instance"}
+        ``"iid"`` solves the same table with ``κ = inf``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``value`` with the parameters' dims plus ``step``, ``patch``,
+        ``used``, ``theta_mean`` and ``belief``; ``prior`` and ``kappa``.
+    """
+    if belief_model not in BELIEFS:
+        raise ValueError(f"belief_model must be one of {BELIEFS}, got {belief_model!r}")
+    params, critics, args, core = _prepare(params, costs, critics, fill_kernel=True)
+    kappa = _kappa_array(params) if belief_model == "instance" else xr.DataArray(np.inf)
+    H, K = int(horizon), len(critics)
+    belief_grid(grid_size)
+    belief_grid(mu_grid_size)
+    dims = [DIM_STEP, DIM_PATCH, DIM_USED, DIM_THETA_MEAN, DIM_BELIEF]
+    sizes = {
+        DIM_STEP: H + 1,
+        DIM_PATCH: int(max_patches),
+        DIM_USED: 1 << K,
+        DIM_THETA_MEAN: int(mu_grid_size),
+        DIM_BELIEF: int(grid_size),
+    }
+    mode = _dask_mode([*args, kappa], dask)
+    value = xr.apply_ufunc(
+        _instance_policy_block,
+        *args,
+        kappa,
+        input_core_dims=[*core, []],
+        output_core_dims=[dims],
+        kwargs=dict(
+            critics=tuple(critics),
+            horizon=H,
+            max_patches=int(max_patches),
+            grid_size=int(grid_size),
+            mu_grid_size=int(mu_grid_size),
+            verify_terminal=bool(verify_terminal),
+            critic_scope=critic_scope,
+        ),
+        dask=mode,
+        output_dtypes=[np.float64],
+        dask_gufunc_kwargs={"output_sizes": sizes},
+        keep_attrs=False,
+    )
+    ds = xr.Dataset({"value": value.transpose(*_loop_order(params, value.dims))})
+    ds = ds.assign_coords(
+        {
+            DIM_STEP: np.arange(H + 1),
+            DIM_PATCH: np.arange(int(max_patches)),
+            DIM_USED: used_labels(critics),
+            DIM_THETA_MEAN: belief_grid(mu_grid_size, np.float64),
+            DIM_BELIEF: belief_grid(grid_size, np.float64),
+        }
+    )
+    ds["prior"] = params["prior"]
+    ds["kappa"] = kappa.broadcast_like(params["prior"])
+    ds["value"].attrs["description"] = (
+        "optimal expected utility V_h(b, mu, n, U): h steps left, current patch n, critics U used, "
+        "instance mean pass rate mu, current patch belief b"
+    )
+    ds.attrs.update(
+        solver="grid DP over (b, mu) with the patch count, instance belief (SPEC §9)",
+        critics=json.dumps(critics),
+        horizon=H,
+        max_patches=int(max_patches),
+        verify_terminal=int(bool(verify_terminal)),
+        critic_scope=critic_scope,
+        belief_model=belief_model,
+        costs=_describe_costs(costs),
     )
     return ds

@@ -13,9 +13,9 @@ values this module derives
 * ``value`` and ``q`` credible bands (ETI by default, probability
   :data:`~bpc.constants.CI_PROB`; dim ``ci_bound``);
 * the posterior distribution of the first action at the cell's prior — at
-  each draw's own prior (exact expectimax, :func:`bpc.decide.solve.solve_b0`) and at
-  the posterior-mean prior (exact expectimax from that common belief with each
-  draw's parameters);
+  each draw's own prior and at the posterior-mean prior (exact expectimax
+  from that common belief with each draw's parameters), both through
+  :func:`bpc.decide.solve.solve_b0`;
 * the posterior of the analytic verify-vs-stop crossover ``c_ver*/R``.
 
 **Crossover.** For always_verify against stop at belief π, verifying is worth
@@ -45,106 +45,18 @@ from bpc.constants import (
     DIM_GENERATOR,
     GRID_SIZE,
     HORIZON,
-    PAPER_CRITICS,
 )
-from bpc.costs import Costs
-from bpc.schema import sample_dims, validate_params
+from bpc.costs import Costs, costs_for
+from bpc.intervals import credible_interval
+from bpc.schema import sample_dims, select_cell, validate_params
 
 __all__ = [
-    "credible_interval",
-    "hdi_bounds",
     "action_probabilities",
     "action_entropy",
     "crossover_posterior",
     "policy_uncertainty",
     "first_action_table",
 ]
-
-
-def hdi_bounds(x: np.ndarray, prob: float) -> tuple[np.ndarray, np.ndarray]:
-    """Highest-density interval of samples along the last axis (shortest interval holding ``prob``).
-
-    Parameters
-    ----------
-    x : numpy.ndarray
-        Samples on the last axis; ``NaN`` samples make the result ``NaN``.
-    prob : float
-        Probability mass inside the interval, in (0, 1).
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        Lower and upper bounds, shape ``x.shape[:-1]``.
-    """
-    x = np.sort(np.asarray(x, dtype=float), axis=-1)
-    n = x.shape[-1]
-    m = max(1, min(n, int(np.ceil(prob * n))))
-    if m == n:
-        lo, hi = x[..., 0], x[..., -1]
-    else:
-        widths = x[..., m - 1 :] - x[..., : n - m + 1]
-        with np.errstate(invalid="ignore"):
-            i = np.argmin(np.where(np.isnan(widths), np.inf, widths), axis=-1)
-        lo = np.take_along_axis(x, i[..., None], axis=-1)[..., 0]
-        hi = np.take_along_axis(x, (i + m - 1)[..., None], axis=-1)[..., 0]
-    bad = np.isnan(x).any(axis=-1)
-    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
-
-
-def credible_interval(
-    x: xr.DataArray,
-    *,
-    dims: Sequence[str] | None = None,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
-) -> xr.DataArray:
-    """Credible interval of ``x`` over its sample dims, with an explicit probability.
-
-    Parameters
-    ----------
-    x : xarray.DataArray
-        Draws (e.g. with ``chain``/``draw`` dims).
-    dims : sequence of str, optional
-        Dims to reduce; default the sample dims present (``chain``, ``draw``).
-    prob : float, default :data:`~bpc.constants.CI_PROB`
-        Probability inside the interval.
-    kind : {"eti", "hdi"}, default :data:`~bpc.constants.CI_KIND`
-        Equal-tailed (quantiles ``(1 ± prob)/2``) or highest-density interval.
-
-    Returns
-    -------
-    xarray.DataArray
-        ``x``'s other dims plus ``ci_bound`` (``lower``, ``upper``); attrs
-        ``ci_prob`` and ``ci_kind``.
-
-    Raises
-    ------
-    ValueError
-        If ``prob`` is not in (0, 1), ``kind`` is unknown or ``dims`` is empty.
-    """
-    if not 0 < prob < 1:
-        raise ValueError(f"credible_interval: prob must lie in (0, 1), got {prob!r}")
-    if kind not in ("eti", "hdi"):
-        raise ValueError(f"credible_interval: kind must be 'eti' or 'hdi', got {kind!r}")
-    dims = list(sample_dims(x) if dims is None else dims)
-    if not dims:
-        raise ValueError(f"credible_interval: no sample dims to reduce on an array with dims {x.dims}")
-    stacked = x.stack(_sample=dims).transpose(..., "_sample")
-    v = stacked.values
-    if kind == "eti":
-        q = np.quantile(v, [(1 - prob) / 2, (1 + prob) / 2], axis=-1)
-        lo, hi = q[0], q[1]
-    else:
-        lo, hi = hdi_bounds(v, prob)
-    rest = stacked.isel(_sample=0, drop=True)
-    out = xr.concat(
-        [rest.copy(data=lo), rest.copy(data=hi)],
-        dim=xr.DataArray(list(CI_BOUNDS), dims=DIM_CI, name=DIM_CI),
-    ).transpose(..., DIM_CI)
-    out = out.drop_vars([c for c in out.coords if c not in out.dims and c != DIM_CI], errors="ignore")
-    out.attrs.update({"ci_prob": prob, "ci_kind": kind})
-    out.name = x.name
-    return out
 
 
 def action_probabilities(
@@ -171,7 +83,7 @@ def action_probabilities(
     return (policy == idx).mean(dims).transpose(..., "action")
 
 
-def action_entropy(p: xr.DataArray, dim: str = "action") -> xr.DataArray:
+def action_entropy(p: xr.DataArray, *, dim: str = "action") -> xr.DataArray:
     """Shannon entropy (bits) of action probabilities along ``dim``; 0 = the draws agree."""
     logp = np.log2(p.where(p > 0, 1.0))
     return -(p * logp).sum(dim)
@@ -208,44 +120,11 @@ def _cells(params: xr.Dataset) -> list[tuple[str, str]]:
     return out
 
 
-def _cell(params: xr.Dataset, b: str, g: str) -> xr.Dataset:
-    return params.sel({DIM_BENCHMARK: [b], DIM_GENERATOR: [g]})
-
-
-def _b0_at(params_cell: xr.Dataset, b0: float, costs: Costs, critics, horizon: int) -> tuple:
-    """Exact expectimax Q at a common belief ``b0`` for every draw of one cell."""
-    from bpc.decide.controllers import cell_parameter_arrays
-    from bpc.decide.kernels import solve_exact
-    from bpc.decide.solve import fill_regeneration_kernel
-
-    arr = cell_parameter_arrays(fill_regeneration_kernel(params_cell), critics)
-    S = arr["prior"].shape[0]
-    avail = np.isfinite(arr["tpr"]) & np.isfinite(arr["fpr"])
-    sol = solve_exact(
-        np.full(S, b0),
-        np.nan_to_num(arr["tpr"], nan=0.5),
-        np.nan_to_num(arr["fpr"], nan=0.5),
-        arr["p_fix"],
-        arr["p_break"],
-        critic_costs=np.array([costs.critic_cost(c) for c in critics], dtype=float),
-        c_gen=costs.c_gen,
-        c_ver=costs.c_ver,
-        reward=costs.reward,
-        horizon=horizon,
-        available=avail,
-    )
-    return sol.value, sol.q
-
-
-def _costs_for(costs: Costs | Callable[[str], Costs], benchmark: str) -> Costs:
-    return costs(benchmark) if callable(costs) else costs
-
-
 def policy_uncertainty(
     params: xr.Dataset,
     costs: Costs | Callable[[str], Costs],
     *,
-    critics: Sequence[str] = PAPER_CRITICS,
+    critics: Sequence[str] | None = None,
     horizon: int = HORIZON,
     grid_size: int = GRID_SIZE,
     prob: float = CI_PROB,
@@ -260,12 +139,13 @@ def policy_uncertainty(
         Parameter draws with ``chain``/``draw`` dims (parameter schema).
     costs : Costs or callable
         A cost vector, or ``benchmark -> Costs`` (e.g. :func:`bpc.costs.paper_costs_for`).
-    critics : sequence of str
-        Critics the controller may call.
+    critics : sequence of str, optional
+        Critics the controller may call (default as in
+        :func:`bpc.decide.solve.solve_policy`).
     horizon, grid_size : int
         DP horizon and belief-grid size.
     prob, kind
-        Credible-interval probability and kind (see :func:`credible_interval`).
+        Credible-interval probability and kind (see :func:`bpc.intervals.credible_interval`).
     progress : bool
         Print one line per cell to stderr.
 
@@ -287,8 +167,8 @@ def policy_uncertainty(
     ValueError
         If ``params`` has no sample dims or does not follow the schema.
     """
-    from bpc.progress import info
     from bpc.decide.solve import solve_b0, solve_policy
+    from bpc.progress import info
 
     validate_params(params)
     sd = sample_dims(params)
@@ -303,8 +183,8 @@ def policy_uncertainty(
         raise ValueError("policy_uncertainty: no cell has an observed prior")
     for i, (b, g) in enumerate(cells, 1):
         info(f"policy uncertainty: cell {i}/{len(cells)} {b}/{g}", enabled=progress)
-        pc = _cell(params, b, g)
-        c = _costs_for(costs, b)
+        pc = select_cell(params, b, g)
+        c = costs_for(costs, b)
         sol = solve_policy(pc, c, critics=critics, horizon=horizon, grid_size=grid_size, keep_q=True)
         actions = [str(a) for a in sol["action"].values]
         p_opt = action_probabilities(sol["policy"], actions)
@@ -327,14 +207,8 @@ def policy_uncertainty(
         out["q_b0_mean"] = q0.mean(sd)
         out["q_b0_ci"] = credible_interval(q0, prob=prob, kind=kind)
         prior_mean = float(pc["prior"].mean().item())
-        _, qbar = _b0_at(pc, prior_mean, c, critics, horizon)
-        first = np.argmax(qbar, axis=-1)
-        p_bar = np.bincount(first, minlength=len(actions)) / len(first)
-        out["p_first_at_mean_prior"] = xr.DataArray(
-            p_bar[None, None, :],
-            dims=(DIM_BENCHMARK, DIM_GENERATOR, "action"),
-            coords={DIM_BENCHMARK: [b], DIM_GENERATOR: [g], "action": actions},
-        )
+        at_mean = solve_b0(pc, c, critics=critics, horizon=horizon, belief=prior_mean)
+        out["p_first_at_mean_prior"] = action_probabilities(at_mean["best_action"], actions)
         out["prior_mean"] = pc["prior"].mean(sd)
         cross = crossover_posterior(pc)
         out["crossover_mean"] = cross.mean(sd)

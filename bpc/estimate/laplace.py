@@ -16,15 +16,59 @@ critic assessed) gives the smoothed value.
 ``prior_wilson`` is the Wilson score interval on the raw proportion k/n at
 :data:`~bpc.constants.WILSON_PROB`, with z the exact normal quantile. The
 authors' ``prior_ci/per_cell.json`` used z = 1.96; the bounds differ from
-theirs by about 2e-6 for that reason alone.
+theirs by about 2e-6 for that reason alone. It treats patches as independent
+draws and is kept for the paper's prior table.
+
+The instance model (SPEC §9)
+----------------------------
+Patches of one instance share a pass rate θ ~ Beta(π κ, (1 − π) κ); given θ
+they pass independently. The counts' instance histogram ``inst_hist`` (how
+many instances had k of m labelled patches passing) is its sufficient
+statistic, and the Beta-Binomial likelihood of a cell is
+
+    ℓ(π, κ) = Σ_instances log BetaBinomial(k | m, π κ, (1 − π) κ).
+
+Laplace mode adds three variables from it (``prior`` itself stays the
+paper's add-one estimate):
+
+``kappa`` (benchmark, generator)
+    The Beta-Binomial maximum-likelihood κ̂ of the cell, (π, κ) maximised
+    jointly with log κ searched over [:data:`~bpc.constants.KAPPA_MIN`,
+    :data:`~bpc.constants.KAPPA_MAX`]. **Fallback**: where the cell's
+    maximum lies on that boundary (κ̂ → ∞: no within-instance dependence
+    detected; κ̂ → 0: every instance all-pass or all-fail), where κ is not
+    identified (no instance with m ≥ 2, or every patch failing / passing), and
+    in cells without a histogram (likelihood tables), κ̂ is the **pooled**
+    estimate: one κ shared by every cell with a histogram, each cell keeping
+    its own π (profiled out). If the pooled maximum itself lies on a boundary
+    it is the boundary value (``KAPPA_MAX`` reads as i.i.d.); with no histogram
+    anywhere ``kappa`` is ``NaN`` (no information: consumers use the i.i.d.
+    model).
+``kappa_source`` (benchmark, generator)
+    ``"cell"``, ``"pooled"`` or ``""`` (no κ), saying which rule applied.
+``prior_inst`` (benchmark, generator, ci_bound)
+    A 95 % interval for π that respects instances: in cells with a
+    histogram, the Beta-Binomial profile-likelihood interval
+    {π : 2 (ℓ_max − max_κ ℓ(π, κ)) ≤ χ²₁(0.95)}; in cells without one, the
+    Wilson interval on the design-effect-corrected counts k / deff, n / deff
+    with deff = 1 + (m̄ − 1) / (1 + κ̂), m̄ = n_patches / n_instances.
+
+The profile is computed on a fixed grid (:data:`PROFILE_LOGIT_STEP` in logit π,
+:data:`PROFILE_LOG_KAPPA_STEP` in log κ) with the interval's ends interpolated
+linearly in logit π; the point estimate is refined off the grid by one
+Newton step on the quadratic through the 3 × 3 grid points around the grid
+maximum (a grid maximum on the log κ range's edge is a boundary estimate).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 import xarray as xr
+from scipy.special import expit
+from scipy.stats import chi2
 
 from bpc.constants import (
     CI_BOUNDS,
@@ -32,13 +76,32 @@ from bpc.constants import (
     DIM_CI,
     DIM_GENERATOR,
     DIM_LABEL,
+    DIM_PASSES,
+    DIM_PATCHES,
+    KAPPA_MAX,
+    KAPPA_MIN,
     LAPLACE_ALPHA,
     LAPLACE_BETA,
     WILSON_PROB,
 )
 from bpc.schema import validate_counts, validate_params
 
-__all__ = ["smoothed_rate", "wilson_interval", "laplace"]
+__all__ = [
+    "smoothed_rate",
+    "wilson_interval",
+    "beta_binomial_loglik",
+    "InstanceFit",
+    "instance_fit",
+    "design_effect_interval",
+    "instance_params",
+    "laplace",
+]
+
+PROFILE_LOGIT_STEP = 0.05
+"""Grid step in logit π of the Beta-Binomial profile likelihood."""
+PROFILE_LOG_KAPPA_STEP = 0.1
+"""Grid step in log κ of the Beta-Binomial profile likelihood."""
+_LOGIT_RANGE = 12.0  # the π grid spans logit π ∈ [−12, 12]
 
 
 def smoothed_rate(
@@ -123,6 +186,338 @@ def wilson_interval(
     return lower, upper
 
 
+# ---------------------------------------------------------------------------
+# The instance model: Beta-Binomial on the instance histogram (numpy kernels)
+# ---------------------------------------------------------------------------
+def _tail_weights(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weights of log(a + i), log(b + i), log(κ + i), i = 0…M−1, in the Beta-Binomial likelihood.
+
+    For an instance with k of m passing, log B(k + a, m − k + b) − log B(a, b)
+    = Σ_{i<k} log(a + i) + Σ_{i<m−k} log(b + i) − Σ_{i<m} log(a + b + i), so a
+    histogram's log-likelihood is Σ_i [w_a[i] log(a + i) + w_b[i] log(b + i) −
+    w_κ[i] log(κ + i)] with w_a[i] = instances with more than i passes, w_b[i]
+    with more than i failures, w_κ[i] with more than i patches.
+    """
+    h = np.nan_to_num(np.asarray(hist, dtype=float))
+    size = h.shape[-2]
+    m = np.arange(1, size + 1)[:, None]
+    k = np.arange(size + 1)[None, :]
+    i = np.arange(size)
+    w_a = (h[..., None] * (k[..., None] > i)).sum(axis=(-3, -2))
+    w_b = (h[..., None] * ((m - k)[..., None] > i)).sum(axis=(-3, -2))
+    w_k = (h[..., None] * (m[..., None] > i)).sum(axis=(-3, -2))
+    return w_a, w_b, w_k
+
+
+def _log_binomial_coefficients(hist: np.ndarray) -> np.ndarray:
+    from scipy.special import gammaln
+
+    h = np.nan_to_num(np.asarray(hist, dtype=float))
+    size = h.shape[-2]
+    m = np.arange(1, size + 1)[:, None]
+    k = np.arange(size + 1)[None, :]
+    with np.errstate(invalid="ignore"):
+        logc = np.where(k <= m, gammaln(m + 1) - gammaln(k + 1) - gammaln(np.maximum(m - k, 0) + 1), 0.0)
+    return (h * logc).sum(axis=(-2, -1))
+
+
+def beta_binomial_loglik(hist: np.ndarray, pi: np.ndarray | float, kappa: np.ndarray | float) -> np.ndarray:
+    """Log-likelihood of an instance histogram under θ ~ Beta(π κ, (1 − π) κ), k | θ ~ Binomial(m, θ).
+
+    Parameters
+    ----------
+    hist : numpy.ndarray
+        Instance histogram, shape ``(M, M + 1)``: entry ``[m − 1, k]`` =
+        instances with k passes among m patches (``NaN`` read as 0).
+    pi, kappa : array_like
+        Mean in (0, 1) and concentration > 0, broadcast together.
+
+    Returns
+    -------
+    numpy.ndarray
+        Σ over instances of log BetaBinomial(k | m, π κ, (1 − π) κ), shape of
+        ``pi`` and ``kappa`` broadcast.
+
+    Examples
+    --------
+    One instance, one patch, passing: the likelihood is π whatever κ.
+
+    >>> float(np.exp(beta_binomial_loglik(np.array([[0.0, 1.0]]), 0.3, 7.0)))
+    0.3
+    """
+    hist = np.asarray(hist, dtype=float)
+    w_a, w_b, w_k = _tail_weights(hist)
+    pi, kappa = np.broadcast_arrays(np.asarray(pi, dtype=float), np.asarray(kappa, dtype=float))
+    a, b = pi * kappa, (1.0 - pi) * kappa
+    i = np.arange(hist.shape[-2])
+    with np.errstate(divide="ignore"):
+        ll = (
+            (np.log(a[..., None] + i) * w_a).sum(-1)
+            + (np.log(b[..., None] + i) * w_b).sum(-1)
+            - (np.log(kappa[..., None] + i) * w_k).sum(-1)
+        )
+    return ll + _log_binomial_coefficients(hist)
+
+
+def _grids() -> tuple[np.ndarray, np.ndarray]:
+    x = np.arange(-_LOGIT_RANGE, _LOGIT_RANGE + PROFILE_LOGIT_STEP / 2, PROFILE_LOGIT_STEP)
+    lo, hi = np.log(KAPPA_MIN), np.log(KAPPA_MAX)
+    n = int(np.ceil((hi - lo) / PROFILE_LOG_KAPPA_STEP)) + 1
+    return x, np.linspace(lo, hi, n)
+
+
+def _grid_loglik(w_a: np.ndarray, w_b: np.ndarray, w_k: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Log-likelihood (up to a constant) of every cell on the (logit π, log κ) grid: (C, P, K)."""
+    x, y = _grids()
+    size = w_a.shape[-1]
+    pi = expit(x)[:, None]
+    kappa = np.exp(y)[None, :]
+    i = np.arange(size)
+    la = np.log(pi[..., None] * kappa[..., None] + i)  # (P, K, M)
+    lb = np.log((1.0 - pi)[..., None] * kappa[..., None] + i)
+    lk = np.log(np.exp(y)[:, None] + i)  # (K, M)
+    n_p, n_k = la.shape[:2]
+    ll = la.reshape(-1, size) @ w_a.T + lb.reshape(-1, size) @ w_b.T  # (P K, C), as a BLAS product
+    ll = ll.reshape(n_p, n_k, -1) - (lk @ w_k.T)[None]
+    return x, y, np.moveaxis(ll, -1, 0)
+
+
+def _crossing(grid: np.ndarray, prof: np.ndarray, thresh: float) -> tuple[float, float]:
+    """Ends (on ``grid``) of {prof ≥ thresh}, interpolated linearly; ±inf where it reaches the grid's end."""
+    inside = np.flatnonzero(prof >= thresh)
+    if inside.size == 0:  # the refined maximum lies between grid points: a single-point set
+        j = int(np.argmax(prof))
+        return float(grid[j]), float(grid[j])
+    i0, i1 = inside[0], inside[-1]
+    if i0 == 0:
+        lower = -np.inf
+    else:
+        lower = grid[i0 - 1] + (thresh - prof[i0 - 1]) / (prof[i0] - prof[i0 - 1]) * (grid[i0] - grid[i0 - 1])
+    if i1 == len(grid) - 1:
+        upper = np.inf
+    else:
+        upper = grid[i1] + (prof[i1] - thresh) / (prof[i1] - prof[i1 + 1]) * (grid[i1 + 1] - grid[i1])
+    return float(lower), float(upper)
+
+
+def _refine(grid: np.ndarray, i: int, j: int) -> tuple[tuple[float, float], float]:
+    """Newton step from grid maximum (i, j) on the quadratic through its 3 × 3 stencil.
+
+    Returns the step in grid units (each within ±1; 0 along an axis where
+    (i, j) lies on the grid's edge) and the quadratic's value there.
+    """
+    f = grid[i, j]
+    ni, nj = grid.shape
+    in_i, in_j = 0 < i < ni - 1, 0 < j < nj - 1
+    gx = (grid[i + 1, j] - grid[i - 1, j]) / 2 if in_i else 0.0
+    gy = (grid[i, j + 1] - grid[i, j - 1]) / 2 if in_j else 0.0
+    hxx = grid[i + 1, j] - 2 * f + grid[i - 1, j] if in_i else -1.0
+    hyy = grid[i, j + 1] - 2 * f + grid[i, j - 1] if in_j else -1.0
+    hxy = 0.0
+    if in_i and in_j:
+        hxy = (grid[i + 1, j + 1] - grid[i + 1, j - 1] - grid[i - 1, j + 1] + grid[i - 1, j - 1]) / 4
+    det = hxx * hyy - hxy * hxy
+    if not (hxx < 0 and det > 0):
+        return (0.0, 0.0), float(f)
+    dx = float(np.clip(-(hyy * gx - hxy * gy) / det, -1.0, 1.0))
+    dy = float(np.clip(-(hxx * gy - hxy * gx) / det, -1.0, 1.0))
+    value = f + gx * dx + gy * dy + 0.5 * (hxx * dx * dx + 2 * hxy * dx * dy + hyy * dy * dy)
+    return (dx, dy), float(max(value, f))
+
+
+@dataclass(frozen=True)
+class InstanceFit:
+    """Beta-Binomial maximum-likelihood fit of instance histograms, one entry per cell.
+
+    Attributes
+    ----------
+    pi, kappa : numpy.ndarray
+        Joint maximum-likelihood π̂ and κ̂ (κ̂ on the searched range
+        [``KAPPA_MIN``, ``KAPPA_MAX``]; ``NaN`` where not identified).
+    identified : numpy.ndarray
+        bool: the histogram has an instance with m ≥ 2 and both a passing and
+        a failing patch, so κ enters the likelihood.
+    boundary : numpy.ndarray
+        bool: κ̂ lies on the searched range's boundary.
+    pi_interval : numpy.ndarray
+        Profile-likelihood interval of π, shape ``(C, 2)``.
+    kappa_interval : numpy.ndarray
+        Profile-likelihood interval of κ, shape ``(C, 2)``; 0 and ``inf``
+        where the profile stays above the threshold to the grid's end.
+    pooled_kappa : float
+        κ shared by all identified cells (each with its own π, profiled out),
+        ``NaN`` if none is identified.
+    prob : float
+        Coverage of the intervals.
+    """
+
+    pi: np.ndarray
+    kappa: np.ndarray
+    identified: np.ndarray
+    boundary: np.ndarray
+    pi_interval: np.ndarray
+    kappa_interval: np.ndarray
+    pooled_kappa: float
+    prob: float
+
+
+def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
+    """Fit the Beta-Binomial instance model to each cell's histogram (see the module docstring).
+
+    Parameters
+    ----------
+    hist : numpy.ndarray
+        Instance histograms, shape ``(C, M, M + 1)``, one per cell (``NaN``
+        or all-zero: no instance, every output ``NaN``).
+    prob : float
+        Coverage of the profile-likelihood intervals.
+
+    Returns
+    -------
+    InstanceFit
+    """
+    if not 0 < prob < 1:
+        raise ValueError(f"prob must lie in (0, 1), got {prob}")
+    hist = np.nan_to_num(np.asarray(hist, dtype=float))
+    if hist.ndim != 3 or hist.shape[-1] != hist.shape[-2] + 1:
+        raise ValueError(f"hist must have shape (C, M, M + 1), got {hist.shape}")
+    n_cells = hist.shape[0]
+    w_a, w_b, w_k = _tail_weights(hist)
+    has_data = hist.sum(axis=(1, 2)) > 0
+    # κ enters the likelihood only through instances with m ≥ 2 holding both outcomes overall
+    multi = hist[:, 1:, :].sum(axis=(1, 2)) > 0
+    identified = has_data & multi & (w_a[:, 0] > 0) & (w_b[:, 0] > 0)
+    rows = np.flatnonzero(has_data)
+    x, y, ll = _grid_loglik(w_a[rows], w_b[rows], w_k[rows])  # (len(rows), P, K)
+    half = chi2.ppf(prob, 1) / 2.0
+    pi_hat = np.full(n_cells, np.nan)
+    kappa_hat = np.full(n_cells, np.nan)
+    boundary = np.zeros(n_cells, dtype=bool)
+    pi_int = np.full((n_cells, 2), np.nan)
+    kappa_int = np.full((n_cells, 2), np.nan)
+    prof_kappa = np.empty((len(rows), len(y)))
+    for r, c in enumerate(rows):
+        grid = ll[r]
+        p0, k0 = np.unravel_index(int(np.argmax(grid)), grid.shape)
+        (dx, dy), lmax = _refine(grid, int(p0), int(k0))
+        pi_hat[c] = expit(x[p0] + dx * (x[1] - x[0]))
+        lower, upper = _crossing(x, grid.max(axis=1), lmax - half)
+        pi_int[c] = [0.0 if lower == -np.inf else expit(lower), 1.0 if upper == np.inf else expit(upper)]
+        if identified[c]:
+            kappa_hat[c] = np.exp(y[k0] + dy * (y[1] - y[0]))
+            boundary[c] = k0 in (0, len(y) - 1)
+            prof_kappa[r] = grid.max(axis=0)
+            lower, upper = _crossing(y, prof_kappa[r], lmax - half)
+            kappa_int[c] = [np.exp(lower), np.exp(upper)]  # exp(−inf) = 0, exp(inf) = inf
+    pooled = np.nan
+    if identified.any():
+        total = prof_kappa[identified[rows]].sum(axis=0)  # Σ_c max_π ℓ_c(π, κ) on the κ grid
+        j = int(np.argmax(total))
+        pooled_y = y[j]
+        if 0 < j < len(y) - 1:  # parabola through the three grid points around the maximum
+            f0, f1, f2 = total[j - 1 : j + 2]
+            denom = f0 - 2 * f1 + f2
+            if denom < 0:
+                pooled_y = y[j] + 0.5 * (f0 - f2) / denom * (y[1] - y[0])
+        pooled = float(np.exp(pooled_y))
+    return InstanceFit(pi_hat, kappa_hat, identified, boundary, pi_int, kappa_int, pooled, float(prob))
+
+
+def design_effect_interval(
+    k: np.ndarray | float,
+    n: np.ndarray | float,
+    patches_per_instance: np.ndarray | float,
+    kappa: np.ndarray | float,
+    prob: float = WILSON_PROB,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson interval on Kish effective counts k / deff, n / deff of correlated patches.
+
+    deff = 1 + (m̄ − 1) ρ with ρ = 1 / (1 + κ), the within-instance
+    correlation of the instance model, and m̄ patches per instance (values
+    below 1 read as 1: no correction). ``NaN`` κ reads as independent
+    patches (ρ = 0).
+
+    Parameters
+    ----------
+    k, n : array_like
+        Passing and labelled patches.
+    patches_per_instance : array_like
+        m̄ = n_patches / n_instances.
+    kappa : array_like
+        Concentration κ of the instance pass rate.
+    prob : float
+        Coverage.
+
+    Returns
+    -------
+    lower, upper : numpy.ndarray
+    """
+    m = np.maximum(np.nan_to_num(np.asarray(patches_per_instance, dtype=float), nan=1.0), 1.0)
+    rho = np.where(np.isfinite(kappa), 1.0 / (1.0 + np.asarray(kappa, dtype=float)), 0.0)
+    deff = 1.0 + (m - 1.0) * rho
+    return wilson_interval(np.asarray(k, dtype=float) / deff, np.asarray(n, dtype=float) / deff, prob)
+
+
+def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Dataset:
+    """κ̂, its source and the instance-respecting prior interval of every cell (module docstring).
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Counts schema with ``inst_hist``.
+    prob : float
+        Coverage of ``prior_inst`` and ``kappa_interval``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``kappa`` (benchmark, generator), ``kappa_source`` (benchmark,
+        generator; ``"cell"``, ``"pooled"`` or ``""``), ``prior_inst`` and
+        ``kappa_interval`` (benchmark, generator, ci_bound; the latter the
+        profile-likelihood interval of the cell's own κ, ``NaN`` where it has
+        none); attr ``pooled_kappa`` (also on ``kappa``).
+    """
+    hist = counts["inst_hist"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_PATCHES, DIM_PASSES).values
+    nb, ng = hist.shape[:2]
+    flat = hist.reshape(nb * ng, *hist.shape[2:])
+    has_hist = np.isfinite(flat).all(axis=(1, 2)) & (np.nan_to_num(flat).sum(axis=(1, 2)) > 0)
+    fit = instance_fit(np.where(has_hist[:, None, None], flat, 0.0), prob=prob)
+    own = fit.identified & ~fit.boundary & np.isfinite(fit.kappa)
+    n_patches = counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
+    has_prior = np.isfinite(n_patches) & (np.nan_to_num(n_patches) > 0)
+    pooled = fit.pooled_kappa
+    kappa = np.where(own, fit.kappa, np.where(has_prior | has_hist, pooled, np.nan))
+    source = np.where(own, "cell", np.where(np.isfinite(kappa), "pooled", "")).astype(object)
+    n_pass = counts["n_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
+    n_inst = counts["n_instances"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_instance = np.where(np.isfinite(n_inst) & (n_inst > 0), n_patches / n_inst, 1.0)
+    lo, hi = design_effect_interval(n_pass, n_patches, per_instance, kappa, prob)
+    lo = np.where(has_hist, fit.pi_interval[:, 0], lo)
+    hi = np.where(has_hist, fit.pi_interval[:, 1], hi)
+    coords = {
+        DIM_BENCHMARK: counts[DIM_BENCHMARK].values,
+        DIM_GENERATOR: counts[DIM_GENERATOR].values,
+        DIM_CI: list(CI_BOUNDS),
+    }
+    cell = (DIM_BENCHMARK, DIM_GENERATOR)
+    out = xr.Dataset(
+        {
+            "kappa": (cell, kappa.reshape(nb, ng)),
+            "kappa_source": (cell, source.reshape(nb, ng)),
+            "prior_inst": ((*cell, DIM_CI), np.stack([lo, hi], axis=-1).reshape(nb, ng, 2)),
+            "kappa_interval": ((*cell, DIM_CI), fit.kappa_interval.reshape(nb, ng, 2)),
+        },
+        coords=coords,
+    )
+    out["kappa"].attrs["long_name"] = "Beta concentration of an instance's pass rate (ML; pooled fallback)"
+    out["kappa"].attrs["pooled_kappa"] = pooled
+    out["prior_inst"].attrs["long_name"] = f"{prob:.0%} interval on the prior respecting instances"
+    out["kappa_interval"].attrs["long_name"] = f"{prob:.0%} profile-likelihood interval of the cell's own κ"
+    out.attrs["pooled_kappa"] = pooled
+    return out
+
+
 def _rate(k: xr.DataArray, n: xr.DataArray) -> xr.DataArray:
     return xr.apply_ufunc(smoothed_rate, k, n)
 
@@ -141,10 +536,12 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
         The parameter schema — ``prior`` (benchmark, generator), ``tpr`` /
         ``fpr`` / ``gap`` (benchmark, generator, critic), ``p_fix`` /
         ``p_break`` (benchmark, generator) — plus ``prior_wilson``
-        (benchmark, generator, ci_bound). ``NaN`` wherever the counts are
+        (benchmark, generator, ci_bound) and the instance model's ``kappa``,
+        ``kappa_source``, ``prior_inst`` and ``kappa_interval`` (see
+        :func:`instance_params`). ``NaN`` wherever the counts are
         unobserved. ``attrs``: ``mode`` = ``"laplace"``, ``bpc_version``,
         ``config`` (pseudo-counts and Wilson coverage) and the counts'
-        ``notes``.
+        ``notes``; ``kappa.attrs["pooled_kappa"]`` is the pooled κ̂.
     """
     from bpc import __version__
 
@@ -177,6 +574,8 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
             "prior_wilson": wilson,
         }
     )
+    inst = instance_params(counts)
+    out = out.merge(inst.drop_attrs(deep=False))
     out["prior"].attrs["long_name"] = "P(Y=1) of a fresh patch, (k+1)/(n+2)"
     out["tpr"].attrs["long_name"] = "P(critic pass | Y=1)"
     out["fpr"].attrs["long_name"] = "P(critic pass | Y=0)"

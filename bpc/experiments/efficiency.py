@@ -21,30 +21,36 @@ the eval set never changes). Methods:
 
 The outcome is Δ vs ``always_verify`` on the eval instances, per cell, k,
 subsample and method (:func:`efficiency_experiment`), averaged over cells by
-:func:`efficiency_summary` and described in words, with its numbers, by
-:func:`efficiency_paragraph`. The posterior can be swapped (``posterior_fn``),
-e.g. for the conjugate posterior in tests.
+:func:`efficiency_summary` (and described in words by
+:func:`bpc.report.compare.efficiency_paragraph`). Every hierarchical refit
+goes through one compiled model
+(:class:`bpc.experiments.posterior.HierarchicalRefits`, sampler preset
+``refit``, or ``refit-quick`` when quick) and its R-hat, bulk / tail ESS and divergences are columns
+of the table (:data:`bpc.experiments.posterior.DIAGNOSTIC_COLUMNS`). The
+posterior can be swapped (``posterior_fn``), e.g. for the conjugate posterior
+in tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, PAPER_CRITICS, RHAT_MAX
-from bpc.costs import Costs, paper_costs_for
+from bpc.constants import DEFAULT_SEED, PAPER_CRITICS
+from bpc.costs import CostSpec, cost_resolver
+from bpc.data.splits import Cell, Split
+from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
 
 __all__ = [
     "EFFICIENCY_K",
     "EFFICIENCY_METHODS",
     "subsample_fit_ids",
-    "hierarchical_posterior_fn",
     "efficiency_experiment",
     "efficiency_summary",
-    "efficiency_paragraph",
 ]
 
 EFFICIENCY_K: tuple[int | None, ...] = (3, 5, 10, 20, None)
@@ -91,47 +97,6 @@ def subsample_fit_ids(
     return out
 
 
-def hierarchical_posterior_fn(
-    *, quick: bool = True, progress: bool = False
-) -> Callable[[xr.Dataset, int], xr.Dataset]:
-    """A ``posterior_fn`` fitting the hierarchical model (``bpc.estimate.model.fit``) with small settings.
-
-    Parameters
-    ----------
-    quick : bool
-        ``draws = tune = 200, chains = 2`` (else 500 / 500 / 2).
-    progress : bool
-        Sampler progress bar.
-
-    Returns
-    -------
-    callable
-        ``(counts, seed) -> parameter draws``.
-    """
-    draws, tune = (200, 200) if quick else (500, 500)
-
-    def fn(counts: xr.Dataset, seed: int) -> xr.Dataset:
-        from bpc.estimate import model
-
-        dt = model.fit(
-            counts,
-            draws=draws,
-            tune=tune,
-            chains=2,
-            seed=seed,
-            progressbar=progress,
-            kernels="measured",
-            warn=False,  # quick refits: diagnostics go into the table (max_rhat, min_ess_bulk) instead
-        )
-        params = model.posterior_params(dt)
-        diag = model.diagnose(dt)
-        params.attrs.update(max_rhat=float(diag.max_rhat), min_ess_bulk=float(diag.min_ess_bulk))
-        return params
-
-    fn.description = f"hierarchical model (draws={draws}, tune={tune}, chains=2)"  # type: ignore[attr-defined]
-    return fn
-
-
 def efficiency_experiment(
     data,
     *,
@@ -139,7 +104,8 @@ def efficiency_experiment(
     reps: int | None = None,
     methods: Sequence[str] = EFFICIENCY_METHODS,
     posterior_fn: Callable[[xr.Dataset, int], xr.Dataset] | None = None,
-    costs: Costs | Callable[[str], Costs] | None = None,
+    split: Split | None = None,
+    costs: CostSpec = None,
     critics: Sequence[str] = PAPER_CRITICS,
     robust_draws: int = 50,
     quick: bool = False,
@@ -159,10 +125,17 @@ def efficiency_experiment(
     methods : sequence of str
         Some of :data:`EFFICIENCY_METHODS`.
     posterior_fn : callable, optional
-        ``(counts, seed) -> draws``; default :func:`hierarchical_posterior_fn`.
-        Only called when a hierarchical method is requested.
-    costs : Costs or callable, optional
-        Default :func:`bpc.costs.paper_costs_for`.
+        ``(counts, seed) -> draws``, diagnostics (:data:`DIAGNOSTIC_COLUMNS`)
+        in the draws' ``attrs`` when MCMC made them; default a
+        :class:`bpc.experiments.posterior.HierarchicalRefits` compiled on the
+        full fit split's counts, preset ``refit`` (``refit-quick`` when quick). Only called when a
+        hierarchical method is requested, then once per run, in run order, from one worker thread
+        (so the next refit samples while the previous run's controllers are replayed).
+    split : Split, optional
+        The fit / eval split (default :func:`bpc.experiments.sources.source_split`).
+    costs : Costs, callable, str or None
+        Any cost specification of :func:`bpc.costs.cost_resolver` (default
+        :func:`bpc.costs.paper_costs_for`).
     critics : sequence of str
         Critics the controllers may call.
     robust_draws : int
@@ -179,27 +152,20 @@ def efficiency_experiment(
     pandas.DataFrame
         Tidy: ``source``, ``k`` (int, ``-1`` = all), ``k_label``, ``rep``,
         ``benchmark``, ``generator``, ``n_fit`` (instances actually used),
-        ``n_eval``, ``method``, ``delta``, ``mean_utility``.
+        ``n_eval``, ``method``, ``delta``, ``mean_utility`` and, on the hierarchical methods' rows, the
+        :data:`DIAGNOSTIC_COLUMNS` of the run's refit (``NaN`` on Laplace rows
+        and for exact draws; ``divergences`` nullable integer, ``converged``
+        nullable boolean).
 
     Raises
     ------
     ValueError
         For an unknown method.
     """
-    from bpc.experiments.compare import (
-        _cell,
-        _cell_records,
-        _costs_for,
-        cell_split,
-        fit_counts,
-        posterior_mean_params,
-        thin_draws,
-    )
-    from bpc.decide.controllers import DPController
-    from bpc.estimate.laplace import laplace
-    from bpc.progress import info
+    from bpc.experiments.posterior import HierarchicalRefits
+    from bpc.experiments.sources import source_counts, source_split
     from bpc.replay.engine import cell_pool, replay_pool
-    from bpc.decide.robust import BayesRobustController
+    from bpc.schema import select_cell
 
     unknown = [m for m in methods if m not in EFFICIENCY_METHODS]
     if unknown:
@@ -209,41 +175,102 @@ def efficiency_experiment(
     ks = tuple(ks) if ks is not None else ((3, 10, None) if quick else EFFICIENCY_K)
     reps = int(reps) if reps is not None else (2 if quick else 3)
     hier = [m for m in methods if m.startswith("hierarchical")]
+    split = source_split(data) if split is None else split
     if hier and posterior_fn is None:
-        posterior_fn = hierarchical_posterior_fn(quick=quick)
-    cost_fn = costs if costs is not None else paper_costs_for
+        posterior_fn = HierarchicalRefits(
+            source_counts(data, split), preset="refit-quick" if quick else "refit", progress=progress
+        )
+    cost_fn = cost_resolver(costs)
 
-    splits = cell_split(data)
-    fit_all = {c: s[0] for c, s in splits.items()}
+    fit_all = dict(split.fit)
     pools = {}
     for b, g in data.cells:
-        pool = cell_pool(_cell_records(data.records, b, g))
-        pools[(b, g)] = pool.subset(np.isin(pool.instance_ids, splits[(b, g)][1]))
+        pool = cell_pool(select_cell(data.records, b, g))
+        pools[(b, g)] = pool.subset(np.isin(pool.instance_ids, split.eval[(b, g)]))
     # always_verify does not depend on the calibration: replay it once per cell.
     ref = {
-        cell: replay_pool(pools[cell], ["always_verify"], _costs_for(cost_fn, cell[0]), profile="paper")[
-            "utility"
-        ]
+        cell: replay_pool(pools[cell], ["always_verify"], cost_fn(cell[0]), profile="paper")["utility"]
         .sel(policy="always_verify")
         .values
         for cell in data.cells
     }
+    runs = []  # (k, rep, subsampled fit ids, their counts)
+    for k in ks:
+        for rep in range(1) if k is None else range(reps):
+            sub_ids = subsample_fit_ids(fit_all, k, seed=seed, rep=rep)
+            runs.append((k, rep, sub_ids, source_counts(data, split, fit_ids=sub_ids)))
+    # The refits run one after another on a worker thread, ahead of the replays below: the sampler
+    # releases the GIL, so the next refit samples while this thread replays the previous one's
+    # controllers. Each call has its own seed, so the draws do not depend on the overlap.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpc-refit") as worker:
+        futures = [
+            worker.submit(posterior_fn, run[3], int(seed) + 7919 * j) if hier else None
+            for j, run in enumerate(runs, 1)
+        ]
+        try:
+            rows = _efficiency_rows(
+                data,
+                runs,
+                posteriors=futures,
+                pools=pools,
+                ref=ref,
+                cost_fn=cost_fn,
+                methods=methods,
+                critics=critics,
+                robust_draws=robust_draws,
+                progress=progress,
+            )
+        except BaseException:
+            for f in futures:
+                if f is not None:
+                    f.cancel()
+            raise
+    out = pd.DataFrame(rows)
+    return out.astype({"divergences": "Int64", "converged": "boolean"})
+
+
+def _efficiency_rows(
+    data,
+    runs: Sequence[tuple[int | None, int, dict[Cell, np.ndarray], xr.Dataset]],
+    *,
+    posteriors: Sequence[Future | None],
+    pools: dict[Cell, object],
+    ref: dict[Cell, np.ndarray],
+    cost_fn: Callable,
+    methods: Sequence[str],
+    critics: Sequence[str],
+    robust_draws: int,
+    progress: bool,
+) -> list[dict]:
+    """The rows of :func:`efficiency_experiment`, replaying each run's controllers as its posterior arrives.
+
+    ``runs`` holds ``(k, rep, subsampled fit ids, their counts)``; ``posteriors`` the matching
+    pending ``posterior_fn`` results (``None`` without hierarchical methods); ``pools`` each
+    cell's eval pool and ``ref`` its ``always_verify`` utilities.
+    """
+    from bpc.decide.controllers import DPController
+    from bpc.decide.robust import BayesRobustController
+    from bpc.estimate.laplace import laplace
+    from bpc.experiments.posterior import posterior_mean_params
+    from bpc.progress import info
+    from bpc.replay.engine import replay_pool
+    from bpc.schema import select_cell, thin_draws
+
     rows = []
-    runs = [(k, r) for k in ks for r in (range(1) if k is None else range(reps))]
-    for j, (k, rep) in enumerate(runs, 1):
+    for j, ((k, rep, sub_ids, counts), fut) in enumerate(zip(runs, posteriors, strict=True), 1):
         label = "all" if k is None else str(k)
         info(f"efficiency: k={label} rep={rep} ({j}/{len(runs)})", enabled=progress)
-        sub_ids = subsample_fit_ids(fit_all, k, seed=seed, rep=rep)
-        counts = fit_counts(data, sub_ids)
         lap = laplace(counts)
-        post = posterior_fn(counts, int(seed) + 7919 * j) if hier else None
+        post = None if fut is None else fut.result()
+        diag = {col: np.nan if post is None else post.attrs.get(col, np.nan) for col in DIAGNOSTIC_COLUMNS}
+        no_mcmc = dict.fromkeys(DIAGNOSTIC_COLUMNS, np.nan)
         for b, g in data.cells:
-            c = _costs_for(cost_fn, b)
+            c = cost_fn(b)
             ctrls = {}
             if "laplace_dp" in methods:
-                ctrls["laplace_dp"] = DPController(_cell(lap, b, g), c, critics=critics)
+                ctrls["laplace_dp"] = DPController(select_cell(lap, b, g), c, critics=critics)
             if post is not None:
-                pc = _cell(post, b, g)
+                pc = select_cell(post, b, g)
                 if "hierarchical_mean_dp" in methods:
                     ctrls["hierarchical_mean_dp"] = DPController(
                         posterior_mean_params(pc), c, critics=critics
@@ -268,11 +295,10 @@ def efficiency_experiment(
                         "method": m,
                         "delta": float(np.mean(u - ref[(b, g)])),
                         "mean_utility": float(np.mean(u)),
-                        "max_rhat": np.nan if post is None else post.attrs.get("max_rhat", np.nan),
-                        "min_ess_bulk": np.nan if post is None else post.attrs.get("min_ess_bulk", np.nan),
+                        **(diag if m.startswith("hierarchical") else no_mcmc),
                     }
                 )
-    return pd.DataFrame(rows)
+    return rows
 
 
 def efficiency_summary(eff: pd.DataFrame) -> pd.DataFrame:
@@ -298,66 +324,3 @@ def efficiency_summary(eff: pd.DataFrame) -> pd.DataFrame:
     top = int(numeric.max()) * 2 if len(numeric) else 1
     g["k"] = np.where(g["k"] < 0, top, g["k"])
     return g
-
-
-def efficiency_paragraph(eff: pd.DataFrame, *, tol: float = 0.5) -> str:
-    """One paragraph stating, with numbers, whether pooling paid in this experiment.
-
-    For every source and k it compares the cell-averaged held-out Δ of the
-    hierarchical plug-in (and robust controller, if run) with Laplace, as a
-    mean over subsamples and the share of subsamples in which the
-    hierarchical controller did at least as well.
-
-    Parameters
-    ----------
-    eff : pandas.DataFrame
-        :func:`efficiency_experiment` output.
-    tol : float
-        Differences of at most ``tol`` utility units are called "no material difference".
-
-    Returns
-    -------
-    str
-        Markdown text.
-    """
-    summ = efficiency_summary(eff)
-    parts = []
-    for src, s in summ.groupby("source", sort=False):
-        lap = s[s["method"] == "laplace_dp"].set_index(["k", "rep"])["delta"]
-        sentences = []
-        for m in ("hierarchical_mean_dp", "hierarchical_robust"):
-            h = s[s["method"] == m].set_index(["k", "rep"])["delta"]
-            if h.empty or lap.empty:
-                continue
-            diff = (h - lap).dropna()
-            by_k = diff.groupby(level="k").agg(["mean", "count"])
-            wins = (diff >= 0).groupby(level="k").mean()
-            labels = s.drop_duplicates("k").set_index("k")["k_label"]
-            items = [
-                f"k={labels[k]}: {row['mean']:+.2f} "
-                f"({wins[k]:.0%} of {int(row['count'])} subsample(s) ≥ Laplace)"
-                for k, row in by_k.iterrows()
-            ]
-            small = by_k.index.min()
-            d_small = by_k.loc[small, "mean"]
-            if d_small > tol:
-                verdict = "pooling paid at the smallest calibration size"
-            elif d_small < -tol:
-                verdict = "pooling hurt at the smallest calibration size"
-            else:
-                verdict = f"no material difference (|Δ| ≤ {tol:g}) at the smallest calibration size"
-            sentences.append(
-                f"`{m}` − `laplace_dp` (cell-averaged held-out Δ): " + "; ".join(items) + f" — {verdict}."
-            )
-        lap_k = s[s["method"] == "laplace_dp"].groupby("k_label", sort=False)["delta"].mean()
-        lap_txt = ", ".join(f"k={k}: {v:+.2f}" for k, v in lap_k.items())
-        conv = ""
-        rows = eff[(eff["source"] == src) & eff["max_rhat"].notna()] if "max_rhat" in eff else eff.iloc[:0]
-        if len(rows):
-            conv = (
-                f" Hierarchical refits: max R-hat {rows['max_rhat'].max():.3f}, "
-                f"min bulk ESS {rows['min_ess_bulk'].min():.0f}"
-                + (" (short chains: treat as indicative)." if rows["max_rhat"].max() > RHAT_MAX else ".")
-            )
-        parts.append(f"**{src}.** Laplace DP Δ by k ({lap_txt}). " + " ".join(sentences) + conv)
-    return "\n\n".join(parts)

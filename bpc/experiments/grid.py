@@ -19,7 +19,7 @@ How the grid is batched
   is solved once for all of them, vectorised over the sample axis;
   :func:`bpc.decide.kernels.greedy_q` likewise), and the cell's pool is tiled once
   per sample: episode ``i`` plans with its own sample through
-  :class:`PointwiseController`, and is priced at its own cost point.
+  :func:`pointwise_controller`, and is priced at its own cost point.
 
 Parameters are fitted per cell on the fit split (Laplace, SPEC §2, with the
 cell's measured transition kernel where one exists) and the policies are
@@ -39,19 +39,17 @@ import xarray as xr
 from bpc.constants import (
     CRITICS,
     DEFAULT_SEED,
-    DIM_BENCHMARK,
-    DIM_GENERATOR,
     GRID_SIZE,
     HORIZON,
     PAPER_CRITICS,
     SPLIT_SEED,
 )
 from bpc.costs import Costs
-from bpc.schema import Pool
+from bpc.schema import Pool, cell_order, sample_dims, select_cell, thin_draws
 
 __all__ = [
     "CellSetup",
-    "PointwiseController",
+    "pointwise_controller",
     "prepare_cells",
     "cost_points",
     "cell_utilities",
@@ -113,7 +111,7 @@ def prepare_cells(
         Instances replayed: the eval split, the fit split, or all instances
         (parameters then fitted on all of them).
     seed : int
-        Seed of :func:`bpc.replay.engine.split_instances`.
+        Seed of the instance split (:func:`bpc.data.splits.split_cells`).
     cells : sequence of (benchmark, generator), optional
         Restrict to these cells (default: every cell of ``records``, in the
         paper's order).
@@ -122,47 +120,31 @@ def prepare_cells(
     -------
     list of CellSetup
     """
-    from bpc.data.counts import cell_kernel_counts, counts_from_records
+    from bpc.data.counts import cell_kernel_counts
+    from bpc.data.splits import split_cells, split_counts
     from bpc.estimate.laplace import laplace
-    from bpc.replay.engine import cell_pool, split_instances, with_kernel
+    from bpc.replay.engine import cell_pool, with_kernel
 
     if split not in ("eval", "fit", "all"):
         raise ValueError(f"prepare_cells: split must be 'eval', 'fit' or 'all', got {split!r}")
-    from bpc.report.tables import sort_cells
-
-    present = sort_cells(records[["benchmark", "generator"]].drop_duplicates())
-    todo = list(present.itertuples(index=False, name=None))
-    if cells is not None:
-        wanted = {tuple(c) for c in cells}
-        missing = wanted - set(todo)
-        if missing:
-            raise ValueError(f"prepare_cells: no records for cell(s) {sorted(missing)}")
-        todo = [c for c in todo if c in wanted]
+    todo = None if cells is None else cell_order(cells)
+    instances = split_cells(records, seed=seed, in_sample=split == "all", cells=todo)
     out = []
-    for b, g in todo:
-        rec = records[(records["benchmark"] == b) & (records["generator"] == g)]
+    for (b, g), fit_ids, eval_ids in instances:
+        rec = select_cell(records, b, g)
         traj = None
         if trajectories is not None:
-            traj = trajectories[(trajectories["benchmark"] == b) & (trajectories["generator"] == g)]
+            traj = select_cell(trajectories, b, g)
             traj = traj if len(traj) else None
         pool = cell_pool(rec)
-        if split == "all":
-            fit_ids = eval_ids = pool.instance_ids
-        else:
-            fit_ids, eval_ids = split_instances(pool.instance_ids, seed=seed)
-            if len(fit_ids) == 0 or len(eval_ids) == 0:
-                raise ValueError(f"cell ({b}, {g}) has {pool.n_instances} instance(s); too few to split")
-            if split == "fit":
-                eval_ids = fit_ids
-        ids = rec["instance_id"].astype(str)
-        fit_traj = None if traj is None else traj[traj["instance_id"].astype(str).isin(fit_ids)]
-        counts = counts_from_records(rec[ids.isin(fit_ids)], fit_traj)
-        params = laplace(counts).sel({DIM_BENCHMARK: [b], DIM_GENERATOR: [g]})
+        counts = split_counts(rec, instances, trajectories=traj)
+        params = select_cell(laplace(counts), b, g)
         if not np.isfinite(params["p_fix"].values).all():
             kern = cell_kernel_counts(transition_counts, b, g)
             if kern is not None:
                 params = with_kernel(params, kern)
-        sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
+        side = fit_ids if split == "fit" else eval_ids
+        sub = pool.subset(np.isin(pool.instance_ids, side))
         out.append(CellSetup(b, g, sub, params, counts, traj, len(fit_ids)))
     return out
 
@@ -172,17 +154,25 @@ def cost_points(base: Costs, c_vers: Sequence[float], rewards: Sequence[float]) 
     return [base.with_(c_ver=float(cv), reward=float(r)) for r in rewards for cv in c_vers]
 
 
-class PointwiseController:
+def pointwise_controller(
+    kind: str,
+    arrays: dict[str, np.ndarray],
+    costs: dict[str, np.ndarray],
+    sample: np.ndarray,
+    *,
+    critics: Sequence[str] = PAPER_CRITICS,
+    horizon: int = HORIZON,
+    grid_size: int = GRID_SIZE,
+):
     """A belief controller whose episodes each plan with their own parameter/cost sample.
 
-    Follows the controller protocol of :mod:`bpc.decide.controllers` with beliefs of
-    shape ``(n, 1)``: episode ``i`` uses sample ``sample[i]`` (its own prior,
-    likelihoods, kernel *and* costs). This is how a grid of cost points, or
-    of (posterior draw, cost point) pairs, is replayed in one pass over a
-    tiled pool, with the DP solved once for all samples. Its decisions are
-    exactly those of :class:`bpc.decide.controllers.GreedyController` /
-    :class:`bpc.decide.controllers.DPController` planned with that sample's
-    parameters and costs (tested).
+    Episode ``i`` follows sample ``sample[i]`` (its own prior, likelihoods,
+    kernel *and* costs; :class:`bpc.decide.controllers.FixedIndex`). This is
+    how a grid of cost points, or of (posterior draw, cost point) pairs, is
+    replayed in one pass over a tiled pool, with the DP solved once for all
+    samples. It is :class:`bpc.decide.controllers.GreedyController` /
+    :class:`bpc.decide.controllers.TableController` on those samples, so its
+    decisions are exactly theirs for that sample's parameters and costs.
 
     Parameters
     ----------
@@ -190,7 +180,7 @@ class PointwiseController:
         Which controller.
     arrays : dict
         ``prior``, ``p_fix``, ``p_break`` ``(S,)`` and ``tpr``, ``fpr``
-        ``(S, K)`` (kernel already filled for cells without one).
+        ``(S, K)`` (a ``NaN`` kernel regenerates as a fresh sample).
     costs : dict
         ``critic`` ``(S, K)``, ``c_gen``, ``c_ver``, ``reward`` ``(S,)``.
     sample : numpy.ndarray
@@ -199,118 +189,34 @@ class PointwiseController:
         Critic names (meaning of ``k``).
     horizon, grid_size : int
         DP look-ahead and belief grid.
+
+    Returns
+    -------
+    GreedyController or TableController
+        Named ``kind``.
     """
+    from bpc.decide.controllers import FixedIndex, GreedyController, TableController
+    from bpc.decide.table import ParameterSamples, SampleCosts
 
-    def __init__(
-        self,
-        kind: str,
-        arrays: dict,
-        costs: dict,
-        sample: np.ndarray,
-        *,
-        critics: Sequence[str] = PAPER_CRITICS,
-        horizon: int = HORIZON,
-        grid_size: int = GRID_SIZE,
-    ) -> None:
-        from bpc.decide.kernels import solve_dp
-
-        if kind not in ("bayesian_greedy", "bayesian_dp"):
-            raise ValueError(
-                f"PointwiseController: kind must be bayesian_greedy or bayesian_dp, got {kind!r}"
-            )
-        self.name = kind
-        self.critics = tuple(critics)
-        self.arrays = arrays
-        self.costs = costs
-        self.sample = np.asarray(sample, dtype=np.int64)
-        self.available = np.isfinite(arrays["tpr"]) & np.isfinite(arrays["fpr"])
-        self.horizon = int(horizon)
-        self.solution = None
-        if kind == "bayesian_dp":
-            self.solution = solve_dp(
-                arrays["prior"],
-                arrays["tpr"],
-                arrays["fpr"],
-                arrays["p_fix"],
-                arrays["p_break"],
-                critic_costs=costs["critic"],
-                c_gen=costs["c_gen"],
-                c_ver=costs["c_ver"],
-                reward=costs["reward"],
-                horizon=self.horizon,
-                grid_size=int(grid_size),
-                available=self.available,
-            )
-
-    def start(self, n: int):
-        """Every episode at its sample's prior, no critic used."""
-        from bpc.decide.controllers import BeliefState
-
-        if int(n) != self.sample.shape[0]:
-            raise ValueError(f"PointwiseController: built for {self.sample.shape[0]} episodes, asked for {n}")
-        b = self.arrays["prior"][self.sample][:, None].copy()
-        return BeliefState(b=b, used=np.zeros(int(n), dtype=np.int64), step=np.zeros(int(n), dtype=np.int64))
-
-    def act(self, state) -> np.ndarray:
-        """One action per episode (ties to the lowest action index)."""
-        from bpc.decide.kernels import greedy_q
-
-        s = self.sample
-        if self.solution is not None:
-            q = self.solution.q_at(state.b[:, 0], state.used, self.horizon, sample_index=s)
-        else:
-            a, c = self.arrays, self.costs
-            q = greedy_q(
-                state.b[:, 0],
-                state.used,
-                a["prior"][s],
-                a["tpr"][s],
-                a["fpr"][s],
-                critic_costs=c["critic"][s],
-                c_gen=c["c_gen"][s],
-                c_ver=c["c_ver"][s],
-                reward=c["reward"][s],
-                available=self.available[s],
-            )
-        return np.argmax(q, axis=-1)
-
-    def observe_critic(self, state, k: int, z: np.ndarray, mask: np.ndarray) -> None:
-        """Bayes update with each episode's own likelihoods (missing verdict: no update)."""
-        from bpc.decide.kernels import bayes_update
-
-        mask = np.asarray(mask, dtype=bool)
-        z = np.broadcast_to(np.asarray(z), mask.shape)
-        upd = mask & (z >= 0)
-        if upd.any():
-            s = self.sample[upd]
-            state.b[upd, 0] = bayes_update(
-                state.b[upd, 0], self.arrays["tpr"][s, k], self.arrays["fpr"][s, k], z[upd]
-            )
-        state.used[mask] |= 1 << int(k)
-
-    def observe_regenerate(self, state, mask: np.ndarray) -> None:
-        """New patch: greedy resets to the prior, DP moves through the repair kernel."""
-        from bpc.decide.kernels import regenerate
-
-        mask = np.asarray(mask, dtype=bool)
-        if not mask.any():
-            return
-        s = self.sample[mask]
-        if self.solution is None:
-            state.b[mask, 0] = self.arrays["prior"][s]
-        else:
-            state.b[mask, 0] = regenerate(
-                state.b[mask, 0], self.arrays["p_fix"][s], self.arrays["p_break"][s]
-            )
-        state.used[mask] = 0
-        state.step[mask] += 1
-
-    def observe_verify(self, state, passed: np.ndarray, mask: np.ndarray) -> None:
-        """The label is known after verification: b = 1 if passed, else 0."""
-        mask = np.asarray(mask, dtype=bool)
-        passed = np.broadcast_to(np.asarray(passed, dtype=bool), mask.shape)
-        state.b[mask & passed, 0] = 1.0
-        state.b[mask & ~passed, 0] = 0.0
+    if kind not in ("bayesian_greedy", "bayesian_dp"):
+        raise ValueError(f"pointwise_controller: kind must be bayesian_greedy or bayesian_dp, got {kind!r}")
+    samples = ParameterSamples.from_mapping(arrays, critics=critics)
+    sample_costs = SampleCosts(
+        critic=costs["critic"], c_gen=costs["c_gen"], c_ver=costs["c_ver"], reward=costs["reward"]
+    )
+    index = FixedIndex(np.asarray(sample, dtype=np.int64))
+    if kind == "bayesian_greedy":
+        return GreedyController(samples, sample_costs, critics=critics, index=index)
+    # one sample per (draw, cost point): lookups recompute Q from the values rather than store them all
+    return TableController(
+        samples,
+        sample_costs,
+        critics=critics,
+        index=index,
+        horizon=horizon,
+        grid_size=grid_size,
+        keep_q=False,
+    )
 
 
 _FIELD = 256.0
@@ -362,27 +268,10 @@ def _price(passed, counts, points: Sequence[Costs]) -> np.ndarray:
     return np.stack(out, axis=-1)
 
 
-def _thin(posterior: xr.Dataset, benchmark: str, generator: str, n: int) -> xr.Dataset:
-    """``n`` evenly spaced draws of one cell of a posterior, as chain 0 / draw 0…n−1."""
-    from bpc.schema import sample_dims
-
-    dims = sample_dims(posterior)
-    if not dims:
-        raise ValueError("cell_utilities: posterior has no chain/draw dims")
-    cell = posterior.sel({DIM_BENCHMARK: [benchmark], DIM_GENERATOR: [generator]})
-    flat = cell.stack(_s=dims)
-    total = flat.sizes["_s"]
-    if n > total:
-        raise ValueError(f"cell_utilities: asked for {n} draws, the posterior holds {total}")
-    idx = np.unique(np.linspace(0, total - 1, n).round().astype(int))
-    flat = flat.isel(_s=idx).drop_vars(["_s", *dims], errors="ignore").rename(_s="draw")
-    return flat.assign_coords(draw=np.arange(flat.sizes["draw"])).expand_dims("chain", 0)
-
-
 def _sample_arrays(params_cell: xr.Dataset, critics) -> dict:
-    from bpc.decide.controllers import cell_parameter_arrays, fill_kernel_from_prior
+    from bpc.decide.solve import parameter_samples
 
-    return fill_kernel_from_prior(cell_parameter_arrays(params_cell, critics))
+    return parameter_samples(params_cell, critics=critics, one_cell=True).with_fresh_sample_kernel().as_dict()
 
 
 def cell_utilities(
@@ -463,12 +352,18 @@ def cell_utilities(
     if bayes:
         if draws > 0:
             if posterior is not None:
-                post = _thin(posterior, setup.benchmark, setup.generator, int(draws))
+                cell = select_cell(posterior, setup.benchmark, setup.generator)
+                total = int(np.prod([cell.sizes[d] for d in sample_dims(cell)]))
+                if int(draws) > total:
+                    raise ValueError(
+                        f"cell_utilities: asked for {int(draws)} draws, the posterior holds {total}"
+                    )
+                post = thin_draws(cell, int(draws))
             else:
                 from bpc.estimate.conjugate import conjugate_posterior
 
                 post = conjugate_posterior(setup.counts, draws=int(draws), chains=1, seed=seed)
-                post = post.sel({DIM_BENCHMARK: [setup.benchmark], DIM_GENERATOR: [setup.generator]})
+                post = select_cell(post, setup.benchmark, setup.generator)
             if (
                 not np.isfinite(post["p_fix"].values).all()
                 and np.isfinite(setup.params["p_fix"].values).all()
@@ -495,7 +390,7 @@ def cell_utilities(
         sample = np.repeat(np.arange(D * P), n)
         tiled = pool.subset(np.tile(np.arange(n), D * P))
         for p in bayes:
-            ctrl = PointwiseController(p, big, cst, sample, critics=critics)
+            ctrl = pointwise_controller(p, big, cst, sample, critics=critics)
 
             def run_ctrl(charge, ctrl=ctrl):
                 return replay_controller(tiled, ctrl, charge)

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
-from bpc.report.tables import gap_table, sort_cells
-from bpc.constants import PAPER_CRITICS
+from bpc.constants import DIM_CRITIC, PAPER_CRITICS
+from bpc.schema import sort_cells
 
 __all__ = ["informativeness_grid", "gap_summary"]
 
@@ -43,7 +44,10 @@ def informativeness_grid(
     pandas.DataFrame
         benchmark, generator, prior, gap_<critic>…, delta_bayes, best_policy.
     """
-    df = gap_table(params, critics)[["benchmark", "generator", "prior", *[f"gap_{c}" for c in critics]]]
+    cols = {"prior": params["prior"]}
+    cols.update({f"gap_{c}": params["gap"].sel({DIM_CRITIC: c}, drop=True) for c in critics})
+    df = xr.Dataset(cols).to_dataframe().reset_index()
+    df = df[np.isfinite(df["prior"].to_numpy(dtype=float))]
     if replay is not None and len(replay):
         if "split" in replay and replay["split"].nunique() > 1:
             raise ValueError("informativeness_grid: replay holds several splits; select one first")

@@ -132,10 +132,17 @@ def sweep_bands(draw_utilities: pd.DataFrame, *, prob: float = CI_PROB) -> pd.Da
     """
     if not 0 < prob < 1:
         raise ValueError(f"sweep_bands: prob must lie in (0, 1), got {prob}")
+    from bpc.intervals import interval_bounds
+
     keys = ["benchmark", "generator", "c_ver", "reward", "policy"]
-    q = [(1 - prob) / 2, (1 + prob) / 2]
     g = draw_utilities.groupby(keys, sort=True)["delta"]
     out = g.mean().rename("delta_mean").to_frame()
-    out["delta_lo"] = g.quantile(q[0])
-    out["delta_hi"] = g.quantile(q[1])
+    # NaN draws are skipped, as pandas' quantile did; a group without any finite draw gets NaN bounds
+    bands = np.stack(
+        [
+            interval_bounds(v.dropna().to_numpy(), prob=prob, kind="eti") if v.notna().any() else [np.nan] * 2
+            for _, v in g
+        ]
+    )
+    out["delta_lo"], out["delta_hi"] = bands[:, 0], bands[:, 1]
     return out.reset_index()

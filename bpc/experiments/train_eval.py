@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bpc.report.tables import sort_cells
+from bpc.schema import sort_cells
 
 __all__ = ["train_eval_table", "overfit_summary"]
 

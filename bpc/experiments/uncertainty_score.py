@@ -53,6 +53,7 @@ from bpc.constants import (
     PRR_MAX_REJECTION,
     SPLIT_SEED,
 )
+from bpc.schema import select_cell, sort_cells
 
 __all__ = [
     "PRR_MAX_REJECTION",
@@ -308,7 +309,7 @@ def patch_table(
 ) -> pd.DataFrame:
     """Score every held-out patch of every cell in ``records``.
 
-    Instances are split 75/25 with :func:`bpc.replay.engine.split_instances`; the
+    Instances are split 75/25 with :func:`bpc.data.splits.split_cells`; the
     cell's Laplace parameters are fitted on the fit split; every patch of the
     eval split gets
 
@@ -341,21 +342,17 @@ def patch_table(
         One row per eval patch: benchmark, generator, instance_id, patch_id,
         Y, belief, tool_success (and belief_posterior).
     """
-    from bpc.data.counts import counts_from_records
+    from bpc.data.splits import split_cells, split_counts
     from bpc.estimate.laplace import laplace
-    from bpc.replay.engine import split_instances
     from bpc.schema import records_to_pool
 
     critics = list(critics)
     rows = []
-    for (bench, gen), cell in records.groupby(["benchmark", "generator"], sort=True):
-        ids = np.sort(cell["instance_id"].astype(str).unique())
-        fit_ids, eval_ids = split_instances(ids, seed=seed)
-        fit = cell[cell["instance_id"].astype(str).isin(set(map(str, fit_ids)))]
-        ev = cell[cell["instance_id"].astype(str).isin(set(map(str, eval_ids)))]
-        if fit.empty or ev.empty:
-            continue
-        counts = counts_from_records(fit)
+    instances = split_cells(records, seed=seed, drop_small=True)
+    for bench, gen in sorted(instances.cells):
+        cell = select_cell(records, bench, gen)
+        ev = instances.rows(cell, "eval")
+        counts = split_counts(cell, instances)
         params = laplace(counts).sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen})
         prior = float(params["prior"])
         tpr = params["tpr"].sel({DIM_CRITIC: critics}).values
@@ -447,8 +444,6 @@ def uncertainty_prr(
     rows = [{**dict(zip(group, key, strict=True)), **one(f)} for key, f in patches.groupby(group, sort=True)]
     out = pd.DataFrame(rows)
     if "generator" in group and "benchmark" in group:
-        from bpc.report.tables import sort_cells
-
         pooled = [
             {"benchmark": b, "generator": "pooled", **one(f)}
             for b, f in patches.groupby("benchmark", sort=True)

@@ -27,35 +27,36 @@ profiles is a field of :class:`bpc.replay.profiles.Profile`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.replay.bootstrap import paired_bootstrap
 from bpc.constants import (
     BASELINE_POLICIES,
     BAYESIAN_POLICIES,
-    BENCHMARKS,
     BOOTSTRAP_B,
     BOOTSTRAP_PROB,
     BOOTSTRAP_SEED,
-    DIM_BENCHMARK,
-    DIM_GENERATOR,
-    GENERATORS,
     PAPER_CRITICS,
     POLICIES,
+    POOL_SIZE,
     REFINEMENT_POLICIES,
-    SPLIT_FIT_FRACTION,
-    SPLIT_SEED,
 )
-from bpc.decide.controllers import DPController, GreedyController
-from bpc.costs import Costs, paper_costs_for
-from bpc.data.counts import cell_kernel_counts, counts_from_records
+from bpc.costs import Costs, CostSpec, cost_resolver
+from bpc.data.counts import cell_kernel_counts
+from bpc.data.splits import Split, kfold_splits, split_cells, split_counts
+from bpc.decide.controllers import (
+    DPController,
+    GreedyController,
+    InstanceController,
+    InstanceGreedyController,
+)
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
+from bpc.replay.bootstrap import paired_bootstrap
 from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
-from bpc.schema import Pool, records_to_pool
+from bpc.schema import Pool, decision_critics, records_to_pool, select_cell
 
 __all__ = [
     "POLICIES",
@@ -64,7 +65,6 @@ __all__ = [
     "BAYESIAN_POLICIES",
     "GATE_CRITIC",
     "RESULT_COLUMNS",
-    "split_instances",
     "replay_baseline",
     "replay_refinement",
     "replay_controller",
@@ -75,9 +75,8 @@ __all__ = [
     "replay_pool",
     "summarize",
     "replay_cells",
+    "replay_folds",
     "cell_pool",
-    "cell_splits",
-    "fit_split_params",
 ]
 
 BASELINES: tuple[str, ...] = BASELINE_POLICIES
@@ -95,53 +94,14 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "delta",
     "ci_lo",
     "ci_hi",
+    "cost_per_instance",
+    "n_instances",
+    "belief",
 )
-"""Columns of :func:`replay_cells` (plus ``split`` under the paper profile)."""
+"""Columns of :func:`replay_cells` (plus ``split`` unless in-sample); ``belief`` is the
+Bayesian controllers' belief model (``"iid"`` or ``"instance"``, SPEC §9)."""
 
 Outcome = tuple[np.ndarray, np.ndarray, np.ndarray]
-
-
-# ---------------------------------------------------------------------------
-# Split
-# ---------------------------------------------------------------------------
-def split_instances(
-    instance_ids, *, seed: int = SPLIT_SEED, fit_fraction: float = SPLIT_FIT_FRACTION
-) -> tuple[np.ndarray, np.ndarray]:
-    """Split instances into a fit and an evaluation set (SPEC §5).
-
-    The ids are sorted, permuted with ``numpy.random.default_rng(seed).permutation``
-    and the first ``n − ceil((1 − fit_fraction)·n)`` of the permutation form
-    the fit set (for 29 instances: 21 fit, 8 eval — the evaluation share is
-    rounded up, as scikit-learn's ``test_size`` is). Both sets are returned
-    sorted.
-
-    Parameters
-    ----------
-    instance_ids : array_like of str
-        Instance ids (duplicates are ignored).
-    seed : int
-        Permutation seed.
-    fit_fraction : float
-        Share of instances used for fitting, in (0, 1).
-
-    Returns
-    -------
-    fit_ids, eval_ids : numpy.ndarray
-        Disjoint, sorted, together all ids.
-
-    Raises
-    ------
-    ValueError
-        If ``fit_fraction`` is outside (0, 1).
-    """
-    if not 0.0 < fit_fraction < 1.0:
-        raise ValueError(f"split_instances: fit_fraction must lie in (0, 1), got {fit_fraction}")
-    ids = np.unique(np.asarray(instance_ids, dtype=str))
-    n = ids.shape[0]
-    perm = np.random.default_rng(seed).permutation(n)
-    n_eval = int(np.ceil(round((1.0 - fit_fraction) * n, 9)))
-    n_fit = n - n_eval
-    return np.sort(ids[perm[:n_fit]]), np.sort(ids[perm[n_fit:]])
 
 
 # ---------------------------------------------------------------------------
@@ -223,7 +183,8 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
         ``gate_test_charges_syn`` charges ``c_syn`` per call.
     ``fixed_pipeline``
         Run every critic of ``fixed_pipeline_critics`` present in the cell on
-        every patch (all charged); verify iff none fails.
+        every patch (all charged); verify iff none fails. A pool of a user's
+        own critics (:func:`bpc.schema.decision_critics`) runs all of them.
 
     Parameters
     ----------
@@ -284,7 +245,9 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
             max_attempts=prof.gate_max_patches.get(crit),
         )
     if name == "fixed_pipeline":
-        present = [(c, _critic_index(pool, c)) for c in prof.fixed_pipeline_critics]
+        own = decision_critics(pool.critics) != PAPER_CRITICS
+        fixed = pool.critics if own else prof.fixed_pipeline_critics
+        present = [(c, _critic_index(pool, c)) for c in fixed]
         present = [(c, k) for c, k in present if k is not None]
         return _patch_loop(
             pool,
@@ -500,14 +463,27 @@ def make_controller(
     costs: Costs,
     profile: str | Profile = "paper",
     *,
-    critics=PAPER_CRITICS,
+    critics: Sequence[str] | None = None,
+    belief: str | None = None,
+    max_patches: int | None = None,
 ):
     """The controller a profile uses for a Bayesian policy name.
+
+    ``critics`` defaults to :func:`bpc.schema.decision_critics` of the
+    parameters' ``critic`` coordinate (the paper's three for the corpus).
 
     ``bayesian_greedy`` → :class:`~bpc.decide.controllers.GreedyController` or, with
     ``greedy_release_formula``, :class:`~bpc.replay.paper_release.ReleaseGreedyController`;
     ``bayesian_dp`` → :class:`~bpc.decide.controllers.DPController` or, with
     ``dp_release_mode``, :class:`~bpc.replay.paper_release.ReleaseDPController`.
+    With the instance belief, or a profile that plans with verification not
+    terminal (``plan_verify_continues``), they are
+    :class:`~bpc.decide.controllers.InstanceController` and
+    :class:`~bpc.decide.controllers.InstanceGreedyController` (``κ = inf`` under
+    the i.i.d. belief), planning within ``max_patches`` patches.
+
+    ``belief`` overrides the profile's (``"iid"`` or ``"instance"``);
+    ``max_patches`` is the patch budget (default :data:`~bpc.constants.POOL_SIZE`).
 
     Raises
     ------
@@ -517,6 +493,20 @@ def make_controller(
     from bpc.replay.paper_release import ReleaseDPController, ReleaseGreedyController
 
     prof = get_profile(profile)
+    if critics is None:
+        critics = decision_critics(params_cell["critic"].values)
+    belief = prof.belief if belief is None else belief
+    if name in BAYESIAN_POLICIES and (belief == "instance" or prof.plan_verify_continues):
+        cls = InstanceController if name == "bayesian_dp" else InstanceGreedyController
+        return cls(
+            params_cell,
+            costs,
+            critics=critics,
+            belief=belief,
+            max_patches=POOL_SIZE if max_patches is None else int(max_patches),
+            verify_terminal=not prof.plan_verify_continues,
+            critic_scope=prof.critic_scope,
+        )
     if name == "bayesian_greedy":
         cls = ReleaseGreedyController if prof.greedy_release_formula else GreedyController
         return cls(params_cell, costs, critics=critics)
@@ -575,18 +565,6 @@ def with_kernel(params: xr.Dataset, kernel: Mapping[str, float]) -> xr.Dataset:
     return out
 
 
-def _cell(ds: xr.Dataset, benchmark: str, generator: str) -> xr.Dataset:
-    sel = {}
-    for dim, value in ((DIM_BENCHMARK, benchmark), (DIM_GENERATOR, generator)):
-        if dim in ds.dims:
-            if value not in ds[dim].values:
-                raise ValueError(
-                    f"parameters have no cell ({benchmark}, {generator}): {dim} {value!r} missing"
-                )
-            sel[dim] = [value]
-    return ds.sel(sel)
-
-
 # ---------------------------------------------------------------------------
 # xarray layer
 # ---------------------------------------------------------------------------
@@ -598,6 +576,7 @@ def replay_pool(
     profile: str | Profile = "paper",
     trajectories: pd.DataFrame | None = None,
     params: xr.Dataset | None = None,
+    belief: str | None = None,
 ) -> xr.Dataset:
     """Replay policies on one cell's pool.
 
@@ -618,6 +597,8 @@ def replay_pool(
         ``reflexion`` (without them those rows are ``NaN``).
     params : xarray.Dataset, optional
         The cell's parameters; required to build Bayesian controllers from names.
+    belief : {"iid", "instance"}, optional
+        Belief model of Bayesian controllers built from names (default the profile's).
 
     Returns
     -------
@@ -639,7 +620,7 @@ def replay_pool(
     names, rows = [], []
     for label, item in items:
         if isinstance(item, str):
-            out = _replay_named(item, pool, costs, prof, trajectories, params)
+            out = _replay_named(item, pool, costs, prof, trajectories, params, belief)
         else:
             out = replay_controller(pool, item, costs, prof)
         if out is None:
@@ -652,10 +633,11 @@ def replay_pool(
     }
     ds = xr.Dataset(data, coords={"policy": names, "instance": np.asarray(pool.instance_ids, dtype=str)})
     ds.attrs.update({"profile": prof.name, **{k: float(v) for k, v in costs.as_dict().items()}})
+    ds.attrs["belief"] = prof.belief if belief is None else belief
     return ds
 
 
-def _replay_named(name, pool, costs, prof, trajectories, params) -> Outcome | None:
+def _replay_named(name, pool, costs, prof, trajectories, params, belief=None) -> Outcome | None:
     if name in BASELINES:
         return replay_baseline(name, pool, costs, prof)
     if name in REFINEMENT_POLICIES:
@@ -666,7 +648,9 @@ def _replay_named(name, pool, costs, prof, trajectories, params) -> Outcome | No
     if name in BAYESIAN_POLICIES:
         if params is None:
             raise ValueError(f"policy {name!r} needs the cell's parameters (params=…)")
-        return replay_controller(pool, make_controller(name, params, costs, prof), costs, prof)
+        budget = int(pool.n_patches.max()) if pool.n_instances else POOL_SIZE
+        controller = make_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
+        return replay_controller(pool, controller, costs, prof)
     raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES}")
 
 
@@ -699,7 +683,8 @@ def summarize(
     -------
     xarray.Dataset
         Dim ``policy``: ``mean_utility``, ``pass_rate``, ``delta``, ``ci_lo``,
-        ``ci_hi``, ``n_instances`` (paired instances).
+        ``ci_hi``, ``cost_per_instance`` (mean cost spent), ``n_instances``
+        (paired instances).
 
     Raises
     ------
@@ -712,7 +697,8 @@ def summarize(
     u = result["utility"].values
     ok_ref = np.isfinite(result["utility"].sel(policy=reference).values)
     ref = result["utility"].sel(policy=reference).values
-    out = {k: np.full(len(pols), np.nan) for k in ("mean_utility", "pass_rate", "delta", "ci_lo", "ci_hi")}
+    stats = ("mean_utility", "pass_rate", "delta", "ci_lo", "ci_hi", "cost_per_instance")
+    out = {k: np.full(len(pols), np.nan) for k in stats}
     out["n_instances"] = np.zeros(len(pols), dtype=np.int64)
     for i in range(len(pols)):
         own = np.isfinite(u[i])
@@ -720,6 +706,7 @@ def summarize(
             continue
         out["mean_utility"][i] = u[i][own].mean()
         out["pass_rate"][i] = result["passed"].values[i][own].mean()
+        out["cost_per_instance"][i] = result["cost"].values[i][own].mean()
         pair = own & ok_ref
         if not pair.any():
             continue
@@ -749,76 +736,6 @@ def cell_pool(records: pd.DataFrame, profile: str | Profile = "paper") -> Pool:
     return pool
 
 
-def _cell_rank(benchmark: str, generator: str) -> tuple:
-    bi = BENCHMARKS.index(benchmark) if benchmark in BENCHMARKS else len(BENCHMARKS)
-    gi = GENERATORS.index(generator) if generator in GENERATORS else len(GENERATORS)
-    return (bi, benchmark, gi, generator)
-
-
-def cell_splits(
-    records: pd.DataFrame, profile: str | Profile = "paper"
-) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
-    """Fit and evaluation instance ids of every cell of ``records``.
-
-    Under an in-sample profile both are all instances of the cell; otherwise
-    :func:`split_instances` (75/25, seed 42) per cell.
-
-    Returns
-    -------
-    dict
-        ``(benchmark, generator)`` → ``(fit_ids, eval_ids)``, cells in the paper's
-        order (:data:`~bpc.constants.BENCHMARKS` × :data:`~bpc.constants.GENERATORS`),
-        unknown names after them, sorted.
-
-    Raises
-    ------
-    ValueError
-        If a cell has too few instances to give both sides at least one.
-    """
-    prof = get_profile(profile)
-    out = {}
-    groups = sorted(
-        records.groupby(["benchmark", "generator"], sort=False), key=lambda kv: _cell_rank(*kv[0])
-    )
-    for (b, g), rec in groups:
-        ids = np.unique(rec["instance_id"].astype(str).to_numpy())
-        if prof.in_sample:
-            out[(b, g)] = (ids, ids)
-            continue
-        fit_ids, eval_ids = split_instances(ids)
-        if len(fit_ids) == 0 or len(eval_ids) == 0:
-            raise ValueError(f"cell ({b}, {g}) has {len(ids)} instance(s); too few to split 75/25")
-        out[(b, g)] = (fit_ids, eval_ids)
-    return out
-
-
-def fit_split_params(
-    records: pd.DataFrame,
-    splits: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]],
-    trajectories: pd.DataFrame | None = None,
-) -> xr.Dataset:
-    """Laplace parameters of every cell, fitted on its fit instances only.
-
-    One call of :func:`bpc.estimate.laplace.laplace` on
-    :func:`bpc.data.counts.counts_from_records` of the fit rows of all cells (and
-    their refinement trajectories, if given, for the kernel).
-    """
-    from bpc.estimate.laplace import laplace
-
-    def fit_rows(df: pd.DataFrame) -> pd.DataFrame:
-        keep = np.zeros(len(df), dtype=bool)
-        for (b, g), (fit_ids, _) in splits.items():
-            keep |= (
-                (df["benchmark"] == b).to_numpy()
-                & (df["generator"] == g).to_numpy()
-                & df["instance_id"].astype(str).isin(fit_ids).to_numpy()
-            )
-        return df[keep]
-
-    traj = None if trajectories is None else fit_rows(trajectories)
-    return laplace(counts_from_records(fit_rows(records), traj))
-
-
 def _apply_transitions(
     params: xr.Dataset, transition_counts: xr.Dataset | None, b: str, g: str
 ) -> xr.Dataset:
@@ -832,14 +749,17 @@ def _apply_transitions(
 def replay_cells(
     records: pd.DataFrame,
     params: xr.Dataset | None = None,
-    costs: Costs | Callable[[str], Costs] | None = None,
+    costs: CostSpec = None,
     *,
     profile: str | Profile = "paper",
     policies: Sequence[str] | None = None,
     trajectories: pd.DataFrame | None = None,
     split: str = "eval",
+    instances: Split | None = None,
     kernel: Mapping[str, float] | None = None,
     transition_counts: xr.Dataset | None = None,
+    belief: str | None = None,
+    n_folds: int | None = None,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Replay every cell of ``records`` and summarise per policy.
@@ -851,10 +771,10 @@ def replay_cells(
     params : xarray.Dataset, optional
         Parameters to plan with (Laplace or posterior draws, all cells). When
         ``None`` they are fitted per cell by Laplace
-        (:func:`bpc.estimate.laplace.laplace` of :func:`bpc.data.counts.counts_from_records`)
+        (:func:`bpc.estimate.laplace.laplace` of :func:`bpc.data.splits.split_counts`)
         on the fit instances (paper profile) or on all rows (``in_sample``).
-    costs : Costs or callable, optional
-        A cost vector, or a function benchmark → cost vector; default
+    costs : Costs, callable, str or None
+        Any cost specification of :func:`bpc.costs.cost_resolver`; default
         :func:`bpc.costs.paper_costs_for`.
     profile : str or Profile
         ``"paper"`` (default) or ``"paper-release"``.
@@ -867,12 +787,25 @@ def replay_cells(
         Which instances to report under a split profile: the evaluation
         side, the fit side, both (two rows per policy) or all instances
         in-sample. Ignored for in-sample profiles (always ``"all"``).
+    instances : Split, optional
+        The instance split to use instead of the profile's
+        (:func:`bpc.data.splits.split_cells`; e.g. one fold of
+        :func:`bpc.data.splits.kfold_splits`). Its cells are the cells replayed.
     kernel : mapping, optional
         A transition kernel (counts or probabilities, see
         :func:`kernel_probabilities`) used for every cell's DP.
     transition_counts : xarray.Dataset, optional
         Counts with ``trans_n``/``trans_flip`` per cell (e.g. the corpus'
         measured refinement kernels); used where present unless ``kernel``.
+    belief : {"iid", "instance"}, optional
+        Belief model of the Bayesian controllers (default the profile's).
+    n_folds : int, optional
+        K-fold cross-fitting (default the profile's ``n_folds``): parameters
+        are fitted per fold on the other folds' instances
+        (:func:`bpc.data.splits.kfold_splits`) and every instance is scored
+        once; one row per cell × policy with ``split = "eval"``. Used only
+        when ``params`` and ``instances`` are not given and ``split`` is not
+        ``"all"``.
     progress : bool
         Report progress on stderr.
 
@@ -899,38 +832,165 @@ def replay_cells(
         pols = ("always_verify", *pols)
     if split not in ("eval", "fit", "both", "all"):
         raise ValueError(f"split must be 'eval', 'fit', 'both' or 'all', got {split!r}")
-    in_sample = prof.in_sample or split == "all"
-    splits = ("all",) if in_sample else (("eval", "fit") if split == "both" else (split,))
-    cost_for = costs if callable(costs) else (lambda _b, c=costs: c) if costs is not None else paper_costs_for
-    sides = cell_splits(records, prof.with_(in_sample=True) if in_sample else prof)
+    belief = prof.belief if belief is None else belief
+    n_folds = prof.n_folds if n_folds is None else n_folds
+    folds_apply = params is None and instances is None and not (prof.in_sample or split == "all")
+    if n_folds is not None and folds_apply:
+        return _replay_folds(
+            records,
+            cost_resolver(costs),
+            prof,
+            pols,
+            trajectories=trajectories,
+            kernel=kernel,
+            transition_counts=transition_counts,
+            belief=belief,
+            n_folds=int(n_folds),
+            progress=progress,
+        )
+    if instances is None:
+        instances = split_cells(records, in_sample=prof.in_sample or split == "all")
+    in_sample = instances.in_sample
+    sides = ("all",) if in_sample else (("eval", "fit") if split == "both" else (split,))
+    cost_for = cost_resolver(costs)
     if params is None:
-        params = fit_split_params(records, sides, trajectories)
+        from bpc.estimate.laplace import laplace
+
+        params = laplace(split_counts(records, instances, trajectories=trajectories))
     frames = []
-    for i, ((b, g), (fit_ids, eval_ids)) in enumerate(sides.items(), 1):
-        info(f"replay {b}/{g} ({i}/{len(sides)})", enabled=progress)
-        rec = records[(records["benchmark"] == b) & (records["generator"] == g)]
-        traj = None
-        if trajectories is not None:
-            traj = trajectories[(trajectories["benchmark"] == b) & (trajectories["generator"] == g)]
-        pool = cell_pool(rec, prof)
-        c = cost_for(b)
-        cell_params = _cell(params, b, g)
-        if kernel is not None:
-            cell_params = with_kernel(cell_params, kernel)
-        else:
-            cell_params = _apply_transitions(cell_params, transition_counts, b, g)
-        for side in splits:
+    for i, ((b, g), fit_ids, eval_ids) in enumerate(instances, 1):
+        info(f"replay {b}/{g} ({i}/{len(instances)})", enabled=progress)
+        for side in sides:
             ids = fit_ids if side == "fit" else eval_ids
-            sub = pool.subset(np.isin(pool.instance_ids, ids))
-            result = replay_pool(sub, pols, c, profile=prof, trajectories=traj, params=cell_params)
-            summ = summarize(result).to_dataframe().reset_index()
-            summ = summ[np.isfinite(summ["mean_utility"])]
-            summ.insert(0, "generator", g)
-            summ.insert(0, "benchmark", b)
-            if not prof.in_sample:
-                summ["split"] = side
-            frames.append(summ)
+            result = _replay_cell_side(
+                records,
+                trajectories,
+                params,
+                (b, g),
+                ids,
+                cost_for(b),
+                prof,
+                pols,
+                kernel,
+                transition_counts,
+                belief,
+            )
+            frames.append(_summary_frame(result, b, g, None if prof.in_sample else side, belief))
     cols = list(RESULT_COLUMNS) + ([] if prof.in_sample else ["split"])
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(frames, ignore_index=True)[cols]
+
+
+def _replay_cell_side(
+    records, trajectories, params, cell, ids, costs, prof, pols, kernel, transition_counts, belief
+) -> xr.Dataset:
+    """Replay the instances ``ids`` of one cell with that cell's parameters."""
+    b, g = cell
+    traj = None if trajectories is None else select_cell(trajectories, b, g)
+    pool = cell_pool(select_cell(records, b, g), prof)
+    cell_params = select_cell(params, b, g)
+    if kernel is not None:
+        cell_params = with_kernel(cell_params, kernel)
+    else:
+        cell_params = _apply_transitions(cell_params, transition_counts, b, g)
+    sub = pool.subset(np.isin(pool.instance_ids, ids))
+    return replay_pool(sub, pols, costs, profile=prof, trajectories=traj, params=cell_params, belief=belief)
+
+
+def _summary_frame(result: xr.Dataset, b: str, g: str, side: str | None, belief: str) -> pd.DataFrame:
+    summ = summarize(result).to_dataframe().reset_index()
+    summ = summ[np.isfinite(summ["mean_utility"])]
+    summ.insert(0, "generator", g)
+    summ.insert(0, "benchmark", b)
+    summ["belief"] = belief
+    if side is not None:
+        summ["split"] = side
+    return summ
+
+
+def replay_folds(
+    records: pd.DataFrame,
+    costs: CostSpec = None,
+    *,
+    profile: str | Profile = "bpc",
+    policies: Sequence[str] | None = None,
+    trajectories: pd.DataFrame | None = None,
+    kernel: Mapping[str, float] | None = None,
+    transition_counts: xr.Dataset | None = None,
+    belief: str | None = None,
+    n_folds: int = 5,
+    progress: bool = False,
+) -> dict[tuple[str, str], xr.Dataset]:
+    """Per-instance K-fold cross-fitted replay results of every cell (SPEC §9).
+
+    Fold ``j`` of :func:`bpc.data.splits.kfold_splits` fits Laplace parameters
+    (κ included) on the other folds' instances of every cell and replays its
+    own instances; the folds' results are joined, so every instance is scored
+    once by parameters fitted without it.
+
+    Parameters
+    ----------
+    records, costs, profile, policies, trajectories, kernel, transition_counts, belief, progress
+        As in :func:`replay_cells`.
+    n_folds : int
+        Number of folds ``K``.
+
+    Returns
+    -------
+    dict
+        ``(benchmark, generator)`` → :func:`replay_pool` Dataset over all the
+        cell's instances (sorted ids), attrs ``n_folds`` and ``belief``.
+    """
+    from bpc.estimate.laplace import laplace
+    from bpc.progress import info
+
+    prof = get_profile(profile)
+    pols = tuple(policies) if policies is not None else prof.policies
+    if "always_verify" not in pols:
+        pols = ("always_verify", *pols)
+    belief = prof.belief if belief is None else belief
+    cost_for = cost_resolver(costs)
+    parts: dict[tuple[str, str], list[xr.Dataset]] = {}
+    for j, fold in enumerate(kfold_splits(records, n_folds=int(n_folds))):
+        info(f"replay fold {j + 1}/{n_folds}", enabled=progress)
+        params = laplace(split_counts(records, fold, trajectories=trajectories))
+        for (b, g), _, eval_ids in fold:
+            res = _replay_cell_side(
+                records,
+                trajectories,
+                params,
+                (b, g),
+                eval_ids,
+                cost_for(b),
+                prof,
+                pols,
+                kernel,
+                transition_counts,
+                belief,
+            )
+            parts.setdefault((b, g), []).append(res)
+    out = {}
+    for cell, results in parts.items():
+        ds = xr.concat(results, dim="instance", combine_attrs="override").sortby("instance")
+        ds.attrs.update(n_folds=int(n_folds), belief=belief)
+        out[cell] = ds
+    return out
+
+
+def _replay_folds(records, cost_for, prof, pols, *, belief, n_folds, progress, **kw) -> pd.DataFrame:
+    results = replay_folds(
+        records,
+        cost_for,
+        profile=prof,
+        policies=pols,
+        belief=belief,
+        n_folds=n_folds,
+        progress=progress,
+        **kw,
+    )
+    frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
+    cols = [*RESULT_COLUMNS, "split"]
     if not frames:
         return pd.DataFrame(columns=cols)
     return pd.concat(frames, ignore_index=True)[cols]

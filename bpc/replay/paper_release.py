@@ -28,21 +28,20 @@ kernels of :mod:`bpc.decide.kernels`, and selected by the ``paper-release`` prof
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from bpc.constants import GRID_SIZE, HORIZON, PAPER_CRITICS
+from bpc.costs import Costs
 from bpc.decide.controllers import (
     BeliefController,
     BeliefState,
     GreedyController,
     expected_q_actions,
-    fill_kernel_from_prior,
 )
-from bpc.costs import Costs
 from bpc.decide.kernels.belief import (
     CRITIC_OFFSET,
     REGENERATE,
@@ -220,7 +219,7 @@ class ReleaseGreedyController(GreedyController):
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Clipped greedy Q-values with every critic offered (used set ignored), ``(n, S, A)``."""
-        unused = BeliefState(b=state.b, used=np.zeros_like(state.used), step=state.step)
+        unused = replace(state, used=np.zeros_like(state.used))
         return super().q_values(unused)
 
     def choose(self, q: np.ndarray, state: BeliefState) -> np.ndarray:
@@ -229,7 +228,7 @@ class ReleaseGreedyController(GreedyController):
         best = expected_q_actions(q[..., order])
         return order[best]
 
-    def after_regenerate(self, b: np.ndarray) -> np.ndarray:
+    def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
         """The released controller keeps its belief across regenerations."""
         return b.copy()
 
@@ -263,32 +262,28 @@ class ReleaseDPController(BeliefController):
     ) -> None:
         super().__init__(params_cell, costs, critics=critics)
         if kernel_default_from_prior:
-            self.arrays = fill_kernel_from_prior(self.arrays)
-        elif not (np.isfinite(self.arrays["p_fix"]).all() and np.isfinite(self.arrays["p_break"]).all()):
+            self.samples = self.samples.with_fresh_sample_kernel()
+        elif not self.samples.solvable.all():
             raise ValueError("ReleaseDPController: the cell has no transition kernel (p_fix/p_break NaN)")
         self.horizon = int(horizon)
-        a = self.arrays
+        a = self.samples
         self.table = solve_release_dp(
-            a["prior"],
-            a["tpr"],
-            a["fpr"],
-            a["p_fix"],
-            a["p_break"],
-            critic_costs=self.critic_costs,
-            c_gen=costs.c_gen,
-            c_ver=costs.c_ver,
-            reward=costs.reward,
+            a.prior,
+            a.tpr,
+            a.fpr,
+            a.p_fix,
+            a.p_break,
+            **self.sample_costs.kernel_kwargs(),
             horizon=self.horizon,
             grid_size=grid_size,
             available=self.available,
         )
 
     def q_values(self, state: BeliefState) -> np.ndarray:
-        """Table Q-values at the nearest grid belief and ``t = min(step, H−1)``, ``(n, S, A)``."""
-        idx = snap_index(state.b, self.table.grid)  # (n, S)
+        """Table Q-values at the nearest grid belief and ``t = min(step, H−1)``, ``(n, m, A)``."""
+        idx = snap_index(state.b, self.table.grid)  # (n, m)
         t = np.minimum(state.step, self.horizon - 1)[:, None]  # (n, 1)
-        s = np.arange(self.n_samples)[None, :]
-        return self.table.q[s, t, :, idx]  # (n, S, A)
+        return self.table.q[state.sample, t, :, idx]  # (n, m, A)
 
 
 def iid_baseline_kernel(records: pd.DataFrame) -> dict[str, int]:

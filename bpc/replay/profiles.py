@@ -1,6 +1,6 @@
 """Replay profiles: every convention that changes a replayed number, as a named switch.
 
-Two profiles exist:
+Three profiles exist:
 
 ``paper`` (SPEC §5, the default)
     The method as the paper describes it: every generation is charged,
@@ -14,6 +14,15 @@ Two profiles exist:
     in-sample). Each quirk is one documented field of :class:`Profile`, so a
     reader can see — and a test can toggle — exactly which convention moves
     which number.
+
+``bpc`` (SPEC §9, beyond the paper)
+    The paper profile's replay conventions with instance-level dependence:
+    the Bayesian controllers use the instance belief (patches of one
+    instance share a pass rate; each critic is bought once per instance),
+    plan with verification that does not end the episode (the verify branch
+    is worth ``R·b − c_ver + (1 − b)·V(after the failure)``) and a patch
+    budget of the recorded pool, and every instance is scored once by
+    parameters fitted without it (5-fold cross-fitting).
 
 A profile is data only; the replay engine (:mod:`bpc.replay.engine`), the baselines
 and the release controllers (:mod:`bpc.replay.paper_release`) read its fields.
@@ -31,6 +40,8 @@ __all__ = [
     "Profile",
     "PAPER",
     "PAPER_RELEASE",
+    "BPC",
+    "BELIEFS",
     "PROFILES",
     "get_profile",
     "AUTHOR_POLICY_NAMES",
@@ -45,6 +56,9 @@ BEST_OF_N = 3
 
 REFINE_MAX_STEPS = 4
 """Refinement steps after the initial patch in the Self-Refine / Reflexion replays (SPEC §4)."""
+
+BELIEFS: tuple[str, ...] = ("iid", "instance")
+"""Belief models of the Bayesian controllers (SPEC §9): i.i.d. patches or a shared instance pass rate."""
 
 MAX_DECISIONS = 64
 """Safety bound on decisions per episode in the replay engine; exceeding it is an error."""
@@ -76,7 +90,7 @@ class Profile:
     Attributes
     ----------
     name : str
-        ``"paper"`` or ``"paper-release"`` (or a user's variant).
+        ``"paper"``, ``"paper-release"`` or ``"bpc"`` (or a user's variant).
     policies : tuple of str
         Policies replayed by default under this profile (canonical names).
     first_patch_free : bool
@@ -143,6 +157,27 @@ class Profile:
         Order of instances in the replay, which fixes the bootstrap
         resamples: ``"sorted"`` (sorted instance ids) or ``"file"`` (first
         appearance in the records, as the authors iterated).
+    belief : {"iid", "instance"}
+        Belief model of ``bayesian_dp`` / ``bayesian_greedy``: ``"iid"`` (the
+        paper: a new patch is an independent draw) or ``"instance"`` (SPEC §9:
+        :class:`bpc.decide.controllers.InstanceController`). bpc: instance.
+    plan_verify_continues : bool
+        The controllers value verification with its failure continuation,
+        ``R·b − c_ver + (1 − b)·V(after the failure)``, and plan within the
+        recorded pool (bpc; :mod:`bpc.decide.kernels.instance`, with
+        ``κ = inf`` under the i.i.d. belief). Paper: verification is valued as
+        ``R·b − c_ver`` (terminal in planning, though the replay goes on).
+    critic_scope : str or None
+        ``"patch"`` (a critic may be bought again on every new patch) or
+        ``"instance"`` (once per instance); ``None`` follows the belief —
+        patch under i.i.d. (independent patches, their verdicts too),
+        instance under the instance belief (critic verdicts on the patches of
+        one instance are strongly correlated, issue 10). Only read by the
+        instance-kernel controllers.
+    n_folds : int or None
+        Score every instance once with parameters fitted on the other folds
+        (K-fold cross-fitting, :func:`bpc.data.splits.kfold_splits`); ``None``:
+        the holdout split (or in-sample). bpc: 5.
     """
 
     name: str
@@ -164,8 +199,21 @@ class Profile:
     missing_verdict_as_fail: bool = False
     in_sample: bool = False
     instance_order: str = "sorted"
+    belief: str = "iid"
+    plan_verify_continues: bool = False
+    critic_scope: str | None = None
+    n_folds: int | None = None
 
     def __post_init__(self) -> None:
+        if self.belief not in BELIEFS:
+            raise ValueError(f"profile {self.name!r}: belief must be one of {BELIEFS}, got {self.belief!r}")
+        if self.critic_scope not in (None, "patch", "instance"):
+            raise ValueError(
+                f"profile {self.name!r}: critic_scope must be 'patch', 'instance' or None, "
+                f"got {self.critic_scope!r}"
+            )
+        if self.n_folds is not None and (self.in_sample or int(self.n_folds) < 2):
+            raise ValueError(f"profile {self.name!r}: n_folds must be >= 2 and not in-sample")
         if self.instance_order not in ("sorted", "file"):
             raise ValueError(
                 f"profile {self.name!r}: instance_order must be 'sorted' or 'file', "
@@ -219,11 +267,22 @@ PAPER_RELEASE = Profile(
 )
 """SPEC §6: reproduces the authors' released PAPER_TABLE."""
 
-PROFILES: Mapping[str, Profile] = MappingProxyType({PAPER.name: PAPER, PAPER_RELEASE.name: PAPER_RELEASE})
+BPC = Profile(
+    name="bpc",
+    policies=POLICIES,
+    belief="instance",
+    plan_verify_continues=True,
+    n_folds=5,
+)
+"""SPEC §9: instance belief, verification not terminal in planning, 5-fold cross-fitting."""
+
+PROFILES: Mapping[str, Profile] = MappingProxyType(
+    {PAPER.name: PAPER, PAPER_RELEASE.name: PAPER_RELEASE, BPC.name: BPC}
+)
 
 
 def get_profile(profile: str | Profile) -> Profile:
-    """A :class:`Profile` from its name (``"paper"``, ``"paper-release"``) or itself.
+    """A :class:`Profile` from its name (``"paper"``, ``"paper-release"``, ``"bpc"``) or itself.
 
     Raises
     ------

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from bpc.outputs import write_text
+
 __all__ = ["Report", "markdown_table", "versions"]
 
 
 def _fmt(value, decimals: int) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, bool):
         return str(value)
@@ -31,7 +33,13 @@ def _fmt(value, decimals: int) -> str:
 
 
 def markdown_table(
-    df: pd.DataFrame, *, decimals: int = 3, index: bool = False, bold: pd.DataFrame | None = None
+    df: pd.DataFrame,
+    *,
+    decimals: int = 3,
+    index: bool = False,
+    bold: pd.DataFrame | None = None,
+    marks: pd.DataFrame | None = None,
+    mark: str = "†",
 ) -> str:
     """Render ``df`` as a GitHub-flavoured Markdown table.
 
@@ -45,6 +53,11 @@ def markdown_table(
         Include the index as leading column(s).
     bold : pandas.DataFrame of bool, optional
         Same shape as ``df``; True cells are rendered bold (e.g. a row's winner).
+    marks : pandas.DataFrame of bool, optional
+        Same shape as ``df``; True cells get ``mark`` appended (e.g. a Δ that
+        wins by abstaining, :func:`bpc.report.tables.abstention_mask`).
+    mark : str
+        The marker.
     """
     if index:
         df = df.reset_index()
@@ -52,6 +65,10 @@ def markdown_table(
             bold = bold.reset_index(drop=True)
             for _ in range(df.shape[1] - bold.shape[1]):
                 bold.insert(0, f"_idx{_}", False)
+        if marks is not None:
+            marks = marks.reset_index(drop=True)
+            for _ in range(df.shape[1] - marks.shape[1]):
+                marks.insert(0, f"_idx{_}", False)
     header = "| " + " | ".join(str(c) for c in df.columns) + " |"
     align = (
         "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in df.columns) + "|"
@@ -61,6 +78,8 @@ def markdown_table(
         cells = []
         for j, value in enumerate(row):
             text = _fmt(value, decimals)
+            if marks is not None and bool(marks.iat[i, j]):
+                text = f"{text}{mark}"
             if bold is not None and bool(bold.iat[i, j]):
                 text = f"**{text}**"
             cells.append(text)
@@ -129,7 +148,5 @@ class Report:
         self._parts.append("\n".join(lines) + "\n")
 
     def write(self, name: str = "report.md") -> Path:
-        """Write the report and return its path."""
-        path = self.folder / name
-        path.write_text("\n".join(self._parts))
-        return path
+        """Write the report atomically (:func:`bpc.outputs.write_text`) and return its path."""
+        return write_text(self.folder / name, "\n".join(self._parts))

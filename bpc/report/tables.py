@@ -15,15 +15,22 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BENCHMARKS, CI_BOUNDS, DIM_CI, DIM_CRITIC, GENERATORS, PAPER_CRITICS
-from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, POLICY_LABELS
+from bpc.constants import CI_BOUNDS, DIM_CI, DIM_CRITIC, PAPER_CRITICS
 from bpc.report.markdown import markdown_table
+from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, POLICY_LABELS
+from bpc.schema import sort_cells
 
 __all__ = [
     "REFERENCE_POLICY",
+    "ABSTAIN_MARK",
+    "ABSTAIN_NOTE",
+    "CONTEXT_COLUMNS",
     "prior_table",
     "gap_table",
     "delta_table",
+    "flag_abstention",
+    "abstention_mask",
+    "policy_columns",
     "winner_mask",
     "latex_table",
     "sort_cells",
@@ -33,15 +40,31 @@ __all__ = [
 REFERENCE_POLICY = "always_verify"
 """The policy every Δ is measured against (its column is omitted from the Δ table)."""
 
+ABSTAIN_MARK = "†"
+"""Marks a Δ that wins by abstaining (Δ > 0 with a pass rate below the reference's)."""
 
-def sort_cells(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in the paper's order: benchmarks then generators as in :mod:`bpc.constants`."""
-    border = {b: i for i, b in enumerate(BENCHMARKS)}
-    gorder = {g: i for i, g in enumerate(GENERATORS)}
-    key_b = df["benchmark"].map(lambda b: (border.get(b, len(border)), b))
-    key_g = df["generator"].map(lambda g: (gorder.get(g, len(gorder)), g))
-    order = sorted(range(len(df)), key=lambda i: (key_b.iloc[i], key_g.iloc[i]))
-    return df.iloc[order].reset_index(drop=True)
+ABSTAIN_NOTE = (
+    f"{ABSTAIN_MARK} wins by abstaining: Δ > 0 but a pass rate below always_verify's. The policy gains by "
+    "stopping without a verified patch, because verifying is expected to cost more than it earns: "
+    "at belief b the oracle is worth R·b − c_ver, negative whenever c_ver ≥ R·b. That is the right call "
+    "when the costs are the user's real costs and the belief is calibrated — e.g. SWE-Bench's slow oracle "
+    "(c_ver = 90, R = 100) on a cell whose patches pass with probability well below 0.9. It is not when an "
+    "unsolved task costs more than the utility says (a user who needs the fix), or when b is underestimated "
+    "(a prior fitted on other data): then the Δ is a saving bought with unsolved tasks, and the pass rate "
+    "and cost per instance beside it are the numbers to read."
+)
+"""Why a Δ is flagged and when abstaining is the right call (for captions and reports)."""
+
+CONTEXT_COLUMNS: tuple[str, ...] = (
+    "n",
+    "av_pass_rate",
+    "av_cost",
+    "winner",
+    "winner_pass_rate",
+    "winner_cost",
+    "wins_by_abstaining",
+)
+"""Non-Δ columns a wide Δ table may carry beside ``benchmark``/``generator`` and the policy columns."""
 
 
 def prior_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
@@ -59,7 +82,10 @@ def prior_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
     -------
     pandas.DataFrame
         Columns benchmark, generator, n_instances, n_patches, n_pass,
-        prior_raw (k/n), prior (add-one), wilson_lo, wilson_hi, source.
+        prior_raw (k/n), prior (add-one), wilson_lo, wilson_hi, source; with
+        the instance model's ``prior_inst`` and ``kappa`` in ``params`` also
+        prior_lo_inst, prior_hi_inst (the interval that respects instances,
+        :func:`bpc.estimate.laplace.instance_params`) and kappa.
     """
     if "prior_wilson" in params:
         lo = params["prior_wilson"].sel({DIM_CI: CI_BOUNDS[0]}, drop=True)
@@ -81,6 +107,11 @@ def prior_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
             "wilson_hi": hi,
         }
     )
+    if "prior_inst" in params:
+        frame["prior_lo_inst"] = params["prior_inst"].sel({DIM_CI: CI_BOUNDS[0]}, drop=True)
+        frame["prior_hi_inst"] = params["prior_inst"].sel({DIM_CI: CI_BOUNDS[1]}, drop=True)
+    if "kappa" in params and not set(params["kappa"].dims) - {"benchmark", "generator"}:
+        frame["kappa"] = params["kappa"]
     df = frame.to_dataframe().reset_index()
     df = df[np.isfinite(df["n_patches"].to_numpy(dtype=float)) & (df["n_patches"] > 0)]
     for col in ("n_instances", "n_patches", "n_pass"):
@@ -116,16 +147,59 @@ def gap_table(params: xr.Dataset, critics: Sequence[str] = PAPER_CRITICS) -> pd.
     return sort_cells(df)
 
 
+def flag_abstention(
+    replay: pd.DataFrame, *, reference: str = REFERENCE_POLICY, tol: float = 1e-12
+) -> pd.DataFrame:
+    """Add ``wins_by_abstaining``: Δ > 0 with a pass rate below the reference's in the same cell.
+
+    Parameters
+    ----------
+    replay : pandas.DataFrame
+        Long table, one row per cell (× split) × policy, with ``delta`` and
+        ``pass_rate`` (e.g. :func:`bpc.replay.engine.replay_cells` output).
+    reference : str
+        The policy Δ is measured against.
+    tol : float
+        Pass rates closer than this count as equal.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with a boolean ``wins_by_abstaining`` column (False where the
+        reference or a pass rate is missing).
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"benchmark": "b", "generator": "g", "policy": ["always_verify", "p", "q"],
+    ...                    "delta": [0.0, 5.0, 3.0], "pass_rate": [0.4, 0.0, 0.4]})
+    >>> flag_abstention(df)["wins_by_abstaining"].tolist()
+    [False, True, False]
+    """
+    keys = [k for k in ("benchmark", "generator", "split") if k in replay.columns]
+    out = replay.copy()
+    ref = replay.loc[replay["policy"] == reference, [*keys, "pass_rate"]].rename(
+        columns={"pass_rate": "_ref_pass"}
+    )
+    merged = out[keys].merge(ref, on=keys, how="left") if keys else out.assign(_ref_pass=ref["pass_rate"])
+    ref_pass = merged["_ref_pass"].to_numpy(dtype=float)
+    delta = out["delta"].to_numpy(dtype=float)
+    rate = out["pass_rate"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        out["wins_by_abstaining"] = (delta > 0) & (rate < ref_pass - tol)
+    return out
+
+
 def delta_table(
     replay: pd.DataFrame, *, policies: Sequence[str] | None = None, reference: str = REFERENCE_POLICY
 ) -> pd.DataFrame:
-    """The full Δ table: one row per cell, one column per non-reference policy.
+    """The full Δ table: one row per cell, one column per non-reference policy, with its context.
 
     Parameters
     ----------
     replay : pandas.DataFrame
         Output of :func:`bpc.replay.engine.replay_cells` (columns benchmark,
-        generator, policy, delta, …) for one split.
+        generator, policy, delta, and — for the context columns —
+        pass_rate, cost_per_instance, n_instances) for one split.
     policies : sequence of str, optional
         Columns in this order (default: the policies present, in the order
         of :data:`bpc.report.plots.style.POLICY_LABELS`), the reference excluded.
@@ -135,10 +209,15 @@ def delta_table(
     Returns
     -------
     pandas.DataFrame
-        Columns benchmark, generator, then one Δ column per policy
-        (``NaN`` where a policy is undefined for the cell, e.g. gate_test on
-        SWE-Bench), then ``winner`` (the argmax over the policy columns and
-        the reference, ties to the earlier column).
+        Columns benchmark, generator, then (when the replay has them) ``n``
+        (instances), ``av_pass_rate`` and ``av_cost`` (the reference's pass
+        rate and cost per instance), one Δ column per policy (``NaN`` where
+        a policy is undefined for the cell, e.g. gate_test on SWE-Bench),
+        ``winner`` (the argmax over the policy columns and the reference,
+        ties to the earlier column) and, with pass rates,
+        ``winner_pass_rate``, ``winner_cost`` and ``wins_by_abstaining``
+        (the policies, comma-separated, whose Δ > 0 comes with a pass rate
+        below the reference's; see :func:`flag_abstention`).
     """
     if "split" in replay and replay["split"].nunique() > 1:
         raise ValueError(
@@ -148,14 +227,59 @@ def delta_table(
     if policies is None:
         policies = [p for p in POLICY_LABELS if p in present] + [p for p in present if p not in POLICY_LABELS]
     policies = [p for p in policies if p != reference]
-    wide = replay.pivot_table(index=["benchmark", "generator"], columns="policy", values="delta", sort=False)
+    index = ["benchmark", "generator"]
+    wide = replay.pivot_table(index=index, columns="policy", values="delta", sort=False)
     wide = wide.reindex(columns=[*policies, reference]).reset_index()
     wide.columns.name = None
     vals = wide[[*policies, reference]].to_numpy(dtype=float)
     vals = np.where(np.isfinite(vals), vals, -np.inf)
     names = np.array([*policies, reference], dtype=object)
     wide["winner"] = names[np.argmax(vals, axis=1)]
-    return sort_cells(wide[["benchmark", "generator", *policies, "winner"]])
+    context: list[str] = []
+    after: list[str] = []
+    ref_rows = replay[replay["policy"] == reference].set_index(index)
+    cell = pd.MultiIndex.from_frame(wide[index])
+    if "n_instances" in replay.columns:
+        wide["n"] = ref_rows["n_instances"].reindex(cell).to_numpy()
+        wide["n"] = wide["n"].astype("Int64")
+        context.append("n")
+    if "pass_rate" in replay.columns:
+        wide["av_pass_rate"] = ref_rows["pass_rate"].reindex(cell).to_numpy(dtype=float)
+        context.append("av_pass_rate")
+    if "cost_per_instance" in replay.columns:
+        wide["av_cost"] = ref_rows["cost_per_instance"].reindex(cell).to_numpy(dtype=float)
+        context.append("av_cost")
+    if "pass_rate" in replay.columns:
+        by = replay.set_index([*index, "policy"])
+        win = pd.MultiIndex.from_arrays([wide["benchmark"], wide["generator"], wide["winner"]])
+        wide["winner_pass_rate"] = by["pass_rate"].reindex(win).to_numpy(dtype=float)
+        after.append("winner_pass_rate")
+        if "cost_per_instance" in replay.columns:
+            wide["winner_cost"] = by["cost_per_instance"].reindex(win).to_numpy(dtype=float)
+            after.append("winner_cost")
+        flagged = flag_abstention(replay, reference=reference)
+        flagged = flagged[flagged["wins_by_abstaining"] & flagged["policy"].isin(policies)]
+        lists = flagged.groupby(index, sort=False)["policy"].agg(lambda p: ", ".join(p))
+        wide["wins_by_abstaining"] = lists.reindex(cell).fillna("").to_numpy(dtype=object)
+        after.append("wins_by_abstaining")
+    return sort_cells(wide[[*index, *context, *policies, "winner", *after]])
+
+
+def policy_columns(table: pd.DataFrame) -> list[str]:
+    """The Δ columns of a wide Δ table (:func:`delta_table`): all but the cell keys and context."""
+    return [c for c in table.columns if c not in ("benchmark", "generator", *CONTEXT_COLUMNS)]
+
+
+def abstention_mask(table: pd.DataFrame) -> pd.DataFrame:
+    """Same shape as a wide Δ table; True on each Δ that wins by abstaining (for :data:`ABSTAIN_MARK`)."""
+    mask = pd.DataFrame(False, index=table.index, columns=table.columns)
+    if "wins_by_abstaining" not in table.columns:
+        return mask
+    for i, listed in enumerate(table["wins_by_abstaining"].fillna("")):
+        for policy in filter(None, (p.strip() for p in str(listed).split(","))):
+            if policy in mask.columns:
+                mask.iat[i, mask.columns.get_loc(policy)] = True
+    return mask
 
 
 def winner_mask(table: pd.DataFrame, columns: Sequence[str], *, decimals: int = 1) -> pd.DataFrame:
@@ -178,7 +302,7 @@ def _latex_escape(text: str) -> str:
         out = out.replace(a, b)
     for a, b in (("Δ", r"$\Delta$"), ("γ", r"$\gamma$"), ("π", r"$\pi$"), ("≥", r"$\geq$"), ("≤", r"$\leq$")):
         out = out.replace(a, b)
-    for a, b in (("–", "--"), ("·", r"$\cdot$"), ("−", "-")):
+    for a, b in (("–", "--"), ("·", r"$\cdot$"), ("−", "-"), ("†", r"$^{\dagger}$")):
         out = out.replace(a, b)
     return out
 
@@ -188,6 +312,7 @@ def latex_table(
     *,
     decimals: int | dict = 3,
     bold: pd.DataFrame | None = None,
+    marks: pd.DataFrame | None = None,
     signed: Sequence[str] = (),
     caption: str | None = None,
     label: str | None = None,
@@ -204,6 +329,8 @@ def latex_table(
         Decimals for floats (per column when a dict; default 3).
     bold : pandas.DataFrame of bool, optional
         Same shape as ``df``; True cells are set in bold.
+    marks : pandas.DataFrame of bool, optional
+        Same shape as ``df``; True numbers get a dagger (:data:`ABSTAIN_MARK`).
     signed : sequence of str
         Columns printed with an explicit sign (Δ values).
     caption, label : str, optional
@@ -231,10 +358,13 @@ def latex_table(
             d = decimals.get(c, 3) if isinstance(decimals, dict) else decimals
             if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
                 text = "--"
+            elif isinstance(v, int | np.integer) and not isinstance(v, bool):
+                text = f"${int(v)}$"
             elif isinstance(v, float | np.floating):
                 fmt = f"{{:+.{d}f}}" if c in signed else f"{{:.{d}f}}"
                 text = fmt.format(float(v))
                 text = rf"\mathbf{{{text}}}" if bold is not None and bool(bold.iat[i, j]) else text
+                text = text + r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else text
                 text = f"${text}$"
             else:
                 if pretty_names and c == "benchmark":
@@ -264,14 +394,17 @@ def write_table(
     *,
     decimals: int = 3,
     bold: pd.DataFrame | None = None,
+    marks: pd.DataFrame | None = None,
     signed: Sequence[str] = (),
     caption: str | None = None,
     latex: bool = True,
 ) -> list:
-    """Write ``df`` as CSV, Markdown and (optionally) LaTeX next to each other.
+    """Write ``df`` as CSV, Markdown and (optionally) LaTeX next to each other, each atomically.
 
     Floats in the CSV are written with 10 significant digits, so a re-run
-    with the same seed gives a byte-identical file.
+    with the same seed gives a byte-identical file. ``marks`` (e.g.
+    :func:`abstention_mask`) daggers cells in the Markdown and LaTeX; the
+    CSV carries the same information in its columns.
 
     Returns
     -------
@@ -280,14 +413,17 @@ def write_table(
     """
     from pathlib import Path
 
+    from bpc.outputs import write_csv, write_text
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     out = [path.with_suffix(".csv"), path.with_suffix(".md")]
-    df.to_csv(out[0], index=False, float_format="%.10g", lineterminator="\n")
-    md = markdown_table(df, decimals=decimals, bold=bold)
-    out[1].write_text((f"*{caption}*\n\n" if caption else "") + md + "\n")
+    write_csv(df, out[0], float_format="%.10g", lineterminator="\n")
+    md = markdown_table(df, decimals=decimals, bold=bold, marks=marks)
+    write_text(out[1], (f"*{caption}*\n\n" if caption else "") + md + "\n")
     if latex:
         tex = path.with_suffix(".tex")
-        tex.write_text(latex_table(df, decimals=decimals, bold=bold, signed=signed, caption=caption))
+        write_text(
+            tex, latex_table(df, decimals=decimals, bold=bold, marks=marks, signed=signed, caption=caption)
+        )
         out.append(tex)
     return out

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from bpc.constants import GRID_SIZE, HORIZON
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
@@ -45,7 +46,7 @@ _NUMPY_CHUNK = 2048
 _MAX_Q_BYTES = 2 * 1024**3
 
 
-def belief_grid(grid_size: int = GRID_SIZE, dtype=np.float64) -> np.ndarray:
+def belief_grid(grid_size: int = GRID_SIZE, dtype: npt.DTypeLike = np.float64) -> np.ndarray:
     """The uniform belief grid ``linspace(0, 1, grid_size)``."""
     if isinstance(grid_size, bool) or not isinstance(grid_size, (int, np.integer)) or grid_size < 2:
         raise ValueError(f"argument 'grid_size' must be an integer >= 2, got {grid_size!r}")
@@ -316,6 +317,8 @@ def _get_numba_kernel():
 
 def _run_numba(P: Problem, grid, H, value, policy, q, chunk_size, n_threads):
     kernel = _get_numba_kernel()
+    if kernel is None:  # pragma: no cover - numba ships with pymc
+        raise ValueError("backend='numba' requested but numba is not installed")
     dt = grid.dtype.type
     keep_q = q is not None
     qarr = q if keep_q else np.empty((0, 0, 0, 0, 0), grid.dtype)
@@ -447,26 +450,35 @@ class DPSolution:
         hp = np.maximum(h - 1, 0)
         br = b * (one - P.p_break[s]) + nb * P.p_fix[s]
         ri, rw = _interp_index(br, gm1)
-        q[:, REGENERATE] = np.where(
-            live, _interp_rows(self.value[s, hp, 0], ri, rw, one) - P.c_gen[s], -np.inf
-        )
+        # gather single entries of V_{h-1} through one flat index (not whole belief rows): O(n) per lookup
+        V = self.value.reshape(-1)
+        H1, NU, G = self.value.shape[1:]
+        row = (s * H1 + hp) * NU
+
+        def at(used, idx):
+            return V[(row + used) * G + idx]
+
+        regen = at(0, ri) * (one - rw) + at(0, ri + 1) * rw
+        q[:, REGENERATE] = np.where(live, regen - P.c_gen[s], -np.inf)
         Ps = P.take(s)
         for k in range(K):
             i0, i1, a0, a1, a2, a3 = (x[:, 0] for x in _critic_weights(Ps, k, b[:, None], gm1, one, zero))
-            rows = self.value[s, hp, u | 1 << k]
-            n_ = np.arange(rows.shape[0])
-            v = (a0 * rows[n_, i0] + a1 * rows[n_, i0 + 1]) + (a2 * rows[n_, i1] + a3 * rows[n_, i1 + 1])
+            w = u | 1 << k
+            v = (a0 * at(w, i0) + a1 * at(w, i0 + 1)) + (a2 * at(w, i1) + a3 * at(w, i1 + 1))
             ok = live & P.available[s, k] & ((u >> k) & 1 == 0)
             q[:, CRITIC_OFFSET + k] = np.where(ok, v - P.critic_costs[s, k], -np.inf)
         return q
 
-    def q_at(self, b, used, h, sample_index=None) -> np.ndarray:
+    def q_at(self, b, used, h, *, sample_index=None) -> np.ndarray:
         """Q-values at arbitrary beliefs by linear interpolation on the grid.
 
-        The Q-values at the two grid points around ``b`` are recomputed by one
-        Bellman backup from the stored ``V_{h−1}`` (identical to the stored
-        ``q`` at grid points, so ``keep_q`` is not needed) and interpolated
-        linearly in ``b``.
+        The one lookup of Q off the belief grid (every controller reads its
+        table through it). The Q-values at the two grid points around ``b``
+        are read from the stored ``q`` when the table was solved with
+        ``keep_q=True`` (fast), and otherwise recomputed by one Bellman backup
+        from the stored ``V_{h−1}`` — the same floating-point operations as
+        the kernels', so both give identical numbers (tested) — then
+        interpolated linearly in ``b``.
 
         Parameters
         ----------
@@ -490,18 +502,22 @@ class DPSolution:
         shape, b, u, h, s = self._rows(b, used, h, sample_index)
         gm1 = self.grid.dtype.type(self.grid.shape[0] - 1)
         i, w = _interp_index(b.astype(self.grid.dtype), gm1)
-        ql = self._backup(i, u, h, s)
-        qr = self._backup(i + 1, u, h, s)
+        if self.q is not None:  # the stored grid Q-values: the same numbers as the backup, gathered
+            ql = self.q[s, h, u, :, i]
+            qr = self.q[s, h, u, :, i + 1]
+        else:
+            ql = self._backup(i, u, h, s)
+            qr = self._backup(i + 1, u, h, s)
         w = w[:, None]
         with np.errstate(invalid="ignore"):
             out = np.where(np.isfinite(ql), ql * (1 - w) + qr * w, -np.inf)
         return out.reshape(shape + (out.shape[-1],))
 
-    def action_at(self, b, used, h, sample_index=None) -> np.ndarray:
+    def action_at(self, b, used, h, *, sample_index=None) -> np.ndarray:
         """Argmax of :meth:`q_at` (ties → lowest action index), int8."""
-        return np.argmax(self.q_at(b, used, h, sample_index), axis=-1).astype(np.int8)
+        return np.argmax(self.q_at(b, used, h, sample_index=sample_index), axis=-1).astype(np.int8)
 
-    def value_at(self, b, used, h, sample_index=None) -> np.ndarray:
+    def value_at(self, b, used, h, *, sample_index=None) -> np.ndarray:
         """``V_h(b, U)`` by linear interpolation of the stored values."""
         shape, b, u, h, s = self._rows(b, used, h, sample_index)
         gm1 = self.grid.dtype.type(self.grid.shape[0] - 1)
@@ -525,7 +541,7 @@ def solve_dp(
     grid_size=GRID_SIZE,
     available=None,
     keep_q=False,
-    dtype=np.float64,
+    dtype: npt.DTypeLike = np.float64,
     backend="auto",
     chunk_size=None,
     n_threads=None,

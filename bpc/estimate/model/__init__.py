@@ -9,7 +9,7 @@ netCDF I/O (:mod:`bpc.estimate.model.io`).
 from __future__ import annotations
 
 from bpc.estimate.model.build import DIM_OBS, DIM_RATE, build_model, observations, rate_counts
-from bpc.estimate.model.diagnostics import ConvergenceWarning, Diagnostics, diagnose, interval, params_table
+from bpc.estimate.model.diagnostics import ConvergenceWarning, Diagnostics, diagnose, params_table
 from bpc.estimate.model.fit import Refitter, cell_rates, counts_of, fit, posterior_params, resolve_sampler, spec_of
 from bpc.estimate.model.io import SpecMismatchError, load, save
 from bpc.estimate.model.spec import RATE_KINDS, ModelSpec, rate_names
@@ -28,7 +28,6 @@ __all__ = [
     "counts_of",
     "diagnose",
     "fit",
-    "interval",
     "load",
     "observations",
     "params_table",

@@ -1,18 +1,44 @@
-"""Build the hierarchical Beta-Binomial model (SPEC §7) for a counts Dataset.
+"""Build the hierarchical Beta-Binomial model (SPEC §7, §9) for a counts Dataset.
 
 For every modelled rate r (``prior``, ``tpr_<critic>``, ``fpr_<critic>``,
 ``p_fix``, ``p_break``) and cell (b, g)::
 
     logit μ[r, b, g] = α[r] + β[r, b] + γ[r, g]
-    θ[r, b, g]       ~ Beta(κ[r] μ, κ[r] (1 − μ))
+    θ[r, b, g]       ~ Beta(s + κ[r] μ, s + κ[r] (1 − μ))
     k[r, b, g]       ~ Binomial(n[r, b, g], θ)
 
-θ is integrated out, so the likelihood is Beta-Binomial on the observed
-counts — for the prior, the Kish effective counts of patches that are
-correlated within an instance (``spec.prior_icc``); only entries with a
-finite, positive ``n`` enter it (missing critics,
-cells without refinement data and absent cells are *masked*, never
-zero-filled). The group effects are non-centred (β = σ_benchmark · z)
+with s = 1 for ``spec.cell_shape = "mode"`` (the Beta's mode is μ and both
+shapes are ≥ 1) and s = 0 for ``"mean"`` (mean μ). For the critic and
+refinement rates θ is integrated out, so their likelihood is Beta-Binomial
+on the observed counts; only entries with a finite, positive ``n`` enter it
+(missing critics, cells without refinement data and absent cells are
+*masked*, never zero-filled).
+
+The prior π = θ[prior] follows the instance model when ``spec.instance``
+(SPEC §9): it is sampled explicitly per cell with data (``pi``, dim
+``prior_cell``), as a logit-normal around the same mean, logit π ~
+N(logit μ[prior], σ_π) — centred (``z_pi`` = logit π) in cells whose data
+pin π down and non-centred (logit π = logit μ + σ_π ``z_pi``) in the
+others (:func:`centred_cells`; every cell centred with ``"prior"`` in
+``spec.centered``); κ[prior] is then unused — and every instance of the cell has its own pass rate
+θ_inst ~ Beta(π κ_inst, (1 − π) κ_inst) with::
+
+    log κ_inst[b, g] = λ + δ[b] + ε[g]           (non-centred group effects)
+
+* a cell with raw records enters through its instance histogram: each of its
+  instances with k of m labelled patches passing contributes
+  log BetaBinomial(k | m, π κ_inst, (1 − π) κ_inst) (a ``Potential``
+  ``y_instances`` over the histogram's classes, weighted by their counts);
+* a cell known only from a likelihood table (no histogram) enters through its
+  patch total k of n, with a Beta-Binomial *moment-matched* to the instance
+  model: BetaBinomial(k | n, π c, (1 − π) c) with
+  1 + c = (n − 1)(1 + κ_inst)/(m̄ − 1), m̄ = n_patches / n_instances, which
+  has the exact mean n π and variance n π (1 − π)(1 + (m̄ − 1)/(1 + κ_inst))
+  of a sum of n / m̄ independent instances (``y_prior``). With m̄ ≤ 1 the
+  patches are independent and c is capped at :data:`C_MAX`.
+
+Without ``spec.instance`` the prior is a collapsed rate like the others
+(patches independent). The group effects are non-centred (β = σ_benchmark · z)
 except for the rate kinds listed in ``spec.centered`` (β = z ~ N(0, σ)),
 optionally sum-to-zero. Variable names:
 
@@ -20,7 +46,15 @@ optionally sum-to-zero. Variable names:
 ``z_benchmark`` / ``z_generator`` (rate, level; the raw effects),
 ``beta_benchmark`` (rate, benchmark), ``beta_generator`` (rate, generator),
 ``log_kappa`` / ``kappa`` (rate), data ``n`` / ``k`` and index arrays
-``rate_idx`` / ``benchmark_idx`` / ``generator_idx`` (obs), likelihood ``y`` (obs).
+``rate_idx`` / ``benchmark_idx`` / ``generator_idx`` (obs), likelihood ``y``
+(obs); with the instance model also ``sigma_pi``, ``z_pi`` and ``pi``
+(prior_cell), ``log_kappa_inst`` (λ), ``sigma_kappa_inst_benchmark`` /
+``sigma_kappa_inst_generator``, ``z_kappa_inst_benchmark`` /
+``z_kappa_inst_generator``, ``delta_kappa_inst_benchmark`` (benchmark),
+``delta_kappa_inst_generator`` (generator), ``kappa_inst`` (benchmark,
+generator), data ``inst_cell`` / ``inst_m`` / ``inst_k`` / ``inst_w``
+(inst_class) and ``prior_n`` / ``prior_k`` / ``prior_mbar`` (prior_cell),
+``y_instances`` (a Potential) and ``y_prior``.
 """
 
 from __future__ import annotations
@@ -30,11 +64,24 @@ import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
 
-from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_LABEL
+from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_LABEL, DIM_PASSES, DIM_PATCHES
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
-from bpc.schema import validate_counts
+from bpc.schema import decision_critics, validate_counts
 
-__all__ = ["DIM_RATE", "DIM_OBS", "effective_prior_counts", "rate_counts", "observations", "build_model"]
+__all__ = [
+    "DIM_RATE",
+    "DIM_OBS",
+    "DIM_PRIOR_CELL",
+    "DIM_INST_CLASS",
+    "C_MAX",
+    "CENTRE_INFORMATION",
+    "centred_cells",
+    "rate_counts",
+    "observations",
+    "instance_observations",
+    "shape_offset",
+    "build_model",
+]
 
 DIM_RATE = "rate"
 """Dimension of the modelled rates (coordinate values from :attr:`ModelSpec.rates`)."""
@@ -42,29 +89,25 @@ DIM_RATE = "rate"
 DIM_OBS = "obs"
 """Dimension of the observed (rate, cell) count entries entering the likelihood."""
 
+DIM_PRIOR_CELL = "prior_cell"
+"""Dimension of the cells whose prior π is sampled (instance model); labels ``"benchmark/generator"``."""
 
-def effective_prior_counts(
-    k: np.ndarray, n: np.ndarray, n_instances: np.ndarray, icc: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Kish effective counts of correlated patches: ``round(k / deff)``, ``round(n / deff)``.
+DIM_INST_CLASS = "inst_class"
+"""Dimension of the (cell, m, k) classes of the instance histograms (instance model)."""
 
-    deff = 1 + (m − 1) ρ with m = n / n_instances patches per instance (m = 1,
-    no correction, where ``n_instances`` is unknown). ``NaN`` stays ``NaN``.
-    """
-    k, n, inst = (np.asarray(x, dtype=float) for x in (k, n, n_instances))
-    if icc == 0:
-        return k, n
-    with np.errstate(invalid="ignore", divide="ignore"):
-        m = np.where(np.isfinite(inst) & (inst > 0), n / inst, 1.0)
-    deff = 1.0 + (np.maximum(m, 1.0) - 1.0) * icc
-    n_eff = np.round(n / deff)
-    k_eff = np.minimum(np.round(k / deff), n_eff)
-    return k_eff, n_eff
+CENTRE_INFORMATION = 10.0
+"""Information about logit π (instances × p(1 − p)) from which a prior cell is sampled centred."""
+
+C_MAX = 1e6
+"""Cap on the moment-matched Beta-Binomial concentration of a table cell (m̄ ≤ 1: independent patches)."""
 
 
-def rate_counts(
-    counts: xr.Dataset, spec: ModelSpec, *, effective: bool = False
-) -> tuple[xr.DataArray, xr.DataArray]:
+def shape_offset(spec: ModelSpec) -> float:
+    """The offset s of the cell-level Beta(s + κμ, s + κ(1 − μ)): 1 for ``"mode"``, 0 for ``"mean"``."""
+    return 1.0 if spec.cell_shape == "mode" else 0.0
+
+
+def rate_counts(counts: xr.Dataset, spec: ModelSpec) -> tuple[xr.DataArray, xr.DataArray]:
     """The counts behind each modelled rate, as ``(k, n)`` arrays over (rate, benchmark, generator).
 
     ``prior`` ← (``n_pass``, ``n_patches``); ``tpr_c`` / ``fpr_c`` ←
@@ -72,18 +115,12 @@ def rate_counts(
     (``trans_flip``, ``trans_n``) at label 0 / 1. A critic missing from the
     counts' ``critic`` coordinate is unobserved (``NaN``) everywhere.
 
-    With ``effective=True`` the prior's counts are the Kish effective counts
-    of :func:`effective_prior_counts` under ``spec.prior_icc`` — what the
-    likelihood and the conjugate draws use.
-
     Parameters
     ----------
     counts : xarray.Dataset
         Counts schema (:mod:`bpc.schema`).
     spec : ModelSpec
         Decides which critics are modelled.
-    effective : bool
-        Replace the prior's counts by effective counts.
 
     Returns
     -------
@@ -97,11 +134,6 @@ def rate_counts(
         kind = rate_kind(rate)
         if kind == "prior":
             k, n = counts["n_pass"], counts["n_patches"]
-            if effective and spec.prior_icc > 0:
-                ke, ne = effective_prior_counts(
-                    k.values, n.values, counts["n_instances"].values, spec.prior_icc
-                )
-                k, n = k.copy(data=ke), n.copy(data=ne)
         elif kind in ("tpr", "fpr"):
             critic = rate_critic(rate)
             label = 1 if kind == "tpr" else 0
@@ -134,8 +166,9 @@ def rate_counts(
 def observations(counts: xr.Dataset, spec: ModelSpec) -> xr.Dataset:
     """The observed (rate, cell) entries that enter the likelihood, along dim ``obs``.
 
-    Entries with ``n`` NaN (unobserved) or 0 (nothing assessed) are left out;
-    the prior's counts are effective counts (see :func:`rate_counts`).
+    Entries with ``n`` NaN (unobserved) or 0 (nothing assessed) are left
+    out, and so is the prior when ``spec.instance`` (it then enters through
+    :func:`instance_observations`).
 
     Returns
     -------
@@ -145,8 +178,10 @@ def observations(counts: xr.Dataset, spec: ModelSpec) -> xr.Dataset:
         coordinates), with string coordinates ``obs`` (``"rate/benchmark/generator"``),
         ``obs_rate``, ``obs_benchmark``, ``obs_generator``.
     """
-    k, n = rate_counts(counts, spec, effective=True)
+    k, n = rate_counts(counts, spec)
     mask = np.isfinite(n.values) & (np.nan_to_num(n.values) > 0)
+    if spec.instance:
+        mask[spec.rates.index("prior")] = False
     r, b, g = np.nonzero(mask)
     rates = np.asarray(spec.rates)
     bench = np.asarray(n[DIM_BENCHMARK].values, dtype=str)
@@ -166,6 +201,105 @@ def observations(counts: xr.Dataset, spec: ModelSpec) -> xr.Dataset:
             "obs_benchmark": (DIM_OBS, bench[b]),
             "obs_generator": (DIM_OBS, gens[g]),
         },
+    )
+
+
+def instance_observations(counts: xr.Dataset, *, layout: xr.Dataset | None = None) -> xr.Dataset:
+    """The prior's data under the instance model: histogram classes and patch totals.
+
+    A cell *with prior data* has a finite, positive ``n_patches``. Every such
+    cell gets one row per (m, k ≤ m) class of the instance histogram and one
+    patch-total row: a cell with a histogram (``inst_hist`` finite, not all
+    zero) puts its instance counts in the class rows and n = k = 0 in its
+    total row; a cell without one (a likelihood table) has zero class weights
+    and its patch total. Zero weights and n = 0 contribute nothing to the
+    likelihood, so refits on the same layout can move a cell between the two.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Counts schema.
+    layout : xarray.Dataset, optional
+        A previous result whose ``prior_cell`` list and histogram size to use
+        (for refits); a cell of ``counts`` with prior data outside it is an
+        error, a cell of it without data in ``counts`` gets zeros.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over dim ``prior_cell`` (labels ``"benchmark/generator"``):
+        ``cell_benchmark_idx``, ``cell_generator_idx``, and the total row's
+        ``prior_n``, ``prior_k``, ``prior_mbar`` (patches per instance; 1 where
+        ``n_instances`` is unknown). Over ``inst_class``: ``inst_cell``
+        (position along ``prior_cell``), ``inst_m``, ``inst_k``, ``inst_w``
+        (instances in the class).
+
+    Raises
+    ------
+    ValueError
+        If ``counts`` has prior data in a cell outside ``layout``, or a larger
+        histogram.
+    """
+    validate_counts(counts)
+    order = (DIM_BENCHMARK, DIM_GENERATOR)
+    n = counts["n_patches"].transpose(*order).values
+    k = counts["n_pass"].transpose(*order).values
+    inst = counts["n_instances"].transpose(*order).values
+    hist = counts["inst_hist"].transpose(*order, DIM_PATCHES, DIM_PASSES).values
+    bench = [str(v) for v in counts[DIM_BENCHMARK].values]
+    gens = [str(v) for v in counts[DIM_GENERATOR].values]
+    has_prior = np.isfinite(n) & (np.nan_to_num(n) > 0)
+    has_hist = np.isfinite(hist).all(axis=(2, 3)) & (np.nan_to_num(hist).sum(axis=(2, 3)) > 0) & has_prior
+    if layout is None:
+        cb, cg = np.nonzero(has_prior)
+        cells = [f"{bench[b]}/{gens[g]}" for b, g in zip(cb, cg, strict=True)]
+        size = hist.shape[2]
+    else:
+        cells = [str(c) for c in layout[DIM_PRIOR_CELL].values]
+        cb, cg = layout["cell_benchmark_idx"].values, layout["cell_generator_idx"].values
+        size = int(layout["inst_m"].max()) if layout.sizes[DIM_INST_CLASS] else hist.shape[2]
+        inside = np.zeros(has_prior.shape, dtype=bool)
+        inside[cb, cg] = True
+        outside = has_prior & ~inside
+        if outside.any():
+            b, g = (int(a[0]) for a in np.nonzero(outside))
+            raise ValueError(f"counts have prior data in cell {bench[b]}/{gens[g]}, outside the layout")
+        if hist.shape[2] > size and (np.nan_to_num(hist[:, :, size:]) > 0).any():
+            raise ValueError(f"counts hold instances with more than {size} patches, more than the layout")
+    mm, kk = np.meshgrid(np.arange(1, size + 1), np.arange(size + 1), indexing="ij")
+    possible = kk <= mm
+    n_class = int(possible.sum())
+    n_cells = len(cells)
+    w = np.zeros((n_cells, n_class))
+    tot_n = np.zeros(n_cells, dtype=np.int64)
+    tot_k = np.zeros(n_cells, dtype=np.int64)
+    mbar = np.ones(n_cells)
+    for c, (b, g) in enumerate(zip(cb, cg, strict=True)):
+        if not has_prior[b, g]:
+            continue
+        if has_hist[b, g]:
+            h = np.zeros((size, size + 1))
+            src = np.nan_to_num(hist[b, g])
+            s_m, s_k = min(size, src.shape[0]), min(size + 1, src.shape[1])
+            h[:s_m, :s_k] = src[:s_m, :s_k]
+            w[c] = h[possible]
+        else:
+            tot_n[c], tot_k[c] = int(n[b, g]), int(k[b, g])
+        if np.isfinite(inst[b, g]) and inst[b, g] > 0:
+            mbar[c] = max(float(n[b, g] / inst[b, g]), 1.0)
+    return xr.Dataset(
+        {
+            "cell_benchmark_idx": (DIM_PRIOR_CELL, np.asarray(cb, dtype=np.int64)),
+            "cell_generator_idx": (DIM_PRIOR_CELL, np.asarray(cg, dtype=np.int64)),
+            "prior_n": (DIM_PRIOR_CELL, tot_n),
+            "prior_k": (DIM_PRIOR_CELL, tot_k),
+            "prior_mbar": (DIM_PRIOR_CELL, mbar),
+            "inst_cell": (DIM_INST_CLASS, np.repeat(np.arange(n_cells), n_class).astype(np.int64)),
+            "inst_m": (DIM_INST_CLASS, np.tile(mm[possible], n_cells).astype(np.int64)),
+            "inst_k": (DIM_INST_CLASS, np.tile(kk[possible], n_cells).astype(np.int64)),
+            "inst_w": (DIM_INST_CLASS, w.reshape(-1)),
+        },
+        coords={DIM_PRIOR_CELL: cells},
     )
 
 
@@ -209,7 +343,8 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
         the model's levels (levels without any data get effects from their
         prior, i.e. predictive draws).
     spec : ModelSpec, optional
-        Defaults to :meth:`ModelSpec.default`.
+        Defaults to :meth:`ModelSpec.default` modelling the counts' own critics
+        (:func:`bpc.schema.decision_critics`: the paper's three for the corpus).
 
     Returns
     -------
@@ -224,9 +359,11 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
     ValueError
         If ``counts`` breaks the counts schema or has no observed entry.
     """
-    spec = ModelSpec.default() if spec is None else spec
+    if spec is None:
+        spec = ModelSpec.default().with_critics(decision_critics(counts[DIM_CRITIC].values))
     obs = observations(counts, spec)
-    if obs.sizes[DIM_OBS] == 0:
+    inst = instance_observations(counts) if spec.instance else None
+    if obs.sizes[DIM_OBS] == 0 and (inst is None or inst.sizes[DIM_PRIOR_CELL] == 0):
         raise ValueError("build_model: counts hold no observed entry for any modelled rate")
     coords = {
         DIM_RATE: list(spec.rates),
@@ -234,6 +371,10 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
         DIM_GENERATOR: [str(v) for v in counts[DIM_GENERATOR].values],
         DIM_OBS: list(obs[DIM_OBS].values),
     }
+    if inst is not None:
+        coords[DIM_PRIOR_CELL] = list(inst[DIM_PRIOR_CELL].values)
+        coords[DIM_INST_CLASS] = np.arange(inst.sizes[DIM_INST_CLASS])
+    s0 = shape_offset(spec)
     with pm.Model(coords=coords) as model:
         n = pm.Data("n", obs["n"].values, dims=DIM_OBS)
         k = pm.Data("k", obs["k"].values, dims=DIM_OBS)
@@ -241,13 +382,14 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
         alpha = pm.Normal(
             "alpha", mu=_hyper(spec, "alpha", "mu"), sigma=_hyper(spec, "alpha", "sigma"), dims=DIM_RATE
         )
+        effects = {dim: _effect(spec, dim) for dim in (DIM_BENCHMARK, DIM_GENERATOR) if dim in spec.effects}
         logit_mu = alpha[r_idx]
-        if DIM_BENCHMARK in spec.effects:
+        if DIM_BENCHMARK in effects:
             b_idx = pm.Data("benchmark_idx", obs["benchmark_idx"].values, dims=DIM_OBS)
-            logit_mu = logit_mu + _effect(spec, DIM_BENCHMARK)[r_idx, b_idx]
-        if DIM_GENERATOR in spec.effects:
+            logit_mu = logit_mu + effects[DIM_BENCHMARK][r_idx, b_idx]
+        if DIM_GENERATOR in effects:
             g_idx = pm.Data("generator_idx", obs["generator_idx"].values, dims=DIM_OBS)
-            logit_mu = logit_mu + _effect(spec, DIM_GENERATOR)[r_idx, g_idx]
+            logit_mu = logit_mu + effects[DIM_GENERATOR][r_idx, g_idx]
         log_kappa = pm.Normal(
             "log_kappa",
             mu=_hyper(spec, "log_kappa", "mu"),
@@ -259,9 +401,102 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
         pm.BetaBinomial(
             "y",
             n=n,
-            alpha=kap * pm.math.sigmoid(logit_mu),
-            beta=kap * pm.math.sigmoid(-logit_mu),
+            alpha=s0 + kap * pm.math.sigmoid(logit_mu),
+            beta=s0 + kap * pm.math.sigmoid(-logit_mu),
             observed=k,
             dims=DIM_OBS,
         )
+        if inst is not None and inst.sizes[DIM_PRIOR_CELL] > 0:
+            _instance_likelihood(spec, inst, alpha, effects)
     return model
+
+
+def centred_cells(inst: xr.Dataset, *, all_centred: bool = False) -> np.ndarray:
+    """1.0 for the prior cells whose logit π is sampled centred, 0.0 for the non-centred ones.
+
+    A cell is centred when its data carry at least :data:`CENTRE_INFORMATION`
+    units of Fisher information about logit π, counted conservatively as
+    instances × p (1 − p) with p = (k + 1)/(n + 2) over its patches and the
+    instances of its histogram (or n / m̄ for a patch total): then the data,
+    not σ_π, fix its π and the centred form has no funnel; with less the
+    non-centred form avoids one (Papaspiliopoulos, Roberts & Sköld 2007).
+
+    Parameters
+    ----------
+    inst : xarray.Dataset
+        From :func:`instance_observations`.
+    all_centred : bool
+        Centre every cell (``"prior"`` in ``spec.centered``).
+    """
+    n_cells = inst.sizes[DIM_PRIOR_CELL]
+    if all_centred:
+        return np.ones(n_cells)
+    cell = inst["inst_cell"].values
+    w, m, k = inst["inst_w"].values, inst["inst_m"].values, inst["inst_k"].values
+    instances = np.bincount(cell, weights=w, minlength=n_cells)
+    patches = np.bincount(cell, weights=w * m, minlength=n_cells) + inst["prior_n"].values
+    passes = np.bincount(cell, weights=w * k, minlength=n_cells) + inst["prior_k"].values
+    instances = instances + inst["prior_n"].values / inst["prior_mbar"].values
+    p = (passes + 1.0) / (patches + 2.0)
+    return (instances * p * (1.0 - p) >= CENTRE_INFORMATION).astype(float)
+
+
+def _kappa_inst_effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
+    """Non-centred (optionally sum-to-zero) effect of a level on log κ_inst."""
+    sigma = pm.HalfNormal(
+        f"sigma_kappa_inst_{level_dim}", sigma=spec.instance_priors[f"sigma_{level_dim}"]["sigma"]
+    )
+    name = f"z_kappa_inst_{level_dim}"
+    if spec.zero_sum:
+        raw = pm.ZeroSumNormal(name, sigma=1.0, dims=level_dim)
+    else:
+        raw = pm.Normal(name, 0.0, 1.0, dims=level_dim)
+    return pm.Deterministic(f"delta_kappa_inst_{level_dim}", sigma * raw, dims=level_dim)
+
+
+def _instance_likelihood(
+    spec: ModelSpec,
+    inst: xr.Dataset,
+    alpha: pt.TensorVariable,
+    effects: dict[str, pt.TensorVariable],
+) -> None:
+    """The prior under the instance model: π per cell, κ_inst per cell, histogram and table likelihoods."""
+    r0 = spec.rates.index("prior")
+    cb = pm.Data("cell_benchmark_idx", inst["cell_benchmark_idx"].values, dims=DIM_PRIOR_CELL)
+    cg = pm.Data("cell_generator_idx", inst["cell_generator_idx"].values, dims=DIM_PRIOR_CELL)
+    logit_mu = alpha[r0]
+    if DIM_BENCHMARK in effects:
+        logit_mu = logit_mu + effects[DIM_BENCHMARK][r0][cb]
+    if DIM_GENERATOR in effects:
+        logit_mu = logit_mu + effects[DIM_GENERATOR][r0][cg]
+    # logit-normal cells, each centred or not by its data (partial centring): a cell whose data
+    # pin logit π down (information ≥ CENTRE_INFORMATION) is centred, the others non-centred
+    sigma_pi = pm.HalfNormal("sigma_pi", sigma=spec.instance_priors["sigma_cell"]["sigma"])
+    w = centred_cells(inst, all_centred="prior" in spec.centered)
+    raw = pm.Normal("z_pi", mu=w * logit_mu, sigma=pt.switch(w > 0, sigma_pi, 1.0), dims=DIM_PRIOR_CELL)
+    logit_pi = pt.switch(w > 0, raw, logit_mu + sigma_pi * raw)
+    pi = pm.Deterministic("pi", pm.math.sigmoid(logit_pi), dims=DIM_PRIOR_CELL)
+    lk = spec.instance_priors["log_kappa"]
+    log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
+    log_k = log_kappa_inst + pt.zeros((len(inst["cell_benchmark_idx"]),))
+    grid = log_kappa_inst
+    for dim, idx in ((DIM_BENCHMARK, cb), (DIM_GENERATOR, cg)):
+        delta = _kappa_inst_effect(spec, dim)
+        log_k = log_k + delta[idx]
+        grid = grid + (delta[:, None] if dim == DIM_BENCHMARK else delta[None, :])
+    pm.Deterministic("kappa_inst", pt.exp(grid), dims=(DIM_BENCHMARK, DIM_GENERATOR))
+    kappa_cell = pt.exp(log_k)  # (prior_cell,)
+    c = pm.Data("inst_cell", inst["inst_cell"].values, dims=DIM_INST_CLASS)
+    m = pm.Data("inst_m", inst["inst_m"].values, dims=DIM_INST_CLASS)
+    kk = pm.Data("inst_k", inst["inst_k"].values, dims=DIM_INST_CLASS)
+    w = pm.Data("inst_w", inst["inst_w"].values, dims=DIM_INST_CLASS)
+    a, b = pi[c] * kappa_cell[c], (1.0 - pi[c]) * kappa_cell[c]
+    logp = pm.logp(pm.BetaBinomial.dist(n=m, alpha=a, beta=b), kk)
+    pm.Potential("y_instances", pt.sum(w * logp))
+    n = pm.Data("prior_n", inst["prior_n"].values, dims=DIM_PRIOR_CELL)
+    k = pm.Data("prior_k", inst["prior_k"].values, dims=DIM_PRIOR_CELL)
+    mbar = pm.Data("prior_mbar", inst["prior_mbar"].values, dims=DIM_PRIOR_CELL)
+    # 1 + c = (n − 1)(1 + κ)/(m̄ − 1): the variance of a sum of n / m̄ independent instances
+    conc = (n - 1.0) * (1.0 + kappa_cell) / pt.maximum(mbar - 1.0, 1e-12) - 1.0
+    conc = pt.clip(conc, 1e-6, C_MAX)
+    pm.BetaBinomial("y_prior", n=n, alpha=pi * conc, beta=(1.0 - pi) * conc, observed=k, dims=DIM_PRIOR_CELL)

@@ -9,8 +9,10 @@
 * **Calibration** (:func:`simulate_from_prior`, :func:`sbc`,
   :func:`coverage_table`): fit data generated from known rates (drawn from the
   prior, or the :mod:`bpc.data.simulate` panel) and count how often 50% / 90%
-  intervals cover the true cell rates.
-* **Held-out comparison with Laplace** (:func:`split_counts`,
+  intervals cover the true cell rates. :func:`sbc_model` is the textbook prior
+  SBC of the PyMC model's own variables, run by :mod:`simuk`, with
+  :func:`sbc_rank_summary` testing its ranks for uniformity.
+* **Held-out comparison with Laplace** (:func:`subsample_counts`,
   :func:`lpd_table`, :func:`subsample_comparison`,
   :func:`leave_one_cell_out`, :func:`compare_summary`): log predictive
   density of held-out counts under the hierarchical posterior
@@ -25,6 +27,7 @@ can be tested with cheap stand-ins.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -41,11 +44,14 @@ from bpc.constants import (
     DIM_DRAW,
     DIM_GENERATOR,
     DIM_LABEL,
+    DIM_PASSES,
+    DIM_PATCHES,
     POOL_SIZE,
 )
-from bpc.estimate.model.build import DIM_RATE, observations, rate_counts
+from bpc.estimate.model.build import DIM_RATE, observations, rate_counts, shape_offset
 from bpc.estimate.model.fit import Refitter, cell_rates, counts_of, spec_of
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
+from bpc.intervals import interval_bounds
 from bpc.schema import validate_counts
 
 __all__ = [
@@ -58,8 +64,12 @@ __all__ = [
     "simulate_from_prior",
     "coverage_table",
     "sbc",
+    "coverage_summary",
+    "sbc_model",
+    "sbc_rank_summary",
+    "RefitFitter",
     "refit_fitter",
-    "split_counts",
+    "subsample_counts",
     "lpd_table",
     "subsample_comparison",
     "leave_one_cell_out",
@@ -167,7 +177,9 @@ def prior_draws(
     xarray.Dataset
         ``alpha``, ``sigma_benchmark``, ``sigma_generator``, ``log_kappa``,
         ``kappa`` (chain, draw, rate); ``beta_benchmark`` / ``beta_generator``
-        (chain, draw, rate, level).
+        (chain, draw, rate, level); with the instance model also
+        ``log_kappa_inst``, ``sigma_kappa_inst_<level>`` (chain, draw) and
+        ``delta_kappa_inst_<level>`` (chain, draw, level).
     """
     rng = np.random.default_rng([int(seed), 2])
     R = len(spec.rates)
@@ -197,6 +209,21 @@ def prior_draws(
         beta = sigma[:, :, None] * z if dim in spec.effects else np.zeros_like(z)
         data[f"sigma_{dim}"] = ((DIM_CHAIN, DIM_DRAW, DIM_RATE), sigma[None])
         data[f"beta_{dim}"] = ((DIM_CHAIN, DIM_DRAW, DIM_RATE, dim), beta[None])
+    if spec.instance:
+        # the instance model's log κ_inst = λ + δ[benchmark] + ε[generator] (non-centred, as in the build)
+        lk = spec.instance_priors["log_kappa"]
+        data["log_kappa_inst"] = ((DIM_CHAIN, DIM_DRAW), rng.normal(lk["mu"], lk["sigma"], size=(1, draws)))
+        for dim, levels in ((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)):
+            scale = spec.instance_priors[f"sigma_{dim}"]["sigma"]
+            sigma = np.abs(rng.normal(0.0, scale, size=draws))
+            z = rng.normal(size=(draws, len(levels)))
+            if spec.zero_sum:
+                z = z - z.mean(axis=-1, keepdims=True)
+            data[f"sigma_kappa_inst_{dim}"] = ((DIM_CHAIN, DIM_DRAW), sigma[None])
+            data[f"delta_kappa_inst_{dim}"] = ((DIM_CHAIN, DIM_DRAW, dim), (sigma[:, None] * z)[None])
+        # the cells' logit π ~ N(logit μ, σ_π) (the build's logit-normal prior cells)
+        sigma_pi = np.abs(rng.normal(0.0, spec.instance_priors["sigma_cell"]["sigma"], size=draws))
+        data["sigma_pi"] = ((DIM_CHAIN, DIM_DRAW), sigma_pi[None])
     return xr.Dataset(data, coords=coords)
 
 
@@ -257,8 +284,8 @@ def posterior_predictive_check(
         A fit (:func:`bpc.estimate.model.fit`).
     level : {"cell", "population"}
         ``"cell"``: y_rep ~ Binomial(n, θ_draw) with the cell's own posterior
-        θ; ``"population"``: θ_new ~ Beta(κμ, κ(1−μ)) per draw first (does
-        the hierarchy explain the cell?).
+        θ; ``"population"``: θ_new ~ Beta(s + κμ, s + κ(1−μ)) per draw first
+        (s from the spec's ``cell_shape``; does the hierarchy explain the cell?).
     prob : float
         Central predictive interval probability (equal-tailed).
     seed : int
@@ -300,12 +327,14 @@ def posterior_predictive_check(
                 logit = logit + flat(f"beta_{dim}")[:, r, idx]
         kappa = flat("kappa")[:, r]
         tiny = np.finfo(float).tiny
+        s0 = shape_offset(spec)  # the cell-level Beta of the spec's cell_shape
         theta = rng.beta(
-            np.maximum(kappa * special.expit(logit), tiny), np.maximum(kappa * special.expit(-logit), tiny)
+            np.maximum(s0 + kappa * special.expit(logit), tiny),
+            np.maximum(s0 + kappa * special.expit(-logit), tiny),
         )
     y_rep = rng.binomial(np.broadcast_to(n, theta.shape), np.clip(np.nan_to_num(theta), 0, 1))
-    q = (1 - prob) / 2
-    lo, hi = np.quantile(y_rep, [q, 1 - q], axis=0, method="inverted_cdf")
+    # integer counts: bounds are replicated values (the inverted-CDF quantile), not interpolations
+    lo, hi = np.moveaxis(interval_bounds(y_rep, axis=0, prob=prob, kind="eti", method="inverted_cdf"), -1, 0)
     p_value = (y_rep > k).mean(axis=0) + 0.5 * (y_rep == k).mean(axis=0)
     return pd.DataFrame(
         {
@@ -330,20 +359,26 @@ def posterior_predictive_check(
 def simulate_from_prior(
     counts: xr.Dataset, spec: ModelSpec | None = None, *, seed: int = DEFAULT_SEED
 ) -> tuple[xr.Dataset, xr.Dataset]:
-    """One data set from the model itself: hyperparameters and cell rates from the prior, counts Binomial.
+    """One data set from the model itself: hyperparameters and cell rates from the prior, then counts.
 
     Every entry observed in ``counts`` keeps its ``n`` and gets
-    k ~ Binomial(n, θ_true); unobserved entries stay ``NaN``. With
-    ``spec.prior_icc`` = ρ > 0 the prior's patches are generated the way the
-    model assumes they are correlated: per instance θ_i ~ Beta(θ c, (1 − θ) c)
-    with c = 1/ρ − 1, then Binomial(patches of the instance, θ_i).
+    k ~ Binomial(n, θ_true); unobserved entries stay ``NaN``. Under the
+    instance model (``spec.instance``, SPEC §9) the prior's patches are
+    generated instance by instance, as the model says they are: per instance
+    θ_i ~ Beta(π κ_inst, (1 − π) κ_inst) with the cell's κ_inst, then
+    Binomial(patches of the instance, θ_i). The instances keep the sizes of
+    ``counts``' instance histogram where it has one (and the simulated
+    histogram replaces it), else ``n_instances`` near-equal sizes.
 
     Returns
     -------
     sim_counts : xarray.Dataset
         Counts schema, ``source`` = ``"simulated"`` where observed.
+        ``inst_hist`` is the simulated histogram under the instance model and
+        ``NaN`` without it (patches simulated independently have no instances).
     truth : xarray.Dataset
-        True cell rates (parameter schema, no sample dims).
+        True cell rates (parameter schema, no sample dims; with the instance
+        model also ``kappa``, the cell's κ_inst).
     """
     spec = ModelSpec.default() if spec is None else spec
     truth = prior_predictive(counts, spec, draws=1, seed=seed).isel({DIM_CHAIN: 0, DIM_DRAW: 0}, drop=True)
@@ -354,21 +389,36 @@ def simulate_from_prior(
     seen = np.isfinite(n_v)
     k_new = np.full(n_v.shape, np.nan)
     k_new[seen] = rng.binomial(n_v[seen].astype(np.int64), np.clip(np.nan_to_num(theta[seen]), 0, 1))
-    if spec.prior_icc > 0:
-        # patches of one instance share a pass probability θ_i ~ Beta with intra-class correlation ρ
-        conc = 1.0 / spec.prior_icc - 1.0
+    cells = (DIM_BENCHMARK, DIM_GENERATOR)
+    hist_in = counts["inst_hist"].transpose(*cells, DIM_PATCHES, DIM_PASSES).values
+    hist_out = np.full(hist_in.shape, np.nan)
+    if spec.instance:
         r0 = spec.rates.index("prior")
-        inst = counts["n_instances"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values
+        sizes_m = np.asarray(counts[DIM_PATCHES].values, dtype=np.int64)
+        inst = counts["n_instances"].transpose(*cells).values
+        kappa = truth["kappa"].transpose(*cells).values
         for i, j in zip(*np.nonzero(seen[r0]), strict=True):
-            n_cell, n_inst, th = int(n_v[r0, i, j]), inst[i, j], float(np.clip(theta[r0, i, j], 0, 1))
-            if not np.isfinite(n_inst) or n_inst < 1 or not 0 < th < 1:
+            n_cell, th, conc = int(n_v[r0, i, j]), float(theta[r0, i, j]), float(kappa[i, j])
+            if not (0 < th < 1 and np.isfinite(conc) and conc > 0):
                 continue
-            n_inst = int(min(n_inst, n_cell))
-            sizes = np.full(n_inst, n_cell // n_inst) + (np.arange(n_inst) < n_cell % n_inst)
-            theta_i = rng.beta(th * conc, (1 - th) * conc, size=n_inst)
-            k_new[r0, i, j] = rng.binomial(sizes, theta_i).sum()
+            has_hist = bool(np.isfinite(hist_in[i, j]).all() and np.nansum(hist_in[i, j]) > 0)
+            if has_hist:
+                sizes = np.repeat(sizes_m, hist_in[i, j].sum(axis=1).astype(np.int64))
+            elif np.isfinite(inst[i, j]) and inst[i, j] >= 1:
+                n_inst = int(min(inst[i, j], n_cell))
+                sizes = np.full(n_inst, n_cell // n_inst) + (np.arange(n_inst) < n_cell % n_inst)
+            else:
+                continue
+            passes = rng.binomial(sizes, rng.beta(th * conc, (1 - th) * conc, size=len(sizes)))
+            k_new[r0, i, j] = passes.sum()
+            if has_hist:
+                hist_out[i, j] = 0.0
+                np.add.at(hist_out[i, j], (sizes - 1, passes), 1.0)
     sim = with_rate_counts(counts, spec, k_new, n_v)
+    sim["inst_hist"] = (cells + (DIM_PATCHES, DIM_PASSES), hist_out)
+    sim["inst_hist"] = sim["inst_hist"].transpose(*counts["inst_hist"].dims)
     sim["source"] = xr.where(sim["n_patches"].notnull(), "simulated", "").astype(object)
+    validate_counts(sim)
     return sim, truth
 
 
@@ -415,12 +465,11 @@ def coverage_table(
         tr = tv[ok]
         rec = {"kind": kind, "truth": tr, "rank": (d < tr).mean(axis=0)}
         for prob in probs:
-            q = (1 - prob) / 2
-            lo, hi = np.quantile(d, [q, 1 - q], axis=0)
+            lo, hi = np.moveaxis(interval_bounds(d, axis=0, prob=prob, kind="eti"), -1, 0)
             rec[f"covered_{prob:g}"] = (lo <= tr) & (tr <= hi)
         coords = np.nonzero(ok)
         for i, dim in enumerate(dims):
-            rec[dim] = np.asarray(t[dim].values)[coords[i]].astype(str)
+            rec[str(dim)] = np.asarray(t[dim].values)[coords[i]].astype(str)
         if DIM_CRITIC not in dims:
             rec[DIM_CRITIC] = ""
         if counts is not None:
@@ -450,6 +499,33 @@ def _layout_template(counts: xr.Dataset) -> xr.Dataset:
     return out
 
 
+class RefitFitter:
+    """A :data:`Fitter` that compiles the model once and refits it on each count set.
+
+    Built by :func:`refit_fitter`. Calling it fits the hierarchical model
+    with the compile-once :class:`~bpc.estimate.model.fit.Refitter` and
+    returns the parameter draws.
+
+    Attributes
+    ----------
+    refitter : Refitter
+        The compiled model.
+    last_diagnostics : dict or None
+        Convergence diagnostics of the latest fit (``None`` before the first).
+    """
+
+    def __init__(self, refitter: Refitter, *, draws: int, tune: int, chains: int) -> None:
+        self.refitter = refitter
+        self.draws, self.tune, self.chains = draws, tune, chains
+        self.last_diagnostics: dict | None = None
+
+    def __call__(self, counts: xr.Dataset, seed: int) -> xr.Dataset:
+        """Fit ``counts`` with ``seed``; return the parameter draws."""
+        dt = self.refitter.fit(counts, draws=self.draws, tune=self.tune, chains=self.chains, seed=seed)
+        self.last_diagnostics = dt.attrs["diagnostics"]
+        return dt["parameters"].to_dataset()
+
+
 def refit_fitter(
     template: xr.Dataset,
     spec: ModelSpec | None = None,
@@ -458,7 +534,7 @@ def refit_fitter(
     tune: int = 1000,
     chains: int = 4,
     sampler: str = "auto",
-) -> Fitter:
+) -> RefitFitter:
     """A :data:`Fitter` compiling the model once on ``template``'s layout.
 
     See :class:`~bpc.estimate.model.fit.Refitter`.
@@ -467,14 +543,7 @@ def refit_fitter(
     no entry the template leaves unobserved.
     """
     refitter = Refitter(_layout_template(template), spec, sampler=sampler)
-
-    def fitter(counts: xr.Dataset, seed: int) -> xr.Dataset:
-        dt = refitter.fit(counts, draws=draws, tune=tune, chains=chains, seed=seed)
-        fitter.last_diagnostics = dt.attrs["diagnostics"]  # type: ignore[attr-defined]
-        return dt["parameters"].to_dataset()
-
-    fitter.refitter = refitter  # type: ignore[attr-defined]
-    return fitter
+    return RefitFitter(refitter, draws=draws, tune=tune, chains=chains)
 
 
 def sbc(
@@ -518,6 +587,29 @@ def sbc(
     -------
     pandas.DataFrame
         :func:`coverage_table` rows with a ``rep`` column.
+
+    Notes
+    -----
+    Why this is not :mod:`simuk` (which :func:`sbc_model` uses for the
+    model's own prior SBC): simuk ranks a reference draw of the PyMC model's
+    free variables, drawn from that model's prior, among posterior draws of
+    the same variables, refitting through ``pymc.observe`` and
+    ``pymc.sample``. Here none of that holds:
+
+    * ``truth="simulator"`` draws the data and the true rates from the
+      simulator (:mod:`bpc.data.simulate`), not from the model's prior, so
+      simuk's self-consistency argument (and its rank statistic) does not
+      apply; only interval coverage of the known truth is meaningful.
+    * ``truth="prior"`` checks the *cell rates* θ, which are not free
+      variables of the PyMC model (the Beta-Binomial likelihood marginalises
+      them; they are drawn after the fit by
+      :func:`~bpc.estimate.model.fit.cell_rates`); and the counts are
+      simulated by :func:`simulate_from_prior` patch by patch and instance by
+      instance, not by PyMC's prior predictive of the likelihood.
+    * Every refit goes through ``fitter`` — the compile-once
+      :class:`~bpc.estimate.model.fit.Refitter` in production, an exact
+      stand-in in the tests — whereas simuk compiles and samples a new
+      model per replicate.
     """
     spec = ModelSpec.default() if spec is None else spec
     if truth not in ("prior", "simulator"):
@@ -557,7 +649,139 @@ def coverage_summary(table: pd.DataFrame, *, by: Sequence[str] = ("kind",)) -> p
     return out
 
 
-__all__.append("coverage_summary")
+def sbc_model(
+    counts: xr.Dataset,
+    spec: ModelSpec | None = None,
+    *,
+    reps: int = 100,
+    draws: int = 500,
+    tune: int = 500,
+    chains: int = 2,
+    seed: int = DEFAULT_SEED,
+    sample_kwargs: dict | None = None,
+) -> xr.Dataset:
+    """Prior simulation-based calibration of the PyMC model itself, run by :mod:`simuk`.
+
+    For each of ``reps`` replicates simuk draws the model's free variables
+    from their prior and counts from the model's own likelihood on
+    ``counts``' layout, refits the model to those counts with
+    :func:`pymc.sample` and ranks the reference draw among the posterior
+    draws (Talts et al., 2020). If the model is implemented and sampled
+    correctly the ranks are uniform on ``0 … S`` (``S`` posterior draws);
+    :func:`sbc_rank_summary` tests that.
+
+    This checks the hyperparameters the sampler explores (``alpha``,
+    ``sigma_*``, ``z_*``, ``log_kappa``); coverage of the cell rates, and of
+    data from the simulator, is :func:`sbc` (see its notes for why that one
+    cannot use simuk).
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Layout: which entries are observed and their ``n``. Under the
+        instance model, instance histograms (``inst_hist``) must be ``NaN`` or
+        zero: they enter the model as a ``Potential``, which PyMC cannot
+        simulate (without them each cell's prior enters through its patch
+        total, ``y_prior``, which it can).
+    spec : ModelSpec, optional
+        Model spec (default :meth:`ModelSpec.default`).
+    reps : int
+        Simulated data sets (one refit each; every refit compiles the model).
+    draws, tune, chains : int
+        Sampler settings of each refit; ``S = draws * chains``.
+    seed : int
+        Seed of simuk's prior draws and of every refit.
+    sample_kwargs : dict, optional
+        Further arguments to :func:`pymc.sample` (e.g. ``nuts_sampler``).
+
+    Returns
+    -------
+    xarray.Dataset
+        One rank variable per free variable, dims ``rep`` and the variable's
+        own model dims (``rate``, ``benchmark``, ``generator``); attrs
+        ``posterior_draws`` (``S``) and ``reps``.
+    """
+    import simuk
+
+    from bpc.estimate.model.build import build_model
+
+    spec = ModelSpec.default() if spec is None else spec
+    if spec.instance and "inst_hist" in counts and bool((counts["inst_hist"].fillna(0) > 0).any()):
+        # the histograms enter as a Potential, for which PyMC's prior predictive draws no data:
+        # simuk would refit every replicate on the original histograms and the ranks would mean nothing
+        raise ValueError(
+            "sbc_model: instance histograms enter the model as a Potential (y_instances), which "
+            "PyMC cannot simulate; set 'inst_hist' to NaN (cells then enter through their patch totals)"
+        )
+    model = build_model(counts, spec)
+    kwargs = {"draws": draws, "tune": tune, "chains": chains, "progressbar": False, **(sample_kwargs or {})}
+    run = simuk.SBC(model, num_simulations=reps, sample_kwargs=kwargs, seed=seed, progress_bar=False)
+    with warnings.catch_warnings():
+        # checked above: the instance model's Potential carries no data here, so ignoring it is exact
+        warnings.filterwarnings("ignore", message="The effect of Potentials", category=UserWarning)
+        run.run_simulations()
+    tree = run.simulations
+    if not isinstance(tree, xr.DataTree):  # simuk holds a dict until the run completes
+        raise RuntimeError(f"sbc_model: simuk returned {type(tree).__name__}, not its DataTree of ranks")
+    raw = tree["prior_sbc"].to_dataset().isel({DIM_CHAIN: 0}, drop=True)
+    ranks = {}
+    for name, da in raw.data_vars.items():
+        # simuk names the variables' dims <name>_dim_<i>; put the model's dims and coords back
+        dims = model.named_vars_to_dims.get(str(name)) or ()
+        da = da.rename({DIM_DRAW: "rep", **{f"{name}_dim_{i}": d for i, d in enumerate(dims)}})
+        coords = {d: list(values) for d in dims if (values := model.coords[d]) is not None}
+        ranks[str(name)] = da.drop_vars(list(da.coords)).assign_coords(coords)
+    out = xr.Dataset(ranks)
+    out.attrs.update({"posterior_draws": int(draws * chains), "reps": int(reps)})
+    return out
+
+
+def sbc_rank_summary(ranks: xr.Dataset, *, bins: int = 10) -> pd.DataFrame:
+    """Uniformity of SBC ranks per variable (from :func:`sbc_model`).
+
+    Ranks ``r`` in ``0 … S`` are mapped to ``u = (r + ½) / (S + 1)``; under
+    calibration ``u`` is uniform: mean ½ (a shifted posterior moves it), sd
+    ``√((S+1)² − 1) / (√12 (S+1))`` ≈ 0.289 (too narrow a posterior raises
+    it, too wide lowers it), and the counts in ``bins`` equal groups of rank
+    values pass a χ² test.
+
+    Parameters
+    ----------
+    ranks : xarray.Dataset
+        Rank variables with attr ``posterior_draws`` (``S``).
+    bins : int
+        Groups of rank values for the χ² test (at most ``S + 1``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``variable``; columns ``n`` (ranks pooled over replicates and
+        elements), ``mean_u``, ``sd_u``, ``sd_expected``, ``chi2``, ``p_uniform``.
+    """
+    S = int(ranks.attrs["posterior_draws"])
+    bins = min(int(bins), S + 1)
+    edges = np.linspace(0, S + 1, bins + 1)
+    # exact expected share of each group: how many of the S + 1 rank values it holds
+    share = np.diff(np.ceil(edges)) / (S + 1)
+    rows = {}
+    for name, da in ranks.data_vars.items():
+        r = np.asarray(da.values, dtype=float).ravel()
+        r = r[np.isfinite(r)]
+        u = (r + 0.5) / (S + 1)
+        observed = np.bincount(np.searchsorted(edges, r, side="right") - 1, minlength=bins)[:bins]
+        expected = share * len(r)
+        chi2 = float(((observed - expected) ** 2 / expected).sum())
+        rows[str(name)] = {
+            "n": len(r),
+            "mean_u": float(u.mean()),
+            "sd_u": float(u.std()),
+            "sd_expected": float(np.sqrt((S + 1) ** 2 - 1) / (np.sqrt(12) * (S + 1))),
+            "chi2": chi2,
+            "p_uniform": float(stats.chi2.sf(chi2, bins - 1)),
+        }
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index.name = "variable"
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -572,14 +796,14 @@ def _hypergeom(rng: np.random.Generator, good: np.ndarray, bad: np.ndarray, draw
     return out
 
 
-def split_counts(
+def subsample_counts(
     counts: xr.Dataset,
     n_instances: int,
     *,
     seed: int = DEFAULT_SEED,
     patches_per_instance: int = POOL_SIZE,
 ) -> tuple[xr.Dataset, xr.Dataset]:
-    """Split every cell's counts into a small training part and the held-out rest.
+    """Subsample every cell's counts into a small training part and the held-out rest.
 
     Training keeps ``n_instances × patches_per_instance`` patches per cell (all
     of them when fewer exist), drawn without replacement at the patch level:
@@ -588,6 +812,14 @@ def split_counts(
     Refinement pairs are subsampled the same way (same patch budget per
     label). Only sufficient statistics are needed, so cells given as count
     tables work too; patches of one instance are treated as exchangeable.
+
+    This is a count-level subsample for the held-out density checks, not an
+    instance split: it needs no instance ids and keeps none. Splits of
+    instances (what replays and fits on a split use) are
+    :mod:`bpc.data.splits`. Instance histograms (``inst_hist``) are set to
+    ``NaN`` in both parts, since a patch-level subsample does not say which
+    instances it kept: each part's prior enters the model through its patch
+    total.
 
     Returns
     -------
@@ -650,6 +882,10 @@ def split_counts(
     test = counts.copy(deep=True)
     for name in ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip"):
         test[name] = counts[name] - train[name]
+    if "inst_hist" in counts:
+        # the full histograms would leak every held-out instance into the training part
+        train["inst_hist"] = counts["inst_hist"].where(False)
+        test["inst_hist"] = counts["inst_hist"].where(False)
     validate_counts(train)
     validate_counts(test)
     return train, test
@@ -725,7 +961,7 @@ def subsample_comparison(
 ) -> pd.DataFrame:
     """Held-out log predictive density when every cell is calibrated on only a few instances.
 
-    For each size m and replicate, :func:`split_counts` keeps m instances per
+    For each size m and replicate, :func:`subsample_counts` keeps m instances per
     cell for training, the hierarchical model is fitted on all cells'
     training counts at once, and :func:`lpd_table` scores the held-out rest.
 
@@ -739,7 +975,7 @@ def subsample_comparison(
     for m in sizes:
         for i in range(reps):
             s = int(seed) + 1000 * int(m) + i
-            train, test = split_counts(counts, int(m), seed=s)
+            train, test = subsample_counts(counts, int(m), seed=s)
             params = fitter(train, s)
             out.append(lpd_table(train, test, params, spec).assign(size=int(m), rep=i))
     return pd.concat(out, ignore_index=True)

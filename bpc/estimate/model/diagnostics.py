@@ -17,8 +17,9 @@ import pandas as pd
 import xarray as xr
 
 from bpc.constants import CI_KIND, CI_PROB, DIVERGENCES_MAX, ESS_BULK_MIN, ESS_TAIL_MIN, RHAT_MAX
+from bpc.intervals import credible_interval
 
-__all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "interval", "params_table"]
+__all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "params_table"]
 
 
 class ConvergenceWarning(UserWarning):
@@ -160,32 +161,6 @@ def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics
     )
 
 
-def interval(ds: xr.Dataset | xr.DataArray, *, prob: float = CI_PROB, kind: str = CI_KIND) -> xr.Dataset:
-    """Credible intervals over ``chain``/``draw`` with the pinned probability and kind.
-
-    Parameters
-    ----------
-    ds : xarray.Dataset or xarray.DataArray
-        Draws with ``chain`` and ``draw`` dims.
-    prob : float
-        Interval probability (default :data:`~bpc.constants.CI_PROB`).
-    kind : {"eti", "hdi"}
-        Equal-tailed or highest-density (default :data:`~bpc.constants.CI_KIND`).
-
-    Returns
-    -------
-    xarray.Dataset or xarray.DataArray
-        Same variables without the sample dims, plus ``ci_bound`` (lower, upper);
-        ``NaN`` where the draws are ``NaN``.
-    """
-    if kind not in ("eti", "hdi"):
-        raise ValueError(f"interval kind must be 'eti' or 'hdi', got {kind!r}")
-    if not 0 < prob < 1:
-        raise ValueError(f"interval prob must lie in (0, 1), got {prob!r}")
-    func = az.eti if kind == "eti" else az.hdi
-    return func(ds, prob=prob, dim=[d for d in ("chain", "draw") if d in ds.dims])
-
-
 def params_table(
     params: xr.Dataset,
     *,
@@ -205,7 +180,7 @@ def params_table(
     counts : xarray.Dataset, optional
         For the columns ``k`` and ``n`` (the data behind each rate; ``NaN`` = none).
     prob, kind
-        Interval probability and kind.
+        Interval probability and kind (:func:`bpc.intervals.credible_interval`).
 
     Returns
     -------
@@ -217,11 +192,12 @@ def params_table(
     """
     names = ["prior", "tpr", "fpr", "gap", "p_fix", "p_break"]
     mean = params[names].mean(("chain", "draw"))
-    ci = interval(params[names], prob=prob, kind=kind)
+    ci = credible_interval(params[names], prob=prob, kind=kind)
     data: dict[str, dict[tuple, float]] = {}
 
     def put(col: str, da: xr.DataArray, var: str) -> None:
         for idx, value in da.to_series().items():
+            assert isinstance(idx, tuple)  # (benchmark, generator[, critic]): always a MultiIndex
             b, g, *rest = idx
             rate = var if not rest else f"{var}_{rest[0]}"
             data.setdefault(col, {})[(str(b), str(g), rate)] = float(value)

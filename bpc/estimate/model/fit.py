@@ -33,12 +33,13 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 import pymc as pm
 import xarray as xr
+from scipy.special import expit
 
 from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR
-from bpc.estimate.model.build import DIM_RATE, build_model, rate_counts
+from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import diagnose
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
-from bpc.schema import validate_counts
+from bpc.schema import decision_critics, validate_counts
 
 __all__ = [
     "SAMPLERS",
@@ -98,8 +99,9 @@ def counts_hash(counts: xr.Dataset) -> str:
     h = hashlib.sha256()
     for dim in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC):
         h.update(json.dumps([str(v) for v in counts[dim].values]).encode())
-    for name in ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip"):
-        h.update(np.ascontiguousarray(counts[name].values, dtype=np.float64).tobytes())
+    for name in ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip", "inst_hist"):
+        if name in counts:
+            h.update(np.ascontiguousarray(counts[name].values, dtype=np.float64).tobytes())
     return h.hexdigest()[:16]
 
 
@@ -252,17 +254,29 @@ def cell_rates(
     eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
     eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
     logit_mu = alpha[:, :, None, None] + eff_b[:, :, :, None] + eff_g[:, :, None, :]  # (S, R, B, G)
-    a = kappa[:, :, None, None] / (1.0 + np.exp(-logit_mu))
-    b = kappa[:, :, None, None] / (1.0 + np.exp(logit_mu))
+    s0 = shape_offset(spec)
+    a = s0 + kappa[:, :, None, None] / (1.0 + np.exp(-logit_mu))
+    b = s0 + kappa[:, :, None, None] / (1.0 + np.exp(logit_mu))
 
-    k, n = rate_counts(counts, spec, effective=True)
+    k, n = rate_counts(counts, spec)
     k = k.reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).values
     n = n.reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).values
     seen = np.isfinite(n) & condition
     a = a + np.where(seen, np.nan_to_num(k), 0.0)[None]
     b = b + np.where(seen, np.nan_to_num(n - k), 0.0)[None]
-    tiny = np.finfo(float).tiny
-    theta = rng.beta(np.maximum(a, tiny), np.maximum(b, tiny))  # (S, R, B, G)
+    theta = open_unit(beta_draws(rng, a, b))  # (S, R, B, G)
+    kappa_inst = None
+    if spec.instance and "sigma_pi" in posterior:
+        # the instance model's cells: logit π = logit μ + σ_π z (predictive where π was not sampled)
+        r0 = spec.rates.index("prior")
+        sigma_pi = posterior["sigma_pi"].transpose(DIM_CHAIN, DIM_DRAW).values.reshape(S)[:, None, None]
+        z = rng.normal(size=theta[:, r0].shape)
+        theta[:, r0] = open_unit(expit(logit_mu[:, r0] + sigma_pi * z))
+    if spec.instance and "log_kappa_inst" in posterior:
+        r0 = spec.rates.index("prior")
+        if condition:
+            theta[:, r0] = _sampled_prior(posterior, theta[:, r0], benchmarks, generators, counts)
+        kappa_inst = _kappa_inst_draws(posterior, benchmarks, generators, rng)
 
     critics = [str(c) for c in counts[DIM_CRITIC].values]
     cell_has_data = (
@@ -339,15 +353,104 @@ def cell_rates(
             DIM_CRITIC: critics,
         },
     )
+    if kappa_inst is not None:
+        ds["kappa"] = (cell, shaped(kappa_inst))
+        ds["kappa"].attrs["long_name"] = "Beta concentration of an instance's pass rate (instance model)"
     ds.attrs.update({"source": "hierarchical", "kernels": kernels, "seed": int(seed)})
     return ds
+
+
+def beta_draws(rng: np.random.Generator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Beta(a, b) draws that keep their precision near 0 and 1.
+
+    Drawn as θ = X / (X + Y) with X ~ Gamma(a), Y ~ Gamma(b) in log space
+    (log X = log Gamma(a + 1) + log U / a for a < 1, Marsaglia & Tsang), so a
+    tiny shape parameter gives a draw close to, not exactly at, the boundary
+    (NumPy's generator rounds the gamma ratio, and returns 0.0 or 1.0).
+    Shapes are floored at the smallest positive normal float.
+    """
+    tiny = np.finfo(float).tiny
+    a = np.maximum(np.asarray(a, dtype=float), tiny)
+    b = np.maximum(np.asarray(b, dtype=float), tiny)
+    a, b = np.broadcast_arrays(a, b)
+
+    def log_gamma(shape: np.ndarray) -> np.ndarray:
+        small = shape < 1.0
+        g = rng.standard_gamma(np.where(small, shape + 1.0, shape))
+        with np.errstate(divide="ignore"):
+            out = np.log(g)
+            out = np.where(small, out + np.log(rng.random(shape.shape)) / shape, out)
+        return out
+
+    la, lb = log_gamma(a), log_gamma(b)
+    return expit(la - lb)
+
+
+def open_unit(x: np.ndarray) -> np.ndarray:
+    """``x`` clipped into the open interval (0, 1): to the floats next to 0 and 1 (``NaN`` kept).
+
+    Rates of exactly 0 or 1 would make a critic verdict or a label impossible
+    (infinite likelihood ratios); no draw of a continuous posterior is exact.
+    """
+    return np.clip(x, np.nextafter(0.0, 1.0), np.nextafter(1.0, 0.0))
+
+
+def _sampled_prior(
+    posterior: xr.Dataset,
+    theta_prior: np.ndarray,
+    benchmarks: Sequence[str],
+    generators: Sequence[str],
+    counts: xr.Dataset,
+) -> np.ndarray:
+    """The prior draws with every cell whose π was sampled (instance model) taken from ``pi``."""
+    if "pi" not in posterior:
+        return theta_prior
+    pi = posterior["pi"].transpose(DIM_CHAIN, DIM_DRAW, DIM_PRIOR_CELL)
+    values = pi.values.reshape(theta_prior.shape[0], -1)
+    out = theta_prior.copy()
+    n = counts["n_patches"]
+    for c, label in enumerate(pi[DIM_PRIOR_CELL].values):
+        bench, gen = str(label).split("/", 1)
+        if bench not in benchmarks or gen not in generators:
+            continue
+        try:
+            observed = bool(np.isfinite(n.sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen}).item()))
+        except KeyError:
+            observed = False
+        if observed:
+            out[:, benchmarks.index(bench), generators.index(gen)] = open_unit(values[:, c])
+    return out
+
+
+def _kappa_inst_draws(
+    posterior: xr.Dataset, benchmarks: Sequence[str], generators: Sequence[str], rng: np.random.Generator
+) -> np.ndarray:
+    """κ_inst draws (sample, benchmark, generator); a level unknown to the fit gets δ ~ N(0, σ) per draw."""
+    S = posterior.sizes[DIM_CHAIN] * posterior.sizes[DIM_DRAW]
+    log_k = posterior["log_kappa_inst"].transpose(DIM_CHAIN, DIM_DRAW).values.reshape(S)[:, None, None]
+    log_k = np.broadcast_to(log_k, (S, len(benchmarks), len(generators))).copy()
+    for axis, (dim, levels) in enumerate(((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)), start=1):
+        name = f"delta_kappa_inst_{dim}"
+        if name not in posterior:
+            continue
+        delta = posterior[name].transpose(DIM_CHAIN, DIM_DRAW, dim)
+        known = [str(v) for v in delta[dim].values]
+        values = delta.values.reshape(S, len(known))
+        sigma = posterior[f"sigma_kappa_inst_{dim}"].transpose(DIM_CHAIN, DIM_DRAW).values.reshape(S)
+        eff = np.empty((S, len(levels)))
+        for j, lev in enumerate(levels):
+            eff[:, j] = values[:, known.index(lev)] if lev in known else rng.normal(0.0, 1.0, size=S) * sigma
+        log_k += eff[:, :, None] if axis == 1 else eff[:, None, :]
+    return np.exp(log_k)
 
 
 def spec_of(dt: xr.DataTree) -> ModelSpec:
     """The :class:`ModelSpec` a fit was made with (from its ``spec`` attribute)."""
     text = dt.attrs.get("spec")
     if not text:
-        raise ValueError("this DataTree carries no model spec (attr 'spec'); was it made by bpc.estimate.model.fit?")
+        raise ValueError(
+            "this DataTree carries no model spec (attr 'spec'); was it made by bpc.estimate.model.fit?"
+        )
     return ModelSpec.from_toml_text(text)
 
 
@@ -407,7 +510,8 @@ def fit(
     counts : xarray.Dataset
         Counts schema (:mod:`bpc.schema`); ``NaN`` entries are masked out.
     spec : ModelSpec, optional
-        Defaults to :meth:`ModelSpec.default`.
+        Defaults to :meth:`ModelSpec.default` modelling the counts' own critics
+        (:func:`bpc.schema.decision_critics`: the paper's three for the corpus).
     draws, tune, chains : int
         Kept draws per chain, tuning steps, chains.
     seed : int
@@ -432,7 +536,8 @@ def fit(
         Groups ``posterior``, ``sample_stats``, ``observed_data``,
         ``constant_data``, ``counts``, ``parameters``; attrs as in the module docstring.
     """
-    spec = ModelSpec.default() if spec is None else spec
+    if spec is None:
+        spec = ModelSpec.default().with_critics(decision_critics(counts[DIM_CRITIC].values))
     validate_counts(counts)
     model = build_model(counts, spec)
     which = resolve_sampler(sampler)
@@ -511,11 +616,14 @@ def posterior_params(
 class Refitter:
     """Fit one model layout to many count sets, compiling the model once.
 
-    The model is built on ``template``; :meth:`fit` swaps in new ``n`` / ``k``
-    data (nutpie: ``CompiledModel.with_data``; PyMC: :func:`pymc.set_data`).
-    An entry of the template layout that is unobserved in the new counts gets
-    ``n = k = 0``, which contributes exactly nothing to the Beta-Binomial
-    likelihood — the same as leaving it out. Used by SBC, leave-one-cell-out
+    The model is built on ``template``; :meth:`fit` swaps in new data (nutpie:
+    ``CompiledModel.with_data``; PyMC: :func:`pymc.set_data`): ``n`` / ``k``
+    and, under the instance model, the histogram weights ``inst_w`` and patch
+    totals ``prior_n`` / ``prior_k`` / ``prior_mbar`` (see
+    :func:`bpc.estimate.model.build.instance_observations`). An entry of the
+    template layout that is unobserved in the new counts gets ``n = k = 0``
+    (weight 0), which contributes exactly nothing to the likelihood — the same
+    as leaving it out. Used by SBC, leave-one-cell-out
     and subsample comparisons, where compilation would otherwise dominate.
 
     Parameters
@@ -535,11 +643,12 @@ class Refitter:
         sampler: str = "auto",
         target_accept: float = TARGET_ACCEPT,
     ):
-        from bpc.estimate.model.build import observations
+        from bpc.estimate.model.build import instance_observations, observations
 
         self.spec = ModelSpec.default() if spec is None else spec
         self.template = template
         self.obs = observations(template, self.spec)
+        self.instance_layout = instance_observations(template) if self.spec.instance else None
         self.model = build_model(template, self.spec)
         self.sampler = resolve_sampler(sampler)
         self.target_accept = float(target_accept)
@@ -549,8 +658,15 @@ class Refitter:
 
             self._compiled = nutpie.compile_pymc_model(self.model)
 
-    def data_for(self, counts: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
-        """``(k, n)`` int64 arrays on the template's ``obs`` layout for ``counts``.
+    def data_for(self, counts: xr.Dataset) -> dict[str, np.ndarray]:
+        """The model's data arrays for ``counts`` on the template's layout.
+
+        Returns
+        -------
+        dict
+            ``k``, ``n`` (int64, the ``obs`` layout) and, under the instance
+            model, ``inst_w``, ``prior_n``, ``prior_k``, ``prior_mbar``
+            (those of the template's ``prior_cell`` cells that have prior data).
 
         Raises
         ------
@@ -561,20 +677,33 @@ class Refitter:
         for dim in (DIM_BENCHMARK, DIM_GENERATOR):
             if [str(v) for v in counts[dim].values] != [str(v) for v in self.template[dim].values]:
                 raise ValueError(f"Refitter: counts' {dim} coordinates differ from the template's")
-        k, n = rate_counts(counts, self.spec, effective=True)
+        from bpc.estimate.model.build import instance_observations
+
+        k, n = rate_counts(counts, self.spec)
         kv, nv = k.values, n.values
         r, b, g = (self.obs[v].values for v in ("rate_idx", "benchmark_idx", "generator_idx"))
         inside = np.zeros(nv.shape, dtype=bool)
         inside[r, b, g] = True
+        if self.instance_layout is not None:
+            inside[self.spec.rates.index("prior")] = True  # the prior enters through the instance data
         outside = np.isfinite(nv) & (np.nan_to_num(nv) > 0) & ~inside
         if outside.any():
             i = tuple(a[0] for a in np.nonzero(outside))
             raise ValueError(
                 f"Refitter: counts observe rate {self.spec.rates[i[0]]!r} in a cell outside the template"
             )
-        k_obs = np.nan_to_num(kv[r, b, g]).astype(np.int64)
-        n_obs = np.nan_to_num(nv[r, b, g]).astype(np.int64)
-        return k_obs, n_obs
+        data = {
+            "k": np.nan_to_num(kv[r, b, g]).astype(np.int64),
+            "n": np.nan_to_num(nv[r, b, g]).astype(np.int64),
+        }
+        if self.instance_layout is not None:
+            try:
+                inst = instance_observations(counts, layout=self.instance_layout)
+            except ValueError as exc:
+                raise ValueError(f"Refitter: {exc}") from None
+            for name in ("inst_w", "prior_n", "prior_k", "prior_mbar"):
+                data[name] = inst[name].values
+        return data
 
     def fit(
         self,
@@ -598,12 +727,12 @@ class Refitter:
             As for :func:`fit`.
         """
         validate_counts(counts)
-        k, n = self.data_for(counts)
+        data = self.data_for(counts)
         t0 = time.perf_counter()
         if self._compiled is not None:
             import nutpie
 
-            compiled = self._compiled.with_data(n=n, k=k)
+            compiled = self._compiled.with_data(**data)
             dt = nutpie.sample(
                 compiled,
                 draws=int(draws),
@@ -617,7 +746,7 @@ class Refitter:
             )
         else:
             with self.model:
-                pm.set_data({"n": n, "k": k})
+                pm.set_data(data)
             dt = sample_model(
                 self.model,
                 draws=draws,

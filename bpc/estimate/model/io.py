@@ -43,7 +43,8 @@ def save(dt: xr.DataTree, path: str | os.PathLike) -> Path:
     dt : xarray.DataTree
         A fit from :func:`bpc.estimate.model.fit.fit`.
     path : str or path-like
-        Output file; parent folders are created.
+        Output file; parent folders are created. Written to a temporary name
+        beside it and renamed into place (:func:`bpc.outputs.atomic_file`).
 
     Raises
     ------
@@ -54,14 +55,16 @@ def save(dt: xr.DataTree, path: str | os.PathLike) -> Path:
         raise ValueError(
             "save: DataTree has no 'spec' attribute; only fits made by bpc.estimate.model.fit can be saved"
         )
+    from bpc.outputs import atomic_file
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     groups = {"/": xr.Dataset(attrs=dict(dt.attrs))}
     for node in dt.subtree:
         if node.path == "/":
             continue
         groups[node.path] = _writable(node.to_dataset(inherit=False))
-    xr.DataTree.from_dict(groups).to_netcdf(path, engine=_ENGINE, mode="w")
+    with atomic_file(path) as tmp:  # a reader never sees a half-written file
+        xr.DataTree.from_dict(groups).to_netcdf(tmp, engine=_ENGINE, mode="w")
     return path
 
 

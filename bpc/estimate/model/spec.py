@@ -4,31 +4,48 @@ A :class:`ModelSpec` states *what* is modelled — which critics, which group
 effects on the logit of each rate's mean, how they are parametrised, and the
 hyperpriors per rate kind — and :func:`bpc.estimate.model.build.build_model` turns it
 into a :class:`pymc.Model` for a counts Dataset. Specs round-trip through TOML
-(``models/hierarchical.toml`` is the default) and carry a content hash, stored
-with every fit so that a posterior is never read back under another model.
+and carry a content hash, stored with every fit so that a posterior is never
+read back under another model.
+
+The default spec has one source, the TOML file ``hierarchical.toml`` shipped
+as package data beside this module (:data:`DEFAULT_SPEC_FILE`;
+``models/hierarchical.toml`` links to it): :meth:`ModelSpec.default` reads it,
+and a spec file that leaves a section out inherits that section from it.
 
 Rate kinds are ``prior``, ``tpr``, ``fpr``, ``p_fix`` and ``p_break``; the
 modelled *rates* are ``prior``, ``tpr_<critic>`` and ``fpr_<critic>`` for each
 modelled critic, ``p_fix`` and ``p_break`` (see :attr:`ModelSpec.rates`).
+
+The ``[instance]`` section switches the instance model of the prior on or off
+and holds the hyperpriors of its per-cell concentration κ_inst (SPEC §9). It
+replaces the earlier ``prior_icc`` design-effect setting (Kish effective
+counts with one fixed intra-instance correlation), which the instance model
+subsumes: a spec may no longer carry it.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import math
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bpc.constants import CRITICS, DIM_BENCHMARK, DIM_GENERATOR, PAPER_CRITICS
+from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, PAPER_CRITICS
+from bpc.schema import check_critic_names
 
 __all__ = [
     "RATE_KINDS",
     "HYPERPRIORS",
+    "INSTANCE_HYPERPRIORS",
+    "CELL_SHAPES",
+    "DEFAULT_SPEC_FILE",
     "ModelSpec",
     "rate_names",
     "rate_kind",
@@ -46,29 +63,34 @@ HYPERPRIORS: dict[str, tuple[str, ...]] = {
 }
 """Hyperprior name → its parameters (Normal: mu, sigma; HalfNormal: sigma)."""
 
-_EFFECTS = (DIM_BENCHMARK, DIM_GENERATOR)
-
-_DEFAULT: dict[str, Any] = {
-    "model": {
-        "name": "hierarchical",
-        "critics": list(PAPER_CRITICS),
-        "effects": [DIM_BENCHMARK, DIM_GENERATOR],
-        "centered": [],
-        "zero_sum": True,
-        "prior_icc": 0.87,
-    },
-    "priors": {
-        "alpha": {"mu": 0.0, "sigma": 2.0},
-        "sigma_benchmark": {"sigma": 1.0},
-        "sigma_generator": {"sigma": 1.0},
-        "log_kappa": {"mu": 3.0, "sigma": 1.5},
-    },
-    "rates": {
-        "tpr": {"alpha": {"mu": 1.5, "sigma": 2.0}},
-        "fpr": {"alpha": {"mu": -0.5, "sigma": 2.0}},
-        "p_break": {"alpha": {"mu": -1.5, "sigma": 2.0}},
-    },
+INSTANCE_HYPERPRIORS: dict[str, tuple[str, ...]] = {
+    "log_kappa": ("mu", "sigma"),
+    "sigma_benchmark": ("sigma",),
+    "sigma_generator": ("sigma",),
+    "sigma_cell": ("sigma",),
 }
+"""Hyperpriors of the instance model: log κ_inst's intercept (Normal) and effect scales (HalfNormal),
+and the scale σ_π (HalfNormal) of the cells' logit π around their mean."""
+
+CELL_SHAPES: tuple[str, ...] = ("mode", "mean")
+"""Cell-level Beta: ``"mode"`` Beta(1 + κμ, 1 + κ(1 − μ)); ``"mean"`` Beta(κμ, κ(1 − μ))."""
+
+DEFAULT_SPEC_FILE = "hierarchical.toml"
+"""File name of the default spec, package data of :mod:`bpc.estimate.model`."""
+
+_EFFECTS = (DIM_BENCHMARK, DIM_GENERATOR)
+_MODEL_KEYS = ("name", "critics", "effects", "centered", "zero_sum", "cell_shape")
+_INSTANCE_KEYS = ("enabled", *INSTANCE_HYPERPRIORS)
+
+
+@functools.cache
+def _default_text() -> str:
+    return resources.files("bpc.estimate.model").joinpath(DEFAULT_SPEC_FILE).read_text(encoding="utf-8")
+
+
+def _default_data() -> dict[str, Any]:
+    """The parsed default spec (a fresh copy on every call)."""
+    return tomllib.loads(_default_text())
 
 
 def rate_names(critics: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -101,8 +123,10 @@ def _check_keys(where: str, got: dict, allowed: tuple[str, ...] | list[str]) -> 
         raise ValueError(f"model spec {where}: unknown key(s) {unknown}; expected some of {sorted(allowed)}")
 
 
-def _hyperprior(where: str, name: str, value: Any) -> dict[str, float]:
-    params = HYPERPRIORS[name]
+def _hyperprior(
+    where: str, name: str, value: Any, table: dict[str, tuple[str, ...]] = HYPERPRIORS
+) -> dict[str, float]:
+    params = table[name]
     if not isinstance(value, dict):
         raise ValueError(
             f"model spec {where}.{name}: expected a table with keys {list(params)}, got {value!r}"
@@ -131,7 +155,9 @@ class ModelSpec:
     name : str
         A label stored with fits.
     critics : tuple of str
-        Critics whose tpr/fpr are modelled (subset of :data:`~bpc.constants.CRITICS`).
+        Critics whose tpr/fpr are modelled: names of the counts' ``critic``
+        coordinate (default the paper's three; a user's own critics through
+        :meth:`with_critics`). A critic absent from the counts is unobserved.
     effects : tuple of str
         Group effects on logit μ: ``"benchmark"`` and/or ``"generator"``.
     centered : tuple of str
@@ -139,15 +165,18 @@ class ModelSpec:
         are non-centred (β = σ z, z ~ N(0, 1)).
     zero_sum : bool
         Constrain each rate's effects to sum to zero across levels.
-    prior_icc : float
-        Intra-instance correlation ρ of the oracle label Y among the patches
-        of one instance, in [0, 1). The prior's counts enter the likelihood as
-        Kish effective counts n / deff, k / deff (rounded) with design effect
-        deff = 1 + (m − 1) ρ, m = patches per instance; 0 treats patches as
-        independent.
+    cell_shape : {"mode", "mean"}
+        Cell-level Beta of every rate: ``"mode"`` Beta(1 + κμ, 1 + κ(1 − μ))
+        (mode μ, both shapes ≥ 1), ``"mean"`` Beta(κμ, κ(1 − μ)).
+    instance : bool
+        Model the prior with the instance model (patches of one instance
+        share θ_inst ~ Beta(π κ_inst, (1 − π) κ_inst)); ``False`` treats
+        patches as independent draws.
     priors : dict
         Rate kind → hyperprior name → parameters, fully resolved (defaults
         merged with per-kind overrides).
+    instance_priors : dict
+        Hyperprior name (:data:`INSTANCE_HYPERPRIORS`) → parameters of log κ_inst.
     """
 
     name: str = "hierarchical"
@@ -155,15 +184,18 @@ class ModelSpec:
     effects: tuple[str, ...] = _EFFECTS
     centered: tuple[str, ...] = ()
     zero_sum: bool = True
-    prior_icc: float = 0.0
+    cell_shape: str = "mode"
+    instance: bool = True
     priors: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    instance_priors: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self):
-        bad = [c for c in self.critics if c not in CRITICS]
-        if bad or not self.critics or len(set(self.critics)) != len(self.critics):
-            raise ValueError(
-                f"model spec critics: expected distinct values from {CRITICS}, got {self.critics}"
-            )
+        try:
+            check_critic_names(self.critics)
+        except ValueError as exc:
+            raise ValueError(f"model spec critics: {exc}") from None
+        if not self.critics:
+            raise ValueError("model spec critics: expected at least one critic, got none")
         bad = [e for e in self.effects if e not in _EFFECTS]
         if bad or len(set(self.effects)) != len(self.effects):
             raise ValueError(
@@ -174,25 +206,28 @@ class ModelSpec:
             raise ValueError(
                 f"model spec centered: expected distinct rate kinds from {RATE_KINDS}, got {self.centered}"
             )
-        icc = self.prior_icc
-        if isinstance(icc, bool) or not isinstance(icc, int | float) or not 0 <= icc < 1:
-            raise ValueError(f"model spec prior_icc: expected a number in [0, 1), got {icc!r}")
-        if not isinstance(self.zero_sum, bool):
-            raise ValueError(f"model spec zero_sum: expected true/false, got {self.zero_sum!r}")
+        if self.cell_shape not in CELL_SHAPES:
+            raise ValueError(f"model spec cell_shape: expected one of {CELL_SHAPES}, got {self.cell_shape!r}")
+        for key in ("zero_sum", "instance"):
+            if not isinstance(getattr(self, key), bool):
+                raise ValueError(f"model spec {key}: expected true/false, got {getattr(self, key)!r}")
         if set(self.priors) != set(RATE_KINDS):
             raise ValueError(f"model spec priors: expected one entry per rate kind {RATE_KINDS}")
         for kind, table in self.priors.items():
             if set(table) != set(HYPERPRIORS):
                 raise ValueError(f"model spec priors for {kind!r}: expected {sorted(HYPERPRIORS)}")
+        if set(self.instance_priors) != set(INSTANCE_HYPERPRIORS):
+            raise ValueError(f"model spec [instance]: expected hyperpriors {sorted(INSTANCE_HYPERPRIORS)}")
 
     # -- construction -------------------------------------------------------
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
         """Build a spec from the nested mapping a TOML file parses to.
 
-        A missing section (``model`` keys, ``priors``, ``rates``) falls back to
-        the same section of :meth:`default`; per-kind tables under ``rates``
-        override the shared ``priors`` for that kind.
+        A missing section (``model`` keys, ``priors``, ``rates``,
+        ``instance`` keys) falls back to the same section of :meth:`default`;
+        per-kind tables under ``rates`` override the shared ``priors`` for
+        that kind.
 
         Raises
         ------
@@ -201,16 +236,22 @@ class ModelSpec:
         """
         if not isinstance(data, dict):
             raise ValueError(f"model spec: expected a mapping, got {type(data).__name__}")
-        _check_keys("top level", data, ("model", "priors", "rates"))
-        model = {**_DEFAULT["model"], **data.get("model", {})}
-        _check_keys("[model]", model, tuple(_DEFAULT["model"]))
+        default = _default_data()
+        _check_keys("top level", data, ("model", "priors", "rates", "instance"))
+        if "prior_icc" in data.get("model", {}):
+            raise ValueError(
+                "model spec [model].prior_icc: removed; the instance model ([instance], "
+                "per-cell κ_inst fitted from the instance histograms) replaces the design-effect correction"
+            )
+        model = {**default["model"], **data.get("model", {})}
+        _check_keys("[model]", model, _MODEL_KEYS)
         for key in ("critics", "effects", "centered"):
             if not isinstance(model[key], list | tuple) or not all(isinstance(v, str) for v in model[key]):
                 raise ValueError(f"model spec [model].{key}: expected a list of strings, got {model[key]!r}")
-        shared_raw = data.get("priors", _DEFAULT["priors"])
+        shared_raw = data.get("priors", default["priors"])
         _check_keys("[priors]", shared_raw, tuple(HYPERPRIORS))
-        shared = {**_DEFAULT["priors"], **shared_raw}
-        rates_raw = data.get("rates", _DEFAULT["rates"])
+        shared = {**default["priors"], **shared_raw}
+        rates_raw = data.get("rates", default["rates"])
         _check_keys("[rates]", rates_raw, RATE_KINDS)
         priors: dict[str, dict[str, dict[str, float]]] = {}
         for kind in RATE_KINDS:
@@ -221,6 +262,15 @@ class ModelSpec:
             merged = {**shared, **override}
             where = f"[rates.{kind}]" if override else "[priors]"
             priors[kind] = {name: _hyperprior(where, name, merged[name]) for name in HYPERPRIORS}
+        instance_raw = data.get("instance", {})
+        if not isinstance(instance_raw, dict):
+            raise ValueError(f"model spec [instance]: expected a table, got {instance_raw!r}")
+        instance = {**default["instance"], **instance_raw}
+        _check_keys("[instance]", instance, _INSTANCE_KEYS)
+        instance_priors = {
+            name: _hyperprior("[instance]", name, instance[name], INSTANCE_HYPERPRIORS)
+            for name in INSTANCE_HYPERPRIORS
+        }
         if not isinstance(model["name"], str):
             raise ValueError(f"model spec [model].name: expected a string, got {model['name']!r}")
         return cls(
@@ -229,15 +279,15 @@ class ModelSpec:
             effects=tuple(model["effects"]),
             centered=tuple(model["centered"]),
             zero_sum=model["zero_sum"],
-            prior_icc=float(model["prior_icc"])
-            if isinstance(model["prior_icc"], int | float) and not isinstance(model["prior_icc"], bool)
-            else model["prior_icc"],
+            cell_shape=model["cell_shape"],
+            instance=instance["enabled"],
             priors=priors,
+            instance_priors=instance_priors,
         )
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> ModelSpec:
-        """Read a spec from a TOML file (see ``models/hierarchical.toml``).
+        """Read a spec from a TOML file (the default: :data:`DEFAULT_SPEC_FILE`).
 
         Raises
         ------
@@ -268,8 +318,18 @@ class ModelSpec:
 
     @classmethod
     def default(cls) -> ModelSpec:
-        """The default spec, identical to ``models/hierarchical.toml``."""
-        return cls.from_dict(copy.deepcopy(_DEFAULT))
+        """The default spec: the package's ``hierarchical.toml`` (``models/hierarchical.toml``)."""
+        return cls.from_dict(_default_data())
+
+    def with_critics(self, critics: tuple[str, ...] | list[str]) -> ModelSpec:
+        """The same spec modelling ``critics`` instead (e.g. the critics of a user's logs).
+
+        Parameters
+        ----------
+        critics : sequence of str
+            Critic names, in order (see :func:`bpc.schema.decision_critics`).
+        """
+        return replace(self, critics=tuple(critics))
 
     # -- views --------------------------------------------------------------
     @property
@@ -290,9 +350,10 @@ class ModelSpec:
                 "effects": list(self.effects),
                 "centered": list(self.centered),
                 "zero_sum": self.zero_sum,
-                "prior_icc": self.prior_icc,
+                "cell_shape": self.cell_shape,
             },
             "rates": {kind: copy.deepcopy(self.priors[kind]) for kind in RATE_KINDS},
+            "instance": {"enabled": self.instance, **copy.deepcopy(self.instance_priors)},
         }
 
     def to_toml(self) -> str:
@@ -315,6 +376,7 @@ class ModelSpec:
         lines = ["[model]"] + [f"{k} = {value(v)}" for k, v in d["model"].items()]
         for kind, table in d["rates"].items():
             lines += ["", f"[rates.{kind}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
+        lines += ["", "[instance]"] + [f"{k} = {value(v)}" for k, v in d["instance"].items()]
         return "\n".join(lines) + "\n"
 
     def hash(self) -> str:

@@ -1,7 +1,7 @@
 """Figures of the hierarchical model: forest plot, shrinkage, posterior-predictive check.
 
 All intervals are :data:`~bpc.constants.CI_PROB` credible intervals of kind
-:data:`~bpc.constants.CI_KIND` (computed by :func:`bpc.estimate.model.diagnostics.interval`).
+:data:`~bpc.constants.CI_KIND` (computed by :func:`bpc.intervals.credible_interval`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
+from matplotlib.lines import Line2D
 
 from bpc.constants import CI_KIND, CI_PROB, GENERATORS
-from bpc.estimate.model.diagnostics import interval
+from bpc.intervals import credible_interval
 from bpc.report.plots.style import OKABE_ITO, cell_label, plt, savefig
 
 __all__ = ["plot_forest", "plot_shrinkage", "plot_ppc", "shrinkage_table"]
@@ -25,6 +26,29 @@ def _gen_color(gen: str) -> str:
     return OKABE_ITO[i % len(OKABE_ITO)]
 
 
+_LOGIT_EPS = 2e-3
+"""Rates are clipped to [eps, 1 − eps] on the logit axis (0 and 1 have no logit)."""
+
+
+_LOGIT_TICKS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999)
+
+
+def _logit_range(sub: pd.DataFrame, pad: float = 0.4) -> tuple[float, float]:
+    """The panel's x range: every interval and Laplace point, padded by ``pad`` logits."""
+    cols = [c for c in ("lo", "hi", "mean", "laplace") if c in sub]
+    vals = sub[cols].to_numpy(dtype=float).ravel()
+    vals = np.clip(vals[np.isfinite(vals)], _LOGIT_EPS, 1 - _LOGIT_EPS)
+    if not vals.size:
+        return _LOGIT_EPS, 1 - _LOGIT_EPS
+    logit = np.log(vals / (1 - vals))
+    lo, hi = logit.min() - pad, logit.max() + pad
+    if hi - lo < 2.0:  # at least two logits wide, so a tight panel still shows a tick or two
+        mid = (lo + hi) / 2
+        lo, hi = mid - 1.0, mid + 1.0
+    expit = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    return float(max(expit(lo), _LOGIT_EPS / 2)), float(min(expit(hi), 1 - _LOGIT_EPS / 2))
+
+
 def plot_forest(
     table: pd.DataFrame,
     path: str | Path,
@@ -33,6 +57,12 @@ def plot_forest(
     formats: Sequence[str] = ("png",),
 ) -> list[Path]:
     """Forest plot: per cell and rate, posterior mean with its interval, Laplace as an open circle.
+
+    Rates live on a logit axis, so differences near 0 and near 1 (critic
+    true-positive rates of 0.97 vs 0.99) are as readable as those near 0.5.
+    Colours name the generator (in the legend), benchmarks are separated by
+    rules, and a cell without data for a rate (``n`` = 0 or missing: its
+    posterior is the pooled population only) is drawn hollow and grey.
 
     Parameters
     ----------
@@ -60,29 +90,126 @@ def plot_forest(
     if not rates:
         raise ValueError("plot_forest: no rates to plot")
     cells = list(dict.fromkeys(zip(table["benchmark"], table["generator"], strict=True)))
-    height = max(3.0, 0.22 * len(cells) + 1.0)
+    height = max(3.5, 0.2 * len(cells) + 2.0)
     fig, axes = plt.subplots(
-        1, len(rates), figsize=(2.2 * len(rates) + 2.5, height), sharey=True, squeeze=False
+        1, len(rates), figsize=(2.5 * len(rates) + 3.0, height), sharey=True, squeeze=False
     )
     y_of = {c: i for i, c in enumerate(cells)}
+    clip = lambda v: np.clip(np.asarray(v, dtype=float), _LOGIT_EPS, 1 - _LOGIT_EPS)  # noqa: E731
+    breaks = [i - 0.5 for i in range(1, len(cells)) if cells[i][0] != cells[i - 1][0]]
+    any_missing = any_absent = False
     for ax, rate in zip(axes[0], rates, strict=True):
         sub = table[table["rate"] == rate]
         ys = np.array([y_of[(b, g)] for b, g in zip(sub["benchmark"], sub["generator"], strict=True)])
-        colors = [_gen_color(g) for g in sub["generator"]]
-        ax.hlines(ys, sub["lo"], sub["hi"], colors=colors, lw=1.5)
-        ax.scatter(sub["mean"], ys, c=colors, s=14, zorder=3, label="posterior mean")
-        if "laplace" in sub:
+        no_data = np.zeros(len(sub), dtype=bool)
+        if "n" in sub:
+            n = sub["n"].to_numpy(dtype=float)
+            no_data = ~np.isfinite(n) | (n <= 0)
+        absent = ~np.isfinite(sub["mean"].to_numpy(dtype=float))
+        present_rows = {y_of[(b, g)] for b, g in zip(sub["benchmark"], sub["generator"], strict=True)}
+        blank = sorted(set(range(len(cells))) - present_rows) + list(ys[absent])
+        if blank:  # the rate is not defined for the cell (e.g. no test critic on SWE-Bench)
             ax.scatter(
-                sub["laplace"], ys, facecolors="none", edgecolors="k", s=18, lw=0.8, zorder=4, label="Laplace"
+                [0.5] * len(blank),
+                blank,
+                marker="x",
+                color="#999999",
+                s=14,
+                transform=ax.get_yaxis_transform(),
+                zorder=2,
             )
+            any_absent = True
+        no_data &= ~absent
+        any_missing |= bool(no_data.any())
+        colors = np.array([_gen_color(g) for g in sub["generator"]], dtype=object)
+        colors[no_data] = "#bbbbbb"
+        ax.hlines(ys, clip(sub["lo"]), clip(sub["hi"]), colors=list(colors), lw=1.6)
+        have = ~no_data
+        ax.scatter(clip(sub["mean"])[have], ys[have], c=list(colors[have]), s=16, zorder=3)
+        ax.scatter(
+            clip(sub["mean"])[no_data], ys[no_data], facecolors="white", edgecolors="#888888", s=16, zorder=3
+        )
+        if "laplace" in sub:
+            lap = sub["laplace"].to_numpy(dtype=float)
+            ok = have & np.isfinite(lap)
+            ax.scatter(clip(lap[ok]), ys[ok], facecolors="none", edgecolors="k", s=22, lw=0.8, zorder=4)
+        for y in breaks:
+            ax.axhline(y, color="#999999", lw=0.6)
+        ax.set_xscale("logit")
+        lo, hi = _logit_range(sub)
+        ax.set_xlim(lo, hi)
+        ticks: list[float] = []
+        gap = (np.log(hi / (1 - hi)) - np.log(lo / (1 - lo))) / 5
+        for t in (t for t in _LOGIT_TICKS if lo <= t <= hi):
+            if not ticks or np.log(t / (1 - t)) - np.log(ticks[-1] / (1 - ticks[-1])) >= gap:
+                ticks.append(t)
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=7)
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(rate, fontsize=9)
-        ax.set_xlim(-0.02, 1.02)
+        ax.set_xlabel("rate (logit axis)", fontsize=7)
         ax.grid(axis="x", alpha=0.3)
+    labels = []
+    n_prior = {}
+    if "n" in table:
+        pr = table[table["rate"] == "prior"]
+        n_prior = {
+            (b, g): v
+            for b, g, v in zip(pr["benchmark"], pr["generator"], pr["n"].to_numpy(float), strict=True)
+        }
+    for b, g in cells:
+        v = n_prior.get((b, g), np.nan)
+        labels.append(cell_label(b, g) + (f"  (n={int(v)})" if np.isfinite(v) and v > 0 else "  (no data)"))
     axes[0][0].set_yticks(range(len(cells)))
-    axes[0][0].set_yticklabels([cell_label(b, g) for b, g in cells], fontsize=7)
-    axes[0][0].invert_yaxis()
-    axes[0][-1].legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"Hierarchical posterior ({CI_PROB:.0%} {CI_KIND.upper()}) vs Laplace", fontsize=10)
+    axes[0][0].set_yticklabels(labels, fontsize=7)
+    axes[0][0].set_ylim(len(cells) - 0.5, -0.5)
+    gens = list(dict.fromkeys(g for _, g in cells))
+    handles = [Line2D([], [], color=_gen_color(g), marker="o", lw=1.6, ms=4, label=g) for g in gens]
+    handles += [
+        Line2D(
+            [],
+            [],
+            color="#555555",
+            marker="o",
+            lw=1.6,
+            ms=4,
+            label=f"posterior mean, {CI_PROB:.0%} {CI_KIND.upper()}",
+        ),
+        Line2D([], [], ls="none", marker="o", mfc="none", mec="k", ms=5, label="Laplace (add-one) estimate"),
+    ]
+    if any_absent:
+        handles.append(
+            Line2D(
+                [], [], ls="none", marker="x", color="#999999", ms=5, label="rate not defined for the cell"
+            )
+        )
+    if any_missing:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="#bbbbbb",
+                marker="o",
+                mfc="white",
+                mec="#888888",
+                lw=1.6,
+                ms=4,
+                label="no data for this rate (pooled prior only)",
+            )
+        )
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(handles), 5),
+        fontsize=8,
+        frameon=False,
+    )
+    fig.suptitle(
+        f"Hierarchical posterior mean with {CI_PROB:.0%} {CI_KIND.upper()} vs Laplace, per cell "
+        "(n = labelled patches)",
+        fontsize=10,
+    )
+    fig.tight_layout()
     return savefig(fig, path, formats=formats)
 
 
@@ -103,7 +230,7 @@ def shrinkage_table(
         laplace, mean, lo, hi, shift (= mean − laplace), sorted by ``|shift|`` descending.
     """
     rows = []
-    ci = interval(posterior_params[list(kinds)], prob=prob, kind=ci_kind)
+    ci = credible_interval(posterior_params[list(kinds)], prob=prob, kind=ci_kind)
     mean = posterior_params[list(kinds)].mean(("chain", "draw"))
     for kind in kinds:
         if kind not in laplace_params:

@@ -19,10 +19,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
+from matplotlib.colors import to_rgb
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from bpc.constants import CI_BOUNDS, DIM_BENCHMARK, DIM_CI, DIM_GENERATOR, DIM_STEP
+from bpc.constants import (
+    BOOTSTRAP_PROB,
+    CI_BOUNDS,
+    CI_KIND,
+    CI_PROB,
+    DIM_BENCHMARK,
+    DIM_CI,
+    DIM_GENERATOR,
+    DIM_STEP,
+)
 from bpc.report.plots.style import (
     OKABE_ITO,
     POLICY_LABELS,
@@ -33,6 +43,7 @@ from bpc.report.plots.style import (
 
 __all__ = [
     "ACTION_COLORS",
+    "ACTION_STYLES",
     "METHOD_COLORS",
     "plot_action_probabilities",
     "plot_value_bands",
@@ -44,7 +55,7 @@ ACTION_COLORS: dict[str, str] = {
     "stop": OKABE_ITO[8],
     "verify": OKABE_ITO[4],
     "regenerate": OKABE_ITO[5],
-    "syn": OKABE_ITO[3],
+    "syn": "#882255",  # Tol wine: Okabe-Ito yellow vanishes on white
     "test": OKABE_ITO[2],
     "llm": OKABE_ITO[1],
     "lint": OKABE_ITO[6],
@@ -59,7 +70,7 @@ METHOD_COLORS: dict[str, str] = {
     "hierarchical_mean_dp": OKABE_ITO[2],
     "hierarchical_robust": OKABE_ITO[5],
 }
-"""Colours of the controllers compared in :mod:`bpc.experiments.compare` and :mod:`bpc.experiments.efficiency`."""
+"""Colours of the controllers of :mod:`bpc.experiments.compare` and :mod:`bpc.experiments.efficiency`."""
 
 
 def _observed_cells(unc: xr.Dataset) -> list[tuple[str, str]]:
@@ -142,12 +153,35 @@ def plot_action_probabilities(
     shown = [a for a in actions if a in seen]
     handles = [Patch(color=ACTION_COLORS.get(a, OKABE_ITO[7]), label=a) for a in shown]
     handles.append(Line2D([], [], color="k", lw=1.2, label="entropy (bits)"))
-    fig.suptitle(f"Posterior P(action optimal), h = {step}, used = {used or '∅'} (dashed: mean prior)")
-    fig.tight_layout()
+    height = fig.get_figheight()
+    fig.suptitle(
+        f"Posterior P(action optimal), h = {step}, used = {used or '∅'} (dashed: mean prior)",
+        y=1 - 0.12 / height,
+        va="top",
+    )
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))  # room for the title, whatever the figure's height
     fig.legend(
         handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), frameon=False
     )
     return savefig(fig, path)
+
+
+ACTION_STYLES: dict[str, dict] = {
+    "stop": {"ls": (0, (1, 1.5)), "marker": None},
+    "verify": {"ls": "-", "marker": None},
+    "regenerate": {"ls": (0, (6, 2)), "marker": None},
+    "syn": {"ls": "-", "marker": "o"},
+    "test": {"ls": "-", "marker": "s"},
+    "llm": {"ls": "-", "marker": "^"},
+    "lint": {"ls": "-", "marker": "v"},
+}
+"""Line style and marker per action, so lines stay apart in grey scale and where colours are close."""
+
+
+def _ci_label(unc: xr.Dataset) -> str:
+    prob = unc.attrs.get("ci_prob", CI_PROB)
+    kind = str(unc.attrs.get("ci_kind", CI_KIND)).upper()
+    return f"{float(prob):.0%} posterior {kind}"
 
 
 def plot_value_bands(
@@ -157,8 +191,21 @@ def plot_value_bands(
     step: int | None = None,
     used: str = "",
     cells: Sequence[tuple[str, str]] | None = None,
+    ncols: int = 3,
 ) -> list[Path]:
-    """Posterior mean and credible band of V(b) and each Q(b), per cell.
+    """Per cell: what to do at each belief, what it is worth, and what the other actions lose.
+
+    Each cell gets three stacked panels sharing the belief axis:
+
+    * **value** — the posterior mean of V(b) with its credible band (the
+      interval level and kind are in the legend), and the cell's posterior
+      mean prior (dashed);
+    * **best action** — a strip coloured by the action most often optimal
+      across posterior draws, its opacity the posterior probability that it
+      is optimal (pale = the draws disagree);
+    * **loss** — for every action, the posterior-mean loss V(b) − Q_a(b) ≥ 0
+      of taking it instead of the best one, on a symmetric-log axis, so
+      actions that are almost as good stay apart from each other and from 0.
 
     Parameters
     ----------
@@ -172,6 +219,8 @@ def plot_value_bands(
         Used-critic label.
     cells : sequence of (benchmark, generator), optional
         Cells to draw; default every observed cell.
+    ncols : int
+        Cells per row.
 
     Returns
     -------
@@ -182,39 +231,99 @@ def plot_value_bands(
     cells = list(cells) if cells is not None else _observed_cells(unc)
     if not cells:
         raise ValueError("plot_value_bands: no observed cell to draw")
-    fig, axes = _grid(len(cells))
+    ncols = max(1, min(ncols, len(cells)))
+    nrows = int(np.ceil(len(cells) / ncols))
+    height = 4.6 * nrows + 1.4
+    fig = plt.figure(figsize=(4.6 * ncols, height))
+    outer = fig.add_gridspec(
+        nrows, ncols, hspace=0.3, wspace=0.32, top=1 - 0.75 / height, bottom=0.75 / height
+    )
     lo_name, hi_name = CI_BOUNDS
-    prob = unc.attrs.get("ci_prob", np.nan)
-    for ax, (b, g) in zip(axes, cells, strict=False):
+    ci_label = _ci_label(unc)
+    actions = [str(a) for a in unc["action"].values]
+    shown: set[str] = set()
+    for k, (b, g) in enumerate(cells):
+        inner = outer[k // ncols, k % ncols].subgridspec(3, 1, height_ratios=[2.2, 0.35, 1.6], hspace=0.08)
+        top = fig.add_subplot(inner[0])
+        strip = fig.add_subplot(inner[1], sharex=top)
+        bottom = fig.add_subplot(inner[2], sharex=top)
         sel = unc.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g, DIM_STEP: step, "used": used})
         x = sel["belief"].values
-        for a in sel["action"].values:
-            m = sel["q_mean"].sel(action=a).values
-            if not np.isfinite(m).any():
+        v = sel["value_mean"].values
+        vci = sel["value_ci"]
+        top.fill_between(x, vci.sel({DIM_CI: lo_name}), vci.sel({DIM_CI: hi_name}), color="0.75", lw=0)
+        top.plot(x, v, color="k", lw=1.6)
+        prior = float(sel["prior_mean"].item())
+        for ax in (top, strip, bottom):
+            ax.axvline(prior, color="k", lw=0.8, ls="--")
+        top.set_title(cell_label(b, g), fontsize=9)
+        top.set_ylabel("V(b)", fontsize=8)
+        top.tick_params(labelbottom=False, labelsize=7)
+        p = sel["p_optimal"].transpose("belief", "action").values
+        best = np.argmax(p, axis=1)
+        rgba = np.zeros((1, len(x), 4))
+        for i, a in enumerate(best):
+            rgba[0, i, :3] = to_rgb(ACTION_COLORS.get(actions[a], OKABE_ITO[7]))
+            rgba[0, i, 3] = float(p[i, a])
+            shown.add(actions[a])
+        strip.imshow(rgba, aspect="auto", extent=(x[0], x[-1], 0, 1), interpolation="nearest")
+        strip.set_yticks([])
+        strip.set_ylabel("best", fontsize=7, rotation=0, ha="right", va="center")
+        strip.tick_params(labelbottom=False)
+        for a in actions:
+            q = sel["q_mean"].sel(action=a).values
+            if not np.isfinite(q).any():
                 continue
-            col = ACTION_COLORS.get(str(a), OKABE_ITO[7])
-            ci = sel["q_ci"].sel(action=a)
-            ax.fill_between(
-                x, ci.sel({DIM_CI: lo_name}), ci.sel({DIM_CI: hi_name}), color=col, alpha=0.2, lw=0
+            shown.add(a)
+            style = ACTION_STYLES.get(a, {"ls": "-", "marker": None})
+            bottom.plot(
+                x,
+                np.clip(v - q, 0, None),
+                color=ACTION_COLORS.get(a, OKABE_ITO[7]),
+                lw=1.3,
+                ls=style["ls"],
+                marker=style["marker"],
+                markevery=max(1, len(x) // 8),
+                ms=3.5,
             )
-            ax.plot(x, m, color=col, lw=1, label=f"Q {a}")
-        ax.plot(x, sel["value_mean"].values, color="k", lw=1.6, label="V")
-        ax.set_title(cell_label(b, g), fontsize=9)
-        ax.set_xlabel("belief b")
-        ax.set_ylabel("expected utility")
-    by_label: dict = {}
-    for ax in axes[: len(cells)]:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            by_label.setdefault(lab, h)
-    fig.suptitle(f"V and Q with {prob:.0%} credible bands, h = {step}, used = {used or '∅'}")
-    fig.tight_layout()
+        bottom.set_yscale("symlog", linthresh=1.0)
+        bottom.set_ylim(bottom=-0.05)
+        bottom.set_ylabel("V − Q_a (loss)", fontsize=8)
+        bottom.set_xlabel("belief b", fontsize=8)
+        bottom.tick_params(labelsize=7)
+        bottom.set_xlim(0, 1)
+    handles = [
+        Line2D([], [], color="k", lw=1.6, label="V(b), posterior mean"),
+        Patch(color="0.75", label=f"V(b), {ci_label}"),
+        Line2D([], [], color="k", lw=0.8, ls="--", label="posterior mean prior"),
+    ]
+    for a in actions:
+        if a in shown:
+            style = ACTION_STYLES.get(a, {"ls": "-", "marker": None})
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    color=ACTION_COLORS.get(a, OKABE_ITO[7]),
+                    ls=style["ls"],
+                    marker=style["marker"],
+                    ms=3.5,
+                    label=a,
+                )
+            )
+    handles.append(Patch(color="0.55", alpha=0.5, label="strip: best action, pale = draws disagree"))
+    fig.suptitle(
+        f"What to do at belief b (h = {step} steps left, critics used: {used or 'none'})\n"
+        f"value V(b) with its {ci_label} band · most often optimal action · loss V − Q_a of each action",
+        fontsize=10,
+    )
     fig.legend(
-        list(by_label.values()),
-        list(by_label),
+        handles=handles,
         loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncol=len(by_label),
+        bbox_to_anchor=(0.5, 0.3 / height),
+        ncol=min(len(handles), 5),
         frameon=False,
+        fontsize=8,
     )
     return savefig(fig, path)
 
@@ -222,12 +331,18 @@ def plot_value_bands(
 def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
     """Δ per policy and cell: posterior credible interval beside the paired bootstrap.
 
+    Each policy's label carries its pass rate and the number of held-out
+    instances; a Δ that wins by abstaining (Δ > 0 with a pass rate below
+    always_verify's) is marked †. The legend names both intervals' level and
+    kind.
+
     Parameters
     ----------
     table : pandas.DataFrame
         Columns ``benchmark``, ``generator``, ``policy``, ``delta``, ``ci_lo``,
         ``ci_hi`` (bootstrap), ``post_mean``, ``post_lo``, ``post_hi``
-        (posterior; may be NaN).
+        (posterior; may be NaN); optional ``pass_rate``, ``n_eval`` and
+        ``wins_by_abstaining``.
     path : str or pathlib.Path
         Output file.
 
@@ -239,7 +354,9 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
     cells = list(dict.fromkeys(zip(table["benchmark"], table["generator"], strict=True)))
     if not cells:
         raise ValueError("plot_delta_intervals: empty table")
-    fig, axes = _grid(len(cells), ncols=2, size=(5.5, 3.6))
+    fig, axes = _grid(len(cells), ncols=2, size=(6.0, 3.8))
+    boot = f"observed Δ, {BOOTSTRAP_PROB:.0%} paired bootstrap CI"
+    post = f"posterior Δ, {CI_PROB:.0%} {CI_KIND.upper()}"
     for ax, (b, g) in zip(axes, cells, strict=False):
         sub = table[(table["benchmark"] == b) & (table["generator"] == g)].reset_index(drop=True)
         y = np.arange(len(sub))
@@ -250,7 +367,7 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
             fmt="o",
             ms=3,
             color=OKABE_ITO[7],
-            label="observed Δ, paired bootstrap",
+            label=boot,
         )
         if "post_mean" in sub and np.isfinite(sub["post_mean"]).any():
             ax.errorbar(
@@ -260,33 +377,68 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
                 fmt="s",
                 ms=3,
                 color=OKABE_ITO[5],
-                label="posterior Δ, credible interval",
+                label=post,
             )
         ax.axvline(0, color="k", lw=0.6)
+        labels = []
+        for r in sub.itertuples(index=False):
+            text = POLICY_LABELS.get(r.policy, r.policy)
+            if bool(getattr(r, "wins_by_abstaining", False)):
+                text += " †"
+            rate, n = getattr(r, "pass_rate", np.nan), getattr(r, "n_eval", np.nan)
+            if np.isfinite(rate):
+                text += f"  (pass {rate:.0%}" + (f", n={int(n)})" if np.isfinite(n) else ")")
+            labels.append(text)
         ax.set_yticks(y)
-        ax.set_yticklabels([POLICY_LABELS.get(p, p) for p in sub["policy"]], fontsize=7)
+        ax.set_yticklabels(labels, fontsize=7)
         ax.set_title(cell_label(b, g), fontsize=9)
         ax.set_xlabel("Δ vs always_verify")
     handles, labels = axes[0].get_legend_handles_labels()
+    if "wins_by_abstaining" in table and table["wins_by_abstaining"].any():
+        handles.append(
+            Line2D([], [], ls="none", label="† wins by abstaining (Δ > 0, pass rate < always_verify's)")
+        )
+        labels.append(handles[-1].get_label())
     fig.tight_layout()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
     return savefig(fig, path)
+
+
+def _source_title(source: str, eff: pd.DataFrame | None) -> str:
+    """``corpus:paper_corpus`` → ``paper corpus (…)``: a title a reader can parse."""
+    kind, _, name = str(source).partition(":")
+    title = (
+        f"corpus {name}"
+        if kind == "corpus" and name
+        else ("simulated panel" if kind == "simulated" else kind)
+    )
+    if eff is not None and {"benchmark", "generator", "n_eval"} <= set(eff.columns):
+        sub = eff[eff["source"] == source]
+        cells = sub.drop_duplicates(["benchmark", "generator"])
+        n_eval = int(cells["n_eval"].sum())
+        title += f": {len(cells)} cell(s), n = {n_eval} held-out instances"
+    return title
 
 
 def plot_efficiency(table: pd.DataFrame, path: str | Path, *, reference: str = "laplace_dp") -> list[Path]:
     """Held-out Δ against calibration instances per cell, and the gain over Laplace, per data source.
 
-    Top row: cell-averaged held-out Δ vs ``always_verify`` against k, one line
-    per method (band: min–max over subsamples). Bottom row: the paired
-    difference of each other method to ``reference`` (same subsample), with
-    the zero line: above zero, pooling paid.
+    Top row: cell-averaged held-out Δ vs ``always_verify`` against k, one
+    series per method: the mean over random subsamples with a min–max bar.
+    Bottom row: the paired difference of each other method to ``reference``
+    (same subsample), with the zero line: above zero, pooling paid. Series
+    are dodged sideways and drawn with their own marker and line style, so
+    methods that give the same numbers stay visible side by side instead of
+    hiding one another.
 
     Parameters
     ----------
     table : pandas.DataFrame
-        :func:`bpc.experiments.efficiency.efficiency_summary` output: ``source``, ``k``
-        (plot position; "all" is the largest), ``k_label``, ``rep``,
-        ``method``, ``delta`` (averaged over cells per subsample).
+        Either the tidy :func:`bpc.experiments.efficiency.efficiency_experiment`
+        output (then the titles also give the cells and held-out instances)
+        or its :func:`bpc.experiments.efficiency.efficiency_summary`:
+        ``source``, ``k`` (plot position; "all" is the largest), ``k_label``,
+        ``rep``, ``method``, ``delta`` (averaged over cells per subsample).
     path : str or pathlib.Path
         Output file.
     reference : str
@@ -297,26 +449,59 @@ def plot_efficiency(table: pd.DataFrame, path: str | Path, *, reference: str = "
     list of pathlib.Path
         Files written.
     """
+    raw = None
+    if "benchmark" in table.columns:
+        from bpc.experiments.efficiency import efficiency_summary
+
+        raw, table = table, efficiency_summary(table)
     sources = list(dict.fromkeys(table["source"]))
     if not sources:
         raise ValueError("plot_efficiency: empty table")
     n = len(sources)
-    fig, axes = plt.subplots(2, n, figsize=(5.0 * n, 6.4), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(2, n, figsize=(5.6 * n, 6.8), squeeze=False, sharex="col")
+    markers = ("o", "s", "^", "D", "v", "P")
+    styles = ("-", "--", ":", "-.")
     for j, src in enumerate(sources):
         sub = table[table["source"] == src]
         top, bottom = axes[0, j], axes[1, j]
         ref = sub[sub["method"] == reference].set_index(["k", "rep"])["delta"]
-        for i, (method, grp) in enumerate(sub.groupby("method", sort=True)):
+        methods = sorted(sub["method"].unique(), key=lambda m: (m != reference, m))
+        n_reps = int(sub.groupby(["method", "k"])["rep"].nunique().max())
+        width = 0.06  # dodge, in log10(k) units
+        for i, method in enumerate(methods):
+            grp = sub[sub["method"] == method]
             col = METHOD_COLORS.get(method, OKABE_ITO[i % len(OKABE_ITO)])
+            shift = 10 ** ((i - (len(methods) - 1) / 2) * width)
+            style = {
+                "color": col,
+                "marker": markers[i % len(markers)],
+                "ls": styles[i % len(styles)],
+                "ms": 5,
+            }
             agg = grp.groupby("k")["delta"].agg(["mean", "min", "max"]).sort_index()
-            top.fill_between(agg.index, agg["min"], agg["max"], color=col, alpha=0.2, lw=0)
-            top.plot(agg.index, agg["mean"], marker="o", color=col, label=method)
+            xk = agg.index.to_numpy(dtype=float) * shift
+            top.errorbar(
+                xk,
+                agg["mean"],
+                yerr=[agg["mean"] - agg["min"], agg["max"] - agg["mean"]],
+                capsize=3,
+                lw=1.3,
+                label=method,
+                **style,
+            )
             if method == reference or ref.empty:
                 continue
             diff = (grp.set_index(["k", "rep"])["delta"] - ref).dropna()
             dagg = diff.groupby(level="k").agg(["mean", "min", "max"]).sort_index()
-            bottom.fill_between(dagg.index, dagg["min"], dagg["max"], color=col, alpha=0.2, lw=0)
-            bottom.plot(dagg.index, dagg["mean"], marker="o", color=col, label=f"{method} − {reference}")
+            bottom.errorbar(
+                dagg.index.to_numpy(dtype=float) * shift,
+                dagg["mean"],
+                yerr=[dagg["mean"] - dagg["min"], dagg["max"] - dagg["mean"]],
+                capsize=3,
+                lw=1.3,
+                label=f"{method} − {reference}",
+                **style,
+            )
         bottom.axhline(0, color="k", lw=0.6)
         ticks = sub.drop_duplicates("k").sort_values("k")
         for ax in (top, bottom):
@@ -326,10 +511,16 @@ def plot_efficiency(table: pd.DataFrame, path: str | Path, *, reference: str = "
                 ticks["k_label"].astype(str).tolist() if "k_label" in ticks else ticks["k"].tolist()
             )
             ax.minorticks_off()
-            ax.legend(fontsize=7, frameon=False)
-        top.set_title(str(src), fontsize=9)
-        top.set_ylabel("held-out Δ vs always_verify")
-        bottom.set_ylabel(f"gain over {reference}")
+            ax.grid(axis="y", color="#e5e5e5", lw=0.6)
+            ax.legend(
+                fontsize=7,
+                frameon=False,
+                title=f"mean over {n_reps} subsample(s); bar: min–max",
+                title_fontsize=7,
+            )
+        top.set_title(_source_title(src, raw), fontsize=9)
+        top.set_ylabel("held-out Δ vs always_verify\n(cell average)")
+        bottom.set_ylabel(f"gain over {reference}\n(same subsample)")
         bottom.set_xlabel("calibration instances per cell (k)")
     fig.tight_layout()
     return savefig(fig, path)

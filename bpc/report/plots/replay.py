@@ -1,8 +1,13 @@
 """Figures of replay results: Δ utility vs ``always_verify`` per cell and policy.
 
-:func:`plot_delta_bars` draws one panel per cell with paired-bootstrap CI
-bars (for a few cells); :func:`plot_delta_heatmap` shows a whole panel of
-cells × policies at a glance.
+:func:`plot_delta_bars` draws one panel per cell (for a few cells): every
+policy's Δ as a dot with its paired-bootstrap interval — a Δ of exactly 0
+(the reference, a policy that always verifies) is as visible as any other —
+with the pass rate, cost per instance and number of instances written beside
+it. :func:`plot_delta_heatmap` shows a whole panel of cells × policies at a
+glance, each tile with its Δ and pass rate. In both, a Δ that wins by
+abstaining (Δ > 0 with a pass rate below always_verify's,
+:func:`bpc.report.tables.flag_abstention`) is hatched and marked †.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 
+from bpc.constants import BOOTSTRAP_PROB
 from bpc.report.plots.style import (
     BENCHMARK_LABELS,
     GENERATOR_LABELS,
@@ -22,8 +29,12 @@ from bpc.report.plots.style import (
     plt,
     savefig,
 )
+from bpc.report.tables import ABSTAIN_MARK, REFERENCE_POLICY, delta_table, flag_abstention, policy_columns
 
 __all__ = ["plot_delta_bars", "plot_delta_heatmap"]
+
+_CI_LABEL = f"{BOOTSTRAP_PROB:.0%} paired bootstrap CI"
+_ABSTAIN_LABEL = f"{ABSTAIN_MARK} wins by abstaining (Δ > 0, pass rate < always_verify's)"
 
 
 def plot_delta_bars(
@@ -33,16 +44,18 @@ def plot_delta_bars(
     split: str = "eval",
     reward: float = 100.0,
     title: str | None = None,
-    ncols: int = 3,
+    ncols: int = 2,
     formats=("png",),
 ) -> list[Path]:
-    """One panel per cell: Δ of every policy with its 95 % bootstrap CI.
+    """One panel per cell: Δ of every policy with its 95 % paired bootstrap CI, pass rate and n beside it.
 
     Parameters
     ----------
     df : pandas.DataFrame
         Output of :func:`bpc.replay.engine.replay_cells` (columns ``benchmark``,
-        ``generator``, ``policy``, ``delta``, ``ci_lo``, ``ci_hi``, optional ``split``).
+        ``generator``, ``policy``, ``delta``, ``ci_lo``, ``ci_hi``, and for the
+        annotations ``pass_rate``, ``cost_per_instance``, ``n_instances``;
+        optional ``split``).
     path : str or Path
         Output path (suffix replaced per format).
     split : str
@@ -50,7 +63,7 @@ def plot_delta_bars(
     reward : float
         Reward R, named on the axis label.
     title : str, optional
-        Figure title (default names the split).
+        Figure title (default names the split and the interval).
     ncols : int
         Panels per row.
     formats : iterable of str
@@ -76,32 +89,75 @@ def plot_delta_bars(
         data = df[df["split"] == split]
     if data.empty:
         raise ValueError(f"plot_delta_bars: no rows to draw (split {split!r})")
+    if "pass_rate" in data.columns and "wins_by_abstaining" not in data.columns:
+        data = flag_abstention(data)
     cells = list(dict.fromkeys(zip(data["benchmark"], data["generator"], strict=True)))
     ncols = max(1, min(int(ncols), len(cells)))
     nrows = math.ceil(len(cells) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False, sharey=False)
+    n_pol = int(data.groupby(["benchmark", "generator"]).size().max())
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.4 * ncols, (0.32 * n_pol + 1.3) * nrows), squeeze=False)
+    any_flag = False
     for ax, (b, g) in zip(axes.ravel(), cells, strict=False):
-        block = data[(data["benchmark"] == b) & (data["generator"] == g)]
-        x = np.arange(len(block))
+        block = data[(data["benchmark"] == b) & (data["generator"] == g)].iloc[::-1]
+        y = np.arange(len(block))
         delta = block["delta"].to_numpy(dtype=float)
-        err = np.vstack([delta - block["ci_lo"].to_numpy(float), block["ci_hi"].to_numpy(float) - delta])
-        colors = [POLICY_COLORS.get(p, "#999999") for p in block["policy"]]
-        ax.bar(x, delta, color=colors, edgecolor="black", linewidth=0.4)
-        ax.errorbar(
-            x, delta, yerr=np.clip(err, 0, None), fmt="none", ecolor="black", capsize=3, linewidth=0.8
-        )
-        ax.axhline(0.0, color="black", linewidth=0.6)
-        ax.set_xticks(
-            x, [POLICY_LABELS.get(p, p) for p in block["policy"]], rotation=55, ha="right", fontsize=8
-        )
+        lo, hi = block["ci_lo"].to_numpy(float), block["ci_hi"].to_numpy(float)
+        flags = block.get("wins_by_abstaining", pd.Series(False, index=block.index)).to_numpy(bool)
+        any_flag |= bool(flags.any())
+        for k, policy in enumerate(block["policy"]):
+            color = POLICY_COLORS.get(policy, "#999999")
+            ax.plot([lo[k], hi[k]], [y[k], y[k]], color="black", lw=1.0, zorder=2)
+            ax.scatter(
+                delta[k],
+                y[k],
+                s=46,
+                marker="D" if policy == REFERENCE_POLICY else "o",
+                facecolor="white" if flags[k] else color,
+                edgecolor=color if flags[k] else "black",
+                hatch="////" if flags[k] else None,
+                linewidth=1.2,
+                zorder=3,
+            )
+        ax.axvline(0.0, color="black", lw=0.6)
+        labels = []
+        for r, f in zip(block.itertuples(index=False), flags, strict=True):
+            name = POLICY_LABELS.get(r.policy, r.policy) + (f" {ABSTAIN_MARK}" if f else "")
+            labels.append(name + (" (reference)" if r.policy == REFERENCE_POLICY else ""))
+        ax.set_yticks(y, labels, fontsize=8)
+        if {"pass_rate", "n_instances"} <= set(block.columns):
+            trans = ax.get_yaxis_transform()
+            ax.text(1.02, len(block) - 0.4, "pass · cost/inst · n", transform=trans, fontsize=7, va="bottom")
+            for k, r in enumerate(block.itertuples(index=False)):
+                cost = getattr(r, "cost_per_instance", float("nan"))
+                text = f"{r.pass_rate:.0%} · {cost:.0f} · {int(r.n_instances)}"
+                ax.text(1.02, y[k], text, transform=trans, fontsize=7, va="center")
+        ax.set_ylim(-0.7, len(block) - 0.3)
         ax.set_title(f"{BENCHMARK_LABELS.get(b, b)} — {GENERATOR_LABELS.get(g, g)}", fontsize=10)
-        ax.set_ylabel(f"Δ utility vs always_verify\n(utility units, R = {reward:g})", fontsize=8)
+        ax.set_xlabel(f"Δ utility vs always_verify (R = {reward:g})", fontsize=8)
+        ax.grid(axis="x", color="#e5e5e5", lw=0.6)
     for ax in axes.ravel()[len(cells) :]:
         ax.set_visible(False)
     where = f"{split} split" if "split" in df.columns else "in-sample"
-    fig.suptitle(title or f"Δ utility vs always_verify with 95% paired bootstrap CI ({where})", fontsize=11)
-    fig.tight_layout()
+    handles = [
+        plt.Line2D([], [], color="black", lw=1.0, marker="o", mfc="#999999", label=f"Δ with {_CI_LABEL}")
+    ]
+    if any_flag:
+        handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label=_ABSTAIN_LABEL))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.suptitle(title or f"Δ utility vs always_verify, {_CI_LABEL} ({where})", fontsize=11)
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))  # the legend's row at the bottom
     return savefig(fig, path, formats=formats)
+
+
+def _wide_rates(replay: pd.DataFrame, policies: list[str], table: pd.DataFrame) -> np.ndarray:
+    """Pass rate per (row of ``table``, policy), NaN where missing."""
+    by = replay.set_index(["benchmark", "generator", "policy"])["pass_rate"]
+    out = np.full((len(table), len(policies)), np.nan)
+    for i, (b, g) in enumerate(zip(table["benchmark"], table["generator"], strict=True)):
+        for j, p in enumerate(policies):
+            if (b, g, p) in by.index:
+                out[i, j] = float(by.loc[(b, g, p)])
+    return out
 
 
 def plot_delta_heatmap(
@@ -110,15 +166,20 @@ def plot_delta_heatmap(
     *,
     title: str = "Δ utility vs always_verify (held-out instances)",
     limit: float | None = None,
+    reward: float = 100.0,
     formats=("png",),
 ) -> list[Path]:
-    """Cells × policies heatmap of Δ, each cell's winner outlined.
+    """Cells × policies heatmap of Δ, each tile with its pass rate; winners outlined, abstentions hatched.
 
     Parameters
     ----------
     table : pandas.DataFrame
-        A wide Δ table (:func:`bpc.report.tables.delta_table`): columns
-        ``benchmark``, ``generator``, one column per policy, optional ``winner``.
+        Either a long replay table (:func:`bpc.replay.engine.replay_cells`
+        for one split: one row per cell × policy with ``delta``,
+        ``pass_rate``, ``n_instances``) — every tile then shows its pass
+        rate and abstentions are hatched — or a wide Δ table
+        (:func:`bpc.report.tables.delta_table`), which carries only the
+        reference's pass rate and ``n``.
     path : str or Path
         Output path (suffix replaced per format).
     title : str
@@ -126,6 +187,8 @@ def plot_delta_heatmap(
     limit : float, optional
         Colour scale saturates at ±limit (default: the 95th percentile of |Δ|),
         so one extreme cell does not wash out the rest; values are printed.
+    reward : float
+        Reward R, named on the colour bar.
     formats : iterable of str
         File formats (see :func:`bpc.report.plots.style.savefig`).
 
@@ -134,33 +197,79 @@ def plot_delta_heatmap(
     list of pathlib.Path
         The files written.
     """
-    policies = [c for c in table.columns if c not in ("benchmark", "generator", "winner")]
+    replay = table if "policy" in table.columns else None
+    if replay is not None:
+        table = delta_table(replay)
+    policies = policy_columns(table)
     values = table[policies].to_numpy(dtype=float)
+    rates = _wide_rates(replay, policies, table) if replay is not None and "pass_rate" in replay else None
+    flags = np.zeros_like(values, dtype=bool)
+    if "wins_by_abstaining" in table.columns:
+        for i, listed in enumerate(table["wins_by_abstaining"].fillna("")):
+            for p in filter(None, (x.strip() for x in str(listed).split(","))):
+                if p in policies:
+                    flags[i, policies.index(p)] = True
     finite = np.abs(values[np.isfinite(values)])
     if limit is None:
         limit = float(np.percentile(finite, 95)) if finite.size else 1.0
     limit = max(limit, 1e-9)
     n_rows = len(table)
-    fig, ax = plt.subplots(figsize=(1.0 * len(policies) + 3.5, 0.28 * n_rows + 1.8))
+    row_h = 0.42 if rates is not None else 0.3
+    fig, ax = plt.subplots(figsize=(1.05 * len(policies) + 4.2, row_h * n_rows + 2.2))
     cmap = plt.get_cmap("PuOr").with_extremes(bad="#dddddd")  # diverging, colour-blind safe
     image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
     for i in range(n_rows):
         for j in range(len(policies)):
             v = values[i, j]
-            text = "–" if not np.isfinite(v) else f"{v:+.1f}"
-            dark = np.isfinite(v) and abs(v) > 0.6 * limit
-            ax.text(j, i, text, ha="center", va="center", fontsize=6.5, color="white" if dark else "black")
+            if not np.isfinite(v):
+                ax.text(j, i, "–", ha="center", va="center", fontsize=7)
+                continue
+            dark = abs(v) > 0.6 * limit
+            text = f"{v:+.1f}" + (ABSTAIN_MARK if flags[i, j] else "")
+            if rates is not None and np.isfinite(rates[i, j]):
+                text += f"\n{rates[i, j]:.0%}"
+            box = (
+                {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
+                if flags[i, j]
+                else None
+            )
+            color = "black" if flags[i, j] or not dark else "white"
+            ax.text(j, i, text, ha="center", va="center", fontsize=6.3, color=color, bbox=box)
+            if flags[i, j]:
+                ax.add_patch(
+                    plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="////", ec="#444444", lw=0)
+                )
     if "winner" in table:
         for i, win in enumerate(table["winner"]):
             if win in policies:
                 j = policies.index(win)
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=1.6, ec="black"))
     ax.set_xticks(range(len(policies)), [POLICY_LABELS.get(p, p) for p in policies], rotation=40, ha="right")
-    ax.set_yticks(
-        range(n_rows), [cell_label(b, g) for b, g in zip(table["benchmark"], table["generator"], strict=True)]
-    )
+    labels = []
+    for k, (b, g) in enumerate(zip(table["benchmark"], table["generator"], strict=True)):
+        extra = []
+        if "n" in table.columns and pd.notna(table["n"].iloc[k]):
+            extra.append(f"n={int(table['n'].iloc[k])}")
+        if "av_pass_rate" in table.columns and np.isfinite(table["av_pass_rate"].iloc[k]):
+            extra.append(f"AV pass {table['av_pass_rate'].iloc[k]:.0%}")
+        labels.append(cell_label(b, g) + (f"  ({', '.join(extra)})" if extra else ""))
+    ax.set_yticks(range(n_rows), labels)
     ax.tick_params(axis="y", labelsize=7)
-    ax.set_title(title + "\n(outlined: the cell's best policy; grey: policy undefined for the cell)")
+    ax.set_xlabel("policy")
+    ax.set_ylabel("cell (instances n, always_verify's pass rate)")
+    sub = "tile: Δ" + (" / pass rate" if rates is not None else "")
+    ax.set_title(f"{title}\n({sub}; outlined: the cell's best policy; grey: policy undefined for the cell)")
+    handles = [
+        Patch(facecolor="white", edgecolor="black", lw=1.6, label="best policy of the cell"),
+        Patch(facecolor="#dddddd", edgecolor="none", label="policy undefined"),
+    ]
+    if flags.any():
+        handles.append(Patch(facecolor="white", edgecolor="#444444", hatch="////", label=_ABSTAIN_LABEL))
     bar = fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02, extend="both")
-    bar.set_label("Δ utility (utility units, R = 100)")
+    bar.set_label(f"Δ utility (utility units, R = {reward:g})")
+    fig.canvas.draw()  # where the rotated policy names end, so the legend sits just below them
+    bottom = ax.get_tightbbox(fig.canvas.get_renderer()).transformed(ax.transAxes.inverted()).y0
+    ax.legend(
+        handles=handles, loc="upper center", bbox_to_anchor=(0.5, bottom), ncol=3, fontsize=7, frameon=False
+    )
     return savefig(fig, path, formats=formats)

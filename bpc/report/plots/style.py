@@ -97,14 +97,18 @@ def savefig(
 
     Metadata that would make files differ between identical runs (creation
     dates) is stripped, so re-running with the same seed gives identical PNGs.
+    Each file is written atomically (:func:`bpc.outputs.save_figure`): a
+    reader never sees a half-written image.
     """
+    from bpc.outputs import save_figure
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     written = []
-    for fmt in formats:
-        out = path.with_suffix(f".{fmt}")
-        metadata = {"Software": None} if fmt == "png" else {"CreationDate": None, "Creator": None}
-        fig.savefig(out, dpi=dpi, bbox_inches="tight", metadata=metadata)
-        written.append(out)
-    plt.close(fig)
+    try:
+        for fmt in formats:
+            metadata = {"Software": None} if fmt == "png" else {"CreationDate": None, "Creator": None}
+            out = path.with_suffix(f".{fmt}")
+            written.append(save_figure(fig, out, dpi=dpi, bbox_inches="tight", metadata=metadata))
+    finally:
+        plt.close(fig)
     return written

@@ -1,0 +1,789 @@
+"""Read a user's own agent logs: per-patch rows with any critics.
+
+A log file holds one row per generated patch, in CSV (``.csv``), Parquet
+(``.parquet`` / ``.pq``, needs ``pyarrow``) or JSON Lines (``.jsonl``, one
+object per line):
+
+================  ========  =================================================
+column / field    required  meaning
+================  ========  =================================================
+``instance_id``   yes       the task (non-empty string or integer)
+``patch_id``      yes       the patch's position in its task's pool (int ≥ 0)
+``Y``             yes       oracle label; missing = unlabelled, the row is
+                            dropped and counted in a note
+``benchmark``     no        cell name; default the ``benchmark=`` argument,
+                            else :data:`DEFAULT_BENCHMARK`
+``generator``     no        cell name; default the ``generator=`` argument,
+                            else :data:`DEFAULT_GENERATOR`
+any other         —         a critic's verdicts
+================  ========  =================================================
+
+Verdicts and labels read ``true``/``false``, ``1``/``0`` and
+``pass``/``fail`` (strings in any case, booleans, integers); an empty cell,
+``NA``, ``NaN``, ``null``/``None`` or an absent JSON field is a missing
+verdict (``<NA>``).
+
+Which columns are critics
+-------------------------
+Without a mapping every column that is not a key column above is a critic
+named after its column (the name must be an identifier,
+:data:`bpc.schema.CRITIC_NAME_PATTERN`). With a mapping —
+``--critic NAME=COLUMN[:COST]`` on the command line, :func:`parse_critics`
+here — exactly the mapped columns are critics, named ``NAME`` and priced
+``COST``; any other column is an error that names it. A critic is never
+dropped in silence.
+
+:func:`load_input` is the one entry point of the ``estimate``, ``fit`` and
+``replay`` commands: a log file goes through :func:`read_logs`, the authors'
+files and folders through :func:`bpc.data.corpus.load_corpus`, and either
+way the result is records, counts and notes (:class:`Input`). Errors are
+:class:`~bpc.data.corpus.CorpusError`: file, line (CSV: the header is line
+1; Parquet: the 1-based row), field, and what was expected.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import CRITIC_FIELDS
+from bpc.costs import Costs, CostSpec, with_critic_costs
+from bpc.data.corpus import CorpusError, load_corpus
+from bpc.data.counts import counts_from_records
+from bpc.schema import (
+    CRITIC_NAME_PATTERN,
+    RECORD_KEYS,
+    check_critic_names,
+    decision_critics,
+)
+
+__all__ = [
+    "DEFAULT_BENCHMARK",
+    "DEFAULT_GENERATOR",
+    "LOG_SUFFIXES",
+    "CriticSpec",
+    "CriticMap",
+    "Input",
+    "parse_critic",
+    "parse_critics",
+    "parse_verdict",
+    "read_logs",
+    "load_input",
+]
+
+DEFAULT_BENCHMARK = "custom"
+"""Benchmark of log rows without a ``benchmark`` column or argument."""
+DEFAULT_GENERATOR = "custom"
+"""Generator of log rows without a ``generator`` column or argument."""
+LOG_SUFFIXES = MappingProxyType({".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"})
+"""File suffix → log format."""
+
+_REQUIRED = ("instance_id", "patch_id", "Y")
+_TRUE = frozenset({"true", "pass", "1"})
+_FALSE = frozenset({"false", "fail", "0"})
+_MISSING = frozenset({"", "na", "nan", "null", "none", "<na>"})
+_VERDICT_WORDS = "true/false, 1/0 or pass/fail (empty, NA or null for missing)"
+_AUTHOR_EXTRA_FIELDS = frozenset({"diff_chars", "l3_cost", "l2_pass_rate", "y_pass_rate"})
+"""Non-critic fields of the authors' ``critic_results.jsonl`` (paper_corpus/README.md, Schemas)."""
+_SPEC = re.compile(r"^(?P<name>[^=]*)=(?P<column>.*?)(?::(?P<cost>[^:]*))?$")
+
+
+# ---------------------------------------------------------------------------
+# The critic mapping
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CriticSpec:
+    """One critic of a log file: its name, the column holding its verdicts, its cost.
+
+    Attributes
+    ----------
+    name : str
+        Critic name (an identifier; the ``critic`` coordinate value).
+    column : str
+        Column (CSV, Parquet) or field (JSON Lines) holding its verdicts.
+    cost : float or None
+        Cost of one call, if given.
+    """
+
+    name: str
+    column: str
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
+class CriticMap:
+    """The critics of a log file, in order (the result of :func:`parse_critics`).
+
+    Attributes
+    ----------
+    critics : tuple of CriticSpec
+        One entry per critic; names and columns are distinct.
+    """
+
+    critics: tuple[CriticSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_critic_names([c.name for c in self.critics])
+        columns = [c.column for c in self.critics]
+        repeated = sorted({c for c in columns if columns.count(c) > 1})
+        if repeated:
+            raise ValueError(f"--critic: column(s) {repeated} mapped to more than one critic")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Critic names, in order."""
+        return tuple(c.name for c in self.critics)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Their columns, in the same order."""
+        return tuple(c.column for c in self.critics)
+
+    @property
+    def costs(self) -> Mapping[str, float]:
+        """Critic name → cost, for the critics given one."""
+        return MappingProxyType({c.name: c.cost for c in self.critics if c.cost is not None})
+
+    def __bool__(self) -> bool:
+        return bool(self.critics)
+
+
+def parse_critic(text: str) -> CriticSpec:
+    """Parse one ``NAME=COLUMN[:COST]`` mapping.
+
+    Parameters
+    ----------
+    text : str
+        E.g. ``"unit=unit_tests_pass"`` or ``"judge=llm_verdict:5"``. The
+        cost is what follows the last ``:``.
+
+    Returns
+    -------
+    CriticSpec
+
+    Raises
+    ------
+    ValueError
+        Without ``=``, with an empty column, an invalid critic name or a cost
+        that is not a finite number ≥ 0; the message quotes ``text``.
+    """
+    match = _SPEC.match(text)
+    if match is None:
+        raise ValueError(f"--critic {text!r}: expected NAME=COLUMN or NAME=COLUMN:COST")
+    name, column, cost_text = match["name"].strip(), match["column"].strip(), match["cost"]
+    if re.fullmatch(CRITIC_NAME_PATTERN, name) is None:
+        raise ValueError(
+            f"--critic {text!r}: expected NAME to be a letter followed by letters, digits or '_', "
+            f"got {name!r}"
+        )
+    try:
+        check_critic_names([name])
+    except ValueError as exc:
+        raise ValueError(f"--critic {text!r}: {exc}") from None
+    if not column:
+        raise ValueError(f"--critic {text!r}: expected a COLUMN after '=', got none")
+    cost = None
+    if cost_text is not None:
+        try:
+            cost = float(cost_text)
+        except ValueError:
+            cost = math.nan
+        if not math.isfinite(cost) or cost < 0:
+            raise ValueError(f"--critic {text!r}: expected COST to be a number >= 0, got {cost_text!r}")
+    return CriticSpec(name=name, column=column, cost=cost)
+
+
+def parse_critics(texts: Sequence[str] | None) -> CriticMap:
+    """Parse every ``--critic NAME=COLUMN[:COST]`` into one :class:`CriticMap`.
+
+    Parameters
+    ----------
+    texts : sequence of str or None
+        The mappings, in order (``None`` or empty: no mapping).
+
+    Raises
+    ------
+    ValueError
+        For a malformed mapping, or two mappings with one name or one column.
+    """
+    return CriticMap(tuple(parse_critic(t) for t in texts or ()))
+
+
+def _as_map(critics: CriticMap | Sequence[str] | None) -> CriticMap:
+    if critics is None:
+        return CriticMap()
+    if isinstance(critics, CriticMap):
+        return critics
+    if isinstance(critics, str):
+        raise TypeError(
+            "critics: expected a CriticMap or a sequence of NAME=COLUMN[:COST] strings, got a str"
+        )
+    return parse_critics(critics)
+
+
+# ---------------------------------------------------------------------------
+# Values
+# ---------------------------------------------------------------------------
+def _is_missing(value: Any) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, float | np.floating) and math.isnan(value)
+
+
+def parse_verdict(value: Any) -> bool | None:
+    """A verdict (or label) as ``True`` (pass), ``False`` (fail) or ``None`` (missing).
+
+    Parameters
+    ----------
+    value : object
+        A boolean; the integer (or integral float) 1 or 0; a string
+        ``true``/``false``, ``pass``/``fail``, ``1``/``0`` in any case, with
+        surrounding blanks; or a missing value: ``None``, ``NaN``, ``pd.NA``,
+        ``""``, ``NA``, ``NaN``, ``null``, ``None``.
+
+    Raises
+    ------
+    ValueError
+        For anything else (the message says what is accepted).
+    """
+    if _is_missing(value):
+        return None
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer | float | np.floating):
+        if value in (0, 1):
+            return bool(value)
+    elif isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+        if word in _MISSING:
+            return None
+    raise ValueError(f"expected {_VERDICT_WORDS}, got {value!r}")
+
+
+def _label(value: Any) -> int | None:
+    """An oracle label: 1, 0 or ``None`` (unlabelled); the words of :func:`parse_verdict`."""
+    try:
+        verdict = parse_verdict(value)
+    except ValueError:
+        raise ValueError(
+            f"expected 0 or 1 (or true/false, pass/fail; empty, NA or null for unlabelled), got {value!r}"
+        ) from None
+    return None if verdict is None else int(verdict)
+
+
+def _patch_id(value: Any) -> int:
+    if isinstance(value, bool | np.bool_) or _is_missing(value):
+        raise ValueError(f"expected a non-negative integer, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        raise ValueError(f"expected a non-negative integer, got {value!r}")
+    if isinstance(value, int | np.integer) and value >= 0:
+        return int(value)
+    if isinstance(value, float | np.floating) and value >= 0 and float(value).is_integer():
+        return int(value)
+    raise ValueError(f"expected a non-negative integer, got {value!r}")
+
+
+def _name(value: Any, what: str) -> str:
+    if isinstance(value, bool | np.bool_) or _is_missing(value):
+        raise ValueError(f"expected a non-empty {what}, got {value!r}")
+    if isinstance(value, int | np.integer):
+        return str(int(value))
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise ValueError(f"expected a non-empty {what}, got {value!r}")
+
+
+def _parse_column(
+    path: Path, lines: np.ndarray, column: str, values: pd.Series, parse: Callable[[Any], Any]
+) -> np.ndarray:
+    """``parse`` applied to every value (each distinct value parsed once), as an object array.
+
+    Raises :class:`CorpusError` at the first row whose value does not parse.
+    """
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    parsed: list[Any] = []
+    for i, value in enumerate(uniques):
+        try:
+            parsed.append(parse(value))
+        except ValueError as exc:
+            row = int(np.flatnonzero(codes == i)[0])
+            raise CorpusError(path, int(lines[row]), column, str(exc)) from None
+    if (codes == -1).any():
+        try:
+            missing = parse(None)
+        except ValueError as exc:
+            row = int(np.flatnonzero(codes == -1)[0])
+            raise CorpusError(path, int(lines[row]), column, str(exc)) from None
+    else:
+        missing = None
+    lookup = np.empty(len(parsed) + 1, dtype=object)
+    lookup[: len(parsed)] = parsed
+    lookup[-1] = missing
+    return lookup[codes]
+
+
+# ---------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------
+def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[str, int]]:
+    """The raw columns of a log file, each row's line (row) number, and each column's first line."""
+    if fmt == "csv":
+        try:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorpusError(
+                path, None, None, f"expected UTF-8 CSV text, got undecodable bytes ({exc.reason})"
+            ) from None
+        except pd.errors.EmptyDataError:
+            raise CorpusError(path, None, None, "expected a CSV header and rows, got an empty file") from None
+        except pd.errors.ParserError as exc:
+            raise CorpusError(path, None, None, f"expected valid CSV, got malformed CSV ({exc})") from None
+        return df, np.arange(len(df), dtype=np.int64) + 2, dict.fromkeys(df.columns, 1)
+    if fmt == "parquet":
+        if importlib.util.find_spec("pyarrow") is None:
+            raise CorpusError(
+                path,
+                None,
+                None,
+                "expected pyarrow to read Parquet, got no pyarrow installed "
+                "(pip install pyarrow, or write the logs as CSV or JSON Lines)",
+            )
+        try:
+            df = pd.read_parquet(path, engine="pyarrow")
+        except (OSError, ValueError) as exc:
+            raise CorpusError(
+                path, None, None, f"expected a Parquet file, got one pyarrow cannot read ({exc})"
+            ) from None
+        df.columns = [str(c) for c in df.columns]
+        return df.astype(object), np.arange(len(df), dtype=np.int64) + 1, {}
+    rows: list[dict] = []
+    lines: list[int] = []
+    first: dict[str, int] = {}
+    try:
+        text_lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            path, None, None, f"expected UTF-8 JSON Lines, got undecodable bytes ({exc.reason})"
+        ) from None
+    for lineno, text in enumerate(text_lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(
+                path, lineno, None, f"expected one JSON object per line, got malformed JSON ({exc.msg})"
+            ) from None
+        if not isinstance(obj, dict):
+            raise CorpusError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+        for key in obj:
+            first.setdefault(key, lineno)
+        rows.append(obj)
+        lines.append(lineno)
+    df = pd.DataFrame.from_records(rows, columns=list(first)) if rows else pd.DataFrame()
+    return df.astype(object), np.asarray(lines, dtype=np.int64), first
+
+
+def _critic_columns(
+    path: Path, columns: Sequence[str], mapping: CriticMap, first: Mapping[str, int]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(critic names, their columns), checking that every non-key column is a critic."""
+    keys = set(RECORD_KEYS)
+    others = [c for c in columns if c not in keys]
+    if not mapping:
+        for column in others:
+            if re.fullmatch(CRITIC_NAME_PATTERN, column) is None:
+                raise CorpusError(
+                    path,
+                    first.get(column),
+                    column,
+                    f"expected a critic column named like an identifier ({CRITIC_NAME_PATTERN}), "
+                    f"got {column!r}; name it with --critic NAME={column}",
+                )
+        return tuple(others), tuple(others)
+    for spec in mapping.critics:
+        if spec.column in keys:
+            raise CorpusError(
+                path, None, spec.column, f"expected a critic column, got the key column {spec.column!r}"
+            )
+        if spec.column not in columns:
+            raise CorpusError(
+                path,
+                None,
+                spec.column,
+                f"expected the column of --critic {spec.name}={spec.column}, got no such column "
+                f"(columns: {', '.join(map(repr, columns))})",
+            )
+    unmapped = [c for c in others if c not in mapping.columns]
+    if unmapped:
+        names = ", ".join(repr(c) for c in unmapped)
+        one = len(unmapped) == 1
+        raise CorpusError(
+            path,
+            first.get(unmapped[0]) if one else None,
+            unmapped[0] if one else None,
+            f"expected every column to be a key column ({', '.join(RECORD_KEYS)}) or a mapped critic, "
+            f"got unmapped column{'' if one else 's'} {names}: map {'it' if one else 'each'} with "
+            f"--critic NAME=COLUMN[:COST] or drop {'it' if one else 'them'} from the file",
+        )
+    return mapping.names, mapping.columns
+
+
+def _cell_names(
+    path: Path,
+    df: pd.DataFrame,
+    lines: np.ndarray,
+    column: str,
+    given: str | None,
+    default: str,
+) -> np.ndarray:
+    """Benchmark or generator of each row: the column (agreeing with ``given``), else given/default."""
+    if column not in df.columns:
+        return np.full(len(df), given if given is not None else default, dtype=object)
+    names = _parse_column(path, lines, column, df[column], lambda v: _name(v, f"{column} name"))
+    if given is not None:
+        differ = names != given
+        if differ.any():
+            row = int(np.flatnonzero(differ)[0])
+            raise CorpusError(
+                path,
+                int(lines[row]),
+                column,
+                f"expected the {column}= argument's value {given!r} (the column and the argument "
+                f"must agree), got {names[row]!r}",
+            )
+    return names
+
+
+def read_logs(
+    path: str | os.PathLike,
+    *,
+    critics: CriticMap | Sequence[str] | None = None,
+    benchmark: str | None = None,
+    generator: str | None = None,
+) -> pd.DataFrame:
+    """Records of one log file (CSV, Parquet or JSON Lines; see the module docstring).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file; its suffix (:data:`LOG_SUFFIXES`) names the format.
+    critics : CriticMap or sequence of str, optional
+        The critic mapping (:func:`parse_critics`, or its ``NAME=COLUMN[:COST]``
+        strings). Without one every non-key column is a critic of that name.
+    benchmark, generator : str, optional
+        Cell names of rows without a ``benchmark`` / ``generator`` column
+        (default :data:`DEFAULT_BENCHMARK` / :data:`DEFAULT_GENERATOR`);
+        where the column exists they must agree with it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Records schema (:mod:`bpc.schema`): the key columns
+        :data:`~bpc.schema.RECORD_KEYS`, then one nullable-boolean column per
+        critic, in mapping (or file) order; labelled rows only, in file
+        order. ``attrs["critics"]`` lists the critics and ``attrs["notes"]``
+        says what was dropped (unlabelled rows) or never observed (a critic
+        without any verdict on a labelled row).
+
+    Raises
+    ------
+    CorpusError
+        Naming file, line (row), field and what was expected: an unreadable
+        file, a missing key column, an unmapped or unknown column, a value
+        that does not parse, a repeated (instance_id, patch_id) in a cell,
+        or no labelled row.
+    ValueError
+        For an unknown suffix or a malformed mapping.
+    """
+    path = Path(path)
+    fmt = LOG_SUFFIXES.get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(
+            f"{path}: expected a log file ending in {', '.join(LOG_SUFFIXES)}, got {path.suffix!r}"
+        )
+    mapping = _as_map(critics)
+    if not path.is_file():
+        raise FileNotFoundError(f"log file {path} does not exist")
+    df, lines, first = _read_table(path, fmt)
+    columns = [str(c) for c in df.columns]
+    for name in _REQUIRED:
+        if name not in columns:
+            raise CorpusError(
+                path,
+                1 if fmt == "csv" else None,
+                name,
+                f"expected a required column, got none (columns: {', '.join(map(repr, columns)) or 'none'})",
+            )
+    names, critic_cols = _critic_columns(path, columns, mapping, first)
+    if not len(df):
+        raise CorpusError(path, None, None, "expected at least one row, got none")
+
+    y = _parse_column(path, lines, "Y", df["Y"], _label)
+    labelled = np.array([v is not None for v in y], dtype=bool)
+    unlabelled = int((~labelled).sum())
+    if not labelled.any():
+        raise CorpusError(
+            path,
+            None,
+            "Y",
+            f"expected at least one labelled row (Y 0 or 1), got none ({unlabelled} unlabelled)",
+        )
+    df, lines, y = df[labelled].reset_index(drop=True), lines[labelled], y[labelled].astype(np.int64)
+
+    out = {
+        "benchmark": _cell_names(path, df, lines, "benchmark", benchmark, DEFAULT_BENCHMARK),
+        "generator": _cell_names(path, df, lines, "generator", generator, DEFAULT_GENERATOR),
+        "instance_id": _parse_column(
+            path, lines, "instance_id", df["instance_id"], lambda v: _name(v, "instance id")
+        ),
+        "patch_id": _parse_column(path, lines, "patch_id", df["patch_id"], _patch_id).astype(np.int64),
+        "Y": y,
+    }
+    for name, column in zip(names, critic_cols, strict=True):
+        out[name] = pd.array(_parse_column(path, lines, column, df[column], parse_verdict), dtype="boolean")
+    records = pd.DataFrame(out)
+    for col in ("benchmark", "generator", "instance_id"):
+        records[col] = records[col].astype(str)
+
+    dup = records.duplicated(["benchmark", "generator", "instance_id", "patch_id"], keep=False).to_numpy()
+    if dup.any():
+        rows = np.flatnonzero(dup)
+        key = records.iloc[rows[0]]
+        same = rows[
+            (records["instance_id"].to_numpy()[rows] == key["instance_id"])
+            & (records["patch_id"].to_numpy()[rows] == key["patch_id"])
+            & (records["benchmark"].to_numpy()[rows] == key["benchmark"])
+            & (records["generator"].to_numpy()[rows] == key["generator"])
+        ]
+        raise CorpusError(
+            path,
+            int(lines[same[1]]),
+            "patch_id",
+            f"expected each (instance_id, patch_id) once per cell ({key['benchmark']}, {key['generator']}), "
+            f"got instance {key['instance_id']!r} patch {key['patch_id']} again "
+            f"(first on line {lines[same[0]]})",
+        )
+
+    notes = []
+    if unlabelled:
+        notes.append(f"{path.name}: {unlabelled} unlabelled row(s) (Y missing) dropped")
+    for name in names:
+        if records[name].isna().all():
+            notes.append(
+                f"{path.name}: critic {name!r} gave no verdict on any labelled row (its rates are NaN)"
+            )
+    if not names:
+        notes.append(f"{path.name}: no critic columns; only the prior and the kernel can be estimated")
+    records.attrs["critics"] = names
+    records.attrs["notes"] = notes
+    return records
+
+
+# ---------------------------------------------------------------------------
+# One entry point for the commands
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Input:
+    """Calibration data as the ``estimate``, ``fit`` and ``replay`` commands read it.
+
+    Attributes
+    ----------
+    records : pandas.DataFrame
+        Per-patch records (:mod:`bpc.schema`; empty when the input holds
+        only likelihood tables or kernels).
+    counts : xarray.Dataset
+        Counts of every cell; ``attrs["notes"]`` as :attr:`notes`.
+    notes : tuple of str
+        What was skipped, dropped or reconciled while reading.
+    source : pathlib.Path
+        The file or folder read.
+    format : str
+        ``"csv"``, ``"parquet"``, ``"jsonl"`` (a log file) or ``"corpus"``
+        (the authors' files, :func:`~bpc.data.corpus.load_corpus`).
+    critic_costs : mapping of str to float
+        Costs given with the critic mapping (``NAME=COLUMN:COST``).
+    kernel_files : mapping
+        ``(benchmark, generator)`` → the ``transition_kernel.json`` used.
+    """
+
+    records: pd.DataFrame
+    counts: xr.Dataset
+    notes: tuple[str, ...]
+    source: Path
+    format: str
+    critic_costs: Mapping[str, float] = field(default_factory=dict)
+    kernel_files: Mapping[tuple[str, str], Path] = field(default_factory=dict)
+
+    @property
+    def critics(self) -> tuple[str, ...]:
+        """The ``critic`` coordinate of :attr:`counts`."""
+        return tuple(str(c) for c in self.counts["critic"].values)
+
+    @property
+    def decision_critics(self) -> tuple[str, ...]:
+        """The critics controllers use by default (:func:`bpc.schema.decision_critics`)."""
+        return decision_critics(self.critics)
+
+    def costs(self, base: CostSpec = None) -> Callable[[str], Costs]:
+        """``benchmark -> Costs``: ``base`` (default the paper's vectors) plus :attr:`critic_costs`.
+
+        Raises
+        ------
+        ValueError
+            If a critic that gave verdicts is priced neither by ``base`` nor
+            by its mapping; the message says how to price it.
+        """
+        resolve = with_critic_costs(base, self.critic_costs)
+        observed = self.counts["critic_n"].notnull().any(("benchmark", "generator", "label"))
+        used = [c for c in self.decision_critics if c in self.critics and bool(observed.sel(critic=c))]
+        for bench in dict.fromkeys(str(b) for b in self.records["benchmark"]):
+            vector = resolve(bench)
+            unpriced = [c for c in used if c not in vector.critic]
+            if unpriced:
+                raise ValueError(
+                    f"critic(s) {', '.join(map(repr, unpriced))} of {self.source} have no cost on "
+                    f"benchmark {bench!r}: give each one with --critic NAME=COLUMN:COST "
+                    "(or a --costs file that prices it)"
+                )
+        return resolve
+
+
+def _author_fields(path: Path) -> tuple[set[str], dict[str, int]]:
+    """Fields of a JSON Lines file, and the first line of each (a cheap pass for routing)."""
+    first: dict[str, int] = {}
+    try:
+        text_lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        return set(), {}
+    for lineno, text in enumerate(text_lines, start=1):
+        try:
+            obj = json.loads(text) if text.strip() else None
+        except json.JSONDecodeError:
+            continue  # reported with its line by the reader that parses the file
+        if isinstance(obj, dict):
+            for key in obj:
+                first.setdefault(key, lineno)
+    return set(first), first
+
+
+def _check_author_jsonl(path: Path, first: Mapping[str, int]) -> None:
+    """The authors' schema knows its fields: an unknown one is a critic nobody mapped."""
+    known = {*RECORD_KEYS, *CRITIC_FIELDS.values(), *_AUTHOR_EXTRA_FIELDS}
+    unknown = [f for f in first if f not in known]
+    if unknown:
+        one = len(unknown) == 1
+        raise CorpusError(
+            path,
+            first[unknown[0]] if one else None,
+            unknown[0] if one else None,
+            f"expected the authors' critic_results fields ({', '.join(CRITIC_FIELDS.values())}), got unknown "
+            f"field{'' if one else 's'} {', '.join(map(repr, unknown))}: to read your own critics, map every "
+            "critic with --critic NAME=FIELD[:COST]",
+        )
+
+
+def load_input(
+    path: str | os.PathLike | None,
+    *,
+    critics: CriticMap | Sequence[str] | None = None,
+    benchmark: str | None = None,
+    generator: str | None = None,
+    include_superseded: bool = False,
+    progress: bool = True,
+) -> Input:
+    """Read a log file, the authors' files or folder, or the default corpus.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or None
+        ``None``: the authors' corpus (:func:`bpc.paths.require_corpus`). A
+        ``.csv`` / ``.parquet`` / ``.pq`` file: :func:`read_logs`. A
+        ``.jsonl`` file: :func:`read_logs` when a critic mapping is given or
+        when no record has one of the authors' critic fields
+        (:data:`~bpc.constants.CRITIC_FIELDS`); otherwise the authors'
+        schema (:func:`~bpc.data.corpus.load_corpus`), where a field outside
+        that schema is an error naming it. Anything else (a folder, a
+        ``likelihood_tables.json``, a ``transition_kernel.json``):
+        :func:`~bpc.data.corpus.load_corpus`.
+    critics : CriticMap or sequence of str, optional
+        ``NAME=COLUMN[:COST]`` mappings (log files only).
+    benchmark, generator : str, optional
+        Cell names of rows (files) that don't state them.
+    include_superseded : bool
+        Corpus only: also read superseded runs.
+    progress : bool
+        Corpus loading progress; a log file's notes are printed on stderr.
+
+    Returns
+    -------
+    Input
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist (or, for ``None``, no corpus is found).
+    CorpusError
+        For bad input (file, line, field and what was expected).
+    ValueError
+        For a critic mapping on a folder or an authors' file.
+    """
+    from bpc.paths import require_corpus
+    from bpc.progress import info
+
+    mapping = _as_map(critics)
+    if path is None:
+        src = require_corpus(None)
+    elif not Path(path).exists():
+        raise FileNotFoundError(f"input path {path} does not exist")
+    else:
+        src = Path(path).resolve()
+    fmt = LOG_SUFFIXES.get(src.suffix.lower()) if src.is_file() else None
+    if fmt == "jsonl" and not mapping:
+        fields, first = _author_fields(src)
+        if fields & set(CRITIC_FIELDS.values()):
+            _check_author_jsonl(src, first)
+            fmt = None
+    if fmt is None:
+        if mapping:
+            raise ValueError(
+                f"--critic maps the columns of a log file (.csv, .parquet, .jsonl); {src} is "
+                + ("a folder" if src.is_dir() else "one of the authors' files")
+                + ", whose critics are fixed"
+            )
+        corpus = load_corpus(
+            src,
+            include_superseded=include_superseded,
+            benchmark=benchmark,
+            generator=generator,
+            progress=progress,
+        )
+        notes = tuple(corpus.counts.attrs.get("notes", ()))
+        return Input(corpus.records, corpus.counts, notes, src, "corpus", kernel_files=corpus.kernel_files)
+    records = read_logs(src, critics=mapping, benchmark=benchmark, generator=generator)
+    counts = counts_from_records(records, source="raw")
+    notes = tuple(records.attrs["notes"])
+    counts.attrs["corpus"] = str(src.resolve())
+    counts.attrs["notes"] = list(notes)
+    for note in notes:
+        info(note, enabled=progress)
+    return Input(records, counts, notes, src, fmt, critic_costs=mapping.costs)

@@ -1,0 +1,451 @@
+"""Instance splits: which instances of each cell calibrate, which are scored.
+
+Every held-out number in bpc (the Δ table, the compare command, the cost
+grid, the uncertainty score, the data-efficiency experiment) is made on one
+:class:`Split`: per cell, the instance ids parameters are fitted on (``fit``)
+and the ids policies are scored on (``eval``). :func:`split_cells` is the
+only place instances are divided; :func:`split_counts` is the only place the
+counts of one side are taken (the fit-on-split step).
+
+Three kinds of split
+--------------------
+holdout (SPEC §5)
+    Per cell, the sorted ids are permuted with
+    ``numpy.random.default_rng(seed).permutation`` and the first
+    ``n − ceil((1 − fit_fraction)·n)`` form the fit side
+    (:func:`split_instances`; 29 instances → 21 fit, 8 eval).
+in-sample
+    Both sides hold every instance (the ``paper-release`` profile).
+K-fold
+    Per cell, the same permutation is cut into ``n_folds`` near-equal
+    contiguous blocks (:func:`numpy.array_split`); fold ``j`` scores block
+    ``j`` with parameters fitted on the others. Over the ``n_folds`` splits of
+    :func:`kfold_splits` every instance is scored exactly once by parameters
+    fitted without it.
+
+Layers
+------
+numpy
+    :func:`split_instances`, :func:`fold_instances` act on one cell's ids.
+pandas / xarray
+    :func:`split_cells` (records → :class:`Split`), :meth:`Split.rows` (the
+    rows of one side) and :func:`split_counts` (counts of one side, optionally
+    laid over a source's other cells).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, SPLIT_FIT_FRACTION, SPLIT_SEED
+from bpc.schema import COUNT_VARS, cell_order
+
+__all__ = [
+    "Cell",
+    "SIDES",
+    "Split",
+    "split_instances",
+    "fold_instances",
+    "split_cells",
+    "kfold_splits",
+    "split_counts",
+]
+
+Cell = tuple[str, str]
+"""A ``(benchmark, generator)`` pair."""
+
+SIDES: tuple[str, ...] = ("fit", "eval")
+"""The two sides of a split."""
+
+_TRANS_VARS = ("trans_n", "trans_flip")
+
+
+# ---------------------------------------------------------------------------
+# numpy: one cell's ids
+# ---------------------------------------------------------------------------
+def _unique_ids(instance_ids) -> np.ndarray:
+    return np.unique(np.asarray(instance_ids, dtype=str))
+
+
+def split_instances(
+    instance_ids, *, seed: int = SPLIT_SEED, fit_fraction: float = SPLIT_FIT_FRACTION
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split one cell's instances into a fit and an evaluation set (SPEC §5).
+
+    The ids are sorted, permuted with ``numpy.random.default_rng(seed).permutation``
+    and the first ``n − ceil((1 − fit_fraction)·n)`` of the permutation form
+    the fit set (for 29 instances: 21 fit, 8 eval — the evaluation share is
+    rounded up, as scikit-learn's ``test_size`` is). Both sets are returned
+    sorted.
+
+    Parameters
+    ----------
+    instance_ids : array_like of str
+        Instance ids (duplicates are ignored).
+    seed : int
+        Permutation seed.
+    fit_fraction : float
+        Share of instances used for fitting, in (0, 1).
+
+    Returns
+    -------
+    fit_ids, eval_ids : numpy.ndarray
+        Disjoint, sorted, together all ids.
+
+    Raises
+    ------
+    ValueError
+        If ``fit_fraction`` is outside (0, 1).
+    """
+    if not 0.0 < fit_fraction < 1.0:
+        raise ValueError(f"split_instances: fit_fraction must lie in (0, 1), got {fit_fraction}")
+    ids = _unique_ids(instance_ids)
+    n = ids.shape[0]
+    perm = np.random.default_rng(seed).permutation(n)
+    n_eval = int(np.ceil(round((1.0 - fit_fraction) * n, 9)))
+    n_fit = n - n_eval
+    return np.sort(ids[perm[:n_fit]]), np.sort(ids[perm[n_fit:]])
+
+
+def fold_instances(
+    instance_ids, *, n_folds: int, fold: int, seed: int = SPLIT_SEED
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fold ``fold`` of a K-fold split of one cell's instances.
+
+    The sorted ids are permuted with ``numpy.random.default_rng(seed).permutation``
+    (the permutation of :func:`split_instances`) and cut into ``n_folds``
+    contiguous blocks with :func:`numpy.array_split` (sizes differ by at most
+    one); block ``fold`` is the evaluation set, the rest the fit set.
+
+    Parameters
+    ----------
+    instance_ids : array_like of str
+        Instance ids (duplicates are ignored).
+    n_folds : int
+        Number of folds, at least 2.
+    fold : int
+        Which fold, ``0 … n_folds − 1``.
+    seed : int
+        Permutation seed.
+
+    Returns
+    -------
+    fit_ids, eval_ids : numpy.ndarray
+        Disjoint, sorted, together all ids.
+
+    Raises
+    ------
+    ValueError
+        If ``n_folds < 2`` or ``fold`` is out of range.
+    """
+    if isinstance(n_folds, bool) or int(n_folds) != n_folds or n_folds < 2:
+        raise ValueError(f"fold_instances: n_folds must be an integer >= 2, got {n_folds!r}")
+    if not 0 <= fold < n_folds:
+        raise ValueError(f"fold_instances: fold must lie in 0..{n_folds - 1}, got {fold!r}")
+    ids = _unique_ids(instance_ids)
+    perm = np.random.default_rng(seed).permutation(ids.shape[0])
+    blocks = np.array_split(perm, int(n_folds))
+    held = blocks[int(fold)]
+    keep = np.ones(ids.shape[0], dtype=bool)
+    keep[held] = False
+    return np.sort(ids[keep]), np.sort(ids[held])
+
+
+# ---------------------------------------------------------------------------
+# The Split
+# ---------------------------------------------------------------------------
+def _frozen_ids(ids) -> np.ndarray:
+    arr = np.sort(np.asarray(ids, dtype=str))
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(frozen=True)
+class Split:
+    """Fit and evaluation instance ids of every cell.
+
+    Attributes
+    ----------
+    fit, eval : mapping
+        ``(benchmark, generator)`` → sorted, read-only id array. Both hold
+        the same cells, in the paper's order (:func:`bpc.schema.cell_order`)
+        unless the caller asked for another.
+    seed : int
+        Permutation seed.
+    fit_fraction : float
+        Nominal share of each cell on the fit side: the holdout fraction,
+        ``(n_folds − 1)/n_folds`` for a fold, ``1.0`` in-sample.
+    in_sample : bool
+        Both sides hold every instance.
+    n_folds, fold : int or None
+        Set for one fold of a K-fold split.
+    """
+
+    fit: Mapping[Cell, np.ndarray]
+    eval: Mapping[Cell, np.ndarray]
+    seed: int = SPLIT_SEED
+    fit_fraction: float = SPLIT_FIT_FRACTION
+    in_sample: bool = False
+    n_folds: int | None = None
+    fold: int | None = None
+
+    def __post_init__(self) -> None:
+        if list(self.fit) != list(self.eval):
+            raise ValueError("Split: fit and eval must hold the same cells in the same order")
+        object.__setattr__(self, "fit", MappingProxyType({c: _frozen_ids(v) for c, v in self.fit.items()}))
+        object.__setattr__(self, "eval", MappingProxyType({c: _frozen_ids(v) for c, v in self.eval.items()}))
+
+    @property
+    def cells(self) -> tuple[Cell, ...]:
+        """The cells, in order."""
+        return tuple(self.fit)
+
+    def __iter__(self) -> Iterator[tuple[Cell, np.ndarray, np.ndarray]]:
+        """``(cell, fit_ids, eval_ids)`` per cell, in order."""
+        return ((c, self.fit[c], self.eval[c]) for c in self.fit)
+
+    def __len__(self) -> int:
+        return len(self.fit)
+
+    def ids(self, side: str) -> Mapping[Cell, np.ndarray]:
+        """Cell → ids of ``side`` (``"fit"`` or ``"eval"``).
+
+        Raises
+        ------
+        ValueError
+            For another side name.
+        """
+        if side not in SIDES:
+            raise ValueError(f"Split: side must be one of {SIDES}, got {side!r}")
+        return self.fit if side == "fit" else self.eval
+
+    def with_fit(self, fit: Mapping[Cell, Sequence[str]]) -> Split:
+        """The same split with other fit ids (e.g. a subsample of the fit side); eval unchanged.
+
+        Raises
+        ------
+        ValueError
+            If ``fit`` names other cells, or an id of ``fit`` is on the eval side.
+        """
+        if set(fit) != set(self.fit):
+            raise ValueError("Split.with_fit: the new fit ids must cover exactly the split's cells")
+        new = {c: np.asarray(fit[c], dtype=str) for c in self.fit}
+        if not self.in_sample:
+            for c, ids in new.items():
+                leak = np.intersect1d(ids, self.eval[c])
+                if leak.size:
+                    raise ValueError(f"Split.with_fit: cell {c} would fit on eval instance {leak[0]!r}")
+        return replace(self, fit=new)
+
+    def rows(self, frame: pd.DataFrame, side: str = "fit") -> pd.DataFrame:
+        """The rows of ``frame`` (records or trajectories) on ``side`` of their cell.
+
+        Rows of cells outside the split are dropped; row order is kept.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+            Has ``benchmark``, ``generator`` and ``instance_id`` columns.
+        side : {"fit", "eval"}
+            Which side.
+        """
+        ids = self.ids(side)
+        if frame.empty or not ids:
+            return frame.iloc[:0]
+        keys = pd.MultiIndex.from_tuples(
+            [(b, g, i) for (b, g), v in ids.items() for i in v.tolist()],
+            names=["benchmark", "generator", "instance_id"],
+        )
+        have = pd.MultiIndex.from_arrays(
+            [
+                frame["benchmark"].astype(str).to_numpy(),
+                frame["generator"].astype(str).to_numpy(),
+                frame["instance_id"].astype(str).to_numpy(),
+            ]
+        )
+        return frame[have.isin(keys)]
+
+
+def _cell_ids(records: pd.DataFrame, cells: Sequence[Cell] | None) -> dict[Cell, np.ndarray]:
+    """Sorted unique instance ids of every cell, in paper order (or the given order)."""
+    if records.empty:
+        groups: dict[Cell, np.ndarray] = {}
+    else:
+        frame = pd.DataFrame(
+            {
+                "b": records["benchmark"].astype(str).to_numpy(),
+                "g": records["generator"].astype(str).to_numpy(),
+                "i": records["instance_id"].astype(str).to_numpy(),
+            }
+        )
+        groups = {(b, g): np.unique(f["i"].to_numpy()) for (b, g), f in frame.groupby(["b", "g"], sort=False)}
+    if cells is None:
+        return {c: groups[c] for c in cell_order(groups)}
+    wanted = [(str(b), str(g)) for b, g in cells]
+    missing = [c for c in wanted if c not in groups]
+    if missing:
+        raise ValueError(f"split_cells: no records for cell(s) {missing}")
+    return {c: groups[c] for c in dict.fromkeys(wanted)}
+
+
+def split_cells(
+    records: pd.DataFrame,
+    *,
+    seed: int = SPLIT_SEED,
+    fit_fraction: float = SPLIT_FIT_FRACTION,
+    in_sample: bool = False,
+    n_folds: int | None = None,
+    fold: int | None = None,
+    cells: Sequence[Cell] | None = None,
+    drop_small: bool = False,
+) -> Split:
+    """Split every cell of ``records`` into fit and evaluation instances.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Rows with ``benchmark``, ``generator``, ``instance_id``.
+    seed : int
+        Permutation seed (the same for every cell).
+    fit_fraction : float
+        Holdout fit share (ignored in-sample and for folds).
+    in_sample : bool
+        Both sides hold every instance.
+    n_folds, fold : int, optional
+        Give both for fold ``fold`` of a K-fold split (:func:`fold_instances`).
+    cells : sequence of (str, str), optional
+        These cells, in this order (default: every cell of ``records`` in the
+        paper's order).
+    drop_small : bool
+        Leave out cells too small to give both sides an instance instead of
+        raising.
+
+    Returns
+    -------
+    Split
+
+    Raises
+    ------
+    ValueError
+        For a requested cell without records, a cell too small to split
+        (unless ``drop_small``), only one of ``n_folds``/``fold``, or folds
+        together with ``in_sample``.
+    """
+    if (n_folds is None) != (fold is None):
+        raise ValueError("split_cells: give both n_folds and fold, or neither")
+    if n_folds is not None and in_sample:
+        raise ValueError("split_cells: a K-fold split cannot be in-sample")
+    fit, ev = {}, {}
+    for (b, g), ids in _cell_ids(records, cells).items():
+        if in_sample:
+            f, e = ids, ids
+        elif n_folds is not None:
+            f, e = fold_instances(ids, n_folds=n_folds, fold=int(fold), seed=seed)
+        else:
+            f, e = split_instances(ids, seed=seed, fit_fraction=fit_fraction)
+        if len(f) == 0 or len(e) == 0:
+            if drop_small:
+                continue
+            how = f"{n_folds} folds" if n_folds is not None else f"{fit_fraction:.0%} fit"
+            raise ValueError(f"cell ({b}, {g}) has {len(ids)} instance(s); too few to split ({how})")
+        fit[(b, g)], ev[(b, g)] = f, e
+    if in_sample:
+        frac = 1.0
+    elif n_folds is not None:
+        frac = (n_folds - 1) / n_folds
+    else:
+        frac = float(fit_fraction)
+    return Split(fit, ev, seed=int(seed), fit_fraction=frac, in_sample=in_sample, n_folds=n_folds, fold=fold)
+
+
+def kfold_splits(
+    records: pd.DataFrame,
+    *,
+    n_folds: int,
+    seed: int = SPLIT_SEED,
+    cells: Sequence[Cell] | None = None,
+) -> tuple[Split, ...]:
+    """All ``n_folds`` folds: every instance is on the eval side of exactly one.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Rows with ``benchmark``, ``generator``, ``instance_id``.
+    n_folds : int
+        Number of folds, at least 2 and at most the smallest cell's size.
+    seed : int
+        Permutation seed.
+    cells : sequence of (str, str), optional
+        As for :func:`split_cells`.
+
+    Returns
+    -------
+    tuple of Split
+        Fold ``j`` at index ``j``.
+    """
+    return tuple(
+        split_cells(records, seed=seed, n_folds=n_folds, fold=j, cells=cells) for j in range(int(n_folds))
+    )
+
+
+# ---------------------------------------------------------------------------
+# Fit on a split
+# ---------------------------------------------------------------------------
+def split_counts(
+    records: pd.DataFrame,
+    split: Split,
+    *,
+    trajectories: pd.DataFrame | None = None,
+    side: str = "fit",
+    base: xr.Dataset | None = None,
+    keep_base_kernels: bool = True,
+) -> xr.Dataset:
+    """Counts of one side of a split: what parameters are fitted on.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records (rows outside the split's cells are ignored).
+    split : Split
+        The split.
+    trajectories : pandas.DataFrame, optional
+        Refinement trajectories; the same side's rows give the transition
+        counts.
+    side : {"fit", "eval"}
+        Which side.
+    base : xarray.Dataset, optional
+        A source's counts over more cells (count tables, measured kernels).
+        When given, the split's cells are overwritten with the side's counts
+        and every other cell is kept as it is, so a pooled model can borrow
+        strength from it.
+    keep_base_kernels : bool
+        With ``base``: where the side has no trajectories for a cell, keep the
+        base's transition counts (kernels measured in separate runs).
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema (:mod:`bpc.schema`): over the split's cells, or over
+        ``base``'s cells.
+    """
+    from bpc.data.counts import counts_from_records
+
+    traj = None if trajectories is None else split.rows(trajectories, side)
+    counts = counts_from_records(split.rows(records, side), traj)
+    if base is None:
+        return counts
+    out = base.copy(deep=True)
+    for b, g in split.cells:
+        sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
+        for var in COUNT_VARS:
+            new = counts[var].sel(sel)
+            if var in _TRANS_VARS and keep_base_kernels and not bool(np.isfinite(new).all()):
+                continue
+            out[var].loc[sel] = new.values
+    return out

@@ -1,0 +1,1279 @@
+"""Instance-aware belief and planning: patches of one task share a pass rate (SPEC §9).
+
+Model
+-----
+Per cell, an instance's pass rate is ``θ ~ Beta(π·κ, (1 − π)·κ)``; its patches
+are ``Y_j | θ ~ Bernoulli(θ)``, independent given ``θ``; critics keep their
+``tpr``/``fpr`` given the patch's own ``Y``. ``κ → ∞`` (``kappa = inf``) is
+the paper's i.i.d. model, and every function here accepts it.
+
+Belief state
+------------
+``(b, θ-belief, n, U)``: ``b = P(Y_current = 1 | history)``, a belief about
+``θ`` built from the ``n`` patches already *abandoned* (their evidence), and
+``U`` the critics used on the current patch. Because a critic verdict depends
+on ``θ`` only through the patch's ``Y``, the joint posterior of
+``(Y_current, θ)`` factorises as ``b·[θ-belief·θ] + (1 − b)·[θ-belief·(1 − θ)]``
+(normalised per branch), so:
+
+- a **critic** updates ``b`` only (:func:`bpc.decide.kernels.belief.bayes_update`);
+- a **failed verification** makes the patch known bad: ``b ← 0``. When the
+  patch is then abandoned the fold below with ``b = 0`` gives exactly
+  ``Beta(A, B + 1)``, i.e. "``B ← B + 1``";
+- **abandoning** the current patch (regenerating) folds its evidence into the
+  θ-belief: from a single ``Beta(A, B)`` the exact posterior is the
+  two-component mixture ``b·Beta(A + 1, B) + (1 − b)·Beta(A, B + 1)``; after
+  ``n`` abandoned patches it is a finite mixture over the number ``j`` of
+  passing patches among them, ``Σ_j w_j·Beta(A₀ + j, B₀ + n − j)``
+  (:func:`abandon_exact`, carried exactly: ``n + 1`` weights);
+- the **mean-matched** single Beta of SPEC §9 replaces the mixture by
+  ``Beta(A + b, B + 1 − b)``: it keeps the mean and grows the size
+  ``A + B`` by one per patch, so it is the pair ``(μ, s) = (A/(A+B), κ + n)``
+  (:func:`abandon_moment`). Both agree exactly for ``n ≤ 1``; from ``n = 2``
+  the exact mixture also *smooths* earlier patches with later evidence
+  (:func:`bpc.decide.kernels.instance` tests measure the difference);
+- a **new patch** starts at ``b = E[θ | history]``.
+
+Refinement (a measured repair kernel ``p_fix``/``p_break``) composes as
+follows: a repair step acts on the current patch's ``b`` only
+(``b' = b(1 − p_break) + (1 − b)p_fix``, :func:`bpc.decide.kernels.belief.regenerate`);
+the repaired patch is not a fresh draw from ``θ``, so the θ-belief receives
+the patch's evidence only when the patch is finally abandoned for a fresh
+one or verified. The planners below model regeneration as a fresh draw from
+the instance (the corpus' pools are independent draws given the instance).
+
+Planning
+--------
+Verification is **not terminal** unless asked (``verify_terminal=True``): the
+verify branch is worth ``R·b − c_ver + (1 − b)·V_{h−1}(state after the failure)``
+(the failed patch has ``b = 0``; the episode goes on only by regenerating).
+A budget of ``max_patches`` patches per episode (the recorded pool, or a
+caller's budget) makes *regenerate* unavailable on the last patch.
+
+- :func:`solve_instance_exact` — exact expectimax on the reachable tree,
+  vectorised over parameter samples, with the exact mixture or the
+  mean-matched Beta;
+- :func:`solve_instance_dp` — the grid DP over ``(b, μ)`` (two uniform grids,
+  bilinear interpolation) with the patch count ``n`` in the state, a numba
+  kernel over samples, streamed in chunks of samples;
+- :func:`instance_greedy_q` — the one-step rule with the instance-aware
+  regenerate value.
+
+Action indices, tie-breaking and the batched leading sample axis ``S`` are
+those of :mod:`bpc.decide.kernels`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
+from bpc.decide.kernels.dp import belief_grid
+
+__all__ = [
+    "MIXTURES",
+    "CRITIC_SCOPES",
+    "InstanceProblem",
+    "make_instance_problem",
+    "pass_count_means",
+    "mixture_mean",
+    "mixture_moments",
+    "abandon_exact",
+    "abandon_moment",
+    "InstanceExactSolution",
+    "solve_instance_exact",
+    "evaluate_instance_policy",
+    "InstanceDPSolution",
+    "solve_instance_dp",
+    "instance_dp_root_values",
+    "instance_greedy_q",
+]
+
+MIXTURES: tuple[str, ...] = ("exact", "moment")
+"""θ-belief representations: the exact finite mixture or the mean-matched Beta."""
+
+CRITIC_SCOPES: tuple[str, ...] = ("patch", "instance")
+"""Scope of the used-critic set ``U``: reset on every new patch (the paper), or kept for the instance."""
+
+DEFAULT_DP_CHUNK = 64
+"""Samples per block of the grid DP when only root values are kept (bounds memory)."""
+
+
+# ---------------------------------------------------------------------------
+# Problem
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InstanceProblem:
+    """A validated decision problem plus the instance concentration ``κ``.
+
+    Attributes
+    ----------
+    base : Problem
+        Prior π, critic likelihoods and costs (``p_fix``/``p_break`` hold the
+        fresh-sample kernel ``π``/``1 − π`` and are not used).
+    kappa : numpy.ndarray
+        ``(S,)`` concentration ``κ > 0`` of ``θ ~ Beta(πκ, (1 − π)κ)``;
+        ``inf`` is the i.i.d. model.
+    """
+
+    base: Problem
+    kappa: np.ndarray
+
+    @property
+    def n_samples(self) -> int:
+        """Number of parameter samples ``S``."""
+        return self.base.n_samples
+
+    @property
+    def n_critics(self) -> int:
+        """Number of critics ``K``."""
+        return self.base.n_critics
+
+    @property
+    def n_actions(self) -> int:
+        """Number of actions ``3 + K``."""
+        return self.base.n_actions
+
+    def take(self, index) -> InstanceProblem:
+        """The problem restricted to some samples (integer index or slice)."""
+        return InstanceProblem(base=self.base.take(index), kappa=self.kappa[index])
+
+
+def make_instance_problem(
+    prior,
+    tpr,
+    fpr,
+    kappa,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    available=None,
+) -> InstanceProblem:
+    """Validate and broadcast an instance-aware problem to ``S`` samples.
+
+    Parameters
+    ----------
+    prior : array_like
+        Scalar or ``(S,)`` cell prior π (the mean of ``θ``).
+    tpr, fpr : array_like
+        ``(K,)`` or ``(S, K)``; ``NaN`` marks an unavailable critic.
+    kappa : array_like
+        Scalar or ``(S,)`` concentration, ``> 0``; ``inf`` = i.i.d. patches.
+    critic_costs, c_gen, c_ver, reward, available
+        As in :func:`bpc.decide.kernels.belief.make_problem`.
+
+    Returns
+    -------
+    InstanceProblem
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, for anything :func:`make_problem` rejects and for
+        ``kappa`` that is not positive (``NaN`` included) or of the wrong shape.
+    """
+    prior_arr = np.asarray(prior, dtype=np.float64)
+    base = make_problem(
+        prior_arr,
+        tpr,
+        fpr,
+        prior_arr,
+        1.0 - prior_arr,
+        critic_costs=critic_costs,
+        c_gen=c_gen,
+        c_ver=c_ver,
+        reward=reward,
+        available=available,
+    )
+    try:
+        k = np.asarray(kappa, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"argument 'kappa' must be numeric, got {kappa!r}") from None
+    S = base.n_samples
+    if k.ndim > 1 or (k.ndim == 1 and k.shape[0] not in (1, S)):
+        if k.ndim == 1 and S == 1:
+            base = base.take(np.zeros(k.shape[0], dtype=np.int64))
+            S = k.shape[0]
+        else:
+            raise ValueError(f"argument 'kappa' must be a scalar or have shape ({S},), got shape {k.shape}")
+    k = np.broadcast_to(k, (S,)).copy()
+    if (np.isnan(k) | (k <= 0)).any():
+        raise ValueError(
+            f"argument 'kappa' must be > 0 (inf = i.i.d.), got {float(k[np.isnan(k) | (k <= 0)][0])!r}"
+        )
+    return InstanceProblem(base=base, kappa=k)
+
+
+# ---------------------------------------------------------------------------
+# θ-belief: exact mixture and mean-matched Beta
+# ---------------------------------------------------------------------------
+def pass_count_means(mu0, kappa, n: int) -> np.ndarray:
+    """Means ``m_j = (π·κ + j)/(κ + n)`` of the mixture components ``j = 0 … n``.
+
+    Written as ``π + (j − n·π)/(κ + n)`` so that ``κ = inf`` gives ``π``.
+
+    Parameters
+    ----------
+    mu0, kappa : array_like
+        Cell prior π and concentration κ, broadcast together (shape ``(...)``).
+    n : int
+        Patches abandoned so far.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., n + 1)``.
+    """
+    mu0 = np.asarray(mu0, dtype=np.float64)[..., None]
+    kappa = np.asarray(kappa, dtype=np.float64)[..., None]
+    j = np.arange(int(n) + 1, dtype=np.float64)
+    return mu0 + (j - n * mu0) / (kappa + n)
+
+
+def mixture_mean(weights, mu0, kappa) -> np.ndarray:
+    """``E[θ]`` under the mixture ``Σ_j w_j Beta(πκ + j, (1 − π)κ + n − j)``.
+
+    Parameters
+    ----------
+    weights : array_like
+        ``(..., n + 1)`` weights over the pass count ``j``.
+    mu0, kappa : array_like
+        ``(...)`` cell prior and concentration.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    return (w * pass_count_means(mu0, kappa, w.shape[-1] - 1)).sum(-1)
+
+
+def mixture_moments(weights, mu0, kappa) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of ``θ`` under the exact mixture (for ``κ = inf``: ``(π, 0)``)."""
+    w = np.asarray(weights, dtype=np.float64)
+    n = w.shape[-1] - 1
+    m = pass_count_means(mu0, kappa, n)
+    size = np.asarray(kappa, dtype=np.float64)[..., None] + n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        comp_var = np.where(np.isinf(size), 0.0, m * (1 - m) / (size + 1))
+    mean = (w * m).sum(-1)
+    second = (w * (comp_var + m * m)).sum(-1)
+    return mean, np.maximum(second - mean * mean, 0.0)
+
+
+def _safe_ratio(num, den):
+    den = np.asarray(den)
+    ok = den > 0
+    return np.where(ok, np.asarray(num) / np.where(ok, den, 1.0), 0.0)
+
+
+def abandon_exact(weights, b, mu0, kappa) -> np.ndarray:
+    """Fold the abandoned current patch (belief ``b``) into the exact mixture.
+
+    With component means ``m_j`` (:func:`pass_count_means`) and the patch's
+    prior ``b̄ = Σ_j w_j m_j`` (its belief before its own critic evidence),
+    the evidence's likelihood ratio is ``(b/b̄) : ((1 − b)/(1 − b̄))``, so
+
+    ``w'_{j+1} += w_j·m_j·b/b̄`` and ``w'_j += w_j·(1 − m_j)·(1 − b)/(1 − b̄)``.
+
+    The result sums to one; ``b = 0`` (a failed verification) gives exactly
+    ``B ← B + 1`` on every component.
+
+    Parameters
+    ----------
+    weights : array_like
+        ``(..., n + 1)`` current weights.
+    b : array_like
+        ``(...)`` posterior belief of the abandoned patch.
+    mu0, kappa : array_like
+        ``(...)`` cell prior and concentration.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., n + 2)`` weights.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    n = w.shape[-1] - 1
+    m = pass_count_means(mu0, kappa, n)
+    b = np.asarray(b, dtype=np.float64)
+    bbar = (w * m).sum(-1)
+    up = w * m * _safe_ratio(b, bbar)[..., None]
+    down = w * (1 - m) * _safe_ratio(1 - b, 1 - bbar)[..., None]
+    out = np.zeros(w.shape[:-1] + (n + 2,))
+    out[..., 1:] += up
+    out[..., :-1] += down
+    total = out.sum(-1, keepdims=True)
+    # a zero-probability branch (e.g. b = 0 with b̄ = 1) carries weight 0 in every expectation;
+    # keep a finite, normalised mixture there
+    fallback = np.concatenate([w, np.zeros(w.shape[:-1] + (1,))], axis=-1)
+    return np.where(total > 0, out / np.where(total > 0, total, 1.0), fallback)
+
+
+def abandon_moment(b, mu, kappa, n) -> np.ndarray:
+    """Mean of the mean-matched Beta after abandoning a patch of belief ``b``.
+
+    ``Beta(A, B) → Beta(A + b, B + 1 − b)`` with ``A + B = κ + n``:
+    ``μ' = μ + (b − μ)/(κ + n + 1)`` (``μ' = μ`` for ``κ = inf``).
+
+    Parameters
+    ----------
+    b, mu, kappa, n : array_like
+        Belief of the abandoned patch, current mean, concentration and patches
+        abandoned before it; broadcast together.
+    """
+    mu = np.asarray(mu, dtype=np.float64)
+    return mu + (np.asarray(b, dtype=np.float64) - mu) / (
+        np.asarray(kappa, dtype=np.float64) + np.asarray(n) + 1
+    )
+
+
+# ---------------------------------------------------------------------------
+# exact expectimax on the reachable tree
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InstanceExactSolution:
+    """Exact values at the root state.
+
+    Attributes
+    ----------
+    value : numpy.ndarray
+        ``(S,)`` optimal expected utility.
+    q : numpy.ndarray
+        ``(S, A)`` root Q-values, ``-inf`` where an action is not offered.
+    """
+
+    value: np.ndarray
+    q: np.ndarray
+
+    @property
+    def action(self) -> np.ndarray:
+        """``(S,)`` optimal first action (ties → lowest index)."""
+        return np.argmax(self.q, axis=-1).astype(np.int8)
+
+
+class _Node:
+    """One node of the tree: beliefs of every sample plus the discrete state."""
+
+    __slots__ = ("b", "theta", "n", "used", "key")
+
+    def __init__(self, b, theta, n, used, key):
+        self.b = b  # (S,) belief of the current patch
+        self.theta = theta  # exact: (S, n + 1) weights; moment: (S,) mean μ
+        self.n = n
+        self.used = used
+        self.key = key  # (abandoned patches' histories..., current patch's history)
+
+
+class _InstanceTree:
+    """Memoised expectimax for one chunk of samples."""
+
+    def __init__(
+        self,
+        P: InstanceProblem,
+        mixture,
+        max_patches,
+        verify_terminal,
+        critic_scope,
+        policy=None,
+        samples=None,
+    ):
+        self.P = P
+        self.keep_used = critic_scope == "instance"
+        self.mixture = mixture
+        self.max_patches = max_patches
+        self.verify_terminal = verify_terminal
+        self.policy = policy
+        self.samples = samples
+        self.memo: dict = {}
+        self._means: dict[int, np.ndarray] = {}
+
+    def component_means(self, n: int) -> np.ndarray:
+        """``(S, n + 1)`` component means ``m_j`` after ``n`` patches (cached per ``n``)."""
+        m = self._means.get(n)
+        if m is None:
+            m = self._means[n] = pass_count_means(self.P.base.prior, self.P.kappa, n)
+        return m
+
+    def mean_theta(self, node: _Node) -> np.ndarray:
+        if self.mixture == "exact":
+            return (node.theta * self.component_means(node.n)).sum(-1)
+        return node.theta
+
+    def abandon(self, node: _Node, b) -> tuple[np.ndarray, np.ndarray]:
+        """θ-belief after abandoning the current patch with belief ``b``, and its mean."""
+        if self.mixture == "exact":
+            # abandon_exact with the component means cached
+            w, m = node.theta, self.component_means(node.n)
+            wm = w * m
+            bbar = wm.sum(-1)
+            out = np.zeros(w.shape[:-1] + (w.shape[-1] + 1,))
+            out[..., 1:] += wm * _safe_ratio(b, bbar)[..., None]
+            out[..., :-1] += (w - wm) * _safe_ratio(1 - b, 1 - bbar)[..., None]
+            total = out.sum(-1, keepdims=True)
+            fallback = np.concatenate([w, np.zeros(w.shape[:-1] + (1,))], axis=-1)
+            out = np.where(total > 0, out / np.where(total > 0, total, 1.0), fallback)
+            return out, (out * self.component_means(node.n + 1)).sum(-1)
+        mu = abandon_moment(b, node.theta, self.P.kappa, node.n)
+        return mu, mu
+
+    def q(self, node: _Node, h: int) -> np.ndarray:
+        P = self.P.base
+        S, K = P.n_samples, P.n_critics
+        b = node.b
+        q = np.full((P.n_actions, S), -np.inf)
+        q[STOP] = 0.0
+        q[VERIFY] = P.reward * b - P.c_ver
+        if h == 0:
+            return q
+        if not self.verify_terminal:
+            failed = _Node(
+                np.zeros(S), node.theta, node.n, node.used, node.key[:-1] + (node.key[-1] + ("F",),)
+            )
+            q[VERIFY] = q[VERIFY] + (1 - b) * self.value(failed, h - 1)
+        if self.max_patches is None or node.n + 1 < self.max_patches:
+            theta, b_new = self.abandon(node, b)
+            used = node.used if self.keep_used else 0
+            fresh = tuple((k, -1) for k in range(K) if used >> k & 1)
+            child = _Node(b_new, theta, node.n + 1, used, node.key + (fresh,))
+            q[REGENERATE] = self.value(child, h - 1) - P.c_gen
+        nb = 1 - b
+        for k in range(K):
+            if node.used >> k & 1:
+                continue
+            avail = P.available[:, k]
+            if not avail.any():
+                continue
+            t, f = P.tpr[:, k], P.fpr[:, k]
+            total = 0.0
+            for z, p1, p0 in ((1, t, f), (0, 1 - t, 1 - f)):
+                num = p1 * b
+                den = num + p0 * nb
+                bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
+                hist = tuple(sorted(node.key[-1] + ((k, z),), key=repr))
+                child = _Node(bz, node.theta, node.n, node.used | 1 << k, node.key[:-1] + (hist,))
+                total = total + den * self.value(child, h - 1)
+            q[CRITIC_OFFSET + k] = np.where(avail, total - P.critic_costs[:, k], -np.inf)
+        return q
+
+    def value(self, node: _Node, h: int) -> np.ndarray:
+        memo_key = (h, node.used, node.key)
+        hit = self.memo.get(memo_key)
+        if hit is not None:
+            return hit
+        P = self.P.base
+        if h == 0 and self.policy is None:
+            v = np.maximum(P.reward * node.b - P.c_ver, 0.0)
+        else:
+            q = self.q(node, h)
+            if self.policy is None:
+                v = q.max(axis=0)
+            else:
+                a = np.asarray(self.policy(node.b, self.mean_theta(node), node.n, node.used, h, self.samples))
+                a = np.broadcast_to(a, node.b.shape).astype(np.int64)
+                if (a < 0).any() or (a >= q.shape[0]).any():
+                    raise ValueError(f"policy returned an action outside 0..{q.shape[0] - 1} at h={h}")
+                v = np.take_along_axis(q, a[None, :], axis=0)[0]
+                if np.isneginf(v).any():
+                    raise ValueError(f"policy chose an action that is not offered (h={h}, used={node.used})")
+        self.memo[memo_key] = v
+        return v
+
+
+def _check_common(horizon, mixture, max_patches, n_critics, used, critic_scope="patch"):
+    if critic_scope not in CRITIC_SCOPES:
+        raise ValueError(f"argument 'critic_scope' must be one of {CRITIC_SCOPES}, got {critic_scope!r}")
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
+        raise ValueError(f"argument 'horizon' must be an integer >= 0, got {horizon!r}")
+    if mixture not in MIXTURES:
+        raise ValueError(f"argument 'mixture' must be one of {MIXTURES}, got {mixture!r}")
+    if max_patches is not None and (
+        isinstance(max_patches, bool) or not isinstance(max_patches, (int, np.integer)) or max_patches < 1
+    ):
+        raise ValueError(f"argument 'max_patches' must be an integer >= 1 or None, got {max_patches!r}")
+    if not 0 <= int(used) < (1 << n_critics):
+        raise ValueError(f"argument 'used' must be a bitmask below {1 << n_critics}, got {used!r}")
+
+
+def _root_theta(P: InstanceProblem, weights, mixture):
+    """Root θ-belief: weights ``(S, n0 + 1)`` (default: a fresh instance, ``n0 = 0``)."""
+    S = P.n_samples
+    if weights is None:
+        w = np.ones((S, 1))
+    else:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim == 1:
+            w = np.broadcast_to(w, (S, w.shape[0]))
+        if w.ndim != 2 or w.shape[0] != S:
+            raise ValueError(f"argument 'weights' must have shape (n0 + 1,) or ({S}, n0 + 1), got {w.shape}")
+        if (~np.isfinite(w) | (w < 0)).any() or not np.allclose(w.sum(-1), 1.0):
+            raise ValueError("argument 'weights' must be non-negative and sum to one along the last axis")
+    n0 = w.shape[1] - 1
+    if mixture == "exact":
+        return w.copy(), n0
+    return mixture_mean(w, P.base.prior, P.kappa), n0
+
+
+def _solve_tree(
+    P, b0, weights, horizon, used, mixture, max_patches, verify_terminal, critic_scope, policy, chunk_size
+):
+    _check_common(horizon, mixture, max_patches, P.n_critics, used, critic_scope)
+    S = P.n_samples
+    theta0, n0 = _root_theta(P, weights, mixture)
+    if b0 is None:
+        b0 = mixture_mean(theta0, P.base.prior, P.kappa) if mixture == "exact" else theta0
+    b0 = np.broadcast_to(np.asarray(b0, dtype=np.float64), (S,))
+    if (~np.isfinite(b0) | (b0 < 0) | (b0 > 1)).any():
+        raise ValueError("argument 'b0' must lie in [0, 1]")
+    chunk = S if chunk_size is None else int(chunk_size)
+    value = np.empty(S)
+    q = np.empty((S, P.n_actions))
+    root_hist = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
+    for start in range(0, S, chunk):
+        sl = slice(start, min(S, start + chunk))
+        tree = _InstanceTree(
+            P.take(sl),
+            mixture,
+            max_patches,
+            verify_terminal,
+            critic_scope,
+            policy,
+            np.arange(sl.start, sl.stop),
+        )
+        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,))
+        qc = tree.q(node, int(horizon))
+        q[sl] = qc.T
+        value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(horizon))
+    return value, q
+
+
+def solve_instance_exact(
+    prior,
+    tpr,
+    fpr,
+    kappa,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    b0=None,
+    weights=None,
+    horizon: int = HORIZON,
+    used: int = 0,
+    mixture: str = "exact",
+    max_patches: int | None = POOL_SIZE,
+    verify_terminal: bool = False,
+    critic_scope: str = "patch",
+    available=None,
+    chunk_size: int | None = 32768,
+) -> InstanceExactSolution:
+    """Exact expectimax over the reachable tree with the instance belief.
+
+    ``V_0 = max(0, R·b − c_ver)``; for ``h ≥ 1`` the maximum of stop (0),
+    verify (``R·b − c_ver + (1 − b)·V_{h−1}(b = 0)`` unless
+    ``verify_terminal``), regenerate (``−c_gen + V_{h−1}`` of a fresh patch
+    at ``b = E[θ | history]``, offered while ``n + 1 < max_patches``) and
+    every unused available critic (``−c_k + Σ_z P(z|b)·V_{h−1}(b_z)``).
+
+    Parameters
+    ----------
+    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
+        The problem (:func:`make_instance_problem`).
+    b0 : array_like, optional
+        Root belief of the current patch (default ``E[θ | root history]``).
+    weights : array_like, optional
+        Root θ-belief as weights over the pass count of the ``n0`` patches
+        already abandoned, ``(n0 + 1,)`` or ``(S, n0 + 1)``; default a fresh
+        instance (``n0 = 0``). With ``mixture="moment"`` it is reduced to its mean.
+    horizon : int
+        Steps left at the root.
+    used : int
+        Bitmask of critics already used on the current patch.
+    mixture : {"exact", "moment"}
+        θ-belief representation: the exact mixture or the mean-matched Beta.
+    max_patches : int or None
+        Patches an episode may use (regenerate is not offered on the last);
+        ``None``: no budget beyond the horizon.
+    verify_terminal : bool
+        Value verification as ending the episode (the paper's planning).
+    critic_scope : {"patch", "instance"}
+        ``"patch"`` (the paper): a new patch resets the used-critic set, so a
+        critic may be bought again on every patch; ``"instance"``: each critic
+        is offered once per instance. Critic verdicts on the patches of one
+        instance are strongly correlated in the corpus (issue 10: φ ≈ .5–.9
+        for two failing patches), which the first-order model — critics
+        independent given each patch's ``Y`` — would count as fresh evidence;
+        the instance scope keeps the planner from buying that repeat.
+    chunk_size : int or None
+        Samples solved together; does not change results.
+
+    Returns
+    -------
+    InstanceExactSolution
+    """
+    P = make_instance_problem(
+        prior,
+        tpr,
+        fpr,
+        kappa,
+        critic_costs=critic_costs,
+        c_gen=c_gen,
+        c_ver=c_ver,
+        reward=reward,
+        available=available,
+    )
+    value, q = _solve_tree(
+        P, b0, weights, horizon, used, mixture, max_patches, verify_terminal, critic_scope, None, chunk_size
+    )
+    return InstanceExactSolution(value=value, q=q)
+
+
+def evaluate_instance_policy(
+    policy: Callable,
+    prior,
+    tpr,
+    fpr,
+    kappa,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    b0=None,
+    weights=None,
+    horizon: int = HORIZON,
+    used: int = 0,
+    mixture: str = "exact",
+    max_patches: int | None = POOL_SIZE,
+    verify_terminal: bool = False,
+    critic_scope: str = "patch",
+    available=None,
+    chunk_size: int | None = 32768,
+) -> np.ndarray:
+    """Exact expected utility of ``policy`` on the tree of :func:`solve_instance_exact`.
+
+    Parameters
+    ----------
+    policy : callable
+        ``policy(b, mu, n, used, h, samples) -> actions``: beliefs ``b`` and
+        θ-means ``mu`` of one node for the samples ``samples`` (indices into
+        ``S``), the node's patch count ``n``, used-critic bitmask and steps
+        left; one offered action per sample.
+    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, b0, weights, horizon, used
+        As in :func:`solve_instance_exact`.
+    mixture, max_patches, verify_terminal, critic_scope, available, chunk_size
+        As in :func:`solve_instance_exact`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(S,)`` expected utility (at most the optimum).
+    """
+    P = make_instance_problem(
+        prior,
+        tpr,
+        fpr,
+        kappa,
+        critic_costs=critic_costs,
+        c_gen=c_gen,
+        c_ver=c_ver,
+        reward=reward,
+        available=available,
+    )
+    value, _ = _solve_tree(
+        P, b0, weights, horizon, used, mixture, max_patches, verify_terminal, critic_scope, policy, chunk_size
+    )
+    return value
+
+
+# ---------------------------------------------------------------------------
+# grid DP over (b, μ) with the patch count in the state
+# ---------------------------------------------------------------------------
+def _interp(x, gm1):
+    """Left index and weight on a uniform grid of ``gm1 + 1`` points (scalar; numba-compatible)."""
+    xs = x * gm1
+    if xs >= gm1:
+        return int(gm1) - 1, 1.0
+    if xs <= 0.0:
+        return 0, 0.0
+    fl = np.floor(xs)
+    return int(fl), xs - fl
+
+
+def _dp_kernel(
+    tpr,
+    fpr,
+    avail,
+    ccost,
+    c_gen,
+    c_ver,
+    reward,
+    kappa,
+    gb,
+    gm,
+    H,
+    N,
+    verify_terminal,
+    reset_used,
+    ninf,
+    value,
+):  # pragma: no cover - compiled by numba (the same function runs uncompiled without numba)
+    """Fill ``value[s, h, n, U, iμ, ib]`` for every sample ``s`` (see :func:`solve_instance_dp`)."""
+    S, K = tpr.shape
+    G = gb.shape[0]
+    M = gm.shape[0]
+    NU = 1 << K
+    gbm1 = float(G - 1)
+    gmm1 = float(M - 1)
+    ix = np.empty((K, 2, G), np.int64)
+    aw = np.empty((K, 4, G))
+    qv = np.empty(G)
+    rvm = np.empty((M, G))
+    r_im = np.empty((N, M, G), np.int64)
+    r_ib = np.empty((N, M, G), np.int64)
+    r_wm = np.empty((N, M, G))
+    r_wb = np.empty((N, M, G))
+    for s in range(S):
+        # -- per-sample precomputation: critic children along b, regeneration children (μ', μ')
+        for g in range(G):
+            b = gb[g]
+            nb = 1.0 - b
+            qv[g] = reward[s] * b - c_ver[s]
+            for k in range(K):
+                for zi in range(2):
+                    if zi == 0:
+                        p1 = tpr[s, k]
+                        p0 = fpr[s, k]
+                    else:
+                        p1 = 1.0 - tpr[s, k]
+                        p0 = 1.0 - fpr[s, k]
+                    num = p1 * b
+                    den = num + p0 * nb
+                    bz = num / den if den > 0.0 else b
+                    i, w = _interp(bz, gbm1)
+                    ix[k, zi, g] = i
+                    aw[k, 2 * zi, g] = den * (1.0 - w)
+                    aw[k, 2 * zi + 1, g] = den * w
+        for n in range(N):
+            size = kappa[s] + n + 1.0
+            for m in range(M):
+                mu = gm[m]
+                for g in range(G):
+                    mu2 = mu if np.isinf(size) else mu + (gb[g] - mu) / size
+                    i, w = _interp(mu2, gmm1)
+                    r_im[n, m, g] = i
+                    r_wm[n, m, g] = w
+                    i, w = _interp(mu2, gbm1)
+                    r_ib[n, m, g] = i
+                    r_wb[n, m, g] = w
+        # -- h = 0: stop or verify
+        for n in range(N):
+            for u in range(NU):
+                for m in range(M):
+                    for g in range(G):
+                        v = qv[g]
+                        value[s, 0, n, u, m, g] = v if v > 0.0 else 0.0
+        # -- h >= 1
+        for h in range(1, H + 1):
+            for n in range(N):
+                can_regen = n + 1 < N
+                for u in range(NU):
+                    # regeneration values (U reset to ∅ on a new patch, or kept with critic scope "instance")
+                    if u == 0 or not reset_used:
+                        Vn = value[s, h - 1, min(n + 1, N - 1), 0 if reset_used else u]
+                        for m in range(M):
+                            for g in range(G):
+                                if can_regen:
+                                    im = r_im[n, m, g]
+                                    ib = r_ib[n, m, g]
+                                    wm = r_wm[n, m, g]
+                                    wb = r_wb[n, m, g]
+                                    rvm[m, g] = (
+                                        (1.0 - wm) * ((1.0 - wb) * Vn[im, ib] + wb * Vn[im, ib + 1])
+                                        + wm * ((1.0 - wb) * Vn[im + 1, ib] + wb * Vn[im + 1, ib + 1])
+                                    ) - c_gen[s]
+                                else:
+                                    rvm[m, g] = ninf
+                    for m in range(M):
+                        v_fail = value[s, h - 1, n, u, m, 0]
+                        for g in range(G):
+                            best = 0.0
+                            v = qv[g]
+                            if not verify_terminal:
+                                v = v + (1.0 - gb[g]) * v_fail
+                            if v > best:
+                                best = v
+                            v = rvm[m, g]
+                            if v > best:
+                                best = v
+                            for k in range(K):
+                                if (u >> k) & 1 or not avail[s, k]:
+                                    continue
+                                row = value[s, h - 1, n, u | (1 << k), m]
+                                i0 = ix[k, 0, g]
+                                i1 = ix[k, 1, g]
+                                v = (
+                                    (aw[k, 0, g] * row[i0] + aw[k, 1, g] * row[i0 + 1])
+                                    + (aw[k, 2, g] * row[i1] + aw[k, 3, g] * row[i1 + 1])
+                                    - ccost[s, k]
+                                )
+                                if v > best:
+                                    best = v
+                            value[s, h, n, u, m, g] = best
+
+
+_compiled: dict = {}
+
+
+def _kernels():
+    """``(interp, dp_kernel)``, compiled by numba when it is installed."""
+    if "dp" not in _compiled:
+        try:
+            import numba
+        except ImportError:  # pragma: no cover - numba ships with pymc
+            _compiled["dp"] = _dp_kernel
+        else:
+            global _interp
+            _interp = numba.njit(cache=True, nogil=True)(_interp)
+            _compiled["dp"] = numba.njit(cache=True, nogil=True)(_dp_kernel)
+    return _compiled["dp"]
+
+
+@dataclass(frozen=True)
+class InstanceDPSolution:
+    """A solved instance grid DP.
+
+    Attributes
+    ----------
+    b_grid, mu_grid : numpy.ndarray
+        ``(G,)`` and ``(M,)`` uniform grids over the current patch's belief
+        ``b`` and the θ-mean ``μ``.
+    value : numpy.ndarray
+        ``(S, H+1, N, 2**K, M, G)`` values ``V_h(b, μ, n, U)``; axis 2 is the
+        number ``n`` of patches abandoned (``0 … max_patches − 1``).
+    problem : InstanceProblem
+    verify_terminal : bool
+    """
+
+    b_grid: np.ndarray
+    mu_grid: np.ndarray
+    value: np.ndarray
+    problem: InstanceProblem
+    verify_terminal: bool
+    critic_scope: str = "patch"
+
+    @property
+    def horizon(self) -> int:
+        """The horizon ``H``."""
+        return int(self.value.shape[1] - 1)
+
+    @property
+    def max_patches(self) -> int:
+        """The patch budget ``N``."""
+        return int(self.value.shape[2])
+
+    def _bilinear(self, s, h, n, u, mu, b):
+        """Bilinear interpolation of ``value[s, h, n, u]`` at ``(μ, b)`` (all 1-d arrays)."""
+        gm1 = self.mu_grid.shape[0] - 1
+        gb1 = self.b_grid.shape[0] - 1
+        im, wm = _interp_arr(mu, gm1)
+        ib, wb = _interp_arr(b, gb1)
+        V = self.value
+        return (1 - wm) * ((1 - wb) * V[s, h, n, u, im, ib] + wb * V[s, h, n, u, im, ib + 1]) + wm * (
+            (1 - wb) * V[s, h, n, u, im + 1, ib] + wb * V[s, h, n, u, im + 1, ib + 1]
+        )
+
+    def _states(self, b, mu, n, used, h, sample_index):
+        S = self.problem.n_samples
+        arrays = np.broadcast_arrays(
+            np.asarray(b, dtype=np.float64),
+            np.asarray(mu, dtype=np.float64),
+            np.asarray(n),
+            np.asarray(used),
+            np.asarray(h),
+            np.zeros((), np.int64) if sample_index is None else np.asarray(sample_index),
+        )
+        shape = arrays[0].shape
+        bb, mm, nn, uu, hh, ss = (np.ravel(a) for a in arrays)
+        if sample_index is None and S != 1:
+            raise ValueError(f"the solution holds {S} parameter samples: pass 'sample_index'")
+        for name, x, hi in (
+            ("n", nn, self.max_patches),
+            ("used", uu, self.value.shape[3]),
+            ("h", hh, self.horizon + 1),
+        ):
+            if x.dtype.kind not in "iu" or (x < 0).any() or (x >= hi).any():
+                raise ValueError(f"'{name}' must be integers in 0..{hi - 1}")
+        if ss.dtype.kind not in "iu" or (ss < 0).any() or (ss >= S).any():
+            raise ValueError(f"'sample_index' must lie in 0..{S - 1}")
+        for name, x in (("b", bb), ("mu", mm)):
+            if (~np.isfinite(x) | (x < 0) | (x > 1)).any():
+                raise ValueError(f"'{name}' must lie in [0, 1]")
+        return (
+            shape,
+            bb,
+            mm,
+            nn.astype(np.int64),
+            uu.astype(np.int64),
+            hh.astype(np.int64),
+            ss.astype(np.int64),
+        )
+
+    def q_at(self, b, mu, n, used, h, sample_index=None) -> np.ndarray:
+        """Q-values at arbitrary states by one Bellman backup from the stored ``V_{h−1}``.
+
+        The children's values are read off the grid by bilinear interpolation
+        at their exact ``(μ, b)``; ``h = 0`` offers stop and verify only.
+
+        Parameters
+        ----------
+        b, mu : array_like
+            Belief of the current patch and θ-mean.
+        n, used, h : array_like of int
+            Patches abandoned, used-critic bitmask, steps left.
+        sample_index : array_like of int, optional
+            Parameter sample of each state (required when ``S > 1``).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``shape + (A,)``, ``-inf`` for actions not offered.
+        """
+        shape, b, mu, n, u, h, s = self._states(b, mu, n, used, h, sample_index)
+        P = self.problem.base
+        kappa = self.problem.kappa[s]
+        m = b.shape[0]
+        q = np.full((m, P.n_actions), -np.inf)
+        q[:, STOP] = 0.0
+        q[:, VERIFY] = P.reward[s] * b - P.c_ver[s]
+        live = h > 0
+        hp = np.maximum(h - 1, 0)
+        if not self.verify_terminal:
+            after = self._bilinear(s, hp, n, u, mu, np.zeros(m))
+            q[:, VERIFY] += np.where(live, (1 - b) * after, 0.0)
+        regen_ok = live & (n + 1 < self.max_patches)
+        n1 = np.minimum(n + 1, self.max_patches - 1)
+        mu2 = abandon_moment(b, mu, kappa, n)
+        q[:, REGENERATE] = np.where(
+            regen_ok,
+            self._bilinear(s, hp, n1, np.zeros_like(u) if self.critic_scope == "patch" else u, mu2, mu2)
+            - P.c_gen[s],
+            -np.inf,
+        )
+        nb = 1 - b
+        for k in range(P.n_critics):
+            t, f = P.tpr[s, k], P.fpr[s, k]
+            bit = 1 << k
+            total = 0.0
+            for p1, p0 in ((t, f), (1 - t, 1 - f)):
+                num = p1 * b
+                den = num + p0 * nb
+                bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
+                total = total + den * self._bilinear(s, hp, n, u | bit, mu, bz)
+            ok = live & P.available[s, k] & (u & bit == 0)
+            q[:, CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[s, k], -np.inf)
+        return q.reshape(shape + (P.n_actions,))
+
+    def action_at(self, b, mu, n, used, h, sample_index=None) -> np.ndarray:
+        """Argmax of :meth:`q_at` (ties → lowest index), int8."""
+        return np.argmax(self.q_at(b, mu, n, used, h, sample_index), axis=-1).astype(np.int8)
+
+    def value_at(self, b, mu, n, used, h, sample_index=None) -> np.ndarray:
+        """``V_h(b, μ, n, U)`` by bilinear interpolation of the stored values."""
+        shape, b, mu, n, u, h, s = self._states(b, mu, n, used, h, sample_index)
+        return self._bilinear(s, h, n, u, mu, b).reshape(shape)
+
+
+def _interp_arr(x, gm1: int):
+    xs = np.asarray(x, dtype=np.float64) * gm1
+    idx = np.clip(np.floor(xs).astype(np.int64), 0, gm1 - 1)
+    w = np.clip(xs - idx, 0.0, 1.0)
+    return idx, w
+
+
+def _check_grid_options(horizon, max_patches, grid_size, mu_grid_size, critic_scope):
+    _check_common(horizon, "moment", max_patches, 1, 0, critic_scope)
+    if max_patches is None:
+        raise ValueError(
+            "argument 'max_patches' must be an integer >= 1 for the grid DP (the table's n axis)"
+        )
+    belief_grid(grid_size)
+    belief_grid(mu_grid_size)
+
+
+def _run_dp(P: InstanceProblem, H, N, grid_size, mu_grid_size, verify_terminal, critic_scope, value):
+    kernel = _kernels()
+    B = P.base
+    kernel(
+        np.ascontiguousarray(B.tpr),
+        np.ascontiguousarray(B.fpr),
+        np.ascontiguousarray(B.available),
+        np.ascontiguousarray(B.critic_costs),
+        np.ascontiguousarray(B.c_gen),
+        np.ascontiguousarray(B.c_ver),
+        np.ascontiguousarray(B.reward),
+        np.ascontiguousarray(P.kappa),
+        belief_grid(grid_size),
+        belief_grid(mu_grid_size),
+        int(H),
+        int(N),
+        bool(verify_terminal),
+        critic_scope == "patch",
+        -np.inf,
+        value,
+    )
+
+
+def solve_instance_dp(
+    prior,
+    tpr,
+    fpr,
+    kappa,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    horizon: int = HORIZON,
+    max_patches: int = POOL_SIZE,
+    grid_size: int = GRID_SIZE,
+    mu_grid_size: int = GRID_SIZE,
+    verify_terminal: bool = False,
+    critic_scope: str = "patch",
+    available=None,
+) -> InstanceDPSolution:
+    """Solve the grid DP over ``(b, μ, n, U, h)`` for ``S`` samples and keep the table.
+
+    The recursion is :func:`solve_instance_exact`'s with the mean-matched
+    θ-belief ``(μ, s = κ + n)``: after a critic the child is ``(b_z, μ)``
+    (interpolated along ``b``); after a failed verification ``(0, μ)`` (a grid
+    point); a fresh patch starts at ``(μ', μ')`` with
+    ``μ' = μ + (b − μ)/(κ + n + 1)`` on the next ``n`` layer (bilinear).
+
+    Parameters
+    ----------
+    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
+        The problem (:func:`make_instance_problem`).
+    horizon : int
+        ``H``.
+    max_patches : int
+        Patch budget ``N`` (the table's ``n`` axis, ``0 … N − 1``).
+    grid_size, mu_grid_size : int
+        Points of the uniform ``b`` and ``μ`` grids.
+    verify_terminal : bool
+        Value verification as ending the episode.
+    critic_scope : {"patch", "instance"}
+        Scope of the used-critic set (:func:`solve_instance_exact`).
+
+    Returns
+    -------
+    InstanceDPSolution
+        Memory ``S·(H+1)·N·2**K·M·G`` floats; for many samples use
+        :func:`instance_dp_root_values`, which streams them in chunks.
+    """
+    _check_grid_options(horizon, max_patches, grid_size, mu_grid_size, critic_scope)
+    P = make_instance_problem(
+        prior,
+        tpr,
+        fpr,
+        kappa,
+        critic_costs=critic_costs,
+        c_gen=c_gen,
+        c_ver=c_ver,
+        reward=reward,
+        available=available,
+    )
+    H, N, K = int(horizon), int(max_patches), P.n_critics
+    value = np.empty((P.n_samples, H + 1, N, 1 << K, int(mu_grid_size), int(grid_size)))
+    _run_dp(P, H, N, grid_size, mu_grid_size, verify_terminal, critic_scope, value)
+    return InstanceDPSolution(
+        b_grid=belief_grid(grid_size),
+        mu_grid=belief_grid(mu_grid_size),
+        value=value,
+        problem=P,
+        verify_terminal=bool(verify_terminal),
+        critic_scope=critic_scope,
+    )
+
+
+def instance_dp_root_values(
+    prior,
+    tpr,
+    fpr,
+    kappa,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    horizon: int = HORIZON,
+    max_patches: int = POOL_SIZE,
+    grid_size: int = GRID_SIZE,
+    mu_grid_size: int = GRID_SIZE,
+    verify_terminal: bool = False,
+    critic_scope: str = "patch",
+    available=None,
+    chunk_size: int = DEFAULT_DP_CHUNK,
+    n_threads: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Grid-DP Q-values at each sample's root ``(b = μ = π, n = 0, U = ∅, h = H)``, streamed.
+
+    The full table is solved for ``chunk_size`` samples at a time and only
+    the root Q-values are kept, so memory is bounded by one chunk's table per
+    thread (``chunk_size·(H+1)·N·2**K·M·G`` floats).
+
+    Parameters
+    ----------
+    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, horizon, max_patches
+        As in :func:`solve_instance_dp`.
+    grid_size, mu_grid_size, verify_terminal, critic_scope, available
+        As in :func:`solve_instance_dp`.
+    chunk_size : int
+        Samples per streamed block.
+    n_threads : int
+        Blocks solved concurrently (the numba kernel releases the GIL).
+
+    Returns
+    -------
+    value, q : numpy.ndarray
+        ``(S,)`` root values and ``(S, A)`` root Q-values.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    _check_grid_options(horizon, max_patches, grid_size, mu_grid_size, critic_scope)
+    for name, v in (("chunk_size", chunk_size), ("n_threads", n_threads)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"argument {name!r} must be a positive integer, got {v!r}")
+    P = make_instance_problem(
+        prior,
+        tpr,
+        fpr,
+        kappa,
+        critic_costs=critic_costs,
+        c_gen=c_gen,
+        c_ver=c_ver,
+        reward=reward,
+        available=available,
+    )
+    S, H, N, K = P.n_samples, int(horizon), int(max_patches), P.n_critics
+    q = np.empty((S, P.n_actions))
+    shape = (H + 1, N, 1 << K, int(mu_grid_size), int(grid_size))
+    _kernels()  # compile once before the threads start
+
+    def run(start: int) -> None:
+        sl = slice(start, min(S, start + int(chunk_size)))
+        m = sl.stop - sl.start
+        Pc = P.take(sl)
+        value = np.empty((m, *shape))
+        _run_dp(Pc, H, N, grid_size, mu_grid_size, verify_terminal, critic_scope, value)
+        sol = InstanceDPSolution(
+            belief_grid(grid_size), belief_grid(mu_grid_size), value, Pc, bool(verify_terminal), critic_scope
+        )
+        pr = Pc.base.prior
+        zeros = np.zeros(m, np.int64)
+        q[sl] = sol.q_at(pr, pr, zeros, zeros, np.full(m, H), np.arange(m))
+
+    starts = range(0, S, int(chunk_size))
+    if n_threads == 1:
+        for start in starts:
+            run(start)
+    else:
+        with ThreadPoolExecutor(max_workers=int(n_threads)) as pool:
+            list(pool.map(run, starts))
+    return q.max(-1), q
+
+
+# ---------------------------------------------------------------------------
+# greedy
+# ---------------------------------------------------------------------------
+def instance_greedy_q(
+    b,
+    mu,
+    n,
+    used,
+    prior,
+    tpr,
+    fpr,
+    kappa,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    max_patches: int | None = POOL_SIZE,
+    verify_terminal: bool = False,
+    available=None,
+) -> np.ndarray:
+    """One-step Q-values with the instance-aware regenerate value.
+
+    ``Q_gen(b) = −c_gen + R·μ'(b) − c_ver`` with ``μ'(b) = μ + (b − μ)/(κ + n + 1)``
+    (the next patch's belief; offered while ``n + 1 < max_patches``);
+    ``Q_verify(b) = R·b − c_ver + (1 − b)·max(0, Q_gen(0))`` (the failure
+    continuation, unless ``verify_terminal``); ``Q_crit_k = −c_k +
+    Σ_z P(z|b)·max(0, Q_verify(b_z), Q_gen(b_z))`` (SPEC §3, ``bpc`` profile).
+
+    Parameters
+    ----------
+    b, mu : array_like
+        ``(..., S)`` beliefs and θ-means, samples on the last axis.
+    n, used : array_like of int
+        Patches abandoned and used-critic bitmask, broadcast against ``b``.
+    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
+        The problem (:func:`make_instance_problem`).
+    max_patches, verify_terminal
+        As in :func:`solve_instance_exact`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., S, A)``.
+    """
+    P = make_instance_problem(
+        prior,
+        tpr,
+        fpr,
+        kappa,
+        critic_costs=critic_costs,
+        c_gen=c_gen,
+        c_ver=c_ver,
+        reward=reward,
+        available=available,
+    )
+    B = P.base
+    b = np.asarray(b, dtype=np.float64)
+    if b.ndim == 0:
+        b = np.broadcast_to(b, (B.n_samples,))
+    b, mu, n, used = np.broadcast_arrays(b, np.asarray(mu, dtype=np.float64), np.asarray(n), np.asarray(used))
+    if b.shape[-1:] not in ((B.n_samples,), (1,)) and b.ndim:
+        raise ValueError(f"beliefs must have the {B.n_samples} samples on their last axis, got {b.shape}")
+    R, cv, cg = B.reward, B.c_ver, B.c_gen
+    regen_ok = np.ones(b.shape, bool) if max_patches is None else (n + 1 < max_patches)
+
+    def q_gen(x):
+        return np.where(regen_ok, -cg + R * abandon_moment(x, mu, P.kappa, n) - cv, -np.inf)
+
+    def q_ver(x):
+        v = R * x - cv
+        if not verify_terminal:
+            v = v + (1 - x) * np.maximum(0.0, q_gen(np.zeros_like(x)))
+        return v
+
+    q = np.full(b.shape + (P.n_actions,), -np.inf)
+    q[..., STOP] = 0.0
+    q[..., VERIFY] = q_ver(b)
+    q[..., REGENERATE] = q_gen(b)
+    nb = 1 - b
+    for k in range(P.n_critics):
+        t, f = B.tpr[:, k], B.fpr[:, k]
+        total = 0.0
+        for p1, p0 in ((t, f), (1 - t, 1 - f)):
+            num = p1 * b
+            den = num + p0 * nb
+            bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
+            total = total + den * np.maximum(0.0, np.maximum(q_ver(bz), q_gen(bz)))
+        ok = B.available[:, k] & ((used >> k) & 1 == 0)
+        q[..., CRITIC_OFFSET + k] = np.where(ok, total - B.critic_costs[:, k], -np.inf)
+    return q

@@ -1,0 +1,1112 @@
+"""A live controller for agent loops: one :class:`Controller` per cell, one :class:`Episode` per task.
+
+The replay controllers of :mod:`bpc.decide.controllers` are batched: they act
+for every instance of a recorded pool at once, with integer action codes. An
+agent harness works one task at a time and needs names, state it can persist,
+and clear errors. This module wraps the same decision layer for that use::
+
+    ctrl = Controller.from_params("params.nc", cell=("lcb_hard", "gpt5_mini"))
+    ep = ctrl.episode()                  # a patch has just been generated
+    d = ep.decide()                      # Decision(action="test", q={...}, value=...)
+    ep.observe("test", passed=False)     # the harness ran the critic
+    ep.regenerated()                     # ... and made a new patch
+    ep.verified(passed=True)             # the oracle said pass: the episode is over
+    ep.spent, ep.utility
+
+:class:`Controller`
+    Built once from calibrated parameters (:meth:`Controller.from_params`:
+    Laplace estimates of ``bpc estimate`` or a posterior of ``bpc fit``) or
+    from explicit numbers. It holds the parameter samples of one cell
+    (:class:`~bpc.decide.table.ParameterSamples`) and the decision layer's
+    controller for its ``method`` (:attr:`Controller.policy`), built once:
+
+    ``dp``
+        :class:`~bpc.decide.controllers.TableController` — the grid DP table
+        (:func:`bpc.decide.table.solve_table`), read at every decision through
+        the one Q lookup (:meth:`bpc.decide.kernels.DPSolution.q_at`);
+    ``exact``
+        exact expectimax (:func:`bpc.decide.table.solve_root`) from the
+        current belief at every decision, up to :data:`EXACT_MAX_HORIZON` steps;
+    ``greedy``
+        :class:`~bpc.decide.controllers.GreedyController`, the one-step rule.
+
+    ``belief="instance"`` swaps in the instance-aware controllers
+    (:class:`~bpc.decide.controllers.InstanceController`,
+    :class:`~bpc.decide.controllers.InstanceGreedyController`, SPEC §9).
+    Planning is receding-horizon, as in replay: every decision looks
+    ``horizon`` steps ahead from the current state.
+
+    ``mode`` says how parameter samples enter the decision: ``plugin`` (one
+    point estimate), ``posterior_mean`` (the draws averaged into one point)
+    or ``bayes_robust`` (every draw keeps its own belief; the action
+    maximises the posterior-expected Q, :func:`bpc.decide.controllers.expected_q`,
+    and the decision reports P(action optimal) and the
+    :data:`~bpc.constants.CI_PROB` band of each Q, :func:`bpc.intervals.interval_bounds`).
+
+:class:`Episode`
+    The state of one task: the decision layer's
+    :class:`~bpc.decide.controllers.BeliefState` for one episode (a belief
+    per parameter sample, the critics used), the cost spent so far and the
+    history of moves. :meth:`Episode.decide` asks; :meth:`~Episode.observe`,
+    :meth:`~Episode.verified`, :meth:`~Episode.regenerated`,
+    :meth:`~Episode.refined` and :meth:`~Episode.stop` tell it what the
+    harness did. Every belief transition is the policy's own
+    (``observe_critic``, ``observe_regenerate``, ``observe_verify``), so
+    driving episodes through a recorded pool reproduces ``bpc replay``
+    exactly (``tests/test_live.py``).
+
+Conventions follow the ``paper`` replay profile by default: the first
+generation is charged (``first_patch_free=False``); a failed verification
+leaves the episode running with the patch known broken (``b = 0``) unless
+``verify_terminal=True``; a missing critic verdict (``passed=None``) marks
+the critic used and carries no evidence.
+
+This module imports numpy and the decision kernels only; xarray (for
+parameter files) and ArviZ-stats (for the credible bands) are imported when
+first needed, so ``bpc solve`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import numpy as np
+
+from bpc.choices import unknown_choice_message
+from bpc.constants import CI_KIND, CI_PROB, GRID_SIZE, HORIZON, POOL_SIZE
+from bpc.decide.controllers import (
+    BeliefController,
+    BeliefState,
+    GreedyController,
+    InstanceController,
+    InstanceGreedyController,
+    TableController,
+    expected_q,
+)
+from bpc.decide.kernels.belief import REGENERATE, action_names, make_problem
+from bpc.decide.table import ParameterSamples, SampleCosts, solve_root, solve_table
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = [
+    "MODES",
+    "BELIEFS",
+    "METHODS",
+    "EXACT_MAX_HORIZON",
+    "STATE_VERSION",
+    "IllegalMoveError",
+    "Decision",
+    "Controller",
+    "Episode",
+]
+
+Mode = Literal["plugin", "posterior_mean", "bayes_robust"]
+Method = Literal["dp", "exact", "greedy"]
+BeliefModel = Literal["iid", "instance"]
+
+MODES: tuple[str, ...] = ("plugin", "posterior_mean", "bayes_robust")
+"""How parameter samples enter a decision (see the module docstring)."""
+BELIEFS: tuple[str, ...] = ("iid", "instance")
+"""Belief models: patches i.i.d. given the cell (``iid``) or instance-aware (``instance``)."""
+METHODS: tuple[str, ...] = ("dp", "exact", "greedy")
+"""Solvers: grid DP, exact expectimax, one-step greedy."""
+
+EXACT_MAX_HORIZON = 6
+"""Largest horizon of ``method="exact"``. The reachable belief tree grows about
+3.5-fold per step with three critics (H = 6: 0.2 s per decision, H = 8: 2 s,
+H = 10: 28 s on one core); beyond it use the grid DP, whose cost is linear in H."""
+
+NUMPY_MAX_SAMPLES = 64
+"""Up to this many parameter samples the DP table is solved by the numpy kernel
+(no numba import or JIT load: ~1 ms for one sample); above it by the numba kernel."""
+
+KEEP_Q_MAX_BYTES = 64 * 2**20
+"""Largest table of Q-values the DP keeps (a point estimate needs ~80 kB); above it every
+lookup recomputes the two grid Q-values by one Bellman backup — the same numbers, slower."""
+
+STATE_VERSION = 1
+"""Version of the JSON state written by :meth:`Episode.to_dict`."""
+
+_OPS = ("observe", "verified", "regenerated", "refined", "stop")
+_ONE = np.ones(1, dtype=bool)  # the mask of an episode's single row in the decision layer's state
+
+
+class IllegalMoveError(ValueError):
+    """A move the episode cannot take: unknown or spent critic, or any move after the end.
+
+    Attributes
+    ----------
+    move : str
+        The move attempted, e.g. ``"observe('syn')"``.
+    legal : tuple of str
+        The moves legal in the current state (empty once the episode is over).
+    """
+
+    def __init__(self, message: str, *, move: str, legal: Sequence[str]):
+        super().__init__(message)
+        self.move = move
+        self.legal = tuple(legal)
+
+
+def _json_float(x: float) -> float | None:
+    """A JSON-safe float: ``None`` for ``±inf``/``NaN`` (an action not offered)."""
+    return float(x) if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the controller recommends in one state.
+
+    Attributes
+    ----------
+    action : str
+        The recommended action: ``"stop"``, ``"verify"``, ``"regenerate"`` or a critic name.
+    value : float
+        Its (posterior-expected) Q-value, the value of the state.
+    q : mapping of str to float
+        Q-value of every action (``-inf``: not offered — a critic used on this
+        patch or missing from the cell; anything but stop/verify at horizon 0).
+        Under ``bayes_robust`` the mean over parameter draws.
+    belief : float
+        Current P(patch passes the verifier), averaged over parameter samples.
+    used : tuple of str
+        Critics already used on the current patch (on the task, under the
+        instance belief's default critic scope).
+    steps_left : int
+        Look-ahead of the decision (the controller's horizon).
+    n_samples : int
+        Parameter samples behind the decision (1 for a point estimate).
+    p_optimal : mapping of str to float or None
+        ``bayes_robust`` with several draws: the share of draws under which
+        each action is optimal (ties to the lowest action index). Else ``None``.
+    q_band : mapping of str to (float, float) or None
+        ``bayes_robust`` with several draws: the credible interval of each
+        action's Q over draws (probability :attr:`ci_prob`, kind
+        :attr:`ci_kind`; ``(-inf, -inf)`` where not offered). Else ``None``.
+    ci_prob : float or None
+        Probability of :attr:`q_band` (:data:`~bpc.constants.CI_PROB`).
+    ci_kind : str or None
+        ``"eti"`` or ``"hdi"`` (:data:`~bpc.constants.CI_KIND`).
+    """
+
+    action: str
+    value: float
+    q: Mapping[str, float]
+    belief: float
+    used: tuple[str, ...]
+    steps_left: int
+    n_samples: int
+    p_optimal: Mapping[str, float] | None = None
+    q_band: Mapping[str, tuple[float, float]] | None = None
+    ci_prob: float | None = None
+    ci_kind: str | None = None
+
+    @property
+    def offered(self) -> tuple[str, ...]:
+        """Actions with a finite Q-value, in action order."""
+        return tuple(a for a, v in self.q.items() if math.isfinite(v))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (``null`` for an action not offered)."""
+        out: dict[str, Any] = {
+            "action": self.action,
+            "value": _json_float(self.value),
+            "q": {a: _json_float(v) for a, v in self.q.items()},
+            "belief": float(self.belief),
+            "used": list(self.used),
+            "steps_left": int(self.steps_left),
+            "n_samples": int(self.n_samples),
+        }
+        if self.p_optimal is not None:
+            out["p_optimal"] = {a: float(v) for a, v in self.p_optimal.items()}
+        if self.q_band is not None:
+            out["q_band"] = {
+                a: None if not math.isfinite(lo) else [_json_float(lo), _json_float(hi)]
+                for a, (lo, hi) in self.q_band.items()
+            }
+            out["ci_prob"] = self.ci_prob
+            out["ci_kind"] = self.ci_kind
+        return out
+
+
+def _vector(name: str, value, n: int | None = None) -> np.ndarray:
+    """A float64 array of one or ``n`` samples."""
+    try:
+        arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a scalar or a 1-d array of samples, got shape {arr.shape}")
+    if n is not None and arr.shape[0] not in (1, n):
+        raise ValueError(f"{name} has {arr.shape[0]} samples, the other parameters {n}")
+    return arr
+
+
+def _critic_entry(name: str, spec) -> tuple[Any, Any, float]:
+    """``(tpr, fpr, cost)`` from a tuple ``(tpr, fpr, cost)`` or a mapping with those keys."""
+    if isinstance(spec, Mapping):
+        missing = [k for k in ("tpr", "fpr", "cost") if k not in spec]
+        if missing:
+            raise ValueError(f"critic {name!r}: missing {', '.join(missing)} (need tpr, fpr, cost)")
+        tpr, fpr, cost = spec["tpr"], spec["fpr"], spec["cost"]
+    else:
+        try:
+            tpr, fpr, cost = spec
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"critic {name!r}: expected (tpr, fpr, cost) or a mapping with those keys, got {spec!r}"
+            ) from None
+    try:
+        cost = float(cost)
+    except (TypeError, ValueError):
+        raise ValueError(f"critic {name!r}: cost must be a number, got {cost!r}") from None
+    return tpr, fpr, cost
+
+
+def _check_choice(value: str, choices: Sequence[str], what: str) -> str:
+    if value not in choices:
+        raise ValueError(unknown_choice_message(str(value), choices, what=what))
+    return value
+
+
+class Controller:
+    """Decisions for one cell's agent tasks, from calibrated parameters or explicit numbers.
+
+    Parameters
+    ----------
+    prior : float or array_like
+        P(Y = 1) of a fresh patch: a number, or ``(S,)`` parameter draws.
+    critics : mapping
+        Critic name → ``(tpr, fpr, cost)`` or ``{"tpr": …, "fpr": …, "cost": …}``;
+        ``tpr``/``fpr`` numbers or ``(S,)`` draws, ``NaN`` = unavailable in
+        the cell. Names order the actions after stop, verify, regenerate.
+    p_fix, p_break : float or array_like, optional
+        Repair kernel of regeneration, P(Y'=1 | Y=0) and P(Y'=0 | Y=1).
+        Missing (``None`` or ``NaN``) = a fresh sample (``p_fix = π``,
+        ``p_break = 1 − π``), the decision layer's rule. The greedy method
+        always regenerates a fresh sample.
+    c_gen, c_ver, reward : float
+        Cost of a (re)generation and of verification; reward of a verified pass.
+    mode : {"plugin", "posterior_mean", "bayes_robust"}, optional
+        How parameter samples enter a decision; default ``plugin`` for one
+        sample, ``bayes_robust`` for several.
+    belief : {"iid", "instance"}
+        Belief model: patches independent given the cell (the paper's), or
+        patches of one task sharing a pass rate (SPEC §9,
+        :class:`bpc.decide.controllers.InstanceController`: a regenerated
+        patch starts at ``E[θ | the task's abandoned patches]`` and each
+        critic is bought once per task).
+    method : {"dp", "exact", "greedy"}
+        Solver.
+    horizon : int
+        Look-ahead in steps (receding); at most :data:`EXACT_MAX_HORIZON` for ``exact``.
+    grid_size : int
+        Belief grid points of the DP.
+    clip : bool
+        Greedy only: ``max(R·b_z − c_ver, 0)`` inside the critic expectation
+        (the paper-release formula).
+    verify_terminal : bool
+        A failed verification ends the episode (default: it continues with ``b = 0``).
+    first_patch_free : bool
+        Do not charge ``c_gen`` for the patch an episode starts with.
+    kappa : float or array_like, optional
+        Instance belief only: the concentration κ of an instance's pass rate
+        ``θ ~ Beta(πκ, (1 − π)κ)`` (a number or ``(S,)`` draws; ``inf`` = i.i.d.).
+    max_patches : int
+        Instance belief only: the patch budget of a task (regeneration is not
+        offered on the last patch).
+
+    Attributes
+    ----------
+    critics : tuple of str
+        The critics, in action order.
+    actions : tuple of str
+        ``("stop", "verify", "regenerate", *critics)``.
+    policy : BeliefController
+        The decision layer's controller every episode runs on.
+    critic_costs : numpy.ndarray
+        ``(K,)`` cost of each critic (``NaN`` for one the cell never measured).
+    cell : (str, str) or None
+        ``(benchmark, generator)`` when built by :meth:`from_params`.
+
+    Raises
+    ------
+    ValueError
+        For invalid numbers (naming the argument), an unknown option value,
+        ``plugin`` with several samples, or ``exact`` above its horizon limit.
+    """
+
+    def __init__(
+        self,
+        *,
+        prior,
+        critics: Mapping[str, Any],
+        p_fix=None,
+        p_break=None,
+        c_gen: float,
+        c_ver: float,
+        reward: float,
+        mode: Mode | None = None,
+        belief: BeliefModel = "iid",
+        method: Method = "dp",
+        horizon: int = HORIZON,
+        grid_size: int = GRID_SIZE,
+        clip: bool = False,
+        verify_terminal: bool = False,
+        first_patch_free: bool = False,
+        kappa=None,
+        max_patches: int = POOL_SIZE,
+    ) -> None:
+        _check_choice(method, METHODS, "method")
+        _check_choice(belief, BELIEFS, "belief model")
+        if mode is not None:
+            _check_choice(mode, MODES, "mode")
+        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
+            raise ValueError(f"horizon must be an integer >= 0, got {horizon!r}")
+        if method == "exact" and horizon > EXACT_MAX_HORIZON:
+            raise ValueError(
+                f"method 'exact' is limited to horizon <= {EXACT_MAX_HORIZON} (its belief tree grows "
+                f"~3.5x per step); got horizon {horizon}. Use method='dp' (linear in the horizon)"
+            )
+        if belief == "instance":
+            if method == "exact":
+                raise ValueError("belief='instance' plans with method 'dp' or 'greedy', not 'exact'")
+            if kappa is None:
+                raise ValueError(
+                    "belief='instance' needs kappa, the instance concentration κ "
+                    "(Controller.from_params reads it from the parameters)"
+                )
+            if (
+                isinstance(max_patches, bool)
+                or not isinstance(max_patches, (int, np.integer))
+                or max_patches < 1
+            ):
+                raise ValueError(f"max_patches must be an integer >= 1, got {max_patches!r}")
+        if not isinstance(critics, Mapping) or not critics:
+            raise ValueError("critics must be a non-empty mapping name -> (tpr, fpr, cost)")
+        names = tuple(str(c) for c in critics)
+        action_names(names)  # rejects names that clash with stop/verify/regenerate
+        entries = [_critic_entry(n, critics[n]) for n in names]
+        prior_v = _vector("prior", prior)
+        cols = {
+            "tpr": [_vector(f"tpr of critic {n!r}", e[0]) for n, e in zip(names, entries, strict=True)],
+            "fpr": [_vector(f"fpr of critic {n!r}", e[1]) for n, e in zip(names, entries, strict=True)],
+        }
+        kern = {
+            "p_fix": _vector("p_fix", np.nan if p_fix is None else p_fix),
+            "p_break": _vector("p_break", np.nan if p_break is None else p_break),
+        }
+        sizes = {a.shape[0] for a in (prior_v, *kern.values(), *cols["tpr"], *cols["fpr"])} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"parameters disagree on the number of samples: {sorted(sizes)}")
+        S = sizes.pop() if sizes else 1
+        mode = mode if mode is not None else ("plugin" if S == 1 else "bayes_robust")
+        if mode == "plugin" and S > 1:
+            raise ValueError(
+                f"mode 'plugin' needs one point estimate, got {S} parameter samples; "
+                "use mode='posterior_mean' or mode='bayes_robust'"
+            )
+        arrays = {
+            "prior": np.broadcast_to(prior_v, (S,)).copy(),
+            "tpr": np.stack([np.broadcast_to(c, (S,)) for c in cols["tpr"]], axis=1),
+            "fpr": np.stack([np.broadcast_to(c, (S,)) for c in cols["fpr"]], axis=1),
+            "p_fix": np.broadcast_to(kern["p_fix"], (S,)).copy(),
+            "p_break": np.broadcast_to(kern["p_break"], (S,)).copy(),
+        }
+        kappa_v = None if kappa is None else np.broadcast_to(_vector("kappa", kappa), (S,)).copy()
+        if mode == "posterior_mean" and S > 1:
+            arrays = {k: v.mean(axis=0, keepdims=True) for k, v in arrays.items()}
+            kappa_v = None if kappa_v is None else kappa_v.mean(keepdims=True)
+            S = 1
+        samples = ParameterSamples(critics=names, **arrays)
+        available = samples.available
+        costs = np.array([e[2] for e in entries], dtype=np.float64)
+        costs = np.where(available.any(axis=0), costs, np.nan)  # an unmeasured critic needs no price
+        sample_costs = SampleCosts(
+            critic=np.broadcast_to(costs, (S, len(names))),
+            c_gen=np.full(S, float(c_gen)),
+            c_ver=np.full(S, float(c_ver)),
+            reward=np.full(S, float(reward)),
+        )
+        # validate every number once, naming the argument (the kernels' own check)
+        filled = samples.with_fresh_sample_kernel()
+        make_problem(
+            filled.prior,
+            filled.tpr,
+            filled.fpr,
+            filled.p_fix,
+            filled.p_break,
+            critic_costs=sample_costs.critic,
+            c_gen=sample_costs.c_gen,
+            c_ver=sample_costs.c_ver,
+            reward=sample_costs.reward,
+            available=available,
+        )
+        self.critics: tuple[str, ...] = names
+        self.actions: tuple[str, ...] = action_names(names)
+        self.critic_costs = costs
+        self.c_gen, self.c_ver, self.reward = float(c_gen), float(c_ver), float(reward)
+        self.mode: str = mode
+        self.belief_model: str = belief
+        self.method: str = method
+        self.horizon = int(horizon)
+        self.grid_size = int(grid_size)
+        self.clip = bool(clip)
+        self.verify_terminal = bool(verify_terminal)
+        self.first_patch_free = bool(first_patch_free)
+        self.kappa = kappa_v
+        self.max_patches = int(max_patches)
+        self.cell: tuple[str, str] | None = None
+        self.policy: BeliefController = self._policy(samples, sample_costs)
+        self._fingerprint: str | None = None
+        if S > 1:
+            import bpc.intervals  # noqa: F401 - pay ArviZ-stats' import at build time, not at the first decision
+
+    def _policy(self, samples: ParameterSamples, costs: SampleCosts) -> BeliefController:
+        """The decision layer's controller for ``method`` (every episode follows every sample)."""
+        if self.belief_model == "instance":
+            cls = InstanceController if self.method == "dp" else InstanceGreedyController
+            return cls(
+                samples,
+                costs,
+                critics=self.critics,
+                kappa=self.kappa,
+                belief="instance",
+                horizon=self.horizon,
+                max_patches=self.max_patches,
+                verify_terminal=self.verify_terminal,
+                grid_size=self.grid_size,
+            )
+        if self.method == "greedy":
+            return GreedyController(samples, costs, critics=self.critics, clip=self.clip)
+        if self.method == "exact":
+            return _ExactController(samples, costs, critics=self.critics, horizon=self.horizon)
+        S, K = samples.n_samples, samples.n_critics
+        q_bytes = S * (self.horizon + 1) * (1 << K) * (3 + K) * self.grid_size * 8
+        table = solve_table(
+            samples,
+            costs,
+            horizon=self.horizon,
+            grid_size=self.grid_size,
+            keep_q=q_bytes <= KEEP_Q_MAX_BYTES,  # stored Q: a lookup gathers instead of backing up
+            backend="numpy" if S <= NUMPY_MAX_SAMPLES else "auto",
+        )
+        return TableController(
+            samples, costs, critics=self.critics, horizon=self.horizon, grid_size=self.grid_size, table=table
+        )
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_params(
+        cls,
+        source,
+        *,
+        cell: tuple[str, str] | str,
+        costs=None,
+        critics: Sequence[str] | None = None,
+        mode: Mode | None = None,
+        belief: BeliefModel = "iid",
+        method: Method = "dp",
+        horizon: int = HORIZON,
+        grid_size: int = GRID_SIZE,
+        max_draws: int | None = None,
+        clip: bool = False,
+        verify_terminal: bool = False,
+        first_patch_free: bool = False,
+        max_patches: int = POOL_SIZE,
+    ) -> Controller:
+        """A controller for one cell of calibrated parameters.
+
+        Parameters
+        ----------
+        source : str, path-like, xarray.Dataset or xarray.DataTree
+            A Laplace parameter file (``bpc estimate --out params.nc``) or
+            Dataset, or a posterior (``bpc fit --out posterior.nc``, read with
+            :func:`bpc.estimate.model.io.load` and
+            :func:`bpc.estimate.model.fit.posterior_params`), or a parameter
+            Dataset with ``chain``/``draw`` dims.
+        cell : (str, str) or str
+            ``(benchmark, generator)`` or ``"benchmark/generator"``.
+        costs : Costs, str or None
+            A cost vector, a name (``fast``, ``slow``, ``paper-release``) or a
+            JSON/TOML file; default the paper's vector for the benchmark
+            (:func:`bpc.costs.paper_costs_for`).
+        critics : sequence of str, optional
+            Critics the agent may call, in action order; default every critic
+            the cell measured, in the parameters' order.
+        max_draws : int, optional
+            Keep this many posterior draws (evenly thinned) — fewer draws,
+            faster set-up.
+        mode, belief, method, horizon, grid_size, clip, verify_terminal, first_patch_free, max_patches
+            See :class:`Controller`; with ``belief="instance"`` κ is read from
+            the parameters (:func:`bpc.decide.solve.instance_kappa`).
+
+        Raises
+        ------
+        ValueError
+            If the cell is not in the parameters, the cell has no prior, or a
+            named critic is unknown or unmeasured in the cell.
+        """
+        from bpc.costs import Costs, paper_costs_for, resolve_costs
+        from bpc.decide.solve import instance_kappa, parameter_samples
+        from bpc.schema import decision_critics, sample_dims, select_cell, thin_draws
+
+        bench, gen = _parse_cell(cell)
+        params = _load_params(source)
+        one = cast("xr.Dataset", select_cell(params, bench, gen))
+        if not bool(np.isfinite(one["prior"]).all()):
+            raise ValueError(f"cell {bench}/{gen} has no prior (no labelled patches)")
+        have = [str(c) for c in one["critic"].values]
+        measured = [
+            c
+            for c in have
+            if bool(np.isfinite(one["tpr"].sel(critic=c)).any() & np.isfinite(one["fpr"].sel(critic=c)).any())
+        ]
+        if critics is None:
+            names = [c for c in decision_critics(have) if c in measured]
+        else:
+            names = [str(c) for c in critics]
+            for c in names:
+                if c not in measured:
+                    raise ValueError(
+                        unknown_choice_message(c, measured, what=f"critic of cell {bench}/{gen}")
+                        + " (unmeasured critics cannot be called)"
+                    )
+        if not names:
+            raise ValueError(f"cell {bench}/{gen} has no measured critic")
+        if max_draws is not None and sample_dims(one):
+            one = thin_draws(one, int(max_draws))
+        samples = parameter_samples(one, critics=names, one_cell=True)
+        kappa = instance_kappa(one) if belief == "instance" else None
+        if costs is None:
+            cv = paper_costs_for(bench)
+        elif isinstance(costs, Costs):
+            cv = costs
+        else:
+            cv = resolve_costs(str(costs))
+        crit = {c: (samples.tpr[:, k], samples.fpr[:, k], cv.critic_cost(c)) for k, c in enumerate(names)}
+        ctrl = cls(
+            prior=samples.prior,
+            critics=crit,
+            p_fix=samples.p_fix,
+            p_break=samples.p_break,
+            c_gen=cv.c_gen,
+            c_ver=cv.c_ver,
+            reward=cv.reward,
+            mode=mode,
+            belief=belief,
+            method=method,
+            horizon=horizon,
+            grid_size=grid_size,
+            clip=clip,
+            verify_terminal=verify_terminal,
+            first_patch_free=first_patch_free,
+            kappa=kappa,
+            max_patches=max_patches,
+        )
+        ctrl.cell = (bench, gen)
+        return ctrl
+
+    # -------------------------------------------------------------- queries
+    @property
+    def n_samples(self) -> int:
+        """Parameter samples the controller decides with (1 for a point estimate)."""
+        return int(self.policy.n_samples)
+
+    @property
+    def prior(self) -> float:
+        """Prior π of a fresh patch (mean over samples)."""
+        return float(self.policy.samples.prior.mean())
+
+    def episode(self, *, belief: float | None = None, used: Sequence[str] = ()) -> Episode:
+        """A new task: a patch has just been generated.
+
+        Parameters
+        ----------
+        belief : float, optional
+            Start at this belief instead of the prior (every sample).
+        used : sequence of str
+            Critics already used on the current patch.
+        """
+        return Episode(self, belief=belief, used=used)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the parameters, costs and options (guards :meth:`Episode.from_dict`)."""
+        if self._fingerprint is None:
+            import hashlib
+
+            h = hashlib.sha256()
+            for name in ("prior", "tpr", "fpr", "p_fix", "p_break"):
+                h.update(np.ascontiguousarray(getattr(self.policy.samples, name)).tobytes())
+            h.update(np.ascontiguousarray(self.critic_costs).tobytes())
+            if self.kappa is not None and self.belief_model == "instance":
+                h.update(np.ascontiguousarray(self.kappa).tobytes())
+            h.update(json.dumps(self.options(), sort_keys=True).encode())
+            self._fingerprint = h.hexdigest()[:16]
+        return self._fingerprint
+
+    def options(self) -> dict[str, Any]:
+        """The controller's settings and costs, JSON-ready."""
+        return {
+            "cell": list(self.cell) if self.cell else None,
+            "critics": list(self.critics),
+            "mode": self.mode,
+            "belief": self.belief_model,
+            "method": self.method,
+            "horizon": self.horizon,
+            "grid_size": self.grid_size if self.method == "dp" else None,
+            "clip": self.clip if self.method == "greedy" else None,
+            "verify_terminal": self.verify_terminal,
+            "first_patch_free": self.first_patch_free,
+            "max_patches": self.max_patches if self.belief_model == "instance" else None,
+            "n_samples": self.n_samples,
+            "c_gen": self.c_gen,
+            "c_ver": self.c_ver,
+            "reward": self.reward,
+            "critic_costs": {c: _json_float(v) for c, v in zip(self.critics, self.critic_costs, strict=True)},
+        }
+
+    def __repr__(self) -> str:
+        cell = f" cell={'/'.join(self.cell)}" if self.cell else ""
+        return (
+            f"Controller({self.method}, mode={self.mode}, horizon={self.horizon}, "
+            f"critics={list(self.critics)}, samples={self.n_samples}{cell})"
+        )
+
+    # ------------------------------------------------------ decision layer calls
+    def decision(self, state: BeliefState) -> Decision:
+        """The :class:`Decision` for the one episode of a decision-layer ``state``."""
+        policy = self.policy
+        qs = policy.q_values(state)  # (1, m, A): Q of every followed sample
+        if self.method == "greedy" and self.horizon == 0:
+            qs = np.where(np.arange(qs.shape[-1]) >= REGENERATE, -np.inf, qs)
+        k = int(policy.choose(qs, state)[0])
+        q = expected_q(qs)[0]
+        per_sample = qs[0]
+        S, A = per_sample.shape
+        p_opt = band = None
+        if S > 1:
+            p_opt = np.bincount(np.argmax(per_sample, axis=1), minlength=A) / S
+            band = self._bands(per_sample)
+        names = self.actions
+        used = int(state.used[0])
+        return Decision(
+            action=names[k],
+            value=float(q[k]),
+            q=MappingProxyType({n: float(v) for n, v in zip(names, q, strict=True)}),
+            belief=float(state.b[0].mean()),
+            used=tuple(c for i, c in enumerate(self.critics) if used >> i & 1),
+            steps_left=self.horizon,
+            n_samples=S,
+            p_optimal=None
+            if p_opt is None
+            else MappingProxyType({n: float(v) for n, v in zip(names, p_opt, strict=True)}),
+            q_band=band,
+            ci_prob=None if band is None else CI_PROB,
+            ci_kind=None if band is None else CI_KIND,
+        )
+
+    def _bands(self, qs: np.ndarray) -> Mapping[str, tuple[float, float]]:
+        """Credible interval of each action's Q over samples (``bpc.intervals``)."""
+        from bpc.intervals import interval_bounds
+
+        offered = np.isfinite(qs).all(axis=0)
+        bounds = np.full((qs.shape[1], 2), -np.inf)
+        if offered.any():
+            bounds[offered] = interval_bounds(qs[:, offered], axis=0, prob=CI_PROB, kind=CI_KIND)
+        return MappingProxyType(
+            {n: (float(lo), float(hi)) for n, (lo, hi) in zip(self.actions, bounds, strict=True)}
+        )
+
+
+class _ExactController(BeliefController):
+    """Exact expectimax from each episode's current belief (:func:`bpc.decide.table.solve_root`).
+
+    The belief transitions are the decision layer's (:class:`~bpc.decide.controllers.BeliefController`,
+    repair kernel with the fresh-sample rule); only the Q-values differ from
+    the table controller: no grid, the reachable belief tree is searched at
+    every decision, ``horizon`` steps deep.
+    """
+
+    name = "exact"
+
+    def __init__(self, samples: ParameterSamples, costs: SampleCosts, *, critics, horizon: int) -> None:
+        super().__init__(samples, costs, critics=critics)
+        self.samples = self.samples.with_fresh_sample_kernel()
+        self.horizon = int(horizon)
+
+    def q_values(self, state: BeliefState) -> np.ndarray:
+        """Exact Q-values of every (episode, followed sample), ``(n, m, A)``."""
+        out = []
+        for i in range(state.b.shape[0]):
+            s = state.sample[i]
+            sol = solve_root(
+                self.samples.take(s),
+                self.sample_costs.take(s),
+                belief=state.b[i],
+                used=int(state.used[i]),
+                horizon=self.horizon,
+            )
+            out.append(sol.q)
+        return np.stack(out)
+
+
+def _parse_cell(cell) -> tuple[str, str]:
+    if isinstance(cell, str):
+        parts = cell.split("/")
+        if len(parts) != 2 or not all(p.strip() for p in parts):
+            raise ValueError(f"cell must be 'BENCHMARK/GENERATOR', got {cell!r}")
+        return parts[0].strip(), parts[1].strip()
+    try:
+        b, g = cell
+    except (TypeError, ValueError):
+        raise ValueError(f"cell must be (benchmark, generator), got {cell!r}") from None
+    return str(b), str(g)
+
+
+def _load_params(source) -> xr.Dataset:
+    """A parameter Dataset (Laplace or draws) from a file, Dataset or fit DataTree."""
+    import xarray as xr
+
+    if isinstance(source, xr.DataTree):
+        from bpc.estimate.model.fit import posterior_params
+
+        return posterior_params(source)
+    if isinstance(source, xr.Dataset):
+        return source
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"parameters must be a .nc path, an xarray Dataset or DataTree, got {type(source)}")
+    path = os.fspath(source)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"parameter file {path} does not exist")
+    try:
+        with xr.open_datatree(path, engine="h5netcdf") as tree:
+            is_fit = "spec" in tree.attrs and ("posterior" in tree.children or "parameters" in tree.children)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable netCDF file ({exc})") from None
+    if is_fit:
+        from bpc.estimate.model.fit import posterior_params
+        from bpc.estimate.model.io import load
+
+        return posterior_params(load(path))
+    ds = xr.load_dataset(path, engine="h5netcdf")
+    missing = [v for v in ("prior", "tpr", "fpr", "p_fix", "p_break") if v not in ds]
+    if missing:
+        raise ValueError(
+            f"{path}: not a parameter file (lacks {', '.join(missing)}); "
+            "expected the output of `bpc estimate --out FILE.nc` or `bpc fit --out FILE.nc`"
+        )
+    return ds
+
+
+@dataclass
+class _Move:
+    op: str
+    critic: str | None = None
+    passed: bool | None = None
+    fresh: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.op}
+        if self.op == "observe":
+            out["critic"] = self.critic
+            out["passed"] = self.passed
+        elif self.op == "verified":
+            out["passed"] = self.passed
+        elif self.op == "regenerated" and self.fresh:
+            out["fresh"] = True
+        return out
+
+
+class Episode:
+    """The state of one agent task under a :class:`Controller`.
+
+    Create with :meth:`Controller.episode`. The episode starts with a freshly
+    generated patch at the prior belief.
+
+    Parameters
+    ----------
+    controller : Controller
+    belief : float, optional
+        Starting belief (default the prior of each sample).
+    used : sequence of str
+        Critics already used on the first patch.
+    """
+
+    def __init__(self, controller: Controller, *, belief: float | None = None, used: Sequence[str] = ()):
+        self.controller = controller
+        self._start_belief = None if belief is None else float(belief)
+        self._start_used = tuple(str(c) for c in used)
+        self._outcome: str | None = None
+        self._moves: list[_Move] = []
+        self._state: BeliefState = controller.policy.start(1)  # one episode, following every sample
+        if belief is not None:
+            b0 = float(belief)
+            if not (math.isfinite(b0) and 0.0 <= b0 <= 1.0):
+                raise ValueError(f"belief must lie in [0, 1], got {belief!r}")
+            self._state.b[:] = b0
+        for c in self._start_used:
+            k = self._critic_index(c, move=f"episode(used={list(self._start_used)!r})")
+            self._state.used[0] |= 1 << k
+        self._spent = 0.0 if controller.first_patch_free else controller.c_gen
+
+    # ------------------------------------------------------------ state
+    @property
+    def beliefs(self) -> np.ndarray:
+        """Belief of each parameter sample, ``(S,)`` (a copy)."""
+        return self._state.b[0].copy()
+
+    @property
+    def p_pass(self) -> float:
+        """Current P(patch passes the verifier), averaged over samples."""
+        return float(self._state.b[0].mean())
+
+    @property
+    def _used(self) -> int:
+        return int(self._state.used[0])
+
+    @property
+    def used_critics(self) -> tuple[str, ...]:
+        """Critics used on the current patch."""
+        return tuple(c for i, c in enumerate(self.controller.critics) if self._used >> i & 1)
+
+    @property
+    def spent(self) -> float:
+        """Cost spent so far: generations, critics, verifications."""
+        return float(self._spent)
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over (stopped, or verified pass / terminal fail)."""
+        return self._outcome is not None
+
+    @property
+    def outcome(self) -> str | None:
+        """``None`` while running; ``"passed"``, ``"failed"`` or ``"stopped"`` at the end."""
+        return self._outcome
+
+    @property
+    def passed(self) -> bool:
+        """Whether a patch was verified as passing."""
+        return self._outcome == "passed"
+
+    @property
+    def utility(self) -> float:
+        """``R·1[verified pass] − spent`` (the replay utility)."""
+        return (self.controller.reward if self.passed else 0.0) - self._spent
+
+    @property
+    def regenerations(self) -> int:
+        """Patches generated after the first."""
+        return int(self._state.step[0])
+
+    @property
+    def history(self) -> tuple[dict[str, Any], ...]:
+        """The moves so far, as the JSON objects of :meth:`to_dict`."""
+        return tuple(m.to_dict() for m in self._moves)
+
+    def legal_moves(self) -> tuple[str, ...]:
+        """Moves the harness may report now: ``()`` once the episode is over."""
+        if self.done:
+            return ()
+        crit = [
+            f"observe({c!r})"
+            for i, c in enumerate(self.controller.critics)
+            if not self._used >> i & 1 and self.controller.policy.available[:, i].all()
+        ]
+        return ("verified", "regenerated", "refined", "stop", *crit)
+
+    # ------------------------------------------------------------ moves
+    def _illegal(self, move: str, why: str) -> IllegalMoveError:
+        legal = self.legal_moves()
+        now = ", ".join(legal) if legal else "none"
+        return IllegalMoveError(f"illegal move {move}: {why} (legal now: {now})", move=move, legal=legal)
+
+    def _check_running(self, move: str) -> None:
+        if self.done:
+            raise self._illegal(move, f"the episode is over ({self._outcome})")
+
+    def _critic_index(self, critic: str, *, move: str) -> int:
+        ctrl = self.controller
+        if critic not in ctrl.critics:
+            raise self._illegal(move, unknown_choice_message(str(critic), ctrl.critics, what="critic"))
+        k = ctrl.critics.index(critic)
+        if not ctrl.policy.available[:, k].all():
+            raise self._illegal(move, f"critic {critic!r} is not measured in this cell")
+        return k
+
+    def decide(self) -> Decision:
+        """The recommended action and every action's Q in the current state.
+
+        Raises
+        ------
+        IllegalMoveError
+            If the episode is over.
+        """
+        self._check_running("decide()")
+        return self.controller.decision(self._state)
+
+    def observe(self, critic: str, passed: bool | None) -> Episode:
+        """The harness ran ``critic`` on the current patch: pass (True), fail (False) or no verdict (None).
+
+        Charges the critic's cost and updates every sample's belief by Bayes'
+        rule; a missing verdict marks the critic used without evidence.
+
+        Raises
+        ------
+        IllegalMoveError
+            For a critic the controller does not know or the cell did not
+            measure, a critic already used on this patch, or a finished episode.
+        """
+        move = f"observe({critic!r})"
+        self._check_running(move)
+        k = self._critic_index(critic, move=move)
+        if self._used >> k & 1:
+            scope = getattr(self.controller.policy, "critic_scope", "patch")
+            raise self._illegal(
+                move,
+                f"critic {critic!r} was already used on the current {scope}; the model counts each "
+                f"critic's verdict once per {scope}" + (" (regenerate first)" if scope == "patch" else ""),
+            )
+        if passed is not None and not isinstance(passed, (bool, np.bool_)):
+            raise ValueError(f"{move}: passed must be True, False or None, got {passed!r}")
+        self._spent += float(self.controller.critic_costs[k])
+        z = np.array([-1 if passed is None else int(bool(passed))], dtype=np.int8)
+        self.controller.policy.observe_critic(self._state, k, z, _ONE)
+        self._moves.append(_Move("observe", critic=critic, passed=None if passed is None else bool(passed)))
+        return self
+
+    def verified(self, passed: bool) -> Episode:
+        """The oracle verified the current patch.
+
+        Charges ``c_ver``. A pass ends the episode with the reward; a fail ends
+        it under ``verify_terminal``, else the patch is known broken (``b = 0``).
+        """
+        self._check_running("verified()")
+        if not isinstance(passed, (bool, np.bool_)):
+            raise ValueError(f"verified(): passed must be True or False, got {passed!r}")
+        self._spent += self.controller.c_ver
+        self._moves.append(_Move("verified", passed=bool(passed)))
+        self.controller.policy.observe_verify(self._state, np.array([bool(passed)]), _ONE)
+        if passed:
+            self._outcome = "passed"
+        elif self.controller.verify_terminal:
+            self._outcome = "failed"
+        return self
+
+    def regenerated(self, *, fresh: bool = False) -> Episode:
+        """The harness generated a new patch.
+
+        Charges ``c_gen``, resets the used critics and moves the belief
+        through the cell's repair kernel (a fresh sample where the cell has
+        none, and always under the greedy method). ``fresh=True`` declares
+        the new patch an independent sample: the belief is the prior.
+        """
+        return self._new_patch("regenerated", fresh=bool(fresh))
+
+    def refined(self) -> Episode:
+        """The harness refined the current patch into a new one.
+
+        The model's regeneration action: its repair kernel ``p_fix``/``p_break``
+        is measured on refinement trajectories, so a refinement moves the
+        belief through it exactly as :meth:`regenerated` does.
+        """
+        return self._new_patch("refined", fresh=False)
+
+    def _new_patch(self, op: str, *, fresh: bool) -> Episode:
+        self._check_running(f"{op}()")
+        self._spent += self.controller.c_gen
+        policy = self.controller.policy
+        policy.observe_regenerate(self._state, _ONE)
+        if fresh and self.controller.belief_model == "iid":  # the instance model's new patch is a fresh draw
+            self._state.b[0] = policy.samples.prior[self._state.sample[0]]
+        self._moves.append(_Move(op, fresh=fresh))
+        return self
+
+    def stop(self) -> Episode:
+        """The harness gave up on the task (no reward)."""
+        self._check_running("stop()")
+        self._outcome = "stopped"
+        self._moves.append(_Move("stop"))
+        return self
+
+    def apply(self, move: Mapping[str, Any]) -> Episode:
+        """Apply one move given as a JSON object (an element of :attr:`history`).
+
+        ``{"op": "observe", "critic": "test", "passed": false}``,
+        ``{"op": "verified", "passed": true}``, ``{"op": "regenerated"}``
+        (optionally ``"fresh": true``), ``{"op": "refined"}``, ``{"op": "stop"}``.
+        """
+        op = move.get("op")
+        if op == "observe":
+            if "critic" not in move or "passed" not in move:
+                raise ValueError("move 'observe' needs 'critic' and 'passed'")
+            return self.observe(move["critic"], move["passed"])
+        if op == "verified":
+            if "passed" not in move:
+                raise ValueError("move 'verified' needs 'passed'")
+            return self.verified(move["passed"])
+        if op == "regenerated":
+            return self.regenerated(fresh=bool(move.get("fresh", False)))
+        if op == "refined":
+            return self.refined()
+        if op == "stop":
+            return self.stop()
+        raise ValueError(unknown_choice_message(str(op), _OPS, what="move"))
+
+    # ------------------------------------------------------------ persistence
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe state: the starting point, the moves, and a summary.
+
+        :meth:`from_dict` rebuilds the episode by replaying the moves under the
+        same controller (checked by its :meth:`Controller.fingerprint`), so the
+        restored beliefs are bit-identical.
+        """
+        return {
+            "version": STATE_VERSION,
+            "controller": self.controller.fingerprint(),
+            "start": {"belief": self._start_belief, "used": list(self._start_used)},
+            "moves": [m.to_dict() for m in self._moves],
+            "belief": self.p_pass,
+            "used": list(self.used_critics),
+            "spent": self.spent,
+            "outcome": self._outcome,
+            "utility": self.utility if self.done else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], controller: Controller) -> Episode:
+        """Rebuild an episode saved by :meth:`to_dict` under ``controller``.
+
+        Raises
+        ------
+        ValueError
+            If the state is of another version or was made by a controller
+            with other parameters, costs or options.
+        """
+        if not isinstance(data, Mapping) or data.get("version") != STATE_VERSION:
+            raise ValueError(f"episode state must be a mapping of version {STATE_VERSION}")
+        if data.get("controller") != controller.fingerprint():
+            raise ValueError(
+                f"episode state was made by controller {data.get('controller')}, "
+                f"not this one ({controller.fingerprint()}): parameters, costs or options differ"
+            )
+        start = data.get("start", {})
+        ep = cls(controller, belief=start.get("belief"), used=tuple(start.get("used", ())))
+        for move in data.get("moves", []):
+            ep.apply(move)
+        return ep
+
+    def __repr__(self) -> str:
+        state = self._outcome or "running"
+        return (
+            f"Episode({state}, belief={self.p_pass:.3f}, used={list(self.used_critics)}, "
+            f"spent={self.spent:g}, moves={len(self._moves)})"
+        )

@@ -1,0 +1,443 @@
+"""The array level of the solve layer: flat parameter samples in, policy tables out.
+
+Every policy table in bpc is built here — by the xarray solve layer
+(:mod:`bpc.decide.solve`, which flattens a parameter Dataset into samples and
+calls :func:`solve_table` / :func:`solve_root` per block) and by the
+controllers (:mod:`bpc.decide.controllers`, which hold one table for the
+samples they reason with). Pure numpy: importing this module pulls in no
+xarray or pandas.
+
+A *sample* is one row of parameters ``(π, tpr_k, fpr_k, p_fix, p_break)``
+together with its costs ``(c_k, c_gen, c_ver, R)``: a posterior draw, a
+Laplace point estimate (``S = 1``), a (draw, cost point) pair of a cost grid,
+or one cell of a panel. Conventions (SPEC §3):
+
+- a critic is available for a sample iff its ``tpr`` and ``fpr`` are finite;
+- a sample without a measured repair kernel (``p_fix`` or ``p_break`` is
+  ``NaN``) regenerates as a fresh sample, :func:`fresh_sample_kernel` — the
+  one home of that rule;
+- a sample without a prior (``NaN``) has no table: ``NaN`` values and action ``-1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from bpc.constants import GRID_SIZE, HORIZON
+from bpc.costs import Costs
+from bpc.decide.kernels.dp import DPSolution, solve_dp
+from bpc.decide.kernels.exact import ExactSolution, solve_exact
+
+__all__ = [
+    "fresh_sample_kernel",
+    "ParameterSamples",
+    "SampleCosts",
+    "solve_table",
+    "solve_root",
+]
+
+_PLACEHOLDER = 0.5
+"""Probability given to samples without parameters so that the kernels accept them (results masked)."""
+
+
+def fresh_sample_kernel(prior, p_fix, p_break) -> tuple[np.ndarray, np.ndarray]:
+    """Repair kernel with the fresh-sample rule applied where none was measured.
+
+    Where ``p_fix`` or ``p_break`` is ``NaN`` (no refinement trajectories
+    measured) regeneration draws a **fresh sample**: ``p_fix = π`` and
+    ``p_break = 1 − π``, so the belief after regenerating is the prior π
+    whatever it was before (:func:`bpc.decide.kernels.belief.regenerate`) —
+    exactly what regenerating does in replay, where the next recorded patch
+    is an independent sample. Measured kernels are returned unchanged.
+
+    Parameters
+    ----------
+    prior, p_fix, p_break : array_like
+        Prior and repair kernel, broadcast together.
+
+    Returns
+    -------
+    p_fix, p_break : numpy.ndarray
+        The filled kernel (``NaN`` only where the prior is ``NaN`` too).
+
+    Examples
+    --------
+    >>> fresh_sample_kernel([0.3, 0.3], [float("nan"), 0.1], [float("nan"), 0.2])
+    (array([0.3, 0.1]), array([0.7, 0.2]))
+    """
+    prior = np.asarray(prior, dtype=np.float64)
+    p_fix = np.asarray(p_fix, dtype=np.float64)
+    p_break = np.asarray(p_break, dtype=np.float64)
+    missing = ~(np.isfinite(p_fix) & np.isfinite(p_break))
+    return np.where(missing, prior, p_fix), np.where(missing, 1 - prior, p_break)
+
+
+def _vector(name: str, value, n: int | None = None) -> np.ndarray:
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        want = "(S,)" if n is None else f"({n},)"
+        raise ValueError(f"{name} must have shape {want}, got {arr.shape}")
+    return arr
+
+
+def _matrix(name: str, value, n: int, k: int) -> np.ndarray:
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.shape != (n, k):
+        raise ValueError(f"{name} must have shape (S, K) = ({n}, {k}), got {arr.shape}")
+    return arr
+
+
+@dataclass(frozen=True)
+class ParameterSamples:
+    """Parameters of ``S`` samples as flat arrays (the kernels' sample axis).
+
+    Attributes
+    ----------
+    prior : numpy.ndarray
+        ``(S,)`` prior π = P(Y = 1) of a fresh patch.
+    tpr, fpr : numpy.ndarray
+        ``(S, K)`` P(pass | Y = 1) and P(pass | Y = 0) of each critic; ``NaN``
+        marks a critic unavailable for that sample.
+    p_fix, p_break : numpy.ndarray
+        ``(S,)`` repair kernel P(Y' = 1 | Y = 0), P(Y' = 0 | Y = 1); ``NaN``
+        where none was measured (see :meth:`with_fresh_sample_kernel`).
+    critics : tuple of str
+        Names of the ``K`` critics (the meaning of ``k``).
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes.
+    """
+
+    prior: np.ndarray
+    tpr: np.ndarray
+    fpr: np.ndarray
+    p_fix: np.ndarray
+    p_break: np.ndarray
+    critics: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        prior = _vector("prior", self.prior)
+        n = prior.shape[0]
+        k = len(self.critics)
+        object.__setattr__(self, "critics", tuple(str(c) for c in self.critics))
+        object.__setattr__(self, "prior", prior)
+        for name in ("p_fix", "p_break"):
+            object.__setattr__(self, name, _vector(name, getattr(self, name), n))
+        for name in ("tpr", "fpr"):
+            object.__setattr__(self, name, _matrix(name, getattr(self, name), n, k))
+
+    @classmethod
+    def from_mapping(cls, arrays: Mapping[str, np.ndarray], *, critics: Sequence[str]) -> ParameterSamples:
+        """Samples from a mapping with ``prior``, ``tpr``, ``fpr``, ``p_fix``, ``p_break``.
+
+        ``p_fix``/``p_break`` may be absent (no measured kernel: ``NaN``).
+        """
+        prior = np.asarray(arrays["prior"], dtype=np.float64)
+        nan = np.full(prior.shape, np.nan)
+        return cls(
+            prior=prior,
+            tpr=arrays["tpr"],
+            fpr=arrays["fpr"],
+            p_fix=arrays.get("p_fix", nan),
+            p_break=arrays.get("p_break", nan),
+            critics=tuple(critics),
+        )
+
+    @property
+    def n_samples(self) -> int:
+        """Number of samples ``S``."""
+        return int(self.prior.shape[0])
+
+    @property
+    def n_critics(self) -> int:
+        """Number of critics ``K``."""
+        return len(self.critics)
+
+    @property
+    def available(self) -> np.ndarray:
+        """``(S, K)`` bool: the critic has finite rates for the sample."""
+        return np.isfinite(self.tpr) & np.isfinite(self.fpr)
+
+    @property
+    def solvable(self) -> np.ndarray:
+        """``(S,)`` bool: prior and repair kernel are finite (the sample has a table)."""
+        return np.isfinite(self.prior) & np.isfinite(self.p_fix) & np.isfinite(self.p_break)
+
+    def take(self, index) -> ParameterSamples:
+        """The samples at ``index`` (integer array or slice), e.g. one per episode."""
+        return ParameterSamples(
+            prior=self.prior[index],
+            tpr=self.tpr[index],
+            fpr=self.fpr[index],
+            p_fix=self.p_fix[index],
+            p_break=self.p_break[index],
+            critics=self.critics,
+        )
+
+    def with_fresh_sample_kernel(self) -> ParameterSamples:
+        """The samples with :func:`fresh_sample_kernel` applied (measured kernels unchanged)."""
+        p_fix, p_break = fresh_sample_kernel(self.prior, self.p_fix, self.p_break)
+        return ParameterSamples(
+            prior=self.prior, tpr=self.tpr, fpr=self.fpr, p_fix=p_fix, p_break=p_break, critics=self.critics
+        )
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        """``prior``, ``tpr``, ``fpr``, ``p_fix``, ``p_break`` as a dict of arrays."""
+        return {
+            "prior": self.prior,
+            "tpr": self.tpr,
+            "fpr": self.fpr,
+            "p_fix": self.p_fix,
+            "p_break": self.p_break,
+        }
+
+
+@dataclass(frozen=True)
+class SampleCosts:
+    """Costs of ``S`` samples as flat arrays.
+
+    Attributes
+    ----------
+    critic : numpy.ndarray
+        ``(S, K)`` cost of each critic call; ``NaN`` allowed only where the
+        critic is unavailable.
+    c_gen, c_ver, reward : numpy.ndarray
+        ``(S,)`` cost of a (re)generation, of oracle verification, and the
+        reward of a verified pass.
+    """
+
+    critic: np.ndarray
+    c_gen: np.ndarray
+    c_ver: np.ndarray
+    reward: np.ndarray
+
+    def __post_init__(self) -> None:
+        c_gen = _vector("c_gen", self.c_gen)
+        n = c_gen.shape[0]
+        object.__setattr__(self, "c_gen", c_gen)
+        for name in ("c_ver", "reward"):
+            object.__setattr__(self, name, _vector(name, getattr(self, name), n))
+        critic = np.asarray(self.critic, dtype=np.float64)
+        if critic.ndim != 2 or critic.shape[0] != n:
+            raise ValueError(f"critic costs must have shape (S, K) with S = {n}, got {critic.shape}")
+        object.__setattr__(self, "critic", critic)
+
+    @classmethod
+    def from_costs(
+        cls,
+        costs: Costs | Sequence[Costs],
+        *,
+        critics: Sequence[str],
+        n_samples: int,
+        available: np.ndarray | None = None,
+    ) -> SampleCosts:
+        """Costs of every sample from one cost vector, or one vector per sample.
+
+        Parameters
+        ----------
+        costs : Costs or sequence of Costs
+            One vector for all ``n_samples`` samples, or exactly one per sample.
+        critics : sequence of str
+            Critics, in the order of the samples' critic axis.
+        n_samples : int
+            ``S``.
+        available : numpy.ndarray, optional
+            ``(S, K)`` critic availability; a critic unavailable for a sample
+            needs no price (``NaN``). Default: every critic needs one.
+
+        Returns
+        -------
+        SampleCosts
+
+        Raises
+        ------
+        KeyError
+            If an available critic has no price.
+        ValueError
+            If a sequence of cost vectors is not one per sample.
+        """
+        critics = list(critics)
+        n = int(n_samples)
+        vectors = [costs] * n if isinstance(costs, Costs) else list(costs)
+        if len(vectors) != n:
+            raise ValueError(f"SampleCosts: got {len(vectors)} cost vectors for {n} samples")
+        avail = np.ones((n, len(critics)), bool) if available is None else np.asarray(available, bool)
+        if isinstance(costs, Costs):
+            # one vector: price a critic iff some sample may call it (the error names the missing price)
+            row = np.array(
+                [costs.critic_cost(c) if avail[:, k].any() else np.nan for k, c in enumerate(critics)],
+                dtype=np.float64,
+            ).reshape(1, len(critics))
+            return cls(
+                critic=np.broadcast_to(row, (n, len(critics))),
+                c_gen=np.full(n, float(costs.c_gen)),
+                c_ver=np.full(n, float(costs.c_ver)),
+                reward=np.full(n, float(costs.reward)),
+            )
+        crit = np.array(
+            [
+                [c.critic_cost(k) if avail[s, j] else np.nan for j, k in enumerate(critics)]
+                for s, c in enumerate(vectors)
+            ],
+            dtype=np.float64,
+        ).reshape(n, len(critics))
+        return cls(
+            critic=crit,
+            c_gen=np.array([c.c_gen for c in vectors], dtype=np.float64),
+            c_ver=np.array([c.c_ver for c in vectors], dtype=np.float64),
+            reward=np.array([c.reward for c in vectors], dtype=np.float64),
+        )
+
+    @property
+    def n_samples(self) -> int:
+        """Number of samples ``S``."""
+        return int(self.c_gen.shape[0])
+
+    def take(self, index) -> SampleCosts:
+        """The costs of the samples at ``index``."""
+        return SampleCosts(
+            critic=self.critic[index],
+            c_gen=self.c_gen[index],
+            c_ver=self.c_ver[index],
+            reward=self.reward[index],
+        )
+
+    def kernel_kwargs(self) -> dict[str, np.ndarray]:
+        """The keyword arguments the kernels take: ``critic_costs``, ``c_gen``, ``c_ver``, ``reward``."""
+        return {"critic_costs": self.critic, "c_gen": self.c_gen, "c_ver": self.c_ver, "reward": self.reward}
+
+
+def _problem(samples: ParameterSamples, costs: SampleCosts, fill_kernel: bool) -> tuple[np.ndarray, dict]:
+    """Kernel arguments for the solvable samples; placeholders (masked later) for the others."""
+    if costs.n_samples != samples.n_samples:
+        raise ValueError(f"{samples.n_samples} parameter samples but costs for {costs.n_samples}")
+    if costs.critic.shape[1] != samples.n_critics:
+        raise ValueError(f"{samples.n_critics} critics but costs for {costs.critic.shape[1]}")
+    if fill_kernel:
+        samples = samples.with_fresh_sample_kernel()
+    ok = samples.solvable
+    if ok.all():
+        probs = samples.as_dict()
+    else:
+        probs = {
+            name: np.where(ok, getattr(samples, name), _PLACEHOLDER) for name in ("prior", "p_fix", "p_break")
+        }
+        no_critic = np.where(ok, 1.0, np.nan)[:, None]  # samples without parameters: no critic available
+        probs.update(tpr=samples.tpr * no_critic, fpr=samples.fpr * no_critic)
+    return ok, {**probs, **costs.kernel_kwargs()}
+
+
+def solve_table(
+    samples: ParameterSamples,
+    costs: SampleCosts,
+    *,
+    horizon: int = HORIZON,
+    grid_size: int = GRID_SIZE,
+    keep_q: bool = False,
+    dtype: npt.DTypeLike = np.float64,
+    backend: str = "auto",
+    n_threads: int | None = None,
+    fill_kernel: bool = True,
+) -> DPSolution:
+    """The ``bayesian_dp`` policy table of every sample (grid DP, SPEC §3).
+
+    Parameters
+    ----------
+    samples : ParameterSamples
+        ``S`` parameter samples.
+    costs : SampleCosts
+        Their costs (``S`` rows).
+    horizon : int
+        Steps left at the top layer, ``H``.
+    grid_size : int
+        Belief grid points ``G``.
+    keep_q : bool
+        Also store every Q-value (not needed for lookups: :meth:`DPSolution.q_at`
+        recomputes them from the values).
+    dtype : numpy dtype
+        ``float64`` or ``float32``.
+    backend : {"auto", "numba", "numpy"}
+        Kernel implementation (identical results).
+    n_threads : int, optional
+        Threads of the numba kernel.
+    fill_kernel : bool
+        Apply :func:`fresh_sample_kernel` first (default); otherwise samples
+        without a measured kernel get no table.
+
+    Returns
+    -------
+    DPSolution
+        The table (:func:`bpc.decide.kernels.solve_dp`); samples without
+        parameters have ``NaN`` values (and Q-values) and action ``-1``.
+
+    Raises
+    ------
+    ValueError
+        For invalid parameters or costs (see :func:`bpc.decide.kernels.belief.make_problem`).
+    """
+    ok, problem = _problem(samples, costs, fill_kernel)
+    sol = solve_dp(
+        **problem,
+        horizon=horizon,
+        grid_size=grid_size,
+        keep_q=keep_q,
+        dtype=dtype,
+        backend=backend,
+        n_threads=n_threads,
+    )
+    if not ok.all():
+        bad = ~ok
+        sol.value[bad] = np.nan
+        sol.policy[bad] = -1
+        if sol.q is not None:
+            sol.q[bad] = np.nan
+    return sol
+
+
+def solve_root(
+    samples: ParameterSamples,
+    costs: SampleCosts,
+    *,
+    belief=None,
+    used: int = 0,
+    horizon: int = HORIZON,
+    fill_kernel: bool = True,
+) -> ExactSolution:
+    """Exact expectimax value and Q-values at one belief per sample (SPEC §3).
+
+    Parameters
+    ----------
+    samples, costs, fill_kernel
+        As in :func:`solve_table`.
+    belief : array_like, optional
+        Root belief, scalar or ``(S,)``; default each sample's prior.
+    used : int
+        Bitmask of critics already used on the current patch at the root.
+    horizon : int
+        Steps left at the root.
+
+    Returns
+    -------
+    ExactSolution
+        ``value`` ``(S,)`` and ``q`` ``(S, A)`` (``-inf`` where an action is not
+        offered); samples without parameters (or belief) are ``NaN``.
+    """
+    ok, problem = _problem(samples, costs, fill_kernel)
+    b0 = problem.pop("prior")
+    if belief is not None:
+        b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), ok.shape)
+        ok = ok & np.isfinite(b0)
+        b0 = np.where(ok, b0, _PLACEHOLDER)
+    sol = solve_exact(b0, **problem, horizon=horizon, used=used)
+    if ok.all():
+        return sol
+    value, q = sol.value.copy(), sol.q.copy()
+    value[~ok] = np.nan
+    q[~ok] = np.nan
+    return ExactSolution(value=value, q=q)

@@ -1,0 +1,985 @@
+"""Which of the paper's claims hold: every claim a small, checkable computation.
+
+Each claim of the paper that the analyses can test is a :class:`Claim`: an
+identifier, the paper's statement with its section, the paper's own value,
+and a check that reads results the analyses already produce — the replayed
+Δ tables of both splits (:func:`bpc.experiments.analyses.replay_both`), the
+regime-map winners (:func:`~bpc.experiments.analyses.regime_analysis`), the
+(c_ver × R) utility grid (:func:`~bpc.experiments.analyses.panel_grid`), the
+c_ver sweeps' leader changes (:func:`~bpc.experiments.analyses.sweep_analysis`),
+the critic-informativeness grid (:func:`~bpc.experiments.analyses.informativeness_analysis`),
+the train-vs-eval table (:func:`bpc.experiments.train_eval.train_eval_table`)
+and the PRR table (:func:`~bpc.experiments.analyses.uncertainty_analysis`) —
+and returns a :class:`Finding`: bpc's value in words, the numbers behind it
+and a verdict, ``"holds"``, ``"partly"`` or ``"does not hold"`` (or
+``"not evaluated"`` when the results it needs are missing, e.g. no SWE-Bench
+cell in a subset). The thresholds of every verdict are module constants,
+stated in each claim's check.
+
+:func:`claims_table` runs every claim on one :class:`Evidence` bundle and
+returns a tidy table; :func:`claims_analysis` gathers the evidence of an
+analysis panel and, for the simulated panel, also of its i.i.d. twin (the
+same panel simulated with independent patches, ``kappa = inf``), so
+:func:`compare_claims` can say which verdicts change because patches of one
+instance are dependent.
+
+Two claims are about calibration (priors and critic gaps). On the simulated
+panel those numbers are the simulator's inputs (the paper's own tables), so
+the verdicts there only confirm that estimation recovers them; column
+``kind`` marks them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+from bpc.constants import BAYESIAN_POLICIES, PAPER_CRITICS, REFINEMENT_POLICIES, SLOW_ORACLE_BENCHMARKS
+
+if TYPE_CHECKING:
+    from bpc.experiments.analyses import AnalysisSettings, Panel
+
+__all__ = [
+    "VERDICTS",
+    "DELTA_TOL",
+    "NEAR_ORACLE_GAP",
+    "FIX_THRESHOLD",
+    "Evidence",
+    "Finding",
+    "Claim",
+    "CLAIMS",
+    "ClaimsResult",
+    "claims_table",
+    "compare_claims",
+    "EVIDENCE_FIELDS",
+    "GRID_FIELDS",
+    "cell_table",
+    "panel_evidence",
+    "iid_settings",
+    "simulated_claims",
+    "claims_analysis",
+]
+
+VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not evaluated")
+"""The possible verdicts, from best to worst (``not evaluated``: the evidence is missing)."""
+
+DELTA_TOL = 1e-9
+"""Two replayed utilities closer than this are a tie (they are means of the same instances)."""
+
+DP_MARGIN = 0.01
+"""DP is *measurably* ahead of greedy at a grid point when its utility exceeds greedy's by more than
+this fraction of R (1 utility at R = 100)."""
+
+CONVERGE_TOL = 0.5
+"""|Δ_DP − Δ_greedy| at most this (utility per instance) counts as the two controllers converging."""
+
+NEAR_ORACLE_GAP = 0.7
+"""γ at or above which a critic is near-oracle (the paper's γ_test ≳ 0.7)."""
+
+FIX_THRESHOLD = 0.15
+"""p̂_fix above which the paper expects multi-step refinement chains to pay (App. B.2)."""
+
+CROSSOVER_FACTOR = 2.0
+"""An empirical leader change within this factor of π·R agrees with the analytic crossover."""
+
+BANDS: tuple[str, ...] = ("c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1")
+"""The paper's three c_ver/R bands (labels of :func:`bpc.experiments.regime.regime_summary`)."""
+
+CELL_KEYS = ["benchmark", "generator"]
+
+
+# ---------------------------------------------------------------------------
+# Data structures
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Evidence:
+    """The analysis results a claim may read; any may be ``None`` (the claims needing it are skipped).
+
+    Attributes
+    ----------
+    cells : pandas.DataFrame or None
+        One row per cell: benchmark, generator, prior, ``gap_<critic>`` and
+        ``p_fix`` (the informativeness grid of the Laplace parameters).
+    replay : pandas.DataFrame or None
+        Replay of every policy on both splits (``split`` = fit / eval; columns
+        benchmark, generator, policy, delta, …).
+    regime : pandas.DataFrame or None
+        Regime-map points (ratio, prior, winner, regime per (cell, c_ver, R)).
+    grid : pandas.DataFrame or None
+        Utility grid (benchmark, generator, c_ver, reward, policy, mean_utility), plug-in.
+    boundaries : pandas.DataFrame or None
+        Leader changes of the c_ver sweeps (benchmark, generator, c_ver,
+        from, to, analytic_c_ver).
+    prr : pandas.DataFrame or None
+        PRR table (benchmark, generator, prr_belief, prr_tool_success; per-benchmark
+        rows have generator ``"pooled"``).
+    """
+
+    cells: pd.DataFrame | None = None
+    replay: pd.DataFrame | None = None
+    regime: pd.DataFrame | None = None
+    grid: pd.DataFrame | None = None
+    boundaries: pd.DataFrame | None = None
+    prr: pd.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a check found.
+
+    Attributes
+    ----------
+    verdict : str
+        One of :data:`VERDICTS`.
+    value : str
+        bpc's value, in the words of the claim.
+    numbers : mapping of str to float
+        The numbers behind the verdict.
+    """
+
+    verdict: str
+    value: str
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"Finding: verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper and how bpc checks it.
+
+    Attributes
+    ----------
+    id : str
+        Short identifier.
+    section : str
+        Where the paper makes it.
+    statement : str
+        The claim, in the paper's terms.
+    paper_value : str
+        The paper's number(s).
+    needs : tuple of str
+        :class:`Evidence` fields the check reads.
+    check : callable
+        ``Evidence -> Finding`` (called only when every field of ``needs`` is present).
+    rule : str
+        How the check grades its verdict, with the thresholds.
+    kind : {"outcome", "calibration"}
+        ``calibration``: about priors / critic gaps, which the simulator takes
+        from the paper's tables.
+    """
+
+    id: str
+    section: str
+    statement: str
+    paper_value: str
+    needs: tuple[str, ...]
+    check: Callable[[Evidence], Finding]
+    rule: str
+    kind: str = "outcome"
+
+    def evaluate(self, evidence: Evidence) -> Finding:
+        """The check's finding, or ``not evaluated`` when a needed result is missing."""
+        missing = [n for n in self.needs if getattr(evidence, n) is None]
+        if missing:
+            return Finding("not evaluated", f"needs {', '.join(missing)}")
+        return self.check(evidence)
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+def _grade(share: float, *, holds: float, partly: float) -> str:
+    """``holds`` if ``share >= holds``, ``partly`` if ``>= partly``, else ``does not hold``."""
+    if share >= holds:
+        return "holds"
+    if share >= partly:
+        return "partly"
+    return "does not hold"
+
+
+def _every(k: int, n: int) -> str:
+    """``holds`` if all ``n`` cases agree (``k == n``), ``partly`` if at least half do."""
+    if k == n:
+        return "holds"
+    return "partly" if 2 * k >= n else "does not hold"
+
+
+def _split(replay: pd.DataFrame, split: str) -> pd.DataFrame:
+    return replay[replay["split"] == split] if "split" in replay.columns else replay
+
+
+def _deltas(replay: pd.DataFrame, split: str = "eval") -> pd.DataFrame:
+    """Δ per cell (rows) and policy (columns) on one split."""
+    rep = _split(replay, split)
+    return rep.pivot_table(index=CELL_KEYS, columns="policy", values="delta", sort=False)
+
+
+def _cols(wide: pd.DataFrame, policies: Sequence[str]) -> list[str]:
+    return [p for p in policies if p in wide.columns]
+
+
+def _is_benchmark(wide: pd.DataFrame, test: Callable[[str], bool]) -> np.ndarray:
+    return np.array([test(str(b)) for b in wide.index.get_level_values("benchmark")], dtype=bool)
+
+
+def _frac(k: int, n: int) -> str:
+    return f"{k}/{n}" + (f" ({k / n:.0%})" if n else "")
+
+
+def _no_cells(what: str) -> Finding:
+    return Finding("not evaluated", f"no {what} in the panel")
+
+
+# ---------------------------------------------------------------------------
+# Checks
+# ---------------------------------------------------------------------------
+def _paper_prior_span() -> str:
+    from bpc.data.simulate import PRIOR_TABLE
+
+    lo, hi = min(PRIOR_TABLE.values()), max(PRIOR_TABLE.values())
+    return f"{lo:.3f} to {hi:.3f} (×{hi / lo:.0f}) over 54 cells"
+
+
+def _check_prior_span(ev: Evidence) -> Finding:
+    p = ev.cells["prior"].to_numpy(dtype=float)
+    p = p[np.isfinite(p)]
+    if p.size < 2:
+        return _no_cells("two cells with a prior")
+    ratio = float(p.max() / p.min())
+    verdict = "holds" if ratio >= 10 else "partly" if ratio >= 3 else "does not hold"
+    return Finding(
+        verdict,
+        f"{p.min():.3f} to {p.max():.3f} (×{ratio:.1f}) over {p.size} cells",
+        {"min": float(p.min()), "max": float(p.max()), "ratio": ratio},
+    )
+
+
+def _gap_means(gaps: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    out = {}
+    for c, v in gaps.items():
+        a = np.asarray(v, dtype=float)
+        a = a[np.isfinite(a)]
+        out[c] = float(a.mean()) if a.size else np.nan
+    return out
+
+
+def _paper_gaps() -> str:
+    from bpc.data.simulate import GAP_TABLE
+
+    gaps = {c: [np.nan if row[c] is None else row[c] for row in GAP_TABLE.values()] for c in PAPER_CRITICS}
+    means = _gap_means(gaps)
+    test = np.array([g for g in gaps["test"] if np.isfinite(g)])
+    return (
+        "mean γ "
+        + ", ".join(f"{c} {means[c]:.2f}" for c in PAPER_CRITICS)
+        + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {(test >= NEAR_ORACLE_GAP).mean():.0%} of cells"
+    )
+
+
+def _check_critics(ev: Evidence) -> Finding:
+    from bpc.experiments.informativeness import gap_summary
+
+    crit = [c for c in PAPER_CRITICS if f"gap_{c}" in ev.cells.columns]
+    if "test" not in crit or len(crit) < 2:
+        return _no_cells("public-test critic")
+    summ = gap_summary(ev.cells, critics=crit).set_index("critic")
+    means = summ["mean_gap"].astype(float)
+    if not np.isfinite(means["test"]):
+        return _no_cells("cell with a public-test critic")
+    most = means.idxmax()
+    least = means.idxmin()
+    share = float(summ.loc["test", f"share_gap_ge_{NEAR_ORACLE_GAP}"])
+    # holds: test has the largest mean gap and syn the smallest; partly: test the largest only
+    if most == "test":
+        verdict = "holds" if least == "syn" else "partly"
+    else:
+        verdict = "does not hold"
+    return Finding(
+        verdict,
+        "mean γ "
+        + ", ".join(f"{c} {means[c]:.2f}" for c in crit)
+        + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {share:.0%} of cells",
+        {**{f"mean_gap_{c}": float(means[c]) for c in crit}, "share_test_near_oracle": share},
+    )
+
+
+def _band_check(band: str, regime: str) -> Callable[[Evidence], Finding]:
+    """Regime ``regime`` should win the c_ver/R band ``band``.
+
+    holds: it wins a majority of the band's points (the k-NN map is then that
+    regime's colour there); partly: it is the most frequent winner without a
+    majority, or wins at least a quarter of the points (a visible pocket);
+    does not hold otherwise.
+    """
+
+    def check(ev: Evidence) -> Finding:
+        from bpc.experiments.regime import REGIMES, regime_summary
+
+        summ = regime_summary(ev.regime).set_index("band")
+        if band not in summ.index or not summ.loc[band, "n_points"]:
+            return _no_cells(f"grid point with {band}")
+        row = summ.loc[band]
+        shares = {r: float(row[f"share_{r}"]) for r in REGIMES}
+        s = shares[regime]
+        top = max(shares, key=shares.get)
+        verdict = "holds" if s > 0.5 else "partly" if top == regime or s >= 0.25 else "does not hold"
+        value = f"{regime} wins {s:.1%} of {int(row['n_points']):,} points (" + ", ".join(
+            f"{r} {v:.1%}" for r, v in shares.items() if r != regime
+        )
+        return Finding(verdict, value + ")", {f"share_{r}": v for r, v in shares.items()})
+
+    return check
+
+
+def _check_dp_greedy_grid(ev: Evidence) -> Finding:
+    """DP ahead of greedy by more than DP_MARGIN·R, per c_ver/R band.
+
+    holds: on at least half the points with c_ver/R ≥ 1; partly: on at least
+    10% of them, or on at least half the points of another band (DP pulls
+    ahead, but at other costs); does not hold otherwise.
+    """
+    g = ev.grid[ev.grid["policy"].isin(BAYESIAN_POLICIES)]
+    keys = [*CELL_KEYS, "c_ver", "reward"]
+    wide = g.pivot_table(index=keys, columns="policy", values="mean_utility", sort=False).dropna()
+    if not set(BAYESIAN_POLICIES) <= set(wide.columns) or wide.empty:
+        return _no_cells("grid point with both Bayesian controllers")
+    wide = wide.reset_index()
+    ratio = wide["c_ver"] / wide["reward"]
+    ahead = (wide["bayesian_dp"] - wide["bayesian_greedy"]) > DP_MARGIN * wide["reward"]
+    band = pd.cut(ratio, [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
+    shares = ahead.groupby(band, observed=False).mean().reindex(BANDS)
+    high = float(shares[BANDS[2]]) if np.isfinite(shares[BANDS[2]]) else np.nan
+    if not np.isfinite(high):
+        return _no_cells("grid point with c_ver/R >= 1")
+    other = float(np.nanmax(shares[list(BANDS[:2])].to_numpy(dtype=float), initial=0.0))
+    verdict = "holds" if high >= 0.5 else "partly" if high >= 0.1 or other >= 0.5 else "does not hold"
+    value = "DP ahead of greedy on " + ", ".join(
+        f"{v:.0%} of points at {b}" for b, v in shares.items() if np.isfinite(v)
+    )
+    return Finding(verdict, value, {f"share_dp_ahead[{b}]": float(v) for b, v in shares.items()})
+
+
+def _check_crossover(ev: Evidence) -> Finding:
+    """First c_ver where always_verify loses the lead, against π·R.
+
+    holds: within a factor :data:`CROSSOVER_FACTOR` of π·R on at least 75% of
+    the cells with such a change; partly: on at least a quarter of them, or
+    the boundaries rise with the prior (Spearman ρ ≥ 0.5 over ≥ 4 cells);
+    does not hold otherwise.
+    """
+    b = ev.boundaries
+    b = b[b["from"] == "always_verify"].sort_values("c_ver").groupby(CELL_KEYS, sort=False).head(1)
+    b = b[np.isfinite(b["analytic_c_ver"].to_numpy(dtype=float)) & (b["analytic_c_ver"] > 0)]
+    if b.empty:
+        return _no_cells("cell where always_verify loses the lead along the sweep")
+    r = (b["c_ver"] / b["analytic_c_ver"]).to_numpy(dtype=float)
+    within = (r >= 1 / CROSSOVER_FACTOR) & (r <= CROSSOVER_FACTOR)
+    share = float(within.mean())
+    rho = float(spearmanr(b["c_ver"], b["analytic_c_ver"]).statistic) if len(b) >= 4 else np.nan
+    tracks = np.isfinite(rho) and rho >= 0.5
+    verdict = _grade(share, holds=0.75, partly=0.25)
+    if verdict == "does not hold" and tracks:
+        verdict = "partly"
+    value = (
+        f"boundary within ×{CROSSOVER_FACTOR:g} of π·R on {_frac(int(within.sum()), len(b))} cells; "
+        f"median boundary / π·R {np.median(r):.2f}"
+        + (f"; Spearman ρ(boundary, π) {rho:.2f}" if np.isfinite(rho) else "")
+    )
+    return Finding(
+        verdict, value, {"share_within": share, "median_ratio": float(np.median(r)), "spearman": rho}
+    )
+
+
+def _check_best_of_3(ev: Evidence) -> Finding:
+    """best_of_3's eval Δ < 0: holds on every cell, partly on at least half."""
+    wide = _deltas(ev.replay)
+    if "best_of_3" not in wide.columns:
+        return _no_cells("replay of best_of_3")
+    d = wide["best_of_3"].dropna()
+    k = int((d < -DELTA_TOL).sum())
+    share = k / len(d)
+    verdict = _every(k, len(d))
+    return Finding(
+        verdict,
+        f"Δ < 0 on {_frac(k, len(d))} cells (max Δ {d.max():+.1f})",
+        {"share_negative": share, "max_delta": float(d.max())},
+    )
+
+
+def _check_self_refine_lcb(ev: Evidence) -> Finding:
+    """The better Bayesian controller's eval Δ above Self-Refine's on LCB cells.
+
+    holds: on at least the paper's share (22/24) less 0.1; partly: on at
+    least half; does not hold otherwise.
+    """
+    wide = _deltas(ev.replay)
+    bayes = _cols(wide, BAYESIAN_POLICIES)
+    if "self_refine" not in wide.columns or not bayes:
+        return _no_cells("replay of self_refine and a Bayesian controller")
+    w = wide[_is_benchmark(wide, lambda b: b.startswith("lcb"))]
+    w = w[w["self_refine"].notna()]
+    if w.empty:
+        return _no_cells("LCB cell")
+    k = int((w[bayes].max(axis=1) > w["self_refine"] + DELTA_TOL).sum())
+    share = k / len(w)
+    return Finding(
+        _grade(share, holds=22 / 24 - 0.1, partly=0.5),
+        f"Bayesian above Self-Refine on {_frac(k, len(w))} LCB cells",
+        {"share": share, "n_cells": float(len(w))},
+    )
+
+
+def _check_refinement_wins(ev: Evidence) -> Finding:
+    """Cells won outright by Self-Refine or Reflexion (eval Δ above every other policy's and above 0).
+
+    holds: on at most the paper's share (6/54) plus 0.1; partly: at most
+    0.35; does not hold otherwise.
+    """
+    wide = _deltas(ev.replay)
+    ref = _cols(wide, REFINEMENT_POLICIES)
+    if not ref:
+        return _no_cells("replay of Self-Refine / Reflexion")
+    rest = [c for c in wide.columns if c not in ref]
+    best_rest = wide[rest].max(axis=1).fillna(0.0).clip(lower=0.0)
+    won = wide[ref].max(axis=1) > best_rest + DELTA_TOL
+    k, n = int(won.sum()), len(wide)
+    share = k / n
+    per = {p: int((won & (wide[p] >= wide[ref].max(axis=1))).sum()) for p in ref}
+    verdict = "holds" if share <= 6 / 54 + 0.1 else "partly" if share <= 0.35 else "does not hold"
+    return Finding(
+        verdict,
+        f"refinement wins {_frac(k, n)} cells (" + ", ".join(f"{p} {v}" for p, v in per.items()) + ")",
+        {"share": share, **{f"wins_{p}": float(v) for p, v in per.items()}},
+    )
+
+
+def _swe(wide: pd.DataFrame) -> pd.DataFrame:
+    return wide[_is_benchmark(wide, lambda b: b in SLOW_ORACLE_BENCHMARKS)]
+
+
+def _check_swe_bayes(ev: Evidence) -> Finding:
+    """A Bayesian controller has the largest eval Δ (ties allowed) on SWE-Bench cells.
+
+    holds: on every SWE-Bench cell; partly: on at least half.
+    """
+    wide = _deltas(ev.replay)
+    bayes = _cols(wide, BAYESIAN_POLICIES)
+    w = _swe(wide)
+    if w.empty or not bayes:
+        return _no_cells("SWE-Bench cell")
+    top = w.max(axis=1).clip(lower=0.0)
+    won = w[bayes].max(axis=1) >= top - DELTA_TOL
+    k, n = int(won.sum()), len(w)
+    verdict = _every(k, n)
+    best = w[bayes].max(axis=1)
+    return Finding(
+        verdict,
+        f"Bayesian wins {_frac(k, n)} SWE-Bench cells (mean best Bayesian Δ {best.mean():+.1f})",
+        {"share": k / n, "mean_delta_bayes": float(best.mean())},
+    )
+
+
+def _check_swe_refinement(ev: Evidence) -> Finding:
+    """Self-Refine, Reflexion and best_of_3 below always_verify on SWE-Bench.
+
+    holds: eval Δ < 0 on every (SWE-Bench cell, policy) pair; partly: on at least half.
+    """
+    wide = _deltas(ev.replay)
+    pols = _cols(wide, [*REFINEMENT_POLICIES, "best_of_3"])
+    w = _swe(wide)
+    if w.empty or not pols:
+        return _no_cells("SWE-Bench cell")
+    d = w[pols].stack().dropna()
+    k, n = int((d < -DELTA_TOL).sum()), len(d)
+    verdict = _every(k, n)
+    per = ", ".join(f"{p} {int((w[p] < -DELTA_TOL).sum())}/{int(w[p].notna().sum())}" for p in pols)
+    return Finding(verdict, f"Δ < 0 on {_frac(k, n)} (cell, policy) pairs: {per}", {"share": k / n})
+
+
+def _check_no_overfitting(ev: Evidence) -> Finding:
+    """Fit-split regime-A cells (a Bayesian controller wins the fit split with Δ > 0) keep Δ > 0 on eval.
+
+    The controller checked is the better Bayesian one on the fit split (so
+    nothing is chosen on the eval split). holds: eval Δ > 0 on at least 90%
+    of those cells; partly: on at least half; does not hold otherwise.
+    """
+    from bpc.experiments.train_eval import train_eval_table
+
+    rep = ev.replay
+    if "split" not in rep.columns or not {"fit", "eval"} <= set(rep["split"]):
+        return Finding("not evaluated", "needs the replay of both splits")
+    tab = train_eval_table(rep)
+    fit = tab.pivot_table(index=CELL_KEYS, columns="policy", values="delta_fit", sort=False)
+    ev_ = tab.pivot_table(index=CELL_KEYS, columns="policy", values="delta_eval", sort=False)
+    bayes = _cols(fit, BAYESIAN_POLICIES)
+    if not bayes:
+        return _no_cells("replay of a Bayesian controller")
+    pick = fit[bayes].idxmax(axis=1)
+    best_fit = fit[bayes].max(axis=1)
+    others = fit.drop(columns=bayes).max(axis=1).fillna(0.0).clip(lower=0.0)
+    regime_a = (best_fit > DELTA_TOL) & (best_fit >= others - DELTA_TOL)
+    if not regime_a.any():
+        return _no_cells("cell won by a Bayesian controller on the fit split")
+    cells = regime_a[regime_a].index
+    eval_d = np.array([ev_.loc[c, pick.loc[c]] for c in cells], dtype=float)
+    k, n = int((eval_d > DELTA_TOL).sum()), len(cells)
+    return Finding(
+        _grade(k / n, holds=0.9, partly=0.5),
+        f"Δ > 0 on eval in {_frac(k, n)} of the cells a Bayesian controller wins on fit "
+        f"(mean Δ fit {best_fit[cells].mean():+.1f}, eval {eval_d.mean():+.1f})",
+        {"share": k / n, "n_cells": float(n), "mean_eval": float(eval_d.mean())},
+    )
+
+
+def _check_dp_greedy_pfix(ev: Evidence) -> Finding:
+    """DP strictly above greedy only where p̂_fix ≥ FIX_THRESHOLD; within CONVERGE_TOL of it elsewhere.
+
+    Two shares on the eval split: of the cells where DP beats greedy by more
+    than :data:`CONVERGE_TOL`, those with p̂_fix ≥ :data:`FIX_THRESHOLD`; of
+    the cells with p̂_fix below it, those where the two converge. holds:
+    both ≥ 0.8; partly: one of them; does not hold otherwise.
+    """
+    wide = _deltas(ev.replay)
+    if not set(BAYESIAN_POLICIES) <= set(wide.columns):
+        return _no_cells("replay of both Bayesian controllers")
+    cells = ev.cells.set_index(CELL_KEYS)["p_fix"]
+    diff = (wide["bayesian_dp"] - wide["bayesian_greedy"]).dropna()
+    pfix = cells.reindex(diff.index).to_numpy(dtype=float)
+    ok = np.isfinite(pfix)
+    diff, pfix = diff[ok], pfix[ok]
+    if diff.empty:
+        return _no_cells("cell with a fitted kernel")
+    better = diff.to_numpy() > CONVERGE_TOL
+    low = pfix < FIX_THRESHOLD
+    precision = float((pfix[better] >= FIX_THRESHOLD).mean()) if better.any() else np.nan
+    converge = float((np.abs(diff.to_numpy()[low]) <= CONVERGE_TOL).mean()) if low.any() else np.nan
+    passed = [s >= 0.8 for s in (precision, converge) if np.isfinite(s)]
+    verdict = "holds" if passed and all(passed) else "partly" if any(passed) else "does not hold"
+    value = (
+        f"DP > greedy (by > {CONVERGE_TOL:g}) on {int(better.sum())}/{len(diff)} cells, "
+        f"{int((pfix[better] >= FIX_THRESHOLD).sum())} of them with p̂_fix ≥ {FIX_THRESHOLD:g}; "
+        f"converge on {int((np.abs(diff.to_numpy()[low]) <= CONVERGE_TOL).sum())}/{int(low.sum())} "
+        f"cells with p̂_fix < {FIX_THRESHOLD:g}"
+    )
+    return Finding(verdict, value, {"precision": precision, "converge": converge})
+
+
+def _check_prr(ev: Evidence) -> Finding:
+    """Belief PRR above tool success rate, averaged over the pooled LCB-medium / LCB-hard rows.
+
+    holds: belief higher; partly: equal; does not hold: lower.
+    """
+    t = ev.prr
+    t = t[(t["generator"] == "pooled") & t["benchmark"].isin(["lcb_medium", "lcb_hard"])]
+    if t.empty or not {"prr_belief", "prr_tool_success"} <= set(t.columns):
+        return _no_cells("pooled LCB-medium / LCB-hard PRR")
+    b, s = float(t["prr_belief"].mean()), float(t["prr_tool_success"].mean())
+    verdict = "holds" if b > s + 1e-12 else "partly" if abs(b - s) <= 1e-12 else "does not hold"
+    per = "; ".join(
+        f"{r.benchmark} {r.prr_belief:.3f} vs {r.prr_tool_success:.3f}" for r in t.itertuples(index=False)
+    )
+    return Finding(
+        verdict, f"belief {b:.3f} vs tool success {s:.3f} ({per})", {"belief": b, "tool_success": s}
+    )
+
+
+_MAJORITY = (
+    "holds: it wins more than half of the band's points (the k-NN map takes its colour); partly: it is "
+    "the most frequent winner there or wins at least a quarter of the points; else does not hold"
+)
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "prior_span",
+        "App. A.2, tab:prior_pass_rate",
+        "The generators' prior pass rates P(Y=1) span an order of magnitude across the panel.",
+        _paper_prior_span(),
+        ("cells",),
+        _check_prior_span,
+        "holds: largest / smallest Laplace prior ≥ 10; partly: ≥ 3",
+        kind="calibration",
+    ),
+    Claim(
+        "cr_test_most_informative",
+        "§5.3; App. A.3, tab:critic_gap",
+        "Cr_test is the most informative critic (near-oracle on LCB), Cr_syn the least.",
+        _paper_gaps(),
+        ("cells",),
+        _check_critics,
+        "holds: Cr_test has the largest mean γ over the cells and Cr_syn the smallest; partly: Cr_test "
+        "the largest only",
+        kind="calibration",
+    ),
+    Claim(
+        "regime_a",
+        "§5.1 Regime A",
+        "A Bayesian controller wins where verification costs at least the reward (c_ver/R ≳ 1).",
+        "green region A covers c_ver/R ≳ 1",
+        ("regime",),
+        _band_check(BANDS[2], "A"),
+        f"regime A in band {BANDS[2]}; {_MAJORITY}",
+    ),
+    Claim(
+        "regime_b",
+        "§5.1 Regime B",
+        "gate(Cr_test) wins a wedge at moderate verification cost (0.1 ≲ c_ver/R ≲ 1).",
+        "blue wedge B at 0.1 ≲ c_ver/R ≲ 1",
+        ("regime",),
+        _band_check(BANDS[1], "B"),
+        f"regime B in band {BANDS[1]}; {_MAJORITY}",
+    ),
+    Claim(
+        "regime_c",
+        "§5.1 Regime C",
+        "always_verify wins where verification is nearly free (c_ver/R ≲ 0.1).",
+        "yellow region C at c_ver/R ≲ 0.1",
+        ("regime",),
+        _band_check(BANDS[0], "C"),
+        f"regime C in band {BANDS[0]}; {_MAJORITY}",
+    ),
+    Claim(
+        "dp_beats_greedy_high_cost",
+        "§5.1 Regime A; §1 contribution 3",
+        "bayesian_DP pulls measurably ahead of bayesian_greedy when each verification is unaffordable "
+        "(c_ver/R ≳ 1).",
+        "DP ahead in regime A",
+        ("grid",),
+        _check_dp_greedy_grid,
+        f"DP ahead = plug-in utility above greedy's by more than {DP_MARGIN:g}·R at a grid point; holds: "
+        "on at least half the points with c_ver/R ≥ 1; partly: on at least 10% of them, or on at least "
+        "half the points of another band",
+    ),
+    Claim(
+        "crossover",
+        "App. E; SPEC §8",
+        "The analytic crossover c_ver* = π·R tracks each cell's empirical leader-change boundary.",
+        "boundary at c_ver*/R ≈ π per cell",
+        ("boundaries",),
+        _check_crossover,
+        "first c_ver (R = 100 sweep) where always_verify loses the lead; holds: within "
+        f"×{CROSSOVER_FACTOR:g} of π·R on at least 75% of the cells with such a change; partly: on at "
+        "least 25%, or the boundaries rise with π (Spearman ρ ≥ 0.5, ≥ 4 cells)",
+    ),
+    Claim(
+        "best_of_3_negative",
+        "App. B.1 best_of_3; tab:full_results",
+        "best_of_3 underperforms always_verify on every cell.",
+        "Δ < 0 on 54/54 cells",
+        ("replay",),
+        _check_best_of_3,
+        "eval split; holds: Δ < 0 on every cell; partly: on at least half",
+    ),
+    Claim(
+        "bayes_beats_self_refine_lcb",
+        "App. B.1 Self-Refine",
+        "The Bayesian framework dominates Self-Refine on LCB cells.",
+        "22/24 LCB cells",
+        ("replay",),
+        _check_self_refine_lcb,
+        "eval split, better Bayesian Δ > Self-Refine's; holds: on at least 22/24 − 0.1 of the LCB cells; "
+        "partly: on at least half",
+    ),
+    Claim(
+        "refinement_rarely_wins",
+        "tab:full_results; App. B.1",
+        "The refinement agents Self-Refine and Reflexion are rarely the per-cell winner.",
+        "6/54 cells (Reflexion 6, Self-Refine 0)",
+        ("replay",),
+        _check_refinement_wins,
+        "eval split, a refinement agent's Δ above every other policy's and above 0; holds: on at most "
+        "6/54 + 0.1 of the cells; partly: at most 35%",
+    ),
+    Claim(
+        "swe_bayes_wins",
+        "§5.2; tab:full_results (SWE-Bench rows)",
+        "On SWE-Bench (slow oracle, regime A) a Bayesian controller is the per-cell winner.",
+        "12/12 SWE-Bench cells",
+        ("replay",),
+        _check_swe_bayes,
+        "eval split, ties count as wins; holds: on every SWE-Bench cell; partly: on at least half",
+    ),
+    Claim(
+        "swe_refinement_negative",
+        "§5.2",
+        "On SWE-Bench, Self-Refine, Reflexion and best_of_3 underperform always_verify.",
+        "Δ < 0 on 36/36 (cell, policy) pairs",
+        ("replay",),
+        _check_swe_refinement,
+        "eval split; holds: Δ < 0 on every (SWE-Bench cell, policy) pair; partly: on at least half",
+    ),
+    Claim(
+        "no_overfitting",
+        "App. D (train vs eval)",
+        "The Bayesian controllers keep Δ > 0 on both the fit and the held-out split in every regime-A cell.",
+        "every regime-A cell",
+        ("replay",),
+        _check_no_overfitting,
+        "regime-A cells = a Bayesian controller wins the fit split with Δ > 0; holds: that controller's "
+        "eval Δ > 0 on at least 90% of them; partly: on at least half",
+    ),
+    Claim(
+        "dp_greedy_pfix",
+        "App. B.2 bayesian_DP",
+        f"bayesian_DP strictly beats bayesian_greedy only where p̂_fix ≳ {FIX_THRESHOLD:g}; elsewhere the "
+        "two converge.",
+        f"DP > greedy only where p̂_fix ≳ {FIX_THRESHOLD:g}",
+        ("replay", "cells"),
+        _check_dp_greedy_pfix,
+        f"eval split; holds: at least 80% of the cells where DP beats greedy by > {CONVERGE_TOL:g} have "
+        f"p̂_fix ≥ {FIX_THRESHOLD:g}, and at least 80% of the cells below it have |Δ_DP − Δ_greedy| ≤ "
+        f"{CONVERGE_TOL:g}; partly: one of the two",
+    ),
+    Claim(
+        "belief_prr",
+        "§5.5; tab:lcb_uncertainty",
+        "The belief state ranks incorrect code better than the tool success rate (PRR, LCB-medium and "
+        "LCB-hard averaged).",
+        ".866 vs .795 (SAGE agent, gpt-oss-20b)",
+        ("prr",),
+        _check_prr,
+        "held-out LCB patches, pooled per benchmark; holds: belief PRR above the tool success rate's; "
+        "partly: equal",
+    ),
+)
+"""Every claim bpc checks, in the paper's order of results."""
+
+
+# ---------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------
+def claims_table(evidence: Evidence, *, data: str, claims: Sequence[Claim] = CLAIMS) -> pd.DataFrame:
+    """Every claim's verdict on one bundle of results.
+
+    Parameters
+    ----------
+    evidence : Evidence
+        The results to read.
+    data : str
+        What the results were computed on (e.g. ``"simulated"``, ``"real"``),
+        written in column ``data``.
+    claims : sequence of Claim
+        The claims (default :data:`CLAIMS`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per claim: claim, section, statement, paper_value, bpc_value,
+        verdict, rule (how the verdict is graded), data, kind.
+    """
+    rows = []
+    for c in claims:
+        f = c.evaluate(evidence)
+        rows.append(
+            {
+                "claim": c.id,
+                "section": c.section,
+                "statement": c.statement,
+                "paper_value": c.paper_value,
+                "bpc_value": f.value,
+                "verdict": f.verdict,
+                "rule": c.rule,
+                "data": data,
+                "kind": c.kind,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def compare_claims(table: pd.DataFrame, iid: pd.DataFrame) -> pd.DataFrame:
+    """Line up the verdicts on dependent-patch data with those on its i.i.d. twin.
+
+    Parameters
+    ----------
+    table, iid : pandas.DataFrame
+        :func:`claims_table` outputs of the same claims (instance-dependent
+        patches, and the same panel simulated with independent patches).
+
+    Returns
+    -------
+    pandas.DataFrame
+        claim, section, statement, paper_value, bpc_value, verdict,
+        bpc_value_iid, verdict_iid, data, kind and ``changes`` (True when the
+        verdict differs and both were evaluated).
+    """
+    cols = ["claim", "bpc_value", "verdict"]
+    m = table.merge(iid[cols], on="claim", how="left", suffixes=("", "_iid"), validate="one_to_one")
+    evaluated = (m["verdict"] != "not evaluated") & (m["verdict_iid"] != "not evaluated")
+    m["changes"] = evaluated & (m["verdict"] != m["verdict_iid"])
+    keep = ["claim", "section", "statement", "paper_value", "bpc_value", "verdict"]
+    return m[[*keep, "bpc_value_iid", "verdict_iid", "data", "kind", "changes"]]
+
+
+# ---------------------------------------------------------------------------
+# From the analyses
+# ---------------------------------------------------------------------------
+EVIDENCE_FIELDS: tuple[str, ...] = ("cells", "replay", "regime", "grid", "boundaries", "prr")
+"""Every field of :class:`Evidence`."""
+
+GRID_FIELDS: tuple[str, ...] = ("regime", "grid", "boundaries")
+"""The fields that need the (c_ver × R) cost grid, the expensive part."""
+
+
+def cell_table(params) -> pd.DataFrame:
+    """:attr:`Evidence.cells` from Laplace parameters: the informativeness grid plus ``p_fix``.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Laplace parameters (:func:`bpc.estimate.laplace.laplace`).
+    """
+    from bpc.experiments.informativeness import informativeness_grid
+
+    kernel = params["p_fix"].to_dataframe().reset_index()[[*CELL_KEYS, "p_fix"]]
+    return informativeness_grid(params).merge(kernel, on=CELL_KEYS, how="left")
+
+
+def panel_evidence(
+    settings: AnalysisSettings, panel: Panel, *, fields: Sequence[str] = EVIDENCE_FIELDS
+) -> Evidence:
+    """Gather the results the claims read from one analysis panel (cached computations reused).
+
+    Parameters
+    ----------
+    settings : AnalysisSettings
+        The run's settings. The claims use plug-in results only, so the
+        posterior forms are not computed here (``draws = 0``).
+    panel : Panel
+        The panel.
+    fields : sequence of str
+        The :class:`Evidence` fields to compute (default all; leave out
+        :data:`GRID_FIELDS` to skip the cost grid).
+
+    Returns
+    -------
+    Evidence
+        The requested fields (``None`` where the panel lacks the data, e.g. no raw records).
+    """
+    from bpc.experiments import analyses as ex
+
+    unknown = set(fields) - set(EVIDENCE_FIELDS)
+    if unknown:
+        raise ValueError(
+            f"panel_evidence: unknown fields {sorted(unknown)}; expected some of {EVIDENCE_FIELDS}"
+        )
+    plug_in = replace(settings, draws=0)
+    raw = not panel.records.empty
+    out: dict = {}
+    if "cells" in fields:
+        out["cells"] = cell_table(panel.params)
+    if raw and "replay" in fields:
+        out["replay"] = ex.replay_both(settings, panel)
+    if raw and "prr" in fields:
+        unc = ex.uncertainty_analysis(plug_in, panel)
+        out["prr"] = None if unc is None else unc[0]
+    if raw and "regime" in fields:
+        out["regime"] = ex.regime_analysis(plug_in, panel).points
+    if raw and "boundaries" in fields:
+        out["boundaries"] = ex.sweep_analysis(plug_in, panel).boundaries
+    if raw and "grid" in fields:
+        out["grid"] = ex.panel_grid(plug_in, panel)
+    return Evidence(**out)
+
+
+def iid_settings(settings: AnalysisSettings) -> AnalysisSettings:
+    """The simulated panel of ``settings`` with independent patches (``kappa = inf``), corpus off."""
+    return replace(settings, kappa=float("inf"), use_corpus=False, use_simulator=True)
+
+
+@dataclass(frozen=True)
+class ClaimsResult:
+    """The claims of one panel.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        :func:`claims_table` on the panel.
+    iid : pandas.DataFrame or None
+        The same on the panel's i.i.d. twin (simulated panels with dependent patches only).
+    kappa : float or None
+        The simulator's κ (``None`` for the corpus).
+    """
+
+    table: pd.DataFrame
+    iid: pd.DataFrame | None = None
+    kappa: float | None = None
+
+    @property
+    def comparison(self) -> pd.DataFrame | None:
+        """:func:`compare_claims` of the two tables (``None`` without a twin)."""
+        return None if self.iid is None else compare_claims(self.table, self.iid)
+
+
+def simulated_claims(
+    settings: AnalysisSettings, evidence: Evidence, *, compare_iid: bool = True
+) -> ClaimsResult:
+    """The claims on a simulated panel's results, beside the same claims on its i.i.d. twin.
+
+    Parameters
+    ----------
+    settings : AnalysisSettings
+        The settings the results were computed with (seed, scale, cells, κ);
+        the twin is simulated with the same ones and ``kappa = inf``.
+    evidence : Evidence
+        The panel's results. The twin computes the same fields only, through
+        :func:`panel_evidence`.
+    compare_iid : bool
+        Evaluate the twin (skipped when the panel's κ is already infinite).
+
+    Returns
+    -------
+    ClaimsResult
+    """
+    from bpc.experiments import analyses as ex
+    from bpc.progress import stage
+
+    kappa = settings.sim_kappa
+    table = claims_table(evidence, data="simulated")
+    iid = None
+    if compare_iid and np.isfinite(kappa):
+        twin_settings = iid_settings(settings)
+        fields = [f for f in EVIDENCE_FIELDS if getattr(evidence, f) is not None]
+        with stage("[simulated] the claims on the i.i.d. twin (kappa = inf)", enabled=settings.progress):
+            (twin,) = ex.load_panels(twin_settings)
+            iid = claims_table(panel_evidence(twin_settings, twin, fields=fields), data="simulated")
+    return ClaimsResult(table, iid, kappa)
+
+
+def claims_analysis(
+    settings: AnalysisSettings, panel: Panel, *, grid: bool = True, compare_iid: bool = True
+) -> ClaimsResult:
+    """Every claim on ``panel`` and, for a simulated panel with dependent patches, on its i.i.d. twin.
+
+    Cached in ``panel.cache["claims"]``.
+
+    Parameters
+    ----------
+    settings : AnalysisSettings
+        The run's settings (the twin is simulated with the same seed, scale and cells).
+    panel : Panel
+        A panel of :func:`bpc.experiments.analyses.load_panels`.
+    grid : bool
+        Include the claims that need the cost grid (regime map, sweeps).
+    compare_iid : bool
+        Also evaluate the i.i.d. twin of a simulated panel.
+
+    Returns
+    -------
+    ClaimsResult
+    """
+    if "claims" not in panel.cache:
+        fields = [f for f in EVIDENCE_FIELDS if grid or f not in GRID_FIELDS]
+        evidence = panel_evidence(settings, panel, fields=fields)
+        if panel.name == "simulated":
+            res = simulated_claims(settings, evidence, compare_iid=compare_iid)
+        else:
+            res = ClaimsResult(claims_table(evidence, data="real"))
+        panel.cache["claims"] = res
+    return panel.cache["claims"]

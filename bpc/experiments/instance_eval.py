@@ -1,0 +1,508 @@
+"""Held-out evaluation of the instance-aware controllers on recorded pools (issue 10, SPEC §9).
+
+Every number here is made by K-fold cross-fitting over instances
+(:func:`bpc.replay.engine.replay_folds`, profile ``bpc``): fold ``j`` fits the
+Laplace parameters — the cell's κ included — on the other folds' instances
+and replays its own, so every instance is scored exactly once by parameters
+fitted without it.
+
+Two tables come out of :func:`heldout_instance_table`:
+
+``policies``
+    Per cost vector × belief × cell × policy: held-out mean utility, pass rate,
+    mean cost, Δ vs ``always_verify`` with its paired bootstrap CI, ``n``.
+``paired``
+    Per cost vector × cell × controller (``bayesian_dp``, ``bayesian_greedy``):
+    the instance-belief controller beside the i.i.d. one, their paired
+    per-instance difference and its bootstrap CI
+    (:func:`bpc.replay.bootstrap.paired_bootstrap`). Ablations separate the
+    two ways the instance controllers use within-instance dependence: the
+    θ-belief (labels) and the critic scope (a critic bought once per
+    instance, because its verdicts on the patches of one instance are
+    strongly correlated): ``iid_once`` is the i.i.d. belief with the
+    instance critic scope, ``instance_per_patch`` the instance belief with
+    the paper's per-patch scope.
+
+:func:`acceptance` reads the issue's criterion off the paired table.
+
+:func:`pass_histogram_ppc` is the posterior predictive check of the instance
+model on the data it is fitted to: per cell, the histogram of passing patches
+per instance (how many instances had k of m patches passing) against its
+predictive distribution under ``θ ~ Beta(πκ, (1 − π)κ)``, with the i.i.d.
+expectation (Binomial(m, π)) beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import (
+    BASELINE_POLICIES,
+    BAYESIAN_POLICIES,
+    BOOTSTRAP_B,
+    BOOTSTRAP_PROB,
+    BOOTSTRAP_SEED,
+    CI_KIND,
+    CI_PROB,
+    DEFAULT_SEED,
+    DIM_DRAW,
+)
+from bpc.replay.bootstrap import paired_bootstrap
+from bpc.replay.engine import replay_folds, summarize
+from bpc.replay.profiles import BPC, Profile
+from bpc.schema import cell_order
+
+__all__ = [
+    "COST_SPECS",
+    "VARIANTS",
+    "ACCEPTANCE_CELLS",
+    "heldout_instance_table",
+    "acceptance",
+    "markdown_tables",
+    "pass_histogram_ppc",
+    "kfold_predictive_coverage",
+]
+
+COST_SPECS: Mapping[str, str | None] = {"paper-release": "paper-release", "paper": None}
+"""Cost vectors of the table: the authors' release vector, and the paper's per-benchmark
+fast/slow vectors (``None``: :func:`bpc.costs.paper_costs_for`)."""
+
+VARIANTS: Mapping[str, tuple[str, str | None]] = {
+    "iid": ("iid", None),
+    "instance": ("instance", None),
+    "iid_once": ("iid", "instance"),
+    "instance_per_patch": ("instance", "patch"),
+}
+"""Controller variants: label → (belief, critic scope; ``None`` follows the belief)."""
+
+ACCEPTANCE_CELLS: tuple[tuple[str, str], ...] = (
+    ("lcb_hard", "gpt5_mini"),
+    ("lcb_hard", "qwen3_coder"),
+    ("lcb_medium", "haiku45"),
+    ("lcb_medium", "qwen3_coder"),
+    ("swebench_lite", "gpt5_mini"),
+)
+"""The five cells whose mean gain the issue's criterion averages."""
+
+
+def _policy_rows(
+    results: Mapping, costs_name: str, belief: str, policies: Sequence[str]
+) -> list[pd.DataFrame]:
+    rows = []
+    for (b, g), ds in results.items():
+        sub = ds.sel(policy=[p for p in ds["policy"].values if p in policies])
+        summ = summarize(sub).to_dataframe().reset_index()
+        summ = summ[np.isfinite(summ["mean_utility"])]
+        summ.insert(0, "belief", belief)
+        summ.insert(0, "generator", g)
+        summ.insert(0, "benchmark", b)
+        summ.insert(0, "costs", costs_name)
+        rows.append(summ)
+    return rows
+
+
+def _paired_row(
+    costs_name: str,
+    cell: tuple[str, str],
+    policy: str,
+    variant: str,
+    u_var: np.ndarray,
+    u_iid: np.ndarray,
+    **boot,
+) -> dict:
+    ok = np.isfinite(u_var) & np.isfinite(u_iid)
+    diff = u_var[ok] - u_iid[ok]
+    lo, hi = paired_bootstrap(diff, **boot) if diff.size else (np.nan, np.nan)
+    return {
+        "costs": costs_name,
+        "benchmark": cell[0],
+        "generator": cell[1],
+        "policy": policy,
+        "variant": variant,
+        "utility_iid": float(u_iid[ok].mean()),
+        "utility_variant": float(u_var[ok].mean()),
+        "diff": float(diff.mean()),
+        "ci_lo": float(lo),
+        "ci_hi": float(hi),
+        "n_instances": int(ok.sum()),
+    }
+
+
+def heldout_instance_table(
+    records: pd.DataFrame,
+    *,
+    costs: Mapping[str, str | None] = COST_SPECS,
+    variants: Mapping[str, tuple[str, str | None]] = VARIANTS,
+    policies: Sequence[str] = BASELINE_POLICIES + BAYESIAN_POLICIES,
+    n_folds: int = 5,
+    profile: Profile = BPC,
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = BOOTSTRAP_PROB,
+    progress: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Held-out (K-fold cross-fitted) utilities of every policy under both beliefs.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Raw per-patch records (e.g. the corpus' seven raw cells).
+    costs : mapping
+        Name → cost specification (:func:`bpc.costs.cost_resolver`).
+    variants : mapping
+        Controller variants, label → (belief, critic scope); must hold ``"iid"``
+        (the reference of the paired differences) and ``"instance"``.
+    policies : sequence of str
+        Policies of the ``policies`` table (``always_verify`` is added).
+    n_folds : int
+        ``K``.
+    profile : Profile
+        Replay conventions (default ``bpc``: verification not terminal).
+    B, seed, prob
+        Paired bootstrap settings.
+    progress : bool
+        Report progress on stderr.
+
+    Returns
+    -------
+    policies, paired : pandas.DataFrame
+        See the module docstring. ``policies`` holds the baselines once per
+        cost vector under ``belief = "-"`` (they use no belief) and the
+        Bayesian controllers once per variant under its label.
+    """
+    for need in ("iid", "instance"):
+        if need not in variants:
+            raise ValueError(f"variants must include {need!r}; got {sorted(variants)}")
+    pols = tuple(dict.fromkeys(("always_verify", *policies)))
+    bayes = tuple(p for p in pols if p in BAYESIAN_POLICIES)
+    base = tuple(p for p in pols if p not in BAYESIAN_POLICIES)
+    boot = dict(B=B, seed=seed, prob=prob)
+    frames, paired = [], []
+    for costs_name, spec in costs.items():
+        runs: dict[str, Mapping[tuple[str, str], xr.Dataset]] = {}
+        for label, (belief, scope) in variants.items():
+            prof = profile.with_(critic_scope=scope)
+            wanted = pols if label == "iid" else ("always_verify", *bayes)
+            runs[label] = replay_folds(
+                records,
+                spec,
+                profile=prof,
+                policies=wanted,
+                belief=belief,
+                n_folds=n_folds,
+                progress=progress,
+            )
+        frames += _policy_rows(runs["iid"], costs_name, "-", base)
+        for label, res in runs.items():
+            frames += _policy_rows(res, costs_name, label, ("always_verify", *bayes))
+        for cell in runs["iid"]:
+            ref = runs["iid"][cell]
+            for pol in bayes:
+                u_iid = ref["utility"].sel(policy=pol).values
+                for label, res in runs.items():
+                    if label == "iid":
+                        continue
+                    u = res[cell]["utility"].sel(policy=pol).values
+                    paired.append(_paired_row(costs_name, cell, pol, label, u, u_iid, **boot))
+    table = pd.concat(frames, ignore_index=True)
+    table = table[(table["belief"] == "-") | table["policy"].isin(bayes)].reset_index(drop=True)
+    cols = ["costs", "benchmark", "generator", "belief", "policy", "mean_utility", "pass_rate"]
+    cols += ["cost_per_instance", "delta", "ci_lo", "ci_hi", "n_instances"]
+    cells = list(zip(table["benchmark"], table["generator"], strict=True))
+    order = {c: i for i, c in enumerate(cell_order(list(dict.fromkeys(cells))))}
+    table["_cell"] = [order[c] for c in cells]
+    table = table.sort_values(["costs", "_cell"], kind="stable")[cols].reset_index(drop=True)
+    return table, pd.DataFrame(paired)
+
+
+def acceptance(
+    paired: pd.DataFrame,
+    *,
+    costs: str = "paper-release",
+    variant: str = "instance",
+    policy: str = "bayesian_dp",
+    cells: Sequence[tuple[str, str]] = ACCEPTANCE_CELLS,
+) -> dict[str, float | bool]:
+    """The issue's held-out criterion on the paired table.
+
+    Returns
+    -------
+    dict
+        ``mean_gain`` over ``cells`` (criterion ≥ 9), ``min_gain`` over them
+        (≥ 5), ``worst_cell`` over every cell of the table (≥ −3) and ``passed``.
+    """
+    sel = paired[(paired["costs"] == costs) & (paired["variant"] == variant) & (paired["policy"] == policy)]
+    key = list(zip(sel["benchmark"], sel["generator"], strict=True))
+    wanted = {tuple(c) for c in cells}
+    gains = np.array([d for k, d in zip(key, sel["diff"], strict=True) if k in wanted])
+    if gains.size != len(cells):
+        raise ValueError(f"the paired table lacks some of the cells {list(cells)}")
+    out = {
+        "mean_gain": float(gains.mean()),
+        "min_gain": float(gains.min()),
+        "worst_cell": float(sel["diff"].min()),
+    }
+    out["passed"] = bool(out["mean_gain"] >= 9 and out["min_gain"] >= 5 and out["worst_cell"] >= -3)
+    return out
+
+
+def _fmt(x: object) -> str:
+    v = float(np.asarray(x, dtype=float))
+    return "" if not np.isfinite(v) else f"{v:.1f}"
+
+
+def markdown_tables(table: pd.DataFrame, paired: pd.DataFrame) -> str:
+    """Both tables as Markdown: the paired comparison first, then every policy per cost vector."""
+    lines = ["## Instance vs i.i.d. controllers (held-out, paired per instance)", ""]
+    lines.append("| costs | cell | policy | variant | i.i.d. | variant | Δ (variant − i.i.d.) | 95% CI | n |")
+    lines.append("|---|---|---|---|---:|---:|---:|---|---:|")
+    for r in paired.itertuples(index=False):
+        lines.append(
+            f"| {r.costs} | {r.benchmark}/{r.generator} | {r.policy} | {r.variant} | "
+            f"{_fmt(r.utility_iid)} | {_fmt(r.utility_variant)} | {r.diff:+.1f} | "
+            f"[{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] | {r.n_instances} |"
+        )
+    for costs_name, block in table.groupby("costs", sort=False):
+        lines += ["", f"## Every policy, held-out, costs = {costs_name}", ""]
+        lines.append(
+            "| cell | belief | policy | mean utility | pass rate | cost | Δ vs always_verify | 95% CI | n |"
+        )
+        lines.append("|---|---|---|---:|---:|---:|---:|---|---:|")
+        for r in block.itertuples(index=False):
+            lines.append(
+                f"| {r.benchmark}/{r.generator} | {r.belief} | {r.policy} | {_fmt(r.mean_utility)} | "
+                f"{r.pass_rate:.3f} | {_fmt(r.cost_per_instance)} | {r.delta:+.1f} | "
+                f"[{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] | {r.n_instances} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def pass_histogram_ppc(
+    counts: xr.Dataset,
+    params: xr.Dataset,
+    *,
+    n_rep: int = 4000,
+    prob: float = CI_PROB,
+    kind: str = CI_KIND,
+    seed: int = DEFAULT_SEED,
+) -> pd.DataFrame:
+    """Posterior predictive check of the per-instance pass histogram of every cell with one.
+
+    For each parameter sample ``(π_s, κ_s)`` (posterior draws, or one Laplace
+    estimate) and each replicate, the cell's ``n_m`` instances with ``m``
+    labelled patches get ``k ~ BetaBinomial(m, π_s κ_s, (1 − π_s) κ_s)``
+    passing patches; the replicated histograms give, per ``(m, k)``, the
+    predictive mean and interval of the count, to set beside the observed one.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Counts with ``inst_hist`` (benchmark, generator, patches, passes).
+    params : xarray.Dataset
+        Parameters with ``prior`` and ``kappa`` (``chain``/``draw`` optional);
+        ``kappa`` ``NaN`` or absent reads as i.i.d. patches.
+    n_rep : int
+        Replicated histograms in total (spread evenly over the samples).
+    prob, kind
+        Predictive interval (:func:`bpc.intervals.credible_interval`).
+    seed : int
+        Seed of :func:`numpy.random.default_rng`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell × ``m`` × ``k`` (``m`` with at least one instance):
+        ``benchmark``, ``generator``, ``patches``, ``passes``, ``observed``,
+        ``pred_mean``, ``pred_lo``, ``pred_hi``, ``covered``, ``iid_mean``
+        (expected count if patches were independent at π), ``n_instances``.
+    """
+    from bpc.decide.solve import instance_kappa, parameter_samples
+    from bpc.intervals import credible_interval
+
+    if "inst_hist" not in counts:
+        raise ValueError("counts lack the instance histogram 'inst_hist'")
+    rng = np.random.default_rng(seed)
+    hist = counts["inst_hist"]
+    rows = []
+    for b in hist["benchmark"].values:
+        for g in hist["generator"].values:
+            h = np.nan_to_num(hist.sel(benchmark=b, generator=g).values)  # (M, M + 1), row m − 1
+            if (
+                h.sum() == 0
+                or str(b) not in params["benchmark"].values
+                or str(g) not in params["generator"].values
+            ):
+                continue
+            cell = params.sel(benchmark=[b], generator=[g])
+            prior = parameter_samples(cell, critics=(), one_cell=True).prior
+            kappa = instance_kappa(cell)
+            ok = np.isfinite(prior)
+            if not ok.any():
+                continue
+            prior, kappa = prior[ok], kappa[ok]
+            S = prior.shape[0]
+            per = max(1, int(n_rep) // S)
+            pi = np.repeat(prior, per)
+            kap = np.repeat(kappa, per)
+            for m in range(1, h.shape[0] + 1):
+                n_m = int(h[m - 1, : m + 1].sum())
+                if n_m == 0:
+                    continue
+                theta = np.where(
+                    np.isfinite(kap),
+                    rng.beta(
+                        np.maximum(pi * np.where(np.isfinite(kap), kap, 1.0), 1e-300),
+                        np.maximum((1 - pi) * np.where(np.isfinite(kap), kap, 1.0), 1e-300),
+                        size=(n_m, pi.shape[0]),
+                    ),
+                    pi,
+                )
+                k = rng.binomial(m, theta)  # (n_m, R)
+                reps = np.stack([(k == j).sum(axis=0) for j in range(m + 1)], axis=-1)  # (R, m + 1)
+                ci = credible_interval(
+                    xr.DataArray(reps, dims=[DIM_DRAW, "passes"]), prob=prob, kind=kind
+                ).values
+                p_mean = float(prior.mean())
+                iid = n_m * np.array([_binom_pmf(m, j, p_mean) for j in range(m + 1)])
+                for j in range(m + 1):
+                    obs = float(h[m - 1, j])
+                    rows.append(
+                        {
+                            "benchmark": str(b),
+                            "generator": str(g),
+                            "patches": m,
+                            "passes": j,
+                            "observed": obs,
+                            "pred_mean": float(reps[:, j].mean()),
+                            "pred_lo": float(ci[j, 0]),
+                            "pred_hi": float(ci[j, 1]),
+                            "covered": bool(ci[j, 0] <= obs <= ci[j, 1]),
+                            "iid_mean": float(iid[j]),
+                            "n_instances": n_m,
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def _binom_pmf(m: int, j: int, p: float) -> float:
+    from math import comb
+
+    return comb(m, j) * p**j * (1 - p) ** (m - j)
+
+
+def kfold_predictive_coverage(
+    records: pd.DataFrame,
+    *,
+    costs=None,
+    n_folds: int = 5,
+    n_draws: int = 100,
+    n_per_draw: int = 300,
+    prob: float = CI_PROB,
+    kind: str = CI_KIND,
+    seed: int = DEFAULT_SEED,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Coverage of the posterior predictive interval of the held-out Δ over K folds.
+
+    ``bpc compare`` checks its predictive interval on one 75/25 split, where
+    one unlucky eval set (harder instances than the fit side) moves every
+    policy of a cell together. Here every fold of
+    :func:`bpc.data.splits.kfold_splits` is one check: parameters are fitted
+    on the other folds (Laplace, its κ, the critics' within-instance
+    dependence, and unpooled conjugate draws for the rates), the policies of
+    ``bpc compare``'s paper-profile replay — the baselines and the plug-in
+    DP ``laplace_dp`` — are replayed on the fold's instances, and the
+    observed Δ is compared with its predictive interval for ``n_eval``
+    instances (:func:`bpc.experiments.delta.posterior_delta`).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Raw per-patch records.
+    costs : cost specification, optional
+        :func:`bpc.costs.cost_resolver` (default the paper's fast/slow vectors).
+    n_folds, n_draws, n_per_draw : int
+        Folds, posterior draws and instances simulated per draw.
+    prob, kind
+        Predictive interval.
+    seed : int
+        Seed of the draws and simulations.
+    progress : bool
+        Report progress on stderr.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per fold × cell × policy (``always_verify`` omitted):
+        ``fold``, ``benchmark``, ``generator``, ``policy``, ``n_eval``,
+        ``delta``, ``pred_lo``, ``pred_hi``, ``covered``.
+    """
+    from bpc.costs import cost_resolver
+    from bpc.data.splits import kfold_splits, split_counts
+    from bpc.decide.controllers import DPController
+    from bpc.decide.solve import instance_kappa
+    from bpc.estimate.conjugate import conjugate_posterior
+    from bpc.estimate.laplace import laplace
+    from bpc.experiments.delta import critic_concentration, posterior_delta
+    from bpc.progress import info
+    from bpc.replay.engine import cell_pool, replay_pool
+    from bpc.schema import select_cell
+
+    cost_for = cost_resolver(costs)
+    rows = []
+    for j, fold in enumerate(kfold_splits(records, n_folds=int(n_folds))):
+        counts = split_counts(records, fold)
+        lap = laplace(counts)
+        post = conjugate_posterior(counts, draws=max(1, n_draws), chains=1, seed=seed)
+        for (b, g), _, eval_ids in fold:
+            info(f"predictive coverage: fold {j + 1}/{n_folds}, {b}/{g}", enabled=progress)
+            c = cost_for(b)
+            rec = select_cell(records, b, g)
+            pool = cell_pool(rec)
+            sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
+            lap_cell = select_cell(lap, b, g)
+            dp = DPController(lap_cell, c)
+            dp.name = "laplace_dp"
+            ctrls: dict[str, object] = {"laplace_dp": dp}
+            pols = list(BASELINE_POLICIES)
+            res = replay_pool(sub, {**{p: p for p in pols}, **ctrls}, c, profile="paper")
+            observed = summarize(res)["delta"].to_series().to_dict()
+            pdelta = posterior_delta(
+                select_cell(post, b, g),
+                ctrls,
+                c,
+                baselines=pols,
+                n_draws=n_draws,
+                n_per_draw=n_per_draw,
+                prob=prob,
+                kind=kind,
+                seed=seed + j,
+                kappa=instance_kappa(lap_cell)[0],
+                n_eval=sub.n_instances,
+                critic_kappa=critic_concentration(fold.rows(rec, "fit")),
+            )
+            policies = pdelta["policy"].astype(str).tolist()
+            pred_lo = pdelta["pred_lo"].to_numpy(dtype=float)
+            pred_hi = pdelta["pred_hi"].to_numpy(dtype=float)
+            for pol, lo, hi in zip(policies, pred_lo, pred_hi, strict=True):
+                if pol == "always_verify" or pol not in observed:
+                    continue
+                d = float(observed[pol])
+                rows.append(
+                    {
+                        "fold": j,
+                        "benchmark": b,
+                        "generator": g,
+                        "policy": pol,
+                        "n_eval": sub.n_instances,
+                        "delta": d,
+                        "pred_lo": lo,
+                        "pred_hi": hi,
+                        "covered": bool(lo <= d <= hi),
+                    }
+                )
+    return pd.DataFrame(rows)

@@ -1,0 +1,176 @@
+"""The data an experiment runs on: the authors' corpus or the simulated panel, split per cell.
+
+:func:`load_source` returns a :class:`CompareData`: the per-patch records of
+the cells to replay, the counts of *every* cell the source has (the corpus'
+likelihood tables and measured refinement kernels included, so a pooled
+model can borrow strength from them) and, for the simulated panel, the
+refinement trajectories and the true parameters. :func:`source_split` is the
+SPEC §5 split of its replayed cells and :func:`source_counts` the counts to
+calibrate on: the fit side of the replayed cells laid over every other cell
+of the source (:func:`bpc.data.splits.split_counts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, SPLIT_SEED
+from bpc.data.splits import Cell, Split, split_cells, split_counts
+
+__all__ = ["CompareData", "load_source", "source_split", "source_counts"]
+
+
+@dataclass(frozen=True)
+class CompareData:
+    """A data source for the comparison and the data-efficiency experiment.
+
+    Attributes
+    ----------
+    label : str
+        ``"simulated"`` or ``"corpus:<folder name>"``.
+    records : pandas.DataFrame
+        Per-patch records of the replayed cells.
+    counts : xarray.Dataset
+        Counts of every cell the source has (replayed cells from all their
+        records, other cells from tables, measured kernels merged in).
+    trajectories : pandas.DataFrame or None
+        Refinement trajectories (simulated panel only).
+    truth : xarray.Dataset or None
+        True parameters (simulated panel only).
+    cells : list of (str, str)
+        Replayed cells, in panel order.
+    """
+
+    label: str
+    records: pd.DataFrame
+    counts: xr.Dataset
+    trajectories: pd.DataFrame | None = None
+    truth: xr.Dataset | None = None
+    cells: list[Cell] = field(default_factory=list)
+
+
+def _cells_of(records: pd.DataFrame, counts: xr.Dataset) -> list[Cell]:
+    """Cells with records, in the counts' (panel) order."""
+    present = set(map(tuple, records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()))
+    return [
+        (str(b), str(g))
+        for b in counts[DIM_BENCHMARK].values
+        for g in counts[DIM_GENERATOR].values
+        if (str(b), str(g)) in present
+    ]
+
+
+def load_source(
+    source: str | Path,
+    *,
+    seed: int = DEFAULT_SEED,
+    scale: float = 1.0,
+    benchmarks: Sequence[str] | None = None,
+    generators: Sequence[str] | None = None,
+    progress: bool = False,
+) -> CompareData:
+    """Load the real corpus (a path) or simulate the panel (``"simulated"``).
+
+    Parameters
+    ----------
+    source : str or pathlib.Path
+        ``"simulated"`` or a corpus path.
+    seed : int
+        Simulator seed.
+    scale : float
+        Instance-count multiplier of the simulator.
+    benchmarks, generators : sequence of str, optional
+        Restrict the *replayed* cells (the corpus' other cells stay in the
+        counts for pooling; the simulator only simulates these cells).
+    progress : bool
+        Progress output.
+
+    Returns
+    -------
+    CompareData
+
+    Raises
+    ------
+    ValueError
+        If no cell with per-patch records remains, or a requested benchmark /
+        generator has no per-patch records.
+    """
+    from bpc.data.counts import counts_from_records
+
+    if str(source) == "simulated":
+        from bpc.data.simulate import simulate_panel
+
+        panel = simulate_panel(seed, scale=scale, benchmarks=benchmarks, generators=generators)
+        counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
+        data = CompareData("simulated", panel.records, counts, panel.trajectories, panel.truth)
+    else:
+        from bpc.choices import check_choices
+        from bpc.data.corpus import load_corpus
+
+        corpus = load_corpus(source, progress=progress)
+        rec = corpus.records
+        check_choices(benchmarks, sorted(set(rec["benchmark"])), what="benchmark (with per-patch records)")
+        check_choices(generators, sorted(set(rec["generator"])), what="generator (with per-patch records)")
+        if benchmarks is not None:
+            rec = rec[rec["benchmark"].isin(list(benchmarks))]
+        if generators is not None:
+            rec = rec[rec["generator"].isin(list(generators))]
+        data = CompareData(f"corpus:{Path(source).name}", rec.reset_index(drop=True), corpus.counts)
+    cells = _cells_of(data.records, data.counts)
+    if not cells:
+        raise ValueError(f"compare: source {data.label!r} has no cell with per-patch records to replay")
+    return CompareData(data.label, data.records, data.counts, data.trajectories, data.truth, cells)
+
+
+def source_split(data: CompareData, *, seed: int = SPLIT_SEED) -> Split:
+    """The SPEC §5 fit / eval split of every replayed cell, cells in ``data.cells`` order.
+
+    Raises
+    ------
+    ValueError
+        If a cell is too small to split.
+    """
+    return split_cells(data.records, seed=seed, cells=data.cells)
+
+
+def source_counts(
+    data: CompareData,
+    split: Split,
+    *,
+    fit_ids: Mapping[Cell, Sequence[str]] | None = None,
+    keep_measured_kernels: bool = True,
+) -> xr.Dataset:
+    """Counts to calibrate on: replayed cells from their fit instances only, other cells unchanged.
+
+    Parameters
+    ----------
+    data : CompareData
+        The source.
+    split : Split
+        The split of the replayed cells (:func:`source_split`).
+    fit_ids : mapping, optional
+        Cell → instance ids to fit on instead of the split's fit side (e.g.
+        a subsample of it); they must not reach into the eval side.
+    keep_measured_kernels : bool
+        Where the fit instances have no trajectories, keep the source's
+        transition counts (measured kernels from separate refinement runs).
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema over every cell of ``data.counts``.
+    """
+    if fit_ids is not None:
+        split = split.with_fit(fit_ids)
+    return split_counts(
+        data.records,
+        split,
+        trajectories=data.trajectories,
+        base=data.counts,
+        keep_base_kernels=keep_measured_kernels,
+    )

@@ -1,0 +1,101 @@
+"""The paper's claims as Markdown: which hold on bpc's data, and which change with dependent patches.
+
+The verdicts come from :mod:`bpc.experiments.claims`; this module only lays
+them out, for the analyses index (:mod:`bpc.report.analyses`) and the demo
+report (:mod:`bpc.report.demo`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bpc.experiments.claims import VERDICTS, ClaimsResult
+from bpc.report.markdown import markdown_table
+
+__all__ = ["claims_view", "claims_markdown"]
+
+
+def _kappa(k: float | None) -> str:
+    return "∞" if k is None or not k < float("inf") else f"{k:g}"
+
+
+def claims_view(result: ClaimsResult) -> pd.DataFrame:
+    """The claims table with short, labelled columns (and the i.i.d. twin's columns when there is one).
+
+    Parameters
+    ----------
+    result : ClaimsResult
+        :func:`bpc.experiments.claims.claims_analysis` output.
+
+    Returns
+    -------
+    pandas.DataFrame
+        claim, paper says (with the section), paper, bpc, verdict and, with a
+        twin, bpc and verdict at κ = ∞ and ``changes``.
+    """
+    t = result.comparison if result.comparison is not None else result.table
+    out = pd.DataFrame(
+        {
+            "claim": t["claim"],
+            "paper says": t["statement"] + " (" + t["section"] + ")",
+            "paper": t["paper_value"],
+        }
+    )
+    if result.comparison is None:
+        out["bpc"] = t["bpc_value"]
+        out["verdict"] = t["verdict"]
+        return out
+    k = _kappa(result.kappa)
+    out[f"bpc, κ = {k}"] = t["bpc_value"]
+    out[f"verdict, κ = {k}"] = t["verdict"]
+    out["bpc, κ = ∞ (i.i.d.)"] = t["bpc_value_iid"]
+    out["verdict, κ = ∞"] = t["verdict_iid"]
+    out["changes"] = t["changes"].map({True: "**yes**", False: ""})
+    return out
+
+
+def claims_markdown(result: ClaimsResult, *, panel: str) -> str:
+    """The claims of one panel as Markdown: table, what changes with dependent patches, grading rules.
+
+    Parameters
+    ----------
+    result : ClaimsResult
+        :func:`bpc.experiments.claims.claims_analysis` output.
+    panel : str
+        What the claims were evaluated on, for the lead sentence.
+
+    Returns
+    -------
+    str
+    """
+    t = result.table
+    counts = t["verdict"].value_counts()
+    lead = f"On the {panel}" + (f" (κ = {_kappa(result.kappa)})" if result.kappa is not None else "")
+    tally = ", ".join(f"{v} {counts.get(v, 0)}" for v in VERDICTS)
+    parts = [f"{lead}, verdicts of {len(t)} claims: {tally}.", markdown_table(claims_view(result))]
+    cmp = result.comparison
+    if cmp is not None:
+        changed = cmp[cmp["changes"]]
+        if changed.empty:
+            parts.append(
+                "No verdict changes between dependent patches and the i.i.d. twin (κ = ∞, same seed, "
+                "scale and cells)."
+            )
+        else:
+            parts.append(
+                "Verdicts that change because patches of one instance are dependent (i.i.d. twin → "
+                f"κ = {_kappa(result.kappa)}): "
+                + "; ".join(f"{r.claim}: {r.verdict_iid} → {r.verdict}" for r in changed.itertuples())
+                + "."
+            )
+    calib = t.loc[t["kind"] == "calibration", "claim"].tolist()
+    if calib and (t["data"] == "simulated").any():
+        parts.append(
+            f"Calibration claims ({', '.join(calib)}) read priors and critic gaps that the simulator "
+            "takes from the paper's own tables: on the simulated panel they only check that estimation "
+            "recovers them."
+        )
+    parts.append(
+        "How each verdict is graded:\n\n" + "\n".join(f"- `{r.claim}`: {r.rule}." for r in t.itertuples())
+    )
+    return "\n\n".join(parts) + "\n"

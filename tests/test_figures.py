@@ -1,0 +1,186 @@
+"""Each redesigned figure renders with the axes, scales and legend entries a reader needs.
+
+The figure is captured just before it is saved (the module's ``savefig`` is
+wrapped), so the tests read the artists themselves, not the file size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.colors import to_hex
+
+from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB
+from bpc.report.plots import model, posterior, replay
+
+BOOT = f"{BOOTSTRAP_PROB:.0%} paired bootstrap"
+POST = f"{CI_PROB:.0%} posterior {CI_KIND.upper()}"
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Figures passed to ``savefig`` by the plotting modules, in order."""
+    figs = []
+    for module in (model, posterior, replay):
+        real = module.savefig
+
+        def keep(fig, path, *args, _real=real, **kwargs):
+            figs.append(fig)
+            return _real(fig, path, *args, **kwargs)
+
+        monkeypatch.setattr(module, "savefig", keep)
+    return figs
+
+
+def _legend_texts(fig) -> list[str]:
+    out = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is not None:
+            out += [t.get_text() for t in leg.get_texts()]
+            out.append(leg.get_title().get_text())
+    return out
+
+
+def _replay_table() -> pd.DataFrame:
+    """Two cells; on SWE the DP wins by abstaining (Δ > 0, pass rate 0 < always_verify's 0.3)."""
+    rows = [
+        ("lcb_hard", "gpt5_mini", "always_verify", 0.0, 0.0, 0.0, 0.375, 33.75, 8),
+        ("lcb_hard", "gpt5_mini", "bayesian_greedy", 0.0, 0.0, 0.0, 0.375, 33.75, 8),
+        ("lcb_hard", "gpt5_mini", "bayesian_dp", 4.0, 0.5, 7.0, 0.375, 29.75, 8),
+        ("swebench_lite", "gpt5_mini", "always_verify", 0.0, 0.0, 0.0, 0.3, 242.0, 75),
+        ("swebench_lite", "gpt5_mini", "bayesian_greedy", 202.0, 170.0, 232.0, 0.0, 10.0, 75),
+        ("swebench_lite", "gpt5_mini", "bayesian_dp", 202.0, 170.0, 232.0, 0.0, 10.0, 75),
+    ]
+    cols = ["benchmark", "generator", "policy", "delta", "ci_lo", "ci_hi", "pass_rate"]
+    df = pd.DataFrame(rows, columns=[*cols, "cost_per_instance", "n_instances"])
+    df["mean_utility"] = 100 * df["pass_rate"] - df["cost_per_instance"]
+    return df.assign(split="eval")
+
+
+def test_delta_bars_show_zero_deltas_pass_rate_and_flags(captured, tmp_path):
+    replay.plot_delta_bars(_replay_table(), tmp_path / "bars.png")
+    (fig,) = captured
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 2
+    lcb = axes[0]
+    ticks = [t.get_text() for t in lcb.get_yticklabels()]
+    assert "always_verify (reference)" in ticks and "bayesian_greedy" in ticks
+    xs = np.concatenate([c.get_offsets()[:, 0] for c in lcb.collections if len(c.get_offsets())])
+    assert np.sum(xs == 0.0) == 2  # both zero-Δ policies are drawn, not hidden as zero-height bars
+    notes = [t.get_text() for t in axes[1].texts]
+    assert "0% · 10 · 75" in notes and "30% · 242 · 75" in notes  # pass rate · cost/instance · n
+    assert any(t.endswith("†") for t in (x.get_text() for x in axes[1].get_yticklabels()))
+    legend = _legend_texts(fig)
+    assert any(BOOT in t for t in legend) and any("wins by abstaining" in t for t in legend)
+    assert "Δ utility vs always_verify" in lcb.get_xlabel()
+
+
+def test_delta_heatmap_tiles_carry_pass_rate_and_n(captured, tmp_path):
+    replay.plot_delta_heatmap(_replay_table(), tmp_path / "heat.png")
+    (fig,) = captured
+    ax = fig.axes[0]
+    tiles = [t.get_text() for t in ax.texts]
+    assert "+202.0†\n0%" in tiles and "+4.0\n38%" in tiles
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    assert rows[1].endswith("(n=75, AV pass 30%)")
+    assert any("wins by abstaining" in t for t in _legend_texts(fig))
+    assert ax.get_xlabel() == "policy" and "pass rate" in ax.get_ylabel()
+
+
+def test_delta_intervals_name_both_interval_kinds(captured, tmp_path):
+    table = _replay_table().rename(columns={"n_instances": "n_eval"})
+    table = table.assign(post_mean=table["delta"], post_lo=table["ci_lo"], post_hi=table["ci_hi"])
+    from bpc.report.tables import flag_abstention
+
+    posterior.plot_delta_intervals(flag_abstention(table), tmp_path / "di.png")
+    (fig,) = captured
+    legend = _legend_texts(fig)
+    assert any(BOOT in t for t in legend)
+    assert any(f"{CI_PROB:.0%} {CI_KIND.upper()}" in t for t in legend)
+    labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+    assert "bayesian_DP †  (pass 0%, n=75)" in labels and "always_verify  (pass 30%, n=75)" in labels
+
+
+@pytest.fixture(scope="module")
+def uncertainty():
+    from bpc.costs import paper_costs_for
+    from bpc.data.counts import counts_from_records
+    from bpc.data.simulate import simulate_panel
+    from bpc.decide.uncertainty import policy_uncertainty
+    from bpc.estimate.conjugate import conjugate_posterior
+
+    panel = simulate_panel(1, scale=0.2, benchmarks=["lcb_easy"], generators=["gpt5_mini"])
+    counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
+    return policy_uncertainty(conjugate_posterior(counts, draws=12, chains=1, seed=1), paper_costs_for)
+
+
+def test_value_bands_separate_value_decision_and_loss(captured, tmp_path, uncertainty):
+    posterior.plot_value_bands(uncertainty, tmp_path / "vb.png")
+    (fig,) = captured
+    top, strip, loss = fig.axes
+    assert top.get_ylabel() == "V(b)" and loss.get_ylabel() == "V − Q_a (loss)"
+    assert loss.get_xlabel() == "belief b" and loss.get_yscale() == "symlog"
+    assert strip.images, "the best-action strip is drawn"
+    legend = _legend_texts(fig)
+    assert f"V(b), {POST}" in legend
+    assert {"stop", "verify", "regenerate", "syn", "test", "llm"} <= set(legend)
+    syn = next(line for line in loss.get_lines() if line.get_marker() == "o")
+    assert to_hex(syn.get_color()) != "#f0e442"  # not the yellow that vanished on white
+    styles = {(line.get_linestyle(), line.get_marker()) for line in loss.get_lines()}
+    assert len(styles) >= 5  # actions differ in style, not only in colour
+
+
+def test_efficiency_dodges_coinciding_methods_and_names_the_source(captured, tmp_path):
+    rows = []
+    for k, label in ((3, "3"), (10, "10"), (-1, "all")):
+        for rep in (0, 1):
+            for method, delta in (
+                ("laplace_dp", 20.0 + k),
+                ("hierarchical_mean_dp", 23.0),
+                ("hierarchical_robust", 23.0),
+            ):
+                rows.append(
+                    {
+                        "source": "corpus:paper_corpus",
+                        "k": k,
+                        "k_label": label,
+                        "rep": rep,
+                        "benchmark": "lcb_hard",
+                        "generator": "gpt5_mini",
+                        "n_fit": 3,
+                        "n_eval": 8,
+                        "method": method,
+                        "delta": delta + rep,
+                    }
+                )
+    posterior.plot_efficiency(pd.DataFrame(rows), tmp_path / "eff.png")
+    (fig,) = captured
+    top, bottom = fig.axes[:2]
+    assert top.get_title() == "corpus paper_corpus: 1 cell(s), n = 8 held-out instances"
+    assert "held-out Δ" in top.get_ylabel() and bottom.get_xlabel() == "calibration instances per cell (k)"
+    xs = [tuple(line.get_xdata()) for line in top.get_lines() if len(line.get_xdata()) == 3]
+    assert len(set(xs)) == 3  # the two hierarchical methods (same numbers) are not drawn on top of each other
+    legend = _legend_texts(fig)
+    assert {"laplace_dp", "hierarchical_mean_dp", "hierarchical_robust"} <= set(legend)
+    assert any("subsample" in t for t in legend)
+
+
+def test_forest_uses_logit_axis_names_generators_and_marks_missing(captured, tmp_path):
+    rows = []
+    for g, prior_n in (("gpt5_mini", 300), ("haiku45", 0)):
+        rows.append(("lcb_hard", g, "prior", 60, prior_n, 0.2, 0.21, 0.15, 0.28))
+        rows.append(("lcb_hard", g, "tpr_syn", 59, 60, 0.98, 0.985, 0.97, 0.995))
+        rows.append(("lcb_hard", g, "tpr_test", 0, 0, np.nan, np.nan, np.nan, np.nan))
+    cols = ["benchmark", "generator", "rate", "k", "n", "laplace", "mean", "lo", "hi"]
+    model.plot_forest(pd.DataFrame(rows, columns=cols), tmp_path / "forest.png")
+    (fig,) = captured
+    prior_ax, tpr_ax, _ = fig.axes
+    assert tpr_ax.get_xscale() == "logit" and tpr_ax.get_xlim()[0] > 0.5  # zoomed to where the rates are
+    labels = [t.get_text() for t in prior_ax.get_yticklabels()]
+    assert labels == ["LCB-hard / gpt-5-mini  (n=300)", "LCB-hard / claude-haiku-4.5  (no data)"]
+    legend = _legend_texts(fig)
+    assert {"gpt5_mini", "haiku45"} <= set(legend)
+    assert f"posterior mean, {CI_PROB:.0%} {CI_KIND.upper()}" in legend
+    assert any("no data" in t for t in legend) and any("not defined" in t for t in legend)

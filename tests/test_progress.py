@@ -1,0 +1,90 @@
+"""Progress output: rate-limited off a terminal, in place on one; the data-choice digest."""
+
+from __future__ import annotations
+
+import io
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bpc.progress import Meter, choices_summary, notes_digest
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@given(st.integers(min_value=1, max_value=400))
+def test_log_lines_at_most_one_per_tenth(total):
+    buf = io.StringIO()
+    meter = Meter("file", total=total, stream=buf, interval=0.0)
+    for _ in range(total):
+        meter.step("f.json")
+    meter.close()
+    lines = buf.getvalue().splitlines()
+    assert 1 <= len(lines) <= 10
+    assert lines[-1].startswith(f"[bpc] file {total}/{total}")  # the final count is always shown
+
+
+def test_time_limit_holds_back_lines_but_not_the_last():
+    buf = io.StringIO()
+    meter = Meter("file", total=50, stream=buf, interval=3600.0)
+    for _ in range(50):
+        meter.step()
+    meter.close()
+    assert buf.getvalue().splitlines() == ["[bpc] file 5/50", "[bpc] file 50/50"]
+
+
+def test_terminal_counter_redraws_in_place():
+    buf = _Tty()
+    meter = Meter("file", total=3, stream=buf)
+    for _ in range(3):
+        meter.step("not shown on a terminal")
+    meter.close()
+    text = buf.getvalue()
+    assert text.startswith("\r[bpc] file 1/3") and text.endswith("\r[bpc] file 3/3\n")
+    assert "not shown" not in text
+
+
+def test_delay_keeps_fast_work_silent():
+    buf = io.StringIO()
+    meter = Meter("file", total=5, stream=buf, delay=3600.0)
+    for _ in range(5):
+        meter.step()
+    meter.close()
+    assert buf.getvalue() == ""
+
+
+def test_digest_names_the_chosen_source_with_both_priors():
+    notes = [
+        "skipped superseded lcb_calibration/g/critic_results.jsonl (include_superseded=True loads it)",
+        "swebench_lite/gpt5_mini: raw records (full/gpt5_mini/critic_results.jsonl) define the cell; the "
+        "likelihood table rel/gpt5_mini/likelihood_tables.json disagrees (n_patches 900 vs 135; "
+        "n_pass 233 vs 67; critic_n[syn, Y=0] 667 vs 68) and is not used",
+        "x.jsonl: 3 unlabelled row(s) (Y null) skipped",
+        "a/b: likelihood table t.json agrees with the raw records",
+    ]
+    assert notes_digest(notes) == [
+        "swebench_lite/gpt5_mini: used the raw records full/gpt5_mini/critic_results.jsonl (900 patches, "
+        "prior 0.259), not the released table rel/gpt5_mini/likelihood_tables.json "
+        "(135 patches, prior 0.496)",
+        "x.jsonl: 3 unlabelled row(s) (Y null) skipped",
+        "1 released likelihood table(s) agree with the raw records (counted once)",
+        "skipped 1 superseded run(s) (--include-superseded loads them)",
+    ]
+
+
+def test_choices_summary_is_short():
+    buf = io.StringIO()
+    choices_summary("data choices", [f"note {i}" for i in range(20)], limit=3, stream=buf)
+    assert buf.getvalue().splitlines() == [
+        "[bpc] data choices:",
+        "  - note 0",
+        "  - note 1",
+        "  - note 2",
+        "  … and 17 more (all in the output's notes)",
+    ]
+    empty = io.StringIO()
+    choices_summary("data choices", [], stream=empty)
+    assert empty.getvalue() == ""
