@@ -30,7 +30,7 @@ demo: $(VENV)/.installed
 	$(BIN)/bpc demo --out $(OUT)
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -n 2 --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=15
 
 analyses: $(VENV)/.installed-dev
 	$(BIN)/bpc analyses --out bpc-analyses

@@ -76,7 +76,7 @@ Pools
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -258,7 +258,7 @@ def critic_coordinate(critics: Sequence[str]) -> tuple[str, ...]:
     return CRITICS if _paper_names(critics) else critics
 
 
-def decision_critics(critics: Sequence[str]) -> tuple[str, ...]:
+def decision_critics(critics: Iterable[str]) -> tuple[str, ...]:
     """The critics controllers and the model use by default, given a ``critic`` coordinate.
 
     The paper's :data:`~bpc.constants.PAPER_CRITICS` when every name is a

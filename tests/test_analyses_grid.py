@@ -2,10 +2,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bpc.experiments.grid import cell_utilities, cost_points, prepare_cells, utility_grid
 from bpc.costs import named_costs
-from bpc.replay.engine import POLICIES, replay_pool
 from bpc.data.simulate import simulate_panel
+from bpc.experiments.grid import cell_utilities, cost_points, prepare_cells, utility_grid
+from bpc.replay.engine import POLICIES, replay_pool
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bpc.data.counts import cell_counts, merge_counts
+from bpc.estimate.laplace import laplace
 from bpc.report.tables import (
     delta_table,
     gap_table,
@@ -11,8 +13,6 @@ from bpc.report.tables import (
     winner_mask,
     write_table,
 )
-from bpc.data.counts import cell_counts, merge_counts
-from bpc.estimate.laplace import laplace
 
 
 def _counts():

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpc.costs import Costs
-from bpc.replay.profiles import PAPER, PAPER_RELEASE
 from bpc.replay.engine import BASELINES, replay_baseline, replay_pool, replay_refinement, trajectory_matrix
+from bpc.replay.profiles import PAPER, PAPER_RELEASE
 from bpc.schema import Pool
 
 COSTS = Costs(c_gen=10, c_ver=5, reward=100, critic={"syn": 1, "test": 2, "llm": 3})

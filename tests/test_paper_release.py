@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from bpc.constants import PAPER_CRITICS
-from bpc.data.corpus import load_corpus, read_transition_kernel
 from bpc.costs import named_costs
+from bpc.data.corpus import load_corpus, read_transition_kernel
 from bpc.decide.kernels.belief import REGENERATE, STOP, VERIFY
+from bpc.replay.engine import kernel_probabilities, replay_cells
 from bpc.replay.paper_release import iid_baseline_kernel, snap_index, solve_release_dp
 from bpc.replay.profiles import PAPER_RELEASE, canonical_policy
-from bpc.replay.engine import kernel_probabilities, replay_cells
 
 GENERATORS = ("gpt5_mini", "haiku45", "qwen3_coder")
 METRICS = {

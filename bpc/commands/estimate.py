@@ -75,7 +75,7 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
     rows = []
     for b in params.benchmark.values:
         for g in params.generator.values:
-            cell = {"benchmark": str(b), "generator": str(g)}
+            cell: dict[str, str | float] = {"benchmark": str(b), "generator": str(g)}
             c = counts.sel(benchmark=b, generator=g)
             p = params.sel(benchmark=b, generator=g)
             source = str(c["source"].item())

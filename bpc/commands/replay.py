@@ -148,7 +148,7 @@ def format_table(df) -> str:
         head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
         lines.append(f"{head}   {ci}")
         for r in block.itertuples(index=False):
-            label = POLICY_LABELS.get(r.policy, r.policy)
+            label = POLICY_LABELS.get(str(r.policy), str(r.policy))
             n = getattr(r, "n_instances", None)
             cost = getattr(r, "cost_per_instance", float("nan"))
             flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
@@ -310,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(df))
     if not args.quiet:
         choices_summary("data choices", notes)
-    if args.out is not None:
+    if args.out is not None and out_fmt is not None:
         attrs = {
             "source": source,
             "profile": profile.name,

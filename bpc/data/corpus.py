@@ -78,7 +78,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeGuard, overload
 
 import numpy as np
 import pandas as pd
@@ -205,6 +205,26 @@ def _record_folders() -> dict[str, str]:
     return {**CORPUS_FOLDERS, **SUPERSEDED_FOLDERS}
 
 
+@overload
+def _resolve(
+    path: Path,
+    line: int | None,
+    field: str,
+    candidates: Iterable[tuple[str, str | None]],
+    *,
+    required: Literal[True] = True,
+    alias: bool = False,
+) -> str: ...
+@overload
+def _resolve(
+    path: Path,
+    line: int | None,
+    field: str,
+    candidates: Iterable[tuple[str, str | None]],
+    *,
+    required: bool,
+    alias: bool = False,
+) -> str | None: ...
 def _resolve(
     path: Path,
     line: int | None,
@@ -235,7 +255,7 @@ def _resolve(
     return values.pop()
 
 
-def _nonneg_int(value: Any) -> bool:
+def _nonneg_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
@@ -872,7 +892,7 @@ def load_corpus(
         parts.append(raw_counts)
     raw_cells = set(cell_files)
     for key, (f, cell) in tables.items():
-        if key in raw_cells:
+        if raw_counts is not None and key in raw_cells:
             raw_cell = raw_counts.sel(benchmark=[key[0]], generator=[key[1]])
             diffs = _disagreements(raw_cell, cell)
             if diffs:

@@ -532,7 +532,7 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     for ds in datasets:
         missing = [name for name in arrays if name not in ds]
         if missing:
-            raise ValueError(f"counts Dataset lacks variable(s) {', '.join(missing)}")
+            raise ValueError(f"counts Dataset lacks variable(s) {', '.join(map(str, missing))}")
         if list(ds[DIM_LABEL].values) != list(LABELS):
             raise ValueError(f"counts Dataset has labels other than {LABELS}")
         bi = np.array([b_pos[str(b)] for b in ds[DIM_BENCHMARK].values], dtype=np.intp)

@@ -304,7 +304,7 @@ _GAP_ROWS = {
         (0.879, 0.965, 0.329),
     ),
 }
-GAP_TABLE = MappingProxyType(
+GAP_TABLE: Mapping[tuple[str, str], Mapping[str, float | None]] = MappingProxyType(
     {
         (b, g): MappingProxyType(dict(zip(("syn", "test", "llm"), gaps, strict=True)))
         for b, rows in _GAP_ROWS.items()
@@ -526,7 +526,11 @@ def estimate_kappa(records: pd.DataFrame, *, n_patches: int | None = None) -> fl
         per = per[per["count"] == n_patches]
     if per.empty:
         raise ValueError("estimate_kappa: no instances to estimate from")
-    cell = per.index.droplevel("instance_id").to_flat_index().map(lambda t: f"{t[0]}/{t[1]}")
+    idx = per.index
+    cell = [
+        f"{b}/{g}"
+        for b, g in zip(idx.get_level_values("benchmark"), idx.get_level_values("generator"), strict=True)
+    ]
     return beta_binomial_kappa(per["sum"].to_numpy(), per["count"].to_numpy(), np.asarray(cell, dtype=str))
 
 
@@ -815,11 +819,12 @@ def _instance_counts(bs: list[str], scale: float, n_instances) -> dict[str, int]
             out[b] = max(1, round(BENCHMARK_SIZES[b] * scale)) if v is None else v
     else:
         out = dict.fromkeys(bs, n_instances)
+    counts: dict[str, int] = {}
     for b, v in out.items():
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
             raise ValueError(f"simulate_panel: n_instances for {b} must be a positive integer, got {v!r}")
-        out[b] = int(v)
-    return out
+        counts[b] = int(v)
+    return counts
 
 
 def _rng(seed: int, i: int, j: int, stream: int) -> np.random.Generator:

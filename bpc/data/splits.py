@@ -225,7 +225,7 @@ class Split:
             raise ValueError(f"Split: side must be one of {SIDES}, got {side!r}")
         return self.fit if side == "fit" else self.eval
 
-    def with_fit(self, fit: Mapping[Cell, Sequence[str]]) -> Split:
+    def with_fit(self, fit: Mapping[Cell, Sequence[str] | np.ndarray]) -> Split:
         """The same split with other fit ids (e.g. a subsample of the fit side); eval unchanged.
 
         Raises
@@ -284,7 +284,10 @@ def _cell_ids(records: pd.DataFrame, cells: Sequence[Cell] | None) -> dict[Cell,
                 "i": records["instance_id"].astype(str).to_numpy(),
             }
         )
-        groups = {(b, g): np.unique(f["i"].to_numpy()) for (b, g), f in frame.groupby(["b", "g"], sort=False)}
+        groups = {
+            (str(b), str(g)): np.unique(f["i"].to_numpy())
+            for (b, g), f in frame.groupby(["b", "g"], sort=False)
+        }
     if cells is None:
         return {c: groups[c] for c in cell_order(groups)}
     wanted = [(str(b), str(g)) for b, g in cells]
@@ -345,7 +348,7 @@ def split_cells(
     for (b, g), ids in _cell_ids(records, cells).items():
         if in_sample:
             f, e = ids, ids
-        elif n_folds is not None:
+        elif n_folds is not None and fold is not None:
             f, e = fold_instances(ids, n_folds=n_folds, fold=int(fold), seed=seed)
         else:
             f, e = split_instances(ids, seed=seed, fit_fraction=fit_fraction)

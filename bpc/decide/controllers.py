@@ -586,7 +586,7 @@ class InstanceBeliefState(BeliefState):
         ``mixture="exact"``), else ``None``.
     """
 
-    mu: np.ndarray = None  # type: ignore[assignment]
+    mu: np.ndarray
     weights: np.ndarray | None = None
 
 

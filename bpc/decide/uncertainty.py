@@ -31,6 +31,7 @@ Only cells are looped over in Python; draws are always batched.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -111,7 +112,8 @@ def crossover_posterior(params: xr.DataArray | xr.Dataset) -> xr.DataArray:
 
 def _cells(params: xr.Dataset) -> list[tuple[str, str]]:
     prior = params["prior"]
-    finite = np.isfinite(prior).all(sample_dims(prior)) if sample_dims(prior) else np.isfinite(prior)
+    finite = xr.ufuncs.isfinite(prior)
+    finite = finite.all(sample_dims(prior)) if sample_dims(prior) else finite
     out = []
     for b in params[DIM_BENCHMARK].values:
         for g in params[DIM_GENERATOR].values:
@@ -214,7 +216,8 @@ def policy_uncertainty(
         out["crossover_mean"] = cross.mean(sd)
         out["crossover_ci"] = credible_interval(cross, prob=prob, kind=kind)
         pieces.append(out)
-    ds = xr.combine_by_coords(pieces, join="outer", combine_attrs="drop_conflicts")
+    # xarray annotates combine_by_coords as DataArray | Dataset; Datasets in give a Dataset out
+    ds = cast(xr.Dataset, xr.combine_by_coords(pieces, join="outer", combine_attrs="drop_conflicts"))
     ds = ds.reindex(
         {DIM_BENCHMARK: params[DIM_BENCHMARK].values, DIM_GENERATOR: params[DIM_GENERATOR].values}
     )

@@ -389,7 +389,7 @@ def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
     identified = has_data & multi & (w_a[:, 0] > 0) & (w_b[:, 0] > 0)
     rows = np.flatnonzero(has_data)
     x, y, ll = _grid_loglik(w_a[rows], w_b[rows], w_k[rows])  # (len(rows), P, K)
-    half = chi2.ppf(prob, 1) / 2.0
+    half = float(chi2.ppf(prob, 1)) / 2.0
     pi_hat = np.full(n_cells, np.nan)
     kappa_hat = np.full(n_cells, np.nan)
     boundary = np.zeros(n_cells, dtype=bool)

@@ -460,7 +460,7 @@ def p_bayes_wins(post: pd.DataFrame) -> pd.DataFrame:
     b = post[is_b].groupby(keys)["mean_utility"].max()
     o = post[~is_b].groupby(keys)["mean_utility"].max()
     wins = (b > o).astype(float).rename("p_bayes_wins").reset_index()
-    return wins.groupby(keys[:-1], as_index=False)["p_bayes_wins"].mean()
+    return wins.groupby(keys[:-1])["p_bayes_wins"].mean().reset_index()
 
 
 # ---------------------------------------------------------------------------
@@ -476,7 +476,7 @@ class RegimeResult:
         Winner at every (cell, c_ver, R) point (:func:`bpc.experiments.regime.regime_points`).
     summary : pandas.DataFrame
         Regime shares per c_ver/R band.
-    background : object
+    background : dict
         k-NN background of the winners (:func:`bpc.experiments.regime.regime_background`).
     k : int
         Neighbours of the background.
@@ -486,10 +486,10 @@ class RegimeResult:
 
     points: pd.DataFrame
     summary: pd.DataFrame
-    background: object
+    background: dict
     k: int
     posterior_points: pd.DataFrame | None = None
-    posterior_background: object | None = None
+    posterior_background: dict | None = None
 
 
 def regime_analysis(settings: AnalysisSettings, panel: Panel) -> RegimeResult | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pandas as pd
@@ -126,6 +126,19 @@ class Evidence:
     grid: pd.DataFrame | None = None
     boundaries: pd.DataFrame | None = None
     prr: pd.DataFrame | None = None
+
+    def frame(self, name: str) -> pd.DataFrame:
+        """The field ``name``, which a check may read only once :meth:`Claim.evaluate` has seen it present.
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a field or the field is ``None``.
+        """
+        value = getattr(self, name, None) if name in EVIDENCE_FIELDS else None
+        if value is None:
+            raise ValueError(f"Evidence.frame: {name!r} is missing; expected one of {EVIDENCE_FIELDS}")
+        return value
 
 
 @dataclass(frozen=True)
@@ -249,7 +262,7 @@ def _paper_prior_span() -> str:
 
 
 def _check_prior_span(ev: Evidence) -> Finding:
-    p = ev.cells["prior"].to_numpy(dtype=float)
+    p = ev.frame("cells")["prior"].to_numpy(dtype=float)
     p = p[np.isfinite(p)]
     if p.size < 2:
         return _no_cells("two cells with a prior")
@@ -274,7 +287,7 @@ def _gap_means(gaps: Mapping[str, Sequence[float]]) -> dict[str, float]:
 def _paper_gaps() -> str:
     from bpc.data.simulate import GAP_TABLE
 
-    gaps = {c: [np.nan if row[c] is None else row[c] for row in GAP_TABLE.values()] for c in PAPER_CRITICS}
+    gaps = {c: [np.nan if (g := row[c]) is None else g for row in GAP_TABLE.values()] for c in PAPER_CRITICS}
     means = _gap_means(gaps)
     test = np.array([g for g in gaps["test"] if np.isfinite(g)])
     return (
@@ -287,16 +300,16 @@ def _paper_gaps() -> str:
 def _check_critics(ev: Evidence) -> Finding:
     from bpc.experiments.informativeness import gap_summary
 
-    crit = [c for c in PAPER_CRITICS if f"gap_{c}" in ev.cells.columns]
+    crit = [c for c in PAPER_CRITICS if f"gap_{c}" in ev.frame("cells").columns]
     if "test" not in crit or len(crit) < 2:
         return _no_cells("public-test critic")
-    summ = gap_summary(ev.cells, critics=crit).set_index("critic")
+    summ = gap_summary(ev.frame("cells"), critics=crit).set_index("critic")
     means = summ["mean_gap"].astype(float)
     if not np.isfinite(means["test"]):
         return _no_cells("cell with a public-test critic")
     most = means.idxmax()
     least = means.idxmin()
-    share = float(summ.loc["test", f"share_gap_ge_{NEAR_ORACLE_GAP}"])
+    share = float(summ[f"share_gap_ge_{NEAR_ORACLE_GAP}"].astype(float)["test"])
     # holds: test has the largest mean gap and syn the smallest; partly: test the largest only
     if most == "test":
         verdict = "holds" if least == "syn" else "partly"
@@ -323,15 +336,15 @@ def _band_check(band: str, regime: str) -> Callable[[Evidence], Finding]:
     def check(ev: Evidence) -> Finding:
         from bpc.experiments.regime import REGIMES, regime_summary
 
-        summ = regime_summary(ev.regime).set_index("band")
-        if band not in summ.index or not summ.loc[band, "n_points"]:
+        summ = regime_summary(ev.frame("regime")).set_index("band")
+        n_points = int(summ["n_points"].astype(int)[band]) if band in summ.index else 0
+        if not n_points:
             return _no_cells(f"grid point with {band}")
-        row = summ.loc[band]
-        shares = {r: float(row[f"share_{r}"]) for r in REGIMES}
+        shares = {r: float(summ[f"share_{r}"].astype(float)[band]) for r in REGIMES}
         s = shares[regime]
-        top = max(shares, key=shares.get)
+        top = max(shares, key=shares.__getitem__)
         verdict = "holds" if s > 0.5 else "partly" if top == regime or s >= 0.25 else "does not hold"
-        value = f"{regime} wins {s:.1%} of {int(row['n_points']):,} points (" + ", ".join(
+        value = f"{regime} wins {s:.1%} of {n_points:,} points (" + ", ".join(
             f"{r} {v:.1%}" for r, v in shares.items() if r != regime
         )
         return Finding(verdict, value + ")", {f"share_{r}": v for r, v in shares.items()})
@@ -346,7 +359,8 @@ def _check_dp_greedy_grid(ev: Evidence) -> Finding:
     10% of them, or on at least half the points of another band (DP pulls
     ahead, but at other costs); does not hold otherwise.
     """
-    g = ev.grid[ev.grid["policy"].isin(BAYESIAN_POLICIES)]
+    grid = ev.frame("grid")
+    g = grid[grid["policy"].isin(BAYESIAN_POLICIES)]
     keys = [*CELL_KEYS, "c_ver", "reward"]
     wide = g.pivot_table(index=keys, columns="policy", values="mean_utility", sort=False).dropna()
     if not set(BAYESIAN_POLICIES) <= set(wide.columns) or wide.empty:
@@ -375,7 +389,7 @@ def _check_crossover(ev: Evidence) -> Finding:
     the boundaries rise with the prior (Spearman ρ ≥ 0.5 over ≥ 4 cells);
     does not hold otherwise.
     """
-    b = ev.boundaries
+    b = ev.frame("boundaries")
     b = b[b["from"] == "always_verify"].sort_values("c_ver").groupby(CELL_KEYS, sort=False).head(1)
     b = b[np.isfinite(b["analytic_c_ver"].to_numpy(dtype=float)) & (b["analytic_c_ver"] > 0)]
     if b.empty:
@@ -383,7 +397,8 @@ def _check_crossover(ev: Evidence) -> Finding:
     r = (b["c_ver"] / b["analytic_c_ver"]).to_numpy(dtype=float)
     within = (r >= 1 / CROSSOVER_FACTOR) & (r <= CROSSOVER_FACTOR)
     share = float(within.mean())
-    rho = float(spearmanr(b["c_ver"], b["analytic_c_ver"]).statistic) if len(b) >= 4 else np.nan
+    # scipy's @xp_capabilities decorator erases spearmanr's return type; item 0 is the statistic
+    rho = float(cast(float, spearmanr(b["c_ver"], b["analytic_c_ver"])[0])) if len(b) >= 4 else np.nan
     tracks = np.isfinite(rho) and rho >= 0.5
     verdict = _grade(share, holds=0.75, partly=0.25)
     if verdict == "does not hold" and tracks:
@@ -400,7 +415,7 @@ def _check_crossover(ev: Evidence) -> Finding:
 
 def _check_best_of_3(ev: Evidence) -> Finding:
     """best_of_3's eval Δ < 0: holds on every cell, partly on at least half."""
-    wide = _deltas(ev.replay)
+    wide = _deltas(ev.frame("replay"))
     if "best_of_3" not in wide.columns:
         return _no_cells("replay of best_of_3")
     d = wide["best_of_3"].dropna()
@@ -420,7 +435,7 @@ def _check_self_refine_lcb(ev: Evidence) -> Finding:
     holds: on at least the paper's share (22/24) less 0.1; partly: on at
     least half; does not hold otherwise.
     """
-    wide = _deltas(ev.replay)
+    wide = _deltas(ev.frame("replay"))
     bayes = _cols(wide, BAYESIAN_POLICIES)
     if "self_refine" not in wide.columns or not bayes:
         return _no_cells("replay of self_refine and a Bayesian controller")
@@ -443,7 +458,7 @@ def _check_refinement_wins(ev: Evidence) -> Finding:
     holds: on at most the paper's share (6/54) plus 0.1; partly: at most
     0.35; does not hold otherwise.
     """
-    wide = _deltas(ev.replay)
+    wide = _deltas(ev.frame("replay"))
     ref = _cols(wide, REFINEMENT_POLICIES)
     if not ref:
         return _no_cells("replay of Self-Refine / Reflexion")
@@ -470,7 +485,7 @@ def _check_swe_bayes(ev: Evidence) -> Finding:
 
     holds: on every SWE-Bench cell; partly: on at least half.
     """
-    wide = _deltas(ev.replay)
+    wide = _deltas(ev.frame("replay"))
     bayes = _cols(wide, BAYESIAN_POLICIES)
     w = _swe(wide)
     if w.empty or not bayes:
@@ -492,12 +507,13 @@ def _check_swe_refinement(ev: Evidence) -> Finding:
 
     holds: eval Δ < 0 on every (SWE-Bench cell, policy) pair; partly: on at least half.
     """
-    wide = _deltas(ev.replay)
+    wide = _deltas(ev.frame("replay"))
     pols = _cols(wide, [*REFINEMENT_POLICIES, "best_of_3"])
     w = _swe(wide)
     if w.empty or not pols:
         return _no_cells("SWE-Bench cell")
-    d = w[pols].stack().dropna()
+    d = w[pols].to_numpy(dtype=float).ravel()
+    d = d[~np.isnan(d)]
     k, n = int((d < -DELTA_TOL).sum()), len(d)
     verdict = _every(k, n)
     per = ", ".join(f"{p} {int((w[p] < -DELTA_TOL).sum())}/{int(w[p].notna().sum())}" for p in pols)
@@ -513,7 +529,7 @@ def _check_no_overfitting(ev: Evidence) -> Finding:
     """
     from bpc.experiments.train_eval import train_eval_table
 
-    rep = ev.replay
+    rep = ev.frame("replay")
     if "split" not in rep.columns or not {"fit", "eval"} <= set(rep["split"]):
         return Finding("not evaluated", "needs the replay of both splits")
     tab = train_eval_table(rep)
@@ -547,10 +563,10 @@ def _check_dp_greedy_pfix(ev: Evidence) -> Finding:
     the cells with p̂_fix below it, those where the two converge. holds:
     both ≥ 0.8; partly: one of them; does not hold otherwise.
     """
-    wide = _deltas(ev.replay)
+    wide = _deltas(ev.frame("replay"))
     if not set(BAYESIAN_POLICIES) <= set(wide.columns):
         return _no_cells("replay of both Bayesian controllers")
-    cells = ev.cells.set_index(CELL_KEYS)["p_fix"]
+    cells = ev.frame("cells").set_index(CELL_KEYS)["p_fix"]
     diff = (wide["bayesian_dp"] - wide["bayesian_greedy"]).dropna()
     pfix = cells.reindex(diff.index).to_numpy(dtype=float)
     ok = np.isfinite(pfix)
@@ -577,7 +593,7 @@ def _check_prr(ev: Evidence) -> Finding:
 
     holds: belief higher; partly: equal; does not hold: lower.
     """
-    t = ev.prr
+    t = ev.frame("prr")
     t = t[(t["generator"] == "pooled") & t["benchmark"].isin(["lcb_medium", "lcb_hard"])]
     if t.empty or not {"prr_belief", "prr_tool_success"} <= set(t.columns):
         return _no_cells("pooled LCB-medium / LCB-hard PRR")
@@ -880,9 +896,11 @@ def panel_evidence(
         unc = ex.uncertainty_analysis(plug_in, panel)
         out["prr"] = None if unc is None else unc[0]
     if raw and "regime" in fields:
-        out["regime"] = ex.regime_analysis(plug_in, panel).points
+        regime = ex.regime_analysis(plug_in, panel)
+        out["regime"] = None if regime is None else regime.points
     if raw and "boundaries" in fields:
-        out["boundaries"] = ex.sweep_analysis(plug_in, panel).boundaries
+        sweep = ex.sweep_analysis(plug_in, panel)
+        out["boundaries"] = None if sweep is None else sweep.boundaries
     if raw and "grid" in fields:
         out["grid"] = ex.panel_grid(plug_in, panel)
     return Evidence(**out)

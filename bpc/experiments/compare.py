@@ -29,7 +29,10 @@ The comparison runs in five steps, each in its own module:
    draw, and the per-draw plug-in DP on the observed eval instances.
 5. **Policy uncertainty and data efficiency**: posterior probability of
    each first action (:func:`posterior_policy_uncertainty`) and the
-   data-efficiency refits (:mod:`bpc.experiments.efficiency`).
+   data-efficiency refits (:mod:`bpc.experiments.efficiency`). The refits
+   start on a worker thread as soon as the posterior is fitted and sample
+   while steps 3-4 replay on this one (NUTS releases the GIL; every refit has
+   its own seed, so the numbers do not depend on the overlap).
 
 :func:`compare` runs them all and returns a :class:`CompareResult`; the
 tables, figures and ``report.md`` are written by :mod:`bpc.report.compare`.

@@ -26,10 +26,11 @@ and smooths it with a k-NN mean.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
-from scipy.spatial import cKDTree
+from scipy.spatial import KDTree
 
 from bpc.constants import REGIME_KNN_K
 
@@ -90,8 +91,9 @@ def winners(utilities: pd.DataFrame, *, keys: Sequence[str]) -> pd.DataFrame:
     df = utilities.dropna(subset=["mean_utility"]).copy()
     df["_rank"] = df["policy"].map(order)
     df = df.sort_values([*keys, "mean_utility", "_rank"], ascending=[True] * len(keys) + [False, True])
-    first = df.groupby(keys, sort=False).nth(0)
-    second = df.groupby(keys, sort=False).nth(1)
+    # pandas-stubs annotate GroupBy.nth as DataFrame | Series; a DataFrameGroupBy's is a DataFrame
+    first = cast(pd.DataFrame, df.groupby(keys, sort=False).nth(0))
+    second = cast(pd.DataFrame, df.groupby(keys, sort=False).nth(1))
     out = first[[*keys, "policy", "mean_utility"]].rename(
         columns={"policy": "winner", "mean_utility": "best_utility"}
     )
@@ -144,7 +146,7 @@ def _neighbours(points: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     k = int(min(k, len(points)))
     if k < 1:
         raise ValueError("k-NN: need at least one point")
-    _, idx = cKDTree(points).query(queries, k=k)
+    _, idx = KDTree(points).query(queries, k=k)
     return idx.reshape(len(queries), k)
 
 

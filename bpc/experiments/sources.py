@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import xarray as xr
 
@@ -142,7 +143,7 @@ def source_counts(
     data: CompareData,
     split: Split,
     *,
-    fit_ids: Mapping[Cell, Sequence[str]] | None = None,
+    fit_ids: Mapping[Cell, Sequence[str] | np.ndarray] | None = None,
     keep_measured_kernels: bool = True,
 ) -> xr.Dataset:
     """Counts to calibrate on: replayed cells from their fit instances only, other cells unchanged.

@@ -16,24 +16,25 @@ band (:data:`~bpc.constants.CI_PROB`) at every c_ver.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from bpc.constants import CI_PROB
 
 __all__ = ["leader_changes", "sweep_boundaries", "sweep_bands"]
 
 
-def leader_changes(c_ver: Sequence[float], deltas: dict[str, Sequence[float]]) -> list[dict]:
+def leader_changes(c_ver: ArrayLike, deltas: Mapping[str, ArrayLike]) -> list[dict]:
     """Leader-change boundaries of one sweep.
 
     Parameters
     ----------
-    c_ver : sequence of float
+    c_ver : array_like of float
         Increasing verifier costs, shape ``(m,)``.
-    deltas : dict of str to sequence of float
+    deltas : mapping of str to array_like of float
         Δ per policy at each c_ver (``NaN`` = policy undefined). Policies are
         tie-broken in insertion order.
 

@@ -269,7 +269,7 @@ def _regime_map(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
             tuple(figs),
         )
     )
-    if res.posterior_points is not None:
+    if res.posterior_points is not None and res.posterior_background is not None:
         figs = plot_regime_posterior(
             res.posterior_points,
             res.posterior_background,

@@ -183,12 +183,11 @@ def efficiency_paragraph(eff: pd.DataFrame, *, tol: float = 0.5) -> str:
             wins = (diff >= 0).groupby(level="k").mean()
             labels = s.drop_duplicates("k").set_index("k")["k_label"]
             items = [
-                f"k={labels[k]}: {row['mean']:+.2f} "
-                f"({wins[k]:.0%} of {int(row['count'])} subsample(s) ≥ Laplace)"
-                for k, row in by_k.iterrows()
+                f"k={labels[k]}: {mean:+.2f} ({wins[k]:.0%} of {int(count)} subsample(s) ≥ Laplace)"
+                for k, mean, count in zip(by_k.index, by_k["mean"], by_k["count"], strict=True)
             ]
             small = by_k.index.min()
-            d_small = by_k.loc[small, "mean"]
+            d_small = float(by_k["mean"].astype(float)[small])
             if d_small > tol:
                 verdict = "pooling paid at the smallest calibration size"
             elif d_small < -tol:

@@ -278,7 +278,7 @@ def abstention_mask(table: pd.DataFrame) -> pd.DataFrame:
     for i, listed in enumerate(table["wins_by_abstaining"].fillna("")):
         for policy in filter(None, (p.strip() for p in str(listed).split(","))):
             if policy in mask.columns:
-                mask.iat[i, mask.columns.get_loc(policy)] = True
+                mask.iat[i, list(mask.columns).index(policy)] = True
     return mask
 
 
@@ -295,7 +295,7 @@ def winner_mask(table: pd.DataFrame, columns: Sequence[str], *, decimals: int = 
     return mask
 
 
-def _latex_escape(text: str) -> str:
+def _latex_escape(text: object) -> str:
     """Escape LaTeX specials and spell the Unicode symbols bpc uses in captions."""
     out = str(text)
     for a, b in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
@@ -367,13 +367,14 @@ def latex_table(
                 text = text + r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else text
                 text = f"${text}$"
             else:
+                name = str(v)
                 if pretty_names and c == "benchmark":
-                    v = BENCHMARK_LABELS.get(v, v)
+                    name = BENCHMARK_LABELS.get(name, name)
                 elif pretty_names and c == "generator":
-                    v = GENERATOR_LABELS.get(v, v)
+                    name = GENERATOR_LABELS.get(name, name)
                 elif pretty_names and c == "winner":
-                    v = POLICY_LABELS.get(v, v)
-                text = _latex_escape(v)
+                    name = POLICY_LABELS.get(name, name)
+                text = _latex_escape(name)
                 if bold is not None and bool(bold.iat[i, j]):
                     text = rf"\textbf{{{text}}}"
             cells.append(text)

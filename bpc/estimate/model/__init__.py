@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from bpc.estimate.model.build import DIM_OBS, DIM_RATE, build_model, observations, rate_counts
 from bpc.estimate.model.diagnostics import ConvergenceWarning, Diagnostics, diagnose, params_table
-from bpc.estimate.model.fit import Refitter, cell_rates, counts_of, fit, posterior_params, resolve_sampler, spec_of
+from bpc.estimate.model.fit import (
+    Refitter,
+    cell_rates,
+    counts_of,
+    fit,
+    posterior_params,
+    resolve_sampler,
+    spec_of,
+)
 from bpc.estimate.model.io import SpecMismatchError, load, save
 from bpc.estimate.model.spec import RATE_KINDS, ModelSpec, rate_names
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.colors import BoundaryNorm, ListedColormap, SymLogNorm
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -106,7 +107,7 @@ def plot_regime_map(
     ax.set_xlim(0, 1)
     ax.set_xlabel("prior P(Y=1) of the cell (Laplace estimate)")
     ax.set_ylabel("verification cost / reward  C_ver / R  (log scale)")
-    handles = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
+    handles: list[Artist] = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
     handles.append(Line2D([], [], color="black", ls="--", label="c_ver/R = P(Y=1)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="winner")
     n_cells = points[["benchmark", "generator"]].drop_duplicates().shape[0]
@@ -295,7 +296,8 @@ def plot_informativeness(
         ax.set_xlabel("prior P(Y=1)")
         ax.set_title(_CRITIC_TITLES.get(crit, crit) + f"  ({ok.sum()} cells)", fontsize=10)
     axes[0, 0].set_ylabel("critic gap γ = TPR − FPR")
-    fig.colorbar(sc, ax=axes[0].tolist(), label="Δ of best Bayesian controller vs always_verify (symlog)")
+    if sc is not None:
+        fig.colorbar(sc, ax=axes[0].tolist(), label="Δ of best Bayesian controller vs always_verify (symlog)")
     if not np.isfinite(vals).all():
         axes[0, -1].scatter([], [], facecolors="none", edgecolors="grey", label="no raw records (no replay)")
         axes[0, -1].legend(loc="lower right", fontsize=8)

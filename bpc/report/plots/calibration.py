@@ -64,7 +64,7 @@ def plot_priors(params: xr.Dataset, path: str | Path, *, interval: str = "prior_
         ax.scatter(
             prior[ok], y[ok], color=color, marker=marker, s=28, zorder=3, label=GENERATOR_LABELS.get(gen, gen)
         )
-    ax.set_yticks(np.arange(len(benchmarks)), [BENCHMARK_LABELS.get(b, b) for b in benchmarks])
+    ax.set_yticks(np.arange(len(benchmarks)), [BENCHMARK_LABELS.get(str(b), str(b)) for b in benchmarks])
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("prior pass probability P(Y=1) of a fresh patch")

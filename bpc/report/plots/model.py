@@ -303,7 +303,7 @@ def plot_shrinkage(
                 part["laplace"],
                 part["mean"],
                 c=colors,
-                marker=markers.get(crit, "o"),
+                marker=markers.get(str(crit), "o"),
                 s=16,
                 label=crit or None,
             )

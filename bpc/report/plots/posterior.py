@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
+from matplotlib.artist import Artist
 from matplotlib.colors import to_rgb
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -151,7 +152,7 @@ def plot_action_probabilities(
         tw.set_ylim(0, max(1.0, float(np.log2(len(actions)))))
         tw.set_ylabel("entropy (bits)", fontsize=8)
     shown = [a for a in actions if a in seen]
-    handles = [Patch(color=ACTION_COLORS.get(a, OKABE_ITO[7]), label=a) for a in shown]
+    handles: list[Artist] = [Patch(color=ACTION_COLORS.get(a, OKABE_ITO[7]), label=a) for a in shown]
     handles.append(Line2D([], [], color="k", lw=1.2, label="entropy (bits)"))
     height = fig.get_figheight()
     fig.suptitle(
@@ -382,7 +383,7 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
         ax.axvline(0, color="k", lw=0.6)
         labels = []
         for r in sub.itertuples(index=False):
-            text = POLICY_LABELS.get(r.policy, r.policy)
+            text = POLICY_LABELS.get(str(r.policy), str(r.policy))
             if bool(getattr(r, "wins_by_abstaining", False)):
                 text += " †"
             rate, n = getattr(r, "pass_rate", np.nan), getattr(r, "n_eval", np.nan)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.patches import Patch
 
 from bpc.constants import BOOTSTRAP_PROB
@@ -121,7 +122,7 @@ def plot_delta_bars(
         ax.axvline(0.0, color="black", lw=0.6)
         labels = []
         for r, f in zip(block.itertuples(index=False), flags, strict=True):
-            name = POLICY_LABELS.get(r.policy, r.policy) + (f" {ABSTAIN_MARK}" if f else "")
+            name = POLICY_LABELS.get(str(r.policy), str(r.policy)) + (f" {ABSTAIN_MARK}" if f else "")
             labels.append(name + (" (reference)" if r.policy == REFERENCE_POLICY else ""))
         ax.set_yticks(y, labels, fontsize=8)
         if {"pass_rate", "n_instances"} <= set(block.columns):
@@ -138,7 +139,7 @@ def plot_delta_bars(
     for ax in axes.ravel()[len(cells) :]:
         ax.set_visible(False)
     where = f"{split} split" if "split" in df.columns else "in-sample"
-    handles = [
+    handles: list[Artist] = [
         plt.Line2D([], [], color="black", lw=1.0, marker="o", mfc="#999999", label=f"Δ with {_CI_LABEL}")
     ]
     if any_flag:
@@ -268,7 +269,10 @@ def plot_delta_heatmap(
     bar = fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02, extend="both")
     bar.set_label(f"Δ utility (utility units, R = {reward:g})")
     fig.canvas.draw()  # where the rotated policy names end, so the legend sits just below them
-    bottom = ax.get_tightbbox(fig.canvas.get_renderer()).transformed(ax.transAxes.inverted()).y0
+    box = ax.get_tightbbox()  # the figure's renderer, which draw() just used
+    if box is None:
+        raise RuntimeError("plot: the heatmap axes have no extent to place the legend under")
+    bottom = box.transformed(ax.transAxes.inverted()).y0
     ax.legend(
         handles=handles, loc="upper center", bbox_to_anchor=(0.5, bottom), ncol=3, fontsize=7, frameon=False
     )
