@@ -44,6 +44,7 @@ from bpc.constants import DEFAULT_SEED, PAPER_CRITICS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.splits import Cell, Split
 from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
+from bpc.schema import Pool
 
 __all__ = [
     "EFFICIENCY_K",
@@ -204,7 +205,9 @@ def efficiency_experiment(
     # controllers. Each call has its own seed, so the draws do not depend on the overlap.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpc-refit") as worker:
         futures = [
-            worker.submit(posterior_fn, run[3], int(seed) + 7919 * j) if hier else None
+            worker.submit(posterior_fn, run[3], int(seed) + 7919 * j)
+            if hier and posterior_fn is not None
+            else None
             for j, run in enumerate(runs, 1)
         ]
         try:
@@ -234,7 +237,7 @@ def _efficiency_rows(
     runs: Sequence[tuple[int | None, int, dict[Cell, np.ndarray], xr.Dataset]],
     *,
     posteriors: Sequence[Future | None],
-    pools: dict[Cell, object],
+    pools: dict[Cell, Pool],
     ref: dict[Cell, np.ndarray],
     cost_fn: Callable,
     methods: Sequence[str],

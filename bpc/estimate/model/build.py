@@ -59,6 +59,8 @@ generator), data ``inst_cell`` / ``inst_m`` / ``inst_k`` / ``inst_w``
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -307,6 +309,29 @@ def _hyper(spec: ModelSpec, name: str, param: str) -> np.ndarray:
     return np.array([spec.hyperprior(rate, name)[param] for rate in spec.rates])
 
 
+def _data(name: str, values: np.ndarray, *, dims: str | tuple[str, ...]) -> pt.TensorVariable:
+    """``pm.Data`` typed as the tensor it is (PyMC annotates a shared variable or a constant).
+
+    ``pt.as_tensor_variable`` returns the registered data variable itself, so refits that set
+    its value by name (:class:`bpc.estimate.model.fit.Refitter`) see no difference.
+    """
+    return pt.as_tensor_variable(pm.Data(name, values, dims=dims))
+
+
+def _tensor(value: object) -> pt.TensorVariable:
+    """``value`` as the tensor it is at run time.
+
+    pytensor annotates its elementwise functions (``pt.exp``, ``pm.math.sigmoid``) as returning
+    ``None`` and ``pm.logp`` as a variable or list; this is the one place that says otherwise.
+    """
+    return pt.as_tensor_variable(cast(Any, value))
+
+
+def _deterministic(name: str, value: object, *, dims: str | tuple[str, ...]) -> pt.TensorVariable:
+    """``pm.Deterministic`` typed as the tensor it returns (PyMC annotates a generic variable)."""
+    return _tensor(pm.Deterministic(name, _tensor(value), dims=dims))
+
+
 def _effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
     """Group effects β[rate, level], centred for the spec's centred kinds, non-centred otherwise.
 
@@ -330,7 +355,7 @@ def _effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
         raw = pm.ZeroSumNormal(name, sigma=raw_sigma, dims=dims, n_zerosum_axes=1)
     else:
         raw = pm.Normal(name, 0.0, raw_sigma, dims=dims)
-    return pm.Deterministic(f"beta_{level_dim}", scale * raw, dims=dims)
+    return _deterministic(f"beta_{level_dim}", scale * raw, dims=dims)
 
 
 def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
@@ -376,19 +401,19 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
         coords[DIM_INST_CLASS] = np.arange(inst.sizes[DIM_INST_CLASS])
     s0 = shape_offset(spec)
     with pm.Model(coords=coords) as model:
-        n = pm.Data("n", obs["n"].values, dims=DIM_OBS)
-        k = pm.Data("k", obs["k"].values, dims=DIM_OBS)
-        r_idx = pm.Data("rate_idx", obs["rate_idx"].values, dims=DIM_OBS)
+        n = _data("n", obs["n"].values, dims=DIM_OBS)
+        k = _data("k", obs["k"].values, dims=DIM_OBS)
+        r_idx = _data("rate_idx", obs["rate_idx"].values, dims=DIM_OBS)
         alpha = pm.Normal(
             "alpha", mu=_hyper(spec, "alpha", "mu"), sigma=_hyper(spec, "alpha", "sigma"), dims=DIM_RATE
         )
         effects = {dim: _effect(spec, dim) for dim in (DIM_BENCHMARK, DIM_GENERATOR) if dim in spec.effects}
         logit_mu = alpha[r_idx]
         if DIM_BENCHMARK in effects:
-            b_idx = pm.Data("benchmark_idx", obs["benchmark_idx"].values, dims=DIM_OBS)
+            b_idx = _data("benchmark_idx", obs["benchmark_idx"].values, dims=DIM_OBS)
             logit_mu = logit_mu + effects[DIM_BENCHMARK][r_idx, b_idx]
         if DIM_GENERATOR in effects:
-            g_idx = pm.Data("generator_idx", obs["generator_idx"].values, dims=DIM_OBS)
+            g_idx = _data("generator_idx", obs["generator_idx"].values, dims=DIM_OBS)
             logit_mu = logit_mu + effects[DIM_GENERATOR][r_idx, g_idx]
         log_kappa = pm.Normal(
             "log_kappa",
@@ -396,7 +421,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
             sigma=_hyper(spec, "log_kappa", "sigma"),
             dims=DIM_RATE,
         )
-        kappa = pm.Deterministic("kappa", pt.exp(log_kappa), dims=DIM_RATE)
+        kappa = _deterministic("kappa", pt.exp(log_kappa), dims=DIM_RATE)
         kap = kappa[r_idx]
         pm.BetaBinomial(
             "y",
@@ -451,7 +476,7 @@ def _kappa_inst_effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
         raw = pm.ZeroSumNormal(name, sigma=1.0, dims=level_dim)
     else:
         raw = pm.Normal(name, 0.0, 1.0, dims=level_dim)
-    return pm.Deterministic(f"delta_kappa_inst_{level_dim}", sigma * raw, dims=level_dim)
+    return _deterministic(f"delta_kappa_inst_{level_dim}", sigma * raw, dims=level_dim)
 
 
 def _instance_likelihood(
@@ -462,8 +487,8 @@ def _instance_likelihood(
 ) -> None:
     """The prior under the instance model: π per cell, κ_inst per cell, histogram and table likelihoods."""
     r0 = spec.rates.index("prior")
-    cb = pm.Data("cell_benchmark_idx", inst["cell_benchmark_idx"].values, dims=DIM_PRIOR_CELL)
-    cg = pm.Data("cell_generator_idx", inst["cell_generator_idx"].values, dims=DIM_PRIOR_CELL)
+    cb = _data("cell_benchmark_idx", inst["cell_benchmark_idx"].values, dims=DIM_PRIOR_CELL)
+    cg = _data("cell_generator_idx", inst["cell_generator_idx"].values, dims=DIM_PRIOR_CELL)
     logit_mu = alpha[r0]
     if DIM_BENCHMARK in effects:
         logit_mu = logit_mu + effects[DIM_BENCHMARK][r0][cb]
@@ -475,7 +500,7 @@ def _instance_likelihood(
     w = centred_cells(inst, all_centred="prior" in spec.centered)
     raw = pm.Normal("z_pi", mu=w * logit_mu, sigma=pt.switch(w > 0, sigma_pi, 1.0), dims=DIM_PRIOR_CELL)
     logit_pi = pt.switch(w > 0, raw, logit_mu + sigma_pi * raw)
-    pi = pm.Deterministic("pi", pm.math.sigmoid(logit_pi), dims=DIM_PRIOR_CELL)
+    pi = _deterministic("pi", pm.math.sigmoid(logit_pi), dims=DIM_PRIOR_CELL)
     lk = spec.instance_priors["log_kappa"]
     log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
     log_k = log_kappa_inst + pt.zeros((len(inst["cell_benchmark_idx"]),))
@@ -485,17 +510,17 @@ def _instance_likelihood(
         log_k = log_k + delta[idx]
         grid = grid + (delta[:, None] if dim == DIM_BENCHMARK else delta[None, :])
     pm.Deterministic("kappa_inst", pt.exp(grid), dims=(DIM_BENCHMARK, DIM_GENERATOR))
-    kappa_cell = pt.exp(log_k)  # (prior_cell,)
-    c = pm.Data("inst_cell", inst["inst_cell"].values, dims=DIM_INST_CLASS)
-    m = pm.Data("inst_m", inst["inst_m"].values, dims=DIM_INST_CLASS)
-    kk = pm.Data("inst_k", inst["inst_k"].values, dims=DIM_INST_CLASS)
-    w = pm.Data("inst_w", inst["inst_w"].values, dims=DIM_INST_CLASS)
+    kappa_cell = _tensor(pt.exp(log_k))  # (prior_cell,)
+    c = _data("inst_cell", inst["inst_cell"].values, dims=DIM_INST_CLASS)
+    m = _data("inst_m", inst["inst_m"].values, dims=DIM_INST_CLASS)
+    kk = _data("inst_k", inst["inst_k"].values, dims=DIM_INST_CLASS)
+    w = _data("inst_w", inst["inst_w"].values, dims=DIM_INST_CLASS)
     a, b = pi[c] * kappa_cell[c], (1.0 - pi[c]) * kappa_cell[c]
-    logp = pm.logp(pm.BetaBinomial.dist(n=m, alpha=a, beta=b), kk)
-    pm.Potential("y_instances", pt.sum(w * logp))
-    n = pm.Data("prior_n", inst["prior_n"].values, dims=DIM_PRIOR_CELL)
-    k = pm.Data("prior_k", inst["prior_k"].values, dims=DIM_PRIOR_CELL)
-    mbar = pm.Data("prior_mbar", inst["prior_mbar"].values, dims=DIM_PRIOR_CELL)
+    logp = _tensor(pm.logp(pm.BetaBinomial.dist(n=m, alpha=a, beta=b), kk))
+    pm.Potential("y_instances", _tensor(pt.sum(w * logp)))
+    n = _data("prior_n", inst["prior_n"].values, dims=DIM_PRIOR_CELL)
+    k = _data("prior_k", inst["prior_k"].values, dims=DIM_PRIOR_CELL)
+    mbar = _data("prior_mbar", inst["prior_mbar"].values, dims=DIM_PRIOR_CELL)
     # 1 + c = (n − 1)(1 + κ)/(m̄ − 1): the variance of a sum of n / m̄ independent instances
     conc = (n - 1.0) * (1.0 + kappa_cell) / pt.maximum(mbar - 1.0, 1e-12) - 1.0
     conc = pt.clip(conc, 1e-6, C_MAX)

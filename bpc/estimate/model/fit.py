@@ -29,6 +29,7 @@ import json
 import time
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pymc as pm
@@ -54,7 +55,12 @@ __all__ = [
     "Refitter",
 ]
 
+if TYPE_CHECKING:
+    from nutpie.compile_pymc import CompiledPyMCModel
+
 SAMPLERS = ("auto", "nutpie", "pymc")
+Sampler = Literal["nutpie", "pymc"]
+"""The sampler a fit runs with, as :func:`resolve_sampler` returns it."""
 TARGET_ACCEPT = 0.9
 """NUTS target acceptance used by :func:`fit` (the default 0.8 lets a few boundary cells diverge)."""
 
@@ -72,7 +78,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def resolve_sampler(sampler: str) -> str:
+def resolve_sampler(sampler: str) -> Sampler:
     """``"nutpie"`` or ``"pymc"`` for a requested sampler (``"auto"``: nutpie when importable).
 
     Raises
@@ -91,7 +97,7 @@ def resolve_sampler(sampler: str) -> str:
         raise ImportError(
             "sampler='nutpie' requested but nutpie is not installed (pip install 'bpc[nutpie]')"
         )
-    return sampler
+    return "nutpie" if sampler == "nutpie" else "pymc"
 
 
 def counts_hash(counts: xr.Dataset) -> str:
@@ -142,7 +148,7 @@ def sample_model(
             raise ValueError(
                 f"{name} must be a {'non-negative' if name == 'tune' else 'positive'} integer, got {v!r}"
             )
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if which == "nutpie":
         kwargs["nuts"] = {"target_accept": target_accept}
     else:
@@ -286,7 +292,9 @@ def cell_rates(
         counts["critic_n"]
         .notnull()
         .any("label")
-        .reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}, fill_value=False)
+        .reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators})
+        .fillna(False)
+        .astype(bool)
         .transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
         .values
     )
@@ -652,11 +660,12 @@ class Refitter:
         self.model = build_model(template, self.spec)
         self.sampler = resolve_sampler(sampler)
         self.target_accept = float(target_accept)
-        self._compiled = None
+        self._compiled: CompiledPyMCModel | None = None
         if self.sampler == "nutpie":
             import nutpie
 
-            self._compiled = nutpie.compile_pymc_model(self.model)
+            # nutpie annotates the base class; a PyMC model always compiles to a CompiledPyMCModel
+            self._compiled = cast("CompiledPyMCModel", nutpie.compile_pymc_model(self.model))
 
     def data_for(self, counts: xr.Dataset) -> dict[str, np.ndarray]:
         """The model's data arrays for ``counts`` on the template's layout.
