@@ -36,7 +36,7 @@ import numpy as np
 
 from bpc.constants import BENCHMARKS, GENERATORS
 from bpc.costs import named_costs
-from bpc.decide.kernels.instance import instance_dp_root_values, solve_instance_exact
+from bpc.decide.kernels.instance import solve_instance_dp, solve_instance_exact
 
 CRITICS = ("syn", "test", "llm")
 
@@ -61,6 +61,20 @@ def synthetic_posterior(n_draws: int, seed: int = 20260522) -> dict[str, np.ndar
         "fpr": fpr.reshape(S, 3),
         "kappa": np.exp(log_k).reshape(S),
     }
+
+
+def instance_dp_root_values(*, chunk_size, n_threads=1, **problem):
+    """Root Q-values of the grid DP, solved ``chunk_size`` samples at a time (bounded memory)."""
+    import numpy as np
+
+    S, qs = problem["prior"].shape[0], []
+    for start in range(0, S, chunk_size):
+        one = {k: v[start : start + chunk_size] if np.ndim(v) else v for k, v in problem.items()}
+        sol = solve_instance_dp(**one)
+        pr, m = np.asarray(one["prior"]), np.asarray(one["prior"]).shape[0]
+        qs.append(sol.q_at(pr, pr, 0, 0, sol.horizon, sample_index=np.arange(m)))
+    q = np.concatenate(qs)
+    return q.max(-1), q
 
 
 def _costs() -> dict:

@@ -240,3 +240,20 @@ KAPPA_MIN = 1e-3
 """Smallest Beta concentration κ of an instance's pass rate that Laplace mode searches (ICC ≈ 0.999)."""
 KAPPA_MAX = 1e4
 """Largest κ Laplace mode searches; at this bound patches are independent for every practical purpose."""
+
+# ---------------------------------------------------------------------------
+# The decision layer's options (issue 15: one home each; bpc.decide.factory)
+# ---------------------------------------------------------------------------
+BELIEFS: tuple[str, ...] = ("iid", "instance")
+"""Belief models: patches i.i.d. given the cell (the paper's, κ = ∞) or sharing an instance pass rate (SPEC §9)."""
+MODES: tuple[str, ...] = ("plugin", "posterior_mean", "bayes_robust", "thompson", "per_draw")
+"""How parameter samples enter a decision (the index rule of :mod:`bpc.decide.controllers`)."""
+METHODS: tuple[str, ...] = ("dp", "exact", "greedy")
+"""Solvers: grid DP, exact expectimax, one-step greedy."""
+REGENERATE_MODES: tuple[str, ...] = ("fresh", "refine")
+"""How a new patch is made, in planning and acting alike: a fresh sample of the task under the
+instance belief, or a refinement through the measured fix/break kernel (SPEC §3, §9)."""
+EXTRA_BASELINES: tuple[str, ...] = ("stop", "verify_first")
+"""The two simplest policies (issue 15): stop at once; verify the first patch, then stop."""
+GATE_PREFIX = "gate_"
+"""``gate_<critic>`` runs ``<critic>`` on each patch: pass → verify, fail → regenerate."""

@@ -17,7 +17,6 @@ from bpc.decide.kernels.instance import (
     abandon_exact,
     abandon_moment,
     evaluate_instance_policy,
-    instance_dp_root_values,
     instance_greedy_q,
     make_instance_problem,
     mixture_mean,
@@ -220,13 +219,26 @@ def test_batched_equals_per_sample(seed, kw):
         )
 
 
+def dp_root(p, kw, *, chunk=64, **options):
+    """Grid-DP Q-values at each sample's root (b = μ = π, n = 0, U = ∅, h = H), solved in chunks."""
+    S = p["prior"].shape[0]
+    out = []
+    for start in range(0, S, chunk):
+        one = {k: v[start : start + chunk] for k, v in p.items()}
+        sol = solve_instance_dp(**one, **kw, **options)
+        pr, m = one["prior"], one["prior"].shape[0]
+        out.append(sol.q_at(pr, pr, 0, 0, sol.horizon, sample_index=np.arange(m)))
+    q = np.concatenate(out)
+    return q.max(-1), q
+
+
 def test_chunking_does_not_change_results():
     p = random_problem(np.random.default_rng(3), 37)
     a = solve_instance_exact(**p, **RELEASE, chunk_size=None)
     b = solve_instance_exact(**p, **RELEASE, chunk_size=5)
     np.testing.assert_array_equal(a.q, b.q)
-    v1, q1 = instance_dp_root_values(**p, **RELEASE, chunk_size=37, grid_size=21, mu_grid_size=21)
-    v2, q2 = instance_dp_root_values(**p, **RELEASE, chunk_size=4, grid_size=21, mu_grid_size=21)
+    v1, q1 = dp_root(p, RELEASE, chunk=37, grid_size=21, mu_grid_size=21)
+    v2, q2 = dp_root(p, RELEASE, chunk=4, grid_size=21, mu_grid_size=21)
     np.testing.assert_array_equal(q1, q2)
     sol = solve_instance_dp(**p, **RELEASE, grid_size=21, mu_grid_size=21)
     pr = p["prior"]
@@ -349,7 +361,7 @@ def test_grid_vs_exact_error_distribution():
     for kw in (SLOW, FAST, RELEASE):
         p = random_problem(rng, 600)
         ex = solve_instance_exact(**p, **kw, mixture="moment")
-        v, q = instance_dp_root_values(**p, **kw)
+        v, q = dp_root(p, kw)
         err = v - ex.value
         assert err.min() >= -1e-8
         assert err.max() <= 1.0

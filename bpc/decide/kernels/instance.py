@@ -70,7 +70,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
+from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE, REGENERATE_MODES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
 from bpc.decide.kernels.dp import belief_grid
 
@@ -84,12 +84,12 @@ __all__ = [
     "mixture_moments",
     "abandon_exact",
     "abandon_moment",
-    "InstanceExactSolution",
+    "ExactSolution",
+    "solve_tree",
     "solve_instance_exact",
     "evaluate_instance_policy",
     "InstanceDPSolution",
     "solve_instance_dp",
-    "instance_dp_root_values",
     "instance_greedy_q",
 ]
 
@@ -98,9 +98,6 @@ MIXTURES: tuple[str, ...] = ("exact", "moment")
 
 CRITIC_SCOPES: tuple[str, ...] = ("patch", "instance")
 """Scope of the used-critic set ``U``: reset on every new patch (the paper), or kept for the instance."""
-
-DEFAULT_DP_CHUNK = 64
-"""Samples per block of the grid DP when only root values are kept (bounds memory)."""
 
 
 # ---------------------------------------------------------------------------
@@ -113,8 +110,8 @@ class InstanceProblem:
     Attributes
     ----------
     base : Problem
-        Prior π, critic likelihoods and costs (``p_fix``/``p_break`` hold the
-        fresh-sample kernel ``π``/``1 − π`` and are not used).
+        Prior π, critic likelihoods, costs and the repair kernel
+        ``p_fix``/``p_break`` (read by ``regenerate="refine"`` only).
     kappa : numpy.ndarray
         ``(S,)`` concentration ``κ > 0`` of ``θ ~ Beta(πκ, (1 − π)κ)``;
         ``inf`` is the i.i.d. model.
@@ -154,6 +151,8 @@ def make_instance_problem(
     c_ver,
     reward,
     available=None,
+    p_fix=None,
+    p_break=None,
 ) -> InstanceProblem:
     """Validate and broadcast an instance-aware problem to ``S`` samples.
 
@@ -167,6 +166,9 @@ def make_instance_problem(
         Scalar or ``(S,)`` concentration, ``> 0``; ``inf`` = i.i.d. patches.
     critic_costs, c_gen, c_ver, reward, available
         As in :func:`bpc.decide.kernels.belief.make_problem`.
+    p_fix, p_break : array_like, optional
+        The measured repair kernel used by ``regenerate="refine"``; default
+        (``None``) the fresh-sample kernel ``π``/``1 − π``.
 
     Returns
     -------
@@ -183,8 +185,8 @@ def make_instance_problem(
         prior_arr,
         tpr,
         fpr,
-        prior_arr,
-        1.0 - prior_arr,
+        prior_arr if p_fix is None else p_fix,
+        1.0 - prior_arr if p_break is None else p_break,
         critic_costs=critic_costs,
         c_gen=c_gen,
         c_ver=c_ver,
@@ -269,7 +271,7 @@ def _safe_ratio(num, den):
     return np.where(ok, np.asarray(num) / np.where(ok, den, 1.0), 0.0)
 
 
-def abandon_exact(weights, b, mu0, kappa) -> np.ndarray:
+def abandon_exact(weights, b, mu0, kappa, *, means=None) -> np.ndarray:
     """Fold the abandoned current patch (belief ``b``) into the exact mixture.
 
     With component means ``m_j`` (:func:`pass_count_means`) and the patch's
@@ -289,6 +291,8 @@ def abandon_exact(weights, b, mu0, kappa) -> np.ndarray:
         ``(...)`` posterior belief of the abandoned patch.
     mu0, kappa : array_like
         ``(...)`` cell prior and concentration.
+    means : array_like, optional
+        The component means :func:`pass_count_means` if already computed.
 
     Returns
     -------
@@ -297,7 +301,7 @@ def abandon_exact(weights, b, mu0, kappa) -> np.ndarray:
     """
     w = np.asarray(weights, dtype=np.float64)
     n = w.shape[-1] - 1
-    m = pass_count_means(mu0, kappa, n)
+    m = pass_count_means(mu0, kappa, n) if means is None else means
     b = np.asarray(b, dtype=np.float64)
     bbar = (w * m).sum(-1)
     up = w * m * _safe_ratio(b, bbar)[..., None]
@@ -334,7 +338,7 @@ def abandon_moment(b, mu, kappa, n) -> np.ndarray:
 # exact expectimax on the reachable tree
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class InstanceExactSolution:
+class ExactSolution:
     """Exact values at the root state.
 
     Attributes
@@ -357,14 +361,15 @@ class InstanceExactSolution:
 class _Node:
     """One node of the tree: beliefs of every sample plus the discrete state."""
 
-    __slots__ = ("b", "theta", "n", "used", "key")
+    __slots__ = ("b", "theta", "n", "used", "key", "patch")
 
-    def __init__(self, b, theta, n, used, key):
+    def __init__(self, b, theta, n, used, key, patch=None):
         self.b = b  # (S,) belief of the current patch
         self.theta = theta  # exact: (S, n + 1) weights; moment: (S,) mean μ
-        self.n = n
+        self.n = n  # patches folded into the θ-belief
         self.used = used
         self.key = key  # (abandoned patches' histories..., current patch's history)
+        self.patch = n if patch is None else patch  # index of the current patch (the budget)
 
 
 class _InstanceTree:
@@ -379,8 +384,10 @@ class _InstanceTree:
         critic_scope,
         policy=None,
         samples=None,
+        regenerate="fresh",
     ):
         self.P = P
+        self.refine = regenerate == "refine"
         self.keep_used = critic_scope == "instance"
         self.mixture = mixture
         self.max_patches = max_patches
@@ -405,16 +412,7 @@ class _InstanceTree:
     def abandon(self, node: _Node, b) -> tuple[np.ndarray, np.ndarray]:
         """θ-belief after abandoning the current patch with belief ``b``, and its mean."""
         if self.mixture == "exact":
-            # abandon_exact with the component means cached
-            w, m = node.theta, self.component_means(node.n)
-            wm = w * m
-            bbar = wm.sum(-1)
-            out = np.zeros(w.shape[:-1] + (w.shape[-1] + 1,))
-            out[..., 1:] += wm * _safe_ratio(b, bbar)[..., None]
-            out[..., :-1] += (w - wm) * _safe_ratio(1 - b, 1 - bbar)[..., None]
-            total = out.sum(-1, keepdims=True)
-            fallback = np.concatenate([w, np.zeros(w.shape[:-1] + (1,))], axis=-1)
-            out = np.where(total > 0, out / np.where(total > 0, total, 1.0), fallback)
+            out = abandon_exact(node.theta, b, None, None, means=self.component_means(node.n))
             return out, (out * self.component_means(node.n + 1)).sum(-1)
         mu = abandon_moment(b, node.theta, self.P.kappa, node.n)
         return mu, mu
@@ -429,15 +427,19 @@ class _InstanceTree:
         if h == 0:
             return q
         if not self.verify_terminal:
-            failed = _Node(
-                np.zeros(S), node.theta, node.n, node.used, node.key[:-1] + (node.key[-1] + ("F",),)
-            )
+            key = node.key[:-1] + (node.key[-1] + ("F",),)
+            failed = _Node(np.zeros(S), node.theta, node.n, node.used, key, node.patch)
             q[VERIFY] = q[VERIFY] + (1 - b) * self.value(failed, h - 1)
-        if self.max_patches is None or node.n + 1 < self.max_patches:
-            theta, b_new = self.abandon(node, b)
+        if self.max_patches is None or node.patch + 1 < self.max_patches:
             used = node.used if self.keep_used else 0
             fresh = tuple((k, -1) for k in range(K) if used >> k & 1)
-            child = _Node(b_new, theta, node.n + 1, used, node.key + (fresh,))
+            if self.refine:  # the repaired patch: b through the kernel, θ-belief unchanged
+                b_new = b * (1 - P.p_break) + (1 - b) * P.p_fix
+                key = node.key[:-1] + (("R", node.key[-1]), fresh)
+                child = _Node(b_new, node.theta, node.n, used, key, node.patch + 1)
+            else:
+                theta, b_new = self.abandon(node, b)
+                child = _Node(b_new, theta, node.n + 1, used, node.key + (fresh,), node.patch + 1)
             q[REGENERATE] = self.value(child, h - 1) - P.c_gen
         nb = 1 - b
         for k in range(K):
@@ -453,7 +455,7 @@ class _InstanceTree:
                 den = num + p0 * nb
                 bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
                 hist = tuple(sorted(node.key[-1] + ((k, z),), key=repr))
-                child = _Node(bz, node.theta, node.n, node.used | 1 << k, node.key[:-1] + (hist,))
+                child = _Node(bz, node.theta, node.n, node.used | 1 << k, node.key[:-1] + (hist,), node.patch)
                 total = total + den * self.value(child, h - 1)
             q[CRITIC_OFFSET + k] = np.where(avail, total - P.critic_costs[:, k], -np.inf)
         return q
@@ -471,7 +473,9 @@ class _InstanceTree:
             if self.policy is None:
                 v = q.max(axis=0)
             else:
-                a = np.asarray(self.policy(node.b, self.mean_theta(node), node.n, node.used, h, self.samples))
+                a = np.asarray(
+                    self.policy(node.b, self.mean_theta(node), node.patch, node.used, h, self.samples)
+                )
                 a = np.broadcast_to(a, node.b.shape).astype(np.int64)
                 if (a < 0).any() or (a >= q.shape[0]).any():
                     raise ValueError(f"policy returned an action outside 0..{q.shape[0] - 1} at h={h}")
@@ -482,7 +486,9 @@ class _InstanceTree:
         return v
 
 
-def _check_common(horizon, mixture, max_patches, n_critics, used, critic_scope="patch"):
+def _check_common(horizon, mixture, max_patches, n_critics, used, critic_scope="patch", regenerate="fresh"):
+    if regenerate not in REGENERATE_MODES:
+        raise ValueError(f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {regenerate!r}")
     if critic_scope not in CRITIC_SCOPES:
         raise ValueError(f"argument 'critic_scope' must be one of {CRITIC_SCOPES}, got {critic_scope!r}")
     if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
@@ -516,10 +522,28 @@ def _root_theta(P: InstanceProblem, weights, mixture):
     return mixture_mean(w, P.base.prior, P.kappa), n0
 
 
-def _solve_tree(
-    P, b0, weights, horizon, used, mixture, max_patches, verify_terminal, critic_scope, policy, chunk_size
+def solve_tree(
+    P: InstanceProblem,
+    b0,
+    weights,
+    horizon,
+    used,
+    mixture,
+    max_patches,
+    verify_terminal,
+    critic_scope,
+    policy,
+    chunk_size,
+    regenerate="fresh",
 ):
-    _check_common(horizon, mixture, max_patches, P.n_critics, used, critic_scope)
+    """The one exact expectimax tree over a validated problem: ``(value, q)`` at the root.
+
+    Every exact solver and policy evaluator of bpc runs on it (the paper's
+    tree, :mod:`bpc.decide.kernels.exact`, is ``κ = inf``, ``"refine"``, no
+    budget, verification terminal). Arguments as in :func:`solve_instance_exact`;
+    ``policy`` (or ``None`` for the optimum) as in :func:`evaluate_instance_policy`.
+    """
+    _check_common(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
     S = P.n_samples
     theta0, n0 = _root_theta(P, weights, mixture)
     if b0 is None:
@@ -541,6 +565,7 @@ def _solve_tree(
             critic_scope,
             policy,
             np.arange(sl.start, sl.stop),
+            regenerate,
         )
         node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,))
         qc = tree.q(node, int(horizon))
@@ -569,7 +594,10 @@ def solve_instance_exact(
     critic_scope: str = "patch",
     available=None,
     chunk_size: int | None = 32768,
-) -> InstanceExactSolution:
+    regenerate: str = "fresh",
+    p_fix=None,
+    p_break=None,
+) -> ExactSolution:
     """Exact expectimax over the reachable tree with the instance belief.
 
     ``V_0 = max(0, R·b − c_ver)``; for ``h ≥ 1`` the maximum of stop (0),
@@ -609,10 +637,18 @@ def solve_instance_exact(
         the instance scope keeps the planner from buying that repeat.
     chunk_size : int or None
         Samples solved together; does not change results.
+    regenerate : {"fresh", "refine"}
+        A new patch is a fresh draw from the instance (its θ-belief folds the
+        abandoned patch in), or a refinement of the current one through the
+        repair kernel ``p_fix``/``p_break`` (``b' = b(1 − p_break) + (1 − b)p_fix``,
+        the θ-belief unchanged). ``κ = inf``, ``"refine"``, ``max_patches=None``
+        and ``verify_terminal=True`` is the paper's tree (SPEC §3).
+    p_fix, p_break : array_like, optional
+        The repair kernel of ``"refine"`` (default the fresh-sample kernel).
 
     Returns
     -------
-    InstanceExactSolution
+    ExactSolution
     """
     P = make_instance_problem(
         prior,
@@ -624,11 +660,24 @@ def solve_instance_exact(
         c_ver=c_ver,
         reward=reward,
         available=available,
+        p_fix=p_fix,
+        p_break=p_break,
     )
-    value, q = _solve_tree(
-        P, b0, weights, horizon, used, mixture, max_patches, verify_terminal, critic_scope, None, chunk_size
+    value, q = solve_tree(
+        P,
+        b0,
+        weights,
+        horizon,
+        used,
+        mixture,
+        max_patches,
+        verify_terminal,
+        critic_scope,
+        None,
+        chunk_size,
+        regenerate,
     )
-    return InstanceExactSolution(value=value, q=q)
+    return ExactSolution(value=value, q=q)
 
 
 def evaluate_instance_policy(
@@ -652,6 +701,9 @@ def evaluate_instance_policy(
     critic_scope: str = "patch",
     available=None,
     chunk_size: int | None = 32768,
+    regenerate: str = "fresh",
+    p_fix=None,
+    p_break=None,
 ) -> np.ndarray:
     """Exact expected utility of ``policy`` on the tree of :func:`solve_instance_exact`.
 
@@ -664,7 +716,7 @@ def evaluate_instance_policy(
         left; one offered action per sample.
     prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, b0, weights, horizon, used
         As in :func:`solve_instance_exact`.
-    mixture, max_patches, verify_terminal, critic_scope, available, chunk_size
+    mixture, max_patches, verify_terminal, critic_scope, available, chunk_size, regenerate, p_fix, p_break
         As in :func:`solve_instance_exact`.
 
     Returns
@@ -682,9 +734,22 @@ def evaluate_instance_policy(
         c_ver=c_ver,
         reward=reward,
         available=available,
+        p_fix=p_fix,
+        p_break=p_break,
     )
-    value, _ = _solve_tree(
-        P, b0, weights, horizon, used, mixture, max_patches, verify_terminal, critic_scope, policy, chunk_size
+    value, _ = solve_tree(
+        P,
+        b0,
+        weights,
+        horizon,
+        used,
+        mixture,
+        max_patches,
+        verify_terminal,
+        critic_scope,
+        policy,
+        chunk_size,
+        regenerate,
     )
     return value
 
@@ -712,6 +777,9 @@ def _dp_kernel(
     c_ver,
     reward,
     kappa,
+    p_fix,
+    p_break,
+    refine,
     gb,
     gm,
     H,
@@ -736,6 +804,8 @@ def _dp_kernel(
     r_ib = np.empty((N, M, G), np.int64)
     r_wm = np.empty((N, M, G))
     r_wb = np.empty((N, M, G))
+    f_ib = np.empty(G, np.int64)
+    f_wb = np.empty(G)
     for s in range(S):
         # -- per-sample precomputation: critic children along b, regeneration children (μ', μ')
         for g in range(G):
@@ -757,6 +827,9 @@ def _dp_kernel(
                     ix[k, zi, g] = i
                     aw[k, 2 * zi, g] = den * (1.0 - w)
                     aw[k, 2 * zi + 1, g] = den * w
+            i, w = _interp(b * (1.0 - p_break[s]) + nb * p_fix[s], gbm1)  # a refined patch's child
+            f_ib[g] = i
+            f_wb[g] = w
         for n in range(N):
             size = kappa[s] + n + 1.0
             for m in range(M):
@@ -786,7 +859,11 @@ def _dp_kernel(
                         Vn = value[s, h - 1, min(n + 1, N - 1), 0 if reset_used else u]
                         for m in range(M):
                             for g in range(G):
-                                if can_regen:
+                                if can_regen and refine:
+                                    ib = f_ib[g]
+                                    wb = f_wb[g]
+                                    rvm[m, g] = ((1.0 - wb) * Vn[m, ib] + wb * Vn[m, ib + 1]) - c_gen[s]
+                                elif can_regen:
                                     im = r_im[n, m, g]
                                     ib = r_ib[n, m, g]
                                     wm = r_wm[n, m, g]
@@ -864,6 +941,7 @@ class InstanceDPSolution:
     problem: InstanceProblem
     verify_terminal: bool
     critic_scope: str = "patch"
+    regenerate: str = "fresh"
 
     @property
     def horizon(self) -> int:
@@ -956,13 +1034,12 @@ class InstanceDPSolution:
             q[:, VERIFY] += np.where(live, (1 - b) * after, 0.0)
         regen_ok = live & (n + 1 < self.max_patches)
         n1 = np.minimum(n + 1, self.max_patches - 1)
-        mu2 = abandon_moment(b, mu, kappa, n)
-        q[:, REGENERATE] = np.where(
-            regen_ok,
-            self._bilinear(s, hp, n1, np.zeros_like(u) if self.critic_scope == "patch" else u, mu2, mu2)
-            - P.c_gen[s],
-            -np.inf,
-        )
+        if self.regenerate == "refine":
+            mu2, b2 = mu, b * (1 - P.p_break[s]) + (1 - b) * P.p_fix[s]
+        else:
+            mu2 = b2 = abandon_moment(b, mu, kappa, n)
+        u2 = np.zeros_like(u) if self.critic_scope == "patch" else u
+        q[:, REGENERATE] = np.where(regen_ok, self._bilinear(s, hp, n1, u2, mu2, b2) - P.c_gen[s], -np.inf)
         nb = 1 - b
         for k in range(P.n_critics):
             t, f = P.tpr[s, k], P.fpr[s, k]
@@ -1004,7 +1081,17 @@ def _check_grid_options(horizon, max_patches, grid_size, mu_grid_size, critic_sc
     belief_grid(mu_grid_size)
 
 
-def _run_dp(P: InstanceProblem, H, N, grid_size, mu_grid_size, verify_terminal, critic_scope, value):
+def _run_dp(
+    P: InstanceProblem,
+    H,
+    N,
+    grid_size,
+    mu_grid_size,
+    verify_terminal,
+    critic_scope,
+    value,
+    regenerate="fresh",
+):
     kernel = _kernels()
     B = P.base
     kernel(
@@ -1016,6 +1103,9 @@ def _run_dp(P: InstanceProblem, H, N, grid_size, mu_grid_size, verify_terminal, 
         np.ascontiguousarray(B.c_ver),
         np.ascontiguousarray(B.reward),
         np.ascontiguousarray(P.kappa),
+        np.ascontiguousarray(B.p_fix),
+        np.ascontiguousarray(B.p_break),
+        regenerate == "refine",
         belief_grid(grid_size),
         belief_grid(mu_grid_size),
         int(H),
@@ -1044,6 +1134,9 @@ def solve_instance_dp(
     verify_terminal: bool = False,
     critic_scope: str = "patch",
     available=None,
+    regenerate: str = "fresh",
+    p_fix=None,
+    p_break=None,
 ) -> InstanceDPSolution:
     """Solve the grid DP over ``(b, μ, n, U, h)`` for ``S`` samples and keep the table.
 
@@ -1067,14 +1160,17 @@ def solve_instance_dp(
         Value verification as ending the episode.
     critic_scope : {"patch", "instance"}
         Scope of the used-critic set (:func:`solve_instance_exact`).
+    regenerate, p_fix, p_break
+        How a new patch is made (:func:`solve_instance_exact`); a refined
+        patch's child is ``(b', μ)`` with ``b'`` through the repair kernel.
 
     Returns
     -------
     InstanceDPSolution
-        Memory ``S·(H+1)·N·2**K·M·G`` floats; for many samples use
-        :func:`instance_dp_root_values`, which streams them in chunks.
+        Memory ``S·(H+1)·N·2**K·M·G`` floats (solve many samples in chunks).
     """
     _check_grid_options(horizon, max_patches, grid_size, mu_grid_size, critic_scope)
+    _check_common(horizon, "moment", max_patches, 1, 0, critic_scope, regenerate)
     P = make_instance_problem(
         prior,
         tpr,
@@ -1085,10 +1181,12 @@ def solve_instance_dp(
         c_ver=c_ver,
         reward=reward,
         available=available,
+        p_fix=p_fix,
+        p_break=p_break,
     )
     H, N, K = int(horizon), int(max_patches), P.n_critics
     value = np.empty((P.n_samples, H + 1, N, 1 << K, int(mu_grid_size), int(grid_size)))
-    _run_dp(P, H, N, grid_size, mu_grid_size, verify_terminal, critic_scope, value)
+    _run_dp(P, H, N, grid_size, mu_grid_size, verify_terminal, critic_scope, value, regenerate)
     return InstanceDPSolution(
         b_grid=belief_grid(grid_size),
         mu_grid=belief_grid(mu_grid_size),
@@ -1096,94 +1194,8 @@ def solve_instance_dp(
         problem=P,
         verify_terminal=bool(verify_terminal),
         critic_scope=critic_scope,
+        regenerate=regenerate,
     )
-
-
-def instance_dp_root_values(
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    horizon: int = HORIZON,
-    max_patches: int = POOL_SIZE,
-    grid_size: int = GRID_SIZE,
-    mu_grid_size: int = GRID_SIZE,
-    verify_terminal: bool = False,
-    critic_scope: str = "patch",
-    available=None,
-    chunk_size: int = DEFAULT_DP_CHUNK,
-    n_threads: int = 1,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Grid-DP Q-values at each sample's root ``(b = μ = π, n = 0, U = ∅, h = H)``, streamed.
-
-    The full table is solved for ``chunk_size`` samples at a time and only
-    the root Q-values are kept, so memory is bounded by one chunk's table per
-    thread (``chunk_size·(H+1)·N·2**K·M·G`` floats).
-
-    Parameters
-    ----------
-    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, horizon, max_patches
-        As in :func:`solve_instance_dp`.
-    grid_size, mu_grid_size, verify_terminal, critic_scope, available
-        As in :func:`solve_instance_dp`.
-    chunk_size : int
-        Samples per streamed block.
-    n_threads : int
-        Blocks solved concurrently (the numba kernel releases the GIL).
-
-    Returns
-    -------
-    value, q : numpy.ndarray
-        ``(S,)`` root values and ``(S, A)`` root Q-values.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    _check_grid_options(horizon, max_patches, grid_size, mu_grid_size, critic_scope)
-    for name, v in (("chunk_size", chunk_size), ("n_threads", n_threads)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"argument {name!r} must be a positive integer, got {v!r}")
-    P = make_instance_problem(
-        prior,
-        tpr,
-        fpr,
-        kappa,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-    )
-    S, H, N, K = P.n_samples, int(horizon), int(max_patches), P.n_critics
-    q = np.empty((S, P.n_actions))
-    shape = (H + 1, N, 1 << K, int(mu_grid_size), int(grid_size))
-    _kernels()  # compile once before the threads start
-
-    def run(start: int) -> None:
-        sl = slice(start, min(S, start + int(chunk_size)))
-        m = sl.stop - sl.start
-        Pc = P.take(sl)
-        value = np.empty((m, *shape))
-        _run_dp(Pc, H, N, grid_size, mu_grid_size, verify_terminal, critic_scope, value)
-        sol = InstanceDPSolution(
-            belief_grid(grid_size), belief_grid(mu_grid_size), value, Pc, bool(verify_terminal), critic_scope
-        )
-        pr = Pc.base.prior
-        zeros = np.zeros(m, np.int64)
-        q[sl] = sol.q_at(pr, pr, zeros, zeros, np.full(m, H), np.arange(m))
-
-    starts = range(0, S, int(chunk_size))
-    if n_threads == 1:
-        for start in starts:
-            run(start)
-    else:
-        with ThreadPoolExecutor(max_workers=int(n_threads)) as pool:
-            list(pool.map(run, starts))
-    return q.max(-1), q
 
 
 # ---------------------------------------------------------------------------
@@ -1206,6 +1218,9 @@ def instance_greedy_q(
     max_patches: int | None = POOL_SIZE,
     verify_terminal: bool = False,
     available=None,
+    regenerate: str = "fresh",
+    p_fix=None,
+    p_break=None,
 ) -> np.ndarray:
     """One-step Q-values with the instance-aware regenerate value.
 
@@ -1223,8 +1238,9 @@ def instance_greedy_q(
         Patches abandoned and used-critic bitmask, broadcast against ``b``.
     prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
         The problem (:func:`make_instance_problem`).
-    max_patches, verify_terminal
-        As in :func:`solve_instance_exact`.
+    max_patches, verify_terminal, regenerate, p_fix, p_break
+        As in :func:`solve_instance_exact` (with ``"refine"`` the next patch's
+        belief is ``b(1 − p_break) + (1 − b)p_fix``).
 
     Returns
     -------
@@ -1241,7 +1257,11 @@ def instance_greedy_q(
         c_ver=c_ver,
         reward=reward,
         available=available,
+        p_fix=p_fix,
+        p_break=p_break,
     )
+    if regenerate not in REGENERATE_MODES:
+        raise ValueError(f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {regenerate!r}")
     B = P.base
     b = np.asarray(b, dtype=np.float64)
     if b.ndim == 0:
@@ -1253,7 +1273,11 @@ def instance_greedy_q(
     regen_ok = np.ones(b.shape, bool) if max_patches is None else (n + 1 < max_patches)
 
     def q_gen(x):
-        return np.where(regen_ok, -cg + R * abandon_moment(x, mu, P.kappa, n) - cv, -np.inf)
+        if regenerate == "refine":
+            nxt = x * (1 - B.p_break) + (1 - x) * B.p_fix
+        else:
+            nxt = abandon_moment(x, mu, P.kappa, n)
+        return np.where(regen_ok, -cg + R * nxt - cv, -np.inf)
 
     def q_ver(x):
         v = R * x - cv
