@@ -30,9 +30,8 @@ if TYPE_CHECKING:  # the static view of the lazy exports below
     from bpc.data.corpus import load_corpus
     from bpc.data.counts import counts_from_records
     from bpc.data.simulate import simulate_panel
-    from bpc.decide.controllers import DPController, GreedyController
+    from bpc.decide.factory import Switches, make_controller
     from bpc.decide.live import Controller, Decision, Episode
-    from bpc.decide.robust import BayesRobustController, ThompsonController
     from bpc.decide.solve import solve_b0, solve_policy
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.estimate.laplace import laplace
@@ -55,10 +54,8 @@ _EXPORTS: dict[str, str] = {
     # stage 3 — decide: policy tables, replay controllers, the live controller for an agent loop
     "solve_policy": "bpc.decide.solve",
     "solve_b0": "bpc.decide.solve",
-    "GreedyController": "bpc.decide.controllers",
-    "DPController": "bpc.decide.controllers",
-    "BayesRobustController": "bpc.decide.robust",
-    "ThompsonController": "bpc.decide.robust",
+    "make_controller": "bpc.decide.factory",
+    "Switches": "bpc.decide.factory",
     "Controller": "bpc.decide.live",
     "Episode": "bpc.decide.live",
     "Decision": "bpc.decide.live",
@@ -84,10 +81,8 @@ __all__ = [
     "posterior_params",
     "solve_policy",
     "solve_b0",
-    "GreedyController",
-    "DPController",
-    "BayesRobustController",
-    "ThompsonController",
+    "make_controller",
+    "Switches",
     "Controller",
     "Episode",
     "Decision",

@@ -245,7 +245,7 @@ KAPPA_MAX = 1e4
 # The decision layer's options (issue 15: one home each; bpc.decide.factory)
 # ---------------------------------------------------------------------------
 BELIEFS: tuple[str, ...] = ("iid", "instance")
-"""Belief models: patches i.i.d. given the cell (the paper's, κ = ∞) or sharing an instance pass rate (SPEC §9)."""
+"""Belief models: patches i.i.d. given the cell (the paper's, κ = ∞) or sharing a task pass rate (SPEC §9)."""
 MODES: tuple[str, ...] = ("plugin", "posterior_mean", "bayes_robust", "thompson", "per_draw")
 """How parameter samples enter a decision (the index rule of :mod:`bpc.decide.controllers`)."""
 METHODS: tuple[str, ...] = ("dp", "exact", "greedy")

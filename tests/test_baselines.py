@@ -89,9 +89,10 @@ def test_short_pools_end_without_reward():
     assert u[0] == -15
 
 
-def test_unknown_baseline():
+def test_unknown_baseline_and_a_gate_on_a_critic_without_verdicts():
     with pytest.raises(ValueError, match="unknown baseline"):
-        replay_baseline("gate_lint", HAND, COSTS, "paper")
+        replay_baseline("coin_flip", HAND, COSTS, "paper")
+    assert replay_baseline("gate_lint", HAND, COSTS, "paper") is None  # any critic; lint gave no verdict
 
 
 def test_refinement_hand_checked():

@@ -13,7 +13,7 @@ from bpc.constants import CRITICS, PAPER_CRITICS
 from bpc.costs import Costs
 from bpc.data.counts import counts_from_records
 from bpc.data.logs import load_input, read_logs
-from bpc.decide.controllers import DPController, GreedyController
+from bpc.decide.controllers import GreedyController, TableController
 from bpc.decide.kernels.belief import BASE_ACTIONS
 from bpc.decide.solve import solve_policy
 from bpc.estimate.laplace import laplace
@@ -85,7 +85,7 @@ def test_solvers_and_controllers_default_to_the_data_critics(tmp_path):
     data = load_input(_logs(tmp_path / "l.csv"), progress=False)
     params = laplace(data.counts)
     cell = params.sel(benchmark=["custom"], generator=["agent_a"])
-    for cls in (DPController, GreedyController):
+    for cls in (TableController, GreedyController):
         ctrl = cls(cell, COSTS)
         assert ctrl.critics == NAMES and ctrl.available.all()
     assert make_controller("bayesian_dp", cell, COSTS).critics == NAMES
@@ -97,7 +97,7 @@ def test_solvers_and_controllers_default_to_the_data_critics(tmp_path):
     assert q.sel(action="unit").item() > max(q.sel(action="verify").item(), 0.0)
     assert q.sel(action="unit").item() > q.sel(action="lint_ok").item()
     paper = cell.assign_coords(critic=list(CRITICS))
-    assert DPController(paper, COSTS.with_critics(dict.fromkeys(CRITICS, 1))).critics == PAPER_CRITICS
+    assert TableController(paper, COSTS.with_critics(dict.fromkeys(CRITICS, 1))).critics == PAPER_CRITICS
 
 
 def test_fixed_pipeline_runs_every_custom_critic(tmp_path):

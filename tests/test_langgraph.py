@@ -142,7 +142,9 @@ def test_graph_over_recorded_patches_reproduces_replay(corpus_path, method):
     pool = cell_pool(select_cell(records, "lcb_hard", "gpt5_mini"), "paper")
     policy = {"dp": "bayesian_dp", "greedy": "bayesian_greedy"}[method]
     for params in cells.values():
-        ctrl = Controller.from_params(params, cell=("lcb_hard", "gpt5_mini"), method=method)
+        ctrl = Controller.from_params(
+            params, cell=("lcb_hard", "gpt5_mini"), method=method, plan_verify_continues=False
+        )  # the paper's planning, as replay's paper profile
         app = recorded_graph(ctrl, pool)
         expected = replay_pool(pool, [policy], paper_costs_for("lcb_hard"), profile="paper", params=params)
         utilities, paths = [], []

@@ -19,7 +19,9 @@ ACTIONS = ("stop", "verify", "regenerate", "syn", "test", "llm")
 
 
 def readme_controller(**options) -> Controller:
-    """The README example of ``bpc solve``."""
+    """The README example of ``bpc solve``, planned as the paper plans (verification terminal in planning)."""
+    if options.get("belief", "iid") == "iid":
+        options.setdefault("plan_verify_continues", False)
     return Controller(
         prior=0.3, critics=CRITICS, p_fix=0.15, p_break=0.05, c_gen=10, c_ver=90, reward=100, **options
     )
@@ -198,7 +200,7 @@ def test_illegal_moves_name_the_move_and_the_legal_ones():
         (dict(method="beam"), "unknown method 'beam'"),
         (dict(mode="plug-in"), "did you mean 'plugin'"),
         (dict(belief="instance"), "belief='instance' needs kappa"),
-        (dict(belief="instance", kappa=5.0, method="exact"), "'dp' or 'greedy', not 'exact'"),
+        (dict(regenerate="sideways"), "regenerate must be one of"),
         (dict(belief="instance", kappa=5.0, max_patches=0), "max_patches must be an integer >= 1"),
         (dict(horizon=-1), "horizon must be an integer"),
     ],
@@ -449,7 +451,9 @@ def test_episodes_through_recorded_pools_reproduce_replay(lcb_hard, generator, k
     costs = paper_costs_for("lcb_hard")
     replayed = replay_pool(pool, ["bayesian_dp", "bayesian_greedy"], costs, profile="paper", params=cell)
     for policy, method in (("bayesian_dp", "dp"), ("bayesian_greedy", "greedy")):
-        ctrl = Controller.from_params(cell, cell=("lcb_hard", generator), method=method)
+        ctrl = Controller.from_params(
+            cell, cell=("lcb_hard", generator), method=method, plan_verify_continues=False
+        )
         live = np.array([drive(ctrl, pool, i) for i in range(pool.n_instances)])
         expected = replayed["utility"].sel(policy=policy).values
         np.testing.assert_array_equal(live, expected)
@@ -480,7 +484,7 @@ def test_instance_belief_reproduces_replay_under_the_bpc_profile(lcb_hard, gener
 def test_bayes_robust_episodes_reproduce_replay_of_the_robust_controller(lcb_hard):
     from bpc.costs import paper_costs_for
     from bpc.data.counts import counts_from_records
-    from bpc.decide.robust import BayesRobustController
+    from bpc.decide.factory import Switches, make_controller
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.schema import select_cell
@@ -491,9 +495,10 @@ def test_bayes_robust_episodes_reproduce_replay_of_the_robust_controller(lcb_har
     cell = select_cell(post, "lcb_hard", "haiku45")
     pool = cell_pool(rec, "paper")
     costs = paper_costs_for("lcb_hard")
-    robust = BayesRobustController(cell, costs)
+    paper = Switches(plan_verify_continues=False)
+    robust = make_controller(cell, costs, mode="bayes_robust", switches=paper, name="bayes_robust")
     replayed = replay_pool(pool, [robust], costs, profile="paper")
-    ctrl = Controller.from_params(cell, cell=("lcb_hard", "haiku45"))
+    ctrl = Controller.from_params(cell, cell=("lcb_hard", "haiku45"), plan_verify_continues=False)
     assert ctrl.mode == "bayes_robust" and ctrl.n_samples == 200
     live = np.array([drive(ctrl, pool, i) for i in range(pool.n_instances)])
     np.testing.assert_array_equal(live, replayed["utility"].sel(policy="bayes_robust").values)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpc.costs import Costs, named_costs
-from bpc.decide.controllers import BeliefState, DPController, GreedyController
+from bpc.decide.controllers import BeliefState, GreedyController, TableController
 from bpc.replay.engine import (
     POLICIES,
     RESULT_COLUMNS,
@@ -159,7 +159,7 @@ def test_dp_uses_a_near_oracle_cheap_critic():
     pool = _pool([[0, 0, 1], [0, 0, 0]], [[[1, 0, 1], [1, 0, 1], [1, 1, 1]], [[1, 0, 1]] * 3])
     cell = params_cell(0.3, [0.5, 0.999, 0.5], [0.5, 0.001, 0.5])
     costs = Costs(c_gen=1, c_ver=50, reward=100, critic={"syn": 1, "test": 0.01, "llm": 1})
-    u, p, c = replay_controller(pool, DPController(cell, costs), costs, "paper")
+    u, p, c = replay_controller(pool, TableController(cell, costs), costs, "paper")
     np.testing.assert_allclose(u, [100 - 3 - 0.03 - 50, -3 - 0.03])
     np.testing.assert_array_equal(p, [1, 0])
 
@@ -227,7 +227,7 @@ def test_vectorised_equals_per_instance(pool, prior, tpr, fpr, kernel, cost_name
     cell = params_cell(prior, tpr, fpr, pf, pb)
     costs = named_costs(cost_name)
     for prof, controllers in (
-        (PAPER, (GreedyController(cell, costs), DPController(cell, costs))),
+        (PAPER, (GreedyController(cell, costs), TableController(cell, costs))),
         (PAPER_RELEASE, (ReleaseGreedyController(cell, costs), ReleaseDPController(cell, costs))),
     ):
         for ctl in controllers:
@@ -322,7 +322,11 @@ def test_controllers_reason_with_several_samples():
     rng = np.random.default_rng(5)
     pool = _pool(rng.integers(0, 2, size=(30, 3)), rng.integers(0, 2, size=(30, 3, 3)))
     costs = named_costs("slow")
-    for cls, prof in ((GreedyController, PAPER), (DPController, PAPER), (ReleaseDPController, PAPER_RELEASE)):
+    for cls, prof in (
+        (GreedyController, PAPER),
+        (TableController, PAPER),
+        (ReleaseDPController, PAPER_RELEASE),
+    ):
         one = replay_controller(pool, cls(cell, costs), costs, prof)
         ctl = cls(draws, costs)
         assert ctl.n_samples == 3 and ctl.start(4).b.shape == (4, 3)

@@ -6,7 +6,7 @@ import pytest
 
 from bpc.costs import named_costs
 from bpc.data.splits import kfold_splits, split_counts
-from bpc.decide.controllers import DPController, InstanceController, InstanceGreedyController
+from bpc.decide.controllers import InstanceController, TableController
 from bpc.decide.kernels.instance import abandon_exact, mixture_mean
 from bpc.decide.table import ParameterSamples
 from bpc.estimate.laplace import laplace
@@ -154,13 +154,14 @@ def _synthetic(seed=0, n=20, kappa=0.5, prior=0.3):
 def test_make_controller_by_profile():
     rec = _synthetic()
     params = select_cell(laplace(split_counts(rec, kfold_splits(rec, n_folds=5)[0])), "lcb_hard", "g1")
-    assert isinstance(make_controller("bayesian_dp", params, FAST, "paper"), DPController)
+    assert isinstance(make_controller("bayesian_dp", params, FAST, "paper"), TableController)
     ctl = make_controller("bayesian_dp", params, FAST, "bpc")
     assert isinstance(ctl, InstanceController) and ctl.belief == "instance"
     assert np.isfinite(ctl.kappa).all() and not ctl.verify_terminal
     iid = make_controller("bayesian_dp", params, FAST, "bpc", belief="iid")
     assert np.isinf(iid.kappa).all() and iid.critic_scope == "patch"
-    assert isinstance(make_controller("bayesian_greedy", params, FAST, "bpc"), InstanceGreedyController)
+    greedy = make_controller("bayesian_greedy", params, FAST, "bpc")
+    assert isinstance(greedy, InstanceController) and greedy.method == "greedy"
     paper_instance = make_controller("bayesian_dp", params, FAST, "paper", belief="instance")
     assert paper_instance.verify_terminal  # the paper's planning convention, instance belief
 

@@ -56,8 +56,20 @@ def test_sample_indices():
 import xarray as xr  # noqa: E402
 
 from bpc.costs import NAMED_COSTS  # noqa: E402
-from bpc.decide.controllers import DPController  # noqa: E402
-from bpc.decide.robust import BayesRobustController, ThompsonController  # noqa: E402
+from bpc.decide.controllers import TableController  # noqa: E402
+from bpc.decide.factory import Switches, make_controller  # noqa: E402
+
+PAPER = Switches(plan_verify_continues=False)  # the paper's planning: the table controller
+
+
+def robust_controller(params, cost, **kw):
+    return make_controller(params, cost, mode="bayes_robust", switches=PAPER, name="bayes_robust", **kw)
+
+
+def plugin_controller(params, cost):
+    return make_controller(params, cost, switches=PAPER)
+
+
 from bpc.estimate.conjugate import conjugate_posterior  # noqa: E402
 from bpc.schema import empty_counts  # noqa: E402
 
@@ -86,7 +98,7 @@ def draws():
 def test_robust_q_values_equal_each_draws_own_plug_in(draws):
     """Robust Q of draw s at belief b_s == the plug-in controller built from draw s alone, bit for bit."""
     cost = NAMED_COSTS["slow"]
-    robust = BayesRobustController(draws, cost)
+    robust = robust_controller(draws, cost)
     state = robust.start(4)
     state.b[:] = np.linspace(0.05, 0.95, 4)[:, None] * np.linspace(0.8, 1.0, 24)[None, :]
     state.used[:] = [0, 1, 2, 5]
@@ -94,7 +106,7 @@ def test_robust_q_values_equal_each_draws_own_plug_in(draws):
     flat = draws.stack(s=("chain", "draw"))
     for s in range(24):
         one = flat.isel(s=s).drop_vars(["s", "chain", "draw"])
-        plug = DPController(one, cost)
+        plug = plugin_controller(one, cost)
         ps = plug.start(4)
         ps.b[:, 0] = state.b[:, s]
         ps.used[:] = state.used
@@ -105,8 +117,8 @@ def test_robust_q_values_equal_each_draws_own_plug_in(draws):
 def test_robust_with_one_draw_is_the_plug_in():
     cost = NAMED_COSTS["slow"]
     point = conjugate_posterior(cell_counts(), draws=1, chains=1, seed=2)
-    robust = BayesRobustController(point, cost)
-    plug = DPController(point.isel(chain=0, draw=0, drop=True), cost)
+    robust = robust_controller(point, cost)
+    plug = plugin_controller(point.isel(chain=0, draw=0, drop=True), cost)
     s1, s2 = robust.start(5), plug.start(5)
     for s in (s1, s2):
         s.b[:] = np.linspace(0, 1, 5)[:, None]
@@ -115,12 +127,12 @@ def test_robust_with_one_draw_is_the_plug_in():
 
 def test_thompson_follows_one_draw_and_is_seeded(draws):
     cost = NAMED_COSTS["slow"]
-    th = ThompsonController(draws, cost, seed=3)
+    th = make_controller(draws, cost, mode="thompson", seed=3, switches=PAPER, name="thompson")
     st1, st2 = th.start(50), th.start(50)
     pick = st1.sample[:, 0]
     np.testing.assert_array_equal(pick, st2.sample[:, 0])
     assert st1.b.shape == (50, 1) and len(np.unique(pick)) > 1
-    robust = BayesRobustController(draws, cost)
+    robust = robust_controller(draws, cost)
     rs = robust.start(50)
     rs.b[:] = np.linspace(0.02, 0.98, 50)[:, None]
     st1.b[:, 0] = rs.b[np.arange(50), pick]
@@ -131,9 +143,8 @@ def test_thompson_follows_one_draw_and_is_seeded(draws):
 
 
 def test_per_draw_controller_blocks(draws):
-    from bpc.decide.robust import PerDrawController
 
-    ctrl = PerDrawController(draws, NAMED_COSTS["slow"])
+    ctrl = make_controller(draws, NAMED_COSTS["slow"], mode="per_draw", switches=PAPER, name="per_draw_dp")
     state = ctrl.start(48)
     np.testing.assert_array_equal(state.sample[:, 0], np.repeat(np.arange(24), 2))
     with pytest.raises(ValueError, match="not a multiple"):
@@ -142,7 +153,7 @@ def test_per_draw_controller_blocks(draws):
 
 def test_unavailable_critic_never_chosen():
     post = conjugate_posterior(cell_counts(test_missing=True), draws=8, chains=1, seed=0)
-    robust = BayesRobustController(post, NAMED_COSTS["slow"])
+    robust = robust_controller(post, NAMED_COSTS["slow"])
     state = robust.start(51)
     state.b[:] = np.linspace(0, 1, 51)[:, None]
     assert not np.any(robust.act(state) == 3 + 1)  # critic index 1 = test
@@ -162,8 +173,8 @@ def test_robust_never_below_plug_in_under_the_posterior(n, frac, c_ver, b, seed)
     counts = cell_counts(n=n, k=int(round(frac * n)), tp=(3, 4), fp=(2, 9))
     post = conjugate_posterior(counts, draws=16, chains=1, seed=seed)
     cost = NAMED_COSTS["fast"].with_(c_ver=c_ver)
-    robust = BayesRobustController(post, cost)
-    mean_plug = DPController(post.mean(("chain", "draw")), cost)
+    robust = robust_controller(post, cost)
+    mean_plug = plugin_controller(post.mean(("chain", "draw")), cost)
     state = robust.start(1)
     state.b[:] = b
     qn = robust.q_values(state)
@@ -179,7 +190,6 @@ def test_robust_never_below_plug_in_under_the_posterior(n, frac, c_ver, b, seed)
 
 
 def test_table_controller_reads_a_given_table_and_checks_it(draws):
-    from bpc.decide.controllers import TableController
     from bpc.decide.solve import parameter_samples
     from bpc.decide.table import SampleCosts, solve_table
 
@@ -190,7 +200,7 @@ def test_table_controller_reads_a_given_table_and_checks_it(draws):
     )
     table = solve_table(samples, costs, keep_q=False)  # lookups then recompute Q by a backup
     given = TableController(samples, costs, critics=samples.critics, table=table, name="cached")
-    own = BayesRobustController(draws, cost)
+    own = robust_controller(draws, cost)
     assert given.name == "cached" and given.table is table
     s1, s2 = given.start(6), own.start(6)
     for s in (s1, s2):

@@ -40,6 +40,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+import bpc.constants as _constants
 from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ if TYPE_CHECKING:
 NAME = "solve"
 HELP = "best next action, its value and every action's Q-value for one state (dp, exact or greedy)"
 
-METHODS = ("dp", "exact", "greedy")
-MODES = ("plugin", "posterior_mean", "bayes_robust")
+METHODS = _constants.METHODS
+MODES = tuple(m for m in _constants.MODES if m != "per_draw")
 _VERDICTS = {"pass": True, "fail": False, "none": None}
 
 
@@ -115,6 +116,12 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     )
     solver.add_argument(
         "--kappa", type=float, default=None, help="instance model: concentration κ of a task's pass rate"
+    )
+    solver.add_argument(
+        "--paper-planning",
+        action="store_true",
+        help="plan as the paper does: verification valued as terminal although a failed one lets the "
+        "episode go on (default: plan the failure continuation)",
     )
     solver.add_argument(
         "--max-patches",
@@ -294,6 +301,7 @@ def _explicit_controller(args: argparse.Namespace, method: str):
         belief=args.belief_model,
         kappa=args.kappa,
         max_patches=args.max_patches,
+        plan_verify_continues=_plan_continues(args),
     )
     inputs = {
         "prior": args.prior,
@@ -304,6 +312,11 @@ def _explicit_controller(args: argparse.Namespace, method: str):
         **cost,
     }
     return ctrl, inputs
+
+
+def _plan_continues(args: argparse.Namespace) -> bool | None:
+    """``False`` with ``--paper-planning`` (verification terminal in planning), else the library default."""
+    return False if args.paper_planning else None
 
 
 def _params_controller(args: argparse.Namespace, method: str, cell: str | None):
@@ -342,6 +355,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None):
         clip=args.clip,
         belief=args.belief_model,
         max_patches=args.max_patches,
+        plan_verify_continues=_plan_continues(args),
     )
     inputs = {
         "params": str(args.params),

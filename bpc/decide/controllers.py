@@ -1,65 +1,54 @@
-"""Belief-state controllers as replay agents (SPEC §3).
+"""Belief-state controllers on one protocol (SPEC §3, §4, §9).
 
 The controller protocol
 -----------------------
 A controller decides, for ``n`` episodes at once, what to do next. The
-replay engine (:func:`bpc.replay.engine.replay_controller`) and live use talk
-to a controller only through:
+replay engine (:func:`bpc.replay.engine.replay_controller`) and live use
+(:mod:`bpc.decide.live`) talk to a controller only through
+:class:`BatchController`:
 
-``start(n) -> state``
-    Fresh state for ``n`` episodes (a new patch has just been generated).
+``start(n, *, available=None, theta0=None) -> state``
+    Fresh state for ``n`` episodes (a new patch has just been generated);
+    ``available`` ``(n, K)`` marks the critics each episode's task has, and
+    ``theta0 = (A, B)`` (``(n,)`` each) gives each task its own starting
+    belief ``Beta(A, B)`` about its pass rate θ (default the cell's ``(π, κ)``).
 ``act(state) -> actions``
-    Integer action per episode, shape ``(n,)``, in the convention of
-    :mod:`bpc.decide.kernels`: ``0`` stop, ``1`` verify, ``2`` regenerate, ``3 + k``
-    critic ``k`` (``k`` indexes :attr:`critics`).
+    Integer action per episode, shape ``(n,)``: ``0`` stop, ``1`` verify,
+    ``2`` regenerate, ``3 + k`` critic ``k`` (``k`` indexes :attr:`critics`).
 ``observe_critic(state, k, z, mask)``
     Critic ``k`` returned ``z`` (``(n,)``: 1 pass, 0 fail, -1 missing) for the
-    episodes in ``mask``; a missing verdict marks the critic used but leaves
-    the belief unchanged.
-``observe_regenerate(state, mask)``
-    The episodes in ``mask`` moved on to a new patch.
+    episodes in ``mask``; a missing verdict marks the critic used and carries
+    no evidence.
+``observe_regenerate(state, mask, *, fresh=None)``
+    The episodes in ``mask`` moved on to a new patch, made the controller's
+    way (``regenerate``) unless ``fresh`` says otherwise.
 ``observe_verify(state, passed, mask)``
-    The oracle verified the current patch of the episodes in ``mask`` and
-    the episodes go on — the engine calls it only for a failed verification
-    under a profile where verification is not terminal (``paper``); the
-    patch is then known broken (b = 0).
+    The oracle verified the current patch and the episodes go on (a failed
+    verification when verification is not terminal): the patch is known broken.
 
-plus the attributes ``name`` (canonical policy name) and ``critics`` (tuple
-of critic names, the meaning of ``k``). The engine calls ``act`` for all
-``n`` episodes and ignores the actions of finished ones.
+plus the attributes ``name`` (policy name) and ``critics`` (the meaning of ``k``).
 
 Samples, indices and beliefs
 ----------------------------
 A belief controller reasons with ``S`` parameter samples
-(:class:`~bpc.decide.table.ParameterSamples`, with their
-:class:`~bpc.decide.table.SampleCosts`): one for a plug-in estimate, ``S``
-posterior draws, or ``S`` (draw, cost point) pairs of a cost grid. Each
-episode follows ``m`` of them, chosen at :meth:`~BeliefController.start` by
-a *sample index* (:class:`SampleIndex`), and keeps one belief per followed
-sample (:class:`BeliefState`: ``b`` and ``sample`` of shape ``(n, m)``) —
-the same verdict moves the beliefs of different samples differently. At
-every decision the per-sample Q-values ``(n, m, A)`` are combined into the
-posterior-expected Q (:func:`expected_q`) and the best action is taken
-(ties → lowest index). The ways of using parameter uncertainty are ways of
-choosing the parameters or the index:
+(:class:`~bpc.decide.table.ParameterSamples`, κ included, with their
+:class:`~bpc.decide.table.SampleCosts`). Each episode follows ``m`` of them,
+chosen at :meth:`~BeliefController.start` by the *index rule* — an argument,
+not a subclass: :func:`every_sample` (plug-in for ``S = 1``, Bayes-robust
+otherwise), :class:`ThompsonIndex`, :class:`BlockIndex` (per draw),
+:class:`FixedIndex` (cost grids), or any callable ``(n, S) -> (n, m)``. It
+keeps one belief per followed sample (:class:`BeliefState`), combines the
+per-sample Q-values into the posterior-expected Q (:func:`expected_q`) and
+takes the best action (ties → lowest index).
 
-=====================  =========================  ==============================
-controller             parameters                 index
-=====================  =========================  ==============================
-plug-in (``DPController``)  Laplace / posterior mean  :func:`every_sample` (S = 1)
-Bayes-robust           S posterior draws          :func:`every_sample`
-Thompson               S posterior draws          :class:`ThompsonIndex` (m = 1)
-per-draw plug-in       S posterior draws          :class:`BlockIndex` (m = 1)
-cost grid              S (draw, cost) pairs       :class:`FixedIndex` (m = 1)
-=====================  =========================  ==============================
-
-The DP controllers all read one table (:func:`bpc.decide.table.solve_table`)
-through one lookup (:meth:`bpc.decide.kernels.DPSolution.q_at`):
-:class:`TableController`. A different belief model (e.g. one whose state
-also carries per-instance evidence) plugs in by subclassing
-:class:`BeliefState` and overriding the belief transitions
-(:meth:`~BeliefController.update_belief`, :meth:`~BeliefController.after_regenerate`)
-and :meth:`~BeliefController.q_values`.
+The planners (all built by :func:`bpc.decide.factory.make_controller`):
+:class:`TableController` (the paper's grid DP, ``κ = ∞``, terminal
+verification in planning), :class:`GreedyController` (the paper's one-step
+rule), :class:`InstanceController` (the instance belief ``(b, A, B)``: grid DP
+or greedy, with ``κ = ∞`` the i.i.d. limit, verification not terminal unless
+asked, fresh or refined new patches; its ``method="exact"`` searches the one
+exact tree from the current state). :class:`bpc.decide.baselines.BaselineController`
+runs the baselines on the same protocol.
 """
 
 from __future__ import annotations
@@ -70,18 +59,29 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from bpc.constants import DEFAULT_SEED, GRID_SIZE, HORIZON, POOL_SIZE
+from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, regenerate
 from bpc.decide.kernels.dp import DPSolution
 from bpc.decide.kernels.greedy import greedy_q
+from bpc.decide.kernels.instance import (
+    CRITIC_SCOPES,
+    MIXTURES,
+    abandon_exact,
+    abandon_moment,
+    instance_greedy_q,
+    make_instance_problem,
+    mixture_mean,
+    solve_instance_dp,
+    solve_tree,
+)
 from bpc.decide.table import ParameterSamples, SampleCosts, solve_table
 
 if TYPE_CHECKING:
     import xarray as xr
 
 __all__ = [
-    "Controller",
+    "BatchController",
     "BeliefState",
     "SampleIndex",
     "every_sample",
@@ -93,21 +93,19 @@ __all__ = [
     "BeliefController",
     "GreedyController",
     "TableController",
-    "DPController",
-    "InstanceBeliefState",
+    "as_samples",
     "InstanceController",
-    "InstanceGreedyController",
 ]
 
 
 @runtime_checkable
-class Controller(Protocol):
-    """What the replay engine needs from a controller (see the module docstring)."""
+class BatchController(Protocol):
+    """What the replay engine and the live :class:`~bpc.decide.live.Controller` need (module docstring)."""
 
     name: str
     critics: tuple[str, ...]
 
-    def start(self, n: int):
+    def start(self, n: int, *, available=None, theta0=None):
         """Fresh state for ``n`` episodes."""
 
     def act(self, state) -> np.ndarray:
@@ -117,7 +115,7 @@ class Controller(Protocol):
     def observe_critic(self, state, k: int, z: np.ndarray, mask: np.ndarray) -> None:
         """Critic ``k`` returned ``z`` for the episodes in ``mask``."""
 
-    def observe_regenerate(self, state, mask: np.ndarray) -> None:
+    def observe_regenerate(self, state, mask: np.ndarray, *, fresh: bool | None = None) -> None:
         """The episodes in ``mask`` moved to a new patch."""
 
     def observe_verify(self, state, passed: np.ndarray, mask: np.ndarray) -> None:
@@ -126,29 +124,49 @@ class Controller(Protocol):
 
 @dataclass
 class BeliefState:
-    """Episode state of a belief controller.
+    """Episode state of a belief controller (JSON-free arrays; :mod:`bpc.decide.live` persists moves).
 
     Attributes
     ----------
     b : numpy.ndarray
-        Beliefs P(Y = 1) of the current patch, ``(n_instance, m)``: one per
-        parameter sample the episode follows.
+        ``(n, m)`` belief P(Y = 1) of the current patch, one per followed sample.
     used : numpy.ndarray
-        Bitmask of critics already used on the current patch, ``(n_instance,)`` int64.
+        ``(n,)`` int64 bitmask of critics used on the current patch (on the
+        instance under the critic scope ``"instance"``).
     step : numpy.ndarray
-        Regenerations so far in the episode, ``(n_instance,)`` int64.
+        ``(n,)`` int64 patches generated after the first (the patch budget's count).
     sample : numpy.ndarray
-        Index of the parameter sample behind each belief, ``(n_instance, m)`` int64.
+        ``(n, m)`` int64 index of the parameter sample behind each belief.
+    available : numpy.ndarray
+        ``(n, K)`` bool: the critics each episode's task has.
+    prior : numpy.ndarray
+        ``(n, m)`` mean of the starting θ-belief (the cell's π, or a task's own).
+    kappa : numpy.ndarray
+        ``(n, m)`` size ``A + B`` of the starting θ-belief (``inf``: i.i.d.).
+    mu : numpy.ndarray or None
+        ``(n, m)`` ``E[θ | abandoned patches]`` (instance controllers).
+    weights : numpy.ndarray or None
+        ``(n, m, J)`` the exact θ-belief as weights over the pass count of the
+        abandoned patches (``mixture="exact"``).
+    folded : numpy.ndarray or None
+        ``(n,)`` patches folded into the θ-belief (fresh new patches; a
+        refined patch is not a fresh draw, so it folds nothing).
     """
 
     b: np.ndarray
     used: np.ndarray
     step: np.ndarray
     sample: np.ndarray
+    available: np.ndarray
+    prior: np.ndarray
+    kappa: np.ndarray
+    mu: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    folded: np.ndarray | None = None
 
     @property
     def belief(self) -> np.ndarray:
-        """Mean belief over the followed samples, ``(n_instance,)``."""
+        """Mean belief over the followed samples, ``(n,)``."""
         return self.b.mean(axis=1)
 
 
@@ -286,7 +304,15 @@ def _default_critics(params) -> tuple[str, ...]:
     return decision_critics(params["critic"].values)
 
 
-def _as_samples(params, critics: Sequence[str]) -> ParameterSamples:
+def as_samples(params, critics: Sequence[str] | None = None) -> ParameterSamples:
+    """Parameter samples of one cell from a Dataset (flattened, κ included) or samples themselves.
+
+    Raises
+    ------
+    ValueError
+        If ``critics`` differ from the samples' own.
+    """
+    critics = _default_critics(params) if critics is None else tuple(critics)
     if isinstance(params, ParameterSamples):
         if tuple(critics) != params.critics:
             raise ValueError(f"critics {tuple(critics)} differ from the samples' critics {params.critics}")
@@ -294,6 +320,17 @@ def _as_samples(params, critics: Sequence[str]) -> ParameterSamples:
     from bpc.decide.solve import parameter_samples  # the xarray layer, only for Dataset inputs
 
     return parameter_samples(params, critics=critics, one_cell=True)
+
+
+def _episode_mask(available, n: int, k: int) -> np.ndarray:
+    if available is None:
+        return np.ones((n, k), dtype=bool)
+    a = np.asarray(available, dtype=bool)
+    if a.ndim == 1:
+        a = np.broadcast_to(a, (n, k))
+    if a.shape != (n, k):
+        raise ValueError(f"'available' must have shape ({n}, {k}) (episodes, critics), got {a.shape}")
+    return a.copy()
 
 
 class BeliefController:
@@ -307,7 +344,7 @@ class BeliefController:
     ----------
     params : xarray.Dataset or ParameterSamples
         Parameters of one cell (Laplace estimate or ``chain``/``draw`` draws,
-        flattened by :func:`bpc.decide.solve.parameter_samples`), or samples.
+        flattened by :func:`bpc.decide.solve.parameter_samples`, κ included), or samples.
     costs : Costs, sequence of Costs or SampleCosts
         One cost vector, one per sample, or the samples' costs.
     critics : sequence of str, optional
@@ -318,6 +355,8 @@ class BeliefController:
         user's logs).
     index : SampleIndex
         Which samples each episode follows (default :func:`every_sample`).
+    name : str, optional
+        Policy name (default the class's).
 
     Raises
     ------
@@ -334,11 +373,10 @@ class BeliefController:
         *,
         critics: Sequence[str] | None = None,
         index: SampleIndex = every_sample,
+        name: str | None = None,
     ) -> None:
-        if critics is None:
-            critics = _default_critics(params)
-        self.critics = tuple(critics)
-        samples = _as_samples(params, self.critics)
+        samples = as_samples(params, critics)
+        self.critics = samples.critics
         if not np.isfinite(samples.prior).all():
             raise ValueError(f"{type(self).__name__}: the cell's prior is not observed (NaN)")
         self.samples = samples
@@ -353,10 +391,12 @@ class BeliefController:
             )
         self.index = index
         self.n_samples = samples.n_samples
+        if name is not None:
+            self.name = str(name)
 
     # -- hooks -------------------------------------------------------------
     def q_values(self, state: BeliefState) -> np.ndarray:
-        """Per-sample Q-values at the current state, ``(n, m, A)``."""
+        """Per-sample Q-values at the current state, ``(n, m, A)`` (the task's critics only)."""
         raise NotImplementedError
 
     def choose(self, q: np.ndarray, state: BeliefState) -> np.ndarray:
@@ -372,13 +412,61 @@ class BeliefController:
         """Belief of a new patch given the old one, ``(r, m)``: through the repair kernel."""
         return regenerate(b, self.samples.p_fix[sample], self.samples.p_break[sample])
 
+    def _by_pattern(self, state: BeliefState, q_of) -> np.ndarray:
+        """``q_of(rows, pattern)`` for each distinct set of available critics; unavailable → ``-inf``."""
+        avail = state.available
+        if avail.all():
+            return q_of(slice(None), None)
+        n, m = state.b.shape
+        out = np.empty((n, m, CRITIC_OFFSET + len(self.critics)))
+        patterns, inverse = np.unique(avail, axis=0, return_inverse=True)
+        for j, pattern in enumerate(patterns):
+            rows = np.flatnonzero(inverse.reshape(-1) == j)
+            q = q_of(rows, None if pattern.all() else pattern)
+            q[..., CRITIC_OFFSET:][..., ~pattern] = -np.inf
+            out[rows] = q
+        return out
+
     # -- protocol ------------------------------------------------------------
-    def start(self, n: int) -> BeliefState:
-        """Every episode at the prior of each of its samples, no critic used, no regeneration yet."""
-        sample = np.asarray(self.index(int(n), self.n_samples), dtype=np.int64)
-        b = self.samples.prior[sample]
+    def start(self, n: int, *, available=None, theta0=None) -> BeliefState:
+        """Every episode at the start of its task: no critic used, no regeneration yet.
+
+        Parameters
+        ----------
+        n : int
+            Episodes.
+        available : array_like of bool, optional
+            ``(K,)`` or ``(n, K)``: the critics each task has (default all the
+            cell's). The planners plan over these only.
+        theta0 : (array_like, array_like), optional
+            ``(A, B)``, ``(n,)`` each: each task's starting belief ``Beta(A, B)``
+            about its pass rate (e.g. a task-aware prior); the first patch
+            starts at ``A / (A + B)``. Under the i.i.d. belief only that mean
+            matters. Default the cell's ``Beta(πκ, (1 − π)κ)``.
+        """
+        n = int(n)
+        sample = np.asarray(self.index(n, self.n_samples), dtype=np.int64)
+        prior, kappa = self.samples.prior[sample], self.samples.kappa[sample]
+        if theta0 is not None:
+            a, b = (np.asarray(x, dtype=np.float64) for x in theta0)
+            a, b = np.broadcast_to(a, (n,)), np.broadcast_to(b, (n,))
+            if not ((a > 0) & (b > 0)).all():
+                raise ValueError("theta0 = (A, B) must hold positive Beta parameters")
+            with np.errstate(invalid="ignore"):
+                mean = np.where(np.isinf(a) & np.isinf(b), np.nan, a / (a + b))
+            if not np.isfinite(mean).all():
+                raise ValueError("theta0 = (A, B) must give a finite mean A / (A + B)")
+            prior = np.broadcast_to(mean[:, None], sample.shape).copy()
+            kappa = np.where(np.isinf(kappa), np.inf, np.broadcast_to((a + b)[:, None], sample.shape))
+        zeros = np.zeros(n, dtype=np.int64)
         return BeliefState(
-            b=b, used=np.zeros(int(n), dtype=np.int64), step=np.zeros(int(n), dtype=np.int64), sample=sample
+            b=prior.copy(),
+            used=zeros,
+            step=zeros.copy(),
+            sample=sample,
+            available=_episode_mask(available, n, len(self.critics)),
+            prior=prior,
+            kappa=kappa,
         )
 
     def act(self, state: BeliefState) -> np.ndarray:
@@ -396,12 +484,19 @@ class BeliefController:
             state.b[upd] = self.update_belief(state.b[upd], state.sample[upd], int(k), z[upd])
         state.used[mask] |= 1 << int(k)
 
-    def observe_regenerate(self, state: BeliefState, mask: np.ndarray) -> None:
-        """New patch for the masked episodes: belief via :meth:`after_regenerate`, used set reset."""
+    def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
+        """New patch for the masked episodes: belief via :meth:`after_regenerate`, used set reset.
+
+        ``fresh=True`` declares the new patch an independent sample: the belief
+        returns to each episode's starting mean.
+        """
         mask = np.asarray(mask, dtype=bool)
         if not mask.any():
             return
-        state.b[mask] = self.after_regenerate(state.b[mask], state.sample[mask])
+        if fresh:
+            state.b[mask] = state.prior[mask]
+        else:
+            state.b[mask] = self.after_regenerate(state.b[mask], state.sample[mask])
         state.used[mask] = 0
         state.step[mask] += 1
 
@@ -414,16 +509,16 @@ class BeliefController:
 
 
 class GreedyController(BeliefController):
-    """``bayesian_greedy`` (SPEC §3): one-step lookahead.
+    """``bayesian_greedy`` (SPEC §3): the paper's one-step rule.
 
     ``Q_stop = 0``, ``Q_verify = R·b − c_ver``, ``Q_gen = −c_gen + (π·R − c_ver)``,
     ``Q_crit_i = −c_i + E_z[Q_verify(b_z)]`` for critics not yet used on the
     current patch (:func:`bpc.decide.kernels.greedy_q`). A regenerated patch is a
-    fresh sample: the belief is reset to the prior π.
+    fresh sample: the belief returns to the starting mean.
 
     Parameters
     ----------
-    params, costs, critics, index
+    params, costs, critics, index, name
         See :class:`BeliefController`.
     clip : bool
         Use ``max(Q_verify(b_z), 0)`` inside the critic expectation (the
@@ -440,8 +535,9 @@ class GreedyController(BeliefController):
         critics: Sequence[str] | None = None,
         index: SampleIndex = every_sample,
         clip: bool = False,
+        name: str | None = None,
     ) -> None:
-        super().__init__(params, costs, critics=critics, index=index)
+        super().__init__(params, costs, critics=critics, index=index, name=name)
         self.clip = bool(clip)
 
     def q_values(self, state: BeliefState) -> np.ndarray:
@@ -452,14 +548,14 @@ class GreedyController(BeliefController):
         q = greedy_q(
             state.b.reshape(-1),
             np.repeat(state.used, m),
-            p.prior[s],
+            state.prior.reshape(-1),
             p.tpr[s],
             p.fpr[s],
             critic_costs=c.critic[s],
             c_gen=c.c_gen[s],
             c_ver=c.c_ver[s],
             reward=c.reward[s],
-            available=self.available[s],
+            available=self.available[s] & np.repeat(state.available, m, axis=0),
             clip=self.clip,
         )
         return q.reshape(n, m, CRITIC_OFFSET + p.n_critics)
@@ -468,24 +564,28 @@ class GreedyController(BeliefController):
         """Fresh sample: the belief is reset to each sample's prior."""
         return self.samples.prior[sample]
 
+    def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
+        """A new patch is a fresh sample of the task: back to the starting mean."""
+        super().observe_regenerate(state, mask, fresh=True if fresh is None else fresh)
+
 
 class TableController(BeliefController):
-    """The table-lookup DP controller: receding-horizon finite-horizon DP (SPEC §3).
+    """The paper's ``bayesian_dp``: receding-horizon grid DP over ``(b, h, U)`` (SPEC §3).
 
-    The Bellman recursion over (b, h, U) is solved once for all samples
+    The Bellman recursion is solved once for all samples
     (:func:`bpc.decide.table.solve_table`: uniform belief grid, linear
-    interpolation; a sample without a measured repair kernel regenerates as
-    a fresh sample). At every decision the Q-values of each followed sample
-    are read off its table at the episode's belief for that sample, its
-    used-critic set and ``h = H`` steps left
-    (:meth:`bpc.decide.kernels.DPSolution.q_at`), and combined by
-    :meth:`choose` (posterior-expected Q). The recorded pool (or the caller's
-    budget) bounds the episode. Regeneration moves each belief through its
-    sample's repair kernel.
+    interpolation; verification valued as terminal; regeneration through the
+    repair kernel, a fresh sample where none is measured) — the fast form of
+    the instance DP at ``κ = ∞`` with ``regenerate="refine"``. At every
+    decision the Q-values of each followed sample are read off its table at the
+    episode's belief, its used-critic set and ``h = H``
+    (:meth:`bpc.decide.kernels.DPSolution.q_at`) and combined by :meth:`choose`.
+    A task without some critics reads a table solved without them (solved
+    once per set of available critics).
 
     Parameters
     ----------
-    params, costs, critics, index
+    params, costs, critics, index, name
         See :class:`BeliefController`.
     horizon : int
         Look-ahead H.
@@ -496,10 +596,9 @@ class TableController(BeliefController):
         loaded from a cache); default: solved here.
     keep_q : bool
         Store every Q-value in the table (default): lookups then gather them
-        instead of recomputing them by a Bellman backup (same numbers, several
-        times faster; memory ``S·(H+1)·2**K·(3+K)·G`` floats).
-    name : str, optional
-        Policy name (default the class's).
+        instead of recomputing them by a Bellman backup (same numbers).
+    backend : {"auto", "numba", "numpy"}
+        Kernel of the table (identical results).
     """
 
     name = "bayesian_dp"
@@ -515,123 +614,98 @@ class TableController(BeliefController):
         grid_size: int = GRID_SIZE,
         table: DPSolution | None = None,
         keep_q: bool = True,
+        backend: str = "auto",
         name: str | None = None,
     ) -> None:
-        super().__init__(params, costs, critics=critics, index=index)
+        super().__init__(params, costs, critics=critics, index=index, name=name)
         self.samples = self.samples.with_fresh_sample_kernel()
         self.horizon = int(horizon)
-        if name is not None:
-            self.name = str(name)
+        self._solve_options = dict(
+            horizon=self.horizon, grid_size=int(grid_size), keep_q=keep_q, backend=backend
+        )
         if table is None:
-            table = solve_table(
-                self.samples, self.sample_costs, horizon=self.horizon, grid_size=int(grid_size), keep_q=keep_q
-            )
+            table = solve_table(self.samples, self.sample_costs, **self._solve_options)
         elif table.value.shape[0] != self.n_samples or table.horizon < self.horizon:
             raise ValueError(
                 f"table holds {table.value.shape[0]} samples and horizon {table.horizon}; "
                 f"need {self.n_samples} samples and horizon >= {self.horizon}"
             )
         self.table = table
+        self._tables: dict[bytes, DPSolution] = {}
+
+    def table_for(self, pattern: np.ndarray | None) -> DPSolution:
+        """The table of the samples with only the critics in ``pattern`` (``None``: all)."""
+        if pattern is None:
+            return self.table
+        key = np.packbits(pattern).tobytes()
+        if key not in self._tables:
+            s = self.samples
+            off = np.where(pattern, 1.0, np.nan)
+            sub = ParameterSamples(
+                **{**s.as_dict(), "tpr": s.tpr * off, "fpr": s.fpr * off}, critics=s.critics, kappa=s.kappa
+            )
+            self._tables[key] = solve_table(sub, self.sample_costs, **self._solve_options)
+        return self._tables[key]
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Interpolated Q-values with H steps left, ``(n, m, A)``."""
-        return self.table.q_at(state.b, state.used[:, None], self.horizon, sample_index=state.sample)
 
+        def q_of(rows, pattern):
+            return self.table_for(pattern).q_at(
+                state.b[rows], state.used[rows, None], self.horizon, sample_index=state.sample[rows]
+            )
 
-class DPController(TableController):
-    """``bayesian_dp``: the plug-in table controller (one parameter sample, e.g. the Laplace estimate).
-
-    A :class:`TableController` with every episode following every sample;
-    given posterior draws instead of a point estimate it is the Bayes-robust
-    controller (:class:`bpc.decide.robust.BayesRobustController`).
-
-    Parameters
-    ----------
-    params, costs, critics, horizon, grid_size, keep_q
-        See :class:`TableController`.
-    """
-
-    name = "bayesian_dp"
-
-    def __init__(
-        self,
-        params: xr.Dataset | ParameterSamples,
-        costs: Costs | Sequence[Costs] | SampleCosts,
-        *,
-        critics: Sequence[str] | None = None,
-        horizon: int = HORIZON,
-        grid_size: int = GRID_SIZE,
-        keep_q: bool = True,
-    ) -> None:
-        super().__init__(params, costs, critics=critics, horizon=horizon, grid_size=grid_size, keep_q=keep_q)
-
-
-# ---------------------------------------------------------------------------
-# Instance-aware controllers (SPEC §9)
-# ---------------------------------------------------------------------------
-@dataclass
-class InstanceBeliefState(BeliefState):
-    """Episode state of an instance-aware controller: :class:`BeliefState` plus the θ-belief.
-
-    ``step`` counts the patches abandoned so far (``n`` of the instance model).
-
-    Attributes
-    ----------
-    mu : numpy.ndarray
-        ``(n_instance, m)`` mean ``E[θ | abandoned patches]`` of the instance's
-        pass rate, per followed sample — the grid coordinate of the table.
-    weights : numpy.ndarray or None
-        ``(n_instance, m, J)`` the exact θ-belief as weights over the pass
-        count ``j`` of the ``n`` abandoned patches (entries past ``n`` are 0;
-        ``mixture="exact"``), else ``None``.
-    """
-
-    mu: np.ndarray
-    weights: np.ndarray | None = None
+        return self._by_pattern(state, q_of)
 
 
 class InstanceController(BeliefController):
-    """``bayesian_dp`` with the instance belief: receding-horizon DP over ``(b, μ, n, U)`` (SPEC §9).
+    """The instance belief ``(b, A, B)`` (SPEC §9): grid DP, greedy or exact tree, receding horizon.
 
-    Patches of one instance share a pass rate ``θ ~ Beta(πκ, (1 − π)κ)``.
-    The table is the grid DP of :func:`bpc.decide.kernels.instance.solve_instance_dp`
-    (mean-matched θ-belief, verification not terminal unless asked, a patch
-    budget), solved once for all samples; at every decision the Q-values of
-    each followed sample are read at the episode's ``(b, μ, n, U)`` with
-    ``H`` steps left and combined by :meth:`choose`.
+    Patches of one task share a pass rate ``θ ~ Beta(A, B)`` (the cell's
+    ``Beta(πκ, (1 − π)κ)`` unless the episode starts with its own);
+    ``κ = inf`` is the paper's i.i.d. limit, handled exactly (the θ-belief
+    never moves). A critic updates ``b`` (Bayes); a failed verification sets
+    ``b = 0``; a new patch is made as ``regenerate`` says — ``"fresh"``: the
+    abandoned patch's evidence is folded into the θ-belief (exactly,
+    :func:`~bpc.decide.kernels.instance.abandon_exact`, or mean-matched) and
+    the new patch starts at ``b = E[θ | history]``; ``"refine"``: the patch is
+    repaired through the measured kernel, ``b' = b(1 − p_break) + (1 − b)p_fix``
+    (a fresh sample where none is measured), the θ-belief unchanged.
 
-    Belief transitions: a critic updates ``b`` (Bayes); a failed verification
-    sets ``b = 0``; a new patch folds the abandoned patch's evidence into the
-    θ-belief — exactly (:func:`~bpc.decide.kernels.instance.abandon_exact`,
-    ``mixture="exact"``, the default) or mean-matched — and starts at
-    ``b = E[θ | history]``, which is also the ``μ`` the table is read at.
-    ``κ = inf`` is the i.i.d. model: ``b`` returns to π on every new patch.
+    Planning (``method``): ``"dp"`` reads the grid DP over ``(b, μ, n, U)``
+    (:func:`~bpc.decide.kernels.instance.solve_instance_dp`, one table per set
+    of available critics) by one Bellman backup; ``"greedy"`` the one-step rule
+    (:func:`~bpc.decide.kernels.instance.instance_greedy_q`); ``"exact"``
+    the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`) from
+    each episode's state. Verification is valued with its failure continuation
+    unless ``verify_terminal``.
 
     Parameters
     ----------
-    params, costs, critics, index
+    params, costs, critics, index, name
         See :class:`BeliefController`.
     kappa : array_like, optional
-        ``(S,)`` or scalar concentration κ; default the parameters' ``kappa``
-        (:func:`bpc.decide.solve.instance_kappa`; ``inf`` where unknown).
+        ``(S,)`` or scalar κ overriding the samples' own.
     belief : {"instance", "iid"}
         ``"iid"`` forces ``κ = inf``.
+    method : {"dp", "greedy", "exact"}
+        Planner.
     horizon : int
         Look-ahead ``H``.
-    max_patches : int
-        Patch budget of an episode (the recorded pool, or the caller's).
+    max_patches : int or None
+        Patch budget of an episode (the recorded pool, or the caller's);
+        ``None`` (greedy, exact): none beyond the horizon.
     verify_terminal : bool
         Plan with verification ending the episode (default: it does not).
     critic_scope : {"patch", "instance"}, optional
         Scope of the used-critic set; default ``"instance"`` with the
-        instance belief, ``"patch"`` with the i.i.d. one
-        (:func:`bpc.decide.kernels.instance.solve_instance_exact`).
+        instance belief, ``"patch"`` with the i.i.d. one.
     mixture : {"exact", "moment"}
         How the episode's θ-belief is carried between decisions.
+    regenerate : {"fresh", "refine"}
+        How a new patch is made, in planning and acting alike.
     grid_size, mu_grid_size : int
         Points of the ``b`` and ``μ`` grids.
-    name : str, optional
-        Policy name (default ``"bayesian_dp"``).
     """
 
     name = "bayesian_dp"
@@ -645,169 +719,210 @@ class InstanceController(BeliefController):
         index: SampleIndex = every_sample,
         kappa=None,
         belief: str = "instance",
+        method: str = "dp",
         horizon: int = HORIZON,
-        max_patches: int = POOL_SIZE,
+        max_patches: int | None = POOL_SIZE,
         verify_terminal: bool = False,
         critic_scope: str | None = None,
         mixture: str = "exact",
+        regenerate: str = "fresh",
         grid_size: int = GRID_SIZE,
         mu_grid_size: int = GRID_SIZE,
         name: str | None = None,
     ) -> None:
-        from bpc.decide.kernels.instance import CRITIC_SCOPES, MIXTURES
-
-        super().__init__(params, costs, critics=critics, index=index)
-        if belief not in ("iid", "instance"):
-            raise ValueError(f"belief must be 'iid' or 'instance', got {belief!r}")
-        if mixture not in MIXTURES:
-            raise ValueError(f"mixture must be one of {MIXTURES}, got {mixture!r}")
-        if critic_scope is None:
-            critic_scope = "instance" if belief == "instance" else "patch"
+        super().__init__(params, costs, critics=critics, index=index, name=name)
+        checks = (
+            ("belief", belief, BELIEFS),
+            ("method", method, METHODS),
+            ("mixture", mixture, MIXTURES),
+            ("regenerate", regenerate, REGENERATE_MODES),
+        )
+        for what, value, choices in checks:
+            if value not in choices:
+                raise ValueError(f"{what} must be one of {choices}, got {value!r}")
+        critic_scope = critic_scope or ("instance" if belief == "instance" else "patch")
         if critic_scope not in CRITIC_SCOPES:
             raise ValueError(f"critic_scope must be one of {CRITIC_SCOPES}, got {critic_scope!r}")
-        self.belief = belief
+        if max_patches is None and method == "dp":
+            raise ValueError("the grid DP needs a patch budget (max_patches >= 1)")
+        if method == "exact" and mixture != "exact":
+            raise ValueError("method 'exact' carries the exact θ-mixture (mixture='exact')")
+        if name is None and method == "greedy":
+            self.name = "bayesian_greedy"
+        self.belief, self.method, self.mixture, self.regenerate = belief, method, mixture, regenerate
         self.critic_scope = critic_scope
-        self.mixture = mixture
         self.horizon = int(horizon)
-        self.max_patches = int(max_patches)
+        self.max_patches = None if max_patches is None else int(max_patches)
         self.verify_terminal = bool(verify_terminal)
-        if name is not None:
-            self.name = str(name)
-        self.kappa = self._kappa(params, kappa, belief)
-        self.table = self._solve(grid_size, mu_grid_size)
-
-    def _kappa(self, params, kappa, belief) -> np.ndarray:
-        S = self.n_samples
-        if belief == "iid":
-            return np.full(S, np.inf)
-        if kappa is None:
-            if isinstance(params, ParameterSamples):
-                raise ValueError("InstanceController: pass kappa= with ParameterSamples")
-            from bpc.decide.solve import instance_kappa
-
-            kappa = instance_kappa(params)
-        k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), (S,)).copy()
-        return np.where(np.isfinite(k) & (k > 0), k, np.inf)
-
-    def _solve(self, grid_size: int, mu_grid_size: int):
-        from bpc.decide.kernels.instance import solve_instance_dp
-
-        s, c = self.samples, self.sample_costs
-        return solve_instance_dp(
-            s.prior,
-            s.tpr,
-            s.fpr,
-            self.kappa,
-            **c.kernel_kwargs(),
-            available=self.available,
-            horizon=self.horizon,
-            max_patches=self.max_patches,
-            grid_size=int(grid_size),
-            mu_grid_size=int(mu_grid_size),
-            verify_terminal=self.verify_terminal,
-            critic_scope=self.critic_scope,
+        if regenerate == "refine":
+            self.samples = self.samples.with_fresh_sample_kernel()
+        k = (
+            self.samples.kappa
+            if kappa is None
+            else np.broadcast_to(np.asarray(kappa, float), (self.n_samples,))
         )
+        self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else np.where(k > 0, k, np.inf)
+        self._grids = (int(grid_size), int(mu_grid_size))
+        self._tables: dict[bytes | None, object] = {}
+        self.table = self.table_for(None) if method == "dp" else None
+
+    def _kernel(self) -> dict:
+        s = self.samples
+        return dict(p_fix=s.p_fix, p_break=s.p_break) if self.regenerate == "refine" else {}
+
+    def table_for(self, pattern: np.ndarray | None):
+        """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
+        key = None if pattern is None else np.packbits(pattern).tobytes()
+        if key not in self._tables:
+            s = self.samples
+            avail = self.available if pattern is None else self.available & pattern
+            self._tables[key] = solve_instance_dp(
+                s.prior,
+                s.tpr,
+                s.fpr,
+                self.kappa,
+                **self.sample_costs.kernel_kwargs(),
+                **self._kernel(),
+                available=avail,
+                horizon=self.horizon,
+                max_patches=self.max_patches,
+                grid_size=self._grids[0],
+                mu_grid_size=self._grids[1],
+                verify_terminal=self.verify_terminal,
+                critic_scope=self.critic_scope,
+                regenerate=self.regenerate,
+            )
+        return self._tables[key]
 
     # -- protocol ------------------------------------------------------------
-    def start(self, n: int) -> InstanceBeliefState:
-        """Every episode at a fresh instance: ``b = μ = π`` per followed sample, no patch abandoned."""
-        base = super().start(n)
-        weights = None
+    def start(self, n: int, *, available=None, theta0=None) -> BeliefState:
+        """Every episode at a fresh task: ``b = μ = E[θ]`` per followed sample, no patch abandoned."""
+        st = super().start(n, available=available, theta0=theta0)
+        if theta0 is None:
+            st.kappa = self.kappa[st.sample]
+        else:
+            st.kappa = np.where(np.isinf(self.kappa[st.sample]), np.inf, st.kappa)
+        st.mu = st.b.copy()
+        st.folded = np.zeros(int(n), dtype=np.int64)
         if self.mixture == "exact":
-            weights = np.zeros(base.b.shape + (self.max_patches + 1,))
-            weights[..., 0] = 1.0
-        return InstanceBeliefState(
-            b=base.b, used=base.used, step=base.step, sample=base.sample, mu=base.b.copy(), weights=weights
-        )
+            st.weights = np.zeros(st.b.shape + ((self.max_patches or 1) + 1,))
+            st.weights[..., 0] = 1.0
+        return st
 
-    def q_values(self, state: InstanceBeliefState) -> np.ndarray:
-        """Per-sample Q-values at ``(b, μ, n, U)`` with ``H`` steps left, ``(n, m, A)``."""
+    def q_values(self, state: BeliefState) -> np.ndarray:
+        """Per-sample Q-values at the episode's state with ``H`` steps left, ``(n, m, A)``."""
+        if self.method == "exact":
+            return self._exact_q(state)
         n_ep, m = state.b.shape
-        patches = np.minimum(state.step, self.max_patches - 1)
-        return self.table.q_at(
-            state.b,
-            state.mu,
-            np.broadcast_to(patches[:, None], (n_ep, m)),
-            np.broadcast_to(state.used[:, None], (n_ep, m)),
-            self.horizon,
-            sample_index=state.sample,
-        )
+        if self.method == "greedy":
+            s = state.sample.reshape(-1)
+            p, c = self.samples, self.sample_costs
+            kernel = {k: v[s] for k, v in self._kernel().items()}
+            q = instance_greedy_q(
+                state.b.reshape(-1),
+                state.mu.reshape(-1),
+                np.repeat(state.step, m),
+                np.repeat(state.used, m),
+                state.prior.reshape(-1),
+                p.tpr[s],
+                p.fpr[s],
+                state.kappa.reshape(-1),
+                critic_costs=c.critic[s],
+                c_gen=c.c_gen[s],
+                c_ver=c.c_ver[s],
+                reward=c.reward[s],
+                available=self.available[s] & np.repeat(state.available, m, axis=0),
+                max_patches=self.max_patches,
+                verify_terminal=self.verify_terminal,
+                regenerate=self.regenerate,
+                **kernel,
+            )
+            return q.reshape(n_ep, m, CRITIC_OFFSET + p.n_critics)
+        N = self.max_patches or 1
 
-    def observe_regenerate(self, state: InstanceBeliefState, mask: np.ndarray) -> None:
-        """New patch: fold the abandoned patch into the θ-belief; ``b = μ = E[θ | history]``."""
-        from bpc.decide.kernels.instance import abandon_exact, abandon_moment, mixture_mean
+        def q_of(rows, pattern):
+            r = np.arange(n_ep)[rows]
+            return self.table_for(pattern).q_at(
+                state.b[rows],
+                state.mu[rows],
+                np.broadcast_to(np.minimum(state.step[r], N - 1)[:, None], (r.size, m)),
+                np.broadcast_to(state.used[r][:, None], (r.size, m)),
+                self.horizon,
+                sample_index=state.sample[rows],
+            )
 
+        return self._by_pattern(state, q_of)
+
+    def _exact_q(self, state: BeliefState) -> np.ndarray:
+        out = []
+        for i in range(state.b.shape[0]):
+            s = state.sample[i]
+            p, c = self.samples.take(s), self.sample_costs.take(s)
+            problem = make_instance_problem(
+                state.prior[i],
+                p.tpr,
+                p.fpr,
+                state.kappa[i],
+                **c.kernel_kwargs(),
+                available=p.available & state.available[i],
+                **({"p_fix": p.p_fix, "p_break": p.p_break} if self.regenerate == "refine" else {}),
+            )
+            n0 = int(state.folded[i])
+            theta = state.weights[i, :, : n0 + 1]
+            _, q = solve_tree(
+                problem,
+                state.b[i],
+                theta,
+                self.horizon,
+                int(state.used[i]),
+                "exact",
+                self.max_patches,
+                self.verify_terminal,
+                self.critic_scope,
+                None,
+                None,
+                self.regenerate,
+                patch=int(state.step[i]),
+            )
+            out.append(q)
+        return np.stack(out)
+
+    def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
+        """New patch: ``"fresh"`` folds the abandoned patch into the θ-belief, ``"refine"`` repairs it."""
         mask = np.asarray(mask, dtype=bool)
         if not mask.any():
             return
-        sample = state.sample[mask]
-        kappa, prior = self.kappa[sample], self.samples.prior[sample]
-        b = state.b[mask]
+        refine = self.regenerate == "refine" if fresh is None else not fresh
+        if refine:
+            state.b[mask] = self.after_regenerate(state.b[mask], state.sample[mask])
+        else:
+            self._fold(state, mask)
+        if self.critic_scope == "patch":
+            state.used[mask] = 0
+        state.step[mask] += 1
+
+    def _fold(self, state: BeliefState, mask: np.ndarray) -> None:
+        if state.mu is None or state.folded is None:
+            raise ValueError("InstanceController: the episode state carries no θ-belief (start it here)")
+        kappa, prior, b = state.kappa[mask], state.prior[mask], state.b[mask]
+        steps = state.folded[mask]
         if self.mixture == "exact":
             if state.weights is None:
                 raise ValueError("InstanceController: the episode state carries no θ-mixture weights")
-            steps = state.step[mask]
             need = int(steps.max()) + 2
             if state.weights.shape[-1] < need:
                 zeros = np.zeros(state.weights.shape[:-1] + (need - state.weights.shape[-1],))
                 state.weights = np.concatenate([state.weights, zeros], axis=-1)
-            weights = state.weights
-            w = weights[mask]
+            w = state.weights[mask]
             mu = np.empty_like(b)
             for n in np.unique(steps):  # episodes at different patch counts fold at their own n
                 rows = steps == n
                 folded = abandon_exact(w[rows, :, : n + 1], b[rows], prior[rows], kappa[rows])
                 w[rows, :, : n + 2] = folded
                 mu[rows] = mixture_mean(folded, prior[rows], kappa[rows])
-            weights[mask] = w
+            state.weights[mask] = w
         else:
-            mu = abandon_moment(b, state.mu[mask], kappa, state.step[mask][:, None])
+            mu = abandon_moment(b, state.mu[mask], kappa, steps[:, None])
         state.mu[mask] = mu
         state.b[mask] = mu
-        if self.critic_scope == "patch":
-            state.used[mask] = 0
-        state.step[mask] += 1
-
-
-class InstanceGreedyController(InstanceController):
-    """``bayesian_greedy`` with the instance belief: the instance-aware one-step rule.
-
-    Q-values of :func:`bpc.decide.kernels.instance.instance_greedy_q` (the
-    regenerate value uses the next patch's ``b = E[θ | history]``).
-
-    Parameters
-    ----------
-    params, costs, critics, index, kappa, belief, max_patches, verify_terminal, critic_scope, mixture, name
-        See :class:`InstanceController` (no table is solved).
-    """
-
-    name = "bayesian_greedy"
-
-    def _solve(self, grid_size: int, mu_grid_size: int):
-        return None
-
-    def q_values(self, state: InstanceBeliefState) -> np.ndarray:
-        """Greedy Q-values, ``(n, m, A)``."""
-        from bpc.decide.kernels.instance import instance_greedy_q
-
-        n_ep, m = state.b.shape
-        s = state.sample.reshape(-1)
-        p, c = self.samples, self.sample_costs
-        q = instance_greedy_q(
-            state.b.reshape(-1),
-            state.mu.reshape(-1),
-            np.repeat(state.step, m),
-            np.repeat(state.used, m),
-            p.prior[s],
-            p.tpr[s],
-            p.fpr[s],
-            self.kappa[s],
-            critic_costs=c.critic[s],
-            c_gen=c.c_gen[s],
-            c_ver=c.c_ver[s],
-            reward=c.reward[s],
-            available=self.available[s],
-            max_patches=self.max_patches,
-            verify_terminal=self.verify_terminal,
-        )
-        return q.reshape(n_ep, m, CRITIC_OFFSET + p.n_critics)
+        state.folded[mask] += 1

@@ -17,31 +17,23 @@ and clear errors. This module wraps the same decision layer for that use::
     Built once from calibrated parameters (:meth:`Controller.from_params`:
     Laplace estimates of ``bpc estimate`` or a posterior of ``bpc fit``) or
     from explicit numbers. It holds the parameter samples of one cell
-    (:class:`~bpc.decide.table.ParameterSamples`) and the decision layer's
-    controller for its ``method`` (:attr:`Controller.policy`), built once:
-
-    ``dp``
-        :class:`~bpc.decide.controllers.TableController` — the grid DP table
-        (:func:`bpc.decide.table.solve_table`), read at every decision through
-        the one Q lookup (:meth:`bpc.decide.kernels.DPSolution.q_at`);
-    ``exact``
-        exact expectimax (:func:`bpc.decide.table.solve_root`) from the
-        current belief at every decision, up to :data:`EXACT_MAX_HORIZON` steps;
-    ``greedy``
-        :class:`~bpc.decide.controllers.GreedyController`, the one-step rule.
-
-    ``belief="instance"`` swaps in the instance-aware controllers
-    (:class:`~bpc.decide.controllers.InstanceController`,
-    :class:`~bpc.decide.controllers.InstanceGreedyController`, SPEC §9).
-    Planning is receding-horizon, as in replay: every decision looks
-    ``horizon`` steps ahead from the current state.
+    (:class:`~bpc.decide.table.ParameterSamples`, κ included) and the decision
+    layer's controller (:attr:`Controller.policy`), built once by the one
+    factory, :func:`bpc.decide.factory.make_controller`, from ``policy``,
+    ``belief``, ``method``, ``mode`` and the switches (``verify_terminal``,
+    ``plan_verify_continues``, ``regenerate``): the planners ``dp`` (grid DP),
+    ``exact`` (the exact tree from the current state, up to
+    :data:`EXACT_MAX_HORIZON` steps) and ``greedy`` (one-step rule), or a
+    baseline (``policy="gate_test"``, …). Planning is receding-horizon, as in
+    replay: every decision looks ``horizon`` steps ahead from the current state.
 
     ``mode`` says how parameter samples enter the decision: ``plugin`` (one
-    point estimate), ``posterior_mean`` (the draws averaged into one point)
-    or ``bayes_robust`` (every draw keeps its own belief; the action
-    maximises the posterior-expected Q, :func:`bpc.decide.controllers.expected_q`,
-    and the decision reports P(action optimal) and the
-    :data:`~bpc.constants.CI_PROB` band of each Q, :func:`bpc.intervals.interval_bounds`).
+    point estimate), ``posterior_mean`` (the draws averaged into one point),
+    ``bayes_robust`` (every draw keeps its own belief; the action maximises
+    the posterior-expected Q, :func:`bpc.decide.controllers.expected_q`, and
+    the decision reports P(action optimal) and the :data:`~bpc.constants.CI_PROB`
+    band of each Q, :func:`bpc.intervals.interval_bounds`) or ``thompson``
+    (one draw per episode).
 
 :class:`Episode`
     The state of one task: the decision layer's
@@ -79,26 +71,16 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import numpy as np
 
 from bpc.choices import unknown_choice_message
-from bpc.constants import CI_KIND, CI_PROB, GRID_SIZE, HORIZON, POOL_SIZE
-from bpc.decide.controllers import (
-    BeliefController,
-    BeliefState,
-    GreedyController,
-    InstanceController,
-    InstanceGreedyController,
-    TableController,
-    expected_q,
-)
+from bpc.constants import BELIEFS, CI_KIND, CI_PROB, GRID_SIZE, HORIZON, METHODS, MODES, POOL_SIZE
+from bpc.decide.controllers import BeliefState, expected_q
+from bpc.decide.factory import Switches, make_controller
 from bpc.decide.kernels.belief import REGENERATE, action_names, make_problem
-from bpc.decide.table import ParameterSamples, SampleCosts, solve_root, solve_table
+from bpc.decide.table import ParameterSamples, SampleCosts
 
 if TYPE_CHECKING:
     import xarray as xr
 
 __all__ = [
-    "MODES",
-    "BELIEFS",
-    "METHODS",
     "EXACT_MAX_HORIZON",
     "STATE_VERSION",
     "IllegalMoveError",
@@ -111,12 +93,8 @@ Mode = Literal["plugin", "posterior_mean", "bayes_robust"]
 Method = Literal["dp", "exact", "greedy"]
 BeliefModel = Literal["iid", "instance"]
 
-MODES: tuple[str, ...] = ("plugin", "posterior_mean", "bayes_robust")
-"""How parameter samples enter a decision (see the module docstring)."""
-BELIEFS: tuple[str, ...] = ("iid", "instance")
-"""Belief models: patches i.i.d. given the cell (``iid``) or instance-aware (``instance``)."""
-METHODS: tuple[str, ...] = ("dp", "exact", "greedy")
-"""Solvers: grid DP, exact expectimax, one-step greedy."""
+LIVE_MODES: tuple[str, ...] = tuple(m for m in MODES if m != "per_draw")
+"""Modes of a live controller (``per_draw`` needs a block of episodes per draw: replay only)."""
 
 EXACT_MAX_HORIZON = 6
 """Largest horizon of ``method="exact"``. The reachable belief tree grows about
@@ -155,7 +133,7 @@ class IllegalMoveError(ValueError):
         self.legal = tuple(legal)
 
 
-def _json_float(x: float) -> float | None:
+def json_float(x: float) -> float | None:
     """A JSON-safe float: ``None`` for ``±inf``/``NaN`` (an action not offered)."""
     return float(x) if math.isfinite(x) else None
 
@@ -217,8 +195,8 @@ class Decision:
         """JSON-safe form (``null`` for an action not offered)."""
         out: dict[str, Any] = {
             "action": self.action,
-            "value": _json_float(self.value),
-            "q": {a: _json_float(v) for a, v in self.q.items()},
+            "value": json_float(self.value),
+            "q": {a: json_float(v) for a, v in self.q.items()},
             "belief": float(self.belief),
             "used": list(self.used),
             "steps_left": int(self.steps_left),
@@ -228,7 +206,7 @@ class Decision:
             out["p_optimal"] = {a: float(v) for a, v in self.p_optimal.items()}
         if self.q_band is not None:
             out["q_band"] = {
-                a: None if not math.isfinite(lo) else [_json_float(lo), _json_float(hi)]
+                a: None if not math.isfinite(lo) else [json_float(lo), json_float(hi)]
                 for a, (lo, hi) in self.q_band.items()
             }
             out["ci_prob"] = self.ci_prob
@@ -236,7 +214,7 @@ class Decision:
         return out
 
 
-def _vector(name: str, value, n: int | None = None) -> np.ndarray:
+def _samples_of(name: str, value, n: int | None = None) -> np.ndarray:
     """A float64 array of one or ``n`` samples."""
     try:
         arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
@@ -317,11 +295,24 @@ class Controller:
     first_patch_free : bool
         Do not charge ``c_gen`` for the patch an episode starts with.
     kappa : float or array_like, optional
-        Instance belief only: the concentration κ of an instance's pass rate
+        Instance belief only: the concentration κ of a task's pass rate
         ``θ ~ Beta(πκ, (1 − π)κ)`` (a number or ``(S,)`` draws; ``inf`` = i.i.d.).
     max_patches : int
-        Instance belief only: the patch budget of a task (regeneration is not
-        offered on the last patch).
+        The patch budget a task is planned within (regeneration is not offered
+        on the last patch); the paper's i.i.d. planning has none.
+    plan_verify_continues : bool, optional
+        Plan with the failure continuation of verification; default
+        ``not verify_terminal`` (plan the episode you act in). ``False`` with
+        ``verify_terminal=False`` is the paper's planning (SPEC §3).
+    regenerate : {"fresh", "refine"}, optional
+        How a new patch is made, in planning and acting: a fresh sample of the
+        task, or a refinement through ``p_fix``/``p_break``. Default
+        :data:`bpc.decide.factory.DEFAULT_REGENERATE` (refine under ``iid``,
+        fresh under ``instance``).
+    policy : str
+        ``"bayesian_dp"`` (the planner of ``method``) or a baseline
+        (``always_verify``, ``best_of_3``, ``gate_<critic>``, ``fixed_pipeline``,
+        ``stop``, ``verify_first``; :mod:`bpc.decide.baselines`).
 
     Attributes
     ----------
@@ -363,11 +354,14 @@ class Controller:
         first_patch_free: bool = False,
         kappa=None,
         max_patches: int = POOL_SIZE,
+        plan_verify_continues: bool | None = None,
+        regenerate: str | None = None,
+        policy: str = "bayesian_dp",
     ) -> None:
         _check_choice(method, METHODS, "method")
         _check_choice(belief, BELIEFS, "belief model")
         if mode is not None:
-            _check_choice(mode, MODES, "mode")
+            _check_choice(mode, LIVE_MODES, "mode")
         if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
             raise ValueError(f"horizon must be an integer >= 0, got {horizon!r}")
         if method == "exact" and horizon > EXACT_MAX_HORIZON:
@@ -375,33 +369,26 @@ class Controller:
                 f"method 'exact' is limited to horizon <= {EXACT_MAX_HORIZON} (its belief tree grows "
                 f"~3.5x per step); got horizon {horizon}. Use method='dp' (linear in the horizon)"
             )
-        if belief == "instance":
-            if method == "exact":
-                raise ValueError("belief='instance' plans with method 'dp' or 'greedy', not 'exact'")
-            if kappa is None:
-                raise ValueError(
-                    "belief='instance' needs kappa, the instance concentration κ "
-                    "(Controller.from_params reads it from the parameters)"
-                )
-            if (
-                isinstance(max_patches, bool)
-                or not isinstance(max_patches, (int, np.integer))
-                or max_patches < 1
-            ):
-                raise ValueError(f"max_patches must be an integer >= 1, got {max_patches!r}")
+        if belief == "instance" and kappa is None:
+            raise ValueError(
+                "belief='instance' needs kappa, the instance concentration κ "
+                "(Controller.from_params reads it from the parameters)"
+            )
+        if isinstance(max_patches, bool) or not isinstance(max_patches, (int, np.integer)) or max_patches < 1:
+            raise ValueError(f"max_patches must be an integer >= 1, got {max_patches!r}")
         if not isinstance(critics, Mapping) or not critics:
             raise ValueError("critics must be a non-empty mapping name -> (tpr, fpr, cost)")
         names = tuple(str(c) for c in critics)
         action_names(names)  # rejects names that clash with stop/verify/regenerate
         entries = [_critic_entry(n, critics[n]) for n in names]
-        prior_v = _vector("prior", prior)
+        prior_v = _samples_of("prior", prior)
         cols = {
-            "tpr": [_vector(f"tpr of critic {n!r}", e[0]) for n, e in zip(names, entries, strict=True)],
-            "fpr": [_vector(f"fpr of critic {n!r}", e[1]) for n, e in zip(names, entries, strict=True)],
+            "tpr": [_samples_of(f"tpr of critic {n!r}", e[0]) for n, e in zip(names, entries, strict=True)],
+            "fpr": [_samples_of(f"fpr of critic {n!r}", e[1]) for n, e in zip(names, entries, strict=True)],
         }
         kern = {
-            "p_fix": _vector("p_fix", np.nan if p_fix is None else p_fix),
-            "p_break": _vector("p_break", np.nan if p_break is None else p_break),
+            "p_fix": _samples_of("p_fix", np.nan if p_fix is None else p_fix),
+            "p_break": _samples_of("p_break", np.nan if p_break is None else p_break),
         }
         sizes = {a.shape[0] for a in (prior_v, *kern.values(), *cols["tpr"], *cols["fpr"])} - {1}
         if len(sizes) > 1:
@@ -420,12 +407,11 @@ class Controller:
             "p_fix": np.broadcast_to(kern["p_fix"], (S,)).copy(),
             "p_break": np.broadcast_to(kern["p_break"], (S,)).copy(),
         }
-        kappa_v = None if kappa is None else np.broadcast_to(_vector("kappa", kappa), (S,)).copy()
+        kappa_v = None if kappa is None else np.broadcast_to(_samples_of("kappa", kappa), (S,)).copy()
+        samples = ParameterSamples(critics=names, **arrays, kappa=kappa_v)
         if mode == "posterior_mean" and S > 1:
-            arrays = {k: v.mean(axis=0, keepdims=True) for k, v in arrays.items()}
-            kappa_v = None if kappa_v is None else kappa_v.mean(keepdims=True)
-            S = 1
-        samples = ParameterSamples(critics=names, **arrays)
+            samples, S = samples.mean(), 1
+            kappa_v = None if kappa_v is None else samples.kappa
         available = samples.available
         costs = np.array([e[2] for e in entries], dtype=np.float64)
         costs = np.where(available.any(axis=0), costs, np.nan)  # an unmeasured critic needs no price
@@ -452,6 +438,7 @@ class Controller:
         self.critics: tuple[str, ...] = names
         self.actions: tuple[str, ...] = action_names(names)
         self.critic_costs = costs
+        self.measured = available.all(axis=0)
         self.c_gen, self.c_ver, self.reward = float(c_gen), float(c_ver), float(reward)
         self.mode: str = mode
         self.belief_model: str = belief
@@ -463,44 +450,33 @@ class Controller:
         self.first_patch_free = bool(first_patch_free)
         self.kappa = kappa_v
         self.max_patches = int(max_patches)
+        self.policy_name = str(policy)
+        self.switches = Switches(
+            verify_terminal=self.verify_terminal,
+            plan_verify_continues=plan_verify_continues,
+            regenerate=regenerate,
+            clip=self.clip,
+        ).resolved(belief)
         self.cell: tuple[str, str] | None = None
-        self.policy: BeliefController = self._policy(samples, sample_costs)
-        self._fingerprint: str | None = None
-        if S > 1:
-            import bpc.intervals  # noqa: F401 - pay ArviZ-stats' import at build time, not at the first decision
-
-    def _policy(self, samples: ParameterSamples, costs: SampleCosts) -> BeliefController:
-        """The decision layer's controller for ``method`` (every episode follows every sample)."""
-        if self.belief_model == "instance":
-            cls = InstanceController if self.method == "dp" else InstanceGreedyController
-            return cls(
-                samples,
-                costs,
-                critics=self.critics,
-                kappa=self.kappa,
-                belief="instance",
-                horizon=self.horizon,
-                max_patches=self.max_patches,
-                verify_terminal=self.verify_terminal,
-                grid_size=self.grid_size,
-            )
-        if self.method == "greedy":
-            return GreedyController(samples, costs, critics=self.critics, clip=self.clip)
-        if self.method == "exact":
-            return _ExactController(samples, costs, critics=self.critics, horizon=self.horizon)
-        S, K = samples.n_samples, samples.n_critics
-        q_bytes = S * (self.horizon + 1) * (1 << K) * (3 + K) * self.grid_size * 8
-        table = solve_table(
+        self.samples = samples
+        q_bytes = S * (self.horizon + 1) * (1 << len(names)) * (3 + len(names)) * self.grid_size * 8
+        self.policy = make_controller(
             samples,
-            costs,
+            sample_costs,
+            policy=self.policy_name,
+            belief=belief,
+            method=method,
+            mode="plugin" if mode == "posterior_mean" else mode,
+            switches=self.switches,
+            max_patches=self.max_patches,
             horizon=self.horizon,
             grid_size=self.grid_size,
             keep_q=q_bytes <= KEEP_Q_MAX_BYTES,  # stored Q: a lookup gathers instead of backing up
             backend="numpy" if S <= NUMPY_MAX_SAMPLES else "auto",
         )
-        return TableController(
-            samples, costs, critics=self.critics, horizon=self.horizon, grid_size=self.grid_size, table=table
-        )
+        self._fingerprint: str | None = None
+        if S > 1:
+            import bpc.intervals  # noqa: F401 - pay ArviZ-stats' import at build time, not at the first decision
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -521,6 +497,9 @@ class Controller:
         verify_terminal: bool = False,
         first_patch_free: bool = False,
         max_patches: int = POOL_SIZE,
+        plan_verify_continues: bool | None = None,
+        regenerate: str | None = None,
+        policy: str = "bayesian_dp",
     ) -> Controller:
         """A controller for one cell of calibrated parameters.
 
@@ -539,14 +518,18 @@ class Controller:
             JSON/TOML file; default the paper's vector for the benchmark
             (:func:`bpc.costs.paper_costs_for`).
         critics : sequence of str, optional
-            Critics the agent may call, in action order; default every critic
-            the cell measured, in the parameters' order.
+            Critics the agent may call, in action order; default the cell's
+            decision critics that it measured (:func:`bpc.schema.decision_critics`:
+            the paper's three on the corpus — name ``lint`` to use it — and
+            every critic of a user's logs).
         max_draws : int, optional
             Keep this many posterior draws (evenly thinned) — fewer draws,
             faster set-up.
         mode, belief, method, horizon, grid_size, clip, verify_terminal, first_patch_free, max_patches
             See :class:`Controller`; with ``belief="instance"`` κ is read from
             the parameters (:func:`bpc.decide.solve.instance_kappa`).
+        plan_verify_continues, regenerate, policy
+            See :class:`Controller`.
 
         Raises
         ------
@@ -555,7 +538,7 @@ class Controller:
             named critic is unknown or unmeasured in the cell.
         """
         from bpc.costs import Costs, paper_costs_for, resolve_costs
-        from bpc.decide.solve import instance_kappa, parameter_samples
+        from bpc.decide.solve import parameter_samples
         from bpc.schema import decision_critics, sample_dims, select_cell, thin_draws
 
         bench, gen = _parse_cell(cell)
@@ -584,7 +567,7 @@ class Controller:
         if max_draws is not None and sample_dims(one):
             one = thin_draws(one, int(max_draws))
         samples = parameter_samples(one, critics=names, one_cell=True)
-        kappa = instance_kappa(one) if belief == "instance" else None
+        kappa = samples.kappa if belief == "instance" else None
         if costs is None:
             cv = paper_costs_for(bench)
         elif isinstance(costs, Costs):
@@ -610,6 +593,9 @@ class Controller:
             first_patch_free=first_patch_free,
             kappa=kappa,
             max_patches=max_patches,
+            plan_verify_continues=plan_verify_continues,
+            regenerate=regenerate,
+            policy=policy,
         )
         ctrl.cell = (bench, gen)
         return ctrl
@@ -618,14 +604,21 @@ class Controller:
     @property
     def n_samples(self) -> int:
         """Parameter samples the controller decides with (1 for a point estimate)."""
-        return int(self.policy.n_samples)
+        return int(self.samples.n_samples)
 
     @property
     def prior(self) -> float:
         """Prior π of a fresh patch (mean over samples)."""
-        return float(self.policy.samples.prior.mean())
+        return float(self.samples.prior.mean())
 
-    def episode(self, *, belief: float | None = None, used: Sequence[str] = ()) -> Episode:
+    def episode(
+        self,
+        *,
+        belief: float | None = None,
+        used: Sequence[str] = (),
+        critics: Sequence[str] | None = None,
+        theta0: tuple[float, float] | None = None,
+    ) -> Episode:
         """A new task: a patch has just been generated.
 
         Parameters
@@ -634,8 +627,15 @@ class Controller:
             Start at this belief instead of the prior (every sample).
         used : sequence of str
             Critics already used on the current patch.
+        critics : sequence of str, optional
+            The critics this task has (e.g. no public tests for it); the
+            planner plans over these only. Default every critic of the cell.
+        theta0 : (float, float), optional
+            ``(A, B)``: the task's own starting belief ``Beta(A, B)`` about its
+            pass rate (a task-aware prior); the first patch starts at
+            ``A / (A + B)``. Default the cell's ``(π, κ)``.
         """
-        return Episode(self, belief=belief, used=used)
+        return Episode(self, belief=belief, used=used, critics=critics, theta0=theta0)
 
     def fingerprint(self) -> str:
         """SHA-256 of the parameters, costs and options (guards :meth:`Episode.from_dict`)."""
@@ -644,7 +644,7 @@ class Controller:
 
             h = hashlib.sha256()
             for name in ("prior", "tpr", "fpr", "p_fix", "p_break"):
-                h.update(np.ascontiguousarray(getattr(self.policy.samples, name)).tobytes())
+                h.update(np.ascontiguousarray(getattr(self.samples, name)).tobytes())
             h.update(np.ascontiguousarray(self.critic_costs).tobytes())
             if self.kappa is not None and self.belief_model == "instance":
                 h.update(np.ascontiguousarray(self.kappa).tobytes())
@@ -665,12 +665,16 @@ class Controller:
             "clip": self.clip if self.method == "greedy" else None,
             "verify_terminal": self.verify_terminal,
             "first_patch_free": self.first_patch_free,
-            "max_patches": self.max_patches if self.belief_model == "instance" else None,
+            "max_patches": self.max_patches,
+            "plan_verify_continues": self.switches.plan_verify_continues,
+            "regenerate": self.switches.regenerate,
+            "critic_scope": self.switches.critic_scope,
+            "policy": self.policy_name,
             "n_samples": self.n_samples,
             "c_gen": self.c_gen,
             "c_ver": self.c_ver,
             "reward": self.reward,
-            "critic_costs": {c: _json_float(v) for c, v in zip(self.critics, self.critic_costs, strict=True)},
+            "critic_costs": {c: json_float(v) for c, v in zip(self.critics, self.critic_costs, strict=True)},
         }
 
     def __repr__(self) -> str:
@@ -684,6 +688,19 @@ class Controller:
     def decision(self, state: BeliefState) -> Decision:
         """The :class:`Decision` for the one episode of a decision-layer ``state``."""
         policy = self.policy
+        if not hasattr(policy, "q_values"):  # a baseline: a rule, no Q-values
+            k = int(policy.act(state)[0])
+            nan = MappingProxyType({n: float("nan") for n in self.actions})
+            used = int(state.used[0])
+            return Decision(
+                action=self.actions[k],
+                value=float("nan"),
+                q=nan,
+                belief=float("nan"),
+                used=tuple(c for i, c in enumerate(self.critics) if used >> i & 1),
+                steps_left=self.horizon,
+                n_samples=self.n_samples,
+            )
         qs = policy.q_values(state)  # (1, m, A): Q of every followed sample
         if self.method == "greedy" and self.horizon == 0:
             qs = np.where(np.arange(qs.shape[-1]) >= REGENERATE, -np.inf, qs)
@@ -724,38 +741,6 @@ class Controller:
         return MappingProxyType(
             {n: (float(lo), float(hi)) for n, (lo, hi) in zip(self.actions, bounds, strict=True)}
         )
-
-
-class _ExactController(BeliefController):
-    """Exact expectimax from each episode's current belief (:func:`bpc.decide.table.solve_root`).
-
-    The belief transitions are the decision layer's (:class:`~bpc.decide.controllers.BeliefController`,
-    repair kernel with the fresh-sample rule); only the Q-values differ from
-    the table controller: no grid, the reachable belief tree is searched at
-    every decision, ``horizon`` steps deep.
-    """
-
-    name = "exact"
-
-    def __init__(self, samples: ParameterSamples, costs: SampleCosts, *, critics, horizon: int) -> None:
-        super().__init__(samples, costs, critics=critics)
-        self.samples = self.samples.with_fresh_sample_kernel()
-        self.horizon = int(horizon)
-
-    def q_values(self, state: BeliefState) -> np.ndarray:
-        """Exact Q-values of every (episode, followed sample), ``(n, m, A)``."""
-        out = []
-        for i in range(state.b.shape[0]):
-            s = state.sample[i]
-            sol = solve_root(
-                self.samples.take(s),
-                self.sample_costs.take(s),
-                belief=state.b[i],
-                used=int(state.used[i]),
-                horizon=self.horizon,
-            )
-            out.append(sol.q)
-        return np.stack(out)
 
 
 def _parse_cell(cell) -> tuple[str, str]:
@@ -838,16 +823,42 @@ class Episode:
         Starting belief (default the prior of each sample).
     used : sequence of str
         Critics already used on the first patch.
+    critics : sequence of str, optional
+        The critics the task has (default all the cell's).
+    theta0 : (float, float), optional
+        The task's starting ``Beta(A, B)`` about its pass rate (default the cell's).
     """
 
-    def __init__(self, controller: Controller, *, belief: float | None = None, used: Sequence[str] = ()):
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        belief: float | None = None,
+        used: Sequence[str] = (),
+        critics: Sequence[str] | None = None,
+        theta0: tuple[float, float] | None = None,
+    ):
         self.controller = controller
         self._start_belief = None if belief is None else float(belief)
         self._start_used = tuple(str(c) for c in used)
+        self._start_critics = None if critics is None else tuple(str(c) for c in critics)
+        self._start_theta = None if theta0 is None else (float(theta0[0]), float(theta0[1]))
         self._outcome: str | None = None
         self._moves: list[_Move] = []
-        self._state: BeliefState = controller.policy.start(1)  # one episode, following every sample
+        available = None
+        if critics is not None:
+            unknown = [c for c in critics if c not in controller.critics]
+            if unknown:
+                raise ValueError(unknown_choice_message(str(unknown[0]), controller.critics, what="critic"))
+            available = np.array([c in self._start_critics for c in controller.critics])[None, :]
+        theta = None if theta0 is None else (np.array([theta0[0]], float), np.array([theta0[1]], float))
+        # one episode, following every sample
+        self._state: BeliefState = controller.policy.start(1, available=available, theta0=theta)
         if belief is not None:
+            if not isinstance(self._state, BeliefState):
+                raise ValueError(
+                    f"policy {controller.policy_name!r} is a baseline: it has no belief to start at"
+                )
             b0 = float(belief)
             if not (math.isfinite(b0) and 0.0 <= b0 <= 1.0):
                 raise ValueError(f"belief must lie in [0, 1], got {belief!r}")
@@ -860,13 +871,14 @@ class Episode:
     # ------------------------------------------------------------ state
     @property
     def beliefs(self) -> np.ndarray:
-        """Belief of each parameter sample, ``(S,)`` (a copy)."""
-        return self._state.b[0].copy()
+        """Belief of each parameter sample, ``(S,)`` (a copy; ``NaN`` under a baseline)."""
+        b = getattr(self._state, "b", None)
+        return np.full(1, np.nan) if b is None else b[0].copy()
 
     @property
     def p_pass(self) -> float:
-        """Current P(patch passes the verifier), averaged over samples."""
-        return float(self._state.b[0].mean())
+        """Current P(patch passes the verifier), averaged over samples (``NaN`` under a baseline)."""
+        return float(self.beliefs.mean())
 
     @property
     def _used(self) -> int:
@@ -919,7 +931,7 @@ class Episode:
         crit = [
             f"observe({c!r})"
             for i, c in enumerate(self.controller.critics)
-            if not self._used >> i & 1 and self.controller.policy.available[:, i].all()
+            if not self._used >> i & 1 and self._has(i)
         ]
         return ("verified", "regenerated", "refined", "stop", *crit)
 
@@ -938,9 +950,14 @@ class Episode:
         if critic not in ctrl.critics:
             raise self._illegal(move, unknown_choice_message(str(critic), ctrl.critics, what="critic"))
         k = ctrl.critics.index(critic)
-        if not ctrl.policy.available[:, k].all():
+        if not ctrl.measured[k]:
             raise self._illegal(move, f"critic {critic!r} is not measured in this cell")
+        if not self._state.available[0, k]:
+            raise self._illegal(move, f"critic {critic!r} is not available for this task")
         return k
+
+    def _has(self, k: int) -> bool:
+        return bool(self.controller.measured[k] and self._state.available[0, k])
 
     def decide(self) -> Decision:
         """The recommended action and every action's Q in the current state.
@@ -1004,29 +1021,27 @@ class Episode:
     def regenerated(self, *, fresh: bool = False) -> Episode:
         """The harness generated a new patch.
 
-        Charges ``c_gen``, resets the used critics and moves the belief
-        through the cell's repair kernel (a fresh sample where the cell has
-        none, and always under the greedy method). ``fresh=True`` declares
-        the new patch an independent sample: the belief is the prior.
+        Charges ``c_gen``, resets the used critics and moves the belief the
+        controller's way (its ``regenerate`` switch: the repair kernel under
+        ``"refine"``, a fresh sample of the task under ``"fresh"``; the paper's
+        greedy rule always regenerates fresh). ``fresh=True`` declares the new
+        patch an independent sample of the task.
         """
         return self._new_patch("regenerated", fresh=bool(fresh))
 
     def refined(self) -> Episode:
         """The harness refined the current patch into a new one.
 
-        The model's regeneration action: its repair kernel ``p_fix``/``p_break``
-        is measured on refinement trajectories, so a refinement moves the
-        belief through it exactly as :meth:`regenerated` does.
+        The belief moves through the repair kernel ``p_fix``/``p_break``
+        (measured on refinement trajectories; a fresh sample where none is).
         """
         return self._new_patch("refined", fresh=False)
 
     def _new_patch(self, op: str, *, fresh: bool) -> Episode:
         self._check_running(f"{op}()")
         self._spent += self.controller.c_gen
-        policy = self.controller.policy
-        policy.observe_regenerate(self._state, _ONE)
-        if fresh and self.controller.belief_model == "iid":  # the instance model's new patch is a fresh draw
-            self._state.b[0] = policy.samples.prior[self._state.sample[0]]
+        how = True if fresh else (False if op == "refined" else None)  # None: the controller's way
+        self.controller.policy.observe_regenerate(self._state, _ONE, fresh=how)
         self._moves.append(_Move(op, fresh=fresh))
         return self
 
@@ -1072,7 +1087,12 @@ class Episode:
         return {
             "version": STATE_VERSION,
             "controller": self.controller.fingerprint(),
-            "start": {"belief": self._start_belief, "used": list(self._start_used)},
+            "start": {
+                "belief": self._start_belief,
+                "used": list(self._start_used),
+                "critics": None if self._start_critics is None else list(self._start_critics),
+                "theta0": None if self._start_theta is None else list(self._start_theta),
+            },
             "moves": [m.to_dict() for m in self._moves],
             "belief": self.p_pass,
             "used": list(self.used_critics),
@@ -1099,7 +1119,14 @@ class Episode:
                 f"not this one ({controller.fingerprint()}): parameters, costs or options differ"
             )
         start = data.get("start", {})
-        ep = cls(controller, belief=start.get("belief"), used=tuple(start.get("used", ())))
+        theta0 = start.get("theta0")
+        ep = cls(
+            controller,
+            belief=start.get("belief"),
+            used=tuple(start.get("used", ())),
+            critics=start.get("critics"),
+            theta0=None if theta0 is None else (float(theta0[0]), float(theta0[1])),
+        )
         for move in data.get("moves", []):
             ep.apply(move)
         return ep

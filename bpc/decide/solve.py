@@ -34,6 +34,7 @@ import numpy.typing as npt
 import xarray as xr
 
 from bpc.constants import (
+    BELIEFS,
     DIM_BELIEF,
     DIM_BENCHMARK,
     DIM_CRITIC,
@@ -50,7 +51,6 @@ from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel,
 from bpc.schema import decision_critics, sample_dims, validate_params
 
 __all__ = [
-    "BELIEFS",
     "instance_kappa",
     "solve_instance_policy",
     "DIM_PATCH",
@@ -136,7 +136,8 @@ def parameter_samples(
     Returns
     -------
     ParameterSamples
-        Kernel not filled (see :meth:`~bpc.decide.table.ParameterSamples.with_fresh_sample_kernel`).
+        Kernel not filled (see :meth:`~bpc.decide.table.ParameterSamples.with_fresh_sample_kernel`);
+        κ from the optional ``kappa`` variable (:func:`instance_kappa`).
 
     Raises
     ------
@@ -180,11 +181,8 @@ def parameter_samples(
         p_fix=flat(params["p_fix"], []),
         p_break=flat(params["p_break"], []),
         critics=tuple(critics),
+        kappa=instance_kappa(params),
     )
-
-
-BELIEFS: tuple[str, ...] = ("iid", "instance")
-"""Belief models: i.i.d. patches (the paper) or patches sharing an instance pass rate (SPEC §9)."""
 
 
 def instance_kappa(params: xr.Dataset, *, belief: str = "instance") -> np.ndarray:

@@ -22,7 +22,7 @@ or one cell of a panel. Conventions (SPEC §3):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -107,6 +107,10 @@ class ParameterSamples:
         where none was measured (see :meth:`with_fresh_sample_kernel`).
     critics : tuple of str
         Names of the ``K`` critics (the meaning of ``k``).
+    kappa : numpy.ndarray
+        ``(S,)`` concentration κ of an instance's pass rate
+        ``θ ~ Beta(πκ, (1 − π)κ)`` (SPEC §9); ``inf`` (the default) is the
+        paper's i.i.d. model, and so is a ``NaN`` or non-positive value.
 
     Raises
     ------
@@ -120,10 +124,13 @@ class ParameterSamples:
     p_fix: np.ndarray
     p_break: np.ndarray
     critics: tuple[str, ...] = field(default=())
+    kappa: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         prior = _vector("prior", self.prior)
         n = prior.shape[0]
+        kappa = np.full(n, np.inf) if self.kappa is None else _vector("kappa", self.kappa, n)
+        object.__setattr__(self, "kappa", np.where(np.isfinite(kappa) & (kappa > 0), kappa, np.inf))
         k = len(self.critics)
         object.__setattr__(self, "critics", tuple(str(c) for c in self.critics))
         object.__setattr__(self, "prior", prior)
@@ -136,7 +143,8 @@ class ParameterSamples:
     def from_mapping(cls, arrays: Mapping[str, np.ndarray], *, critics: Sequence[str]) -> ParameterSamples:
         """Samples from a mapping with ``prior``, ``tpr``, ``fpr``, ``p_fix``, ``p_break``.
 
-        ``p_fix``/``p_break`` may be absent (no measured kernel: ``NaN``).
+        ``p_fix``/``p_break`` may be absent (no measured kernel: ``NaN``), and
+        ``kappa`` (the i.i.d. model).
         """
         prior = np.asarray(arrays["prior"], dtype=np.float64)
         nan = np.full(prior.shape, np.nan)
@@ -147,6 +155,7 @@ class ParameterSamples:
             p_fix=arrays.get("p_fix", nan),
             p_break=arrays.get("p_break", nan),
             critics=tuple(critics),
+            kappa=arrays.get("kappa"),
         )
 
     @property
@@ -178,13 +187,24 @@ class ParameterSamples:
             p_fix=self.p_fix[index],
             p_break=self.p_break[index],
             critics=self.critics,
+            kappa=self.kappa[index],
         )
 
     def with_fresh_sample_kernel(self) -> ParameterSamples:
         """The samples with :func:`fresh_sample_kernel` applied (measured kernels unchanged)."""
         p_fix, p_break = fresh_sample_kernel(self.prior, self.p_fix, self.p_break)
+        return replace(self, p_fix=p_fix, p_break=p_break)
+
+    def iid(self) -> ParameterSamples:
+        """The same samples with ``κ = inf`` (the paper's i.i.d. belief)."""
+        return replace(self, kappa=np.full(self.n_samples, np.inf))
+
+    def mean(self) -> ParameterSamples:
+        """One sample: the mean of every parameter over the samples (the posterior-mean plug-in)."""
         return ParameterSamples(
-            prior=self.prior, tpr=self.tpr, fpr=self.fpr, p_fix=p_fix, p_break=p_break, critics=self.critics
+            **{k: v.mean(axis=0, keepdims=True) for k, v in self.as_dict().items()},
+            critics=self.critics,
+            kappa=self.kappa.mean(keepdims=True),
         )
 
     def as_dict(self) -> dict[str, np.ndarray]:

@@ -22,8 +22,8 @@ The comparison runs in five steps, each in its own module:
    as Δ vs ``always_verify`` with the paired bootstrap CI
    (:func:`compare_cells`): ``laplace_dp`` (the paper's plug-in DP),
    ``posterior_mean_dp`` (plug-in DP at the posterior mean), ``bayes_robust``
-   (argmax of posterior-expected Q, :class:`bpc.decide.robust.BayesRobustController`)
-   and ``thompson`` (one draw per episode, :class:`bpc.decide.robust.ThompsonController`).
+   (argmax of posterior-expected Q, :func:`bpc.decide.factory.make_controller` with
+   ``mode="bayes_robust"``) and ``thompson`` (one draw per episode, ``mode="thompson"``).
 4. **Posterior Δ** (:mod:`bpc.experiments.delta`): the posterior
    distribution of each policy's expected Δ from instances simulated per
    draw, and the per-draw plug-in DP on the observed eval instances.
@@ -134,15 +134,18 @@ def build_controllers(
     dict
         Name → controller (each controller's ``name`` set to its key).
     """
-    from bpc.decide.controllers import DPController
-    from bpc.decide.robust import BayesRobustController, ThompsonController
+    from bpc.decide.factory import Switches, make_controller
+
+    paper = Switches(plan_verify_continues=False)  # the paper's planning (SPEC §3)
 
     thin = thin_draws(post_cell, robust_draws)
     out = {
-        "laplace_dp": DPController(laplace_cell, costs, critics=critics),
-        "posterior_mean_dp": DPController(posterior_mean_params(post_cell), costs, critics=critics),
-        "bayes_robust": BayesRobustController(thin, costs, critics=critics),
-        "thompson": ThompsonController(thin, costs, critics=critics, seed=seed),
+        "laplace_dp": make_controller(laplace_cell, costs, critics=critics, switches=paper),
+        "posterior_mean_dp": make_controller(
+            posterior_mean_params(post_cell), costs, critics=critics, switches=paper
+        ),
+        "bayes_robust": make_controller(thin, costs, critics=critics, mode="bayes_robust", switches=paper),
+        "thompson": make_controller(thin, costs, critics=critics, mode="thompson", seed=seed, switches=paper),
     }
     for name, ctrl in out.items():
         ctrl.name = name

@@ -360,12 +360,13 @@ def per_draw_controller_delta(
         draws), ``mean_utility`` and ``pass_rate`` (averaged over draws and
         instances), ``n_draws``.
     """
-    from bpc.decide.robust import PerDrawController
+    from bpc.decide.factory import Switches, make_controller
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
-    ctrl = PerDrawController(thin, costs, critics=critics)
+    paper = Switches(plan_verify_continues=False)  # the paper's planning (SPEC §3)
+    ctrl = make_controller(thin, costs, critics=critics, mode="per_draw", switches=paper, name="per_draw_dp")
     S, n = ctrl.n_samples, pool.n_instances
     tiled = pool.subset(np.tile(np.arange(n), S))
     res = replay_pool(tiled, [ctrl], costs, profile="paper")

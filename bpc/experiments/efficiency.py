@@ -16,7 +16,7 @@ the eval set never changes). Methods:
     jointly (plus the source's other cells — likelihood tables, measured
     kernels — unchanged), so a small cell borrows strength from the others.
 ``hierarchical_robust``
-    The Bayes-robust controller (:class:`bpc.decide.robust.BayesRobustController`)
+    The Bayes-robust controller (:func:`bpc.decide.factory.make_controller`, ``mode="bayes_robust"``)
     on draws of the same posterior.
 
 The outcome is Δ vs ``always_verify`` on the eval instances, per cell, k,
@@ -251,8 +251,9 @@ def _efficiency_rows(
     pending ``posterior_fn`` results (``None`` without hierarchical methods); ``pools`` each
     cell's eval pool and ``ref`` its ``always_verify`` utilities.
     """
-    from bpc.decide.controllers import DPController
-    from bpc.decide.robust import BayesRobustController
+    from bpc.decide.factory import Switches, make_controller
+
+    paper = Switches(plan_verify_continues=False)  # the paper's planning (SPEC §3)
     from bpc.estimate.laplace import laplace
     from bpc.experiments.posterior import posterior_mean_params
     from bpc.progress import info
@@ -271,16 +272,18 @@ def _efficiency_rows(
             c = cost_fn(b)
             ctrls = {}
             if "laplace_dp" in methods:
-                ctrls["laplace_dp"] = DPController(select_cell(lap, b, g), c, critics=critics)
+                ctrls["laplace_dp"] = make_controller(
+                    select_cell(lap, b, g), c, critics=critics, switches=paper
+                )
             if post is not None:
                 pc = select_cell(post, b, g)
                 if "hierarchical_mean_dp" in methods:
-                    ctrls["hierarchical_mean_dp"] = DPController(
-                        posterior_mean_params(pc), c, critics=critics
+                    ctrls["hierarchical_mean_dp"] = make_controller(
+                        posterior_mean_params(pc), c, critics=critics, switches=paper
                     )
                 if "hierarchical_robust" in methods:
-                    ctrls["hierarchical_robust"] = BayesRobustController(
-                        thin_draws(pc, robust_draws), c, critics=critics
+                    ctrls["hierarchical_robust"] = make_controller(
+                        thin_draws(pc, robust_draws), c, critics=critics, mode="bayes_robust", switches=paper
                     )
             res = replay_pool(pools[(b, g)], ctrls, c, profile="paper")
             for m in ctrls:

@@ -27,6 +27,7 @@ profiles is a field of :class:`bpc.replay.profiles.Profile`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -39,6 +40,7 @@ from bpc.constants import (
     BOOTSTRAP_B,
     BOOTSTRAP_PROB,
     BOOTSTRAP_SEED,
+    EXTRA_BASELINES,
     PAPER_CRITICS,
     POLICIES,
     POOL_SIZE,
@@ -47,12 +49,8 @@ from bpc.constants import (
 from bpc.costs import Costs, CostSpec, cost_resolver
 from bpc.data.counts import cell_kernel_counts
 from bpc.data.splits import Split, kfold_splits, split_cells, split_counts
-from bpc.decide.controllers import (
-    DPController,
-    GreedyController,
-    InstanceController,
-    InstanceGreedyController,
-)
+from bpc.decide.baselines import gate_critic, is_baseline, pipeline_order
+from bpc.decide.factory import make_controller as build_controller
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.replay.bootstrap import paired_bootstrap
 from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
@@ -63,12 +61,13 @@ __all__ = [
     "BASELINES",
     "REFINEMENT_POLICIES",
     "BAYESIAN_POLICIES",
-    "GATE_CRITIC",
     "RESULT_COLUMNS",
     "replay_baseline",
     "replay_refinement",
     "replay_controller",
     "make_controller",
+    "task_critics",
+    "cell_policies",
     "trajectory_matrix",
     "kernel_probabilities",
     "with_kernel",
@@ -81,9 +80,6 @@ __all__ = [
 
 BASELINES: tuple[str, ...] = BASELINE_POLICIES
 """The stateless baselines (alias of :data:`bpc.constants.BASELINE_POLICIES`)."""
-
-GATE_CRITIC = {"gate_syn": "syn", "gate_test": "test", "gate_llm": "llm"}
-"""Gate policy → the critic it runs."""
 
 RESULT_COLUMNS: tuple[str, ...] = (
     "benchmark",
@@ -177,14 +173,17 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
     ``best_of_3``
         Generate and verify all three patches, succeed if any passes
         (``best_of_3_verifies_last_only``: regenerate twice, verify the last).
-    ``gate_syn`` / ``gate_test`` / ``gate_llm``
+    ``stop`` / ``verify_first``
+        Stop at once (``−c_gen`` unless ``first_patch_free``); verify patch 0, then stop.
+    ``gate_<critic>`` (any critic of the pool)
         Run the critic; pass (or missing verdict, unless
         ``missing_verdict_as_fail``) → verify, fail → regenerate; at most ``gate_max_patches`` patches;
         ``gate_test_charges_syn`` charges ``c_syn`` per call.
     ``fixed_pipeline``
         Run every critic of ``fixed_pipeline_critics`` present in the cell on
         every patch (all charged); verify iff none fails. A pool of a user's
-        own critics (:func:`bpc.schema.decision_critics`) runs all of them.
+        own critics (:func:`bpc.schema.decision_critics`) runs all of them,
+        cheapest first (:func:`bpc.decide.baselines.pipeline_order`).
 
     Parameters
     ----------
@@ -210,6 +209,11 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
         For an unknown baseline name.
     """
     prof = get_profile(profile)
+    if name == "stop":
+        cost = costs.c_gen * ((pool.n_patches > 0) & (not prof.first_patch_free))
+        return -cost, np.zeros(pool.n_instances), cost
+    if name == "verify_first":
+        return _patch_loop(pool, costs, prof, critic_idx=(), critic_charge=0.0, max_attempts=1)
     if name == "always_verify":
         limit = 1 if prof.always_verify_first_patch_only else None
         return _patch_loop(pool, costs, prof, critic_idx=(), critic_charge=0.0, max_attempts=limit)
@@ -230,8 +234,8 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
         valid = np.arange(pool.Y.shape[1])[None, :] < m[:, None]
         passed = ((pool.Y == 1) & valid).any(axis=1)
         return costs.reward * passed - cost, passed.astype(float), cost
-    if name in GATE_CRITIC:
-        crit = GATE_CRITIC[name]
+    crit = gate_critic(name)
+    if crit is not None:
         k = _critic_index(pool, crit)
         if k is None:
             return None
@@ -246,7 +250,7 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
         )
     if name == "fixed_pipeline":
         own = decision_critics(pool.critics) != PAPER_CRITICS
-        fixed = pool.critics if own else prof.fixed_pipeline_critics
+        fixed = pipeline_order(pool.critics, costs.critic) if own else prof.fixed_pipeline_critics
         present = [(c, _critic_index(pool, c)) for c in fixed]
         present = [(c, k) for c, k in present if k is not None]
         return _patch_loop(
@@ -257,7 +261,7 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
             critic_charge=float(sum(costs.critic_cost(c) for c, _ in present)),
             max_attempts=prof.fixed_pipeline_max_patches,
         )
-    raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES}")
+    raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES} or gate_<critic>")
 
 
 # ---------------------------------------------------------------------------
@@ -399,7 +403,10 @@ def replay_controller(
     pool_k = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
     crit_cost = np.array([costs.critic_cost(c) for c in critics], dtype=float)
     rows = np.arange(n)
-    state = controller.start(n)
+    if prof.task_critics:
+        state = controller.start(n, available=task_critics(pool, critics))
+    else:
+        state = controller.start(n)
     patch = np.zeros(n, dtype=np.int64)
     active = pool.n_patches > 0
     cost = np.zeros(n)
@@ -457,6 +464,16 @@ def replay_controller(
     return costs.reward * passed - cost, passed.astype(float), cost
 
 
+def task_critics(pool: Pool, critics: Sequence[str]) -> np.ndarray:
+    """``(n_instance, K)``: the critic gave a verdict on some patch of the instance (else it lacks it)."""
+    valid = np.arange(pool.Y.shape[1])[None, :] < pool.n_patches[:, None]
+    out = np.zeros((pool.n_instances, len(critics)), dtype=bool)
+    for k, c in enumerate(critics):
+        if c in pool.critics:
+            out[:, k] = ((pool.z[..., pool.critics.index(c)] >= 0) & valid).any(axis=1)
+    return out
+
+
 def make_controller(
     name: str,
     params_cell: xr.Dataset,
@@ -467,59 +484,39 @@ def make_controller(
     belief: str | None = None,
     max_patches: int | None = None,
 ):
-    """The controller a profile uses for a Bayesian policy name.
+    """The controller a profile uses for a policy name: the factory with the profile's switches.
 
-    ``critics`` defaults to :func:`bpc.schema.decision_critics` of the
-    parameters' ``critic`` coordinate (the paper's three for the corpus).
-
-    ``bayesian_greedy`` → :class:`~bpc.decide.controllers.GreedyController` or, with
-    ``greedy_release_formula``, :class:`~bpc.replay.paper_release.ReleaseGreedyController`;
-    ``bayesian_dp`` → :class:`~bpc.decide.controllers.DPController` or, with
-    ``dp_release_mode``, :class:`~bpc.replay.paper_release.ReleaseDPController`.
-    With the instance belief, or a profile that plans with verification not
-    terminal (``plan_verify_continues``), they are
-    :class:`~bpc.decide.controllers.InstanceController` and
-    :class:`~bpc.decide.controllers.InstanceGreedyController` (``κ = inf`` under
-    the i.i.d. belief), planning within ``max_patches`` patches.
-
-    ``belief`` overrides the profile's (``"iid"`` or ``"instance"``);
+    :func:`bpc.decide.factory.make_controller` builds every controller; this
+    adds only the authors' release reproductions (switches
+    ``greedy_release_formula`` and ``dp_release_mode``,
+    :mod:`bpc.replay.paper_release`). ``belief`` overrides the profile's;
     ``max_patches`` is the patch budget (default :data:`~bpc.constants.POOL_SIZE`).
 
     Raises
     ------
     ValueError
-        For a name that is not a Bayesian policy.
+        For a name that is neither a Bayesian policy nor a baseline.
     """
     from bpc.replay.paper_release import ReleaseDPController, ReleaseGreedyController
 
     prof = get_profile(profile)
     if critics is None:
         critics = decision_critics(params_cell["critic"].values)
-    belief = prof.belief if belief is None else belief
-    if name in BAYESIAN_POLICIES and (belief == "instance" or prof.plan_verify_continues):
-        cls = InstanceController if name == "bayesian_dp" else InstanceGreedyController
-        return cls(
-            params_cell,
-            costs,
-            critics=critics,
-            belief=belief,
-            max_patches=POOL_SIZE if max_patches is None else int(max_patches),
-            verify_terminal=not prof.plan_verify_continues,
-            critic_scope=prof.critic_scope,
+    if name == "bayesian_greedy" and prof.greedy_release_formula:
+        return ReleaseGreedyController(params_cell, costs, critics=critics)
+    if name == "bayesian_dp" and prof.dp_release_mode:
+        return ReleaseDPController(
+            params_cell, costs, critics=critics, kernel_default_from_prior=prof.dp_kernel_default_from_prior
         )
-    if name == "bayesian_greedy":
-        cls = ReleaseGreedyController if prof.greedy_release_formula else GreedyController
-        return cls(params_cell, costs, critics=critics)
-    if name == "bayesian_dp":
-        if prof.dp_release_mode:
-            return ReleaseDPController(
-                params_cell,
-                costs,
-                critics=critics,
-                kernel_default_from_prior=prof.dp_kernel_default_from_prior,
-            )
-        return DPController(params_cell, costs, critics=critics)
-    raise ValueError(f"{name!r} is not a Bayesian policy; expected one of {BAYESIAN_POLICIES}")
+    return build_controller(
+        params_cell,
+        costs,
+        policy=name,
+        belief=prof.belief if belief is None else belief,
+        switches=prof.switches,
+        critics=critics,
+        max_patches=POOL_SIZE if max_patches is None else int(max_patches),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -617,13 +614,14 @@ def replay_pool(
     else:
         items = [(c if isinstance(c, str) else c.name, c) for c in controllers_or_policies]
     n = pool.n_instances
-    names, rows = [], []
+    names, rows, skipped = [], [], {}
     for label, item in items:
         if isinstance(item, str):
             out = _replay_named(item, pool, costs, prof, trajectories, params, belief)
         else:
             out = replay_controller(pool, item, costs, prof)
-        if out is None:
+        if out is None or (n and not np.isfinite(out[0]).any()):
+            skipped[label] = _why_not(label, pool, trajectories)
             out = (np.full(n, np.nan),) * 3
         names.append(label)
         rows.append(out)
@@ -634,11 +632,12 @@ def replay_pool(
     ds = xr.Dataset(data, coords={"policy": names, "instance": np.asarray(pool.instance_ids, dtype=str)})
     ds.attrs.update({"profile": prof.name, **{k: float(v) for k, v in costs.as_dict().items()}})
     ds.attrs["belief"] = prof.belief if belief is None else belief
+    ds.attrs["skipped"] = json.dumps(skipped)
     return ds
 
 
 def _replay_named(name, pool, costs, prof, trajectories, params, belief=None) -> Outcome | None:
-    if name in BASELINES:
+    if is_baseline(name):
         return replay_baseline(name, pool, costs, prof)
     if name in REFINEMENT_POLICIES:
         if trajectories is None:
@@ -651,7 +650,44 @@ def _replay_named(name, pool, costs, prof, trajectories, params, belief=None) ->
         budget = int(pool.n_patches.max()) if pool.n_instances else POOL_SIZE
         controller = make_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
         return replay_controller(pool, controller, costs, prof)
-    raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES}")
+    raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
+
+
+def _why_not(name: str, pool: Pool, trajectories) -> str:
+    """Why a policy has no result on a cell."""
+    crit = gate_critic(name)
+    if crit is not None:
+        return f"critic {crit!r} gave no verdict in the cell"
+    if name in REFINEMENT_POLICIES:
+        return "no refinement trajectories of this method for the cell"
+    return "no instance of the cell could run it"
+
+
+def cell_policies(profile: str | Profile, critics: Sequence[str], policies: Sequence[str] | None = None):
+    """The policies replayed on a cell with these critics.
+
+    Explicit ``policies`` are kept as given. Otherwise the profile's: the
+    ``paper`` and ``paper-release`` tables of the paper's critics keep their
+    sets; any other table has a gate per critic of the cell (in place of the
+    paper's three) and gains ``stop`` and ``verify_first`` after ``always_verify``.
+    """
+    prof = get_profile(profile)
+    if policies is not None:
+        return tuple(policies)
+    pols = tuple(prof.policies)
+    crit = decision_critics(critics)
+    if prof.name in ("paper", "paper-release") and crit == PAPER_CRITICS:
+        return pols
+    out: list[str] = []
+    for p in pols:
+        if gate_critic(p) is not None:
+            out.extend(g for g in (f"gate_{c}" for c in crit) if g not in out)
+        elif p not in out:
+            out.append(p)
+    for extra in reversed(EXTRA_BASELINES):
+        if extra not in out:
+            out.insert(out.index("always_verify") + 1 if "always_verify" in out else 0, extra)
+    return tuple(out)
 
 
 def summarize(
@@ -779,7 +815,8 @@ def replay_cells(
     profile : str or Profile
         ``"paper"`` (default) or ``"paper-release"``.
     policies : sequence of str, optional
-        Canonical names; default the profile's policies.
+        Canonical names (``gate_<critic>`` for any critic); default the
+        profile's policies for each cell's critics (:func:`cell_policies`).
     trajectories : pandas.DataFrame, optional
         Refinement trajectories (for ``self_refine`` / ``reflexion``, and the
         kernel when fitting parameters here).
@@ -813,8 +850,9 @@ def replay_cells(
     -------
     pandas.DataFrame
         Columns :data:`RESULT_COLUMNS` (+ ``split`` unless in-sample), one
-        row per cell × policy (× split). Policies undefined for a cell (no
-        verdicts of their critic) are omitted.
+        row per cell × policy (× split). A policy a cell cannot run (no
+        verdicts of its critic, no trajectories) has no row; it is listed with
+        the reason in ``attrs["skipped"]`` (benchmark, generator, policy, reason).
 
     Raises
     ------
@@ -824,12 +862,7 @@ def replay_cells(
     from bpc.progress import info
 
     prof = get_profile(profile)
-    pols = tuple(policies) if policies is not None else prof.policies
-    unknown = [p for p in pols if p not in POLICIES]
-    if unknown:
-        raise ValueError(f"unknown policy name(s) {unknown}; expected some of {POLICIES}")
-    if "always_verify" not in pols:
-        pols = ("always_verify", *pols)
+    pols = _explicit_policies(policies)
     if split not in ("eval", "fit", "both", "all"):
         raise ValueError(f"split must be 'eval', 'fit', 'both' or 'all', got {split!r}")
     belief = prof.belief if belief is None else belief
@@ -876,10 +909,7 @@ def replay_cells(
                 belief,
             )
             frames.append(_summary_frame(result, b, g, None if prof.in_sample else side, belief))
-    cols = list(RESULT_COLUMNS) + ([] if prof.in_sample else ["split"])
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    return pd.concat(frames, ignore_index=True)[cols]
+    return _join(frames, list(RESULT_COLUMNS) + ([] if prof.in_sample else ["split"]))
 
 
 def _replay_cell_side(
@@ -895,12 +925,19 @@ def _replay_cell_side(
     else:
         cell_params = _apply_transitions(cell_params, transition_counts, b, g)
     sub = pool.subset(np.isin(pool.instance_ids, ids))
+    pols = cell_policies(prof, pool.critics, pols)
     return replay_pool(sub, pols, costs, profile=prof, trajectories=traj, params=cell_params, belief=belief)
 
 
 def _summary_frame(result: xr.Dataset, b: str, g: str, side: str | None, belief: str) -> pd.DataFrame:
     summ = summarize(result).to_dataframe().reset_index()
-    summ = summ[np.isfinite(summ["mean_utility"])]
+    reasons = json.loads(result.attrs.get("skipped", "{}"))
+    missing = summ.loc[~np.isfinite(summ["mean_utility"]), "policy"]
+    summ = summ[np.isfinite(summ["mean_utility"])].copy()
+    summ.attrs["skipped"] = [
+        {"benchmark": b, "generator": g, "policy": str(p), "reason": reasons.get(str(p), "no result")}
+        for p in missing
+    ]
     summ.insert(0, "generator", g)
     summ.insert(0, "benchmark", b)
     summ["belief"] = belief
@@ -946,9 +983,7 @@ def replay_folds(
     from bpc.progress import info
 
     prof = get_profile(profile)
-    pols = tuple(policies) if policies is not None else prof.policies
-    if "always_verify" not in pols:
-        pols = ("always_verify", *pols)
+    pols = _explicit_policies(policies)
     belief = prof.belief if belief is None else belief
     cost_for = cost_resolver(costs)
     parts: dict[tuple[str, str], list[xr.Dataset]] = {}
@@ -990,7 +1025,23 @@ def _replay_folds(records, cost_for, prof, pols, *, belief, n_folds, progress, *
         **kw,
     )
     frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
-    cols = [*RESULT_COLUMNS, "split"]
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    return pd.concat(frames, ignore_index=True)[cols]
+    return _join(frames, [*RESULT_COLUMNS, "split"])
+
+
+def _join(frames: list[pd.DataFrame], cols: list[str]) -> pd.DataFrame:
+    """One table of the cells' summaries; ``attrs["skipped"]`` lists the policies a cell could not run."""
+    skipped = [row for f in frames for row in f.attrs.get("skipped", [])]
+    out = pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+    out.attrs["skipped"] = list({json.dumps(r, sort_keys=True): r for r in skipped}.values())
+    return out
+
+
+def _explicit_policies(policies: Sequence[str] | None) -> tuple[str, ...] | None:
+    """Checked explicit policy names (``always_verify`` first: the reference of Δ), or ``None``."""
+    if policies is None:
+        return None
+    pols = tuple(policies)
+    unknown = [p for p in pols if p not in POLICIES and not is_baseline(p)]
+    if unknown:
+        raise ValueError(f"unknown policy name(s) {unknown}; expected some of {POLICIES} or gate_<critic>")
+    return pols if "always_verify" in pols else ("always_verify", *pols)

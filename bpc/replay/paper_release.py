@@ -228,9 +228,11 @@ class ReleaseGreedyController(GreedyController):
         best = expected_q_actions(q[..., order])
         return order[best]
 
-    def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
-        """The released controller keeps its belief across regenerations."""
-        return b.copy()
+    def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
+        """The released controller keeps its belief across regenerations (used set reset)."""
+        mask = np.asarray(mask, dtype=bool)
+        state.used[mask] = 0
+        state.step[mask] += 1
 
 
 class ReleaseDPController(BeliefController):

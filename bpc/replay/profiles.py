@@ -34,14 +34,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, POLICIES
+from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, BELIEFS, POLICIES
+from bpc.decide.factory import Switches
 
 __all__ = [
     "Profile",
     "PAPER",
     "PAPER_RELEASE",
     "BPC",
-    "BELIEFS",
     "PROFILES",
     "get_profile",
     "AUTHOR_POLICY_NAMES",
@@ -56,9 +56,6 @@ BEST_OF_N = 3
 
 REFINE_MAX_STEPS = 4
 """Refinement steps after the initial patch in the Self-Refine / Reflexion replays (SPEC §4)."""
-
-BELIEFS: tuple[str, ...] = ("iid", "instance")
-"""Belief models of the Bayesian controllers (SPEC §9): i.i.d. patches or a shared instance pass rate."""
 
 MAX_DECISIONS = 64
 """Safety bound on decisions per episode in the replay engine; exceeding it is an error."""
@@ -178,6 +175,16 @@ class Profile:
         Score every instance once with parameters fitted on the other folds
         (K-fold cross-fitting, :func:`bpc.data.splits.kfold_splits`); ``None``:
         the holdout split (or in-sample). bpc: 5.
+    regenerate : {"fresh", "refine"} or None
+        How the Bayesian controllers model a new patch, in planning and acting
+        (:class:`bpc.decide.factory.Switches`): paper — ``None`` (refine through
+        the measured kernel under the i.i.d. belief, a fresh sample where none
+        is measured; fresh under the instance belief); bpc — ``"fresh"`` (the
+        recorded pools are independent draws of each instance).
+    task_critics : bool
+        A critic whose verdict is missing on every patch of an instance is
+        unavailable for that instance: the controllers plan without it and do
+        not call it (issue 15). Release: off (a missing verdict is a fail).
     """
 
     name: str
@@ -203,6 +210,8 @@ class Profile:
     plan_verify_continues: bool = False
     critic_scope: str | None = None
     n_folds: int | None = None
+    regenerate: str | None = None
+    task_critics: bool = False
 
     def __post_init__(self) -> None:
         if self.belief not in BELIEFS:
@@ -234,6 +243,16 @@ class Profile:
             for v in (getattr(self, f) for f in self.__dataclass_fields__)
         )
         return hash(items)
+
+    @property
+    def switches(self) -> Switches:
+        """The decision layer's switches of this profile (:class:`bpc.decide.factory.Switches`)."""
+        return Switches(
+            verify_terminal=self.verify_terminal,
+            plan_verify_continues=self.plan_verify_continues,
+            regenerate=self.regenerate,
+            critic_scope=self.critic_scope,
+        )
 
     def with_(self, **changes) -> Profile:
         """A copy with some switches changed (``profile.with_(first_patch_free=False)``)."""
@@ -273,6 +292,7 @@ BPC = Profile(
     belief="instance",
     plan_verify_continues=True,
     n_folds=5,
+    regenerate="fresh",
 )
 """SPEC §9: instance belief, verification not terminal in planning, 5-fold cross-fitting."""
 

@@ -535,13 +535,17 @@ def solve_tree(
     policy,
     chunk_size,
     regenerate="fresh",
+    *,
+    patch: int | None = None,
 ):
     """The one exact expectimax tree over a validated problem: ``(value, q)`` at the root.
 
     Every exact solver and policy evaluator of bpc runs on it (the paper's
     tree, :mod:`bpc.decide.kernels.exact`, is ``κ = inf``, ``"refine"``, no
     budget, verification terminal). Arguments as in :func:`solve_instance_exact`;
-    ``policy`` (or ``None`` for the optimum) as in :func:`evaluate_instance_policy`.
+    ``policy`` (or ``None`` for the optimum) as in :func:`evaluate_instance_policy`;
+    ``patch`` is the index of the root's patch (the budget's count; default
+    the number of patches folded into ``weights``).
     """
     _check_common(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
     S = P.n_samples
@@ -567,7 +571,7 @@ def solve_tree(
             np.arange(sl.start, sl.stop),
             regenerate,
         )
-        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,))
+        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), patch)
         qc = tree.q(node, int(horizon))
         q[sl] = qc.T
         value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(horizon))
