@@ -308,6 +308,11 @@ def run(args: argparse.Namespace) -> int:
     source = "simulated panel" if simulated else str(path)
     print(f"bpc replay — {source}, profile {profile.name}, {len(replayable)} cell(s)")
     print(format_table(df))
+    skipped = df.attrs.get("skipped", [])
+    if skipped:
+        print("\nnot run (no row above):")
+        for r in skipped:
+            print(f"  {r['benchmark']}/{r['generator']}: {r['policy']} — {r['reason']}")
     if not args.quiet:
         choices_summary("data choices", notes)
     if args.out is not None and out_fmt is not None:

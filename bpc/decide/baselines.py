@@ -180,8 +180,8 @@ class BaselineController:
         more = np.ones(n, bool) if self.max_patches is None else state.step + 1 < self.max_patches
         move_on = np.where(more, REGENERATE, STOP)
         act = np.where(state.rejected | state.failed, move_on, VERIFY)
-        for k in self._k[::-1]:  # the first unused critic the task has, in pipeline order
-            todo = ~state.rejected & ~state.failed & state.available[:, k] & ((state.used >> k) & 1 == 0)
+        for k in self._k[::-1]:  # the first unused critic the task has, in order; no early exit (SPEC §4)
+            todo = ~state.rejected & state.available[:, k] & ((state.used >> k) & 1 == 0)
             act = np.where(todo, CRITIC_OFFSET + k, act)
         return act
 
