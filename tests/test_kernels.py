@@ -426,8 +426,14 @@ def test_greedy_never_beats_exact(case, clip):
 
     v_greedy = evaluate_policy_exact(greedy_policy, *args, **kw)
     assert (v_greedy <= ex.value + 1e-9).all()
-    a = greedy_q(p["prior"], 0, p["prior"], p["tpr"], p["fpr"], **kw, clip=clip).argmax(-1)
-    assert (np.take_along_axis(ex.q, a[:, None], 1)[:, 0] <= ex.value + 1e-12).all()
+    # the exact root Q-values of a hand-computed case (H = 1, one critic, fresh-sample kernel):
+    # stop 0; verify 100·0.5 − 30 = 20; regenerate −10 + max(0, 20) = 10;
+    # critic −1 + P(pass)·(100·b_pass − 30) = −1 + 0.55·(100·0.45/0.55 − 30) = 27.5 (fail: b = 1/9, worth 0)
+    hand = solve_exact(
+        0.5, [0.9], [0.2], 0.5, 0.5, critic_costs=[1.0], c_gen=10, c_ver=30, reward=100, horizon=1
+    )
+    np.testing.assert_allclose(hand.q[0], [0.0, 20.0, 10.0, 27.5])
+    assert hand.value[0] == pytest.approx(27.5)
 
     # the DP policy, played in the exact tree, is near-optimal too
     sol = solve_dp(*args, **kw)

@@ -371,3 +371,19 @@ def test_profiles():
         Profile(name="x", policies=(), instance_order="random")
     with pytest.raises(ValueError, match="gate_max_patches"):
         PAPER.with_(gate_max_patches={"syn": 0})
+
+
+def test_only_positive_deltas_below_the_reference_pass_rate_win_by_abstaining():
+    """Δ ≤ 0 is never flagged, whatever the pass rate; Δ > 0 only below the reference's pass rate."""
+    from bpc.report.tables import flag_abstention
+
+    df = pd.DataFrame(
+        {
+            "benchmark": "b",
+            "generator": "g",
+            "policy": ["always_verify", "stop", "zero", "better", "abstains"],
+            "delta": [0.0, -20.0, 0.0, 4.0, 3.0],
+            "pass_rate": [0.5, 0.0, 0.1, 0.6, 0.2],
+        }
+    )
+    assert flag_abstention(df)["wins_by_abstaining"].tolist() == [False, False, False, False, True]

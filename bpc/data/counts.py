@@ -194,9 +194,11 @@ def instance_tallies(
 
     Examples
     --------
+    Instance 1 has one failing patch; instances 0 and 2 have two patches, with 1 and 2 passes:
+
     >>> instance_tallies(np.array([1, 0, 0, 1, 1]), np.array([0, 0, 1, 2, 2]))
-    array([[0., 0.],
-           [1., 1.]])
+    array([[1., 0., 0.],
+           [0., 1., 1.]])
     """
     y = np.asarray(y)
     inst = np.asarray(instance, dtype=np.intp)

@@ -242,7 +242,7 @@ def beta_binomial_loglik(hist: np.ndarray, pi: np.ndarray | float, kappa: np.nda
     --------
     One instance, one patch, passing: the likelihood is π whatever κ.
 
-    >>> float(np.exp(beta_binomial_loglik(np.array([[0.0, 1.0]]), 0.3, 7.0)))
+    >>> round(float(np.exp(beta_binomial_loglik(np.array([[0.0, 1.0]]), 0.3, 7.0))), 12)
     0.3
     """
     hist = np.asarray(hist, dtype=float)
