@@ -74,6 +74,7 @@ def solve_exact(
     available=None,
     used=0,
     chunk_size=DEFAULT_EXACT_CHUNK,
+    policy: Callable | None = None,
 ) -> ExactSolution:
     """Exact expectimax value and root Q-values for ``S`` parameter samples.
 
@@ -102,38 +103,32 @@ def solve_exact(
         Bitmask of critics already used on the current patch at the root.
     chunk_size : int or None
         Samples solved together (``None``: all at once). Does not change results.
+    policy : callable, optional
+        Follow ``policy(b, used, h, samples)`` at every node instead of the best
+        action (:func:`evaluate_policy_exact`); ``value`` is then its expected utility.
 
     Returns
     -------
     ExactSolution
     """
     costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward)
-    value, q = _paper_tree(None, b0, tpr, fpr, p_fix, p_break, costs, horizon, available, used, chunk_size)
+
+    def on_tree(b, mu, patch, used, h, samples):
+        return policy(b, used, h, samples)
+
+    tree_policy = None if policy is None else on_tree
+    value, q = _paper_tree(
+        tree_policy, b0, tpr, fpr, p_fix, p_break, costs, horizon, available, used, chunk_size
+    )
     return ExactSolution(value=value, q=q)
 
 
-def evaluate_policy_exact(
-    policy: Callable,
-    b0,
-    tpr,
-    fpr,
-    p_fix,
-    p_break,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    horizon=HORIZON,
-    available=None,
-    used=0,
-    chunk_size=DEFAULT_EXACT_CHUNK,
-) -> np.ndarray:
+def evaluate_policy_exact(policy: Callable, b0, tpr, fpr, p_fix, p_break, **options) -> np.ndarray:
     """Exact expected utility of following ``policy`` for ``horizon`` steps.
 
     Same tree and arguments as :func:`solve_exact`, but at every node the
-    action is ``policy(b, used, h)`` instead of the best one — so the result
-    is at most :func:`solve_exact`'s value for any policy.
+    action is ``policy(b, used, h, samples)`` instead of the best one — so the
+    result is at most :func:`solve_exact`'s value for any policy.
 
     Parameters
     ----------
@@ -144,7 +139,7 @@ def evaluate_policy_exact(
         used-critic bitmask (int) and ``h`` its steps left; returns one action
         index per sample. It must only choose offered actions (with ``h = 0``:
         stop or verify).
-    b0, tpr, fpr, p_fix, p_break, critic_costs, c_gen, c_ver, reward, horizon, available, used, chunk_size
+    b0, tpr, fpr, p_fix, p_break, **options
         As in :func:`solve_exact`.
 
     Returns
@@ -157,10 +152,4 @@ def evaluate_policy_exact(
     ValueError
         If the policy picks an action that is not offered.
     """
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward)
-
-    def on_tree(b, mu, patch, used, h, samples):
-        return policy(b, used, h, samples)
-
-    value, _ = _paper_tree(on_tree, b0, tpr, fpr, p_fix, p_break, costs, horizon, available, used, chunk_size)
-    return value
+    return solve_exact(b0, tpr, fpr, p_fix, p_break, policy=policy, **options).value

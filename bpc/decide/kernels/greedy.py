@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, make_problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
 
-__all__ = ["greedy_q", "broadcast_belief"]
+__all__ = ["greedy_q", "critic_values", "broadcast_belief"]
 
 
 def broadcast_belief(b, used, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -109,6 +109,21 @@ def greedy_q(
     q[..., STOP] = 0.0
     q[..., VERIFY] = R * b - cv
     q[..., REGENERATE] = -P.c_gen + (P.prior * R - cv)
+
+    def verify(bz):
+        qv = R * bz - cv
+        return np.maximum(qv, 0.0) if clip else qv
+
+    return critic_values(q, b, used, P, verify)
+
+
+def critic_values(q, b, used, P: Problem, value) -> np.ndarray:
+    """Fill the critic columns of ``q`` with ``−c_k + Σ_z P(z|b)·value(b_z)`` (the one greedy look-ahead).
+
+    Every one-step rule (the paper's, its release variant, the instance
+    belief's) differs only in ``value``, the worth of the belief after a
+    verdict. Critics unavailable or in ``used`` get ``-inf``. Returns ``q``.
+    """
     nb = 1 - b
     for k in range(P.n_critics):
         t, f = P.tpr[:, k], P.fpr[:, k]
@@ -117,10 +132,7 @@ def greedy_q(
             num = p1 * b
             den = num + p0 * nb
             bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
-            qv = R * bz - cv
-            if clip:
-                qv = np.maximum(qv, 0.0)
-            total = total + den * qv
+            total = total + den * value(bz)
         ok = P.available[:, k] & ((used >> k) & 1 == 0)
         q[..., CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[:, k], -np.inf)
     return q

@@ -73,6 +73,7 @@ import numpy as np
 from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE, REGENERATE_MODES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
 from bpc.decide.kernels.dp import belief_grid
+from bpc.decide.kernels.greedy import critic_values
 
 __all__ = [
     "MIXTURES",
@@ -601,6 +602,7 @@ def solve_instance_exact(
     regenerate: str = "fresh",
     p_fix=None,
     p_break=None,
+    policy: Callable | None = None,
 ) -> ExactSolution:
     """Exact expectimax over the reachable tree with the instance belief.
 
@@ -649,6 +651,9 @@ def solve_instance_exact(
         and ``verify_terminal=True`` is the paper's tree (SPEC §3).
     p_fix, p_break : array_like, optional
         The repair kernel of ``"refine"`` (default the fresh-sample kernel).
+    policy : callable, optional
+        Follow this policy instead of the best action at every node
+        (:func:`evaluate_instance_policy`); ``value`` is then its expected utility.
 
     Returns
     -------
@@ -677,38 +682,14 @@ def solve_instance_exact(
         max_patches,
         verify_terminal,
         critic_scope,
-        None,
+        policy,
         chunk_size,
         regenerate,
     )
     return ExactSolution(value=value, q=q)
 
 
-def evaluate_instance_policy(
-    policy: Callable,
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    b0=None,
-    weights=None,
-    horizon: int = HORIZON,
-    used: int = 0,
-    mixture: str = "exact",
-    max_patches: int | None = POOL_SIZE,
-    verify_terminal: bool = False,
-    critic_scope: str = "patch",
-    available=None,
-    chunk_size: int | None = 32768,
-    regenerate: str = "fresh",
-    p_fix=None,
-    p_break=None,
-) -> np.ndarray:
+def evaluate_instance_policy(policy: Callable, prior, tpr, fpr, kappa, **options) -> np.ndarray:
     """Exact expected utility of ``policy`` on the tree of :func:`solve_instance_exact`.
 
     Parameters
@@ -716,11 +697,9 @@ def evaluate_instance_policy(
     policy : callable
         ``policy(b, mu, n, used, h, samples) -> actions``: beliefs ``b`` and
         θ-means ``mu`` of one node for the samples ``samples`` (indices into
-        ``S``), the node's patch count ``n``, used-critic bitmask and steps
+        ``S``), the node's patch index ``n``, used-critic bitmask and steps
         left; one offered action per sample.
-    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, b0, weights, horizon, used
-        As in :func:`solve_instance_exact`.
-    mixture, max_patches, verify_terminal, critic_scope, available, chunk_size, regenerate, p_fix, p_break
+    prior, tpr, fpr, kappa, **options
         As in :func:`solve_instance_exact`.
 
     Returns
@@ -728,34 +707,7 @@ def evaluate_instance_policy(
     numpy.ndarray
         ``(S,)`` expected utility (at most the optimum).
     """
-    P = make_instance_problem(
-        prior,
-        tpr,
-        fpr,
-        kappa,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-        p_fix=p_fix,
-        p_break=p_break,
-    )
-    value, _ = solve_tree(
-        P,
-        b0,
-        weights,
-        horizon,
-        used,
-        mixture,
-        max_patches,
-        verify_terminal,
-        critic_scope,
-        policy,
-        chunk_size,
-        regenerate,
-    )
-    return value
+    return solve_instance_exact(prior, tpr, fpr, kappa, policy=policy, **options).value
 
 
 # ---------------------------------------------------------------------------
@@ -1293,15 +1245,4 @@ def instance_greedy_q(
     q[..., STOP] = 0.0
     q[..., VERIFY] = q_ver(b)
     q[..., REGENERATE] = q_gen(b)
-    nb = 1 - b
-    for k in range(P.n_critics):
-        t, f = B.tpr[:, k], B.fpr[:, k]
-        total = 0.0
-        for p1, p0 in ((t, f), (1 - t, 1 - f)):
-            num = p1 * b
-            den = num + p0 * nb
-            bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
-            total = total + den * np.maximum(0.0, np.maximum(q_ver(bz), q_gen(bz)))
-        ok = B.available[:, k] & ((used >> k) & 1 == 0)
-        q[..., CRITIC_OFFSET + k] = np.where(ok, total - B.critic_costs[:, k], -np.inf)
-    return q
+    return critic_values(q, b, used, B, lambda bz: np.maximum(0.0, np.maximum(q_ver(bz), q_gen(bz))))
