@@ -13,7 +13,7 @@ from bpc.decide.solve import (
     solve_b0,
     solve_policy,
 )
-from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_root, solve_table
+from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_table
 
 CRITICS = ["syn", "test", "llm", "lint"]
 
@@ -133,8 +133,6 @@ def test_solve_table_masks_samples_without_parameters():
     assert np.isneginf(sol.q[2, :, :, 3]).all()  # critic unavailable for sample 2
     unfilled = solve_table(samples, costs, horizon=2, fill_kernel=False)
     assert np.isnan(unfilled.value[0]).all() and np.isfinite(unfilled.value[2]).all()
-    root = solve_root(samples, costs, horizon=2, belief=[0.5, 0.5, np.nan])
-    assert np.isfinite(root.value[0]) and np.isnan(root.value[1:]).all()
 
 
 def test_sample_costs_from_costs():

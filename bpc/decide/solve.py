@@ -2,7 +2,7 @@
 
 Thin wrappers through :func:`xarray.apply_ufunc` (the ArviZ-stats pattern)
 over the array level, :mod:`bpc.decide.table` (:func:`~bpc.decide.table.solve_table`,
-:func:`~bpc.decide.table.solve_root`), which in turn calls the kernels of
+:func:`~bpc.decide.kernels.instance.solve_tree`), which in turn call the kernels of
 :mod:`bpc.decide.kernels`: every dim of the parameter Dataset other than
 ``critic`` — ``benchmark``, ``generator`` and, for posterior draws, ``chain``
 and ``draw`` — is flattened into the sample axis ``S``, so Laplace point
@@ -47,7 +47,8 @@ from bpc.constants import (
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, used_labels, used_mask
 from bpc.decide.kernels.dp import belief_grid
-from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_root, solve_table
+from bpc.decide.kernels.instance import make_instance_problem, solve_tree
+from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_table
 from bpc.schema import decision_critics, sample_dims, validate_params
 
 __all__ = [
@@ -347,16 +348,51 @@ def _policy_block(
 
 
 def _b0_block(
-    prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, belief, *, critics, horizon, used
+    prior,
+    tpr,
+    fpr,
+    p_fix,
+    p_break,
+    ccost,
+    c_gen,
+    c_ver,
+    reward,
+    belief,
+    kappa,
+    *,
+    critics,
+    horizon,
+    used,
+    tree,
 ):
-    """Kernel called by apply_ufunc: :func:`~bpc.decide.table.solve_root` for one block."""
+    """Kernel called by apply_ufunc: the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`)."""
     loop, samples, costs = _flatten_inputs(
         prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
     )
-    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(samples.n_samples)
-    sol = solve_root(samples, costs, belief=b0, used=used, horizon=horizon, fill_kernel=False)
-    action = np.where(np.isnan(sol.value), -1, sol.action).astype(np.int8)
-    return sol.value.reshape(loop), sol.q.reshape(loop + sol.q.shape[1:]), action.reshape(loop)
+    S = samples.n_samples
+    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(S)
+    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(S)
+    refine = tree["regenerate"] == "refine"
+    ok = np.isfinite(samples.prior) & np.isfinite(b0)
+    if refine:
+        ok &= np.isfinite(samples.p_fix) & np.isfinite(samples.p_break)
+    placeholder = np.where(ok, 1.0, np.nan)[:, None]  # samples without parameters: no critic, results masked
+    kernel = {"p_fix": np.where(ok, samples.p_fix, 0.5), "p_break": np.where(ok, samples.p_break, 0.5)}
+    problem = make_instance_problem(
+        np.where(ok, samples.prior, 0.5),
+        samples.tpr * placeholder,
+        samples.fpr * placeholder,
+        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+        **costs.kernel_kwargs(),
+        **(kernel if refine else {}),
+    )
+    value, q = solve_tree(
+        problem, np.where(ok, b0, 0.5), None, horizon, used, policy=None, chunk_size=32768, **tree
+    )
+    value[~ok] = np.nan
+    q[~ok] = np.nan
+    action = np.where(ok, np.argmax(q, axis=-1), -1).astype(np.int8)
+    return value.reshape(loop), q.reshape(loop + q.shape[1:]), action.reshape(loop)
 
 
 def _is_lazy(params: xr.Dataset) -> bool:
@@ -582,7 +618,7 @@ def solve_b0(
         prior as a scalar, to solve every draw from one common belief);
         default each cell's (and draw's) own prior.
     belief_model : {"iid", "instance"}
-        ``"iid"``: the paper's tree (:func:`bpc.decide.table.solve_root`).
+        ``"iid"``: the paper's tree (κ = ∞, the repair kernel, no budget, terminal verification).
         ``"instance"``: patches of one instance share a pass rate with the
         parameters' ``kappa`` (``inf`` where absent: i.i.d. patches) — the
         tree of :func:`bpc.decide.kernels.instance.solve_instance_exact` at a
@@ -609,22 +645,29 @@ def solve_b0(
     root = params["prior"] if belief is None else belief
     if not isinstance(root, xr.DataArray):
         root = xr.DataArray(float(root))
-    args = [*args, root]
-    core = [*core, []]
-    block = _b0_block
-    kwargs: dict[str, object] = dict(critics=tuple(critics), horizon=int(horizon), used=mask)
-    if belief_model == "instance":
-        args = [*args, _kappa_array(params)]
-        core = [*core, []]
-        block = _instance_b0_block
-        kwargs.update(
+    kappa = _kappa_array(params) if belief_model == "instance" else xr.DataArray(np.inf)
+    args = [*args, root, kappa]
+    core = [*core, [], []]
+    if belief_model == "instance":  # a fresh draw of the instance, within the patch budget
+        tree = dict(
+            mixture="exact",
             max_patches=int(max_patches),
             verify_terminal=bool(verify_terminal) if verify_terminal is not None else False,
             critic_scope=critic_scope or "instance",
+            regenerate="fresh",
         )
+    else:  # the paper's tree: κ = ∞, the repair kernel, no budget, verification terminal
+        tree = dict(
+            mixture="moment",
+            max_patches=None,
+            verify_terminal=True,
+            critic_scope="patch",
+            regenerate="refine",
+        )
+    kwargs: dict[str, object] = dict(critics=tuple(critics), horizon=int(horizon), used=mask, tree=tree)
     mode = _dask_mode(args, dask)
     res = xr.apply_ufunc(
-        block,
+        _b0_block,
         *args,
         input_core_dims=core,
         output_core_dims=[[], [DIM_ACTION], []],
@@ -667,60 +710,6 @@ def _kappa_array(params: xr.Dataset) -> xr.DataArray:
         return xr.DataArray(np.inf)
     k = params["kappa"]
     return xr.where(k.notnull() & (k > 0), k, np.inf)
-
-
-def _instance_b0_block(
-    prior,
-    tpr,
-    fpr,
-    p_fix,
-    p_break,
-    ccost,
-    c_gen,
-    c_ver,
-    reward,
-    belief,
-    kappa,
-    *,
-    critics,
-    horizon,
-    used,
-    max_patches,
-    verify_terminal,
-    critic_scope,
-):
-    """Kernel called by apply_ufunc: the instance-belief exact tree for one block."""
-    from bpc.decide.kernels.instance import solve_instance_exact
-
-    loop, samples, costs = _flatten_inputs(
-        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
-    )
-    S = samples.n_samples
-    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(S)
-    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(S)
-    ok = np.isfinite(samples.prior) & np.isfinite(b0)
-    placeholder = np.where(ok, 1.0, np.nan)[:, None]
-    sol = solve_instance_exact(
-        np.where(ok, samples.prior, 0.5),
-        samples.tpr * placeholder,
-        samples.fpr * placeholder,
-        np.where(np.isfinite(k) & (k > 0), k, np.inf),
-        critic_costs=costs.critic,
-        c_gen=costs.c_gen,
-        c_ver=costs.c_ver,
-        reward=costs.reward,
-        b0=np.where(ok, b0, 0.5),
-        horizon=horizon,
-        used=used,
-        max_patches=max_patches,
-        verify_terminal=verify_terminal,
-        critic_scope=critic_scope,
-    )
-    value, q = sol.value.copy(), sol.q.copy()
-    value[~ok] = np.nan
-    q[~ok] = np.nan
-    action = np.where(ok, sol.action, -1).astype(np.int8)
-    return value.reshape(loop), q.reshape(loop + q.shape[1:]), action.reshape(loop)
 
 
 DIM_PATCH = "patch"

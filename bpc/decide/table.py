@@ -1,8 +1,8 @@
 """The array level of the solve layer: flat parameter samples in, policy tables out.
 
-Every policy table in bpc is built here — by the xarray solve layer
+Every paper-planning policy table in bpc is built here — by the xarray solve layer
 (:mod:`bpc.decide.solve`, which flattens a parameter Dataset into samples and
-calls :func:`solve_table` / :func:`solve_root` per block) and by the
+calls :func:`solve_table` per block) and by the
 controllers (:mod:`bpc.decide.controllers`, which hold one table for the
 samples they reason with). Pure numpy: importing this module pulls in no
 xarray or pandas.
@@ -30,14 +30,12 @@ import numpy.typing as npt
 from bpc.constants import GRID_SIZE, HORIZON
 from bpc.costs import Costs
 from bpc.decide.kernels.dp import DPSolution, solve_dp
-from bpc.decide.kernels.exact import ExactSolution, solve_exact
 
 __all__ = [
     "fresh_sample_kernel",
     "ParameterSamples",
     "SampleCosts",
     "solve_table",
-    "solve_root",
 ]
 
 _PLACEHOLDER = 0.5
@@ -418,46 +416,3 @@ def solve_table(
         if sol.q is not None:
             sol.q[bad] = np.nan
     return sol
-
-
-def solve_root(
-    samples: ParameterSamples,
-    costs: SampleCosts,
-    *,
-    belief=None,
-    used: int = 0,
-    horizon: int = HORIZON,
-    fill_kernel: bool = True,
-) -> ExactSolution:
-    """Exact expectimax value and Q-values at one belief per sample (SPEC §3).
-
-    Parameters
-    ----------
-    samples, costs, fill_kernel
-        As in :func:`solve_table`.
-    belief : array_like, optional
-        Root belief, scalar or ``(S,)``; default each sample's prior.
-    used : int
-        Bitmask of critics already used on the current patch at the root.
-    horizon : int
-        Steps left at the root.
-
-    Returns
-    -------
-    ExactSolution
-        ``value`` ``(S,)`` and ``q`` ``(S, A)`` (``-inf`` where an action is not
-        offered); samples without parameters (or belief) are ``NaN``.
-    """
-    ok, problem = _problem(samples, costs, fill_kernel)
-    b0 = problem.pop("prior")
-    if belief is not None:
-        b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), ok.shape)
-        ok = ok & np.isfinite(b0)
-        b0 = np.where(ok, b0, _PLACEHOLDER)
-    sol = solve_exact(b0, **problem, horizon=horizon, used=used)
-    if ok.all():
-        return sol
-    value, q = sol.value.copy(), sol.q.copy()
-    value[~ok] = np.nan
-    q[~ok] = np.nan
-    return ExactSolution(value=value, q=q)
