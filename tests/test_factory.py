@@ -186,3 +186,18 @@ def test_replay_pool_lists_the_policies_a_cell_cannot_run():
     costs = Costs(c_gen=10, c_ver=5, reward=100, critic={"alpha": 2, "beta": 1})
     res = replay_pool(pool, ["always_verify", "gate_gamma", "self_refine"], costs)
     assert "gamma" in res.attrs["skipped"] and "trajectories" in res.attrs["skipped"]
+
+
+def test_serve_start_takes_the_critics_a_task_has():
+    from bpc.commands.serve import Server  # noqa: F401 - the class the command runs
+
+    ctrl = Controller(
+        prior=0.5, critics={"syn": (0.99, 0.97, 1), "test": (0.95, 0.2, 2)}, c_gen=10, c_ver=30, reward=100
+    )
+    server = Server(lambda cell: (ctrl, None))
+    answer = server.handle({"op": "start", "id": "t", "critics": ["syn"]})
+    assert answer["ok"], answer
+    decision = server.handle({"op": "decide", "id": "t"})["decision"]
+    assert decision["q"]["test"] is None  # not offered: the task has no public tests
+    bad = server.handle({"op": "start", "id": "u", "critics": "syn"})
+    assert not bad["ok"]

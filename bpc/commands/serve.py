@@ -15,7 +15,7 @@ on stdout, until stdin closes or a ``quit`` request arrives::
     {"ok": true, "op": "observe", "id": "task-7", "state": {...}}
 
 Requests
-    ``start`` (optional ``belief``, ``used``; ``state`` = a saved
+    ``start`` (optional ``belief``, ``used``, ``critics`` = the critics the task has; ``state`` = a saved
     :meth:`~bpc.decide.live.Episode.to_dict` to resume; ``cell`` = another
     cell of ``--params``), ``decide``, ``observe`` (``critic``, ``passed``:
     true / false / null), ``verified`` (``passed``), ``regenerated``
@@ -166,7 +166,12 @@ class Server:
                         raise RequestError(
                             "BadRequest", f"'used' must be a list of critic names, got {used!r}"
                         )
-                    ep = ctrl.episode(belief=request.get("belief"), used=used)
+                    critics = request.get("critics")  # the critics this task has (issue 15)
+                    if critics is not None and (isinstance(critics, str) or not isinstance(critics, list)):
+                        raise RequestError(
+                            "BadRequest", f"'critics' must be a list of critic names, got {critics!r}"
+                        )
+                    ep = ctrl.episode(belief=request.get("belief"), used=used, critics=critics)
                 self.episodes[eid] = ep
                 out.update(id=eid, state=_summary(ep))
                 return out
