@@ -26,10 +26,11 @@ def main(argv: list[str] | None = None) -> int:
         acceptance,
         heldout_instance_table,
         kfold_predictive_coverage,
-        markdown_tables,
         pass_histogram_ppc,
     )
+    from bpc.outputs import write_csv
     from bpc.paths import default_corpus
+    from bpc.report.instance_heldout import write_heldout
     from bpc.report.plots.ppc_instance import plot_pass_histogram_ppc
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -49,20 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     corpus = load_corpus(args.corpus or default_corpus(), progress=not args.quiet)
     table, paired = heldout_instance_table(corpus.records, n_folds=args.folds, progress=not args.quiet)
     args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "instance_heldout_policies.csv", index=False)
-    paired.to_csv(args.out / "instance_heldout_paired.csv", index=False)
     checks = {
         f"{costs}/{variant}": acceptance(paired, costs=costs, variant=variant)
         for costs in paired["costs"].unique()
         for variant in ("instance", "instance_per_patch")
     }
-    md = markdown_tables(table, paired)
-    md += (
-        "\n## Acceptance (bayesian_dp, instance − i.i.d.)\n\n```json\n"
-        + json.dumps(checks, indent=2)
-        + "\n```\n"
-    )
-    (args.out / "instance_heldout.md").write_text(md)
+    write_heldout(args.out, table, paired, checks)
     print(json.dumps(checks, indent=2))
 
     if args.posterior is not None:
@@ -74,13 +67,13 @@ def main(argv: list[str] | None = None) -> int:
 
         params = laplace(corpus.counts)
     ppc = pass_histogram_ppc(corpus.counts, params)
-    ppc.to_csv(args.out / "ppc_pass_histogram.csv", index=False)
+    write_csv(ppc, args.out / "ppc_pass_histogram.csv")
     plot_pass_histogram_ppc(ppc, args.out / "ppc_pass_histogram.png")
     print(f"pass-histogram PPC: {int(ppc['covered'].sum())} of {len(ppc)} counts inside their interval")
 
     lcb = corpus.records[corpus.records["benchmark"].isin(["lcb_hard", "lcb_medium"])]
     cov = kfold_predictive_coverage(lcb, n_folds=args.folds, progress=not args.quiet)
-    cov.to_csv(args.out / "predictive_coverage_kfold.csv", index=False)
+    write_csv(cov, args.out / "predictive_coverage_kfold.csv")
     print(
         f"predictive interval of the held-out Δ ({args.folds} folds, LCB cells): "
         f"{int(cov['covered'].sum())} of {len(cov)} (fold, cell, policy) checks covered"

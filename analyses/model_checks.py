@@ -57,6 +57,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from bpc.constants import DEFAULT_SEED
+    from bpc.outputs import write_csv, write_text
     from bpc.data.load import load_counts
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, diagnose, fit, posterior_params, save
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
 
     # -- prior predictive -----------------------------------------------------
     pp = ck.prior_predictive_summary(ck.prior_predictive(counts, spec, draws=4000, seed=seed))
-    pp.to_csv(out / "prior_predictive.csv")
+    write_csv(pp, out / "prior_predictive.csv", index=True)
     md += ["## Prior predictive (cell rates from the hyperpriors alone)", "", _md(pp), ""]
 
     # -- full fit ---------------------------------------------------------------
@@ -96,14 +97,14 @@ def main(argv=None) -> int:
     timings["fit"] = time.perf_counter() - t0
     save(dt, out / "fit.nc")
     diag = diagnose(dt)
-    (out / "diagnostics.json").write_text(json.dumps(diag.to_dict(), indent=2))
+    write_text(out / "diagnostics.json", json.dumps(diag.to_dict(), indent=2))
     md += ["## Fit", "", f"{n_cells} cells; {diag}; sampling {dt.attrs['sampling_time']:.1f} s", ""]
 
     # -- posterior predictive ---------------------------------------------------
     ppc_rows = []
     for level in ("cell", "population"):
         ppc = ck.posterior_predictive_check(dt, level=level, seed=seed)
-        ppc.to_csv(out / f"ppc_{level}.csv", index=False)
+        write_csv(ppc, out / f"ppc_{level}.csv", index=False)
         if level == "cell":
             plot_ppc(ppc, out / "ppc.png")
         g = ppc.groupby("kind")
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
     lap = laplace(counts)
     params = posterior_params(dt)
     shr = shrinkage_table(lap, params)
-    shr.to_csv(out / "shrinkage.csv", index=False)
+    write_csv(shr, out / "shrinkage.csv", index=False)
     plot_shrinkage(lap, params, out / "shrinkage.png")
     plot_forest(params_table(params, laplace=lap, counts=counts), out / "forest.png")
     md += ["## Where pooling moved an estimate most (posterior mean − Laplace)", "", _md(shr.head(12)), ""]
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
         fitter = ck.refit_fitter(counts, spec, draws=rep_draws, tune=rep_draws, chains=rep_chains)
         rows = ck.sbc(counts, fitter, spec, reps=sbc_reps, seed=seed, truth="prior")
         timings["sbc_prior"] = time.perf_counter() - t0
-        rows.to_csv(out / "sbc_prior.csv", index=False)
+        write_csv(rows, out / "sbc_prior.csv", index=False)
         tab = pd.concat(
             [ck.coverage_summary(rows), ck.coverage_summary(rows, by=()).rename(index={"all": "all"})]
         )
@@ -157,7 +158,7 @@ def main(argv=None) -> int:
         fitter = ck.refit_fitter(template, spec, draws=rep_draws, tune=rep_draws, chains=rep_chains)
         rows = ck.sbc(template, fitter, spec, reps=sim_reps, seed=seed, truth="simulator")
         timings["sbc_simulator"] = time.perf_counter() - t0
-        rows.to_csv(out / "sbc_simulator.csv", index=False)
+        write_csv(rows, out / "sbc_simulator.csv", index=False)
         tab = pd.concat([ck.coverage_summary(rows), ck.coverage_summary(rows, by=())])
         md += [f"## Coverage on the simulator panel ({sim_reps} panels, 54 cells, true rates known)", ""]
         md += [_md(tab), ""]
@@ -171,7 +172,7 @@ def main(argv=None) -> int:
         )
         timings["sbc_model"] = time.perf_counter() - t0
         summary = ck.sbc_rank_summary(ranks)
-        summary.to_csv(out / "sbc_model.csv")
+        write_csv(summary, out / "sbc_model.csv", index=True)
         md += [f"## SBC of the PyMC model itself (simuk; {simuk_reps} data sets from its own prior)", ""]
         md += ["ranks of the true hyperparameters: u uniform (mean 0.5, sd ≈ 0.289) if calibrated", ""]
         md += [_md(summary), ""]
@@ -183,7 +184,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         sub = ck.subsample_comparison(counts, fitter, spec, sizes=sizes, reps=sub_reps, seed=seed)
         timings["subsample"] = time.perf_counter() - t0
-        sub.to_csv(out / "heldout_subsample.csv", index=False)
+        write_csv(sub, out / "heldout_subsample.csv", index=False)
         md += ["## Held-out log predictive density per entry, m instances per cell for calibration", ""]
         md += [_md(ck.compare_summary(sub, by=("size",))), ""]
         md += ["by rate kind:", "", _md(ck.compare_summary(sub, by=("size", "kind"))), ""]
@@ -195,13 +196,13 @@ def main(argv=None) -> int:
             cells = list(npat.index[:: max(1, len(npat) // loco_cells)][:loco_cells])
         loco = ck.leave_one_cell_out(counts, fitter, spec, cells=cells, seed=seed)
         timings["loco"] = time.perf_counter() - t0
-        loco.to_csv(out / "heldout_loco.csv", index=False)
+        write_csv(loco, out / "heldout_loco.csv", index=False)
         md += ["## Leave-one-cell-out: each cell predicted from the others only", ""]
         md += [_md(ck.compare_summary(loco, by=())), "", "by rate kind:", ""]
         md += [_md(ck.compare_summary(loco, by=("kind",))), ""]
 
     md += ["## Timings (s)", "", _md(pd.DataFrame({"seconds": timings}), "{:.1f}"), ""]
-    (out / "summary.md").write_text("\n".join(md))
+    write_text(out / "summary.md", "\n".join(md))
     print("\n".join(md))
     return 0
 

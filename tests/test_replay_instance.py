@@ -334,7 +334,8 @@ def test_pass_histogram_ppc_counts_and_coverage(tmp_path):
 # the held-out tables
 # ---------------------------------------------------------------------------
 def test_heldout_instance_table_pairs_instance_with_iid():
-    from bpc.experiments.instance_eval import heldout_instance_table, markdown_tables
+    from bpc.experiments.instance_eval import heldout_instance_table
+    from bpc.report.instance_heldout import markdown_tables
 
     rec = _synthetic(seed=7)
     variants = {"iid": ("iid", None), "instance": ("instance", None)}

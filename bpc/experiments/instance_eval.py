@@ -62,7 +62,6 @@ __all__ = [
     "ACCEPTANCE_CELLS",
     "heldout_instance_table",
     "acceptance",
-    "markdown_tables",
     "pass_histogram_ppc",
     "kfold_predictive_coverage",
 ]
@@ -248,37 +247,6 @@ def acceptance(
     }
     out["passed"] = bool(out["mean_gain"] >= 9 and out["min_gain"] >= 5 and out["worst_cell"] >= -3)
     return out
-
-
-def _fmt(x: object) -> str:
-    v = float(np.asarray(x, dtype=float))
-    return "" if not np.isfinite(v) else f"{v:.1f}"
-
-
-def markdown_tables(table: pd.DataFrame, paired: pd.DataFrame) -> str:
-    """Both tables as Markdown: the paired comparison first, then every policy per cost vector."""
-    lines = ["## Instance vs i.i.d. controllers (held-out, paired per instance)", ""]
-    lines.append("| costs | cell | policy | variant | i.i.d. | variant | Δ (variant − i.i.d.) | 95% CI | n |")
-    lines.append("|---|---|---|---|---:|---:|---:|---|---:|")
-    for r in paired.itertuples(index=False):
-        lines.append(
-            f"| {r.costs} | {r.benchmark}/{r.generator} | {r.policy} | {r.variant} | "
-            f"{_fmt(r.utility_iid)} | {_fmt(r.utility_variant)} | {r.diff:+.1f} | "
-            f"[{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] | {r.n_instances} |"
-        )
-    for costs_name, block in table.groupby("costs", sort=False):
-        lines += ["", f"## Every policy, held-out, costs = {costs_name}", ""]
-        lines.append(
-            "| cell | belief | policy | mean utility | pass rate | cost | Δ vs always_verify | 95% CI | n |"
-        )
-        lines.append("|---|---|---|---:|---:|---:|---:|---|---:|")
-        for r in block.itertuples(index=False):
-            lines.append(
-                f"| {r.benchmark}/{r.generator} | {r.belief} | {r.policy} | {_fmt(r.mean_utility)} | "
-                f"{r.pass_rate:.3f} | {_fmt(r.cost_per_instance)} | {r.delta:+.1f} | "
-                f"[{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] | {r.n_instances} |"
-            )
-    return "\n".join(lines) + "\n"
 
 
 def pass_histogram_ppc(
