@@ -57,12 +57,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from bpc.constants import DEFAULT_SEED
-    from bpc.outputs import write_csv, write_text
     from bpc.data.load import load_counts
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, diagnose, fit, posterior_params, save
     from bpc.estimate.model import checks as ck
     from bpc.estimate.model.diagnostics import ConvergenceWarning, params_table
+    from bpc.outputs import write_csv, write_text
     from bpc.report.plots.model import plot_forest, plot_ppc, plot_shrinkage, shrinkage_table
 
     warnings.simplefilter("ignore", ConvergenceWarning)
