@@ -54,22 +54,23 @@ runs the baselines on the same protocol.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, regenerate
+from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, make_problem, regenerate
 from bpc.decide.kernels.dp import DPSolution
-from bpc.decide.kernels.greedy import greedy_q
+from bpc.decide.kernels.greedy import paper_greedy
 from bpc.decide.kernels.instance import (
     CRITIC_SCOPES,
     MIXTURES,
+    InstanceProblem,
     abandon_exact,
     abandon_moment,
-    instance_greedy_q,
+    instance_greedy,
     make_instance_problem,
     mixture_mean,
     solve_instance_dp,
@@ -539,26 +540,19 @@ class GreedyController(BeliefController):
     ) -> None:
         super().__init__(params, costs, critics=critics, index=index, name=name)
         self.clip = bool(clip)
+        s = self.samples
+        self.problem = make_problem(
+            s.prior, s.tpr, s.fpr, 0.0, 0.0, **self.sample_costs.kernel_kwargs(), available=self.available
+        )  # validated once; every decision reads it
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Greedy Q-values of every (episode, followed sample), ``(n, m, A)``."""
         n, m = state.b.shape
-        s = state.sample.reshape(-1)
-        p, c = self.samples, self.sample_costs
-        q = greedy_q(
-            state.b.reshape(-1),
-            np.repeat(state.used, m),
-            state.prior.reshape(-1),
-            p.tpr[s],
-            p.fpr[s],
-            critic_costs=c.critic[s],
-            c_gen=c.c_gen[s],
-            c_ver=c.c_ver[s],
-            reward=c.reward[s],
-            available=self.available[s] & np.repeat(state.available, m, axis=0),
-            clip=self.clip,
-        )
-        return q.reshape(n, m, CRITIC_OFFSET + p.n_critics)
+        P = self.problem.take(state.sample.reshape(-1))
+        avail = P.available & np.repeat(state.available, m, axis=0)
+        P = replace(P, prior=state.prior.reshape(-1), available=avail)
+        q = paper_greedy(P, state.b.reshape(-1), np.repeat(state.used, m), clip=self.clip)
+        return q.reshape(n, m, CRITIC_OFFSET + len(self.critics))
 
     def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
         """Fresh sample: the belief is reset to each sample's prior."""
@@ -651,9 +645,11 @@ class TableController(BeliefController):
         """Interpolated Q-values with H steps left, ``(n, m, A)``."""
 
         def q_of(rows, pattern):
-            return self.table_for(pattern).q_at(
-                state.b[rows], state.used[rows, None], self.horizon, sample_index=state.sample[rows]
-            )
+            b = state.b[rows]
+            u = np.broadcast_to(state.used[rows, None], b.shape).reshape(-1)
+            h = np.full(b.size, self.horizon)
+            q = self.table_for(pattern).lookup(b.reshape(-1), u, h, state.sample[rows].reshape(-1))
+            return q.reshape(b.shape + (q.shape[-1],))
 
         return self._by_pattern(state, q_of)
 
@@ -754,8 +750,7 @@ class InstanceController(BeliefController):
         self.horizon = int(horizon)
         self.max_patches = None if max_patches is None else int(max_patches)
         self.verify_terminal = bool(verify_terminal)
-        if regenerate == "refine":
-            self.samples = self.samples.with_fresh_sample_kernel()
+        self.samples = self.samples.with_fresh_sample_kernel()  # a refined patch's kernel (acting, "refine")
         k = (
             self.samples.kappa
             if kappa is None
@@ -763,6 +758,16 @@ class InstanceController(BeliefController):
         )
         self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else np.where(k > 0, k, np.inf)
         self._grids = (int(grid_size), int(mu_grid_size))
+        s = self.samples
+        self.problem = make_instance_problem(
+            s.prior,
+            s.tpr,
+            s.fpr,
+            self.kappa,
+            **self.sample_costs.kernel_kwargs(),
+            available=self.available,
+            **self._kernel(),
+        )  # validated once; the greedy rule reads it at every decision
         self._tables: dict[bytes | None, object] = {}
         self.table = self.table_for(None) if method == "dp" else None
 
@@ -815,41 +820,37 @@ class InstanceController(BeliefController):
             return self._exact_q(state)
         n_ep, m = state.b.shape
         if self.method == "greedy":
-            s = state.sample.reshape(-1)
-            p, c = self.samples, self.sample_costs
-            kernel = {k: v[s] for k, v in self._kernel().items()}
-            q = instance_greedy_q(
+            base = self.problem.base.take(state.sample.reshape(-1))
+            avail = base.available & np.repeat(state.available, m, axis=0)
+            P = InstanceProblem(
+                base=replace(base, prior=state.prior.reshape(-1), available=avail),
+                kappa=state.kappa.reshape(-1),
+            )
+            q = instance_greedy(
+                P,
                 state.b.reshape(-1),
                 state.mu.reshape(-1),
                 np.repeat(state.step, m),
                 np.repeat(state.used, m),
-                state.prior.reshape(-1),
-                p.tpr[s],
-                p.fpr[s],
-                state.kappa.reshape(-1),
-                critic_costs=c.critic[s],
-                c_gen=c.c_gen[s],
-                c_ver=c.c_ver[s],
-                reward=c.reward[s],
-                available=self.available[s] & np.repeat(state.available, m, axis=0),
-                max_patches=self.max_patches,
-                verify_terminal=self.verify_terminal,
-                regenerate=self.regenerate,
-                **kernel,
+                self.max_patches,
+                self.verify_terminal,
+                self.regenerate,
             )
-            return q.reshape(n_ep, m, CRITIC_OFFSET + p.n_critics)
+            return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
         N = self.max_patches or 1
 
         def q_of(rows, pattern):
             r = np.arange(n_ep)[rows]
-            return self.table_for(pattern).q_at(
-                state.b[rows],
-                state.mu[rows],
-                np.broadcast_to(np.minimum(state.step[r], N - 1)[:, None], (r.size, m)),
-                np.broadcast_to(state.used[r][:, None], (r.size, m)),
-                self.horizon,
-                sample_index=state.sample[rows],
+            shape = (r.size, m)
+            q = self.table_for(pattern).backup(
+                state.b[rows].reshape(-1),
+                state.mu[rows].reshape(-1),
+                np.broadcast_to(np.minimum(state.step[r], N - 1)[:, None], shape).reshape(-1),
+                np.broadcast_to(state.used[r][:, None], shape).reshape(-1),
+                np.full(r.size * m, self.horizon),
+                state.sample[rows].reshape(-1),
             )
+            return q.reshape(shape + (q.shape[-1],))
 
         return self._by_pattern(state, q_of)
 

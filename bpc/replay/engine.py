@@ -27,6 +27,7 @@ profiles is a field of :class:`bpc.replay.profiles.Profile`.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 
@@ -403,7 +404,7 @@ def replay_controller(
     pool_k = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
     crit_cost = np.array([costs.critic_cost(c) for c in critics], dtype=float)
     rows = np.arange(n)
-    if prof.task_critics:
+    if prof.task_critics and "available" in inspect.signature(controller.start).parameters:
         state = controller.start(n, available=task_critics(pool, critics))
     else:
         state = controller.start(n)

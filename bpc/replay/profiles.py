@@ -184,7 +184,9 @@ class Profile:
     task_critics : bool
         A critic whose verdict is missing on every patch of an instance is
         unavailable for that instance: the controllers plan without it and do
-        not call it (issue 15). Release: off (a missing verdict is a fail).
+        not call it (issue 15). Paper and bpc: on (no replayed number of the
+        corpus or the simulated panel moves); release: off (a missing verdict
+        is a fail).
     """
 
     name: str
@@ -211,7 +213,7 @@ class Profile:
     critic_scope: str | None = None
     n_folds: int | None = None
     regenerate: str | None = None
-    task_critics: bool = False
+    task_critics: bool = True
 
     def __post_init__(self) -> None:
         if self.belief not in BELIEFS:
@@ -283,6 +285,7 @@ PAPER_RELEASE = Profile(
     missing_verdict_as_fail=True,
     in_sample=True,
     instance_order="file",
+    task_critics=False,
 )
 """SPEC §6: reproduces the authors' released PAPER_TABLE."""
 

@@ -500,6 +500,11 @@ class DPSolution:
             everything but stop and verify when ``h = 0``).
         """
         shape, b, u, h, s = self._rows(b, used, h, sample_index)
+        out = self.lookup(b, u, h, s)
+        return out.reshape(shape + (out.shape[-1],))
+
+    def lookup(self, b: np.ndarray, u: np.ndarray, h: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """:meth:`q_at` on checked 1-d arrays (no validation: the per-decision path), ``(n, A)``."""
         gm1 = self.grid.dtype.type(self.grid.shape[0] - 1)
         i, w = _interp_index(b.astype(self.grid.dtype), gm1)
         if self.q is not None:  # the stored grid Q-values: the same numbers as the backup, gathered
@@ -510,8 +515,7 @@ class DPSolution:
             qr = self._backup(i + 1, u, h, s)
         w = w[:, None]
         with np.errstate(invalid="ignore"):
-            out = np.where(np.isfinite(ql), ql * (1 - w) + qr * w, -np.inf)
-        return out.reshape(shape + (out.shape[-1],))
+            return np.where(np.isfinite(ql), ql * (1 - w) + qr * w, -np.inf)
 
     def action_at(self, b, used, h, *, sample_index=None) -> np.ndarray:
         """Argmax of :meth:`q_at` (ties → lowest action index), int8."""

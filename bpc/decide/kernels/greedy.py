@@ -6,7 +6,7 @@ import numpy as np
 
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
 
-__all__ = ["greedy_q", "critic_values", "broadcast_belief"]
+__all__ = ["greedy_q", "paper_greedy", "critic_values", "broadcast_belief"]
 
 
 def broadcast_belief(b, used, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -104,6 +104,14 @@ def greedy_q(
         available=available,
     )
     b, used = broadcast_belief(b, used, P.n_samples)
+    return paper_greedy(P, b, used, clip=clip)
+
+
+def paper_greedy(P: Problem, b: np.ndarray, used: np.ndarray, *, clip: bool = False) -> np.ndarray:
+    """:func:`greedy_q` on a validated problem (no checks: the per-decision path of the controllers).
+
+    ``b`` and ``used`` have the samples of ``P`` on their last axis.
+    """
     q = np.full(b.shape + (P.n_actions,), -np.inf)
     R, cv = P.reward, P.c_ver
     q[..., STOP] = 0.0

@@ -92,6 +92,7 @@ __all__ = [
     "InstanceDPSolution",
     "solve_instance_dp",
     "instance_greedy_q",
+    "instance_greedy",
 ]
 
 MIXTURES: tuple[str, ...] = ("exact", "moment")
@@ -977,6 +978,10 @@ class InstanceDPSolution:
             ``shape + (A,)``, ``-inf`` for actions not offered.
         """
         shape, b, mu, n, u, h, s = self._states(b, mu, n, used, h, sample_index)
+        return self.backup(b, mu, n, u, h, s).reshape(shape + (self.problem.n_actions,))
+
+    def backup(self, b, mu, n, u, h, s) -> np.ndarray:
+        """:meth:`q_at` on checked 1-d arrays (no validation: the per-decision path), ``(m, A)``."""
         P = self.problem.base
         kappa = self.problem.kappa[s]
         m = b.shape[0]
@@ -1008,7 +1013,7 @@ class InstanceDPSolution:
                 total = total + den * self._bilinear(s, hp, n, u | bit, mu, bz)
             ok = live & P.available[s, k] & (u & bit == 0)
             q[:, CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[s, k], -np.inf)
-        return q.reshape(shape + (P.n_actions,))
+        return q
 
     def action_at(self, b, mu, n, used, h, sample_index=None) -> np.ndarray:
         """Argmax of :meth:`q_at` (ties → lowest index), int8."""
@@ -1225,6 +1230,14 @@ def instance_greedy_q(
     b, mu, n, used = np.broadcast_arrays(b, np.asarray(mu, dtype=np.float64), np.asarray(n), np.asarray(used))
     if b.shape[-1:] not in ((B.n_samples,), (1,)) and b.ndim:
         raise ValueError(f"beliefs must have the {B.n_samples} samples on their last axis, got {b.shape}")
+    return instance_greedy(P, b, mu, n, used, max_patches, verify_terminal, regenerate)
+
+
+def instance_greedy(
+    P: InstanceProblem, b, mu, n, used, max_patches, verify_terminal, regenerate
+) -> np.ndarray:
+    """:func:`instance_greedy_q` on a validated problem and broadcast states (the controllers' path)."""
+    B = P.base
     R, cv, cg = B.reward, B.c_ver, B.c_gen
     regen_ok = np.ones(b.shape, bool) if max_patches is None else (n + 1 < max_patches)
 
