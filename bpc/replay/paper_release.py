@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from bpc.constants import GRID_SIZE, HORIZON, PAPER_CRITICS
@@ -59,7 +58,6 @@ __all__ = [
     "snap_index",
     "ReleaseGreedyController",
     "ReleaseDPController",
-    "iid_baseline_kernel",
     "RELEASE_GREEDY_TIE_ORDER",
 ]
 
@@ -286,51 +284,3 @@ class ReleaseDPController(BeliefController):
         idx = snap_index(state.b, self.table.grid)  # (n, m)
         t = np.minimum(state.step, self.horizon - 1)[:, None]  # (n, 1)
         return self.table.q[state.sample, t, :, idx]  # (n, m, A)
-
-
-def iid_baseline_kernel(records: pd.DataFrame) -> dict[str, int]:
-    """Transition counts between consecutive calibration patches of one cell (the "iid baseline" kernel).
-
-    The authors' ``transition_kernel_iid_baseline.json`` counts the label
-    pairs (patch 0 → 1, 1 → 2, …) of each instance's independent calibration
-    patches, as if they were refinement steps. This computes the same counts
-    from records (via :func:`bpc.data.counts.transition_counts`, patches taken as
-    steps in ``patch_id`` order).
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        Records of one cell.
-
-    Returns
-    -------
-    dict
-        ``n00``, ``n01``, ``n10``, ``n11`` — pass it as ``kernel`` to
-        :func:`bpc.replay.engine.replay_cells`.
-
-    Raises
-    ------
-    ValueError
-        If the records span several cells or hold no consecutive pairs.
-    """
-    from bpc.data.counts import transition_counts
-
-    cells = records[["benchmark", "generator"]].drop_duplicates()
-    if len(cells) != 1:
-        raise ValueError(f"iid_baseline_kernel takes the records of one cell, got {len(cells)} cells")
-    traj = pd.DataFrame(
-        {
-            "benchmark": records["benchmark"].to_numpy(),
-            "generator": records["generator"].to_numpy(),
-            "instance_id": records["instance_id"].astype(str).to_numpy(),
-            "method": "calibration",
-            "step": records["patch_id"].to_numpy(dtype=np.int64),
-            "Y": records["Y"].to_numpy(),
-        }
-    )
-    tc = transition_counts(traj)
-    n = tc["trans_n"].values.reshape(-1, 2)[0]
-    f = tc["trans_flip"].values.reshape(-1, 2)[0]
-    if not (np.isfinite(n).all() and n.sum() > 0):
-        raise ValueError("iid_baseline_kernel: the records hold no consecutive patch pairs")
-    return {"n00": int(n[0] - f[0]), "n01": int(f[0]), "n10": int(f[1]), "n11": int(n[1] - f[1])}
