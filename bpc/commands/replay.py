@@ -269,11 +269,11 @@ def run(args: argparse.Namespace) -> int:
     if args.folds is not None and args.folds < 2:
         raise ValueError(f"--folds must be >= 2, got {args.folds}")
     belief = profile.belief if args.belief is None else args.belief
-    instance_planning = belief == "instance" or profile.plan_verify_continues
+    refine = profile.plans_with_measured_kernel(belief)
     transition_counts = None
-    if instance_planning:
-        info("Bayesian controllers: instance-model planning, a new patch is a fresh draw from its instance")
-    if kernel is None and not profile.in_sample and not simulated and not instance_planning:
+    if profile.switches.resolved(belief).regenerate == "fresh":
+        info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
+    if kernel is None and refine and not simulated:
         transition_counts = counts
         measured = [
             f"{b}/{g}"

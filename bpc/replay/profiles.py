@@ -256,6 +256,13 @@ class Profile:
             critic_scope=self.critic_scope,
         )
 
+    def plans_with_measured_kernel(self, belief: str | None = None) -> bool:
+        """Whether the Bayesian controllers regenerate through a cell's measured kernel (``"refine"``).
+
+        Only out of sample: an in-sample profile fits everything on the cell itself.
+        """
+        return not self.in_sample and self.switches.resolved(belief or self.belief).regenerate == "refine"
+
     def with_(self, **changes) -> Profile:
         """A copy with some switches changed (``profile.with_(first_patch_free=False)``)."""
         return replace(self, **changes)
