@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import signal
@@ -21,7 +20,6 @@ import bpc.outputs as outputs
 from bpc.cli import EXIT_INTERRUPTED, main
 from bpc.outputs import (
     CHECKSUM,
-    MANIFEST,
     STAMP,
     DamagedFileError,
     OutputPathError,
