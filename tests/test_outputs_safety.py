@@ -429,3 +429,23 @@ def test_sigint_during_fit_sampling_exits_130_and_keeps_the_previous_output(tmp_
     assert lines[-1].startswith("bpc fit: interrupted;") and "Traceback" not in errfile.read_text()
     assert stdout == b""  # the sampler's progress went to stderr
     assert out.read_bytes() == b"previous"
+
+
+def test_every_parser_refuses_abbreviations():
+    from bpc.cli import build_parser
+
+    parser = build_parser()
+    assert parser.allow_abbrev is False
+    subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert subparsers.choices and all(p.allow_abbrev is False for p in subparsers.choices.values())
+
+
+@pytest.mark.parametrize("command", ["estimate", "fit", "analyses"])
+def test_benchmark_and_generator_are_filters_everywhere(command):
+    from bpc.cli import build_parser
+
+    sub = next(a for a in build_parser(command)._actions if a.__class__.__name__ == "_SubParsersAction")
+    options = sub.choices[command]._option_string_actions
+    assert options["--benchmark"].dest == "benchmark" and options["--benchmark"].default is None
+    assert options["--generator"].dest == "generator"
+    assert "--benchmark-name" not in options

@@ -425,6 +425,13 @@ def cell_utilities(
     return pd.concat(rows, ignore_index=True)
 
 
+def _ignore_sigint() -> None:
+    """Initializer of local worker processes: SIGINT is the parent's to handle."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _grid_cell(item: tuple[CellSetup, int], *, points, policies, draws, seed, posterior) -> pd.DataFrame:
     """One cell of :func:`utility_grid` (module level: a cluster's workers import it by name)."""
     setup, i = item
@@ -509,7 +516,8 @@ def utility_grid(
                 "utility_grid(dask=True) needs the dask extra: pip install 'bpc[dask]'"
             ) from exc
         tasks = [_dask.delayed(one)(s, i) for s, i in args]
-        frames = list(_dask.compute(*tasks, scheduler="processes"))
+        # workers ignore Ctrl-C: the parent stops the run and reports it once (no traceback per worker)
+        frames = list(_dask.compute(*tasks, scheduler="processes", initializer=_ignore_sigint))
     else:
         frames = [one(s, i) for s, i in track(args, "replaying cost grid: cell", enabled=progress)]
     if not frames:
