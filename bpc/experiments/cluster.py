@@ -183,5 +183,9 @@ def solve_panel(
     parts = map_pieces(
         _solve_piece, pieces, scheduler=scheduler, shared={"costs": costs, "options": dict(options)}
     )
-    out = xr.concat(parts, dim=cut, data_vars="minimal", coords="minimal", compat="override", join="override")
-    return out.assign({name: out[name].transpose(*parts[0][name].dims) for name in out.data_vars})
+    datasets: list[xr.Dataset] = list(parts)
+    out: xr.Dataset = xr.concat(
+        datasets, dim=cut, data_vars="minimal", coords="minimal", compat="override", join="override"
+    )
+    first = datasets[0]
+    return out.assign({str(name): out[name].transpose(*first[name].dims) for name in out.data_vars})

@@ -460,9 +460,9 @@ def _prr_page(table: pd.DataFrame, page: str) -> plt.Figure:
         )
     for xi, t, one in zip(x, tie, one_label, strict=True):
         if one:
-            ax.text(xi, 1.02, "one label", ha="center", va="bottom", fontsize=7, color="0.3")
+            ax.text(float(xi), 1.02, "one label", ha="center", va="bottom", fontsize=7, color="0.3")
         elif t:
-            ax.text(xi, 1.02, "tie", ha="center", va="bottom", fontsize=7, color="0.3")
+            ax.text(float(xi), 1.02, "tie", ha="center", va="bottom", fontsize=7, color="0.3")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("PRR up to 50% rejection (1 = oracle, 0 = random)")
