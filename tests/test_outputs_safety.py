@@ -89,6 +89,12 @@ def test_a_web_extension_folder_is_not_a_bpc_output(tmp_path, capsys):
     with pytest.raises(OutputPathError), atomic_folder(ext):
         pass
     assert _tree(ext) == before
+    # the issue's own case: `bpc summary post.nc --out myext` (checked before the fit is even read)
+    post = tmp_path / "post.nc"
+    post.write_bytes(b"not read")
+    assert main(["summary", str(post), "--out", str(ext)]) == 2
+    assert "not a bpc output folder" in capsys.readouterr().err
+    assert _tree(ext) == before
 
 
 def test_a_bpc_folder_with_a_users_extra_file_is_not_replaced(tmp_path):
