@@ -272,10 +272,11 @@ def _value_bands_page(
 ) -> plt.Figure:
     ncols = max(1, min(ncols, len(cells)))
     nrows = int(np.ceil(len(cells) / ncols))
-    height = 4.6 * nrows + 1.4
+    height = 4.6 * nrows + 1.8
     fig = plt.figure(figsize=(4.6 * ncols, height))
+    # the two-line title needs ~0.7 in above the first row's cell titles
     outer = fig.add_gridspec(
-        nrows, ncols, hspace=0.3, wspace=0.32, top=1 - 0.75 / height, bottom=0.75 / height
+        nrows, ncols, hspace=0.3, wspace=0.32, top=1 - 1.15 / height, bottom=0.75 / height
     )
     lo_name, hi_name = CI_BOUNDS
     ci_label = _ci_label(unc)
