@@ -455,3 +455,35 @@ def test_benchmark_and_generator_are_filters_everywhere(command):
     assert options["--benchmark"].dest == "benchmark" and options["--benchmark"].default is None
     assert options["--generator"].dest == "generator"
     assert "--benchmark-name" not in options
+
+
+@pytest.mark.slow
+def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
+    out = tmp_path / "an"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "PYTHONUNBUFFERED": "1"}
+    argv = [
+        sys.executable,
+        "-m",
+        "bpc",
+        "analyses",
+        "regime_map",
+        "--quick",
+        "--no-corpus",
+        "--dask",
+        "--out",
+        str(out),
+    ]
+    errfile = tmp_path / "err.txt"
+    with errfile.open("w") as err_fh:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_fh, env=env)
+        start = time.monotonic()
+        while "cost grid" not in errfile.read_text():  # the workers are running
+            assert proc.poll() is None and time.monotonic() - start < 300
+            time.sleep(0.5)
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    err = errfile.read_text()
+    assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in err
+    assert err.splitlines()[-1].startswith("bpc analyses: interrupted;")
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["err.txt"]
