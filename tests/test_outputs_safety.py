@@ -487,3 +487,32 @@ def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
     assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in err
     assert err.splitlines()[-1].startswith("bpc analyses: interrupted;")
     assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["err.txt"]
+
+
+@pytest.mark.slow
+def test_sigint_during_fit_compilation_is_one_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    argv = [
+        sys.executable,
+        "-m",
+        "bpc",
+        "fit",
+        "simulated",
+        "--benchmark",
+        "lcb_hard",
+        "--draws",
+        "100",
+        "--tune",
+        "100",
+        "--chains",
+        "2",
+        "--out",
+        str(tmp_path / "post.nc"),
+    ]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    time.sleep(12)  # loading, building or compiling the model; any of them must end the same way
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == EXIT_INTERRUPTED, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1].startswith("bpc fit: interrupted;") and "Traceback" not in stderr
+    assert stdout == "" and list(tmp_path.iterdir()) == []
