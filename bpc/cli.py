@@ -3,21 +3,41 @@
 Each subcommand lives in its own module under :mod:`bpc.commands` and defines
 ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. This
 module discovers them, so adding a command never touches this file.
+
+What every command shares is decided here, once:
+
+- options are never abbreviated (``allow_abbrev=False``): ``--bench`` is an
+  error, not a guess between ``--benchmark`` and ``--benchmark-name``;
+- bad input is one line on stderr and exit 2 (:data:`INPUT_ERRORS`);
+- an output that cannot be written (a full disk, an unwritable folder) is one
+  line and exit 1;
+- Ctrl-C (SIGINT) or SIGTERM is one line and exit 130 (128 + SIGINT); outputs
+  are written atomically (:mod:`bpc.outputs`), so the previous output is left
+  as it was;
+- ``--force`` (where a command offers it) lets an output replace a file bpc
+  did not write.
+
+Results go to stdout; progress, notes, warnings and errors go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 import bpc.commands
 
-__all__ = ["main", "build_parser", "INPUT_ERRORS"]
+__all__ = ["main", "build_parser", "INPUT_ERRORS", "EXIT_INTERRUPTED"]
+
+EXIT_INTERRUPTED = 130
+"""Exit status of a command stopped by Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it."""
 
 INPUT_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,  # bpc's own: CorpusError, OutputPathError, UnknownChoiceError, SpecMismatchError, …
@@ -75,25 +95,68 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """
     parser = _OneLineErrorParser(
         prog="bpc",
-        description="Bayesian control of coding agents: calibrate, decide, replay, compare.",
+        description="Bayesian control of coding agents: calibrate, decide, replay, compare. "
+        "The method and its conventions: docs/method.md.",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _command_modules(only):
         # argparse %-formats help strings (for %(default)s); a literal "%" in HELP must not be read as one
-        p = sub.add_parser(module.NAME, help=module.HELP.replace("%", "%%"), description=module.HELP)
+        p = sub.add_parser(
+            module.NAME, help=module.HELP.replace("%", "%%"), description=module.HELP, allow_abbrev=False
+        )
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C."""
+
+
+def _on_sigterm(signum, frame) -> NoReturn:
+    raise _Terminated
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``bpc``; user errors print one clear line to stderr and exit 2."""
+    """Run ``bpc``; user errors print one clear line to stderr and exit 2, Ctrl-C exits 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(only=_requested_command(argv))
-    args = parser.parse_args(argv)
+    command = _requested_command(argv) or ""
+    previous = None
     try:
-        return int(args._run(args) or 0)
+        if argv is None or sys.argv[1:] == argv:  # the process's own command line: own SIGTERM too
+            with contextlib.suppress(ValueError):  # not the main thread
+                previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        parser = build_parser(only=_requested_command(argv))
+        args = parser.parse_args(argv)
+        command = args.command
+        return _run(args)
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
+        print(
+            f"bpc{' ' + command if command else ''}: {what}; nothing new was written and any previous "
+            "output is left as it was",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run a parsed command; map its exceptions to one line on stderr and an exit status."""
+    from bpc.outputs import OutputWriteError, allow_overwrite
+
+    try:
+        with allow_overwrite(bool(getattr(args, "force", False))):
+            return int(args._run(args) or 0)
     except BrokenPipeError:
         # the reader went away (`bpc solve … | head`): stop quietly, as Unix tools do
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -103,9 +166,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
             msg = f"{exc.filename}: {exc.strerror}"
-        line = " ".join(str(msg).split())  # one line, whatever the exception's text
+        line = _one_line(msg)  # one line, whatever the exception's text
         print(f"bpc {args.command}: error: {line}", file=sys.stderr)
         return 2
+    except OutputWriteError as exc:
+        print(f"bpc {args.command}: error: {_one_line(exc.strerror or exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the system refused (disk, device, limits): not bad input, not a bug
+        where = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"bpc {args.command}: error: {where}{_one_line(exc.strerror or exc)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,12 +17,23 @@ nothing) under the final name, never a mix.
 output paths *before* any work starts (an existing directory where a file is
 wanted, a suffix that does not match the format, a parent that is a file).
 
+An existing file is replaced only when bpc wrote it (:func:`is_bpc_file`:
+the ``bpc_output`` stamp in a netCDF's attrs or a Parquet file's metadata, or
+for CSV the header bpc is about to write) or under :func:`allow_overwrite`
+(``--force``), and never when it is an input of the running command
+(:func:`reading`). bpc's netCDF files carry a checksum of their data
+(:func:`data_checksum`), checked by :func:`read_netcdf`. A failed write (a
+full disk, an unwritable folder) is an :class:`OutputWriteError`: one line,
+the previous file untouched.
+
 The module is core: it imports only the standard library at module level.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
 import hashlib
 import importlib.metadata as md
 import json
@@ -38,7 +49,19 @@ from typing import Any
 
 __all__ = [
     "MANIFEST",
+    "STAMP",
+    "CHECKSUM",
     "OutputPathError",
+    "OutputWriteError",
+    "DamagedFileError",
+    "allow_overwrite",
+    "reading",
+    "is_bpc_file",
+    "is_bpc_folder",
+    "data_checksum",
+    "read_netcdf",
+    "escape_cell",
+    "write_parquet",
     "atomic_file",
     "atomic_folder",
     "check_output_file",
@@ -61,8 +84,58 @@ _OLD_TAG = ".bpc-old-"
 _MANIFEST_PACKAGES = ("bpc", "numpy", "scipy", "pandas", "xarray", "pymc", "arviz", "nutpie", "matplotlib")
 
 
+STAMP = "bpc_output"
+"""Attribute (netCDF attrs, Parquet metadata) that marks a file bpc wrote: ``"bpc <version>"``."""
+CHECKSUM = "bpc_checksum"
+"""netCDF attribute holding :func:`data_checksum` of the file's data, checked on load."""
+
+_FORCE: contextvars.ContextVar[bool] = contextvars.ContextVar("bpc_force", default=False)
+_INPUTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("bpc_inputs", default=())
+
+
 class OutputPathError(ValueError):
     """An output path that cannot be written as asked (raised before any work)."""
+
+
+class OutputWriteError(OSError):
+    """Writing an output failed (a full disk, an unwritable folder); the previous file is untouched."""
+
+
+class DamagedFileError(ValueError):
+    """A file that cannot be read back as written: unreadable netCDF/HDF5, or a checksum mismatch."""
+
+
+@contextlib.contextmanager
+def allow_overwrite(enabled: bool = True) -> Iterator[None]:
+    """Within the block, outputs may replace existing files bpc did not write (``--force``).
+
+    Input files (:func:`reading`) stay protected.
+    """
+    token = _FORCE.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _FORCE.reset(token)
+
+
+@contextlib.contextmanager
+def reading(*paths: str | os.PathLike | None) -> Iterator[None]:
+    """Within the block, ``paths`` are inputs: no output may replace them (not even with ``--force``).
+
+    The commands declare the files they read; :func:`atomic_file` and
+    :func:`check_output_file` refuse an output that is one of them.
+    """
+    resolved = tuple(os.path.realpath(p) for p in paths if p is not None)
+    token = _INPUTS.set(_INPUTS.get() + resolved)
+    try:
+        yield
+    finally:
+        _INPUTS.reset(token)
+
+
+def _is_input(path: Path) -> bool:
+    real = os.path.realpath(path)
+    return any(real == p for p in _INPUTS.get())
 
 
 # ---------------------------------------------------------------------------
@@ -80,7 +153,13 @@ def _check_parent(path: Path, option: str) -> None:
         raise OutputPathError(f"{option} {path}: folder {parent} is not writable")
 
 
-def check_output_file(path: str | os.PathLike, *, suffixes: Sequence[str], option: str = "--out") -> str:
+def check_output_file(
+    path: str | os.PathLike,
+    *,
+    suffixes: Sequence[str],
+    option: str = "--out",
+    inputs: Sequence[str | os.PathLike | None] = (),
+) -> str:
     """Check that ``path`` can be written as a file of one of ``suffixes``.
 
     Parameters
@@ -92,6 +171,8 @@ def check_output_file(path: str | os.PathLike, *, suffixes: Sequence[str], optio
         case-insensitively. The format is chosen by the suffix.
     option : str
         Name of the option, for the message.
+    inputs : sequence of path-like
+        Files the command reads (besides those declared by :func:`reading`).
 
     Returns
     -------
@@ -102,9 +183,14 @@ def check_output_file(path: str | os.PathLike, *, suffixes: Sequence[str], optio
     ------
     OutputPathError
         If ``path`` is an existing directory, its suffix is not one of
-        ``suffixes``, or an existing ancestor is a file or not writable.
+        ``suffixes``, an existing ancestor is a file or not writable, it is
+        one of the command's input files, or it is an existing netCDF or
+        Parquet file bpc did not write and :func:`allow_overwrite` is off
+        (an existing CSV is checked when it is written, against its header).
     """
     p = Path(path)
+    with reading(*inputs):
+        _check_replace(p, option=option, header=None)
     if p.is_dir():
         raise OutputPathError(f"{option} {p}: is a directory; expected a file ({_or(suffixes)})")
     suffix = p.suffix.lower()
@@ -113,6 +199,95 @@ def check_output_file(path: str | os.PathLike, *, suffixes: Sequence[str], optio
         raise OutputPathError(f"{option} {p}: expected a {_or(suffixes)} file, got {got}")
     _check_parent(p, option)
     return suffix
+
+
+def _nc_stamp(path: Path) -> str | None:
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as fh:
+            value = fh.attrs.get(STAMP)
+    except Exception:  # not HDF5, damaged, unreadable: not a file bpc can vouch for
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return str(value) if value is not None else None
+
+
+def _parquet_stamp(path: Path) -> str | None:
+    try:
+        import pyarrow.parquet as pq
+
+        meta = pq.read_schema(path).metadata or {}
+        attrs = json.loads(meta.get(b"PANDAS_ATTRS", b"{}"))
+    except Exception:
+        return None
+    value = attrs.get(STAMP) if isinstance(attrs, dict) else None
+    return str(value) if value is not None else None
+
+
+def _first_line(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            return fh.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def is_bpc_file(path: str | os.PathLike, *, header: str | None = None) -> bool:
+    r"""Whether ``path`` is a file bpc wrote, so that a new run may replace it.
+
+    A ``.nc`` file carries the :data:`STAMP` attribute, a ``.parquet`` file
+    the same key in its pandas metadata; a CSV file (no room for a stamp)
+    counts when its first line is ``header``, the header bpc is about to
+    write. Anything else is not bpc's.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "notes.csv").write_text("task,verdict\n1,yes\n")
+    >>> is_bpc_file(folder / "notes.csv", header="benchmark,generator,prior")
+    False
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".nc":
+        stamp = _nc_stamp(p)
+        return stamp is not None and stamp.startswith("bpc")
+    if suffix in (".parquet", ".pq"):
+        stamp = _parquet_stamp(p)
+        return stamp is not None and stamp.startswith("bpc")
+    if suffix in (".csv", ".tsv") and header is not None:
+        return _first_line(p) == header
+    return False
+
+
+def _inside_bpc_temp(path: Path) -> bool:
+    """A file inside a folder :func:`atomic_folder` is building (rewriting it there is bpc's own business)."""
+    return any(_TMP_TAG in part for part in path.parent.parts)
+
+
+def _check_replace(path: Path, *, option: str, header: str | None, at_write: bool = False) -> None:
+    """Refuse to replace an input file, or an existing file bpc did not write (unless forced)."""
+    if not path.exists() or path.is_dir():
+        return
+    if _is_input(path):
+        raise OutputPathError(
+            f"{option} {path}: is an input of this command; bpc never overwrites its input, "
+            "so name another output file"
+        )
+    if _FORCE.get() or _inside_bpc_temp(path):
+        return
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv") and not at_write:
+        return  # decided when written, against the header bpc writes
+    if not is_bpc_file(path, header=header):
+        raise OutputPathError(
+            f"{option} {path}: exists and was not written by bpc (no bpc stamp"
+            + (", another header" if suffix in (".csv", ".tsv") else "")
+            + "); name another file, or pass --force to replace it"
+        )
 
 
 def check_parquet_engine(path: str | os.PathLike, *, option: str = "--out") -> None:
@@ -129,9 +304,10 @@ def check_output_folder(path: str | os.PathLike, *, option: str = "--out") -> Pa
     """Check that ``path`` can be (re)written as a whole folder.
 
     An existing folder is accepted only if it is empty or a previous bpc
-    output (it holds a ``manifest.json``), and never if it holds the current
-    folder: it is about to be replaced whole, and a user's other files must
-    not go with it.
+    output (:func:`is_bpc_folder`: its ``manifest.json`` is bpc's and lists
+    exactly the files there), and never if it holds the current folder or an
+    input of the command: it is about to be replaced whole, and a user's
+    other files must not go with it.
 
     Raises
     ------
@@ -150,13 +326,68 @@ def check_output_folder(path: str | os.PathLike, *, option: str = "--out") -> Pa
                 f"{option} {p}: holds the current folder; the output folder is replaced as a whole, "
                 "so give it a folder of its own (e.g. a new subfolder)"
             )
-        if any(resolved.iterdir()) and not (resolved / MANIFEST).is_file():
-            raise OutputPathError(
-                f"{option} {p}: exists and is not a bpc output folder (no {MANIFEST}); the output folder "
-                "is replaced as a whole, so name a new or empty folder"
-            )
+        for inp in _INPUTS.get():
+            if inp == str(resolved) or Path(inp).is_relative_to(resolved):
+                raise OutputPathError(
+                    f"{option} {p}: holds an input of this command ({inp}); the output folder is "
+                    "replaced as a whole, so name another folder"
+                )
+        if any(resolved.iterdir()):
+            why = _not_bpc_folder(resolved)
+            if why is not None:
+                raise OutputPathError(
+                    f"{option} {p}: exists and is not a bpc output folder ({why}); the output folder "
+                    "is replaced as a whole, so name a new or empty folder"
+                )
     _check_parent(p, option)
     return p
+
+
+def _not_bpc_folder(folder: Path) -> str | None:
+    """Why ``folder`` is not a bpc output folder, or ``None`` if it is one."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return f"no {MANIFEST}"
+    try:
+        body = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return f"its {MANIFEST} is not bpc's"
+    body = body if isinstance(body, dict) else {}
+    files, versions = body.get("files"), body.get("versions")
+    if not (  # the fields _write_manifest always writes
+        isinstance(files, list)
+        and isinstance(body.get("command"), str)
+        and isinstance(body.get("config_hash"), str)
+        and isinstance(versions, dict)
+        and "python" in versions
+        and all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files)
+    ):
+        return f"its {MANIFEST} is not bpc's"
+    listed = {f["path"] for f in files}
+    present = {q.relative_to(folder).as_posix() for q in folder.rglob("*") if q.is_file() and q != manifest}
+    if listed != present:
+        extra = sorted(present - listed)
+        missing = sorted(listed - present)
+        what = (
+            f"{extra[0]} is not in its {MANIFEST}" if extra else f"{missing[0]} of its {MANIFEST} is missing"
+        )
+        return f"its files differ from its {MANIFEST}: {what}"
+    return None
+
+
+def is_bpc_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder bpc wrote whole: a bpc ``manifest.json`` listing exactly its files.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> ext = Path(tempfile.mkdtemp())
+    >>> _ = (ext / MANIFEST).write_text('{"manifest_version": 3}')
+    >>> is_bpc_folder(ext)
+    False
+    """
+    p = Path(path)
+    return p.is_dir() and _not_bpc_folder(p) is None
 
 
 def _or(suffixes: Sequence[str]) -> str:
@@ -193,8 +424,32 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
+def _write_error(final: Path, exc: OSError) -> OutputWriteError:
+    what = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        what = "no space left on the device"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        what = f"the folder is not writable ({exc.strerror})"
+    err = OutputWriteError(exc.errno, f"cannot write {final}: {what}; the previous file is untouched")
+    return err
+
+
+def _clear_stale_temps(final: Path) -> None:
+    """Remove temporary files that killed runs left beside ``final`` (their process is gone)."""
+    prefix = f".{final.stem}{_TMP_TAG}"
+    with contextlib.suppress(OSError):
+        for q in final.parent.iterdir():
+            if not (q.name.startswith(prefix) and q.name.endswith(final.suffix)) or q.is_dir():
+                continue
+            head = q.name[len(prefix) :].split("-", 1)[0]
+            if head.isdigit() and (int(head) == os.getpid() or not _pid_alive(int(head))):
+                _remove(q)
+
+
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_file(
+    path: str | os.PathLike, *, header: str | None = None, size: int | None = None, option: str = "--out"
+) -> Iterator[Path]:
     """Write a file under a temporary name in its folder, then rename it into place.
 
     The block receives the temporary path (same folder, same suffix, so
@@ -202,16 +457,35 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     there by any means. On success the file is fsync'ed and
     :func:`os.replace`'d onto ``path`` (atomic on POSIX); on any exception
     the temporary file is removed and ``path`` is left as it was.
+    Temporary files of earlier runs that were killed are removed first.
 
     Parameters
     ----------
     path : str or os.PathLike
         Final path. Its folder is created.
+    header : str, optional
+        First line of a CSV about to be written: an existing CSV with the
+        same header counts as bpc's (:func:`is_bpc_file`).
+    size : int, optional
+        Bytes about to be written, when known: checked against the free
+        space before anything is written.
+    option : str
+        Option name for error messages.
 
     Yields
     ------
     pathlib.Path
         The temporary path to write.
+
+    Raises
+    ------
+    OutputPathError
+        If ``path`` is a directory, an input of the running command
+        (:func:`reading`), or an existing file bpc did not write
+        (:func:`is_bpc_file`) and :func:`allow_overwrite` is off.
+    OutputWriteError
+        If the disk is full or the folder is not writable (one line; the
+        previous file is untouched).
 
     Examples
     --------
@@ -225,7 +499,20 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     final = Path(path)
     if final.is_dir():
         raise OutputPathError(f"{final}: is a directory; expected a file")
-    final.parent.mkdir(parents=True, exist_ok=True)
+    _check_replace(final, option=option, header=header, at_write=True)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _write_error(final, exc) from None
+    _clear_stale_temps(final)
+    if size is not None:
+        free = shutil.disk_usage(final.parent).free
+        if free < size:
+            raise OutputWriteError(
+                errno.ENOSPC,
+                f"cannot write {final}: it needs {size:,} bytes and the device has {free:,} free; "
+                "the previous file is untouched",
+            )
     tmp = final.with_name(f".{final.stem}{_TMP_TAG}{os.getpid()}-{secrets.token_hex(3)}{final.suffix}")
     try:
         yield tmp
@@ -234,6 +521,14 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
         _fsync_file(tmp)
         os.replace(tmp, final)
         _fsync_dir(final.parent)
+    except OutputWriteError:
+        _remove(tmp)
+        raise
+    except OSError as exc:
+        _remove(tmp)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG):
+            raise _write_error(final, exc) from None
+        raise
     except BaseException:
         _remove(tmp)
         raise
@@ -241,25 +536,204 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; return the path."""
-    with atomic_file(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    data = text.encode("utf-8")
+    with atomic_file(path, size=len(data)) as tmp:
+        tmp.write_bytes(data)
     return Path(path)
 
 
-def write_csv(frame: Any, path: str | os.PathLike, **kwargs: Any) -> Path:
-    """Write a :class:`pandas.DataFrame` as CSV atomically (``index=False`` unless given)."""
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def escape_cell(value: Any) -> Any:
+    """A text cell made safe for spreadsheets: a leading ``= + - @`` (tab, CR) gets a ``'`` in front.
+
+    Spreadsheet programs run a cell that starts with one of these as a
+    formula (CSV injection); numbers, and text that reads as a number
+    (``-0.5``), are left alone.
+
+    Examples
+    --------
+    >>> escape_cell("=HYPERLINK(1)"), escape_cell("-0.5"), escape_cell("lcb_hard"), escape_cell(-2)
+    ("'=HYPERLINK(1)", '-0.5', 'lcb_hard', -2)
+    """
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
+def _escaped(frame: Any) -> Any:
+    """``frame`` with :func:`escape_cell` applied to its text columns, index and column names."""
+    import pandas as pd
+
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object or isinstance(out[col].dtype, pd.StringDtype):
+            out[col] = out[col].map(escape_cell)
+    out.columns = [escape_cell(c) for c in out.columns]
+    if out.index.dtype == object:
+        out.index = out.index.map(escape_cell)
+    return out
+
+
+def write_csv(frame: Any, path: str | os.PathLike, *, option: str = "--out", **kwargs: Any) -> Path:
+    """Write a :class:`pandas.DataFrame` as CSV atomically (``index=False`` unless given).
+
+    Text cells and column names that a spreadsheet would run as a formula are
+    escaped (:func:`escape_cell`). An existing file is replaced only if it
+    has the same header (a previous bpc table of the same kind), unless
+    :func:`allow_overwrite`.
+    """
     kwargs.setdefault("index", False)
-    with atomic_file(path) as tmp:
-        frame.to_csv(tmp, **kwargs)
+    frame = _escaped(frame)
+    text = frame.to_csv(**kwargs)
+    header = text.split("\n", 1)[0].rstrip("\r")
+    data = text.encode("utf-8")
+    with atomic_file(path, header=header, size=len(data), option=option) as tmp:
+        tmp.write_bytes(data)
     return Path(path)
 
 
-def write_netcdf(data: Any, path: str | os.PathLike, **kwargs: Any) -> Path:
-    """Write an xarray Dataset or DataTree as netCDF atomically (``engine="h5netcdf"`` unless given)."""
+def write_parquet(frame: Any, path: str | os.PathLike, *, option: str = "--out") -> Path:
+    """Write a :class:`pandas.DataFrame` as Parquet atomically, stamped as bpc's (:data:`STAMP`)."""
+    frame = frame.copy()
+    frame.attrs = {STAMP: _stamp_value()}
+    with atomic_file(path, option=option) as tmp:
+        frame.to_parquet(tmp, index=False)
+    return Path(path)
+
+
+def _stamp_value() -> str:
+    try:
+        return f"bpc {md.version('bpc')}"
+    except md.PackageNotFoundError:  # pragma: no cover - run from a source tree without metadata
+        return "bpc"
+
+
+# ---------------------------------------------------------------------------
+# netCDF: stamped, checksummed, written without touching the disk from HDF5
+# ---------------------------------------------------------------------------
+def _datasets(data: Any) -> list[tuple[str, Any]]:
+    """(path, Dataset) of a Dataset (one, at ``/``) or of every node of a DataTree."""
+    if hasattr(data, "subtree"):
+        return [(node.path, node.to_dataset(inherit=False)) for node in data.subtree]
+    return [("/", data)]
+
+
+def data_checksum(data: Any) -> str:
+    """SHA-256 (hex) of the data of an xarray Dataset or DataTree, as it reads back from netCDF.
+
+    Every variable (data and coordinates) of every node is hashed in a fixed
+    order: its node path, name, dims, shape and values. Numbers hash by their
+    bytes (booleans as ``uint8``), text by its UTF-8 characters, so the sum is
+    the same before writing and after reading; any changed value changes it.
+    Attributes are not included (``CHECKSUM`` lives there).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> a = xr.Dataset({"p": ("x", np.array([0.1, 0.2]))})
+    >>> b = a.copy(deep=True)
+    >>> b["p"][1] = 0.2000001
+    >>> data_checksum(a) == data_checksum(a.copy(deep=True)), data_checksum(a) == data_checksum(b)
+    (True, False)
+    """
+    import numpy as np
+
+    h = hashlib.sha256()
+    for node_path, ds in sorted(_datasets(data), key=lambda item: item[0]):
+        for name in sorted(map(str, ds.variables)):
+            var = ds.variables[name]
+            values = np.asarray(var.values)
+            h.update(
+                f"{node_path}\x00{name}\x00{','.join(map(str, var.dims))}\x00{values.shape}\x00".encode()
+            )
+            if values.dtype.kind in "OUS":
+                flat = values.reshape(-1)
+                text = "\x1f".join(
+                    v.decode("utf-8", "replace") if isinstance(v, bytes) else ("" if v is None else str(v))
+                    for v in flat
+                )
+                h.update(b"T" + text.encode("utf-8"))
+            elif values.dtype.kind == "b":
+                h.update(b"B" + np.ascontiguousarray(values, dtype=np.uint8).tobytes())
+            else:
+                h.update(values.dtype.str.encode() + np.ascontiguousarray(values).tobytes())
+    return h.hexdigest()
+
+
+def write_netcdf(data: Any, path: str | os.PathLike, *, option: str = "--out", **kwargs: Any) -> Path:
+    """Write an xarray Dataset or DataTree as netCDF atomically, stamped and checksummed.
+
+    The file's root attrs get :data:`STAMP` (bpc and its version) and
+    :data:`CHECKSUM` (:func:`data_checksum`), which :func:`read_netcdf`
+    verifies. The file is built in memory first and then written as bytes,
+    so a full disk is one :class:`OutputWriteError` (HDF5 writing straight
+    to a full disk can crash the process); the free space is checked before
+    the write.
+    """
     kwargs.setdefault("engine", "h5netcdf")
-    with atomic_file(path) as tmp:
-        data.to_netcdf(tmp, **kwargs)
+    data = data.copy()
+    data.attrs[STAMP] = _stamp_value()
+    data.attrs[CHECKSUM] = data_checksum(data)
+    buffer = bytes(data.to_netcdf(**kwargs))
+    with atomic_file(path, size=len(buffer), option=option) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.write(buffer)
     return Path(path)
+
+
+def read_netcdf(path: str | os.PathLike, *, tree: bool = False, engine: str = "h5netcdf") -> Any:
+    """Read a netCDF file fully into memory and check the data against its :data:`CHECKSUM`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    tree : bool
+        Read a DataTree (every group) instead of a Dataset.
+    engine : str
+        xarray backend.
+
+    Returns
+    -------
+    xarray.Dataset or xarray.DataTree
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    DamagedFileError
+        One line naming the file: it cannot be read as netCDF (damaged
+        metadata, not HDF5), or its data no longer matches the checksum bpc
+        wrote. A file without a checksum (not written by bpc, or by an older
+        bpc) is read unchecked.
+    """
+    import xarray as xr
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} does not exist")
+    try:
+        if tree:
+            with xr.open_datatree(p, engine=engine) as opened:
+                data = opened.load()
+        else:
+            data = xr.load_dataset(p, engine=engine)
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        first = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise DamagedFileError(f"{p}: not a readable netCDF file, or damaged ({first})") from None
+    stored = data.attrs.get(CHECKSUM)
+    if stored is not None and str(stored) != data_checksum(data):
+        raise DamagedFileError(
+            f"{p}: damaged: its data does not match the checksum bpc wrote into it "
+            "(the file was changed or corrupted after it was written); write it again"
+        )
+    return data
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> Path:
@@ -429,7 +903,10 @@ def atomic_folder(
     _recover(final)
     token = f"{os.getpid()}-{secrets.token_hex(3)}"
     tmp = final.with_name(f".{final.name}{_TMP_TAG}{token}")
-    tmp.mkdir()
+    try:
+        tmp.mkdir()
+    except OSError as exc:
+        raise _write_error(final, exc) from None
     try:
         yield tmp
         _write_manifest(tmp, manifest or {})
@@ -437,11 +914,26 @@ def atomic_folder(
         backup = None
         if final.exists():
             backup = final.with_name(f".{final.name}{_OLD_TAG}{token}")
-            os.rename(final, backup)
-        os.rename(tmp, final)
+            os.rename(final, backup)  # never rmtree before the new folder is in place
+        try:
+            os.rename(tmp, final)
+        except BaseException:
+            if backup is not None and not final.exists():
+                os.rename(backup, final)  # put the previous folder back
+            raise
         _fsync_dir(final.parent)
         if backup is not None:
             shutil.rmtree(backup, ignore_errors=True)
+    except OSError as exc:
+        _remove(tmp)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS):
+            raise OutputWriteError(
+                exc.errno,
+                f"cannot write {final}: "
+                + ("no space left on the device" if exc.errno == errno.ENOSPC else str(exc.strerror))
+                + "; the previous folder is untouched",
+            ) from None
+        raise
     except BaseException:
         _remove(tmp)
         raise

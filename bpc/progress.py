@@ -14,13 +14,26 @@ final line — a 50-file load writes a handful of lines, not 50.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from typing import TextIO
 
-__all__ = ["LOG_INTERVAL_S", "Meter", "stage", "track", "info", "choices_summary", "notes_digest"]
+__all__ = [
+    "LOG_INTERVAL_S",
+    "Meter",
+    "stage",
+    "track",
+    "info",
+    "choices_summary",
+    "notes_digest",
+    "stdout_to_stderr",
+    "interrupt_guard",
+]
 
 LOG_INTERVAL_S = 2.0
 """Minimum seconds between two counter lines when stderr is not a terminal."""
@@ -237,3 +250,66 @@ def notes_digest(notes: Sequence[str]) -> list[str]:
     if superseded:
         out.append(f"skipped {superseded} superseded run(s) (--include-superseded loads them)")
     return out
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout inside the block to stderr, native code included.
+
+    Samplers draw their progress from compiled code straight onto file
+    descriptor 1 (nutpie's table), where ``sys.stdout`` redirection cannot
+    reach; this points descriptor 1 at stderr for the block and restores it,
+    so ``bpc fit > file`` keeps only the results.
+    """
+    try:
+        out_fd = sys.stdout.fileno()
+        err_fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # captured streams (tests, notebooks): nothing to do
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(out_fd)
+    try:
+        os.dup2(err_fd, out_fd)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, out_fd)
+        os.close(saved)
+
+
+@contextmanager
+def interrupt_guard() -> Iterator[None]:
+    """Make Ctrl-C inside the block end it with :class:`KeyboardInterrupt`, even if a library swallows it.
+
+    Some samplers catch ``KeyboardInterrupt`` and return the draws made so
+    far (nutpie does), which later fails as bad data. The guard notes that
+    SIGINT arrived (and still raises it as usual); when the block ends —
+    normally or with any other exception — after a SIGINT, it raises
+    ``KeyboardInterrupt`` instead, so the command stops as interrupted
+    (exit 130) and writes nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    hit = threading.Event()
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        hit.set()
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    except BaseException:
+        if hit.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit.is_set():
+        raise KeyboardInterrupt

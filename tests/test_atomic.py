@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from bpc.outputs import (
     MANIFEST,
     OutputPathError,
+    allow_overwrite,
     atomic_file,
     atomic_folder,
     check_output_file,
@@ -45,7 +46,7 @@ def _hidden_siblings(final: Path) -> list[Path]:
 def test_atomic_file_replaces_whole_and_leaves_no_temp(tmp_path):
     target = tmp_path / "t.csv"
     target.write_text("old\n")
-    with atomic_file(target) as tmp:
+    with allow_overwrite(), atomic_file(target) as tmp:
         assert tmp.parent == tmp_path and tmp.suffix == ".csv" and tmp != target
         tmp.write_text("new\n")
         assert target.read_text() == "old\n"  # untouched until the block ends
@@ -56,7 +57,7 @@ def test_atomic_file_replaces_whole_and_leaves_no_temp(tmp_path):
 def test_atomic_file_failure_keeps_previous(tmp_path):
     target = tmp_path / "t.txt"
     target.write_text("old")
-    with pytest.raises(RuntimeError, match="boom"), atomic_file(target) as tmp:
+    with pytest.raises(RuntimeError, match="boom"), allow_overwrite(), atomic_file(target) as tmp:
         tmp.write_text("half")
         raise RuntimeError("boom")
     assert target.read_text() == "old"

@@ -80,30 +80,30 @@ def test_estimate_csv(corpus_path, tmp_path):
 def test_estimate_user_file_with_benchmark(tmp_path, capsys):
     f = _user_file(tmp_path)
     out = tmp_path / "mine.csv"
-    assert main(["estimate", str(f), "--out", str(out), "--benchmark", "my_bench"]) == 0
+    assert main(["estimate", str(f), "--out", str(out), "--default-benchmark", "my_bench"]) == 0
     df = pd.read_csv(out)
     assert df[["benchmark", "generator"]].values.tolist() == [["my_bench", "mine"]]
     assert df.loc[0, "prior"] == 2 / 5
     assert df.loc[0, "tpr_test"] == 2 / 3 and df.loc[0, "fpr_test"] == 2 / 4
     assert np.isnan(df.loc[0, "tpr_llm"]) and np.isnan(df.loc[0, "p_fix"])
     capsys.readouterr()
-    # without --benchmark: a clear one-line error, exit status 2
+    # without --default-benchmark: a clear one-line error, exit status 2
     assert main(["estimate", str(f), "--out", str(tmp_path / "x.nc")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("bpc estimate: error: ") and "--benchmark" in err and str(f) in err
+    assert err.startswith("bpc estimate: error: ") and "--default-benchmark" in err and str(f) in err
     assert not (tmp_path / "x.nc").exists()
 
 
 def test_estimate_rejects_other_suffix(tmp_path, capsys):
     f = _user_file(tmp_path)
-    assert main(["estimate", str(f), "--out", str(tmp_path / "est.txt"), "--benchmark", "b"]) == 2
+    assert main(["estimate", str(f), "--out", str(tmp_path / "est.txt"), "--default-benchmark", "b"]) == 2
     assert "expected a .nc, .csv or .parquet file, got '.txt'" in capsys.readouterr().err
 
 
 def test_estimate_bad_input_reports_file_and_line(tmp_path, capsys):
     f = tmp_path / "bad.jsonl"
     f.write_text('{"generator": "g", "instance_id": "a", "patch_id": 0, "Y": 3}\n')
-    assert main(["estimate", str(f), "--out", str(tmp_path / "e.csv"), "--benchmark", "b"]) == 2
+    assert main(["estimate", str(f), "--out", str(tmp_path / "e.csv"), "--default-benchmark", "b"]) == 2
     assert f"{f}:1: field 'Y': expected 0 or 1" in capsys.readouterr().err
 
 

@@ -165,7 +165,7 @@ def test_kernel_reader_and_iid_baseline_only_on_request(corpus_path):
 # ---------------------------------------------------------------------------
 def test_user_file_needs_a_benchmark(tmp_path):
     f = _write_jsonl(tmp_path / "run" / "mine.jsonl", [_row("a", 0, 1), _row("a", 1, 0)])
-    with pytest.raises(CorpusError, match="--benchmark") as err:
+    with pytest.raises(CorpusError, match="--default-benchmark") as err:
         load_corpus(f, progress=False)
     assert err.value.field == "benchmark" and err.value.path == f
     c = load_corpus(f, benchmark="my_bench", progress=False)

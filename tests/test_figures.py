@@ -184,3 +184,127 @@ def test_forest_uses_logit_axis_names_generators_and_marks_missing(captured, tmp
     assert {"gpt5_mini", "haiku45"} <= set(legend)
     assert f"posterior mean, {CI_PROB:.0%} {CI_KIND.upper()}" in legend
     assert any("no data" in t for t in legend) and any("not defined" in t for t in legend)
+
+
+# ---------------------------------------------------------------------------
+# Figures from 1 to 54 cells (issue 20): pages under the size limit, a legend on each
+# ---------------------------------------------------------------------------
+def _png_size(path) -> tuple[int, int]:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return im.size
+
+
+def _panel_54(unc):
+    """The one-cell uncertainty repeated over the paper's 9 × 6 panel (cheap stand-in for 54 solves)."""
+    from bpc.constants import BENCHMARKS, GENERATORS
+
+    wide = unc.isel(benchmark=[0] * len(BENCHMARKS), generator=[0] * len(GENERATORS))
+    return wide.assign_coords(benchmark=list(BENCHMARKS), generator=list(GENERATORS))
+
+
+@pytest.mark.parametrize("plot", ["plot_action_probabilities", "plot_value_bands"])
+def test_per_cell_uncertainty_figures_page_at_54_cells(captured, tmp_path, uncertainty, plot):
+    from bpc.report.plots.style import MAX_FIGURE_PX
+
+    files = getattr(posterior, plot)(_panel_54(uncertainty), tmp_path / f"{plot}.png")
+    assert len(files) == len(captured) > 1
+    assert files[0].name == f"{plot}.png" and files[1].name == f"{plot}_p2.png"
+    for path, fig in zip(files, captured, strict=True):
+        assert max(_png_size(path)) <= MAX_FIGURE_PX, path
+        assert _legend_texts(fig), f"{path.name} has no legend"
+        assert "page" in fig._suptitle.get_text()
+    assert sum(ax.get_title() != "" for fig in captured for ax in fig.axes) >= 54
+
+
+def test_one_cell_is_one_page_without_a_page_note(captured, tmp_path, uncertainty):
+    (path,) = posterior.plot_action_probabilities(uncertainty, tmp_path / "p.png")
+    assert path.name == "p.png" and "page" not in captured[0]._suptitle.get_text()
+
+
+def test_delta_intervals_page_at_54_cells(captured, tmp_path):
+    from bpc.constants import BENCHMARKS, GENERATORS
+    from bpc.report.plots.style import MAX_FIGURE_PX
+
+    one = _replay_table().rename(columns={"n_instances": "n_eval"})
+    one = one[one["benchmark"] == "lcb_hard"]
+    table = pd.concat(
+        [one.assign(benchmark=b, generator=g) for b in BENCHMARKS for g in GENERATORS], ignore_index=True
+    )
+    table = table.assign(post_mean=table["delta"], post_lo=table["ci_lo"], post_hi=table["ci_hi"])
+    files = posterior.plot_delta_intervals(table, tmp_path / "di.png")
+    assert len(files) > 1
+    for path, fig in zip(files, captured, strict=True):
+        assert max(_png_size(path)) <= MAX_FIGURE_PX
+        assert any(BOOT in t for t in _legend_texts(fig))
+
+
+def test_shrinkage_names_generators_and_does_not_overprint(captured, tmp_path):
+    from bpc.data.load import load_counts
+    from bpc.estimate.conjugate import conjugate_posterior
+    from bpc.estimate.laplace import laplace
+    from bpc.report.plots.style import GENERATOR_LABELS, MAX_FIGURE_PX
+
+    counts = load_counts("simulated", progress=False)
+    (path,) = model.plot_shrinkage(
+        laplace(counts), conjugate_posterior(counts, draws=20, chains=1), tmp_path / "s"
+    )
+    (fig,) = captured
+    legend = _legend_texts(fig)
+    assert {GENERATOR_LABELS[g] for g in ("gpt5_mini", "haiku45")} <= set(legend)
+    for ax in fig.axes:  # the moved cells are numbered on the plot and named once under it
+        marks = [t.get_text() for t in ax.texts if t.get_text().isdigit()]
+        assert marks == ["1", "2", "3"]
+        names = [t.get_text() for t in ax.texts if not t.get_text().isdigit()]
+        assert len(names) == 1 and names[0].count("\n") == 2
+    assert max(_png_size(path)) <= MAX_FIGURE_PX
+
+
+def test_prr_shows_n_and_ties(tmp_path, monkeypatch):
+    from bpc.report.plots import analyses as plots
+
+    figs = []
+    real = plots.savefig
+    monkeypatch.setattr(plots, "savefig", lambda fig, path, **kw: figs.append(fig) or real(fig, path, **kw))
+    table = pd.DataFrame(
+        {
+            "benchmark": ["lcb_hard", "lcb_hard", "mbpp_plus"],
+            "generator": ["gpt5_mini", "haiku45", "pooled"],
+            "n_patches": [24, 30, 54],
+            "mean_Y": [0.25, 0.0, 0.4],
+            "prr_belief": [1.0, np.nan, 0.6],
+            "prr_tool_success": [1.0, np.nan, 0.3],
+        }
+    )
+    plots.plot_prr(table, tmp_path / "prr", formats=("png",))
+    (fig,) = figs
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks[0].endswith("n=24, pass 25%") and ticks[2].endswith("n=54, pass 40%")
+    assert [t.get_text() for t in ax.texts] == ["tie", "one label"]
+    assert "tie in 1 of 3 groups" in ax.get_title()
+
+
+def test_regime_map_background_only_where_cells_lie(tmp_path, monkeypatch):
+    from bpc.report.plots import analyses as plots
+
+    figs = []
+    real = plots.savefig
+    monkeypatch.setattr(plots, "savefig", lambda fig, path, **kw: figs.append(fig) or real(fig, path, **kw))
+    points = pd.DataFrame(
+        {
+            "benchmark": ["a"] * 4,
+            "generator": ["g"] * 4,
+            "prior": [0.1, 0.1, 0.2, 0.2],
+            "ratio": [0.05, 1.0, 0.05, 1.0],
+            "regime": ["A", "C", "A", "B"],
+        }
+    )
+    grid = np.linspace(0, 1, 101)
+    background = {"prior": grid, "ratio": np.logspace(-2, 0, 5), "z": np.full((5, 101), "A", dtype=object)}
+    plots.plot_regime_map(points, background, tmp_path / "r", formats=("png",))
+    mesh = figs[0].axes[0].collections[0]
+    drawn = ~np.ma.getmaskarray(mesh.get_array()).reshape(5, 101)[0]
+    assert drawn[10] and drawn[20] and not drawn[50] and not drawn[90]  # nothing drawn at priors 0.5, 0.9
+    assert any("blank: no cell" in t for t in _legend_texts(figs[0]))

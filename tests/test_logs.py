@@ -120,10 +120,28 @@ def test_parse_verdict(value, expected):
     assert parse_verdict(value) is expected
 
 
-@pytest.mark.parametrize("value", [2, -1, 0.5, "yes", "passed?", [1]])
+@pytest.mark.parametrize("value", [2, -1, 0.5, "yeah", "2.0", "passed?", [1]])
 def test_parse_verdict_rejects(value):
-    with pytest.raises(ValueError, match="true/false, 1/0 or pass/fail"):
+    with pytest.raises(ValueError, match=r"true/false, 1/0 \(or 1.0/0.0\), yes/no, y/n or pass/fail"):
         parse_verdict(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1.0", True),
+        ("0.0", False),
+        ("YES", True),
+        ("no", False),
+        ("Y", True),
+        ("n", False),
+        ("tRuE", True),
+        ("False", False),
+        (0.0, False),
+    ],
+)
+def test_parse_verdict_reads_the_words_spreadsheets_and_pandas_write(value, expected):
+    assert parse_verdict(value) is expected
 
 
 @given(word=st.sampled_from(["pass", "fail", "true", "false"]), flips=st.lists(st.booleans(), max_size=5))

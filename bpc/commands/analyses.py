@@ -6,6 +6,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from bpc.commands._input import add_filter_arguments
 from bpc.constants import DEFAULT_SEED
 
 NAME = "analyses"
@@ -39,7 +40,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="small settings for a first look")
     parser.add_argument(
-        "--dask", action="store_true", help="replay the cost grid's cells in parallel with dask"
+        "--dask",
+        action="store_true",
+        help="replay the cost grid's cells in parallel with dask (local processes)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the cost grid's cells on a dask.distributed cluster (e.g. tcp://10.0.0.5:8786); the "
+        "parameters are scattered to its workers, the numbers are those of one process",
     )
     parser.add_argument(
         "--draws", type=int, default=None, help="posterior draws for the posterior forms (0 = skip)"
@@ -50,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="draws behind the posterior forms: 'conjugate' (per cell, exact) or 'hierarchical' "
         "(default: conjugate)",
     )
+    add_filter_arguments(parser, what="analyse")
     parser.add_argument("--no-corpus", action="store_true", help="simulated panel only")
     parser.add_argument("--no-simulator", action="store_true", help="corpus only")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
@@ -57,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the selected analyses into ``--out`` and print where the index is."""
-    from bpc.outputs import atomic_folder, check_output_folder, run_config
+    from bpc.outputs import atomic_folder, check_output_folder, reading, run_config
     from bpc.report.analyses import ANALYSES, AnalysisConfig, run_analyses
 
     if args.list:
@@ -70,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--draws must be >= 0, got {args.draws}")
     if args.no_corpus and args.no_simulator:
         raise ValueError("--no-corpus and --no-simulator leave no panel to run on")
-    check_output_folder(args.out)
+    with reading(args.corpus):
+        check_output_folder(args.out)
     if args.corpus is not None and not args.corpus.exists():
         raise FileNotFoundError(f"corpus path {args.corpus} does not exist")
     config = AnalysisConfig(  # validates the settings before any work starts
@@ -81,9 +93,12 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         quick=args.quick,
         dask=args.dask,
+        scheduler=args.scheduler,
         progress=not args.quiet,
         draws=args.draws,
         posterior=args.posterior,
+        benchmarks=tuple(args.benchmark) if args.benchmark else None,
+        generators=tuple(args.generator) if args.generator else None,
     )
     manifest = {"seed": args.seed, "config": run_config(args)}
     # built beside --out and swapped in whole at the end: a killed run never leaves a mix of two runs

@@ -57,11 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print where the report is."""
-    from bpc.outputs import atomic_folder, check_output_folder, run_config
+    from bpc.outputs import atomic_folder, check_output_folder, reading, run_config
     from bpc.paths import default_corpus
     from bpc.report.compare import run_compare
 
-    check_output_folder(args.out)
+    inputs = [p for p in (args.source, args.posterior) if p not in (None, "simulated", "conjugate")]
+    with reading(*inputs):  # --out must not hold (and so replace) the corpus or the posterior it reads
+        check_output_folder(args.out)
 
     if args.draws is not None and args.draws < 1:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")

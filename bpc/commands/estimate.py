@@ -7,8 +7,10 @@ Writes ``.nc`` (the parameter Dataset: ``prior``, ``tpr``, ``fpr``, ``gap``,
 strings) or ``.csv`` / ``.parquet`` (one row per cell: benchmark, generator,
 n_instances, n_patches, prior, prior_lo, prior_hi, tpr_/fpr_/gap_<critic> for
 each critic, p_fix, p_break, source). The format follows the suffix; the file
-is written atomically (:mod:`bpc.outputs`). What the loader chose (e.g. raw
-records over a disagreeing released table) is printed at the end.
+is written atomically (:mod:`bpc.outputs`); an existing file is replaced
+only when bpc wrote it (or with ``--force``), the input never. What the
+loader chose (e.g. raw records over a disagreeing released table) is printed
+at the end.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.commands._input import add_input_arguments
+from bpc.commands._input import add_force_argument, add_input_arguments
 from bpc.constants import DIM_CRITIC
 from bpc.schema import decision_critics
 
@@ -39,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="critic_results.jsonl / likelihood_tables.json / folder tree, or your own log file "
-        "(.csv, .parquet, .jsonl: one row per patch, see --critic) "
+        "(.csv, .tsv, .parquet, .jsonl: one row per patch, see --critic and --column) "
         "(default: the authors' corpus, or $BPC_CORPUS)",
     )
     parser.add_argument(
@@ -48,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="output file, format by suffix: .nc (netCDF), .csv or .parquet",
     )
-    add_input_arguments(parser, legacy_names=True)
+    add_force_argument(parser)
+    add_input_arguments(parser)
     parser.add_argument(
         "--include-superseded", action="store_true", help="also read superseded runs (lcb_calibration)"
     )
@@ -114,18 +117,21 @@ def run(args: argparse.Namespace) -> int:
     import bpc
     from bpc.data.logs import load_input
     from bpc.estimate.laplace import laplace
-    from bpc.outputs import atomic_file, check_output_file, check_parquet_engine, write_csv, write_netcdf
+    from bpc.outputs import check_output_file, check_parquet_engine, write_csv, write_netcdf, write_parquet
     from bpc.progress import choices_summary, notes_digest
 
     out: Path = args.out
-    fmt = check_output_file(out, suffixes=_SUFFIXES)
+    fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[args.path])
     if fmt == ".parquet":
         check_parquet_engine(out)
     corpus = load_input(
         args.path,
         critics=args.critic,
+        columns=args.column,
         benchmark=args.benchmark_name,
         generator=args.generator_name,
+        benchmarks=args.benchmark,
+        generators=args.generator,
         include_superseded=args.include_superseded,
         progress=not args.quiet,
     )
@@ -137,8 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if fmt == ".csv":
         write_csv(table, out, float_format="%.17g")
     elif fmt == ".parquet":
-        with atomic_file(out) as tmp:
-            table.to_parquet(tmp, index=False)
+        write_parquet(table, out)
     else:
         ds = params.copy()
         for name in ("n_patches", "n_instances", "source"):
@@ -148,9 +153,12 @@ def run(args: argparse.Namespace) -> int:
             "command": "estimate",
             "path": str(src),
             "include_superseded": bool(args.include_superseded),
-            "benchmark": args.benchmark_name,
-            "generator": args.generator_name,
+            "default_benchmark": args.benchmark_name,
+            "default_generator": args.generator_name,
+            "benchmarks": args.benchmark,
+            "generators": args.generator,
             "critic": args.critic,
+            "column": args.column,
         }
         ds.attrs["versions"] = {
             "bpc": bpc.__version__,

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bpc.commands._input import add_input_arguments
+from bpc.commands._input import add_force_argument, add_input_arguments
 from bpc.constants import DEFAULT_SEED
 
 NAME = "fit"
-HELP = "fit the hierarchical Beta-Binomial model (SPEC §7) to a corpus or the simulated panel; write a .nc"
+HELP = (
+    "fit the hierarchical Beta-Binomial model (docs/method.md, 'The hierarchical model') to a corpus, "
+    "a log file or the simulated panel; write a .nc"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,8 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "path",
         nargs="?",
         default=None,
-        help="corpus tree or file, your own log file (.csv, .parquet, .jsonl: one row per patch, see "
-        "--critic), or 'simulated' for the simulator's 9x6 panel "
+        help="corpus tree or file, your own log file (.csv, .tsv, .parquet, .jsonl: one row per patch, see "
+        "--critic and --column), or 'simulated' for the simulator's 9x6 panel "
         "(default: the authors' corpus, or $BPC_CORPUS)",
     )
     add_input_arguments(parser)
@@ -44,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("posterior.nc"), help="output file (default posterior.nc)"
     )
+    add_force_argument(parser)
     parser.add_argument(
         "--allow-bad-diagnostics",
         action="store_true",
@@ -64,27 +68,34 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import warnings
 
-    from bpc.data.load import load_counts
+    from bpc.data.load import SIMULATED, load_counts
+    from bpc.data.logs import load_input, select_counts
     from bpc.estimate.model import ModelSpec, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
     from bpc.outputs import check_output_file
-    from bpc.progress import choices_summary, notes_digest
+    from bpc.progress import choices_summary, interrupt_guard, notes_digest, stdout_to_stderr
     from bpc.schema import decision_critics
 
     out: Path = args.out
-    check_output_file(out, suffixes=(".nc",))
+    check_output_file(out, suffixes=(".nc",), inputs=[args.path, args.model])
     for name, low in (("draws", 1), ("tune", 0), ("chains", 1)):
         if getattr(args, name) < low:
             raise ValueError(f"--{name} must be >= {low}, got {getattr(args, name)}")
     spec = ModelSpec.from_toml(args.model) if args.model is not None else ModelSpec.default()
-    counts = load_counts(
-        args.path,
-        seed=args.seed,
-        progress=not args.quiet,
-        critics=args.critic,
-        benchmark=args.benchmark_name,
-        generator=args.generator_name,
-    )
+    if args.path == SIMULATED:
+        counts = load_counts(args.path, seed=args.seed, progress=not args.quiet)
+        counts = select_counts(counts, benchmarks=args.benchmark, generators=args.generator)
+    else:
+        counts = load_input(
+            args.path,
+            critics=args.critic,
+            columns=args.column,
+            benchmark=args.benchmark_name,
+            generator=args.generator_name,
+            benchmarks=args.benchmark,
+            generators=args.generator,
+            progress=not args.quiet,
+        ).counts
     data_critics = decision_critics(counts["critic"].values)
     if args.model is None:
         spec = spec.with_critics(data_critics)
@@ -94,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
             "[model].critics; their rates stay NaN",
             file=sys.stderr,
         )
-    with warnings.catch_warnings():
+    # the sampler's progress table is drawn by native code on stdout: send it to stderr, so that
+    # `bpc fit > file` keeps only the results; a Ctrl-C the sampler swallows still ends the command
+    with warnings.catch_warnings(), interrupt_guard(), stdout_to_stderr():
         warnings.simplefilter("ignore", ConvergenceWarning)  # reported below instead
         dt = fit(
             counts,

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import counts_of, diagnose, load, posterior_params
     from bpc.estimate.model.diagnostics import params_table
-    from bpc.outputs import atomic_folder, check_output_folder, run_config, write_csv
+    from bpc.outputs import atomic_folder, check_output_folder, reading, run_config, write_csv
     from bpc.report.plots.model import plot_forest
 
     if args.posterior.is_dir():
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     out: Path = (
         args.out if args.out is not None else args.posterior.with_name(args.posterior.stem + "_summary")
     )
-    check_output_folder(out)
+    with reading(args.posterior):
+        check_output_folder(out)
     dt = load(args.posterior)
     counts = counts_of(dt)
     table = params_table(posterior_params(dt), laplace=laplace(counts), counts=counts)

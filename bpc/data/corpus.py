@@ -100,6 +100,7 @@ from bpc.progress import Meter
 from bpc.schema import RECORD_COLUMNS, validate_counts
 
 __all__ = [
+    "read_json_lines",
     "CorpusError",
     "Corpus",
     "load_corpus",
@@ -249,7 +250,7 @@ def _resolve(
                 line,
                 field,
                 f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_record_folders()))}) "
-                f"or a {field}= argument (CLI --{field}), got none of them",
+                f"or a {field}= argument (CLI --default-{field}), got none of them",
             )
         return None
     return values.pop()
@@ -277,26 +278,37 @@ def _read_json(path: Path) -> Any:
 # ---------------------------------------------------------------------------
 # critic_results.jsonl
 # ---------------------------------------------------------------------------
-def _parse_critic_results(
-    path: Path, *, benchmark: str | None, generator: str | None
-) -> tuple[pd.DataFrame, np.ndarray, int]:
-    """Records of one file, their line numbers, and the number of unlabelled rows skipped."""
-    _, folder_bench, folder_gen = _layout(path, _record_folders())
-    rows: list[dict] = []
-    lines: list[int] = []
-    unlabelled = 0
-    seen: dict[tuple[str, str, str, int], int] = {}
+def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
+    r"""The objects of a JSON Lines file with their 1-based line numbers (blank lines skipped).
+
+    The one JSON Lines reader of :mod:`bpc.data`: the authors' ``critic_results.jsonl``
+    and a user's ``.jsonl`` logs (:mod:`bpc.data.logs`) are both read with it.
+
+    Raises
+    ------
+    CorpusError
+        For an unreadable file, bytes that are not UTF-8, a line that is not
+        JSON or a line that is not a JSON object (file and line named).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> f = Path(tempfile.mkdtemp()) / "a.jsonl"
+    >>> _ = f.write_text('{"Y": 1}\n\n{"Y": 0}\n')
+    >>> read_json_lines(f)
+    [(1, {'Y': 1}), (3, {'Y': 0})]
+    """
+    path = Path(path)
     try:
-        fh = path.open(encoding="utf-8")
+        with path.open(encoding="utf-8") as fh:
+            text_lines = list(fh)
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            path, None, None, f"expected UTF-8 JSON Lines, got undecodable bytes ({exc.reason})"
+        ) from None
     except OSError as exc:
         raise CorpusError(path, None, None, f"expected a readable file, got {exc.strerror}") from None
-    with fh:
-        try:
-            text_lines = list(fh)
-        except UnicodeDecodeError as exc:
-            raise CorpusError(
-                path, None, None, f"expected UTF-8 JSON Lines, got undecodable bytes ({exc.reason})"
-            ) from None
+    out: list[tuple[int, dict]] = []
     for lineno, text in enumerate(text_lines, start=1):
         if not text.strip():
             continue
@@ -311,6 +323,20 @@ def _parse_critic_results(
             ) from None
         if not isinstance(obj, dict):
             raise CorpusError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+        out.append((lineno, obj))
+    return out
+
+
+def _parse_critic_results(
+    path: Path, *, benchmark: str | None, generator: str | None
+) -> tuple[pd.DataFrame, np.ndarray, int]:
+    """Records of one file, their line numbers, and the number of unlabelled rows skipped."""
+    _, folder_bench, folder_gen = _layout(path, _record_folders())
+    rows: list[dict] = []
+    lines: list[int] = []
+    unlabelled = 0
+    seen: dict[tuple[str, str, str, int], int] = {}
+    for lineno, obj in read_json_lines(path):
         for name in ("instance_id", "patch_id", "Y"):
             if name not in obj:
                 raise CorpusError(path, lineno, name, "expected a required field, got none")
@@ -729,8 +755,8 @@ def _classify_file(path: Path) -> str:
         path,
         None,
         None,
-        f"expected {RECORDS_FILE} (JSON Lines), a {TABLE_FILE} or a {KERNEL_FILE}, "
-        "got a file bpc cannot read",
+        f"expected {RECORDS_FILE} (JSON Lines), a {TABLE_FILE} or a {KERNEL_FILE} of the authors' corpus, "
+        "or a log file of your own (.csv, .tsv, .parquet, .jsonl), got a file bpc cannot read",
     )
 
 

@@ -1,8 +1,8 @@
 """Read a user's own agent logs: per-patch rows with any critics.
 
-A log file holds one row per generated patch, in CSV (``.csv``), Parquet
-(``.parquet`` / ``.pq``, needs ``pyarrow``) or JSON Lines (``.jsonl``, one
-object per line):
+A log file holds one row per generated patch, in CSV (``.csv``), TSV
+(``.tsv``, tab-separated), Parquet (``.parquet`` / ``.pq``, needs ``pyarrow``)
+or JSON Lines (``.jsonl``, one object per line):
 
 ================  ========  =================================================
 column / field    required  meaning
@@ -18,10 +18,15 @@ column / field    required  meaning
 any other         —         a critic's verdicts
 ================  ========  =================================================
 
-Verdicts and labels read ``true``/``false``, ``1``/``0`` and
-``pass``/``fail`` (strings in any case, booleans, integers); an empty cell,
-``NA``, ``NaN``, ``null``/``None`` or an absent JSON field is a missing
+Verdicts and labels read ``true``/``false``, ``1``/``0`` (also ``1.0``/``0.0``,
+as pandas writes a nullable integer column), ``yes``/``no``, ``y``/``n`` and
+``pass``/``fail`` (strings in any case, booleans, integers, floats); an empty
+cell, ``NA``, ``NaN``, ``null``/``None`` or an absent JSON field is a missing
 verdict (``<NA>``).
+
+Key columns under other names are mapped with ``columns=`` (on the command
+line ``--column instance_id=task``): the key on the left is read from the
+file's column on the right.
 
 Which columns are critics
 -------------------------
@@ -49,7 +54,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -60,7 +65,7 @@ import xarray as xr
 
 from bpc.constants import CRITIC_FIELDS
 from bpc.costs import Costs, CostSpec, with_critic_costs
-from bpc.data.corpus import CorpusError, load_corpus
+from bpc.data.corpus import CorpusError, load_corpus, read_json_lines
 from bpc.data.counts import counts_from_records
 from bpc.schema import (
     CRITIC_NAME_PATTERN,
@@ -79,22 +84,35 @@ __all__ = [
     "parse_critic",
     "parse_critics",
     "parse_verdict",
+    "parse_columns",
     "read_logs",
     "load_input",
+    "select_cells",
+    "select_counts",
+    "ACCEPTED_INPUTS",
 ]
 
 DEFAULT_BENCHMARK = "custom"
 """Benchmark of log rows without a ``benchmark`` column or argument."""
 DEFAULT_GENERATOR = "custom"
 """Generator of log rows without a ``generator`` column or argument."""
-LOG_SUFFIXES = MappingProxyType({".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"})
+LOG_SUFFIXES = MappingProxyType(
+    {".csv": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"}
+)
 """File suffix → log format."""
 
 _REQUIRED = ("instance_id", "patch_id", "Y")
-_TRUE = frozenset({"true", "pass", "1"})
-_FALSE = frozenset({"false", "fail", "0"})
+_TRUE = frozenset({"true", "pass", "1", "1.0", "yes", "y", "t"})
+_FALSE = frozenset({"false", "fail", "0", "0.0", "no", "n", "f"})
 _MISSING = frozenset({"", "na", "nan", "null", "none", "<na>"})
-_VERDICT_WORDS = "true/false, 1/0 or pass/fail (empty, NA or null for missing)"
+_VERDICT_WORDS = (
+    "true/false, 1/0 (or 1.0/0.0), yes/no, y/n or pass/fail in any case (empty, NA or null for missing)"
+)
+ACCEPTED_INPUTS = (
+    "a log file of your own (.csv, .tsv, .parquet/.pq, .jsonl: one row per patch), or the authors' "
+    "critic_results.jsonl, likelihood_tables.json, transition_kernel.json or a folder of them"
+)
+"""What the commands read, for messages."""
 _AUTHOR_EXTRA_FIELDS = frozenset({"diff_chars", "l3_cost", "l2_pass_rate", "y_pass_rate"})
 """Non-critic fields of the authors' ``critic_results.jsonl`` (paper_corpus/README.md, Schemas)."""
 _SPEC = re.compile(r"^(?P<name>[^=]*)=(?P<column>.*?)(?::(?P<cost>[^:]*))?$")
@@ -221,6 +239,86 @@ def parse_critics(texts: Sequence[str] | None) -> CriticMap:
     return CriticMap(tuple(parse_critic(t) for t in texts or ()))
 
 
+def parse_columns(texts: Sequence[str] | Mapping[str, str] | None) -> dict[str, str]:
+    """Parse ``--column KEY=COLUMN`` mappings: the key column ``KEY`` is read from ``COLUMN``.
+
+    Parameters
+    ----------
+    texts : sequence of str, mapping or None
+        ``KEY=COLUMN`` strings (or an already parsed ``{key: column}``);
+        ``KEY`` is one of ``instance_id``, ``patch_id``, ``Y``,
+        ``benchmark``, ``generator``.
+
+    Returns
+    -------
+    dict
+        Key → the file's column.
+
+    Raises
+    ------
+    ValueError
+        For a malformed mapping, an unknown key, or a key or column given twice.
+
+    Examples
+    --------
+    >>> parse_columns(["instance_id=task", "Y=passed"])
+    {'instance_id': 'task', 'Y': 'passed'}
+    """
+    if texts is None:
+        return {}
+    pairs = list(texts.items()) if isinstance(texts, Mapping) else []
+    if not isinstance(texts, Mapping):
+        if isinstance(texts, str):
+            raise TypeError("columns: expected a sequence of KEY=COLUMN strings or a mapping, got a str")
+        for text in texts:
+            key, sep, column = str(text).partition("=")
+            if not sep or not key.strip() or not column.strip():
+                raise ValueError(f"--column {text!r}: expected KEY=COLUMN, e.g. instance_id=task")
+            pairs.append((key.strip(), column.strip()))
+    out: dict[str, str] = {}
+    for key, column in pairs:
+        if key not in RECORD_KEYS:
+            raise ValueError(
+                f"--column {key}={column}: expected KEY to be one of {', '.join(RECORD_KEYS)}, got {key!r}"
+            )
+        if key in out:
+            raise ValueError(f"--column: key {key!r} mapped twice ({out[key]!r} and {column!r})")
+        if column in out.values():
+            raise ValueError(f"--column: column {column!r} mapped to two keys")
+        out[key] = column
+    return out
+
+
+def _map_columns(
+    path: Path, df: pd.DataFrame, first: dict[str, int], columns: Mapping[str, str]
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Rename the file's columns to the key names ``columns`` maps them to."""
+    if not columns:
+        return df, first
+    present = [str(c) for c in df.columns]
+    for key, column in columns.items():
+        if column not in present:
+            raise CorpusError(
+                path,
+                None,
+                column,
+                f"expected the column of --column {key}={column}, got no such column "
+                f"(columns: {', '.join(map(repr, present))})",
+            )
+        if key in present and key != column and key not in columns.values():
+            raise CorpusError(
+                path,
+                first.get(key, 1),
+                key,
+                f"expected one column for {key!r}, got both {key!r} and {column!r} "
+                f"(--column {key}={column}); drop or rename {key!r}",
+            )
+    rename = {column: key for key, column in columns.items()}
+    df = df.rename(columns=rename)
+    first = {rename.get(k, k): v for k, v in first.items()}
+    return df, first
+
+
 def _as_map(critics: CriticMap | Sequence[str] | None) -> CriticMap:
     if critics is None:
         return CriticMap()
@@ -248,15 +346,21 @@ def parse_verdict(value: Any) -> bool | None:
     Parameters
     ----------
     value : object
-        A boolean; the integer (or integral float) 1 or 0; a string
-        ``true``/``false``, ``pass``/``fail``, ``1``/``0`` in any case, with
-        surrounding blanks; or a missing value: ``None``, ``NaN``, ``pd.NA``,
-        ``""``, ``NA``, ``NaN``, ``null``, ``None``.
+        A boolean; the integer (or float) 1 or 0; a string ``true``/``false``
+        (``t``/``f``), ``yes``/``no`` (``y``/``n``), ``pass``/``fail``,
+        ``1``/``0`` or ``1.0``/``0.0`` in any case, with surrounding blanks; or
+        a missing value: ``None``, ``NaN``, ``pd.NA``, ``""``, ``NA``, ``NaN``,
+        ``null``, ``None``.
 
     Raises
     ------
     ValueError
         For anything else (the message says what is accepted).
+
+    Examples
+    --------
+    >>> [parse_verdict(v) for v in ("Yes", "n", "1.0", 0.0, "FALSE", "")]
+    [True, False, True, False, False, None]
     """
     if _is_missing(value):
         return None
@@ -282,7 +386,8 @@ def _label(value: Any) -> int | None:
         verdict = parse_verdict(value)
     except ValueError:
         raise ValueError(
-            f"expected 0 or 1 (or true/false, pass/fail; empty, NA or null for unlabelled), got {value!r}"
+            "expected 0 or 1 (or true/false, yes/no, pass/fail; empty, NA or null for unlabelled), "
+            f"got {value!r}"
         ) from None
     return None if verdict is None else int(verdict)
 
@@ -346,17 +451,29 @@ def _parse_column(
 # ---------------------------------------------------------------------------
 def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[str, int]]:
     """The raw columns of a log file, each row's line (row) number, and each column's first line."""
-    if fmt == "csv":
+    if fmt in ("csv", "tsv"):
+        kind = fmt.upper()
         try:
-            df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8")
+            df = pd.read_csv(
+                path,
+                sep="," if fmt == "csv" else "\t",
+                dtype=str,
+                keep_default_na=False,
+                na_filter=False,
+                encoding="utf-8",
+            )
         except UnicodeDecodeError as exc:
             raise CorpusError(
-                path, None, None, f"expected UTF-8 CSV text, got undecodable bytes ({exc.reason})"
+                path, None, None, f"expected UTF-8 {kind} text, got undecodable bytes ({exc.reason})"
             ) from None
         except pd.errors.EmptyDataError:
-            raise CorpusError(path, None, None, "expected a CSV header and rows, got an empty file") from None
+            raise CorpusError(
+                path, None, None, f"expected a {kind} header and rows, got an empty file"
+            ) from None
         except pd.errors.ParserError as exc:
-            raise CorpusError(path, None, None, f"expected valid CSV, got malformed CSV ({exc})") from None
+            raise CorpusError(
+                path, None, None, f"expected valid {kind}, got malformed {kind} ({exc})"
+            ) from None
         return df, np.arange(len(df), dtype=np.int64) + 2, dict.fromkeys(df.columns, 1)
     if fmt == "parquet":
         if importlib.util.find_spec("pyarrow") is None:
@@ -378,23 +495,7 @@ def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[st
     rows: list[dict] = []
     lines: list[int] = []
     first: dict[str, int] = {}
-    try:
-        text_lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise CorpusError(
-            path, None, None, f"expected UTF-8 JSON Lines, got undecodable bytes ({exc.reason})"
-        ) from None
-    for lineno, text in enumerate(text_lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(
-                path, lineno, None, f"expected one JSON object per line, got malformed JSON ({exc.msg})"
-            ) from None
-        if not isinstance(obj, dict):
-            raise CorpusError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+    for lineno, obj in read_json_lines(path):
         for key in obj:
             first.setdefault(key, lineno)
         rows.append(obj)
@@ -480,8 +581,9 @@ def read_logs(
     critics: CriticMap | Sequence[str] | None = None,
     benchmark: str | None = None,
     generator: str | None = None,
+    columns: Sequence[str] | Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Records of one log file (CSV, Parquet or JSON Lines; see the module docstring).
+    """Records of one log file (CSV, TSV, Parquet or JSON Lines; see the module docstring).
 
     Parameters
     ----------
@@ -494,6 +596,9 @@ def read_logs(
         Cell names of rows without a ``benchmark`` / ``generator`` column
         (default :data:`DEFAULT_BENCHMARK` / :data:`DEFAULT_GENERATOR`);
         where the column exists they must agree with it.
+    columns : sequence of str or mapping, optional
+        Key columns under other names (:func:`parse_columns`):
+        ``["instance_id=task"]`` reads the instance ids from column ``task``.
 
     Returns
     -------
@@ -519,20 +624,24 @@ def read_logs(
     fmt = LOG_SUFFIXES.get(path.suffix.lower())
     if fmt is None:
         raise ValueError(
-            f"{path}: expected a log file ending in {', '.join(LOG_SUFFIXES)}, got {path.suffix!r}"
+            f"{path}: expected a log file ending in {', '.join(LOG_SUFFIXES)}, got "
+            f"{repr(path.suffix) if path.suffix else 'no suffix'}"
         )
     mapping = _as_map(critics)
+    keys = parse_columns(columns)
     if not path.is_file():
         raise FileNotFoundError(f"log file {path} does not exist")
     df, lines, first = _read_table(path, fmt)
+    df, first = _map_columns(path, df, first, keys)
     columns = [str(c) for c in df.columns]
     for name in _REQUIRED:
         if name not in columns:
             raise CorpusError(
                 path,
-                1 if fmt == "csv" else None,
+                1 if fmt in ("csv", "tsv") else None,
                 name,
-                f"expected a required column, got none (columns: {', '.join(map(repr, columns)) or 'none'})",
+                f"expected a required column, got none (columns: {', '.join(map(repr, columns)) or 'none'}; "
+                f"map one with --column {name}=COLUMN)",
             )
     names, critic_cols = _critic_columns(path, columns, mapping, first)
     if not len(df):
@@ -668,6 +777,67 @@ class Input:
         return resolve
 
 
+def select_counts(
+    counts: xr.Dataset, *, benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
+) -> xr.Dataset:
+    """The counts of the cells ``benchmarks`` × ``generators`` only (``None`` keeps all).
+
+    Raises
+    ------
+    bpc.choices.UnknownChoiceError
+        For a name the counts do not have (the message offers the close ones).
+
+    Examples
+    --------
+    >>> from bpc.data.counts import counts_from_records
+    >>> import pandas as pd
+    >>> rec = pd.DataFrame({"benchmark": ["a", "b"], "generator": ["g", "g"], "instance_id": ["1", "2"],
+    ...                     "patch_id": [0, 0], "Y": [1, 0]})
+    >>> [str(b) for b in select_counts(counts_from_records(rec), benchmarks=["b"])["benchmark"].values]
+    ['b']
+    """
+    from bpc.choices import check_choices
+
+    if not benchmarks and not generators:
+        return counts
+    have_b = [str(b) for b in counts["benchmark"].values]
+    have_g = [str(g) for g in counts["generator"].values]
+    check_choices(benchmarks, have_b, what="benchmark (--benchmark)")
+    check_choices(generators, have_g, what="generator (--generator)")
+    keep_b = [b for b in have_b if not benchmarks or b in benchmarks]
+    keep_g = [g for g in have_g if not generators or g in generators]
+    return counts.sel(benchmark=keep_b, generator=keep_g)
+
+
+def select_cells(
+    data: Input, *, benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
+) -> Input:
+    """Keep only the cells of ``benchmarks`` × ``generators`` (``None`` keeps all) of an :class:`Input`.
+
+    The records, the counts and the kernel files are cut alike, so every
+    command that reads a corpus or a log applies ``--benchmark`` /
+    ``--generator`` the same way.
+
+    Raises
+    ------
+    bpc.choices.UnknownChoiceError
+        For a name the data do not have (the message offers the close ones).
+    """
+    if not benchmarks and not generators:
+        return data
+    counts = select_counts(data.counts, benchmarks=benchmarks, generators=generators)
+    keep_b = [str(b) for b in counts["benchmark"].values]
+    keep_g = [str(g) for g in counts["generator"].values]
+    records = data.records
+    if len(records):
+        mask = records["benchmark"].isin(keep_b) & records["generator"].isin(keep_g)
+        attrs = dict(records.attrs)
+        records = records[mask.to_numpy()].reset_index(drop=True)
+        records.attrs = attrs
+    kernels = {k: v for k, v in data.kernel_files.items() if k[0] in keep_b and k[1] in keep_g}
+    return replace(data, records=records, counts=counts, kernel_files=kernels)
+
+
 def _author_fields(path: Path) -> tuple[set[str], dict[str, int]]:
     """Fields of a JSON Lines file, and the first line of each (a cheap pass for routing)."""
     first: dict[str, int] = {}
@@ -708,6 +878,9 @@ def load_input(
     critics: CriticMap | Sequence[str] | None = None,
     benchmark: str | None = None,
     generator: str | None = None,
+    columns: Sequence[str] | Mapping[str, str] | None = None,
+    benchmarks: Sequence[str] | None = None,
+    generators: Sequence[str] | None = None,
     include_superseded: bool = False,
     progress: bool = True,
 ) -> Input:
@@ -729,6 +902,10 @@ def load_input(
         ``NAME=COLUMN[:COST]`` mappings (log files only).
     benchmark, generator : str, optional
         Cell names of rows (files) that don't state them.
+    columns : sequence of str or mapping, optional
+        Key columns of a log file under other names (:func:`parse_columns`).
+    benchmarks, generators : sequence of str, optional
+        Keep only these cells (:func:`select_cells`).
     include_superseded : bool
         Corpus only: also read superseded runs.
     progress : bool
@@ -745,7 +922,8 @@ def load_input(
     CorpusError
         For bad input (file, line, field and what was expected).
     ValueError
-        For a critic mapping on a folder or an authors' file.
+        For a critic or column mapping on a folder or an authors' file, or a
+        file whose kind bpc does not read (the message lists what it reads).
     """
     from bpc.paths import require_corpus
     from bpc.progress import info
@@ -758,17 +936,24 @@ def load_input(
     else:
         src = Path(path).resolve()
     fmt = LOG_SUFFIXES.get(src.suffix.lower()) if src.is_file() else None
-    if fmt == "jsonl" and not mapping:
+    if src.is_file() and fmt is None and src.suffix.lower() != ".json":
+        raise ValueError(
+            f"{src}: expected {ACCEPTED_INPUTS}; "
+            f"got a {repr(src.suffix) if src.suffix else 'suffix-less'} file"
+        )
+    keys = parse_columns(columns)
+    if fmt == "jsonl" and not mapping and not keys:
         fields, first = _author_fields(src)
         if fields & set(CRITIC_FIELDS.values()):
             _check_author_jsonl(src, first)
             fmt = None
     if fmt is None:
-        if mapping:
+        if mapping or keys:
             raise ValueError(
-                f"--critic maps the columns of a log file (.csv, .parquet, .jsonl); {src} is "
+                f"--{'critic' if mapping else 'column'} maps the columns of a log file "
+                f"(.csv, .tsv, .parquet, .jsonl); {src} is "
                 + ("a folder" if src.is_dir() else "one of the authors' files")
-                + ", whose critics are fixed"
+                + ", whose columns are fixed"
             )
         corpus = load_corpus(
             src,
@@ -778,12 +963,14 @@ def load_input(
             progress=progress,
         )
         notes = tuple(corpus.counts.attrs.get("notes", ()))
-        return Input(corpus.records, corpus.counts, notes, src, "corpus", kernel_files=corpus.kernel_files)
-    records = read_logs(src, critics=mapping, benchmark=benchmark, generator=generator)
+        data = Input(corpus.records, corpus.counts, notes, src, "corpus", kernel_files=corpus.kernel_files)
+        return select_cells(data, benchmarks=benchmarks, generators=generators)
+    records = read_logs(src, critics=mapping, benchmark=benchmark, generator=generator, columns=keys)
     counts = counts_from_records(records, source="raw")
     notes = tuple(records.attrs["notes"])
     counts.attrs["corpus"] = str(src.resolve())
     counts.attrs["notes"] = list(notes)
     for note in notes:
         info(note, enabled=progress)
-    return Input(records, counts, notes, src, fmt, critic_costs=mapping.costs)
+    data = Input(records, counts, notes, src, fmt, critic_costs=mapping.costs)
+    return select_cells(data, benchmarks=benchmarks, generators=generators)

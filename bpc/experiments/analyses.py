@@ -24,7 +24,7 @@ with the same settings gives identical tables.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -105,7 +105,11 @@ class AnalysisSettings:
         Smaller settings (simulator scale 0.25, 4 posterior draws, coarser
         regime background, the ``refit-quick`` sampler preset).
     dask : bool
-        Replay the cost grid's cells in parallel with dask.
+        Replay the cost grid's cells in parallel with dask (local processes).
+    scheduler : str or None
+        A ``dask.distributed`` scheduler address: the cost grid's cells run on
+        that cluster, the parameters scattered to its workers
+        (:mod:`bpc.experiments.cluster`); identical numbers.
     progress : bool
         Progress on stderr.
     draws : int or None
@@ -113,7 +117,7 @@ class AnalysisSettings:
     scale : float or None
         Simulator scale (default 1.0, quick 0.25).
     benchmarks, generators : tuple of str or None
-        Restrict the simulated panel (tests, first looks).
+        Restrict both panels to these cells (``bpc analyses --benchmark/--generator``).
     c_vers, rewards : tuple of float
         The regime grid.
     posterior : {"conjugate", "hierarchical"}
@@ -132,6 +136,7 @@ class AnalysisSettings:
     seed: int = DEFAULT_SEED
     quick: bool = False
     dask: bool = False
+    scheduler: str | None = None
     progress: bool = True
     draws: int | None = None
     scale: float | None = None
@@ -259,6 +264,16 @@ def _corpus_panel(settings: AnalysisSettings) -> Panel | None:
         info("no corpus found: running on the simulated panel only", enabled=settings.progress)
         return None
     corpus = load_corpus(path, progress=False)
+    if settings.benchmarks or settings.generators:
+        from bpc.data.logs import select_counts
+
+        counts = select_counts(corpus.counts, benchmarks=settings.benchmarks, generators=settings.generators)
+        keep = corpus.records["benchmark"].isin(counts["benchmark"].values) & corpus.records[
+            "generator"
+        ].isin(counts["generator"].values)
+        corpus = replace(
+            corpus, records=corpus.records[keep.to_numpy()].reset_index(drop=True), counts=counts
+        )
     return Panel(
         "corpus",
         f"Authors' corpus ({path.name}): {len(corpus.cells)} cells, raw records for "
@@ -437,6 +452,7 @@ def panel_grid(
             dask=settings.dask,
             progress=settings.progress,
             posterior=posterior,
+            scheduler=settings.scheduler,
         )
     panel.cache[("grid", draws, rw)] = df
     return df

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -424,6 +425,19 @@ def cell_utilities(
     return pd.concat(rows, ignore_index=True)
 
 
+def _ignore_sigint() -> None:
+    """Initializer of local worker processes: SIGINT is the parent's to handle."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _grid_cell(item: tuple[CellSetup, int], *, points, policies, draws, seed, posterior) -> pd.DataFrame:
+    """One cell of :func:`utility_grid` (module level: a cluster's workers import it by name)."""
+    setup, i = item
+    return cell_utilities(setup, points, policies=policies, draws=draws, seed=seed + i, posterior=posterior)
+
+
 def utility_grid(
     setups: Sequence[CellSetup],
     base: Costs,
@@ -436,6 +450,7 @@ def utility_grid(
     dask: bool = False,
     progress: bool = True,
     posterior: xr.Dataset | None = None,
+    scheduler: Any = None,
 ) -> pd.DataFrame:
     """:func:`cell_utilities` for every cell over the (c_ver × R) grid.
 
@@ -461,6 +476,11 @@ def utility_grid(
     posterior : xarray.Dataset, optional
         Draws to plan with instead of the per-cell conjugate posterior
         (see :func:`cell_utilities`).
+    scheduler : str, LocalCluster, Client or None
+        A ``dask.distributed`` scheduler address (or cluster, client): the
+        cells run there, the posterior and the cost points scattered to the
+        workers once (:func:`bpc.experiments.cluster.map_pieces`). Results are
+        identical to the serial run.
 
     Returns
     -------
@@ -477,7 +497,18 @@ def utility_grid(
             setup, points, policies=policies, draws=draws, seed=seed + i, posterior=posterior
         )
 
-    if dask:
+    if scheduler is not None:
+        from bpc.experiments.cluster import map_pieces
+
+        shared = {
+            "points": points,
+            "policies": policies,
+            "draws": draws,
+            "seed": seed,
+            "posterior": posterior,
+        }
+        frames = map_pieces(_grid_cell, args, scheduler=scheduler, shared=shared)
+    elif dask:
         try:
             import dask as _dask
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -485,7 +516,8 @@ def utility_grid(
                 "utility_grid(dask=True) needs the dask extra: pip install 'bpc[dask]'"
             ) from exc
         tasks = [_dask.delayed(one)(s, i) for s, i in args]
-        frames = list(_dask.compute(*tasks, scheduler="processes"))
+        # workers ignore Ctrl-C: the parent stops the run and reports it once (no traceback per worker)
+        frames = list(_dask.compute(*tasks, scheduler="processes", initializer=_ignore_sigint))
     else:
         frames = [one(s, i) for s, i in track(args, "replaying cost grid: cell", enabled=progress)]
     if not frames:

@@ -1,9 +1,11 @@
 """Save and load fits as netCDF (h5netcdf), guarded by the model spec's hash.
 
 A saved fit keeps every group of the DataTree and its root attrs (spec TOML,
-spec and config hashes, versions, diagnostics). :func:`load` with ``spec=``
-refuses a file made under another spec, so a posterior is never silently
-read back under a different model.
+spec and config hashes, versions, diagnostics), the ``bpc_output`` stamp and a
+checksum of its data (:func:`bpc.outputs.write_netcdf`). :func:`load` checks
+the checksum (a damaged file is one error naming it) and, with ``spec=``,
+refuses a file made under another spec, so a posterior is never silently read
+back under a different model.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def save(dt: xr.DataTree, path: str | os.PathLike) -> Path:
         raise ValueError(
             "save: DataTree has no 'spec' attribute; only fits made by bpc.estimate.model.fit can be saved"
         )
-    from bpc.outputs import atomic_file
+    from bpc.outputs import write_netcdf
 
     path = Path(path)
     groups = {"/": xr.Dataset(attrs=dict(dt.attrs))}
@@ -63,8 +65,9 @@ def save(dt: xr.DataTree, path: str | os.PathLike) -> Path:
         if node.path == "/":
             continue
         groups[node.path] = _writable(node.to_dataset(inherit=False))
-    with atomic_file(path) as tmp:  # a reader never sees a half-written file
-        xr.DataTree.from_dict(groups).to_netcdf(tmp, engine=_ENGINE, mode="w")
+    # stamped and checksummed, built in memory, then renamed into place: a reader never sees a
+    # half-written file, and a full disk is one error instead of an HDF5 crash
+    write_netcdf(xr.DataTree.from_dict(groups), path, engine=_ENGINE)
     return path
 
 
@@ -84,17 +87,18 @@ def load(path: str | os.PathLike, *, spec: ModelSpec | None = None) -> xr.DataTr
         If ``path`` does not exist.
     ValueError
         If the file is not a bpc fit.
+    bpc.outputs.DamagedFileError
+        If the file cannot be read as netCDF or its data no longer match
+        the checksum written with it.
     SpecMismatchError
         If ``spec`` is given and differs from the file's.
     """
+    from bpc.outputs import read_netcdf
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"fit file {path} does not exist")
-    try:
-        with xr.open_datatree(path, engine=_ENGINE) as tree:
-            dt = tree.load()
-    except OSError as exc:
-        raise ValueError(f"{path}: not a readable netCDF file ({exc})") from exc
+    dt = read_netcdf(path, tree=True, engine=_ENGINE)
     if "spec" not in dt.attrs or "spec_hash" not in dt.attrs:
         raise ValueError(f"{path}: not a bpc fit (no 'spec' / 'spec_hash' attributes)")
     stored = ModelSpec.from_toml_text(dt.attrs["spec"])

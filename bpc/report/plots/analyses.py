@@ -27,6 +27,9 @@ from bpc.report.plots.style import (
     POLICY_COLORS,
     POLICY_LABELS,
     cell_label,
+    page_note,
+    page_path,
+    paged,
     savefig,
 )
 
@@ -49,6 +52,25 @@ _REGIME_LABELS = {
     "other": "other",
 }
 _CRITIC_TITLES = {"syn": "Cr_syn (syntax)", "test": "Cr_test (public tests)", "llm": "Cr_llm (LLM judge)"}
+
+
+REGIME_DATA_REACH = 0.05
+"""The regime maps' background is drawn only within this distance (in prior) of a cell's prior."""
+
+
+def _where_data_lie(background: dict, points: pd.DataFrame) -> np.ndarray:
+    """Mask (ratio × prior) of the background farther than :data:`REGIME_DATA_REACH` from every cell's prior.
+
+    The k-nearest-neighbour vote extends to the whole plane; where no cell
+    has a prior nearby, its colour would be an extrapolation, so it is left blank.
+    """
+    priors = np.unique(points["prior"].dropna().to_numpy(dtype=float))
+    gx = np.asarray(background["prior"], dtype=float)
+    if priors.size == 0:
+        return np.ones((len(background["ratio"]), len(gx)), dtype=bool)
+    dist = np.abs(gx[:, None] - priors[None, :]).min(axis=1)
+    far = dist > REGIME_DATA_REACH
+    return np.broadcast_to(far[None, :], (len(background["ratio"]), len(gx)))
 
 
 def _crossover(ax, ratios: np.ndarray) -> None:
@@ -88,6 +110,7 @@ def plot_regime_map(
 
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
     codes = np.vectorize(REGIMES.index)(background["z"])
+    codes = np.ma.masked_array(codes, mask=_where_data_lie(background, points))
     cmap = ListedColormap([REGIME_COLORS[r] for r in REGIMES])
     norm = BoundaryNorm(np.arange(len(REGIMES) + 1) - 0.5, cmap.N)
     ax.pcolormesh(
@@ -109,6 +132,13 @@ def plot_regime_map(
     ax.set_ylabel("verification cost / reward  C_ver / R  (log scale)")
     handles: list[Artist] = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
     handles.append(Line2D([], [], color="black", ls="--", label="c_ver/R = P(Y=1)"))
+    handles.append(
+        Patch(
+            facecolor="white",
+            edgecolor="0.6",
+            label=f"blank: no cell within {REGIME_DATA_REACH:g} of this prior",
+        )
+    )
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="winner")
     n_cells = points[["benchmark", "generator"]].drop_duplicates().shape[0]
     ax.set_title(title or f"Regime map: winning policy over {len(points):,} points ({n_cells} cells)")
@@ -126,8 +156,9 @@ def plot_regime_posterior(
 ) -> list[Path]:
     """Posterior regime map: points and k-NN background coloured by P(Bayesian controller wins)."""
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    z = np.ma.masked_array(np.asarray(background["z"], dtype=float), mask=_where_data_lie(background, points))
     mesh = ax.pcolormesh(
-        background["prior"], background["ratio"], background["z"], cmap="cividis", vmin=0, vmax=1, alpha=0.6
+        background["prior"], background["ratio"], z, cmap="cividis", vmin=0, vmax=1, alpha=0.6
     )
     ax.scatter(
         points["prior"],
@@ -366,28 +397,57 @@ def plot_train_eval(
 
 
 def plot_prr(table: pd.DataFrame, path, *, formats=("png", "pdf")) -> list[Path]:
-    """Grouped bars of PRR per cell and score (belief state vs tool success rate).
+    """Grouped bars of PRR per cell and score (belief state vs tool success rate), with n and ties.
+
+    Under each group: the number of held-out patches and their pass rate. A
+    group whose scores have the same PRR is marked "tie" (the title counts
+    them), and a group whose patches all pass or all fail, where no score
+    can rank anything, is marked "one label": its PRR says nothing.
 
     Parameters
     ----------
     table : pandas.DataFrame
-        Output of :func:`bpc.experiments.uncertainty_score.uncertainty_prr`.
+        Output of :func:`bpc.experiments.uncertainty_score.uncertainty_prr`
+        (``n_patches``, ``mean_Y``, ``prr_<score>``).
     path : str or pathlib.Path
         Output path.
     formats : tuple of str
         Formats written.
     """
+    pages = paged(list(range(len(table))), PRR_GROUPS_PER_PAGE)
+    written: list[Path] = []
+    for k, rows in enumerate(pages):
+        note = page_note(k, len(pages), rows[0], len(rows), len(table)).replace("cells", "groups")
+        fig = _prr_page(table.iloc[rows].reset_index(drop=True), note)
+        written += savefig(fig, page_path(path, k, len(pages)), formats=formats)
+    return written
+
+
+PRR_GROUPS_PER_PAGE = 20
+"""Groups (cells, pooled benchmarks) on one page of the PRR figure."""
+
+
+def _prr_page(table: pd.DataFrame, page: str) -> plt.Figure:
     from bpc.experiments.uncertainty_score import SCORE_LABELS
 
     scores = [s for s in SCORE_LABELS if f"prr_{s}" in table]
     colors = {"belief": OKABE_ITO[4], "belief_posterior": OKABE_ITO[1], "tool_success": OKABE_ITO[0]}
-    labels = [
-        cell_label(b, g).replace(" / pooled", " (pooled)")
-        for b, g in zip(table["benchmark"], table["generator"], strict=True)
-    ]
+    labels = []
+    for row in table.itertuples(index=False):
+        text = cell_label(str(row.benchmark), str(row.generator)).replace(" / pooled", " (pooled)")
+        n, mean_y = getattr(row, "n_patches", np.nan), getattr(row, "mean_Y", np.nan)
+        if np.isfinite(n):
+            text += f"\nn={int(n)}" + (f", pass {mean_y:.0%}" if np.isfinite(mean_y) else "")
+        labels.append(text)
+    values = table[[f"prr_{s}" for s in scores]].to_numpy(dtype=float)
+    finite = np.isfinite(values)
+    spread = np.where(finite, values, -np.inf).max(axis=1) - np.where(finite, values, np.inf).min(axis=1)
+    tie = (finite.sum(axis=1) >= 2) & (np.where(finite.sum(axis=1) >= 2, spread, 1.0) < 1e-9)
+    mean_y = table["mean_Y"].to_numpy(dtype=float) if "mean_Y" in table else np.full(len(table), np.nan)
+    one_label = (mean_y == 0) | (mean_y == 1)
     x = np.arange(len(table))
     w = 0.8 / len(scores)
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(table) + 2), 4.2))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(table) + 2), 4.8))
     for i, s in enumerate(scores):
         ax.bar(
             x + (i - (len(scores) - 1) / 2) * w,
@@ -398,11 +458,25 @@ def plot_prr(table: pd.DataFrame, path, *, formats=("png", "pdf")) -> list[Path]
             lw=0.4,
             label=SCORE_LABELS[s],
         )
+    for xi, t, one in zip(x, tie, one_label, strict=True):
+        if one:
+            ax.text(float(xi), 1.02, "one label", ha="center", va="bottom", fontsize=7, color="0.3")
+        elif t:
+            ax.text(float(xi), 1.02, "tie", ha="center", va="bottom", fontsize=7, color="0.3")
     ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
+    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("PRR up to 50% rejection (1 = oracle, 0 = random)")
-    ax.set_title("Belief state as an uncertainty score (held-out patches)")
+    n_tie = int((tie & ~one_label).sum())
+    note = f"; the scores tie in {n_tie} of {len(table)} groups" if n_tie else ""
+    ax.set_title(f"Belief state as an uncertainty score (held-out patches{note}){page}", fontsize=10)
     lo = float(np.nanmin([table[f"prr_{s}"].min() for s in scores] + [0.0]))
-    ax.set_ylim(min(lo, 0.0) - 0.05, 1.08)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return savefig(fig, path, formats=formats)
+    ax.set_ylim(min(lo, 0.0) - 0.05, 1.12)
+    handles, names = ax.get_legend_handles_labels()
+    if n_tie:
+        handles.append(Line2D([], [], ls="none", label="tie: every score has the same PRR"))
+        names.append(handles[-1].get_label())
+    if one_label.any():
+        handles.append(Line2D([], [], ls="none", label="one label: all patches pass or all fail"))
+        names.append(handles[-1].get_label())
+    ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 
 from bpc.constants import CI_KIND, CI_PROB, GENERATORS
 from bpc.intervals import credible_interval
-from bpc.report.plots.style import OKABE_ITO, cell_label, plt, savefig
+from bpc.report.plots.style import GENERATOR_LABELS, OKABE_ITO, cell_label, plt, savefig
 
 __all__ = ["plot_forest", "plot_shrinkage", "plot_ppc", "shrinkage_table"]
 
@@ -291,35 +291,63 @@ def plot_shrinkage(
     kinds = [k for k in kinds if (table["kind"] == k).any()]
     if not kinds:
         raise ValueError("plot_shrinkage: no cell has both a Laplace estimate and posterior draws")
-    fig, axes = plt.subplots(1, len(kinds), figsize=(3.3 * len(kinds), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(kinds), figsize=(3.4 * len(kinds), 4.6), squeeze=False)
     markers = {"": "o", "syn": "s", "test": "^", "llm": "D", "lint": "v"}
+    critics_seen: list[str] = []
     for ax, kind in zip(axes[0], kinds, strict=True):
         sub = table[table["kind"] == kind]
         ax.plot([0, 1], [0, 1], color="0.6", lw=0.8, ls="--")
         for crit, part in sub.groupby("critic", sort=False):
             colors = [_gen_color(g) for g in part["generator"]]
             ax.vlines(part["laplace"], part["lo"], part["hi"], colors=colors, lw=0.8, alpha=0.7)
-            ax.scatter(
-                part["laplace"],
-                part["mean"],
-                c=colors,
-                marker=markers.get(str(crit), "o"),
-                s=16,
-                label=crit or None,
-            )
-        for _, r in sub.head(annotate).iterrows():
-            label = f"{r['benchmark']}/{r['generator']}" + (f"/{r['critic']}" if r["critic"] else "")
+            ax.scatter(part["laplace"], part["mean"], c=colors, marker=markers.get(str(crit), "o"), s=16)
+            if crit and crit not in critics_seen:
+                critics_seen.append(str(crit))
+        # the largest moves are numbered on the plot and named under it, so labels never overprint
+        lines = []
+        for i, (_, r) in enumerate(sub.head(annotate).iterrows(), start=1):
             ax.annotate(
-                label, (r["laplace"], r["mean"]), fontsize=6, xytext=(3, -8), textcoords="offset points"
+                str(i),
+                (r["laplace"], r["mean"]),
+                fontsize=7,
+                fontweight="bold",
+                xytext=(4, 4 if i % 2 else -10),
+                textcoords="offset points",
+                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
             )
+            crit = f" {r['critic']}" if r["critic"] else ""
+            name = cell_label(str(r["benchmark"]), str(r["generator"]))
+            lines.append(f"{i}: {name}{crit} ({r['laplace']:.3f} → {r['mean']:.3f})")
+        if lines:
+            ax.text(0.0, -0.2, "\n".join(lines), transform=ax.transAxes, fontsize=6, va="top", ha="left")
         ax.set_title(kind, fontsize=9)
         ax.set_xlabel("Laplace estimate")
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
-        if sub["critic"].ne("").any():
-            ax.legend(fontsize=6, loc="upper left")
     axes[0][0].set_ylabel(f"posterior mean ({CI_PROB:.0%} {CI_KIND.upper()})")
-    fig.suptitle("Shrinkage: hierarchical posterior vs Laplace, per cell (colour = generator)", fontsize=10)
+    gens = list(dict.fromkeys(str(g) for g in table["generator"]))
+    handles = [
+        Line2D([], [], ls="none", marker="o", color=_gen_color(g), label=GENERATOR_LABELS.get(g, g))
+        for g in gens
+    ]
+    handles += [
+        Line2D([], [], ls="none", marker=markers.get(c, "o"), color="0.4", label=f"critic {c}")
+        for c in critics_seen
+    ]
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(handles), 6),
+        fontsize=7,
+        frameon=False,
+        title="colour: generator · marker: critic (tpr/fpr panels)",
+        title_fontsize=7,
+    )
+    fig.suptitle(
+        f"Shrinkage: hierarchical posterior vs Laplace, per cell (the {annotate} largest moves numbered)",
+        fontsize=10,
+    )
     fig.tight_layout()
     return savefig(fig, path, formats=formats)
 

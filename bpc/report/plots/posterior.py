@@ -38,9 +38,15 @@ from bpc.report.plots.style import (
     OKABE_ITO,
     POLICY_LABELS,
     cell_label,
+    page_note,
+    page_path,
+    paged,
     plt,
     savefig,
 )
+
+CELLS_PER_PAGE = {"action_probabilities": 12, "value_bands": 9, "delta_intervals": 12}
+"""Cells on one page of each per-cell figure (54 cells: 5, 6 and 5 pages, each under 4,000 px)."""
 
 __all__ = [
     "ACTION_COLORS",
@@ -114,17 +120,33 @@ def plot_action_probabilities(
     used : str
         Used-critic label (``""`` = none used yet).
     cells : sequence of (benchmark, generator), optional
-        Cells to draw; default every observed cell.
+        Cells to draw; default every observed cell. More than
+        ``CELLS_PER_PAGE["action_probabilities"]`` go on pages
+        (``<stem>_p2.png`` …), each with its title and legend.
 
     Returns
     -------
     list of pathlib.Path
-        Files written.
+        Files written (one per page).
     """
     step = int(unc[DIM_STEP].max()) if step is None else step
     cells = list(cells) if cells is not None else _observed_cells(unc)
     if not cells:
         raise ValueError("plot_action_probabilities: no observed cell to draw")
+    pages = paged(cells, CELLS_PER_PAGE["action_probabilities"])
+    written: list[Path] = []
+    first = 0
+    for k, page in enumerate(pages):
+        note = page_note(k, len(pages), first, len(page), len(cells))
+        fig = _action_probabilities_page(unc, page, step=step, used=used, note=note)
+        written += savefig(fig, page_path(path, k, len(pages)))
+        first += len(page)
+    return written
+
+
+def _action_probabilities_page(
+    unc: xr.Dataset, cells: Sequence[tuple[str, str]], *, step: int, used: str, note: str
+) -> plt.Figure:
     fig, axes = _grid(len(cells))
     actions = [str(a) for a in unc["action"].values]
     seen: set[str] = set()
@@ -156,7 +178,7 @@ def plot_action_probabilities(
     handles.append(Line2D([], [], color="k", lw=1.2, label="entropy (bits)"))
     height = fig.get_figheight()
     fig.suptitle(
-        f"Posterior P(action optimal), h = {step}, used = {used or '∅'} (dashed: mean prior)",
+        f"Posterior P(action optimal), h = {step}, used = {used or '∅'} (dashed: mean prior){note}",
         y=1 - 0.12 / height,
         va="top",
     )
@@ -164,7 +186,7 @@ def plot_action_probabilities(
     fig.legend(
         handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), frameon=False
     )
-    return savefig(fig, path)
+    return fig
 
 
 ACTION_STYLES: dict[str, dict] = {
@@ -219,25 +241,42 @@ def plot_value_bands(
     used : str
         Used-critic label.
     cells : sequence of (benchmark, generator), optional
-        Cells to draw; default every observed cell.
+        Cells to draw; default every observed cell. More than
+        ``CELLS_PER_PAGE["value_bands"]`` go on pages (``<stem>_p2.png`` …),
+        each with its title and legend.
     ncols : int
         Cells per row.
 
     Returns
     -------
     list of pathlib.Path
-        Files written.
+        Files written (one per page).
     """
     step = int(unc[DIM_STEP].max()) if step is None else step
     cells = list(cells) if cells is not None else _observed_cells(unc)
     if not cells:
         raise ValueError("plot_value_bands: no observed cell to draw")
+    pages = paged(cells, CELLS_PER_PAGE["value_bands"])
+    written: list[Path] = []
+    first = 0
+    for k, page in enumerate(pages):
+        note = page_note(k, len(pages), first, len(page), len(cells))
+        fig = _value_bands_page(unc, page, step=step, used=used, ncols=ncols, note=note)
+        written += savefig(fig, page_path(path, k, len(pages)))
+        first += len(page)
+    return written
+
+
+def _value_bands_page(
+    unc: xr.Dataset, cells: Sequence[tuple[str, str]], *, step: int, used: str, ncols: int, note: str
+) -> plt.Figure:
     ncols = max(1, min(ncols, len(cells)))
     nrows = int(np.ceil(len(cells) / ncols))
-    height = 4.6 * nrows + 1.4
+    height = 4.6 * nrows + 1.8
     fig = plt.figure(figsize=(4.6 * ncols, height))
+    # the two-line title needs ~0.7 in above the first row's cell titles
     outer = fig.add_gridspec(
-        nrows, ncols, hspace=0.3, wspace=0.32, top=1 - 0.75 / height, bottom=0.75 / height
+        nrows, ncols, hspace=0.3, wspace=0.32, top=1 - 1.15 / height, bottom=0.75 / height
     )
     lo_name, hi_name = CI_BOUNDS
     ci_label = _ci_label(unc)
@@ -314,7 +353,7 @@ def plot_value_bands(
             )
     handles.append(Patch(color="0.55", alpha=0.5, label="strip: best action, pale = draws disagree"))
     fig.suptitle(
-        f"What to do at belief b (h = {step} steps left, critics used: {used or 'none'})\n"
+        f"What to do at belief b (h = {step} steps left, critics used: {used or 'none'}){note}\n"
         f"value V(b) with its {ci_label} band · most often optimal action · loss V − Q_a of each action",
         fontsize=10,
     )
@@ -326,7 +365,7 @@ def plot_value_bands(
         frameon=False,
         fontsize=8,
     )
-    return savefig(fig, path)
+    return fig
 
 
 def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
@@ -345,17 +384,31 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
         (posterior; may be NaN); optional ``pass_rate``, ``n_eval`` and
         ``wins_by_abstaining``.
     path : str or pathlib.Path
-        Output file.
+        Output file. More than ``CELLS_PER_PAGE["delta_intervals"]`` cells go
+        on pages (``<stem>_p2.png`` …), each with its title and legend.
 
     Returns
     -------
     list of pathlib.Path
-        Files written.
+        Files written (one per page).
     """
     cells = list(dict.fromkeys(zip(table["benchmark"], table["generator"], strict=True)))
     if not cells:
         raise ValueError("plot_delta_intervals: empty table")
-    fig, axes = _grid(len(cells), ncols=2, size=(6.0, 3.8))
+    pages = paged(cells, CELLS_PER_PAGE["delta_intervals"])
+    written: list[Path] = []
+    first = 0
+    for k, page in enumerate(pages):
+        note = page_note(k, len(pages), first, len(page), len(cells))
+        keep = pd.Series(list(zip(table["benchmark"], table["generator"], strict=True))).isin(page).to_numpy()
+        fig = _delta_intervals_page(table[keep], page, note=note)
+        written += savefig(fig, page_path(path, k, len(pages)))
+        first += len(page)
+    return written
+
+
+def _delta_intervals_page(table: pd.DataFrame, cells: Sequence[tuple[str, str]], *, note: str) -> plt.Figure:
+    fig, axes = _grid(len(cells), ncols=3, size=(5.6, 3.4))
     boot = f"observed Δ, {BOOTSTRAP_PROB:.0%} paired bootstrap CI"
     post = f"posterior Δ, {CI_PROB:.0%} {CI_KIND.upper()}"
     for ax, (b, g) in zip(axes, cells, strict=False):
@@ -400,9 +453,11 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
             Line2D([], [], ls="none", label="† wins by abstaining (Δ > 0, pass rate < always_verify's)")
         )
         labels.append(handles[-1].get_label())
-    fig.tight_layout()
+    height = fig.get_figheight()
+    fig.suptitle(f"Δ vs always_verify per policy and cell{note}", y=1 - 0.1 / height, va="top", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / height))
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
-    return savefig(fig, path)
+    return fig
 
 
 def _source_title(source: str, eff: pd.DataFrame | None) -> str:

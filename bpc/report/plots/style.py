@@ -7,7 +7,7 @@ when asked), so figures look alike wherever they come from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -23,7 +23,14 @@ __all__ = [
     "GENERATOR_LABELS",
     "cell_label",
     "savefig",
+    "MAX_FIGURE_PX",
+    "paged",
+    "page_path",
+    "page_note",
 ]
+
+MAX_FIGURE_PX = 4000
+"""No figure bpc writes is taller (or wider) than this many pixels: per-cell figures go on pages."""
 
 OKABE_ITO: tuple[str, ...] = (
     "#E69F00",  # orange
@@ -112,3 +119,47 @@ def savefig(
     finally:
         plt.close(fig)
     return written
+
+
+def paged[T](items: Sequence[T], per_page: int) -> list[list[T]]:
+    """``items`` cut into pages of at most ``per_page`` (balanced: pages differ by at most one item).
+
+    Examples
+    --------
+    >>> [len(p) for p in paged(list(range(54)), 16)]
+    [14, 14, 13, 13]
+    >>> paged([1, 2], 16)
+    [[1, 2]]
+    """
+    items = list(items)
+    if per_page < 1:
+        raise ValueError(f"paged: per_page must be >= 1, got {per_page}")
+    n_pages = max(1, -(-len(items) // per_page))
+    base, extra = divmod(len(items), n_pages)
+    out, start = [], 0
+    for k in range(n_pages):
+        size = base + (1 if k < extra else 0)
+        out.append(items[start : start + size])
+        start += size
+    return out
+
+
+def page_path(path: str | Path, page: int, n_pages: int) -> Path:
+    """The file of page ``page`` (0-based): ``path`` itself for the first, ``<stem>_p2`` … after it.
+
+    Examples
+    --------
+    >>> page_path("out/value_bands.png", 0, 3).name, page_path("out/value_bands.png", 2, 3).name
+    ('value_bands.png', 'value_bands_p3.png')
+    """
+    path = Path(path)
+    if page == 0 or n_pages <= 1:
+        return path
+    return path.with_name(f"{path.stem}_p{page + 1}{path.suffix}")
+
+
+def page_note(page: int, n_pages: int, first: int, count: int, total: int) -> str:
+    """``" (page 2 of 4: cells 15–28 of 54)"``, or ``""`` when everything is on one page."""
+    if n_pages <= 1:
+        return ""
+    return f" (page {page + 1} of {n_pages}: cells {first + 1}–{first + count} of {total})"
