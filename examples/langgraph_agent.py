@@ -13,7 +13,7 @@ from bpc.adapters.langgraph import EpisodeRouter, EpisodeState, observed, regene
 CANDIDATES = [
     "def median(xs):\n    return sorted(xs)[len(xs) // 2]\n",
     "def median(xs)\n    return sum(xs) / len(xs)\n",
-    "def median(xs):\n    s, m = sorted(xs), len(xs) // 2\n    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2\n",
+    "from statistics import median\n",
 ]
 VISIBLE = [([3, 1, 2], 2)]  # the agent's own unit test
 HIDDEN = [([3, 1, 2], 2), ([4, 1, 3, 2], 2.5), ([7], 7)]  # the oracle's
@@ -80,5 +80,6 @@ app = graph.compile(checkpointer=InMemorySaver())  # the episode is JSON state: 
 config = {"configurable": {"thread_id": "median-1"}, "recursion_limit": 200}
 final = app.invoke({**router.start(), "attempt": 0}, config)
 episode = router.episode(final)
-print(f"{episode.outcome} on attempt {final['attempt'] + 1}: spent {episode.spent:g}, utility {episode.utility:g}")
+attempt = final["attempt"] + 1
+print(f"{episode.outcome} on attempt {attempt}: spent {episode.spent:g}, utility {episode.utility:g}")
 print("moves:", ", ".join(m["op"] + (f"({m['critic']})" if "critic" in m else "") for m in episode.history))

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("inspect_ai", reason="the inspect-ai adapter needs inspect-ai (pip install -e '.[inspect]')")
+pytest.importorskip(
+    "inspect_ai", reason="the inspect-ai adapter needs inspect-ai (pip install -e '.[inspect]')"
+)
 
 from inspect_ai import Task, eval  # noqa: E402
 from inspect_ai.dataset import Sample  # noqa: E402
@@ -41,7 +43,10 @@ def test_the_readme_example_runs_a_real_eval(capsys):
     assert sample.output.completion == "4" and sample.scores["match"].value == "C"
     assert episode.utility == 100 - episode.spent
     assert [m["passed"] for m in episode.history if m["op"] == "verified"][-1] is True
-    assert capsys.readouterr().out.strip() == f"success: passed after {len(episode.history)} moves, spent {episode.spent:g}"
+    assert (
+        capsys.readouterr().out.strip()
+        == f"success: passed after {len(episode.history)} moves, spent {episode.spent:g}"
+    )
 
 
 def test_the_task_scorer_is_the_verifier_and_the_cap_stops_a_hopeless_sample(tmp_path):

@@ -11,7 +11,9 @@ from typing import Annotated
 import numpy as np
 import pytest
 
-pytest.importorskip("langgraph", reason="the LangGraph adapter needs LangGraph (pip install -e '.[langgraph]')")
+pytest.importorskip(
+    "langgraph", reason="the LangGraph adapter needs LangGraph (pip install -e '.[langgraph]')"
+)
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402

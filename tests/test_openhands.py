@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("openhands.sdk", reason="the OpenHands adapter needs openhands-sdk (pip install -e '.[openhands]')")
+pytest.importorskip(
+    "openhands.sdk", reason="the OpenHands adapter needs openhands-sdk (pip install -e '.[openhands]')"
+)
 
 from openhands.sdk.critic import CriticResult, IterativeRefinementConfig  # noqa: E402
 
@@ -55,7 +57,9 @@ def test_score_is_the_belief_and_refining_is_the_episodes_decision():
     good = critic.evaluate([], git_patch="good")
     expect = expect.refined().observe("test", True)
     assert good.score == pytest.approx(expect.p_pass) and critic.action == expect.decide().action
-    assert "test: fail" in critic.get_followup_prompt(bad, 1) or "failed" in critic.get_followup_prompt(bad, 1)
+    assert "test: fail" in critic.get_followup_prompt(bad, 1) or "failed" in critic.get_followup_prompt(
+        bad, 1
+    )
     # a result of another critic keeps OpenHands' threshold rule
     assert critic.should_refine(CriticResult(score=0.5, message=None))
     assert not critic.should_refine(CriticResult(score=0.7, message=None))
@@ -67,7 +71,7 @@ def test_score_is_the_belief_and_refining_is_the_episodes_decision():
 
 @pytest.mark.corpus
 def test_recorded_verdicts_of_a_real_cell_drive_the_critic(corpus_path):
-    """Each recorded patch of lcb_hard/gpt5_mini is one attempt; OpenHands' loop, verbatim, around the critic."""
+    """Each recorded patch of lcb_hard/gpt5_mini is one attempt; OpenHands' loop around the critic."""
     from bpc.data.corpus import load_corpus, read_transition_kernel
     from bpc.data.counts import counts_from_records
     from bpc.estimate.laplace import laplace
@@ -76,7 +80,11 @@ def test_recorded_verdicts_of_a_real_cell_drive_the_critic(corpus_path):
 
     records = load_corpus(corpus_path / "lcb_calibration_v2", progress=False).records
     kernel = read_transition_kernel(
-        corpus_path / "PAPER_RELEASE" / "iter_kernels" / "lcb_calibration_v2_iter" / "gpt5_mini"
+        corpus_path
+        / "PAPER_RELEASE"
+        / "iter_kernels"
+        / "lcb_calibration_v2_iter"
+        / "gpt5_mini"
         / "transition_kernel.json"
     )
     params = with_kernel(select_cell(laplace(counts_from_records(records)), *CELL), kernel)
@@ -84,21 +92,20 @@ def test_recorded_verdicts_of_a_real_cell_drive_the_critic(corpus_path):
     pool = cell_pool(select_cell(records, *CELL), "paper")
     config = IterativeRefinementConfig(max_iterations=int(pool.n_patches.max()))
     unlike_threshold = 0  # evaluations where OpenHands' default rule (refine below 0.6) would differ
+
+    def recorded(i: int, patch: dict, name: str):
+        k = pool.critics.index(name)
+
+        def run(events, git_patch):
+            z = int(pool.z[i, patch["k"], k])
+            return None if z < 0 else bool(z)
+
+        return run
+
     for i in range(pool.n_instances):
         patch = {"k": 0}
-
-        def check(name):
-            k = pool.critics.index(name)
-
-            def run(events, git_patch):
-                z = int(pool.z[i, patch["k"], k])
-                return None if z < 0 else bool(z)
-
-            return run
-
-        critic = EpisodeCritic(
-            controller=ctrl, checks={c: check(c) for c in ctrl.critics}, iterative_refinement=config
-        )
+        checks = {c: recorded(i, patch, c) for c in ctrl.critics}
+        critic = EpisodeCritic(controller=ctrl, checks=checks, iterative_refinement=config)
         direct = ctrl.episode()
         while True:  # the harness: OpenHands' refinement loop, then the oracle on "verify"
             result = critic.evaluate([], git_patch=None)

@@ -170,14 +170,18 @@ def test_a_saved_state_resumes_in_another_episode(server):
         ({"op": "start", "id": "e", "replace": 1}, "BadRequest", "'replace' must be a JSON boolean"),
         ({"op": "observe", "id": "e", "critic": "test", "passed": 1}, "BadRequest", "true, false or null"),
         ({"op": "observe", "id": "e", "critic": ["test"], "passed": True}, "BadRequest", "'critic' must be"),
-        ({"op": "observe", "id": "e", "critic": "test", "passed": True, "cost": -100}, "UnknownField", "'cost'"),
+        (
+            {"op": "observe", "id": "e", "critic": "test", "passed": True, "cost": -100},
+            "UnknownField",
+            "'cost'",
+        ),
         ({"op": "decide", "id": ["e"]}, "BadRequest", "'id' must be a string or a 64-bit integer"),
         ({"op": "decide", "id": True}, "BadRequest", "'id' must be a string or a 64-bit integer"),
         ({"op": "decide", "id": "e", "request_id": [1]}, "BadRequest", "'request_id' must be"),
         ({"op": "start", "id": "e"}, "EpisodeExists", '"replace": true'),
         ({"op": "start", "id": "x", "belief": "0.5"}, "BadRequest", "'belief' must be a number in [0, 1]"),
         ({"op": "start", "id": "x", "used": "syn"}, "BadRequest", "'used' must be a list"),
-        ("{\"op\": \"decide\", \"id\": \"e\", \"request_id\": NaN}", "BadJSON", "NaN is not a JSON value"),
+        ('{"op": "decide", "id": "e", "request_id": NaN}', "BadJSON", "NaN is not a JSON value"),
         ("[" * 2000, "TooDeep", f"deeper than {MAX_DEPTH}"),
         ('{"op": "decide", "id": "e", "request_id": ' + "7" * 5000 + "}", "NumberTooLong", "digits"),
         (b"\xff\xfe{}", "BadEncoding", "not UTF-8"),
@@ -283,7 +287,14 @@ def test_a_signal_saves_the_open_episodes_and_a_restart_resumes_them(tmp_path, s
     lines = out.decode().splitlines()
     assert len(lines) == 1
     end = strict(lines[0])
-    assert end == {"ok": True, "op": "shutdown", "open": 2, "signal": sig, "state_file": str(path), "saved": 2}
+    assert end == {
+        "ok": True,
+        "op": "shutdown",
+        "open": 2,
+        "signal": sig,
+        "state_file": str(path),
+        "saved": 2,
+    }
     assert not [p for p in tmp_path.iterdir() if p != path]  # the temporary file was renamed into place
 
     again = Serve(*ARGS, "--state-file", str(path))
@@ -353,8 +364,15 @@ def test_controller_options_are_checked_naming_the_option(changes, text):
 def test_valid_options_pass_and_bad_ones_stop_the_server_with_the_option_named():
     check_controller_options(_options())
     check_controller_options(_options(kappa=12.5, p_fix=None, p_break=None))
-    args = [a for a in ARGS if a not in ("--p-break", "0.05")] + ["--belief-model", "instance", "--kappa", "-1"]
-    proc = subprocess.run([sys.executable, "-m", "bpc", "serve", *args], input="", capture_output=True, text=True)
+    args = [a for a in ARGS if a not in ("--p-break", "0.05")] + [
+        "--belief-model",
+        "instance",
+        "--kappa",
+        "-1",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpc", "serve", *args], input="", capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     message = strict(proc.stdout.splitlines()[0])["error"]["message"]
     assert message.startswith("--kappa (the instance concentration κ)")
@@ -385,7 +403,11 @@ def test_any_bytes_get_a_strict_json_answer(local, raw):
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )

@@ -157,7 +157,7 @@ class EpisodeCritic(CriticBase):
         )
 
     def should_refine(self, critic_result: CriticResult) -> bool:
-        """Refine when the episode recommends a new attempt (a result of another critic: the threshold rule)."""
+        """Refine when the episode recommends a new attempt (another critic's result: the threshold rule)."""
         meta = critic_result.metadata or {}
         if "bpc" not in meta:
             return super().should_refine(critic_result)

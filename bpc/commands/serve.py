@@ -206,7 +206,9 @@ def check_controller_options(args: argparse.Namespace) -> None:
     for name in ("prior", "p_fix", "p_break"):
         value = getattr(args, name, None)
         if value is not None and not (math.isfinite(value) and 0 <= value <= 1):
-            raise ValueError(f"--{name.replace('_', '-')} is a probability: it must lie in [0, 1], got {value}")
+            raise ValueError(
+                f"--{name.replace('_', '-')} is a probability: it must lie in [0, 1], got {value}"
+            )
     p_fix, p_break = getattr(args, "p_fix", None), getattr(args, "p_break", None)
     if (p_fix is None) != (p_break is None):
         given, missing = ("--p-fix", "--p-break") if p_break is None else ("--p-break", "--p-fix")
@@ -244,9 +246,7 @@ def check_line(raw: bytes) -> None:
             if depth > top:
                 top = depth
                 if top > MAX_DEPTH:
-                    raise RequestError(
-                        "TooDeep", f"arrays and objects nested deeper than {MAX_DEPTH} levels"
-                    )
+                    raise RequestError("TooDeep", f"arrays and objects nested deeper than {MAX_DEPTH} levels")
     if _LONG_NUMBER.search(raw) and _LONG_NUMBER.search(_STRING.sub(b'""', raw)):
         raise RequestError("NumberTooLong", f"a number literal with more than {MAX_NUMBER_DIGITS} digits")
 
@@ -281,9 +281,7 @@ def _boolean(request: Mapping[str, Any], field: str, *, null: bool = False, defa
     if isinstance(value, bool) or (null and value is None):
         return value
     expected = "true, false or null" if null else "true or false"
-    raise RequestError(
-        "BadRequest", f"'{field}' must be a JSON boolean ({expected}), got {quote(value)}"
-    )
+    raise RequestError("BadRequest", f"'{field}' must be a JSON boolean ({expected}), got {quote(value)}")
 
 
 def check_move(move: Any) -> dict[str, Any]:
@@ -331,15 +329,21 @@ def _no_extra_fields(request: Mapping[str, Any], op: str) -> None:
 def _check_state(state: Any) -> Mapping[str, Any]:
     """A saved episode state whose moves are well-typed moves (the rest is checked by ``from_dict``)."""
     if not isinstance(state, Mapping):
-        raise RequestError("BadRequest", f"'state' must be a saved episode (a JSON object), got {quote(state)}")
+        raise RequestError(
+            "BadRequest", f"'state' must be a saved episode (a JSON object), got {quote(state)}"
+        )
     start = state.get("start", {})
     if not isinstance(start, Mapping):
         raise RequestError("BadRequest", "'state.start' must be a JSON object")
     belief, used = start.get("belief"), start.get("used", [])
     if belief is not None and (isinstance(belief, bool) or not isinstance(belief, (int, float))):
-        raise RequestError("BadRequest", f"'state.start.belief' must be a number or null, got {quote(belief)}")
+        raise RequestError(
+            "BadRequest", f"'state.start.belief' must be a number or null, got {quote(belief)}"
+        )
     if not isinstance(used, list) or not all(isinstance(c, str) for c in used):
-        raise RequestError("BadRequest", f"'state.start.used' must be a list of critic names, got {quote(used)}")
+        raise RequestError(
+            "BadRequest", f"'state.start.used' must be a list of critic names, got {quote(used)}"
+        )
     moves = state.get("moves", [])
     if not isinstance(moves, list):
         raise RequestError("BadRequest", "'state.moves' must be a list of moves")
@@ -463,7 +467,9 @@ class Server:
         ctrl = self._controller_for(cell)
         if "state" in request:
             if "belief" in request or "used" in request:
-                raise RequestError("BadRequest", "'state' resumes a saved episode: give no 'belief' or 'used'")
+                raise RequestError(
+                    "BadRequest", "'state' resumes a saved episode: give no 'belief' or 'used'"
+                )
             ep = Episode.from_dict(_check_state(request["state"]), ctrl)
         else:
             belief = request.get("belief")
@@ -646,7 +652,8 @@ class Server:
         entries = data["episodes"]
         if len(entries) > self.max_episodes:
             raise ValueError(
-                f"--state-file {path}: holds {len(entries)} episodes, more than --max-episodes {self.max_episodes}"
+                f"--state-file {path}: holds {len(entries)} episodes, "
+                f"more than --max-episodes {self.max_episodes}"
             )
         for i, entry in enumerate(entries):
             try:
