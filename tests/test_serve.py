@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpc.commands._checks import check_controller_options
 from bpc.commands.serve import (
     MAX_DEPTH,
     MAX_LINE_BYTES,
     MAX_MESSAGE_CHARS,
     Server,
-    check_controller_options,
     dumps,
 )
 from bpc.decide.live import Controller, Episode

@@ -20,6 +20,8 @@ that loop:
 ``tests/test_inspect_ai.py`` runs it with inspect-ai's mock model (no network).
 """
 
+# pyright: reportMissingImports=false
+# (the framework is an optional extra, absent from the dev environment; type-checked in its own)
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -30,6 +30,8 @@ real cell's recorded critic verdicts and runs it in a real OpenHands
 conversation with the SDK's scripted test LLM.
 """
 
+# pyright: reportMissingImports=false
+# (the framework is an optional extra, absent from the dev environment; type-checked in its own)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
