@@ -440,3 +440,29 @@ def test_bad_options_answer_in_json_and_exit_2():
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     answer = json.loads(proc.stdout.splitlines()[0])
     assert answer["ok"] is False and "--c-gen is required" in answer["error"]["message"]
+
+
+def test_a_signal_during_a_request_ends_the_loop_after_its_answer(local):
+    """While busy, the handler only notes the signal: the answer is written, then the loop ends."""
+    import io
+
+    from bpc.commands.serve import serve
+
+    lines = io.BytesIO(b'{"op": "episodes"}\n{"op": "episodes"}\n{"op": "episodes"}\n')
+    out = io.StringIO()
+    handle = local.handle_line
+
+    def handle_then_signal(raw):
+        assert local.busy  # a signal now would only be noted
+        local.pending_signal = signal.SIGTERM
+        return handle(raw)
+
+    local.handle_line = handle_then_signal
+    try:
+        serve(local, lines, out)
+    finally:
+        del local.handle_line
+        local.pending_signal = None
+    answers = [strict(line) for line in out.getvalue().splitlines()]
+    assert [a["op"] for a in answers] == ["episodes"]  # one answered, the rest left unread
+    assert lines.tell() == len(b'{"op": "episodes"}\n')
