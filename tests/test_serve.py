@@ -115,6 +115,7 @@ def test_ready_line_describes_the_controller(server):
     assert server.ready["ok"] and server.ready["op"] == "ready"
     assert server.ready["controller"]["critics"] == ["syn", "test", "llm"]
     assert server.ready["fingerprint"] == Controller(**CTRL).fingerprint()
+    assert server.ready["warnings"] == [] and server.ready["restored"] == 0
 
 
 def test_two_concurrent_episodes_match_the_library(server):

@@ -7,7 +7,7 @@ on stdout, until stdin closes, a ``quit`` request arrives or a signal
 (SIGTERM, SIGINT, SIGHUP) asks it to end::
 
     $ bpc serve --params params.nc --cell lcb_hard/gpt5_mini --state-file episodes.json
-    {"ok": true, "op": "ready", "controller": {...}, "restored": 0, "limits": {...}}
+    {"ok": true, "op": "ready", "controller": {...}, "restored": 0, "limits": {...}, "warnings": []}
     > {"op": "start", "id": "task-7"}
     {"ok": true, "op": "start", "id": "task-7", "state": {...}}
     > {"op": "decide", "id": "task-7"}
@@ -66,6 +66,7 @@ import math
 import re
 import signal
 import sys
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -701,8 +702,12 @@ def run(args: argparse.Namespace) -> int:
                 from bpc.outputs import check_output_file
 
                 check_output_file(args.state_file, suffixes=(".json",), option="--state-file")
-            server = Server(lambda cell: build_controller(args, cell=cell), max_episodes=args.max_episodes)
-            restored = 0 if args.state_file is None else server.restore(args.state_file)
+            with warnings.catch_warnings(record=True) as caught:  # to the ready line, not stderr
+                warnings.simplefilter("always")
+                server = Server(
+                    lambda cell: build_controller(args, cell=cell), max_episodes=args.max_episodes
+                )
+                restored = 0 if args.state_file is None else server.restore(args.state_file)
         except (ValueError, KeyError, FileNotFoundError) as exc:
             msg = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
             _emit({"ok": False, "op": "ready", "error": {"type": "BadOptions", "message": _clip(msg)}})
@@ -718,6 +723,15 @@ def run(args: argparse.Namespace) -> int:
                 "restored": restored,
                 "state_file": None if args.state_file is None else str(args.state_file),
                 "limits": server.limits(),
+                "warnings": list(  # bpc's own (e.g. an inverted critic), not libraries' deprecations
+                    dict.fromkeys(
+                        _clip(str(w.message))
+                        for w in caught
+                        if not issubclass(
+                            w.category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+                        )
+                    )
+                ),
             }
         )
         try:
