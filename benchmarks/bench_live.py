@@ -140,7 +140,7 @@ def serve_round_trips(n: int) -> np.ndarray:
         return json.loads(proc.stdout.readline())
 
     cycle = [
-        {"op": "start", "id": "t"},
+        {"op": "start", "id": "t", "replace": True},  # serve refuses to restart an open id without it
         {"op": "decide", "id": "t"},
         {"op": "observe", "id": "t", "critic": "test", "passed": False},
         {"op": "decide", "id": "t"},

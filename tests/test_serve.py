@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import os
+import signal
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from bpc.commands._checks import check_controller_options
+from bpc.commands.serve import (
+    MAX_DEPTH,
+    MAX_LINE_BYTES,
+    MAX_MESSAGE_CHARS,
+    Server,
+    dumps,
+)
 from bpc.decide.live import Controller, Episode
 
 ARGS = [
@@ -41,8 +55,22 @@ CTRL = dict(
 )
 
 
+def strict(line: str):
+    """Parse one output line as strict JSON (Python's reader accepts NaN and Infinity; this one does not)."""
+
+    def refuse(name):
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    assert line.isascii(), line[:200]
+    return json.loads(line, parse_constant=refuse)
+
+
+# a strict UTF-8 locale: the server reads bytes and writes ASCII, whatever the locale
+ENV = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PYTHONUTF8": "0"}
+
+
 class Serve:
-    """A running ``bpc serve``: one request line in, one answer line out."""
+    """A running ``bpc serve``: one request line in, one answer line out (bytes, so any line can be sent)."""
 
     def __init__(self, *args: str):
         self.proc = subprocess.Popen(
@@ -50,21 +78,26 @@ class Serve:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
+            env=ENV,
         )
-        self.ready = json.loads(self.proc.stdout.readline())
+        self.ready = self.read()
+
+    def read(self) -> dict:
+        return strict(self.proc.stdout.readline().decode("ascii"))
 
     def ask(self, request) -> dict:
-        line = request if isinstance(request, str) else json.dumps(request)
-        self.proc.stdin.write(line + "\n")
+        if isinstance(request, bytes):
+            line = request
+        else:
+            line = (request if isinstance(request, str) else json.dumps(request)).encode()
+        self.proc.stdin.write(line + b"\n")
         self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
+        return self.read()
 
     def close(self) -> tuple[int, str]:
         self.proc.stdin.close()
         rc = self.proc.wait(timeout=30)
-        err = self.proc.stderr.read()
+        err = self.proc.stderr.read().decode()
         self.proc.stdout.close()
         self.proc.stderr.close()
         return rc, err
@@ -82,6 +115,7 @@ def test_ready_line_describes_the_controller(server):
     assert server.ready["ok"] and server.ready["op"] == "ready"
     assert server.ready["controller"]["critics"] == ["syn", "test", "llm"]
     assert server.ready["fingerprint"] == Controller(**CTRL).fingerprint()
+    assert server.ready["warnings"] == [] and server.ready["restored"] == 0
 
 
 def test_two_concurrent_episodes_match_the_library(server):
@@ -125,33 +159,70 @@ def test_a_saved_state_resumes_in_another_episode(server):
         ("{not json", "BadJSON", "not a JSON line"),
         ("[1, 2]", "BadRequest", "must be a JSON object"),
         ({"op": "fly"}, "UnknownOp", "unknown op 'fly'"),
-        ({"op": "decide", "id": "nobody"}, "UnknownEpisode", "no episode 'nobody'"),
+        ({"op": "decide", "id": "nobody"}, "UnknownEpisode", "no open episode 'nobody'"),
         (
             {"op": "observe", "id": "e", "critic": "lint", "passed": True},
             "IllegalMove",
             "unknown critic 'lint'",
         ),
-        ({"op": "observe", "id": "e", "critic": "test"}, "BadRequest", "needs 'critic' and 'passed'"),
-        ({"op": "verified", "id": "e", "passed": "yes"}, "BadRequest", "passed must be True or False"),
-        ({"op": "start", "id": "x", "belief": 2}, "BadRequest", "belief must lie in [0, 1]"),
+        ({"op": "observe", "id": "e", "critic": "test"}, "BadRequest", "op 'observe' needs 'passed'"),
+        ({"op": "verified", "id": "e", "passed": "yes"}, "BadRequest", "'passed' must be a JSON boolean"),
+        ({"op": "regenerated", "id": "e", "fresh": "false"}, "BadRequest", "'fresh' must be a JSON boolean"),
+        ({"op": "start", "id": "e", "replace": 1}, "BadRequest", "'replace' must be a JSON boolean"),
+        ({"op": "observe", "id": "e", "critic": "test", "passed": 1}, "BadRequest", "true, false or null"),
+        ({"op": "observe", "id": "e", "critic": ["test"], "passed": True}, "BadRequest", "'critic' must be"),
+        (
+            {"op": "observe", "id": "e", "critic": "test", "passed": True, "cost": -100},
+            "UnknownField",
+            "'cost'",
+        ),
+        ({"op": "decide", "id": ["e"]}, "BadRequest", "'id' must be a string or a 64-bit integer"),
+        ({"op": "decide", "id": True}, "BadRequest", "'id' must be a string or a 64-bit integer"),
+        ({"op": "decide", "id": "e", "request_id": [1]}, "BadRequest", "'request_id' must be"),
+        ({"op": "start", "id": "e"}, "EpisodeExists", '"replace": true'),
+        ({"op": "start", "id": "x", "belief": "0.5"}, "BadRequest", "'belief' must be a number in [0, 1]"),
+        ({"op": "start", "id": "x", "used": "syn"}, "BadRequest", "'used' must be a list"),
+        ('{"op": "decide", "id": "e", "request_id": NaN}', "BadJSON", "NaN is not a JSON value"),
+        ("[" * 2000, "TooDeep", f"deeper than {MAX_DEPTH}"),
+        ('{"op": "decide", "id": "e", "request_id": ' + "7" * 5000 + "}", "NumberTooLong", "digits"),
+        (b"\xff\xfe{}", "BadEncoding", "not UTF-8"),
+        ({"op": "start", "id": "x", "belief": 2}, "BadRequest", "'belief' must be a number in [0, 1]"),
         ({"op": "start", "id": "x", "cell": "lcb_hard/gpt5_mini"}, "BadRequest", "only be chosen"),
         ({"op": "start", "id": "x", "state": {"version": 1, "controller": "other"}}, "BadRequest", "differ"),
     ],
 )
 def test_errors_are_json_and_the_server_stays_up(server, request_, kind, text):
-    server.ask({"op": "start", "id": "e"})
+    server.ask({"op": "start", "id": "e", "replace": True})
     answer = server.ask(request_)
     assert answer["ok"] is False and answer["error"]["type"] == kind
     assert text in answer["error"]["message"]
+    assert "request_id" not in answer or isinstance(answer["request_id"], (str, int))
     assert server.ask({"op": "decide", "id": "e"})["ok"]
 
 
-def test_moves_after_the_end_are_illegal_with_the_legal_moves_listed(server):
+def test_a_finished_episode_is_closed_and_its_final_state_returned(server):
+    ctrl = Controller(**CTRL)
     server.ask({"op": "start", "id": "done"})
-    assert server.ask({"op": "verified", "id": "done", "passed": True})["state"]["outcome"] == "passed"
-    answer = server.ask({"op": "observe", "id": "done", "critic": "syn", "passed": True})
-    assert answer["error"]["type"] == "IllegalMove" and answer["error"]["legal"] == []
-    assert "the episode is over (passed)" in answer["error"]["message"]
+    answer = server.ask({"op": "verified", "id": "done", "passed": True})
+    assert answer["state"]["outcome"] == "passed" and answer["closed"] is True
+    final = Episode.from_dict(answer["final"], ctrl)
+    assert final.done and final.utility == answer["state"]["utility"] == 100 - 10 - 90
+    assert "done" not in server.ask({"op": "episodes"})["episodes"]
+    late = server.ask({"op": "observe", "id": "done", "critic": "syn", "passed": True})
+    assert late["error"]["type"] == "ClosedEpisode" and "is over (passed)" in late["error"]["message"]
+    assert server.ask({"op": "start", "id": "done"})["ok"]  # the id is free again
+    stopped = server.ask({"op": "stop", "id": "done"})
+    assert stopped["closed"] and stopped["final"]["outcome"] == "stopped"
+    resumed = server.ask({"op": "start", "id": "again", "state": answer["final"]})
+    assert resumed["closed"] and resumed["state"]["outcome"] == "passed"  # a finished state closes at once
+
+
+def test_an_illegal_move_lists_the_legal_ones(server):
+    server.ask({"op": "start", "id": "twice", "replace": True})
+    server.ask({"op": "observe", "id": "twice", "critic": "syn", "passed": True})
+    answer = server.ask({"op": "observe", "id": "twice", "critic": "syn", "passed": True})
+    assert answer["error"]["type"] == "IllegalMove" and "regenerated" in answer["error"]["legal"]
+    assert "observe('syn')" not in answer["error"]["legal"]
 
 
 def test_quit_ends_the_process_without_a_traceback():
@@ -159,6 +230,205 @@ def test_quit_ends_the_process_without_a_traceback():
     assert s.ask({"op": "quit"}) == {"ok": True, "op": "quit"}
     rc, err = s.close()
     assert rc == 0 and err == ""
+
+
+def test_crash_lines_between_two_requests_leave_the_episode_answered():
+    """Done-when of issue 19: the three lines that used to kill the process, between two requests."""
+    s = Serve(*ARGS)
+    assert s.ask({"op": "start", "id": "t"})["ok"]
+    before = s.ask({"op": "observe", "id": "t", "critic": "test", "passed": False})["state"]
+    for line in (
+        b"[" * 2000,
+        b'{"op": "decide", "id": "t", "request_id": ' + b"9" * 5000 + b"}",
+        b'{"op": "decide", "id": "t"}\xff\xfe\x80',
+        b"x" * (10 * 2**20),  # 10 MB
+        b'{"op": "decide", "id": "t", "request_id": NaN}',
+    ):
+        answer = s.ask(line)
+        assert answer["ok"] is False and set(answer) == {"ok", "error"}
+        assert len(answer["error"]["message"]) <= MAX_MESSAGE_CHARS
+    state = s.ask({"op": "state", "id": "t"})
+    assert state["ok"] and state["state"]["belief"] == before["belief"] and len(state["state"]["moves"]) == 1
+    rc, err = s.close()
+    assert rc == 0 and err == ""
+
+
+def test_open_episodes_are_capped_and_messages_stay_short():
+    s = Serve(*ARGS, "--max-episodes", "300")
+    assert s.ready["limits"]["max_episodes"] == 300
+    for i in range(300):
+        s.proc.stdin.write(json.dumps({"op": "start", "id": f"task-{i:04d}"}).encode() + b"\n")
+    s.proc.stdin.flush()
+    assert all(s.read()["ok"] for _ in range(300))
+    full = s.ask({"op": "start", "id": 7})
+    assert full["error"]["type"] == "TooManyEpisodes" and "300 episodes are open" in full["error"]["message"]
+    unknown = s.ask({"op": "decide", "id": "nobody"})["error"]["message"]
+    assert "300 open" in unknown and "task-0001" not in unknown and len(unknown) < 200
+    assert s.ask({"op": "end", "id": "task-0000"})["ok"]
+    started = s.ask({"op": "start", "id": 7, "request_id": 8})  # integer ids are kept as integers
+    assert started["id"] == 7 and started["request_id"] == 8
+    assert s.ask({"op": "decide", "id": "7"})["error"]["type"] == "UnknownEpisode"
+    assert s.close() == (0, "")
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_saves_the_open_episodes_and_a_restart_resumes_them(tmp_path, sig):
+    path = tmp_path / "episodes.json"
+    s = Serve(*ARGS, "--state-file", str(path))
+    assert s.ready["restored"] == 0
+    s.ask({"op": "start", "id": "t"})
+    s.ask({"op": "observe", "id": "t", "critic": "test", "passed": True})
+    s.ask({"op": "start", "id": 2, "belief": 0.6})
+    s.ask({"op": "start", "id": "gone"})
+    s.ask({"op": "verified", "id": "gone", "passed": True})  # closed: not saved
+    saved = s.ask({"op": "state", "id": "t"})["state"]
+    s.proc.send_signal(getattr(signal, sig))
+    out, err = s.proc.communicate(timeout=30)
+    assert s.proc.returncode == 0 and err == b""
+    lines = out.decode().splitlines()
+    assert len(lines) == 1
+    end = strict(lines[0])
+    assert end == {
+        "ok": True,
+        "op": "shutdown",
+        "open": 2,
+        "signal": sig,
+        "state_file": str(path),
+        "saved": 2,
+    }
+    assert not [p for p in tmp_path.iterdir() if p != path]  # the temporary file was renamed into place
+
+    again = Serve(*ARGS, "--state-file", str(path))
+    assert again.ready["restored"] == 2
+    assert sorted(map(str, again.ask({"op": "episodes"})["episodes"])) == ["2", "t"]
+    assert again.ask({"op": "state", "id": "t"})["state"] == saved
+    assert again.ask({"op": "decide", "id": 2})["decision"]["belief"] == 0.6
+    again.ask({"op": "end", "id": 2})
+    assert again.close() == (0, "")  # at end of input the file is rewritten: one episode left
+    assert [e["id"] for e in json.loads(path.read_text())["episodes"]] == ["t"]
+
+
+def test_a_state_file_of_another_controller_is_refused(tmp_path):
+    path = tmp_path / "episodes.json"
+    s = Serve(*ARGS, "--state-file", str(path))
+    s.ask({"op": "start", "id": "t"})
+    assert s.close() == (0, "")
+    other = [a if a != "90" else "80" for a in ARGS]  # another verification cost
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpc", "serve", *other, "--state-file", str(path)],
+        input="",
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    answer = strict(proc.stdout.splitlines()[0])
+    assert answer["error"]["type"] == "BadOptions"
+    assert "--state-file" in answer["error"]["message"] and "episode #0" in answer["error"]["message"]
+    path.write_text("{not json")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpc", "serve", *ARGS, "--state-file", str(path)],
+        input="",
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "not readable as a bpc serve state" in proc.stdout
+
+
+def _options(**changes) -> argparse.Namespace:
+    base = dict(kappa=None, prior=0.3, p_fix=0.15, p_break=0.05, c_gen=10.0, c_ver=90.0, reward=100.0)
+    return argparse.Namespace(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    "changes, text",
+    [
+        ({"kappa": -1.0}, "--kappa (the instance concentration κ) must be a finite number > 0"),
+        ({"kappa": 0.0}, "--kappa"),
+        ({"kappa": math.nan}, "--kappa"),
+        ({"kappa": math.inf}, "--kappa"),
+        ({"prior": math.nan}, "--prior is a probability"),
+        ({"p_fix": 1.5}, "--p-fix is a probability: it must lie in [0, 1], got 1.5"),
+        ({"p_break": -0.1}, "--p-break is a probability"),
+        ({"p_break": None}, "--p-fix without --p-break"),
+        ({"p_fix": None}, "--p-break without --p-fix"),
+        ({"c_ver": math.nan}, "--c-ver must be a finite number >= 0"),
+        ({"reward": -1.0}, "--reward must be"),
+        ({"max_episodes": 0}, "--max-episodes must be >= 1"),
+    ],
+)
+def test_controller_options_are_checked_naming_the_option(changes, text):
+    with pytest.raises(ValueError) as info:
+        check_controller_options(_options(**changes))
+    assert text in str(info.value)
+
+
+def test_valid_options_pass_and_bad_ones_stop_the_server_with_the_option_named():
+    check_controller_options(_options())
+    check_controller_options(_options(kappa=12.5, p_fix=None, p_break=None))
+    args = [a for a in ARGS if a not in ("--p-break", "0.05")] + [
+        "--belief-model",
+        "instance",
+        "--kappa",
+        "-1",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "bpc", "serve", *args], input="", capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    message = strict(proc.stdout.splitlines()[0])["error"]["message"]
+    assert message.startswith("--kappa (the instance concentration κ)")
+
+
+# ---------------------------------------------------------------------------
+# In-process: properties of the line handler
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def local():
+    ctrl = Controller(**CTRL)
+    return Server(lambda cell: (ctrl, {}))
+
+
+def _strict_answer(server: Server, line) -> dict | None:
+    answer = server.handle_line(line)
+    if answer is not None:
+        assert strict(dumps(answer)) == json.loads(json.dumps(answer))
+        if not answer["ok"]:
+            assert len(answer["error"]["message"]) <= MAX_MESSAGE_CHARS
+    return answer
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_get_a_strict_json_answer(local, raw):
+    _strict_answer(local, raw)
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+FIELDS = st.sampled_from(["op", "id", "request_id", "critic", "passed", "fresh", "belief", "used", "state"])
+OPS = st.sampled_from(["start", "decide", "observe", "verified", "regenerated", "refined", "stop", "state"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS, st.dictionaries(FIELDS, JSON, max_size=4))
+def test_any_request_object_gets_a_strict_json_answer(local, op, fields):
+    answer = _strict_answer(local, json.dumps({**fields, "op": op}))
+    assert answer is not None and answer["op"] == op
+    if "request_id" in answer:
+        assert answer["request_id"] == fields["request_id"] and isinstance(answer["request_id"], (str, int))
+    assert len(local.episodes) <= local.max_episodes
+
+
+def test_a_line_just_over_the_limit_is_refused_unparsed(local):
+    assert _strict_answer(local, b" " * MAX_LINE_BYTES + b"{}")["error"]["type"] == "LineTooLong"
+    assert _strict_answer(local, b" " * (MAX_LINE_BYTES - 2) + b"{}\n")["error"]["type"] == "UnknownOp"
 
 
 def test_bad_options_answer_in_json_and_exit_2():
@@ -171,3 +441,29 @@ def test_bad_options_answer_in_json_and_exit_2():
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     answer = json.loads(proc.stdout.splitlines()[0])
     assert answer["ok"] is False and "--c-gen is required" in answer["error"]["message"]
+
+
+def test_a_signal_during_a_request_ends_the_loop_after_its_answer(local):
+    """While busy, the handler only notes the signal: the answer is written, then the loop ends."""
+    import io
+
+    from bpc.commands.serve import serve
+
+    lines = io.BytesIO(b'{"op": "episodes"}\n{"op": "episodes"}\n{"op": "episodes"}\n')
+    out = io.StringIO()
+    handle = local.handle_line
+
+    def handle_then_signal(raw):
+        assert local.busy  # a signal now would only be noted
+        local.pending_signal = signal.SIGTERM
+        return handle(raw)
+
+    local.handle_line = handle_then_signal
+    try:
+        serve(local, lines, out)
+    finally:
+        del local.handle_line
+        local.pending_signal = None
+    answers = [strict(line) for line in out.getvalue().splitlines()]
+    assert [a["op"] for a in answers] == ["episodes"]  # one answered, the rest left unread
+    assert lines.tell() == len(b'{"op": "episodes"}\n')

@@ -1,50 +1,99 @@
 """LangGraph: a router node and conditional edge driven by a bpc :class:`~bpc.decide.live.Episode`.
 
-The graph state holds the task's episode; the agent's own nodes — the
-generator, one node per critic, the verifier — do the work and report it to
-the episode (``episode.regenerated()``, ``episode.observe(critic, passed)``,
-``episode.verified(passed)``), then hand back to the router. The router asks
-``episode.decide()`` and routes to the node of the chosen action, or to
-``END`` when the controller stops or the episode is over (a verified pass)::
+The graph state holds the task's episode as its JSON state
+(:meth:`Episode.to_dict() <bpc.decide.live.Episode.to_dict>`), never the
+object, so every checkpointer can save and resume it. The agent's own nodes —
+the generator, one node per critic, the verifier — do the work and report
+what happened as a JSON move under the state's ``move`` key (:func:`observed`,
+:func:`verified`, :func:`regenerated`, :func:`refined`, :func:`stopped`).
+The router node applies the move to the episode, asks ``episode.decide()``
+and routes to the node of the chosen action, or to ``END`` when the
+controller stops or the episode is over (a verified pass).
 
-    from langgraph.graph import START, StateGraph
-    from bpc import Controller
-    from bpc.adapters.langgraph import EpisodeRouter
-
-    ctrl = Controller.from_params("params.nc", cell=("lcb_hard", "gpt5_mini"))
-    router = EpisodeRouter(ctrl, generator="generate", verifier="verify")
-    graph = StateGraph(State)                 # State has an "episode" and a "decision" key
-    graph.add_node("generate", generate)      # your nodes: make / check / verify a patch
-    graph.add_node("test", run_tests)
-    graph.add_node("verify", run_oracle)
-    router.attach(graph)                      # node "bpc" + its conditional edge
-    graph.add_edge(START, "bpc")
-    for node in ("generate", "test", "verify"):
-        graph.add_edge(node, "bpc")
-    app = graph.compile()
-    app.invoke({"episode": ctrl.episode()})
+``examples/langgraph_agent.py`` is a complete, runnable graph (also in the
+README); ``tests/test_langgraph.py`` runs it with a checkpointer and drives
+a graph through a real cell's recorded patches, reproducing ``bpc replay``.
 
 This replaces a fixed score threshold on a critic (retry below 0.6, say) by
 the controller's plan: it weighs each critic's calibrated reliability and
-cost, regeneration's chance to fix a broken patch, and the price of
+cost, regeneration's chance to give a passing patch, and the price of
 verification.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 try:
     from langgraph.graph import END
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "bpc.adapters.langgraph needs LangGraph: pip install 'bpc[agents]' (or pip install langgraph)"
+        "bpc.adapters.langgraph needs LangGraph: pip install langgraph "
+        "(from a clone of bpc: pip install -e '.[langgraph]')"
     ) from exc
 
 from bpc.decide.live import Controller, Episode
 
-__all__ = ["EpisodeRouter", "END"]
+__all__ = [
+    "END",
+    "EpisodeRouter",
+    "EpisodeState",
+    "observed",
+    "refined",
+    "regenerated",
+    "stopped",
+    "verified",
+]
+
+
+class EpisodeState(TypedDict, total=False):
+    """The graph state keys the router reads and writes; extend it with your own keys.
+
+    Attributes
+    ----------
+    episode : dict
+        The episode's JSON state (:meth:`EpisodeRouter.start`, then the router's updates).
+    decision : dict or None
+        The last decision (:meth:`bpc.decide.live.Decision.to_dict`); ``None`` once the episode is over.
+    move : dict or None
+        What the last action node did, for the router to apply (:func:`observed`, :func:`verified`, ...).
+    """
+
+    episode: dict[str, Any]
+    decision: dict[str, Any] | None
+    move: dict[str, Any] | None
+
+
+def observed(critic: str, passed: bool | None) -> dict[str, Any]:
+    """The move of a critic node: ``critic`` passed (True), failed (False) or gave no verdict (None).
+
+    Examples
+    --------
+    >>> observed("test", False)
+    {'op': 'observe', 'critic': 'test', 'passed': False}
+    """
+    return {"op": "observe", "critic": str(critic), "passed": None if passed is None else bool(passed)}
+
+
+def verified(passed: bool) -> dict[str, Any]:
+    """The move of the verifier node: the oracle's verdict on the current patch."""
+    return {"op": "verified", "passed": bool(passed)}
+
+
+def regenerated(*, fresh: bool | None = None) -> dict[str, Any]:
+    """The move of the generator node: a new patch was made (``fresh`` as in :meth:`Episode.regenerated`)."""
+    return {"op": "regenerated"} if fresh is None else {"op": "regenerated", "fresh": bool(fresh)}
+
+
+def refined() -> dict[str, Any]:
+    """The move of a generator that refined the previous patch into a new one."""
+    return {"op": "refined"}
+
+
+def stopped() -> dict[str, Any]:
+    """The move of a node that gave up on the task (e.g. a generator with nothing left to try)."""
+    return {"op": "stop"}
 
 
 class EpisodeRouter:
@@ -56,17 +105,16 @@ class EpisodeRouter:
         The controller whose episodes the graph carries (names the critics).
     generator : str
         Node that makes a new patch (the ``regenerate`` action); it reports
-        ``episode.regenerated()`` — or ``episode.refined()`` for an agent that
-        refines the previous patch.
+        :func:`regenerated` — or :func:`refined` for an agent that refines
+        the previous patch.
     verifier : str
-        Node that runs the oracle (the ``verify`` action).
+        Node that runs the oracle (the ``verify`` action); it reports :func:`verified`.
     critics : mapping of str to str, optional
-        Critic name → node that runs it; default a node named like the critic.
-    episode_key : str
-        State key holding the :class:`~bpc.decide.live.Episode`.
-    decision_key : str
-        State key the router writes the decision to (``Decision.to_dict()``;
-        ``None`` once the episode is over).
+        Critic name → node that runs it; default a node named like the
+        critic. A critic node reports :func:`observed`.
+    episode_key, decision_key, move_key : str
+        State keys of the episode's JSON state, the decision and the move
+        (:class:`EpisodeState`).
     name : str
         Name of the router node added by :meth:`attach`.
 
@@ -75,6 +123,22 @@ class EpisodeRouter:
     ValueError
         If a critic node is named for a critic the controller does not know,
         or two actions share a node.
+
+    Examples
+    --------
+    >>> from langgraph.graph import START, StateGraph
+    >>> ctrl = Controller(prior=0.5, critics={"test": (0.95, 0.2, 2.0)}, c_gen=10, c_ver=20, reward=100)
+    >>> router = EpisodeRouter(ctrl, generator="generate", verifier="verify")
+    >>> graph = StateGraph(EpisodeState)
+    >>> _ = graph.add_node("generate", lambda s: {"move": regenerated()})
+    >>> _ = graph.add_node("test", lambda s: {"move": observed("test", True)})
+    >>> _ = graph.add_node("verify", lambda s: {"move": verified(True)})
+    >>> for node in ("generate", "test", "verify"):
+    ...     _ = graph.add_edge(node, "bpc")
+    >>> _ = router.attach(graph).add_edge(START, "bpc")
+    >>> out = graph.compile().invoke(router.start())
+    >>> router.episode(out).outcome, [m["op"] for m in out["episode"]["moves"]]
+    ('passed', ['observe', 'verified'])
     """
 
     def __init__(
@@ -86,6 +150,7 @@ class EpisodeRouter:
         critics: Mapping[str, str] | None = None,
         episode_key: str = "episode",
         decision_key: str = "decision",
+        move_key: str = "move",
         name: str = "bpc",
     ) -> None:
         critics = dict(critics or {})
@@ -104,6 +169,7 @@ class EpisodeRouter:
             )
         self.episode_key = episode_key
         self.decision_key = decision_key
+        self.move_key = move_key
         self.name = name
 
     @property
@@ -111,33 +177,53 @@ class EpisodeRouter:
         """Every node the router may route to, and ``END``."""
         return [*self.nodes.values(), END]
 
-    def _episode(self, state: Mapping[str, Any]) -> Episode:
-        ep = state.get(self.episode_key)
-        if not isinstance(ep, Episode):
+    def start(self, *, belief: float | None = None, used: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The state update that starts a task's episode (a patch has just been generated)."""
+        ep = self.controller.episode(belief=belief, used=used)
+        return {self.episode_key: ep.to_dict(), self.decision_key: None, self.move_key: None}
+
+    def episode(self, state: Mapping[str, Any]) -> Episode:
+        """The episode a graph state holds, rebuilt from its JSON state (its pending move not applied)."""
+        saved = state.get(self.episode_key)
+        if isinstance(saved, Episode):
             raise ValueError(
-                f"graph state key {self.episode_key!r} must hold a bpc Episode (controller.episode()), "
-                f"got {type(ep).__name__}"
+                f"graph state key {self.episode_key!r} holds an Episode object; hold its JSON state "
+                "instead (router.start() or episode.to_dict()), which checkpointers can save"
             )
-        return ep
+        if not isinstance(saved, Mapping):
+            raise ValueError(
+                f"graph state key {self.episode_key!r} must hold an episode's JSON state "
+                f"(router.start() or episode.to_dict()), got {type(saved).__name__}"
+            )
+        return Episode.from_dict(saved, self.controller)
 
     def decide(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """The router node: ask the episode for the next action and record it in the state.
+        """The router node: apply the pending move, ask the episode for the next action, record both.
 
         A ``stop`` decision ends the episode (``episode.stop()``).
+
+        Raises
+        ------
+        bpc.decide.live.IllegalMoveError
+            If the pending move is illegal (e.g. a critic node ran twice on one patch).
         """
-        ep = self._episode(state)
-        if ep.done:
-            return {self.episode_key: ep, self.decision_key: None}
-        decision = ep.decide()
-        if decision.action == "stop":
-            ep.stop()
-        return {self.episode_key: ep, self.decision_key: decision.to_dict()}
+        ep = self.episode(state)
+        move = state.get(self.move_key)
+        if move is not None:
+            ep.apply(move)
+        decision = None
+        if not ep.done:
+            d = ep.decide()
+            if d.action == "stop":
+                ep.stop()
+            decision = d.to_dict()
+        return {self.episode_key: ep.to_dict(), self.decision_key: decision, self.move_key: None}
 
     def route(self, state: Mapping[str, Any]) -> str:
         """The conditional edge out of the router: the node of the decided action, or ``END``."""
-        ep = self._episode(state)
+        saved = state.get(self.episode_key)
         decision = state.get(self.decision_key)
-        if ep.done or decision is None:
+        if decision is None or not isinstance(saved, Mapping) or saved.get("outcome") is not None:
             return END
         return self.nodes[decision["action"]]
 

@@ -3,10 +3,11 @@ r"""``bpc serve``: the live controller over JSON lines, for harnesses that are n
 The process builds one controller from the same options as ``bpc solve``
 (explicit numbers, or ``--params FILE --cell BENCH/GEN``), prints a ``ready``
 line and then answers one JSON request per line of stdin with one JSON line
-on stdout, until stdin closes or a ``quit`` request arrives::
+on stdout, until stdin closes, a ``quit`` request arrives or a signal
+(SIGTERM, SIGINT, SIGHUP) asks it to end::
 
-    $ bpc serve --params params.nc --cell lcb_hard/gpt5_mini
-    {"ok": true, "op": "ready", "controller": {...}}
+    $ bpc serve --params params.nc --cell lcb_hard/gpt5_mini --state-file episodes.json
+    {"ok": true, "op": "ready", "controller": {...}, "restored": 0, "limits": {...}, "warnings": []}
     > {"op": "start", "id": "task-7"}
     {"ok": true, "op": "start", "id": "task-7", "state": {...}}
     > {"op": "decide", "id": "task-7"}
@@ -14,32 +15,65 @@ on stdout, until stdin closes or a ``quit`` request arrives::
     > {"op": "observe", "id": "task-7", "critic": "test", "passed": false}
     {"ok": true, "op": "observe", "id": "task-7", "state": {...}}
 
-Requests
-    ``start`` (optional ``belief``, ``used``, ``critics`` = the critics the task has; ``state`` = a saved
-    :meth:`~bpc.decide.live.Episode.to_dict` to resume; ``cell`` = another
-    cell of ``--params``), ``decide``, ``observe`` (``critic``, ``passed``:
-    true / false / null), ``verified`` (``passed``), ``regenerated``
-    (optional ``fresh``), ``refined``, ``stop``, ``state`` (the full,
-    resumable state), ``end`` (forget the episode; returns its last state),
-    ``episodes`` (the open ids), ``controller`` (its settings) and ``quit``.
-    ``id`` names the episode (default ``"default"``), so one process serves
-    many concurrent tasks; any ``request_id`` is echoed back.
+Requests (every field not listed for an op is an error)
+    ``start`` — ``belief`` (number in [0, 1]), ``used`` (list of critic
+    names), ``critics`` (the critics this task has; default: every critic of
+    the cell), or ``state`` (a saved :meth:`~bpc.decide.live.Episode.to_dict`
+    to resume); ``cell`` (another cell of ``--params``); ``replace`` (true to
+    start over an episode that is open; without it that is an error).
+    ``decide``; ``observe`` (``critic``, ``passed``: true / false / null);
+    ``verified`` (``passed``: true / false); ``regenerated`` (optional
+    ``fresh``: true / false); ``refined``; ``stop``; ``state`` (the full,
+    resumable state); ``end`` (forget the episode; returns its last state);
+    ``episodes`` (the open ids); ``controller`` (optional ``cell``: its
+    settings); ``quit``. Every request may carry ``id`` — the episode, a
+    string or an integer, default ``"default"`` — and ``request_id`` (a
+    string or an integer), which is echoed back.
+
+Episodes
+    A move that ends an episode (a verified pass, ``stop``, a terminal
+    failure) closes it: the answer carries ``"closed": true`` and the final,
+    resumable state as ``final``, and the id is free for a new ``start``. At
+    most ``--max-episodes`` episodes are open at once (default
+    :data:`MAX_EPISODES`); a ``start`` beyond the cap is an error.
 
 Errors
-    Every failure is answered by ``{"ok": false, "error": {"type": ...,
-    "message": ...}}`` on stdout — a malformed line, an unknown op or
-    episode, an illegal move (``IllegalMove``, with the legal ones) — and
-    the process keeps serving. No traceback is ever printed.
+    Every failure of one line is answered by ``{"ok": false, "error":
+    {"type": ..., "message": ...}}`` on stdout and the process keeps
+    serving: a line too long (:data:`MAX_LINE_BYTES`), nested too deep
+    (:data:`MAX_DEPTH`) or with a number literal too long
+    (:data:`MAX_NUMBER_DIGITS`) — all checked before the JSON parser runs —,
+    bytes that are not UTF-8, a line that is not strict JSON (``NaN`` and
+    ``Infinity`` are not), a malformed or unknown field, an unknown op or
+    episode, an illegal move (``IllegalMove``, with the legal ones). Messages
+    are at most :data:`MAX_MESSAGE_CHARS` characters. The output is strict
+    JSON, ASCII only. No traceback is ever printed.
+
+Ending
+    At end of input, on ``quit`` and on SIGTERM, SIGINT or SIGHUP the server
+    stops after the request in hand. With ``--state-file FILE`` it first
+    writes the open episodes there (atomically: the file is whole or as it
+    was), and at start it resumes the episodes the file holds — so the file
+    always holds the episodes open when the server last ended. A signal is
+    answered by one ``{"op": "shutdown", ...}`` line; the exit status is 0,
+    or 1 when the state could not be written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
+import signal
 import sys
+import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import IO, Any
 
+from bpc.commands._checks import check_controller_options
 from bpc.commands.solve import add_controller_arguments, build_controller
 
 NAME = "serve"
@@ -48,21 +82,54 @@ HELP = "the live controller over JSON lines on stdin/stdout (start, decide, obse
 DEFAULT_ID = "default"
 """Episode id of requests without ``id``."""
 
-OPS = (
-    "start",
-    "decide",
-    "observe",
-    "verified",
-    "regenerated",
-    "refined",
-    "stop",
-    "state",
-    "end",
-    "episodes",
-    "controller",
-    "quit",
-)
-"""Request ops, in the order of the module docstring."""
+MAX_LINE_BYTES = 1 << 20
+"""Longest request line, in bytes (1 MiB); a longer one is skipped unread and answered by an error."""
+MAX_DEPTH = 32
+"""Deepest nesting of arrays and objects in a request (a saved state needs 4)."""
+MAX_NUMBER_DIGITS = 100
+"""Longest run of digits in a number literal."""
+MAX_ID_CHARS = 256
+"""Longest string ``id`` or ``request_id``; integer ids lie in ±(2**63 − 1)."""
+MAX_EPISODES = 10_000
+"""Default cap on open episodes (``--max-episodes``)."""
+MAX_MESSAGE_CHARS = 500
+"""Longest error message; values quoted in messages are cut to :data:`MAX_QUOTE_CHARS`."""
+MAX_QUOTE_CHARS = 60
+"""Longest quotation of a request's value inside an error message."""
+CLOSED_MEMORY = 1024
+"""Closed episode ids remembered, so a late request is told the episode ended (not that it never was)."""
+STATE_FORMAT = "bpc-serve-state"
+"""``format`` of a ``--state-file``."""
+STATE_FILE_VERSION = 1
+"""``version`` of a ``--state-file``."""
+
+COMMON_FIELDS = frozenset({"op", "id", "request_id"})
+"""Fields every request may carry."""
+OP_FIELDS: dict[str, frozenset[str]] = {
+    "start": frozenset({"belief", "used", "critics", "state", "cell", "replace"}),
+    "decide": frozenset(),
+    "observe": frozenset({"critic", "passed"}),
+    "verified": frozenset({"passed"}),
+    "regenerated": frozenset({"fresh"}),
+    "refined": frozenset(),
+    "stop": frozenset(),
+    "state": frozenset(),
+    "end": frozenset(),
+    "episodes": frozenset(),
+    "controller": frozenset({"cell"}),
+    "quit": frozenset(),
+}
+"""Request ops and the fields each takes besides :data:`COMMON_FIELDS`, in the module docstring's order."""
+OPS = tuple(OP_FIELDS)
+"""Request ops."""
+MOVES = ("observe", "verified", "regenerated", "refined", "stop")
+"""Ops that report what the harness did (:meth:`bpc.decide.live.Episode.apply`)."""
+
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
+_LONG_NUMBER = re.compile(rb"[0-9]{%d}" % (MAX_NUMBER_DIGITS + 1))
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(rb"[\[\]{}]")
+_MISSING = object()
 
 
 class RequestError(ValueError):
@@ -73,11 +140,179 @@ class RequestError(ValueError):
         self.kind = kind
 
 
+class Shutdown(BaseException):
+    """Raised by the signal handler while the server waits for input (never while it answers)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register the command's options (the controller's, as for ``bpc solve``)."""
+    """Register the command's options: the controller's (as for ``bpc solve``), then the server's."""
     add_controller_arguments(parser)
+    srv = parser.add_argument_group("server")
+    srv.add_argument(
+        "--state-file",
+        type=Path,
+        default=None,
+        metavar="FILE.json",
+        help="resume the episodes this file holds at start; write the open ones to it (atomically) "
+        "when the server ends — end of input, quit, SIGTERM, SIGINT or SIGHUP",
+    )
+    srv.add_argument(
+        "--max-episodes",
+        type=int,
+        default=MAX_EPISODES,
+        help=f"cap on open episodes (default {MAX_EPISODES}); a start beyond it is an error",
+    )
 
 
+# ---------------------------------------------------------------------------
+# Checks at the boundary
+# ---------------------------------------------------------------------------
+def quote(value: Any) -> str:
+    """``repr(value)``, cut to :data:`MAX_QUOTE_CHARS` characters (for error messages)."""
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTE_CHARS else text[: MAX_QUOTE_CHARS - 3] + "..."
+
+
+def _clip(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def check_line(raw: bytes) -> None:
+    """Refuse, before parsing, a line nested deeper than :data:`MAX_DEPTH` or with a too-long number.
+
+    The cheap tests (bracket count, one regular-expression search) run on
+    every line; only a line that fails one is scanned with its strings
+    blanked, so a long digit string or many brackets inside a JSON string
+    are not mistaken for a number or nesting.
+
+    Raises
+    ------
+    RequestError
+        ``TooDeep`` or ``NumberTooLong``.
+    """
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        depth = top = 0
+        for m in _BRACKET.finditer(_STRING.sub(b'""', raw)):
+            depth += 1 if m.group() in (b"[", b"{") else -1
+            if depth > top:
+                top = depth
+                if top > MAX_DEPTH:
+                    raise RequestError("TooDeep", f"arrays and objects nested deeper than {MAX_DEPTH} levels")
+    if _LONG_NUMBER.search(raw) and _LONG_NUMBER.search(_STRING.sub(b'""', raw)):
+        raise RequestError("NumberTooLong", f"a number literal with more than {MAX_NUMBER_DIGITS} digits")
+
+
+def _not_json_constant(name: str) -> Any:
+    raise RequestError("BadJSON", f"not a JSON line: {name} is not a JSON value (strict JSON only)")
+
+
+def check_id(value: Any, field: str) -> str | int:
+    """An episode or request id: a string of at most :data:`MAX_ID_CHARS` characters or a 64-bit integer.
+
+    Raises
+    ------
+    RequestError
+        ``BadRequest`` naming ``field``.
+    """
+    if isinstance(value, str):
+        if len(value) <= MAX_ID_CHARS:
+            return value
+        raise RequestError("BadRequest", f"'{field}' is longer than {MAX_ID_CHARS} characters")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
+        return value
+    raise RequestError("BadRequest", f"'{field}' must be a string or a 64-bit integer, got {quote(value)}")
+
+
+def _boolean(request: Mapping[str, Any], field: str, *, null: bool = False, default: Any = _MISSING):
+    value = request.get(field, _MISSING)
+    if value is _MISSING:
+        if default is _MISSING:
+            raise RequestError("BadRequest", f"op {request['op']!r} needs '{field}'")
+        return default
+    if isinstance(value, bool) or (null and value is None):
+        return value
+    expected = "true, false or null" if null else "true or false"
+    raise RequestError("BadRequest", f"'{field}' must be a JSON boolean ({expected}), got {quote(value)}")
+
+
+def check_move(move: Any) -> dict[str, Any]:
+    """A move object (a request, or an element of a saved state's ``moves``) with checked types.
+
+    Raises
+    ------
+    RequestError
+        For an unknown op or field, or a value of the wrong JSON type.
+    """
+    if not isinstance(move, Mapping):
+        raise RequestError("BadRequest", f"a move must be a JSON object, got {type(move).__name__}")
+    op = move.get("op")
+    if not isinstance(op, str) or op not in MOVES:
+        raise RequestError("BadRequest", f"unknown move {quote(op)}; expected one of {', '.join(MOVES)}")
+    _no_extra_fields(move, op)
+    out: dict[str, Any] = {"op": op}
+    if op == "observe":
+        critic = move.get("critic", _MISSING)
+        if critic is _MISSING:
+            raise RequestError("BadRequest", "op 'observe' needs 'critic' and 'passed'")
+        if not isinstance(critic, str):
+            raise RequestError("BadRequest", f"'critic' must be a string, got {quote(critic)}")
+        out["critic"] = critic
+        out["passed"] = _boolean(move, "passed", null=True)
+    elif op == "verified":
+        out["passed"] = _boolean(move, "passed")
+    elif op == "regenerated" and "fresh" in move:
+        out["fresh"] = _boolean(move, "fresh")
+    return out
+
+
+def _no_extra_fields(request: Mapping[str, Any], op: str) -> None:
+    extra = [k for k in request if k not in COMMON_FIELDS and k not in OP_FIELDS[op]]
+    if extra:
+        takes = sorted(OP_FIELDS[op])
+        raise RequestError(
+            "UnknownField",
+            f"op {op!r} takes no field {quote(extra[0])}"
+            + (f" ({len(extra)} unknown)" if len(extra) > 1 else "")
+            + f"; its fields are {', '.join(takes) if takes else 'none'} besides op, id, request_id",
+        )
+
+
+def _check_state(state: Any) -> Mapping[str, Any]:
+    """A saved episode state whose moves are well-typed moves (the rest is checked by ``from_dict``)."""
+    if not isinstance(state, Mapping):
+        raise RequestError(
+            "BadRequest", f"'state' must be a saved episode (a JSON object), got {quote(state)}"
+        )
+    start = state.get("start", {})
+    if not isinstance(start, Mapping):
+        raise RequestError("BadRequest", "'state.start' must be a JSON object")
+    belief, used = start.get("belief"), start.get("used", [])
+    if belief is not None and (isinstance(belief, bool) or not isinstance(belief, (int, float))):
+        raise RequestError(
+            "BadRequest", f"'state.start.belief' must be a number or null, got {quote(belief)}"
+        )
+    if not isinstance(used, list) or not all(isinstance(c, str) for c in used):
+        raise RequestError(
+            "BadRequest", f"'state.start.used' must be a list of critic names, got {quote(used)}"
+        )
+    moves = state.get("moves", [])
+    if not isinstance(moves, list):
+        raise RequestError("BadRequest", "'state.moves' must be a list of moves")
+    for i, move in enumerate(moves):
+        try:
+            check_move(move)
+        except RequestError as exc:
+            raise RequestError("BadRequest", f"'state.moves[{i}]': {exc}") from None
+    return state
+
+
+# ---------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------
 def _summary(episode) -> dict[str, Any]:
     """Compact state returned after every move."""
     return {
@@ -97,149 +332,445 @@ class Server:
     ----------
     make_controller : callable
         ``cell -> (Controller, inputs)``; ``cell`` is ``None`` for the default controller.
+    max_episodes : int
+        Cap on open episodes.
     """
 
-    def __init__(self, make_controller: Callable[[str | None], Any]):
+    def __init__(self, make_controller: Callable[[str | None], Any], *, max_episodes: int = MAX_EPISODES):
         self._make = make_controller
         self._controllers: dict[str | None, Any] = {None: make_controller(None)[0]}
-        self.episodes: dict[str, Any] = {}
+        self.episodes: dict[str | int, Any] = {}
+        self.cells: dict[str | int, str | None] = {}
+        self.max_episodes = int(max_episodes)
+        self._closed: OrderedDict[str | int, str] = OrderedDict()
         self.running = True
+        self.busy = False
+        self.pending_signal: int | None = None
 
     @property
     def controller(self):
         """The default controller."""
         return self._controllers[None]
 
-    def _controller_for(self, cell) -> Any:
+    def limits(self) -> dict[str, int]:
+        """The server's limits, as announced in the ``ready`` line."""
+        return {
+            "max_line_bytes": MAX_LINE_BYTES,
+            "max_depth": MAX_DEPTH,
+            "max_number_digits": MAX_NUMBER_DIGITS,
+            "max_id_chars": MAX_ID_CHARS,
+            "max_episodes": self.max_episodes,
+            "max_message_chars": MAX_MESSAGE_CHARS,
+        }
+
+    # ------------------------------------------------------------ lookups
+    def _controller_for(self, cell: Any) -> Any:
         if cell is None:
             return self.controller
         if not isinstance(cell, str):
-            raise RequestError("BadRequest", f"'cell' must be a string BENCH/GEN, got {cell!r}")
+            raise RequestError("BadRequest", f"'cell' must be a string BENCH/GEN, got {quote(cell)}")
         if cell not in self._controllers:
             self._controllers[cell] = self._make(cell)[0]
         return self._controllers[cell]
 
-    def _episode(self, request: Mapping[str, Any]):
-        eid = str(request.get("id", DEFAULT_ID))
-        if eid not in self.episodes:
-            open_ids = ", ".join(self.episodes) or "none"
+    def _open(self, request: Mapping[str, Any]):
+        eid = check_id(request.get("id", DEFAULT_ID), "id")
+        ep = self.episodes.get(eid)
+        if ep is None:
+            if eid in self._closed:
+                raise RequestError(
+                    "ClosedEpisode",
+                    f"episode {quote(eid)} is over ({self._closed[eid]}) and was closed; its final state "
+                    "came with the move that ended it",
+                )
             raise RequestError(
                 "UnknownEpisode",
-                f"no episode {eid!r} (open: {open_ids}); send {{'op': 'start', 'id': ...}} first",
+                f"no open episode {quote(eid)} ({len(self.episodes)} open; op 'episodes' lists them); "
+                "send {'op': 'start', 'id': ...} first",
             )
-        return eid, self.episodes[eid]
+        return eid, ep
 
+    def _close(self, eid: str | int, ep, out: dict[str, Any]) -> None:
+        """Close a finished episode: forget it, remember that it ended, return its final state."""
+        del self.episodes[eid]
+        self.cells.pop(eid, None)
+        self._closed[eid] = str(ep.outcome)
+        self._closed.move_to_end(eid)
+        while len(self._closed) > CLOSED_MEMORY:
+            self._closed.popitem(last=False)
+        out["closed"] = True
+        out["final"] = ep.to_dict()
+
+    # ------------------------------------------------------------ ops
+    def _op_start(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        from bpc.decide.live import Episode
+
+        eid = check_id(request.get("id", DEFAULT_ID), "id")
+        replace = _boolean(request, "replace", default=False)
+        if eid in self.episodes and not replace:
+            raise RequestError(
+                "EpisodeExists",
+                f"episode {quote(eid)} is open ({len(self.episodes[eid].history)} moves); "
+                "send \"replace\": true to start it over, or 'end' it first",
+            )
+        if eid not in self.episodes and len(self.episodes) >= self.max_episodes:
+            raise RequestError(
+                "TooManyEpisodes",
+                f"{len(self.episodes)} episodes are open, the cap (--max-episodes); end some first",
+            )
+        cell = request.get("cell")
+        ctrl = self._controller_for(cell)
+        if "state" in request:
+            if "belief" in request or "used" in request or "critics" in request:
+                raise RequestError(
+                    "BadRequest", "'state' resumes a saved episode: give no 'belief', 'used' or 'critics'"
+                )
+            ep = Episode.from_dict(_check_state(request["state"]), ctrl)
+        else:
+            belief = request.get("belief")
+            if belief is not None and (
+                isinstance(belief, bool)
+                or not isinstance(belief, (int, float))
+                or not (math.isfinite(belief) and 0 <= belief <= 1)
+            ):
+                raise RequestError("BadRequest", f"'belief' must be a number in [0, 1], got {quote(belief)}")
+            used = request.get("used", [])
+            if not isinstance(used, list) or not all(isinstance(c, str) for c in used):
+                raise RequestError("BadRequest", f"'used' must be a list of critic names, got {quote(used)}")
+            critics = request.get("critics")  # the critics this task has; default: all of the cell's
+            if critics is not None and (
+                not isinstance(critics, list) or not all(isinstance(c, str) for c in critics)
+            ):
+                raise RequestError(
+                    "BadRequest", f"'critics' must be a list of critic names, got {quote(critics)}"
+                )
+            ep = ctrl.episode(belief=belief, used=used, critics=critics)
+        out["id"] = eid
+        self._closed.pop(eid, None)
+        self.episodes[eid] = ep
+        self.cells[eid] = cell
+        out["state"] = _summary(ep)
+        if ep.done:
+            self._close(eid, ep, out)
+
+    def _op_move(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        move = check_move(request)
+        eid, ep = self._open(request)
+        out["id"] = eid
+        ep.apply(move)
+        out["state"] = _summary(ep)
+        if ep.done:
+            self._close(eid, ep, out)
+
+    def _op_decide(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        eid, ep = self._open(request)
+        out["id"] = eid
+        out["decision"] = ep.decide().to_dict()
+
+    def _op_state(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        eid, ep = self._open(request)
+        out["id"] = eid
+        out["state"] = ep.to_dict()
+
+    def _op_end(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        eid, ep = self._open(request)
+        out["id"] = eid
+        out["state"] = ep.to_dict()
+        del self.episodes[eid]
+        self.cells.pop(eid, None)
+
+    def _op_episodes(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        out["episodes"] = list(self.episodes)
+
+    def _op_controller(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        ctrl = self._controller_for(request.get("cell"))
+        out.update(controller=ctrl.options(), fingerprint=ctrl.fingerprint())
+
+    def _op_quit(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        self.running = False
+
+    # ------------------------------------------------------------ answering
     def handle(self, request: Any) -> dict[str, Any]:
         """Answer one decoded request (never raises for a bad request)."""
-        from bpc.decide.live import Episode, IllegalMoveError
+        from bpc.decide.live import IllegalMoveError
 
         out: dict[str, Any] = {"ok": True}
-        if isinstance(request, Mapping) and "request_id" in request:
-            out["request_id"] = request["request_id"]
         try:
-            if not isinstance(request, Mapping):
+            if not isinstance(request, dict):
                 raise RequestError(
                     "BadRequest", f"a request must be a JSON object, got {type(request).__name__}"
                 )
+            bad_request_id = None
+            if "request_id" in request:
+                try:
+                    out["request_id"] = check_id(request["request_id"], "request_id")
+                except RequestError as exc:
+                    bad_request_id = exc  # reported once the op is known, so the answer names it
             op = request.get("op")
+            if not isinstance(op, str) or op not in OP_FIELDS:
+                raise RequestError("UnknownOp", f"unknown op {quote(op)}; expected one of {', '.join(OPS)}")
             out["op"] = op
-            if op not in OPS:
-                raise RequestError("UnknownOp", f"unknown op {op!r}; expected one of {', '.join(OPS)}")
-            if op == "quit":
-                self.running = False
-                return out
-            if op == "episodes":
-                out["episodes"] = list(self.episodes)
-                return out
-            if op == "controller":
-                ctrl = self._controller_for(request.get("cell"))
-                out.update(controller=ctrl.options(), fingerprint=ctrl.fingerprint())
-                return out
-            if op == "start":
-                eid = str(request.get("id", DEFAULT_ID))
-                ctrl = self._controller_for(request.get("cell"))
-                if "state" in request:
-                    ep = Episode.from_dict(request["state"], ctrl)
-                else:
-                    used = request.get("used", [])
-                    if isinstance(used, str) or not isinstance(used, list):
-                        raise RequestError(
-                            "BadRequest", f"'used' must be a list of critic names, got {used!r}"
-                        )
-                    critics = request.get("critics")  # the critics this task has (issue 15)
-                    if critics is not None and (isinstance(critics, str) or not isinstance(critics, list)):
-                        raise RequestError(
-                            "BadRequest", f"'critics' must be a list of critic names, got {critics!r}"
-                        )
-                    ep = ctrl.episode(belief=request.get("belief"), used=used, critics=critics)
-                self.episodes[eid] = ep
-                out.update(id=eid, state=_summary(ep))
-                return out
-            eid, ep = self._episode(request)
-            out["id"] = eid
-            if op == "decide":
-                out["decision"] = ep.decide().to_dict()
-            elif op == "state":
-                out["state"] = ep.to_dict()
-            elif op == "end":
-                out["state"] = ep.to_dict()
-                del self.episodes[eid]
+            if bad_request_id is not None:
+                raise bad_request_id
+            if op not in ("episodes", "controller", "quit"):
+                out["id"] = check_id(request.get("id", DEFAULT_ID), "id")
+            if op in MOVES:
+                self._op_move(request, out)  # check_move refuses unknown fields
             else:
-                ep.apply({k: v for k, v in request.items() if k not in ("id", "request_id")})
-                out["state"] = _summary(ep)
+                _no_extra_fields(request, op)
+                getattr(self, f"_op_{op}")(request, out)
             return out
         except IllegalMoveError as exc:
-            err = {"type": "IllegalMove", "message": str(exc), "move": exc.move, "legal": list(exc.legal)}
+            err = {
+                "type": "IllegalMove",
+                "message": _clip(str(exc)),
+                "move": _clip(exc.move),
+                "legal": list(exc.legal),
+            }
         except RequestError as exc:
-            err = {"type": exc.kind, "message": str(exc)}
+            err = {"type": exc.kind, "message": _clip(str(exc))}
         except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            err = {"type": "BadRequest", "message": str(msg)}
+            err = {"type": "BadRequest", "message": _clip(str(msg))}
         except Exception as exc:  # noqa: BLE001 - the server answers every request, never dies on one
-            err = {"type": "InternalError", "message": f"{type(exc).__name__}: {exc}"}
+            err = {"type": "InternalError", "message": _clip(f"{type(exc).__name__}: {exc}")}
         out["ok"] = False
         out["error"] = err
         return out
 
-    def handle_line(self, line: str) -> dict[str, Any] | None:
-        """Answer one line of input; ``None`` for a blank line."""
-        if not line.strip():
+    def handle_line(self, line: bytes | str) -> dict[str, Any] | None:
+        """Answer one line of input (bytes as read, or text); ``None`` for a blank line."""
+        raw = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
+        if not raw.strip():
             return None
         try:
-            request = json.loads(line)
-        except json.JSONDecodeError as exc:
-            return {"ok": False, "error": {"type": "BadJSON", "message": f"not a JSON line: {exc}"}}
+            if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+                raise RequestError("LineTooLong", f"a request line is at most {MAX_LINE_BYTES} bytes")
+            check_line(raw)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RequestError(
+                    "BadEncoding", f"the line is not UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start})"
+                ) from None
+            try:
+                request = json.loads(text, parse_constant=_not_json_constant)
+            except RequestError:
+                raise
+            except (ValueError, RecursionError) as exc:
+                raise RequestError("BadJSON", f"not a JSON line: {exc}") from None
+        except RequestError as exc:
+            return {"ok": False, "error": {"type": exc.kind, "message": _clip(str(exc))}}
         return self.handle(request)
 
+    # ------------------------------------------------------------ persistence
+    def snapshot(self) -> dict[str, Any]:
+        """The open episodes as the JSON of a ``--state-file``."""
+        return {
+            "format": STATE_FORMAT,
+            "version": STATE_FILE_VERSION,
+            "controller": self.controller.fingerprint(),
+            "episodes": [
+                {"id": eid, "cell": self.cells.get(eid), "state": ep.to_dict()}
+                for eid, ep in self.episodes.items()
+            ],
+        }
 
-def serve(server: Server, stdin: IO[str], stdout: IO[str]) -> None:
-    """Read requests from ``stdin`` and write answers to ``stdout`` until EOF or ``quit``."""
-    while server.running:
-        line = stdin.readline()
-        if not line:
+    def save(self, path: Path) -> int:
+        """Write the open episodes to ``path`` atomically; the number written."""
+        from bpc.outputs import write_text
+
+        snap = self.snapshot()
+        write_text(path, json.dumps(snap, allow_nan=False, indent=1) + "\n")
+        return len(snap["episodes"])
+
+    def restore(self, path: Path) -> int:
+        """Resume the episodes of a ``--state-file``; the number resumed (0 when the file does not exist).
+
+        Raises
+        ------
+        ValueError
+            Naming the file and the entry, for a file that is not a state file
+            or an episode that does not resume under this server's controllers.
+        """
+        from bpc.decide.live import Episode
+
+        if not path.exists():
+            return 0
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_json_constant)
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"--state-file {path}: not readable as a bpc serve state ({exc})") from None
+        if not (
+            isinstance(data, dict)
+            and data.get("format") == STATE_FORMAT
+            and data.get("version") == STATE_FILE_VERSION
+            and isinstance(data.get("episodes"), list)
+        ):
+            raise ValueError(
+                f"--state-file {path}: not a {STATE_FORMAT} file of version {STATE_FILE_VERSION} "
+                "(written by bpc serve --state-file)"
+            )
+        entries = data["episodes"]
+        if len(entries) > self.max_episodes:
+            raise ValueError(
+                f"--state-file {path}: holds {len(entries)} episodes, "
+                f"more than --max-episodes {self.max_episodes}"
+            )
+        for i, entry in enumerate(entries):
+            try:
+                if not isinstance(entry, dict) or "id" not in entry or "state" not in entry:
+                    raise RequestError("BadRequest", "expected an object with 'id', 'cell' and 'state'")
+                eid = check_id(entry["id"], "id")
+                cell = entry.get("cell")
+                ep = Episode.from_dict(_check_state(entry["state"]), self._controller_for(cell))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"--state-file {path}: episode #{i}: {_clip(str(exc))}") from None
+            if not ep.done:
+                self.episodes[eid] = ep
+                self.cells[eid] = cell
+        return len(self.episodes)
+
+
+# ---------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------
+def read_line(stdin: IO[bytes]) -> bytes | None:
+    """One line of at most :data:`MAX_LINE_BYTES` (+ newline); ``None`` at end of input.
+
+    A longer line is returned cut at the limit plus one byte — so the caller
+    sees it is too long — and the rest of it is read and dropped, in bounded
+    chunks.
+    """
+    raw = stdin.readline(MAX_LINE_BYTES + 2)
+    if not raw:
+        return None
+    if len(raw) > MAX_LINE_BYTES + 1 or (len(raw) == MAX_LINE_BYTES + 1 and not raw.endswith(b"\n")):
+        tail = raw
+        while tail and not tail.endswith(b"\n"):
+            tail = stdin.readline(1 << 16)
+        return raw[: MAX_LINE_BYTES + 1]
+    return raw
+
+
+def dumps(answer: Mapping[str, Any]) -> str:
+    """One strict-JSON, ASCII line (an ``InternalError`` answer if ``answer`` holds a non-finite number)."""
+    try:
+        return json.dumps(answer, allow_nan=False)
+    except (ValueError, TypeError) as exc:
+        fallback: dict[str, Any] = {k: answer[k] for k in ("request_id", "op", "id") if k in answer}
+        fallback.update(
+            ok=False, error={"type": "InternalError", "message": _clip(f"answer not JSON-safe: {exc}")}
+        )
+        return json.dumps(fallback, allow_nan=False)
+
+
+def serve(server: Server, stdin: IO[bytes], stdout: IO[str]) -> None:
+    """Read requests from ``stdin`` and write answers to ``stdout`` until EOF, ``quit`` or a signal.
+
+    ``server.busy`` is true from the moment a line is read until its answer
+    is written: a signal then only sets ``server.pending_signal``, and the
+    loop ends after the answer. While the server waits for input the signal
+    handler raises :class:`Shutdown` (see :func:`run`).
+    """
+    while server.running and server.pending_signal is None:
+        server.busy = False
+        raw = read_line(stdin)
+        server.busy = True
+        if raw is None:
             break
-        answer = server.handle_line(line)
+        answer = server.handle_line(raw)
         if answer is None:
             continue
-        stdout.write(json.dumps(answer) + "\n")
+        stdout.write(dumps(answer) + "\n")
         stdout.flush()
 
 
-def run(args: argparse.Namespace) -> int:
-    """Build the controller, announce it, then serve stdin until it closes."""
-    try:
-        server = Server(lambda cell: build_controller(args, cell=cell))
-    except (ValueError, KeyError, FileNotFoundError) as exc:
-        msg = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
-        sys.stdout.write(
-            json.dumps({"ok": False, "op": "ready", "error": {"type": "BadOptions", "message": msg}})
-        )
-        sys.stdout.write("\n")
-        sys.stdout.flush()
-        raise
-    ctrl = server.controller
-    ready = {"ok": True, "op": "ready", "controller": ctrl.options(), "fingerprint": ctrl.fingerprint()}
-    sys.stdout.write(json.dumps(ready) + "\n")
+def _emit(answer: Mapping[str, Any]) -> None:
+    sys.stdout.write(dumps(answer) + "\n")
     sys.stdout.flush()
-    serve(server, sys.stdin, sys.stdout)
-    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the controller, resume the state file, announce, serve; save the open episodes at the end."""
+    server: Server | None = None
+
+    def on_signal(signum, frame):  # noqa: ARG001 - the signal module's handler signature
+        if server is not None and server.busy:
+            server.pending_signal = signum
+        else:
+            raise Shutdown(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in _SIGNALS}
+    reason: int | None = None
+    try:
+        try:
+            check_controller_options(args)
+            if args.state_file is not None:
+                from bpc.outputs import check_output_file
+
+                check_output_file(args.state_file, suffixes=(".json",), option="--state-file")
+            with warnings.catch_warnings(record=True) as caught:  # to the ready line, not stderr
+                warnings.simplefilter("always")
+                server = Server(
+                    lambda cell: build_controller(args, cell=cell), max_episodes=args.max_episodes
+                )
+                restored = 0 if args.state_file is None else server.restore(args.state_file)
+        except (ValueError, KeyError, FileNotFoundError) as exc:
+            msg = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+            _emit({"ok": False, "op": "ready", "error": {"type": "BadOptions", "message": _clip(msg)}})
+            raise
+        server.busy = True  # until the loop waits for input, a signal is noted, not raised
+        ctrl = server.controller
+        _emit(
+            {
+                "ok": True,
+                "op": "ready",
+                "controller": ctrl.options(),
+                "fingerprint": ctrl.fingerprint(),
+                "restored": restored,
+                "state_file": None if args.state_file is None else str(args.state_file),
+                "limits": server.limits(),
+                "warnings": list(  # bpc's own (e.g. an inverted critic), not libraries' deprecations
+                    dict.fromkeys(
+                        _clip(str(w.message))
+                        for w in caught
+                        if not issubclass(
+                            w.category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+                        )
+                    )
+                ),
+            }
+        )
+        try:
+            serve(server, sys.stdin.buffer, sys.stdout)
+        except BrokenPipeError:  # the reader went away: keep the episodes, then end as bpc does (exit 1)
+            server.busy = True
+            if args.state_file is not None:
+                server.save(args.state_file)
+            raise
+        reason = server.pending_signal
+    except Shutdown as stop:
+        reason = stop.signum
+    finally:
+        if server is not None:
+            server.busy = True  # a second signal while saving is noted, not raised
+    if server is None:  # a signal before the controller was built: nothing to save
+        _emit({"ok": True, "op": "shutdown", "signal": signal.Signals(reason).name, "open": 0})
+        return 0
+    rc = 0
+    end: dict[str, Any] = {"ok": True, "op": "shutdown", "open": len(server.episodes)}
+    if reason is not None:
+        end["signal"] = signal.Signals(reason).name
+    if args.state_file is not None:
+        end["state_file"] = str(args.state_file)
+        try:
+            end["saved"] = server.save(args.state_file)
+        except (OSError, ValueError) as exc:
+            end.update(ok=False, error={"type": "StateFileError", "message": _clip(str(exc))})
+            rc = 1
+    for s, handler in previous.items():
+        signal.signal(s, handler)
+    if reason is not None or rc != 0:
+        _emit(end)
+    return rc
