@@ -226,6 +226,17 @@ def _parquet_stamp(path: Path) -> str | None:
     return str(value) if value is not None else None
 
 
+def _json_stamp(path: Path) -> str | None:
+    """The ``format`` of a JSON object bpc wrote (e.g. ``bpc-serve-state``), or None."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            value = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    fmt = value.get("format") if isinstance(value, dict) else None
+    return fmt if isinstance(fmt, str) else None
+
+
 def _first_line(path: Path) -> str | None:
     try:
         with open(path, encoding="utf-8", newline="") as fh:
@@ -238,7 +249,8 @@ def is_bpc_file(path: str | os.PathLike, *, header: str | None = None) -> bool:
     r"""Whether ``path`` is a file bpc wrote, so that a new run may replace it.
 
     A ``.nc`` file carries the :data:`STAMP` attribute, a ``.parquet`` file
-    the same key in its pandas metadata; a CSV file (no room for a stamp)
+    the same key in its pandas metadata, a ``.json`` file a ``format`` that
+    starts with ``bpc`` (``bpc serve``'s state file); a CSV file (no room for a stamp)
     counts when its first line is ``header``, the header bpc is about to
     write. Anything else is not bpc's.
 
@@ -257,6 +269,9 @@ def is_bpc_file(path: str | os.PathLike, *, header: str | None = None) -> bool:
         return stamp is not None and stamp.startswith("bpc")
     if suffix in (".parquet", ".pq"):
         stamp = _parquet_stamp(p)
+        return stamp is not None and stamp.startswith("bpc")
+    if suffix == ".json":
+        stamp = _json_stamp(p)
         return stamp is not None and stamp.startswith("bpc")
     if suffix in (".csv", ".tsv") and header is not None:
         return _first_line(p) == header

@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import signal
 import sys
@@ -706,9 +707,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             check_controller_options(args)
-            if args.state_file is not None:
+            if args.state_file is not None and not os.path.isfile(args.state_file):
                 from bpc.outputs import check_output_file
 
+                # an existing file is read first, and restore() refuses anything but a serve state
                 check_output_file(args.state_file, suffixes=(".json",), option="--state-file")
             with warnings.catch_warnings(record=True) as caught:  # to the ready line, not stderr
                 warnings.simplefilter("always")
