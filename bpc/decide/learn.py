@@ -288,7 +288,10 @@ class EpisodeRecord:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def observations(self) -> list[tuple[int, str, bool]]:
-        """The observations in order: ``(patch, channel, passed)``; channel = critic or :data:`LABEL_CHANNEL`."""
+        """Observations in order, ``(patch, channel, passed)``; channel: a critic or :data:`LABEL_CHANNEL`.
+
+        Within a patch the critics in the order they ran, then the label.
+        """
         out = []
         for j, p in enumerate(self.patches):
             out.extend((j, c, v) for c, v in p.verdicts.items() if v is not None)
@@ -310,7 +313,11 @@ class EpisodeRecord:
                 verdicts[c] = v
                 left -= 1
             label = None
-            if p.label is not None and left > 0 and len(verdicts) == sum(v is not None for v in p.verdicts.values()):
+            if (
+                p.label is not None
+                and left > 0
+                and len(verdicts) == sum(v is not None for v in p.verdicts.values())
+            ):
                 label, left = p.label, left - 1
             patches.append(PatchRecord(p.origin, verdicts, label))
             if left == 0:
@@ -381,7 +388,9 @@ class EpisodeRecord:
                 if not isinstance(critic, str):
                     raise ValueError(f"move {i}: observe needs a critic name, got {critic!r}")
                 if critic in verdicts[-1]:
-                    raise ValueError(f"move {i}: critic {critic!r} observed twice on patch {len(origins) - 1}")
+                    raise ValueError(
+                        f"move {i}: critic {critic!r} observed twice on patch {len(origins) - 1}"
+                    )
                 verdicts[-1][critic] = _check_flag(move.get("passed"), f"move {i} passed")
             elif op == "verified":
                 label = _check_flag(move.get("passed"), f"move {i} passed")
@@ -401,7 +410,9 @@ class EpisodeRecord:
             elif op == "stop":
                 continue
             else:
-                raise ValueError(f"move {i}: unknown op {op!r} (observe, verified, regenerated, refined, stop)")
+                raise ValueError(
+                    f"move {i}: unknown op {op!r} (observe, verified, regenerated, refined, stop)"
+                )
         patches = tuple(PatchRecord(o, v, y) for o, v, y in zip(origins, verdicts, labels, strict=True))  # type: ignore[arg-type]
         return cls(patches)
 
@@ -435,6 +446,7 @@ def episode_loglik(
     Parameters
     ----------
     record : EpisodeRecord
+        The episode.
     prior, kappa : numpy.ndarray
         ``(P,)`` π in (0, 1) and κ > 0 (``inf`` = i.i.d. patches).
     tpr, fpr : numpy.ndarray
@@ -475,7 +487,9 @@ def episode_loglik(
             try:
                 k = critics.index(c)
             except ValueError:
-                raise ValueError(f"the record has a verdict of critic {c!r}; the state knows {critics}") from None
+                raise ValueError(
+                    f"the record has a verdict of critic {c!r}; the state knows {critics}"
+                ) from None
             if v:
                 e1[j] += _log(tpr[:, k])
                 e0[j] += _log(fpr[:, k])
@@ -525,7 +539,8 @@ def episode_loglik(
     top = np.max(terms, axis=0)
     finite = np.isfinite(top)
     safe = np.where(finite, top, 0.0)
-    out = safe + np.log(np.sum(np.exp(terms - safe[None]), axis=0))
+    with np.errstate(divide="ignore"):
+        out = safe + np.log(np.sum(np.exp(terms - safe[None]), axis=0))
     return np.where(finite, out, -np.inf)
 
 
@@ -740,6 +755,8 @@ class LearningState:
             Prior scale on the logit / log scale.
         n_particles, seed, ess_threshold, n_moves
             Particles, seed of every random step, rejuvenation trigger and sweeps.
+        source : str
+            Where the values came from (saved with the state).
 
         Examples
         --------
@@ -825,6 +842,10 @@ class LearningState:
         n_particles : int, optional
             Default: all ``S`` draws; fewer = a seeded subsample, more = a seeded
             resample with replacement (the first rejuvenation spreads them).
+        seed, ess_threshold, n_moves
+            As in :meth:`from_values`.
+        source, origin_hash : str
+            Where the draws came from, and that model's spec hash (saved with the state).
         """
         pr = np.asarray(prior, dtype=float).reshape(-1)
         S = pr.size
@@ -833,7 +854,9 @@ class LearningState:
         critics = [str(c) for c in critics]
         if tp.shape[1] != len(critics) or fp.shape != tp.shape:
             raise ValueError(f"tpr/fpr must be (S, {len(critics)}), got {tp.shape} / {fp.shape}")
-        keep = [k for k in range(len(critics)) if np.all(np.isfinite(tp[:, k])) and np.all(np.isfinite(fp[:, k]))]
+        keep = [
+            k for k in range(len(critics)) if np.all(np.isfinite(tp[:, k])) and np.all(np.isfinite(fp[:, k]))
+        ]
         if not keep:
             raise ValueError("no critic has finite tpr/fpr draws")
         crit = tuple(critics[k] for k in keep)
@@ -917,9 +940,9 @@ class LearningState:
             if cell is None:
                 if ds.sizes.get(DIM_BENCHMARK, 1) * ds.sizes.get(DIM_GENERATOR, 1) != 1:
                     raise ValueError("the parameters hold several cells: pass cell=(benchmark, generator)")
-                ds = ds.squeeze([d for d in (DIM_BENCHMARK, DIM_GENERATOR) if d in ds.dims], drop=True)
             else:
                 ds = select_cell(ds, *cell)
+            ds = ds.squeeze([d for d in (DIM_BENCHMARK, DIM_GENERATOR) if d in ds.dims], drop=True)
         names = [str(c) for c in ds[DIM_CRITIC].values]
         if critics is not None:
             unknown = [c for c in critics if c not in names]
@@ -946,7 +969,9 @@ class LearningState:
                 origin_hash=str(ds.attrs.get("spec_hash", "")),
                 **options,
             )
-        rates = {c: (float(ds["tpr"].sel({DIM_CRITIC: c})), float(ds["fpr"].sel({DIM_CRITIC: c}))) for c in names}
+        rates = {
+            c: (float(ds["tpr"].sel({DIM_CRITIC: c})), float(ds["fpr"].sel({DIM_CRITIC: c}))) for c in names
+        }
         rates = {c: v for c, v in rates.items() if all(math.isfinite(r) for r in v)}
         k0 = float(ds["kappa"]) if has_kappa else kappa
         pf = float(ds["p_fix"]) if "p_fix" in ds else float("nan")
@@ -1035,14 +1060,16 @@ class LearningState:
             raise ValueError(f"expected an EpisodeRecord, got {type(record).__name__}")
         unknown = [c for c in record.critics if c not in self.critics]
         if unknown:
-            raise ValueError(f"the episode has verdicts of critics {unknown}; this state learns {list(self.critics)}")
+            raise ValueError(
+                f"the episode has verdicts of critics {unknown}; this state learns {list(self.critics)}"
+            )
         if record.has_refine and not self.has_kernel:
             raise ValueError(
                 "the episode has refine patches but the state has no p_fix/p_break: start it with a kernel"
             )
 
     def total_loglik(self, x: np.ndarray) -> np.ndarray:
-        """``(P,)`` Σ over stored episodes of their log-likelihood at points ``x`` (identical episodes once)."""
+        """``(P,)`` sum of the stored episodes' log-likelihoods at ``x`` (equal episodes computed once)."""
         counts = Counter(r.key() for r in self.records)
         first = {}
         for r in self.records:
@@ -1139,10 +1166,22 @@ class LearningState:
             if not np.all(np.isfinite(values)):
                 continue
             lo, hi = interval_bounds(values, prob=prob, kind=kind)
-            rows.append({"parameter": name, "mean": float(np.mean(values)), "lower": float(lo), "upper": float(hi)})
+            rows.append(
+                {"parameter": name, "mean": float(np.mean(values)), "lower": float(lo), "upper": float(hi)}
+            )
         out = pd.DataFrame(rows)
         out.attrs.update({"ci_prob": prob, "ci_kind": kind, "n_episodes": self.n_episodes, "ess": self.ess})
         return out
+
+    def interval(self, parameter: str, *, prob: float = CI_PROB, kind: str = CI_KIND) -> tuple[float, float]:
+        """Credible interval of one parameter (a name of :meth:`summary`, e.g. ``"fpr[test]"``)."""
+        from bpc.intervals import interval_bounds
+
+        named = self._named(self.resample())
+        if parameter not in named:
+            raise ValueError(f"unknown parameter {parameter!r}; known: {sorted(named)}")
+        lo, hi = interval_bounds(named[parameter], prob=prob, kind=kind)
+        return float(lo), float(hi)
 
     def _named(self, p: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = {"prior": p["prior"], "kappa": p["kappa"]}
@@ -1196,7 +1235,7 @@ class LearningState:
 
     # ------------------------------------------------------------ persistence
     def spec_hash(self) -> str:
-        """Hash of what the state *is* (schema version, critics, layout, prior, options) — not of what it learnt."""
+        """Hash of what the state *is* (schema, critics, layout, prior, options), not of what it learnt."""
         spec = {
             "version": LEARN_STATE_VERSION,
             "critics": list(self.critics),
@@ -1212,7 +1251,12 @@ class LearningState:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dataset(self) -> xr.Dataset:
-        """The state as an xarray Dataset (dims ``particle``, ``param``, ``param_2``, ``critic``, ``label``)."""
+        """The state as an xarray Dataset (dims ``particle``, ``param``, ``param_2``, ``critic``, ``label``).
+
+        Particles (``x``, ``log_weight`` and the natural-scale rates), the prior,
+        the labelled / unlabelled verdict counts; attrs: schema version, spec
+        hash, bpc version, episodes, last update, seed, the records (JSON).
+        """
         import xarray as xr
 
         p = self.params
@@ -1276,6 +1320,8 @@ class LearningState:
 
         Parameters
         ----------
+        path : str or path-like
+            A file written by :meth:`save`.
         spec_hash : str, optional
             When given, the file's spec hash must equal it (e.g. the hash of
             the state a controller was configured with).
@@ -1465,6 +1511,7 @@ def drift_check(
     n_replicates : int
         Posterior predictive replicates.
     seed : int
+        Seed of the replicates.
 
     Returns
     -------
