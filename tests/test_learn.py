@@ -13,6 +13,7 @@ import pytest
 import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from model_fixtures import fast_compile  # noqa: F401  (fixture)
 from scipy.special import betaln
 
 from bpc.decide.learn import (
@@ -466,3 +467,37 @@ def test_state_drift_on_its_own_window(reference):
     assert json.loads(json.dumps(rep.to_dict()))["flagged"] is True
     with pytest.raises(ValueError, match="window"):
         learnt.drift(10_000)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.usefixtures("fast_compile")
+def test_start_from_the_hierarchical_predictive_of_a_cell_without_data(tmp_path):
+    """posterior_params of a cell the fit never saw (absent cell, new generator) starts a state."""
+    import warnings
+    from functools import partial
+
+    import pymc as pm
+    from model_fixtures import tiny_counts
+    from pymc.testing import mock_sample
+
+    from bpc.estimate.model import ConvergenceWarning, fit, posterior_params
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            pm, "sample", partial(mock_sample, sample_stats={"diverging": lambda size: np.zeros(size, bool)})
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            dt = fit(tiny_counts(), draws=40, tune=5, chains=2, seed=11, progressbar=False, sampler="pymc")
+    # (swebench_lite, haiku45) has no data in the fit; "newgen" is a generator it never saw
+    params = posterior_params(dt, benchmarks=["swebench_lite"], generators=["haiku45", "newgen"])
+    for gen in ("haiku45", "newgen"):
+        state = LearningState.from_params(params, cell=("swebench_lite", gen), seed=2)
+        assert state.n_particles == 80 and "test" not in state.critics  # test never ran on that benchmark
+        assert set(state.critics) == {"syn", "llm"}
+        assert state.iid == ("kappa" not in params)
+        rec = _rec(("first", {"llm": True}, None), ("fresh", {"llm": False, "syn": True}, True))
+        assert np.isfinite(state.update(rec).log_weights).all()
+    path = state.save(tmp_path / "cold.nc")
+    assert LearningState.load(path).source.startswith("hierarchical swebench_lite/newgen")
