@@ -1068,15 +1068,24 @@ class LearningState:
                 "the episode has refine patches but the state has no p_fix/p_break: start it with a kernel"
             )
 
-    def total_loglik(self, x: np.ndarray) -> np.ndarray:
-        """``(P,)`` sum of the stored episodes' log-likelihoods at ``x`` (equal episodes computed once)."""
-        counts = Counter(r.key() for r in self.records)
-        first = {}
+    def distinct_records(self) -> list[tuple[EpisodeRecord, int]]:
+        """The stored episodes as ``(record, multiplicity)``, equal records (same ``key()``) once."""
+        counts: Counter[str] = Counter()
+        first: dict[str, EpisodeRecord] = {}
         for r in self.records:
-            first.setdefault(r.key(), r)
+            key = r.key()
+            counts[key] += 1
+            first.setdefault(key, r)
+        return [(first[k], n) for k, n in counts.items()]
+
+    def total_loglik(
+        self, x: np.ndarray, *, distinct: Sequence[tuple[EpisodeRecord, int]] | None = None
+    ) -> np.ndarray:
+        """``(P,)`` sum of the stored episodes' log-likelihoods at ``x`` (equal episodes computed once)."""
+        groups = self.distinct_records() if distinct is None else distinct
         total = np.zeros(x.shape[0])
-        for key, n in counts.items():
-            total += n * self.loglik(first[key], x)
+        for rec, n in groups:
+            total += n * self.loglik(rec, x)
         return total
 
     # ------------------------------------------------------------ learning
@@ -1128,11 +1137,12 @@ class LearningState:
         cov = (dev * w[:, None]).T @ dev + 1e-8 * np.eye(D)
         chol = np.linalg.cholesky((2.38**2 / D) * cov)
         x = self.x[_systematic(rng, w, self.n_particles)]
-        logp = self.prior.logpdf(x) + self.total_loglik(x)
+        groups = self.distinct_records()
+        logp = self.prior.logpdf(x) + self.total_loglik(x, distinct=groups)
         accepted = 0
         for _ in range(self.n_moves):
             prop = x + rng.standard_normal(x.shape) @ chol.T
-            logp_prop = self.prior.logpdf(prop) + self.total_loglik(prop)
+            logp_prop = self.prior.logpdf(prop) + self.total_loglik(prop, distinct=groups)
             with np.errstate(invalid="ignore"):
                 ok = np.log(rng.random(self.n_particles)) < logp_prop - logp
             ok &= np.isfinite(logp_prop)
