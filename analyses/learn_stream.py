@@ -19,10 +19,11 @@ the target cell's counts masked, its predictive draws for the target:
 
     .venv/bin/python analyses/learn_stream.py [--corpus PATH] [--target lcb_hard/gpt5_mini]
         [--orders 20] [--particles 1000] [--starts none,laplace-pooled,hierarchical]
-        [--fit FIT.nc] [--out DIR]
+        [--fit FIT.nc] [--preset default] [--out DIR]
 
-``--fit`` reuses (or, if missing, writes) the masked fit; the fit uses the
-``quick`` sampler preset. Writes ``stream_params.csv`` (one row per start,
+``--fit`` reuses (or, if missing, writes) the masked fit (sampler preset
+``--preset``, default ``default``; its convergence diagnostics are printed in
+``stream.md``). Writes ``stream_params.csv`` (one row per start,
 horizon, parameter), ``stream_orders.csv`` (one row per order, start, horizon,
 parameter) and ``stream.md``.
 """
@@ -30,15 +31,26 @@ parameter) and ``stream.md``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
-HORIZONS = (10, 30, None)
-COUNT_VARS = ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip", "inst_hist")
+HORIZONS = (0, 10, 30, None)
+COUNT_VARS = (
+    "n_patches",
+    "n_pass",
+    "n_instances",
+    "critic_n",
+    "critic_pass",
+    "trans_n",
+    "trans_flip",
+    "inst_hist",
+)
 NONE_VALUES = {"prior": 0.5, "tpr": 0.75, "fpr": 0.25, "kappa": 2.0}
 
 
@@ -104,8 +116,10 @@ def pooled_values(counts, bench: str, gen: str, critics: list[str]) -> dict[str,
     return out
 
 
-def hierarchical_params(counts, bench: str, gen: str, fit_path: Path | None, seed: int, quiet: bool):
-    """Predictive draws for the target from the hierarchical model fitted without it."""
+def hierarchical_params(
+    counts, bench: str, gen: str, fit_path: Path | None, seed: int, quiet: bool, preset: str
+) -> tuple[xr.Dataset, str]:
+    """Predictive draws for the target from the hierarchical model fitted without it, and its diagnostics."""
     from bpc.constants import SAMPLER_PRESETS
     from bpc.estimate.model.fit import fit, posterior_params
     from bpc.estimate.model.io import load, save
@@ -117,12 +131,29 @@ def hierarchical_params(counts, bench: str, gen: str, fit_path: Path | None, see
             raise SystemExit(f"{fit_path}: this fit saw {bench}/{gen}; it cannot be the cell's cold start")
     else:
         t0 = time.perf_counter()
-        dt = fit(masked(counts, bench, gen), seed=seed, progressbar=not quiet, **dict(SAMPLER_PRESETS["quick"]))
+        settings = SAMPLER_PRESETS[preset]
+        dt = fit(
+            masked(counts, bench, gen),
+            seed=seed,
+            progressbar=not quiet,
+            draws=int(settings["draws"]),
+            tune=int(settings["tune"]),
+            chains=int(settings["chains"]),
+            target_accept=float(settings["target_accept"]),
+        )
         if not quiet:
             print(f"masked fit: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         if fit_path is not None:
             save(dt, fit_path)
-    return posterior_params(dt, benchmarks=[bench], generators=[gen], seed=seed)
+    d = json.loads(dt.attrs.get("diagnostics", "{}"))
+    config = json.loads(dt.attrs.get("config", "{}"))
+    text = (
+        f"masked fit ({config.get('chains')} chains x {config.get('draws')} draws): max R-hat "
+        f"{d.get('max_rhat', float('nan')):.3f}, min bulk ESS {d.get('min_ess_bulk', float('nan')):.0f}, "
+        f"min tail ESS {d.get('min_ess_tail', float('nan')):.0f}, {d.get('divergences')} divergences"
+        + ("" if d.get("ok") else " — convergence check FAILED (the hierarchical rows use it anyway)")
+    )
+    return posterior_params(dt, benchmarks=[bench], generators=[gen], seed=seed), text
 
 
 def labelled_fpr(records, critic: str) -> tuple[float, float, float]:
@@ -144,12 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.data.corpus import load_corpus
     from bpc.decide.learn import LearningState
     from bpc.outputs import atomic_folder, write_csv, write_text
-    from bpc.paths import default_corpus
+    from bpc.paths import require_corpus
     from bpc.report.markdown import markdown_table
     from bpc.schema import select_cell
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="corpus folder (default: the authors' corpus)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--corpus", type=Path, default=None, help="corpus folder (default: the authors' corpus)"
+    )
     parser.add_argument("--target", default="lcb_hard/gpt5_mini", help="BENCHMARK/GENERATOR")
     parser.add_argument("--orders", type=int, default=20, help="random task orders")
     parser.add_argument("--particles", type=int, default=1000, help="particles of the learning state")
@@ -157,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--critics", default="syn,test,llm", help="critics the policy runs (comma-separated)")
     parser.add_argument("--gate", default="test", help="verify a patch when this critic passed it")
     parser.add_argument("--fit", type=Path, default=None, help="masked hierarchical fit to reuse / write")
+    parser.add_argument("--preset", default="default", help="sampler preset of the masked fit")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--out", type=Path, default=Path("bpc-analyses/learn_stream"), help="output folder")
     parser.add_argument("--quiet", action="store_true")
@@ -165,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     bench, gen = args.target.split("/")
     critics = [c for c in args.critics.split(",") if c]
     starts = [s for s in args.starts.split(",") if s]
-    corpus = load_corpus(args.corpus or default_corpus(), progress=not args.quiet)
+    corpus = load_corpus(
+        args.corpus if args.corpus is not None else default_corpus(), progress=not args.quiet
+    )
     counts = corpus.counts
     pools = task_pools(select_cell(corpus.records, bench, gen), critics)
     if not pools:
@@ -173,17 +209,33 @@ def main(argv: list[str] | None = None) -> int:
     ref = reference_values(counts, bench, gen, critics)
 
     initial: dict[str, LearningState] = {}
-    opts = {"n_particles": args.particles, "seed": args.seed}
+    notes: list[str] = []
     for start in starts:
         if start in ("none", "laplace-pooled"):
             v = NONE_VALUES if start == "none" else pooled_values(counts, bench, gen, critics)
-            rates = {c: (v.get(f"tpr[{c}]", v.get("tpr")), v.get(f"fpr[{c}]", v.get("fpr"))) for c in critics}
+            rates = {
+                c: (
+                    v.get(f"tpr[{c}]", v["tpr"] if "tpr" in v else 0.0),
+                    v.get(f"fpr[{c}]", v.get("fpr", 0.0)),
+                )
+                for c in critics
+            }
             initial[start] = LearningState.from_values(
-                prior=v["prior"], kappa=v["kappa"], critics=rates, source=start, **opts  # type: ignore[arg-type]
+                prior=v["prior"],
+                kappa=v["kappa"],
+                critics=rates,
+                source=start,
+                n_particles=args.particles,
+                seed=args.seed,
             )
         elif start == "hierarchical":
-            params = hierarchical_params(counts, bench, gen, args.fit, args.seed, args.quiet)
-            initial[start] = LearningState.from_params(params, cell=(bench, gen), critics=critics, **opts)
+            params, diag = hierarchical_params(
+                counts, bench, gen, args.fit, args.seed, args.quiet, args.preset
+            )
+            notes.append(diag)
+            initial[start] = LearningState.from_params(
+                params, cell=(bench, gen), critics=critics, n_particles=args.particles, seed=args.seed
+            )
         else:
             raise SystemExit(f"unknown start {start!r} (none, laplace-pooled, hierarchical)")
 
@@ -263,10 +315,15 @@ def main(argv: list[str] | None = None) -> int:
         f"(`abs_error`), mean width of the {CI_PROB:.0%} interval, share of orders whose interval "
         "covers the full-data value. `labelled-only`: fpr from verified patches alone.",
         "",
+        *[f"- {n}" for n in notes],
+        "",
         markdown_table(table, decimals=3),
         "",
     ]
-    manifest = {"seed": args.seed, "config": {k: str(v) for k, v in vars(args).items() if k not in ("out", "quiet")}}
+    manifest = {
+        "seed": args.seed,
+        "config": {k: str(v) for k, v in vars(args).items() if k not in ("out", "quiet")},
+    }
     with atomic_folder(args.out, manifest=manifest) as tmp:
         write_csv(per_order, tmp / "stream_orders.csv")
         write_csv(table, tmp / "stream_params.csv")
