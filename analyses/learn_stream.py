@@ -199,9 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     bench, gen = args.target.split("/")
     critics = [c for c in args.critics.split(",") if c]
     starts = [s for s in args.starts.split(",") if s]
-    corpus = load_corpus(
-        args.corpus if args.corpus is not None else default_corpus(), progress=not args.quiet
-    )
+    corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
     counts = corpus.counts
     pools = task_pools(select_cell(corpus.records, bench, gen), critics)
     if not pools:
