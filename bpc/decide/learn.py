@@ -81,8 +81,9 @@ log-likelihood to the log weights. When the effective sample size
 ``(Σw)² / Σw²`` falls below ``ess_threshold · P`` the state is *rejuvenated*:
 systematic resampling, then ``n_moves`` sweeps of random-walk Metropolis on
 the unconstrained vector targeting ``prior × Π (stored episode likelihoods)``,
-with a Gaussian proposal of covariance ``(2.38² / D) · Σ̂`` (``Σ̂`` the
-weighted particle covariance before resampling). Identical episodes are
+with a Gaussian proposal of covariance ``s² · Σ̂`` (``Σ̂`` the weighted
+particle covariance before resampling, ``s = 2.38/√D`` adapted between
+sweeps to the population's acceptance rate). Identical episodes are
 stored once with their multiplicity, so a sweep costs one likelihood
 evaluation per *distinct* episode. Every random step draws from
 ``numpy.random.default_rng([seed, n_rejuvenations])``, so a state, saved and
@@ -876,7 +877,10 @@ class LearningState:
         if kernel:
             cols += [_logit(_open(pf)), _logit(_open(pb))]
         x = np.column_stack(cols)
-        for name, col in (("prior", pr), *((f"tpr[{critics[k]}]", tp[:, k]) for k in keep)):
+        checks = [("prior", pr), *((f"tpr[{critics[k]}]", tp[:, k]) for k in keep)]
+        checks += [(f"fpr[{critics[k]}]", fp[:, k]) for k in keep]
+        checks += [("p_fix", pf), ("p_break", pb)] if kernel else []
+        for name, col in checks:
             if np.any((col < 0) | (col > 1)):
                 raise ValueError(f"{name} draws must lie in [0, 1]")
         gp = GaussianPrior.fit(x)
@@ -1126,7 +1130,9 @@ class LearningState:
         """Resample (systematic) and move every particle by random-walk Metropolis on the full posterior.
 
         The target is ``prior(x) · Π_episodes L(episode | x)``; the proposal is
-        ``N(x, (2.38²/D)·Σ̂)`` with ``Σ̂`` the weighted particle covariance.
+        ``N(x, s²·Σ̂)`` with ``Σ̂`` the weighted particle covariance (floored by
+        10⁻⁴ of the prior variances) and ``s = 2.38/√D``, halved after a sweep
+        that accepted under 15 % and grown 1.5-fold after one over 50 %.
         Seeded by ``(seed, n_rejuvenations)``.
         """
         rng = np.random.default_rng([self.seed, 1 + self.n_rejuvenations])
@@ -1134,14 +1140,17 @@ class LearningState:
         D = self.x.shape[1]
         mean = w @ self.x
         dev = self.x - mean
-        cov = (dev * w[:, None]).T @ dev + 1e-8 * np.eye(D)
-        chol = np.linalg.cholesky((2.38**2 / D) * cov)
+        # the weighted covariance, floored by a small share of the prior's so that a collapse onto
+        # a few particles still gives a proposal that moves
+        cov = (dev * w[:, None]).T @ dev + 1e-4 * np.diag(np.diag(self.prior.cov))
+        chol = np.linalg.cholesky(cov)
+        scale = 2.38 / math.sqrt(D)
         x = self.x[_systematic(rng, w, self.n_particles)]
         groups = self.distinct_records()
         logp = self.prior.logpdf(x) + self.total_loglik(x, distinct=groups)
         accepted = 0
         for _ in range(self.n_moves):
-            prop = x + rng.standard_normal(x.shape) @ chol.T
+            prop = x + scale * (rng.standard_normal(x.shape) @ chol.T)
             logp_prop = self.prior.logpdf(prop) + self.total_loglik(prop, distinct=groups)
             with np.errstate(invalid="ignore"):
                 ok = np.log(rng.random(self.n_particles)) < logp_prop - logp
@@ -1149,6 +1158,13 @@ class LearningState:
             x = np.where(ok[:, None], prop, x)
             logp = np.where(ok, logp_prop, logp)
             accepted += int(ok.sum())
+            # between sweeps, the step follows the population's acceptance (each sweep stays a valid
+            # Metropolis kernel: the scale depends on earlier sweeps only)
+            rate = float(ok.mean())
+            if rate < 0.15:
+                scale *= 0.5
+            elif rate > 0.5:
+                scale *= 1.5
         return replace(
             self,
             x=x,
