@@ -356,8 +356,8 @@ class EpisodeRecord:
             :class:`~bpc.decide.live.Episode`), ``Episode.to_dict()`` (its
             ``"moves"``), or the list of move objects: ``{"op": "observe",
             "critic", "passed"}``, ``{"op": "verified", "passed"}``,
-            ``{"op": "regenerated"[, "fresh": true]}``, ``{"op": "refined"}``,
-            ``{"op": "stop"}``.
+            ``{"op": "regenerated"[, "fresh": true | "kind": "fresh" / "refine"]}``,
+            ``{"op": "refined"}``, ``{"op": "stop"}``.
         regenerated : {"fresh", "refine"}
             How a ``regenerated`` move without ``"fresh": true`` was made: a
             fresh sample of the task (the default; the corpus' pools and the
@@ -401,8 +401,13 @@ class EpisodeRecord:
                     raise ValueError(f"move {i}: patch {len(origins) - 1} verified both pass and fail")
                 labels[-1] = label
             elif op in ("regenerated", "refined"):
+                kind = move.get("kind")
+                if kind is not None and kind not in ("fresh", "refine"):
+                    raise ValueError(f"move {i}: kind must be 'fresh' or 'refine', got {kind!r}")
                 if op == "refined":
                     origin = "refine"
+                elif kind is not None:
+                    origin = kind
                 else:
                     origin = "fresh" if move.get("fresh") else regenerated
                 origins.append(origin)
