@@ -413,14 +413,17 @@ def test_from_values_validation():
 # ---------------------------------------------------------------- persistence
 def test_save_load_round_trip_and_continue_identically(tmp_path):
     recs = simulate_records(np.random.default_rng(3), 40, verify_fail_prob=0.2, **TRUTH)
-    s = LearningState.from_values(**START, n_particles=200, seed=6).update(recs[:30])
+    s = LearningState.from_values(**START, n_particles=200, seed=6)
+    empty = LearningState.load(s.save(tmp_path / "empty.nc"))
+    assert empty.n_episodes == 0 and empty.records == ()
+    s = s.update(recs[:30])
     path = s.save(tmp_path / "cal.nc")
     back = LearningState.load(path, spec_hash=s.spec_hash())
     np.testing.assert_array_equal(back.x, s.x)
     np.testing.assert_array_equal(back.log_weights, s.log_weights)
-    assert (
-        back.records == s.records and back.n_rejuvenations == s.n_rejuvenations and back.updated == s.updated
-    )
+    assert back.records == s.records and back.n_rejuvenations == s.n_rejuvenations
+    assert back.updated == s.updated
+    assert [r.to_json() for r in back.records] == [r.to_json() for r in s.records]  # verdict order kept
     ds = xr.load_dataset(path, engine="h5netcdf")
     assert ds.attrs["n_episodes"] == 30 and ds["tpr"].dims == ("particle", "critic")
     assert ds["critic_n"].sum() == labelled_counts(recs[:30], ["test"])["critic_n"].sum()

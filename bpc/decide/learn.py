@@ -284,6 +284,10 @@ class EpisodeRecord:
         """Whether any patch is a refinement (the likelihood then needs p_fix/p_break)."""
         return any(p.origin == "refine" for p in self.patches)
 
+    def to_json(self) -> str:
+        """Compact JSON of :meth:`to_dict`, verdicts in the order they were observed."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
     def key(self) -> str:
         """Canonical JSON text: equal for records with equal likelihood under every parameter."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
@@ -421,11 +425,6 @@ class EpisodeRecord:
                 )
         patches = tuple(PatchRecord(o, v, y) for o, v, y in zip(origins, verdicts, labels, strict=True))  # type: ignore[arg-type]
         return cls(patches)
-
-
-def _records_from_json(text: str) -> tuple[EpisodeRecord, ...]:
-    data = json.loads(text) if text else []
-    return tuple(EpisodeRecord.from_dict(d) for d in data)
 
 
 # ---------------------------------------------------------------------------
@@ -1285,8 +1284,9 @@ class LearningState:
         """The state as an xarray Dataset (dims ``particle``, ``param``, ``param_2``, ``critic``, ``label``).
 
         Particles (``x``, ``log_weight`` and the natural-scale rates), the prior,
-        the labelled / unlabelled verdict counts; attrs: schema version, spec
-        hash, bpc version, episodes, last update, seed, the records (JSON).
+        the labelled / unlabelled verdict counts, ``record`` (episode): each
+        episode as JSON; attrs: schema version, spec hash, bpc version,
+        episodes, last update, seed, rejuvenations.
         """
         import xarray as xr
 
@@ -1316,6 +1316,8 @@ class LearningState:
                 "label": [0, 1],
             },
         )
+        # one JSON object per episode, in the order learnt (empty string array when none)
+        ds["record"] = (("episode",), np.array([r.to_json() for r in self.records], dtype=str))
         ds.attrs.update(
             {
                 "learn_state_version": LEARN_STATE_VERSION,
@@ -1334,7 +1336,6 @@ class LearningState:
                 "n_moves": self.n_moves,
                 "source": self.source,
                 "origin_hash": self.origin_hash,
-                "records": json.dumps([r.to_dict() for r in self.records], separators=(",", ":")),
             }
         )
         return ds
@@ -1388,7 +1389,7 @@ class LearningState:
             x=ds["x"].values,
             log_weights=ds["log_weight"].values,
             prior=GaussianPrior(ds["prior_mean"].values, ds["prior_cov"].values),
-            records=_records_from_json(str(ds.attrs.get("records", "[]"))),
+            records=tuple(EpisodeRecord.from_dict(json.loads(str(t))) for t in ds["record"].values),
             seed=int(ds.attrs["seed"]),
             n_rejuvenations=int(ds.attrs["n_rejuvenations"]),
             acceptance=acc,
