@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the static view of the lazy exports below
     from bpc.data.counts import counts_from_records
     from bpc.data.simulate import simulate_panel
     from bpc.decide.factory import Switches, make_controller
+    from bpc.decide.learn import LearningState
     from bpc.decide.live import Controller, Decision, Episode
     from bpc.decide.solve import solve_b0, solve_policy
     from bpc.estimate.conjugate import conjugate_posterior
@@ -59,6 +60,8 @@ _EXPORTS: dict[str, str] = {
     "Controller": "bpc.decide.live",
     "Episode": "bpc.decide.live",
     "Decision": "bpc.decide.live",
+    # learning a cell's calibration from its own episodes (issue 18)
+    "LearningState": "bpc.decide.learn",
     # stage 4 — replay; stage 6 — report (the comparison, computed and written)
     "replay_cells": "bpc.replay.engine",
     "run_compare": "bpc.report.compare",
@@ -86,6 +89,7 @@ __all__ = [
     "Controller",
     "Episode",
     "Decision",
+    "LearningState",
     "replay_cells",
     "run_compare",
     "Costs",
