@@ -159,7 +159,7 @@ CROSSFIT_FOLDS = 5
 """Folds K of the evaluation protocol's cross-fitting over tasks (:mod:`bpc.experiments.protocol`)."""
 
 CROSSFIT_SEEDS: tuple[int, ...] = (42, 43, 44)
-"""Fold-assignment seeds of the protocol's repeated K-fold (one permutation of each benchmark's tasks each)."""
+"""Fold-assignment seeds of the protocol's repeated K-fold (one task permutation per benchmark each)."""
 
 # ---------------------------------------------------------------------------
 # Sampling and diagnostics (issue 4)

@@ -597,4 +597,6 @@ def fold_split(
         if held.all() or not held.any():
             continue
         fit[(b, g)], ev[(b, g)] = ids[~held], ids[held]
-    return Split(fit, ev, seed=int(seed), fit_fraction=(n_folds - 1) / n_folds, n_folds=n_folds, fold=int(fold))
+    return Split(
+        fit, ev, seed=int(seed), fit_fraction=(n_folds - 1) / n_folds, n_folds=n_folds, fold=int(fold)
+    )

@@ -238,7 +238,9 @@ def fold_data(
         If ``split`` is not one fold of a K-fold split.
     """
     if split.n_folds is None or split.fold is None:
-        raise ValueError("fold_data: the split must be one fold of a K-fold split (bpc.data.splits.fold_split)")
+        raise ValueError(
+            "fold_data: the split must be one fold of a K-fold split (bpc.data.splits.fold_split)"
+        )
     return FoldData(
         seed=int(split.seed),
         fold=int(split.fold),
@@ -258,7 +260,9 @@ def _check_scored(out: pd.DataFrame, fold: FoldData) -> pd.DataFrame:
     """The evaluator's rows, checked: the columns, and only scored tasks of the fold's cells."""
     missing = [c for c in EVALUATOR_COLUMNS if c not in out.columns]
     if missing:
-        raise ValueError(f"cross_fit: the evaluator's frame lacks column(s) {missing}; expected {EVALUATOR_COLUMNS}")
+        raise ValueError(
+            f"cross_fit: the evaluator's frame lacks column(s) {missing}; expected {EVALUATOR_COLUMNS}"
+        )
     out = out.copy()
     for c in ("benchmark", "generator", "instance_id", "policy"):
         out[c] = out[c].astype(str)
@@ -268,7 +272,9 @@ def _check_scored(out: pd.DataFrame, fold: FoldData) -> pd.DataFrame:
     for (b, g), part in out.groupby(_CELL, sort=False):
         ids = scored.get((str(b), str(g)))
         if ids is None:
-            raise ValueError(f"cross_fit: the evaluator scored cell ({b}, {g}), which this fold does not score")
+            raise ValueError(
+                f"cross_fit: the evaluator scored cell ({b}, {g}), which this fold does not score"
+            )
         extra = np.setdiff1d(part["instance_id"].to_numpy(dtype=str), ids)
         if extra.size:
             raise ValueError(
@@ -482,8 +488,11 @@ def best_baselines(utilities: pd.DataFrame, *, candidates: Sequence[str] | None 
         )
     base = utilities[utilities["policy"].isin(cands)]
     rows = []
-    for (seed, b, g), part in base.groupby(["seed", *_CELL], sort=True):
-        sums = part.groupby(["fold", "policy"])["utility"].agg(["sum", "count"]).unstack("policy", fill_value=0)
+    for key, part in base.groupby(["seed", *_CELL], sort=True):
+        seed, b, g = (str(k) for k in key)
+        sums = (
+            part.groupby(["fold", "policy"])["utility"].agg(["sum", "count"]).unstack("policy", fill_value=0)
+        )
         total_s, total_n = sums["sum"].sum(axis=0), sums["count"].sum(axis=0)
         for fold in sorted(part["fold"].unique()):
             n_train = total_n - sums["count"].loc[fold]
@@ -492,10 +501,8 @@ def best_baselines(utilities: pd.DataFrame, *, candidates: Sequence[str] | None 
             if not order:
                 continue
             best = max(order, key=lambda c: (mean[c], -order.index(c)))
-            rows.append((int(seed), int(fold), str(b), str(g), best, float(mean[best]), int(n_train[best])))
-    return pd.DataFrame(
-        rows, columns=["seed", "fold", *_CELL, "baseline", "train_utility", "n_train_tasks"]
-    )
+            rows.append((int(seed), int(fold), b, g, best, float(mean[best]), int(n_train[best])))
+    return pd.DataFrame(rows, columns=["seed", "fold", *_CELL, "baseline", "train_utility", "n_train_tasks"])
 
 
 def with_best_baseline(utilities: pd.DataFrame, *, candidates: Sequence[str] | None = None) -> pd.DataFrame:
@@ -579,9 +586,13 @@ def delta_table(
     have = set(means["policy"])
     refs = [r for r in references if r in have]
     if not refs:
-        raise ValueError(f"delta_table: none of the references {list(references)} among the policies {sorted(have)}")
+        raise ValueError(
+            f"delta_table: none of the references {list(references)} among the policies {sorted(have)}"
+        )
     pols = sorted(have) if policies is None else [p for p in policies if p in have]
-    wide = means.pivot_table(index=["benchmark", "generator", "instance_id"], columns="policy", values="utility")
+    wide = means.pivot_table(
+        index=["benchmark", "generator", "instance_id"], columns="policy", values="utility"
+    )
     seeds_wide = means.pivot_table(
         index=["benchmark", "generator", "instance_id"], columns="policy", values="n_seeds"
     )

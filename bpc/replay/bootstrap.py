@@ -126,7 +126,9 @@ def paired_bootstrap(
 # ---------------------------------------------------------------------------
 # Task-clustered bootstrap
 # ---------------------------------------------------------------------------
-def cluster_bootstrap_means(values, *, B: int = BOOTSTRAP_B, seed=BOOTSTRAP_SEED) -> np.ndarray:
+def cluster_bootstrap_means(
+    values, *, B: int = BOOTSTRAP_B, seed: int | Sequence[int] = BOOTSTRAP_SEED
+) -> np.ndarray:
     """Means of ``B`` task resamples, the same resample for every row of ``values``.
 
     Each resample draws ``T`` task indices with replacement
@@ -162,7 +164,9 @@ def cluster_bootstrap_means(values, *, B: int = BOOTSTRAP_B, seed=BOOTSTRAP_SEED
     """
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[1] == 0:
-        raise ValueError(f"cluster_bootstrap_means: values must be (groups, tasks) with tasks > 0, got {arr.shape}")
+        raise ValueError(
+            f"cluster_bootstrap_means: values must be (groups, tasks) with tasks > 0, got {arr.shape}"
+        )
     if np.isinf(arr).any():
         raise ValueError("cluster_bootstrap_means: values hold inf")
     if int(B) < 1:
