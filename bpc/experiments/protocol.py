@@ -76,6 +76,7 @@ __all__ = [
     "fold_data",
     "cross_fit",
     "replay_evaluator",
+    "engine_controllers",
     "simple_baselines",
     "best_baselines",
     "with_best_baseline",
@@ -427,6 +428,55 @@ def replay_evaluator(
         return pd.concat(frames, ignore_index=True)
 
     return evaluate
+
+
+def engine_controllers(
+    params_cell: xr.Dataset,
+    costs,
+    *,
+    profile="bpc",
+    policies: Sequence[str] | None = None,
+    belief: str | None = None,
+    max_patches: int | None = None,
+) -> dict[str, object]:
+    """The replay engine's controllers of the Bayesian policy names, calibrated on ``params_cell``.
+
+    The protocol's other coupling to :mod:`bpc.replay.engine` (beside
+    :func:`replay_evaluator`): experiments that need controller objects
+    fixed as calibrated on a fold's training side (e.g. the predictive
+    coverage of :mod:`bpc.experiments.delta`) get them here.
+
+    Parameters
+    ----------
+    params_cell : xarray.Dataset
+        One cell's parameters.
+    costs : Costs
+        Cost vector.
+    profile : str or Profile
+        Replay profile.
+    policies : sequence of str, optional
+        Names; those that are Bayesian policies are built (default all of
+        :data:`bpc.constants.BAYESIAN_POLICIES`).
+    belief : {"iid", "instance"}, optional
+        Belief (default the profile's).
+    max_patches : int, optional
+        Patch budget of the planners.
+
+    Returns
+    -------
+    dict
+        Name → controller (``name`` attribute set to the key).
+    """
+    from bpc.constants import BAYESIAN_POLICIES
+    from bpc.replay.engine import make_controller
+
+    names = [p for p in (BAYESIAN_POLICIES if policies is None else policies) if p in BAYESIAN_POLICIES]
+    out = {}
+    for name in names:
+        ctrl = make_controller(name, params_cell, costs, profile, belief=belief, max_patches=max_patches)
+        ctrl.name = name
+        out[name] = ctrl
+    return out
 
 
 # ---------------------------------------------------------------------------
