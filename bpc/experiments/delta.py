@@ -654,7 +654,8 @@ def predictive_coverage(
                     if not np.isfinite(diff).all():
                         continue
                     digest = hashlib.sha1(np.round(diff, 9).tobytes()).hexdigest()[:12]
-                    lo, hi = float(pdelta.loc[p, "pred_lo"]), float(pdelta.loc[p, "pred_hi"])
+                    pr = pdelta.loc[p]
+                    lo, hi, mean = float(pr["pred_lo"]), float(pr["pred_hi"]), float(pr["post_mean"])
                     d = float(diff.mean())
                     rows.append(
                         (
@@ -665,7 +666,7 @@ def predictive_coverage(
                             p,
                             pool.n_instances,
                             d,
-                            float(pdelta.loc[p, "post_mean"]),
+                            mean,
                             lo,
                             hi,
                             bool(lo - 1e-9 <= d <= hi + 1e-9),

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -63,6 +64,9 @@ from bpc.costs import CostSpec
 from bpc.data.splits import Split, fold_split, split_counts, task_folds
 from bpc.replay.bootstrap import task_bootstrap
 from bpc.schema import COUNT_VARS
+
+if TYPE_CHECKING:
+    from bpc.replay.profiles import Profile
 
 __all__ = [
     "UTILITY_COLUMNS",
@@ -371,7 +375,7 @@ def cross_fit(
 def replay_evaluator(
     costs: CostSpec = None,
     *,
-    profile="bpc",
+    profile: str | Profile = "bpc",
     policies: Sequence[str] | None = None,
     belief: str | None = None,
     fit: Callable[[xr.Dataset], xr.Dataset] | None = None,
@@ -434,7 +438,7 @@ def engine_controllers(
     params_cell: xr.Dataset,
     costs,
     *,
-    profile="bpc",
+    profile: str | Profile = "bpc",
     policies: Sequence[str] | None = None,
     belief: str | None = None,
     max_patches: int | None = None,
