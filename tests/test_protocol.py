@@ -214,3 +214,28 @@ def test_replay_evaluator_end_to_end_on_the_simulator():
     assert set(d["reference"]) == {"always_verify", BEST_SIMPLE}
     assert (d["n_tasks"] == d["generator"].map(n_tasks)).all()
     assert (d["ci_lo"] <= d["ci_hi"]).all()
+
+
+def test_run_protocol_chains_the_steps():
+    from bpc.experiments.protocol import run_protocol
+
+    rec = _records()
+
+    def evaluate(fold: FoldData) -> pd.DataFrame:
+        t = fold.test_records.drop_duplicates(["benchmark", "generator", "instance_id"])
+        base = t[["benchmark", "generator", "instance_id"]].reset_index(drop=True)
+        return pd.concat(
+            [
+                base.assign(policy="always_verify", utility=-1.0),
+                base.assign(policy="stop", utility=0.0),
+                base.assign(policy="ctrl", utility=2.0),
+            ],
+            ignore_index=True,
+        )
+
+    res = run_protocol(rec, evaluate, n_folds=3, seeds=[1, 2], B=50)
+    assert set(res.baselines["baseline"]) == {"stop"}
+    d = res.deltas.set_index(["benchmark", "generator", "policy", "reference"])
+    assert d.loc[("lcb_hard", "haiku45", "ctrl", "always_verify"), "delta"] == 3.0
+    assert d.loc[("lcb_hard", "haiku45", "ctrl", BEST_SIMPLE), "delta"] == 2.0
+    assert d.loc[("swebench_verified", "gpt5_mini", "ctrl", BEST_SIMPLE), "n_tasks"] == 6

@@ -86,6 +86,8 @@ __all__ = [
     "with_best_baseline",
     "task_means",
     "delta_table",
+    "ProtocolResult",
+    "run_protocol",
 ]
 
 EVALUATOR_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "policy", "utility")
@@ -668,3 +670,73 @@ def delta_table(
     out["n_seeds"] = out["n_seeds"].astype(np.int64)
     out["prob"] = float(prob)
     return out[list(DELTA_COLUMNS)]
+
+
+# ---------------------------------------------------------------------------
+# The whole protocol in one call
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProtocolResult:
+    """What :func:`run_protocol` computed.
+
+    Attributes
+    ----------
+    utilities : pandas.DataFrame
+        :func:`with_best_baseline` of :func:`cross_fit`'s utilities.
+    baselines : pandas.DataFrame
+        :func:`best_baselines`: the baseline chosen per (seed, fold, cell).
+    deltas : pandas.DataFrame
+        :func:`delta_table` vs ``always_verify`` and :data:`BEST_SIMPLE`.
+    """
+
+    utilities: pd.DataFrame
+    baselines: pd.DataFrame
+    deltas: pd.DataFrame
+
+
+def run_protocol(
+    records: pd.DataFrame,
+    evaluate: Evaluator | None = None,
+    *,
+    costs: CostSpec = None,
+    profile: str | Profile = "bpc",
+    n_folds: int = CROSSFIT_FOLDS,
+    seeds: Sequence[int] = CROSSFIT_SEEDS,
+    trajectories: pd.DataFrame | None = None,
+    base_counts: xr.Dataset | None = None,
+    B: int = BOOTSTRAP_B,
+    prob: float = CI_PROB,
+    progress: bool = False,
+) -> ProtocolResult:
+    """Cross-fit, choose the best simple baseline on the training folds, and tabulate every Δ.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records of the cells to evaluate.
+    evaluate : Evaluator, optional
+        Default :func:`replay_evaluator` with ``costs`` and ``profile``.
+    costs, profile
+        For the default evaluator.
+    n_folds, seeds, trajectories, base_counts, progress
+        As in :func:`cross_fit`.
+    B, prob
+        As in :func:`delta_table`.
+
+    Returns
+    -------
+    ProtocolResult
+    """
+    if evaluate is None:
+        evaluate = replay_evaluator(costs, profile=profile)
+    u = cross_fit(
+        records,
+        evaluate,
+        n_folds=n_folds,
+        seeds=seeds,
+        trajectories=trajectories,
+        base_counts=base_counts,
+        progress=progress,
+    )
+    ub = with_best_baseline(u)
+    return ProtocolResult(utilities=ub, baselines=best_baselines(u), deltas=delta_table(ub, B=B, prob=prob))
