@@ -195,7 +195,11 @@ def test_agreement_text_counts_disagreements():
         }
     )
     text = agreement_text(t)
-    assert "for 1 of 2" in text and "do not even overlap for 1" in text and "b/g p2" in text
+    assert "over 2 distinct checks" in text and "interval for 1," in text
+    assert "do not even overlap for 1" in text and "b/g p2" in text
+    # a policy identical to p2 in the cell is the same check, counted once
+    twin = pd.concat([t, t.iloc[[2]].assign(policy="p3")], ignore_index=True)
+    assert "over 2 distinct checks (3 (cell, policy) rows" in agreement_text(twin)
 
 
 def test_cli_compare_runs(tmp_path, capsys):
