@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the static view of the lazy exports below
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, fit, posterior_params
-    from bpc.experiments.protocol import cross_fit, run_protocol
+    from bpc.experiments.protocol import run_protocol
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_cells
     from bpc.report.compare import run_compare
@@ -67,7 +67,6 @@ _EXPORTS: dict[str, str] = {
     "replay_cells": "bpc.replay.engine",
     "run_compare": "bpc.report.compare",
     # stage 5 — experiments: the evaluation protocol
-    "cross_fit": "bpc.experiments.protocol",
     "run_protocol": "bpc.experiments.protocol",
     # core
     "Costs": "bpc.costs",
@@ -97,7 +96,6 @@ __all__ = [
     "Decision",
     "replay_cells",
     "run_compare",
-    "cross_fit",
     "run_protocol",
     "Costs",
     "named_costs",
