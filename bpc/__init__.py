@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the static view of the lazy exports below
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, fit, posterior_params
+    from bpc.experiments.protocol import run_protocol
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_cells
     from bpc.report.compare import run_compare
@@ -65,6 +66,8 @@ _EXPORTS: dict[str, str] = {
     # stage 4 — replay; stage 6 — report (the comparison, computed and written)
     "replay_cells": "bpc.replay.engine",
     "run_compare": "bpc.report.compare",
+    # stage 5 — experiments: the evaluation protocol
+    "run_protocol": "bpc.experiments.protocol",
     # core
     "Costs": "bpc.costs",
     "named_costs": "bpc.costs",
@@ -92,6 +95,7 @@ __all__ = [
     "LearningState",
     "replay_cells",
     "run_compare",
+    "run_protocol",
     "Costs",
     "named_costs",
     "paper_costs_for",

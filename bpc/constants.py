@@ -155,6 +155,12 @@ POOL_SIZE = 3
 SPLIT_SEED = 42
 SPLIT_FIT_FRACTION = 0.75
 
+CROSSFIT_FOLDS = 5
+"""Folds K of the evaluation protocol's cross-fitting over tasks (:mod:`bpc.experiments.protocol`)."""
+
+CROSSFIT_SEEDS: tuple[int, ...] = (42, 43, 44)
+"""Fold-assignment seeds of the protocol's repeated K-fold (one task permutation per benchmark each)."""
+
 # ---------------------------------------------------------------------------
 # Sampling and diagnostics (issue 4)
 # ---------------------------------------------------------------------------

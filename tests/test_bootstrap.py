@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.replay.bootstrap import bootstrap_means, paired_bootstrap
+from bpc.replay.bootstrap import (
+    TASK_BOOTSTRAP_COLUMNS,
+    bootstrap_means,
+    cluster_bootstrap_means,
+    paired_bootstrap,
+    task_bootstrap,
+)
 
 
 def test_constant_differences_give_a_point_interval():
@@ -59,3 +66,68 @@ def test_interval_brackets_within_range(values, prob):
 def test_bad_input(bad, kwargs, match):
     with pytest.raises(ValueError, match=match):
         paired_bootstrap(bad, **kwargs)
+
+
+# ---------------------------------------------------------------------------
+# Task-clustered bootstrap
+# ---------------------------------------------------------------------------
+def test_cluster_means_match_a_loop_over_task_resamples():
+    vals = np.array([[1.0, 2.0, 4.0, np.nan], [0.0, np.nan, 3.0, 5.0]])
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, 4, size=(50, 4))
+    expect = np.array(
+        [[np.nanmean(row[i]) if np.isfinite(row[i]).any() else np.nan for row in vals] for i in idx]
+    )
+    np.testing.assert_allclose(cluster_bootstrap_means(vals, B=50, seed=3), expect)
+
+
+def test_cluster_resample_is_joint_across_groups():
+    # two cells with identical utilities on the shared tasks move together in every resample
+    vals = np.array([[1.0, 5.0, 9.0], [1.0, 5.0, 9.0], [2.0, 6.0, 10.0]])
+    means = cluster_bootstrap_means(vals, B=200, seed=0)
+    np.testing.assert_array_equal(means[:, 0], means[:, 1])
+    np.testing.assert_allclose(means[:, 2] - means[:, 0], 1.0)
+
+
+def test_task_bootstrap_hand_checked_and_strata_independent():
+    df = pd.DataFrame(
+        {
+            "benchmark": ["a", "a", "a", "a", "b"],
+            "generator": ["g", "g", "h", "h", "g"],
+            "instance_id": ["t1", "t2", "t1", "t2", "t1"],
+            "d": [0.0, 1.0, 0.0, 1.0, 3.0],
+        }
+    )
+    out = task_bootstrap(df, value="d", prob=0.5)
+    assert list(out.columns) == ["benchmark", "generator", *TASK_BOOTSTRAP_COLUMNS]
+    assert out["estimate"].tolist() == [0.5, 0.5, 3.0]
+    assert out["n_tasks"].tolist() == [2, 2, 1]
+    # same data in both cells of benchmark a: same resamples → the same interval
+    assert tuple(out.iloc[0][["ci_lo", "ci_hi"]]) == tuple(out.iloc[1][["ci_lo", "ci_hi"]])
+    assert tuple(out.iloc[2][["ci_lo", "ci_hi"]]) == (3.0, 3.0)
+
+
+def test_task_bootstrap_errors():
+    df = pd.DataFrame({"benchmark": "a", "generator": "g", "instance_id": ["t", "t"], "d": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="occurs twice"):
+        task_bootstrap(df, value="d")
+    with pytest.raises(ValueError, match="lacks column"):
+        task_bootstrap(df, value="nope")
+    with pytest.raises(ValueError, match="strata"):
+        task_bootstrap(df.iloc[:1], value="d", groups=("generator",))
+    with pytest.raises(ValueError, match="inf"):
+        cluster_bootstrap_means([[np.inf]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(-50, 50), min_size=2, max_size=12), st.floats(-5, 5))
+def test_task_bootstrap_interval_contains_shift_equivariantly(values, shift):
+    n = len(values)
+    df = pd.DataFrame(
+        {"benchmark": "b", "generator": "g", "instance_id": [f"t{i}" for i in range(n)], "d": values}
+    )
+    a = task_bootstrap(df, value="d", B=200).iloc[0]
+    b = task_bootstrap(df.assign(d=df["d"] + shift), value="d", B=200).iloc[0]
+    assert a["ci_lo"] - 1e-9 <= a["estimate"] <= a["ci_hi"] + 1e-9
+    assert b["ci_lo"] == pytest.approx(a["ci_lo"] + shift, abs=1e-9)
+    assert b["ci_hi"] == pytest.approx(a["ci_hi"] + shift, abs=1e-9)

@@ -195,7 +195,11 @@ def test_agreement_text_counts_disagreements():
         }
     )
     text = agreement_text(t)
-    assert "for 1 of 2" in text and "do not even overlap for 1" in text and "b/g p2" in text
+    assert "over 2 distinct checks" in text and "interval for 1," in text
+    assert "do not even overlap for 1" in text and "b/g p2" in text
+    # a policy identical to p2 in the cell is the same check, counted once
+    twin = pd.concat([t, t.iloc[[2]].assign(policy="p3")], ignore_index=True)
+    assert "over 2 distinct checks (3 (cell, policy) rows" in agreement_text(twin)
 
 
 def test_cli_compare_runs(tmp_path, capsys):
@@ -309,3 +313,72 @@ def test_efficiency_paragraph_and_table_report_refit_diagnostics():
     text = efficiency_paragraph(eff)
     assert "Hierarchical refits (2): max R-hat 1.200" in text and "min tail ESS 60" in text
     assert "1 divergences" in text and "1 failed the convergence thresholds" in text
+
+
+def test_simulated_pool_is_fresh_draws_unless_it_is_a_refinement_chain():
+    arrays = {
+        "prior": np.array([0.3]),
+        "p_fix": np.array([0.05]),
+        "p_break": np.array([0.05]),
+        "tpr": np.full((1, 1), 0.9),
+        "fpr": np.full((1, 1), 0.2),
+    }
+    fresh = simulate_pool(arrays, 6000, critics=("syn",), seed=2)
+    chain = simulate_pool(arrays, 6000, critics=("syn",), seed=2, chain=True)
+    # a recorded pool: patch 2 after a failing patch 1 passes at π = 0.3, not at p_fix = 0.05
+    after_fail = fresh.Y[:, 1][fresh.Y[:, 0] == 0]
+    assert abs(after_fail.mean() - 0.3) < 0.03
+    assert abs(chain.Y[:, 1][chain.Y[:, 0] == 0].mean() - 0.05) < 0.02
+    np.testing.assert_array_equal(fresh.Y[:, 0], chain.Y[:, 0])
+
+
+def test_bootstrap_params_resample_whole_tasks():
+    from bpc.experiments.delta import bootstrap_params
+
+    rows = []
+    for i in range(40):  # half the tasks always pass, half never: every patch of a task agrees
+        for p in range(3):
+            rows.append(("lcb_hard", "gpt5_mini", f"t{i}", p, int(i < 20), True, pd.NA, pd.NA, pd.NA))
+    rec = pd.DataFrame(
+        rows, columns=["benchmark", "generator", "instance_id", "patch_id", "Y", "syn", "test", "llm", "lint"]
+    )
+    for c in ("syn", "test", "llm", "lint"):
+        rec[c] = rec[c].astype("boolean")
+    draws = bootstrap_params(rec, n_draws=60, seed=1)
+    assert draws["prior"].dims[:2] == ("chain", "draw") and draws.sizes["draw"] == 60
+    prior = draws["prior"].values.ravel()
+    # a task bootstrap: the pass share moves like a mean of 40 task-level coin flips (sd ≈ 0.079),
+    # not like 120 independent patches (sd ≈ 0.046)
+    assert 0.06 < prior.std() < 0.10
+    assert np.isfinite(draws["kappa"].values).all()
+    with pytest.raises(ValueError, match="n_draws"):
+        bootstrap_params(rec, n_draws=1)
+
+
+def test_coverage_summary_counts_distinct_checks_with_cluster_intervals():
+    from bpc.experiments.delta import COVERAGE_COLUMNS, coverage_summary
+
+    rows = []
+    for fold in range(4):
+        for pol, cid, cov in (("a", "x", True), ("b", "x", True), ("c", "y", fold != 0)):
+            rows.append((42, fold, "lcb", "g", pol, 10, 0.0, 0.0, -1.0, 1.0, cov, f"{fold}/{cid}"))
+    checks = pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
+    s = coverage_summary(checks).iloc[0]
+    assert (s["n_checks"], s["n_distinct"], s["n_covered"], s["n_clusters"]) == (12, 8, 7, 4)
+    assert s["coverage"] == 7 / 8 and s["ci_lo"] <= 7 / 8 <= s["ci_hi"] <= 1.0
+    by = coverage_summary(checks, by=("policy",)).set_index("policy")
+    assert by.loc["c", "coverage"] == 0.75 and by.loc["a", "n_distinct"] == 4
+
+
+def test_predictive_coverage_runs_on_a_small_panel():
+    from bpc.data.simulate import simulate_panel
+    from bpc.experiments.delta import COVERAGE_COLUMNS, predictive_coverage
+
+    panel = simulate_panel(2, benchmarks=["lcb_hard"], generators=["haiku45"], scale=0.5)
+    chk = predictive_coverage(
+        panel.records, policies=["gate_test", "bayesian_greedy"], n_folds=3, n_draws=8, n_per_draw=40
+    )
+    assert list(chk.columns) == list(COVERAGE_COLUMNS)
+    assert set(chk["policy"]) == {"gate_test", "bayesian_greedy"} and set(chk["fold"]) == {0, 1, 2}
+    assert (chk["pred_lo"] <= chk["pred_hi"]).all()
+    assert chk["n_eval"].sum() == 2 * panel.records["instance_id"].nunique()

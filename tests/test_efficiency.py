@@ -94,3 +94,101 @@ def test_hierarchical_fit_integration(data):
     assert (hier["max_rhat"] >= 1.0).all() and (hier["min_ess_bulk"] > 0).all()
     assert (hier["divergences"] >= 0).all() and hier["converged"].notna().all()
     assert eff.loc[eff["method"] == "laplace_dp", "max_rhat"].isna().all()
+
+
+# ---------------------------------------------------------------------------
+# Leave one cell out
+# ---------------------------------------------------------------------------
+from bpc.experiments.efficiency import (  # noqa: E402
+    Calibration,
+    complete_pooling_calibration,
+    laplace_calibration,
+    loco_counts,
+    loco_efficiency,
+    loco_table,
+    retrying,
+)
+
+
+@pytest.fixture(scope="module")
+def shared_panel():
+    from bpc.data.simulate import simulate_panel
+
+    return simulate_panel(4, benchmarks=["lcb_hard"], generators=["gpt5_mini", "haiku45"], scale=0.3)
+
+
+def test_loco_counts_keep_every_other_cell_complete(shared_panel):
+    rec = shared_panel.records
+    target = ("lcb_hard", "haiku45")
+    ids = sorted(set(rec.loc[rec["generator"] == "haiku45", "instance_id"]))[:3]
+    counts = loco_counts(rec, target, ids)
+    t = {"benchmark": "lcb_hard", "generator": "haiku45"}
+    o = {"benchmark": "lcb_hard", "generator": "gpt5_mini"}
+    assert counts["n_instances"].sel(t).item() == 3 and counts["n_patches"].sel(t).item() == 9
+    assert (
+        counts["n_instances"].sel(o).item()
+        == rec.loc[rec["generator"] == "gpt5_mini", "instance_id"].nunique()
+    )
+    zero = loco_counts(rec, target, [])
+    assert zero["n_patches"].sel(t).item() == 0 and zero["n_instances"].sel(t).item() == 0
+    assert np.isnan(zero["trans_n"].sel(t)).all()
+
+
+def test_complete_pooling_pools_the_benchmark(shared_panel):
+    rec = shared_panel.records
+    counts = loco_counts(rec, ("lcb_hard", "haiku45"), [])
+    pooled = complete_pooling_calibration(counts, ("lcb_hard", "haiku45"), 0).params
+    own = laplace_calibration(counts, ("lcb_hard", "haiku45"), 0).params
+    t = {"benchmark": "lcb_hard", "generator": "haiku45"}
+    o = rec[rec["generator"] == "gpt5_mini"]
+    assert own["prior"].sel(t).item() == 0.5  # k = 0: the flat point
+    assert pooled["prior"].sel(t).item() == pytest.approx((o["Y"].sum() + 1) / (len(o) + 2))
+    assert np.isfinite(pooled["kappa"].sel(t).item())
+
+
+def test_retrying_refits_until_converged_and_counts_attempts():
+    calls = []
+
+    def failing(counts, cell, seed):
+        calls.append("fail")
+        return Calibration(converged=False)
+
+    def passing(counts, cell, seed):
+        calls.append("pass")
+        return Calibration(converged=True)
+
+    assert retrying(failing, passing)(None, ("b", "g"), 0).attempts == 2  # type: ignore[arg-type]
+    cal = retrying(failing, failing)(None, ("b", "g"), 0)  # type: ignore[arg-type]
+    assert not cal.converged and cal.attempts == 2
+    assert calls == ["fail", "pass", "fail", "fail"]
+
+
+def test_loco_efficiency_and_table(shared_panel):
+    rec = shared_panel.records
+
+    def never(counts, cell, seed):
+        return Calibration(converged=False)
+
+    methods = {
+        "laplace": laplace_calibration,
+        "complete_pooling": complete_pooling_calibration,
+        "broken": never,
+    }
+    u = loco_efficiency(
+        rec, methods=methods, targets=[("lcb_hard", "haiku45")], ks=(0, None), repeats=2, n_folds=3
+    )
+    n_tasks = rec.loc[rec["generator"] == "haiku45", "instance_id"].nunique()
+    scored = u[(u["method"] == "laplace") & (u["k"] == 0)]
+    assert scored.groupby("repeat")["instance_id"].nunique().tolist() == [n_tasks, n_tasks]
+    assert set(u.loc[u["k"] == -1, "k_used"]) >= {n_tasks - n_tasks // 3 - 1, n_tasks - n_tasks // 3}
+    tab = loco_table(u, B=100)
+    lap = tab[tab["method"] == "laplace"]
+    assert (lap["diff"] == 0).all() and (lap["n_tasks"] == n_tasks).all()
+    assert set(tab["k"]) == {0, -1} and (lap["n_repeats"] == 2).all()
+    broken = u[u["method"] == "broken"].drop_duplicates(["k", "repeat", "fold"])
+    assert len(broken) == 2 * 2 * 3 and not broken["converged"].any()
+    row = tab[tab["method"] == "broken"]
+    assert len(row) == 2 and row["diff"].isna().all() and (row["n_excluded"] == 6).all()
+    pool = tab[tab["method"] == "complete_pooling"].set_index("k")
+    assert (pool["n_converged"] == 6).all() and (pool["n_excluded"] == 0).all()
+    assert (pool["ci_lo"] <= pool["diff"]).all() and (pool["diff"] <= pool["ci_hi"]).all()

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from bpc.constants import BENCHMARKS, CRITICS, GENERATORS
 from bpc.data.simulate import (
     BENCHMARK_SIZES,
+    CRITIC_KAPPA,
+    DIFFICULTY_CORRELATION,
     FAMILY_TPR,
     GAP_TABLE,
     KAPPA,
@@ -23,12 +25,16 @@ from bpc.data.simulate import (
     REFLEXION_FIX_FACTOR,
     TRAJECTORY_METHODS,
     TRAJECTORY_STEPS,
-    beta_binomial_kappa,
     critic_rates,
-    estimate_kappa,
     kernel_sources,
     panel_truth,
     simulate_panel,
+)
+from bpc.experiments.panel_strengths import (
+    critic_kappa,
+    difficulty_correlation,
+    panel_strengths,
+    shared_kappa,
 )
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS, validate_params
 
@@ -276,17 +282,17 @@ def test_simulation_invariants(seed, n, n_patches, bench, gens):
 # ---------------------------------------------------------------------------
 # within-instance correlation
 # ---------------------------------------------------------------------------
-def test_beta_binomial_kappa_hand_checked():
-    # perfectly correlated instances (all-or-nothing): κ at the lower search bound
-    k = np.array([0, 3] * 50)
-    assert beta_binomial_kappa(k, np.full(100, 3)) == pytest.approx(1e-3, rel=1e-2)
+def test_shared_kappa_hand_checked():
+    def rec(k_per_task, m=3):
+        rows = [("b", "g", f"t{i}", p, int(p < k)) for i, k in enumerate(k_per_task) for p in range(m)]
+        return pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "patch_id", "Y"])
+
+    # perfectly correlated tasks (all-or-nothing): κ at the lower search bound
+    assert shared_kappa(rec([0, 3] * 50)) == pytest.approx(1e-3, rel=1e-2)
     # exactly binomial(3, 1/2) frequencies 1:3:3:1 → no overdispersion: κ at the upper bound
-    k = np.repeat([0, 1, 2, 3], [10, 30, 30, 10])
-    assert beta_binomial_kappa(k, np.full(80, 3)) > 1e3
-    with pytest.raises(ValueError, match="not identified"):
-        beta_binomial_kappa([0, 0], [3, 3])
-    with pytest.raises(ValueError, match="0 <= k <= m"):
-        beta_binomial_kappa([4], [3])
+    assert shared_kappa(rec(np.repeat([0, 1, 2, 3], [10, 30, 30, 10]))) > 1e3
+    with pytest.raises(ValueError, match="strictly between"):
+        shared_kappa(rec([0, 0]))
 
 
 def test_within_instance_correlation_recovered():
@@ -294,7 +300,7 @@ def test_within_instance_correlation_recovered():
         11, n_instances=4000, benchmarks=["lcb_easy", "mbpp_plus"], generators=["gpt5_mini", "qwen3_coder"]
     )
     # SD of κ̂ over 20 seeds on this design was measured at 0.0045; 0.025 is > 5 SD.
-    assert estimate_kappa(p.records) == pytest.approx(KAPPA, abs=0.025)
+    assert shared_kappa(p.records) == pytest.approx(KAPPA, abs=0.025)
     # and it is far from independence: most instances are all-pass or all-fail
     k = p.records.groupby(["benchmark", "generator", "instance_id"])["Y"].sum()
     assert (k.isin([0, 3])).mean() > 0.8
@@ -388,7 +394,7 @@ def test_kappa_constant_reproduced_from_corpus(corpus_path):
     )
     assert records.groupby(["benchmark", "generator", "instance_id"]).ngroups == 767
     # KAPPA is written with 3 decimals
-    assert estimate_kappa(records, n_patches=3) == pytest.approx(KAPPA, abs=5e-4)
+    assert shared_kappa(records, n_patches=3) == pytest.approx(KAPPA, abs=5e-4)
 
 
 @pytest.mark.corpus
@@ -469,3 +475,60 @@ def test_family_tpr_constants_match_corpus(corpus_path):
         both = ("lcb", "function_level")
         expected = sum(tp[(f, crit)] for f in both) / sum(pos[(f, crit)] for f in both)
         assert value == pytest.approx(expected, abs=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# dependence across generators and within a task's critic verdicts
+# ---------------------------------------------------------------------------
+def test_task_difficulty_is_shared_across_generators():
+    gens = ["gpt5_mini", "qwen3_coder", "haiku45"]
+    p = simulate_panel(5, n_instances=1500, benchmarks=["lcb_medium"], generators=gens)
+    pairs = difficulty_correlation(p.records)
+    assert len(pairs) == 3
+    # pass counts out of 3 are a coarse view of θ: the estimate is attenuated, but clearly shared
+    assert 0.6 < pairs.attrs["rho"] <= DIFFICULTY_CORRELATION + 0.03
+    indep = simulate_panel(
+        5, n_instances=1500, benchmarks=["lcb_medium"], generators=gens, difficulty_correlation=0.0
+    )
+    assert abs(difficulty_correlation(indep.records).attrs["rho"]) < 0.1
+    # the marginal of each cell is unchanged: pass rate π
+    rate = p.records.groupby("generator")["Y"].mean()
+    for g in gens:
+        assert rate[g] == pytest.approx(PRIOR_TABLE[("lcb_medium", g)], abs=0.04)
+    # and a cell does not depend on which other generators are simulated
+    alone = simulate_panel(5, n_instances=1500, benchmarks=["lcb_medium"], generators=["haiku45"])
+    pd.testing.assert_frame_equal(
+        alone.records.reset_index(drop=True),
+        p.records[p.records["generator"] == "haiku45"].reset_index(drop=True),
+    )
+
+
+def test_critic_verdicts_are_dependent_within_a_task():
+    p = simulate_panel(6, n_instances=3000, benchmarks=["lcb_hard"], generators=["gpt5_mini"])
+    table = critic_kappa(p.records).set_index(["critic", "label"])
+    for crit in ("syn", "test", "llm"):
+        phi_true = 1.0 / (1.0 + CRITIC_KAPPA[crit][0])
+        assert table.loc[(crit, 0), "phi"] == pytest.approx(phi_true, abs=0.08)
+    free = simulate_panel(
+        6, n_instances=3000, benchmarks=["lcb_hard"], generators=["gpt5_mini"], critic_kappa={}
+    )
+    assert (critic_kappa(free.records)["phi"].abs() < 0.08).all()
+    with pytest.raises(ValueError, match="unknown critic"):
+        simulate_panel(
+            1, scale=0.1, benchmarks=["lcb_hard"], generators=["gpt5_mini"], critic_kappa={"x": (1, 1)}
+        )
+    with pytest.raises(ValueError, match="difficulty_correlation"):
+        simulate_panel(1, scale=0.1, difficulty_correlation=1.0)
+
+
+@pytest.mark.corpus
+def test_dependence_constants_reproduced_from_corpus(corpus_path):
+    from bpc.data.corpus import load_corpus
+
+    s = panel_strengths(load_corpus(corpus_path).records)
+    assert s["kappa"] == pytest.approx(KAPPA, abs=5e-4)
+    assert s["difficulty_correlation"] == pytest.approx(DIFFICULTY_CORRELATION, abs=5e-4)
+    for crit, (k0, k1) in CRITIC_KAPPA.items():
+        got = s["critic_kappa"][crit]
+        assert got[0] == pytest.approx(k0, abs=5e-4)
+        assert (np.isinf(k1) and np.isinf(got[1])) or got[1] == pytest.approx(k1, abs=5e-4)

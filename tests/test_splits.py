@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 from bpc.data.splits import (
     Split,
     fold_instances,
+    fold_split,
     kfold_splits,
     split_cells,
     split_counts,
     split_instances,
+    task_folds,
 )
 
 
@@ -184,3 +186,62 @@ def test_replay_cells_takes_a_split_and_kfold_scores_every_instance_once():
     per_cell = scored[scored["policy"] == "always_verify"].groupby(["benchmark", "generator"])["n_instances"]
     sizes = rec.groupby(["benchmark", "generator"])["instance_id"].nunique()
     pd.testing.assert_series_equal(per_cell.sum(), sizes, check_names=False)
+
+
+# ---------------------------------------------------------------------------
+# Task folds shared by a benchmark's cells
+# ---------------------------------------------------------------------------
+def _shared_records() -> pd.DataFrame:
+    """Benchmark "lcb": generators g (12 tasks) and h (the first 9 of them); benchmark "swe": 7 tasks."""
+    frames = [
+        _records({("lcb", "g"): 12}),
+        _records({("lcb", "h"): 9}),
+        _records({("swe", "g"): 7}),
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_task_folds_hand_checked():
+    rec = _shared_records()
+    folds = task_folds(rec, n_folds=3, seeds=[5, 6])
+    assert list(folds.columns) == ["seed", "benchmark", "instance_id", "fold"]
+    lcb = folds[(folds["seed"] == 5) & (folds["benchmark"] == "lcb")]
+    ids = np.array(sorted(f"lcb{i:03d}" for i in range(12)))
+    perm = np.random.default_rng(5).permutation(12)
+    for j, block in enumerate(np.array_split(perm, 3)):
+        assert set(lcb.loc[lcb["fold"] == j, "instance_id"]) == set(ids[block])
+    assert folds.groupby(["seed", "benchmark", "fold"]).size().tolist() == [4, 4, 4, 3, 2, 2] * 2
+
+
+def test_fold_split_puts_a_task_in_the_same_fold_in_every_cell():
+    rec = _shared_records()
+    folds = task_folds(rec, n_folds=3, seeds=[1])
+    scored: dict[tuple[str, str], list[str]] = {}
+    for j in range(3):
+        split = fold_split(rec, folds, seed=1, fold=j)
+        assert split.n_folds == 3 and split.fold == j and split.seed == 1
+        ev_g, ev_h = set(split.eval[("lcb", "g")]), set(split.eval.get(("lcb", "h"), []))
+        assert ev_h <= ev_g  # h's scored tasks are g's scored tasks of this fold
+        assert not set(split.fit[("lcb", "g")]) & ev_h
+        for cell, _, ev in split:
+            scored.setdefault(cell, []).extend(ev.tolist())
+    for cell, n in {("lcb", "g"): 12, ("lcb", "h"): 9, ("swe", "g"): 7}.items():
+        assert sorted(scored[cell]) == sorted(set(scored[cell])) and len(scored[cell]) == n
+
+
+def test_task_folds_errors():
+    rec = _shared_records()
+    with pytest.raises(ValueError, match="need at least"):
+        task_folds(rec, n_folds=8)
+    with pytest.raises(ValueError, match="distinct"):
+        task_folds(rec, n_folds=2, seeds=[1, 1])
+    with pytest.raises(ValueError, match="n_folds"):
+        task_folds(rec, n_folds=1)
+    folds = task_folds(rec, n_folds=3, seeds=[1])
+    with pytest.raises(ValueError, match="seed"):
+        fold_split(rec, folds, seed=2, fold=0)
+    with pytest.raises(ValueError, match="fold must"):
+        fold_split(rec, folds, seed=1, fold=3)
+    other = pd.concat([rec, _records({("new", "g"): 3})], ignore_index=True)
+    with pytest.raises(ValueError, match="has no fold"):
+        fold_split(other, folds, seed=1, fold=0)

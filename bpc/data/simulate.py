@@ -70,16 +70,31 @@ Within-instance correlation
     :func:`simulate_panel`; ``inf`` for independent patches). κ = :data:`KAPPA`
     is the maximum marginal (Beta-Binomial) likelihood estimate on the 3-patch
     instances of the seven non-superseded raw critic files, with π fixed at
-    each cell's pass rate and one κ shared by all cells
-    (:func:`estimate_kappa`): 767 instances, κ̂ = 0.152, i.e. an
-    intra-instance correlation of 0.87. Per cell: LCB-hard gpt5_mini 0.599,
-    haiku45 0.239, qwen3_coder 0.078; LCB-medium haiku45 0.247, qwen3_coder
-    0.110; SWE-Lite full gpt5_mini 0.145; SWE-Verified full gpt5_mini 0.070
-    (empty-diff patches included, they are real failures). The instance
-    difficulties θ of different generators are drawn independently.
+    each cell's pass rate and one κ shared by all cells: 767 instances,
+    κ̂ = 0.152, i.e. an intra-instance correlation of 0.87 (empty-diff
+    patches included, they are real failures). The estimator is
+    :func:`bpc.experiments.panel_strengths.shared_kappa` (the Beta-Binomial
+    likelihood of :mod:`bpc.estimate.laplace`; this module, the lowest stage,
+    holds only the number).
+Task difficulty shared across generators
+    A task that is hard for one generator is hard for the others (on the
+    corpus the Spearman correlation of task pass rates across generators is
+    0.72–0.98). Each task of a benchmark draws a latent score s ~ N(0, 1),
+    shared by every generator; a generator's score is
+    z = √ρ·s + √(1 − ρ)·ε with its own ε ~ N(0, 1), its difficulty quantile
+    u = Φ(z) and θ = F⁻¹(u) under the cell's Beta(πκ, (1 − π)κ) — a Gaussian
+    copula, so every cell keeps its own marginal. ρ =
+    :data:`DIFFICULTY_CORRELATION` (0.899, from the corpus; ``0`` gives the
+    independent difficulties of earlier releases).
 Critic verdicts
-    Conditionally independent given the patch's Y (the paper's assumption):
-    pass with probability tpr if Y = 1, fpr if Y = 0.
+    Given the patch's Y, a verdict passes with probability tpr if Y = 1 and
+    fpr if Y = 0 — *on average*. Within a task they are dependent (a critic
+    that passes one broken patch of a task tends to pass its other broken
+    patches): each task draws, per critic and label, its own rate
+    Beta(r κ_c, (1 − r) κ_c) around the cell's r, with κ_c from
+    :data:`CRITIC_KAPPA` (measured on the corpus; ``critic_kappa={}`` gives
+    verdicts independent given Y, the paper's assumption). Within a patch,
+    different critics stay independent given Y.
 Refinement kernels
     :data:`MEASURED_KERNELS`: the raw (Y_t, Y_t+1) pair counts of the
     authors' iterative-refinement kernels (``PAPER_RELEASE/iter_kernels`` and
@@ -122,10 +137,11 @@ Randomness
 ----------
 Each cell (benchmark index i, generator index j in the paper's order) has its
 own streams, ``SeedSequence(seed, spawn_key=(i, j, s))`` with s = 0 for the
-instance difficulties, 1 for the patches and verdicts, 2 for the
-trajectories, 3 for the difficulty quantiles of instances whose θ rounds to
-exactly 0 or 1. Identical seeds give identical data, and a cell's data do not
-depend on which other cells are simulated.
+generator's own difficulty scores ε, 1 for the patches and verdicts, 2 for the
+trajectories, 4 for the tasks' own critic rates; the shared task scores s of
+benchmark i come from ``spawn_key=(i, len(GENERATORS), 0)``. Identical seeds
+give identical data, and a cell's data do not depend on which other cells
+are simulated.
 """
 
 from __future__ import annotations
@@ -138,8 +154,8 @@ from types import MappingProxyType
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy.optimize import minimize_scalar, root
-from scipy.special import betainc, betaincinv, betaln, expit, gammaln, logit, ndtri
+from scipy.optimize import root
+from scipy.special import betaincinv, expit, logit, ndtr, ndtri
 
 from bpc.constants import (
     BENCHMARKS,
@@ -173,8 +189,8 @@ __all__ = [
     "panel_truth",
     "kernel_sources",
     "critic_rates",
-    "beta_binomial_kappa",
-    "estimate_kappa",
+    "DIFFICULTY_CORRELATION",
+    "CRITIC_KAPPA",
     "kernel_locations",
     "instance_kernels",
 ]
@@ -355,7 +371,34 @@ RATE_MAX = 0.995
 """Upper bound of every simulated critic rate."""
 
 KAPPA = 0.152
-"""Beta concentration κ of the per-instance pass probability (pooled MLE on 767 raw 3-patch instances)."""
+"""Beta concentration κ of the per-instance pass probability (pooled MLE on 767 raw 3-patch instances).
+
+Reproduce: ``python -m bpc.experiments.panel_strengths ../shared/data/paper_corpus`` (κ = 0.1522)."""
+
+DIFFICULTY_CORRELATION = 0.899
+"""Gaussian-copula correlation of a task's latent difficulty across the generators of a benchmark.
+
+From the corpus' task pass counts: Spearman 0.716 / 0.812 / 0.875 (LCB-hard generator pairs, 29
+tasks each) and 0.980 (LCB-medium, 90 tasks), mapped to ρ = 2 sin(πr/6) and task-weighted
+(:func:`bpc.experiments.panel_strengths.difficulty_correlation`). Reproduce:
+``python -m bpc.experiments.panel_strengths ../shared/data/paper_corpus`` (0.8992)."""
+
+CRITIC_KAPPA = MappingProxyType(
+    {
+        "syn": (0.504, float("inf")),
+        "test": (0.227, float("inf")),
+        "llm": (0.474, 0.476),
+    }
+)
+"""Critic → (κ_c on failing patches, κ_c on passing patches): within-task dependence of verdicts.
+
+A task draws, per critic and label, its own verdict rate Beta(r κ_c, (1 − r) κ_c) around the cell's
+rate r (tpr or fpr), so two verdicts of one critic on same-label patches of a task correlate with
+φ = 1/(1 + κ_c). From the corpus: pair-weighted mean φ over cells of 0.665 (syn, failing patches,
+1703 pairs), 0.815 (test, failing, 604), 0.679 / 0.677 (llm, failing 1776 / passing 427); ``inf``
+(independent) where the corpus gives no positive φ (passing patches of syn and test, lint)
+(:func:`bpc.experiments.panel_strengths.critic_kappa`). Reproduce:
+``python -m bpc.experiments.panel_strengths ../shared/data/paper_corpus``."""
 
 MEASURED_KERNELS = MappingProxyType(
     {
@@ -433,105 +476,6 @@ def critic_rates(tpr, gap, *, lo: float = RATE_MIN, hi: float = RATE_MAX) -> tup
     out_t = np.where(low, np.clip(lo + gap, lo, hi), np.where(high, np.clip(hi + gap, lo, hi), tpr))
     out_f = np.where(low, lo, np.where(high, hi, fpr))
     return np.asarray(np.round(out_t, 12)), np.asarray(np.round(out_f, 12))
-
-
-def _beta_binomial_nll(log_kappa: float, k: np.ndarray, m: np.ndarray, pi: np.ndarray) -> float:
-    kappa = np.exp(log_kappa)
-    a = pi * kappa
-    b = (1.0 - pi) * kappa
-    ll = gammaln(m + 1) - gammaln(k + 1) - gammaln(m - k + 1) + betaln(k + a, m - k + b) - betaln(a, b)
-    return -float(np.sum(ll))
-
-
-def beta_binomial_kappa(k, m, group=None, *, bounds: tuple[float, float] = (1e-3, 1e4)) -> float:
-    """Shared Beta concentration κ by maximum marginal (Beta-Binomial) likelihood.
-
-    Each unit u (an instance) has ``k[u]`` successes in ``m[u]`` trials with
-    θ_u ~ Beta(π_g κ, (1 − π_g) κ), π_g fixed at the pooled success rate of
-    its group g (a cell); κ is shared by all groups and maximised over
-    ``bounds`` on the log scale. Groups with π_g ∈ {0, 1} carry no information
-    about κ and are dropped.
-
-    Parameters
-    ----------
-    k, m : array_like of int
-        Successes and trials per unit, ``0 <= k <= m``, ``m >= 1``.
-    group : array_like, optional
-        Group label per unit (default: one group).
-    bounds : tuple of float
-        Search range for κ.
-
-    Returns
-    -------
-    float
-        κ̂ (the intra-unit correlation of outcomes is 1 / (1 + κ̂)).
-
-    Raises
-    ------
-    ValueError
-        On inconsistent inputs or when no group has 0 < π < 1.
-    """
-    k = np.asarray(k, dtype=float)
-    m = np.asarray(m, dtype=float)
-    if k.shape != m.shape or k.ndim != 1:
-        raise ValueError(
-            f"beta_binomial_kappa: k and m must be 1-d of equal length, got {k.shape}, {m.shape}"
-        )
-    if (m < 1).any() or (k < 0).any() or (k > m).any() or (k != np.round(k)).any():
-        raise ValueError("beta_binomial_kappa: expected whole numbers with 0 <= k <= m and m >= 1")
-    group = np.zeros(k.shape, dtype=int) if group is None else np.asarray(group)
-    if group.shape != k.shape:
-        raise ValueError(f"beta_binomial_kappa: group has shape {group.shape}, expected {k.shape}")
-    _, inverse = np.unique(group, return_inverse=True)
-    pi_g = np.bincount(inverse, weights=k) / np.bincount(inverse, weights=m)
-    pi = pi_g[inverse]
-    keep = (pi > 0) & (pi < 1)
-    if not keep.any():
-        raise ValueError("beta_binomial_kappa: every group has pass rate 0 or 1; κ is not identified")
-    res = minimize_scalar(
-        _beta_binomial_nll,
-        bounds=(np.log(bounds[0]), np.log(bounds[1])),
-        args=(k[keep], m[keep], pi[keep]),
-        method="bounded",
-        options={"xatol": 1e-6},
-    )
-    return float(np.exp(res.x))
-
-
-def estimate_kappa(records: pd.DataFrame, *, n_patches: int | None = None) -> float:
-    """Within-instance concentration κ of ``Y`` in a records frame (pooled over cells).
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        Records with at least ``benchmark``, ``generator``, ``instance_id``
-        and ``Y`` (labelled rows; rows with missing ``Y`` are dropped).
-    n_patches : int, optional
-        Keep only instances with exactly this many labelled patches (the
-        derivation of :data:`KAPPA` used 3). Default: all instances.
-
-    Returns
-    -------
-    float
-        κ̂ from :func:`beta_binomial_kappa` with one group per cell.
-    """
-    missing = [c for c in ("benchmark", "generator", "instance_id", "Y") if c not in records.columns]
-    if missing:
-        raise ValueError(f"estimate_kappa: records lack columns {missing}")
-    df = records.dropna(subset=["Y"])
-    per = df.groupby(["benchmark", "generator", "instance_id"], sort=True, observed=True)["Y"].agg(
-        ["sum", "count"]
-    )
-    if n_patches is not None:
-        per = per[per["count"] == n_patches]
-    if per.empty:
-        raise ValueError("estimate_kappa: no instances to estimate from")
-    idx = per.index
-    cell = [
-        f"{b}/{g}"
-        for b, g in zip(idx.get_level_values("benchmark"), idx.get_level_values("generator"), strict=True)
-    ]
-    return beta_binomial_kappa(per["sum"].to_numpy(), per["count"].to_numpy(), np.asarray(cell, dtype=str))
 
 
 def instance_kernels(
@@ -832,24 +776,48 @@ def _rng(seed: int, i: int, j: int, stream: int) -> np.random.Generator:
 
 
 def _draw_theta(
-    rng: np.random.Generator, rng_u: np.random.Generator, prior: float, n: int, kappa: float
+    rng: np.random.Generator, shared: np.ndarray, prior: float, kappa: float, rho: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Instance pass rates θ ~ Beta(πκ, (1 − π)κ) and their quantiles u (0.5 without heterogeneity)."""
+    """Instance pass rates θ and their quantiles u under the Gaussian copula (module docstring).
+
+    ``shared`` are the benchmark's task scores s; the generator's own scores
+    ε come from ``rng``; u = Φ(√ρ·s + √(1 − ρ)·ε) is exactly uniform and
+    θ = F⁻¹(u) under Beta(πκ, (1 − π)κ) (θ = π, u = 0.5 without heterogeneity).
+    """
+    n = shared.shape[0]
     if prior <= 0.0 or prior >= 1.0 or not np.isfinite(kappa):
         return np.full(n, prior), np.full(n, 0.5)
-    a, b = prior * kappa, (1.0 - prior) * kappa
-    theta = rng.beta(a, b, size=n)
-    # θ rounds to exactly 0 or 1 on a set of quantiles (for κ ≈ 0.15 often half of them): spread
-    # those instances' u uniformly over that set, so that u stays exactly uniform
-    lo, hi = betainc(a, b, np.finfo(float).tiny), betainc(a, b, np.nextafter(1.0, 0.0))
-    v = rng_u.random(n)
-    u = np.where(theta >= 1.0, hi + (1.0 - hi) * v, np.where(theta <= 0.0, lo * v, betainc(a, b, theta)))
+    z = np.sqrt(rho) * shared + np.sqrt(1.0 - rho) * rng.standard_normal(n)
+    u = ndtr(z)
+    theta = betaincinv(prior * kappa, (1.0 - prior) * kappa, u)
     return theta, u
 
 
+def _task_rates(
+    rng: np.random.Generator, n: int, tpr: np.ndarray, fpr: np.ndarray, critic_kappa: Mapping[str, tuple]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per task and critic: its own (tpr, fpr), Beta(r κ_c, (1 − r) κ_c) around the cell's r; shape (n, K)."""
+    out = []
+    for label, base in ((1, tpr), (0, fpr)):
+        rates = np.broadcast_to(base, (n, base.shape[0])).copy()
+        for c, crit in enumerate(CRITICS):
+            kc = float(critic_kappa.get(crit, (np.inf, np.inf))[label])
+            r = base[c]
+            if not (np.isfinite(kc) and kc > 0 and np.isfinite(r)):
+                continue
+            rates[:, c] = rng.beta(max(r * kc, 1e-300), max((1.0 - r) * kc, 1e-300), size=n)
+        out.append(rates)
+    return out[0], out[1]
+
+
 def _verdicts(rng: np.random.Generator, y: np.ndarray, tpr: np.ndarray, fpr: np.ndarray) -> np.ndarray:
-    """Verdicts (…, critic) as float: 1 pass, 0 fail, NaN missing (rate NaN)."""
-    u = rng.random((*y.shape, tpr.shape[0]))
+    """Verdicts (…, critic) as float: 1 pass, 0 fail, NaN missing (rate NaN).
+
+    ``tpr`` / ``fpr`` are ``(K,)`` (the cell's rates) or ``(n, K)`` (each task's own).
+    """
+    u = rng.random((*y.shape, tpr.shape[-1]))
+    if tpr.ndim == 2:
+        tpr, fpr = tpr[:, None, :], fpr[:, None, :]
     rate = np.where(y[..., None] == 1, tpr, fpr)
     return np.where(np.isnan(rate), np.nan, (u < rate).astype(float))
 
@@ -868,6 +836,8 @@ def simulate_panel(
     generators: Sequence[str] | None = None,
     n_instances: int | Mapping[str, int] | None = None,
     kappa: float = KAPPA,
+    difficulty_correlation: float = DIFFICULTY_CORRELATION,
+    critic_kappa: Mapping[str, tuple[float, float]] = CRITIC_KAPPA,
 ) -> SimulatedPanel:
     """Simulate the paper's calibration panel (see the module docstring for every choice).
 
@@ -889,6 +859,14 @@ def simulate_panel(
     kappa : float
         Concentration κ of the instances' pass rates (default :data:`KAPPA`,
         measured on the corpus); ``inf`` draws independent patches.
+    difficulty_correlation : float
+        Copula correlation ρ in [0, 1) of a task's difficulty across the
+        generators of its benchmark (default :data:`DIFFICULTY_CORRELATION`);
+        ``0``: independent difficulties.
+    critic_kappa : mapping
+        Critic → (κ_c on failing, κ_c on passing patches), the within-task
+        dependence of its verdicts (default :data:`CRITIC_KAPPA`); ``{}``:
+        verdicts independent given Y.
 
     Returns
     -------
@@ -919,6 +897,16 @@ def simulate_panel(
     n_patches = int(n_patches)
     bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks")
     gs = _check_subset(generators, GENERATORS, "generators")
+    rho = float(difficulty_correlation)
+    if not 0.0 <= rho < 1.0:
+        raise ValueError(
+            f"simulate_panel: difficulty_correlation must lie in [0, 1), got {difficulty_correlation!r}"
+        )
+    bad = [c for c in critic_kappa if c not in CRITICS]
+    if bad:
+        raise ValueError(
+            f"simulate_panel: critic_kappa names unknown critic(s) {bad}; expected some of {CRITICS}"
+        )
     sizes = _instance_counts(bs, float(scale), n_instances)
     truth = panel_truth(bs, gs, kappa=_check_kappa(kappa, "simulate_panel"))
 
@@ -929,17 +917,19 @@ def simulate_panel(
         n = sizes[b]
         width = max(4, len(str(n - 1)))
         ids = np.array([f"{b}-{u:0{width}d}" for u in range(n)], dtype=object)
+        shared = _rng(seed, i, len(GENERATORS), 0).standard_normal(n)
         for g in gs:
             j = GENERATORS.index(g)
             cell = truth.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
             prior = float(cell["prior"])
             tpr = cell["tpr"].values
             fpr = cell["fpr"].values
-            theta, u = _draw_theta(_rng(seed, i, j, 0), _rng(seed, i, j, 3), prior, n, kappa)
+            theta, u = _draw_theta(_rng(seed, i, j, 0), shared, prior, kappa, rho)
+            task_tpr, task_fpr = _task_rates(_rng(seed, i, j, 4), n, tpr, fpr, critic_kappa)
 
             rng = _rng(seed, i, j, 1)
             y = (rng.random((n, n_patches)) < theta[:, None]).astype(np.int64)
-            z = _verdicts(rng, y, tpr, fpr)
+            z = _verdicts(rng, y, task_tpr, task_fpr)
             rec_parts["b"].append(np.full(n * n_patches, b, dtype=object))
             rec_parts["g"].append(np.full(n * n_patches, g, dtype=object))
             rec_parts["inst"].append(np.repeat(ids, n_patches))
@@ -961,7 +951,7 @@ def simulate_panel(
                 for t in range(1, TRAJECTORY_STEPS):
                     prev = ys[:, t - 1] == 1
                     ys[:, t] = np.where(prev, v[:, t - 1] >= p_break, v[:, t - 1] < p_fix)
-                zt = _verdicts(rng, ys, tpr, fpr)
+                zt = _verdicts(rng, ys, task_tpr, task_fpr)
                 m = n * TRAJECTORY_STEPS
                 tr_parts["b"].append(np.full(m, b, dtype=object))
                 tr_parts["g"].append(np.full(m, g, dtype=object))
@@ -1004,6 +994,8 @@ def simulate_panel(
         "benchmarks": bs,
         "generators": gs,
         "kappa": float(kappa),
+        "difficulty_correlation": rho,
+        "critic_kappa": {c: tuple(float(x) for x in v) for c, v in critic_kappa.items()},
         "kernel_spread": KERNEL_SPREAD,
         "rate_bounds": (RATE_MIN, RATE_MAX),
         "reflexion_fix_factor": REFLEXION_FIX_FACTOR,
@@ -1018,6 +1010,10 @@ def simulate_panel(
             "tpr": "authors' corpus, raw TP/(TP+FN) pooled by family (bpc.data.simulate.FAMILY_TPR)",
             "fpr": f"tpr - gap, kept in [{RATE_MIN}, {RATE_MAX}] (bpc.data.simulate.critic_rates)",
             "kappa": "Beta-Binomial MLE on the corpus' raw 3-patch instances (bpc.data.simulate.KAPPA)",
+            "difficulty_correlation": "copula ρ from the corpus' cross-generator Spearman correlations "
+            "(bpc.experiments.panel_strengths)",
+            "critic_kappa": "within-task verdict dependence φ = 1/(1 + κ_c) measured on the corpus "
+            "(bpc.experiments.panel_strengths)",
             "kernels": "authors' measured kernels, Beta(1,1)-smoothed; else benchmark / LCB means; "
             "per-instance rates tied to difficulty, pooled over pairs equal to these (module docstring)",
         },

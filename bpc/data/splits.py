@@ -31,6 +31,15 @@ pandas / xarray
     :func:`split_cells` (records → :class:`Split`), :meth:`Split.rows` (the
     rows of one side) and :func:`split_counts` (counts of one side, optionally
     laid over a source's other cells).
+
+Task folds (the evaluation protocol, :mod:`bpc.experiments.protocol`)
+--------------------------------------------------------------------
+Cells of one benchmark share tasks (LiveCodeBench-hard: three generators on
+the same 29 tasks). :func:`task_folds` assigns folds per *benchmark*, over
+the sorted union of its task ids, so every cell that has a task puts it in
+the same fold (scikit-learn ``GroupKFold`` with the task as group, shuffled
+as ``RepeatedKFold`` is: one permutation per seed). :func:`fold_split` turns
+one fold of that assignment into a :class:`Split` of every cell.
 """
 
 from __future__ import annotations
@@ -55,6 +64,9 @@ __all__ = [
     "split_cells",
     "kfold_splits",
     "split_counts",
+    "FOLD_COLUMNS",
+    "task_folds",
+    "fold_split",
 ]
 
 Cell = tuple[str, str]
@@ -452,3 +464,139 @@ def split_counts(
                 continue
             out[var].loc[sel] = new.values
     return out
+
+
+# ---------------------------------------------------------------------------
+# Task folds shared by the cells of a benchmark
+# ---------------------------------------------------------------------------
+FOLD_COLUMNS: tuple[str, ...] = ("seed", "benchmark", "instance_id", "fold")
+"""Columns of :func:`task_folds`."""
+
+
+def task_folds(records: pd.DataFrame, *, n_folds: int = 5, seeds=(SPLIT_SEED,)) -> pd.DataFrame:
+    """Fold of every task of every benchmark, for each seed (repeated K-fold over tasks).
+
+    Per benchmark and seed, the sorted union of the task ids of all its
+    cells is permuted with ``numpy.random.default_rng(seed).permutation`` and
+    cut into ``n_folds`` contiguous blocks (:func:`numpy.array_split`, sizes
+    differ by at most one); block ``j`` is fold ``j``. A task is in the same
+    fold in every cell (generator) that has it, so no generator's record of a
+    scored task reaches the training side.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Rows with ``benchmark`` and ``instance_id`` (duplicates are ignored).
+    n_folds : int
+        Folds ``K``, at least 2 and at most the smallest benchmark's number
+        of tasks.
+    seeds : int or sequence of int
+        One assignment per seed (distinct seeds).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`FOLD_COLUMNS`, one row per (seed, benchmark, task),
+        sorted by seed, benchmark, task.
+
+    Raises
+    ------
+    ValueError
+        For ``n_folds < 2``, repeated or no seeds, no records, or a benchmark
+        with fewer tasks than folds.
+
+    Examples
+    --------
+    >>> rec = pd.DataFrame({"benchmark": ["b"] * 4, "instance_id": ["t1", "t2", "t3", "t4"]})
+    >>> task_folds(rec, n_folds=2, seeds=0).groupby("fold").size().tolist()
+    [2, 2]
+    """
+    if isinstance(n_folds, bool) or int(n_folds) != n_folds or n_folds < 2:
+        raise ValueError(f"task_folds: n_folds must be an integer >= 2, got {n_folds!r}")
+    seed_list = [int(seeds)] if np.ndim(seeds) == 0 else [int(s) for s in seeds]
+    if not seed_list or len(set(seed_list)) != len(seed_list):
+        raise ValueError(f"task_folds: seeds must be distinct and at least one, got {seeds!r}")
+    if records.empty:
+        raise ValueError("task_folds: no records")
+    tasks = pd.DataFrame(
+        {
+            "benchmark": records["benchmark"].astype(str).to_numpy(),
+            "instance_id": records["instance_id"].astype(str).to_numpy(),
+        }
+    ).drop_duplicates()
+    frames = []
+    for b, f in sorted(tasks.groupby("benchmark", sort=False), key=lambda kv: str(kv[0])):
+        ids = np.unique(f["instance_id"].to_numpy())
+        if ids.shape[0] < n_folds:
+            raise ValueError(
+                f"task_folds: benchmark {b!r} has {ids.shape[0]} task(s); need at least n_folds = {n_folds}"
+            )
+        for seed in seed_list:
+            perm = np.random.default_rng(seed).permutation(ids.shape[0])
+            fold = np.empty(ids.shape[0], dtype=np.int64)
+            for j, block in enumerate(np.array_split(perm, int(n_folds))):
+                fold[block] = j
+            frames.append(pd.DataFrame({"seed": seed, "benchmark": str(b), "instance_id": ids, "fold": fold}))
+    out = pd.concat(frames, ignore_index=True)[list(FOLD_COLUMNS)]
+    out.attrs["n_folds"] = int(n_folds)
+    return out.sort_values(["seed", "benchmark", "instance_id"], ignore_index=True)
+
+
+def fold_split(
+    records: pd.DataFrame,
+    folds: pd.DataFrame,
+    *,
+    seed: int,
+    fold: int,
+    cells: Sequence[Cell] | None = None,
+) -> Split:
+    """One fold of :func:`task_folds` as a :class:`Split` of every cell.
+
+    The eval side of a cell holds its tasks in fold ``fold`` (for ``seed``),
+    the fit side all its other tasks. A cell with no task on one side in this
+    fold (a cell smaller than the benchmark's task set) is left out of the
+    split.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Rows with ``benchmark``, ``generator``, ``instance_id``.
+    folds : pandas.DataFrame
+        Output of :func:`task_folds` covering every task of ``records``.
+    seed, fold : int
+        Which assignment and which fold.
+    cells : sequence of (str, str), optional
+        These cells, in this order (default every cell of ``records`` in the
+        paper's order).
+
+    Returns
+    -------
+    Split
+        With ``seed``, ``n_folds`` and ``fold`` set.
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` or ``fold`` is not in ``folds``, or a task of ``records``
+        has no fold.
+    """
+    this = folds[folds["seed"] == int(seed)]
+    if this.empty:
+        raise ValueError(f"fold_split: seed {seed!r} not among the folds' seeds {sorted(set(folds['seed']))}")
+    n_folds = int(folds.attrs.get("n_folds", int(folds["fold"].max()) + 1))
+    if not 0 <= int(fold) < n_folds:
+        raise ValueError(f"fold_split: fold must lie in 0..{n_folds - 1}, got {fold!r}")
+    key = this["benchmark"].astype(str) + "\x00" + this["instance_id"].astype(str)
+    fold_of = dict(zip(key.to_numpy(), this["fold"].to_numpy(), strict=True))
+    fit, ev = {}, {}
+    for (b, g), ids in _cell_ids(records, cells).items():
+        f = np.array([fold_of.get(f"{b}\x00{i}", -1) for i in ids.tolist()], dtype=np.int64)
+        if (f < 0).any():
+            raise ValueError(f"fold_split: task {ids[f < 0][0]!r} of cell ({b}, {g}) has no fold")
+        held = f == int(fold)
+        if held.all() or not held.any():
+            continue
+        fit[(b, g)], ev[(b, g)] = ids[~held], ids[held]
+    return Split(
+        fit, ev, seed=int(seed), fit_fraction=(n_folds - 1) / n_folds, n_folds=n_folds, fold=int(fold)
+    )

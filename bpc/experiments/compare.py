@@ -46,9 +46,10 @@ correlated patches within an instance), but it says nothing about whether
 the parameters were estimated well. The posterior interval measures
 *parameter uncertainty*: the range of expected Δ over worlds compatible with
 the fit data, i.e. how much the verdict "policy X beats always_verify"
-depends on the calibration; it is model-based (patches linked only through
-the regeneration kernel, critics conditionally independent given Y), so it
-is only as good as those assumptions and it
+depends on the calibration; it is model-based (a recorded pool simulated as
+fresh draws from each task: a task pass rate shared by its patches, critic
+verdicts dependent within a task), so it is only as good as those
+assumptions and it
 omits the noise of a finite eval set (``n_sim`` is large). Read the
 bootstrap for "did it win on these data", the posterior for "would it win
 in expectation, given what we know about the cell".

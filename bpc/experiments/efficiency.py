@@ -1,5 +1,26 @@
 """The data-efficiency experiment: does partial pooling pay when cells are small.
 
+Leave one cell out (the protocol of issue 16)
+---------------------------------------------
+:func:`loco_efficiency` calibrates a *target* cell on only ``k`` of its tasks
+(k ∈ :data:`LOCO_K` = 0, 1, 3, 10, all) while every other cell stays
+complete — the situation of a new generator on a benchmark others have run.
+Per repeat (a fold-assignment seed of :func:`bpc.data.splits.task_folds`) and
+fold, the target's scored tasks are the fold's; its ``k`` calibration tasks
+are the first ``k`` of a seeded permutation of its training tasks (nested: a
+larger k adds tasks), so every k and every method is scored on the same
+tasks and their differences are paired. A method is a
+:data:`CalibrationFit`: counts → :class:`Calibration` (parameters, or
+controllers, and whether the fit converged); :func:`retrying` refits with
+longer settings, and a calibration that still fails is excluded and
+counted. :func:`loco_table` gives, per (target, k, method), the held-out
+utility difference to Laplace with a task-clustered interval
+(:func:`bpc.replay.bootstrap.task_bootstrap`), the numbers of tasks,
+repeats, converged and excluded calibrations.
+
+The earlier experiment
+----------------------
+
 Each replayed cell is calibrated on only ``k`` of its fit instances
 (k = 3, 5, 10, 20, all; capped at the cell's fit-set size), drawn at random
 without replacement (``numpy.random.default_rng([seed, k, rep])``, several
@@ -33,20 +54,35 @@ in tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, PAPER_CRITICS
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, PAPER_CRITICS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.splits import Cell, Split
 from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
 from bpc.schema import Pool
 
+if TYPE_CHECKING:
+    from bpc.replay.profiles import Profile
+
 __all__ = [
+    "LOCO_K",
+    "Calibration",
+    "CalibrationFit",
+    "laplace_calibration",
+    "complete_pooling_calibration",
+    "posterior_mean_calibration",
+    "retrying",
+    "loco_counts",
+    "loco_efficiency",
+    "loco_table",
     "EFFICIENCY_K",
     "EFFICIENCY_METHODS",
     "subsample_fit_ids",
@@ -330,3 +366,402 @@ def efficiency_summary(eff: pd.DataFrame) -> pd.DataFrame:
     top = int(numeric.max()) * 2 if len(numeric) else 1
     g["k"] = np.where(g["k"] < 0, top, g["k"])
     return g
+
+
+# ---------------------------------------------------------------------------
+# Leave one cell out: calibration sizes of a target cell, every other cell complete
+# ---------------------------------------------------------------------------
+LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
+"""Calibration tasks of the target cell; ``None`` = all its training tasks."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibrated method for one target cell.
+
+    Attributes
+    ----------
+    params : xarray.Dataset or None
+        Parameters of (at least) the target cell, point estimates; the replay
+        engine builds the Bayesian controllers from them.
+    controllers : mapping or None
+        Name → controller, instead of (or beside) ``params``.
+    converged : bool
+        The fit passed its convergence check (always True for closed forms).
+    attempts : int
+        Fits tried (:func:`retrying`).
+    diagnostics : mapping
+        Whatever the fit reports (R-hat, ESS, …).
+    """
+
+    params: xr.Dataset | None = None
+    controllers: Mapping[str, object] | None = None
+    converged: bool = True
+    attempts: int = 1
+    diagnostics: Mapping[str, object] = field(default_factory=dict)
+
+
+CalibrationFit = Callable[[xr.Dataset, Cell, int], Calibration]
+"""``(counts, target cell, seed) → Calibration``: one method of the experiment."""
+
+
+def laplace_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
+    """The target cell's own Laplace estimate (no pooling; at k = 0 the flat Beta(1, 1) point)."""
+    from bpc.estimate.laplace import laplace
+
+    return Calibration(params=laplace(counts))
+
+
+def complete_pooling_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
+    """Laplace on the target's benchmark pooled over its generators, used for the target cell.
+
+    The counts of every generator of the target's benchmark (the target's
+    ``k`` tasks included) are summed (``NaN`` = not observed is skipped; a
+    quantity observed nowhere stays ``NaN``) and written into the target's
+    cell before :func:`bpc.estimate.laplace.laplace`.
+    """
+    from bpc.estimate.laplace import laplace
+    from bpc.schema import COUNT_VARS
+
+    b, g = cell
+    sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
+
+    def pooled(use: xr.DataArray | None) -> xr.Dataset:
+        out = counts.copy(deep=True)
+        bench = counts.sel({DIM_BENCHMARK: b})
+        if use is not None:
+            bench = bench.where(use)
+        for var in COUNT_VARS:
+            da = bench[var]
+            total = da.sum(DIM_GENERATOR, skipna=True).where(da.notnull().any(DIM_GENERATOR))
+            out[var].loc[sel] = total.values
+        return out
+
+    # rates from every generator (tables included); the per-task histogram — hence κ — only from
+    # the generators that have one (a table has no per-task counts)
+    rates = pooled(None)
+    rates["inst_hist"].loc[sel] = np.nan
+    params = laplace(rates)
+    has_hist = counts["inst_hist"].sel({DIM_BENCHMARK: b}).notnull().any(["patches", "passes"])
+    if bool(has_hist.any()) and "kappa" in params:
+        params["kappa"].loc[sel] = laplace(pooled(has_hist))["kappa"].sel(sel).values
+    return Calibration(params=params)
+
+
+def posterior_mean_calibration(posterior_fn: Callable[..., object]) -> CalibrationFit:
+    """A method from a posterior fit: plug-in controllers at the posterior mean, with the fit's check.
+
+    Parameters
+    ----------
+    posterior_fn : callable
+        ``(counts, seed=…) → Posterior`` (e.g.
+        :meth:`bpc.experiments.posterior.HierarchicalRefits.fit`), whose
+        ``diagnostics["converged"]`` says whether the fit passed its check.
+    """
+    from bpc.experiments.posterior import posterior_mean_params
+
+    def fit(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
+        post = posterior_fn(counts, seed=seed)
+        diag = dict(getattr(post, "diagnostics", {}))
+        return Calibration(
+            params=posterior_mean_params(post.params),  # type: ignore[attr-defined]
+            converged=bool(diag.get("converged", True)),
+            diagnostics=diag,
+        )
+
+    return fit
+
+
+def retrying(*attempts: CalibrationFit) -> CalibrationFit:
+    """Try each fit in turn until one converges (e.g. the ``refit`` preset, then ``default``).
+
+    The result is the first converged calibration, or the last one (with
+    ``converged = False``) when none converges; ``attempts`` counts the fits
+    tried.
+    """
+    if not attempts:
+        raise ValueError("retrying: give at least one fit")
+
+    def fit(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
+        cal = Calibration(converged=False)
+        for i, attempt in enumerate(attempts, 1):
+            cal = replace(attempt(counts, cell, seed), attempts=i)
+            if cal.converged:
+                break
+        return cal
+
+    return fit
+
+
+def loco_counts(
+    records: pd.DataFrame,
+    target: Cell,
+    calibration_ids,
+    *,
+    base: xr.Dataset | None = None,
+) -> xr.Dataset:
+    """Counts with every cell complete except the target, which holds only its calibration tasks.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records of every replayed cell.
+    target : (str, str)
+        The target cell.
+    calibration_ids : array_like of str
+        The target's calibration tasks (may be empty: k = 0, observed zero
+        counts).
+    base : xarray.Dataset, optional
+        A source's counts of every cell (tables, measured kernels), laid
+        under the records' cells. The target's measured kernel is dropped
+        (it was measured on every task of the cell).
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema.
+    """
+    from bpc.data.counts import counts_from_records
+    from bpc.schema import COUNT_VARS
+
+    b, g = target
+    is_target = (records["benchmark"].astype(str) == b) & (records["generator"].astype(str) == g)
+    calib = records["instance_id"].astype(str).isin(np.asarray(calibration_ids, dtype=str))
+    kept = records[~is_target | calib]
+    counts = base.copy(deep=True) if base is not None else None
+    if not kept.empty:
+        own = counts_from_records(kept)
+        if counts is None:
+            counts = own
+        else:
+            counts = counts.reindex(
+                {
+                    DIM_BENCHMARK: list(
+                        dict.fromkeys([*counts[DIM_BENCHMARK].values, *own[DIM_BENCHMARK].values])
+                    ),
+                    DIM_GENERATOR: list(
+                        dict.fromkeys([*counts[DIM_GENERATOR].values, *own[DIM_GENERATOR].values])
+                    ),
+                }
+            )
+            for cb in own[DIM_BENCHMARK].values.tolist():
+                for cg in own[DIM_GENERATOR].values.tolist():
+                    sel = {DIM_BENCHMARK: cb, DIM_GENERATOR: cg}
+                    if not bool(np.isfinite(own["n_patches"].sel(sel))):
+                        continue
+                    for var in COUNT_VARS:
+                        new = own[var].sel(sel)
+                        if var in ("trans_n", "trans_flip") and not bool(np.isfinite(new).all()):
+                            continue  # keep a measured kernel of a complete cell
+                        counts[var].loc[sel] = new.values
+    if counts is None:
+        raise ValueError("loco_counts: no records and no base counts")
+    if b not in counts[DIM_BENCHMARK].values or g not in counts[DIM_GENERATOR].values:
+        counts = counts.reindex(
+            {
+                DIM_BENCHMARK: list(dict.fromkeys([*counts[DIM_BENCHMARK].values, b])),
+                DIM_GENERATOR: list(dict.fromkeys([*counts[DIM_GENERATOR].values, g])),
+            }
+        )
+    sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
+    has_target = bool((is_target & calib).any())
+    for var in COUNT_VARS:
+        if var in ("trans_n", "trans_flip"):
+            counts[var].loc[sel] = np.nan  # a measured kernel of the target saw every task
+        elif not has_target:
+            counts[var].loc[sel] = 0.0  # k = 0: observed nothing
+    if "source" in counts:
+        counts["source"] = counts["source"].fillna("")
+        counts["source"].loc[sel] = "raw"
+    return counts
+
+
+def loco_efficiency(
+    records: pd.DataFrame,
+    *,
+    methods: Mapping[str, CalibrationFit] | None = None,
+    targets: Sequence[Cell] | None = None,
+    ks: Sequence[int | None] = LOCO_K,
+    repeats: int = 3,
+    n_folds: int = 5,
+    max_folds: int | None = None,
+    costs: CostSpec = None,
+    profile: str | Profile = "bpc",
+    policies: Sequence[str] = ("bayesian_dp",),
+    base_counts: xr.Dataset | None = None,
+    seed: int = DEFAULT_SEED,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Held-out utilities of each method's controllers, per target cell and calibration size k.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records of the replayed cells.
+    methods : mapping, optional
+        Name → :data:`CalibrationFit` (default ``laplace`` and
+        ``complete_pooling``; add e.g. ``posterior_mean_calibration`` of a
+        hierarchical refit wrapped in :func:`retrying`). ``laplace`` is the
+        reference of :func:`loco_table`.
+    targets : sequence of (str, str), optional
+        Target cells (default every cell of ``records``).
+    ks : sequence of int or None
+        Calibration sizes; ``None`` = all training tasks (a k above the
+        training size is capped, and the effective size is reported).
+    repeats : int
+        Fold-assignment seeds ``CROSSFIT_SEEDS``-style: ``seed, seed + 1, …``.
+    n_folds : int
+        Folds of the target's tasks.
+    max_folds : int, optional
+        Score only the first ``max_folds`` folds of each repeat (fewer
+        calibrations — e.g. for MCMC refits — still paired across k and
+        methods); default all.
+    costs, profile, policies
+        Replay settings: the controllers of ``policies`` are replayed.
+    base_counts : xarray.Dataset, optional
+        The source's counts of every cell (:func:`loco_counts`).
+    seed : int
+        Root seed (folds, calibration subsamples, fits).
+    progress : bool
+        Progress lines.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator`` (the target), ``k`` (requested; ``-1`` =
+        all), ``k_used``, ``repeat``, ``fold``, ``method``, ``instance_id``,
+        ``policy``, ``utility``, ``converged``, ``attempts``; a calibration
+        that did not converge contributes rows with ``utility`` ``NaN``.
+    """
+    from bpc.costs import cost_resolver
+    from bpc.data.splits import task_folds
+    from bpc.experiments.protocol import engine_controllers
+    from bpc.progress import info
+    from bpc.replay.engine import cell_pool, replay_pool
+    from bpc.replay.profiles import get_profile
+    from bpc.schema import select_cell
+
+    prof = get_profile(profile)
+    methods = dict(
+        methods or {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
+    )
+    cost_for = cost_resolver(costs)
+    cells = [
+        (str(b), str(g)) for b, g in records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()
+    ]
+    targets = cells if targets is None else [(str(b), str(g)) for b, g in targets]
+    rows = []
+    for t_idx, (b, g) in enumerate(targets):
+        cell_rec = select_cell(records, b, g)
+        if cell_rec.empty:
+            raise ValueError(f"loco_efficiency: no records for target cell ({b}, {g})")
+        seeds = [int(seed) + r for r in range(int(repeats))]
+        folds = task_folds(cell_rec, n_folds=n_folds, seeds=seeds)
+        pool_all = cell_pool(cell_rec, prof)
+        c = cost_for(b)
+        for r, fs in enumerate(seeds):
+            this = folds[folds["seed"] == fs]
+            for j in range(int(n_folds) if max_folds is None else min(int(max_folds), int(n_folds))):
+                scored = this.loc[this["fold"] == j, "instance_id"].to_numpy(dtype=str)
+                train = np.sort(this.loc[this["fold"] != j, "instance_id"].to_numpy(dtype=str))
+                order = train[np.random.default_rng([int(seed), r, j, t_idx]).permutation(train.shape[0])]
+                pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
+                for k in ks:
+                    k_used = train.shape[0] if k is None else min(int(k), train.shape[0])
+                    counts = loco_counts(records, (b, g), order[:k_used], base=base_counts)
+                    info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
+                    for name, fit in methods.items():
+                        cal = fit(counts, (b, g), int(seed) + 1000 * r + j)
+                        base = dict(
+                            benchmark=b,
+                            generator=g,
+                            k=-1 if k is None else int(k),
+                            k_used=k_used,
+                            repeat=r,
+                            fold=j,
+                            method=name,
+                            converged=cal.converged,
+                            attempts=cal.attempts,
+                        )
+                        if not cal.converged:
+                            rows.append({**base, "instance_id": "", "policy": "", "utility": np.nan})
+                            continue
+                        ctrls = dict(cal.controllers or {})
+                        if cal.params is not None:
+                            ctrls.update(
+                                engine_controllers(
+                                    select_cell(cal.params, b, g),
+                                    c,
+                                    profile=prof,
+                                    policies=policies,
+                                    max_patches=max(int(pool_all.n_patches.max()), 1),
+                                )
+                            )
+                        res = replay_pool(pool, ctrls, c, profile=prof)
+                        for p in res["policy"].values.tolist():
+                            u = res["utility"].sel(policy=p).values
+                            for iid, val in zip(res["instance"].values.tolist(), u.tolist(), strict=True):
+                                rows.append(
+                                    {**base, "instance_id": str(iid), "policy": str(p), "utility": float(val)}
+                                )
+    return pd.DataFrame(rows)
+
+
+def loco_table(
+    utilities: pd.DataFrame,
+    *,
+    reference: str = "laplace",
+    B: int = 1000,
+    seed: int = DEFAULT_SEED,
+    prob: float | None = None,
+) -> pd.DataFrame:
+    """Per (target, k, method, policy): held-out utility difference to the reference method.
+
+    A task's difference is averaged over the repeats that scored it (and
+    converged for both methods) before the task-clustered bootstrap
+    (:func:`bpc.replay.bootstrap.task_bootstrap`, tasks resampled per
+    benchmark jointly across targets, ks and methods).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, k, method, policy, reference, diff, ci_lo,
+        ci_hi, n_tasks, mean_utility, n_repeats, n_calibrations,
+        n_converged, n_excluded``; a method whose calibrations all failed
+        keeps its row, with ``NaN`` numbers and its counts.
+    """
+    from bpc.constants import CI_PROB
+    from bpc.replay.bootstrap import task_bootstrap
+
+    prob = CI_PROB if prob is None else prob
+    cal_keys = ["benchmark", "generator", "k", "method", "repeat", "fold"]
+    cals = utilities.drop_duplicates(cal_keys)
+    conv = cals.groupby(["benchmark", "generator", "k", "method"]).agg(
+        n_calibrations=("converged", "size"), n_converged=("converged", "sum")
+    )
+    conv["n_excluded"] = conv["n_calibrations"] - conv["n_converged"]
+    ok = utilities[utilities["converged"].astype(bool) & (utilities["policy"] != "")]
+    keys = ["benchmark", "generator", "k", "repeat", "fold", "instance_id", "policy"]
+    wide = ok.pivot_table(index=keys, columns="method", values="utility")
+    if reference not in wide.columns:
+        raise ValueError(f"loco_table: reference method {reference!r} not among {sorted(wide.columns)}")
+    parts = []
+    for m in wide.columns:
+        d = (wide[m] - wide[reference]).rename("diff").to_frame().assign(u=wide[m])
+        parts.append(d.reset_index().assign(method=m))
+    long = pd.concat(parts, ignore_index=True).dropna(subset=["diff"])
+    per_task = (
+        long.groupby(["benchmark", "generator", "k", "method", "policy", "instance_id"])
+        .agg(diff=("diff", "mean"), u=("u", "mean"), n_repeats=("repeat", "nunique"))
+        .reset_index()
+    )
+    groups = ["benchmark", "generator", "k", "method", "policy"]
+    boot = task_bootstrap(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
+    extra = (
+        per_task.groupby(groups).agg(mean_utility=("u", "mean"), n_repeats=("n_repeats", "max")).reset_index()
+    )
+    out = boot.rename(columns={"estimate": "diff"}).merge(extra, on=groups)
+    out = out.merge(conv.reset_index(), on=["benchmark", "generator", "k", "method"], how="outer")
+    out = out.sort_values(["benchmark", "generator", "k", "method"], ignore_index=True)
+    out.insert(5, "reference", reference)
+    return out
