@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -67,6 +67,7 @@ from bpc.decide.kernels.greedy import paper_greedy
 from bpc.decide.kernels.instance import (
     CRITIC_SCOPES,
     MIXTURES,
+    InstanceDPSolution,
     InstanceProblem,
     abandon_exact,
     abandon_moment,
@@ -614,7 +615,7 @@ class TableController(BeliefController):
         super().__init__(params, costs, critics=critics, index=index, name=name)
         self.samples = self.samples.with_fresh_sample_kernel()
         self.horizon = int(horizon)
-        self._solve_options = dict(
+        self._solve_options: dict[str, Any] = dict(
             horizon=self.horizon, grid_size=int(grid_size), keep_q=keep_q, backend=backend
         )
         if table is None:
@@ -768,7 +769,7 @@ class InstanceController(BeliefController):
             available=self.available,
             **self._kernel(),
         )  # validated once; the greedy rule reads it at every decision
-        self._tables: dict[bytes | None, object] = {}
+        self._tables: dict[bytes | None, InstanceDPSolution] = {}
         self.table = self.table_for(None) if method == "dp" else None
 
     def _kernel(self) -> dict:
@@ -790,7 +791,7 @@ class InstanceController(BeliefController):
                 **self._kernel(),
                 available=avail,
                 horizon=self.horizon,
-                max_patches=self.max_patches,
+                max_patches=int(self.max_patches or 1),
                 grid_size=self._grids[0],
                 mu_grid_size=self._grids[1],
                 verify_terminal=self.verify_terminal,
@@ -816,6 +817,9 @@ class InstanceController(BeliefController):
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Per-sample Q-values at the episode's state with ``H`` steps left, ``(n, m, A)``."""
+        mu, folded = state.mu, state.folded
+        if mu is None or folded is None:
+            raise ValueError("InstanceController: the episode state carries no θ-belief (start it here)")
         if self.method == "exact":
             return self._exact_q(state)
         n_ep, m = state.b.shape
@@ -829,7 +833,7 @@ class InstanceController(BeliefController):
             q = instance_greedy(
                 P,
                 state.b.reshape(-1),
-                state.mu.reshape(-1),
+                mu.reshape(-1),
                 np.repeat(state.step, m),
                 np.repeat(state.used, m),
                 self.max_patches,
@@ -844,7 +848,7 @@ class InstanceController(BeliefController):
             shape = (r.size, m)
             q = self.table_for(pattern).backup(
                 state.b[rows].reshape(-1),
-                state.mu[rows].reshape(-1),
+                mu[rows].reshape(-1),
                 np.broadcast_to(np.minimum(state.step[r], N - 1)[:, None], shape).reshape(-1),
                 np.broadcast_to(state.used[r][:, None], shape).reshape(-1),
                 np.full(r.size * m, self.horizon),
@@ -855,6 +859,9 @@ class InstanceController(BeliefController):
         return self._by_pattern(state, q_of)
 
     def _exact_q(self, state: BeliefState) -> np.ndarray:
+        folded, weights = state.folded, state.weights
+        if folded is None or weights is None:
+            raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
         out = []
         for i in range(state.b.shape[0]):
             s = state.sample[i]
@@ -868,8 +875,8 @@ class InstanceController(BeliefController):
                 available=p.available & state.available[i],
                 **({"p_fix": p.p_fix, "p_break": p.p_break} if self.regenerate == "refine" else {}),
             )
-            n0 = int(state.folded[i])
-            theta = state.weights[i, :, : n0 + 1]
+            n0 = int(folded[i])
+            theta = weights[i, :, : n0 + 1]
             _, q = solve_tree(
                 problem,
                 state.b[i],

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bpc.constants import (
     BELIEFS,
@@ -135,7 +135,7 @@ def make_controller(
     name: str | None = None,
     seed: int = DEFAULT_SEED,
     **table_options,
-):
+) -> Any:
     """A controller for one cell on the protocol of :mod:`bpc.decide.controllers`.
 
     Parameters
@@ -195,10 +195,10 @@ def make_controller(
     samples = as_samples(params, critics)
     if mode == "posterior_mean":
         samples = samples.mean()
-        if not isinstance(costs, (Costs, SampleCosts)) or (
-            isinstance(costs, SampleCosts) and costs.n_samples != 1
-        ):
-            costs = costs if isinstance(costs, Costs) else costs.take(slice(0, 1))
+        if isinstance(costs, SampleCosts):
+            costs = costs.take(slice(0, 1))
+        elif not isinstance(costs, Costs):
+            costs = costs[0]
     idx = index_rule(mode, seed=seed) if index is None else index
     name = name or policy
     paper = belief == "iid" and not sw.plan_verify_continues and sw.critic_scope == "patch"
@@ -222,7 +222,7 @@ def make_controller(
         max_patches=None if paper else max_patches,  # the paper's tree has no patch budget
         verify_terminal=not sw.plan_verify_continues,
         critic_scope=sw.critic_scope,
-        regenerate=sw.regenerate,
+        regenerate=str(sw.regenerate),
         grid_size=grid_size,
         name=name,
     )

@@ -460,7 +460,7 @@ class Controller:
         self.cell: tuple[str, str] | None = None
         self.samples = samples
         q_bytes = S * (self.horizon + 1) * (1 << len(names)) * (3 + len(names)) * self.grid_size * 8
-        self.policy = make_controller(
+        self.policy: Any = make_controller(  # a BeliefController or a BaselineController (one protocol)
             samples,
             sample_costs,
             policy=self.policy_name,
@@ -850,10 +850,11 @@ class Episode:
             unknown = [c for c in critics if c not in controller.critics]
             if unknown:
                 raise ValueError(unknown_choice_message(str(unknown[0]), controller.critics, what="critic"))
-            available = np.array([c in self._start_critics for c in controller.critics])[None, :]
+            has = set(map(str, critics))
+            available = np.array([c in has for c in controller.critics])[None, :]
         theta = None if theta0 is None else (np.array([theta0[0]], float), np.array([theta0[1]], float))
         # one episode, following every sample
-        self._state: BeliefState = controller.policy.start(1, available=available, theta0=theta)
+        self._state: Any = controller.policy.start(1, available=available, theta0=theta)
         if belief is not None:
             if not isinstance(self._state, BeliefState):
                 raise ValueError(

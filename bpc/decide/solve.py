@@ -347,6 +347,22 @@ def _policy_block(
     return tuple(out)
 
 
+def _placeholders(samples: ParameterSamples, ok: np.ndarray, kappa, loop) -> tuple:
+    """``(prior, tpr, fpr, κ)`` of a block; samples without parameters (``~ok``) get placeholders.
+
+    Their critics are unavailable and the caller masks their results; κ is
+    ``inf`` where absent, ``NaN`` or not positive (the i.i.d. model).
+    """
+    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(samples.n_samples)
+    placeholder = np.where(ok, 1.0, np.nan)[:, None]
+    return (
+        np.where(ok, samples.prior, 0.5),
+        samples.tpr * placeholder,
+        samples.fpr * placeholder,
+        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+    )
+
+
 def _b0_block(
     prior,
     tpr,
@@ -369,22 +385,14 @@ def _b0_block(
     loop, samples, costs = _flatten_inputs(
         prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
     )
-    S = samples.n_samples
-    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(S)
-    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(S)
+    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(samples.n_samples)
     refine = tree["regenerate"] == "refine"
     ok = np.isfinite(samples.prior) & np.isfinite(b0)
     if refine:
         ok &= np.isfinite(samples.p_fix) & np.isfinite(samples.p_break)
-    placeholder = np.where(ok, 1.0, np.nan)[:, None]  # samples without parameters: no critic, results masked
     kernel = {"p_fix": np.where(ok, samples.p_fix, 0.5), "p_break": np.where(ok, samples.p_break, 0.5)}
     problem = make_instance_problem(
-        np.where(ok, samples.prior, 0.5),
-        samples.tpr * placeholder,
-        samples.fpr * placeholder,
-        np.where(np.isfinite(k) & (k > 0), k, np.inf),
-        **costs.kernel_kwargs(),
-        **(kernel if refine else {}),
+        *_placeholders(samples, ok, kappa, loop), **costs.kernel_kwargs(), **(kernel if refine else {})
     )
     value, q = solve_tree(
         problem, np.where(ok, b0, 0.5), None, horizon, used, policy=None, chunk_size=32768, **tree
@@ -744,15 +752,9 @@ def _instance_policy_block(
     loop, samples, costs = _flatten_inputs(
         prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
     )
-    S = samples.n_samples
-    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(S)
     ok = np.isfinite(samples.prior)
-    placeholder = np.where(ok, 1.0, np.nan)[:, None]
     sol = solve_instance_dp(
-        np.where(ok, samples.prior, 0.5),
-        samples.tpr * placeholder,
-        samples.fpr * placeholder,
-        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+        *_placeholders(samples, ok, kappa, loop),
         critic_costs=costs.critic,
         c_gen=costs.c_gen,
         c_ver=costs.c_ver,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -122,7 +123,7 @@ class ParameterSamples:
     p_fix: np.ndarray
     p_break: np.ndarray
     critics: tuple[str, ...] = field(default=())
-    kappa: np.ndarray | None = None
+    kappa: np.ndarray | Any = None  # None → inf (the i.i.d. model), set in __post_init__
 
     def __post_init__(self) -> None:
         prior = _vector("prior", self.prior)

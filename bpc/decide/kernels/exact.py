@@ -33,6 +33,15 @@ DEFAULT_EXACT_CHUNK = 32768
 """Samples per chunk: keeps the per-node arrays cache-resident."""
 
 
+def _on_tree(policy: Callable) -> Callable:
+    """A paper-form policy ``(b, used, h, samples)`` as a policy of the one tree."""
+
+    def on_tree(b, mu, patch, used, h, samples):
+        return policy(b, used, h, samples)
+
+    return on_tree
+
+
 def _paper_tree(policy, b0, tpr, fpr, p_fix, p_break, costs, horizon, available, used, chunk_size):
     """The paper's tree is the instance tree at κ = ∞ with the repair kernel, no budget, verify terminal."""
     if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
@@ -113,10 +122,7 @@ def solve_exact(
     """
     costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward)
 
-    def on_tree(b, mu, patch, used, h, samples):
-        return policy(b, used, h, samples)
-
-    tree_policy = None if policy is None else on_tree
+    tree_policy = None if policy is None else _on_tree(policy)
     value, q = _paper_tree(
         tree_policy, b0, tpr, fpr, p_fix, p_break, costs, horizon, available, used, chunk_size
     )
