@@ -27,12 +27,13 @@ Examples
 ...     {"prior": (("benchmark", "generator"), [[0.3], [0.6]]),
 ...      "tpr": (("benchmark", "generator", "critic"), [[[0.9]], [[0.8]]]),
 ...      "fpr": (("benchmark", "generator", "critic"), [[[0.2]], [[0.3]]]),
+...      "gap": (("benchmark", "generator", "critic"), [[[0.7]], [[0.5]]]),
 ...      "p_fix": (("benchmark", "generator"), [[0.2], [0.1]]),
 ...      "p_break": (("benchmark", "generator"), [[0.05], [0.1]])},
 ...     coords={"benchmark": ["a", "b"], "generator": ["g"], "critic": ["test"]})
 >>> costs = Costs(c_gen=10, c_ver=90, reward=100, critic={"test": 2.0})
->>> local = solve_panel(params, costs)            # no scheduler: one process, piece by piece
->>> bool((local["value"] == solve_policy(params, costs)["value"]).all())
+>>> local = solve_panel(params, costs, critics=["test"])   # no scheduler: one process, piece by piece
+>>> bool((local["value"] == solve_policy(params, costs, critics=["test"])["value"]).all())
 True
 """
 
