@@ -236,6 +236,9 @@ DIM_PATCHES = "patches"
 DIM_PASSES = "passes"
 """Dimension of the instance histogram: passing patches k of an instance (0 … max)."""
 
+DIM_TASK = "task"
+"""Dimension of the per-task counts (issue 17): a task (instance) id, shared by the generators of a benchmark."""
+
 KAPPA_MIN = 1e-3
 """Smallest Beta concentration κ of an instance's pass rate that Laplace mode searches (ICC ≈ 0.999)."""
 KAPPA_MAX = 1e4
