@@ -275,8 +275,12 @@ def task_tallies(
     k = np.bincount(row, weights=y, minlength=size)
     given = np.isfinite(verdicts)
     passed = given & (verdicts == 1)
-    cn = np.stack([np.bincount(row, weights=given[:, c], minlength=size) for c in range(verdicts.shape[1])], -1)
-    cp = np.stack([np.bincount(row, weights=passed[:, c], minlength=size) for c in range(verdicts.shape[1])], -1)
+    cn = np.stack(
+        [np.bincount(row, weights=given[:, c], minlength=size) for c in range(verdicts.shape[1])], -1
+    )
+    cp = np.stack(
+        [np.bincount(row, weights=passed[:, c], minlength=size) for c in range(verdicts.shape[1])], -1
+    )
     cn = cn.reshape(size, verdicts.shape[1])
     cp = cp.reshape(size, verdicts.shape[1])
     none = n == 0
@@ -341,10 +345,7 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
         out["task_critic_pass"][rb, rg, rt] = cp
     three = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
     return xr.Dataset(
-        {
-            name: ((*three, DIM_CRITIC) if "critic" in name else three, values)
-            for name, values in out.items()
-        },
+        {name: ((*three, DIM_CRITIC) if "critic" in name else three, values) for name, values in out.items()},
         coords={
             DIM_BENCHMARK: coords[DIM_BENCHMARK],
             DIM_GENERATOR: coords[DIM_GENERATOR],
@@ -697,7 +698,9 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
         out[name] = (out[name].dims, values)
     with_tasks = [ds for ds in datasets if has_task_counts(ds)]
     if with_tasks:
-        out = out.assign(_merge_task_counts(with_tasks, coords[DIM_BENCHMARK], coords[DIM_GENERATOR], critics))
+        out = out.assign(
+            _merge_task_counts(with_tasks, coords[DIM_BENCHMARK], coords[DIM_GENERATOR], critics)
+        )
     out.attrs.update(attrs)
     if notes:
         out.attrs["notes"] = notes

@@ -16,9 +16,13 @@ hierarchical model (:mod:`bpc.estimate.model.build`, ``[tasks]`` in the spec) sa
 module holds the pure-numpy kernels both forms share, the empirical-Bayes (point) fit used in
 Laplace mode and by the many folds of the held-out check, and the per-task prior.
 
-**The task effect is integrated numerically**, on Gauss–Hermite nodes x_q with weights w_q
-(:data:`N_NODES`, exact for polynomials of degree 2 N − 1 in x), so every formula below is a
-finite sum.
+**The task effect is integrated numerically**, on an even grid x_q over ±:data:`GRID_HALF_WIDTH`
+standard deviations with normal weights w_q (:data:`N_NODES` nodes), so every formula below is a
+finite sum. Not Gauss–Hermite: the integrands are logistic steps in x (a task either is or is
+not solved), and on LCB-medium, where both generators solve exactly the same tasks, σ reaches
+5–10 logits; 40 Hermite nodes are then several logits apart and the marginal likelihood they
+give has spurious optima (a cell mean of 0.47 for a pass rate of 0.24), while the even grid
+matches it (0.23).
 
 **Per-task prior.** Given what is known about task t from the *other* generators of its
 benchmark — their oracle outcomes (k of m patches pass), or only a critic's verdicts on their
@@ -57,7 +61,8 @@ __all__ = [
     "N_NODES",
     "EVIDENCE_KINDS",
     "EB_PRIORS",
-    "hermite_nodes",
+    "GRID_HALF_WIDTH",
+    "normal_grid",
     "beta_binomial_logpmf",
     "critic_loglik",
     "marginal_beta",
@@ -70,8 +75,11 @@ __all__ = [
     "task_prior",
 ]
 
-N_NODES = 40
-"""Gauss–Hermite nodes of the task-effect integrals (probabilists' form, N(0, 1))."""
+N_NODES = 241
+"""Nodes of the task-effect integrals (an even grid over ±GRID_HALF_WIDTH standard deviations)."""
+
+GRID_HALF_WIDTH = 6.0
+"""Half-width, in standard deviations of the task effect, of the integration grid."""
 
 EVIDENCE_KINDS: tuple[str, ...] = ("oracle", "critic")
 """What is known about a task from the other generators: their oracle labels, or one critic's verdicts."""
@@ -84,21 +92,24 @@ benchmark whose generators solve exactly the same tasks has σ → ∞ and κ �
 same order as the hierarchical spec's hyperpriors (``[tasks]``, ``[instance]``)."""
 
 
-def hermite_nodes(n: int = N_NODES) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes x and weights w (summing to 1) with Σ w f(x) ≈ E f(X), X ~ N(0, 1).
+def normal_grid(n: int = N_NODES) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes x and weights w (summing to 1) with Σ w f(x) ≈ E f(X), X ~ N(0, 1): an even grid.
 
     Examples
     --------
-    >>> x, w = hermite_nodes(5)
-    >>> round(float(w.sum()), 12), round(float((w * x**2).sum()), 12)
+    >>> x, w = normal_grid()
+    >>> round(float(w.sum()), 12), round(float((w * x**2).sum()), 6)
     (1.0, 1.0)
     """
-    x, w = np.polynomial.hermite_e.hermegauss(int(n))
+    if n < 3:
+        raise ValueError(f"normal_grid: need at least 3 nodes, got {n}")
+    x = np.linspace(-GRID_HALF_WIDTH, GRID_HALF_WIDTH, int(n))
+    w = np.exp(-0.5 * x**2)
     return x, w / w.sum()
 
 
 def beta_binomial_logpmf(k: np.ndarray, m: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """log BetaBinomial(k | m, a, b), elementwise with broadcasting; 0 where m = 0 (no data).
+    """Log BetaBinomial(k | m, a, b), elementwise with broadcasting; 0 where m = 0 (no data).
 
     Examples
     --------
@@ -115,7 +126,7 @@ def beta_binomial_logpmf(k: np.ndarray, m: np.ndarray, a: np.ndarray, b: np.ndar
 def critic_loglik(
     s: np.ndarray, n: np.ndarray, a: np.ndarray, b: np.ndarray, tpr: np.ndarray, fpr: np.ndarray
 ) -> np.ndarray:
-    """log P(a critic passes s of n patches | θ ~ Beta(a, b)), the patches' labels unknown.
+    """Log P(a critic passes s of n patches | θ ~ Beta(a, b)), the patches' labels unknown.
 
     The probability of the count s (the binomial coefficient included, as in
     :func:`beta_binomial_logpmf`), so a perfect critic gives the oracle's likelihood.
@@ -132,9 +143,7 @@ def critic_loglik(
     >>> bool(np.isclose(critic_loglik(1, 2, 2.0, 3.0, 1.0, 0.0), beta_binomial_logpmf(1, 2, 2.0, 3.0)))
     True
     """
-    s, n, a, b, tpr, fpr = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (s, n, a, b, tpr, fpr))
-    )
+    s, n, a, b, tpr, fpr = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (s, n, a, b, tpr, fpr)))
     out = np.zeros(s.shape)
     n_max = int(np.nanmax(n)) if n.size and np.isfinite(n).any() else 0
     if n_max == 0:
@@ -156,8 +165,15 @@ def critic_loglik(
             f, d = fpr[sel], delta[sel]
             acc = np.zeros(f.shape)
             for i in range(s_val + 1):  # from (fpr + θΔ)^s: C(s, i) fpr^(s−i) (θΔ)^i
-                for j in range(n_val - s_val + 1):  # from (1 − fpr − θΔ)^(n−s): C(n−s, j) (1−fpr)^(n−s−j) (−θΔ)^j
-                    coef = comb(s_val, i) * comb(n_val - s_val, j) * f ** (s_val - i) * (1 - f) ** (n_val - s_val - j)
+                for j in range(
+                    n_val - s_val + 1
+                ):  # from (1 − fpr − θΔ)^(n−s): C(n−s, j) (1−fpr)^(n−s−j) (−θΔ)^j
+                    coef = (
+                        comb(s_val, i)
+                        * comb(n_val - s_val, j)
+                        * f ** (s_val - i)
+                        * (1 - f) ** (n_val - s_val - j)
+                    )
                     acc = acc + coef * d ** (i + j) * (-1.0) ** j * moments[i + j][sel]
             total[sel] = comb(n_val, s_val) * acc
     with np.errstate(divide="ignore"):
@@ -165,7 +181,9 @@ def critic_loglik(
     return out
 
 
-def _mixture_beta(weights: np.ndarray, p: np.ndarray, kappa: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+def _mixture_beta(
+    weights: np.ndarray, p: np.ndarray, kappa: np.ndarray, axis: int
+) -> tuple[np.ndarray, np.ndarray]:
     """First two moments of Σ_q W_q Beta(p_q κ, (1 − p_q) κ), summed along ``axis`` (the nodes)."""
     mean = (weights * p).sum(axis=axis)
     second = (weights * (p * (1 - p) / (kappa + 1.0) + p**2)).sum(axis=axis)
@@ -205,7 +223,7 @@ def marginal_beta(
     >>> np.round(A, 6), np.round(B, 6)
     (array([2.]), array([2.]))
     """
-    x, w = hermite_nodes(nodes)
+    x, w = normal_grid(nodes)
     loc, kappa, sigma = (np.asarray(v, dtype=float) for v in (loc, kappa, sigma))
     p = expit(loc[:, None, :] + sigma[:, None, None] * x[None, :, None])  # (S, Q, G)
     mean, second = _mixture_beta(w[None, :, None], p, kappa[:, None, :], axis=1)
@@ -221,7 +239,7 @@ def _evidence_loglik(
     tpr: np.ndarray | None,
     fpr: np.ndarray | None,
 ) -> np.ndarray:
-    """log L of each (task, generator)'s evidence at each node: shape (S, Q, T, G); 0 where none."""
+    """Log L of each (task, generator)'s evidence at each node: shape (S, Q, T, G); 0 where none."""
     a = p[:, :, None, :] * kappa[:, None, None, :]
     b = (1 - p[:, :, None, :]) * kappa[:, None, None, :]
     mm = np.nan_to_num(m)[None, None]
@@ -262,7 +280,7 @@ def task_beta(
     tpr, fpr : numpy.ndarray, optional
         Shape ``(S, G)``: the critic's rates per generator, for critic evidence.
     nodes : int
-        Gauss–Hermite nodes.
+        Integration nodes (:func:`normal_grid`).
     chunk : int
         Draws processed at once (memory: chunk × nodes × T × G).
 
@@ -284,14 +302,18 @@ def task_beta(
     >>> bool(A[0, 0] / (A[0, 0] + B[0, 0]) > 0.5 > A[1, 0] / (A[1, 0] + B[1, 0])), bool(informed.all())
     (True, True)
     """
-    x, w = hermite_nodes(nodes)
+    x, w = normal_grid(nodes)
     loc, kappa, sigma = (np.asarray(v, dtype=float) for v in (loc, kappa, sigma))
     m = np.asarray(m, dtype=float)
     k = np.asarray(k, dtype=float)
     if loc.ndim != 2 or kappa.shape != loc.shape or sigma.shape != loc.shape[:1]:
-        raise ValueError(f"task_beta: loc and kappa must be (S, G) and sigma (S,); got {loc.shape}, {kappa.shape}, {sigma.shape}")
+        raise ValueError(
+            f"task_beta: loc and kappa must be (S, G) and sigma (S,); got {loc.shape}, {kappa.shape}, {sigma.shape}"
+        )
     if m.shape != k.shape or m.ndim != 2 or m.shape[1] != loc.shape[1]:
-        raise ValueError(f"task_beta: m and k must be (T, G) with G = {loc.shape[1]}; got {m.shape}, {k.shape}")
+        raise ValueError(
+            f"task_beta: m and k must be (T, G) with G = {loc.shape[1]}; got {m.shape}, {k.shape}"
+        )
     if (tpr is None) != (fpr is None):
         raise ValueError("task_beta: give both tpr and fpr (critic evidence) or neither (oracle evidence)")
     has = np.isfinite(m) & (np.nan_to_num(m) > 0)
@@ -349,7 +371,9 @@ class CrossedEB:
     converged: bool
 
 
-def _crossed_loglik(loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndarray, k: np.ndarray, x, w) -> float:
+def _crossed_loglik(
+    loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndarray, k: np.ndarray, x, w
+) -> float:
     p = np.clip(expit(loc[None, None, :] + sigma * x[None, :, None]), 1e-12, 1 - 1e-12)  # (1, Q, G)
     ll = _evidence_loglik(p, kappa[None], m, k, tpr=None, fpr=None)[0]  # (Q, T, G)
     return float(logsumexp(np.log(w)[:, None] + ll.sum(axis=2), axis=0).sum())
@@ -358,7 +382,7 @@ def _crossed_loglik(loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndar
 def crossed_eb(m: np.ndarray, k: np.ndarray, *, nodes: int = N_NODES) -> CrossedEB:
     """Empirical-Bayes fit of one benchmark's crossed model to its (task, generator) counts.
 
-    Maximises the marginal likelihood (task effects integrated on Gauss–Hermite nodes) plus the
+    Maximises the marginal likelihood (task effects integrated on :func:`normal_grid`) plus the
     weak penalties :data:`EB_PRIORS` over ℓ (G), log κ (G) and log σ, with L-BFGS-B.
 
     Parameters
@@ -388,7 +412,7 @@ def crossed_eb(m: np.ndarray, k: np.ndarray, *, nodes: int = N_NODES) -> Crossed
     if ((k < 0) | (k > m)).any():
         raise ValueError("crossed_eb: passes must lie in 0 … patches")
     G = m.shape[1]
-    x, w = hermite_nodes(nodes)
+    x, w = normal_grid(nodes)
     pooled = (k.sum(axis=0) + 0.5) / (m.sum(axis=0) + 1.0)
     theta0 = np.concatenate([np.log(pooled / (1 - pooled)), np.full(G, 1.0), [0.0]])
 
@@ -469,7 +493,9 @@ def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
         If ``counts`` has no per-task counts.
     """
     if not has_task_counts(counts):
-        raise ValueError("fit_crossed_eb: counts carry no per-task counts (task_n, …); build them from records")
+        raise ValueError(
+            "fit_crossed_eb: counts carry no per-task counts (task_n, …); build them from records"
+        )
     benches = [str(b) for b in counts[DIM_BENCHMARK].values]
     gens = [str(g) for g in counts[DIM_GENERATOR].values]
     nb, ng = len(benches), len(gens)
@@ -514,9 +540,9 @@ def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
 def crossed_from_posterior(posterior: xr.Dataset) -> xr.Dataset:
     """Crossed parameters (``chain``/``draw``) from the posterior group of a crossed fit.
 
-    Reads ``task_loc`` (chain, draw, benchmark, generator), ``task_kappa`` (same) and
-    ``task_sigma`` (chain, draw, benchmark), the deterministics the crossed build records
-    (:mod:`bpc.estimate.model.build`).
+    Reads the deterministics the crossed build records (:mod:`bpc.estimate.model.build`):
+    ``task_loc`` and ``task_kappa`` (chain, draw, task_cell ``"benchmark/generator"``) and
+    ``sigma_task`` (chain, draw, task_benchmark), and lays them out as :func:`fit_crossed_eb` does.
 
     Raises
     ------
@@ -524,14 +550,39 @@ def crossed_from_posterior(posterior: xr.Dataset) -> xr.Dataset:
         If the posterior has no crossed part (a fit without per-task counts or with
         ``[tasks] enabled = false``).
     """
-    missing = [v for v in ("task_loc", "task_kappa", "task_sigma") if v not in posterior]
+    missing = [v for v in ("task_loc", "task_kappa", "sigma_task") if v not in posterior]
     if missing:
         raise ValueError(
             f"crossed_from_posterior: the posterior lacks {missing}; fit the crossed model "
             "(counts with per-task counts, [tasks] enabled = true in the spec)"
         )
-    out = posterior[["task_loc", "task_kappa", "task_sigma"]]
-    out = out.rename({"task_benchmark": DIM_BENCHMARK}) if "task_benchmark" in out.dims else out
+    labels = [str(v).split("/", 1) for v in posterior["task_cell"].values]
+    benches = list(dict.fromkeys(b for b, _ in labels))
+    gens = list(dict.fromkeys(g for _, g in labels))
+    chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
+    loc = np.full((chains, draws, len(benches), len(gens)), np.nan)
+    kap = np.full_like(loc, np.nan)
+    src_loc = posterior["task_loc"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values
+    src_kap = posterior["task_kappa"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values
+    for c, (b, g) in enumerate(labels):
+        loc[:, :, benches.index(b), gens.index(g)] = src_loc[:, :, c]
+        kap[:, :, benches.index(b), gens.index(g)] = src_kap[:, :, c]
+    sig = posterior["sigma_task"].transpose(DIM_CHAIN, DIM_DRAW, "task_benchmark")
+    sig = sig.sel({"task_benchmark": benches}).values
+    dims = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
+    out = xr.Dataset(
+        {
+            "task_loc": (dims, loc),
+            "task_kappa": (dims, kap),
+            "task_sigma": (dims[:3], sig),
+        },
+        coords={
+            DIM_CHAIN: posterior[DIM_CHAIN].values,
+            DIM_DRAW: posterior[DIM_DRAW].values,
+            DIM_BENCHMARK: benches,
+            DIM_GENERATOR: gens,
+        },
+    )
     out.attrs["mode"] = "posterior"
     return out
 
@@ -573,7 +624,7 @@ def task_prior(
     params : xarray.Dataset, optional
         Parameter schema (point or draws) with ``tpr`` / ``fpr``; required for ``kind="critic"``.
     nodes : int
-        Gauss–Hermite nodes.
+        Integration nodes (:func:`normal_grid`).
     max_draws : int
         Posterior draws used at most (evenly thinned).
 
@@ -607,7 +658,9 @@ def task_prior(
         if params is None:
             raise ValueError("task_prior: kind='critic' needs params with the critic's tpr / fpr")
         if critic not in [str(c) for c in evidence[DIM_CRITIC].values]:
-            raise ValueError(f"task_prior: critic {critic!r} is not in the evidence's critics {list(evidence[DIM_CRITIC].values)}")
+            raise ValueError(
+                f"task_prior: critic {critic!r} is not in the evidence's critics {list(evidence[DIM_CRITIC].values)}"
+            )
     if DIM_CHAIN in crossed.dims:
         n_samples = crossed.sizes[DIM_CHAIN] * crossed.sizes[DIM_DRAW]
         step = max(1, int(np.ceil(n_samples / max_draws)))
@@ -618,13 +671,17 @@ def task_prior(
     blocks = []
     for bench in benches:
         loc_b = crossed["task_loc"].sel({DIM_BENCHMARK: bench})
-        finite = np.isfinite(loc_b.transpose(..., DIM_GENERATOR).values).reshape(-1, loc_b.sizes[DIM_GENERATOR])
+        finite = np.isfinite(loc_b.transpose(..., DIM_GENERATOR).values).reshape(
+            -1, loc_b.sizes[DIM_GENERATOR]
+        )
         cells = [str(g) for g, ok in zip(loc_b[DIM_GENERATOR].values, finite.all(axis=0), strict=True) if ok]
         if not cells or bench not in [str(b) for b in evidence[DIM_BENCHMARK].values]:
             continue
         core_g = ("sample", DIM_GENERATOR) if sample else (DIM_GENERATOR,)
         loc = crossed["task_loc"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: cells}).transpose(*core_g).values
-        kap = crossed["task_kappa"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: cells}).transpose(*core_g).values
+        kap = (
+            crossed["task_kappa"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: cells}).transpose(*core_g).values
+        )
         sig = np.atleast_1d(crossed["task_sigma"].sel({DIM_BENCHMARK: bench}).values)
         if not sample:
             loc, kap = loc[None], kap[None]
@@ -639,7 +696,9 @@ def task_prior(
             assert params is not None
             m = sub["task_critic_n"].sel({DIM_CRITIC: critic}).transpose(DIM_TASK, DIM_GENERATOR).values
             k = sub["task_critic_pass"].sel({DIM_CRITIC: critic}).transpose(DIM_TASK, DIM_GENERATOR).values
-            rates = params[["tpr", "fpr"]].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: cells, DIM_CRITIC: critic})
+            rates = params[["tpr", "fpr"]].sel(
+                {DIM_BENCHMARK: bench, DIM_GENERATOR: cells, DIM_CRITIC: critic}
+            )
             tpr = _as_draws(rates["tpr"], DIM_GENERATOR).mean(axis=0, keepdims=True).repeat(loc.shape[0], 0)
             fpr = _as_draws(rates["fpr"], DIM_GENERATOR).mean(axis=0, keepdims=True).repeat(loc.shape[0], 0)
             known = np.isfinite(tpr[0]) & np.isfinite(fpr[0])
@@ -651,17 +710,24 @@ def task_prior(
                 {
                     "A": ((DIM_GENERATOR, DIM_TASK), A.T),
                     "B": ((DIM_GENERATOR, DIM_TASK), B.T),
-                    "source": ((DIM_GENERATOR, DIM_TASK), np.where(informed, "task", "cell").T.astype(object)),
+                    "source": (
+                        (DIM_GENERATOR, DIM_TASK),
+                        np.where(informed, "task", "cell").T.astype(object),
+                    ),
                 },
                 coords={DIM_GENERATOR: cells, DIM_TASK: tasks},
             ).expand_dims({DIM_BENCHMARK: [bench]})
         )
     if not blocks:
         raise ValueError("task_prior: no crossed benchmark of the parameters has evidence")
-    out = xr.concat(blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""})
+    out = xr.concat(
+        blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""}
+    )
     out.attrs.update(
         {
-            "evidence": "other generators' oracle labels" if kind == "oracle" else f"other generators' {critic!r} critic verdicts",
+            "evidence": "other generators' oracle labels"
+            if kind == "oracle"
+            else f"other generators' {critic!r} critic verdicts",
             "kind": kind,
             "critic": critic if kind == "critic" else "",
             "parameters": str(crossed.attrs.get("mode", "")),

@@ -30,8 +30,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_SEED, DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_TASK
-from bpc.estimate.crossed import EVIDENCE_KINDS, beta_binomial_logpmf, crossed_layout, fit_crossed_eb, task_prior
+from bpc.constants import BOOTSTRAP_SEED, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
+from bpc.estimate.crossed import (
+    EVIDENCE_KINDS,
+    beta_binomial_logpmf,
+    crossed_layout,
+    fit_crossed_eb,
+    task_prior,
+)
 
 __all__ = ["task_folds", "heldout_task_lpd", "lpd_gain_table", "clustered_bootstrap"]
 
@@ -103,7 +109,9 @@ def heldout_task_lpd(
     if benchmarks is not None:
         unknown = [b for b in benchmarks if b not in layout]
         if unknown:
-            raise ValueError(f"heldout_task_lpd: {unknown} are not crossed benchmarks of the records ({sorted(layout)})")
+            raise ValueError(
+                f"heldout_task_lpd: {unknown} are not crossed benchmarks of the records ({sorted(layout)})"
+            )
         layout = {b: layout[b] for b in benchmarks}
     rows = []
     for bench, gens in layout.items():
@@ -154,7 +162,12 @@ def heldout_task_lpd(
 
 
 def clustered_bootstrap(
-    values: np.ndarray, clusters: np.ndarray, *, n_boot: int = 2000, prob: float = 0.95, seed: int = BOOTSTRAP_SEED
+    values: np.ndarray,
+    clusters: np.ndarray,
+    *,
+    n_boot: int = 2000,
+    prob: float = 0.95,
+    seed: int = BOOTSTRAP_SEED,
 ) -> tuple[float, float, float]:
     """Mean of ``values`` and a percentile interval resampling whole clusters (tasks) with replacement.
 
@@ -197,7 +210,9 @@ def lpd_gain_table(lpd: pd.DataFrame, *, n_boot: int = 2000, seed: int = BOOTSTR
     """
     out = []
     for bench, df in lpd.groupby("benchmark", sort=False):
-        est, lo, hi = clustered_bootstrap(df["gain"].to_numpy(), df["task"].to_numpy(), n_boot=n_boot, seed=seed)
+        est, lo, hi = clustered_bootstrap(
+            df["gain"].to_numpy(), df["task"].to_numpy(), n_boot=n_boot, seed=seed
+        )
         out.append(
             {
                 "benchmark": bench,

@@ -28,6 +28,7 @@ import importlib.util
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -283,6 +284,8 @@ def cell_rates(
         if condition:
             theta[:, r0] = _sampled_prior(posterior, theta[:, r0], benchmarks, generators, counts)
         kappa_inst = _kappa_inst_draws(posterior, benchmarks, generators, rng)
+        if condition and "task_loc" in posterior:
+            _crossed_cell_prior(posterior, theta[:, r0], kappa_inst, benchmarks, generators)
 
     critics = [str(c) for c in counts[DIM_CRITIC].values]
     cell_has_data = (
@@ -428,6 +431,41 @@ def _sampled_prior(
         if observed:
             out[:, benchmarks.index(bench), generators.index(gen)] = open_unit(values[:, c])
     return out
+
+
+def _crossed_cell_prior(
+    posterior: xr.Dataset,
+    theta_prior: np.ndarray,
+    kappa_inst: np.ndarray,
+    benchmarks: Sequence[str],
+    generators: Sequence[str],
+) -> None:
+    """Crossed cells (in place): the prior and κ of a *new* task, the marginal over task effects.
+
+    In a crossed cell π is the pass rate of a task of median difficulty; the decision layer's
+    cell prior is θ of a task nothing is known about, Beta-moment-matched per draw
+    (:func:`bpc.estimate.crossed.marginal_beta`, one draw at a time).
+    """
+    from bpc.estimate.crossed import N_NODES, normal_grid
+
+    x, w = normal_grid(N_NODES)
+    S = theta_prior.shape[0]
+    loc = posterior["task_loc"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values.reshape(S, -1)
+    kap = posterior["task_kappa"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values.reshape(S, -1)
+    sig = posterior["sigma_task"].transpose(DIM_CHAIN, DIM_DRAW, "task_benchmark")
+    sig_bench = [str(b) for b in sig["task_benchmark"].values]
+    sig = sig.values.reshape(S, -1)
+    for c, label in enumerate(posterior["task_cell"].values):
+        bench, gen = str(label).split("/", 1)
+        if bench not in benchmarks or gen not in generators:
+            continue
+        p = expit(loc[:, c, None] + sig[:, sig_bench.index(bench), None] * x[None, :])  # (S, Q)
+        mean = (w * p).sum(axis=1)
+        second = (w * (p * (1 - p) / (kap[:, c, None] + 1.0) + p**2)).sum(axis=1)
+        var = np.maximum(second - mean**2, 1e-15)
+        i, j = benchmarks.index(bench), generators.index(gen)
+        theta_prior[:, i, j] = open_unit(mean)
+        kappa_inst[:, i, j] = np.maximum(mean * (1 - mean) / var - 1.0, 1e-9)
 
 
 def _kappa_inst_draws(
@@ -653,7 +691,9 @@ class Refitter:
     ):
         from bpc.estimate.model.build import instance_observations, observations
 
-        self.spec = ModelSpec.default() if spec is None else spec
+        spec = ModelSpec.default() if spec is None else spec
+        # refits use the cell-level model: their subsampled counts are edited cell by cell
+        self.spec = replace(spec, tasks=False)
         self.template = template
         self.obs = observations(template, self.spec)
         self.instance_layout = instance_observations(template) if self.spec.instance else None
