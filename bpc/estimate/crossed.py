@@ -239,15 +239,25 @@ def _evidence_loglik(
     tpr: np.ndarray | None,
     fpr: np.ndarray | None,
 ) -> np.ndarray:
-    """Log L of each (task, generator)'s evidence at each node: shape (S, Q, T, G); 0 where none."""
-    a = p[:, :, None, :] * kappa[:, None, None, :]
+    """log L of each (task, generator)'s evidence at each node: shape (S, Q, T, G); 0 where none.
+
+    Evaluated once per distinct (m, k) pair (a handful: m is the patches of one task) and gathered.
+    """
+    mm = np.nan_to_num(m)
+    kk = np.nan_to_num(k)
+    pairs, index = np.unique(np.stack([mm.ravel(), kk.ravel()], axis=1), axis=0, return_inverse=True)
+    index = index.reshape(mm.shape)  # (T, G) → class
+    a = p[:, :, None, :] * kappa[:, None, None, :]  # (S, Q, 1, G)
     b = (1 - p[:, :, None, :]) * kappa[:, None, None, :]
-    mm = np.nan_to_num(m)[None, None]
-    kk = np.nan_to_num(k)[None, None]
+    cm = pairs[:, 0][None, None, :, None]
+    ck = pairs[:, 1][None, None, :, None]
     if tpr is None:
-        return beta_binomial_logpmf(kk, mm, a, b)
-    assert fpr is not None
-    return critic_loglik(kk, mm, a, b, tpr[:, None, None, :], fpr[:, None, None, :])
+        table = beta_binomial_logpmf(ck, cm, a, b)  # (S, Q, C, G)
+    else:
+        assert fpr is not None
+        table = critic_loglik(ck, cm, a, b, tpr[:, None, None, :], fpr[:, None, None, :])
+    g = np.arange(mm.shape[1])[None, :]
+    return table[:, :, index, g]  # (S, Q, T, G)
 
 
 def task_beta(
