@@ -22,7 +22,9 @@ from bpc.estimate.crossed import (
 from bpc.estimate.task_checks import clustered_bootstrap, heldout_task_lpd, lpd_gain_table, task_folds
 
 
-def _records(y: dict[tuple[str, str], list[int]], *, bench: str = "b", test: dict | None = None) -> pd.DataFrame:
+def _records(
+    y: dict[tuple[str, str], list[int]], *, bench: str = "b", test: dict | None = None
+) -> pd.DataFrame:
     rows = []
     for (gen, task), labels in y.items():
         for pid, label in enumerate(labels):
@@ -66,7 +68,9 @@ def test_marginal_beta_moments_by_quadrature():
     A, B = marginal_beta(np.array([[loc]]), np.array([[kappa]]), np.array([sigma]))
     p = lambda d: expit(loc + sigma * d)  # noqa: E731
     mean = integrate.quad(lambda d: stats.norm.pdf(d) * p(d), -10, 10)[0]
-    second = integrate.quad(lambda d: stats.norm.pdf(d) * (p(d) * (1 - p(d)) / (kappa + 1) + p(d) ** 2), -10, 10)[0]
+    second = integrate.quad(
+        lambda d: stats.norm.pdf(d) * (p(d) * (1 - p(d)) / (kappa + 1) + p(d) ** 2), -10, 10
+    )[0]
     var = second - mean**2
     assert np.isclose(A[0] / (A[0] + B[0]), mean, rtol=1e-6)
     assert np.isclose(A[0] + B[0], mean * (1 - mean) / var - 1, rtol=1e-4)
@@ -86,7 +90,10 @@ def test_task_beta_is_the_posterior_mixture():
         return np.exp(beta_binomial_logpmf(2, 3, p * kap[0, 1], (1 - p) * kap[0, 1]))
 
     norm = integrate.quad(lambda d: stats.norm.pdf(d) * lik(d), -10, 10)[0]
-    mean = integrate.quad(lambda d: stats.norm.pdf(d) * lik(d) * expit(loc[0, 0] + sig[0] * d), -10, 10)[0] / norm
+    mean = (
+        integrate.quad(lambda d: stats.norm.pdf(d) * lik(d) * expit(loc[0, 0] + sig[0] * d), -10, 10)[0]
+        / norm
+    )
     assert np.isclose(A[0, 0] / (A[0, 0] + B[0, 0]), mean, rtol=1e-4)
     assert informed.all()
     A2, B2, _ = task_beta(loc, kap, sig, m, np.array([[3.0, 2.0]]))
@@ -109,7 +116,14 @@ def test_task_beta_rejects_bad_shapes():
     with pytest.raises(ValueError, match=r"\(S, G\)"):
         task_beta(np.zeros(2), np.ones(2), np.ones(1), np.ones((1, 2)), np.ones((1, 2)))
     with pytest.raises(ValueError, match="both tpr and fpr"):
-        task_beta(np.zeros((1, 2)), np.ones((1, 2)), np.ones(1), np.ones((1, 2)), np.ones((1, 2)), tpr=np.ones((1, 2)))
+        task_beta(
+            np.zeros((1, 2)),
+            np.ones((1, 2)),
+            np.ones(1),
+            np.ones((1, 2)),
+            np.ones((1, 2)),
+            tpr=np.ones((1, 2)),
+        )
 
 
 def test_crossed_eb_recovers_a_simulated_benchmark():
@@ -144,7 +158,10 @@ def test_task_prior_on_records():
     # t3 was attempted by g1 only: g2's prior on it is the cell prior, and says so; g1's own is too
     assert prior["source"].sel(generator="g2", task="t3").item() == "task"
     assert prior["source"].sel(generator="g1", task="t3").item() == "cell"
-    A0, B0 = float(eb["prior"].sel(benchmark="b", generator="g1")), float(eb["kappa"].sel(benchmark="b", generator="g1"))
+    A0, B0 = (
+        float(eb["prior"].sel(benchmark="b", generator="g1")),
+        float(eb["kappa"].sel(benchmark="b", generator="g1")),
+    )
     A, B = float(prior["A"].sel(generator="g1", task="t3")), float(prior["B"].sel(generator="g1", task="t3"))
     assert np.isclose(A / (A + B), A0) and np.isclose(A + B, B0)
     assert prior.attrs["evidence"] == "other generators' oracle labels"
@@ -152,7 +169,12 @@ def test_task_prior_on_records():
 
 def test_task_prior_from_critic_verdicts_needs_rates():
     y = {("g1", "t1"): [1, 1], ("g2", "t1"): [1, 0], ("g1", "t2"): [0, 0], ("g2", "t2"): [0, 0]}
-    test = {("g1", "t1"): [True, True], ("g2", "t1"): [True, False], ("g1", "t2"): [False, False], ("g2", "t2"): [False, True]}
+    test = {
+        ("g1", "t1"): [True, True],
+        ("g2", "t1"): [True, False],
+        ("g1", "t2"): [False, False],
+        ("g2", "t2"): [False, True],
+    }
     counts = counts_from_records(_records(y, test=test))
     eb = fit_crossed_eb(counts)
     with pytest.raises(ValueError, match="needs params"):
@@ -183,7 +205,9 @@ def test_task_folds_are_balanced_and_seeded():
 
 
 def test_clustered_bootstrap_resamples_tasks():
-    est, lo, hi = clustered_bootstrap(np.array([0.0, 0.0, 0.0, 4.0]), np.array(["a", "a", "a", "b"]), n_boot=500)
+    est, lo, hi = clustered_bootstrap(
+        np.array([0.0, 0.0, 0.0, 4.0]), np.array(["a", "a", "a", "b"]), n_boot=500
+    )
     assert est == 1.0  # the mean over rows, each task weighing by its rows
     assert lo == 0.0 and hi == 4.0  # both all-a and all-b resamples occur with 2 tasks
 
