@@ -237,7 +237,7 @@ DIM_PASSES = "passes"
 """Dimension of the instance histogram: passing patches k of an instance (0 … max)."""
 
 DIM_TASK = "task"
-"""Dimension of the per-task counts (issue 17): a task (instance) id, shared by the generators of a benchmark."""
+"""Dimension of the per-task counts (issue 17): a task (instance) id, shared by a benchmark's generators."""
 
 KAPPA_MIN = 1e-3
 """Smallest Beta concentration κ of an instance's pass rate that Laplace mode searches (ICC ≈ 0.999)."""

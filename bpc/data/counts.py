@@ -257,7 +257,8 @@ def task_tallies(
 
     Examples
     --------
-    >>> n, k, cn, cp = task_tallies(np.array([1, 0, 0]), np.array([[1.0], [1.0], [np.nan]]), np.array([0, 0, 1]))
+    >>> y, verdicts = np.array([1, 0, 0]), np.array([[1.0], [1.0], [np.nan]])
+    >>> n, k, cn, cp = task_tallies(y, verdicts, np.array([0, 0, 1]))
     >>> n, k, cn[:, 0], cp[:, 0]
     (array([2., 1.]), array([1., 0.]), array([ 2., nan]), array([ 2., nan]))
     """
@@ -266,7 +267,8 @@ def task_tallies(
     row = np.asarray(row, dtype=np.intp)
     if verdicts.ndim != 2 or verdicts.shape[0] != y.shape[0] or row.shape != y.shape:
         raise ValueError(
-            f"task_tallies: y {y.shape}, verdicts {verdicts.shape} and row {row.shape} must share their first axis"
+            f"task_tallies: y {y.shape}, verdicts {verdicts.shape} and row {row.shape} "
+            "must share their first axis"
         )
     if not np.isin(y, LABELS).all():
         raise ValueError("task_tallies: y must hold 0/1 labels only")

@@ -73,6 +73,8 @@ __all__ = [
     "fit_crossed_eb",
     "crossed_from_posterior",
     "task_prior",
+    "task_priors",
+    "start_beta",
 ]
 
 N_NODES = 241
@@ -209,6 +211,8 @@ def marginal_beta(
         Cell location ℓ and concentration κ, shape ``(S, G)`` (S draws; 1 for a point estimate).
     sigma : numpy.ndarray
         Task-effect scale σ of the benchmark, shape ``(S,)``.
+    nodes : int
+        Integration nodes (:func:`normal_grid`).
 
     Returns
     -------
@@ -239,7 +243,7 @@ def _evidence_loglik(
     tpr: np.ndarray | None,
     fpr: np.ndarray | None,
 ) -> np.ndarray:
-    """log L of each (task, generator)'s evidence at each node: shape (S, Q, T, G); 0 where none.
+    """The log-likelihood of each (task, generator)'s evidence at each node, (S, Q, T, G); 0 where none.
 
     Evaluated once per distinct (m, k) pair (a handful: m is the patches of one task) and gathered.
     """
@@ -318,7 +322,8 @@ def task_beta(
     k = np.asarray(k, dtype=float)
     if loc.ndim != 2 or kappa.shape != loc.shape or sigma.shape != loc.shape[:1]:
         raise ValueError(
-            f"task_beta: loc and kappa must be (S, G) and sigma (S,); got {loc.shape}, {kappa.shape}, {sigma.shape}"
+            f"task_beta: loc and kappa must be (S, G) and sigma (S,); "
+            f"got {loc.shape}, {kappa.shape}, {sigma.shape}"
         )
     if m.shape != k.shape or m.ndim != 2 or m.shape[1] != loc.shape[1]:
         raise ValueError(
@@ -399,6 +404,8 @@ def crossed_eb(m: np.ndarray, k: np.ndarray, *, nodes: int = N_NODES) -> Crossed
     ----------
     m, k : numpy.ndarray
         Shape ``(T, G)``: labelled patches and passes; ``NaN`` or 0 in m = not attempted.
+    nodes : int
+        Integration nodes (:func:`normal_grid`).
 
     Returns
     -------
@@ -487,6 +494,8 @@ def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
     ----------
     counts : xarray.Dataset
         Counts with per-task counts (:data:`bpc.schema.TASK_COUNT_VARS`).
+    nodes : int
+        Integration nodes (:func:`normal_grid`).
 
     Returns
     -------
@@ -652,7 +661,8 @@ def task_prior(
     >>> import pandas as pd
     >>> from bpc.data.counts import counts_from_records
     >>> rec = pd.DataFrame({"benchmark": "b", "generator": np.repeat(["g1", "g2"], 6),
-    ...                     "instance_id": np.tile(np.repeat(["t1", "t2"], 3), 2), "patch_id": np.tile([0, 1, 2], 4),
+    ...                     "instance_id": np.tile(np.repeat(["t1", "t2"], 3), 2),
+    ...                     "patch_id": np.tile([0, 1, 2], 4),
     ...                     "Y": [1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0]})
     >>> counts = counts_from_records(rec)
     >>> prior = task_prior(fit_crossed_eb(counts), counts)
@@ -669,7 +679,8 @@ def task_prior(
             raise ValueError("task_prior: kind='critic' needs params with the critic's tpr / fpr")
         if critic not in [str(c) for c in evidence[DIM_CRITIC].values]:
             raise ValueError(
-                f"task_prior: critic {critic!r} is not in the evidence's critics {list(evidence[DIM_CRITIC].values)}"
+                f"task_prior: critic {critic!r} is not among the evidence's critics "
+                f"{list(evidence[DIM_CRITIC].values)}"
             )
     if DIM_CHAIN in crossed.dims:
         n_samples = crossed.sizes[DIM_CHAIN] * crossed.sizes[DIM_DRAW]
@@ -744,3 +755,102 @@ def task_prior(
         }
     )
     return out
+
+
+def task_priors(
+    source: xr.DataTree | xr.Dataset,
+    evidence: xr.Dataset | None = None,
+    *,
+    kind: str = "oracle",
+    critic: str = "test",
+    nodes: int = N_NODES,
+    max_draws: int = 1000,
+) -> xr.Dataset:
+    """Per-task starting Beta(A, B) from a crossed fit or, in Laplace mode, from counts.
+
+    The entry point for the decision layer: it chooses the crossed parameters and the critic
+    rates from ``source`` and calls :func:`task_prior`.
+
+    Parameters
+    ----------
+    source : xarray.DataTree or xarray.Dataset
+        A crossed hierarchical fit (:func:`bpc.estimate.model.fit`: the posterior's crossed
+        deterministics, mixed over draws; critic rates from its ``parameters`` group), or counts
+        with per-task counts (empirical Bayes, :func:`fit_crossed_eb`; critic rates from
+        :func:`bpc.estimate.laplace.laplace`).
+    evidence : xarray.Dataset, optional
+        Counts with per-task counts: what the other generators did on each task (default: the
+        fit's own counts, or ``source`` itself).
+    kind, critic, nodes, max_draws
+        As for :func:`task_prior`.
+
+    Returns
+    -------
+    xarray.Dataset
+        As :func:`task_prior`.
+    """
+    if isinstance(source, xr.DataTree):
+        if "posterior" not in source.children:
+            raise ValueError("task_priors: the DataTree has no posterior group (expected a bpc fit)")
+        crossed = crossed_from_posterior(source["posterior"].to_dataset())
+        params = source["parameters"].to_dataset() if "parameters" in source.children else None
+        if evidence is None:
+            if "counts" not in source.children:
+                raise ValueError("task_priors: give the evidence; the fit carries no counts group")
+            evidence = source["counts"].to_dataset()
+    else:
+        from bpc.estimate.laplace import laplace
+
+        crossed = fit_crossed_eb(source, nodes=nodes)
+        params = laplace(source) if kind == "critic" else None
+        evidence = source if evidence is None else evidence
+    return task_prior(
+        crossed, evidence, kind=kind, critic=critic, params=params, nodes=nodes, max_draws=max_draws
+    )
+
+
+def start_beta(
+    priors: xr.Dataset, *, benchmark: str, generator: str, task: str, cell: tuple[float, float]
+) -> tuple[float, float, str]:
+    """The starting Beta(A, B) of one episode: the task prior where there is one, else ``cell``.
+
+    Parameters
+    ----------
+    priors : xarray.Dataset
+        From :func:`task_priors` / :func:`task_prior`.
+    benchmark, generator, task : str
+        The episode's cell and task.
+    cell : tuple of float
+        The cell's own (A, B) = (π κ, (1 − π) κ), used when no other generator attempted the task
+        (or the cell is not crossed).
+
+    Returns
+    -------
+    A, B : float
+    source : str
+        ``"task"`` (informed by other generators), or ``"cell"`` with the reason.
+
+    Examples
+    --------
+    >>> priors = xr.Dataset({"A": (("benchmark", "generator", "task"), [[[2.0]]]),
+    ...                      "B": (("benchmark", "generator", "task"), [[[6.0]]]),
+    ...                      "source": (("benchmark", "generator", "task"), [[["task"]]])},
+    ...                     coords={"benchmark": ["b"], "generator": ["g"], "task": ["t1"]})
+    >>> start_beta(priors, benchmark="b", generator="g", task="t1", cell=(1.0, 3.0))
+    (2.0, 6.0, 'task')
+    >>> start_beta(priors, benchmark="b", generator="g", task="t9", cell=(1.0, 3.0))[2]
+    'cell: no other generator attempted task t9 (or its benchmark is not crossed)'
+    """
+    try:
+        row = priors.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: generator, DIM_TASK: task})
+        a, b, src = float(row["A"]), float(row["B"]), str(row["source"].item())
+    except KeyError:
+        a = b = float("nan")
+        src = ""
+    if src == "task" and np.isfinite(a) and np.isfinite(b):
+        return a, b, "task"
+    return (
+        float(cell[0]),
+        float(cell[1]),
+        f"cell: no other generator attempted task {task} (or its benchmark is not crossed)",
+    )

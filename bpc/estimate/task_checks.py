@@ -126,7 +126,7 @@ def heldout_task_lpd(
                 test = counts_from_records(test_rec)
                 eb = fit_crossed_eb(train)
                 params = laplace(train) if kind == "critic" else None
-                # the evidence: every generator's data on the held-out tasks (a target's own never enters its prior)
+                # evidence: every generator's data on the held-out tasks (never the target's own)
                 prior = task_prior(eb, test, kind=kind, critic=critic, params=params)
                 cell = _cell_prior(train)
                 for g in gens:
@@ -200,6 +200,10 @@ def lpd_gain_table(lpd: pd.DataFrame, *, n_boot: int = 2000, seed: int = BOOTSTR
     ----------
     lpd : pandas.DataFrame
         From :func:`heldout_task_lpd`.
+    n_boot : int
+        Bootstrap resamples.
+    seed : int
+        Seed of the resampling.
 
     Returns
     -------
