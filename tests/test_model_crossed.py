@@ -122,6 +122,7 @@ def test_spec_round_trip_and_validation():
         ModelSpec.from_dict({"tasks": {"sigma": 1.0}})
 
 
+@pytest.mark.filterwarnings("ignore:The effect of Potentials")
 def test_crossed_cell_prior_is_the_marginal(counts):
     """cell_rates turns a crossed cell's (ℓ, κ, σ) draws into the prior and κ of a new task."""
     model = build_model(counts)
@@ -152,5 +153,15 @@ def test_crossed_cell_prior_is_the_marginal(counts):
         A, B = marginal_beta(loc[s : s + 1], kap[s : s + 1], sig[s : s + 1])
         assert np.allclose(got_prior[s], A / (A + B), rtol=1e-6)
         assert np.allclose(got_kappa[s], A + B, rtol=1e-6)
+    # ℓ is logit π stretched so that the mean over tasks is π (logistic-normal approximation)
+    pi = (
+        post["pi"]
+        .sel(prior_cell=["b/g1", "b/g2"])
+        .stack(s=("chain", "draw"))
+        .transpose("s", "prior_cell")
+        .values
+    )
+    stretch = np.sqrt(1 + np.pi / 8 * sig[:, None] ** 2)
+    assert np.allclose(loc, np.log(pi / (1 - pi)) * stretch, rtol=1e-6)
     # a cell with one generator keeps the sampled π and its κ_inst
     assert np.isfinite(rates["prior"].sel(benchmark="c", generator="g1")).all()
