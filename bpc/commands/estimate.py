@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     # the task report (issue 17): tasks nothing passes on, identical solved sets, empty patches
     from bpc.data.tasks import task_choices
 
-    choices = task_choices(counts, records=corpus.records) + choices
+    choices = choices + task_choices(counts, records=corpus.records)
     if fmt == ".csv":
         write_csv(table, out, float_format="%.17g")
     elif fmt == ".parquet":
