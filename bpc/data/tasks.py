@@ -320,18 +320,19 @@ def task_choices(counts: xr.Dataset, *, records: pd.DataFrame | None = None) -> 
     if not has_task_counts(counts):
         return []
     lines = []
-    for row in task_report(counts).itertuples(index=False):
-        if row.flag:
+    for rep in task_report(counts).to_dict("records"):
+        if rep["flag"]:
             lines.append(
-                f"{row.benchmark}: {row.n_never} of {row.n_tasks} tasks pass nothing ({row.checked}) for "
-                f"any of its {row.n_generators} generators — {row.flag}: {', '.join(row.tasks)}"
+                f"{rep['benchmark']}: {rep['n_never']} of {rep['n_tasks']} tasks pass nothing "
+                f"({rep['checked']}) for any of its {rep['n_generators']} generators — {rep['flag']}: "
+                f"{', '.join(rep['tasks'])}"
             )
-    for row in shared_solutions(counts).itertuples(index=False):
-        if row.identical:
-            solved = next(iter(row.solved.values()))
+    for sol in shared_solutions(counts).to_dict("records"):
+        if sol["identical"]:
+            solved = next(iter(dict(sol["solved"]).values()))
             lines.append(
-                f"{row.benchmark}: {' and '.join(row.generators)} solve the identical {solved} of "
-                f"{row.n_tasks} tasks (task difficulty is shared; the crossed model pools it)"
+                f"{sol['benchmark']}: {' and '.join(sol['generators'])} solve the identical {solved} of "
+                f"{sol['n_tasks']} tasks (task difficulty is shared; the crossed model pools it)"
             )
     root, files = counts.attrs.get("corpus"), counts.attrs.get("files")
     if records is not None and root and isinstance(files, Mapping):

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 from scipy.special import betaln, expit, gammaln, logsumexp
 
@@ -110,7 +111,7 @@ def normal_grid(n: int = N_NODES) -> tuple[np.ndarray, np.ndarray]:
     return x, w / w.sum()
 
 
-def beta_binomial_logpmf(k: np.ndarray, m: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def beta_binomial_logpmf(k: ArrayLike, m: ArrayLike, a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """Log BetaBinomial(k | m, a, b), elementwise with broadcasting; 0 where m = 0 (no data).
 
     Examples
@@ -126,7 +127,7 @@ def beta_binomial_logpmf(k: np.ndarray, m: np.ndarray, a: np.ndarray, b: np.ndar
 
 
 def critic_loglik(
-    s: np.ndarray, n: np.ndarray, a: np.ndarray, b: np.ndarray, tpr: np.ndarray, fpr: np.ndarray
+    s: ArrayLike, n: ArrayLike, a: ArrayLike, b: ArrayLike, tpr: ArrayLike, fpr: ArrayLike
 ) -> np.ndarray:
     """Log P(a critic passes s of n patches | θ ~ Beta(a, b)), the patches' labels unknown.
 
@@ -390,8 +391,8 @@ def _crossed_loglik(
     loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndarray, k: np.ndarray, x, w
 ) -> float:
     p = np.clip(expit(loc[None, None, :] + sigma * x[None, :, None]), 1e-12, 1 - 1e-12)  # (1, Q, G)
-    ll = _evidence_loglik(p, kappa[None], m, k, tpr=None, fpr=None)[0]  # (Q, T, G)
-    return float(logsumexp(np.log(w)[:, None] + ll.sum(axis=2), axis=0).sum())
+    ll = np.asarray(_evidence_loglik(p, kappa[None], m, k, tpr=None, fpr=None)[0])  # (Q, T, G)
+    return float(np.sum(np.asarray(logsumexp(np.log(w)[:, None] + ll.sum(axis=2), axis=0))))
 
 
 def crossed_eb(m: np.ndarray, k: np.ndarray, *, nodes: int = N_NODES) -> CrossedEB:
@@ -741,8 +742,10 @@ def task_prior(
         )
     if not blocks:
         raise ValueError("task_prior: no crossed benchmark of the parameters has evidence")
-    out = xr.concat(
-        blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""}
+    out = xr.Dataset(
+        xr.concat(
+            blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""}
+        )
     )
     out.attrs.update(
         {

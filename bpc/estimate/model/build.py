@@ -666,7 +666,7 @@ def _instance_likelihood(
     sigma_pi = pm.HalfNormal("sigma_pi", sigma=spec.instance_priors["sigma_cell"]["sigma"])
     w = centred_cells(inst, all_centred="prior" in spec.centered)
     raw = pm.Normal("z_pi", mu=w * logit_mu, sigma=pt.switch(w > 0, sigma_pi, 1.0), dims=DIM_PRIOR_CELL)
-    logit_pi = pt.switch(w > 0, raw, logit_mu + sigma_pi * raw)
+    logit_pi = _tensor(pt.switch(w > 0, raw, logit_mu + sigma_pi * raw))
     pi = _deterministic("pi", pm.math.sigmoid(logit_pi), dims=DIM_PRIOR_CELL)
     lk = spec.instance_priors["log_kappa"]
     log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
