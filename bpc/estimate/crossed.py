@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import xarray as xr
@@ -742,10 +743,11 @@ def task_prior(
         )
     if not blocks:
         raise ValueError("task_prior: no crossed benchmark of the parameters has evidence")
-    out = xr.Dataset(
+    out = cast(
+        xr.Dataset,
         xr.concat(
             blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""}
-        )
+        ),
     )
     out.attrs.update(
         {
