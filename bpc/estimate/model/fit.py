@@ -37,7 +37,15 @@ import pymc as pm
 import xarray as xr
 from scipy.special import expit
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR
+from bpc.constants import (
+    DEFAULT_SEED,
+    DIM_BENCHMARK,
+    DIM_CHAIN,
+    DIM_CRITIC,
+    DIM_DRAW,
+    DIM_GENERATOR,
+    SAMPLER_PRESETS,
+)
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import diagnose
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
@@ -539,9 +547,9 @@ def fit(
     counts: xr.Dataset,
     spec: ModelSpec | None = None,
     *,
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 4,
+    draws: int = SAMPLER_PRESETS["default"]["draws"],
+    tune: int = SAMPLER_PRESETS["default"]["tune"],
+    chains: int = SAMPLER_PRESETS["default"]["chains"],
     seed: int = DEFAULT_SEED,
     sampler: str = "auto",
     progressbar: bool = True,
@@ -560,7 +568,8 @@ def fit(
         Defaults to :meth:`ModelSpec.default` modelling the counts' own critics
         (:func:`bpc.schema.decision_critics`: the paper's three for the corpus).
     draws, tune, chains : int
-        Kept draws per chain, tuning steps, chains.
+        Kept draws per chain, tuning steps, chains (default: the ``default`` preset of
+        :data:`bpc.constants.SAMPLER_PRESETS`, 4 × 2000 after 1500 tuning steps).
     seed : int
         Seeds the sampler and (via ``default_rng([seed, 1])``) the conjugate draws.
     sampler : {"auto", "nutpie", "pymc"}
