@@ -192,8 +192,9 @@ item 6; with the wider tpr/fpr effect priors of ``hierarchical.toml``).
 ``default`` runs 2000 draws after 1500 tuning steps per chain: on the real corpus the critic rates'
 effects (fpr_syn above all: 100 % in most cells, 40 % where empty diffs fail the syntax check) mix
 at ESS / draw ≈ 0.07–0.12, so 4 × 1000 draws sat at the pinned thresholds and failed them in 3 of
-4 measured seeds (max R-hat 1.011–1.015, min tail ESS 281–505); 4 × 2000 passed every seed
-measured (seed 1: R-hat 1.006, bulk / tail ESS 1105 / 906, 0 divergences)."""
+4 measured seeds (max R-hat 1.011–1.015, min tail ESS 281–505); 4 × 2000 passed seeds 1–5 of
+``bpc fit`` on the corpus (crossed default model: max R-hat ≤ 1.0078, min bulk ESS ≥ 992, min tail
+ESS ≥ 694, 0 divergences)."""
 
 # ---------------------------------------------------------------------------
 # Corpus layout (bpc.data.corpus)
