@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the static view of the lazy exports below
     from bpc.decide.live import Controller, Decision, Episode
     from bpc.decide.solve import solve_b0, solve_policy
     from bpc.estimate.conjugate import conjugate_posterior
+    from bpc.estimate.crossed import task_priors
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, fit, posterior_params
     from bpc.experiments.protocol import run_protocol
@@ -53,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "bpc.estimate.model",
     "fit": "bpc.estimate.model",
     "posterior_params": "bpc.estimate.model",
+    "task_priors": "bpc.estimate.crossed",
     # stage 3 — decide: policy tables, replay controllers, the live controller for an agent loop
     "solve_policy": "bpc.decide.solve",
     "solve_b0": "bpc.decide.solve",
@@ -85,6 +87,7 @@ __all__ = [
     "ModelSpec",
     "fit",
     "posterior_params",
+    "task_priors",
     "solve_policy",
     "solve_b0",
     "make_controller",

@@ -95,6 +95,7 @@ from bpc.constants import (
     DIM_LABEL,
     DIM_PASSES,
     DIM_PATCHES,
+    DIM_TASK,
     GENERATORS,
     LABELS,
     PAPER_CRITICS,
@@ -112,6 +113,8 @@ __all__ = [
     "decision_critics",
     "TRAJECTORY_COLUMNS",
     "COUNT_VARS",
+    "TASK_COUNT_VARS",
+    "has_task_counts",
     "PARAM_VARS",
     "INSTANCE_PARAM",
     "SAMPLE_DIMS",
@@ -148,6 +151,12 @@ COUNT_VARS: tuple[str, ...] = (
     "trans_flip",
     "inst_hist",
 )
+TASK_COUNT_VARS: tuple[str, ...] = ("task_n", "task_pass", "task_critic_n", "task_critic_pass")
+"""Optional per-task counts (issue 17), present all together or not at all (raw records only):
+``task_n`` / ``task_pass`` (benchmark, generator, task) labelled patches of a task and how many pass
+the oracle; ``task_critic_n`` / ``task_critic_pass`` (benchmark, generator, task, critic) patches
+with a verdict of the critic and how many it passed, whatever their label. ``NaN`` = the generator
+did not attempt the task (or the critic never ran on it)."""
 PARAM_VARS: tuple[str, ...] = ("prior", "tpr", "fpr", "gap", "p_fix", "p_break")
 INSTANCE_PARAM = "kappa"
 """Optional parameter (b, g [, chain, draw]): Beta concentration κ of an instance's pass rate.
@@ -165,6 +174,12 @@ _COUNT_DIMS = {
     "trans_n": (DIM_BENCHMARK, DIM_GENERATOR, DIM_LABEL),
     "trans_flip": (DIM_BENCHMARK, DIM_GENERATOR, DIM_LABEL),
     "inst_hist": (DIM_BENCHMARK, DIM_GENERATOR, DIM_PATCHES, DIM_PASSES),
+}
+_TASK_COUNT_DIMS = {
+    "task_n": (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK),
+    "task_pass": (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK),
+    "task_critic_n": (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, DIM_CRITIC),
+    "task_critic_pass": (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, DIM_CRITIC),
 }
 _PARAM_CORE_DIMS = {
     "prior": (DIM_BENCHMARK, DIM_GENERATOR),
@@ -339,7 +354,33 @@ def validate_counts(ds: xr.Dataset) -> xr.Dataset:
         if bool((ds[part] > ds[whole]).any()):
             raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
     _validate_histogram(ds)
+    _validate_task_counts(ds)
     return ds
+
+
+def has_task_counts(ds: xr.Dataset) -> bool:
+    """Whether a counts Dataset carries the optional per-task counts (:data:`TASK_COUNT_VARS`)."""
+    return all(name in ds for name in TASK_COUNT_VARS)
+
+
+def _validate_task_counts(ds: xr.Dataset) -> None:
+    """The optional per-task counts: all or none, dims, whole numbers, passes ≤ patches."""
+    present = [name for name in TASK_COUNT_VARS if name in ds]
+    if not present:
+        return
+    if len(present) != len(TASK_COUNT_VARS):
+        missing = sorted(set(TASK_COUNT_VARS) - set(present))
+        raise ValueError(f"counts Dataset has per-task counts {present} but lacks {missing}")
+    for name, dims in _TASK_COUNT_DIMS.items():
+        if tuple(ds[name].dims) != dims:
+            raise ValueError(f"counts variable {name!r} has dims {ds[name].dims}, expected {dims}")
+        values = ds[name].values
+        finite = values[np.isfinite(values)]
+        if (finite < 0).any() or (finite != np.round(finite)).any():
+            raise ValueError(f"counts variable {name!r} must hold non-negative whole numbers or NaN")
+    for part, whole in (("task_pass", "task_n"), ("task_critic_pass", "task_critic_n")):
+        if bool((ds[part] > ds[whole]).any()):
+            raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
 
 
 def _validate_histogram(ds: xr.Dataset) -> None:

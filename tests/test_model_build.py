@@ -267,7 +267,10 @@ def test_numpy_prior_draws_match_pymc_prior(counts):
     for name in ("alpha", "log_kappa", "sigma_benchmark", "beta_benchmark", "beta_generator"):
         a = pm_draws[name].values.reshape(4000, -1)
         b = np_draws[name].values.reshape(4000, -1)
-        np.testing.assert_allclose(a.mean(0), b.mean(0), atol=0.15)
+        # 5 Monte Carlo standard errors of a difference of two means of 4000 draws (the tpr/fpr
+        # effects have prior sd up to ~4 since their scale is HalfNormal(5))
+        se = np.sqrt(a.var(0) / 4000 + b.var(0) / 4000)
+        np.testing.assert_array_less(np.abs(a.mean(0) - b.mean(0)), 5 * se + 0.02)
         np.testing.assert_allclose(a.std(0), b.std(0), rtol=0.1, atol=0.02)
 
 

@@ -56,7 +56,9 @@ def test_default_contents():
         "p_break",
     )
     # per-kind override merged over the shared priors
-    assert spec.hyperprior("tpr_llm", "alpha") == {"mu": 1.5, "sigma": 2.0}
+    assert spec.hyperprior("tpr_llm", "alpha") == {"mu": 1.5, "sigma": 3.0}
+    assert spec.hyperprior("fpr_syn", "sigma_benchmark") == {"sigma": 5.0}
+    assert spec.tasks is True and spec.task_priors == {"sigma_task": {"sigma": 5.0}}
     assert spec.hyperprior("prior", "alpha") == {"mu": 0.0, "sigma": 2.0}
     assert spec.hyperprior("fpr_syn", "log_kappa") == {"mu": 3.0, "sigma": 1.5}
 

@@ -140,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
     params = laplace(counts)
     table = estimates_table(params, counts)
     choices = notes_digest(counts.attrs.get("notes", []))
+    # the task report (issue 17): tasks nothing passes on, identical solved sets, empty patches
+    from bpc.data.tasks import task_choices
+
+    choices = choices + task_choices(counts, records=corpus.records)
     if fmt == ".csv":
         write_csv(table, out, float_format="%.17g")
     elif fmt == ".parquet":

@@ -35,15 +35,18 @@ from bpc.constants import (
     DIM_GENERATOR,
     DIM_LABEL,
     DIM_PATCHES,
+    DIM_TASK,
     KERNEL_METHOD,
     LABELS,
     POOL_SIZE,
 )
 from bpc.schema import (
     RECORD_COLUMNS,
+    TASK_COUNT_VARS,
     TRAJECTORY_COLUMNS,
     critic_coordinate,
     empty_counts,
+    has_task_counts,
     panel_coords,
     record_critics,
     validate_counts,
@@ -54,6 +57,8 @@ __all__ = [
     "critic_tallies",
     "transition_tallies",
     "instance_tallies",
+    "task_tallies",
+    "task_counts",
     "counts_from_records",
     "transition_counts",
     "merge_counts",
@@ -227,6 +232,133 @@ def instance_tallies(
     return out[0] if group is None else out
 
 
+def task_tallies(
+    y: np.ndarray, verdicts: np.ndarray, row: np.ndarray, n_rows: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-task tallies: labelled patches, oracle passes, and each critic's verdicts and passes.
+
+    Parameters
+    ----------
+    y : numpy.ndarray
+        Oracle labels of labelled patches, shape ``(n,)``, values 0/1.
+    verdicts : numpy.ndarray
+        Critic verdicts, shape ``(n, K)``: 1 pass, 0 fail, ``NaN`` missing.
+    row : numpy.ndarray
+        Index of each patch's (cell, task) row, shape ``(n,)``, integers ``0 … n_rows − 1``.
+    n_rows : int, optional
+        Number of rows (default ``row.max() + 1``).
+
+    Returns
+    -------
+    n, k : numpy.ndarray
+        Shape ``(n_rows,)``: labelled patches and passing patches of each row (``NaN`` for a row
+        without patches).
+    critic_n, critic_pass : numpy.ndarray
+        Shape ``(n_rows, K)``: patches with a verdict and passes among them, whatever the label
+        (``NaN`` where the critic gave no verdict on the row).
+
+    Examples
+    --------
+    >>> y, verdicts = np.array([1, 0, 0]), np.array([[1.0], [1.0], [np.nan]])
+    >>> n, k, cn, cp = task_tallies(y, verdicts, np.array([0, 0, 1]))
+    >>> n, k, cn[:, 0], cp[:, 0]
+    (array([2., 1.]), array([1., 0.]), array([ 2., nan]), array([ 2., nan]))
+    """
+    y = np.asarray(y, dtype=float)
+    verdicts = np.asarray(verdicts, dtype=float)
+    row = np.asarray(row, dtype=np.intp)
+    if verdicts.ndim != 2 or verdicts.shape[0] != y.shape[0] or row.shape != y.shape:
+        raise ValueError(
+            f"task_tallies: y {y.shape}, verdicts {verdicts.shape} and row {row.shape} "
+            "must share their first axis"
+        )
+    if not np.isin(y, LABELS).all():
+        raise ValueError("task_tallies: y must hold 0/1 labels only")
+    size = int(n_rows) if n_rows is not None else (int(row.max()) + 1 if row.size else 0)
+    n = np.bincount(row, minlength=size).astype(float)
+    k = np.bincount(row, weights=y, minlength=size)
+    given = np.isfinite(verdicts)
+    passed = given & (verdicts == 1)
+    cn = np.stack(
+        [np.bincount(row, weights=given[:, c], minlength=size) for c in range(verdicts.shape[1])], -1
+    )
+    cp = np.stack(
+        [np.bincount(row, weights=passed[:, c], minlength=size) for c in range(verdicts.shape[1])], -1
+    )
+    cn = cn.reshape(size, verdicts.shape[1])
+    cp = cp.reshape(size, verdicts.shape[1])
+    none = n == 0
+    n[none] = np.nan
+    k[none] = np.nan
+    absent = cn == 0
+    cn[absent] = np.nan
+    cp[absent] = np.nan
+    return n, k, cn, cp
+
+
+def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) -> xr.Dataset:
+    """Per-task counts of labelled records (:data:`bpc.schema.TASK_COUNT_VARS`).
+
+    One row per (benchmark, generator, task) a generator attempted: its labelled patches
+    ``task_n``, how many pass the oracle ``task_pass``, and per critic the patches with a verdict
+    ``task_critic_n`` and how many it passed ``task_critic_pass`` (the verdict summary a user sees
+    without the oracle). The ``task`` coordinate is the union of the records' ``instance_id``
+    values, sorted; a task id is shared by the generators of one benchmark (the same problem).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Records schema.
+    critics : sequence of str, optional
+        The ``critic`` coordinate (default :func:`bpc.schema.critic_coordinate` of the records'
+        critics).
+
+    Returns
+    -------
+    xarray.Dataset
+        The four task variables over (benchmark, generator, task[, critic]); ``NaN`` = not attempted.
+    """
+    if critics is None:
+        critics = critic_coordinate(record_critics(records))
+    critics = list(critics)
+    y = pd.to_numeric(records["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    cell, benches, gens = _cell_codes(records) if len(records) else (np.zeros(0, np.intp), [], [])
+    coords = panel_coords(benches, gens, critics=critics)
+    tasks = sorted({str(t) for t in records["instance_id"].astype(str)}) if len(records) else []
+    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
+    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
+    t_pos = {t: i for i, t in enumerate(tasks)}
+    nb, ng, nt, nc = len(coords[DIM_BENCHMARK]), len(coords[DIM_GENERATOR]), len(tasks), len(critics)
+    out = {
+        "task_n": np.full((nb, ng, nt), np.nan),
+        "task_pass": np.full((nb, ng, nt), np.nan),
+        "task_critic_n": np.full((nb, ng, nt, nc), np.nan),
+        "task_critic_pass": np.full((nb, ng, nt, nc), np.nan),
+    }
+    if len(records):
+        bi = np.array([b_pos[b] for b in benches], dtype=np.intp)[cell]
+        gi = np.array([g_pos[g] for g in gens], dtype=np.intp)[cell]
+        ti = np.array([t_pos[t] for t in records["instance_id"].astype(str)], dtype=np.intp)
+        flat = np.ravel_multi_index((bi, gi, ti), (nb, ng, nt))
+        rows, row = np.unique(flat, return_inverse=True)
+        n, k, cn, cp = task_tallies(y, _verdict_matrix(records, critics), row, len(rows))
+        rb, rg, rt = np.unravel_index(rows, (nb, ng, nt))
+        out["task_n"][rb, rg, rt] = n
+        out["task_pass"][rb, rg, rt] = k
+        out["task_critic_n"][rb, rg, rt] = cn
+        out["task_critic_pass"][rb, rg, rt] = cp
+    three = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
+    return xr.Dataset(
+        {name: ((*three, DIM_CRITIC) if "critic" in name else three, values) for name, values in out.items()},
+        coords={
+            DIM_BENCHMARK: coords[DIM_BENCHMARK],
+            DIM_GENERATOR: coords[DIM_GENERATOR],
+            DIM_TASK: tasks,
+            DIM_CRITIC: critics,
+        },
+    )
+
+
 # ---------------------------------------------------------------------------
 # xarray layer
 # ---------------------------------------------------------------------------
@@ -346,6 +478,7 @@ def counts_from_records(
     *,
     source: str = "raw",
     kernel_method: str | None = KERNEL_METHOD,
+    tasks: bool = True,
 ) -> xr.Dataset:
     """Counts of every cell in ``records`` (and transitions from ``trajectories``).
 
@@ -365,6 +498,9 @@ def counts_from_records(
     kernel_method : str or None
         Which refinement method's trajectories define the transition counts
         (see :func:`transition_counts`); ``None`` pools every method.
+    tasks : bool
+        Add the per-task counts :data:`bpc.schema.TASK_COUNT_VARS` (:func:`task_counts`), which
+        the crossed task × generator model and the task report read.
 
     Returns
     -------
@@ -411,7 +547,11 @@ def counts_from_records(
             "inst_hist": hist,
             "source": np.full(m, source, dtype=object),
         }
-        parts.append(_assemble(benches, gens, cells, max_patches=size, critics=critics))
+        base = _assemble(benches, gens, cells, max_patches=size, critics=critics)
+        if tasks:
+            per_task = task_counts(records, critics=critics)
+            base = base.assign({name: per_task[name] for name in TASK_COUNT_VARS})
+        parts.append(base)
     if trajectories is not None:
         parts.append(transition_counts(trajectories, kernel_method=kernel_method, critics=critics))
     if not parts:
@@ -560,10 +700,36 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
                 attrs.setdefault(key, value)
     for name, values in arrays.items():
         out[name] = (out[name].dims, values)
+    with_tasks = [ds for ds in datasets if has_task_counts(ds)]
+    if with_tasks:
+        out = out.assign(
+            _merge_task_counts(with_tasks, coords[DIM_BENCHMARK], coords[DIM_GENERATOR], critics)
+        )
     out.attrs.update(attrs)
     if notes:
         out.attrs["notes"] = notes
     return validate_counts(out)
+
+
+def _merge_task_counts(
+    datasets: Sequence[xr.Dataset], benches: Sequence[str], gens: Sequence[str], critics: Sequence[str]
+) -> dict[str, xr.DataArray]:
+    """The per-task counts of several Datasets on the union of their tasks; the first non-NaN wins."""
+    tasks = sorted({str(t) for ds in datasets for t in ds[DIM_TASK].values})
+    index = {DIM_BENCHMARK: list(benches), DIM_GENERATOR: list(gens), DIM_TASK: tasks}
+    out: dict[str, xr.DataArray] = {}
+    for name in TASK_COUNT_VARS:
+        merged = None
+        for ds in datasets:
+            var = ds[name].assign_coords({DIM_TASK: [str(t) for t in ds[DIM_TASK].values]})
+            where = dict(index)
+            if DIM_CRITIC in var.dims:
+                where[DIM_CRITIC] = list(critics)
+            var = var.reindex(where)
+            merged = var if merged is None else merged.fillna(var)
+        assert merged is not None
+        out[name] = merged
+    return out
 
 
 def _pad_histogram(hist: np.ndarray, size: int) -> np.ndarray:

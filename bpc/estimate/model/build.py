@@ -55,6 +55,35 @@ optionally sum-to-zero. Variable names:
 generator), data ``inst_cell`` / ``inst_m`` / ``inst_k`` / ``inst_w``
 (inst_class) and ``prior_n`` / ``prior_k`` / ``prior_mbar`` (prior_cell),
 ``y_instances`` (a Potential) and ``y_prior``.
+
+**The crossed task × generator model** (``spec.tasks``, issue 17; needs the
+instance model). Where the counts carry per-task counts
+(:data:`bpc.schema.TASK_COUNT_VARS`) and at least two generators of a
+benchmark attempted the same tasks (:func:`task_observations`), each
+(task, generator) of those cells enters on its own instead of through the
+cell's histogram::
+
+    ℓ[cell]       = logit π[cell] · √(1 + π σ_task[b]² / 8)
+    logit π[t, g] = ℓ[cell] + σ_task[b] z[t],   z[t] ~ N(0, 1)
+    k[t, g] ~ BetaBinomial(m[t, g], π[t, g] κ_inst[cell], (1 − π[t, g]) κ_inst[cell])
+
+— a task effect shared by the benchmark's generators, non-centred; κ_inst
+keeps its role within a (task, generator). The cell's π keeps its meaning in
+every cell, the mean pass rate of a task (the generator's ability there), so
+the one regression of logit π on benchmark and generator stays comparable
+across crossed and other cells: ℓ, the location of a task of median
+difficulty, is π's logit stretched by the logistic-normal mean approximation
+E expit(ℓ + σ x) ≈ expit(ℓ / √(1 + π σ²/8)) (exact within 0.006 at the
+corpus' σ of 4–8). Regressing ℓ itself on logit μ instead pulled the median
+towards the mean (LCB-medium: ℓ ≈ −5.5 vs logit μ ≈ −1.1) and put the crossed
+cells' pass rates 0.06–0.07 above their data. Variables:
+``sigma_task`` (task_benchmark), ``z_task`` (task_key, labels
+``"benchmark/task"``), ``y_tasks`` (task_obs) and the deterministics
+``task_loc`` = ℓ[cell] and ``task_kappa`` = κ_inst[cell] (task_cell,
+labels ``"benchmark/generator"``), which :mod:`bpc.estimate.crossed` reads for
+the per-task prior. A cell whose per-task counts disagree with its totals
+(e.g. counts edited cell by cell after they were built) stays on its
+histogram. Table-only cells and benchmarks with one generator enter as before.
 """
 
 from __future__ import annotations
@@ -66,11 +95,24 @@ import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
 
-from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_LABEL, DIM_PASSES, DIM_PATCHES
+from bpc.constants import (
+    DIM_BENCHMARK,
+    DIM_CRITIC,
+    DIM_GENERATOR,
+    DIM_LABEL,
+    DIM_PASSES,
+    DIM_PATCHES,
+    DIM_TASK,
+)
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
-from bpc.schema import decision_critics, validate_counts
+from bpc.schema import decision_critics, has_task_counts, validate_counts
 
 __all__ = [
+    "DIM_TASK_OBS",
+    "DIM_TASK_KEY",
+    "DIM_TASK_CELL",
+    "DIM_TASK_BENCHMARK",
+    "task_observations",
     "DIM_RATE",
     "DIM_OBS",
     "DIM_PRIOR_CELL",
@@ -96,6 +138,18 @@ DIM_PRIOR_CELL = "prior_cell"
 
 DIM_INST_CLASS = "inst_class"
 """Dimension of the (cell, m, k) classes of the instance histograms (instance model)."""
+
+DIM_TASK_OBS = "task_obs"
+"""Dimension of the (task, generator) rows of the crossed model."""
+
+DIM_TASK_KEY = "task_key"
+"""Dimension of the crossed model's tasks; labels ``"benchmark/task"``."""
+
+DIM_TASK_CELL = "task_cell"
+"""Dimension of the crossed cells (``task_loc``, ``task_kappa``); labels ``"benchmark/generator"``."""
+
+DIM_TASK_BENCHMARK = "task_benchmark"
+"""Dimension of the crossed benchmarks (``sigma_task``)."""
 
 CENTRE_INFORMATION = 10.0
 """Information about logit π (instances × p(1 − p)) from which a prior cell is sampled centred."""
@@ -305,6 +359,107 @@ def instance_observations(counts: xr.Dataset, *, layout: xr.Dataset | None = Non
     )
 
 
+def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
+    """The crossed model's (task, generator) rows, for the prior cells of ``inst`` that take part.
+
+    A prior cell takes part when it has an instance histogram, per-task counts that agree with
+    it (as many tasks as instances, the same patch and pass totals), and its benchmark has at
+    least two such cells sharing a task.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Counts; without per-task counts the result is empty.
+    inst : xarray.Dataset
+        From :func:`instance_observations` (the ``prior_cell`` layout).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``task_obs``: ``task_row_cell`` (position along ``prior_cell``), ``task_row_key``
+        (position along ``task_key``), ``task_m``, ``task_k``; over ``task_key``:
+        ``task_key_benchmark`` (position along ``task_benchmark``); over ``task_cell``:
+        ``task_cell_prior`` (position along ``prior_cell``) and ``task_cell_benchmark`` (along
+        ``task_benchmark``); coordinates ``task_key``,
+        ``task_cell``, ``task_benchmark``.
+    """
+    empty = xr.Dataset(
+        {
+            "task_row_cell": (DIM_TASK_OBS, np.zeros(0, np.int64)),
+            "task_row_key": (DIM_TASK_OBS, np.zeros(0, np.int64)),
+            "task_m": (DIM_TASK_OBS, np.zeros(0, np.int64)),
+            "task_k": (DIM_TASK_OBS, np.zeros(0, np.int64)),
+            "task_key_benchmark": (DIM_TASK_KEY, np.zeros(0, np.int64)),
+            "task_cell_prior": (DIM_TASK_CELL, np.zeros(0, np.int64)),
+            "task_cell_benchmark": (DIM_TASK_CELL, np.zeros(0, np.int64)),
+        },
+        coords={DIM_TASK_KEY: [], DIM_TASK_CELL: [], DIM_TASK_BENCHMARK: []},
+    )
+    if not has_task_counts(counts) or inst.sizes[DIM_PRIOR_CELL] == 0:
+        return empty
+    order = (DIM_BENCHMARK, DIM_GENERATOR)
+    tn = counts["task_n"].transpose(*order, DIM_TASK).values
+    tk = counts["task_pass"].transpose(*order, DIM_TASK).values
+    tasks = [str(t) for t in counts[DIM_TASK].values]
+    bench = [str(v) for v in counts[DIM_BENCHMARK].values]
+    hist_w = inst["inst_w"].values.reshape(inst.sizes[DIM_PRIOR_CELL], -1)
+    n_patches = counts["n_patches"].transpose(*order).values
+    n_pass = counts["n_pass"].transpose(*order).values
+    n_inst = counts["n_instances"].transpose(*order).values
+    cb, cg = inst["cell_benchmark_idx"].values, inst["cell_generator_idx"].values
+    ok = np.zeros(len(cb), dtype=bool)
+    for c, (b, g) in enumerate(zip(cb, cg, strict=True)):
+        has = np.isfinite(tn[b, g]) & (np.nan_to_num(tn[b, g]) > 0)
+        ok[c] = (
+            hist_w[c].sum() > 0
+            and has.any()
+            and float(np.nansum(tn[b, g])) == float(n_patches[b, g])
+            and float(np.nansum(tk[b, g])) == float(n_pass[b, g])
+            and float(has.sum()) == float(n_inst[b, g])
+        )
+    rows_c, rows_t = [], []
+    cells = []
+    for b in np.unique(cb[ok]):
+        members = np.flatnonzero(ok & (cb == b))
+        attempted = np.isfinite(tn[b, cg[members]]) & (np.nan_to_num(tn[b, cg[members]]) > 0)
+        if len(members) < 2 or not (attempted.sum(axis=0) >= 2).any():
+            continue
+        cells.extend(members.tolist())
+        for j, c in enumerate(members):
+            for t in np.flatnonzero(attempted[j]):
+                rows_c.append(int(c))
+                rows_t.append((int(b), int(t)))
+    if not cells:
+        return empty
+    keys = sorted(set(rows_t))
+    key_pos = {key: i for i, key in enumerate(keys)}
+    benches = sorted({b for b, _ in keys})
+    bench_pos = {b: i for i, b in enumerate(benches)}
+    rows_c_arr = np.asarray(rows_c, dtype=np.int64)
+    m = np.array([tn[cb[c], cg[c], t] for c, (_, t) in zip(rows_c, rows_t, strict=True)], dtype=np.int64)
+    k = np.array([tk[cb[c], cg[c], t] for c, (_, t) in zip(rows_c, rows_t, strict=True)], dtype=np.int64)
+    labels = [str(v) for v in inst[DIM_PRIOR_CELL].values]
+    return xr.Dataset(
+        {
+            "task_row_cell": (DIM_TASK_OBS, rows_c_arr),
+            "task_row_key": (DIM_TASK_OBS, np.array([key_pos[r] for r in rows_t], dtype=np.int64)),
+            "task_m": (DIM_TASK_OBS, m),
+            "task_k": (DIM_TASK_OBS, k),
+            "task_key_benchmark": (DIM_TASK_KEY, np.array([bench_pos[b] for b, _ in keys], dtype=np.int64)),
+            "task_cell_prior": (DIM_TASK_CELL, np.asarray(cells, dtype=np.int64)),
+            "task_cell_benchmark": (
+                DIM_TASK_CELL,
+                np.array([bench_pos[int(cb[c])] for c in cells], dtype=np.int64),
+            ),
+        },
+        coords={
+            DIM_TASK_KEY: [f"{bench[b]}/{tasks[t]}" for b, t in keys],
+            DIM_TASK_CELL: [labels[c] for c in cells],
+            DIM_TASK_BENCHMARK: [bench[b] for b in benches],
+        },
+    )
+
+
 def _hyper(spec: ModelSpec, name: str, param: str) -> np.ndarray:
     return np.array([spec.hyperprior(rate, name)[param] for rate in spec.rates])
 
@@ -388,6 +543,9 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
         spec = ModelSpec.default().with_critics(decision_critics(counts[DIM_CRITIC].values))
     obs = observations(counts, spec)
     inst = instance_observations(counts) if spec.instance else None
+    tasks = task_observations(counts, inst) if inst is not None and spec.tasks else None
+    if tasks is not None and tasks.sizes[DIM_TASK_OBS] == 0:
+        tasks = None
     if obs.sizes[DIM_OBS] == 0 and (inst is None or inst.sizes[DIM_PRIOR_CELL] == 0):
         raise ValueError("build_model: counts hold no observed entry for any modelled rate")
     coords = {
@@ -399,6 +557,10 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
     if inst is not None:
         coords[DIM_PRIOR_CELL] = list(inst[DIM_PRIOR_CELL].values)
         coords[DIM_INST_CLASS] = np.arange(inst.sizes[DIM_INST_CLASS])
+    if tasks is not None:
+        for dim in (DIM_TASK_KEY, DIM_TASK_CELL, DIM_TASK_BENCHMARK):
+            coords[dim] = [str(v) for v in tasks[dim].values]
+        coords[DIM_TASK_OBS] = np.arange(tasks.sizes[DIM_TASK_OBS])
     s0 = shape_offset(spec)
     with pm.Model(coords=coords) as model:
         n = _data("n", obs["n"].values, dims=DIM_OBS)
@@ -432,7 +594,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
             dims=DIM_OBS,
         )
         if inst is not None and inst.sizes[DIM_PRIOR_CELL] > 0:
-            _instance_likelihood(spec, inst, alpha, effects)
+            _instance_likelihood(spec, inst, alpha, effects, tasks)
     return model
 
 
@@ -484,8 +646,13 @@ def _instance_likelihood(
     inst: xr.Dataset,
     alpha: pt.TensorVariable,
     effects: dict[str, pt.TensorVariable],
+    tasks: xr.Dataset | None = None,
 ) -> None:
-    """The prior under the instance model: π per cell, κ_inst per cell, histogram and table likelihoods."""
+    """The prior under the instance model: π per cell, κ_inst per cell, histogram and table likelihoods.
+
+    With ``tasks`` (:func:`task_observations`) the crossed cells enter through their
+    (task, generator) rows with a shared task effect instead of their histograms.
+    """
     r0 = spec.rates.index("prior")
     cb = _data("cell_benchmark_idx", inst["cell_benchmark_idx"].values, dims=DIM_PRIOR_CELL)
     cg = _data("cell_generator_idx", inst["cell_generator_idx"].values, dims=DIM_PRIOR_CELL)
@@ -499,7 +666,7 @@ def _instance_likelihood(
     sigma_pi = pm.HalfNormal("sigma_pi", sigma=spec.instance_priors["sigma_cell"]["sigma"])
     w = centred_cells(inst, all_centred="prior" in spec.centered)
     raw = pm.Normal("z_pi", mu=w * logit_mu, sigma=pt.switch(w > 0, sigma_pi, 1.0), dims=DIM_PRIOR_CELL)
-    logit_pi = pt.switch(w > 0, raw, logit_mu + sigma_pi * raw)
+    logit_pi = _tensor(pt.switch(w > 0, raw, logit_mu + sigma_pi * raw))
     pi = _deterministic("pi", pm.math.sigmoid(logit_pi), dims=DIM_PRIOR_CELL)
     lk = spec.instance_priors["log_kappa"]
     log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
@@ -514,7 +681,11 @@ def _instance_likelihood(
     c = _data("inst_cell", inst["inst_cell"].values, dims=DIM_INST_CLASS)
     m = _data("inst_m", inst["inst_m"].values, dims=DIM_INST_CLASS)
     kk = _data("inst_k", inst["inst_k"].values, dims=DIM_INST_CLASS)
-    w = _data("inst_w", inst["inst_w"].values, dims=DIM_INST_CLASS)
+    weights = inst["inst_w"].values
+    if tasks is not None:
+        crossed = np.isin(inst["inst_cell"].values, tasks["task_cell_prior"].values)
+        weights = np.where(crossed, 0.0, weights)  # these cells enter through their task rows
+    w = _data("inst_w", weights, dims=DIM_INST_CLASS)
     a, b = pi[c] * kappa_cell[c], (1.0 - pi[c]) * kappa_cell[c]
     logp = _tensor(pm.logp(pm.BetaBinomial.dist(n=m, alpha=a, beta=b), kk))
     pm.Potential("y_instances", _tensor(pt.sum(w * logp)))
@@ -525,3 +696,39 @@ def _instance_likelihood(
     conc = (n - 1.0) * (1.0 + kappa_cell) / pt.maximum(mbar - 1.0, 1e-12) - 1.0
     conc = pt.clip(conc, 1e-6, C_MAX)
     pm.BetaBinomial("y_prior", n=n, alpha=pi * conc, beta=(1.0 - pi) * conc, observed=k, dims=DIM_PRIOR_CELL)
+    if tasks is not None:
+        _task_likelihood(spec, tasks, logit_pi, kappa_cell)
+
+
+def _task_likelihood(
+    spec: ModelSpec, tasks: xr.Dataset, logit_pi: pt.TensorVariable, kappa_cell: pt.TensorVariable
+) -> None:
+    """The crossed cells' (task, generator) rows: a task effect shared by a benchmark's generators."""
+    sigma_task = pm.HalfNormal(
+        "sigma_task", sigma=spec.task_priors["sigma_task"]["sigma"], dims=DIM_TASK_BENCHMARK
+    )
+    z_task = pm.Normal("z_task", 0.0, 1.0, dims=DIM_TASK_KEY)
+    effect = sigma_task[tasks["task_key_benchmark"].values] * z_task  # (task_key,)
+    cells = tasks["task_cell_prior"].values
+    # ℓ: the location of a median task whose logistic-normal mean over tasks is π (see the module docstring)
+    stretch = pt.sqrt(1.0 + (np.pi / 8.0) * sigma_task[tasks["task_cell_benchmark"].values] ** 2)
+    loc = _tensor(logit_pi[cells] * stretch)  # (task_cell,)
+    position = np.full(int(np.max(tasks["task_row_cell"].values)) + 1, -1, dtype=np.int64)
+    position[cells] = np.arange(len(cells))
+    row_cell = _data("task_row_cell", tasks["task_row_cell"].values, dims=DIM_TASK_OBS)
+    row_loc = position[tasks["task_row_cell"].values]  # position along task_cell of each row
+    row_key = _data("task_row_key", tasks["task_row_key"].values, dims=DIM_TASK_OBS)
+    m = _data("task_m", tasks["task_m"].values, dims=DIM_TASK_OBS)
+    k = _data("task_k", tasks["task_k"].values, dims=DIM_TASK_OBS)
+    logit = loc[row_loc] + effect[row_key]
+    kap = kappa_cell[row_cell]
+    pm.BetaBinomial(
+        "y_tasks",
+        n=m,
+        alpha=kap * pm.math.sigmoid(logit),
+        beta=kap * pm.math.sigmoid(-logit),
+        observed=k,
+        dims=DIM_TASK_OBS,
+    )
+    _deterministic("task_loc", loc, dims=DIM_TASK_CELL)
+    _deterministic("task_kappa", kappa_cell[cells], dims=DIM_TASK_CELL)

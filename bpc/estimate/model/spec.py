@@ -21,6 +21,14 @@ and holds the hyperpriors of its per-cell concentration κ_inst (SPEC §9). It
 replaces the earlier ``prior_icc`` design-effect setting (Kish effective
 counts with one fixed intra-instance correlation), which the instance model
 subsumes: a spec may no longer carry it.
+
+The ``[tasks]`` section switches the crossed task × generator model on or off
+(issue 17): where the counts carry per-task counts and several generators of a
+benchmark attempted the same tasks, the pass rate of a task under a generator
+gets a task effect shared by the benchmark's generators,
+logit π[t, g] = logit π[cell] + σ_task[b] z[t] (non-centred), on top of the
+instance model (it needs ``[instance] enabled = true``; without it the section
+has no effect). Its one hyperprior is the HalfNormal scale of σ_task.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ __all__ = [
     "RATE_KINDS",
     "HYPERPRIORS",
     "INSTANCE_HYPERPRIORS",
+    "TASK_HYPERPRIORS",
     "CELL_SHAPES",
     "DEFAULT_SPEC_FILE",
     "ModelSpec",
@@ -72,6 +81,9 @@ INSTANCE_HYPERPRIORS: dict[str, tuple[str, ...]] = {
 """Hyperpriors of the instance model: log κ_inst's intercept (Normal) and effect scales (HalfNormal),
 and the scale σ_π (HalfNormal) of the cells' logit π around their mean."""
 
+TASK_HYPERPRIORS: dict[str, tuple[str, ...]] = {"sigma_task": ("sigma",)}
+"""Hyperprior of the crossed task × generator model: σ_task ~ HalfNormal(sigma) per crossed benchmark."""
+
 CELL_SHAPES: tuple[str, ...] = ("mode", "mean")
 """Cell-level Beta: ``"mode"`` Beta(1 + κμ, 1 + κ(1 − μ)); ``"mean"`` Beta(κμ, κ(1 − μ))."""
 
@@ -81,6 +93,7 @@ DEFAULT_SPEC_FILE = "hierarchical.toml"
 _EFFECTS = (DIM_BENCHMARK, DIM_GENERATOR)
 _MODEL_KEYS = ("name", "critics", "effects", "centered", "zero_sum", "cell_shape")
 _INSTANCE_KEYS = ("enabled", *INSTANCE_HYPERPRIORS)
+_TASK_KEYS = ("enabled", *TASK_HYPERPRIORS)
 
 
 @functools.cache
@@ -177,6 +190,11 @@ class ModelSpec:
         merged with per-kind overrides).
     instance_priors : dict
         Hyperprior name (:data:`INSTANCE_HYPERPRIORS`) → parameters of log κ_inst.
+    tasks : bool
+        The crossed task × generator model where the counts allow it (``[tasks]``; needs
+        ``instance``).
+    task_priors : dict
+        Hyperprior name (:data:`TASK_HYPERPRIORS`) → parameters.
     """
 
     name: str = "hierarchical"
@@ -188,6 +206,8 @@ class ModelSpec:
     instance: bool = True
     priors: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     instance_priors: dict[str, dict[str, float]] = field(default_factory=dict)
+    tasks: bool = True
+    task_priors: dict[str, dict[str, float]] = field(default_factory=lambda: {"sigma_task": {"sigma": 5.0}})
 
     def __post_init__(self):
         try:
@@ -208,7 +228,7 @@ class ModelSpec:
             )
         if self.cell_shape not in CELL_SHAPES:
             raise ValueError(f"model spec cell_shape: expected one of {CELL_SHAPES}, got {self.cell_shape!r}")
-        for key in ("zero_sum", "instance"):
+        for key in ("zero_sum", "instance", "tasks"):
             if not isinstance(getattr(self, key), bool):
                 raise ValueError(f"model spec {key}: expected true/false, got {getattr(self, key)!r}")
         if set(self.priors) != set(RATE_KINDS):
@@ -218,6 +238,8 @@ class ModelSpec:
                 raise ValueError(f"model spec priors for {kind!r}: expected {sorted(HYPERPRIORS)}")
         if set(self.instance_priors) != set(INSTANCE_HYPERPRIORS):
             raise ValueError(f"model spec [instance]: expected hyperpriors {sorted(INSTANCE_HYPERPRIORS)}")
+        if set(self.task_priors) != set(TASK_HYPERPRIORS):
+            raise ValueError(f"model spec [tasks]: expected hyperpriors {sorted(TASK_HYPERPRIORS)}")
 
     # -- construction -------------------------------------------------------
     @classmethod
@@ -237,7 +259,7 @@ class ModelSpec:
         if not isinstance(data, dict):
             raise ValueError(f"model spec: expected a mapping, got {type(data).__name__}")
         default = _default_data()
-        _check_keys("top level", data, ("model", "priors", "rates", "instance"))
+        _check_keys("top level", data, ("model", "priors", "rates", "instance", "tasks"))
         if "prior_icc" in data.get("model", {}):
             raise ValueError(
                 "model spec [model].prior_icc: removed; the instance model ([instance], "
@@ -271,6 +293,14 @@ class ModelSpec:
             name: _hyperprior("[instance]", name, instance[name], INSTANCE_HYPERPRIORS)
             for name in INSTANCE_HYPERPRIORS
         }
+        tasks_raw = data.get("tasks", {})
+        if not isinstance(tasks_raw, dict):
+            raise ValueError(f"model spec [tasks]: expected a table, got {tasks_raw!r}")
+        tasks = {**default.get("tasks", {}), **tasks_raw}
+        _check_keys("[tasks]", tasks, _TASK_KEYS)
+        task_priors = {
+            name: _hyperprior("[tasks]", name, tasks[name], TASK_HYPERPRIORS) for name in TASK_HYPERPRIORS
+        }
         if not isinstance(model["name"], str):
             raise ValueError(f"model spec [model].name: expected a string, got {model['name']!r}")
         return cls(
@@ -283,6 +313,8 @@ class ModelSpec:
             instance=instance["enabled"],
             priors=priors,
             instance_priors=instance_priors,
+            tasks=tasks["enabled"],
+            task_priors=task_priors,
         )
 
     @classmethod
@@ -354,6 +386,7 @@ class ModelSpec:
             },
             "rates": {kind: copy.deepcopy(self.priors[kind]) for kind in RATE_KINDS},
             "instance": {"enabled": self.instance, **copy.deepcopy(self.instance_priors)},
+            "tasks": {"enabled": self.tasks, **copy.deepcopy(self.task_priors)},
         }
 
     def to_toml(self) -> str:
@@ -377,6 +410,7 @@ class ModelSpec:
         for kind, table in d["rates"].items():
             lines += ["", f"[rates.{kind}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
         lines += ["", "[instance]"] + [f"{k} = {value(v)}" for k, v in d["instance"].items()]
+        lines += ["", "[tasks]"] + [f"{k} = {value(v)}" for k, v in d["tasks"].items()]
         return "\n".join(lines) + "\n"
 
     def hash(self) -> str:

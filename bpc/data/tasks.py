@@ -1,0 +1,344 @@
+"""What the per-task counts say about the tasks themselves: the task report (issue 17).
+
+Several generators attempt the same tasks of a benchmark. A task on which *no* patch of *any*
+generator passes anything — no oracle pass, no public-test pass — is more likely a broken task
+(a harness, a grader or an oracle that cannot pass) than a hard one, and a user would want to be
+told rather than have a model learn it silently as "very hard". On LCB-medium 61 of its 90 tasks
+are such tasks, for both of its generators.
+
+:func:`never_passing_tasks` lists them, :func:`task_report` summarises them per benchmark,
+:func:`shared_solutions` compares the sets of tasks the generators solve, and
+:func:`empty_patches` counts patches that are empty (the generator produced no diff) and are
+scored Y = 0, read from the raw files' ``diff_chars`` / ``note`` fields. :func:`task_choices`
+turns them into the lines of a command's data-choices summary.
+
+"Passes anything" is judged on the per-task counts (:data:`bpc.schema.TASK_COUNT_VARS`): the
+oracle label and the verdicts of the critics that run the task's tests (:data:`TEST_CRITICS`).
+A partial pass rate (``y_pass_rate``, ``l2_pass_rate`` in the LiveCodeBench files) is not read:
+a task whose patches pass some but not all tests counts as passing nothing (on the corpus this
+changes nothing on LCB-medium; on LCB-hard 1 of the 7 listed tasks has a patch passing part of
+its tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_TASK
+from bpc.schema import has_task_counts
+
+__all__ = [
+    "TEST_CRITICS",
+    "FLAG",
+    "MIN_GENERATORS_TO_FLAG",
+    "never_passing_tasks",
+    "task_report",
+    "shared_solutions",
+    "empty_patches",
+    "task_choices",
+]
+
+TEST_CRITICS: tuple[str, ...] = ("test",)
+"""Critics that run the task's own (public) tests: a pass of one of them is a pass of something."""
+
+FLAG = "possible harness or oracle failure"
+"""How the task report flags tasks no generator passes anything on."""
+
+MIN_GENERATORS_TO_FLAG = 2
+"""A benchmark's never-passing tasks are flagged only when at least this many generators attempted
+them: one generator failing a task three times is a hard task as often as a broken one (SWE-bench
+Lite: 213 of 300 tasks for gpt5_mini alone)."""
+
+
+def _require_tasks(counts: xr.Dataset, where: str) -> None:
+    if not has_task_counts(counts):
+        raise ValueError(f"{where}: counts carry no per-task counts (task_n, …); build them from raw records")
+
+
+def _attempted(counts: xr.Dataset) -> np.ndarray:
+    n = counts["task_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values
+    return np.isfinite(n) & (np.nan_to_num(n) > 0)
+
+
+def never_passing_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) -> pd.DataFrame:
+    """The tasks on which no patch of any generator passes the oracle or a test-running critic.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Counts with per-task counts.
+    critics : sequence of str
+        Critics whose pass counts as passing something (default :data:`TEST_CRITICS`); those
+        absent from the counts are skipped.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per such (benchmark, task): ``benchmark``, ``task``, ``n_generators`` (that
+        attempted it), ``n_patches`` (their labelled patches), ``checked`` (what was checked:
+        ``"oracle"`` or ``"oracle + test"``).
+
+    Examples
+    --------
+    >>> from bpc.data.counts import counts_from_records
+    >>> rec = pd.DataFrame({"benchmark": "b", "generator": ["g1", "g1", "g2", "g2"],
+    ...                     "instance_id": ["t1", "t2", "t1", "t2"], "patch_id": 0, "Y": [0, 1, 0, 0],
+    ...                     "test": pd.array([False, True, False, True], dtype="boolean")})
+    >>> never_passing_tasks(counts_from_records(rec))[["benchmark", "task", "n_generators", "checked"]]
+      benchmark task  n_generators        checked
+    0         b   t1             2  oracle + test
+    """
+    _require_tasks(counts, "never_passing_tasks")
+    attempted = _attempted(counts)
+    passes = np.nan_to_num(counts["task_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
+    used = [c for c in critics if c in [str(v) for v in counts[DIM_CRITIC].values]]
+    checked = np.zeros(passes.shape[0], dtype=object)
+    for i in range(passes.shape[0]):
+        checked[i] = "oracle"
+    for c in used:
+        cp = counts["task_critic_pass"].sel({DIM_CRITIC: c}).transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
+        cn = counts["task_critic_n"].sel({DIM_CRITIC: c}).transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
+        passes = passes + np.nan_to_num(cp.values)
+        ran = (np.nan_to_num(cn.values) > 0).any(axis=(1, 2))
+        checked = np.where(ran, checked + f" + {c}", checked)
+    n = np.nan_to_num(counts["task_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
+    never = attempted.any(axis=1) & ~((passes > 0) & attempted).any(axis=1)  # (benchmark, task)
+    benches = [str(b) for b in counts[DIM_BENCHMARK].values]
+    tasks = [str(t) for t in counts[DIM_TASK].values]
+    rows = [
+        {
+            "benchmark": benches[b],
+            "task": tasks[t],
+            "n_generators": int(attempted[b, :, t].sum()),
+            "n_patches": int(n[b, :, t].sum()),
+            "checked": checked[b],
+        }
+        for b, t in zip(*np.nonzero(never), strict=True)
+    ]
+    return pd.DataFrame(rows, columns=["benchmark", "task", "n_generators", "n_patches", "checked"])
+
+
+def task_report(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) -> pd.DataFrame:
+    """Per benchmark: its tasks, the generators that attempted them, and those nothing passes on.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per benchmark with per-task counts: ``benchmark``, ``n_tasks``, ``n_generators``,
+        ``generators``, ``n_never`` (tasks no generator passes anything on), ``share_never``,
+        ``checked``, ``flag`` (:data:`FLAG` where ``n_never`` > 0 and at least
+        :data:`MIN_GENERATORS_TO_FLAG` generators attempted the tasks), ``tasks`` (their ids).
+    """
+    _require_tasks(counts, "task_report")
+    attempted = _attempted(counts)
+    never = never_passing_tasks(counts, critics=critics)
+    gens = [str(g) for g in counts[DIM_GENERATOR].values]
+    rows = []
+    for i, bench in enumerate(str(b) for b in counts[DIM_BENCHMARK].values):
+        n_tasks = int(attempted[i].any(axis=0).sum())
+        if n_tasks == 0:
+            continue
+        mine = never[never["benchmark"] == bench]
+        cells = [gens[j] for j in np.flatnonzero(attempted[i].any(axis=1))]
+        rows.append(
+            {
+                "benchmark": bench,
+                "n_tasks": n_tasks,
+                "n_generators": len(cells),
+                "generators": ", ".join(cells),
+                "n_never": len(mine),
+                "share_never": len(mine) / n_tasks,
+                "checked": str(mine["checked"].iloc[0]) if len(mine) else "",
+                "flag": FLAG if len(mine) and len(cells) >= MIN_GENERATORS_TO_FLAG else "",
+                "tasks": list(mine["task"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def shared_solutions(counts: xr.Dataset) -> pd.DataFrame:
+    """Per benchmark with several generators on shared tasks: how their solved sets overlap.
+
+    A task is solved by a generator when one of its patches passes the oracle.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark``, ``generators``, ``n_tasks`` (attempted by all of them), ``solved`` (per
+        generator, on those tasks), ``solved_by_all``, ``solved_by_any``, ``identical`` (every
+        generator solves exactly the same tasks).
+
+    Examples
+    --------
+    >>> from bpc.data.counts import counts_from_records
+    >>> rec = pd.DataFrame({"benchmark": "b", "generator": ["g1", "g1", "g2", "g2"],
+    ...                     "instance_id": ["t1", "t2", "t1", "t2"], "patch_id": 0, "Y": [1, 0, 1, 0]})
+    >>> shared_solutions(counts_from_records(rec))[["n_tasks", "solved_by_all", "identical"]]
+       n_tasks  solved_by_all  identical
+    0        2              1       True
+    """
+    _require_tasks(counts, "shared_solutions")
+    attempted = _attempted(counts)
+    passes = np.nan_to_num(counts["task_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
+    gens = [str(g) for g in counts[DIM_GENERATOR].values]
+    rows = []
+    for i, bench in enumerate(str(b) for b in counts[DIM_BENCHMARK].values):
+        cells = np.flatnonzero(attempted[i].any(axis=1))
+        if len(cells) < 2:
+            continue
+        common = attempted[i][cells].all(axis=0)
+        if not common.any():
+            continue
+        solved = (passes[i][cells] > 0) & common[None, :]
+        rows.append(
+            {
+                "benchmark": bench,
+                "generators": [gens[j] for j in cells],
+                "n_tasks": int(common.sum()),
+                "solved": {gens[j]: int(solved[r].sum()) for r, j in enumerate(cells)},
+                "solved_by_all": int(solved.all(axis=0).sum()),
+                "solved_by_any": int(solved.any(axis=0).sum()),
+                "identical": bool((solved == solved[0]).all()),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "benchmark",
+            "generators",
+            "n_tasks",
+            "solved",
+            "solved_by_all",
+            "solved_by_any",
+            "identical",
+        ],
+    )
+
+
+def empty_patches(
+    records: pd.DataFrame, root: str | os.PathLike, files: Mapping[str, Sequence[str]]
+) -> pd.DataFrame:
+    """Per cell with raw records: patches that are empty (no diff) and how they were scored.
+
+    A patch is empty when its raw record has ``diff_chars`` 0 or ``note`` ``"empty_diff"`` (the
+    SWE-bench full runs, see the corpus README); the records schema keeps neither field, so the
+    cell's ``critic_results.jsonl`` files (``counts.attrs["files"]``, relative to ``root``) are
+    read again for them.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        The labelled records (their keys decide which raw rows count).
+    root : str or os.PathLike
+        The corpus folder the file names are relative to (``counts.attrs["corpus"]``).
+    files : mapping
+        ``"benchmark/generator"`` → file names (``counts.attrs["files"]``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark``, ``generator``, ``n_patches``, ``n_empty``, ``share_empty``,
+        ``empty_passing`` (empty patches with Y = 1), for cells with at least one empty patch.
+    """
+    root = Path(root)
+    keys = set(
+        zip(
+            records["benchmark"].astype(str),
+            records["generator"].astype(str),
+            records["instance_id"].astype(str),
+            records["patch_id"].astype(int),
+            strict=True,
+        )
+    )
+    labels = {
+        k: int(y)
+        for k, y in zip(
+            zip(
+                records["benchmark"].astype(str),
+                records["generator"].astype(str),
+                records["instance_id"].astype(str),
+                records["patch_id"].astype(int),
+                strict=True,
+            ),
+            records["Y"],
+            strict=True,
+        )
+    }
+    rows = []
+    for cell, names in files.items():
+        bench, gen = cell.split("/", 1)
+        n = empty = passing = 0
+        for name in names:
+            if not str(name).endswith(".jsonl"):
+                continue
+            path = root / name
+            if not path.is_file():
+                continue
+            with path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    if not line.strip():
+                        continue
+                    obj = json.loads(line)
+                    key = (bench, gen, str(obj.get("instance_id")), obj.get("patch_id"))
+                    if key not in keys:
+                        continue
+                    n += 1
+                    if obj.get("diff_chars") == 0 or obj.get("note") == "empty_diff":
+                        empty += 1
+                        passing += labels[key]
+        if empty:
+            rows.append(
+                {
+                    "benchmark": bench,
+                    "generator": gen,
+                    "n_patches": n,
+                    "n_empty": empty,
+                    "share_empty": empty / n,
+                    "empty_passing": passing,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["benchmark", "generator", "n_patches", "n_empty", "share_empty", "empty_passing"]
+    )
+
+
+def task_choices(counts: xr.Dataset, *, records: pd.DataFrame | None = None) -> list[str]:
+    """The task report as lines of a data-choices summary (nothing without per-task counts).
+
+    One line per flagged benchmark (:func:`task_report`: tasks no generator passes anything on,
+    with their count and every id), one per benchmark whose generators solve identical task sets, and one per
+    cell whose empty patches are scored Y = 0 (when ``records`` are given and
+    ``counts.attrs`` name the corpus folder and its files).
+    """
+    if not has_task_counts(counts):
+        return []
+    lines = []
+    for rep in task_report(counts).to_dict("records"):
+        if rep["flag"]:
+            lines.append(
+                f"{rep['benchmark']}: {rep['n_never']} of {rep['n_tasks']} tasks pass nothing "
+                f"({rep['checked']}) for any of its {rep['n_generators']} generators — {rep['flag']}: "
+                f"{', '.join(rep['tasks'])}"
+            )
+    for sol in shared_solutions(counts).to_dict("records"):
+        if sol["identical"]:
+            solved = next(iter(dict(sol["solved"]).values()))
+            lines.append(
+                f"{sol['benchmark']}: {' and '.join(sol['generators'])} solve the identical {solved} of "
+                f"{sol['n_tasks']} tasks (task difficulty is shared; the crossed model pools it)"
+            )
+    root, files = counts.attrs.get("corpus"), counts.attrs.get("files")
+    if records is not None and root and isinstance(files, Mapping):
+        for row in empty_patches(records, root, files).itertuples(index=False):
+            lines.append(
+                f"{row.benchmark}/{row.generator}: {row.n_empty} of {row.n_patches} patches "
+                f"({row.share_empty:.0%}) are empty diffs, scored Y = 0 ({row.empty_passing} pass)"
+            )
+    return lines
