@@ -243,7 +243,7 @@ def test_sampler_presets_are_pinned():
     from bpc.constants import SAMPLER_PRESETS
     from bpc.experiments.posterior import sampler_settings
 
-    assert sampler_settings("default") == {"draws": 1000, "tune": 1000, "chains": 4, "target_accept": 0.9}
+    assert sampler_settings("default") == {"draws": 2000, "tune": 1500, "chains": 4, "target_accept": 0.95}
     assert sampler_settings("quick")["chains"] == 4 and set(SAMPLER_PRESETS) >= {"quick", "default"}
     with pytest.raises(ValueError, match="unknown sampler preset"):
         sampler_settings("fast")

@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 
 from bpc.commands._input import add_force_argument, add_input_arguments
-from bpc.constants import DEFAULT_SEED
+from bpc.constants import DEFAULT_SEED, SAMPLER_PRESETS
+
+_DEFAULT = SAMPLER_PRESETS["default"]
 
 NAME = "fit"
 HELP = (
@@ -32,9 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="model spec TOML (default: models/hierarchical.toml, modelling the data's own critics)",
     )
-    parser.add_argument("--draws", type=int, default=1000, help="kept draws per chain (default 1000)")
-    parser.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (default 1000)")
-    parser.add_argument("--chains", type=int, default=4, help="chains (default 4)")
+    draws, tune, chains = (int(_DEFAULT[k]) for k in ("draws", "tune", "chains"))
+    parser.add_argument(
+        "--draws", type=int, default=draws, help=f"kept draws per chain (default {draws}, the default preset)"
+    )
+    parser.add_argument("--tune", type=int, default=tune, help=f"tuning steps per chain (default {tune})")
+    parser.add_argument("--chains", type=int, default=chains, help=f"chains (default {chains})")
     parser.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})"
     )
