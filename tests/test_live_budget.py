@@ -162,3 +162,33 @@ def test_from_dict_checks_the_types_of_a_state(start):
     state["start"].update(start)
     with pytest.raises(ValueError, match="start"):
         Episode.from_dict(state, ctrl)
+
+
+def test_from_params_without_options_plans_with_the_instance_belief_and_fresh_patches():
+    from model_fixtures import tiny_counts
+
+    from bpc.decide.controllers import InstanceController
+    from bpc.estimate.laplace import laplace
+
+    params = laplace(tiny_counts())
+    params["kappa"] = params["prior"] * 0 + 7.0  # a cell's κ as Laplace mode estimates it
+    ctrl = Controller.from_params(params, cell="lcb_hard/gpt5_mini")
+    assert ctrl.belief_model == "instance" and ctrl.options()["regenerate"] == "fresh"
+    assert isinstance(ctrl.policy, InstanceController) and ctrl.policy.regenerate == "fresh"
+    assert ctrl.kappa is not None and ctrl.kappa[0] == 7.0  # κ from the parameters
+    iid = Controller.from_params(params, cell="lcb_hard/gpt5_mini", belief="iid")
+    assert iid.belief_model == "iid" and iid.options()["regenerate"] == "fresh"
+    assert run_failing_task(ctrl.episode()) <= 3 * (2 + len(ctrl.critics))
+
+
+def test_a_damaged_parameter_file_is_one_clear_error(tmp_path):
+    from model_fixtures import tiny_counts
+
+    from bpc.estimate.laplace import laplace
+    from bpc.outputs import DamagedFileError
+
+    path = tmp_path / "params.nc"
+    laplace(tiny_counts()).to_netcdf(path, engine="h5netcdf")
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(DamagedFileError, match="params.nc"):
+        Controller.from_params(path, cell="lcb_hard/gpt5_mini")
