@@ -528,12 +528,6 @@ class Controller:
             c_ver=np.full(S, float(c_ver)),
             reward=np.full(S, float(reward)),
         )
-        if max_cost is None:
-            max_cost = LIVE_MAX_COST_REWARDS[belief][method] * float(reward)
-        elif isinstance(max_cost, bool) or not isinstance(max_cost, (int, float, np.integer, np.floating)):
-            raise ValueError(f"max_cost must be a number > 0 (inf: no cost budget), got {max_cost!r}")
-        if not float(max_cost) > 0:
-            raise ValueError(f"max_cost must be a number > 0 (inf: no cost budget), got {max_cost!r}")
         # validate every number once, naming the argument (the kernels' own check)
         filled = samples.with_fresh_sample_kernel()
         make_problem(
@@ -548,6 +542,12 @@ class Controller:
             reward=sample_costs.reward,
             available=available,
         )
+        if max_cost is None:
+            max_cost = LIVE_MAX_COST_REWARDS[belief][method] * float(reward)
+        elif isinstance(max_cost, bool) or not isinstance(max_cost, (int, float, np.integer, np.floating)):
+            raise ValueError(f"max_cost must be a number > 0 (inf: no cost budget), got {max_cost!r}")
+        if not float(max_cost) > 0:
+            raise ValueError(f"max_cost must be a number > 0 (inf: no cost budget), got {max_cost!r}")
         self.critics: tuple[str, ...] = names
         self.actions: tuple[str, ...] = action_names(names)
         self.critic_costs = costs
