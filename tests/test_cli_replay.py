@@ -187,4 +187,6 @@ def test_filters_reach_the_simulated_panel_and_inputs_are_never_outputs(tmp_path
     other.write_text("not bpc's\n")
     assert main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(other)]) == 2
     capsys.readouterr()
-    assert main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(other), "--force"]) == 0
+    assert (
+        main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(other), "--force"]) == 0
+    )

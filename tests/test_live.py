@@ -421,7 +421,7 @@ def drive(ctrl: Controller, pool, i: int) -> float:
 PAPER_PLANNING = dict(
     belief="iid", regenerate="refine", plan_verify_continues=False, max_patches=100, max_cost=np.inf
 )
-"""The paper profile's live controller: i.i.d., refined patches, terminal planning, no budget but the pool's."""
+"""The paper profile's live controller: i.i.d., refined patches, terminal planning, only the pool's budget."""
 
 
 @pytest.fixture(scope="module")

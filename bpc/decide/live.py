@@ -108,6 +108,8 @@ Mode = Literal["plugin", "posterior_mean", "bayes_robust"]
 Method = Literal["dp", "exact", "greedy"]
 BeliefModel = Literal["iid", "instance"]
 
+_LIVE_BELIEF = cast("BeliefModel", LIVE_BELIEF)
+
 LIVE_MODES: tuple[str, ...] = tuple(m for m in MODES if m != "per_draw")
 """Modes of a live controller (``per_draw`` needs a block of episodes per draw: replay only)."""
 
@@ -511,7 +513,7 @@ class Controller:
             if tpr_k < fpr_k:  # False where unmeasured (NaN)
                 warnings.warn(
                     f"critic {name!r} has tpr {tpr_k:.3g} < fpr {fpr_k:.3g}: it passes broken patches more "
-                    "often than good ones (an inverted critic: legal, but rarely intended; tpr and fpr swapped?)",
+                    "often than good ones (an inverted critic: legal, rarely intended; tpr, fpr swapped?)",
                     InvertedCriticWarning,
                     stacklevel=2,
                 )
@@ -602,7 +604,7 @@ class Controller:
         costs=None,
         critics: Sequence[str] | None = None,
         mode: Mode | None = None,
-        belief: BeliefModel = cast("BeliefModel", LIVE_BELIEF),
+        belief: BeliefModel = _LIVE_BELIEF,
         method: Method = "dp",
         horizon: int = HORIZON,
         grid_size: int = GRID_SIZE,
@@ -976,7 +978,8 @@ class Episode:
         theta0: tuple[float, float] | None = None,
     ):
         if belief is not None and (
-            isinstance(belief, (bool, np.bool_)) or not isinstance(belief, (int, float, np.integer, np.floating))
+            isinstance(belief, (bool, np.bool_))
+            or not isinstance(belief, (int, float, np.integer, np.floating))
         ):
             raise ValueError(f"belief must be a number in [0, 1] or None, got {belief!r}")
         self.controller = controller
@@ -1234,7 +1237,8 @@ class Episode:
         if self.patches >= self.controller.max_patches:
             raise self._illegal(f"{op}()", f"the patch budget ({self.controller.max_patches}) is spent")
         self._spent += self.controller.c_gen
-        self.controller.policy.observe_regenerate(self._state, _ONE, fresh=fresh)  # None: the controller's way
+        # fresh=None: the controller's way
+        self.controller.policy.observe_regenerate(self._state, _ONE, fresh=fresh)
         self._moves.append(_Move(op, fresh=fresh if op == "regenerated" else None))
         self._patch_failed = False
         self._check_budget()
