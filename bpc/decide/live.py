@@ -504,9 +504,9 @@ class Controller:
         }
         kappa_v = None if kappa is None else np.broadcast_to(_samples_of("kappa", kappa), (S,)).copy()
         if kappa_v is not None and not bool((kappa_v > 0).all()):  # NaN fails too
-            bad = kappa_v[~(kappa_v > 0)][0]
+            bad = float(kappa_v[~(kappa_v > 0)][0])
             raise ValueError(
-                f"kappa (the instance concentration κ) must be > 0 (inf: the i.i.d. limit), got {float(bad)!r}"
+                f"kappa (the instance concentration κ) must be > 0 (inf: the i.i.d. limit), got {bad!r}"
             )
         for k, name in enumerate(names):
             tpr_k, fpr_k = arrays["tpr"][:, k].mean(), arrays["fpr"][:, k].mean()
