@@ -9,7 +9,7 @@ and clear errors. This module wraps the same decision layer for that use::
     ep = ctrl.episode()                  # a patch has just been generated
     d = ep.decide()                      # Decision(action="test", q={...}, value=...)
     ep.observe("test", passed=False)     # the harness ran the critic
-    ep.regenerated()                     # ... and made a new patch
+    ep.regenerated()                     # ... and made a new patch (a fresh sample)
     ep.verified(passed=True)             # the oracle said pass: the episode is over
     ep.spent, ep.utility
 
@@ -47,11 +47,22 @@ and clear errors. This module wraps the same decision layer for that use::
     driving episodes through a recorded pool reproduces ``bpc replay``
     exactly (``tests/test_live.py``).
 
-Conventions follow the ``paper`` replay profile by default: the first
-generation is charged (``first_patch_free=False``); a failed verification
-leaves the episode running with the patch known broken (``b = 0``) unless
+Defaults are the ones a user can run unattended (issue 19):
+:meth:`Controller.from_params` uses the instance belief with the cell's κ
+(``belief="iid"`` is the opt-in paper model); a new patch is a fresh sample
+of the task in planning and acting alike (``regenerate="refine"``: the
+measured fix/break kernel); and every episode has a patch and a cost budget
+(``max_patches``, ``max_cost``; :data:`bpc.constants.LIVE_MAX_PATCHES`,
+:data:`bpc.constants.LIVE_MAX_COST_REWARDS`) that ends it with
+``outcome="budget"``, so ``while not episode.done`` always ends. Numbers
+are checked once, when the controller is built; decisions do no validation.
+The other conventions are the replay's: the first generation is charged
+(``first_patch_free=False``); a failed verification leaves the episode
+running with the patch known broken (``b = 0``) unless
 ``verify_terminal=True``; a missing critic verdict (``passed=None``) marks
-the critic used and carries no evidence.
+the critic used and carries no evidence. The ``paper`` replay profile's
+controller is ``belief="iid", regenerate="refine",
+plan_verify_continues=False`` with a budget no smaller than the pool.
 
 This module imports numpy and the decision kernels only; xarray (for
 parameter files) and ArviZ-stats (for the credible bands) are imported when
