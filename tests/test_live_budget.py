@@ -192,3 +192,13 @@ def test_a_damaged_parameter_file_is_one_clear_error(tmp_path):
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(DamagedFileError, match="params.nc"):
         Controller.from_params(path, cell="lcb_hard/gpt5_mini")
+
+
+@pytest.mark.parametrize(
+    "policy", ["always_verify", "best_of_3", "gate_test", "fixed_pipeline", "stop", "verify_first"]
+)
+def test_baselines_end_within_the_budget_too(policy):
+    ctrl = Controller(**NUMBERS, policy=policy)
+    ep = ctrl.episode()
+    run_failing_task(ep)
+    assert ep.outcome in ("budget", "stopped") and ep.patches <= ctrl.max_patches
