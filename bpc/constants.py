@@ -7,6 +7,7 @@ threshold, grid size and seed used anywhere in bpc is read from here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 
 # ---------------------------------------------------------------------------
@@ -276,3 +277,28 @@ EXTRA_BASELINES: tuple[str, ...] = ("stop", "verify_first")
 """The two simplest policies (issue 15): stop at once; verify the first patch, then stop."""
 GATE_PREFIX = "gate_"
 """``gate_<critic>`` runs ``<critic>`` on each patch: pass → verify, fail → regenerate."""
+
+# ---------------------------------------------------------------------------
+# The live controller's defaults (issue 19: a user's agent loop, run unattended)
+# ---------------------------------------------------------------------------
+LIVE_BELIEF = "instance"
+"""Belief of :meth:`bpc.decide.live.Controller.from_params` unless told: the instance belief, κ from
+the parameter file (bpc's held-out replay finds i.i.d. patches the wrong model of real agents)."""
+LIVE_REGENERATE = "fresh"
+"""How a live controller's new patch is made unless told: a fresh sample of the task (what a harness
+that calls the model again does), in planning and acting alike; ``"refine"`` plans with the measured
+fix/break kernel."""
+LIVE_MAX_PATCHES: Mapping[str, Mapping[str, int]] = MappingProxyType(
+    {belief: MappingProxyType({m: POOL_SIZE for m in METHODS}) for belief in BELIEFS}
+)
+"""Patch budget of a live episode, per belief and method (the same for every pair: the
+:data:`POOL_SIZE` patches the parameters were measured on). The planners plan within it (no
+regeneration is offered on the last patch) and an episode whose last patch failed verification ends
+with ``outcome="budget"``."""
+LIVE_MAX_COST_REWARDS: Mapping[str, Mapping[str, float]] = MappingProxyType(
+    {belief: MappingProxyType({m: 3.0 for m in METHODS}) for belief in BELIEFS}
+)
+"""Cost budget of a live episode in units of the reward R, per belief and method (the same for every
+pair: ``max_cost = 3 R``, above the :data:`POOL_SIZE` patches, critics and verifications of every
+stored cost vector but ``slow``). No action that would take the spent cost above it is offered; an
+episode with no affordable action left ends with ``outcome="budget"``."""

@@ -269,8 +269,10 @@ live = [
         "records = select_cell(records, *CELL)\n"
         "counts = counts_from_records(records)\n"
         "params = laplace(counts)\n"
-        "ctrl = Controller.from_params(params, cell=CELL)   # costs: the paper's vector for the benchmark\n"
-        "ctrl"
+        "# the defaults to run unattended: instance belief (the cell's kappa), fresh regeneration, and a\n"
+        "# budget of 3 patches and 3 x reward that ends every episode; costs: the paper's vector\n"
+        "ctrl = Controller.from_params(params, cell=CELL)\n"
+        "ctrl.options()"
     ),
     new_markdown_cell(
         "## One episode\n\n"
@@ -314,7 +316,9 @@ live = [
     new_markdown_cell(
         "## The same numbers as `bpc replay`\n\n"
         "Driving an episode through every instance's recorded patches gives exactly the per-instance "
-        "utilities of the replay engine for the same controller and profile."
+        "utilities of the replay engine for the same controller and profile — here the paper profile's: "
+        "i.i.d. belief, patches refined through the measured kernel, verification terminal in planning, "
+        "and no budget but the recorded pool."
     ),
     new_code_cell(
         "from bpc.costs import paper_costs_for\n"
@@ -336,7 +340,11 @@ live = [
         "            z = int(pool.z[i, patch, pool.critics.index(a)])\n"
         "            ep.observe(a, None if z < 0 else bool(z))\n"
         "    return ep.utility\n\n\n"
-        "live = np.array([drive(ctrl, i) for i in range(pool.n_instances)])\n"
+        "paper = Controller.from_params(\n"
+        '    params, cell=CELL, belief="iid", regenerate="refine", plan_verify_continues=False,\n'
+        "    max_patches=100, max_cost=np.inf,\n"
+        ")\n"
+        "live = np.array([drive(paper, i) for i in range(pool.n_instances)])\n"
         "cell_params = select_cell(params, *CELL)\n"
         'replayed = replay_pool(pool, ["bayesian_dp"], paper_costs_for(CELL[0]), profile="paper", params=cell_params)\n'
         'assert np.array_equal(live, replayed["utility"].sel(policy="bayesian_dp").values)\n'
@@ -376,8 +384,13 @@ live = [
         "import contextlib\n"
         "import io\n\n"
         "from bpc.cli import main\n\n"
-        "s = ctrl.policy.samples  # the cell's numbers; with a file: --params params.nc --cell lcb_hard/gpt5_mini\n"
-        'argv = ["solve", "--prior", str(s.prior[0]), "--p-fix", str(s.p_fix[0]), "--p-break", str(s.p_break[0])]\n'
+        "# the cell's numbers under the i.i.d. belief (explicit numbers carry no kappa unless --kappa);\n"
+        "# with a file, --params params.nc --cell lcb_hard/gpt5_mini gives the defaults above\n"
+        'iid = Controller.from_params(params, cell=CELL, belief="iid")\n'
+        "s = iid.policy.samples\n"
+        'argv = ["solve", "--prior", str(s.prior[0])]\n'
+        "if np.isfinite(s.p_fix[0]):  # a measured kernel (else a fresh sample: give neither)\n"
+        '    argv += ["--p-fix", str(s.p_fix[0]), "--p-break", str(s.p_break[0])]\n'
         "for k, c in enumerate(ctrl.critics):\n"
         '    argv += ["--critic", f"{c}:{s.tpr[0, k]}:{s.fpr[0, k]}:{ctrl.critic_costs[k]}"]\n'
         'argv += ["--c-gen", str(ctrl.c_gen), "--c-ver", str(ctrl.c_ver), "--reward", str(ctrl.reward)]\n'
@@ -385,7 +398,7 @@ live = [
         "with contextlib.redirect_stdout(out):\n"
         '    main([*argv, "--history", "syn:pass,test:fail"])\n'
         "answer = json.loads(out.getvalue())\n"
-        'same = ctrl.episode().observe("syn", True).observe("test", False).decide()\n'
+        'same = iid.episode().observe("syn", True).observe("test", False).decide()\n'
         'assert answer["action"] == same.action\n'
         '{k: answer[k] for k in ("action", "value", "q", "state")}'
     ),

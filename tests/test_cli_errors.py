@@ -64,7 +64,10 @@ CASES: list[tuple[list[str], str]] = [
     (["replay", "simulated", "--profile", "paper_release"], "invalid choice: 'paper_release'"),
     (["replay"], "the following arguments are required: path"),
     # solve
-    (["solve", "--prior", "2", "--costs", "fast", "--critic", "syn:0.9:0.1"], "--prior must lie in [0, 1]"),
+    (
+        ["solve", "--prior", "2", "--costs", "fast", "--critic", "syn:0.9:0.1"],
+        "--prior is a probability: it must lie in [0, 1]",
+    ),
     (["solve", "--prior", "0.3", "--costs", "fastt"], "did you mean 'fast'?"),
     (["solve", "--prior", "0.3", "--costs", "fast", "--critic", "x:1"], "expected NAME:TPR:FPR:COST"),
     (["solve", "--prior", "0.3"], "--c-gen is required"),

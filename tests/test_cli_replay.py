@@ -170,3 +170,23 @@ def test_swe_abstention_is_flagged_in_the_table(tmp_path, capsys):
     assert len(flagged) and flagged["wins_by_abstaining"].all()
     printed = capsys.readouterr().out
     assert "† wins by abstaining" in printed and "c_ver ≥ R·b" in printed
+
+
+def test_filters_reach_the_simulated_panel_and_inputs_are_never_outputs(tmp_path, capsys):
+    out = tmp_path / "one.csv"
+    argv = ["replay", "simulated", "--benchmark", "lcb_hard", "--generator", "haiku45", "--quiet"]
+    assert main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(out)]) == 0
+    df = pd.read_csv(out)
+    assert set(zip(df["benchmark"], df["generator"], strict=True)) == {("lcb_hard", "haiku45")}
+    kernel = tmp_path / "kernel.json"
+    kernel.write_text("{}")
+    capsys.readouterr()
+    assert main([*argv, "--kernel", str(kernel), "--out", str(kernel)]) == 2
+    assert "is an input of this command" in capsys.readouterr().err
+    other = tmp_path / "theirs.csv"
+    other.write_text("not bpc's\n")
+    assert main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(other)]) == 2
+    capsys.readouterr()
+    assert (
+        main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(other), "--force"]) == 0
+    )

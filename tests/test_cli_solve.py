@@ -132,7 +132,12 @@ def test_named_cost_vector_fills_defaults(capsys):
         (["--belief", "1.5"], "--belief must lie"),
         (["--used", "lint"], "'lint' is not one of"),
         (["--horizon", "-1"], "--horizon"),
-        (["--c-ver", "-3"], "c_ver"),
+        (["--c-ver", "-3"], "--c-ver"),
+        (["--kappa", "-1", "--belief-model", "instance"], "κ"),
+        (["--kappa", "nan", "--belief-model", "instance"], "κ"),
+        (["--p-break", "nan"], "--p-break"),
+        (["--max-cost", "0"], "--max-cost"),
+        (["--max-patches", "0"], "--max-patches"),
         (["--reward", "0"], "reward"),
     ],
 )
@@ -143,6 +148,18 @@ def test_bad_input_gives_one_clear_error_line(capsys, extra, message):
     assert len(lines) == 1 and lines[0].startswith("bpc solve: error:")
     assert message in lines[0]
     assert out.out == ""
+
+
+def test_a_half_given_kernel_is_refused(capsys):
+    rc = main(["solve", "--prior", "0.3", "--critic", "test:0.95:0.2:2", "--costs", "fast", "--p-fix", "0.9"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--p-fix without --p-break" in err
+
+
+def test_an_inverted_critic_is_a_warning_naming_it(capsys):
+    with pytest.warns(UserWarning, match="critic 'test' has tpr 0.2 < fpr 0.95"):
+        rc = main(["solve", "--prior", "0.3", "--critic", "test:0.2:0.95:2", "--costs", "fast"])
+    assert rc == 0
 
 
 def test_closed_stdout_pipe_exits_quietly():
@@ -183,8 +200,11 @@ def test_history_replays_the_episode_through_the_controller(capsys):
     assert payload["action"] == d.action and payload["value"] == d.value
     assert payload["spent"] == 10 + 1 + 2 + 90 + 10 + 5
     assert payload["history"][2] == {"op": "verified", "passed": False}
-    # b after verify:fail is 0 and regeneration gives p_fix = 0.15
+    # b after verify:fail is 0; regeneration is a fresh sample (the prior 0.3) by default and
+    # moves through the kernel (p_fix = 0.15) under --regenerate refine
     rc, out = run(capsys, "--history", "verify:fail,regenerate")
+    assert json.loads(out.out)["state"]["belief"] == pytest.approx(0.3)
+    rc, out = run(capsys, "--history", "verify:fail,regenerate", "--regenerate", "refine")
     assert json.loads(out.out)["state"]["belief"] == pytest.approx(0.15)
 
 

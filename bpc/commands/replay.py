@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bpc.commands._input import add_input_arguments
+from bpc.commands._input import add_force_argument, add_input_arguments
 
 NAME = "replay"
 HELP = (
@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--profile",
         choices=sorted(PROFILES),
         default="paper",
-        help="replay conventions: 'paper' (SPEC §5, 75/25 split, default), 'paper-release' "
-        "(the authors' released table, in-sample; SPEC §6) or 'bpc' (SPEC §9: instance belief, "
+        help="replay conventions (docs/method.md 'Profiles'): 'paper' (the paper's replay: 75/25 split, "
+        "default), 'paper-release' (the authors' released table, in-sample) or 'bpc' (instance belief, "
         "verification not terminal, 5-fold cross-fitting)",
     )
     parser.add_argument(
@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("iid", "instance"),
         default=None,
         help="belief model of the Bayesian controllers: 'iid' (a new patch is an independent draw) or "
-        "'instance' (patches of one instance share a pass rate, SPEC §9); default: the profile's "
+        "'instance' (patches of one instance share a pass rate, docs/method.md 'The instance model'); "
+        "default: the profile's "
         "(instance under bpc, iid otherwise)",
     )
     parser.add_argument(
@@ -96,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="write the table to this file, format by suffix: .csv, .nc (netCDF) or .parquet",
     )
+    add_force_argument(parser)
     parser.add_argument(
         "--plot", type=Path, default=None, help="write a Δ bar chart to this path (.png, .pdf or .svg)"
     )
@@ -198,7 +200,12 @@ def run(args: argparse.Namespace) -> int:
 
     out_fmt = None
     if args.out is not None:
-        out_fmt = check_output_file(args.out, suffixes=(".csv", ".nc", ".parquet"), option="--out")
+        out_fmt = check_output_file(
+            args.out,
+            suffixes=(".csv", ".nc", ".parquet"),
+            option="--out",
+            inputs=[None if args.path == "simulated" else args.path, args.trajectories, args.kernel],
+        )
         if out_fmt == ".parquet":
             check_parquet_engine(args.out)
     if args.plot is not None:
@@ -234,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
         panel = simulate_panel(
             seed=DEFAULT_SEED if args.seed is None else args.seed,
             scale=1.0 if args.scale is None else args.scale,
+            benchmarks=args.benchmark,
+            generators=args.generator,
         )
         records = panel.records
         if trajectories is None:
@@ -244,8 +253,11 @@ def run(args: argparse.Namespace) -> int:
         corpus = load_input(
             path,
             critics=args.critic,
+            columns=args.column,
             benchmark=args.benchmark_name,
             generator=args.generator_name,
+            benchmarks=args.benchmark,
+            generators=args.generator,
             include_superseded=args.include_superseded,
             progress=not args.quiet,
         )

@@ -20,9 +20,17 @@ P(action optimal) and the 89% band of each Q over the posterior draws)::
 ``verify:fail``, ``regenerate``, ``refine``) through Bayes' rule and the
 repair kernel, so the caller never updates the belief by hand. The state may
 also be set directly with ``--belief`` (default the prior) and ``--used``
-(critics already used on the current patch). Without ``--p-fix``/``--p-break``
-a regenerated patch is a fresh sample (``p_fix = prior``, ``p_break = 1 −
-prior``). ``--costs fast|slow|paper-release|FILE`` supplies defaults for the
+(critics already used on the current patch). A regenerated patch is a fresh
+sample of the task unless ``--regenerate refine`` (then it moves through
+``--p-fix``/``--p-break``, given both or neither; neither = a fresh sample).
+With ``--params`` the controller uses the instance belief (κ from the file)
+unless ``--belief-model iid``; from explicit numbers the i.i.d. belief unless
+``--belief-model instance --kappa K``. Every episode is planned within the
+budget ``--max-patches`` / ``--max-cost`` (defaults
+:data:`bpc.constants.LIVE_MAX_PATCHES`, :data:`bpc.constants.LIVE_MAX_COST_REWARDS`
+× reward). Options are checked before any controller is built
+(:func:`bpc.commands._checks.check_controller_options`: ``--kappa -1`` exits 2
+naming κ). ``--costs fast|slow|paper-release|FILE`` supplies defaults for the
 costs (then a critic may be given as ``NAME:TPR:FPR``). ``exact`` is limited
 to :data:`bpc.decide.live.EXACT_MAX_HORIZON` steps; above it the grid DP
 answers and the output says so.
@@ -41,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import bpc.constants as _constants
-from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
+from bpc.constants import GRID_SIZE, HORIZON, LIVE_MAX_COST_REWARDS, LIVE_MAX_PATCHES, LIVE_REGENERATE
 
 if TYPE_CHECKING:
     from bpc.decide.live import Method
@@ -84,9 +92,17 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME:TPR:FPR:COST",
         help="a critic: P(pass|Y=1), P(pass|Y=0) and its cost (repeat for several critics)",
     )
-    num.add_argument("--p-fix", type=float, default=None, help="P(Y'=1|Y=0) of regeneration (default: prior)")
     num.add_argument(
-        "--p-break", type=float, default=None, help="P(Y'=0|Y=1) of regeneration (default: 1 − prior)"
+        "--p-fix",
+        type=float,
+        default=None,
+        help="P(Y'=1|Y=0) of refinement, with --p-break (default: prior, a fresh sample)",
+    )
+    num.add_argument(
+        "--p-break",
+        type=float,
+        default=None,
+        help="P(Y'=0|Y=1) of refinement, with --p-fix (default: 1 − prior, a fresh sample)",
     )
     costs = parser.add_argument_group("costs")
     costs.add_argument(
@@ -110,9 +126,17 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     solver.add_argument(
         "--belief-model",
         choices=("iid", "instance"),
-        default="iid",
+        default=None,
         help="patches independent given the cell (iid, the paper's) or sharing the task's pass rate "
-        "(instance, SPEC §9; κ from --params or --kappa)",
+        "(instance, docs/method.md 'The instance model'; κ from --params or --kappa); default: "
+        "instance with --params, iid from explicit numbers",
+    )
+    solver.add_argument(
+        "--regenerate",
+        choices=("fresh", "refine"),
+        default=LIVE_REGENERATE,
+        help="how a new patch is made, in planning and acting: a fresh sample of the task (default) or "
+        "a refinement through the measured (or given) fix/break kernel",
     )
     solver.add_argument(
         "--kappa", type=float, default=None, help="instance model: concentration κ of a task's pass rate"
@@ -126,8 +150,16 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     solver.add_argument(
         "--max-patches",
         type=int,
-        default=POOL_SIZE,
-        help=f"instance model: patch budget (default {POOL_SIZE})",
+        default=None,
+        help=f"patch budget of an episode (default {LIVE_MAX_PATCHES['iid']['dp']} for every belief and "
+        "method, bpc.constants.LIVE_MAX_PATCHES)",
+    )
+    solver.add_argument(
+        "--max-cost",
+        type=float,
+        default=None,
+        help=f"cost budget of an episode (default {LIVE_MAX_COST_REWARDS['iid']['dp']:g} × reward for every "
+        "belief and method, bpc.constants.LIVE_MAX_COST_REWARDS; inf: none)",
     )
     solver.add_argument(
         "--clip",
@@ -254,8 +286,14 @@ def build_controller(args: argparse.Namespace, *, method: str | None = None, cel
     ValueError
         For missing or inconsistent options.
     """
+    from bpc.commands._checks import check_controller_options
+
+    check_controller_options(args)
     if args.horizon < 0:
         raise ValueError(f"--horizon must be >= 0, got {args.horizon}")
+    max_cost = getattr(args, "max_cost", None)
+    if max_cost is not None and not max_cost > 0:
+        raise ValueError(f"--max-cost must be a number > 0 (inf: no cost budget), got {max_cost}")
     chosen: str = args.method if method is None else method
     if args.params is not None:
         return _params_controller(args, chosen, args.cell if cell is None else cell)
@@ -298,10 +336,9 @@ def _explicit_controller(args: argparse.Namespace, method: str):
         grid_size=args.grid_size,
         clip=args.clip,
         mode=args.mode,
-        belief=args.belief_model,
+        belief=args.belief_model or "iid",
         kappa=args.kappa,
-        max_patches=args.max_patches,
-        plan_verify_continues=_plan_continues(args),
+        **_budget_and_regeneration(args),
     )
     inputs = {
         "prior": args.prior,
@@ -312,6 +349,16 @@ def _explicit_controller(args: argparse.Namespace, method: str):
         **cost,
     }
     return ctrl, inputs
+
+
+def _budget_and_regeneration(args: argparse.Namespace) -> dict:
+    """The options every controller takes alike: budget, regeneration, planning of verification."""
+    return dict(
+        max_patches=args.max_patches,
+        max_cost=getattr(args, "max_cost", None),
+        regenerate=getattr(args, "regenerate", LIVE_REGENERATE),
+        plan_verify_continues=_plan_continues(args),
+    )
 
 
 def _plan_continues(args: argparse.Namespace) -> bool | None:
@@ -353,9 +400,8 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None):
         grid_size=args.grid_size,
         max_draws=args.max_draws,
         clip=args.clip,
-        belief=args.belief_model,
-        max_patches=args.max_patches,
-        plan_verify_continues=_plan_continues(args),
+        belief=args.belief_model or "instance",
+        **_budget_and_regeneration(args),
     )
     inputs = {
         "params": str(args.params),
@@ -428,10 +474,13 @@ def decide(args: argparse.Namespace) -> dict:
         "grid_size": args.grid_size if ctrl.method == "dp" else None,
         "clip": bool(args.clip) if ctrl.method == "greedy" else None,
         "belief_model": ctrl.belief_model,
+        "regenerate": ctrl.switches.regenerate,
+        "max_patches": ctrl.max_patches,
+        "max_cost": _json_float(ctrl.max_cost),  # null: no cost budget
     }
     if ctrl.belief_model == "instance" and ctrl.kappa is not None:
         kappa = [_json_float(float(k)) for k in ctrl.kappa]  # null: κ = inf, the i.i.d. limit
-        out["inputs"].update(kappa=kappa[0] if len(kappa) == 1 else kappa, max_patches=ctrl.max_patches)
+        out["inputs"].update(kappa=kappa[0] if len(kappa) == 1 else kappa)
     out["conventions"] = "value = max_a q; ties -> lowest action index; null = action not offered"
     return out
 

@@ -21,8 +21,10 @@ Switches (:class:`Switches`)
     sample of the task under the instance belief) or ``"refine"`` (the
     measured fix/break kernel; a fresh sample where none is measured).
     Default (``None``): ``"refine"`` under the i.i.d. belief, ``"fresh"`` under
-    the instance belief — today's behaviour; flipping it is one line here
-    (:data:`DEFAULT_REGENERATE`).
+    the instance belief (:data:`DEFAULT_REGENERATE`) — the replay profiles'
+    convention, which the paper's numbers depend on. The live controller
+    (:class:`bpc.decide.live.Controller`) always passes an explicit choice,
+    ``"fresh"`` unless told (:data:`bpc.constants.LIVE_REGENERATE`).
 ``critic_scope``
     ``"patch"`` or ``"instance"``; default per belief.
 ``clip``

@@ -9,7 +9,7 @@ and clear errors. This module wraps the same decision layer for that use::
     ep = ctrl.episode()                  # a patch has just been generated
     d = ep.decide()                      # Decision(action="test", q={...}, value=...)
     ep.observe("test", passed=False)     # the harness ran the critic
-    ep.regenerated()                     # ... and made a new patch
+    ep.regenerated()                     # ... and made a new patch (a fresh sample)
     ep.verified(passed=True)             # the oracle said pass: the episode is over
     ep.spent, ep.utility
 
@@ -47,11 +47,22 @@ and clear errors. This module wraps the same decision layer for that use::
     driving episodes through a recorded pool reproduces ``bpc replay``
     exactly (``tests/test_live.py``).
 
-Conventions follow the ``paper`` replay profile by default: the first
-generation is charged (``first_patch_free=False``); a failed verification
-leaves the episode running with the patch known broken (``b = 0``) unless
+Defaults are the ones a user can run unattended (issue 19):
+:meth:`Controller.from_params` uses the instance belief with the cell's κ
+(``belief="iid"`` is the opt-in paper model); a new patch is a fresh sample
+of the task in planning and acting alike (``regenerate="refine"``: the
+measured fix/break kernel); and every episode has a patch and a cost budget
+(``max_patches``, ``max_cost``; :data:`bpc.constants.LIVE_MAX_PATCHES`,
+:data:`bpc.constants.LIVE_MAX_COST_REWARDS`) that ends it with
+``outcome="budget"``, so ``while not episode.done`` always ends. Numbers
+are checked once, when the controller is built; decisions do no validation.
+The other conventions are the replay's: the first generation is charged
+(``first_patch_free=False``); a failed verification leaves the episode
+running with the patch known broken (``b = 0``) unless
 ``verify_terminal=True``; a missing critic verdict (``passed=None``) marks
-the critic used and carries no evidence.
+the critic used and carries no evidence. The ``paper`` replay profile's
+controller is ``belief="iid", regenerate="refine",
+plan_verify_continues=False`` with a budget no smaller than the pool.
 
 This module imports numpy and the decision kernels only; xarray (for
 parameter files) and ArviZ-stats (for the credible bands) are imported when
@@ -63,6 +74,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -71,7 +83,20 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import numpy as np
 
 from bpc.choices import unknown_choice_message
-from bpc.constants import BELIEFS, CI_KIND, CI_PROB, GRID_SIZE, HORIZON, METHODS, MODES, POOL_SIZE
+from bpc.constants import (
+    BELIEFS,
+    CI_KIND,
+    CI_PROB,
+    GRID_SIZE,
+    HORIZON,
+    LIVE_BELIEF,
+    LIVE_MAX_COST_REWARDS,
+    LIVE_MAX_PATCHES,
+    LIVE_REGENERATE,
+    METHODS,
+    MODES,
+    REGENERATE_MODES,
+)
 from bpc.decide.controllers import BeliefState, expected_q
 from bpc.decide.factory import Switches, make_controller
 from bpc.decide.kernels.belief import REGENERATE, action_names, make_problem
@@ -84,6 +109,7 @@ __all__ = [
     "EXACT_MAX_HORIZON",
     "STATE_VERSION",
     "IllegalMoveError",
+    "InvertedCriticWarning",
     "Decision",
     "Controller",
     "Episode",
@@ -92,6 +118,8 @@ __all__ = [
 Mode = Literal["plugin", "posterior_mean", "bayes_robust"]
 Method = Literal["dp", "exact", "greedy"]
 BeliefModel = Literal["iid", "instance"]
+
+_LIVE_BELIEF = cast("BeliefModel", LIVE_BELIEF)
 
 LIVE_MODES: tuple[str, ...] = tuple(m for m in MODES if m != "per_draw")
 """Modes of a live controller (``per_draw`` needs a block of episodes per draw: replay only)."""
@@ -131,6 +159,17 @@ class IllegalMoveError(ValueError):
         super().__init__(message)
         self.move = move
         self.legal = tuple(legal)
+
+
+class InvertedCriticWarning(UserWarning):
+    """A critic given with ``tpr < fpr``: it passes broken patches more often than good ones.
+
+    Legal (the belief update is still Bayes' rule) but rarely intended — most
+    often ``tpr`` and ``fpr`` swapped. Given for numbers a user types
+    (:class:`Controller`, ``bpc solve --critic``); not for rates measured in a
+    parameter file (:meth:`Controller.from_params`), where an uninformative
+    critic's estimates may fall either way.
+    """
 
 
 def json_float(x: float) -> float | None:
@@ -266,21 +305,23 @@ class Controller:
         ``tpr``/``fpr`` numbers or ``(S,)`` draws, ``NaN`` = unavailable in
         the cell. Names order the actions after stop, verify, regenerate.
     p_fix, p_break : float or array_like, optional
-        Repair kernel of regeneration, P(Y'=1 | Y=0) and P(Y'=0 | Y=1).
-        Missing (``None`` or ``NaN``) = a fresh sample (``p_fix = π``,
-        ``p_break = 1 − π``), the decision layer's rule. The greedy method
-        always regenerates a fresh sample.
+        Repair kernel of refinement, P(Y'=1 | Y=0) and P(Y'=0 | Y=1), used
+        under ``regenerate="refine"`` and by :meth:`Episode.refined`. Both or
+        neither: missing (``None``, or ``NaN`` in both) = a fresh sample
+        (``p_fix = π``, ``p_break = 1 − π``); one without the other is an error.
     c_gen, c_ver, reward : float
         Cost of a (re)generation and of verification; reward of a verified pass.
     mode : {"plugin", "posterior_mean", "bayes_robust"}, optional
         How parameter samples enter a decision; default ``plugin`` for one
         sample, ``bayes_robust`` for several.
     belief : {"iid", "instance"}
-        Belief model: patches independent given the cell (the paper's), or
-        patches of one task sharing a pass rate (SPEC §9,
+        Belief model: patches independent given the cell (the paper's; the
+        default from explicit numbers, which may not know κ), or patches of
+        one task sharing a pass rate (``docs/method.md``,
         :class:`bpc.decide.controllers.InstanceController`: a regenerated
         patch starts at ``E[θ | the task's abandoned patches]`` and each
-        critic is bought once per task).
+        critic is bought once per task; needs ``kappa``).
+        :meth:`from_params` defaults to ``"instance"``.
     method : {"dp", "exact", "greedy"}
         Solver.
     horizon : int
@@ -295,20 +336,30 @@ class Controller:
     first_patch_free : bool
         Do not charge ``c_gen`` for the patch an episode starts with.
     kappa : float or array_like, optional
-        Instance belief only: the concentration κ of a task's pass rate
-        ``θ ~ Beta(πκ, (1 − π)κ)`` (a number or ``(S,)`` draws; ``inf`` = i.i.d.).
-    max_patches : int
-        The patch budget a task is planned within (regeneration is not offered
-        on the last patch); the paper's i.i.d. planning has none.
+        Instance belief only: the concentration κ > 0 of a task's pass rate
+        ``θ ~ Beta(πκ, (1 − π)κ)`` (a number or ``(S,)`` draws; ``inf`` is
+        the documented i.i.d. limit; 0, negative and ``NaN`` are errors).
+    max_patches : int, optional
+        The episode's patch budget: the planners plan within it, no
+        regeneration is offered (or legal) on its last patch, and an episode
+        whose last patch failed verification ends with ``outcome="budget"``.
+        Default :data:`bpc.constants.LIVE_MAX_PATCHES` of the belief and method.
+    max_cost : float, optional
+        The episode's cost budget (``inf``: none): no action that would take
+        :attr:`Episode.spent` above it is offered, and an episode with no
+        affordable action left ends with ``outcome="budget"``. Default
+        :data:`bpc.constants.LIVE_MAX_COST_REWARDS` of the belief and method
+        times ``reward``.
     plan_verify_continues : bool, optional
         Plan with the failure continuation of verification; default
         ``not verify_terminal`` (plan the episode you act in). ``False`` with
         ``verify_terminal=False`` is the paper's planning (SPEC §3).
-    regenerate : {"fresh", "refine"}, optional
-        How a new patch is made, in planning and acting: a fresh sample of the
-        task, or a refinement through ``p_fix``/``p_break``. Default
-        :data:`bpc.decide.factory.DEFAULT_REGENERATE` (refine under ``iid``,
-        fresh under ``instance``).
+    regenerate : {"fresh", "refine"}
+        How a new patch is made — one choice, used in planning and by
+        :meth:`Episode.regenerated` alike: a fresh sample of the task
+        (default, :data:`bpc.constants.LIVE_REGENERATE`: the harness calls the
+        model again) or a refinement through ``p_fix``/``p_break``.
+        :meth:`Episode.refined` always moves through the kernel.
     policy : str
         ``"bayesian_dp"`` (the planner of ``method``) or a baseline
         (``always_verify``, ``best_of_3``, ``gate_<critic>``, ``fixed_pipeline``,
@@ -330,8 +381,42 @@ class Controller:
     Raises
     ------
     ValueError
-        For invalid numbers (naming the argument), an unknown option value,
-        ``plugin`` with several samples, or ``exact`` above its horizon limit.
+        For invalid numbers (naming the argument: κ ≤ 0 or ``NaN``, a
+        probability outside [0, 1], a half-given kernel, …), an unknown option
+        value, ``plugin`` with several samples, or ``exact`` above its horizon limit.
+
+    Warns
+    -----
+    InvertedCriticWarning
+        For a critic whose ``tpr`` is below its ``fpr`` (an inverted critic:
+        legal, rarely intended), naming it.
+
+    Notes
+    -----
+    Every number is checked here, once; the per-decision paths
+    (:meth:`Episode.decide` and the moves) do no validation beyond the moves' types.
+
+    Examples
+    --------
+    >>> ctrl = Controller(prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, c_gen=10, c_ver=20, reward=100)
+    >>> ep = ctrl.episode()
+    >>> while not ep.done:  # a task that always fails: the budget ends it
+    ...     action = ep.decide().action
+    ...     if action == "verify":
+    ...         _ = ep.verified(False)
+    ...     elif action == "regenerate":
+    ...         _ = ep.regenerated()
+    ...     elif action == "stop":
+    ...         _ = ep.stop()
+    ...     else:
+    ...         _ = ep.observe(action, False)
+    >>> ep.outcome in ("budget", "stopped"), ep.patches <= ctrl.max_patches
+    (True, True)
+    >>> Controller(prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, c_gen=10, c_ver=20, reward=100,
+    ...            belief="instance", kappa=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: kappa (the instance concentration κ) must be > 0 (inf: the i.i.d. limit), got 0.0
     """
 
     def __init__(
@@ -353,13 +438,24 @@ class Controller:
         verify_terminal: bool = False,
         first_patch_free: bool = False,
         kappa=None,
-        max_patches: int = POOL_SIZE,
+        max_patches: int | None = None,
+        max_cost: float | None = None,
         plan_verify_continues: bool | None = None,
-        regenerate: str | None = None,
+        regenerate: str = LIVE_REGENERATE,
         policy: str = "bayesian_dp",
     ) -> None:
         _check_choice(method, METHODS, "method")
         _check_choice(belief, BELIEFS, "belief model")
+        _check_choice(regenerate, REGENERATE_MODES, "regenerate")
+        for flag, value in (
+            ("clip", clip),
+            ("verify_terminal", verify_terminal),
+            ("first_patch_free", first_patch_free),
+        ):
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{flag} must be True or False, got {value!r}")
+        if max_patches is None:
+            max_patches = LIVE_MAX_PATCHES[belief][method]
         if mode is not None:
             _check_choice(mode, LIVE_MODES, "mode")
         if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
@@ -390,6 +486,16 @@ class Controller:
             "p_fix": _samples_of("p_fix", np.nan if p_fix is None else p_fix),
             "p_break": _samples_of("p_break", np.nan if p_break is None else p_break),
         }
+        if kern["p_fix"].shape == kern["p_break"].shape:
+            half = np.isnan(kern["p_fix"]) != np.isnan(kern["p_break"])
+        else:
+            half = np.isnan(kern["p_fix"]).all() != np.isnan(kern["p_break"]).all()
+        if np.any(half):
+            given, missing = ("p_fix", "p_break") if np.isnan(kern["p_break"]).any() else ("p_break", "p_fix")
+            raise ValueError(
+                f"{given} without {missing}: the refinement kernel needs both (P(Y'=1|Y=0) and "
+                f"P(Y'=0|Y=1)); give neither (None) for a fresh sample"
+            )
         sizes = {a.shape[0] for a in (prior_v, *kern.values(), *cols["tpr"], *cols["fpr"])} - {1}
         if len(sizes) > 1:
             raise ValueError(f"parameters disagree on the number of samples: {sorted(sizes)}")
@@ -408,6 +514,20 @@ class Controller:
             "p_break": np.broadcast_to(kern["p_break"], (S,)).copy(),
         }
         kappa_v = None if kappa is None else np.broadcast_to(_samples_of("kappa", kappa), (S,)).copy()
+        if kappa_v is not None and not bool((kappa_v > 0).all()):  # NaN fails too
+            bad = float(kappa_v[~(kappa_v > 0)][0])
+            raise ValueError(
+                f"kappa (the instance concentration κ) must be > 0 (inf: the i.i.d. limit), got {bad!r}"
+            )
+        for k, name in enumerate(names):
+            tpr_k, fpr_k = arrays["tpr"][:, k].mean(), arrays["fpr"][:, k].mean()
+            if tpr_k < fpr_k:  # False where unmeasured (NaN)
+                warnings.warn(
+                    f"critic {name!r} has tpr {tpr_k:.3g} < fpr {fpr_k:.3g}: it passes broken patches more "
+                    "often than good ones (an inverted critic: legal, rarely intended; tpr, fpr swapped?)",
+                    InvertedCriticWarning,
+                    stacklevel=2,
+                )
         samples = ParameterSamples(critics=names, **arrays, kappa=kappa_v)
         if mode == "posterior_mean" and S > 1:
             samples, S = samples.mean(), 1
@@ -435,6 +555,12 @@ class Controller:
             reward=sample_costs.reward,
             available=available,
         )
+        if max_cost is None:
+            max_cost = LIVE_MAX_COST_REWARDS[belief][method] * float(reward)
+        elif isinstance(max_cost, bool) or not isinstance(max_cost, (int, float, np.integer, np.floating)):
+            raise ValueError(f"max_cost must be a number > 0 (inf: no cost budget), got {max_cost!r}")
+        if not float(max_cost) > 0:
+            raise ValueError(f"max_cost must be a number > 0 (inf: no cost budget), got {max_cost!r}")
         self.critics: tuple[str, ...] = names
         self.actions: tuple[str, ...] = action_names(names)
         self.critic_costs = costs
@@ -450,6 +576,7 @@ class Controller:
         self.first_patch_free = bool(first_patch_free)
         self.kappa = kappa_v
         self.max_patches = int(max_patches)
+        self.max_cost = float(max_cost)
         self.policy_name = str(policy)
         self.switches = Switches(
             verify_terminal=self.verify_terminal,
@@ -488,7 +615,7 @@ class Controller:
         costs=None,
         critics: Sequence[str] | None = None,
         mode: Mode | None = None,
-        belief: BeliefModel = "iid",
+        belief: BeliefModel = _LIVE_BELIEF,
         method: Method = "dp",
         horizon: int = HORIZON,
         grid_size: int = GRID_SIZE,
@@ -496,12 +623,20 @@ class Controller:
         clip: bool = False,
         verify_terminal: bool = False,
         first_patch_free: bool = False,
-        max_patches: int = POOL_SIZE,
+        max_patches: int | None = None,
+        max_cost: float | None = None,
         plan_verify_continues: bool | None = None,
-        regenerate: str | None = None,
+        regenerate: str = LIVE_REGENERATE,
         policy: str = "bayesian_dp",
     ) -> Controller:
         """A controller for one cell of calibrated parameters.
+
+        Without options it plans and acts with the defaults a user can run
+        unattended: the instance belief with the cell's κ from the parameters
+        (``belief="iid"`` is the opt-in paper model), fresh regeneration
+        (``regenerate="refine"`` plans with the measured fix/break kernel), and
+        the patch and cost budgets of :data:`bpc.constants.LIVE_MAX_PATCHES`
+        and :data:`bpc.constants.LIVE_MAX_COST_REWARDS`.
 
         Parameters
         ----------
@@ -525,10 +660,14 @@ class Controller:
         max_draws : int, optional
             Keep this many posterior draws (evenly thinned) — fewer draws,
             faster set-up.
-        mode, belief, method, horizon, grid_size, clip, verify_terminal, first_patch_free, max_patches
-            See :class:`Controller`; with ``belief="instance"`` κ is read from
-            the parameters (:func:`bpc.decide.solve.instance_kappa`).
-        plan_verify_continues, regenerate, policy
+        belief : {"instance", "iid"}
+            ``"instance"`` (default, :data:`bpc.constants.LIVE_BELIEF`): κ is
+            read from the parameters (:func:`bpc.decide.solve.instance_kappa`;
+            a file without κ gives ``inf``, the i.i.d. limit). ``"iid"``:
+            independent patches, the paper's model.
+        mode, method, horizon, grid_size, clip, verify_terminal, first_patch_free
+            See :class:`Controller`.
+        max_patches, max_cost, plan_verify_continues, regenerate, policy
             See :class:`Controller`.
 
         Raises
@@ -575,28 +714,31 @@ class Controller:
         else:
             cv = resolve_costs(str(costs))
         crit = {c: (samples.tpr[:, k], samples.fpr[:, k], cv.critic_cost(c)) for k, c in enumerate(names)}
-        ctrl = cls(
-            prior=samples.prior,
-            critics=crit,
-            p_fix=samples.p_fix,
-            p_break=samples.p_break,
-            c_gen=cv.c_gen,
-            c_ver=cv.c_ver,
-            reward=cv.reward,
-            mode=mode,
-            belief=belief,
-            method=method,
-            horizon=horizon,
-            grid_size=grid_size,
-            clip=clip,
-            verify_terminal=verify_terminal,
-            first_patch_free=first_patch_free,
-            kappa=kappa,
-            max_patches=max_patches,
-            plan_verify_continues=plan_verify_continues,
-            regenerate=regenerate,
-            policy=policy,
-        )
+        with warnings.catch_warnings():  # measured rates are the data's, not a typo
+            warnings.simplefilter("ignore", InvertedCriticWarning)
+            ctrl = cls(
+                prior=samples.prior,
+                critics=crit,
+                p_fix=samples.p_fix,
+                p_break=samples.p_break,
+                c_gen=cv.c_gen,
+                c_ver=cv.c_ver,
+                reward=cv.reward,
+                mode=mode,
+                belief=belief,
+                method=method,
+                horizon=horizon,
+                grid_size=grid_size,
+                clip=clip,
+                verify_terminal=verify_terminal,
+                first_patch_free=first_patch_free,
+                kappa=kappa,
+                max_patches=max_patches,
+                max_cost=max_cost,
+                plan_verify_continues=plan_verify_continues,
+                regenerate=regenerate,
+                policy=policy,
+            )
         ctrl.cell = (bench, gen)
         return ctrl
 
@@ -666,6 +808,7 @@ class Controller:
             "verify_terminal": self.verify_terminal,
             "first_patch_free": self.first_patch_free,
             "max_patches": self.max_patches,
+            "max_cost": json_float(self.max_cost),
             "plan_verify_continues": self.switches.plan_verify_continues,
             "regenerate": self.switches.regenerate,
             "critic_scope": self.switches.critic_scope,
@@ -685,11 +828,18 @@ class Controller:
         )
 
     # ------------------------------------------------------ decision layer calls
-    def decision(self, state: BeliefState) -> Decision:
-        """The :class:`Decision` for the one episode of a decision-layer ``state``."""
+    def decision(self, state: BeliefState, *, allowed: np.ndarray | None = None) -> Decision:
+        """The :class:`Decision` for the one episode of a decision-layer ``state``.
+
+        ``allowed`` (``(A,)`` bool, :meth:`Episode.decide` passes the budget's)
+        takes the other actions out of the choice: their Q becomes ``-inf``;
+        a baseline whose rule picks one stops instead.
+        """
         policy = self.policy
         if not hasattr(policy, "q_values"):  # a baseline: a rule, no Q-values
             k = int(policy.act(state)[0])
+            if allowed is not None and not allowed[k]:
+                k = 0
             nan = MappingProxyType({n: float("nan") for n in self.actions})
             used = int(state.used[0])
             return Decision(
@@ -704,6 +854,8 @@ class Controller:
         qs = policy.q_values(state)  # (1, m, A): Q of every followed sample
         if self.method == "greedy" and self.horizon == 0:
             qs = np.where(np.arange(qs.shape[-1]) >= REGENERATE, -np.inf, qs)
+        if allowed is not None and not allowed.all():
+            qs = np.where(allowed, qs, -np.inf)
         k = int(policy.choose(qs, state)[0])
         q = expected_q(qs)[0]
         per_sample = qs[0]
@@ -768,20 +920,18 @@ def _load_params(source) -> xr.Dataset:
         return source
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError(f"parameters must be a .nc path, an xarray Dataset or DataTree, got {type(source)}")
+    from bpc.outputs import read_netcdf
+
     path = os.fspath(source)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"parameter file {path} does not exist")
-    try:
-        with xr.open_datatree(path, engine="h5netcdf") as tree:
-            is_fit = "spec" in tree.attrs and ("posterior" in tree.children or "parameters" in tree.children)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a readable netCDF file ({exc})") from None
-    if is_fit:
+    tree = read_netcdf(path, tree=True)  # a damaged file: one DamagedFileError naming it
+    if "spec" in tree.attrs and ("posterior" in tree.children or "parameters" in tree.children):
         from bpc.estimate.model.fit import posterior_params
         from bpc.estimate.model.io import load
 
         return posterior_params(load(path))
-    ds = xr.load_dataset(path, engine="h5netcdf")
+    ds = tree.to_dataset()
     missing = [v for v in ("prior", "tpr", "fpr", "p_fix", "p_break") if v not in ds]
     if missing:
         raise ValueError(
@@ -796,7 +946,7 @@ class _Move:
     op: str
     critic: str | None = None
     passed: bool | None = None
-    fresh: bool = False
+    fresh: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op}
@@ -805,8 +955,8 @@ class _Move:
             out["passed"] = self.passed
         elif self.op == "verified":
             out["passed"] = self.passed
-        elif self.op == "regenerated" and self.fresh:
-            out["fresh"] = True
+        elif self.op == "regenerated" and self.fresh is not None:
+            out["fresh"] = self.fresh
         return out
 
 
@@ -838,6 +988,11 @@ class Episode:
         critics: Sequence[str] | None = None,
         theta0: tuple[float, float] | None = None,
     ):
+        if belief is not None and (
+            isinstance(belief, (bool, np.bool_))
+            or not isinstance(belief, (int, float, np.integer, np.floating))
+        ):
+            raise ValueError(f"belief must be a number in [0, 1] or None, got {belief!r}")
         self.controller = controller
         self._start_belief = None if belief is None else float(belief)
         self._start_used = tuple(str(c) for c in used)
@@ -845,6 +1000,7 @@ class Episode:
         self._start_theta = None if theta0 is None else (float(theta0[0]), float(theta0[1]))
         self._outcome: str | None = None
         self._moves: list[_Move] = []
+        self._patch_failed = False  # the current patch failed verification (the episode went on)
         available = None
         if critics is not None:
             unknown = [c for c in critics if c not in controller.critics]
@@ -868,6 +1024,7 @@ class Episode:
             k = self._critic_index(c, move=f"episode(used={list(self._start_used)!r})")
             self._state.used[0] |= 1 << k
         self._spent = 0.0 if controller.first_patch_free else controller.c_gen
+        self._check_budget()
 
     # ------------------------------------------------------------ state
     @property
@@ -897,13 +1054,45 @@ class Episode:
 
     @property
     def done(self) -> bool:
-        """Whether the episode is over (stopped, or verified pass / terminal fail)."""
+        """Whether the episode is over (stopped, verified pass / terminal fail, or out of budget)."""
         return self._outcome is not None
 
     @property
     def outcome(self) -> str | None:
-        """``None`` while running; ``"passed"``, ``"failed"`` or ``"stopped"`` at the end."""
+        """``None`` while running; ``"passed"``, ``"failed"``, ``"stopped"`` or ``"budget"`` at the end.
+
+        ``"budget"``: no useful action was left within the controller's
+        ``max_patches`` / ``max_cost`` (the last patch failed verification, or
+        nothing but stopping is affordable).
+        """
         return self._outcome
+
+    @property
+    def patches(self) -> int:
+        """Patches of the episode so far (the first included)."""
+        return self.regenerations + 1
+
+    def _allowed(self) -> np.ndarray:
+        """``(A,)`` actions within the budget and useful now (stop always is)."""
+        ctrl = self.controller
+        left = ctrl.max_cost - self._spent
+        ok = np.zeros(len(ctrl.actions), dtype=bool)
+        ok[0] = True
+        ok[1] = not self._patch_failed and ctrl.c_ver <= left
+        ok[REGENERATE] = self.patches < ctrl.max_patches and ctrl.c_gen <= left
+        for k in range(len(ctrl.critics)):
+            ok[REGENERATE + 1 + k] = (
+                not self._patch_failed
+                and not self._used >> k & 1
+                and self._has(k)
+                and ctrl.critic_costs[k] <= left
+            )
+        return ok
+
+    def _check_budget(self) -> None:
+        """End the episode with ``"budget"`` when nothing but stopping is left."""
+        if self._outcome is None and not self._allowed()[1:].any():
+            self._outcome = "budget"
 
     @property
     def passed(self) -> bool:
@@ -929,12 +1118,13 @@ class Episode:
         """Moves the harness may report now: ``()`` once the episode is over."""
         if self.done:
             return ()
+        new = ("regenerated", "refined") if self.patches < self.controller.max_patches else ()
         crit = [
             f"observe({c!r})"
             for i, c in enumerate(self.controller.critics)
             if not self._used >> i & 1 and self._has(i)
         ]
-        return ("verified", "regenerated", "refined", "stop", *crit)
+        return ("verified", *new, "stop", *crit)
 
     # ------------------------------------------------------------ moves
     def _illegal(self, move: str, why: str) -> IllegalMoveError:
@@ -969,7 +1159,7 @@ class Episode:
             If the episode is over.
         """
         self._check_running("decide()")
-        return self.controller.decision(self._state)
+        return self.controller.decision(self._state, allowed=self._allowed())
 
     def observe(self, critic: str, passed: bool | None) -> Episode:
         """The harness ran ``critic`` on the current patch: pass (True), fail (False) or no verdict (None).
@@ -999,6 +1189,7 @@ class Episode:
         z = np.array([-1 if passed is None else int(bool(passed))], dtype=np.int8)
         self.controller.policy.observe_critic(self._state, k, z, _ONE)
         self._moves.append(_Move("observe", critic=critic, passed=None if passed is None else bool(passed)))
+        self._check_budget()
         return self
 
     def verified(self, passed: bool) -> Episode:
@@ -1017,33 +1208,52 @@ class Episode:
             self._outcome = "passed"
         elif self.controller.verify_terminal:
             self._outcome = "failed"
+        else:
+            self._patch_failed = True
+            self._check_budget()
         return self
 
-    def regenerated(self, *, fresh: bool = False) -> Episode:
-        """The harness generated a new patch.
+    def regenerated(self, *, fresh: bool | None = None) -> Episode:
+        """The harness generated a new patch, the way the controller plans it.
 
-        Charges ``c_gen``, resets the used critics and moves the belief the
-        controller's way (its ``regenerate`` switch: the repair kernel under
-        ``"refine"``, a fresh sample of the task under ``"fresh"``; the paper's
-        greedy rule always regenerates fresh). ``fresh=True`` declares the new
-        patch an independent sample of the task.
+        Charges ``c_gen``, resets the used critics and moves the belief by the
+        controller's ``regenerate`` choice — the one its planning assumed: a
+        fresh sample of the task (``"fresh"``, the live default) or the
+        fix/break kernel (``"refine"``). ``fresh`` overrides it for this patch
+        only: ``True`` declares an independent sample of the task, ``False`` a
+        refinement through the kernel (as :meth:`refined`); ``None`` (default)
+        keeps the controller's choice.
+
+        Raises
+        ------
+        IllegalMoveError
+            On the last patch of the budget (``max_patches``), or after the end.
+        ValueError
+            If ``fresh`` is not ``True``, ``False`` or ``None``.
         """
-        return self._new_patch("regenerated", fresh=bool(fresh))
+        if fresh is not None and not isinstance(fresh, (bool, np.bool_)):
+            raise ValueError(f"regenerated(): fresh must be True, False or None, got {fresh!r}")
+        return self._new_patch("regenerated", fresh=None if fresh is None else bool(fresh))
 
     def refined(self) -> Episode:
-        """The harness refined the current patch into a new one.
+        """The agent refined its last attempt into a new patch.
 
         The belief moves through the repair kernel ``p_fix``/``p_break``
-        (measured on refinement trajectories; a fresh sample where none is).
+        (measured on refinement trajectories; a fresh sample where none is),
+        whatever the controller's ``regenerate`` choice.
         """
         return self._new_patch("refined", fresh=False)
 
-    def _new_patch(self, op: str, *, fresh: bool) -> Episode:
+    def _new_patch(self, op: str, *, fresh: bool | None) -> Episode:
         self._check_running(f"{op}()")
+        if self.patches >= self.controller.max_patches:
+            raise self._illegal(f"{op}()", f"the patch budget ({self.controller.max_patches}) is spent")
         self._spent += self.controller.c_gen
-        how = True if fresh else (False if op == "refined" else None)  # None: the controller's way
-        self.controller.policy.observe_regenerate(self._state, _ONE, fresh=how)
-        self._moves.append(_Move(op, fresh=fresh))
+        # fresh=None: the controller's way
+        self.controller.policy.observe_regenerate(self._state, _ONE, fresh=fresh)
+        self._moves.append(_Move(op, fresh=fresh if op == "regenerated" else None))
+        self._patch_failed = False
+        self._check_budget()
         return self
 
     def stop(self) -> Episode:
@@ -1058,19 +1268,30 @@ class Episode:
 
         ``{"op": "observe", "critic": "test", "passed": false}``,
         ``{"op": "verified", "passed": true}``, ``{"op": "regenerated"}``
-        (optionally ``"fresh": true``), ``{"op": "refined"}``, ``{"op": "stop"}``.
+        (optionally ``"fresh": true`` or ``false``), ``{"op": "refined"}``, ``{"op": "stop"}``.
+
+        Raises
+        ------
+        ValueError
+            For an unknown op, a missing field, or a field of the wrong type
+            (``passed``/``fresh`` must be JSON booleans — ``"false"`` is an
+            error, not true — and ``critic`` a string).
         """
+        if not isinstance(move, Mapping):
+            raise ValueError(f"a move must be a JSON object, got {move!r}")
         op = move.get("op")
         if op == "observe":
             if "critic" not in move or "passed" not in move:
                 raise ValueError("move 'observe' needs 'critic' and 'passed'")
+            if not isinstance(move["critic"], str):
+                raise ValueError(f"move 'observe': critic must be a string, got {move['critic']!r}")
             return self.observe(move["critic"], move["passed"])
         if op == "verified":
             if "passed" not in move:
                 raise ValueError("move 'verified' needs 'passed'")
             return self.verified(move["passed"])
         if op == "regenerated":
-            return self.regenerated(fresh=bool(move.get("fresh", False)))
+            return self.regenerated(fresh=move.get("fresh"))
         if op == "refined":
             return self.refined()
         if op == "stop":
@@ -1120,15 +1341,36 @@ class Episode:
                 f"not this one ({controller.fingerprint()}): parameters, costs or options differ"
             )
         start = data.get("start", {})
-        theta0 = start.get("theta0")
+        if not isinstance(start, Mapping):
+            raise ValueError(f"episode state: 'start' must be a mapping, got {start!r}")
+        belief, used = start.get("belief"), start.get("used", [])
+        critics, theta0 = start.get("critics"), start.get("theta0")
+        moves = data.get("moves", [])
+
+        def is_number(x) -> bool:
+            return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+        def is_names(x) -> bool:
+            return isinstance(x, (list, tuple)) and all(isinstance(c, str) for c in x)
+
+        if belief is not None and not is_number(belief):
+            raise ValueError(f"episode state: start.belief must be a number or null, got {belief!r}")
+        if not is_names(used) or (critics is not None and not is_names(critics)):
+            raise ValueError("episode state: start.used and start.critics must be lists of critic names")
+        if theta0 is not None and not (
+            isinstance(theta0, (list, tuple)) and len(theta0) == 2 and all(is_number(x) for x in theta0)
+        ):
+            raise ValueError(f"episode state: start.theta0 must be [A, B] or null, got {theta0!r}")
+        if not isinstance(moves, (list, tuple)):
+            raise ValueError(f"episode state: moves must be a list, got {type(moves).__name__}")
         ep = cls(
             controller,
-            belief=start.get("belief"),
-            used=tuple(start.get("used", ())),
-            critics=start.get("critics"),
+            belief=belief,
+            used=tuple(used),
+            critics=critics,
             theta0=None if theta0 is None else (float(theta0[0]), float(theta0[1])),
         )
-        for move in data.get("moves", []):
+        for move in moves:
             ep.apply(move)
         return ep
 
