@@ -13,6 +13,10 @@ accept abbreviations (:mod:`bpc.cli`).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bpc.data.logs import Input
 
 __all__ = ["add_input_arguments", "add_filter_arguments", "add_force_argument"]
 
@@ -96,4 +100,32 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="generator of rows or files that don't name one (a log file without a generator column: "
         "default 'custom')",
+    )
+
+
+def load_from_args(path, args: argparse.Namespace, **options: Any) -> Input:
+    """:func:`bpc.data.logs.load_input` with the options :func:`add_input_arguments` registered.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or None
+        What to read (a log file, the authors' files or folder; None: the default corpus).
+    args : argparse.Namespace
+        The parsed arguments of a command that called :func:`add_input_arguments`
+        (and has ``--quiet``).
+    **options
+        Further keywords of ``load_input`` (``include_superseded``).
+    """
+    from bpc.data.logs import load_input
+
+    return load_input(
+        path,
+        critics=args.critic,
+        columns=args.column,
+        benchmark=args.benchmark_name,
+        generator=args.generator_name,
+        benchmarks=args.benchmark,
+        generators=args.generator,
+        progress=not args.quiet,
+        **options,
     )

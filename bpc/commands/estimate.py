@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.commands._input import add_force_argument, add_input_arguments
+from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
 from bpc.constants import DIM_CRITIC
 from bpc.schema import decision_critics
 
@@ -115,7 +115,6 @@ def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
     import bpc
-    from bpc.data.logs import load_input
     from bpc.estimate.laplace import laplace
     from bpc.outputs import check_output_file, check_parquet_engine, write_csv, write_netcdf, write_parquet
     from bpc.progress import choices_summary, notes_digest
@@ -124,17 +123,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[args.path])
     if fmt == ".parquet":
         check_parquet_engine(out)
-    corpus = load_input(
-        args.path,
-        critics=args.critic,
-        columns=args.column,
-        benchmark=args.benchmark_name,
-        generator=args.generator_name,
-        benchmarks=args.benchmark,
-        generators=args.generator,
-        include_superseded=args.include_superseded,
-        progress=not args.quiet,
-    )
+    corpus = load_from_args(args.path, args, include_superseded=args.include_superseded)
     src = corpus.source
     counts = corpus.counts
     params = laplace(counts)

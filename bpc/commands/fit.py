@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bpc.commands._input import add_force_argument, add_input_arguments
+from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
 from bpc.constants import DEFAULT_SEED, SAMPLER_PRESETS
 
 _DEFAULT = SAMPLER_PRESETS["default"]
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from bpc.data.load import SIMULATED, load_counts
-    from bpc.data.logs import load_input, select_counts
+    from bpc.data.logs import select_counts
     from bpc.estimate.model import ModelSpec, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
     from bpc.outputs import check_output_file
@@ -91,16 +91,7 @@ def run(args: argparse.Namespace) -> int:
         counts = load_counts(args.path, seed=args.seed, progress=not args.quiet)
         counts = select_counts(counts, benchmarks=args.benchmark, generators=args.generator)
     else:
-        counts = load_input(
-            args.path,
-            critics=args.critic,
-            columns=args.column,
-            benchmark=args.benchmark_name,
-            generator=args.generator_name,
-            benchmarks=args.benchmark,
-            generators=args.generator,
-            progress=not args.quiet,
-        ).counts
+        counts = load_from_args(args.path, args).counts
     data_critics = decision_critics(counts["critic"].values)
     if args.model is None:
         spec = spec.with_critics(data_critics)

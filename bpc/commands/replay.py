@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bpc.commands._input import add_force_argument, add_input_arguments
+from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
 
 NAME = "replay"
 HELP = (
@@ -191,7 +191,6 @@ def run(args: argparse.Namespace) -> int:
     from bpc.choices import check_choice
     from bpc.costs import Costs, paper_costs_for, resolve_costs
     from bpc.data.corpus import read_transition_kernel
-    from bpc.data.logs import load_input
     from bpc.outputs import check_output_file, check_parquet_engine
     from bpc.progress import choices_summary, info, notes_digest
     from bpc.replay.engine import POLICIES, REFINEMENT_POLICIES, replay_cells
@@ -250,17 +249,7 @@ def run(args: argparse.Namespace) -> int:
         counts = counts_from_records(records)
         notes = []
     else:
-        corpus = load_input(
-            path,
-            critics=args.critic,
-            columns=args.column,
-            benchmark=args.benchmark_name,
-            generator=args.generator_name,
-            benchmarks=args.benchmark,
-            generators=args.generator,
-            include_superseded=args.include_superseded,
-            progress=not args.quiet,
-        )
+        corpus = load_from_args(path, args, include_superseded=args.include_superseded)
         records, counts = corpus.records, corpus.counts
         if corpus.format != "corpus":
             costs = corpus.costs(costs)  # prices the log's own critics (--critic NAME=COLUMN:COST)
