@@ -40,17 +40,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from bpc.schema import COUNT_VARS
+
 HORIZONS = (0, 10, 30, None)
-COUNT_VARS = (
-    "n_patches",
-    "n_pass",
-    "n_instances",
-    "critic_n",
-    "critic_pass",
-    "trans_n",
-    "trans_flip",
-    "inst_hist",
-)
 NONE_VALUES = {"prior": 0.5, "tpr": 0.75, "fpr": 0.25, "kappa": 2.0}
 
 

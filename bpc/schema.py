@@ -332,6 +332,16 @@ def empty_counts(
     return xr.Dataset(data_vars, coords=coords)
 
 
+def _check_count_var(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> None:
+    """A count variable has the pinned dims and holds non-negative whole numbers or NaN."""
+    if tuple(ds[name].dims) != dims:
+        raise ValueError(f"counts variable {name!r} has dims {ds[name].dims}, expected {dims}")
+    values = ds[name].values
+    finite = values[np.isfinite(values)]
+    if (finite < 0).any() or (finite != np.round(finite)).any():
+        raise ValueError(f"counts variable {name!r} must hold non-negative whole numbers or NaN")
+
+
 def validate_counts(ds: xr.Dataset) -> xr.Dataset:
     """Check that ``ds`` follows the counts schema; return it unchanged.
 
@@ -343,12 +353,7 @@ def validate_counts(ds: xr.Dataset) -> xr.Dataset:
     for name, dims in _COUNT_DIMS.items():
         if name not in ds:
             raise ValueError(f"counts Dataset lacks variable {name!r}")
-        if tuple(ds[name].dims) != dims:
-            raise ValueError(f"counts variable {name!r} has dims {ds[name].dims}, expected {dims}")
-        values = ds[name].values
-        finite = values[np.isfinite(values)]
-        if (finite < 0).any() or (finite != np.round(finite)).any():
-            raise ValueError(f"counts variable {name!r} must hold non-negative whole numbers or NaN")
+        _check_count_var(ds, name, dims)
     pairs = [("n_pass", "n_patches"), ("critic_pass", "critic_n"), ("trans_flip", "trans_n")]
     for part, whole in pairs:
         if bool((ds[part] > ds[whole]).any()):
@@ -372,12 +377,7 @@ def _validate_task_counts(ds: xr.Dataset) -> None:
         missing = sorted(set(TASK_COUNT_VARS) - set(present))
         raise ValueError(f"counts Dataset has per-task counts {present} but lacks {missing}")
     for name, dims in _TASK_COUNT_DIMS.items():
-        if tuple(ds[name].dims) != dims:
-            raise ValueError(f"counts variable {name!r} has dims {ds[name].dims}, expected {dims}")
-        values = ds[name].values
-        finite = values[np.isfinite(values)]
-        if (finite < 0).any() or (finite != np.round(finite)).any():
-            raise ValueError(f"counts variable {name!r} must hold non-negative whole numbers or NaN")
+        _check_count_var(ds, name, dims)
     for part, whole in (("task_pass", "task_n"), ("task_critic_pass", "task_critic_n")):
         if bool((ds[part] > ds[whole]).any()):
             raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")

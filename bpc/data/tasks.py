@@ -248,7 +248,7 @@ def empty_patches(
         ``empty_passing`` (empty patches with Y = 1), for cells with at least one empty patch.
     """
     root = Path(root)
-    keys = set(
+    patch_keys = list(
         zip(
             records["benchmark"].astype(str),
             records["generator"].astype(str),
@@ -257,20 +257,8 @@ def empty_patches(
             strict=True,
         )
     )
-    labels = {
-        k: int(y)
-        for k, y in zip(
-            zip(
-                records["benchmark"].astype(str),
-                records["generator"].astype(str),
-                records["instance_id"].astype(str),
-                records["patch_id"].astype(int),
-                strict=True,
-            ),
-            records["Y"],
-            strict=True,
-        )
-    }
+    keys = set(patch_keys)
+    labels = {k: int(y) for k, y in zip(patch_keys, records["Y"], strict=True)}
     rows = []
     for cell, names in files.items():
         bench, gen = cell.split("/", 1)
