@@ -5,8 +5,8 @@ task's recorded pool (run every critic on the patch; verify it when ``test``
 passed; else the next patch; stop after a verified pass or the pool's end),
 so the verifier's label is seen only where the policy paid for it, as in a
 live loop. After every task the episode (critic verdicts, verified labels,
-fresh regenerations: :class:`bpc.decide.learn.EpisodeRecord`) updates the
-:class:`~bpc.decide.learn.LearningState`. At the horizons 10, 30 and all tasks
+fresh regenerations: :class:`bpc.estimate.online.EpisodeRecord`) updates the
+:class:`~bpc.estimate.online.LearningState`. At the horizons 10, 30 and all tasks
 the posterior of π, κ, tpr/fpr is compared with the *full-data* Laplace values
 (every patch's label; κ from ``bpc.estimate.laplace.instance_params``), and
 ``fpr[test]`` also with the labelled-only estimate (verified patches only).
@@ -53,7 +53,7 @@ def task_pools(records: pd.DataFrame, critics: list[str]) -> list[pd.DataFrame]:
 
 def run_policy(pool: pd.DataFrame, critics: list[str], gate: str):
     """The fixed policy on one recorded pool: the episode record, and whether a verified pass was found."""
-    from bpc.decide.learn import EpisodeRecord, PatchRecord
+    from bpc.estimate.online import EpisodeRecord, PatchRecord
 
     patches = []
     for j, (_, row) in enumerate(pool.iterrows()):
@@ -153,7 +153,7 @@ def labelled_fpr(records, critic: str) -> tuple[float, float, float]:
     from scipy import stats
 
     from bpc.constants import CI_PROB
-    from bpc.decide.learn import labelled_counts
+    from bpc.estimate.online import labelled_counts
 
     c = labelled_counts(records, [critic])
     k, n = c["critic_pass"][0, 0], c["critic_n"][0, 0]
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     """Stream the target's tasks in random orders under each start; write and print the tables."""
     from bpc.constants import CI_PROB, DEFAULT_SEED
     from bpc.data.corpus import load_corpus
-    from bpc.decide.learn import LearningState
+    from bpc.estimate.online import LearningState
     from bpc.outputs import atomic_folder, write_csv, write_text
     from bpc.paths import require_corpus
     from bpc.report.markdown import markdown_table

@@ -1,7 +1,7 @@
 """Speed of the learning state: one episode's likelihood, an update, a rejuvenation, a drift check.
 
 Simulated episodes of a two-critic cell (instance model, κ = 3), fresh
-regenerations, the critic-gated policy of :func:`bpc.decide.learn.simulate_records`.
+regenerations, the critic-gated policy of :func:`bpc.estimate.online.simulate_records`.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_learn.py [--particles 1000 2000] [--episodes 200]
 """
@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from bpc.decide.learn import LearningState, drift_check, simulate_records
+from bpc.estimate.online import LearningState, drift_check, simulate_records
 
 TRUTH = {"prior": 0.4, "kappa": 3.0, "critics": {"test": (0.85, 0.2), "llm": (0.8, 0.3)}}
 START = {"prior": 0.5, "kappa": 5.0, "critics": {"test": (0.7, 0.3), "llm": (0.7, 0.3)}}

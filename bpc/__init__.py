@@ -31,13 +31,13 @@ if TYPE_CHECKING:  # the static view of the lazy exports below
     from bpc.data.counts import counts_from_records
     from bpc.data.simulate import simulate_panel
     from bpc.decide.factory import Switches, make_controller
-    from bpc.decide.learn import LearningState
     from bpc.decide.live import Controller, Decision, Episode
     from bpc.decide.solve import solve_b0, solve_policy
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.estimate.crossed import task_priors
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, fit, posterior_params
+    from bpc.estimate.online import LearningState
     from bpc.experiments.protocol import run_protocol
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_cells
@@ -64,7 +64,7 @@ _EXPORTS: dict[str, str] = {
     "Episode": "bpc.decide.live",
     "Decision": "bpc.decide.live",
     # learning a cell's calibration from its own episodes (issue 18)
-    "LearningState": "bpc.decide.learn",
+    "LearningState": "bpc.estimate.online",
     # stage 4 — replay; stage 6 — report (the comparison, computed and written)
     "replay_cells": "bpc.replay.engine",
     "run_compare": "bpc.report.compare",

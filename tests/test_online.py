@@ -1,4 +1,4 @@
-"""Learning a cell's calibration from its own episodes (bpc.decide.learn)."""
+"""Learning a cell's calibration from its own episodes (bpc.estimate.online)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from model_fixtures import fast_compile  # noqa: F401  (fixture)
 from scipy.special import betaln
 
-from bpc.decide.learn import (
+from bpc.estimate.online import (
     LABEL_CHANNEL,
     EpisodeRecord,
     LearningState,

@@ -1,10 +1,10 @@
-"""Learning a cell's calibration from the controller's own episodes (issue 18).
+"""Learning a cell's calibration online from the controller's own episodes (issue 18).
 
 A controller starts from a calibration (posterior draws of the hierarchical
 model's predictive for a new cell, Laplace values, or explicit numbers) and
-keeps learning from every episode it finishes. This module holds the whole
-learning machinery; it depends on the core and on nothing else of the decision
-layer, so the controller (``Controller`` / ``Episode`` / ``bpc serve``) only
+keeps learning from every episode it finishes. Learning calibration is
+estimation (episodes → parameters), so it lives in the estimate stage: it
+depends on the core only, and the controller (``Controller`` / ``Episode`` / ``bpc serve``) only
 has to call it::
 
     state = LearningState.from_values(prior=0.4, kappa=3.0,
