@@ -302,3 +302,7 @@ LIVE_MAX_COST_REWARDS: Mapping[str, Mapping[str, float]] = MappingProxyType(
 pair: ``max_cost = 3 R``, above the :data:`POOL_SIZE` patches, critics and verifications of every
 stored cost vector but ``slow``). No action that would take the spent cost above it is offered; an
 episode with no affordable action left ends with ``outcome="budget"``."""
+LIVE_LEARN_DRAWS = 64
+"""Parameter draws a learning live controller plans on after each learnt episode (issue 18) under
+``bayes_robust`` and ``thompson`` (the point modes plan on the posterior mean); also the draws of
+the hierarchical predictive :meth:`bpc.decide.live.Controller.for_new_cell` keeps by default."""

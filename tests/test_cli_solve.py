@@ -126,10 +126,10 @@ def test_named_cost_vector_fills_defaults(capsys):
     "extra, message",
     [
         (["--critic", "bad"], "expected NAME:TPR:FPR:COST"),
-        (["--critic", "x:1.2:0.1:1"], "TPR must lie in"),
+        (["--critic", "x:1.2:0.1:1"], "TPR is a probability: it must lie in"),
         (["--critic", "x:0.9:0.1:-1"], "COST must be"),
         (["--critic", "syn:0.9:0.1:1"], "distinct"),
-        (["--belief", "1.5"], "--belief must lie"),
+        (["--belief", "1.5"], "--belief is a probability"),
         (["--used", "lint"], "'lint' is not one of"),
         (["--horizon", "-1"], "--horizon"),
         (["--c-ver", "-3"], "--c-ver"),

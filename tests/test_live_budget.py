@@ -92,7 +92,9 @@ def test_defaults_of_a_controller_from_numbers_regenerate_fresh():
     ep = ctrl.episode(belief=0.0).refined()  # the agent refined its last attempt: the kernel
     assert ep.p_pass == pytest.approx(0.9)
     ep = ctrl.episode(belief=0.0).regenerated(fresh=False)  # the same, said on regenerated
-    assert ep.p_pass == pytest.approx(0.9) and ep.history == ({"op": "regenerated", "fresh": False},)
+    assert ep.p_pass == pytest.approx(0.9) and ep.history == (
+        {"op": "regenerated", "kind": "refine", "fresh": False},
+    )
     refine = Controller(**NUMBERS, p_fix=0.9, p_break=0.05, regenerate="refine")
     assert refine.episode(belief=0.0).regenerated().p_pass == pytest.approx(0.9)
     assert refine.episode(belief=0.0).regenerated(fresh=True).p_pass == pytest.approx(0.3)

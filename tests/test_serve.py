@@ -353,7 +353,7 @@ def _options(**changes) -> argparse.Namespace:
         ({"p_fix": None}, "--p-break without --p-fix"),
         ({"c_ver": math.nan}, "--c-ver must be a finite number >= 0"),
         ({"reward": -1.0}, "--reward must be"),
-        ({"max_episodes": 0}, "--max-episodes must be >= 1"),
+        ({"max_episodes": 0}, "--max-episodes must be an integer >= 1"),
     ],
 )
 def test_controller_options_are_checked_naming_the_option(changes, text):

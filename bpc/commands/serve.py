@@ -20,15 +20,23 @@ Requests (every field not listed for an op is an error)
     names), ``critics`` (the critics this task has; default: every critic of
     the cell), or ``state`` (a saved :meth:`~bpc.decide.live.Episode.to_dict`
     to resume); ``cell`` (another cell of ``--params``); ``replace`` (true to
-    start over an episode that is open; without it that is an error).
-    ``decide``; ``observe`` (``critic``, ``passed``: true / false / null);
-    ``verified`` (``passed``: true / false); ``regenerated`` (optional
+    start over an episode that is open; without it that is an error);
+    ``task_prior`` (``[A, B]``: the task's own starting Beta(A, B), e.g.
+    :func:`bpc.estimate.crossed.start_beta`'s) or ``task`` (a task id of
+    ``--task-priors``: its prior from what other generators did on it; a task
+    they never attempted starts at the cell's prior) — the answer's
+    ``prior_source`` says which was used. ``decide``; ``observe``
+    (``critic``, ``passed``: true / false / null); ``verified`` (``passed``:
+    true / false); ``regenerated`` (optional ``kind``: "fresh" / "refine", or
     ``fresh``: true / false); ``refined``; ``stop``; ``state`` (the full,
     resumable state); ``end`` (forget the episode; returns its last state);
     ``episodes`` (the open ids); ``controller`` (optional ``cell``: its
-    settings); ``quit``. Every request may carry ``id`` — the episode, a
-    string or an integer, default ``"default"`` — and ``request_id`` (a
-    string or an integer), which is echoed back.
+    settings); ``drift`` (with ``--learn``; optional ``window``, default the
+    last :data:`DRIFT_WINDOW` episodes: :meth:`bpc.estimate.online.LearningState.drift`,
+    posterior predictive p-values per critic and for the pass rate); ``quit``.
+    Every request may carry ``id`` — the episode, a string or an integer,
+    default ``"default"`` — and ``request_id`` (a string or an integer),
+    which is echoed back.
 
 Episodes
     A move that ends an episode (a verified pass, ``stop``, a terminal
@@ -49,6 +57,15 @@ Errors
     are at most :data:`MAX_MESSAGE_CHARS` characters. The output is strict
     JSON, ASCII only. No traceback is ever printed.
 
+Learning (``--learn``)
+    Every episode of the default cell that ends (verified pass, stop, terminal
+    failure, budget) updates its calibration by the full likelihood of what the
+    episode observed (:mod:`bpc.estimate.online`); each new episode is planned
+    on the update, a running one keeps its plan. ``--learn-state FILE.nc``
+    resumes the calibration from the file (refused when it was learnt from
+    another starting calibration) and writes it back when the server ends,
+    like ``--state-file``.
+
 Ending
     At end of input, on ``quit`` and on SIGTERM, SIGINT or SIGHUP the server
     stops after the request in hand. With ``--state-file FILE`` it first
@@ -63,7 +80,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import signal
@@ -76,6 +92,7 @@ from typing import IO, Any
 
 from bpc.commands._checks import check_controller_options
 from bpc.commands.solve import add_controller_arguments, build_controller
+from bpc.validation import check_beta, probability
 
 NAME = "serve"
 HELP = "the live controller over JSON lines on stdin/stdout (start, decide, observe, verified, ...)"
@@ -99,6 +116,8 @@ MAX_QUOTE_CHARS = 60
 """Longest quotation of a request's value inside an error message."""
 CLOSED_MEMORY = 1024
 """Closed episode ids remembered, so a late request is told the episode ended (not that it never was)."""
+DRIFT_WINDOW = 50
+"""Default window of the ``drift`` op: the last 50 learnt episodes (or all, when fewer)."""
 STATE_FORMAT = "bpc-serve-state"
 """``format`` of a ``--state-file``."""
 STATE_FILE_VERSION = 1
@@ -107,17 +126,18 @@ STATE_FILE_VERSION = 1
 COMMON_FIELDS = frozenset({"op", "id", "request_id"})
 """Fields every request may carry."""
 OP_FIELDS: dict[str, frozenset[str]] = {
-    "start": frozenset({"belief", "used", "critics", "state", "cell", "replace"}),
+    "start": frozenset({"belief", "used", "critics", "state", "cell", "replace", "task", "task_prior"}),
     "decide": frozenset(),
     "observe": frozenset({"critic", "passed"}),
     "verified": frozenset({"passed"}),
-    "regenerated": frozenset({"fresh"}),
+    "regenerated": frozenset({"fresh", "kind"}),
     "refined": frozenset(),
     "stop": frozenset(),
     "state": frozenset(),
     "end": frozenset(),
     "episodes": frozenset(),
     "controller": frozenset({"cell"}),
+    "drift": frozenset({"window"}),
     "quit": frozenset(),
 }
 """Request ops and the fields each takes besides :data:`COMMON_FIELDS`, in the module docstring's order."""
@@ -160,6 +180,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.json",
         help="resume the episodes this file holds at start; write the open ones to it (atomically) "
         "when the server ends — end of input, quit, SIGTERM, SIGINT or SIGHUP",
+    )
+    srv.add_argument(
+        "--learn",
+        action="store_true",
+        help="learn the default cell's calibration from every episode that ends (full likelihood, "
+        "bpc.estimate.online); each new episode is planned on the update; op 'drift' checks it",
+    )
+    srv.add_argument(
+        "--learn-state",
+        type=Path,
+        default=None,
+        metavar="FILE.nc",
+        help="with --learn: continue from the calibration state this file holds, and write it there "
+        "(atomically) when the server ends, as --state-file is",
+    )
+    srv.add_argument(
+        "--task-priors",
+        type=Path,
+        default=None,
+        metavar="FILE.nc",
+        help="per-task priors (bpc.estimate.crossed.task_priors, saved as netCDF): 'start' may then give "
+        "'task' to start from that task's prior",
     )
     srv.add_argument(
         "--max-episodes",
@@ -265,8 +307,15 @@ def check_move(move: Any) -> dict[str, Any]:
         out["passed"] = _boolean(move, "passed", null=True)
     elif op == "verified":
         out["passed"] = _boolean(move, "passed")
-    elif op == "regenerated" and "fresh" in move:
-        out["fresh"] = _boolean(move, "fresh")
+    elif op == "regenerated":
+        if "fresh" in move:
+            out["fresh"] = _boolean(move, "fresh")
+        if "kind" in move:
+            if move["kind"] not in ("fresh", "refine"):
+                raise RequestError(
+                    "BadRequest", f'\'kind\' must be "fresh" or "refine", got {quote(move["kind"])}'
+                )
+            out["kind"] = move["kind"]
     return out
 
 
@@ -335,10 +384,19 @@ class Server:
         ``cell -> (Controller, inputs)``; ``cell`` is ``None`` for the default controller.
     max_episodes : int
         Cap on open episodes.
+    task_priors : xarray.Dataset, optional
+        Per-task priors (:func:`bpc.estimate.crossed.task_priors`) for ``start`` with ``task``.
     """
 
-    def __init__(self, make_controller: Callable[[str | None], Any], *, max_episodes: int = MAX_EPISODES):
+    def __init__(
+        self,
+        make_controller: Callable[[str | None], Any],
+        *,
+        max_episodes: int = MAX_EPISODES,
+        task_priors: Any = None,
+    ):
         self._make = make_controller
+        self.task_priors = task_priors
         self._controllers: dict[str | None, Any] = {None: make_controller(None)[0]}
         self.episodes: dict[str | int, Any] = {}
         self.cells: dict[str | int, str | None] = {}
@@ -422,19 +480,29 @@ class Server:
         cell = request.get("cell")
         ctrl = self._controller_for(cell)
         if "state" in request:
-            if "belief" in request or "used" in request or "critics" in request:
+            if any(k in request for k in ("belief", "used", "critics", "task", "task_prior")):
                 raise RequestError(
-                    "BadRequest", "'state' resumes a saved episode: give no 'belief', 'used' or 'critics'"
+                    "BadRequest",
+                    "'state' resumes a saved episode: no 'belief', 'used', 'critics', 'task', 'task_prior'",
                 )
             ep = Episode.from_dict(_check_state(request["state"]), ctrl)
         else:
             belief = request.get("belief")
-            if belief is not None and (
-                isinstance(belief, bool)
-                or not isinstance(belief, (int, float))
-                or not (math.isfinite(belief) and 0 <= belief <= 1)
-            ):
-                raise RequestError("BadRequest", f"'belief' must be a number in [0, 1], got {quote(belief)}")
+            if belief is not None:
+                belief = probability(belief, name="'belief'")
+            theta0, task = request.get("task_prior"), request.get("task")
+            if theta0 is not None:
+                theta0 = check_beta(theta0, name="'task_prior'")
+            if task is not None:
+                if theta0 is not None or not isinstance(task, str):
+                    raise RequestError(
+                        "BadRequest",
+                        f"'task' must be a task id (a string), without 'task_prior'; got {quote(task)}",
+                    )
+                if self.task_priors is None:
+                    raise RequestError(
+                        "BadRequest", "'task' needs the task priors: start bpc serve --task-priors FILE.nc"
+                    )
             used = request.get("used", [])
             if not isinstance(used, list) or not all(isinstance(c, str) for c in used):
                 raise RequestError("BadRequest", f"'used' must be a list of critic names, got {quote(used)}")
@@ -445,7 +513,11 @@ class Server:
                 raise RequestError(
                     "BadRequest", f"'critics' must be a list of critic names, got {quote(critics)}"
                 )
-            ep = ctrl.episode(belief=belief, used=used, critics=critics)
+            priors = None if task is None else self.task_priors
+            ep = ctrl.episode(
+                belief=belief, used=used, critics=critics, theta0=theta0, task=task, task_priors=priors
+            )
+            out["prior_source"] = ep.prior_source
         out["id"] = eid
         self._closed.pop(eid, None)
         self.episodes[eid] = ep
@@ -487,6 +559,18 @@ class Server:
         ctrl = self._controller_for(request.get("cell"))
         out.update(controller=ctrl.options(), fingerprint=ctrl.fingerprint())
 
+    def _op_drift(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
+        learner = self.controller.learner
+        if learner is None:
+            raise RequestError("NotLearning", "op 'drift' needs a learning server: start it with --learn")
+        window = request.get("window", min(DRIFT_WINDOW, learner.n_episodes))
+        if isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= learner.n_episodes:
+            raise RequestError(
+                "BadRequest",
+                f"'window' must be an integer in 1..{learner.n_episodes} (learnt), got {quote(window)}",
+            )
+        out.update(drift=learner.drift(window).to_dict(), n_episodes=learner.n_episodes, ess=learner.ess)
+
     def _op_quit(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         self.running = False
 
@@ -513,7 +597,7 @@ class Server:
             out["op"] = op
             if bad_request_id is not None:
                 raise bad_request_id
-            if op not in ("episodes", "controller", "quit"):
+            if op not in ("episodes", "controller", "drift", "quit"):
                 out["id"] = check_id(request.get("id", DEFAULT_ID), "id")
             if op in MOVES:
                 self._op_move(request, out)  # check_move refuses unknown fields
@@ -687,6 +771,47 @@ def serve(server: Server, stdin: IO[bytes], stdout: IO[str]) -> None:
         stdout.flush()
 
 
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def _task_priors(path: Path | None):
+    """The ``--task-priors`` Dataset (``A``, ``B``, ``source`` over benchmark, generator, task), or None."""
+    if path is None:
+        return None
+    from bpc.outputs import read_netcdf
+
+    if not path.is_file():
+        raise FileNotFoundError(f"--task-priors {path} does not exist")
+    ds = read_netcdf(path)
+    missing = [v for v in ("A", "B", "source") if v not in ds]
+    if missing:
+        raise ValueError(
+            f"--task-priors {path}: lacks {', '.join(missing)}; expected the Dataset of "
+            "bpc.estimate.crossed.task_priors written to netCDF"
+        )
+    return ds
+
+
+def _resume_learning(ctrl, args: argparse.Namespace) -> int | None:
+    """With ``--learn``: continue from ``--learn-state`` when it exists; the episodes learnt (None: off)."""
+    if not args.learn:
+        if args.learn_state is not None:
+            raise ValueError("--learn-state needs --learn")
+        return None
+    path = args.learn_state
+    if path is not None and path.exists():
+        from bpc.estimate.online import LearningState
+
+        # refused (LearnStateMismatchError) unless learnt from the calibration this server starts from
+        ctrl.learner = LearningState.load(path, spec_hash=ctrl.learner.spec_hash())
+    elif path is not None:
+        from bpc.outputs import check_output_file
+
+        check_output_file(path, suffixes=(".nc",), option="--learn-state")
+    return ctrl.learner.n_episodes
+
+
 def _emit(answer: Mapping[str, Any]) -> None:
     sys.stdout.write(dumps(answer) + "\n")
     sys.stdout.flush()
@@ -715,8 +840,11 @@ def run(args: argparse.Namespace) -> int:
             with warnings.catch_warnings(record=True) as caught:  # to the ready line, not stderr
                 warnings.simplefilter("always")
                 server = Server(
-                    lambda cell: build_controller(args, cell=cell), max_episodes=args.max_episodes
+                    lambda cell: build_controller(args, cell=cell, learn=args.learn and cell is None),
+                    max_episodes=args.max_episodes,
+                    task_priors=_task_priors(args.task_priors),
                 )
+                learnt = _resume_learning(server.controller, args)
                 restored = 0 if args.state_file is None else server.restore(args.state_file)
         except (ValueError, KeyError, FileNotFoundError) as exc:
             msg = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
@@ -732,6 +860,9 @@ def run(args: argparse.Namespace) -> int:
                 "fingerprint": ctrl.fingerprint(),
                 "restored": restored,
                 "state_file": None if args.state_file is None else str(args.state_file),
+                "learning": None
+                if learnt is None
+                else {"episodes": learnt, "state_file": _str(args.learn_state)},
                 "limits": server.limits(),
                 "warnings": list(  # bpc's own (e.g. an inverted critic), not libraries' deprecations
                     dict.fromkeys(
@@ -750,6 +881,8 @@ def run(args: argparse.Namespace) -> int:
             server.busy = True
             if args.state_file is not None:
                 server.save(args.state_file)
+            if args.learn_state is not None:
+                server.controller.learner.save(args.learn_state)
             raise
         reason = server.pending_signal
     except Shutdown as stop:
@@ -764,13 +897,16 @@ def run(args: argparse.Namespace) -> int:
     end: dict[str, Any] = {"ok": True, "op": "shutdown", "open": len(server.episodes)}
     if reason is not None:
         end["signal"] = signal.Signals(reason).name
-    if args.state_file is not None:
-        end["state_file"] = str(args.state_file)
-        try:
+    try:
+        if args.state_file is not None:
+            end["state_file"] = str(args.state_file)
             end["saved"] = server.save(args.state_file)
-        except (OSError, ValueError) as exc:
-            end.update(ok=False, error={"type": "StateFileError", "message": _clip(str(exc))})
-            rc = 1
+        if args.learn_state is not None:
+            server.controller.learner.save(args.learn_state)
+            end["learn_state"] = str(args.learn_state)
+    except (OSError, ValueError) as exc:
+        end.update(ok=False, error={"type": "StateFileError", "message": _clip(str(exc))})
+        rc = 1
     for s, handler in previous.items():
         signal.signal(s, handler)
     if reason is not None or rc != 0:

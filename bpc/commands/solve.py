@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, cast
 
 import bpc.constants as _constants
 from bpc.constants import GRID_SIZE, HORIZON, LIVE_MAX_COST_REWARDS, LIVE_MAX_PATCHES, LIVE_REGENERATE
+from bpc.validation import check_cost, check_probability
 
 if TYPE_CHECKING:
     from bpc.decide.live import Method
@@ -208,11 +209,9 @@ def parse_critic(spec: str, costs=None) -> tuple[str, float, float, float]:
         tpr, fpr, cost = (float(x) for x in parts[1:])
     except ValueError:
         raise ValueError(f"--critic {spec!r}: TPR, FPR and COST must be numbers") from None
-    for label, value in (("TPR", tpr), ("FPR", fpr)):
-        if not (math.isfinite(value) and 0 <= value <= 1):
-            raise ValueError(f"--critic {spec!r}: {label} must lie in [0, 1], got {value}")
-    if not (math.isfinite(cost) and cost >= 0):
-        raise ValueError(f"--critic {spec!r}: COST must be a finite number >= 0, got {cost}")
+    check_probability(tpr, name=f"--critic {spec!r}: TPR")
+    check_probability(fpr, name=f"--critic {spec!r}: FPR")
+    check_cost(cost, name=f"--critic {spec!r}: COST")
     return name, tpr, fpr, cost
 
 
@@ -263,7 +262,9 @@ def _base_costs(args: argparse.Namespace):
     return resolve_costs(args.costs) if args.costs is not None else None
 
 
-def build_controller(args: argparse.Namespace, *, method: str | None = None, cell: str | None = None):
+def build_controller(
+    args: argparse.Namespace, *, method: str | None = None, cell: str | None = None, learn: bool = False
+):
     """The controller the parsed options describe, and its inputs as JSON.
 
     Parameters
@@ -274,6 +275,8 @@ def build_controller(args: argparse.Namespace, *, method: str | None = None, cel
         Overrides ``args.method`` (e.g. after the exact solver's horizon fall-back).
     cell : str, optional
         Overrides ``args.cell`` (``bpc serve`` starts episodes of several cells).
+    learn : bool
+        The controller learns from its finished episodes (``bpc serve --learn``).
 
     Returns
     -------
@@ -291,18 +294,15 @@ def build_controller(args: argparse.Namespace, *, method: str | None = None, cel
     check_controller_options(args)
     if args.horizon < 0:
         raise ValueError(f"--horizon must be >= 0, got {args.horizon}")
-    max_cost = getattr(args, "max_cost", None)
-    if max_cost is not None and not max_cost > 0:
-        raise ValueError(f"--max-cost must be a number > 0 (inf: no cost budget), got {max_cost}")
     chosen: str = args.method if method is None else method
     if args.params is not None:
-        return _params_controller(args, chosen, args.cell if cell is None else cell)
+        return _params_controller(args, chosen, args.cell if cell is None else cell, learn)
     if cell is not None:
         raise ValueError("a cell can only be chosen for a controller from --params")
-    return _explicit_controller(args, chosen)
+    return _explicit_controller(args, chosen, learn)
 
 
-def _explicit_controller(args: argparse.Namespace, method: str):
+def _explicit_controller(args: argparse.Namespace, method: str, learn: bool = False):
     """Controller from --prior/--critic/--p-fix/--p-break and the costs; its JSON inputs."""
     from bpc.decide.live import Controller
 
@@ -323,8 +323,6 @@ def _explicit_controller(args: argparse.Namespace, method: str):
         raise ValueError(f"--critic names must be distinct, got {names}")
     if not critics:
         raise ValueError("give at least one --critic NAME:TPR:FPR:COST")
-    if not (math.isfinite(args.prior) and 0 <= args.prior <= 1):
-        raise ValueError(f"--prior must lie in [0, 1], got {args.prior}")
     ctrl = Controller(
         prior=args.prior,
         critics={c[0]: (c[1], c[2], c[3]) for c in critics},
@@ -338,6 +336,7 @@ def _explicit_controller(args: argparse.Namespace, method: str):
         mode=args.mode,
         belief=args.belief_model or "iid",
         kappa=args.kappa,
+        learn=learn,
         **_budget_and_regeneration(args),
     )
     inputs = {
@@ -366,7 +365,7 @@ def _plan_continues(args: argparse.Namespace) -> bool | None:
     return False if args.paper_planning else None
 
 
-def _params_controller(args: argparse.Namespace, method: str, cell: str | None):
+def _params_controller(args: argparse.Namespace, method: str, cell: str | None, learn: bool = False):
     """Controller for one cell of --params; its JSON inputs."""
     from bpc.costs import paper_costs_for
     from bpc.decide.live import Controller
@@ -401,6 +400,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None):
         max_draws=args.max_draws,
         clip=args.clip,
         belief=args.belief_model or "instance",
+        learn=learn,
         **_budget_and_regeneration(args),
     )
     inputs = {
@@ -423,10 +423,8 @@ def decide(args: argparse.Namespace) -> dict:
     """Solve the state described by the parsed arguments; the JSON-ready answer."""
     from bpc.decide.live import EXACT_MAX_HORIZON
 
-    if args.horizon < 0:
-        raise ValueError(f"--horizon must be >= 0, got {args.horizon}")
-    if args.belief is not None and not (math.isfinite(args.belief) and 0 <= args.belief <= 1):
-        raise ValueError(f"--belief must lie in [0, 1], got {args.belief}")
+    if args.belief is not None:
+        check_probability(args.belief, name="--belief")
     moves = parse_history(args.history)
     method, note = args.method, None
     if method == "exact" and args.horizon > EXACT_MAX_HORIZON:

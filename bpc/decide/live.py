@@ -87,9 +87,11 @@ from bpc.constants import (
     BELIEFS,
     CI_KIND,
     CI_PROB,
+    DEFAULT_SEED,
     GRID_SIZE,
     HORIZON,
     LIVE_BELIEF,
+    LIVE_LEARN_DRAWS,
     LIVE_MAX_COST_REWARDS,
     LIVE_MAX_PATCHES,
     LIVE_REGENERATE,
@@ -101,6 +103,17 @@ from bpc.decide.controllers import BeliefState, expected_q
 from bpc.decide.factory import Switches, make_controller
 from bpc.decide.kernels.belief import REGENERATE, action_names, make_problem
 from bpc.decide.table import ParameterSamples, SampleCosts
+from bpc.estimate.online import EpisodeRecord, LearningState
+from bpc.validation import (
+    as_samples,
+    check_beta,
+    check_cost_budget,
+    check_count,
+    check_kappa,
+    check_kernel_pair,
+    inverted_critic_message,
+    probability,
+)
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -253,38 +266,21 @@ class Decision:
         return out
 
 
-def _samples_of(name: str, value, n: int | None = None) -> np.ndarray:
-    """A float64 array of one or ``n`` samples."""
-    try:
-        arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}") from None
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a scalar or a 1-d array of samples, got shape {arr.shape}")
-    if n is not None and arr.shape[0] not in (1, n):
-        raise ValueError(f"{name} has {arr.shape[0]} samples, the other parameters {n}")
-    return arr
-
-
 def _critic_entry(name: str, spec) -> tuple[Any, Any, float]:
     """``(tpr, fpr, cost)`` from a tuple ``(tpr, fpr, cost)`` or a mapping with those keys."""
     if isinstance(spec, Mapping):
         missing = [k for k in ("tpr", "fpr", "cost") if k not in spec]
         if missing:
             raise ValueError(f"critic {name!r}: missing {', '.join(missing)} (need tpr, fpr, cost)")
-        tpr, fpr, cost = spec["tpr"], spec["fpr"], spec["cost"]
-    else:
-        try:
-            tpr, fpr, cost = spec
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"critic {name!r}: expected (tpr, fpr, cost) or a mapping with those keys, got {spec!r}"
-            ) from None
+        spec = (spec["tpr"], spec["fpr"], spec["cost"])
     try:
-        cost = float(cost)
+        tpr, fpr, cost = spec
+        return tpr, fpr, float(cost)
     except (TypeError, ValueError):
-        raise ValueError(f"critic {name!r}: cost must be a number, got {cost!r}") from None
-    return tpr, fpr, cost
+        raise ValueError(
+            f"critic {name!r}: expected (tpr, fpr, cost), cost a number, or a mapping with those keys; "
+            f"got {spec!r}"
+        ) from None
 
 
 def _check_choice(value: str, choices: Sequence[str], what: str) -> str:
@@ -443,6 +439,7 @@ class Controller:
         plan_verify_continues: bool | None = None,
         regenerate: str = LIVE_REGENERATE,
         policy: str = "bayesian_dp",
+        learn: bool | LearningState = False,
     ) -> None:
         _check_choice(method, METHODS, "method")
         _check_choice(belief, BELIEFS, "belief model")
@@ -454,8 +451,6 @@ class Controller:
         ):
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{flag} must be True or False, got {value!r}")
-        if max_patches is None:
-            max_patches = LIVE_MAX_PATCHES[belief][method]
         if mode is not None:
             _check_choice(mode, LIVE_MODES, "mode")
         if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
@@ -470,33 +465,26 @@ class Controller:
                 "belief='instance' needs kappa, the instance concentration κ "
                 "(Controller.from_params reads it from the parameters)"
             )
-        if isinstance(max_patches, bool) or not isinstance(max_patches, (int, np.integer)) or max_patches < 1:
-            raise ValueError(f"max_patches must be an integer >= 1, got {max_patches!r}")
+        max_patches = LIVE_MAX_PATCHES[belief][method] if max_patches is None else max_patches
+        check_count(max_patches, name="max_patches")
         if not isinstance(critics, Mapping) or not critics:
             raise ValueError("critics must be a non-empty mapping name -> (tpr, fpr, cost)")
         names = tuple(str(c) for c in critics)
         action_names(names)  # rejects names that clash with stop/verify/regenerate
         entries = [_critic_entry(n, critics[n]) for n in names]
-        prior_v = _samples_of("prior", prior)
+        check_kernel_pair(p_fix, p_break)
         cols = {
-            "tpr": [_samples_of(f"tpr of critic {n!r}", e[0]) for n, e in zip(names, entries, strict=True)],
-            "fpr": [_samples_of(f"fpr of critic {n!r}", e[1]) for n, e in zip(names, entries, strict=True)],
+            "prior": [as_samples(prior, name="prior")],
+            "tpr": [
+                as_samples(e[0], name=f"tpr of critic {n!r}") for n, e in zip(names, entries, strict=True)
+            ],
+            "fpr": [
+                as_samples(e[1], name=f"fpr of critic {n!r}") for n, e in zip(names, entries, strict=True)
+            ],
+            "p_fix": [as_samples(np.nan if p_fix is None else p_fix, name="p_fix")],
+            "p_break": [as_samples(np.nan if p_break is None else p_break, name="p_break")],
         }
-        kern = {
-            "p_fix": _samples_of("p_fix", np.nan if p_fix is None else p_fix),
-            "p_break": _samples_of("p_break", np.nan if p_break is None else p_break),
-        }
-        if kern["p_fix"].shape == kern["p_break"].shape:
-            half = np.isnan(kern["p_fix"]) != np.isnan(kern["p_break"])
-        else:
-            half = np.isnan(kern["p_fix"]).all() != np.isnan(kern["p_break"]).all()
-        if np.any(half):
-            given, missing = ("p_fix", "p_break") if np.isnan(kern["p_break"]).any() else ("p_break", "p_fix")
-            raise ValueError(
-                f"{given} without {missing}: the refinement kernel needs both (P(Y'=1|Y=0) and "
-                f"P(Y'=0|Y=1)); give neither (None) for a fresh sample"
-            )
-        sizes = {a.shape[0] for a in (prior_v, *kern.values(), *cols["tpr"], *cols["fpr"])} - {1}
+        sizes = {a.shape[0] for v in cols.values() for a in v} - {1}
         if len(sizes) > 1:
             raise ValueError(f"parameters disagree on the number of samples: {sorted(sizes)}")
         S = sizes.pop() if sizes else 1
@@ -506,77 +494,58 @@ class Controller:
                 f"mode 'plugin' needs one point estimate, got {S} parameter samples; "
                 "use mode='posterior_mean' or mode='bayes_robust'"
             )
-        arrays = {
-            "prior": np.broadcast_to(prior_v, (S,)).copy(),
-            "tpr": np.stack([np.broadcast_to(c, (S,)) for c in cols["tpr"]], axis=1),
-            "fpr": np.stack([np.broadcast_to(c, (S,)) for c in cols["fpr"]], axis=1),
-            "p_fix": np.broadcast_to(kern["p_fix"], (S,)).copy(),
-            "p_break": np.broadcast_to(kern["p_break"], (S,)).copy(),
-        }
-        kappa_v = None if kappa is None else np.broadcast_to(_samples_of("kappa", kappa), (S,)).copy()
-        if kappa_v is not None and not bool((kappa_v > 0).all()):  # NaN fails too
-            bad = float(kappa_v[~(kappa_v > 0)][0])
-            raise ValueError(
-                f"kappa (the instance concentration κ) must be > 0 (inf: the i.i.d. limit), got {bad!r}"
-            )
+        arrays = {k: np.stack([np.broadcast_to(a, (S,)) for a in v], axis=1) for k, v in cols.items()}
+        arrays.update({k: arrays[k][:, 0].copy() for k in ("prior", "p_fix", "p_break")})
+        kappa_v = None if kappa is None else np.broadcast_to(as_samples(kappa, name="kappa"), (S,)).copy()
+        if kappa_v is not None:
+            check_kappa(kappa_v)
         for k, name in enumerate(names):
-            tpr_k, fpr_k = arrays["tpr"][:, k].mean(), arrays["fpr"][:, k].mean()
-            if tpr_k < fpr_k:  # False where unmeasured (NaN)
-                warnings.warn(
-                    f"critic {name!r} has tpr {tpr_k:.3g} < fpr {fpr_k:.3g}: it passes broken patches more "
-                    "often than good ones (an inverted critic: legal, rarely intended; tpr, fpr swapped?)",
-                    InvertedCriticWarning,
-                    stacklevel=2,
-                )
+            message = inverted_critic_message(name, arrays["tpr"][:, k].mean(), arrays["fpr"][:, k].mean())
+            if message is not None:
+                warnings.warn(message, InvertedCriticWarning, stacklevel=2)
         samples = ParameterSamples(critics=names, **arrays, kappa=kappa_v)
+        self.learner: LearningState | None = None
+        if learn is not False:
+            self.learner = (
+                learn
+                if isinstance(learn, LearningState)
+                else LearningState.from_arrays(**samples.as_dict(), critics=names, kappa=samples.kappa)
+            )
         if mode == "posterior_mean" and S > 1:
             samples, S = samples.mean(), 1
             kappa_v = None if kappa_v is None else samples.kappa
         available = samples.available
         costs = np.array([e[2] for e in entries], dtype=np.float64)
-        costs = np.where(available.any(axis=0), costs, np.nan)  # an unmeasured critic needs no price
-        sample_costs = SampleCosts(
-            critic=np.broadcast_to(costs, (S, len(names))),
-            c_gen=np.full(S, float(c_gen)),
-            c_ver=np.full(S, float(c_ver)),
-            reward=np.full(S, float(reward)),
-        )
+        self.critic_costs = np.where(
+            available.any(axis=0), costs, np.nan
+        )  # an unmeasured critic needs no price
+        self.c_gen, self.c_ver, self.reward = float(c_gen), float(c_ver), float(reward)
         # validate every number once, naming the argument (the kernels' own check)
-        filled = samples.with_fresh_sample_kernel()
+        filled, sample_costs = samples.with_fresh_sample_kernel(), self._sample_costs(S)
         make_problem(
-            filled.prior,
-            filled.tpr,
-            filled.fpr,
-            filled.p_fix,
-            filled.p_break,
+            *(getattr(filled, k) for k in ("prior", "tpr", "fpr", "p_fix", "p_break")),
             critic_costs=sample_costs.critic,
             c_gen=sample_costs.c_gen,
             c_ver=sample_costs.c_ver,
             reward=sample_costs.reward,
             available=available,
         )
-        if max_cost is None:
-            max_cost = LIVE_MAX_COST_REWARDS[belief][method] * float(reward)
-        elif isinstance(max_cost, bool) or not isinstance(max_cost, (int, float, np.integer, np.floating)):
-            raise ValueError(f"max_cost must be a number > 0 (inf: no cost budget), got {max_cost!r}")
-        if not float(max_cost) > 0:
-            raise ValueError(f"max_cost must be a number > 0 (inf: no cost budget), got {max_cost!r}")
+        max_cost = LIVE_MAX_COST_REWARDS[belief][method] * self.reward if max_cost is None else max_cost
+        check_cost_budget(max_cost)
         self.critics: tuple[str, ...] = names
         self.actions: tuple[str, ...] = action_names(names)
-        self.critic_costs = costs
         self.measured = available.all(axis=0)
-        self.c_gen, self.c_ver, self.reward = float(c_gen), float(c_ver), float(reward)
         self.mode: str = mode
         self.belief_model: str = belief
         self.method: str = method
-        self.horizon = int(horizon)
-        self.grid_size = int(grid_size)
-        self.clip = bool(clip)
-        self.verify_terminal = bool(verify_terminal)
-        self.first_patch_free = bool(first_patch_free)
+        self.horizon, self.grid_size = int(horizon), int(grid_size)
+        self.clip, self.verify_terminal, self.first_patch_free = (
+            bool(clip),
+            bool(verify_terminal),
+            bool(first_patch_free),
+        )
         self.kappa = kappa_v
-        self.max_patches = int(max_patches)
-        self.max_cost = float(max_cost)
+        self.max_patches, self.max_cost = int(max_patches), float(max_cost)
         self.policy_name = str(policy)
         self.switches = Switches(
             verify_terminal=self.verify_terminal,
@@ -586,14 +555,32 @@ class Controller:
         ).resolved(belief)
         self.cell: tuple[str, str] | None = None
         self.samples = samples
+        self.policy: Any = self._build_policy(samples)
+        self._fingerprint: str | None = None
+        self._planned = 0  # the learnt episodes the current plan was made from
+        if S > 1:
+            import bpc.intervals  # noqa: F401 - pay ArviZ-stats' import at build time, not at the first decision
+
+    def _sample_costs(self, S: int) -> SampleCosts:
+        """The costs of ``S`` parameter samples."""
+        return SampleCosts(
+            critic=np.broadcast_to(self.critic_costs, (S, len(self.critic_costs))),
+            c_gen=np.full(S, self.c_gen),
+            c_ver=np.full(S, self.c_ver),
+            reward=np.full(S, self.reward),
+        )
+
+    def _build_policy(self, samples: ParameterSamples) -> Any:
+        """The decision layer's controller (a BeliefController or a BaselineController: one protocol)."""
+        S, names = samples.n_samples, self.critics
         q_bytes = S * (self.horizon + 1) * (1 << len(names)) * (3 + len(names)) * self.grid_size * 8
-        self.policy: Any = make_controller(  # a BeliefController or a BaselineController (one protocol)
+        return make_controller(
             samples,
-            sample_costs,
+            self._sample_costs(S),
             policy=self.policy_name,
-            belief=belief,
-            method=method,
-            mode="plugin" if mode == "posterior_mean" else mode,
+            belief=self.belief_model,
+            method=self.method,
+            mode="plugin" if self.mode == "posterior_mean" else self.mode,
             switches=self.switches,
             max_patches=self.max_patches,
             horizon=self.horizon,
@@ -601,9 +588,37 @@ class Controller:
             keep_q=q_bytes <= KEEP_Q_MAX_BYTES,  # stored Q: a lookup gathers instead of backing up
             backend="numpy" if S <= NUMPY_MAX_SAMPLES else "auto",
         )
-        self._fingerprint: str | None = None
-        if S > 1:
-            import bpc.intervals  # noqa: F401 - pay ArviZ-stats' import at build time, not at the first decision
+
+    def current_policy(self) -> Any:
+        """The policy a new episode acts on: re-planned from the learner when it learnt since the last plan.
+
+        Learning re-plans at episode boundaries only: an episode keeps the
+        policy it started with. The point modes (``plugin``,
+        ``posterior_mean``) plan on the learnt posterior mean; ``bayes_robust``
+        and ``thompson`` on :data:`bpc.constants.LIVE_LEARN_DRAWS` of its draws.
+        """
+        if self.learner is not None and self.learner.n_episodes != self._planned:
+            point = self.mode in ("plugin", "posterior_mean")
+            p = self.learner.plan_draws(self.critics, LIVE_LEARN_DRAWS, point=point)
+            kappa = p["kappa"] if self.belief_model == "instance" else None
+            rates = {k: p[k] for k in ("prior", "tpr", "fpr", "p_fix", "p_break")}
+            self.samples = ParameterSamples(critics=self.critics, **rates, kappa=kappa)
+            self.kappa = None if kappa is None else self.samples.kappa
+            self.policy = self._build_policy(self.samples)
+            self._planned = self.learner.n_episodes
+        return self.policy
+
+    def learn(self, episode: Episode) -> None:
+        """Learn from a finished episode (:class:`~bpc.estimate.online.LearningState`; none: no-op).
+
+        :class:`Episode` calls it when it ends; the next episode is planned on the update.
+        """
+        if self.learner is None or not episode.done:
+            return
+        try:
+            self.learner = self.learner.update(EpisodeRecord.from_history(episode.history))
+        except ValueError as exc:  # e.g. a refined patch but no kernel to learn it with
+            warnings.warn(f"episode not learnt from: {exc}", UserWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -614,20 +629,9 @@ class Controller:
         cell: tuple[str, str] | str,
         costs=None,
         critics: Sequence[str] | None = None,
-        mode: Mode | None = None,
         belief: BeliefModel = _LIVE_BELIEF,
-        method: Method = "dp",
-        horizon: int = HORIZON,
-        grid_size: int = GRID_SIZE,
         max_draws: int | None = None,
-        clip: bool = False,
-        verify_terminal: bool = False,
-        first_patch_free: bool = False,
-        max_patches: int | None = None,
-        max_cost: float | None = None,
-        plan_verify_continues: bool | None = None,
-        regenerate: str = LIVE_REGENERATE,
-        policy: str = "bayesian_dp",
+        **options: Any,
     ) -> Controller:
         """A controller for one cell of calibrated parameters.
 
@@ -657,18 +661,17 @@ class Controller:
             decision critics that it measured (:func:`bpc.schema.decision_critics`:
             the paper's three on the corpus — name ``lint`` to use it — and
             every critic of a user's logs).
-        max_draws : int, optional
-            Keep this many posterior draws (evenly thinned) — fewer draws,
-            faster set-up.
         belief : {"instance", "iid"}
             ``"instance"`` (default, :data:`bpc.constants.LIVE_BELIEF`): κ is
             read from the parameters (:func:`bpc.decide.solve.instance_kappa`;
             a file without κ gives ``inf``, the i.i.d. limit). ``"iid"``:
             independent patches, the paper's model.
-        mode, method, horizon, grid_size, clip, verify_terminal, first_patch_free
-            See :class:`Controller`.
-        max_patches, max_cost, plan_verify_continues, regenerate, policy
-            See :class:`Controller`.
+        max_draws : int, optional
+            Keep this many posterior draws (evenly thinned) — fewer draws,
+            faster set-up.
+        **options
+            The other options of :class:`Controller` (``mode``, ``method``,
+            ``horizon``, ``max_patches``, ``regenerate``, ``learn``, …).
 
         Raises
         ------
@@ -681,66 +684,97 @@ class Controller:
         from bpc.schema import decision_critics, sample_dims, select_cell, thin_draws
 
         bench, gen = _parse_cell(cell)
-        params = _load_params(source)
-        one = cast("xr.Dataset", select_cell(params, bench, gen))
+        one = cast("xr.Dataset", select_cell(_load_params(source), bench, gen))
         if not bool(np.isfinite(one["prior"]).all()):
             raise ValueError(f"cell {bench}/{gen} has no prior (no labelled patches)")
         have = [str(c) for c in one["critic"].values]
-        measured = [
-            c
-            for c in have
-            if bool(np.isfinite(one["tpr"].sel(critic=c)).any() & np.isfinite(one["fpr"].sel(critic=c)).any())
-        ]
-        if critics is None:
-            names = [c for c in decision_critics(have) if c in measured]
-        else:
-            names = [str(c) for c in critics]
-            for c in names:
-                if c not in measured:
-                    raise ValueError(
-                        unknown_choice_message(c, measured, what=f"critic of cell {bench}/{gen}")
-                        + " (unmeasured critics cannot be called)"
-                    )
+        finite = np.isfinite(one[["tpr", "fpr"]]).any([d for d in one["tpr"].dims if d != "critic"])
+        measured = [c for c in have if bool(finite["tpr"].sel(critic=c) & finite["fpr"].sel(critic=c))]
+        names = (
+            [c for c in decision_critics(have) if c in measured]
+            if critics is None
+            else list(map(str, critics))
+        )
+        for c in names:
+            if c not in measured:
+                what = f"critic of cell {bench}/{gen}"
+                raise ValueError(
+                    unknown_choice_message(c, measured, what=what) + " (unmeasured critics cannot be called)"
+                )
         if not names:
             raise ValueError(f"cell {bench}/{gen} has no measured critic")
         if max_draws is not None and sample_dims(one):
+            check_count(max_draws, name="max_draws")
             one = thin_draws(one, int(max_draws))
         samples = parameter_samples(one, critics=names, one_cell=True)
-        kappa = samples.kappa if belief == "instance" else None
-        if costs is None:
-            cv = paper_costs_for(bench)
-        elif isinstance(costs, Costs):
-            cv = costs
-        else:
-            cv = resolve_costs(str(costs))
+        cv = (
+            costs
+            if isinstance(costs, Costs)
+            else paper_costs_for(bench)
+            if costs is None
+            else resolve_costs(str(costs))
+        )
         crit = {c: (samples.tpr[:, k], samples.fpr[:, k], cv.critic_cost(c)) for k, c in enumerate(names)}
         with warnings.catch_warnings():  # measured rates are the data's, not a typo
             warnings.simplefilter("ignore", InvertedCriticWarning)
             ctrl = cls(
-                prior=samples.prior,
+                **{k: getattr(samples, k) for k in ("prior", "p_fix", "p_break")},
                 critics=crit,
-                p_fix=samples.p_fix,
-                p_break=samples.p_break,
                 c_gen=cv.c_gen,
                 c_ver=cv.c_ver,
                 reward=cv.reward,
-                mode=mode,
                 belief=belief,
-                method=method,
-                horizon=horizon,
-                grid_size=grid_size,
-                clip=clip,
-                verify_terminal=verify_terminal,
-                first_patch_free=first_patch_free,
-                kappa=kappa,
-                max_patches=max_patches,
-                max_cost=max_cost,
-                plan_verify_continues=plan_verify_continues,
-                regenerate=regenerate,
-                policy=policy,
+                kappa=samples.kappa if belief == "instance" else None,
+                **options,
             )
         ctrl.cell = (bench, gen)
         return ctrl
+
+    @classmethod
+    def for_new_cell(
+        cls,
+        posterior,
+        *,
+        benchmark: str,
+        generator: str,
+        draws: int = LIVE_LEARN_DRAWS,
+        learn: bool = False,
+        seed: int = DEFAULT_SEED,
+        **options: Any,
+    ) -> Controller:
+        """A controller for a cell the hierarchical fit has no (or little) data for: its predictive.
+
+        The fit's predictive draws of the cell — known benchmark and generator
+        effects where it has them, the population distribution where either is
+        new (:func:`bpc.estimate.model.fit.posterior_params`) — become a
+        :class:`~bpc.estimate.online.LearningState`
+        (:meth:`~bpc.estimate.online.LearningState.for_new_cell`), and the
+        controller acts on ``draws`` equally weighted draws of it (Bayes-robust
+        unless ``mode`` says otherwise). With ``learn=True`` it keeps learning
+        from its own finished episodes, starting from those particles.
+
+        Parameters
+        ----------
+        posterior : xarray.DataTree, str or path-like
+            A hierarchical fit (``bpc fit --out FILE.nc``).
+        benchmark, generator : str
+            The cell.
+        draws : int
+            Parameter draws the controller acts on
+            (:data:`bpc.constants.LIVE_LEARN_DRAWS`).
+        learn : bool
+            Learn from finished episodes (see :meth:`learn`).
+        seed : int
+            Seed of the learning state (draws and rejuvenation).
+        **options
+            As for :meth:`from_params` (``costs``, ``critics``, ``belief``, ``mode``, …).
+        """
+        check_count(draws, name="draws")
+        state = LearningState.for_new_cell(posterior, benchmark=benchmark, generator=generator, seed=seed)
+        params = state.to_params(draws, cell=(benchmark, generator))
+        return cls.from_params(
+            params, cell=(benchmark, generator), learn=state if learn else False, **options
+        )
 
     # -------------------------------------------------------------- queries
     @property
@@ -760,6 +794,8 @@ class Controller:
         used: Sequence[str] = (),
         critics: Sequence[str] | None = None,
         theta0: tuple[float, float] | None = None,
+        task: str | None = None,
+        task_priors: xr.Dataset | None = None,
     ) -> Episode:
         """A new task: a patch has just been generated.
 
@@ -776,21 +812,53 @@ class Controller:
             ``(A, B)``: the task's own starting belief ``Beta(A, B)`` about its
             pass rate (a task-aware prior); the first patch starts at
             ``A / (A + B)``. Default the cell's ``(π, κ)``.
+        task, task_priors : str and xarray.Dataset, optional
+            Start from the task's prior given what other generators did on it:
+            ``task_priors`` of :func:`bpc.estimate.crossed.task_priors` (their
+            oracle outcomes or only their critic verdicts; its ``evidence``
+            attribute says which) read at this controller's cell for ``task``
+            (:func:`bpc.estimate.crossed.start_beta`). A task no other generator
+            attempted starts at the cell's prior; :attr:`Episode.prior_source`
+            says which was used.
         """
-        return Episode(self, belief=belief, used=used, critics=critics, theta0=theta0)
+        source = "cell" if theta0 is None else "theta0"
+        if task is not None or task_priors is not None:
+            if task is None or task_priors is None or self.cell is None or theta0 is not None:
+                raise ValueError(
+                    "task= and task_priors= go together, without theta0=, on a controller of a cell "
+                    "(Controller.from_params or for_new_cell)"
+                )
+            from bpc.estimate.crossed import start_beta
+
+            nan = float("nan")
+            a, b, source = start_beta(
+                task_priors, benchmark=self.cell[0], generator=self.cell[1], task=str(task), cell=(nan, nan)
+            )
+            theta0 = (a, b) if source == "task" else None
+        ep = Episode(self, belief=belief, used=used, critics=critics, theta0=theta0)
+        ep.prior_source = source
+        return ep
 
     def fingerprint(self) -> str:
-        """SHA-256 of the parameters, costs and options (guards :meth:`Episode.from_dict`)."""
+        """SHA-256 of the parameters, costs and options (guards :meth:`Episode.from_dict`).
+
+        A learning controller's parameters move: its fingerprint hashes what it
+        learns from (:meth:`~bpc.estimate.online.LearningState.spec_hash`)
+        instead, so an episode saved under one plan resumes under a later one.
+        """
         if self._fingerprint is None:
             import hashlib
 
-            h = hashlib.sha256()
-            for name in ("prior", "tpr", "fpr", "p_fix", "p_break"):
+            h, options, learner = hashlib.sha256(), self.options(), self.learner
+            for name in ("prior", "tpr", "fpr", "p_fix", "p_break") if learner is None else ():
                 h.update(np.ascontiguousarray(getattr(self.samples, name)).tobytes())
             h.update(np.ascontiguousarray(self.critic_costs).tobytes())
-            if self.kappa is not None and self.belief_model == "instance":
+            if learner is not None:
+                h.update(learner.spec_hash().encode())
+                del options["n_samples"]
+            elif self.kappa is not None and self.belief_model == "instance":
                 h.update(np.ascontiguousarray(self.kappa).tobytes())
-            h.update(json.dumps(self.options(), sort_keys=True).encode())
+            h.update(json.dumps(options, sort_keys=True).encode())
             self._fingerprint = h.hexdigest()[:16]
         return self._fingerprint
 
@@ -828,14 +896,17 @@ class Controller:
         )
 
     # ------------------------------------------------------ decision layer calls
-    def decision(self, state: BeliefState, *, allowed: np.ndarray | None = None) -> Decision:
+    def decision(
+        self, state: BeliefState, *, allowed: np.ndarray | None = None, policy: Any = None
+    ) -> Decision:
         """The :class:`Decision` for the one episode of a decision-layer ``state``.
 
         ``allowed`` (``(A,)`` bool, :meth:`Episode.decide` passes the budget's)
         takes the other actions out of the choice: their Q becomes ``-inf``;
-        a baseline whose rule picks one stops instead.
+        a baseline whose rule picks one stops instead. ``policy``: the one the
+        episode started with (default the current one).
         """
-        policy = self.policy
+        policy = self.policy if policy is None else policy
         if not hasattr(policy, "q_values"):  # a baseline: a rule, no Q-values
             k = int(policy.act(state)[0])
             if allowed is not None and not allowed[k]:
@@ -947,16 +1018,18 @@ class _Move:
     critic: str | None = None
     passed: bool | None = None
     fresh: bool | None = None
+    kind: str | None = None  # regenerated: how the patch was made ("fresh" or "refine")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op}
         if self.op == "observe":
             out["critic"] = self.critic
+        if self.op in ("observe", "verified"):
             out["passed"] = self.passed
-        elif self.op == "verified":
-            out["passed"] = self.passed
-        elif self.op == "regenerated" and self.fresh is not None:
-            out["fresh"] = self.fresh
+        if self.op == "regenerated":
+            out["kind"] = self.kind
+            if self.fresh is not None:
+                out["fresh"] = self.fresh
         return out
 
 
@@ -977,6 +1050,19 @@ class Episode:
         The critics the task has (default all the cell's).
     theta0 : (float, float), optional
         The task's starting ``Beta(A, B)`` about its pass rate (default the cell's).
+    learn : bool
+        Whether a learning controller learns from the episode when it ends
+        (:meth:`Controller.learn`; :meth:`from_dict` replays with it off).
+
+    Attributes
+    ----------
+    policy : BeliefController or BaselineController
+        The controller's policy when the episode started: a learning
+        controller re-plans between episodes, never within one.
+    prior_source : str
+        Where the starting belief came from: ``"cell"``, ``"theta0"``, or
+        :func:`bpc.estimate.crossed.start_beta`'s source (``"task"``, or
+        ``"cell: …"`` with the reason) for ``Controller.episode(task=...)``.
     """
 
     def __init__(
@@ -987,17 +1073,15 @@ class Episode:
         used: Sequence[str] = (),
         critics: Sequence[str] | None = None,
         theta0: tuple[float, float] | None = None,
+        learn: bool = True,
     ):
-        if belief is not None and (
-            isinstance(belief, (bool, np.bool_))
-            or not isinstance(belief, (int, float, np.integer, np.floating))
-        ):
-            raise ValueError(f"belief must be a number in [0, 1] or None, got {belief!r}")
-        self.controller = controller
-        self._start_belief = None if belief is None else float(belief)
+        self.controller, self.policy = controller, controller.current_policy()
+        self.prior_source = "cell" if theta0 is None else "theta0"
+        self._start_belief = None if belief is None else probability(belief, name="belief")
         self._start_used = tuple(str(c) for c in used)
         self._start_critics = None if critics is None else tuple(str(c) for c in critics)
-        self._start_theta = None if theta0 is None else (float(theta0[0]), float(theta0[1]))
+        self._start_theta = None if theta0 is None else check_beta(theta0, name="theta0")
+        self._report = bool(learn)
         self._outcome: str | None = None
         self._moves: list[_Move] = []
         self._patch_failed = False  # the current patch failed verification (the episode went on)
@@ -1008,18 +1092,15 @@ class Episode:
                 raise ValueError(unknown_choice_message(str(unknown[0]), controller.critics, what="critic"))
             has = set(map(str, critics))
             available = np.array([c in has for c in controller.critics])[None, :]
-        theta = None if theta0 is None else (np.array([theta0[0]], float), np.array([theta0[1]], float))
+        theta = None if self._start_theta is None else tuple(np.array([x]) for x in self._start_theta)
         # one episode, following every sample
-        self._state: Any = controller.policy.start(1, available=available, theta0=theta)
+        self._state: Any = self.policy.start(1, available=available, theta0=theta)
         if belief is not None:
             if not isinstance(self._state, BeliefState):
                 raise ValueError(
                     f"policy {controller.policy_name!r} is a baseline: it has no belief to start at"
                 )
-            b0 = float(belief)
-            if not (math.isfinite(b0) and 0.0 <= b0 <= 1.0):
-                raise ValueError(f"belief must lie in [0, 1], got {belief!r}")
-            self._state.b[:] = b0
+            self._state.b[:] = self._start_belief
         for c in self._start_used:
             k = self._critic_index(c, move=f"episode(used={list(self._start_used)!r})")
             self._state.used[0] |= 1 << k
@@ -1092,7 +1173,13 @@ class Episode:
     def _check_budget(self) -> None:
         """End the episode with ``"budget"`` when nothing but stopping is left."""
         if self._outcome is None and not self._allowed()[1:].any():
-            self._outcome = "budget"
+            self._end("budget")
+
+    def _end(self, outcome: str) -> None:
+        """The episode is over: record how, and let a learning controller learn from it."""
+        self._outcome = outcome
+        if self._report:
+            self.controller.learn(self)
 
     @property
     def passed(self) -> bool:
@@ -1159,7 +1246,7 @@ class Episode:
             If the episode is over.
         """
         self._check_running("decide()")
-        return self.controller.decision(self._state, allowed=self._allowed())
+        return self.controller.decision(self._state, allowed=self._allowed(), policy=self.policy)
 
     def observe(self, critic: str, passed: bool | None) -> Episode:
         """The harness ran ``critic`` on the current patch: pass (True), fail (False) or no verdict (None).
@@ -1177,7 +1264,7 @@ class Episode:
         self._check_running(move)
         k = self._critic_index(critic, move=move)
         if self._used >> k & 1:
-            scope = getattr(self.controller.policy, "critic_scope", "patch")
+            scope = getattr(self.policy, "critic_scope", "patch")
             raise self._illegal(
                 move,
                 f"critic {critic!r} was already used on the current {scope}; the model counts each "
@@ -1187,7 +1274,7 @@ class Episode:
             raise ValueError(f"{move}: passed must be True, False or None, got {passed!r}")
         self._spent += float(self.controller.critic_costs[k])
         z = np.array([-1 if passed is None else int(bool(passed))], dtype=np.int8)
-        self.controller.policy.observe_critic(self._state, k, z, _ONE)
+        self.policy.observe_critic(self._state, k, z, _ONE)
         self._moves.append(_Move("observe", critic=critic, passed=None if passed is None else bool(passed)))
         self._check_budget()
         return self
@@ -1203,11 +1290,9 @@ class Episode:
             raise ValueError(f"verified(): passed must be True or False, got {passed!r}")
         self._spent += self.controller.c_ver
         self._moves.append(_Move("verified", passed=bool(passed)))
-        self.controller.policy.observe_verify(self._state, np.array([bool(passed)]), _ONE)
-        if passed:
-            self._outcome = "passed"
-        elif self.controller.verify_terminal:
-            self._outcome = "failed"
+        self.policy.observe_verify(self._state, np.array([bool(passed)]), _ONE)
+        if passed or self.controller.verify_terminal:
+            self._end("passed" if passed else "failed")
         else:
             self._patch_failed = True
             self._check_budget()
@@ -1249,9 +1334,9 @@ class Episode:
         if self.patches >= self.controller.max_patches:
             raise self._illegal(f"{op}()", f"the patch budget ({self.controller.max_patches}) is spent")
         self._spent += self.controller.c_gen
-        # fresh=None: the controller's way
-        self.controller.policy.observe_regenerate(self._state, _ONE, fresh=fresh)
-        self._moves.append(_Move(op, fresh=fresh if op == "regenerated" else None))
+        self.policy.observe_regenerate(self._state, _ONE, fresh=fresh)  # fresh=None: the controller's way
+        kind = self.controller.switches.regenerate if fresh is None else "fresh" if fresh else "refine"
+        self._moves.append(_Move(op, fresh=fresh if op == "regenerated" else None, kind=kind))
         self._patch_failed = False
         self._check_budget()
         return self
@@ -1259,8 +1344,8 @@ class Episode:
     def stop(self) -> Episode:
         """The harness gave up on the task (no reward)."""
         self._check_running("stop()")
-        self._outcome = "stopped"
         self._moves.append(_Move("stop"))
+        self._end("stopped")
         return self
 
     def apply(self, move: Mapping[str, Any]) -> Episode:
@@ -1268,14 +1353,17 @@ class Episode:
 
         ``{"op": "observe", "critic": "test", "passed": false}``,
         ``{"op": "verified", "passed": true}``, ``{"op": "regenerated"}``
-        (optionally ``"fresh": true`` or ``false``), ``{"op": "refined"}``, ``{"op": "stop"}``.
+        (optionally ``"kind": "fresh"`` or ``"refine"`` — how the patch was
+        made, as :attr:`history` records it — or ``"fresh": true`` / ``false``),
+        ``{"op": "refined"}``, ``{"op": "stop"}``.
 
         Raises
         ------
         ValueError
             For an unknown op, a missing field, or a field of the wrong type
             (``passed``/``fresh`` must be JSON booleans — ``"false"`` is an
-            error, not true — and ``critic`` a string).
+            error, not true — ``critic`` a string, ``kind`` fresh or refine
+            and agreeing with ``fresh``).
         """
         if not isinstance(move, Mapping):
             raise ValueError(f"a move must be a JSON object, got {move!r}")
@@ -1291,7 +1379,14 @@ class Episode:
                 raise ValueError("move 'verified' needs 'passed'")
             return self.verified(move["passed"])
         if op == "regenerated":
-            return self.regenerated(fresh=move.get("fresh"))
+            kind, fresh = move.get("kind"), move.get("fresh")
+            if kind is not None:
+                _check_choice(kind, REGENERATE_MODES, "kind of regeneration")
+                if fresh is not None and fresh is not (kind == "fresh"):
+                    raise ValueError(f"move 'regenerated': kind {kind!r} contradicts fresh={fresh!r}")
+                if kind != self.controller.switches.regenerate:
+                    fresh = kind == "fresh"
+            return self.regenerated(fresh=fresh)
         if op == "refined":
             return self.refined()
         if op == "stop":
@@ -1357,21 +1452,14 @@ class Episode:
             raise ValueError(f"episode state: start.belief must be a number or null, got {belief!r}")
         if not is_names(used) or (critics is not None and not is_names(critics)):
             raise ValueError("episode state: start.used and start.critics must be lists of critic names")
-        if theta0 is not None and not (
-            isinstance(theta0, (list, tuple)) and len(theta0) == 2 and all(is_number(x) for x in theta0)
-        ):
-            raise ValueError(f"episode state: start.theta0 must be [A, B] or null, got {theta0!r}")
+        if theta0 is not None:
+            theta0 = check_beta(theta0, name="episode state: start.theta0")
         if not isinstance(moves, (list, tuple)):
             raise ValueError(f"episode state: moves must be a list, got {type(moves).__name__}")
-        ep = cls(
-            controller,
-            belief=belief,
-            used=tuple(used),
-            critics=critics,
-            theta0=None if theta0 is None else (float(theta0[0]), float(theta0[1])),
-        )
+        ep = cls(controller, belief=belief, used=tuple(used), critics=critics, theta0=theta0, learn=False)
         for move in moves:
             ep.apply(move)
+        ep._report = not ep.done  # learnt from if it ends after the replay
         return ep
 
     def __repr__(self) -> str:

@@ -360,12 +360,13 @@ class EpisodeRecord:
             :class:`~bpc.decide.live.Episode`), ``Episode.to_dict()`` (its
             ``"moves"``), or the list of move objects: ``{"op": "observe",
             "critic", "passed"}``, ``{"op": "verified", "passed"}``,
-            ``{"op": "regenerated"[, "fresh": true | "kind": "fresh" / "refine"]}``,
+            ``{"op": "regenerated"[, "kind": "fresh" | "refine"][, "fresh": true | false]}``
+            (a live episode records ``kind``, how the patch was made),
             ``{"op": "refined"}``, ``{"op": "stop"}``.
         regenerated : {"fresh", "refine"}
-            How a ``regenerated`` move without ``"fresh": true`` was made: a
-            fresh sample of the task (the default; the corpus' pools and the
-            instance planner's regeneration) or a refinement of the patch.
+            How a ``regenerated`` move with neither ``kind`` nor ``fresh`` was
+            made: a fresh sample of the task (the default; the corpus' pools and
+            the instance planner's regeneration) or a refinement of the patch.
 
         Raises
         ------
@@ -408,12 +409,15 @@ class EpisodeRecord:
                 kind = move.get("kind")
                 if kind is not None and kind not in ("fresh", "refine"):
                     raise ValueError(f"move {i}: kind must be 'fresh' or 'refine', got {kind!r}")
+                fresh = _check_flag(move.get("fresh"), f"move {i} fresh")
                 if op == "refined":
                     origin = "refine"
                 elif kind is not None:
+                    if fresh is not None and fresh != (kind == "fresh"):
+                        raise ValueError(f"move {i}: kind {kind!r} contradicts fresh={fresh}")
                     origin = kind
                 else:
-                    origin = "fresh" if move.get("fresh") else regenerated
+                    origin = regenerated if fresh is None else ("fresh" if fresh else "refine")
                 origins.append(origin)
                 verdicts.append({})
                 labels.append(None)
@@ -997,6 +1001,106 @@ class LearningState:
             source=source,
             **options,
         )
+
+    @classmethod
+    def from_arrays(
+        cls,
+        *,
+        prior: np.ndarray,
+        tpr: np.ndarray,
+        fpr: np.ndarray,
+        critics: Sequence[str],
+        kappa: np.ndarray | None = None,
+        p_fix: np.ndarray | None = None,
+        p_break: np.ndarray | None = None,
+        **options: Any,
+    ) -> LearningState:
+        """A state from parameter samples: :meth:`from_values` for one, else :meth:`from_draws`.
+
+        ``prior`` ``(S,)``, ``tpr``/``fpr`` ``(S, K)`` (a critic with a ``NaN``
+        rate is not learnt), ``kappa`` ``(S,)`` (``inf`` = i.i.d.), the kernel
+        ``(S,)`` (``NaN`` = none); rates on the edge of [0, 1] are moved
+        inside by 1e-9 (the logit scale needs an open interval).
+        ``**options`` go to the builder (``n_particles``, ``seed``, ``sd``, …).
+        """
+        pr = np.asarray(prior, dtype=float).reshape(-1)
+        tp, fp = (np.asarray(v, dtype=float).reshape(pr.size, -1) for v in (tpr, fpr))
+        if pr.size > 1:
+            return cls.from_draws(
+                prior=pr,
+                tpr=tp,
+                fpr=fp,
+                critics=critics,
+                kappa=kappa,
+                p_fix=p_fix,
+                p_break=p_break,
+                **options,
+            )
+
+        def one(v: Any) -> float | None:
+            x = float(np.mean(v)) if v is not None else math.nan
+            return float(np.clip(x, 1e-9, 1 - 1e-9)) if math.isfinite(x) else None
+
+        rates = {str(c): (one(tp[:, k]), one(fp[:, k])) for k, c in enumerate(critics)}
+        kap = None if kappa is None else float(np.mean(kappa))
+        kern = (one(p_fix), one(p_break))
+        return cls.from_values(
+            prior=one(pr),  # type: ignore[arg-type]
+            critics={c: v for c, v in rates.items() if None not in v},  # type: ignore[misc]
+            kappa=None if kap is None or math.isinf(kap) else kap,
+            p_fix=kern[0] if None not in kern else None,
+            p_break=kern[1] if None not in kern else None,
+            **options,
+        )
+
+    @classmethod
+    def for_new_cell(
+        cls, posterior: xr.DataTree | str | os.PathLike, *, benchmark: str, generator: str, **options: Any
+    ) -> LearningState:
+        """A state from the hierarchical predictive of a cell the fit has no (or little) data for.
+
+        Parameters
+        ----------
+        posterior : xarray.DataTree, str or path-like
+            A hierarchical fit (``bpc fit --out FILE.nc``, or
+            :func:`bpc.estimate.model.fit`).
+        benchmark, generator : str
+            The cell. Known benchmark and generator effects are used where the
+            fit has them, the population distribution where either is new
+            (:func:`bpc.estimate.model.fit.posterior_params`).
+        **options
+            To :meth:`from_params` (``n_particles``, ``seed``, ``iid``, …).
+        """
+        from bpc.estimate.model.fit import posterior_params
+        from bpc.estimate.model.io import load
+
+        dt = posterior if not isinstance(posterior, (str, os.PathLike)) else load(os.fspath(posterior))
+        params = posterior_params(dt, benchmarks=[benchmark], generators=[generator])
+        params.attrs.setdefault("source", "hierarchical")
+        return cls.from_params(params, cell=(benchmark, generator), **options)
+
+    def plan_draws(self, critics: Sequence[str], n: int, *, point: bool = False) -> dict[str, np.ndarray]:
+        """What a controller plans on: ``n`` equally weighted draws, or (``point``) the posterior mean.
+
+        Natural-scale ``prior``, ``kappa``, ``p_fix``, ``p_break`` ``(S,)`` and
+        ``tpr``/``fpr`` ``(S, K)`` with columns in the order of ``critics``
+        (``NaN`` for a critic this state does not learn); ``S`` is ``n`` or 1.
+        """
+        if point:  # weighted means; κ = ∞ and an absent kernel stay as they are (0·∞ would be NaN)
+            p = {
+                k: np.asarray(self.weights @ np.nan_to_num(v, posinf=0.0))[None]
+                for k, v in self.params.items()
+            }
+            p["kappa"] = np.full(1, np.inf) if self.iid else p["kappa"]
+            if not self.has_kernel:
+                p["p_fix"] = p["p_break"] = np.full(1, np.nan)
+        else:
+            p = self.resample(n)
+        cols = {c: k for k, c in enumerate(self.critics)}
+        nan = np.full(p["prior"].shape, np.nan)
+        for rate in ("tpr", "fpr"):
+            p[rate] = np.column_stack([p[rate][:, cols[c]] if c in cols else nan for c in critics])
+        return p
 
     # ------------------------------------------------------------ views
     @property

@@ -1,0 +1,231 @@
+"""The rules for the numbers a controller is built from, each written once with its message.
+
+A value that the decision layer would read silently as something else — κ ≤ 0
+or ``NaN`` read as κ = ∞, a probability outside [0, 1], a repair kernel given
+by halves — is refused where it enters: the Python API
+(:class:`bpc.decide.live.Controller`), the command line (``bpc solve``,
+``bpc serve``: :mod:`bpc.commands._checks`) and serve's requests. Each rule is
+one function here and raises :class:`ValueError` naming the value the way
+the caller spells it (``name="kappa"`` in the API, ``name="--kappa"`` on the
+command line), so both say the same thing in the same words.
+
+Every rule takes a number or an array of parameter samples; ``NaN`` passes
+where the rule says it means "absent" (an unmeasured critic's rates, a
+missing kernel).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "as_samples",
+    "probability",
+    "check_kappa",
+    "check_probability",
+    "check_kernel_pair",
+    "check_cost",
+    "check_count",
+    "check_cost_budget",
+    "check_beta",
+    "inverted_critic_message",
+]
+
+KAPPA = "the instance concentration κ"
+"""How a message names κ."""
+
+
+def as_samples(value: Any, *, name: str) -> np.ndarray:
+    """A parameter as a float64 array of samples: a number (one sample) or a 1-d array.
+
+    Examples
+    --------
+    >>> as_samples(0.3, name="prior")
+    array([0.3])
+    >>> as_samples([[0.3]], name="prior")
+    Traceback (most recent call last):
+    ...
+    ValueError: prior must be a scalar or a 1-d array of samples, got shape (1, 1)
+    """
+    try:
+        arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a scalar or a 1-d array of samples, got shape {arr.shape}")
+    return arr
+
+
+def _values(value: Any, name: str) -> np.ndarray:
+    return as_samples(np.asarray(value).reshape(-1) if np.ndim(value) > 1 else value, name=name)
+
+
+def probability(value: Any, *, name: str) -> float:
+    """One probability (a belief): a number, not a boolean, in [0, 1]; returned as a float.
+
+    Examples
+    --------
+    >>> probability(True, name="belief")
+    Traceback (most recent call last):
+    ...
+    ValueError: belief must be a number in [0, 1], got True
+    """
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if not (number and 0.0 <= float(value) <= 1.0):
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _first_bad(arr: np.ndarray, ok: np.ndarray) -> float:
+    return float(arr[~ok][0])
+
+
+def check_kappa(value: Any, *, name: str = "kappa", allow_inf: bool = True) -> None:
+    """κ > 0 (every sample); ``inf`` (the i.i.d. limit) only with ``allow_inf``; ``NaN`` never.
+
+    Examples
+    --------
+    >>> check_kappa([5.0, float("inf")])
+    >>> check_kappa(-1.0, name="--kappa", allow_inf=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: --kappa (the instance concentration κ) must be a finite number > 0, got -1.0
+    """
+    arr = _values(value, name)
+    ok = (arr > 0) & (np.isfinite(arr) | (allow_inf & np.isposinf(arr)))
+    if not ok.all():
+        rule = "> 0 (inf: the i.i.d. limit)" if allow_inf else "a finite number > 0"
+        raise ValueError(f"{name} ({KAPPA}) must be {rule}, got {_first_bad(arr, ok)!r}")
+
+
+def check_probability(value: Any, *, name: str, nan_ok: bool = False) -> None:
+    """Every sample in [0, 1] (``NaN`` allowed, meaning absent, only with ``nan_ok``).
+
+    Examples
+    --------
+    >>> check_probability(1.5, name="--p-fix")
+    Traceback (most recent call last):
+    ...
+    ValueError: --p-fix is a probability: it must lie in [0, 1], got 1.5
+    """
+    arr = _values(value, name)
+    ok = ((arr >= 0) & (arr <= 1)) | (nan_ok & np.isnan(arr))
+    if not ok.all():
+        raise ValueError(f"{name} is a probability: it must lie in [0, 1], got {_first_bad(arr, ok)!r}")
+
+
+def check_kernel_pair(p_fix: Any, p_break: Any, *, names: tuple[str, str] = ("p_fix", "p_break")) -> None:
+    """The refinement kernel is given whole or not at all (``None`` or ``NaN`` = not given).
+
+    With arrays of samples of equal length the rule holds per sample.
+
+    Examples
+    --------
+    >>> check_kernel_pair(0.9, float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: p_fix without p_break: the refinement kernel needs both ...; give neither for a fresh sample
+    """
+    fix = np.full(1, np.nan) if p_fix is None else _values(p_fix, names[0])
+    brk = np.full(1, np.nan) if p_break is None else _values(p_break, names[1])
+    if fix.shape == brk.shape:
+        half = bool(np.any(np.isnan(fix) != np.isnan(brk)))
+    else:
+        half = bool(np.isnan(fix).all() != np.isnan(brk).all())
+    if half:
+        given, missing = names if np.isnan(brk).any() else names[::-1]
+        raise ValueError(
+            f"{given} without {missing}: the refinement kernel needs both (P(Y'=1|Y=0) and "
+            "P(Y'=0|Y=1)); give neither for a fresh sample"
+        )
+
+
+def check_cost(value: Any, *, name: str) -> None:
+    """A cost or reward: finite and >= 0.
+
+    Examples
+    --------
+    >>> check_cost(float("nan"), name="--c-ver")
+    Traceback (most recent call last):
+    ...
+    ValueError: --c-ver must be a finite number >= 0, got nan
+    """
+    arr = _values(value, name)
+    ok = np.isfinite(arr) & (arr >= 0)
+    if not ok.all():
+        raise ValueError(f"{name} must be a finite number >= 0, got {_first_bad(arr, ok)!r}")
+
+
+def check_count(value: Any, *, name: str) -> None:
+    """A count (patches, draws, episodes): an integer >= 1.
+
+    Examples
+    --------
+    >>> check_count(0, name="--max-episodes")
+    Traceback (most recent call last):
+    ...
+    ValueError: --max-episodes must be an integer >= 1, got 0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def check_cost_budget(value: Any, *, name: str = "max_cost") -> None:
+    """A cost budget: a number > 0 (``inf``: no budget).
+
+    Examples
+    --------
+    >>> check_cost_budget(0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_cost must be a number > 0 (inf: no cost budget), got 0.0
+    """
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not (number and float(value) > 0):
+        raise ValueError(f"{name} must be a number > 0 (inf: no cost budget), got {value!r}")
+
+
+def check_beta(value: Any, *, name: str) -> tuple[float, float]:
+    """A starting ``Beta(A, B)`` of a task's pass rate: two finite numbers > 0; returned as floats.
+
+    Examples
+    --------
+    >>> check_beta([2, 6], name="theta0")
+    (2.0, 6.0)
+    >>> check_beta([2, 0], name="task_prior")
+    Traceback (most recent call last):
+    ...
+    ValueError: task_prior must be (A, B), the Beta(A, B) of the task's pass rate: ... > 0, got [2, 0]
+    """
+    try:
+        a, b = value
+        ok = all(not isinstance(x, (bool, str)) and math.isfinite(float(x)) and float(x) > 0 for x in (a, b))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{name} must be (A, B), the Beta(A, B) of the task's pass rate: two finite numbers > 0, "
+            f"got {value!r}"
+        )
+    return float(a), float(b)
+
+
+def inverted_critic_message(name: str, tpr: float, fpr: float) -> str | None:
+    """The warning for a critic with ``tpr < fpr`` (legal, rarely intended), or ``None``.
+
+    Examples
+    --------
+    >>> inverted_critic_message("test", 0.9, 0.2) is None
+    True
+    >>> inverted_critic_message("flaky", 0.2, 0.9)[:44]
+    "critic 'flaky' has tpr 0.2 < fpr 0.9: it pas"
+    """
+    if not tpr < fpr:  # False where unmeasured (NaN)
+        return None
+    return (
+        f"critic {name!r} has tpr {tpr:.3g} < fpr {fpr:.3g}: it passes broken patches more often than "
+        "good ones (an inverted critic: legal, rarely intended; tpr, fpr swapped?)"
+    )
