@@ -73,7 +73,9 @@ def probability(value: Any, *, name: str) -> float:
     ...
     ValueError: belief must be a number in [0, 1], got True
     """
-    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
     if not (number and 0.0 <= float(value) <= 1.0):
         raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)

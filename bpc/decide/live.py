@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -103,7 +102,7 @@ from bpc.decide.controllers import BeliefState, expected_q
 from bpc.decide.factory import Switches, make_controller
 from bpc.decide.kernels.belief import REGENERATE, action_names, make_problem
 from bpc.decide.table import ParameterSamples, SampleCosts
-from bpc.estimate.online import EpisodeRecord, LearningState
+from bpc.estimate.online import EpisodeRecord, LearningState, load_calibration
 from bpc.validation import (
     as_samples,
     check_beta,
@@ -684,7 +683,7 @@ class Controller:
         from bpc.schema import decision_critics, sample_dims, select_cell, thin_draws
 
         bench, gen = _parse_cell(cell)
-        one = cast("xr.Dataset", select_cell(_load_params(source), bench, gen))
+        one = cast("xr.Dataset", select_cell(load_calibration(source), bench, gen))
         if not bool(np.isfinite(one["prior"]).all()):
             raise ValueError(f"cell {bench}/{gen} has no prior (no labelled patches)")
         have = [str(c) for c in one["critic"].values]
@@ -977,39 +976,6 @@ def _parse_cell(cell) -> tuple[str, str]:
     except (TypeError, ValueError):
         raise ValueError(f"cell must be (benchmark, generator), got {cell!r}") from None
     return str(b), str(g)
-
-
-def _load_params(source) -> xr.Dataset:
-    """A parameter Dataset (Laplace or draws) from a file, Dataset or fit DataTree."""
-    import xarray as xr
-
-    if isinstance(source, xr.DataTree):
-        from bpc.estimate.model.fit import posterior_params
-
-        return posterior_params(source)
-    if isinstance(source, xr.Dataset):
-        return source
-    if not isinstance(source, (str, os.PathLike)):
-        raise ValueError(f"parameters must be a .nc path, an xarray Dataset or DataTree, got {type(source)}")
-    from bpc.outputs import read_netcdf
-
-    path = os.fspath(source)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"parameter file {path} does not exist")
-    tree = read_netcdf(path, tree=True)  # a damaged file: one DamagedFileError naming it
-    if "spec" in tree.attrs and ("posterior" in tree.children or "parameters" in tree.children):
-        from bpc.estimate.model.fit import posterior_params
-        from bpc.estimate.model.io import load
-
-        return posterior_params(load(path))
-    ds = tree.to_dataset()
-    missing = [v for v in ("prior", "tpr", "fpr", "p_fix", "p_break") if v not in ds]
-    if missing:
-        raise ValueError(
-            f"{path}: not a parameter file (lacks {', '.join(missing)}); "
-            "expected the output of `bpc estimate --out FILE.nc` or `bpc fit --out FILE.nc`"
-        )
-    return ds
 
 
 @dataclass

@@ -164,6 +164,7 @@ __all__ = [
     "drift_check",
     "labelled_counts",
     "simulate_records",
+    "load_calibration",
 ]
 
 Origin = Literal["first", "fresh", "refine"]
@@ -1071,10 +1072,17 @@ class LearningState:
         **options
             To :meth:`from_params` (``n_particles``, ``seed``, ``iid``, …).
         """
+        import xarray as xr
+
         from bpc.estimate.model.fit import posterior_params
         from bpc.estimate.model.io import load
 
-        dt = posterior if not isinstance(posterior, (str, os.PathLike)) else load(os.fspath(posterior))
+        dt = load(os.fspath(posterior)) if isinstance(posterior, (str, os.PathLike)) else posterior
+        if not isinstance(dt, xr.DataTree) or "posterior" not in dt.children:
+            raise ValueError(
+                f"a new cell's predictive needs a hierarchical fit (bpc fit --out FILE.nc, or its DataTree), "
+                f"got {type(dt).__name__}"
+            )
         params = posterior_params(dt, benchmarks=[benchmark], generators=[generator])
         params.attrs.setdefault("source", "hierarchical")
         return cls.from_params(params, cell=(benchmark, generator), **options)
@@ -1527,6 +1535,54 @@ class LearningState:
         lw = lw - (top + np.log(np.sum(np.exp(lw - top))))
         ref = replace(self, log_weights=lw, records=self.records[:-window])
         return drift_check(ref, recent, **options)
+
+
+def load_calibration(source: Any) -> xr.Dataset:
+    """A cell calibration in bpc's parameter schema from a file, a Dataset or a fit's DataTree.
+
+    Parameters
+    ----------
+    source : str, path-like, xarray.Dataset or xarray.DataTree
+        Laplace estimates (``bpc estimate --out FILE.nc``) or a hierarchical
+        fit (``bpc fit --out FILE.nc``: its ``parameters``, via
+        :func:`bpc.estimate.model.fit.posterior_params`), as a file or in memory.
+
+    Raises
+    ------
+    FileNotFoundError
+    ValueError
+        For anything else, naming the file and what was expected
+        (:class:`bpc.outputs.DamagedFileError` for a damaged file).
+    """
+    import xarray as xr
+
+    if isinstance(source, xr.DataTree):
+        from bpc.estimate.model.fit import posterior_params
+
+        return posterior_params(source)
+    if isinstance(source, xr.Dataset):
+        return source
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"parameters must be a .nc path, an xarray Dataset or DataTree, got {type(source)}")
+    from bpc.outputs import read_netcdf
+
+    path = os.fspath(source)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"parameter file {path} does not exist")
+    tree = read_netcdf(path, tree=True)  # a damaged file: one DamagedFileError naming it
+    if "spec" in tree.attrs and ("posterior" in tree.children or "parameters" in tree.children):
+        from bpc.estimate.model.fit import posterior_params
+        from bpc.estimate.model.io import load
+
+        return posterior_params(load(path))
+    ds = tree.to_dataset()
+    missing = [v for v in ("prior", "tpr", "fpr", "p_fix", "p_break") if v not in ds]
+    if missing:
+        raise ValueError(
+            f"{path}: not a parameter file (lacks {', '.join(missing)}); "
+            "expected the output of `bpc estimate --out FILE.nc` or `bpc fit --out FILE.nc`"
+        )
+    return ds
 
 
 # ---------------------------------------------------------------------------
