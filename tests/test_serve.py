@@ -467,3 +467,107 @@ def test_a_signal_during_a_request_ends_the_loop_after_its_answer(local):
     answers = [strict(line) for line in out.getvalue().splitlines()]
     assert [a["op"] for a in answers] == ["episodes"]  # one answered, the rest left unread
     assert lines.tell() == len(b'{"op": "episodes"}\n')
+
+
+# ---------------------------------------------------------------------------
+# learning (issue 18) and task priors (issue 17)
+# ---------------------------------------------------------------------------
+def finish(s: Serve, eid: str, *moves: dict) -> dict:
+    s.ask({"op": "start", "id": eid})
+    answer = {}
+    for move in moves:
+        answer = s.ask({**move, "id": eid})
+    assert answer["closed"] is True
+    return answer
+
+
+def test_serve_learn_saves_the_calibration_and_a_restart_continues_it(tmp_path):
+    from bpc.estimate.online import LearningState
+
+    learn, episodes = tmp_path / "calibration.nc", tmp_path / "episodes.json"
+    opts = [*ARGS, "--belief-model", "instance", "--kappa", "3", "--learn", "--learn-state", str(learn)]
+    s = Serve(*opts, "--state-file", str(episodes))
+    assert s.ready["learning"] == {"episodes": 0, "state_file": str(learn)}
+    assert s.ask({"op": "drift"})["error"]["type"] == "BadRequest"  # nothing learnt yet
+    finish(s, "a", {"op": "observe", "critic": "test", "passed": True}, {"op": "verified", "passed": True})
+    finish(s, "b", {"op": "observe", "critic": "test", "passed": False}, {"op": "stop"})
+    s.ask({"op": "start", "id": "open"})
+    s.ask({"op": "observe", "id": "open", "critic": "llm", "passed": False})
+    drift = s.ask({"op": "drift", "window": 2})
+    assert drift["ok"] and drift["n_episodes"] == 2 and drift["drift"]["n_episodes"] == 2
+    assert set(drift["drift"]["p_values"]) == {"syn", "test", "llm", "pass_rate"}
+    assert s.ask({"op": "drift", "window": 3})["error"]["type"] == "BadRequest"
+    s.proc.send_signal(signal.SIGTERM)
+    out, err = s.proc.communicate(timeout=30)
+    assert s.proc.returncode == 0 and err == b""
+    assert strict(out.decode().splitlines()[-1])["learn_state"] == str(learn)
+    saved = LearningState.load(learn)
+    assert saved.n_episodes == 2 and [len(r.patches) for r in saved.records] == [1, 1]
+
+    again = Serve(*opts, "--state-file", str(episodes))
+    assert again.ready["learning"]["episodes"] == 2 and again.ready["restored"] == 1
+    finish_open = again.ask({"op": "stop", "id": "open"})  # the resumed episode ends and is learnt
+    assert finish_open["closed"] is True
+    assert again.ask({"op": "drift"})["n_episodes"] == 3
+    assert again.close() == (0, "")
+    assert LearningState.load(learn).n_episodes == 3
+    # a calibration learnt from another start is refused, naming the file
+    other = Serve(*[a if a != "0.3" else "0.35" for a in opts])
+    assert other.ready["ok"] is False and "calibration.nc" in other.ready["error"]["message"]
+    other.close()
+
+
+def test_drift_needs_learning_and_learn_state_needs_learn(server, tmp_path):
+    assert server.ask({"op": "drift"})["error"]["type"] == "NotLearning"
+    s = Serve(*ARGS, "--learn-state", str(tmp_path / "x.nc"))
+    assert s.ready["ok"] is False and "--learn-state needs --learn" in s.ready["error"]["message"]
+    s.close()
+
+
+def test_start_takes_a_task_prior_and_regenerated_a_kind(server):
+    answer = server.ask({"op": "start", "id": "tp", "task_prior": [2, 6], "replace": True})
+    assert answer["ok"] and answer["state"]["belief"] == 0.25 and answer["prior_source"] == "theta0"
+    for bad in ([0, 1], [1], ["1", 2], [1, -1], [[1], 2], True):
+        answer = server.ask({"op": "start", "id": "tp", "task_prior": bad, "replace": True})
+        assert (
+            answer["error"]["type"] == "BadRequest"
+            and "'task_prior' must be (A, B)" in answer["error"]["message"]
+        )
+    answer = server.ask({"op": "start", "id": "tp", "task": "t1", "replace": True})
+    assert "--task-priors" in answer["error"]["message"]
+    server.ask({"op": "start", "id": "tp", "replace": True})
+    answer = server.ask({"op": "regenerated", "id": "tp", "kind": "fresh"})
+    assert answer["ok"] and answer["state"]["belief"] == 0.3
+    assert server.ask({"op": "regenerated", "id": "tp", "kind": 1})["error"]["type"] == "BadRequest"
+
+
+def test_start_with_a_task_reads_the_task_priors_file(tmp_path):
+    import xarray as xr
+    from model_fixtures import tiny_counts
+
+    from bpc.estimate.laplace import laplace
+    from bpc.outputs import write_netcdf
+
+    params = laplace(tiny_counts()).drop_attrs()
+    params["kappa"] = params["prior"] * 0 + 4.0  # κ for the instance belief
+    write_netcdf(params, tmp_path / "params.nc")
+    priors = xr.Dataset(
+        {
+            "A": (("benchmark", "generator", "task"), [[[3.0]]]),
+            "B": (("benchmark", "generator", "task"), [[[1.0]]]),
+            "source": (("benchmark", "generator", "task"), [[["task"]]]),
+        },
+        coords={"benchmark": ["lcb_hard"], "generator": ["gpt5_mini"], "task": ["t1"]},
+    )
+    write_netcdf(priors, tmp_path / "priors.nc")
+    s = Serve(
+        "--params", str(tmp_path / "params.nc"), "--cell", "lcb_hard/gpt5_mini",
+        "--task-priors", str(tmp_path / "priors.nc"),
+    )  # fmt: skip
+    assert s.ready["ok"], s.ready
+    known = s.ask({"op": "start", "id": 1, "task": "t1"})
+    assert known["prior_source"] == "task" and known["state"]["belief"] == 0.75
+    unknown = s.ask({"op": "start", "id": 2, "task": "t9"})
+    assert unknown["prior_source"].startswith("cell:") and unknown["state"]["belief"] != 0.75
+    assert s.ask({"op": "start", "id": 3, "task": 5})["error"]["type"] == "BadRequest"
+    assert s.close() == (0, "")
