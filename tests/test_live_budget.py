@@ -34,7 +34,7 @@ def run_failing_task(ep: Episode, limit: int = 200) -> int:
 
 @pytest.mark.parametrize("belief", ["iid", "instance"])
 @pytest.mark.parametrize("method", ["dp", "exact", "greedy"])
-@pytest.mark.parametrize("mode", ["plugin", "bayes_robust"])
+@pytest.mark.parametrize("mode", ["plugin", "bayes_robust", "thompson"])
 def test_an_always_failing_task_ends_within_the_default_budget(belief, method, mode):
     rng = np.random.default_rng(0)
     S = 1 if mode == "plugin" else 4
