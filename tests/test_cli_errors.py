@@ -76,6 +76,25 @@ CASES: list[tuple[list[str], str]] = [
     # serve (the options are checked before it reads a request; stdout gets a JSON "ready" error too)
     (["serve", "--costs", "fastt", "--prior", "0.3"], "did you mean 'fast'?"),
     (["serve", "--costs", "fast", "--prior", "0.3"], "give at least one --critic"),
+    (
+        [
+            "serve",
+            "--costs",
+            "fast",
+            "--prior",
+            "0.3",
+            "--critic",
+            "test:0.9:0.1",
+            "--learn-state",
+            "{tmp}/c.nc",
+        ],
+        "--learn-state needs --learn",
+    ),
+    (["serve", "--costs", "fast", "--prior", "0.3", "--task-priors", "{tmp}/none.nc"], "does not exist"),
+    (
+        ["solve", "--costs", "fast", "--prior", "0.3", "--critic", "test:0.9:0.1", "--max-patches", "0"],
+        "integer >= 1",
+    ),
     # analyses
     (["analyses", "--out", "{tmp}/file.txt"], "is a file; expected a folder"),
     (["analyses", "delta_tabel", "--out", "{tmp}/o"], "unknown analysis"),
