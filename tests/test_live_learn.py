@@ -94,6 +94,14 @@ def test_a_learning_controller_learns_each_finished_episode_and_replans_between_
     assert ctrl.learner.n_episodes == 3
 
 
+def test_a_learner_must_be_a_state_that_learns_the_controllers_critics():
+    with pytest.raises(ValueError, match="learn must be True, False or a LearningState"):
+        Controller(**NUMBERS, learn="yes")  # type: ignore[arg-type]
+    one = LearningState.from_values(prior=0.4, critics={"test": (0.85, 0.2)}, n_particles=50)
+    with pytest.raises(ValueError, match=r"does not learn critic\(s\) \['llm'\]"):
+        Controller(**NUMBERS, learn=one)
+
+
 @pytest.mark.parametrize("mode", ["bayes_robust", "thompson"])
 def test_the_sampling_modes_act_on_the_learnt_draws(mode):
     from bpc.constants import LIVE_LEARN_DRAWS

@@ -503,13 +503,15 @@ class Controller:
             if message is not None:
                 warnings.warn(message, InvertedCriticWarning, stacklevel=2)
         samples = ParameterSamples(critics=names, **arrays, kappa=kappa_v)
-        self.learner: LearningState | None = None
-        if learn is not False:
-            self.learner = (
-                learn
-                if isinstance(learn, LearningState)
-                else LearningState.from_arrays(**samples.as_dict(), critics=names, kappa=samples.kappa)
-            )
+        if not isinstance(learn, (bool, LearningState)):
+            raise ValueError(f"learn must be True, False or a LearningState, got {learn!r}")
+        self.learner = learn if isinstance(learn, LearningState) else None
+        if learn is True:
+            self.learner = LearningState.from_arrays(**samples.as_dict(), critics=names, kappa=samples.kappa)
+        unlearnt = [c for c, a in zip(names, samples.available.any(axis=0), strict=True) if a]
+        unlearnt = [c for c in unlearnt if self.learner is not None and c not in self.learner.critics]
+        if unlearnt:
+            raise ValueError(f"the learning state does not learn critic(s) {unlearnt} of this controller")
         if mode == "posterior_mean" and S > 1:
             samples, S = samples.mean(), 1
             kappa_v = None if kappa_v is None else samples.kappa
