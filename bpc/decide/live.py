@@ -64,6 +64,20 @@ the critic used and carries no evidence. The ``paper`` replay profile's
 controller is ``belief="iid", regenerate="refine",
 plan_verify_continues=False`` with a budget no smaller than the pool.
 
+Learning and starting points (issues 17 and 18): ``learn=True`` (or a
+:class:`~bpc.estimate.online.LearningState`) makes a controller learn its
+cell's calibration from every episode that ends — the exact likelihood of
+what the episode observed, unverified labels summed out
+(:mod:`bpc.estimate.online`); the history records how each new patch was
+made (``"kind": "fresh" | "refine"``), which that likelihood needs. The next
+episode is planned on the update (:meth:`Controller.current_policy`); a
+running episode keeps the policy it started with. A cell with no data of
+its own starts from the hierarchical fit's predictive
+(:meth:`Controller.for_new_cell`), and a task other generators attempted
+from its own prior (``episode(task=..., task_priors=...)``,
+:mod:`bpc.estimate.crossed`). The rules every number is checked by are
+:mod:`bpc.validation`'s, shared with the command line.
+
 This module imports numpy and the decision kernels only; xarray (for
 parameter files) and ArviZ-stats (for the credible bands) are imported when
 first needed, so ``bpc solve`` stays fast.
@@ -443,11 +457,8 @@ class Controller:
         _check_choice(method, METHODS, "method")
         _check_choice(belief, BELIEFS, "belief model")
         _check_choice(regenerate, REGENERATE_MODES, "regenerate")
-        for flag, value in (
-            ("clip", clip),
-            ("verify_terminal", verify_terminal),
-            ("first_patch_free", first_patch_free),
-        ):
+        flags = {"clip": clip, "verify_terminal": verify_terminal, "first_patch_free": first_patch_free}
+        for flag, value in flags.items():
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{flag} must be True or False, got {value!r}")
         if mode is not None:
@@ -473,16 +484,13 @@ class Controller:
         entries = [_critic_entry(n, critics[n]) for n in names]
         check_kernel_pair(p_fix, p_break)
         cols = {
-            "prior": [as_samples(prior, name="prior")],
-            "tpr": [
-                as_samples(e[0], name=f"tpr of critic {n!r}") for n, e in zip(names, entries, strict=True)
-            ],
-            "fpr": [
-                as_samples(e[1], name=f"fpr of critic {n!r}") for n, e in zip(names, entries, strict=True)
-            ],
-            "p_fix": [as_samples(np.nan if p_fix is None else p_fix, name="p_fix")],
-            "p_break": [as_samples(np.nan if p_break is None else p_break, name="p_break")],
+            rate: [
+                as_samples(e[i], name=f"{rate} of critic {n!r}") for n, e in zip(names, entries, strict=True)
+            ]
+            for i, rate in enumerate(("tpr", "fpr"))
         }
+        for name, value in (("prior", prior), ("p_fix", p_fix), ("p_break", p_break)):
+            cols[name] = [as_samples(np.nan if value is None else value, name=name)]
         sizes = {a.shape[0] for v in cols.values() for a in v} - {1}
         if len(sizes) > 1:
             raise ValueError(f"parameters disagree on the number of samples: {sorted(sizes)}")
@@ -516,10 +524,8 @@ class Controller:
             samples, S = samples.mean(), 1
             kappa_v = None if kappa_v is None else samples.kappa
         available = samples.available
-        costs = np.array([e[2] for e in entries], dtype=np.float64)
-        self.critic_costs = np.where(
-            available.any(axis=0), costs, np.nan
-        )  # an unmeasured critic needs no price
+        # an unmeasured critic needs no price
+        self.critic_costs = np.where(available.any(axis=0), np.array([e[2] for e in entries], float), np.nan)
         self.c_gen, self.c_ver, self.reward = float(c_gen), float(c_ver), float(reward)
         # validate every number once, naming the argument (the kernels' own check)
         filled, sample_costs = samples.with_fresh_sample_kernel(), self._sample_costs(S)
@@ -540,11 +546,7 @@ class Controller:
         self.belief_model: str = belief
         self.method: str = method
         self.horizon, self.grid_size = int(horizon), int(grid_size)
-        self.clip, self.verify_terminal, self.first_patch_free = (
-            bool(clip),
-            bool(verify_terminal),
-            bool(first_patch_free),
-        )
+        self.clip, self.verify_terminal, self.first_patch_free = (bool(v) for v in flags.values())
         self.kappa = kappa_v
         self.max_patches, self.max_cost = int(max_patches), float(max_cost)
         self.policy_name = str(policy)
