@@ -376,6 +376,22 @@ live = [
         "pd.DataFrame(table)"
     ),
     new_markdown_cell(
+        "## Learning from its own episodes\n\n"
+        "With `learn=True` the controller updates its cell's calibration after every episode that ends "
+        "— by the exact likelihood of everything the episode observed, so the critic verdicts of patches "
+        "nobody verified count too — and plans the next episode on the update (a running episode keeps "
+        "its plan). Here it replays the cell's recorded tasks in order, starting from the Laplace "
+        "estimates; `ctrl.learner` is the calibration it has learnt (`bpc.estimate.online.LearningState`: "
+        "save it, check it for drift)."
+    ),
+    new_code_cell(
+        "learning = Controller.from_params(params, cell=CELL, learn=True)\n"
+        "utilities = [drive(learning, i) for i in range(pool.n_instances)]\n"
+        "state = learning.learner\n"
+        'print(f"learnt from {state.n_episodes} episodes, mean utility {np.mean(utilities):.2f}")\n'
+        "state.summary()"
+    ),
+    new_markdown_cell(
         "## From the command line\n\n"
         "`bpc solve` replays an episode so far (`--history`) and prints the decision as JSON; `bpc serve` "
         "keeps a process up and answers JSON lines, for harnesses not written in Python."
