@@ -404,7 +404,7 @@ def test_from_params_point_values_use_a_weak_prior():
 def test_from_values_validation():
     with pytest.raises(ValueError, match="tpr\\[t\\]"):
         LearningState.from_values(prior=0.4, critics={"t": (1.2, 0.2)})
-    with pytest.raises(ValueError, match="both p_fix and p_break"):
+    with pytest.raises(ValueError, match="p_fix without p_break"):
         LearningState.from_values(prior=0.4, critics={"t": (0.9, 0.2)}, p_fix=0.3)
     with pytest.raises(ValueError, match="kappa"):
         LearningState.from_values(prior=0.4, critics={"t": (0.9, 0.2)}, kappa=-1.0)

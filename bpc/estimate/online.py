@@ -144,6 +144,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from bpc.constants import CI_KIND, CI_PROB, DEFAULT_SEED
+from bpc.validation import check_kappa, check_kernel_pair
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -776,8 +777,7 @@ class LearningState:
         """
         if not critics:
             raise ValueError("need at least one critic: {name: (tpr, fpr)}")
-        if (p_fix is None) != (p_break is None):
-            raise ValueError("give both p_fix and p_break, or neither")
+        check_kernel_pair(p_fix, p_break)
         if not (math.isfinite(sd) and sd > 0):
             raise ValueError(f"sd must be positive, got {sd!r}")
         values = {"prior": prior}
@@ -791,9 +791,9 @@ class LearningState:
         for name, v in values.items():
             if not (isinstance(v, (int, float, np.floating)) and 0.0 < float(v) < 1.0):
                 raise ValueError(f"{name} must be a number in (0, 1), got {v!r}")
+        if kappa is not None:
+            check_kappa(kappa)
         iid = kappa is None or math.isinf(kappa)
-        if not iid and not (kappa is not None and kappa > 0):
-            raise ValueError(f"kappa must be positive or inf, got {kappa!r}")
         crit = tuple(str(c) for c in critics)
         names = cls.layout(crit, iid=iid, kernel=p_fix is not None)
         mean = []
@@ -872,8 +872,8 @@ class LearningState:
         crit = tuple(critics[k] for k in keep)
         kap = None if kappa is None else np.asarray(kappa, dtype=float).reshape(-1)
         iid = kap is None or bool(np.all(np.isinf(kap)))
-        if not iid and kap is not None and (np.any(~np.isfinite(kap)) or np.any(kap <= 0)):
-            raise ValueError("kappa draws must all be finite and positive (or all inf for the i.i.d. model)")
+        if not iid:  # finite draws; inf only as the i.i.d. model, for every draw
+            check_kappa(kap, name="kappa draws", allow_inf=False)
         kernel = p_fix is not None and p_break is not None
         if kernel:
             pf = np.asarray(p_fix, dtype=float).reshape(-1)
