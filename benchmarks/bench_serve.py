@@ -40,7 +40,7 @@ N_REQUESTS = 10_000
 ARGS = [
     "--prior", "0.3", "--critic", "syn:0.99:0.97:1", "--critic", "test:0.95:0.2:2", "--critic",
     "llm:0.7:0.4:5", "--p-fix", "0.15", "--p-break", "0.05", "--c-gen", "10", "--c-ver", "90",
-    "--reward", "100",
+    "--reward", "100", "--max-patches", "100", "--max-cost", "inf",  # the stream never ends an episode
 ]  # fmt: skip
 CYCLE = [
     {"op": "decide"},
