@@ -141,7 +141,7 @@ __all__ = [
     "Episode",
 ]
 
-Mode = Literal["plugin", "posterior_mean", "bayes_robust"]
+Mode = Literal["plugin", "posterior_mean", "bayes_robust", "thompson"]
 Method = Literal["dp", "exact", "greedy"]
 BeliefModel = Literal["iid", "instance"]
 
@@ -320,9 +320,9 @@ class Controller:
         (``p_fix = π``, ``p_break = 1 − π``); one without the other is an error.
     c_gen, c_ver, reward : float
         Cost of a (re)generation and of verification; reward of a verified pass.
-    mode : {"plugin", "posterior_mean", "bayes_robust"}, optional
+    mode : {"plugin", "posterior_mean", "bayes_robust", "thompson"}, optional
         How parameter samples enter a decision; default ``plugin`` for one
-        sample, ``bayes_robust`` for several.
+        sample, ``bayes_robust`` for several (``thompson``: one draw per episode).
     belief : {"iid", "instance"}
         Belief model: patches independent given the cell (the paper's; the
         default from explicit numbers, which may not know κ), or patches of
@@ -373,6 +373,13 @@ class Controller:
         ``"bayesian_dp"`` (the planner of ``method``) or a baseline
         (``always_verify``, ``best_of_3``, ``gate_<critic>``, ``fixed_pipeline``,
         ``stop``, ``verify_first``; :mod:`bpc.decide.baselines`).
+    learn : bool or LearningState
+        Learn the cell's calibration from every episode that ends
+        (:meth:`learn`, :mod:`bpc.estimate.online`) and plan each new episode
+        on it (:meth:`current_policy`): ``True`` starts the learner from these
+        numbers (a weak logit-normal prior around one sample, the draws
+        themselves for several), a :class:`~bpc.estimate.online.LearningState`
+        continues that one (it must learn every measured critic). Default off.
 
     Attributes
     ----------
@@ -386,6 +393,8 @@ class Controller:
         ``(K,)`` cost of each critic (``NaN`` for one the cell never measured).
     cell : (str, str) or None
         ``(benchmark, generator)`` when built by :meth:`from_params`.
+    learner : LearningState or None
+        The calibration learnt so far (``None`` unless ``learn``).
 
     Raises
     ------
