@@ -563,6 +563,8 @@ class Server:
         learner = self.controller.learner
         if learner is None:
             raise RequestError("NotLearning", "op 'drift' needs a learning server: start it with --learn")
+        if learner.n_episodes == 0:
+            raise RequestError("BadRequest", "no episode has ended yet: there is nothing to check for drift")
         window = request.get("window", min(DRIFT_WINDOW, learner.n_episodes))
         if isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= learner.n_episodes:
             raise RequestError(
