@@ -1378,7 +1378,9 @@ class Episode:
 
         :meth:`from_dict` rebuilds the episode by replaying the moves under the
         same controller (checked by its :meth:`Controller.fingerprint`), so the
-        restored beliefs are bit-identical.
+        restored beliefs are bit-identical — under a learning controller, as
+        long as it has not re-planned since; after a re-plan the moves replay
+        under its current plan.
         """
         return {
             "version": STATE_VERSION,
