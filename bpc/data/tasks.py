@@ -40,6 +40,8 @@ __all__ = [
     "MIN_GENERATORS_TO_FLAG",
     "never_passing_tasks",
     "task_report",
+    "flagged_tasks",
+    "exclude_tasks",
     "shared_solutions",
     "empty_patches",
     "task_choices",
@@ -161,6 +163,66 @@ def task_report(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) ->
             }
         )
     return pd.DataFrame(rows)
+
+
+def flagged_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) -> pd.DataFrame:
+    """The tasks :func:`task_report` flags (:data:`FLAG`): nothing passes on them for any generator.
+
+    The never-passing tasks (:func:`never_passing_tasks`) of the benchmarks where at least
+    :data:`MIN_GENERATORS_TO_FLAG` generators attempted them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark``, ``task`` (one row per flagged task, sorted).
+
+    Examples
+    --------
+    >>> from bpc.data.counts import counts_from_records
+    >>> rec = pd.DataFrame({"benchmark": "b", "generator": ["g1", "g1", "g2", "g2"],
+    ...                     "instance_id": ["t1", "t2", "t1", "t2"], "patch_id": 0, "Y": [0, 1, 0, 0]})
+    >>> flagged_tasks(counts_from_records(rec)).to_dict("records")
+    [{'benchmark': 'b', 'task': 't1'}]
+    >>> flagged_tasks(counts_from_records(rec[rec["generator"] == "g2"])).empty  # one generator: not flagged
+    True
+    """
+    report = task_report(counts, critics=critics)
+    rows = [
+        (str(r["benchmark"]), str(t)) for r in report.to_dict("records") if r["flag"] for t in r["tasks"]
+    ]
+    return pd.DataFrame(sorted(rows), columns=["benchmark", "task"])
+
+
+def exclude_tasks(records: pd.DataFrame, tasks: pd.DataFrame) -> pd.DataFrame:
+    """``records`` without the rows of the given (benchmark, task) pairs (e.g. :func:`flagged_tasks`).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records (``benchmark``, ``instance_id``, …) or per-task trajectories.
+    tasks : pandas.DataFrame
+        ``benchmark`` and ``task`` columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The other rows, index reset; ``attrs`` kept.
+
+    Examples
+    --------
+    >>> rec = pd.DataFrame({"benchmark": ["b", "b", "c"], "instance_id": ["t1", "t2", "t1"]})
+    >>> exclude_tasks(rec, pd.DataFrame({"benchmark": ["b"], "task": ["t1"]}))["instance_id"].tolist()
+    ['t2', 't1']
+    """
+    missing = [c for c in ("benchmark", "task") if c not in tasks.columns]
+    if missing:
+        raise ValueError(f"exclude_tasks: the task list lacks column(s) {missing}")
+    drop = set(zip(tasks["benchmark"].astype(str), tasks["task"].astype(str), strict=True))
+    keys = zip(records["benchmark"].astype(str), records["instance_id"].astype(str), strict=True)
+    keep = np.fromiter((k not in drop for k in keys), dtype=bool, count=len(records))
+    out = records[keep].reset_index(drop=True)
+    out.attrs.update(records.attrs)
+    return out
 
 
 def shared_solutions(counts: xr.Dataset) -> pd.DataFrame:

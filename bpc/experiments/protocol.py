@@ -59,11 +59,12 @@ from bpc.constants import (
     CROSSFIT_SEEDS,
     DIM_BENCHMARK,
     DIM_GENERATOR,
+    DIM_TASK,
 )
 from bpc.costs import CostSpec
 from bpc.data.splits import Split, fold_split, split_counts, task_folds
 from bpc.replay.bootstrap import task_bootstrap
-from bpc.schema import COUNT_VARS
+from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts
 
 if TYPE_CHECKING:
     from bpc.replay.profiles import Profile
@@ -110,8 +111,9 @@ DELTA_COLUMNS: tuple[str, ...] = (
 )
 """Columns of :func:`delta_table`."""
 
-SIMPLE_BASELINES: tuple[str, ...] = ("stop", "verify_first", "always_verify", "best_of_3")
-"""The simple baselines :data:`BEST_SIMPLE` chooses among, with every ``gate_<critic>`` present."""
+SIMPLE_BASELINES: tuple[str, ...] = ("stop", "verify_first", "always_verify", "fixed_pipeline", "best_of_3")
+"""The simple baselines :data:`BEST_SIMPLE` chooses among, with every ``gate_<critic>`` present
+(:func:`simple_baselines` gives the order)."""
 
 BEST_SIMPLE = "best_simple"
 """Policy name of the best simple baseline chosen on the training tasks (:func:`with_best_baseline`)."""
@@ -214,6 +216,7 @@ def training_counts(
     if table_cells not in ("drop", "keep"):
         raise ValueError(f"training_counts: table_cells must be 'drop' or 'keep', got {table_cells!r}")
     counts = split_counts(records, split, trajectories=trajectories, base=base, keep_base_kernels=False)
+    counts = _mask_scored_tasks(counts, split)
     if base is None or table_cells == "keep":
         return counts
     scored = {b for b, _ in split.cells}
@@ -226,6 +229,30 @@ def training_counts(
                 sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
                 for var in COUNT_VARS:
                     counts[var].loc[sel] = np.nan
+    return counts
+
+
+def _mask_scored_tasks(counts: xr.Dataset, split: Split) -> xr.Dataset:
+    """Per-task counts of a scored task are ``NaN`` for every generator of its benchmark.
+
+    The split's own cells carry their training tasks only (:func:`bpc.data.splits.split_counts`);
+    this also clears any other cell of the benchmark (a base cell the split left out), so no
+    generator's record of a scored task reaches the training side.
+    """
+    if not has_task_counts(counts):
+        return counts
+    scored: dict[str, set[str]] = {}
+    for (b, _g), ids in split.eval.items():
+        scored.setdefault(str(b), set()).update(map(str, ids))
+    tasks = counts[DIM_TASK].values.astype(str)
+    for b, ids in scored.items():
+        if b not in counts[DIM_BENCHMARK].values:
+            continue
+        hit = np.isin(tasks, sorted(ids))
+        if not hit.any():
+            continue
+        for var in TASK_COUNT_VARS:
+            counts[var].loc[{DIM_BENCHMARK: b, DIM_TASK: tasks[hit]}] = np.nan
     return counts
 
 
@@ -381,10 +408,15 @@ def replay_evaluator(
     policies: Sequence[str] | None = None,
     belief: str | None = None,
     fit: Callable[[xr.Dataset], xr.Dataset] | None = None,
+    starts: Sequence[str] = ("cell",),
+    task_critic: str = "test",
 ) -> Evaluator:
     """The default evaluator: parameters fitted on the training counts, the replay engine on the scored tasks.
 
     This function is the protocol's one coupling to :mod:`bpc.replay.engine`.
+    Each cell replays :func:`bpc.replay.engine.cell_policies` of the profile
+    (under ``bpc``: ``stop``, ``verify_first``, a gate per critic of the cell,
+    ``fixed_pipeline``, …) or the given ``policies``.
 
     Parameters
     ----------
@@ -393,44 +425,90 @@ def replay_evaluator(
     profile : str or Profile
         Replay profile (default ``"bpc"``).
     policies : sequence of str, optional
-        Policy names the engine knows (default the profile's).
+        Policy names the engine knows (default the profile's, per cell).
     belief : {"iid", "instance"}, optional
         Belief of the Bayesian controllers (default the profile's).
     fit : callable, optional
         Counts → parameters (default :func:`bpc.estimate.laplace.laplace`).
+    starts : sequence of str
+        Starting beliefs of the Bayesian controllers (:data:`bpc.experiments.task_eval.STARTS`):
+        ``"cell"`` (the cell prior), ``"oracle"`` / ``"critic"`` (the per-task prior from the
+        other generators' oracle outcomes / ``task_critic`` verdicts on the scored task,
+        crossed model fitted on the training counts, :func:`bpc.experiments.task_eval.fold_task_priors`).
+        The first start's rows carry the policy's name, every other start's ``policy@start``.
+    task_critic : str
+        The critic of the ``"critic"`` start.
 
     Returns
     -------
     Evaluator
+        Rows also carry ``passed``, ``cost``, ``start`` (the Bayesian rows' start, ``""`` for
+        the others), ``prior_source`` (``"task"`` or ``"cell"``: the starting belief a task
+        actually got; a task no other generator attempted falls back to the cell prior) and
+        ``prior_unconverged`` (the benchmarks whose empirical-Bayes crossed fit of the fold did
+        not report convergence).
     """
+    from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
-    from bpc.replay.engine import cell_pool, replay_pool
+    from bpc.experiments.task_eval import CELL, check_starts, fold_task_priors, start_label, task_starts
+    from bpc.replay.engine import cell_pool, cell_policies, replay_pool
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
     prof = get_profile(profile)
-    pols = tuple(policies) if policies is not None else prof.policies
     cost_for = cost_resolver(costs)
+    starts = check_starts(starts)
     if fit is None:
         from bpc.estimate.laplace import laplace as fit
 
     def evaluate(fold: FoldData) -> pd.DataFrame:
         params = fit(fold.train_counts)
+        priors = {
+            s: fold_task_priors(fold, kind=s, critic=task_critic, params=params) for s in starts if s != CELL
+        }
         frames = []
         for b, g in fold.cells:
             pool = cell_pool(select_cell(fold.test_records, b, g), prof)
             traj = None if fold.test_trajectories is None else select_cell(fold.test_trajectories, b, g)
-            ds = replay_pool(
-                pool,
-                pols,
-                cost_for(b),
-                profile=prof,
-                trajectories=traj,
-                params=select_cell(params, b, g),
-                belief=belief,
-            )
-            tidy = ds[["utility", "passed", "cost"]].to_dataframe().reset_index()
-            frames.append(tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g))
+            cell_params = select_cell(params, b, g)
+            pols = cell_policies(prof, pool.critics, policies)
+            bayes = [p for p in pols if p in BAYESIAN_POLICIES]
+            first_cell = starts[0] == CELL
+            main = [p for p in pols if first_cell or p not in bayes]
+            runs = [(main, None, CELL if first_cell else "", np.full(pool.n_instances, CELL, dtype=object), "")]
+            for i, start in enumerate(starts):
+                if not bayes or (i == 0 and first_cell):
+                    continue
+                labels = {start_label(p, start, first=i == 0): p for p in bayes}
+                if start == CELL:
+                    runs.append((labels, None, CELL, np.full(pool.n_instances, CELL, dtype=object), ""))
+                    continue
+                prior = priors[start]
+                a, bb, source = task_starts(
+                    prior, cell_params, benchmark=b, generator=g, tasks=pool.instance_ids
+                )
+                unconverged = "" if prior is None else str(prior.attrs.get("unconverged", ""))
+                runs.append((labels, (a, bb), start, source, unconverged))
+            for items, theta0, start, source, unconverged in runs:
+                ds = replay_pool(
+                    pool,
+                    items,
+                    cost_for(b),
+                    profile=prof,
+                    trajectories=traj,
+                    params=cell_params,
+                    belief=belief,
+                    theta0=theta0,
+                )
+                tidy = ds[["utility", "passed", "cost"]].to_dataframe().reset_index()
+                src = pd.Series(source, index=np.asarray(pool.instance_ids, dtype=str))
+                is_bayes = tidy["policy"].map(lambda p: p.split("@", 1)[0] in BAYESIAN_POLICIES)
+                tidy["start"] = np.where(is_bayes, start, "")
+                tidy["prior_source"] = np.where(is_bayes, tidy["instance"].map(src).astype(object), "")
+                tidy["prior_unconverged"] = np.where(is_bayes, unconverged, "")
+                frames.append(
+                    tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g)
+                )
         return pd.concat(frames, ignore_index=True)
 
     return evaluate
@@ -491,19 +569,19 @@ def engine_controllers(
 def simple_baselines(policies: Sequence[str]) -> list[str]:
     """The simple baselines among ``policies``, in tie-break order.
 
-    :data:`SIMPLE_BASELINES` first (``stop``, ``verify_first``,
-    ``always_verify``), then every ``gate_<critic>`` (sorted), then
-    ``best_of_3``.
+    ``stop``, ``verify_first``, ``always_verify``, then every
+    ``gate_<critic>`` (sorted), then ``fixed_pipeline`` and ``best_of_3``
+    (:data:`SIMPLE_BASELINES`): on a tie the simpler policy is chosen.
 
     Examples
     --------
-    >>> simple_baselines(["bayesian_dp", "best_of_3", "gate_test", "always_verify"])
-    ['always_verify', 'gate_test', 'best_of_3']
+    >>> simple_baselines(["bayesian_dp", "best_of_3", "gate_test", "always_verify", "fixed_pipeline"])
+    ['always_verify', 'gate_test', 'fixed_pipeline', 'best_of_3']
     """
     have = set(map(str, policies))
-    head = [p for p in SIMPLE_BASELINES[:-1] if p in have]
+    head = [p for p in SIMPLE_BASELINES[:3] if p in have]
     gates = sorted(p for p in have if p.startswith("gate_"))
-    tail = [p for p in SIMPLE_BASELINES[-1:] if p in have]
+    tail = [p for p in SIMPLE_BASELINES[3:] if p in have]
     return head + gates + tail
 
 

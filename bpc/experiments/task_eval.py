@@ -1,0 +1,391 @@
+"""The per-task prior in the evaluation protocol: each scored task's starting belief, from training folds only.
+
+The instance belief of a Bayesian controller starts every task of a cell at the cell's
+``Beta(π κ, (1 − π) κ)`` (the *cell prior*). Several generators often attempt the same
+tasks, and a task one of them fails the others tend to fail too; the *task prior*
+(:func:`bpc.estimate.crossed.task_prior`) starts task t of generator g from what the
+*other* generators of the benchmark did on t, through the crossed task × generator model.
+
+Inside the protocol (:mod:`bpc.experiments.protocol`) a fold's task prior is built from
+two things only:
+
+* the crossed model's empirical-Bayes parameters (:func:`bpc.estimate.crossed.fit_crossed_eb`)
+  fitted on the fold's **training counts** (:attr:`FoldData.train_counts`: no generator's
+  record of a scored task);
+* the **evidence** on the scored tasks: what the other generators did there — their oracle
+  outcomes (``"oracle"``), or only one critic's verdicts on their patches (``"critic"``,
+  labels unknown, the critic's tpr / fpr from the training counts). The target generator's
+  own outcomes on a scored task never enter its prior (leave one generator out:
+  :func:`bpc.estimate.crossed.task_beta` drops them).
+
+A task no other generator attempted, or a benchmark the crossed model does not cover (one
+generator), starts from the cell prior: :func:`task_starts` says which (``source``).
+
+A *start* names a starting belief (:data:`STARTS`): ``"cell"``, or the task prior from
+``"oracle"`` or ``"critic"`` evidence. :func:`bpc.experiments.protocol.replay_evaluator`
+replays its Bayesian controllers from every start it is given (the first under the
+policy's own name, the others as ``policy@start``, :func:`start_label`), and
+:func:`prior_gain_table` turns the utilities into the task-minus-cell Δ per cell and
+pooled over a benchmark's generators, with task-clustered intervals.
+
+Examples
+--------
+>>> from bpc.data.simulate import simulate_panel
+>>> from bpc.experiments.protocol import cross_fit, replay_evaluator
+>>> panel = simulate_panel(2, benchmarks=["lcb_hard"], generators=["haiku45", "qwen3_coder"])
+>>> ev = replay_evaluator("fast", policies=["always_verify", "bayesian_dp"], starts=("cell", "oracle"))
+>>> u = cross_fit(panel.records, ev, seeds=[0], n_folds=3)
+>>> sorted(u["policy"].unique())
+['always_verify', 'bayesian_dp', 'bayesian_dp@oracle']
+>>> g = prior_gain_table(u, B=200)
+>>> g[["benchmark", "generator", "start"]].drop_duplicates().shape[0]
+3
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
+from bpc.estimate.crossed import EVIDENCE_KINDS
+from bpc.replay.bootstrap import task_bootstrap
+
+if TYPE_CHECKING:
+    from bpc.experiments.protocol import FoldData
+
+__all__ = [
+    "STARTS",
+    "CELL",
+    "POOLED",
+    "START_SEP",
+    "GAIN_COLUMNS",
+    "check_starts",
+    "start_label",
+    "fold_task_priors",
+    "cell_start",
+    "task_starts",
+    "prior_gain_table",
+]
+
+CELL = "cell"
+"""The start from the cell prior (what the instance belief does without a task prior)."""
+
+STARTS: tuple[str, ...] = (CELL, *EVIDENCE_KINDS)
+"""Starting beliefs: the cell prior, or the task prior from the other generators' oracle
+outcomes (``"oracle"``) or from one critic's verdicts on their patches (``"critic"``)."""
+
+START_SEP = "@"
+"""Separates a policy from its start in a policy label (``bayesian_dp@oracle``)."""
+
+POOLED = "pooled"
+"""``generator`` of :func:`prior_gain_table`'s rows pooled over a benchmark's generators."""
+
+GAIN_COLUMNS: tuple[str, ...] = (
+    "benchmark",
+    "generator",
+    "policy",
+    "start",
+    "reference",
+    "delta",
+    "ci_lo",
+    "ci_hi",
+    "n_tasks",
+    "n_pairs",
+    "n_seeds",
+    "n_fallback",
+    "prob",
+)
+"""Columns of :func:`prior_gain_table`."""
+
+
+def check_starts(starts: Sequence[str]) -> tuple[str, ...]:
+    """Checked, de-duplicated starts (:data:`STARTS`), order kept.
+
+    Raises
+    ------
+    ValueError
+        For an unknown start or none.
+
+    Examples
+    --------
+    >>> check_starts(["oracle", "cell", "oracle"])
+    ('oracle', 'cell')
+    """
+    out = tuple(dict.fromkeys(str(s) for s in starts))
+    bad = [s for s in out if s not in STARTS]
+    if bad or not out:
+        raise ValueError(f"starts must be some of {STARTS}, got {list(starts)!r}")
+    return out
+
+
+def start_label(policy: str, start: str, *, first: bool) -> str:
+    """The policy label of a Bayesian policy from a start: its own name for the first start.
+
+    Examples
+    --------
+    >>> start_label("bayesian_dp", "cell", first=True), start_label("bayesian_dp", "oracle", first=False)
+    ('bayesian_dp', 'bayesian_dp@oracle')
+    """
+    return str(policy) if first else f"{policy}{START_SEP}{start}"
+
+
+def fold_task_priors(
+    fold: FoldData, *, kind: str, critic: str = "test", params: xr.Dataset | None = None
+) -> xr.Dataset | None:
+    """The task priors of a fold's scored tasks: crossed fit on training counts, evidence on scored tasks.
+
+    Parameters
+    ----------
+    fold : FoldData
+        One fold of the protocol.
+    kind : {"oracle", "critic"}
+        Evidence (:func:`bpc.estimate.crossed.task_prior`).
+    critic : str
+        The critic of ``kind="critic"``.
+    params : xarray.Dataset, optional
+        Parameters fitted on the training counts, for the critic's tpr / fpr (default
+        Laplace on :attr:`FoldData.train_counts`).
+
+    Returns
+    -------
+    xarray.Dataset or None
+        :func:`bpc.estimate.crossed.task_prior` over the scored tasks (``A``, ``B``,
+        ``source``), attrs ``converged`` (the benchmarks whose empirical-Bayes fit did not
+        report convergence, comma-separated, ``""`` if none); ``None`` when no benchmark
+        of the training counts is crossed (fewer than two generators sharing tasks) or the
+        critic gave no verdicts there.
+    """
+    from bpc.data.counts import counts_from_records
+    from bpc.estimate.crossed import crossed_layout, fit_crossed_eb, task_prior
+    from bpc.schema import has_task_counts
+
+    if kind not in EVIDENCE_KINDS:
+        raise ValueError(f"fold_task_priors: kind must be one of {EVIDENCE_KINDS}, got {kind!r}")
+    train = fold.train_counts
+    if not has_task_counts(train) or not crossed_layout(train):
+        return None
+    evidence = counts_from_records(fold.test_records)
+    if not has_task_counts(evidence):
+        return None
+    crossed = fit_crossed_eb(train)
+    if kind == "critic":
+        if critic not in [str(c) for c in evidence["critic"].values]:
+            return None
+        if params is None:
+            from bpc.estimate.laplace import laplace
+
+            params = laplace(train)
+    try:
+        priors = task_prior(crossed, evidence, kind=kind, critic=critic, params=params)
+    except ValueError as err:  # no crossed benchmark has scored tasks in this fold
+        if "no crossed benchmark" in str(err):
+            return None
+        raise
+    fitted = np.isfinite(crossed["task_sigma"].values)
+    failed = crossed["benchmark"].values[fitted & ~crossed["converged"].values.astype(bool)]
+    priors.attrs["unconverged"] = ",".join(map(str, failed))
+    return priors
+
+
+def cell_start(params_cell: xr.Dataset) -> tuple[float, float]:
+    """The cell prior ``(π κ, (1 − π) κ)`` of one cell's parameters (one cell; draws averaged).
+
+    Examples
+    --------
+    >>> cell_start(xr.Dataset({"prior": 0.25, "kappa": 4.0}))
+    (1.0, 3.0)
+    """
+    pi = np.asarray(params_cell["prior"].values, dtype=np.float64)
+    kappa = np.asarray(params_cell["kappa"].values, dtype=np.float64)
+    if pi.size == 0 or kappa.size == 0:
+        raise ValueError("cell_start: the cell's parameters hold no prior / kappa")
+    pi_v, kappa_v = float(pi.mean()), float(kappa.mean())
+    return pi_v * kappa_v, (1.0 - pi_v) * kappa_v
+
+
+def task_starts(
+    priors: xr.Dataset | None,
+    params_cell: xr.Dataset,
+    *,
+    benchmark: str,
+    generator: str,
+    tasks: Sequence[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task of one cell: the starting ``(A, B)`` and where it came from.
+
+    The task prior of :func:`fold_task_priors` where another generator informed it, else the
+    cell prior (:func:`cell_start`) — :func:`bpc.estimate.crossed.start_beta`'s rule.
+
+    Returns
+    -------
+    A, B : numpy.ndarray
+        ``(len(tasks),)``.
+    source : numpy.ndarray
+        ``"task"`` or ``"cell"`` per task.
+
+    Examples
+    --------
+    >>> priors = xr.Dataset({"A": (("benchmark", "generator", "task"), [[[2.0]]]),
+    ...                      "B": (("benchmark", "generator", "task"), [[[6.0]]]),
+    ...                      "source": (("benchmark", "generator", "task"), [[["task"]]])},
+    ...                     coords={"benchmark": ["b"], "generator": ["g"], "task": ["t1"]})
+    >>> a, b, src = task_starts(priors, xr.Dataset({"prior": 0.5, "kappa": 2.0}),
+    ...                         benchmark="b", generator="g", tasks=["t1", "t2"])
+    >>> a.tolist(), b.tolist(), src.tolist()
+    ([2.0, 1.0], [6.0, 1.0], ['task', 'cell'])
+    """
+    from bpc.estimate.crossed import start_beta
+
+    cell = cell_start(params_cell)
+    n = len(tasks)
+    A, B = np.full(n, cell[0]), np.full(n, cell[1])
+    source = np.full(n, CELL, dtype=object)
+    if priors is None:
+        return A, B, source
+    for i, t in enumerate(tasks):
+        a, b, src = start_beta(priors, benchmark=benchmark, generator=generator, task=str(t), cell=cell)
+        if src == "task":
+            A[i], B[i], source[i] = a, b, "task"
+    return A, B, source
+
+
+def prior_gain_table(
+    utilities: pd.DataFrame,
+    *,
+    policies: Sequence[str] | None = None,
+    reference: str = CELL,
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = CI_PROB,
+) -> pd.DataFrame:
+    """Held-out utility of each Bayesian policy from each start minus from ``reference``, per task.
+
+    Per cell and pooled over a benchmark's generators (``generator = "pooled"``: the mean
+    over (task, generator) pairs; a task's generators are resampled together). A task's
+    utility is first averaged over the cross-fitting seeds; the interval is the task-clustered
+    bootstrap (:func:`bpc.replay.bootstrap.task_bootstrap`).
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        :func:`bpc.experiments.protocol.cross_fit` output of an evaluator with several starts
+        (policy labels ``name`` and ``name@start``, :func:`start_label`; a ``start`` column
+        names each row's start, and ``prior_source`` the start actually used per task).
+    policies : sequence of str, optional
+        Base policy names (default every policy that has a ``name@start`` label).
+    reference : str
+        The start compared against (default the cell prior).
+    B, seed, prob
+        Bootstrap settings.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`GAIN_COLUMNS`; ``n_pairs`` (task, generator) pairs, ``n_fallback`` of
+        them started from the cell prior under the compared start (no other generator
+        attempted the task).
+
+    Raises
+    ------
+    ValueError
+        Without the ``start`` column, or when no policy has both starts.
+    """
+    from bpc.experiments.protocol import task_means
+
+    if "start" not in utilities.columns:
+        raise ValueError("prior_gain_table: the utilities carry no 'start' column (an evaluator with starts)")
+    bayes = utilities[utilities["start"].astype(str) != ""].copy()
+    bayes["base"] = bayes["policy"].str.split(START_SEP, n=1).str[0]
+    bases = sorted(bayes["base"].unique()) if policies is None else list(policies)
+    rows = []
+    keys = ["benchmark", "generator", "instance_id"]
+    for base in bases:
+        mine = bayes[bayes["base"] == base]
+        ref = mine[mine["start"] == reference]
+        if ref.empty:
+            continue
+        ref_m = task_means(ref.assign(policy="ref")).set_index(keys)
+        for start in sorted(set(mine["start"]) - {reference}):
+            cur = mine[mine["start"] == start]
+            cur_m = task_means(cur.assign(policy="cur")).set_index(keys)
+            fallback = (
+                cur.assign(fb=(cur["prior_source"] == CELL).astype(float))
+                .groupby(keys)["fb"]
+                .max()
+                .rename("fallback")
+            )
+            diff = pd.concat(
+                [
+                    (cur_m["utility"] - ref_m["utility"]).rename("diff"),
+                    cur_m["n_seeds"].rename("n_seeds"),
+                    fallback,
+                ],
+                axis=1,
+                join="inner",
+            ).reset_index()
+            diff = diff[np.isfinite(diff["diff"].to_numpy(dtype=np.float64))]
+            if diff.empty:
+                continue
+            cells = task_bootstrap(diff, value="diff", B=B, seed=seed, prob=prob)
+            agg = diff.groupby(["benchmark", "generator"]).agg(
+                n_pairs=("diff", "size"), n_seeds=("n_seeds", "min"), n_fallback=("fallback", "sum")
+            )
+            cells = cells.merge(agg.reset_index(), on=["benchmark", "generator"])
+            # the pooled mean is over (task, generator) pairs: a task weighs by its generators
+            pooled = _pooled(diff, B=B, seed=seed, prob=prob)
+            for frame, gen in ((cells, None), (pooled, POOLED)):
+                for r in frame.to_dict("records"):
+                    rows.append(
+                        {
+                            "benchmark": r["benchmark"],
+                            "generator": r["generator"] if gen is None else gen,
+                            "policy": base,
+                            "start": start,
+                            "reference": reference,
+                            "delta": r["estimate"],
+                            "ci_lo": r["ci_lo"],
+                            "ci_hi": r["ci_hi"],
+                            "n_tasks": int(r["n_tasks"]),
+                            "n_pairs": int(r["n_pairs"]),
+                            "n_seeds": int(r["n_seeds"]),
+                            "n_fallback": int(r["n_fallback"]),
+                            "prob": float(prob),
+                        }
+                    )
+    if not rows:
+        raise ValueError(f"prior_gain_table: no policy has both the {reference!r} start and another start")
+    return pd.DataFrame(rows, columns=list(GAIN_COLUMNS))
+
+
+def _pooled(diff: pd.DataFrame, *, B: int, seed: int, prob: float) -> pd.DataFrame:
+    """Per benchmark: mean of ``diff`` over (task, generator) pairs, resampling tasks (all their pairs)."""
+    from bpc.replay.bootstrap import cluster_bootstrap_means
+
+    out = []
+    q = [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0]
+    for i, (bench, part) in enumerate(sorted(diff.groupby("benchmark"), key=lambda kv: str(kv[0]))):
+        per_task = part.groupby("instance_id").agg(total=("diff", "sum"), n=("diff", "size"))
+        tot, cnt = per_task["total"].to_numpy(), per_task["n"].to_numpy(dtype=np.float64)
+        # ratio of resampled totals: the mean over the resampled tasks' (task, generator) pairs
+        boot = cluster_bootstrap_means(np.stack([tot, cnt]), B=B, seed=[seed, i])
+        stats = boot[:, 0] / boot[:, 1]
+        lo, hi = np.quantile(stats, q)
+        out.append(
+            {
+                "benchmark": bench,
+                "generator": POOLED,
+                "estimate": float(tot.sum() / cnt.sum()),
+                "ci_lo": float(lo),
+                "ci_hi": float(hi),
+                "n_tasks": int(per_task.shape[0]),
+                "n_pairs": int(cnt.sum()),
+                "n_seeds": int(part["n_seeds"].min()),
+                "n_fallback": int(part["fallback"].sum()),
+            }
+        )
+    return pd.DataFrame(out)
