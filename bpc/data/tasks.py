@@ -187,9 +187,7 @@ def flagged_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) 
     True
     """
     report = task_report(counts, critics=critics)
-    rows = [
-        (str(r["benchmark"]), str(t)) for r in report.to_dict("records") if r["flag"] for t in r["tasks"]
-    ]
+    rows = [(str(r["benchmark"]), str(t)) for r in report.to_dict("records") if r["flag"] for t in r["tasks"]]
     return pd.DataFrame(sorted(rows), columns=["benchmark", "task"])
 
 

@@ -89,6 +89,9 @@ __all__ = [
     "delta_table",
     "ProtocolResult",
     "run_protocol",
+    "TABLE_COLUMNS",
+    "baseline_choices",
+    "protocol_table",
 ]
 
 EVALUATOR_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "policy", "utility")
@@ -451,7 +454,7 @@ def replay_evaluator(
     from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
     from bpc.experiments.task_eval import CELL, check_starts, fold_task_priors, start_label, task_starts
-    from bpc.replay.engine import cell_pool, cell_policies, replay_pool
+    from bpc.replay.engine import cell_policies, cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
@@ -475,13 +478,14 @@ def replay_evaluator(
             bayes = [p for p in pols if p in BAYESIAN_POLICIES]
             first_cell = starts[0] == CELL
             main = [p for p in pols if first_cell or p not in bayes]
-            runs = [(main, None, CELL if first_cell else "", np.full(pool.n_instances, CELL, dtype=object), "")]
+            cell_source = np.full(pool.n_instances, CELL, dtype=object)
+            runs = [(main, None, CELL if first_cell else "", cell_source, "")]
             for i, start in enumerate(starts):
                 if not bayes or (i == 0 and first_cell):
                     continue
                 labels = {start_label(p, start, first=i == 0): p for p in bayes}
                 if start == CELL:
-                    runs.append((labels, None, CELL, np.full(pool.n_instances, CELL, dtype=object), ""))
+                    runs.append((labels, None, CELL, cell_source, ""))
                     continue
                 prior = priors[start]
                 a, bb, source = task_starts(
@@ -785,6 +789,9 @@ def run_protocol(
     B: int = BOOTSTRAP_B,
     prob: float = CI_PROB,
     progress: bool = False,
+    policies: Sequence[str] | None = None,
+    belief: str | None = None,
+    starts: Sequence[str] = ("cell",),
 ) -> ProtocolResult:
     """Cross-fit, choose the best simple baseline on the training folds, and tabulate every Δ.
 
@@ -794,8 +801,8 @@ def run_protocol(
         Per-patch records of the cells to evaluate.
     evaluate : Evaluator, optional
         Default :func:`replay_evaluator` with ``costs`` and ``profile``.
-    costs, profile
-        For the default evaluator.
+    costs, profile, policies, belief, starts
+        For the default evaluator (:func:`replay_evaluator`).
     n_folds, seeds, trajectories, base_counts, progress
         As in :func:`cross_fit`.
     B, prob
@@ -806,7 +813,7 @@ def run_protocol(
     ProtocolResult
     """
     if evaluate is None:
-        evaluate = replay_evaluator(costs, profile=profile)
+        evaluate = replay_evaluator(costs, profile=profile, policies=policies, belief=belief, starts=starts)
     u = cross_fit(
         records,
         evaluate,
@@ -818,3 +825,112 @@ def run_protocol(
     )
     ub = with_best_baseline(u)
     return ProtocolResult(utilities=ub, baselines=best_baselines(u), deltas=delta_table(ub, B=B, prob=prob))
+
+
+# ---------------------------------------------------------------------------
+# One row per cell × policy: the table `bpc replay` prints and writes
+# ---------------------------------------------------------------------------
+TABLE_COLUMNS: tuple[str, ...] = (
+    "benchmark",
+    "generator",
+    "policy",
+    "mean_utility",
+    "pass_rate",
+    "cost_per_instance",
+    "delta",
+    "ci_lo",
+    "ci_hi",
+    "delta_best",
+    "ci_lo_best",
+    "ci_hi_best",
+    "n_instances",
+    "n_seeds",
+    "best_simple",
+)
+"""Columns of :func:`protocol_table`: ``delta``/``ci_lo``/``ci_hi`` vs ``always_verify``,
+``*_best`` vs :data:`BEST_SIMPLE`, ``n_instances`` the scored tasks, ``best_simple`` the
+baseline(s) the training folds chose (``"gate_test 15/15"``)."""
+
+
+def baseline_choices(baselines: pd.DataFrame) -> pd.DataFrame:
+    """Per cell, which simple baseline the training folds chose and in how many (seed, fold)s.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, best_simple`` (e.g. ``"stop 12/15, gate_syn 3/15"``, most
+        frequent first).
+
+    Examples
+    --------
+    >>> b = pd.DataFrame({"benchmark": "b", "generator": "g", "baseline": ["stop", "gate_syn", "stop"]})
+    >>> baseline_choices(b)["best_simple"].item()
+    'stop 2/3, gate_syn 1/3'
+    """
+    rows = []
+    for (b, g), part in baselines.groupby(_CELL, sort=True):
+        counts = part["baseline"].value_counts(sort=False)
+        order = sorted(counts.index, key=lambda name: (-int(counts[name]), list(counts.index).index(name)))
+        total = int(counts.sum())
+        rows.append((b, g, ", ".join(f"{name} {int(counts[name])}/{total}" for name in order)))
+    return pd.DataFrame(rows, columns=[*_CELL, "best_simple"])
+
+
+def protocol_table(result: ProtocolResult) -> pd.DataFrame:
+    """One row per cell × policy: held-out means, both Δs with their intervals, n, the baseline chosen.
+
+    ``mean_utility``, ``pass_rate`` and ``cost_per_instance`` average each task over the
+    seeds, then over the cell's tasks; a reference's Δ against itself is 0 (interval [0, 0]).
+
+    Parameters
+    ----------
+    result : ProtocolResult
+        :func:`run_protocol` output.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`TABLE_COLUMNS` (plus ``prob``), cells in the frame's order, policies
+        in replay order with :data:`BEST_SIMPLE` before the first policy that is not a
+        baseline; ``attrs`` ``n_folds``, ``seeds``, ``prob``.
+    """
+    u = result.utilities
+    stats = [c for c in ("utility", "passed", "cost") if c in u.columns]
+    per_task = u.groupby([*_CELL, "instance_id", "policy"], sort=False)[stats].mean()
+    means = per_task.groupby(level=[*_CELL, "policy"], sort=False).agg(["mean", "size"])
+    table = pd.DataFrame(
+        {
+            "mean_utility": means[("utility", "mean")],
+            "pass_rate": means[("passed", "mean")] if "passed" in stats else np.nan,
+            "cost_per_instance": means[("cost", "mean")] if "cost" in stats else np.nan,
+            "n_instances": means[("utility", "size")].astype(np.int64),
+        }
+    ).reset_index()
+    d = result.deltas
+    prob = float(d["prob"].iloc[0]) if len(d) else float(CI_PROB)
+    for ref, suffix in (("always_verify", ""), (BEST_SIMPLE, "_best")):
+        part = d[d["reference"] == ref][[*_CELL, "policy", "delta", "ci_lo", "ci_hi", "n_seeds"]]
+        part = part.rename(columns={c: f"{c}{suffix}" for c in ("delta", "ci_lo", "ci_hi", "n_seeds")})
+        table = table.merge(part, on=[*_CELL, "policy"], how="left")
+        own = table["policy"] == ref
+        for c in ("delta", "ci_lo", "ci_hi"):
+            table.loc[own, f"{c}{suffix}"] = 0.0
+    table["n_seeds"] = (
+        table[["n_seeds", "n_seeds_best"]].max(axis=1).fillna(len(u.attrs.get("seeds", ()))).astype(np.int64)
+    )
+    table = table.merge(baseline_choices(result.baselines), on=_CELL, how="left")
+    table["best_simple"] = table["best_simple"].fillna("")
+    table["prob"] = prob
+    first = {p: i for i, p in enumerate(dict.fromkeys(u["policy"]))}
+    from bpc.constants import BAYESIAN_POLICIES
+
+    bayes = [i for p, i in first.items() if p.split("@", 1)[0] in BAYESIAN_POLICIES]
+    cutoff = min(bayes, default=len(first))
+    first[BEST_SIMPLE] = cutoff - 0.5
+    cells = {c: i for i, c in enumerate(dict.fromkeys(zip(u["benchmark"], u["generator"], strict=True)))}
+    table["_c"] = [cells[(b, g)] for b, g in zip(table["benchmark"], table["generator"], strict=True)]
+    table["_p"] = table["policy"].map(first)
+    table = table.sort_values(["_c", "_p"], kind="stable").drop(columns=["_c", "_p"]).reset_index(drop=True)
+    out = table[[*TABLE_COLUMNS, "prob"]]
+    out.attrs.update(n_folds=u.attrs.get("n_folds"), seeds=u.attrs.get("seeds"), prob=prob)
+    return out

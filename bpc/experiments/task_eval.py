@@ -1,4 +1,4 @@
-"""The per-task prior in the evaluation protocol: each scored task's starting belief, from training folds only.
+"""The per-task prior in the evaluation protocol: each scored task's starting belief, from training folds.
 
 The instance belief of a Bayesian controller starts every task of a cell at the cell's
 ``Beta(π κ, (1 − π) κ)`` (the *cell prior*). Several generators often attempt the same
