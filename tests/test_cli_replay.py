@@ -52,7 +52,8 @@ def test_release_profile_with_kernel_file(corpus_path, tmp_path):
 @pytest.mark.corpus
 def test_paper_profile_on_tree_reports_skipped_cells(corpus_path, tmp_path, capsys):
     out = tmp_path / "paper.csv"
-    assert main(["replay", str(corpus_path / "lcb_calibration_v2"), "--out", str(out), "--quiet"]) == 0
+    argv = ["replay", str(corpus_path / "lcb_calibration_v2"), "--profile", "paper"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
     df = pd.read_csv(out)
     assert list(df.columns) == [*RESULT_COLUMNS, "split", "wins_by_abstaining"]
     assert set(df["split"]) == {"eval", "fit"}
@@ -92,6 +93,8 @@ def test_simulated_records_with_trajectories(tmp_path):
             [
                 "replay",
                 str(jsonl),
+                "--profile",
+                "paper",
                 "--trajectories",
                 str(traj),
                 "--split",
@@ -129,7 +132,7 @@ def test_table_only_folder_is_an_error(corpus_path, capsys):
 
 def test_simulated_panel(tmp_path, capsys):
     out = tmp_path / "sim.csv"
-    argv = ["replay", "simulated", "--scale", "0.05", "--seed", "11", "--split", "eval"]
+    argv = ["replay", "simulated", "--profile", "paper", "--scale", "0.05", "--seed", "11", "--split", "eval"]
     assert (
         main([*argv, "--policies", "always_verify,reflexion,bayesian_greedy", "--out", str(out), "--quiet"])
         == 0
@@ -144,7 +147,7 @@ def test_out_suffix_picks_the_format(tmp_path, capsys):
     """``--out x.nc`` writes netCDF (not CSV text), ``.parquet`` Parquet; both hold the same table."""
     import xarray as xr
 
-    argv = ["replay", "simulated", "--scale", "0.05", "--split", "eval", "--quiet"]
+    argv = ["replay", "simulated", "--profile", "paper", "--scale", "0.05", "--split", "eval", "--quiet"]
     argv += ["--policies", "always_verify,bayesian_greedy"]
     nc, pq = tmp_path / "t.nc", tmp_path / "t.parquet"
     assert main([*argv, "--out", str(nc)]) == 0
@@ -162,7 +165,8 @@ def test_out_suffix_picks_the_format(tmp_path, capsys):
 def test_swe_abstention_is_flagged_in_the_table(tmp_path, capsys):
     """On SWE-Bench (slow oracle) the controllers stop at once: Δ > 0 with pass rate 0 is flagged."""
     out = tmp_path / "t.csv"
-    argv = ["replay", "simulated", "--scale", "0.3", "--split", "eval", "--quiet", "--out", str(out)]
+    argv = ["replay", "simulated", "--profile", "paper", "--scale", "0.3", "--split", "eval", "--quiet"]
+    argv += ["--out", str(out)]
     assert main([*argv, "--policies", "always_verify,bayesian_greedy"]) == 0
     df = pd.read_csv(out)
     swe = df[df["benchmark"].str.startswith("swebench") & (df["policy"] == "bayesian_greedy")]
@@ -174,7 +178,8 @@ def test_swe_abstention_is_flagged_in_the_table(tmp_path, capsys):
 
 def test_filters_reach_the_simulated_panel_and_inputs_are_never_outputs(tmp_path, capsys):
     out = tmp_path / "one.csv"
-    argv = ["replay", "simulated", "--benchmark", "lcb_hard", "--generator", "haiku45", "--quiet"]
+    argv = ["replay", "simulated", "--profile", "paper", "--benchmark", "lcb_hard", "--generator", "haiku45"]
+    argv += ["--quiet"]
     assert main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(out)]) == 0
     df = pd.read_csv(out)
     assert set(zip(df["benchmark"], df["generator"], strict=True)) == {("lcb_hard", "haiku45")}

@@ -612,17 +612,37 @@ def format_protocol_table(df) -> str:
 
 
 def format_prior_gains(gains, utilities) -> str:
-    """The task-minus-cell prior Δ per cell and pooled per benchmark, with the fallbacks counted."""
+    """The task-minus-cell prior Δ per cell and pooled per benchmark, with the fallbacks counted.
+
+    A benchmark where every task started from the cell prior (one generator: no other
+    generator's evidence) is named on one line instead of a row of zeros.
+    """
+    from bpc.experiments.task_eval import POOLED
+
     lines = [
-        "\nTask prior − cell prior (held-out utility per task; pooled = mean over the benchmark's "
-        "(task, generator) pairs, tasks resampled with all their generators)"
+        "\nTask prior − cell prior: held-out utility per task "
+        f"[{float(gains['prob'].iloc[0]):.0%} task-clustered CI]; pooled = mean over the benchmark's "
+        "(task, generator) pairs, a task resampled with all its generators; 'fallback' = pairs that "
+        "started from the cell prior (no other generator attempted the task)"
     ]
-    for r in gains.itertuples(index=False):
-        who = f"{r.benchmark} / {r.generator}"
+    without = []
+    for (_pol, bench), part in gains.groupby(["policy", "benchmark"], sort=False):
+        pooled = part[part["generator"] == POOLED]
+        if len(pooled) and int(pooled["n_fallback"].iloc[0]) == int(pooled["n_pairs"].iloc[0]):
+            without.append(str(bench))
+            continue
+        cells = part[part["generator"] != POOLED]
+        rows = cells if len(cells) == 1 else part
+        for r in rows.itertuples(index=False):
+            who = f"{r.benchmark} / {r.generator}"
+            lines.append(
+                f"  {r.policy:<16}{who:<30}{r.delta:+7.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]  "
+                f"n = {r.n_tasks} tasks, {r.n_pairs} pairs, fallback {r.n_fallback}"
+            )
+    if without:
         lines.append(
-            f"  {r.policy:<16}{who:<34}{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]  "
-            f"n = {r.n_tasks} tasks ({r.n_pairs} task × generator pairs), "
-            f"{r.n_fallback} started from the cell prior (no other generator on the task)"
+            "  no task prior (a single generator, every task from the cell prior): "
+            + ", ".join(dict.fromkeys(without))
         )
     unconverged = utilities.get("prior_unconverged")
     if unconverged is not None:
@@ -642,6 +662,7 @@ def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args)
     import xarray as xr
 
     from bpc.outputs import atomic_file, run_config, write_csv, write_netcdf
+    from bpc.report.markdown import versions
 
     if fmt == ".csv":
         write_csv(table, path)
@@ -651,7 +672,7 @@ def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args)
             table.to_parquet(tmp, index=False)
         return
     keys = ["benchmark", "generator", "policy"]
-    numeric = table.drop(columns=["best_simple", "belief", "split", "prior"]).assign(
+    numeric = table.drop(columns=["best_simple", "belief", "split", "prior", "prob"]).assign(
         wins_by_abstaining=table["wins_by_abstaining"].astype(float)
     )
     main = numeric.set_index(keys).to_xarray()
@@ -669,6 +690,12 @@ def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args)
         gain_ds = gains.set_index(["benchmark", "generator", "policy", "start"]).drop(columns=["reference"])
         children["prior_gain"] = gain_ds.to_xarray()
     tree = xr.DataTree.from_dict({f"/{k}": v for k, v in children.items()})
-    attrs = {**config, "command": run_config(args)}
-    tree.attrs.update({k: v if isinstance(v, str | int | float) else json.dumps(v) for k, v in attrs.items()})
+    attrs = {**config, "command": run_config(args), "versions": versions()}
+    plain = (str, int, float)
+    tree.attrs.update(
+        {
+            k: v if isinstance(v, plain) and not isinstance(v, bool) else json.dumps(v)
+            for k, v in attrs.items()
+        }
+    )
     write_netcdf(tree, path)
