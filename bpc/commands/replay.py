@@ -133,8 +133,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policies",
         default=None,
-        help="comma-separated policy names, canonical or the authors' (threshold_L2 = gate_test, …); "
-        "default: the profile's",
+        help="comma-separated policy names, canonical (stop, verify_first, gate_<critic> for any critic, …) "
+        "or the authors' (threshold_L2 = gate_test, …); default: the profile's",
     )
     parser.add_argument(
         "--trajectories",
@@ -320,11 +320,14 @@ def run(args: argparse.Namespace) -> int:
     kernel = read_transition_kernel(args.kernel, which=args.kernel_entry) if args.kernel else None
     policies = None
     if args.policies:
-        names = [*POLICIES, *AUTHOR_POLICY_NAMES]
+        from bpc.constants import EXTRA_BASELINES
+        from bpc.decide.baselines import is_baseline
+
+        names = [*POLICIES, *EXTRA_BASELINES, *AUTHOR_POLICY_NAMES]
         policies = [
-            canonical_policy(check_choice(p.strip(), names, what="policy (--policies)"))
-            for p in args.policies.split(",")
-            if p.strip()
+            p if is_baseline(p) else canonical_policy(check_choice(p, names, what="policy (--policies)"))
+            for p in (q.strip() for q in args.policies.split(","))
+            if p
         ]
     trajectories = None
     if args.trajectories is not None:
