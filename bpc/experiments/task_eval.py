@@ -70,6 +70,10 @@ __all__ = [
     "cell_start",
     "task_starts",
     "prior_gain_table",
+    "TASK_GROUPS",
+    "task_groups",
+    "gain_by_group",
+    "compare_priors",
 ]
 
 CELL = "cell"
@@ -389,3 +393,149 @@ def _pooled(diff: pd.DataFrame, *, B: int, seed: int, prob: float) -> pd.DataFra
             }
         )
     return pd.DataFrame(out)
+
+
+# ---------------------------------------------------------------------------
+# Where the gain comes from, and the whole comparison in one call
+# ---------------------------------------------------------------------------
+TASK_GROUPS: tuple[str, ...] = ("others solved", "others failed", "flagged")
+"""What the other generators did on a task (:func:`task_groups`): one of them solved it; none did
+(some patch passed a public test); nothing passes for any generator (flagged,
+:func:`bpc.data.tasks.flagged_tasks`)."""
+
+
+def task_groups(counts: xr.Dataset) -> pd.DataFrame:
+    """Per (benchmark, generator, task): what the *other* generators did there (:data:`TASK_GROUPS`).
+
+    A description of the data for reading a result (it uses every task's outcomes), never an
+    input of a controller.
+
+    Parameters
+    ----------
+    counts : xarray.Dataset
+        Counts with per-task counts of every task.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, instance_id, group`` for every attempted (task, generator) of a
+        benchmark with at least two generators.
+    """
+    from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
+    from bpc.data.tasks import flagged_tasks
+
+    flagged = set(zip(*(flagged_tasks(counts)[c] for c in ("benchmark", "task")), strict=True))
+    n = counts["task_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values
+    k = np.nan_to_num(counts["task_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
+    has = np.isfinite(n) & (np.nan_to_num(n) > 0)
+    solved = has & (k > 0)
+    rows = []
+    gens = [str(g) for g in counts[DIM_GENERATOR].values]
+    tasks = [str(t) for t in counts[DIM_TASK].values]
+    for i, bench in enumerate(str(b) for b in counts[DIM_BENCHMARK].values):
+        if (has[i].sum(axis=1) > 0).sum() < 2:
+            continue
+        others_solved = solved[i].sum(axis=0, keepdims=True) - solved[i]  # (G, T)
+        for j, t in zip(*np.nonzero(has[i]), strict=True):
+            if (bench, tasks[t]) in flagged:
+                group = TASK_GROUPS[2]
+            else:
+                group = TASK_GROUPS[0] if others_solved[j, t] > 0 else TASK_GROUPS[1]
+            rows.append((bench, gens[j], tasks[t], group))
+    return pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "group"])
+
+
+def gain_by_group(
+    utilities: pd.DataFrame,
+    groups: pd.DataFrame,
+    *,
+    policy: str = "bayesian_dp",
+    start: str = "oracle",
+    reference: str = CELL,
+) -> pd.DataFrame:
+    """The task-minus-cell gain of ``policy`` split by :func:`task_groups`, per benchmark.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, group, n_pairs, mean_gain, total_share`` (the group's share of the
+        benchmark's summed gain; the pooled Δ is Σ groups n_pairs · mean_gain / Σ n_pairs).
+    """
+    from bpc.experiments.protocol import task_means
+
+    keys = ["benchmark", "generator", "instance_id"]
+    bayes = utilities[utilities["policy"].str.split(START_SEP, n=1).str[0] == policy]
+    cur = task_means(bayes[bayes["start"] == start]).set_index(keys)["utility"]
+    ref = task_means(bayes[bayes["start"] == reference]).set_index(keys)["utility"]
+    diff = (cur - ref).dropna().rename("gain").reset_index().merge(groups, on=keys, how="inner")
+    out = diff.groupby(["benchmark", "group"]).agg(n_pairs=("gain", "size"), mean_gain=("gain", "mean"))
+    total = diff.groupby("benchmark")["gain"].sum()
+    out["total_share"] = (out["n_pairs"] * out["mean_gain"]) / out.index.get_level_values(0).map(total)
+    return out.reset_index()
+
+
+def compare_priors(
+    records: pd.DataFrame,
+    *,
+    costs,
+    evidence: Sequence[str] = EVIDENCE_KINDS,
+    policies: Sequence[str] = ("always_verify", "stop", "verify_first", "bayesian_dp"),
+    base_counts: xr.Dataset | None = None,
+    n_folds: int | None = None,
+    seeds: Sequence[int] | None = None,
+    task_critic: str = "test",
+    B: int = BOOTSTRAP_B,
+    probs: Sequence[float] = (CI_PROB,),
+    progress: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Cross-fit the Bayesian ``policies`` from the cell prior and from the task prior of each evidence kind.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records.
+    costs
+        Cost specification (:func:`bpc.costs.cost_resolver`).
+    evidence : sequence of {"oracle", "critic"}
+        Task-prior evidence kinds (one start each).
+    policies : sequence of str
+        Replayed policies (the Bayesian ones get every start).
+    base_counts, n_folds, seeds
+        As in :func:`bpc.experiments.protocol.cross_fit` (defaults: its defaults).
+    task_critic : str
+        The critic of the ``"critic"`` evidence.
+    B : int
+        Bootstrap resamples.
+    probs : sequence of float
+        Interval probabilities; the table gets ``ci_lo``/``ci_hi`` for the first and
+        ``ci_lo_<pp>``/``ci_hi_<pp>`` (percent) for the others.
+    progress : bool
+        Progress on stderr.
+
+    Returns
+    -------
+    gains : pandas.DataFrame
+        :func:`prior_gain_table` (plus the extra interval columns).
+    utilities : pandas.DataFrame
+        The cross-fitted per-task utilities.
+    """
+    from bpc.constants import CROSSFIT_FOLDS, CROSSFIT_SEEDS
+    from bpc.experiments.protocol import cross_fit, replay_evaluator
+
+    evaluate = replay_evaluator(costs, policies=policies, starts=(CELL, *evidence), task_critic=task_critic)
+    u = cross_fit(
+        records,
+        evaluate,
+        n_folds=CROSSFIT_FOLDS if n_folds is None else n_folds,
+        seeds=CROSSFIT_SEEDS if seeds is None else seeds,
+        base_counts=base_counts,
+        progress=progress,
+    )
+    probs = list(probs)
+    gains = prior_gain_table(u, B=B, prob=probs[0])
+    keys = ["benchmark", "generator", "policy", "start"]
+    for p in probs[1:]:
+        extra = prior_gain_table(u, B=B, prob=p)[[*keys, "ci_lo", "ci_hi"]]
+        tag = f"{round(100 * p)}"
+        gains = gains.merge(extra.rename(columns={"ci_lo": f"ci_lo_{tag}", "ci_hi": f"ci_hi_{tag}"}), on=keys)
+    return gains, u
