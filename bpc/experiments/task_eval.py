@@ -458,8 +458,8 @@ def gain_by_group(
     Returns
     -------
     pandas.DataFrame
-        ``benchmark, group, n_pairs, mean_gain, total_share`` (the group's share of the
-        benchmark's summed gain; the pooled Δ is Σ groups n_pairs · mean_gain / Σ n_pairs).
+        ``benchmark, group, n_pairs, mean_gain, contribution`` (the group's part of the pooled Δ,
+        n_pairs · mean_gain / the benchmark's pairs: the contributions sum to the pooled Δ).
     """
     from bpc.experiments.protocol import task_means
 
@@ -469,8 +469,8 @@ def gain_by_group(
     ref = task_means(bayes[bayes["start"] == reference]).set_index(keys)["utility"]
     diff = (cur - ref).dropna().rename("gain").reset_index().merge(groups, on=keys, how="inner")
     out = diff.groupby(["benchmark", "group"]).agg(n_pairs=("gain", "size"), mean_gain=("gain", "mean"))
-    total = diff.groupby("benchmark")["gain"].sum()
-    out["total_share"] = (out["n_pairs"] * out["mean_gain"]) / out.index.get_level_values(0).map(total)
+    pairs = diff.groupby("benchmark")["gain"].size()
+    out["contribution"] = (out["n_pairs"] * out["mean_gain"]) / out.index.get_level_values(0).map(pairs)
     return out.reset_index()
 
 
