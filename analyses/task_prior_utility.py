@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.experiments.task_eval import POOLED, compare_priors, gain_by_group, task_groups
     from bpc.paths import default_corpus
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None, help="corpus folder (default: the authors')")
     parser.add_argument("--folds", type=int, default=CROSSFIT_FOLDS)
     parser.add_argument("--seeds", type=int, nargs="+", default=list(CROSSFIT_SEEDS))
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     cols = ["costs", "flagged", "start", "benchmark", "generator", "delta", "ci_lo", "ci_hi", "ci_lo_95"]
     cols += ["ci_hi_95", "n_tasks", "n_pairs"]
     order = {"pooled": 0}
-    dp = dp.assign(_g=dp["generator"].map(lambda g: order.get(g, 1))).sort_values(
+    dp = dp.assign(_g=[order.get(str(g), 1) for g in dp["generator"]]).sort_values(
         ["flagged", "costs", "start", "benchmark", "_g", "generator"],
         ascending=[False, False, False, True, True, True],
     )

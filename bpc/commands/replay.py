@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
 
@@ -398,11 +400,23 @@ def run(args: argparse.Namespace) -> int:
     return _run_paper(setup, replayable)
 
 
+@dataclass(frozen=True)
 class _Setup:
-    """What both replays need from the command line (a plain record)."""
+    """What both replays need from the command line."""
 
-    def __init__(self, **kw) -> None:
-        self.__dict__.update(kw)
+    args: argparse.Namespace
+    profile: Any
+    records: Any
+    counts: Any
+    trajectories: Any
+    costs: Any
+    kernel: Any
+    policies: list[str] | None
+    belief: str
+    source: str
+    notes: list[str]
+    simulated: bool
+    out_fmt: str | None
 
 
 def _run_paper(st: _Setup, replayable) -> int:
@@ -606,7 +620,7 @@ def format_protocol_table(df) -> str:
             av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
             best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
             lines.append(
-                f"  {label:<22}{int(r.n_instances):>5}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
+                f"  {label:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
                 f"{r.mean_utility:>14.2f}   {av:<30}{best}"
             )
     if df["wins_by_abstaining"].any():

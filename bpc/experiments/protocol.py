@@ -479,7 +479,9 @@ def replay_evaluator(
             first_cell = starts[0] == CELL
             main = [p for p in pols if first_cell or p not in bayes]
             cell_source = np.full(pool.n_instances, CELL, dtype=object)
-            runs = [(main, None, CELL if first_cell else "", cell_source, "")]
+            runs: list[tuple[object, tuple[np.ndarray, np.ndarray] | None, str, np.ndarray, str]] = [
+                (main, None, CELL if first_cell else "", cell_source, "")
+            ]
             for i, start in enumerate(starts):
                 if not bayes or (i == 0 and first_cell):
                     continue
@@ -506,7 +508,7 @@ def replay_evaluator(
                 )
                 tidy = ds[["utility", "passed", "cost"]].to_dataframe().reset_index()
                 src = pd.Series(source, index=np.asarray(pool.instance_ids, dtype=str))
-                is_bayes = tidy["policy"].map(lambda p: p.split("@", 1)[0] in BAYESIAN_POLICIES)
+                is_bayes = tidy["policy"].astype(str).str.split("@", n=1).str[0].isin(BAYESIAN_POLICIES)
                 tidy["start"] = np.where(is_bayes, start, "")
                 tidy["prior_source"] = np.where(is_bayes, tidy["instance"].map(src).astype(object), "")
                 tidy["prior_unconverged"] = np.where(is_bayes, unconverged, "")
@@ -921,11 +923,11 @@ def protocol_table(result: ProtocolResult) -> pd.DataFrame:
     table = table.merge(baseline_choices(result.baselines), on=_CELL, how="left")
     table["best_simple"] = table["best_simple"].fillna("")
     table["prob"] = prob
-    first = {p: i for i, p in enumerate(dict.fromkeys(u["policy"]))}
+    first: dict[str, float] = {str(p): float(i) for i, p in enumerate(dict.fromkeys(u["policy"]))}
     from bpc.constants import BAYESIAN_POLICIES
 
     bayes = [i for p, i in first.items() if p.split("@", 1)[0] in BAYESIAN_POLICIES]
-    cutoff = min(bayes, default=len(first))
+    cutoff = min(bayes, default=float(len(first)))
     first[BEST_SIMPLE] = cutoff - 0.5
     cells = {c: i for i, c in enumerate(dict.fromkeys(zip(u["benchmark"], u["generator"], strict=True)))}
     table["_c"] = [cells[(b, g)] for b, g in zip(table["benchmark"], table["generator"], strict=True)]

@@ -218,7 +218,7 @@ def task_starts(
     *,
     benchmark: str,
     generator: str,
-    tasks: Sequence[str],
+    tasks: Sequence[str] | np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per task of one cell: the starting ``(A, B)`` and where it came from.
 
@@ -470,7 +470,8 @@ def gain_by_group(
     diff = (cur - ref).dropna().rename("gain").reset_index().merge(groups, on=keys, how="inner")
     out = diff.groupby(["benchmark", "group"]).agg(n_pairs=("gain", "size"), mean_gain=("gain", "mean"))
     pairs = diff.groupby("benchmark")["gain"].size()
-    out["contribution"] = (out["n_pairs"] * out["mean_gain"]) / out.index.get_level_values(0).map(pairs)
+    per_bench = np.asarray([pairs[b] for b in out.index.get_level_values(0)], dtype=np.float64)
+    out["contribution"] = out["n_pairs"] * out["mean_gain"] / per_bench
     return out.reset_index()
 
 
