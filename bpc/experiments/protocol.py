@@ -92,6 +92,7 @@ __all__ = [
     "TABLE_COLUMNS",
     "baseline_choices",
     "protocol_table",
+    "delta_by_group",
 ]
 
 EVALUATOR_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "policy", "utility")
@@ -936,3 +937,58 @@ def protocol_table(result: ProtocolResult) -> pd.DataFrame:
     out = table[[*TABLE_COLUMNS, "prob"]]
     out.attrs.update(n_folds=u.attrs.get("n_folds"), seeds=u.attrs.get("seeds"), prob=prob)
     return out
+
+
+def delta_by_group(
+    utilities: pd.DataFrame, groups: pd.DataFrame, *, policy: str, reference: str
+) -> pd.DataFrame:
+    """Δ of ``policy`` vs ``reference`` split by a grouping of the tasks (where a Δ comes from).
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        :func:`cross_fit` (or :func:`with_best_baseline`) output.
+    groups : pandas.DataFrame
+        ``benchmark, generator, instance_id, group`` (e.g.
+        :func:`bpc.data.tasks.empty_task_groups`); tasks without a group are left out.
+    policy, reference : str
+        The two policies.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, group, n_tasks, delta`` (mean per task, seeds averaged first),
+        ``contribution`` (n_tasks · delta / the cell's grouped tasks: the contributions sum to the
+        cell's Δ over those tasks), ``pass_rate`` and ``cost`` of ``policy`` in the group.
+
+    Examples
+    --------
+    >>> u = pd.DataFrame({"seed": 0, "fold": 0, "benchmark": "b", "generator": "g",
+    ...                   "instance_id": ["t1", "t1", "t2", "t2"], "policy": ["p", "r", "p", "r"],
+    ...                   "utility": [3.0, 1.0, 0.0, 0.0], "passed": 0.0, "cost": 1.0})
+    >>> grp = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": ["t1", "t2"],
+    ...                     "group": ["x", "y"]})
+    >>> delta_by_group(u, grp, policy="p", reference="r")[["group", "delta", "contribution"]].values.tolist()
+    [['x', 2.0, 1.0], ['y', 0.0, 0.0]]
+    """
+    keys = ["benchmark", "generator", "instance_id"]
+    stats = [c for c in ("utility", "passed", "cost") if c in utilities.columns]
+    per = utilities[utilities["policy"].isin([policy, reference])]
+    per = per.groupby([*keys, "policy"])[stats].mean().unstack("policy")
+    frame = pd.DataFrame(
+        {
+            "delta": per[("utility", policy)] - per[("utility", reference)],
+            "pass_rate": per[("passed", policy)] if "passed" in stats else np.nan,
+            "cost": per[("cost", policy)] if "cost" in stats else np.nan,
+        }
+    ).dropna(subset=["delta"])
+    frame = frame.reset_index().merge(groups[[*keys, "group"]].astype(str), on=keys, how="inner")
+    out = frame.groupby([*_CELL, "group"], sort=True).agg(
+        n_tasks=("delta", "size"),
+        delta=("delta", "mean"),
+        pass_rate=("pass_rate", "mean"),
+        cost=("cost", "mean"),
+    )
+    cell_n = out.groupby(level=[0, 1])["n_tasks"].transform("sum")
+    out["contribution"] = out["n_tasks"] * out["delta"] / cell_n
+    return out.reset_index()[[*_CELL, "group", "n_tasks", "delta", "contribution", "pass_rate", "cost"]]
