@@ -168,3 +168,26 @@ def test_starts_are_checked():
         check_starts(["task"])
     with pytest.raises(ValueError, match="starts must be some of"):
         check_starts([])
+
+
+def test_task_groups_and_the_gain_split_by_hand():
+    from bpc.data.counts import counts_from_records
+    from bpc.experiments.task_eval import gain_by_group, task_groups
+
+    rec = _records()
+    rec.loc[(rec["generator"] == "g2") & (rec["instance_id"] == "t03"), "Y"] = 0  # g1 alone solves t03
+    groups = task_groups(counts_from_records(rec)).set_index(["generator", "instance_id"])["group"]
+    assert set(groups.index.get_level_values(0)) == {"g1", "g2"}  # benchmark s has one generator
+    assert groups[("g2", "t03")] == "others solved" and groups[("g1", "t03")] == "others failed"
+    assert groups[("g1", "t00")] == "others solved"
+    assert groups[("g1", "t13")] == "others failed"  # a public test passes on some patch of t13
+    assert groups[("g1", "t11")] == "flagged"
+    rows = []
+    for (g, t), grp in groups.items():
+        gain = {"others solved": 2.0, "others failed": 0.0, "flagged": 1.0}[grp]
+        for pol, start, u in (("bayesian_dp", "cell", 0.0), ("bayesian_dp@oracle", "oracle", gain)):
+            rows.append(("b", g, t, pol, start, u))
+    u = pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "policy", "start", "utility"])
+    split = gain_by_group(u.assign(seed=0), groups.reset_index().assign(benchmark="b")).set_index("group")
+    assert split["mean_gain"].to_dict() == {"flagged": 1.0, "others failed": 0.0, "others solved": 2.0}
+    assert split["contribution"].sum() == pytest.approx(u[u["start"] == "oracle"]["utility"].mean())

@@ -123,6 +123,10 @@ def test_empty_patches_reads_the_raw_fields(tmp_path):
             "empty_passing": 0,
         }
     ]
+    from bpc.data.tasks import empty_task_groups
+
+    groups = empty_task_groups(rec, tmp_path, {"b/g1": ["run/g1/critic_results.jsonl"]})
+    assert groups[["instance_id", "group"]].values.tolist() == [["t1", "all empty"], ["t2", "none empty"]]
 
 
 @pytest.mark.corpus
