@@ -57,14 +57,15 @@ def test_task_prior_leaves_the_target_generator_out(kind):
     rec = _records()
     fd, split = _fold(rec)
     scored = sorted(split.eval[("b", "g1")])
-    base = fold_task_priors(fd, kind=kind)
+    base = fold_task_priors(fd.train_counts, fd.test_records, kind=kind)
     assert base is not None and set(base["source"].sel(benchmark="b").values.ravel()) == {"task"}
     # flip g1's own outcomes (and verdicts) on the scored tasks: g1's prior must not move, g2's must
     flipped = rec.copy()
     hit = (flipped["generator"] == "g1") & (flipped["benchmark"] == "b") & flipped["instance_id"].isin(scored)
     flipped.loc[hit, "Y"] = 1 - flipped.loc[hit, "Y"]
     flipped.loc[hit, "test"] = ~flipped.loc[hit, "test"]
-    moved = fold_task_priors(_fold(flipped)[0], kind=kind)
+    fd_flipped = _fold(flipped)[0]
+    moved = fold_task_priors(fd_flipped.train_counts, fd_flipped.test_records, kind=kind)
     assert moved is not None
     sel = {"benchmark": "b", "task": scored}
     for var in ("A", "B"):
@@ -78,7 +79,7 @@ def test_task_prior_leaves_the_target_generator_out(kind):
 def test_task_prior_follows_the_other_generator_and_is_fitted_on_training_tasks():
     rec = _records()
     fd, split = _fold(rec)
-    prior = fold_task_priors(fd, kind="oracle")
+    prior = fold_task_priors(fd.train_counts, fd.test_records, kind="oracle")
     assert prior is not None
     mean = (prior["A"] / (prior["A"] + prior["B"])).sel(benchmark="b", generator="g1")
     scored = sorted(split.eval[("b", "g1")])

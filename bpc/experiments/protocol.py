@@ -435,10 +435,10 @@ def replay_evaluator(
     fit : callable, optional
         Counts → parameters (default :func:`bpc.estimate.laplace.laplace`).
     starts : sequence of str
-        Starting beliefs of the Bayesian controllers (:data:`bpc.experiments.task_eval.STARTS`):
+        Starting beliefs of the Bayesian controllers (:data:`bpc.experiments.task_starts.STARTS`):
         ``"cell"`` (the cell prior), ``"oracle"`` / ``"critic"`` (the per-task prior from the
         other generators' oracle outcomes / ``task_critic`` verdicts on the scored task,
-        crossed model fitted on the training counts, :func:`bpc.experiments.task_eval.fold_task_priors`).
+        crossed model fitted on the training counts, :func:`bpc.experiments.task_starts.fold_task_priors`).
         The first start's rows carry the policy's name, every other start's ``policy@start``.
     task_critic : str
         The critic of the ``"critic"`` start.
@@ -454,7 +454,7 @@ def replay_evaluator(
     """
     from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
-    from bpc.experiments.task_eval import CELL, check_starts, fold_task_priors, start_label, task_starts
+    from bpc.experiments.task_starts import CELL, check_starts, fold_task_priors, start_label, task_starts
     from bpc.replay.engine import cell_policies, cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
@@ -467,8 +467,11 @@ def replay_evaluator(
 
     def evaluate(fold: FoldData) -> pd.DataFrame:
         params = fit(fold.train_counts)
+        train, test = fold.train_counts, fold.test_records
         priors = {
-            s: fold_task_priors(fold, kind=s, critic=task_critic, params=params) for s in starts if s != CELL
+            s: fold_task_priors(train, test, kind=s, critic=task_critic, params=params)
+            for s in starts
+            if s != CELL
         }
         frames = []
         for b, g in fold.cells:
