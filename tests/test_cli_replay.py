@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 import pandas as pd
 import pytest
@@ -52,7 +53,8 @@ def test_release_profile_with_kernel_file(corpus_path, tmp_path):
 @pytest.mark.corpus
 def test_paper_profile_on_tree_reports_skipped_cells(corpus_path, tmp_path, capsys):
     out = tmp_path / "paper.csv"
-    assert main(["replay", str(corpus_path / "lcb_calibration_v2"), "--out", str(out), "--quiet"]) == 0
+    argv = ["replay", str(corpus_path / "lcb_calibration_v2"), "--profile", "paper"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
     df = pd.read_csv(out)
     assert list(df.columns) == [*RESULT_COLUMNS, "split", "wins_by_abstaining"]
     assert set(df["split"]) == {"eval", "fit"}
@@ -92,6 +94,8 @@ def test_simulated_records_with_trajectories(tmp_path):
             [
                 "replay",
                 str(jsonl),
+                "--profile",
+                "paper",
                 "--trajectories",
                 str(traj),
                 "--split",
@@ -129,7 +133,7 @@ def test_table_only_folder_is_an_error(corpus_path, capsys):
 
 def test_simulated_panel(tmp_path, capsys):
     out = tmp_path / "sim.csv"
-    argv = ["replay", "simulated", "--scale", "0.05", "--seed", "11", "--split", "eval"]
+    argv = ["replay", "simulated", "--profile", "paper", "--scale", "0.05", "--seed", "11", "--split", "eval"]
     assert (
         main([*argv, "--policies", "always_verify,reflexion,bayesian_greedy", "--out", str(out), "--quiet"])
         == 0
@@ -144,7 +148,7 @@ def test_out_suffix_picks_the_format(tmp_path, capsys):
     """``--out x.nc`` writes netCDF (not CSV text), ``.parquet`` Parquet; both hold the same table."""
     import xarray as xr
 
-    argv = ["replay", "simulated", "--scale", "0.05", "--split", "eval", "--quiet"]
+    argv = ["replay", "simulated", "--profile", "paper", "--scale", "0.05", "--split", "eval", "--quiet"]
     argv += ["--policies", "always_verify,bayesian_greedy"]
     nc, pq = tmp_path / "t.nc", tmp_path / "t.parquet"
     assert main([*argv, "--out", str(nc)]) == 0
@@ -162,7 +166,8 @@ def test_out_suffix_picks_the_format(tmp_path, capsys):
 def test_swe_abstention_is_flagged_in_the_table(tmp_path, capsys):
     """On SWE-Bench (slow oracle) the controllers stop at once: Δ > 0 with pass rate 0 is flagged."""
     out = tmp_path / "t.csv"
-    argv = ["replay", "simulated", "--scale", "0.3", "--split", "eval", "--quiet", "--out", str(out)]
+    argv = ["replay", "simulated", "--profile", "paper", "--scale", "0.3", "--split", "eval", "--quiet"]
+    argv += ["--out", str(out)]
     assert main([*argv, "--policies", "always_verify,bayesian_greedy"]) == 0
     df = pd.read_csv(out)
     swe = df[df["benchmark"].str.startswith("swebench") & (df["policy"] == "bayesian_greedy")]
@@ -174,7 +179,8 @@ def test_swe_abstention_is_flagged_in_the_table(tmp_path, capsys):
 
 def test_filters_reach_the_simulated_panel_and_inputs_are_never_outputs(tmp_path, capsys):
     out = tmp_path / "one.csv"
-    argv = ["replay", "simulated", "--benchmark", "lcb_hard", "--generator", "haiku45", "--quiet"]
+    argv = ["replay", "simulated", "--profile", "paper", "--benchmark", "lcb_hard", "--generator", "haiku45"]
+    argv += ["--quiet"]
     assert main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(out)]) == 0
     df = pd.read_csv(out)
     assert set(zip(df["benchmark"], df["generator"], strict=True)) == {("lcb_hard", "haiku45")}
@@ -190,3 +196,113 @@ def test_filters_reach_the_simulated_panel_and_inputs_are_never_outputs(tmp_path
     assert (
         main([*argv, "--policies", "always_verify", "--split", "eval", "--out", str(other), "--force"]) == 0
     )
+
+
+# ---------------------------------------------------------------------------
+# The bpc profile (default): the evaluation protocol
+# ---------------------------------------------------------------------------
+_SIM = [
+    "replay",
+    "simulated",
+    "--benchmark",
+    "lcb_hard",
+    "--generator",
+    "haiku45",
+    "--generator",
+    "qwen3_coder",
+]
+_SIM += ["--scale", "0.5", "--costs", "fast", "--folds", "3", "--seeds", "1", "2", "--quiet"]
+_SIM += ["--policies", "always_verify,stop,verify_first,gate_test,bayesian_dp"]
+
+
+def test_default_profile_runs_the_protocol_and_writes_both_deltas(tmp_path, capsys):
+    from bpc.experiments.protocol import TABLE_COLUMNS
+    from bpc.outputs import read_netcdf
+
+    out, nc = tmp_path / "p.csv", tmp_path / "p.nc"
+    assert main([*_SIM, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "profile bpc" in printed and "3-fold cross-fitting over tasks × seeds 1 2" in printed
+    assert (
+        "Δ vs best simple" in printed and "task-clustered" in printed and "best simple baseline:" in printed
+    )
+    df = pd.read_csv(out)
+    assert set(TABLE_COLUMNS) <= set(df.columns) and set(df["split"]) == {"eval"}
+    assert {"best_simple", "bayesian_dp", "stop", "verify_first"} <= set(df["policy"])
+    assert set(df["n_seeds"]) == {2} and set(df["prior"]) == {"cell"}
+    ref = df[df["policy"] == "best_simple"]
+    assert (ref["delta_best"] == 0).all()
+    assert main([*_SIM, "--out", str(nc)]) == 0
+    tree = read_netcdf(nc, tree=True)
+    assert set(tree.children) == {"table", "deltas", "baselines"}
+    assert (
+        tree.attrs["profile"] == "bpc"
+        and tree.attrs["n_folds"] == 3
+        and "task-clustered" in tree.attrs["interval"]
+    )
+    assert json.loads(tree.attrs["seeds"]) == [1, 2] and "numpy" in json.loads(tree.attrs["versions"])
+    table = tree["table"].to_dataset()
+    assert {"delta", "delta_best", "ci_lo_best", "best_simple"} <= set(table.data_vars)
+
+
+def test_task_prior_replays_both_starts_and_prints_the_gain(tmp_path, capsys):
+    out = tmp_path / "t.csv"
+    assert main([*_SIM, "--prior", "task", "--task-evidence", "critic", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "start from the task prior (the other generators' 'test' verdicts" in printed
+    assert "Task prior − cell prior" in printed and "lcb_hard / pooled" in printed
+    df = pd.read_csv(out)
+    assert {"bayesian_dp", "bayesian_dp@cell"} <= set(df["policy"]) and set(df["prior"]) == {"task"}
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--profile", "paper", "--prior", "task"], "--prior task needs the bpc profile's cross-fitting"),
+        (["--profile", "paper-release", "--seeds", "1"], "--seeds applies to"),
+        (["--split", "fit"], "every task is scored held-out"),
+        (["--kernel", "{tmp}/k.json"], "--kernel: the bpc profile's controllers regenerate fresh"),
+        (["--seeds", "1", "1"], "--seeds must be distinct"),
+    ],
+)
+def test_protocol_option_errors(extra, message, tmp_path, capsys):
+    (tmp_path / "k.json").write_text('{"kernel_all": {"n00": 1, "n01": 1, "n10": 1, "n11": 1}}')
+    argv = ["replay", "simulated", "--scale", "0.05", "--quiet"] + [a.format(tmp=tmp_path) for a in extra]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.fixture(scope="session")
+def lcb_protocol_run(corpus_path, tmp_path_factory):
+    """The one real-corpus protocol run of the suite: LCB, task prior, flagged tasks excluded, one seed."""
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("lcb") / "lcb.csv"
+    argv = ["replay", str(corpus_path), "--benchmark", "lcb_hard", "--benchmark", "lcb_medium"]
+    argv += ["--costs", "paper-release", "--prior", "task", "--exclude-flagged", "--seeds", "42"]
+    argv += ["--policies", "always_verify,stop,verify_first,gate_test,bayesian_dp", "--out", str(out)]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = main(argv)
+    return rc, stdout.getvalue(), stderr.getvalue(), out
+
+
+@pytest.mark.corpus
+@pytest.mark.slow
+def test_corpus_protocol_with_the_task_prior_and_flagged_tasks_excluded(lcb_protocol_run):
+    rc, printed, err, out = lcb_protocol_run
+    assert rc == 0, err
+    assert "excluded the flagged tasks (possible harness or oracle failure): lcb_hard 7, lcb_medium 61" in err
+    df = pd.read_csv(out)
+    n = df.groupby(["benchmark", "generator"])["n_instances"].max().to_dict()
+    assert n == {
+        ("lcb_hard", "gpt5_mini"): 22,
+        ("lcb_hard", "haiku45"): 22,
+        ("lcb_hard", "qwen3_coder"): 22,
+        ("lcb_medium", "haiku45"): 29,
+        ("lcb_medium", "qwen3_coder"): 29,
+    }
+    assert "lcb_medium / pooled" in printed and "fallback 0" in printed
+    dp = df[df["policy"] == "bayesian_dp"]
+    assert dp["delta_best"].notna().all() and (dp["ci_lo_best"] <= dp["delta_best"]).all()

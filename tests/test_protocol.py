@@ -239,3 +239,63 @@ def test_run_protocol_chains_the_steps():
     assert d.loc[("lcb_hard", "haiku45", "ctrl", "always_verify"), "delta"] == 3.0
     assert d.loc[("lcb_hard", "haiku45", "ctrl", BEST_SIMPLE), "delta"] == 2.0
     assert d.loc[("swebench_verified", "gpt5_mini", "ctrl", BEST_SIMPLE), "n_tasks"] == 6
+
+
+def test_training_counts_keep_no_per_task_count_of_a_scored_task():
+    """With a source's counts as base, a scored task's per-task counts stay off the training side."""
+    rec = _records()
+    base = counts_from_records(rec)
+    split = fold_split(rec, task_folds(rec, n_folds=3, seeds=[5]), seed=5, fold=1)
+    counts = training_counts(rec, split, base=base)
+    scored = split.eval[("lcb_hard", "haiku45")]
+    fit = split.fit[("lcb_hard", "haiku45")]
+    for g in ("haiku45", "qwen3_coder"):
+        tn = counts["task_n"].sel(benchmark="lcb_hard", generator=g)
+        assert np.isnan(tn.sel(task=scored).values).all()
+        assert (tn.sel(task=fit).values == 2).all()
+    assert np.isnan(counts["task_critic_n"].sel(benchmark="lcb_hard", task=scored).values).all()
+
+
+def test_protocol_table_one_row_per_cell_and_policy():
+    from bpc.experiments.protocol import TABLE_COLUMNS, baseline_choices, protocol_table, run_protocol
+
+    rec = _records()
+
+    def evaluate(fold: FoldData) -> pd.DataFrame:
+        t = fold.test_records.drop_duplicates(["benchmark", "generator", "instance_id"])
+        base = t[["benchmark", "generator", "instance_id"]].reset_index(drop=True)
+        num = base["instance_id"].str[1:].astype(float)
+        return pd.concat(
+            [
+                base.assign(policy="always_verify", utility=-1.0, passed=1.0, cost=5.0),
+                base.assign(policy="stop", utility=0.0, passed=0.0, cost=0.0),
+                base.assign(policy="bayesian_dp", utility=num, passed=0.5, cost=2.0),
+            ],
+            ignore_index=True,
+        )
+
+    res = run_protocol(rec, evaluate, n_folds=3, seeds=[1, 2], B=50)
+    table = protocol_table(res)
+    assert list(table.columns) == [*TABLE_COLUMNS, "prob"]
+    hk = table[(table["benchmark"] == "lcb_hard") & (table["generator"] == "haiku45")].set_index("policy")
+    assert list(hk.index) == ["always_verify", "stop", BEST_SIMPLE, "bayesian_dp"]
+    assert hk.loc["always_verify", ["delta", "ci_lo", "ci_hi"]].tolist() == [0.0, 0.0, 0.0]
+    assert hk.loc["bayesian_dp", "mean_utility"] == pytest.approx(4.5)  # tasks t00 … t09
+    assert hk.loc["bayesian_dp", "delta"] == pytest.approx(5.5)
+    assert hk.loc["bayesian_dp", "delta_best"] == pytest.approx(4.5)
+    assert hk.loc["stop", ["pass_rate", "cost_per_instance"]].tolist() == [0.0, 0.0]
+    assert set(table["best_simple"]) == {"stop 6/6"} and set(table["n_seeds"]) == {2}
+    assert (table.groupby(["benchmark", "generator"])["n_instances"].max() == [10, 10, 6]).all()
+    choice = pd.DataFrame({"benchmark": "b", "generator": "g", "baseline": ["a", "c", "c"]})
+    assert baseline_choices(choice)["best_simple"].item() == "c 2/3, a 1/3"
+
+
+def test_replay_evaluator_replays_the_bpc_baselines():
+    from bpc.data.simulate import simulate_panel
+
+    panel = simulate_panel(4, benchmarks=["lcb_hard"], generators=["haiku45"], scale=0.5)
+    u = cross_fit(panel.records, replay_evaluator("fast"), n_folds=3, seeds=[0])
+    have = set(u["policy"])
+    assert {"stop", "verify_first", "fixed_pipeline", "gate_syn", "gate_test", "gate_llm"} <= have
+    assert {"bayesian_dp", "bayesian_greedy"} <= have
+    assert set(u.loc[u["policy"] == "stop", "utility"]) == {-10.0}  # the first generation, c_gen = 10

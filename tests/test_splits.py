@@ -245,3 +245,22 @@ def test_task_folds_errors():
     other = pd.concat([rec, _records({("new", "g"): 3})], ignore_index=True)
     with pytest.raises(ValueError, match="has no fold"):
         fold_split(other, folds, seed=1, fold=0)
+
+
+def test_split_counts_over_a_base_keep_only_the_sides_per_task_counts():
+    from bpc.data.counts import counts_from_records
+
+    rec = _shared_records()
+    base = counts_from_records(rec)
+    split = fold_split(rec, task_folds(rec, n_folds=3, seeds=[2]), seed=2, fold=0)
+    counts = split_counts(rec, split, base=base)
+    for cell, fit_ids, eval_ids in split:
+        tn = counts["task_n"].sel(benchmark=cell[0], generator=cell[1])
+        assert (tn.sel(task=fit_ids).values == 2).all()
+        assert np.isnan(tn.sel(task=eval_ids).values).all()
+    held = split_counts(rec, split, side="eval", base=base)
+    ev = split.eval[("lcb", "g")]
+    assert (
+        held["task_pass"].sel(benchmark="lcb", generator="g", task=ev).values
+        == 2 * (np.array([int(t[3:]) for t in ev]) % 2 == 0)
+    ).all()

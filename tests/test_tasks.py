@@ -123,6 +123,10 @@ def test_empty_patches_reads_the_raw_fields(tmp_path):
             "empty_passing": 0,
         }
     ]
+    from bpc.data.tasks import empty_task_groups
+
+    groups = empty_task_groups(rec, tmp_path, {"b/g1": ["run/g1/critic_results.jsonl"]})
+    assert groups[["instance_id", "group"]].values.tolist() == [["t1", "all empty"], ["t2", "none empty"]]
 
 
 @pytest.mark.corpus
@@ -147,3 +151,17 @@ def test_estimate_names_the_never_passing_tasks(corpus_path, tmp_path, capsys):
     assert main(["estimate", str(corpus_path), "--out", str(tmp_path / "e.csv")]) == 0
     err = capsys.readouterr().err
     assert "lcb_medium: 61 of 90 tasks pass nothing (oracle + test) for any of its 2 generators" in err
+
+
+def test_flagged_tasks_and_their_exclusion():
+    from bpc.data.tasks import exclude_tasks, flagged_tasks
+
+    counts = counts_from_records(REC)
+    flagged = flagged_tasks(counts)
+    # b is flagged (two generators attempted its tasks): both its never-passing tasks are listed;
+    # c has one generator, so u1 is a hard task as often as a broken one and is not flagged
+    assert flagged.to_dict("records") == [{"benchmark": "b", "task": "t1"}, {"benchmark": "b", "task": "t3"}]
+    kept = exclude_tasks(REC, flagged)
+    assert sorted(set(zip(kept["benchmark"], kept["instance_id"], strict=True))) == [("b", "t2"), ("c", "u1")]
+    with pytest.raises(ValueError, match="lacks column"):
+        exclude_tasks(REC, flagged.rename(columns={"task": "instance_id"}))

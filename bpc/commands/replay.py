@@ -1,18 +1,29 @@
-"""``bpc replay``: replay the policies over recorded calibration pools and report Δ vs always_verify."""
+"""``bpc replay``: replay the policies over recorded calibration pools and report their Δs.
+
+Under the default ``bpc`` profile the replay is the evaluation protocol
+(:mod:`bpc.experiments.protocol`): K-fold cross-fitting over tasks repeated over seeds,
+Δ vs ``always_verify`` and vs the best simple baseline chosen on the training folds, with
+task-clustered intervals; ``--prior task`` starts the Bayesian controllers from the per-task
+prior (:mod:`bpc.experiments.task_eval`). The ``paper`` and ``paper-release`` profiles keep
+the paper's replay (75/25 split or in-sample, Δ vs always_verify with instance bootstraps).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
 
 NAME = "replay"
 HELP = (
     "replay the baselines and the Bayesian controllers over recorded 3-patch pools "
-    "(a critic_results.jsonl, a cell folder or the corpus tree) and report mean utility and Δ vs "
-    "always_verify with paired bootstrap CIs"
+    "(a critic_results.jsonl, a cell folder or the corpus tree): under the bpc profile (default) "
+    "repeated K-fold cross-fitting over tasks, Δ vs always_verify and vs the best simple baseline with "
+    "task-clustered CIs; the paper profiles reproduce the paper's replay"
 )
 
 
@@ -30,10 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profile",
         choices=sorted(PROFILES),
-        default="paper",
-        help="replay conventions (docs/method.md 'Profiles'): 'paper' (the paper's replay: 75/25 split, "
-        "default), 'paper-release' (the authors' released table, in-sample) or 'bpc' (instance belief, "
-        "verification not terminal, 5-fold cross-fitting)",
+        default="bpc",
+        help="replay conventions (docs/method.md 'Profiles'): 'bpc' (default: instance belief, "
+        "verification not terminal, the evaluation protocol — K-fold cross-fitting over tasks × seeds, "
+        "Δ vs always_verify and vs the best simple baseline chosen on the training folds, task-clustered "
+        "CIs), 'paper' (the paper's replay: 75/25 split) or 'paper-release' (the authors' released table, "
+        "in-sample)",
     )
     parser.add_argument(
         "--belief",
@@ -49,8 +62,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="K",
-        help="K-fold cross-fitting over instances: every instance is scored once by parameters fitted "
-        "without it (default: the profile's, 5 under bpc; otherwise the 75/25 split)",
+        help="K-fold cross-fitting: bpc profile — folds over tasks, shared by every cell that has the "
+        "task (default 5); paper profile — K-fold over instances instead of the 75/25 split",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="S",
+        help="bpc profile: fold-assignment seeds, one K-fold cross-fit each (default "
+        "bpc.constants.CROSSFIT_SEEDS: 42 43 44)",
+    )
+    parser.add_argument(
+        "--prior",
+        choices=("cell", "task"),
+        default="cell",
+        help="bpc profile: the Bayesian controllers' starting belief about a task's pass rate — 'cell' "
+        "(default: the cell's Beta) or 'task' (the per-task prior from what the other generators of the "
+        "benchmark did on the task, crossed model fitted on the training folds; the target generator's "
+        "own outcomes never enter it; a task no other generator attempted falls back to the cell prior, "
+        "and the table says how many). With 'task' the cell-prior controllers are replayed too "
+        "(policy@cell) and Δ task − cell is printed",
+    )
+    parser.add_argument(
+        "--task-evidence",
+        choices=("oracle", "critic"),
+        default="oracle",
+        help="with --prior task: what is known about the task from the other generators — their oracle "
+        "outcomes (default) or only the verdicts of --task-critic on their patches (labels unknown)",
+    )
+    parser.add_argument(
+        "--task-critic",
+        default="test",
+        metavar="CRITIC",
+        help="the critic of --task-evidence critic (default test, the public tests)",
+    )
+    parser.add_argument(
+        "--exclude-flagged",
+        action="store_true",
+        help="drop the tasks flagged 'possible harness or oracle failure' (no patch of any generator "
+        "passes anything, bpc.data.tasks.flagged_tasks) before replaying: they are neither calibrated "
+        "on nor scored (default: keep them)",
     )
     parser.add_argument(
         "--costs",
@@ -74,15 +127,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--split",
         choices=("eval", "fit", "both", "all"),
-        default="both",
+        default=None,
         help="paper profile: report the evaluation side, the fit side, both (default) or all instances "
-        "in-sample; the paper-release profile is always in-sample",
+        "in-sample; bpc profile: every task is scored held-out ('eval', default) or 'all' for an "
+        "in-sample replay; the paper-release profile is always in-sample",
     )
     parser.add_argument(
         "--policies",
         default=None,
-        help="comma-separated policy names, canonical or the authors' (threshold_L2 = gate_test, …); "
-        "default: the profile's",
+        help="comma-separated policy names, canonical (stop, verify_first, gate_<critic> for any critic, …) "
+        "or the authors' (threshold_L2 = gate_test, …); default: the profile's",
     )
     parser.add_argument(
         "--trajectories",
@@ -184,18 +238,64 @@ def _write_table(df, path: Path, fmt: str, attrs: dict) -> None:
         write_netcdf(ds, path)
 
 
+def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
+    """Option combinations that the chosen profile cannot honour (a clear error, not a silent ignore)."""
+    if args.folds is not None and args.folds < 2:
+        raise ValueError(f"--folds must be >= 2, got {args.folds}")
+    if protocol:
+        if args.split in ("fit", "both"):
+            raise ValueError(
+                f"--split {args.split}: the {profile.name} profile cross-fits, so every task is scored "
+                "held-out ('eval'); use --split all for an in-sample replay or --profile paper for the "
+                "75/25 split"
+            )
+        if args.kernel is not None:
+            raise ValueError(
+                f"--kernel: the {profile.name} profile's controllers regenerate fresh patches "
+                "(regenerate='fresh'), so a refinement kernel is not used; use --profile paper"
+            )
+        if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+            raise ValueError(f"--seeds must be distinct, got {args.seeds}")
+        return
+    what = (
+        "the bpc profile's cross-fitting"
+        if profile.n_folds is not None
+        else f"the bpc profile's cross-fitting (profile {profile.name!r} does not cross-fit over tasks)"
+    )
+    if args.prior != "cell":
+        raise ValueError(f"--prior {args.prior} needs {what}: the task prior is fitted on the training folds")
+    if args.seeds is not None:
+        raise ValueError(f"--seeds applies to {what}")
+
+
+def _exclude_flagged(records, counts, trajectories):
+    """Records (and trajectories) without the flagged tasks, and one line saying what was dropped."""
+    from bpc.data.counts import counts_from_records
+    from bpc.data.tasks import exclude_tasks, flagged_tasks
+    from bpc.schema import has_task_counts
+
+    flagged = flagged_tasks(counts if has_task_counts(counts) else counts_from_records(records))
+    records = exclude_tasks(records, flagged)
+    if trajectories is not None:
+        trajectories = exclude_tasks(trajectories, flagged)
+    per = flagged.groupby("benchmark").size()
+    line = "excluded the flagged tasks (possible harness or oracle failure): " + (
+        ", ".join(f"{b} {n}" for b, n in per.items()) if len(per) else "none flagged"
+    )
+    return records, trajectories, flagged, line
+
+
 def run(args: argparse.Namespace) -> int:
-    """Load, replay, print the table, write CSV / plot."""
+    """Load, replay (the protocol under bpc, the paper's replay otherwise), print the table, write it."""
     import pandas as pd
 
     from bpc.choices import check_choice
-    from bpc.costs import Costs, paper_costs_for, resolve_costs
+    from bpc.costs import paper_costs_for, resolve_costs
     from bpc.data.corpus import read_transition_kernel
     from bpc.outputs import check_output_file, check_parquet_engine
-    from bpc.progress import choices_summary, info, notes_digest
-    from bpc.replay.engine import POLICIES, REFINEMENT_POLICIES, replay_cells
+    from bpc.progress import info, notes_digest
+    from bpc.replay.engine import POLICIES
     from bpc.replay.profiles import AUTHOR_POLICY_NAMES, canonical_policy, get_profile
-    from bpc.report.tables import flag_abstention
 
     out_fmt = None
     if args.out is not None:
@@ -210,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
     profile = get_profile(args.profile)
+    protocol = profile.n_folds is not None and not profile.in_sample and args.split != "all"
+    _check_options(args, profile, protocol)
     simulated = args.path == "simulated"
     path = Path(args.path)
     if not simulated and not path.exists():
@@ -220,11 +322,14 @@ def run(args: argparse.Namespace) -> int:
     kernel = read_transition_kernel(args.kernel, which=args.kernel_entry) if args.kernel else None
     policies = None
     if args.policies:
-        names = [*POLICIES, *AUTHOR_POLICY_NAMES]
+        from bpc.constants import EXTRA_BASELINES
+        from bpc.decide.baselines import is_baseline
+
+        names = [*POLICIES, *EXTRA_BASELINES, *AUTHOR_POLICY_NAMES]
         policies = [
-            canonical_policy(check_choice(p.strip(), names, what="policy (--policies)"))
-            for p in args.policies.split(",")
-            if p.strip()
+            p if is_baseline(p) else canonical_policy(check_choice(p, names, what="policy (--policies)"))
+            for p in (q.strip() for q in args.policies.split(","))
+            if p
         ]
     trajectories = None
     if args.trajectories is not None:
@@ -267,14 +372,68 @@ def run(args: argparse.Namespace) -> int:
                 f"skipped {len(names)} cell(s) with only {what}, no per-patch records to replay: "
                 + ", ".join(names)
             )
-    if args.folds is not None and args.folds < 2:
-        raise ValueError(f"--folds must be >= 2, got {args.folds}")
+    if args.exclude_flagged:
+        records, trajectories, flagged, line = _exclude_flagged(records, counts, trajectories)
+        info(line)
+        notes = [*notes, line]
+        if records.empty:
+            raise ValueError(f"{path}: every task is flagged; nothing is left to replay")
     belief = profile.belief if args.belief is None else args.belief
+    source = "simulated panel" if simulated else str(path)
+    setup = _Setup(
+        args=args,
+        profile=profile,
+        records=records,
+        counts=counts,
+        trajectories=trajectories,
+        costs=costs,
+        kernel=kernel,
+        policies=policies,
+        belief=belief,
+        source=source,
+        notes=notes,
+        simulated=simulated,
+        out_fmt=out_fmt,
+    )
+    if protocol:
+        return _run_protocol(setup)
+    return _run_paper(setup, replayable)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What both replays need from the command line."""
+
+    args: argparse.Namespace
+    profile: Any
+    records: Any
+    counts: Any
+    trajectories: Any
+    costs: Any
+    kernel: Any
+    policies: list[str] | None
+    belief: str
+    source: str
+    notes: list[str]
+    simulated: bool
+    out_fmt: str | None
+
+
+def _run_paper(st: _Setup, replayable) -> int:
+    """The paper's replay (75/25 split, K-fold over instances, or in-sample): Δ vs always_verify."""
+    import pandas as pd
+
+    from bpc.costs import Costs
+    from bpc.progress import choices_summary, info
+    from bpc.replay.engine import REFINEMENT_POLICIES, replay_cells
+    from bpc.report.tables import flag_abstention
+
+    args, profile, counts, belief = st.args, st.profile, st.counts, st.belief
     refine = profile.plans_with_measured_kernel(belief)
     transition_counts = None
     if profile.switches.resolved(belief).regenerate == "fresh":
         info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
-    if kernel is None and refine and not simulated:
+    if st.kernel is None and refine and not st.simulated:
         transition_counts = counts
         measured = [
             f"{b}/{g}"
@@ -287,27 +446,26 @@ def run(args: argparse.Namespace) -> int:
         ]
         if measured:
             info(f"DP regeneration kernel measured for: {', '.join(measured)}; fresh sample elsewhere")
-    wanted = policies if policies is not None else profile.policies
-    if trajectories is None and any(p in REFINEMENT_POLICIES for p in wanted):
+    wanted = st.policies if st.policies is not None else profile.policies
+    if st.trajectories is None and any(p in REFINEMENT_POLICIES for p in wanted):
         info("self_refine / reflexion not replayed: no refinement trajectories (pass --trajectories)")
 
     df = replay_cells(
-        records,
+        st.records,
         None,
-        costs,
+        st.costs,
         profile=profile,
-        policies=policies,
-        trajectories=trajectories,
-        split=args.split,
-        kernel=kernel,
+        policies=st.policies,
+        trajectories=st.trajectories,
+        split=args.split or "both",
+        kernel=st.kernel,
         transition_counts=transition_counts,
         belief=belief,
         n_folds=args.folds,
         progress=not args.quiet and len(replayable) > 1,
     )
     df = flag_abstention(df)
-    source = "simulated panel" if simulated else str(path)
-    print(f"bpc replay — {source}, profile {profile.name}, {len(replayable)} cell(s)")
+    print(f"bpc replay — {st.source}, profile {profile.name}, {len(replayable)} cell(s)")
     print(format_table(df))
     skipped = df.attrs.get("skipped", [])
     if skipped:
@@ -315,23 +473,246 @@ def run(args: argparse.Namespace) -> int:
         for r in skipped:
             print(f"  {r['benchmark']}/{r['generator']}: {r['policy']} — {r['reason']}")
     if not args.quiet:
-        choices_summary("data choices", notes)
-    if args.out is not None and out_fmt is not None:
+        choices_summary("data choices", st.notes)
+    if args.out is not None and st.out_fmt is not None:
         attrs = {
-            "source": source,
+            "source": st.source,
             "profile": profile.name,
             "belief": belief,
             "costs": args.costs or "paper default (slow on SWE-Bench, fast elsewhere)",
             "interval": "95% paired bootstrap over instances (ci_lo, ci_hi)",
-            "data_choices": notes,
+            "data_choices": st.notes,
         }
-        _write_table(df, args.out, out_fmt, attrs)
+        _write_table(df, args.out, st.out_fmt, attrs)
         print(f"\nwrote {args.out}", file=sys.stderr)
     if args.plot is not None:
         from bpc.report.plots.replay import plot_delta_bars
 
+        costs = st.costs
         reward = costs.reward if isinstance(costs, Costs) else costs(str(df["benchmark"].iloc[0])).reward
         fmt = args.plot.suffix.lower().lstrip(".")
         for written in plot_delta_bars(df, args.plot, reward=reward, formats=(fmt,)):
             print(f"wrote {written}", file=sys.stderr)
     return 0
+
+
+def _run_protocol(st: _Setup) -> int:
+    """The evaluation protocol: cross-fit, best simple baseline on training folds, task-clustered Δs."""
+    import time
+
+    from bpc.constants import CROSSFIT_FOLDS, CROSSFIT_SEEDS
+    from bpc.costs import Costs
+    from bpc.experiments.protocol import protocol_table, replay_evaluator, run_protocol
+    from bpc.experiments.task_eval import prior_gain_table
+    from bpc.progress import choices_summary, info
+    from bpc.report.tables import flag_abstention
+
+    args, profile = st.args, st.profile
+    n_folds = CROSSFIT_FOLDS if args.folds is None else int(args.folds)
+    seeds = tuple(CROSSFIT_SEEDS if args.seeds is None else args.seeds)
+    starts = ("cell",) if args.prior == "cell" else (args.task_evidence, "cell")
+    evaluate = replay_evaluator(
+        st.costs,
+        profile=profile,
+        policies=st.policies,
+        belief=st.belief,
+        starts=starts,
+        task_critic=args.task_critic,
+    )
+    t0 = time.perf_counter()
+    res = run_protocol(
+        st.records,
+        evaluate,
+        n_folds=n_folds,
+        seeds=seeds,
+        trajectories=st.trajectories,
+        base_counts=st.counts,
+        progress=not args.quiet,
+    )
+    info(f"cross-fitting done in {time.perf_counter() - t0:.1f} s", enabled=not args.quiet)
+    table = protocol_table(res)
+    table = flag_abstention(table.assign(belief=st.belief, split="eval", prior=args.prior))
+    gains = prior_gain_table(res.utilities) if args.prior == "task" else None
+    prior_text = _prior_text(args)
+    n_cells = table[["benchmark", "generator"]].drop_duplicates().shape[0]
+    print(
+        f"bpc replay — {st.source}, profile {profile.name}, {n_cells} cell(s); {n_folds}-fold cross-fitting "
+        f"over tasks × seeds {' '.join(map(str, seeds))} (each task scored held-out once per seed); "
+        f"Bayesian controllers ({st.belief} belief) start from {prior_text}"
+    )
+    print(format_protocol_table(table))
+    if gains is not None:
+        print(format_prior_gains(gains, res.utilities))
+    if not args.quiet:
+        choices_summary("data choices", st.notes)
+    if args.out is not None and st.out_fmt is not None:
+        config = {
+            "source": st.source,
+            "profile": profile.name,
+            "belief": st.belief,
+            "costs": args.costs or "paper default (slow on SWE-Bench, fast elsewhere)",
+            "n_folds": n_folds,
+            "seeds": list(seeds),
+            "prior": args.prior,
+            "task_evidence": args.task_evidence if args.prior == "task" else "",
+            "exclude_flagged": bool(args.exclude_flagged),
+            "interval": f"{table.attrs['prob']:.0%} task-clustered percentile bootstrap (task ids resampled "
+            "jointly across the cells of a benchmark); delta/ci_* vs always_verify, *_best vs the best "
+            "simple baseline chosen on the training folds",
+            "data_choices": st.notes,
+        }
+        _write_protocol(table, res, gains, args.out, st.out_fmt, config, args)
+        print(f"\nwrote {args.out}", file=sys.stderr)
+    if args.plot is not None:
+        from bpc.report.plots.replay import plot_delta_bars
+
+        costs = st.costs
+        reward = costs.reward if isinstance(costs, Costs) else costs(str(table["benchmark"].iloc[0])).reward
+        fmt = args.plot.suffix.lower().lstrip(".")
+        title = (
+            f"Δ vs always_verify, {n_folds}-fold × {len(seeds)} seeds cross-fitted; "
+            f"{table.attrs['prob']:.0%} task-clustered bootstrap CI"
+        )
+        for written in plot_delta_bars(table, args.plot, reward=reward, title=title, formats=(fmt,)):
+            print(f"wrote {written}", file=sys.stderr)
+    return 0
+
+
+def _prior_text(args: argparse.Namespace) -> str:
+    if args.prior == "cell":
+        return "the cell prior"
+    what = (
+        "oracle outcomes"
+        if args.task_evidence == "oracle"
+        else f"{args.task_critic!r} verdicts (labels unknown)"
+    )
+    return f"the task prior (the other generators' {what} on the task; policy@cell = the cell prior)"
+
+
+def format_protocol_table(df) -> str:
+    """The protocol table as aligned text, one block per cell.
+
+    Per policy: tasks scored, pass rate, cost and utility per task (averaged over the
+    seeds), Δ vs always_verify and Δ vs the best simple baseline, each with its
+    task-clustered interval; the block's title names the baseline the training folds chose.
+    A Δ vs always_verify that wins by abstaining is marked with a dagger and explained below.
+    """
+    from bpc.report.plots.style import POLICY_LABELS
+    from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
+
+    if "wins_by_abstaining" not in df.columns:
+        df = flag_abstention(df)
+    prob = float(df["prob"].iloc[0]) if len(df) else float("nan")
+    lines = [
+        f"Δ vs always_verify and vs the best simple baseline (chosen on the training folds only); "
+        f"[{prob:.0%} task-clustered bootstrap CI]; n = tasks"
+    ]
+    for (b, g), block in df.groupby(["benchmark", "generator"], sort=False):
+        n = int(block["n_instances"].max())
+        lines.append(f"\n{b} / {g} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}")
+        head = f"  {'policy':<22}{'n':>5}{'pass_rate':>11}{'cost/task':>11}{'mean_utility':>14}"
+        lines.append(f"{head}   {'Δ vs always_verify':<30}Δ vs best simple")
+        for r in block.itertuples(index=False):
+            pol = str(r.policy)
+            base, _, start = pol.partition("@")
+            label = POLICY_LABELS.get(base, base) + (f"@{start}" if start else "")
+            flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
+            av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
+            best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
+            lines.append(
+                f"  {label:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
+                f"{r.mean_utility:>14.2f}   {av:<30}{best}"
+            )
+    if df["wins_by_abstaining"].any():
+        lines.append("\n" + ABSTAIN_NOTE)
+    return "\n".join(lines)
+
+
+def format_prior_gains(gains, utilities) -> str:
+    """The task-minus-cell prior Δ per cell and pooled per benchmark, with the fallbacks counted.
+
+    A benchmark where every task started from the cell prior (one generator: no other
+    generator's evidence) is named on one line instead of a row of zeros.
+    """
+    from bpc.experiments.task_eval import POOLED
+
+    lines = [
+        "\nTask prior − cell prior: held-out utility per task "
+        f"[{float(gains['prob'].iloc[0]):.0%} task-clustered CI]; pooled = mean over the benchmark's "
+        "(task, generator) pairs, a task resampled with all its generators; 'fallback' = pairs that "
+        "started from the cell prior (no other generator attempted the task)"
+    ]
+    without = []
+    for (_pol, bench), part in gains.groupby(["policy", "benchmark"], sort=False):
+        pooled = part[part["generator"] == POOLED]
+        if len(pooled) and int(pooled["n_fallback"].iloc[0]) == int(pooled["n_pairs"].iloc[0]):
+            without.append(str(bench))
+            continue
+        cells = part[part["generator"] != POOLED]
+        rows = cells if len(cells) == 1 else part
+        for r in rows.itertuples(index=False):
+            who = f"{r.benchmark} / {r.generator}"
+            lines.append(
+                f"  {r.policy:<16}{who:<30}{r.delta:+7.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]  "
+                f"n = {r.n_tasks} tasks, {r.n_pairs} pairs, fallback {r.n_fallback}"
+            )
+    if without:
+        lines.append(
+            "  no task prior (a single generator, every task from the cell prior): "
+            + ", ".join(dict.fromkeys(without))
+        )
+    unconverged = utilities.get("prior_unconverged")
+    if unconverged is not None:
+        bad = sorted({b for v in unconverged.dropna().astype(str) for b in v.split(",") if b})
+        if bad:
+            lines.append(
+                "  note: the empirical-Bayes crossed fit did not report convergence in some folds for: "
+                + ", ".join(bad)
+            )
+    return "\n".join(lines)
+
+
+def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args) -> None:
+    """Write the protocol table: CSV / Parquet (the table), netCDF (a DataTree, config in attrs)."""
+    import json
+
+    import xarray as xr
+
+    from bpc.outputs import atomic_file, run_config, write_csv, write_netcdf
+    from bpc.report.markdown import versions
+
+    if fmt == ".csv":
+        write_csv(table, path)
+        return
+    if fmt == ".parquet":
+        with atomic_file(path) as tmp:
+            table.to_parquet(tmp, index=False)
+        return
+    keys = ["benchmark", "generator", "policy"]
+    numeric = table.drop(columns=["best_simple", "belief", "split", "prior", "prob"]).assign(
+        wins_by_abstaining=table["wins_by_abstaining"].astype(float)
+    )
+    main = numeric.set_index(keys).to_xarray()
+    choice = table.drop_duplicates(["benchmark", "generator"]).set_index(["benchmark", "generator"])
+    main["best_simple"] = choice["best_simple"].to_xarray().fillna("").astype(str)
+    deltas = res.deltas.set_index(["benchmark", "generator", "policy", "reference"]).to_xarray()
+    deltas = deltas.drop_vars("prob")
+    chosen = res.baselines.set_index(["seed", "fold", "benchmark", "generator"])["baseline"].to_xarray()
+    children = {
+        "table": main,
+        "deltas": deltas,
+        "baselines": xr.Dataset({"baseline": chosen.fillna("").astype(str)}),
+    }
+    if gains is not None:
+        gain_ds = gains.set_index(["benchmark", "generator", "policy", "start"]).drop(columns=["reference"])
+        children["prior_gain"] = gain_ds.to_xarray()
+    tree = xr.DataTree.from_dict({f"/{k}": v for k, v in children.items()})
+    attrs = {**config, "command": run_config(args), "versions": versions()}
+    plain = (str, int, float)
+    tree.attrs.update(
+        {
+            k: v if isinstance(v, plain) and not isinstance(v, bool) else json.dumps(v)
+            for k, v in attrs.items()
+        }
+    )
+    write_netcdf(tree, path)

@@ -52,8 +52,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, SPLIT_FIT_FRACTION, SPLIT_SEED
-from bpc.schema import COUNT_VARS, cell_order
+from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_TASK, SPLIT_FIT_FRACTION, SPLIT_SEED
+from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, cell_order, has_task_counts
 
 __all__ = [
     "Cell",
@@ -437,6 +437,7 @@ def split_counts(
     base : xarray.Dataset, optional
         A source's counts over more cells (count tables, measured kernels).
         When given, the split's cells are overwritten with the side's counts
+        (per-task counts included: a split cell keeps only its side's tasks)
         and every other cell is kept as it is, so a pooled model can borrow
         strength from it.
     keep_base_kernels : bool
@@ -463,6 +464,35 @@ def split_counts(
             if var in _TRANS_VARS and keep_base_kernels and not bool(np.isfinite(new).all()):
                 continue
             out[var].loc[sel] = new.values
+    if has_task_counts(out):
+        out = _overwrite_task_counts(out, counts, split.cells)
+    return out
+
+
+def _overwrite_task_counts(out: xr.Dataset, side: xr.Dataset, cells) -> xr.Dataset:
+    """``out`` with the per-task counts of ``cells`` replaced by the side's (``NaN`` on other tasks).
+
+    Without this a split cell would keep the base's per-task counts of every task, the other
+    side's included (the cell-level counts above are overwritten, the task counts were not).
+    """
+    tasks = out[DIM_TASK].values
+    if has_task_counts(side):
+        extra = np.setdiff1d(side[DIM_TASK].values.astype(str), tasks.astype(str))
+        if extra.size:
+            out = out.reindex({DIM_TASK: np.concatenate([tasks, extra])})
+        new = side[list(TASK_COUNT_VARS)].reindex(
+            {DIM_TASK: out[DIM_TASK].values, DIM_CRITIC: out[DIM_CRITIC].values}
+        )
+    else:
+        new = None
+    for b, g in cells:
+        sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
+        for var in TASK_COUNT_VARS:
+            target = out[var].loc[sel]
+            if new is None or b not in new[DIM_BENCHMARK].values or g not in new[DIM_GENERATOR].values:
+                out[var].loc[sel] = np.nan
+            else:
+                out[var].loc[sel] = new[var].sel(sel).transpose(*target.dims).values
     return out
 
 

@@ -40,8 +40,12 @@ __all__ = [
     "MIN_GENERATORS_TO_FLAG",
     "never_passing_tasks",
     "task_report",
+    "flagged_tasks",
+    "exclude_tasks",
     "shared_solutions",
+    "empty_patch_flags",
     "empty_patches",
+    "empty_task_groups",
     "task_choices",
 ]
 
@@ -163,6 +167,64 @@ def task_report(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) ->
     return pd.DataFrame(rows)
 
 
+def flagged_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) -> pd.DataFrame:
+    """The tasks :func:`task_report` flags (:data:`FLAG`): nothing passes on them for any generator.
+
+    The never-passing tasks (:func:`never_passing_tasks`) of the benchmarks where at least
+    :data:`MIN_GENERATORS_TO_FLAG` generators attempted them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark``, ``task`` (one row per flagged task, sorted).
+
+    Examples
+    --------
+    >>> from bpc.data.counts import counts_from_records
+    >>> rec = pd.DataFrame({"benchmark": "b", "generator": ["g1", "g1", "g2", "g2"],
+    ...                     "instance_id": ["t1", "t2", "t1", "t2"], "patch_id": 0, "Y": [0, 1, 0, 0]})
+    >>> flagged_tasks(counts_from_records(rec)).to_dict("records")
+    [{'benchmark': 'b', 'task': 't1'}]
+    >>> flagged_tasks(counts_from_records(rec[rec["generator"] == "g2"])).empty  # one generator: not flagged
+    True
+    """
+    report = task_report(counts, critics=critics)
+    rows = [(str(r["benchmark"]), str(t)) for r in report.to_dict("records") if r["flag"] for t in r["tasks"]]
+    return pd.DataFrame(sorted(rows), columns=["benchmark", "task"])
+
+
+def exclude_tasks(records: pd.DataFrame, tasks: pd.DataFrame) -> pd.DataFrame:
+    """``records`` without the rows of the given (benchmark, task) pairs (e.g. :func:`flagged_tasks`).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records (``benchmark``, ``instance_id``, …) or per-task trajectories.
+    tasks : pandas.DataFrame
+        ``benchmark`` and ``task`` columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The other rows, index reset; ``attrs`` kept.
+
+    Examples
+    --------
+    >>> rec = pd.DataFrame({"benchmark": ["b", "b", "c"], "instance_id": ["t1", "t2", "t1"]})
+    >>> exclude_tasks(rec, pd.DataFrame({"benchmark": ["b"], "task": ["t1"]}))["instance_id"].tolist()
+    ['t2', 't1']
+    """
+    missing = [c for c in ("benchmark", "task") if c not in tasks.columns]
+    if missing:
+        raise ValueError(f"exclude_tasks: the task list lacks column(s) {missing}")
+    drop = set(zip(tasks["benchmark"].astype(str), tasks["task"].astype(str), strict=True))
+    keys = zip(records["benchmark"].astype(str), records["instance_id"].astype(str), strict=True)
+    keep = np.fromiter((k not in drop for k in keys), dtype=bool, count=len(records))
+    out = records[keep].reset_index(drop=True)
+    out.attrs.update(records.attrs)
+    return out
+
+
 def shared_solutions(counts: xr.Dataset) -> pd.DataFrame:
     """Per benchmark with several generators on shared tasks: how their solved sets overlap.
 
@@ -222,15 +284,65 @@ def shared_solutions(counts: xr.Dataset) -> pd.DataFrame:
     )
 
 
+def empty_patch_flags(
+    records: pd.DataFrame, root: str | os.PathLike, files: Mapping[str, Sequence[str]]
+) -> np.ndarray:
+    """Per record row: the patch is an empty diff (raw ``diff_chars`` 0 or ``note`` ``"empty_diff"``).
+
+    The records schema keeps neither field, so the cells' ``critic_results.jsonl`` files
+    (``counts.attrs["files"]``, relative to ``root``) are read again for them. Rows of a cell
+    without raw files are ``False``.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        The labelled records.
+    root : str or os.PathLike
+        The corpus folder the file names are relative to (``counts.attrs["corpus"]``).
+    files : mapping
+        ``"benchmark/generator"`` → file names (``counts.attrs["files"]``).
+
+    Returns
+    -------
+    numpy.ndarray
+        bool, one per row of ``records``.
+    """
+    root = Path(root)
+    patch_keys = list(
+        zip(
+            records["benchmark"].astype(str),
+            records["generator"].astype(str),
+            records["instance_id"].astype(str),
+            records["patch_id"].astype(int),
+            strict=True,
+        )
+    )
+    keys = set(patch_keys)
+    empty: set[tuple[str, str, str, int]] = set()
+    for cell, names in files.items():
+        bench, gen = cell.split("/", 1)
+        for name in names:
+            path = root / name
+            if not str(name).endswith(".jsonl") or not path.is_file():
+                continue
+            with path.open(encoding="utf-8") as fh:
+                for line in fh:
+                    if not line.strip():
+                        continue
+                    obj = json.loads(line)
+                    key = (bench, gen, str(obj.get("instance_id")), obj.get("patch_id"))
+                    if key in keys and (obj.get("diff_chars") == 0 or obj.get("note") == "empty_diff"):
+                        empty.add(key)
+    return np.fromiter((k in empty for k in patch_keys), dtype=bool, count=len(patch_keys))
+
+
 def empty_patches(
     records: pd.DataFrame, root: str | os.PathLike, files: Mapping[str, Sequence[str]]
 ) -> pd.DataFrame:
     """Per cell with raw records: patches that are empty (no diff) and how they were scored.
 
     A patch is empty when its raw record has ``diff_chars`` 0 or ``note`` ``"empty_diff"`` (the
-    SWE-bench full runs, see the corpus README); the records schema keeps neither field, so the
-    cell's ``critic_results.jsonl`` files (``counts.attrs["files"]``, relative to ``root``) are
-    read again for them.
+    SWE-bench full runs, see the corpus README; :func:`empty_patch_flags`).
 
     Parameters
     ----------
@@ -247,54 +359,49 @@ def empty_patches(
         ``benchmark``, ``generator``, ``n_patches``, ``n_empty``, ``share_empty``,
         ``empty_passing`` (empty patches with Y = 1), for cells with at least one empty patch.
     """
-    root = Path(root)
-    patch_keys = list(
-        zip(
-            records["benchmark"].astype(str),
-            records["generator"].astype(str),
-            records["instance_id"].astype(str),
-            records["patch_id"].astype(int),
-            strict=True,
-        )
+    flags = empty_patch_flags(records, root, files)
+    frame = pd.DataFrame(
+        {
+            "benchmark": records["benchmark"].astype(str).to_numpy(),
+            "generator": records["generator"].astype(str).to_numpy(),
+            "empty": flags,
+            "passing": flags & (records["Y"].to_numpy() == 1),
+        }
     )
-    keys = set(patch_keys)
-    labels = {k: int(y) for k, y in zip(patch_keys, records["Y"], strict=True)}
-    rows = []
-    for cell, names in files.items():
-        bench, gen = cell.split("/", 1)
-        n = empty = passing = 0
-        for name in names:
-            if not str(name).endswith(".jsonl"):
-                continue
-            path = root / name
-            if not path.is_file():
-                continue
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    if not line.strip():
-                        continue
-                    obj = json.loads(line)
-                    key = (bench, gen, str(obj.get("instance_id")), obj.get("patch_id"))
-                    if key not in keys:
-                        continue
-                    n += 1
-                    if obj.get("diff_chars") == 0 or obj.get("note") == "empty_diff":
-                        empty += 1
-                        passing += labels[key]
-        if empty:
-            rows.append(
-                {
-                    "benchmark": bench,
-                    "generator": gen,
-                    "n_patches": n,
-                    "n_empty": empty,
-                    "share_empty": empty / n,
-                    "empty_passing": passing,
-                }
-            )
-    return pd.DataFrame(
-        rows, columns=["benchmark", "generator", "n_patches", "n_empty", "share_empty", "empty_passing"]
+    cells = {tuple(c.split("/", 1)) for c in files}
+    frame = frame[[(b, g) in cells for b, g in zip(frame["benchmark"], frame["generator"], strict=True)]]
+    agg = frame.groupby(["benchmark", "generator"], sort=False).agg(
+        n_patches=("empty", "size"), n_empty=("empty", "sum"), empty_passing=("passing", "sum")
     )
+    agg = agg[agg["n_empty"] > 0].reset_index()
+    agg["share_empty"] = agg["n_empty"] / agg["n_patches"]
+    out = agg[["benchmark", "generator", "n_patches", "n_empty", "share_empty", "empty_passing"]]
+    return out.astype({"n_patches": int, "n_empty": int, "empty_passing": int}).reset_index(drop=True)
+
+
+def empty_task_groups(
+    records: pd.DataFrame, root: str | os.PathLike, files: Mapping[str, Sequence[str]]
+) -> pd.DataFrame:
+    """Per (benchmark, generator, task) of the cells with empty patches: how many of them are empty.
+
+    ``"all empty"``, ``"some empty"`` or ``"none empty"`` (:func:`empty_patch_flags`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, instance_id, group`` for the cells with at least one empty patch.
+    """
+    frame = (
+        records[["benchmark", "generator", "instance_id"]]
+        .astype(str)
+        .assign(empty=empty_patch_flags(records, root, files))
+    )
+    per = frame.groupby(["benchmark", "generator", "instance_id"], sort=True)["empty"].agg(["sum", "size"])
+    per = per[per.groupby(level=[0, 1])["sum"].transform("sum") > 0]
+    group = np.where(
+        per["sum"] == per["size"], "all empty", np.where(per["sum"] > 0, "some empty", "none empty")
+    )
+    return per.assign(group=group).reset_index()[["benchmark", "generator", "instance_id", "group"]]
 
 
 def task_choices(counts: xr.Dataset, *, records: pd.DataFrame | None = None) -> list[str]:

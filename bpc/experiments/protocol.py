@@ -59,11 +59,12 @@ from bpc.constants import (
     CROSSFIT_SEEDS,
     DIM_BENCHMARK,
     DIM_GENERATOR,
+    DIM_TASK,
 )
 from bpc.costs import CostSpec
 from bpc.data.splits import Split, fold_split, split_counts, task_folds
 from bpc.replay.bootstrap import task_bootstrap
-from bpc.schema import COUNT_VARS
+from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts
 
 if TYPE_CHECKING:
     from bpc.replay.profiles import Profile
@@ -88,6 +89,10 @@ __all__ = [
     "delta_table",
     "ProtocolResult",
     "run_protocol",
+    "TABLE_COLUMNS",
+    "baseline_choices",
+    "protocol_table",
+    "delta_by_group",
 ]
 
 EVALUATOR_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "policy", "utility")
@@ -110,8 +115,9 @@ DELTA_COLUMNS: tuple[str, ...] = (
 )
 """Columns of :func:`delta_table`."""
 
-SIMPLE_BASELINES: tuple[str, ...] = ("stop", "verify_first", "always_verify", "best_of_3")
-"""The simple baselines :data:`BEST_SIMPLE` chooses among, with every ``gate_<critic>`` present."""
+SIMPLE_BASELINES: tuple[str, ...] = ("stop", "verify_first", "always_verify", "fixed_pipeline", "best_of_3")
+"""The simple baselines :data:`BEST_SIMPLE` chooses among, with every ``gate_<critic>`` present
+(:func:`simple_baselines` gives the order)."""
 
 BEST_SIMPLE = "best_simple"
 """Policy name of the best simple baseline chosen on the training tasks (:func:`with_best_baseline`)."""
@@ -214,6 +220,7 @@ def training_counts(
     if table_cells not in ("drop", "keep"):
         raise ValueError(f"training_counts: table_cells must be 'drop' or 'keep', got {table_cells!r}")
     counts = split_counts(records, split, trajectories=trajectories, base=base, keep_base_kernels=False)
+    counts = _mask_scored_tasks(counts, split)
     if base is None or table_cells == "keep":
         return counts
     scored = {b for b, _ in split.cells}
@@ -226,6 +233,30 @@ def training_counts(
                 sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
                 for var in COUNT_VARS:
                     counts[var].loc[sel] = np.nan
+    return counts
+
+
+def _mask_scored_tasks(counts: xr.Dataset, split: Split) -> xr.Dataset:
+    """Per-task counts of a scored task are ``NaN`` for every generator of its benchmark.
+
+    The split's own cells carry their training tasks only (:func:`bpc.data.splits.split_counts`);
+    this also clears any other cell of the benchmark (a base cell the split left out), so no
+    generator's record of a scored task reaches the training side.
+    """
+    if not has_task_counts(counts):
+        return counts
+    scored: dict[str, set[str]] = {}
+    for (b, _g), ids in split.eval.items():
+        scored.setdefault(str(b), set()).update(map(str, ids))
+    tasks = counts[DIM_TASK].values.astype(str)
+    for b, ids in scored.items():
+        if b not in counts[DIM_BENCHMARK].values:
+            continue
+        hit = np.isin(tasks, sorted(ids))
+        if not hit.any():
+            continue
+        for var in TASK_COUNT_VARS:
+            counts[var].loc[{DIM_BENCHMARK: b, DIM_TASK: tasks[hit]}] = np.nan
     return counts
 
 
@@ -381,10 +412,15 @@ def replay_evaluator(
     policies: Sequence[str] | None = None,
     belief: str | None = None,
     fit: Callable[[xr.Dataset], xr.Dataset] | None = None,
+    starts: Sequence[str] = ("cell",),
+    task_critic: str = "test",
 ) -> Evaluator:
     """The default evaluator: parameters fitted on the training counts, the replay engine on the scored tasks.
 
     This function is the protocol's one coupling to :mod:`bpc.replay.engine`.
+    Each cell replays :func:`bpc.replay.engine.cell_policies` of the profile
+    (under ``bpc``: ``stop``, ``verify_first``, a gate per critic of the cell,
+    ``fixed_pipeline``, …) or the given ``policies``.
 
     Parameters
     ----------
@@ -393,44 +429,96 @@ def replay_evaluator(
     profile : str or Profile
         Replay profile (default ``"bpc"``).
     policies : sequence of str, optional
-        Policy names the engine knows (default the profile's).
+        Policy names the engine knows (default the profile's, per cell).
     belief : {"iid", "instance"}, optional
         Belief of the Bayesian controllers (default the profile's).
     fit : callable, optional
         Counts → parameters (default :func:`bpc.estimate.laplace.laplace`).
+    starts : sequence of str
+        Starting beliefs of the Bayesian controllers (:data:`bpc.experiments.task_starts.STARTS`):
+        ``"cell"`` (the cell prior), ``"oracle"`` / ``"critic"`` (the per-task prior from the
+        other generators' oracle outcomes / ``task_critic`` verdicts on the scored task,
+        crossed model fitted on the training counts, :func:`bpc.experiments.task_starts.fold_task_priors`).
+        The first start's rows carry the policy's name, every other start's ``policy@start``.
+    task_critic : str
+        The critic of the ``"critic"`` start.
 
     Returns
     -------
     Evaluator
+        Rows also carry ``passed``, ``cost``, ``start`` (the Bayesian rows' start, ``""`` for
+        the others), ``prior_source`` (``"task"`` or ``"cell"``: the starting belief a task
+        actually got; a task no other generator attempted falls back to the cell prior) and
+        ``prior_unconverged`` (the benchmarks whose empirical-Bayes crossed fit of the fold did
+        not report convergence).
     """
+    from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
-    from bpc.replay.engine import cell_pool, replay_pool
+    from bpc.experiments.task_starts import CELL, check_starts, fold_task_priors, start_label, task_starts
+    from bpc.replay.engine import cell_policies, cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
     prof = get_profile(profile)
-    pols = tuple(policies) if policies is not None else prof.policies
     cost_for = cost_resolver(costs)
+    starts = check_starts(starts)
     if fit is None:
         from bpc.estimate.laplace import laplace as fit
 
     def evaluate(fold: FoldData) -> pd.DataFrame:
         params = fit(fold.train_counts)
+        train, test = fold.train_counts, fold.test_records
+        priors = {
+            s: fold_task_priors(train, test, kind=s, critic=task_critic, params=params)
+            for s in starts
+            if s != CELL
+        }
         frames = []
         for b, g in fold.cells:
             pool = cell_pool(select_cell(fold.test_records, b, g), prof)
             traj = None if fold.test_trajectories is None else select_cell(fold.test_trajectories, b, g)
-            ds = replay_pool(
-                pool,
-                pols,
-                cost_for(b),
-                profile=prof,
-                trajectories=traj,
-                params=select_cell(params, b, g),
-                belief=belief,
-            )
-            tidy = ds[["utility", "passed", "cost"]].to_dataframe().reset_index()
-            frames.append(tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g))
+            cell_params = select_cell(params, b, g)
+            pols = cell_policies(prof, pool.critics, policies)
+            bayes = [p for p in pols if p in BAYESIAN_POLICIES]
+            first_cell = starts[0] == CELL
+            main = [p for p in pols if first_cell or p not in bayes]
+            cell_source = np.full(pool.n_instances, CELL, dtype=object)
+            runs: list[tuple[object, tuple[np.ndarray, np.ndarray] | None, str, np.ndarray, str]] = [
+                (main, None, CELL if first_cell else "", cell_source, "")
+            ]
+            for i, start in enumerate(starts):
+                if not bayes or (i == 0 and first_cell):
+                    continue
+                labels = {start_label(p, start, first=i == 0): p for p in bayes}
+                if start == CELL:
+                    runs.append((labels, None, CELL, cell_source, ""))
+                    continue
+                prior = priors[start]
+                a, bb, source = task_starts(
+                    prior, cell_params, benchmark=b, generator=g, tasks=pool.instance_ids
+                )
+                unconverged = "" if prior is None else str(prior.attrs.get("unconverged", ""))
+                runs.append((labels, (a, bb), start, source, unconverged))
+            for items, theta0, start, source, unconverged in runs:
+                ds = replay_pool(
+                    pool,
+                    items,
+                    cost_for(b),
+                    profile=prof,
+                    trajectories=traj,
+                    params=cell_params,
+                    belief=belief,
+                    theta0=theta0,
+                )
+                tidy = ds[["utility", "passed", "cost"]].to_dataframe().reset_index()
+                src = pd.Series(source, index=np.asarray(pool.instance_ids, dtype=str))
+                is_bayes = tidy["policy"].astype(str).str.split("@", n=1).str[0].isin(BAYESIAN_POLICIES)
+                tidy["start"] = np.where(is_bayes, start, "")
+                tidy["prior_source"] = np.where(is_bayes, tidy["instance"].map(src).astype(object), "")
+                tidy["prior_unconverged"] = np.where(is_bayes, unconverged, "")
+                frames.append(
+                    tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g)
+                )
         return pd.concat(frames, ignore_index=True)
 
     return evaluate
@@ -491,19 +579,19 @@ def engine_controllers(
 def simple_baselines(policies: Sequence[str]) -> list[str]:
     """The simple baselines among ``policies``, in tie-break order.
 
-    :data:`SIMPLE_BASELINES` first (``stop``, ``verify_first``,
-    ``always_verify``), then every ``gate_<critic>`` (sorted), then
-    ``best_of_3``.
+    ``stop``, ``verify_first``, ``always_verify``, then every
+    ``gate_<critic>`` (sorted), then ``fixed_pipeline`` and ``best_of_3``
+    (:data:`SIMPLE_BASELINES`): on a tie the simpler policy is chosen.
 
     Examples
     --------
-    >>> simple_baselines(["bayesian_dp", "best_of_3", "gate_test", "always_verify"])
-    ['always_verify', 'gate_test', 'best_of_3']
+    >>> simple_baselines(["bayesian_dp", "best_of_3", "gate_test", "always_verify", "fixed_pipeline"])
+    ['always_verify', 'gate_test', 'fixed_pipeline', 'best_of_3']
     """
     have = set(map(str, policies))
-    head = [p for p in SIMPLE_BASELINES[:-1] if p in have]
+    head = [p for p in SIMPLE_BASELINES[:3] if p in have]
     gates = sorted(p for p in have if p.startswith("gate_"))
-    tail = [p for p in SIMPLE_BASELINES[-1:] if p in have]
+    tail = [p for p in SIMPLE_BASELINES[3:] if p in have]
     return head + gates + tail
 
 
@@ -707,6 +795,9 @@ def run_protocol(
     B: int = BOOTSTRAP_B,
     prob: float = CI_PROB,
     progress: bool = False,
+    policies: Sequence[str] | None = None,
+    belief: str | None = None,
+    starts: Sequence[str] = ("cell",),
 ) -> ProtocolResult:
     """Cross-fit, choose the best simple baseline on the training folds, and tabulate every Δ.
 
@@ -716,8 +807,8 @@ def run_protocol(
         Per-patch records of the cells to evaluate.
     evaluate : Evaluator, optional
         Default :func:`replay_evaluator` with ``costs`` and ``profile``.
-    costs, profile
-        For the default evaluator.
+    costs, profile, policies, belief, starts
+        For the default evaluator (:func:`replay_evaluator`).
     n_folds, seeds, trajectories, base_counts, progress
         As in :func:`cross_fit`.
     B, prob
@@ -728,7 +819,7 @@ def run_protocol(
     ProtocolResult
     """
     if evaluate is None:
-        evaluate = replay_evaluator(costs, profile=profile)
+        evaluate = replay_evaluator(costs, profile=profile, policies=policies, belief=belief, starts=starts)
     u = cross_fit(
         records,
         evaluate,
@@ -740,3 +831,167 @@ def run_protocol(
     )
     ub = with_best_baseline(u)
     return ProtocolResult(utilities=ub, baselines=best_baselines(u), deltas=delta_table(ub, B=B, prob=prob))
+
+
+# ---------------------------------------------------------------------------
+# One row per cell × policy: the table `bpc replay` prints and writes
+# ---------------------------------------------------------------------------
+TABLE_COLUMNS: tuple[str, ...] = (
+    "benchmark",
+    "generator",
+    "policy",
+    "mean_utility",
+    "pass_rate",
+    "cost_per_instance",
+    "delta",
+    "ci_lo",
+    "ci_hi",
+    "delta_best",
+    "ci_lo_best",
+    "ci_hi_best",
+    "n_instances",
+    "n_seeds",
+    "best_simple",
+)
+"""Columns of :func:`protocol_table`: ``delta``/``ci_lo``/``ci_hi`` vs ``always_verify``,
+``*_best`` vs :data:`BEST_SIMPLE`, ``n_instances`` the scored tasks, ``best_simple`` the
+baseline(s) the training folds chose (``"gate_test 15/15"``)."""
+
+
+def baseline_choices(baselines: pd.DataFrame) -> pd.DataFrame:
+    """Per cell, which simple baseline the training folds chose and in how many (seed, fold)s.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, best_simple`` (e.g. ``"stop 12/15, gate_syn 3/15"``, most
+        frequent first).
+
+    Examples
+    --------
+    >>> b = pd.DataFrame({"benchmark": "b", "generator": "g", "baseline": ["stop", "gate_syn", "stop"]})
+    >>> baseline_choices(b)["best_simple"].item()
+    'stop 2/3, gate_syn 1/3'
+    """
+    rows = []
+    for (b, g), part in baselines.groupby(_CELL, sort=True):
+        counts = part["baseline"].value_counts(sort=False)
+        order = sorted(counts.index, key=lambda name: (-int(counts[name]), list(counts.index).index(name)))
+        total = int(counts.sum())
+        rows.append((b, g, ", ".join(f"{name} {int(counts[name])}/{total}" for name in order)))
+    return pd.DataFrame(rows, columns=[*_CELL, "best_simple"])
+
+
+def protocol_table(result: ProtocolResult) -> pd.DataFrame:
+    """One row per cell × policy: held-out means, both Δs with their intervals, n, the baseline chosen.
+
+    ``mean_utility``, ``pass_rate`` and ``cost_per_instance`` average each task over the
+    seeds, then over the cell's tasks; a reference's Δ against itself is 0 (interval [0, 0]).
+
+    Parameters
+    ----------
+    result : ProtocolResult
+        :func:`run_protocol` output.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`TABLE_COLUMNS` (plus ``prob``), cells in the frame's order, policies
+        in replay order with :data:`BEST_SIMPLE` before the first policy that is not a
+        baseline; ``attrs`` ``n_folds``, ``seeds``, ``prob``.
+    """
+    u = result.utilities
+    stats = [c for c in ("utility", "passed", "cost") if c in u.columns]
+    per_task = u.groupby([*_CELL, "instance_id", "policy"], sort=False)[stats].mean()
+    means = per_task.groupby(level=[*_CELL, "policy"], sort=False).agg(["mean", "size"])
+    table = pd.DataFrame(
+        {
+            "mean_utility": means[("utility", "mean")],
+            "pass_rate": means[("passed", "mean")] if "passed" in stats else np.nan,
+            "cost_per_instance": means[("cost", "mean")] if "cost" in stats else np.nan,
+            "n_instances": means[("utility", "size")].astype(np.int64),
+        }
+    ).reset_index()
+    d = result.deltas
+    prob = float(d["prob"].iloc[0]) if len(d) else float(CI_PROB)
+    for ref, suffix in (("always_verify", ""), (BEST_SIMPLE, "_best")):
+        part = d[d["reference"] == ref][[*_CELL, "policy", "delta", "ci_lo", "ci_hi", "n_seeds"]]
+        part = part.rename(columns={c: f"{c}{suffix}" for c in ("delta", "ci_lo", "ci_hi", "n_seeds")})
+        table = table.merge(part, on=[*_CELL, "policy"], how="left")
+        own = table["policy"] == ref
+        for c in ("delta", "ci_lo", "ci_hi"):
+            table.loc[own, f"{c}{suffix}"] = 0.0
+    table["n_seeds"] = (
+        table[["n_seeds", "n_seeds_best"]].max(axis=1).fillna(len(u.attrs.get("seeds", ()))).astype(np.int64)
+    )
+    table = table.merge(baseline_choices(result.baselines), on=_CELL, how="left")
+    table["best_simple"] = table["best_simple"].fillna("")
+    table["prob"] = prob
+    first: dict[str, float] = {str(p): float(i) for i, p in enumerate(dict.fromkeys(u["policy"]))}
+    from bpc.constants import BAYESIAN_POLICIES
+
+    bayes = [i for p, i in first.items() if p.split("@", 1)[0] in BAYESIAN_POLICIES]
+    cutoff = min(bayes, default=float(len(first)))
+    first[BEST_SIMPLE] = cutoff - 0.5
+    cells = {c: i for i, c in enumerate(dict.fromkeys(zip(u["benchmark"], u["generator"], strict=True)))}
+    table["_c"] = [cells[(b, g)] for b, g in zip(table["benchmark"], table["generator"], strict=True)]
+    table["_p"] = table["policy"].map(first)
+    table = table.sort_values(["_c", "_p"], kind="stable").drop(columns=["_c", "_p"]).reset_index(drop=True)
+    out = table[[*TABLE_COLUMNS, "prob"]]
+    out.attrs.update(n_folds=u.attrs.get("n_folds"), seeds=u.attrs.get("seeds"), prob=prob)
+    return out
+
+
+def delta_by_group(
+    utilities: pd.DataFrame, groups: pd.DataFrame, *, policy: str, reference: str
+) -> pd.DataFrame:
+    """Δ of ``policy`` vs ``reference`` split by a grouping of the tasks (where a Δ comes from).
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        :func:`cross_fit` (or :func:`with_best_baseline`) output.
+    groups : pandas.DataFrame
+        ``benchmark, generator, instance_id, group`` (e.g.
+        :func:`bpc.data.tasks.empty_task_groups`); tasks without a group are left out.
+    policy, reference : str
+        The two policies.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, group, n_tasks, delta`` (mean per task, seeds averaged first),
+        ``contribution`` (n_tasks · delta / the cell's grouped tasks: the contributions sum to the
+        cell's Δ over those tasks), ``pass_rate`` and ``cost`` of ``policy`` in the group.
+
+    Examples
+    --------
+    >>> u = pd.DataFrame({"seed": 0, "fold": 0, "benchmark": "b", "generator": "g",
+    ...                   "instance_id": ["t1", "t1", "t2", "t2"], "policy": ["p", "r", "p", "r"],
+    ...                   "utility": [3.0, 1.0, 0.0, 0.0], "passed": 0.0, "cost": 1.0})
+    >>> grp = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": ["t1", "t2"],
+    ...                     "group": ["x", "y"]})
+    >>> delta_by_group(u, grp, policy="p", reference="r")[["group", "delta", "contribution"]].values.tolist()
+    [['x', 2.0, 1.0], ['y', 0.0, 0.0]]
+    """
+    keys = ["benchmark", "generator", "instance_id"]
+    stats = [c for c in ("utility", "passed", "cost") if c in utilities.columns]
+    per = utilities[utilities["policy"].isin([policy, reference])]
+    per = per.groupby([*keys, "policy"])[stats].mean().unstack("policy")
+    frame = pd.DataFrame(
+        {
+            "delta": per[("utility", policy)] - per[("utility", reference)],
+            "pass_rate": per[("passed", policy)] if "passed" in stats else np.nan,
+            "cost": per[("cost", policy)] if "cost" in stats else np.nan,
+        }
+    ).dropna(subset=["delta"])
+    frame = frame.reset_index().merge(groups[[*keys, "group"]].astype(str), on=keys, how="inner")
+    out = frame.groupby([*_CELL, "group"], sort=True).agg(
+        n_tasks=("delta", "size"),
+        delta=("delta", "mean"),
+        pass_rate=("pass_rate", "mean"),
+        cost=("cost", "mean"),
+    )
+    cell_n = out.groupby(level=[0, 1])["n_tasks"].transform("sum")
+    out["contribution"] = out["n_tasks"] * out["delta"] / cell_n
+    return out.reset_index()[[*_CELL, "group", "n_tasks", "delta", "contribution", "pass_rate", "cost"]]
