@@ -1,4 +1,4 @@
-"""``bpc stream``: a cell's tasks arrive one at a time; the controller acts, learns and is scored as it goes."""
+"""``bpc stream``: a cell's tasks arrive one at a time; the controller acts, learns and is scored."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--orders", type=int, default=defaults.orders, help=f"random task orders (default {defaults.orders})"
     )
     parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"seed of orders, states, fits (default {DEFAULT_SEED})"
+        "--seed", type=int, default=DEFAULT_SEED, help=f"seed of orders, states, fits ({DEFAULT_SEED})"
     )
     parser.add_argument(
         "--particles",
@@ -192,8 +192,9 @@ def _markdown(result, accept, args) -> str:
         "",
         "## Acceptance checks (issue 18)",
         "",
-        markdown_table(accept, decimals=2) if len(accept) else "(not computed: needs the starts none and "
-        "hierarchical and the plugin controller)",
+        markdown_table(accept, decimals=2)
+        if len(accept)
+        else "(not computed: needs the starts none and hierarchical and the plugin controller)",
         "",
         "## Mean utility per task",
         "",
@@ -211,8 +212,15 @@ def run(args: argparse.Namespace) -> int:
     """Load the corpus, stream every target, write the tables and print the acceptance checks."""
     from bpc.data.corpus import load_corpus
     from bpc.experiments.stream import CONTROLLERS, STARTS, StreamOptions, acceptance, run_stream
-    from bpc.outputs import atomic_folder, check_output_folder, reading, run_config, write_csv, write_netcdf
-    from bpc.outputs import write_text
+    from bpc.outputs import (
+        atomic_folder,
+        check_output_folder,
+        reading,
+        run_config,
+        write_csv,
+        write_netcdf,
+        write_text,
+    )
     from bpc.paths import require_corpus
     from bpc.report.markdown import versions
 
@@ -253,7 +261,8 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
     )
     accept = acceptance(result)
-    config = {**run_config(args, ignore=("out", "quiet", "fits")), "targets": [f"{b}/{g}" for b, g in targets]}
+    config = run_config(args, ignore=("out", "quiet", "fits"))
+    config["targets"] = [f"{b}/{g}" for b, g in targets]
     attrs = {
         "config": config,
         "notes": result.notes,

@@ -101,6 +101,7 @@ __all__ = [
     "HORIZONS",
     "NONE_VALUES",
     "STREAM_COLUMNS",
+    "CONTRAST_COLUMNS",
     "StreamOptions",
     "StreamResult",
     "leave_cell_out",
@@ -108,6 +109,7 @@ __all__ = [
     "pooled_values",
     "reference_params",
     "fit_left_out",
+    "fit_summary",
     "start_states",
     "episode_record",
     "stream_controller",
@@ -149,6 +151,17 @@ STREAM_COLUMNS: tuple[str, ...] = (
     "cost_per_task",
 )
 """Columns of the stream table (:func:`summarize_stream`); ``gap`` = mean − reference on the same tasks."""
+CONTRAST_COLUMNS: tuple[str, ...] = (
+    "target",
+    "controller",
+    "horizon",
+    "contrast",
+    "estimate",
+    "ci_lo",
+    "ci_hi",
+    "n_targets",
+)
+"""Columns of :func:`contrast`."""
 
 
 @dataclass(frozen=True)
@@ -310,7 +323,8 @@ def _fit_file(cache: Path, benchmark: str, generator: str, preset: str, seed: in
     return Path(cache) / f"loo_{benchmark}__{generator}__{preset}__s{seed}.nc"
 
 
-def _diagnostics(dt: xr.DataTree) -> dict[str, Any]:
+def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
+    """The convergence diagnostics, sampler config and wall time of a fit (JSON-ready)."""
     import json
 
     d = json.loads(dt.attrs.get("diagnostics", "{}"))
@@ -335,9 +349,11 @@ def fit_left_out(
     counts : xarray.Dataset
         Every cell's counts (the template of the compiled model).
     targets : sequence of (benchmark, generator)
+        The cells to leave out, one fit each.
     preset : str
         Sampler preset.
     seed : int
+        Seed of every fit.
     cache : path, optional
         Folder of fits to reuse (a fit is reused only when its stored counts
         hash equals that of the left-out counts and its sampler settings
@@ -378,7 +394,14 @@ def fit_left_out(
             refitter = Refitter(counts, target_accept=float(settings["target_accept"]))
         info(f"stream: fitting the hierarchical model without {b}/{g} (preset {preset})", enabled=progress)
         t0 = time.perf_counter()
-        dt = refitter.fit(left, seed=seed, progressbar=False, **want)
+        dt = refitter.fit(
+            left,
+            seed=seed,
+            progressbar=False,
+            draws=int(want["draws"]),
+            tune=int(want["tune"]),
+            chains=int(want["chains"]),
+        )
         info(f"stream: fit without {b}/{g}: {time.perf_counter() - t0:.0f} s", enabled=progress)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -593,9 +616,11 @@ def stream_target(
     reference : xarray.Dataset
         The full-data parameters of the target (one cell).
     costs : Costs
+        The cost vector of the target's benchmark.
     controllers : sequence of str
         Subset of :data:`CONTROLLERS`.
     options : StreamOptions
+        Orders, seed, draws and profile.
     target : str
         ``benchmark/generator`` (the ``target`` column).
     progress : callable, optional
@@ -620,7 +645,8 @@ def stream_target(
         raise ValueError(unknown_choice_message(bad[0], CONTROLLERS, what="controller"))
     n = pool.n_instances
     tasks = [str(t) for t in pool.instance_ids]
-    cell = tuple(target.split("/", 1)) if "/" in target else ("cell", "cell")
+    bench, _, gen = target.partition("/")
+    cell = (bench, gen) if gen else ("cell", "cell")
     crit_ref = [c for c in next(iter(states.values())).critics]
     ref_ctrl = make_controller(
         reference,
@@ -697,7 +723,7 @@ def _horizon_label(h: int | None) -> str:
 
 def _ratio_ci(
     sums: np.ndarray, counts: np.ndarray, *, B: int, seed: int | Sequence[int], prob: float = BOOTSTRAP_PROB
-) -> tuple[float, float]:
+) -> tuple[np.ndarray, np.ndarray]:
     """Task-clustered percentile interval of Σ sums / Σ counts (rows of (G, T) arrays → per row)."""
     from bpc.replay.bootstrap import cluster_bootstrap_means
 
@@ -705,8 +731,8 @@ def _ratio_ci(
     g = sums.shape[0]
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = means[:, :g] / means[:, g:]
-    lo, hi = np.nanquantile(ratio, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-    return lo, hi  # type: ignore[return-value]
+    bounds = np.nanquantile(ratio, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
+    return bounds[0], bounds[1]
 
 
 def _per_task(frame: pd.DataFrame, value: str, tasks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -730,6 +756,7 @@ def summarize_stream(
     entries, reference : pandas.DataFrame
         From :func:`stream_target` (several targets may be concatenated).
     horizons : sequence of int or None
+        First-h-tasks horizons (``None`` = all tasks).
     B, seed : int
         Bootstrap resamples and seed (module docstring, *Intervals*).
 
@@ -833,13 +860,11 @@ def contrast(
     from bpc.replay.bootstrap import cluster_bootstrap_means
 
     keys = ["target", "controller", "order", "position"]
-    a = entries[entries["start"] == start].set_index(keys)
-    b = entries[entries["start"] == baseline].set_index(keys)
-    both = a[["task", "utility"]].join(b[["utility"]], rsuffix="_b", how="inner").reset_index()
+    a = entries.loc[entries["start"] == start, [*keys, "task", "utility"]]
+    b = entries.loc[entries["start"] == baseline, [*keys, "utility"]]
+    both = a.merge(b, on=keys, how="inner", suffixes=("", "_b"))
     if both.empty:
-        return pd.DataFrame(
-            columns=["target", "controller", "horizon", "contrast", "estimate", "ci_lo", "ci_hi", "n_targets"]
-        )
+        return pd.DataFrame(columns=list(CONTRAST_COLUMNS))
     both["diff"] = both["utility"] - both["utility_b"]
     both["benchmark"] = both["target"].str.split("/").str[0]
     q = [(1 - BOOTSTRAP_PROB) / 2, (1 + BOOTSTRAP_PROB) / 2]
@@ -851,7 +876,7 @@ def contrast(
             # per benchmark: joint resample of its tasks across its targets
             per_target: dict[str, np.ndarray] = {}
             estimates: dict[str, float] = {}
-            for i, (bench, pb) in enumerate(sorted(part.groupby("benchmark"), key=lambda kv: str(kv[0]))):
+            for i, (_, pb) in enumerate(sorted(part.groupby("benchmark"), key=lambda kv: str(kv[0]))):
                 tasks = sorted(pb["task"].unique())
                 targets = sorted(pb["target"].unique())
                 sums, cnts = [], []
@@ -878,10 +903,10 @@ def contrast(
                 boot = np.mean(np.vstack([per_target[t] for t in ts]), axis=0)
                 lo, hi = np.nanquantile(boot, q)
                 est = float(np.mean([estimates[t] for t in ts]))
-                rows.append((f"mean:{fam}", ctrl, _horizon_label(h), name, est, float(lo), float(hi), len(ts)))
-    return pd.DataFrame(
-        rows, columns=["target", "controller", "horizon", "contrast", "estimate", "ci_lo", "ci_hi", "n_targets"]
-    )
+                rows.append(
+                    (f"mean:{fam}", ctrl, _horizon_label(h), name, est, float(lo), float(hi), len(ts))
+                )
+    return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
 
 
 # ---------------------------------------------------------------------------
@@ -916,6 +941,7 @@ def run_stream(
         :func:`bpc.costs.cost_resolver` (default the paper's per-benchmark
         vector: fast on LCB, slow on SWE-bench).
     options : StreamOptions
+        Orders, seed, particles, draws, profile, sampler preset, resamples.
     fits : mapping, optional
         Left-out hierarchical fits per target (else fitted, see ``fit_cache``).
     fit_cache : path, optional
@@ -943,7 +969,8 @@ def run_stream(
     for t in targets:
         if tuple(t) not in raw:
             names = [f"{b}/{g}" for b, g in raw]
-            raise ValueError(unknown_choice_message(f"{t[0]}/{t[1]}", names, what="target (cell with raw records)"))
+            what = "target (cell with raw records)"
+            raise ValueError(unknown_choice_message(f"{t[0]}/{t[1]}", names, what=what))
     cost_for = cost_resolver(costs)
     notes = [
         "start 'none': weak logit-normal prior (scale 1 on the logit / log scale) around "
@@ -957,7 +984,7 @@ def run_stream(
     fit_diag: dict[str, dict[str, Any]] = {}
     if "hierarchical" in starts:
         fits = dict(fits or {})
-        need = [tuple(t) for t in targets if tuple(t) not in fits]
+        need = [(str(b), str(g)) for b, g in targets if (b, g) not in fits]
         if need:
             fits.update(
                 fit_left_out(
@@ -965,7 +992,7 @@ def run_stream(
                 )
             )
         for (b, g), dt in fits.items():
-            d = _diagnostics(dt)
+            d = fit_summary(dt)
             fit_diag[f"{b}/{g}"] = d
             if not d.get("ok", False):
                 notes.append(
@@ -1035,30 +1062,33 @@ def acceptance(result: StreamResult, *, controller: str = "plugin", horizon: int
     c = result.contrasts
     sel = c[(c["contrast"] == "hierarchical - none") & (c["controller"] == controller)]
     sel = sel[sel["horizon"] == _horizon_label(horizon)]
-    for r in sel.itertuples(index=False):
+    for r in sel.to_dict("records"):
         rows.append(
             {
                 "check": f"hierarchical - none, first {horizon} tasks ({controller})",
-                "target": r.target,
-                "estimate": r.estimate,
-                "ci_lo": r.ci_lo,
-                "ci_hi": r.ci_hi,
-                "passed": bool(r.ci_lo > 0),
+                "target": r["target"],
+                "estimate": float(r["estimate"]),
+                "ci_lo": float(r["ci_lo"]),
+                "ci_hi": float(r["ci_hi"]),
+                "passed": bool(float(r["ci_lo"]) > 0),
             }
         )
     t = result.table
-    ref = t[t["start"] == REFERENCE].set_index("target")
+    ref = {
+        r["target"]: (float(r["ci_lo"]), float(r["ci_hi"]))
+        for r in t[t["start"] == REFERENCE].to_dict("records")
+    }
     online = t[(t["start"] == "none") & (t["controller"] == controller) & (t["horizon"] == "all")]
-    for r in online.itertuples(index=False):
-        lo, hi = ref.loc[r.target, "ci_lo"], ref.loc[r.target, "ci_hi"]
+    for r in online.to_dict("records"):
+        lo, hi = ref[r["target"]]
         rows.append(
             {
                 "check": f"online from none ({controller}, all tasks) within the full-data reference's CI",
-                "target": r.target,
-                "estimate": r.mean_utility,
+                "target": r["target"],
+                "estimate": float(r["mean_utility"]),
                 "ci_lo": lo,
                 "ci_hi": hi,
-                "passed": bool(lo <= r.mean_utility <= hi),
+                "passed": bool(lo <= float(r["mean_utility"]) <= hi),
             }
         )
     return pd.DataFrame(rows, columns=["check", "target", "estimate", "ci_lo", "ci_hi", "passed"])
