@@ -285,3 +285,30 @@ def test_cli_small_slice(corpus_path, tmp_path, capsys):
     bad = ["stream", str(corpus_path), "--target", "lcb_hard/gpt5_mni", "--out", str(tmp_path / "x")]
     assert main(bad) == 2
     assert "did you mean 'lcb_hard/gpt5_mini'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode", "n"), [("plugin", "posterior_mean", 64), ("bayes_robust", "bayes_robust", 4)]
+)
+def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
+    from bpc.decide.factory import make_controller
+    from bpc.replay.engine import replay_controller
+    from bpc.replay.profiles import get_profile
+
+    prof = get_profile("bpc")
+    state = LearningState.from_values(
+        prior=0.4, kappa=3.0, critics={c: (0.8, 0.3) for c in CRITICS}, n_particles=300, seed=2
+    )
+    options = st.StreamOptions(plugin_draws=64, robust_draws=4)
+    costs = NAMED_COSTS["fast"]
+    ours = st._Recorder(st.stream_controller(state, kind, costs, options=options))
+    theirs = st._Recorder(
+        make_controller(
+            state.to_params(n), costs, belief="instance", mode=mode, switches=prof.switches, critics=CRITICS
+        )
+    )
+    pool = tiny_pool()
+    u1 = replay_controller(pool, ours, costs, prof)
+    u2 = replay_controller(pool, theirs, costs, prof)
+    np.testing.assert_array_equal(u1[0], u2[0])
+    assert [a.tolist() for a in ours.actions] == [a.tolist() for a in theirs.actions]

@@ -37,7 +37,7 @@ Controllers (:data:`CONTROLLERS`)
 ``plugin``
     The instance-belief DP (:func:`bpc.decide.factory.make_controller`,
     ``mode="posterior_mean"``) from the current posterior mean
-    (``state.to_params(plugin_draws)`` averaged).
+    (``plugin_draws`` equally weighted draws, as ``state.to_params`` gives them, averaged).
 ``bayes_robust``
     The same planner on ``robust_draws`` equally weighted posterior draws,
     values averaged over them (``mode="bayes_robust"``).
@@ -548,29 +548,33 @@ def stream_controller(
     *,
     profile: str | Profile = "bpc",
     options: StreamOptions = StreamOptions(),
-    cell: tuple[str, str] = ("cell", "cell"),
 ) -> Any:
-    """The controller ``kind`` (plugin / bayes_robust / thompson; frozen = plugin) from a learning state."""
+    """The controller ``kind`` (plugin / bayes_robust / thompson; frozen = plugin) from a learning state.
+
+    The draws are those of ``state.to_params(n)`` (``state.resample(n)``),
+    handed to :func:`bpc.decide.factory.make_controller` as
+    :class:`~bpc.decide.table.ParameterSamples` — the same numbers without the
+    xarray round trip, which would cost more than the planning itself once per task.
+    """
     from bpc.decide.factory import make_controller
+    from bpc.decide.table import ParameterSamples
     from bpc.replay.profiles import get_profile
 
     prof = get_profile(profile)
-    if kind in ("plugin", "frozen"):
-        params, mode = state.to_params(options.plugin_draws, cell=cell), "posterior_mean"
-    elif kind == "bayes_robust":
-        params, mode = state.to_params(options.robust_draws, cell=cell), "bayes_robust"
-    elif kind == "thompson":
-        params, mode = state.to_params(1, cell=cell), "thompson"
-    else:
+    draws = {"plugin": options.plugin_draws, "frozen": options.plugin_draws}
+    draws.update({"bayes_robust": options.robust_draws, "thompson": 1})
+    modes = {"plugin": "posterior_mean", "frozen": "posterior_mean", "bayes_robust": "bayes_robust"}
+    if kind not in draws:
         from bpc.choices import unknown_choice_message
 
         raise ValueError(unknown_choice_message(kind, CONTROLLERS, what="controller"))
+    samples = ParameterSamples.from_mapping(state.resample(draws[kind]), critics=state.critics)
     return make_controller(
-        params,
+        samples,
         costs,
         policy="bayesian_dp",
         belief=prof.belief,
-        mode=mode,
+        mode=modes.get(kind, "thompson"),
         switches=prof.switches,
         critics=list(state.critics),
         name=kind,
@@ -645,8 +649,6 @@ def stream_target(
         raise ValueError(unknown_choice_message(bad[0], CONTROLLERS, what="controller"))
     n = pool.n_instances
     tasks = [str(t) for t in pool.instance_ids]
-    bench, _, gen = target.partition("/")
-    cell = (bench, gen) if gen else ("cell", "cell")
     crit_ref = [c for c in next(iter(states.values())).critics]
     ref_ctrl = make_controller(
         reference,
@@ -664,7 +666,7 @@ def stream_target(
     orders = [np.random.default_rng([options.seed, o]).permutation(n) for o in range(options.orders)]
     for start, state0 in states.items():
         if "frozen" in controllers:
-            ctrl = stream_controller(state0, "frozen", costs, profile=prof, options=options, cell=cell)
+            ctrl = stream_controller(state0, "frozen", costs, profile=prof, options=options)
             fu, fp, fc = replay_controller(pool, ctrl, costs, prof)
             for o, perm in enumerate(orders):
                 for pos, i in enumerate(perm):
@@ -687,7 +689,7 @@ def stream_target(
             for o, perm in enumerate(orders):
                 state = replace(state0, seed=_order_seed(options.seed, o))
                 for pos, i in enumerate(perm):
-                    ctrl = stream_controller(state, kind, costs, profile=prof, options=options, cell=cell)
+                    ctrl = stream_controller(state, kind, costs, profile=prof, options=options)
                     u, p, c, record = _play(pool, int(i), ctrl, costs, prof, list(state.critics))
                     rows.append(
                         {
