@@ -66,7 +66,7 @@ def reference_values(counts, bench: str, gen: str, critics: list[str]) -> dict[s
     """Full-data Laplace values of the target (:func:`bpc.experiments.stream.reference_params`)."""
     from bpc.experiments.stream import reference_params
 
-    ref = reference_params(counts, bench, gen)
+    ref = reference_params(counts, bench, gen).squeeze(["benchmark", "generator"], drop=True)
     out = {"prior": float(ref["prior"]), "kappa": float(ref["kappa"])}
     for c in critics:
         out[f"tpr[{c}]"] = float(ref["tpr"].sel(critic=c))
