@@ -259,6 +259,14 @@ def leave_cell_out(counts: xr.Dataset, benchmark: str, generator: str) -> xr.Dat
     ------
     KeyError
         If the cell is not in the counts' coordinates.
+
+    Examples
+    --------
+    >>> from bpc.schema import empty_counts
+    >>> counts = empty_counts(["lcb_hard"], ["gpt5_mini", "haiku45"])
+    >>> counts["n_patches"][:] = 87.0
+    >>> leave_cell_out(counts, "lcb_hard", "gpt5_mini")["n_patches"].values.tolist()
+    [[nan, 87.0]]
     """
     from bpc.schema import COUNT_VARS, TASK_COUNT_VARS
 
@@ -501,6 +509,17 @@ def episode_record(
     (EpisodeRecord, float, bool)
         The record (patch origins ``first`` / ``fresh``), the number of
         charged generations beyond the first and whether a verified pass was found.
+
+    Examples
+    --------
+    >>> from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, VERIFY
+    >>> from bpc.schema import records_to_pool
+    >>> recs = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": "t",
+    ...                      "patch_id": [0, 1], "Y": [0, 1], "test": [1, 1]})
+    >>> pool = records_to_pool(recs, ["test"])
+    >>> rec, regens, passed = episode_record(pool, 0, [CRITIC_OFFSET, VERIFY, REGENERATE, VERIFY], ["test"])
+    >>> [(p.origin, dict(p.verdicts), p.label) for p in rec.patches], regens, passed
+    ([('first', {'test': True}, False), ('fresh', {}, True)], 1.0, True)
     """
     from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
     from bpc.estimate.online import EpisodeRecord, PatchRecord
