@@ -668,7 +668,12 @@ def stream_target(
         raise ValueError(unknown_choice_message(bad[0], CONTROLLERS, what="controller"))
     n = pool.n_instances
     tasks = [str(t) for t in pool.instance_ids]
-    crit_ref = [c for c in next(iter(states.values())).critics]
+    if not states:
+        raise ValueError("stream_target: no start to stream from")
+    crit_sets = {tuple(s.critics) for s in states.values()}
+    if len(crit_sets) != 1:
+        raise ValueError(f"stream_target: every start must learn the same critics, got {sorted(crit_sets)}")
+    crit_ref = list(crit_sets.pop())
     ref_ctrl = make_controller(
         reference,
         costs,
