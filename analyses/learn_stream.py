@@ -11,39 +11,35 @@ the posterior of π, κ, tpr/fpr is compared with the *full-data* Laplace values
 (every patch's label; κ from ``bpc.estimate.laplace.instance_params``), and
 ``fpr[test]`` also with the labelled-only estimate (verified patches only).
 
-Starts: ``none`` (weak logit-normal prior around π 0.5, tpr 0.75, fpr 0.25,
-κ 2), ``laplace-pooled`` (the same weak prior around the Laplace values of all
-*other* cells pooled) and ``hierarchical`` (the hierarchical model fitted with
-the target cell's counts masked, its predictive draws for the target:
-:func:`bpc.estimate.model.fit.posterior_params`).
+Starts: ``none``, ``laplace-pooled`` and ``hierarchical``, built exactly as
+``bpc stream`` builds them (:func:`bpc.experiments.stream.start_states`: the
+target's own counts never enter; the hierarchical start is the predictive of
+the model fitted with the target left out, :func:`~bpc.experiments.stream.fit_left_out`).
+This script measures *parameter recovery* under a fixed policy; ``bpc stream``
+measures the *utility* of learning controllers.
 
     .venv/bin/python analyses/learn_stream.py [--corpus PATH] [--target lcb_hard/gpt5_mini]
         [--orders 20] [--particles 1000] [--starts none,laplace-pooled,hierarchical]
-        [--fit FIT.nc] [--preset default] [--out DIR]
+        [--fits DIR] [--preset default] [--out DIR]
 
-``--fit`` reuses (or, if missing, writes) the masked fit (sampler preset
-``--preset``, default ``default``; its convergence diagnostics are printed in
-``stream.md``). Writes ``stream_params.csv`` (one row per start,
-horizon, parameter), ``stream_orders.csv`` (one row per order, start, horizon,
-parameter) and ``stream.md``.
+``--fits`` is the folder of left-out fits to reuse / write (as ``bpc stream
+--fits``; sampler preset ``--preset``, default ``default``; the convergence
+diagnostics are printed in ``stream.md``). Writes ``stream_params.csv`` (one
+row per start, horizon, parameter), ``stream_orders.csv`` (one row per order,
+start, horizon, parameter) and ``stream.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import xarray as xr
-
-from bpc.schema import COUNT_VARS
 
 HORIZONS = (0, 10, 30, None)
-NONE_VALUES = {"prior": 0.5, "tpr": 0.75, "fpr": 0.25, "kappa": 2.0}
 
 
 def task_pools(records: pd.DataFrame, critics: list[str]) -> list[pd.DataFrame]:
@@ -66,86 +62,16 @@ def run_policy(pool: pd.DataFrame, critics: list[str], gate: str):
     return EpisodeRecord(tuple(patches))
 
 
-def masked(counts, bench: str, gen: str):
-    """The counts with every count of one cell set to NaN (nothing of it can leak into a fit)."""
-    is_cell = (counts["benchmark"] == bench) & (counts["generator"] == gen)
-    out = counts.copy(deep=True)
-    for name in COUNT_VARS:
-        if name in out:
-            out[name] = counts[name].where(~is_cell)
-    out["source"] = counts["source"].where(~is_cell, "")
-    return out
-
-
 def reference_values(counts, bench: str, gen: str, critics: list[str]) -> dict[str, float]:
-    """Full-data Laplace values of the target cell (every label), κ from the instance histogram."""
-    from bpc.estimate.laplace import instance_params, laplace
-    from bpc.schema import select_cell
+    """Full-data Laplace values of the target (:func:`bpc.experiments.stream.reference_params`)."""
+    from bpc.experiments.stream import reference_params
 
-    cell = select_cell(counts, bench, gen)
-    lp = laplace(cell).squeeze(["benchmark", "generator"], drop=True)
-    ip = instance_params(cell).squeeze(["benchmark", "generator"], drop=True)
-    out = {"prior": float(lp["prior"]), "kappa": float(ip["kappa"])}
+    ref = reference_params(counts, bench, gen).squeeze(["benchmark", "generator"], drop=True)
+    out = {"prior": float(ref["prior"]), "kappa": float(ref["kappa"])}
     for c in critics:
-        out[f"tpr[{c}]"] = float(lp["tpr"].sel(critic=c))
-        out[f"fpr[{c}]"] = float(lp["fpr"].sel(critic=c))
+        out[f"tpr[{c}]"] = float(ref["tpr"].sel(critic=c))
+        out[f"fpr[{c}]"] = float(ref["fpr"].sel(critic=c))
     return out
-
-
-def pooled_values(counts, bench: str, gen: str, critics: list[str]) -> dict[str, float]:
-    """Laplace values of all other cells pooled (summed counts), κ pooled by instance_params."""
-    from bpc.estimate.laplace import instance_params
-
-    train = masked(counts, bench, gen)
-    n, k = float(train["n_patches"].sum()), float(train["n_pass"].sum())
-    out = {"prior": (k + 1) / (n + 2)}
-    for c in critics:
-        cn = train["critic_n"].sel(critic=c).sum(["benchmark", "generator"])
-        cp = train["critic_pass"].sel(critic=c).sum(["benchmark", "generator"])
-        out[f"tpr[{c}]"] = float((cp.sel(label=1) + 1) / (cn.sel(label=1) + 2))
-        out[f"fpr[{c}]"] = float((cp.sel(label=0) + 1) / (cn.sel(label=0) + 2))
-    out["kappa"] = float(instance_params(train)["kappa"].attrs.get("pooled_kappa", NONE_VALUES["kappa"]))
-    return out
-
-
-def hierarchical_params(
-    counts, bench: str, gen: str, fit_path: Path | None, seed: int, quiet: bool, preset: str
-) -> tuple[xr.Dataset, str]:
-    """Predictive draws for the target from the hierarchical model fitted without it, and its diagnostics."""
-    from bpc.constants import SAMPLER_PRESETS
-    from bpc.estimate.model.fit import fit, posterior_params
-    from bpc.estimate.model.io import load, save
-
-    if fit_path is not None and fit_path.is_file():
-        dt = load(fit_path)
-        held = dt["counts"].to_dataset()["n_patches"].sel(benchmark=bench, generator=gen)
-        if np.isfinite(float(held)):
-            raise SystemExit(f"{fit_path}: this fit saw {bench}/{gen}; it cannot be the cell's cold start")
-    else:
-        t0 = time.perf_counter()
-        settings = SAMPLER_PRESETS[preset]
-        dt = fit(
-            masked(counts, bench, gen),
-            seed=seed,
-            progressbar=not quiet,
-            draws=int(settings["draws"]),
-            tune=int(settings["tune"]),
-            chains=int(settings["chains"]),
-            target_accept=float(settings["target_accept"]),
-        )
-        if not quiet:
-            print(f"masked fit: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        if fit_path is not None:
-            save(dt, fit_path)
-    d = json.loads(dt.attrs.get("diagnostics", "{}"))
-    config = json.loads(dt.attrs.get("config", "{}"))
-    text = (
-        f"masked fit ({config.get('chains')} chains x {config.get('draws')} draws): max R-hat "
-        f"{d.get('max_rhat', float('nan')):.3f}, min bulk ESS {d.get('min_ess_bulk', float('nan')):.0f}, "
-        f"min tail ESS {d.get('min_ess_tail', float('nan')):.0f}, {d.get('divergences')} divergences"
-        + ("" if d.get("ok") else " — convergence check FAILED (the hierarchical rows use it anyway)")
-    )
-    return posterior_params(dt, benchmarks=[bench], generators=[gen], seed=seed), text
 
 
 def labelled_fpr(records, critic: str) -> tuple[float, float, float]:
@@ -165,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     """Stream the target's tasks in random orders under each start; write and print the tables."""
     from bpc.constants import CI_PROB, DEFAULT_SEED
     from bpc.data.corpus import load_corpus
-    from bpc.estimate.online import LearningState
+    from bpc.experiments.stream import fit_left_out, fit_summary, start_states
     from bpc.outputs import atomic_folder, write_csv, write_text
     from bpc.paths import require_corpus
     from bpc.report.markdown import markdown_table
@@ -181,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--starts", default="none,laplace-pooled,hierarchical", help="comma-separated starts")
     parser.add_argument("--critics", default="syn,test,llm", help="critics the policy runs (comma-separated)")
     parser.add_argument("--gate", default="test", help="verify a patch when this critic passed it")
-    parser.add_argument("--fit", type=Path, default=None, help="masked hierarchical fit to reuse / write")
-    parser.add_argument("--preset", default="default", help="sampler preset of the masked fit")
+    parser.add_argument("--fits", type=Path, default=None, help="folder of left-out fits to reuse / write")
+    parser.add_argument("--preset", default="default", help="sampler preset of the left-out fit")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--out", type=Path, default=Path("bpc-analyses/learn_stream"), help="output folder")
     parser.add_argument("--quiet", action="store_true")
@@ -198,36 +124,30 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no raw records for {args.target}")
     ref = reference_values(counts, bench, gen, critics)
 
-    initial: dict[str, LearningState] = {}
     notes: list[str] = []
-    for start in starts:
-        if start in ("none", "laplace-pooled"):
-            v = NONE_VALUES if start == "none" else pooled_values(counts, bench, gen, critics)
-            rates = {
-                c: (
-                    v.get(f"tpr[{c}]", v["tpr"] if "tpr" in v else 0.0),
-                    v.get(f"fpr[{c}]", v.get("fpr", 0.0)),
-                )
-                for c in critics
-            }
-            initial[start] = LearningState.from_values(
-                prior=v["prior"],
-                kappa=v["kappa"],
-                critics=rates,
-                source=start,
-                n_particles=args.particles,
-                seed=args.seed,
-            )
-        elif start == "hierarchical":
-            params, diag = hierarchical_params(
-                counts, bench, gen, args.fit, args.seed, args.quiet, args.preset
-            )
-            notes.append(diag)
-            initial[start] = LearningState.from_params(
-                params, cell=(bench, gen), critics=critics, n_particles=args.particles, seed=args.seed
-            )
-        else:
-            raise SystemExit(f"unknown start {start!r} (none, laplace-pooled, hierarchical)")
+    fits = {}
+    if "hierarchical" in starts:
+        quiet = args.quiet
+        fits = fit_left_out(
+            counts, [(bench, gen)], preset=args.preset, seed=args.seed, cache=args.fits, progress=not quiet
+        )
+        d = fit_summary(fits[(bench, gen)])
+        c = d.get("config", {})
+        notes.append(
+            f"left-out fit ({c.get('chains')} chains x {c.get('draws')} draws): max R-hat "
+            f"{d.get('max_rhat', float('nan')):.3f}, min bulk ESS {d.get('min_ess_bulk', float('nan')):.0f}, "
+            f"min tail ESS {d.get('min_ess_tail', float('nan')):.0f}, {d.get('divergences')} divergences"
+            + ("" if d.get("ok") else " — convergence check FAILED (the hierarchical rows use it anyway)")
+        )
+    initial = start_states(
+        counts,
+        (bench, gen),
+        critics,
+        starts=starts,
+        fit=fits.get((bench, gen)),
+        particles=args.particles,
+        seed=args.seed,
+    )
 
     rows = []
     t0 = time.perf_counter()

@@ -104,6 +104,20 @@ CASES: list[tuple[list[str], str]] = [
     (["summary", "{tmp}/none.nc"], "does not exist"),
     (["summary", "{tmp}/dir"], "is a directory"),
     (["summary", "{tmp}/bad.nc"], "bad.nc"),
+    # stream
+    (["stream", "{tmp}/kc", "--out", "{tmp}/o"], "the following arguments are required: --target"),
+    (
+        ["stream", "{tmp}/no_such_corpus", "--target", "lcb_hard/gpt5_mini", "--out", "{tmp}/o"],
+        "does not exist",
+    ),
+    (
+        ["stream", "{tmp}/kc", "--target", "a/b", "--orders", "0", "--out", "{tmp}/o"],
+        "orders must be a positive",
+    ),
+    (
+        ["stream", "{tmp}/kc", "--target", "a/b", "--preset", "fastest", "--out", "{tmp}/o"],
+        "unknown sampler preset",
+    ),
     # the top level
     (["nope"], "invalid choice: 'nope'"),
 ]

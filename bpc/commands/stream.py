@@ -1,0 +1,282 @@
+"""``bpc stream``: a cell's tasks arrive one at a time; the controller acts, learns and is scored."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bpc.constants import DEFAULT_SEED
+
+NAME = "stream"
+HELP = (
+    "learning while it runs: stream a target cell's recorded tasks in random orders, the controller "
+    "acting on each task and learning from each finished episode, from no calibration, the other cells "
+    "pooled, or the hierarchical model's predictive; report mean utility per task over the first 10, 30 "
+    "and all tasks and the gap to the full-data reference (stream.csv, stream.nc, stream.md)"
+)
+
+DESCRIPTION = """\
+Each target cell's tasks arrive in --orders seeded random orders. For each task
+the controller acts on the task's recorded patches (replay on the recorded pool,
+the --profile's conventions), is scored, then learns from that finished episode
+(critic verdicts, verified labels, regenerations: the exact episode likelihood with
+the unverified labels summed out) and re-plans for the next task. The target's own
+data never enters a start:
+
+  none            weak logit-normal prior: pi 0.5, tpr 0.75, fpr 0.25, kappa 2 (scale 1)
+  laplace-pooled  the same weak prior around the Laplace values of all OTHER cells pooled
+  hierarchical    the hierarchical model fitted with the target LEFT OUT, its
+                  predictive for the target (known benchmark / generator effects)
+
+Controllers: plugin (instance DP from the posterior mean), bayes_robust (values
+averaged over posterior draws), thompson (one posterior draw per task), frozen (the
+start's plug-in controller, never updated). The full-data reference is the plug-in
+controller calibrated on all of the target's data (Laplace). Intervals are
+task-clustered percentile bootstraps (docs: bpc.experiments.stream).
+
+Writes DIR/stream.csv (one row per target, start, controller, horizon),
+DIR/contrasts.csv (hierarchical - none, laplace-pooled - none; per target and
+averaged over a benchmark family), DIR/acceptance.csv, DIR/stream.nc (every
+episode's utility, config and versions in attrs) and DIR/stream.md.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the command's options."""
+    from bpc.experiments.stream import CONTROLLERS, STARTS, StreamOptions
+    from bpc.replay.profiles import PROFILES
+
+    defaults = StreamOptions()
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("corpus", type=Path, help="the corpus folder (raw critic_results.jsonl records)")
+    parser.add_argument(
+        "--target",
+        action="append",
+        required=True,
+        metavar="BENCH/GEN",
+        help="target cell with raw records, e.g. lcb_hard/gpt5_mini (repeatable; 'all' = every such cell)",
+    )
+    parser.add_argument(
+        "--start",
+        action="append",
+        choices=STARTS,
+        default=None,
+        help="start (repeatable; default every start: " + ", ".join(STARTS) + ")",
+    )
+    parser.add_argument(
+        "--controller",
+        action="append",
+        choices=CONTROLLERS,
+        default=None,
+        help="controller (repeatable; default every controller: " + ", ".join(CONTROLLERS) + ")",
+    )
+    parser.add_argument(
+        "--orders", type=int, default=defaults.orders, help=f"random task orders (default {defaults.orders})"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"seed of orders, states, fits ({DEFAULT_SEED})"
+    )
+    parser.add_argument(
+        "--particles",
+        type=int,
+        default=defaults.particles,
+        help=f"particles of each learning state (default {defaults.particles})",
+    )
+    parser.add_argument(
+        "--plugin-draws",
+        type=int,
+        default=defaults.plugin_draws,
+        help=f"posterior draws averaged into the plug-in controller (default {defaults.plugin_draws})",
+    )
+    parser.add_argument(
+        "--robust-draws",
+        type=int,
+        default=defaults.robust_draws,
+        help=f"posterior draws of the Bayes-robust controller (default {defaults.robust_draws})",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=defaults.profile,
+        help=f"replay conventions (default {defaults.profile}: instance belief, verification not terminal)",
+    )
+    parser.add_argument(
+        "--costs",
+        default=None,
+        help="cost vector: fast, slow, paper-release or a JSON/TOML file "
+        "(default: the paper's per-benchmark vector, slow on SWE-Bench, fast elsewhere)",
+    )
+    parser.add_argument(
+        "--preset",
+        default=defaults.preset,
+        help=f"sampler preset of the left-out hierarchical fits (default {defaults.preset})",
+    )
+    parser.add_argument(
+        "--fits",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="folder of left-out hierarchical fits to reuse and write (reused only when made from the "
+        "same counts, preset and seed)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        type=int,
+        default=defaults.bootstrap_b,
+        metavar="B",
+        help=f"bootstrap resamples (default {defaults.bootstrap_b})",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bpc-stream"),
+        help="output folder, replaced as a whole when the run completes (default: bpc-stream)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _targets(values: list[str], raw: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Parse --target values (``BENCH/GEN`` or ``all``) against the cells with raw records."""
+    from bpc.choices import check_choice
+
+    names = [f"{b}/{g}" for b, g in raw]
+    out: list[tuple[str, str]] = []
+    for v in values:
+        chosen = names if v == "all" else [check_choice(v, names, what="target (cell with raw records)")]
+        for name in chosen:
+            b, g = name.split("/", 1)
+            if (b, g) not in out:
+                out.append((b, g))
+    return out
+
+
+def stream_tree(result, attrs: dict):
+    """The result as a DataTree: ``table`` and ``contrasts`` groups, one group of episodes per target."""
+    import json
+
+    import xarray as xr
+
+    children = {
+        "table": xr.Dataset.from_dataframe(result.table.reset_index(drop=True)),
+        "contrasts": xr.Dataset.from_dataframe(result.contrasts.reset_index(drop=True)),
+    }
+    for target, part in result.entries.groupby("target", sort=True):
+        keys = ["start", "controller", "order", "position"]
+        ds = part.drop(columns="target").set_index(keys).to_xarray()
+        ref = result.reference[result.reference["target"] == target]
+        ds["reference_utility"] = xr.DataArray(
+            ref["utility"].to_numpy(float),
+            dims="task_id",
+            coords={"task_id": ref["task"].astype(str).to_numpy()},
+        )
+        ds["task"] = ds["task"].astype(str)
+        children[str(target).replace("/", "__")] = ds
+    root = xr.Dataset(
+        attrs={k: v if isinstance(v, str | int | float) else json.dumps(v) for k, v in attrs.items()}
+    )
+    return xr.DataTree.from_dict({"/": root, **{f"/{k}": v for k, v in children.items()}})
+
+
+def _markdown(result, accept, args) -> str:
+    from bpc.constants import BOOTSTRAP_PROB
+    from bpc.report.markdown import markdown_table
+
+    lines = [
+        "# bpc stream: learning while it runs",
+        "",
+        f"Targets: {', '.join(sorted(result.table['target'].unique()))}; {args.orders} random orders; "
+        f"wall time {result.wall_time:.0f} s. Intervals: {BOOTSTRAP_PROB:.0%} task-clustered bootstrap.",
+        "",
+        *[f"- {n}" for n in result.notes],
+        "",
+        "## Acceptance checks (issue 18)",
+        "",
+        markdown_table(accept, decimals=2)
+        if len(accept)
+        else "(not computed: needs the starts none and hierarchical and the plugin controller)",
+        "",
+        "## Mean utility per task",
+        "",
+        markdown_table(result.table, decimals=2),
+        "",
+        "## Contrasts",
+        "",
+        markdown_table(result.contrasts, decimals=2) if len(result.contrasts) else "(none)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the corpus, stream every target, write the tables and print the acceptance checks."""
+    from bpc.data.corpus import load_corpus
+    from bpc.experiments.stream import CONTROLLERS, STARTS, StreamOptions, acceptance, run_stream
+    from bpc.outputs import (
+        atomic_folder,
+        check_output_folder,
+        reading,
+        run_config,
+        write_csv,
+        write_netcdf,
+        write_text,
+    )
+    from bpc.paths import require_corpus
+    from bpc.report.markdown import versions
+
+    with reading(args.corpus, args.fits):
+        check_output_folder(args.out)
+    options = StreamOptions(
+        orders=args.orders,
+        seed=args.seed,
+        particles=args.particles,
+        plugin_draws=args.plugin_draws,
+        robust_draws=args.robust_draws,
+        profile=args.profile,
+        preset=args.preset,
+        bootstrap_b=args.bootstrap,
+    )
+    costs = None
+    if args.costs is not None:
+        from bpc.costs import resolve_costs
+
+        costs = resolve_costs(args.costs)
+    corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
+    recs = corpus.records
+    raw = sorted({(str(b), str(g)) for b, g in recs[["benchmark", "generator"]].drop_duplicates().values})
+    if not raw:
+        raise ValueError(f"{args.corpus}: no raw per-patch records (critic_results.jsonl) to stream")
+    targets = _targets(args.target, raw)
+    starts = tuple(dict.fromkeys(args.start)) if args.start else STARTS
+    controllers = tuple(dict.fromkeys(args.controller)) if args.controller else CONTROLLERS
+    result = run_stream(
+        recs,
+        corpus.counts,
+        targets,
+        starts=starts,
+        controllers=controllers,
+        costs=costs,
+        options=options,
+        fit_cache=args.fits,
+        progress=not args.quiet,
+    )
+    accept = acceptance(result)
+    config = run_config(args, ignore=("out", "quiet", "fits"))
+    config["targets"] = [f"{b}/{g}" for b, g in targets]
+    attrs = {
+        "config": config,
+        "notes": result.notes,
+        "fits": result.fits,
+        "wall_time": result.wall_time,
+        "command": "bpc stream",
+    }
+    attrs["versions"] = versions()
+    with atomic_folder(args.out, manifest={"seed": args.seed, "config": config}) as tmp:
+        write_csv(result.table, tmp / "stream.csv")
+        write_csv(result.contrasts, tmp / "contrasts.csv")
+        write_csv(accept, tmp / "acceptance.csv")
+        write_netcdf(stream_tree(result, attrs), tmp / "stream.nc")
+        write_text(tmp / "stream.md", _markdown(result, accept, args))
+    print(_markdown(result, accept, args))
+    print(f"written: {args.out}/stream.csv, contrasts.csv, acceptance.csv, stream.nc, stream.md")
+    return 0
