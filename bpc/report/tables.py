@@ -358,18 +358,16 @@ def protocol_cell_table(
             ]
         )
         out = out.merge(top[[*cell, "best_simple"]], on=cell, how="left")
-    keyed = deltas.set_index([*cell, "policy", "reference"])
+    cols = ["benchmark", "generator", "policy", "reference", "delta", "ci_lo", "ci_hi"]
+    found = {tuple(r[:4]): r[4:] for r in deltas[cols].itertuples(index=False, name=None)}
     for pol in policies:
         for ref in references:
-            col = []
-            for b, g in zip(out["benchmark"], out["generator"], strict=True):
-                key = (b, g, pol, ref)
-                if key in keyed.index:
-                    r = keyed.loc[key]
-                    col.append(_interval(float(r["delta"]), float(r["ci_lo"]), float(r["ci_hi"]), decimals))
-                else:
-                    col.append("–")
-            out[f"{pol} vs {ref}"] = col
+            out[f"{pol} vs {ref}"] = [
+                _interval(*map(float, found[(b, g, pol, ref)]), decimals=decimals)
+                if (b, g, pol, ref) in found
+                else "–"
+                for b, g in zip(out["benchmark"], out["generator"], strict=True)
+            ]
     return sort_cells(out)
 
 
