@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   — create .venv (Python >= 3.12), install bpc, run `bpc demo`
 #   make test   — create .venv with the dev extras, run the test suite
+#   make dev-agents — add the agent frameworks of bpc/adapters/ (every version pinned; CI runs it)
 # Choose the interpreter with PYTHON=/path/to/python3.12 if the search below fails.
 
 VENV    ?= .venv
@@ -8,7 +9,9 @@ PYTHON  ?= $(shell ./.ci/find-python)
 BIN      = $(VENV)/bin
 OUT     ?= bpc-demo
 
-.PHONY: demo test lint analyses benchmark clean venv dev
+.PHONY: demo test lint analyses benchmark clean venv dev dev-agents
+
+AGENTS_PINS = .ci/constraints-agents.txt
 
 $(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "no Python >= 3.12 found; run: make PYTHON=/path/to/python3.12 ..." >&2; exit 1; }
@@ -23,8 +26,15 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@ $(VENV)/.installed
 
+# dev + the adapters' frameworks (langgraph, openhands-sdk, inspect-ai), every package pinned so pip
+# does no backtracking (they need older filelock, fsspec and python-dateutil than an unpinned dev install)
+$(VENV)/.installed-agents: pyproject.toml $(AGENTS_PINS) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev,agents]" -c $(AGENTS_PINS)
+	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
+
 venv: $(VENV)/.installed
 dev: $(VENV)/.installed-dev
+dev-agents: $(VENV)/.installed-agents
 
 demo: $(VENV)/.installed
 	$(BIN)/bpc demo --out $(OUT)

@@ -308,3 +308,48 @@ def test_regime_map_background_only_where_cells_lie(tmp_path, monkeypatch):
     drawn = ~np.ma.getmaskarray(mesh.get_array()).reshape(5, 101)[0]
     assert drawn[10] and drawn[20] and not drawn[50] and not drawn[90]  # nothing drawn at priors 0.5, 0.9
     assert any("blank: no cell" in t for t in _legend_texts(figs[0]))
+
+
+def _protocol_deltas(benchmarks, generators) -> pd.DataFrame:
+    rows = []
+    for i, b in enumerate(benchmarks):
+        for j, g in enumerate(generators):
+            for pol, shift in (("bayesian_dp", 0.0), ("bayesian_greedy", -1.0)):
+                d = float(i - j) + shift
+                rows.append((b, g, pol, "best_simple", d, d - 2.0, d + 2.0, 10 + j, 1, 0.89))
+    cols = ["benchmark", "generator", "policy", "reference", "delta", "ci_lo", "ci_hi", "n_tasks", "n_seeds"]
+    return pd.DataFrame(rows, columns=[*cols, "prob"])
+
+
+def test_protocol_deltas_panel_per_benchmark_with_n_and_legend(captured, tmp_path):
+    from bpc.constants import BENCHMARKS, GENERATORS
+    from bpc.report.plots.style import GENERATOR_LABELS, MAX_FIGURE_PX
+
+    files = replay.plot_protocol_deltas(_protocol_deltas(BENCHMARKS, GENERATORS), tmp_path / "pd.png")
+    assert len(files) == 1 and max(_png_size(files[0])) <= MAX_FIGURE_PX
+    fig = captured[0]
+    assert sorted(_legend_texts(fig)) == ["bayesian_DP", "bayesian_greedy"]
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == len(BENCHMARKS)
+    first = panels[0]
+    assert first.get_title() == "LCB-hard"  # the paper's order, not alphabetical
+    assert [t.get_text() for t in first.get_yticklabels()] == [GENERATOR_LABELS[g] for g in GENERATORS]
+    assert {t.get_text() for t in first.texts} == {f"n={10 + j}" for j in range(len(GENERATORS))}
+    assert "89% task-clustered CI" in panels[-1].get_xlabel()
+    # the interval drawn is the table's: one bar per (generator, policy) from ci_lo to ci_hi
+    segs = np.concatenate([c.get_segments() for c in first.collections if hasattr(c, "get_segments")])
+    assert np.allclose(sorted(s[1, 0] - s[0, 0] for s in segs), 4.0)
+
+
+def test_protocol_deltas_page_when_benchmarks_are_many(captured, tmp_path):
+    from bpc.report.plots.style import MAX_FIGURE_PX
+
+    benches = [f"bench{i:02d}" for i in range(30)]
+    gens = [f"g{j}" for j in range(6)]
+    files = replay.plot_protocol_deltas(_protocol_deltas(benches, gens), tmp_path / "pd.png")
+    assert len(files) > 1 and files[1].name == "pd_p2.png"
+    for path, fig in zip(files, captured, strict=True):
+        assert max(_png_size(path)) <= MAX_FIGURE_PX, path
+        assert _legend_texts(fig) and "page" in fig._suptitle.get_text()
+    with pytest.raises(ValueError, match="no row with reference"):
+        replay.plot_protocol_deltas(_protocol_deltas(benches, ["g1"]), tmp_path / "x.png", reference="stop")

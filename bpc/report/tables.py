@@ -32,6 +32,8 @@ __all__ = [
     "abstention_mask",
     "policy_columns",
     "winner_mask",
+    "protocol_cell_table",
+    "protocol_verdicts",
     "latex_table",
     "sort_cells",
     "write_table",
@@ -293,6 +295,111 @@ def winner_mask(table: pd.DataFrame, columns: Sequence[str], *, decimals: int = 
     mask = pd.DataFrame(False, index=table.index, columns=table.columns)
     mask[list(columns)] = np.isfinite(vals) & (vals == best)
     return mask
+
+
+def _interval(delta: float, lo: float, hi: float, decimals: int = 1) -> str:
+    if not np.isfinite(delta):
+        return "–"
+    return f"{delta:+.{decimals}f} [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
+
+
+def protocol_cell_table(
+    deltas: pd.DataFrame,
+    baselines: pd.DataFrame,
+    *,
+    policies: Sequence[str] = ("bayesian_dp", "bayesian_greedy"),
+    references: Sequence[str] = ("always_verify", "best_simple"),
+    decimals: int = 1,
+) -> pd.DataFrame:
+    """One row per cell of the evaluation protocol: n tasks, the baseline chosen, each Δ with its interval.
+
+    Parameters
+    ----------
+    deltas : pandas.DataFrame
+        :func:`bpc.experiments.protocol.delta_table` output.
+    baselines : pandas.DataFrame
+        :func:`bpc.experiments.protocol.best_baselines` output (the baseline
+        chosen on the training tasks of each seed × fold × cell).
+    policies, references : sequence of str
+        One column per policy × reference, ``"<policy> vs <reference>"``,
+        holding ``"Δ [lo, hi]"`` (``–`` where undefined).
+    decimals : int
+        Decimals of the printed Δ.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark``, ``generator``, ``n_tasks``, ``best_simple`` (the
+        baseline chosen most often, with how many of the folds chose it),
+        then the Δ columns.
+
+    Examples
+    --------
+    >>> d = pd.DataFrame({"benchmark": "b", "generator": "g", "policy": "dp", "reference": "av",
+    ...                   "delta": [2.0], "ci_lo": [0.5], "ci_hi": [3.25], "n_tasks": [30]})
+    >>> base = pd.DataFrame({"benchmark": "b", "generator": "g", "baseline": ["stop", "stop", "gate_x"]})
+    >>> print(protocol_cell_table(d, base, policies=["dp"], references=["av"]).to_string(index=False))
+    benchmark generator  n_tasks best_simple          dp vs av
+            b         g       30  stop (2/3) +2.0 [+0.5, +3.2]
+    """
+    cell = ["benchmark", "generator"]
+    n = deltas.groupby(cell, sort=False)["n_tasks"].max().rename("n_tasks")
+    out = n.reset_index()
+    if len(baselines):
+        counts = baselines.groupby([*cell, "baseline"]).size().rename("k").reset_index()
+        total = counts.groupby(cell)["k"].transform("sum")
+        counts = counts.assign(total=total).sort_values(
+            [*cell, "k", "baseline"], ascending=[True, True, False, True]
+        )
+        top = counts.drop_duplicates(cell)
+        top = top.assign(
+            best_simple=[
+                f"{b} ({k}/{t})" for b, k, t in zip(top["baseline"], top["k"], top["total"], strict=True)
+            ]
+        )
+        out = out.merge(top[[*cell, "best_simple"]], on=cell, how="left")
+    cols = ["benchmark", "generator", "policy", "reference", "delta", "ci_lo", "ci_hi"]
+    found = {tuple(r[:4]): r[4:] for r in deltas[cols].itertuples(index=False, name=None)}
+    for pol in policies:
+        for ref in references:
+            out[f"{pol} vs {ref}"] = [
+                _interval(*map(float, found[(b, g, pol, ref)]), decimals=decimals)
+                if (b, g, pol, ref) in found
+                else "–"
+                for b, g in zip(out["benchmark"], out["generator"], strict=True)
+            ]
+    return sort_cells(out)
+
+
+def protocol_verdicts(
+    deltas: pd.DataFrame, *, policies: Sequence[str] = ("bayesian_dp", "bayesian_greedy")
+) -> pd.DataFrame:
+    """Per policy × reference: in how many cells the interval is above 0, contains 0, or is below 0.
+
+    Examples
+    --------
+    >>> d = pd.DataFrame({"policy": "dp", "reference": "av", "ci_lo": [1.0, -1.0, -3.0],
+    ...                   "ci_hi": [2.0, 1.0, -2.0], "n_tasks": [10, 20, 30]})
+    >>> print(protocol_verdicts(d, policies=["dp"]).to_string(index=False))
+    policy reference  cells  better  tie  worse  n_tasks
+        dp        av      3       1    1      1       60
+    """
+    rows = []
+    for (pol, ref), g in deltas[deltas["policy"].isin(list(policies))].groupby(
+        ["policy", "reference"], sort=False
+    ):
+        rows.append(
+            {
+                "policy": pol,
+                "reference": ref,
+                "cells": len(g),
+                "better": int((g["ci_lo"] > 0).sum()),
+                "tie": int(((g["ci_lo"] <= 0) & (g["ci_hi"] >= 0)).sum()),
+                "worse": int((g["ci_hi"] < 0).sum()),
+                "n_tasks": int(g["n_tasks"].sum()),
+            }
+        )
+    return pd.DataFrame(rows, columns=["policy", "reference", "cells", "better", "tie", "worse", "n_tasks"])
 
 
 def _latex_escape(text: object) -> str:
