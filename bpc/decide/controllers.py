@@ -62,19 +62,17 @@ import numpy as np
 from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, make_problem, regenerate
-from bpc.decide.kernels.dp import DPSolution
+from bpc.decide.kernels.dp import DPSolution, solve_grid
 from bpc.decide.kernels.greedy import paper_greedy
 from bpc.decide.kernels.instance import (
     CRITIC_SCOPES,
     MIXTURES,
-    InstanceDPSolution,
     InstanceProblem,
     abandon_exact,
     abandon_moment,
     instance_greedy,
     make_instance_problem,
     mixture_mean,
-    solve_instance_dp,
     solve_tree,
 )
 from bpc.decide.table import ParameterSamples, SampleCosts, solve_table
@@ -649,7 +647,9 @@ class TableController(BeliefController):
             b = state.b[rows]
             u = np.broadcast_to(state.used[rows, None], b.shape).reshape(-1)
             h = np.full(b.size, self.horizon)
-            q = self.table_for(pattern).lookup(b.reshape(-1), u, h, state.sample[rows].reshape(-1))
+            q = self.table_for(pattern).lookup(
+                b.reshape(-1), None, 0 * u, u, h, state.sample[rows].reshape(-1)
+            )
             return q.reshape(b.shape + (q.shape[-1],))
 
         return self._by_pattern(state, q_of)
@@ -670,7 +670,7 @@ class InstanceController(BeliefController):
     (a fresh sample where none is measured), the θ-belief unchanged.
 
     Planning (``method``): ``"dp"`` reads the grid DP over ``(b, μ, n, U)``
-    (:func:`~bpc.decide.kernels.instance.solve_instance_dp`, one table per set
+    (:func:`~bpc.decide.kernels.dp.solve_grid`, one table per set
     of available critics) by one Bellman backup; ``"greedy"`` the one-step rule
     (:func:`~bpc.decide.kernels.instance.instance_greedy_q`); ``"exact"``
     the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`) from
@@ -769,7 +769,7 @@ class InstanceController(BeliefController):
             available=self.available,
             **self._kernel(),
         )  # validated once; the greedy rule reads it at every decision
-        self._tables: dict[bytes | None, InstanceDPSolution] = {}
+        self._tables: dict[bytes | None, DPSolution] = {}
         self.table = self.table_for(None) if method == "dp" else None
 
     def _kernel(self) -> dict:
@@ -780,16 +780,9 @@ class InstanceController(BeliefController):
         """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
         key = None if pattern is None else np.packbits(pattern).tobytes()
         if key not in self._tables:
-            s = self.samples
             avail = self.available if pattern is None else self.available & pattern
-            self._tables[key] = solve_instance_dp(
-                s.prior,
-                s.tpr,
-                s.fpr,
-                self.kappa,
-                **self.sample_costs.kernel_kwargs(),
-                **self._kernel(),
-                available=avail,
+            self._tables[key] = solve_grid(
+                replace(self.problem, base=replace(self.problem.base, available=avail)),
                 horizon=self.horizon,
                 max_patches=int(self.max_patches or 1),
                 grid_size=self._grids[0],
@@ -846,7 +839,7 @@ class InstanceController(BeliefController):
         def q_of(rows, pattern):
             r = np.arange(n_ep)[rows]
             shape = (r.size, m)
-            q = self.table_for(pattern).backup(
+            q = self.table_for(pattern).lookup(
                 state.b[rows].reshape(-1),
                 mu[rows].reshape(-1),
                 np.broadcast_to(np.minimum(state.step[r], N - 1)[:, None], shape).reshape(-1),

@@ -46,7 +46,7 @@ from bpc.constants import (
 )
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, used_labels, used_mask
-from bpc.decide.kernels.dp import belief_grid
+from bpc.decide.kernels.dp import belief_grid, solve_grid
 from bpc.decide.kernels.instance import make_instance_problem, solve_tree
 from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_table
 from bpc.schema import decision_critics, sample_dims, validate_params
@@ -340,11 +340,9 @@ def _policy_block(
         n_threads=n_threads,
         fill_kernel=False,  # filled (or deliberately not) on the Dataset by _prepare
     )
-    out = [sol.value.reshape(loop + sol.value.shape[1:]), sol.policy.reshape(loop + sol.policy.shape[1:])]
-    if sol.q is not None:
-        # kernels store q as (S, step, used, action, belief)
-        out.append(sol.q.reshape(loop + sol.q.shape[1:]))
-    return tuple(out)
+    # the paper's table has one n and one μ point: (S, step, used, [action,] belief)
+    out = [a[:, :, 0, :, 0] for a in (sol.value, sol.policy) + (() if sol.q is None else (sol.q,))]
+    return tuple(a.reshape(loop + a.shape[1:]) for a in out)
 
 
 def _placeholders(samples: ParameterSamples, ok: np.ndarray, kappa, loop) -> tuple:
@@ -747,18 +745,13 @@ def _instance_policy_block(
     critic_scope,
 ):
     """Kernel called by apply_ufunc: the instance grid DP for one block (values only)."""
-    from bpc.decide.kernels.instance import solve_instance_dp
-
     loop, samples, costs = _flatten_inputs(
         prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
     )
     ok = np.isfinite(samples.prior)
-    sol = solve_instance_dp(
-        *_placeholders(samples, ok, kappa, loop),
-        critic_costs=costs.critic,
-        c_gen=costs.c_gen,
-        c_ver=costs.c_ver,
-        reward=costs.reward,
+    P = make_instance_problem(*_placeholders(samples, ok, kappa, loop), **costs.kernel_kwargs())
+    sol = solve_grid(
+        P,
         horizon=horizon,
         max_patches=max_patches,
         grid_size=grid_size,
@@ -787,10 +780,10 @@ def solve_instance_policy(
 ) -> xr.Dataset:
     """The instance-belief value table ``V_h(b, μ, n, U)`` of every cell (and draw), SPEC §9.
 
-    The xarray face of :func:`bpc.decide.kernels.instance.solve_instance_dp`:
+    The xarray face of :func:`bpc.decide.kernels.dp.solve_grid`:
     every dim of ``params`` but ``critic`` is a sample. Actions are read off
     the table by one Bellman backup
-    (:meth:`bpc.decide.kernels.instance.InstanceDPSolution.q_at`,
+    (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
     :class:`bpc.decide.controllers.InstanceController`), so no policy array
     is stored.
 

@@ -392,7 +392,7 @@ def solve_table(
     Returns
     -------
     DPSolution
-        The table (:func:`bpc.decide.kernels.solve_dp`); samples without
+        The paper's table (:func:`bpc.decide.kernels.dp.solve_dp`); samples without
         parameters have ``NaN`` values (and Q-values) and action ``-1``.
 
     Raises
