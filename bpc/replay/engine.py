@@ -354,6 +354,7 @@ def replay_controller(
     profile: str | Profile = "paper",
     *,
     max_decisions: int = MAX_DECISIONS,
+    theta0=None,
 ) -> Outcome:
     """Drive a controller over every instance of a pool at once.
 
@@ -385,6 +386,9 @@ def replay_controller(
         Replay conventions.
     max_decisions : int
         Safety bound on decisions per episode.
+    theta0 : (array_like, array_like), optional
+        ``(A, B)``, ``(n_instance,)`` each: each task's starting Beta belief
+        about its pass rate (``controller.start(n, theta0=...)``).
 
     Returns
     -------
@@ -404,10 +408,11 @@ def replay_controller(
     pool_k = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
     crit_cost = np.array([costs.critic_cost(c) for c in critics], dtype=float)
     rows = np.arange(n)
+    opts = {} if theta0 is None else {"theta0": theta0}
     if prof.task_critics and "available" in inspect.signature(controller.start).parameters:
-        state = controller.start(n, available=task_critics(pool, critics))
+        state = controller.start(n, available=task_critics(pool, critics), **opts)
     else:
-        state = controller.start(n)
+        state = controller.start(n, **opts)
     patch = np.zeros(n, dtype=np.int64)
     active = pool.n_patches > 0
     cost = np.zeros(n)
@@ -575,6 +580,7 @@ def replay_pool(
     trajectories: pd.DataFrame | None = None,
     params: xr.Dataset | None = None,
     belief: str | None = None,
+    theta0=None,
 ) -> xr.Dataset:
     """Replay policies on one cell's pool.
 
@@ -597,6 +603,9 @@ def replay_pool(
         The cell's parameters; required to build Bayesian controllers from names.
     belief : {"iid", "instance"}, optional
         Belief model of Bayesian controllers built from names (default the profile's).
+    theta0 : (array_like, array_like), optional
+        Each task's starting Beta belief, passed to every controller
+        (:func:`replay_controller`).
 
     Returns
     -------
@@ -618,9 +627,9 @@ def replay_pool(
     names, rows, skipped = [], [], {}
     for label, item in items:
         if isinstance(item, str):
-            out = _replay_named(item, pool, costs, prof, trajectories, params, belief)
+            out = _replay_named(item, pool, costs, prof, trajectories, params, belief, theta0)
         else:
-            out = replay_controller(pool, item, costs, prof)
+            out = replay_controller(pool, item, costs, prof, theta0=theta0)
         if out is None or (n and not np.isfinite(out[0]).any()):
             skipped[label] = _why_not(label, pool, trajectories)
             out = (np.full(n, np.nan),) * 3
@@ -637,7 +646,7 @@ def replay_pool(
     return ds
 
 
-def _replay_named(name, pool, costs, prof, trajectories, params, belief=None) -> Outcome | None:
+def _replay_named(name, pool, costs, prof, trajectories, params, belief=None, theta0=None) -> Outcome | None:
     if is_baseline(name):
         return replay_baseline(name, pool, costs, prof)
     if name in REFINEMENT_POLICIES:
@@ -650,7 +659,7 @@ def _replay_named(name, pool, costs, prof, trajectories, params, belief=None) ->
             raise ValueError(f"policy {name!r} needs the cell's parameters (params=…)")
         budget = int(pool.n_patches.max()) if pool.n_instances else POOL_SIZE
         controller = make_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
-        return replay_controller(pool, controller, costs, prof)
+        return replay_controller(pool, controller, costs, prof, theta0=theta0)
     raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
 
 
