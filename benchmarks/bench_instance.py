@@ -40,6 +40,7 @@ from bpc.decide.kernels.dp import solve_grid
 from bpc.decide.kernels.instance import make_instance_problem, solve_instance_exact
 
 CRITICS = ("syn", "test", "llm")
+PER_DRAW = ("prior", "tpr", "fpr", "kappa")
 
 
 def synthetic_posterior(n_draws: int, seed: int = 20260522) -> dict[str, np.ndarray]:
@@ -70,7 +71,7 @@ def instance_dp_root_values(*, chunk_size, n_threads=1, **problem):
 
     S, qs = problem["prior"].shape[0], []
     for start in range(0, S, chunk_size):
-        one = {k: v[start : start + chunk_size] if np.ndim(v) else v for k, v in problem.items()}
+        one = {k: v[start : start + chunk_size] if k in PER_DRAW else v for k, v in problem.items()}
         opts = {
             k: one.pop(k)
             for k in ("horizon", "max_patches", "grid_size", "mu_grid_size", "critic_scope")
