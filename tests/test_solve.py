@@ -13,7 +13,7 @@ from bpc.decide.solve import (
     solve_b0,
     solve_policy,
 )
-from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_table
+from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel
 
 CRITICS = ["syn", "test", "llm", "lint"]
 
@@ -116,7 +116,9 @@ def test_parameter_samples_order_missing_critics_and_one_cell():
     assert parameter_samples(p).n_samples == 2 * 3 * 2 * 2
 
 
-def test_solve_table_masks_samples_without_parameters():
+def test_grid_block_masks_samples_without_parameters():
+    from bpc.decide.solve import _grid_block
+
     samples = ParameterSamples(
         prior=[0.3, np.nan, 0.6],
         tpr=[[0.9], [0.9], [np.nan]],
@@ -129,19 +131,22 @@ def test_solve_table_masks_samples_without_parameters():
         named_costs("slow"), critics=("syn",), n_samples=3, available=samples.available
     )
     np.testing.assert_array_equal(costs.critic[:, 0], 1.0)  # priced: some sample may call it
-    sol = solve_table(samples, costs, horizon=2, keep_q=True)
-    assert (
-        np.isnan(flat(sol.value)[1]).all()
-        and (flat(sol.policy)[1] == -1).all()
-        and np.isnan(flat(sol.q)[1]).all()
+    args = (samples.prior, samples.tpr, samples.fpr)
+    cost_args = (costs.critic, costs.c_gen, costs.c_ver, costs.reward, np.inf)
+    filled = samples.with_fresh_sample_kernel()
+    value, policy, q = _grid_block(
+        *args, filled.p_fix, filled.p_break, *cost_args, critics=("syn",), paper=True, horizon=2, keep_q=True
     )
+    assert np.isnan(value[1]).all() and (policy[1] == -1).all() and np.isnan(q[1]).all()
     ref = solve_dp(
         0.3, [0.9], [0.2], 0.3, 0.7, critic_costs=[1.0], c_gen=10.0, c_ver=90.0, reward=100.0, horizon=2
     )
-    np.testing.assert_array_equal(flat(sol.value)[0], flat(ref.value)[0])  # fresh-sample kernel filled
-    assert np.isneginf(flat(sol.q)[2, :, :, 3]).all()  # critic unavailable for sample 2
-    unfilled = solve_table(samples, costs, horizon=2, fill_kernel=False)
-    assert np.isnan(flat(unfilled.value)[0]).all() and np.isfinite(flat(unfilled.value)[2]).all()
+    np.testing.assert_array_equal(value[0], flat(ref.value)[0])  # fresh-sample kernel filled
+    assert np.isneginf(q[2, :, :, 3]).all()  # critic unavailable for sample 2
+    unfilled, _ = _grid_block(
+        *args, samples.p_fix, samples.p_break, *cost_args, critics=("syn",), paper=True, horizon=2
+    )
+    assert np.isnan(unfilled[0]).all() and np.isfinite(unfilled[2]).all()
 
 
 def test_sample_costs_from_costs():

@@ -1,9 +1,8 @@
 """The solver layer: parameters (xarray) in, policies and values (xarray) out.
 
 Thin wrappers through :func:`xarray.apply_ufunc` (the ArviZ-stats pattern)
-over the array level, :mod:`bpc.decide.table` (:func:`~bpc.decide.table.solve_table`,
-:func:`~bpc.decide.kernels.instance.solve_tree`), which in turn call the kernels of
-:mod:`bpc.decide.kernels`: every dim of the parameter Dataset other than
+over the one grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`) and the one
+exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`): every dim of the parameter Dataset other than
 ``critic`` — ``benchmark``, ``generator`` and, for posterior draws, ``chain``
 and ``draw`` — is flattened into the sample axis ``S``, so Laplace point
 estimates and full posteriors go through the same call. With the optional

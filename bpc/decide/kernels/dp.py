@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE, REGENERATE_MODES
+from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.decide.kernels.instance import InstanceProblem, abandon_moment, check_options, make_instance_problem
 
@@ -77,8 +77,14 @@ def _interp(x, gm1, one, zero):
     return int(fl), xs - fl
 
 
-def _dp_kernel(tpr, fpr, avail, ccost, c_gen, c_ver, reward, kappa, p_fix, p_break, gb, gm, H, N, flags, c, value, policy, q):  # fmt: skip
-    """Fill ``value``/``policy`` (and ``q`` if kept) ``[s, h, n, U, iμ, ib]`` for every sample ``s``."""
+def _dp_kernel(arrays, gb, gm, H, N, flags, c, value, policy, q):
+    """Fill ``value``/``policy`` (and ``q`` if kept) ``[s, h, n, U, iμ, ib]`` for every sample ``s``.
+
+    ``arrays`` are the samples' ``tpr, fpr, available, critic_costs, c_gen,
+    c_ver, reward, κ, p_fix, p_break``; ``c`` the constants ``1, 0, −inf,
+    G − 1, M − 1`` in the grid's dtype.
+    """
+    tpr, fpr, avail, ccost, c_gen, c_ver, reward, kappa, p_fix, p_break = arrays
     refine, budget, verify_terminal, reset_used, keep_q = flags
     one, zero, ninf = c[0], c[1], c[2]
     S, K = tpr.shape
@@ -236,7 +242,7 @@ def _run(P: InstanceProblem, grid, mu_grid, H, N, flags, value, policy, q, backe
 
     def run(sl):
         out = (value[sl], policy[sl], qarr[sl] if keep_q else qarr)
-        kernel(*(a[sl] for a in arrays), grid, mu_grid, H, N, flags, consts, *out)
+        kernel(tuple([a[sl] for a in arrays]), grid, mu_grid, H, N, flags, consts, *out)
 
     slices = [slice(s, min(S, s + chunk)) for s in range(0, S, chunk)]
     if n_threads == 1 or len(slices) == 1:
