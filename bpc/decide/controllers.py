@@ -674,16 +674,12 @@ class InstanceController(BeliefController):
         self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else np.where(k > 0, k, np.inf)
         self._grid_options = dict(grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend)
         self._grid_options |= dict(keep_q=bool(keep_q), horizon=self.horizon, max_patches=self.max_patches)
-        s = self.samples
+        s, costs = self.samples, self.sample_costs.kernel_kwargs()
+        kernel = self._kernel(s)
+        # validated once; the greedy rule and the tables read it
         self.problem = make_instance_problem(
-            s.prior,
-            s.tpr,
-            s.fpr,
-            self.kappa,
-            **self.sample_costs.kernel_kwargs(),
-            available=self.available,
-            **self._kernel(),
-        )  # validated once; the greedy rule reads it at every decision
+            s.prior, s.tpr, s.fpr, self.kappa, **costs, available=self.available, **kernel
+        )
         self._tables: dict[bytes | None, DPSolution] = {}
         if table is not None:
             if table.value.shape[0] != self.n_samples or table.horizon < self.horizon:
@@ -694,8 +690,7 @@ class InstanceController(BeliefController):
             self._tables[None] = table
         self.table = self.table_for(None) if method == "dp" else None
 
-    def _kernel(self) -> dict:
-        s = self.samples
+    def _kernel(self, s: ParameterSamples) -> dict:
         return dict(p_fix=s.p_fix, p_break=s.p_break) if self.regenerate == "refine" else {}
 
     def table_for(self, pattern: np.ndarray | None):
@@ -778,23 +773,11 @@ class InstanceController(BeliefController):
         for i in range(state.b.shape[0]):
             s = state.sample[i]
             p, c = self.samples.take(s), self.sample_costs.take(s)
-            problem = make_instance_problem(
-                state.prior[i],
-                p.tpr,
-                p.fpr,
-                state.kappa[i],
-                **c.kernel_kwargs(),
-                available=p.available & state.available[i],
-                **({"p_fix": p.p_fix, "p_break": p.p_break} if self.regenerate == "refine" else {}),
-            )
-            n0 = int(folded[i])
-            theta = weights[i, :, : n0 + 1]
-            _, q = solve_tree(
-                problem,
-                state.b[i],
-                theta,
-                self.horizon,
-                int(state.used[i]),
+            avail = p.available & state.available[i]
+            args = (state.prior[i], p.tpr, p.fpr, state.kappa[i])
+            problem = make_instance_problem(*args, **c.kernel_kwargs(), available=avail, **self._kernel(p))
+            theta = weights[i, :, : int(folded[i]) + 1]
+            tree = (
                 "exact",
                 self.max_patches,
                 self.verify_terminal,
@@ -802,8 +785,9 @@ class InstanceController(BeliefController):
                 None,
                 None,
                 self.regenerate,
-                patch=int(state.step[i]),
             )
+            root = (state.b[i], theta, self.horizon, int(state.used[i]))
+            _, q = solve_tree(problem, *root, *tree, patch=int(state.step[i]))
             out.append(q)
         return np.stack(out)
 

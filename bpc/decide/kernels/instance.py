@@ -655,33 +655,10 @@ def solve_instance_exact(
     -------
     ExactSolution
     """
-    P = make_instance_problem(
-        prior,
-        tpr,
-        fpr,
-        kappa,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-        p_fix=p_fix,
-        p_break=p_break,
-    )
-    value, q = solve_tree(
-        P,
-        b0,
-        weights,
-        horizon,
-        used,
-        mixture,
-        max_patches,
-        verify_terminal,
-        critic_scope,
-        policy,
-        chunk_size,
-        regenerate,
-    )
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    P = make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break)
+    tree = (mixture, max_patches, verify_terminal, critic_scope, policy, chunk_size, regenerate)
+    value, q = solve_tree(P, b0, weights, horizon, used, *tree)
     return ExactSolution(value=value, q=q)
 
 
@@ -755,19 +732,8 @@ def instance_greedy_q(
     numpy.ndarray
         ``(..., S, A)``.
     """
-    P = make_instance_problem(
-        prior,
-        tpr,
-        fpr,
-        kappa,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-        p_fix=p_fix,
-        p_break=p_break,
-    )
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    P = make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break)
     if regenerate not in REGENERATE_MODES:
         raise ValueError(f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {regenerate!r}")
     B = P.base
