@@ -50,7 +50,7 @@ from bpc.constants import (
 from bpc.costs import Costs, CostSpec, cost_resolver
 from bpc.data.counts import cell_kernel_counts
 from bpc.data.splits import Split, kfold_splits, split_cells, split_counts
-from bpc.decide.baselines import gate_critic, is_baseline, pipeline_order
+from bpc.decide.baselines import describe_baseline, gate_critic, is_baseline, pipeline_order
 from bpc.decide.factory import make_controller as build_controller
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.replay.bootstrap import paired_bootstrap
@@ -165,6 +165,13 @@ def _patch_loop(
     return costs.reward * passed - cost, passed.astype(float), cost
 
 
+def fixed_pipeline(pool: Pool, costs: Costs, prof: Profile) -> list[str]:
+    """The fixed pipeline's critics in order: the cell's, cheapest first."""
+    own = decision_critics(pool.critics) != PAPER_CRITICS
+    order = pipeline_order(pool.critics, costs.critic) if own else prof.fixed_pipeline_critics
+    return [c for c in order if _critic_index(pool, c) is not None]
+
+
 def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile = "paper") -> Outcome | None:
     """Replay one stateless baseline on a pool (SPEC §4; profile switches of SPEC §6).
 
@@ -250,10 +257,7 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
             max_attempts=prof.gate_max_patches.get(crit),
         )
     if name == "fixed_pipeline":
-        own = decision_critics(pool.critics) != PAPER_CRITICS
-        fixed = pipeline_order(pool.critics, costs.critic) if own else prof.fixed_pipeline_critics
-        present = [(c, _critic_index(pool, c)) for c in fixed]
-        present = [(c, k) for c, k in present if k is not None]
+        present = [(c, _critic_index(pool, c)) for c in fixed_pipeline(pool, costs, prof)]
         return _patch_loop(
             pool,
             costs,
@@ -643,6 +647,13 @@ def replay_pool(
     ds.attrs.update({"profile": prof.name, **{k: float(v) for k, v in costs.as_dict().items()}})
     ds.attrs["belief"] = prof.belief if belief is None else belief
     ds.attrs["skipped"] = json.dumps(skipped)
+    order = fixed_pipeline(pool, costs, prof)
+    described = {
+        p: describe_baseline(p, order if p == "fixed_pipeline" else pool.critics, costs.critic)
+        for p in names
+        if is_baseline(p)
+    }
+    ds.attrs["baselines"] = json.dumps(described)
     return ds
 
 
