@@ -737,29 +737,21 @@ class InstanceController(BeliefController):
                 base=replace(base, prior=state.prior.reshape(-1), available=avail),
                 kappa=state.kappa.reshape(-1),
             )
-            q = instance_greedy(
-                P,
-                state.b.reshape(-1),
-                mu.reshape(-1),
-                np.repeat(state.step, m),
-                np.repeat(state.used, m),
-                self.max_patches,
-                self.verify_terminal,
-                self.regenerate,
-            )
+            states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
+            q = instance_greedy(P, *states, self.max_patches, self.verify_terminal, self.regenerate)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
         N = self.max_patches or 1
 
         def q_of(rows, pattern):
             r = np.arange(n_ep)[rows]
             shape = (r.size, m)
+            n, u = (
+                np.broadcast_to(x[:, None], shape).reshape(-1)
+                for x in (np.minimum(state.step[r], N - 1), state.used[r])
+            )
+            b, s = state.b[rows].reshape(-1), state.sample[rows].reshape(-1)
             q = self.table_for(pattern).lookup(
-                state.b[rows].reshape(-1),
-                mu[rows].reshape(-1),
-                np.broadcast_to(np.minimum(state.step[r], N - 1)[:, None], shape).reshape(-1),
-                np.broadcast_to(state.used[r][:, None], shape).reshape(-1),
-                np.full(r.size * m, self.horizon),
-                state.sample[rows].reshape(-1),
+                b, mu[rows].reshape(-1), n, u, np.full(r.size * m, self.horizon), s
             )
             return q.reshape(shape + (q.shape[-1],))
 

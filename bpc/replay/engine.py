@@ -890,18 +890,11 @@ def replay_cells(
     n_folds = prof.n_folds if n_folds is None else n_folds
     folds_apply = params is None and instances is None and not (prof.in_sample or split == "all")
     if n_folds is not None and folds_apply:
-        return _replay_folds(
-            records,
-            cost_resolver(costs),
-            prof,
-            pols,
-            trajectories=trajectories,
-            kernel=kernel,
-            transition_counts=transition_counts,
-            belief=belief,
-            n_folds=int(n_folds),
-            progress=progress,
-        )
+        data = dict(trajectories=trajectories, kernel=kernel, transition_counts=transition_counts)
+        options = dict(profile=prof, policies=pols, belief=belief, n_folds=int(n_folds), progress=progress)
+        results = replay_folds(records, costs, **data, **options)
+        frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
+        return _join(frames, [*RESULT_COLUMNS, "split"])
     if instances is None:
         instances = split_cells(records, in_sample=prof.in_sample or split == "all")
     in_sample = instances.in_sample
@@ -911,24 +904,12 @@ def replay_cells(
         from bpc.estimate.laplace import laplace
 
         params = laplace(split_counts(records, instances, trajectories=trajectories))
-    frames = []
+    frames, ctx = [], (prof, pols, kernel, transition_counts, belief)
     for i, ((b, g), fit_ids, eval_ids) in enumerate(instances, 1):
         info(f"replay {b}/{g} ({i}/{len(instances)})", enabled=progress)
         for side in sides:
             ids = fit_ids if side == "fit" else eval_ids
-            result = _replay_cell_side(
-                records,
-                trajectories,
-                params,
-                (b, g),
-                ids,
-                cost_for(b),
-                prof,
-                pols,
-                kernel,
-                transition_counts,
-                belief,
-            )
+            result = _replay_cell_side(records, trajectories, params, (b, g), ids, cost_for(b), *ctx)
             frames.append(_summary_frame(result, b, g, None if prof.in_sample else side, belief))
     return _join(frames, list(RESULT_COLUMNS) + ([] if prof.in_sample else ["split"]))
 
@@ -1008,23 +989,12 @@ def replay_folds(
     belief = prof.belief if belief is None else belief
     cost_for = cost_resolver(costs)
     parts: dict[tuple[str, str], list[xr.Dataset]] = {}
+    ctx = (prof, pols, kernel, transition_counts, belief)
     for j, fold in enumerate(kfold_splits(records, n_folds=int(n_folds))):
         info(f"replay fold {j + 1}/{n_folds}", enabled=progress)
         params = laplace(split_counts(records, fold, trajectories=trajectories))
         for (b, g), _, eval_ids in fold:
-            res = _replay_cell_side(
-                records,
-                trajectories,
-                params,
-                (b, g),
-                eval_ids,
-                cost_for(b),
-                prof,
-                pols,
-                kernel,
-                transition_counts,
-                belief,
-            )
+            res = _replay_cell_side(records, trajectories, params, (b, g), eval_ids, cost_for(b), *ctx)
             parts.setdefault((b, g), []).append(res)
     out = {}
     for cell, results in parts.items():
@@ -1032,21 +1002,6 @@ def replay_folds(
         ds.attrs.update(n_folds=int(n_folds), belief=belief)
         out[cell] = ds
     return out
-
-
-def _replay_folds(records, cost_for, prof, pols, *, belief, n_folds, progress, **kw) -> pd.DataFrame:
-    results = replay_folds(
-        records,
-        cost_for,
-        profile=prof,
-        policies=pols,
-        belief=belief,
-        n_folds=n_folds,
-        progress=progress,
-        **kw,
-    )
-    frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
-    return _join(frames, [*RESULT_COLUMNS, "split"])
 
 
 def _join(frames: list[pd.DataFrame], cols: list[str]) -> pd.DataFrame:
