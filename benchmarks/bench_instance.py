@@ -105,7 +105,7 @@ def _measure(fn) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print one JSON line per measurement."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--draws", type=int, default=4000, help="draws per cell (default 4000)")
     parser.add_argument(
         "--dp-draws", type=int, default=None, help="draws per cell for the grid DP (default all)"

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -672,13 +672,15 @@ class InstanceController(BeliefController):
             else np.broadcast_to(np.asarray(kappa, float), (self.n_samples,))
         )
         self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else np.where(k > 0, k, np.inf)
-        self._grid_options = dict(grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend)
+        self._grid_options: dict[str, Any] = dict(
+            grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend
+        )
         self._grid_options |= dict(keep_q=bool(keep_q), horizon=self.horizon, max_patches=self.max_patches)
-        s, costs = self.samples, self.sample_costs.kernel_kwargs()
+        s, prices = self.samples, self.sample_costs.kernel_kwargs()
         kernel = self._kernel(s)
         # validated once; the greedy rule and the tables read it
         self.problem = make_instance_problem(
-            s.prior, s.tpr, s.fpr, self.kappa, **costs, available=self.available, **kernel
+            s.prior, s.tpr, s.fpr, self.kappa, **prices, available=self.available, **kernel
         )
         self._tables: dict[bytes | None, DPSolution] = {}
         if table is not None:
@@ -865,7 +867,14 @@ class TableController(InstanceController):
         backend: str = "auto",
         name: str | None = None,
     ) -> None:
-        paper = dict(belief="iid", method="dp", critic_scope="patch", mixture="exact", max_patches=None)
+        paper: dict[str, Any] = dict(
+            backend=backend,
+            belief="iid",
+            method="dp",
+            critic_scope="patch",
+            mixture="exact",
+            max_patches=None,
+        )
         paper |= dict(verify_terminal=True, regenerate="refine", mu_grid_size=1)
-        options = dict(horizon=horizon, grid_size=grid_size, table=table, keep_q=keep_q, backend=backend)
+        options: dict[str, Any] = dict(horizon=horizon, grid_size=grid_size, table=table, keep_q=keep_q)
         super().__init__(params, costs, critics=critics, index=index, name=name, **options, **paper)

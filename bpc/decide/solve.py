@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -317,12 +317,12 @@ def _grid_block(*arrays, critics, paper, **options):
     kernel = {k: np.where(ok, getattr(samples, k), 0.5) for k in ("p_fix", "p_break")} if paper else {}
     P = make_instance_problem(*_placeholders(samples, ok, arrays[9], loop), **costs.kernel_kwargs(), **kernel)
     sol = solve_grid(P, **(PAPER_TABLE if paper else {}), **options)
-    out = (sol.value, sol.policy) + (() if sol.q is None else (sol.q,)) if paper else (sol.value,)
+    out = [a for a in ((sol.value, sol.policy, sol.q) if paper else (sol.value,)) if a is not None]
     for a, bad in zip(out, (np.nan, -1, np.nan), strict=False):
         a[~ok] = bad
-    out = tuple(a[:, :, 0, :, 0] for a in out) if paper else out
-    out = tuple(a.reshape(loop + a.shape[1:]) for a in out)
-    return out if len(out) > 1 else out[0]
+    out = [(a[:, :, 0, :, 0] if paper else a) for a in out]
+    out = [a.reshape(loop + a.shape[1:]) for a in out]
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 def _placeholders(samples: ParameterSamples, ok: np.ndarray, kappa, loop) -> tuple:
@@ -514,8 +514,8 @@ def solve_policy(
     grid = {DIM_STEP: H + 1, DIM_USED: 1 << K}
     outs = [(grid | {DIM_BELIEF: int(grid_size)}, dtype), (grid | {DIM_BELIEF: int(grid_size)}, np.int8)]
     outs += [(grid | {DIM_ACTION: 3 + K, DIM_BELIEF: int(grid_size)}, dtype)] if keep_q else []
-    options = dict(horizon=H, grid_size=int(grid_size), keep_q=bool(keep_q), dtype=dtype, backend=backend)
-    options["n_threads"] = n_threads
+    options: dict[str, Any] = dict(horizon=H, grid_size=int(grid_size), keep_q=bool(keep_q), dtype=dtype)
+    options |= dict(backend=backend, n_threads=n_threads)
     args, core = [*args, xr.DataArray(np.inf)], [*core, []]
     res = _apply(_grid_block, params, args, core, outs, dask, critics=tuple(critics), paper=True, **options)
     data = dict(zip(["value", "policy", "q"], res, strict=False))

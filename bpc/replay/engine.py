@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -257,7 +258,9 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
             max_attempts=prof.gate_max_patches.get(crit),
         )
     if name == "fixed_pipeline":
-        present = [(c, _critic_index(pool, c)) for c in fixed_pipeline(pool, costs, prof)]
+        present = [
+            (c, k) for c in fixed_pipeline(pool, costs, prof) if (k := _critic_index(pool, c)) is not None
+        ]
         return _patch_loop(
             pool,
             costs,
@@ -891,8 +894,8 @@ def replay_cells(
     folds_apply = params is None and instances is None and not (prof.in_sample or split == "all")
     if n_folds is not None and folds_apply:
         data = dict(trajectories=trajectories, kernel=kernel, transition_counts=transition_counts)
-        options = dict(profile=prof, policies=pols, belief=belief, n_folds=int(n_folds), progress=progress)
-        results = replay_folds(records, costs, **data, **options)
+        options: dict[str, Any] = dict(profile=prof, policies=pols, belief=belief, n_folds=int(n_folds))
+        results = replay_folds(records, costs, **data, **options, progress=progress)
         frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
         return _join(frames, [*RESULT_COLUMNS, "split"])
     if instances is None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -257,7 +258,7 @@ class ReleaseDPController(BeliefController):
             raise ValueError("ReleaseDPController: the cell has no transition kernel (p_fix/p_break NaN)")
         self.horizon = int(horizon)
         a = self.samples
-        options = dict(horizon=self.horizon, grid_size=grid_size, available=self.available)
+        options: dict[str, Any] = dict(horizon=self.horizon, grid_size=grid_size, available=self.available)
         self.table = solve_release_dp(**a.as_dict(), **self.sample_costs.kernel_kwargs(), **options)
 
     def q_values(self, state: BeliefState) -> np.ndarray:
