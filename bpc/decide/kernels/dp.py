@@ -45,10 +45,23 @@ from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.decide.kernels.instance import InstanceProblem, abandon_moment, check_options, make_instance_problem
 
-__all__ = ["BACKENDS", "PAPER_TABLE", "DPSolution", "belief_grid", "solve_grid", "solve_dp"]
+__all__ = [
+    "BACKENDS",
+    "INTERPRET_MAX_CELLS",
+    "PAPER_TABLE",
+    "DPSolution",
+    "belief_grid",
+    "solve_grid",
+    "solve_dp",
+]
 
 BACKENDS: tuple[str, ...] = ("auto", "numba", "numpy")
-"""Runs of the grid DP: ``auto`` compiles with numba when it is installed; ``numpy`` interprets."""
+"""Runs of the grid DP: ``auto`` compiles with numba when it is installed; ``numpy`` interprets
+tables of up to :data:`INTERPRET_MAX_CELLS` cells (no numba import: a point estimate's table in
+tens of milliseconds) and compiles larger ones. Every run gives the same numbers."""
+
+INTERPRET_MAX_CELLS = 2**14
+"""Largest table (``S·(H+1)·N·2**K·M·G`` cells) the interpreter solves under ``backend="numpy"``."""
 
 PAPER_TABLE: dict = {"max_patches": None, "mu_grid_size": 1, "regenerate": "refine", "verify_terminal": True}
 """Options of :func:`solve_grid` that give the paper's ``bayesian_dp`` table (with ``κ = inf``)."""
@@ -199,9 +212,9 @@ def _dp_kernel(arrays, gb, gm, H, N, flags, c, value, policy, q):
 _compiled: dict = {}
 
 
-def _kernel(backend: str):
-    """The kernel for ``backend``: numba-compiled (cached), or the interpreted function."""
-    if backend == "numpy":
+def _kernel(backend: str, cells: int):
+    """The kernel for ``backend`` and a table of ``cells`` cells: numba-compiled (cached), or interpreted."""
+    if backend == "numpy" and cells <= INTERPRET_MAX_CELLS:
         return _dp_kernel
     if "dp" not in _compiled:
         try:
@@ -218,7 +231,7 @@ def _kernel(backend: str):
 
 def _run(P: InstanceProblem, grid, mu_grid, H, N, flags, value, policy, q, backend, chunk_size, n_threads):
     """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
-    kernel = _kernel(backend)
+    kernel = _kernel(backend, value.size)
     B = P.base.astype(grid.dtype)
     fields = (
         B.tpr,
@@ -497,7 +510,7 @@ def solve_grid(
     dtype : numpy dtype
         ``float64`` (default) or ``float32`` for values and arithmetic.
     backend : {"auto", "numba", "numpy"}
-        Compiled or interpreted kernel (identical numbers).
+        Compiled or interpreted kernel (:data:`BACKENDS`; identical numbers).
     chunk_size, n_threads : int, optional
         Samples per unit of work and threads of the compiled kernel
         (default ``S / (4·n_threads)`` and the CPU count).
