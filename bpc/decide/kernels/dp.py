@@ -170,7 +170,9 @@ def _dp_kernel(arrays, gb, gm, H, N, flags, c, value, policy, q):
                         rvm[:, :] = ninf
                     for m in range(M):
                         v_fail = value[s, h - 1, n, u, m, 0] if h > 0 else zero
-                        for g in range(G):
+                        Vc = value[s, h, n, u, m]
+                        Pc = policy[s, h, n, u, m]
+                        for g in range(G):  # stop, verify, regenerate
                             best = zero
                             act = 0
                             v = qv[g]
@@ -187,26 +189,29 @@ def _dp_kernel(arrays, gb, gm, H, N, flags, c, value, policy, q):
                             if v > best:
                                 best = v
                                 act = 2
-                            for k in range(K):
-                                if h == 0 or (u >> k) & 1 or not avail[s, k]:
-                                    if keep_q:
+                            Vc[g] = best
+                            Pc[g] = act
+                        for k in range(K):  # critics in axis order, one row of V_{h-1} each
+                            if h == 0 or (u >> k) & 1 or not avail[s, k]:
+                                if keep_q:
+                                    for g in range(G):
                                         q[s, h, n, u, m, 3 + k, g] = ninf
-                                    continue
-                                row = value[s, h - 1, n, u | (1 << k), m]
+                                continue
+                            row = value[s, h - 1, n, u | (1 << k), m]
+                            ck = ccost[s, k]
+                            for g in range(G):
                                 i0 = ix[k, 0, g]
                                 i1 = ix[k, 1, g]
                                 v = (
                                     (aw[k, 0, g] * row[i0] + aw[k, 1, g] * row[i0 + 1])
                                     + (aw[k, 2, g] * row[i1] + aw[k, 3, g] * row[i1 + 1])
-                                    - ccost[s, k]
+                                    - ck
                                 )
                                 if keep_q:
                                     q[s, h, n, u, m, 3 + k, g] = v
-                                if v > best:
-                                    best = v
-                                    act = 3 + k
-                            value[s, h, n, u, m, g] = best
-                            policy[s, h, n, u, m, g] = act
+                                if v > Vc[g]:
+                                    Vc[g] = v
+                                    Pc[g] = 3 + k
 
 
 _compiled: dict = {}
