@@ -12,7 +12,7 @@ On one synthetic posterior (per cell, Beta draws around random cell means,
 - the exact expectimax at b0 (:func:`bpc.decide.kernels.instance.solve_instance_exact`,
   vectorised over all draws), with the exact mixture and with the
   mean-matched Beta;
-- the full (b, μ) grid DP (:func:`bpc.decide.kernels.instance.instance_dp_root_values`:
+- the full (b, μ) grid DP (:func:`instance_dp_root_values` over :func:`bpc.decide.kernels.dp.solve_grid`:
   G = M = 51, every (h, n, U, μ, b) of every draw), streamed in chunks of
   draws so that memory stays bounded; ``--dp-draws`` solves fewer draws per
   cell and extrapolates linearly (said so in the output).
@@ -36,9 +36,11 @@ import numpy as np
 
 from bpc.constants import BENCHMARKS, GENERATORS
 from bpc.costs import named_costs
-from bpc.decide.kernels.instance import solve_instance_dp, solve_instance_exact
+from bpc.decide.kernels.dp import solve_grid
+from bpc.decide.kernels.instance import make_instance_problem, solve_instance_exact
 
 CRITICS = ("syn", "test", "llm")
+PER_DRAW = ("prior", "tpr", "fpr", "kappa")
 
 
 def synthetic_posterior(n_draws: int, seed: int = 20260522) -> dict[str, np.ndarray]:
@@ -69,10 +71,16 @@ def instance_dp_root_values(*, chunk_size, n_threads=1, **problem):
 
     S, qs = problem["prior"].shape[0], []
     for start in range(0, S, chunk_size):
-        one = {k: v[start : start + chunk_size] if np.ndim(v) else v for k, v in problem.items()}
-        sol = solve_instance_dp(**one)
-        pr, m = np.asarray(one["prior"]), np.asarray(one["prior"]).shape[0]
-        qs.append(sol.q_at(pr, pr, 0, 0, sol.horizon, sample_index=np.arange(m)))
+        one = {k: v[start : start + chunk_size] if k in PER_DRAW else v for k, v in problem.items()}
+        opts = {
+            k: one.pop(k)
+            for k in ("horizon", "max_patches", "grid_size", "mu_grid_size", "critic_scope")
+            if k in one
+        }
+        P = make_instance_problem(one.pop("prior"), one.pop("tpr"), one.pop("fpr"), one.pop("kappa"), **one)
+        sol = solve_grid(P, **opts, n_threads=n_threads)
+        pr, m = P.base.prior, P.n_samples
+        qs.append(sol.q_at(pr, 0, sol.horizon, mu=pr, n=0, sample_index=np.arange(m)))
     q = np.concatenate(qs)
     return q.max(-1), q
 
@@ -97,7 +105,7 @@ def _measure(fn) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print one JSON line per measurement."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--draws", type=int, default=4000, help="draws per cell (default 4000)")
     parser.add_argument(
         "--dp-draws", type=int, default=None, help="draws per cell for the grid DP (default all)"

@@ -1,6 +1,8 @@
 """The one controller factory (issue 15): switches mean the same everywhere, baselines for any critics,
 critics a task has, a task's own starting belief."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -184,8 +186,11 @@ def test_replay_of_a_log_with_its_own_critics(tmp_path, capsys):
 def test_replay_pool_lists_the_policies_a_cell_cannot_run():
     pool = _random_pool()
     costs = Costs(c_gen=10, c_ver=5, reward=100, critic={"alpha": 2, "beta": 1})
-    res = replay_pool(pool, ["always_verify", "gate_gamma", "self_refine"], costs)
+    res = replay_pool(pool, ["always_verify", "gate_gamma", "self_refine", "fixed_pipeline"], costs)
     assert "gamma" in res.attrs["skipped"] and "trajectories" in res.attrs["skipped"]
+    described = json.loads(res.attrs["baselines"])  # the fixed pipeline's order is stated
+    assert "beta → alpha (cheapest first)" in described["fixed_pipeline"]
+    assert set(described) == {"always_verify", "gate_gamma", "fixed_pipeline"}
 
 
 def test_serve_start_takes_the_critics_a_task_has():

@@ -13,6 +13,7 @@ from scipy import special, stats
 
 from bpc.decide.kernels import bayes_update, solve_exact
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
+from bpc.decide.kernels.dp import solve_grid
 from bpc.decide.kernels.instance import (
     abandon_exact,
     abandon_moment,
@@ -22,7 +23,6 @@ from bpc.decide.kernels.instance import (
     mixture_mean,
     mixture_moments,
     pass_count_means,
-    solve_instance_dp,
     solve_instance_exact,
 )
 
@@ -32,6 +32,13 @@ SLOW = dict(critic_costs=[1.0, 2.0, 5.0], c_gen=10.0, c_ver=90.0, reward=R)
 FAST = dict(critic_costs=[1.0, 1.0, 1.0], c_gen=10.0, c_ver=5.0, reward=R)
 RELEASE = dict(critic_costs=[1.0, 2.0, 5.0], c_gen=5.0, c_ver=30.0, reward=R)
 NO_CRITICS = dict(tpr=[np.nan] * 3, fpr=[np.nan] * 3)
+
+
+def instance_dp(prior, tpr, fpr, kappa, *, critic_costs, c_gen, c_ver, reward, available=None, **options):
+    """The one grid DP (:func:`solve_grid`) on the instance problem of these arrays."""
+    kernel = {k: options.pop(k) for k in ("p_fix", "p_break") if k in options}
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    return solve_grid(make_instance_problem(prior, tpr, fpr, kappa, **costs, **kernel), **options)
 
 
 def random_problem(rng, S):
@@ -210,12 +217,12 @@ def test_iid_limit_equals_the_paper_solver(seed, kw, h, used):
 def test_batched_equals_per_sample(seed, kw):
     p = random_problem(np.random.default_rng(seed), 4)
     ex = solve_instance_exact(**p, **kw)
-    dp = solve_instance_dp(**p, **kw, grid_size=11, mu_grid_size=9)
+    dp = instance_dp(**p, **kw, grid_size=11, mu_grid_size=9)
     for s in range(4):
         one = {k: v[s : s + 1] for k, v in p.items()}
         np.testing.assert_array_equal(solve_instance_exact(**one, **kw).q[0], ex.q[s])
         np.testing.assert_array_equal(
-            solve_instance_dp(**one, **kw, grid_size=11, mu_grid_size=9).value[0], dp.value[s]
+            instance_dp(**one, **kw, grid_size=11, mu_grid_size=9).value[0], dp.value[s]
         )
 
 
@@ -225,9 +232,9 @@ def dp_root(p, kw, *, chunk=64, **options):
     out = []
     for start in range(0, S, chunk):
         one = {k: v[start : start + chunk] for k, v in p.items()}
-        sol = solve_instance_dp(**one, **kw, **options)
+        sol = instance_dp(**one, **kw, **options)
         pr, m = one["prior"], one["prior"].shape[0]
-        out.append(sol.q_at(pr, pr, 0, 0, sol.horizon, sample_index=np.arange(m)))
+        out.append(sol.q_at(pr, 0, sol.horizon, mu=pr, n=0, sample_index=np.arange(m)))
     q = np.concatenate(out)
     return q.max(-1), q
 
@@ -240,9 +247,9 @@ def test_chunking_does_not_change_results():
     v1, q1 = dp_root(p, RELEASE, chunk=37, grid_size=21, mu_grid_size=21)
     v2, q2 = dp_root(p, RELEASE, chunk=4, grid_size=21, mu_grid_size=21)
     np.testing.assert_array_equal(q1, q2)
-    sol = solve_instance_dp(**p, **RELEASE, grid_size=21, mu_grid_size=21)
+    sol = instance_dp(**p, **RELEASE, grid_size=21, mu_grid_size=21)
     pr = p["prior"]
-    np.testing.assert_array_equal(sol.q_at(pr, pr, 0, 0, 3, sample_index=np.arange(37)), q1)
+    np.testing.assert_array_equal(sol.q_at(pr, 0, 3, mu=pr, n=0, sample_index=np.arange(37)), q1)
 
 
 def test_mean_matching_is_exact_in_the_mean_only():
@@ -340,9 +347,9 @@ def test_grid_never_underestimates_and_picks_the_same_action(seed, kw, scope, ka
     p = random_problem(np.random.default_rng(seed), 8)
     p["kappa"] = np.full(8, kappa)
     ex = solve_instance_exact(**p, **kw, mixture="moment", critic_scope=scope)
-    sol = solve_instance_dp(**p, **kw, critic_scope=scope)
+    sol = instance_dp(**p, **kw, critic_scope=scope)
     pr = p["prior"]
-    q = sol.q_at(pr, pr, 0, 0, 3, sample_index=np.arange(8))
+    q = sol.q_at(pr, 0, 3, mu=pr, n=0, sample_index=np.arange(8))
     offered = np.isfinite(ex.q)
     np.testing.assert_array_equal(offered, np.isfinite(q))
     over = np.where(offered, q - np.where(offered, ex.q, 0), 0)
@@ -373,11 +380,11 @@ def test_grid_vs_exact_error_distribution():
 def test_grid_policy_is_near_optimal_in_the_exact_tree():
     p = random_problem(np.random.default_rng(9), 40)
     for kw in (FAST, RELEASE):
-        sol = solve_instance_dp(**p, **kw, grid_size=51, mu_grid_size=51)
+        sol = instance_dp(**p, **kw, grid_size=51, mu_grid_size=51)
         ex = solve_instance_exact(**p, **kw, mixture="moment")
 
         def policy(b, mu, n, used, h, samples, sol=sol):
-            return sol.action_at(b, mu, n, used, h, sample_index=samples)
+            return sol.action_at(b, used, h, mu=mu, n=n, sample_index=samples)
 
         v = evaluate_instance_policy(policy, **p, **kw, mixture="moment")
         assert (v <= ex.value + 1e-9).all()
@@ -469,7 +476,7 @@ def test_bad_solver_options(kw, name):
 
 def test_grid_needs_a_budget_and_stop_ties_win():
     with pytest.raises(ValueError, match="max_patches"):
-        solve_instance_dp(0.3, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, max_patches=None)
+        instance_dp(0.3, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, max_patches=None)
     # zero reward chance: stop (index 0) wins every tie at value 0
-    sol = solve_instance_dp(0.0, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, grid_size=11, mu_grid_size=11)
-    assert sol.action_at(0.0, 0.0, 0, 0, 3) == STOP
+    sol = instance_dp(0.0, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, grid_size=11, mu_grid_size=11)
+    assert sol.action_at(0.0, 0, 3, mu=0.0, n=0) == STOP

@@ -244,7 +244,8 @@ def test_solve_b0_instance_model_iid_limit_is_the_paper_tree():
 
 
 def test_solve_instance_policy_matches_the_kernel():
-    from bpc.decide.kernels.instance import solve_instance_dp
+    from bpc.decide.kernels.dp import solve_grid
+    from bpc.decide.kernels.instance import make_instance_problem
     from bpc.decide.solve import parameter_samples, solve_instance_policy, solve_policy
 
     params = _params(_synthetic(seed=4))
@@ -252,15 +253,12 @@ def test_solve_instance_policy_matches_the_kernel():
     assert table["value"].dims == ("benchmark", "generator", "step", "patch", "used", "theta_mean", "belief")
     cell = params.sel(benchmark=["lcb_hard"], generator=["g2"])
     s = parameter_samples(cell, critics=CRITICS, one_cell=True)
-    ref = solve_instance_dp(
-        s.prior,
-        s.tpr,
-        s.fpr,
-        float(cell["kappa"].squeeze()),
-        critic_costs=[1.0, 1.0, 1.0],
-        c_gen=10.0,
-        c_ver=5.0,
-        reward=100.0,
+    kappa = float(cell["kappa"].squeeze())
+    P = make_instance_problem(
+        s.prior, s.tpr, s.fpr, kappa, critic_costs=[1.0] * 3, c_gen=10.0, c_ver=5.0, reward=100.0
+    )
+    ref = solve_grid(
+        P,
         grid_size=11,
         mu_grid_size=9,
         critic_scope="instance",

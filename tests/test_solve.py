@@ -13,9 +13,14 @@ from bpc.decide.solve import (
     solve_b0,
     solve_policy,
 )
-from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_table
+from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel
 
 CRITICS = ["syn", "test", "llm", "lint"]
+
+
+def flat(a):
+    """The paper's table without its one-point patch and θ-mean axes: ``(S, H+1, 2**K, [A,] G)``."""
+    return a[:, :, 0, :, 0]
 
 
 def make_params(
@@ -111,7 +116,9 @@ def test_parameter_samples_order_missing_critics_and_one_cell():
     assert parameter_samples(p).n_samples == 2 * 3 * 2 * 2
 
 
-def test_solve_table_masks_samples_without_parameters():
+def test_grid_block_masks_samples_without_parameters():
+    from bpc.decide.solve import _grid_block
+
     samples = ParameterSamples(
         prior=[0.3, np.nan, 0.6],
         tpr=[[0.9], [0.9], [np.nan]],
@@ -124,15 +131,22 @@ def test_solve_table_masks_samples_without_parameters():
         named_costs("slow"), critics=("syn",), n_samples=3, available=samples.available
     )
     np.testing.assert_array_equal(costs.critic[:, 0], 1.0)  # priced: some sample may call it
-    sol = solve_table(samples, costs, horizon=2, keep_q=True)
-    assert np.isnan(sol.value[1]).all() and (sol.policy[1] == -1).all() and np.isnan(sol.q[1]).all()
+    args = (samples.prior, samples.tpr, samples.fpr)
+    cost_args = (costs.critic, costs.c_gen, costs.c_ver, costs.reward, np.inf)
+    filled = samples.with_fresh_sample_kernel()
+    value, policy, q = _grid_block(
+        *args, filled.p_fix, filled.p_break, *cost_args, critics=("syn",), paper=True, horizon=2, keep_q=True
+    )
+    assert np.isnan(value[1]).all() and (policy[1] == -1).all() and np.isnan(q[1]).all()
     ref = solve_dp(
         0.3, [0.9], [0.2], 0.3, 0.7, critic_costs=[1.0], c_gen=10.0, c_ver=90.0, reward=100.0, horizon=2
     )
-    np.testing.assert_array_equal(sol.value[0], ref.value[0])  # fresh-sample kernel filled
-    assert np.isneginf(sol.q[2, :, :, 3]).all()  # critic unavailable for sample 2
-    unfilled = solve_table(samples, costs, horizon=2, fill_kernel=False)
-    assert np.isnan(unfilled.value[0]).all() and np.isfinite(unfilled.value[2]).all()
+    np.testing.assert_array_equal(value[0], flat(ref.value)[0])  # fresh-sample kernel filled
+    assert np.isneginf(q[2, :, :, 3]).all()  # critic unavailable for sample 2
+    unfilled, _ = _grid_block(
+        *args, samples.p_fix, samples.p_break, *cost_args, critics=("syn",), paper=True, horizon=2
+    )
+    assert np.isnan(unfilled[0]).all() and np.isfinite(unfilled[2]).all()
 
 
 def test_sample_costs_from_costs():
@@ -172,9 +186,9 @@ def test_solve_policy_matches_kernel_per_cell_and_labels_dims():
     cell = p.isel(benchmark=1, generator=0)
     args, kw = kernel_args(cell, costs)
     sol = solve_dp(*args, **kw, keep_q=True)
-    np.testing.assert_array_equal(ds.value.isel(benchmark=1, generator=0).values, sol.value[0])
-    np.testing.assert_array_equal(ds.policy.isel(benchmark=1, generator=0).values, sol.policy[0])
-    np.testing.assert_array_equal(ds.q.isel(benchmark=1, generator=0).values, sol.q[0])
+    np.testing.assert_array_equal(ds.value.isel(benchmark=1, generator=0).values, flat(sol.value)[0])
+    np.testing.assert_array_equal(ds.policy.isel(benchmark=1, generator=0).values, flat(sol.policy)[0])
+    np.testing.assert_array_equal(ds.q.isel(benchmark=1, generator=0).values, flat(sol.q)[0])
 
 
 def test_per_benchmark_costs_and_missing_cells():
@@ -191,7 +205,9 @@ def test_per_benchmark_costs_and_missing_cells():
         cell = p.sel(benchmark=b, generator="haiku45")
         args, kw = kernel_args(cell, paper_costs_for(b))
         sol = solve_dp(*args, **kw)
-        np.testing.assert_array_equal(ds.value.sel(benchmark=b, generator="haiku45").values, sol.value[0])
+        np.testing.assert_array_equal(
+            ds.value.sel(benchmark=b, generator="haiku45").values, flat(sol.value)[0]
+        )
     ca = cost_arrays(paper_costs_for, p, critics=["syn", "test"])
     np.testing.assert_array_equal(ca["c_ver"].values, [5.0, 90.0])
 

@@ -38,6 +38,7 @@ __all__ = [
     "gate_critic",
     "is_baseline",
     "pipeline_order",
+    "describe_baseline",
     "BaselineState",
     "BaselineController",
 ]
@@ -89,6 +90,37 @@ def pipeline_order(critics: Sequence[str], costs: Mapping[str, float]) -> tuple[
     ('syn', 'test', 'llm')
     """
     return tuple(sorted(critics, key=lambda c: (float(costs.get(c, np.inf)), list(critics).index(c))))
+
+
+def describe_baseline(name: str, critics: Sequence[str], costs: Mapping[str, float] | None = None) -> str:
+    """One line saying what a baseline does, for tables and reports.
+
+    For ``fixed_pipeline``, ``critics`` is its order; the line states it and
+    whether it is cheapest first under ``costs``.
+
+    Examples
+    --------
+    >>> describe_baseline("fixed_pipeline", ["syn", "test", "llm"], {"syn": 1, "test": 2, "llm": 5})
+    'fixed_pipeline: syn → test → llm (cheapest first) on every patch; verify iff none fails, else regenerate'
+    >>> describe_baseline("gate_test", ["syn", "test"])
+    'gate_test: test on each patch; pass (or no verdict) → verify, fail → regenerate'
+    """
+    gate = gate_critic(name)
+    if gate is not None:
+        return f"{name}: {gate} on each patch; pass (or no verdict) → verify, fail → regenerate"
+    if name == "fixed_pipeline":
+        cheapest = tuple(critics) == pipeline_order(critics, costs or {})
+        order = " → ".join(critics) + (" (cheapest first)" if cheapest else " (the profile's order)")
+        return f"{name}: {order} on every patch; verify iff none fails, else regenerate"
+    fixed = {
+        "always_verify": "verify each patch in turn until a pass",
+        "best_of_3": "up to three patches, each verified",
+        "stop": "stop at once",
+        "verify_first": "verify the first patch, then stop",
+    }
+    if name not in fixed:
+        raise ValueError(f"unknown baseline {name!r}")
+    return f"{name}: {fixed[name]}"
 
 
 @dataclass

@@ -62,22 +62,20 @@ import numpy as np
 from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, make_problem, regenerate
-from bpc.decide.kernels.dp import DPSolution
+from bpc.decide.kernels.dp import DPSolution, solve_grid
 from bpc.decide.kernels.greedy import paper_greedy
 from bpc.decide.kernels.instance import (
     CRITIC_SCOPES,
     MIXTURES,
-    InstanceDPSolution,
     InstanceProblem,
     abandon_exact,
     abandon_moment,
     instance_greedy,
     make_instance_problem,
     mixture_mean,
-    solve_instance_dp,
     solve_tree,
 )
-from bpc.decide.table import ParameterSamples, SampleCosts, solve_table
+from bpc.decide.table import ParameterSamples, SampleCosts
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -564,97 +562,6 @@ class GreedyController(BeliefController):
         super().observe_regenerate(state, mask, fresh=True if fresh is None else fresh)
 
 
-class TableController(BeliefController):
-    """The paper's ``bayesian_dp``: receding-horizon grid DP over ``(b, h, U)`` (SPEC §3).
-
-    The Bellman recursion is solved once for all samples
-    (:func:`bpc.decide.table.solve_table`: uniform belief grid, linear
-    interpolation; verification valued as terminal; regeneration through the
-    repair kernel, a fresh sample where none is measured) — the fast form of
-    the instance DP at ``κ = ∞`` with ``regenerate="refine"``. At every
-    decision the Q-values of each followed sample are read off its table at the
-    episode's belief, its used-critic set and ``h = H``
-    (:meth:`bpc.decide.kernels.DPSolution.q_at`) and combined by :meth:`choose`.
-    A task without some critics reads a table solved without them (solved
-    once per set of available critics).
-
-    Parameters
-    ----------
-    params, costs, critics, index, name
-        See :class:`BeliefController`.
-    horizon : int
-        Look-ahead H.
-    grid_size : int
-        Belief grid points.
-    table : DPSolution, optional
-        A table already solved for exactly these samples and costs (e.g.
-        loaded from a cache); default: solved here.
-    keep_q : bool
-        Store every Q-value in the table (default): lookups then gather them
-        instead of recomputing them by a Bellman backup (same numbers).
-    backend : {"auto", "numba", "numpy"}
-        Kernel of the table (identical results).
-    """
-
-    name = "bayesian_dp"
-
-    def __init__(
-        self,
-        params: xr.Dataset | ParameterSamples,
-        costs: Costs | Sequence[Costs] | SampleCosts,
-        *,
-        critics: Sequence[str] | None = None,
-        index: SampleIndex = every_sample,
-        horizon: int = HORIZON,
-        grid_size: int = GRID_SIZE,
-        table: DPSolution | None = None,
-        keep_q: bool = True,
-        backend: str = "auto",
-        name: str | None = None,
-    ) -> None:
-        super().__init__(params, costs, critics=critics, index=index, name=name)
-        self.samples = self.samples.with_fresh_sample_kernel()
-        self.horizon = int(horizon)
-        self._solve_options: dict[str, Any] = dict(
-            horizon=self.horizon, grid_size=int(grid_size), keep_q=keep_q, backend=backend
-        )
-        if table is None:
-            table = solve_table(self.samples, self.sample_costs, **self._solve_options)
-        elif table.value.shape[0] != self.n_samples or table.horizon < self.horizon:
-            raise ValueError(
-                f"table holds {table.value.shape[0]} samples and horizon {table.horizon}; "
-                f"need {self.n_samples} samples and horizon >= {self.horizon}"
-            )
-        self.table = table
-        self._tables: dict[bytes, DPSolution] = {}
-
-    def table_for(self, pattern: np.ndarray | None) -> DPSolution:
-        """The table of the samples with only the critics in ``pattern`` (``None``: all)."""
-        if pattern is None:
-            return self.table
-        key = np.packbits(pattern).tobytes()
-        if key not in self._tables:
-            s = self.samples
-            off = np.where(pattern, 1.0, np.nan)
-            sub = ParameterSamples(
-                **{**s.as_dict(), "tpr": s.tpr * off, "fpr": s.fpr * off}, critics=s.critics, kappa=s.kappa
-            )
-            self._tables[key] = solve_table(sub, self.sample_costs, **self._solve_options)
-        return self._tables[key]
-
-    def q_values(self, state: BeliefState) -> np.ndarray:
-        """Interpolated Q-values with H steps left, ``(n, m, A)``."""
-
-        def q_of(rows, pattern):
-            b = state.b[rows]
-            u = np.broadcast_to(state.used[rows, None], b.shape).reshape(-1)
-            h = np.full(b.size, self.horizon)
-            q = self.table_for(pattern).lookup(b.reshape(-1), u, h, state.sample[rows].reshape(-1))
-            return q.reshape(b.shape + (q.shape[-1],))
-
-        return self._by_pattern(state, q_of)
-
-
 class InstanceController(BeliefController):
     """The instance belief ``(b, A, B)`` (SPEC §9): grid DP, greedy or exact tree, receding horizon.
 
@@ -670,7 +577,7 @@ class InstanceController(BeliefController):
     (a fresh sample where none is measured), the θ-belief unchanged.
 
     Planning (``method``): ``"dp"`` reads the grid DP over ``(b, μ, n, U)``
-    (:func:`~bpc.decide.kernels.instance.solve_instance_dp`, one table per set
+    (:func:`~bpc.decide.kernels.dp.solve_grid`, one table per set
     of available critics) by one Bellman backup; ``"greedy"`` the one-step rule
     (:func:`~bpc.decide.kernels.instance.instance_greedy_q`); ``"exact"``
     the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`) from
@@ -702,7 +609,13 @@ class InstanceController(BeliefController):
     regenerate : {"fresh", "refine"}
         How a new patch is made, in planning and acting alike.
     grid_size, mu_grid_size : int
-        Points of the ``b`` and ``μ`` grids.
+        Points of the ``b`` and ``μ`` grids (``mu_grid_size=1``: the paper's
+        table, :data:`~bpc.decide.kernels.dp.PAPER_TABLE`).
+    keep_q, backend
+        Of the grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`).
+    table : DPSolution, optional
+        A table already solved for exactly these samples, costs and options
+        (e.g. loaded from a cache); default: solved here.
     """
 
     name = "bayesian_dp"
@@ -725,6 +638,9 @@ class InstanceController(BeliefController):
         regenerate: str = "fresh",
         grid_size: int = GRID_SIZE,
         mu_grid_size: int = GRID_SIZE,
+        keep_q: bool = False,
+        backend: str = "auto",
+        table: DPSolution | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(params, costs, critics=critics, index=index, name=name)
@@ -740,8 +656,6 @@ class InstanceController(BeliefController):
         critic_scope = critic_scope or ("instance" if belief == "instance" else "patch")
         if critic_scope not in CRITIC_SCOPES:
             raise ValueError(f"critic_scope must be one of {CRITIC_SCOPES}, got {critic_scope!r}")
-        if max_patches is None and method == "dp":
-            raise ValueError("the grid DP needs a patch budget (max_patches >= 1)")
         if method == "exact" and mixture != "exact":
             raise ValueError("method 'exact' carries the exact θ-mixture (mixture='exact')")
         if name is None and method == "greedy":
@@ -758,42 +672,37 @@ class InstanceController(BeliefController):
             else np.broadcast_to(np.asarray(kappa, float), (self.n_samples,))
         )
         self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else np.where(k > 0, k, np.inf)
-        self._grids = (int(grid_size), int(mu_grid_size))
-        s = self.samples
+        self._grid_options: dict[str, Any] = dict(
+            grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend
+        )
+        self._grid_options |= dict(keep_q=bool(keep_q), horizon=self.horizon, max_patches=self.max_patches)
+        s, prices = self.samples, self.sample_costs.kernel_kwargs()
+        kernel = self._kernel(s)
+        # validated once; the greedy rule and the tables read it
         self.problem = make_instance_problem(
-            s.prior,
-            s.tpr,
-            s.fpr,
-            self.kappa,
-            **self.sample_costs.kernel_kwargs(),
-            available=self.available,
-            **self._kernel(),
-        )  # validated once; the greedy rule reads it at every decision
-        self._tables: dict[bytes | None, InstanceDPSolution] = {}
+            s.prior, s.tpr, s.fpr, self.kappa, **prices, available=self.available, **kernel
+        )
+        self._tables: dict[bytes | None, DPSolution] = {}
+        if table is not None:
+            if table.value.shape[0] != self.n_samples or table.horizon < self.horizon:
+                raise ValueError(
+                    f"table holds {table.value.shape[0]} samples and horizon {table.horizon}; "
+                    f"need {self.n_samples} samples and horizon >= {self.horizon}"
+                )
+            self._tables[None] = table
         self.table = self.table_for(None) if method == "dp" else None
 
-    def _kernel(self) -> dict:
-        s = self.samples
+    def _kernel(self, s: ParameterSamples) -> dict:
         return dict(p_fix=s.p_fix, p_break=s.p_break) if self.regenerate == "refine" else {}
 
     def table_for(self, pattern: np.ndarray | None):
         """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
         key = None if pattern is None else np.packbits(pattern).tobytes()
         if key not in self._tables:
-            s = self.samples
             avail = self.available if pattern is None else self.available & pattern
-            self._tables[key] = solve_instance_dp(
-                s.prior,
-                s.tpr,
-                s.fpr,
-                self.kappa,
-                **self.sample_costs.kernel_kwargs(),
-                **self._kernel(),
-                available=avail,
-                horizon=self.horizon,
-                max_patches=int(self.max_patches or 1),
-                grid_size=self._grids[0],
-                mu_grid_size=self._grids[1],
+            self._tables[key] = solve_grid(
+                replace(self.problem, base=replace(self.problem.base, available=avail)),
+                **self._grid_options,
                 verify_terminal=self.verify_terminal,
                 critic_scope=self.critic_scope,
                 regenerate=self.regenerate,
@@ -830,29 +739,21 @@ class InstanceController(BeliefController):
                 base=replace(base, prior=state.prior.reshape(-1), available=avail),
                 kappa=state.kappa.reshape(-1),
             )
-            q = instance_greedy(
-                P,
-                state.b.reshape(-1),
-                mu.reshape(-1),
-                np.repeat(state.step, m),
-                np.repeat(state.used, m),
-                self.max_patches,
-                self.verify_terminal,
-                self.regenerate,
-            )
+            states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
+            q = instance_greedy(P, *states, self.max_patches, self.verify_terminal, self.regenerate)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
         N = self.max_patches or 1
 
         def q_of(rows, pattern):
             r = np.arange(n_ep)[rows]
             shape = (r.size, m)
-            q = self.table_for(pattern).backup(
-                state.b[rows].reshape(-1),
-                mu[rows].reshape(-1),
-                np.broadcast_to(np.minimum(state.step[r], N - 1)[:, None], shape).reshape(-1),
-                np.broadcast_to(state.used[r][:, None], shape).reshape(-1),
-                np.full(r.size * m, self.horizon),
-                state.sample[rows].reshape(-1),
+            n, u = (
+                np.broadcast_to(x[:, None], shape).reshape(-1)
+                for x in (np.minimum(state.step[r], N - 1), state.used[r])
+            )
+            b, s = state.b[rows].reshape(-1), state.sample[rows].reshape(-1)
+            q = self.table_for(pattern).lookup(
+                b, mu[rows].reshape(-1), n, u, np.full(r.size * m, self.horizon), s
             )
             return q.reshape(shape + (q.shape[-1],))
 
@@ -866,23 +767,11 @@ class InstanceController(BeliefController):
         for i in range(state.b.shape[0]):
             s = state.sample[i]
             p, c = self.samples.take(s), self.sample_costs.take(s)
-            problem = make_instance_problem(
-                state.prior[i],
-                p.tpr,
-                p.fpr,
-                state.kappa[i],
-                **c.kernel_kwargs(),
-                available=p.available & state.available[i],
-                **({"p_fix": p.p_fix, "p_break": p.p_break} if self.regenerate == "refine" else {}),
-            )
-            n0 = int(folded[i])
-            theta = weights[i, :, : n0 + 1]
-            _, q = solve_tree(
-                problem,
-                state.b[i],
-                theta,
-                self.horizon,
-                int(state.used[i]),
+            avail = p.available & state.available[i]
+            args = (state.prior[i], p.tpr, p.fpr, state.kappa[i])
+            problem = make_instance_problem(*args, **c.kernel_kwargs(), available=avail, **self._kernel(p))
+            theta = weights[i, :, : int(folded[i]) + 1]
+            tree = (
                 "exact",
                 self.max_patches,
                 self.verify_terminal,
@@ -890,8 +779,9 @@ class InstanceController(BeliefController):
                 None,
                 None,
                 self.regenerate,
-                patch=int(state.step[i]),
             )
+            root = (state.b[i], theta, self.horizon, int(state.used[i]))
+            _, q = solve_tree(problem, *root, *tree, patch=int(state.step[i]))
             out.append(q)
         return np.stack(out)
 
@@ -934,3 +824,57 @@ class InstanceController(BeliefController):
         state.mu[mask] = mu
         state.b[mask] = mu
         state.folded[mask] += 1
+
+
+class TableController(InstanceController):
+    """The paper's ``bayesian_dp`` (SPEC §3): :class:`InstanceController` on the paper's grid table.
+
+    The one grid DP with ``κ = ∞``, verification terminal in planning, new
+    patches through the repair kernel (a fresh sample where none is
+    measured), no patch budget and the critic scope of a patch
+    (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`). At every decision the
+    Q-values of each followed sample are read off its table at the episode's
+    belief, its used-critic set and ``h = H`` (linear interpolation between
+    grid points, :meth:`~bpc.decide.kernels.dp.DPSolution.lookup`) and combined
+    by :meth:`choose`; a task without some critics reads a table solved without them.
+
+    Parameters
+    ----------
+    params, costs, critics, index, name
+        See :class:`BeliefController`.
+    horizon, grid_size : int
+        Look-ahead ``H`` and belief grid points.
+    table : DPSolution, optional
+        A paper table already solved for exactly these samples and costs.
+    keep_q : bool
+        Store every Q-value (default): lookups gather them instead of
+        recomputing them by a Bellman backup (the same numbers).
+    backend : {"auto", "numba", "numpy"}
+        Run of the grid DP (identical numbers).
+    """
+
+    def __init__(
+        self,
+        params: xr.Dataset | ParameterSamples,
+        costs: Costs | Sequence[Costs] | SampleCosts,
+        *,
+        critics: Sequence[str] | None = None,
+        index: SampleIndex = every_sample,
+        horizon: int = HORIZON,
+        grid_size: int = GRID_SIZE,
+        table: DPSolution | None = None,
+        keep_q: bool = True,
+        backend: str = "auto",
+        name: str | None = None,
+    ) -> None:
+        paper: dict[str, Any] = dict(
+            backend=backend,
+            belief="iid",
+            method="dp",
+            critic_scope="patch",
+            mixture="exact",
+            max_patches=None,
+        )
+        paper |= dict(verify_terminal=True, regenerate="refine", mu_grid_size=1)
+        options: dict[str, Any] = dict(horizon=horizon, grid_size=grid_size, table=table, keep_q=keep_q)
+        super().__init__(params, costs, critics=critics, index=index, name=name, **options, **paper)

@@ -1,9 +1,8 @@
 """The solver layer: parameters (xarray) in, policies and values (xarray) out.
 
 Thin wrappers through :func:`xarray.apply_ufunc` (the ArviZ-stats pattern)
-over the array level, :mod:`bpc.decide.table` (:func:`~bpc.decide.table.solve_table`,
-:func:`~bpc.decide.kernels.instance.solve_tree`), which in turn call the kernels of
-:mod:`bpc.decide.kernels`: every dim of the parameter Dataset other than
+over the one grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`) and the one
+exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`): every dim of the parameter Dataset other than
 ``critic`` — ``benchmark``, ``generator`` and, for posterior draws, ``chain``
 and ``draw`` — is flattened into the sample axis ``S``, so Laplace point
 estimates and full posteriors go through the same call. With the optional
@@ -27,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -46,9 +45,9 @@ from bpc.constants import (
 )
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, used_labels, used_mask
-from bpc.decide.kernels.dp import belief_grid
+from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
 from bpc.decide.kernels.instance import make_instance_problem, solve_tree
-from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel, solve_table
+from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
 
 __all__ = [
@@ -306,45 +305,24 @@ def _flatten_inputs(prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward
     return loop, samples, SampleCosts(critic=cc, c_gen=cg, c_ver=cv, reward=rw)
 
 
-def _policy_block(
-    prior,
-    tpr,
-    fpr,
-    p_fix,
-    p_break,
-    ccost,
-    c_gen,
-    c_ver,
-    reward,
-    *,
-    critics,
-    horizon,
-    grid_size,
-    keep_q,
-    dtype,
-    backend,
-    n_threads,
-):
-    """Kernel called by apply_ufunc: :func:`~bpc.decide.table.solve_table` for one block."""
-    loop, samples, costs = _flatten_inputs(
-        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
-    )
-    sol = solve_table(
-        samples,
-        costs,
-        horizon=horizon,
-        grid_size=grid_size,
-        keep_q=keep_q,
-        dtype=dtype,
-        backend=backend,
-        n_threads=n_threads,
-        fill_kernel=False,  # filled (or deliberately not) on the Dataset by _prepare
-    )
-    out = [sol.value.reshape(loop + sol.value.shape[1:]), sol.policy.reshape(loop + sol.policy.shape[1:])]
-    if sol.q is not None:
-        # kernels store q as (S, step, used, action, belief)
-        out.append(sol.q.reshape(loop + sol.q.shape[1:]))
-    return tuple(out)
+def _grid_block(*arrays, critics, paper, **options):
+    """Kernel called by apply_ufunc: the one grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`), one block.
+
+    ``arrays`` are :func:`_prepare`'s nine plus κ. The paper's table returns
+    ``value``, ``policy`` (and ``q``) without its one-point patch and θ-mean
+    axes; the instance table its ``value``. Samples without parameters get ``NaN`` and action ``-1``.
+    """
+    loop, samples, costs = _flatten_inputs(*arrays[:9], critics=critics)
+    ok = samples.solvable if paper else np.isfinite(samples.prior)
+    kernel = {k: np.where(ok, getattr(samples, k), 0.5) for k in ("p_fix", "p_break")} if paper else {}
+    P = make_instance_problem(*_placeholders(samples, ok, arrays[9], loop), **costs.kernel_kwargs(), **kernel)
+    sol = solve_grid(P, **(PAPER_TABLE if paper else {}), **options)
+    out = [a for a in ((sol.value, sol.policy, sol.q) if paper else (sol.value,)) if a is not None]
+    for a, bad in zip(out, (np.nan, -1, np.nan), strict=False):
+        a[~ok] = bad
+    out = [(a[:, :, 0, :, 0] if paper else a) for a in out]
+    out = [a.reshape(loop + a.shape[1:]) for a in out]
+    return tuple(out) if len(out) > 1 else out[0]
 
 
 def _placeholders(samples: ParameterSamples, ok: np.ndarray, kappa, loop) -> tuple:
@@ -363,28 +341,13 @@ def _placeholders(samples: ParameterSamples, ok: np.ndarray, kappa, loop) -> tup
     )
 
 
-def _b0_block(
-    prior,
-    tpr,
-    fpr,
-    p_fix,
-    p_break,
-    ccost,
-    c_gen,
-    c_ver,
-    reward,
-    belief,
-    kappa,
-    *,
-    critics,
-    horizon,
-    used,
-    tree,
-):
-    """Kernel called by apply_ufunc: the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`)."""
-    loop, samples, costs = _flatten_inputs(
-        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
-    )
+def _b0_block(*arrays, critics, horizon, used, tree):
+    """Kernel called by apply_ufunc: the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`).
+
+    ``arrays`` are :func:`_prepare`'s nine plus the root belief and κ.
+    """
+    loop, samples, costs = _flatten_inputs(*arrays[:9], critics=critics)
+    belief, kappa = arrays[9:]
     b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(samples.n_samples)
     refine = tree["regenerate"] == "refine"
     ok = np.isfinite(samples.prior) & np.isfinite(b0)
@@ -446,17 +409,28 @@ DaskMode = Literal["forbidden", "allowed", "parallelized"]
 """How :func:`xarray.apply_ufunc` treats dask-backed inputs."""
 
 
-def _dask_mode(args, dask: DaskMode | None) -> DaskMode:
-    if dask is not None:
-        return dask
-    chunked = any(getattr(a, "chunks", None) is not None for a in args)
-    return "parallelized" if chunked else "forbidden"
+def _apply(block, params, args, core, outs, dask: DaskMode | None, **kwargs) -> list[xr.DataArray]:
+    """:func:`xarray.apply_ufunc` of ``block`` over every sample; ``outs``: ``(core dim sizes, dtype)``.
 
-
-def _loop_order(params, result_dims):
-    lead = [d for d in params["prior"].dims]
-    extra = [d for d in result_dims if d not in lead]
-    return lead + extra
+    Returns the outputs with the parameters' dims first (dask-parallelized iff the inputs are dask arrays).
+    """
+    if dask is None:
+        dask = "parallelized" if any(getattr(a, "chunks", None) is not None for a in args) else "forbidden"
+    sizes = {d: n for dims, _ in outs for d, n in dims.items()}
+    res = xr.apply_ufunc(
+        block,
+        *args,
+        input_core_dims=core,
+        output_core_dims=[list(dims) for dims, _ in outs],
+        kwargs=kwargs,
+        dask=dask,
+        output_dtypes=[dt for _, dt in outs],
+        dask_gufunc_kwargs={"output_sizes": sizes},
+        keep_attrs=False,
+    )
+    lead = list(params["prior"].dims)
+    res = res if len(outs) > 1 else [res]
+    return [da.transpose(*lead, *(d for d in da.dims if d not in lead)) for da in res]
 
 
 def solve_policy(
@@ -535,40 +509,16 @@ def solve_policy(
     if belief_model != "iid":
         raise ValueError(f"belief_model must be one of {BELIEFS}, got {belief_model!r}")
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
-    H, K = int(horizon), len(critics)
-    dtype = np.dtype(dtype)
-    core_out = [[DIM_STEP, DIM_USED, DIM_BELIEF], [DIM_STEP, DIM_USED, DIM_BELIEF]]
-    out_dtypes = [dtype, np.int8]
-    sizes = {DIM_STEP: H + 1, DIM_USED: 1 << K, DIM_BELIEF: int(grid_size)}
-    if keep_q:
-        core_out.append([DIM_STEP, DIM_USED, DIM_ACTION, DIM_BELIEF])
-        out_dtypes.append(dtype)
-        sizes[DIM_ACTION] = 3 + K
+    H, K, dtype = int(horizon), len(critics), np.dtype(dtype)
     belief_grid(grid_size)  # validates grid_size before any work
-    mode = _dask_mode(args, dask)
-    res = xr.apply_ufunc(
-        _policy_block,
-        *args,
-        input_core_dims=core,
-        output_core_dims=core_out,
-        kwargs=dict(
-            critics=tuple(critics),
-            horizon=H,
-            grid_size=int(grid_size),
-            keep_q=bool(keep_q),
-            dtype=dtype,
-            backend=backend,
-            n_threads=n_threads,
-        ),
-        dask=mode,
-        output_dtypes=out_dtypes,
-        dask_gufunc_kwargs={"output_sizes": sizes},
-        keep_attrs=False,
-    )
-    names = ["value", "policy"] + (["q"] if keep_q else [])
-    data = {}
-    for name, da in zip(names, res, strict=True):
-        data[name] = da.transpose(*_loop_order(params, da.dims))
+    grid = {DIM_STEP: H + 1, DIM_USED: 1 << K}
+    outs = [(grid | {DIM_BELIEF: int(grid_size)}, dtype), (grid | {DIM_BELIEF: int(grid_size)}, np.int8)]
+    outs += [(grid | {DIM_ACTION: 3 + K, DIM_BELIEF: int(grid_size)}, dtype)] if keep_q else []
+    options: dict[str, Any] = dict(horizon=H, grid_size=int(grid_size), keep_q=bool(keep_q), dtype=dtype)
+    options |= dict(backend=backend, n_threads=n_threads)
+    args, core = [*args, xr.DataArray(np.inf)], [*core, []]
+    res = _apply(_grid_block, params, args, core, outs, dask, critics=tuple(critics), paper=True, **options)
+    data = dict(zip(["value", "policy", "q"], res, strict=False))
     ds = xr.Dataset(data)
     ds = ds.assign_coords(
         {
@@ -672,25 +622,20 @@ def solve_b0(
             critic_scope="patch",
             regenerate="refine",
         )
-    kwargs: dict[str, object] = dict(critics=tuple(critics), horizon=int(horizon), used=mask, tree=tree)
-    mode = _dask_mode(args, dask)
-    res = xr.apply_ufunc(
+    outs = [({}, np.float64), ({DIM_ACTION: 3 + K}, np.float64), ({}, np.int8)]
+    res = _apply(
         _b0_block,
-        *args,
-        input_core_dims=core,
-        output_core_dims=[[], [DIM_ACTION], []],
-        kwargs=kwargs,
-        dask=mode,
-        output_dtypes=[np.float64, np.float64, np.int8],
-        dask_gufunc_kwargs={"output_sizes": {DIM_ACTION: 3 + K}},
-        keep_attrs=False,
+        params,
+        args,
+        core,
+        outs,
+        dask,
+        critics=tuple(critics),
+        horizon=int(horizon),
+        used=mask,
+        tree=tree,
     )
-    ds = xr.Dataset(
-        {
-            name: da.transpose(*_loop_order(params, da.dims))
-            for name, da in zip(("value", "q", "best_action"), res, strict=True)
-        }
-    )
+    ds = xr.Dataset(dict(zip(("value", "q", "best_action"), res, strict=True)))
     ds = ds.assign_coords({DIM_ACTION: list(action_names(critics))})
     ds["prior"] = params["prior"]
     ds["best_action"].attrs["description"] = (
@@ -726,51 +671,6 @@ DIM_THETA_MEAN = "theta_mean"
 """Dim of the instance table: grid of ``μ = E[θ | abandoned patches]``, the instance's mean pass rate."""
 
 
-def _instance_policy_block(
-    prior,
-    tpr,
-    fpr,
-    p_fix,
-    p_break,
-    ccost,
-    c_gen,
-    c_ver,
-    reward,
-    kappa,
-    *,
-    critics,
-    horizon,
-    max_patches,
-    grid_size,
-    mu_grid_size,
-    verify_terminal,
-    critic_scope,
-):
-    """Kernel called by apply_ufunc: the instance grid DP for one block (values only)."""
-    from bpc.decide.kernels.instance import solve_instance_dp
-
-    loop, samples, costs = _flatten_inputs(
-        prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, critics=critics
-    )
-    ok = np.isfinite(samples.prior)
-    sol = solve_instance_dp(
-        *_placeholders(samples, ok, kappa, loop),
-        critic_costs=costs.critic,
-        c_gen=costs.c_gen,
-        c_ver=costs.c_ver,
-        reward=costs.reward,
-        horizon=horizon,
-        max_patches=max_patches,
-        grid_size=grid_size,
-        mu_grid_size=mu_grid_size,
-        verify_terminal=verify_terminal,
-        critic_scope=critic_scope,
-    )
-    value = sol.value
-    value[~ok] = np.nan
-    return value.reshape(loop + value.shape[1:])
-
-
 def solve_instance_policy(
     params: xr.Dataset,
     costs: Costs | Callable[[str], Costs],
@@ -787,10 +687,10 @@ def solve_instance_policy(
 ) -> xr.Dataset:
     """The instance-belief value table ``V_h(b, μ, n, U)`` of every cell (and draw), SPEC §9.
 
-    The xarray face of :func:`bpc.decide.kernels.instance.solve_instance_dp`:
+    The xarray face of :func:`bpc.decide.kernels.dp.solve_grid`:
     every dim of ``params`` but ``critic`` is a sample. Actions are read off
     the table by one Bellman backup
-    (:meth:`bpc.decide.kernels.instance.InstanceDPSolution.q_at`,
+    (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
     :class:`bpc.decide.controllers.InstanceController`), so no policy array
     is stored.
 
@@ -825,36 +725,25 @@ def solve_instance_policy(
     H, K = int(horizon), len(critics)
     belief_grid(grid_size)
     belief_grid(mu_grid_size)
-    dims = [DIM_STEP, DIM_PATCH, DIM_USED, DIM_THETA_MEAN, DIM_BELIEF]
-    sizes = {
-        DIM_STEP: H + 1,
-        DIM_PATCH: int(max_patches),
-        DIM_USED: 1 << K,
-        DIM_THETA_MEAN: int(mu_grid_size),
-        DIM_BELIEF: int(grid_size),
-    }
-    mode = _dask_mode([*args, kappa], dask)
-    value = xr.apply_ufunc(
-        _instance_policy_block,
-        *args,
-        kappa,
-        input_core_dims=[*core, []],
-        output_core_dims=[dims],
-        kwargs=dict(
-            critics=tuple(critics),
-            horizon=H,
-            max_patches=int(max_patches),
-            grid_size=int(grid_size),
-            mu_grid_size=int(mu_grid_size),
-            verify_terminal=bool(verify_terminal),
-            critic_scope=critic_scope,
-        ),
-        dask=mode,
-        output_dtypes=[np.float64],
-        dask_gufunc_kwargs={"output_sizes": sizes},
-        keep_attrs=False,
+    sizes = {DIM_STEP: H + 1, DIM_PATCH: int(max_patches), DIM_USED: 1 << K}
+    sizes |= {DIM_THETA_MEAN: int(mu_grid_size), DIM_BELIEF: int(grid_size)}
+    options = dict(
+        horizon=H, max_patches=int(max_patches), grid_size=int(grid_size), mu_grid_size=int(mu_grid_size)
     )
-    ds = xr.Dataset({"value": value.transpose(*_loop_order(params, value.dims))})
+    options |= dict(verify_terminal=bool(verify_terminal), critic_scope=critic_scope)
+    args, core = [*args, kappa], [*core, []]
+    (value,) = _apply(
+        _grid_block,
+        params,
+        args,
+        core,
+        [(sizes, np.float64)],
+        dask,
+        critics=tuple(critics),
+        paper=False,
+        **options,
+    )
+    ds = xr.Dataset({"value": value})
     ds = ds.assign_coords(
         {
             DIM_STEP: np.arange(H + 1),

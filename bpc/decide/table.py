@@ -1,13 +1,11 @@
-"""The array level of the solve layer: flat parameter samples in, policy tables out.
+"""Flat parameter samples and their costs: what the kernels and controllers reason with.
 
-Every paper-planning policy table in bpc is built here — by the xarray solve layer
-(:mod:`bpc.decide.solve`, which flattens a parameter Dataset into samples and
-calls :func:`solve_table` per block) and by the
-controllers (:mod:`bpc.decide.controllers`, which hold one table for the
-samples they reason with). Pure numpy: importing this module pulls in no
+The xarray solve layer (:mod:`bpc.decide.solve`) flattens a parameter
+Dataset into samples; the controllers (:mod:`bpc.decide.controllers`) hold
+the samples they reason with. Pure numpy: importing this module pulls in no
 xarray or pandas.
 
-A *sample* is one row of parameters ``(π, tpr_k, fpr_k, p_fix, p_break)``
+A *sample* is one row of parameters ``(π, tpr_k, fpr_k, p_fix, p_break, κ)``
 together with its costs ``(c_k, c_gen, c_ver, R)``: a posterior draw, a
 Laplace point estimate (``S = 1``), a (draw, cost point) pair of a cost grid,
 or one cell of a panel. Conventions (SPEC §3):
@@ -26,21 +24,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from bpc.constants import GRID_SIZE, HORIZON
 from bpc.costs import Costs
-from bpc.decide.kernels.dp import DPSolution, solve_dp
 
 __all__ = [
     "fresh_sample_kernel",
     "ParameterSamples",
     "SampleCosts",
-    "solve_table",
 ]
-
-_PLACEHOLDER = 0.5
-"""Probability given to samples without parameters so that the kernels accept them (results masked)."""
 
 
 def fresh_sample_kernel(prior, p_fix, p_break) -> tuple[np.ndarray, np.ndarray]:
@@ -330,90 +321,3 @@ class SampleCosts:
     def kernel_kwargs(self) -> dict[str, np.ndarray]:
         """The keyword arguments the kernels take: ``critic_costs``, ``c_gen``, ``c_ver``, ``reward``."""
         return {"critic_costs": self.critic, "c_gen": self.c_gen, "c_ver": self.c_ver, "reward": self.reward}
-
-
-def _problem(samples: ParameterSamples, costs: SampleCosts, fill_kernel: bool) -> tuple[np.ndarray, dict]:
-    """Kernel arguments for the solvable samples; placeholders (masked later) for the others."""
-    if costs.n_samples != samples.n_samples:
-        raise ValueError(f"{samples.n_samples} parameter samples but costs for {costs.n_samples}")
-    if costs.critic.shape[1] != samples.n_critics:
-        raise ValueError(f"{samples.n_critics} critics but costs for {costs.critic.shape[1]}")
-    if fill_kernel:
-        samples = samples.with_fresh_sample_kernel()
-    ok = samples.solvable
-    if ok.all():
-        probs = samples.as_dict()
-    else:
-        probs = {
-            name: np.where(ok, getattr(samples, name), _PLACEHOLDER) for name in ("prior", "p_fix", "p_break")
-        }
-        no_critic = np.where(ok, 1.0, np.nan)[:, None]  # samples without parameters: no critic available
-        probs.update(tpr=samples.tpr * no_critic, fpr=samples.fpr * no_critic)
-    return ok, {**probs, **costs.kernel_kwargs()}
-
-
-def solve_table(
-    samples: ParameterSamples,
-    costs: SampleCosts,
-    *,
-    horizon: int = HORIZON,
-    grid_size: int = GRID_SIZE,
-    keep_q: bool = False,
-    dtype: npt.DTypeLike = np.float64,
-    backend: str = "auto",
-    n_threads: int | None = None,
-    fill_kernel: bool = True,
-) -> DPSolution:
-    """The ``bayesian_dp`` policy table of every sample (grid DP, SPEC §3).
-
-    Parameters
-    ----------
-    samples : ParameterSamples
-        ``S`` parameter samples.
-    costs : SampleCosts
-        Their costs (``S`` rows).
-    horizon : int
-        Steps left at the top layer, ``H``.
-    grid_size : int
-        Belief grid points ``G``.
-    keep_q : bool
-        Also store every Q-value (not needed for lookups: :meth:`DPSolution.q_at`
-        recomputes them from the values).
-    dtype : numpy dtype
-        ``float64`` or ``float32``.
-    backend : {"auto", "numba", "numpy"}
-        Kernel implementation (identical results).
-    n_threads : int, optional
-        Threads of the numba kernel.
-    fill_kernel : bool
-        Apply :func:`fresh_sample_kernel` first (default); otherwise samples
-        without a measured kernel get no table.
-
-    Returns
-    -------
-    DPSolution
-        The table (:func:`bpc.decide.kernels.solve_dp`); samples without
-        parameters have ``NaN`` values (and Q-values) and action ``-1``.
-
-    Raises
-    ------
-    ValueError
-        For invalid parameters or costs (see :func:`bpc.decide.kernels.belief.make_problem`).
-    """
-    ok, problem = _problem(samples, costs, fill_kernel)
-    sol = solve_dp(
-        **problem,
-        horizon=horizon,
-        grid_size=grid_size,
-        keep_q=keep_q,
-        dtype=dtype,
-        backend=backend,
-        n_threads=n_threads,
-    )
-    if not ok.all():
-        bad = ~ok
-        sol.value[bad] = np.nan
-        sol.policy[bad] = -1
-        if sol.q is not None:
-            sol.q[bad] = np.nan
-    return sol

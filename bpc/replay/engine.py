@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,7 +51,7 @@ from bpc.constants import (
 from bpc.costs import Costs, CostSpec, cost_resolver
 from bpc.data.counts import cell_kernel_counts
 from bpc.data.splits import Split, kfold_splits, split_cells, split_counts
-from bpc.decide.baselines import gate_critic, is_baseline, pipeline_order
+from bpc.decide.baselines import describe_baseline, gate_critic, is_baseline, pipeline_order
 from bpc.decide.factory import make_controller as build_controller
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.replay.bootstrap import paired_bootstrap
@@ -165,6 +166,13 @@ def _patch_loop(
     return costs.reward * passed - cost, passed.astype(float), cost
 
 
+def fixed_pipeline(pool: Pool, costs: Costs, prof: Profile) -> list[str]:
+    """The fixed pipeline's critics in order: the cell's, cheapest first."""
+    own = decision_critics(pool.critics) != PAPER_CRITICS
+    order = pipeline_order(pool.critics, costs.critic) if own else prof.fixed_pipeline_critics
+    return [c for c in order if _critic_index(pool, c) is not None]
+
+
 def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile = "paper") -> Outcome | None:
     """Replay one stateless baseline on a pool (SPEC §4; profile switches of SPEC §6).
 
@@ -250,10 +258,9 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
             max_attempts=prof.gate_max_patches.get(crit),
         )
     if name == "fixed_pipeline":
-        own = decision_critics(pool.critics) != PAPER_CRITICS
-        fixed = pipeline_order(pool.critics, costs.critic) if own else prof.fixed_pipeline_critics
-        present = [(c, _critic_index(pool, c)) for c in fixed]
-        present = [(c, k) for c, k in present if k is not None]
+        present = [
+            (c, k) for c in fixed_pipeline(pool, costs, prof) if (k := _critic_index(pool, c)) is not None
+        ]
         return _patch_loop(
             pool,
             costs,
@@ -643,6 +650,13 @@ def replay_pool(
     ds.attrs.update({"profile": prof.name, **{k: float(v) for k, v in costs.as_dict().items()}})
     ds.attrs["belief"] = prof.belief if belief is None else belief
     ds.attrs["skipped"] = json.dumps(skipped)
+    order = fixed_pipeline(pool, costs, prof)
+    described = {
+        p: describe_baseline(p, order if p == "fixed_pipeline" else pool.critics, costs.critic)
+        for p in names
+        if is_baseline(p)
+    }
+    ds.attrs["baselines"] = json.dumps(described)
     return ds
 
 
@@ -879,18 +893,11 @@ def replay_cells(
     n_folds = prof.n_folds if n_folds is None else n_folds
     folds_apply = params is None and instances is None and not (prof.in_sample or split == "all")
     if n_folds is not None and folds_apply:
-        return _replay_folds(
-            records,
-            cost_resolver(costs),
-            prof,
-            pols,
-            trajectories=trajectories,
-            kernel=kernel,
-            transition_counts=transition_counts,
-            belief=belief,
-            n_folds=int(n_folds),
-            progress=progress,
-        )
+        data = dict(trajectories=trajectories, kernel=kernel, transition_counts=transition_counts)
+        options: dict[str, Any] = dict(profile=prof, policies=pols, belief=belief, n_folds=int(n_folds))
+        results = replay_folds(records, costs, **data, **options, progress=progress)
+        frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
+        return _join(frames, [*RESULT_COLUMNS, "split"])
     if instances is None:
         instances = split_cells(records, in_sample=prof.in_sample or split == "all")
     in_sample = instances.in_sample
@@ -900,24 +907,12 @@ def replay_cells(
         from bpc.estimate.laplace import laplace
 
         params = laplace(split_counts(records, instances, trajectories=trajectories))
-    frames = []
+    frames, ctx = [], (prof, pols, kernel, transition_counts, belief)
     for i, ((b, g), fit_ids, eval_ids) in enumerate(instances, 1):
         info(f"replay {b}/{g} ({i}/{len(instances)})", enabled=progress)
         for side in sides:
             ids = fit_ids if side == "fit" else eval_ids
-            result = _replay_cell_side(
-                records,
-                trajectories,
-                params,
-                (b, g),
-                ids,
-                cost_for(b),
-                prof,
-                pols,
-                kernel,
-                transition_counts,
-                belief,
-            )
+            result = _replay_cell_side(records, trajectories, params, (b, g), ids, cost_for(b), *ctx)
             frames.append(_summary_frame(result, b, g, None if prof.in_sample else side, belief))
     return _join(frames, list(RESULT_COLUMNS) + ([] if prof.in_sample else ["split"]))
 
@@ -997,23 +992,12 @@ def replay_folds(
     belief = prof.belief if belief is None else belief
     cost_for = cost_resolver(costs)
     parts: dict[tuple[str, str], list[xr.Dataset]] = {}
+    ctx = (prof, pols, kernel, transition_counts, belief)
     for j, fold in enumerate(kfold_splits(records, n_folds=int(n_folds))):
         info(f"replay fold {j + 1}/{n_folds}", enabled=progress)
         params = laplace(split_counts(records, fold, trajectories=trajectories))
         for (b, g), _, eval_ids in fold:
-            res = _replay_cell_side(
-                records,
-                trajectories,
-                params,
-                (b, g),
-                eval_ids,
-                cost_for(b),
-                prof,
-                pols,
-                kernel,
-                transition_counts,
-                belief,
-            )
+            res = _replay_cell_side(records, trajectories, params, (b, g), eval_ids, cost_for(b), *ctx)
             parts.setdefault((b, g), []).append(res)
     out = {}
     for cell, results in parts.items():
@@ -1021,21 +1005,6 @@ def replay_folds(
         ds.attrs.update(n_folds=int(n_folds), belief=belief)
         out[cell] = ds
     return out
-
-
-def _replay_folds(records, cost_for, prof, pols, *, belief, n_folds, progress, **kw) -> pd.DataFrame:
-    results = replay_folds(
-        records,
-        cost_for,
-        profile=prof,
-        policies=pols,
-        belief=belief,
-        n_folds=n_folds,
-        progress=progress,
-        **kw,
-    )
-    frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
-    return _join(frames, [*RESULT_COLUMNS, "split"])
 
 
 def _join(frames: list[pd.DataFrame], cols: list[str]) -> pd.DataFrame:

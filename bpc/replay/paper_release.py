@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -153,18 +154,8 @@ def solve_release_dp(
         raise ValueError(f"solve_release_dp: horizon must be >= 1, got {horizon}")
     if int(grid_size) < 2:
         raise ValueError(f"solve_release_dp: grid_size must be >= 2, got {grid_size}")
-    P = make_problem(
-        prior,
-        tpr,
-        fpr,
-        p_fix,
-        p_break,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-    )
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    P = make_problem(prior, tpr, fpr, p_fix, p_break, **costs)
     H, G, S, K = int(horizon), int(grid_size), P.n_samples, P.n_critics
     grid = np.linspace(0.0, 1.0, G)
     col = (slice(None), None)  # (S,) → (S, 1)
@@ -267,17 +258,8 @@ class ReleaseDPController(BeliefController):
             raise ValueError("ReleaseDPController: the cell has no transition kernel (p_fix/p_break NaN)")
         self.horizon = int(horizon)
         a = self.samples
-        self.table = solve_release_dp(
-            a.prior,
-            a.tpr,
-            a.fpr,
-            a.p_fix,
-            a.p_break,
-            **self.sample_costs.kernel_kwargs(),
-            horizon=self.horizon,
-            grid_size=grid_size,
-            available=self.available,
-        )
+        options: dict[str, Any] = dict(horizon=self.horizon, grid_size=grid_size, available=self.available)
+        self.table = solve_release_dp(**a.as_dict(), **self.sample_costs.kernel_kwargs(), **options)
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Table Q-values at the nearest grid belief and ``t = min(step, H−1)``, ``(n, m, A)``."""

@@ -1,7 +1,7 @@
 """Decision kernels, batched over a leading axis of parameter samples.
 
-Pure numpy throughout; the grid DP also has a numba kernel (used by default,
-bit-identical to its numpy reference) for speed on full posteriors.
+Pure numpy throughout; the one grid DP kernel is compiled by numba (default)
+or run by the interpreter, with identical numbers.
 
 Action index convention everywhere: ``0 = stop``, ``1 = verify``,
 ``2 = regenerate``, ``3 + k`` = critic ``k`` (``k`` indexes the critic axis of
@@ -9,7 +9,8 @@ Action index convention everywhere: ``0 = stop``, ``1 = verify``,
 
 - :mod:`bpc.decide.kernels.belief` — Bayes update, repair kernel, the validated problem.
 - :mod:`bpc.decide.kernels.greedy` — one-step ``bayesian_greedy`` Q-values.
-- :mod:`bpc.decide.kernels.dp` — ``bayesian_dp`` backward induction on a belief grid.
+- :mod:`bpc.decide.kernels.dp` — the one grid DP (the paper's ``bayesian_dp`` table is its κ = ∞ case).
+- :mod:`bpc.decide.kernels.instance` — the instance problem, θ-belief, exact tree and greedy rule.
 - :mod:`bpc.decide.kernels.exact` — exact expectimax on the reachable belief tree.
 """
 
@@ -28,7 +29,7 @@ from bpc.decide.kernels.belief import (
     used_labels,
     used_mask,
 )
-from bpc.decide.kernels.dp import BACKENDS, DPSolution, belief_grid, solve_dp
+from bpc.decide.kernels.dp import BACKENDS, PAPER_TABLE, DPSolution, belief_grid, solve_dp, solve_grid
 from bpc.decide.kernels.exact import ExactSolution, evaluate_policy_exact, solve_exact
 from bpc.decide.kernels.greedy import broadcast_belief, greedy_q
 
@@ -47,9 +48,11 @@ __all__ = [
     "used_labels",
     "used_mask",
     "BACKENDS",
+    "PAPER_TABLE",
     "DPSolution",
     "belief_grid",
     "solve_dp",
+    "solve_grid",
     "ExactSolution",
     "evaluate_policy_exact",
     "solve_exact",

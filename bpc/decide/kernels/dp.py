@@ -1,26 +1,34 @@
-"""The ``bayesian_dp`` controller: backward induction on a belief grid (SPEC §3).
+"""The one grid DP: backward induction over ``(b, μ, n, U, h)`` (SPEC §3, §9).
 
-State ``(b, h, U)``: belief ``b`` on a uniform grid of ``G`` points over
-[0, 1] with **linear interpolation** between grid points, ``h`` steps left
-(``0 … H``) and ``U`` the bitmask of critics already used on the current patch
-(bit ``k`` ↔ critic ``k``; reset to ∅ by regeneration)::
+State: the current patch's belief ``b`` on a uniform grid of ``G`` points
+(linear interpolation), the θ-mean ``μ`` on a uniform grid of ``M`` points
+(the mean-matched θ-belief ``Beta(μ·s, (1 − μ)·s)``, ``s = κ + n``), the
+number ``n`` of patches used before the current one (``0 … N − 1``, the
+patch budget), the bitmask ``U`` of critics used (bit ``k`` ↔ critic ``k``)
+and ``h`` steps left::
 
-    V_0(b, U) = max(0, R·b − c_ver)
-    V_h(b, U) = max(stop = 0,
-                    verify = R·b − c_ver,
-                    regenerate = −c_gen + V_{h−1}(b', ∅),        b' = b(1−p_break) + (1−b)p_fix
-                    critic k ∉ U = −c_k + Σ_z P(z|b)·V_{h−1}(b_z, U ∪ {k}))
+    V_0 = max(0, R·b − c_ver)
+    V_h = max(stop = 0,
+              verify = R·b − c_ver [+ (1 − b)·V_{h−1}(0, μ, n, U)  unless verification is terminal],
+              regenerate = −c_gen + V_{h−1}(child, n + 1, ∅)      (offered while n + 1 < N),
+              critic k ∉ U = −c_k + Σ_z P(z|b)·V_{h−1}(b_z, μ, n, U ∪ {k}))
 
-The policy is the argmax action; **ties go to the lowest action index**
-(stop before verify before regenerate before critics in axis order), so a
-zero-gain action is never taken when stopping is as good.
+A regenerated patch is a fresh draw (``"fresh"``: child ``(μ', μ')`` with
+``μ' = μ + (b − μ)/(κ + n + 1)``) or a refinement through the repair kernel
+(``"refine"``: child ``(b(1 − p_break) + (1 − b)p_fix, μ)``). Under
+``"refine"`` μ never moves, so the μ axis may be a single point
+(``mu_grid_size=1``) and, without a patch budget (``max_patches=None``), the
+``n`` axis too: that table is the paper's ``bayesian_dp`` (κ = ∞, terminal
+verification, :data:`PAPER_TABLE`), solved by the same kernel with the same
+floating-point operations as the paper's own recursion over ``(b, U, h)``
+(:func:`solve_dp`, from loose arrays).
 
-Two implementations give bit-identical results (same floating-point
-operations in the same order): a pure-numpy reference, vectorised over
-samples, and a numba kernel (``nogil``, run on a thread pool over chunks of
-samples) used by default for speed. The interpolation index and weight of
-``b_z`` depend on ``(k, z)`` and the grid point only, not on ``U`` or ``h``,
-so they are computed once per sample and reused for every layer and subset.
+The policy is the argmax action; ties go to the lowest action index (stop
+before verify before regenerate before critics in axis order). One kernel,
+written once: compiled by numba (``nogil``, a thread pool over chunks of
+samples) or run by the interpreter (``backend="numpy"``: no numba import,
+for a handful of samples); both give identical numbers, in ``float64`` or
+``float32``.
 """
 
 from __future__ import annotations
@@ -33,16 +41,31 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from bpc.constants import GRID_SIZE, HORIZON
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
-from bpc.decide.kernels.greedy import broadcast_belief
+from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
+from bpc.decide.kernels.instance import InstanceProblem, abandon_moment, check_options, make_instance_problem
 
-__all__ = ["DPSolution", "solve_dp", "belief_grid", "BACKENDS"]
+__all__ = [
+    "BACKENDS",
+    "INTERPRET_MAX_CELLS",
+    "PAPER_TABLE",
+    "DPSolution",
+    "belief_grid",
+    "solve_grid",
+    "solve_dp",
+]
 
 BACKENDS: tuple[str, ...] = ("auto", "numba", "numpy")
-"""Implementations of the grid DP: ``auto`` uses numba when it is installed."""
+"""Runs of the grid DP: ``auto`` compiles with numba when it is installed; ``numpy`` interprets
+tables of up to :data:`INTERPRET_MAX_CELLS` cells (no numba import: a point estimate's table in
+tens of milliseconds) and compiles larger ones. Every run gives the same numbers."""
 
-_NUMPY_CHUNK = 2048
+INTERPRET_MAX_CELLS = 2**14
+"""Largest table (``S·(H+1)·N·2**K·M·G`` cells) the interpreter solves under ``backend="numpy"``."""
+
+PAPER_TABLE: dict = {"max_patches": None, "mu_grid_size": 1, "regenerate": "refine", "verify_terminal": True}
+"""Options of :func:`solve_grid` that give the paper's ``bayesian_dp`` table (with ``κ = inf``)."""
+
 _MAX_Q_BYTES = 2 * 1024**3
 
 
@@ -53,306 +76,193 @@ def belief_grid(grid_size: int = GRID_SIZE, dtype: npt.DTypeLike = np.float64) -
     return np.linspace(0.0, 1.0, int(grid_size)).astype(dtype)
 
 
-def _interp_index(x: np.ndarray, gm1) -> tuple[np.ndarray, np.ndarray]:
-    """Left grid index and weight of beliefs ``x`` (same ops as the numba kernel)."""
+# ---------------------------------------------------------------------------
+# the kernel (numba-compatible scalar code; the interpreter runs the same function)
+# ---------------------------------------------------------------------------
+def _interp(x, gm1, one, zero):
+    """Left index and weight of ``x`` on a uniform grid of ``gm1 + 1`` points."""
     xs = x * gm1
+    if xs >= gm1:
+        return int(gm1) - 1, one
+    if xs <= zero:
+        return 0, zero
     fl = np.floor(xs)
-    idx = fl.astype(np.int64)
-    w = xs - fl
-    top = xs >= gm1
-    idx[top] = int(gm1) - 1
-    w[top] = 1
-    return idx, w
+    return int(fl), xs - fl
 
 
-def _interp_rows(rows: np.ndarray, idx: np.ndarray, w: np.ndarray, one) -> np.ndarray:
-    """Interpolate row ``n`` of ``rows`` (n, G) at left index ``idx[n]`` with weight ``w[n]``."""
-    n = np.arange(rows.shape[0])
-    return rows[n, idx] * (one - w) + rows[n, idx + 1] * w
+def _dp_kernel(arrays, gb, gm, H, N, flags, c, value, policy, q):
+    """Fill ``value``/``policy`` (and ``q`` if kept) ``[s, h, n, U, iμ, ib]`` for every sample ``s``.
 
-
-def _gather(V: np.ndarray, idx: np.ndarray, w: np.ndarray, one) -> np.ndarray:
-    """Linear interpolation of rows ``V`` (..., G) at left indices ``idx`` with weights ``w``."""
-    v0 = np.take_along_axis(V, idx, axis=-1)
-    v1 = np.take_along_axis(V, idx + 1, axis=-1)
-    return v0 * (one - w) + v1 * w
-
-
-# ---------------------------------------------------------------------------
-# numpy reference
-# ---------------------------------------------------------------------------
-def _critic_weights(P: Problem, k: int, b, gm1, one, zero):
-    """Interpolation indices and weights of ``Σ_z P(z|b)·V(b_z)`` for critic ``k``.
-
-    Returns ``(i_pass, i_fail, a0, a1, a2, a3)`` such that the expectation is
-    ``(a0·V[i_pass] + a1·V[i_pass+1]) + (a2·V[i_fail] + a3·V[i_fail+1])``
-    with ``a0 = P(pass)(1−w_pass)``, ``a1 = P(pass)·w_pass`` and likewise for fail.
+    ``arrays`` are the samples' ``tpr, fpr, available, critic_costs, c_gen,
+    c_ver, reward, κ, p_fix, p_break``; ``c`` the constants ``1, 0, −inf,
+    G − 1, M − 1`` in the grid's dtype.
     """
-    t, f = P.tpr[:, k, None], P.fpr[:, k, None]
-    nb = one - b
-    out = []
-    for p1, p0 in ((t, f), (one - t, one - f)):
-        num = p1 * b
-        den = num + p0 * nb
-        bz = np.where(den > zero, num / np.where(den > zero, den, one), b)
-        i, w = _interp_index(bz, gm1)
-        out.append((i, den * (one - w), den * w))
-    (i0, a0, a1), (i1, a2, a3) = out
-    return i0, i1, a0, a1, a2, a3
-
-
-def _expect(V, i0, i1, a0, a1, a2, a3):
-    """``(a0·V[i0] + a1·V[i0+1]) + (a2·V[i1] + a3·V[i1+1])`` along the last axis."""
-    t = np.take_along_axis
-    return (a0 * t(V, i0, -1) + a1 * t(V, i0 + 1, -1)) + (a2 * t(V, i1, -1) + a3 * t(V, i1 + 1, -1))
-
-
-def _dp_numpy_chunk(P: Problem, grid, H, value, policy, q):
-    """Fill ``value``/``policy`` (and ``q`` unless None) for the samples of ``P``."""
-    dt = grid.dtype.type
-    one, zero = dt(1), dt(0)
-    S, K = P.n_samples, P.n_critics
-    G = grid.shape[0]
+    tpr, fpr, avail, ccost, c_gen, c_ver, reward, kappa, p_fix, p_break = arrays
+    refine, budget, verify_terminal, reset_used, keep_q = flags
+    one, zero, ninf = c[0], c[1], c[2]
+    S, K = tpr.shape
+    G = gb.shape[0]
+    M = gm.shape[0]
     NU = 1 << K
-    gm1 = dt(G - 1)
-    b = np.broadcast_to(grid[None, :], (S, G))
-    weights = [_critic_weights(P, k, b, gm1, one, zero) for k in range(K)]
-    br = b * (one - P.p_break[:, None]) + (one - b) * P.p_fix[:, None]
-    ri, rw = _interp_index(br, gm1)
-    qv = P.reward[:, None] * b - P.c_ver[:, None]  # (S, G)
-
-    Q = np.empty((S, NU, CRITIC_OFFSET + K, G), grid.dtype)
-    Q[:] = -np.inf
-    Q[:, :, STOP] = zero
-    Q[:, :, VERIFY] = qv[:, None, :]
-    for h in range(H + 1):
-        if h > 0:
-            Vp = value[:, h - 1]
-            Q[:, :, REGENERATE] = (_gather(Vp[:, 0], ri, rw, one) - P.c_gen[:, None])[:, None, :]
+    gbm1, gmm1 = c[3], c[4]
+    ix = np.empty((K, 2, G), np.int64)
+    aw = np.empty((K, 4, G), gb.dtype)
+    qv = np.empty(G, gb.dtype)
+    rvm = np.empty((M, G), gb.dtype)
+    r_im = np.empty((N, M, G), np.int64)
+    r_ib = np.empty((N, M, G), np.int64)
+    r_wm = np.empty((N, M, G), gb.dtype)
+    r_wb = np.empty((N, M, G), gb.dtype)
+    f_ib = np.empty(G, np.int64)
+    f_wb = np.empty(G, gb.dtype)
+    for s in range(S):
+        # -- per-sample precomputation: critic children along b, regeneration children
+        for g in range(G):
+            b = gb[g]
+            nb = one - b
+            qv[g] = reward[s] * b - c_ver[s]
             for k in range(K):
-                bit = 1 << k
-                avail = P.available[:, k, None]
+                for zi in range(2):
+                    p1 = tpr[s, k] if zi == 0 else one - tpr[s, k]
+                    p0 = fpr[s, k] if zi == 0 else one - fpr[s, k]
+                    num = p1 * b
+                    den = num + p0 * nb
+                    bz = num / den if den > zero else b
+                    i, w = _interp(bz, gbm1, one, zero)
+                    ix[k, zi, g] = i
+                    aw[k, 2 * zi, g] = den * (one - w)
+                    aw[k, 2 * zi + 1, g] = den * w
+            f_ib[g], f_wb[g] = _interp(b * (one - p_break[s]) + nb * p_fix[s], gbm1, one, zero)  # refined
+        for n in range(N):
+            size = kappa[s] + n + 1.0
+            for m in range(M):
+                mu = gm[m]
+                for g in range(G):  # a fresh patch: (μ', μ')
+                    mu2 = mu if np.isinf(size) else mu + (gb[g] - mu) / size
+                    r_im[n, m, g], r_wm[n, m, g] = _interp(mu2, gmm1, one, zero)
+                    r_ib[n, m, g], r_wb[n, m, g] = _interp(mu2, gbm1, one, zero)
+        for h in range(H + 1):
+            for n in range(N):
+                can_regen = h > 0 and (n + 1 < N or not budget)
                 for u in range(NU):
-                    if u & bit:
-                        continue
-                    v = _expect(Vp[:, u | bit], *weights[k]) - P.critic_costs[:, k, None]
-                    Q[:, u, CRITIC_OFFSET + k] = np.where(avail, v, -np.inf)
-        value[:, h] = Q.max(axis=2)
-        policy[:, h] = Q.argmax(axis=2)
-        if q is not None:
-            q[:, h] = Q
-
-
-# ---------------------------------------------------------------------------
-# numba kernel
-# ---------------------------------------------------------------------------
-_numba_kernel = None
-
-
-def _get_numba_kernel():
-    """Compile (or load from cache) the numba kernel; ``None`` if numba is missing."""
-    global _numba_kernel
-    if _numba_kernel is not None:
-        return _numba_kernel
-    try:
-        import numba
-    except ImportError:  # pragma: no cover - numba ships with pymc
-        return None
-
-    @numba.njit(nogil=True, cache=True)
-    def kernel(
-        tpr,
-        fpr,
-        avail,
-        p_fix,
-        p_break,
-        ccost,
-        c_gen,
-        c_ver,
-        reward,
-        grid,
-        H,
-        keep_q,
-        one,
-        zero,
-        gm1,
-        ninf,
-        value,
-        policy,
-        q,
-    ):  # pragma: no cover - compiled
-        S, K = tpr.shape
-        G = grid.shape[0]
-        NU = 1 << K
-        top_i = G - 2
-        ix = np.empty((K, 2, G), np.int64)
-        aw = np.empty((K, 4, G), grid.dtype)
-        ri = np.empty(G, np.int64)
-        rw = np.empty(G, grid.dtype)
-        romw = np.empty(G, grid.dtype)
-        qv = np.empty(G, grid.dtype)
-        qg = np.empty(G, grid.dtype)
-        tmp = np.empty(G, grid.dtype)
-        for s in range(S):
-            # -- per-sample precomputation (independent of h and U)
-            for g in range(G):
-                b = grid[g]
-                nb = one - b
-                for k in range(K):
-                    t = tpr[s, k]
-                    f = fpr[s, k]
-                    for zi in range(2):
-                        if zi == 0:
-                            p1 = t
-                            p0 = f
-                        else:
-                            p1 = one - t
-                            p0 = one - f
-                        num = p1 * b
-                        den = num + p0 * nb
-                        if den > zero:
-                            bz = num / den
-                        else:
-                            bz = b
-                        xs = bz * gm1
-                        if xs >= gm1:
-                            ix[k, zi, g] = top_i
-                            w = one
-                        else:
-                            fl = np.floor(xs)
-                            ix[k, zi, g] = np.int64(fl)
-                            w = xs - fl
-                        aw[k, 2 * zi, g] = den * (one - w)
-                        aw[k, 2 * zi + 1, g] = den * w
-                br = b * (one - p_break[s]) + nb * p_fix[s]
-                xs = br * gm1
-                if xs >= gm1:
-                    ri[g] = top_i
-                    rw[g] = one
-                else:
-                    fl = np.floor(xs)
-                    ri[g] = np.int64(fl)
-                    rw[g] = xs - fl
-                romw[g] = one - rw[g]
-                qv[g] = reward[s] * b - c_ver[s]
-            # -- h = 0: stop or verify, the same for every U
-            for u in range(NU):
-                for g in range(G):
-                    v = qv[g]
-                    if v > zero:
-                        value[s, 0, u, g] = v
-                        policy[s, 0, u, g] = 1
-                    else:
-                        value[s, 0, u, g] = zero
-                        policy[s, 0, u, g] = 0
-                    if keep_q:
-                        q[s, 0, u, 0, g] = zero
-                        q[s, 0, u, 1, g] = v
-                        for a in range(2, 3 + K):
-                            q[s, 0, u, a, g] = ninf
-            # -- h >= 1
-            for h in range(1, H + 1):
-                Vp = value[s, h - 1]
-                Vc = value[s, h]
-                Pc = policy[s, h]
-                for g in range(G):
-                    i = ri[g]
-                    qg[g] = (Vp[0, i] * romw[g] + Vp[0, i + 1] * rw[g]) - c_gen[s]
-                for u in range(NU):
-                    for g in range(G):
-                        best = zero
-                        act = 0
-                        v = qv[g]
-                        if v > best:
-                            best = v
-                            act = 1
-                        v = qg[g]
-                        if v > best:
-                            best = v
-                            act = 2
-                        Vc[u, g] = best
-                        Pc[u, g] = act
-                        if keep_q:
-                            q[s, h, u, 0, g] = zero
-                            q[s, h, u, 1, g] = qv[g]
-                            q[s, h, u, 2, g] = qg[g]
-                for k in range(K):
-                    bit = 1 << k
-                    if not avail[s, k]:
-                        if keep_q:
-                            for u in range(NU):
-                                for g in range(G):
-                                    q[s, h, u, 3 + k, g] = ninf
-                        continue
-                    c = ccost[s, k]
-                    # at h = 1 every row of V_0 is the same: one expectation serves all U
-                    for u in range(NU):
-                        if u & bit:
+                    # regeneration values (U reset to ∅ on a new patch, or kept with critic scope "instance")
+                    if h > 0 and (u == 0 or not reset_used):
+                        Vn = value[s, h - 1, min(n + 1, N - 1), 0 if reset_used else u]
+                        for m in range(M):
+                            for g in range(G):
+                                if can_regen and refine:
+                                    ib, wb = f_ib[g], f_wb[g]
+                                    rvm[m, g] = ((one - wb) * Vn[m, ib] + wb * Vn[m, ib + 1]) - c_gen[s]
+                                elif can_regen:
+                                    im, ib, wm, wb = (
+                                        r_im[n, m, g],
+                                        r_ib[n, m, g],
+                                        r_wm[n, m, g],
+                                        r_wb[n, m, g],
+                                    )
+                                    rvm[m, g] = (
+                                        (one - wm) * ((one - wb) * Vn[im, ib] + wb * Vn[im, ib + 1])
+                                        + wm * ((one - wb) * Vn[im + 1, ib] + wb * Vn[im + 1, ib + 1])
+                                    ) - c_gen[s]
+                                else:
+                                    rvm[m, g] = ninf
+                    elif h == 0:
+                        rvm[:, :] = ninf
+                    for m in range(M):
+                        v_fail = value[s, h - 1, n, u, m, 0] if h > 0 else zero
+                        Vc = value[s, h, n, u, m]
+                        Pc = policy[s, h, n, u, m]
+                        for g in range(G):  # stop, verify, regenerate
+                            best = zero
+                            act = 0
+                            v = qv[g]
+                            if h > 0 and not verify_terminal:
+                                v = v + (one - gb[g]) * v_fail
                             if keep_q:
-                                for g in range(G):
-                                    q[s, h, u, 3 + k, g] = ninf
-                            continue
-                        if h > 1 or u == 0:
-                            W = u | bit
+                                q[s, h, n, u, m, 0, g] = zero
+                                q[s, h, n, u, m, 1, g] = v
+                                q[s, h, n, u, m, 2, g] = rvm[m, g]
+                            if v > best:
+                                best = v
+                                act = 1
+                            v = rvm[m, g]
+                            if v > best:
+                                best = v
+                                act = 2
+                            Vc[g] = best
+                            Pc[g] = act
+                        for k in range(K):  # critics in axis order, one row of V_{h-1} each
+                            if h == 0 or (u >> k) & 1 or not avail[s, k]:
+                                if keep_q:
+                                    for g in range(G):
+                                        q[s, h, n, u, m, 3 + k, g] = ninf
+                                continue
+                            row = value[s, h - 1, n, u | (1 << k), m]
+                            ck = ccost[s, k]
                             for g in range(G):
                                 i0 = ix[k, 0, g]
                                 i1 = ix[k, 1, g]
-                                tmp[g] = (
-                                    (aw[k, 0, g] * Vp[W, i0] + aw[k, 1, g] * Vp[W, i0 + 1])
-                                    + (aw[k, 2, g] * Vp[W, i1] + aw[k, 3, g] * Vp[W, i1 + 1])
-                                    - c
+                                v = (
+                                    (aw[k, 0, g] * row[i0] + aw[k, 1, g] * row[i0 + 1])
+                                    + (aw[k, 2, g] * row[i1] + aw[k, 3, g] * row[i1 + 1])
+                                    - ck
                                 )
-                        for g in range(G):
-                            v = tmp[g]
-                            if v > Vc[u, g]:
-                                Vc[u, g] = v
-                                Pc[u, g] = 3 + k
-                        if keep_q:
-                            for g in range(G):
-                                q[s, h, u, 3 + k, g] = tmp[g]
-
-    _numba_kernel = kernel
-    return kernel
+                                if keep_q:
+                                    q[s, h, n, u, m, 3 + k, g] = v
+                                if v > Vc[g]:
+                                    Vc[g] = v
+                                    Pc[g] = 3 + k
 
 
-def _run_numba(P: Problem, grid, H, value, policy, q, chunk_size, n_threads):
-    kernel = _get_numba_kernel()
-    if kernel is None:  # pragma: no cover - numba ships with pymc
-        raise ValueError("backend='numba' requested but numba is not installed")
-    dt = grid.dtype.type
-    keep_q = q is not None
-    qarr = q if keep_q else np.empty((0, 0, 0, 0, 0), grid.dtype)
+_compiled: dict = {}
+
+
+def _kernel(backend: str, cells: int):
+    """The kernel for ``backend`` and a table of ``cells`` cells: numba-compiled (cached), or interpreted."""
+    if backend == "numpy" and cells <= INTERPRET_MAX_CELLS:
+        return _dp_kernel
+    if "dp" not in _compiled:
+        try:
+            import numba
+        except ImportError:  # pragma: no cover - numba ships with pymc
+            if backend == "numba":
+                raise ValueError("backend='numba' requested but numba is not installed") from None
+            return _dp_kernel
+        global _interp
+        _interp = numba.njit(cache=True, nogil=True)(_interp)
+        _compiled["dp"] = numba.njit(cache=True, nogil=True)(_dp_kernel)
+    return _compiled["dp"]
+
+
+def _run(P: InstanceProblem, grid, mu_grid, H, N, flags, value, policy, q, backend, chunk_size, n_threads):
+    """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
+    kernel = _kernel(backend, value.size)
+    B = P.base.astype(grid.dtype)
+    fields = (
+        B.tpr,
+        B.fpr,
+        B.available,
+        B.critic_costs,
+        B.c_gen,
+        B.c_ver,
+        B.reward,
+        P.kappa,
+        B.p_fix,
+        B.p_break,
+    )
+    arrays = [np.ascontiguousarray(a) for a in fields]
+    consts = np.array([1, 0, -np.inf, grid.shape[0] - 1, mu_grid.shape[0] - 1], grid.dtype)
+    keep_q = flags[-1]
+    qarr = q if keep_q else np.empty((1,) * 7, grid.dtype)
     S = P.n_samples
-    if n_threads is None:
-        n_threads = os.cpu_count() or 1
-    n_threads = max(1, int(n_threads))
-    if chunk_size is None:
-        chunk_size = max(1, math.ceil(S / (4 * n_threads)))
+    n_threads = 1 if kernel is _dp_kernel else max(1, int(n_threads or os.cpu_count() or 1))
+    chunk = int(chunk_size or max(1, math.ceil(S / (4 * n_threads))))
 
     def run(sl):
-        kernel(
-            P.tpr[sl],
-            P.fpr[sl],
-            P.available[sl],
-            P.p_fix[sl],
-            P.p_break[sl],
-            P.critic_costs[sl],
-            P.c_gen[sl],
-            P.c_ver[sl],
-            P.reward[sl],
-            grid,
-            H,
-            keep_q,
-            dt(1),
-            dt(0),
-            dt(grid.shape[0] - 1),
-            dt(-np.inf),
-            value[sl],
-            policy[sl],
-            qarr[sl] if keep_q else qarr,
-        )
+        out = (value[sl], policy[sl], qarr[sl] if keep_q else qarr)
+        kernel(tuple([a[sl] for a in arrays]), grid, mu_grid, H, N, flags, consts, *out)
 
-    slices = [slice(s, min(S, s + chunk_size)) for s in range(0, S, chunk_size)]
+    slices = [slice(s, min(S, s + chunk)) for s in range(0, S, chunk)]
     if n_threads == 1 or len(slices) == 1:
         for sl in slices:
             run(sl)
@@ -361,124 +271,170 @@ def _run_numba(P: Problem, grid, H, value, policy, q, chunk_size, n_threads):
             list(pool.map(run, slices))
 
 
-# ---------------------------------------------------------------------------
-# Public API
-# ---------------------------------------------------------------------------
+def _interp_arr(x, gm1: int, dtype):
+    """Left indices and weights of ``x`` on a uniform grid of ``gm1 + 1`` points (as :func:`_interp`)."""
+    if gm1 == 0:  # a one-point axis
+        return np.zeros(np.shape(x), np.int64), np.zeros(np.shape(x), dtype)
+    xs = np.asarray(x).astype(dtype) * dtype.type(gm1)
+    idx = np.clip(np.floor(xs).astype(np.int64), 0, gm1 - 1)
+    return idx, np.clip(xs - idx, 0, 1).astype(dtype)
+
+
 @dataclass(frozen=True)
 class DPSolution:
-    """A solved grid DP for ``S`` parameter samples.
+    """A solved grid DP for ``S`` parameter samples (:func:`solve_dp`).
 
     Attributes
     ----------
-    grid : numpy.ndarray
-        ``(G,)`` belief grid.
+    grid, mu_grid : numpy.ndarray
+        ``(G,)`` and ``(M,)`` uniform grids over ``b`` and ``μ`` (``M = 1``:
+        μ is not a state).
     value : numpy.ndarray
-        ``(S, H+1, 2**K, G)`` optimal value ``V_h(b, U)``; axis 1 is ``h``
-        (steps left), axis 2 the used-critic bitmask ``U``.
+        ``(S, H+1, N, 2**K, M, G)`` values ``V_h(b, μ, n, U)``.
     policy : numpy.ndarray
-        ``(S, H+1, 2**K, G)`` int8 optimal action (ties → lowest index).
+        The same shape, int8 optimal action (ties → lowest index).
     q : numpy.ndarray or None
-        ``(S, H+1, 2**K, A, G)`` Q-values (``-inf`` where not offered), only
+        ``(S, H+1, N, 2**K, M, A, G)`` Q-values (``-inf`` where not offered),
         when solved with ``keep_q=True``.
-    problem : Problem
-        The validated inputs (used by :meth:`q_at`).
+    problem : InstanceProblem
+        The problem, in the table's dtype.
+    verify_terminal, critic_scope, regenerate, budget
+        The planning options; ``budget=False``: no patch budget (``N = 1``).
     """
 
     grid: np.ndarray
+    mu_grid: np.ndarray
     value: np.ndarray
     policy: np.ndarray
     q: np.ndarray | None
-    problem: Problem
+    problem: InstanceProblem
+    verify_terminal: bool
+    critic_scope: str
+    regenerate: str
+    budget: bool
 
     @property
     def horizon(self) -> int:
         """The horizon ``H``."""
         return int(self.value.shape[1] - 1)
 
-    def _rows(self, b, used, h, sample_index):
+    @property
+    def max_patches(self) -> int | None:
+        """The patch budget ``N`` (``None``: none)."""
+        return int(self.value.shape[2]) if self.budget else None
+
+    def _states(self, b, used, h, mu, n, sample_index):
         S = self.problem.n_samples
         b = np.asarray(b, dtype=np.float64)
         if sample_index is None:
-            if b.ndim >= 1 and b.shape[-1] == S and S > 1:
-                bb, uu = broadcast_belief(b, used, S)
-                shape = bb.shape
-                samples = np.broadcast_to(np.arange(S), shape)
-            elif S == 1:
-                shape = b.shape
-                bb = b
-                uu = np.broadcast_to(np.asarray(used), shape)
-                samples = np.zeros(shape, np.int64)
-            else:
+            if S > 1 and (b.ndim == 0 or b.shape[-1] != S):
                 raise ValueError(
                     f"the solution holds {S} parameter samples: pass 'sample_index' or beliefs with "
                     f"the samples on their last axis (shape (..., {S})); got beliefs of shape {b.shape}"
                 )
-        else:
-            bb, uu, samples = np.broadcast_arrays(b, np.asarray(used), np.asarray(sample_index))
-            shape = bb.shape
-            if (samples < 0).any() or (samples >= S).any():
-                raise ValueError(f"'sample_index' must lie in 0..{S - 1}")
-        hh = np.broadcast_to(np.asarray(h), shape)
-        if hh.dtype.kind not in "iu" or (hh < 0).any() or (hh > self.horizon).any():
-            raise ValueError(f"steps left 'h' must be integers in 0..{self.horizon}, got {h!r}")
-        uu = np.asarray(uu)
-        if uu.dtype.kind not in "iu" or (uu < 0).any() or (uu >= self.value.shape[2]).any():
-            raise ValueError(f"'used' must be bitmasks in 0..{self.value.shape[2] - 1}")
-        if (~np.isfinite(bb) | (bb < 0) | (bb > 1)).any():
-            raise ValueError("belief 'b' must lie in [0, 1]")
-        return (
-            shape,
-            np.ravel(bb),
-            np.ravel(uu).astype(np.int64),
-            np.ravel(hh).astype(np.int64),
-            np.ravel(samples).astype(np.int64),
+            sample_index = np.arange(S) if S > 1 else 0
+            used = np.asarray(used)
+            if S > 1 and used.ndim == b.ndim - 1 and used.ndim > 0:
+                used = used[..., None]
+        if mu is None:
+            if self.mu_grid.shape[0] > 1:
+                raise ValueError("this table has a μ axis: pass 'mu', the θ-mean of each state")
+            mu = 0.0
+        arrays = np.broadcast_arrays(
+            b, np.asarray(mu, np.float64), *map(np.asarray, (n, used, h, sample_index))
         )
+        shape = arrays[0].shape
+        bb, mm, nn, uu, hh, ss = (np.ravel(a) for a in arrays)
+        limits = (("'n'", nn, self.value.shape[2]), ("bitmasks 'used'", uu, self.value.shape[3]))
+        for name, x, hi in limits + (("steps left 'h'", hh, self.horizon + 1), ("'sample_index'", ss, S)):
+            if x.dtype.kind not in "iu" or (x < 0).any() or (x >= hi).any():
+                raise ValueError(f"{name} must be integers in 0..{hi - 1}")
+        for name, x in (("b", bb), ("mu", mm)):
+            if (~np.isfinite(x) | (x < 0) | (x > 1)).any():
+                raise ValueError(f"'{name}' must lie in [0, 1]")
+        return shape, bb, mm, *(x.astype(np.int64) for x in (nn, uu, hh, ss))
 
-    def _backup(self, g: np.ndarray, u, h, s) -> np.ndarray:
-        """Q-values at grid indices ``g`` by one Bellman backup from ``value[:, h-1]``."""
-        P = self.problem
-        dt = self.grid.dtype.type
-        one, zero = dt(1), dt(0)
-        gm1 = dt(self.grid.shape[0] - 1)
-        b = self.grid[g]
+    def _mix(self, s, h, n, u, mu, terms):
+        """``Σ_terms (a0·V[i] + a1·V[i+1])`` of ``value[s, h, n, u]`` at θ-mean ``mu`` (linear in μ)."""
+        dt = self.grid.dtype
+        im, wm = _interp_arr(mu, self.mu_grid.shape[0] - 1, dt)
+        im1 = np.minimum(im + 1, self.mu_grid.shape[0] - 1)
+        V = self.value
+
+        def at(j):
+            out = None
+            for i, a0, a1 in terms:
+                t = a0 * V[s, h, n, u, j, i] + a1 * V[s, h, n, u, j, i + 1]
+                out = t if out is None else out + t
+            return out
+
+        return (dt.type(1) - wm) * at(im) + wm * at(im1)
+
+    def _linear(self, s, h, n, u, mu, b):
+        """``V_h`` at ``(b, μ)`` by linear interpolation along both grids."""
+        i, w = _interp_arr(b, self.grid.shape[0] - 1, self.grid.dtype)
+        return self._mix(s, h, n, u, mu, [(i, self.grid.dtype.type(1) - w, w)])
+
+    def backup(self, b, mu, n, u, h, s) -> np.ndarray:
+        """Q-values ``(m, A)`` at exact states by one Bellman backup from ``V_{h−1}`` (no validation).
+
+        The same floating-point operations as the kernel: at a grid point it
+        gives the kernel's Q-values exactly.
+        """
+        P, dt = self.problem.base, self.grid.dtype
+        one, zero = dt.type(1), dt.type(0)
+        b = b.astype(dt)
         nb = one - b
-        n, K = b.shape[0], P.n_critics
-        q = np.full((n, CRITIC_OFFSET + K), -np.inf, dtype=self.grid.dtype)
+        q = np.full((b.shape[0], P.n_actions), -np.inf, dt)
         q[:, STOP] = zero
         q[:, VERIFY] = P.reward[s] * b - P.c_ver[s]
         live = h > 0
         hp = np.maximum(h - 1, 0)
-        br = b * (one - P.p_break[s]) + nb * P.p_fix[s]
-        ri, rw = _interp_index(br, gm1)
-        # gather single entries of V_{h-1} through one flat index (not whole belief rows): O(n) per lookup
-        V = self.value.reshape(-1)
-        H1, NU, G = self.value.shape[1:]
-        row = (s * H1 + hp) * NU
-
-        def at(used, idx):
-            return V[(row + used) * G + idx]
-
-        regen = at(0, ri) * (one - rw) + at(0, ri + 1) * rw
-        q[:, REGENERATE] = np.where(live, regen - P.c_gen[s], -np.inf)
-        Ps = P.take(s)
-        for k in range(K):
-            i0, i1, a0, a1, a2, a3 = (x[:, 0] for x in _critic_weights(Ps, k, b[:, None], gm1, one, zero))
-            w = u | 1 << k
-            v = (a0 * at(w, i0) + a1 * at(w, i0 + 1)) + (a2 * at(w, i1) + a3 * at(w, i1 + 1))
-            ok = live & P.available[s, k] & ((u >> k) & 1 == 0)
-            q[:, CRITIC_OFFSET + k] = np.where(ok, v - P.critic_costs[s, k], -np.inf)
+        if not self.verify_terminal:
+            q[:, VERIFY] += np.where(live, nb * self._linear(s, hp, n, u, mu, np.zeros_like(b)), zero)
+        N = self.value.shape[2]
+        regen_ok = live & ((n + 1 < N) | (not self.budget))
+        if self.regenerate == "refine":
+            mu2, b2 = mu, b * (one - P.p_break[s]) + nb * P.p_fix[s]
+        else:
+            mu2 = b2 = abandon_moment(b, mu, self.problem.kappa[s], n)
+        u2 = np.zeros_like(u) if self.critic_scope == "patch" else u
+        regen = self._linear(s, hp, np.minimum(n + 1, N - 1), u2, mu2, b2) - P.c_gen[s]
+        q[:, REGENERATE] = np.where(regen_ok, regen, -np.inf)
+        G1 = self.grid.shape[0] - 1
+        for k in range(P.n_critics):
+            terms = []
+            for p1, p0 in ((P.tpr[s, k], P.fpr[s, k]), (one - P.tpr[s, k], one - P.fpr[s, k])):
+                num = p1 * b
+                den = num + p0 * nb
+                i, w = _interp_arr(np.where(den > zero, num / np.where(den > zero, den, one), b), G1, dt)
+                terms.append((i, den * (one - w), den * w))
+            ok = live & P.available[s, k] & (u & 1 << k == 0)
+            v = self._mix(s, hp, n, u | 1 << k, mu, terms) - P.critic_costs[s, k]
+            q[:, CRITIC_OFFSET + k] = np.where(ok, v, -np.inf)
         return q
 
-    def q_at(self, b, used, h, *, sample_index=None) -> np.ndarray:
-        """Q-values at arbitrary beliefs by linear interpolation on the grid.
+    def lookup(self, b, mu, n, u, h, s) -> np.ndarray:
+        """:meth:`q_at` on checked 1-d arrays (no validation: the per-decision path), ``(m, A)``.
 
-        The one lookup of Q off the belief grid (every controller reads its
-        table through it). The Q-values at the two grid points around ``b``
-        are read from the stored ``q`` when the table was solved with
-        ``keep_q=True`` (fast), and otherwise recomputed by one Bellman backup
-        from the stored ``V_{h−1}`` — the same floating-point operations as
-        the kernels', so both give identical numbers (tested) — then
-        interpolated linearly in ``b``.
+        With a μ axis, one backup at the exact state; without one (the
+        paper's table), the Q-values at the two grid points around ``b``
+        (stored, or backed up) interpolated linearly, as the paper reads its table.
+        """
+        if self.mu_grid.shape[0] > 1:
+            return self.backup(b, mu, n, u, h, s)
+        mu = np.zeros(b.shape)
+        i, w = _interp_arr(b, self.grid.shape[0] - 1, self.grid.dtype)
+        if self.q is not None:
+            ql, qr = self.q[s, h, n, u, 0, :, i], self.q[s, h, n, u, 0, :, i + 1]
+        else:
+            ql, qr = (self.backup(self.grid[j], mu, n, u, h, s) for j in (i, i + 1))
+        w = w[:, None]
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(ql), ql * (1 - w) + qr * w, -np.inf)
+
+    def q_at(self, b, used, h, *, mu=None, n=0, sample_index=None) -> np.ndarray:
+        """Q-values at arbitrary states (:meth:`lookup` after validation).
 
         Parameters
         ----------
@@ -489,98 +445,80 @@ class DPSolution:
             Used-critic bitmasks, broadcast against ``b``.
         h : int or array_like of int
             Steps left, ``0 … H``.
+        mu : array_like, optional
+            θ-means (required when the table has a μ axis).
+        n : array_like of int
+            Patches used before the current one (``0 … N − 1``).
         sample_index : array_like of int, optional
-            Which parameter sample each belief uses (broadcast against ``b``).
+            Which parameter sample each state uses (broadcast against ``b``).
 
         Returns
         -------
         numpy.ndarray
-            Q-values of shape ``b.shape + (A,)`` (``(n, A)`` for ``n`` beliefs);
-            ``-inf`` for actions not offered (used or unavailable critics;
-            everything but stop and verify when ``h = 0``).
+            ``b.shape + (A,)``; ``-inf`` for actions not offered (used or
+            unavailable critics; everything but stop and verify when ``h = 0``).
         """
-        shape, b, u, h, s = self._rows(b, used, h, sample_index)
-        out = self.lookup(b, u, h, s)
+        shape, b, mu, n, u, h, s = self._states(b, used, h, mu, n, sample_index)
+        out = self.lookup(b, mu, n, u, h, s)
         return out.reshape(shape + (out.shape[-1],))
 
-    def lookup(self, b: np.ndarray, u: np.ndarray, h: np.ndarray, s: np.ndarray) -> np.ndarray:
-        """:meth:`q_at` on checked 1-d arrays (no validation: the per-decision path), ``(n, A)``."""
-        gm1 = self.grid.dtype.type(self.grid.shape[0] - 1)
-        i, w = _interp_index(b.astype(self.grid.dtype), gm1)
-        if self.q is not None:  # the stored grid Q-values: the same numbers as the backup, gathered
-            ql = self.q[s, h, u, :, i]
-            qr = self.q[s, h, u, :, i + 1]
-        else:
-            ql = self._backup(i, u, h, s)
-            qr = self._backup(i + 1, u, h, s)
-        w = w[:, None]
-        with np.errstate(invalid="ignore"):
-            return np.where(np.isfinite(ql), ql * (1 - w) + qr * w, -np.inf)
-
-    def action_at(self, b, used, h, *, sample_index=None) -> np.ndarray:
+    def action_at(self, b, used, h, *, mu=None, n=0, sample_index=None) -> np.ndarray:
         """Argmax of :meth:`q_at` (ties → lowest action index), int8."""
-        return np.argmax(self.q_at(b, used, h, sample_index=sample_index), axis=-1).astype(np.int8)
+        q = self.q_at(b, used, h, mu=mu, n=n, sample_index=sample_index)
+        return np.argmax(q, axis=-1).astype(np.int8)
 
-    def value_at(self, b, used, h, *, sample_index=None) -> np.ndarray:
-        """``V_h(b, U)`` by linear interpolation of the stored values."""
-        shape, b, u, h, s = self._rows(b, used, h, sample_index)
-        gm1 = self.grid.dtype.type(self.grid.shape[0] - 1)
-        i, w = _interp_index(b.astype(self.grid.dtype), gm1)
-        v = _interp_rows(self.value[s, h, u], i, w, self.grid.dtype.type(1))
-        return v.reshape(shape)
+    def value_at(self, b, used, h, *, mu=None, n=0, sample_index=None) -> np.ndarray:
+        """``V_h(b, μ, n, U)`` by linear interpolation of the stored values."""
+        shape, b, mu, n, u, h, s = self._states(b, used, h, mu, n, sample_index)
+        return self._linear(s, h, n, u, mu, b).reshape(shape)
 
 
-def solve_dp(
-    prior,
-    tpr,
-    fpr,
-    p_fix,
-    p_break,
+def solve_grid(
+    problem: InstanceProblem,
     *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    horizon=HORIZON,
-    grid_size=GRID_SIZE,
-    available=None,
-    keep_q=False,
+    horizon: int = HORIZON,
+    max_patches: int | None = POOL_SIZE,
+    grid_size: int = GRID_SIZE,
+    mu_grid_size: int = GRID_SIZE,
+    verify_terminal: bool = False,
+    critic_scope: str = "patch",
+    regenerate: str = "fresh",
+    keep_q: bool = False,
     dtype: npt.DTypeLike = np.float64,
-    backend="auto",
-    chunk_size=None,
-    n_threads=None,
+    backend: str = "auto",
+    chunk_size: int | None = None,
+    n_threads: int | None = None,
 ) -> DPSolution:
-    """Solve the grid DP for ``S`` parameter samples at once.
+    """Solve the grid DP for the ``S`` samples of ``problem`` and keep the table.
 
     Parameters
     ----------
-    prior : array_like
-        Scalar or ``(S,)`` prior π (validated and kept; the grid covers every belief).
-    tpr, fpr : array_like
-        ``(K,)`` or ``(S, K)`` critic likelihoods; ``NaN`` marks an unavailable critic.
-    p_fix, p_break : array_like
-        Scalar or ``(S,)`` repair kernel (for a fresh sample use π and 1 − π).
-    critic_costs : array_like
-        ``(K,)`` or ``(S, K)``.
-    c_gen, c_ver, reward : array_like
-        Scalar or ``(S,)``.
+    problem : InstanceProblem
+        The validated problem (:func:`~bpc.decide.kernels.instance.make_instance_problem`).
     horizon : int
-        ``H``, the largest number of steps left.
-    grid_size : int
-        ``G`` grid points on [0, 1].
-    available : array_like of bool, optional
-        ``(K,)`` or ``(S, K)``; default: finite ``tpr`` and ``fpr``.
+        ``H``.
+    max_patches : int or None
+        Patch budget ``N`` (the table's ``n`` axis); ``None``: no budget
+        (needs ``"refine"`` or ``κ = inf``: then ``n`` changes nothing).
+    grid_size, mu_grid_size : int
+        Points of the ``b`` and ``μ`` grids; ``mu_grid_size=1`` needs
+        ``"refine"`` (μ never moves).
+    verify_terminal : bool
+        Value verification as ending the episode.
+    critic_scope : {"patch", "instance"}
+        Scope of the used-critic set (:func:`~bpc.decide.kernels.instance.solve_instance_exact`).
+    regenerate : {"fresh", "refine"}
+        How a new patch is made (module docstring).
     keep_q : bool
-        Also return every Q-value (memory ``S·(H+1)·2**K·A·G`` floats; refused above 2 GiB).
+        Also store every Q-value (the paper's table, ``mu_grid_size=1``, only;
+        refused above 2 GiB).
     dtype : numpy dtype
         ``float64`` (default) or ``float32`` for values and arithmetic.
     backend : {"auto", "numba", "numpy"}
-        Implementation; both give identical results. ``auto`` = numba if installed.
-    chunk_size : int, optional
-        Samples per block (numpy: bounds temporaries, default 2048; numba:
-        the unit of work of the thread pool, default ``S / (4·n_threads)``).
-    n_threads : int, optional
-        Threads for the numba backend (default: CPU count).
+        Compiled or interpreted kernel (:data:`BACKENDS`; identical numbers).
+    chunk_size, n_threads : int, optional
+        Samples per unit of work and threads of the compiled kernel
+        (default ``S / (4·n_threads)`` and the CPU count).
 
     Returns
     -------
@@ -589,11 +527,10 @@ def solve_dp(
     Raises
     ------
     ValueError
-        For invalid parameters (see :func:`bpc.decide.kernels.belief.make_problem`),
-        a bad horizon, grid size, dtype or backend, or ``keep_q`` too large.
+        Naming the argument, for a bad option or combination.
     """
-    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
-        raise ValueError(f"argument 'horizon' must be an integer >= 0, got {horizon!r}")
+    P = problem
+    check_options(horizon, "moment", max_patches, 1, 0, critic_scope, regenerate)
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise ValueError(f"argument 'dtype' must be float64 or float32, got {dtype}")
@@ -601,40 +538,70 @@ def solve_dp(
         raise ValueError(f"argument 'backend' must be one of {BACKENDS}, got {backend!r}")
     if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
         raise ValueError(f"argument 'chunk_size' must be a positive integer, got {chunk_size!r}")
+    stationary = regenerate == "refine" or bool(np.isinf(P.kappa).all())
+    if max_patches is None and not stationary:
+        raise ValueError("max_patches=None needs regenerate='refine' or kappa = inf (the n axis matters)")
+    if mu_grid_size == 1 and regenerate != "refine":
+        raise ValueError("mu_grid_size=1 needs regenerate='refine' (a fresh patch moves μ)")
+    if keep_q and mu_grid_size != 1:
+        raise ValueError("keep_q needs mu_grid_size=1 (with a μ axis Q is read by a backup)")
     grid = belief_grid(grid_size, dtype)
-    P = make_problem(
-        prior,
-        tpr,
-        fpr,
-        p_fix,
-        p_break,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-    ).astype(dtype)
-    S, K, H, G = P.n_samples, P.n_critics, int(horizon), grid.shape[0]
-    NU, A = 1 << K, CRITIC_OFFSET + K
-    value = np.empty((S, H + 1, NU, G), dtype)
-    policy = np.empty((S, H + 1, NU, G), np.int8)
+    mu_grid = np.zeros(1, dtype) if mu_grid_size == 1 else belief_grid(mu_grid_size, dtype)
+    S, K, H = P.n_samples, P.n_critics, int(horizon)
+    N = 1 if max_patches is None else int(max_patches)
+    shape = (S, H + 1, N, 1 << K, mu_grid.shape[0], grid.shape[0])
     q = None
     if keep_q:
-        nbytes = S * (H + 1) * NU * A * G * dtype.itemsize
+        nbytes = math.prod(shape) * (CRITIC_OFFSET + K) * dtype.itemsize
         if nbytes > _MAX_Q_BYTES:
             raise ValueError(
                 f"keep_q=True would store {nbytes / 1024**3:.1f} GiB of Q-values for S={S}; "
-                "solve fewer samples at once or use DPSolution.q_at"
+                "solve fewer samples at once or read Q by DPSolution.q_at"
             )
-        q = np.empty((S, H + 1, NU, A, G), dtype)
-    use_numba = backend == "numba" or (backend == "auto" and _get_numba_kernel() is not None)
-    if use_numba:
-        if _get_numba_kernel() is None:  # pragma: no cover
-            raise ValueError("backend='numba' requested but numba is not installed")
-        _run_numba(P, grid, H, value, policy, q, chunk_size, n_threads)
-    else:
-        step = chunk_size or _NUMPY_CHUNK
-        for start in range(0, S, step):
-            sl = slice(start, min(S, start + step))
-            _dp_numpy_chunk(P.take(sl), grid, H, value[sl], policy[sl], None if q is None else q[sl])
-    return DPSolution(grid=grid, value=value, policy=policy, q=q, problem=P)
+        q = np.empty(shape[:5] + (CRITIC_OFFSET + K, shape[5]), dtype)
+    value, policy = np.empty(shape, dtype), np.empty(shape, np.int8)
+    flags = (
+        regenerate == "refine",
+        max_patches is not None,
+        bool(verify_terminal),
+        critic_scope == "patch",
+        keep_q,
+    )
+    _run(P, grid, mu_grid, H, N, flags, value, policy, q, backend, chunk_size, n_threads)
+    problem_t = InstanceProblem(base=P.base.astype(dtype), kappa=P.kappa)
+    return DPSolution(
+        grid,
+        mu_grid,
+        value,
+        policy,
+        q,
+        problem_t,
+        bool(verify_terminal),
+        critic_scope,
+        regenerate,
+        max_patches is not None,
+    )
+
+
+def solve_dp(
+    prior, tpr, fpr, p_fix, p_break, *, critic_costs, c_gen, c_ver, reward, available=None, **options
+):
+    """The paper's ``bayesian_dp`` table for ``S`` samples: :func:`solve_grid` with :data:`PAPER_TABLE`.
+
+    Parameters
+    ----------
+    prior, tpr, fpr, p_fix, p_break, critic_costs, c_gen, c_ver, reward, available
+        The problem, as in :func:`bpc.decide.kernels.belief.make_problem`
+        (for a fresh sample use ``p_fix = π``, ``p_break = 1 − π``); ``κ = inf``.
+    **options
+        ``horizon``, ``grid_size``, ``keep_q``, ``dtype``, ``backend``,
+        ``chunk_size``, ``n_threads`` of :func:`solve_grid`.
+
+    Returns
+    -------
+    DPSolution
+        With one ``n`` and one ``μ`` point: ``value[:, :, 0, :, 0]`` is ``V_h(b, U)``.
+    """
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    P = make_instance_problem(prior, tpr, fpr, np.inf, **costs, p_fix=p_fix, p_break=p_break)
+    return solve_grid(P, **PAPER_TABLE, **options)

@@ -52,20 +52,8 @@ def _paper_tree(policy, b0, tpr, fpr, p_fix, p_break, costs, horizon, available,
     if chunk_size is not None and int(chunk_size) < 1:
         raise ValueError(f"argument 'chunk_size' must be >= 1, got {chunk_size!r}")
     IP = InstanceProblem(base=P, kappa=np.full(P.n_samples, np.inf))
-    return solve_tree(
-        IP,
-        P.prior,
-        None,
-        horizon,
-        int(used),
-        "moment",
-        None,
-        True,
-        "patch",
-        policy,
-        chunk_size,
-        "refine",
-    )
+    paper = ("moment", None, True, "patch")  # no budget, verification terminal, patch scope
+    return solve_tree(IP, P.prior, None, horizon, int(used), *paper, policy, chunk_size, "refine")
 
 
 def solve_exact(

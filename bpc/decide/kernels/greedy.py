@@ -91,18 +91,8 @@ def greedy_q(
         unavailable or already used. The greedy action is ``argmax`` over the
         last axis (ties go to the lowest action index).
     """
-    P = make_problem(
-        prior,
-        tpr,
-        fpr,
-        0.0,
-        0.0,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-    )
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    P = make_problem(prior, tpr, fpr, 0.0, 0.0, **costs)
     b, used = broadcast_belief(b, used, P.n_samples)
     return paper_greedy(P, b, used, clip=clip)
 

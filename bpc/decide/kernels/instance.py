@@ -53,9 +53,7 @@ caller's budget) makes *regenerate* unavailable on the last patch.
 - :func:`solve_instance_exact` — exact expectimax on the reachable tree,
   vectorised over parameter samples, with the exact mixture or the
   mean-matched Beta;
-- :func:`solve_instance_dp` — the grid DP over ``(b, μ)`` (two uniform grids,
-  bilinear interpolation) with the patch count ``n`` in the state, a numba
-  kernel over samples, streamed in chunks of samples;
+- :func:`bpc.decide.kernels.dp.solve_grid` — the one grid DP, over ``(b, μ, n, U)``;
 - :func:`instance_greedy_q` — the one-step rule with the instance-aware
   regenerate value.
 
@@ -70,9 +68,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE, REGENERATE_MODES
+from bpc.constants import HORIZON, POOL_SIZE, REGENERATE_MODES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
-from bpc.decide.kernels.dp import belief_grid
 from bpc.decide.kernels.greedy import critic_values
 
 __all__ = [
@@ -89,8 +86,6 @@ __all__ = [
     "solve_tree",
     "solve_instance_exact",
     "evaluate_instance_policy",
-    "InstanceDPSolution",
-    "solve_instance_dp",
     "instance_greedy_q",
     "instance_greedy",
 ]
@@ -488,7 +483,7 @@ class _InstanceTree:
         return v
 
 
-def _check_common(horizon, mixture, max_patches, n_critics, used, critic_scope="patch", regenerate="fresh"):
+def check_options(horizon, mixture, max_patches, n_critics, used, critic_scope="patch", regenerate="fresh"):
     if regenerate not in REGENERATE_MODES:
         raise ValueError(f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {regenerate!r}")
     if critic_scope not in CRITIC_SCOPES:
@@ -549,7 +544,7 @@ def solve_tree(
     ``patch`` is the index of the root's patch (the budget's count; default
     the number of patches folded into ``weights``).
     """
-    _check_common(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
+    check_options(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
     S = P.n_samples
     theta0, n0 = _root_theta(P, weights, mixture)
     if b0 is None:
@@ -660,33 +655,10 @@ def solve_instance_exact(
     -------
     ExactSolution
     """
-    P = make_instance_problem(
-        prior,
-        tpr,
-        fpr,
-        kappa,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-        p_fix=p_fix,
-        p_break=p_break,
-    )
-    value, q = solve_tree(
-        P,
-        b0,
-        weights,
-        horizon,
-        used,
-        mixture,
-        max_patches,
-        verify_terminal,
-        critic_scope,
-        policy,
-        chunk_size,
-        regenerate,
-    )
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    P = make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break)
+    tree = (mixture, max_patches, verify_terminal, critic_scope, policy, chunk_size, regenerate)
+    value, q = solve_tree(P, b0, weights, horizon, used, *tree)
     return ExactSolution(value=value, q=q)
 
 
@@ -709,454 +681,6 @@ def evaluate_instance_policy(policy: Callable, prior, tpr, fpr, kappa, **options
         ``(S,)`` expected utility (at most the optimum).
     """
     return solve_instance_exact(prior, tpr, fpr, kappa, policy=policy, **options).value
-
-
-# ---------------------------------------------------------------------------
-# grid DP over (b, μ) with the patch count in the state
-# ---------------------------------------------------------------------------
-def _interp(x, gm1):
-    """Left index and weight on a uniform grid of ``gm1 + 1`` points (scalar; numba-compatible)."""
-    xs = x * gm1
-    if xs >= gm1:
-        return int(gm1) - 1, 1.0
-    if xs <= 0.0:
-        return 0, 0.0
-    fl = np.floor(xs)
-    return int(fl), xs - fl
-
-
-def _dp_kernel(
-    tpr,
-    fpr,
-    avail,
-    ccost,
-    c_gen,
-    c_ver,
-    reward,
-    kappa,
-    p_fix,
-    p_break,
-    refine,
-    gb,
-    gm,
-    H,
-    N,
-    verify_terminal,
-    reset_used,
-    ninf,
-    value,
-):  # pragma: no cover - compiled by numba (the same function runs uncompiled without numba)
-    """Fill ``value[s, h, n, U, iμ, ib]`` for every sample ``s`` (see :func:`solve_instance_dp`)."""
-    S, K = tpr.shape
-    G = gb.shape[0]
-    M = gm.shape[0]
-    NU = 1 << K
-    gbm1 = float(G - 1)
-    gmm1 = float(M - 1)
-    ix = np.empty((K, 2, G), np.int64)
-    aw = np.empty((K, 4, G))
-    qv = np.empty(G)
-    rvm = np.empty((M, G))
-    r_im = np.empty((N, M, G), np.int64)
-    r_ib = np.empty((N, M, G), np.int64)
-    r_wm = np.empty((N, M, G))
-    r_wb = np.empty((N, M, G))
-    f_ib = np.empty(G, np.int64)
-    f_wb = np.empty(G)
-    for s in range(S):
-        # -- per-sample precomputation: critic children along b, regeneration children (μ', μ')
-        for g in range(G):
-            b = gb[g]
-            nb = 1.0 - b
-            qv[g] = reward[s] * b - c_ver[s]
-            for k in range(K):
-                for zi in range(2):
-                    if zi == 0:
-                        p1 = tpr[s, k]
-                        p0 = fpr[s, k]
-                    else:
-                        p1 = 1.0 - tpr[s, k]
-                        p0 = 1.0 - fpr[s, k]
-                    num = p1 * b
-                    den = num + p0 * nb
-                    bz = num / den if den > 0.0 else b
-                    i, w = _interp(bz, gbm1)
-                    ix[k, zi, g] = i
-                    aw[k, 2 * zi, g] = den * (1.0 - w)
-                    aw[k, 2 * zi + 1, g] = den * w
-            i, w = _interp(b * (1.0 - p_break[s]) + nb * p_fix[s], gbm1)  # a refined patch's child
-            f_ib[g] = i
-            f_wb[g] = w
-        for n in range(N):
-            size = kappa[s] + n + 1.0
-            for m in range(M):
-                mu = gm[m]
-                for g in range(G):
-                    mu2 = mu if np.isinf(size) else mu + (gb[g] - mu) / size
-                    i, w = _interp(mu2, gmm1)
-                    r_im[n, m, g] = i
-                    r_wm[n, m, g] = w
-                    i, w = _interp(mu2, gbm1)
-                    r_ib[n, m, g] = i
-                    r_wb[n, m, g] = w
-        # -- h = 0: stop or verify
-        for n in range(N):
-            for u in range(NU):
-                for m in range(M):
-                    for g in range(G):
-                        v = qv[g]
-                        value[s, 0, n, u, m, g] = v if v > 0.0 else 0.0
-        # -- h >= 1
-        for h in range(1, H + 1):
-            for n in range(N):
-                can_regen = n + 1 < N
-                for u in range(NU):
-                    # regeneration values (U reset to ∅ on a new patch, or kept with critic scope "instance")
-                    if u == 0 or not reset_used:
-                        Vn = value[s, h - 1, min(n + 1, N - 1), 0 if reset_used else u]
-                        for m in range(M):
-                            for g in range(G):
-                                if can_regen and refine:
-                                    ib = f_ib[g]
-                                    wb = f_wb[g]
-                                    rvm[m, g] = ((1.0 - wb) * Vn[m, ib] + wb * Vn[m, ib + 1]) - c_gen[s]
-                                elif can_regen:
-                                    im = r_im[n, m, g]
-                                    ib = r_ib[n, m, g]
-                                    wm = r_wm[n, m, g]
-                                    wb = r_wb[n, m, g]
-                                    rvm[m, g] = (
-                                        (1.0 - wm) * ((1.0 - wb) * Vn[im, ib] + wb * Vn[im, ib + 1])
-                                        + wm * ((1.0 - wb) * Vn[im + 1, ib] + wb * Vn[im + 1, ib + 1])
-                                    ) - c_gen[s]
-                                else:
-                                    rvm[m, g] = ninf
-                    for m in range(M):
-                        v_fail = value[s, h - 1, n, u, m, 0]
-                        for g in range(G):
-                            best = 0.0
-                            v = qv[g]
-                            if not verify_terminal:
-                                v = v + (1.0 - gb[g]) * v_fail
-                            if v > best:
-                                best = v
-                            v = rvm[m, g]
-                            if v > best:
-                                best = v
-                            for k in range(K):
-                                if (u >> k) & 1 or not avail[s, k]:
-                                    continue
-                                row = value[s, h - 1, n, u | (1 << k), m]
-                                i0 = ix[k, 0, g]
-                                i1 = ix[k, 1, g]
-                                v = (
-                                    (aw[k, 0, g] * row[i0] + aw[k, 1, g] * row[i0 + 1])
-                                    + (aw[k, 2, g] * row[i1] + aw[k, 3, g] * row[i1 + 1])
-                                    - ccost[s, k]
-                                )
-                                if v > best:
-                                    best = v
-                            value[s, h, n, u, m, g] = best
-
-
-_compiled: dict = {}
-
-
-def _kernels():
-    """``(interp, dp_kernel)``, compiled by numba when it is installed."""
-    if "dp" not in _compiled:
-        try:
-            import numba
-        except ImportError:  # pragma: no cover - numba ships with pymc
-            _compiled["dp"] = _dp_kernel
-        else:
-            global _interp
-            _interp = numba.njit(cache=True, nogil=True)(_interp)
-            _compiled["dp"] = numba.njit(cache=True, nogil=True)(_dp_kernel)
-    return _compiled["dp"]
-
-
-@dataclass(frozen=True)
-class InstanceDPSolution:
-    """A solved instance grid DP.
-
-    Attributes
-    ----------
-    b_grid, mu_grid : numpy.ndarray
-        ``(G,)`` and ``(M,)`` uniform grids over the current patch's belief
-        ``b`` and the θ-mean ``μ``.
-    value : numpy.ndarray
-        ``(S, H+1, N, 2**K, M, G)`` values ``V_h(b, μ, n, U)``; axis 2 is the
-        number ``n`` of patches abandoned (``0 … max_patches − 1``).
-    problem : InstanceProblem
-    verify_terminal : bool
-    """
-
-    b_grid: np.ndarray
-    mu_grid: np.ndarray
-    value: np.ndarray
-    problem: InstanceProblem
-    verify_terminal: bool
-    critic_scope: str = "patch"
-    regenerate: str = "fresh"
-
-    @property
-    def horizon(self) -> int:
-        """The horizon ``H``."""
-        return int(self.value.shape[1] - 1)
-
-    @property
-    def max_patches(self) -> int:
-        """The patch budget ``N``."""
-        return int(self.value.shape[2])
-
-    def _bilinear(self, s, h, n, u, mu, b):
-        """Bilinear interpolation of ``value[s, h, n, u]`` at ``(μ, b)`` (all 1-d arrays)."""
-        gm1 = self.mu_grid.shape[0] - 1
-        gb1 = self.b_grid.shape[0] - 1
-        im, wm = _interp_arr(mu, gm1)
-        ib, wb = _interp_arr(b, gb1)
-        V = self.value
-        return (1 - wm) * ((1 - wb) * V[s, h, n, u, im, ib] + wb * V[s, h, n, u, im, ib + 1]) + wm * (
-            (1 - wb) * V[s, h, n, u, im + 1, ib] + wb * V[s, h, n, u, im + 1, ib + 1]
-        )
-
-    def _states(self, b, mu, n, used, h, sample_index):
-        S = self.problem.n_samples
-        arrays = np.broadcast_arrays(
-            np.asarray(b, dtype=np.float64),
-            np.asarray(mu, dtype=np.float64),
-            np.asarray(n),
-            np.asarray(used),
-            np.asarray(h),
-            np.zeros((), np.int64) if sample_index is None else np.asarray(sample_index),
-        )
-        shape = arrays[0].shape
-        bb, mm, nn, uu, hh, ss = (np.ravel(a) for a in arrays)
-        if sample_index is None and S != 1:
-            raise ValueError(f"the solution holds {S} parameter samples: pass 'sample_index'")
-        for name, x, hi in (
-            ("n", nn, self.max_patches),
-            ("used", uu, self.value.shape[3]),
-            ("h", hh, self.horizon + 1),
-        ):
-            if x.dtype.kind not in "iu" or (x < 0).any() or (x >= hi).any():
-                raise ValueError(f"'{name}' must be integers in 0..{hi - 1}")
-        if ss.dtype.kind not in "iu" or (ss < 0).any() or (ss >= S).any():
-            raise ValueError(f"'sample_index' must lie in 0..{S - 1}")
-        for name, x in (("b", bb), ("mu", mm)):
-            if (~np.isfinite(x) | (x < 0) | (x > 1)).any():
-                raise ValueError(f"'{name}' must lie in [0, 1]")
-        return (
-            shape,
-            bb,
-            mm,
-            nn.astype(np.int64),
-            uu.astype(np.int64),
-            hh.astype(np.int64),
-            ss.astype(np.int64),
-        )
-
-    def q_at(self, b, mu, n, used, h, sample_index=None) -> np.ndarray:
-        """Q-values at arbitrary states by one Bellman backup from the stored ``V_{h−1}``.
-
-        The children's values are read off the grid by bilinear interpolation
-        at their exact ``(μ, b)``; ``h = 0`` offers stop and verify only.
-
-        Parameters
-        ----------
-        b, mu : array_like
-            Belief of the current patch and θ-mean.
-        n, used, h : array_like of int
-            Patches abandoned, used-critic bitmask, steps left.
-        sample_index : array_like of int, optional
-            Parameter sample of each state (required when ``S > 1``).
-
-        Returns
-        -------
-        numpy.ndarray
-            ``shape + (A,)``, ``-inf`` for actions not offered.
-        """
-        shape, b, mu, n, u, h, s = self._states(b, mu, n, used, h, sample_index)
-        return self.backup(b, mu, n, u, h, s).reshape(shape + (self.problem.n_actions,))
-
-    def backup(self, b, mu, n, u, h, s) -> np.ndarray:
-        """:meth:`q_at` on checked 1-d arrays (no validation: the per-decision path), ``(m, A)``."""
-        P = self.problem.base
-        kappa = self.problem.kappa[s]
-        m = b.shape[0]
-        q = np.full((m, P.n_actions), -np.inf)
-        q[:, STOP] = 0.0
-        q[:, VERIFY] = P.reward[s] * b - P.c_ver[s]
-        live = h > 0
-        hp = np.maximum(h - 1, 0)
-        if not self.verify_terminal:
-            after = self._bilinear(s, hp, n, u, mu, np.zeros(m))
-            q[:, VERIFY] += np.where(live, (1 - b) * after, 0.0)
-        regen_ok = live & (n + 1 < self.max_patches)
-        n1 = np.minimum(n + 1, self.max_patches - 1)
-        if self.regenerate == "refine":
-            mu2, b2 = mu, b * (1 - P.p_break[s]) + (1 - b) * P.p_fix[s]
-        else:
-            mu2 = b2 = abandon_moment(b, mu, kappa, n)
-        u2 = np.zeros_like(u) if self.critic_scope == "patch" else u
-        q[:, REGENERATE] = np.where(regen_ok, self._bilinear(s, hp, n1, u2, mu2, b2) - P.c_gen[s], -np.inf)
-        nb = 1 - b
-        for k in range(P.n_critics):
-            t, f = P.tpr[s, k], P.fpr[s, k]
-            bit = 1 << k
-            total = 0.0
-            for p1, p0 in ((t, f), (1 - t, 1 - f)):
-                num = p1 * b
-                den = num + p0 * nb
-                bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
-                total = total + den * self._bilinear(s, hp, n, u | bit, mu, bz)
-            ok = live & P.available[s, k] & (u & bit == 0)
-            q[:, CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[s, k], -np.inf)
-        return q
-
-    def action_at(self, b, mu, n, used, h, sample_index=None) -> np.ndarray:
-        """Argmax of :meth:`q_at` (ties → lowest index), int8."""
-        return np.argmax(self.q_at(b, mu, n, used, h, sample_index), axis=-1).astype(np.int8)
-
-    def value_at(self, b, mu, n, used, h, sample_index=None) -> np.ndarray:
-        """``V_h(b, μ, n, U)`` by bilinear interpolation of the stored values."""
-        shape, b, mu, n, u, h, s = self._states(b, mu, n, used, h, sample_index)
-        return self._bilinear(s, h, n, u, mu, b).reshape(shape)
-
-
-def _interp_arr(x, gm1: int):
-    xs = np.asarray(x, dtype=np.float64) * gm1
-    idx = np.clip(np.floor(xs).astype(np.int64), 0, gm1 - 1)
-    w = np.clip(xs - idx, 0.0, 1.0)
-    return idx, w
-
-
-def _check_grid_options(horizon, max_patches, grid_size, mu_grid_size, critic_scope):
-    _check_common(horizon, "moment", max_patches, 1, 0, critic_scope)
-    if max_patches is None:
-        raise ValueError(
-            "argument 'max_patches' must be an integer >= 1 for the grid DP (the table's n axis)"
-        )
-    belief_grid(grid_size)
-    belief_grid(mu_grid_size)
-
-
-def _run_dp(
-    P: InstanceProblem,
-    H,
-    N,
-    grid_size,
-    mu_grid_size,
-    verify_terminal,
-    critic_scope,
-    value,
-    regenerate="fresh",
-):
-    kernel = _kernels()
-    B = P.base
-    kernel(
-        np.ascontiguousarray(B.tpr),
-        np.ascontiguousarray(B.fpr),
-        np.ascontiguousarray(B.available),
-        np.ascontiguousarray(B.critic_costs),
-        np.ascontiguousarray(B.c_gen),
-        np.ascontiguousarray(B.c_ver),
-        np.ascontiguousarray(B.reward),
-        np.ascontiguousarray(P.kappa),
-        np.ascontiguousarray(B.p_fix),
-        np.ascontiguousarray(B.p_break),
-        regenerate == "refine",
-        belief_grid(grid_size),
-        belief_grid(mu_grid_size),
-        int(H),
-        int(N),
-        bool(verify_terminal),
-        critic_scope == "patch",
-        -np.inf,
-        value,
-    )
-
-
-def solve_instance_dp(
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    horizon: int = HORIZON,
-    max_patches: int = POOL_SIZE,
-    grid_size: int = GRID_SIZE,
-    mu_grid_size: int = GRID_SIZE,
-    verify_terminal: bool = False,
-    critic_scope: str = "patch",
-    available=None,
-    regenerate: str = "fresh",
-    p_fix=None,
-    p_break=None,
-) -> InstanceDPSolution:
-    """Solve the grid DP over ``(b, μ, n, U, h)`` for ``S`` samples and keep the table.
-
-    The recursion is :func:`solve_instance_exact`'s with the mean-matched
-    θ-belief ``(μ, s = κ + n)``: after a critic the child is ``(b_z, μ)``
-    (interpolated along ``b``); after a failed verification ``(0, μ)`` (a grid
-    point); a fresh patch starts at ``(μ', μ')`` with
-    ``μ' = μ + (b − μ)/(κ + n + 1)`` on the next ``n`` layer (bilinear).
-
-    Parameters
-    ----------
-    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
-        The problem (:func:`make_instance_problem`).
-    horizon : int
-        ``H``.
-    max_patches : int
-        Patch budget ``N`` (the table's ``n`` axis, ``0 … N − 1``).
-    grid_size, mu_grid_size : int
-        Points of the uniform ``b`` and ``μ`` grids.
-    verify_terminal : bool
-        Value verification as ending the episode.
-    critic_scope : {"patch", "instance"}
-        Scope of the used-critic set (:func:`solve_instance_exact`).
-    regenerate, p_fix, p_break
-        How a new patch is made (:func:`solve_instance_exact`); a refined
-        patch's child is ``(b', μ)`` with ``b'`` through the repair kernel.
-
-    Returns
-    -------
-    InstanceDPSolution
-        Memory ``S·(H+1)·N·2**K·M·G`` floats (solve many samples in chunks).
-    """
-    _check_grid_options(horizon, max_patches, grid_size, mu_grid_size, critic_scope)
-    _check_common(horizon, "moment", max_patches, 1, 0, critic_scope, regenerate)
-    P = make_instance_problem(
-        prior,
-        tpr,
-        fpr,
-        kappa,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-        p_fix=p_fix,
-        p_break=p_break,
-    )
-    H, N, K = int(horizon), int(max_patches), P.n_critics
-    value = np.empty((P.n_samples, H + 1, N, 1 << K, int(mu_grid_size), int(grid_size)))
-    _run_dp(P, H, N, grid_size, mu_grid_size, verify_terminal, critic_scope, value, regenerate)
-    return InstanceDPSolution(
-        b_grid=belief_grid(grid_size),
-        mu_grid=belief_grid(mu_grid_size),
-        value=value,
-        problem=P,
-        verify_terminal=bool(verify_terminal),
-        critic_scope=critic_scope,
-        regenerate=regenerate,
-    )
 
 
 # ---------------------------------------------------------------------------
@@ -1208,19 +732,8 @@ def instance_greedy_q(
     numpy.ndarray
         ``(..., S, A)``.
     """
-    P = make_instance_problem(
-        prior,
-        tpr,
-        fpr,
-        kappa,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-        p_fix=p_fix,
-        p_break=p_break,
-    )
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    P = make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break)
     if regenerate not in REGENERATE_MODES:
         raise ValueError(f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {regenerate!r}")
     B = P.base
