@@ -226,16 +226,28 @@ def test_vectorised_equals_per_instance(pool, prior, tpr, fpr, kernel, cost_name
     pf, pb = kernel if kernel is not None else (np.nan, np.nan)
     cell = params_cell(prior, tpr, fpr, pf, pb)
     costs = named_costs(cost_name)
-    for prof, controllers in (
-        (PAPER, (GreedyController(cell, costs), TableController(cell, costs))),
-        (PAPER_RELEASE, (ReleaseGreedyController(cell, costs), ReleaseDPController(cell, costs))),
-    ):
+    cases = [(PAPER, (GreedyController(cell, costs), TableController(cell, costs)))]
+    # the authors' released controllers keep no used-critic set: with an inverted critic
+    # (tpr < fpr) they can call it forever, which the engine reports (test below)
+    if all(t > f for t, f in zip(tpr, fpr, strict=True)):
+        release = (ReleaseGreedyController(cell, costs), ReleaseDPController(cell, costs))
+        cases.append((PAPER_RELEASE, release))
+    for prof, controllers in cases:
         for ctl in controllers:
             u, p, c = replay_controller(pool, ctl, costs, prof)
             for i in range(pool.n_instances):
                 ui, pi, ci = replay_controller(pool.subset([i]), ctl, costs, prof)
                 assert (ui[0], pi[0], ci[0]) == pytest.approx((u[i], p[i], c[i])), (prof.name, ctl.name, i)
             np.testing.assert_allclose(u, costs.reward * p - c)
+
+
+def test_release_dp_loop_on_inverted_critic_is_reported():
+    """The released DP re-calls an inverted critic forever; the engine's bound names it."""
+    pool = _pool(np.array([[0]], dtype=np.int8), np.array([[[1, 0, 0]]], dtype=np.int8), np.array([1]))
+    costs = named_costs("paper-release")
+    ctl = ReleaseDPController(params_cell(0.5, [0.045, 0.5, 0.156], [0.75, 0.5, 0.949]), costs)
+    with pytest.raises(RuntimeError, match="bayesian_dp.*still running after 64 decisions"):
+        replay_controller(pool, ctl, costs, PAPER_RELEASE)
 
 
 # ---------------------------------------------------------------------------
