@@ -1,58 +1,47 @@
-"""Laplace vs full-posterior controllers on held-out instances (``bpc compare``, issue 5).
+"""Controllers compared on held-out tasks (``bpc compare``): the protocol, data efficiency, the posterior.
 
-The comparison runs in five steps, each in its own module:
+:func:`compare` computes, for the replayed cells of a source (the real
+corpus' raw cells, or the simulated panel), and returns a :class:`CompareResult`;
+:mod:`bpc.report.compare` writes it. Every headline number comes from the
+evaluation protocol (:mod:`bpc.experiments.protocol`: repeated K-fold
+cross-fitting over tasks, parameters from the training tasks only,
+task-clustered intervals):
 
-1. **Data and split** (:mod:`bpc.experiments.sources`). Records of the
-   replayed cells (the real corpus' raw cells, or the simulated panel) are
-   split per cell into 75 % fit / 25 % eval instances
-   (:func:`bpc.data.splits.split_cells`, SPEC §5). The counts to calibrate on
-   hold the *fit* instances of the replayed cells and, unchanged, every other
-   cell the source has (likelihood-table cells of the corpus) plus measured
-   refinement kernels (they come from separate runs, not from the replayed
-   instances): the hierarchical model may borrow strength from them, the
-   unpooled models ignore them.
-2. **Parameters** (:mod:`bpc.experiments.posterior`). Laplace point
-   estimates (:func:`bpc.estimate.laplace.laplace`) and posterior draws — the
-   hierarchical model fitted here (compiled once, sampler preset of
-   :data:`bpc.constants.SAMPLER_PRESETS`, diagnostics recorded), a saved
-   posterior, or the unpooled conjugate posterior.
-3. **Controllers** (:data:`CONTROLLERS`, :func:`build_controllers`),
-   replayed on the eval instances with the baselines
-   (:func:`bpc.replay.engine.replay_pool`, ``paper`` profile) and summarised
-   as Δ vs ``always_verify`` with the paired bootstrap CI
-   (:func:`compare_cells`): ``laplace_dp`` (the paper's plug-in DP),
-   ``posterior_mean_dp`` (plug-in DP at the posterior mean), ``bayes_robust``
-   (argmax of posterior-expected Q, :func:`bpc.decide.factory.make_controller` with
-   ``mode="bayes_robust"``) and ``thompson`` (one draw per episode, ``mode="thompson"``).
-4. **Posterior Δ** (:mod:`bpc.experiments.delta`): the posterior
-   distribution of each policy's expected Δ from instances simulated per
-   draw, and the per-draw plug-in DP on the observed eval instances.
-5. **Policy uncertainty and data efficiency**: posterior probability of
-   each first action (:func:`posterior_policy_uncertainty`) and the
-   data-efficiency refits (:mod:`bpc.experiments.efficiency`). The refits
-   start on a worker thread as soon as the posterior is fitted and sample
-   while steps 3-4 replay on this one (NUTS releases the GIL; every refit has
-   its own seed, so the numbers do not depend on the overlap).
+1. **Δ vs always_verify and vs the best simple baseline** of the ``bpc``
+   profile's policies (:data:`PROTOCOL_POLICIES`), the baseline chosen on the
+   training folds (:func:`bpc.experiments.protocol.run_protocol`).
+2. **The ablation of the instance-aware gain** (:mod:`bpc.experiments.ablation`):
+   belief about the task, critics bought once per task, look-ahead,
+   regeneration ``fresh`` vs ``refine``, task critics on/off.
+3. **Predicted vs realised Δ** (:func:`bpc.experiments.delta.predictive_coverage`):
+   what the training side predicts a fold's tasks will show, and what they show.
+4. **Data efficiency, leave one cell out**
+   (:func:`bpc.experiments.efficiency.loco_efficiency`): a target cell
+   calibrated on k ∈ :data:`EFFICIENCY_KS` of its training tasks, every other
+   cell complete; arms Laplace (the reference), complete pooling, and the
+   posterior-mean DP, Bayes-robust and Thompson controllers of one
+   hierarchical refit per calibration (compiled once,
+   :class:`bpc.experiments.posterior.HierarchicalRefits`; a refit that fails
+   its check is refitted with a longer preset, and one that still fails is
+   used only with a flag, :func:`bpc.experiments.efficiency.loco_table`). The
+   targets are mapped through :func:`bpc.experiments.cluster.map_pieces`, so
+   ``scheduler`` runs them on a ``dask.distributed`` cluster with the numbers
+   of one process.
+5. **The posterior controllers' own view**, on the single 75/25 split of
+   :mod:`bpc.experiments.sources` (:func:`compare_cells`): posterior and
+   predictive Δ intervals beside the paired bootstrap, and the posterior
+   policy uncertainty (:func:`posterior_policy_uncertainty`). It is one
+   split with few tasks per cell; the protocol's tables are the comparison.
 
-:func:`compare` runs them all and returns a :class:`CompareResult`; the
-tables, figures and ``report.md`` are written by :mod:`bpc.report.compare`.
-
-**Which interval to trust for what.** The paired bootstrap CI measures the
-*sampling variability of the observed eval instances* with the controllers
-fixed: how much Δ on these particular instances could move had other
-instances been drawn from the same population; it needs no model and
-respects whatever dependence the real patches have (e.g. strongly
-correlated patches within an instance), but it says nothing about whether
-the parameters were estimated well. The posterior interval measures
-*parameter uncertainty*: the range of expected Δ over worlds compatible with
-the fit data, i.e. how much the verdict "policy X beats always_verify"
-depends on the calibration; it is model-based (a recorded pool simulated as
-fresh draws from each task: a task pass rate shared by its patches, critic
-verdicts dependent within a task), so it is only as good as those
-assumptions and it
-omits the noise of a finite eval set (``n_sim`` is large). Read the
-bootstrap for "did it win on these data", the posterior for "would it win
-in expectation, given what we know about the cell".
+**Which interval to trust for what.** The task-clustered bootstrap measures
+the *sampling variability of the scored tasks* with the controllers fixed; it
+needs no model and respects whatever dependence the real patches have. The
+posterior interval measures *parameter uncertainty*: the range of expected Δ
+over worlds compatible with the calibration data; it is model-based (a
+recorded pool simulated as fresh draws from each task, critic verdicts
+dependent within a task) and omits the noise of a finite eval set. Read the
+bootstrap for "did it win on these data", the posterior for "would it win in
+expectation, given what we know about the cell".
 """
 
 from __future__ import annotations
@@ -602,7 +591,11 @@ def compare(
         f"{len(data.cells)} replayed cell(s): {', '.join(f'{b}/{g}' for b, g in data.cells)}",
         enabled=progress,
     )
-    targets = default_targets(data.cells, quick=quick) if targets is None else [tuple(c) for c in targets]
+    chosen: list[Cell] = (
+        default_targets(data.cells, quick=quick)
+        if targets is None
+        else [(str(b), str(g)) for b, g in targets]
+    )
     with stage(f"evaluation protocol ({len(seeds)} seed(s) × 5 folds, bpc profile)", enabled=progress):
         pols = PROTOCOL_POLICIES
         proto = run_protocol(
@@ -632,7 +625,7 @@ def compare(
         from bpc.experiments.delta import coverage_summary, predicted_vs_realised, predictive_coverage
 
         with stage("predicted vs realised Δ", enabled=progress):
-            keep = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(list(targets))
+            keep = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
             checks = predictive_coverage(
                 data.records[keep],
                 costs=cost_fn,
@@ -654,10 +647,10 @@ def compare(
     )
     eff = None
     if efficiency:
-        with stage(f"data efficiency (leave one cell out, {len(targets)} target(s))", enabled=progress):
+        with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
             eff = _efficiency(
                 data,
-                targets,
+                chosen,
                 cost_fn=costs,
                 ks=ks,
                 hierarchical_ks=hierarchical_ks,
@@ -677,7 +670,7 @@ def compare(
         "seed": seed,
         "protocol": f"{CROSSFIT_FOLDS}-fold cross-fitting over tasks, seeds {', '.join(map(str, seeds))}, "
         "bpc profile",
-        "efficiency targets": ", ".join(f"{b}/{g}" for b, g in targets),
+        "efficiency targets": ", ".join(f"{b}/{g}" for b, g in chosen),
         "efficiency repeats": repeats,
         "scheduler": "this process" if scheduler is None else str(scheduler),
         "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
@@ -727,22 +720,25 @@ def _efficiency(
         loco_table,
     )
 
-    common = dict(
-        targets=targets,
-        repeats=repeats,
-        costs=cost_fn,
-        profile="bpc",
-        base_counts=data.counts,
-        seed=seed,
-        scheduler=scheduler,
-        progress=progress,
-    )
-    closed = {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
-    frames = [loco_efficiency(data.records, methods=closed, ks=ks, **common)]
+    def run(methods, ks_, **more) -> pd.DataFrame:
+        return loco_efficiency(
+            data.records,
+            methods=methods,
+            ks=ks_,
+            targets=targets,
+            repeats=repeats,
+            costs=cost_fn,
+            profile="bpc",
+            base_counts=data.counts,
+            seed=seed,
+            scheduler=scheduler,
+            progress=progress,
+            **more,
+        )
+
+    frames = [run({"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}, ks)]
     if refits is not None:
         hks = tuple(k for k in ks if k is not None) if hierarchical_ks is None else tuple(hierarchical_ks)
         arms = hierarchical_arms(refits, costs=cost_fn, profile="bpc", presets=refit_presets or REFIT_PRESETS)
-        frames.append(
-            loco_efficiency(data.records, methods=arms, ks=hks, max_folds=1, replay_failed=True, **common)
-        )
+        frames.append(run(arms, hks, max_folds=1, replay_failed=True))
     return loco_table(pd.concat(frames, ignore_index=True), include_failed=True)

@@ -605,6 +605,18 @@ class _SharedRefit:
         self.presets = tuple(presets)
         self._last: tuple | None = None
 
+    def fit(self, counts: xr.Dataset, seed: int):
+        """The refit, trying each preset until one converges: ``(Posterior, attempts)``."""
+        post = None
+        attempts = 0
+        for preset in self.presets:
+            attempts += 1
+            post = self.refits.with_preset(preset).fit(counts, seed=seed)
+            if bool(post.diagnostics.get("converged", True)):
+                break
+        assert post is not None  # presets is not empty
+        return post, attempts
+
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_last": None}
 
@@ -612,14 +624,9 @@ class _SharedRefit:
         last = self._last
         if last is not None and last[0] is counts and last[1] == (cell, seed):
             return last[2]
-        post, attempts = None, 0
-        for preset in self.presets:
-            attempts += 1
-            post = self.refits.with_preset(preset).fit(counts, seed=seed)
-            if bool(post.diagnostics.get("converged", True)):
-                break
-        self._last = (counts, (cell, seed), (post, attempts))
-        return post, attempts
+        out = self.fit(counts, seed)
+        self._last = (counts, (cell, seed), out)
+        return out
 
 
 def hierarchical_arms(
@@ -670,8 +677,11 @@ def hierarchical_arms(
     from bpc.constants import POOL_SIZE
 
     shared = _SharedRefit(refits, presets)
-    spec = dict(costs=costs, profile=profile, draws=int(draws), max_patches=max_patches or POOL_SIZE)
-    return {arm: _HierarchicalArm(arm, shared, **spec) for arm in HIERARCHICAL_ARMS}
+    budget = int(max_patches or POOL_SIZE)
+    return {
+        arm: _HierarchicalArm(arm, shared, costs=costs, profile=profile, draws=int(draws), max_patches=budget)
+        for arm in HIERARCHICAL_ARMS
+    }
 
 
 class _HierarchicalArm:
@@ -686,9 +696,14 @@ class _HierarchicalArm:
 
         post, attempts = self.shared(counts, cell, seed)
         diag = dict(post.diagnostics)
-        common = dict(converged=bool(diag.get("converged", True)), attempts=attempts, diagnostics=diag)
+        converged = bool(diag.get("converged", True))
         if self.arm == "posterior_mean_dp":
-            return Calibration(params=posterior_mean_params(post.params), **common)
+            return Calibration(
+                params=posterior_mean_params(post.params),
+                converged=converged,
+                attempts=attempts,
+                diagnostics=diag,
+            )
         from bpc.costs import cost_resolver
         from bpc.decide.factory import make_controller
         from bpc.replay.profiles import get_profile
@@ -707,7 +722,9 @@ class _HierarchicalArm:
             seed=int(seed),
             name="bayesian_dp",
         )
-        return Calibration(controllers={"bayesian_dp": ctrl}, **common)
+        return Calibration(
+            controllers={"bayesian_dp": ctrl}, converged=converged, attempts=attempts, diagnostics=diag
+        )
 
 
 def loco_efficiency(

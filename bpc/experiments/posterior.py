@@ -296,7 +296,7 @@ def posterior_mean_params(post: xr.Dataset) -> xr.Dataset:
     mean = post[["prior", "tpr", "fpr", "p_fix", "p_break"]].mean(sd)
     mean["gap"] = mean["tpr"] - mean["fpr"]
     if "kappa" in post:
-        mean["kappa"] = np.exp(np.log(post["kappa"]).mean(sd))
+        mean["kappa"] = np.exp(xr.apply_ufunc(np.log, post["kappa"]).mean(sd))
     return validate_params(mean)
 
 

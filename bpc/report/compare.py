@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB, DEFAULT_SEED
 from bpc.costs import CostSpec
 from bpc.experiments.compare import CONTROLLERS, CompareResult, compare
-from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
 
 __all__ = [
     "HEADLINE_POLICIES",
@@ -27,7 +27,6 @@ __all__ = [
     "delta_intervals_table",
     "agreement_text",
     "efficiency_paragraph",
-    "refit_diagnostics",
     "write_compare",
     "run_compare",
 ]
@@ -123,29 +122,6 @@ def agreement_text(table: pd.DataFrame) -> str:
     return text
 
 
-def refit_diagnostics(eff: pd.DataFrame) -> pd.DataFrame:
-    """One row per hierarchical refit of the data-efficiency table: k, subsample and its diagnostics.
-
-    Parameters
-    ----------
-    eff : pandas.DataFrame
-        :func:`bpc.experiments.efficiency.efficiency_experiment` output.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``source``, ``k``, ``rep`` and :data:`bpc.experiments.posterior.DIAGNOSTIC_COLUMNS`;
-        empty when no refit ran MCMC.
-    """
-    cols = [c for c in DIAGNOSTIC_COLUMNS if c in eff.columns]
-    if "max_rhat" not in cols:
-        return pd.DataFrame(columns=["source", "k", "rep", *DIAGNOSTIC_COLUMNS])
-    rows = eff[eff["max_rhat"].notna()].drop_duplicates(["source", "k_label", "rep"])
-    out = rows[["source", "k_label", "rep", *cols]].rename(columns={"k_label": "k"})
-    kinds = {"divergences": "Int64", "converged": "boolean"}
-    return out.astype({c: t for c, t in kinds.items() if c in out.columns}).reset_index(drop=True)
-
-
 def efficiency_view(eff: pd.DataFrame, ks: Sequence[int] = (0, 3, 10, -1)) -> pd.DataFrame:
     """The leave-one-cell-out table for reading: per target, k and arm, the gain over Laplace.
 
@@ -164,10 +140,12 @@ def efficiency_view(eff: pd.DataFrame, ks: Sequence[int] = (0, 3, 10, -1)) -> pd
     """
     t = eff[(eff["method"] != "laplace") & eff["k"].isin(list(ks))].copy()
     t["target"] = t["benchmark"] + "/" + t["generator"]
-    t["k"] = t["k"].map(lambda k: "all" if k < 0 else str(int(k)))
+    t["k"] = ["all" if k < 0 else str(k) for k in t["k"].to_numpy(dtype=np.int64).tolist()]
+    conv = t["n_converged"].to_numpy(dtype=np.int64)
+    n_all = t["n_calibrations"].to_numpy(dtype=np.int64)
+    arms = t["method"].astype(str).tolist()
     t["refits"] = [
-        f"{int(c)}/{int(n)}" if m not in ("complete_pooling",) else "—"
-        for c, n, m in zip(t["n_converged"], t["n_calibrations"], t["method"], strict=True)
+        "—" if m == "complete_pooling" else f"{c}/{n}" for c, n, m in zip(conv, n_all, arms, strict=True)
     ]
     out = t.rename(columns={"method": "arm", "diff": "vs_laplace", "n_repeats": "repeats"})
     return out[
@@ -200,7 +178,8 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
         items = []
         for k, s in sub.groupby("k", sort=True):
             win, lose = int((s["ci_lo"] > 0).sum()), int((s["ci_hi"] < 0).sum())
-            label = "all" if k < 0 else str(int(k))
+            k_int = int(str(k))
+            label = "all" if k_int < 0 else str(k_int)
             items.append(
                 f"k={label}: mean {s['diff'].mean():+.2f}, wins {win}, ties {len(s) - win - lose}, "
                 f"loses {lose} of {len(s)}"
