@@ -418,3 +418,42 @@ def test_predictive_coverage_runs_on_a_small_panel():
     assert set(chk["policy"]) == {"gate_test", "bayesian_greedy"} and set(chk["fold"]) == {0, 1, 2}
     assert (chk["pred_lo"] <= chk["pred_hi"]).all()
     assert chk["n_eval"].sum() == 2 * panel.records["instance_id"].nunique()
+
+
+def test_predicted_vs_realised_weights_folds_by_tasks():
+    from bpc.experiments.delta import predicted_vs_realised
+
+    checks = pd.DataFrame(
+        {
+            "seed": [42, 42],
+            "fold": [0, 1],
+            "benchmark": ["b", "b"],
+            "generator": ["g", "g"],
+            "policy": ["bayesian_dp", "bayesian_dp"],
+            "n_eval": [10, 30],
+            "delta": [4.0, 8.0],
+            "post_mean": [5.0, 5.0],
+            "pred_lo": [0.0, 4.0],
+            "pred_hi": [10.0, 6.0],
+            "covered": [True, False],
+            "check_id": ["a", "b"],
+        }
+    )
+    row = predicted_vs_realised(checks).iloc[0]
+    assert row["n_folds"] == 2 and row["n_tasks"] == 40 and row["n_covered"] == 1
+    assert row["realised"] == pytest.approx((10 * 4 + 30 * 8) / 40) and row["predicted"] == 5.0
+    assert row["gap"] == pytest.approx(2.0) and row["coverage"] == 0.5
+    assert row["pred_lo"] == pytest.approx(3.0) and row["pred_hi"] == pytest.approx(7.0)
+
+
+def test_ablation_arms_are_profile_switches():
+    from bpc.experiments.ablation import ABLATION_ARMS, ablation_evaluator
+    from bpc.replay.profiles import get_profile
+
+    bpc = get_profile("bpc")
+    for arm, (policy, changes) in ABLATION_ARMS.items():
+        prof = bpc.with_(**changes)  # every arm is a valid variant of the bpc profile
+        assert policy in ("bayesian_dp", "bayesian_greedy") and prof.name == "bpc", arm
+    assert ABLATION_ARMS["instance_dp"] == ("bayesian_dp", {})
+    with pytest.raises(ValueError, match="unknown arm"):
+        ablation_evaluator(arms=["magic"])
