@@ -467,11 +467,11 @@ EFFICIENCY_KS: tuple[int | None, ...] = (0, 3, 10, None)
 """Calibration sizes of ``bpc compare``'s leave-one-cell-out table (``None`` = every training task)."""
 
 MAX_TARGETS = 8
-"""Above this many replayed cells, the efficiency and predictive checks run on the corpus-shaped ones."""
+"""Above this many replayed cells, efficiency, ablation and predictive checks run on corpus-shaped ones."""
 
 
 def default_targets(cells: Sequence[Cell], *, quick: bool = False) -> list[Cell]:
-    """The target cells of the leave-one-cell-out and predictive checks.
+    """The target cells of the leave-one-cell-out experiment, the ablation and the predictive check.
 
     Every replayed cell when there are at most :data:`MAX_TARGETS`; on a
     larger panel the cells shaped like the real corpus'
@@ -545,7 +545,8 @@ def compare(
     predictive : bool
         Run the predicted-vs-realised check (:func:`bpc.experiments.delta.predictive_coverage`).
     targets : sequence of (str, str), optional
-        Target cells of the efficiency and predictive checks (default :func:`default_targets`).
+        Target cells of the efficiency experiment, the ablation and the predictive check
+        (default :func:`default_targets`).
     ks : sequence of int or None
         Calibration sizes of the closed-form arms (Laplace, complete pooling).
     hierarchical_ks : sequence of int or None, optional
@@ -610,9 +611,10 @@ def compare(
         from bpc.experiments.ablation import ablation_evaluator, ablation_table
         from bpc.experiments.protocol import delta_table
 
-        with stage("ablation of the instance-aware gain", enabled=progress):
+        with stage(f"ablation of the instance-aware gain ({len(chosen)} cell(s))", enabled=progress):
+            on_targets = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
             res = run_protocol(
-                data.records,
+                data.records[on_targets],
                 ablation_evaluator(cost_fn),
                 seeds=seeds,
                 trajectories=data.trajectories,
