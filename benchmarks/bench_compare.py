@@ -65,7 +65,7 @@ def _timed(events: list[dict], t0: float, name: str, fn: Callable) -> Callable:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=(__doc__ or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("source", nargs="?", default="simulated", help="corpus path or 'simulated'")
     parser.add_argument("--benchmark", action="append", dest="benchmarks", help="restrict replayed cells")
