@@ -8,15 +8,16 @@ once, with timers around its parts:
     compilation (once per process; the main fit and every refit share it).
 ``fit``
     Each :meth:`bpc.estimate.model.fit.Refitter.fit` (sampling, conjugate cell draws,
-    diagnostics): the first is the main posterior, the others the data-efficiency refits.
-``replay`` / ``uncertainty`` / ``efficiency`` / ``write``
+    diagnostics): the first is the main posterior, the others the leave-one-cell-out refits.
+``protocol`` / ``predictive`` / ``replay`` / ``uncertainty`` / ``efficiency`` / ``write``
+    :func:`bpc.experiments.protocol.run_protocol` (the headline Δ, then the ablation),
+    :func:`bpc.experiments.delta.predictive_coverage`,
     :func:`bpc.experiments.compare.compare_cells`,
     :func:`bpc.experiments.compare.posterior_policy_uncertainty`,
-    :func:`bpc.experiments.efficiency.efficiency_experiment` and
-    :func:`bpc.report.compare.write_compare`.
+    :func:`bpc.experiments.efficiency.loco_efficiency` (closed-form arms, then the hierarchical
+    ones) and :func:`bpc.report.compare.write_compare`.
 
-The efficiency refits run on a worker thread beside the replay, so stage times overlap; the
-table shows each stage's start and end (seconds since the run began), its wall time and the
+The table shows each stage's start and end (seconds since the run began), its wall time and the
 thread it ran on, then the process' wall and CPU time (CPU / wall > 1 when the cores overlap) and
 the load average. Example::
 
@@ -64,7 +65,7 @@ def _timed(events: list[dict], t0: float, name: str, fn: Callable) -> Callable:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        description=(__doc__ or "").split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("source", nargs="?", default="simulated", help="corpus path or 'simulated'")
     parser.add_argument("--benchmark", action="append", dest="benchmarks", help="restrict replayed cells")
@@ -81,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     c0 = time.process_time()
 
     import bpc.experiments.compare as compare_mod
+    import bpc.experiments.delta as delta_mod
     import bpc.experiments.efficiency as efficiency_mod
+    import bpc.experiments.protocol as protocol_mod
     import bpc.report.compare as report_mod
 
     fit_mod = importlib.import_module("bpc.estimate.model.fit")  # the package re-exports a fit()
@@ -95,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     compare_mod.posterior_policy_uncertainty = _timed(
         events, t0, "uncertainty", compare_mod.posterior_policy_uncertainty
     )
-    efficiency_mod.efficiency_experiment = _timed(
-        events, t0, "efficiency", efficiency_mod.efficiency_experiment
-    )
+    efficiency_mod.loco_efficiency = _timed(events, t0, "efficiency", efficiency_mod.loco_efficiency)
+    protocol_mod.run_protocol = _timed(events, t0, "protocol", protocol_mod.run_protocol)
+    delta_mod.predictive_coverage = _timed(events, t0, "predictive", delta_mod.predictive_coverage)
     report_mod.write_compare = _timed(events, t0, "write", report_mod.write_compare)
 
     out = args.out or tempfile.mkdtemp(prefix="bpc-bench-compare-")

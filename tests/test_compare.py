@@ -139,6 +139,7 @@ def test_posterior_mean_of_conjugate_equals_laplace(small):
     assert diff < 0.01
 
 
+@pytest.mark.slow
 def test_run_compare_quick_conjugate(tmp_path):
     res = run_compare(
         "simulated",
@@ -148,15 +149,81 @@ def test_run_compare_quick_conjugate(tmp_path):
         quick=True,
         seed=1,
         benchmarks=["lcb_hard"],
-        scale=0.3,
-        efficiency=False,
+        generators=["gpt5_mini", "haiku45"],
+        scale=0.2,
+        hierarchical=False,
         progress=False,
     )
     names = {p.name for p in res.files}
-    assert {"compare_delta.csv", "first_action_posterior.csv", "report.md", "p_action_optimal.png"} <= names
+    assert {
+        "protocol_delta.csv",
+        "ablation.csv",
+        "efficiency.csv",
+        "predicted_vs_realised.csv",
+        "compare_delta.csv",
+        "first_action_posterior.csv",
+        "report.md",
+        "p_action_optimal.png",
+    } <= names
     text = (tmp_path / "report.md").read_text()
-    assert "bayes_robust" in text and "paired bootstrap" in text
-    assert isinstance(res.table, pd.DataFrame) and len(res.first_actions) == 6
+    assert "best simple baseline" in text and "leave one cell out" in text.lower() and "ablation" in text
+    for png in (p for p in res.files if p.suffix == ".png"):  # every page written is embedded
+        assert f"({png.name})" in text
+    eff = pd.read_csv(tmp_path / "efficiency.csv")
+    assert {"diff", "ci_lo", "ci_hi", "n_converged", "n_repeats", "failed_used", "flag"} <= set(eff.columns)
+    assert set(eff["k"]) == {0, 3, 10, -1} and set(eff["method"]) == {"laplace", "complete_pooling"}
+    head = res.protocol
+    assert {"always_verify", "best_simple"} == set(head["reference"]) and (head["n_tasks"] > 0).all()
+    assert isinstance(res.table, pd.DataFrame) and len(res.first_actions) == 2
+
+
+def test_report_helpers_read_the_protocol_and_efficiency_tables():
+    from bpc.report.compare import efficiency_paragraph, efficiency_view, protocol_headline
+
+    deltas = pd.DataFrame(
+        {
+            "benchmark": ["b"] * 2,
+            "generator": ["g"] * 2,
+            "policy": ["bayesian_dp"] * 2,
+            "reference": ["always_verify", "best_simple"],
+            "delta": [20.0, 2.0],
+            "ci_lo": [15.0, -1.0],
+            "ci_hi": [25.0, 4.0],
+            "n_tasks": [29, 29],
+            "n_seeds": [3, 3],
+            "prob": [0.89, 0.89],
+        }
+    )
+    choice = pd.DataFrame(
+        {"benchmark": ["b"] * 3, "generator": ["g"] * 3, "baseline": ["stop", "stop", "gate_test"]}
+    )
+    head = protocol_headline(deltas, choice)
+    assert head.loc[0, "vs_always_verify"] == 20.0 and head.loc[0, "vs_best_simple"] == 2.0
+    assert head.loc[0, "best_simple"] == "stop (2/3 folds)"
+    eff = pd.DataFrame(
+        {
+            "benchmark": ["b"] * 4,
+            "generator": ["g"] * 4,
+            "k": [0, 0, 3, 3],
+            "method": ["laplace", "posterior_mean_dp", "laplace", "posterior_mean_dp"],
+            "diff": [0.0, 5.0, 0.0, -0.2],
+            "ci_lo": [0.0, 2.0, 0.0, -1.0],
+            "ci_hi": [0.0, 8.0, 0.0, 0.5],
+            "n_tasks": [29] * 4,
+            "n_repeats": [3] * 4,
+            "n_calibrations": [3] * 4,
+            "n_converged": [3, 1, 3, 3],
+            "failed_used": [0, 2, 0, 0],
+            "flag": ["", "built from 2 failed refit(s)", "", ""],
+        }
+    )
+    view = efficiency_view(eff)
+    assert view["arm"].tolist() == ["posterior_mean_dp"] * 2 and view.loc[0, "refits"] == "1/3"
+    text = efficiency_paragraph(eff)
+    assert (
+        "k=0: mean +5.00, wins 1, ties 0, loses 0 of 1" in text and "k=3: mean -0.20, wins 0, ties 1" in text
+    )
+    assert "Refits converged: 4 of 6; the other 2 were used and their rows are flagged" in text
 
 
 def test_cli_compare_errors_and_help(tmp_path, capsys):
@@ -284,37 +351,6 @@ def test_hierarchical_refits_compile_once(small, monkeypatch):
     assert all(k in params.attrs for k in DIAGNOSTIC_COLUMNS)
 
 
-def test_efficiency_paragraph_and_table_report_refit_diagnostics():
-    from bpc.report.compare import efficiency_paragraph, refit_diagnostics
-
-    rows = []
-    for k, rep, rhat in ((3, 0, 1.2), (-1, 0, 1.001)):
-        for method, delta in (("laplace_dp", 1.0), ("hierarchical_mean_dp", 2.0)):
-            rows.append(
-                {
-                    "source": "s",
-                    "k": k,
-                    "k_label": "all" if k < 0 else str(k),
-                    "rep": rep,
-                    "benchmark": "b",
-                    "generator": "g",
-                    "method": method,
-                    "delta": delta,
-                    "max_rhat": rhat,
-                    "min_ess_bulk": 50.0 if rhat > 1.01 else 900.0,
-                    "min_ess_tail": 60.0 if rhat > 1.01 else 800.0,
-                    "divergences": 1 if rhat > 1.01 else 0,
-                    "converged": rhat <= 1.01,
-                }
-            )
-    eff = pd.DataFrame(rows)
-    diag = refit_diagnostics(eff)
-    assert len(diag) == 2 and diag["max_rhat"].tolist() == [1.2, 1.001]
-    text = efficiency_paragraph(eff)
-    assert "Hierarchical refits (2): max R-hat 1.200" in text and "min tail ESS 60" in text
-    assert "1 divergences" in text and "1 failed the convergence thresholds" in text
-
-
 def test_simulated_pool_is_fresh_draws_unless_it_is_a_refinement_chain():
     arrays = {
         "prior": np.array([0.3]),
@@ -382,3 +418,42 @@ def test_predictive_coverage_runs_on_a_small_panel():
     assert set(chk["policy"]) == {"gate_test", "bayesian_greedy"} and set(chk["fold"]) == {0, 1, 2}
     assert (chk["pred_lo"] <= chk["pred_hi"]).all()
     assert chk["n_eval"].sum() == 2 * panel.records["instance_id"].nunique()
+
+
+def test_predicted_vs_realised_weights_folds_by_tasks():
+    from bpc.experiments.delta import predicted_vs_realised
+
+    checks = pd.DataFrame(
+        {
+            "seed": [42, 42],
+            "fold": [0, 1],
+            "benchmark": ["b", "b"],
+            "generator": ["g", "g"],
+            "policy": ["bayesian_dp", "bayesian_dp"],
+            "n_eval": [10, 30],
+            "delta": [4.0, 8.0],
+            "post_mean": [5.0, 5.0],
+            "pred_lo": [0.0, 4.0],
+            "pred_hi": [10.0, 6.0],
+            "covered": [True, False],
+            "check_id": ["a", "b"],
+        }
+    )
+    row = predicted_vs_realised(checks).iloc[0]
+    assert row["n_folds"] == 2 and row["n_tasks"] == 40 and row["n_covered"] == 1
+    assert row["realised"] == pytest.approx((10 * 4 + 30 * 8) / 40) and row["predicted"] == 5.0
+    assert row["gap"] == pytest.approx(2.0) and row["coverage"] == 0.5
+    assert row["pred_lo"] == pytest.approx(3.0) and row["pred_hi"] == pytest.approx(7.0)
+
+
+def test_ablation_arms_are_profile_switches():
+    from bpc.experiments.ablation import ABLATION_ARMS, ablation_evaluator
+    from bpc.replay.profiles import get_profile
+
+    bpc = get_profile("bpc")
+    for arm, (policy, changes) in ABLATION_ARMS.items():
+        prof = bpc.with_(**changes)  # every arm is a valid variant of the bpc profile
+        assert policy in ("bayesian_dp", "bayesian_greedy") and prof.name == "bpc", arm
+    assert ABLATION_ARMS["instance_dp"] == ("bayesian_dp", {})
+    with pytest.raises(ValueError, match="unknown arm"):
+        ablation_evaluator(arms=["magic"])

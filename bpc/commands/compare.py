@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from bpc.constants import DEFAULT_SEED
@@ -52,6 +54,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--scale", type=float, default=None, help="simulator instance-count multiplier")
     parser.add_argument("--no-efficiency", action="store_true", help="skip the data-efficiency experiment")
+    parser.add_argument(
+        "--no-hierarchical",
+        action="store_true",
+        help="data efficiency without the hierarchical arms (no MCMC refits: Laplace and complete pooling)",
+    )
+    parser.add_argument(
+        "--refit-preset",
+        action="append",
+        default=None,
+        help="sampler preset a hierarchical refit tries, in order, until it converges (repeatable; "
+        "default: refit, then quick; --quick: refit-quick)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="fold-assignment repeats of the data-efficiency experiment"
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        help="dask.distributed scheduler address (tcp://host:8786) to run the leave-one-cell-out targets on, "
+        "or 'local' for a LocalCluster on this machine; the numbers are those of one process",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -67,6 +90,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.draws is not None and args.draws < 1:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+    if args.refit_preset:
+        from bpc.choices import check_choices
+        from bpc.constants import SAMPLER_PRESETS
+
+        check_choices(args.refit_preset, sorted(SAMPLER_PRESETS), what="--refit-preset")
     if args.scale is not None and args.scale <= 0:
         raise ValueError(f"--scale must be > 0, got {args.scale}")
     source = args.source
@@ -80,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     manifest = {"seed": args.seed, "config": {**run_config(args), "source": source}}
     # the folder is built beside --out and swapped in whole at the end: a run killed part-way leaves
     # the previous complete folder (or none) under --out, never a mix of two runs
-    with atomic_folder(args.out, manifest=manifest) as tmp:
+    with atomic_folder(args.out, manifest=manifest) as tmp, _scheduler(args.scheduler) as scheduler:
         result = run_compare(
             source,
             posterior=args.posterior,
@@ -92,7 +122,25 @@ def run(args: argparse.Namespace) -> int:
             generators=args.generator,
             scale=args.scale,
             efficiency=not args.no_efficiency,
+            hierarchical=not args.no_hierarchical,
+            refit_presets=args.refit_preset,
+            repeats=args.repeats,
+            scheduler=scheduler,
             progress=not args.quiet,
         )
     print(f"report: {args.out / result.files[-1].relative_to(tmp)}")
     return 0
+
+
+@contextlib.contextmanager
+def _scheduler(address: str | None) -> Iterator[object]:
+    """``None`` (this process), a ``LocalCluster`` for ``"local"``, else the address itself."""
+    if address is None or address != "local":
+        yield address
+        return
+    try:
+        from distributed import LocalCluster
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("--scheduler local needs dask.distributed: pip install 'bpc[dask]'") from exc
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
+        yield cluster

@@ -1,64 +1,52 @@
-"""Laplace vs full-posterior controllers on held-out instances (``bpc compare``, issue 5).
+"""Controllers compared on held-out tasks (``bpc compare``): the protocol, data efficiency, the posterior.
 
-The comparison runs in five steps, each in its own module:
+:func:`compare` computes, for the replayed cells of a source (the real
+corpus' raw cells, or the simulated panel), and returns a :class:`CompareResult`;
+:mod:`bpc.report.compare` writes it. Every headline number comes from the
+evaluation protocol (:mod:`bpc.experiments.protocol`: repeated K-fold
+cross-fitting over tasks, parameters from the training tasks only,
+task-clustered intervals):
 
-1. **Data and split** (:mod:`bpc.experiments.sources`). Records of the
-   replayed cells (the real corpus' raw cells, or the simulated panel) are
-   split per cell into 75 % fit / 25 % eval instances
-   (:func:`bpc.data.splits.split_cells`, SPEC §5). The counts to calibrate on
-   hold the *fit* instances of the replayed cells and, unchanged, every other
-   cell the source has (likelihood-table cells of the corpus) plus measured
-   refinement kernels (they come from separate runs, not from the replayed
-   instances): the hierarchical model may borrow strength from them, the
-   unpooled models ignore them.
-2. **Parameters** (:mod:`bpc.experiments.posterior`). Laplace point
-   estimates (:func:`bpc.estimate.laplace.laplace`) and posterior draws — the
-   hierarchical model fitted here (compiled once, sampler preset of
-   :data:`bpc.constants.SAMPLER_PRESETS`, diagnostics recorded), a saved
-   posterior, or the unpooled conjugate posterior.
-3. **Controllers** (:data:`CONTROLLERS`, :func:`build_controllers`),
-   replayed on the eval instances with the baselines
-   (:func:`bpc.replay.engine.replay_pool`, ``paper`` profile) and summarised
-   as Δ vs ``always_verify`` with the paired bootstrap CI
-   (:func:`compare_cells`): ``laplace_dp`` (the paper's plug-in DP),
-   ``posterior_mean_dp`` (plug-in DP at the posterior mean), ``bayes_robust``
-   (argmax of posterior-expected Q, :func:`bpc.decide.factory.make_controller` with
-   ``mode="bayes_robust"``) and ``thompson`` (one draw per episode, ``mode="thompson"``).
-4. **Posterior Δ** (:mod:`bpc.experiments.delta`): the posterior
-   distribution of each policy's expected Δ from instances simulated per
-   draw, and the per-draw plug-in DP on the observed eval instances.
-5. **Policy uncertainty and data efficiency**: posterior probability of
-   each first action (:func:`posterior_policy_uncertainty`) and the
-   data-efficiency refits (:mod:`bpc.experiments.efficiency`). The refits
-   start on a worker thread as soon as the posterior is fitted and sample
-   while steps 3-4 replay on this one (NUTS releases the GIL; every refit has
-   its own seed, so the numbers do not depend on the overlap).
+1. **Δ vs always_verify and vs the best simple baseline** of the ``bpc``
+   profile's policies (:data:`PROTOCOL_POLICIES`), the baseline chosen on the
+   training folds (:func:`bpc.experiments.protocol.run_protocol`).
+2. **The ablation of the instance-aware gain** (:mod:`bpc.experiments.ablation`):
+   belief about the task, critics bought once per task, look-ahead,
+   regeneration ``fresh`` vs ``refine``, task critics on/off.
+3. **Predicted vs realised Δ** (:func:`bpc.experiments.delta.predictive_coverage`):
+   what the training side predicts a fold's tasks will show, and what they show.
+4. **Data efficiency, leave one cell out**
+   (:func:`bpc.experiments.efficiency.loco_efficiency`): a target cell
+   calibrated on k ∈ :data:`EFFICIENCY_KS` of its training tasks, every other
+   cell complete; arms Laplace (the reference), complete pooling, and the
+   posterior-mean DP, Bayes-robust and Thompson controllers of one
+   hierarchical refit per calibration (compiled once,
+   :class:`bpc.experiments.posterior.HierarchicalRefits`; a refit that fails
+   its check is refitted with a longer preset, and one that still fails is
+   used only with a flag, :func:`bpc.experiments.efficiency.loco_table`). The
+   targets are mapped through :func:`bpc.experiments.cluster.map_pieces`, so
+   ``scheduler`` runs them on a ``dask.distributed`` cluster with the numbers
+   of one process.
+5. **The posterior controllers' own view**, on the single 75/25 split of
+   :mod:`bpc.experiments.sources` (:func:`compare_cells`): posterior and
+   predictive Δ intervals beside the paired bootstrap, and the posterior
+   policy uncertainty (:func:`posterior_policy_uncertainty`). It is one
+   split with few tasks per cell; the protocol's tables are the comparison.
 
-:func:`compare` runs them all and returns a :class:`CompareResult`; the
-tables, figures and ``report.md`` are written by :mod:`bpc.report.compare`.
-
-**Which interval to trust for what.** The paired bootstrap CI measures the
-*sampling variability of the observed eval instances* with the controllers
-fixed: how much Δ on these particular instances could move had other
-instances been drawn from the same population; it needs no model and
-respects whatever dependence the real patches have (e.g. strongly
-correlated patches within an instance), but it says nothing about whether
-the parameters were estimated well. The posterior interval measures
-*parameter uncertainty*: the range of expected Δ over worlds compatible with
-the fit data, i.e. how much the verdict "policy X beats always_verify"
-depends on the calibration; it is model-based (a recorded pool simulated as
-fresh draws from each task: a task pass rate shared by its patches, critic
-verdicts dependent within a task), so it is only as good as those
-assumptions and it
-omits the noise of a finite eval set (``n_sim`` is large). Read the
-bootstrap for "did it win on these data", the posterior for "would it win
-in expectation, given what we know about the cell".
+**Which interval to trust for what.** The task-clustered bootstrap measures
+the *sampling variability of the scored tasks* with the controllers fixed; it
+needs no model and respects whatever dependence the real patches have. The
+posterior interval measures *parameter uncertainty*: the range of expected Δ
+over worlds compatible with the calibration data; it is model-based (a
+recorded pool simulated as fresh draws from each task, critic verdicts
+dependent within a task) and omits the noise of a finite eval set. Read the
+bootstrap for "did it win on these data", the posterior for "would it win in
+expectation, given what we know about the cell".
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +58,7 @@ from bpc.constants import (
     BASELINE_POLICIES,
     CI_KIND,
     CI_PROB,
+    CROSSFIT_FOLDS,
     DEFAULT_SEED,
     DIM_BENCHMARK,
     DIM_GENERATOR,
@@ -90,6 +79,9 @@ __all__ = [
     "compare_cells",
     "posterior_policy_uncertainty",
     "CompareResult",
+    "PROTOCOL_POLICIES",
+    "EFFICIENCY_KS",
+    "default_targets",
     "compare",
 ]
 
@@ -283,8 +275,11 @@ def compare_cells(
         )
         if with_posterior_delta:
             post_cell = select_cell(post, b, g)
-            # the instance model's κ: the draws' own, else the cell's Laplace estimate
-            kappa = None if "kappa" in post_cell else instance_kappa(select_cell(laplace_params, b, g))[0]
+            if (
+                "kappa" not in post_cell
+            ):  # the instance model's κ: the draws' own, else the cell's Laplace one
+                kappa = instance_kappa(select_cell(laplace_params, b, g))[0]
+                post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], kappa))
             # and the critics' within-instance dependence, measured on the fit instances
             critic_kappa = critic_concentration(split.rows(rec, "fit"), critics)
             pdelta = posterior_delta(
@@ -298,7 +293,6 @@ def compare_cells(
                 prob=prob,
                 kind=kind,
                 seed=seed,
-                kappa=kappa,
                 n_eval=sub.n_instances,
                 critic_kappa=critic_kappa,
             )
@@ -402,18 +396,36 @@ class CompareResult:
     cells : list of (str, str)
         Replayed cells.
     table : pandas.DataFrame
-        :func:`compare_cells` output.
+        :func:`compare_cells` output: the single 75/25 split's Δ with the
+        posterior and predictive intervals (the posterior controllers'
+        view; the headline numbers are :attr:`protocol`).
     uncertainty : xarray.Dataset
         :func:`posterior_policy_uncertainty` output.
     first_actions : pandas.DataFrame
         :func:`bpc.decide.uncertainty.first_action_table` of ``uncertainty``.
     efficiency : pandas.DataFrame or None
-        Tidy data-efficiency table (:func:`bpc.experiments.efficiency.efficiency_experiment`),
-        with the convergence diagnostics of every hierarchical refit.
+        Leave-one-cell-out table (:func:`bpc.experiments.efficiency.loco_table`,
+        failed refits used and flagged): per (target cell, k, arm) the
+        held-out utility difference to Laplace with a task-clustered interval,
+        the converged / failed refits and the repeats.
     config : dict
         Run settings and where the posterior came from.
     posterior_diagnostics : dict
         Convergence of the posterior fitted here (empty otherwise).
+    protocol : pandas.DataFrame or None
+        :func:`bpc.experiments.protocol.delta_table` of the ``bpc`` profile
+        under repeated cross-fitting: Δ vs ``always_verify`` and vs the best
+        simple baseline (chosen on the training folds).
+    baselines : pandas.DataFrame or None
+        :func:`bpc.experiments.protocol.best_baselines`: the baseline chosen per (seed, fold, cell).
+    ablation : pandas.DataFrame or None
+        :func:`bpc.experiments.ablation.ablation_table`.
+    predicted : pandas.DataFrame or None
+        :func:`bpc.experiments.delta.predicted_vs_realised`.
+    coverage : pandas.DataFrame or None
+        :func:`bpc.experiments.delta.coverage_summary` by policy (distinct checks).
+    checks : pandas.DataFrame or None
+        :func:`bpc.experiments.delta.predictive_coverage`: one check per fold × cell × policy.
     files : list of pathlib.Path
         Files written (filled by :func:`bpc.report.compare.write_compare`; the report last).
     """
@@ -426,7 +438,53 @@ class CompareResult:
     efficiency: pd.DataFrame | None
     config: dict
     posterior_diagnostics: dict = field(default_factory=dict)
+    protocol: pd.DataFrame | None = None
+    baselines: pd.DataFrame | None = None
+    ablation: pd.DataFrame | None = None
+    predicted: pd.DataFrame | None = None
+    coverage: pd.DataFrame | None = None
+    checks: pd.DataFrame | None = None
     files: list[Path] = field(default_factory=list)
+
+
+PROTOCOL_POLICIES: tuple[str, ...] = (
+    "stop",
+    "verify_first",
+    "always_verify",
+    "best_of_3",
+    "fixed_pipeline",
+    "gate_syn",
+    "gate_test",
+    "gate_llm",
+    "self_refine",
+    "reflexion",
+    "bayesian_greedy",
+    "bayesian_dp",
+)
+"""Policies the protocol replays under the ``bpc`` profile (those a cell cannot run are skipped)."""
+
+EFFICIENCY_KS: tuple[int | None, ...] = (0, 3, 10, None)
+"""Calibration sizes of ``bpc compare``'s leave-one-cell-out table (``None`` = every training task)."""
+
+MAX_TARGETS = 8
+"""Above this many replayed cells, efficiency, ablation and predictive checks run on corpus-shaped ones."""
+
+
+def default_targets(cells: Sequence[Cell], *, quick: bool = False) -> list[Cell]:
+    """The target cells of the leave-one-cell-out experiment, the ablation and the predictive check.
+
+    Every replayed cell when there are at most :data:`MAX_TARGETS`; on a
+    larger panel the cells shaped like the real corpus'
+    (:data:`bpc.experiments.delta.CORPUS_SHAPED_CELLS`) that it has, else its
+    first :data:`MAX_TARGETS`. ``quick`` keeps the first two.
+    """
+    from bpc.experiments.delta import CORPUS_SHAPED_CELLS
+
+    cells = [(str(b), str(g)) for b, g in cells]
+    if len(cells) > MAX_TARGETS:
+        shaped = [c for c in cells if c in CORPUS_SHAPED_CELLS]
+        cells = shaped or cells[:MAX_TARGETS]
+    return cells[:2] if quick else cells
 
 
 def compare(
@@ -441,6 +499,15 @@ def compare(
     generators: Sequence[str] | None = None,
     scale: float | None = None,
     efficiency: bool = True,
+    hierarchical: bool = True,
+    ablation: bool = True,
+    predictive: bool = True,
+    targets: Sequence[Cell] | None = None,
+    ks: Sequence[int | None] = EFFICIENCY_KS,
+    hierarchical_ks: Sequence[int | None] | None = None,
+    repeats: int = 3,
+    refit_presets: Sequence[str] | None = None,
+    scheduler=None,
     progress: bool = True,
 ) -> CompareResult:
     """The whole comparison, computed (nothing is written; see :func:`bpc.report.compare.run_compare`).
@@ -458,7 +525,8 @@ def compare(
         by the Bayes-robust / Thompson controllers (default 200, quick 40).
     quick : bool
         Small everything (a first look, tests, the demo): the ``quick``
-        sampler preset, fewer draws, simulations and subsamples.
+        sampler preset, one cross-fitting seed, two efficiency targets,
+        fewer draws and simulations.
     seed : int
         Seed of the simulator, the sampler, Thompson and the simulations.
     costs : Costs, callable, str or None
@@ -469,7 +537,30 @@ def compare(
     scale : float, optional
         Simulator instance-count multiplier (default 1, quick 0.3).
     efficiency : bool
-        Run the data-efficiency experiment too.
+        Run the leave-one-cell-out data-efficiency experiment.
+    hierarchical : bool
+        Include its hierarchical arms (one MCMC refit per calibration).
+    ablation : bool
+        Run the ablation of the instance-aware gain (:mod:`bpc.experiments.ablation`).
+    predictive : bool
+        Run the predicted-vs-realised check (:func:`bpc.experiments.delta.predictive_coverage`).
+    targets : sequence of (str, str), optional
+        Target cells of the efficiency experiment, the ablation and the predictive check
+        (default :func:`default_targets`).
+    ks : sequence of int or None
+        Calibration sizes of the closed-form arms (Laplace, complete pooling).
+    hierarchical_ks : sequence of int or None, optional
+        Calibration sizes of the hierarchical arms (default ``ks`` without
+        ``None``: the full-data refit is the posterior of the whole cell).
+    repeats : int
+        Fold-assignment repeats of the efficiency experiment (the
+        hierarchical arms score the first fold of each).
+    refit_presets : sequence of str, optional
+        Sampler presets a hierarchical refit tries in turn until it converges
+        (default :data:`bpc.experiments.efficiency.REFIT_PRESETS`; quick ``("refit-quick",)``).
+    scheduler : str, LocalCluster, Client or None
+        Run the efficiency targets on a ``dask.distributed`` cluster
+        (:func:`bpc.experiments.cluster.map_pieces`); the numbers are those of one process.
     progress : bool
         Progress output on stderr.
 
@@ -477,8 +568,10 @@ def compare(
     -------
     CompareResult
     """
+    from bpc.constants import CROSSFIT_SEEDS
     from bpc.estimate.laplace import laplace
     from bpc.experiments.posterior import HierarchicalRefits, check_posterior_cells, fit_posterior
+    from bpc.experiments.protocol import replay_evaluator, run_protocol
     from bpc.experiments.sources import load_source, source_counts, source_split
     from bpc.progress import info, stage
 
@@ -486,6 +579,7 @@ def compare(
     scale = (0.3 if quick else 1.0) if scale is None else float(scale)
     cost_fn = cost_resolver(costs)
     preset = "quick" if quick else "default"
+    seeds = CROSSFIT_SEEDS[:1] if quick else CROSSFIT_SEEDS
 
     with stage(f"load {source}", enabled=progress):
         data = load_source(
@@ -498,48 +592,91 @@ def compare(
         f"{len(data.cells)} replayed cell(s): {', '.join(f'{b}/{g}' for b, g in data.cells)}",
         enabled=progress,
     )
-    # one compiled model for the posterior fit and every data-efficiency refit (same layout)
-    refits = HierarchicalRefits(counts, preset=preset, progress=progress)
+    chosen: list[Cell] = (
+        default_targets(data.cells, quick=quick)
+        if targets is None
+        else [(str(b), str(g)) for b, g in targets]
+    )
+    with stage(f"evaluation protocol ({len(seeds)} seed(s) × 5 folds, bpc profile)", enabled=progress):
+        pols = PROTOCOL_POLICIES
+        proto = run_protocol(
+            data.records,
+            replay_evaluator(cost_fn, profile="bpc", policies=pols),
+            seeds=seeds,
+            trajectories=data.trajectories,
+            base_counts=data.counts,
+        )
+    abl = None
+    if ablation:
+        from bpc.experiments.ablation import ablation_evaluator, ablation_table
+        from bpc.experiments.protocol import delta_table
+
+        with stage(f"ablation of the instance-aware gain ({len(chosen)} cell(s))", enabled=progress):
+            on_targets = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
+            res = run_protocol(
+                data.records[on_targets],
+                ablation_evaluator(cost_fn),
+                seeds=seeds,
+                trajectories=data.trajectories,
+                base_counts=data.counts,
+            )
+            refs = ("always_verify", "best_simple", "iid_dp")
+            abl = ablation_table(delta_table(res.utilities, references=refs), res.utilities)
+    pred = cov = checks = None
+    if predictive:
+        from bpc.experiments.delta import coverage_summary, predicted_vs_realised, predictive_coverage
+
+        with stage("predicted vs realised Δ", enabled=progress):
+            keep = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
+            checks = predictive_coverage(
+                data.records[keep],
+                costs=cost_fn,
+                policies=["bayesian_dp", "bayesian_greedy", "stop", "best_of_3", "gate_test"],
+                n_draws=20 if quick else 60,
+                n_per_draw=60 if quick else 200,
+                fold_seeds=(seeds[0],),
+                seed=seed,
+            )
+            pred = predicted_vs_realised(checks)
+            cov = coverage_summary(checks, by=("policy",))
+    # one compiled model for the posterior fit (the template spans every count set fitted later)
+    refits = HierarchicalRefits(data.counts, preset=preset, progress=progress)
     with stage("posterior", enabled=progress):
         post = fit_posterior(posterior, counts, preset=preset, seed=seed, refits=refits, progress=progress)
     check_posterior_cells(post.params, data.cells, posterior)
-    # The data-efficiency refits need only the split and the compiled model: they run on a worker
-    # thread while this one replays (the sampler releases the GIL, so its chains use the cores the
-    # single-threaded replay leaves idle). Seeds are explicit, so no result depends on the overlap.
-    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpc-efficiency")
-    eff_future = None
+    table, unc, first = _replay_stages(
+        data, lap, post.params, split, cost_fn, draws=draws, quick=quick, seed=seed, progress=progress
+    )
+    eff = None
     if efficiency:
-        from bpc.experiments.efficiency import efficiency_experiment
-
-        info("data efficiency started in the background", enabled=progress)
-        eff_future = background.submit(
-            efficiency_experiment,
-            data,
-            split=split,
-            quick=quick,
-            seed=seed,
-            costs=cost_fn,
-            posterior_fn=refits.with_preset("refit-quick" if quick else "refit", progress=False),
-            progress=progress,
-        )
-    try:
-        table, unc, first = _replay_stages(
-            data, lap, post.params, split, cost_fn, draws=draws, quick=quick, seed=seed, progress=progress
-        )
-        eff = None
-        if eff_future is not None:
-            with stage("data efficiency (rest)", enabled=progress):
-                eff = eff_future.result()
-    finally:
-        background.shutdown(wait=True, cancel_futures=True)
+        with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
+            eff = _efficiency(
+                data,
+                chosen,
+                cost_fn=costs,
+                ks=ks,
+                hierarchical_ks=hierarchical_ks,
+                repeats=repeats,
+                refits=refits if hierarchical else None,
+                refit_presets=refit_presets or (("refit-quick",) if quick else None),
+                seed=seed,
+                scheduler=scheduler,
+                progress=progress,
+            )
     config = {
         "source": data.label,
-        "posterior": post.description,
+        "posterior (policy uncertainty, single-split posterior Δ)": post.description,
         "sampler preset": preset,
         "draws (policy uncertainty, robust, thompson)": draws,
         "quick": quick,
         "seed": seed,
-        "split": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, seed {split.seed}",
+        "protocol": f"{CROSSFIT_FOLDS}-fold cross-fitting over tasks, seeds {', '.join(map(str, seeds))}, "
+        "bpc profile",
+        "efficiency targets": ", ".join(f"{b}/{g}" for b, g in chosen),
+        "efficiency repeats": repeats,
+        "scheduler": "this process" if scheduler is None else str(scheduler),
+        "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
+        f"seed {split.seed}",
         "credible interval": f"{CI_PROB:.0%} {CI_KIND}",
         "data choices": notes_digest(data.counts.attrs.get("notes", [])),
     }
@@ -552,4 +689,58 @@ def compare(
         efficiency=eff,
         config=config,
         posterior_diagnostics=dict(post.diagnostics),
+        protocol=proto.deltas,
+        baselines=proto.baselines,
+        ablation=abl,
+        predicted=pred,
+        coverage=cov,
+        checks=checks,
     )
+
+
+def _efficiency(
+    data: CompareData,
+    targets: Sequence[Cell],
+    *,
+    cost_fn: CostSpec,
+    ks: Sequence[int | None],
+    hierarchical_ks: Sequence[int | None] | None,
+    repeats: int,
+    refits,
+    refit_presets: Sequence[str] | None,
+    seed: int,
+    scheduler,
+    progress: bool,
+) -> pd.DataFrame:
+    """:func:`compare`'s leave-one-cell-out table (closed-form arms: every fold; hierarchical: the first)."""
+    from bpc.experiments.efficiency import (
+        REFIT_PRESETS,
+        complete_pooling_calibration,
+        hierarchical_arms,
+        laplace_calibration,
+        loco_efficiency,
+        loco_table,
+    )
+
+    def run(methods, ks_, **more) -> pd.DataFrame:
+        return loco_efficiency(
+            data.records,
+            methods=methods,
+            ks=ks_,
+            targets=targets,
+            repeats=repeats,
+            costs=cost_fn,
+            profile="bpc",
+            base_counts=data.counts,
+            seed=seed,
+            scheduler=scheduler,
+            progress=progress,
+            **more,
+        )
+
+    frames = [run({"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}, ks)]
+    if refits is not None:
+        hks = tuple(k for k in ks if k is not None) if hierarchical_ks is None else tuple(hierarchical_ks)
+        arms = hierarchical_arms(refits, costs=cost_fn, profile="bpc", presets=refit_presets or REFIT_PRESETS)
+        frames.append(run(arms, hks, max_folds=1, replay_failed=True))
+    return loco_table(pd.concat(frames, ignore_index=True), include_failed=True)

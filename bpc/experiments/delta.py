@@ -76,6 +76,7 @@ __all__ = [
     "COVERAGE_COLUMNS",
     "predictive_coverage",
     "coverage_summary",
+    "predicted_vs_realised",
     "CORPUS_SHAPED_CELLS",
 ]
 
@@ -234,7 +235,6 @@ def posterior_delta(
     kind: str = CI_KIND,
     seed: int = DEFAULT_SEED,
     chunk: int = 4000,
-    kappa=None,
     n_eval: int | None = None,
     critic_kappa=None,
     chain: bool = False,
@@ -267,9 +267,6 @@ def posterior_delta(
         Simulation seed.
     chunk : int
         Episodes replayed at once (memory bound; results do not depend on it).
-    kappa : array_like, optional
-        Instance concentration per draw (scalar or ``(n_draws,)``, after
-        thinning); default the draws' own ``kappa`` variable, else i.i.d. patches.
     n_eval : int, optional
         Number of observed eval instances: adds the posterior predictive
         interval ``pred_lo``/``pred_hi`` of the Δ observed on that many
@@ -288,14 +285,15 @@ def posterior_delta(
         Monte Carlo standard error of a single Δ_s), ``n_draws``,
         ``n_per_draw``; with ``n_eval`` also ``pred_lo``, ``pred_hi``.
     """
-    from bpc.decide.solve import instance_kappa, parameter_samples
+    from bpc.decide.solve import parameter_samples
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
-    arr = parameter_samples(thin, critics=critics, one_cell=True).as_dict()
+    samples = parameter_samples(thin, critics=critics, one_cell=True)
+    arr = samples.as_dict()
     S = arr["prior"].shape[0]
-    arr["kappa"] = instance_kappa(thin) if kappa is None else np.broadcast_to(np.asarray(kappa, float), (S,))
+    arr["kappa"] = samples.kappa  # the draws' own κ (``inf``, i.i.d. patches, where they carry none)
     pool = simulate_pool(arr, n_per_draw, critics=critics, seed=seed, critic_kappa=critic_kappa, chain=chain)
     names = [b for b in baselines if b not in REFINEMENT_POLICIES]
     if "always_verify" not in names:
@@ -731,6 +729,59 @@ def coverage_summary(
         )
     cols = [*keys, "n_checks", "n_distinct", "n_covered", "coverage", "ci_lo", "ci_hi", "n_clusters"]
     return pd.DataFrame(out, columns=cols)
+
+
+def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and policy: the predicted Δ (posterior-predictive mean) beside the realised held-out Δ.
+
+    Each fold of :func:`predictive_coverage` predicts the Δ its scored tasks
+    will show (mean and interval, from the training side only) and then
+    observes it; here the folds of a cell are pooled, each weighted by its
+    scored tasks.
+
+    Parameters
+    ----------
+    checks : pandas.DataFrame
+        :func:`predictive_coverage` output.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, policy, n_folds, n_tasks, predicted``
+        (task-weighted mean of the folds' predicted Δ), ``realised``
+        (task-weighted mean of the observed Δ), ``gap`` (realised −
+        predicted), ``n_covered`` (folds whose predictive interval held the
+        observed Δ), ``coverage``, ``pred_lo``/``pred_hi`` (task-weighted
+        means of the folds' interval ends).
+    """
+    w = checks["n_eval"].astype(np.float64)
+    frame = checks.assign(
+        _w=w,
+        _p=checks["post_mean"] * w,
+        _r=checks["delta"] * w,
+        _lo=checks["pred_lo"] * w,
+        _hi=checks["pred_hi"] * w,
+    )
+    g = frame.groupby(["benchmark", "generator", "policy"], sort=True)
+    out = g.agg(
+        n_folds=("covered", "size"),
+        n_tasks=("n_eval", "sum"),
+        _w=("_w", "sum"),
+        _p=("_p", "sum"),
+        _r=("_r", "sum"),
+        _lo=("_lo", "sum"),
+        _hi=("_hi", "sum"),
+        n_covered=("covered", "sum"),
+    ).reset_index()
+    out["predicted"] = out["_p"] / out["_w"]
+    out["realised"] = out["_r"] / out["_w"]
+    out["gap"] = out["realised"] - out["predicted"]
+    out["coverage"] = out["n_covered"] / out["n_folds"]
+    out["pred_lo"] = out["_lo"] / out["_w"]
+    out["pred_hi"] = out["_hi"] / out["_w"]
+    out["n_covered"] = out["n_covered"].astype(np.int64)
+    cols = ["benchmark", "generator", "policy", "n_folds", "n_tasks", "predicted", "pred_lo", "pred_hi"]
+    return out[[*cols, "realised", "gap", "n_covered", "coverage"]]
 
 
 CORPUS_SHAPED_CELLS: tuple[tuple[str, str], ...] = (

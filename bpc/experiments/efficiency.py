@@ -81,6 +81,10 @@ __all__ = [
     "posterior_mean_calibration",
     "retrying",
     "loco_counts",
+    "HIERARCHICAL_ARMS",
+    "EFFICIENCY_ARMS",
+    "REFIT_PRESETS",
+    "hierarchical_arms",
     "loco_efficiency",
     "loco_table",
     "EFFICIENCY_K",
@@ -576,6 +580,153 @@ def loco_counts(
     return counts
 
 
+HIERARCHICAL_ARMS: tuple[str, ...] = ("posterior_mean_dp", "bayes_robust", "thompson")
+"""The arms calibrated on one hierarchical refit: plug-in at the posterior mean, Bayes-robust, Thompson."""
+
+EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", *HIERARCHICAL_ARMS)
+"""Every arm of ``bpc compare``'s leave-one-cell-out table, in report order (``laplace`` the reference)."""
+
+REFIT_PRESETS: tuple[str, ...] = ("refit", "quick")
+"""Sampler presets a hierarchical refit tries in turn until one passes its convergence check."""
+
+
+class _SharedRefit:
+    """One hierarchical refit per calibration, shared by the arms that read it.
+
+    :func:`loco_efficiency` calls every method with the same ``counts`` object
+    for one calibration; the first arm fits (trying ``presets`` in turn until
+    one converges), the others reuse the result.
+    """
+
+    def __init__(self, refits, presets: Sequence[str]) -> None:
+        if not presets:
+            raise ValueError("hierarchical_arms: give at least one sampler preset")
+        self.refits = refits
+        self.presets = tuple(presets)
+        self._last: tuple | None = None
+
+    def fit(self, counts: xr.Dataset, seed: int):
+        """The refit, trying each preset until one converges: ``(Posterior, attempts)``."""
+        post = None
+        attempts = 0
+        for preset in self.presets:
+            attempts += 1
+            post = self.refits.with_preset(preset).fit(counts, seed=seed)
+            if bool(post.diagnostics.get("converged", True)):
+                break
+        assert post is not None  # presets is not empty
+        return post, attempts
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_last": None}
+
+    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int):
+        last = self._last
+        if last is not None and last[0] is counts and last[1] == (cell, seed):
+            return last[2]
+        out = self.fit(counts, seed)
+        self._last = (counts, (cell, seed), out)
+        return out
+
+
+def hierarchical_arms(
+    refits,
+    *,
+    costs: CostSpec = None,
+    profile: str | Profile = "bpc",
+    presets: Sequence[str] = REFIT_PRESETS,
+    draws: int = 50,
+    max_patches: int | None = None,
+) -> dict[str, CalibrationFit]:
+    """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one refit.
+
+    Each calibration refits the hierarchical model once
+    (:class:`bpc.experiments.posterior.HierarchicalRefits`, compiled once on
+    a template spanning every calibration — the source's complete counts),
+    trying the sampler ``presets`` in turn until one passes its convergence
+    check; every arm reports that fit's ``converged`` and ``attempts``. The
+    arms replay the profile's ``bayesian_dp``:
+
+    ``posterior_mean_dp``
+        Plug-in at the posterior mean (:func:`bpc.experiments.posterior.posterior_mean_params`).
+    ``bayes_robust``
+        The argmax of the posterior-expected Q over ``draws`` evenly thinned draws.
+    ``thompson``
+        One of those draws per episode (seeded by the calibration's seed).
+
+    Parameters
+    ----------
+    refits : HierarchicalRefits
+        The compiled model (its own preset is not used: ``presets`` are).
+    costs : Costs, callable, str or None
+        Any cost specification of :func:`bpc.costs.cost_resolver`.
+    profile : str or Profile
+        Replay profile whose belief and switches the controllers use.
+    presets : sequence of str
+        Sampler presets tried in order (:data:`REFIT_PRESETS`).
+    draws : int
+        Draws the Bayes-robust and Thompson controllers reason with.
+    max_patches : int, optional
+        Patch budget of the planners (default :data:`~bpc.constants.POOL_SIZE`).
+
+    Returns
+    -------
+    dict
+        Arm name → :data:`CalibrationFit`.
+    """
+    from bpc.constants import POOL_SIZE
+
+    shared = _SharedRefit(refits, presets)
+    budget = int(max_patches or POOL_SIZE)
+    return {
+        arm: _HierarchicalArm(arm, shared, costs=costs, profile=profile, draws=int(draws), max_patches=budget)
+        for arm in HIERARCHICAL_ARMS
+    }
+
+
+class _HierarchicalArm:
+    """One arm of :func:`hierarchical_arms` (a picklable :data:`CalibrationFit`)."""
+
+    def __init__(self, arm: str, shared: _SharedRefit, *, costs, profile, draws: int, max_patches: int):
+        self.arm, self.shared, self.costs, self.profile = arm, shared, costs, profile
+        self.draws, self.max_patches = draws, max_patches
+
+    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
+        from bpc.experiments.posterior import posterior_mean_params
+
+        post, attempts = self.shared(counts, cell, seed)
+        diag = dict(post.diagnostics)
+        converged = bool(diag.get("converged", True))
+        if self.arm == "posterior_mean_dp":
+            return Calibration(
+                params=posterior_mean_params(post.params),
+                converged=converged,
+                attempts=attempts,
+                diagnostics=diag,
+            )
+        from bpc.costs import cost_resolver
+        from bpc.decide.factory import make_controller
+        from bpc.replay.profiles import get_profile
+        from bpc.schema import select_cell, thin_draws
+
+        prof = get_profile(self.profile)
+        draws = thin_draws(select_cell(post.params, *cell), self.draws)
+        ctrl = make_controller(
+            draws,
+            cost_resolver(self.costs)(cell[0]),
+            policy="bayesian_dp",
+            belief=prof.belief,
+            mode=self.arm,
+            switches=prof.switches,
+            max_patches=self.max_patches,
+            seed=int(seed),
+            name="bayesian_dp",
+        )
+        return Calibration(
+            controllers={"bayesian_dp": ctrl}, converged=converged, attempts=attempts, diagnostics=diag
+        )
+
+
 def loco_efficiency(
     records: pd.DataFrame,
     *,
@@ -590,6 +741,8 @@ def loco_efficiency(
     policies: Sequence[str] = ("bayesian_dp",),
     base_counts: xr.Dataset | None = None,
     seed: int = DEFAULT_SEED,
+    replay_failed: bool = False,
+    scheduler=None,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Held-out utilities of each method's controllers, per target cell and calibration size k.
@@ -600,9 +753,8 @@ def loco_efficiency(
         Per-patch records of the replayed cells.
     methods : mapping, optional
         Name → :data:`CalibrationFit` (default ``laplace`` and
-        ``complete_pooling``; add e.g. ``posterior_mean_calibration`` of a
-        hierarchical refit wrapped in :func:`retrying`). ``laplace`` is the
-        reference of :func:`loco_table`.
+        ``complete_pooling``; add e.g. :func:`hierarchical_arms`).
+        ``laplace`` is the reference of :func:`loco_table`.
     targets : sequence of (str, str), optional
         Target cells (default every cell of ``records``).
     ks : sequence of int or None
@@ -622,6 +774,15 @@ def loco_efficiency(
         The source's counts of every cell (:func:`loco_counts`).
     seed : int
         Root seed (folds, calibration subsamples, fits).
+    replay_failed : bool
+        Also replay a calibration that failed its convergence check (its
+        rows keep ``converged = False``, so :func:`loco_table` can exclude
+        them, or use them with a flag). Default: its rows have no utility.
+    scheduler : str, LocalCluster, Client or None
+        Run the targets on a ``dask.distributed`` cluster
+        (:func:`bpc.experiments.cluster.map_pieces`: the records and methods
+        scattered once, one task per target); ``None`` runs here. Every
+        target's seeds are fixed by its position, so the rows are identical.
     progress : bool
         Progress lines.
 
@@ -631,8 +792,51 @@ def loco_efficiency(
         ``benchmark, generator`` (the target), ``k`` (requested; ``-1`` =
         all), ``k_used``, ``repeat``, ``fold``, ``method``, ``instance_id``,
         ``policy``, ``utility``, ``converged``, ``attempts``; a calibration
-        that did not converge contributes rows with ``utility`` ``NaN``.
+        that did not converge contributes rows with ``utility`` ``NaN``
+        (unless ``replay_failed``).
     """
+    from bpc.experiments.cluster import map_pieces
+
+    methods = dict(
+        methods or {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
+    )
+    cells = [
+        (str(b), str(g)) for b, g in records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()
+    ]
+    targets = cells if targets is None else [(str(b), str(g)) for b, g in targets]
+    for b, g in targets:
+        if (b, g) not in cells:
+            raise ValueError(f"loco_efficiency: no records for target cell ({b}, {g})")
+    settings = dict(
+        ks=tuple(ks),
+        repeats=int(repeats),
+        n_folds=int(n_folds),
+        max_folds=max_folds,
+        costs=costs,
+        profile=profile,
+        policies=tuple(policies),
+        seed=int(seed),
+        replay_failed=bool(replay_failed),
+        progress=bool(progress) and scheduler is None,
+    )
+    parts = map_pieces(
+        _loco_target,
+        list(enumerate(targets)),
+        scheduler=scheduler,
+        shared={"records": records, "methods": methods, "base_counts": base_counts, "settings": settings},
+    )
+    return pd.DataFrame([row for part in parts for row in part])
+
+
+def _loco_target(
+    item: tuple[int, Cell],
+    *,
+    records: pd.DataFrame,
+    methods: Mapping[str, CalibrationFit],
+    base_counts: xr.Dataset | None,
+    settings: Mapping[str, object],
+) -> list[dict]:
+    """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets)."""
     from bpc.costs import cost_resolver
     from bpc.data.splits import task_folds
     from bpc.experiments.protocol import engine_controllers
@@ -641,76 +845,71 @@ def loco_efficiency(
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
-    prof = get_profile(profile)
-    methods = dict(
-        methods or {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
-    )
-    cost_for = cost_resolver(costs)
-    cells = [
-        (str(b), str(g)) for b, g in records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()
-    ]
-    targets = cells if targets is None else [(str(b), str(g)) for b, g in targets]
+    t_idx, (b, g) = item
+    s = dict(settings)
+    seed, n_folds, max_folds = int(s["seed"]), int(s["n_folds"]), s["max_folds"]  # type: ignore[arg-type]
+    prof = get_profile(s["profile"])  # type: ignore[arg-type]
+    progress = bool(s["progress"])
+    cell_rec = select_cell(records, b, g)
+    seeds = [seed + r for r in range(int(s["repeats"]))]  # type: ignore[arg-type]
+    folds = task_folds(cell_rec, n_folds=n_folds, seeds=seeds)
+    pool_all = cell_pool(cell_rec, prof)
+    c = cost_resolver(s["costs"])(b)  # type: ignore[arg-type]
+    n_scored = n_folds if max_folds is None else min(int(max_folds), n_folds)  # type: ignore[arg-type]
     rows = []
-    for t_idx, (b, g) in enumerate(targets):
-        cell_rec = select_cell(records, b, g)
-        if cell_rec.empty:
-            raise ValueError(f"loco_efficiency: no records for target cell ({b}, {g})")
-        seeds = [int(seed) + r for r in range(int(repeats))]
-        folds = task_folds(cell_rec, n_folds=n_folds, seeds=seeds)
-        pool_all = cell_pool(cell_rec, prof)
-        c = cost_for(b)
-        for r, fs in enumerate(seeds):
-            this = folds[folds["seed"] == fs]
-            for j in range(int(n_folds) if max_folds is None else min(int(max_folds), int(n_folds))):
-                scored = this.loc[this["fold"] == j, "instance_id"].to_numpy(dtype=str)
-                train = np.sort(this.loc[this["fold"] != j, "instance_id"].to_numpy(dtype=str))
-                order = train[np.random.default_rng([int(seed), r, j, t_idx]).permutation(train.shape[0])]
-                pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
-                for k in ks:
-                    k_used = train.shape[0] if k is None else min(int(k), train.shape[0])
-                    counts = loco_counts(records, (b, g), order[:k_used], base=base_counts)
-                    info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
-                    for name, fit in methods.items():
-                        cal = fit(counts, (b, g), int(seed) + 1000 * r + j)
-                        base = dict(
-                            benchmark=b,
-                            generator=g,
-                            k=-1 if k is None else int(k),
-                            k_used=k_used,
-                            repeat=r,
-                            fold=j,
-                            method=name,
-                            converged=cal.converged,
-                            attempts=cal.attempts,
-                        )
-                        if not cal.converged:
-                            rows.append({**base, "instance_id": "", "policy": "", "utility": np.nan})
-                            continue
-                        ctrls = dict(cal.controllers or {})
-                        if cal.params is not None:
-                            ctrls.update(
-                                engine_controllers(
-                                    select_cell(cal.params, b, g),
-                                    c,
-                                    profile=prof,
-                                    policies=policies,
-                                    max_patches=max(int(pool_all.n_patches.max()), 1),
-                                )
+    for r, fs in enumerate(seeds):
+        this = folds[folds["seed"] == fs]
+        for j in range(n_scored):
+            scored = this.loc[this["fold"] == j, "instance_id"].to_numpy(dtype=str)
+            train = np.sort(this.loc[this["fold"] != j, "instance_id"].to_numpy(dtype=str))
+            order = train[np.random.default_rng([seed, r, j, t_idx]).permutation(train.shape[0])]
+            pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
+            for k in s["ks"]:  # type: ignore[attr-defined]
+                k_used = train.shape[0] if k is None else min(int(k), train.shape[0])
+                counts = loco_counts(records, (b, g), order[:k_used], base=base_counts)
+                info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
+                for name, fit in methods.items():
+                    cal = fit(counts, (b, g), seed + 1000 * r + j)
+                    base = dict(
+                        benchmark=b,
+                        generator=g,
+                        k=-1 if k is None else int(k),
+                        k_used=k_used,
+                        repeat=r,
+                        fold=j,
+                        method=name,
+                        converged=cal.converged,
+                        attempts=cal.attempts,
+                    )
+                    if not cal.converged and not s["replay_failed"]:
+                        rows.append({**base, "instance_id": "", "policy": "", "utility": np.nan})
+                        continue
+                    ctrls = dict(cal.controllers or {})
+                    if cal.params is not None:
+                        ctrls.update(
+                            engine_controllers(
+                                select_cell(cal.params, b, g),
+                                c,
+                                profile=prof,
+                                policies=s["policies"],  # type: ignore[arg-type]
+                                max_patches=max(int(pool_all.n_patches.max()), 1),
                             )
-                        res = replay_pool(pool, ctrls, c, profile=prof)
-                        for p in res["policy"].values.tolist():
-                            u = res["utility"].sel(policy=p).values
-                            for iid, val in zip(res["instance"].values.tolist(), u.tolist(), strict=True):
-                                rows.append(
-                                    {**base, "instance_id": str(iid), "policy": str(p), "utility": float(val)}
-                                )
-    return pd.DataFrame(rows)
+                        )
+                    res = replay_pool(pool, ctrls, c, profile=prof)
+                    for p in res["policy"].values.tolist():
+                        u = res["utility"].sel(policy=p).values
+                        for iid, val in zip(res["instance"].values.tolist(), u.tolist(), strict=True):
+                            rows.append(
+                                {**base, "instance_id": str(iid), "policy": str(p), "utility": float(val)}
+                            )
+    return rows
 
 
 def loco_table(
     utilities: pd.DataFrame,
     *,
     reference: str = "laplace",
+    include_failed: bool = False,
     B: int = 1000,
     seed: int = DEFAULT_SEED,
     prob: float | None = None,
@@ -718,29 +917,49 @@ def loco_table(
     """Per (target, k, method, policy): held-out utility difference to the reference method.
 
     A task's difference is averaged over the repeats that scored it (and
-    converged for both methods) before the task-clustered bootstrap
-    (:func:`bpc.replay.bootstrap.task_bootstrap`, tasks resampled per
-    benchmark jointly across targets, ks and methods).
+    converged for both methods, unless ``include_failed``) before the
+    task-clustered bootstrap (:func:`bpc.replay.bootstrap.task_bootstrap`,
+    tasks resampled per benchmark jointly across targets, ks and methods).
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        :func:`loco_efficiency` output.
+    reference : str
+        The reference method.
+    include_failed : bool
+        Use calibrations that failed their convergence check (replayed with
+        ``replay_failed=True``); every row built from one says so in
+        ``failed_used`` (their number) and ``flag``.
+    B, seed, prob
+        Bootstrap resamples, seed and interval probability (default
+        :data:`~bpc.constants.CI_PROB`).
 
     Returns
     -------
     pandas.DataFrame
         ``benchmark, generator, k, method, policy, reference, diff, ci_lo,
         ci_hi, n_tasks, mean_utility, n_repeats, n_calibrations,
-        n_converged, n_excluded``; a method whose calibrations all failed
-        keeps its row, with ``NaN`` numbers and its counts.
+        n_converged, n_excluded, failed_used, flag``; a method whose
+        calibrations all failed (and were excluded) keeps its row, with
+        ``NaN`` numbers and its counts.
     """
     from bpc.constants import CI_PROB
     from bpc.replay.bootstrap import task_bootstrap
 
     prob = CI_PROB if prob is None else prob
-    cal_keys = ["benchmark", "generator", "k", "method", "repeat", "fold"]
+    cell_k_m = ["benchmark", "generator", "k", "method"]
+    cal_keys = [*cell_k_m, "repeat", "fold"]
     cals = utilities.drop_duplicates(cal_keys)
-    conv = cals.groupby(["benchmark", "generator", "k", "method"]).agg(
-        n_calibrations=("converged", "size"), n_converged=("converged", "sum")
-    )
-    conv["n_excluded"] = conv["n_calibrations"] - conv["n_converged"]
-    ok = utilities[utilities["converged"].astype(bool) & (utilities["policy"] != "")]
+    used = utilities["policy"] != ""
+    if not include_failed:
+        used &= utilities["converged"].astype(bool)
+    ok = utilities[used]
+    used_cals = ok.drop_duplicates(cal_keys)
+    conv = cals.groupby(cell_k_m).agg(n_calibrations=("converged", "size"), n_converged=("converged", "sum"))
+    failed = (~used_cals["converged"].astype(bool)).groupby([used_cals[c] for c in cell_k_m]).sum()
+    conv["failed_used"] = failed.reindex(conv.index, fill_value=0).astype(np.int64)
+    conv["n_excluded"] = conv["n_calibrations"] - conv["n_converged"] - conv["failed_used"]
     keys = ["benchmark", "generator", "k", "repeat", "fold", "instance_id", "policy"]
     wide = ok.pivot_table(index=keys, columns="method", values="utility")
     if reference not in wide.columns:
@@ -761,7 +980,11 @@ def loco_table(
         per_task.groupby(groups).agg(mean_utility=("u", "mean"), n_repeats=("n_repeats", "max")).reset_index()
     )
     out = boot.rename(columns={"estimate": "diff"}).merge(extra, on=groups)
-    out = out.merge(conv.reset_index(), on=["benchmark", "generator", "k", "method"], how="outer")
+    out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
     out = out.sort_values(["benchmark", "generator", "k", "method"], ignore_index=True)
     out.insert(5, "reference", reference)
+    out["failed_used"] = out["failed_used"].fillna(0).astype(np.int64)
+    out["flag"] = np.where(
+        out["failed_used"] > 0, out["failed_used"].map(lambda n: f"built from {n} failed refit(s)"), ""
+    )
     return out

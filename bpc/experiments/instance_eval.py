@@ -439,8 +439,11 @@ def kfold_predictive_coverage(
             pols = list(BASELINE_POLICIES)
             res = replay_pool(sub, {**{p: p for p in pols}, **ctrls}, c, profile="paper")
             observed = summarize(res)["delta"].to_series().to_dict()
+            # the rates' draws carry the cell's Laplace κ (the conjugate model has none of its own)
+            post_cell = select_cell(post, b, g)
+            post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], instance_kappa(lap_cell)[0]))
             pdelta = posterior_delta(
-                select_cell(post, b, g),
+                post_cell,
                 ctrls,
                 c,
                 baselines=pols,
@@ -449,7 +452,6 @@ def kfold_predictive_coverage(
                 prob=prob,
                 kind=kind,
                 seed=seed + j,
-                kappa=instance_kappa(lap_cell)[0],
                 n_eval=sub.n_instances,
                 critic_kappa=critic_concentration(fold.rows(rec, "fit")),
             )

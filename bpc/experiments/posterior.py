@@ -214,6 +214,12 @@ class HierarchicalRefits:
         """``posterior_fn`` protocol: the draws, diagnostics in ``attrs``."""
         return self.fit(counts, seed=seed).params
 
+    def __getstate__(self) -> dict:
+        """Pickled without the compiled model (a worker process compiles its own on first use)."""
+        state = dict(self.__dict__)
+        state["_refitter"] = None
+        return state
+
 
 def fit_posterior(
     posterior: str | Path | None,
@@ -280,10 +286,17 @@ def fit_posterior(
 
 
 def posterior_mean_params(post: xr.Dataset) -> xr.Dataset:
-    """Posterior mean of every rate (``gap`` recomputed as tpr − fpr), no sample dims."""
+    """Posterior mean of every rate (``gap`` recomputed as tpr − fpr), no sample dims.
+
+    The instance concentration ``kappa``, where the draws carry it, is
+    averaged on the log scale (its posterior is right-skewed: a few draws
+    near independence would otherwise dominate the arithmetic mean).
+    """
     sd = sample_dims(post)
     mean = post[["prior", "tpr", "fpr", "p_fix", "p_break"]].mean(sd)
     mean["gap"] = mean["tpr"] - mean["fpr"]
+    if "kappa" in post:
+        mean["kappa"] = np.exp(xr.apply_ufunc(np.log, post["kappa"]).mean(sd))
     return validate_params(mean)
 
 

@@ -13,35 +13,26 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB, DEFAULT_SEED, RHAT_MAX
+from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB, DEFAULT_SEED
 from bpc.costs import CostSpec
 from bpc.experiments.compare import CONTROLLERS, CompareResult, compare
-from bpc.experiments.efficiency import efficiency_summary
-from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
 
 __all__ = [
     "HEADLINE_POLICIES",
-    "delta_wide",
+    "protocol_headline",
+    "efficiency_view",
     "delta_intervals_table",
     "agreement_text",
     "efficiency_paragraph",
-    "refit_diagnostics",
     "write_compare",
     "run_compare",
 ]
 
 HEADLINE_POLICIES: tuple[str, ...] = ("best_of_3", "gate_test", "gate_llm", *CONTROLLERS)
 """Policies shown in the report's interval table and figure (beside ``always_verify``)."""
-
-
-def delta_wide(table: pd.DataFrame, policies: Sequence[str]) -> pd.DataFrame:
-    """Held-out Δ, one row per cell and one column per policy (in the given order)."""
-    sub = table[table["policy"].isin(list(policies))]
-    wide = sub.pivot_table(index=["benchmark", "generator"], columns="policy", values="delta", sort=False)
-    wide = wide[[p for p in policies if p in wide.columns]]
-    return wide.reset_index()
 
 
 def delta_intervals_table(table: pd.DataFrame, policies: Sequence[str]) -> pd.DataFrame:
@@ -131,97 +122,145 @@ def agreement_text(table: pd.DataFrame) -> str:
     return text
 
 
-def refit_diagnostics(eff: pd.DataFrame) -> pd.DataFrame:
-    """One row per hierarchical refit of the data-efficiency table: k, subsample and its diagnostics.
+def efficiency_view(eff: pd.DataFrame, ks: Sequence[int] = (0, 3, 10, -1)) -> pd.DataFrame:
+    """The leave-one-cell-out table for reading: per target, k and arm, the gain over Laplace.
 
     Parameters
     ----------
     eff : pandas.DataFrame
-        :func:`bpc.experiments.efficiency.efficiency_experiment` output.
+        :func:`bpc.experiments.efficiency.loco_table` output.
+    ks : sequence of int
+        Calibration sizes shown (``-1`` = all).
 
     Returns
     -------
     pandas.DataFrame
-        ``source``, ``k``, ``rep`` and :data:`bpc.experiments.posterior.DIAGNOSTIC_COLUMNS`;
-        empty when no refit ran MCMC.
+        ``target, k, arm, vs_laplace, ci_lo, ci_hi, n_tasks, repeats, refits`` (converged / all)
+        and ``flag``.
     """
-    cols = [c for c in DIAGNOSTIC_COLUMNS if c in eff.columns]
-    if "max_rhat" not in cols:
-        return pd.DataFrame(columns=["source", "k", "rep", *DIAGNOSTIC_COLUMNS])
-    rows = eff[eff["max_rhat"].notna()].drop_duplicates(["source", "k_label", "rep"])
-    out = rows[["source", "k_label", "rep", *cols]].rename(columns={"k_label": "k"})
-    kinds = {"divergences": "Int64", "converged": "boolean"}
-    return out.astype({c: t for c, t in kinds.items() if c in out.columns}).reset_index(drop=True)
+    t = eff[(eff["method"] != "laplace") & eff["k"].isin(list(ks))].copy()
+    t["target"] = t["benchmark"] + "/" + t["generator"]
+    t["k"] = ["all" if k < 0 else str(k) for k in t["k"].to_numpy(dtype=np.int64).tolist()]
+    conv = t["n_converged"].to_numpy(dtype=np.int64)
+    n_all = t["n_calibrations"].to_numpy(dtype=np.int64)
+    arms = t["method"].astype(str).tolist()
+    t["refits"] = [
+        "—" if m == "complete_pooling" else f"{c}/{n}" for c, n, m in zip(conv, n_all, arms, strict=True)
+    ]
+    out = t.rename(columns={"method": "arm", "diff": "vs_laplace", "n_repeats": "repeats"})
+    return out[
+        ["target", "k", "arm", "vs_laplace", "ci_lo", "ci_hi", "n_tasks", "repeats", "refits", "flag"]
+    ].reset_index(drop=True)
 
 
-def efficiency_paragraph(eff: pd.DataFrame, *, tol: float = 0.5) -> str:
-    """One paragraph stating, with numbers, whether pooling paid in this experiment.
+def efficiency_paragraph(eff: pd.DataFrame) -> str:
+    """One paragraph stating, with numbers, where pooling paid in the leave-one-cell-out experiment.
 
-    For every source and k it compares the cell-averaged held-out Δ of the
-    hierarchical plug-in (and robust controller, if run) with Laplace, as a
-    mean over subsamples and the share of subsamples in which the
-    hierarchical controller did at least as well, and states how the
-    hierarchical refits converged.
+    For every arm and k: in how many targets its task-clustered interval of
+    the gain over Laplace lies above zero (wins), below zero (loses) or
+    covers zero (ties), and how its refits converged.
 
     Parameters
     ----------
     eff : pandas.DataFrame
-        :func:`bpc.experiments.efficiency.efficiency_experiment` output.
-    tol : float
-        Differences of at most ``tol`` utility units are called "no material difference".
+        :func:`bpc.experiments.efficiency.loco_table` output.
 
     Returns
     -------
     str
         Markdown text.
     """
-    summ = efficiency_summary(eff)
+    t = eff[(eff["method"] != "laplace") & eff["diff"].notna()]
+    if t.empty:
+        return "No arm besides Laplace has a number (every calibration failed or was excluded)."
     parts = []
-    for src, s in summ.groupby("source", sort=False):
-        lap = s[s["method"] == "laplace_dp"].set_index(["k", "rep"])["delta"]
-        sentences = []
-        for m in ("hierarchical_mean_dp", "hierarchical_robust"):
-            h = s[s["method"] == m].set_index(["k", "rep"])["delta"]
-            if h.empty or lap.empty:
-                continue
-            diff = (h - lap).dropna()
-            by_k = diff.groupby(level="k").agg(["mean", "count"])
-            wins = (diff >= 0).groupby(level="k").mean()
-            labels = s.drop_duplicates("k").set_index("k")["k_label"]
-            items = [
-                f"k={labels[k]}: {mean:+.2f} ({wins[k]:.0%} of {int(count)} subsample(s) ≥ Laplace)"
-                for k, mean, count in zip(by_k.index, by_k["mean"], by_k["count"], strict=True)
-            ]
-            small = by_k.index.min()
-            d_small = float(by_k["mean"].astype(float)[small])
-            if d_small > tol:
-                verdict = "pooling paid at the smallest calibration size"
-            elif d_small < -tol:
-                verdict = "pooling hurt at the smallest calibration size"
-            else:
-                verdict = f"no material difference (|Δ| ≤ {tol:g}) at the smallest calibration size"
-            sentences.append(
-                f"`{m}` − `laplace_dp` (cell-averaged held-out Δ): " + "; ".join(items) + f" — {verdict}."
+    for arm, sub in t.groupby("method", sort=False):
+        items = []
+        for k, s in sub.groupby("k", sort=True):
+            win, lose = int((s["ci_lo"] > 0).sum()), int((s["ci_hi"] < 0).sum())
+            k_int = int(str(k))
+            label = "all" if k_int < 0 else str(k_int)
+            items.append(
+                f"k={label}: mean {s['diff'].mean():+.2f}, wins {win}, ties {len(s) - win - lose}, "
+                f"loses {lose} of {len(s)}"
             )
-        lap_k = s[s["method"] == "laplace_dp"].groupby("k_label", sort=False)["delta"].mean()
-        lap_txt = ", ".join(f"k={k}: {v:+.2f}" for k, v in lap_k.items())
         conv = ""
-        diag = refit_diagnostics(eff[eff["source"] == src])
-        if len(diag):
-            failed = int((~diag["converged"].astype(bool)).sum()) if "converged" in diag else 0
-            conv = (
-                f" Hierarchical refits ({len(diag)}): max R-hat {diag['max_rhat'].max():.3f}, "
-                f"min bulk ESS {diag['min_ess_bulk'].min():.0f}"
-                + (f", min tail ESS {diag['min_ess_tail'].min():.0f}" if "min_ess_tail" in diag else "")
-                + (f", {int(diag['divergences'].sum())} divergences" if "divergences" in diag else "")
-                + (
-                    f"; {failed} failed the convergence thresholds (treat as indicative)."
-                    if failed or diag["max_rhat"].max() > RHAT_MAX
-                    else "."
-                )
-            )
-        parts.append(f"**{src}.** Laplace DP Δ by k ({lap_txt}). " + " ".join(sentences) + conv)
-    return "\n\n".join(parts)
+        if arm not in ("complete_pooling",):
+            n_conv, n_all = int(sub["n_converged"].sum()), int(sub["n_calibrations"].sum())
+            conv = f" Refits converged: {n_conv} of {n_all}"
+            if int(sub["failed_used"].sum()):
+                conv += f"; the other {int(sub['failed_used'].sum())} were used and their rows are flagged"
+            conv += "."
+        parts.append(f"`{arm}` − `laplace` (held-out utility per task): " + "; ".join(items) + "." + conv)
+    return (
+        f"Wins, ties and losses are by the {CI_PROB:.0%} task-clustered interval of the difference to "
+        "Laplace (the target cell calibrated on its k training tasks, every other cell complete). "
+        + " ".join(parts)
+    )
+
+
+def protocol_headline(
+    deltas: pd.DataFrame,
+    baselines: pd.DataFrame | None = None,
+    *,
+    policies: Sequence[str] = ("bayesian_dp", "bayesian_greedy"),
+) -> pd.DataFrame:
+    """Per cell and controller: Δ vs ``always_verify`` beside Δ vs the best simple baseline.
+
+    Parameters
+    ----------
+    deltas : pandas.DataFrame
+        :func:`bpc.experiments.protocol.delta_table` output.
+    baselines : pandas.DataFrame, optional
+        :func:`bpc.experiments.protocol.best_baselines` (the choice most
+        often made over the folds is named).
+    policies : sequence of str
+        Controllers shown.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, policy, vs_always_verify, av_lo, av_hi,
+        vs_best_simple, bs_lo, bs_hi, n_tasks, n_seeds`` and ``best_simple``
+        (the baseline chosen most often, with its share of the folds).
+    """
+    keys = ["benchmark", "generator", "policy"]
+    d = deltas[deltas["policy"].isin(list(policies))]
+    av = d[d["reference"] == "always_verify"].rename(
+        columns={"delta": "vs_always_verify", "ci_lo": "av_lo", "ci_hi": "av_hi"}
+    )
+    bs = d[d["reference"] == "best_simple"].rename(
+        columns={"delta": "vs_best_simple", "ci_lo": "bs_lo", "ci_hi": "bs_hi"}
+    )
+    out = av[[*keys, "vs_always_verify", "av_lo", "av_hi", "n_tasks", "n_seeds"]].merge(
+        bs[[*keys, "vs_best_simple", "bs_lo", "bs_hi"]], on=keys, how="outer"
+    )
+    out = out[
+        [
+            *keys,
+            "vs_always_verify",
+            "av_lo",
+            "av_hi",
+            "vs_best_simple",
+            "bs_lo",
+            "bs_hi",
+            "n_tasks",
+            "n_seeds",
+        ]
+    ]
+    if baselines is not None and len(baselines):
+        share = baselines.groupby(["benchmark", "generator"])["baseline"].agg(
+            lambda s: f"{s.value_counts().index[0]} ({s.value_counts().iloc[0]}/{len(s)} folds)"
+        )
+        out = out.merge(share.rename("best_simple").reset_index(), on=["benchmark", "generator"], how="left")
+    return out.reset_index(drop=True)
+
+
+def _figures(rep, files: Sequence[Path], caption: str) -> None:
+    """Embed every page a plot function wrote, the page number in the caption."""
+    files = [f for f in files if f.suffix == ".png"]
+    for i, f in enumerate(files, 1):
+        rep.figure(f, caption + (f" (page {i} of {len(files)})" if len(files) > 1 else ""))
 
 
 def write_compare(result: CompareResult, out: str | Path, *, progress: bool = False) -> CompareResult:
@@ -248,124 +287,153 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
     from bpc.report.plots.posterior import (
         plot_action_probabilities,
         plot_delta_intervals,
-        plot_efficiency,
+        plot_loco_efficiency,
+        plot_predicted_vs_realised,
         plot_value_bands,
     )
-    from bpc.report.tables import (
-        ABSTAIN_NOTE,
-        abstention_mask,
-        delta_table,
-        flag_abstention,
-        policy_columns,
-        winner_mask,
-    )
+    from bpc.report.tables import flag_abstention
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table, first, unc, eff = result.table, result.first_actions, result.uncertainty, result.efficiency
     table = flag_abstention(table)
     files: list[Path] = []
-    files.append(write_csv(table, out / "compare_delta.csv"))
-    files.append(write_csv(first, out / "first_action_posterior.csv"))
-    files += plot_action_probabilities(unc, out / "p_action_optimal.png", cells=result.cells)
-    files += plot_value_bands(unc, out / "value_bands.png", cells=result.cells)
-    files += plot_delta_intervals(
-        table[table["policy"].isin(list(HEADLINE_POLICIES))], out / "delta_intervals.png"
+    cells_txt = ", ".join(f"{b}/{g}" for b, g in result.cells)
+    rep = Report(out, "bpc compare: controllers under the evaluation protocol")
+    rep.text(
+        f"Source: **{result.label}**; replayed cells: {cells_txt}. Every held-out number below comes from "
+        f"repeated cross-fitting over tasks ({result.config.get('protocol', '?')}): each task is scored by "
+        "controllers calibrated without it (nor any other generator's record of it), and every interval "
+        f"is a {CI_PROB:.0%} task-clustered paired bootstrap (task ids resampled jointly across the cells of "
+        "a benchmark). n: tasks."
     )
+    if result.protocol is not None:
+        files.append(write_csv(result.protocol, out / "protocol_delta.csv"))
+        if result.baselines is not None:
+            files.append(write_csv(result.baselines, out / "best_baselines.csv"))
+        rep.heading("Held-out Δ: against always_verify and against the best simple baseline")
+        head = protocol_headline(result.protocol, result.baselines)
+        rep.table(
+            head,
+            decimals=2,
+            caption=(
+                "`vs_always_verify` is the paper's number; `vs_best_simple` is against the best of stop, "
+                "verify_first, always_verify, gate_<critic> and best_of_3, chosen per fold on the training "
+                "tasks (never on the scored ones; `best_simple` names the most frequent choice). Every "
+                "policy's Δ is in protocol_delta.csv."
+            ),
+        )
+        wins = head[head["bs_lo"] > 0]
+        ties = head[(head["bs_lo"] <= 0) & (head["bs_hi"] >= 0)]
+        rep.text(
+            f"Against the best simple baseline the controllers win (interval above 0) in {len(wins)} and tie "
+            f"(interval covers 0) in {len(ties)} of {len(head)} (cell, controller) rows."
+        )
+    if result.ablation is not None:
+        files.append(write_csv(result.ablation, out / "ablation.csv"))
+        rep.heading("Where the instance-aware gain comes from (ablation)")
+        from bpc.experiments.ablation import ABLATION_ARMS
+
+        rep.text(
+            "Each arm switches one part of the `bpc` profile's controller (arms: "
+            + ", ".join(f"`{a}`" for a in ABLATION_ARMS)
+            + "): the belief about the task (`iid_*` vs `instance_*`), critics bought once per task "
+            "(`*_critics_once` / `*_critics_per_patch`), look-ahead (`instance_greedy`), regeneration "
+            "modelled as refinement (`instance_dp_refine`) and task-level critics off "
+            "(`instance_dp_no_task_critics`). All are calibrated on the same training folds and scored on "
+            "the same tasks."
+        )
+        rep.table(
+            result.ablation,
+            decimals=2,
+            caption="Mean held-out utility per task and Δ (with intervals) vs always_verify, the best simple "
+            "baseline and the i.i.d. DP.",
+        )
     if eff is not None:
         files.append(write_csv(eff, out / "efficiency.csv"))
-        files += plot_efficiency(eff, out / "efficiency.png")
-
-    cells_txt = ", ".join(f"{b}/{g}" for b, g in result.cells)
-    rep = Report(out, "bpc compare: Laplace vs full-posterior controllers")
+        rep.heading("Data efficiency: leave one cell out")
+        rep.text(
+            "The target cell is calibrated on k of its training tasks (k = 0: nothing; all: every training "
+            "task) while every other cell stays complete — a new generator on a benchmark others have run — "
+            "and scored on the fold's tasks. Arms: `laplace` (the target's own counts, the reference), "
+            "`complete_pooling` (Laplace on the benchmark pooled over its generators), and three controllers "
+            "from one hierarchical refit per calibration: `posterior_mean_dp`, `bayes_robust`, `thompson`. "
+            "A refit that fails its convergence check is refitted with a longer preset; one that still fails "
+            "is used, counted (`refits`: converged / all) and its rows carry a `flag`."
+        )
+        rep.text(efficiency_paragraph(eff))
+        rep.table(
+            efficiency_view(eff),
+            decimals=2,
+            caption="Held-out utility difference to Laplace per task at k = 0, 3, 10 and all, "
+            f"{CI_PROB:.0%} task-clustered interval; repeats: fold-assignment repeats that scored the tasks.",
+        )
+        if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
+            new = plot_loco_efficiency(eff, out / "efficiency.png")
+            files += new
+            _figures(rep, new, "Leave one cell out: gain over Laplace against k (open: uses a failed refit)")
+    if result.predicted is not None:
+        files.append(write_csv(result.predicted, out / "predicted_vs_realised.csv"))
+        rep.heading("Does the controller know what it will earn? Predicted vs realised Δ")
+        rep.text(
+            "Per fold, the Δ vs always_verify the scored tasks will show is predicted from the training "
+            "side only (Laplace-calibrated controllers, parameter draws from a task bootstrap of the "
+            "training tasks, recorded pools simulated as fresh draws from each task with the critics' "
+            "within-task dependence) and then observed. `coverage`: folds whose predictive interval "
+            "held the realised Δ."
+        )
+        rep.table(result.predicted, decimals=2)
+        if result.coverage is not None:
+            files.append(write_csv(result.coverage, out / "predictive_coverage.csv"))
+            rep.table(
+                result.coverage,
+                decimals=3,
+                caption="Coverage over distinct checks (identical controllers in a fold are one check), "
+                "interval over (seed, fold, benchmark) clusters.",
+            )
+        if result.checks is not None and len(result.checks):
+            files.append(write_csv(result.checks, out / "predictive_checks.csv"))
+            new = plot_predicted_vs_realised(result.checks, out / "predicted_vs_realised.png")
+            files += new
+            _figures(rep, new, "Predicted vs realised Δ, one point per fold × cell × policy")
+    files.append(write_csv(table, out / "compare_delta.csv"))
+    files.append(write_csv(first, out / "first_action_posterior.csv"))
+    rep.heading("The posterior controllers on one 75/25 split: posterior Δ intervals")
     rep.text(
-        f"Source: **{result.label}**; replayed cells: {cells_txt}. Parameters are calibrated on the fit 75 % "
-        "of each cell's instances and every policy is replayed on the held-out 25 % (paper profile). "
-        f"Posterior: {result.config.get('posterior', '?')}."
+        f"Posterior: {result.config.get('posterior (policy uncertainty, single-split posterior Δ)', '?')}. "
+        f"compare_delta.csv holds, per cell and policy on the held-out 25 %, Δ with its {BOOTSTRAP_PROB:.0%} "
+        f"paired bootstrap and the {CI_PROB:.0%} {CI_KIND.upper()} posterior and predictive intervals. It is "
+        "one split (few tasks per cell): read the protocol's tables above for the held-out comparison."
     )
-    rep.heading("Held-out Δ vs always_verify: Laplace vs posterior controllers")
-    rep.text(
-        "`laplace_dp` is the paper's plug-in DP; `posterior_mean_dp` plugs in the posterior mean; "
-        "`bayes_robust` picks the action with the highest posterior-expected Q (beliefs tracked per draw); "
-        "`thompson` follows one posterior draw per episode."
-    )
-    headline = table[table["policy"].isin(["always_verify", *HEADLINE_POLICIES])]
-    wide = delta_table(headline.rename(columns={"n_eval": "n_instances"}), policies=list(HEADLINE_POLICIES))
-    rep.table(
-        wide,
-        decimals=2,
-        bold=winner_mask(wide, policy_columns(wide)),
-        marks=abstention_mask(wide),
-        caption=(
-            "Held-out Δ vs always_verify per cell (bold: best). n: held-out instances; av_pass_rate, "
-            "av_cost: always_verify's pass rate and cost per instance; winner_pass_rate, winner_cost: the "
-            "winner's. Every policy's pass rate and cost are in the interval table below."
-        ),
-    )
-    n_flagged = int(headline["wins_by_abstaining"].sum())
-    if n_flagged:
-        rep.text(f"{n_flagged} of these Δ values win by abstaining (marked †). {ABSTAIN_NOTE}")
-    rep.heading("Δ intervals: paired bootstrap vs posterior")
-    rep.text(
-        f"`ci_lo/ci_hi`: {BOOTSTRAP_PROB:.0%} paired bootstrap over the held-out instances "
-        "(sampling variability of the observed "
-        f"instances, parameters fixed). `post_*`: {CI_PROB:.0%} {CI_KIND.upper()} of the policy's expected Δ "
-        "over posterior draws, each evaluated on instances simulated from that draw (parameter uncertainty; "
-        "model-based: a recorded pool is simulated as fresh draws from each task — a task pass rate "
-        "θ ~ Beta(πκ, (1 − π)κ) shared by its patches, critic verdicts dependent within a task as "
-        "measured on the fit instances). "
-        "Trust the bootstrap for 'did it win "
-        "on these data', the posterior for 'would it win in expectation given the calibration data'."
-    )
-    rep.text(
-        "`per_draw_dp` (`draw_lo/draw_hi`): the plug-in DP built from each posterior draw, replayed on the "
-        "same held-out instances — only the calibration varies, so its spread is the decision sensitivity "
-        "of the DP to parameter uncertainty (zero when every draw makes the same decisions)."
-    )
-    rep.table(delta_intervals_table(table, [*HEADLINE_POLICIES, "per_draw_dp"]), decimals=2)
     rep.text(agreement_text(table))
-    rep.figure(
-        out / "delta_intervals.png",
-        f"Δ per policy: {BOOTSTRAP_PROB:.0%} paired bootstrap CI (circles) and {CI_PROB:.0%} posterior "
-        f"{CI_KIND.upper()} (squares); pass rate and n beside each policy, † wins by abstaining",
+    new = plot_delta_intervals(
+        table[table["policy"].isin(list(HEADLINE_POLICIES))], out / "delta_intervals.png"
+    )
+    files += new
+    _figures(
+        rep,
+        new,
+        f"Δ per policy on the single split: {BOOTSTRAP_PROB:.0%} paired bootstrap CI (circles) and "
+        f"{CI_PROB:.0%} posterior {CI_KIND.upper()} (squares); † wins by abstaining",
     )
     rep.heading("Policy uncertainty")
     rep.text(
         "Posterior probability of each first action at the cell prior (each draw at its own prior), the "
-        "posterior of the analytic crossover c_ver*/R = π "
-        f"({CI_PROB:.0%} {CI_KIND.upper()}) and the value at "
-        "b0 with its band."
+        f"posterior of the analytic crossover c_ver*/R = π ({CI_PROB:.0%} {CI_KIND.upper()}) and the "
+        "value at b0 with its band."
     )
     rep.table(first, decimals=3)
-    rep.figure(out / "p_action_optimal.png", "P(action optimal) vs belief at h = H, no critic used")
-    rep.figure(
-        out / "value_bands.png",
+    new = plot_action_probabilities(unc, out / "p_action_optimal.png", cells=result.cells)
+    files += new
+    _figures(rep, new, "P(action optimal) vs belief at h = H, no critic used")
+    new = plot_value_bands(unc, out / "value_bands.png", cells=result.cells)
+    files += new
+    _figures(
+        rep,
+        new,
         f"Value V(b) with its {CI_PROB:.0%} posterior {CI_KIND.upper()} band, the most often optimal action "
         "(opacity: posterior P(optimal)) and each action's loss V(b) − Q_a(b)",
     )
-    if eff is not None:
-        rep.heading("Data efficiency")
-        rep.text(efficiency_paragraph(eff))
-        summ = efficiency_summary(eff)
-        agg = summ.groupby(["source", "method", "k", "k_label"], sort=True)["delta"].agg(
-            ["mean", "min", "max"]
-        )
-        agg = agg.reset_index().drop(columns="k").rename(columns={"k_label": "k", "mean": "mean Δ"})
-        rep.table(
-            agg, decimals=2, caption="Cell-averaged held-out Δ over subsamples (min/max across subsamples)"
-        )
-        diag = refit_diagnostics(eff)
-        if len(diag):
-            rep.table(
-                diag,
-                decimals=3,
-                caption="Convergence of every hierarchical refit (one compiled model, short chains)",
-            )
-        rep.figure(
-            out / "efficiency.png",
-            "Held-out Δ vs calibration instances per cell (mean over subsamples, bar: min–max), and the "
-            "gain of the pooled controllers over the Laplace DP on the same subsample",
-        )
     config = dict(result.config)
     choices = config.pop("data choices", None)
     if choices:
@@ -375,6 +443,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             + "\n".join(f"- {c}" for c in choices)
         )
     rep.provenance(config)
+    files = list(dict.fromkeys(files))
     files.append(rep.write())
     info(f"wrote {len(files)} file(s)", enabled=progress)  # into a temporary folder when atomic
     return replace(result, files=files)
@@ -393,7 +462,9 @@ def run_compare(
     generators: Sequence[str] | None = None,
     scale: float | None = None,
     efficiency: bool = True,
+    scheduler=None,
     progress: bool = True,
+    **options,
 ) -> CompareResult:
     """Compute the comparison and write it into ``out`` (the ``bpc compare`` command).
 
@@ -408,6 +479,11 @@ def run_compare(
         Output folder.
     posterior, draws, quick, seed, costs, benchmarks, generators, scale, efficiency, progress
         As for :func:`bpc.experiments.compare.compare`.
+    scheduler : str, LocalCluster, Client or None
+        A ``dask.distributed`` scheduler for the leave-one-cell-out targets (``None``: this process).
+    **options
+        Further keywords of :func:`bpc.experiments.compare.compare` (``targets``, ``ks``,
+        ``repeats``, ``refit_presets``, ``hierarchical``, ``ablation``, ``predictive``).
 
     Returns
     -------
@@ -425,6 +501,8 @@ def run_compare(
         generators=generators,
         scale=scale,
         efficiency=efficiency,
+        scheduler=scheduler,
         progress=progress,
+        **options,
     )
     return write_compare(result, out, progress=progress)

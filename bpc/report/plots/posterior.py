@@ -56,6 +56,9 @@ __all__ = [
     "plot_value_bands",
     "plot_delta_intervals",
     "plot_efficiency",
+    "ARM_COLORS",
+    "plot_loco_efficiency",
+    "plot_predicted_vs_realised",
 ]
 
 ACTION_COLORS: dict[str, str] = {
@@ -578,5 +581,137 @@ def plot_efficiency(table: pd.DataFrame, path: str | Path, *, reference: str = "
         top.set_ylabel("held-out Δ vs always_verify\n(cell average)")
         bottom.set_ylabel(f"gain over {reference}\n(same subsample)")
         bottom.set_xlabel("calibration instances per cell (k)")
+    fig.tight_layout()
+    return savefig(fig, path)
+
+
+ARM_COLORS: dict[str, str] = {
+    "complete_pooling": OKABE_ITO[1],
+    "posterior_mean_dp": OKABE_ITO[2],
+    "bayes_robust": OKABE_ITO[5],
+    "thompson": OKABE_ITO[6],
+}
+"""Colours of the leave-one-cell-out arms (:data:`bpc.experiments.efficiency.EFFICIENCY_ARMS`)."""
+
+
+def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int = 6) -> list[Path]:
+    """Leave-one-cell-out efficiency: each arm's held-out gain over Laplace against k, per target cell.
+
+    One panel per target: the task-clustered interval of each arm's utility
+    difference to Laplace at every calibration size k (``all`` drawn last),
+    dodged sideways; an open marker is a point built from at least one refit
+    that failed its convergence check. Targets beyond ``per_page`` go on
+    further pages (``<stem>_p2.png`` …), each with its legend.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`bpc.experiments.efficiency.loco_table` output.
+    path : str or pathlib.Path
+        Output file.
+    per_page : int
+        Targets per page.
+
+    Returns
+    -------
+    list of pathlib.Path
+        Files written (one per page).
+    """
+    t = table[(table["method"] != "laplace") & table["diff"].notna()]
+    if t.empty:
+        raise ValueError("plot_loco_efficiency: no arm other than Laplace has a number")
+    targets = list(dict.fromkeys(zip(t["benchmark"], t["generator"], strict=True)))
+    ks = sorted({int(k) for k in t["k"]}, key=lambda k: (k < 0, k))
+    pos = {k: i for i, k in enumerate(ks)}
+    arms = [a for a in ARM_COLORS if a in set(t["method"])] + sorted(set(t["method"]) - set(ARM_COLORS))
+    pages = paged(targets, per_page)
+    written: list[Path] = []
+    first = 0
+    for p, page in enumerate(pages):
+        fig, axes = _grid(len(page), ncols=3, size=(4.2, 3.0))
+        for ax, (b, g) in zip(axes, page, strict=False):
+            sub = t[(t["benchmark"] == b) & (t["generator"] == g)]
+            for i, arm in enumerate(arms):
+                rows = sub[sub["method"] == arm]
+                if rows.empty:
+                    continue
+                x = np.array([pos[int(k)] for k in rows["k"]]) + (i - (len(arms) - 1) / 2) * 0.12
+                y = rows["diff"].to_numpy(dtype=float)
+                err = [y - rows["ci_lo"].to_numpy(dtype=float), rows["ci_hi"].to_numpy(dtype=float) - y]
+                col = ARM_COLORS.get(arm, OKABE_ITO[i % len(OKABE_ITO)])
+                ax.errorbar(x, y, yerr=err, fmt="none", ecolor=col, lw=1.2, capsize=2)
+                failed = (
+                    rows["failed_used"].to_numpy() > 0 if "failed_used" in rows else np.zeros(len(rows), bool)
+                )
+                ax.scatter(x[~failed], y[~failed], color=col, s=18, zorder=3)
+                ax.scatter(x[failed], y[failed], facecolor="white", edgecolor=col, s=18, zorder=3)
+            n = int(sub["n_tasks"].max()) if "n_tasks" in sub else 0
+            ax.axhline(0, color="k", lw=0.6)
+            ax.set_xticks(range(len(ks)), ["all" if k < 0 else str(k) for k in ks])
+            ax.set_title(f"{cell_label(b, g)} (n = {n} tasks)", fontsize=8)
+            ax.set_xlabel("calibration tasks of the target (k)", fontsize=8)
+            ax.set_ylabel("utility − Laplace", fontsize=8)
+            ax.grid(axis="y", color="#e5e5e5", lw=0.6)
+        handles: list[Artist] = [
+            Line2D([], [], color=ARM_COLORS.get(a, "k"), marker="o", ls="", label=a) for a in arms
+        ]
+        handles.append(
+            Line2D([], [], color="k", marker="o", mfc="white", ls="", label="uses a failed refit (flagged)")
+        )
+        note = page_note(p, len(pages), first, len(page), len(targets))
+        fig.suptitle(
+            f"Leave one cell out: held-out gain over Laplace, {CI_PROB:.0%} task-clustered intervals{note}",
+            fontsize=9,
+        )
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
+        fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+        written += savefig(fig, page_path(path, p, len(pages)))
+        first += len(page)
+    return written
+
+
+def plot_predicted_vs_realised(checks: pd.DataFrame, path: str | Path) -> list[Path]:
+    """Predicted Δ (training side only) against the Δ realised on the fold's scored tasks.
+
+    One point per fold, cell and policy of
+    :func:`bpc.experiments.delta.predictive_coverage`, with its predictive
+    interval as a vertical bar; on the diagonal the prediction was exact.
+    A filled marker is a covered check, an open one a miss.
+
+    Parameters
+    ----------
+    checks : pandas.DataFrame
+        :func:`bpc.experiments.delta.predictive_coverage` output.
+    path : str or pathlib.Path
+        Output file.
+
+    Returns
+    -------
+    list of pathlib.Path
+        Files written.
+    """
+    if checks.empty:
+        raise ValueError("plot_predicted_vs_realised: no checks")
+    policies = list(dict.fromkeys(checks["policy"]))
+    fig, ax = plt.subplots(figsize=(6.4, 5.6))
+    for i, pol in enumerate(policies):
+        sub = checks[checks["policy"] == pol]
+        col = OKABE_ITO[i % len(OKABE_ITO)]
+        x = sub["delta"].to_numpy(dtype=float)
+        y = sub["post_mean"].to_numpy(dtype=float)
+        lo, hi = sub["pred_lo"].to_numpy(dtype=float), sub["pred_hi"].to_numpy(dtype=float)
+        ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="none", ecolor=col, alpha=0.5, lw=0.8)
+        cov = sub["covered"].to_numpy(dtype=bool)
+        label = f"{POLICY_LABELS.get(pol, pol)} ({int(cov.sum())}/{len(cov)} covered)"
+        ax.scatter(x[cov], y[cov], color=col, s=16, label=label, zorder=3)
+        ax.scatter(x[~cov], y[~cov], facecolor="white", edgecolor=col, s=16, zorder=3)
+    lims = np.array([ax.get_xlim(), ax.get_ylim()])
+    lo, hi = lims.min(), lims.max()
+    ax.plot([lo, hi], [lo, hi], color="k", lw=0.6)
+    ax.set_xlabel("realised held-out Δ vs always_verify (fold's scored tasks)")
+    ax.set_ylabel(f"predicted Δ (mean, {CI_PROB:.0%} predictive interval)")
+    ax.set_title("Does the controller know what it will earn? One point per fold × cell × policy", fontsize=9)
+    ax.legend(fontsize=7, frameon=False, title="open: interval missed", title_fontsize=7)
+    ax.grid(color="#e5e5e5", lw=0.6)
     fig.tight_layout()
     return savefig(fig, path)
