@@ -167,6 +167,7 @@ def test_run_compare_quick_conjugate(tmp_path):
     } <= names
     text = (tmp_path / "report.md").read_text()
     assert "best simple baseline" in text and "leave one cell out" in text.lower() and "ablation" in text
+    assert "pass nothing" in text and "possible harness or oracle failure" in text  # the task report
     for png in (p for p in res.files if p.suffix == ".png"):  # every page written is embedded
         assert f"({png.name})" in text
     eff = pd.read_csv(tmp_path / "efficiency.csv")

@@ -67,6 +67,7 @@ from bpc.constants import (
 )
 from bpc.costs import Costs, CostSpec, cost_resolver, costs_for
 from bpc.data.splits import Cell, Split
+from bpc.data.tasks import task_choices
 from bpc.experiments.posterior import posterior_mean_params
 from bpc.experiments.sources import CompareData
 from bpc.progress import notes_digest
@@ -678,7 +679,9 @@ def compare(
         "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
         f"seed {split.seed}",
         "credible interval": f"{CI_PROB:.0%} {CI_KIND}",
-        "data choices": notes_digest(data.counts.attrs.get("notes", [])),
+        # the task report (issue 17): tasks nothing passes, identical solved sets, empty diffs
+        "data choices": notes_digest(data.counts.attrs.get("notes", []))
+        + task_choices(data.counts, records=data.records),
     }
     return CompareResult(
         label=data.label,

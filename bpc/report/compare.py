@@ -437,9 +437,10 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
     config = dict(result.config)
     choices = config.pop("data choices", None)
     if choices:
-        rep.heading("Data choices")
+        rep.heading("Data choices and the task report")
         rep.text(
-            "What the corpus loader chose, and the rows it dropped:\n\n"
+            "What the corpus loader chose, the rows it dropped, and the task report (`bpc.data.tasks`: "
+            "tasks no generator passes anything on, identical solved sets, empty diffs):\n\n"
             + "\n".join(f"- {c}" for c in choices)
         )
     rep.provenance(config)
