@@ -586,8 +586,10 @@ HIERARCHICAL_ARMS: tuple[str, ...] = ("posterior_mean_dp", "bayes_robust", "thom
 EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", *HIERARCHICAL_ARMS)
 """Every arm of ``bpc compare``'s leave-one-cell-out table, in report order (``laplace`` the reference)."""
 
-REFIT_PRESETS: tuple[str, ...] = ("refit", "quick")
-"""Sampler presets a hierarchical refit tries in turn until one passes its convergence check."""
+REFIT_PRESETS: tuple[str, ...] = ("refit", "default")
+"""Sampler presets a hierarchical refit tries in turn until one passes its convergence check. On the
+corpus a leave-one-cell-out refit fails at ``refit`` (2 × 500 draws: R-hat 1.03, bulk ESS 111) and
+passes at ``default`` (4 × 2000: R-hat 1.005, bulk ESS 1022; 52 s on 2 cores); ``quick`` failed too."""
 
 
 class _SharedRefit:
