@@ -19,7 +19,6 @@ from bpc.constants import (
     CROSSFIT_FOLDS,
     CROSSFIT_SEEDS,
     DEFAULT_SEED,
-    DIM_CRITIC,
     EXTRA_BASELINES,
     POLICIES,
     SAMPLER_PRESETS,
@@ -108,7 +107,6 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
         protocol_cell_table,
         protocol_verdicts,
     )
-    from bpc.schema import decision_critics
 
     figs = out / "figures"
     report = Report(out, "bpc demo — Bayesian control on the simulated paper panel")
@@ -256,7 +254,7 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     chains, draws = int(preset["chains"]), int(preset["draws"])
     # the cell-level model: the crossed task × generator model (``[tasks]``) is for real corpora,
     # where `bpc fit` runs it; on the 54-cell panel it costs minutes for nothing the demo shows
-    spec = replace(ModelSpec.default().with_critics(decision_critics(counts[DIM_CRITIC].values)), tasks=False)
+    spec = replace(ModelSpec.for_counts(counts), tasks=False)
     with stage(f"fitting the cell-level hierarchical model ({chains} chains × {draws} draws)", enabled=p):
         tree = fit(
             counts,

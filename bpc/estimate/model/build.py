@@ -105,7 +105,7 @@ from bpc.constants import (
     DIM_TASK,
 )
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
-from bpc.schema import decision_critics, has_task_counts, validate_counts
+from bpc.schema import has_task_counts, validate_counts
 
 __all__ = [
     "DIM_TASK_OBS",
@@ -540,7 +540,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
         If ``counts`` breaks the counts schema or has no observed entry.
     """
     if spec is None:
-        spec = ModelSpec.default().with_critics(decision_critics(counts[DIM_CRITIC].values))
+        spec = ModelSpec.for_counts(counts)
     obs = observations(counts, spec)
     inst = instance_observations(counts) if spec.instance else None
     tasks = task_observations(counts, inst) if inst is not None and spec.tasks else None

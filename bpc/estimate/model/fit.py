@@ -49,7 +49,7 @@ from bpc.constants import (
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import diagnose
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
-from bpc.schema import decision_critics, validate_counts
+from bpc.schema import validate_counts
 
 __all__ = [
     "SAMPLERS",
@@ -593,7 +593,7 @@ def fit(
         ``constant_data``, ``counts``, ``parameters``; attrs as in the module docstring.
     """
     if spec is None:
-        spec = ModelSpec.default().with_critics(decision_critics(counts[DIM_CRITIC].values))
+        spec = ModelSpec.for_counts(counts)
     validate_counts(counts)
     model = build_model(counts, spec)
     which = resolve_sampler(sampler)

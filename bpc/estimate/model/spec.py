@@ -45,8 +45,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, PAPER_CRITICS
-from bpc.schema import check_critic_names
+from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, PAPER_CRITICS
+from bpc.schema import check_critic_names, decision_critics
 
 __all__ = [
     "RATE_KINDS",
@@ -352,6 +352,18 @@ class ModelSpec:
     def default(cls) -> ModelSpec:
         """The default spec: the package's ``hierarchical.toml`` (``models/hierarchical.toml``)."""
         return cls.from_dict(_default_data())
+
+    @classmethod
+    def for_counts(cls, counts) -> ModelSpec:
+        """The default spec modelling the decision critics of ``counts`` (what a fit uses without a spec).
+
+        Parameters
+        ----------
+        counts : xarray.Dataset
+            Counts schema; its ``critic`` coordinate names the critics
+            (:func:`bpc.schema.decision_critics`: the paper's three for the corpus).
+        """
+        return cls.default().with_critics(decision_critics(counts[DIM_CRITIC].values))
 
     def with_critics(self, critics: tuple[str, ...] | list[str]) -> ModelSpec:
         """The same spec modelling ``critics`` instead (e.g. the critics of a user's logs).
