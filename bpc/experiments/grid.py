@@ -516,8 +516,12 @@ def utility_grid(
                 "utility_grid(dask=True) needs the dask extra: pip install 'bpc[dask]'"
             ) from exc
         tasks = [_dask.delayed(one)(s, i) for s, i in args]
-        # workers ignore Ctrl-C: the parent stops the run and reports it once (no traceback per worker)
-        frames = list(_dask.compute(*tasks, scheduler="processes", initializer=_ignore_sigint))
+        from bpc.progress import interrupt_guard
+
+        # workers ignore Ctrl-C: the parent stops the run and reports it once (no traceback per worker);
+        # the guard turns a SIGINT the pool's wait loop swallowed into KeyboardInterrupt all the same
+        with interrupt_guard():
+            frames = list(_dask.compute(*tasks, scheduler="processes", initializer=_ignore_sigint))
     else:
         frames = [one(s, i) for s, i in track(args, "replaying cost grid: cell", enabled=progress)]
     if not frames:
