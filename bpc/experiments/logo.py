@@ -575,7 +575,8 @@ def logo_starts(
             crossed = crossed_without(left, b)
         if kind == _CRITIC and task_critic not in [str(c) for c in left[DIM_CRITIC].values]:
             raise ValueError(
-                f"logo_starts: critic {task_critic!r} is not among the counts' critics {list(left[DIM_CRITIC].values)}"
+                f"logo_starts: critic {task_critic!r} is not among the counts' critics "
+                f"{list(left[DIM_CRITIC].values)}"
             )
         A, B, informed, clipped = _task_prior(crossed, left, b, tasks, pi, kap, kind=kind, critic=task_critic)
         cell_arm = "complete_pooling" if base_name == "pooled" else "cell_hierarchy"
@@ -673,6 +674,7 @@ def logo_target(
     left : xarray.Dataset
         Counts with the target left out (:func:`logo_starts`).
     target : (str, str)
+        The target cell.
     costs : sequence of str
         Named cost vectors (:func:`bpc.costs.cost_resolver`).
     predictive, converged, arms, task_critic, draws, seed
@@ -987,6 +989,7 @@ def logo_table(
     Parameters
     ----------
     result : LogoResult
+        :func:`run_logo`'s tables.
     contrasts : sequence of (arm, reference)
         Differences reported (:data:`LOGO_CONTRASTS`); a contrast with an arm that was not run
         is skipped.
