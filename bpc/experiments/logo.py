@@ -74,12 +74,13 @@ Examples
 --------
 >>> import numpy as np, pandas as pd
 >>> from bpc.data.counts import counts_from_records
->>> rng = np.random.default_rng(0)
+>>> from bpc.experiments.stream import leave_cell_out
 >>> rec = pd.DataFrame({"benchmark": "b", "generator": np.repeat(["g1", "g2", "g3"], 24),
 ...                     "instance_id": np.tile(np.repeat([f"t{i}" for i in range(8)], 3), 3),
 ...                     "patch_id": np.tile([0, 1, 2], 24),
 ...                     "Y": np.tile(np.repeat([1, 1, 0, 0, 1, 0, 0, 0], 3), 3)})
->>> starts = logo_starts(counts_from_records(rec), ("b", "g3"), tasks=[f"t{i}" for i in range(8)],
+>>> left = leave_cell_out(counts_from_records(rec), "b", "g3")  # the new generator: nothing of it
+>>> starts = logo_starts(left, ("b", "g3"), tasks=[f"t{i}" for i in range(8)],
 ...                      arms=("complete_pooling", "pooled_task_oracle"))
 >>> a = starts["pooled_task_oracle"]
 >>> mean = a.A / (a.A + a.B)
