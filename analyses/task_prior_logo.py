@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run every target and print the tables."""
     from bpc.constants import CI_PROB, SAMPLER_PRESETS
     from bpc.data.corpus import load_corpus
-    from bpc.experiments.logo import fit_table, logo_table, run_logo
+    from bpc.data.tasks import flagged_tasks
+    from bpc.experiments.logo import arm_means, fit_table, logo_table, run_logo
     from bpc.paths import require_corpus
 
     parser = argparse.ArgumentParser(
@@ -80,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
             progress=True,
         )
         table = logo_table(result)
-    wall = time.perf_counter() - t0
     fits = fit_table(result)
     pd.set_option("display.width", 250)
     print(
@@ -143,12 +143,37 @@ def main(argv: list[str] | None = None) -> int:
                     ]
                 ].to_string(index=False)
             )
+    means = arm_means(result)
+    pooled = means[means["generator"] == "pooled"]
+    print("\nmean held-out utility per (task, new generator) of each arm, pooled over a benchmark's targets:")
+    print(
+        pooled.pivot_table(index=["costs", "arm"], columns="benchmark", values="utility").to_string(
+            float_format=lambda v: f"{v:.2f}"
+        )
+    )
+    # the tasks no patch of any generator passes (a description of the data, never an input of an arm)
+    flagged = flagged_tasks(data.counts)
+    dropped = logo_table(result, exclude=flagged)
+    dropped = dropped[dropped["generator"] == "pooled"]
+    dropped = dropped.assign(
+        contrast=dropped["arm"] + " − " + dropped["reference"], ci=dropped.apply(_fmt, axis=1)
+    )
+    dropped = dropped.assign(cell=dropped["ci"] + " n=" + dropped["n_tasks"].astype(str))
+    print(
+        f"\npooled per benchmark, flagged tasks excluded ({dropped.attrs['tasks_excluded']} of the targets' "
+        "tasks: nothing passes on them for any generator):"
+    )
+    print(
+        dropped.pivot_table(
+            index=["measure", "contrast", "costs"], columns="benchmark", values="cell", aggfunc="first"
+        ).to_string()
+    )
     best = result.utilities[result.utilities["arm"] == "best_baseline"]
     if not best.empty:
         chosen = best.groupby(["costs", "benchmark", "generator"])["policy"].first()
         print("\nbest simple baseline (chosen on the other generators' tasks):")
         print(chosen.to_string())
-    print(f"\nwall {wall:.0f} s")
+    print(f"\nwall {time.perf_counter() - t0:.0f} s")
     if args.out is not None:
         from bpc.outputs import write_csv
 
@@ -159,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             ("logo_lpd", result.lpd),
             ("logo_starts", result.starts),
             ("logo_fits", fits),
+            ("logo_arm_means", means),
+            ("logo_table_flagged_excluded", dropped.drop(columns=["ci", "cell"])),
         ):
             write_csv(frame, args.out / f"{name}.csv")
         print(f"wrote {args.out}/logo_*.csv")

@@ -127,6 +127,7 @@ __all__ = [
     "logo_target",
     "run_logo",
     "logo_table",
+    "arm_means",
     "fit_table",
 ]
 
@@ -981,6 +982,7 @@ def logo_table(
     *,
     contrasts: Sequence[tuple[str, str]] = LOGO_CONTRASTS,
     include_failed: bool = False,
+    exclude: pd.DataFrame | None = None,
     B: int = BOOTSTRAP_B,
     seed: int = BOOTSTRAP_SEED,
     prob: float = CI_PROB,
@@ -997,6 +999,9 @@ def logo_table(
     include_failed : bool
         Use targets whose left-out fit failed its check (flagged in ``flag``); default: their
         hierarchy rows are excluded and counted in ``n_failed``.
+    exclude : pandas.DataFrame, optional
+        ``benchmark``, ``task`` pairs not scored (e.g. :func:`bpc.data.tasks.flagged_tasks`: tasks
+        on which nothing passes for any generator); the table's attrs say how many were dropped.
     B, seed, prob
         Bootstrap resamples, seed and interval probability (:data:`~bpc.constants.CI_PROB`).
 
@@ -1017,6 +1022,13 @@ def logo_table(
         "utility": result.utilities.assign(measure="utility").rename(columns={"utility": "value"}),
         "lpd": result.lpd.assign(measure="lpd", costs="").rename(columns={"lpd": "value"}),
     }
+    n_excluded = 0
+    if exclude is not None:
+        from bpc.data.tasks import exclude_tasks
+
+        scored = result.lpd[["benchmark", "instance_id"]].drop_duplicates()
+        n_excluded = len(scored) - len(exclude_tasks(scored, exclude))
+        frames = {k: exclude_tasks(v, exclude) for k, v in frames.items()}
     rows = []
     for measure, frame in frames.items():
         for cost in sorted(frame["costs"].unique()):
@@ -1094,9 +1106,43 @@ def logo_table(
             "prob": float(prob),
             "B": int(B),
             "interval": "task-clustered percentile bootstrap",
+            "tasks_excluded": int(n_excluded),
         }
     )
     return out
+
+
+def arm_means(result: LogoResult, *, exclude: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean held-out utility and LPD of every arm per (costs, benchmark, target) and pooled per benchmark.
+
+    Context for :func:`logo_table`'s differences (no intervals); ``n_pairs`` (task, target) pairs;
+    ``converged`` whether every fit behind the arm's rows passed its check.
+    """
+    util = result.utilities
+    lpd = result.lpd
+    if exclude is not None:
+        from bpc.data.tasks import exclude_tasks
+
+        util, lpd = exclude_tasks(util, exclude), exclude_tasks(lpd, exclude)
+    rows = []
+    for (cost, bench, arm), part in util.groupby(["costs", "benchmark", "arm"], sort=True):
+        for gen, sub in [*part.groupby("generator", sort=True), ("pooled", part)]:
+            lp = lpd[(lpd["benchmark"] == bench) & (lpd["arm"] == arm)]
+            if gen != "pooled":
+                lp = lp[lp["generator"] == gen]
+            rows.append(
+                {
+                    "costs": cost,
+                    "benchmark": bench,
+                    "generator": gen,
+                    "arm": arm,
+                    "utility": float(sub["utility"].mean()),
+                    "lpd": float(lp["lpd"].mean()) if not lp.empty else float("nan"),
+                    "n_pairs": int(len(sub)),
+                    "converged": bool(sub["converged"].astype(bool).all()),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def fit_table(result: LogoResult) -> pd.DataFrame:
