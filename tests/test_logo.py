@@ -196,3 +196,26 @@ def test_logo_table_hand_checked():
     u = logo_table(res, contrasts=[("x", "y")], B=200, include_failed=True)
     u = u.query("measure == 'utility'").set_index("generator")
     assert u.loc["g2", "flag"] == "built from a failed fit" and u.loc["pooled", "diff"] == pytest.approx(2.0)
+
+
+@pytest.mark.slow
+def test_run_logo_with_a_real_left_out_fit():
+    """End to end on a tiny panel: one left-out MCMC fit, its check reported, every arm scored."""
+    from bpc.experiments.logo import arm_means, fit_table, run_logo
+
+    rec = _records()
+    counts = counts_from_records(rec)
+    res = run_logo(rec, counts, [("b", "g3")], costs=("fast",), preset="refit-quick", draws=50)
+    fits = fit_table(res)
+    assert fits[["benchmark", "generator"]].values.tolist() == [["b", "g3"]]
+    assert fits.attrs["n_failed"] == int(not fits["ok"].iloc[0])
+    assert set(res.utilities["arm"]) == {*LOGO_ARMS, "best_baseline"}
+    assert res.utilities.groupby("arm")["instance_id"].nunique().eq(16).all()
+    tab = logo_table(res, B=100, include_failed=True)
+    row = tab.query("measure == 'lpd' and generator == 'pooled' and arm == 'task_oracle'")
+    row = row[row["reference"] == "cell_hierarchy"]
+    assert int(row["n_tasks"].iloc[0]) == 16 and np.isfinite(row["diff"].iloc[0])
+    # the hierarchy's rows carry the fit's verdict
+    hier = res.utilities[res.utilities["arm"] == "cell_hierarchy"]
+    assert hier["converged"].eq(bool(fits["ok"].iloc[0])).all()
+    assert set(arm_means(res)["generator"]) == {"g3", "pooled"}
