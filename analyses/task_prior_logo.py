@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "sigma",
         "sigma_source",
     ]
-    cols += ["clipped_draws", "draws"]
+    cols += ["crossed_converged", "clipped_draws", "draws"]
     print(starts[[c for c in cols if c in starts]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     table = table.assign(ci=table.apply(_fmt, axis=1), contrast=table["arm"] + " − " + table["reference"])
     for scope, sel in (
