@@ -59,6 +59,17 @@ Nothing of the target reaches any arm: the counts every fit and every estimate s
 :func:`bpc.experiments.stream.leave_cell_out` of the target (tests flip the target's outcomes and
 verdicts and check that every arm's parameters, starts and decisions stay put).
 
+What is *not* held out, by design:
+
+* the generator's cells on *other* benchmarks. The hierarchy's generator effect learns from them,
+  so ``cell_hierarchy`` knows, e.g., that gpt5_mini is strong elsewhere; complete pooling and
+  the pooled task prior do not use them. "New" means new to the benchmark.
+* the other generators' labels on the target's tasks, under ``*_critic`` evidence. Only the
+  per-task evidence is restricted to their critic verdicts. The crossed model's global
+  parameters (σ, their ℓ and κ_w) and the critic's tpr / fpr come from their labelled counts,
+  as a user would calibrate the generators already run. With the benchmark's tasks shared, those
+  counts are the same tasks.
+
 Measures
 --------
 Held-out utility per task of the instance DP (the ``bpc`` profile's ``bayesian_dp``, built by the
