@@ -139,6 +139,23 @@ def test_crossed_eb_recovers_a_simulated_benchmark():
     assert np.allclose(eb.loc, loc, atol=0.35)
 
 
+def test_crossed_eb_with_sigma_fixed_at_the_joint_optimum_keeps_the_rest():
+    # σ's penalty does not involve ℓ or κ, so fixing σ at its jointly fitted value leaves the
+    # optimum of the other parameters where the joint fit put it; a different σ moves it
+    rng = np.random.default_rng(1)
+    p = expit(np.array([-0.3, 0.4])[None] + 1.2 * rng.normal(size=(150, 1)))
+    k = rng.binomial(3, rng.beta(4 * p, 4 * (1 - p))).astype(float)
+    m = np.full(k.shape, 3.0)
+    joint = crossed_eb(m, k)
+    fixed = crossed_eb(m, k, sigma=joint.sigma)
+    assert fixed.converged and fixed.sigma == joint.sigma
+    assert np.allclose(fixed.loc, joint.loc, atol=2e-3) and np.allclose(fixed.kappa, joint.kappa, rtol=2e-2)
+    assert fixed.loglik == pytest.approx(joint.loglik, abs=1e-3)
+    assert crossed_eb(m, k, sigma=0.1).loglik < joint.loglik - 1
+    one = crossed_eb(m[:, :1], k[:, :1], sigma=2.0)  # one generator: σ not identified, so given
+    assert one.sigma == 2.0 and one.loc.shape == (1,)
+
+
 # -- xarray layer ----------------------------------------------------------------------------------
 def test_task_prior_on_records():
     y = {

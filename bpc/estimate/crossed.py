@@ -396,7 +396,9 @@ def _crossed_loglik(
     return float(np.sum(np.asarray(logsumexp(np.log(w)[:, None] + ll.sum(axis=2), axis=0))))
 
 
-def crossed_eb(m: np.ndarray, k: np.ndarray, *, nodes: int = N_NODES) -> CrossedEB:
+def crossed_eb(
+    m: np.ndarray, k: np.ndarray, *, sigma: float | None = None, nodes: int = N_NODES
+) -> CrossedEB:
     """Empirical-Bayes fit of one benchmark's crossed model to its (task, generator) counts.
 
     Maximises the marginal likelihood (task effects integrated on :func:`normal_grid`) plus the
@@ -406,6 +408,10 @@ def crossed_eb(m: np.ndarray, k: np.ndarray, *, nodes: int = N_NODES) -> Crossed
     ----------
     m, k : numpy.ndarray
         Shape ``(T, G)``: labelled patches and passes; ``NaN`` or 0 in m = not attempted.
+    sigma : float, optional
+        Fix the task effect's scale instead of fitting it (with one generator σ is not
+        identified: its spread over tasks can be all task effect or all its own); then only
+        ℓ and log κ are fitted and penalised.
     nodes : int
         Integration nodes (:func:`normal_grid`).
 
@@ -433,21 +439,30 @@ def crossed_eb(m: np.ndarray, k: np.ndarray, *, nodes: int = N_NODES) -> Crossed
     G = m.shape[1]
     x, w = normal_grid(nodes)
     pooled = (k.sum(axis=0) + 0.5) / (m.sum(axis=0) + 1.0)
-    theta0 = np.concatenate([np.log(pooled / (1 - pooled)), np.full(G, 1.0), [0.0]])
+    fit_sigma = sigma is None
+    theta0 = np.concatenate([np.log(pooled / (1 - pooled)), np.full(G, 1.0), [0.0] if fit_sigma else []])
+
+    def unpack(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        log_sigma = theta[2 * G :] if fit_sigma else np.array([np.log(sigma)])
+        return theta[:G], theta[G : 2 * G], log_sigma
 
     def objective(theta: np.ndarray) -> float:
-        loc, log_kappa, log_sigma = theta[:G], theta[G : 2 * G], theta[-1]
-        ll = _crossed_loglik(loc, np.exp(log_kappa), float(np.exp(log_sigma)), m, k, x, w)
+        loc, log_kappa, log_sigma = unpack(theta)
+        ll = _crossed_loglik(loc, np.exp(log_kappa), float(np.exp(log_sigma[0])), m, k, x, w)
         pen = 0.0
-        for name, values in (("loc", loc), ("log_kappa", log_kappa), ("log_sigma", np.array([log_sigma]))):
+        penalised = (("loc", loc), ("log_kappa", log_kappa)) + (
+            (("log_sigma", log_sigma),) if fit_sigma else ()
+        )
+        for name, values in penalised:
             mu, sd = EB_PRIORS[name]
             pen += float((((values - mu) / sd) ** 2).sum()) / 2
         return -(ll - pen)
 
-    bounds = [(-15.0, 15.0)] * G + [(-7.0, 10.0)] * G + [(-5.0, 2.5)]
+    bounds = [(-15.0, 15.0)] * G + [(-7.0, 10.0)] * G + ([(-5.0, 2.5)] if fit_sigma else [])
     res = minimize(objective, theta0, method="L-BFGS-B", bounds=bounds)
-    loc, kappa, sigma = res.x[:G], np.exp(res.x[G : 2 * G]), float(np.exp(res.x[-1]))
-    return CrossedEB(loc, kappa, sigma, _crossed_loglik(loc, kappa, sigma, m, k, x, w), bool(res.success))
+    loc, log_kappa, log_sigma = unpack(res.x)
+    kappa, scale = np.exp(log_kappa), float(np.exp(log_sigma[0]))
+    return CrossedEB(loc, kappa, scale, _crossed_loglik(loc, kappa, scale, m, k, x, w), bool(res.success))
 
 
 # ---------------------------------------------------------------------------

@@ -221,45 +221,6 @@ def _others_with_tasks(left: xr.Dataset, benchmark: str) -> list[str]:
     return [str(g) for g, ok in zip(left[DIM_GENERATOR].values, has, strict=True) if ok]
 
 
-def _fit_given_sigma(m: np.ndarray, k: np.ndarray, sigma: float) -> tuple[float, float, bool]:
-    """Penalised ML of one generator's (ℓ, κ_w) with the task scale σ fixed (one other generator).
-
-    The marginal likelihood of :func:`bpc.estimate.crossed.crossed_eb` for G = 1, task effects
-    integrated on :func:`bpc.estimate.crossed.normal_grid`, with its weak penalties on ℓ and
-    log κ (:data:`bpc.estimate.crossed.EB_PRIORS`) and bounds.
-    """
-    from scipy.optimize import minimize
-    from scipy.special import expit, logsumexp
-
-    from bpc.estimate.crossed import EB_PRIORS, beta_binomial_logpmf, normal_grid
-
-    x, w = normal_grid()
-    has = np.isfinite(m) & (np.nan_to_num(m) > 0)
-    m, k = m[has], k[has]
-    logw = np.log(w)
-
-    def objective(theta: np.ndarray) -> float:
-        loc, log_kappa = float(theta[0]), float(theta[1])
-        kap = math.exp(log_kappa)
-        p = np.clip(expit(loc + sigma * x), 1e-12, 1 - 1e-12)  # (Q,)
-        ll = beta_binomial_logpmf(k[:, None], m[:, None], p[None] * kap, (1 - p[None]) * kap)  # (T, Q)
-        total = float(np.sum(logsumexp(logw[None] + ll, axis=1)))
-        pen = 0.0
-        for name, value in (("loc", loc), ("log_kappa", log_kappa)):
-            mu, sd = EB_PRIORS[name]
-            pen += ((value - mu) / sd) ** 2 / 2
-        return -(total - pen)
-
-    pooled = (k.sum() + 0.5) / (m.sum() + 1.0)
-    res = minimize(
-        objective,
-        np.array([math.log(pooled / (1 - pooled)), 1.0]),
-        method="L-BFGS-B",
-        bounds=[(-15.0, 15.0), (-7.0, 10.0)],
-    )
-    return float(res.x[0]), float(math.exp(res.x[1])), bool(res.success)
-
-
 def crossed_without(left: xr.Dataset, benchmark: str) -> CrossedOthers:
     """The crossed model of ``benchmark`` from the other generators only (``left``: target left out).
 
@@ -287,7 +248,7 @@ def crossed_without(left: xr.Dataset, benchmark: str) -> CrossedOthers:
     >>> crossed_without(counts_from_records(rec), "b").sigma_source
     'fitted'
     """
-    from bpc.estimate.crossed import crossed_layout, fit_crossed_eb
+    from bpc.estimate.crossed import crossed_eb, crossed_layout, fit_crossed_eb
     from bpc.schema import has_task_counts
 
     empty = CrossedOthers((), np.zeros(0), np.zeros(0), float("nan"), "", False)
@@ -317,7 +278,10 @@ def crossed_without(left: xr.Dataset, benchmark: str) -> CrossedOthers:
     sigma = float(np.exp(np.mean(np.log(sig))))
     n = left["task_n"].sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: others[0]}).values
     k = left["task_pass"].sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: others[0]}).values
-    loc, kap, ok = _fit_given_sigma(np.asarray(n, dtype=np.float64), np.asarray(k, dtype=np.float64), sigma)
+    fit = crossed_eb(
+        np.asarray(n, dtype=np.float64)[:, None], np.asarray(k, dtype=np.float64)[:, None], sigma=sigma
+    )
+    loc, kap, ok = float(fit.loc[0]), float(fit.kappa[0]), fit.converged
     donors_ok = bool(np.asarray(eb["converged"].sel({DIM_BENCHMARK: donors}).values).all())
     return CrossedOthers(
         (others[0],),
