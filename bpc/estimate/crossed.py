@@ -440,10 +440,11 @@ def crossed_eb(
     x, w = normal_grid(nodes)
     pooled = (k.sum(axis=0) + 0.5) / (m.sum(axis=0) + 1.0)
     fit_sigma = sigma is None
+    fixed_log_sigma = np.array([] if sigma is None else [np.log(sigma)])
     theta0 = np.concatenate([np.log(pooled / (1 - pooled)), np.full(G, 1.0), [0.0] if fit_sigma else []])
 
     def unpack(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        log_sigma = theta[2 * G :] if fit_sigma else np.array([np.log(sigma)])
+        log_sigma = theta[2 * G :] if fit_sigma else fixed_log_sigma
         return theta[:G], theta[G : 2 * G], log_sigma
 
     def objective(theta: np.ndarray) -> float:
