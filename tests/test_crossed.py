@@ -154,6 +154,8 @@ def test_crossed_eb_with_sigma_fixed_at_the_joint_optimum_keeps_the_rest():
     assert crossed_eb(m, k, sigma=0.1).loglik < joint.loglik - 1
     one = crossed_eb(m[:, :1], k[:, :1], sigma=2.0)  # one generator: σ not identified, so given
     assert one.sigma == 2.0 and one.loc.shape == (1,)
+    with pytest.raises(ValueError, match="sigma must be a positive"):
+        crossed_eb(m, k, sigma=0.0)
 
 
 # -- xarray layer ----------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ The xarray layer: :func:`fit_crossed_eb` (counts → crossed parameters),
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -439,6 +440,8 @@ def crossed_eb(
     G = m.shape[1]
     x, w = normal_grid(nodes)
     pooled = (k.sum(axis=0) + 0.5) / (m.sum(axis=0) + 1.0)
+    if sigma is not None and not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"crossed_eb: sigma must be a positive finite number, got {sigma!r}")
     fit_sigma = sigma is None
     fixed_log_sigma = np.array([] if sigma is None else [np.log(sigma)])
     theta0 = np.concatenate([np.log(pooled / (1 - pooled)), np.full(G, 1.0), [0.0] if fit_sigma else []])
