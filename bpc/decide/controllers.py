@@ -61,16 +61,15 @@ import numpy as np
 
 from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, make_problem, regenerate
+from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, regenerate
 from bpc.decide.kernels.dp import DPSolution, solve_grid
-from bpc.decide.kernels.greedy import paper_greedy
+from bpc.decide.kernels.greedy import LOOKAHEADS, greedy
 from bpc.decide.kernels.instance import (
     CRITIC_SCOPES,
     MIXTURES,
     InstanceProblem,
     abandon_exact,
     abandon_moment,
-    instance_greedy,
     make_instance_problem,
     mixture_mean,
     solve_tree,
@@ -508,60 +507,6 @@ class BeliefController:
         state.b[mask & ~passed] = 0.0
 
 
-class GreedyController(BeliefController):
-    """``bayesian_greedy`` (SPEC §3): the paper's one-step rule.
-
-    ``Q_stop = 0``, ``Q_verify = R·b − c_ver``, ``Q_gen = −c_gen + (π·R − c_ver)``,
-    ``Q_crit_i = −c_i + E_z[Q_verify(b_z)]`` for critics not yet used on the
-    current patch (:func:`bpc.decide.kernels.greedy_q`). A regenerated patch is a
-    fresh sample: the belief returns to the starting mean.
-
-    Parameters
-    ----------
-    params, costs, critics, index, name
-        See :class:`BeliefController`.
-    clip : bool
-        Use ``max(Q_verify(b_z), 0)`` inside the critic expectation (the
-        release formula; default False = the paper appendix formula).
-    """
-
-    name = "bayesian_greedy"
-
-    def __init__(
-        self,
-        params: xr.Dataset | ParameterSamples,
-        costs: Costs | Sequence[Costs] | SampleCosts,
-        *,
-        critics: Sequence[str] | None = None,
-        index: SampleIndex = every_sample,
-        clip: bool = False,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(params, costs, critics=critics, index=index, name=name)
-        self.clip = bool(clip)
-        s = self.samples
-        self.problem = make_problem(
-            s.prior, s.tpr, s.fpr, 0.0, 0.0, **self.sample_costs.kernel_kwargs(), available=self.available
-        )  # validated once; every decision reads it
-
-    def q_values(self, state: BeliefState) -> np.ndarray:
-        """Greedy Q-values of every (episode, followed sample), ``(n, m, A)``."""
-        n, m = state.b.shape
-        P = self.problem.take(state.sample.reshape(-1))
-        avail = P.available & np.repeat(state.available, m, axis=0)
-        P = replace(P, prior=state.prior.reshape(-1), available=avail)
-        q = paper_greedy(P, state.b.reshape(-1), np.repeat(state.used, m), clip=self.clip)
-        return q.reshape(n, m, CRITIC_OFFSET + len(self.critics))
-
-    def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
-        """Fresh sample: the belief is reset to each sample's prior."""
-        return self.samples.prior[sample]
-
-    def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
-        """A new patch is a fresh sample of the task: back to the starting mean."""
-        super().observe_regenerate(state, mask, fresh=True if fresh is None else fresh)
-
-
 class InstanceController(BeliefController):
     """The instance belief ``(b, A, B)`` (SPEC §9): grid DP, greedy or exact tree, receding horizon.
 
@@ -608,6 +553,10 @@ class InstanceController(BeliefController):
         How the episode's θ-belief is carried between decisions.
     regenerate : {"fresh", "refine"}
         How a new patch is made, in planning and acting alike.
+    lookahead : {"best", "verify", "clip"}
+        Greedy only: the worth of a critic verdict's belief
+        (:data:`~bpc.decide.kernels.greedy.LOOKAHEADS`; ``"verify"`` is the
+        paper's rule, ``"clip"`` the authors' release).
     grid_size, mu_grid_size : int
         Points of the ``b`` and ``μ`` grids (``mu_grid_size=1``: the paper's
         table, :data:`~bpc.decide.kernels.dp.PAPER_TABLE`).
@@ -636,6 +585,7 @@ class InstanceController(BeliefController):
         critic_scope: str | None = None,
         mixture: str = "exact",
         regenerate: str = "fresh",
+        lookahead: str = "best",
         grid_size: int = GRID_SIZE,
         mu_grid_size: int = GRID_SIZE,
         keep_q: bool = False,
@@ -649,6 +599,7 @@ class InstanceController(BeliefController):
             ("method", method, METHODS),
             ("mixture", mixture, MIXTURES),
             ("regenerate", regenerate, REGENERATE_MODES),
+            ("lookahead", lookahead, LOOKAHEADS),
         )
         for what, value, choices in checks:
             if value not in choices:
@@ -661,7 +612,7 @@ class InstanceController(BeliefController):
         if name is None and method == "greedy":
             self.name = "bayesian_greedy"
         self.belief, self.method, self.mixture, self.regenerate = belief, method, mixture, regenerate
-        self.critic_scope = critic_scope
+        self.critic_scope, self.lookahead = critic_scope, lookahead
         self.horizon = int(horizon)
         self.max_patches = None if max_patches is None else int(max_patches)
         self.verify_terminal = bool(verify_terminal)
@@ -740,7 +691,8 @@ class InstanceController(BeliefController):
                 kappa=state.kappa.reshape(-1),
             )
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
-            q = instance_greedy(P, *states, self.max_patches, self.verify_terminal, self.regenerate)
+            options = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal)
+            q = greedy(P, *states, **options, regenerate=self.regenerate, lookahead=self.lookahead)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
         N = self.max_patches or 1
 
@@ -878,3 +830,37 @@ class TableController(InstanceController):
         paper |= dict(verify_terminal=True, regenerate="refine", mu_grid_size=1)
         options: dict[str, Any] = dict(horizon=horizon, grid_size=grid_size, table=table, keep_q=keep_q)
         super().__init__(params, costs, critics=critics, index=index, name=name, **options, **paper)
+
+
+class GreedyController(InstanceController):
+    """The paper's ``bayesian_greedy`` (SPEC §3): :class:`InstanceController` with the paper's one-step rule.
+
+    The one greedy rule (:func:`~bpc.decide.kernels.greedy.greedy`) at
+    ``κ = ∞``: ``Q_verify = R·b − c_ver`` (terminal), ``Q_gen = −c_gen +
+    (π·R − c_ver)`` (a new patch is a fresh sample: the belief returns to the
+    starting mean) and ``Q_crit_k = −c_k + E_z[Q_verify(b_z)]`` for critics not
+    yet used on the current patch, no patch budget.
+
+    Parameters
+    ----------
+    params, costs, critics, index, name
+        See :class:`BeliefController`.
+    clip : bool
+        Use ``max(Q_verify(b_z), 0)`` inside the critic expectation (the
+        release formula; default False = the paper appendix formula).
+    """
+
+    def __init__(
+        self,
+        params: xr.Dataset | ParameterSamples,
+        costs: Costs | Sequence[Costs] | SampleCosts,
+        *,
+        critics: Sequence[str] | None = None,
+        index: SampleIndex = every_sample,
+        clip: bool = False,
+        name: str | None = None,
+    ) -> None:
+        paper: dict[str, Any] = dict(belief="iid", method="greedy", max_patches=None, verify_terminal=True)
+        paper |= dict(critic_scope="patch", mixture="moment", regenerate="fresh")
+        lookahead = "clip" if clip else "verify"
+        super().__init__(params, costs, critics=critics, index=index, name=name, lookahead=lookahead, **paper)

@@ -54,8 +54,7 @@ caller's budget) makes *regenerate* unavailable on the last patch.
   vectorised over parameter samples, with the exact mixture or the
   mean-matched Beta;
 - :func:`bpc.decide.kernels.dp.solve_grid` — the one grid DP, over ``(b, μ, n, U)``;
-- :func:`instance_greedy_q` — the one-step rule with the instance-aware
-  regenerate value.
+- :func:`bpc.decide.kernels.greedy.greedy` — the one-step rule.
 
 Action indices, tie-breaking and the batched leading sample axis ``S`` are
 those of :mod:`bpc.decide.kernels`.
@@ -70,7 +69,6 @@ import numpy as np
 
 from bpc.constants import HORIZON, POOL_SIZE, REGENERATE_MODES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
-from bpc.decide.kernels.greedy import critic_values
 
 __all__ = [
     "MIXTURES",
@@ -86,8 +84,6 @@ __all__ = [
     "solve_tree",
     "solve_instance_exact",
     "evaluate_instance_policy",
-    "instance_greedy_q",
-    "instance_greedy",
 ]
 
 MIXTURES: tuple[str, ...] = ("exact", "moment")
@@ -681,94 +677,3 @@ def evaluate_instance_policy(policy: Callable, prior, tpr, fpr, kappa, **options
         ``(S,)`` expected utility (at most the optimum).
     """
     return solve_instance_exact(prior, tpr, fpr, kappa, policy=policy, **options).value
-
-
-# ---------------------------------------------------------------------------
-# greedy
-# ---------------------------------------------------------------------------
-def instance_greedy_q(
-    b,
-    mu,
-    n,
-    used,
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    max_patches: int | None = POOL_SIZE,
-    verify_terminal: bool = False,
-    available=None,
-    regenerate: str = "fresh",
-    p_fix=None,
-    p_break=None,
-) -> np.ndarray:
-    """One-step Q-values with the instance-aware regenerate value.
-
-    ``Q_gen(b) = −c_gen + R·μ'(b) − c_ver`` with ``μ'(b) = μ + (b − μ)/(κ + n + 1)``
-    (the next patch's belief; offered while ``n + 1 < max_patches``);
-    ``Q_verify(b) = R·b − c_ver + (1 − b)·max(0, Q_gen(0))`` (the failure
-    continuation, unless ``verify_terminal``); ``Q_crit_k = −c_k +
-    Σ_z P(z|b)·max(0, Q_verify(b_z), Q_gen(b_z))`` (SPEC §3, ``bpc`` profile).
-
-    Parameters
-    ----------
-    b, mu : array_like
-        ``(..., S)`` beliefs and θ-means, samples on the last axis.
-    n, used : array_like of int
-        Patches abandoned and used-critic bitmask, broadcast against ``b``.
-    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
-        The problem (:func:`make_instance_problem`).
-    max_patches, verify_terminal, regenerate, p_fix, p_break
-        As in :func:`solve_instance_exact` (with ``"refine"`` the next patch's
-        belief is ``b(1 − p_break) + (1 − b)p_fix``).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(..., S, A)``.
-    """
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    P = make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break)
-    if regenerate not in REGENERATE_MODES:
-        raise ValueError(f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {regenerate!r}")
-    B = P.base
-    b = np.asarray(b, dtype=np.float64)
-    if b.ndim == 0:
-        b = np.broadcast_to(b, (B.n_samples,))
-    b, mu, n, used = np.broadcast_arrays(b, np.asarray(mu, dtype=np.float64), np.asarray(n), np.asarray(used))
-    if b.shape[-1:] not in ((B.n_samples,), (1,)) and b.ndim:
-        raise ValueError(f"beliefs must have the {B.n_samples} samples on their last axis, got {b.shape}")
-    return instance_greedy(P, b, mu, n, used, max_patches, verify_terminal, regenerate)
-
-
-def instance_greedy(
-    P: InstanceProblem, b, mu, n, used, max_patches, verify_terminal, regenerate
-) -> np.ndarray:
-    """:func:`instance_greedy_q` on a validated problem and broadcast states (the controllers' path)."""
-    B = P.base
-    R, cv, cg = B.reward, B.c_ver, B.c_gen
-    regen_ok = np.ones(b.shape, bool) if max_patches is None else (n + 1 < max_patches)
-
-    def q_gen(x):
-        if regenerate == "refine":
-            nxt = x * (1 - B.p_break) + (1 - x) * B.p_fix
-        else:
-            nxt = abandon_moment(x, mu, P.kappa, n)
-        return np.where(regen_ok, -cg + R * nxt - cv, -np.inf)
-
-    def q_ver(x):
-        v = R * x - cv
-        if not verify_terminal:
-            v = v + (1 - x) * np.maximum(0.0, q_gen(np.zeros_like(x)))
-        return v
-
-    q = np.full(b.shape + (P.n_actions,), -np.inf)
-    q[..., STOP] = 0.0
-    q[..., VERIFY] = q_ver(b)
-    q[..., REGENERATE] = q_gen(b)
-    return critic_values(q, b, used, B, lambda bz: np.maximum(0.0, np.maximum(q_ver(bz), q_gen(bz))))
