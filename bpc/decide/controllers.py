@@ -524,7 +524,7 @@ class InstanceController(BeliefController):
     Planning (``method``): ``"dp"`` reads the grid DP over ``(b, μ, n, U)``
     (:func:`~bpc.decide.kernels.dp.solve_grid`, one table per set
     of available critics) by one Bellman backup; ``"greedy"`` the one-step rule
-    (:func:`~bpc.decide.kernels.instance.instance_greedy_q`); ``"exact"``
+    (:func:`~bpc.decide.kernels.greedy.greedy`); ``"exact"``
     the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`) from
     each episode's state. Verification is valued with its failure continuation
     unless ``verify_terminal``.
