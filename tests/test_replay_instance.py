@@ -243,13 +243,13 @@ def test_solve_b0_instance_model_iid_limit_is_the_paper_tree():
         solve_b0(params, FAST, belief_model="mixture")
 
 
-def test_solve_instance_policy_matches_the_kernel():
+def test_solve_policy_instance_table_matches_the_kernel():
     from bpc.decide.kernels.dp import solve_grid
     from bpc.decide.kernels.instance import make_instance_problem
-    from bpc.decide.solve import parameter_samples, solve_instance_policy, solve_policy
+    from bpc.decide.solve import parameter_samples, solve_policy
 
     params = _params(_synthetic(seed=4))
-    table = solve_instance_policy(params, FAST, grid_size=11, mu_grid_size=9)
+    table = solve_policy(params, FAST, belief_model="instance", grid_size=11, mu_grid_size=9)
     assert table["value"].dims == ("benchmark", "generator", "step", "patch", "used", "theta_mean", "belief")
     cell = params.sel(benchmark=["lcb_hard"], generator=["g2"])
     s = parameter_samples(cell, critics=CRITICS, one_cell=True)
