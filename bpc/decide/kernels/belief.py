@@ -12,7 +12,7 @@ observations always run over ``z = pass`` first, then ``z = fail``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -178,25 +178,14 @@ class Problem:
 
     def astype(self, dtype) -> Problem:
         """The same problem with every float array cast to ``dtype``."""
-        kw = {
-            name: getattr(self, name).astype(dtype, copy=False)
-            for name in (
-                "prior",
-                "tpr",
-                "fpr",
-                "p_fix",
-                "p_break",
-                "critic_costs",
-                "c_gen",
-                "c_ver",
-                "reward",
-            )
-        }
-        return Problem(available=self.available, **kw)
+        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Problem(
+            **{k: a.astype(dtype, copy=False) if a.dtype.kind == "f" else a for k, a in arrays.items()}
+        )
 
     def take(self, index) -> Problem:
         """The problem restricted to some samples (integer index or slice)."""
-        return Problem(**{name: getattr(self, name)[index] for name in self.__dataclass_fields__})
+        return Problem(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
 
 def _as_float(name: str, value) -> np.ndarray:
