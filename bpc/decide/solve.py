@@ -46,8 +46,8 @@ from bpc.constants import (
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
-from bpc.decide.kernels.instance import make_instance_problem, solve_tree
-from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel
+from bpc.decide.kernels.instance import InstanceProblem, make_instance_problem, solve_tree
+from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
 
 __all__ = [
@@ -279,30 +279,51 @@ def _describe_costs(costs) -> str:
 # ---------------------------------------------------------------------------
 # Block functions (module level: importable by dask workers)
 # ---------------------------------------------------------------------------
-def _flatten_inputs(prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, *, critics):
-    """Broadcast the loop dims of the apply_ufunc inputs and flatten them to samples ``S``."""
-    scal = [np.asarray(a, dtype=np.float64) for a in (prior, p_fix, p_break, c_gen, c_ver, reward)]
-    mats = [np.asarray(a, dtype=np.float64) for a in (tpr, fpr, ccost)]
-    K = mats[0].shape[-1]
-    loop = np.broadcast_shapes(*(a.shape for a in scal), *(a.shape[:-1] for a in mats))
+def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...], np.ndarray, InstanceProblem]:
+    """One apply_ufunc block's problem, loop dims flattened to samples: ``(loop shape, ok, problem)``.
+
+    ``arrays`` are :func:`_prepare`'s nine plus κ (``inf`` where absent, ``NaN``
+    or not positive: the i.i.d. model). Samples without parameters — no prior,
+    no repair kernel under ``refine``, a ``NaN`` root belief — are ``~ok``:
+    they get placeholders, their critics are unavailable and the caller masks their results.
+    """
+    prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, kappa = (
+        np.asarray(a, dtype=np.float64) for a in arrays
+    )
+    scal = (prior, p_fix, p_break, c_gen, c_ver, reward, kappa, np.asarray(0.0 if root is None else root))
+    loop = np.broadcast_shapes(*(a.shape for a in scal), *(a.shape[:-1] for a in (tpr, fpr, ccost)))
     S = int(np.prod(loop, dtype=np.int64))
-    pr, pf, pb, cg, cv, rw = (np.broadcast_to(a, loop).reshape(S) for a in scal)
-    tp, fp, cc = (np.broadcast_to(a, loop + (K,)).reshape(S, K) for a in mats)
-    samples = ParameterSamples(prior=pr, tpr=tp, fpr=fp, p_fix=pf, p_break=pb, critics=critics)
-    return loop, samples, SampleCosts(critic=cc, c_gen=cg, c_ver=cv, reward=rw)
+
+    def flat(a, core=()):
+        return np.broadcast_to(a, loop + core).reshape((S, *core))
+
+    ok = np.isfinite(flat(prior)) & np.isfinite(flat(np.asarray(0.0 if root is None else root, dtype=float)))
+    if refine:
+        ok &= np.isfinite(flat(p_fix)) & np.isfinite(flat(p_break))
+    kernel = (
+        {k: np.where(ok, flat(v), 0.5) for k, v in (("p_fix", p_fix), ("p_break", p_break))} if refine else {}
+    )
+    placeholder = np.where(ok, 1.0, np.nan)[:, None]
+    k = flat(kappa)
+    P = make_instance_problem(
+        np.where(ok, flat(prior), 0.5),
+        *(flat(a, a.shape[-1:]) * placeholder for a in (tpr, fpr)),
+        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+        critic_costs=flat(ccost, ccost.shape[-1:]),
+        **{n: flat(a) for n, a in (("c_gen", c_gen), ("c_ver", c_ver), ("reward", reward))},
+        **kernel,
+    )
+    return loop, ok, P
 
 
-def _grid_block(*arrays, critics, paper, **options):
+def _grid_block(*arrays, paper, **options):
     """Kernel called by apply_ufunc: the one grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`), one block.
 
     ``arrays`` are :func:`_prepare`'s nine plus κ. The paper's table returns
     ``value``, ``policy`` (and ``q``) without its one-point patch and θ-mean
     axes; the instance table its ``value``. Samples without parameters get ``NaN`` and action ``-1``.
     """
-    loop, samples, costs = _flatten_inputs(*arrays[:9], critics=critics)
-    ok = samples.solvable if paper else np.isfinite(samples.prior)
-    kernel = {k: np.where(ok, getattr(samples, k), 0.5) for k in ("p_fix", "p_break")} if paper else {}
-    P = make_instance_problem(*_placeholders(samples, ok, arrays[9], loop), **costs.kernel_kwargs(), **kernel)
+    loop, ok, P = _block_problem(arrays, refine=paper)
     sol = solve_grid(P, **(PAPER_TABLE if paper else {}), **options)
     out = [a for a in ((sol.value, sol.policy, sol.q) if paper else (sol.value,)) if a is not None]
     for a, bad in zip(out, (np.nan, -1, np.nan), strict=False):
@@ -312,38 +333,13 @@ def _grid_block(*arrays, critics, paper, **options):
     return tuple(out) if len(out) > 1 else out[0]
 
 
-def _placeholders(samples: ParameterSamples, ok: np.ndarray, kappa, loop) -> tuple:
-    """``(prior, tpr, fpr, κ)`` of a block; samples without parameters (``~ok``) get placeholders.
-
-    Their critics are unavailable and the caller masks their results; κ is
-    ``inf`` where absent, ``NaN`` or not positive (the i.i.d. model).
-    """
-    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(samples.n_samples)
-    placeholder = np.where(ok, 1.0, np.nan)[:, None]
-    return (
-        np.where(ok, samples.prior, 0.5),
-        samples.tpr * placeholder,
-        samples.fpr * placeholder,
-        np.where(np.isfinite(k) & (k > 0), k, np.inf),
-    )
-
-
-def _b0_block(*arrays, critics, horizon, used, tree):
+def _b0_block(*arrays, horizon, used, tree):
     """Kernel called by apply_ufunc: the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`).
 
-    ``arrays`` are :func:`_prepare`'s nine plus the root belief and κ.
+    ``arrays`` are :func:`_prepare`'s nine, κ and the root belief.
     """
-    loop, samples, costs = _flatten_inputs(*arrays[:9], critics=critics)
-    belief, kappa = arrays[9:]
-    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(samples.n_samples)
-    refine = tree["regenerate"] == "refine"
-    ok = np.isfinite(samples.prior) & np.isfinite(b0)
-    if refine:
-        ok &= np.isfinite(samples.p_fix) & np.isfinite(samples.p_break)
-    kernel = {"p_fix": np.where(ok, samples.p_fix, 0.5), "p_break": np.where(ok, samples.p_break, 0.5)}
-    problem = make_instance_problem(
-        *_placeholders(samples, ok, kappa, loop), **costs.kernel_kwargs(), **(kernel if refine else {})
-    )
+    loop, ok, problem = _block_problem(arrays[:10], refine=tree["regenerate"] == "refine", root=arrays[10])
+    b0 = np.broadcast_to(np.asarray(arrays[10], dtype=np.float64), loop).reshape(-1)
     value, q = solve_tree(
         problem, np.where(ok, b0, 0.5), None, horizon, used, policy=None, chunk_size=32768, **tree
     )
@@ -537,7 +533,6 @@ def solve_policy(
         [*core, []],
         outs,
         dask,
-        critics=tuple(critics),
         paper=paper,
         **options,
     )
@@ -630,7 +625,7 @@ def solve_b0(
     if not isinstance(root, xr.DataArray):
         root = xr.DataArray(float(root))
     kappa = _kappa_array(params) if belief_model == "instance" else xr.DataArray(np.inf)
-    args = [*args, root, kappa]
+    args = [*args, kappa, root]
     core = [*core, [], []]
     if belief_model == "instance":  # a fresh draw of the instance, within the patch budget
         tree = dict(
@@ -656,7 +651,6 @@ def solve_b0(
         core,
         outs,
         dask,
-        critics=tuple(critics),
         horizon=int(horizon),
         used=mask,
         tree=tree,
