@@ -684,14 +684,9 @@ class InstanceController(BeliefController):
             return self._exact_q(state)
         n_ep, m = state.b.shape
         if self.method == "greedy":
-            base = self.problem.base.take(state.sample.reshape(-1))
-            avail = base.available & np.repeat(state.available, m, axis=0)
-            P = InstanceProblem(
-                base=replace(base, prior=state.prior.reshape(-1), available=avail),
-                kappa=state.kappa.reshape(-1),
-            )
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
             options = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal)
+            P = self._problem_of(state, slice(None))
             q = greedy(P, *states, **options, regenerate=self.regenerate, lookahead=self.lookahead)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
         N = self.max_patches or 1
@@ -711,30 +706,29 @@ class InstanceController(BeliefController):
 
         return self._by_pattern(state, q_of)
 
+    def _problem_of(self, state: BeliefState, rows) -> InstanceProblem:
+        """The validated problem of the samples the episodes ``rows`` follow, flattened.
+
+        At each episode's starting θ-belief and with its task's critics (no checks: the per-decision path).
+        """
+        m = state.b.shape[1]
+        base = self.problem.base.take(state.sample[rows].reshape(-1))
+        avail = base.available & np.repeat(state.available[rows], m, axis=0)
+        base = replace(base, prior=state.prior[rows].reshape(-1), available=avail)
+        return InstanceProblem(base=base, kappa=state.kappa[rows].reshape(-1))
+
     def _exact_q(self, state: BeliefState) -> np.ndarray:
         folded, weights = state.folded, state.weights
         if folded is None or weights is None:
             raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
+        options = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, chunk_size=None)
+        options |= dict(critic_scope=self.critic_scope, regenerate=self.regenerate, horizon=self.horizon)
         out = []
         for i in range(state.b.shape[0]):
-            s = state.sample[i]
-            p, c = self.samples.take(s), self.sample_costs.take(s)
-            avail = p.available & state.available[i]
-            args = (state.prior[i], p.tpr, p.fpr, state.kappa[i])
-            problem = make_instance_problem(*args, **c.kernel_kwargs(), available=avail, **self._kernel(p))
-            theta = weights[i, :, : int(folded[i]) + 1]
-            tree = (
-                "exact",
-                self.max_patches,
-                self.verify_terminal,
-                self.critic_scope,
-                None,
-                None,
-                self.regenerate,
+            root = dict(b0=state.b[i], weights=weights[i, :, : int(folded[i]) + 1], used=int(state.used[i]))
+            out.append(
+                solve_tree(self._problem_of(state, [i]), **root, **options, patch=int(state.step[i])).q
             )
-            root = (state.b[i], theta, self.horizon, int(state.used[i]))
-            _, q = solve_tree(problem, *root, *tree, patch=int(state.step[i]))
-            out.append(q)
         return np.stack(out)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:

@@ -46,7 +46,7 @@ from bpc.constants import (
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
-from bpc.decide.kernels.instance import InstanceProblem, make_instance_problem, solve_tree
+from bpc.decide.kernels.instance import PAPER_TREE, InstanceProblem, make_instance_problem, solve_tree
 from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
 
@@ -340,9 +340,8 @@ def _b0_block(*arrays, horizon, used, tree):
     """
     loop, ok, problem = _block_problem(arrays[:10], refine=tree["regenerate"] == "refine", root=arrays[10])
     b0 = np.broadcast_to(np.asarray(arrays[10], dtype=np.float64), loop).reshape(-1)
-    value, q = solve_tree(
-        problem, np.where(ok, b0, 0.5), None, horizon, used, policy=None, chunk_size=32768, **tree
-    )
+    sol = solve_tree(problem, b0=np.where(ok, b0, 0.5), horizon=horizon, used=used, **tree)
+    value, q = sol.value, sol.q
     value[~ok] = np.nan
     q[~ok] = np.nan
     action = np.where(ok, np.argmax(q, axis=-1), -1).astype(np.int8)
@@ -636,13 +635,7 @@ def solve_b0(
             regenerate="fresh",
         )
     else:  # the paper's tree: κ = ∞, the repair kernel, no budget, verification terminal
-        tree = dict(
-            mixture="moment",
-            max_patches=None,
-            verify_terminal=True,
-            critic_scope="patch",
-            regenerate="refine",
-        )
+        tree = PAPER_TREE
     outs = [({}, np.float64), ({DIM_ACTION: 3 + K}, np.float64), ({}, np.int8)]
     res = _apply(
         _b0_block,

@@ -366,18 +366,19 @@ class _Node:
 
 
 class _InstanceTree:
-    """Memoised expectimax for one chunk of samples."""
+    """Memoised expectimax for one chunk of samples (options as in :func:`solve_tree`)."""
 
     def __init__(
         self,
         P: InstanceProblem,
+        policy,
+        samples,
+        *,
         mixture,
         max_patches,
         verify_terminal,
         critic_scope,
-        policy=None,
-        samples=None,
-        regenerate="fresh",
+        regenerate,
     ):
         self.P = P
         self.refine = regenerate == "refine"
@@ -515,72 +516,19 @@ def _root_theta(P: InstanceProblem, weights, mixture):
     return mixture_mean(w, P.base.prior, P.kappa), n0
 
 
+PAPER_TREE: dict = {
+    "mixture": "moment",
+    "max_patches": None,
+    "verify_terminal": True,
+    "critic_scope": "patch",
+    "regenerate": "refine",
+}
+"""Options of :func:`solve_tree` that give the paper's tree (SPEC §3) with ``κ = inf``."""
+
+
 def solve_tree(
     P: InstanceProblem,
-    b0,
-    weights,
-    horizon,
-    used,
-    mixture,
-    max_patches,
-    verify_terminal,
-    critic_scope,
-    policy,
-    chunk_size,
-    regenerate="fresh",
     *,
-    patch: int | None = None,
-):
-    """The one exact expectimax tree over a validated problem: ``(value, q)`` at the root.
-
-    Every exact solver and policy evaluator of bpc runs on it (the paper's
-    tree, :mod:`bpc.decide.kernels.exact`, is ``κ = inf``, ``"refine"``, no
-    budget, verification terminal). Arguments as in :func:`solve_instance_exact`;
-    ``policy`` (or ``None`` for the optimum) as in :func:`evaluate_instance_policy`;
-    ``patch`` is the index of the root's patch (the budget's count; default
-    the number of patches folded into ``weights``).
-    """
-    check_options(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
-    S = P.n_samples
-    theta0, n0 = _root_theta(P, weights, mixture)
-    if b0 is None:
-        b0 = mixture_mean(theta0, P.base.prior, P.kappa) if mixture == "exact" else theta0
-    b0 = np.broadcast_to(np.asarray(b0, dtype=np.float64), (S,))
-    if (~np.isfinite(b0) | (b0 < 0) | (b0 > 1)).any():
-        raise ValueError("argument 'b0' must lie in [0, 1]")
-    chunk = S if chunk_size is None else int(chunk_size)
-    value = np.empty(S)
-    q = np.empty((S, P.n_actions))
-    root_hist = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
-    for start in range(0, S, chunk):
-        sl = slice(start, min(S, start + chunk))
-        tree = _InstanceTree(
-            P.take(sl),
-            mixture,
-            max_patches,
-            verify_terminal,
-            critic_scope,
-            policy,
-            np.arange(sl.start, sl.stop),
-            regenerate,
-        )
-        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), patch)
-        qc = tree.q(node, int(horizon))
-        q[sl] = qc.T
-        value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(horizon))
-    return value, q
-
-
-def solve_instance_exact(
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
     b0=None,
     weights=None,
     horizon: int = HORIZON,
@@ -589,25 +537,25 @@ def solve_instance_exact(
     max_patches: int | None = POOL_SIZE,
     verify_terminal: bool = False,
     critic_scope: str = "patch",
-    available=None,
-    chunk_size: int | None = 32768,
     regenerate: str = "fresh",
-    p_fix=None,
-    p_break=None,
+    chunk_size: int | None = 32768,
     policy: Callable | None = None,
+    patch: int | None = None,
 ) -> ExactSolution:
-    """Exact expectimax over the reachable tree with the instance belief.
+    """The one exact expectimax tree over a validated problem: value and Q-values at the root.
 
     ``V_0 = max(0, R·b − c_ver)``; for ``h ≥ 1`` the maximum of stop (0),
     verify (``R·b − c_ver + (1 − b)·V_{h−1}(b = 0)`` unless
     ``verify_terminal``), regenerate (``−c_gen + V_{h−1}`` of a fresh patch
     at ``b = E[θ | history]``, offered while ``n + 1 < max_patches``) and
     every unused available critic (``−c_k + Σ_z P(z|b)·V_{h−1}(b_z)``).
+    Every exact solver and policy evaluator of bpc runs on it (the paper's
+    tree, :mod:`bpc.decide.kernels.exact`, is ``κ = inf`` with :data:`PAPER_TREE`).
 
     Parameters
     ----------
-    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
-        The problem (:func:`make_instance_problem`).
+    P : InstanceProblem
+        The validated problem (:func:`make_instance_problem`).
     b0 : array_like, optional
         Root belief of the current patch (default ``E[θ | root history]``).
     weights : array_like, optional
@@ -633,29 +581,87 @@ def solve_instance_exact(
         for two failing patches), which the first-order model — critics
         independent given each patch's ``Y`` — would count as fresh evidence;
         the instance scope keeps the planner from buying that repeat.
-    chunk_size : int or None
-        Samples solved together; does not change results.
     regenerate : {"fresh", "refine"}
         A new patch is a fresh draw from the instance (its θ-belief folds the
         abandoned patch in), or a refinement of the current one through the
-        repair kernel ``p_fix``/``p_break`` (``b' = b(1 − p_break) + (1 − b)p_fix``,
-        the θ-belief unchanged). ``κ = inf``, ``"refine"``, ``max_patches=None``
-        and ``verify_terminal=True`` is the paper's tree (SPEC §3).
-    p_fix, p_break : array_like, optional
-        The repair kernel of ``"refine"`` (default the fresh-sample kernel).
+        problem's repair kernel (``b' = b(1 − p_break) + (1 − b)p_fix``, the
+        θ-belief unchanged).
+    chunk_size : int or None
+        Samples solved together; does not change results.
     policy : callable, optional
-        Follow this policy instead of the best action at every node
-        (:func:`evaluate_instance_policy`); ``value`` is then its expected utility.
+        Follow ``policy(b, mu, n, used, h, samples) -> actions`` instead of the
+        best action at every node (:func:`evaluate_instance_policy`); ``value``
+        is then its expected utility.
+    patch : int, optional
+        Index of the root's patch (the budget's count; default the number of
+        patches folded into ``weights``).
+
+    Returns
+    -------
+    ExactSolution
+    """
+    check_options(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
+    if chunk_size is not None and int(chunk_size) < 1:
+        raise ValueError(f"argument 'chunk_size' must be >= 1, got {chunk_size!r}")
+    S = P.n_samples
+    theta0, n0 = _root_theta(P, weights, mixture)
+    if b0 is None:
+        b0 = mixture_mean(theta0, P.base.prior, P.kappa) if mixture == "exact" else theta0
+    b0 = np.broadcast_to(np.asarray(b0, dtype=np.float64), (S,))
+    if (~np.isfinite(b0) | (b0 < 0) | (b0 > 1)).any():
+        raise ValueError("argument 'b0' must lie in [0, 1]")
+    chunk = S if chunk_size is None else int(chunk_size)
+    value = np.empty(S)
+    q = np.empty((S, P.n_actions))
+    root_hist = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
+    options = dict(mixture=mixture, max_patches=max_patches, verify_terminal=verify_terminal)
+    options |= dict(critic_scope=critic_scope, regenerate=regenerate)
+    for start in range(0, S, chunk):
+        sl = slice(start, min(S, start + chunk))
+        tree = _InstanceTree(P.take(sl), policy, np.arange(sl.start, sl.stop), **options)
+        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), patch)
+        qc = tree.q(node, int(horizon))
+        q[sl] = qc.T
+        value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(horizon))
+    return ExactSolution(value=value, q=q)
+
+
+def solve_instance_exact(
+    prior,
+    tpr,
+    fpr,
+    kappa,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    available=None,
+    p_fix=None,
+    p_break=None,
+    **options,
+) -> ExactSolution:
+    """Exact expectimax over the reachable tree with the instance belief, from loose arrays.
+
+    Parameters
+    ----------
+    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available, p_fix, p_break
+        The problem (:func:`make_instance_problem`; ``p_fix``/``p_break`` the
+        repair kernel of ``regenerate="refine"``, default the fresh-sample kernel).
+    **options
+        The options of :func:`solve_tree` (``b0``, ``weights``, ``horizon``,
+        ``used``, ``mixture``, ``max_patches``, ``verify_terminal``,
+        ``critic_scope``, ``regenerate``, ``chunk_size``, ``policy``). ``κ = inf``
+        with :data:`PAPER_TREE` is the paper's tree (SPEC §3).
 
     Returns
     -------
     ExactSolution
     """
     costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    P = make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break)
-    tree = (mixture, max_patches, verify_terminal, critic_scope, policy, chunk_size, regenerate)
-    value, q = solve_tree(P, b0, weights, horizon, used, *tree)
-    return ExactSolution(value=value, q=q)
+    return solve_tree(
+        make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break), **options
+    )
 
 
 def evaluate_instance_policy(policy: Callable, prior, tpr, fpr, kappa, **options) -> np.ndarray:
