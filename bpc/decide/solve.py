@@ -580,8 +580,8 @@ def solve_b0(
     fill_kernel: bool = True,
     belief_model: str = "iid",
     max_patches: int = POOL_SIZE,
-    verify_terminal: bool | None = None,
-    critic_scope: str | None = None,
+    verify_terminal: bool = False,
+    critic_scope: str = "instance",
 ) -> xr.Dataset:
     """Exact value, Q-values and first action at one belief per cell and draw (expectimax).
 
@@ -603,9 +603,8 @@ def solve_b0(
         fresh instance (regeneration is a fresh draw from it).
     max_patches, verify_terminal, critic_scope
         Instance model only: the patch budget, whether verification ends the
-        episode in planning (default ``False``: a failed verification may be
-        followed by a new patch) and the used-critic scope (default: once per
-        instance).
+        episode in planning (default: a failed verification may be followed
+        by a new patch) and the used-critic scope (default: once per instance).
 
     Returns
     -------
@@ -627,13 +626,8 @@ def solve_b0(
     args = [*args, kappa, root]
     core = [*core, [], []]
     if belief_model == "instance":  # a fresh draw of the instance, within the patch budget
-        tree = dict(
-            mixture="exact",
-            max_patches=int(max_patches),
-            verify_terminal=bool(verify_terminal) if verify_terminal is not None else False,
-            critic_scope=critic_scope or "instance",
-            regenerate="fresh",
-        )
+        tree = dict(mixture="exact", max_patches=int(max_patches), verify_terminal=bool(verify_terminal))
+        tree |= dict(critic_scope=critic_scope, regenerate="fresh")
     else:  # the paper's tree: κ = ∞, the repair kernel, no budget, verification terminal
         tree = PAPER_TREE
     outs = [({}, np.float64), ({DIM_ACTION: 3 + K}, np.float64), ({}, np.int8)]
