@@ -533,8 +533,6 @@ class InstanceController(BeliefController):
     ----------
     params, costs, critics, index, name
         See :class:`BeliefController`.
-    kappa : array_like, optional
-        ``(S,)`` or scalar κ overriding the samples' own.
     belief : {"instance", "iid"}
         ``"iid"`` forces ``κ = inf``.
     method : {"dp", "greedy", "exact"}
@@ -576,7 +574,6 @@ class InstanceController(BeliefController):
         *,
         critics: Sequence[str] | None = None,
         index: SampleIndex = every_sample,
-        kappa=None,
         belief: str = "instance",
         method: str = "dp",
         horizon: int = HORIZON,
@@ -616,22 +613,24 @@ class InstanceController(BeliefController):
         self.horizon = int(horizon)
         self.max_patches = None if max_patches is None else int(max_patches)
         self.verify_terminal = bool(verify_terminal)
-        self.samples = self.samples.with_fresh_sample_kernel()  # a refined patch's kernel (acting, "refine")
-        k = (
-            self.samples.kappa
-            if kappa is None
-            else np.broadcast_to(np.asarray(kappa, float), (self.n_samples,))
+        s = self.samples = (
+            self.samples.with_fresh_sample_kernel()
+        )  # a refined patch's kernel (acting, "refine")
+        self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else s.kappa
+        self._grid_options: dict[str, Any] = dict(grid_size=int(grid_size), mu_grid_size=int(mu_grid_size))
+        self._grid_options |= dict(
+            backend=backend, keep_q=bool(keep_q), horizon=self.horizon, max_patches=self.max_patches
         )
-        self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else np.where(k > 0, k, np.inf)
-        self._grid_options: dict[str, Any] = dict(
-            grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend
-        )
-        self._grid_options |= dict(keep_q=bool(keep_q), horizon=self.horizon, max_patches=self.max_patches)
-        s, prices = self.samples, self.sample_costs.kernel_kwargs()
-        kernel = self._kernel(s)
-        # validated once; the greedy rule and the tables read it
+        kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
+        # validated once; the greedy rule, the tree and the tables read it
         self.problem = make_instance_problem(
-            s.prior, s.tpr, s.fpr, self.kappa, **prices, available=self.available, **kernel
+            s.prior,
+            s.tpr,
+            s.fpr,
+            self.kappa,
+            **self.sample_costs.kernel_kwargs(),
+            available=self.available,
+            **kernel,
         )
         self._tables: dict[bytes | None, DPSolution] = {}
         if table is not None:
@@ -642,9 +641,6 @@ class InstanceController(BeliefController):
                 )
             self._tables[None] = table
         self.table = self.table_for(None) if method == "dp" else None
-
-    def _kernel(self, s: ParameterSamples) -> dict:
-        return dict(p_fix=s.p_fix, p_break=s.p_break) if self.regenerate == "refine" else {}
 
     def table_for(self, pattern: np.ndarray | None):
         """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
