@@ -296,6 +296,25 @@ def test_replay_cells_paper_profile(panel):
     pd.testing.assert_frame_equal(df, again)
 
 
+def test_replay_cells_states_the_fixed_pipeline_order(panel):
+    from bpc.commands.replay import format_protocol_table, format_table
+    from bpc.replay.engine import pipeline_orders
+
+    df = replay_cells(panel.records, None, None, policies=["fixed_pipeline"], split="all")
+    stated = {(r["benchmark"], r["generator"]): r["description"] for r in df.attrs["baselines"]}
+    orders = pipeline_orders(panel.records, None, "paper")
+    assert set(orders) == set(stated) and len(stated) == 4
+    assert stated[("lcb_hard", "haiku45")].startswith("fixed_pipeline: syn → test → llm (cheapest first)")
+    assert stated[("swebench_lite", "haiku45")].startswith("fixed_pipeline: syn → llm")  # no Cr_test on SWE
+    assert {k: v for k, v in stated.items() if k in orders} == orders
+    text = format_table(df)
+    assert text.count("fixed_pipeline: syn → ") == 4
+    block = df.assign(
+        n_instances=40, delta_best=0.0, ci_lo_best=0.0, ci_hi_best=0.0, best_simple="stop", prob=0.89
+    )
+    assert format_protocol_table(block, orders).count("fixed_pipeline: syn → ") == 4
+
+
 def test_replay_cells_split_all_is_in_sample(panel):
     from bpc.replay.engine import cell_pool
 
