@@ -336,8 +336,7 @@ class BeliefController:
     """Shared machinery of belief controllers over ``S`` parameter samples.
 
     Subclasses implement :meth:`q_values` (``(n, m, A)``) and may override
-    :meth:`choose` (how samples are combined; default: posterior-expected Q),
-    :meth:`update_belief` and :meth:`after_regenerate` (the belief model).
+    :meth:`choose` (how samples are combined; default: posterior-expected Q).
 
     Parameters
     ----------
@@ -390,6 +389,7 @@ class BeliefController:
             )
         self.index = index
         self.n_samples = samples.n_samples
+        self.kappa = samples.kappa  # κ of each sample (an instance controller's belief may override it)
         if name is not None:
             self.name = str(name)
 
@@ -401,11 +401,6 @@ class BeliefController:
     def choose(self, q: np.ndarray, state: BeliefState) -> np.ndarray:
         """Combine per-sample Q-values into one action per episode (posterior-expected Q)."""
         return expected_q_actions(q)
-
-    def update_belief(self, b: np.ndarray, sample: np.ndarray, k: int, z: np.ndarray) -> np.ndarray:
-        """Beliefs ``(r, m)`` after critic ``k`` said ``z`` (``(r,)``, 0/1): Bayes' rule per sample."""
-        s = self.samples
-        return bayes_update(b, s.tpr[sample, k], s.fpr[sample, k], z[:, None])
 
     def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
         """Belief of a new patch given the old one, ``(r, m)``: through the repair kernel."""
@@ -445,7 +440,7 @@ class BeliefController:
         """
         n = int(n)
         sample = np.asarray(self.index(n, self.n_samples), dtype=np.int64)
-        prior, kappa = self.samples.prior[sample], self.samples.kappa[sample]
+        prior, kappa = self.samples.prior[sample], self.kappa[sample]
         if theta0 is not None:
             a, b = (np.asarray(x, dtype=np.float64) for x in theta0)
             a, b = np.broadcast_to(a, (n,)), np.broadcast_to(b, (n,))
@@ -480,7 +475,8 @@ class BeliefController:
         z = np.broadcast_to(np.asarray(z), mask.shape)
         upd = mask & (z >= 0)
         if upd.any():
-            state.b[upd] = self.update_belief(state.b[upd], state.sample[upd], int(k), z[upd])
+            tpr, fpr = self.samples.tpr[state.sample[upd], k], self.samples.fpr[state.sample[upd], k]
+            state.b[upd] = bayes_update(state.b[upd], tpr, fpr, z[upd][:, None])
         state.used[mask] |= 1 << int(k)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
@@ -660,10 +656,6 @@ class InstanceController(BeliefController):
     def start(self, n: int, *, available=None, theta0=None) -> BeliefState:
         """Every episode at a fresh task: ``b = μ = E[θ]`` per followed sample, no patch abandoned."""
         st = super().start(n, available=available, theta0=theta0)
-        if theta0 is None:
-            st.kappa = self.kappa[st.sample]
-        else:
-            st.kappa = np.where(np.isinf(self.kappa[st.sample]), np.inf, st.kappa)
         st.mu = st.b.copy()
         st.folded = np.zeros(int(n), dtype=np.int64)
         if self.mixture == "exact":

@@ -177,10 +177,6 @@ class ParameterSamples:
         p_fix, p_break = fresh_sample_kernel(self.prior, self.p_fix, self.p_break)
         return replace(self, p_fix=p_fix, p_break=p_break)
 
-    def iid(self) -> ParameterSamples:
-        """The same samples with ``κ = inf`` (the paper's i.i.d. belief)."""
-        return replace(self, kappa=np.full(self.n_samples, np.inf))
-
     def mean(self) -> ParameterSamples:
         """One sample: the mean of every parameter over the samples (the posterior-mean plug-in)."""
         return ParameterSamples(
