@@ -537,15 +537,8 @@ class Controller:
         self.critic_costs = np.where(available.any(axis=0), np.array([e[2] for e in entries], float), np.nan)
         self.c_gen, self.c_ver, self.reward = float(c_gen), float(c_ver), float(reward)
         # validate every number once, naming the argument (the kernels' own check)
-        filled, sample_costs = samples.with_fresh_sample_kernel(), self._sample_costs(S)
-        make_problem(
-            *(getattr(filled, k) for k in ("prior", "tpr", "fpr", "p_fix", "p_break")),
-            critic_costs=sample_costs.critic,
-            c_gen=sample_costs.c_gen,
-            c_ver=sample_costs.c_ver,
-            reward=sample_costs.reward,
-            available=available,
-        )
+        prices = self._sample_costs(S).kernel_kwargs()
+        make_problem(**samples.with_fresh_sample_kernel().as_dict(), **prices, available=available)
         max_cost = LIVE_MAX_COST_REWARDS[belief][method] * self.reward if max_cost is None else max_cost
         check_cost_budget(max_cost)
         self.critics: tuple[str, ...] = names
