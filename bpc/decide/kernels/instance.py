@@ -63,7 +63,7 @@ those of :mod:`bpc.decide.kernels`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -365,31 +365,20 @@ class _Node:
         self.patch = n if patch is None else patch  # index of the current patch (the budget)
 
 
+@dataclass
 class _InstanceTree:
     """Memoised expectimax for one chunk of samples (options as in :func:`solve_tree`)."""
 
-    def __init__(
-        self,
-        P: InstanceProblem,
-        policy,
-        samples,
-        *,
-        mixture,
-        max_patches,
-        verify_terminal,
-        critic_scope,
-        regenerate,
-    ):
-        self.P = P
-        self.refine = regenerate == "refine"
-        self.keep_used = critic_scope == "instance"
-        self.mixture = mixture
-        self.max_patches = max_patches
-        self.verify_terminal = verify_terminal
-        self.policy = policy
-        self.samples = samples
-        self.memo: dict = {}
-        self._means: dict[int, np.ndarray] = {}
+    P: InstanceProblem
+    policy: Callable | None
+    samples: np.ndarray
+    mixture: str
+    max_patches: int | None
+    verify_terminal: bool
+    critic_scope: str
+    regenerate: str
+    memo: dict = field(default_factory=dict)
+    _means: dict[int, np.ndarray] = field(default_factory=dict)
 
     def component_means(self, n: int) -> np.ndarray:
         """``(S, n + 1)`` component means ``m_j`` after ``n`` patches (cached per ``n``)."""
@@ -425,9 +414,9 @@ class _InstanceTree:
             failed = _Node(np.zeros(S), node.theta, node.n, node.used, key, node.patch)
             q[VERIFY] = q[VERIFY] + (1 - b) * self.value(failed, h - 1)
         if self.max_patches is None or node.patch + 1 < self.max_patches:
-            used = node.used if self.keep_used else 0
+            used = node.used if self.critic_scope == "instance" else 0
             fresh = tuple((k, -1) for k in range(K) if used >> k & 1)
-            if self.refine:  # the repaired patch: b through the kernel, θ-belief unchanged
+            if self.regenerate == "refine":  # the repaired patch: b through the kernel, θ-belief unchanged
                 b_new = b * (1 - P.p_break) + (1 - b) * P.p_fix
                 key = node.key[:-1] + (("R", node.key[-1]), fresh)
                 child = _Node(b_new, node.theta, node.n, used, key, node.patch + 1)
