@@ -378,11 +378,8 @@ def _prepare(params, costs, critics, fill_kernel):
         params["fpr"].sel(sel),
         params["p_fix"],
         params["p_break"],
-        c["critic_costs"],
-        c["c_gen"],
-        c["c_ver"],
-        c["reward"],
     ]
+    args += [c["critic_costs"], c["c_gen"], c["c_ver"], c["reward"]]  # the order of _block_problem
     core = [[], [DIM_CRITIC], [DIM_CRITIC], [], [], [DIM_CRITIC], [], [], []]
     return params, critics, args, core
 
@@ -649,8 +646,11 @@ def solve_b0(
         "optimal first action index at the root belief (ties -> lowest; -1 = no parameters); "
         "names in 'action'"
     )
+    instance = "exact expectimax on the reachable tree, instance belief (SPEC §9)"
     ds.attrs.update(
-        solver="exact expectimax on the reachable belief tree (SPEC §3)",
+        solver=instance
+        if belief_model == "instance"
+        else "exact expectimax on the reachable belief tree (SPEC §3)",
         critics=json.dumps(critics),
         horizon=int(horizon),
         used=used_labels(critics)[mask],
@@ -659,6 +659,4 @@ def solve_b0(
         tie_break="lowest action index",
         belief_model=belief_model,
     )
-    if belief_model == "instance":
-        ds.attrs["solver"] = "exact expectimax on the reachable tree, instance belief (SPEC §9)"
     return ds
