@@ -294,26 +294,19 @@ def expected_q_actions(q: np.ndarray, weights: np.ndarray | None = None) -> np.n
 # ---------------------------------------------------------------------------
 # Controllers
 # ---------------------------------------------------------------------------
-def _default_critics(params) -> tuple[str, ...]:
-    """Critics called when none are named: the samples' own, or the Dataset's decision critics."""
-    if isinstance(params, ParameterSamples):
-        return params.critics
-    from bpc.schema import decision_critics
-
-    return decision_critics(params["critic"].values)
-
-
 def as_samples(params, critics: Sequence[str] | None = None) -> ParameterSamples:
     """Parameter samples of one cell from a Dataset (flattened, κ included) or samples themselves.
+
+    ``critics`` default: the samples' own, or the Dataset's decision critics
+    (:func:`bpc.decide.solve.parameter_samples`).
 
     Raises
     ------
     ValueError
         If ``critics`` differ from the samples' own.
     """
-    critics = _default_critics(params) if critics is None else tuple(critics)
     if isinstance(params, ParameterSamples):
-        if tuple(critics) != params.critics:
+        if critics is not None and tuple(critics) != params.critics:
             raise ValueError(f"critics {tuple(critics)} differ from the samples' critics {params.critics}")
         return params
     from bpc.decide.solve import parameter_samples  # the xarray layer, only for Dataset inputs
