@@ -142,12 +142,12 @@ class BeliefState:
         ``(n, m)`` mean of the starting θ-belief (the cell's π, or a task's own).
     kappa : numpy.ndarray
         ``(n, m)`` size ``A + B`` of the starting θ-belief (``inf``: i.i.d.).
-    mu : numpy.ndarray or None
-        ``(n, m)`` ``E[θ | abandoned patches]`` (instance controllers).
+    mu : numpy.ndarray
+        ``(n, m)`` ``E[θ | abandoned patches]`` (moved by the instance controllers).
     weights : numpy.ndarray or None
         ``(n, m, J)`` the exact θ-belief as weights over the pass count of the
         abandoned patches (``mixture="exact"``).
-    folded : numpy.ndarray or None
+    folded : numpy.ndarray
         ``(n,)`` patches folded into the θ-belief (fresh new patches; a
         refined patch is not a fresh draw, so it folds nothing).
     """
@@ -159,9 +159,9 @@ class BeliefState:
     available: np.ndarray
     prior: np.ndarray
     kappa: np.ndarray
-    mu: np.ndarray | None = None
+    mu: np.ndarray
+    folded: np.ndarray
     weights: np.ndarray | None = None
-    folded: np.ndarray | None = None
 
     @property
     def belief(self) -> np.ndarray:
@@ -454,6 +454,8 @@ class BeliefController:
             available=_episode_mask(available, n, len(self.critics)),
             prior=prior,
             kappa=kappa,
+            mu=prior.copy(),
+            folded=zeros.copy(),
         )
 
     def act(self, state: BeliefState) -> np.ndarray:
@@ -649,8 +651,6 @@ class InstanceController(BeliefController):
     def start(self, n: int, *, available=None, theta0=None) -> BeliefState:
         """Every episode at a fresh task: ``b = μ = E[θ]`` per followed sample, no patch abandoned."""
         st = super().start(n, available=available, theta0=theta0)
-        st.mu = st.b.copy()
-        st.folded = np.zeros(int(n), dtype=np.int64)
         if self.mixture == "exact":
             st.weights = np.zeros(st.b.shape + ((self.max_patches or 1) + 1,))
             st.weights[..., 0] = 1.0
@@ -658,15 +658,13 @@ class InstanceController(BeliefController):
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Per-sample Q-values at the episode's state with ``H`` steps left, ``(n, m, A)``."""
-        mu, folded = state.mu, state.folded
-        if mu is None or folded is None:
-            raise ValueError("InstanceController: the episode state carries no θ-belief (start it here)")
+        mu = state.mu
         if self.method == "exact":
             return self._exact_q(state)
         n_ep, m = state.b.shape
         if self.method == "greedy":
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
-            options = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal)
+            options: dict[str, Any] = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal)
             P = self._problem_of(state, slice(None))
             q = greedy(P, *states, **options, regenerate=self.regenerate, lookahead=self.lookahead)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
@@ -700,9 +698,11 @@ class InstanceController(BeliefController):
 
     def _exact_q(self, state: BeliefState) -> np.ndarray:
         folded, weights = state.folded, state.weights
-        if folded is None or weights is None:
+        if weights is None:
             raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
-        options = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, chunk_size=None)
+        options: dict[str, Any] = dict(
+            max_patches=self.max_patches, verify_terminal=self.verify_terminal, chunk_size=None
+        )
         options |= dict(critic_scope=self.critic_scope, regenerate=self.regenerate, horizon=self.horizon)
         out = []
         for i in range(state.b.shape[0]):
@@ -727,8 +727,6 @@ class InstanceController(BeliefController):
         state.step[mask] += 1
 
     def _fold(self, state: BeliefState, mask: np.ndarray) -> None:
-        if state.mu is None or state.folded is None:
-            raise ValueError("InstanceController: the episode state carries no θ-belief (start it here)")
         kappa, prior, b = state.kappa[mask], state.prior[mask], state.b[mask]
         steps = state.folded[mask]
         if self.mixture == "exact":

@@ -307,7 +307,8 @@ def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...],
     k = flat(kappa)
     P = make_instance_problem(
         np.where(ok, flat(prior), 0.5),
-        *(flat(a, a.shape[-1:]) * placeholder for a in (tpr, fpr)),
+        flat(tpr, tpr.shape[-1:]) * placeholder,
+        flat(fpr, fpr.shape[-1:]) * placeholder,
         np.where(np.isfinite(k) & (k > 0), k, np.inf),
         critic_costs=flat(ccost, ccost.shape[-1:]),
         **{n: flat(a) for n, a in (("c_gen", c_gen), ("c_ver", c_ver), ("reward", reward))},

@@ -261,7 +261,7 @@ class SampleCosts:
             If a sequence of cost vectors is not one per sample.
         """
         critics, n, one = list(critics), int(n_samples), isinstance(costs, Costs)
-        vectors = [costs] if one else list(costs)
+        vectors: list[Costs] = [costs] if isinstance(costs, Costs) else list(costs)
         if not one and len(vectors) != n:
             raise ValueError(f"SampleCosts: got {len(vectors)} cost vectors for {n} samples")
         avail = np.ones((n, len(critics)), bool) if available is None else np.asarray(available, bool)

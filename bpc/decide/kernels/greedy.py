@@ -199,5 +199,15 @@ def greedy_q(
     costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
     P = make_instance_problem(prior, tpr, fpr, np.inf, **costs)
     b, used = broadcast_belief(b, used, P.n_samples)
-    paper = dict(max_patches=None, verify_terminal=True, regenerate="fresh")
-    return greedy(P, b, P.base.prior, 0, used, **paper, lookahead="clip" if clip else "verify")
+    lookahead = "clip" if clip else "verify"
+    return greedy(
+        P,
+        b,
+        P.base.prior,
+        0,
+        used,
+        max_patches=None,
+        verify_terminal=True,
+        regenerate="fresh",
+        lookahead=lookahead,
+    )

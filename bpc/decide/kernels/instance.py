@@ -64,6 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -603,7 +604,7 @@ def solve_tree(
     value = np.empty(S)
     q = np.empty((S, P.n_actions))
     root_hist = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
-    options = dict(mixture=mixture, max_patches=max_patches, verify_terminal=verify_terminal)
+    options: dict[str, Any] = dict(mixture=mixture, max_patches=max_patches, verify_terminal=verify_terminal)
     options |= dict(critic_scope=critic_scope, regenerate=regenerate)
     for start in range(0, S, chunk):
         sl = slice(start, min(S, start + chunk))
