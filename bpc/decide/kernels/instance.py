@@ -175,18 +175,9 @@ def make_instance_problem(
         ``kappa`` that is not positive (``NaN`` included) or of the wrong shape.
     """
     prior_arr = np.asarray(prior, dtype=np.float64)
-    base = make_problem(
-        prior_arr,
-        tpr,
-        fpr,
-        prior_arr if p_fix is None else p_fix,
-        1.0 - prior_arr if p_break is None else p_break,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-    )
+    kernel = (prior_arr if p_fix is None else p_fix, 1.0 - prior_arr if p_break is None else p_break)
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    base = make_problem(prior_arr, tpr, fpr, *kernel, **costs)
     try:
         k = np.asarray(kappa, dtype=np.float64)
     except (TypeError, ValueError):
