@@ -165,12 +165,9 @@ def parameter_samples(
         da = da.broadcast_like(prior).transpose(*order, *core)
         return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
 
+    have = [str(c) for c in params[DIM_CRITIC].values] if DIM_CRITIC in params.coords else None
     if critics is None:
-        critics = (
-            decision_critics([str(c) for c in params[DIM_CRITIC].values])
-            if DIM_CRITIC in params.coords
-            else ()
-        )
+        critics = () if have is None else decision_critics(have)
     critics = [str(c) for c in critics]
     if DIM_CRITIC in params.coords:
         rates = {n: params[n].reindex({DIM_CRITIC: critics}) for n in ("tpr", "fpr")}
