@@ -559,10 +559,12 @@ def kernel_probabilities(kernel: Mapping[str, float]) -> tuple[float, float]:
         If neither form is present or a value is invalid.
     """
     if all(k in kernel for k in ("n00", "n01", "n10", "n11")):
+        from bpc.estimate.laplace import smoothed_rate  # the one add-one smoothing
+
         n00, n01, n10, n11 = (float(kernel[k]) for k in ("n00", "n01", "n10", "n11"))
         if min(n00, n01, n10, n11) < 0:
             raise ValueError(f"transition kernel counts must be >= 0, got {dict(kernel)}")
-        return (n01 + 1.0) / (n00 + n01 + 2.0), (n10 + 1.0) / (n10 + n11 + 2.0)
+        return float(smoothed_rate(n01, n00 + n01)), float(smoothed_rate(n10, n10 + n11))
     if "p_fix" in kernel and "p_break" in kernel:
         pf, pb = float(kernel["p_fix"]), float(kernel["p_break"])
         if not (0 <= pf <= 1 and 0 <= pb <= 1):
