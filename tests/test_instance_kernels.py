@@ -5,6 +5,8 @@ Reference values are computed independently of the kernels: posterior means of
 hand, and the i.i.d. limit against the paper's solvers.
 """
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -406,7 +408,7 @@ def test_exact_value_is_convex_in_b():
 # ---------------------------------------------------------------------------
 # greedy
 # ---------------------------------------------------------------------------
-BPC_GREEDY = dict(max_patches=3, verify_terminal=False, regenerate="fresh")
+BPC_GREEDY: dict[str, Any] = dict(max_patches=3, verify_terminal=False, regenerate="fresh")
 
 
 def test_greedy_hand_checked():
