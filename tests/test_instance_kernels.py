@@ -5,6 +5,8 @@ Reference values are computed independently of the kernels: posterior means of
 hand, and the i.i.d. limit against the paper's solvers.
 """
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,11 +16,11 @@ from scipy import special, stats
 from bpc.decide.kernels import bayes_update, solve_exact
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.decide.kernels.dp import solve_grid
+from bpc.decide.kernels.greedy import greedy
 from bpc.decide.kernels.instance import (
     abandon_exact,
     abandon_moment,
     evaluate_instance_policy,
-    instance_greedy_q,
     make_instance_problem,
     mixture_mean,
     mixture_moments,
@@ -406,12 +408,17 @@ def test_exact_value_is_convex_in_b():
 # ---------------------------------------------------------------------------
 # greedy
 # ---------------------------------------------------------------------------
+BPC_GREEDY: dict[str, Any] = dict(max_patches=3, verify_terminal=False, regenerate="fresh")
+
+
 def test_greedy_hand_checked():
     # π = 0.5, κ = 1, n = 0, b = μ = 0.5; regenerate: μ' = 0.5 → −10 + 50 − 5 = 35;
     # after a failure μ' = 0.25: −10 + 25 − 5 = 10 > 0, so verify = 45 + 0.5·10 = 50
-    q = instance_greedy_q(0.5, 0.5, 0, 0, 0.5, **NO_CRITICS, kappa=1.0, **FAST)
+    P = make_instance_problem(0.5, **NO_CRITICS, kappa=1.0, **FAST)
+    half, zero = np.full(1, 0.5), np.zeros(1, dtype=np.int64)
+    q = greedy(P, half, half, zero, zero, **BPC_GREEDY)
     np.testing.assert_allclose(q[0, :3], [0.0, 50.0, 35.0])
-    q = instance_greedy_q(0.5, 0.5, 2, 0, 0.5, **NO_CRITICS, kappa=1.0, **FAST)  # last patch of 3
+    q = greedy(P, half, half, zero + 2, zero, **BPC_GREEDY)  # last patch of 3
     assert np.isneginf(q[0, REGENERATE])
     assert q[0, VERIFY] == pytest.approx(45.0)
 
@@ -420,25 +427,17 @@ def test_greedy_hand_checked():
 @given(st.integers(0, 2**31 - 1), st.sampled_from([SLOW, FAST, RELEASE]))
 def test_greedy_never_beats_exact(seed, kw):
     p = random_problem(np.random.default_rng(seed), 6)
+    P = make_instance_problem(**p, **kw)
 
-    def greedy(b, mu, n, used, h, samples):
-        q = instance_greedy_q(
-            b,
-            mu,
-            n,
-            used,
-            p["prior"][samples],
-            p["tpr"][samples],
-            p["fpr"][samples],
-            p["kappa"][samples],
-            **kw,
-        )
+    def policy(b, mu, n, used, h, samples):
+        state = np.broadcast_arrays(b, mu, n, used)
+        q = greedy(P.take(samples), *state, **BPC_GREEDY)
         if h == 0:
             q = q[:, :2]
         return q.argmax(-1)
 
     ex = solve_instance_exact(**p, **kw)
-    v = evaluate_instance_policy(greedy, **p, **kw)
+    v = evaluate_instance_policy(policy, **p, **kw)
     assert (v <= ex.value + 1e-9).all()
 
 

@@ -11,7 +11,7 @@ import pytest
 from bpc.constants import PAPER_CRITICS
 from bpc.costs import named_costs
 from bpc.data.corpus import load_corpus, read_transition_kernel
-from bpc.decide.kernels.belief import REGENERATE, STOP, VERIFY
+from bpc.decide.kernels.belief import REGENERATE, STOP, VERIFY, make_problem
 from bpc.replay.engine import kernel_probabilities, replay_cells
 from bpc.replay.paper_release import snap_index, solve_release_dp
 from bpc.replay.profiles import PAPER_RELEASE, canonical_policy
@@ -215,19 +215,10 @@ def test_each_release_switch_moves_a_number(corpus_path, lcb_hard):
 def test_release_dp_hand_checked_without_critics():
     # H = 2, no critics: V1(g) = max(0, R g − c_ver, −c_gen);
     # V0(g) = max(0, R g − c_ver, −c_gen + V1(snap(π)))
-    t = solve_release_dp(
-        0.4,
-        np.empty(0),
-        np.empty(0),
-        0.4,
-        0.6,
-        critic_costs=np.empty(0),
-        c_gen=5.0,
-        c_ver=30.0,
-        reward=100.0,
-        horizon=2,
-        grid_size=11,
+    P = make_problem(
+        0.4, np.empty(0), np.empty(0), 0.4, 0.6, critic_costs=np.empty(0), c_gen=5.0, c_ver=30.0, reward=100.0
     )
+    t = solve_release_dp(P, horizon=2, grid_size=11)
     g = np.linspace(0, 1, 11)
     v1 = np.maximum.reduce([np.zeros(11), 100 * g - 30, np.full(11, -5.0)])
     np.testing.assert_allclose(t.value[0, 1], v1)
@@ -243,19 +234,8 @@ def test_release_dp_hand_checked_without_critics():
 def test_release_dp_critic_value_hand_checked():
     # one critic, H = 1: Q_crit(g) = −c + Σ_z P(z|g) max(0, R g_z − c_ver, −c_gen)
     tpr, fpr = 0.9, 0.2
-    t = solve_release_dp(
-        0.3,
-        [tpr],
-        [fpr],
-        0.3,
-        0.7,
-        critic_costs=[2.0],
-        c_gen=5.0,
-        c_ver=30.0,
-        reward=100.0,
-        horizon=1,
-        grid_size=51,
-    )
+    P = make_problem(0.3, [tpr], [fpr], 0.3, 0.7, critic_costs=[2.0], c_gen=5.0, c_ver=30.0, reward=100.0)
+    t = solve_release_dp(P, horizon=1, grid_size=51)
     b = t.grid[20]  # 0.4
     p_pass = tpr * b + fpr * (1 - b)
     b_pass = tpr * b / p_pass

@@ -154,6 +154,27 @@ def test_paper_greedy_stops_when_verifying_does_not_pay():
     assert float(res["utility"][0, 0]) == -10  # the first generation is charged
 
 
+def test_paper_greedy_is_the_one_greedy_rule_at_kappa_inf():
+    # GreedyController = InstanceController(method="greedy", κ = ∞, lookahead="verify"): hand-checked Q,
+    # Q_gen = −c_gen + (π·R − c_ver) whatever the measured kernel, a new patch back at π, a refined one
+    # through the kernel
+    cell = params_cell(0.4, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4], 0.5, 0.1)
+    costs = Costs(c_gen=10, c_ver=30, reward=100, critic={"syn": 1, "test": 2, "llm": 5})
+    ctl = GreedyController(cell, costs)
+    st_ = ctl.start(2)
+    q = ctl.q_values(st_)[0, 0]
+    np.testing.assert_allclose(q[:3], [0.0, 10.0, 0.0])  # stop, R·π − c_ver, −c_gen + (π·R − c_ver)
+    np.testing.assert_allclose(q[3:], 10.0 - np.array([1.0, 2.0, 5.0]))  # E_z[Q_verify(b_z)] − c_k
+    ctl.observe_critic(st_, 1, np.array([1, 1]), np.array([True, True]))
+    ctl.observe_regenerate(st_, np.array([True, False]))
+    ctl.observe_regenerate(st_, np.array([False, True]), fresh=False)
+    b_test = 0.8 * 0.4 / (0.8 * 0.4 + 0.2 * 0.6)
+    np.testing.assert_allclose(st_.b[:, 0], [0.4, b_test * 0.9 + (1 - b_test) * 0.5])
+    assert ctl.q_values(st_)[0, 0, 3 + 1] == pytest.approx(10.0 - 2.0)  # used set reset on the new patch
+    clipped = GreedyController(cell, costs, clip=True).q_values(ctl.start(1))[0, 0]
+    assert clipped[3 + 1] > q[3 + 1]  # max(Q_verify(b_z), 0) inside the expectation
+
+
 def test_dp_uses_a_near_oracle_cheap_critic():
     # a free, perfect test critic: the DP checks every patch with it and verifies only passing ones
     pool = _pool([[0, 0, 1], [0, 0, 0]], [[[1, 0, 1], [1, 0, 1], [1, 1, 1]], [[1, 0, 1]] * 3])
@@ -294,6 +315,25 @@ def test_replay_cells_paper_profile(panel):
     assert (ref["delta"] == 0).all()
     again = replay_cells(panel.records, None, None, trajectories=panel.trajectories, split="both")
     pd.testing.assert_frame_equal(df, again)
+
+
+def test_replay_cells_states_the_fixed_pipeline_order(panel):
+    from bpc.commands.replay import format_protocol_table, format_table
+    from bpc.replay.engine import pipeline_orders
+
+    df = replay_cells(panel.records, None, None, policies=["fixed_pipeline"], split="all")
+    stated = {(r["benchmark"], r["generator"]): r["description"] for r in df.attrs["baselines"]}
+    orders = pipeline_orders(panel.records, None, "paper")
+    assert set(orders) == set(stated) and len(stated) == 4
+    assert stated[("lcb_hard", "haiku45")].startswith("fixed_pipeline: syn → test → llm (cheapest first)")
+    assert stated[("swebench_lite", "haiku45")].startswith("fixed_pipeline: syn → llm")  # no Cr_test on SWE
+    assert {k: v for k, v in stated.items() if k in orders} == orders
+    text = format_table(df)
+    assert text.count("fixed_pipeline: syn → ") == 4
+    block = df.assign(
+        n_instances=40, delta_best=0.0, ci_lo_best=0.0, ci_hi_best=0.0, best_simple="stop", prob=0.89
+    )
+    assert format_protocol_table(block, orders).count("fixed_pipeline: syn → ") == 4
 
 
 def test_replay_cells_split_all_is_in_sample(panel):

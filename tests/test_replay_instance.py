@@ -1,5 +1,7 @@
 """Instance-aware controllers in replay: belief transitions, the bpc profile, K-fold cross-fitting."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -25,7 +27,7 @@ CRITICS = ("syn", "test", "llm")
 FAST = named_costs("fast")
 
 
-def _samples(prior=0.5, tpr=(np.nan,) * 3, fpr=(np.nan,) * 3):
+def _samples(prior=0.5, tpr=(np.nan,) * 3, fpr=(np.nan,) * 3, kappa=None):
     return ParameterSamples(
         prior=[prior],
         tpr=[list(tpr)],
@@ -33,6 +35,7 @@ def _samples(prior=0.5, tpr=(np.nan,) * 3, fpr=(np.nan,) * 3):
         p_fix=[np.nan],
         p_break=[np.nan],
         critics=CRITICS,
+        kappa=None if kappa is None else [kappa],
     )
 
 
@@ -52,7 +55,7 @@ def _records(labels: dict[str, list[int]], verdicts: dict[str, list[int]] | None
 # ---------------------------------------------------------------------------
 def test_failed_verification_then_new_patch_hand_checked():
     """π = 0.5, κ = 1: after a failed verification the next patch starts at b = 0.5·1/2 = 0.25."""
-    ctl = InstanceController(_samples(), FAST, critics=CRITICS, kappa=1.0)
+    ctl = InstanceController(_samples(kappa=1.0), FAST, critics=CRITICS)
     st = ctl.start(2)
     ctl.observe_verify(st, np.array([False, False]), np.array([True, False]))
     ctl.observe_regenerate(st, np.array([True, True]))
@@ -69,8 +72,10 @@ def test_failed_verification_then_new_patch_hand_checked():
 
 def test_exact_and_mean_matched_tracking():
     s = _samples(0.3, tpr=(0.9, 0.8, 0.7), fpr=(0.2, 0.3, 0.4))
-    exact = InstanceController(s, FAST, critics=CRITICS, kappa=0.5)
-    mm = InstanceController(s, FAST, critics=CRITICS, kappa=0.5, mixture="moment")
+    exact = InstanceController(replace(s, kappa=np.full(s.n_samples, 0.5)), FAST, critics=CRITICS)
+    mm = InstanceController(
+        replace(s, kappa=np.full(s.n_samples, 0.5)), FAST, critics=CRITICS, mixture="moment"
+    )
     states = [c.start(1) for c in (exact, mm)]
     w = np.array([1.0])
     for z in (1, 0):  # critic 0 passes on patch 0, fails on patch 1; both patches abandoned
@@ -88,7 +93,9 @@ def test_exact_and_mean_matched_tracking():
 def test_critic_scope_follows_the_belief():
     s = _samples(0.3, tpr=(0.9, 0.8, 0.7), fpr=(0.2, 0.3, 0.4))
     for belief, scope in (("instance", "instance"), ("iid", "patch")):
-        ctl = InstanceController(s, FAST, critics=CRITICS, kappa=0.5, belief=belief)
+        ctl = InstanceController(
+            replace(s, kappa=np.full(s.n_samples, 0.5)), FAST, critics=CRITICS, belief=belief
+        )
         assert ctl.critic_scope == scope
         st = ctl.start(1)
         ctl.observe_critic(st, 1, np.array([1]), np.array([True]))
@@ -112,7 +119,7 @@ def test_instance_belief_stops_after_a_failure_hand_checked():
     """
     pool = records_to_pool(_records({"A": [0, 1, 1], "B": [1, 0, 0]}))
     iid = InstanceController(_samples(), FAST, critics=CRITICS, belief="iid")
-    inst = InstanceController(_samples(), FAST, critics=CRITICS, kappa=0.05)
+    inst = InstanceController(_samples(kappa=0.05), FAST, critics=CRITICS)
     u_iid, p_iid, _ = replay_controller(pool, iid, FAST, "bpc")
     u_inst, p_inst, _ = replay_controller(pool, inst, FAST, "bpc")
     np.testing.assert_allclose(u_iid, [70.0, 85.0])
@@ -243,13 +250,13 @@ def test_solve_b0_instance_model_iid_limit_is_the_paper_tree():
         solve_b0(params, FAST, belief_model="mixture")
 
 
-def test_solve_instance_policy_matches_the_kernel():
+def test_solve_policy_instance_table_matches_the_kernel():
     from bpc.decide.kernels.dp import solve_grid
     from bpc.decide.kernels.instance import make_instance_problem
-    from bpc.decide.solve import parameter_samples, solve_instance_policy, solve_policy
+    from bpc.decide.solve import parameter_samples, solve_policy
 
     params = _params(_synthetic(seed=4))
-    table = solve_instance_policy(params, FAST, grid_size=11, mu_grid_size=9)
+    table = solve_policy(params, FAST, belief_model="instance", grid_size=11, mu_grid_size=9)
     assert table["value"].dims == ("benchmark", "generator", "step", "patch", "used", "theta_mean", "belief")
     cell = params.sel(benchmark=["lcb_hard"], generator=["g2"])
     s = parameter_samples(cell, critics=CRITICS, one_cell=True)

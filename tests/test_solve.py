@@ -135,7 +135,7 @@ def test_grid_block_masks_samples_without_parameters():
     cost_args = (costs.critic, costs.c_gen, costs.c_ver, costs.reward, np.inf)
     filled = samples.with_fresh_sample_kernel()
     value, policy, q = _grid_block(
-        *args, filled.p_fix, filled.p_break, *cost_args, critics=("syn",), paper=True, horizon=2, keep_q=True
+        *args, filled.p_fix, filled.p_break, *cost_args, paper=True, horizon=2, keep_q=True
     )
     assert np.isnan(value[1]).all() and (policy[1] == -1).all() and np.isnan(q[1]).all()
     ref = solve_dp(
@@ -143,9 +143,7 @@ def test_grid_block_masks_samples_without_parameters():
     )
     np.testing.assert_array_equal(value[0], flat(ref.value)[0])  # fresh-sample kernel filled
     assert np.isneginf(q[2, :, :, 3]).all()  # critic unavailable for sample 2
-    unfilled, _ = _grid_block(
-        *args, samples.p_fix, samples.p_break, *cost_args, critics=("syn",), paper=True, horizon=2
-    )
+    unfilled, _ = _grid_block(*args, samples.p_fix, samples.p_break, *cost_args, paper=True, horizon=2)
     assert np.isnan(unfilled[0]).all() and np.isfinite(unfilled[2]).all()
 
 

@@ -182,12 +182,20 @@ def _cells_with_data(counts) -> list[tuple[str, str, str]]:
     return out
 
 
+def _pipeline_line(pipelines, cell, policies) -> list[str]:
+    """The line under a cell's block stating its fixed pipeline's order (when the block has that row)."""
+    line = (pipelines or {}).get(cell)
+    return [f"  {line}"] if line and "fixed_pipeline" in set(map(str, policies)) else []
+
+
 def format_table(df) -> str:
     """The replay table as aligned text, one block per cell (and split).
 
     Beside each Δ: the instances it is averaged over, the pass rate and the
     cost per instance; a Δ that wins by abstaining (Δ > 0 with a pass rate
-    below always_verify's) is marked with a dagger and explained below.
+    below always_verify's) is marked with a dagger and explained below. Under
+    a block with ``fixed_pipeline``: its critics in order (``df.attrs["baselines"]``
+    of :func:`bpc.replay.engine.replay_cells`).
     """
     from bpc.constants import BOOTSTRAP_PROB
     from bpc.report.plots.style import POLICY_LABELS
@@ -195,6 +203,11 @@ def format_table(df) -> str:
 
     if "wins_by_abstaining" not in df.columns:
         df = flag_abstention(df)
+    pipelines = {
+        (r["benchmark"], r["generator"]): r["description"]
+        for r in df.attrs.get("baselines", [])
+        if r["policy"] == "fixed_pipeline"
+    }
     lines = []
     keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else [])
     ci = f"{BOOTSTRAP_PROB:.0%} CI (paired bootstrap)"
@@ -212,6 +225,7 @@ def format_table(df) -> str:
                 f"  {label:<18}{'' if n is None else int(n):>5}{r.pass_rate:>11.4f}{cost:>11.2f}"
                 f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
             )
+        lines += _pipeline_line(pipelines, (str(key[0]), str(key[1])), block["policy"])
     if df["wins_by_abstaining"].any():
         lines.append("\n" + ABSTAIN_NOTE)
     return "\n".join(lines)
@@ -482,6 +496,7 @@ def _run_paper(st: _Setup, replayable) -> int:
             "costs": args.costs or "paper default (slow on SWE-Bench, fast elsewhere)",
             "interval": "95% paired bootstrap over instances (ci_lo, ci_hi)",
             "data_choices": st.notes,
+            "baselines": df.attrs.get("baselines", []),
         }
         _write_table(df, args.out, st.out_fmt, attrs)
         print(f"\nwrote {args.out}", file=sys.stderr)
@@ -505,6 +520,7 @@ def _run_protocol(st: _Setup) -> int:
     from bpc.experiments.protocol import protocol_table, replay_evaluator, run_protocol
     from bpc.experiments.task_eval import prior_gain_table
     from bpc.progress import choices_summary, info
+    from bpc.replay.engine import pipeline_orders
     from bpc.report.tables import flag_abstention
 
     args, profile = st.args, st.profile
@@ -540,7 +556,7 @@ def _run_protocol(st: _Setup) -> int:
         f"over tasks × seeds {' '.join(map(str, seeds))} (each task scored held-out once per seed); "
         f"Bayesian controllers ({st.belief} belief) start from {prior_text}"
     )
-    print(format_protocol_table(table))
+    print(format_protocol_table(table, pipeline_orders(st.records, st.costs, st.profile)))
     if gains is not None:
         print(format_prior_gains(gains, res.utilities))
     if not args.quiet:
@@ -589,13 +605,15 @@ def _prior_text(args: argparse.Namespace) -> str:
     return f"the task prior (the other generators' {what} on the task; policy@cell = the cell prior)"
 
 
-def format_protocol_table(df) -> str:
+def format_protocol_table(df, pipelines=None) -> str:
     """The protocol table as aligned text, one block per cell.
 
     Per policy: tasks scored, pass rate, cost and utility per task (averaged over the
     seeds), Δ vs always_verify and Δ vs the best simple baseline, each with its
     task-clustered interval; the block's title names the baseline the training folds chose.
     A Δ vs always_verify that wins by abstaining is marked with a dagger and explained below.
+    ``pipelines``: ``(benchmark, generator)`` → the line stating the cell's fixed pipeline
+    (:func:`bpc.replay.engine.pipeline_orders`), printed under its block.
     """
     from bpc.report.plots.style import POLICY_LABELS
     from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
@@ -623,6 +641,7 @@ def format_protocol_table(df) -> str:
                 f"  {label:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
                 f"{r.mean_utility:>14.2f}   {av:<30}{best}"
             )
+        lines += _pipeline_line(pipelines, (str(b), str(g)), block["policy"])
     if df["wins_by_abstaining"].any():
         lines.append("\n" + ABSTAIN_NOTE)
     return "\n".join(lines)

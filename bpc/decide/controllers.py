@@ -61,16 +61,15 @@ import numpy as np
 
 from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, make_problem, regenerate
+from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, regenerate
 from bpc.decide.kernels.dp import DPSolution, solve_grid
-from bpc.decide.kernels.greedy import paper_greedy
+from bpc.decide.kernels.greedy import LOOKAHEADS, greedy
 from bpc.decide.kernels.instance import (
     CRITIC_SCOPES,
     MIXTURES,
     InstanceProblem,
     abandon_exact,
     abandon_moment,
-    instance_greedy,
     make_instance_problem,
     mixture_mean,
     solve_tree,
@@ -143,12 +142,12 @@ class BeliefState:
         ``(n, m)`` mean of the starting θ-belief (the cell's π, or a task's own).
     kappa : numpy.ndarray
         ``(n, m)`` size ``A + B`` of the starting θ-belief (``inf``: i.i.d.).
-    mu : numpy.ndarray or None
-        ``(n, m)`` ``E[θ | abandoned patches]`` (instance controllers).
+    mu : numpy.ndarray
+        ``(n, m)`` ``E[θ | abandoned patches]`` (moved by the instance controllers).
     weights : numpy.ndarray or None
         ``(n, m, J)`` the exact θ-belief as weights over the pass count of the
         abandoned patches (``mixture="exact"``).
-    folded : numpy.ndarray or None
+    folded : numpy.ndarray
         ``(n,)`` patches folded into the θ-belief (fresh new patches; a
         refined patch is not a fresh draw, so it folds nothing).
     """
@@ -160,9 +159,9 @@ class BeliefState:
     available: np.ndarray
     prior: np.ndarray
     kappa: np.ndarray
-    mu: np.ndarray | None = None
+    mu: np.ndarray
+    folded: np.ndarray
     weights: np.ndarray | None = None
-    folded: np.ndarray | None = None
 
     @property
     def belief(self) -> np.ndarray:
@@ -295,26 +294,19 @@ def expected_q_actions(q: np.ndarray, weights: np.ndarray | None = None) -> np.n
 # ---------------------------------------------------------------------------
 # Controllers
 # ---------------------------------------------------------------------------
-def _default_critics(params) -> tuple[str, ...]:
-    """Critics called when none are named: the samples' own, or the Dataset's decision critics."""
-    if isinstance(params, ParameterSamples):
-        return params.critics
-    from bpc.schema import decision_critics
-
-    return decision_critics(params["critic"].values)
-
-
 def as_samples(params, critics: Sequence[str] | None = None) -> ParameterSamples:
     """Parameter samples of one cell from a Dataset (flattened, κ included) or samples themselves.
+
+    ``critics`` default: the samples' own, or the Dataset's decision critics
+    (:func:`bpc.decide.solve.parameter_samples`).
 
     Raises
     ------
     ValueError
         If ``critics`` differ from the samples' own.
     """
-    critics = _default_critics(params) if critics is None else tuple(critics)
     if isinstance(params, ParameterSamples):
-        if tuple(critics) != params.critics:
+        if critics is not None and tuple(critics) != params.critics:
             raise ValueError(f"critics {tuple(critics)} differ from the samples' critics {params.critics}")
         return params
     from bpc.decide.solve import parameter_samples  # the xarray layer, only for Dataset inputs
@@ -337,8 +329,7 @@ class BeliefController:
     """Shared machinery of belief controllers over ``S`` parameter samples.
 
     Subclasses implement :meth:`q_values` (``(n, m, A)``) and may override
-    :meth:`choose` (how samples are combined; default: posterior-expected Q),
-    :meth:`update_belief` and :meth:`after_regenerate` (the belief model).
+    :meth:`choose` (how samples are combined; default: posterior-expected Q).
 
     Parameters
     ----------
@@ -391,6 +382,7 @@ class BeliefController:
             )
         self.index = index
         self.n_samples = samples.n_samples
+        self.kappa = samples.kappa  # κ of each sample (an instance controller's belief may override it)
         if name is not None:
             self.name = str(name)
 
@@ -402,11 +394,6 @@ class BeliefController:
     def choose(self, q: np.ndarray, state: BeliefState) -> np.ndarray:
         """Combine per-sample Q-values into one action per episode (posterior-expected Q)."""
         return expected_q_actions(q)
-
-    def update_belief(self, b: np.ndarray, sample: np.ndarray, k: int, z: np.ndarray) -> np.ndarray:
-        """Beliefs ``(r, m)`` after critic ``k`` said ``z`` (``(r,)``, 0/1): Bayes' rule per sample."""
-        s = self.samples
-        return bayes_update(b, s.tpr[sample, k], s.fpr[sample, k], z[:, None])
 
     def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
         """Belief of a new patch given the old one, ``(r, m)``: through the repair kernel."""
@@ -446,7 +433,7 @@ class BeliefController:
         """
         n = int(n)
         sample = np.asarray(self.index(n, self.n_samples), dtype=np.int64)
-        prior, kappa = self.samples.prior[sample], self.samples.kappa[sample]
+        prior, kappa = self.samples.prior[sample], self.kappa[sample]
         if theta0 is not None:
             a, b = (np.asarray(x, dtype=np.float64) for x in theta0)
             a, b = np.broadcast_to(a, (n,)), np.broadcast_to(b, (n,))
@@ -467,6 +454,8 @@ class BeliefController:
             available=_episode_mask(available, n, len(self.critics)),
             prior=prior,
             kappa=kappa,
+            mu=prior.copy(),
+            folded=zeros.copy(),
         )
 
     def act(self, state: BeliefState) -> np.ndarray:
@@ -481,7 +470,8 @@ class BeliefController:
         z = np.broadcast_to(np.asarray(z), mask.shape)
         upd = mask & (z >= 0)
         if upd.any():
-            state.b[upd] = self.update_belief(state.b[upd], state.sample[upd], int(k), z[upd])
+            tpr, fpr = self.samples.tpr[state.sample[upd], k], self.samples.fpr[state.sample[upd], k]
+            state.b[upd] = bayes_update(state.b[upd], tpr, fpr, z[upd][:, None])
         state.used[mask] |= 1 << int(k)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
@@ -508,60 +498,6 @@ class BeliefController:
         state.b[mask & ~passed] = 0.0
 
 
-class GreedyController(BeliefController):
-    """``bayesian_greedy`` (SPEC §3): the paper's one-step rule.
-
-    ``Q_stop = 0``, ``Q_verify = R·b − c_ver``, ``Q_gen = −c_gen + (π·R − c_ver)``,
-    ``Q_crit_i = −c_i + E_z[Q_verify(b_z)]`` for critics not yet used on the
-    current patch (:func:`bpc.decide.kernels.greedy_q`). A regenerated patch is a
-    fresh sample: the belief returns to the starting mean.
-
-    Parameters
-    ----------
-    params, costs, critics, index, name
-        See :class:`BeliefController`.
-    clip : bool
-        Use ``max(Q_verify(b_z), 0)`` inside the critic expectation (the
-        release formula; default False = the paper appendix formula).
-    """
-
-    name = "bayesian_greedy"
-
-    def __init__(
-        self,
-        params: xr.Dataset | ParameterSamples,
-        costs: Costs | Sequence[Costs] | SampleCosts,
-        *,
-        critics: Sequence[str] | None = None,
-        index: SampleIndex = every_sample,
-        clip: bool = False,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(params, costs, critics=critics, index=index, name=name)
-        self.clip = bool(clip)
-        s = self.samples
-        self.problem = make_problem(
-            s.prior, s.tpr, s.fpr, 0.0, 0.0, **self.sample_costs.kernel_kwargs(), available=self.available
-        )  # validated once; every decision reads it
-
-    def q_values(self, state: BeliefState) -> np.ndarray:
-        """Greedy Q-values of every (episode, followed sample), ``(n, m, A)``."""
-        n, m = state.b.shape
-        P = self.problem.take(state.sample.reshape(-1))
-        avail = P.available & np.repeat(state.available, m, axis=0)
-        P = replace(P, prior=state.prior.reshape(-1), available=avail)
-        q = paper_greedy(P, state.b.reshape(-1), np.repeat(state.used, m), clip=self.clip)
-        return q.reshape(n, m, CRITIC_OFFSET + len(self.critics))
-
-    def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
-        """Fresh sample: the belief is reset to each sample's prior."""
-        return self.samples.prior[sample]
-
-    def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
-        """A new patch is a fresh sample of the task: back to the starting mean."""
-        super().observe_regenerate(state, mask, fresh=True if fresh is None else fresh)
-
-
 class InstanceController(BeliefController):
     """The instance belief ``(b, A, B)`` (SPEC §9): grid DP, greedy or exact tree, receding horizon.
 
@@ -579,7 +515,7 @@ class InstanceController(BeliefController):
     Planning (``method``): ``"dp"`` reads the grid DP over ``(b, μ, n, U)``
     (:func:`~bpc.decide.kernels.dp.solve_grid`, one table per set
     of available critics) by one Bellman backup; ``"greedy"`` the one-step rule
-    (:func:`~bpc.decide.kernels.instance.instance_greedy_q`); ``"exact"``
+    (:func:`~bpc.decide.kernels.greedy.greedy`); ``"exact"``
     the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`) from
     each episode's state. Verification is valued with its failure continuation
     unless ``verify_terminal``.
@@ -588,8 +524,6 @@ class InstanceController(BeliefController):
     ----------
     params, costs, critics, index, name
         See :class:`BeliefController`.
-    kappa : array_like, optional
-        ``(S,)`` or scalar κ overriding the samples' own.
     belief : {"instance", "iid"}
         ``"iid"`` forces ``κ = inf``.
     method : {"dp", "greedy", "exact"}
@@ -608,6 +542,10 @@ class InstanceController(BeliefController):
         How the episode's θ-belief is carried between decisions.
     regenerate : {"fresh", "refine"}
         How a new patch is made, in planning and acting alike.
+    lookahead : {"best", "verify", "clip"}
+        Greedy only: the worth of a critic verdict's belief
+        (:data:`~bpc.decide.kernels.greedy.LOOKAHEADS`; ``"verify"`` is the
+        paper's rule, ``"clip"`` the authors' release).
     grid_size, mu_grid_size : int
         Points of the ``b`` and ``μ`` grids (``mu_grid_size=1``: the paper's
         table, :data:`~bpc.decide.kernels.dp.PAPER_TABLE`).
@@ -627,7 +565,6 @@ class InstanceController(BeliefController):
         *,
         critics: Sequence[str] | None = None,
         index: SampleIndex = every_sample,
-        kappa=None,
         belief: str = "instance",
         method: str = "dp",
         horizon: int = HORIZON,
@@ -636,6 +573,7 @@ class InstanceController(BeliefController):
         critic_scope: str | None = None,
         mixture: str = "exact",
         regenerate: str = "fresh",
+        lookahead: str = "best",
         grid_size: int = GRID_SIZE,
         mu_grid_size: int = GRID_SIZE,
         keep_q: bool = False,
@@ -649,6 +587,7 @@ class InstanceController(BeliefController):
             ("method", method, METHODS),
             ("mixture", mixture, MIXTURES),
             ("regenerate", regenerate, REGENERATE_MODES),
+            ("lookahead", lookahead, LOOKAHEADS),
         )
         for what, value, choices in checks:
             if value not in choices:
@@ -661,26 +600,28 @@ class InstanceController(BeliefController):
         if name is None and method == "greedy":
             self.name = "bayesian_greedy"
         self.belief, self.method, self.mixture, self.regenerate = belief, method, mixture, regenerate
-        self.critic_scope = critic_scope
+        self.critic_scope, self.lookahead = critic_scope, lookahead
         self.horizon = int(horizon)
         self.max_patches = None if max_patches is None else int(max_patches)
         self.verify_terminal = bool(verify_terminal)
-        self.samples = self.samples.with_fresh_sample_kernel()  # a refined patch's kernel (acting, "refine")
-        k = (
-            self.samples.kappa
-            if kappa is None
-            else np.broadcast_to(np.asarray(kappa, float), (self.n_samples,))
+        s = self.samples = (
+            self.samples.with_fresh_sample_kernel()
+        )  # a refined patch's kernel (acting, "refine")
+        self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else s.kappa
+        self._grid_options: dict[str, Any] = dict(grid_size=int(grid_size), mu_grid_size=int(mu_grid_size))
+        self._grid_options |= dict(
+            backend=backend, keep_q=bool(keep_q), horizon=self.horizon, max_patches=self.max_patches
         )
-        self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else np.where(k > 0, k, np.inf)
-        self._grid_options: dict[str, Any] = dict(
-            grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend
-        )
-        self._grid_options |= dict(keep_q=bool(keep_q), horizon=self.horizon, max_patches=self.max_patches)
-        s, prices = self.samples, self.sample_costs.kernel_kwargs()
-        kernel = self._kernel(s)
-        # validated once; the greedy rule and the tables read it
+        kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
+        # validated once; the greedy rule, the tree and the tables read it
         self.problem = make_instance_problem(
-            s.prior, s.tpr, s.fpr, self.kappa, **prices, available=self.available, **kernel
+            s.prior,
+            s.tpr,
+            s.fpr,
+            self.kappa,
+            **self.sample_costs.kernel_kwargs(),
+            available=self.available,
+            **kernel,
         )
         self._tables: dict[bytes | None, DPSolution] = {}
         if table is not None:
@@ -691,9 +632,6 @@ class InstanceController(BeliefController):
                 )
             self._tables[None] = table
         self.table = self.table_for(None) if method == "dp" else None
-
-    def _kernel(self, s: ParameterSamples) -> dict:
-        return dict(p_fix=s.p_fix, p_break=s.p_break) if self.regenerate == "refine" else {}
 
     def table_for(self, pattern: np.ndarray | None):
         """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
@@ -713,12 +651,6 @@ class InstanceController(BeliefController):
     def start(self, n: int, *, available=None, theta0=None) -> BeliefState:
         """Every episode at a fresh task: ``b = μ = E[θ]`` per followed sample, no patch abandoned."""
         st = super().start(n, available=available, theta0=theta0)
-        if theta0 is None:
-            st.kappa = self.kappa[st.sample]
-        else:
-            st.kappa = np.where(np.isinf(self.kappa[st.sample]), np.inf, st.kappa)
-        st.mu = st.b.copy()
-        st.folded = np.zeros(int(n), dtype=np.int64)
         if self.mixture == "exact":
             st.weights = np.zeros(st.b.shape + ((self.max_patches or 1) + 1,))
             st.weights[..., 0] = 1.0
@@ -726,21 +658,15 @@ class InstanceController(BeliefController):
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Per-sample Q-values at the episode's state with ``H`` steps left, ``(n, m, A)``."""
-        mu, folded = state.mu, state.folded
-        if mu is None or folded is None:
-            raise ValueError("InstanceController: the episode state carries no θ-belief (start it here)")
+        mu = state.mu
         if self.method == "exact":
             return self._exact_q(state)
         n_ep, m = state.b.shape
         if self.method == "greedy":
-            base = self.problem.base.take(state.sample.reshape(-1))
-            avail = base.available & np.repeat(state.available, m, axis=0)
-            P = InstanceProblem(
-                base=replace(base, prior=state.prior.reshape(-1), available=avail),
-                kappa=state.kappa.reshape(-1),
-            )
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
-            q = instance_greedy(P, *states, self.max_patches, self.verify_terminal, self.regenerate)
+            options: dict[str, Any] = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal)
+            P = self._problem_of(state, slice(None))
+            q = greedy(P, *states, **options, regenerate=self.regenerate, lookahead=self.lookahead)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
         N = self.max_patches or 1
 
@@ -759,30 +685,31 @@ class InstanceController(BeliefController):
 
         return self._by_pattern(state, q_of)
 
+    def _problem_of(self, state: BeliefState, rows) -> InstanceProblem:
+        """The validated problem of the samples the episodes ``rows`` follow, flattened.
+
+        At each episode's starting θ-belief and with its task's critics (no checks: the per-decision path).
+        """
+        m = state.b.shape[1]
+        base = self.problem.base.take(state.sample[rows].reshape(-1))
+        avail = base.available & np.repeat(state.available[rows], m, axis=0)
+        base = replace(base, prior=state.prior[rows].reshape(-1), available=avail)
+        return InstanceProblem(base=base, kappa=state.kappa[rows].reshape(-1))
+
     def _exact_q(self, state: BeliefState) -> np.ndarray:
         folded, weights = state.folded, state.weights
-        if folded is None or weights is None:
+        if weights is None:
             raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
+        options: dict[str, Any] = dict(
+            max_patches=self.max_patches, verify_terminal=self.verify_terminal, chunk_size=None
+        )
+        options |= dict(critic_scope=self.critic_scope, regenerate=self.regenerate, horizon=self.horizon)
         out = []
         for i in range(state.b.shape[0]):
-            s = state.sample[i]
-            p, c = self.samples.take(s), self.sample_costs.take(s)
-            avail = p.available & state.available[i]
-            args = (state.prior[i], p.tpr, p.fpr, state.kappa[i])
-            problem = make_instance_problem(*args, **c.kernel_kwargs(), available=avail, **self._kernel(p))
-            theta = weights[i, :, : int(folded[i]) + 1]
-            tree = (
-                "exact",
-                self.max_patches,
-                self.verify_terminal,
-                self.critic_scope,
-                None,
-                None,
-                self.regenerate,
+            root = dict(b0=state.b[i], weights=weights[i, :, : int(folded[i]) + 1], used=int(state.used[i]))
+            out.append(
+                solve_tree(self._problem_of(state, [i]), **root, **options, patch=int(state.step[i])).q
             )
-            root = (state.b[i], theta, self.horizon, int(state.used[i]))
-            _, q = solve_tree(problem, *root, *tree, patch=int(state.step[i]))
-            out.append(q)
         return np.stack(out)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
@@ -800,8 +727,6 @@ class InstanceController(BeliefController):
         state.step[mask] += 1
 
     def _fold(self, state: BeliefState, mask: np.ndarray) -> None:
-        if state.mu is None or state.folded is None:
-            raise ValueError("InstanceController: the episode state carries no θ-belief (start it here)")
         kappa, prior, b = state.kappa[mask], state.prior[mask], state.b[mask]
         steps = state.folded[mask]
         if self.mixture == "exact":
@@ -878,3 +803,37 @@ class TableController(InstanceController):
         paper |= dict(verify_terminal=True, regenerate="refine", mu_grid_size=1)
         options: dict[str, Any] = dict(horizon=horizon, grid_size=grid_size, table=table, keep_q=keep_q)
         super().__init__(params, costs, critics=critics, index=index, name=name, **options, **paper)
+
+
+class GreedyController(InstanceController):
+    """The paper's ``bayesian_greedy`` (SPEC §3): :class:`InstanceController` with the paper's one-step rule.
+
+    The one greedy rule (:func:`~bpc.decide.kernels.greedy.greedy`) at
+    ``κ = ∞``: ``Q_verify = R·b − c_ver`` (terminal), ``Q_gen = −c_gen +
+    (π·R − c_ver)`` (a new patch is a fresh sample: the belief returns to the
+    starting mean) and ``Q_crit_k = −c_k + E_z[Q_verify(b_z)]`` for critics not
+    yet used on the current patch, no patch budget.
+
+    Parameters
+    ----------
+    params, costs, critics, index, name
+        See :class:`BeliefController`.
+    clip : bool
+        Use ``max(Q_verify(b_z), 0)`` inside the critic expectation (the
+        release formula; default False = the paper appendix formula).
+    """
+
+    def __init__(
+        self,
+        params: xr.Dataset | ParameterSamples,
+        costs: Costs | Sequence[Costs] | SampleCosts,
+        *,
+        critics: Sequence[str] | None = None,
+        index: SampleIndex = every_sample,
+        clip: bool = False,
+        name: str | None = None,
+    ) -> None:
+        paper: dict[str, Any] = dict(belief="iid", method="greedy", max_patches=None, verify_terminal=True)
+        paper |= dict(critic_scope="patch", mixture="moment", regenerate="fresh")
+        lookahead = "clip" if clip else "verify"
+        super().__init__(params, costs, critics=critics, index=index, name=name, lookahead=lookahead, **paper)

@@ -52,7 +52,6 @@ from bpc.constants import (
     DEFAULT_SEED,
     GRID_SIZE,
     HORIZON,
-    METHODS,
     MODES,
     POOL_SIZE,
     REGENERATE_MODES,
@@ -184,17 +183,14 @@ def make_controller(
     """
     if belief not in BELIEFS:
         raise ValueError(f"belief must be one of {BELIEFS}, got {belief!r}")
+    samples = as_samples(params, critics)
     if is_baseline(policy):
-        samples = as_samples(params, critics)
         cost_map = costs.critic if isinstance(costs, Costs) else None
         return BaselineController(policy, samples.critics, critic_costs=cost_map)
     if policy not in ("bayesian_dp", "bayesian_greedy"):
         raise ValueError(f"unknown policy {policy!r}: bayesian_dp, bayesian_greedy or a baseline")
-    method = method or ("greedy" if policy == "bayesian_greedy" else "dp")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    method = method or ("greedy" if policy == "bayesian_greedy" else "dp")  # InstanceController checks it
     sw = switches.resolved(belief)
-    samples = as_samples(params, critics)
     if mode == "posterior_mean":
         samples = samples.mean()
         if isinstance(costs, SampleCosts):

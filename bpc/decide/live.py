@@ -537,15 +537,8 @@ class Controller:
         self.critic_costs = np.where(available.any(axis=0), np.array([e[2] for e in entries], float), np.nan)
         self.c_gen, self.c_ver, self.reward = float(c_gen), float(c_ver), float(reward)
         # validate every number once, naming the argument (the kernels' own check)
-        filled, sample_costs = samples.with_fresh_sample_kernel(), self._sample_costs(S)
-        make_problem(
-            *(getattr(filled, k) for k in ("prior", "tpr", "fpr", "p_fix", "p_break")),
-            critic_costs=sample_costs.critic,
-            c_gen=sample_costs.c_gen,
-            c_ver=sample_costs.c_ver,
-            reward=sample_costs.reward,
-            available=available,
-        )
+        prices = self._sample_costs(S).kernel_kwargs()
+        make_problem(**samples.with_fresh_sample_kernel().as_dict(), **prices, available=available)
         max_cost = LIVE_MAX_COST_REWARDS[belief][method] * self.reward if max_cost is None else max_cost
         check_cost_budget(max_cost)
         self.critics: tuple[str, ...] = names
@@ -691,7 +684,7 @@ class Controller:
             If the cell is not in the parameters, the cell has no prior, or a
             named critic is unknown or unmeasured in the cell.
         """
-        from bpc.costs import Costs, paper_costs_for, resolve_costs
+        from bpc.costs import costs_for
         from bpc.decide.solve import parameter_samples
         from bpc.schema import decision_critics, sample_dims, select_cell, thin_draws
 
@@ -719,13 +712,7 @@ class Controller:
             check_count(max_draws, name="max_draws")
             one = thin_draws(one, int(max_draws))
         samples = parameter_samples(one, critics=names, one_cell=True)
-        cv = (
-            costs
-            if isinstance(costs, Costs)
-            else paper_costs_for(bench)
-            if costs is None
-            else resolve_costs(str(costs))
-        )
+        cv = costs_for(costs, bench)
         crit = {c: (samples.tpr[:, k], samples.fpr[:, k], cv.critic_cost(c)) for k, c in enumerate(names)}
         with warnings.catch_warnings():  # measured rates are the data's, not a typo
             warnings.simplefilter("ignore", InvertedCriticWarning)
@@ -919,47 +906,34 @@ class Controller:
         episode started with (default the current one).
         """
         policy = self.policy if policy is None else policy
+        used = tuple(c for i, c in enumerate(self.critics) if int(state.used[0]) >> i & 1)
         if not hasattr(policy, "q_values"):  # a baseline: a rule, no Q-values
             k = int(policy.act(state)[0])
-            if allowed is not None and not allowed[k]:
-                k = 0
             nan = MappingProxyType({n: float("nan") for n in self.actions})
-            used = int(state.used[0])
-            return Decision(
-                action=self.actions[k],
-                value=float("nan"),
-                q=nan,
-                belief=float("nan"),
-                used=tuple(c for i, c in enumerate(self.critics) if used >> i & 1),
-                steps_left=self.horizon,
-                n_samples=self.n_samples,
-            )
+            action = self.actions[k if allowed is None or allowed[k] else 0]
+            return Decision(action, float("nan"), nan, float("nan"), used, self.horizon, self.n_samples)
         qs = policy.q_values(state)  # (1, m, A): Q of every followed sample
         if self.method == "greedy" and self.horizon == 0:
             qs = np.where(np.arange(qs.shape[-1]) >= REGENERATE, -np.inf, qs)
         if allowed is not None and not allowed.all():
             qs = np.where(allowed, qs, -np.inf)
         k = int(policy.choose(qs, state)[0])
-        q = expected_q(qs)[0]
-        per_sample = qs[0]
+        q, per_sample, names = expected_q(qs)[0], qs[0], self.actions
         S, A = per_sample.shape
         p_opt = band = None
         if S > 1:
             p_opt = np.bincount(np.argmax(per_sample, axis=1), minlength=A) / S
+            p_opt = MappingProxyType({n: float(v) for n, v in zip(names, p_opt, strict=True)})
             band = self._bands(per_sample)
-        names = self.actions
-        used = int(state.used[0])
         return Decision(
             action=names[k],
             value=float(q[k]),
             q=MappingProxyType({n: float(v) for n, v in zip(names, q, strict=True)}),
             belief=float(state.b[0].mean()),
-            used=tuple(c for i, c in enumerate(self.critics) if used >> i & 1),
+            used=used,
             steps_left=self.horizon,
             n_samples=S,
-            p_optimal=None
-            if p_opt is None
-            else MappingProxyType({n: float(v) for n, v in zip(names, p_opt, strict=True)}),
+            p_optimal=p_opt,
             q_band=band,
             ci_prob=None if band is None else CI_PROB,
             ci_kind=None if band is None else CI_KIND,

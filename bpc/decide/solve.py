@@ -46,13 +46,12 @@ from bpc.constants import (
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
-from bpc.decide.kernels.instance import make_instance_problem, solve_tree
-from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel
+from bpc.decide.kernels.instance import PAPER_TREE, InstanceProblem, make_instance_problem, solve_tree
+from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
 
 __all__ = [
     "instance_kappa",
-    "solve_instance_policy",
     "DIM_PATCH",
     "DIM_THETA_MEAN",
     "DIM_USED",
@@ -68,6 +67,10 @@ DIM_USED = "used"
 """Dim of used-critic subsets: ``""``, ``"syn"``, ``"syn+test"``, … (bit ``k`` ↔ critic ``k``)."""
 DIM_ACTION = "action"
 """Dim of actions: ``("stop", "verify", "regenerate", *critics)``."""
+DIM_PATCH = "patch"
+"""Dim of the instance table: index of the current patch (patches abandoned so far), ``0 … N − 1``."""
+DIM_THETA_MEAN = "theta_mean"
+"""Dim of the instance table: grid of ``μ = E[θ | abandoned patches]``, the instance's mean pass rate."""
 
 
 def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
@@ -162,12 +165,9 @@ def parameter_samples(
         da = da.broadcast_like(prior).transpose(*order, *core)
         return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
 
+    have = [str(c) for c in params[DIM_CRITIC].values] if DIM_CRITIC in params.coords else None
     if critics is None:
-        critics = (
-            decision_critics([str(c) for c in params[DIM_CRITIC].values])
-            if DIM_CRITIC in params.coords
-            else ()
-        )
+        critics = () if have is None else decision_critics(have)
     critics = [str(c) for c in critics]
     if DIM_CRITIC in params.coords:
         rates = {n: params[n].reindex({DIM_CRITIC: critics}) for n in ("tpr", "fpr")}
@@ -185,7 +185,7 @@ def parameter_samples(
     )
 
 
-def instance_kappa(params: xr.Dataset, *, belief: str = "instance") -> np.ndarray:
+def instance_kappa(params: xr.Dataset) -> np.ndarray:
     """The instance concentration κ of every sample, in :func:`parameter_samples`' order.
 
     Parameters
@@ -193,31 +193,27 @@ def instance_kappa(params: xr.Dataset, *, belief: str = "instance") -> np.ndarra
     params : xarray.Dataset
         Parameter schema; its optional ``kappa`` variable (Laplace mode's
         per-cell estimate, or posterior draws) is read.
-    belief : {"iid", "instance"}
-        ``"iid"`` gives ``inf`` everywhere (independent patches).
 
     Returns
     -------
     numpy.ndarray
-        ``(S,)``; ``inf`` where the belief is i.i.d., the Dataset has no
-        ``kappa`` or κ is ``NaN`` (no information: the i.i.d. model, as
+        ``(S,)``; ``inf`` where the Dataset has no ``kappa`` or κ is ``NaN``
+        or not positive (no information: the i.i.d. model, as
         :mod:`bpc.estimate.laplace` documents).
-
-    Raises
-    ------
-    ValueError
-        For an unknown belief.
     """
-    if belief not in BELIEFS:
-        raise ValueError(f"belief must be one of {BELIEFS}, got {belief!r}")
     prior = params["prior"]
     sd = sample_dims(params)
     order = [d for d in prior.dims if d not in sd] + list(sd)
-    if belief == "iid" or "kappa" not in params:
-        return np.full(prior.size, np.inf)
-    kappa = params["kappa"].broadcast_like(prior).transpose(*order)
-    out = np.asarray(kappa.values, dtype=np.float64).reshape(-1)
-    return np.where(np.isfinite(out) & (out > 0), out, np.inf)
+    kappa = _kappa_array(params).broadcast_like(prior).transpose(*order)
+    return np.asarray(kappa.values, dtype=np.float64).reshape(-1)
+
+
+def _kappa_array(params: xr.Dataset) -> xr.DataArray:
+    """The parameters' ``kappa`` (``inf`` where absent, ``NaN`` or not positive: i.i.d. patches)."""
+    if "kappa" not in params:
+        return xr.DataArray(np.inf)
+    k = params["kappa"]
+    return xr.where(k.notnull() & (k > 0), k, np.inf)
 
 
 def cost_arrays(
@@ -244,43 +240,31 @@ def cost_arrays(
     """
     critics = list(critics)
 
-    def one(c: Costs):
+    def one(c: Costs) -> list[float]:
         if not isinstance(c, Costs):
             raise ValueError(
                 f"costs must be a bpc.costs.Costs or a callable returning one, got {type(c).__name__}"
             )
-        return (
-            c.c_gen,
-            c.c_ver,
-            c.reward,
-            [float(c.critic.get(k, np.nan)) for k in critics],
-        )
+        return [c.c_gen, c.c_ver, c.reward, *(float(c.critic.get(k, np.nan)) for k in critics)]
 
     if isinstance(costs, Costs):
-        g, v, r, cc = one(costs)
-        return {
-            "c_gen": xr.DataArray(float(g)),
-            "c_ver": xr.DataArray(float(v)),
-            "reward": xr.DataArray(float(r)),
-            "critic_costs": xr.DataArray(np.array(cc), dims=[DIM_CRITIC], coords={DIM_CRITIC: critics}),
-        }
-    if not callable(costs):
+        rows, dims, coords = np.array(one(costs), dtype=np.float64), [], {}
+    elif not callable(costs):
         raise ValueError(f"costs must be a bpc.costs.Costs or a callable benchmark -> Costs, got {costs!r}")
-    if "benchmark" not in params.dims:
+    elif DIM_BENCHMARK not in params.dims:
         raise ValueError("per-benchmark costs need a 'benchmark' dim on the parameters")
-    benches = [str(b) for b in params["benchmark"].values]
-    rows = [one(costs(b)) for b in benches]
-    coords = {"benchmark": params["benchmark"].values}
-    return {
-        "c_gen": xr.DataArray([float(x[0]) for x in rows], dims=["benchmark"], coords=coords),
-        "c_ver": xr.DataArray([float(x[1]) for x in rows], dims=["benchmark"], coords=coords),
-        "reward": xr.DataArray([float(x[2]) for x in rows], dims=["benchmark"], coords=coords),
-        "critic_costs": xr.DataArray(
-            np.array([x[3] for x in rows]),
-            dims=["benchmark", DIM_CRITIC],
-            coords={**coords, DIM_CRITIC: critics},
-        ),
+    else:
+        benches = params[DIM_BENCHMARK].values
+        rows, dims = np.array([one(costs(str(b))) for b in benches], dtype=np.float64), [DIM_BENCHMARK]
+        coords = {DIM_BENCHMARK: benches}
+    out = {
+        n: xr.DataArray(rows[..., i], dims=dims, coords=coords)
+        for i, n in enumerate(("c_gen", "c_ver", "reward"))
     }
+    out["critic_costs"] = xr.DataArray(
+        rows[..., 3:], dims=[*dims, DIM_CRITIC], coords={**coords, DIM_CRITIC: critics}
+    )
+    return out
 
 
 def _describe_costs(costs) -> str:
@@ -292,30 +276,52 @@ def _describe_costs(costs) -> str:
 # ---------------------------------------------------------------------------
 # Block functions (module level: importable by dask workers)
 # ---------------------------------------------------------------------------
-def _flatten_inputs(prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, *, critics):
-    """Broadcast the loop dims of the apply_ufunc inputs and flatten them to samples ``S``."""
-    scal = [np.asarray(a, dtype=np.float64) for a in (prior, p_fix, p_break, c_gen, c_ver, reward)]
-    mats = [np.asarray(a, dtype=np.float64) for a in (tpr, fpr, ccost)]
-    K = mats[0].shape[-1]
-    loop = np.broadcast_shapes(*(a.shape for a in scal), *(a.shape[:-1] for a in mats))
+def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...], np.ndarray, InstanceProblem]:
+    """One apply_ufunc block's problem, loop dims flattened to samples: ``(loop shape, ok, problem)``.
+
+    ``arrays`` are :func:`_prepare`'s nine plus κ (``inf`` where absent, ``NaN``
+    or not positive: the i.i.d. model). Samples without parameters — no prior,
+    no repair kernel under ``refine``, a ``NaN`` root belief — are ``~ok``:
+    they get placeholders, their critics are unavailable and the caller masks their results.
+    """
+    prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, kappa = (
+        np.asarray(a, dtype=np.float64) for a in arrays
+    )
+    scal = (prior, p_fix, p_break, c_gen, c_ver, reward, kappa, np.asarray(0.0 if root is None else root))
+    loop = np.broadcast_shapes(*(a.shape for a in scal), *(a.shape[:-1] for a in (tpr, fpr, ccost)))
     S = int(np.prod(loop, dtype=np.int64))
-    pr, pf, pb, cg, cv, rw = (np.broadcast_to(a, loop).reshape(S) for a in scal)
-    tp, fp, cc = (np.broadcast_to(a, loop + (K,)).reshape(S, K) for a in mats)
-    samples = ParameterSamples(prior=pr, tpr=tp, fpr=fp, p_fix=pf, p_break=pb, critics=critics)
-    return loop, samples, SampleCosts(critic=cc, c_gen=cg, c_ver=cv, reward=rw)
+
+    def flat(a, core=()):
+        return np.broadcast_to(a, loop + core).reshape((S, *core))
+
+    ok = np.isfinite(flat(prior)) & np.isfinite(flat(np.asarray(0.0 if root is None else root, dtype=float)))
+    if refine:
+        ok &= np.isfinite(flat(p_fix)) & np.isfinite(flat(p_break))
+    kernel = (
+        {k: np.where(ok, flat(v), 0.5) for k, v in (("p_fix", p_fix), ("p_break", p_break))} if refine else {}
+    )
+    placeholder = np.where(ok, 1.0, np.nan)[:, None]
+    k = flat(kappa)
+    P = make_instance_problem(
+        np.where(ok, flat(prior), 0.5),
+        flat(tpr, tpr.shape[-1:]) * placeholder,
+        flat(fpr, fpr.shape[-1:]) * placeholder,
+        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+        critic_costs=flat(ccost, ccost.shape[-1:]),
+        **{n: flat(a) for n, a in (("c_gen", c_gen), ("c_ver", c_ver), ("reward", reward))},
+        **kernel,
+    )
+    return loop, ok, P
 
 
-def _grid_block(*arrays, critics, paper, **options):
+def _grid_block(*arrays, paper, **options):
     """Kernel called by apply_ufunc: the one grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`), one block.
 
     ``arrays`` are :func:`_prepare`'s nine plus κ. The paper's table returns
     ``value``, ``policy`` (and ``q``) without its one-point patch and θ-mean
     axes; the instance table its ``value``. Samples without parameters get ``NaN`` and action ``-1``.
     """
-    loop, samples, costs = _flatten_inputs(*arrays[:9], critics=critics)
-    ok = samples.solvable if paper else np.isfinite(samples.prior)
-    kernel = {k: np.where(ok, getattr(samples, k), 0.5) for k in ("p_fix", "p_break")} if paper else {}
-    P = make_instance_problem(*_placeholders(samples, ok, arrays[9], loop), **costs.kernel_kwargs(), **kernel)
+    loop, ok, P = _block_problem(arrays, refine=paper)
     sol = solve_grid(P, **(PAPER_TABLE if paper else {}), **options)
     out = [a for a in ((sol.value, sol.policy, sol.q) if paper else (sol.value,)) if a is not None]
     for a, bad in zip(out, (np.nan, -1, np.nan), strict=False):
@@ -325,41 +331,15 @@ def _grid_block(*arrays, critics, paper, **options):
     return tuple(out) if len(out) > 1 else out[0]
 
 
-def _placeholders(samples: ParameterSamples, ok: np.ndarray, kappa, loop) -> tuple:
-    """``(prior, tpr, fpr, κ)`` of a block; samples without parameters (``~ok``) get placeholders.
-
-    Their critics are unavailable and the caller masks their results; κ is
-    ``inf`` where absent, ``NaN`` or not positive (the i.i.d. model).
-    """
-    k = np.broadcast_to(np.asarray(kappa, dtype=np.float64), loop).reshape(samples.n_samples)
-    placeholder = np.where(ok, 1.0, np.nan)[:, None]
-    return (
-        np.where(ok, samples.prior, 0.5),
-        samples.tpr * placeholder,
-        samples.fpr * placeholder,
-        np.where(np.isfinite(k) & (k > 0), k, np.inf),
-    )
-
-
-def _b0_block(*arrays, critics, horizon, used, tree):
+def _b0_block(*arrays, horizon, used, tree):
     """Kernel called by apply_ufunc: the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`).
 
-    ``arrays`` are :func:`_prepare`'s nine plus the root belief and κ.
+    ``arrays`` are :func:`_prepare`'s nine, κ and the root belief.
     """
-    loop, samples, costs = _flatten_inputs(*arrays[:9], critics=critics)
-    belief, kappa = arrays[9:]
-    b0 = np.broadcast_to(np.asarray(belief, dtype=np.float64), loop).reshape(samples.n_samples)
-    refine = tree["regenerate"] == "refine"
-    ok = np.isfinite(samples.prior) & np.isfinite(b0)
-    if refine:
-        ok &= np.isfinite(samples.p_fix) & np.isfinite(samples.p_break)
-    kernel = {"p_fix": np.where(ok, samples.p_fix, 0.5), "p_break": np.where(ok, samples.p_break, 0.5)}
-    problem = make_instance_problem(
-        *_placeholders(samples, ok, kappa, loop), **costs.kernel_kwargs(), **(kernel if refine else {})
-    )
-    value, q = solve_tree(
-        problem, np.where(ok, b0, 0.5), None, horizon, used, policy=None, chunk_size=32768, **tree
-    )
+    loop, ok, problem = _block_problem(arrays[:10], refine=tree["regenerate"] == "refine", root=arrays[10])
+    b0 = np.broadcast_to(np.asarray(arrays[10], dtype=np.float64), loop).reshape(-1)
+    sol = solve_tree(problem, b0=np.where(ok, b0, 0.5), horizon=horizon, used=used, **tree)
+    value, q = sol.value, sol.q
     value[~ok] = np.nan
     q[~ok] = np.nan
     action = np.where(ok, np.argmax(q, axis=-1), -1).astype(np.int8)
@@ -396,11 +376,8 @@ def _prepare(params, costs, critics, fill_kernel):
         params["fpr"].sel(sel),
         params["p_fix"],
         params["p_break"],
-        c["critic_costs"],
-        c["c_gen"],
-        c["c_ver"],
-        c["reward"],
     ]
+    args += [c["critic_costs"], c["c_gen"], c["c_ver"], c["reward"]]  # the order of _block_problem
     core = [[], [DIM_CRITIC], [DIM_CRITIC], [], [], [DIM_CRITIC], [], [], []]
     return params, critics, args, core
 
@@ -438,6 +415,7 @@ def solve_policy(
     costs: Costs | Callable[[str], Costs],
     *,
     critics: Sequence[str] | None = None,
+    belief_model: str = "iid",
     horizon: int = HORIZON,
     grid_size: int = GRID_SIZE,
     keep_q: bool = False,
@@ -446,16 +424,23 @@ def solve_policy(
     backend: str = "auto",
     fill_kernel: bool = True,
     n_threads: int | None = None,
-    belief_model: str = "iid",
+    max_patches: int = POOL_SIZE,
+    mu_grid_size: int = GRID_SIZE,
+    verify_terminal: bool = False,
+    critic_scope: str = "instance",
 ) -> xr.Dataset:
-    """Solve the ``bayesian_dp`` grid policy for every cell (and draw).
+    """Solve the grid DP of every cell (and draw): the paper's ``bayesian_dp`` table or the instance table.
+
+    The xarray face of :func:`bpc.decide.kernels.dp.solve_grid`: every dim of
+    ``params`` but ``critic`` is a sample.
 
     Parameters
     ----------
     params : xarray.Dataset
         Parameter schema (:mod:`bpc.schema`): Laplace estimates or posterior
         draws (``chain``/``draw``); may be dask-backed, chunked over any dim
-        but ``critic``.
+        but ``critic``. The optional ``kappa`` gives each sample's
+        concentration under the instance belief (``inf`` where absent or ``NaN``).
     costs : Costs or callable
         One cost vector, or ``benchmark -> Costs`` (e.g. :func:`bpc.costs.paper_costs_for`).
     critics : sequence of str, optional
@@ -463,12 +448,20 @@ def solve_policy(
         :func:`bpc.schema.decision_critics` of the parameters' ``critic``
         coordinate: the paper's three for the corpus, every critic of a
         user's logs).
+    belief_model : {"iid", "instance"}
+        ``"iid"``: the paper's table ``V_h(b, U)`` (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`:
+        κ = ∞, the repair kernel, no patch budget, terminal verification)
+        with its ``policy``. ``"instance"``: the instance table
+        ``V_h(b, μ, n, U)`` of SPEC §9 (a new patch is a fresh draw of the
+        instance); actions are read off it by one Bellman backup
+        (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
+        :class:`bpc.decide.controllers.InstanceController`), so no policy is stored.
     horizon : int
         Steps left at the top layer, ``H``.
     grid_size : int
         Belief grid points ``G``.
     keep_q : bool
-        Also return ``q`` (memory grows by a factor ``3 + K``).
+        Also return ``q`` (memory grows by a factor ``3 + K``; paper table only).
     dask : {None, "forbidden", "allowed", "parallelized"}
         Passed to :func:`xarray.apply_ufunc`; ``None`` = parallelized iff the inputs are dask arrays.
     dtype : numpy dtype
@@ -477,61 +470,86 @@ def solve_policy(
         Kernel implementation (identical results).
     fill_kernel : bool
         Apply :func:`fill_regeneration_kernel` first (default); otherwise cells
-        without a kernel get ``NaN`` values.
+        without a kernel get ``NaN`` values (paper table).
     n_threads : int, optional
         Threads of the numba kernel per block.
-    belief_model : {"iid", "instance"}
-        ``"instance"`` returns :func:`solve_instance_policy`'s table instead
-        (instance belief, SPEC §9; its defaults for the patch budget,
-        verification and critic scope; ``keep_q``, ``dtype``, ``backend`` and
-        ``n_threads`` do not apply).
+    max_patches, mu_grid_size, verify_terminal, critic_scope
+        Instance table only: the patch budget ``N`` (the ``patch`` dim), the
+        points of the ``theta_mean`` grid, whether verification ends the
+        episode and the scope of the used-critic set.
 
     Returns
     -------
     xarray.Dataset
-        ``value`` (float) and ``policy`` (int8 action index, ``-1`` for cells
-        without parameters) with the parameters' dims plus ``step`` (steps left,
-        ``0 … H``), ``used`` (used-critic subset labels) and ``belief`` (grid);
-        ``q`` with an extra ``action`` dim when ``keep_q``; ``prior`` (the
-        root belief of each cell) and ``kernel_filled`` when filled.
+        ``value`` with the parameters' dims plus ``step`` (steps left,
+        ``0 … H``), ``used`` (used-critic subset labels), ``belief`` (grid)
+        and, for the instance table, ``patch`` and ``theta_mean``; the paper
+        table's ``policy`` (int8 action index, ``-1`` for cells without
+        parameters) and ``q`` (``action`` dim) when ``keep_q``; ``prior`` (the
+        root belief of each cell), ``kernel_filled`` when filled, and the
+        instance table's ``kappa``.
 
     Raises
     ------
     ValueError
         For a malformed parameter Dataset, unknown critics, bad costs or options.
     """
-    if belief_model == "instance":
-        if keep_q:
-            raise ValueError("keep_q is not available with belief_model='instance' (read Q by a backup)")
-        return solve_instance_policy(
-            params, costs, critics=critics, horizon=horizon, grid_size=grid_size, dask=dask
-        )
-    if belief_model != "iid":
+    if belief_model not in BELIEFS:
         raise ValueError(f"belief_model must be one of {BELIEFS}, got {belief_model!r}")
-    params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
-    H, K, dtype = int(horizon), len(critics), np.dtype(dtype)
-    belief_grid(grid_size)  # validates grid_size before any work
-    grid = {DIM_STEP: H + 1, DIM_USED: 1 << K}
-    outs = [(grid | {DIM_BELIEF: int(grid_size)}, dtype), (grid | {DIM_BELIEF: int(grid_size)}, np.int8)]
-    outs += [(grid | {DIM_ACTION: 3 + K, DIM_BELIEF: int(grid_size)}, dtype)] if keep_q else []
-    options: dict[str, Any] = dict(horizon=H, grid_size=int(grid_size), keep_q=bool(keep_q), dtype=dtype)
-    options |= dict(backend=backend, n_threads=n_threads)
-    args, core = [*args, xr.DataArray(np.inf)], [*core, []]
-    res = _apply(_grid_block, params, args, core, outs, dask, critics=tuple(critics), paper=True, **options)
-    data = dict(zip(["value", "policy", "q"], res, strict=False))
-    ds = xr.Dataset(data)
-    ds = ds.assign_coords(
-        {
-            DIM_STEP: np.arange(H + 1),
-            DIM_USED: used_labels(critics),
-            DIM_BELIEF: belief_grid(grid_size, np.float64),
-        }
-    )
+    paper = belief_model == "iid"
+    if keep_q and not paper:
+        raise ValueError("keep_q is not available with belief_model='instance' (read Q by a backup)")
+    params, critics, args, core = _prepare(params, costs, critics, fill_kernel or not paper)
+    H, K, N, dtype = int(horizon), len(critics), int(max_patches), np.dtype(dtype)
+    coords = {DIM_STEP: np.arange(H + 1), DIM_PATCH: np.arange(N), DIM_USED: used_labels(critics)}
+    coords |= {
+        DIM_THETA_MEAN: belief_grid(mu_grid_size, np.float64),
+        DIM_BELIEF: belief_grid(grid_size, np.float64),
+    }
+    if paper:
+        coords = {d: c for d, c in coords.items() if d not in (DIM_PATCH, DIM_THETA_MEAN)}
+    sizes = {d: len(c) for d, c in coords.items()}
+    outs = [(sizes, dtype), (sizes, np.int8)] if paper else [(sizes, dtype)]
     if keep_q:
-        ds = ds.assign_coords({DIM_ACTION: list(action_names(critics))})
+        coords[DIM_ACTION] = list(action_names(critics))
+        q_dims = {d: n for d, n in sizes.items() if d != DIM_BELIEF} | {DIM_ACTION: 3 + K}
+        outs.append((q_dims | {DIM_BELIEF: sizes[DIM_BELIEF]}, dtype))
+    options: dict[str, Any] = dict(horizon=H, grid_size=int(grid_size), dtype=dtype, backend=backend)
+    options |= dict(n_threads=n_threads, keep_q=bool(keep_q))
+    if not paper:
+        options |= dict(max_patches=N, mu_grid_size=int(mu_grid_size), verify_terminal=bool(verify_terminal))
+        options |= dict(critic_scope=critic_scope)
+    kappa = xr.DataArray(np.inf) if paper else _kappa_array(params)
+    res = _apply(
+        _grid_block,
+        params,
+        [*args, kappa],
+        [*core, []],
+        outs,
+        dask,
+        paper=paper,
+        **options,
+    )
+    ds = xr.Dataset(dict(zip(["value", "policy", "q"] if paper else ["value"], res, strict=False)))
+    ds = ds.assign_coords(coords)
     ds["prior"] = params["prior"]
-    if "kernel_filled" in params:
+    if paper and "kernel_filled" in params:
         ds["kernel_filled"] = params["kernel_filled"]
+    ds.attrs.update(critics=json.dumps(critics), horizon=H, costs=_describe_costs(costs))
+    if not paper:
+        ds["kappa"] = kappa.broadcast_like(params["prior"])
+        ds["value"].attrs["description"] = (
+            "optimal expected utility V_h(b, mu, n, U): h steps left, current patch n, critics U used, "
+            "instance mean pass rate mu, current patch belief b"
+        )
+        ds.attrs.update(
+            solver="grid DP over (b, mu) with the patch count, instance belief (SPEC §9)",
+            max_patches=N,
+            verify_terminal=int(bool(verify_terminal)),
+            critic_scope=critic_scope,
+            belief_model=belief_model,
+        )
+        return ds
     ds["value"].attrs["description"] = "optimal expected utility V_h(b, U) (h = steps left, U = critics used)"
     ds["policy"].attrs.update(
         description="optimal action index (ties -> lowest index; -1 = cell without parameters)",
@@ -539,10 +557,7 @@ def solve_policy(
     )
     ds.attrs.update(
         solver="grid DP, linear interpolation (SPEC §3)",
-        critics=json.dumps(critics),
-        horizon=H,
         grid_size=int(grid_size),
-        costs=_describe_costs(costs),
         tie_break="lowest action index",
     )
     return ds
@@ -560,8 +575,8 @@ def solve_b0(
     fill_kernel: bool = True,
     belief_model: str = "iid",
     max_patches: int = POOL_SIZE,
-    verify_terminal: bool | None = None,
-    critic_scope: str | None = None,
+    verify_terminal: bool = False,
+    critic_scope: str = "instance",
 ) -> xr.Dataset:
     """Exact value, Q-values and first action at one belief per cell and draw (expectimax).
 
@@ -583,9 +598,8 @@ def solve_b0(
         fresh instance (regeneration is a fresh draw from it).
     max_patches, verify_terminal, critic_scope
         Instance model only: the patch budget, whether verification ends the
-        episode in planning (default ``False``: a failed verification may be
-        followed by a new patch) and the used-critic scope (default: once per
-        instance).
+        episode in planning (default: a failed verification may be followed
+        by a new patch) and the used-critic scope (default: once per instance).
 
     Returns
     -------
@@ -604,24 +618,13 @@ def solve_b0(
     if not isinstance(root, xr.DataArray):
         root = xr.DataArray(float(root))
     kappa = _kappa_array(params) if belief_model == "instance" else xr.DataArray(np.inf)
-    args = [*args, root, kappa]
+    args = [*args, kappa, root]
     core = [*core, [], []]
     if belief_model == "instance":  # a fresh draw of the instance, within the patch budget
-        tree = dict(
-            mixture="exact",
-            max_patches=int(max_patches),
-            verify_terminal=bool(verify_terminal) if verify_terminal is not None else False,
-            critic_scope=critic_scope or "instance",
-            regenerate="fresh",
-        )
+        tree = dict(mixture="exact", max_patches=int(max_patches), verify_terminal=bool(verify_terminal))
+        tree |= dict(critic_scope=critic_scope, regenerate="fresh")
     else:  # the paper's tree: κ = ∞, the repair kernel, no budget, verification terminal
-        tree = dict(
-            mixture="moment",
-            max_patches=None,
-            verify_terminal=True,
-            critic_scope="patch",
-            regenerate="refine",
-        )
+        tree = PAPER_TREE
     outs = [({}, np.float64), ({DIM_ACTION: 3 + K}, np.float64), ({}, np.int8)]
     res = _apply(
         _b0_block,
@@ -630,7 +633,6 @@ def solve_b0(
         core,
         outs,
         dask,
-        critics=tuple(critics),
         horizon=int(horizon),
         used=mask,
         tree=tree,
@@ -642,8 +644,11 @@ def solve_b0(
         "optimal first action index at the root belief (ties -> lowest; -1 = no parameters); "
         "names in 'action'"
     )
+    instance = "exact expectimax on the reachable tree, instance belief (SPEC §9)"
     ds.attrs.update(
-        solver="exact expectimax on the reachable belief tree (SPEC §3)",
+        solver=instance
+        if belief_model == "instance"
+        else "exact expectimax on the reachable belief tree (SPEC §3)",
         critics=json.dumps(critics),
         horizon=int(horizon),
         used=used_labels(critics)[mask],
@@ -651,122 +656,5 @@ def solve_b0(
         costs=_describe_costs(costs),
         tie_break="lowest action index",
         belief_model=belief_model,
-    )
-    if belief_model == "instance":
-        ds.attrs["solver"] = "exact expectimax on the reachable tree, instance belief (SPEC §9)"
-    return ds
-
-
-def _kappa_array(params: xr.Dataset) -> xr.DataArray:
-    """The parameters' ``kappa`` (``inf`` where absent or ``NaN``: i.i.d. patches)."""
-    if "kappa" not in params:
-        return xr.DataArray(np.inf)
-    k = params["kappa"]
-    return xr.where(k.notnull() & (k > 0), k, np.inf)
-
-
-DIM_PATCH = "patch"
-"""Dim of the instance table: index of the current patch (patches abandoned so far), ``0 … N − 1``."""
-DIM_THETA_MEAN = "theta_mean"
-"""Dim of the instance table: grid of ``μ = E[θ | abandoned patches]``, the instance's mean pass rate."""
-
-
-def solve_instance_policy(
-    params: xr.Dataset,
-    costs: Costs | Callable[[str], Costs],
-    *,
-    critics: Sequence[str] | None = None,
-    horizon: int = HORIZON,
-    max_patches: int = POOL_SIZE,
-    grid_size: int = GRID_SIZE,
-    mu_grid_size: int = GRID_SIZE,
-    verify_terminal: bool = False,
-    critic_scope: str = "instance",
-    belief_model: str = "instance",
-    dask: DaskMode | None = None,
-) -> xr.Dataset:
-    """The instance-belief value table ``V_h(b, μ, n, U)`` of every cell (and draw), SPEC §9.
-
-    The xarray face of :func:`bpc.decide.kernels.dp.solve_grid`:
-    every dim of ``params`` but ``critic`` is a sample. Actions are read off
-    the table by one Bellman backup
-    (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
-    :class:`bpc.decide.controllers.InstanceController`), so no policy array
-    is stored.
-
-    Parameters
-    ----------
-    params : xarray.Dataset
-        Parameter schema; the optional ``kappa`` gives each sample's
-        concentration (``inf`` where absent or ``NaN``).
-    costs, critics, horizon, dask
-        As in :func:`solve_policy`.
-    max_patches : int
-        Patch budget ``N`` (the ``patch`` dim).
-    grid_size, mu_grid_size : int
-        Points of the ``belief`` and ``theta_mean`` grids.
-    verify_terminal : bool
-        Value verification as ending the episode.
-    critic_scope : {"patch", "instance"}
-        Scope of the used-critic set.
-    belief_model : {"iid", "instance"}
-        ``"iid"`` solves the same table with ``κ = inf``.
-
-    Returns
-    -------
-    xarray.Dataset
-        ``value`` with the parameters' dims plus ``step``, ``patch``,
-        ``used``, ``theta_mean`` and ``belief``; ``prior`` and ``kappa``.
-    """
-    if belief_model not in BELIEFS:
-        raise ValueError(f"belief_model must be one of {BELIEFS}, got {belief_model!r}")
-    params, critics, args, core = _prepare(params, costs, critics, fill_kernel=True)
-    kappa = _kappa_array(params) if belief_model == "instance" else xr.DataArray(np.inf)
-    H, K = int(horizon), len(critics)
-    belief_grid(grid_size)
-    belief_grid(mu_grid_size)
-    sizes = {DIM_STEP: H + 1, DIM_PATCH: int(max_patches), DIM_USED: 1 << K}
-    sizes |= {DIM_THETA_MEAN: int(mu_grid_size), DIM_BELIEF: int(grid_size)}
-    options = dict(
-        horizon=H, max_patches=int(max_patches), grid_size=int(grid_size), mu_grid_size=int(mu_grid_size)
-    )
-    options |= dict(verify_terminal=bool(verify_terminal), critic_scope=critic_scope)
-    args, core = [*args, kappa], [*core, []]
-    (value,) = _apply(
-        _grid_block,
-        params,
-        args,
-        core,
-        [(sizes, np.float64)],
-        dask,
-        critics=tuple(critics),
-        paper=False,
-        **options,
-    )
-    ds = xr.Dataset({"value": value})
-    ds = ds.assign_coords(
-        {
-            DIM_STEP: np.arange(H + 1),
-            DIM_PATCH: np.arange(int(max_patches)),
-            DIM_USED: used_labels(critics),
-            DIM_THETA_MEAN: belief_grid(mu_grid_size, np.float64),
-            DIM_BELIEF: belief_grid(grid_size, np.float64),
-        }
-    )
-    ds["prior"] = params["prior"]
-    ds["kappa"] = kappa.broadcast_like(params["prior"])
-    ds["value"].attrs["description"] = (
-        "optimal expected utility V_h(b, mu, n, U): h steps left, current patch n, critics U used, "
-        "instance mean pass rate mu, current patch belief b"
-    )
-    ds.attrs.update(
-        solver="grid DP over (b, mu) with the patch count, instance belief (SPEC §9)",
-        critics=json.dumps(critics),
-        horizon=H,
-        max_patches=int(max_patches),
-        verify_terminal=int(bool(verify_terminal)),
-        critic_scope=critic_scope,
-        belief_model=belief_model,
-        costs=_describe_costs(costs),
     )
     return ds

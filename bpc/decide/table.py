@@ -20,7 +20,7 @@ or one cell of a panel. Conventions (SPEC §3):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -170,24 +170,12 @@ class ParameterSamples:
 
     def take(self, index) -> ParameterSamples:
         """The samples at ``index`` (integer array or slice), e.g. one per episode."""
-        return ParameterSamples(
-            prior=self.prior[index],
-            tpr=self.tpr[index],
-            fpr=self.fpr[index],
-            p_fix=self.p_fix[index],
-            p_break=self.p_break[index],
-            critics=self.critics,
-            kappa=self.kappa[index],
-        )
+        return replace(self, **{k: v[index] for k, v in self.as_dict().items()}, kappa=self.kappa[index])
 
     def with_fresh_sample_kernel(self) -> ParameterSamples:
         """The samples with :func:`fresh_sample_kernel` applied (measured kernels unchanged)."""
         p_fix, p_break = fresh_sample_kernel(self.prior, self.p_fix, self.p_break)
         return replace(self, p_fix=p_fix, p_break=p_break)
-
-    def iid(self) -> ParameterSamples:
-        """The same samples with ``κ = inf`` (the paper's i.i.d. belief)."""
-        return replace(self, kappa=np.full(self.n_samples, np.inf))
 
     def mean(self) -> ParameterSamples:
         """One sample: the mean of every parameter over the samples (the posterior-mean plug-in)."""
@@ -272,36 +260,26 @@ class SampleCosts:
         ValueError
             If a sequence of cost vectors is not one per sample.
         """
-        critics = list(critics)
-        n = int(n_samples)
-        vectors = [costs] * n if isinstance(costs, Costs) else list(costs)
-        if len(vectors) != n:
+        critics, n, one = list(critics), int(n_samples), isinstance(costs, Costs)
+        vectors: list[Costs] = [costs] if isinstance(costs, Costs) else list(costs)
+        if not one and len(vectors) != n:
             raise ValueError(f"SampleCosts: got {len(vectors)} cost vectors for {n} samples")
         avail = np.ones((n, len(critics)), bool) if available is None else np.asarray(available, bool)
-        if isinstance(costs, Costs):
-            # one vector: price a critic iff some sample may call it (the error names the missing price)
-            row = np.array(
-                [costs.critic_cost(c) if avail[:, k].any() else np.nan for k, c in enumerate(critics)],
-                dtype=np.float64,
-            ).reshape(1, len(critics))
-            return cls(
-                critic=np.broadcast_to(row, (n, len(critics))),
-                c_gen=np.full(n, float(costs.c_gen)),
-                c_ver=np.full(n, float(costs.c_ver)),
-                reward=np.full(n, float(costs.reward)),
-            )
-        crit = np.array(
-            [
-                [c.critic_cost(k) if avail[s, j] else np.nan for j, k in enumerate(critics)]
-                for s, c in enumerate(vectors)
-            ],
-            dtype=np.float64,
-        ).reshape(n, len(critics))
+        if one:  # one vector: price a critic iff some sample may call it (the error names the missing price)
+            avail = avail.any(axis=0, keepdims=True)
+        crit = [
+            [c.critic_cost(k) if avail[s, j] else np.nan for j, k in enumerate(critics)]
+            for s, c in enumerate(vectors)
+        ]
+        rates = {
+            x: np.array([getattr(c, x) for c in vectors], dtype=np.float64)
+            for x in ("c_gen", "c_ver", "reward")
+        }
         return cls(
-            critic=crit,
-            c_gen=np.array([c.c_gen for c in vectors], dtype=np.float64),
-            c_ver=np.array([c.c_ver for c in vectors], dtype=np.float64),
-            reward=np.array([c.reward for c in vectors], dtype=np.float64),
+            critic=np.broadcast_to(
+                np.array(crit, dtype=np.float64).reshape(len(vectors), len(critics)), (n, len(critics))
+            ),
+            **{x: np.broadcast_to(v, (n,)) for x, v in rates.items()},
         )
 
     @property
@@ -311,12 +289,7 @@ class SampleCosts:
 
     def take(self, index) -> SampleCosts:
         """The costs of the samples at ``index``."""
-        return SampleCosts(
-            critic=self.critic[index],
-            c_gen=self.c_gen[index],
-            c_ver=self.c_ver[index],
-            reward=self.reward[index],
-        )
+        return SampleCosts(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
     def kernel_kwargs(self) -> dict[str, np.ndarray]:
         """The keyword arguments the kernels take: ``critic_costs``, ``c_gen``, ``c_ver``, ``reward``."""

@@ -181,6 +181,11 @@ def policy_uncertainty(
         )
     pieces = []
     cells = _cells(params)
+
+    def band(name: str, da: xr.DataArray) -> dict[str, xr.DataArray]:
+        """Posterior mean and credible interval of ``da`` over the draws."""
+        return {f"{name}_mean": da.mean(sd), f"{name}_ci": credible_interval(da, prob=prob, kind=kind)}
+
     if not cells:
         raise ValueError("policy_uncertainty: no cell has an observed prior")
     for i, (b, g) in enumerate(cells, 1):
@@ -191,30 +196,17 @@ def policy_uncertainty(
         actions = [str(a) for a in sol["action"].values]
         p_opt = action_probabilities(sol["policy"], actions)
         q = sol["q"].where(np.isfinite(sol["q"]))
-        out = xr.Dataset(
-            {
-                "p_optimal": p_opt,
-                "action_entropy": action_entropy(p_opt),
-                "value_mean": sol["value"].mean(sd),
-                "value_ci": credible_interval(sol["value"], prob=prob, kind=kind),
-                "q_mean": q.mean(sd),
-                "q_ci": credible_interval(q, prob=prob, kind=kind),
-            }
-        )
+        out = xr.Dataset({"p_optimal": p_opt, "action_entropy": action_entropy(p_opt)})
+        out = out.assign(band("value", sol["value"]) | band("q", q))
         b0 = solve_b0(pc, c, critics=critics, horizon=horizon)
         q0 = b0["q"].where(np.isfinite(b0["q"]))
         out["p_first"] = action_probabilities(b0["best_action"], actions)
-        out["value_b0_mean"] = b0["value"].mean(sd)
-        out["value_b0_ci"] = credible_interval(b0["value"], prob=prob, kind=kind)
-        out["q_b0_mean"] = q0.mean(sd)
-        out["q_b0_ci"] = credible_interval(q0, prob=prob, kind=kind)
+        out = out.assign(band("value_b0", b0["value"]) | band("q_b0", q0))
         prior_mean = float(pc["prior"].mean().item())
         at_mean = solve_b0(pc, c, critics=critics, horizon=horizon, belief=prior_mean)
         out["p_first_at_mean_prior"] = action_probabilities(at_mean["best_action"], actions)
         out["prior_mean"] = pc["prior"].mean(sd)
-        cross = crossover_posterior(pc)
-        out["crossover_mean"] = cross.mean(sd)
-        out["crossover_ci"] = credible_interval(cross, prob=prob, kind=kind)
+        out = out.assign(band("crossover", crossover_posterior(pc)))
         pieces.append(out)
     # xarray annotates combine_by_coords as DataArray | Dataset; Datasets in give a Dataset out
     ds = cast(xr.Dataset, xr.combine_by_coords(pieces, join="outer", combine_attrs="drop_conflicts"))

@@ -78,6 +78,7 @@ __all__ = [
     "replay_cells",
     "replay_folds",
     "cell_pool",
+    "pipeline_orders",
 ]
 
 BASELINES: tuple[str, ...] = BASELINE_POLICIES
@@ -119,9 +120,9 @@ def _patch_loop(
     costs: Costs,
     profile: Profile,
     *,
-    critic_idx: Sequence[int],
-    critic_charge: float,
-    max_attempts: int | None,
+    critic_idx: Sequence[int] = (),
+    critic_charge: float = 0.0,
+    max_attempts: int | None = None,
     verify_only_at: int | None = None,
 ) -> Outcome:
     """One patch after another: critics, then verify iff all pass (or at a fixed attempt), else regenerate.
@@ -173,6 +174,22 @@ def fixed_pipeline(pool: Pool, costs: Costs, prof: Profile) -> list[str]:
     return [c for c in order if _critic_index(pool, c) is not None]
 
 
+def pipeline_orders(records: pd.DataFrame, costs: CostSpec = None, profile: str | Profile = "paper") -> dict:
+    """``(benchmark, generator)`` → the line stating the cell's fixed pipeline, its order included.
+
+    :func:`bpc.decide.baselines.describe_baseline` of :func:`fixed_pipeline`
+    (what :func:`replay_pool` puts in ``attrs["baselines"]``), for every cell of ``records``.
+    """
+    prof, cost_for = get_profile(profile), cost_resolver(costs)
+    out = {}
+    for (b, g), cell in records.groupby(["benchmark", "generator"], sort=False):
+        c = cost_for(str(b))
+        out[(str(b), str(g))] = describe_baseline(
+            "fixed_pipeline", fixed_pipeline(cell_pool(cell, prof), c, prof), c.critic
+        )
+    return out
+
+
 def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile = "paper") -> Outcome | None:
     """Replay one stateless baseline on a pool (SPEC §4; profile switches of SPEC §6).
 
@@ -221,22 +238,12 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
     if name == "stop":
         cost = costs.c_gen * ((pool.n_patches > 0) & (not prof.first_patch_free))
         return -cost, np.zeros(pool.n_instances), cost
-    if name == "verify_first":
-        return _patch_loop(pool, costs, prof, critic_idx=(), critic_charge=0.0, max_attempts=1)
-    if name == "always_verify":
-        limit = 1 if prof.always_verify_first_patch_only else None
-        return _patch_loop(pool, costs, prof, critic_idx=(), critic_charge=0.0, max_attempts=limit)
+    if name in ("verify_first", "always_verify"):
+        first_only = name == "verify_first" or prof.always_verify_first_patch_only
+        return _patch_loop(pool, costs, prof, max_attempts=1 if first_only else None)
     if name == "best_of_3":
         if prof.best_of_3_verifies_last_only:
-            return _patch_loop(
-                pool,
-                costs,
-                prof,
-                critic_idx=(),
-                critic_charge=0.0,
-                max_attempts=BEST_OF_N,
-                verify_only_at=BEST_OF_N - 1,
-            )
+            return _patch_loop(pool, costs, prof, max_attempts=BEST_OF_N, verify_only_at=BEST_OF_N - 1)
         m = np.minimum(pool.n_patches, BEST_OF_N)
         gens = m - (1 if prof.first_patch_free else 0) * (m > 0)
         cost = costs.c_gen * gens + costs.c_ver * m
@@ -552,10 +559,12 @@ def kernel_probabilities(kernel: Mapping[str, float]) -> tuple[float, float]:
         If neither form is present or a value is invalid.
     """
     if all(k in kernel for k in ("n00", "n01", "n10", "n11")):
+        from bpc.estimate.laplace import smoothed_rate  # the one add-one smoothing
+
         n00, n01, n10, n11 = (float(kernel[k]) for k in ("n00", "n01", "n10", "n11"))
         if min(n00, n01, n10, n11) < 0:
             raise ValueError(f"transition kernel counts must be >= 0, got {dict(kernel)}")
-        return (n01 + 1.0) / (n00 + n01 + 2.0), (n10 + 1.0) / (n10 + n11 + 2.0)
+        return float(smoothed_rate(n01, n00 + n01)), float(smoothed_rate(n10, n10 + n11))
     if "p_fix" in kernel and "p_break" in kernel:
         pf, pb = float(kernel["p_fix"]), float(kernel["p_break"])
         if not (0 <= pf <= 1 and 0 <= pb <= 1):
@@ -877,6 +886,8 @@ def replay_cells(
         row per cell × policy (× split). A policy a cell cannot run (no
         verdicts of its critic, no trajectories) has no row; it is listed with
         the reason in ``attrs["skipped"]`` (benchmark, generator, policy, reason).
+        ``attrs["baselines"]`` (benchmark, generator, policy, description) says
+        what each baseline did, the fixed pipeline's critics in order.
 
     Raises
     ------
@@ -943,6 +954,10 @@ def _summary_frame(result: xr.Dataset, b: str, g: str, side: str | None, belief:
         {"benchmark": b, "generator": g, "policy": str(p), "reason": reasons.get(str(p), "no result")}
         for p in missing
     ]
+    described = json.loads(result.attrs.get("baselines", "{}"))
+    summ.attrs["baselines"] = [
+        {"benchmark": b, "generator": g, "policy": p, "description": d} for p, d in described.items()
+    ]
     summ.insert(0, "generator", g)
     summ.insert(0, "benchmark", b)
     summ["belief"] = belief
@@ -1008,10 +1023,15 @@ def replay_folds(
 
 
 def _join(frames: list[pd.DataFrame], cols: list[str]) -> pd.DataFrame:
-    """One table of the cells' summaries; ``attrs["skipped"]`` lists the policies a cell could not run."""
-    skipped = [row for f in frames for row in f.attrs.get("skipped", [])]
+    """One table of the cells' summaries, with their ``attrs``.
+
+    ``attrs["skipped"]`` lists the policies a cell could not run, ``attrs["baselines"]``
+    what each cell's baselines did (the fixed pipeline's order stated).
+    """
     out = pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
-    out.attrs["skipped"] = list({json.dumps(r, sort_keys=True): r for r in skipped}.values())
+    for key in ("skipped", "baselines"):
+        rows = [row for f in frames for row in f.attrs.get(key, [])]
+        out.attrs[key] = list({json.dumps(r, sort_keys=True): r for r in rows}.values())
     return out
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -47,6 +46,7 @@ from bpc.decide.kernels.belief import (
     REGENERATE,
     STOP,
     VERIFY,
+    Problem,
     bayes_update,
     make_problem,
     observation_prob,
@@ -107,21 +107,7 @@ class ReleaseDPTable:
     policy: np.ndarray
 
 
-def solve_release_dp(
-    prior,
-    tpr,
-    fpr,
-    p_fix,
-    p_break,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    horizon: int = HORIZON,
-    grid_size: int = GRID_SIZE,
-    available=None,
-) -> ReleaseDPTable:
+def solve_release_dp(P: Problem, *, horizon: int = HORIZON, grid_size: int = GRID_SIZE) -> ReleaseDPTable:
     """Backward induction of the authors' released DP over (step, belief).
 
     For ``t = H−1 … 0`` and every grid belief ``g``::
@@ -134,8 +120,8 @@ def solve_release_dp(
 
     Parameters
     ----------
-    prior, tpr, fpr, p_fix, p_break, critic_costs, c_gen, c_ver, reward, available
-        The decision problem for ``S`` samples (see :func:`bpc.decide.kernels.belief.make_problem`).
+    P : Problem
+        The decision problem for ``S`` samples (:func:`bpc.decide.kernels.belief.make_problem`).
     horizon : int
         Number of steps H (> 0).
     grid_size : int
@@ -148,14 +134,12 @@ def solve_release_dp(
     Raises
     ------
     ValueError
-        For invalid parameters, ``horizon < 1`` or ``grid_size < 2``.
+        For ``horizon < 1`` or ``grid_size < 2``.
     """
     if int(horizon) < 1:
         raise ValueError(f"solve_release_dp: horizon must be >= 1, got {horizon}")
     if int(grid_size) < 2:
         raise ValueError(f"solve_release_dp: grid_size must be >= 2, got {grid_size}")
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    P = make_problem(prior, tpr, fpr, p_fix, p_break, **costs)
     H, G, S, K = int(horizon), int(grid_size), P.n_samples, P.n_critics
     grid = np.linspace(0.0, 1.0, G)
     col = (slice(None), None)  # (S,) → (S, 1)
@@ -257,9 +241,9 @@ class ReleaseDPController(BeliefController):
         elif not self.samples.solvable.all():
             raise ValueError("ReleaseDPController: the cell has no transition kernel (p_fix/p_break NaN)")
         self.horizon = int(horizon)
-        a = self.samples
-        options: dict[str, Any] = dict(horizon=self.horizon, grid_size=grid_size, available=self.available)
-        self.table = solve_release_dp(**a.as_dict(), **self.sample_costs.kernel_kwargs(), **options)
+        prices = self.sample_costs.kernel_kwargs()
+        P = make_problem(**self.samples.as_dict(), **prices, available=self.available)
+        self.table = solve_release_dp(P, horizon=self.horizon, grid_size=grid_size)
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Table Q-values at the nearest grid belief and ``t = min(step, H−1)``, ``(n, m, A)``."""

@@ -216,20 +216,17 @@ class Profile:
     task_critics: bool = True
 
     def __post_init__(self) -> None:
-        if self.belief not in BELIEFS:
-            raise ValueError(f"profile {self.name!r}: belief must be one of {BELIEFS}, got {self.belief!r}")
-        if self.critic_scope not in (None, "patch", "instance"):
-            raise ValueError(
-                f"profile {self.name!r}: critic_scope must be 'patch', 'instance' or None, "
-                f"got {self.critic_scope!r}"
-            )
+        choices = {
+            "belief": BELIEFS,
+            "critic_scope": (None, "patch", "instance"),
+            "instance_order": ("sorted", "file"),
+        }
+        for switch, allowed in choices.items():
+            if getattr(self, switch) not in allowed:
+                value = getattr(self, switch)
+                raise ValueError(f"profile {self.name!r}: {switch} must be one of {allowed}, got {value!r}")
         if self.n_folds is not None and (self.in_sample or int(self.n_folds) < 2):
             raise ValueError(f"profile {self.name!r}: n_folds must be >= 2 and not in-sample")
-        if self.instance_order not in ("sorted", "file"):
-            raise ValueError(
-                f"profile {self.name!r}: instance_order must be 'sorted' or 'file', "
-                f"got {self.instance_order!r}"
-            )
         limits = dict(self.gate_max_patches)
         for crit, limit in limits.items():
             if limit is not None and int(limit) < 1:

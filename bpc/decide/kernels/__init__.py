@@ -8,9 +8,9 @@ Action index convention everywhere: ``0 = stop``, ``1 = verify``,
 ``tpr`` / ``fpr``). Ties between actions go to the lowest index.
 
 - :mod:`bpc.decide.kernels.belief` — Bayes update, repair kernel, the validated problem.
-- :mod:`bpc.decide.kernels.greedy` — one-step ``bayesian_greedy`` Q-values.
+- :mod:`bpc.decide.kernels.greedy` — the one-step rule (the paper's ``bayesian_greedy``: its κ = ∞ case).
 - :mod:`bpc.decide.kernels.dp` — the one grid DP (the paper's ``bayesian_dp`` table is its κ = ∞ case).
-- :mod:`bpc.decide.kernels.instance` — the instance problem, θ-belief, exact tree and greedy rule.
+- :mod:`bpc.decide.kernels.instance` — the instance problem, θ-belief and the exact tree.
 - :mod:`bpc.decide.kernels.exact` — exact expectimax on the reachable belief tree.
 """
 

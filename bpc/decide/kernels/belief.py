@@ -12,7 +12,7 @@ observations always run over ``z = pass`` first, then ``z = fail``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -178,25 +178,14 @@ class Problem:
 
     def astype(self, dtype) -> Problem:
         """The same problem with every float array cast to ``dtype``."""
-        kw = {
-            name: getattr(self, name).astype(dtype, copy=False)
-            for name in (
-                "prior",
-                "tpr",
-                "fpr",
-                "p_fix",
-                "p_break",
-                "critic_costs",
-                "c_gen",
-                "c_ver",
-                "reward",
-            )
-        }
-        return Problem(available=self.available, **kw)
+        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Problem(
+            **{k: a.astype(dtype, copy=False) if a.dtype.kind == "f" else a for k, a in arrays.items()}
+        )
 
     def take(self, index) -> Problem:
         """The problem restricted to some samples (integer index or slice)."""
-        return Problem(**{name: getattr(self, name)[index] for name in self.__dataclass_fields__})
+        return Problem(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 
 
 def _as_float(name: str, value) -> np.ndarray:
@@ -310,13 +299,12 @@ def make_problem(
         avail = np.isfinite(mat["tpr"]) & np.isfinite(mat["fpr"])
     avail = np.broadcast_to(avail, (S, K))
 
-    _check_prob("prior", vec["prior"])
-    _check_prob("p_fix", vec["p_fix"])
-    _check_prob("p_break", vec["p_break"])
-    _check_prob("tpr", mat["tpr"], avail)
-    _check_prob("fpr", mat["fpr"], avail)
-    _check_cost("c_gen", vec["c_gen"])
-    _check_cost("c_ver", vec["c_ver"])
+    for n in ("prior", "p_fix", "p_break"):
+        _check_prob(n, vec[n])
+    for n in ("tpr", "fpr"):
+        _check_prob(n, mat[n], avail)
+    for n in ("c_gen", "c_ver"):
+        _check_cost(n, vec[n])
     _check_cost("critic_costs", mat["critic_costs"], avail)
     r = vec["reward"]
     if (~np.isfinite(r) | (r <= 0)).any():
@@ -324,19 +312,10 @@ def make_problem(
             f"argument 'reward' must be finite and > 0, got {float(r[~np.isfinite(r) | (r <= 0)][0])!r}"
         )
 
-    def clean(a, fill):
-        return np.ascontiguousarray(np.where(avail, a, fill))
-
+    fills = {"tpr": 0.5, "fpr": 0.5, "critic_costs": 0.0}  # never read where a critic is unavailable
     return Problem(
-        prior=np.ascontiguousarray(vec["prior"]),
-        tpr=clean(mat["tpr"], 0.5),
-        fpr=clean(mat["fpr"], 0.5),
-        p_fix=np.ascontiguousarray(vec["p_fix"]),
-        p_break=np.ascontiguousarray(vec["p_break"]),
-        critic_costs=clean(mat["critic_costs"], 0.0),
-        c_gen=np.ascontiguousarray(vec["c_gen"]),
-        c_ver=np.ascontiguousarray(vec["c_ver"]),
-        reward=np.ascontiguousarray(vec["reward"]),
+        **{n: np.ascontiguousarray(v) for n, v in vec.items()},
+        **{n: np.ascontiguousarray(np.where(avail, a, fills[n])) for n, a in mat.items()},
         available=np.ascontiguousarray(avail),
     )
 

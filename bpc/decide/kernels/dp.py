@@ -238,19 +238,8 @@ def _run(P: InstanceProblem, grid, mu_grid, H, N, flags, value, policy, q, backe
     """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
     kernel = _kernel(backend, value.size)
     B = P.base.astype(grid.dtype)
-    fields = (
-        B.tpr,
-        B.fpr,
-        B.available,
-        B.critic_costs,
-        B.c_gen,
-        B.c_ver,
-        B.reward,
-        P.kappa,
-        B.p_fix,
-        B.p_break,
-    )
-    arrays = [np.ascontiguousarray(a) for a in fields]
+    names = ("tpr", "fpr", "available", "critic_costs", "c_gen", "c_ver", "reward")
+    arrays = [np.ascontiguousarray(a) for a in (*(getattr(B, n) for n in names), P.kappa, B.p_fix, B.p_break)]
     consts = np.array([1, 0, -np.inf, grid.shape[0] - 1, mu_grid.shape[0] - 1], grid.dtype)
     keep_q = flags[-1]
     qarr = q if keep_q else np.empty((1,) * 7, grid.dtype)

@@ -2,7 +2,8 @@
 
 The one tree lives in :mod:`bpc.decide.kernels.instance`; the paper's tree
 (SPEC §3) is its κ = ∞ case with the repair kernel, no patch budget and
-verification valued as terminal. This module gives it the paper's arguments.
+verification valued as terminal (:data:`~bpc.decide.kernels.instance.PAPER_TREE`).
+This module gives it the paper's arguments.
 
 
 From a belief ``b0`` with ``h`` steps left, every action leads to at most two
@@ -24,8 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from bpc.constants import HORIZON
-from bpc.decide.kernels.belief import make_problem
-from bpc.decide.kernels.instance import ExactSolution, InstanceProblem, solve_tree
+from bpc.decide.kernels.instance import PAPER_TREE, ExactSolution, make_instance_problem, solve_tree
 
 __all__ = ["ExactSolution", "solve_exact", "evaluate_policy_exact"]
 
@@ -40,20 +40,6 @@ def _on_tree(policy: Callable) -> Callable:
         return policy(b, used, h, samples)
 
     return on_tree
-
-
-def _paper_tree(policy, b0, tpr, fpr, p_fix, p_break, costs, horizon, available, used, chunk_size):
-    """The paper's tree is the instance tree at κ = ∞ with the repair kernel, no budget, verify terminal."""
-    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
-        raise ValueError(f"argument 'horizon' must be an integer >= 0, got {horizon!r}")
-    P = make_problem(b0, tpr, fpr, p_fix, p_break, **costs, available=available)
-    if not 0 <= int(used) < (1 << P.n_critics):
-        raise ValueError(f"argument 'used' must be a bitmask below {1 << P.n_critics}, got {used!r}")
-    if chunk_size is not None and int(chunk_size) < 1:
-        raise ValueError(f"argument 'chunk_size' must be >= 1, got {chunk_size!r}")
-    IP = InstanceProblem(base=P, kappa=np.full(P.n_samples, np.inf))
-    paper = ("moment", None, True, "patch")  # no budget, verification terminal, patch scope
-    return solve_tree(IP, P.prior, None, horizon, int(used), *paper, policy, chunk_size, "refine")
 
 
 def solve_exact(
@@ -108,13 +94,11 @@ def solve_exact(
     -------
     ExactSolution
     """
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward)
-
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    P = make_instance_problem(b0, tpr, fpr, np.inf, **costs, p_fix=p_fix, p_break=p_break)
     tree_policy = None if policy is None else _on_tree(policy)
-    value, q = _paper_tree(
-        tree_policy, b0, tpr, fpr, p_fix, p_break, costs, horizon, available, used, chunk_size
-    )
-    return ExactSolution(value=value, q=q)
+    options = dict(horizon=horizon, used=used, chunk_size=chunk_size, policy=tree_policy)
+    return solve_tree(P, b0=P.base.prior, **options, **PAPER_TREE)
 
 
 def evaluate_policy_exact(policy: Callable, b0, tpr, fpr, p_fix, p_break, **options) -> np.ndarray:

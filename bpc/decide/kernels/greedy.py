@@ -1,12 +1,35 @@
-"""The one-step ``bayesian_greedy`` controller's Q-values (SPEC §3, paper appendix)."""
+"""The one-step rule (``bayesian_greedy``, SPEC §3 and §9): one kernel, :func:`greedy`.
+
+``Q_stop = 0``; ``Q_gen(b) = −c_gen + (R·b' − c_ver)`` with ``b'`` the next
+patch's belief (a fresh draw, ``μ + (b − μ)/(κ + n + 1)``, or the repair
+kernel's ``b(1 − p_break) + (1 − b)p_fix``), offered while ``n + 1 <
+max_patches``; ``Q_verify(b) = R·b − c_ver`` plus, unless verification is
+terminal, the failure continuation ``(1 − b)·max(0, Q_gen(0))``;
+``Q_crit_k = −c_k + Σ_z P(z|b)·value(b_z)`` for the critics not yet used.
+
+The rules differ only in ``value``, the worth of the belief after a verdict
+(:data:`LOOKAHEADS`): bpc's ``"best"`` is ``max(0, Q_verify, Q_gen)``; the
+paper appendix's ``"verify"`` is ``Q_verify`` itself (no ``max``: because the
+belief is a martingale the critic is then worth ``Q_verify − c_k``, so with
+positive costs the paper's greedy controller never calls a critic); the
+authors' release's ``"clip"`` is ``max(Q_verify, 0)`` (SPEC §6). The paper's
+rule is :func:`greedy` at ``κ = ∞`` with a fresh new patch, no budget and
+terminal verification — ``Q_gen = −c_gen + (π·R − c_ver)`` — and
+:func:`greedy_q` gives it the paper's arguments.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
+from bpc.decide.kernels.instance import InstanceProblem, abandon_moment, make_instance_problem
 
-__all__ = ["greedy_q", "paper_greedy", "critic_values", "broadcast_belief"]
+__all__ = ["LOOKAHEADS", "greedy", "greedy_q", "broadcast_belief"]
+
+LOOKAHEADS: tuple[str, ...] = ("best", "verify", "clip")
+"""What a critic verdict's belief ``b_z`` is worth to :func:`greedy`: ``max(0, Q_verify, Q_gen)``
+(bpc), ``Q_verify`` (the paper appendix) or ``max(Q_verify, 0)`` (the authors' release)."""
 
 
 def broadcast_belief(b, used, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
@@ -47,6 +70,84 @@ def broadcast_belief(b, used, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
     return b, used.astype(np.int64)
 
 
+def greedy(
+    P: InstanceProblem,
+    b,
+    mu,
+    n,
+    used,
+    *,
+    max_patches: int | None,
+    verify_terminal: bool,
+    regenerate: str,
+    lookahead: str = "best",
+) -> np.ndarray:
+    """The one-step Q-values on a validated problem and broadcast states (no checks: the controllers' path).
+
+    Parameters
+    ----------
+    P : InstanceProblem
+        The problem; ``b``, ``mu``, ``n`` and ``used`` carry its samples on their last axis.
+    b, mu : numpy.ndarray
+        Beliefs of the current patch and θ-means.
+    n, used : numpy.ndarray of int
+        Patches abandoned and used-critic bitmasks.
+    max_patches : int or None
+        Patch budget (``None``: regenerate always offered).
+    verify_terminal : bool
+        Value verification as ending the episode.
+    regenerate : {"fresh", "refine"}
+        How the next patch is made (module docstring).
+    lookahead : {"best", "verify", "clip"}
+        The worth of a verdict's belief (:data:`LOOKAHEADS`).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``b.shape + (A,)``; ``-inf`` for actions not offered.
+    """
+    B = P.base
+    R, cv, cg = B.reward, B.c_ver, B.c_gen
+    regen_ok = True if max_patches is None else n + 1 < max_patches
+
+    def q_gen(x):
+        if regenerate == "refine":
+            nxt = x * (1 - B.p_break) + (1 - x) * B.p_fix
+        else:
+            nxt = abandon_moment(x, mu, P.kappa, n)
+        return np.where(regen_ok, -cg + (R * nxt - cv), -np.inf)
+
+    def q_ver(x):
+        v = R * x - cv
+        if not verify_terminal:
+            v = v + (1 - x) * np.maximum(0.0, q_gen(np.zeros_like(x)))
+        return v
+
+    def value(bz):
+        if lookahead == "verify":
+            return q_ver(bz)
+        if lookahead == "clip":
+            return np.maximum(q_ver(bz), 0.0)
+        return np.maximum(0.0, np.maximum(q_ver(bz), q_gen(bz)))
+
+    q = np.full(b.shape + (P.n_actions,), -np.inf)
+    q[..., STOP] = 0.0
+    q[..., VERIFY] = q_ver(b)
+    q[..., REGENERATE] = q_gen(b)
+    nb = 1 - b
+    for k in range(P.n_critics):
+        t, f = B.tpr[:, k], B.fpr[:, k]
+        total = 0.0
+        for p1, p0 in ((t, f), (1 - t, 1 - f)):
+            num = p1 * b
+            den = num + p0 * nb
+            bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
+            total = total + den * value(bz)
+        ok = B.available[:, k] & ((used >> k) & 1 == 0)
+        q[..., CRITIC_OFFSET + k] = np.where(ok, total - B.critic_costs[:, k], -np.inf)
+    return q
+
+
 def greedy_q(
     b,
     used,
@@ -61,16 +162,14 @@ def greedy_q(
     available=None,
     clip=False,
 ):
-    """Q-values of the one-step ``bayesian_greedy`` controller.
+    """Q-values of the paper's one-step ``bayesian_greedy`` controller, from loose arrays.
 
     ``Q_stop = 0``, ``Q_verify = R·b − c_ver``, ``Q_gen = −c_gen + (π·R − c_ver)``
     (a regenerated patch is a fresh sample) and
     ``Q_crit_k = −c_k + Σ_z P(z|b)·Q_verify(b_z)`` — the paper appendix
-    formula, without a ``max`` inside the expectation. Because the belief is
-    a martingale, that formula equals ``Q_verify − c_k``: with positive
-    critic costs the SPEC's greedy controller never calls a critic. The
-    ``paper-release`` variant (SPEC §6) takes ``max(Q_verify(b_z), 0)`` inside
-    the expectation; ask for it with ``clip=True``.
+    formula, without a ``max`` inside the expectation, which equals
+    ``Q_verify − c_k``. The ``paper-release`` variant (SPEC §6) takes
+    ``max(Q_verify(b_z), 0)`` inside the expectation; ask for it with ``clip=True``.
 
     Parameters
     ----------
@@ -90,47 +189,25 @@ def greedy_q(
         ``(..., S, A)`` Q-values, ``A = 3 + K``; ``-inf`` for critics that are
         unavailable or already used. The greedy action is ``argmax`` over the
         last axis (ties go to the lowest action index).
+
+    Examples
+    --------
+    >>> q = greedy_q(0.5, 0, 0.5, [0.9], [0.2], critic_costs=[1.0], c_gen=10, c_ver=30, reward=100)
+    >>> q.round(6).tolist()  # stop, verify, regenerate, the critic (= verify − its cost)
+    [[0.0, 20.0, 10.0, 19.0]]
     """
     costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    P = make_problem(prior, tpr, fpr, 0.0, 0.0, **costs)
+    P = make_instance_problem(prior, tpr, fpr, np.inf, **costs)
     b, used = broadcast_belief(b, used, P.n_samples)
-    return paper_greedy(P, b, used, clip=clip)
-
-
-def paper_greedy(P: Problem, b: np.ndarray, used: np.ndarray, *, clip: bool = False) -> np.ndarray:
-    """:func:`greedy_q` on a validated problem (no checks: the per-decision path of the controllers).
-
-    ``b`` and ``used`` have the samples of ``P`` on their last axis.
-    """
-    q = np.full(b.shape + (P.n_actions,), -np.inf)
-    R, cv = P.reward, P.c_ver
-    q[..., STOP] = 0.0
-    q[..., VERIFY] = R * b - cv
-    q[..., REGENERATE] = -P.c_gen + (P.prior * R - cv)
-
-    def verify(bz):
-        qv = R * bz - cv
-        return np.maximum(qv, 0.0) if clip else qv
-
-    return critic_values(q, b, used, P, verify)
-
-
-def critic_values(q, b, used, P: Problem, value) -> np.ndarray:
-    """Fill the critic columns of ``q`` with ``−c_k + Σ_z P(z|b)·value(b_z)`` (the one greedy look-ahead).
-
-    Every one-step rule (the paper's, its release variant, the instance
-    belief's) differs only in ``value``, the worth of the belief after a
-    verdict. Critics unavailable or in ``used`` get ``-inf``. Returns ``q``.
-    """
-    nb = 1 - b
-    for k in range(P.n_critics):
-        t, f = P.tpr[:, k], P.fpr[:, k]
-        total = 0.0
-        for p1, p0 in ((t, f), (1 - t, 1 - f)):
-            num = p1 * b
-            den = num + p0 * nb
-            bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
-            total = total + den * value(bz)
-        ok = P.available[:, k] & ((used >> k) & 1 == 0)
-        q[..., CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[:, k], -np.inf)
-    return q
+    lookahead = "clip" if clip else "verify"
+    return greedy(
+        P,
+        b,
+        P.base.prior,
+        0,
+        used,
+        max_patches=None,
+        verify_terminal=True,
+        regenerate="fresh",
+        lookahead=lookahead,
+    )

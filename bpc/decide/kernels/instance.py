@@ -54,8 +54,7 @@ caller's budget) makes *regenerate* unavailable on the last patch.
   vectorised over parameter samples, with the exact mixture or the
   mean-matched Beta;
 - :func:`bpc.decide.kernels.dp.solve_grid` — the one grid DP, over ``(b, μ, n, U)``;
-- :func:`instance_greedy_q` — the one-step rule with the instance-aware
-  regenerate value.
+- :func:`bpc.decide.kernels.greedy.greedy` — the one-step rule.
 
 Action indices, tie-breaking and the batched leading sample axis ``S`` are
 those of :mod:`bpc.decide.kernels`.
@@ -64,13 +63,13 @@ those of :mod:`bpc.decide.kernels`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from bpc.constants import HORIZON, POOL_SIZE, REGENERATE_MODES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
-from bpc.decide.kernels.greedy import critic_values
 
 __all__ = [
     "MIXTURES",
@@ -86,8 +85,6 @@ __all__ = [
     "solve_tree",
     "solve_instance_exact",
     "evaluate_instance_policy",
-    "instance_greedy_q",
-    "instance_greedy",
 ]
 
 MIXTURES: tuple[str, ...] = ("exact", "moment")
@@ -178,18 +175,9 @@ def make_instance_problem(
         ``kappa`` that is not positive (``NaN`` included) or of the wrong shape.
     """
     prior_arr = np.asarray(prior, dtype=np.float64)
-    base = make_problem(
-        prior_arr,
-        tpr,
-        fpr,
-        prior_arr if p_fix is None else p_fix,
-        1.0 - prior_arr if p_break is None else p_break,
-        critic_costs=critic_costs,
-        c_gen=c_gen,
-        c_ver=c_ver,
-        reward=reward,
-        available=available,
-    )
+    kernel = (prior_arr if p_fix is None else p_fix, 1.0 - prior_arr if p_break is None else p_break)
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
+    base = make_problem(prior_arr, tpr, fpr, *kernel, **costs)
     try:
         k = np.asarray(kappa, dtype=np.float64)
     except (TypeError, ValueError):
@@ -369,30 +357,20 @@ class _Node:
         self.patch = n if patch is None else patch  # index of the current patch (the budget)
 
 
+@dataclass
 class _InstanceTree:
-    """Memoised expectimax for one chunk of samples."""
+    """Memoised expectimax for one chunk of samples (options as in :func:`solve_tree`)."""
 
-    def __init__(
-        self,
-        P: InstanceProblem,
-        mixture,
-        max_patches,
-        verify_terminal,
-        critic_scope,
-        policy=None,
-        samples=None,
-        regenerate="fresh",
-    ):
-        self.P = P
-        self.refine = regenerate == "refine"
-        self.keep_used = critic_scope == "instance"
-        self.mixture = mixture
-        self.max_patches = max_patches
-        self.verify_terminal = verify_terminal
-        self.policy = policy
-        self.samples = samples
-        self.memo: dict = {}
-        self._means: dict[int, np.ndarray] = {}
+    P: InstanceProblem
+    policy: Callable | None
+    samples: np.ndarray
+    mixture: str
+    max_patches: int | None
+    verify_terminal: bool
+    critic_scope: str
+    regenerate: str
+    memo: dict = field(default_factory=dict)
+    _means: dict[int, np.ndarray] = field(default_factory=dict)
 
     def component_means(self, n: int) -> np.ndarray:
         """``(S, n + 1)`` component means ``m_j`` after ``n`` patches (cached per ``n``)."""
@@ -428,9 +406,9 @@ class _InstanceTree:
             failed = _Node(np.zeros(S), node.theta, node.n, node.used, key, node.patch)
             q[VERIFY] = q[VERIFY] + (1 - b) * self.value(failed, h - 1)
         if self.max_patches is None or node.patch + 1 < self.max_patches:
-            used = node.used if self.keep_used else 0
+            used = node.used if self.critic_scope == "instance" else 0
             fresh = tuple((k, -1) for k in range(K) if used >> k & 1)
-            if self.refine:  # the repaired patch: b through the kernel, θ-belief unchanged
+            if self.regenerate == "refine":  # the repaired patch: b through the kernel, θ-belief unchanged
                 b_new = b * (1 - P.p_break) + (1 - b) * P.p_fix
                 key = node.key[:-1] + (("R", node.key[-1]), fresh)
                 child = _Node(b_new, node.theta, node.n, used, key, node.patch + 1)
@@ -519,72 +497,19 @@ def _root_theta(P: InstanceProblem, weights, mixture):
     return mixture_mean(w, P.base.prior, P.kappa), n0
 
 
+PAPER_TREE: dict = {
+    "mixture": "moment",
+    "max_patches": None,
+    "verify_terminal": True,
+    "critic_scope": "patch",
+    "regenerate": "refine",
+}
+"""Options of :func:`solve_tree` that give the paper's tree (SPEC §3) with ``κ = inf``."""
+
+
 def solve_tree(
     P: InstanceProblem,
-    b0,
-    weights,
-    horizon,
-    used,
-    mixture,
-    max_patches,
-    verify_terminal,
-    critic_scope,
-    policy,
-    chunk_size,
-    regenerate="fresh",
     *,
-    patch: int | None = None,
-):
-    """The one exact expectimax tree over a validated problem: ``(value, q)`` at the root.
-
-    Every exact solver and policy evaluator of bpc runs on it (the paper's
-    tree, :mod:`bpc.decide.kernels.exact`, is ``κ = inf``, ``"refine"``, no
-    budget, verification terminal). Arguments as in :func:`solve_instance_exact`;
-    ``policy`` (or ``None`` for the optimum) as in :func:`evaluate_instance_policy`;
-    ``patch`` is the index of the root's patch (the budget's count; default
-    the number of patches folded into ``weights``).
-    """
-    check_options(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
-    S = P.n_samples
-    theta0, n0 = _root_theta(P, weights, mixture)
-    if b0 is None:
-        b0 = mixture_mean(theta0, P.base.prior, P.kappa) if mixture == "exact" else theta0
-    b0 = np.broadcast_to(np.asarray(b0, dtype=np.float64), (S,))
-    if (~np.isfinite(b0) | (b0 < 0) | (b0 > 1)).any():
-        raise ValueError("argument 'b0' must lie in [0, 1]")
-    chunk = S if chunk_size is None else int(chunk_size)
-    value = np.empty(S)
-    q = np.empty((S, P.n_actions))
-    root_hist = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
-    for start in range(0, S, chunk):
-        sl = slice(start, min(S, start + chunk))
-        tree = _InstanceTree(
-            P.take(sl),
-            mixture,
-            max_patches,
-            verify_terminal,
-            critic_scope,
-            policy,
-            np.arange(sl.start, sl.stop),
-            regenerate,
-        )
-        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), patch)
-        qc = tree.q(node, int(horizon))
-        q[sl] = qc.T
-        value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(horizon))
-    return value, q
-
-
-def solve_instance_exact(
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
     b0=None,
     weights=None,
     horizon: int = HORIZON,
@@ -593,25 +518,25 @@ def solve_instance_exact(
     max_patches: int | None = POOL_SIZE,
     verify_terminal: bool = False,
     critic_scope: str = "patch",
-    available=None,
-    chunk_size: int | None = 32768,
     regenerate: str = "fresh",
-    p_fix=None,
-    p_break=None,
+    chunk_size: int | None = 32768,
     policy: Callable | None = None,
+    patch: int | None = None,
 ) -> ExactSolution:
-    """Exact expectimax over the reachable tree with the instance belief.
+    """The one exact expectimax tree over a validated problem: value and Q-values at the root.
 
     ``V_0 = max(0, R·b − c_ver)``; for ``h ≥ 1`` the maximum of stop (0),
     verify (``R·b − c_ver + (1 − b)·V_{h−1}(b = 0)`` unless
     ``verify_terminal``), regenerate (``−c_gen + V_{h−1}`` of a fresh patch
     at ``b = E[θ | history]``, offered while ``n + 1 < max_patches``) and
     every unused available critic (``−c_k + Σ_z P(z|b)·V_{h−1}(b_z)``).
+    Every exact solver and policy evaluator of bpc runs on it (the paper's
+    tree, :mod:`bpc.decide.kernels.exact`, is ``κ = inf`` with :data:`PAPER_TREE`).
 
     Parameters
     ----------
-    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
-        The problem (:func:`make_instance_problem`).
+    P : InstanceProblem
+        The validated problem (:func:`make_instance_problem`).
     b0 : array_like, optional
         Root belief of the current patch (default ``E[θ | root history]``).
     weights : array_like, optional
@@ -637,29 +562,87 @@ def solve_instance_exact(
         for two failing patches), which the first-order model — critics
         independent given each patch's ``Y`` — would count as fresh evidence;
         the instance scope keeps the planner from buying that repeat.
-    chunk_size : int or None
-        Samples solved together; does not change results.
     regenerate : {"fresh", "refine"}
         A new patch is a fresh draw from the instance (its θ-belief folds the
         abandoned patch in), or a refinement of the current one through the
-        repair kernel ``p_fix``/``p_break`` (``b' = b(1 − p_break) + (1 − b)p_fix``,
-        the θ-belief unchanged). ``κ = inf``, ``"refine"``, ``max_patches=None``
-        and ``verify_terminal=True`` is the paper's tree (SPEC §3).
-    p_fix, p_break : array_like, optional
-        The repair kernel of ``"refine"`` (default the fresh-sample kernel).
+        problem's repair kernel (``b' = b(1 − p_break) + (1 − b)p_fix``, the
+        θ-belief unchanged).
+    chunk_size : int or None
+        Samples solved together; does not change results.
     policy : callable, optional
-        Follow this policy instead of the best action at every node
-        (:func:`evaluate_instance_policy`); ``value`` is then its expected utility.
+        Follow ``policy(b, mu, n, used, h, samples) -> actions`` instead of the
+        best action at every node (:func:`evaluate_instance_policy`); ``value``
+        is then its expected utility.
+    patch : int, optional
+        Index of the root's patch (the budget's count; default the number of
+        patches folded into ``weights``).
+
+    Returns
+    -------
+    ExactSolution
+    """
+    check_options(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
+    if chunk_size is not None and int(chunk_size) < 1:
+        raise ValueError(f"argument 'chunk_size' must be >= 1, got {chunk_size!r}")
+    S = P.n_samples
+    theta0, n0 = _root_theta(P, weights, mixture)
+    if b0 is None:
+        b0 = mixture_mean(theta0, P.base.prior, P.kappa) if mixture == "exact" else theta0
+    b0 = np.broadcast_to(np.asarray(b0, dtype=np.float64), (S,))
+    if (~np.isfinite(b0) | (b0 < 0) | (b0 > 1)).any():
+        raise ValueError("argument 'b0' must lie in [0, 1]")
+    chunk = S if chunk_size is None else int(chunk_size)
+    value = np.empty(S)
+    q = np.empty((S, P.n_actions))
+    root_hist = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
+    options: dict[str, Any] = dict(mixture=mixture, max_patches=max_patches, verify_terminal=verify_terminal)
+    options |= dict(critic_scope=critic_scope, regenerate=regenerate)
+    for start in range(0, S, chunk):
+        sl = slice(start, min(S, start + chunk))
+        tree = _InstanceTree(P.take(sl), policy, np.arange(sl.start, sl.stop), **options)
+        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), patch)
+        qc = tree.q(node, int(horizon))
+        q[sl] = qc.T
+        value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(horizon))
+    return ExactSolution(value=value, q=q)
+
+
+def solve_instance_exact(
+    prior,
+    tpr,
+    fpr,
+    kappa,
+    *,
+    critic_costs,
+    c_gen,
+    c_ver,
+    reward,
+    available=None,
+    p_fix=None,
+    p_break=None,
+    **options,
+) -> ExactSolution:
+    """Exact expectimax over the reachable tree with the instance belief, from loose arrays.
+
+    Parameters
+    ----------
+    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available, p_fix, p_break
+        The problem (:func:`make_instance_problem`; ``p_fix``/``p_break`` the
+        repair kernel of ``regenerate="refine"``, default the fresh-sample kernel).
+    **options
+        The options of :func:`solve_tree` (``b0``, ``weights``, ``horizon``,
+        ``used``, ``mixture``, ``max_patches``, ``verify_terminal``,
+        ``critic_scope``, ``regenerate``, ``chunk_size``, ``policy``). ``κ = inf``
+        with :data:`PAPER_TREE` is the paper's tree (SPEC §3).
 
     Returns
     -------
     ExactSolution
     """
     costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    P = make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break)
-    tree = (mixture, max_patches, verify_terminal, critic_scope, policy, chunk_size, regenerate)
-    value, q = solve_tree(P, b0, weights, horizon, used, *tree)
-    return ExactSolution(value=value, q=q)
+    return solve_tree(
+        make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break), **options
+    )
 
 
 def evaluate_instance_policy(policy: Callable, prior, tpr, fpr, kappa, **options) -> np.ndarray:
@@ -681,94 +664,3 @@ def evaluate_instance_policy(policy: Callable, prior, tpr, fpr, kappa, **options
         ``(S,)`` expected utility (at most the optimum).
     """
     return solve_instance_exact(prior, tpr, fpr, kappa, policy=policy, **options).value
-
-
-# ---------------------------------------------------------------------------
-# greedy
-# ---------------------------------------------------------------------------
-def instance_greedy_q(
-    b,
-    mu,
-    n,
-    used,
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    max_patches: int | None = POOL_SIZE,
-    verify_terminal: bool = False,
-    available=None,
-    regenerate: str = "fresh",
-    p_fix=None,
-    p_break=None,
-) -> np.ndarray:
-    """One-step Q-values with the instance-aware regenerate value.
-
-    ``Q_gen(b) = −c_gen + R·μ'(b) − c_ver`` with ``μ'(b) = μ + (b − μ)/(κ + n + 1)``
-    (the next patch's belief; offered while ``n + 1 < max_patches``);
-    ``Q_verify(b) = R·b − c_ver + (1 − b)·max(0, Q_gen(0))`` (the failure
-    continuation, unless ``verify_terminal``); ``Q_crit_k = −c_k +
-    Σ_z P(z|b)·max(0, Q_verify(b_z), Q_gen(b_z))`` (SPEC §3, ``bpc`` profile).
-
-    Parameters
-    ----------
-    b, mu : array_like
-        ``(..., S)`` beliefs and θ-means, samples on the last axis.
-    n, used : array_like of int
-        Patches abandoned and used-critic bitmask, broadcast against ``b``.
-    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available
-        The problem (:func:`make_instance_problem`).
-    max_patches, verify_terminal, regenerate, p_fix, p_break
-        As in :func:`solve_instance_exact` (with ``"refine"`` the next patch's
-        belief is ``b(1 − p_break) + (1 − b)p_fix``).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(..., S, A)``.
-    """
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    P = make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break)
-    if regenerate not in REGENERATE_MODES:
-        raise ValueError(f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {regenerate!r}")
-    B = P.base
-    b = np.asarray(b, dtype=np.float64)
-    if b.ndim == 0:
-        b = np.broadcast_to(b, (B.n_samples,))
-    b, mu, n, used = np.broadcast_arrays(b, np.asarray(mu, dtype=np.float64), np.asarray(n), np.asarray(used))
-    if b.shape[-1:] not in ((B.n_samples,), (1,)) and b.ndim:
-        raise ValueError(f"beliefs must have the {B.n_samples} samples on their last axis, got {b.shape}")
-    return instance_greedy(P, b, mu, n, used, max_patches, verify_terminal, regenerate)
-
-
-def instance_greedy(
-    P: InstanceProblem, b, mu, n, used, max_patches, verify_terminal, regenerate
-) -> np.ndarray:
-    """:func:`instance_greedy_q` on a validated problem and broadcast states (the controllers' path)."""
-    B = P.base
-    R, cv, cg = B.reward, B.c_ver, B.c_gen
-    regen_ok = np.ones(b.shape, bool) if max_patches is None else (n + 1 < max_patches)
-
-    def q_gen(x):
-        if regenerate == "refine":
-            nxt = x * (1 - B.p_break) + (1 - x) * B.p_fix
-        else:
-            nxt = abandon_moment(x, mu, P.kappa, n)
-        return np.where(regen_ok, -cg + R * nxt - cv, -np.inf)
-
-    def q_ver(x):
-        v = R * x - cv
-        if not verify_terminal:
-            v = v + (1 - x) * np.maximum(0.0, q_gen(np.zeros_like(x)))
-        return v
-
-    q = np.full(b.shape + (P.n_actions,), -np.inf)
-    q[..., STOP] = 0.0
-    q[..., VERIFY] = q_ver(b)
-    q[..., REGENERATE] = q_gen(b)
-    return critic_values(q, b, used, B, lambda bz: np.maximum(0.0, np.maximum(q_ver(bz), q_gen(bz))))
