@@ -175,6 +175,7 @@ SAMPLER_PRESETS = MappingProxyType(
     {
         "default": MappingProxyType({"draws": 2000, "tune": 1500, "chains": 4, "target_accept": 0.95}),
         "quick": MappingProxyType({"draws": 500, "tune": 500, "chains": 4, "target_accept": 0.95}),
+        "long": MappingProxyType({"draws": 4000, "tune": 3000, "chains": 4, "target_accept": 0.95}),
         "refit": MappingProxyType({"draws": 500, "tune": 500, "chains": 2, "target_accept": 0.9}),
         "refit-quick": MappingProxyType({"draws": 200, "tune": 200, "chains": 2, "target_accept": 0.9}),
     }
@@ -185,6 +186,9 @@ SAMPLER_PRESETS = MappingProxyType(
 ``default`` / ``quick``
     One fit that is read on its own (``bpc compare``'s posterior, the demo). ``quick`` keeps four chains
     of 500: shorter chains fail the pinned R-hat / ESS thresholds above on the paper panel.
+``long``
+    The retry of a fit that failed its check at ``default`` (twice the draws and tuning): the second
+    rung of the leave-one-cell-out refits' ladder (:data:`bpc.experiments.efficiency.REFIT_PRESETS`).
 ``refit`` / ``refit-quick``
     The many refits of one compiled model (the data-efficiency subsamples, the analyses' posterior
     forms), each of whose R-hat, bulk / tail ESS and divergences is written into the experiment's

@@ -172,7 +172,10 @@ def test_run_compare_quick_conjugate(tmp_path):
         assert f"({png.name})" in text
     eff = pd.read_csv(tmp_path / "efficiency.csv")
     assert {"diff", "ci_lo", "ci_hi", "n_converged", "n_repeats", "failed_used", "flag"} <= set(eff.columns)
-    assert set(eff["k"]) == {0, 3, 10, -1} and set(eff["method"]) == {"laplace", "complete_pooling"}
+    assert set(eff["k"]) == {0, 1, 3, 10, -1}
+    assert set(eff["method"]) == {"laplace", "complete_pooling", "task_prior"}
+    share = eff[eff["method"] == "task_prior"].groupby("k")["task_prior_share"]
+    assert share.max()[0] == 0 and share.min()[-1] > 0.5  # k = 0 places no target in the crossed model
     head = res.protocol
     assert {"always_verify", "best_simple"} == set(head["reference"]) and (head["n_tasks"] > 0).all()
     assert isinstance(res.table, pd.DataFrame) and len(res.first_actions) == 2

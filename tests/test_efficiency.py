@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 
 from bpc.estimate.conjugate import conjugate_posterior
 from bpc.experiments.efficiency import efficiency_experiment, efficiency_summary, subsample_fit_ids
@@ -231,6 +232,81 @@ def test_hierarchical_arms_share_one_refit_and_retry_until_converged(shared_pane
     assert set(cals[1].controllers or {}) == {"bayesian_dp"} and set(cals[2].controllers or {}) == {
         "bayesian_dp"
     }
+
+
+def test_identical_counts_share_one_refit_whatever_the_seed(shared_panel):
+    from bpc.experiments.efficiency import hierarchical_arms
+
+    rec = shared_panel.records
+    log = []
+    arms = hierarchical_arms(_FakeRefits(log=log), presets=("quick",), draws=5)
+    zero = loco_counts(rec, ("lcb_hard", "haiku45"), [])  # k = 0: the same counts in every fold
+    three = loco_counts(rec, ("lcb_hard", "haiku45"), sorted(set(rec["instance_id"]))[:3])
+    a = arms["posterior_mean_dp"](zero, ("lcb_hard", "haiku45"), 1)
+    b = arms["posterior_mean_dp"](zero.copy(deep=True), ("lcb_hard", "haiku45"), 2)
+    arms["posterior_mean_dp"](three, ("lcb_hard", "haiku45"), 3)
+    arms["posterior_mean_dp"](zero, ("lcb_hard", "gpt5_mini"), 4)  # another target: its own refit
+    assert log == [("quick", 1), ("quick", 3), ("quick", 4)]
+    assert a.params is not None and b.params is not None
+    xr.testing.assert_identical(a.params, b.params)
+
+
+def test_refit_cache_resumes_without_refitting(shared_panel, tmp_path):
+    from bpc.experiments.efficiency import hierarchical_arms
+
+    rec = shared_panel.records
+    counts = loco_counts(rec, ("lcb_hard", "haiku45"), sorted(set(rec["instance_id"]))[:3])
+    log = []
+    first = hierarchical_arms(_FakeRefits(log=log), presets=("refit", "quick"), draws=5, cache=tmp_path)
+    cal = first["bayes_robust"](counts, ("lcb_hard", "haiku45"), 7)
+    mean = first["posterior_mean_dp"](counts, ("lcb_hard", "haiku45"), 7)
+    assert log == [("refit", 7), ("quick", 7)] and len(list(tmp_path.glob("refit_*.nc"))) == 1
+    again = hierarchical_arms(_FakeRefits(log=log), presets=("refit", "quick"), draws=5, cache=tmp_path)
+    cal2 = again["bayes_robust"](counts, ("lcb_hard", "haiku45"), 7)
+    mean2 = again["posterior_mean_dp"](counts, ("lcb_hard", "haiku45"), 7)
+    assert len(log) == 2  # read back, not refitted
+    assert (
+        cal2.attempts == cal.attempts == 2
+        and cal2.converged
+        and dict(cal2.diagnostics) == dict(cal.diagnostics)
+    )
+    assert mean.params is not None and mean2.params is not None
+    xr.testing.assert_allclose(mean.params, mean2.params)
+    other = hierarchical_arms(_FakeRefits(log=log), presets=("quick",), draws=5, cache=tmp_path)
+    other["posterior_mean_dp"](counts, ("lcb_hard", "haiku45"), 7)
+    assert len(log) == 3  # other presets: the stored refit is not theirs
+
+
+def test_task_prior_arm_starts_tasks_from_the_other_generators(shared_panel):
+    from bpc.experiments.efficiency import task_prior_calibration
+
+    rec = shared_panel.records
+    methods = {"laplace": laplace_calibration, "task_prior": task_prior_calibration}
+    kw = dict(methods=methods, targets=[("lcb_hard", "haiku45")], repeats=1, n_folds=3)
+    u = loco_efficiency(rec, ks=(0, None), **kw)
+    task = u[u["method"] == "task_prior"]
+    assert (task.loc[task["k"] == 0, "prior_source"] == "cell").all()  # nothing places the target yet
+    assert (task.loc[task["k"] == -1, "prior_source"] == "task").all()
+    assert (u.loc[u["method"] == "laplace", "prior_source"] == "cell").all()
+    tab = loco_table(u, B=50).set_index(["method", "k"])
+    assert tab.loc[("task_prior", -1), "task_prior_share"] == 1.0
+    assert tab.loc[("laplace", -1), "task_prior_share"] == 0.0
+    # the start is the other generator's evidence and the target's calibration tasks: flipping the
+    # target's outcomes on the scored tasks (were they to leak into the crossed fit, the target's
+    # location would move) leaves every start where it was
+    from bpc.constants import DEFAULT_SEED
+    from bpc.data.splits import task_folds
+
+    folds = task_folds(rec[rec["generator"] == "haiku45"], n_folds=3, seeds=[DEFAULT_SEED])
+    scored = set(folds.loc[folds["fold"] == 0, "instance_id"].astype(str))
+    flipped = rec.copy()
+    hit = (flipped["generator"] == "haiku45") & flipped["instance_id"].astype(str).isin(scored)
+    flipped.loc[hit, "Y"] = 1 - flipped.loc[hit, "Y"]
+    kw1 = {**kw, "ks": (None,), "max_folds": 1}
+    a = loco_efficiency(rec, **kw1).query("method == 'task_prior'").set_index("instance_id")
+    b = loco_efficiency(flipped, **kw1).query("method == 'task_prior'").set_index("instance_id")
+    assert set(a.index) == scored and a["start_mean"].notna().all()
+    np.testing.assert_array_equal(a["start_mean"], b.loc[a.index, "start_mean"])
 
 
 def test_failed_refits_are_counted_and_flagged_never_silent(shared_panel):

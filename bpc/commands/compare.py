@@ -64,7 +64,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         help="sampler preset a hierarchical refit tries, in order, until it converges (repeatable; "
-        "default: refit, then quick; --quick: refit-quick)",
+        "default: default, then long; --quick: refit-quick)",
+    )
+    parser.add_argument(
+        "--refit-cache",
+        type=Path,
+        default=None,
+        help="folder the leave-one-cell-out refits are written to and reused from (a stopped run resumes; "
+        "a refit is reused only for the same counts, target, presets and draws)",
+    )
+    parser.add_argument(
+        "--include-failed",
+        action="store_true",
+        help="use refits that failed their convergence check (their rows are flagged); default: exclude "
+        "them and count them in efficiency.csv",
     )
     parser.add_argument(
         "--repeats", type=int, default=3, help="fold-assignment repeats of the data-efficiency experiment"
@@ -87,6 +100,12 @@ def run(args: argparse.Namespace) -> int:
     inputs = [p for p in (args.source, args.posterior) if p not in (None, "simulated", "conjugate")]
     with reading(*inputs):  # --out must not hold (and so replace) the corpus or the posterior it reads
         check_output_folder(args.out)
+    if args.refit_cache is not None and args.refit_cache.exists() and not args.refit_cache.is_dir():
+        raise NotADirectoryError(f"--refit-cache {args.refit_cache} is not a folder")
+    if args.refit_cache is not None and args.refit_cache.resolve().is_relative_to(args.out.resolve()):
+        raise ValueError(
+            f"--refit-cache {args.refit_cache} lies inside --out {args.out}, which the run replaces"
+        )
 
     if args.draws is not None and args.draws < 1:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
@@ -124,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             efficiency=not args.no_efficiency,
             hierarchical=not args.no_hierarchical,
             refit_presets=args.refit_preset,
+            refit_cache=args.refit_cache,
+            include_failed=args.include_failed,
             repeats=args.repeats,
             scheduler=scheduler,
             progress=not args.quiet,

@@ -405,10 +405,15 @@ class CompareResult:
     first_actions : pandas.DataFrame
         :func:`bpc.decide.uncertainty.first_action_table` of ``uncertainty``.
     efficiency : pandas.DataFrame or None
-        Leave-one-cell-out table (:func:`bpc.experiments.efficiency.loco_table`,
-        failed refits used and flagged): per (target cell, k, arm) the
-        held-out utility difference to Laplace with a task-clustered interval,
-        the converged / failed refits and the repeats.
+        Leave-one-cell-out table (:func:`bpc.experiments.efficiency.loco_table`):
+        per (target cell, k, arm) the held-out utility difference to Laplace
+        with a task-clustered interval, the tasks, the repeats and the refits
+        (converged, excluded for failing their check; with ``include_failed``
+        used and flagged instead).
+    efficiency_pairs : pandas.DataFrame or None
+        The same table with other references (:data:`EFFICIENCY_PAIRS`): the
+        hierarchical arms against complete pooling, Bayes-robust and Thompson
+        against the posterior-mean DP — where the posterior controllers tie.
     config : dict
         Run settings and where the posterior came from.
     posterior_diagnostics : dict
@@ -445,6 +450,7 @@ class CompareResult:
     predicted: pd.DataFrame | None = None
     coverage: pd.DataFrame | None = None
     checks: pd.DataFrame | None = None
+    efficiency_pairs: pd.DataFrame | None = None
     files: list[Path] = field(default_factory=list)
 
 
@@ -464,8 +470,12 @@ PROTOCOL_POLICIES: tuple[str, ...] = (
 )
 """Policies the protocol replays under the ``bpc`` profile (those a cell cannot run are skipped)."""
 
-EFFICIENCY_KS: tuple[int | None, ...] = (0, 3, 10, None)
+EFFICIENCY_KS: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration sizes of ``bpc compare``'s leave-one-cell-out table (``None`` = every training task)."""
+
+EFFICIENCY_PAIRS: tuple[str, ...] = ("complete_pooling", "posterior_mean_dp")
+"""References of :attr:`CompareResult.efficiency_pairs` beside Laplace: does the hierarchy beat complete
+pooling, and do Bayes-robust and Thompson beat the plug-in at the posterior mean."""
 
 MAX_TARGETS = 8
 """Above this many replayed cells, efficiency, ablation and predictive checks run on corpus-shaped ones."""
@@ -508,6 +518,8 @@ def compare(
     hierarchical_ks: Sequence[int | None] | None = None,
     repeats: int = 3,
     refit_presets: Sequence[str] | None = None,
+    refit_cache: str | Path | None = None,
+    include_failed: bool = False,
     scheduler=None,
     progress: bool = True,
 ) -> CompareResult:
@@ -551,14 +563,18 @@ def compare(
     ks : sequence of int or None
         Calibration sizes of the closed-form arms (Laplace, complete pooling).
     hierarchical_ks : sequence of int or None, optional
-        Calibration sizes of the hierarchical arms (default ``ks`` without
-        ``None``: the full-data refit is the posterior of the whole cell).
+        Calibration sizes of the hierarchical arms (default ``ks``).
     repeats : int
-        Fold-assignment repeats of the efficiency experiment (the
-        hierarchical arms score the first fold of each).
+        Fold-assignment repeats of the efficiency experiment. The hierarchical arms score every
+        fold at ``k = 0`` (the target's counts are the same in every fold: one refit per target)
+        and the first fold of each repeat at the other sizes (one refit per calibration).
     refit_presets : sequence of str, optional
         Sampler presets a hierarchical refit tries in turn until it converges
         (default :data:`bpc.experiments.efficiency.REFIT_PRESETS`; quick ``("refit-quick",)``).
+    refit_cache : path, optional
+        Folder the hierarchical refits are written to and reused from (a stopped run resumes).
+    include_failed : bool
+        Use refits that failed their convergence check, flagged; default: exclude and count them.
     scheduler : str, LocalCluster, Client or None
         Run the efficiency targets on a ``dask.distributed`` cluster
         (:func:`bpc.experiments.cluster.map_pieces`); the numbers are those of one process.
@@ -648,10 +664,10 @@ def compare(
     table, unc, first = _replay_stages(
         data, lap, post.params, split, cost_fn, draws=draws, quick=quick, seed=seed, progress=progress
     )
-    eff = None
+    eff = pairs = None
     if efficiency:
         with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
-            eff = _efficiency(
+            eff, pairs = _efficiency(
                 data,
                 chosen,
                 cost_fn=costs,
@@ -660,6 +676,8 @@ def compare(
                 repeats=repeats,
                 refits=refits if hierarchical else None,
                 refit_presets=refit_presets or (("refit-quick",) if quick else None),
+                refit_cache=refit_cache,
+                include_failed=include_failed,
                 seed=seed,
                 scheduler=scheduler,
                 progress=progress,
@@ -675,6 +693,9 @@ def compare(
         "bpc profile",
         "efficiency targets": ", ".join(f"{b}/{g}" for b, g in chosen),
         "efficiency repeats": repeats,
+        "efficiency refits": "failed refits used and flagged"
+        if include_failed
+        else "failed refits excluded and counted",
         "scheduler": "this process" if scheduler is None else str(scheduler),
         "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
         f"seed {split.seed}",
@@ -698,6 +719,7 @@ def compare(
         predicted=pred,
         coverage=cov,
         checks=checks,
+        efficiency_pairs=pairs,
     )
 
 
@@ -711,18 +733,27 @@ def _efficiency(
     repeats: int,
     refits,
     refit_presets: Sequence[str] | None,
+    refit_cache: str | Path | None,
+    include_failed: bool,
     seed: int,
     scheduler,
     progress: bool,
-) -> pd.DataFrame:
-    """:func:`compare`'s leave-one-cell-out table (closed-form arms: every fold; hierarchical: the first)."""
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`compare`'s leave-one-cell-out tables: vs Laplace, and vs :data:`EFFICIENCY_PAIRS`.
+
+    The closed-form arms (Laplace, complete pooling, the task prior) score every fold; the
+    hierarchical arms every fold at ``k = 0`` and the first fold of each repeat at the other sizes.
+    """
     from bpc.experiments.efficiency import (
+        HIERARCHICAL_ARMS,
         REFIT_PRESETS,
+        TASK_ARM,
         complete_pooling_calibration,
         hierarchical_arms,
         laplace_calibration,
         loco_efficiency,
         loco_table,
+        task_prior_calibration,
     )
 
     def run(methods, ks_, **more) -> pd.DataFrame:
@@ -741,9 +772,36 @@ def _efficiency(
             **more,
         )
 
-    frames = [run({"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}, ks)]
+    closed = {
+        "laplace": laplace_calibration,
+        "complete_pooling": complete_pooling_calibration,
+        TASK_ARM: task_prior_calibration,
+    }
+    frames = [run(closed, ks)]
     if refits is not None:
-        hks = tuple(k for k in ks if k is not None) if hierarchical_ks is None else tuple(hierarchical_ks)
-        arms = hierarchical_arms(refits, costs=cost_fn, profile="bpc", presets=refit_presets or REFIT_PRESETS)
-        frames.append(run(arms, hks, max_folds=1, replay_failed=True))
-    return loco_table(pd.concat(frames, ignore_index=True), include_failed=True)
+        hks = tuple(ks) if hierarchical_ks is None else tuple(hierarchical_ks)
+        arms = hierarchical_arms(
+            refits,
+            costs=cost_fn,
+            profile="bpc",
+            presets=refit_presets or REFIT_PRESETS,
+            cache=None if refit_cache is None else Path(refit_cache),
+        )
+        if 0 in hks:
+            frames.append(run(arms, (0,), replay_failed=True))
+        rest = tuple(k for k in hks if k != 0)
+        if rest:
+            frames.append(run(arms, rest, max_folds=1, replay_failed=True))
+    utilities = pd.concat(frames, ignore_index=True)
+    table = loco_table(utilities, include_failed=include_failed)
+    pairs = [
+        loco_table(utilities, reference=ref, include_failed=include_failed)
+        for ref in EFFICIENCY_PAIRS
+        if ref in set(utilities["method"])
+    ]
+    against = {
+        "complete_pooling": (TASK_ARM, *HIERARCHICAL_ARMS),
+        "posterior_mean_dp": ("bayes_robust", "thompson"),
+    }
+    pairs = [p[p["method"].isin(against[str(p["reference"].iloc[0])])] for p in pairs if len(p)]
+    return table, (pd.concat(pairs, ignore_index=True) if pairs else table.iloc[0:0])

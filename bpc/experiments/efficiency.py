@@ -78,10 +78,12 @@ __all__ = [
     "CalibrationFit",
     "laplace_calibration",
     "complete_pooling_calibration",
+    "task_prior_calibration",
     "posterior_mean_calibration",
     "retrying",
     "loco_counts",
     "HIERARCHICAL_ARMS",
+    "TASK_ARM",
     "EFFICIENCY_ARMS",
     "REFIT_PRESETS",
     "hierarchical_arms",
@@ -396,6 +398,11 @@ class Calibration:
         Fits tried (:func:`retrying`).
     diagnostics : mapping
         Whatever the fit reports (R-hat, ESS, …).
+    start : str
+        Where the Bayesian controllers start each scored task
+        (:data:`bpc.experiments.task_starts.STARTS`): ``"cell"`` the cell prior, ``"oracle"`` /
+        ``"critic"`` the task prior from the other generators' evidence on the task, the crossed
+        model fitted on the calibration's counts (:func:`bpc.experiments.task_starts.fold_task_priors`).
     """
 
     params: xr.Dataset | None = None
@@ -403,6 +410,7 @@ class Calibration:
     converged: bool = True
     attempts: int = 1
     diagnostics: Mapping[str, object] = field(default_factory=dict)
+    start: str = "cell"
 
 
 CalibrationFit = Callable[[xr.Dataset, Cell, int], Calibration]
@@ -414,6 +422,20 @@ def laplace_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> Calibratio
     from bpc.estimate.laplace import laplace
 
     return Calibration(params=laplace(counts))
+
+
+def task_prior_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
+    """Laplace's controller, each scored task started from its task prior (oracle evidence).
+
+    The crossed model's empirical-Bayes fit on the calibration's counts (every other cell complete,
+    the target's ``k`` tasks) and the other generators' oracle outcomes on the scored task give the
+    task's starting Beta; a task (or a target) the crossed model cannot place starts from Laplace's
+    cell prior, and the rows say so (``prior_source``): at ``k = 0`` the target has no task of its
+    own, so nothing identifies its location in the crossed model (the empirical-Bayes fit would put
+    it wherever its penalty does) — that question, a new generator, is
+    :mod:`bpc.experiments.logo`'s —, and a benchmark left with one generator has nothing crossed.
+    """
+    return replace(laplace_calibration(counts, cell, seed), start="oracle")
 
 
 def complete_pooling_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
@@ -583,32 +605,98 @@ def loco_counts(
 HIERARCHICAL_ARMS: tuple[str, ...] = ("posterior_mean_dp", "bayes_robust", "thompson")
 """The arms calibrated on one hierarchical refit: plug-in at the posterior mean, Bayes-robust, Thompson."""
 
-EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", *HIERARCHICAL_ARMS)
+TASK_ARM = "task_prior"
+"""The arm whose controller is Laplace's but whose every scored task starts from its task prior."""
+
+EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", TASK_ARM, *HIERARCHICAL_ARMS)
 """Every arm of ``bpc compare``'s leave-one-cell-out table, in report order (``laplace`` the reference)."""
 
-REFIT_PRESETS: tuple[str, ...] = ("refit", "default")
+REFIT_PRESETS: tuple[str, ...] = ("default", "long")
 """Sampler presets a hierarchical refit tries in turn until one passes its convergence check. On the
-corpus a leave-one-cell-out refit fails at ``refit`` (2 × 500 draws: R-hat 1.03, bulk ESS 111) and
-passes at ``default`` (4 × 2000: R-hat 1.005, bulk ESS 1022; 52 s on 2 cores); ``quick`` failed too."""
+corpus the shorter presets never pass for a leave-one-cell-out refit (``refit``, 2 × 500: R-hat 1.03,
+bulk ESS 111; ``quick``, 4 × 500: R-hat 1.017–1.018, bulk ESS 250–275), ``default`` (4 × 2000) passes
+most (one target: 7 of 9 refits, about 1 min each on 2 cores), and ``long`` (4 × 4000) is the retry."""
+
+
+@dataclass(frozen=True)
+class _Refit:
+    """What the hierarchical arms read of one refit: the target cell's posterior mean and thinned draws."""
+
+    mean: xr.Dataset
+    draws: xr.Dataset
+    diagnostics: Mapping[str, object]
+    attempts: int
 
 
 class _SharedRefit:
     """One hierarchical refit per calibration, shared by the arms that read it.
 
-    :func:`loco_efficiency` calls every method with the same ``counts`` object
-    for one calibration; the first arm fits (trying ``presets`` in turn until
-    one converges), the others reuse the result.
+    :func:`loco_efficiency` calls every method with the same ``counts`` for one calibration; the
+    first arm fits (trying ``presets`` in turn until one converges), the others reuse the result.
+    Refits are keyed by the content of the counts (:func:`bpc.estimate.model.fit.counts_hash`) and
+    the target: identical counts — a target's ``k = 0`` calibrations in every repeat and fold —
+    are fitted once (with the first calibration's seed) and reused. With ``cache`` the refits
+    are also written to (and read back from) that folder, one netCDF each, so a long run that is
+    stopped resumes where it was and adding an arm does not refit.
     """
 
-    def __init__(self, refits, presets: Sequence[str]) -> None:
+    def __init__(self, refits, presets: Sequence[str], *, draws: int, cache=None) -> None:
         if not presets:
             raise ValueError("hierarchical_arms: give at least one sampler preset")
         self.refits = refits
         self.presets = tuple(presets)
-        self._last: tuple | None = None
+        self.draws = int(draws)
+        self.cache = cache
+        self._memo: dict[tuple, _Refit] = {}
 
-    def fit(self, counts: xr.Dataset, seed: int):
-        """The refit, trying each preset until one converges: ``(Posterior, attempts)``."""
+    def _file(self, key: tuple):
+        from pathlib import Path
+
+        assert self.cache is not None  # only called with a cache
+        (b, g), digest = key[0], key[1]
+        return Path(self.cache) / f"refit_{b}__{g}__{digest}.nc"
+
+    def _read(self, key: tuple) -> _Refit | None:
+        import json
+
+        from bpc.outputs import read_netcdf
+
+        path = self._file(key)
+        if not path.is_file():
+            return None
+        tree = read_netcdf(path, tree=True)
+        if json.loads(tree.attrs["presets"]) != list(self.presets) or int(tree.attrs["draws"]) != self.draws:
+            return None
+        return _Refit(
+            mean=tree["mean"].to_dataset(),
+            draws=tree["draws"].to_dataset(),
+            diagnostics=json.loads(tree.attrs["diagnostics"]),
+            attempts=int(tree.attrs["attempts"]),
+        )
+
+    def _write(self, key: tuple, refit: _Refit, seed: int) -> None:
+        import json
+
+        from bpc.outputs import write_netcdf
+
+        attrs = {
+            "presets": json.dumps(list(self.presets)),
+            "draws": self.draws,
+            "diagnostics": json.dumps({k: _plain(v) for k, v in refit.diagnostics.items()}),
+            "attempts": refit.attempts,
+            "seed": int(seed),
+            "counts": key[1],
+        }
+        tree = xr.DataTree.from_dict({"mean": refit.mean, "draws": refit.draws})
+        tree.attrs.update(attrs)
+        self._file(key).parent.mkdir(parents=True, exist_ok=True)
+        write_netcdf(tree, self._file(key), option="--refit-cache")
+
+    def fit(self, counts: xr.Dataset, cell: Cell, seed: int) -> _Refit:
+        """The refit, trying each preset until one converges (the target cell's part of it)."""
+        from bpc.experiments.posterior import posterior_mean_params
+        from bpc.schema import select_cell, thin_draws
+
         post = None
         attempts = 0
         for preset in self.presets:
@@ -617,18 +705,36 @@ class _SharedRefit:
             if bool(post.diagnostics.get("converged", True)):
                 break
         assert post is not None  # presets is not empty
-        return post, attempts
+        own = select_cell(post.params, *cell)
+        return _Refit(
+            mean=posterior_mean_params(own),
+            draws=thin_draws(own, self.draws),
+            diagnostics=dict(post.diagnostics),
+            attempts=attempts,
+        )
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_last": None}
+        return {**self.__dict__, "_memo": {}}
 
-    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int):
-        last = self._last
-        if last is not None and last[0] is counts and last[1] == (cell, seed):
-            return last[2]
-        out = self.fit(counts, seed)
-        self._last = (counts, (cell, seed), out)
-        return out
+    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> _Refit:
+        from bpc.estimate.model.fit import counts_hash
+
+        key = (tuple(cell), counts_hash(counts))
+        if key not in self._memo:
+            found = None if self.cache is None else self._read(key)
+            if found is None:
+                found = self.fit(counts, cell, seed)
+                if self.cache is not None:
+                    self._write(key, found, seed)
+            self._memo[key] = found
+        return self._memo[key]
+
+
+def _plain(value: object) -> object:
+    """A diagnostics value as plain JSON (numpy scalars to Python numbers)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def hierarchical_arms(
@@ -639,6 +745,7 @@ def hierarchical_arms(
     presets: Sequence[str] = REFIT_PRESETS,
     draws: int = 50,
     max_patches: int | None = None,
+    cache=None,
 ) -> dict[str, CalibrationFit]:
     """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one refit.
 
@@ -646,8 +753,9 @@ def hierarchical_arms(
     (:class:`bpc.experiments.posterior.HierarchicalRefits`, compiled once on
     a template spanning every calibration — the source's complete counts),
     trying the sampler ``presets`` in turn until one passes its convergence
-    check; every arm reports that fit's ``converged`` and ``attempts``. The
-    arms replay the profile's ``bayesian_dp``:
+    check; every arm reports that fit's ``converged`` and ``attempts``. A
+    calibration whose counts equal an earlier one's (a target's ``k = 0`` in
+    every fold) reuses its refit. The arms replay the profile's ``bayesian_dp``:
 
     ``posterior_mean_dp``
         Plug-in at the posterior mean (:func:`bpc.experiments.posterior.posterior_mean_params`).
@@ -670,6 +778,9 @@ def hierarchical_arms(
         Draws the Bayes-robust and Thompson controllers reason with.
     max_patches : int, optional
         Patch budget of the planners (default :data:`~bpc.constants.POOL_SIZE`).
+    cache : path, optional
+        Folder the refits are written to and reused from (keyed by the counts' content, the
+        target, the presets and ``draws``): a stopped run resumes without refitting.
 
     Returns
     -------
@@ -678,10 +789,10 @@ def hierarchical_arms(
     """
     from bpc.constants import POOL_SIZE
 
-    shared = _SharedRefit(refits, presets)
+    shared = _SharedRefit(refits, presets, draws=int(draws), cache=cache)
     budget = int(max_patches or POOL_SIZE)
     return {
-        arm: _HierarchicalArm(arm, shared, costs=costs, profile=profile, draws=int(draws), max_patches=budget)
+        arm: _HierarchicalArm(arm, shared, costs=costs, profile=profile, max_patches=budget)
         for arm in HIERARCHICAL_ARMS
     }
 
@@ -689,32 +800,25 @@ def hierarchical_arms(
 class _HierarchicalArm:
     """One arm of :func:`hierarchical_arms` (a picklable :data:`CalibrationFit`)."""
 
-    def __init__(self, arm: str, shared: _SharedRefit, *, costs, profile, draws: int, max_patches: int):
+    def __init__(self, arm: str, shared: _SharedRefit, *, costs, profile, max_patches: int):
         self.arm, self.shared, self.costs, self.profile = arm, shared, costs, profile
-        self.draws, self.max_patches = draws, max_patches
+        self.max_patches = max_patches
 
     def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
-        from bpc.experiments.posterior import posterior_mean_params
-
-        post, attempts = self.shared(counts, cell, seed)
-        diag = dict(post.diagnostics)
+        refit = self.shared(counts, cell, seed)
+        diag = dict(refit.diagnostics)
         converged = bool(diag.get("converged", True))
         if self.arm == "posterior_mean_dp":
             return Calibration(
-                params=posterior_mean_params(post.params),
-                converged=converged,
-                attempts=attempts,
-                diagnostics=diag,
+                params=refit.mean, converged=converged, attempts=refit.attempts, diagnostics=diag
             )
         from bpc.costs import cost_resolver
         from bpc.decide.factory import make_controller
         from bpc.replay.profiles import get_profile
-        from bpc.schema import select_cell, thin_draws
 
         prof = get_profile(self.profile)
-        draws = thin_draws(select_cell(post.params, *cell), self.draws)
         ctrl = make_controller(
-            draws,
+            refit.draws,
             cost_resolver(self.costs)(cell[0]),
             policy="bayesian_dp",
             belief=prof.belief,
@@ -725,7 +829,7 @@ class _HierarchicalArm:
             name="bayesian_dp",
         )
         return Calibration(
-            controllers={"bayesian_dp": ctrl}, converged=converged, attempts=attempts, diagnostics=diag
+            controllers={"bayesian_dp": ctrl}, converged=converged, attempts=refit.attempts, diagnostics=diag
         )
 
 
@@ -793,7 +897,9 @@ def loco_efficiency(
     pandas.DataFrame
         ``benchmark, generator`` (the target), ``k`` (requested; ``-1`` =
         all), ``k_used``, ``repeat``, ``fold``, ``method``, ``instance_id``,
-        ``policy``, ``utility``, ``converged``, ``attempts``; a calibration
+        ``policy``, ``utility``, ``converged``, ``attempts``, ``prior_source``
+        (``"task"`` or ``"cell"``: where the task's episode started) and
+        ``start_mean`` (the mean of a task start, ``NaN`` for cell starts); a calibration
         that did not converge contributes rows with ``utility`` ``NaN``
         (unless ``replay_failed``).
     """
@@ -842,6 +948,7 @@ def _loco_target(
     from bpc.costs import cost_resolver
     from bpc.data.splits import task_folds
     from bpc.experiments.protocol import engine_controllers
+    from bpc.experiments.task_starts import CELL, fold_task_priors, task_starts
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
@@ -884,7 +991,16 @@ def _loco_target(
                         attempts=cal.attempts,
                     )
                     if not cal.converged and not s["replay_failed"]:
-                        rows.append({**base, "instance_id": "", "policy": "", "utility": np.nan})
+                        rows.append(
+                            {
+                                **base,
+                                "instance_id": "",
+                                "policy": "",
+                                "utility": np.nan,
+                                "prior_source": "",
+                                "start_mean": np.nan,
+                            }
+                        )
                         continue
                     ctrls = dict(cal.controllers or {})
                     if cal.params is not None:
@@ -897,12 +1013,46 @@ def _loco_target(
                                 max_patches=max(int(pool_all.n_patches.max()), 1),
                             )
                         )
-                    res = replay_pool(pool, ctrls, c, profile=prof)
+                    theta0, source = None, np.full(pool.n_instances, CELL, dtype=object)
+                    start_mean = np.full(pool.n_instances, np.nan)
+                    if cal.start != CELL and k_used > 0:  # k = 0: the target's place is not identified
+                        assert cal.params is not None  # a task start needs the cell prior to fall back to
+                        priors = fold_task_priors(
+                            counts,
+                            records[
+                                (records["benchmark"].astype(str) == b)
+                                & (records["generator"].astype(str) != g)
+                                & records["instance_id"].astype(str).isin(scored)
+                            ],
+                            kind=cal.start,
+                            params=cal.params,
+                        )
+                        a, bb, source = task_starts(
+                            priors,
+                            select_cell(cal.params, b, g),
+                            benchmark=b,
+                            generator=g,
+                            tasks=pool.instance_ids,
+                        )
+                        is_task = source == "task"
+                        if is_task.any():  # else every task starts where the controller does by itself
+                            theta0 = (a, bb)
+                            start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
+                    res = replay_pool(pool, ctrls, c, profile=prof, theta0=theta0)
+                    ids = [str(i) for i in pool.instance_ids]
+                    src = dict(zip(ids, zip(source.tolist(), start_mean.tolist(), strict=True), strict=True))
                     for p in res["policy"].values.tolist():
                         u = res["utility"].sel(policy=p).values
                         for iid, val in zip(res["instance"].values.tolist(), u.tolist(), strict=True):
                             rows.append(
-                                {**base, "instance_id": str(iid), "policy": str(p), "utility": float(val)}
+                                {
+                                    **base,
+                                    "instance_id": str(iid),
+                                    "policy": str(p),
+                                    "utility": float(val),
+                                    "prior_source": src[str(iid)][0],
+                                    "start_mean": src[str(iid)][1],
+                                }
                             )
     return rows
 
@@ -942,7 +1092,8 @@ def loco_table(
     pandas.DataFrame
         ``benchmark, generator, k, method, policy, reference, diff, ci_lo,
         ci_hi, n_tasks, mean_utility, n_repeats, n_calibrations,
-        n_converged, n_excluded, failed_used, flag``; a method whose
+        n_converged, n_excluded, failed_used, flag`` and ``task_prior_share`` (the share of
+        scored tasks that started from a task prior: 0 for the cell-prior arms); a method whose
         calibrations all failed (and were excluded) keeps its row, with
         ``NaN`` numbers and its counts.
     """
@@ -983,6 +1134,9 @@ def loco_table(
     )
     out = boot.rename(columns={"estimate": "diff"}).merge(extra, on=groups)
     out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
+    if "prior_source" in ok.columns:
+        share = (ok["prior_source"] == "task").groupby([ok[c] for c in cell_k_m]).mean()
+        out = out.merge(share.rename("task_prior_share").reset_index(), on=cell_k_m, how="left")
     out = out.sort_values(["benchmark", "generator", "k", "method"], ignore_index=True)
     out.insert(5, "reference", reference)
     out["failed_used"] = out["failed_used"].fillna(0).astype(np.int64)

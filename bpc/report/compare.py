@@ -19,6 +19,7 @@ import pandas as pd
 from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB, DEFAULT_SEED
 from bpc.costs import CostSpec
 from bpc.experiments.compare import CONTROLLERS, CompareResult, compare
+from bpc.experiments.efficiency import HIERARCHICAL_ARMS
 
 __all__ = [
     "HEADLINE_POLICIES",
@@ -122,7 +123,7 @@ def agreement_text(table: pd.DataFrame) -> str:
     return text
 
 
-def efficiency_view(eff: pd.DataFrame, ks: Sequence[int] = (0, 3, 10, -1)) -> pd.DataFrame:
+def efficiency_view(eff: pd.DataFrame, ks: Sequence[int] = (0, 1, 3, 10, -1)) -> pd.DataFrame:
     """The leave-one-cell-out table for reading: per target, k and arm, the gain over Laplace.
 
     Parameters
@@ -135,21 +136,21 @@ def efficiency_view(eff: pd.DataFrame, ks: Sequence[int] = (0, 3, 10, -1)) -> pd
     Returns
     -------
     pandas.DataFrame
-        ``target, k, arm, vs_laplace, ci_lo, ci_hi, n_tasks, repeats, refits`` (converged / all)
-        and ``flag``.
+        ``target, k, arm, reference, diff, ci_lo, ci_hi, n_tasks, repeats, refits`` (converged /
+        all; excluded = the rest, unless flagged as used) and ``flag``.
     """
-    t = eff[(eff["method"] != "laplace") & eff["k"].isin(list(ks))].copy()
+    t = eff[(eff["method"] != eff["reference"]) & eff["k"].isin(list(ks))].copy()
     t["target"] = t["benchmark"] + "/" + t["generator"]
     t["k"] = ["all" if k < 0 else str(k) for k in t["k"].to_numpy(dtype=np.int64).tolist()]
     conv = t["n_converged"].to_numpy(dtype=np.int64)
     n_all = t["n_calibrations"].to_numpy(dtype=np.int64)
     arms = t["method"].astype(str).tolist()
     t["refits"] = [
-        "—" if m == "complete_pooling" else f"{c}/{n}" for c, n, m in zip(conv, n_all, arms, strict=True)
+        f"{c}/{n}" if m in HIERARCHICAL_ARMS else "—" for c, n, m in zip(conv, n_all, arms, strict=True)
     ]
-    out = t.rename(columns={"method": "arm", "diff": "vs_laplace", "n_repeats": "repeats"})
+    out = t.rename(columns={"method": "arm", "n_repeats": "repeats"})
     return out[
-        ["target", "k", "arm", "vs_laplace", "ci_lo", "ci_hi", "n_tasks", "repeats", "refits", "flag"]
+        ["target", "k", "arm", "reference", "diff", "ci_lo", "ci_hi", "n_tasks", "repeats", "refits", "flag"]
     ].reset_index(drop=True)
 
 
@@ -170,11 +171,11 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
     str
         Markdown text.
     """
-    t = eff[(eff["method"] != "laplace") & eff["diff"].notna()]
+    t = eff[(eff["method"] != eff["reference"]) & eff["diff"].notna()]
     if t.empty:
-        return "No arm besides Laplace has a number (every calibration failed or was excluded)."
+        return "No arm besides the reference has a number (every calibration failed or was excluded)."
     parts = []
-    for arm, sub in t.groupby("method", sort=False):
+    for (arm, ref), sub in t.groupby(["method", "reference"], sort=False):
         items = []
         for k, s in sub.groupby("k", sort=True):
             win, lose = int((s["ci_lo"] > 0).sum()), int((s["ci_hi"] < 0).sum())
@@ -185,17 +186,20 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
                 f"loses {lose} of {len(s)}"
             )
         conv = ""
-        if arm not in ("complete_pooling",):
+        if arm in HIERARCHICAL_ARMS and ref == "laplace":
             n_conv, n_all = int(sub["n_converged"].sum()), int(sub["n_calibrations"].sum())
+            used, excluded = int(sub["failed_used"].sum()), int(sub["n_excluded"].sum())
             conv = f" Refits converged: {n_conv} of {n_all}"
-            if int(sub["failed_used"].sum()):
-                conv += f"; the other {int(sub['failed_used'].sum())} were used and their rows are flagged"
+            if used:
+                conv += f"; the other {used} were used and their rows are flagged"
+            if excluded:
+                conv += f"; {excluded} failed their check after every preset and are excluded"
             conv += "."
-        parts.append(f"`{arm}` − `laplace` (held-out utility per task): " + "; ".join(items) + "." + conv)
+        parts.append(f"`{arm}` − `{ref}` (held-out utility per task): " + "; ".join(items) + "." + conv)
     return (
-        f"Wins, ties and losses are by the {CI_PROB:.0%} task-clustered interval of the difference to "
-        "Laplace (the target cell calibrated on its k training tasks, every other cell complete). "
-        + " ".join(parts)
+        f"Wins, ties and losses are by the {CI_PROB:.0%} task-clustered interval of the difference "
+        "(the target cell calibrated on its k training tasks, every other cell complete; a win is an "
+        "interval above zero, a tie one that covers zero). " + " ".join(parts)
     )
 
 
@@ -357,17 +361,45 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             "task) while every other cell stays complete — a new generator on a benchmark others have run — "
             "and scored on the fold's tasks. Arms: `laplace` (the target's own counts, the reference), "
             "`complete_pooling` (Laplace on the benchmark pooled over its generators), and three controllers "
-            "from one hierarchical refit per calibration: `posterior_mean_dp`, `bayes_robust`, `thompson`. "
-            "A refit that fails its convergence check is refitted with a longer preset; one that still fails "
-            "is used, counted (`refits`: converged / all) and its rows carry a `flag`."
+            "from one hierarchical refit per calibration: `posterior_mean_dp`, `bayes_robust`, `thompson`; "
+            "and `task_prior`: Laplace's controller with each scored task started from its task prior "
+            "(the crossed model on the calibration's counts and the other generators' oracle outcomes on "
+            "the task; `task_prior_share` in `efficiency.csv` is the share of tasks that got one — none at "
+            "k = 0, where the target has no task of its own to place it in the crossed model). The "
+            "closed-form arms score "
+            "every fold; the hierarchical arms every fold at k = 0 (one refit per target: its counts are the "
+            "same in every fold) and the first fold of each repeat at the other sizes. "
+            + (
+                "A refit that fails its convergence check is refitted with a longer preset; one that still "
+                "fails is "
+                + (
+                    "used, counted (`refits`: converged / all) and its rows carry a `flag`."
+                    if bool(eff["failed_used"].sum())
+                    else "excluded and counted (`refits`: converged / all; `n_excluded` in `efficiency.csv`)."
+                )
+            )
         )
         rep.text(efficiency_paragraph(eff))
         rep.table(
             efficiency_view(eff),
             decimals=2,
-            caption="Held-out utility difference to Laplace per task at k = 0, 3, 10 and all, "
+            caption="Held-out utility difference to Laplace per task at k = 0, 1, 3, 10 and all, "
             f"{CI_PROB:.0%} task-clustered interval; repeats: fold-assignment repeats that scored the tasks.",
         )
+        pairs = result.efficiency_pairs
+        if pairs is not None and not pairs.empty:
+            files.append(write_csv(pairs, out / "efficiency_pairs.csv"))
+            rep.text(
+                "Where the posterior controllers tie and where they win: the hierarchical arms and the task "
+                "prior against complete pooling, and Bayes-robust and Thompson against the plug-in at the "
+                "posterior mean, on the same calibrations and tasks. " + efficiency_paragraph(pairs)
+            )
+            rep.table(
+                efficiency_view(pairs),
+                decimals=2,
+                caption=f"Held-out utility differences between arms per task, {CI_PROB:.0%} "
+                "task-clustered interval.",
+            )
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
             new = plot_loco_efficiency(eff, out / "efficiency.png")
             files += new
@@ -484,7 +516,8 @@ def run_compare(
         A ``dask.distributed`` scheduler for the leave-one-cell-out targets (``None``: this process).
     **options
         Further keywords of :func:`bpc.experiments.compare.compare` (``targets``, ``ks``,
-        ``repeats``, ``refit_presets``, ``hierarchical``, ``ablation``, ``predictive``).
+        ``repeats``, ``refit_presets``, ``refit_cache``, ``include_failed``, ``hierarchical``,
+        ``ablation``, ``predictive``).
 
     Returns
     -------

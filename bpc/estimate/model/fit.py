@@ -44,12 +44,13 @@ from bpc.constants import (
     DIM_CRITIC,
     DIM_DRAW,
     DIM_GENERATOR,
+    DIM_TASK,
     SAMPLER_PRESETS,
 )
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import diagnose
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
-from bpc.schema import validate_counts
+from bpc.schema import TASK_COUNT_VARS, validate_counts
 
 __all__ = [
     "SAMPLERS",
@@ -111,11 +112,17 @@ def resolve_sampler(sampler: str) -> Sampler:
 
 
 def counts_hash(counts: xr.Dataset) -> str:
-    """A short content hash of the count variables and coordinates of ``counts``."""
+    """A short content hash of the count variables and coordinates of ``counts``.
+
+    The per-task counts (:data:`bpc.schema.TASK_COUNT_VARS`, the crossed model's data) and their
+    task coordinate are part of it: two calibrations with the same histograms but other tasks differ.
+    """
     h = hashlib.sha256()
-    for dim in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC):
+    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, *([DIM_TASK] if DIM_TASK in counts.dims else []))
+    for dim in dims:
         h.update(json.dumps([str(v) for v in counts[dim].values]).encode())
-    for name in ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip", "inst_hist"):
+    names = ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip", "inst_hist")
+    for name in (*names, *TASK_COUNT_VARS):
         if name in counts:
             h.update(np.ascontiguousarray(counts[name].values, dtype=np.float64).tobytes())
     return h.hexdigest()[:16]

@@ -587,6 +587,7 @@ def plot_efficiency(table: pd.DataFrame, path: str | Path, *, reference: str = "
 
 ARM_COLORS: dict[str, str] = {
     "complete_pooling": OKABE_ITO[1],
+    "task_prior": OKABE_ITO[0],
     "posterior_mean_dp": OKABE_ITO[2],
     "bayes_robust": OKABE_ITO[5],
     "thompson": OKABE_ITO[6],
@@ -617,9 +618,10 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
     list of pathlib.Path
         Files written (one per page).
     """
-    t = table[(table["method"] != "laplace") & table["diff"].notna()]
+    t = table[(table["method"] != table["reference"]) & table["diff"].notna()]
     if t.empty:
-        raise ValueError("plot_loco_efficiency: no arm other than Laplace has a number")
+        raise ValueError("plot_loco_efficiency: no arm other than the reference has a number")
+    ref = str(t["reference"].iloc[0])
     targets = list(dict.fromkeys(zip(t["benchmark"], t["generator"], strict=True)))
     ks = sorted({int(k) for k in t["k"]}, key=lambda k: (k < 0, k))
     pos = {k: i for i, k in enumerate(ks)}
@@ -650,7 +652,7 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
             ax.set_xticks(range(len(ks)), ["all" if k < 0 else str(k) for k in ks])
             ax.set_title(f"{cell_label(b, g)} (n = {n} tasks)", fontsize=8)
             ax.set_xlabel("calibration tasks of the target (k)", fontsize=8)
-            ax.set_ylabel("utility − Laplace", fontsize=8)
+            ax.set_ylabel(f"utility − {ref}", fontsize=8)
             ax.grid(axis="y", color="#e5e5e5", lw=0.6)
         handles: list[Artist] = [
             Line2D([], [], color=ARM_COLORS.get(a, "k"), marker="o", ls="", label=a) for a in arms
@@ -660,7 +662,7 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
         )
         note = page_note(p, len(pages), first, len(page), len(targets))
         fig.suptitle(
-            f"Leave one cell out: held-out gain over Laplace, {CI_PROB:.0%} task-clustered intervals{note}",
+            f"Leave one cell out: held-out gain over {ref}, {CI_PROB:.0%} task-clustered intervals{note}",
             fontsize=9,
         )
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
