@@ -61,16 +61,14 @@ import numpy as np
 
 from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, regenerate
+from bpc.decide.kernels.belief import CRITIC_OFFSET, Problem, bayes_update, make_problem, regenerate
 from bpc.decide.kernels.dp import DPSolution, solve_grid
 from bpc.decide.kernels.greedy import LOOKAHEADS, greedy
 from bpc.decide.kernels.instance import (
     CRITIC_SCOPES,
     MIXTURES,
-    InstanceProblem,
     abandon_exact,
     abandon_moment,
-    make_instance_problem,
     mixture_mean,
     solve_tree,
 )
@@ -614,14 +612,14 @@ class InstanceController(BeliefController):
         )
         kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
         # validated once; the greedy rule, the tree and the tables read it
-        self.problem = make_instance_problem(
+        self.problem = make_problem(
             s.prior,
             s.tpr,
             s.fpr,
-            self.kappa,
+            **kernel,
             **self.sample_costs.kernel_kwargs(),
             available=self.available,
-            **kernel,
+            kappa=self.kappa,
         )
         self._tables: dict[bytes | None, DPSolution] = {}
         if table is not None:
@@ -639,7 +637,7 @@ class InstanceController(BeliefController):
         if key not in self._tables:
             avail = self.available if pattern is None else self.available & pattern
             self._tables[key] = solve_grid(
-                replace(self.problem, base=replace(self.problem.base, available=avail)),
+                replace(self.problem, available=avail),
                 **self._grid_options,
                 verify_terminal=self.verify_terminal,
                 critic_scope=self.critic_scope,
@@ -685,16 +683,16 @@ class InstanceController(BeliefController):
 
         return self._by_pattern(state, q_of)
 
-    def _problem_of(self, state: BeliefState, rows) -> InstanceProblem:
+    def _problem_of(self, state: BeliefState, rows) -> Problem:
         """The validated problem of the samples the episodes ``rows`` follow, flattened.
 
         At each episode's starting θ-belief and with its task's critics (no checks: the per-decision path).
         """
         m = state.b.shape[1]
-        base = self.problem.base.take(state.sample[rows].reshape(-1))
-        avail = base.available & np.repeat(state.available[rows], m, axis=0)
-        base = replace(base, prior=state.prior[rows].reshape(-1), available=avail)
-        return InstanceProblem(base=base, kappa=state.kappa[rows].reshape(-1))
+        P = self.problem.take(state.sample[rows].reshape(-1))
+        avail = P.available & np.repeat(state.available[rows], m, axis=0)
+        starts = dict(prior=state.prior[rows].reshape(-1), kappa=state.kappa[rows].reshape(-1))
+        return replace(P, **starts, available=avail)
 
     def _exact_q(self, state: BeliefState) -> np.ndarray:
         folded, weights = state.folded, state.weights

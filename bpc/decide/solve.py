@@ -44,9 +44,9 @@ from bpc.constants import (
     POOL_SIZE,
 )
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import action_names, used_labels, used_mask
+from bpc.decide.kernels.belief import Problem, action_names, make_problem, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
-from bpc.decide.kernels.instance import PAPER_TREE, InstanceProblem, make_instance_problem, solve_tree
+from bpc.decide.kernels.instance import PAPER_TREE, solve_tree
 from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
 
@@ -276,7 +276,7 @@ def _describe_costs(costs) -> str:
 # ---------------------------------------------------------------------------
 # Block functions (module level: importable by dask workers)
 # ---------------------------------------------------------------------------
-def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...], np.ndarray, InstanceProblem]:
+def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...], np.ndarray, Problem]:
     """One apply_ufunc block's problem, loop dims flattened to samples: ``(loop shape, ok, problem)``.
 
     ``arrays`` are :func:`_prepare`'s nine plus κ (``inf`` where absent, ``NaN``
@@ -302,14 +302,14 @@ def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...],
     )
     placeholder = np.where(ok, 1.0, np.nan)[:, None]
     k = flat(kappa)
-    P = make_instance_problem(
+    P = make_problem(
         np.where(ok, flat(prior), 0.5),
         flat(tpr, tpr.shape[-1:]) * placeholder,
         flat(fpr, fpr.shape[-1:]) * placeholder,
-        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+        **kernel,
         critic_costs=flat(ccost, ccost.shape[-1:]),
         **{n: flat(a) for n, a in (("c_gen", c_gen), ("c_ver", c_ver), ("reward", reward))},
-        **kernel,
+        kappa=np.where(np.isfinite(k) & (k > 0), k, np.inf),
     )
     return loop, ok, P
 
@@ -594,7 +594,7 @@ def solve_b0(
         ``"iid"``: the paper's tree (κ = ∞, the repair kernel, no budget, terminal verification).
         ``"instance"``: patches of one instance share a pass rate with the
         parameters' ``kappa`` (``inf`` where absent: i.i.d. patches) — the
-        tree of :func:`bpc.decide.kernels.instance.solve_instance_exact` at a
+        tree of :func:`bpc.decide.kernels.instance.solve_tree` at a
         fresh instance (regeneration is a fresh draw from it).
     max_patches, verify_terminal, critic_scope
         Instance model only: the patch budget, whether verification ends the

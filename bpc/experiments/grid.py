@@ -15,9 +15,10 @@ How the grid is batched
   Baselines and refinement replays act by fixed rules, so one replay prices
   the whole grid.
 * **Bayesian controllers** plan with the costs, so every (draw, cost point)
-  pair is one *sample* of the batched solver (:func:`bpc.decide.kernels.solve_dp`
-  is solved once for all of them, vectorised over the sample axis;
-  :func:`bpc.decide.kernels.greedy_q` likewise), and the cell's pool is tiled once
+  pair is one *sample* of the batched solver (the grid DP,
+  :func:`bpc.decide.kernels.dp.solve_grid`, is solved once for all of them,
+  vectorised over the sample axis; :func:`bpc.decide.kernels.greedy.greedy`
+  likewise), and the cell's pool is tiled once
   per sample: episode ``i`` plans with its own sample through
   :func:`pointwise_controller`, and is priced at its own cost point.
 
