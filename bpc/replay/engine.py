@@ -805,16 +805,6 @@ def cell_pool(records: pd.DataFrame, profile: str | Profile = "paper") -> Pool:
     return pool
 
 
-def _apply_transitions(
-    params: xr.Dataset, transition_counts: xr.Dataset | None, b: str, g: str
-) -> xr.Dataset:
-    """Use a cell's measured transition counts (if any) for p_fix / p_break."""
-    kern = cell_kernel_counts(transition_counts, b, g)
-    if kern is None:
-        return params
-    return with_kernel(params, kern)
-
-
 def replay_cells(
     records: pd.DataFrame,
     params: xr.Dataset | None = None,
@@ -936,10 +926,10 @@ def _replay_cell_side(
     traj = None if trajectories is None else select_cell(trajectories, b, g)
     pool = cell_pool(select_cell(records, b, g), prof)
     cell_params = select_cell(params, b, g)
+    if kernel is None:  # the cell's measured kernel, if any
+        kernel = cell_kernel_counts(transition_counts, b, g)
     if kernel is not None:
         cell_params = with_kernel(cell_params, kernel)
-    else:
-        cell_params = _apply_transitions(cell_params, transition_counts, b, g)
     sub = pool.subset(np.isin(pool.instance_ids, ids))
     pols = cell_policies(prof, pool.critics, pols)
     return replay_pool(sub, pols, costs, profile=prof, trajectories=traj, params=cell_params, belief=belief)
