@@ -296,7 +296,7 @@ def cell_utilities(
         Cost vectors (any values; each policy is replayed once and priced at
         every point from its action counts).
     policies : sequence of str, optional
-        Canonical names (default :data:`bpc.replay.engine.POLICIES`).
+        Canonical names (default :data:`bpc.constants.POLICIES`).
     draws : int
         0: plan with the Laplace estimate. ``D > 0``: plan the Bayesian
         controllers with ``D`` draws of the unpooled conjugate posterior of
@@ -319,7 +319,8 @@ def cell_utilities(
         delta (vs always_verify), n_instances, and ``draw`` when ``draws > 0``.
         Policies undefined for the cell have ``NaN`` utilities.
     """
-    from bpc.replay.engine import BAYESIAN_POLICIES, POLICIES, replay_controller, replay_pool
+    from bpc.constants import BAYESIAN_POLICIES, POLICIES
+    from bpc.replay.engine import replay_controller, replay_pool
 
     policies = list(POLICIES if policies is None else policies)
     unknown = [p for p in policies if p not in POLICIES]
