@@ -156,15 +156,8 @@ def parameter_samples(
                 raise ValueError(
                     f"expected the parameters of one cell; got {params.sizes[dim]} values along {dim!r}"
                 )
-    sd = sample_dims(params)
-    prior = params["prior"]
-    order = [d for d in prior.dims if d not in sd] + list(sd)
-    prior = prior.transpose(*order)
-
-    def flat(da: xr.DataArray, core: list[str]) -> np.ndarray:
-        da = da.broadcast_like(prior).transpose(*order, *core)
-        return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
-
+    flat = _sample_axis(params)
+    prior = flat(params["prior"])
     have = [str(c) for c in params[DIM_CRITIC].values] if DIM_CRITIC in params.coords else None
     if critics is None:
         critics = () if have is None else decision_critics(have)
@@ -175,14 +168,27 @@ def parameter_samples(
     else:
         tpr = fpr = np.full((prior.size, len(critics)), np.nan)
     return ParameterSamples(
-        prior=prior.values.reshape(-1).astype(np.float64),
+        prior=prior,
         tpr=tpr,
         fpr=fpr,
-        p_fix=flat(params["p_fix"], []),
-        p_break=flat(params["p_break"], []),
+        p_fix=flat(params["p_fix"]),
+        p_break=flat(params["p_break"]),
         critics=tuple(critics),
-        kappa=instance_kappa(params),
+        kappa=flat(_kappa_array(params)),
     )
+
+
+def _sample_axis(params: xr.Dataset):
+    """``flat(da, core=())``: ``da`` on the sample axis of ``params`` (:func:`parameter_samples`' order)."""
+    sd = sample_dims(params)
+    order = [d for d in params["prior"].dims if d not in sd] + list(sd)
+    prior = params["prior"].transpose(*order)
+
+    def flat(da: xr.DataArray, core: Sequence[str] = ()) -> np.ndarray:
+        da = da.broadcast_like(prior).transpose(*order, *core)
+        return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
+
+    return flat
 
 
 def instance_kappa(params: xr.Dataset) -> np.ndarray:
@@ -201,11 +207,7 @@ def instance_kappa(params: xr.Dataset) -> np.ndarray:
         or not positive (no information: the i.i.d. model, as
         :mod:`bpc.estimate.laplace` documents).
     """
-    prior = params["prior"]
-    sd = sample_dims(params)
-    order = [d for d in prior.dims if d not in sd] + list(sd)
-    kappa = _kappa_array(params).broadcast_like(prior).transpose(*order)
-    return np.asarray(kappa.values, dtype=np.float64).reshape(-1)
+    return _sample_axis(params)(_kappa_array(params))
 
 
 def _kappa_array(params: xr.Dataset) -> xr.DataArray:
