@@ -607,10 +607,11 @@ class InstanceController(BeliefController):
         self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else s.kappa
         # the conventions every planner plans with: the greedy rule, the exact tree, the grid DP
         plan = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, regenerate=regenerate)
-        self._greedy_options = plan | dict(lookahead=lookahead)
-        self._tree_options = plan | dict(critic_scope=critic_scope, horizon=self.horizon, chunk_size=None)
+        self._greedy_options: dict[str, Any] = {**plan, "lookahead": lookahead}
+        self._tree_options: dict[str, Any] = {**plan, "critic_scope": critic_scope, "horizon": self.horizon}
+        self._tree_options["chunk_size"] = None  # one episode's samples, solved at once
         grid = dict(grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend)
-        self._grid_options = self._tree_options | grid | dict(keep_q=bool(keep_q))
+        self._grid_options: dict[str, Any] = {**self._tree_options, **grid, "keep_q": bool(keep_q)}
         kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
         # validated once; the greedy rule, the tree and the tables read it
         self.problem = make_problem(
@@ -770,7 +771,8 @@ class TableController(InstanceController):
         keep_q: bool = True,
         **options: Any,
     ) -> None:
-        paper = dict(belief="iid", method="dp", critic_scope="patch", mixture="exact", **PAPER_TABLE)
+        paper: dict[str, Any] = dict(belief="iid", method="dp", critic_scope="patch", mixture="exact")
+        paper |= PAPER_TABLE
         super().__init__(params, costs, keep_q=keep_q, **options, **paper)
 
 
@@ -803,5 +805,7 @@ class GreedyController(InstanceController):
         clip: bool = False,
         **options: Any,
     ) -> None:
-        paper = dict(belief="iid", method="greedy", critic_scope="patch", mixture="moment", **PAPER_GREEDY)
-        super().__init__(params, costs, **options, **(paper | {"lookahead": "clip" if clip else "verify"}))
+        paper: dict[str, Any] = dict(belief="iid", method="greedy", critic_scope="patch", mixture="moment")
+        paper |= PAPER_GREEDY
+        paper["lookahead"] = "clip" if clip else "verify"
+        super().__init__(params, costs, **options, **paper)

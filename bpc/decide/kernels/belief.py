@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "STOP",
@@ -243,7 +244,7 @@ def make_problem(
     c_ver,
     reward,
     available=None,
-    kappa=np.inf,
+    kappa: npt.ArrayLike = np.inf,
 ) -> Problem:
     """Validate and broadcast a decision problem to ``S`` samples and ``K`` critics.
 
