@@ -9,7 +9,7 @@ On one synthetic posterior (per cell, Beta draws around random cell means,
 κ per draw log-uniform on [0.05, 50]; K = 3 critics, H = 3, a pool of 3, the
 ``paper-release`` costs, verification not terminal):
 
-- the exact expectimax at b0 (:func:`bpc.decide.kernels.instance.solve_instance_exact`,
+- the exact expectimax at b0 (:func:`bpc.decide.kernels.instance.solve_tree`,
   vectorised over all draws), with the exact mixture and with the
   mean-matched Beta;
 - the full (b, μ) grid DP (:func:`instance_dp_root_values` over :func:`bpc.decide.kernels.dp.solve_grid`:
@@ -36,8 +36,9 @@ import numpy as np
 
 from bpc.constants import BENCHMARKS, GENERATORS
 from bpc.costs import named_costs
+from bpc.decide.kernels.belief import make_problem
 from bpc.decide.kernels.dp import solve_grid
-from bpc.decide.kernels.instance import make_instance_problem, solve_instance_exact
+from bpc.decide.kernels.instance import solve_tree
 
 CRITICS = ("syn", "test", "llm")
 PER_DRAW = ("prior", "tpr", "fpr", "kappa")
@@ -77,9 +78,9 @@ def instance_dp_root_values(*, chunk_size, n_threads=1, **problem):
             for k in ("horizon", "max_patches", "grid_size", "mu_grid_size", "critic_scope")
             if k in one
         }
-        P = make_instance_problem(one.pop("prior"), one.pop("tpr"), one.pop("fpr"), one.pop("kappa"), **one)
+        P = make_problem(one.pop("prior"), one.pop("tpr"), one.pop("fpr"), **one)
         sol = solve_grid(P, **opts, n_threads=n_threads)
-        pr, m = P.base.prior, P.n_samples
+        pr, m = P.prior, P.n_samples
         qs.append(sol.q_at(pr, 0, sol.horizon, mu=pr, n=0, sample_index=np.arange(m)))
     q = np.concatenate(qs)
     return q.max(-1), q
@@ -121,11 +122,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # warm-up (numba compilation / cache load), not timed
     small = {k: v[:8] for k, v in post.items()}
-    solve_instance_exact(**small, **kw)
+    solve_tree(make_problem(**small, **kw))
     instance_dp_root_values(**small, **kw, chunk_size=8)
 
     for mixture in ("exact", "moment"):
-        wall, peak = _measure(lambda m=mixture: solve_instance_exact(**post, **kw, mixture=m))
+        P = make_problem(**post, **kw)
+        wall, peak = _measure(lambda m=mixture, P=P: solve_tree(P, mixture=m))
         print(json.dumps({"solver": f"exact tree at b0 ({mixture})", "S": S, "seconds": round(wall, 2),
                           "peak_GiB": round(peak, 3)}))  # fmt: skip
 

@@ -9,12 +9,12 @@ Measures, in one run and on the same synthetic posterior (per cell, draws
 from Beta distributions around random cell means; K = 3 critics, H = 3,
 G = 51, the ``slow`` costs):
 
-- the full grid policy (``solve_dp``: value + int8 policy for every
+- the full grid policy (``solve_dp``, the grid DP with the paper's options: value + int8 policy for every
   (draw, h, U, b)) with the numba kernel, float64 and float32, and with the
   pure-numpy reference (on a subset, extrapolated);
 - the same through the xarray layer (``bpc.decide.solve.solve_policy`` on a
   Dataset with chain/draw/benchmark/generator dims);
-- exact values and first actions at b0 (``solve_exact``, vectorised over draws);
+- exact values and first actions at b0 (``solve_exact``, the paper's tree, vectorised over draws);
 - a plain per-draw Python loop calling the kernels once per draw (on a
   subset, extrapolated to all draws — said so in the table).
 
@@ -39,10 +39,22 @@ import xarray as xr
 
 from bpc.constants import BENCHMARKS, GENERATORS, GRID_SIZE, HORIZON
 from bpc.costs import named_costs
-from bpc.decide.kernels import solve_dp, solve_exact
+from bpc.decide.kernels import PAPER_TABLE, PAPER_TREE, make_problem, solve_grid, solve_tree
 from bpc.decide.solve import solve_policy
 
 CRITICS = ["syn", "test", "llm"]
+
+
+def solve_dp(prior, tpr, fpr, p_fix, p_break, *, critic_costs, c_gen, c_ver, reward, **options):
+    """The paper's table: the one problem builder, then the one grid DP with ``PAPER_TABLE``."""
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward)
+    return solve_grid(make_problem(prior, tpr, fpr, p_fix, p_break, **costs), **PAPER_TABLE, **options)
+
+
+def solve_exact(b0, tpr, fpr, p_fix, p_break, *, critic_costs, c_gen, c_ver, reward):
+    """The paper's exact tree at ``b0``: the one problem builder, then the one tree with ``PAPER_TREE``."""
+    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward)
+    return solve_tree(make_problem(b0, tpr, fpr, p_fix, p_break, **costs), **PAPER_TREE)
 
 
 def synthetic_posterior(n_draws: int, seed: int = 20260522):

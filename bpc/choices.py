@@ -65,7 +65,7 @@ def check_choice(value: str, choices: Iterable[str], *, what: str) -> str:
     names = list(choices)
     if value in names:
         return value
-    raise UnknownChoiceError(unknown_choice_message(value, names, what=what), value=value, choices=names)
+    raise UnknownChoiceError(unknown_choice_message(str(value), names, what=what), value=value, choices=names)
 
 
 def check_choices(values: Iterable[str] | None, choices: Iterable[str], *, what: str) -> None:

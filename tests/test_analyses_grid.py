@@ -2,10 +2,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bpc.constants import POLICIES
 from bpc.costs import named_costs
 from bpc.data.simulate import simulate_panel
 from bpc.experiments.grid import cell_utilities, cost_points, prepare_cells, utility_grid
-from bpc.replay.engine import POLICIES, replay_pool
+from bpc.replay.engine import replay_pool
 
 
 @pytest.fixture(scope="module")

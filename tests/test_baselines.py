@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpc.constants import BASELINE_POLICIES
 from bpc.costs import Costs
-from bpc.replay.engine import BASELINES, replay_baseline, replay_pool, replay_refinement, trajectory_matrix
+from bpc.replay.engine import replay_baseline, replay_pool, replay_refinement, trajectory_matrix
 from bpc.replay.profiles import PAPER, PAPER_RELEASE
 from bpc.schema import Pool
 
@@ -53,7 +54,7 @@ RELEASE_EXPECTED = {
 
 
 @pytest.mark.parametrize("profile, expected", [(PAPER, PAPER_EXPECTED), (PAPER_RELEASE, RELEASE_EXPECTED)])
-@pytest.mark.parametrize("policy", BASELINES)
+@pytest.mark.parametrize("policy", BASELINE_POLICIES)
 def test_baselines_hand_checked(profile, expected, policy):
     util, passed, cost = replay_baseline(policy, HAND, COSTS, profile)
     np.testing.assert_allclose(util, expected[policy])
@@ -185,7 +186,7 @@ def test_vectorised_baselines_equal_naive_loop(pool, cg, cv):
     costs = Costs(c_gen=cg, c_ver=cv, reward=100, critic={"syn": 1, "test": 2, "llm": 5})
     present = {c for k, c in enumerate(pool.critics) if (pool.z[..., k] >= 0).any()}
     for prof in (PAPER, PAPER_RELEASE):
-        for policy in BASELINES:
+        for policy in BASELINE_POLICIES:
             out = replay_baseline(policy, pool, costs, prof)
             ref = [
                 _naive(policy, pool.Y[i], pool.z[i], pool.n_patches[i], costs, prof, present)

@@ -5,9 +5,9 @@ import warnings
 
 import numpy as np
 import pytest
+from loose_solvers import paper_dp, paper_greedy, paper_tree
 
 from bpc.cli import main
-from bpc.decide.kernels import greedy_q, solve_dp, solve_exact
 
 BASE = [
     "solve",
@@ -51,7 +51,7 @@ def test_exact_method_matches_the_kernel(capsys):
     rc, out = run(capsys, "--method", "exact", "--belief", "0.6")
     assert rc == 0
     payload = json.loads(out.out)
-    ex = solve_exact(0.6, TPR, FPR, 0.15, 0.05, **KW)
+    ex = paper_tree(0.6, TPR, FPR, 0.15, 0.05, **KW)
     np.testing.assert_allclose(q_list(payload), ex.q[0])
     assert payload["action"] == ACTIONS[ex.action[0]]
     assert payload["value"] == pytest.approx(ex.value[0])
@@ -66,7 +66,7 @@ def test_dp_method_with_used_critics(capsys):
     assert payload["method"] == "dp"
     assert payload["q"]["syn"] is None and payload["q"]["test"] is None
     assert payload["state"]["used"] == ["syn", "test"]
-    sol = solve_dp(0.3, TPR, FPR, 0.15, 0.05, **KW)
+    sol = paper_dp(0.3, TPR, FPR, 0.15, 0.05, **KW)
     q = sol.q_at(np.array([0.7]), np.array([0b011]), 3)[0]
     np.testing.assert_allclose(q_list(payload), np.where(np.isfinite(q), q, np.nan))
     assert payload["value"] == pytest.approx(np.max(q))
@@ -77,7 +77,7 @@ def test_greedy_method_and_fresh_sample_default(capsys):
     args = [a for a in BASE if a not in ("--p-fix", "0.15", "--p-break", "0.05")]
     assert main([*args, "--method", "greedy", "--paper-planning"]) == 0  # the paper's greedy formula
     payload = json.loads(capsys.readouterr().out)
-    q = greedy_q(0.3, 0, 0.3, TPR, FPR, **KW)[0]
+    q = paper_greedy(0.3, 0, 0.3, TPR, FPR, **KW)[0]
     np.testing.assert_allclose(q_list(payload), q)
     assert payload["inputs"]["p_fix"] == 0.3 and payload["inputs"]["p_break"] == pytest.approx(0.7)
 
@@ -116,7 +116,7 @@ def test_named_cost_vector_fills_defaults(capsys):
         50.0,
         100.0,
     )
-    ex = solve_exact(0.3, [0.95], [0.2], 0.3, 0.7, critic_costs=[2.0], c_gen=10.0, c_ver=50.0, reward=100.0)
+    ex = paper_tree(0.3, [0.95], [0.2], 0.3, 0.7, critic_costs=[2.0], c_gen=10.0, c_ver=50.0, reward=100.0)
     assert payload["value"] == pytest.approx(ex.value[0])
     assert main(["solve", "--prior", "0.3", "--c-gen", "1"]) == 2
     assert "--c-ver is required" in capsys.readouterr().err
@@ -234,7 +234,7 @@ def test_exact_above_its_horizon_limit_falls_back_to_the_grid(capsys):
     payload = json.loads(capsys.readouterr().out)
     assert payload["method"] == "dp" and payload["requested_method"] == "exact"
     assert f"limited to horizon <= {EXACT_MAX_HORIZON}" in payload["note"]
-    sol = solve_dp(0.3, TPR, FPR, 0.15, 0.05, **KW, horizon=50)
+    sol = paper_dp(0.3, TPR, FPR, 0.15, 0.05, **KW, horizon=50)
     np.testing.assert_allclose(q_list(payload), sol.q_at(np.array([0.3]), np.array([0]), 50)[0])
 
 

@@ -11,21 +11,17 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loose_solvers import instance_dp, instance_tree, paper_tree
 from scipy import special, stats
 
-from bpc.decide.kernels import bayes_update, solve_exact
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
-from bpc.decide.kernels.dp import solve_grid
+from bpc.decide.kernels import bayes_update
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, make_problem
 from bpc.decide.kernels.greedy import greedy
 from bpc.decide.kernels.instance import (
     abandon_exact,
     abandon_moment,
-    evaluate_instance_policy,
-    make_instance_problem,
     mixture_mean,
-    mixture_moments,
     pass_count_means,
-    solve_instance_exact,
 )
 
 R = 100.0
@@ -34,13 +30,6 @@ SLOW = dict(critic_costs=[1.0, 2.0, 5.0], c_gen=10.0, c_ver=90.0, reward=R)
 FAST = dict(critic_costs=[1.0, 1.0, 1.0], c_gen=10.0, c_ver=5.0, reward=R)
 RELEASE = dict(critic_costs=[1.0, 2.0, 5.0], c_gen=5.0, c_ver=30.0, reward=R)
 NO_CRITICS = dict(tpr=[np.nan] * 3, fpr=[np.nan] * 3)
-
-
-def instance_dp(prior, tpr, fpr, kappa, *, critic_costs, c_gen, c_ver, reward, available=None, **options):
-    """The one grid DP (:func:`solve_grid`) on the instance problem of these arrays."""
-    kernel = {k: options.pop(k) for k in ("p_fix", "p_break") if k in options}
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    return solve_grid(make_instance_problem(prior, tpr, fpr, kappa, **costs, **kernel), **options)
 
 
 def random_problem(rng, S):
@@ -121,14 +110,6 @@ def test_mean_matched_equals_exact_mean_up_to_one_patch(pi, kappa, l1, b1):
     assert abandon_moment(b1, pi, np.inf, 5) == pytest.approx(pi)
 
 
-def test_mixture_moments_match_the_beta_for_one_component():
-    mean, var = mixture_moments([1.0], 0.3, 2.0)
-    ref = stats.beta(0.6, 1.4)
-    assert mean == pytest.approx(ref.mean())
-    assert var == pytest.approx(ref.var())
-    assert mixture_moments([1.0], 0.3, np.inf)[1] == 0.0
-
-
 def test_moment_matching_error_on_random_histories():
     """Exact mixture vs mean-matched Beta after 2–3 patches of critic evidence.
 
@@ -171,21 +152,21 @@ def test_tree_hand_checked_no_critics():
     new patch has b = 0.5 again and V_1 = max(45, 0.5·100 − 5 − 10 = 35) = 45,
     so 45 − 10 = 35.
     """
-    ex = solve_instance_exact(0.5, **NO_CRITICS, kappa=1.0, **FAST, horizon=2)
+    ex = instance_tree(0.5, **NO_CRITICS, kappa=1.0, **FAST, horizon=2)
     np.testing.assert_allclose(ex.q[0, :3], [0.0, 50.0, 35.0])
     assert np.isneginf(ex.q[0, CRITIC_OFFSET:]).all()
     # verification terminal: verify = 45
-    ex_t = solve_instance_exact(0.5, **NO_CRITICS, kappa=1.0, **FAST, horizon=2, verify_terminal=True)
+    ex_t = instance_tree(0.5, **NO_CRITICS, kappa=1.0, **FAST, horizon=2, verify_terminal=True)
     assert ex_t.q[0, VERIFY] == pytest.approx(45.0)
     # a budget of one patch: nothing to regenerate, and nothing after a failure
-    ex_1 = solve_instance_exact(0.5, **NO_CRITICS, kappa=1.0, **FAST, horizon=2, max_patches=1)
+    ex_1 = instance_tree(0.5, **NO_CRITICS, kappa=1.0, **FAST, horizon=2, max_patches=1)
     assert np.isneginf(ex_1.q[0, REGENERATE])
     assert ex_1.q[0, VERIFY] == pytest.approx(45.0)
 
 
 def test_tree_critic_hand_checked():
     """One perfect critic (tpr 1, fpr 0), H = 1: critic = −c + P(pass)·(R − c_ver)."""
-    ex = solve_instance_exact(
+    ex = instance_tree(
         0.4, [1.0, np.nan, np.nan], [0.0, np.nan, np.nan], 2.0, **FAST, horizon=1, max_patches=1
     )
     assert ex.q[0, CRITIC_OFFSET] == pytest.approx(-1.0 + 0.4 * 95.0)
@@ -199,7 +180,7 @@ def test_tree_critic_hand_checked():
 def test_iid_limit_equals_the_paper_solver(seed, kw, h, used):
     """κ = inf, terminal verification, no budget: the paper's exact tree with a fresh-sample kernel."""
     p = random_problem(np.random.default_rng(seed), 3)
-    ex = solve_instance_exact(
+    ex = instance_tree(
         p["prior"],
         p["tpr"],
         p["fpr"],
@@ -210,7 +191,7 @@ def test_iid_limit_equals_the_paper_solver(seed, kw, h, used):
         verify_terminal=True,
         max_patches=None,
     )
-    ref = solve_exact(p["prior"], p["tpr"], p["fpr"], p["prior"], 1 - p["prior"], **kw, horizon=h, used=used)
+    ref = paper_tree(p["prior"], p["tpr"], p["fpr"], p["prior"], 1 - p["prior"], **kw, horizon=h, used=used)
     np.testing.assert_allclose(ex.q, ref.q, atol=1e-9)
 
 
@@ -218,11 +199,11 @@ def test_iid_limit_equals_the_paper_solver(seed, kw, h, used):
 @given(st.integers(0, 2**31 - 1), st.sampled_from([SLOW, FAST, RELEASE]))
 def test_batched_equals_per_sample(seed, kw):
     p = random_problem(np.random.default_rng(seed), 4)
-    ex = solve_instance_exact(**p, **kw)
+    ex = instance_tree(**p, **kw)
     dp = instance_dp(**p, **kw, grid_size=11, mu_grid_size=9)
     for s in range(4):
         one = {k: v[s : s + 1] for k, v in p.items()}
-        np.testing.assert_array_equal(solve_instance_exact(**one, **kw).q[0], ex.q[s])
+        np.testing.assert_array_equal(instance_tree(**one, **kw).q[0], ex.q[s])
         np.testing.assert_array_equal(
             instance_dp(**one, **kw, grid_size=11, mu_grid_size=9).value[0], dp.value[s]
         )
@@ -243,8 +224,8 @@ def dp_root(p, kw, *, chunk=64, **options):
 
 def test_chunking_does_not_change_results():
     p = random_problem(np.random.default_rng(3), 37)
-    a = solve_instance_exact(**p, **RELEASE, chunk_size=None)
-    b = solve_instance_exact(**p, **RELEASE, chunk_size=5)
+    a = instance_tree(**p, **RELEASE, chunk_size=None)
+    b = instance_tree(**p, **RELEASE, chunk_size=5)
     np.testing.assert_array_equal(a.q, b.q)
     v1, q1 = dp_root(p, RELEASE, chunk=37, grid_size=21, mu_grid_size=21)
     v2, q2 = dp_root(p, RELEASE, chunk=4, grid_size=21, mu_grid_size=21)
@@ -262,7 +243,9 @@ def test_mean_matching_is_exact_in_the_mean_only():
     π(κ + 1)/(κ + 2)."""
     pi, kappa = 0.4, 2.0
     w = abandon_exact([1.0], pi, pi, kappa)
-    mean, var = mixture_moments(w, pi, kappa)
+    parts = [stats.beta(pi * kappa + j, (1 - pi) * kappa + 1 - j) for j in (0, 1)]  # the components
+    mean = mixture_mean(w, pi, kappa)
+    var = sum(wj * (c.var() + c.mean() ** 2) for wj, c in zip(w, parts, strict=True)) - mean**2
     assert mean == pytest.approx(pi)
     assert var == pytest.approx(stats.beta(pi * kappa, (1 - pi) * kappa).var())
     mu = abandon_moment(pi, pi, kappa, 0)
@@ -284,8 +267,8 @@ def test_exact_vs_mean_matched_decisions(horizon, pool):
     rng = np.random.default_rng(5)
     for kw in (SLOW, FAST, RELEASE):
         p = random_problem(rng, 2000)
-        ex = solve_instance_exact(**p, **kw, horizon=horizon, max_patches=pool)
-        mm = solve_instance_exact(**p, **kw, horizon=horizon, max_patches=pool, mixture="moment")
+        ex = instance_tree(**p, **kw, horizon=horizon, max_patches=pool)
+        mm = instance_tree(**p, **kw, horizon=horizon, max_patches=pool, mixture="moment")
         loss = ex.value - np.take_along_axis(ex.q, mm.action[:, None].astype(int), 1)[:, 0]
         assert loss.min() >= -1e-9
         same = (mm.action == ex.action) | (_top2_gap(ex.q) <= TIE_TOL)
@@ -301,8 +284,8 @@ def test_exact_vs_mean_matched_decisions(horizon, pool):
 def test_dependence_lowers_the_value_of_a_new_patch():
     """After a failed verification a new patch of the same instance is worth less (κ small)."""
     kw = dict(**NO_CRITICS, **FAST, horizon=2)
-    iid = solve_instance_exact(0.3, kappa=np.inf, **kw)
-    dep = solve_instance_exact(0.3, kappa=0.2, **kw)
+    iid = instance_tree(0.3, kappa=np.inf, **kw)
+    dep = instance_tree(0.3, kappa=0.2, **kw)
     assert dep.q[0, VERIFY] < iid.q[0, VERIFY]
     # the failed branch's continuation: iid regenerates at π, κ = 0.2 at 0.06/1.2 = 0.05 (stop)
     assert iid.q[0, VERIFY] == pytest.approx(30 - 5 + 0.7 * (30 - 5 - 10))
@@ -311,8 +294,8 @@ def test_dependence_lowers_the_value_of_a_new_patch():
 
 def test_instance_critic_scope_offers_each_critic_once():
     p = dict(prior=0.3, tpr=[0.9, 0.8, 0.7], fpr=[0.2, 0.3, 0.4], kappa=1.0)
-    per_patch = solve_instance_exact(**p, **FAST, horizon=3, used=0b011)
-    per_inst = solve_instance_exact(**p, **FAST, horizon=3, used=0b011, critic_scope="instance")
+    per_patch = instance_tree(**p, **FAST, horizon=3, used=0b011)
+    per_inst = instance_tree(**p, **FAST, horizon=3, used=0b011, critic_scope="instance")
     assert (per_inst.q <= per_patch.q + 1e-12).all()
     assert per_inst.q[0, REGENERATE] < per_patch.q[0, REGENERATE]
 
@@ -323,8 +306,8 @@ def test_instance_critic_scope_offers_each_critic_once():
         return np.full(b.shape, REGENERATE if n == 0 else CRITIC_OFFSET)
 
     with pytest.raises(ValueError, match="not offered"):
-        evaluate_instance_policy(policy, **p, **FAST, horizon=2, used=0b001, critic_scope="instance")
-    v = evaluate_instance_policy(policy, **p, **FAST, horizon=2, used=0b001)
+        instance_tree(**p, **FAST, horizon=2, used=0b001, critic_scope="instance", policy=policy)
+    v = instance_tree(**p, **FAST, horizon=2, used=0b001, policy=policy).value
     assert np.isfinite(v).all()
 
 
@@ -348,7 +331,7 @@ def test_grid_never_underestimates_and_picks_the_same_action(seed, kw, scope, ka
     """
     p = random_problem(np.random.default_rng(seed), 8)
     p["kappa"] = np.full(8, kappa)
-    ex = solve_instance_exact(**p, **kw, mixture="moment", critic_scope=scope)
+    ex = instance_tree(**p, **kw, mixture="moment", critic_scope=scope)
     sol = instance_dp(**p, **kw, critic_scope=scope)
     pr = p["prior"]
     q = sol.q_at(pr, 0, 3, mu=pr, n=0, sample_index=np.arange(8))
@@ -369,7 +352,7 @@ def test_grid_vs_exact_error_distribution():
     rng = np.random.default_rng(2026)
     for kw in (SLOW, FAST, RELEASE):
         p = random_problem(rng, 600)
-        ex = solve_instance_exact(**p, **kw, mixture="moment")
+        ex = instance_tree(**p, **kw, mixture="moment")
         v, q = dp_root(p, kw)
         err = v - ex.value
         assert err.min() >= -1e-8
@@ -383,12 +366,12 @@ def test_grid_policy_is_near_optimal_in_the_exact_tree():
     p = random_problem(np.random.default_rng(9), 40)
     for kw in (FAST, RELEASE):
         sol = instance_dp(**p, **kw, grid_size=51, mu_grid_size=51)
-        ex = solve_instance_exact(**p, **kw, mixture="moment")
+        ex = instance_tree(**p, **kw, mixture="moment")
 
         def policy(b, mu, n, used, h, samples, sol=sol):
-            return sol.action_at(b, used, h, mu=mu, n=n, sample_index=samples)
+            return sol.q_at(b, used, h, mu=mu, n=n, sample_index=samples).argmax(-1)
 
-        v = evaluate_instance_policy(policy, **p, **kw, mixture="moment")
+        v = instance_tree(**p, **kw, mixture="moment", policy=policy).value
         assert (v <= ex.value + 1e-9).all()
         assert (v >= ex.value - 1.0).all()
 
@@ -401,7 +384,7 @@ def test_exact_value_is_convex_in_b():
         p = random_problem(rng, 1)
         one = {k: np.repeat(v, 41, axis=0) for k, v in p.items()}
         for weights in (None, [0.3, 0.7]):
-            ex = solve_instance_exact(**one, **RELEASE, b0=b, weights=weights)
+            ex = instance_tree(**one, **RELEASE, b0=b, weights=weights)
             assert (np.diff(ex.value, 2) >= -1e-9).all()
 
 
@@ -414,7 +397,7 @@ BPC_GREEDY: dict[str, Any] = dict(max_patches=3, verify_terminal=False, regenera
 def test_greedy_hand_checked():
     # π = 0.5, κ = 1, n = 0, b = μ = 0.5; regenerate: μ' = 0.5 → −10 + 50 − 5 = 35;
     # after a failure μ' = 0.25: −10 + 25 − 5 = 10 > 0, so verify = 45 + 0.5·10 = 50
-    P = make_instance_problem(0.5, **NO_CRITICS, kappa=1.0, **FAST)
+    P = make_problem(0.5, **NO_CRITICS, kappa=1.0, **FAST)
     half, zero = np.full(1, 0.5), np.zeros(1, dtype=np.int64)
     q = greedy(P, half, half, zero, zero, **BPC_GREEDY)
     np.testing.assert_allclose(q[0, :3], [0.0, 50.0, 35.0])
@@ -427,7 +410,7 @@ def test_greedy_hand_checked():
 @given(st.integers(0, 2**31 - 1), st.sampled_from([SLOW, FAST, RELEASE]))
 def test_greedy_never_beats_exact(seed, kw):
     p = random_problem(np.random.default_rng(seed), 6)
-    P = make_instance_problem(**p, **kw)
+    P = make_problem(**p, **kw)
 
     def policy(b, mu, n, used, h, samples):
         state = np.broadcast_arrays(b, mu, n, used)
@@ -436,8 +419,8 @@ def test_greedy_never_beats_exact(seed, kw):
             q = q[:, :2]
         return q.argmax(-1)
 
-    ex = solve_instance_exact(**p, **kw)
-    v = evaluate_instance_policy(policy, **p, **kw)
+    ex = instance_tree(**p, **kw)
+    v = instance_tree(**p, **kw, policy=policy).value
     assert (v <= ex.value + 1e-9).all()
 
 
@@ -454,7 +437,7 @@ def test_greedy_never_beats_exact(seed, kw):
 )
 def test_bad_kappa_is_rejected(kw, name):
     with pytest.raises(ValueError, match=name):
-        make_instance_problem([0.2, 0.3], [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], **kw, **FAST)
+        make_problem([0.2, 0.3], [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], **kw, **FAST)
 
 
 @pytest.mark.parametrize(
@@ -470,7 +453,7 @@ def test_bad_kappa_is_rejected(kw, name):
 )
 def test_bad_solver_options(kw, name):
     with pytest.raises(ValueError, match=name):
-        solve_instance_exact(0.3, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, **kw)
+        instance_tree(0.3, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, **kw)
 
 
 def test_grid_needs_a_budget_and_stop_ties_win():
@@ -478,4 +461,4 @@ def test_grid_needs_a_budget_and_stop_ties_win():
         instance_dp(0.3, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, max_patches=None)
     # zero reward chance: stop (index 0) wins every tie at value 0
     sol = instance_dp(0.0, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, grid_size=11, mu_grid_size=11)
-    assert sol.action_at(0.0, 0, 3, mu=0.0, n=0) == STOP
+    assert sol.q_at(0.0, 0, 3, mu=0.0, n=0).argmax(-1) == STOP

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loose_solvers import paper_dp, paper_greedy, paper_tree
 
 from bpc.decide.kernels import (
     CRITIC_OFFSET,
@@ -17,13 +18,9 @@ from bpc.decide.kernels import (
     VERIFY,
     action_names,
     bayes_update,
-    evaluate_policy_exact,
-    greedy_q,
     make_problem,
     observation_prob,
     regenerate,
-    solve_dp,
-    solve_exact,
     used_labels,
     used_mask,
 )
@@ -118,7 +115,7 @@ def test_bad_input_is_rejected_naming_the_argument(change, name):
     kw = dict(SLOW)
     for k, v in change.items():
         (args if k in args else kw)[k] = v
-    for solver in (solve_dp, solve_exact):
+    for solver in (paper_dp, paper_tree):
         with pytest.raises(ValueError, match=name):
             solver(*args.values(), **kw)
 
@@ -128,7 +125,7 @@ def test_nan_likelihood_marks_a_critic_unavailable():
         0.3, [0.9, np.nan], [0.1, np.nan], 0.1, 0.1, critic_costs=[1, np.nan], c_gen=1, c_ver=1, reward=1
     )
     np.testing.assert_array_equal(P.available, [[True, False]])
-    sol = solve_dp(
+    sol = paper_dp(
         0.3,
         [0.9, np.nan],
         [0.1, np.nan],
@@ -147,12 +144,12 @@ def test_nan_likelihood_marks_a_critic_unavailable():
 def test_horizon_zero_is_stop_or_verify():
     rng = np.random.default_rng(1)
     p = random_problem(rng, 5)
-    sol = solve_dp(**p, **SLOW, horizon=0)
+    sol = paper_dp(**p, **SLOW, horizon=0)
     expect = np.maximum(0, R * sol.grid - 90.0)
     np.testing.assert_array_equal(flat(sol.value), np.broadcast_to(expect, flat(sol.value).shape))
     expect_pol = np.where(R * sol.grid - 90.0 > 0, VERIFY, STOP)
     np.testing.assert_array_equal(flat(sol.policy), np.broadcast_to(expect_pol, flat(sol.policy).shape))
-    ex = solve_exact(p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"], **SLOW, horizon=0)
+    ex = paper_tree(p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"], **SLOW, horizon=0)
     np.testing.assert_allclose(ex.value, np.maximum(0, R * p["prior"] - 90))
     assert np.isneginf(ex.q[:, REGENERATE:]).all()
 
@@ -160,10 +157,10 @@ def test_horizon_zero_is_stop_or_verify():
 def test_perfect_critic_hand_checked():
     # prior 0.3, perfect critic at cost 1, c_ver 90: Q_crit = -1 + 0.3 * (100 - 90) = 2
     kw = dict(critic_costs=[1.0], c_gen=1000.0, c_ver=90.0, reward=R)
-    ex = solve_exact(0.3, [1.0], [0.0], 0.0, 1.0, **kw, horizon=1)
+    ex = paper_tree(0.3, [1.0], [0.0], 0.0, 1.0, **kw, horizon=1)
     np.testing.assert_allclose(ex.q[0], [0.0, -60.0, -1000.0, 2.0])
     assert ex.action[0] == CRITIC_OFFSET and ex.value[0] == pytest.approx(2.0)
-    sol = solve_dp(0.3, [1.0], [0.0], 0.0, 1.0, **kw, horizon=1, keep_q=True)
+    sol = paper_dp(0.3, [1.0], [0.0], 0.0, 1.0, **kw, horizon=1, keep_q=True)
     g = 15  # grid point 0.3
     assert sol.grid[g] == pytest.approx(0.3)
     assert flat(sol.value)[0, 1, 0, g] == pytest.approx(2.0)
@@ -179,10 +176,10 @@ def test_no_critics_repair_chain_hand_checked():
     # V_2(0.54) = max(24, -10 + V_1(0.624) = -10 + 32.4) = 24, so V_3(0.4) = max(10, -10 + 24) = 14.
     none = np.zeros(0)
     kw = dict(critic_costs=none, c_gen=10.0, c_ver=30.0, reward=R)
-    ex = solve_exact(0.4, none, none, 0.3, 0.1, **kw)
+    ex = paper_tree(0.4, none, none, 0.3, 0.1, **kw)
     np.testing.assert_allclose(ex.q[0], [0.0, 10.0, 14.0])
     for backend in ("numba", "numpy"):
-        sol = solve_dp(0.4, none, none, 0.3, 0.1, **kw, backend=backend)
+        sol = paper_dp(0.4, none, none, 0.3, 0.1, **kw, backend=backend)
         assert flat(sol.value).shape == (1, 4, 1, 51)
         assert flat(sol.value)[0, 3, 0, 20] == pytest.approx(14.0)
         assert flat(sol.policy)[0, 3, 0, 20] == REGENERATE
@@ -202,7 +199,7 @@ def test_no_critics_repair_chain_hand_checked():
 )
 def test_bad_solver_options(kw, name):
     with pytest.raises(ValueError, match=name):
-        solve_dp(0.3, [0.9], [0.1], 0.1, 0.1, **dict(SLOW, critic_costs=[1.0]), **kw)
+        paper_dp(0.3, [0.9], [0.1], 0.1, 0.1, **dict(SLOW, critic_costs=[1.0]), **kw)
 
 
 def test_zero_costs_never_nan_and_ties_go_to_the_lowest_action():
@@ -210,7 +207,7 @@ def test_zero_costs_never_nan_and_ties_go_to_the_lowest_action():
     # verify is optimal wherever b > 0 and stop (index 0) ties with verify at b = 0
     kw = dict(critic_costs=[0.0, 3.0], c_gen=0.0, c_ver=0.0, reward=R)
     args = (0.5, [1.0, 0.6], [0.0, 0.6], 0.0, 1.0)
-    sol = solve_dp(*args, **kw, keep_q=True)
+    sol = paper_dp(*args, **kw, keep_q=True)
     assert np.isfinite(flat(sol.value)).all()
     assert not np.isnan(flat(sol.q)).any()
     np.testing.assert_allclose(
@@ -222,13 +219,13 @@ def test_zero_costs_never_nan_and_ties_go_to_the_lowest_action():
     q = flat(sol.q)[0, 3, 0]
     assert np.all(q[CRITIC_OFFSET] <= q[VERIFY] + 1e-9)
     for b0, v in ((0.0, 0.0), (1.0, R)):
-        ex = solve_exact(b0, *args[1:], **kw)
+        ex = paper_tree(b0, *args[1:], **kw)
         assert np.isfinite(ex.q[np.isfinite(ex.q)]).all()
         assert ex.value[0] == pytest.approx(v)
 
 
 def test_certain_beliefs():
-    ex = solve_exact(
+    ex = paper_tree(
         np.array([0.0, 1.0]), [0.8, 0.6], [0.1, 0.3], 0.2, 0.1, **dict(SLOW, critic_costs=[1.0, 2.0])
     )
     np.testing.assert_array_equal(ex.action, [STOP, VERIFY])
@@ -238,7 +235,7 @@ def test_certain_beliefs():
 
 
 def test_exact_used_critics_are_not_offered():
-    ex = solve_exact(0.4, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 0.1, 0.1, **FAST, used=0b011)
+    ex = paper_tree(0.4, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 0.1, 0.1, **FAST, used=0b011)
     assert np.isneginf(ex.q[0, CRITIC_OFFSET : CRITIC_OFFSET + 2]).all()
     assert np.isfinite(ex.q[0, CRITIC_OFFSET + 2])
 
@@ -259,8 +256,8 @@ def test_numba_kernel_equals_numpy_reference(dtype):
         c_ver=rng.uniform(0, 100, S),
         reward=R,
     )
-    a = solve_dp(**p, **kw, backend="numba", dtype=dtype, keep_q=True, n_threads=2, chunk_size=7)
-    b = solve_dp(**p, **kw, backend="numpy", dtype=dtype, keep_q=True, chunk_size=16)
+    a = paper_dp(**p, **kw, backend="numba", dtype=dtype, keep_q=True, n_threads=2, chunk_size=7)
+    b = paper_dp(**p, **kw, backend="numpy", dtype=dtype, keep_q=True, chunk_size=16)
     assert b.value.size <= INTERPRET_MAX_CELLS and flat(a.value).dtype == dtype
     np.testing.assert_array_equal(flat(a.value), flat(b.value))
     np.testing.assert_array_equal(flat(a.policy), flat(b.policy))
@@ -280,8 +277,8 @@ def test_q_at_reads_stored_q_as_the_backup_computes_it(seed, backend, nan_frac):
     S = 5
     p = random_problem(rng, S, nan_frac=nan_frac)
     kw = dict(critic_costs=rng.uniform(0, 5, (S, 3)), c_gen=rng.uniform(0, 20, S), c_ver=30.0, reward=R)
-    stored = solve_dp(**p, **kw, horizon=3, keep_q=True, backend=backend)
-    lean = solve_dp(**p, **kw, horizon=3, keep_q=False, backend=backend)
+    stored = paper_dp(**p, **kw, horizon=3, keep_q=True, backend=backend)
+    lean = paper_dp(**p, **kw, horizon=3, keep_q=False, backend=backend)
     b = np.concatenate([rng.uniform(0, 1, (40, S)), np.broadcast_to(stored.grid[::7, None], (8, S))])
     b[0] = 0.0
     b[1] = 1.0
@@ -294,22 +291,19 @@ def test_q_at_reads_stored_q_as_the_backup_computes_it(seed, backend, nan_frac):
 def test_q_at_matches_stored_q_on_the_grid():
     rng = np.random.default_rng(3)
     p = random_problem(rng, 4)
-    sol = solve_dp(**p, **RELEASE, keep_q=True)
+    sol = paper_dp(**p, **RELEASE, keep_q=True)
     g = np.array([0, 7, 25, 50])
     for h in range(4):
         for u in (0, 3, 5):
             q = sol.q_at(sol.grid[g][:, None] * np.ones(4), u, h)  # (4 beliefs, S=4)
             ref = np.moveaxis(flat(sol.q)[:, h, u][:, :, g], 2, 0)  # (4 beliefs, S, A)
             np.testing.assert_allclose(q, ref, rtol=0, atol=1e-9)
-            np.testing.assert_allclose(
-                sol.value_at(sol.grid[g][:, None] * np.ones(4), u, h), ref.max(-1), atol=1e-9
-            )
-    # explicit sample index, and the action is the argmax
+            np.testing.assert_allclose(flat(sol.value)[:, h, u][:, g].T, ref.max(-1), atol=1e-9)
+    # explicit sample index
     q = sol.q_at(np.array([0.33, 0.71]), np.array([0, 1]), 2, sample_index=np.array([1, 3]))
     assert q.shape == (2, 6)
-    np.testing.assert_array_equal(
-        sol.action_at(np.array([0.33, 0.71]), np.array([0, 1]), 2, sample_index=[1, 3]), q.argmax(-1)
-    )
+    one_by_one = [sol.q_at(0.33, 0, 2, sample_index=1), sol.q_at(0.71, 1, 2, sample_index=3)]
+    np.testing.assert_array_equal(q, one_by_one)
     with pytest.raises(ValueError, match="sample_index"):
         sol.q_at(np.array([0.3, 0.4]), 0, 1)
     with pytest.raises(ValueError, match="steps left"):
@@ -318,7 +312,7 @@ def test_q_at_matches_stored_q_on_the_grid():
 
 def test_keep_q_refuses_huge_tables():
     with pytest.raises(ValueError, match="keep_q"):
-        solve_dp(np.full(200_000, 0.5), [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 0.1, 0.1, **SLOW, keep_q=True)
+        paper_dp(np.full(200_000, 0.5), [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 0.1, 0.1, **SLOW, keep_q=True)
 
 
 # ---------------------------------------------------------------------------
@@ -358,8 +352,8 @@ def test_dp_close_to_exact_at_b0(case, state):
     """
     p, kw = case
     h, used = state  # mostly the root of an episode (h = H, nothing used), sometimes any other state
-    ex = solve_exact(p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"], **kw, horizon=h, used=used)
-    sol = solve_dp(**p, **kw)
+    ex = paper_tree(p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"], **kw, horizon=h, used=used)
+    sol = paper_dp(**p, **kw)
     q = sol.q_at(p["prior"], used, h)
     v_dp = q.max(-1)
     err = v_dp - ex.value
@@ -380,8 +374,8 @@ def test_dp_exact_error_distribution():
     rng = np.random.default_rng(2026)
     for kw in (SLOW, FAST, RELEASE):
         p = random_problem(rng, 3000)
-        ex = solve_exact(p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"], **kw)
-        q = solve_dp(**p, **kw).q_at(p["prior"], 0, 3)
+        ex = paper_tree(p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"], **kw)
+        q = paper_dp(**p, **kw).q_at(p["prior"], 0, 3)
         err = q.max(-1) - ex.value
         assert err.min() >= -1e-8
         assert np.mean(err <= DP_TOL) >= 0.96  # measured: 97.3–99.3 %
@@ -396,11 +390,11 @@ def test_dp_exact_error_distribution():
 @given(problems(S=1), st.integers(0, 7), st.integers(0, 3))
 def test_value_is_convex_in_belief(case, used, h):
     p, kw = case
-    sol = solve_dp(**p, **kw)
+    sol = paper_dp(**p, **kw)
     v = flat(sol.value)[0, h, used]
     assert (np.diff(v, 2) >= -1e-9).all()
     b = np.linspace(0, 1, 41)
-    ex = solve_exact(b, p["tpr"][0], p["fpr"][0], p["p_fix"][0], p["p_break"][0], **kw, horizon=h, used=used)
+    ex = paper_tree(b, p["tpr"][0], p["fpr"][0], p["p_fix"][0], p["p_break"][0], **kw, horizon=h, used=used)
     assert (np.diff(ex.value, 2) >= -1e-9).all()
 
 
@@ -408,14 +402,14 @@ def test_value_is_convex_in_belief(case, used, h):
 @given(problems(S=4))
 def test_batched_equals_per_sample(case):
     p, kw = case
-    dp = solve_dp(**p, **kw)
-    ex = solve_exact(p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"], **kw)
+    dp = paper_dp(**p, **kw)
+    ex = paper_tree(p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"], **kw)
     for s in range(4):
         one = {k: v[s : s + 1] for k, v in p.items()}
-        d1 = solve_dp(**one, **kw)
+        d1 = paper_dp(**one, **kw)
         np.testing.assert_array_equal(flat(d1.value)[0], flat(dp.value)[s])
         np.testing.assert_array_equal(flat(d1.policy)[0], flat(dp.policy)[s])
-        e1 = solve_exact(one["prior"], one["tpr"], one["fpr"], one["p_fix"], one["p_break"], **kw)
+        e1 = paper_tree(one["prior"], one["tpr"], one["fpr"], one["p_fix"], one["p_break"], **kw)
         np.testing.assert_array_equal(e1.q[0], ex.q[s])
         np.testing.assert_array_equal(e1.value[0], ex.value[s])
 
@@ -425,32 +419,32 @@ def test_batched_equals_per_sample(case):
 def test_greedy_never_beats_exact(case, clip):
     p, kw = case
     args = (p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"])
-    ex = solve_exact(*args, **kw)
+    ex = paper_tree(*args, **kw)
 
-    def greedy_policy(b, used, h, samples):
-        q = greedy_q(b, used, p["prior"][samples], p["tpr"][samples], p["fpr"][samples], **kw, clip=clip)
+    def greedy_policy(b, mu, n, used, h, samples):
+        q = paper_greedy(b, used, p["prior"][samples], p["tpr"][samples], p["fpr"][samples], **kw, clip=clip)
         if h == 0:
             q = q[:, :2]
         return q.argmax(-1)
 
-    v_greedy = evaluate_policy_exact(greedy_policy, *args, **kw)
+    v_greedy = paper_tree(*args, **kw, policy=greedy_policy).value
     assert (v_greedy <= ex.value + 1e-9).all()
     # the exact root Q-values of a hand-computed case (H = 1, one critic, fresh-sample kernel):
     # stop 0; verify 100·0.5 − 30 = 20; regenerate −10 + max(0, 20) = 10;
     # critic −1 + P(pass)·(100·b_pass − 30) = −1 + 0.55·(100·0.45/0.55 − 30) = 27.5 (fail: b = 1/9, worth 0)
-    hand = solve_exact(
+    hand = paper_tree(
         0.5, [0.9], [0.2], 0.5, 0.5, critic_costs=[1.0], c_gen=10, c_ver=30, reward=100, horizon=1
     )
     np.testing.assert_allclose(hand.q[0], [0.0, 20.0, 10.0, 27.5])
     assert hand.value[0] == pytest.approx(27.5)
 
     # the DP policy, played in the exact tree, is near-optimal too
-    sol = solve_dp(*args, **kw)
+    sol = paper_dp(*args, **kw)
 
-    def dp_policy(b, used, h, samples):
-        return sol.action_at(b, used, h, sample_index=samples)
+    def dp_policy(b, mu, n, used, h, samples):
+        return sol.q_at(b, used, h, sample_index=samples).argmax(-1)
 
-    v_dp = evaluate_policy_exact(dp_policy, *args, **kw)
+    v_dp = paper_tree(*args, **kw, policy=dp_policy).value
     assert (v_dp <= ex.value + 1e-9).all()
     assert (v_dp >= ex.value - 1.0).all()
 
@@ -460,15 +454,15 @@ def test_exact_policy_evaluation_of_the_optimal_policy_is_the_optimum():
     p = random_problem(rng, 50)
     args = (p["prior"], p["tpr"], p["fpr"], p["p_fix"], p["p_break"])
 
-    def optimal(b, used, h, samples):
+    def optimal(b, mu, n, used, h, samples):
         sub = [p[k][samples] for k in ("tpr", "fpr", "p_fix", "p_break")]
-        return solve_exact(b, *sub, **SLOW, horizon=h, used=used).action
+        return paper_tree(b, *sub, **SLOW, horizon=h, used=used).action
 
     np.testing.assert_allclose(
-        evaluate_policy_exact(optimal, *args, **SLOW), solve_exact(*args, **SLOW).value, atol=1e-9
+        paper_tree(*args, **SLOW, policy=optimal).value, paper_tree(*args, **SLOW).value, atol=1e-9
     )
     with pytest.raises(ValueError, match="not offered"):
-        evaluate_policy_exact(lambda b, u, h, s: np.full(b.shape, REGENERATE), *args, **SLOW)
+        paper_tree(*args, **SLOW, policy=lambda b, mu, n, u, h, s: np.full(b.shape, REGENERATE))
 
 
 # ---------------------------------------------------------------------------
@@ -476,14 +470,14 @@ def test_exact_policy_evaluation_of_the_optimal_policy_is_the_optimum():
 # ---------------------------------------------------------------------------
 def test_greedy_q_paper_formula():
     b = np.array([[0.2], [0.6]])  # (n=2, S=1)
-    q = greedy_q(b, np.array([0, 0b010]), 0.35, [0.9, 0.8, 0.6], [0.1, 0.3, 0.5], **SLOW)
+    q = paper_greedy(b, np.array([0, 0b010]), 0.35, [0.9, 0.8, 0.6], [0.1, 0.3, 0.5], **SLOW)
     assert q.shape == (2, 1, 6)
     np.testing.assert_allclose(q[:, 0, VERIFY], R * b[:, 0] - 90)
     np.testing.assert_allclose(q[:, 0, REGENERATE], -10 + (35 - 90))
     # E_z[Q_verify(b_z)] = Q_verify(b) (the belief is a martingale)
     np.testing.assert_allclose(q[0, 0, CRITIC_OFFSET:], R * 0.2 - 90 - np.array([1, 2, 5]))
     assert np.isneginf(q[1, 0, CRITIC_OFFSET + 1])
-    qc = greedy_q(b, np.array([0, 0b010]), 0.35, [0.9, 0.8, 0.6], [0.1, 0.3, 0.5], **SLOW, clip=True)
+    qc = paper_greedy(b, np.array([0, 0b010]), 0.35, [0.9, 0.8, 0.6], [0.1, 0.3, 0.5], **SLOW, clip=True)
     # hand check: b=0.2, critic syn: P(pass)=0.26, b_pass=0.18/0.26 -> max(R b - 90, 0) = 0; fail -> 0
     assert qc[0, 0, CRITIC_OFFSET] == pytest.approx(-1.0)
     assert (qc[np.isfinite(qc)] >= q[np.isfinite(q)] - 1e-12).all()
@@ -494,10 +488,10 @@ def test_greedy_q_batched_over_samples():
     p = random_problem(rng, 6, nan_frac=0.3)
     b = rng.uniform(size=(4, 6))
     used = rng.integers(0, 8, size=4)
-    q = greedy_q(b, used, p["prior"], p["tpr"], p["fpr"], **FAST)
+    q = paper_greedy(b, used, p["prior"], p["tpr"], p["fpr"], **FAST)
     assert q.shape == (4, 6, 6)
     for s in range(6):
-        qs = greedy_q(
+        qs = paper_greedy(
             b[:, s : s + 1], used, p["prior"][s : s + 1], p["tpr"][s : s + 1], p["fpr"][s : s + 1], **FAST
         )
         np.testing.assert_array_equal(qs[:, 0], q[:, s])

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from loose_solvers import paper_dp, paper_greedy, paper_tree
 
-from bpc.decide.kernels import greedy_q, solve_dp, solve_exact
 from bpc.decide.live import EXACT_MAX_HORIZON, Controller, Decision, Episode, IllegalMoveError
 
 CRITICS = {"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)}
@@ -86,9 +86,9 @@ def test_decisions_are_the_kernels_q_values(belief, used):
     b = 0.3 if belief is None else belief
     mask = sum(1 << ACTIONS.index(c) - 3 for c in used)
     expected = {
-        "dp": solve_dp(0.3, TPR, FPR, 0.15, 0.05, **KW).q_at(np.array([b]), np.array([mask]), 3)[0],
-        "exact": solve_exact(b, TPR, FPR, 0.15, 0.05, **KW, used=mask).q[0],
-        "greedy": greedy_q(b, mask, 0.3, TPR, FPR, **KW)[0],
+        "dp": paper_dp(0.3, TPR, FPR, 0.15, 0.05, **KW).q_at(np.array([b]), np.array([mask]), 3)[0],
+        "exact": paper_tree(b, TPR, FPR, 0.15, 0.05, **KW, used=mask).q[0],
+        "greedy": paper_greedy(b, mask, 0.3, TPR, FPR, **KW)[0],
     }
     for method, q in expected.items():
         d = readme_controller(method=method).episode(belief=belief, used=used).decide()

@@ -251,8 +251,8 @@ def test_solve_b0_instance_model_iid_limit_is_the_paper_tree():
 
 
 def test_solve_policy_instance_table_matches_the_kernel():
+    from bpc.decide.kernels.belief import make_problem
     from bpc.decide.kernels.dp import solve_grid
-    from bpc.decide.kernels.instance import make_instance_problem
     from bpc.decide.solve import parameter_samples, solve_policy
 
     params = _params(_synthetic(seed=4))
@@ -261,8 +261,8 @@ def test_solve_policy_instance_table_matches_the_kernel():
     cell = params.sel(benchmark=["lcb_hard"], generator=["g2"])
     s = parameter_samples(cell, critics=CRITICS, one_cell=True)
     kappa = float(cell["kappa"].squeeze())
-    P = make_instance_problem(
-        s.prior, s.tpr, s.fpr, kappa, critic_costs=[1.0] * 3, c_gen=10.0, c_ver=5.0, reward=100.0
+    P = make_problem(
+        s.prior, s.tpr, s.fpr, critic_costs=[1.0] * 3, c_gen=10.0, c_ver=5.0, reward=100.0, kappa=kappa
     )
     ref = solve_grid(
         P,

@@ -198,7 +198,8 @@ def test_robust_never_below_plug_in_under_the_posterior(n, frac, c_ver, b, seed)
 
 
 def test_table_controller_reads_a_given_table_and_checks_it(draws):
-    from bpc.decide.kernels import solve_dp
+    from loose_solvers import paper_dp
+
     from bpc.decide.solve import parameter_samples
     from bpc.decide.table import SampleCosts
 
@@ -208,7 +209,7 @@ def test_table_controller_reads_a_given_table_and_checks_it(draws):
         cost, critics=samples.critics, n_samples=samples.n_samples, available=samples.available
     )
     filled = samples.with_fresh_sample_kernel().as_dict()
-    table = solve_dp(**filled, **costs.kernel_kwargs(), keep_q=False)  # lookups recompute Q by a backup
+    table = paper_dp(**filled, **costs.kernel_kwargs(), keep_q=False)  # lookups recompute Q by a backup
     given = TableController(samples, costs, critics=samples.critics, table=table, name="cached")
     own = robust_controller(draws, cost)
     assert given.name == "cached" and given.table is table

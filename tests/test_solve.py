@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 import xarray as xr
+from loose_solvers import paper_dp, paper_tree
 
 from bpc.costs import Costs, named_costs, paper_costs_for
-from bpc.decide.kernels import CRITIC_OFFSET, solve_dp, solve_exact
+from bpc.decide.kernels import CRITIC_OFFSET
 from bpc.decide.solve import (
     cost_arrays,
     fill_regeneration_kernel,
@@ -138,7 +139,7 @@ def test_grid_block_masks_samples_without_parameters():
         *args, filled.p_fix, filled.p_break, *cost_args, paper=True, horizon=2, keep_q=True
     )
     assert np.isnan(value[1]).all() and (policy[1] == -1).all() and np.isnan(q[1]).all()
-    ref = solve_dp(
+    ref = paper_dp(
         0.3, [0.9], [0.2], 0.3, 0.7, critic_costs=[1.0], c_gen=10.0, c_ver=90.0, reward=100.0, horizon=2
     )
     np.testing.assert_array_equal(value[0], flat(ref.value)[0])  # fresh-sample kernel filled
@@ -183,7 +184,7 @@ def test_solve_policy_matches_kernel_per_cell_and_labels_dims():
     assert ds.belief.size == 51 and ds.policy.dtype == np.int8
     cell = p.isel(benchmark=1, generator=0)
     args, kw = kernel_args(cell, costs)
-    sol = solve_dp(*args, **kw, keep_q=True)
+    sol = paper_dp(*args, **kw, keep_q=True)
     np.testing.assert_array_equal(ds.value.isel(benchmark=1, generator=0).values, flat(sol.value)[0])
     np.testing.assert_array_equal(ds.policy.isel(benchmark=1, generator=0).values, flat(sol.policy)[0])
     np.testing.assert_array_equal(ds.q.isel(benchmark=1, generator=0).values, flat(sol.q)[0])
@@ -202,7 +203,7 @@ def test_per_benchmark_costs_and_missing_cells():
     for b in ("lcb_hard", "swebench_lite"):
         cell = p.sel(benchmark=b, generator="haiku45")
         args, kw = kernel_args(cell, paper_costs_for(b))
-        sol = solve_dp(*args, **kw)
+        sol = paper_dp(*args, **kw)
         np.testing.assert_array_equal(
             ds.value.sel(benchmark=b, generator="haiku45").values, flat(sol.value)[0]
         )
@@ -219,7 +220,7 @@ def test_posterior_draws_keep_their_dims_and_b0_matches_exact():
     assert b0.q.dims == ("chain", "draw", "benchmark", "generator", "action")
     cell = p.isel(chain=1, draw=3, benchmark=0, generator=1)
     args, kw = kernel_args(cell, costs)
-    ex = solve_exact(*args, **kw)
+    ex = paper_tree(*args, **kw)
     np.testing.assert_array_equal(b0.q.isel(chain=1, draw=3, benchmark=0, generator=1).values, ex.q[0])
     assert int(b0.best_action.isel(chain=1, draw=3, benchmark=0, generator=1)) == int(ex.action[0])
     np.testing.assert_array_equal(b0.value.values, b0.q.max("action").values)
@@ -232,11 +233,11 @@ def test_solve_b0_from_a_common_belief():
     assert b0.attrs["root_belief"] == "given"
     cell = p.isel(chain=0, draw=2, benchmark=1, generator=0)
     args, kw = kernel_args(cell, costs)
-    ex = solve_exact(0.42, *args[1:], **kw)
+    ex = paper_tree(0.42, *args[1:], **kw)
     np.testing.assert_array_equal(b0.q.isel(chain=0, draw=2, benchmark=1, generator=0).values, ex.q[0])
     per_cell = solve_b0(p, costs, belief=p.prior.mean(("chain", "draw")))
     cell_mean = float(p.prior.isel(benchmark=1, generator=0).mean())
-    ex = solve_exact(cell_mean, *args[1:], **kw)
+    ex = paper_tree(cell_mean, *args[1:], **kw)
     np.testing.assert_allclose(
         per_cell.q.isel(chain=0, draw=2, benchmark=1, generator=0).values, ex.q[0], rtol=1e-15
     )

@@ -84,7 +84,8 @@ def test_batched_equals_per_draw_solves(post, unc):
 
 
 def test_first_action_at_own_prior_matches_exact(post, unc):
-    from bpc.decide.kernels import solve_exact
+    from loose_solvers import paper_tree
+
     from bpc.decide.solve import parameter_samples
 
     cell = {"benchmark": ["swebench_lite"], "generator": ["gpt5_mini"]}
@@ -93,7 +94,7 @@ def test_first_action_at_own_prior_matches_exact(post, unc):
     cost = NAMED_COSTS["slow"]
     firsts = []
     for s in range(arr["prior"].shape[0]):
-        sol = solve_exact(
+        sol = paper_tree(
             arr["prior"][s],
             arr["tpr"][s],
             arr["fpr"][s],
@@ -112,7 +113,8 @@ def test_first_action_at_own_prior_matches_exact(post, unc):
 
 def test_first_action_at_posterior_mean_prior_matches_exact(post, unc):
     """Every draw solved from the common posterior-mean prior (the solve_b0 ``belief`` option)."""
-    from bpc.decide.kernels import solve_exact
+    from loose_solvers import paper_tree
+
     from bpc.decide.solve import parameter_samples
 
     cell = {"benchmark": ["lcb_hard"], "generator": ["gpt5_mini"]}
@@ -121,7 +123,7 @@ def test_first_action_at_posterior_mean_prior_matches_exact(post, unc):
     cost = paper_costs_for("lcb_hard")
     firsts = []
     for s in range(arr["prior"].shape[0]):
-        sol = solve_exact(
+        sol = paper_tree(
             b0,
             arr["tpr"][s],
             arr["fpr"][s],

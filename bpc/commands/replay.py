@@ -304,11 +304,11 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from bpc.choices import check_choice
+    from bpc.constants import POLICIES
     from bpc.costs import paper_costs_for, resolve_costs
     from bpc.data.corpus import read_transition_kernel
     from bpc.outputs import check_output_file, check_parquet_engine
     from bpc.progress import info, notes_digest
-    from bpc.replay.engine import POLICIES
     from bpc.replay.profiles import AUTHOR_POLICY_NAMES, canonical_policy, get_profile
 
     out_fmt = None
@@ -437,9 +437,10 @@ def _run_paper(st: _Setup, replayable) -> int:
     """The paper's replay (75/25 split, K-fold over instances, or in-sample): Δ vs always_verify."""
     import pandas as pd
 
+    from bpc.constants import REFINEMENT_POLICIES
     from bpc.costs import Costs
     from bpc.progress import choices_summary, info
-    from bpc.replay.engine import REFINEMENT_POLICIES, replay_cells
+    from bpc.replay.engine import replay_cells
     from bpc.report.tables import flag_abstention
 
     args, profile, counts, belief = st.args, st.profile, st.counts, st.belief

@@ -61,16 +61,14 @@ import numpy as np
 
 from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import CRITIC_OFFSET, bayes_update, regenerate
-from bpc.decide.kernels.dp import DPSolution, solve_grid
-from bpc.decide.kernels.greedy import LOOKAHEADS, greedy
+from bpc.decide.kernels.belief import CRITIC_OFFSET, Problem, bayes_update, make_problem, regenerate
+from bpc.decide.kernels.dp import PAPER_TABLE, DPSolution, solve_grid
+from bpc.decide.kernels.greedy import LOOKAHEADS, PAPER_GREEDY, greedy
 from bpc.decide.kernels.instance import (
     CRITIC_SCOPES,
     MIXTURES,
-    InstanceProblem,
     abandon_exact,
     abandon_moment,
-    make_instance_problem,
     mixture_mean,
     solve_tree,
 )
@@ -604,24 +602,26 @@ class InstanceController(BeliefController):
         self.horizon = int(horizon)
         self.max_patches = None if max_patches is None else int(max_patches)
         self.verify_terminal = bool(verify_terminal)
-        s = self.samples = (
-            self.samples.with_fresh_sample_kernel()
-        )  # a refined patch's kernel (acting, "refine")
+        # a refined patch's kernel (acting, "refine"; a fresh sample where none is measured)
+        s = self.samples = self.samples.with_fresh_sample_kernel()
         self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else s.kappa
-        self._grid_options: dict[str, Any] = dict(grid_size=int(grid_size), mu_grid_size=int(mu_grid_size))
-        self._grid_options |= dict(
-            backend=backend, keep_q=bool(keep_q), horizon=self.horizon, max_patches=self.max_patches
-        )
+        # the conventions every planner plans with: the greedy rule, the exact tree, the grid DP
+        plan = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, regenerate=regenerate)
+        self._greedy_options: dict[str, Any] = {**plan, "lookahead": lookahead}
+        self._tree_options: dict[str, Any] = {**plan, "critic_scope": critic_scope, "horizon": self.horizon}
+        self._tree_options["chunk_size"] = None  # one episode's samples, solved at once
+        grid = dict(grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend)
+        self._grid_options: dict[str, Any] = {**self._tree_options, **grid, "keep_q": bool(keep_q)}
         kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
         # validated once; the greedy rule, the tree and the tables read it
-        self.problem = make_instance_problem(
+        self.problem = make_problem(
             s.prior,
             s.tpr,
             s.fpr,
-            self.kappa,
+            **kernel,
             **self.sample_costs.kernel_kwargs(),
             available=self.available,
-            **kernel,
+            kappa=self.kappa,
         )
         self._tables: dict[bytes | None, DPSolution] = {}
         if table is not None:
@@ -638,13 +638,7 @@ class InstanceController(BeliefController):
         key = None if pattern is None else np.packbits(pattern).tobytes()
         if key not in self._tables:
             avail = self.available if pattern is None else self.available & pattern
-            self._tables[key] = solve_grid(
-                replace(self.problem, base=replace(self.problem.base, available=avail)),
-                **self._grid_options,
-                verify_terminal=self.verify_terminal,
-                critic_scope=self.critic_scope,
-                regenerate=self.regenerate,
-            )
+            self._tables[key] = solve_grid(replace(self.problem, available=avail), **self._grid_options)
         return self._tables[key]
 
     # -- protocol ------------------------------------------------------------
@@ -664,9 +658,7 @@ class InstanceController(BeliefController):
         n_ep, m = state.b.shape
         if self.method == "greedy":
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
-            options: dict[str, Any] = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal)
-            P = self._problem_of(state, slice(None))
-            q = greedy(P, *states, **options, regenerate=self.regenerate, lookahead=self.lookahead)
+            q = greedy(self._problem_of(state, slice(None)), *states, **self._greedy_options)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
         N = self.max_patches or 1
 
@@ -685,31 +677,26 @@ class InstanceController(BeliefController):
 
         return self._by_pattern(state, q_of)
 
-    def _problem_of(self, state: BeliefState, rows) -> InstanceProblem:
+    def _problem_of(self, state: BeliefState, rows) -> Problem:
         """The validated problem of the samples the episodes ``rows`` follow, flattened.
 
         At each episode's starting θ-belief and with its task's critics (no checks: the per-decision path).
         """
         m = state.b.shape[1]
-        base = self.problem.base.take(state.sample[rows].reshape(-1))
-        avail = base.available & np.repeat(state.available[rows], m, axis=0)
-        base = replace(base, prior=state.prior[rows].reshape(-1), available=avail)
-        return InstanceProblem(base=base, kappa=state.kappa[rows].reshape(-1))
+        P = self.problem.take(state.sample[rows].reshape(-1))
+        avail = P.available & np.repeat(state.available[rows], m, axis=0)
+        starts = dict(prior=state.prior[rows].reshape(-1), kappa=state.kappa[rows].reshape(-1))
+        return replace(P, **starts, available=avail)
 
     def _exact_q(self, state: BeliefState) -> np.ndarray:
         folded, weights = state.folded, state.weights
         if weights is None:
             raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
-        options: dict[str, Any] = dict(
-            max_patches=self.max_patches, verify_terminal=self.verify_terminal, chunk_size=None
-        )
-        options |= dict(critic_scope=self.critic_scope, regenerate=self.regenerate, horizon=self.horizon)
         out = []
         for i in range(state.b.shape[0]):
             root = dict(b0=state.b[i], weights=weights[i, :, : int(folded[i]) + 1], used=int(state.used[i]))
-            out.append(
-                solve_tree(self._problem_of(state, [i]), **root, **options, patch=int(state.step[i])).q
-            )
+            P = self._problem_of(state, [i])
+            out.append(solve_tree(P, **root, **self._tree_options, patch=int(state.step[i])).q)
         return np.stack(out)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
@@ -765,17 +752,15 @@ class TableController(InstanceController):
 
     Parameters
     ----------
-    params, costs, critics, index, name
+    params, costs
         See :class:`BeliefController`.
-    horizon, grid_size : int
-        Look-ahead ``H`` and belief grid points.
-    table : DPSolution, optional
-        A paper table already solved for exactly these samples and costs.
     keep_q : bool
         Store every Q-value (default): lookups gather them instead of
         recomputing them by a Bellman backup (the same numbers).
-    backend : {"auto", "numba", "numpy"}
-        Run of the grid DP (identical numbers).
+    **options
+        ``critics``, ``index``, ``name``, ``horizon``, ``grid_size``,
+        ``table`` (a paper table already solved for exactly these samples and
+        costs) and ``backend`` of :class:`InstanceController`.
     """
 
     def __init__(
@@ -783,26 +768,12 @@ class TableController(InstanceController):
         params: xr.Dataset | ParameterSamples,
         costs: Costs | Sequence[Costs] | SampleCosts,
         *,
-        critics: Sequence[str] | None = None,
-        index: SampleIndex = every_sample,
-        horizon: int = HORIZON,
-        grid_size: int = GRID_SIZE,
-        table: DPSolution | None = None,
         keep_q: bool = True,
-        backend: str = "auto",
-        name: str | None = None,
+        **options: Any,
     ) -> None:
-        paper: dict[str, Any] = dict(
-            backend=backend,
-            belief="iid",
-            method="dp",
-            critic_scope="patch",
-            mixture="exact",
-            max_patches=None,
-        )
-        paper |= dict(verify_terminal=True, regenerate="refine", mu_grid_size=1)
-        options: dict[str, Any] = dict(horizon=horizon, grid_size=grid_size, table=table, keep_q=keep_q)
-        super().__init__(params, costs, critics=critics, index=index, name=name, **options, **paper)
+        paper: dict[str, Any] = dict(belief="iid", method="dp", critic_scope="patch", mixture="exact")
+        paper |= PAPER_TABLE
+        super().__init__(params, costs, keep_q=keep_q, **options, **paper)
 
 
 class GreedyController(InstanceController):
@@ -812,15 +783,18 @@ class GreedyController(InstanceController):
     ``κ = ∞``: ``Q_verify = R·b − c_ver`` (terminal), ``Q_gen = −c_gen +
     (π·R − c_ver)`` (a new patch is a fresh sample: the belief returns to the
     starting mean) and ``Q_crit_k = −c_k + E_z[Q_verify(b_z)]`` for critics not
-    yet used on the current patch, no patch budget.
+    yet used on the current patch, no patch budget
+    (:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`).
 
     Parameters
     ----------
-    params, costs, critics, index, name
+    params, costs
         See :class:`BeliefController`.
     clip : bool
         Use ``max(Q_verify(b_z), 0)`` inside the critic expectation (the
         release formula; default False = the paper appendix formula).
+    **options
+        ``critics``, ``index`` and ``name`` of :class:`BeliefController`.
     """
 
     def __init__(
@@ -828,12 +802,10 @@ class GreedyController(InstanceController):
         params: xr.Dataset | ParameterSamples,
         costs: Costs | Sequence[Costs] | SampleCosts,
         *,
-        critics: Sequence[str] | None = None,
-        index: SampleIndex = every_sample,
         clip: bool = False,
-        name: str | None = None,
+        **options: Any,
     ) -> None:
-        paper: dict[str, Any] = dict(belief="iid", method="greedy", max_patches=None, verify_terminal=True)
-        paper |= dict(critic_scope="patch", mixture="moment", regenerate="fresh")
-        lookahead = "clip" if clip else "verify"
-        super().__init__(params, costs, critics=critics, index=index, name=name, lookahead=lookahead, **paper)
+        paper: dict[str, Any] = dict(belief="iid", method="greedy", critic_scope="patch", mixture="moment")
+        paper |= PAPER_GREEDY
+        paper["lookahead"] = "clip" if clip else "verify"
+        super().__init__(params, costs, **options, **paper)

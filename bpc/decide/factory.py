@@ -34,9 +34,11 @@ Switches (:class:`Switches`)
 Which planner
 -------------
 The paper's planning — i.i.d. belief, verification terminal in planning,
-refined patches, patch scope — runs on the fast specialised kernels
-(:class:`~bpc.decide.controllers.TableController`,
-:class:`~bpc.decide.controllers.GreedyController`); everything else on the
+refined patches, patch scope — runs on the presets of the paper's table and
+one-step rule (:class:`~bpc.decide.controllers.TableController`,
+:class:`~bpc.decide.controllers.GreedyController`: the one grid DP and greedy
+rule with :data:`~bpc.decide.kernels.dp.PAPER_TABLE` and
+:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`); everything else on the
 instance belief (:class:`~bpc.decide.controllers.InstanceController`, ``κ = ∞``
 under the i.i.d. belief). ``method="exact"`` always runs the one exact tree.
 """

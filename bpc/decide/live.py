@@ -95,7 +95,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
-from bpc.choices import unknown_choice_message
+from bpc.choices import check_choice, unknown_choice_message
 from bpc.constants import (
     BELIEFS,
     CI_KIND,
@@ -296,12 +296,6 @@ def _critic_entry(name: str, spec) -> tuple[Any, Any, float]:
         ) from None
 
 
-def _check_choice(value: str, choices: Sequence[str], what: str) -> str:
-    if value not in choices:
-        raise ValueError(unknown_choice_message(str(value), choices, what=what))
-    return value
-
-
 class Controller:
     """Decisions for one cell's agent tasks, from calibrated parameters or explicit numbers.
 
@@ -463,15 +457,15 @@ class Controller:
         policy: str = "bayesian_dp",
         learn: bool | LearningState = False,
     ) -> None:
-        _check_choice(method, METHODS, "method")
-        _check_choice(belief, BELIEFS, "belief model")
-        _check_choice(regenerate, REGENERATE_MODES, "regenerate")
+        check_choice(method, METHODS, what="method")
+        check_choice(belief, BELIEFS, what="belief model")
+        check_choice(regenerate, REGENERATE_MODES, what="regenerate")
         flags = {"clip": clip, "verify_terminal": verify_terminal, "first_patch_free": first_patch_free}
         for flag, value in flags.items():
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{flag} must be True or False, got {value!r}")
         if mode is not None:
-            _check_choice(mode, LIVE_MODES, "mode")
+            check_choice(mode, LIVE_MODES, what="mode")
         if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
             raise ValueError(f"horizon must be an integer >= 0, got {horizon!r}")
         if method == "exact" and horizon > EXACT_MAX_HORIZON:
@@ -1334,7 +1328,7 @@ class Episode:
         if op == "regenerated":
             kind, fresh = move.get("kind"), move.get("fresh")
             if kind is not None:
-                _check_choice(kind, REGENERATE_MODES, "kind of regeneration")
+                check_choice(kind, REGENERATE_MODES, what="kind of regeneration")
                 if fresh is not None and fresh is not (kind == "fresh"):
                     raise ValueError(f"move 'regenerated': kind {kind!r} contradicts fresh={fresh!r}")
                 if kind != self.controller.switches.regenerate:

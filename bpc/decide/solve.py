@@ -44,9 +44,9 @@ from bpc.constants import (
     POOL_SIZE,
 )
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import action_names, used_labels, used_mask
+from bpc.decide.kernels.belief import Problem, action_names, make_problem, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
-from bpc.decide.kernels.instance import PAPER_TREE, InstanceProblem, make_instance_problem, solve_tree
+from bpc.decide.kernels.instance import PAPER_TREE, solve_tree
 from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
 
@@ -156,15 +156,8 @@ def parameter_samples(
                 raise ValueError(
                     f"expected the parameters of one cell; got {params.sizes[dim]} values along {dim!r}"
                 )
-    sd = sample_dims(params)
-    prior = params["prior"]
-    order = [d for d in prior.dims if d not in sd] + list(sd)
-    prior = prior.transpose(*order)
-
-    def flat(da: xr.DataArray, core: list[str]) -> np.ndarray:
-        da = da.broadcast_like(prior).transpose(*order, *core)
-        return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
-
+    flat = _sample_axis(params)
+    prior = flat(params["prior"])
     have = [str(c) for c in params[DIM_CRITIC].values] if DIM_CRITIC in params.coords else None
     if critics is None:
         critics = () if have is None else decision_critics(have)
@@ -175,14 +168,27 @@ def parameter_samples(
     else:
         tpr = fpr = np.full((prior.size, len(critics)), np.nan)
     return ParameterSamples(
-        prior=prior.values.reshape(-1).astype(np.float64),
+        prior=prior,
         tpr=tpr,
         fpr=fpr,
-        p_fix=flat(params["p_fix"], []),
-        p_break=flat(params["p_break"], []),
+        p_fix=flat(params["p_fix"]),
+        p_break=flat(params["p_break"]),
         critics=tuple(critics),
-        kappa=instance_kappa(params),
+        kappa=flat(_kappa_array(params)),
     )
+
+
+def _sample_axis(params: xr.Dataset):
+    """``flat(da, core=())``: ``da`` on the sample axis of ``params`` (:func:`parameter_samples`' order)."""
+    sd = sample_dims(params)
+    order = [d for d in params["prior"].dims if d not in sd] + list(sd)
+    prior = params["prior"].transpose(*order)
+
+    def flat(da: xr.DataArray, core: Sequence[str] = ()) -> np.ndarray:
+        da = da.broadcast_like(prior).transpose(*order, *core)
+        return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
+
+    return flat
 
 
 def instance_kappa(params: xr.Dataset) -> np.ndarray:
@@ -201,11 +207,7 @@ def instance_kappa(params: xr.Dataset) -> np.ndarray:
         or not positive (no information: the i.i.d. model, as
         :mod:`bpc.estimate.laplace` documents).
     """
-    prior = params["prior"]
-    sd = sample_dims(params)
-    order = [d for d in prior.dims if d not in sd] + list(sd)
-    kappa = _kappa_array(params).broadcast_like(prior).transpose(*order)
-    return np.asarray(kappa.values, dtype=np.float64).reshape(-1)
+    return _sample_axis(params)(_kappa_array(params))
 
 
 def _kappa_array(params: xr.Dataset) -> xr.DataArray:
@@ -276,7 +278,7 @@ def _describe_costs(costs) -> str:
 # ---------------------------------------------------------------------------
 # Block functions (module level: importable by dask workers)
 # ---------------------------------------------------------------------------
-def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...], np.ndarray, InstanceProblem]:
+def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...], np.ndarray, Problem]:
     """One apply_ufunc block's problem, loop dims flattened to samples: ``(loop shape, ok, problem)``.
 
     ``arrays`` are :func:`_prepare`'s nine plus κ (``inf`` where absent, ``NaN``
@@ -302,14 +304,14 @@ def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...],
     )
     placeholder = np.where(ok, 1.0, np.nan)[:, None]
     k = flat(kappa)
-    P = make_instance_problem(
+    P = make_problem(
         np.where(ok, flat(prior), 0.5),
         flat(tpr, tpr.shape[-1:]) * placeholder,
         flat(fpr, fpr.shape[-1:]) * placeholder,
-        np.where(np.isfinite(k) & (k > 0), k, np.inf),
+        **kernel,
         critic_costs=flat(ccost, ccost.shape[-1:]),
         **{n: flat(a) for n, a in (("c_gen", c_gen), ("c_ver", c_ver), ("reward", reward))},
-        **kernel,
+        kappa=np.where(np.isfinite(k) & (k > 0), k, np.inf),
     )
     return loop, ok, P
 
@@ -594,7 +596,7 @@ def solve_b0(
         ``"iid"``: the paper's tree (κ = ∞, the repair kernel, no budget, terminal verification).
         ``"instance"``: patches of one instance share a pass rate with the
         parameters' ``kappa`` (``inf`` where absent: i.i.d. patches) — the
-        tree of :func:`bpc.decide.kernels.instance.solve_instance_exact` at a
+        tree of :func:`bpc.decide.kernels.instance.solve_tree` at a
         fresh instance (regeneration is a fresh draw from it).
     max_patches, verify_terminal, critic_scope
         Instance model only: the patch budget, whether verification ends the

@@ -15,9 +15,10 @@ How the grid is batched
   Baselines and refinement replays act by fixed rules, so one replay prices
   the whole grid.
 * **Bayesian controllers** plan with the costs, so every (draw, cost point)
-  pair is one *sample* of the batched solver (:func:`bpc.decide.kernels.solve_dp`
-  is solved once for all of them, vectorised over the sample axis;
-  :func:`bpc.decide.kernels.greedy_q` likewise), and the cell's pool is tiled once
+  pair is one *sample* of the batched solver (the grid DP,
+  :func:`bpc.decide.kernels.dp.solve_grid`, is solved once for all of them,
+  vectorised over the sample axis; :func:`bpc.decide.kernels.greedy.greedy`
+  likewise), and the cell's pool is tiled once
   per sample: episode ``i`` plans with its own sample through
   :func:`pointwise_controller`, and is priced at its own cost point.
 
@@ -295,7 +296,7 @@ def cell_utilities(
         Cost vectors (any values; each policy is replayed once and priced at
         every point from its action counts).
     policies : sequence of str, optional
-        Canonical names (default :data:`bpc.replay.engine.POLICIES`).
+        Canonical names (default :data:`bpc.constants.POLICIES`).
     draws : int
         0: plan with the Laplace estimate. ``D > 0``: plan the Bayesian
         controllers with ``D`` draws of the unpooled conjugate posterior of
@@ -318,7 +319,8 @@ def cell_utilities(
         delta (vs always_verify), n_instances, and ``draw`` when ``draws > 0``.
         Policies undefined for the cell have ``NaN`` utilities.
     """
-    from bpc.replay.engine import BAYESIAN_POLICIES, POLICIES, replay_controller, replay_pool
+    from bpc.constants import BAYESIAN_POLICIES, POLICIES
+    from bpc.replay.engine import replay_controller, replay_pool
 
     policies = list(POLICIES if policies is None else policies)
     unknown = [p for p in policies if p not in POLICIES]

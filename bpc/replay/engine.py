@@ -59,10 +59,6 @@ from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Prof
 from bpc.schema import Pool, decision_critics, records_to_pool, select_cell
 
 __all__ = [
-    "POLICIES",
-    "BASELINES",
-    "REFINEMENT_POLICIES",
-    "BAYESIAN_POLICIES",
     "RESULT_COLUMNS",
     "replay_baseline",
     "replay_refinement",
@@ -80,9 +76,6 @@ __all__ = [
     "cell_pool",
     "pipeline_orders",
 ]
-
-BASELINES: tuple[str, ...] = BASELINE_POLICIES
-"""The stateless baselines (alias of :data:`bpc.constants.BASELINE_POLICIES`)."""
 
 RESULT_COLUMNS: tuple[str, ...] = (
     "benchmark",
@@ -214,7 +207,7 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
     Parameters
     ----------
     name : str
-        Canonical baseline name (see :data:`BASELINES`).
+        Canonical baseline name (:data:`bpc.constants.BASELINE_POLICIES` or ``gate_<critic>``).
     pool : Pool
         The cell's recorded patches.
     costs : Costs
@@ -276,7 +269,7 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
             critic_charge=float(sum(costs.critic_cost(c) for c, _ in present)),
             max_attempts=prof.fixed_pipeline_max_patches,
         )
-    raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINES} or gate_<critic>")
+    raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINE_POLICIES} or gate_<critic>")
 
 
 # ---------------------------------------------------------------------------
@@ -605,7 +598,7 @@ def replay_pool(
     pool : Pool
         The cell's recorded patches (instance order = result order).
     controllers_or_policies : sequence or mapping
-        Policy names (canonical, see :data:`POLICIES`) and/or controller
+        Policy names (canonical, see :data:`bpc.constants.POLICIES`) and/or controller
         objects (named by their ``name`` attribute); or a mapping name →
         controller / policy name.
     costs : Costs
@@ -805,16 +798,6 @@ def cell_pool(records: pd.DataFrame, profile: str | Profile = "paper") -> Pool:
     return pool
 
 
-def _apply_transitions(
-    params: xr.Dataset, transition_counts: xr.Dataset | None, b: str, g: str
-) -> xr.Dataset:
-    """Use a cell's measured transition counts (if any) for p_fix / p_break."""
-    kern = cell_kernel_counts(transition_counts, b, g)
-    if kern is None:
-        return params
-    return with_kernel(params, kern)
-
-
 def replay_cells(
     records: pd.DataFrame,
     params: xr.Dataset | None = None,
@@ -936,10 +919,10 @@ def _replay_cell_side(
     traj = None if trajectories is None else select_cell(trajectories, b, g)
     pool = cell_pool(select_cell(records, b, g), prof)
     cell_params = select_cell(params, b, g)
+    if kernel is None:  # the cell's measured kernel, if any
+        kernel = cell_kernel_counts(transition_counts, b, g)
     if kernel is not None:
         cell_params = with_kernel(cell_params, kernel)
-    else:
-        cell_params = _apply_transitions(cell_params, transition_counts, b, g)
     sub = pool.subset(np.isin(pool.instance_ids, ids))
     pols = cell_policies(prof, pool.critics, pols)
     return replay_pool(sub, pols, costs, profile=prof, trajectories=traj, params=cell_params, belief=belief)

@@ -1,7 +1,11 @@
 """Decision kernels, batched over a leading axis of parameter samples.
 
 Pure numpy throughout; the one grid DP kernel is compiled by numba (default)
-or run by the interpreter, with identical numbers.
+or run by the interpreter, with identical numbers. Every solver takes the one
+validated :class:`~bpc.decide.kernels.belief.Problem`
+(:func:`~bpc.decide.kernels.belief.make_problem`, κ included); the paper's
+solvers are the κ = ∞ cases named by option sets (:data:`PAPER_TABLE`,
+:data:`PAPER_TREE`, :data:`PAPER_GREEDY`).
 
 Action index convention everywhere: ``0 = stop``, ``1 = verify``,
 ``2 = regenerate``, ``3 + k`` = critic ``k`` (``k`` indexes the critic axis of
@@ -10,8 +14,7 @@ Action index convention everywhere: ``0 = stop``, ``1 = verify``,
 - :mod:`bpc.decide.kernels.belief` — Bayes update, repair kernel, the validated problem.
 - :mod:`bpc.decide.kernels.greedy` — the one-step rule (the paper's ``bayesian_greedy``: its κ = ∞ case).
 - :mod:`bpc.decide.kernels.dp` — the one grid DP (the paper's ``bayesian_dp`` table is its κ = ∞ case).
-- :mod:`bpc.decide.kernels.instance` — the instance problem, θ-belief and the exact tree.
-- :mod:`bpc.decide.kernels.exact` — exact expectimax on the reachable belief tree.
+- :mod:`bpc.decide.kernels.instance` — the θ-belief, the one exact tree (the paper's tree: its κ = ∞ case).
 """
 
 from bpc.decide.kernels.belief import (
@@ -29,9 +32,9 @@ from bpc.decide.kernels.belief import (
     used_labels,
     used_mask,
 )
-from bpc.decide.kernels.dp import BACKENDS, PAPER_TABLE, DPSolution, belief_grid, solve_dp, solve_grid
-from bpc.decide.kernels.exact import ExactSolution, evaluate_policy_exact, solve_exact
-from bpc.decide.kernels.greedy import broadcast_belief, greedy_q
+from bpc.decide.kernels.dp import BACKENDS, PAPER_TABLE, DPSolution, belief_grid, solve_grid
+from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
+from bpc.decide.kernels.instance import PAPER_TREE, ExactSolution, solve_tree
 
 __all__ = [
     "BASE_ACTIONS",
@@ -51,11 +54,10 @@ __all__ = [
     "PAPER_TABLE",
     "DPSolution",
     "belief_grid",
-    "solve_dp",
     "solve_grid",
+    "PAPER_GREEDY",
+    "greedy",
+    "PAPER_TREE",
     "ExactSolution",
-    "evaluate_policy_exact",
-    "solve_exact",
-    "broadcast_belief",
-    "greedy_q",
+    "solve_tree",
 ]

@@ -1,4 +1,4 @@
-"""Belief updates and the shared problem definition of the three solvers.
+"""Belief updates and the one problem definition of the three solvers.
 
 Everything here is pure numpy and batched over a leading axis ``S`` of
 parameter samples (one row per posterior draw, or ``S = 1`` for a plug-in
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "STOP",
@@ -148,6 +149,9 @@ class Problem:
         ``(S,)`` costs and reward.
     available : numpy.ndarray
         ``(S, K)`` bool, critics present.
+    kappa : numpy.ndarray
+        ``(S,)`` concentration ``κ > 0`` of an instance's pass rate
+        ``θ ~ Beta(πκ, (1 − π)κ)`` (SPEC §9); ``inf`` is the paper's i.i.d. model.
     """
 
     prior: np.ndarray
@@ -160,6 +164,7 @@ class Problem:
     c_ver: np.ndarray
     reward: np.ndarray
     available: np.ndarray
+    kappa: np.ndarray
 
     @property
     def n_samples(self) -> int:
@@ -177,10 +182,11 @@ class Problem:
         return CRITIC_OFFSET + self.n_critics
 
     def astype(self, dtype) -> Problem:
-        """The same problem with every float array cast to ``dtype``."""
-        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
+        """The problem with every float array but κ cast to ``dtype`` (the grid DP adds κ + n in float64)."""
+        arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kappa"}
         return Problem(
-            **{k: a.astype(dtype, copy=False) if a.dtype.kind == "f" else a for k, a in arrays.items()}
+            **{k: a.astype(dtype, copy=False) if a.dtype.kind == "f" else a for k, a in arrays.items()},
+            kappa=self.kappa,
         )
 
     def take(self, index) -> Problem:
@@ -230,31 +236,39 @@ def make_problem(
     prior,
     tpr,
     fpr,
-    p_fix,
-    p_break,
+    p_fix=None,
+    p_break=None,
     *,
     critic_costs,
     c_gen,
     c_ver,
     reward,
     available=None,
+    kappa: npt.ArrayLike = np.inf,
 ) -> Problem:
     """Validate and broadcast a decision problem to ``S`` samples and ``K`` critics.
+
+    The one problem builder: every solver (:func:`~bpc.decide.kernels.dp.solve_grid`,
+    :func:`~bpc.decide.kernels.instance.solve_tree`,
+    :func:`~bpc.decide.kernels.greedy.greedy`) takes the :class:`Problem` it returns.
 
     Parameters
     ----------
     prior : array_like
-        Scalar or ``(S,)``.
+        Scalar or ``(S,)`` prior π (the mean of ``θ``).
     tpr, fpr : array_like
         ``(K,)`` or ``(S, K)``. ``NaN`` marks an unavailable critic.
-    p_fix, p_break : array_like
-        Scalar or ``(S,)``.
+    p_fix, p_break : array_like, optional
+        Scalar or ``(S,)`` repair kernel (read by ``regenerate="refine"``);
+        default (``None``) the fresh-sample kernel ``π``/``1 − π``.
     critic_costs : array_like
         ``(K,)`` or ``(S, K)``; may be ``NaN`` only where a critic is unavailable.
     c_gen, c_ver, reward : array_like
         Scalar or ``(S,)``; costs ``>= 0``, reward ``> 0``.
     available : array_like of bool, optional
         ``(K,)`` or ``(S, K)``. Defaults to "``tpr`` and ``fpr`` finite".
+    kappa : array_like
+        Scalar or ``(S,)`` concentration, ``> 0``; ``inf`` (default) = i.i.d. patches.
 
     Returns
     -------
@@ -265,9 +279,20 @@ def make_problem(
     ValueError
         Naming the offending argument: probabilities outside [0, 1] (or ``NaN``
         where a critic is declared available), negative or non-finite costs,
-        ``reward <= 0``, or inconsistent shapes.
+        ``reward <= 0``, ``kappa`` not positive (``NaN`` included), or
+        inconsistent shapes.
+
+    Examples
+    --------
+    >>> P = make_problem(0.3, [0.9], [0.2], critic_costs=[1.0], c_gen=10, c_ver=30, reward=100)
+    >>> P.n_samples, P.n_actions, float(P.p_fix[0]), float(P.kappa[0])  # a fresh-sample kernel, i.i.d.
+    (1, 4, 0.3, inf)
     """
-    scal = {n: _as_float(n, v) for n, v in dict(prior=prior, p_fix=p_fix, p_break=p_break).items()}
+    prior = _as_float("prior", prior)
+    kernel = dict(
+        p_fix=prior if p_fix is None else p_fix, p_break=1.0 - prior if p_break is None else p_break
+    )
+    scal = {n: _as_float(n, v) for n, v in dict(prior=prior, **kernel, kappa=kappa).items()}
     scal.update({n: _as_float(n, v) for n, v in dict(c_gen=c_gen, c_ver=c_ver, reward=reward).items()})
     mats = {n: _as_float(n, v) for n, v in dict(tpr=tpr, fpr=fpr, critic_costs=critic_costs).items()}
     for n, a in scal.items():
@@ -310,6 +335,11 @@ def make_problem(
     if (~np.isfinite(r) | (r <= 0)).any():
         raise ValueError(
             f"argument 'reward' must be finite and > 0, got {float(r[~np.isfinite(r) | (r <= 0)][0])!r}"
+        )
+    k = vec["kappa"]
+    if (np.isnan(k) | (k <= 0)).any():
+        raise ValueError(
+            f"argument 'kappa' must be > 0 (inf = i.i.d.), got {float(k[np.isnan(k) | (k <= 0)][0])!r}"
         )
 
     fills = {"tpr": 0.5, "fpr": 0.5, "critic_costs": 0.0}  # never read where a critic is unavailable

@@ -21,7 +21,7 @@ A regenerated patch is a fresh draw (``"fresh"``: child ``(μ', μ')`` with
 ``n`` axis too: that table is the paper's ``bayesian_dp`` (κ = ∞, terminal
 verification, :data:`PAPER_TABLE`), solved by the same kernel with the same
 floating-point operations as the paper's own recursion over ``(b, U, h)``
-(:func:`solve_dp`, from loose arrays).
+(``solve_grid(make_problem(...), **PAPER_TABLE)``).
 
 The policy is the argmax action; ties go to the lowest action index (stop
 before verify before regenerate before critics in axis order). One kernel,
@@ -42,8 +42,8 @@ import numpy as np
 import numpy.typing as npt
 
 from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
-from bpc.decide.kernels.instance import InstanceProblem, abandon_moment, check_options, make_instance_problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
+from bpc.decide.kernels.instance import abandon_moment, check_options
 
 __all__ = [
     "BACKENDS",
@@ -52,7 +52,6 @@ __all__ = [
     "DPSolution",
     "belief_grid",
     "solve_grid",
-    "solve_dp",
 ]
 
 BACKENDS: tuple[str, ...] = ("auto", "numba", "numpy")
@@ -234,12 +233,12 @@ def _kernel(backend: str, cells: int):
     return _compiled["dp"]
 
 
-def _run(P: InstanceProblem, grid, mu_grid, H, N, flags, value, policy, q, backend, chunk_size, n_threads):
+def _run(P: Problem, grid, mu_grid, H, N, flags, value, policy, q, backend, chunk_size, n_threads):
     """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
     kernel = _kernel(backend, value.size)
-    B = P.base.astype(grid.dtype)
+    B = P.astype(grid.dtype)
     names = ("tpr", "fpr", "available", "critic_costs", "c_gen", "c_ver", "reward")
-    arrays = [np.ascontiguousarray(a) for a in (*(getattr(B, n) for n in names), P.kappa, B.p_fix, B.p_break)]
+    arrays = [np.ascontiguousarray(a) for a in (*(getattr(B, n) for n in names), B.kappa, B.p_fix, B.p_break)]
     consts = np.array([1, 0, -np.inf, grid.shape[0] - 1, mu_grid.shape[0] - 1], grid.dtype)
     keep_q = flags[-1]
     qarr = q if keep_q else np.empty((1,) * 7, grid.dtype)
@@ -271,7 +270,7 @@ def _interp_arr(x, gm1: int, dtype):
 
 @dataclass(frozen=True)
 class DPSolution:
-    """A solved grid DP for ``S`` parameter samples (:func:`solve_dp`).
+    """A solved grid DP for ``S`` parameter samples (:func:`solve_grid`).
 
     Attributes
     ----------
@@ -285,8 +284,8 @@ class DPSolution:
     q : numpy.ndarray or None
         ``(S, H+1, N, 2**K, M, A, G)`` Q-values (``-inf`` where not offered),
         when solved with ``keep_q=True``.
-    problem : InstanceProblem
-        The problem, in the table's dtype.
+    problem : Problem
+        The problem, in the table's dtype (κ in float64).
     verify_terminal, critic_scope, regenerate, budget
         The planning options; ``budget=False``: no patch budget (``N = 1``).
     """
@@ -296,7 +295,7 @@ class DPSolution:
     value: np.ndarray
     policy: np.ndarray
     q: np.ndarray | None
-    problem: InstanceProblem
+    problem: Problem
     verify_terminal: bool
     critic_scope: str
     regenerate: str
@@ -370,7 +369,7 @@ class DPSolution:
         The same floating-point operations as the kernel: at a grid point it
         gives the kernel's Q-values exactly.
         """
-        P, dt = self.problem.base, self.grid.dtype
+        P, dt = self.problem, self.grid.dtype
         one, zero = dt.type(1), dt.type(0)
         b = b.astype(dt)
         nb = one - b
@@ -451,19 +450,9 @@ class DPSolution:
         out = self.lookup(b, mu, n, u, h, s)
         return out.reshape(shape + (out.shape[-1],))
 
-    def action_at(self, b, used, h, *, mu=None, n=0, sample_index=None) -> np.ndarray:
-        """Argmax of :meth:`q_at` (ties → lowest action index), int8."""
-        q = self.q_at(b, used, h, mu=mu, n=n, sample_index=sample_index)
-        return np.argmax(q, axis=-1).astype(np.int8)
-
-    def value_at(self, b, used, h, *, mu=None, n=0, sample_index=None) -> np.ndarray:
-        """``V_h(b, μ, n, U)`` by linear interpolation of the stored values."""
-        shape, b, mu, n, u, h, s = self._states(b, used, h, mu, n, sample_index)
-        return self._linear(s, h, n, u, mu, b).reshape(shape)
-
 
 def solve_grid(
-    problem: InstanceProblem,
+    problem: Problem,
     *,
     horizon: int = HORIZON,
     max_patches: int | None = POOL_SIZE,
@@ -482,8 +471,8 @@ def solve_grid(
 
     Parameters
     ----------
-    problem : InstanceProblem
-        The validated problem (:func:`~bpc.decide.kernels.instance.make_instance_problem`).
+    problem : Problem
+        The validated problem (:func:`~bpc.decide.kernels.belief.make_problem`).
     horizon : int
         ``H``.
     max_patches : int or None
@@ -495,7 +484,7 @@ def solve_grid(
     verify_terminal : bool
         Value verification as ending the episode.
     critic_scope : {"patch", "instance"}
-        Scope of the used-critic set (:func:`~bpc.decide.kernels.instance.solve_instance_exact`).
+        Scope of the used-critic set (:func:`~bpc.decide.kernels.instance.solve_tree`).
     regenerate : {"fresh", "refine"}
         How a new patch is made (module docstring).
     keep_q : bool
@@ -557,40 +546,15 @@ def solve_grid(
         keep_q,
     )
     _run(P, grid, mu_grid, H, N, flags, value, policy, q, backend, chunk_size, n_threads)
-    problem_t = InstanceProblem(base=P.base.astype(dtype), kappa=P.kappa)
     return DPSolution(
         grid,
         mu_grid,
         value,
         policy,
         q,
-        problem_t,
+        P.astype(dtype),
         bool(verify_terminal),
         critic_scope,
         regenerate,
         max_patches is not None,
     )
-
-
-def solve_dp(
-    prior, tpr, fpr, p_fix, p_break, *, critic_costs, c_gen, c_ver, reward, available=None, **options
-):
-    """The paper's ``bayesian_dp`` table for ``S`` samples: :func:`solve_grid` with :data:`PAPER_TABLE`.
-
-    Parameters
-    ----------
-    prior, tpr, fpr, p_fix, p_break, critic_costs, c_gen, c_ver, reward, available
-        The problem, as in :func:`bpc.decide.kernels.belief.make_problem`
-        (for a fresh sample use ``p_fix = π``, ``p_break = 1 − π``); ``κ = inf``.
-    **options
-        ``horizon``, ``grid_size``, ``keep_q``, ``dtype``, ``backend``,
-        ``chunk_size``, ``n_threads`` of :func:`solve_grid`.
-
-    Returns
-    -------
-    DPSolution
-        With one ``n`` and one ``μ`` point: ``value[:, :, 0, :, 0]`` is ``V_h(b, U)``.
-    """
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    P = make_instance_problem(prior, tpr, fpr, np.inf, **costs, p_fix=p_fix, p_break=p_break)
-    return solve_grid(P, **PAPER_TABLE, **options)

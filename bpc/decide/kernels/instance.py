@@ -50,9 +50,9 @@ verify branch is worth ``R·b − c_ver + (1 − b)·V_{h−1}(state after the f
 A budget of ``max_patches`` patches per episode (the recorded pool, or a
 caller's budget) makes *regenerate* unavailable on the last patch.
 
-- :func:`solve_instance_exact` — exact expectimax on the reachable tree,
+- :func:`solve_tree` — exact expectimax on the reachable tree,
   vectorised over parameter samples, with the exact mixture or the
-  mean-matched Beta;
+  mean-matched Beta (``policy=`` evaluates a policy instead);
 - :func:`bpc.decide.kernels.dp.solve_grid` — the one grid DP, over ``(b, μ, n, U)``;
 - :func:`bpc.decide.kernels.greedy.greedy` — the one-step rule.
 
@@ -69,22 +69,17 @@ from typing import Any
 import numpy as np
 
 from bpc.constants import HORIZON, POOL_SIZE, REGENERATE_MODES
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, make_problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
 
 __all__ = [
     "MIXTURES",
     "CRITIC_SCOPES",
-    "InstanceProblem",
-    "make_instance_problem",
     "pass_count_means",
     "mixture_mean",
-    "mixture_moments",
     "abandon_exact",
     "abandon_moment",
     "ExactSolution",
     "solve_tree",
-    "solve_instance_exact",
-    "evaluate_instance_policy",
 ]
 
 MIXTURES: tuple[str, ...] = ("exact", "moment")
@@ -92,109 +87,6 @@ MIXTURES: tuple[str, ...] = ("exact", "moment")
 
 CRITIC_SCOPES: tuple[str, ...] = ("patch", "instance")
 """Scope of the used-critic set ``U``: reset on every new patch (the paper), or kept for the instance."""
-
-
-# ---------------------------------------------------------------------------
-# Problem
-# ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class InstanceProblem:
-    """A validated decision problem plus the instance concentration ``κ``.
-
-    Attributes
-    ----------
-    base : Problem
-        Prior π, critic likelihoods, costs and the repair kernel
-        ``p_fix``/``p_break`` (read by ``regenerate="refine"`` only).
-    kappa : numpy.ndarray
-        ``(S,)`` concentration ``κ > 0`` of ``θ ~ Beta(πκ, (1 − π)κ)``;
-        ``inf`` is the i.i.d. model.
-    """
-
-    base: Problem
-    kappa: np.ndarray
-
-    @property
-    def n_samples(self) -> int:
-        """Number of parameter samples ``S``."""
-        return self.base.n_samples
-
-    @property
-    def n_critics(self) -> int:
-        """Number of critics ``K``."""
-        return self.base.n_critics
-
-    @property
-    def n_actions(self) -> int:
-        """Number of actions ``3 + K``."""
-        return self.base.n_actions
-
-    def take(self, index) -> InstanceProblem:
-        """The problem restricted to some samples (integer index or slice)."""
-        return InstanceProblem(base=self.base.take(index), kappa=self.kappa[index])
-
-
-def make_instance_problem(
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    available=None,
-    p_fix=None,
-    p_break=None,
-) -> InstanceProblem:
-    """Validate and broadcast an instance-aware problem to ``S`` samples.
-
-    Parameters
-    ----------
-    prior : array_like
-        Scalar or ``(S,)`` cell prior π (the mean of ``θ``).
-    tpr, fpr : array_like
-        ``(K,)`` or ``(S, K)``; ``NaN`` marks an unavailable critic.
-    kappa : array_like
-        Scalar or ``(S,)`` concentration, ``> 0``; ``inf`` = i.i.d. patches.
-    critic_costs, c_gen, c_ver, reward, available
-        As in :func:`bpc.decide.kernels.belief.make_problem`.
-    p_fix, p_break : array_like, optional
-        The measured repair kernel used by ``regenerate="refine"``; default
-        (``None``) the fresh-sample kernel ``π``/``1 − π``.
-
-    Returns
-    -------
-    InstanceProblem
-
-    Raises
-    ------
-    ValueError
-        Naming the argument, for anything :func:`make_problem` rejects and for
-        ``kappa`` that is not positive (``NaN`` included) or of the wrong shape.
-    """
-    prior_arr = np.asarray(prior, dtype=np.float64)
-    kernel = (prior_arr if p_fix is None else p_fix, 1.0 - prior_arr if p_break is None else p_break)
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    base = make_problem(prior_arr, tpr, fpr, *kernel, **costs)
-    try:
-        k = np.asarray(kappa, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"argument 'kappa' must be numeric, got {kappa!r}") from None
-    S = base.n_samples
-    if k.ndim > 1 or (k.ndim == 1 and k.shape[0] not in (1, S)):
-        if k.ndim == 1 and S == 1:
-            base = base.take(np.zeros(k.shape[0], dtype=np.int64))
-            S = k.shape[0]
-        else:
-            raise ValueError(f"argument 'kappa' must be a scalar or have shape ({S},), got shape {k.shape}")
-    k = np.broadcast_to(k, (S,)).copy()
-    if (np.isnan(k) | (k <= 0)).any():
-        raise ValueError(
-            f"argument 'kappa' must be > 0 (inf = i.i.d.), got {float(k[np.isnan(k) | (k <= 0)][0])!r}"
-        )
-    return InstanceProblem(base=base, kappa=k)
 
 
 # ---------------------------------------------------------------------------
@@ -235,19 +127,6 @@ def mixture_mean(weights, mu0, kappa) -> np.ndarray:
     """
     w = np.asarray(weights, dtype=np.float64)
     return (w * pass_count_means(mu0, kappa, w.shape[-1] - 1)).sum(-1)
-
-
-def mixture_moments(weights, mu0, kappa) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of ``θ`` under the exact mixture (for ``κ = inf``: ``(π, 0)``)."""
-    w = np.asarray(weights, dtype=np.float64)
-    n = w.shape[-1] - 1
-    m = pass_count_means(mu0, kappa, n)
-    size = np.asarray(kappa, dtype=np.float64)[..., None] + n
-    with np.errstate(invalid="ignore", divide="ignore"):
-        comp_var = np.where(np.isinf(size), 0.0, m * (1 - m) / (size + 1))
-    mean = (w * m).sum(-1)
-    second = (w * (comp_var + m * m)).sum(-1)
-    return mean, np.maximum(second - mean * mean, 0.0)
 
 
 def _safe_ratio(num, den):
@@ -361,7 +240,7 @@ class _Node:
 class _InstanceTree:
     """Memoised expectimax for one chunk of samples (options as in :func:`solve_tree`)."""
 
-    P: InstanceProblem
+    P: Problem
     policy: Callable | None
     samples: np.ndarray
     mixture: str
@@ -376,7 +255,7 @@ class _InstanceTree:
         """``(S, n + 1)`` component means ``m_j`` after ``n`` patches (cached per ``n``)."""
         m = self._means.get(n)
         if m is None:
-            m = self._means[n] = pass_count_means(self.P.base.prior, self.P.kappa, n)
+            m = self._means[n] = pass_count_means(self.P.prior, self.P.kappa, n)
         return m
 
     def mean_theta(self, node: _Node) -> np.ndarray:
@@ -393,7 +272,7 @@ class _InstanceTree:
         return mu, mu
 
     def q(self, node: _Node, h: int) -> np.ndarray:
-        P = self.P.base
+        P = self.P
         S, K = P.n_samples, P.n_critics
         b = node.b
         q = np.full((P.n_actions, S), -np.inf)
@@ -440,7 +319,7 @@ class _InstanceTree:
         hit = self.memo.get(memo_key)
         if hit is not None:
             return hit
-        P = self.P.base
+        P = self.P
         if h == 0 and self.policy is None:
             v = np.maximum(P.reward * node.b - P.c_ver, 0.0)
         else:
@@ -478,7 +357,7 @@ def check_options(horizon, mixture, max_patches, n_critics, used, critic_scope="
         raise ValueError(f"argument 'used' must be a bitmask below {1 << n_critics}, got {used!r}")
 
 
-def _root_theta(P: InstanceProblem, weights, mixture):
+def _root_theta(P: Problem, weights, mixture):
     """Root θ-belief: weights ``(S, n0 + 1)`` (default: a fresh instance, ``n0 = 0``)."""
     S = P.n_samples
     if weights is None:
@@ -494,7 +373,7 @@ def _root_theta(P: InstanceProblem, weights, mixture):
     n0 = w.shape[1] - 1
     if mixture == "exact":
         return w.copy(), n0
-    return mixture_mean(w, P.base.prior, P.kappa), n0
+    return mixture_mean(w, P.prior, P.kappa), n0
 
 
 PAPER_TREE: dict = {
@@ -508,7 +387,7 @@ PAPER_TREE: dict = {
 
 
 def solve_tree(
-    P: InstanceProblem,
+    P: Problem,
     *,
     b0=None,
     weights=None,
@@ -531,12 +410,12 @@ def solve_tree(
     at ``b = E[θ | history]``, offered while ``n + 1 < max_patches``) and
     every unused available critic (``−c_k + Σ_z P(z|b)·V_{h−1}(b_z)``).
     Every exact solver and policy evaluator of bpc runs on it (the paper's
-    tree, :mod:`bpc.decide.kernels.exact`, is ``κ = inf`` with :data:`PAPER_TREE`).
+    tree, SPEC §3, is ``κ = inf`` with :data:`PAPER_TREE`).
 
     Parameters
     ----------
-    P : InstanceProblem
-        The validated problem (:func:`make_instance_problem`).
+    P : Problem
+        The validated problem (:func:`~bpc.decide.kernels.belief.make_problem`, κ included).
     b0 : array_like, optional
         Root belief of the current patch (default ``E[θ | root history]``).
     weights : array_like, optional
@@ -571,8 +450,8 @@ def solve_tree(
         Samples solved together; does not change results.
     policy : callable, optional
         Follow ``policy(b, mu, n, used, h, samples) -> actions`` instead of the
-        best action at every node (:func:`evaluate_instance_policy`); ``value``
-        is then its expected utility.
+        best action at every node; ``value`` is then its expected utility
+        (at most the optimum). It must only choose offered actions.
     patch : int, optional
         Index of the root's patch (the budget's count; default the number of
         patches folded into ``weights``).
@@ -587,7 +466,7 @@ def solve_tree(
     S = P.n_samples
     theta0, n0 = _root_theta(P, weights, mixture)
     if b0 is None:
-        b0 = mixture_mean(theta0, P.base.prior, P.kappa) if mixture == "exact" else theta0
+        b0 = mixture_mean(theta0, P.prior, P.kappa) if mixture == "exact" else theta0
     b0 = np.broadcast_to(np.asarray(b0, dtype=np.float64), (S,))
     if (~np.isfinite(b0) | (b0 < 0) | (b0 > 1)).any():
         raise ValueError("argument 'b0' must lie in [0, 1]")
@@ -605,62 +484,3 @@ def solve_tree(
         q[sl] = qc.T
         value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(horizon))
     return ExactSolution(value=value, q=q)
-
-
-def solve_instance_exact(
-    prior,
-    tpr,
-    fpr,
-    kappa,
-    *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
-    available=None,
-    p_fix=None,
-    p_break=None,
-    **options,
-) -> ExactSolution:
-    """Exact expectimax over the reachable tree with the instance belief, from loose arrays.
-
-    Parameters
-    ----------
-    prior, tpr, fpr, kappa, critic_costs, c_gen, c_ver, reward, available, p_fix, p_break
-        The problem (:func:`make_instance_problem`; ``p_fix``/``p_break`` the
-        repair kernel of ``regenerate="refine"``, default the fresh-sample kernel).
-    **options
-        The options of :func:`solve_tree` (``b0``, ``weights``, ``horizon``,
-        ``used``, ``mixture``, ``max_patches``, ``verify_terminal``,
-        ``critic_scope``, ``regenerate``, ``chunk_size``, ``policy``). ``κ = inf``
-        with :data:`PAPER_TREE` is the paper's tree (SPEC §3).
-
-    Returns
-    -------
-    ExactSolution
-    """
-    costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward, available=available)
-    return solve_tree(
-        make_instance_problem(prior, tpr, fpr, kappa, **costs, p_fix=p_fix, p_break=p_break), **options
-    )
-
-
-def evaluate_instance_policy(policy: Callable, prior, tpr, fpr, kappa, **options) -> np.ndarray:
-    """Exact expected utility of ``policy`` on the tree of :func:`solve_instance_exact`.
-
-    Parameters
-    ----------
-    policy : callable
-        ``policy(b, mu, n, used, h, samples) -> actions``: beliefs ``b`` and
-        θ-means ``mu`` of one node for the samples ``samples`` (indices into
-        ``S``), the node's patch index ``n``, used-critic bitmask and steps
-        left; one offered action per sample.
-    prior, tpr, fpr, kappa, **options
-        As in :func:`solve_instance_exact`.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(S,)`` expected utility (at most the optimum).
-    """
-    return solve_instance_exact(prior, tpr, fpr, kappa, policy=policy, **options).value

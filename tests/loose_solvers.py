@@ -1,0 +1,77 @@
+"""The solvers from loose arrays, for the tests: the one problem builder, then the one solver.
+
+Every solver of :mod:`bpc.decide.kernels` takes a validated
+:class:`~bpc.decide.kernels.belief.Problem` (:func:`~bpc.decide.kernels.belief.make_problem`);
+these helpers take a test's arrays and keyword arguments, build the problem
+from the problem's ones and pass the rest to the solver — with the paper's
+options (:data:`~bpc.decide.kernels.PAPER_TABLE`, :data:`~bpc.decide.kernels.PAPER_TREE`,
+:data:`~bpc.decide.kernels.PAPER_GREEDY`) for the paper's solvers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bpc.decide.kernels import (
+    PAPER_GREEDY,
+    PAPER_TABLE,
+    PAPER_TREE,
+    greedy,
+    make_problem,
+    solve_grid,
+    solve_tree,
+)
+
+_PROBLEM = (
+    "prior",
+    "tpr",
+    "fpr",
+    "p_fix",
+    "p_break",
+    "critic_costs",
+    "c_gen",
+    "c_ver",
+    "reward",
+    "available",
+    "kappa",
+)
+
+
+def _split(args, kw):
+    """The problem of ``args`` and the problem's keywords, and the other keywords."""
+    problem = {k: v for k, v in kw.items() if k in _PROBLEM}
+    return make_problem(*args, **problem), {k: v for k, v in kw.items() if k not in _PROBLEM}
+
+
+def paper_dp(*args, **kw):
+    """The paper's ``bayesian_dp`` table: ``(prior, tpr, fpr, p_fix, p_break, *, costs, options)``."""
+    P, options = _split(args, kw)
+    return solve_grid(P, **PAPER_TABLE, **options)
+
+
+def paper_tree(*args, **kw):
+    """The paper's exact tree at root belief ``b0``: ``(b0, tpr, fpr, p_fix, p_break, *, costs, options)``."""
+    P, options = _split(args, kw)
+    return solve_tree(P, **PAPER_TREE, **options)
+
+
+def instance_dp(prior, tpr, fpr, kappa, **kw):
+    """The grid DP of the instance problem (κ ``kappa``) with the options of :func:`solve_grid`."""
+    P, options = _split((prior, tpr, fpr), {**kw, "kappa": kappa})
+    return solve_grid(P, **options)
+
+
+def instance_tree(prior, tpr, fpr, kappa, **kw):
+    """The exact tree of the instance problem (κ ``kappa``) with the options of :func:`solve_tree`."""
+    P, options = _split((prior, tpr, fpr), {**kw, "kappa": kappa})
+    return solve_tree(P, **options)
+
+
+def paper_greedy(b, used, prior, tpr, fpr, *, clip=False, **costs):
+    """The paper's one-step Q-values, ``(..., S, A)``: beliefs with the samples on their last axis."""
+    P = make_problem(prior, tpr, fpr, **costs)
+    b = np.asarray(b, dtype=np.float64)
+    b = np.broadcast_to(b, b.shape[:-1] + (P.n_samples,)) if b.ndim else np.full(P.n_samples, float(b))
+    used = np.asarray(used)
+    used = used[..., None] if 0 < used.ndim == b.ndim - 1 else used
+    return greedy(P, b, P.prior, 0, used, **{**PAPER_GREEDY, "lookahead": "clip" if clip else "verify"})
