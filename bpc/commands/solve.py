@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -252,10 +251,6 @@ def parse_history(text: str) -> list[dict]:
     return moves
 
 
-def _json_float(x: float):
-    return float(x) if math.isfinite(x) else None
-
-
 def _base_costs(args: argparse.Namespace):
     from bpc.costs import resolve_costs
 
@@ -368,7 +363,7 @@ def _plan_continues(args: argparse.Namespace) -> bool | None:
 def _params_controller(args: argparse.Namespace, method: str, cell: str | None, learn: bool = False):
     """Controller for one cell of --params; its JSON inputs."""
     from bpc.costs import paper_costs_for
-    from bpc.decide.live import Controller
+    from bpc.decide.live import Controller, json_float
 
     if cell is None:
         raise ValueError("--params needs --cell BENCH/GEN")
@@ -409,7 +404,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         "n_samples": ctrl.n_samples,
         "prior": ctrl.prior,
         "critics": {
-            c: {"cost": _json_float(float(v))} for c, v in zip(ctrl.critics, ctrl.critic_costs, strict=True)
+            c: {"cost": json_float(float(v))} for c, v in zip(ctrl.critics, ctrl.critic_costs, strict=True)
         },
         "costs": args.costs,
         "c_gen": ctrl.c_gen,
@@ -421,7 +416,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
 
 def decide(args: argparse.Namespace) -> dict:
     """Solve the state described by the parsed arguments; the JSON-ready answer."""
-    from bpc.decide.live import EXACT_MAX_HORIZON
+    from bpc.decide.live import EXACT_MAX_HORIZON, json_float
 
     if args.belief is not None:
         check_probability(args.belief, name="--belief")
@@ -445,8 +440,8 @@ def decide(args: argparse.Namespace) -> dict:
     out = {
         "method": ctrl.method,
         "action": d.action,
-        "value": _json_float(d.value),
-        "q": {a: _json_float(v) for a, v in d.q.items()},
+        "value": json_float(d.value),
+        "q": {a: json_float(v) for a, v in d.q.items()},
     }
     if note is not None:
         out["requested_method"] = args.method
@@ -474,10 +469,10 @@ def decide(args: argparse.Namespace) -> dict:
         "belief_model": ctrl.belief_model,
         "regenerate": ctrl.switches.regenerate,
         "max_patches": ctrl.max_patches,
-        "max_cost": _json_float(ctrl.max_cost),  # null: no cost budget
+        "max_cost": json_float(ctrl.max_cost),  # null: no cost budget
     }
     if ctrl.belief_model == "instance" and ctrl.kappa is not None:
-        kappa = [_json_float(float(k)) for k in ctrl.kappa]  # null: κ = inf, the i.i.d. limit
+        kappa = [json_float(float(k)) for k in ctrl.kappa]  # null: κ = inf, the i.i.d. limit
         out["inputs"].update(kappa=kappa[0] if len(kappa) == 1 else kappa)
     out["conventions"] = "value = max_a q; ties -> lowest action index; null = action not offered"
     return out
