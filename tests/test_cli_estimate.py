@@ -114,6 +114,7 @@ def test_estimate_says_what_it_chose(corpus_path, tmp_path, capsys):
     assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "data choices:" in err
-    line = next(x for x in err.splitlines() if "swebench_lite/gpt5_mini" in x)
+    choices = err.split("data choices:", 1)[1]  # progress lines before it may name the same folder
+    line = next(x for x in choices.splitlines() if "swebench_lite/gpt5_mini" in x)
     assert "900 patches, prior 0.259" in line and "135 patches, prior 0.496" in line
     assert len([x for x in err.splitlines() if "loading" in x]) <= 11  # rate-limited, not one line per file

@@ -215,19 +215,26 @@ def test_report_helpers_read_the_protocol_and_efficiency_tables():
             "ci_hi": [0.0, 8.0, 0.0, 0.5],
             "n_tasks": [29] * 4,
             "n_repeats": [3] * 4,
-            "n_calibrations": [3] * 4,
-            "n_converged": [3, 1, 3, 3],
+            "reference": ["laplace"] * 4,
+            "n_calibrations": [3, 3, 4, 4],
+            "n_converged": [3, 1, 4, 3],
+            "n_excluded": [0, 0, 0, 1],
             "failed_used": [0, 2, 0, 0],
             "flag": ["", "built from 2 failed refit(s)", "", ""],
         }
     )
     view = efficiency_view(eff)
-    assert view["arm"].tolist() == ["posterior_mean_dp"] * 2 and view.loc[0, "refits"] == "1/3"
+    assert view["arm"].tolist() == ["posterior_mean_dp"] * 2 and view["refits"].tolist() == ["1/3", "3/4"]
     text = efficiency_paragraph(eff)
+    assert "`posterior_mean_dp` − `laplace`" in text
     assert (
         "k=0: mean +5.00, wins 1, ties 0, loses 0 of 1" in text and "k=3: mean -0.20, wins 0, ties 1" in text
     )
-    assert "Refits converged: 4 of 6; the other 2 were used and their rows are flagged" in text
+    assert "Refits converged: 4 of 7; the other 2 were used and their rows are flagged" in text
+    assert "1 failed their check after every preset and are excluded" in text
+    pairs = eff.assign(reference="complete_pooling")  # another reference: its own sentence, no refit count
+    assert "`posterior_mean_dp` − `complete_pooling`" in efficiency_paragraph(pairs)
+    assert "Refits converged" not in efficiency_paragraph(pairs)
 
 
 def test_cli_compare_errors_and_help(tmp_path, capsys):
