@@ -17,7 +17,7 @@ task-clustered intervals):
    what the training side predicts a fold's tasks will show, and what they show.
 4. **Data efficiency, leave one cell out**
    (:func:`bpc.experiments.efficiency.loco_efficiency`): a target cell
-   calibrated on k ∈ :data:`EFFICIENCY_KS` of its training tasks, every other
+   calibrated on k ∈ :data:`~bpc.experiments.efficiency.LOCO_K` of its training tasks, every other
    cell complete; arms Laplace (the reference), complete pooling, and the
    posterior-mean DP, Bayes-robust and Thompson controllers of one
    hierarchical refit per calibration (compiled once,
@@ -68,6 +68,7 @@ from bpc.constants import (
 from bpc.costs import Costs, CostSpec, cost_resolver, costs_for
 from bpc.data.splits import Cell, Split
 from bpc.data.tasks import task_choices
+from bpc.experiments.efficiency import LOCO_K
 from bpc.experiments.posterior import posterior_mean_params
 from bpc.experiments.sources import CompareData
 from bpc.progress import notes_digest
@@ -81,7 +82,6 @@ __all__ = [
     "posterior_policy_uncertainty",
     "CompareResult",
     "PROTOCOL_POLICIES",
-    "EFFICIENCY_KS",
     "default_targets",
     "compare",
 ]
@@ -470,9 +470,6 @@ PROTOCOL_POLICIES: tuple[str, ...] = (
 )
 """Policies the protocol replays under the ``bpc`` profile (those a cell cannot run are skipped)."""
 
-EFFICIENCY_KS: tuple[int | None, ...] = (0, 1, 3, 10, None)
-"""Calibration sizes of ``bpc compare``'s leave-one-cell-out table (``None`` = every training task)."""
-
 EFFICIENCY_PAIRS: tuple[str, ...] = ("complete_pooling", "posterior_mean_dp")
 """References of :attr:`CompareResult.efficiency_pairs` beside Laplace: does the hierarchy beat complete
 pooling, and do Bayes-robust and Thompson beat the plug-in at the posterior mean."""
@@ -514,7 +511,7 @@ def compare(
     ablation: bool = True,
     predictive: bool = True,
     targets: Sequence[Cell] | None = None,
-    ks: Sequence[int | None] = EFFICIENCY_KS,
+    ks: Sequence[int | None] = LOCO_K,
     hierarchical_ks: Sequence[int | None] | None = None,
     repeats: int = 3,
     refit_presets: Sequence[str] | None = None,
