@@ -353,3 +353,27 @@ def test_protocol_deltas_page_when_benchmarks_are_many(captured, tmp_path):
         assert _legend_texts(fig) and "page" in fig._suptitle.get_text()
     with pytest.raises(ValueError, match="no row with reference"):
         replay.plot_protocol_deltas(_protocol_deltas(benches, ["g1"]), tmp_path / "x.png", reference="stop")
+
+
+def test_loco_efficiency_legend_marks_failed_refits_only_when_a_point_uses_one(captured, tmp_path):
+    """The open-marker legend entry appears only when some plotted point is built from a failed refit."""
+    from bpc.report.plots.style import MAX_FIGURE_PX
+
+    rows = [
+        ("lcb_hard", "gpt5_mini", 0, "laplace", 0.0, 0.0, 0.0, 0),
+        ("lcb_hard", "gpt5_mini", 0, "complete_pooling", 18.8, 11.9, 24.5, 0),
+        ("lcb_hard", "gpt5_mini", 3, "laplace", 0.0, 0.0, 0.0, 0),
+        ("lcb_hard", "gpt5_mini", 3, "posterior_mean_dp", 10.2, 5.0, 15.6, 0),
+        ("lcb_hard", "gpt5_mini", -1, "posterior_mean_dp", 0.0, 0.0, 0.0, 0),
+    ]
+    cols = ["benchmark", "generator", "k", "method", "diff", "ci_lo", "ci_hi", "failed_used"]
+    eff = pd.DataFrame(rows, columns=cols).assign(reference="laplace", n_tasks=29)
+    files = posterior.plot_loco_efficiency(eff, tmp_path / "eff.png")
+    assert len(files) == 1 and max(_png_size(files[0])) <= MAX_FIGURE_PX
+    assert sorted(_legend_texts(captured[0])) == ["complete_pooling", "posterior_mean_dp"]
+    ax = captured[0].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "3", "all"]
+    assert ax.get_ylabel() == "utility − laplace" and "n = 29 tasks" in ax.get_title()
+    eff.loc[3, "failed_used"] = 2
+    posterior.plot_loco_efficiency(eff, tmp_path / "eff2.png")
+    assert "uses a failed refit (flagged)" in _legend_texts(captured[1])

@@ -403,7 +403,13 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
             new = plot_loco_efficiency(eff, out / "efficiency.png")
             files += new
-            _figures(rep, new, "Leave one cell out: gain over Laplace against k (open: uses a failed refit)")
+            used_failed = bool(eff["failed_used"].sum())
+            _figures(
+                rep,
+                new,
+                "Leave one cell out: gain over Laplace against k"
+                + (" (open marker: uses a failed refit)" if used_failed else ""),
+            )
     if result.predicted is not None:
         files.append(write_csv(result.predicted, out / "predicted_vs_realised.csv"))
         rep.heading("Does the controller know what it will earn? Predicted vs realised Δ")

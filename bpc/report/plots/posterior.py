@@ -657,9 +657,9 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
         handles: list[Artist] = [
             Line2D([], [], color=ARM_COLORS.get(a, "k"), marker="o", ls="", label=a) for a in arms
         ]
-        handles.append(
-            Line2D([], [], color="k", marker="o", mfc="white", ls="", label="uses a failed refit (flagged)")
-        )
+        if "failed_used" in t and bool((t["failed_used"] > 0).any()):
+            label = "uses a failed refit (flagged)"
+            handles.append(Line2D([], [], color="k", marker="o", mfc="white", ls="", label=label))
         note = page_note(p, len(pages), first, len(page), len(targets))
         fig.suptitle(
             f"Leave one cell out: held-out gain over {ref}, {CI_PROB:.0%} task-clustered intervals{note}",
