@@ -354,6 +354,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             "baseline and the i.i.d. DP.",
         )
     if eff is not None:
+        used_failed = bool(eff["failed_used"].sum())
         files.append(write_csv(eff, out / "efficiency.csv"))
         rep.heading("Data efficiency: leave one cell out")
         rep.text(
@@ -374,7 +375,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
                 "fails is "
                 + (
                     "used, counted (`refits`: converged / all) and its rows carry a `flag`."
-                    if bool(eff["failed_used"].sum())
+                    if used_failed
                     else "excluded and counted (`refits`: converged / all; `n_excluded` in `efficiency.csv`)."
                 )
             )
@@ -403,7 +404,6 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
             new = plot_loco_efficiency(eff, out / "efficiency.png")
             files += new
-            used_failed = bool(eff["failed_used"].sum())
             _figures(
                 rep,
                 new,

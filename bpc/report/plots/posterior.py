@@ -626,6 +626,7 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
     ks = sorted({int(k) for k in t["k"]}, key=lambda k: (k < 0, k))
     pos = {k: i for i, k in enumerate(ks)}
     arms = [a for a in ARM_COLORS if a in set(t["method"])] + sorted(set(t["method"]) - set(ARM_COLORS))
+    any_failed = "failed_used" in t and bool((t["failed_used"] > 0).any())
     pages = paged(targets, per_page)
     written: list[Path] = []
     first = 0
@@ -657,7 +658,7 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
         handles: list[Artist] = [
             Line2D([], [], color=ARM_COLORS.get(a, "k"), marker="o", ls="", label=a) for a in arms
         ]
-        if "failed_used" in t and bool((t["failed_used"] > 0).any()):
+        if any_failed:
             label = "uses a failed refit (flagged)"
             handles.append(Line2D([], [], color="k", marker="o", mfc="white", ls="", label=label))
         note = page_note(p, len(pages), first, len(page), len(targets))
