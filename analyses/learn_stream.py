@@ -20,10 +20,11 @@ measures the *utility* of learning controllers.
 
     .venv/bin/python analyses/learn_stream.py [--corpus PATH] [--target lcb_hard/gpt5_mini]
         [--orders 20] [--particles 1000] [--starts none,laplace-pooled,hierarchical]
-        [--fits DIR] [--preset default] [--out DIR]
+        [--fits DIR] [--preset P ...] [--out DIR]
 
 ``--fits`` is the folder of left-out fits to reuse / write (as ``bpc stream
---fits``; sampler preset ``--preset``, default ``default``; the convergence
+--fits``; sampler presets ``--preset``, tried in turn until one converges, default
+``default`` then ``long``; the convergence
 diagnostics are printed in ``stream.md``). Writes ``stream_params.csv`` (one
 row per start, horizon, parameter), ``stream_orders.csv`` (one row per order,
 start, horizon, parameter) and ``stream.md``.
@@ -89,7 +90,7 @@ def labelled_fpr(records, critic: str) -> tuple[float, float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Stream the target's tasks in random orders under each start; write and print the tables."""
-    from bpc.constants import CI_PROB, DEFAULT_SEED
+    from bpc.constants import CI_PROB, DEFAULT_SEED, REFIT_PRESETS
     from bpc.data.corpus import load_corpus
     from bpc.experiments.stream import fit_left_out, fit_summary, start_states
     from bpc.outputs import atomic_folder, write_csv, write_text
@@ -108,7 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--critics", default="syn,test,llm", help="critics the policy runs (comma-separated)")
     parser.add_argument("--gate", default="test", help="verify a patch when this critic passed it")
     parser.add_argument("--fits", type=Path, default=None, help="folder of left-out fits to reuse / write")
-    parser.add_argument("--preset", default="default", help="sampler preset of the left-out fit")
+    parser.add_argument(
+        "--preset",
+        action="append",
+        default=None,
+        help="sampler preset the left-out fit tries, in order, until it converges "
+        f"(repeatable; default: {', then '.join(REFIT_PRESETS)})",
+    )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--out", type=Path, default=Path("bpc-analyses/learn_stream"), help="output folder")
     parser.add_argument("--quiet", action="store_true")
@@ -129,12 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     if "hierarchical" in starts:
         quiet = args.quiet
         fits = fit_left_out(
-            counts, [(bench, gen)], preset=args.preset, seed=args.seed, cache=args.fits, progress=not quiet
+            counts,
+            [(bench, gen)],
+            presets=tuple(args.preset or REFIT_PRESETS),
+            seed=args.seed,
+            cache=args.fits,
+            progress=not quiet,
         )
         d = fit_summary(fits[(bench, gen)])
         c = d.get("config", {})
         notes.append(
-            f"left-out fit ({c.get('chains')} chains x {c.get('draws')} draws): max R-hat "
+            f"left-out fit (preset {fits[(bench, gen)].attrs.get('preset')}, {c.get('chains')} chains x "
+            f"{c.get('draws')} draws): max R-hat "
             f"{d.get('max_rhat', float('nan')):.3f}, min bulk ESS {d.get('min_ess_bulk', float('nan')):.0f}, "
             f"min tail ESS {d.get('min_ess_tail', float('nan')):.0f}, {d.get('divergences')} divergences"
             + ("" if d.get("ok") else " — convergence check FAILED (the hierarchical rows use it anyway)")

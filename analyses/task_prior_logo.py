@@ -1,14 +1,15 @@
 """Leave one generator out: the task prior for a new generator vs complete pooling and the cell hierarchy.
 
     python analyses/task_prior_logo.py [--corpus PATH] [--targets lcb_hard/gpt5_mini ...]
-                                       [--costs paper-release fast] [--preset default]
+                                       [--costs paper-release fast] [--preset P ...]
                                        [--fit-cache DIR] [--critic test] [--out DIR]
 
 Each LCB cell in turn is a *new generator*: its records on its benchmark are held out entirely
 (:func:`bpc.experiments.stream.leave_cell_out`), every other cell of the corpus is available, and
 the instance DP starts each of its tasks from one of the arms of :mod:`bpc.experiments.logo` —
 complete pooling of the benchmark's other generators, the hierarchical model fitted without the
-target (one fit per target at ``--preset``, checked; a failed fit's rows are excluded and counted),
+target (one fit per target, checked, climbing the ``--preset`` ladder — default ``default`` then
+``long`` — until it passes; a fit that fails at every preset has its rows excluded and counted),
 or the crossed model's task prior from the other generators' oracle outcomes or only their
 ``--critic`` verdicts on the task. Prints the fits' convergence, then ``arm − reference`` per task
 (held-out utility under each cost vector, and the log predictive density of the target's labels)
@@ -43,7 +44,7 @@ def _fmt(row: pd.Series) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run every target and print the tables."""
-    from bpc.constants import CI_PROB, SAMPLER_PRESETS
+    from bpc.constants import CI_PROB, REFIT_PRESETS, SAMPLER_PRESETS
     from bpc.data.corpus import load_corpus
     from bpc.data.tasks import flagged_tasks
     from bpc.experiments.logo import arm_means, fit_table, logo_table, run_logo
@@ -55,7 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", default=None, help="corpus folder (default: the authors')")
     parser.add_argument("--targets", nargs="+", default=list(LCB_TARGETS), help="BENCHMARK/GENERATOR cells")
     parser.add_argument("--costs", nargs="+", default=["paper-release", "fast"], help="named cost vectors")
-    parser.add_argument("--preset", default="default", choices=sorted(SAMPLER_PRESETS))
+    parser.add_argument(
+        "--preset",
+        action="append",
+        default=None,
+        choices=sorted(SAMPLER_PRESETS),
+        help="sampler preset a left-out fit tries, in order, until it converges "
+        f"(repeatable; default: {', then '.join(REFIT_PRESETS)})",
+    )
     parser.add_argument("--fit-cache", type=Path, default=None, help="folder of left-out fits to reuse")
     parser.add_argument("--critic", default="test", help="critic of the critic-only evidence (default test)")
     parser.add_argument("--out", type=Path, default=None, help="folder for the CSV files")
@@ -66,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not bench or not gen:
             parser.error(f"--targets: expected BENCHMARK/GENERATOR, got {t!r}")
         targets.append((bench, gen))
+    presets = tuple(args.preset or REFIT_PRESETS)
     t0 = time.perf_counter()
     data = load_corpus(require_corpus(args.corpus), progress=False)
     with warnings.catch_warnings():
@@ -75,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             data.counts,
             targets,
             costs=args.costs,
-            preset=args.preset,
+            presets=presets,
             fit_cache=args.fit_cache,
             task_critic=args.critic,
             progress=True,
@@ -84,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     fits = fit_table(result)
     pd.set_option("display.width", 250)
     print(
-        f"Left-out hierarchical fits (preset {args.preset}); {fits.attrs['n_failed']} of {len(fits)} failed:"
+        f"Left-out hierarchical fits (presets tried in turn: {', then '.join(presets)}); "
+        f"{fits.attrs['n_failed']} of {len(fits)} failed:"
     )
     print(fits.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     starts = result.starts

@@ -377,3 +377,34 @@ def test_loco_efficiency_legend_marks_failed_refits_only_when_a_point_uses_one(c
     eff.loc[3, "failed_used"] = 2
     posterior.plot_loco_efficiency(eff, tmp_path / "eff2.png")
     assert "uses a failed refit (flagged)" in _legend_texts(captured[1])
+
+
+def test_predicted_vs_realised_keeps_coinciding_policies_visible(captured, tmp_path):
+    """Two policies with the same points: distinct shapes, the later one drawn smaller and on top."""
+    from bpc.report.plots.style import MAX_FIGURE_PX
+
+    base = pd.DataFrame(
+        {"delta": [5.0, 12.0], "post_mean": [6.0, 10.0], "pred_lo": [1.0, 8.0], "pred_hi": [9.0, 11.0]}
+    )
+    checks = pd.concat(
+        [
+            base.assign(policy="bayesian_greedy", covered=[True, False]),
+            base.assign(policy="bayesian_dp", covered=[True, False]),
+        ],
+        ignore_index=True,
+    )
+    files = posterior.plot_predicted_vs_realised(checks, tmp_path / "pvr.png")
+    assert len(files) == 1 and max(_png_size(files[0])) <= MAX_FIGURE_PX
+    ax = captured[0].axes[0]
+    assert ax.get_xlabel().startswith("realised held-out Δ") and "predictive interval" in ax.get_ylabel()
+    assert [t for t in _legend_texts(captured[0]) if "covered" in t] == [
+        "bayesian_greedy (1/2 covered)",
+        "bayesian_DP (1/2 covered)",
+    ]
+    filled = [c for c in ax.collections if c.get_label() and "covered" in c.get_label()]
+    paths = [c.get_paths()[0].vertices.round(3).tolist() for c in filled]
+    assert paths[0] != paths[1]  # different marker shapes
+    (s0,), (s1,) = (c.get_sizes() for c in filled)
+    assert s1 < s0 and filled[1].get_zorder() > filled[0].get_zorder()
+    with pytest.raises(ValueError, match="no checks"):
+        posterior.plot_predicted_vs_realised(checks.iloc[:0], tmp_path / "empty.png")

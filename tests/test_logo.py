@@ -205,7 +205,7 @@ def test_run_logo_with_a_real_left_out_fit():
 
     rec = _records()
     counts = counts_from_records(rec)
-    res = run_logo(rec, counts, [("b", "g3")], costs=("fast",), preset="refit-quick", draws=50)
+    res = run_logo(rec, counts, [("b", "g3")], costs=("fast",), presets=("refit-quick",), draws=50)
     fits = fit_table(res)
     assert fits[["benchmark", "generator"]].values.tolist() == [["b", "g3"]]
     assert fits.attrs["n_failed"] == int(not fits["ok"].iloc[0])

@@ -268,7 +268,7 @@ def real_fit():
     counts["inst_hist"].loc[small] = one_failing
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        dt = fit(counts, draws=300, tune=300, chains=2, seed=3, progressbar=False)
+        dt = fit(counts, draws=800, tune=800, chains=2, seed=3, progressbar=False)
     return panel, counts, laplace(counts), dt
 
 
@@ -277,7 +277,8 @@ def test_real_fit_converges_and_is_valid(real_fit):
     _, _, _, dt = real_fit
     d = diagnose(dt)
     assert d.divergences == 0
-    # a short smoke fit (2 x 300 draws); the full-size acceptance runs are in benchmarks/bench_fit.py
+    # a short smoke fit (2 x 800 draws; at 2 x 300 the bulk ESS of the critic-rate intercepts ranged 26-95
+    # over seeds, on the threshold); the full-size acceptance runs are in benchmarks/bench_fit.py
     assert d.max_rhat < 1.1
     assert d.min_ess_bulk > 50
     params = posterior_params(dt)

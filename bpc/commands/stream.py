@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bpc.constants import DEFAULT_SEED
+from bpc.constants import DEFAULT_SEED, REFIT_PRESETS
 
 NAME = "stream"
 HELP = (
@@ -109,8 +109,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--preset",
-        default=defaults.preset,
-        help=f"sampler preset of the left-out hierarchical fits (default {defaults.preset})",
+        action="append",
+        default=None,
+        help="sampler preset a left-out hierarchical fit tries, in order, until it converges "
+        f"(repeatable; default: {', then '.join(defaults.presets)})",
     )
     parser.add_argument(
         "--fits",
@@ -233,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         plugin_draws=args.plugin_draws,
         robust_draws=args.robust_draws,
         profile=args.profile,
-        preset=args.preset,
+        presets=tuple(args.preset or REFIT_PRESETS),
         bootstrap_b=args.bootstrap,
     )
     costs = None

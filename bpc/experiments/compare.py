@@ -64,6 +64,7 @@ from bpc.constants import (
     DIM_GENERATOR,
     PAPER_CRITICS,
     REFINEMENT_POLICIES,
+    REFIT_PRESETS,
 )
 from bpc.costs import Costs, CostSpec, cost_resolver, costs_for
 from bpc.data.splits import Cell, Split
@@ -567,7 +568,7 @@ def compare(
         and the first fold of each repeat at the other sizes (one refit per calibration).
     refit_presets : sequence of str, optional
         Sampler presets a hierarchical refit tries in turn until it converges
-        (default :data:`bpc.experiments.efficiency.REFIT_PRESETS`; quick ``("refit-quick",)``).
+        (default :data:`bpc.constants.REFIT_PRESETS`; quick ``("refit-quick",)``).
     refit_cache : path, optional
         Folder the hierarchical refits are written to and reused from (a stopped run resumes).
     include_failed : bool
@@ -743,7 +744,6 @@ def _efficiency(
     """
     from bpc.experiments.efficiency import (
         HIERARCHICAL_ARMS,
-        REFIT_PRESETS,
         TASK_ARM,
         complete_pooling_calibration,
         hierarchical_arms,

@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, PAPER_CRITICS
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, PAPER_CRITICS, REFIT_PRESETS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.splits import Cell, Split
 from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
@@ -85,7 +85,6 @@ __all__ = [
     "HIERARCHICAL_ARMS",
     "TASK_ARM",
     "EFFICIENCY_ARMS",
-    "REFIT_PRESETS",
     "hierarchical_arms",
     "loco_efficiency",
     "loco_table",
@@ -611,13 +610,6 @@ TASK_ARM = "task_prior"
 EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", TASK_ARM, *HIERARCHICAL_ARMS)
 """Every arm of ``bpc compare``'s leave-one-cell-out table, in report order (``laplace`` the reference)."""
 
-REFIT_PRESETS: tuple[str, ...] = ("default", "long")
-"""Sampler presets a hierarchical refit tries in turn until one passes its convergence check. On the
-corpus the shorter presets never pass for a leave-one-cell-out refit (``refit``, 2 × 500: R-hat 1.03,
-bulk ESS 111; ``quick``, 4 × 500: R-hat 1.017–1.018, bulk ESS 250–275). In the full LCB run of ``bpc
-compare`` (60 distinct refits, about 2 min each on 2 cores) ``default`` (4 × 2000) passed 56, and ``long``
-(4 × 4000, the retry) passed 3 of the other 4."""
-
 
 @dataclass(frozen=True)
 class _Refit:
@@ -774,7 +766,7 @@ def hierarchical_arms(
     profile : str or Profile
         Replay profile whose belief and switches the controllers use.
     presets : sequence of str
-        Sampler presets tried in order (:data:`REFIT_PRESETS`).
+        Sampler presets tried in order (:data:`bpc.constants.REFIT_PRESETS`).
     draws : int
         Draws the Bayes-robust and Thompson controllers reason with.
     max_patches : int, optional

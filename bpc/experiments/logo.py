@@ -14,9 +14,9 @@ entirely and every other cell of the corpus available:
     of the evaluation protocol); every task starts from that cell prior ``Beta(π κ, (1 − π) κ)``.
 ``cell_hierarchy``
     The hierarchical model fitted with the target cell left out
-    (:func:`bpc.experiments.stream.fit_left_out`: one fit per target, the default sampler preset,
-    the convergence check of :mod:`bpc.estimate.model.diagnostics`), and its predictive for the
-    target cell (:func:`bpc.estimate.model.fit.posterior_params` with ``benchmarks=[b],
+    (:func:`bpc.experiments.stream.fit_left_out`: one fit per target, retried at a longer sampler
+    preset if it fails the convergence check of :mod:`bpc.estimate.model.diagnostics`), and its
+    predictive for the target cell (:func:`bpc.estimate.model.fit.posterior_params` with ``benchmarks=[b],
     generators=[g]`` — what :meth:`bpc.decide.live.Controller.for_new_cell` acts on). The DP plans
     on the predictive mean (:func:`bpc.experiments.posterior.posterior_mean_params`) and every task
     starts from the predictive of θ for a task of the new cell: the mixture over draws of
@@ -120,6 +120,7 @@ from bpc.constants import (
     DIM_CRITIC,
     DIM_GENERATOR,
     DIM_TASK,
+    REFIT_PRESETS,
 )
 from bpc.data.splits import Cell
 
@@ -796,7 +797,7 @@ def run_logo(
     costs: Sequence[str] = ("paper-release", "fast"),
     arms: Sequence[str] = LOGO_ARMS,
     fits: Mapping[Cell, xr.DataTree] | None = None,
-    preset: str = "default",
+    presets: Sequence[str] = REFIT_PRESETS,
     fit_cache=None,
     task_critic: str = "test",
     draws: int = 200,
@@ -820,9 +821,10 @@ def run_logo(
         Some of :data:`LOGO_ARMS`.
     fits : mapping, optional
         Left-out hierarchical fits per target (else fitted one at a time,
-        :func:`bpc.experiments.stream.fit_left_out`, at ``preset``; reused from ``fit_cache``).
-    preset : str
-        Sampler preset of the left-out fits.
+        :func:`bpc.experiments.stream.fit_left_out`, climbing ``presets``; reused from ``fit_cache``).
+    presets : sequence of str
+        Sampler presets a left-out fit tries in turn until one passes its convergence check
+        (default :data:`bpc.constants.REFIT_PRESETS`); the fit table names the kept preset.
     fit_cache : path, optional
         Folder of left-out fits to reuse and write.
     task_critic, draws, seed
@@ -857,7 +859,7 @@ def run_logo(
             if (b, g) not in fits:
                 fits.update(
                     fit_left_out(
-                        counts, [(b, g)], preset=preset, seed=seed, cache=fit_cache, progress=progress
+                        counts, [(b, g)], presets=presets, seed=seed, cache=fit_cache, progress=progress
                     )
                 )
             dt = fits[(b, g)]
@@ -871,6 +873,8 @@ def run_logo(
                         k: summary.get(k)
                         for k in ("ok", "max_rhat", "min_ess_bulk", "min_ess_tail", "divergences")
                     },
+                    "preset": dt.attrs.get("preset"),
+                    "attempts": dt.attrs.get("attempts"),
                     "chains": summary.get("chains"),
                     "draws": summary.get("draws"),
                     "wall_time": summary.get("wall_time"),
@@ -901,7 +905,7 @@ def run_logo(
         "targets": ",".join(f"{b}/{g}" for b, g in targets),
         "costs": ",".join(costs),
         "arms": ",".join(arms),
-        "preset": preset,
+        "presets": ",".join(presets),
         "task_critic": task_critic,
         "draws": int(draws),
         "seed": int(seed),

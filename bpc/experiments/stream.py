@@ -83,12 +83,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_PROB, BOOTSTRAP_SEED, DEFAULT_SEED, SAMPLER_PRESETS
+from bpc.constants import (
+    BOOTSTRAP_B,
+    BOOTSTRAP_PROB,
+    BOOTSTRAP_SEED,
+    DEFAULT_SEED,
+    REFIT_PRESETS,
+    SAMPLER_PRESETS,
+)
 
 if TYPE_CHECKING:
     import xarray as xr
 
     from bpc.costs import Costs, CostSpec
+    from bpc.estimate.model.fit import Refitter
     from bpc.estimate.online import EpisodeRecord, LearningState
     from bpc.replay.profiles import Profile
     from bpc.schema import Pool
@@ -183,9 +191,10 @@ class StreamOptions:
     profile : str
         Replay conventions (:mod:`bpc.replay.profiles`; default ``bpc``: instance
         belief, verification not terminal, fresh regeneration).
-    preset : str
-        Sampler preset of the left-out hierarchical fits
-        (:data:`bpc.constants.SAMPLER_PRESETS`).
+    presets : tuple of str
+        Sampler presets a left-out hierarchical fit tries in turn until one
+        passes its check (:func:`fit_left_out`; default
+        :data:`bpc.constants.REFIT_PRESETS`).
     bootstrap_b : int
         Bootstrap resamples.
     """
@@ -196,7 +205,7 @@ class StreamOptions:
     plugin_draws: int = 256
     robust_draws: int = 16
     profile: str = "bpc"
-    preset: str = "default"
+    presets: tuple[str, ...] = REFIT_PRESETS
     bootstrap_b: int = BOOTSTRAP_B
 
     def __post_init__(self) -> None:
@@ -204,10 +213,14 @@ class StreamOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
                 raise ValueError(f"StreamOptions.{name} must be a positive integer, got {v!r}")
-        if self.preset not in SAMPLER_PRESETS:
-            from bpc.choices import unknown_choice_message
+        from bpc.choices import check_choices
 
-            raise ValueError(unknown_choice_message(self.preset, SAMPLER_PRESETS, what="sampler preset"))
+        if isinstance(self.presets, str) or not self.presets:
+            raise ValueError(
+                f"StreamOptions.presets must be a non-empty tuple of presets, got {self.presets!r}"
+            )
+        object.__setattr__(self, "presets", tuple(self.presets))
+        check_choices(self.presets, sorted(SAMPLER_PRESETS), what="sampler preset")
 
 
 @dataclass
@@ -345,12 +358,18 @@ def fit_left_out(
     counts: xr.Dataset,
     targets: Sequence[tuple[str, str]],
     *,
-    preset: str = "default",
+    presets: Sequence[str] = REFIT_PRESETS,
     seed: int = DEFAULT_SEED,
     cache: Path | None = None,
     progress: bool = False,
 ) -> dict[tuple[str, str], xr.DataTree]:
     """One hierarchical fit per target with that target left out, compiled once.
+
+    Each target's fit climbs the ladder ``presets``: the first preset's fit is kept if it passes
+    its convergence check (:func:`bpc.estimate.model.diagnostics.diagnose` against the pinned
+    thresholds), else the next preset is tried, and so on; the last fit is kept whatever its check
+    says (its ``diagnostics`` say so, and every caller flags what it scores with it). The kept fit's
+    ``attrs`` name its ``preset`` and its ``attempts`` (1 = the first preset).
 
     Parameters
     ----------
@@ -358,64 +377,103 @@ def fit_left_out(
         Every cell's counts (the template of the compiled model).
     targets : sequence of (benchmark, generator)
         The cells to leave out, one fit each.
-    preset : str
-        Sampler preset.
+    presets : sequence of str
+        Sampler presets tried in turn (default :data:`bpc.constants.REFIT_PRESETS`).
     seed : int
         Seed of every fit.
     cache : path, optional
         Folder of fits to reuse (a fit is reused only when its stored counts
-        hash equals that of the left-out counts and its sampler settings
-        equal the preset's) and to write new fits to.
+        hash equals that of the left-out counts and its sampler settings and
+        seed equal the preset's and ``seed``) and to write new fits to, one
+        file per target and preset: a rerun climbs the ladder without refitting.
     progress : bool
         Progress lines on stderr.
 
     Returns
     -------
     dict
-        Target → the fit (its ``counts`` group is the left-out counts).
+        Target → the kept fit (its ``counts`` group is the left-out counts).
+
+    Raises
+    ------
+    ValueError
+        If ``presets`` is empty or names an unknown preset.
     """
+    from bpc.choices import check_choices
+    from bpc.progress import info
+
+    presets = tuple(presets)
+    if not presets:
+        raise ValueError("fit_left_out: give at least one sampler preset")
+    check_choices(presets, sorted(SAMPLER_PRESETS), what="sampler preset")
+    refitters: dict[float, Refitter] = {}
+    out: dict[tuple[str, str], xr.DataTree] = {}
+    for b, g in targets:
+        left = leave_cell_out(counts, b, g)
+        dt: xr.DataTree | None = None
+        for attempt, preset in enumerate(presets, start=1):
+            dt = _left_out_fit(counts, left, (b, g), preset, seed, cache, refitters, progress)
+            dt.attrs.update(preset=preset, attempts=attempt)
+            if fit_summary(dt).get("ok", False):
+                break
+            more = attempt < len(presets)
+            info(
+                f"stream: the fit without {b}/{g} at preset {preset} FAILED its convergence check"
+                + (f"; retrying at {presets[attempt]}" if more else "; no preset left, kept and flagged"),
+                enabled=progress,
+            )
+        assert dt is not None  # presets is not empty
+        out[(b, g)] = dt
+    return out
+
+
+def _left_out_fit(
+    counts: xr.Dataset,
+    left: xr.Dataset,
+    target: tuple[str, str],
+    preset: str,
+    seed: int,
+    cache: Path | None,
+    refitters: dict[float, Refitter],
+    progress: bool,
+) -> xr.DataTree:
+    """One rung of :func:`fit_left_out`: the cached fit at ``preset`` if it matches, else a new one."""
     import json
 
     from bpc.estimate.model.fit import Refitter, counts_hash
     from bpc.estimate.model.io import load, save
     from bpc.progress import info
 
+    b, g = target
     settings = SAMPLER_PRESETS[preset]
     want = {k: settings[k] for k in ("draws", "tune", "chains")}
-    out: dict[tuple[str, str], xr.DataTree] = {}
-    refitter: Refitter | None = None
-    for b, g in targets:
-        left = leave_cell_out(counts, b, g)
-        path = None if cache is None else _fit_file(cache, b, g, preset, seed)
-        if path is not None and path.is_file():
-            dt = load(path)
-            config = json.loads(dt.attrs.get("config", "{}"))
-            same = config.get("counts") == counts_hash(left) and all(
-                config.get(k) == v for k, v in want.items()
-            )
-            if same and int(config.get("seed", -1)) == int(seed):
-                info(f"stream: reusing the left-out fit {path}", enabled=progress)
-                out[(b, g)] = dt
-                continue
-            info(f"stream: {path} was made from other counts or settings; refitting", enabled=progress)
-        if refitter is None:
-            refitter = Refitter(counts, target_accept=float(settings["target_accept"]))
-        info(f"stream: fitting the hierarchical model without {b}/{g} (preset {preset})", enabled=progress)
-        t0 = time.perf_counter()
-        dt = refitter.fit(
-            left,
-            seed=seed,
-            progressbar=False,
-            draws=int(want["draws"]),
-            tune=int(want["tune"]),
-            chains=int(want["chains"]),
-        )
-        info(f"stream: fit without {b}/{g}: {time.perf_counter() - t0:.0f} s", enabled=progress)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            save(dt, path)
-        out[(b, g)] = dt
-    return out
+    path = None if cache is None else _fit_file(cache, b, g, preset, seed)
+    if path is not None and path.is_file():
+        dt = load(path)
+        config = json.loads(dt.attrs.get("config", "{}"))
+        same = config.get("counts") == counts_hash(left) and all(config.get(k) == v for k, v in want.items())
+        if same and int(config.get("seed", -1)) == int(seed):
+            info(f"stream: reusing the left-out fit {path}", enabled=progress)
+            return dt
+        info(f"stream: {path} was made from other counts or settings; refitting", enabled=progress)
+    accept = float(settings["target_accept"])
+    if accept not in refitters:
+        refitters[accept] = Refitter(counts, target_accept=accept)
+    info(f"stream: fitting the hierarchical model without {b}/{g} (preset {preset})", enabled=progress)
+    t0 = time.perf_counter()
+    dt = refitters[accept].fit(
+        left,
+        seed=seed,
+        progressbar=False,
+        draws=int(want["draws"]),
+        tune=int(want["tune"]),
+        chains=int(want["chains"]),
+    )
+    info(f"stream: fit without {b}/{g}: {time.perf_counter() - t0:.0f} s", enabled=progress)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save(dt, path)
+    return dt
 
 
 # ---------------------------------------------------------------------------
@@ -1014,7 +1072,12 @@ def run_stream(
         if need:
             fits.update(
                 fit_left_out(
-                    counts, need, preset=options.preset, seed=options.seed, cache=fit_cache, progress=progress
+                    counts,
+                    need,
+                    presets=options.presets,
+                    seed=options.seed,
+                    cache=fit_cache,
+                    progress=progress,
                 )
             )
         for (b, g), dt in fits.items():

@@ -36,6 +36,7 @@ from bpc.constants import (
 )
 from bpc.report.plots.style import (
     OKABE_ITO,
+    POLICY_COLORS,
     POLICY_LABELS,
     cell_label,
     page_note,
@@ -673,13 +674,19 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
     return written
 
 
+_NESTED_MARKERS = ("o", "s", "D", "^", "v", "P")
+"""Marker shapes of :func:`plot_predicted_vs_realised`, one per policy (drawn largest first)."""
+
+
 def plot_predicted_vs_realised(checks: pd.DataFrame, path: str | Path) -> list[Path]:
     """Predicted Δ (training side only) against the Δ realised on the fold's scored tasks.
 
     One point per fold, cell and policy of
     :func:`bpc.experiments.delta.predictive_coverage`, with its predictive
     interval as a vertical bar; on the diagonal the prediction was exact.
-    A filled marker is a covered check, an open one a miss.
+    A filled marker is a covered check, an open one a miss. Each policy has its
+    own marker shape, and later policies draw smaller markers over earlier ones,
+    so two policies that act alike (the same points) stay visible as nested marks.
 
     Parameters
     ----------
@@ -699,15 +706,16 @@ def plot_predicted_vs_realised(checks: pd.DataFrame, path: str | Path) -> list[P
     fig, ax = plt.subplots(figsize=(6.4, 5.6))
     for i, pol in enumerate(policies):
         sub = checks[checks["policy"] == pol]
-        col = OKABE_ITO[i % len(OKABE_ITO)]
+        col = POLICY_COLORS.get(pol, OKABE_ITO[i % len(OKABE_ITO)])
         x = sub["delta"].to_numpy(dtype=float)
         y = sub["post_mean"].to_numpy(dtype=float)
         lo, hi = sub["pred_lo"].to_numpy(dtype=float), sub["pred_hi"].to_numpy(dtype=float)
         ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="none", ecolor=col, alpha=0.5, lw=0.8)
         cov = sub["covered"].to_numpy(dtype=bool)
         label = f"{POLICY_LABELS.get(pol, pol)} ({int(cov.sum())}/{len(cov)} covered)"
-        ax.scatter(x[cov], y[cov], color=col, s=16, label=label, zorder=3)
-        ax.scatter(x[~cov], y[~cov], facecolor="white", edgecolor=col, s=16, zorder=3)
+        marker, size = _NESTED_MARKERS[i % len(_NESTED_MARKERS)], max(44.0 - 9.0 * i, 10.0)
+        ax.scatter(x[cov], y[cov], color=col, marker=marker, s=size, label=label, zorder=3 + i)
+        ax.scatter(x[~cov], y[~cov], facecolor="white", edgecolor=col, marker=marker, s=size, zorder=3 + i)
     lims = np.array([ax.get_xlim(), ax.get_ylim()])
     lo, hi = lims.min(), lims.max()
     ax.plot([lo, hi], [lo, hi], color="k", lw=0.6)
