@@ -367,7 +367,8 @@ def test_left_out_fit_climbs_the_preset_ladder(monkeypatch, tmp_path, pass_at, f
     dt = fits[("lcb_hard", "gpt5_mini")]
     assert [d for _, d in _LadderRefitter.log] == fitted
     assert dt.attrs["preset"] == kept and dt.attrs["attempts"] == attempts
-    assert st.fit_summary(dt)["ok"] is ok
+    summary = st.fit_summary(dt)
+    assert summary["ok"] is ok and summary["preset"] == kept and summary["attempts"] == attempts
     # one compiled model serves both rungs (they share target_accept)
     assert {a for a, _ in _LadderRefitter.log} == {SAMPLER_PRESETS["default"]["target_accept"]}
     # a rerun climbs the same ladder from the cache: nothing is refitted

@@ -873,8 +873,8 @@ def run_logo(
                         k: summary.get(k)
                         for k in ("ok", "max_rhat", "min_ess_bulk", "min_ess_tail", "divergences")
                     },
-                    "preset": dt.attrs.get("preset"),
-                    "attempts": dt.attrs.get("attempts"),
+                    "preset": summary.get("preset"),
+                    "attempts": summary.get("attempts"),
                     "chains": summary.get("chains"),
                     "draws": summary.get("draws"),
                     "wall_time": summary.get("wall_time"),

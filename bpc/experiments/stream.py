@@ -345,12 +345,18 @@ def _fit_file(cache: Path, benchmark: str, generator: str, preset: str, seed: in
 
 
 def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
-    """The convergence diagnostics, sampler config and wall time of a fit (JSON-ready)."""
+    """The convergence diagnostics, sampler config and wall time of a fit (JSON-ready).
+
+    A fit of :func:`fit_left_out` also names its ``preset`` and ``attempts`` (its rung of the ladder).
+    """
     import json
 
     d = json.loads(dt.attrs.get("diagnostics", "{}"))
     d["config"] = json.loads(dt.attrs.get("config", "{}"))
     d["wall_time"] = float(dt.attrs.get("wall_time", float("nan")))
+    for key, kind in (("preset", str), ("attempts", int)):
+        if key in dt.attrs:
+            d[key] = kind(dt.attrs[key])
     return d
 
 
@@ -1085,7 +1091,8 @@ def run_stream(
             fit_diag[f"{b}/{g}"] = d
             if not d.get("ok", False):
                 notes.append(
-                    f"{b}/{g}: the left-out hierarchical fit FAILED its convergence check "
+                    f"{b}/{g}: the left-out hierarchical fit FAILED its convergence check at every "
+                    f"preset of {', '.join(options.presets)} "
                     f"(max R-hat {d.get('max_rhat', float('nan')):.3f}, min bulk ESS "
                     f"{d.get('min_ess_bulk', float('nan')):.0f}, {d.get('divergences')} divergences); "
                     "its hierarchical rows use it anyway"
