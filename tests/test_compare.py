@@ -335,9 +335,11 @@ class _FakeRefitter:
     def __init__(self, template, *, target_accept):
         type(self).built += 1
         self.calls = []
+        self.accepts = []
 
-    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels):
+    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels, target_accept):
         self.calls.append((draws, tune, chains, seed, kernels))
+        self.accepts.append(target_accept)
         rng = np.random.default_rng(seed)
         post = xr.Dataset({"mu": (("chain", "draw"), rng.normal(size=(chains, draws)))})
         params = conjugate_posterior(counts, draws=draws, chains=chains, seed=seed)
@@ -358,6 +360,8 @@ def test_hierarchical_refits_compile_once(small, monkeypatch):
     params = other(counts, 4)
     assert _FakeRefitter.built == 1
     assert refits.refitter.calls == [(500, 500, 4, 3, "measured"), (200, 200, 2, 4, "measured")]
+    # each preset's own target_accept, though both fits share the model compiled for the first
+    assert refits.refitter.accepts == [0.95, 0.9]  # quick, then refit-quick
     assert set(DIAGNOSTIC_COLUMNS) <= set(main.diagnostics) and "max R-hat" in main.description
     assert all(k in params.attrs for k in DIAGNOSTIC_COLUMNS)
 

@@ -316,20 +316,21 @@ def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
 
 class _LadderRefitter:
     """A stand-in for :class:`bpc.estimate.model.fit.Refitter`: a fit passes its check iff its draws
-    reach ``pass_at``; every fit is logged as (target_accept, draws)."""
+    reach ``pass_at``; every fit is logged as (target_accept, draws), every construction counted."""
 
     log: list[tuple[float, int]] = []
+    built = 0
     pass_at = 10**9
 
-    def __init__(self, template, *, target_accept):
-        self.target_accept = target_accept
+    def __init__(self, template):
+        type(self).built += 1
 
-    def fit(self, counts, *, seed, progressbar, draws, tune, chains):
+    def fit(self, counts, *, seed, progressbar, draws, tune, chains, target_accept):
         import json
 
         from bpc.estimate.model.fit import counts_hash
 
-        type(self).log.append((self.target_accept, draws))
+        type(self).log.append((target_accept, draws))
         dt = xr.DataTree()
         dt.attrs["diagnostics"] = json.dumps({"ok": draws >= type(self).pass_at, "max_rhat": 1.0})
         config = {"counts": counts_hash(counts), "draws": draws, "tune": tune, "chains": chains, "seed": seed}
@@ -359,6 +360,7 @@ def test_left_out_fit_climbs_the_preset_ladder(monkeypatch, tmp_path, pass_at, f
     monkeypatch.setattr(io_mod, "save", lambda dt, path: store.__setitem__(path, dt) or path.touch())
     monkeypatch.setattr(io_mod, "load", lambda path: store[path])
     monkeypatch.setattr(_LadderRefitter, "log", [])
+    monkeypatch.setattr(_LadderRefitter, "built", 0)
     monkeypatch.setattr(_LadderRefitter, "pass_at", pass_at)
     assert REFIT_PRESETS == ("default", "long")
     assert [SAMPLER_PRESETS[p]["draws"] for p in REFIT_PRESETS] == [2000, 4000]
@@ -369,12 +371,14 @@ def test_left_out_fit_climbs_the_preset_ladder(monkeypatch, tmp_path, pass_at, f
     assert dt.attrs["preset"] == kept and dt.attrs["attempts"] == attempts
     summary = st.fit_summary(dt)
     assert summary["ok"] is ok and summary["preset"] == kept and summary["attempts"] == attempts
-    # one compiled model serves both rungs (they share target_accept)
-    assert {a for a, _ in _LadderRefitter.log} == {SAMPLER_PRESETS["default"]["target_accept"]}
+    # one compiled model serves both rungs, each fit at its own preset's target_accept
+    assert _LadderRefitter.built == 1
+    rungs = REFIT_PRESETS[: len(fitted)]
+    assert [a for a, _ in _LadderRefitter.log] == [SAMPLER_PRESETS[p]["target_accept"] for p in rungs]
     # a rerun climbs the same ladder from the cache: nothing is refitted
     _LadderRefitter.log.clear()
     again = st.fit_left_out(counts, [("lcb_hard", "gpt5_mini")], seed=3, cache=tmp_path)
-    assert _LadderRefitter.log == []
+    assert _LadderRefitter.log == [] and _LadderRefitter.built == 1
     assert again[("lcb_hard", "gpt5_mini")].attrs["preset"] == kept
 
 

@@ -173,7 +173,10 @@ class HierarchicalRefits:
         return self._refitter
 
     def with_preset(self, preset: str, *, progress: bool | None = None) -> HierarchicalRefits:
-        """The same compiled model with another sampler preset (and, optionally, progress bar setting)."""
+        """The same compiled model with another sampler preset (and, optionally, progress bar setting).
+
+        Every setting of the preset applies, ``target_accept`` included (it is passed per fit).
+        """
         out = HierarchicalRefits(
             self.template,
             preset=preset,
@@ -204,6 +207,7 @@ class HierarchicalRefits:
             seed=int(seed),
             progressbar=self.progress,
             kernels=self.kernels,
+            target_accept=float(s["target_accept"]),
         )
         diag = _diagnostic_row(dt)
         params = posterior_params(dt)

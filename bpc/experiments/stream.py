@@ -73,6 +73,7 @@ Layers: this module builds tables and writes nothing; ``bpc stream``
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -406,19 +407,21 @@ def fit_left_out(
         If ``presets`` is empty or names an unknown preset.
     """
     from bpc.choices import check_choices
+    from bpc.estimate.model.fit import Refitter
     from bpc.progress import info
 
     presets = tuple(presets)
     if not presets:
         raise ValueError("fit_left_out: give at least one sampler preset")
     check_choices(presets, sorted(SAMPLER_PRESETS), what="sampler preset")
-    refitters: dict[float, Refitter] = {}
+    # compiled on the first fit the cache cannot serve, then shared by every target and rung
+    refitter = functools.cache(functools.partial(Refitter, counts))
     out: dict[tuple[str, str], xr.DataTree] = {}
     for b, g in targets:
         left = leave_cell_out(counts, b, g)
         dt: xr.DataTree | None = None
         for attempt, preset in enumerate(presets, start=1):
-            dt = _left_out_fit(counts, left, (b, g), preset, seed, cache, refitters, progress)
+            dt = _left_out_fit(refitter, left, (b, g), preset, seed, cache, progress)
             dt.attrs.update(preset=preset, attempts=attempt)
             if fit_summary(dt).get("ok", False):
                 break
@@ -434,19 +437,18 @@ def fit_left_out(
 
 
 def _left_out_fit(
-    counts: xr.Dataset,
+    refitter: Callable[[], Refitter],
     left: xr.Dataset,
     target: tuple[str, str],
     preset: str,
     seed: int,
     cache: Path | None,
-    refitters: dict[float, Refitter],
     progress: bool,
 ) -> xr.DataTree:
     """One rung of :func:`fit_left_out`: the cached fit at ``preset`` if it matches, else a new one."""
     import json
 
-    from bpc.estimate.model.fit import Refitter, counts_hash
+    from bpc.estimate.model.fit import counts_hash
     from bpc.estimate.model.io import load, save
     from bpc.progress import info
 
@@ -462,18 +464,16 @@ def _left_out_fit(
             info(f"stream: reusing the left-out fit {path}", enabled=progress)
             return dt
         info(f"stream: {path} was made from other counts or settings; refitting", enabled=progress)
-    accept = float(settings["target_accept"])
-    if accept not in refitters:
-        refitters[accept] = Refitter(counts, target_accept=accept)
     info(f"stream: fitting the hierarchical model without {b}/{g} (preset {preset})", enabled=progress)
     t0 = time.perf_counter()
-    dt = refitters[accept].fit(
+    dt = refitter().fit(
         left,
         seed=seed,
         progressbar=False,
         draws=int(want["draws"]),
         tune=int(want["tune"]),
         chains=int(want["chains"]),
+        target_accept=float(settings["target_accept"]),
     )
     info(f"stream: fit without {b}/{g}: {time.perf_counter() - t0:.0f} s", enabled=progress)
     if path is not None:

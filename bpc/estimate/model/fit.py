@@ -782,6 +782,7 @@ class Refitter:
         progressbar: bool = False,
         kernels: str = "predict",
         cores: int | None = None,
+        target_accept: float | None = None,
     ) -> xr.DataTree:
         """Fit the compiled model to ``counts``; same output as :func:`fit` (minus observed_data).
 
@@ -791,7 +792,11 @@ class Refitter:
             Same coordinates as the template.
         draws, tune, chains, seed, progressbar, kernels, cores
             As for :func:`fit`.
+        target_accept : float, optional
+            NUTS target acceptance of this fit (a sampling setting, not part of
+            the compiled model); default the one given at construction.
         """
+        accept = self.target_accept if target_accept is None else float(target_accept)
         validate_counts(counts)
         data = self.data_for(counts)
         t0 = time.perf_counter()
@@ -808,7 +813,7 @@ class Refitter:
                 seed=int(seed),
                 progress_bar=progressbar,
                 save_warmup=False,
-                target_accept=self.target_accept,
+                target_accept=accept,
             )
         else:
             with self.model:
@@ -821,7 +826,7 @@ class Refitter:
                 seed=seed,
                 sampler="pymc",
                 progressbar=progressbar,
-                target_accept=self.target_accept,
+                target_accept=accept,
                 cores=cores,
             )
         wall = time.perf_counter() - t0
@@ -833,7 +838,7 @@ class Refitter:
             "tune": int(tune),
             "chains": int(chains),
             "seed": int(seed),
-            "target_accept": self.target_accept,
+            "target_accept": accept,
             "kernels": kernels,
         }
         _finish(dt, counts, self.spec, config, wall)
