@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         d = fit_summary(fits[(bench, gen)])
         c = d.get("config", {})
         notes.append(
-            f"left-out fit (preset {fits[(bench, gen)].attrs.get('preset')}, {c.get('chains')} chains x "
+            f"left-out fit (preset {d.get('preset')}, {c.get('chains')} chains x "
             f"{c.get('draws')} draws): max R-hat "
             f"{d.get('max_rhat', float('nan')):.3f}, min bulk ESS {d.get('min_ess_bulk', float('nan')):.0f}, "
             f"min tail ESS {d.get('min_ess_tail', float('nan')):.0f}, {d.get('divergences')} divergences"
