@@ -1,4 +1,4 @@
-"""Held-out table of the instance-aware controllers on the corpus' raw cells (issue 10).
+"""Held-out table of the instance-aware controllers on the corpus' raw cells.
 
 Writes ``instance_heldout_policies.csv``, ``instance_heldout_paired.csv`` and
 ``instance_heldout.md`` (both tables plus the acceptance numbers) to ``--out``,

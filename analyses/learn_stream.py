@@ -1,4 +1,4 @@
-"""How the learning state's posterior moves on a real cell's tasks (issue 18, sanity check).
+"""How the learning state's posterior moves on a real cell's tasks (sanity check).
 
 The target cell's tasks arrive in random orders; a fixed policy acts on each
 task's recorded pool (run every critic on the patch; verify it when ``test``

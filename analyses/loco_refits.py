@@ -1,4 +1,4 @@
-"""Leave-one-cell-out efficiency of one target with hierarchical refits at a chosen preset (issue 16).
+"""Leave-one-cell-out efficiency of one target with hierarchical refits at a chosen preset.
 
     python analyses/loco_refits.py [--corpus PATH] [--benchmarks lcb_hard lcb_medium]
                                    [--target lcb_hard/gpt5_mini] [--preset default] [--repeats 3] [--k 0 3 10]

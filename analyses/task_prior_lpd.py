@@ -1,4 +1,4 @@
-"""Held-out log predictive density of the per-task prior against the cell prior (issue 17, item 3).
+"""Held-out log predictive density of the per-task prior against the cell prior.
 
     python analyses/task_prior_lpd.py [--corpus PATH] [--folds 5] [--seeds 1 2 3] [--out FILE.csv]
 

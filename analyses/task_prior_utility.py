@@ -1,4 +1,4 @@
-"""Held-out utility of the instance DP from the task prior vs the cell prior (issue 17, item 3).
+"""Held-out utility of the instance DP from the task prior vs the cell prior.
 
     python analyses/task_prior_utility.py [--corpus PATH] [--folds 5] [--seeds 42 43 44]
                                           [--costs paper-release fast] [--out DIR]

@@ -5,7 +5,7 @@ Run by hand (not a test)::
     .venv/bin/python benchmarks/bench_live.py             # 2000 decisions per setting
     .venv/bin/python benchmarks/bench_live.py --quick     # 300
 
-Settings (issue 11's targets in brackets):
+Settings (targets in brackets):
 
 - ``decide()`` with Laplace parameters — plug-in grid DP, one parameter
   sample [p99 <= 1 ms]; the greedy and exact (H = 3) methods alongside;

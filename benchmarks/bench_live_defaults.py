@@ -1,4 +1,4 @@
-"""The live controller's defaults against a naive "verify, retry up to 3 times" loop (issue 19).
+"""The live controller's defaults against a naive "verify, retry up to 3 times" loop.
 
 Run by hand (not a test; about a minute on one core)::
 
@@ -30,7 +30,7 @@ Controllers:
 ``iid_fresh``
     the opt-in i.i.d. belief with the default fresh regeneration and budget.
 ``iid_refine``
-    the defaults before issue 19 (i.i.d. belief, regeneration planned
+    the earlier defaults (i.i.d. belief, regeneration planned
     through the measured kernel), under the same budget.
 ``naive``
     verify; on a failure generate a new patch and verify it; at most

@@ -53,7 +53,7 @@ README_EXAMPLE = [
 """``bpc solve`` arguments of the README's example."""
 
 TARGET_S = 0.5
-"""Issue 9's target for the median process wall (seconds)."""
+"""target for the median process wall (seconds)."""
 
 
 def solve_runs(runs: int, args: list[str] = README_EXAMPLE) -> tuple[list[float], list[float]]:

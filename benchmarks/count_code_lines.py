@@ -1,7 +1,7 @@
-"""Count code lines: lines holding at least one code token (issue 15's line budget).
+"""Count code lines: lines holding at least one code token (line budget).
 
 Comments, blank lines and docstrings (string statements) are not counted. The
-budget of issue 15 is ``bpc/decide`` + ``bpc/replay`` together:
+budget of an earlier round is ``bpc/decide`` + ``bpc/replay`` together:
 
     .venv/bin/python benchmarks/count_code_lines.py bpc/decide bpc/replay
 

@@ -63,7 +63,7 @@ _EXPORTS: dict[str, str] = {
     "Controller": "bpc.decide.live",
     "Episode": "bpc.decide.live",
     "Decision": "bpc.decide.live",
-    # learning a cell's calibration from its own episodes (issue 18)
+    # learning a cell's calibration from its own episodes
     "LearningState": "bpc.estimate.online",
     # stage 4 — replay; stage 6 — report (the comparison, computed and written)
     "replay_cells": "bpc.replay.engine",

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 # ---------------------------------------------------------------------------
-# Panel vocabulary (SPEC §1)
+# Panel vocabulary (method.md §Cells and data)
 # ---------------------------------------------------------------------------
 BENCHMARKS: tuple[str, ...] = (
     "lcb_hard",
@@ -91,7 +91,7 @@ BASELINE_POLICIES: tuple[str, ...] = (
     "gate_llm",
     "fixed_pipeline",
 )
-"""The stateless per-patch baselines (SPEC §4)."""
+"""The stateless per-patch baselines (method.md §Baselines)."""
 
 REFINEMENT_POLICIES: tuple[str, ...] = ("self_refine", "reflexion")
 """Baselines replayed over refinement trajectories."""
@@ -103,7 +103,7 @@ POLICIES: tuple[str, ...] = BASELINE_POLICIES + REFINEMENT_POLICIES + BAYESIAN_P
 """Canonical policy names, in the paper's table order."""
 
 SLOW_ORACLE_BENCHMARKS: frozenset[str] = frozenset({"swebench_lite", "swebench_verified"})
-"""Benchmarks on which the paper uses the ``slow`` cost vector (SPEC §1)."""
+"""Benchmarks on which the paper uses the ``slow`` cost vector (method.md §Cells and data)."""
 
 # ---------------------------------------------------------------------------
 # Dimension names
@@ -132,26 +132,26 @@ CI_KIND = "eti"
 """Default credible-interval kind: equal-tailed (``"eti"``) or ``"hdi"``."""
 
 BOOTSTRAP_PROB = 0.95
-"""Coverage of the paired percentile bootstrap CI on Δ (SPEC §5)."""
+"""Coverage of the paired percentile bootstrap CI on Δ (method.md §Replay and evaluation)."""
 
 BOOTSTRAP_B = 1000
 BOOTSTRAP_SEED = 42
 
 # ---------------------------------------------------------------------------
-# Laplace smoothing (SPEC §2): Beta(1, 1) pseudo-counts
+# Laplace smoothing (method.md §Parameters): Beta(1, 1) pseudo-counts
 # ---------------------------------------------------------------------------
 LAPLACE_ALPHA = 1.0
 LAPLACE_BETA = 1.0
 
 # ---------------------------------------------------------------------------
-# Controllers (SPEC §3)
+# Controllers (method.md §Controllers)
 # ---------------------------------------------------------------------------
 GRID_SIZE = 51
 HORIZON = 3
 POOL_SIZE = 3
 
 # ---------------------------------------------------------------------------
-# Replay (SPEC §5)
+# Replay (method.md §Replay and evaluation)
 # ---------------------------------------------------------------------------
 SPLIT_SEED = 42
 SPLIT_FIT_FRACTION = 0.75
@@ -163,7 +163,7 @@ CROSSFIT_SEEDS: tuple[int, ...] = (42, 43, 44)
 """Fold-assignment seeds of the protocol's repeated K-fold (one task permutation per benchmark each)."""
 
 # ---------------------------------------------------------------------------
-# Sampling and diagnostics (issue 4)
+# Sampling and diagnostics
 # ---------------------------------------------------------------------------
 RHAT_MAX = 1.01
 ESS_BULK_MIN = 400
@@ -197,7 +197,7 @@ SAMPLER_PRESETS = MappingProxyType(
 
 ``target_accept`` is 0.9 because the default 0.8 lets a few boundary cells diverge; 0.95 for the fits
 read on their own (``default``, ``quick``, and :func:`bpc.estimate.model.fit`'s default): smaller steps
-lift the tail ESS of the critic rates' effects on the real corpus above the pinned threshold (issue 16,
+lift the tail ESS of the critic rates' effects on the real corpus above the pinned threshold (
 item 6; with the wider tpr/fpr effect priors of ``hierarchical.toml``).
 
 ``default`` runs 2000 draws after 1500 tuning steps per chain: on the real corpus the critic rates'
@@ -248,7 +248,7 @@ RELEASE_BENCHMARK_NAMES = MappingProxyType(
 """Benchmark names used inside the authors' release files → benchmark id."""
 
 # ---------------------------------------------------------------------------
-# The paper's analyses (bpc.analyses, SPEC §8)
+# The paper's analyses (bpc.analyses, method.md §Paper analyses)
 # ---------------------------------------------------------------------------
 REGIME_C_VER: tuple[float, ...] = (1, 5, 10, 20, 25, 30, 50, 60, 75, 90, 100, 150, 200)
 """Verifier costs of the regime-map sweep grid (paper appendix, 13 values)."""
@@ -260,7 +260,7 @@ PRR_MAX_REJECTION = 0.5
 """Largest rejection rate of the prediction-rejection ratio (LM-Polygraph's ``max_rejection``)."""
 
 # ---------------------------------------------------------------------------
-# Instance-level dependence (issue 10; bpc.data.counts, bpc.estimate.laplace)
+# Instance-level dependence (bpc.data.counts, bpc.estimate.laplace)
 # ---------------------------------------------------------------------------
 DIM_PATCHES = "patches"
 """Dimension of the instance histogram: labelled patches m of an instance (1 … max)."""
@@ -268,7 +268,7 @@ DIM_PASSES = "passes"
 """Dimension of the instance histogram: passing patches k of an instance (0 … max)."""
 
 DIM_TASK = "task"
-"""Dimension of the per-task counts (issue 17): a task (instance) id, shared by a benchmark's generators."""
+"""Dimension of the per-task counts: a task (instance) id, shared by a benchmark's generators."""
 
 KAPPA_MIN = 1e-3
 """Smallest Beta concentration κ of an instance's pass rate that Laplace mode searches (ICC ≈ 0.999)."""
@@ -276,24 +276,26 @@ KAPPA_MAX = 1e4
 """Largest κ Laplace mode searches; at this bound patches are independent for every practical purpose."""
 
 # ---------------------------------------------------------------------------
-# The decision layer's options (issue 15: one home each; bpc.decide.factory)
+# The decision layer's options (one home each; bpc.decide.factory)
 # ---------------------------------------------------------------------------
 BELIEFS: tuple[str, ...] = ("iid", "instance")
-"""Belief models: patches i.i.d. given the cell (the paper's, κ = ∞) or sharing a task pass rate (SPEC §9)."""
+"""Belief models: patches i.i.d. given the cell (the paper's, κ = ∞) or sharing a task pass rate
+(method.md §Instance model)."""
 MODES: tuple[str, ...] = ("plugin", "posterior_mean", "bayes_robust", "thompson", "per_draw")
 """How parameter samples enter a decision (the index rule of :mod:`bpc.decide.controllers`)."""
 METHODS: tuple[str, ...] = ("dp", "exact", "greedy")
 """Solvers: grid DP, exact expectimax, one-step greedy."""
 REGENERATE_MODES: tuple[str, ...] = ("fresh", "refine")
 """How a new patch is made, in planning and acting alike: a fresh sample of the task under the
-instance belief, or a refinement through the measured fix/break kernel (SPEC §3, §9)."""
+instance belief, or a refinement through the measured fix/break kernel (method.md §Controllers,
+§Instance model)."""
 EXTRA_BASELINES: tuple[str, ...] = ("stop", "verify_first")
-"""The two simplest policies (issue 15): stop at once; verify the first patch, then stop."""
+"""The two simplest policies: stop at once; verify the first patch, then stop."""
 GATE_PREFIX = "gate_"
 """``gate_<critic>`` runs ``<critic>`` on each patch: pass → verify, fail → regenerate."""
 
 # ---------------------------------------------------------------------------
-# The live controller's defaults (issue 19: a user's agent loop, run unattended)
+# The live controller's defaults (a user's agent loop, run unattended)
 # ---------------------------------------------------------------------------
 LIVE_BELIEF = "instance"
 """Belief of :meth:`bpc.decide.live.Controller.from_params` unless told: the instance belief, κ from
@@ -317,6 +319,6 @@ pair: ``max_cost = 3 R``, above the :data:`POOL_SIZE` patches, critics and verif
 stored cost vector but ``slow``). No action that would take the spent cost above it is offered; an
 episode with no affordable action left ends with ``outcome="budget"``."""
 LIVE_LEARN_DRAWS = 64
-"""Parameter draws a learning live controller plans on after each learnt episode (issue 18) under
+"""Parameter draws a learning live controller plans on after each learnt episode under
 ``bayes_robust`` and ``thompson`` (the point modes plan on the posterior mean); also the draws of
 the hierarchical predictive :meth:`bpc.decide.live.Controller.for_new_cell` keeps by default."""

@@ -1,7 +1,7 @@
 """Cost vectors: what each action costs and what a verified pass is worth.
 
 A :class:`Costs` is immutable and validated on construction. The three named
-vectors of SPEC §1 are available through :func:`named_costs`; a user's own
+vectors of method.md §Cells and data are available through :func:`named_costs`; a user's own
 vector can be read from a JSON or TOML file with :func:`load_costs`.
 """
 
@@ -110,7 +110,8 @@ NAMED_COSTS: Mapping[str, Costs] = MappingProxyType(
         ),
     }
 )
-"""The cost vectors of SPEC §1. ``lint`` is priced like ``syn`` (the paper never uses it)."""
+"""The cost vectors of method.md §Costs and utility. ``lint`` is priced like ``syn`` (the paper never
+uses it)."""
 
 
 def named_costs(name: str) -> Costs:

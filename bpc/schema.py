@@ -52,7 +52,7 @@ Counts
     plus ``source`` (b, g) str: ``raw``, ``table``, ``simulated`` or ``""``.
 
     ``inst_hist`` is the per-instance sufficient statistic of the instance
-    model (SPEC §9): it exists only for cells counted from raw records; a
+    model (method.md §Instance model): it exists only for cells counted from raw records; a
     cell without one (a likelihood table) holds ``NaN`` in every entry of
     it. Where present it is zero for k > m and agrees with the totals:
     Σ hist = ``n_instances``, Σ m·hist = ``n_patches``, Σ k·hist = ``n_pass``.
@@ -152,7 +152,7 @@ COUNT_VARS: tuple[str, ...] = (
     "inst_hist",
 )
 TASK_COUNT_VARS: tuple[str, ...] = ("task_n", "task_pass", "task_critic_n", "task_critic_pass")
-"""Optional per-task counts (issue 17), present all together or not at all (raw records only):
+"""Optional per-task counts, present all together or not at all (raw records only):
 ``task_n`` / ``task_pass`` (benchmark, generator, task) labelled patches of a task and how many pass
 the oracle; ``task_critic_n`` / ``task_critic_pass`` (benchmark, generator, task, critic) patches
 with a verdict of the critic and how many it passed, whatever their label. ``NaN`` = the generator
@@ -161,7 +161,7 @@ PARAM_VARS: tuple[str, ...] = ("prior", "tpr", "fpr", "gap", "p_fix", "p_break")
 INSTANCE_PARAM = "kappa"
 """Optional parameter (b, g [, chain, draw]): Beta concentration κ of an instance's pass rate.
 
-Patches of one instance share θ ~ Beta(π κ, (1 − π) κ) (SPEC §9); ``NaN``
+Patches of one instance share θ ~ Beta(π κ, (1 − π) κ) (method.md §Instance model); ``NaN``
 means no estimate, and consumers of the i.i.d. model (κ → ∞) ignore it."""
 SAMPLE_DIMS: tuple[str, ...] = (DIM_CHAIN, DIM_DRAW)
 

@@ -250,7 +250,7 @@ def test_kernel_counts_use_one_refinement_method():
 
 
 # ---------------------------------------------------------------------------
-# the instance histogram (issue 10)
+# the instance histogram
 # ---------------------------------------------------------------------------
 def test_instance_tallies_by_hand():
     y = np.array([1, 0, 0, 1, 1, 0, 0, 1])

@@ -1,4 +1,4 @@
-"""Every docstring example of the library runs and gives what it shows (issue 15)."""
+"""Every docstring example of the library runs and gives what it shows."""
 
 import doctest
 import importlib

@@ -1,4 +1,4 @@
-"""The one controller factory (issue 15): switches mean the same everywhere, baselines for any critics,
+"""The one controller factory: switches mean the same everywhere, baselines for any critics,
 critics a task has, a task's own starting belief."""
 
 import json
@@ -32,7 +32,7 @@ def test_verify_terminal_means_the_same_under_both_beliefs():
     # R·π − c_ver = 0; the continuation after a failure: regenerate (−10) to a fresh patch at π,
     # verify it (0 + its own continuation, none left at h = 1): 0.7·max(0, −10 + 0) = 0 at H = 3?
     assert q[False][0] == pytest.approx(q[False][1], abs=1e-6)
-    assert q[False][0] > 1.0  # the failure continuation is worth something: 1.89 (issue 15)
+    assert q[False][0] > 1.0  # the failure continuation is worth something: 1.89
     assert q[False][0] == pytest.approx(1.89, abs=0.01)
 
 

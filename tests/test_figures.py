@@ -187,7 +187,7 @@ def test_forest_uses_logit_axis_names_generators_and_marks_missing(captured, tmp
 
 
 # ---------------------------------------------------------------------------
-# Figures from 1 to 54 cells (issue 20): pages under the size limit, a legend on each
+# Figures from 1 to 54 cells: pages under the size limit, a legend on each
 # ---------------------------------------------------------------------------
 def _png_size(path) -> tuple[int, int]:
     from PIL import Image

@@ -1,4 +1,4 @@
-"""The instance model (issue 10): coverage of the instance-respecting prior interval, the corpus facts,
+"""The instance model: coverage of the instance-respecting prior interval, the corpus facts,
 critic dependence across patches, and the simulator's instance truth."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_kappa_recovered_on_the_simulated_panel(panel):
 
 
 # ---------------------------------------------------------------------------
-# corpus facts quoted in issue 10
+# corpus facts
 # ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def corpus(corpus_path):
@@ -169,7 +169,7 @@ def test_phi_is_a_correlation(rows):
 def test_critic_verdicts_are_correlated_across_patches(corpus):
     table = critic_dependence(corpus.records)
     broken = table[(table.label == 0) & table.critic.isin(["test", "llm"]) & table.phi.notna()]
-    # issue 10: public tests φ ≈ .5–.9 and LLM review φ ≈ .5–.75 on broken patches of one instance
+    # public tests φ ≈ .5–.9 and LLM review φ ≈ .5–.75 on broken patches of one instance
     assert broken.phi.median() > 0.5
     assert (broken.phi > 0).mean() >= 0.9
 

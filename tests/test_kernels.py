@@ -341,7 +341,7 @@ def test_dp_close_to_exact_at_b0(case, state):
     """Grid DP vs exact at b0.
 
     Provable: with linear interpolation of a convex value the grid DP never
-    underestimates (DP >= exact). Acceptance (issue 3): |DP − exact| <= 0.05
+    underestimates (DP >= exact). Acceptance: |DP − exact| <= 0.05
     and the same first action (ties within 0.1 of exact Q count as the same).
     The grid's error is not bounded by 0.05 everywhere (measured worst case
     over random parameters ≈ 0.5 at G = 51, see test_dp_exact_error_distribution),

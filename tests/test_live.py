@@ -224,7 +224,7 @@ def test_bad_numbers_name_the_argument():
 
 
 # ---------------------------------------------------------------------------
-# the instance belief (SPEC §9)
+# the instance belief (method.md §Instance model)
 # ---------------------------------------------------------------------------
 def test_instance_belief_by_hand():
     # θ ~ Beta(πκ, (1 − π)κ) with π = 0.3, κ = 5: A = 1.5, B = 3.5

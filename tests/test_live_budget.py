@@ -1,4 +1,4 @@
-"""Issue 19: live defaults a user can run unattended — the budget ends every episode; inputs checked once."""
+"""live defaults a user can run unattended — the budget ends every episode; inputs checked once."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The live controller learning from its episodes (issue 18), a new cell's predictive, task priors (17)."""
+"""The live controller learning from its episodes, a new cell's predictive, task priors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The output-folder swap never deletes the previous output before the new one is in place (issue 15)."""
+"""The output-folder swap never deletes the previous output before the new one is in place."""
 
 import os
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Inputs and outputs nobody can trip over: what bpc replaces, refuses, checks and says (issue 20)."""
+"""Inputs and outputs nobody can trip over: what bpc replaces, refuses, checks and says."""
 
 from __future__ import annotations
 

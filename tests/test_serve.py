@@ -233,7 +233,7 @@ def test_quit_ends_the_process_without_a_traceback():
 
 
 def test_crash_lines_between_two_requests_leave_the_episode_answered():
-    """Done-when of issue 19: the three lines that used to kill the process, between two requests."""
+    """Done-when of the three lines that used to kill the process, between two requests."""
     s = Serve(*ARGS)
     assert s.ask({"op": "start", "id": "t"})["ok"]
     before = s.ask({"op": "observe", "id": "t", "critic": "test", "passed": False})["state"]
@@ -470,7 +470,7 @@ def test_a_signal_during_a_request_ends_the_loop_after_its_answer(local):
 
 
 # ---------------------------------------------------------------------------
-# learning (issue 18) and task priors (issue 17)
+# learning and task priors
 # ---------------------------------------------------------------------------
 def finish(s: Serve, eid: str, *moves: dict) -> dict:
     s.ask({"op": "start", "id": eid})

@@ -1,4 +1,4 @@
-"""bpc stream (issue 18): episodes on recorded pools, learning at episode boundaries, starts that never
+"""bpc stream: episodes on recorded pools, learning at episode boundaries, starts that never
 see the target, the table's schema and intervals, and one CLI run on a small slice."""
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     params = laplace(counts)
     table = estimates_table(params, counts)
     choices = notes_digest(counts.attrs.get("notes", []))
-    # the task report (issue 17): tasks nothing passes on, identical solved sets, empty patches
+    # the task report: tasks nothing passes on, identical solved sets, empty patches
     from bpc.data.tasks import task_choices
 
     choices = choices + task_choices(counts, records=corpus.records)

@@ -192,7 +192,7 @@ def _markdown(result, accept, args) -> str:
         "",
         *[f"- {n}" for n in result.notes],
         "",
-        "## Acceptance checks (issue 18)",
+        "## Acceptance checks",
         "",
         markdown_table(accept, decimals=2)
         if len(accept)

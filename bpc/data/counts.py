@@ -9,7 +9,7 @@ of a ``likelihood_tables.json`` or from a ``transition_kernel.json``.
 is missing on every patch of a cell gets ``NaN`` counts for that cell, while
 a critic that assessed patches but never passed one gets an observed ``0``.
 
-The per-instance sufficient statistic of the instance model (SPEC §9) is the
+The per-instance sufficient statistic of the instance model (method.md §Instance model) is the
 histogram ``inst_hist`` (benchmark, generator, patches m, passes k): how many
 instances had k of their m labelled patches passing. It comes only from raw
 records (:func:`instance_tallies`); a cell known only from a likelihood table

@@ -9,7 +9,7 @@ counts of one side are taken (the fit-on-split step).
 
 Three kinds of split
 --------------------
-holdout (SPEC §5)
+holdout (method.md §Replay and evaluation)
     Per cell, the sorted ids are permuted with
     ``numpy.random.default_rng(seed).permutation`` and the first
     ``n − ceil((1 − fit_fraction)·n)`` form the fit side
@@ -88,7 +88,7 @@ def _unique_ids(instance_ids) -> np.ndarray:
 def split_instances(
     instance_ids, *, seed: int = SPLIT_SEED, fit_fraction: float = SPLIT_FIT_FRACTION
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Split one cell's instances into a fit and an evaluation set (SPEC §5).
+    """Split one cell's instances into a fit and an evaluation set (method.md §Replay and evaluation).
 
     The ids are sorted, permuted with ``numpy.random.default_rng(seed).permutation``
     and the first ``n − ceil((1 − fit_fraction)·n)`` of the permutation form

@@ -1,4 +1,4 @@
-"""What the per-task counts say about the tasks themselves: the task report (issue 17).
+"""What the per-task counts say about the tasks themselves: the task report.
 
 Several generators attempt the same tasks of a benchmark. A task on which *no* patch of *any*
 generator passes anything — no oracle pass, no public-test pass — is more likely a broken task

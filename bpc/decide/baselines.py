@@ -1,4 +1,4 @@
-"""The baselines, for any critics: their registry and their controllers (SPEC §4, issue 15).
+"""The baselines, for any critics: their registry and their controllers (method.md §Baselines).
 
 The registry names every baseline a cell with critics ``critics`` can run:
 
@@ -212,7 +212,8 @@ class BaselineController:
         more = np.ones(n, bool) if self.max_patches is None else state.step + 1 < self.max_patches
         move_on = np.where(more, REGENERATE, STOP)
         act = np.where(state.rejected | state.failed, move_on, VERIFY)
-        for k in self._k[::-1]:  # the first unused critic the task has, in order; no early exit (SPEC §4)
+        # the first unused critic the task has, in order; no early exit (method.md §Baselines)
+        for k in self._k[::-1]:
             todo = ~state.rejected & state.available[:, k] & ((state.used >> k) & 1 == 0)
             act = np.where(todo, CRITIC_OFFSET + k, act)
         return act

@@ -1,4 +1,4 @@
-"""Belief-state controllers on one protocol (SPEC §3, §4, §9).
+"""Belief-state controllers on one protocol (method.md §Controllers, §Baselines, §Instance model).
 
 The controller protocol
 -----------------------
@@ -497,7 +497,9 @@ class BeliefController:
 
 
 class InstanceController(BeliefController):
-    """The instance belief ``(b, A, B)`` (SPEC §9): grid DP, greedy or exact tree, receding horizon.
+    """The instance belief ``(b, A, B)`` (method.md §Instance model): DP, greedy or exact tree.
+
+    Receding horizon.
 
     Patches of one task share a pass rate ``θ ~ Beta(A, B)`` (the cell's
     ``Beta(πκ, (1 − π)κ)`` unless the episode starts with its own);
@@ -739,7 +741,9 @@ class InstanceController(BeliefController):
 
 
 class TableController(InstanceController):
-    """The paper's ``bayesian_dp`` (SPEC §3): :class:`InstanceController` on the paper's grid table.
+    """The paper's ``bayesian_dp`` (method.md §Controllers): the paper's grid table.
+
+    An :class:`InstanceController` on the paper's grid table.
 
     The one grid DP with ``κ = ∞``, verification terminal in planning, new
     patches through the repair kernel (a fresh sample where none is
@@ -777,7 +781,9 @@ class TableController(InstanceController):
 
 
 class GreedyController(InstanceController):
-    """The paper's ``bayesian_greedy`` (SPEC §3): :class:`InstanceController` with the paper's one-step rule.
+    """The paper's ``bayesian_greedy`` (method.md §Controllers): the paper's one-step rule.
+
+    An :class:`InstanceController` with the paper's one-step rule.
 
     The one greedy rule (:func:`~bpc.decide.kernels.greedy.greedy`) at
     ``κ = ∞``: ``Q_verify = R·b − c_ver`` (terminal), ``Q_gen = −c_gen +

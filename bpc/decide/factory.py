@@ -14,7 +14,7 @@ Switches (:class:`Switches`)
     Planning values verification with its failure continuation
     ``R·b − c_ver + (1 − b)·V(after the failure)``. Default (``None``):
     ``not verify_terminal`` — the planner plans the episode it will act in.
-    The ``paper`` profile sets it ``False`` (SPEC §3 values verification as
+    The ``paper`` profile sets it ``False`` (method.md §Controllers values verification as
     terminal although its replay goes on).
 ``regenerate``
     How a new patch is made, in planning and acting alike: ``"fresh"`` (a new

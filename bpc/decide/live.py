@@ -47,7 +47,7 @@ and clear errors. This module wraps the same decision layer for that use::
     driving episodes through a recorded pool reproduces ``bpc replay``
     exactly (``tests/test_live.py``).
 
-Defaults are the ones a user can run unattended (issue 19):
+Defaults are the ones a user can run unattended:
 :meth:`Controller.from_params` uses the instance belief with the cell's κ
 (``belief="iid"`` is the opt-in paper model); a new patch is a fresh sample
 of the task in planning and acting alike (``regenerate="refine"``: the
@@ -64,7 +64,7 @@ the critic used and carries no evidence. The ``paper`` replay profile's
 controller is ``belief="iid", regenerate="refine",
 plan_verify_continues=False`` with a budget no smaller than the pool.
 
-Learning and starting points (issues 17 and 18): ``learn=True`` (or a
+Learning and starting points: ``learn=True`` (or a
 :class:`~bpc.estimate.online.LearningState`) makes a controller learn its
 cell's calibration from every episode that ends — the exact likelihood of
 what the episode observed, unverified labels summed out
@@ -356,7 +356,7 @@ class Controller:
     plan_verify_continues : bool, optional
         Plan with the failure continuation of verification; default
         ``not verify_terminal`` (plan the episode you act in). ``False`` with
-        ``verify_terminal=False`` is the paper's planning (SPEC §3).
+        ``verify_terminal=False`` is the paper's planning (method.md §Controllers).
     regenerate : {"fresh", "refine"}
         How a new patch is made — one choice, used in planning and by
         :meth:`Episode.regenerated` alike: a fresh sample of the task

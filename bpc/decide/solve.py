@@ -11,7 +11,7 @@ by chunk (``dask="parallelized"``) with identical results.
 :func:`parameter_samples` is the same flattening for callers that keep the
 samples (the controllers of :mod:`bpc.decide.controllers`).
 
-Conventions (SPEC §3):
+Conventions (method.md §Controllers):
 
 - a critic is available in a cell (and draw) iff its ``tpr`` and ``fpr`` are finite;
 - cells without a prior (``NaN``) get ``NaN`` values and action ``-1``;
@@ -454,7 +454,7 @@ def solve_policy(
         ``"iid"``: the paper's table ``V_h(b, U)`` (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`:
         κ = ∞, the repair kernel, no patch budget, terminal verification)
         with its ``policy``. ``"instance"``: the instance table
-        ``V_h(b, μ, n, U)`` of SPEC §9 (a new patch is a fresh draw of the
+        ``V_h(b, μ, n, U)`` of method.md §Instance model (a new patch is a fresh draw of the
         instance); actions are read off it by one Bellman backup
         (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
         :class:`bpc.decide.controllers.InstanceController`), so no policy is stored.
@@ -545,7 +545,7 @@ def solve_policy(
             "instance mean pass rate mu, current patch belief b"
         )
         ds.attrs.update(
-            solver="grid DP over (b, mu) with the patch count, instance belief (SPEC §9)",
+            solver="grid DP over (b, mu) with the patch count, instance belief (method.md §Instance model)",
             max_patches=N,
             verify_terminal=int(bool(verify_terminal)),
             critic_scope=critic_scope,
@@ -558,7 +558,7 @@ def solve_policy(
         actions=json.dumps(list(action_names(critics))),
     )
     ds.attrs.update(
-        solver="grid DP, linear interpolation (SPEC §3)",
+        solver="grid DP, linear interpolation (method.md §Controllers)",
         grid_size=int(grid_size),
         tie_break="lowest action index",
     )
@@ -646,11 +646,11 @@ def solve_b0(
         "optimal first action index at the root belief (ties -> lowest; -1 = no parameters); "
         "names in 'action'"
     )
-    instance = "exact expectimax on the reachable tree, instance belief (SPEC §9)"
+    instance = "exact expectimax on the reachable tree, instance belief (method.md §Instance model)"
     ds.attrs.update(
         solver=instance
         if belief_model == "instance"
-        else "exact expectimax on the reachable belief tree (SPEC §3)",
+        else "exact expectimax on the reachable belief tree (method.md §Controllers)",
         critics=json.dumps(critics),
         horizon=int(horizon),
         used=used_labels(critics)[mask],

@@ -8,7 +8,7 @@ xarray or pandas.
 A *sample* is one row of parameters ``(π, tpr_k, fpr_k, p_fix, p_break, κ)``
 together with its costs ``(c_k, c_gen, c_ver, R)``: a posterior draw, a
 Laplace point estimate (``S = 1``), a (draw, cost point) pair of a cost grid,
-or one cell of a panel. Conventions (SPEC §3):
+or one cell of a panel. Conventions (method.md §Controllers):
 
 - a critic is available for a sample iff its ``tpr`` and ``fpr`` are finite;
 - a sample without a measured repair kernel (``p_fix`` or ``p_break`` is
@@ -99,7 +99,7 @@ class ParameterSamples:
         Names of the ``K`` critics (the meaning of ``k``).
     kappa : numpy.ndarray
         ``(S,)`` concentration κ of an instance's pass rate
-        ``θ ~ Beta(πκ, (1 − π)κ)`` (SPEC §9); ``inf`` (the default) is the
+        ``θ ~ Beta(πκ, (1 − π)κ)`` (method.md §Instance model); ``inf`` (the default) is the
         paper's i.i.d. model, and so is a ``NaN`` or non-positive value.
 
     Raises

@@ -23,7 +23,7 @@ values this module derives
 crossover is ``c_ver*/R = π`` *per draw*, i.e. its posterior is the posterior
 of the prior π. We compute it analytically (not by sweeping ``c_ver`` through
 the DP): it is exact, needs no grid over costs, and is the quantity the
-paper's regime map and c_ver sweeps use (SPEC §8).
+paper's regime map and c_ver sweeps use (method.md §Paper analyses).
 
 Only cells are looped over in Python; draws are always batched.
 """

@@ -4,7 +4,7 @@ Every rate of every cell gets its own flat Beta(1, 1) prior and its own
 Binomial likelihood, with no sharing between cells. The posterior of each
 rate is then Beta(1 + k, 1 + n − k) in closed form, so draws are exact and
 cheap (no MCMC). Its posterior *mean* is exactly the Laplace estimate of
-SPEC §2, which makes it the Bayesian counterpart of Laplace mode and the
+method.md §Parameters, which makes it the Bayesian counterpart of Laplace mode and the
 "no pooling" reference against which the hierarchical model (``bpc.estimate.model``)
 is compared. Draws come in the parameter schema of :mod:`bpc.schema` with
 leading ``chain``/``draw`` dims, exactly like ``bpc.estimate.model.posterior_params``.

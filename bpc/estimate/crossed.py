@@ -2,7 +2,7 @@
 
 Several generators often attempt the same tasks of a benchmark, and a task one of them finds
 hard the others find hard too (rank correlation of per-task pass counts 0.72–0.98 on the
-LiveCodeBench cells). The crossed model (issue 17) states this for the patches' pass rate θ of
+LiveCodeBench cells). The crossed model states this for the patches' pass rate θ of
 task t under generator g of benchmark b::
 
     logit π[t, g] = ℓ[b, g] + d[t],    d[t] = σ[b] x[t],   x[t] ~ N(0, 1)
@@ -11,7 +11,7 @@ task t under generator g of benchmark b::
 
 with ℓ the cell's location (the generator's ability on the benchmark: logit of the pass rate of
 a task of median difficulty), d the task effect shared by every generator of the benchmark,
-and κ the within-(task, generator) concentration of the instance model (SPEC §9). The
+and κ the within-(task, generator) concentration of the instance model (method.md §Instance model). The
 hierarchical model (:mod:`bpc.estimate.model.build`, ``[tasks]`` in the spec) samples it; this
 module holds the pure-numpy kernels both forms share, the empirical-Bayes (point) fit used in
 Laplace mode and by the many folds of the held-out check, and the per-task prior.
@@ -33,7 +33,8 @@ patches (s of n passed; their labels unknown) — the posterior of d[t] puts wei
 on node q, with L the Beta-Binomial probability of the oracle counts, or, for critic
 verdicts, E_θ[(θ tpr + (1 − θ) fpr)^s (θ (1 − tpr) + (1 − θ)(1 − fpr))^(n − s)] under the
 other generator's Beta (critic verdicts of a patch conditionally independent given its label,
-SPEC §1). The target's θ[t, g] is then the mixture Σ_q W_q Beta(π_q κ, (1 − π_q) κ), which the
+method.md §Cells and data). The target's θ[t, g] is then the mixture Σ_q W_q Beta(π_q κ, (1 − π_q) κ),
+which the
 belief starts from as the moment-matched Beta(A, B) (:func:`task_beta`); with posterior draws
 the mixture runs over the draws too. A task no other generator attempted gets W = w: the
 cell's marginal over tasks (:func:`marginal_beta`), i.e. the cell prior.

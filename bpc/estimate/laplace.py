@@ -1,4 +1,4 @@
-"""Laplace (point-estimate) mode: the paper's Beta(1, 1)-smoothed rates (SPEC §2).
+"""Laplace (point-estimate) mode: the paper's Beta(1, 1)-smoothed rates (method.md §Parameters).
 
 From a counts Dataset (:mod:`bpc.schema`) every rate is ``(k + 1) / (n + 2)``:
 
@@ -19,7 +19,7 @@ authors' ``prior_ci/per_cell.json`` used z = 1.96; the bounds differ from
 theirs by about 2e-6 for that reason alone. It treats patches as independent
 draws and is kept for the paper's prior table.
 
-The instance model (SPEC §9)
+The instance model (method.md §Instance model)
 ----------------------------
 Patches of one instance share a pass rate θ ~ Beta(π κ, (1 − π) κ); given θ
 they pass independently. The counts' instance histogram ``inst_hist`` (how
@@ -523,7 +523,7 @@ def _rate(k: xr.DataArray, n: xr.DataArray) -> xr.DataArray:
 
 
 def laplace(counts: xr.Dataset) -> xr.Dataset:
-    """Laplace point estimates of every cell (SPEC §2).
+    """Laplace point estimates of every cell (method.md §Parameters).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Learning a cell's calibration online from the controller's own episodes (issue 18).
+"""Learning a cell's calibration online from the controller's own episodes.
 
 A controller starts from a calibration (posterior draws of the hierarchical
 model's predictive for a new cell, Laplace values, or explicit numbers) and
@@ -21,7 +21,7 @@ has to call it::
     drift_check(reference, recent)       # posterior predictive p-values per critic and pass rate
     state.save("calibration.nc"); LearningState.load("calibration.nc")
 
-The model (SPEC §9)
+The model (method.md §Instance model)
 -------------------
 Per cell: ``π`` (mean pass rate), ``κ`` (concentration of a task's pass rate,
 ``κ = ∞`` the paper's i.i.d. model), per critic ``tpr_k``/``fpr_k``, and the

@@ -1,7 +1,7 @@
 """Where the instance-aware controller's gain comes from: an ablation under the evaluation protocol.
 
 The ``bpc`` profile's ``bayesian_dp`` differs from the paper's i.i.d. DP in
-three ways at once (issue 16): its **belief about the task** (a task pass
+three ways at once: its **belief about the task** (a task pass
 rate shared by the task's patches, :mod:`bpc.decide.kernels.instance`),
 **critics bought once per task** (a verdict on one patch of a task speaks for
 the others, so a critic is not bought again), and **look-ahead** (the exact

@@ -675,7 +675,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "crossover",
-        "App. E; SPEC §8",
+        "App. E; method.md §Paper analyses",
         "The analytic crossover c_ver* = π·R tracks each cell's empirical leader-change boundary.",
         "boundary at c_ver*/R ≈ π per cell",
         ("boundaries",),

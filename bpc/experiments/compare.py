@@ -131,7 +131,7 @@ def build_controllers(
     """
     from bpc.decide.factory import Switches, make_controller
 
-    paper = Switches(plan_verify_continues=False)  # the paper's planning (SPEC §3)
+    paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
 
     thin = thin_draws(post_cell, robust_draws)
     out = {
@@ -698,7 +698,7 @@ def compare(
         "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
         f"seed {split.seed}",
         "credible interval": f"{CI_PROB:.0%} {CI_KIND}",
-        # the task report (issue 17): tasks nothing passes, identical solved sets, empty diffs
+        # the task report: tasks nothing passes, identical solved sets, empty diffs
         "data choices": notes_digest(data.counts.attrs.get("notes", []))
         + task_choices(data.counts, records=data.records),
     }

@@ -1,4 +1,4 @@
-"""Dependence between the patches of one instance: labels and critic verdicts (issue 10).
+"""Dependence between the patches of one instance: labels and critic verdicts.
 
 The paper treats the patches of an instance as independent draws. Two tables
 measure how far that is from the data, per (benchmark, generator) cell of raw

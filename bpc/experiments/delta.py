@@ -21,7 +21,7 @@ observed eval instances (:func:`bpc.replay.engine.summarize`):
     finite-``n`` noise of the eval set — the interval an observed Δ should
     fall in.
 
-Pools are simulated from the instance model (SPEC §9) where the draws carry
+Pools are simulated from the instance model (method.md §Instance model) where the draws carry
 a concentration ``kappa``: each instance draws its pass rate
 ``θ ~ Beta(πκ, (1 − π)κ)`` and its patches pass independently given θ.
 :func:`per_draw_controller_delta`
@@ -94,7 +94,7 @@ def simulate_pool(
     """Simulate a pool from each parameter draw: the model's own generative process.
 
     Instances ``s·n_per_draw … (s+1)·n_per_draw − 1`` come from draw ``s``.
-    With a finite concentration ``kappa`` (the instance model, SPEC §9) each
+    With a finite concentration ``kappa`` (the instance model, method.md §Instance model) each
     instance first draws its pass rate ``θ ~ Beta(π_s κ_s, (1 − π_s) κ_s)``;
     without one ``θ = π_s``. How the patches follow depends on what the
     recorded pool *is*:
@@ -404,7 +404,7 @@ def per_draw_controller_delta(
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
-    paper = Switches(plan_verify_continues=False)  # the paper's planning (SPEC §3)
+    paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
     ctrl = make_controller(thin, costs, critics=critics, mode="per_draw", switches=paper, name="per_draw_dp")
     S, n = ctrl.n_samples, pool.n_instances
     tiled = pool.subset(np.tile(np.arange(n), S))

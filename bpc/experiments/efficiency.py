@@ -1,6 +1,6 @@
 """The data-efficiency experiment: does partial pooling pay when cells are small.
 
-Leave one cell out (the protocol of issue 16)
+Leave one cell out
 ---------------------------------------------
 :func:`loco_efficiency` calibrates a *target* cell on only ``k`` of its tasks
 (k ∈ :data:`LOCO_K` = 0, 1, 3, 10, all) while every other cell stays
@@ -294,7 +294,7 @@ def _efficiency_rows(
     """
     from bpc.decide.factory import Switches, make_controller
 
-    paper = Switches(plan_verify_continues=False)  # the paper's planning (SPEC §3)
+    paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
     from bpc.estimate.laplace import laplace
     from bpc.experiments.posterior import posterior_mean_params
     from bpc.progress import info

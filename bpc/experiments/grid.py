@@ -22,7 +22,7 @@ How the grid is batched
   per sample: episode ``i`` plans with its own sample through
   :func:`pointwise_controller`, and is priced at its own cost point.
 
-Parameters are fitted per cell on the fit split (Laplace, SPEC §2, with the
+Parameters are fitted per cell on the fit split (Laplace, method.md §Parameters, with the
 cell's measured transition kernel where one exists) and the policies are
 replayed on the eval split (``split="eval"``, the default), as in the Δ
 table.

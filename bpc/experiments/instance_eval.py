@@ -1,4 +1,4 @@
-"""Held-out evaluation of the instance-aware controllers on recorded pools (issue 10, SPEC §9).
+"""Held-out evaluation of the instance-aware controllers on recorded pools (method.md §Instance model).
 
 Every number here is made by K-fold cross-fitting over instances
 (:func:`bpc.replay.engine.replay_folds`, profile ``bpc``): fold ``j`` fits the
@@ -433,7 +433,7 @@ def kfold_predictive_coverage(
             pool = cell_pool(rec)
             sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
             lap_cell = select_cell(lap, b, g)
-            paper = Switches(plan_verify_continues=False)  # the paper's planning (SPEC §3)
+            paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
             dp = make_controller(lap_cell, c, switches=paper, name="laplace_dp")
             ctrls: dict[str, object] = {"laplace_dp": dp}
             pols = list(BASELINE_POLICIES)

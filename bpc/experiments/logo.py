@@ -1,4 +1,4 @@
-"""Leave one generator out: a new generator on tasks other generators attempted (issue 17, item 3).
+"""Leave one generator out: a new generator on tasks other generators attempted.
 
 The question
 ------------

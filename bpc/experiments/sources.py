@@ -5,7 +5,7 @@ the cells to replay, the counts of *every* cell the source has (the corpus'
 likelihood tables and measured refinement kernels included, so a pooled
 model can borrow strength from them) and, for the simulated panel, the
 refinement trajectories and the true parameters. :func:`source_split` is the
-SPEC §5 split of its replayed cells and :func:`source_counts` the counts to
+method.md §Replay and evaluation split of its replayed cells and :func:`source_counts` the counts to
 calibrate on: the fit side of the replayed cells laid over every other cell
 of the source (:func:`bpc.data.splits.split_counts`).
 """
@@ -129,7 +129,9 @@ def load_source(
 
 
 def source_split(data: CompareData, *, seed: int = SPLIT_SEED) -> Split:
-    """The SPEC §5 fit / eval split of every replayed cell, cells in ``data.cells`` order.
+    """The fit / eval split of every replayed cell (method.md §Replay and evaluation).
+
+    Cells in ``data.cells`` order.
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""Learning while it runs, measured on recorded pools (issue 18; ``bpc stream``).
+"""Learning while it runs, measured on recorded pools (``bpc stream``).
 
 A target cell's tasks arrive one at a time, in ``orders`` seeded random
 orders. For each task the controller acts on the task's *recorded* patches
@@ -1146,7 +1146,7 @@ def run_stream(
 
 
 def acceptance(result: StreamResult, *, controller: str = "plugin", horizon: int = 10) -> pd.DataFrame:
-    """Issue 18's two measured checks, one row per check and target.
+    """Two measured checks, one row per check and target.
 
     ``hierarchical - none`` over the first ``horizon`` tasks (per target and
     averaged over each family: ``passed`` = the interval excludes 0 on the

@@ -2,7 +2,7 @@
 
 Two bootstraps live here.
 
-:func:`paired_bootstrap` (SPEC §5)
+:func:`paired_bootstrap` (method.md §Replay and evaluation)
     The replay compares every policy with ``always_verify`` on the *same*
     instances of one cell, so the interval on Δ resamples per-instance
     utility differences. The generator is re-created from the seed for every

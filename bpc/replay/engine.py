@@ -1,4 +1,4 @@
-"""Replay of policies over recorded patch pools (SPEC §4–§6).
+"""Replay of policies over recorded patch pools (method.md §Baselines–§6).
 
 Every policy acts on recorded data only: the pool of an instance holds its
 pre-generated patches (``patch_id`` order) with their oracle labels and
@@ -91,7 +91,7 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "belief",
 )
 """Columns of :func:`replay_cells` (plus ``split`` unless in-sample); ``belief`` is the
-Bayesian controllers' belief model (``"iid"`` or ``"instance"``, SPEC §9)."""
+Bayesian controllers' belief model (``"iid"`` or ``"instance"``, method.md §Instance model)."""
 
 Outcome = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -184,7 +184,7 @@ def pipeline_orders(records: pd.DataFrame, costs: CostSpec = None, profile: str 
 
 
 def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile = "paper") -> Outcome | None:
-    """Replay one stateless baseline on a pool (SPEC §4; profile switches of SPEC §6).
+    """Replay one stateless baseline on a pool (method.md §Baselines, §Profiles).
 
     ``always_verify``
         Verify each patch in turn until a pass or the pool ends
@@ -309,7 +309,7 @@ def trajectory_matrix(trajectories: pd.DataFrame, instance_ids, method: str) -> 
 
 
 def replay_refinement(traj_y: np.ndarray, costs: Costs, profile: str | Profile = "paper") -> Outcome:
-    """Self-Refine / Reflexion replay over refinement trajectories (SPEC §4).
+    """Self-Refine / Reflexion replay over refinement trajectories (method.md §Baselines).
 
     Step 0 is the initial patch; up to :data:`~bpc.replay.profiles.REFINE_MAX_STEPS`
     refinements follow. Each step is generated (``c_gen``; the first one free
@@ -962,7 +962,7 @@ def replay_folds(
     n_folds: int = 5,
     progress: bool = False,
 ) -> dict[tuple[str, str], xr.Dataset]:
-    """Per-instance K-fold cross-fitted replay results of every cell (SPEC §9).
+    """Per-instance K-fold cross-fitted replay results of every cell (method.md §Instance model).
 
     Fold ``j`` of :func:`bpc.data.splits.kfold_splits` fits Laplace parameters
     (κ included) on the other folds' instances of every cell and replays its

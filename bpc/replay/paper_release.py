@@ -1,4 +1,4 @@
-"""The authors' released Bayesian controllers, reproduced (SPEC §6).
+"""The authors' released Bayesian controllers, reproduced (method.md §Profiles).
 
 The released ``PAPER_TABLE`` rows of ``bayesian_greedy`` and ``bayesian_DP``
 were produced by controllers that differ from the paper's description in

@@ -2,20 +2,20 @@
 
 Three profiles exist:
 
-``paper`` (SPEC §5, the default)
+``paper`` (method.md §Replay and evaluation, the default)
     The method as the paper describes it: every generation is charged,
     including the first; a failed verification leaves the episode running with
-    the patch known broken (b = 0); the policies follow SPEC §3–§4 literally;
+    the patch known broken (b = 0); the policies follow method.md §Controllers–§4 literally;
     parameters are fitted on a 75 % instance split and Δ is reported on the
     other 25 % (and on the fit side).
 
-``paper-release`` (SPEC §6)
+``paper-release`` (method.md §Profiles)
     The conventions of the authors' released ``PAPER_TABLE`` ("Gen-1" replay,
     in-sample). Each quirk is one documented field of :class:`Profile`, so a
     reader can see — and a test can toggle — exactly which convention moves
     which number.
 
-``bpc`` (SPEC §9, beyond the paper)
+``bpc`` (method.md §Instance model, beyond the paper)
     The paper profile's replay conventions with instance-level dependence:
     the Bayesian controllers use the instance belief (patches of one
     instance share a pass rate; each critic is bought once per instance),
@@ -55,7 +55,7 @@ BEST_OF_N = 3
 """Patches generated and verified by ``best_of_3``."""
 
 REFINE_MAX_STEPS = 4
-"""Refinement steps after the initial patch in the Self-Refine / Reflexion replays (SPEC §4)."""
+"""Refinement steps after the initial patch in the Self-Refine / Reflexion replays (method.md §Baselines)."""
 
 MAX_DECISIONS = 64
 """Safety bound on decisions per episode in the replay engine; exceeding it is an error."""
@@ -156,7 +156,7 @@ class Profile:
         appearance in the records, as the authors iterated).
     belief : {"iid", "instance"}
         Belief model of ``bayesian_dp`` / ``bayesian_greedy``: ``"iid"`` (the
-        paper: a new patch is an independent draw) or ``"instance"`` (SPEC §9:
+        paper: a new patch is an independent draw) or ``"instance"`` (method.md §Instance model:
         :class:`bpc.decide.controllers.InstanceController`). bpc: instance.
     plan_verify_continues : bool
         The controllers value verification with its failure continuation,
@@ -169,7 +169,7 @@ class Profile:
         ``"instance"`` (once per instance); ``None`` follows the belief —
         patch under i.i.d. (independent patches, their verdicts too),
         instance under the instance belief (critic verdicts on the patches of
-        one instance are strongly correlated, issue 10). Only read by the
+        one instance are strongly correlated). Only read by the
         instance-kernel controllers.
     n_folds : int or None
         Score every instance once with parameters fitted on the other folds
@@ -184,7 +184,7 @@ class Profile:
     task_critics : bool
         A critic whose verdict is missing on every patch of an instance is
         unavailable for that instance: the controllers plan without it and do
-        not call it (issue 15). Paper and bpc: on (no replayed number of the
+        not call it. Paper and bpc: on (no replayed number of the
         corpus or the simulated panel moves); release: off (a missing verdict
         is a fail).
     """
@@ -269,7 +269,7 @@ PAPER = Profile(
     name="paper",
     policies=POLICIES,
 )
-"""SPEC §5: the method as described (default)."""
+"""method.md §Replay and evaluation: the method as described (default)."""
 
 PAPER_RELEASE = Profile(
     name="paper-release",
@@ -291,7 +291,7 @@ PAPER_RELEASE = Profile(
     instance_order="file",
     task_critics=False,
 )
-"""SPEC §6: reproduces the authors' released PAPER_TABLE."""
+"""method.md §Profiles: reproduces the authors' released PAPER_TABLE."""
 
 BPC = Profile(
     name="bpc",
@@ -301,7 +301,7 @@ BPC = Profile(
     n_folds=5,
     regenerate="fresh",
 )
-"""SPEC §9: instance belief, verification not terminal in planning, 5-fold cross-fitting."""
+"""method.md §Instance model: instance belief, verification not terminal in planning, 5-fold cross-fitting."""
 
 PROFILES: Mapping[str, Profile] = MappingProxyType(
     {PAPER.name: PAPER, PAPER_RELEASE.name: PAPER_RELEASE, BPC.name: BPC}

@@ -77,7 +77,7 @@ def observation_prob(b, tpr, fpr, z):
 
 
 def bayes_update(b, tpr, fpr, z):
-    """Posterior belief after critic verdict ``z`` (SPEC §3).
+    """Posterior belief after critic verdict ``z`` (method.md §Controllers).
 
     ``b' = P(z|1)·b / (P(z|1)·b + P(z|0)·(1−b))``.
 
@@ -109,7 +109,7 @@ def bayes_update(b, tpr, fpr, z):
 
 
 def regenerate(b, p_fix, p_break):
-    """Belief after regeneration through the repair kernel (SPEC §3).
+    """Belief after regeneration through the repair kernel (method.md §Controllers).
 
     ``b' = b·(1 − p_break) + (1 − b)·p_fix``; with ``p_fix = π`` and
     ``p_break = 1 − π`` this is a fresh sample, ``b' = π``.
@@ -151,7 +151,7 @@ class Problem:
         ``(S, K)`` bool, critics present.
     kappa : numpy.ndarray
         ``(S,)`` concentration ``κ > 0`` of an instance's pass rate
-        ``θ ~ Beta(πκ, (1 − π)κ)`` (SPEC §9); ``inf`` is the paper's i.i.d. model.
+        ``θ ~ Beta(πκ, (1 − π)κ)`` (method.md §Instance model); ``inf`` is the paper's i.i.d. model.
     """
 
     prior: np.ndarray

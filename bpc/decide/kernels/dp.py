@@ -1,4 +1,4 @@
-"""The one grid DP: backward induction over ``(b, μ, n, U, h)`` (SPEC §3, §9).
+"""The one grid DP: backward induction over ``(b, μ, n, U, h)`` (method.md §Controllers, §Instance model).
 
 State: the current patch's belief ``b`` on a uniform grid of ``G`` points
 (linear interpolation), the θ-mean ``μ`` on a uniform grid of ``M`` points

@@ -1,4 +1,6 @@
-"""The one-step rule (``bayesian_greedy``, SPEC §3 and §9): one kernel, :func:`greedy`.
+"""The one-step rule (``bayesian_greedy``, method.md §Controllers, §Instance model).
+
+One kernel, :func:`greedy`.
 
 ``Q_stop = 0``; ``Q_gen(b) = −c_gen + (R·b' − c_ver)`` with ``b'`` the next
 patch's belief (a fresh draw, ``μ + (b − μ)/(κ + n + 1)``, or the repair
@@ -12,7 +14,7 @@ The rules differ only in ``value``, the worth of the belief after a verdict
 paper appendix's ``"verify"`` is ``Q_verify`` itself (no ``max``: because the
 belief is a martingale the critic is then worth ``Q_verify − c_k``, so with
 positive costs the paper's greedy controller never calls a critic); the
-authors' release's ``"clip"`` is ``max(Q_verify, 0)`` (SPEC §6). The paper's
+authors' release's ``"clip"`` is ``max(Q_verify, 0)`` (method.md §Profiles). The paper's
 rule is :func:`greedy` at ``κ = ∞`` with a fresh new patch, no budget and
 terminal verification — ``Q_gen = −c_gen + (π·R − c_ver)``, the options
 :data:`PAPER_GREEDY`.

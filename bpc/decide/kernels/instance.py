@@ -1,4 +1,4 @@
-"""Instance-aware belief and planning: patches of one task share a pass rate (SPEC §9).
+"""Instance-aware belief and planning: patches of one task share a pass rate (method.md §Instance model).
 
 Model
 -----
@@ -26,7 +26,7 @@ on ``θ`` only through the patch's ``Y``, the joint posterior of
   ``n`` abandoned patches it is a finite mixture over the number ``j`` of
   passing patches among them, ``Σ_j w_j·Beta(A₀ + j, B₀ + n − j)``
   (:func:`abandon_exact`, carried exactly: ``n + 1`` weights);
-- the **mean-matched** single Beta of SPEC §9 replaces the mixture by
+- the **mean-matched** single Beta of method.md §Instance model replaces the mixture by
   ``Beta(A + b, B + 1 − b)``: it keeps the mean and grows the size
   ``A + B`` by one per patch, so it is the pair ``(μ, s) = (A/(A+B), κ + n)``
   (:func:`abandon_moment`). Both agree exactly for ``n ≤ 1``; from ``n = 2``
@@ -383,7 +383,7 @@ PAPER_TREE: dict = {
     "critic_scope": "patch",
     "regenerate": "refine",
 }
-"""Options of :func:`solve_tree` that give the paper's tree (SPEC §3) with ``κ = inf``."""
+"""Options of :func:`solve_tree` that give the paper's tree (method.md §Controllers) with ``κ = inf``."""
 
 
 def solve_tree(
@@ -410,7 +410,7 @@ def solve_tree(
     at ``b = E[θ | history]``, offered while ``n + 1 < max_patches``) and
     every unused available critic (``−c_k + Σ_z P(z|b)·V_{h−1}(b_z)``).
     Every exact solver and policy evaluator of bpc runs on it (the paper's
-    tree, SPEC §3, is ``κ = inf`` with :data:`PAPER_TREE`).
+    tree, method.md §Controllers, is ``κ = inf`` with :data:`PAPER_TREE`).
 
     Parameters
     ----------
@@ -437,7 +437,7 @@ def solve_tree(
         ``"patch"`` (the paper): a new patch resets the used-critic set, so a
         critic may be bought again on every patch; ``"instance"``: each critic
         is offered once per instance. Critic verdicts on the patches of one
-        instance are strongly correlated in the corpus (issue 10: φ ≈ .5–.9
+        instance are strongly correlated in the corpus (φ ≈ .5–.9
         for two failing patches), which the first-order model — critics
         independent given each patch's ``Y`` — would count as fresh evidence;
         the instance scope keeps the planner from buying that repeat.

@@ -1,4 +1,4 @@
-"""The hierarchical Beta-Binomial calibration model (SPEC §7).
+"""The hierarchical Beta-Binomial calibration model (method.md §Hierarchical model).
 
 Spec (:mod:`bpc.estimate.model.spec`) → PyMC build (:mod:`bpc.estimate.model.build`) → fit and
 conjugate cell rates (:mod:`bpc.estimate.model.fit`) → diagnostics

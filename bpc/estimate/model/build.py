@@ -1,4 +1,6 @@
-"""Build the hierarchical Beta-Binomial model (SPEC §7, §9) for a counts Dataset.
+"""Build the hierarchical Beta-Binomial model (method.md §Hierarchical model, §Instance model).
+
+For a counts Dataset.
 
 For every modelled rate r (``prior``, ``tpr_<critic>``, ``fpr_<critic>``,
 ``p_fix``, ``p_break``) and cell (b, g)::
@@ -15,7 +17,7 @@ on the observed counts; only entries with a finite, positive ``n`` enter it
 *masked*, never zero-filled).
 
 The prior π = θ[prior] follows the instance model when ``spec.instance``
-(SPEC §9): it is sampled explicitly per cell with data (``pi``, dim
+(method.md §Instance model): it is sampled explicitly per cell with data (``pi``, dim
 ``prior_cell``), as a logit-normal around the same mean, logit π ~
 N(logit μ[prior], σ_π) — centred (``z_pi`` = logit π) in cells whose data
 pin π down and non-centred (logit π = logit μ + σ_π ``z_pi``) in the
@@ -56,7 +58,7 @@ generator), data ``inst_cell`` / ``inst_m`` / ``inst_k`` / ``inst_w``
 (inst_class) and ``prior_n`` / ``prior_k`` / ``prior_mbar`` (prior_cell),
 ``y_instances`` (a Potential) and ``y_prior``.
 
-**The crossed task × generator model** (``spec.tasks``, issue 17; needs the
+**The crossed task × generator model** (``spec.tasks``; needs the
 instance model). Where the counts carry per-task counts
 (:data:`bpc.schema.TASK_COUNT_VARS`) and at least two generators of a
 benchmark attempted the same tasks (:func:`task_observations`), each

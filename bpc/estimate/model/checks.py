@@ -363,7 +363,7 @@ def simulate_from_prior(
 
     Every entry observed in ``counts`` keeps its ``n`` and gets
     k ~ Binomial(n, θ_true); unobserved entries stay ``NaN``. Under the
-    instance model (``spec.instance``, SPEC §9) the prior's patches are
+    instance model (``spec.instance``, method.md §Instance model) the prior's patches are
     generated instance by instance, as the model says they are: per instance
     θ_i ~ Beta(π κ_inst, (1 − π) κ_inst) with the cell's κ_inst, then
     Binomial(patches of the instance, θ_i). The instances keep the sizes of

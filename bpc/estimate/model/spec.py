@@ -17,13 +17,13 @@ modelled *rates* are ``prior``, ``tpr_<critic>`` and ``fpr_<critic>`` for each
 modelled critic, ``p_fix`` and ``p_break`` (see :attr:`ModelSpec.rates`).
 
 The ``[instance]`` section switches the instance model of the prior on or off
-and holds the hyperpriors of its per-cell concentration κ_inst (SPEC §9). It
+and holds the hyperpriors of its per-cell concentration κ_inst (method.md §Instance model). It
 replaces the earlier ``prior_icc`` design-effect setting (Kish effective
 counts with one fixed intra-instance correlation), which the instance model
 subsumes: a spec may no longer carry it.
 
-The ``[tasks]`` section switches the crossed task × generator model on or off
-(issue 17): where the counts carry per-task counts and several generators of a
+The ``[tasks]`` section switches the crossed task × generator model on or off:
+where the counts carry per-task counts and several generators of a
 benchmark attempted the same tasks, the pass rate of a task under a generator
 gets a task effect shared by the benchmark's generators,
 logit π[t, g] = logit π[cell] + σ_task[b] z[t] (non-centred), on top of the

@@ -1,4 +1,4 @@
-"""Posterior predictive check of the per-instance pass histogram (issue 10).
+"""Posterior predictive check of the per-instance pass histogram.
 
 One panel per cell: bars are the observed number of instances with ``k`` of
 ``m`` patches passing, points with error bars the instance model's predictive
