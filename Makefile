@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   — create .venv (Python >= 3.12), install bpc, run `bpc demo`
 #   make test   — create .venv with the dev extras, run the test suite
+#   make docs   — build the documentation site (docs/_build/html), warnings as errors
 #   make dev-agents — add the agent frameworks of bpc/adapters/ (every version pinned; CI runs it)
 # Choose the interpreter with PYTHON=/path/to/python3.12 if the search below fails.
 
@@ -9,7 +10,7 @@ PYTHON  ?= $(shell ./.ci/find-python)
 BIN      = $(VENV)/bin
 OUT     ?= bpc-demo
 
-.PHONY: demo test lint analyses benchmark clean venv dev dev-agents
+.PHONY: demo test lint docs analyses benchmark clean venv dev dev-agents
 
 AGENTS_PINS = .ci/constraints-agents.txt
 
@@ -56,5 +57,11 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/lint-imports
 	$(BIN)/pyright
 
+# the documentation site: Sphinx, the pydata theme, numpydoc API pages, notebooks through myst-nb;
+# warnings are errors (-W); open docs/_build/html/index.html
+docs: $(VENV)/.installed-dev
+	rm -rf docs/_build docs/api/generated
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) $(OUT) bpc-analyses
+	rm -rf $(VENV) $(OUT) bpc-analyses docs/_build docs/api/generated
