@@ -54,14 +54,21 @@ html_theme_options = {
 }
 
 
-def _write_api_index() -> None:
-    """Write ``api/index.md``: one autosummary entry per name of ``bpc.__all__``, by stage."""
+def _module_of(name: str) -> str:
+    """The module a public name lives in (``bpc._EXPORTS``, else the object's own ``__module__``)."""
+    module = getattr(bpc, "_EXPORTS", {}).get(name)
+    return module if module is not None else getattr(bpc, name).__module__
+
+
+def api_index_text() -> str:
+    """The text of ``api/index.md``: one autosummary entry per name of ``bpc.__all__``, by stage."""
     groups: dict[str, list[str]] = {}
     for name in bpc.__all__:
         if name.startswith("__"):
             continue
-        module = bpc._EXPORTS[name]  # the module each public name lives in
+        module = _module_of(name)
         stage = module.split(".")[1] if module.count(".") >= 1 else "core"
+        stage = "core" if stage not in _STAGES else stage
         groups.setdefault(stage, []).append(name)
     lines = [
         "# API reference",
@@ -70,14 +77,33 @@ def _write_api_index() -> None:
         "root: `from bpc import Controller, laplace`.",
         "",
     ]
-    for stage, names in groups.items():
-        lines += [f"## {stage}", "", "```{eval-rst}", ".. autosummary::", "   :toctree: generated", ""]
-        for name in names:
-            importlib.import_module(bpc._EXPORTS[name])
+    for stage in sorted(groups, key=list(_STAGES).index):
+        lines += [f"## {_STAGES[stage]}", "", "```{eval-rst}", ".. autosummary::"]
+        lines += ["   :toctree: generated", ""]
+        for name in groups[stage]:
+            importlib.import_module(_module_of(name))
             lines.append(f"   bpc.{name}")
         lines += ["```", ""]
+    return "\n".join(lines)
+
+
+_STAGES = {
+    "data": "Data: corpora, logs, counts, the simulator",
+    "estimate": "Estimate: point estimates, posteriors, the hierarchical model",
+    "decide": "Decide: policies and the live controller",
+    "replay": "Replay",
+    "experiments": "Experiments: the evaluation protocol",
+    "report": "Report",
+    "adapters": "Adapters",
+    "core": "Core: costs and intervals",
+}
+
+
+def _write_api_index() -> None:
+    """Write ``api/index.md`` (only when its text changed, so a rebuild stays incremental)."""
     path = Path(__file__).parent / "api" / "index.md"
-    text = "\n".join(lines)
+    text = api_index_text()
+    path.parent.mkdir(exist_ok=True)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
 
