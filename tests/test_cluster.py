@@ -1,4 +1,4 @@
-"""The cluster route: the README's LocalCluster example runs, and a distributed solve equals one process."""
+"""The cluster route: the cluster guide's LocalCluster example runs; a distributed solve = one process."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import xarray as xr
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _readme_example() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def _guide_example() -> str:
+    text = (ROOT / "docs" / "guides" / "cluster.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- cluster-example[^>]*-->\s*```python\n(.*?)```", text, flags=re.S)
-    assert match, "README.md lost its cluster example"
+    assert match, "docs/guides/cluster.md lost its cluster example"
     return match.group(1)
 
 
@@ -39,10 +39,10 @@ def test_solve_panel_in_pieces_equals_one_solve():
 
 
 @pytest.mark.slow
-def test_readme_cluster_example_runs_and_matches_one_process(tmp_path):
+def test_guide_cluster_example_runs_and_matches_one_process(tmp_path):
     pytest.importorskip("distributed")
     script = tmp_path / "cluster_example.py"
-    script.write_text(_readme_example(), encoding="utf-8")
+    script.write_text(_guide_example(), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600

@@ -1,4 +1,5 @@
-"""Every file under examples/ is a README snippet, word for word (the adapter tests run each file)."""
+"""Every adapter example under examples/ is a snippet of the agent-loop guide, word for word (the adapter
+tests run each file); the README's examples (examples/readme_*) are checked by tests/test_docs.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+GUIDE = ROOT / "docs" / "guides" / "agent-loop.md"
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("readme_"))
 RUNNERS = {
     "langgraph_agent.py": "test_langgraph.py",
     "openhands_critic.py": "test_openhands.py",
@@ -16,8 +18,8 @@ RUNNERS = {
 }
 
 
-def readme_python_blocks() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def guide_python_blocks() -> list[str]:
+    text = GUIDE.read_text(encoding="utf-8")
     return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
 
 
@@ -26,9 +28,10 @@ def test_every_example_has_a_runner():
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_the_readme_snippet_is_the_example_file(path):
-    assert path.read_text(encoding="utf-8") in readme_python_blocks(), (
-        f"README.md has no ```python block equal to {path.relative_to(ROOT)}: copy the file into the README"
+def test_the_guide_snippet_is_the_example_file(path):
+    assert path.read_text(encoding="utf-8") in guide_python_blocks(), (
+        f"{GUIDE.relative_to(ROOT)} has no ```python block equal to {path.relative_to(ROOT)}: copy the file "
+        "into the guide"
     )
     runner = (ROOT / "tests" / RUNNERS[path.name]).read_text(encoding="utf-8")
     assert f'"{path.name}"' in runner  # the adapter's test runs this very file

@@ -1,0 +1,151 @@
+"""``bpc results``: rerun a registered command and rewrite its results page under ``docs/results/``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import os
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+NAME = "results"
+_MAX_CSV = 64_000  # bytes: a CSV the command wrote up to this size is kept on the page
+HELP = (
+    "rerun the command behind a results page (bpc results --list) in-process and rewrite "
+    "docs/results/NAME.md with what it printed and wrote, stamped with the command line, date, "
+    "corpus checksum, versions and wall time; docs/results/index.md lists every page"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the command's options."""
+    parser.add_argument("names", nargs="*", metavar="NAME", help="results pages to (re)write")
+    parser.add_argument("--list", action="store_true", help="print the registered pages and their commands")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("docs") / "results",
+        help="folder of the pages (default: docs/results)",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="folder holding paper_corpus/ and mapcoder_corpus/ (default: ../shared/data beside the "
+        "working directory or the source checkout, or the folder of $BPC_CORPUS)",
+    )
+    parser.add_argument("--force", action="store_true", help="replace a page bpc did not write")
+    parser.add_argument("--quiet", action="store_true", help="do not echo the command's output")
+
+
+def data_root(given: Path | None) -> Path:
+    """The folder the registry's ``../shared/data/`` paths point to."""
+    from bpc.paths import default_corpus
+    from bpc.report.pages import DATA_PREFIX
+
+    if given is not None:
+        if not given.is_dir():
+            raise FileNotFoundError(f"--data {given}: not a directory")
+        return given
+    here = Path(DATA_PREFIX)
+    if here.is_dir():
+        return here
+    corpus = default_corpus()
+    if corpus is None:
+        raise FileNotFoundError(
+            f"no data folder: pass --data DIR (holding paper_corpus/), set $BPC_CORPUS, or place the data "
+            f"at {DATA_PREFIX} beside the project"
+        )
+    return corpus.parent
+
+
+def run_command(command, *, data: Path, scratch: Path) -> tuple[int, str, float]:
+    """Run a registered command in-process: its exit status, what it printed, its wall time.
+
+    Data paths are read from ``data``; the output options (``command.outputs``) point into
+    ``scratch``.
+    """
+    from bpc.report.pages import DATA_PREFIX
+
+    argv = list(command.argv)
+    for i, arg in enumerate(argv):
+        if arg.startswith(DATA_PREFIX):
+            argv[i] = str(data / arg[len(DATA_PREFIX) :])
+        elif i > 0 and argv[i - 1] in command.outputs:
+            argv[i] = str(scratch / arg)
+    module = importlib.import_module(f"bpc.commands.{argv[0]}")
+    parser = argparse.ArgumentParser(prog=f"bpc {argv[0]}", allow_abbrev=False)
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    args.command = argv[0]
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = int(module.run(args) or 0)
+    wall = time.perf_counter() - start
+    text = out.getvalue().replace(str(scratch) + os.sep, "").replace(str(data) + os.sep, DATA_PREFIX)
+    return status, text, wall
+
+
+def write_results_page(command, *, out: Path, data: Path) -> Path:
+    """Run ``command`` and write its page into ``out`` (then the index); return the page's path."""
+    from bpc import __version__
+    from bpc.report.pages import PageStamp, corpus_checksum, render_page, versions, write_index, write_page
+
+    with tempfile.TemporaryDirectory(prefix="bpc-results-") as tmp:
+        scratch = Path(tmp)
+        status, stdout, wall = run_command(command, data=data, scratch=scratch)
+        if status != 0:
+            raise RuntimeError(f"{command.command_line} exited with status {status}; no page written")
+        written = sorted(p for p in scratch.rglob("*") if p.is_file())
+        markdown, tables, files = {}, {}, []
+        for p in written:
+            rel = p.relative_to(scratch).as_posix()
+            if p.suffix == ".md":
+                markdown[rel] = p.read_text(encoding="utf-8")
+            elif p.suffix == ".csv" and p.stat().st_size <= _MAX_CSV:
+                tables[rel] = p.read_text(encoding="utf-8")
+            elif p.name != "manifest.json":
+                files.append(rel)
+    stamp = PageStamp(
+        name=command.name,
+        command=command.command_line,
+        date=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        corpus_sha256={p: corpus_checksum(data / p[len("../shared/data/") :]) for p in command.data_paths()},
+        versions=versions(),
+        wall_seconds=wall,
+        writer=f"bpc results ({__version__})",
+    )
+    page = write_page(
+        out,
+        command.name,
+        render_page(command, stdout=stdout, stamp=stamp, markdown=markdown, tables=tables, files=files),
+    )
+    write_index(out)
+    return page
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the registry, or rerun each named command and rewrite its page and the index."""
+    from bpc.choices import check_choices
+    from bpc.report.pages import REGISTRY, write_index
+
+    if args.list or not args.names:
+        for c in REGISTRY.values():
+            print(f"{c.name:<22} {'(hours) ' if c.long else ''}{c.command_line}")
+        if not args.list:
+            print(f"wrote {write_index(args.out)}")
+        return 0
+    check_choices(args.names, REGISTRY, what="results page (bpc results --list)")
+    data = data_root(args.data)
+    for name in args.names:
+        command = REGISTRY[name]
+        if not args.quiet:
+            print(f"running {command.command_line}")
+        page = write_results_page(command, out=args.out, data=data)
+        print(f"wrote {page} and {args.out / 'index.md'}")
+    return 0

@@ -1,0 +1,467 @@
+"""Results pages: documentation pages written by the command that computes their numbers.
+
+Every number the documentation states about a real corpus lives on a page under ``docs/results/``,
+written by ``bpc results NAME``: it runs the command the registry (:data:`REGISTRY`) names, captures
+what it prints and the Markdown it writes, and writes ``docs/results/NAME.md`` atomically
+(:func:`bpc.outputs.atomic_file`) with a stamp (:class:`PageStamp`): the command line, the date, the
+checksum of the corpus it read, the versions of bpc and its dependencies, and the wall time. The stamp
+is also the page's first line, machine-readable (:func:`read_stamp`), so a test can check that every
+page's command line is still accepted by the CLI. ``docs/results/index.md`` lists every registered page
+(:func:`index_text`), the ones not generated yet with the command that writes them.
+
+This module renders and writes; running a command in-process is ``bpc results``
+(:mod:`bpc.commands.results`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata as md
+from pathlib import Path
+
+from bpc.outputs import allow_overwrite, atomic_file
+
+__all__ = [
+    "DATA_PREFIX",
+    "PAGE_MARK",
+    "REGISTRY",
+    "PageStamp",
+    "ResultsCommand",
+    "corpus_checksum",
+    "index_text",
+    "read_stamp",
+    "render_page",
+    "write_index",
+    "write_page",
+]
+
+DATA_PREFIX = "../shared/data/"
+"""How a registered command line names the data: relative to the project root, as a user types it."""
+
+PAGE_MARK = "bpc-results-page"
+"""Marker of a results page's first line, ``<!-- bpc-results-page {json stamp} -->``."""
+
+_VERSION_PACKAGES = ("bpc", "numpy", "scipy", "pandas", "xarray", "pymc", "arviz", "nutpie")
+
+PAPER_QUIRKS = (
+    "The paper corpus: 44 % of the SWE-Bench Lite patches and 74 % of the SWE-Bench Verified patches "
+    "are empty diffs, scored Y = 0 (every critic fails them too), so those cells' pass rates and "
+    "critic rates are dominated by empty patches. On LCB-medium both generators solve the identical "
+    "24 of 90 tasks, so the two cells carry one set of solved tasks, not two."
+)
+MAPCODER_QUIRKS = (
+    "The MapCoder panel: one program per (task, generator) (APPS: 1–3), so no task repeats within a "
+    "cell and there is no regeneration to replay; APPS and xCodeEval have no critic (their cells "
+    "carry the prior only)."
+)
+
+
+@dataclass(frozen=True)
+class ResultsCommand:
+    """A registered results page: the command that computes it, as a user would type it.
+
+    Parameters
+    ----------
+    name : str
+        Page name: ``docs/results/NAME.md``, ``bpc results NAME``.
+    argv : tuple of str
+        The command line after ``bpc``; data paths start with :data:`DATA_PREFIX`.
+    title : str
+        The page's title.
+    summary : str
+        One sentence: what the page shows.
+    quirks : str
+        What a reader must know about the corpus to read the numbers.
+    outputs : tuple of str
+        Options whose value is an output path: ``bpc results`` points them into a scratch folder and
+        keeps the Markdown written there.
+    long : bool
+        Takes an hour or more; the index says so.
+    """
+
+    name: str
+    argv: tuple[str, ...]
+    title: str
+    summary: str
+    quirks: str
+    outputs: tuple[str, ...] = field(default=())
+    long: bool = False
+
+    @property
+    def command_line(self) -> str:
+        """The command line as a user types it from the project root."""
+        return shlex.join(("bpc", *self.argv))
+
+    def data_paths(self) -> list[str]:
+        """The arguments that name data (start with :data:`DATA_PREFIX`)."""
+        return [a for a in self.argv if a.startswith(DATA_PREFIX)]
+
+
+_MAPCODER = f"{DATA_PREFIX}mapcoder_corpus/mapcoder.csv"
+_MAPCODER_CRITICS = (
+    "--critic",
+    "base=base:1",
+    "--critic",
+    "sample_io=sample_io_exec:1",
+    "--critic",
+    "selftest=selftest:2",
+)
+_PAPER = f"{DATA_PREFIX}paper_corpus"
+
+REGISTRY: dict[str, ResultsCommand] = {
+    c.name: c
+    for c in (
+        ResultsCommand(
+            "replay-paper-corpus",
+            ("replay", _PAPER),
+            "Replay on the paper corpus (evaluation protocol)",
+            "Every controller replayed on the recorded pools of every cell, cross-fitted over tasks "
+            "(docs/method.md §Replay and evaluation): Δ vs always_verify and vs the best simple "
+            "baseline chosen on the training folds, task-clustered intervals.",
+            PAPER_QUIRKS,
+        ),
+        ResultsCommand(
+            "replay-paper-profile",
+            ("replay", _PAPER, "--profile", "paper"),
+            "Replay on the paper corpus (the paper's profile)",
+            "The paper's replay (docs/method.md §Profiles): 75/25 split, Δ vs always_verify with "
+            "paired bootstrap intervals, on the fit and the evaluation side.",
+            PAPER_QUIRKS,
+        ),
+        ResultsCommand(
+            "paper-release",
+            (
+                "replay",
+                f"{_PAPER}/lcb_calibration_v2",
+                "--profile",
+                "paper-release",
+                "--costs",
+                "paper-release",
+            ),
+            "The authors' released table (paper-release profile)",
+            "The authors' released LCB table, in-sample, under their cost vector (docs/method.md §Profiles).",
+            PAPER_QUIRKS,
+        ),
+        ResultsCommand(
+            "estimate-mapcoder",
+            ("estimate", _MAPCODER, *_MAPCODER_CRITICS, "--out", "mapcoder_params.csv"),
+            "Calibration of the MapCoder panel",
+            "Laplace point estimates of every MapCoder cell: prior, tpr/fpr per critic, with intervals.",
+            MAPCODER_QUIRKS,
+            outputs=("--out",),
+        ),
+        ResultsCommand(
+            "replay-mapcoder",
+            ("replay", _MAPCODER, *_MAPCODER_CRITICS),
+            "Replay on the MapCoder panel",
+            "Every controller replayed on the MapCoder cells under the evaluation protocol "
+            "(docs/method.md §Replay and evaluation).",
+            MAPCODER_QUIRKS,
+        ),
+        ResultsCommand(
+            "compare-lcb",
+            (
+                "compare",
+                _PAPER,
+                "--benchmark",
+                "lcb_hard",
+                "--benchmark",
+                "lcb_medium",
+                "--out",
+                "bpc-compare",
+            ),
+            "Comparing controllers on LiveCodeBench",
+            "Laplace vs posterior controllers on held-out tasks, the ablation of the instance-aware "
+            "gain, predicted vs realised Δ and the leave-one-cell-out data-efficiency study.",
+            PAPER_QUIRKS,
+            outputs=("--out",),
+            long=True,
+        ),
+        ResultsCommand(
+            "stream-lcb-hard",
+            ("stream", _PAPER, "--target", "lcb_hard/gpt5_mini", "--out", "bpc-stream"),
+            "Learning while it runs, leave-one-cell-out starts (LCB-hard, gpt5_mini)",
+            "The target cell's tasks streamed in random orders; every start (none, the other cells "
+            "pooled, the hierarchical model fitted with the target left out) and every controller, "
+            "against the full-data reference.",
+            PAPER_QUIRKS,
+            outputs=("--out",),
+            long=True,
+        ),
+    )
+}
+"""The registered results pages, by name."""
+
+
+@dataclass(frozen=True)
+class PageStamp:
+    """What a results page records about the run that wrote it.
+
+    Parameters
+    ----------
+    name : str
+        The registry name.
+    command : str
+        The command line, as a user types it from the project root.
+    date : str
+        When the run finished (UTC, ISO 8601).
+    corpus_sha256 : dict
+        SHA-256 of each data path of the command line (:func:`corpus_checksum`).
+    versions : dict
+        Python, bpc and its dependencies.
+    wall_seconds : float
+        Wall time of the command.
+    writer : str
+        ``bpc results`` and bpc's version.
+    """
+
+    name: str
+    command: str
+    date: str
+    corpus_sha256: Mapping[str, str]
+    versions: Mapping[str, str]
+    wall_seconds: float
+    writer: str
+
+    def as_json(self) -> str:
+        """The stamp as one line of JSON."""
+        return json.dumps(
+            {
+                "name": self.name,
+                "command": self.command,
+                "date": self.date,
+                "corpus_sha256": dict(self.corpus_sha256),
+                "versions": dict(self.versions),
+                "wall_seconds": round(self.wall_seconds, 1),
+                "writer": self.writer,
+            },
+            ensure_ascii=False,
+        )
+
+
+def versions() -> dict[str, str]:
+    """Python's version and those of bpc and its numerical dependencies that are installed."""
+    out = {"python": platform.python_version()}
+    for pkg in _VERSION_PACKAGES:
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
+def corpus_checksum(path: str | os.PathLike) -> str:
+    r"""SHA-256 (hex) of a data file, or of a folder's files (relative paths and bytes, in sorted order).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.csv").write_text("Y\n1\n")
+    >>> before = corpus_checksum(folder)
+    >>> _ = (folder / "a.csv").write_text("Y\n0\n")
+    >>> before == corpus_checksum(folder), len(before)
+    (False, 64)
+    """
+    root = Path(path)
+    h = hashlib.sha256()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for p in files:
+        name = "" if p == root else p.relative_to(root).as_posix()
+        h.update(name.encode() + b"\x00")
+        with open(p, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]*)\)")
+
+
+def _markdown_section(name: str, text: str) -> list[str]:
+    """A Markdown file an output folder holds, its headings pushed below the page's, images named."""
+    lines = [f"## {name}", ""]
+    for line in text.splitlines():
+        if line.startswith("#"):
+            line = "##" + line
+        lines.append(_IMAGE.sub(lambda m: f"(figure `{m.group(2)}`: rerun the command to draw it)", line))
+    return lines + [""]
+
+
+def render_page(
+    command: ResultsCommand,
+    *,
+    stdout: str,
+    stamp: PageStamp,
+    markdown: Mapping[str, str] | None = None,
+    tables: Mapping[str, str] | None = None,
+    files: Sequence[str] = (),
+) -> str:
+    """The text of a results page: the stamp, what it shows, the corpus's quirks, the output.
+
+    Parameters
+    ----------
+    command : ResultsCommand
+        The registered command.
+    stdout : str
+        What the command printed.
+    stamp : PageStamp
+        The run's stamp.
+    markdown : mapping of str to str, optional
+        Markdown files the command wrote (relative name → text), included as sections.
+    tables : mapping of str to str, optional
+        CSV files the command wrote (relative name → text), included verbatim.
+    files : sequence of str
+        Other files the command wrote (named, not kept).
+
+    Returns
+    -------
+    str
+        The page (Markdown), its first line the machine-readable stamp.
+    """
+    rows = [
+        ("command", f"`{stamp.command}`"),
+        ("rerun", f"`bpc results {command.name}`"),
+        ("date (UTC)", stamp.date),
+        *((f"sha256 of `{p}`", f"`{h}`") for p, h in stamp.corpus_sha256.items()),
+        ("versions", ", ".join(f"{k} {v}" for k, v in stamp.versions.items())),
+        ("wall time", f"{stamp.wall_seconds:.0f} s"),
+        ("written by", stamp.writer),
+    ]
+    lines = [
+        f"<!-- {PAGE_MARK} {stamp.as_json()} -->",
+        f"# {command.title}",
+        "",
+        command.summary,
+        "",
+        f"**Read with care.** {command.quirks}",
+        "",
+        "| run | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in rows),
+        "",
+        "## Output",
+        "",
+        "```text",
+        stdout.rstrip("\n"),
+        "```",
+        "",
+    ]
+    for name, text in (markdown or {}).items():
+        lines += _markdown_section(name, text)
+    for name, text in (tables or {}).items():
+        lines += [f"## {name}", "", "```text", text.rstrip("\n"), "```", ""]
+    if files:
+        lines += ["Files the command also wrote (not kept here; rerun it to get them):"]
+        lines += [", ".join(f"`{f}`" for f in files), ""]
+    return "\n".join(lines)
+
+
+def read_stamp(path: str | os.PathLike) -> dict | None:
+    r"""The stamp of a results page (its first line), or ``None`` when the file is not one.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> page = Path(tempfile.mkdtemp()) / "notes.md"
+    >>> _ = page.write_text("# my notes\n")
+    >>> read_stamp(page) is None
+    True
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    prefix, suffix = f"<!-- {PAGE_MARK} ", " -->"
+    if not (first.startswith(prefix) and first.endswith(suffix)):
+        return None
+    try:
+        stamp = json.loads(first[len(prefix) : -len(suffix)])
+    except json.JSONDecodeError:
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def _write(path: Path, text: str, *, ours: bool) -> Path:
+    data = text.encode("utf-8")
+    # a page bpc wrote (its stamp, or the index's marker) is replaced; anything else only under --force
+    with (
+        allow_overwrite(True) if ours else contextlib.nullcontext(),
+        atomic_file(path, size=len(data)) as tmp,
+    ):
+        tmp.write_bytes(data)
+    return path
+
+
+def write_page(folder: str | os.PathLike, name: str, text: str) -> Path:
+    """Write ``folder/NAME.md`` atomically; an existing page is replaced only if it is a results page.
+
+    Raises
+    ------
+    bpc.outputs.OutputPathError
+        If ``folder/NAME.md`` exists and is not a results page (unless ``--force``).
+    """
+    path = Path(folder) / f"{name}.md"
+    return _write(path, text, ours=not path.exists() or read_stamp(path) is not None)
+
+
+_INDEX_MARK = f"<!-- {PAGE_MARK}-index: written by bpc results -->"
+
+
+def index_text(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | None = None) -> str:
+    """The text of ``index.md``: every registered page, generated or not, with its command.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The results folder (the pages present there are linked).
+    registry : iterable of ResultsCommand, optional
+        Default :data:`REGISTRY`.
+
+    Returns
+    -------
+    str
+        Markdown, with a hidden toctree of the generated pages (the site builds them).
+    """
+    folder = Path(folder)
+    commands = list(REGISTRY.values() if registry is None else registry)
+    present = [c for c in commands if read_stamp(folder / f"{c.name}.md") is not None]
+    lines = [
+        _INDEX_MARK,
+        "# Results",
+        "",
+        "Each page is written by the command that computes its numbers: `bpc results NAME` runs the",
+        "command below in-process and rewrites `docs/results/NAME.md` with the command line, the date,",
+        "the checksum of the corpus it read, the versions of bpc and its dependencies and the wall time.",
+        "The data are read by path from `../shared/data/` (or `bpc results --data DIR`).",
+        "",
+        "| page | command | |",
+        "|---|---|---|",
+    ]
+    for c in commands:
+        if c in present:
+            stamp = read_stamp(folder / f"{c.name}.md") or {}
+            link, state = f"[{c.title}]({c.name}.md)", f"written {stamp.get('date', '?')}"
+        else:
+            long = " (takes hours)" if c.long else ""
+            link, state = c.title, f"not generated yet: run `bpc results {c.name}`{long}"
+        lines.append(f"| {link} | `{c.command_line}` | {state} |")
+    lines += ["", "```{toctree}", ":hidden:", ""] + [c.name for c in present] + ["```", ""]
+    return "\n".join(lines)
+
+
+def write_index(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | None = None) -> Path:
+    """Write ``folder/index.md`` (:func:`index_text`) atomically."""
+    path = Path(folder) / "index.md"
+    ours = not path.exists() or path.read_text(encoding="utf-8").startswith(_INDEX_MARK)
+    return _write(path, index_text(folder, registry), ours=ours)
