@@ -216,3 +216,14 @@ def test_results_page_written_by_the_command_it_records(tmp_path):
         write_page(out, "notes", "# replaced\n")
     write_index(out)  # the index is bpc's: rewritten in place
     assert (out / "index.md").read_text(encoding="utf-8") == index_text(out)
+
+
+def test_results_command_names_an_unknown_page_and_exits_2(capsys, tmp_path):
+    from bpc.cli import main
+
+    assert main(["results", "replay-paper-corpuss", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "replay-paper-corpuss" in err and "replay-paper-corpus" in err
+    assert not list(tmp_path.iterdir())  # nothing written
+    assert main(["results", "--list"]) == 0
+    assert "compare-lcb" in capsys.readouterr().out
