@@ -227,3 +227,11 @@ def test_results_command_names_an_unknown_page_and_exits_2(capsys, tmp_path):
     assert not list(tmp_path.iterdir())  # nothing written
     assert main(["results", "--list"]) == 0
     assert "compare-lcb" in capsys.readouterr().out
+
+
+def test_readme_links_resolve():
+    text = re.sub(r"^```.*?^```$", "", README.read_text(encoding="utf-8"), flags=re.S | re.M)  # prose only
+    targets = [t for t in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text) if "://" not in t]
+    assert targets, "the README links no guide"
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"

@@ -106,7 +106,9 @@ def write_results_page(command, *, out: Path, data: Path) -> Path:
         for p in written:
             rel = p.relative_to(scratch).as_posix()
             if p.suffix == ".md":
-                markdown[rel] = p.read_text(encoding="utf-8")
+                text = p.read_text(encoding="utf-8")
+                if text.strip() not in stdout:  # a report the command also printed is on the page once
+                    markdown[rel] = text
             elif p.suffix == ".csv" and p.stat().st_size <= _MAX_CSV:
                 tables[rel] = p.read_text(encoding="utf-8")
             elif p.name != "manifest.json":

@@ -186,6 +186,17 @@ REGISTRY: dict[str, ResultsCommand] = {
             long=True,
         ),
         ResultsCommand(
+            "stream-lcb-hard-cold",
+            ("stream", _PAPER, "--target", "lcb_hard/gpt5_mini", "--start", "none")
+            + ("--start", "laplace-pooled", "--controller", "plugin", "--out", "bpc-stream"),
+            "Learning while it runs from a cold start (LCB-hard, gpt5_mini)",
+            "The target cell's tasks streamed in random orders to the plug-in controller learning after "
+            "each task, from no calibration and from the other cells pooled (the target left out), "
+            "against the full-data reference calibrated on all of the target's data.",
+            PAPER_QUIRKS,
+            outputs=("--out",),
+        ),
+        ResultsCommand(
             "stream-lcb-hard",
             ("stream", _PAPER, "--target", "lcb_hard/gpt5_mini", "--out", "bpc-stream"),
             "Learning while it runs, leave-one-cell-out starts (LCB-hard, gpt5_mini)",
