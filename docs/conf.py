@@ -43,7 +43,7 @@ numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 
 
-exclude_patterns = ["_build", "figures/**/README.md", "notebooks/*.py", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "notebooks/*.py", "Thumbs.db", ".DS_Store"]
 suppress_warnings = ["myst.header", "misc.highlighting_failure"]
 
 html_theme = "pydata_sphinx_theme"

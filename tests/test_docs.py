@@ -235,3 +235,19 @@ def test_readme_links_resolve():
     assert targets, "the README links no guide"
     missing = [t for t in targets if not (ROOT / t).exists()]
     assert not missing, f"README.md links to missing files: {missing}"
+
+
+def test_a_failing_command_writes_no_page(tmp_path, monkeypatch):
+    import bpc.commands.solve as solve
+    from bpc.commands.results import CommandFailed, write_results_page
+
+    def failing(args):
+        print("the fit did not converge", file=sys.stderr)
+        return 1
+
+    monkeypatch.setattr(solve, "run", failing)
+    command = ResultsCommand("fails", ("solve", "--prior", "0.3"), "Fails", "Nothing.", "None.")
+    with pytest.raises(CommandFailed, match="exited with status 1") as info:
+        write_results_page(command, out=tmp_path / "results", data=tmp_path)
+    assert info.value.status == 1 and "did not converge" in info.value.stderr
+    assert not (tmp_path / "results").exists()

@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import io
 import os
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -63,11 +64,35 @@ def data_root(given: Path | None) -> Path:
     return corpus.parent
 
 
-def run_command(command, *, data: Path, scratch: Path) -> tuple[int, str, float]:
-    """Run a registered command in-process: its exit status, what it printed, its wall time.
+class _Tee(io.TextIOBase):
+    """A text stream writing to a buffer and passing through to another stream."""
+
+    def __init__(self, buffer: io.StringIO, through) -> None:
+        self._buffer, self._through = buffer, through
+
+    def write(self, s: str) -> int:
+        self._buffer.write(s)
+        self._through.write(s)
+        return len(s)
+
+    def flush(self) -> None:
+        self._through.flush()
+
+
+class CommandFailed(RuntimeError):
+    """A registered command exited with a non-zero status; no page was written."""
+
+    def __init__(self, command_line: str, status: int, stderr: str) -> None:
+        super().__init__(f"{command_line} exited with status {status}; no page written")
+        self.status = status
+        self.stderr = stderr
+
+
+def run_command(command, *, data: Path, scratch: Path, quiet: bool = True) -> tuple[int, str, str, float]:
+    """Run a registered command in-process: its status, what it printed (stdout, stderr), its wall time.
 
     Data paths are read from ``data``; the output options (``command.outputs``) point into
-    ``scratch``.
+    ``scratch``. Its stderr (progress, notes) is also passed through to ours unless ``quiet``.
     """
     from bpc.report.pages import DATA_PREFIX
 
@@ -84,23 +109,23 @@ def run_command(command, *, data: Path, scratch: Path) -> tuple[int, str, float]
     args.command = argv[0]
     out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err if quiet else _Tee(err, sys.stderr)):
         status = int(module.run(args) or 0)
     wall = time.perf_counter() - start
     text = out.getvalue().replace(str(scratch) + os.sep, "").replace(str(data) + os.sep, DATA_PREFIX)
-    return status, text, wall
+    return status, text, err.getvalue(), wall
 
 
-def write_results_page(command, *, out: Path, data: Path) -> Path:
+def write_results_page(command, *, out: Path, data: Path, quiet: bool = True) -> Path:
     """Run ``command`` and write its page into ``out`` (then the index); return the page's path."""
     from bpc import __version__
     from bpc.report.pages import PageStamp, corpus_checksum, render_page, versions, write_index, write_page
 
     with tempfile.TemporaryDirectory(prefix="bpc-results-") as tmp:
         scratch = Path(tmp)
-        status, stdout, wall = run_command(command, data=data, scratch=scratch)
+        status, stdout, stderr, wall = run_command(command, data=data, scratch=scratch, quiet=quiet)
         if status != 0:
-            raise RuntimeError(f"{command.command_line} exited with status {status}; no page written")
+            raise CommandFailed(command.command_line, status, stderr)
         written = sorted(p for p in scratch.rglob("*") if p.is_file())
         markdown, tables, files = {}, {}, []
         for p in written:
@@ -148,6 +173,12 @@ def run(args: argparse.Namespace) -> int:
         command = REGISTRY[name]
         if not args.quiet:
             print(f"running {command.command_line}")
-        page = write_results_page(command, out=args.out, data=data)
+        try:
+            page = write_results_page(command, out=args.out, data=data, quiet=args.quiet)
+        except CommandFailed as exc:
+            if args.quiet:  # otherwise it went through already
+                print(exc.stderr.rstrip("\n")[-4000:], file=sys.stderr)
+            print(f"bpc results: error: {exc}", file=sys.stderr)
+            return exc.status
         print(f"wrote {page} and {args.out / 'index.md'}")
     return 0
