@@ -186,6 +186,17 @@ REGISTRY: dict[str, ResultsCommand] = {
             long=True,
         ),
         ResultsCommand(
+            "compare-lcb-quick",
+            ("compare", _PAPER, "--benchmark", "lcb_hard", "--benchmark", "lcb_medium", "--quick")
+            + ("--no-hierarchical", "--out", "bpc-compare"),
+            "Comparing controllers on LiveCodeBench: a first look (small settings, no MCMC refits)",
+            "`bpc compare --quick`: fewer draws, bootstrap resamples and repeats than `compare-lcb`, and "
+            "the leave-one-cell-out study without its hierarchical arms (Laplace and complete pooling "
+            "only). Read its intervals as rough; `compare-lcb` is the full run.",
+            PAPER_QUIRKS,
+            outputs=("--out",),
+        ),
+        ResultsCommand(
             "stream-lcb-hard-cold",
             ("stream", _PAPER, "--target", "lcb_hard/gpt5_mini", "--start", "none")
             + ("--start", "laplace-pooled", "--controller", "plugin", "--out", "bpc-stream"),
