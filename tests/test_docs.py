@@ -167,7 +167,9 @@ def test_results_page_is_stamped_and_its_command_parses(page):
     PARSER.parse_args(argv[1:])  # a command line the CLI no longer accepts exits here (SystemExit)
     assert page.stem in REGISTRY, f"{page.name}: not a registered page (bpc results --list)"
     assert stamp["command"] == REGISTRY[page.stem].command_line
-    assert f"bpc results {page.stem}" in page.read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
+    assert f"bpc results {page.stem}" in text
+    assert f"**Read with care.** {REGISTRY[page.stem].quirks}" in text  # the corpus's quirks, stated
 
 
 def test_results_index_lists_every_registered_page():
