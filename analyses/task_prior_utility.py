@@ -31,7 +31,7 @@ import pandas as pd
 
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison grid and print the tables."""
-    from bpc.constants import CI_PROB, CROSSFIT_FOLDS, CROSSFIT_SEEDS
+    from bpc.constants import CI_PROB, FOLD_SEEDS, N_FOLDS
     from bpc.data.corpus import load_corpus
     from bpc.data.tasks import exclude_tasks, flagged_tasks
     from bpc.estimate.crossed import crossed_layout
@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None, help="corpus folder (default: the authors')")
-    parser.add_argument("--folds", type=int, default=CROSSFIT_FOLDS)
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(CROSSFIT_SEEDS))
+    parser.add_argument("--folds", type=int, default=N_FOLDS)
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(FOLD_SEEDS))
     parser.add_argument("--costs", nargs="+", default=["paper-release", "fast"], help="named cost vectors")
     parser.add_argument("--critic", default="test", help="critic of the critic-only evidence (default test)")
     parser.add_argument("--out", type=Path, default=None, help="folder for the CSV files")

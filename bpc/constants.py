@@ -132,7 +132,8 @@ CI_KIND = "eti"
 """Default credible-interval kind: equal-tailed (``"eti"``) or ``"hdi"``."""
 
 BOOTSTRAP_PROB = 0.95
-"""Coverage of the paired percentile bootstrap CI on Δ (method.md §Replay and evaluation)."""
+"""Coverage of the paper's per-instance paired bootstrap on Δ, kept only where the ``paper`` profile
+reproduces the paper (method.md §Replay and evaluation); bpc's own tables use :data:`CI_PROB`."""
 
 BOOTSTRAP_B = 1000
 BOOTSTRAP_SEED = 42
@@ -156,11 +157,11 @@ POOL_SIZE = 3
 SPLIT_SEED = 42
 SPLIT_FIT_FRACTION = 0.75
 
-CROSSFIT_FOLDS = 5
-"""Folds K of the evaluation protocol's cross-fitting over tasks (:mod:`bpc.experiments.protocol`)."""
+N_FOLDS = 5
+"""Folds K of every study's cross-fitting (:func:`bpc.data.splits.folds`)."""
 
-CROSSFIT_SEEDS: tuple[int, ...] = (42, 43, 44)
-"""Fold-assignment seeds of the protocol's repeated K-fold (one task permutation per benchmark each)."""
+FOLD_SEEDS: tuple[int, ...] = (42, 43, 44)
+"""Fold-assignment seeds of the repeated K-fold (:func:`bpc.data.splits.folds`; one permutation each)."""
 
 # ---------------------------------------------------------------------------
 # Sampling and diagnostics

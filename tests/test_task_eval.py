@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bpc.data.splits import fold_split, task_folds
+from bpc.data.splits import fold_split, folds
 from bpc.experiments.protocol import cross_fit, fold_data, replay_evaluator
 from bpc.experiments.task_eval import (
     GAIN_COLUMNS,
@@ -48,7 +48,7 @@ def _records() -> pd.DataFrame:
 
 
 def _fold(rec: pd.DataFrame, fold: int = 0):
-    split = fold_split(rec, task_folds(rec, n_folds=5, seeds=[7]), seed=7, fold=fold)
+    split = fold_split(rec, folds(rec, k=5, seeds=[7]), seed=7, fold=fold)
     return fold_data(rec, split), split
 
 

@@ -362,15 +362,15 @@ def compare_priors(
     utilities : pandas.DataFrame
         The cross-fitted per-task utilities.
     """
-    from bpc.constants import CROSSFIT_FOLDS, CROSSFIT_SEEDS
+    from bpc.constants import FOLD_SEEDS, N_FOLDS
     from bpc.experiments.protocol import cross_fit, replay_evaluator
 
     evaluate = replay_evaluator(costs, policies=policies, starts=(CELL, *evidence), task_critic=task_critic)
     u = cross_fit(
         records,
         evaluate,
-        n_folds=CROSSFIT_FOLDS if n_folds is None else n_folds,
-        seeds=CROSSFIT_SEEDS if seeds is None else seeds,
+        n_folds=N_FOLDS if n_folds is None else n_folds,
+        seeds=FOLD_SEEDS if seeds is None else seeds,
         base_counts=base_counts,
         progress=progress,
     )
