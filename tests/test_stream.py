@@ -3,6 +3,8 @@ see the target, the table's schema and intervals, and one CLI run on a small sli
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -79,7 +81,7 @@ def test_learning_only_at_episode_boundaries(monkeypatch):
         return real_update(self, records)
 
     monkeypatch.setattr(LearningState, "update", spy)
-    options = st.StreamOptions(orders=1, seed=5, particles=200, plugin_draws=20, bootstrap_b=20)
+    config = st.StreamConfig(controllers=("plugin",), orders=1, seed=5, particles=200, plugin_draws=20)
     lap = tiny_counts()
     ref = st.reference_params(lap, "lcb_hard", "gpt5_mini")
     entries, reference = st.stream_target(
@@ -87,8 +89,7 @@ def test_learning_only_at_episode_boundaries(monkeypatch):
         {"none": state},
         ref,
         NAMED_COSTS["fast"],
-        controllers=("plugin",),
-        options=options,
+        config=config,
         target="b/g",
     )
     perm = np.random.default_rng([5, 0]).permutation(3)
@@ -253,9 +254,9 @@ def test_contrast_is_paired_and_averages_a_family():
     # the task-to-task spread cancels in the paired difference: degenerate intervals at the shift
     for target, shift in (("lcb_hard/g1", 4.0), ("lcb_hard/g2", 2.0), ("lcb_medium/g1", 6.0)):
         got = per[target]
-        assert (got["estimate"], got["ci_lo"], got["ci_hi"]) == pytest.approx((shift, shift, shift))
+        assert (got["delta"], got["ci_lo"], got["ci_hi"]) == pytest.approx((shift, shift, shift))
     fam = per["mean:lcb"]
-    assert fam["estimate"] == pytest.approx(4.0) and fam["n_targets"] == 3
+    assert fam["delta"] == pytest.approx(4.0) and fam["n_targets"] == 3
     assert fam["contrast"] == "hierarchical - none"
 
 
@@ -278,9 +279,10 @@ def test_cli_small_slice(corpus_path, tmp_path, capsys):
     assert set(table["horizon"].astype(str)) == {"10", "30", "all"}
     assert (table["n_tasks"] <= 29).all() and (table["ci_lo"] <= table["mean_utility"]).all()
     tree = read_netcdf(out / "stream.nc", tree=True)
-    assert "config" in tree.attrs and "versions" in tree.attrs
     assert tree["lcb_hard__gpt5_mini"]["utility"].sizes["position"] == 29
-    assert (out / "acceptance.csv").is_file() and (out / "stream.md").is_file()
+    assert (out / "acceptance.csv").is_file() and (out / "report.md").is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["targets"] == [["lcb_hard", "gpt5_mini"]] and "versions" in manifest
     capsys.readouterr()
     bad = ["stream", str(corpus_path), "--target", "lcb_hard/gpt5_mni", "--out", str(tmp_path / "x")]
     assert main(bad) == 2
@@ -299,9 +301,9 @@ def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
     state = LearningState.from_values(
         prior=0.4, kappa=3.0, critics={c: (0.8, 0.3) for c in CRITICS}, n_particles=300, seed=2
     )
-    options = st.StreamOptions(plugin_draws=64, robust_draws=4)
+    config = st.StreamConfig(plugin_draws=64, robust_draws=4)
     costs = NAMED_COSTS["fast"]
-    ours = st._Recorder(st.stream_controller(state, kind, costs, options=options))
+    ours = st._Recorder(st.stream_controller(state, kind, costs, config=config))
     theirs = st._Recorder(
         make_controller(
             state.to_params(n), costs, belief="instance", mode=mode, switches=prof.switches, critics=CRITICS
@@ -314,10 +316,14 @@ def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
     assert [a.tolist() for a in ours.actions] == [a.tolist() for a in theirs.actions]
 
 
-def test_stream_options_refuse_an_empty_or_unknown_ladder():
+def test_stream_config_refuses_an_empty_or_unknown_ladder_and_unknown_names():
     with pytest.raises(ValueError, match="presets"):
-        st.StreamOptions(presets=())
+        st.StreamConfig(presets=())
     with pytest.raises(ValueError, match="nope"):
-        st.StreamOptions(presets=("default", "nope"))
+        st.StreamConfig(presets=("default", "nope"))
     with pytest.raises(ValueError, match="presets"):
-        st.StreamOptions(presets="default")  # type: ignore[arg-type]
+        st.StreamConfig(presets="default")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="nope"):
+        st.StreamConfig(starts=("none", "nope"))
+    with pytest.raises(ValueError, match="orders"):
+        st.StreamConfig(orders=0)
