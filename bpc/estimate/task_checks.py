@@ -100,7 +100,9 @@ def heldout_task_lpd(
     frames = []
     for bench, gens in layout.items():
         rec_b = records[(records["benchmark"] == bench) & records["generator"].isin(gens)]
-        for seed, assign in fold_assignment(rec_b, k=folds, seeds=seeds).groupby("seed"):
+        assignment = fold_assignment(rec_b, k=folds, seeds=seeds)
+        for seed in assignment["seed"].unique().tolist():
+            assign = assignment[assignment["seed"] == seed]
             fold_of = rec_b["instance_id"].astype(str).map(assign.set_index("instance_id")["fold"]).to_numpy()
             for f in range(folds):
                 train = counts_from_records(rec_b[fold_of != f])
