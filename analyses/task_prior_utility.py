@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.data.corpus import load_corpus
     from bpc.data.tasks import exclude_tasks, flagged_tasks
     from bpc.estimate.crossed import crossed_layout
-    from bpc.experiments.task_eval import POOLED, compare_priors, gain_by_group, task_groups
+    from bpc.experiments.task_eval import POOLED, PriorsConfig, compare_priors, gain_by_group, task_groups
     from bpc.paths import default_corpus
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -62,15 +62,15 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                gains, u = compare_priors(
-                    recs,
+                config = PriorsConfig(
                     costs=costs,
-                    base_counts=data.counts,
                     n_folds=args.folds,
-                    seeds=args.seeds,
+                    seeds=tuple(args.seeds),
                     task_critic=args.critic,
                     probs=(CI_PROB, 0.95),
                 )
+                result = compare_priors(recs, config, base_counts=data.counts)
+                gains, u = result.tables["gains"], result.tables["utilities"]
             wall = time.perf_counter() - t0
             print(
                 f"[costs {costs}, flagged tasks {'excluded' if exclude else 'kept'}: {wall:.0f} s]",
