@@ -515,91 +515,45 @@ def logo_starts(
     need_hier = [a for a in arms if a in HIERARCHY_ARMS]
     if need_hier and predictive is None:
         raise ValueError(f"logo_starts: the arms {need_hier} need the hierarchy's predictive draws")
-    out: dict[str, ArmStart] = {}
-    bases: dict[str, tuple[xr.Dataset, np.ndarray, np.ndarray, bool]] = {}
-    if any(a in ("complete_pooling", "pooled_task_oracle", "pooled_task_critic") for a in arms):
+    # per base: the DP's parameters, the (thinned) cell-prior draws, the fit's check, the cell arm's start
+    bases: dict[str, tuple[xr.Dataset, np.ndarray, np.ndarray, bool, float, float]] = {}
+    if any(a == "complete_pooling" or a.startswith("pooled_") for a in arms):
         pooled = select_cell(complete_pooling_calibration(left, target, seed).params, b, g)  # type: ignore[arg-type]
-        pi, kap = _cell_point(pooled)
-        bases["pooled"] = (pooled, pi, kap, True)
-        a0, b0 = cell_start(pooled)
-        if "complete_pooling" in arms:
-            out["complete_pooling"] = ArmStart(
-                pooled, np.full(T, a0), np.full(T, b0), np.full(T, "cell", dtype=object)
-            )
+        bases["pooled"] = (pooled, *_cell_point(pooled), True, *cell_start(pooled))
     if need_hier:
         assert predictive is not None
         cell = select_cell(predictive, b, g)
-        mean = posterior_mean_params(cell)
-        thin = thin_draws(cell, int(draws))
-        pi = np.asarray(thin["prior"].values, dtype=np.float64).ravel()
-        kap = np.asarray(thin["kappa"].values, dtype=np.float64).ravel()
-        bases["hierarchy"] = (mean, pi, kap, bool(converged))
-        all_pi, all_kap = (np.asarray(cell[v].values, dtype=np.float64).ravel() for v in ("prior", "kappa"))
+        all_pi, all_kap = _cell_point(cell)
         a0, b0 = marginal_beta(
             np.log(all_pi / (1 - all_pi))[:, None], all_kap[:, None], np.zeros(all_pi.size)
         )
-        if "cell_hierarchy" in arms:
-            out["cell_hierarchy"] = ArmStart(
-                mean,
-                np.full(T, float(a0[0])),
-                np.full(T, float(b0[0])),
-                np.full(T, "cell", dtype=object),
-                converged=bool(converged),
-            )
-    crossed = None
+        thin = _cell_point(thin_draws(cell, int(draws)))
+        bases["hierarchy"] = (posterior_mean_params(cell), *thin, bool(converged), float(a0[0]), float(b0[0]))
+    critics = [str(c) for c in left[DIM_CRITIC].values]
+    if any(a.endswith(_CRITIC) for a in arms) and task_critic not in critics:
+        raise ValueError(f"logo_starts: critic {task_critic!r} is not among the counts' critics {critics}")
+    crossed = crossed_without(left, b) if any(a.endswith((_ORACLE, _CRITIC)) for a in arms) else None
+    out: dict[str, ArmStart] = {}
     for arm in arms:
-        if arm in ("complete_pooling", "cell_hierarchy"):
+        params, pi, kap, ok, a0, b0 = bases[
+            "pooled" if arm.startswith(("pooled_", "complete_")) else "hierarchy"
+        ]
+        if crossed is None or arm in ("complete_pooling", "cell_hierarchy"):
+            out[arm] = ArmStart(params, np.full(T, a0), np.full(T, b0), np.full(T, "cell", dtype=object), ok)
             continue
-        base_name = "pooled" if arm.startswith("pooled_") else "hierarchy"
         kind = _ORACLE if arm.endswith(_ORACLE) else _CRITIC
-        params, pi, kap, ok = bases[base_name]
-        if crossed is None:
-            crossed = crossed_without(left, b)
-        if kind == _CRITIC and task_critic not in [str(c) for c in left[DIM_CRITIC].values]:
-            raise ValueError(
-                f"logo_starts: critic {task_critic!r} is not among the counts' critics "
-                f"{list(left[DIM_CRITIC].values)}"
-            )
         A, B, informed, clipped = _task_prior(crossed, left, b, tasks, pi, kap, kind=kind, critic=task_critic)
-        cell_arm = "complete_pooling" if base_name == "pooled" else "cell_hierarchy"
-        fa, fb = (
-            (out[cell_arm].A, out[cell_arm].B)
-            if cell_arm in out
-            else _fallback(params, base_name, pi, kap, T)
-        )
-        A = np.where(informed, A, fa)
-        B = np.where(informed, B, fb)
-        out[arm] = ArmStart(
-            params,
-            A,
-            B,
-            np.where(informed, "task", "cell").astype(object),
-            converged=ok,
-            notes={
-                "sigma": crossed.sigma,
-                "sigma_source": crossed.sigma_source,
-                "others": ",".join(crossed.generators),
-                "crossed_converged": crossed.converged,
-                "clipped_draws": clipped,
-                "draws": int(pi.shape[0]),
-            },
-        )
-    return {a: out[a] for a in arms}
-
-
-def _fallback(
-    params: xr.Dataset, base: str, pi: np.ndarray, kap: np.ndarray, T: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The cell prior of a base when its own cell arm was not asked for."""
-    from bpc.estimate.crossed import marginal_beta
-
-    if base == "pooled":
-        from bpc.experiments.task_starts import cell_start
-
-        a0, b0 = cell_start(params)
-        return np.full(T, a0), np.full(T, b0)
-    a, b = marginal_beta(np.log(pi / (1 - pi))[:, None], kap[:, None], np.zeros(pi.size))
-    return np.full(T, float(a[0])), np.full(T, float(b[0]))
+        notes = {
+            "sigma": crossed.sigma,
+            "sigma_source": crossed.sigma_source,
+            "others": ",".join(crossed.generators),
+            "crossed_converged": crossed.converged,
+            "clipped_draws": clipped,
+            "draws": int(pi.shape[0]),
+        }
+        source = np.where(informed, "task", "cell").astype(object)
+        out[arm] = ArmStart(params, np.where(informed, A, a0), np.where(informed, B, b0), source, ok, notes)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -696,63 +650,48 @@ def logo_target(
         seed=config.seed,
     )
     candidates = simple_baselines([p for p in cell_policies(prof, pool.critics) if is_baseline(p)])
+    cell = {"benchmark": b, "generator": g}
+
+    def scored(res: xr.Dataset, source: Mapping[str, str], **labels: Any) -> pd.DataFrame:
+        frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
+        frame = frame.rename(columns={"instance": "instance_id"})
+        return frame.assign(source=frame["instance_id"].map(source).fillna("")).assign(**cell, **labels)
+
     util_rows = []
     for name in config.costs:
         c = cost_resolver(name)(b)
         for arm, st in starts.items():
+            theta0 = (st.A, st.B)
             res = replay_pool(
-                pool, {"bayesian_dp": "bayesian_dp"}, c, profile=prof, params=st.params, theta0=(st.A, st.B)
+                pool, {"bayesian_dp": "bayesian_dp"}, c, profile=prof, params=st.params, theta0=theta0
             )
-            frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
-            frame = frame.rename(columns={"instance": "instance_id"})
-            frame["source"] = frame["instance_id"].map(dict(zip(tasks, st.source, strict=True)))
-            util_rows.append(
-                frame.assign(benchmark=b, generator=g, costs=name, arm=arm, converged=st.converged)
-            )
+            source = dict(zip(tasks, st.source, strict=True))
+            util_rows.append(scored(res, source, costs=name, arm=arm, converged=st.converged))
         best, train_mean = _best_baseline(records, target, c, prof, candidates)
         if best:
             res = replay_pool(pool, [best], c, profile=prof)
-            frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
-            frame = frame.rename(columns={"instance": "instance_id"})
-            util_rows.append(
-                frame.assign(
-                    benchmark=b,
-                    generator=g,
-                    costs=name,
-                    arm=BEST_BASELINE,
-                    source="",
-                    converged=True,
-                    chosen_mean=train_mean,
-                )
-            )
+            labels = {"costs": name, "arm": BEST_BASELINE, "converged": True, "chosen_mean": train_mean}
+            util_rows.append(scored(res, {}, **labels))
     utilities = pd.concat(util_rows, ignore_index=True)
-    own = counts_from_records(cell_rec)
-    m = own["task_n"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks}).values
-    k = own["task_pass"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks}).values
+    own = counts_from_records(cell_rec).sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks})
+    m, k = own["task_n"].values, own["task_pass"].values
     lpd_rows, start_rows = [], []
     for arm, st in starts.items():
         lp = beta_binomial_logpmf(np.nan_to_num(k), np.nan_to_num(m), st.A, st.B)
-        lpd_rows.append(
-            pd.DataFrame(
-                {
-                    "benchmark": b,
-                    "generator": g,
-                    "arm": arm,
-                    "instance_id": tasks,
-                    "m": m,
-                    "k": k,
-                    "A": st.A,
-                    "B": st.B,
-                    "lpd": np.where(np.nan_to_num(m) > 0, lp, np.nan),
-                    "source": st.source,
-                    "converged": st.converged,
-                }
-            )
-        )
+        lpd = np.where(np.nan_to_num(m) > 0, lp, np.nan)
+        columns = {
+            "instance_id": tasks,
+            "m": m,
+            "k": k,
+            "A": st.A,
+            "B": st.B,
+            "lpd": lpd,
+            "source": st.source,
+        }
+        lpd_rows.append(pd.DataFrame({**cell, "arm": arm, **columns, "converged": st.converged}))
         start_rows.append(
             {
-                "benchmark": b,
-                "generator": g,
+                **cell,
                 "arm": arm,
                 "n_tasks": len(tasks),
                 "n_informed": int((st.source == "task").sum()),
