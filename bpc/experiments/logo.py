@@ -655,7 +655,7 @@ def logo_target(
     def scored(res: xr.Dataset, source: Mapping[str, str], **labels: Any) -> pd.DataFrame:
         frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
         frame = frame.rename(columns={"instance": "instance_id"})
-        return frame.assign(source=frame["instance_id"].map(source).fillna("")).assign(**cell, **labels)
+        return frame.assign(source=[source.get(t, "") for t in frame["instance_id"]]).assign(**cell, **labels)
 
     util_rows = []
     for name in config.costs:
