@@ -8,15 +8,8 @@ import pytest
 
 from bpc.data.splits import fold_split, folds
 from bpc.experiments.protocol import cross_fit, fold_data, replay_evaluator
-from bpc.experiments.task_eval import (
-    GAIN_COLUMNS,
-    POOLED,
-    check_starts,
-    fold_task_priors,
-    prior_gain_table,
-    start_label,
-    task_starts,
-)
+from bpc.experiments.task_eval import GAIN_COLUMNS, POOLED, prior_gain_table
+from bpc.experiments.task_starts import check_starts, fold_task_priors, start_label, task_starts
 
 
 def _records() -> pd.DataFrame:

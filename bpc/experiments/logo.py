@@ -129,19 +129,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOGO_ARMS",
-    "HIERARCHY_ARMS",
-    "LOGO_CONTRASTS",
-    "BEST_BASELINE",
-    "KAPPA_W_MAX",
-    "CrossedOthers",
-    "ArmStart",
-    "LogoConfig",
     "TABLE_COLUMNS",
-    "crossed_without",
-    "new_generator_place",
+    "LogoConfig",
+    "run_logo",
     "logo_starts",
     "logo_target",
-    "run_logo",
     "logo_table",
     "arm_means",
     "fit_table",
@@ -831,21 +823,9 @@ def run_logo(
 # ---------------------------------------------------------------------------
 # Differences with task-clustered intervals
 # ---------------------------------------------------------------------------
-TABLE_COLUMNS: tuple[str, ...] = (
-    "measure",
-    "costs",
-    "benchmark",
-    "generator",
-    "arm",
-    "reference",
-    "delta",
-    "ci_lo",
-    "ci_hi",
-    "n_tasks",
-    "n_pairs",
-    "n_fallback",
-    "n_failed",
-    "flag",
+TABLE_COLUMNS: tuple[str, ...] = tuple(
+    "measure costs benchmark generator arm reference delta "
+    "ci_lo ci_hi n_tasks n_pairs n_fallback n_failed flag".split()
 )
 """Columns of :func:`logo_table`."""
 

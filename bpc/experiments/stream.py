@@ -105,27 +105,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STARTS",
-    "LEARNERS",
     "CONTROLLERS",
     "REFERENCE",
     "HORIZONS",
-    "NONE_VALUES",
     "STREAM_COLUMNS",
     "CONTRAST_COLUMNS",
-    "ENTRY_COLUMNS",
     "StreamConfig",
+    "run_stream",
     "leave_cell_out",
-    "target_critics",
-    "pooled_values",
     "reference_params",
     "start_states",
-    "episode_record",
-    "stream_controller",
     "stream_target",
     "summarize_stream",
     "contrast",
     "acceptance",
-    "run_stream",
 ]
 
 STARTS: tuple[str, ...] = ("none", "laplace-pooled", "hierarchical")
@@ -140,34 +133,13 @@ HORIZONS: tuple[int | None, ...] = (10, 30, None)
 """First-h-tasks horizons of the table (``None`` = all tasks, written ``all``)."""
 NONE_VALUES: Mapping[str, float] = {"prior": 0.5, "tpr": 0.75, "fpr": 0.25, "kappa": 2.0}
 """Centre of the ``none`` start's weak prior (every critic gets the same tpr / fpr)."""
-STREAM_COLUMNS: tuple[str, ...] = (
-    "target",
-    "start",
-    "controller",
-    "horizon",
-    "n_tasks",
-    "n_orders",
-    "n_episodes",
-    "mean_utility",
-    "ci_lo",
-    "ci_hi",
-    "reference_utility",
-    "gap",
-    "gap_lo",
-    "gap_hi",
-    "pass_rate",
-    "cost_per_task",
+STREAM_COLUMNS: tuple[str, ...] = tuple(
+    "target start controller horizon n_tasks n_orders n_episodes mean_utility "
+    "ci_lo ci_hi reference_utility gap gap_lo gap_hi pass_rate cost_per_task".split()
 )
 """Columns of the stream table (:func:`summarize_stream`); ``gap`` = mean − reference on the same tasks."""
-CONTRAST_COLUMNS: tuple[str, ...] = (
-    "target",
-    "controller",
-    "horizon",
-    "contrast",
-    "delta",
-    "ci_lo",
-    "ci_hi",
-    "n_targets",
+CONTRAST_COLUMNS: tuple[str, ...] = tuple(
+    "target controller horizon contrast delta ci_lo ci_hi n_targets".split()
 )
 """Columns of :func:`contrast`."""
 
@@ -523,17 +495,8 @@ def _order_seed(seed: int, order: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(order), 18]).generate_state(1)[0])
 
 
-ENTRY_COLUMNS: tuple[str, ...] = (
-    "start",
-    "controller",
-    "order",
-    "position",
-    "task",
-    "utility",
-    "passed",
-    "cost",
-    "n_episodes",
-    "n_rejuvenations",
+ENTRY_COLUMNS: tuple[str, ...] = tuple(
+    "start controller order position task utility passed cost n_episodes n_rejuvenations".split()
 )
 """Columns of :func:`stream_target`'s entries (after ``target``)."""
 

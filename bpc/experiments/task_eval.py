@@ -55,56 +55,27 @@ import xarray as xr
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.estimate.crossed import EVIDENCE_KINDS
 from bpc.experiments.protocol import task_means
-from bpc.experiments.task_starts import (
-    CELL,
-    START_SEP,
-    STARTS,
-    cell_start,
-    check_starts,
-    fold_task_priors,
-    start_label,
-    task_starts,
-)
+from bpc.experiments.task_starts import CELL, START_SEP, check_starts
 
 if TYPE_CHECKING:
     from bpc.evaluate import Result
 
 __all__ = [
-    "STARTS",
-    "CELL",
     "POOLED",
-    "START_SEP",
     "GAIN_COLUMNS",
-    "check_starts",
-    "start_label",
-    "fold_task_priors",
-    "cell_start",
-    "task_starts",
-    "prior_gain_table",
-    "TASK_GROUPS",
-    "task_groups",
-    "gain_by_group",
     "PriorsConfig",
     "compare_priors",
+    "prior_gain_table",
+    "task_groups",
+    "gain_by_group",
 ]
 
 POOLED = "pooled"
 """``generator`` of :func:`prior_gain_table`'s rows pooled over a benchmark's generators."""
 
-GAIN_COLUMNS: tuple[str, ...] = (
-    "benchmark",
-    "generator",
-    "policy",
-    "start",
-    "reference",
-    "delta",
-    "ci_lo",
-    "ci_hi",
-    "n_tasks",
-    "n_pairs",
-    "n_seeds",
-    "n_fallback",
-    "prob",
+GAIN_COLUMNS: tuple[str, ...] = tuple(
+    "benchmark generator policy start reference delta ci_lo "
+    "ci_hi n_tasks n_pairs n_seeds n_fallback prob".split()
 )
 """Columns of :func:`prior_gain_table`."""
 
