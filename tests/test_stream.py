@@ -327,3 +327,19 @@ def test_stream_config_refuses_an_empty_or_unknown_ladder_and_unknown_names():
         st.StreamConfig(starts=("none", "nope"))
     with pytest.raises(ValueError, match="orders"):
         st.StreamConfig(orders=0)
+
+
+def test_acceptance_by_hand():
+    c = pd.DataFrame(
+        {"target": ["b/g", "mean:b"], "controller": "plugin", "horizon": "10",
+         "contrast": "hierarchical - none", "delta": [3.0, 1.0], "ci_lo": [1.0, -1.0], "ci_hi": [5.0, 3.0], "n_targets": [1, 2]}
+    )  # fmt: skip
+    t = pd.DataFrame(
+        {"target": "b/g", "start": ["none", st.REFERENCE], "controller": ["plugin", st.REFERENCE],
+         "horizon": "all", "mean_utility": [4.0, 6.0], "ci_lo": [0.0, 2.0], "ci_hi": [8.0, 9.0]}
+    )  # fmt: skip
+    a = st.acceptance(t, c)
+    # the interval above 0; not; the mean inside the reference's interval
+    assert a["passed"].tolist() == [True, False, True]
+    assert a.iloc[2][["target", "delta", "ci_lo", "ci_hi"]].tolist() == ["b/g", 4.0, 2.0, 9.0]
+    assert st.acceptance(t.assign(mean_utility=[1.0, 6.0]), c.iloc[:0])["passed"].tolist() == [False]

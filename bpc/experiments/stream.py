@@ -870,33 +870,21 @@ def acceptance(
     tasks against the full-data reference's interval (``passed`` = its mean
     lies inside).
     """
-    c = contrasts
+    c, t = contrasts, table
     sel = c[(c["contrast"] == "hierarchical - none") & (c["controller"] == controller)]
-    sel = sel[sel["horizon"] == _horizon_label(horizon)]
-    rows = [
-        (
-            f"hierarchical - none, first {horizon} tasks ({controller})",
-            r["target"],
-            float(r["delta"]),
-            float(r["ci_lo"]),
-            float(r["ci_hi"]),
-            bool(float(r["ci_lo"]) > 0),
-        )
-        for r in sel.to_dict("records")
-    ]
-    t = table
-    ref = {
-        r["target"]: (float(r["ci_lo"]), float(r["ci_hi"]))
-        for r in t[t["start"] == REFERENCE].to_dict("records")
-    }
+    sel = sel[sel["horizon"] == _horizon_label(horizon)].assign(passed=lambda f: f["ci_lo"] > 0)
+    sel = sel.assign(check=f"hierarchical - none, first {horizon} tasks ({controller})")
+    ref = t[t["start"] == REFERENCE].set_index("target")
     online = t[(t["start"] == "none") & (t["controller"] == controller) & (t["horizon"] == "all")]
-    check = f"online from none ({controller}, all tasks) within the full-data reference's CI"
-    for r in online.to_dict("records"):
-        lo, hi = ref[r["target"]]
-        rows.append(
-            (check, r["target"], float(r["mean_utility"]), lo, hi, bool(lo <= float(r["mean_utility"]) <= hi))
-        )
-    return pd.DataFrame(rows, columns=["check", "target", "delta", "ci_lo", "ci_hi", "passed"])
+    online = online.assign(
+        check=f"online from none ({controller}, all tasks) within the full-data reference's CI",
+        delta=online["mean_utility"],
+        ci_lo=online["target"].map(ref["ci_lo"]),
+        ci_hi=online["target"].map(ref["ci_hi"]),
+    )
+    online = online.assign(passed=(online["ci_lo"] <= online["delta"]) & (online["delta"] <= online["ci_hi"]))
+    columns = ["check", "target", "delta", "ci_lo", "ci_hi", "passed"]
+    return pd.concat([sel[columns], online[columns]], ignore_index=True).astype({"passed": bool})
 
 
 def _write_tree(table, contrasts, entries, reference, path: Path) -> None:
@@ -924,7 +912,7 @@ def _markdown(
 ) -> str:
     from bpc.report.markdown import markdown_table
 
-    accept, table, contrasts = tables["acceptance"], tables["stream"], tables["contrasts"]
+    table = tables["stream"]
     lines = [
         "# bpc stream: learning while it runs",
         "",
@@ -932,20 +920,16 @@ def _markdown(
         f"wall time {wall:.0f} s. Intervals: {config.prob:.0%} task-clustered bootstrap.",
         "",
         *[f"- {n}" for n in notes],
-        "",
-        "## Acceptance checks",
-        "",
-        markdown_table(accept, decimals=2)
-        if len(accept)
-        else "(not computed: needs the starts none and hierarchical and the plugin controller)",
-        "",
-        "## Mean utility per task",
-        "",
-        markdown_table(table, decimals=2),
-        "",
-        "## Contrasts",
-        "",
-        markdown_table(contrasts, decimals=2) if len(contrasts) else "(none)",
-        "",
     ]
-    return "\n".join(lines)
+    sections = {
+        "Acceptance checks": (
+            "acceptance",
+            "needs the starts none and hierarchical and the plugin controller",
+        ),
+        "Mean utility per task": ("stream", "no entries"),
+        "Contrasts": ("contrasts", "none"),
+    }
+    for title, (name, empty) in sections.items():
+        frame = tables[name]
+        lines += ["", f"## {title}", "", markdown_table(frame, decimals=2) if len(frame) else f"({empty})"]
+    return "\n".join([*lines, ""])
