@@ -332,7 +332,8 @@ def test_stream_config_refuses_an_empty_or_unknown_ladder_and_unknown_names():
 def test_acceptance_by_hand():
     c = pd.DataFrame(
         {"target": ["b/g", "mean:b"], "controller": "plugin", "horizon": "10",
-         "contrast": "hierarchical - none", "delta": [3.0, 1.0], "ci_lo": [1.0, -1.0], "ci_hi": [5.0, 3.0], "n_targets": [1, 2]}
+         "contrast": "hierarchical - none", "delta": [3.0, 1.0], "ci_lo": [1.0, -1.0], "ci_hi": [5.0, 3.0],
+         "n_targets": [1, 2]}
     )  # fmt: skip
     t = pd.DataFrame(
         {"target": "b/g", "start": ["none", st.REFERENCE], "controller": ["plugin", st.REFERENCE],
