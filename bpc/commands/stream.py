@@ -192,8 +192,9 @@ def run(args: argparse.Namespace) -> int:
         bootstrap_b=args.bootstrap,
     )
     result = run_stream(recs, corpus.counts, config, fit_cache=args.fits, progress=not args.quiet)
-    meta = {k: v for k, v in result.metadata.items() if k not in ("entries", "reference")}
-    write(replace(result, metadata={**meta, "command": "bpc stream", "costs": args.costs}), args.out)
+    write(
+        replace(result, metadata={**result.metadata, "command": "bpc stream", "costs": args.costs}), args.out
+    )
     print(result.text)
     print(f"written: {args.out}/stream.csv, contrasts.csv, acceptance.csv, stream.nc, report.md")
     return 0

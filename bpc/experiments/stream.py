@@ -761,9 +761,9 @@ def run_stream(
     bpc.evaluate.Result
         Tables ``stream`` (:data:`STREAM_COLUMNS`), ``contrasts`` (``hierarchical − none`` and
         ``laplace-pooled − none``, :data:`CONTRAST_COLUMNS`) and ``acceptance``; text the report;
-        figure ``stream.nc`` (:func:`stream_tree`: every episode); metadata the config, notes,
-        ``fits`` (target → its left-out fit's diagnostics), ``wall_time``, and the ``entries`` /
-        ``reference`` frames.
+        file ``stream.nc`` (every episode and the full-data reference's utility per task, written
+        with the result); metadata the config, notes, ``fits`` (target → its left-out fit's
+        diagnostics) and ``wall_time``.
 
     Raises
     ------
@@ -853,10 +853,19 @@ def run_stream(
     accept = acceptance(table, contrasts)
     wall = time.perf_counter() - t_start
     tables = {"stream": table, "contrasts": contrasts, "acceptance": accept}
-    meta = {"notes": notes, "fits": fit_diag, "wall_time": wall, "entries": entries, "reference": reference}
     text = _markdown(tables, notes, config, wall)
     tree = functools.partial(_write_tree, table, contrasts, entries, reference)
-    return Result.of("stream", config=config, tables=tables, text=text, figures={"stream.nc": tree}, **meta)
+    figures = {"stream.nc": tree}
+    return Result.of(
+        "stream",
+        config=config,
+        tables=tables,
+        text=text,
+        figures=figures,
+        notes=notes,
+        fits=fit_diag,
+        wall_time=wall,
+    )
 
 
 def acceptance(
