@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bpc.constants import DEFAULT_SEED, REFIT_PRESETS
+
+if TYPE_CHECKING:
+    from bpc.evaluate import Result
+    from bpc.experiments.stream import StreamConfig
 
 NAME = "stream"
 HELP = (
@@ -154,6 +159,34 @@ def _targets(values: list[str], raw: list[tuple[str, str]]) -> list[tuple[str, s
     return out
 
 
+def _markdown(result: Result, config: StreamConfig) -> str:
+    """The report of a stream result (its tables, notes and wall time)."""
+    from bpc.report.markdown import markdown_table
+
+    tables, notes, wall = result.tables, result.metadata["notes"], result.metadata["wall_time"]
+    table = tables["stream"]
+    lines = [
+        "# bpc stream: learning while it runs",
+        "",
+        f"Targets: {', '.join(sorted(table['target'].unique()))}; {config.orders} random orders; "
+        f"wall time {wall:.0f} s. Intervals: {config.prob:.0%} task-clustered bootstrap.",
+        "",
+        *[f"- {n}" for n in notes],
+    ]
+    sections = {
+        "Acceptance checks": (
+            "acceptance",
+            "needs the starts none and hierarchical and the plugin controller",
+        ),
+        "Mean utility per task": ("stream", "no entries"),
+        "Contrasts": ("contrasts", "none"),
+    }
+    for title, (name, empty) in sections.items():
+        frame = tables[name]
+        lines += ["", f"## {title}", "", markdown_table(frame, decimals=2) if len(frame) else f"({empty})"]
+    return "\n".join([*lines, ""])
+
+
 def run(args: argparse.Namespace) -> int:
     """Map the arguments to a :class:`~bpc.experiments.stream.StreamConfig`, run it, write it, print it.
 
@@ -192,9 +225,9 @@ def run(args: argparse.Namespace) -> int:
         bootstrap_b=args.bootstrap,
     )
     result = run_stream(recs, corpus.counts, config, fit_cache=args.fits, progress=not args.quiet)
-    write(
-        replace(result, metadata={**result.metadata, "command": "bpc stream", "costs": args.costs}), args.out
-    )
+    meta = {**result.metadata, "command": "bpc stream", "costs": args.costs}
+    result = replace(result, text=_markdown(result, config), metadata=meta)
+    write(result, args.out)
     print(result.text)
     print(f"written: {args.out}/stream.csv, contrasts.csv, acceptance.csv, stream.nc, report.md")
     return 0

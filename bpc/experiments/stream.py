@@ -760,7 +760,7 @@ def run_stream(
     -------
     bpc.evaluate.Result
         Tables ``stream`` (:data:`STREAM_COLUMNS`), ``contrasts`` (``hierarchical − none`` and
-        ``laplace-pooled − none``, :data:`CONTRAST_COLUMNS`) and ``acceptance``; text the report;
+        ``laplace-pooled − none``, :data:`CONTRAST_COLUMNS`) and ``acceptance``;
         file ``stream.nc`` (every episode and the full-data reference's utility per task, written
         with the result); metadata the config, notes, ``fits`` (target → its left-out fit's
         diagnostics) and ``wall_time``.
@@ -853,14 +853,12 @@ def run_stream(
     accept = acceptance(table, contrasts)
     wall = time.perf_counter() - t_start
     tables = {"stream": table, "contrasts": contrasts, "acceptance": accept}
-    text = _markdown(tables, notes, config, wall)
     tree = functools.partial(_write_tree, table, contrasts, entries, reference)
     figures = {"stream.nc": tree}
     return Result.of(
         "stream",
         config=config,
         tables=tables,
-        text=text,
         figures=figures,
         notes=notes,
         fits=fit_diag,
@@ -914,31 +912,3 @@ def _write_tree(table, contrasts, entries, reference, path: Path) -> None:
         ds["task"] = ds["task"].astype(str)
         children[str(target).replace("/", "__")] = ds
     write_netcdf(xr.DataTree.from_dict({f"/{k}": v for k, v in children.items()}), path)
-
-
-def _markdown(
-    tables: Mapping[str, pd.DataFrame], notes: Sequence[str], config: StreamConfig, wall: float
-) -> str:
-    from bpc.report.markdown import markdown_table
-
-    table = tables["stream"]
-    lines = [
-        "# bpc stream: learning while it runs",
-        "",
-        f"Targets: {', '.join(sorted(table['target'].unique()))}; {config.orders} random orders; "
-        f"wall time {wall:.0f} s. Intervals: {config.prob:.0%} task-clustered bootstrap.",
-        "",
-        *[f"- {n}" for n in notes],
-    ]
-    sections = {
-        "Acceptance checks": (
-            "acceptance",
-            "needs the starts none and hierarchical and the plugin controller",
-        ),
-        "Mean utility per task": ("stream", "no entries"),
-        "Contrasts": ("contrasts", "none"),
-    }
-    for title, (name, empty) in sections.items():
-        frame = tables[name]
-        lines += ["", f"## {title}", "", markdown_table(frame, decimals=2) if len(frame) else f"({empty})"]
-    return "\n".join([*lines, ""])
