@@ -205,13 +205,7 @@ def run(args: argparse.Namespace) -> int:
         from bpc.costs import resolve_costs
 
         costs = resolve_costs(args.costs)
-    corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
-    recs = corpus.records
-    raw = sorted({(str(b), str(g)) for b, g in recs[["benchmark", "generator"]].drop_duplicates().values})
-    if not raw:
-        raise ValueError(f"{args.corpus}: no raw per-patch records (critic_results.jsonl) to stream")
-    config = StreamConfig(
-        targets=tuple(_targets(args.target, raw)),
+    config = StreamConfig(  # checked before the corpus is read; the targets once it is
         starts=tuple(args.start or STARTS),
         controllers=tuple(args.controller or CONTROLLERS),
         costs=costs,
@@ -224,6 +218,12 @@ def run(args: argparse.Namespace) -> int:
         presets=tuple(args.preset or REFIT_PRESETS),
         bootstrap_b=args.bootstrap,
     )
+    corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
+    recs = corpus.records
+    raw = sorted({(str(b), str(g)) for b, g in recs[["benchmark", "generator"]].drop_duplicates().values})
+    if not raw:
+        raise ValueError(f"{args.corpus}: no raw per-patch records (critic_results.jsonl) to stream")
+    config = replace(config, targets=tuple(_targets(args.target, raw)))
     result = run_stream(recs, corpus.counts, config, fit_cache=args.fits, progress=not args.quiet)
     meta = {**result.metadata, "command": "bpc stream", "costs": args.costs}
     result = replace(result, text=_markdown(result, config), metadata=meta)
