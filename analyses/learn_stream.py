@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.constants import CI_PROB, DEFAULT_SEED, REFIT_PRESETS
     from bpc.data.corpus import load_corpus
     from bpc.estimate.model.refits import RefitLadder, fit_summary
-    from bpc.experiments.stream import leave_cell_out, start_states
+    from bpc.experiments.stream import left_out_fit, start_states
     from bpc.outputs import atomic_folder, write_csv, write_text
     from bpc.paths import require_corpus
     from bpc.report.markdown import markdown_table
@@ -139,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         ladder = RefitLadder(
             counts, presets=tuple(args.preset or REFIT_PRESETS), cache=args.fits, progress=not quiet
         )
-        left = leave_cell_out(counts, bench, gen)
-        fits = {(bench, gen): ladder.fit(left, seed=args.seed, label=f"loo_{bench}__{gen}")}
+        fits = {(bench, gen): left_out_fit(ladder, counts, (bench, gen), seed=args.seed)}
         d = fit_summary(fits[(bench, gen)])
         c = d.get("config", {})
         notes.append(

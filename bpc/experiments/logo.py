@@ -782,7 +782,7 @@ def run_logo(
     from bpc.estimate.model.fit import posterior_params
     from bpc.estimate.model.refits import RefitLadder, fit_summary
     from bpc.evaluate import Result
-    from bpc.experiments.stream import leave_cell_out
+    from bpc.experiments.stream import leave_cell_out, left_out_fit
     from bpc.progress import info
 
     have = set(
@@ -802,7 +802,7 @@ def run_logo(
         predictive, ok = None, True
         if any(a in HIERARCHY_ARMS for a in config.arms):
             if (b, g) not in fits:
-                fits[(b, g)] = ladder.fit(left, seed=config.seed, label=f"loo_{b}__{g}")
+                fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=config.seed)
             summary = fit_summary(fits[(b, g)])
             ok = summary["converged"]
             more = {k: summary.get(k) for k in ("chains", "draws", "wall_time")}

@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from bpc.costs import Costs
+    from bpc.estimate.model.refits import RefitLadder
     from bpc.estimate.online import EpisodeRecord, LearningState
     from bpc.evaluate import Result
     from bpc.replay.profiles import Profile
@@ -113,6 +114,7 @@ __all__ = [
     "StreamConfig",
     "run_stream",
     "leave_cell_out",
+    "left_out_fit",
     "reference_params",
     "start_states",
     "stream_target",
@@ -245,6 +247,18 @@ def leave_cell_out(counts: xr.Dataset, benchmark: str, generator: str) -> xr.Dat
     if "source" in out:
         out["source"] = counts["source"].where(~is_cell, "")
     return out
+
+
+def left_out_fit(
+    ladder: RefitLadder, counts: xr.Dataset, target: tuple[str, str], *, seed: int
+) -> xr.DataTree:
+    """The hierarchical fit without ``target`` (:func:`leave_cell_out`), through the refit ladder.
+
+    Its cache files are named ``loo_<benchmark>__<generator>__…``, so the streaming and the
+    leave-one-generator-out studies share them.
+    """
+    b, g = target
+    return ladder.fit(leave_cell_out(counts, b, g), seed=seed, label=f"loo_{b}__{g}")
 
 
 def target_critics(pool: Pool) -> tuple[str, ...]:
@@ -805,8 +819,7 @@ def run_stream(
         ladder = RefitLadder(counts, presets=config.presets, cache=fit_cache, progress=progress)
         for b, g in config.targets:
             if (b, g) not in fits:
-                left = leave_cell_out(counts, b, g)
-                fits[(b, g)] = ladder.fit(left, seed=config.seed, label=f"loo_{b}__{g}")
+                fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=config.seed)
             d = fit_diag[f"{b}/{g}"] = fit_summary(fits[(b, g)])
             if not d["converged"]:
                 notes.append(
