@@ -130,3 +130,21 @@ def test_empty_or_unknown_ladders_are_refused():
         RefitLadder(tiny_counts(), presets="default")
     with pytest.raises(ValueError, match="nope"):
         RefitLadder(tiny_counts(), presets=("default", "nope"))
+
+
+def test_a_reduced_fit_is_what_is_cached_and_reused(tmp_path):
+    def keep_attrs_only(dt: xr.DataTree) -> xr.DataTree:
+        out = xr.DataTree.from_dict({"posterior": dt["posterior"].to_dataset().isel(draw=[0, 1])})
+        out.attrs.update(dt.attrs)
+        return out
+
+    first = RefitLadder(
+        tiny_counts(), cache=tmp_path, refitter=StandIn(0), reduce=keep_attrs_only, sampler="pymc"
+    )
+    assert first.fit(tiny_counts(), seed=1)["posterior"].sizes["draw"] == 2
+    again = StandIn(0)
+    second = RefitLadder(
+        tiny_counts(), cache=tmp_path, refitter=again, reduce=keep_attrs_only, sampler="pymc"
+    )
+    dt = second.fit(tiny_counts(), seed=1)
+    assert again.log == [] and dt["posterior"].sizes["draw"] == 2 and dt.attrs["converged"] == 1

@@ -103,6 +103,10 @@ class RefitLadder:
         NUTS implementation (:func:`bpc.estimate.model.fit.resolve_sampler`).
     kernels : {"predict", "measured"}
         Cell kernels of the fits' rates (:func:`bpc.estimate.model.fit.cell_rates`).
+    reduce : callable, optional
+        Applied to every rung's fit before it is checked, cached and returned (e.g. keep only the
+        groups a study reads: a fit of the whole panel can be tens of MB); it must keep the root
+        attrs (diagnostics, spec, config).
     refitter : callable, optional
         ``refitter(template, spec)`` → an object with the :meth:`bpc.estimate.model.fit.Refitter.fit`
         interface, called once, on the first fit the cache cannot serve (default: a
@@ -126,6 +130,7 @@ class RefitLadder:
         cache: str | Path | None = None,
         sampler: str = "auto",
         kernels: str = "predict",
+        reduce: Callable[[xr.DataTree], xr.DataTree] | None = None,
         refitter: Callable[[xr.Dataset, Any], _Fitter] | None = None,
         progress: bool = False,
     ) -> None:
@@ -143,6 +148,7 @@ class RefitLadder:
         self.sampler = resolve_sampler(sampler)
         self.kernels = kernels
         self.progress = bool(progress)
+        self._reduce = reduce
         self._make = refitter
         self._fitter: _Fitter | None = None
         self._memo: dict[tuple[str, int], xr.DataTree] = {}
@@ -263,6 +269,8 @@ class RefitLadder:
             target_accept=key["target_accept"],
         )
         info(f"refit {label}: {time.perf_counter() - t0:.0f} s", enabled=self.progress)
+        if self._reduce is not None:
+            dt = self._reduce(dt)
         dt.attrs["refit_key"] = json.dumps(key, sort_keys=True)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
