@@ -148,3 +148,8 @@ def test_a_reduced_fit_is_what_is_cached_and_reused(tmp_path):
     )
     dt = second.fit(tiny_counts(), seed=1)
     assert again.log == [] and dt["posterior"].sizes["draw"] == 2 and dt.attrs["converged"] == 1
+    # another reduction is another key: refitted
+    other = StandIn(0)
+    ladder = RefitLadder(tiny_counts(), cache=tmp_path, refitter=other, reduce=lambda dt: dt, sampler="pymc")
+    ladder.fit(tiny_counts(), seed=1)
+    assert len(other.log) == 1

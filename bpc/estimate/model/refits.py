@@ -13,8 +13,8 @@ subsample) goes through :class:`RefitLadder` (docs/method.md §Hierarchical mode
 * with a cache folder each rung's fit is written to one netCDF file and read back on a rerun only
   when its stored key equals the key of the fit asked for — the counts' hash, the model spec's hash,
   the preset and its sampler settings (draws, tune, chains, ``target_accept``), the sampler, the
-  kernels and the seed (:meth:`RefitLadder.key`). A file whose key differs is refused and refitted,
-  never reused.
+  kernels, what of the fit is kept and the seed (:meth:`RefitLadder.key`). A file whose key differs
+  is refused and refitted, never reused.
 """
 
 from __future__ import annotations
@@ -86,6 +86,14 @@ def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
     return d
 
 
+def _name(func: Callable[..., Any] | None) -> str:
+    """A stable name of a callable for the cache key (``""`` for none)."""
+    if func is None:
+        return ""
+    inner = getattr(func, "func", func)  # a functools.partial names its function
+    return f"{getattr(inner, '__module__', '')}.{getattr(inner, '__qualname__', type(inner).__name__)}"
+
+
 class RefitLadder:
     """Refits of one compiled hierarchical model, each climbing the preset ladder, optionally cached.
 
@@ -106,7 +114,7 @@ class RefitLadder:
     reduce : callable, optional
         Applied to every rung's fit before it is checked, cached and returned (e.g. keep only the
         groups a study reads: a fit of the whole panel can be tens of MB); it must keep the root
-        attrs (diagnostics, spec, config).
+        attrs (diagnostics, spec, config). Its qualified name is part of the cache key.
     refitter : callable, optional
         ``refitter(template, spec)`` → an object with the :meth:`bpc.estimate.model.fit.Refitter.fit`
         interface, called once, on the first fit the cache cannot serve (default: a
@@ -178,8 +186,8 @@ class RefitLadder:
         >>> counts = empty_counts(["lcb_hard"], ["gpt5_mini", "haiku45"])
         >>> k = RefitLadder(counts, sampler="pymc").key(counts, "long", 3)
         >>> sorted(k)  # doctest: +NORMALIZE_WHITESPACE
-        ['chains', 'counts', 'draws', 'kernels', 'preset', 'sampler', 'seed', 'spec', 'target_accept',
-         'tune']
+        ['chains', 'counts', 'draws', 'kernels', 'preset', 'reduce', 'sampler', 'seed', 'spec',
+         'target_accept', 'tune']
         >>> k["target_accept"], k["draws"], k["seed"]
         (0.95, 4000, 3)
         """
@@ -196,6 +204,7 @@ class RefitLadder:
             "target_accept": float(s["target_accept"]),
             "sampler": self.sampler,
             "kernels": self.kernels,
+            "reduce": _name(self._reduce),
             "seed": int(seed),
         }
 
