@@ -39,7 +39,7 @@ LCB_TARGETS = (
 
 
 def _fmt(row: pd.Series) -> str:
-    return f"{row['diff']:+.2f} [{row['ci_lo']:+.2f}, {row['ci_hi']:+.2f}]"
+    return f"{row['delta']:+.2f} [{row['ci_lo']:+.2f}, {row['ci_hi']:+.2f}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.constants import CI_PROB, REFIT_PRESETS, SAMPLER_PRESETS
     from bpc.data.corpus import load_corpus
     from bpc.data.tasks import flagged_tasks
-    from bpc.experiments.logo import arm_means, fit_table, logo_table, run_logo
+    from bpc.experiments.logo import LogoConfig, arm_means, fit_table, logo_table, run_logo
     from bpc.paths import require_corpus
 
     parser = argparse.ArgumentParser(
@@ -79,16 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     data = load_corpus(require_corpus(args.corpus), progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        result = run_logo(
-            data.records,
-            data.counts,
-            targets,
-            costs=args.costs,
-            presets=presets,
-            fit_cache=args.fit_cache,
-            task_critic=args.critic,
-            progress=True,
+        config = LogoConfig(
+            targets=tuple(targets), costs=tuple(args.costs), presets=presets, task_critic=args.critic
         )
+        result = run_logo(data.records, data.counts, config, fit_cache=args.fit_cache, progress=True)
         table = logo_table(result)
     fits = fit_table(result)
     pd.set_option("display.width", 250)
@@ -97,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{fits.attrs['n_failed']} of {len(fits)} failed:"
     )
     print(fits.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    starts = result.starts
+    starts = result.tables["starts"]
     print("\nStarts (mean starting θ over the target's tasks; tasks informed by other generators; σ used):")
     cols = [
         "benchmark",
@@ -178,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             index=["measure", "contrast", "costs"], columns="benchmark", values="cell", aggfunc="first"
         ).to_string()
     )
-    best = result.utilities[result.utilities["arm"] == "best_baseline"]
+    utilities = result.tables["utilities"]
+    best = utilities[utilities["arm"] == "best_baseline"]
     if not best.empty:
         chosen = best.groupby(["costs", "benchmark", "generator"])["policy"].first()
         print("\nbest simple baseline (chosen on the other generators' tasks):")
@@ -190,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         for name, frame in (
             ("logo_table", table.drop(columns=["ci"])),
-            ("logo_utilities", result.utilities),
-            ("logo_lpd", result.lpd),
-            ("logo_starts", result.starts),
+            ("logo_utilities", utilities),
+            ("logo_lpd", result.tables["lpd"]),
+            ("logo_starts", starts),
             ("logo_fits", fits),
             ("logo_arm_means", means),
             ("logo_table_flagged_excluded", dropped.drop(columns=["ci", "cell"])),

@@ -31,17 +31,17 @@ import pandas as pd
 
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison grid and print the tables."""
-    from bpc.constants import CI_PROB, CROSSFIT_FOLDS, CROSSFIT_SEEDS
+    from bpc.constants import CI_PROB, FOLD_SEEDS, N_FOLDS
     from bpc.data.corpus import load_corpus
     from bpc.data.tasks import exclude_tasks, flagged_tasks
     from bpc.estimate.crossed import crossed_layout
-    from bpc.experiments.task_eval import POOLED, compare_priors, gain_by_group, task_groups
+    from bpc.experiments.task_eval import POOLED, PriorsConfig, compare_priors, gain_by_group, task_groups
     from bpc.paths import default_corpus
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None, help="corpus folder (default: the authors')")
-    parser.add_argument("--folds", type=int, default=CROSSFIT_FOLDS)
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(CROSSFIT_SEEDS))
+    parser.add_argument("--folds", type=int, default=N_FOLDS)
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(FOLD_SEEDS))
     parser.add_argument("--costs", nargs="+", default=["paper-release", "fast"], help="named cost vectors")
     parser.add_argument("--critic", default="test", help="critic of the critic-only evidence (default test)")
     parser.add_argument("--out", type=Path, default=None, help="folder for the CSV files")
@@ -62,15 +62,15 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                gains, u = compare_priors(
-                    recs,
+                config = PriorsConfig(
                     costs=costs,
-                    base_counts=data.counts,
                     n_folds=args.folds,
-                    seeds=args.seeds,
+                    seeds=tuple(args.seeds),
                     task_critic=args.critic,
                     probs=(CI_PROB, 0.95),
                 )
+                result = compare_priors(recs, config, base_counts=data.counts)
+                gains, u = result.tables["gains"], result.tables["utilities"]
             wall = time.perf_counter() - t0
             print(
                 f"[costs {costs}, flagged tasks {'excluded' if exclude else 'kept'}: {wall:.0f} s]",

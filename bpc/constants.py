@@ -132,7 +132,8 @@ CI_KIND = "eti"
 """Default credible-interval kind: equal-tailed (``"eti"``) or ``"hdi"``."""
 
 BOOTSTRAP_PROB = 0.95
-"""Coverage of the paired percentile bootstrap CI on Δ (method.md §Replay and evaluation)."""
+"""Coverage of the paper's per-instance paired bootstrap on Δ, kept only where the ``paper`` profile
+reproduces the paper (method.md §Replay and evaluation); bpc's own tables use :data:`CI_PROB`."""
 
 BOOTSTRAP_B = 1000
 BOOTSTRAP_SEED = 42
@@ -156,11 +157,11 @@ POOL_SIZE = 3
 SPLIT_SEED = 42
 SPLIT_FIT_FRACTION = 0.75
 
-CROSSFIT_FOLDS = 5
-"""Folds K of the evaluation protocol's cross-fitting over tasks (:mod:`bpc.experiments.protocol`)."""
+N_FOLDS = 5
+"""Folds K of every study's cross-fitting (:func:`bpc.data.splits.folds`)."""
 
-CROSSFIT_SEEDS: tuple[int, ...] = (42, 43, 44)
-"""Fold-assignment seeds of the protocol's repeated K-fold (one task permutation per benchmark each)."""
+FOLD_SEEDS: tuple[int, ...] = (42, 43, 44)
+"""Fold-assignment seeds of the repeated K-fold (:func:`bpc.data.splits.folds`; one permutation each)."""
 
 # ---------------------------------------------------------------------------
 # Sampling and diagnostics
@@ -209,9 +210,9 @@ ESS ≥ 694, 0 divergences)."""
 
 REFIT_PRESETS: tuple[str, ...] = ("default", "long")
 """The ladder of a hierarchical refit: presets tried in turn until one passes its convergence check.
-Every refit of one model on changed counts climbs it — ``bpc compare``'s leave-one-cell-out refits
-(:func:`bpc.experiments.efficiency.hierarchical_arms`) and the left-out fits of the leave-one-generator-out
-and streaming experiments (:func:`bpc.experiments.stream.fit_left_out`). On the corpus the shorter presets
+Every refit of one model on changed counts climbs it (:class:`bpc.estimate.model.refits.RefitLadder`) —
+``bpc compare``'s leave-one-cell-out refits and the left-out fits of the leave-one-generator-out
+and streaming experiments. On the corpus the shorter presets
 never pass for a leave-one-cell-out refit (``refit``, 2 × 500: R-hat 1.03, bulk ESS 111; ``quick``,
 4 × 500: R-hat 1.017–1.018, bulk ESS 250–275). In the full LCB run of ``bpc compare`` (60 distinct
 refits, about 2 min each on 2 cores) ``default`` (4 × 2000) passed 56, and ``long`` (4 × 4000, the

@@ -19,8 +19,19 @@ otherwise return a finite bound beside a ``NaN`` one).
 
 Wilson score intervals on raw proportions (a frequentist interval on k/n, not
 a credible interval) live with the Laplace estimates in
-:func:`bpc.estimate.laplace.wilson_interval`; bootstrap percentile intervals
-on Δ live in :mod:`bpc.replay.bootstrap`.
+:func:`bpc.estimate.laplace.wilson_interval`.
+
+Bootstrap intervals on Δ (method.md §Replay and evaluation) live here too:
+
+* :func:`clustered_interval`, the one task-clustered interval of bpc's tables:
+  per-task values (a difference, or a numerator and a count for a ratio of
+  totals) are resampled by whole tasks, the same resample for every group of
+  a stratum (cells of one benchmark share tasks), at
+  :data:`~bpc.constants.CI_PROB`; its result column is ``delta``
+  (:data:`CLUSTERED_COLUMNS`). :func:`cluster_means` is its numpy core.
+* :func:`paired_bootstrap`, the authors' per-instance percentile bootstrap,
+  kept only where the ``paper`` profile reproduces the paper (coverage
+  :data:`~bpc.constants.BOOTSTRAP_PROB`).
 """
 
 from __future__ import annotations
@@ -30,13 +41,22 @@ from typing import Literal, overload
 
 import arviz_stats
 import numpy as np
+import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 
-from bpc.constants import CI_KIND, CI_PROB, DIM_CI
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_PROB, BOOTSTRAP_SEED, CI_KIND, CI_PROB, DIM_CI
 from bpc.schema import sample_dims
 
-__all__ = ["IntervalKind", "credible_interval", "interval_bounds"]
+__all__ = [
+    "IntervalKind",
+    "credible_interval",
+    "interval_bounds",
+    "CLUSTERED_COLUMNS",
+    "cluster_means",
+    "clustered_interval",
+    "paired_bootstrap",
+]
 
 IntervalKind = Literal["eti", "hdi"]
 """Interval kinds: equal-tailed (quantiles ``(1 ± prob)/2``) or highest-density."""
@@ -149,3 +169,229 @@ def credible_interval(
     out = out.transpose(..., DIM_CI)
     out.attrs.update({"ci_prob": prob, "ci_kind": kind})
     return out
+
+
+# ---------------------------------------------------------------------------
+# Task-clustered bootstrap (method.md §Replay and evaluation)
+# ---------------------------------------------------------------------------
+def cluster_means(
+    values: ArrayLike,
+    counts: ArrayLike | None = None,
+    *,
+    B: int = BOOTSTRAP_B,
+    seed: int | Sequence[int] = BOOTSTRAP_SEED,
+) -> np.ndarray:
+    """Ratios of totals over ``B`` task resamples, the same resample for every row.
+
+    Each resample draws ``T`` task indices with replacement
+    (``numpy.random.default_rng(seed).integers(0, T, size=(B, T))``); row
+    ``g``'s statistic in resample ``b`` is Σ values / Σ counts over the drawn
+    tasks it has (a task drawn twice counts twice), ``NaN`` if it has none.
+    Without ``counts`` every present task counts once: the mean of the
+    per-task values.
+
+    Parameters
+    ----------
+    values : array_like
+        ``(G, T)``: one row per group (a cell × policy, a difference, …),
+        one column per task; ``NaN`` where the group has no value for the task.
+    counts : array_like, optional
+        ``(G, T)`` denominators of a ratio of totals (e.g. patches per task).
+    B : int
+        Number of resamples (> 0).
+    seed : int or sequence of int
+        Seed of :func:`numpy.random.default_rng`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(B, G)``.
+
+    Raises
+    ------
+    ValueError
+        If ``values`` is not two-dimensional, has no task, holds inf, or ``B < 1``.
+
+    Examples
+    --------
+    >>> cluster_means([[1.0, 1.0], [2.0, np.nan]], B=3).tolist()
+    [[1.0, 2.0], [1.0, 2.0], [1.0, 2.0]]
+    >>> cluster_means([[2.0, 6.0]], [[2.0, 6.0]], B=2).tolist()  # ratio of totals: always 1
+    [[1.0], [1.0]]
+    """
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise ValueError(f"cluster_means: values must be (groups, tasks) with tasks > 0, got {arr.shape}")
+    if np.isinf(arr).any():
+        raise ValueError("cluster_means: values hold inf")
+    if int(B) < 1:
+        raise ValueError(f"cluster_means: B must be >= 1, got {B}")
+    present = np.isfinite(arr)
+    den_t = (
+        present.astype(np.float64) if counts is None else np.where(present, np.asarray(counts, float), 0.0)
+    )
+    n_tasks = arr.shape[1]
+    idx = np.random.default_rng(seed).integers(0, n_tasks, size=(int(B), n_tasks))
+    weights = np.zeros((int(B), n_tasks))
+    np.add.at(weights, (np.repeat(np.arange(int(B)), n_tasks), idx.ravel()), 1.0)
+    num = weights @ np.where(present, arr, 0.0).T
+    den = weights @ den_t.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+CLUSTERED_COLUMNS: tuple[str, ...] = ("delta", "ci_lo", "ci_hi", "n_tasks")
+"""Columns :func:`clustered_interval` adds to the group keys."""
+
+
+def clustered_interval(
+    frame: pd.DataFrame,
+    *,
+    value: str,
+    count: str | None = None,
+    groups: Sequence[str] = ("benchmark", "generator"),
+    task: str = "instance_id",
+    strata: str = "benchmark",
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = CI_PROB,
+) -> pd.DataFrame:
+    """Task-clustered percentile bootstrap of a per-task statistic per group.
+
+    Within each stratum (a benchmark: the unit whose cells share task ids)
+    the task ids are resampled with replacement and the same resample is
+    applied to every group of the stratum (:func:`cluster_means`; the
+    generator of stratum ``i`` — strata in sorted order — is
+    ``numpy.random.default_rng([seed, i])``). ``frame`` holds one row per
+    (group, task): average repeated measurements of a task first.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Tidy rows with the ``groups`` columns, ``task``, ``strata`` and
+        ``value``; rows with a non-finite ``value`` are dropped.
+    value : str
+        Per-task value (a difference for a Δ, or a numerator with ``count``).
+    count : str, optional
+        Per-task denominator: the statistic is then the ratio of totals
+        Σ value / Σ count instead of the mean of ``value`` over tasks.
+    groups : sequence of str
+        Columns identifying a group; must include ``strata``.
+    task, strata : str
+        Task id column and the column whose values share task ids.
+    B, seed : int
+        Resamples and seed.
+    prob : float, default :data:`~bpc.constants.CI_PROB`
+        Coverage in (0, 1) of the percentile interval.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The ``groups`` columns plus :data:`CLUSTERED_COLUMNS` (the statistic
+        over the group's tasks as ``delta``, the interval and the number of
+        tasks); one row per group, sorted by the group keys.
+
+    Raises
+    ------
+    ValueError
+        For missing columns, ``strata`` not among ``groups``, repeated
+        (group, task) rows, ``prob`` outside (0, 1) or an empty frame.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"benchmark": "b", "generator": ["g", "g", "h"],
+    ...                    "instance_id": ["t1", "t2", "t1"], "d": [1.0, 1.0, 2.0]})
+    >>> clustered_interval(df, value="d")[["generator", "delta", "ci_lo", "n_tasks"]].values.tolist()
+    [['g', 1.0, 1.0, 2], ['h', 2.0, 2.0, 1]]
+    """
+    keys = list(groups)
+    cols = [value] if count is None else [value, count]
+    missing = [c for c in [*keys, task, strata, *cols] if c not in frame.columns]
+    if missing:
+        raise ValueError(f"clustered_interval: frame lacks column(s) {missing}")
+    if strata not in keys:
+        raise ValueError(f"clustered_interval: strata {strata!r} must be one of the groups {keys}")
+    if not 0.0 < prob < 1.0:
+        raise ValueError(f"clustered_interval: prob must lie in (0, 1), got {prob}")
+    data = frame[[*keys, task, *cols]].copy()
+    data = data[np.isfinite(data[value].to_numpy(dtype=np.float64))]
+    if data.empty:
+        raise ValueError(f"clustered_interval: no finite {value!r} to resample")
+    if data.duplicated([*keys, task]).any():
+        raise ValueError(
+            "clustered_interval: a (group, task) pair occurs twice; average repeated measurements first"
+        )
+    q = [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0]
+    rows = []
+    for i, (_, part) in enumerate(sorted(data.groupby(strata, sort=False), key=lambda kv: str(kv[0]))):
+        wide = part.set_index([*keys, task])[cols].unstack(task)
+        vals = wide[value].to_numpy(dtype=np.float64)
+        cnt = None if count is None else wide[count].to_numpy(dtype=np.float64)
+        means = cluster_means(vals, cnt, B=B, seed=[int(seed), i])
+        lo, hi = np.nanquantile(means, q, axis=0)
+        n = np.isfinite(vals).sum(axis=1)
+        if cnt is None:
+            est = np.nanmean(vals, axis=1)
+        else:
+            est = np.nansum(vals, axis=1) / np.nansum(np.where(np.isfinite(vals), cnt, 0.0), axis=1)
+        for j, key in enumerate(wide.index):
+            key = key if isinstance(key, tuple) else (key,)
+            rows.append((*key, float(est[j]), float(lo[j]), float(hi[j]), int(n[j])))
+    out = pd.DataFrame(rows, columns=[*keys, *CLUSTERED_COLUMNS])
+    return out.sort_values(keys, ignore_index=True)
+
+
+def paired_bootstrap(
+    diff: ArrayLike, *, B: int = BOOTSTRAP_B, seed: int = BOOTSTRAP_SEED, prob: float = BOOTSTRAP_PROB
+) -> tuple[float, float]:
+    """The paper's percentile bootstrap interval of the mean of paired per-instance differences.
+
+    The resamples are drawn as the authors drew them: a fresh
+    ``numpy.random.default_rng(seed)``, then ``B`` successive
+    ``rng.integers(0, n, size=n)`` index vectors (drawn here in one call of
+    shape ``(B, n)``, which yields the same stream); the bounds are the
+    ``(1 ∓ prob) / 2`` quantiles (linear). Only the ``paper`` profile's
+    reproduction uses it; bpc's own tables use :func:`clustered_interval`.
+
+    Parameters
+    ----------
+    diff : array_like
+        Per-instance differences ``U_policy - U_reference``, shape ``(n,)``; finite.
+    B : int
+        Number of resamples.
+    seed : int
+        Seed; a new ``numpy.random.default_rng(seed)`` is made for this call.
+    prob : float, default :data:`~bpc.constants.BOOTSTRAP_PROB`
+        Coverage in (0, 1).
+
+    Returns
+    -------
+    tuple of float
+        ``(lo, hi)``.
+
+    Raises
+    ------
+    ValueError
+        For empty, non-finite or not one-dimensional input, ``B < 1`` or ``prob`` outside (0, 1).
+
+    Examples
+    --------
+    >>> paired_bootstrap([1.0, 1.0, 1.0])
+    (1.0, 1.0)
+    """
+    if not 0.0 < prob < 1.0:
+        raise ValueError(f"paired_bootstrap: prob must lie in (0, 1), got {prob}")
+    arr = np.asarray(diff, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(
+            f"paired_bootstrap: diff must be one-dimensional (one value per instance), got {arr.shape}"
+        )
+    if arr.shape[0] == 0:
+        raise ValueError("paired_bootstrap: diff is empty; need at least one instance")
+    if not np.isfinite(arr).all():
+        raise ValueError("paired_bootstrap: diff holds NaN or inf; drop unpaired instances first")
+    if int(B) < 1:
+        raise ValueError(f"paired_bootstrap: B must be >= 1, got {B}")
+    idx = np.random.default_rng(seed).integers(0, arr.shape[0], size=(int(B), arr.shape[0]))
+    lo, hi = np.quantile(arr[idx].mean(axis=1), [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0])
+    return float(lo), float(hi)

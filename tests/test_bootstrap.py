@@ -8,13 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.replay.bootstrap import (
-    TASK_BOOTSTRAP_COLUMNS,
-    bootstrap_means,
-    cluster_bootstrap_means,
-    paired_bootstrap,
-    task_bootstrap,
-)
+from bpc.intervals import CLUSTERED_COLUMNS, cluster_means, clustered_interval, paired_bootstrap
 
 
 def test_constant_differences_give_a_point_interval():
@@ -36,14 +30,12 @@ def test_matches_the_authors_loop():
     means = [d[rng.integers(0, len(d), size=len(d))].mean() for _ in range(1000)]
     lo, hi = np.quantile(means, [0.025, 0.975])
     assert paired_bootstrap(d) == (lo, hi)
-    np.testing.assert_array_equal(bootstrap_means(d), means)
 
 
 def test_deterministic_and_seeded():
     d = np.random.default_rng(1).normal(size=50)
     assert paired_bootstrap(d) == paired_bootstrap(d.copy())
     assert paired_bootstrap(d, seed=7) != paired_bootstrap(d, seed=8)
-    assert len(bootstrap_means(d, B=17)) == 17
 
 
 @settings(max_examples=40, deadline=None)
@@ -78,18 +70,18 @@ def test_cluster_means_match_a_loop_over_task_resamples():
     expect = np.array(
         [[np.nanmean(row[i]) if np.isfinite(row[i]).any() else np.nan for row in vals] for i in idx]
     )
-    np.testing.assert_allclose(cluster_bootstrap_means(vals, B=50, seed=3), expect)
+    np.testing.assert_allclose(cluster_means(vals, B=50, seed=3), expect)
 
 
 def test_cluster_resample_is_joint_across_groups():
     # two cells with identical utilities on the shared tasks move together in every resample
     vals = np.array([[1.0, 5.0, 9.0], [1.0, 5.0, 9.0], [2.0, 6.0, 10.0]])
-    means = cluster_bootstrap_means(vals, B=200, seed=0)
+    means = cluster_means(vals, B=200, seed=0)
     np.testing.assert_array_equal(means[:, 0], means[:, 1])
     np.testing.assert_allclose(means[:, 2] - means[:, 0], 1.0)
 
 
-def test_task_bootstrap_hand_checked_and_strata_independent():
+def test_clustered_interval_hand_checked_and_strata_independent():
     df = pd.DataFrame(
         {
             "benchmark": ["a", "a", "a", "a", "b"],
@@ -98,36 +90,48 @@ def test_task_bootstrap_hand_checked_and_strata_independent():
             "d": [0.0, 1.0, 0.0, 1.0, 3.0],
         }
     )
-    out = task_bootstrap(df, value="d", prob=0.5)
-    assert list(out.columns) == ["benchmark", "generator", *TASK_BOOTSTRAP_COLUMNS]
-    assert out["estimate"].tolist() == [0.5, 0.5, 3.0]
+    out = clustered_interval(df, value="d", prob=0.5)
+    assert list(out.columns) == ["benchmark", "generator", *CLUSTERED_COLUMNS]
+    assert out["delta"].tolist() == [0.5, 0.5, 3.0]
     assert out["n_tasks"].tolist() == [2, 2, 1]
     # same data in both cells of benchmark a: same resamples → the same interval
     assert tuple(out.iloc[0][["ci_lo", "ci_hi"]]) == tuple(out.iloc[1][["ci_lo", "ci_hi"]])
     assert tuple(out.iloc[2][["ci_lo", "ci_hi"]]) == (3.0, 3.0)
 
 
-def test_task_bootstrap_errors():
+def test_clustered_interval_errors():
     df = pd.DataFrame({"benchmark": "a", "generator": "g", "instance_id": ["t", "t"], "d": [1.0, 2.0]})
     with pytest.raises(ValueError, match="occurs twice"):
-        task_bootstrap(df, value="d")
+        clustered_interval(df, value="d")
     with pytest.raises(ValueError, match="lacks column"):
-        task_bootstrap(df, value="nope")
+        clustered_interval(df, value="nope")
     with pytest.raises(ValueError, match="strata"):
-        task_bootstrap(df.iloc[:1], value="d", groups=("generator",))
+        clustered_interval(df.iloc[:1], value="d", groups=("generator",))
     with pytest.raises(ValueError, match="inf"):
-        cluster_bootstrap_means([[np.inf]])
+        cluster_means([[np.inf]])
 
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(-50, 50), min_size=2, max_size=12), st.floats(-5, 5))
-def test_task_bootstrap_interval_contains_shift_equivariantly(values, shift):
+def test_clustered_interval_interval_contains_shift_equivariantly(values, shift):
     n = len(values)
     df = pd.DataFrame(
         {"benchmark": "b", "generator": "g", "instance_id": [f"t{i}" for i in range(n)], "d": values}
     )
-    a = task_bootstrap(df, value="d", B=200).iloc[0]
-    b = task_bootstrap(df.assign(d=df["d"] + shift), value="d", B=200).iloc[0]
-    assert a["ci_lo"] - 1e-9 <= a["estimate"] <= a["ci_hi"] + 1e-9
+    a = clustered_interval(df, value="d", B=200).iloc[0]
+    b = clustered_interval(df.assign(d=df["d"] + shift), value="d", B=200).iloc[0]
+    assert a["ci_lo"] - 1e-9 <= a["delta"] <= a["ci_hi"] + 1e-9
     assert b["ci_lo"] == pytest.approx(a["ci_lo"] + shift, abs=1e-9)
     assert b["ci_hi"] == pytest.approx(a["ci_hi"] + shift, abs=1e-9)
+
+
+def test_ratio_of_totals_weighs_tasks_by_their_counts():
+    # one group, tasks with 1 and 3 patches: the ratio of totals is (1 + 3) / (1 + 3) ... by hand
+    df = pd.DataFrame(
+        {"benchmark": "b", "generator": "g", "instance_id": ["t1", "t2"], "num": [1.0, 0.0], "n": [1.0, 3.0]}
+    )
+    out = clustered_interval(df, value="num", count="n", prob=0.5).iloc[0]
+    assert out["delta"] == pytest.approx(0.25)  # (1 + 0) / (1 + 3), not the mean of 1/1 and 0/3
+    means = cluster_means([[1.0, 0.0]], [[1.0, 3.0]], B=400, seed=0)[:, 0]
+    # every resample is one of the ratios 1 (t1 twice), 0 (t2 twice), 0.25 (both)
+    assert set(np.round(means, 6)) == {0.0, 0.25, 1.0}

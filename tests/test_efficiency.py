@@ -295,10 +295,10 @@ def test_task_prior_arm_starts_tasks_from_the_other_generators(shared_panel):
     # target's outcomes on the scored tasks (were they to leak into the crossed fit, the target's
     # location would move) leaves every start where it was
     from bpc.constants import DEFAULT_SEED
-    from bpc.data.splits import task_folds
+    from bpc.data.splits import folds
 
-    folds = task_folds(rec[rec["generator"] == "haiku45"], n_folds=3, seeds=[DEFAULT_SEED])
-    scored = set(folds.loc[folds["fold"] == 0, "instance_id"].astype(str))
+    assignment = folds(rec[rec["generator"] == "haiku45"], k=3, seeds=[DEFAULT_SEED])
+    scored = set(assignment.loc[assignment["fold"] == 0, "instance_id"].astype(str))
     flipped = rec.copy()
     hit = (flipped["generator"] == "haiku45") & flipped["instance_id"].astype(str).isin(scored)
     flipped.loc[hit, "Y"] = 1 - flipped.loc[hit, "Y"]

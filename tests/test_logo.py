@@ -9,9 +9,10 @@ import xarray as xr
 
 from bpc.data.counts import counts_from_records
 from bpc.estimate.crossed import normal_grid
+from bpc.evaluate import Result
 from bpc.experiments.logo import (
     LOGO_ARMS,
-    LogoResult,
+    LogoConfig,
     crossed_without,
     logo_starts,
     logo_table,
@@ -158,7 +159,7 @@ def test_flipping_the_target_moves_no_arm(target):
         xr.testing.assert_identical(acts[0], acts[1])
     # and through logo_target: the starts table is the same, the target's own scores are not
     outs = [
-        logo_target(r, left, target, costs=("fast",), predictive=_predictive(left, target))
+        logo_target(r, left, target, config=LogoConfig(costs=("fast",)), predictive=_predictive(left, target))
         for r, left in zip((rec, flipped), lefts, strict=True)
     ]
     pd.testing.assert_frame_equal(outs[0][2], outs[1][2])
@@ -179,23 +180,25 @@ def test_logo_table_hand_checked():
         "task"
     )
     lpd = util.drop(columns=["costs", "utility", "policy"]).assign(lpd=-1.0)
-    res = LogoResult(util, lpd, pd.DataFrame(), pd.DataFrame())
+    res = Result("logo", tables={"utilities": util, "lpd": lpd})
     tab = logo_table(res, contrasts=[("x", "y")], B=200)
     u = tab[tab["measure"] == "utility"].set_index("generator")
-    assert u.loc["g1", "diff"] == pytest.approx(1.0) and u.loc["g2", "diff"] == pytest.approx(3.0)
-    assert u.loc["pooled", "diff"] == pytest.approx(2.0)
+    assert u.loc["g1", "delta"] == pytest.approx(1.0) and u.loc["g2", "delta"] == pytest.approx(3.0)
+    assert u.loc["pooled", "delta"] == pytest.approx(2.0)
     assert u.loc["pooled", "n_tasks"] == 2 and u.loc["pooled", "n_pairs"] == 4
     # every resample has both generators of each drawn task: the pooled mean never moves
     assert u.loc["pooled", "ci_lo"] == pytest.approx(2.0) and u.loc["pooled", "ci_hi"] == pytest.approx(2.0)
-    assert (tab.loc[tab["measure"] == "lpd", "diff"] == 0).all()
+    assert (tab.loc[tab["measure"] == "lpd", "delta"] == 0).all()
     # a target whose fit failed is excluded and counted, or used and flagged
     util.loc[(util["generator"] == "g2") & (util["arm"] == "x"), "converged"] = False
-    res = LogoResult(util, lpd.assign(converged=util["converged"].to_numpy()), pd.DataFrame(), pd.DataFrame())
+    res = Result(
+        "logo", tables={"utilities": util, "lpd": lpd.assign(converged=util["converged"].to_numpy())}
+    )
     u = logo_table(res, contrasts=[("x", "y")], B=200).query("measure == 'utility'").set_index("generator")
-    assert "g2" not in u.index and u.loc["pooled", "n_failed"] == 1 and u.loc["pooled", "diff"] == 1.0
+    assert "g2" not in u.index and u.loc["pooled", "n_failed"] == 1 and u.loc["pooled", "delta"] == 1.0
     u = logo_table(res, contrasts=[("x", "y")], B=200, include_failed=True)
     u = u.query("measure == 'utility'").set_index("generator")
-    assert u.loc["g2", "flag"] == "built from a failed fit" and u.loc["pooled", "diff"] == pytest.approx(2.0)
+    assert u.loc["g2", "flag"] == "built from a failed fit" and u.loc["pooled", "delta"] == pytest.approx(2.0)
 
 
 @pytest.mark.slow
@@ -205,17 +208,18 @@ def test_run_logo_with_a_real_left_out_fit():
 
     rec = _records()
     counts = counts_from_records(rec)
-    res = run_logo(rec, counts, [("b", "g3")], costs=("fast",), presets=("refit-quick",), draws=50)
+    config = LogoConfig(targets=(("b", "g3"),), costs=("fast",), presets=("refit-quick",), draws=50)
+    res = run_logo(rec, counts, config)
     fits = fit_table(res)
     assert fits[["benchmark", "generator"]].values.tolist() == [["b", "g3"]]
     assert fits.attrs["n_failed"] == int(not fits["ok"].iloc[0])
-    assert set(res.utilities["arm"]) == {*LOGO_ARMS, "best_baseline"}
-    assert res.utilities.groupby("arm")["instance_id"].nunique().eq(16).all()
+    assert set(res.tables["utilities"]["arm"]) == {*LOGO_ARMS, "best_baseline"}
+    assert res.tables["utilities"].groupby("arm")["instance_id"].nunique().eq(16).all()
     tab = logo_table(res, B=100, include_failed=True)
     row = tab.query("measure == 'lpd' and generator == 'pooled' and arm == 'task_oracle'")
     row = row[row["reference"] == "cell_hierarchy"]
-    assert int(row["n_tasks"].iloc[0]) == 16 and np.isfinite(row["diff"].iloc[0])
+    assert int(row["n_tasks"].iloc[0]) == 16 and np.isfinite(row["delta"].iloc[0])
     # the hierarchy's rows carry the fit's verdict
-    hier = res.utilities[res.utilities["arm"] == "cell_hierarchy"]
+    hier = res.tables["utilities"][res.tables["utilities"]["arm"] == "cell_hierarchy"]
     assert hier["converged"].eq(bool(fits["ok"].iloc[0])).all()
     assert set(arm_means(res)["generator"]) == {"g3", "pooled"}

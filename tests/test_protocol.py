@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bpc.data.counts import counts_from_records
-from bpc.data.splits import fold_split, task_folds
+from bpc.data.splits import fold_split, folds
 from bpc.experiments.protocol import (
     BEST_SIMPLE,
     DELTA_COLUMNS,
@@ -116,7 +116,7 @@ def test_training_counts_drop_unsplittable_tables_and_measured_kernels():
     base = xr.merge([base, extra, other], compat="no_conflicts", join="outer")
     base["trans_n"].loc[{"benchmark": "lcb_hard", "generator": "haiku45"}] = [10.0, 10.0]
     base["trans_flip"].loc[{"benchmark": "lcb_hard", "generator": "haiku45"}] = [2.0, 1.0]
-    split = fold_split(rec, task_folds(rec, n_folds=3, seeds=[4]), seed=4, fold=0)
+    split = fold_split(rec, folds(rec, k=3, seeds=[4]), seed=4, fold=0)
     counts = training_counts(rec, split, base=base)
     assert np.isnan(counts["n_patches"].sel(benchmark="lcb_hard", generator="sonnet45")).item()
     assert counts["n_patches"].sel(benchmark="mbpp_plus", generator="haiku45").item() == 20.0
@@ -245,7 +245,7 @@ def test_training_counts_keep_no_per_task_count_of_a_scored_task():
     """With a source's counts as base, a scored task's per-task counts stay off the training side."""
     rec = _records()
     base = counts_from_records(rec)
-    split = fold_split(rec, task_folds(rec, n_folds=3, seeds=[5]), seed=5, fold=1)
+    split = fold_split(rec, folds(rec, k=3, seeds=[5]), seed=5, fold=1)
     counts = training_counts(rec, split, base=base)
     scored = split.eval[("lcb_hard", "haiku45")]
     fit = split.fit[("lcb_hard", "haiku45")]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bpc.costs import named_costs
-from bpc.data.splits import kfold_splits, split_counts
+from bpc.data.splits import fold_split, folds, split_counts
 from bpc.decide.controllers import InstanceController, TableController
 from bpc.decide.kernels.instance import abandon_exact, mixture_mean
 from bpc.decide.table import ParameterSamples
@@ -22,6 +22,11 @@ from bpc.replay.engine import (
 )
 from bpc.replay.profiles import BPC, PAPER, PAPER_RELEASE, get_profile
 from bpc.schema import records_to_pool, select_cell
+
+
+def _fold(rec, k: int, j: int):
+    return fold_split(rec, folds(rec, k=k, seeds=[42], by="instance"), seed=42, fold=j)
+
 
 CRITICS = ("syn", "test", "llm")
 FAST = named_costs("fast")
@@ -160,7 +165,7 @@ def _synthetic(seed=0, n=20, kappa=0.5, prior=0.3):
 
 def test_make_controller_by_profile():
     rec = _synthetic()
-    params = select_cell(laplace(split_counts(rec, kfold_splits(rec, n_folds=5)[0])), "lcb_hard", "g1")
+    params = select_cell(laplace(split_counts(rec, _fold(rec, 5, 0))), "lcb_hard", "g1")
     assert isinstance(make_controller("bayesian_dp", params, FAST, "paper"), TableController)
     ctl = make_controller("bayesian_dp", params, FAST, "bpc")
     assert isinstance(ctl, InstanceController) and ctl.belief == "instance"
@@ -182,7 +187,7 @@ def test_kfold_scores_every_instance_once_with_parameters_fitted_without_it():
         assert ds.sizes["instance"] == 20
         assert list(ds["instance"].values) == sorted(ds["instance"].values)
     # fold 2 by hand: parameters fitted on the other folds, replay of its eval instances
-    fold = kfold_splits(rec, n_folds=4)[2]
+    fold = _fold(rec, 4, 2)
     params = laplace(split_counts(rec, fold))
     (cell, _, eval_ids) = next(iter(fold))
     ctl = make_controller("bayesian_dp", select_cell(params, *cell), named_costs("paper-release"), "bpc")
@@ -233,7 +238,7 @@ def test_acceptance_reads_the_paired_table():
 # solve layer
 # ---------------------------------------------------------------------------
 def _params(rec):
-    return laplace(split_counts(rec, kfold_splits(rec, n_folds=5)[0]))
+    return laplace(split_counts(rec, _fold(rec, 5, 0)))
 
 
 def test_solve_b0_instance_model_iid_limit_is_the_paper_tree():

@@ -1,4 +1,4 @@
-"""Instance splits: the 75/25 holdout, in-sample, K-fold, and counts of one side."""
+"""Instance splits: the 75/25 holdout, in-sample, the one fold assigner, and counts of one side."""
 
 from __future__ import annotations
 
@@ -10,14 +10,17 @@ from hypothesis import strategies as st
 
 from bpc.data.splits import (
     Split,
-    fold_instances,
     fold_split,
-    kfold_splits,
+    folds,
     split_cells,
     split_counts,
     split_instances,
-    task_folds,
 )
+
+
+def _kfold(rec: pd.DataFrame, k: int, seed: int = 42) -> list[Split]:
+    assignment = folds(rec, k=k, seeds=[seed], by="instance")
+    return [fold_split(rec, assignment, seed=seed, fold=j) for j in range(k)]
 
 
 def _records(sizes: dict[tuple[str, str], int], patches: int = 2) -> pd.DataFrame:
@@ -59,18 +62,21 @@ def test_split_instances_rounds_the_eval_share_up():
     assert [len(s) for s in split_instances(list("abcd"))] == [3, 1]
 
 
-def test_fold_instances_hand_checked():
+def test_instance_folds_hand_checked():
     ids = [f"i{k}" for k in range(7)]
+    rec = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": ids})
     perm = np.random.default_rng(42).permutation(7)
     blocks = np.array_split(perm, 3)  # sizes 3, 2, 2
-    for j in range(3):
-        fit, ev = fold_instances(ids, n_folds=3, fold=j)
+    for j, split in enumerate(_kfold(rec, 3)):
+        fit, ev = split.fit[("b", "g")], split.eval[("b", "g")]
         assert list(ev) == sorted(ids[k] for k in blocks[j])
         assert set(fit) == set(ids) - set(ev)
-    with pytest.raises(ValueError, match="n_folds"):
-        fold_instances(ids, n_folds=1, fold=0)
+    with pytest.raises(ValueError, match="k must"):
+        folds(ids, k=1)
     with pytest.raises(ValueError, match="fold must"):
-        fold_instances(ids, n_folds=3, fold=3)
+        fold_split(rec, folds(rec, k=3, seeds=[42], by="instance"), seed=42, fold=3)
+    with pytest.raises(ValueError, match="by must"):
+        folds(ids, by="cell")  # type: ignore[arg-type]
 
 
 @settings(max_examples=40, deadline=None)
@@ -78,7 +84,8 @@ def test_fold_instances_hand_checked():
 def test_kfold_scores_every_instance_once(n, k, seed):
     k = min(k, n)
     ids = [f"x{i:03d}" for i in range(n)]
-    evals = [fold_instances(ids, n_folds=k, fold=j, seed=seed)[1] for j in range(k)]
+    assignment = folds(ids, k=k, seeds=[seed])
+    evals = [assignment.loc[assignment["fold"] == j, "instance_id"].to_numpy() for j in range(k)]
     joined = np.concatenate(evals)
     assert sorted(joined) == ids  # each instance on the eval side exactly once
     sizes = [len(e) for e in evals]
@@ -116,17 +123,15 @@ def test_split_cells_small_cells():
     assert split_cells(rec, drop_small=True).cells == (("lcb_medium", "haiku45"),)
 
 
-def test_kfold_splits_cover_every_instance():
+def test_instance_folds_cover_every_instance():
     rec = _records({("lcb_hard", "haiku45"): 11, ("lcb_medium", "haiku45"): 7})
-    folds = kfold_splits(rec, n_folds=4, seed=3)
-    assert [f.fold for f in folds] == [0, 1, 2, 3] and all(f.n_folds == 4 for f in folds)
-    for cell in folds[0].cells:
-        every = sorted(np.concatenate([f.eval[cell] for f in folds]))
+    splits = _kfold(rec, 4, seed=3)
+    assert [f.fold for f in splits] == [0, 1, 2, 3] and all(f.n_folds == 4 for f in splits)
+    for cell in splits[0].cells:
+        every = sorted(np.concatenate([f.eval[cell] for f in splits]))
         assert every == sorted(rec[rec["benchmark"] == cell[0]]["instance_id"].unique())
-        for f in folds:
+        for f in splits:
             assert not set(f.fit[cell]) & set(f.eval[cell])
-    with pytest.raises(ValueError, match="both"):
-        split_cells(rec, n_folds=3)
 
 
 def test_rows_and_with_fit():
@@ -181,8 +186,7 @@ def test_replay_cells_takes_a_split_and_kfold_scores_every_instance_once():
     default = replay_cells(rec, policies=policies)
     explicit = replay_cells(rec, policies=policies, instances=split_cells(rec))
     pd.testing.assert_frame_equal(default, explicit)
-    folds = kfold_splits(rec, n_folds=3)
-    scored = pd.concat([replay_cells(rec, policies=policies, instances=f) for f in folds])
+    scored = pd.concat([replay_cells(rec, policies=policies, instances=f) for f in _kfold(rec, 3)])
     per_cell = scored[scored["policy"] == "always_verify"].groupby(["benchmark", "generator"])["n_instances"]
     sizes = rec.groupby(["benchmark", "generator"])["instance_id"].nunique()
     pd.testing.assert_series_equal(per_cell.sum(), sizes, check_names=False)
@@ -203,22 +207,22 @@ def _shared_records() -> pd.DataFrame:
 
 def test_task_folds_hand_checked():
     rec = _shared_records()
-    folds = task_folds(rec, n_folds=3, seeds=[5, 6])
-    assert list(folds.columns) == ["seed", "benchmark", "instance_id", "fold"]
-    lcb = folds[(folds["seed"] == 5) & (folds["benchmark"] == "lcb")]
+    assignment = folds(rec, k=3, seeds=[5, 6])
+    assert list(assignment.columns) == ["seed", "benchmark", "generator", "instance_id", "fold"]
+    lcb = assignment[(assignment["seed"] == 5) & (assignment["benchmark"] == "lcb")]
     ids = np.array(sorted(f"lcb{i:03d}" for i in range(12)))
     perm = np.random.default_rng(5).permutation(12)
     for j, block in enumerate(np.array_split(perm, 3)):
         assert set(lcb.loc[lcb["fold"] == j, "instance_id"]) == set(ids[block])
-    assert folds.groupby(["seed", "benchmark", "fold"]).size().tolist() == [4, 4, 4, 3, 2, 2] * 2
+    assert assignment.groupby(["seed", "benchmark", "fold"]).size().tolist() == [4, 4, 4, 3, 2, 2] * 2
 
 
 def test_fold_split_puts_a_task_in_the_same_fold_in_every_cell():
     rec = _shared_records()
-    folds = task_folds(rec, n_folds=3, seeds=[1])
+    assignment = folds(rec, k=3, seeds=[1])
     scored: dict[tuple[str, str], list[str]] = {}
     for j in range(3):
-        split = fold_split(rec, folds, seed=1, fold=j)
+        split = fold_split(rec, assignment, seed=1, fold=j)
         assert split.n_folds == 3 and split.fold == j and split.seed == 1
         ev_g, ev_h = set(split.eval[("lcb", "g")]), set(split.eval.get(("lcb", "h"), []))
         assert ev_h <= ev_g  # h's scored tasks are g's scored tasks of this fold
@@ -232,19 +236,19 @@ def test_fold_split_puts_a_task_in_the_same_fold_in_every_cell():
 def test_task_folds_errors():
     rec = _shared_records()
     with pytest.raises(ValueError, match="need at least"):
-        task_folds(rec, n_folds=8)
+        folds(rec, k=8)
     with pytest.raises(ValueError, match="distinct"):
-        task_folds(rec, n_folds=2, seeds=[1, 1])
-    with pytest.raises(ValueError, match="n_folds"):
-        task_folds(rec, n_folds=1)
-    folds = task_folds(rec, n_folds=3, seeds=[1])
+        folds(rec, k=2, seeds=[1, 1])
+    with pytest.raises(ValueError, match="k must"):
+        folds(rec, k=1)
+    assignment = folds(rec, k=3, seeds=[1])
     with pytest.raises(ValueError, match="seed"):
-        fold_split(rec, folds, seed=2, fold=0)
+        fold_split(rec, assignment, seed=2, fold=0)
     with pytest.raises(ValueError, match="fold must"):
-        fold_split(rec, folds, seed=1, fold=3)
+        fold_split(rec, assignment, seed=1, fold=3)
     other = pd.concat([rec, _records({("new", "g"): 3})], ignore_index=True)
     with pytest.raises(ValueError, match="has no fold"):
-        fold_split(other, folds, seed=1, fold=0)
+        fold_split(other, assignment, seed=1, fold=0)
 
 
 def test_split_counts_over_a_base_keep_only_the_sides_per_task_counts():
@@ -252,7 +256,7 @@ def test_split_counts_over_a_base_keep_only_the_sides_per_task_counts():
 
     rec = _shared_records()
     base = counts_from_records(rec)
-    split = fold_split(rec, task_folds(rec, n_folds=3, seeds=[2]), seed=2, fold=0)
+    split = fold_split(rec, folds(rec, k=3, seeds=[2]), seed=2, fold=0)
     counts = split_counts(rec, split, base=base)
     for cell, fit_ids, eval_ids in split:
         tn = counts["task_n"].sel(benchmark=cell[0], generator=cell[1])

@@ -3,6 +3,8 @@ see the target, the table's schema and intervals, and one CLI run on a small sli
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -79,7 +81,7 @@ def test_learning_only_at_episode_boundaries(monkeypatch):
         return real_update(self, records)
 
     monkeypatch.setattr(LearningState, "update", spy)
-    options = st.StreamOptions(orders=1, seed=5, particles=200, plugin_draws=20, bootstrap_b=20)
+    config = st.StreamConfig(controllers=("plugin",), orders=1, seed=5, particles=200, plugin_draws=20)
     lap = tiny_counts()
     ref = st.reference_params(lap, "lcb_hard", "gpt5_mini")
     entries, reference = st.stream_target(
@@ -87,8 +89,7 @@ def test_learning_only_at_episode_boundaries(monkeypatch):
         {"none": state},
         ref,
         NAMED_COSTS["fast"],
-        controllers=("plugin",),
-        options=options,
+        config=config,
         target="b/g",
     )
     perm = np.random.default_rng([5, 0]).permutation(3)
@@ -253,9 +254,9 @@ def test_contrast_is_paired_and_averages_a_family():
     # the task-to-task spread cancels in the paired difference: degenerate intervals at the shift
     for target, shift in (("lcb_hard/g1", 4.0), ("lcb_hard/g2", 2.0), ("lcb_medium/g1", 6.0)):
         got = per[target]
-        assert (got["estimate"], got["ci_lo"], got["ci_hi"]) == pytest.approx((shift, shift, shift))
+        assert (got["delta"], got["ci_lo"], got["ci_hi"]) == pytest.approx((shift, shift, shift))
     fam = per["mean:lcb"]
-    assert fam["estimate"] == pytest.approx(4.0) and fam["n_targets"] == 3
+    assert fam["delta"] == pytest.approx(4.0) and fam["n_targets"] == 3
     assert fam["contrast"] == "hierarchical - none"
 
 
@@ -278,9 +279,10 @@ def test_cli_small_slice(corpus_path, tmp_path, capsys):
     assert set(table["horizon"].astype(str)) == {"10", "30", "all"}
     assert (table["n_tasks"] <= 29).all() and (table["ci_lo"] <= table["mean_utility"]).all()
     tree = read_netcdf(out / "stream.nc", tree=True)
-    assert "config" in tree.attrs and "versions" in tree.attrs
     assert tree["lcb_hard__gpt5_mini"]["utility"].sizes["position"] == 29
-    assert (out / "acceptance.csv").is_file() and (out / "stream.md").is_file()
+    assert (out / "acceptance.csv").is_file() and (out / "report.md").is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["targets"] == [["lcb_hard", "gpt5_mini"]] and "versions" in manifest
     capsys.readouterr()
     bad = ["stream", str(corpus_path), "--target", "lcb_hard/gpt5_mni", "--out", str(tmp_path / "x")]
     assert main(bad) == 2
@@ -299,9 +301,9 @@ def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
     state = LearningState.from_values(
         prior=0.4, kappa=3.0, critics={c: (0.8, 0.3) for c in CRITICS}, n_particles=300, seed=2
     )
-    options = st.StreamOptions(plugin_draws=64, robust_draws=4)
+    config = st.StreamConfig(plugin_draws=64, robust_draws=4)
     costs = NAMED_COSTS["fast"]
-    ours = st._Recorder(st.stream_controller(state, kind, costs, options=options))
+    ours = st._Recorder(st.stream_controller(state, kind, costs, config=config))
     theirs = st._Recorder(
         make_controller(
             state.to_params(n), costs, belief="instance", mode=mode, switches=prof.switches, critics=CRITICS
@@ -314,78 +316,31 @@ def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
     assert [a.tolist() for a in ours.actions] == [a.tolist() for a in theirs.actions]
 
 
-class _LadderRefitter:
-    """A stand-in for :class:`bpc.estimate.model.fit.Refitter`: a fit passes its check iff its draws
-    reach ``pass_at``; every fit is logged as (target_accept, draws), every construction counted."""
-
-    log: list[tuple[float, int]] = []
-    built = 0
-    pass_at = 10**9
-
-    def __init__(self, template):
-        type(self).built += 1
-
-    def fit(self, counts, *, seed, progressbar, draws, tune, chains, target_accept):
-        import json
-
-        from bpc.estimate.model.fit import counts_hash
-
-        type(self).log.append((target_accept, draws))
-        dt = xr.DataTree()
-        dt.attrs["diagnostics"] = json.dumps({"ok": draws >= type(self).pass_at, "max_rhat": 1.0})
-        config = {"counts": counts_hash(counts), "draws": draws, "tune": tune, "chains": chains, "seed": seed}
-        dt.attrs["config"] = json.dumps(config)
-        return dt
-
-
-@pytest.mark.parametrize(
-    ("pass_at", "fitted", "kept", "attempts", "ok"),
-    [
-        (2000, [2000], "default", 1, True),  # passes at once: no retry
-        (4000, [2000, 4000], "long", 2, True),  # fails at default, passes at long
-        (10**9, [2000, 4000], "long", 2, False),  # fails at both: the last is kept, flagged
-    ],
-)
-def test_left_out_fit_climbs_the_preset_ladder(monkeypatch, tmp_path, pass_at, fitted, kept, attempts, ok):
-    import importlib
-
-    from bpc.constants import REFIT_PRESETS, SAMPLER_PRESETS
-
-    # the modules, not the package's same-named functions
-    fit_mod = importlib.import_module("bpc.estimate.model.fit")
-    io_mod = importlib.import_module("bpc.estimate.model.io")
-
-    store: dict = {}
-    monkeypatch.setattr(fit_mod, "Refitter", _LadderRefitter)
-    monkeypatch.setattr(io_mod, "save", lambda dt, path: store.__setitem__(path, dt) or path.touch())
-    monkeypatch.setattr(io_mod, "load", lambda path: store[path])
-    monkeypatch.setattr(_LadderRefitter, "log", [])
-    monkeypatch.setattr(_LadderRefitter, "built", 0)
-    monkeypatch.setattr(_LadderRefitter, "pass_at", pass_at)
-    assert REFIT_PRESETS == ("default", "long")
-    assert [SAMPLER_PRESETS[p]["draws"] for p in REFIT_PRESETS] == [2000, 4000]
-    counts = tiny_counts()
-    fits = st.fit_left_out(counts, [("lcb_hard", "gpt5_mini")], seed=3, cache=tmp_path)
-    dt = fits[("lcb_hard", "gpt5_mini")]
-    assert [d for _, d in _LadderRefitter.log] == fitted
-    assert dt.attrs["preset"] == kept and dt.attrs["attempts"] == attempts
-    summary = st.fit_summary(dt)
-    assert summary["ok"] is ok and summary["preset"] == kept and summary["attempts"] == attempts
-    # one compiled model serves both rungs, each fit at its own preset's target_accept
-    assert _LadderRefitter.built == 1
-    rungs = REFIT_PRESETS[: len(fitted)]
-    assert [a for a, _ in _LadderRefitter.log] == [SAMPLER_PRESETS[p]["target_accept"] for p in rungs]
-    # a rerun climbs the same ladder from the cache: nothing is refitted
-    _LadderRefitter.log.clear()
-    again = st.fit_left_out(counts, [("lcb_hard", "gpt5_mini")], seed=3, cache=tmp_path)
-    assert _LadderRefitter.log == [] and _LadderRefitter.built == 1
-    assert again[("lcb_hard", "gpt5_mini")].attrs["preset"] == kept
-
-
-def test_left_out_fit_refuses_an_empty_or_unknown_ladder():
-    with pytest.raises(ValueError, match="at least one sampler preset"):
-        st.fit_left_out(tiny_counts(), [("lcb_hard", "gpt5_mini")], presets=())
-    with pytest.raises(ValueError, match="nope"):
-        st.fit_left_out(tiny_counts(), [("lcb_hard", "gpt5_mini")], presets=("default", "nope"))
+def test_stream_config_refuses_an_empty_or_unknown_ladder_and_unknown_names():
     with pytest.raises(ValueError, match="presets"):
-        st.StreamOptions(presets="default")  # type: ignore[arg-type]
+        st.StreamConfig(presets=())
+    with pytest.raises(ValueError, match="nope"):
+        st.StreamConfig(presets=("default", "nope"))
+    with pytest.raises(ValueError, match="presets"):
+        st.StreamConfig(presets="default")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="nope"):
+        st.StreamConfig(starts=("none", "nope"))
+    with pytest.raises(ValueError, match="orders"):
+        st.StreamConfig(orders=0)
+
+
+def test_acceptance_by_hand():
+    c = pd.DataFrame(
+        {"target": ["b/g", "mean:b"], "controller": "plugin", "horizon": "10",
+         "contrast": "hierarchical - none", "delta": [3.0, 1.0], "ci_lo": [1.0, -1.0], "ci_hi": [5.0, 3.0],
+         "n_targets": [1, 2]}
+    )  # fmt: skip
+    t = pd.DataFrame(
+        {"target": "b/g", "start": ["none", st.REFERENCE], "controller": ["plugin", st.REFERENCE],
+         "horizon": "all", "mean_utility": [4.0, 6.0], "ci_lo": [0.0, 2.0], "ci_hi": [8.0, 9.0]}
+    )  # fmt: skip
+    a = st.acceptance(t, c)
+    # the interval above 0; not; the mean inside the reference's interval
+    assert a["passed"].tolist() == [True, False, True]
+    assert a.iloc[2][["target", "delta", "ci_lo", "ci_hi"]].tolist() == ["b/g", 4.0, 2.0, 9.0]
+    assert st.acceptance(t.assign(mean_utility=[1.0, 6.0]), c.iloc[:0])["passed"].tolist() == [False]

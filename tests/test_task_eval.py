@@ -6,17 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bpc.data.splits import fold_split, task_folds
+from bpc.data.splits import fold_split, folds
 from bpc.experiments.protocol import cross_fit, fold_data, replay_evaluator
-from bpc.experiments.task_eval import (
-    GAIN_COLUMNS,
-    POOLED,
-    check_starts,
-    fold_task_priors,
-    prior_gain_table,
-    start_label,
-    task_starts,
-)
+from bpc.experiments.task_eval import GAIN_COLUMNS, POOLED, prior_gain_table
+from bpc.experiments.task_starts import check_starts, fold_task_priors, start_label, task_starts
 
 
 def _records() -> pd.DataFrame:
@@ -48,7 +41,7 @@ def _records() -> pd.DataFrame:
 
 
 def _fold(rec: pd.DataFrame, fold: int = 0):
-    split = fold_split(rec, task_folds(rec, n_folds=5, seeds=[7]), seed=7, fold=fold)
+    split = fold_split(rec, folds(rec, k=5, seeds=[7]), seed=7, fold=fold)
     return fold_data(rec, split), split
 
 
@@ -192,3 +185,20 @@ def test_task_groups_and_the_gain_split_by_hand():
     split = gain_by_group(u.assign(seed=0), groups.reset_index().assign(benchmark="b")).set_index("group")
     assert split["mean_gain"].to_dict() == {"flagged": 1.0, "others failed": 0.0, "others solved": 2.0}
     assert split["contribution"].sum() == pytest.approx(u[u["start"] == "oracle"]["utility"].mean())
+
+
+def test_compare_priors_is_a_configuration_returning_one_result():
+    from bpc.experiments.task_eval import PriorsConfig, compare_priors
+
+    config = PriorsConfig(
+        costs="fast", evidence=("oracle",), policies=("always_verify", "bayesian_dp"), n_folds=3, seeds=(1,),
+        B=100, probs=(0.89, 0.95),
+    )  # fmt: skip
+    res = compare_priors(_records(), config)
+    gains = res.tables["gains"]
+    assert res.name == "task_prior" and res.metadata["config"]["seeds"] == [1]
+    assert set(gains["start"]) == {"oracle"} and set(gains["policy"]) == {"bayesian_dp"}
+    wide = gains[["ci_lo", "ci_lo_95", "ci_hi", "ci_hi_95"]].to_numpy()
+    assert (wide[:, 1] <= wide[:, 0] + 1e-12).all() and (wide[:, 3] >= wide[:, 2] - 1e-12).all()
+    with pytest.raises(ValueError, match="nope"):
+        PriorsConfig(evidence=("nope",))

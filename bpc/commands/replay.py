@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="S",
         help="bpc profile: fold-assignment seeds, one K-fold cross-fit each (default "
-        "bpc.constants.CROSSFIT_SEEDS: 42 43 44)",
+        "bpc.constants.FOLD_SEEDS: 42 43 44)",
     )
     parser.add_argument(
         "--prior",
@@ -516,7 +516,7 @@ def _run_protocol(st: _Setup) -> int:
     """The evaluation protocol: cross-fit, best simple baseline on training folds, task-clustered Δs."""
     import time
 
-    from bpc.constants import CROSSFIT_FOLDS, CROSSFIT_SEEDS
+    from bpc.constants import FOLD_SEEDS, N_FOLDS
     from bpc.costs import Costs
     from bpc.experiments.protocol import protocol_table, replay_evaluator, run_protocol
     from bpc.experiments.task_eval import prior_gain_table
@@ -525,8 +525,8 @@ def _run_protocol(st: _Setup) -> int:
     from bpc.report.tables import flag_abstention
 
     args, profile = st.args, st.profile
-    n_folds = CROSSFIT_FOLDS if args.folds is None else int(args.folds)
-    seeds = tuple(CROSSFIT_SEEDS if args.seeds is None else args.seeds)
+    n_folds = N_FOLDS if args.folds is None else int(args.folds)
+    seeds = tuple(FOLD_SEEDS if args.seeds is None else args.seeds)
     starts = ("cell",) if args.prior == "cell" else (args.task_evidence, "cell")
     evaluate = replay_evaluator(
         st.costs,

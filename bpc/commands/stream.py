@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bpc.constants import DEFAULT_SEED, REFIT_PRESETS
+
+if TYPE_CHECKING:
+    from bpc.evaluate import Result
+    from bpc.experiments.stream import StreamConfig
 
 NAME = "stream"
 HELP = (
     "learning while it runs: stream a target cell's recorded tasks in random orders, the controller "
     "acting on each task and learning from each finished episode, from no calibration, the other cells "
     "pooled, or the hierarchical model's predictive; report mean utility per task over the first 10, 30 "
-    "and all tasks and the gap to the full-data reference (stream.csv, stream.nc, stream.md)"
+    "and all tasks and the gap to the full-data reference (stream.csv, stream.nc, report.md)"
 )
 
 DESCRIPTION = """\
@@ -37,16 +43,16 @@ task-clustered percentile bootstraps (docs: bpc.experiments.stream).
 Writes DIR/stream.csv (one row per target, start, controller, horizon),
 DIR/contrasts.csv (hierarchical - none, laplace-pooled - none; per target and
 averaged over a benchmark family), DIR/acceptance.csv, DIR/stream.nc (every
-episode's utility, config and versions in attrs) and DIR/stream.md.
+episode's utility), DIR/report.md and DIR/manifest.json (config, versions, notes, fit diagnostics).
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    from bpc.experiments.stream import CONTROLLERS, STARTS, StreamOptions
+    from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig
     from bpc.replay.profiles import PROFILES
 
-    defaults = StreamOptions()
+    defaults = StreamConfig()
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("corpus", type=Path, help="the corpus folder (raw critic_results.jsonl records)")
@@ -120,7 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help="folder of left-out hierarchical fits to reuse and write (reused only when made from the "
-        "same counts, preset and seed)",
+        "same counts, model, sampler settings and seed)",
     )
     parser.add_argument(
         "--bootstrap",
@@ -153,82 +159,56 @@ def _targets(values: list[str], raw: list[tuple[str, str]]) -> list[tuple[str, s
     return out
 
 
-def stream_tree(result, attrs: dict):
-    """The result as a DataTree: ``table`` and ``contrasts`` groups, one group of episodes per target."""
-    import json
-
-    import xarray as xr
-
-    children = {
-        "table": xr.Dataset.from_dataframe(result.table.reset_index(drop=True)),
-        "contrasts": xr.Dataset.from_dataframe(result.contrasts.reset_index(drop=True)),
-    }
-    for target, part in result.entries.groupby("target", sort=True):
-        keys = ["start", "controller", "order", "position"]
-        ds = part.drop(columns="target").set_index(keys).to_xarray()
-        ref = result.reference[result.reference["target"] == target]
-        ds["reference_utility"] = xr.DataArray(
-            ref["utility"].to_numpy(float),
-            dims="task_id",
-            coords={"task_id": ref["task"].astype(str).to_numpy()},
-        )
-        ds["task"] = ds["task"].astype(str)
-        children[str(target).replace("/", "__")] = ds
-    root = xr.Dataset(
-        attrs={k: v if isinstance(v, str | int | float) else json.dumps(v) for k, v in attrs.items()}
-    )
-    return xr.DataTree.from_dict({"/": root, **{f"/{k}": v for k, v in children.items()}})
-
-
-def _markdown(result, accept, args) -> str:
-    from bpc.constants import BOOTSTRAP_PROB
+def _markdown(result: Result, config: StreamConfig) -> str:
+    """The report of a stream result (its tables, notes and wall time)."""
     from bpc.report.markdown import markdown_table
 
+    tables, notes, wall = result.tables, result.metadata["notes"], result.metadata["wall_time"]
+    table = tables["stream"]
     lines = [
         "# bpc stream: learning while it runs",
         "",
-        f"Targets: {', '.join(sorted(result.table['target'].unique()))}; {args.orders} random orders; "
-        f"wall time {result.wall_time:.0f} s. Intervals: {BOOTSTRAP_PROB:.0%} task-clustered bootstrap.",
+        f"Targets: {', '.join(sorted(table['target'].unique()))}; {config.orders} random orders; "
+        f"wall time {wall:.0f} s. Intervals: {config.prob:.0%} task-clustered bootstrap.",
         "",
-        *[f"- {n}" for n in result.notes],
-        "",
-        "## Acceptance checks",
-        "",
-        markdown_table(accept, decimals=2)
-        if len(accept)
-        else "(not computed: needs the starts none and hierarchical and the plugin controller)",
-        "",
-        "## Mean utility per task",
-        "",
-        markdown_table(result.table, decimals=2),
-        "",
-        "## Contrasts",
-        "",
-        markdown_table(result.contrasts, decimals=2) if len(result.contrasts) else "(none)",
-        "",
+        *[f"- {n}" for n in notes],
     ]
-    return "\n".join(lines)
+    sections = {
+        "Acceptance checks": (
+            "acceptance",
+            "needs the starts none and hierarchical and the plugin controller",
+        ),
+        "Mean utility per task": ("stream", "no entries"),
+        "Contrasts": ("contrasts", "none"),
+    }
+    for title, (name, empty) in sections.items():
+        frame = tables[name]
+        lines += ["", f"## {title}", "", markdown_table(frame, decimals=2) if len(frame) else f"({empty})"]
+    return "\n".join([*lines, ""])
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load the corpus, stream every target, write the tables and print the acceptance checks."""
+    """Map the arguments to a :class:`~bpc.experiments.stream.StreamConfig`, run it, write it, print it.
+
+    Arguments → config → :func:`~bpc.experiments.stream.run_stream` → :func:`bpc.report.write`.
+    """
     from bpc.data.corpus import load_corpus
-    from bpc.experiments.stream import CONTROLLERS, STARTS, StreamOptions, acceptance, run_stream
-    from bpc.outputs import (
-        atomic_folder,
-        check_output_folder,
-        reading,
-        run_config,
-        write_csv,
-        write_netcdf,
-        write_text,
-    )
+    from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig, run_stream
+    from bpc.outputs import check_output_folder, reading
     from bpc.paths import require_corpus
-    from bpc.report.markdown import versions
+    from bpc.report import write
 
     with reading(args.corpus, args.fits):
         check_output_folder(args.out)
-    options = StreamOptions(
+    costs = None
+    if args.costs is not None:
+        from bpc.costs import resolve_costs
+
+        costs = resolve_costs(args.costs)
+    config = StreamConfig(  # checked before the corpus is read; the targets once it is
+        starts=tuple(args.start or STARTS),
+        controllers=tuple(args.controller or CONTROLLERS),
+        costs=costs,
         orders=args.orders,
         seed=args.seed,
         particles=args.particles,
@@ -238,47 +218,16 @@ def run(args: argparse.Namespace) -> int:
         presets=tuple(args.preset or REFIT_PRESETS),
         bootstrap_b=args.bootstrap,
     )
-    costs = None
-    if args.costs is not None:
-        from bpc.costs import resolve_costs
-
-        costs = resolve_costs(args.costs)
     corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
     recs = corpus.records
     raw = sorted({(str(b), str(g)) for b, g in recs[["benchmark", "generator"]].drop_duplicates().values})
     if not raw:
         raise ValueError(f"{args.corpus}: no raw per-patch records (critic_results.jsonl) to stream")
-    targets = _targets(args.target, raw)
-    starts = tuple(dict.fromkeys(args.start)) if args.start else STARTS
-    controllers = tuple(dict.fromkeys(args.controller)) if args.controller else CONTROLLERS
-    result = run_stream(
-        recs,
-        corpus.counts,
-        targets,
-        starts=starts,
-        controllers=controllers,
-        costs=costs,
-        options=options,
-        fit_cache=args.fits,
-        progress=not args.quiet,
-    )
-    accept = acceptance(result)
-    config = run_config(args, ignore=("out", "quiet", "fits"))
-    config["targets"] = [f"{b}/{g}" for b, g in targets]
-    attrs = {
-        "config": config,
-        "notes": result.notes,
-        "fits": result.fits,
-        "wall_time": result.wall_time,
-        "command": "bpc stream",
-    }
-    attrs["versions"] = versions()
-    with atomic_folder(args.out, manifest={"seed": args.seed, "config": config}) as tmp:
-        write_csv(result.table, tmp / "stream.csv")
-        write_csv(result.contrasts, tmp / "contrasts.csv")
-        write_csv(accept, tmp / "acceptance.csv")
-        write_netcdf(stream_tree(result, attrs), tmp / "stream.nc")
-        write_text(tmp / "stream.md", _markdown(result, accept, args))
-    print(_markdown(result, accept, args))
-    print(f"written: {args.out}/stream.csv, contrasts.csv, acceptance.csv, stream.nc, stream.md")
+    config = replace(config, targets=tuple(_targets(args.target, raw)))
+    result = run_stream(recs, corpus.counts, config, fit_cache=args.fits, progress=not args.quiet)
+    meta = {**result.metadata, "command": "bpc stream", "costs": args.costs}
+    result = replace(result, text=_markdown(result, config), metadata=meta)
+    write(result, args.out)
+    print(result.text)
+    print(f"written: {args.out}/stream.csv, contrasts.csv, acceptance.csv, stream.nc, report.md")
     return 0

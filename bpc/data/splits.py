@@ -7,39 +7,34 @@ and the ids policies are scored on (``eval``). :func:`split_cells` is the
 only place instances are divided; :func:`split_counts` is the only place the
 counts of one side are taken (the fit-on-split step).
 
-Three kinds of split
---------------------
-holdout (method.md §Replay and evaluation)
+Two kinds of split
+------------------
+holdout (method.md §Replay and evaluation; the ``paper`` profile only)
     Per cell, the sorted ids are permuted with
     ``numpy.random.default_rng(seed).permutation`` and the first
     ``n − ceil((1 − fit_fraction)·n)`` form the fit side
     (:func:`split_instances`; 29 instances → 21 fit, 8 eval).
 in-sample
     Both sides hold every instance (the ``paper-release`` profile).
-K-fold
-    Per cell, the same permutation is cut into ``n_folds`` near-equal
-    contiguous blocks (:func:`numpy.array_split`); fold ``j`` scores block
-    ``j`` with parameters fitted on the others. Over the ``n_folds`` splits of
-    :func:`kfold_splits` every instance is scored exactly once by parameters
-    fitted without it.
+
+Folds
+-----
+:func:`folds` is the one fold assigner: repeated K-fold over the tasks of a
+benchmark (cells of one benchmark share tasks: LiveCodeBench-hard has three
+generators on the same 29 tasks, and a task is in the same fold in every
+cell) or over each cell's instances, with ``K`` and the seeds defaulting to
+:data:`~bpc.constants.N_FOLDS` and :data:`~bpc.constants.FOLD_SEEDS`.
+:func:`fold_split` turns one fold of an assignment into a :class:`Split` of
+every cell.
 
 Layers
 ------
 numpy
-    :func:`split_instances`, :func:`fold_instances` act on one cell's ids.
+    :func:`split_instances` acts on one cell's ids.
 pandas / xarray
-    :func:`split_cells` (records → :class:`Split`), :meth:`Split.rows` (the
-    rows of one side) and :func:`split_counts` (counts of one side, optionally
-    laid over a source's other cells).
-
-Task folds (the evaluation protocol, :mod:`bpc.experiments.protocol`)
---------------------------------------------------------------------
-Cells of one benchmark share tasks (LiveCodeBench-hard: three generators on
-the same 29 tasks). :func:`task_folds` assigns folds per *benchmark*, over
-the sorted union of its task ids, so every cell that has a task puts it in
-the same fold (scikit-learn ``GroupKFold`` with the task as group, shuffled
-as ``RepeatedKFold`` is: one permutation per seed). :func:`fold_split` turns
-one fold of that assignment into a :class:`Split` of every cell.
+    :func:`split_cells`, :func:`fold_split` (records → :class:`Split`),
+    :meth:`Split.rows` (the rows of one side) and :func:`split_counts`
+    (counts of one side, optionally laid over a source's other cells).
 """
 
 from __future__ import annotations
@@ -47,12 +42,22 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_TASK, SPLIT_FIT_FRACTION, SPLIT_SEED
+from bpc.constants import (
+    DIM_BENCHMARK,
+    DIM_CRITIC,
+    DIM_GENERATOR,
+    DIM_TASK,
+    FOLD_SEEDS,
+    N_FOLDS,
+    SPLIT_FIT_FRACTION,
+    SPLIT_SEED,
+)
 from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, cell_order, has_task_counts
 
 __all__ = [
@@ -60,12 +65,11 @@ __all__ = [
     "SIDES",
     "Split",
     "split_instances",
-    "fold_instances",
     "split_cells",
-    "kfold_splits",
     "split_counts",
     "FOLD_COLUMNS",
-    "task_folds",
+    "FoldBy",
+    "folds",
     "fold_split",
 ]
 
@@ -123,50 +127,6 @@ def split_instances(
     n_eval = int(np.ceil(round((1.0 - fit_fraction) * n, 9)))
     n_fit = n - n_eval
     return np.sort(ids[perm[:n_fit]]), np.sort(ids[perm[n_fit:]])
-
-
-def fold_instances(
-    instance_ids, *, n_folds: int, fold: int, seed: int = SPLIT_SEED
-) -> tuple[np.ndarray, np.ndarray]:
-    """Fold ``fold`` of a K-fold split of one cell's instances.
-
-    The sorted ids are permuted with ``numpy.random.default_rng(seed).permutation``
-    (the permutation of :func:`split_instances`) and cut into ``n_folds``
-    contiguous blocks with :func:`numpy.array_split` (sizes differ by at most
-    one); block ``fold`` is the evaluation set, the rest the fit set.
-
-    Parameters
-    ----------
-    instance_ids : array_like of str
-        Instance ids (duplicates are ignored).
-    n_folds : int
-        Number of folds, at least 2.
-    fold : int
-        Which fold, ``0 … n_folds − 1``.
-    seed : int
-        Permutation seed.
-
-    Returns
-    -------
-    fit_ids, eval_ids : numpy.ndarray
-        Disjoint, sorted, together all ids.
-
-    Raises
-    ------
-    ValueError
-        If ``n_folds < 2`` or ``fold`` is out of range.
-    """
-    if isinstance(n_folds, bool) or int(n_folds) != n_folds or n_folds < 2:
-        raise ValueError(f"fold_instances: n_folds must be an integer >= 2, got {n_folds!r}")
-    if not 0 <= fold < n_folds:
-        raise ValueError(f"fold_instances: fold must lie in 0..{n_folds - 1}, got {fold!r}")
-    ids = _unique_ids(instance_ids)
-    perm = np.random.default_rng(seed).permutation(ids.shape[0])
-    blocks = np.array_split(perm, int(n_folds))
-    held = blocks[int(fold)]
-    keep = np.ones(ids.shape[0], dtype=bool)
-    keep[held] = False
-    return np.sort(ids[keep]), np.sort(ids[held])
 
 
 # ---------------------------------------------------------------------------
@@ -315,8 +275,6 @@ def split_cells(
     seed: int = SPLIT_SEED,
     fit_fraction: float = SPLIT_FIT_FRACTION,
     in_sample: bool = False,
-    n_folds: int | None = None,
-    fold: int | None = None,
     cells: Sequence[Cell] | None = None,
     drop_small: bool = False,
 ) -> Split:
@@ -332,8 +290,6 @@ def split_cells(
         Holdout fit share (ignored in-sample and for folds).
     in_sample : bool
         Both sides hold every instance.
-    n_folds, fold : int, optional
-        Give both for fold ``fold`` of a K-fold split (:func:`fold_instances`).
     cells : sequence of (str, str), optional
         These cells, in this order (default: every cell of ``records`` in the
         paper's order).
@@ -349,64 +305,26 @@ def split_cells(
     ------
     ValueError
         For a requested cell without records, a cell too small to split
-        (unless ``drop_small``), only one of ``n_folds``/``fold``, or folds
-        together with ``in_sample``.
+        (unless ``drop_small``).
     """
-    if (n_folds is None) != (fold is None):
-        raise ValueError("split_cells: give both n_folds and fold, or neither")
-    if n_folds is not None and in_sample:
-        raise ValueError("split_cells: a K-fold split cannot be in-sample")
     fit, ev = {}, {}
     for (b, g), ids in _cell_ids(records, cells).items():
         if in_sample:
             f, e = ids, ids
-        elif n_folds is not None and fold is not None:
-            f, e = fold_instances(ids, n_folds=n_folds, fold=int(fold), seed=seed)
         else:
             f, e = split_instances(ids, seed=seed, fit_fraction=fit_fraction)
         if len(f) == 0 or len(e) == 0:
             if drop_small:
                 continue
-            how = f"{n_folds} folds" if n_folds is not None else f"{fit_fraction:.0%} fit"
-            raise ValueError(f"cell ({b}, {g}) has {len(ids)} instance(s); too few to split ({how})")
+            raise ValueError(
+                f"cell ({b}, {g}) has {len(ids)} instance(s); too few to split ({fit_fraction:.0%} fit)"
+            )
         fit[(b, g)], ev[(b, g)] = f, e
     if in_sample:
         frac = 1.0
-    elif n_folds is not None:
-        frac = (n_folds - 1) / n_folds
     else:
         frac = float(fit_fraction)
-    return Split(fit, ev, seed=int(seed), fit_fraction=frac, in_sample=in_sample, n_folds=n_folds, fold=fold)
-
-
-def kfold_splits(
-    records: pd.DataFrame,
-    *,
-    n_folds: int,
-    seed: int = SPLIT_SEED,
-    cells: Sequence[Cell] | None = None,
-) -> tuple[Split, ...]:
-    """All ``n_folds`` folds: every instance is on the eval side of exactly one.
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        Rows with ``benchmark``, ``generator``, ``instance_id``.
-    n_folds : int
-        Number of folds, at least 2 and at most the smallest cell's size.
-    seed : int
-        Permutation seed.
-    cells : sequence of (str, str), optional
-        As for :func:`split_cells`.
-
-    Returns
-    -------
-    tuple of Split
-        Fold ``j`` at index ``j``.
-    """
-    return tuple(
-        split_cells(records, seed=seed, n_folds=n_folds, fold=j, cells=cells) for j in range(int(n_folds))
-    )
+    return Split(fit, ev, seed=int(seed), fit_fraction=frac, in_sample=in_sample)
 
 
 # ---------------------------------------------------------------------------
@@ -497,90 +415,114 @@ def _overwrite_task_counts(out: xr.Dataset, side: xr.Dataset, cells) -> xr.Datas
 
 
 # ---------------------------------------------------------------------------
-# Task folds shared by the cells of a benchmark
+# Folds
 # ---------------------------------------------------------------------------
-FOLD_COLUMNS: tuple[str, ...] = ("seed", "benchmark", "instance_id", "fold")
-"""Columns of :func:`task_folds`."""
+FOLD_COLUMNS: tuple[str, ...] = ("seed", "benchmark", "generator", "instance_id", "fold")
+"""Columns of :func:`folds` (``generator`` is ``""`` for folds over tasks)."""
+
+FoldBy = Literal["task", "instance"]
+"""What :func:`folds` assigns: tasks shared by a benchmark's cells, or each cell's instances."""
 
 
-def task_folds(records: pd.DataFrame, *, n_folds: int = 5, seeds=(SPLIT_SEED,)) -> pd.DataFrame:
-    """Fold of every task of every benchmark, for each seed (repeated K-fold over tasks).
+def folds(
+    ids: pd.DataFrame | Sequence[str],
+    *,
+    k: int = N_FOLDS,
+    seeds: int | Sequence[int] = FOLD_SEEDS,
+    by: FoldBy = "task",
+) -> pd.DataFrame:
+    """The one fold assigner of bpc: repeated K-fold over tasks (or instances), one permutation per seed.
 
-    Per benchmark and seed, the sorted union of the task ids of all its
-    cells is permuted with ``numpy.random.default_rng(seed).permutation`` and
-    cut into ``n_folds`` contiguous blocks (:func:`numpy.array_split`, sizes
-    differ by at most one); block ``j`` is fold ``j``. A task is in the same
-    fold in every cell (generator) that has it, so no generator's record of a
-    scored task reaches the training side.
+    Per group — a benchmark for ``by="task"`` (the sorted union of the task
+    ids of all its cells, so a task is in the same fold in every generator
+    that has it), a cell for ``by="instance"`` — and per seed, the sorted ids
+    are permuted with ``numpy.random.default_rng(seed).permutation`` and cut
+    into ``k`` contiguous blocks (:func:`numpy.array_split`, sizes differ by
+    at most one); block ``j`` is fold ``j`` (method.md §Replay and evaluation).
 
     Parameters
     ----------
-    records : pandas.DataFrame
-        Rows with ``benchmark`` and ``instance_id`` (duplicates are ignored).
-    n_folds : int
-        Folds ``K``, at least 2 and at most the smallest benchmark's number
-        of tasks.
-    seeds : int or sequence of int
+    ids : pandas.DataFrame or sequence of str
+        Records with ``benchmark`` and ``instance_id`` (and ``generator`` for
+        ``by="instance"``; duplicates are ignored), or plain task ids (one
+        benchmark named ``""``).
+    k : int, default :data:`~bpc.constants.N_FOLDS`
+        Folds, at least 2 and at most the smallest group's number of ids.
+    seeds : int or sequence of int, default :data:`~bpc.constants.FOLD_SEEDS`
         One assignment per seed (distinct seeds).
+    by : {"task", "instance"}
+        Group the ids per benchmark (tasks) or per cell (instances).
 
     Returns
     -------
     pandas.DataFrame
-        Columns :data:`FOLD_COLUMNS`, one row per (seed, benchmark, task),
-        sorted by seed, benchmark, task.
+        Columns :data:`FOLD_COLUMNS`, one row per (seed, group, id), sorted;
+        ``attrs["n_folds"]`` is ``k``.
 
     Raises
     ------
     ValueError
-        For ``n_folds < 2``, repeated or no seeds, no records, or a benchmark
-        with fewer tasks than folds.
+        For ``k < 2``, repeated or no seeds, no ids, an unknown ``by``, or a
+        group with fewer ids than folds.
 
     Examples
     --------
     >>> rec = pd.DataFrame({"benchmark": ["b"] * 4, "instance_id": ["t1", "t2", "t3", "t4"]})
-    >>> task_folds(rec, n_folds=2, seeds=0).groupby("fold").size().tolist()
+    >>> folds(rec, k=2, seeds=0).groupby("fold").size().tolist()
     [2, 2]
+    >>> folds(["a", "b", "c"], k=3, seeds=[1, 2]).shape
+    (6, 5)
     """
-    if isinstance(n_folds, bool) or int(n_folds) != n_folds or n_folds < 2:
-        raise ValueError(f"task_folds: n_folds must be an integer >= 2, got {n_folds!r}")
-    seed_list = [int(seeds)] if np.ndim(seeds) == 0 else [int(s) for s in seeds]
+    if isinstance(k, bool) or int(k) != k or k < 2:
+        raise ValueError(f"folds: k must be an integer >= 2, got {k!r}")
+    seed_list = [int(seeds)] if np.ndim(seeds) == 0 else [int(s) for s in seeds]  # type: ignore[arg-type]
     if not seed_list or len(set(seed_list)) != len(seed_list):
-        raise ValueError(f"task_folds: seeds must be distinct and at least one, got {seeds!r}")
-    if records.empty:
-        raise ValueError("task_folds: no records")
-    tasks = pd.DataFrame(
+        raise ValueError(f"folds: seeds must be distinct and at least one, got {seeds!r}")
+    if by not in ("task", "instance"):
+        raise ValueError(f"folds: by must be 'task' or 'instance', got {by!r}")
+    if not isinstance(ids, pd.DataFrame):
+        ids = pd.DataFrame({"benchmark": "", "instance_id": [str(i) for i in ids]})
+    if ids.empty:
+        raise ValueError("folds: no ids")
+    gen = ids["generator"].astype(str).to_numpy() if by == "instance" else ""
+    frame = pd.DataFrame(
         {
-            "benchmark": records["benchmark"].astype(str).to_numpy(),
-            "instance_id": records["instance_id"].astype(str).to_numpy(),
+            "benchmark": ids["benchmark"].astype(str).to_numpy(),
+            "generator": gen,
+            "instance_id": ids["instance_id"].astype(str).to_numpy(),
         }
     ).drop_duplicates()
     frames = []
-    for b, f in sorted(tasks.groupby("benchmark", sort=False), key=lambda kv: str(kv[0])):
-        ids = np.unique(f["instance_id"].to_numpy())
-        if ids.shape[0] < n_folds:
-            raise ValueError(
-                f"task_folds: benchmark {b!r} has {ids.shape[0]} task(s); need at least n_folds = {n_folds}"
-            )
+    for (b, g), f in frame.groupby(["benchmark", "generator"], sort=True):
+        uniq = np.unique(f["instance_id"].to_numpy())
+        if uniq.shape[0] < k:
+            where = f"benchmark {b!r}" if by == "task" else f"cell ({b}, {g})"
+            raise ValueError(f"folds: {where} has {uniq.shape[0]} id(s); need at least k = {k}")
         for seed in seed_list:
-            perm = np.random.default_rng(seed).permutation(ids.shape[0])
-            fold = np.empty(ids.shape[0], dtype=np.int64)
-            for j, block in enumerate(np.array_split(perm, int(n_folds))):
+            perm = np.random.default_rng(seed).permutation(uniq.shape[0])
+            fold = np.empty(uniq.shape[0], dtype=np.int64)
+            for j, block in enumerate(np.array_split(perm, int(k))):
                 fold[block] = j
-            frames.append(pd.DataFrame({"seed": seed, "benchmark": str(b), "instance_id": ids, "fold": fold}))
+            frames.append(
+                pd.DataFrame(
+                    {"seed": seed, "benchmark": b, "generator": g, "instance_id": uniq, "fold": fold}
+                )
+            )
     out = pd.concat(frames, ignore_index=True)[list(FOLD_COLUMNS)]
-    out.attrs["n_folds"] = int(n_folds)
-    return out.sort_values(["seed", "benchmark", "instance_id"], ignore_index=True)
+    out = out.sort_values(["seed", "benchmark", "generator", "instance_id"], ignore_index=True)
+    out.attrs["n_folds"] = int(k)
+    return out
 
 
 def fold_split(
     records: pd.DataFrame,
-    folds: pd.DataFrame,
+    assignment: pd.DataFrame,
     *,
     seed: int,
     fold: int,
     cells: Sequence[Cell] | None = None,
 ) -> Split:
-    """One fold of :func:`task_folds` as a :class:`Split` of every cell.
+    """One fold of a :func:`folds` assignment as a :class:`Split` of every cell.
 
     The eval side of a cell holds its tasks in fold ``fold`` (for ``seed``),
     the fit side all its other tasks. A cell with no task on one side in this
@@ -591,8 +533,8 @@ def fold_split(
     ----------
     records : pandas.DataFrame
         Rows with ``benchmark``, ``generator``, ``instance_id``.
-    folds : pandas.DataFrame
-        Output of :func:`task_folds` covering every task of ``records``.
+    assignment : pandas.DataFrame
+        Output of :func:`folds` covering every task (or instance) of ``records``.
     seed, fold : int
         Which assignment and which fold.
     cells : sequence of (str, str), optional
@@ -607,20 +549,24 @@ def fold_split(
     Raises
     ------
     ValueError
-        If ``seed`` or ``fold`` is not in ``folds``, or a task of ``records``
-        has no fold.
+        If ``seed`` or ``fold`` is not in ``assignment``, or a task of
+        ``records`` has no fold.
     """
-    this = folds[folds["seed"] == int(seed)]
+    this = assignment[assignment["seed"] == int(seed)]
     if this.empty:
-        raise ValueError(f"fold_split: seed {seed!r} not among the folds' seeds {sorted(set(folds['seed']))}")
-    n_folds = int(folds.attrs.get("n_folds", int(folds["fold"].max()) + 1))
+        seen = sorted(set(assignment["seed"]))
+        raise ValueError(f"fold_split: seed {seed!r} not among the assignment's seeds {seen}")
+    n_folds = int(assignment.attrs.get("n_folds", int(assignment["fold"].max()) + 1))
     if not 0 <= int(fold) < n_folds:
         raise ValueError(f"fold_split: fold must lie in 0..{n_folds - 1}, got {fold!r}")
-    key = this["benchmark"].astype(str) + "\x00" + this["instance_id"].astype(str)
+    gen = this["generator"].astype(str) if "generator" in this else ""
+    key = this["benchmark"].astype(str) + "\x00" + gen + "\x00" + this["instance_id"].astype(str)
     fold_of = dict(zip(key.to_numpy(), this["fold"].to_numpy(), strict=True))
+    by_cell = bool((gen != "").any()) if "generator" in this else False
     fit, ev = {}, {}
     for (b, g), ids in _cell_ids(records, cells).items():
-        f = np.array([fold_of.get(f"{b}\x00{i}", -1) for i in ids.tolist()], dtype=np.int64)
+        g_key = g if by_cell else ""
+        f = np.array([fold_of.get(f"{b}\x00{g_key}\x00{i}", -1) for i in ids.tolist()], dtype=np.int64)
         if (f < 0).any():
             raise ValueError(f"fold_split: task {ids[f < 0][0]!r} of cell ({b}, {g}) has no fold")
         held = f == int(fold)

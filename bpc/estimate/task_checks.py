@@ -18,8 +18,8 @@ under two starting Beta(A, B) of its θ:
   generators did on the held-out task: their oracle labels, or only a critic's verdicts.
 
 The gain is the mean over held-out (task, generator) of LPD(task) − LPD(cell), averaged over
-seeds (each seed a new random fold assignment); its interval is a percentile bootstrap that
-resamples tasks (each with all its generators and seeds: task-clustered).
+seeds (each seed a new random fold assignment); its interval is the task-clustered percentile bootstrap
+(:func:`bpc.intervals.clustered_interval`: tasks resampled, each with all its generators and seeds).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_SEED, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
 from bpc.estimate.crossed import (
     EVIDENCE_KINDS,
     beta_binomial_logpmf,
@@ -39,24 +39,7 @@ from bpc.estimate.crossed import (
     task_prior,
 )
 
-__all__ = ["task_folds", "heldout_task_lpd", "lpd_gain_table", "clustered_bootstrap"]
-
-
-def task_folds(tasks: Sequence[str], *, k: int, seed: int) -> dict[str, int]:
-    """A random assignment of ``tasks`` to ``k`` folds of (nearly) equal size, reproducible by ``seed``.
-
-    Examples
-    --------
-    >>> sorted(task_folds(["a", "b", "c", "d"], k=2, seed=0).values())
-    [0, 0, 1, 1]
-    """
-    if k < 2:
-        raise ValueError(f"task_folds: k must be at least 2, got {k}")
-    tasks = sorted({str(t) for t in tasks})
-    if len(tasks) < k:
-        raise ValueError(f"task_folds: {len(tasks)} tasks cannot fill {k} folds")
-    order = np.random.default_rng(int(seed)).permutation(len(tasks))
-    return {tasks[i]: int(pos % k) for pos, i in enumerate(order)}
+__all__ = ["heldout_task_lpd", "lpd_gain_table"]
 
 
 def _cell_prior(train: xr.Dataset) -> xr.Dataset:
@@ -64,7 +47,7 @@ def _cell_prior(train: xr.Dataset) -> xr.Dataset:
 
     lap = laplace(train)
     pi, kappa = lap["prior"], lap["kappa"]
-    return xr.Dataset({"A": pi * kappa, "B": (1 - pi) * kappa})
+    return xr.Dataset({"A_cell": pi * kappa, "B_cell": (1 - pi) * kappa})
 
 
 def heldout_task_lpd(
@@ -83,7 +66,8 @@ def heldout_task_lpd(
     records : pandas.DataFrame
         Per-patch records (:data:`bpc.schema.RECORD_COLUMNS`).
     folds : int
-        K of the K-fold split over tasks.
+        K of the K-fold split over tasks (:func:`bpc.data.splits.folds`, the same folds for every
+        generator of a benchmark).
     seeds : sequence of int
         One fold assignment per seed.
     kind : {"oracle", "critic"}
@@ -100,12 +84,12 @@ def heldout_task_lpd(
         (``source`` is ``"task"`` or ``"cell"``, see :func:`bpc.estimate.crossed.task_prior`).
     """
     from bpc.data.counts import counts_from_records
+    from bpc.data.splits import folds as fold_assignment
     from bpc.estimate.laplace import laplace
 
     if kind not in EVIDENCE_KINDS:
         raise ValueError(f"heldout_task_lpd: kind must be one of {EVIDENCE_KINDS}, got {kind!r}")
-    full = counts_from_records(records)
-    layout = crossed_layout(full)
+    layout = crossed_layout(counts_from_records(records))
     if benchmarks is not None:
         unknown = [b for b in benchmarks if b not in layout]
         if unknown:
@@ -113,121 +97,85 @@ def heldout_task_lpd(
                 f"heldout_task_lpd: {unknown} are not crossed benchmarks of the records ({sorted(layout)})"
             )
         layout = {b: layout[b] for b in benchmarks}
-    rows = []
+    frames = []
     for bench, gens in layout.items():
         rec_b = records[(records["benchmark"] == bench) & records["generator"].isin(gens)]
-        tasks = sorted(rec_b["instance_id"].astype(str).unique())
-        for seed in seeds:
-            assign = task_folds(tasks, k=folds, seed=seed)
-            fold_of = rec_b["instance_id"].astype(str).map(assign).to_numpy()
+        assignment = fold_assignment(rec_b, k=folds, seeds=seeds)
+        for seed in assignment["seed"].unique().tolist():
+            assign = assignment[assignment["seed"] == seed]
+            fold_of = rec_b["instance_id"].astype(str).map(assign.set_index("instance_id")["fold"]).to_numpy()
             for f in range(folds):
                 train = counts_from_records(rec_b[fold_of != f])
-                test_rec = rec_b[fold_of == f]
-                test = counts_from_records(test_rec)
-                eb = fit_crossed_eb(train)
+                test = counts_from_records(rec_b[fold_of == f])
                 params = laplace(train) if kind == "critic" else None
                 # evidence: every generator's data on the held-out tasks (never the target's own)
-                prior = task_prior(eb, test, kind=kind, critic=critic, params=params)
-                cell = _cell_prior(train)
-                for g in gens:
-                    n = test["task_n"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: g})
-                    k = test["task_pass"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: g})
-                    for t in n[DIM_TASK].values:
-                        m_tg = float(n.sel({DIM_TASK: t}))
-                        if not np.isfinite(m_tg) or m_tg <= 0:
-                            continue
-                        k_tg = float(k.sel({DIM_TASK: t}))
-                        sel = {DIM_BENCHMARK: bench, DIM_GENERATOR: g}
-                        a_t = float(prior["A"].sel(sel).sel({DIM_TASK: t}))
-                        b_t = float(prior["B"].sel(sel).sel({DIM_TASK: t}))
-                        a_c, b_c = float(cell["A"].sel(sel)), float(cell["B"].sel(sel))
-                        lpd_t = float(beta_binomial_logpmf(k_tg, m_tg, a_t, b_t))
-                        lpd_c = float(beta_binomial_logpmf(k_tg, m_tg, a_c, b_c))
-                        rows.append(
-                            {
-                                "seed": int(seed),
-                                "fold": f,
-                                "benchmark": bench,
-                                "generator": g,
-                                "task": str(t),
-                                "m": m_tg,
-                                "k": k_tg,
-                                "lpd_task": lpd_t,
-                                "lpd_cell": lpd_c,
-                                "gain": lpd_t - lpd_c,
-                                "source": str(prior["source"].sel(sel).sel({DIM_TASK: t}).item()),
-                            }
-                        )
-    return pd.DataFrame(rows)
+                prior = task_prior(fit_crossed_eb(train), test, kind=kind, critic=critic, params=params)
+                sel = {DIM_BENCHMARK: bench, DIM_GENERATOR: list(gens)}
+                ds = xr.merge(
+                    [
+                        test[["task_n", "task_pass"]].sel(sel).rename(task_n="m", task_pass="k"),
+                        prior[["A", "B", "source"]].sel(sel).reindex({DIM_TASK: test[DIM_TASK].values}),
+                        _cell_prior(train).sel(sel),
+                    ],
+                    join="left",
+                    compat="override",
+                )
+                frame = ds.transpose(DIM_GENERATOR, DIM_TASK).to_dataframe().reset_index()
+                frames.append(
+                    frame[np.isfinite(frame["m"]) & (frame["m"] > 0)].assign(seed=int(seed), fold=f)
+                )
+    out = pd.concat(frames, ignore_index=True)
+    out["lpd_task"] = beta_binomial_logpmf(out["k"], out["m"], out["A"], out["B"])
+    out["lpd_cell"] = beta_binomial_logpmf(out["k"], out["m"], out["A_cell"], out["B_cell"])
+    out = out.assign(gain=out["lpd_task"] - out["lpd_cell"], task=out[DIM_TASK].astype(str))
+    out = out.rename(columns={DIM_BENCHMARK: "benchmark", DIM_GENERATOR: "generator"})
+    cols = [
+        "seed",
+        "fold",
+        "benchmark",
+        "generator",
+        "task",
+        "m",
+        "k",
+        "lpd_task",
+        "lpd_cell",
+        "gain",
+        "source",
+    ]
+    return out[cols].astype({"source": str})
 
 
-def clustered_bootstrap(
-    values: np.ndarray,
-    clusters: np.ndarray,
-    *,
-    n_boot: int = 2000,
-    prob: float = 0.95,
-    seed: int = BOOTSTRAP_SEED,
-) -> tuple[float, float, float]:
-    """Mean of ``values`` and a percentile interval resampling whole clusters (tasks) with replacement.
-
-    The statistic is Σ values / count over the resampled clusters (a ratio of cluster totals),
-    so a task with more rows weighs as much as it does in the point estimate.
-
-    Examples
-    --------
-    >>> est, lo, hi = clustered_bootstrap(np.array([1.0, 1.0, 3.0, 3.0]), np.array([0, 0, 1, 1]), n_boot=200)
-    >>> est, 1.0 <= lo <= est <= hi <= 3.0
-    (2.0, True)
-    """
-    values = np.asarray(values, dtype=float)
-    codes, uniq = pd.factorize(pd.Series(clusters))
-    n_c = len(uniq)
-    tot = np.bincount(codes, weights=values, minlength=n_c)
-    cnt = np.bincount(codes, minlength=n_c).astype(float)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n_c, size=(n_boot, n_c))
-    stats = tot[draws].sum(axis=1) / cnt[draws].sum(axis=1)
-    alpha = (1 - prob) / 2
-    lo, hi = np.quantile(stats, [alpha, 1 - alpha])
-    return float(tot.sum() / cnt.sum()), float(lo), float(hi)
-
-
-def lpd_gain_table(lpd: pd.DataFrame, *, n_boot: int = 2000, seed: int = BOOTSTRAP_SEED) -> pd.DataFrame:
+def lpd_gain_table(
+    lpd: pd.DataFrame, *, B: int = BOOTSTRAP_B, seed: int = BOOTSTRAP_SEED, prob: float = CI_PROB
+) -> pd.DataFrame:
     """Per benchmark: mean held-out LPD gain per (task, generator) with a task-clustered interval.
+
+    The mean is over every (seed, task, generator) row; the interval resamples tasks with all their
+    rows (:func:`bpc.intervals.clustered_interval`, a ratio of totals).
 
     Parameters
     ----------
     lpd : pandas.DataFrame
         From :func:`heldout_task_lpd`.
-    n_boot : int
-        Bootstrap resamples.
-    seed : int
-        Seed of the resampling.
+    B, seed, prob
+        Bootstrap resamples, seed and interval probability.
 
     Returns
     -------
     pandas.DataFrame
         One row per benchmark: ``n_tasks``, ``n_pairs`` ((task, generator) pairs), ``seeds``,
-        ``lpd_task``, ``lpd_cell`` (means per pair), ``gain``, ``gain_lo``, ``gain_hi`` (95 %
-        percentile bootstrap over tasks).
+        ``lpd_task``, ``lpd_cell`` (means per pair), ``delta`` (the mean gain), ``ci_lo``, ``ci_hi``.
     """
-    out = []
-    for bench, df in lpd.groupby("benchmark", sort=False):
-        est, lo, hi = clustered_bootstrap(
-            df["gain"].to_numpy(), df["task"].to_numpy(), n_boot=n_boot, seed=seed
-        )
-        out.append(
-            {
-                "benchmark": bench,
-                "n_tasks": int(df["task"].nunique()),
-                "n_pairs": int(len(df) / df["seed"].nunique()),
-                "seeds": int(df["seed"].nunique()),
-                "lpd_task": float(df["lpd_task"].mean()),
-                "lpd_cell": float(df["lpd_cell"].mean()),
-                "gain": est,
-                "gain_lo": lo,
-                "gain_hi": hi,
-            }
-        )
-    return pd.DataFrame(out)
+    from bpc.intervals import clustered_interval
+
+    per_task = lpd.groupby(["benchmark", "task"])["gain"].agg(["sum", "size"]).reset_index()
+    ci = clustered_interval(
+        per_task, value="sum", count="size", groups=["benchmark"], task="task", B=B, seed=seed, prob=prob
+    )
+    g = lpd.groupby("benchmark")
+    means = g.agg(n_tasks=("task", "nunique"), seeds=("seed", "nunique"), lpd_task=("lpd_task", "mean"))
+    means = means.assign(n_pairs=g.size() // means["seeds"], lpd_cell=g["lpd_cell"].mean()).reset_index()
+    out = means.merge(ci[["benchmark", "delta", "ci_lo", "ci_hi"]], on="benchmark")
+    return out[
+        ["benchmark", "n_tasks", "n_pairs", "seeds", "lpd_task", "lpd_cell", "delta", "ci_lo", "ci_hi"]
+    ]

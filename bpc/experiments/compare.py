@@ -58,10 +58,10 @@ from bpc.constants import (
     BASELINE_POLICIES,
     CI_KIND,
     CI_PROB,
-    CROSSFIT_FOLDS,
     DEFAULT_SEED,
     DIM_BENCHMARK,
     DIM_GENERATOR,
+    N_FOLDS,
     PAPER_CRITICS,
     REFINEMENT_POLICIES,
     REFIT_PRESETS,
@@ -583,7 +583,7 @@ def compare(
     -------
     CompareResult
     """
-    from bpc.constants import CROSSFIT_SEEDS
+    from bpc.constants import FOLD_SEEDS
     from bpc.estimate.laplace import laplace
     from bpc.experiments.posterior import HierarchicalRefits, check_posterior_cells, fit_posterior
     from bpc.experiments.protocol import replay_evaluator, run_protocol
@@ -594,7 +594,7 @@ def compare(
     scale = (0.3 if quick else 1.0) if scale is None else float(scale)
     cost_fn = cost_resolver(costs)
     preset = "quick" if quick else "default"
-    seeds = CROSSFIT_SEEDS[:1] if quick else CROSSFIT_SEEDS
+    seeds = FOLD_SEEDS[:1] if quick else FOLD_SEEDS
 
     with stage(f"load {source}", enabled=progress):
         data = load_source(
@@ -687,7 +687,7 @@ def compare(
         "draws (policy uncertainty, robust, thompson)": draws,
         "quick": quick,
         "seed": seed,
-        "protocol": f"{CROSSFIT_FOLDS}-fold cross-fitting over tasks, seeds {', '.join(map(str, seeds))}, "
+        "protocol": f"{N_FOLDS}-fold cross-fitting over tasks, seeds {', '.join(map(str, seeds))}, "
         "bpc profile",
         "efficiency targets": ", ".join(f"{b}/{g}" for b, g in chosen),
         "efficiency repeats": repeats,

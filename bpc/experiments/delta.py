@@ -552,7 +552,7 @@ def predictive_coverage(
 ) -> pd.DataFrame:
     """Check whether each predictive Δ interval covers the Δ observed on held-out tasks.
 
-    For every fold of :func:`bpc.data.splits.task_folds` and every cell: the
+    For every fold of :func:`bpc.data.splits.folds` and every cell: the
     controllers are calibrated on the Laplace estimate of the training tasks
     (:func:`bpc.experiments.protocol.engine_controllers`); parameter draws
     come from a task bootstrap of the training tasks (:func:`bootstrap_params`)
@@ -599,7 +599,7 @@ def predictive_coverage(
 
     from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
-    from bpc.data.splits import fold_split, task_folds
+    from bpc.data.splits import fold_split, folds
     from bpc.estimate.laplace import laplace
     from bpc.experiments.protocol import engine_controllers, fold_data
     from bpc.progress import info
@@ -615,11 +615,11 @@ def predictive_coverage(
         base_names = ["always_verify", *base_names]
     cost_for = cost_resolver(costs)
     seeds = [int(s) for s in np.atleast_1d(fold_seeds)]
-    folds = task_folds(records, n_folds=n_folds, seeds=seeds)
+    assignment = folds(records, k=n_folds, seeds=seeds)
     rows = []
     for fs in seeds:
         for j in range(int(n_folds)):
-            fd = fold_data(records, fold_split(records, folds, seed=fs, fold=j))
+            fd = fold_data(records, fold_split(records, assignment, seed=fs, fold=j))
             lap = laplace(fd.train_counts)
             for b, g in fd.cells:
                 info(f"predictive coverage: seed {fs} fold {j + 1}/{n_folds} {b}/{g}", enabled=progress)
@@ -702,7 +702,7 @@ def coverage_summary(
         ``by`` columns, ``n_checks`` (rows), ``n_distinct``, ``n_covered``,
         ``coverage``, ``ci_lo``, ``ci_hi``, ``n_clusters``.
     """
-    from bpc.replay.bootstrap import cluster_bootstrap_means
+    from bpc.intervals import cluster_means
 
     keys = list(by)
     out = []
@@ -711,7 +711,7 @@ def coverage_summary(
         distinct = part.drop_duplicates("check_id")
         cl = distinct.groupby(["seed", "fold", "benchmark"])["covered"].agg(["sum", "count"])
         vals = cl[["sum", "count"]].to_numpy(dtype=np.float64).T
-        means = cluster_bootstrap_means(vals, B=B, seed=seed)
+        means = cluster_means(vals, B=B, seed=seed)
         ratio = means[:, 0] / means[:, 1]
         lo, hi = np.quantile(ratio, [(1 - prob) / 2, (1 + prob) / 2])
         key = key if isinstance(key, tuple) else (key,)

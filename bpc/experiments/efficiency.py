@@ -5,7 +5,7 @@ Leave one cell out
 :func:`loco_efficiency` calibrates a *target* cell on only ``k`` of its tasks
 (k ∈ :data:`LOCO_K` = 0, 1, 3, 10, all) while every other cell stays
 complete — the situation of a new generator on a benchmark others have run.
-Per repeat (a fold-assignment seed of :func:`bpc.data.splits.task_folds`) and
+Per repeat (a fold-assignment seed of :func:`bpc.data.splits.folds`) and
 fold, the target's scored tasks are the fold's; its ``k`` calibration tasks
 are the first ``k`` of a seeded permutation of its training tasks (nested: a
 larger k adds tasks), so every k and every method is scored on the same
@@ -15,7 +15,7 @@ controllers, and whether the fit converged); :func:`retrying` refits with
 longer settings, and a calibration that still fails is excluded and
 counted. :func:`loco_table` gives, per (target, k, method), the held-out
 utility difference to Laplace with a task-clustered interval
-(:func:`bpc.replay.bootstrap.task_bootstrap`), the numbers of tasks,
+(:func:`bpc.intervals.clustered_interval`), the numbers of tasks,
 repeats, converged and excluded calibrations.
 
 The earlier experiment
@@ -860,7 +860,7 @@ def loco_efficiency(
         Calibration sizes; ``None`` = all training tasks (a k above the
         training size is capped, and the effective size is reported).
     repeats : int
-        Fold-assignment seeds ``CROSSFIT_SEEDS``-style: ``seed, seed + 1, …``.
+        Fold-assignment seeds ``FOLD_SEEDS``-style: ``seed, seed + 1, …``.
     n_folds : int
         Folds of the target's tasks.
     max_folds : int, optional
@@ -939,7 +939,7 @@ def _loco_target(
 ) -> list[dict]:
     """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets)."""
     from bpc.costs import cost_resolver
-    from bpc.data.splits import task_folds
+    from bpc.data.splits import folds as fold_assignment
     from bpc.experiments.protocol import engine_controllers
     from bpc.experiments.task_starts import CELL, fold_task_priors, task_starts
     from bpc.progress import info
@@ -954,7 +954,7 @@ def _loco_target(
     progress = bool(s["progress"])
     cell_rec = select_cell(records, b, g)
     seeds = [seed + r for r in range(int(s["repeats"]))]  # type: ignore[arg-type]
-    folds = task_folds(cell_rec, n_folds=n_folds, seeds=seeds)
+    folds = fold_assignment(cell_rec, k=n_folds, seeds=seeds)
     pool_all = cell_pool(cell_rec, prof)
     c = cost_resolver(s["costs"])(b)  # type: ignore[arg-type]
     n_scored = n_folds if max_folds is None else min(int(max_folds), n_folds)  # type: ignore[arg-type]
@@ -1063,7 +1063,7 @@ def loco_table(
 
     A task's difference is averaged over the repeats that scored it (and
     converged for both methods, unless ``include_failed``) before the
-    task-clustered bootstrap (:func:`bpc.replay.bootstrap.task_bootstrap`,
+    task-clustered bootstrap (:func:`bpc.intervals.clustered_interval`,
     tasks resampled per benchmark jointly across targets, ks and methods).
 
     Parameters
@@ -1091,7 +1091,7 @@ def loco_table(
         ``NaN`` numbers and its counts.
     """
     from bpc.constants import CI_PROB
-    from bpc.replay.bootstrap import task_bootstrap
+    from bpc.intervals import clustered_interval
 
     prob = CI_PROB if prob is None else prob
     cell_k_m = ["benchmark", "generator", "k", "method"]
@@ -1121,11 +1121,11 @@ def loco_table(
         .reset_index()
     )
     groups = ["benchmark", "generator", "k", "method", "policy"]
-    boot = task_bootstrap(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
+    boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
     extra = (
         per_task.groupby(groups).agg(mean_utility=("u", "mean"), n_repeats=("n_repeats", "max")).reset_index()
     )
-    out = boot.rename(columns={"estimate": "diff"}).merge(extra, on=groups)
+    out = boot.rename(columns={"delta": "diff"}).merge(extra, on=groups)
     out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
     if "prior_source" in ok.columns:
         share = (ok["prior_source"] == "task").groupby([ok[c] for c in cell_k_m]).mean()

@@ -15,7 +15,7 @@ Two tables come out of :func:`heldout_instance_table`:
     Per cost vector × cell × controller (``bayesian_dp``, ``bayesian_greedy``):
     the instance-belief controller beside the i.i.d. one, their paired
     per-instance difference and its bootstrap CI
-    (:func:`bpc.replay.bootstrap.paired_bootstrap`). Ablations separate the
+    (:func:`bpc.intervals.paired_bootstrap`). Ablations separate the
     two ways the instance controllers use within-instance dependence: the
     θ-belief (labels) and the critic scope (a critic bought once per
     instance, because its verdicts on the patches of one instance are
@@ -51,7 +51,7 @@ from bpc.constants import (
     DEFAULT_SEED,
     DIM_DRAW,
 )
-from bpc.replay.bootstrap import paired_bootstrap
+from bpc.intervals import paired_bootstrap
 from bpc.replay.engine import replay_folds, summarize
 from bpc.replay.profiles import BPC, Profile
 from bpc.schema import cell_order
@@ -379,7 +379,7 @@ def kfold_predictive_coverage(
     ``bpc compare`` checks its predictive interval on one 75/25 split, where
     one unlucky eval set (harder instances than the fit side) moves every
     policy of a cell together. Here every fold of
-    :func:`bpc.data.splits.kfold_splits` is one check: parameters are fitted
+    :func:`bpc.data.splits.folds` is one check: parameters are fitted
     on the other folds (Laplace, its κ, the critics' within-instance
     dependence, and unpooled conjugate draws for the rates), the policies of
     ``bpc compare``'s paper-profile replay — the baselines and the plug-in
@@ -409,8 +409,9 @@ def kfold_predictive_coverage(
         ``fold``, ``benchmark``, ``generator``, ``policy``, ``n_eval``,
         ``delta``, ``pred_lo``, ``pred_hi``, ``covered``.
     """
+    from bpc.constants import SPLIT_SEED
     from bpc.costs import cost_resolver
-    from bpc.data.splits import kfold_splits, split_counts
+    from bpc.data.splits import fold_split, folds, split_counts
     from bpc.decide.factory import Switches, make_controller
     from bpc.decide.solve import instance_kappa
     from bpc.estimate.conjugate import conjugate_posterior
@@ -422,7 +423,9 @@ def kfold_predictive_coverage(
 
     cost_for = cost_resolver(costs)
     rows = []
-    for j, fold in enumerate(kfold_splits(records, n_folds=int(n_folds))):
+    assignment = folds(records, k=int(n_folds), seeds=[SPLIT_SEED], by="instance")
+    for j in range(int(n_folds)):
+        fold = fold_split(records, assignment, seed=SPLIT_SEED, fold=j)
         counts = split_counts(records, fold)
         lap = laplace(counts)
         post = conjugate_posterior(counts, draws=max(1, n_draws), chains=1, seed=seed)

@@ -14,7 +14,7 @@ entirely and every other cell of the corpus available:
     of the evaluation protocol); every task starts from that cell prior ``Beta(π κ, (1 − π) κ)``.
 ``cell_hierarchy``
     The hierarchical model fitted with the target cell left out
-    (:func:`bpc.experiments.stream.fit_left_out`: one fit per target, retried at a longer sampler
+    (:class:`bpc.estimate.model.refits.RefitLadder`: one fit per target, retried at a longer sampler
     preset if it fails the convergence check of :mod:`bpc.estimate.model.diagnostics`), and its
     predictive for the target cell (:func:`bpc.estimate.model.fit.posterior_params` with ``benchmarks=[b],
     generators=[g]`` — what :meth:`bpc.decide.live.Controller.for_new_cell` acts on). The DP plans
@@ -105,7 +105,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -124,20 +124,16 @@ from bpc.constants import (
 )
 from bpc.data.splits import Cell
 
+if TYPE_CHECKING:
+    from bpc.evaluate import Result
+
 __all__ = [
     "LOGO_ARMS",
-    "HIERARCHY_ARMS",
-    "LOGO_CONTRASTS",
-    "BEST_BASELINE",
-    "KAPPA_W_MAX",
-    "CrossedOthers",
-    "ArmStart",
-    "LogoResult",
-    "crossed_without",
-    "new_generator_place",
+    "TABLE_COLUMNS",
+    "LogoConfig",
+    "run_logo",
     "logo_starts",
     "logo_target",
-    "run_logo",
     "logo_table",
     "arm_means",
     "fit_table",
@@ -511,91 +507,45 @@ def logo_starts(
     need_hier = [a for a in arms if a in HIERARCHY_ARMS]
     if need_hier and predictive is None:
         raise ValueError(f"logo_starts: the arms {need_hier} need the hierarchy's predictive draws")
-    out: dict[str, ArmStart] = {}
-    bases: dict[str, tuple[xr.Dataset, np.ndarray, np.ndarray, bool]] = {}
-    if any(a in ("complete_pooling", "pooled_task_oracle", "pooled_task_critic") for a in arms):
+    # per base: the DP's parameters, the (thinned) cell-prior draws, the fit's check, the cell arm's start
+    bases: dict[str, tuple[xr.Dataset, np.ndarray, np.ndarray, bool, float, float]] = {}
+    if any(a == "complete_pooling" or a.startswith("pooled_") for a in arms):
         pooled = select_cell(complete_pooling_calibration(left, target, seed).params, b, g)  # type: ignore[arg-type]
-        pi, kap = _cell_point(pooled)
-        bases["pooled"] = (pooled, pi, kap, True)
-        a0, b0 = cell_start(pooled)
-        if "complete_pooling" in arms:
-            out["complete_pooling"] = ArmStart(
-                pooled, np.full(T, a0), np.full(T, b0), np.full(T, "cell", dtype=object)
-            )
+        bases["pooled"] = (pooled, *_cell_point(pooled), True, *cell_start(pooled))
     if need_hier:
         assert predictive is not None
         cell = select_cell(predictive, b, g)
-        mean = posterior_mean_params(cell)
-        thin = thin_draws(cell, int(draws))
-        pi = np.asarray(thin["prior"].values, dtype=np.float64).ravel()
-        kap = np.asarray(thin["kappa"].values, dtype=np.float64).ravel()
-        bases["hierarchy"] = (mean, pi, kap, bool(converged))
-        all_pi, all_kap = (np.asarray(cell[v].values, dtype=np.float64).ravel() for v in ("prior", "kappa"))
+        all_pi, all_kap = _cell_point(cell)
         a0, b0 = marginal_beta(
             np.log(all_pi / (1 - all_pi))[:, None], all_kap[:, None], np.zeros(all_pi.size)
         )
-        if "cell_hierarchy" in arms:
-            out["cell_hierarchy"] = ArmStart(
-                mean,
-                np.full(T, float(a0[0])),
-                np.full(T, float(b0[0])),
-                np.full(T, "cell", dtype=object),
-                converged=bool(converged),
-            )
-    crossed = None
+        thin = _cell_point(thin_draws(cell, int(draws)))
+        bases["hierarchy"] = (posterior_mean_params(cell), *thin, bool(converged), float(a0[0]), float(b0[0]))
+    critics = [str(c) for c in left[DIM_CRITIC].values]
+    if any(a.endswith(_CRITIC) for a in arms) and task_critic not in critics:
+        raise ValueError(f"logo_starts: critic {task_critic!r} is not among the counts' critics {critics}")
+    crossed = crossed_without(left, b) if any(a.endswith((_ORACLE, _CRITIC)) for a in arms) else None
+    out: dict[str, ArmStart] = {}
     for arm in arms:
-        if arm in ("complete_pooling", "cell_hierarchy"):
+        params, pi, kap, ok, a0, b0 = bases[
+            "pooled" if arm.startswith(("pooled_", "complete_")) else "hierarchy"
+        ]
+        if crossed is None or arm in ("complete_pooling", "cell_hierarchy"):
+            out[arm] = ArmStart(params, np.full(T, a0), np.full(T, b0), np.full(T, "cell", dtype=object), ok)
             continue
-        base_name = "pooled" if arm.startswith("pooled_") else "hierarchy"
         kind = _ORACLE if arm.endswith(_ORACLE) else _CRITIC
-        params, pi, kap, ok = bases[base_name]
-        if crossed is None:
-            crossed = crossed_without(left, b)
-        if kind == _CRITIC and task_critic not in [str(c) for c in left[DIM_CRITIC].values]:
-            raise ValueError(
-                f"logo_starts: critic {task_critic!r} is not among the counts' critics "
-                f"{list(left[DIM_CRITIC].values)}"
-            )
         A, B, informed, clipped = _task_prior(crossed, left, b, tasks, pi, kap, kind=kind, critic=task_critic)
-        cell_arm = "complete_pooling" if base_name == "pooled" else "cell_hierarchy"
-        fa, fb = (
-            (out[cell_arm].A, out[cell_arm].B)
-            if cell_arm in out
-            else _fallback(params, base_name, pi, kap, T)
-        )
-        A = np.where(informed, A, fa)
-        B = np.where(informed, B, fb)
-        out[arm] = ArmStart(
-            params,
-            A,
-            B,
-            np.where(informed, "task", "cell").astype(object),
-            converged=ok,
-            notes={
-                "sigma": crossed.sigma,
-                "sigma_source": crossed.sigma_source,
-                "others": ",".join(crossed.generators),
-                "crossed_converged": crossed.converged,
-                "clipped_draws": clipped,
-                "draws": int(pi.shape[0]),
-            },
-        )
-    return {a: out[a] for a in arms}
-
-
-def _fallback(
-    params: xr.Dataset, base: str, pi: np.ndarray, kap: np.ndarray, T: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The cell prior of a base when its own cell arm was not asked for."""
-    from bpc.estimate.crossed import marginal_beta
-
-    if base == "pooled":
-        from bpc.experiments.task_starts import cell_start
-
-        a0, b0 = cell_start(params)
-        return np.full(T, a0), np.full(T, b0)
-    a, b = marginal_beta(np.log(pi / (1 - pi))[:, None], kap[:, None], np.zeros(pi.size))
-    return np.full(T, float(a[0])), np.full(T, float(b[0]))
+        notes = {
+            "sigma": crossed.sigma,
+            "sigma_source": crossed.sigma_source,
+            "others": ",".join(crossed.generators),
+            "crossed_converged": crossed.converged,
+            "clipped_draws": clipped,
+            "draws": int(pi.shape[0]),
+        }
+        source = np.where(informed, "task", "cell").astype(object)
+        out[arm] = ArmStart(params, np.where(informed, A, a0), np.where(informed, B, b0), source, ok, notes)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -633,14 +583,9 @@ def logo_target(
     left: xr.Dataset,
     target: Cell,
     *,
-    costs: Sequence[str] = ("paper-release", "fast"),
+    config: LogoConfig | None = None,
     predictive: xr.Dataset | None = None,
     converged: bool = True,
-    arms: Sequence[str] = LOGO_ARMS,
-    profile: str = "bpc",
-    task_critic: str = "test",
-    draws: int = 200,
-    seed: int = DEFAULT_SEED,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """One target's held-out utilities, LPDs and starts.
 
@@ -653,12 +598,10 @@ def logo_target(
         Counts with the target left out (:func:`logo_starts`).
     target : (str, str)
         The target cell.
-    costs : sequence of str
-        Named cost vectors (:func:`bpc.costs.cost_resolver`).
-    predictive, converged, arms, task_critic, draws, seed
+    config : LogoConfig, optional
+        Costs, arms, profile and the settings of :func:`logo_starts` (default :class:`LogoConfig`).
+    predictive, converged
         As for :func:`logo_starts`.
-    profile : str
-        Replay profile (``bpc``: the instance belief).
 
     Returns
     -------
@@ -680,7 +623,8 @@ def logo_target(
     from bpc.schema import select_cell
 
     b, g = target
-    prof = get_profile(profile)
+    config = LogoConfig() if config is None else config
+    prof = get_profile(config.profile)
     cell_rec = select_cell(records, b, g)
     if cell_rec.empty:
         raise ValueError(f"logo_target: no records of the target {b}/{g}")
@@ -692,69 +636,54 @@ def logo_target(
         tasks=tasks,
         predictive=predictive,
         converged=converged,
-        arms=arms,
-        task_critic=task_critic,
-        draws=draws,
-        seed=seed,
+        arms=config.arms,
+        task_critic=config.task_critic,
+        draws=config.draws,
+        seed=config.seed,
     )
     candidates = simple_baselines([p for p in cell_policies(prof, pool.critics) if is_baseline(p)])
+    cell = {"benchmark": b, "generator": g}
+
+    def scored(res: xr.Dataset, source: Mapping[str, str], **labels: Any) -> pd.DataFrame:
+        frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
+        frame = frame.rename(columns={"instance": "instance_id"})
+        return frame.assign(source=[source.get(t, "") for t in frame["instance_id"]]).assign(**cell, **labels)
+
     util_rows = []
-    for name in costs:
+    for name in config.costs:
         c = cost_resolver(name)(b)
         for arm, st in starts.items():
+            theta0 = (st.A, st.B)
             res = replay_pool(
-                pool, {"bayesian_dp": "bayesian_dp"}, c, profile=prof, params=st.params, theta0=(st.A, st.B)
+                pool, {"bayesian_dp": "bayesian_dp"}, c, profile=prof, params=st.params, theta0=theta0
             )
-            frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
-            frame = frame.rename(columns={"instance": "instance_id"})
-            frame["source"] = frame["instance_id"].map(dict(zip(tasks, st.source, strict=True)))
-            util_rows.append(
-                frame.assign(benchmark=b, generator=g, costs=name, arm=arm, converged=st.converged)
-            )
+            source = dict(zip(tasks, st.source, strict=True))
+            util_rows.append(scored(res, source, costs=name, arm=arm, converged=st.converged))
         best, train_mean = _best_baseline(records, target, c, prof, candidates)
         if best:
             res = replay_pool(pool, [best], c, profile=prof)
-            frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
-            frame = frame.rename(columns={"instance": "instance_id"})
-            util_rows.append(
-                frame.assign(
-                    benchmark=b,
-                    generator=g,
-                    costs=name,
-                    arm=BEST_BASELINE,
-                    source="",
-                    converged=True,
-                    chosen_mean=train_mean,
-                )
-            )
+            labels = {"costs": name, "arm": BEST_BASELINE, "converged": True, "chosen_mean": train_mean}
+            util_rows.append(scored(res, {}, **labels))
     utilities = pd.concat(util_rows, ignore_index=True)
-    own = counts_from_records(cell_rec)
-    m = own["task_n"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks}).values
-    k = own["task_pass"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks}).values
+    own = counts_from_records(cell_rec).sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks})
+    m, k = own["task_n"].values, own["task_pass"].values
     lpd_rows, start_rows = [], []
     for arm, st in starts.items():
         lp = beta_binomial_logpmf(np.nan_to_num(k), np.nan_to_num(m), st.A, st.B)
-        lpd_rows.append(
-            pd.DataFrame(
-                {
-                    "benchmark": b,
-                    "generator": g,
-                    "arm": arm,
-                    "instance_id": tasks,
-                    "m": m,
-                    "k": k,
-                    "A": st.A,
-                    "B": st.B,
-                    "lpd": np.where(np.nan_to_num(m) > 0, lp, np.nan),
-                    "source": st.source,
-                    "converged": st.converged,
-                }
-            )
-        )
+        lpd = np.where(np.nan_to_num(m) > 0, lp, np.nan)
+        columns = {
+            "instance_id": tasks,
+            "m": m,
+            "k": k,
+            "A": st.A,
+            "B": st.B,
+            "lpd": lpd,
+            "source": st.source,
+        }
+        lpd_rows.append(pd.DataFrame({**cell, "arm": arm, **columns, "converged": st.converged}))
         start_rows.append(
             {
-                "benchmark": b,
-                "generator": g,
+                **cell,
                 "arm": arm,
                 "n_tasks": len(tasks),
                 "n_informed": int((st.source == "task").sum()),
@@ -772,38 +701,59 @@ def logo_target(
 # Every target
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class LogoResult:
-    """:func:`run_logo`'s tables (each ``attrs`` carries the run's settings).
+class LogoConfig:
+    """What a leave-one-generator-out run scores (:func:`run_logo`).
 
     Attributes
     ----------
-    utilities, lpd, starts : pandas.DataFrame
-        :func:`logo_target`'s tables over every target.
-    fits : pandas.DataFrame
-        One row per target: the left-out hierarchical fit's diagnostics (``ok`` its check).
+    targets : tuple of (str, str)
+        Cells with records, each left out in turn.
+    costs : tuple of str
+        Named cost vectors (:func:`bpc.costs.cost_resolver`).
+    arms : tuple of str
+        Some of :data:`LOGO_ARMS`.
+    presets : tuple of str
+        The left-out fits' refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`); the fit
+        table names the kept preset.
+    task_critic : str
+        The critic of the ``*_critic`` arms' evidence.
+    draws : int
+        Predictive draws the hierarchy's task prior integrates over.
+    seed : int
+        Seeds the fits and the predictive draws.
+    profile : str
+        Replay profile (``bpc``: the instance belief).
     """
 
-    utilities: pd.DataFrame
-    lpd: pd.DataFrame
-    starts: pd.DataFrame
-    fits: pd.DataFrame
+    targets: tuple[Cell, ...] = ()
+    costs: tuple[str, ...] = ("paper-release", "fast")
+    arms: tuple[str, ...] = LOGO_ARMS
+    presets: tuple[str, ...] = REFIT_PRESETS
+    task_critic: str = "test"
+    draws: int = 200
+    seed: int = DEFAULT_SEED
+    profile: str = "bpc"
+
+    def __post_init__(self) -> None:
+        from bpc.choices import check_choices
+
+        for name in ("targets", "costs", "arms", "presets"):
+            if isinstance(getattr(self, name), str):
+                raise ValueError(f"LogoConfig.{name} must be a tuple, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "targets", tuple((str(b), str(g)) for b, g in self.targets))
+        check_choices(self.arms, LOGO_ARMS, what="LOGO arm")
 
 
 def run_logo(
     records: pd.DataFrame,
     counts: xr.Dataset,
-    targets: Sequence[Cell],
+    config: LogoConfig,
     *,
-    costs: Sequence[str] = ("paper-release", "fast"),
-    arms: Sequence[str] = LOGO_ARMS,
     fits: Mapping[Cell, xr.DataTree] | None = None,
-    presets: Sequence[str] = REFIT_PRESETS,
     fit_cache=None,
-    task_critic: str = "test",
-    draws: int = 200,
-    seed: int = DEFAULT_SEED,
     progress: bool = False,
-) -> LogoResult:
+) -> Result:
     """Leave each target out, calibrate every arm without it, score every arm on its tasks.
 
     Parameters
@@ -813,151 +763,75 @@ def run_logo(
     counts : xarray.Dataset
         Counts of every cell (:func:`bpc.data.corpus.load_corpus`'s, tables included); each target
         is removed from them with :func:`bpc.experiments.stream.leave_cell_out`.
-    targets : sequence of (str, str)
-        Cells with records.
-    costs : sequence of str
-        Named cost vectors.
-    arms : sequence of str
-        Some of :data:`LOGO_ARMS`.
+    config : LogoConfig
+        Targets, costs, arms and settings.
     fits : mapping, optional
         Left-out hierarchical fits per target (else fitted one at a time,
-        :func:`bpc.experiments.stream.fit_left_out`, climbing ``presets``; reused from ``fit_cache``).
-    presets : sequence of str
-        Sampler presets a left-out fit tries in turn until one passes its convergence check
-        (default :data:`bpc.constants.REFIT_PRESETS`); the fit table names the kept preset.
+        :class:`bpc.estimate.model.refits.RefitLadder`; reused from ``fit_cache``).
     fit_cache : path, optional
         Folder of left-out fits to reuse and write.
-    task_critic, draws, seed
-        As for :func:`logo_starts`; ``seed`` also seeds the fits and the predictive draws.
     progress : bool
         Progress lines on stderr.
 
     Returns
     -------
-    LogoResult
+    bpc.evaluate.Result
+        Tables ``utilities``, ``lpd``, ``starts`` (:func:`logo_target`'s, over every target) and
+        ``fits`` (one row per target: the left-out fit's diagnostics, ``ok`` its check).
     """
     from bpc.estimate.model.fit import posterior_params
-    from bpc.experiments.stream import fit_left_out, fit_summary, leave_cell_out
+    from bpc.estimate.model.refits import RefitLadder, fit_summary
+    from bpc.evaluate import Result
+    from bpc.experiments.stream import leave_cell_out, left_out_fit
     from bpc.progress import info
 
-    targets = [(str(b), str(g)) for b, g in targets]
     have = set(
         map(tuple, records[["benchmark", "generator"]].astype(str).drop_duplicates().to_numpy().tolist())
     )
-    for t in targets:
-        if t not in have:
-            raise ValueError(f"run_logo: no records of the target {t[0]}/{t[1]}")
-    need_fit = any(a in HIERARCHY_ARMS for a in arms)
+    for b, g in config.targets:
+        if (b, g) not in have:
+            raise ValueError(f"run_logo: no records of the target {b}/{g}")
     fits = dict(fits or {})
+    ladder = RefitLadder(counts, presets=config.presets, cache=fit_cache, progress=progress)
     parts: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     fit_rows = []
-    for b, g in targets:
+    diag = ("ok", "max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "preset", "attempts")
+    for b, g in config.targets:
         t0 = time.perf_counter()
         left = leave_cell_out(counts, b, g)
         predictive, ok = None, True
-        if need_fit:
+        if any(a in HIERARCHY_ARMS for a in config.arms):
             if (b, g) not in fits:
-                fits.update(
-                    fit_left_out(
-                        counts, [(b, g)], presets=presets, seed=seed, cache=fit_cache, progress=progress
-                    )
-                )
-            dt = fits[(b, g)]
-            summary = fit_summary(dt)
-            ok = bool(summary.get("ok", False))
-            fit_rows.append(
-                {
-                    "benchmark": b,
-                    "generator": g,
-                    **{
-                        k: summary.get(k)
-                        for k in ("ok", "max_rhat", "min_ess_bulk", "min_ess_tail", "divergences")
-                    },
-                    "preset": summary.get("preset"),
-                    "attempts": summary.get("attempts"),
-                    "chains": summary.get("chains"),
-                    "draws": summary.get("draws"),
-                    "wall_time": summary.get("wall_time"),
-                }
-            )
+                fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=config.seed)
+            summary = fit_summary(fits[(b, g)])
+            ok = summary["converged"]
+            more = {k: summary.get(k) for k in ("chains", "draws", "wall_time")}
+            fit_rows.append({"benchmark": b, "generator": g, **{k: summary.get(k) for k in diag}, **more})
             if not ok:
                 info(
                     f"logo: the fit without {b}/{g} FAILED its convergence check; its arms are flagged",
                     enabled=progress,
                 )
-            predictive = posterior_params(dt, benchmarks=[b], generators=[g], seed=seed)
-        parts.append(
-            logo_target(
-                records,
-                left,
-                (b, g),
-                costs=costs,
-                predictive=predictive,
-                converged=ok,
-                arms=arms,
-                task_critic=task_critic,
-                draws=draws,
-                seed=seed,
-            )
-        )
+            predictive = posterior_params(fits[(b, g)], benchmarks=[b], generators=[g], seed=config.seed)
+        parts.append(logo_target(records, left, (b, g), config=config, predictive=predictive, converged=ok))
         info(f"logo: {b}/{g} scored in {time.perf_counter() - t0:.0f} s", enabled=progress)
-    attrs = {
-        "targets": ",".join(f"{b}/{g}" for b, g in targets),
-        "costs": ",".join(costs),
-        "arms": ",".join(arms),
-        "presets": ",".join(presets),
-        "task_critic": task_critic,
-        "draws": int(draws),
-        "seed": int(seed),
-        "profile": "bpc",
-    }
-    out = []
-    for i in range(3):
-        frame = pd.concat([p[i] for p in parts], ignore_index=True)
-        frame.attrs.update(attrs)
-        out.append(frame)
-    fit_frame = pd.DataFrame(fit_rows)
-    fit_frame.attrs.update(attrs)
-    return LogoResult(out[0], out[1], out[2], fit_frame)
+    names = ("utilities", "lpd", "starts")
+    tables = {n: pd.concat([p[i] for p in parts], ignore_index=True) for i, n in enumerate(names)}
+    return Result.of("logo", config=config, tables={**tables, "fits": pd.DataFrame(fit_rows)})
 
 
 # ---------------------------------------------------------------------------
 # Differences with task-clustered intervals
 # ---------------------------------------------------------------------------
-TABLE_COLUMNS: tuple[str, ...] = (
-    "measure",
-    "costs",
-    "benchmark",
-    "generator",
-    "arm",
-    "reference",
-    "diff",
-    "ci_lo",
-    "ci_hi",
-    "n_tasks",
-    "n_pairs",
-    "n_fallback",
-    "n_failed",
-    "flag",
+TABLE_COLUMNS: tuple[str, ...] = tuple(
+    "measure costs benchmark generator arm reference delta "
+    "ci_lo ci_hi n_tasks n_pairs n_fallback n_failed flag".split()
 )
-
-
-def _pooled_ratio(
-    diff: pd.DataFrame, *, B: int, seed: Sequence[int], prob: float
-) -> tuple[float, float, float]:
-    """Mean over (task, target) pairs, tasks resampled with all their pairs (ratio of totals)."""
-    from bpc.replay.bootstrap import cluster_bootstrap_means
-
-    per_task = diff.groupby("instance_id")["diff"].agg(["sum", "size"])
-    tot, cnt = per_task["sum"].to_numpy(), per_task["size"].to_numpy(dtype=np.float64)
-    boot = cluster_bootstrap_means(np.stack([tot, cnt]), B=B, seed=list(seed))
-    stats = boot[:, 0] / boot[:, 1]
-    lo, hi = np.quantile(stats, [(1 - prob) / 2, (1 + prob) / 2])
-    return float(tot.sum() / cnt.sum()), float(lo), float(hi)
+"""Columns of :func:`logo_table`."""
 
 
 def logo_table(
-    result: LogoResult,
+    result: Result,
     *,
     contrasts: Sequence[tuple[str, str]] = LOGO_CONTRASTS,
     include_failed: bool = False,
@@ -970,8 +844,8 @@ def logo_table(
 
     Parameters
     ----------
-    result : LogoResult
-        :func:`run_logo`'s tables.
+    result : bpc.evaluate.Result
+        :func:`run_logo`'s (tables ``utilities`` and ``lpd``).
     contrasts : sequence of (arm, reference)
         Differences reported (:data:`LOGO_CONTRASTS`); a contrast with an arm that was not run
         is skipped.
@@ -987,31 +861,32 @@ def logo_table(
     Returns
     -------
     pandas.DataFrame
-        Columns ``measure`` (``"utility"`` or ``"lpd"``), ``costs`` (``""`` for LPD),
-        ``benchmark``, ``generator`` (a target, or ``"pooled"``), ``arm``, ``reference``,
-        ``diff``, ``ci_lo``, ``ci_hi`` (task-clustered percentile interval), ``n_tasks``,
-        ``n_pairs`` ((task, target) pairs), ``n_fallback`` (pairs whose task prior fell back to
-        the cell prior: no other generator attempted the task), ``n_failed`` (targets excluded
-        for a failed fit), ``flag``. attrs: ``prob``, ``B``, the run's settings.
+        :data:`TABLE_COLUMNS`: ``measure`` (``"utility"`` or ``"lpd"``), ``costs`` (``""`` for LPD),
+        a target or ``generator = "pooled"`` (the mean over the benchmark's (task, target) pairs, a
+        task resampled with all its pairs), ``delta`` and its task-clustered interval
+        (:func:`bpc.intervals.clustered_interval`), ``n_pairs``, ``n_fallback`` (pairs whose task
+        prior fell back to the cell prior: no other generator attempted the task), ``n_failed``
+        (targets excluded for a failed fit), ``flag``. attrs: ``prob``, ``B``, ``tasks_excluded``.
     """
-    from bpc.replay.bootstrap import task_bootstrap
+    from bpc.intervals import clustered_interval
 
     keys = ["benchmark", "generator", "instance_id"]
+    util, lpd = result.tables["utilities"], result.tables["lpd"]
     frames = {
-        "utility": result.utilities.assign(measure="utility").rename(columns={"utility": "value"}),
-        "lpd": result.lpd.assign(measure="lpd", costs="").rename(columns={"lpd": "value"}),
+        "utility": util.rename(columns={"utility": "value"}),
+        "lpd": lpd.assign(costs="").rename(columns={"lpd": "value"}),
     }
     n_excluded = 0
     if exclude is not None:
         from bpc.data.tasks import exclude_tasks
 
-        scored = result.lpd[["benchmark", "instance_id"]].drop_duplicates()
+        scored = lpd[["benchmark", "instance_id"]].drop_duplicates()
         n_excluded = len(scored) - len(exclude_tasks(scored, exclude))
         frames = {k: exclude_tasks(v, exclude) for k, v in frames.items()}
-    rows = []
+    opts = {"B": B, "seed": seed, "prob": prob}
+    out = []
     for measure, frame in frames.items():
-        for cost in sorted(frame["costs"].unique()):
-            part = frame[frame["costs"] == cost]
+        for cost, part in frame.groupby("costs", sort=True):
             wide = part.pivot_table(index=keys, columns="arm", values="value", aggfunc="first", dropna=False)
             src = part.set_index([*keys, "arm"])["source"]
             conv = part.groupby(["benchmark", "generator", "arm"])["converged"].all()
@@ -1022,83 +897,68 @@ def logo_table(
                 is_task = arm not in ("complete_pooling", "cell_hierarchy", BEST_BASELINE)
                 index = pd.MultiIndex.from_frame(d[keys].assign(arm=arm))
                 d["fallback"] = is_task & (src.reindex(index).to_numpy() == "cell")
+                targets = d[["benchmark", "generator"]].drop_duplicates().itertuples(index=False)
                 ok = {
-                    (b, g): bool(conv.get((b, g, arm), True)) and bool(conv.get((b, g, ref), True))
-                    for b, g in d[["benchmark", "generator"]].drop_duplicates().itertuples(index=False)
+                    (b, g): bool(conv.get((b, g, arm), True) and conv.get((b, g, ref), True))
+                    for b, g in targets
                 }
-                failed = [t for t, v in ok.items() if not v]
                 if not include_failed:
-                    d = d[[ok[(b, g)] for b, g in zip(d["benchmark"], d["generator"], strict=True)]]
+                    d = d[[ok[t] for t in zip(d["benchmark"], d["generator"], strict=True)]]
                 d = d[np.isfinite(d["diff"].to_numpy(dtype=np.float64))]
                 if d.empty:
                     continue
-                flag_of = {t: "built from a failed fit" if t in failed else "" for t in ok}
-                per = task_bootstrap(d, value="diff", B=B, seed=seed, prob=prob)
+                per = clustered_interval(d, value="diff", **opts)
                 fb = d.groupby(["benchmark", "generator"])["fallback"].sum()
-                for r in per.to_dict("records"):
-                    t = (r["benchmark"], r["generator"])
-                    rows.append(
-                        {
-                            "measure": measure,
-                            "costs": cost,
-                            "benchmark": r["benchmark"],
-                            "generator": r["generator"],
-                            "arm": arm,
-                            "reference": ref,
-                            "diff": r["estimate"],
-                            "ci_lo": r["ci_lo"],
-                            "ci_hi": r["ci_hi"],
-                            "n_tasks": int(r["n_tasks"]),
-                            "n_pairs": int(r["n_tasks"]),
-                            "n_fallback": int(fb.get(t, 0)),
-                            "n_failed": 0,
-                            "flag": flag_of.get(t, ""),
-                        }
-                    )
-                for i, (bench, sub) in enumerate(sorted(d.groupby("benchmark"), key=lambda kv: str(kv[0]))):
-                    est, lo, hi = _pooled_ratio(sub, B=B, seed=[seed, i], prob=prob)
-                    n_failed = sum(1 for (bb, _), v in ok.items() if bb == bench and not v)
-                    rows.append(
-                        {
-                            "measure": measure,
-                            "costs": cost,
-                            "benchmark": bench,
-                            "generator": "pooled",
-                            "arm": arm,
-                            "reference": ref,
-                            "diff": est,
-                            "ci_lo": lo,
-                            "ci_hi": hi,
-                            "n_tasks": int(sub["instance_id"].nunique()),
-                            "n_pairs": int(len(sub)),
-                            "n_fallback": int(sub["fallback"].sum()),
-                            "n_failed": 0 if include_failed else n_failed,
-                            "flag": f"{n_failed} target(s) built from a failed fit"
-                            if include_failed and n_failed
-                            else "",
-                        }
-                    )
-    out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    out.attrs.update(
+                target = list(zip(per["benchmark"], per["generator"], strict=True))
+                per = per.assign(
+                    n_pairs=per["n_tasks"],
+                    n_fallback=[int(fb.get(t, 0)) for t in target],
+                    n_failed=0,
+                    flag=["" if ok.get(t, True) else "built from a failed fit" for t in target],
+                )
+                by_task = d.groupby(["benchmark", "instance_id"])
+                pt = by_task.agg(
+                    total=("diff", "sum"), n=("diff", "size"), fb=("fallback", "sum")
+                ).reset_index()
+                pooled = clustered_interval(pt, value="total", count="n", groups=["benchmark"], **opts)
+                per_b = pt.groupby("benchmark")[["n", "fb"]].sum()
+                failed = pd.Series([b for (b, _), v in ok.items() if not v], dtype=object).value_counts()
+                n_failed = pooled["benchmark"].map(failed).fillna(0).astype(int)
+                pooled = pooled.assign(
+                    generator="pooled",
+                    n_pairs=pooled["benchmark"].map(per_b["n"]).astype(int),
+                    n_fallback=pooled["benchmark"].map(per_b["fb"]).astype(int),
+                    n_failed=0 if include_failed else n_failed,
+                    flag=[
+                        f"{n} target(s) built from a failed fit" if include_failed and n else ""
+                        for n in n_failed
+                    ],
+                )
+                both = pd.concat([per, pooled], ignore_index=True)
+                out.append(both.assign(measure=measure, costs=cost, arm=arm, reference=ref))
+    table = (
+        pd.concat(out, ignore_index=True)[list(TABLE_COLUMNS)]
+        if out
+        else pd.DataFrame(columns=list(TABLE_COLUMNS))
+    )
+    table.attrs.update(
         {
-            **result.utilities.attrs,
             "prob": float(prob),
             "B": int(B),
             "interval": "task-clustered percentile bootstrap",
             "tasks_excluded": int(n_excluded),
         }
     )
-    return out
+    return table
 
 
-def arm_means(result: LogoResult, *, exclude: pd.DataFrame | None = None) -> pd.DataFrame:
+def arm_means(result: Result, *, exclude: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean held-out utility and LPD of every arm per (costs, benchmark, target) and pooled per benchmark.
 
     Context for :func:`logo_table`'s differences (no intervals); ``n_pairs`` (task, target) pairs;
     ``converged`` whether every fit behind the arm's rows passed its check.
     """
-    util = result.utilities
-    lpd = result.lpd
+    util, lpd = result.tables["utilities"], result.tables["lpd"]
     if exclude is not None:
         from bpc.data.tasks import exclude_tasks
 
@@ -1109,23 +969,15 @@ def arm_means(result: LogoResult, *, exclude: pd.DataFrame | None = None) -> pd.
             lp = lpd[(lpd["benchmark"] == bench) & (lpd["arm"] == arm)]
             if gen != "pooled":
                 lp = lp[lp["generator"] == gen]
-            rows.append(
-                {
-                    "costs": cost,
-                    "benchmark": bench,
-                    "generator": gen,
-                    "arm": arm,
-                    "utility": float(sub["utility"].mean()),
-                    "lpd": float(lp["lpd"].mean()) if not lp.empty else float("nan"),
-                    "n_pairs": int(len(sub)),
-                    "converged": bool(sub["converged"].astype(bool).all()),
-                }
-            )
-    return pd.DataFrame(rows)
+            lp_mean = float(lp["lpd"].mean()) if not lp.empty else float("nan")
+            ok = bool(sub["converged"].astype(bool).all())
+            rows.append((cost, bench, gen, arm, float(sub["utility"].mean()), lp_mean, len(sub), ok))
+    columns = ["costs", "benchmark", "generator", "arm", "utility", "lpd", "n_pairs", "converged"]
+    return pd.DataFrame(rows, columns=columns)
 
 
-def fit_table(result: LogoResult) -> pd.DataFrame:
+def fit_table(result: Result) -> pd.DataFrame:
     """The left-out fits' convergence, one row per target, and how many failed (attrs ``n_failed``)."""
-    out = result.fits.copy()
+    out = result.tables["fits"].copy()
     out.attrs.update({"n_failed": int((~out["ok"].astype(bool)).sum()) if not out.empty else 0})
     return out

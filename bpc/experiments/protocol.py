@@ -2,10 +2,10 @@
 
 Every held-out comparison of controllers in bpc is made here, in four steps.
 
-1. **Folds over tasks** (:func:`bpc.data.splits.task_folds`). Per benchmark,
+1. **Folds over tasks** (:func:`bpc.data.splits.folds`). Per benchmark,
    the sorted union of its task ids is permuted (one permutation per seed,
-   default :data:`~bpc.constants.CROSSFIT_SEEDS`) and cut into
-   ``K = ``:data:`~bpc.constants.CROSSFIT_FOLDS` blocks; every cell
+   default :data:`~bpc.constants.FOLD_SEEDS`) and cut into
+   ``K = ``:data:`~bpc.constants.N_FOLDS` blocks; every cell
    (generator) that has a task puts it in the same fold.
 2. **Training data of a fold** (:func:`fold_data`, :func:`training_counts`).
    The records, refinement trajectories and counts of the training tasks
@@ -26,7 +26,7 @@ Every held-out comparison of controllers in bpc is made here, in four steps.
    :func:`delta_table` gives every Δ — vs ``always_verify``, vs
    :data:`BEST_SIMPLE`, or between any two controllers — with a
    task-clustered paired bootstrap interval
-   (:func:`bpc.replay.bootstrap.task_bootstrap`) and the number of tasks.
+   (:func:`bpc.intervals.clustered_interval`) and the number of tasks.
 
 Examples
 --------
@@ -55,15 +55,15 @@ from bpc.constants import (
     BOOTSTRAP_B,
     BOOTSTRAP_SEED,
     CI_PROB,
-    CROSSFIT_FOLDS,
-    CROSSFIT_SEEDS,
     DIM_BENCHMARK,
     DIM_GENERATOR,
     DIM_TASK,
+    FOLD_SEEDS,
+    N_FOLDS,
 )
 from bpc.costs import CostSpec
-from bpc.data.splits import Split, fold_split, split_counts, task_folds
-from bpc.replay.bootstrap import task_bootstrap
+from bpc.data.splits import Split, fold_split, folds, split_counts
+from bpc.intervals import clustered_interval
 from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts
 
 if TYPE_CHECKING:
@@ -328,8 +328,8 @@ def cross_fit(
     records: pd.DataFrame,
     evaluate: Evaluator,
     *,
-    n_folds: int = CROSSFIT_FOLDS,
-    seeds: Sequence[int] = CROSSFIT_SEEDS,
+    n_folds: int = N_FOLDS,
+    seeds: Sequence[int] = FOLD_SEEDS,
     trajectories: pd.DataFrame | None = None,
     base_counts: xr.Dataset | None = None,
     table_cells: str = "drop",
@@ -337,7 +337,7 @@ def cross_fit(
 ) -> pd.DataFrame:
     """Repeated K-fold cross-fitting over tasks: per-task held-out utilities of every policy.
 
-    For every seed and fold of :func:`bpc.data.splits.task_folds` the
+    For every seed and fold of :func:`bpc.data.splits.folds` the
     evaluator gets the fold's :class:`FoldData` and scores the fold's tasks;
     over the folds of one seed every task of every cell is scored exactly
     once, by a controller calibrated without it (nor any other generator's
@@ -378,12 +378,12 @@ def cross_fit(
     from bpc.progress import info
 
     seeds = [int(s) for s in np.atleast_1d(seeds)]
-    folds = task_folds(records, n_folds=n_folds, seeds=seeds)
+    assignment = folds(records, k=n_folds, seeds=seeds)
     frames = []
     for seed in seeds:
         for j in range(int(n_folds)):
             info(f"cross-fit seed {seed} fold {j + 1}/{n_folds}", enabled=progress)
-            split = fold_split(records, folds, seed=seed, fold=j)
+            split = fold_split(records, assignment, seed=seed, fold=j)
             if not len(split):
                 continue
             fd = fold_data(
@@ -698,7 +698,7 @@ def delta_table(
     per-task difference ``U_policy − U_reference`` is taken on the tasks
     where both are defined; the interval resamples task ids per benchmark,
     the same resample for every cell, policy and reference of the benchmark
-    (:func:`bpc.replay.bootstrap.task_bootstrap`). A difference between two
+    (:func:`bpc.intervals.clustered_interval`). A difference between two
     controllers is the row with one as ``policy`` and the other as
     ``reference``.
 
@@ -752,9 +752,9 @@ def delta_table(
     long = pd.concat(parts, ignore_index=True)
     long = long[np.isfinite(long["diff"].to_numpy(dtype=np.float64))]
     groups = ["benchmark", "generator", "reference", "policy"]
-    boot = task_bootstrap(long, value="diff", groups=groups, B=B, seed=seed, prob=prob)
+    boot = clustered_interval(long, value="diff", groups=groups, B=B, seed=seed, prob=prob)
     n_seeds = long.groupby(groups)["n_seeds"].min().rename("n_seeds").reset_index()
-    out = boot.merge(n_seeds, on=groups).rename(columns={"estimate": "delta"})
+    out = boot.merge(n_seeds, on=groups)
     out["n_seeds"] = out["n_seeds"].astype(np.int64)
     out["prob"] = float(prob)
     return out[list(DELTA_COLUMNS)]
@@ -788,8 +788,8 @@ def run_protocol(
     *,
     costs: CostSpec = None,
     profile: str | Profile = "bpc",
-    n_folds: int = CROSSFIT_FOLDS,
-    seeds: Sequence[int] = CROSSFIT_SEEDS,
+    n_folds: int = N_FOLDS,
+    seeds: Sequence[int] = FOLD_SEEDS,
     trajectories: pd.DataFrame | None = None,
     base_counts: xr.Dataset | None = None,
     B: int = BOOTSTRAP_B,

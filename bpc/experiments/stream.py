@@ -30,7 +30,8 @@ Starts (:data:`STARTS`; the target cell's own data never enters one)
     :func:`~bpc.estimate.model.fit.cell_rates` draws ``Beta(κμ, κ(1 − μ))`` with
     ``logit μ`` = intercept + the *known* benchmark and generator effects,
     i.e. the new-cell predictive. The fits share one compiled model
-    (:class:`~bpc.estimate.model.fit.Refitter`, cell-level model).
+    (:class:`~bpc.estimate.model.refits.RefitLadder`: compiled once, cached, retried at a
+    longer preset when a fit fails its convergence check).
 
 Controllers (:data:`CONTROLLERS`)
 ---------------------------------
@@ -77,7 +78,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,37 +97,30 @@ from bpc.constants import (
 if TYPE_CHECKING:
     import xarray as xr
 
-    from bpc.costs import Costs, CostSpec
-    from bpc.estimate.model.fit import Refitter
+    from bpc.costs import Costs
+    from bpc.estimate.model.refits import RefitLadder
     from bpc.estimate.online import EpisodeRecord, LearningState
+    from bpc.evaluate import Result
     from bpc.replay.profiles import Profile
     from bpc.schema import Pool
 
 __all__ = [
     "STARTS",
-    "LEARNERS",
     "CONTROLLERS",
     "REFERENCE",
     "HORIZONS",
-    "NONE_VALUES",
     "STREAM_COLUMNS",
     "CONTRAST_COLUMNS",
-    "StreamOptions",
-    "StreamResult",
+    "StreamConfig",
+    "run_stream",
     "leave_cell_out",
-    "target_critics",
-    "pooled_values",
+    "left_out_fit",
     "reference_params",
-    "fit_left_out",
-    "fit_summary",
     "start_states",
-    "episode_record",
-    "stream_controller",
     "stream_target",
     "summarize_stream",
     "contrast",
     "acceptance",
-    "run_stream",
 ]
 
 STARTS: tuple[str, ...] = ("none", "laplace-pooled", "hierarchical")
@@ -141,65 +135,53 @@ HORIZONS: tuple[int | None, ...] = (10, 30, None)
 """First-h-tasks horizons of the table (``None`` = all tasks, written ``all``)."""
 NONE_VALUES: Mapping[str, float] = {"prior": 0.5, "tpr": 0.75, "fpr": 0.25, "kappa": 2.0}
 """Centre of the ``none`` start's weak prior (every critic gets the same tpr / fpr)."""
-STREAM_COLUMNS: tuple[str, ...] = (
-    "target",
-    "start",
-    "controller",
-    "horizon",
-    "n_tasks",
-    "n_orders",
-    "n_episodes",
-    "mean_utility",
-    "ci_lo",
-    "ci_hi",
-    "reference_utility",
-    "gap",
-    "gap_lo",
-    "gap_hi",
-    "pass_rate",
-    "cost_per_task",
+STREAM_COLUMNS: tuple[str, ...] = tuple(
+    "target start controller horizon n_tasks n_orders n_episodes mean_utility "
+    "ci_lo ci_hi reference_utility gap gap_lo gap_hi pass_rate cost_per_task".split()
 )
 """Columns of the stream table (:func:`summarize_stream`); ``gap`` = mean − reference on the same tasks."""
-CONTRAST_COLUMNS: tuple[str, ...] = (
-    "target",
-    "controller",
-    "horizon",
-    "contrast",
-    "estimate",
-    "ci_lo",
-    "ci_hi",
-    "n_targets",
+CONTRAST_COLUMNS: tuple[str, ...] = tuple(
+    "target controller horizon contrast delta ci_lo ci_hi n_targets".split()
 )
 """Columns of :func:`contrast`."""
 
 
 @dataclass(frozen=True)
-class StreamOptions:
-    """Settings of a stream measurement.
+class StreamConfig:
+    """What a stream measurement runs (:func:`run_stream`).
 
     Attributes
     ----------
+    targets : tuple of (str, str)
+        Cells with raw records, streamed one after the other.
+    starts, controllers : tuple of str
+        Subsets of :data:`STARTS` and :data:`CONTROLLERS`.
+    costs : Costs, callable, name or file, optional
+        :func:`bpc.costs.cost_resolver` (default the paper's per-benchmark vector: fast on LCB, slow on
+        SWE-bench).
     orders : int
         Random task orders per target.
     seed : int
-        Seeds the orders, the learning states and the bootstrap.
+        Seeds the orders, the learning states, the left-out fits and the bootstrap.
     particles : int
         Particles of each learning state.
-    plugin_draws : int
-        Posterior draws averaged into the plug-in controller's parameters.
-    robust_draws : int
-        Posterior draws the Bayes-robust controller averages its values over.
+    plugin_draws, robust_draws : int
+        Posterior draws averaged into the plug-in controller / over which the Bayes-robust one averages.
     profile : str
-        Replay conventions (:mod:`bpc.replay.profiles`; default ``bpc``: instance
-        belief, verification not terminal, fresh regeneration).
+        Replay conventions (:mod:`bpc.replay.profiles`; default ``bpc``: instance belief,
+        verification not terminal, fresh regeneration).
     presets : tuple of str
-        Sampler presets a left-out hierarchical fit tries in turn until one
-        passes its check (:func:`fit_left_out`; default
-        :data:`bpc.constants.REFIT_PRESETS`).
+        The left-out fits' refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`).
     bootstrap_b : int
         Bootstrap resamples.
+    prob : float
+        Interval probability (the stream tables keep the 95 % their published numbers were made with).
     """
 
+    targets: tuple[tuple[str, str], ...] = ()
+    starts: tuple[str, ...] = STARTS
+    controllers: tuple[str, ...] = CONTROLLERS
+    costs: Any = None
     orders: int = 20
     seed: int = DEFAULT_SEED
     particles: int = 1000
@@ -208,55 +190,25 @@ class StreamOptions:
     profile: str = "bpc"
     presets: tuple[str, ...] = REFIT_PRESETS
     bootstrap_b: int = BOOTSTRAP_B
+    prob: float = BOOTSTRAP_PROB
 
     def __post_init__(self) -> None:
+        from bpc.choices import check_choices
+
         for name in ("orders", "particles", "plugin_draws", "robust_draws", "bootstrap_b"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-                raise ValueError(f"StreamOptions.{name} must be a positive integer, got {v!r}")
-        from bpc.choices import check_choices
-
-        if isinstance(self.presets, str) or not self.presets:
-            raise ValueError(
-                f"StreamOptions.presets must be a non-empty tuple of presets, got {self.presets!r}"
-            )
-        object.__setattr__(self, "presets", tuple(self.presets))
+                raise ValueError(f"StreamConfig.{name} must be a positive integer, got {v!r}")
+        for name in ("targets", "starts", "controllers", "presets"):
+            if isinstance(getattr(self, name), str):
+                raise ValueError(f"StreamConfig.{name} must be a tuple, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
+        object.__setattr__(self, "targets", tuple((str(b), str(g)) for b, g in self.targets))
+        if not self.presets:
+            raise ValueError("StreamConfig.presets must be a non-empty tuple of presets")
         check_choices(self.presets, sorted(SAMPLER_PRESETS), what="sampler preset")
-
-
-@dataclass
-class StreamResult:
-    """What :func:`run_stream` returns (tables only; nothing written).
-
-    Attributes
-    ----------
-    table : pandas.DataFrame
-        :data:`STREAM_COLUMNS`, one row per (target, start, controller, horizon),
-        plus the reference rows (start = controller = :data:`REFERENCE`).
-    contrasts : pandas.DataFrame
-        ``hierarchical − none`` (and ``laplace-pooled − none``) per target,
-        controller and horizon, and their average over the targets of each
-        benchmark family (``target = "mean:<family>"``).
-    entries : pandas.DataFrame
-        One row per (target, start, controller, order, position): the task and
-        its utility, pass and cost.
-    reference : pandas.DataFrame
-        One row per (target, task): the full-data reference's utility.
-    notes : list of str
-        What a reader must know (fit diagnostics, vague start, …).
-    fits : dict
-        Target → diagnostics of its left-out hierarchical fit.
-    wall_time : float
-        Seconds.
-    """
-
-    table: pd.DataFrame
-    contrasts: pd.DataFrame
-    entries: pd.DataFrame
-    reference: pd.DataFrame
-    notes: list[str] = field(default_factory=list)
-    fits: dict[str, dict[str, Any]] = field(default_factory=dict)
-    wall_time: float = float("nan")
+        check_choices(self.starts, STARTS, what="start")
+        check_choices(self.controllers, CONTROLLERS, what="controller")
 
 
 # ---------------------------------------------------------------------------
@@ -295,6 +247,18 @@ def leave_cell_out(counts: xr.Dataset, benchmark: str, generator: str) -> xr.Dat
     if "source" in out:
         out["source"] = counts["source"].where(~is_cell, "")
     return out
+
+
+def left_out_fit(
+    ladder: RefitLadder, counts: xr.Dataset, target: tuple[str, str], *, seed: int
+) -> xr.DataTree:
+    """The hierarchical fit without ``target`` (:func:`leave_cell_out`), through the refit ladder.
+
+    Its cache files are named ``loo_<benchmark>__<generator>__…``, so the streaming and the
+    leave-one-generator-out studies share them.
+    """
+    b, g = target
+    return ladder.fit(leave_cell_out(counts, b, g), seed=seed, label=f"loo_{b}__{g}")
 
 
 def target_critics(pool: Pool) -> tuple[str, ...]:
@@ -336,150 +300,6 @@ def reference_params(counts: xr.Dataset, benchmark: str, generator: str) -> xr.D
     from bpc.schema import select_cell
 
     return select_cell(laplace(counts), benchmark, generator)
-
-
-# ---------------------------------------------------------------------------
-# Left-out hierarchical fits
-# ---------------------------------------------------------------------------
-def _fit_file(cache: Path, benchmark: str, generator: str, preset: str, seed: int) -> Path:
-    return Path(cache) / f"loo_{benchmark}__{generator}__{preset}__s{seed}.nc"
-
-
-def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
-    """The convergence diagnostics, sampler config and wall time of a fit (JSON-ready).
-
-    A fit of :func:`fit_left_out` also names its ``preset`` and ``attempts`` (its rung of the ladder).
-    """
-    import json
-
-    d = json.loads(dt.attrs.get("diagnostics", "{}"))
-    d["config"] = json.loads(dt.attrs.get("config", "{}"))
-    d["wall_time"] = float(dt.attrs.get("wall_time", float("nan")))
-    for key, kind in (("preset", str), ("attempts", int)):
-        if key in dt.attrs:
-            d[key] = kind(dt.attrs[key])
-    return d
-
-
-def fit_left_out(
-    counts: xr.Dataset,
-    targets: Sequence[tuple[str, str]],
-    *,
-    presets: Sequence[str] = REFIT_PRESETS,
-    seed: int = DEFAULT_SEED,
-    cache: Path | None = None,
-    progress: bool = False,
-) -> dict[tuple[str, str], xr.DataTree]:
-    """One hierarchical fit per target with that target left out, compiled once.
-
-    Each target's fit climbs the ladder ``presets``: the first preset's fit is kept if it passes
-    its convergence check (:func:`bpc.estimate.model.diagnostics.diagnose` against the pinned
-    thresholds), else the next preset is tried, and so on; the last fit is kept whatever its check
-    says (its ``diagnostics`` say so, and every caller flags what it scores with it). The kept fit's
-    ``attrs`` name its ``preset`` and its ``attempts`` (1 = the first preset).
-
-    Parameters
-    ----------
-    counts : xarray.Dataset
-        Every cell's counts (the template of the compiled model).
-    targets : sequence of (benchmark, generator)
-        The cells to leave out, one fit each.
-    presets : sequence of str
-        Sampler presets tried in turn (default :data:`bpc.constants.REFIT_PRESETS`).
-    seed : int
-        Seed of every fit.
-    cache : path, optional
-        Folder of fits to reuse (a fit is reused only when its stored counts
-        hash equals that of the left-out counts and its sampler settings and
-        seed equal the preset's and ``seed``) and to write new fits to, one
-        file per target and preset: a rerun climbs the ladder without refitting.
-    progress : bool
-        Progress lines on stderr.
-
-    Returns
-    -------
-    dict
-        Target → the kept fit (its ``counts`` group is the left-out counts).
-
-    Raises
-    ------
-    ValueError
-        If ``presets`` is empty or names an unknown preset.
-    """
-    from bpc.choices import check_choices
-    from bpc.estimate.model.fit import Refitter
-    from bpc.progress import info
-
-    presets = tuple(presets)
-    if not presets:
-        raise ValueError("fit_left_out: give at least one sampler preset")
-    check_choices(presets, sorted(SAMPLER_PRESETS), what="sampler preset")
-    # compiled on the first fit the cache cannot serve, then shared by every target and rung
-    refitter = functools.cache(functools.partial(Refitter, counts))
-    out: dict[tuple[str, str], xr.DataTree] = {}
-    for b, g in targets:
-        left = leave_cell_out(counts, b, g)
-        dt: xr.DataTree | None = None
-        for attempt, preset in enumerate(presets, start=1):
-            dt = _left_out_fit(refitter, left, (b, g), preset, seed, cache, progress)
-            dt.attrs.update(preset=preset, attempts=attempt)
-            if fit_summary(dt).get("ok", False):
-                break
-            more = attempt < len(presets)
-            info(
-                f"stream: the fit without {b}/{g} at preset {preset} FAILED its convergence check"
-                + (f"; retrying at {presets[attempt]}" if more else "; no preset left, kept and flagged"),
-                enabled=progress,
-            )
-        assert dt is not None  # presets is not empty
-        out[(b, g)] = dt
-    return out
-
-
-def _left_out_fit(
-    refitter: Callable[[], Refitter],
-    left: xr.Dataset,
-    target: tuple[str, str],
-    preset: str,
-    seed: int,
-    cache: Path | None,
-    progress: bool,
-) -> xr.DataTree:
-    """One rung of :func:`fit_left_out`: the cached fit at ``preset`` if it matches, else a new one."""
-    import json
-
-    from bpc.estimate.model.fit import counts_hash
-    from bpc.estimate.model.io import load, save
-    from bpc.progress import info
-
-    b, g = target
-    settings = SAMPLER_PRESETS[preset]
-    want = {k: settings[k] for k in ("draws", "tune", "chains")}
-    path = None if cache is None else _fit_file(cache, b, g, preset, seed)
-    if path is not None and path.is_file():
-        dt = load(path)
-        config = json.loads(dt.attrs.get("config", "{}"))
-        same = config.get("counts") == counts_hash(left) and all(config.get(k) == v for k, v in want.items())
-        if same and int(config.get("seed", -1)) == int(seed):
-            info(f"stream: reusing the left-out fit {path}", enabled=progress)
-            return dt
-        info(f"stream: {path} was made from other counts or settings; refitting", enabled=progress)
-    info(f"stream: fitting the hierarchical model without {b}/{g} (preset {preset})", enabled=progress)
-    t0 = time.perf_counter()
-    dt = refitter().fit(
-        left,
-        seed=seed,
-        progressbar=False,
-        draws=int(want["draws"]),
-        tune=int(want["tune"]),
-        chains=int(want["chains"]),
-        target_accept=float(settings["target_accept"]),
-    )
-    info(f"stream: fit without {b}/{g}: {time.perf_counter() - t0:.0f} s", enabled=progress)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save(dt, path)
-    return dt
 
 
 # ---------------------------------------------------------------------------
@@ -624,13 +444,31 @@ def episode_record(
     return rec, regens, passed
 
 
+def _controller(
+    params: Any, costs: Costs, prof: Profile, mode: str, critics: Sequence[str], name: str
+) -> Any:
+    """The stream's one controller bundle: the profile's instance DP from ``params`` (the factory's)."""
+    from bpc.decide.factory import make_controller
+
+    return make_controller(
+        params=params,
+        costs=costs,
+        policy="bayesian_dp",
+        belief=prof.belief,
+        mode=mode,
+        switches=prof.switches,
+        critics=list(critics),
+        name=name,
+    )
+
+
 def stream_controller(
     state: LearningState,
     kind: str,
     costs: Costs,
     *,
     profile: str | Profile = "bpc",
-    options: StreamOptions = StreamOptions(),
+    config: StreamConfig = StreamConfig(),
 ) -> Any:
     """The controller ``kind`` (plugin / bayes_robust / thompson; frozen = plugin) from a learning state.
 
@@ -639,29 +477,19 @@ def stream_controller(
     :class:`~bpc.decide.table.ParameterSamples` — the same numbers without the
     xarray round trip, which would cost more than the planning itself once per task.
     """
-    from bpc.decide.factory import make_controller
     from bpc.decide.table import ParameterSamples
     from bpc.replay.profiles import get_profile
 
-    prof = get_profile(profile)
-    draws = {"plugin": options.plugin_draws, "frozen": options.plugin_draws}
-    draws.update({"bayes_robust": options.robust_draws, "thompson": 1})
+    draws = {"plugin": config.plugin_draws, "frozen": config.plugin_draws}
+    draws.update({"bayes_robust": config.robust_draws, "thompson": 1})
     modes = {"plugin": "posterior_mean", "frozen": "posterior_mean", "bayes_robust": "bayes_robust"}
     if kind not in draws:
         from bpc.choices import unknown_choice_message
 
         raise ValueError(unknown_choice_message(kind, CONTROLLERS, what="controller"))
     samples = ParameterSamples.from_mapping(state.resample(draws[kind]), critics=state.critics)
-    return make_controller(
-        samples,
-        costs,
-        policy="bayesian_dp",
-        belief=prof.belief,
-        mode=modes.get(kind, "thompson"),
-        switches=prof.switches,
-        critics=list(state.critics),
-        name=kind,
-    )
+    mode = modes.get(kind, "thompson")
+    return _controller(samples, costs, get_profile(profile), mode, state.critics, kind)
 
 
 def _play(pool: Pool, instance: int, controller: Any, costs: Costs, prof: Profile, critics):
@@ -681,18 +509,23 @@ def _order_seed(seed: int, order: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(order), 18]).generate_state(1)[0])
 
 
+ENTRY_COLUMNS: tuple[str, ...] = tuple(
+    "start controller order position task utility passed cost n_episodes n_rejuvenations".split()
+)
+"""Columns of :func:`stream_target`'s entries (after ``target``)."""
+
+
 def stream_target(
     pool: Pool,
     states: Mapping[str, LearningState],
     reference: xr.Dataset,
     costs: Costs,
     *,
-    controllers: Sequence[str] = CONTROLLERS,
-    options: StreamOptions = StreamOptions(),
+    config: StreamConfig = StreamConfig(),
     target: str = "cell/cell",
     progress: Callable[[str], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Stream one target's tasks in ``options.orders`` random orders under every start and controller.
+    """Stream one target's tasks in ``config.orders`` random orders under every start and controller.
 
     Parameters
     ----------
@@ -704,102 +537,56 @@ def stream_target(
         The full-data parameters of the target (one cell).
     costs : Costs
         The cost vector of the target's benchmark.
-    controllers : sequence of str
-        Subset of :data:`CONTROLLERS`.
-    options : StreamOptions
-        Orders, seed, draws and profile.
+    config : StreamConfig
+        Controllers, orders, seed, draws and profile.
     target : str
         ``benchmark/generator`` (the ``target`` column).
     progress : callable, optional
-        Called with one line per (order, start).
+        Called with one line per (start, controller).
 
     Returns
     -------
     (entries, reference)
-        ``entries``: one row per (start, controller, order, position) with
-        ``task``, ``utility``, ``passed``, ``cost``, ``n_episodes`` (learnt
-        before this task) and ``n_rejuvenations``; ``reference``: one row per task.
+        ``entries``: one row per (start, controller, order, position) (:data:`ENTRY_COLUMNS`;
+        ``n_episodes`` learnt before this task); ``reference``: one row per task.
     """
-    from bpc.decide.factory import make_controller
     from bpc.replay.engine import replay_controller
     from bpc.replay.profiles import get_profile
 
-    prof = get_profile(options.profile)
-    bad = [c for c in controllers if c not in CONTROLLERS]
-    if bad:
-        from bpc.choices import unknown_choice_message
-
-        raise ValueError(unknown_choice_message(bad[0], CONTROLLERS, what="controller"))
+    prof = get_profile(config.profile)
     n = pool.n_instances
     tasks = [str(t) for t in pool.instance_ids]
-    if not states:
-        raise ValueError("stream_target: no start to stream from")
     crit_sets = {tuple(s.critics) for s in states.values()}
     if len(crit_sets) != 1:
         raise ValueError(f"stream_target: every start must learn the same critics, got {sorted(crit_sets)}")
-    crit_ref = list(crit_sets.pop())
-    ref_ctrl = make_controller(
-        reference,
-        costs,
-        policy="bayesian_dp",
-        belief=prof.belief,
-        mode="plugin",
-        switches=prof.switches,
-        critics=crit_ref,
-        name=REFERENCE,
-    )
+    ref_ctrl = _controller(reference, costs, prof, "plugin", crit_sets.pop(), REFERENCE)
     ru, rp, rc = replay_controller(pool, ref_ctrl, costs, prof)
     ref_frame = pd.DataFrame({"target": target, "task": tasks, "utility": ru, "passed": rp, "cost": rc})
-    rows: list[dict[str, Any]] = []
-    orders = [np.random.default_rng([options.seed, o]).permutation(n) for o in range(options.orders)]
+    rows: list[tuple] = []
+    orders = [np.random.default_rng([config.seed, o]).permutation(n) for o in range(config.orders)]
     for start, state0 in states.items():
-        if "frozen" in controllers:
-            ctrl = stream_controller(state0, "frozen", costs, profile=prof, options=options)
+        if "frozen" in config.controllers:
+            ctrl = stream_controller(state0, "frozen", costs, profile=prof, config=config)
             fu, fp, fc = replay_controller(pool, ctrl, costs, prof)
             for o, perm in enumerate(orders):
-                for pos, i in enumerate(perm):
-                    rows.append(
-                        {
-                            "start": start,
-                            "controller": "frozen",
-                            "order": o,
-                            "position": pos,
-                            "task": tasks[i],
-                            "utility": fu[i],
-                            "passed": fp[i],
-                            "cost": fc[i],
-                            "n_episodes": 0,
-                            "n_rejuvenations": 0,
-                        }
-                    )
-        for kind in (c for c in controllers if c in LEARNERS):
+                rows += [
+                    (start, "frozen", o, k, tasks[i], fu[i], fp[i], fc[i], 0, 0) for k, i in enumerate(perm)
+                ]
+        for kind in (c for c in config.controllers if c in LEARNERS):
             t0 = time.perf_counter()
             for o, perm in enumerate(orders):
-                state = replace(state0, seed=_order_seed(options.seed, o))
-                for pos, i in enumerate(perm):
-                    ctrl = stream_controller(state, kind, costs, profile=prof, options=options)
+                state = replace(state0, seed=_order_seed(config.seed, o))
+                for k, i in enumerate(perm):
+                    ctrl = stream_controller(state, kind, costs, profile=prof, config=config)
                     u, p, c, record = _play(pool, int(i), ctrl, costs, prof, list(state.critics))
                     rows.append(
-                        {
-                            "start": start,
-                            "controller": kind,
-                            "order": o,
-                            "position": pos,
-                            "task": tasks[i],
-                            "utility": u,
-                            "passed": p,
-                            "cost": c,
-                            "n_episodes": state.n_episodes,
-                            "n_rejuvenations": state.n_rejuvenations,
-                        }
+                        (start, kind, o, k, tasks[i], u, p, c, state.n_episodes, state.n_rejuvenations)
                     )
                     state = state.update(record)  # learning happens here, between episodes only
             if progress is not None:
-                progress(
-                    f"{target}: {start} / {kind}: {options.orders} orders × {n} tasks "
-                    f"({time.perf_counter() - t0:.0f} s)"
-                )
-    entries = pd.DataFrame(rows)
+                took = time.perf_counter() - t0
+                progress(f"{target}: {start} / {kind}: {config.orders} orders × {n} tasks ({took:.0f} s)")
+    entries = pd.DataFrame(rows, columns=list(ENTRY_COLUMNS))
     entries.insert(0, "target", target)
     return entries, ref_frame
 
@@ -811,24 +598,10 @@ def _horizon_label(h: int | None) -> str:
     return "all" if h is None else str(h)
 
 
-def _ratio_ci(
-    sums: np.ndarray, counts: np.ndarray, *, B: int, seed: int | Sequence[int], prob: float = BOOTSTRAP_PROB
-) -> tuple[np.ndarray, np.ndarray]:
-    """Task-clustered percentile interval of Σ sums / Σ counts (rows of (G, T) arrays → per row)."""
-    from bpc.replay.bootstrap import cluster_bootstrap_means
-
-    means = cluster_bootstrap_means(np.vstack([sums, counts]), B=B, seed=seed)
-    g = sums.shape[0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = means[:, :g] / means[:, g:]
-    bounds = np.nanquantile(ratio, [(1 - prob) / 2, (1 + prob) / 2], axis=0)
-    return bounds[0], bounds[1]
-
-
-def _per_task(frame: pd.DataFrame, value: str, tasks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-task sums of ``value`` and appearance counts, in ``tasks`` order (0 where absent)."""
-    g = frame.groupby("task")[value].agg(["sum", "count"]).reindex(list(tasks)).fillna(0.0)
-    return g["sum"].to_numpy(float), g["count"].to_numpy(float)
+def _first(entries: pd.DataFrame, horizons: Sequence[int | None]) -> pd.DataFrame:
+    """The entries of the first h positions of every order, one copy per horizon (column ``horizon``)."""
+    parts = [(entries if h is None else entries[entries["position"] < h]) for h in horizons]
+    return pd.concat([p.assign(horizon=_horizon_label(h)) for p, h in zip(parts, horizons, strict=True)])
 
 
 def summarize_stream(
@@ -838,8 +611,12 @@ def summarize_stream(
     horizons: Sequence[int | None] = HORIZONS,
     B: int = BOOTSTRAP_B,
     seed: int = BOOTSTRAP_SEED,
+    prob: float = BOOTSTRAP_PROB,
 ) -> pd.DataFrame:
     """The stream table (:data:`STREAM_COLUMNS`): mean utility per task over the first h tasks of each order.
+
+    Intervals: :func:`bpc.intervals.clustered_interval`, the target's tasks resampled, each with all its
+    appearances (a ratio of totals); the gap to the reference is paired per appearance.
 
     Parameters
     ----------
@@ -847,8 +624,8 @@ def summarize_stream(
         From :func:`stream_target` (several targets may be concatenated).
     horizons : sequence of int or None
         First-h-tasks horizons (``None`` = all tasks).
-    B, seed : int
-        Bootstrap resamples and seed (module docstring, *Intervals*).
+    B, seed, prob
+        Bootstrap resamples, seed and interval probability.
 
     Examples
     --------
@@ -861,66 +638,42 @@ def summarize_stream(
     >>> t[t.start == "none"][["horizon", "mean_utility", "gap"]].values.tolist()
     [['1', 10.0, -10.0], ['all', 20.0, -5.0]]
     """
-    rows = []
-    for ti, (target, part) in enumerate(entries.groupby("target", sort=True)):
-        ref = reference[reference["target"] == target].set_index("task")
-        tasks = list(ref.index)
-        n_tasks = len(tasks)
-        part = part.assign(ref_utility=part["task"].map(ref["utility"]))
-        part = part.assign(diff=part["utility"] - part["ref_utility"])
-        for h in horizons:
-            in_h = part if h is None else part[part["position"] < h]
-            for (start, ctrl), grp in in_h.groupby(["start", "controller"], sort=False):
-                s, c = _per_task(grp, "utility", tasks)
-                d, _ = _per_task(grp, "diff", tasks)
-                (lo, glo), (hi, ghi) = _ratio_ci(
-                    np.vstack([s, d]), np.vstack([c, c]), B=B, seed=[int(seed), ti]
-                )
-                rows.append(
-                    {
-                        "target": target,
-                        "start": start,
-                        "controller": ctrl,
-                        "horizon": _horizon_label(h),
-                        "n_tasks": min(n_tasks, h) if h is not None else n_tasks,
-                        "n_orders": int(grp["order"].nunique()),
-                        "n_episodes": len(grp),
-                        "mean_utility": float(grp["utility"].mean()),
-                        "ci_lo": float(lo),
-                        "ci_hi": float(hi),
-                        "reference_utility": float(grp["ref_utility"].mean()),
-                        "gap": float(grp["diff"].mean()),
-                        "gap_lo": float(glo),
-                        "gap_hi": float(ghi),
-                        "pass_rate": float(grp["passed"].mean()),
-                        "cost_per_task": float(grp["cost"].mean()),
-                    }
-                )
-        # the reference itself, over all tasks (one appearance per task)
-        ones = np.ones(n_tasks)
-        u = ref["utility"].to_numpy(float)
-        lo, hi = _ratio_ci(u[None], ones[None], B=B, seed=[int(seed), ti])
-        rows.append(
-            {
-                "target": target,
-                "start": REFERENCE,
-                "controller": REFERENCE,
-                "horizon": "all",
-                "n_tasks": n_tasks,
-                "n_orders": 1,
-                "n_episodes": n_tasks,
-                "mean_utility": float(u.mean()),
-                "ci_lo": float(lo[0]),
-                "ci_hi": float(hi[0]),
-                "reference_utility": float(u.mean()),
-                "gap": 0.0,
-                "gap_lo": 0.0,
-                "gap_hi": 0.0,
-                "pass_rate": float(ref["passed"].mean()),
-                "cost_per_task": float(ref["cost"].mean()),
-            }
+    from bpc.intervals import clustered_interval
+
+    keys = ["target", "start", "controller", "horizon"]
+    ref_u = reference.set_index(["target", "task"])["utility"]
+    at = pd.MultiIndex.from_frame(entries[["target", "task"]])
+    e = entries.assign(ref_utility=ref_u.reindex(at).to_numpy())
+    e = _first(e.assign(diff=e["utility"] - e["ref_utility"], one=1.0), horizons)
+    per_task = e.groupby([*keys, "task"], sort=False)[["utility", "diff", "one"]].sum().reset_index()
+    ref = reference.assign(start=REFERENCE, controller=REFERENCE, horizon="all", one=1.0, diff=0.0)
+    ref = ref.assign(ref_utility=ref["utility"], order=0)
+    opts = {"groups": keys, "task": "task", "strata": "target", "B": B, "seed": seed, "prob": prob}
+    tables = []
+    for frame, tasks in ((per_task, e), (ref, ref)):
+        ci = clustered_interval(frame, value="utility", count="one", **opts)
+        gap = clustered_interval(frame, value="diff", count="one", **opts)
+        g = tasks.groupby(keys, sort=False)
+        t = g.agg(
+            n_orders=("order", "nunique"),
+            n_episodes=("utility", "size"),
+            mean_utility=("utility", "mean"),
+            reference_utility=("ref_utility", "mean"),
+            gap=("diff", "mean"),
+            pass_rate=("passed", "mean"),
+            cost_per_task=("cost", "mean"),
+        ).reset_index()
+        t = t.merge(ci[[*keys, "ci_lo", "ci_hi"]], on=keys)
+        tables.append(
+            t.merge(
+                gap[keys + ["ci_lo", "ci_hi"]].rename(columns={"ci_lo": "gap_lo", "ci_hi": "gap_hi"}), on=keys
+            )
         )
-    return pd.DataFrame(rows, columns=list(STREAM_COLUMNS))
+    out = pd.concat(tables, ignore_index=True).sort_values("target", kind="stable", ignore_index=True)
+    n_all = out["target"].map(reference.groupby("target")["task"].nunique())
+    h = pd.to_numeric(out["horizon"], errors="coerce").fillna(n_all)
+    out["n_tasks"] = np.minimum(n_all, h).astype(int)
+    return out[list(STREAM_COLUMNS)]
 
 
 def contrast(
@@ -931,6 +684,7 @@ def contrast(
     horizons: Sequence[int | None] = HORIZONS,
     B: int = BOOTSTRAP_B,
     seed: int = BOOTSTRAP_SEED,
+    prob: float = BOOTSTRAP_PROB,
 ) -> pd.DataFrame:
     """``start − baseline`` mean utility per task, per target and averaged over the targets of a family.
 
@@ -939,64 +693,52 @@ def contrast(
     resamples the target's tasks; the average over a family's targets
     (``target = "mean:<family>"``, family = the benchmark name up to its first
     ``_``, e.g. ``lcb``) resamples task ids jointly within each benchmark and
-    independently across benchmarks.
+    independently across benchmarks (:func:`bpc.intervals.cluster_means`, generator
+    ``[seed, i]`` for the i-th benchmark in sorted order).
 
     Returns
     -------
     pandas.DataFrame
-        ``target``, ``controller``, ``horizon``, ``contrast`` (e.g.
-        ``hierarchical - none``), ``estimate``, ``ci_lo``, ``ci_hi``, ``n_targets``.
+        :data:`CONTRAST_COLUMNS`: ``contrast`` names it (e.g. ``hierarchical - none``), ``delta`` the
+        mean difference per task appearance.
     """
-    from bpc.replay.bootstrap import cluster_bootstrap_means
+    from bpc.intervals import cluster_means
 
     keys = ["target", "controller", "order", "position"]
     a = entries.loc[entries["start"] == start, [*keys, "task", "utility"]]
     b = entries.loc[entries["start"] == baseline, [*keys, "utility"]]
     both = a.merge(b, on=keys, how="inner", suffixes=("", "_b"))
-    if both.empty:
-        return pd.DataFrame(columns=list(CONTRAST_COLUMNS))
-    both["diff"] = both["utility"] - both["utility_b"]
+    both = both.assign(diff=both["utility"] - both["utility_b"], one=1.0)
     both["benchmark"] = both["target"].str.split("/").str[0]
-    q = [(1 - BOOTSTRAP_PROB) / 2, (1 + BOOTSTRAP_PROB) / 2]
-    name = f"{start} - {baseline}"
+    q = [(1 - prob) / 2, (1 + prob) / 2]
     rows = []
-    for ctrl, part_c in both.groupby("controller", sort=False):
-        for h in horizons:
-            part = part_c if h is None else part_c[part_c["position"] < h]
-            # per benchmark: joint resample of its tasks across its targets
-            per_target: dict[str, np.ndarray] = {}
-            estimates: dict[str, float] = {}
-            for i, (_, pb) in enumerate(sorted(part.groupby("benchmark"), key=lambda kv: str(kv[0]))):
-                tasks = sorted(pb["task"].unique())
-                targets = sorted(pb["target"].unique())
-                sums, cnts = [], []
-                for t in targets:
-                    s, c = _per_task(pb[pb["target"] == t], "diff", tasks)
-                    sums.append(s)
-                    cnts.append(c)
-                S, C = np.vstack(sums), np.vstack(cnts)
-                means = cluster_bootstrap_means(np.vstack([S, C]), B=B, seed=[int(seed), i])
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    ratio = means[:, : len(targets)] / means[:, len(targets) :]
-                for j, t in enumerate(targets):
-                    per_target[t] = ratio[:, j]
-                    estimates[t] = float(S[j].sum() / C[j].sum())
-            for t in sorted(per_target):
-                lo, hi = np.nanquantile(per_target[t], q)
-                rows.append((t, ctrl, _horizon_label(h), name, estimates[t], float(lo), float(hi), 1))
-            families: dict[str, list[str]] = {}
-            for t in per_target:
-                families.setdefault(t.split("/")[0].split("_")[0], []).append(t)
-            for fam, ts in sorted(families.items()):
-                if len(ts) < 2:
-                    continue
-                boot = np.mean(np.vstack([per_target[t] for t in ts]), axis=0)
-                lo, hi = np.nanquantile(boot, q)
-                est = float(np.mean([estimates[t] for t in ts]))
+    both = _first(both, horizons)
+    both = both.iloc[np.argsort(pd.factorize(both["controller"])[0], kind="stable")]  # controller-major
+    for (ctrl, h), part in both.groupby(["controller", "horizon"], sort=False):
+        boots: dict[str, np.ndarray] = {}
+        estimates: dict[str, float] = {}
+        for i, (_, pb) in enumerate(sorted(part.groupby("benchmark"), key=lambda kv: str(kv[0]))):
+            wide = pb.pivot_table(index="target", columns="task", values=["diff", "one"], aggfunc="sum")
+            S, C = wide["diff"].to_numpy(float), wide["one"].to_numpy(float)
+            ratio = cluster_means(S, C, B=B, seed=[int(seed), i])
+            for j, t in enumerate(wide.index):
+                boots[t], estimates[t] = ratio[:, j], float(np.nansum(S[j]) / np.nansum(C[j]))
+        families: dict[str, list[str]] = {}
+        for t in sorted(boots):
+            families.setdefault(t.split("/")[0].split("_")[0], []).append(t)
+            lo, hi = np.nanquantile(boots[t], q)
+            rows.append((t, ctrl, h, estimates[t], float(lo), float(hi), 1))
+        for fam, ts in sorted(families.items()):
+            if len(ts) > 1:
+                lo, hi = np.nanquantile(np.mean([boots[t] for t in ts], axis=0), q)
                 rows.append(
-                    (f"mean:{fam}", ctrl, _horizon_label(h), name, est, float(lo), float(hi), len(ts))
+                    (f"mean:{fam}", ctrl, h, float(np.mean([estimates[t] for t in ts])), lo, hi, len(ts))
                 )
-    return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
+    out = pd.DataFrame(
+        rows, columns=["target", "controller", "horizon", "delta", "ci_lo", "ci_hi", "n_targets"]
+    )
+    out.insert(3, "contrast", f"{start} - {baseline}")
+    return out[list(CONTRAST_COLUMNS)]
 
 
 # ---------------------------------------------------------------------------
@@ -1005,17 +747,13 @@ def contrast(
 def run_stream(
     records: pd.DataFrame,
     counts: xr.Dataset,
-    targets: Sequence[tuple[str, str]],
+    config: StreamConfig,
     *,
-    starts: Sequence[str] = STARTS,
-    controllers: Sequence[str] = CONTROLLERS,
-    costs: CostSpec = None,
-    options: StreamOptions = StreamOptions(),
     fits: Mapping[tuple[str, str], xr.DataTree] | None = None,
     fit_cache: Path | None = None,
     progress: bool = False,
-) -> StreamResult:
-    """Stream every target under every start and controller; the tables of :class:`StreamResult`.
+) -> Result:
+    """Stream every target of ``config`` under every start and controller.
 
     Parameters
     ----------
@@ -1023,129 +761,127 @@ def run_stream(
         Raw per-patch records (the targets' pools come from here).
     counts : xarray.Dataset
         Every cell's counts (the starts use the *other* cells'; the reference the target's).
-    targets : sequence of (benchmark, generator)
-        Cells with raw records.
-    starts, controllers : sequence of str
-        Subsets of :data:`STARTS` and :data:`CONTROLLERS`.
-    costs : Costs, callable, name or file, optional
-        :func:`bpc.costs.cost_resolver` (default the paper's per-benchmark
-        vector: fast on LCB, slow on SWE-bench).
-    options : StreamOptions
-        Orders, seed, particles, draws, profile, sampler preset, resamples.
+    config : StreamConfig
+        Targets, starts, controllers, costs and settings.
     fits : mapping, optional
         Left-out hierarchical fits per target (else fitted, see ``fit_cache``).
     fit_cache : path, optional
-        Folder of left-out fits to reuse / write (:func:`fit_left_out`).
+        Folder of left-out fits to reuse / write (:class:`bpc.estimate.model.refits.RefitLadder`).
     progress : bool
         Progress lines on stderr.
+
+    Returns
+    -------
+    bpc.evaluate.Result
+        Tables ``stream`` (:data:`STREAM_COLUMNS`), ``contrasts`` (``hierarchical − none`` and
+        ``laplace-pooled − none``, :data:`CONTRAST_COLUMNS`) and ``acceptance``;
+        file ``stream.nc`` (every episode and the full-data reference's utility per task, written
+        with the result); metadata the config, notes, ``fits`` (target → its left-out fit's
+        diagnostics) and ``wall_time``.
 
     Raises
     ------
     ValueError
-        For an unknown start, controller or target (with the nearest names).
+        For a target without raw records (with the nearest names), or no target.
     """
-    from bpc.choices import check_choices, unknown_choice_message
+    from bpc.choices import unknown_choice_message
     from bpc.costs import cost_resolver
+    from bpc.evaluate import Result
     from bpc.progress import info
     from bpc.replay.engine import cell_pool
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
     t_start = time.perf_counter()
-    check_choices(starts, STARTS, what="start")
-    check_choices(controllers, CONTROLLERS, what="controller")
-    prof = get_profile(options.profile)
+    prof = get_profile(config.profile)
     raw = sorted({(str(b), str(g)) for b, g in records[["benchmark", "generator"]].drop_duplicates().values})
-    for t in targets:
-        if tuple(t) not in raw:
+    if not config.targets:
+        raise ValueError("run_stream: no target")
+    for b, g in config.targets:
+        if (b, g) not in raw:
             names = [f"{b}/{g}" for b, g in raw]
-            what = "target (cell with raw records)"
-            raise ValueError(unknown_choice_message(f"{t[0]}/{t[1]}", names, what=what))
-    cost_for = cost_resolver(costs)
+            raise ValueError(unknown_choice_message(f"{b}/{g}", names, what="target (cell with raw records)"))
+    cost_for = cost_resolver(config.costs)
     notes = [
         "start 'none': weak logit-normal prior (scale 1 on the logit / log scale) around "
         f"pi = {NONE_VALUES['prior']}, tpr = {NONE_VALUES['tpr']}, fpr = {NONE_VALUES['fpr']} "
         f"for every critic, kappa = {NONE_VALUES['kappa']}",
-        f"profile {prof.name}; particles {options.particles}; plug-in from {options.plugin_draws} draws; "
-        f"Bayes-robust over {options.robust_draws} draws; {options.orders} orders",
-        f"intervals: task-clustered percentile bootstrap, {options.bootstrap_b} resamples, "
-        f"{BOOTSTRAP_PROB:.0%} (bpc.replay.bootstrap.cluster_bootstrap_means)",
+        f"profile {prof.name}; particles {config.particles}; plug-in from {config.plugin_draws} draws; "
+        f"Bayes-robust over {config.robust_draws} draws; {config.orders} orders",
+        f"intervals: task-clustered percentile bootstrap, {config.bootstrap_b} resamples, "
+        f"{config.prob:.0%} (bpc.intervals.clustered_interval)",
     ]
     fit_diag: dict[str, dict[str, Any]] = {}
-    if "hierarchical" in starts:
-        fits = dict(fits or {})
-        need = [(str(b), str(g)) for b, g in targets if (b, g) not in fits]
-        if need:
-            fits.update(
-                fit_left_out(
-                    counts,
-                    need,
-                    presets=options.presets,
-                    seed=options.seed,
-                    cache=fit_cache,
-                    progress=progress,
-                )
-            )
-        for (b, g), dt in fits.items():
-            d = fit_summary(dt)
-            fit_diag[f"{b}/{g}"] = d
-            if not d.get("ok", False):
+    fits = dict(fits or {})
+    if "hierarchical" in config.starts:
+        from bpc.estimate.model.refits import RefitLadder, fit_summary
+
+        ladder = RefitLadder(counts, presets=config.presets, cache=fit_cache, progress=progress)
+        for b, g in config.targets:
+            if (b, g) not in fits:
+                fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=config.seed)
+            d = fit_diag[f"{b}/{g}"] = fit_summary(fits[(b, g)])
+            if not d["converged"]:
                 notes.append(
                     f"{b}/{g}: the left-out hierarchical fit FAILED its convergence check at every "
-                    f"preset of {', '.join(options.presets)} "
+                    f"preset of {', '.join(config.presets)} "
                     f"(max R-hat {d.get('max_rhat', float('nan')):.3f}, min bulk ESS "
                     f"{d.get('min_ess_bulk', float('nan')):.0f}, {d.get('divergences')} divergences); "
                     "its hierarchical rows use it anyway"
                 )
     all_entries, all_ref = [], []
-    for b, g in targets:
-        name = f"{b}/{g}"
+    for b, g in config.targets:
         pool = cell_pool(select_cell(records, b, g), prof)
         critics = target_critics(pool)
         states = start_states(
             counts,
             (b, g),
             critics,
-            starts=starts,
-            fit=None if fits is None else fits.get((b, g)),
-            particles=options.particles,
-            seed=options.seed,
+            starts=config.starts,
+            fit=fits.get((b, g)),
+            particles=config.particles,
+            seed=config.seed,
         )
-        ref = reference_params(counts, b, g)
-        info(f"stream: {name}: {pool.n_instances} tasks, critics {', '.join(critics)}", enabled=progress)
+        info(f"stream: {b}/{g}: {pool.n_instances} tasks, critics {', '.join(critics)}", enabled=progress)
         entries, ref_frame = stream_target(
             pool,
             states,
-            ref,
+            reference_params(counts, b, g),
             cost_for(b),
-            controllers=controllers,
-            options=options,
-            target=name,
+            config=config,
+            target=f"{b}/{g}",
             progress=(lambda m: info(f"stream: {m}")) if progress else None,
         )
         all_entries.append(entries)
         all_ref.append(ref_frame)
     entries = pd.concat(all_entries, ignore_index=True)
     reference = pd.concat(all_ref, ignore_index=True)
-    table = summarize_stream(entries, reference, B=options.bootstrap_b, seed=options.seed)
-    contrasts = [
-        contrast(entries, start=s, baseline="none", B=options.bootstrap_b, seed=options.seed)
-        for s in starts
-        if s != "none" and "none" in starts
-    ]
-    ctab = pd.concat(contrasts, ignore_index=True) if contrasts else contrast(entries.iloc[:0])
-    return StreamResult(
-        table=table,
-        contrasts=ctab,
-        entries=entries,
-        reference=reference,
+    boot = {"B": config.bootstrap_b, "seed": config.seed, "prob": config.prob}
+    table = summarize_stream(entries, reference, **boot)
+    others = [s for s in config.starts if s != "none"] if "none" in config.starts else []
+    contrasts = pd.concat(
+        [contrast(entries, start=s, **boot) for s in others] or [contrast(entries.iloc[:0], **boot)],
+        ignore_index=True,
+    )
+    accept = acceptance(table, contrasts)
+    wall = time.perf_counter() - t_start
+    tables = {"stream": table, "contrasts": contrasts, "acceptance": accept}
+    tree = functools.partial(_write_tree, table, contrasts, entries, reference)
+    figures = {"stream.nc": tree}
+    return Result.of(
+        "stream",
+        config=config,
+        tables=tables,
+        figures=figures,
         notes=notes,
         fits=fit_diag,
-        wall_time=time.perf_counter() - t_start,
+        wall_time=wall,
     )
 
 
-def acceptance(result: StreamResult, *, controller: str = "plugin", horizon: int = 10) -> pd.DataFrame:
+def acceptance(
+    table: pd.DataFrame, contrasts: pd.DataFrame, *, controller: str = "plugin", horizon: int = 10
+) -> pd.DataFrame:
     """Two measured checks, one row per check and target.
 
     ``hierarchical - none`` over the first ``horizon`` tasks (per target and
@@ -1154,37 +890,38 @@ def acceptance(result: StreamResult, *, controller: str = "plugin", horizon: int
     tasks against the full-data reference's interval (``passed`` = its mean
     lies inside).
     """
-    rows = []
-    c = result.contrasts
+    c, t = contrasts, table
     sel = c[(c["contrast"] == "hierarchical - none") & (c["controller"] == controller)]
-    sel = sel[sel["horizon"] == _horizon_label(horizon)]
-    for r in sel.to_dict("records"):
-        rows.append(
-            {
-                "check": f"hierarchical - none, first {horizon} tasks ({controller})",
-                "target": r["target"],
-                "estimate": float(r["estimate"]),
-                "ci_lo": float(r["ci_lo"]),
-                "ci_hi": float(r["ci_hi"]),
-                "passed": bool(float(r["ci_lo"]) > 0),
-            }
-        )
-    t = result.table
-    ref = {
-        r["target"]: (float(r["ci_lo"]), float(r["ci_hi"]))
-        for r in t[t["start"] == REFERENCE].to_dict("records")
-    }
+    sel = sel[sel["horizon"] == _horizon_label(horizon)].assign(passed=lambda f: f["ci_lo"] > 0)
+    sel = sel.assign(check=f"hierarchical - none, first {horizon} tasks ({controller})")
+    ref = t[t["start"] == REFERENCE].set_index("target")
     online = t[(t["start"] == "none") & (t["controller"] == controller) & (t["horizon"] == "all")]
-    for r in online.to_dict("records"):
-        lo, hi = ref[r["target"]]
-        rows.append(
-            {
-                "check": f"online from none ({controller}, all tasks) within the full-data reference's CI",
-                "target": r["target"],
-                "estimate": float(r["mean_utility"]),
-                "ci_lo": lo,
-                "ci_hi": hi,
-                "passed": bool(lo <= float(r["mean_utility"]) <= hi),
-            }
-        )
-    return pd.DataFrame(rows, columns=["check", "target", "estimate", "ci_lo", "ci_hi", "passed"])
+    online = online.assign(
+        check=f"online from none ({controller}, all tasks) within the full-data reference's CI",
+        delta=online["mean_utility"],
+        ci_lo=online["target"].map(ref["ci_lo"]),
+        ci_hi=online["target"].map(ref["ci_hi"]),
+    )
+    online = online.assign(passed=(online["ci_lo"] <= online["delta"]) & (online["delta"] <= online["ci_hi"]))
+    columns = ["check", "target", "delta", "ci_lo", "ci_hi", "passed"]
+    return pd.concat([sel[columns], online[columns]], ignore_index=True).astype({"passed": bool})
+
+
+def _write_tree(table, contrasts, entries, reference, path: Path) -> None:
+    """``stream.nc``: ``table`` and ``contrasts`` groups, one group of episodes per target."""
+    import xarray as xr
+
+    from bpc.outputs import write_netcdf
+
+    children = {
+        "table": xr.Dataset.from_dataframe(table.reset_index(drop=True)),
+        "contrasts": xr.Dataset.from_dataframe(contrasts.reset_index(drop=True)),
+    }
+    for target, part in entries.groupby("target", sort=True):
+        ds = part.drop(columns="target").set_index(["start", "controller", "order", "position"]).to_xarray()
+        ref = reference[reference["target"] == target]
+        coords = {"task_id": ref["task"].astype(str).to_numpy()}
+        ds["reference_utility"] = xr.DataArray(ref["utility"].to_numpy(float), dims="task_id", coords=coords)
+        ds["task"] = ds["task"].astype(str)
+        children[str(target).replace("/", "__")] = ds
+    write_netcdf(xr.DataTree.from_dict({f"/{k}": v for k, v in children.items()}), path)

@@ -45,61 +45,37 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.estimate.crossed import EVIDENCE_KINDS
 from bpc.experiments.protocol import task_means
-from bpc.experiments.task_starts import (
-    CELL,
-    START_SEP,
-    STARTS,
-    cell_start,
-    check_starts,
-    fold_task_priors,
-    start_label,
-    task_starts,
-)
-from bpc.replay.bootstrap import task_bootstrap
+from bpc.experiments.task_starts import CELL, START_SEP, check_starts
+
+if TYPE_CHECKING:
+    from bpc.evaluate import Result
 
 __all__ = [
-    "STARTS",
-    "CELL",
     "POOLED",
-    "START_SEP",
     "GAIN_COLUMNS",
-    "check_starts",
-    "start_label",
-    "fold_task_priors",
-    "cell_start",
-    "task_starts",
+    "PriorsConfig",
+    "compare_priors",
     "prior_gain_table",
-    "TASK_GROUPS",
     "task_groups",
     "gain_by_group",
-    "compare_priors",
 ]
 
 POOLED = "pooled"
 """``generator`` of :func:`prior_gain_table`'s rows pooled over a benchmark's generators."""
 
-GAIN_COLUMNS: tuple[str, ...] = (
-    "benchmark",
-    "generator",
-    "policy",
-    "start",
-    "reference",
-    "delta",
-    "ci_lo",
-    "ci_hi",
-    "n_tasks",
-    "n_pairs",
-    "n_seeds",
-    "n_fallback",
-    "prob",
+GAIN_COLUMNS: tuple[str, ...] = tuple(
+    "benchmark generator policy start reference delta ci_lo "
+    "ci_hi n_tasks n_pairs n_seeds n_fallback prob".split()
 )
 """Columns of :func:`prior_gain_table`."""
 
@@ -118,7 +94,7 @@ def prior_gain_table(
     Per cell and pooled over a benchmark's generators (``generator = "pooled"``: the mean
     over (task, generator) pairs; a task's generators are resampled together). A task's
     utility is first averaged over the cross-fitting seeds; the interval is the task-clustered
-    bootstrap (:func:`bpc.replay.bootstrap.task_bootstrap`).
+    bootstrap (:func:`bpc.intervals.clustered_interval`).
 
     Parameters
     ----------
@@ -145,13 +121,16 @@ def prior_gain_table(
     ValueError
         Without the ``start`` column, or when no policy has both starts.
     """
+    from bpc.intervals import clustered_interval
+
     if "start" not in utilities.columns:
         raise ValueError("prior_gain_table: the utilities carry no 'start' column (an evaluator with starts)")
     bayes = utilities[utilities["start"].astype(str) != ""].copy()
     bayes["base"] = bayes["policy"].str.split(START_SEP, n=1).str[0]
     bases = sorted(bayes["base"].unique()) if policies is None else list(policies)
-    rows = []
     keys = ["benchmark", "generator", "instance_id"]
+    opts = {"B": B, "seed": seed, "prob": prob}
+    out = []
     for base in bases:
         mine = bayes[bayes["base"] == base]
         ref = mine[mine["start"] == reference]
@@ -161,17 +140,12 @@ def prior_gain_table(
         for start in sorted(set(mine["start"]) - {reference}):
             cur = mine[mine["start"] == start]
             cur_m = task_means(cur.assign(policy="cur")).set_index(keys)
-            fallback = (
-                cur.assign(fb=(cur["prior_source"] == CELL).astype(float))
-                .groupby(keys)["fb"]
-                .max()
-                .rename("fallback")
-            )
+            fallback = (cur["prior_source"] == CELL).astype(float).groupby([cur[k] for k in keys]).max()
             diff = pd.concat(
                 [
                     (cur_m["utility"] - ref_m["utility"]).rename("diff"),
-                    cur_m["n_seeds"].rename("n_seeds"),
-                    fallback,
+                    cur_m["n_seeds"],
+                    fallback.rename("fb"),
                 ],
                 axis=1,
                 join="inner",
@@ -179,64 +153,28 @@ def prior_gain_table(
             diff = diff[np.isfinite(diff["diff"].to_numpy(dtype=np.float64))]
             if diff.empty:
                 continue
-            cells = task_bootstrap(diff, value="diff", B=B, seed=seed, prob=prob)
+            cells = clustered_interval(diff, value="diff", **opts)
             agg = diff.groupby(["benchmark", "generator"]).agg(
-                n_pairs=("diff", "size"), n_seeds=("n_seeds", "min"), n_fallback=("fallback", "sum")
+                n_pairs=("diff", "size"), n_seeds=("n_seeds", "min"), n_fallback=("fb", "sum")
             )
             cells = cells.merge(agg.reset_index(), on=["benchmark", "generator"])
             # the pooled mean is over (task, generator) pairs: a task weighs by its generators
-            pooled = _pooled(diff, B=B, seed=seed, prob=prob)
-            for frame, gen in ((cells, None), (pooled, POOLED)):
-                for r in frame.to_dict("records"):
-                    rows.append(
-                        {
-                            "benchmark": r["benchmark"],
-                            "generator": r["generator"] if gen is None else gen,
-                            "policy": base,
-                            "start": start,
-                            "reference": reference,
-                            "delta": r["estimate"],
-                            "ci_lo": r["ci_lo"],
-                            "ci_hi": r["ci_hi"],
-                            "n_tasks": int(r["n_tasks"]),
-                            "n_pairs": int(r["n_pairs"]),
-                            "n_seeds": int(r["n_seeds"]),
-                            "n_fallback": int(r["n_fallback"]),
-                            "prob": float(prob),
-                        }
-                    )
-    if not rows:
+            per_task = diff.groupby(["benchmark", "instance_id"]).agg(
+                total=("diff", "sum"), n=("diff", "size")
+            )
+            pooled = clustered_interval(
+                per_task.reset_index(), value="total", count="n", groups=["benchmark"], **opts
+            )
+            agg = diff.groupby("benchmark").agg(
+                n_pairs=("diff", "size"), n_seeds=("n_seeds", "min"), n_fallback=("fb", "sum")
+            )
+            pooled = pooled.merge(agg.reset_index(), on="benchmark").assign(generator=POOLED)
+            both = pd.concat([cells, pooled], ignore_index=True)
+            out.append(both.assign(policy=base, start=start, reference=reference, prob=float(prob)))
+    if not out:
         raise ValueError(f"prior_gain_table: no policy has both the {reference!r} start and another start")
-    return pd.DataFrame(rows, columns=list(GAIN_COLUMNS))
-
-
-def _pooled(diff: pd.DataFrame, *, B: int, seed: int, prob: float) -> pd.DataFrame:
-    """Per benchmark: mean of ``diff`` over (task, generator) pairs, resampling tasks (all their pairs)."""
-    from bpc.replay.bootstrap import cluster_bootstrap_means
-
-    out = []
-    q = [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0]
-    for i, (bench, part) in enumerate(sorted(diff.groupby("benchmark"), key=lambda kv: str(kv[0]))):
-        per_task = part.groupby("instance_id").agg(total=("diff", "sum"), n=("diff", "size"))
-        tot, cnt = per_task["total"].to_numpy(), per_task["n"].to_numpy(dtype=np.float64)
-        # ratio of resampled totals: the mean over the resampled tasks' (task, generator) pairs
-        boot = cluster_bootstrap_means(np.stack([tot, cnt]), B=B, seed=[seed, i])
-        stats = boot[:, 0] / boot[:, 1]
-        lo, hi = np.quantile(stats, q)
-        out.append(
-            {
-                "benchmark": bench,
-                "generator": POOLED,
-                "estimate": float(tot.sum() / cnt.sum()),
-                "ci_lo": float(lo),
-                "ci_hi": float(hi),
-                "n_tasks": int(per_task.shape[0]),
-                "n_pairs": int(cnt.sum()),
-                "n_seeds": int(part["n_seeds"].min()),
-                "n_fallback": int(part["fallback"].sum()),
-            }
-        )
-    return pd.DataFrame(out)
+    table = pd.concat(out, ignore_index=True)
+    return table.astype({c: int for c in ("n_tasks", "n_pairs", "n_seeds", "n_fallback")})[list(GAIN_COLUMNS)]
 
 
 # ---------------------------------------------------------------------------
@@ -317,68 +255,95 @@ def gain_by_group(
     return out.reset_index()
 
 
+@dataclass(frozen=True)
+class PriorsConfig:
+    """The task-vs-cell prior comparison (:func:`compare_priors`).
+
+    Attributes
+    ----------
+    costs : Costs, callable, name or file
+        Cost specification (:func:`bpc.costs.cost_resolver`).
+    evidence : tuple of {"oracle", "critic"}
+        Task-prior evidence kinds (one start each).
+    policies : tuple of str
+        Replayed policies (the Bayesian ones get every start).
+    n_folds : int
+        Folds of the cross-fitting (:func:`bpc.data.splits.folds`).
+    seeds : tuple of int
+        Fold-assignment seeds.
+    task_critic : str
+        The critic of the ``"critic"`` evidence.
+    B : int
+        Bootstrap resamples.
+    probs : tuple of float
+        Interval probabilities; the table gets ``ci_lo``/``ci_hi`` for the first and
+        ``ci_lo_<pp>``/``ci_hi_<pp>`` (percent) for the others.
+    """
+
+    costs: Any = "paper-release"
+    evidence: tuple[str, ...] = EVIDENCE_KINDS
+    policies: tuple[str, ...] = ("always_verify", "stop", "verify_first", "bayesian_dp")
+    n_folds: int = N_FOLDS
+    seeds: tuple[int, ...] = FOLD_SEEDS
+    task_critic: str = "test"
+    B: int = BOOTSTRAP_B
+    probs: tuple[float, ...] = (CI_PROB,)
+
+    def __post_init__(self) -> None:
+        for name in ("evidence", "policies", "seeds", "probs"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        check_starts((CELL, *self.evidence))
+        if not self.probs:
+            raise ValueError("PriorsConfig.probs: give at least one interval probability")
+
+
 def compare_priors(
     records: pd.DataFrame,
+    config: PriorsConfig,
     *,
-    costs,
-    evidence: Sequence[str] = EVIDENCE_KINDS,
-    policies: Sequence[str] = ("always_verify", "stop", "verify_first", "bayesian_dp"),
     base_counts: xr.Dataset | None = None,
-    n_folds: int | None = None,
-    seeds: Sequence[int] | None = None,
-    task_critic: str = "test",
-    B: int = BOOTSTRAP_B,
-    probs: Sequence[float] = (CI_PROB,),
     progress: bool = False,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Cross-fit the Bayesian ``policies`` from the cell prior and from the task prior of each evidence kind.
+) -> Result:
+    """Cross-fit the Bayesian policies from the cell prior and from the task prior of each evidence kind.
 
     Parameters
     ----------
     records : pandas.DataFrame
         Per-patch records.
-    costs
-        Cost specification (:func:`bpc.costs.cost_resolver`).
-    evidence : sequence of {"oracle", "critic"}
-        Task-prior evidence kinds (one start each).
-    policies : sequence of str
-        Replayed policies (the Bayesian ones get every start).
-    base_counts, n_folds, seeds
-        As in :func:`bpc.experiments.protocol.cross_fit` (defaults: its defaults).
-    task_critic : str
-        The critic of the ``"critic"`` evidence.
-    B : int
-        Bootstrap resamples.
-    probs : sequence of float
-        Interval probabilities; the table gets ``ci_lo``/``ci_hi`` for the first and
-        ``ci_lo_<pp>``/``ci_hi_<pp>`` (percent) for the others.
+    config : PriorsConfig
+        Costs, evidence, policies, folds and intervals.
+    base_counts : xarray.Dataset, optional
+        As in :func:`bpc.experiments.protocol.cross_fit`.
     progress : bool
         Progress on stderr.
 
     Returns
     -------
-    gains : pandas.DataFrame
-        :func:`prior_gain_table` (plus the extra interval columns).
-    utilities : pandas.DataFrame
-        The cross-fitted per-task utilities.
+    bpc.evaluate.Result
+        Tables ``gains`` (:func:`prior_gain_table`, plus the extra interval columns) and
+        ``utilities`` (the cross-fitted per-task utilities).
     """
-    from bpc.constants import CROSSFIT_FOLDS, CROSSFIT_SEEDS
+    from bpc.evaluate import Result
     from bpc.experiments.protocol import cross_fit, replay_evaluator
 
-    evaluate = replay_evaluator(costs, policies=policies, starts=(CELL, *evidence), task_critic=task_critic)
+    evaluate = replay_evaluator(
+        config.costs,
+        policies=config.policies,
+        starts=(CELL, *config.evidence),
+        task_critic=config.task_critic,
+    )
     u = cross_fit(
         records,
         evaluate,
-        n_folds=CROSSFIT_FOLDS if n_folds is None else n_folds,
-        seeds=CROSSFIT_SEEDS if seeds is None else seeds,
+        n_folds=config.n_folds,
+        seeds=config.seeds,
         base_counts=base_counts,
         progress=progress,
     )
-    probs = list(probs)
-    gains = prior_gain_table(u, B=B, prob=probs[0])
+    gains = prior_gain_table(u, B=config.B, prob=config.probs[0])
     keys = ["benchmark", "generator", "policy", "start"]
-    for p in probs[1:]:
-        extra = prior_gain_table(u, B=B, prob=p)[[*keys, "ci_lo", "ci_hi"]]
+    for p in config.probs[1:]:
+        extra = prior_gain_table(u, B=config.B, prob=p)[[*keys, "ci_lo", "ci_hi"]]
         tag = f"{round(100 * p)}"
         gains = gains.merge(extra.rename(columns={"ci_lo": f"ci_lo_{tag}", "ci_hi": f"ci_hi_{tag}"}), on=keys)
-    return gains, u
+    return Result.of("task_prior", config=config, tables={"gains": gains, "utilities": u})

@@ -47,14 +47,15 @@ from bpc.constants import (
     POLICIES,
     POOL_SIZE,
     REFINEMENT_POLICIES,
+    SPLIT_SEED,
 )
 from bpc.costs import Costs, CostSpec, cost_resolver
 from bpc.data.counts import cell_kernel_counts
-from bpc.data.splits import Split, kfold_splits, split_cells, split_counts
+from bpc.data.splits import Split, fold_split, folds, split_cells, split_counts
 from bpc.decide.baselines import describe_baseline, gate_critic, is_baseline, pipeline_order
 from bpc.decide.factory import make_controller as build_controller
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
-from bpc.replay.bootstrap import paired_bootstrap
+from bpc.intervals import paired_bootstrap
 from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
 from bpc.schema import Pool, decision_critics, records_to_pool, select_cell
 
@@ -728,7 +729,7 @@ def summarize(
 
     ``delta`` is the mean of per-instance differences ``U_policy − U_reference``
     over instances where both are defined; ``ci_lo``/``ci_hi`` resample those
-    differences (:func:`bpc.replay.bootstrap.paired_bootstrap`, a fresh generator per
+    differences (:func:`bpc.intervals.paired_bootstrap`, a fresh generator per
     policy). ``mean_utility`` and ``pass_rate`` average over the instances
     where the policy is defined; a policy defined nowhere gets ``NaN``.
 
@@ -843,7 +844,7 @@ def replay_cells(
     instances : Split, optional
         The instance split to use instead of the profile's
         (:func:`bpc.data.splits.split_cells`; e.g. one fold of
-        :func:`bpc.data.splits.kfold_splits`). Its cells are the cells replayed.
+        :func:`bpc.data.splits.folds`). Its cells are the cells replayed.
     kernel : mapping, optional
         A transition kernel (counts or probabilities, see
         :func:`kernel_probabilities`) used for every cell's DP.
@@ -855,7 +856,7 @@ def replay_cells(
     n_folds : int, optional
         K-fold cross-fitting (default the profile's ``n_folds``): parameters
         are fitted per fold on the other folds' instances
-        (:func:`bpc.data.splits.kfold_splits`) and every instance is scored
+        (:func:`bpc.data.splits.folds`) and every instance is scored
         once; one row per cell × policy with ``split = "eval"``. Used only
         when ``params`` and ``instances`` are not given and ``split`` is not
         ``"all"``.
@@ -964,7 +965,7 @@ def replay_folds(
 ) -> dict[tuple[str, str], xr.Dataset]:
     """Per-instance K-fold cross-fitted replay results of every cell (method.md §Instance model).
 
-    Fold ``j`` of :func:`bpc.data.splits.kfold_splits` fits Laplace parameters
+    Fold ``j`` of :func:`bpc.data.splits.folds` fits Laplace parameters
     (κ included) on the other folds' instances of every cell and replays its
     own instances; the folds' results are joined, so every instance is scored
     once by parameters fitted without it.
@@ -991,7 +992,9 @@ def replay_folds(
     cost_for = cost_resolver(costs)
     parts: dict[tuple[str, str], list[xr.Dataset]] = {}
     ctx = (prof, pols, kernel, transition_counts, belief)
-    for j, fold in enumerate(kfold_splits(records, n_folds=int(n_folds))):
+    assignment = folds(records, k=int(n_folds), seeds=[SPLIT_SEED], by="instance")
+    for j in range(int(n_folds)):
+        fold = fold_split(records, assignment, seed=SPLIT_SEED, fold=j)
         info(f"replay fold {j + 1}/{n_folds}", enabled=progress)
         params = laplace(split_counts(records, fold, trajectories=trajectories))
         for (b, g), _, eval_ids in fold:

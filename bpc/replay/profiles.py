@@ -173,7 +173,7 @@ class Profile:
         instance-kernel controllers.
     n_folds : int or None
         Score every instance once with parameters fitted on the other folds
-        (K-fold cross-fitting, :func:`bpc.data.splits.kfold_splits`); ``None``:
+        (K-fold cross-fitting, :func:`bpc.data.splits.folds`); ``None``:
         the holdout split (or in-sample). bpc: 5.
     regenerate : {"fresh", "refine"} or None
         How the Bayesian controllers model a new patch, in planning and acting

@@ -1,1 +1,5 @@
-"""Stage 6 — report: tables, figures, Markdown reports, the demo and the analyses runner."""
+"""Stage 6 — report: tables, figures, Markdown reports; :func:`write` is the one writer of study results."""
+
+from bpc.report.writer import write
+
+__all__ = ["write"]

@@ -16,10 +16,10 @@ from pathlib import Path
 from bpc.constants import (
     CI_KIND,
     CI_PROB,
-    CROSSFIT_FOLDS,
-    CROSSFIT_SEEDS,
     DEFAULT_SEED,
     EXTRA_BASELINES,
+    FOLD_SEEDS,
+    N_FOLDS,
     POLICIES,
     SAMPLER_PRESETS,
 )
@@ -32,9 +32,9 @@ COMPARE_BENCHMARKS: tuple[str, ...] = ("lcb_hard", "humaneval_plus", "swebench_v
 """Section 4 (Laplace vs full-posterior controllers) runs on these benchmarks' cells only: a low, a high
 and a SWE prior (slow oracle); its per-cell figures stay a few pages, and the demo stays within minutes."""
 
-DEMO_SEEDS: tuple[int, ...] = CROSSFIT_SEEDS[:1]
+DEMO_SEEDS: tuple[int, ...] = FOLD_SEEDS[:1]
 """Fold-assignment seeds of the demo's cross-fitting (``bpc replay`` repeats it over
-:data:`~bpc.constants.CROSSFIT_SEEDS`)."""
+:data:`~bpc.constants.FOLD_SEEDS`)."""
 
 
 @dataclass(frozen=True)
@@ -182,13 +182,13 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     policies = POLICIES + EXTRA_BASELINES
     seeds = DEMO_SEEDS
     with stage(
-        f"cross-fitting {len(policies)} policies over tasks ({CROSSFIT_FOLDS} folds × {len(seeds)} seed)",
+        f"cross-fitting {len(policies)} policies over tasks ({N_FOLDS} folds × {len(seeds)} seed)",
         enabled=p,
     ):
         proto = run_protocol(
             panel.records,
             replay_evaluator(profile="bpc", policies=policies),
-            n_folds=CROSSFIT_FOLDS,
+            n_folds=N_FOLDS,
             seeds=seeds,
             trajectories=panel.trajectories,
             base_counts=counts,
@@ -198,7 +198,7 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     n_tasks = int(proto.deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
     report.text(
         f"The `bpc` profile (instance belief: patches of one task share its difficulty) under bpc's "
-        f"evaluation protocol (`bpc.experiments.protocol.run_protocol`): {CROSSFIT_FOLDS}-fold "
+        f"evaluation protocol (`bpc.experiments.protocol.run_protocol`): {N_FOLDS}-fold "
         f"cross-fitting over tasks (fold seed {', '.join(map(str, seeds))}; a task is in the same fold in "
         "every cell), every parameter fitted on the training tasks only, so each of the "
         f"{n_tasks} (cell, task) pairs is scored once by controllers calibrated without it. Δ is the "
