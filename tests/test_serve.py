@@ -23,6 +23,7 @@ from bpc.commands.serve import (
     dumps,
 )
 from bpc.decide.live import Controller, Episode
+from bpc.decide.options import PlanOptions
 
 ARGS = [
     "--prior",
@@ -47,11 +48,9 @@ ARGS = [
 CTRL = dict(
     prior=0.3,
     critics={"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)},
-    p_fix=0.15,
-    p_break=0.05,
-    c_gen=10,
-    c_ver=90,
-    reward=100,
+    kernel=(0.15, 0.05),
+    costs={"c_gen": 10, "c_ver": 90, "reward": 100},
+    plan=PlanOptions(regenerate="refine"),  # a given kernel takes effect (bpc solve's and serve's default)
 )
 
 

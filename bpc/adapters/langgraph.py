@@ -127,7 +127,8 @@ class EpisodeRouter:
     Examples
     --------
     >>> from langgraph.graph import START, StateGraph
-    >>> ctrl = Controller(prior=0.5, critics={"test": (0.95, 0.2, 2.0)}, c_gen=10, c_ver=20, reward=100)
+    >>> costs = {"c_gen": 10, "c_ver": 20, "reward": 100}
+    >>> ctrl = Controller(prior=0.5, critics={"test": (0.95, 0.2, 2.0)}, costs=costs)
     >>> router = EpisodeRouter(ctrl, generator="generate", verifier="verify")
     >>> graph = StateGraph(EpisodeState)
     >>> _ = graph.add_node("generate", lambda s: {"move": regenerated()})

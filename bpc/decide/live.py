@@ -89,7 +89,7 @@ import json
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -97,24 +97,22 @@ import numpy as np
 
 from bpc.choices import check_choice, unknown_choice_message
 from bpc.constants import (
-    BELIEFS,
     CI_KIND,
     CI_PROB,
     DEFAULT_SEED,
-    GRID_SIZE,
-    HORIZON,
     LIVE_BELIEF,
     LIVE_LEARN_DRAWS,
     LIVE_MAX_COST_REWARDS,
     LIVE_MAX_PATCHES,
     LIVE_REGENERATE,
-    METHODS,
     MODES,
     REGENERATE_MODES,
 )
+from bpc.costs import Costs
 from bpc.decide.controllers import BeliefState, expected_q
-from bpc.decide.factory import Switches, make_controller
+from bpc.decide.factory import make_controller
 from bpc.decide.kernels.belief import REGENERATE, action_names, make_problem
+from bpc.decide.options import DEFAULT_BUDGET, DEFAULT_PLAN, Budget, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, SampleCosts
 from bpc.estimate.online import EpisodeRecord, LearningState, load_calibration
 from bpc.validation import (
@@ -279,6 +277,42 @@ class Decision:
         return out
 
 
+def _prices(costs) -> tuple[float, float, float]:
+    """``(c_gen, c_ver, reward)`` from a :class:`bpc.costs.Costs` or a mapping with those keys."""
+    if isinstance(costs, Costs):
+        return costs.c_gen, costs.c_ver, costs.reward
+    if not isinstance(costs, Mapping):
+        raise ValueError(f"costs must be a bpc.costs.Costs or a mapping c_gen, c_ver, reward; got {costs!r}")
+    keys = ("c_gen", "c_ver", "reward")
+    missing = [k for k in keys if k not in costs]
+    unknown = [str(k) for k in costs if k not in keys]
+    if missing or unknown:
+        raise ValueError(f"costs: need exactly c_gen, c_ver, reward; missing {missing}, unknown {unknown}")
+    out = []
+    for k in keys:
+        v = costs[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ValueError(f"costs: {k} must be a number, got {v!r}")
+        out.append(float(v))
+    return out[0], out[1], out[2]
+
+
+def _kernel_pair(kernel) -> tuple[Any, Any]:
+    """``(p_fix, p_break)`` from ``None``, a pair or a mapping with those keys."""
+    if kernel is None:
+        return None, None
+    if isinstance(kernel, Mapping):
+        unknown = [str(k) for k in kernel if k not in ("p_fix", "p_break")]
+        if unknown:
+            raise ValueError(f"kernel: unknown key(s) {unknown} (need p_fix, p_break)")
+        return kernel.get("p_fix"), kernel.get("p_break")
+    try:
+        p_fix, p_break = kernel
+    except (TypeError, ValueError):
+        raise ValueError(f"kernel must be (p_fix, p_break), got {kernel!r}") from None
+    return p_fix, p_break
+
+
 def _critic_entry(name: str, spec) -> tuple[Any, Any, float]:
     """``(tpr, fpr, cost)`` from a tuple ``(tpr, fpr, cost)`` or a mapping with those keys."""
     if isinstance(spec, Mapping):
@@ -307,62 +341,52 @@ class Controller:
         Critic name → ``(tpr, fpr, cost)`` or ``{"tpr": …, "fpr": …, "cost": …}``;
         ``tpr``/``fpr`` numbers or ``(S,)`` draws, ``NaN`` = unavailable in
         the cell. Names order the actions after stop, verify, regenerate.
-    p_fix, p_break : float or array_like, optional
-        Repair kernel of refinement, P(Y'=1 | Y=0) and P(Y'=0 | Y=1), used
-        under ``regenerate="refine"`` and by :meth:`Episode.refined`. Both or
-        neither: missing (``None``, or ``NaN`` in both) = a fresh sample
-        (``p_fix = π``, ``p_break = 1 − π``); one without the other is an error.
-    c_gen, c_ver, reward : float
-        Cost of a (re)generation and of verification; reward of a verified pass.
-    mode : {"plugin", "posterior_mean", "bayes_robust", "thompson"}, optional
-        How parameter samples enter a decision; default ``plugin`` for one
-        sample, ``bayes_robust`` for several (``thompson``: one draw per episode).
-    belief : {"iid", "instance"}
-        Belief model: patches independent given the cell (the paper's; the
-        default from explicit numbers, which may not know κ), or patches of
-        one task sharing a pass rate (``docs/method.md``,
-        :class:`bpc.decide.controllers.InstanceController`: a regenerated
-        patch starts at ``E[θ | the task's abandoned patches]`` and each
-        critic is bought once per task; needs ``kappa``).
-        :meth:`from_params` defaults to ``"instance"``.
-    method : {"dp", "exact", "greedy"}
-        Solver.
-    horizon : int
-        Look-ahead in steps (receding); at most :data:`EXACT_MAX_HORIZON` for ``exact``.
-    grid_size : int
-        Belief grid points of the DP.
-    clip : bool
-        Greedy only: ``max(R·b_z − c_ver, 0)`` inside the critic expectation
-        (the paper-release formula).
-    verify_terminal : bool
-        A failed verification ends the episode (default: it continues with ``b = 0``).
-    first_patch_free : bool
-        Do not charge ``c_gen`` for the patch an episode starts with.
+    costs : Costs or mapping
+        ``c_gen`` (cost of a (re)generation), ``c_ver`` (of verification) and
+        ``reward`` (of a verified pass): a :class:`bpc.costs.Costs` or a mapping
+        with those keys (critic costs are the critics' own).
+    kernel : (p_fix, p_break), optional
+        Repair kernel of refinement, P(Y'=1 | Y=0) and P(Y'=0 | Y=1) (numbers
+        or ``(S,)`` draws), used under ``regenerate="refine"`` and by
+        :meth:`Episode.refined`. Missing (``None``, or ``NaN`` in both) = a
+        fresh sample (``p_fix = π``, ``p_break = 1 − π``); one without the other is an error.
     kappa : float or array_like, optional
         Instance belief only: the concentration κ > 0 of a task's pass rate
         ``θ ~ Beta(πκ, (1 − π)κ)`` (a number or ``(S,)`` draws; ``inf`` is
         the documented i.i.d. limit; 0, negative and ``NaN`` are errors).
-    max_patches : int, optional
-        The episode's patch budget: the planners plan within it, no
-        regeneration is offered (or legal) on its last patch, and an episode
-        whose last patch failed verification ends with ``outcome="budget"``.
-        Default :data:`bpc.constants.LIVE_MAX_PATCHES` of the belief and method.
-    max_cost : float, optional
-        The episode's cost budget (``inf``: none): no action that would take
-        :attr:`Episode.spent` above it is offered, and an episode with no
-        affordable action left ends with ``outcome="budget"``. Default
-        :data:`bpc.constants.LIVE_MAX_COST_REWARDS` of the belief and method
-        times ``reward``.
-    plan_verify_continues : bool, optional
-        Plan with the failure continuation of verification; default
-        ``not verify_terminal`` (plan the episode you act in). ``False`` with
-        ``verify_terminal=False`` is the paper's planning (method.md §Controllers).
-    regenerate : {"fresh", "refine"}
-        How a new patch is made — one choice, used in planning and by
-        :meth:`Episode.regenerated` alike: a fresh sample of the task
-        (default, :data:`bpc.constants.LIVE_REGENERATE`: the harness calls the
-        model again) or a refinement through ``p_fix``/``p_break``.
-        :meth:`Episode.refined` always moves through the kernel.
+    plan : PlanOptions
+        How the controller plans and acts (:mod:`bpc.decide.options`), with
+        the live defaults for what it leaves open: ``belief`` ``"iid"``
+        (patches independent given the cell, the paper's; explicit numbers may
+        not know κ — ``"instance"``: patches of one task share a pass rate,
+        ``docs/method.md``, :class:`bpc.decide.controllers.InstanceController`:
+        a regenerated patch starts at ``E[θ | the task's abandoned patches]``
+        and each critic is bought once per task; needs ``kappa``;
+        :meth:`from_params` defaults to it); ``method`` ``"dp"`` (``"exact"``:
+        at most :data:`EXACT_MAX_HORIZON` steps; ``"greedy"``); ``mode``
+        (``plugin`` for one sample, ``bayes_robust`` for several;
+        ``posterior_mean``, ``thompson``: one draw per episode); ``horizon``
+        and ``grid_size``; ``clip`` (greedy only: the paper-release formula);
+        ``verify_terminal`` (a failed verification ends the episode; default
+        it continues with ``b = 0``); ``plan_verify_continues`` (default ``not
+        verify_terminal``: plan the episode you act in; ``False`` with
+        ``verify_terminal=False`` is the paper's planning, method.md
+        §Controllers); ``regenerate`` (how a new patch is made, in planning and
+        by :meth:`Episode.regenerated` alike: a fresh sample of the task,
+        default :data:`bpc.constants.LIVE_REGENERATE` — the harness calls the
+        model again — or ``"refine"`` through the kernel;
+        :meth:`Episode.refined` always moves through the kernel).
+    budget : Budget
+        The episode's budgets (:class:`bpc.decide.options.Budget`): the patch
+        budget ``max_patches`` (the planners plan within it, no regeneration
+        is offered — or legal — on its last patch, and an episode whose last
+        patch failed verification ends with ``outcome="budget"``; default
+        :data:`bpc.constants.LIVE_MAX_PATCHES`), the cost budget ``max_cost``
+        (no action that would take :attr:`Episode.spent` above it is offered,
+        and an episode with no affordable action left ends with
+        ``outcome="budget"``; default :data:`bpc.constants.LIVE_MAX_COST_REWARDS`
+        times ``reward``) and ``first_patch_free`` (do not charge ``c_gen``
+        for the patch an episode starts with).
     policy : str
         ``"bayesian_dp"`` (the planner of ``method``) or a baseline
         (``always_verify``, ``best_of_3``, ``gate_<critic>``, ``fixed_pipeline``,
@@ -410,7 +434,8 @@ class Controller:
 
     Examples
     --------
-    >>> ctrl = Controller(prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, c_gen=10, c_ver=20, reward=100)
+    >>> costs = {"c_gen": 10, "c_ver": 20, "reward": 100}
+    >>> ctrl = Controller(prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, costs=costs)
     >>> ep = ctrl.episode()
     >>> while not ep.done:  # a task that always fails: the budget ends it
     ...     action = ep.decide().action
@@ -424,8 +449,8 @@ class Controller:
     ...         _ = ep.observe(action, False)
     >>> ep.outcome in ("budget", "stopped"), ep.patches <= ctrl.max_patches
     (True, True)
-    >>> Controller(prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, c_gen=10, c_ver=20, reward=100,
-    ...            belief="instance", kappa=0)
+    >>> Controller(prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, costs=costs,
+    ...            plan=PlanOptions(belief="instance"), kappa=0)
     Traceback (most recent call last):
     ...
     ValueError: kappa (the instance concentration κ) must be > 0 (inf: the i.i.d. limit), got 0.0
@@ -436,38 +461,25 @@ class Controller:
         *,
         prior,
         critics: Mapping[str, Any],
-        p_fix=None,
-        p_break=None,
-        c_gen: float,
-        c_ver: float,
-        reward: float,
-        mode: Mode | None = None,
-        belief: BeliefModel = "iid",
-        method: Method = "dp",
-        horizon: int = HORIZON,
-        grid_size: int = GRID_SIZE,
-        clip: bool = False,
-        verify_terminal: bool = False,
-        first_patch_free: bool = False,
+        costs: Costs | Mapping[str, float],
+        kernel: tuple[Any, Any] | None = None,
         kappa=None,
-        max_patches: int | None = None,
-        max_cost: float | None = None,
-        plan_verify_continues: bool | None = None,
-        regenerate: str = LIVE_REGENERATE,
+        plan: PlanOptions = DEFAULT_PLAN,
+        budget: Budget = DEFAULT_BUDGET,
         policy: str = "bayesian_dp",
         learn: bool | LearningState = False,
     ) -> None:
-        check_choice(method, METHODS, what="method")
-        check_choice(belief, BELIEFS, what="belief model")
-        check_choice(regenerate, REGENERATE_MODES, what="regenerate")
-        flags = {"clip": clip, "verify_terminal": verify_terminal, "first_patch_free": first_patch_free}
-        for flag, value in flags.items():
-            if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"{flag} must be True or False, got {value!r}")
+        if not isinstance(plan, PlanOptions):
+            raise ValueError(f"plan must be a bpc.PlanOptions, got {type(plan).__name__}")
+        if not isinstance(budget, Budget):
+            raise ValueError(f"budget must be a bpc.Budget, got {type(budget).__name__}")
+        plan = replace(plan, method=plan.method or "dp", regenerate=plan.regenerate or LIVE_REGENERATE)
+        plan = plan.resolved(belief="iid")
+        belief, method, mode, horizon = str(plan.belief), str(plan.method), plan.mode, plan.horizon
         if mode is not None:
             check_choice(mode, LIVE_MODES, what="mode")
-        if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
-            raise ValueError(f"horizon must be an integer >= 0, got {horizon!r}")
+        if not isinstance(budget.first_patch_free, (bool, np.bool_)):
+            raise ValueError(f"first_patch_free must be True or False, got {budget.first_patch_free!r}")
         if method == "exact" and horizon > EXACT_MAX_HORIZON:
             raise ValueError(
                 f"method 'exact' is limited to horizon <= {EXACT_MAX_HORIZON} (its belief tree grows "
@@ -478,8 +490,12 @@ class Controller:
                 "belief='instance' needs kappa, the instance concentration κ "
                 "(Controller.from_params reads it from the parameters)"
             )
-        max_patches = LIVE_MAX_PATCHES[belief][method] if max_patches is None else max_patches
+        c_gen, c_ver, reward = _prices(costs)
+        p_fix, p_break = _kernel_pair(kernel)
+        max_patches = LIVE_MAX_PATCHES[belief][method] if budget.max_patches is None else budget.max_patches
         check_count(max_patches, name="max_patches")
+        check_sizes(max_patches=max_patches, n_critics=len(critics) if isinstance(critics, Mapping) else None)
+        max_cost = budget.max_cost
         if not isinstance(critics, Mapping) or not critics:
             raise ValueError("critics must be a non-empty mapping name -> (tpr, fpr, cost)")
         names = tuple(str(c) for c in critics)
@@ -541,17 +557,16 @@ class Controller:
         self.mode: str = mode
         self.belief_model: str = belief
         self.method: str = method
-        self.horizon, self.grid_size = int(horizon), int(grid_size)
-        self.clip, self.verify_terminal, self.first_patch_free = (bool(v) for v in flags.values())
+        self.horizon, self.grid_size = int(horizon), int(plan.grid_size)
+        self.clip, self.verify_terminal = plan.clip, plan.verify_terminal
+        self.first_patch_free = bool(budget.first_patch_free)
         self.kappa = kappa_v
         self.max_patches, self.max_cost = int(max_patches), float(max_cost)
+        self.budget = Budget(
+            max_patches=self.max_patches, max_cost=self.max_cost, first_patch_free=self.first_patch_free
+        )
         self.policy_name = str(policy)
-        self.switches = Switches(
-            verify_terminal=self.verify_terminal,
-            plan_verify_continues=plan_verify_continues,
-            regenerate=regenerate,
-            clip=self.clip,
-        ).resolved(belief)
+        self.plan = replace(plan, mode=mode)
         self.cell: tuple[str, str] | None = None
         self.samples = samples
         self.policy: Any = self._build_policy(samples)
@@ -573,19 +588,14 @@ class Controller:
         """The decision layer's controller (a BeliefController or a BaselineController: one protocol)."""
         S, names = samples.n_samples, self.critics
         q_bytes = S * (self.horizon + 1) * (1 << len(names)) * (3 + len(names)) * self.grid_size * 8
-        return make_controller(
-            samples,
-            self._sample_costs(S),
-            policy=self.policy_name,
-            belief=self.belief_model,
-            method=self.method,
+        plan = replace(
+            self.plan,
             mode="plugin" if self.mode == "posterior_mean" else self.mode,
-            switches=self.switches,
-            max_patches=self.max_patches,
-            horizon=self.horizon,
-            grid_size=self.grid_size,
             keep_q=q_bytes <= KEEP_Q_MAX_BYTES,  # stored Q: a lookup gathers instead of backing up
             backend="numpy" if S <= NUMPY_MAX_SAMPLES else "auto",
+        )
+        return make_controller(
+            samples, self._sample_costs(S), policy=self.policy_name, plan=plan, max_patches=self.max_patches
         )
 
     def current_policy(self) -> Any:
@@ -628,7 +638,7 @@ class Controller:
         cell: tuple[str, str] | str,
         costs=None,
         critics: Sequence[str] | None = None,
-        belief: BeliefModel = _LIVE_BELIEF,
+        plan: PlanOptions = DEFAULT_PLAN,
         max_draws: int | None = None,
         **options: Any,
     ) -> Controller:
@@ -660,8 +670,9 @@ class Controller:
             decision critics that it measured (:func:`bpc.schema.decision_critics`:
             the paper's three on the corpus — name ``lint`` to use it — and
             every critic of a user's logs).
-        belief : {"instance", "iid"}
-            ``"instance"`` (default, :data:`bpc.constants.LIVE_BELIEF`): κ is
+        plan : PlanOptions
+            As for :class:`Controller`; its ``belief`` defaults here to
+            ``"instance"`` (:data:`bpc.constants.LIVE_BELIEF`): κ is
             read from the parameters (:func:`bpc.decide.solve.instance_kappa`;
             a file without κ gives ``inf``, the i.i.d. limit). ``"iid"``:
             independent patches, the paper's model.
@@ -669,8 +680,7 @@ class Controller:
             Keep this many posterior draws (evenly thinned) — fewer draws,
             faster set-up.
         **options
-            The other options of :class:`Controller` (``mode``, ``method``,
-            ``horizon``, ``max_patches``, ``regenerate``, ``learn``, …).
+            The other options of :class:`Controller` (``budget``, ``policy``, ``learn``).
 
         Raises
         ------
@@ -708,15 +718,15 @@ class Controller:
         samples = parameter_samples(one, critics=names, one_cell=True)
         cv = costs_for(costs, bench)
         crit = {c: (samples.tpr[:, k], samples.fpr[:, k], cv.critic_cost(c)) for k, c in enumerate(names)}
+        belief = plan.belief or _LIVE_BELIEF
         with warnings.catch_warnings():  # measured rates are the data's, not a typo
             warnings.simplefilter("ignore", InvertedCriticWarning)
             ctrl = cls(
-                **{k: getattr(samples, k) for k in ("prior", "p_fix", "p_break")},
+                prior=samples.prior,
+                kernel=(samples.p_fix, samples.p_break),
                 critics=crit,
-                c_gen=cv.c_gen,
-                c_ver=cv.c_ver,
-                reward=cv.reward,
-                belief=belief,
+                costs=cv,
+                plan=replace(plan, belief=belief),
                 kappa=samples.kappa if belief == "instance" else None,
                 **options,
             )
@@ -870,9 +880,9 @@ class Controller:
             "first_patch_free": self.first_patch_free,
             "max_patches": self.max_patches,
             "max_cost": json_float(self.max_cost),
-            "plan_verify_continues": self.switches.plan_verify_continues,
-            "regenerate": self.switches.regenerate,
-            "critic_scope": self.switches.critic_scope,
+            "plan_verify_continues": self.plan.plan_verify_continues,
+            "regenerate": self.plan.regenerate,
+            "critic_scope": self.plan.critic_scope,
             "policy": self.policy_name,
             "n_samples": self.n_samples,
             "c_gen": self.c_gen,
@@ -1282,7 +1292,7 @@ class Episode:
             raise self._illegal(f"{op}()", f"the patch budget ({self.controller.max_patches}) is spent")
         self._spent += self.controller.c_gen
         self.policy.observe_regenerate(self._state, _ONE, fresh=fresh)  # fresh=None: the controller's way
-        kind = self.controller.switches.regenerate if fresh is None else "fresh" if fresh else "refine"
+        kind = self.controller.plan.regenerate if fresh is None else "fresh" if fresh else "refine"
         self._moves.append(_Move(op, fresh=fresh if op == "regenerated" else None, kind=kind))
         self._patch_failed = False
         self._check_budget()
@@ -1331,7 +1341,7 @@ class Episode:
                 check_choice(kind, REGENERATE_MODES, what="kind of regeneration")
                 if fresh is not None and fresh is not (kind == "fresh"):
                     raise ValueError(f"move 'regenerated': kind {kind!r} contradicts fresh={fresh!r}")
-                if kind != self.controller.switches.regenerate:
+                if kind != self.controller.plan.regenerate:
                     fresh = kind == "fresh"
             return self.regenerated(fresh=fresh)
         if op == "refined":

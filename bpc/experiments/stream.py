@@ -656,9 +656,7 @@ def stream_controller(
         samples,
         costs,
         policy="bayesian_dp",
-        belief=prof.belief,
-        mode=modes.get(kind, "thompson"),
-        switches=prof.switches,
+        plan=replace(prof.switches, mode=modes.get(kind, "thompson")),
         critics=list(state.critics),
         name=kind,
     )
@@ -742,9 +740,7 @@ def stream_target(
         reference,
         costs,
         policy="bayesian_dp",
-        belief=prof.belief,
-        mode="plugin",
-        switches=prof.switches,
+        plan=replace(prof.switches, mode="plugin"),
         critics=crit_ref,
         name=REFERENCE,
     )
