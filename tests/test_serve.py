@@ -295,7 +295,8 @@ def test_a_signal_saves_the_open_episodes_and_a_restart_resumes_them(tmp_path, s
         "state_file": str(path),
         "saved": 2,
     }
-    assert not [p for p in tmp_path.iterdir() if p != path]  # the temporary file was renamed into place
+    lock = path.with_name(path.name + ".lock")  # the one-server-per-file lock
+    assert not [p for p in tmp_path.iterdir() if p not in (path, lock)]  # the temporary file was renamed
 
     again = Serve(*ARGS, "--state-file", str(path))
     assert again.ready["restored"] == 2
@@ -322,7 +323,7 @@ def test_a_state_file_of_another_controller_is_refused(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     answer = strict(proc.stdout.splitlines()[0])
     assert answer["error"]["type"] == "BadOptions"
-    assert "--state-file" in answer["error"]["message"] and "episode #0" in answer["error"]["message"]
+    assert "--state-file" in answer["error"]["message"] and "not this one" in answer["error"]["message"]
     path.write_text("{not json")
     proc = subprocess.run(
         [sys.executable, "-m", "bpc", "serve", *ARGS, "--state-file", str(path)],

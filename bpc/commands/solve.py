@@ -81,6 +81,12 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument(
         "--max-draws", type=int, default=None, help="thin the posterior to this many draws (faster set-up)"
     )
+    src.add_argument(
+        "--accept-unconverged",
+        action="store_true",
+        help="use a posterior that failed its convergence check (diagnostics_ok = 0; refused without it); "
+        "every decision then says so",
+    )
     num = parser.add_argument_group("controller from explicit numbers")
     num.add_argument("--prior", type=float, default=None, help="prior π = P(Y=1) of a fresh patch")
     num.add_argument(
@@ -411,6 +417,9 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         raise ValueError(
             f"{', '.join(clash)} describe a controller by numbers; with --params the cell's values are used"
         )
+    caveat = calibration_caveat(args.params)
+    if caveat is not None and not getattr(args, "accept_unconverged", False):
+        raise ValueError(f"--params {args.params}: {caveat}; refused (pass --accept-unconverged to use it)")
     bench = cell.split("/")[0].strip()
     base = _base_costs(args) or paper_costs_for(bench)
     changes = {
@@ -426,6 +435,8 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         budget=budget(args),
         learn=learn,
     )
+    if caveat is not None:
+        ctrl.calibration_warning = f"{caveat} (accepted with --accept-unconverged)"
     inputs = {
         "params": str(args.params),
         "cell": "/".join(ctrl.cell or ()),
@@ -440,6 +451,33 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         "reward": ctrl.reward,
     }
     return ctrl, inputs
+
+
+def calibration_caveat(path: Path) -> str | None:
+    """Why the calibration in ``path`` is not to be trusted (a fit marked ``diagnostics_ok = 0``), or None.
+
+    Reads the file's root attributes only (no arrays); a file that cannot be
+    read this way is left to the loader, which names what is wrong with it.
+    """
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            ok = f.attrs.get("diagnostics_ok")
+            failures = f.attrs.get("diagnostics_failures")
+    except (OSError, ValueError):
+        return None
+    import numpy as np
+
+    if ok is None or np.asarray(ok).size != 1 or int(np.asarray(ok).reshape(-1)[0]) != 0:
+        return None
+    if isinstance(failures, bytes):
+        failures = failures.decode("utf-8", "replace")
+    try:
+        what = "; ".join(map(str, json.loads(failures))) if isinstance(failures, str) else ""
+    except ValueError:
+        what = ""
+    return "the posterior failed its convergence check (diagnostics_ok = 0" + (f": {what})" if what else ")")
 
 
 def decide(args: argparse.Namespace) -> dict:
@@ -486,6 +524,8 @@ def decide(args: argparse.Namespace) -> dict:
     elif ctrl.n_samples > 1 or args.params is not None:
         out["mode"] = ctrl.mode
     out["state"] = {"belief": d.belief, "used": list(d.used), "steps_left": d.steps_left}
+    if d.warning is not None:
+        out["warning"] = d.warning
     if moves:
         out["history"] = list(episode.history)
         out["spent"] = episode.spent

@@ -202,18 +202,30 @@ def instance_kappa(params: xr.Dataset) -> np.ndarray:
     -------
     numpy.ndarray
         ``(S,)``; ``inf`` where the Dataset has no ``kappa`` or κ is ``NaN``
-        or not positive (no information: the i.i.d. model, as
-        :mod:`bpc.estimate.laplace` documents).
+        (no information: the i.i.d. model, as :mod:`bpc.estimate.laplace`
+        documents); a κ of 0 or below is an error.
     """
     return _sample_axis(params)(_kappa_array(params))
 
 
 def _kappa_array(params: xr.Dataset) -> xr.DataArray:
-    """The parameters' ``kappa`` (``inf`` where absent, ``NaN`` or not positive: i.i.d. patches)."""
+    """The parameters' ``kappa`` (``inf`` where absent or ``NaN``: i.i.d. patches).
+
+    Raises
+    ------
+    ValueError
+        For a κ of 0 or below (not information about patches: an error, never read as ``inf``).
+    """
     if "kappa" not in params:
         return xr.DataArray(np.inf)
     k = params["kappa"]
-    return xr.where(k.notnull() & (k > 0), k, np.inf)
+    bad = k <= 0
+    if bool(bad.any()):
+        raise ValueError(
+            f"parameter 'kappa' (the instance concentration κ) must be > 0 (NaN or inf: the i.i.d. limit); "
+            f"got {float(k.where(bad).min())} in {int(bad.sum())} value(s)"
+        )
+    return xr.where(k.notnull(), k, np.inf)
 
 
 def cost_arrays(

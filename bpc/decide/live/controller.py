@@ -1,95 +1,14 @@
-"""A live controller for agent loops: one :class:`Controller` per cell, one :class:`Episode` per task.
+"""The live :class:`Controller`: built once for one cell, it plans every :class:`~bpc.decide.live.Episode`.
 
-The replay controllers of :mod:`bpc.decide.controllers` are batched: they act
-for every instance of a recorded pool at once, with integer action codes. An
-agent harness works one task at a time and needs names, state it can persist,
-and clear errors. This module wraps the same decision layer for that use::
-
-    ctrl = Controller.from_params("params.nc", cell=("lcb_hard", "gpt5_mini"))
-    ep = ctrl.episode()                  # a patch has just been generated
-    d = ep.decide()                      # Decision(action="test", q={...}, value=...)
-    ep.observe("test", passed=False)     # the harness ran the critic
-    ep.regenerated()                     # ... and made a new patch (a fresh sample)
-    ep.verified(passed=True)             # the oracle said pass: the episode is over
-    ep.spent, ep.utility
-
-:class:`Controller`
-    Built once from calibrated parameters (:meth:`Controller.from_params`:
-    Laplace estimates of ``bpc estimate`` or a posterior of ``bpc fit``) or
-    from explicit numbers. It holds the parameter samples of one cell
-    (:class:`~bpc.decide.table.ParameterSamples`, κ included) and the decision
-    layer's controller (:attr:`Controller.policy`), built once by the one
-    factory, :func:`bpc.decide.factory.make_controller`, from ``policy``,
-    ``belief``, ``method``, ``mode`` and the switches (``verify_terminal``,
-    ``plan_verify_continues``, ``regenerate``): the planners ``dp`` (grid DP),
-    ``exact`` (the exact tree from the current state, up to
-    :data:`EXACT_MAX_HORIZON` steps) and ``greedy`` (one-step rule), or a
-    baseline (``policy="gate_test"``, …). Planning is receding-horizon, as in
-    replay: every decision looks ``horizon`` steps ahead from the current state.
-
-    ``mode`` says how parameter samples enter the decision: ``plugin`` (one
-    point estimate), ``posterior_mean`` (the draws averaged into one point),
-    ``bayes_robust`` (every draw keeps its own belief; the action maximises
-    the posterior-expected Q, :func:`bpc.decide.controllers.expected_q`, and
-    the decision reports P(action optimal) and the :data:`~bpc.constants.CI_PROB`
-    band of each Q, :func:`bpc.intervals.interval_bounds`) or ``thompson``
-    (one draw per episode).
-
-:class:`Episode`
-    The state of one task: the decision layer's
-    :class:`~bpc.decide.controllers.BeliefState` for one episode (a belief
-    per parameter sample, the critics used), the cost spent so far and the
-    history of moves. :meth:`Episode.decide` asks; :meth:`~Episode.observe`,
-    :meth:`~Episode.verified`, :meth:`~Episode.regenerated`,
-    :meth:`~Episode.refined` and :meth:`~Episode.stop` tell it what the
-    harness did. Every belief transition is the policy's own
-    (``observe_critic``, ``observe_regenerate``, ``observe_verify``), so
-    driving episodes through a recorded pool reproduces ``bpc replay``
-    exactly (``tests/test_live.py``).
-
-Defaults are the ones a user can run unattended:
-:meth:`Controller.from_params` uses the instance belief with the cell's κ
-(``belief="iid"`` is the opt-in paper model); a new patch is a fresh sample
-of the task in planning and acting alike (``regenerate="refine"``: the
-measured fix/break kernel); and every episode has a patch and a cost budget
-(``max_patches``, ``max_cost``; :data:`bpc.constants.LIVE_MAX_PATCHES`,
-:data:`bpc.constants.LIVE_MAX_COST_REWARDS`) that ends it with
-``outcome="budget"``, so ``while not episode.done`` always ends. Numbers
-are checked once, when the controller is built; decisions do no validation.
-The other conventions are the replay's: the first generation is charged
-(``first_patch_free=False``); a failed verification leaves the episode
-running with the patch known broken (``b = 0``) unless
-``verify_terminal=True``; a missing critic verdict (``passed=None``) marks
-the critic used and carries no evidence. The ``paper`` replay profile's
-controller is ``belief="iid", regenerate="refine",
-plan_verify_continues=False`` with a budget no smaller than the pool.
-
-Learning and starting points: ``learn=True`` (or a
-:class:`~bpc.estimate.online.LearningState`) makes a controller learn its
-cell's calibration from every episode that ends — the exact likelihood of
-what the episode observed, unverified labels summed out
-(:mod:`bpc.estimate.online`); the history records how each new patch was
-made (``"kind": "fresh" | "refine"``), which that likelihood needs. The next
-episode is planned on the update (:meth:`Controller.current_policy`); a
-running episode keeps the policy it started with. A cell with no data of
-its own starts from the hierarchical fit's predictive
-(:meth:`Controller.for_new_cell`), and a task other generators attempted
-from its own prior (``episode(task=..., task_priors=...)``,
-:mod:`bpc.estimate.crossed`). The rules every number is checked by are
-:mod:`bpc.validation`'s, shared with the command line.
-
-This module imports numpy and the decision kernels only; xarray (for
-parameter files) and ArviZ-stats (for the credible bands) are imported when
-first needed, so ``bpc solve`` stays fast.
+See :mod:`bpc.decide.live` for the conventions.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -106,38 +25,28 @@ from bpc.constants import (
     LIVE_MAX_PATCHES,
     LIVE_REGENERATE,
     MODES,
-    REGENERATE_MODES,
 )
 from bpc.costs import Costs
 from bpc.decide.controllers import BeliefState, expected_q
 from bpc.decide.factory import make_controller
 from bpc.decide.kernels.belief import REGENERATE, action_names, make_problem
+from bpc.decide.live.decision import Decision, json_float
+from bpc.decide.live.episode import Episode
 from bpc.decide.options import DEFAULT_BUDGET, DEFAULT_PLAN, Budget, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, SampleCosts
 from bpc.estimate.online import EpisodeRecord, LearningState, load_calibration
 from bpc.validation import (
     as_samples,
-    check_beta,
     check_cost_budget,
     check_count,
     check_kappa,
     check_kernel_pair,
     inverted_critic_message,
-    probability,
 )
 
 if TYPE_CHECKING:
     import xarray as xr
-
-__all__ = [
-    "EXACT_MAX_HORIZON",
-    "STATE_VERSION",
-    "IllegalMoveError",
-    "InvertedCriticWarning",
-    "Decision",
-    "Controller",
-    "Episode",
-]
+__all__ = ["EXACT_MAX_HORIZON", "LIVE_MODES", "InvertedCriticWarning", "Controller"]
 
 Mode = Literal["plugin", "posterior_mean", "bayes_robust", "thompson"]
 Method = Literal["dp", "exact", "greedy"]
@@ -161,29 +70,6 @@ KEEP_Q_MAX_BYTES = 64 * 2**20
 """Largest table of Q-values the DP keeps (a point estimate needs ~80 kB); above it every
 lookup recomputes the two grid Q-values by one Bellman backup — the same numbers, slower."""
 
-STATE_VERSION = 1
-"""Version of the JSON state written by :meth:`Episode.to_dict`."""
-
-_OPS = ("observe", "verified", "regenerated", "refined", "stop")
-_ONE = np.ones(1, dtype=bool)  # the mask of an episode's single row in the decision layer's state
-
-
-class IllegalMoveError(ValueError):
-    """A move the episode cannot take: unknown or spent critic, or any move after the end.
-
-    Attributes
-    ----------
-    move : str
-        The move attempted, e.g. ``"observe('syn')"``.
-    legal : tuple of str
-        The moves legal in the current state (empty once the episode is over).
-    """
-
-    def __init__(self, message: str, *, move: str, legal: Sequence[str]):
-        super().__init__(message)
-        self.move = move
-        self.legal = tuple(legal)
-
 
 class InvertedCriticWarning(UserWarning):
     """A critic given with ``tpr < fpr``: it passes broken patches more often than good ones.
@@ -194,87 +80,6 @@ class InvertedCriticWarning(UserWarning):
     parameter file (:meth:`Controller.from_params`), where an uninformative
     critic's estimates may fall either way.
     """
-
-
-def json_float(x: float) -> float | None:
-    """A JSON-safe float: ``None`` for ``±inf``/``NaN`` (an action not offered)."""
-    return float(x) if math.isfinite(x) else None
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the controller recommends in one state.
-
-    Attributes
-    ----------
-    action : str
-        The recommended action: ``"stop"``, ``"verify"``, ``"regenerate"`` or a critic name.
-    value : float
-        Its (posterior-expected) Q-value, the value of the state.
-    q : mapping of str to float
-        Q-value of every action (``-inf``: not offered — a critic used on this
-        patch or missing from the cell; anything but stop/verify at horizon 0).
-        Under ``bayes_robust`` the mean over parameter draws.
-    belief : float
-        Current P(patch passes the verifier), averaged over parameter samples.
-    used : tuple of str
-        Critics already used on the current patch (on the task, under the
-        instance belief's default critic scope).
-    steps_left : int
-        Look-ahead of the decision (the controller's horizon).
-    n_samples : int
-        Parameter samples behind the decision (1 for a point estimate).
-    p_optimal : mapping of str to float or None
-        ``bayes_robust`` with several draws: the share of draws under which
-        each action is optimal (ties to the lowest action index). Else ``None``.
-    q_band : mapping of str to (float, float) or None
-        ``bayes_robust`` with several draws: the credible interval of each
-        action's Q over draws (probability :attr:`ci_prob`, kind
-        :attr:`ci_kind`; ``(-inf, -inf)`` where not offered). Else ``None``.
-    ci_prob : float or None
-        Probability of :attr:`q_band` (:data:`~bpc.constants.CI_PROB`).
-    ci_kind : str or None
-        ``"eti"`` or ``"hdi"`` (:data:`~bpc.constants.CI_KIND`).
-    """
-
-    action: str
-    value: float
-    q: Mapping[str, float]
-    belief: float
-    used: tuple[str, ...]
-    steps_left: int
-    n_samples: int
-    p_optimal: Mapping[str, float] | None = None
-    q_band: Mapping[str, tuple[float, float]] | None = None
-    ci_prob: float | None = None
-    ci_kind: str | None = None
-
-    @property
-    def offered(self) -> tuple[str, ...]:
-        """Actions with a finite Q-value, in action order."""
-        return tuple(a for a, v in self.q.items() if math.isfinite(v))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (``null`` for an action not offered)."""
-        out: dict[str, Any] = {
-            "action": self.action,
-            "value": json_float(self.value),
-            "q": {a: json_float(v) for a, v in self.q.items()},
-            "belief": float(self.belief),
-            "used": list(self.used),
-            "steps_left": int(self.steps_left),
-            "n_samples": int(self.n_samples),
-        }
-        if self.p_optimal is not None:
-            out["p_optimal"] = {a: float(v) for a, v in self.p_optimal.items()}
-        if self.q_band is not None:
-            out["q_band"] = {
-                a: None if not math.isfinite(lo) else [json_float(lo), json_float(hi)]
-                for a, (lo, hi) in self.q_band.items()
-            }
-            out["ci_prob"] = self.ci_prob
-            out["ci_kind"] = self.ci_kind
-        return out
 
 
 def _prices(costs) -> tuple[float, float, float]:
@@ -413,6 +218,10 @@ class Controller:
         ``(benchmark, generator)`` when built by :meth:`from_params`.
     learner : LearningState or None
         The calibration learnt so far (``None`` unless ``learn``).
+    calibration_warning : str or None
+        A failed check of the calibration the user accepted (e.g. a posterior
+        that failed its convergence check, ``bpc solve --accept-unconverged``);
+        every :class:`~bpc.decide.live.Decision` carries it.
 
     Raises
     ------
@@ -568,6 +377,7 @@ class Controller:
         self.policy_name = str(policy)
         self.plan = replace(plan, mode=mode)
         self.cell: tuple[str, str] | None = None
+        self.calibration_warning: str | None = None
         self.samples = samples
         self.policy: Any = self._build_policy(samples)
         self._fingerprint: str | None = None
@@ -915,7 +725,16 @@ class Controller:
             k = int(policy.act(state)[0])
             nan = MappingProxyType({n: float("nan") for n in self.actions})
             action = self.actions[k if allowed is None or allowed[k] else 0]
-            return Decision(action, float("nan"), nan, float("nan"), used, self.horizon, self.n_samples)
+            return Decision(
+                action,
+                float("nan"),
+                nan,
+                float("nan"),
+                used,
+                self.horizon,
+                self.n_samples,
+                warning=self.calibration_warning,
+            )
         qs = policy.q_values(state)  # (1, m, A): Q of every followed sample
         if self.method == "greedy" and self.horizon == 0:
             qs = np.where(np.arange(qs.shape[-1]) >= REGENERATE, -np.inf, qs)
@@ -941,6 +760,7 @@ class Controller:
             q_band=band,
             ci_prob=None if band is None else CI_PROB,
             ci_kind=None if band is None else CI_KIND,
+            warning=self.calibration_warning,
         )
 
     def _bands(self, qs: np.ndarray) -> Mapping[str, tuple[float, float]]:
@@ -967,463 +787,3 @@ def _parse_cell(cell) -> tuple[str, str]:
     except (TypeError, ValueError):
         raise ValueError(f"cell must be (benchmark, generator), got {cell!r}") from None
     return str(b), str(g)
-
-
-@dataclass
-class _Move:
-    op: str
-    critic: str | None = None
-    passed: bool | None = None
-    fresh: bool | None = None
-    kind: str | None = None  # regenerated: how the patch was made ("fresh" or "refine")
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"op": self.op}
-        if self.op == "observe":
-            out["critic"] = self.critic
-        if self.op in ("observe", "verified"):
-            out["passed"] = self.passed
-        if self.op == "regenerated":
-            out["kind"] = self.kind
-            if self.fresh is not None:
-                out["fresh"] = self.fresh
-        return out
-
-
-class Episode:
-    """The state of one agent task under a :class:`Controller`.
-
-    Create with :meth:`Controller.episode`. The episode starts with a freshly
-    generated patch at the prior belief.
-
-    Parameters
-    ----------
-    controller : Controller
-    belief : float, optional
-        Starting belief (default the prior of each sample).
-    used : sequence of str
-        Critics already used on the first patch.
-    critics : sequence of str, optional
-        The critics the task has (default all the cell's).
-    theta0 : (float, float), optional
-        The task's starting ``Beta(A, B)`` about its pass rate (default the cell's).
-    learn : bool
-        Whether a learning controller learns from the episode when it ends
-        (:meth:`Controller.learn`; :meth:`from_dict` replays with it off).
-
-    Attributes
-    ----------
-    policy : BeliefController or BaselineController
-        The controller's policy when the episode started: a learning
-        controller re-plans between episodes, never within one.
-    prior_source : str
-        Where the starting belief came from: ``"cell"``, ``"theta0"``, or
-        :func:`bpc.estimate.crossed.start_beta`'s source (``"task"``, or
-        ``"cell: …"`` with the reason) for ``Controller.episode(task=...)``.
-    """
-
-    def __init__(
-        self,
-        controller: Controller,
-        *,
-        belief: float | None = None,
-        used: Sequence[str] = (),
-        critics: Sequence[str] | None = None,
-        theta0: tuple[float, float] | None = None,
-        learn: bool = True,
-    ):
-        self.controller, self.policy = controller, controller.current_policy()
-        self.prior_source = "cell" if theta0 is None else "theta0"
-        self._start_belief = None if belief is None else probability(belief, name="belief")
-        self._start_used = tuple(str(c) for c in used)
-        self._start_critics = None if critics is None else tuple(str(c) for c in critics)
-        self._start_theta = None if theta0 is None else check_beta(theta0, name="theta0")
-        self._report = bool(learn)
-        self._outcome: str | None = None
-        self._moves: list[_Move] = []
-        self._patch_failed = False  # the current patch failed verification (the episode went on)
-        available = None
-        if critics is not None:
-            unknown = [c for c in critics if c not in controller.critics]
-            if unknown:
-                raise ValueError(unknown_choice_message(str(unknown[0]), controller.critics, what="critic"))
-            has = set(map(str, critics))
-            available = np.array([c in has for c in controller.critics])[None, :]
-        theta = None if self._start_theta is None else tuple(np.array([x]) for x in self._start_theta)
-        # one episode, following every sample
-        self._state: Any = self.policy.start(1, available=available, theta0=theta)
-        if belief is not None:
-            if not isinstance(self._state, BeliefState):
-                raise ValueError(
-                    f"policy {controller.policy_name!r} is a baseline: it has no belief to start at"
-                )
-            self._state.b[:] = self._start_belief
-        for c in self._start_used:
-            k = self._critic_index(c, move=f"episode(used={list(self._start_used)!r})")
-            self._state.used[0] |= 1 << k
-        self._spent = 0.0 if controller.first_patch_free else controller.c_gen
-        self._check_budget()
-
-    # ------------------------------------------------------------ state
-    @property
-    def beliefs(self) -> np.ndarray:
-        """Belief of each parameter sample, ``(S,)`` (a copy; ``NaN`` under a baseline)."""
-        b = getattr(self._state, "b", None)
-        return np.full(1, np.nan) if b is None else b[0].copy()
-
-    @property
-    def p_pass(self) -> float:
-        """Current P(patch passes the verifier), averaged over samples (``NaN`` under a baseline)."""
-        return float(self.beliefs.mean())
-
-    @property
-    def _used(self) -> int:
-        return int(self._state.used[0])
-
-    @property
-    def used_critics(self) -> tuple[str, ...]:
-        """Critics used on the current patch."""
-        return tuple(c for i, c in enumerate(self.controller.critics) if self._used >> i & 1)
-
-    @property
-    def spent(self) -> float:
-        """Cost spent so far: generations, critics, verifications."""
-        return float(self._spent)
-
-    @property
-    def done(self) -> bool:
-        """Whether the episode is over (stopped, verified pass / terminal fail, or out of budget)."""
-        return self._outcome is not None
-
-    @property
-    def outcome(self) -> str | None:
-        """``None`` while running; ``"passed"``, ``"failed"``, ``"stopped"`` or ``"budget"`` at the end.
-
-        ``"budget"``: no useful action was left within the controller's
-        ``max_patches`` / ``max_cost`` (the last patch failed verification, or
-        nothing but stopping is affordable).
-        """
-        return self._outcome
-
-    @property
-    def patches(self) -> int:
-        """Patches of the episode so far (the first included)."""
-        return self.regenerations + 1
-
-    def _allowed(self) -> np.ndarray:
-        """``(A,)`` actions within the budget and useful now (stop always is)."""
-        ctrl = self.controller
-        left = ctrl.max_cost - self._spent
-        ok = np.zeros(len(ctrl.actions), dtype=bool)
-        ok[0] = True
-        ok[1] = not self._patch_failed and ctrl.c_ver <= left
-        ok[REGENERATE] = self.patches < ctrl.max_patches and ctrl.c_gen <= left
-        for k in range(len(ctrl.critics)):
-            ok[REGENERATE + 1 + k] = (
-                not self._patch_failed
-                and not self._used >> k & 1
-                and self._has(k)
-                and ctrl.critic_costs[k] <= left
-            )
-        return ok
-
-    def _check_budget(self) -> None:
-        """End the episode with ``"budget"`` when nothing but stopping is left."""
-        if self._outcome is None and not self._allowed()[1:].any():
-            self._end("budget")
-
-    def _end(self, outcome: str) -> None:
-        """The episode is over: record how, and let a learning controller learn from it."""
-        self._outcome = outcome
-        if self._report:
-            self.controller.learn(self)
-
-    @property
-    def passed(self) -> bool:
-        """Whether a patch was verified as passing."""
-        return self._outcome == "passed"
-
-    @property
-    def utility(self) -> float:
-        """``R·1[verified pass] − spent`` (the replay utility)."""
-        return (self.controller.reward if self.passed else 0.0) - self._spent
-
-    @property
-    def regenerations(self) -> int:
-        """Patches generated after the first."""
-        return int(self._state.step[0])
-
-    @property
-    def history(self) -> tuple[dict[str, Any], ...]:
-        """The moves so far, as the JSON objects of :meth:`to_dict`."""
-        return tuple(m.to_dict() for m in self._moves)
-
-    def legal_moves(self) -> tuple[str, ...]:
-        """Moves the harness may report now: ``()`` once the episode is over."""
-        if self.done:
-            return ()
-        new = ("regenerated", "refined") if self.patches < self.controller.max_patches else ()
-        crit = [
-            f"observe({c!r})"
-            for i, c in enumerate(self.controller.critics)
-            if not self._used >> i & 1 and self._has(i)
-        ]
-        return ("verified", *new, "stop", *crit)
-
-    # ------------------------------------------------------------ moves
-    def _illegal(self, move: str, why: str) -> IllegalMoveError:
-        legal = self.legal_moves()
-        now = ", ".join(legal) if legal else "none"
-        return IllegalMoveError(f"illegal move {move}: {why} (legal now: {now})", move=move, legal=legal)
-
-    def _check_running(self, move: str) -> None:
-        if self.done:
-            raise self._illegal(move, f"the episode is over ({self._outcome})")
-
-    def _critic_index(self, critic: str, *, move: str) -> int:
-        ctrl = self.controller
-        if critic not in ctrl.critics:
-            raise self._illegal(move, unknown_choice_message(str(critic), ctrl.critics, what="critic"))
-        k = ctrl.critics.index(critic)
-        if not ctrl.measured[k]:
-            raise self._illegal(move, f"critic {critic!r} is not measured in this cell")
-        if not self._state.available[0, k]:
-            raise self._illegal(move, f"critic {critic!r} is not available for this task")
-        return k
-
-    def _has(self, k: int) -> bool:
-        return bool(self.controller.measured[k] and self._state.available[0, k])
-
-    def decide(self) -> Decision:
-        """The recommended action and every action's Q in the current state.
-
-        Raises
-        ------
-        IllegalMoveError
-            If the episode is over.
-        """
-        self._check_running("decide()")
-        return self.controller.decision(self._state, allowed=self._allowed(), policy=self.policy)
-
-    def observe(self, critic: str, passed: bool | None) -> Episode:
-        """The harness ran ``critic`` on the current patch: pass (True), fail (False) or no verdict (None).
-
-        Charges the critic's cost and updates every sample's belief by Bayes'
-        rule; a missing verdict marks the critic used without evidence.
-
-        Raises
-        ------
-        IllegalMoveError
-            For a critic the controller does not know or the cell did not
-            measure, a critic already used on this patch, or a finished episode.
-        """
-        move = f"observe({critic!r})"
-        self._check_running(move)
-        k = self._critic_index(critic, move=move)
-        if self._used >> k & 1:
-            scope = getattr(self.policy, "critic_scope", "patch")
-            raise self._illegal(
-                move,
-                f"critic {critic!r} was already used on the current {scope}; the model counts each "
-                f"critic's verdict once per {scope}" + (" (regenerate first)" if scope == "patch" else ""),
-            )
-        if passed is not None and not isinstance(passed, (bool, np.bool_)):
-            raise ValueError(f"{move}: passed must be True, False or None, got {passed!r}")
-        self._spent += float(self.controller.critic_costs[k])
-        z = np.array([-1 if passed is None else int(bool(passed))], dtype=np.int8)
-        self.policy.observe_critic(self._state, k, z, _ONE)
-        self._moves.append(_Move("observe", critic=critic, passed=None if passed is None else bool(passed)))
-        self._check_budget()
-        return self
-
-    def verified(self, passed: bool) -> Episode:
-        """The oracle verified the current patch.
-
-        Charges ``c_ver``. A pass ends the episode with the reward; a fail ends
-        it under ``verify_terminal``, else the patch is known broken (``b = 0``).
-        """
-        self._check_running("verified()")
-        if not isinstance(passed, (bool, np.bool_)):
-            raise ValueError(f"verified(): passed must be True or False, got {passed!r}")
-        self._spent += self.controller.c_ver
-        self._moves.append(_Move("verified", passed=bool(passed)))
-        self.policy.observe_verify(self._state, np.array([bool(passed)]), _ONE)
-        if passed or self.controller.verify_terminal:
-            self._end("passed" if passed else "failed")
-        else:
-            self._patch_failed = True
-            self._check_budget()
-        return self
-
-    def regenerated(self, *, fresh: bool | None = None) -> Episode:
-        """The harness generated a new patch, the way the controller plans it.
-
-        Charges ``c_gen``, resets the used critics and moves the belief by the
-        controller's ``regenerate`` choice — the one its planning assumed: a
-        fresh sample of the task (``"fresh"``, the live default) or the
-        fix/break kernel (``"refine"``). ``fresh`` overrides it for this patch
-        only: ``True`` declares an independent sample of the task, ``False`` a
-        refinement through the kernel (as :meth:`refined`); ``None`` (default)
-        keeps the controller's choice.
-
-        Raises
-        ------
-        IllegalMoveError
-            On the last patch of the budget (``max_patches``), or after the end.
-        ValueError
-            If ``fresh`` is not ``True``, ``False`` or ``None``.
-        """
-        if fresh is not None and not isinstance(fresh, (bool, np.bool_)):
-            raise ValueError(f"regenerated(): fresh must be True, False or None, got {fresh!r}")
-        return self._new_patch("regenerated", fresh=None if fresh is None else bool(fresh))
-
-    def refined(self) -> Episode:
-        """The agent refined its last attempt into a new patch.
-
-        The belief moves through the repair kernel ``p_fix``/``p_break``
-        (measured on refinement trajectories; a fresh sample where none is),
-        whatever the controller's ``regenerate`` choice.
-        """
-        return self._new_patch("refined", fresh=False)
-
-    def _new_patch(self, op: str, *, fresh: bool | None) -> Episode:
-        self._check_running(f"{op}()")
-        if self.patches >= self.controller.max_patches:
-            raise self._illegal(f"{op}()", f"the patch budget ({self.controller.max_patches}) is spent")
-        self._spent += self.controller.c_gen
-        self.policy.observe_regenerate(self._state, _ONE, fresh=fresh)  # fresh=None: the controller's way
-        kind = self.controller.plan.regenerate if fresh is None else "fresh" if fresh else "refine"
-        self._moves.append(_Move(op, fresh=fresh if op == "regenerated" else None, kind=kind))
-        self._patch_failed = False
-        self._check_budget()
-        return self
-
-    def stop(self) -> Episode:
-        """The harness gave up on the task (no reward)."""
-        self._check_running("stop()")
-        self._moves.append(_Move("stop"))
-        self._end("stopped")
-        return self
-
-    def apply(self, move: Mapping[str, Any]) -> Episode:
-        """Apply one move given as a JSON object (an element of :attr:`history`).
-
-        ``{"op": "observe", "critic": "test", "passed": false}``,
-        ``{"op": "verified", "passed": true}``, ``{"op": "regenerated"}``
-        (optionally ``"kind": "fresh"`` or ``"refine"`` — how the patch was
-        made, as :attr:`history` records it — or ``"fresh": true`` / ``false``),
-        ``{"op": "refined"}``, ``{"op": "stop"}``.
-
-        Raises
-        ------
-        ValueError
-            For an unknown op, a missing field, or a field of the wrong type
-            (``passed``/``fresh`` must be JSON booleans — ``"false"`` is an
-            error, not true — ``critic`` a string, ``kind`` fresh or refine
-            and agreeing with ``fresh``).
-        """
-        if not isinstance(move, Mapping):
-            raise ValueError(f"a move must be a JSON object, got {move!r}")
-        op = move.get("op")
-        if op == "observe":
-            if "critic" not in move or "passed" not in move:
-                raise ValueError("move 'observe' needs 'critic' and 'passed'")
-            if not isinstance(move["critic"], str):
-                raise ValueError(f"move 'observe': critic must be a string, got {move['critic']!r}")
-            return self.observe(move["critic"], move["passed"])
-        if op == "verified":
-            if "passed" not in move:
-                raise ValueError("move 'verified' needs 'passed'")
-            return self.verified(move["passed"])
-        if op == "regenerated":
-            kind, fresh = move.get("kind"), move.get("fresh")
-            if kind is not None:
-                check_choice(kind, REGENERATE_MODES, what="kind of regeneration")
-                if fresh is not None and fresh is not (kind == "fresh"):
-                    raise ValueError(f"move 'regenerated': kind {kind!r} contradicts fresh={fresh!r}")
-                if kind != self.controller.plan.regenerate:
-                    fresh = kind == "fresh"
-            return self.regenerated(fresh=fresh)
-        if op == "refined":
-            return self.refined()
-        if op == "stop":
-            return self.stop()
-        raise ValueError(unknown_choice_message(str(op), _OPS, what="move"))
-
-    # ------------------------------------------------------------ persistence
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe state: the starting point, the moves, and a summary.
-
-        :meth:`from_dict` rebuilds the episode by replaying the moves under the
-        same controller (checked by its :meth:`Controller.fingerprint`), so the
-        restored beliefs are bit-identical — under a learning controller, as
-        long as it has not re-planned since; after a re-plan the moves replay
-        under its current plan.
-        """
-        return {
-            "version": STATE_VERSION,
-            "controller": self.controller.fingerprint(),
-            "start": {
-                "belief": self._start_belief,
-                "used": list(self._start_used),
-                "critics": None if self._start_critics is None else list(self._start_critics),
-                "theta0": None if self._start_theta is None else list(self._start_theta),
-            },
-            "moves": [m.to_dict() for m in self._moves],
-            "belief": self.p_pass,
-            "used": list(self.used_critics),
-            "spent": self.spent,
-            "outcome": self._outcome,
-            "utility": self.utility if self.done else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], controller: Controller) -> Episode:
-        """Rebuild an episode saved by :meth:`to_dict` under ``controller``.
-
-        Raises
-        ------
-        ValueError
-            If the state is of another version or was made by a controller
-            with other parameters, costs or options.
-        """
-        if not isinstance(data, Mapping) or data.get("version") != STATE_VERSION:
-            raise ValueError(f"episode state must be a mapping of version {STATE_VERSION}")
-        if data.get("controller") != controller.fingerprint():
-            raise ValueError(
-                f"episode state was made by controller {data.get('controller')}, "
-                f"not this one ({controller.fingerprint()}): parameters, costs or options differ"
-            )
-        start = data.get("start", {})
-        if not isinstance(start, Mapping):
-            raise ValueError(f"episode state: 'start' must be a mapping, got {start!r}")
-        belief, used = start.get("belief"), start.get("used", [])
-        critics, theta0 = start.get("critics"), start.get("theta0")
-        moves = data.get("moves", [])
-
-        def is_number(x) -> bool:
-            return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-        def is_names(x) -> bool:
-            return isinstance(x, (list, tuple)) and all(isinstance(c, str) for c in x)
-
-        if belief is not None and not is_number(belief):
-            raise ValueError(f"episode state: start.belief must be a number or null, got {belief!r}")
-        if not is_names(used) or (critics is not None and not is_names(critics)):
-            raise ValueError("episode state: start.used and start.critics must be lists of critic names")
-        if theta0 is not None:
-            theta0 = check_beta(theta0, name="episode state: start.theta0")
-        if not isinstance(moves, (list, tuple)):
-            raise ValueError(f"episode state: moves must be a list, got {type(moves).__name__}")
-        ep = cls(controller, belief=belief, used=tuple(used), critics=critics, theta0=theta0, learn=False)
-        for move in moves:
-            ep.apply(move)
-        ep._report = not ep.done  # learnt from if it ends after the replay
-        return ep
-
-    def __repr__(self) -> str:
-        state = self._outcome or "running"
-        return (
-            f"Episode({state}, belief={self.p_pass:.3f}, used={list(self.used_critics)}, "
-            f"spent={self.spent:g}, moves={len(self._moves)})"
-        )
