@@ -191,3 +191,20 @@ def test_a_long_digit_string_inside_a_string_is_not_a_number():
 def test_one_parser_of_moves(move, message):
     with pytest.raises(MoveError, match=message):
         parse_move(move)
+
+
+def test_sigkill_after_an_episode_ends_keeps_what_was_learnt(tmp_path):
+    from bpc.estimate.online import LearningState
+
+    learn, episodes = tmp_path / "calibration.nc", tmp_path / "episodes.json"
+    opts = ["--belief-model", "instance", "--kappa", "3", "--learn", "--learn-state", str(learn)]
+    s = Serve(*opts, "--state-file", str(episodes))
+    s.ask({"op": "start", "id": "a"})
+    s.ask({"op": "observe", "id": "a", "critic": "test", "passed": True})
+    assert s.ask({"op": "verified", "id": "a", "passed": True})["closed"] is True
+    s.ask({"op": "start", "id": "open"})
+    s.kill()
+    assert LearningState.load(learn).n_episodes == 1
+    again = Serve(*opts, "--state-file", str(episodes))
+    assert again.ready["learning"]["episodes"] == 1 and again.ready["restored"] == 1
+    again.kill()

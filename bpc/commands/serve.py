@@ -63,8 +63,9 @@ Learning (``--learn``)
     episode observed (:mod:`bpc.estimate.online`); each new episode is planned
     on the update, a running one keeps its plan. ``--learn-state FILE.nc``
     resumes the calibration from the file (refused when it was learnt from
-    another starting calibration) and writes it back when the server ends,
-    like ``--state-file``.
+    another starting calibration) and writes it after every episode it
+    learns, before the answer that ended it (then the episodes' state file),
+    and when the server ends.
 
 State (``--state-file FILE``)
     Every change of the open episodes (``start``, a move, ``end``) is written
@@ -422,6 +423,8 @@ class Server:
         self.busy = False
         self.pending_signal: int | None = None
         self.state_path: Path | None = None  # with --state-file: every change is written before its answer
+        self.learn_path: Path | None = None  # with --learn-state: the calibration, written as it learns
+        self._learnt_saved: int | None = None
 
     @property
     def controller(self):
@@ -623,9 +626,11 @@ class Server:
             else:
                 _no_extra_fields(request, op)
                 getattr(self, f"_op_{op}")(request, out)
-            if op in CHANGES and self.state_path is not None:
-                try:  # durable before it is acknowledged
-                    self.save(self.state_path)
+            if op in CHANGES and (self.state_path is not None or self.learn_path is not None):
+                try:  # durable before it is acknowledged: the calibration learnt, then the episodes
+                    self._save_learner()
+                    if self.state_path is not None:
+                        self.save(self.state_path)
                 except (OSError, ValueError) as exc:
                     raise RequestError(
                         "StateFileError",
@@ -676,6 +681,14 @@ class Server:
         return self.handle(request)
 
     # ------------------------------------------------------------ persistence
+    def _save_learner(self) -> None:
+        """With ``--learn-state``: write the calibration when it learnt since the last write."""
+        learner = getattr(self.controller, "learner", None)
+        if self.learn_path is None or learner is None or learner.n_episodes == self._learnt_saved:
+            return
+        learner.save(self.learn_path)
+        self._learnt_saved = learner.n_episodes
+
     def snapshot(self) -> dict[str, Any]:
         """The open episodes as the JSON of a ``--state-file``, with the checksum over all of it."""
         body = {
@@ -898,6 +911,7 @@ def run(args: argparse.Namespace) -> int:
                     lock = lock_state_file(args.state_file)  # noqa: F841 - held until the process ends
                 restored = 0 if args.state_file is None else server.restore(args.state_file)
                 server.state_path = args.state_file
+                server.learn_path, server._learnt_saved = args.learn_state if args.learn else None, learnt
         except (ValueError, KeyError, FileNotFoundError) as exc:
             msg = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
             _emit({"ok": False, "op": "ready", "error": {"type": "BadOptions", "message": _clip(msg)}})
