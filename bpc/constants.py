@@ -157,7 +157,7 @@ MAX_PATCHES = 1000
 """Largest patch budget (``max_patches``) a planner or an episode accepts."""
 MAX_CRITICS = 16
 """Most critics a planner plans over (its tables hold one layer per used-critic subset, 2^K)."""
-MAX_TABLE_BYTES = 2 * 1024**3
+MAX_TABLE_BYTES = 16 * 1024**3
 """Largest grid-DP table (values and actions) a planner allocates; above it an error names the sizes."""
 
 # ---------------------------------------------------------------------------
