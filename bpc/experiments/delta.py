@@ -404,9 +404,8 @@ def per_draw_controller_delta(
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
-    paper = PlanOptions(
-        plan_verify_continues=False, mode="per_draw"
-    )  # the paper's planning (method.md §Controllers)
+    # the paper's planning (method.md §Controllers), one block of episodes per draw
+    paper = PlanOptions(plan_verify_continues=False, mode="per_draw")
     ctrl = make_controller(thin, costs, critics=critics, plan=paper, name="per_draw_dp")
     S, n = ctrl.n_samples, pool.n_instances
     tiled = pool.subset(np.tile(np.arange(n), S))
