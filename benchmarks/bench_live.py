@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_solve_cli import TARGET_S, solve_runs  # noqa: E402
 
 from bpc.decide.live import Controller, Episode  # noqa: E402
+from bpc.decide.options import PlanOptions  # noqa: E402
 
 CELL = ("lcb_hard", "gpt5_mini")
 SEED = 20260522
@@ -65,22 +66,30 @@ def controllers(n_draws: int = 4000) -> tuple[dict[str, Controller], str]:
         laplace_params = laplace(counts)
         post = conjugate_posterior(counts, draws=n_draws // 4, chains=4, seed=SEED)
         out = {
-            f"laplace {m}": Controller.from_params(laplace_params, cell=CELL, method=m)
+            f"laplace {m}": Controller.from_params(laplace_params, cell=CELL, plan=PlanOptions(method=m))
             for m in ("dp", "greedy", "exact")
         }
-        out[f"{n_draws} draws bayes_robust dp"] = Controller.from_params(post, cell=CELL, mode="bayes_robust")
+        out[f"{n_draws} draws bayes_robust dp"] = Controller.from_params(
+            post, cell=CELL, plan=PlanOptions(mode="bayes_robust")
+        )
         return out, f"corpus cell {'/'.join(CELL)}"
     rng = np.random.default_rng(SEED)
-    point = dict(prior=0.3, p_fix=0.15, p_break=0.05, c_gen=10, c_ver=90, reward=100)
+    point = dict(prior=0.3, kernel=(0.15, 0.05), costs={"c_gen": 10, "c_ver": 90, "reward": 100})
     crit = {"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)}
-    out = {f"laplace {m}": Controller(critics=crit, method=m, **point) for m in ("dp", "greedy", "exact")}
+    out = {
+        f"laplace {m}": Controller(critics=crit, **point, plan=PlanOptions(method=m))
+        for m in ("dp", "greedy", "exact")
+    }
 
     def beta(mean, kappa=200.0):
         return rng.beta(mean * kappa, (1 - mean) * kappa, n_draws)
 
     draws = {c: (beta(t), beta(f), cost) for c, (t, f, cost) in crit.items()}
     out[f"{n_draws} draws bayes_robust dp"] = Controller(
-        prior=beta(0.3), critics=draws, p_fix=beta(0.15), p_break=beta(0.05), c_gen=10, c_ver=90, reward=100
+        prior=beta(0.3),
+        critics=draws,
+        costs={"c_gen": 10, "c_ver": 90, "reward": 100},
+        kernel=(beta(0.15), beta(0.05)),
     )
     return out, "fixed numbers (no corpus found)"
 

@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.constants import BOOTSTRAP_PROB
     from bpc.costs import paper_costs_for
     from bpc.decide.live import Controller
+    from bpc.decide.options import PlanOptions
     from bpc.replay.bootstrap import paired_bootstrap
 
     ap = argparse.ArgumentParser(description="the live defaults vs a naive verify-and-retry loop")
@@ -129,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     costs = paper_costs_for(cell[0])
     controllers = {
         "default": Controller.from_params(params, cell=cell),
-        "iid_fresh": Controller.from_params(params, cell=cell, belief="iid"),
-        "iid_refine": Controller.from_params(params, cell=cell, belief="iid", regenerate="refine"),
+        "iid_fresh": Controller.from_params(params, cell=cell, plan=PlanOptions(belief="iid")),
+        "iid_refine": Controller.from_params(
+            params, cell=cell, plan=PlanOptions(belief="iid", regenerate="refine")
+        ),
     }
     ctrl = controllers["default"]
     samples = controllers["iid_refine"].samples  # the cell's point estimates, as the controllers read them

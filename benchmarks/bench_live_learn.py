@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from bpc.decide.live import Controller, Episode
+from bpc.decide.options import PlanOptions
 from bpc.estimate.online import LearningState, simulate_records
 
 RATES = {"test": (0.85, 0.2), "llm": (0.8, 0.3)}
@@ -26,10 +27,7 @@ PRIOR, KAPPA = 0.3, 3.0
 NUMBERS = dict(
     prior=PRIOR,
     critics={"test": (0.85, 0.2, 2.0), "llm": (0.8, 0.3, 5.0)},
-    c_gen=5.0,
-    c_ver=30.0,
-    reward=100.0,
-    belief="instance",
+    costs={"c_gen": 5.0, "c_ver": 30.0, "reward": 100.0},
     kappa=KAPPA,
 )
 
@@ -64,7 +62,7 @@ def main() -> None:
     )
     calibrated = start.update(simulate_records(np.random.default_rng(1), 200, verify_fail_prob=0.1, **truth))
     for mode in ("plugin", "bayes_robust"):
-        ctrl = Controller(**NUMBERS, mode=mode, learn=calibrated)
+        ctrl = Controller(**NUMBERS, learn=calibrated, plan=PlanOptions(belief="instance", mode=mode))
         rng = np.random.default_rng(0)
         play(ctrl.episode(), rng, RATES)  # the first plan (imports, compilation) is not timed
         t0 = time.perf_counter()
@@ -78,7 +76,7 @@ def main() -> None:
         flagged = blamed = 0
         n_test = []
         for seed in range(args.windows):
-            ctrl = Controller(**NUMBERS, learn=calibrated)
+            ctrl = Controller(**NUMBERS, learn=calibrated, plan=PlanOptions(belief="instance"))
             rng = np.random.default_rng([2, seed])
             for _ in range(50):
                 play(ctrl.episode(), rng, rates)

@@ -30,8 +30,9 @@ if TYPE_CHECKING:  # the static view of the lazy exports below
     from bpc.data.corpus import load_corpus
     from bpc.data.counts import counts_from_records
     from bpc.data.simulate import simulate_panel
-    from bpc.decide.factory import Switches, make_controller
+    from bpc.decide.factory import make_controller
     from bpc.decide.live import Controller, Decision, Episode
+    from bpc.decide.options import PlanOptions
     from bpc.decide.solve import solve_b0, solve_policy
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.estimate.crossed import task_priors
@@ -59,7 +60,7 @@ _EXPORTS: dict[str, str] = {
     "solve_policy": "bpc.decide.solve",
     "solve_b0": "bpc.decide.solve",
     "make_controller": "bpc.decide.factory",
-    "Switches": "bpc.decide.factory",
+    "PlanOptions": "bpc.decide.options",
     "Controller": "bpc.decide.live",
     "Episode": "bpc.decide.live",
     "Decision": "bpc.decide.live",
@@ -91,7 +92,7 @@ __all__ = [
     "solve_policy",
     "solve_b0",
     "make_controller",
-    "Switches",
+    "PlanOptions",
     "Controller",
     "Episode",
     "Decision",

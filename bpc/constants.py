@@ -150,6 +150,16 @@ LAPLACE_BETA = 1.0
 GRID_SIZE = 51
 HORIZON = 3
 POOL_SIZE = 3
+MAX_HORIZON = 1000
+"""Largest look-ahead a planner accepts (the grid DP is linear in it; its table size is checked too)."""
+MAX_GRID_SIZE = 100_001
+"""Most points of a belief grid (``grid_size``, ``mu_grid_size``)."""
+MAX_PATCHES = 1000
+"""Largest patch budget (``max_patches``) a planner or an episode accepts."""
+MAX_CRITICS = 16
+"""Most critics a planner plans over (its tables hold one layer per used-critic subset, 2^K)."""
+MAX_TABLE_BYTES = 16 * 1024**3
+"""Largest grid-DP table (values and actions) a planner allocates; above it an error names the sizes."""
 
 # ---------------------------------------------------------------------------
 # Replay (method.md §Replay and evaluation)

@@ -37,9 +37,7 @@ def is_even():  # a noisier critic: an even answer
 ctrl = Controller(
     prior=0.3,
     critics={"number": (0.99, 0.8, 1.0), "even": (0.95, 0.4, 2.0)},
-    c_gen=10,
-    c_ver=30,
-    reward=100,
+    costs={"c_gen": 10, "c_ver": 30, "reward": 100},
 )
 task = Task(
     dataset=[Sample(input="What is 2 + 2? Answer with the number only.", target="4")],

@@ -64,9 +64,7 @@ def verify(state: State) -> dict:
 ctrl = Controller(
     prior=0.3,
     critics={"syn": (0.99, 0.6, 1.0), "test": (0.95, 0.3, 2.0)},
-    c_gen=10,
-    c_ver=30,
-    reward=100,
+    costs={"c_gen": 10, "c_ver": 30, "reward": 100},
 )
 router = EpisodeRouter(ctrl, generator="generate", verifier="verify")  # critic nodes named like the critics
 graph = StateGraph(State)

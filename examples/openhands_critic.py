@@ -53,9 +53,7 @@ checks = {  # bpc's critics: each returns pass (True), fail (False) or no verdic
 ctrl = Controller(
     prior=0.3,
     critics={"syn": (0.99, 0.6, 1.0), "test": (0.95, 0.3, 2.0)},
-    c_gen=10,
-    c_ver=30,
-    reward=100,
+    costs={"c_gen": 10, "c_ver": 30, "reward": 100},
 )
 refine = IterativeRefinementConfig(max_iterations=10)  # a cap only: the episode decides when to refine
 critic = EpisodeCritic(controller=ctrl, checks=checks, iterative_refinement=refine)

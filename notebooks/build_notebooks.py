@@ -254,7 +254,8 @@ live = [
         "import json\n\n"
         "import numpy as np\n"
         "import pandas as pd\n\n"
-        "from bpc import Controller, Episode, laplace\n"
+        "from bpc import Controller, Episode, PlanOptions, laplace\n"
+        "from bpc.decide.options import Budget\n"
         "from bpc.data.counts import counts_from_records\n"
         "from bpc.paths import default_corpus\n"
         "from bpc.schema import select_cell\n\n"
@@ -341,8 +342,10 @@ live = [
         "            ep.observe(a, None if z < 0 else bool(z))\n"
         "    return ep.utility\n\n\n"
         "paper = Controller.from_params(\n"
-        '    params, cell=CELL, belief="iid", regenerate="refine", plan_verify_continues=False,\n'
-        "    max_patches=100, max_cost=np.inf,\n"
+        "    params,\n"
+        "    cell=CELL,\n"
+        '    plan=PlanOptions(belief="iid", regenerate="refine", plan_verify_continues=False),\n'
+        "    budget=Budget(max_patches=100, max_cost=np.inf),\n"
         ")\n"
         "live = np.array([drive(paper, i) for i in range(pool.n_instances)])\n"
         "cell_params = select_cell(params, *CELL)\n"
@@ -402,11 +405,12 @@ live = [
         "from bpc.cli import main\n\n"
         "# the cell's numbers under the i.i.d. belief (explicit numbers carry no kappa unless --kappa);\n"
         "# with a file, --params params.nc --cell lcb_hard/gpt5_mini gives the defaults above\n"
-        'iid = Controller.from_params(params, cell=CELL, belief="iid")\n'
+        'iid = Controller.from_params(params, cell=CELL, plan=PlanOptions(belief="iid", regenerate="refine"))\n'
         "s = iid.policy.samples\n"
         'argv = ["solve", "--prior", str(s.prior[0])]\n'
         "if np.isfinite(s.p_fix[0]):  # a measured kernel (else a fresh sample: give neither)\n"
         '    argv += ["--p-fix", str(s.p_fix[0]), "--p-break", str(s.p_break[0])]\n'
+        'argv += ["--regenerate", "refine"]\n'
         "for k, c in enumerate(ctrl.critics):\n"
         '    argv += ["--critic", f"{c}:{s.tpr[0, k]}:{s.fpr[0, k]}:{ctrl.critic_costs[k]}"]\n'
         'argv += ["--c-gen", str(ctrl.c_gen), "--c-ver", str(ctrl.c_ver), "--reward", str(ctrl.reward)]\n'

@@ -8,6 +8,7 @@ import pytest
 from loose_solvers import paper_dp, paper_greedy, paper_tree
 
 from bpc.cli import main
+from bpc.decide.options import PlanOptions
 
 BASE = [
     "solve",
@@ -32,6 +33,8 @@ BASE = [
     "--horizon",
     "3",
 ]
+NO_KERNEL = [a for i, a in enumerate(BASE) if not {BASE[i - 1], a} & {"--p-fix", "--p-break"}]
+"""The tour command without a kernel: a new patch is a fresh sample."""
 TPR, FPR = [0.99, 0.95, 0.7], [0.97, 0.2, 0.4]
 KW = dict(critic_costs=[1.0, 2.0, 5.0], c_gen=10.0, c_ver=90.0, reward=100.0)
 ACTIONS = ["stop", "verify", "regenerate", "syn", "test", "llm"]
@@ -187,11 +190,9 @@ def test_history_replays_the_episode_through_the_controller(capsys):
     ctrl = Controller(
         prior=0.3,
         critics={"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)},
-        p_fix=0.15,
-        p_break=0.05,
-        c_gen=10,
-        c_ver=90,
-        reward=100,
+        costs={"c_gen": 10, "c_ver": 90, "reward": 100},
+        kernel=(0.15, 0.05),
+        plan=PlanOptions(regenerate="refine"),  # the given kernel takes effect
     )
     ep = ctrl.episode().observe("syn", True).observe("test", False).verified(False).regenerated()
     ep.observe("llm", None)
@@ -200,12 +201,14 @@ def test_history_replays_the_episode_through_the_controller(capsys):
     assert payload["action"] == d.action and payload["value"] == d.value
     assert payload["spent"] == 10 + 1 + 2 + 90 + 10 + 5
     assert payload["history"][2] == {"op": "verified", "passed": False}
-    # b after verify:fail is 0; regeneration is a fresh sample (the prior 0.3) by default and
-    # moves through the kernel (p_fix = 0.15) under --regenerate refine
+    # b after verify:fail is 0; with a given kernel regeneration moves through it (p_fix = 0.15),
+    # --regenerate refine or not; without one it is a fresh sample (the prior 0.3)
     rc, out = run(capsys, "--history", "verify:fail,regenerate")
-    assert json.loads(out.out)["state"]["belief"] == pytest.approx(0.3)
+    assert json.loads(out.out)["state"]["belief"] == pytest.approx(0.15)
     rc, out = run(capsys, "--history", "verify:fail,regenerate", "--regenerate", "refine")
     assert json.loads(out.out)["state"]["belief"] == pytest.approx(0.15)
+    rc = main([*NO_KERNEL, "--history", "verify:fail,regenerate"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["state"]["belief"] == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize(
@@ -346,9 +349,11 @@ def test_solve_imports_neither_pandas_nor_xarray():
 
 
 def test_instance_belief_model(capsys):
-    rc, out = run(capsys, "--belief-model", "instance", "--kappa", "5", "--history", "verify:fail,regenerate")
+    rc = main(
+        [*NO_KERNEL, "--belief-model", "instance", "--kappa", "5", "--history", "verify:fail,regenerate"]
+    )
     assert rc == 0
-    payload = json.loads(out.out)
+    payload = json.loads(capsys.readouterr().out)
     assert payload["state"]["belief"] == pytest.approx(1.5 / 6.0)  # Beta(πκ, (1 − π)κ + 1) mean, π = 0.3
     rc, out = run(capsys, "--belief-model", "instance")
     assert rc == 2 and "needs kappa" in out.err

@@ -15,6 +15,7 @@ from bpc.data.counts import counts_from_records
 from bpc.data.logs import load_input, read_logs
 from bpc.decide.controllers import GreedyController, TableController
 from bpc.decide.kernels.belief import BASE_ACTIONS
+from bpc.decide.options import PlanOptions
 from bpc.decide.solve import solve_policy
 from bpc.estimate.laplace import laplace
 from bpc.estimate.model.build import build_model, rate_counts
@@ -89,7 +90,7 @@ def test_solvers_and_controllers_default_to_the_data_critics(tmp_path):
         ctrl = cls(cell, COSTS)
         assert ctrl.critics == NAMES and ctrl.available.all()
     assert make_controller("bayesian_dp", cell, COSTS).critics == NAMES
-    sol = solve_policy(params, COSTS, keep_q=True)
+    sol = solve_policy(params, COSTS, plan=PlanOptions(keep_q=True))
     assert tuple(sol.action.values) == (*BASE_ACTIONS, *NAMES) and sol.sizes["used"] == 2 ** len(NAMES)
     # at the prior, with c_ver = 90, the informative cheap critic beats verifying at once
     q = sol["q"].sel(benchmark="custom", generator="agent_a").isel(step=-1, used=0)

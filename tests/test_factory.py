@@ -11,22 +11,25 @@ from bpc.cli import main
 from bpc.costs import Costs
 from bpc.decide.baselines import BaselineController, baseline_policies, pipeline_order
 from bpc.decide.controllers import InstanceController, TableController
-from bpc.decide.factory import Switches, make_controller
+from bpc.decide.factory import make_controller
 from bpc.decide.live import Controller
+from bpc.decide.options import PlanOptions
 from bpc.decide.table import ParameterSamples
 from bpc.replay.engine import replay_baseline, replay_controller, replay_pool
 from bpc.replay.profiles import PAPER
 from bpc.schema import Pool
 
-EXAMPLE = dict(prior=0.3, critics={"test": (0.9, 0.2, 2)}, c_gen=10, c_ver=30, reward=100)
+EXAMPLE = dict(prior=0.3, critics={"test": (0.9, 0.2, 2)}, costs={"c_gen": 10, "c_ver": 30, "reward": 100})
 
 
 def test_verify_terminal_means_the_same_under_both_beliefs():
     """The issue's example: Q(verify) must not depend on the belief model at κ → ∞."""
     q = {}
     for vt in (False, True):
-        iid = Controller(**EXAMPLE, verify_terminal=vt).episode().decide().q["verify"]
-        inst = Controller(**EXAMPLE, verify_terminal=vt, belief="instance", kappa=1e9).episode()
+        iid = Controller(**EXAMPLE, plan=PlanOptions(verify_terminal=vt)).episode().decide().q["verify"]
+        inst = Controller(
+            **EXAMPLE, kappa=1e9, plan=PlanOptions(verify_terminal=vt, belief="instance")
+        ).episode()
         q[vt] = (iid, inst.decide().q["verify"])
     assert q[True][0] == pytest.approx(0.0) and q[True][1] == pytest.approx(0.0, abs=1e-9)
     # R·π − c_ver = 0; the continuation after a failure: regenerate (−10) to a fresh patch at π,
@@ -38,9 +41,9 @@ def test_verify_terminal_means_the_same_under_both_beliefs():
 
 def test_a_switch_that_contradicts_itself_is_refused():
     with pytest.raises(ValueError, match="contradicts"):
-        Switches(verify_terminal=True, plan_verify_continues=True).resolved("iid")
-    assert Switches().resolved("iid").regenerate == "refine"
-    assert Switches().resolved("instance").regenerate == "fresh"
+        PlanOptions(verify_terminal=True, plan_verify_continues=True).resolved()
+    assert PlanOptions().resolved().regenerate == "refine"
+    assert PlanOptions(belief="instance").resolved().regenerate == "fresh"
 
 
 def _samples(**kw):
@@ -54,11 +57,11 @@ COSTS = Costs(c_gen=10, c_ver=30, reward=100, critic={"a": 1, "b": 3})
 
 def test_factory_picks_the_planner_from_the_switches():
     s = _samples(kappa=[4.0])
-    paper = Switches(plan_verify_continues=False)
-    assert isinstance(make_controller(s, COSTS, switches=paper), TableController)
+    paper = PlanOptions(plan_verify_continues=False)
+    assert isinstance(make_controller(s, COSTS, plan=paper), TableController)
     ctl = make_controller(s, COSTS)  # iid, verification continues: the instance planner at κ = ∞
     assert isinstance(ctl, InstanceController) and np.isinf(ctl.kappa).all() and ctl.regenerate == "refine"
-    inst = make_controller(s, COSTS, belief="instance", policy="bayesian_greedy")
+    inst = make_controller(s, COSTS, policy="bayesian_greedy", plan=PlanOptions(belief="instance"))
     assert inst.method == "greedy" and inst.kappa[0] == 4.0 and inst.regenerate == "fresh"
     assert isinstance(make_controller(s, COSTS, policy="gate_b"), BaselineController)
     with pytest.raises(ValueError, match="unknown policy"):
@@ -67,11 +70,11 @@ def test_factory_picks_the_planner_from_the_switches():
 
 def test_refine_moves_through_the_kernel_fresh_folds_the_task():
     s = _samples(kappa=[2.0])
-    refine = make_controller(s, COSTS, belief="instance", switches=Switches(regenerate="refine"))
+    refine = make_controller(s, COSTS, plan=PlanOptions(regenerate="refine", belief="instance"))
     st = refine.start(1)
     refine.observe_regenerate(st, np.array([True]))
     assert st.b[0, 0] == pytest.approx(0.4 * 0.9 + 0.6 * 0.2) and st.mu[0, 0] == 0.4  # θ-belief unchanged
-    fresh = make_controller(s, COSTS, belief="instance")
+    fresh = make_controller(s, COSTS, plan=PlanOptions(belief="instance"))
     st = fresh.start(1)
     fresh.observe_verify(st, np.array([False]), np.array([True]))
     fresh.observe_regenerate(st, np.array([True]))
@@ -79,13 +82,13 @@ def test_refine_moves_through_the_kernel_fresh_folds_the_task():
 
 
 def test_a_task_starts_at_its_own_beta():
-    ctl = make_controller(_samples(kappa=[2.0]), COSTS, belief="instance")
+    ctl = make_controller(_samples(kappa=[2.0]), COSTS, plan=PlanOptions(belief="instance"))
     st = ctl.start(2, theta0=(np.array([1.0, 3.0]), np.array([3.0, 1.0])))
     np.testing.assert_allclose(st.b[:, 0], [0.25, 0.75])
     ctl.observe_verify(st, np.array([False, False]), np.array([True, True]))
     ctl.observe_regenerate(st, np.array([True, True]))
     np.testing.assert_allclose(st.b[:, 0], [1 / 5, 3 / 5])  # Beta(A, B + 1)
-    ep = Controller(**EXAMPLE, belief="instance", kappa=2.0).episode(theta0=(1.0, 4.0))
+    ep = Controller(**EXAMPLE, kappa=2.0, plan=PlanOptions(belief="instance")).episode(theta0=(1.0, 4.0))
     assert ep.p_pass == pytest.approx(0.2)
     again = type(ep).from_dict(ep.to_dict(), ep.controller)
     assert again.p_pass == pytest.approx(0.2)
@@ -93,7 +96,12 @@ def test_a_task_starts_at_its_own_beta():
 
 def test_critics_a_task_lacks_are_not_planned_not_offered_not_called():
     crit = {"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0)}
-    ctrl = Controller(prior=0.5, critics=crit, c_gen=10, c_ver=30, reward=100, plan_verify_continues=False)
+    ctrl = Controller(
+        prior=0.5,
+        critics=crit,
+        costs={"c_gen": 10, "c_ver": 30, "reward": 100},
+        plan=PlanOptions(plan_verify_continues=False),
+    )
     full = ctrl.episode().decide()
     assert full.action == "test"
     ep = ctrl.episode(critics=["syn"])
@@ -104,7 +112,10 @@ def test_critics_a_task_lacks_are_not_planned_not_offered_not_called():
         ep.observe("test", True)
     # planned without it: the table of a cell that never had `test`
     alone = Controller(
-        prior=0.5, critics={"syn": crit["syn"]}, c_gen=10, c_ver=30, reward=100, plan_verify_continues=False
+        prior=0.5,
+        critics={"syn": crit["syn"]},
+        costs={"c_gen": 10, "c_ver": 30, "reward": 100},
+        plan=PlanOptions(plan_verify_continues=False),
     )
     assert d.q["verify"] == pytest.approx(alone.episode().decide().q["verify"])
     assert d.q["syn"] == pytest.approx(alone.episode().decide().q["syn"])
@@ -142,9 +153,11 @@ def test_baselines_for_any_critics_and_a_live_baseline_episode():
     assert baseline_policies(["alpha", "beta"])[:3] == ("always_verify", "stop", "verify_first")
     assert pipeline_order(["alpha", "beta"], {"alpha": 2, "beta": 1}) == ("beta", "alpha")
     ctrl = Controller(
-        prior=0.3, critics={"syn": (0.99, 0.97, 1), "test": (0.95, 0.2, 2)}, c_gen=10, c_ver=30, reward=100,
+        prior=0.3,
+        critics={"syn": (0.99, 0.97, 1), "test": (0.95, 0.2, 2)},
         policy="gate_test",
-    )  # fmt: skip
+        costs={"c_gen": 10, "c_ver": 30, "reward": 100},
+    )
     ep = ctrl.episode()
     assert ep.decide().action == "test"
     ep.observe("test", passed=False)
@@ -197,7 +210,9 @@ def test_serve_start_takes_the_critics_a_task_has():
     from bpc.commands.serve import Server  # noqa: F401 - the class the command runs
 
     ctrl = Controller(
-        prior=0.5, critics={"syn": (0.99, 0.97, 1), "test": (0.95, 0.2, 2)}, c_gen=10, c_ver=30, reward=100
+        prior=0.5,
+        critics={"syn": (0.99, 0.97, 1), "test": (0.95, 0.2, 2)},
+        costs={"c_gen": 10, "c_ver": 30, "reward": 100},
     )
     server = Server(lambda cell: (ctrl, None))
     answer = server.handle({"op": "start", "id": "t", "critics": ["syn"]})

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bpc.decide.options import Budget
+
 if os.environ.get("BPC_REQUIRE_AGENTS") == "1":  # CI (.ci/run): a missing framework fails, never skips
     import inspect_ai  # noqa: F401
 else:
@@ -62,7 +64,10 @@ def test_the_task_scorer_is_the_verifier_and_a_cap_stops_a_hopeless_sample(
     tmp_path, max_patches, max_attempts, outcome
 ):
     ctrl = Controller(
-        prior=0.5, critics={"match": (0.9, 0.1, 1.0)}, c_gen=1, c_ver=5, reward=100, max_patches=max_patches
+        prior=0.5,
+        critics={"match": (0.9, 0.1, 1.0)},
+        costs={"c_gen": 1, "c_ver": 5, "reward": 100},
+        budget=Budget(max_patches=max_patches),
     )
     task = Task(
         dataset=[Sample(input="2 + 2?", target="4")],
@@ -79,7 +84,9 @@ def test_the_task_scorer_is_the_verifier_and_a_cap_stops_a_hopeless_sample(
 
 
 def test_critics_must_match_the_controller():
-    ctrl = Controller(prior=0.5, critics={"match": (0.9, 0.1, 1.0)}, c_gen=1, c_ver=5, reward=100)
+    ctrl = Controller(
+        prior=0.5, critics={"match": (0.9, 0.1, 1.0)}, costs={"c_gen": 1, "c_ver": 5, "reward": 100}
+    )
     with pytest.raises(ValueError, match="missing \\['match'\\]"):
         episode_attempts(ctrl, {})
     with pytest.raises(ValueError, match="max_attempts"):

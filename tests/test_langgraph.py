@@ -12,6 +12,8 @@ from typing import Annotated
 import numpy as np
 import pytest
 
+from bpc.decide.options import Budget, PlanOptions
+
 if os.environ.get("BPC_REQUIRE_AGENTS") == "1":  # CI (.ci/run): a missing framework fails, never skips
     import langgraph  # noqa: F401
 else:
@@ -107,8 +109,8 @@ def direct_path(ctrl: Controller, pool, i: int) -> tuple[list[str], float]:
 
 
 def test_router_routes_each_action_to_its_node():
-    kernel = dict(p_fix=0.15, p_break=0.05, regenerate="refine")  # a new patch: a refinement
-    ctrl = Controller(prior=0.3, critics=CRITICS, **kernel, c_gen=10, c_ver=5, reward=100)
+    refine = dict(kernel=(0.15, 0.05), plan=PlanOptions(regenerate="refine"))  # a new patch: a refinement
+    ctrl = Controller(prior=0.3, critics=CRITICS, **refine, costs={"c_gen": 10, "c_ver": 5, "reward": 100})
     router = EpisodeRouter(ctrl, generator="gen", verifier="oracle", critics={"test": "pytest"})
     assert router.destinations == ["gen", "oracle", "syn", "pytest", "llm", END]
     for belief, action, node in (
@@ -125,7 +127,7 @@ def test_router_routes_each_action_to_its_node():
     update = router.decide({**router.start(), "move": observed("test", False)})
     assert update["episode"] == ctrl.episode().observe("test", False).to_dict()
     assert update["decision"] == ctrl.episode().observe("test", False).decide().to_dict()
-    costly = Controller(prior=0.3, critics=CRITICS, **kernel, c_gen=10, c_ver=90, reward=100)
+    costly = Controller(prior=0.3, critics=CRITICS, **refine, costs={"c_gen": 10, "c_ver": 90, "reward": 100})
     costly_router = EpisodeRouter(costly, generator="gen", verifier="oracle")
     update = costly_router.decide(costly_router.start(belief=0.01))
     assert update["decision"]["action"] == "stop" and update["episode"]["outcome"] == "stopped"
@@ -169,15 +171,11 @@ def test_graph_over_recorded_patches_reproduces_replay(corpus_path, method):
     pool = cell_pool(select_cell(records, "lcb_hard", "gpt5_mini"), "paper")
     policy = {"dp": "bayesian_dp", "greedy": "bayesian_greedy"}[method]
     for params in cells.values():
-        ctrl = Controller.from_params(  # the paper's planning, as replay's paper profile
+        ctrl = Controller.from_params(
             params,
             cell=("lcb_hard", "gpt5_mini"),
-            method=method,
-            belief="iid",
-            regenerate="refine",
-            plan_verify_continues=False,
-            max_patches=100,  # no budget but the pool's
-            max_cost=np.inf,
+            plan=PlanOptions(method=method, belief="iid", regenerate="refine", plan_verify_continues=False),
+            budget=Budget(max_patches=100, max_cost=np.inf),
         )
         app = recorded_graph(ctrl, pool)
         expected = replay_pool(pool, [policy], paper_costs_for("lcb_hard"), profile="paper", params=params)

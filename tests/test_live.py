@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from loose_solvers import paper_dp, paper_greedy, paper_tree
 
 from bpc.decide.live import EXACT_MAX_HORIZON, Controller, Decision, Episode, IllegalMoveError
+from bpc.decide.options import Budget, PlanOptions
 
 CRITICS = {"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)}
 TPR, FPR = [0.99, 0.95, 0.7], [0.97, 0.2, 0.4]
@@ -18,14 +20,21 @@ KW = dict(critic_costs=[1.0, 2.0, 5.0], c_gen=10.0, c_ver=90.0, reward=100.0)
 ACTIONS = ("stop", "verify", "regenerate", "syn", "test", "llm")
 
 
-def readme_controller(**options) -> Controller:
+def readme_controller(*, kappa=None, **options) -> Controller:
     """The README example of ``bpc solve``, planned as the paper plans (verification terminal in
-    planning, regeneration through the kernel)."""
+    planning, regeneration through the kernel); ``options`` are the plan's and the budget's."""
     if options.get("belief", "iid") == "iid":
         options.setdefault("plan_verify_continues", False)
         options.setdefault("regenerate", "refine")
+    budget = {k: options.pop(k) for k in ("max_patches", "max_cost", "first_patch_free") if k in options}
     return Controller(
-        prior=0.3, critics=CRITICS, p_fix=0.15, p_break=0.05, c_gen=10, c_ver=90, reward=100, **options
+        prior=0.3,
+        critics=CRITICS,
+        kernel=(0.15, 0.05),
+        costs={"c_gen": 10, "c_ver": 90, "reward": 100},
+        kappa=kappa,
+        plan=PlanOptions(**options),
+        budget=Budget(**budget),
     )
 
 
@@ -72,7 +81,9 @@ def test_refined_moves_through_the_kernel_and_greedy_regenerates_fresh():
 
 
 def test_missing_kernel_regenerates_a_fresh_sample():
-    ctrl = Controller(prior=0.4, critics={"test": (0.9, 0.1, 1.0)}, c_gen=1, c_ver=5, reward=100)
+    ctrl = Controller(
+        prior=0.4, critics={"test": (0.9, 0.1, 1.0)}, costs={"c_gen": 1, "c_ver": 5, "reward": 100}
+    )
     ep = ctrl.episode(belief=0.9)
     ep.regenerated()
     assert ep.p_pass == pytest.approx(0.4)
@@ -117,10 +128,15 @@ def test_posterior_mean_is_the_plugin_of_the_mean():
     rng = np.random.default_rng(1)
     prior, tpr = rng.beta(3, 7, 50), rng.beta(9, 1, 50)
     post = Controller(
-        prior=prior, critics={"test": (tpr, 0.2, 2.0)}, c_gen=10, c_ver=90, reward=100, mode="posterior_mean"
+        prior=prior,
+        critics={"test": (tpr, 0.2, 2.0)},
+        costs={"c_gen": 10, "c_ver": 90, "reward": 100},
+        plan=PlanOptions(mode="posterior_mean"),
     )
     plug = Controller(
-        prior=prior.mean(), critics={"test": (tpr.mean(), 0.2, 2.0)}, c_gen=10, c_ver=90, reward=100
+        prior=prior.mean(),
+        critics={"test": (tpr.mean(), 0.2, 2.0)},
+        costs={"c_gen": 10, "c_ver": 90, "reward": 100},
     )
     assert post.n_samples == 1
     for ep_post, ep_plug in (
@@ -134,11 +150,17 @@ def test_bayes_robust_p_optimal_matches_each_draws_own_controller():
     rng = np.random.default_rng(7)
     S = 12
     prior, tpr, fpr = rng.uniform(0.2, 0.9, S), rng.uniform(0.6, 1.0, S), rng.uniform(0.0, 0.5, S)
-    robust = Controller(prior=prior, critics={"test": (tpr, fpr, 2.0)}, c_gen=10, c_ver=60, reward=100)
+    robust = Controller(
+        prior=prior, critics={"test": (tpr, fpr, 2.0)}, costs={"c_gen": 10, "c_ver": 60, "reward": 100}
+    )
     assert robust.mode == "bayes_robust"
     d = robust.episode(belief=0.55).decide()
     own = [
-        Controller(prior=prior[s], critics={"test": (tpr[s], fpr[s], 2.0)}, c_gen=10, c_ver=60, reward=100)
+        Controller(
+            prior=prior[s],
+            critics={"test": (tpr[s], fpr[s], 2.0)},
+            costs={"c_gen": 10, "c_ver": 60, "reward": 100},
+        )
         .episode(belief=0.55)
         .decide()
         for s in range(S)
@@ -160,7 +182,9 @@ def test_bayes_robust_p_optimal_matches_each_draws_own_controller():
 
 def test_each_draw_tracks_its_own_belief():
     tpr = np.array([0.9, 0.6])
-    ctrl = Controller(prior=[0.5, 0.5], critics={"test": (tpr, 0.2, 1.0)}, c_gen=1, c_ver=5, reward=10)
+    ctrl = Controller(
+        prior=[0.5, 0.5], critics={"test": (tpr, 0.2, 1.0)}, costs={"c_gen": 1, "c_ver": 5, "reward": 10}
+    )
     ep = ctrl.episode()
     ep.observe("test", True)
     np.testing.assert_allclose(ep.beliefs, 0.5 * tpr / (0.5 * tpr + 0.5 * 0.2))
@@ -173,9 +197,7 @@ def test_illegal_moves_name_the_move_and_the_legal_ones():
     ctrl = Controller(
         prior=0.3,
         critics={"syn": (0.99, 0.97, 1.0), "test": (np.nan, np.nan, 2.0)},
-        c_gen=1,
-        c_ver=5,
-        reward=10,
+        costs={"c_gen": 1, "c_ver": 5, "reward": 10},
     )
     ep = ctrl.episode()
     with pytest.raises(
@@ -214,13 +236,22 @@ def test_bad_options(options, message):
 
 def test_bad_numbers_name_the_argument():
     with pytest.raises(ValueError, match="'c_ver'"):
-        Controller(prior=0.3, critics=CRITICS, c_gen=1, c_ver=-1, reward=100)
+        Controller(prior=0.3, critics=CRITICS, costs={"c_gen": 1, "c_ver": -1, "reward": 100})
     with pytest.raises(ValueError, match="'tpr'"):
-        Controller(prior=0.3, critics={"test": (1.5, 0.2, 1.0)}, c_gen=1, c_ver=1, reward=100)
+        Controller(
+            prior=0.3, critics={"test": (1.5, 0.2, 1.0)}, costs={"c_gen": 1, "c_ver": 1, "reward": 100}
+        )
     with pytest.raises(ValueError, match="mode 'plugin' needs one point estimate"):
-        Controller(prior=[0.3, 0.4], critics=CRITICS, c_gen=1, c_ver=1, reward=100, mode="plugin")
+        Controller(
+            prior=[0.3, 0.4],
+            critics=CRITICS,
+            costs={"c_gen": 1, "c_ver": 1, "reward": 100},
+            plan=PlanOptions(mode="plugin"),
+        )
     with pytest.raises(ValueError, match="clash"):
-        Controller(prior=0.3, critics={"stop": (0.9, 0.1, 1.0)}, c_gen=1, c_ver=1, reward=100)
+        Controller(
+            prior=0.3, critics={"stop": (0.9, 0.1, 1.0)}, costs={"c_gen": 1, "c_ver": 1, "reward": 100}
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -250,16 +281,14 @@ def test_instance_belief_state_round_trip_and_fingerprint():
     draws = dict(
         prior=rng.uniform(0.2, 0.4, 6),
         critics={"syn": (0.99, 0.97, 1.0), "test": (rng.uniform(0.8, 1.0, 6), 0.2, 2.0)},
-        c_gen=10,
-        c_ver=20,
-        reward=100,
+        costs={"c_gen": 10, "c_ver": 20, "reward": 100},
     )
-    a = Controller(**draws, belief="instance", kappa=rng.uniform(2, 10, 6))
+    a = Controller(**draws, kappa=rng.uniform(2, 10, 6), plan=PlanOptions(belief="instance"))
     ep = a.episode().observe("syn", False).regenerated().observe("test", True)
     back = Episode.from_dict(json.loads(json.dumps(ep.to_dict())), a)
     np.testing.assert_array_equal(back.beliefs, ep.beliefs)
     assert back.decide() == ep.decide() and ep.decide().p_optimal is not None
-    b = Controller(**draws, belief="instance", kappa=np.full(6, 50.0))
+    b = Controller(**draws, kappa=np.full(6, 50.0), plan=PlanOptions(belief="instance"))
     with pytest.raises(ValueError, match="differ"):
         Episode.from_dict(ep.to_dict(), b)
 
@@ -307,11 +336,8 @@ def test_to_dict_from_dict_round_trip(moves, draws):
             "test": (rng.uniform(0.8, 1.0, draws), 0.2, 2.0),
             "llm": (0.7, 0.4, 5.0),
         },
-        p_fix=0.15,
-        p_break=0.05,
-        c_gen=10,
-        c_ver=90,
-        reward=100,
+        costs={"c_gen": 10, "c_ver": 90, "reward": 100},
+        kernel=(0.15, 0.05),
     )
     ep = _play(ctrl.episode(), moves)
     state = json.loads(json.dumps(ep.to_dict()))
@@ -334,7 +360,9 @@ def test_to_dict_from_dict_round_trip(moves, draws):
 )
 def test_critic_evidence_commutes(b, t1, t2, z1, z2):
     ctrl = Controller(
-        prior=b, critics={"a": (t1, 0.3, 1.0), "b": (t2, 0.6, 1.0)}, c_gen=1, c_ver=1, reward=10
+        prior=b,
+        critics={"a": (t1, 0.3, 1.0), "b": (t2, 0.6, 1.0)},
+        costs={"c_gen": 1, "c_ver": 1, "reward": 10},
     )
     one = ctrl.episode().observe("a", z1).observe("b", z2)
     two = ctrl.episode().observe("b", z2).observe("a", z1)
@@ -418,9 +446,8 @@ def drive(ctrl: Controller, pool, i: int) -> float:
     return ep.utility
 
 
-PAPER_PLANNING = dict(
-    belief="iid", regenerate="refine", plan_verify_continues=False, max_patches=100, max_cost=np.inf
-)
+PAPER_PLAN = PlanOptions(belief="iid", regenerate="refine", plan_verify_continues=False)
+PAPER_BUDGET = Budget(max_patches=100, max_cost=np.inf)
 """The paper profile's live controller: i.i.d., refined patches, terminal planning, only the pool's budget."""
 
 
@@ -462,7 +489,9 @@ def test_episodes_through_recorded_pools_reproduce_replay(lcb_hard, generator, k
     costs = paper_costs_for("lcb_hard")
     replayed = replay_pool(pool, ["bayesian_dp", "bayesian_greedy"], costs, profile="paper", params=cell)
     for policy, method in (("bayesian_dp", "dp"), ("bayesian_greedy", "greedy")):
-        ctrl = Controller.from_params(cell, cell=("lcb_hard", generator), method=method, **PAPER_PLANNING)
+        ctrl = Controller.from_params(
+            cell, cell=("lcb_hard", generator), plan=replace(PAPER_PLAN, method=method), budget=PAPER_BUDGET
+        )
         live = np.array([drive(ctrl, pool, i) for i in range(pool.n_instances)])
         expected = replayed["utility"].sel(policy=policy).values
         np.testing.assert_array_equal(live, expected)
@@ -483,7 +512,9 @@ def test_instance_belief_reproduces_replay_under_the_bpc_profile(lcb_hard, gener
         pool, ["bayesian_dp", "bayesian_greedy"], paper_costs_for("lcb_hard"), profile="bpc", params=cell
     )
     for policy, method in (("bayesian_dp", "dp"), ("bayesian_greedy", "greedy")):
-        ctrl = Controller.from_params(cell, cell=("lcb_hard", generator), method=method, belief="instance")
+        ctrl = Controller.from_params(
+            cell, cell=("lcb_hard", generator), plan=PlanOptions(method=method, belief="instance")
+        )
         assert np.isfinite(ctrl.kappa).all()  # the cell's κ from its Laplace fit
         live = np.array([drive(ctrl, pool, i) for i in range(pool.n_instances)])
         np.testing.assert_array_equal(live, replayed["utility"].sel(policy=policy).values)
@@ -493,7 +524,7 @@ def test_instance_belief_reproduces_replay_under_the_bpc_profile(lcb_hard, gener
 def test_bayes_robust_episodes_reproduce_replay_of_the_robust_controller(lcb_hard):
     from bpc.costs import paper_costs_for
     from bpc.data.counts import counts_from_records
-    from bpc.decide.factory import Switches, make_controller
+    from bpc.decide.factory import make_controller
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.schema import select_cell
@@ -504,10 +535,10 @@ def test_bayes_robust_episodes_reproduce_replay_of_the_robust_controller(lcb_har
     cell = select_cell(post, "lcb_hard", "haiku45")
     pool = cell_pool(rec, "paper")
     costs = paper_costs_for("lcb_hard")
-    paper = Switches(plan_verify_continues=False)
-    robust = make_controller(cell, costs, mode="bayes_robust", switches=paper, name="bayes_robust")
+    paper = PlanOptions(plan_verify_continues=False)
+    robust = make_controller(cell, costs, name="bayes_robust", plan=replace(paper, mode="bayes_robust"))
     replayed = replay_pool(pool, [robust], costs, profile="paper")
-    ctrl = Controller.from_params(cell, cell=("lcb_hard", "haiku45"), **PAPER_PLANNING)
+    ctrl = Controller.from_params(cell, cell=("lcb_hard", "haiku45"), plan=PAPER_PLAN, budget=PAPER_BUDGET)
     assert ctrl.mode == "bayes_robust" and ctrl.n_samples == 200
     live = np.array([drive(ctrl, pool, i) for i in range(pool.n_instances)])
     np.testing.assert_array_equal(live, replayed["utility"].sel(policy="bayes_robust").values)

@@ -9,9 +9,10 @@ import pytest
 
 from bpc.constants import LIVE_MAX_COST_REWARDS, LIVE_MAX_PATCHES
 from bpc.decide.live import Controller, Episode, IllegalMoveError, InvertedCriticWarning
+from bpc.decide.options import Budget, PlanOptions
 
 CRITICS = {"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)}
-NUMBERS = dict(prior=0.3, critics=CRITICS, c_gen=10.0, c_ver=20.0, reward=100.0)
+NUMBERS = dict(prior=0.3, critics=CRITICS, costs={"c_gen": 10.0, "c_ver": 20.0, "reward": 100.0})
 
 
 def run_failing_task(ep: Episode, limit: int = 200) -> int:
@@ -40,15 +41,11 @@ def test_an_always_failing_task_ends_within_the_default_budget(belief, method, m
     S = 1 if mode == "plugin" else 4
     draw = (lambda lo, hi: rng.uniform(lo, hi, S)) if S > 1 else (lambda lo, hi: (lo + hi) / 2)
     ctrl = Controller(
-        prior=draw(0.5, 0.7),  # optimistic: the planner keeps trying until the budget says no
+        prior=draw(0.5, 0.7),
         critics={"test": (draw(0.9, 0.95), draw(0.3, 0.4), 1.0), "llm": (draw(0.6, 0.7), 0.4, 1.0)},
-        c_gen=1.0,
-        c_ver=2.0,
-        reward=100.0,
-        belief=belief,
         kappa=None if belief == "iid" else draw(20.0, 40.0),
-        method=method,
-        mode=mode,
+        costs={"c_gen": 1.0, "c_ver": 2.0, "reward": 100.0},
+        plan=PlanOptions(belief=belief, method=method, mode=mode),
     )
     assert ctrl.max_patches == LIVE_MAX_PATCHES[belief][method]
     assert ctrl.max_cost == LIVE_MAX_COST_REWARDS[belief][method] * 100.0
@@ -62,7 +59,7 @@ def test_an_always_failing_task_ends_within_the_default_budget(belief, method, m
 
 
 def test_the_patch_budget_ends_the_episode_with_outcome_budget():
-    ctrl = Controller(**NUMBERS, max_patches=2, verify_terminal=False)
+    ctrl = Controller(**NUMBERS, plan=PlanOptions(verify_terminal=False), budget=Budget(max_patches=2))
     ep = ctrl.episode().verified(False).regenerated()
     assert "regenerated" not in ep.legal_moves() and ep.decide().q["regenerate"] == -math.inf
     with pytest.raises(IllegalMoveError, match="patch budget"):
@@ -72,7 +69,7 @@ def test_the_patch_budget_ends_the_episode_with_outcome_budget():
 
 
 def test_the_cost_budget_takes_unaffordable_actions_out():
-    ctrl = Controller(**NUMBERS, max_cost=35.0)  # the first patch costs 10: 25 left
+    ctrl = Controller(**NUMBERS, budget=Budget(max_cost=35.0))  # the first patch costs 10: 25 left
     ep = ctrl.episode()
     q = ep.decide().q
     assert math.isfinite(q["verify"]) and math.isfinite(q["regenerate"])
@@ -85,7 +82,7 @@ def test_the_cost_budget_takes_unaffordable_actions_out():
 
 
 def test_defaults_of_a_controller_from_numbers_regenerate_fresh():
-    ctrl = Controller(**NUMBERS, p_fix=0.9, p_break=0.05)
+    ctrl = Controller(**NUMBERS, kernel=(0.9, 0.05))
     assert ctrl.options()["regenerate"] == "fresh" and ctrl.belief_model == "iid"
     ep = ctrl.episode(belief=0.0).regenerated()  # planned and acted: a fresh sample
     assert ep.p_pass == pytest.approx(0.3)
@@ -95,7 +92,7 @@ def test_defaults_of_a_controller_from_numbers_regenerate_fresh():
     assert ep.p_pass == pytest.approx(0.9) and ep.history == (
         {"op": "regenerated", "kind": "refine", "fresh": False},
     )
-    refine = Controller(**NUMBERS, p_fix=0.9, p_break=0.05, regenerate="refine")
+    refine = Controller(**NUMBERS, kernel=(0.9, 0.05), plan=PlanOptions(regenerate="refine"))
     assert refine.episode(belief=0.0).regenerated().p_pass == pytest.approx(0.9)
     assert refine.episode(belief=0.0).regenerated(fresh=True).p_pass == pytest.approx(0.3)
 
@@ -104,32 +101,32 @@ def test_defaults_of_a_controller_from_numbers_regenerate_fresh():
 def test_kappa_must_be_positive(kappa):
     prior = 0.3 if np.ndim(kappa) == 0 else [0.3, 0.35]
     with pytest.raises(ValueError, match="κ"):
-        Controller(**{**NUMBERS, "prior": prior}, belief="instance", kappa=kappa)
+        Controller(**{**NUMBERS, "prior": prior}, kappa=kappa, plan=PlanOptions(belief="instance"))
 
 
 def test_kappa_inf_is_the_iid_limit():
-    ctrl = Controller(**NUMBERS, belief="instance", kappa=math.inf)
+    ctrl = Controller(**NUMBERS, kappa=math.inf, plan=PlanOptions(belief="instance"))
     assert ctrl.episode().verified(False).regenerated().p_pass == pytest.approx(0.3)
 
 
 @pytest.mark.parametrize(
     "kernel, message",
     [
-        (dict(p_fix=0.9, p_break=math.nan), "p_fix without p_break"),
-        (dict(p_fix=0.9), "p_fix without p_break"),
-        (dict(p_break=0.1), "p_break without p_fix"),
-        (dict(p_fix=1.5, p_break=0.1), "p_fix"),
+        ((0.9, math.nan), "p_fix without p_break"),
+        ((0.9, None), "p_fix without p_break"),
+        ((None, 0.1), "p_break without p_fix"),
+        ((1.5, 0.1), "p_fix"),
     ],
 )
 def test_a_half_given_or_impossible_kernel_is_an_error(kernel, message):
     with pytest.raises(ValueError, match=message):
-        Controller(**NUMBERS, **kernel)
+        Controller(**NUMBERS, kernel=kernel)
 
 
 @pytest.mark.parametrize("bad", [dict(max_cost=0.0), dict(max_cost="100"), dict(max_patches=0)])
 def test_budgets_are_checked(bad):
     with pytest.raises(ValueError, match="max_"):
-        Controller(**NUMBERS, **bad)
+        Controller(**NUMBERS, budget=Budget(**bad))
 
 
 def test_an_inverted_critic_warns_naming_it():
@@ -178,7 +175,7 @@ def test_from_params_without_options_plans_with_the_instance_belief_and_fresh_pa
     assert ctrl.belief_model == "instance" and ctrl.options()["regenerate"] == "fresh"
     assert isinstance(ctrl.policy, InstanceController) and ctrl.policy.regenerate == "fresh"
     assert ctrl.kappa is not None and ctrl.kappa[0] == 7.0  # κ from the parameters
-    iid = Controller.from_params(params, cell="lcb_hard/gpt5_mini", belief="iid")
+    iid = Controller.from_params(params, cell="lcb_hard/gpt5_mini", plan=PlanOptions(belief="iid"))
     assert iid.belief_model == "iid" and iid.options()["regenerate"] == "fresh"
     assert run_failing_task(ctrl.episode()) <= 3 * (2 + len(ctrl.critics))
 

@@ -9,15 +9,14 @@ import pytest
 import xarray as xr
 
 from bpc.decide.live import Controller, Episode
+from bpc.decide.options import PlanOptions
 from bpc.estimate.online import EpisodeRecord, LearningState, simulate_records
 
 NUMBERS = dict(
     prior=0.4,
     critics={"test": (0.85, 0.2, 2.0), "llm": (0.8, 0.3, 5.0)},
-    c_gen=10.0,
-    c_ver=20.0,
-    reward=100.0,
-    belief="instance",
+    costs={"c_gen": 10.0, "c_ver": 20.0, "reward": 100.0},
+    plan=PlanOptions(belief="instance"),
     kappa=3.0,
 )
 
@@ -41,7 +40,9 @@ def play(ep: Episode, rng: np.random.Generator, *, theta: float, rates: dict) ->
 
 
 def test_history_records_how_each_patch_was_made_and_the_record_reads_it():
-    ctrl = Controller(**NUMBERS, p_fix=0.6, p_break=0.1, regenerate="refine")
+    ctrl = Controller(
+        **{**NUMBERS, "plan": PlanOptions(belief="instance", regenerate="refine")}, kernel=(0.6, 0.1)
+    )
     ep = ctrl.episode()
     ep.observe("test", False).regenerated().regenerated(fresh=True)
     assert [m.get("kind") for m in ep.history] == [None, "refine", "fresh"]
@@ -106,7 +107,7 @@ def test_a_learner_must_be_a_state_that_learns_the_controllers_critics():
 def test_the_sampling_modes_act_on_the_learnt_draws(mode):
     from bpc.constants import LIVE_LEARN_DRAWS
 
-    ctrl = Controller(**NUMBERS, mode=mode, learn=True)
+    ctrl = Controller(**{**NUMBERS, "plan": PlanOptions(belief="instance", mode=mode)}, learn=True)
     play(ctrl.episode(), np.random.default_rng(1), theta=0.4, rates={"test": (0.85, 0.2), "llm": (0.8, 0.3)})
     ctrl.episode()
     assert ctrl.n_samples == LIVE_LEARN_DRAWS and len(np.unique(ctrl.samples.prior)) > 1
@@ -127,7 +128,10 @@ def test_drift_through_the_live_path_flags_an_fpr_change_within_50_episodes():
     drifted = {"test": (0.85, 0.5), "llm": (0.8, 0.3)}
     flagged = 0
     for seed in range(5):
-        ctrl = Controller(**{**NUMBERS, "prior": 0.3, "c_gen": 5.0, "c_ver": 30.0}, learn=calibrated)
+        ctrl = Controller(
+            **{**NUMBERS, "prior": 0.3, "costs": {"c_gen": 5.0, "c_ver": 30.0, "reward": 100.0}},
+            learn=calibrated,
+        )
         rng = np.random.default_rng([2, seed])
         for _ in range(50):
             play(ctrl.episode(), rng, theta=rng.beta(0.3 * 3.0, 0.7 * 3.0), rates=drifted)

@@ -162,7 +162,9 @@ def test_record_from_a_live_episode():
     from bpc.decide.live import Controller
 
     ctrl = Controller(
-        prior=0.3, critics={"test": (0.9, 0.2, 1.0), "llm": (0.8, 0.3, 2.0)}, c_gen=10, c_ver=30, reward=100
+        prior=0.3,
+        critics={"test": (0.9, 0.2, 1.0), "llm": (0.8, 0.3, 2.0)},
+        costs={"c_gen": 10, "c_ver": 30, "reward": 100},
     )
     ep = ctrl.episode()
     ep.observe("test", passed=True).observe("llm", passed=None).verified(passed=False)

@@ -49,7 +49,9 @@ def test_the_readme_example_runs_a_real_conversation(capsys, monkeypatch):
 
 
 def test_score_is_the_belief_and_refining_is_the_episodes_decision():
-    ctrl = Controller(prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, c_gen=10, c_ver=30, reward=100)
+    ctrl = Controller(
+        prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, costs={"c_gen": 10, "c_ver": 30, "reward": 100}
+    )
     critic = EpisodeCritic(
         controller=ctrl,
         checks={"test": lambda events, patch: patch == "good"},

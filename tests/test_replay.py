@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from bpc.costs import Costs, named_costs
 from bpc.decide.controllers import BeliefState, GreedyController, TableController
+from bpc.decide.options import PlanOptions
 from bpc.replay.engine import (
     POLICIES,
     RESULT_COLUMNS,
@@ -171,7 +172,7 @@ def test_paper_greedy_is_the_one_greedy_rule_at_kappa_inf():
     b_test = 0.8 * 0.4 / (0.8 * 0.4 + 0.2 * 0.6)
     np.testing.assert_allclose(st_.b[:, 0], [0.4, b_test * 0.9 + (1 - b_test) * 0.5])
     assert ctl.q_values(st_)[0, 0, 3 + 1] == pytest.approx(10.0 - 2.0)  # used set reset on the new patch
-    clipped = GreedyController(cell, costs, clip=True).q_values(ctl.start(1))[0, 0]
+    clipped = GreedyController(cell, costs, plan=PlanOptions(clip=True)).q_values(ctl.start(1))[0, 0]
     assert clipped[3 + 1] > q[3 + 1]  # max(Q_verify(b_z), 0) inside the expectation
 
 

@@ -10,6 +10,7 @@ from bpc.costs import named_costs
 from bpc.data.splits import fold_split, folds, split_counts
 from bpc.decide.controllers import InstanceController, TableController
 from bpc.decide.kernels.instance import abandon_exact, mixture_mean
+from bpc.decide.options import PlanOptions
 from bpc.decide.table import ParameterSamples
 from bpc.estimate.laplace import laplace
 from bpc.experiments.instance_eval import acceptance
@@ -68,7 +69,7 @@ def test_failed_verification_then_new_patch_hand_checked():
     np.testing.assert_allclose(st.mu[:, 0], st.b[:, 0])
     np.testing.assert_array_equal(st.step, [1, 1])
     # i.i.d.: back to π whatever happened
-    iid = InstanceController(_samples(), FAST, critics=CRITICS, belief="iid")
+    iid = InstanceController(_samples(), FAST, critics=CRITICS, plan=PlanOptions(belief="iid"))
     st = iid.start(1)
     iid.observe_verify(st, np.array([False]), np.array([True]))
     iid.observe_regenerate(st, np.array([True]))
@@ -79,7 +80,7 @@ def test_exact_and_mean_matched_tracking():
     s = _samples(0.3, tpr=(0.9, 0.8, 0.7), fpr=(0.2, 0.3, 0.4))
     exact = InstanceController(replace(s, kappa=np.full(s.n_samples, 0.5)), FAST, critics=CRITICS)
     mm = InstanceController(
-        replace(s, kappa=np.full(s.n_samples, 0.5)), FAST, critics=CRITICS, mixture="moment"
+        replace(s, kappa=np.full(s.n_samples, 0.5)), FAST, critics=CRITICS, plan=PlanOptions(mixture="moment")
     )
     states = [c.start(1) for c in (exact, mm)]
     w = np.array([1.0])
@@ -99,7 +100,10 @@ def test_critic_scope_follows_the_belief():
     s = _samples(0.3, tpr=(0.9, 0.8, 0.7), fpr=(0.2, 0.3, 0.4))
     for belief, scope in (("instance", "instance"), ("iid", "patch")):
         ctl = InstanceController(
-            replace(s, kappa=np.full(s.n_samples, 0.5)), FAST, critics=CRITICS, belief=belief
+            replace(s, kappa=np.full(s.n_samples, 0.5)),
+            FAST,
+            critics=CRITICS,
+            plan=PlanOptions(belief=belief),
         )
         assert ctl.critic_scope == scope
         st = ctl.start(1)
@@ -123,7 +127,7 @@ def test_instance_belief_stops_after_a_failure_hand_checked():
     at once: 100 − 15 = 85 for both.
     """
     pool = records_to_pool(_records({"A": [0, 1, 1], "B": [1, 0, 0]}))
-    iid = InstanceController(_samples(), FAST, critics=CRITICS, belief="iid")
+    iid = InstanceController(_samples(), FAST, critics=CRITICS, plan=PlanOptions(belief="iid"))
     inst = InstanceController(_samples(kappa=0.05), FAST, critics=CRITICS)
     u_iid, p_iid, _ = replay_controller(pool, iid, FAST, "bpc")
     u_inst, p_inst, _ = replay_controller(pool, inst, FAST, "bpc")
@@ -247,12 +251,15 @@ def test_solve_b0_instance_model_iid_limit_is_the_paper_tree():
     params = _params(_synthetic(seed=3)).drop_vars("kappa")
     a = solve_b0(params, FAST)
     b = solve_b0(
-        params, FAST, belief_model="instance", verify_terminal=True, max_patches=10, critic_scope="patch"
+        params,
+        FAST,
+        max_patches=10,
+        plan=PlanOptions(belief="instance", verify_terminal=True, critic_scope="patch"),
     )
     np.testing.assert_allclose(b["q"].values, a["q"].values, atol=1e-9)
     assert b.attrs["belief_model"] == "instance"
-    with pytest.raises(ValueError, match="belief_model"):
-        solve_b0(params, FAST, belief_model="mixture")
+    with pytest.raises(ValueError, match="unknown belief"):
+        solve_b0(params, FAST, plan=PlanOptions(belief="mixture"))
 
 
 def test_solve_policy_instance_table_matches_the_kernel():
@@ -261,7 +268,7 @@ def test_solve_policy_instance_table_matches_the_kernel():
     from bpc.decide.solve import parameter_samples, solve_policy
 
     params = _params(_synthetic(seed=4))
-    table = solve_policy(params, FAST, belief_model="instance", grid_size=11, mu_grid_size=9)
+    table = solve_policy(params, FAST, plan=PlanOptions(belief="instance", grid_size=11, mu_grid_size=9))
     assert table["value"].dims == ("benchmark", "generator", "step", "patch", "used", "theta_mean", "belief")
     cell = params.sel(benchmark=["lcb_hard"], generator=["g2"])
     s = parameter_samples(cell, critics=CRITICS, one_cell=True)
@@ -276,7 +283,7 @@ def test_solve_policy_instance_table_matches_the_kernel():
         critic_scope="instance",
     )
     np.testing.assert_allclose(table["value"].sel(benchmark="lcb_hard", generator="g2").values, ref.value[0])
-    same = solve_policy(params, FAST, belief_model="instance", grid_size=11)
+    same = solve_policy(params, FAST, plan=PlanOptions(belief="instance", grid_size=11))
     assert same["value"].sizes["theta_mean"] == 51 and same.attrs["critic_scope"] == "instance"
 
 

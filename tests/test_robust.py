@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -57,17 +59,18 @@ import xarray as xr  # noqa: E402
 
 from bpc.costs import NAMED_COSTS  # noqa: E402
 from bpc.decide.controllers import TableController  # noqa: E402
-from bpc.decide.factory import Switches, make_controller  # noqa: E402
+from bpc.decide.factory import make_controller  # noqa: E402
+from bpc.decide.options import PlanOptions  # noqa: E402
 
-PAPER = Switches(plan_verify_continues=False)  # the paper's planning: the table controller
+PAPER = PlanOptions(plan_verify_continues=False)  # the paper's planning: the table controller
 
 
 def robust_controller(params, cost, **kw):
-    return make_controller(params, cost, mode="bayes_robust", switches=PAPER, name="bayes_robust", **kw)
+    return make_controller(params, cost, name="bayes_robust", **kw, plan=replace(PAPER, mode="bayes_robust"))
 
 
 def plugin_controller(params, cost):
-    return make_controller(params, cost, switches=PAPER)
+    return make_controller(params, cost, plan=PAPER)
 
 
 from bpc.estimate.conjugate import conjugate_posterior  # noqa: E402
@@ -127,7 +130,9 @@ def test_robust_with_one_draw_is_the_plug_in():
 
 def test_thompson_follows_one_draw_and_is_seeded(draws):
     cost = NAMED_COSTS["slow"]
-    th = make_controller(draws, cost, mode="thompson", seed=3, switches=PAPER, name="thompson")
+    th = make_controller(
+        draws, cost, name="thompson", plan=replace(PAPER, mode="thompson"), index=ThompsonIndex(3)
+    )
     st1, st2 = th.start(50), th.start(50)
     pick = st1.sample[:, 0]
     np.testing.assert_array_equal(pick, st2.sample[:, 0])
@@ -144,7 +149,9 @@ def test_thompson_follows_one_draw_and_is_seeded(draws):
 
 def test_per_draw_controller_blocks(draws):
 
-    ctrl = make_controller(draws, NAMED_COSTS["slow"], mode="per_draw", switches=PAPER, name="per_draw_dp")
+    ctrl = make_controller(
+        draws, NAMED_COSTS["slow"], name="per_draw_dp", plan=replace(PAPER, mode="per_draw")
+    )
     state = ctrl.start(48)
     np.testing.assert_array_equal(state.sample[:, 0], np.repeat(np.arange(24), 2))
     with pytest.raises(ValueError, match="not a multiple"):

@@ -23,6 +23,7 @@ from bpc.commands.serve import (
     dumps,
 )
 from bpc.decide.live import Controller, Episode
+from bpc.decide.options import PlanOptions
 
 ARGS = [
     "--prior",
@@ -47,11 +48,9 @@ ARGS = [
 CTRL = dict(
     prior=0.3,
     critics={"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)},
-    p_fix=0.15,
-    p_break=0.05,
-    c_gen=10,
-    c_ver=90,
-    reward=100,
+    kernel=(0.15, 0.05),
+    costs={"c_gen": 10, "c_ver": 90, "reward": 100},
+    plan=PlanOptions(regenerate="refine"),  # a given kernel takes effect (bpc solve's and serve's default)
 )
 
 
@@ -296,7 +295,8 @@ def test_a_signal_saves_the_open_episodes_and_a_restart_resumes_them(tmp_path, s
         "state_file": str(path),
         "saved": 2,
     }
-    assert not [p for p in tmp_path.iterdir() if p != path]  # the temporary file was renamed into place
+    lock = path.with_name(path.name + ".lock")  # the one-server-per-file lock
+    assert not [p for p in tmp_path.iterdir() if p not in (path, lock)]  # the temporary file was renamed
 
     again = Serve(*ARGS, "--state-file", str(path))
     assert again.ready["restored"] == 2
@@ -323,7 +323,7 @@ def test_a_state_file_of_another_controller_is_refused(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     answer = strict(proc.stdout.splitlines()[0])
     assert answer["error"]["type"] == "BadOptions"
-    assert "--state-file" in answer["error"]["message"] and "episode #0" in answer["error"]["message"]
+    assert "--state-file" in answer["error"]["message"] and "not this one" in answer["error"]["message"]
     path.write_text("{not json")
     proc = subprocess.run(
         [sys.executable, "-m", "bpc", "serve", *ARGS, "--state-file", str(path)],

@@ -7,6 +7,7 @@ from loose_solvers import paper_dp, paper_tree
 
 from bpc.costs import Costs, named_costs, paper_costs_for
 from bpc.decide.kernels import CRITIC_OFFSET
+from bpc.decide.options import PlanOptions
 from bpc.decide.solve import (
     cost_arrays,
     fill_regeneration_kernel,
@@ -166,7 +167,7 @@ def test_sample_costs_from_costs():
 def test_solve_policy_matches_kernel_per_cell_and_labels_dims():
     p = make_params(seed=1)
     costs = named_costs("slow")
-    ds = solve_policy(p, costs, keep_q=True)
+    ds = solve_policy(p, costs, plan=PlanOptions(keep_q=True))
     assert ds.value.dims == ("benchmark", "generator", "step", "used", "belief")
     assert ds.q.dims == ("benchmark", "generator", "step", "used", "action", "belief")
     assert list(ds.used.values) == [
@@ -322,7 +323,7 @@ def test_real_cells_dp_agrees_with_exact(corpus_path):
     from bpc.estimate.laplace import laplace
 
     params = laplace(load_corpus(corpus_path, progress=False).counts)
-    pol = solve_policy(params, paper_costs_for, keep_q=True)
+    pol = solve_policy(params, paper_costs_for, plan=PlanOptions(keep_q=True))
     b0 = solve_b0(params, paper_costs_for)
     have = np.isfinite(params.prior)
     assert int(have.sum()) >= 20

@@ -4,6 +4,7 @@ see the target, the table's schema and intervals, and one CLI run on a small sli
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -306,7 +307,10 @@ def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
     ours = st._Recorder(st.stream_controller(state, kind, costs, config=config))
     theirs = st._Recorder(
         make_controller(
-            state.to_params(n), costs, belief="instance", mode=mode, switches=prof.switches, critics=CRITICS
+            state.to_params(n),
+            costs,
+            critics=CRITICS,
+            plan=replace(prof.switches, belief="instance", mode=mode),
         )
     )
     pool = tiny_pool()

@@ -5,6 +5,7 @@ import pytest
 import xarray as xr
 
 from bpc.costs import NAMED_COSTS, paper_costs_for
+from bpc.decide.options import PlanOptions
 from bpc.decide.uncertainty import (
     action_entropy,
     action_probabilities,
@@ -67,7 +68,7 @@ def test_batched_equals_per_draw_solves(post, unc):
     for c in range(pc.sizes["chain"]):
         for d in range(pc.sizes["draw"]):
             one = pc.isel(chain=[c], draw=[d])
-            sol = solve_policy(one, cost, keep_q=True)
+            sol = solve_policy(one, cost, plan=PlanOptions(keep_q=True))
             pols.append(sol["policy"].isel(chain=0, draw=0, benchmark=0, generator=0, drop=True))
             vals.append(sol["value"].isel(chain=0, draw=0, benchmark=0, generator=0, drop=True))
     pol = xr.concat(pols, dim="draw", coords="minimal", compat="override")

@@ -34,7 +34,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from bpc.decide.live import Controller, Episode
+from bpc.decide.live.moves import observed, refined, regenerated, stopped, verified
 
+# the moves a node returns are the live package's one move schema (bpc.decide.live.moves)
 __all__ = [
     "END",
     "EpisodeRouter",
@@ -63,37 +65,6 @@ class EpisodeState(TypedDict, total=False):
     episode: dict[str, Any]
     decision: dict[str, Any] | None
     move: dict[str, Any] | None
-
-
-def observed(critic: str, passed: bool | None) -> dict[str, Any]:
-    """The move of a critic node: ``critic`` passed (True), failed (False) or gave no verdict (None).
-
-    Examples
-    --------
-    >>> observed("test", False)
-    {'op': 'observe', 'critic': 'test', 'passed': False}
-    """
-    return {"op": "observe", "critic": str(critic), "passed": None if passed is None else bool(passed)}
-
-
-def verified(passed: bool) -> dict[str, Any]:
-    """The move of the verifier node: the oracle's verdict on the current patch."""
-    return {"op": "verified", "passed": bool(passed)}
-
-
-def regenerated(*, fresh: bool | None = None) -> dict[str, Any]:
-    """The move of the generator node: a new patch was made (``fresh`` as in :meth:`Episode.regenerated`)."""
-    return {"op": "regenerated"} if fresh is None else {"op": "regenerated", "fresh": bool(fresh)}
-
-
-def refined() -> dict[str, Any]:
-    """The move of a generator that refined the previous patch into a new one."""
-    return {"op": "refined"}
-
-
-def stopped() -> dict[str, Any]:
-    """The move of a node that gave up on the task (e.g. a generator with nothing left to try)."""
-    return {"op": "stop"}
 
 
 class EpisodeRouter:
@@ -127,7 +98,8 @@ class EpisodeRouter:
     Examples
     --------
     >>> from langgraph.graph import START, StateGraph
-    >>> ctrl = Controller(prior=0.5, critics={"test": (0.95, 0.2, 2.0)}, c_gen=10, c_ver=20, reward=100)
+    >>> costs = {"c_gen": 10, "c_ver": 20, "reward": 100}
+    >>> ctrl = Controller(prior=0.5, critics={"test": (0.95, 0.2, 2.0)}, costs=costs)
     >>> router = EpisodeRouter(ctrl, generator="generate", verifier="verify")
     >>> graph = StateGraph(EpisodeState)
     >>> _ = graph.add_node("generate", lambda s: {"move": regenerated()})

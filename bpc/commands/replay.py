@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -446,7 +446,7 @@ def _run_paper(st: _Setup, replayable) -> int:
     args, profile, counts, belief = st.args, st.profile, st.counts, st.belief
     refine = profile.plans_with_measured_kernel(belief)
     transition_counts = None
-    if profile.switches.resolved(belief).regenerate == "fresh":
+    if replace(profile.switches, belief=belief).resolved().regenerate == "fresh":
         info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
     if st.kernel is None and refine and not st.simulated:
         transition_counts = counts

@@ -63,17 +63,29 @@ Learning (``--learn``)
     episode observed (:mod:`bpc.estimate.online`); each new episode is planned
     on the update, a running one keeps its plan. ``--learn-state FILE.nc``
     resumes the calibration from the file (refused when it was learnt from
-    another starting calibration) and writes it back when the server ends,
-    like ``--state-file``.
+    another starting calibration) and writes it after every episode it
+    learns, before the answer that ended it (then the episodes' state file),
+    and when the server ends.
+
+State (``--state-file FILE``)
+    Every change of the open episodes (``start``, a move, ``end``) is written
+    to the file — atomically and fsync'ed: the file is whole or as it was —
+    before it is answered, so a server killed at any moment (SIGKILL, the OOM
+    killer) restarts with every acknowledged move. The file carries a SHA-256
+    checksum over everything it restores (:func:`state_checksum`) and the
+    controller's fingerprint; at start a file whose checksum or fingerprint
+    does not match, or any of whose episodes does not resume, is refused as
+    a whole with the reason — never partly restored. One server per state
+    file: it holds the lock ``FILE.lock`` (``flock``) while it runs, and a
+    second server on the same file is refused.
 
 Ending
     At end of input, on ``quit`` and on SIGTERM, SIGINT or SIGHUP the server
-    stops after the request in hand. With ``--state-file FILE`` it first
-    writes the open episodes there (atomically: the file is whole or as it
-    was), and at start it resumes the episodes the file holds — so the file
-    always holds the episodes open when the server last ended. A signal is
-    answered by one ``{"op": "shutdown", ...}`` line; the exit status is 0,
-    or 1 when the state could not be written.
+    stops after the request in hand (every request takes time linear in its
+    size, so a signal is answered within a second). With ``--state-file`` it
+    writes the open episodes once more. A signal is answered by one
+    ``{"op": "shutdown", ...}`` line; the exit status is 0, or 1 when the
+    state could not be written.
 """
 
 from __future__ import annotations
@@ -81,7 +93,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 import warnings
@@ -92,6 +103,15 @@ from typing import IO, Any
 
 from bpc.commands._checks import check_controller_options
 from bpc.commands.solve import add_controller_arguments, build_controller
+from bpc.decide.live.moves import (
+    MAX_DEPTH,
+    MAX_NUMBER_DIGITS,
+    MOVES,
+    MoveError,
+    check_json_limits,
+    loads,
+    parse_move,
+)
 from bpc.validation import check_beta, probability
 
 NAME = "serve"
@@ -102,10 +122,6 @@ DEFAULT_ID = "default"
 
 MAX_LINE_BYTES = 1 << 20
 """Longest request line, in bytes (1 MiB); a longer one is skipped unread and answered by an error."""
-MAX_DEPTH = 32
-"""Deepest nesting of arrays and objects in a request (a saved state needs 4)."""
-MAX_NUMBER_DIGITS = 100
-"""Longest run of digits in a number literal."""
 MAX_ID_CHARS = 256
 """Longest string ``id`` or ``request_id``; integer ids lie in ±(2**63 − 1)."""
 MAX_EPISODES = 10_000
@@ -120,8 +136,10 @@ DRIFT_WINDOW = 50
 """Default window of the ``drift`` op: the last 50 learnt episodes (or all, when fewer)."""
 STATE_FORMAT = "bpc-serve-state"
 """``format`` of a ``--state-file``."""
-STATE_FILE_VERSION = 1
-"""``version`` of a ``--state-file``."""
+STATE_FILE_VERSION = 2
+"""``version`` of a ``--state-file`` (2: a checksum over everything restored, written after every change)."""
+CHANGES = frozenset({"start", "observe", "verified", "regenerated", "refined", "stop", "end"})
+"""Ops that change the open episodes: with ``--state-file`` each is on disk before it is answered."""
 
 COMMON_FIELDS = frozenset({"op", "id", "request_id"})
 """Fields every request may carry."""
@@ -143,13 +161,8 @@ OP_FIELDS: dict[str, frozenset[str]] = {
 """Request ops and the fields each takes besides :data:`COMMON_FIELDS`, in the module docstring's order."""
 OPS = tuple(OP_FIELDS)
 """Request ops."""
-MOVES = ("observe", "verified", "regenerated", "refined", "stop")
-"""Ops that report what the harness did (:meth:`bpc.decide.live.Episode.apply`)."""
 
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
-_LONG_NUMBER = re.compile(rb"[0-9]{%d}" % (MAX_NUMBER_DIGITS + 1))
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(rb"[\[\]{}]")
 _MISSING = object()
 
 
@@ -227,26 +240,50 @@ def _clip(message: str) -> str:
 def check_line(raw: bytes) -> None:
     """Refuse, before parsing, a line nested deeper than :data:`MAX_DEPTH` or with a too-long number.
 
-    The cheap tests (bracket count, one regular-expression search) run on
-    every line; only a line that fails one is scanned with its strings
-    blanked, so a long digit string or many brackets inside a JSON string
-    are not mistaken for a number or nesting.
+    The live package's one check (:func:`bpc.decide.live.moves.check_json_limits`).
 
     Raises
     ------
     RequestError
         ``TooDeep`` or ``NumberTooLong``.
     """
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
-        depth = top = 0
-        for m in _BRACKET.finditer(_STRING.sub(b'""', raw)):
-            depth += 1 if m.group() in (b"[", b"{") else -1
-            if depth > top:
-                top = depth
-                if top > MAX_DEPTH:
-                    raise RequestError("TooDeep", f"arrays and objects nested deeper than {MAX_DEPTH} levels")
-    if _LONG_NUMBER.search(raw) and _LONG_NUMBER.search(_STRING.sub(b'""', raw)):
-        raise RequestError("NumberTooLong", f"a number literal with more than {MAX_NUMBER_DIGITS} digits")
+    try:
+        check_json_limits(raw)
+    except MoveError as exc:
+        raise RequestError(exc.kind, str(exc)) from None
+
+
+def state_checksum(body: Mapping[str, Any]) -> str:
+    """SHA-256 of a state file's canonical JSON (sorted keys, no spaces): everything restored, header too."""
+    import hashlib
+
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def lock_state_file(path: Path) -> IO[bytes]:
+    """Hold the lock of ``path`` (``PATH.lock`` beside it, ``flock``) for this process; one server per file.
+
+    The lock is released when the process ends, however it ends; a lock file
+    left behind is harmless.
+
+    Raises
+    ------
+    ValueError
+        Naming the state file, when another process holds its lock.
+    """
+    import fcntl
+
+    lock = open(f"{path}.lock", "ab")  # noqa: SIM115 - held open for the life of the server
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise ValueError(
+            f"--state-file {path} is in use by another bpc serve (its lock {path}.lock is held); "
+            "one server per state file"
+        ) from None
+    return lock
 
 
 def _not_json_constant(name: str) -> Any:
@@ -285,38 +322,18 @@ def _boolean(request: Mapping[str, Any], field: str, *, null: bool = False, defa
 def check_move(move: Any) -> dict[str, Any]:
     """A move object (a request, or an element of a saved state's ``moves``) with checked types.
 
+    The live package's one parser of moves (:func:`bpc.decide.live.moves.parse_move`),
+    a request's ``id`` and ``request_id`` allowed besides the move's fields.
+
     Raises
     ------
     RequestError
         For an unknown op or field, or a value of the wrong JSON type.
     """
-    if not isinstance(move, Mapping):
-        raise RequestError("BadRequest", f"a move must be a JSON object, got {type(move).__name__}")
-    op = move.get("op")
-    if not isinstance(op, str) or op not in MOVES:
-        raise RequestError("BadRequest", f"unknown move {quote(op)}; expected one of {', '.join(MOVES)}")
-    _no_extra_fields(move, op)
-    out: dict[str, Any] = {"op": op}
-    if op == "observe":
-        critic = move.get("critic", _MISSING)
-        if critic is _MISSING:
-            raise RequestError("BadRequest", "op 'observe' needs 'critic' and 'passed'")
-        if not isinstance(critic, str):
-            raise RequestError("BadRequest", f"'critic' must be a string, got {quote(critic)}")
-        out["critic"] = critic
-        out["passed"] = _boolean(move, "passed", null=True)
-    elif op == "verified":
-        out["passed"] = _boolean(move, "passed")
-    elif op == "regenerated":
-        if "fresh" in move:
-            out["fresh"] = _boolean(move, "fresh")
-        if "kind" in move:
-            if move["kind"] not in ("fresh", "refine"):
-                raise RequestError(
-                    "BadRequest", f'\'kind\' must be "fresh" or "refine", got {quote(move["kind"])}'
-                )
-            out["kind"] = move["kind"]
-    return out
+    try:
+        return parse_move(move, also=COMMON_FIELDS - {"op"}).to_dict()
+    except MoveError as exc:
+        raise RequestError(exc.kind, str(exc)) from None
 
 
 def _no_extra_fields(request: Mapping[str, Any], op: str) -> None:
@@ -405,6 +422,9 @@ class Server:
         self.running = True
         self.busy = False
         self.pending_signal: int | None = None
+        self.state_path: Path | None = None  # with --state-file: every change is written before its answer
+        self.learn_path: Path | None = None  # with --learn-state: the calibration, written as it learns
+        self._learnt_saved: int | None = None
 
     @property
     def controller(self):
@@ -606,6 +626,16 @@ class Server:
             else:
                 _no_extra_fields(request, op)
                 getattr(self, f"_op_{op}")(request, out)
+            if op in CHANGES and (self.state_path is not None or self.learn_path is not None):
+                try:  # durable before it is acknowledged: the calibration learnt, then the episodes
+                    self._save_learner()
+                    if self.state_path is not None:
+                        self.save(self.state_path)
+                except (OSError, ValueError) as exc:
+                    raise RequestError(
+                        "StateFileError",
+                        f"the change was made but could not be written to --state-file: {exc}",
+                    ) from None
             return out
         except IllegalMoveError as exc:
             err = {
@@ -651,9 +681,17 @@ class Server:
         return self.handle(request)
 
     # ------------------------------------------------------------ persistence
+    def _save_learner(self) -> None:
+        """With ``--learn-state``: write the calibration when it learnt since the last write."""
+        learner = getattr(self.controller, "learner", None)
+        if self.learn_path is None or learner is None or learner.n_episodes == self._learnt_saved:
+            return
+        learner.save(self.learn_path)
+        self._learnt_saved = learner.n_episodes
+
     def snapshot(self) -> dict[str, Any]:
-        """The open episodes as the JSON of a ``--state-file``."""
-        return {
+        """The open episodes as the JSON of a ``--state-file``, with the checksum over all of it."""
+        body = {
             "format": STATE_FORMAT,
             "version": STATE_FILE_VERSION,
             "controller": self.controller.fingerprint(),
@@ -662,6 +700,7 @@ class Server:
                 for eid, ep in self.episodes.items()
             ],
         }
+        return {**body, "checksum": state_checksum(body)}
 
     def save(self, path: Path) -> int:
         """Write the open episodes to ``path`` atomically; the number written."""
@@ -685,8 +724,8 @@ class Server:
         if not path.exists():
             return 0
         try:
-            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_json_constant)
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            data = loads(path.read_bytes())
+        except (OSError, MoveError) as exc:
             raise ValueError(f"--state-file {path}: not readable as a bpc serve state ({exc})") from None
         if not (
             isinstance(data, dict)
@@ -696,7 +735,19 @@ class Server:
         ):
             raise ValueError(
                 f"--state-file {path}: not a {STATE_FORMAT} file of version {STATE_FILE_VERSION} "
-                "(written by bpc serve --state-file)"
+                "(written by bpc serve --state-file); refused as a whole, nothing restored"
+            )
+        body = {k: v for k, v in data.items() if k != "checksum"}
+        if data.get("checksum") != state_checksum(body):
+            raise ValueError(
+                f"--state-file {path}: checksum mismatch (the file was changed outside bpc serve); "
+                "refused as a whole, nothing restored"
+            )
+        if data.get("controller") != self.controller.fingerprint():
+            raise ValueError(
+                f"--state-file {path}: written under controller {quote(data.get('controller'))}, "
+                f"not this one ({self.controller.fingerprint()}): parameters, costs or options differ; "
+                "refused as a whole, nothing restored"
             )
         entries = data["episodes"]
         if len(entries) > self.max_episodes:
@@ -704,18 +755,27 @@ class Server:
                 f"--state-file {path}: holds {len(entries)} episodes, "
                 f"more than --max-episodes {self.max_episodes}"
             )
+        episodes: dict[str | int, Any] = {}
+        cells: dict[str | int, str | None] = {}
         for i, entry in enumerate(entries):
             try:
                 if not isinstance(entry, dict) or "id" not in entry or "state" not in entry:
                     raise RequestError("BadRequest", "expected an object with 'id', 'cell' and 'state'")
                 eid = check_id(entry["id"], "id")
+                if eid in episodes:
+                    raise RequestError("BadRequest", f"a second episode with id {quote(eid)}")
                 cell = entry.get("cell")
                 ep = Episode.from_dict(_check_state(entry["state"]), self._controller_for(cell))
+                if ep.done:
+                    raise RequestError("BadRequest", f"episode {quote(eid)} is over ({ep.outcome})")
             except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"--state-file {path}: episode #{i}: {_clip(str(exc))}") from None
-            if not ep.done:
-                self.episodes[eid] = ep
-                self.cells[eid] = cell
+                raise ValueError(
+                    f"--state-file {path}: episode #{i}: {_clip(str(exc))}; "
+                    "refused as a whole, nothing restored"
+                ) from None
+            episodes[eid], cells[eid] = ep, cell
+        self.episodes.update(episodes)  # all or nothing
+        self.cells.update(cells)
         return len(self.episodes)
 
 
@@ -847,7 +907,11 @@ def run(args: argparse.Namespace) -> int:
                     task_priors=_task_priors(args.task_priors),
                 )
                 learnt = _resume_learning(server.controller, args)
+                if args.state_file is not None:
+                    lock = lock_state_file(args.state_file)  # noqa: F841 - held until the process ends
                 restored = 0 if args.state_file is None else server.restore(args.state_file)
+                server.state_path = args.state_file
+                server.learn_path, server._learnt_saved = args.learn_state if args.learn else None, learnt
         except (ValueError, KeyError, FileNotFoundError) as exc:
             msg = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
             _emit({"ok": False, "op": "ready", "error": {"type": "BadOptions", "message": _clip(msg)}})

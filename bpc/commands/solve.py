@@ -21,8 +21,9 @@ P(action optimal) and the 89% band of each Q over the posterior draws)::
 repair kernel, so the caller never updates the belief by hand. The state may
 also be set directly with ``--belief`` (default the prior) and ``--used``
 (critics already used on the current patch). A regenerated patch is a fresh
-sample of the task unless ``--regenerate refine`` (then it moves through
-``--p-fix``/``--p-break``, given both or neither; neither = a fresh sample).
+sample of the task unless ``--regenerate refine`` — the default when
+``--p-fix``/``--p-break`` are given (both or neither), so a given kernel always
+takes effect; ``--regenerate fresh`` with a kernel is an error.
 With ``--params`` the controller uses the instance belief (κ from the file)
 unless ``--belief-model iid``; from explicit numbers the i.i.d. belief unless
 ``--belief-model instance --kappa K``. Every episode is planned within the
@@ -45,14 +46,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
 
 import bpc.constants as _constants
 from bpc.constants import GRID_SIZE, HORIZON, LIVE_MAX_COST_REWARDS, LIVE_MAX_PATCHES, LIVE_REGENERATE
+from bpc.decide.options import Budget, PlanOptions, check_sizes
 from bpc.validation import check_cost, check_probability
-
-if TYPE_CHECKING:
-    from bpc.decide.live import Method
 
 NAME = "solve"
 HELP = "best next action, its value and every action's Q-value for one state (dp, exact or greedy)"
@@ -82,6 +80,12 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     )
     src.add_argument(
         "--max-draws", type=int, default=None, help="thin the posterior to this many draws (faster set-up)"
+    )
+    src.add_argument(
+        "--accept-unconverged",
+        action="store_true",
+        help="use a posterior that failed its convergence check (diagnostics_ok = 0; refused without it); "
+        "every decision then says so",
     )
     num = parser.add_argument_group("controller from explicit numbers")
     num.add_argument("--prior", type=float, default=None, help="prior π = P(Y=1) of a fresh patch")
@@ -134,9 +138,9 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     solver.add_argument(
         "--regenerate",
         choices=("fresh", "refine"),
-        default=LIVE_REGENERATE,
+        default=None,
         help="how a new patch is made, in planning and acting: a fresh sample of the task (default) or "
-        "a refinement through the measured (or given) fix/break kernel",
+        "a refinement through the measured (or given) fix/break kernel (default with --p-fix/--p-break)",
     )
     solver.add_argument(
         "--kappa", type=float, default=None, help="instance model: concentration κ of a task's pass rate"
@@ -318,21 +322,16 @@ def _explicit_controller(args: argparse.Namespace, method: str, learn: bool = Fa
         raise ValueError(f"--critic names must be distinct, got {names}")
     if not critics:
         raise ValueError("give at least one --critic NAME:TPR:FPR:COST")
+    kernel = None if args.p_fix is None else (args.p_fix, args.p_break)
     ctrl = Controller(
         prior=args.prior,
         critics={c[0]: (c[1], c[2], c[3]) for c in critics},
-        p_fix=args.p_fix,
-        p_break=args.p_break,
-        **cost,
-        method=cast("Method", method),
-        horizon=args.horizon,
-        grid_size=args.grid_size,
-        clip=args.clip,
-        mode=args.mode,
-        belief=args.belief_model or "iid",
+        costs=cost,
+        kernel=kernel,
         kappa=args.kappa,
+        plan=plan_options(args, method, kernel_given=kernel is not None, belief=args.belief_model or "iid"),
+        budget=budget(args),
         learn=learn,
-        **_budget_and_regeneration(args),
     )
     inputs = {
         "prior": args.prior,
@@ -345,19 +344,59 @@ def _explicit_controller(args: argparse.Namespace, method: str, learn: bool = Fa
     return ctrl, inputs
 
 
-def _budget_and_regeneration(args: argparse.Namespace) -> dict:
-    """The options every controller takes alike: budget, regeneration, planning of verification."""
-    return dict(
-        max_patches=args.max_patches,
-        max_cost=getattr(args, "max_cost", None),
-        regenerate=getattr(args, "regenerate", LIVE_REGENERATE),
-        plan_verify_continues=_plan_continues(args),
+def plan_options(
+    args: argparse.Namespace, method: str, *, kernel_given: bool = False, belief: str | None = None
+) -> PlanOptions:
+    """The :class:`~bpc.decide.options.PlanOptions` the parsed options describe.
+
+    ``--regenerate`` left out: ``refine`` when a kernel is given (``--p-fix``/``--p-break``
+    take effect), else :data:`bpc.constants.LIVE_REGENERATE`. ``--regenerate fresh``
+    with a given kernel is an error unless the history refines a patch (the only other use of it).
+
+    Raises
+    ------
+    ValueError
+        For a given kernel that would go unused, or a size above its limit, naming the option.
+    """
+    regenerate = getattr(args, "regenerate", None)
+    if regenerate is None:
+        regenerate = "refine" if kernel_given else LIVE_REGENERATE
+    elif kernel_given and regenerate == "fresh" and "refine" not in str(getattr(args, "history", "")):
+        raise ValueError(
+            "--p-fix/--p-break describe refinement, but --regenerate fresh never refines a patch: "
+            "give --regenerate refine (or drop them)"
+        )
+    for name, value in (("--horizon", args.horizon), ("--grid-size", args.grid_size)):
+        try:
+            check_sizes(**{name[2:].replace("-", "_"): value})
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return PlanOptions(
+        belief=belief,
+        method=method,
+        mode=args.mode,
+        horizon=args.horizon,
+        grid_size=args.grid_size,
+        clip=bool(args.clip),
+        regenerate=regenerate,
+        plan_verify_continues=False if args.paper_planning else None,
     )
 
 
-def _plan_continues(args: argparse.Namespace) -> bool | None:
-    """``False`` with ``--paper-planning`` (verification terminal in planning), else the library default."""
-    return False if args.paper_planning else None
+def budget(args: argparse.Namespace) -> Budget:
+    """The :class:`~bpc.decide.options.Budget` of ``--max-patches`` and ``--max-cost``.
+
+    Raises
+    ------
+    ValueError
+        For a patch budget above :data:`bpc.constants.MAX_PATCHES`, naming the option.
+    """
+    if args.max_patches is not None:
+        try:
+            check_sizes(max_patches=args.max_patches)
+        except ValueError as exc:
+            raise ValueError(f"--max-patches: {exc}") from None
+    return Budget(max_patches=args.max_patches, max_cost=getattr(args, "max_cost", None))
 
 
 def _params_controller(args: argparse.Namespace, method: str, cell: str | None, learn: bool = False):
@@ -378,6 +417,9 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         raise ValueError(
             f"{', '.join(clash)} describe a controller by numbers; with --params the cell's values are used"
         )
+    caveat = calibration_caveat(args.params)
+    if caveat is not None and not getattr(args, "accept_unconverged", False):
+        raise ValueError(f"--params {args.params}: {caveat}; refused (pass --accept-unconverged to use it)")
     bench = cell.split("/")[0].strip()
     base = _base_costs(args) or paper_costs_for(bench)
     changes = {
@@ -388,16 +430,13 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         args.params,
         cell=cell,
         costs=costs,
-        mode=args.mode,
-        method=cast("Method", method),
-        horizon=args.horizon,
-        grid_size=args.grid_size,
         max_draws=args.max_draws,
-        clip=args.clip,
-        belief=args.belief_model or "instance",
+        plan=plan_options(args, method, belief=args.belief_model or "instance"),
+        budget=budget(args),
         learn=learn,
-        **_budget_and_regeneration(args),
     )
+    if caveat is not None:
+        ctrl.calibration_warning = f"{caveat} (accepted with --accept-unconverged)"
     inputs = {
         "params": str(args.params),
         "cell": "/".join(ctrl.cell or ()),
@@ -412,6 +451,33 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         "reward": ctrl.reward,
     }
     return ctrl, inputs
+
+
+def calibration_caveat(path: Path) -> str | None:
+    """Why the calibration in ``path`` is not to be trusted (a fit marked ``diagnostics_ok = 0``), or None.
+
+    Reads the file's root attributes only (no arrays); a file that cannot be
+    read this way is left to the loader, which names what is wrong with it.
+    """
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as f:
+            ok = f.attrs.get("diagnostics_ok")
+            failures = f.attrs.get("diagnostics_failures")
+    except (OSError, ValueError):
+        return None
+    import numpy as np
+
+    if ok is None or np.asarray(ok).size != 1 or int(np.asarray(ok).reshape(-1)[0]) != 0:
+        return None
+    if isinstance(failures, bytes):
+        failures = failures.decode("utf-8", "replace")
+    try:
+        what = "; ".join(map(str, json.loads(failures))) if isinstance(failures, str) else ""
+    except ValueError:
+        what = ""
+    return "the posterior failed its convergence check (diagnostics_ok = 0" + (f": {what})" if what else ")")
 
 
 def decide(args: argparse.Namespace) -> dict:
@@ -458,6 +524,8 @@ def decide(args: argparse.Namespace) -> dict:
     elif ctrl.n_samples > 1 or args.params is not None:
         out["mode"] = ctrl.mode
     out["state"] = {"belief": d.belief, "used": list(d.used), "steps_left": d.steps_left}
+    if d.warning is not None:
+        out["warning"] = d.warning
     if moves:
         out["history"] = list(episode.history)
         out["spent"] = episode.spent
@@ -467,7 +535,7 @@ def decide(args: argparse.Namespace) -> dict:
         "grid_size": args.grid_size if ctrl.method == "dp" else None,
         "clip": bool(args.clip) if ctrl.method == "greedy" else None,
         "belief_model": ctrl.belief_model,
-        "regenerate": ctrl.switches.regenerate,
+        "regenerate": ctrl.plan.regenerate,
         "max_patches": ctrl.max_patches,
         "max_cost": json_float(ctrl.max_cost),  # null: no cost budget
     }

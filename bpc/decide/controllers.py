@@ -59,19 +59,18 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from bpc.constants import BELIEFS, DEFAULT_SEED, GRID_SIZE, HORIZON, METHODS, POOL_SIZE, REGENERATE_MODES
+from bpc.constants import DEFAULT_SEED, POOL_SIZE
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import CRITIC_OFFSET, Problem, bayes_update, make_problem, regenerate
 from bpc.decide.kernels.dp import PAPER_TABLE, DPSolution, solve_grid
-from bpc.decide.kernels.greedy import LOOKAHEADS, PAPER_GREEDY, greedy
+from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
 from bpc.decide.kernels.instance import (
-    CRITIC_SCOPES,
-    MIXTURES,
     abandon_exact,
     abandon_moment,
     mixture_mean,
     solve_tree,
 )
+from bpc.decide.options import DEFAULT_PLAN, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, SampleCosts
 
 if TYPE_CHECKING:
@@ -524,33 +523,20 @@ class InstanceController(BeliefController):
     ----------
     params, costs, critics, index, name
         See :class:`BeliefController`.
-    belief : {"instance", "iid"}
-        ``"iid"`` forces ``κ = inf``.
-    method : {"dp", "greedy", "exact"}
-        Planner.
-    horizon : int
-        Look-ahead ``H``.
+    plan : PlanOptions
+        The belief (default here ``"instance"``; ``"iid"`` forces ``κ = inf``),
+        planner (``method``: ``"dp"``, ``"greedy"``, ``"exact"``), look-ahead
+        ``horizon``, grids (``grid_size``, ``mu_grid_size = 1``: the paper's
+        table, :data:`~bpc.decide.kernels.dp.PAPER_TABLE`), ``keep_q`` and
+        ``backend`` of the grid DP, and the conventions: verification valued
+        as terminal unless ``plan_verify_continues``, the ``critic_scope``,
+        ``regenerate`` (in planning and acting alike), the θ-``mixture``
+        carried between decisions and the greedy ``lookahead``
+        (:data:`~bpc.decide.kernels.greedy.LOOKAHEADS`; ``"verify"`` is the
+        paper's rule, ``"clip"`` the authors' release). See :mod:`bpc.decide.options`.
     max_patches : int or None
         Patch budget of an episode (the recorded pool, or the caller's);
         ``None`` (greedy, exact): none beyond the horizon.
-    verify_terminal : bool
-        Plan with verification ending the episode (default: it does not).
-    critic_scope : {"patch", "instance"}, optional
-        Scope of the used-critic set; default ``"instance"`` with the
-        instance belief, ``"patch"`` with the i.i.d. one.
-    mixture : {"exact", "moment"}
-        How the episode's θ-belief is carried between decisions.
-    regenerate : {"fresh", "refine"}
-        How a new patch is made, in planning and acting alike.
-    lookahead : {"best", "verify", "clip"}
-        Greedy only: the worth of a critic verdict's belief
-        (:data:`~bpc.decide.kernels.greedy.LOOKAHEADS`; ``"verify"`` is the
-        paper's rule, ``"clip"`` the authors' release).
-    grid_size, mu_grid_size : int
-        Points of the ``b`` and ``μ`` grids (``mu_grid_size=1``: the paper's
-        table, :data:`~bpc.decide.kernels.dp.PAPER_TABLE`).
-    keep_q, backend
-        Of the grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`).
     table : DPSolution, optional
         A table already solved for exactly these samples, costs and options
         (e.g. loaded from a cache); default: solved here.
@@ -563,57 +549,41 @@ class InstanceController(BeliefController):
         params: xr.Dataset | ParameterSamples,
         costs: Costs | Sequence[Costs] | SampleCosts,
         *,
+        plan: PlanOptions = DEFAULT_PLAN,
         critics: Sequence[str] | None = None,
         index: SampleIndex = every_sample,
-        belief: str = "instance",
-        method: str = "dp",
-        horizon: int = HORIZON,
         max_patches: int | None = POOL_SIZE,
-        verify_terminal: bool = False,
-        critic_scope: str | None = None,
-        mixture: str = "exact",
-        regenerate: str = "fresh",
-        lookahead: str = "best",
-        grid_size: int = GRID_SIZE,
-        mu_grid_size: int = GRID_SIZE,
-        keep_q: bool = False,
-        backend: str = "auto",
         table: DPSolution | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(params, costs, critics=critics, index=index, name=name)
-        checks = (
-            ("belief", belief, BELIEFS),
-            ("method", method, METHODS),
-            ("mixture", mixture, MIXTURES),
-            ("regenerate", regenerate, REGENERATE_MODES),
-            ("lookahead", lookahead, LOOKAHEADS),
-        )
-        for what, value, choices in checks:
-            if value not in choices:
-                raise ValueError(f"{what} must be one of {choices}, got {value!r}")
-        critic_scope = critic_scope or ("instance" if belief == "instance" else "patch")
-        if critic_scope not in CRITIC_SCOPES:
-            raise ValueError(f"critic_scope must be one of {CRITIC_SCOPES}, got {critic_scope!r}")
+        plan = plan.resolved(belief="instance")
+        method = plan.method or "dp"
+        belief, mixture, regenerate = str(plan.belief), plan.mixture, str(plan.regenerate)
+        critic_scope, lookahead = str(plan.critic_scope), str(plan.lookahead)
         if method == "exact" and mixture != "exact":
             raise ValueError("method 'exact' carries the exact θ-mixture (mixture='exact')")
+        if max_patches is not None:
+            check_sizes(max_patches=max_patches)
+        check_sizes(n_critics=len(self.critics))
         if name is None and method == "greedy":
             self.name = "bayesian_greedy"
+        self.plan = replace(plan, method=method)
         self.belief, self.method, self.mixture, self.regenerate = belief, method, mixture, regenerate
         self.critic_scope, self.lookahead = critic_scope, lookahead
-        self.horizon = int(horizon)
+        self.horizon = int(plan.horizon)
         self.max_patches = None if max_patches is None else int(max_patches)
-        self.verify_terminal = bool(verify_terminal)
+        self.verify_terminal = not plan.plan_verify_continues
         # a refined patch's kernel (acting, "refine"; a fresh sample where none is measured)
         s = self.samples = self.samples.with_fresh_sample_kernel()
         self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else s.kappa
         # the conventions every planner plans with: the greedy rule, the exact tree, the grid DP
-        plan = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, regenerate=regenerate)
-        self._greedy_options: dict[str, Any] = {**plan, "lookahead": lookahead}
-        self._tree_options: dict[str, Any] = {**plan, "critic_scope": critic_scope, "horizon": self.horizon}
+        opts = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, regenerate=regenerate)
+        self._greedy_options: dict[str, Any] = {**opts, "lookahead": lookahead}
+        self._tree_options: dict[str, Any] = {**opts, "critic_scope": critic_scope, "horizon": self.horizon}
         self._tree_options["chunk_size"] = None  # one episode's samples, solved at once
-        grid = dict(grid_size=int(grid_size), mu_grid_size=int(mu_grid_size), backend=backend)
-        self._grid_options: dict[str, Any] = {**self._tree_options, **grid, "keep_q": bool(keep_q)}
+        grid = dict(grid_size=plan.grid_size, mu_grid_size=plan.mu_grid_size, backend=plan.backend)
+        self._grid_options: dict[str, Any] = {**self._tree_options, **grid, "keep_q": bool(plan.keep_q)}
         kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
         # validated once; the greedy rule, the tree and the tables read it
         self.problem = make_problem(
@@ -758,13 +728,13 @@ class TableController(InstanceController):
     ----------
     params, costs
         See :class:`BeliefController`.
-    keep_q : bool
-        Store every Q-value (default): lookups gather them instead of
-        recomputing them by a Bellman backup (the same numbers).
+    plan : PlanOptions
+        Only ``horizon``, ``grid_size``, ``backend`` and ``keep_q`` are read
+        (``keep_q`` default True: lookups gather stored Q-values instead of
+        recomputing them by a Bellman backup — the same numbers); the rest is the paper's.
     **options
-        ``critics``, ``index``, ``name``, ``horizon``, ``grid_size``,
-        ``table`` (a paper table already solved for exactly these samples and
-        costs) and ``backend`` of :class:`InstanceController`.
+        ``critics``, ``index``, ``name`` and ``table`` (a paper table already
+        solved for exactly these samples and costs) of :class:`InstanceController`.
     """
 
     def __init__(
@@ -772,12 +742,24 @@ class TableController(InstanceController):
         params: xr.Dataset | ParameterSamples,
         costs: Costs | Sequence[Costs] | SampleCosts,
         *,
-        keep_q: bool = True,
+        plan: PlanOptions = DEFAULT_PLAN,
         **options: Any,
     ) -> None:
-        paper: dict[str, Any] = dict(belief="iid", method="dp", critic_scope="patch", mixture="exact")
-        paper |= PAPER_TABLE
-        super().__init__(params, costs, keep_q=keep_q, **options, **paper)
+        keep_q = True if plan.keep_q is None else plan.keep_q
+        paper = PlanOptions(
+            belief="iid",
+            method="dp",
+            horizon=plan.horizon,
+            grid_size=plan.grid_size,
+            mu_grid_size=PAPER_TABLE["mu_grid_size"],
+            keep_q=keep_q,
+            backend=plan.backend,
+            verify_terminal=PAPER_TABLE["verify_terminal"],
+            regenerate=PAPER_TABLE["regenerate"],
+            critic_scope="patch",
+            mixture="exact",
+        )
+        super().__init__(params, costs, plan=paper, max_patches=PAPER_TABLE["max_patches"], **options)
 
 
 class GreedyController(InstanceController):
@@ -796,9 +778,10 @@ class GreedyController(InstanceController):
     ----------
     params, costs
         See :class:`BeliefController`.
-    clip : bool
-        Use ``max(Q_verify(b_z), 0)`` inside the critic expectation (the
-        release formula; default False = the paper appendix formula).
+    plan : PlanOptions
+        Only ``clip`` is read: ``max(Q_verify(b_z), 0)`` inside the critic
+        expectation (the release formula; default False = the paper appendix
+        formula); the rest is the paper's.
     **options
         ``critics``, ``index`` and ``name`` of :class:`BeliefController`.
     """
@@ -808,10 +791,16 @@ class GreedyController(InstanceController):
         params: xr.Dataset | ParameterSamples,
         costs: Costs | Sequence[Costs] | SampleCosts,
         *,
-        clip: bool = False,
+        plan: PlanOptions = DEFAULT_PLAN,
         **options: Any,
     ) -> None:
-        paper: dict[str, Any] = dict(belief="iid", method="greedy", critic_scope="patch", mixture="moment")
-        paper |= PAPER_GREEDY
-        paper["lookahead"] = "clip" if clip else "verify"
-        super().__init__(params, costs, **options, **paper)
+        paper = PlanOptions(
+            belief="iid",
+            method="greedy",
+            verify_terminal=PAPER_GREEDY["verify_terminal"],
+            regenerate=PAPER_GREEDY["regenerate"],
+            critic_scope="patch",
+            mixture="moment",
+            lookahead="clip" if plan.clip else "verify",
+        )
+        super().__init__(params, costs, plan=paper, max_patches=PAPER_GREEDY["max_patches"], **options)

@@ -33,20 +33,18 @@ import numpy.typing as npt
 import xarray as xr
 
 from bpc.constants import (
-    BELIEFS,
     DIM_BELIEF,
     DIM_BENCHMARK,
     DIM_CRITIC,
     DIM_GENERATOR,
     DIM_STEP,
-    GRID_SIZE,
-    HORIZON,
     POOL_SIZE,
 )
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import Problem, action_names, make_problem, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
 from bpc.decide.kernels.instance import PAPER_TREE, solve_tree
+from bpc.decide.options import DEFAULT_PLAN, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
 
@@ -204,18 +202,30 @@ def instance_kappa(params: xr.Dataset) -> np.ndarray:
     -------
     numpy.ndarray
         ``(S,)``; ``inf`` where the Dataset has no ``kappa`` or κ is ``NaN``
-        or not positive (no information: the i.i.d. model, as
-        :mod:`bpc.estimate.laplace` documents).
+        (no information: the i.i.d. model, as :mod:`bpc.estimate.laplace`
+        documents); a κ of 0 or below is an error.
     """
     return _sample_axis(params)(_kappa_array(params))
 
 
 def _kappa_array(params: xr.Dataset) -> xr.DataArray:
-    """The parameters' ``kappa`` (``inf`` where absent, ``NaN`` or not positive: i.i.d. patches)."""
+    """The parameters' ``kappa`` (``inf`` where absent or ``NaN``: i.i.d. patches).
+
+    Raises
+    ------
+    ValueError
+        For a κ of 0 or below (not information about patches: an error, never read as ``inf``).
+    """
     if "kappa" not in params:
         return xr.DataArray(np.inf)
     k = params["kappa"]
-    return xr.where(k.notnull() & (k > 0), k, np.inf)
+    bad = k <= 0
+    if bool(bad.any()):
+        raise ValueError(
+            f"parameter 'kappa' (the instance concentration κ) must be > 0 (NaN or inf: the i.i.d. limit); "
+            f"got {float(k.where(bad).min())} in {int(bad.sum())} value(s)"
+        )
+    return xr.where(k.notnull(), k, np.inf)
 
 
 def cost_arrays(
@@ -416,20 +426,13 @@ def solve_policy(
     params: xr.Dataset,
     costs: Costs | Callable[[str], Costs],
     *,
+    plan: PlanOptions = DEFAULT_PLAN,
     critics: Sequence[str] | None = None,
-    belief_model: str = "iid",
-    horizon: int = HORIZON,
-    grid_size: int = GRID_SIZE,
-    keep_q: bool = False,
+    max_patches: int = POOL_SIZE,
     dask: DaskMode | None = None,
     dtype: npt.DTypeLike = np.float64,
-    backend: str = "auto",
     fill_kernel: bool = True,
     n_threads: int | None = None,
-    max_patches: int = POOL_SIZE,
-    mu_grid_size: int = GRID_SIZE,
-    verify_terminal: bool = False,
-    critic_scope: str = "instance",
 ) -> xr.Dataset:
     """Solve the grid DP of every cell (and draw): the paper's ``bayesian_dp`` table or the instance table.
 
@@ -445,40 +448,37 @@ def solve_policy(
         concentration under the instance belief (``inf`` where absent or ``NaN``).
     costs : Costs or callable
         One cost vector, or ``benchmark -> Costs`` (e.g. :func:`bpc.costs.paper_costs_for`).
+    plan : PlanOptions
+        :mod:`bpc.decide.options`. ``belief`` ``"iid"`` (default): the paper's
+        table ``V_h(b, U)`` (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`: κ = ∞,
+        the repair kernel, no patch budget, terminal verification) with its
+        ``policy``; ``"instance"``: the instance table ``V_h(b, μ, n, U)`` of
+        method.md §Instance model (a new patch is a fresh draw of the
+        instance; verification valued with its failure continuation unless
+        ``plan_verify_continues=False``, the plan's ``critic_scope``), whose
+        actions are read off it by one Bellman backup
+        (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
+        :class:`bpc.decide.controllers.InstanceController`), so no policy is
+        stored. ``horizon`` (steps left at the top layer ``H``), ``grid_size``
+        (``G``), ``mu_grid_size`` (instance table), ``backend`` and
+        ``keep_q`` (also return ``q``; memory grows by a factor ``3 + K``;
+        paper table only) are read too.
     critics : sequence of str, optional
         Critics the controller may call, in action order (default
         :func:`bpc.schema.decision_critics` of the parameters' ``critic``
         coordinate: the paper's three for the corpus, every critic of a
         user's logs).
-    belief_model : {"iid", "instance"}
-        ``"iid"``: the paper's table ``V_h(b, U)`` (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`:
-        κ = ∞, the repair kernel, no patch budget, terminal verification)
-        with its ``policy``. ``"instance"``: the instance table
-        ``V_h(b, μ, n, U)`` of method.md §Instance model (a new patch is a fresh draw of the
-        instance); actions are read off it by one Bellman backup
-        (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
-        :class:`bpc.decide.controllers.InstanceController`), so no policy is stored.
-    horizon : int
-        Steps left at the top layer, ``H``.
-    grid_size : int
-        Belief grid points ``G``.
-    keep_q : bool
-        Also return ``q`` (memory grows by a factor ``3 + K``; paper table only).
+    max_patches : int
+        Instance table only: the patch budget ``N`` (the ``patch`` dim).
     dask : {None, "forbidden", "allowed", "parallelized"}
         Passed to :func:`xarray.apply_ufunc`; ``None`` = parallelized iff the inputs are dask arrays.
     dtype : numpy dtype
         ``float64`` or ``float32`` values.
-    backend : {"auto", "numba", "numpy"}
-        Kernel implementation (identical results).
     fill_kernel : bool
         Apply :func:`fill_regeneration_kernel` first (default); otherwise cells
         without a kernel get ``NaN`` values (paper table).
     n_threads : int, optional
         Threads of the numba kernel per block.
-    max_patches, mu_grid_size, verify_terminal, critic_scope
-        Instance table only: the patch budget ``N`` (the ``patch`` dim), the
-        points of the ``theta_mean`` grid, whether verification ends the
-        episode and the scope of the used-critic set.
 
     Returns
     -------
@@ -496,8 +496,11 @@ def solve_policy(
     ValueError
         For a malformed parameter Dataset, unknown critics, bad costs or options.
     """
-    if belief_model not in BELIEFS:
-        raise ValueError(f"belief_model must be one of {BELIEFS}, got {belief_model!r}")
+    plan = plan.resolved()
+    belief_model, keep_q, horizon = str(plan.belief), bool(plan.keep_q), plan.horizon
+    grid_size, mu_grid_size, backend = plan.grid_size, plan.mu_grid_size, plan.backend
+    verify_terminal, critic_scope = not plan.plan_verify_continues, str(plan.critic_scope)
+    check_sizes(max_patches=max_patches)
     paper = belief_model == "iid"
     if keep_q and not paper:
         raise ValueError("keep_q is not available with belief_model='instance' (read Q by a backup)")
@@ -569,39 +572,36 @@ def solve_b0(
     params: xr.Dataset,
     costs: Costs | Callable[[str], Costs],
     *,
+    plan: PlanOptions = DEFAULT_PLAN,
     critics: Sequence[str] | None = None,
-    horizon: int = HORIZON,
     used: str | int | Sequence[str] = "",
     belief: float | xr.DataArray | None = None,
+    max_patches: int = POOL_SIZE,
     dask: DaskMode | None = None,
     fill_kernel: bool = True,
-    belief_model: str = "iid",
-    max_patches: int = POOL_SIZE,
-    verify_terminal: bool = False,
-    critic_scope: str = "instance",
 ) -> xr.Dataset:
     """Exact value, Q-values and first action at one belief per cell and draw (expectimax).
 
     Parameters
     ----------
-    params, costs, critics, horizon, dask, fill_kernel
+    params, costs, critics, dask, fill_kernel
         As in :func:`solve_policy`.
+    plan : PlanOptions
+        ``belief`` ``"iid"`` (default): the paper's tree (κ = ∞, the repair
+        kernel, no budget, terminal verification). ``"instance"``: patches of
+        one instance share a pass rate with the parameters' ``kappa`` (``inf``
+        where absent: i.i.d. patches) — the tree of
+        :func:`bpc.decide.kernels.instance.solve_tree` at a fresh instance
+        (regeneration is a fresh draw from it), with the plan's verification
+        convention and critic scope. ``horizon`` is read in both.
     used : str, int or sequence of str
         Critics already used on the current patch at the root (default none).
     belief : float or xarray.DataArray, optional
         Root belief, broadcast against the parameters (e.g. the posterior-mean
         prior as a scalar, to solve every draw from one common belief);
         default each cell's (and draw's) own prior.
-    belief_model : {"iid", "instance"}
-        ``"iid"``: the paper's tree (κ = ∞, the repair kernel, no budget, terminal verification).
-        ``"instance"``: patches of one instance share a pass rate with the
-        parameters' ``kappa`` (``inf`` where absent: i.i.d. patches) — the
-        tree of :func:`bpc.decide.kernels.instance.solve_tree` at a
-        fresh instance (regeneration is a fresh draw from it).
-    max_patches, verify_terminal, critic_scope
-        Instance model only: the patch budget, whether verification ends the
-        episode in planning (default: a failed verification may be followed
-        by a new patch) and the used-critic scope (default: once per instance).
+    max_patches : int
+        Instance model only: the patch budget.
 
     Returns
     -------
@@ -611,8 +611,10 @@ def solve_b0(
         without parameters) as ``best_action`` (a variable cannot share the
         name of the ``action`` dim, whose coordinate names the actions).
     """
-    if belief_model not in BELIEFS:
-        raise ValueError(f"belief_model must be one of {BELIEFS}, got {belief_model!r}")
+    plan = plan.resolved()
+    belief_model, horizon = str(plan.belief), plan.horizon
+    verify_terminal, critic_scope = not plan.plan_verify_continues, plan.critic_scope
+    check_sizes(max_patches=max_patches)
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
     mask = used_mask(used, critics)
     K = len(critics)

@@ -169,6 +169,7 @@ def policy_uncertainty(
     ValueError
         If ``params`` has no sample dims or does not follow the schema.
     """
+    from bpc.decide.options import PlanOptions
     from bpc.decide.solve import solve_b0, solve_policy
     from bpc.progress import info
 
@@ -192,18 +193,20 @@ def policy_uncertainty(
         info(f"policy uncertainty: cell {i}/{len(cells)} {b}/{g}", enabled=progress)
         pc = select_cell(params, b, g)
         c = costs_for(costs, b)
-        sol = solve_policy(pc, c, critics=critics, horizon=horizon, grid_size=grid_size, keep_q=True)
+        sol = solve_policy(
+            pc, c, critics=critics, plan=PlanOptions(horizon=horizon, grid_size=grid_size, keep_q=True)
+        )
         actions = [str(a) for a in sol["action"].values]
         p_opt = action_probabilities(sol["policy"], actions)
         q = sol["q"].where(np.isfinite(sol["q"]))
         out = xr.Dataset({"p_optimal": p_opt, "action_entropy": action_entropy(p_opt)})
         out = out.assign(band("value", sol["value"]) | band("q", q))
-        b0 = solve_b0(pc, c, critics=critics, horizon=horizon)
+        b0 = solve_b0(pc, c, critics=critics, plan=PlanOptions(horizon=horizon))
         q0 = b0["q"].where(np.isfinite(b0["q"]))
         out["p_first"] = action_probabilities(b0["best_action"], actions)
         out = out.assign(band("value_b0", b0["value"]) | band("q_b0", q0))
         prior_mean = float(pc["prior"].mean().item())
-        at_mean = solve_b0(pc, c, critics=critics, horizon=horizon, belief=prior_mean)
+        at_mean = solve_b0(pc, c, critics=critics, plan=PlanOptions(horizon=horizon), belief=prior_mean)
         out["p_first_at_mean_prior"] = action_probabilities(at_mean["best_action"], actions)
         out["prior_mean"] = pc["prior"].mean(sd)
         out = out.assign(band("crossover", crossover_posterior(pc)))

@@ -47,7 +47,7 @@ expectation, given what we know about the cell".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -129,18 +129,23 @@ def build_controllers(
     dict
         Name → controller (each controller's ``name`` set to its key).
     """
-    from bpc.decide.factory import Switches, make_controller
+    from bpc.decide.controllers import ThompsonIndex
+    from bpc.decide.factory import PlanOptions, make_controller
 
-    paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
+    paper = PlanOptions(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
 
     thin = thin_draws(post_cell, robust_draws)
     out = {
-        "laplace_dp": make_controller(laplace_cell, costs, critics=critics, switches=paper),
+        "laplace_dp": make_controller(laplace_cell, costs, critics=critics, plan=paper),
         "posterior_mean_dp": make_controller(
-            posterior_mean_params(post_cell), costs, critics=critics, switches=paper
+            posterior_mean_params(post_cell), costs, critics=critics, plan=paper
         ),
-        "bayes_robust": make_controller(thin, costs, critics=critics, mode="bayes_robust", switches=paper),
-        "thompson": make_controller(thin, costs, critics=critics, mode="thompson", seed=seed, switches=paper),
+        "bayes_robust": make_controller(
+            thin, costs, critics=critics, plan=replace(paper, mode="bayes_robust")
+        ),
+        "thompson": make_controller(
+            thin, costs, critics=critics, plan=replace(paper, mode="thompson"), index=ThompsonIndex(seed)
+        ),
     }
     for name, ctrl in out.items():
         ctrl.name = name

@@ -399,13 +399,14 @@ def per_draw_controller_delta(
         draws), ``mean_utility`` and ``pass_rate`` (averaged over draws and
         instances), ``n_draws``.
     """
-    from bpc.decide.factory import Switches, make_controller
+    from bpc.decide.factory import PlanOptions, make_controller
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
-    paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
-    ctrl = make_controller(thin, costs, critics=critics, mode="per_draw", switches=paper, name="per_draw_dp")
+    # the paper's planning (method.md §Controllers), one block of episodes per draw
+    paper = PlanOptions(plan_verify_continues=False, mode="per_draw")
+    ctrl = make_controller(thin, costs, critics=critics, plan=paper, name="per_draw_dp")
     S, n = ctrl.n_samples, pool.n_instances
     tiled = pool.subset(np.tile(np.arange(n), S))
     res = replay_pool(tiled, [ctrl], costs, profile="paper")

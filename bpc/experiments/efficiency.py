@@ -292,9 +292,9 @@ def _efficiency_rows(
     pending ``posterior_fn`` results (``None`` without hierarchical methods); ``pools`` each
     cell's eval pool and ``ref`` its ``always_verify`` utilities.
     """
-    from bpc.decide.factory import Switches, make_controller
+    from bpc.decide.factory import PlanOptions, make_controller
 
-    paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
+    paper = PlanOptions(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
     from bpc.estimate.laplace import laplace
     from bpc.experiments.posterior import posterior_mean_params
     from bpc.progress import info
@@ -313,18 +313,19 @@ def _efficiency_rows(
             c = cost_fn(b)
             ctrls = {}
             if "laplace_dp" in methods:
-                ctrls["laplace_dp"] = make_controller(
-                    select_cell(lap, b, g), c, critics=critics, switches=paper
-                )
+                ctrls["laplace_dp"] = make_controller(select_cell(lap, b, g), c, critics=critics, plan=paper)
             if post is not None:
                 pc = select_cell(post, b, g)
                 if "hierarchical_mean_dp" in methods:
                     ctrls["hierarchical_mean_dp"] = make_controller(
-                        posterior_mean_params(pc), c, critics=critics, switches=paper
+                        posterior_mean_params(pc), c, critics=critics, plan=paper
                     )
                 if "hierarchical_robust" in methods:
                     ctrls["hierarchical_robust"] = make_controller(
-                        thin_draws(pc, robust_draws), c, critics=critics, mode="bayes_robust", switches=paper
+                        thin_draws(pc, robust_draws),
+                        c,
+                        critics=critics,
+                        plan=replace(paper, mode="bayes_robust"),
                     )
             res = replay_pool(pools[(b, g)], ctrls, c, profile="paper")
             for m in ctrls:
@@ -806,7 +807,7 @@ class _HierarchicalArm:
                 params=refit.mean, converged=converged, attempts=refit.attempts, diagnostics=diag
             )
         from bpc.costs import cost_resolver
-        from bpc.decide.factory import make_controller
+        from bpc.decide.factory import index_rule, make_controller
         from bpc.replay.profiles import get_profile
 
         prof = get_profile(self.profile)
@@ -814,11 +815,9 @@ class _HierarchicalArm:
             refit.draws,
             cost_resolver(self.costs)(cell[0]),
             policy="bayesian_dp",
-            belief=prof.belief,
-            mode=self.arm,
-            switches=prof.switches,
+            plan=replace(prof.switches, mode=self.arm),
+            index=index_rule(self.arm, seed=int(seed)),
             max_patches=self.max_patches,
-            seed=int(seed),
             name="bayesian_dp",
         )
         return Calibration(

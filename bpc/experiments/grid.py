@@ -198,6 +198,7 @@ def pointwise_controller(
         Named ``kind``.
     """
     from bpc.decide.controllers import FixedIndex, GreedyController, TableController
+    from bpc.decide.options import PlanOptions
     from bpc.decide.table import ParameterSamples, SampleCosts
 
     if kind not in ("bayesian_greedy", "bayesian_dp"):
@@ -215,9 +216,7 @@ def pointwise_controller(
         sample_costs,
         critics=critics,
         index=index,
-        horizon=horizon,
-        grid_size=grid_size,
-        keep_q=False,
+        plan=PlanOptions(horizon=horizon, grid_size=grid_size, keep_q=False),
     )
 
 

@@ -454,9 +454,7 @@ def _controller(
         params=params,
         costs=costs,
         policy="bayesian_dp",
-        belief=prof.belief,
-        mode=mode,
-        switches=prof.switches,
+        plan=replace(prof.switches, mode=mode),
         critics=list(critics),
         name=name,
     )

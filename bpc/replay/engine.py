@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -526,8 +527,7 @@ def make_controller(
         params_cell,
         costs,
         policy=name,
-        belief=prof.belief if belief is None else belief,
-        switches=prof.switches,
+        plan=replace(prof.switches, belief=prof.belief if belief is None else belief),
         critics=critics,
         max_patches=POOL_SIZE if max_patches is None else int(max_patches),
     )

@@ -52,6 +52,7 @@ from bpc.decide.kernels.belief import (
     observation_prob,
     regenerate,
 )
+from bpc.decide.options import PlanOptions
 
 __all__ = [
     "ReleaseDPTable",
@@ -188,7 +189,7 @@ class ReleaseGreedyController(GreedyController):
     def __init__(
         self, params_cell: xr.Dataset, costs: Costs, *, critics: Sequence[str] = PAPER_CRITICS
     ) -> None:
-        super().__init__(params_cell, costs, critics=critics, clip=True)
+        super().__init__(params_cell, costs, critics=critics, plan=PlanOptions(clip=True))
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Clipped greedy Q-values with every critic offered (used set ignored), ``(n, S, A)``."""

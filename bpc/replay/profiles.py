@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, BELIEFS, POLICIES
-from bpc.decide.factory import Switches
+from bpc.decide.options import PlanOptions
 
 __all__ = [
     "Profile",
@@ -177,7 +177,7 @@ class Profile:
         the holdout split (or in-sample). bpc: 5.
     regenerate : {"fresh", "refine"} or None
         How the Bayesian controllers model a new patch, in planning and acting
-        (:class:`bpc.decide.factory.Switches`): paper — ``None`` (refine through
+        (:class:`bpc.decide.options.PlanOptions`): paper — ``None`` (refine through
         the measured kernel under the i.i.d. belief, a fresh sample where none
         is measured; fresh under the instance belief); bpc — ``"fresh"`` (the
         recorded pools are independent draws of each instance).
@@ -244,9 +244,10 @@ class Profile:
         return hash(items)
 
     @property
-    def switches(self) -> Switches:
-        """The decision layer's switches of this profile (:class:`bpc.decide.factory.Switches`)."""
-        return Switches(
+    def switches(self) -> PlanOptions:
+        """The decision layer's plan options of this profile: its belief and switches (bpc.decide.options)."""
+        return PlanOptions(
+            belief=self.belief,
             verify_terminal=self.verify_terminal,
             plan_verify_continues=self.plan_verify_continues,
             regenerate=self.regenerate,
@@ -258,7 +259,10 @@ class Profile:
 
         Only out of sample: an in-sample profile fits everything on the cell itself.
         """
-        return not self.in_sample and self.switches.resolved(belief or self.belief).regenerate == "refine"
+        return (
+            not self.in_sample
+            and replace(self.switches, belief=belief or self.belief).resolved().regenerate == "refine"
+        )
 
     def with_(self, **changes) -> Profile:
         """A copy with some switches changed (``profile.with_(first_patch_free=False)``)."""

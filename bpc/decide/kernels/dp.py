@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE
+from bpc.constants import GRID_SIZE, HORIZON, MAX_CRITICS, MAX_TABLE_BYTES, POOL_SIZE
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
 from bpc.decide.kernels.instance import abandon_moment, check_options
 
@@ -537,6 +537,16 @@ def solve_grid(
                 "solve fewer samples at once or read Q by DPSolution.q_at"
             )
         q = np.empty(shape[:5] + (CRITIC_OFFSET + K, shape[5]), dtype)
+    if K > MAX_CRITICS:
+        raise ValueError(f"at most {MAX_CRITICS} critics can be planned over (2^K used sets), got {K}")
+    table_bytes = math.prod(shape) * (dtype.itemsize + 1)
+    if table_bytes > MAX_TABLE_BYTES:
+        raise ValueError(
+            f"the DP table would take {table_bytes / 1024**3:.1f} GiB "
+            f"(limit {MAX_TABLE_BYTES / 1024**3:.0f}): "
+            f"samples {S}, horizon {H}, max_patches {N}, {K} critics, mu_grid_size {mu_grid.shape[0]}, "
+            f"grid_size {grid.shape[0]}; lower horizon, grid_size or max_patches"
+        )
     value, policy = np.empty(shape, dtype), np.empty(shape, np.int8)
     flags = (
         regenerate == "refine",
