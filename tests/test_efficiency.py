@@ -5,99 +5,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from bpc.estimate.conjugate import conjugate_posterior
-from bpc.experiments.efficiency import efficiency_experiment, efficiency_summary, subsample_fit_ids
-from bpc.experiments.sources import load_source
-
-
-def conj(counts, seed):
-    return conjugate_posterior(counts, draws=400, chains=1, seed=seed)
-
-
-@pytest.fixture(scope="module")
-def data():
-    return load_source(
-        "simulated", seed=5, benchmarks=["lcb_hard", "lcb_medium"], generators=["gpt5_mini", "haiku45"]
-    )
-
-
-@pytest.fixture(scope="module")
-def eff(data):
-    return efficiency_experiment(data, ks=(3, None), reps=2, posterior_fn=conj, robust_draws=10, seed=9)
-
-
-def test_subsample_fit_ids():
-    ids = {("a", "b"): np.array([f"i{j:02d}" for j in range(12)]), ("c", "d"): np.array(["x", "y"])}
-    s1 = subsample_fit_ids(ids, 5, seed=1, rep=0)
-    s2 = subsample_fit_ids(ids, 5, seed=1, rep=0)
-    s3 = subsample_fit_ids(ids, 5, seed=1, rep=1)
-    assert len(s1[("a", "b")]) == 5 and set(s1[("a", "b")]) <= set(ids[("a", "b")])
-    np.testing.assert_array_equal(s1[("a", "b")], s2[("a", "b")])
-    assert not np.array_equal(s1[("a", "b")], s3[("a", "b")])
-    np.testing.assert_array_equal(s1[("c", "d")], ["x", "y"])  # fewer than k: all
-    np.testing.assert_array_equal(subsample_fit_ids(ids, None, seed=1, rep=0)[("a", "b")], ids[("a", "b")])
-    with pytest.raises(ValueError, match="k must be"):
-        subsample_fit_ids(ids, 0, seed=1, rep=0)
-
-
-def test_tidy_table_shape(data, eff):
-    n_cells = len(data.cells)
-    # k=3: 2 reps, k=all: 1 run; 3 methods
-    assert len(eff) == n_cells * 3 * 3
-    assert set(eff["k_label"]) == {"3", "all"}
-    assert (eff.loc[eff["k"] == 3, "n_fit"] == 3).all()
-    assert (eff.loc[eff["k"] == -1, "n_fit"] > 3).all()
-    assert eff["delta"].notna().all()
-
-
-def test_deterministic_per_seed(data, eff):
-    again = efficiency_experiment(data, ks=(3, None), reps=2, posterior_fn=conj, robust_draws=10, seed=9)
-    pd.testing.assert_frame_equal(eff, again)
-    other = efficiency_experiment(data, ks=(3,), reps=1, methods=("laplace_dp",), seed=10)
-    assert len(other) == len(data.cells)
-
-
-def test_unpooled_posterior_mean_reproduces_laplace(eff):
-    """With the conjugate posterior standing in, the mean plug-in is the Laplace plug-in (up to MC error)."""
-    wide = eff.pivot_table(index=["k", "rep", "benchmark", "generator"], columns="method", values="delta")
-    close = np.isclose(wide["laplace_dp"], wide["hierarchical_mean_dp"], atol=1e-9)
-    assert close.mean() >= 0.75
-
-
-def test_summary_and_paragraph(eff, tmp_path):
-    summ = efficiency_summary(eff)
-    assert summ["k"].max() == 6 and set(summ["k_label"]) == {"3", "all"}
-    from bpc.report.plots.posterior import plot_efficiency
-
-    out = plot_efficiency(summ, tmp_path / "eff.png")
-    assert out[0].stat().st_size > 1000
-
-
-def test_unknown_method(data):
-    with pytest.raises(ValueError, match="unknown method"):
-        efficiency_experiment(data, methods=("magic",))
-
-
-@pytest.mark.slow
-def test_hierarchical_fit_integration(data):
-    """The one real MCMC refit: the default posterior_fn (compiled once, quick preset) feeds both
-    hierarchical controllers, and its convergence diagnostics are columns of the table."""
-    from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
-
-    eff = efficiency_experiment(data, ks=(3,), reps=1, robust_draws=10, seed=1)
-    assert set(eff["method"]) == {"laplace_dp", "hierarchical_mean_dp", "hierarchical_robust"}
-    assert eff["delta"].notna().all() and (eff["n_fit"] == 3).all()
-    assert set(DIAGNOSTIC_COLUMNS) <= set(eff.columns)
-    hier = eff[eff["method"] != "laplace_dp"]
-    assert (hier["max_rhat"] >= 1.0).all() and (hier["min_ess_bulk"] > 0).all()
-    assert (hier["divergences"] >= 0).all() and hier["converged"].notna().all()
-    assert eff.loc[eff["method"] == "laplace_dp", "max_rhat"].isna().all()
-
-
 # ---------------------------------------------------------------------------
 # Leave one cell out
 # ---------------------------------------------------------------------------
-from bpc.experiments.efficiency import (  # noqa: E402
+from bpc.experiments.efficiency import (
     Calibration,
     complete_pooling_calibration,
     laplace_calibration,

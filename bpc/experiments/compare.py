@@ -129,22 +129,16 @@ def build_controllers(
     dict
         Name → controller (each controller's ``name`` set to its key).
     """
-    from bpc.decide.factory import Switches, make_controller
-
-    paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
+    from bpc.evaluate import Arm, controllers
 
     thin = thin_draws(post_cell, robust_draws)
-    out = {
-        "laplace_dp": make_controller(laplace_cell, costs, critics=critics, switches=paper),
-        "posterior_mean_dp": make_controller(
-            posterior_mean_params(post_cell), costs, critics=critics, switches=paper
-        ),
-        "bayes_robust": make_controller(thin, costs, critics=critics, mode="bayes_robust", switches=paper),
-        "thompson": make_controller(thin, costs, critics=critics, mode="thompson", seed=seed, switches=paper),
+    arms = {
+        "laplace_dp": Arm(laplace_cell),
+        "posterior_mean_dp": Arm(posterior_mean_params(post_cell)),
+        "bayes_robust": Arm(thin, mode="bayes_robust"),
+        "thompson": Arm(thin, mode="thompson"),
     }
-    for name, ctrl in out.items():
-        ctrl.name = name
-    return out
+    return controllers(arms, costs, critics=critics, seed=seed)
 
 
 # ---------------------------------------------------------------------------
@@ -586,7 +580,7 @@ def compare(
     from bpc.constants import FOLD_SEEDS
     from bpc.estimate.laplace import laplace
     from bpc.experiments.posterior import HierarchicalRefits, check_posterior_cells, fit_posterior
-    from bpc.experiments.protocol import replay_evaluator, run_protocol
+    from bpc.experiments.protocol import ProtocolConfig, run_protocol
     from bpc.experiments.sources import load_source, source_counts, source_split
     from bpc.progress import info, stage
 
@@ -616,27 +610,26 @@ def compare(
         pols = PROTOCOL_POLICIES
         proto = run_protocol(
             data.records,
-            replay_evaluator(cost_fn, profile="bpc", policies=pols),
-            seeds=seeds,
+            ProtocolConfig(cost_fn, profile="bpc", policies=pols, seeds=seeds),
             trajectories=data.trajectories,
             base_counts=data.counts,
         )
     abl = None
     if ablation:
+        from bpc.evaluate import contrast
         from bpc.experiments.ablation import ablation_evaluator, ablation_table
-        from bpc.experiments.protocol import delta_table
 
         with stage(f"ablation of the instance-aware gain ({len(chosen)} cell(s))", enabled=progress):
             on_targets = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
             res = run_protocol(
                 data.records[on_targets],
-                ablation_evaluator(cost_fn),
-                seeds=seeds,
+                ProtocolConfig(seeds=seeds),
+                evaluate=ablation_evaluator(cost_fn),
                 trajectories=data.trajectories,
                 base_counts=data.counts,
             )
-            refs = ("always_verify", "best_simple", "iid_dp")
-            abl = ablation_table(delta_table(res.utilities, references=refs), res.utilities)
+            u = res.tables["utilities"]
+            abl = ablation_table(contrast(u, references=("always_verify", "best_simple", "iid_dp")), u)
     pred = cov = checks = None
     if predictive:
         from bpc.experiments.delta import coverage_summary, predicted_vs_realised, predictive_coverage
@@ -711,8 +704,8 @@ def compare(
         efficiency=eff,
         config=config,
         posterior_diagnostics=dict(post.diagnostics),
-        protocol=proto.deltas,
-        baselines=proto.baselines,
+        protocol=proto.tables["deltas"],
+        baselines=proto.tables["baselines"],
         ablation=abl,
         predicted=pred,
         coverage=cov,

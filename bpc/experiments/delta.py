@@ -399,13 +399,12 @@ def per_draw_controller_delta(
         draws), ``mean_utility`` and ``pass_rate`` (averaged over draws and
         instances), ``n_draws``.
     """
-    from bpc.decide.factory import Switches, make_controller
+    from bpc.evaluate import Arm, controllers
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
-    paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
-    ctrl = make_controller(thin, costs, critics=critics, mode="per_draw", switches=paper, name="per_draw_dp")
+    ctrl = controllers({"per_draw_dp": Arm(thin, mode="per_draw")}, costs, critics=critics)["per_draw_dp"]
     S, n = ctrl.n_samples, pool.n_instances
     tiled = pool.subset(np.tile(np.arange(n), S))
     res = replay_pool(tiled, [ctrl], costs, profile="paper")
@@ -554,7 +553,7 @@ def predictive_coverage(
 
     For every fold of :func:`bpc.data.splits.folds` and every cell: the
     controllers are calibrated on the Laplace estimate of the training tasks
-    (:func:`bpc.experiments.protocol.engine_controllers`); parameter draws
+    (:func:`bpc.evaluate.profile_controllers`); parameter draws
     come from a task bootstrap of the training tasks (:func:`bootstrap_params`)
     and the critics' within-task dependence from the training records
     (:func:`critic_concentration`); :func:`posterior_delta` simulates fresh
@@ -601,7 +600,7 @@ def predictive_coverage(
     from bpc.costs import cost_resolver
     from bpc.data.splits import fold_split, folds
     from bpc.estimate.laplace import laplace
-    from bpc.experiments.protocol import engine_controllers, fold_data
+    from bpc.evaluate import fold_data, profile_controllers
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
@@ -626,7 +625,7 @@ def predictive_coverage(
                 c = cost_for(b)
                 train = select_cell(fd.train_records, b, g)
                 critics = [k for k in PAPER_CRITICS if k in train.columns]
-                ctrls = engine_controllers(
+                ctrls = profile_controllers(
                     select_cell(lap, b, g), c, profile=prof, policies=pols, max_patches=POOL_SIZE
                 )
                 pool = cell_pool(select_cell(fd.test_records, b, g), prof)
@@ -794,34 +793,3 @@ CORPUS_SHAPED_CELLS: tuple[tuple[str, str], ...] = (
     ("swebench_verified", "gpt5_mini"),
 )
 """The seven cells the real corpus has per-patch records for (the default of the coverage check)."""
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bpc.experiments.delta``: predictive coverage on the simulated panel."""
-    import argparse
-
-    from bpc.data.simulate import simulate_panel
-
-    parser = argparse.ArgumentParser(
-        description="Coverage of the predictive Δ intervals on the simulated panel (known truth), "
-        "over distinct checks of a 5-fold cross-fit over tasks."
-    )
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="simulator seed")
-    parser.add_argument("--draws", type=int, default=60, help="task-bootstrap parameter draws")
-    parser.add_argument("--per-draw", type=int, default=200, help="simulated tasks per draw")
-    args = parser.parse_args(argv)
-    bs = sorted({b for b, _ in CORPUS_SHAPED_CELLS})
-    gs = sorted({g for _, g in CORPUS_SHAPED_CELLS})
-    panel = simulate_panel(args.seed, benchmarks=bs, generators=gs)
-    keep = pd.MultiIndex.from_frame(panel.records[["benchmark", "generator"]]).isin(list(CORPUS_SHAPED_CELLS))
-    checks = predictive_coverage(
-        panel.records[keep], n_draws=args.draws, n_per_draw=args.per_draw, progress=True
-    )
-    with pd.option_context("display.width", 160):
-        print(coverage_summary(checks).round(3).to_string(index=False))
-        print(coverage_summary(checks, by=("policy",)).round(3).to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

@@ -412,10 +412,10 @@ def kfold_predictive_coverage(
     from bpc.constants import SPLIT_SEED
     from bpc.costs import cost_resolver
     from bpc.data.splits import fold_split, folds, split_counts
-    from bpc.decide.factory import Switches, make_controller
     from bpc.decide.solve import instance_kappa
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.estimate.laplace import laplace
+    from bpc.evaluate import Arm, controllers
     from bpc.experiments.delta import critic_concentration, posterior_delta
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
@@ -436,9 +436,7 @@ def kfold_predictive_coverage(
             pool = cell_pool(rec)
             sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
             lap_cell = select_cell(lap, b, g)
-            paper = Switches(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
-            dp = make_controller(lap_cell, c, switches=paper, name="laplace_dp")
-            ctrls: dict[str, object] = {"laplace_dp": dp}
+            ctrls: dict[str, object] = controllers({"laplace_dp": Arm(lap_cell)}, c, critics=None)
             pols = list(BASELINE_POLICIES)
             res = replay_pool(sub, {**{p: p for p in pols}, **ctrls}, c, profile="paper")
             observed = summarize(res)["delta"].to_series().to_dict()

@@ -31,7 +31,8 @@ pooled over a benchmark's generators, with task-clustered intervals.
 Examples
 --------
 >>> from bpc.data.simulate import simulate_panel
->>> from bpc.experiments.protocol import cross_fit, replay_evaluator
+>>> from bpc.evaluate import cross_fit
+>>> from bpc.experiments.protocol import replay_evaluator
 >>> panel = simulate_panel(2, benchmarks=["lcb_hard"], generators=["haiku45", "qwen3_coder"])
 >>> ev = replay_evaluator("fast", policies=["always_verify", "bayesian_dp"], starts=("cell", "oracle"))
 >>> u = cross_fit(panel.records, ev, seeds=[0], n_folds=3)
@@ -52,7 +53,7 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
 from bpc.estimate.crossed import EVIDENCE_KINDS
-from bpc.experiments.protocol import task_means
+from bpc.evaluate import task_means
 from bpc.experiments.task_starts import (
     CELL,
     START_SEP,
@@ -363,7 +364,8 @@ def compare_priors(
         The cross-fitted per-task utilities.
     """
     from bpc.constants import FOLD_SEEDS, N_FOLDS
-    from bpc.experiments.protocol import cross_fit, replay_evaluator
+    from bpc.evaluate import cross_fit
+    from bpc.experiments.protocol import replay_evaluator
 
     evaluate = replay_evaluator(costs, policies=policies, starts=(CELL, *evidence), task_critic=task_critic)
     u = cross_fit(

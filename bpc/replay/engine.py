@@ -52,8 +52,8 @@ from bpc.constants import (
 from bpc.costs import Costs, CostSpec, cost_resolver
 from bpc.data.counts import cell_kernel_counts
 from bpc.data.splits import Split, fold_split, folds, split_cells, split_counts
+from bpc.decide import factory
 from bpc.decide.baselines import describe_baseline, gate_critic, is_baseline, pipeline_order
-from bpc.decide.factory import make_controller as build_controller
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.intervals import paired_bootstrap
 from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
@@ -64,7 +64,7 @@ __all__ = [
     "replay_baseline",
     "replay_refinement",
     "replay_controller",
-    "make_controller",
+    "policy_controller",
     "task_critics",
     "cell_policies",
     "trajectory_matrix",
@@ -488,7 +488,7 @@ def task_critics(pool: Pool, critics: Sequence[str]) -> np.ndarray:
     return out
 
 
-def make_controller(
+def policy_controller(
     name: str,
     params_cell: xr.Dataset,
     costs: Costs,
@@ -522,7 +522,7 @@ def make_controller(
         return ReleaseDPController(
             params_cell, costs, critics=critics, kernel_default_from_prior=prof.dp_kernel_default_from_prior
         )
-    return build_controller(
+    return factory.make_controller(
         params_cell,
         costs,
         policy=name,
@@ -675,7 +675,7 @@ def _replay_named(name, pool, costs, prof, trajectories, params, belief=None, th
         if params is None:
             raise ValueError(f"policy {name!r} needs the cell's parameters (params=…)")
         budget = int(pool.n_patches.max()) if pool.n_instances else POOL_SIZE
-        controller = make_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
+        controller = policy_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
         return replay_controller(pool, controller, costs, prof, theta0=theta0)
     raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
 
