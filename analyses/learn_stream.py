@@ -14,7 +14,7 @@ the posterior of π, κ, tpr/fpr is compared with the *full-data* Laplace values
 Starts: ``none``, ``laplace-pooled`` and ``hierarchical``, built exactly as
 ``bpc stream`` builds them (:func:`bpc.experiments.stream.start_states`: the
 target's own counts never enter; the hierarchical start is the predictive of
-the model fitted with the target left out, :func:`~bpc.experiments.stream.fit_left_out`).
+the model fitted with the target left out, :class:`~bpc.estimate.model.refits.RefitLadder`).
 This script measures *parameter recovery* under a fixed policy; ``bpc stream``
 measures the *utility* of learning controllers.
 
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     """Stream the target's tasks in random orders under each start; write and print the tables."""
     from bpc.constants import CI_PROB, DEFAULT_SEED, REFIT_PRESETS
     from bpc.data.corpus import load_corpus
-    from bpc.experiments.stream import fit_left_out, fit_summary, start_states
+    from bpc.estimate.model.refits import RefitLadder, fit_summary
+    from bpc.experiments.stream import leave_cell_out, start_states
     from bpc.outputs import atomic_folder, write_csv, write_text
     from bpc.paths import require_corpus
     from bpc.report.markdown import markdown_table
@@ -135,14 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     fits = {}
     if "hierarchical" in starts:
         quiet = args.quiet
-        fits = fit_left_out(
-            counts,
-            [(bench, gen)],
-            presets=tuple(args.preset or REFIT_PRESETS),
-            seed=args.seed,
-            cache=args.fits,
-            progress=not quiet,
+        ladder = RefitLadder(
+            counts, presets=tuple(args.preset or REFIT_PRESETS), cache=args.fits, progress=not quiet
         )
+        left = leave_cell_out(counts, bench, gen)
+        fits = {(bench, gen): ladder.fit(left, seed=args.seed, label=f"loo_{bench}__{gen}")}
         d = fit_summary(fits[(bench, gen)])
         c = d.get("config", {})
         notes.append(

@@ -210,9 +210,9 @@ ESS ≥ 694, 0 divergences)."""
 
 REFIT_PRESETS: tuple[str, ...] = ("default", "long")
 """The ladder of a hierarchical refit: presets tried in turn until one passes its convergence check.
-Every refit of one model on changed counts climbs it — ``bpc compare``'s leave-one-cell-out refits
-(:func:`bpc.experiments.efficiency.hierarchical_arms`) and the left-out fits of the leave-one-generator-out
-and streaming experiments (:func:`bpc.experiments.stream.fit_left_out`). On the corpus the shorter presets
+Every refit of one model on changed counts climbs it (:class:`bpc.estimate.model.refits.RefitLadder`) —
+``bpc compare``'s leave-one-cell-out refits and the left-out fits of the leave-one-generator-out
+and streaming experiments. On the corpus the shorter presets
 never pass for a leave-one-cell-out refit (``refit``, 2 × 500: R-hat 1.03, bulk ESS 111; ``quick``,
 4 × 500: R-hat 1.017–1.018, bulk ESS 250–275). In the full LCB run of ``bpc compare`` (60 distinct
 refits, about 2 min each on 2 cores) ``default`` (4 × 2000) passed 56, and ``long`` (4 × 4000, the

@@ -314,78 +314,10 @@ def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
     assert [a.tolist() for a in ours.actions] == [a.tolist() for a in theirs.actions]
 
 
-class _LadderRefitter:
-    """A stand-in for :class:`bpc.estimate.model.fit.Refitter`: a fit passes its check iff its draws
-    reach ``pass_at``; every fit is logged as (target_accept, draws), every construction counted."""
-
-    log: list[tuple[float, int]] = []
-    built = 0
-    pass_at = 10**9
-
-    def __init__(self, template):
-        type(self).built += 1
-
-    def fit(self, counts, *, seed, progressbar, draws, tune, chains, target_accept):
-        import json
-
-        from bpc.estimate.model.fit import counts_hash
-
-        type(self).log.append((target_accept, draws))
-        dt = xr.DataTree()
-        dt.attrs["diagnostics"] = json.dumps({"ok": draws >= type(self).pass_at, "max_rhat": 1.0})
-        config = {"counts": counts_hash(counts), "draws": draws, "tune": tune, "chains": chains, "seed": seed}
-        dt.attrs["config"] = json.dumps(config)
-        return dt
-
-
-@pytest.mark.parametrize(
-    ("pass_at", "fitted", "kept", "attempts", "ok"),
-    [
-        (2000, [2000], "default", 1, True),  # passes at once: no retry
-        (4000, [2000, 4000], "long", 2, True),  # fails at default, passes at long
-        (10**9, [2000, 4000], "long", 2, False),  # fails at both: the last is kept, flagged
-    ],
-)
-def test_left_out_fit_climbs_the_preset_ladder(monkeypatch, tmp_path, pass_at, fitted, kept, attempts, ok):
-    import importlib
-
-    from bpc.constants import REFIT_PRESETS, SAMPLER_PRESETS
-
-    # the modules, not the package's same-named functions
-    fit_mod = importlib.import_module("bpc.estimate.model.fit")
-    io_mod = importlib.import_module("bpc.estimate.model.io")
-
-    store: dict = {}
-    monkeypatch.setattr(fit_mod, "Refitter", _LadderRefitter)
-    monkeypatch.setattr(io_mod, "save", lambda dt, path: store.__setitem__(path, dt) or path.touch())
-    monkeypatch.setattr(io_mod, "load", lambda path: store[path])
-    monkeypatch.setattr(_LadderRefitter, "log", [])
-    monkeypatch.setattr(_LadderRefitter, "built", 0)
-    monkeypatch.setattr(_LadderRefitter, "pass_at", pass_at)
-    assert REFIT_PRESETS == ("default", "long")
-    assert [SAMPLER_PRESETS[p]["draws"] for p in REFIT_PRESETS] == [2000, 4000]
-    counts = tiny_counts()
-    fits = st.fit_left_out(counts, [("lcb_hard", "gpt5_mini")], seed=3, cache=tmp_path)
-    dt = fits[("lcb_hard", "gpt5_mini")]
-    assert [d for _, d in _LadderRefitter.log] == fitted
-    assert dt.attrs["preset"] == kept and dt.attrs["attempts"] == attempts
-    summary = st.fit_summary(dt)
-    assert summary["ok"] is ok and summary["preset"] == kept and summary["attempts"] == attempts
-    # one compiled model serves both rungs, each fit at its own preset's target_accept
-    assert _LadderRefitter.built == 1
-    rungs = REFIT_PRESETS[: len(fitted)]
-    assert [a for a, _ in _LadderRefitter.log] == [SAMPLER_PRESETS[p]["target_accept"] for p in rungs]
-    # a rerun climbs the same ladder from the cache: nothing is refitted
-    _LadderRefitter.log.clear()
-    again = st.fit_left_out(counts, [("lcb_hard", "gpt5_mini")], seed=3, cache=tmp_path)
-    assert _LadderRefitter.log == [] and _LadderRefitter.built == 1
-    assert again[("lcb_hard", "gpt5_mini")].attrs["preset"] == kept
-
-
-def test_left_out_fit_refuses_an_empty_or_unknown_ladder():
-    with pytest.raises(ValueError, match="at least one sampler preset"):
-        st.fit_left_out(tiny_counts(), [("lcb_hard", "gpt5_mini")], presets=())
+def test_stream_options_refuse_an_empty_or_unknown_ladder():
+    with pytest.raises(ValueError, match="presets"):
+        st.StreamOptions(presets=())
     with pytest.raises(ValueError, match="nope"):
-        st.fit_left_out(tiny_counts(), [("lcb_hard", "gpt5_mini")], presets=("default", "nope"))
+        st.StreamOptions(presets=("default", "nope"))
     with pytest.raises(ValueError, match="presets"):
         st.StreamOptions(presets="default")  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ entirely and every other cell of the corpus available:
     of the evaluation protocol); every task starts from that cell prior ``Beta(π κ, (1 − π) κ)``.
 ``cell_hierarchy``
     The hierarchical model fitted with the target cell left out
-    (:func:`bpc.experiments.stream.fit_left_out`: one fit per target, retried at a longer sampler
+    (:class:`bpc.estimate.model.refits.RefitLadder`: one fit per target, retried at a longer sampler
     preset if it fails the convergence check of :mod:`bpc.estimate.model.diagnostics`), and its
     predictive for the target cell (:func:`bpc.estimate.model.fit.posterior_params` with ``benchmarks=[b],
     generators=[g]`` — what :meth:`bpc.decide.live.Controller.for_new_cell` acts on). The DP plans
@@ -821,7 +821,7 @@ def run_logo(
         Some of :data:`LOGO_ARMS`.
     fits : mapping, optional
         Left-out hierarchical fits per target (else fitted one at a time,
-        :func:`bpc.experiments.stream.fit_left_out`, climbing ``presets``; reused from ``fit_cache``).
+        :class:`bpc.estimate.model.refits.RefitLadder`, climbing ``presets``; reused from ``fit_cache``).
     presets : sequence of str
         Sampler presets a left-out fit tries in turn until one passes its convergence check
         (default :data:`bpc.constants.REFIT_PRESETS`); the fit table names the kept preset.
@@ -837,7 +837,8 @@ def run_logo(
     LogoResult
     """
     from bpc.estimate.model.fit import posterior_params
-    from bpc.experiments.stream import fit_left_out, fit_summary, leave_cell_out
+    from bpc.estimate.model.refits import RefitLadder, fit_summary
+    from bpc.experiments.stream import leave_cell_out
     from bpc.progress import info
 
     targets = [(str(b), str(g)) for b, g in targets]
@@ -849,6 +850,7 @@ def run_logo(
             raise ValueError(f"run_logo: no records of the target {t[0]}/{t[1]}")
     need_fit = any(a in HIERARCHY_ARMS for a in arms)
     fits = dict(fits or {})
+    ladder = RefitLadder(counts, presets=presets, cache=fit_cache, progress=progress)
     parts: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     fit_rows = []
     for b, g in targets:
@@ -857,11 +859,7 @@ def run_logo(
         predictive, ok = None, True
         if need_fit:
             if (b, g) not in fits:
-                fits.update(
-                    fit_left_out(
-                        counts, [(b, g)], presets=presets, seed=seed, cache=fit_cache, progress=progress
-                    )
-                )
+                fits[(b, g)] = ladder.fit(left, seed=seed, label=f"loo_{b}__{g}")
             dt = fits[(b, g)]
             summary = fit_summary(dt)
             ok = bool(summary.get("ok", False))

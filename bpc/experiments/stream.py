@@ -30,7 +30,8 @@ Starts (:data:`STARTS`; the target cell's own data never enters one)
     :func:`~bpc.estimate.model.fit.cell_rates` draws ``Beta(κμ, κ(1 − μ))`` with
     ``logit μ`` = intercept + the *known* benchmark and generator effects,
     i.e. the new-cell predictive. The fits share one compiled model
-    (:class:`~bpc.estimate.model.fit.Refitter`, cell-level model).
+    (:class:`~bpc.estimate.model.refits.RefitLadder`: compiled once, cached, retried at a
+    longer preset when a fit fails its convergence check).
 
 Controllers (:data:`CONTROLLERS`)
 ---------------------------------
@@ -73,7 +74,6 @@ Layers: this module builds tables and writes nothing; ``bpc stream``
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -97,7 +97,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from bpc.costs import Costs, CostSpec
-    from bpc.estimate.model.fit import Refitter
     from bpc.estimate.online import EpisodeRecord, LearningState
     from bpc.replay.profiles import Profile
     from bpc.schema import Pool
@@ -117,8 +116,6 @@ __all__ = [
     "target_critics",
     "pooled_values",
     "reference_params",
-    "fit_left_out",
-    "fit_summary",
     "start_states",
     "episode_record",
     "stream_controller",
@@ -194,7 +191,7 @@ class StreamOptions:
         belief, verification not terminal, fresh regeneration).
     presets : tuple of str
         Sampler presets a left-out hierarchical fit tries in turn until one
-        passes its check (:func:`fit_left_out`; default
+        passes its check (:class:`bpc.estimate.model.refits.RefitLadder`; default
         :data:`bpc.constants.REFIT_PRESETS`).
     bootstrap_b : int
         Bootstrap resamples.
@@ -336,150 +333,6 @@ def reference_params(counts: xr.Dataset, benchmark: str, generator: str) -> xr.D
     from bpc.schema import select_cell
 
     return select_cell(laplace(counts), benchmark, generator)
-
-
-# ---------------------------------------------------------------------------
-# Left-out hierarchical fits
-# ---------------------------------------------------------------------------
-def _fit_file(cache: Path, benchmark: str, generator: str, preset: str, seed: int) -> Path:
-    return Path(cache) / f"loo_{benchmark}__{generator}__{preset}__s{seed}.nc"
-
-
-def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
-    """The convergence diagnostics, sampler config and wall time of a fit (JSON-ready).
-
-    A fit of :func:`fit_left_out` also names its ``preset`` and ``attempts`` (its rung of the ladder).
-    """
-    import json
-
-    d = json.loads(dt.attrs.get("diagnostics", "{}"))
-    d["config"] = json.loads(dt.attrs.get("config", "{}"))
-    d["wall_time"] = float(dt.attrs.get("wall_time", float("nan")))
-    for key, kind in (("preset", str), ("attempts", int)):
-        if key in dt.attrs:
-            d[key] = kind(dt.attrs[key])
-    return d
-
-
-def fit_left_out(
-    counts: xr.Dataset,
-    targets: Sequence[tuple[str, str]],
-    *,
-    presets: Sequence[str] = REFIT_PRESETS,
-    seed: int = DEFAULT_SEED,
-    cache: Path | None = None,
-    progress: bool = False,
-) -> dict[tuple[str, str], xr.DataTree]:
-    """One hierarchical fit per target with that target left out, compiled once.
-
-    Each target's fit climbs the ladder ``presets``: the first preset's fit is kept if it passes
-    its convergence check (:func:`bpc.estimate.model.diagnostics.diagnose` against the pinned
-    thresholds), else the next preset is tried, and so on; the last fit is kept whatever its check
-    says (its ``diagnostics`` say so, and every caller flags what it scores with it). The kept fit's
-    ``attrs`` name its ``preset`` and its ``attempts`` (1 = the first preset).
-
-    Parameters
-    ----------
-    counts : xarray.Dataset
-        Every cell's counts (the template of the compiled model).
-    targets : sequence of (benchmark, generator)
-        The cells to leave out, one fit each.
-    presets : sequence of str
-        Sampler presets tried in turn (default :data:`bpc.constants.REFIT_PRESETS`).
-    seed : int
-        Seed of every fit.
-    cache : path, optional
-        Folder of fits to reuse (a fit is reused only when its stored counts
-        hash equals that of the left-out counts and its sampler settings and
-        seed equal the preset's and ``seed``) and to write new fits to, one
-        file per target and preset: a rerun climbs the ladder without refitting.
-    progress : bool
-        Progress lines on stderr.
-
-    Returns
-    -------
-    dict
-        Target → the kept fit (its ``counts`` group is the left-out counts).
-
-    Raises
-    ------
-    ValueError
-        If ``presets`` is empty or names an unknown preset.
-    """
-    from bpc.choices import check_choices
-    from bpc.estimate.model.fit import Refitter
-    from bpc.progress import info
-
-    presets = tuple(presets)
-    if not presets:
-        raise ValueError("fit_left_out: give at least one sampler preset")
-    check_choices(presets, sorted(SAMPLER_PRESETS), what="sampler preset")
-    # compiled on the first fit the cache cannot serve, then shared by every target and rung
-    refitter = functools.cache(functools.partial(Refitter, counts))
-    out: dict[tuple[str, str], xr.DataTree] = {}
-    for b, g in targets:
-        left = leave_cell_out(counts, b, g)
-        dt: xr.DataTree | None = None
-        for attempt, preset in enumerate(presets, start=1):
-            dt = _left_out_fit(refitter, left, (b, g), preset, seed, cache, progress)
-            dt.attrs.update(preset=preset, attempts=attempt)
-            if fit_summary(dt).get("ok", False):
-                break
-            more = attempt < len(presets)
-            info(
-                f"stream: the fit without {b}/{g} at preset {preset} FAILED its convergence check"
-                + (f"; retrying at {presets[attempt]}" if more else "; no preset left, kept and flagged"),
-                enabled=progress,
-            )
-        assert dt is not None  # presets is not empty
-        out[(b, g)] = dt
-    return out
-
-
-def _left_out_fit(
-    refitter: Callable[[], Refitter],
-    left: xr.Dataset,
-    target: tuple[str, str],
-    preset: str,
-    seed: int,
-    cache: Path | None,
-    progress: bool,
-) -> xr.DataTree:
-    """One rung of :func:`fit_left_out`: the cached fit at ``preset`` if it matches, else a new one."""
-    import json
-
-    from bpc.estimate.model.fit import counts_hash
-    from bpc.estimate.model.io import load, save
-    from bpc.progress import info
-
-    b, g = target
-    settings = SAMPLER_PRESETS[preset]
-    want = {k: settings[k] for k in ("draws", "tune", "chains")}
-    path = None if cache is None else _fit_file(cache, b, g, preset, seed)
-    if path is not None and path.is_file():
-        dt = load(path)
-        config = json.loads(dt.attrs.get("config", "{}"))
-        same = config.get("counts") == counts_hash(left) and all(config.get(k) == v for k, v in want.items())
-        if same and int(config.get("seed", -1)) == int(seed):
-            info(f"stream: reusing the left-out fit {path}", enabled=progress)
-            return dt
-        info(f"stream: {path} was made from other counts or settings; refitting", enabled=progress)
-    info(f"stream: fitting the hierarchical model without {b}/{g} (preset {preset})", enabled=progress)
-    t0 = time.perf_counter()
-    dt = refitter().fit(
-        left,
-        seed=seed,
-        progressbar=False,
-        draws=int(want["draws"]),
-        tune=int(want["tune"]),
-        chains=int(want["chains"]),
-        target_accept=float(settings["target_accept"]),
-    )
-    info(f"stream: fit without {b}/{g}: {time.perf_counter() - t0:.0f} s", enabled=progress)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save(dt, path)
-    return dt
 
 
 # ---------------------------------------------------------------------------
@@ -1035,7 +888,7 @@ def run_stream(
     fits : mapping, optional
         Left-out hierarchical fits per target (else fitted, see ``fit_cache``).
     fit_cache : path, optional
-        Folder of left-out fits to reuse / write (:func:`fit_left_out`).
+        Folder of left-out fits to reuse / write (:class:`bpc.estimate.model.refits.RefitLadder`).
     progress : bool
         Progress lines on stderr.
 
@@ -1073,23 +926,18 @@ def run_stream(
     ]
     fit_diag: dict[str, dict[str, Any]] = {}
     if "hierarchical" in starts:
+        from bpc.estimate.model.refits import RefitLadder, fit_summary
+
         fits = dict(fits or {})
-        need = [(str(b), str(g)) for b, g in targets if (b, g) not in fits]
-        if need:
-            fits.update(
-                fit_left_out(
-                    counts,
-                    need,
-                    presets=options.presets,
-                    seed=options.seed,
-                    cache=fit_cache,
-                    progress=progress,
-                )
-            )
+        ladder = RefitLadder(counts, presets=options.presets, cache=fit_cache, progress=progress)
+        for b, g in targets:
+            if (b, g) not in fits:
+                left = leave_cell_out(counts, b, g)
+                fits[(b, g)] = ladder.fit(left, seed=options.seed, label=f"loo_{b}__{g}")
         for (b, g), dt in fits.items():
             d = fit_summary(dt)
             fit_diag[f"{b}/{g}"] = d
-            if not d.get("ok", False):
+            if not d["converged"]:
                 notes.append(
                     f"{b}/{g}: the left-out hierarchical fit FAILED its convergence check at every "
                     f"preset of {', '.join(options.presets)} "

@@ -1,0 +1,132 @@
+"""The refit ladder and its cache (bpc.estimate.model.refits) with a stand-in for the compiled model:
+the ladder's rungs, the kept-and-flagged last fit, cache hits that refit nothing, keys that refuse."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from bpc.constants import REFIT_PRESETS, SAMPLER_PRESETS
+from bpc.estimate.model.io import load
+from bpc.estimate.model.refits import RefitLadder, converged, fit_summary
+from bpc.estimate.model.spec import ModelSpec
+from tests.model_fixtures import tiny_counts
+
+
+class StandIn:
+    """Stands in for :class:`bpc.estimate.model.fit.Refitter`: a fit converges iff its draws reach
+    ``pass_at``; every fit is logged as (target_accept, draws, seed), every construction counted."""
+
+    def __init__(self, pass_at: int):
+        self.pass_at = pass_at
+        self.log: list[tuple[float, int, int]] = []
+        self.built = 0
+
+    def __call__(self, template: xr.Dataset, spec: ModelSpec) -> StandIn:
+        self.built += 1
+        self.spec = spec
+        return self
+
+    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels, target_accept):
+        self.log.append((target_accept, draws, seed))
+        dt = xr.DataTree.from_dict(
+            {"posterior": xr.Dataset({"mu": (("chain", "draw"), np.full((2, 4), float(draws)))})}
+        )
+        ok = draws >= self.pass_at
+        dt.attrs.update(
+            spec=self.spec.to_toml(),
+            spec_hash=self.spec.hash(),
+            diagnostics=json.dumps({"ok": ok, "max_rhat": 1.0 if ok else 1.05}),
+            config=json.dumps({"draws": draws, "seed": seed, "target_accept": target_accept}),
+        )
+        return dt
+
+
+DRAWS = [int(SAMPLER_PRESETS[p]["draws"]) for p in REFIT_PRESETS]
+
+
+@pytest.mark.parametrize(
+    ("pass_at", "fitted", "kept", "attempts", "ok"),
+    [
+        (DRAWS[0], DRAWS[:1], "default", 1, True),  # passes at once: no retry
+        (DRAWS[1], DRAWS, "long", 2, True),  # fails at default, retried once, passes at long
+        (10**9, DRAWS, "long", 2, False),  # fails at every rung: the last is kept, flagged
+    ],
+)
+def test_the_ladder_climbs_until_a_fit_converges(tmp_path, pass_at, fitted, kept, attempts, ok):
+    assert REFIT_PRESETS == ("default", "long")
+    stand_in = StandIn(pass_at)
+    ladder = RefitLadder(tiny_counts(), cache=tmp_path, refitter=stand_in, sampler="pymc")
+    dt = ladder.fit(tiny_counts(), seed=3, label="loo_lcb_hard__gpt5_mini")
+    assert [d for _, d, _ in stand_in.log] == fitted
+    # each rung at its own preset's target_accept, one compiled model for both
+    assert [a for a, _, _ in stand_in.log] == [SAMPLER_PRESETS[p]["target_accept"] for p in REFIT_PRESETS][
+        : len(fitted)
+    ]
+    assert stand_in.built == 1
+    assert (dt.attrs["preset"], dt.attrs["attempts"], dt.attrs["converged"]) == (kept, attempts, int(ok))
+    assert converged(dt) is ok
+    s = fit_summary(dt)
+    assert (s["converged"], s["preset"], s["attempts"]) == (ok, kept, attempts)
+    # a rerun (a new ladder on the same cache) climbs the same rungs from the files: nothing is refitted
+    again = StandIn(pass_at)
+    dt2 = RefitLadder(tiny_counts(), cache=tmp_path, refitter=again, sampler="pymc").fit(
+        tiny_counts(), seed=3, label="loo_lcb_hard__gpt5_mini"
+    )
+    assert again.log == [] and again.built == 0
+    assert (dt2.attrs["preset"], dt2.attrs["attempts"]) == (kept, attempts)
+    assert float(dt2["posterior"]["mu"].values.max()) == fitted[-1]
+
+
+def test_identical_counts_are_fitted_once_per_ladder():
+    stand_in = StandIn(0)
+    ladder = RefitLadder(tiny_counts(), refitter=stand_in, sampler="pymc")
+    first = ladder.fit(tiny_counts(), seed=1)
+    assert ladder.fit(tiny_counts(), seed=1) is first
+    ladder.fit(tiny_counts(), seed=2)
+    assert [s for _, _, s in stand_in.log] == [1, 2]
+
+
+@pytest.mark.parametrize("change", ["seed", "counts", "spec", "target_accept", "kernels"])
+def test_a_cache_entry_with_another_key_is_refused_and_refitted(tmp_path, monkeypatch, change):
+    counts = tiny_counts()
+    RefitLadder(counts, cache=tmp_path, refitter=StandIn(0), sampler="pymc").fit(counts, seed=3)
+    (stored,) = list(tmp_path.iterdir())
+    spec, seed, kernels = ModelSpec.default(), 3, "predict"
+    if change == "seed":
+        seed = 4
+    elif change == "counts":
+        counts = counts.copy(deep=True)
+        counts["n_pass"][0, 0] = counts["n_pass"][0, 0] - 1
+    elif change == "spec":
+        spec = replace(spec, name=spec.name + "-other")
+    elif change == "target_accept":
+        import bpc.estimate.model.refits as refits
+
+        presets = {**SAMPLER_PRESETS, "default": {**SAMPLER_PRESETS["default"], "target_accept": 0.9}}
+        monkeypatch.setattr(refits, "SAMPLER_PRESETS", presets)
+    else:
+        kernels = "measured"
+    stand_in = StandIn(0)
+    ladder = RefitLadder(
+        counts, spec=spec, cache=tmp_path, refitter=stand_in, sampler="pymc", kernels=kernels
+    )
+    ladder.fit(counts, seed=seed)
+    assert len(stand_in.log) == 1  # refitted, not reused
+    if change in ("spec", "target_accept", "kernels", "seed"):
+        # the same file (same label, preset and counts) was refused and replaced
+        assert list(tmp_path.iterdir()) == [stored]
+        assert json.loads(load(stored).attrs["refit_key"]) == ladder.key(counts, "default", seed)
+
+
+def test_empty_or_unknown_ladders_are_refused():
+    with pytest.raises(ValueError, match="at least one sampler preset"):
+        RefitLadder(tiny_counts(), presets=())
+    with pytest.raises(ValueError, match="at least one sampler preset"):
+        RefitLadder(tiny_counts(), presets="default")
+    with pytest.raises(ValueError, match="nope"):
+        RefitLadder(tiny_counts(), presets=("default", "nope"))
