@@ -26,6 +26,7 @@ from bpc.evaluate.crossfit import (
     FoldData,
     cross_fit,
     fold_data,
+    fold_splits,
     training_counts,
 )
 from bpc.evaluate.result import Result
@@ -47,6 +48,7 @@ __all__ = [
     "contrast",
     "cross_fit",
     "fold_data",
+    "fold_splits",
     "simple_baselines",
     "task_means",
     "training_counts",

@@ -12,7 +12,7 @@ controller is built.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +30,7 @@ __all__ = [
     "Evaluator",
     "training_counts",
     "fold_data",
+    "fold_splits",
     "cross_fit",
 ]
 
@@ -241,6 +242,47 @@ def _check_scored(out: pd.DataFrame, fold: FoldData) -> pd.DataFrame:
     return out
 
 
+def fold_splits(
+    records: pd.DataFrame,
+    *,
+    n_folds: int = N_FOLDS,
+    seeds: Sequence[int] = FOLD_SEEDS,
+    by: FoldBy = "task",
+    max_folds: int | None = None,
+) -> Iterator[Split]:
+    """The one loop over folds: every seed's folds of :func:`bpc.data.splits.folds` as splits.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Rows with ``benchmark``, ``generator``, ``instance_id``.
+    n_folds, seeds, by
+        As in :func:`bpc.data.splits.folds`.
+    max_folds : int, optional
+        Only the first ``max_folds`` folds of each seed (default all).
+
+    Yields
+    ------
+    Split
+        Seed by seed, fold by fold (``split.seed``, ``split.fold``); a fold that scores no cell is
+        skipped.
+
+    Examples
+    --------
+    >>> rec = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": list("abcdef")})
+    >>> [(s.seed, s.fold, len(s.eval[("b", "g")])) for s in fold_splits(rec, n_folds=3, seeds=[1, 2])]
+    [(1, 0, 2), (1, 1, 2), (1, 2, 2), (2, 0, 2), (2, 1, 2), (2, 2, 2)]
+    """
+    seeds = [int(s) for s in np.atleast_1d(seeds)]
+    assignment = folds(records, k=n_folds, seeds=seeds, by=by)
+    n_scored = int(n_folds) if max_folds is None else min(int(max_folds), int(n_folds))
+    for seed in seeds:
+        for j in range(n_scored):
+            split = fold_split(records, assignment, seed=seed, fold=j)
+            if len(split):
+                yield split
+
+
 def cross_fit(
     records: pd.DataFrame,
     evaluate: Evaluator,
@@ -300,21 +342,16 @@ def cross_fit(
     from bpc.progress import info
 
     seeds = [int(s) for s in np.atleast_1d(seeds)]
-    assignment = folds(records, k=n_folds, seeds=seeds, by=by)
     frames = []
-    for seed in seeds:
-        for j in range(int(n_folds)):
-            info(f"cross-fit seed {seed} fold {j + 1}/{n_folds}", enabled=progress)
-            split = fold_split(records, assignment, seed=seed, fold=j)
-            if not len(split):
-                continue
-            fd = fold_data(
-                records, split, trajectories=trajectories, base_counts=base_counts, table_cells=table_cells
-            )
-            out = _check_scored(evaluate(fd), fd)
-            out.insert(0, "fold", j)
-            out.insert(0, "seed", seed)
-            frames.append(out)
+    for split in fold_splits(records, n_folds=n_folds, seeds=seeds, by=by):
+        info(f"cross-fit seed {split.seed} fold {int(split.fold or 0) + 1}/{n_folds}", enabled=progress)
+        fd = fold_data(
+            records, split, trajectories=trajectories, base_counts=base_counts, table_cells=table_cells
+        )
+        out = _check_scored(evaluate(fd), fd)
+        out.insert(0, "fold", fd.fold)
+        out.insert(0, "seed", fd.seed)
+        frames.append(out)
     if not frames:
         raise ValueError("cross_fit: no fold scored any task")
     cols = list(UTILITY_COLUMNS)

@@ -47,7 +47,7 @@ expectation, given what we know about the cell".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -738,6 +738,7 @@ def _efficiency(
     from bpc.experiments.efficiency import (
         HIERARCHICAL_ARMS,
         TASK_ARM,
+        LocoConfig,
         complete_pooling_calibration,
         hierarchical_arms,
         laplace_calibration,
@@ -746,20 +747,17 @@ def _efficiency(
         task_prior_calibration,
     )
 
+    base = LocoConfig(targets=tuple(targets), repeats=repeats, costs=cost_fn, profile="bpc", seed=seed)
+
     def run(methods, ks_, **more) -> pd.DataFrame:
+        config = replace(base, ks=tuple(ks_), **more)
         return loco_efficiency(
             data.records,
+            config,
             methods=methods,
-            ks=ks_,
-            targets=targets,
-            repeats=repeats,
-            costs=cost_fn,
-            profile="bpc",
             base_counts=data.counts,
-            seed=seed,
             scheduler=scheduler,
             progress=progress,
-            **more,
         )
 
     closed = {
@@ -770,13 +768,16 @@ def _efficiency(
     frames = [run(closed, ks)]
     if refits is not None:
         hks = tuple(ks) if hierarchical_ks is None else tuple(hierarchical_ks)
-        arms = hierarchical_arms(
-            refits,
-            costs=cost_fn,
-            profile="bpc",
+        from bpc.estimate.model.refits import RefitLadder
+
+        ladder = RefitLadder(
+            refits.template,
             presets=refit_presets or REFIT_PRESETS,
             cache=None if refit_cache is None else Path(refit_cache),
+            kernels=refits.kernels,
+            progress=progress,
         )
+        arms = hierarchical_arms(ladder, costs=cost_fn, profile="bpc")
         if 0 in hks:
             frames.append(run(arms, (0,), replay_failed=True))
         rest = tuple(k for k in hks if k != 0)

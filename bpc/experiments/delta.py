@@ -598,9 +598,8 @@ def predictive_coverage(
 
     from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
-    from bpc.data.splits import fold_split, folds
     from bpc.estimate.laplace import laplace
-    from bpc.evaluate import fold_data, profile_controllers
+    from bpc.evaluate import fold_data, fold_splits, profile_controllers
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
@@ -614,64 +613,63 @@ def predictive_coverage(
         base_names = ["always_verify", *base_names]
     cost_for = cost_resolver(costs)
     seeds = [int(s) for s in np.atleast_1d(fold_seeds)]
-    assignment = folds(records, k=n_folds, seeds=seeds)
     rows = []
-    for fs in seeds:
-        for j in range(int(n_folds)):
-            fd = fold_data(records, fold_split(records, assignment, seed=fs, fold=j))
-            lap = laplace(fd.train_counts)
-            for b, g in fd.cells:
-                info(f"predictive coverage: seed {fs} fold {j + 1}/{n_folds} {b}/{g}", enabled=progress)
-                c = cost_for(b)
-                train = select_cell(fd.train_records, b, g)
-                critics = [k for k in PAPER_CRITICS if k in train.columns]
-                ctrls = profile_controllers(
-                    select_cell(lap, b, g), c, profile=prof, policies=pols, max_patches=POOL_SIZE
-                )
-                pool = cell_pool(select_cell(fd.test_records, b, g), prof)
-                res = replay_pool(pool, {**{p: p for p in base_names}, **ctrls}, c, profile=prof)
-                draws = bootstrap_params(train, n_draws=n_draws, seed=seed + 7919 * j + fs)
-                pdelta = posterior_delta(
-                    draws,
-                    ctrls,
-                    c,
-                    baselines=base_names,
-                    n_draws=n_draws,
-                    n_per_draw=n_per_draw,
-                    critics=critics,
-                    prob=prob,
-                    kind=kind,
-                    seed=seed + j,
-                    n_eval=pool.n_instances,
-                    critic_kappa=critic_concentration(train, critics),
-                ).set_index("policy")
-                ref = res["utility"].sel(policy="always_verify").values
-                for p in res["policy"].values.tolist():
-                    if p == "always_verify" or p not in pdelta.index:
-                        continue
-                    diff = res["utility"].sel(policy=p).values - ref
-                    if not np.isfinite(diff).all():
-                        continue
-                    digest = hashlib.sha1(np.round(diff, 9).tobytes()).hexdigest()[:12]
-                    pr = pdelta.loc[p]
-                    lo, hi, mean = float(pr["pred_lo"]), float(pr["pred_hi"]), float(pr["post_mean"])
-                    d = float(diff.mean())
-                    rows.append(
-                        (
-                            fs,
-                            j,
-                            b,
-                            g,
-                            p,
-                            pool.n_instances,
-                            d,
-                            mean,
-                            lo,
-                            hi,
-                            bool(lo - 1e-9 <= d <= hi + 1e-9),
-                            f"{fs}/{j}/{b}/{g}/{digest}",
-                        )
+    for split in fold_splits(records, n_folds=n_folds, seeds=seeds):
+        fs, j = split.seed, int(split.fold or 0)
+        fd = fold_data(records, split)
+        lap = laplace(fd.train_counts)
+        for b, g in fd.cells:
+            info(f"predictive coverage: seed {fs} fold {j + 1}/{n_folds} {b}/{g}", enabled=progress)
+            c = cost_for(b)
+            train = select_cell(fd.train_records, b, g)
+            critics = [k for k in PAPER_CRITICS if k in train.columns]
+            ctrls = profile_controllers(
+                select_cell(lap, b, g), c, profile=prof, policies=pols, max_patches=POOL_SIZE
+            )
+            pool = cell_pool(select_cell(fd.test_records, b, g), prof)
+            res = replay_pool(pool, {**{p: p for p in base_names}, **ctrls}, c, profile=prof)
+            draws = bootstrap_params(train, n_draws=n_draws, seed=seed + 7919 * j + fs)
+            pdelta = posterior_delta(
+                draws,
+                ctrls,
+                c,
+                baselines=base_names,
+                n_draws=n_draws,
+                n_per_draw=n_per_draw,
+                critics=critics,
+                prob=prob,
+                kind=kind,
+                seed=seed + j,
+                n_eval=pool.n_instances,
+                critic_kappa=critic_concentration(train, critics),
+            ).set_index("policy")
+            ref = res["utility"].sel(policy="always_verify").values
+            for p in res["policy"].values.tolist():
+                if p == "always_verify" or p not in pdelta.index:
+                    continue
+                diff = res["utility"].sel(policy=p).values - ref
+                if not np.isfinite(diff).all():
+                    continue
+                digest = hashlib.sha1(np.round(diff, 9).tobytes()).hexdigest()[:12]
+                pr = pdelta.loc[p]
+                lo, hi, mean = float(pr["pred_lo"]), float(pr["pred_hi"]), float(pr["post_mean"])
+                d = float(diff.mean())
+                rows.append(
+                    (
+                        fs,
+                        j,
+                        b,
+                        g,
+                        p,
+                        pool.n_instances,
+                        d,
+                        mean,
+                        lo,
+                        hi,
+                        bool(lo - 1e-9 <= d <= hi + 1e-9),
+                        f"{fs}/{j}/{b}/{g}/{digest}",
                     )
+                )
     return pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
 
 
