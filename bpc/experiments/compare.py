@@ -69,6 +69,7 @@ from bpc.constants import (
 from bpc.costs import Costs, CostSpec, cost_resolver, costs_for
 from bpc.data.splits import Cell, Split
 from bpc.data.tasks import task_choices
+from bpc.experiments.delta import Simulation
 from bpc.experiments.efficiency import LOCO_K
 from bpc.experiments.posterior import posterior_mean_params
 from bpc.experiments.sources import CompareData
@@ -84,6 +85,7 @@ __all__ = [
     "CompareResult",
     "PROTOCOL_POLICIES",
     "default_targets",
+    "CompareConfig",
     "compare",
 ]
 
@@ -144,21 +146,19 @@ def build_controllers(
 # ---------------------------------------------------------------------------
 # Held-out replay
 # ---------------------------------------------------------------------------
+_SIMULATION = Simulation()
+
+
 def compare_cells(
     data: CompareData,
     laplace_params: xr.Dataset,
     post: xr.Dataset,
     split: Split,
+    sim: Simulation = _SIMULATION,
     *,
     costs: CostSpec = None,
     critics: Sequence[str] = PAPER_CRITICS,
     robust_draws: int | None = 200,
-    posterior_draws: int = 100,
-    n_per_draw: int = 300,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
-    seed: int = DEFAULT_SEED,
-    with_posterior_delta: bool = True,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Replay baselines and the four controllers on every cell's eval instances.
@@ -173,6 +173,9 @@ def compare_cells(
         Posterior draws (fitted on the fit instances).
     split : Split
         Fit / eval instances of every replayed cell (:func:`bpc.experiments.sources.source_split`).
+    sim : Simulation
+        The posterior-Δ simulation (:func:`bpc.experiments.delta.posterior_delta`); its draws
+        also size :func:`per_draw_controller_delta`, its seed seeds Thompson.
     costs : Costs, callable, str or None
         Any cost specification of :func:`bpc.costs.cost_resolver` (default
         :func:`bpc.costs.paper_costs_for`).
@@ -180,14 +183,6 @@ def compare_cells(
         Critics the controllers may call.
     robust_draws : int or None
         Draws of the Bayes-robust / Thompson controllers.
-    posterior_draws, n_per_draw : int
-        Size of the posterior-Δ simulation (:func:`posterior_delta`).
-    prob, kind
-        Credible interval of the posterior Δ.
-    seed : int
-        Seed of Thompson and of the posterior-Δ simulation.
-    with_posterior_delta : bool
-        Also compute the posterior Δ columns.
     progress : bool
         Progress output.
 
@@ -196,8 +191,8 @@ def compare_cells(
     pandas.DataFrame
         One row per cell × policy: ``benchmark``, ``generator``, ``policy``,
         ``n_eval``, ``mean_utility``, ``pass_rate``, ``delta``, ``ci_lo``,
-        ``ci_hi`` (paired bootstrap on the eval instances) and, with the
-        posterior Δ, ``post_mean``, ``post_lo``, ``post_hi``, ``p_positive``,
+        ``ci_hi`` (paired bootstrap on the eval instances) and the
+        posterior Δ: ``post_mean``, ``post_lo``, ``post_hi``, ``p_positive``,
         ``mc_se`` and the posterior predictive interval of the Δ observed on
         ``n_eval`` instances, ``pred_lo``, ``pred_hi`` (pools simulated from
         the instance model with the draws' κ, or the cell's Laplace κ, and
@@ -228,7 +223,7 @@ def compare_cells(
             c,
             critics=critics,
             robust_draws=robust_draws,
-            seed=seed,
+            seed=sim.seed,
         )
         base = [p for p in COMPARE_BASELINES if traj is not None or p not in REFINEMENT_POLICIES]
         items = {**{p: p for p in base}, **ctrls}
@@ -243,10 +238,10 @@ def compare_cells(
             sub,
             c,
             ref_u,
-            n_draws=posterior_draws,
+            n_draws=sim.n_draws,
             critics=critics,
-            prob=prob,
-            kind=kind,
+            prob=sim.prob,
+            kind=sim.kind,
         )
         summ = pd.concat(
             [
@@ -269,30 +264,23 @@ def compare_cells(
             ],
             ignore_index=True,
         )
-        if with_posterior_delta:
-            post_cell = select_cell(post, b, g)
-            if (
-                "kappa" not in post_cell
-            ):  # the instance model's κ: the draws' own, else the cell's Laplace one
-                kappa = instance_kappa(select_cell(laplace_params, b, g))[0]
-                post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], kappa))
-            # and the critics' within-instance dependence, measured on the fit instances
-            critic_kappa = critic_concentration(split.rows(rec, "fit"), critics)
-            pdelta = posterior_delta(
-                post_cell,
-                ctrls,
-                c,
-                baselines=base,
-                n_draws=posterior_draws,
-                n_per_draw=n_per_draw,
-                critics=critics,
-                prob=prob,
-                kind=kind,
-                seed=seed,
-                n_eval=sub.n_instances,
-                critic_kappa=critic_kappa,
-            )
-            summ = summ.merge(pdelta.drop(columns=["n_draws", "n_per_draw"]), on="policy", how="left")
+        post_cell = select_cell(post, b, g)
+        if "kappa" not in post_cell:  # the instance model's κ: the draws' own, else the cell's Laplace one
+            kappa = instance_kappa(select_cell(laplace_params, b, g))[0]
+            post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], kappa))
+        # and the critics' within-instance dependence, measured on the fit instances
+        critic_kappa = critic_concentration(split.rows(rec, "fit"), critics)
+        pdelta = posterior_delta(
+            post_cell,
+            ctrls,
+            c,
+            sim,
+            baselines=base,
+            critics=critics,
+            n_eval=sub.n_instances,
+            critic_kappa=critic_kappa,
+        )
+        summ = summ.merge(pdelta.drop(columns=["n_draws", "n_per_draw"]), on="policy", how="left")
         frames.append(summ)
     out = pd.concat(frames, ignore_index=True)
     return out.drop(columns=[c for c in ("index",) if c in out.columns])
@@ -365,11 +353,9 @@ def _replay_stages(
             lap,
             post,
             split,
+            Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed),
             costs=cost_fn,
             robust_draws=draws,
-            posterior_draws=30 if quick else 100,
-            n_per_draw=100 if quick else 300,
-            seed=seed,
             progress=progress,
         )
     with stage("policy uncertainty", enabled=progress):
@@ -490,34 +476,11 @@ def default_targets(cells: Sequence[Cell], *, quick: bool = False) -> list[Cell]
     return cells[:2] if quick else cells
 
 
-def compare(
-    source: str | Path = "simulated",
-    *,
-    posterior: str | Path | None = None,
-    draws: int | None = None,
-    quick: bool = False,
-    seed: int = DEFAULT_SEED,
-    costs: CostSpec = None,
-    benchmarks: Sequence[str] | None = None,
-    generators: Sequence[str] | None = None,
-    scale: float | None = None,
-    efficiency: bool = True,
-    hierarchical: bool = True,
-    ablation: bool = True,
-    predictive: bool = True,
-    targets: Sequence[Cell] | None = None,
-    ks: Sequence[int | None] = LOCO_K,
-    hierarchical_ks: Sequence[int | None] | None = None,
-    repeats: int = 3,
-    refit_presets: Sequence[str] | None = None,
-    refit_cache: str | Path | None = None,
-    include_failed: bool = False,
-    scheduler=None,
-    progress: bool = True,
-) -> CompareResult:
-    """The whole comparison, computed (nothing is written; see :func:`bpc.report.compare.run_compare`).
+@dataclass(frozen=True)
+class CompareConfig:
+    """The options of ``bpc compare`` (:func:`compare`).
 
-    Parameters
+    Attributes
     ----------
     source : str or pathlib.Path
         ``"simulated"`` (the embedded panel) or a corpus path.
@@ -567,6 +530,39 @@ def compare(
         Folder the hierarchical refits are written to and reused from (a stopped run resumes).
     include_failed : bool
         Use refits that failed their convergence check, flagged; default: exclude and count them.
+    """
+
+    source: str | Path = "simulated"
+    posterior: str | Path | None = None
+    draws: int | None = None
+    quick: bool = False
+    seed: int = DEFAULT_SEED
+    costs: CostSpec = None
+    benchmarks: Sequence[str] | None = None
+    generators: Sequence[str] | None = None
+    scale: float | None = None
+    efficiency: bool = True
+    hierarchical: bool = True
+    ablation: bool = True
+    predictive: bool = True
+    targets: Sequence[Cell] | None = None
+    ks: Sequence[int | None] = LOCO_K
+    hierarchical_ks: Sequence[int | None] | None = None
+    repeats: int = 3
+    refit_presets: Sequence[str] | None = None
+    refit_cache: str | Path | None = None
+    include_failed: bool = False
+
+
+def compare(
+    config: CompareConfig = CompareConfig(), *, scheduler=None, progress: bool = True
+) -> CompareResult:
+    """The whole comparison, computed (:func:`bpc.report.compare.write_compare` writes it).
+
+    Parameters
+    ----------
+    config : CompareConfig
+        The study's options.
     scheduler : str, LocalCluster, Client or None
         Run the efficiency targets on a ``dask.distributed`` cluster
         (:func:`bpc.experiments.cluster.map_pieces`); the numbers are those of one process.
@@ -580,19 +576,28 @@ def compare(
     from bpc.constants import FOLD_SEEDS
     from bpc.estimate.laplace import laplace
     from bpc.experiments.posterior import HierarchicalRefits, check_posterior_cells, fit_posterior
+
+    cf = config
+    source, posterior, quick, seed, targets = cf.source, cf.posterior, cf.quick, cf.seed, cf.targets
+    costs = cf.costs
     from bpc.experiments.protocol import ProtocolConfig, run_protocol
     from bpc.experiments.sources import load_source, source_counts, source_split
     from bpc.progress import info, stage
 
-    draws = (40 if quick else 200) if draws is None else int(draws)
-    scale = (0.3 if quick else 1.0) if scale is None else float(scale)
+    draws = (40 if quick else 200) if cf.draws is None else int(cf.draws)
+    scale = (0.3 if quick else 1.0) if cf.scale is None else float(cf.scale)
     cost_fn = cost_resolver(costs)
     preset = "quick" if quick else "default"
     seeds = FOLD_SEEDS[:1] if quick else FOLD_SEEDS
 
     with stage(f"load {source}", enabled=progress):
         data = load_source(
-            source, seed=seed, scale=scale, benchmarks=benchmarks, generators=generators, progress=progress
+            source,
+            seed=seed,
+            scale=scale,
+            benchmarks=cf.benchmarks,
+            generators=cf.generators,
+            progress=progress,
         )
         split = source_split(data)
         counts = source_counts(data, split)
@@ -615,7 +620,7 @@ def compare(
             base_counts=data.counts,
         )
     abl = None
-    if ablation:
+    if cf.ablation:
         from bpc.evaluate import contrast
         from bpc.experiments.ablation import ablation_evaluator, ablation_table
 
@@ -631,7 +636,7 @@ def compare(
             u = res.tables["utilities"]
             abl = ablation_table(contrast(u, references=("always_verify", "best_simple", "iid_dp")), u)
     pred = cov = checks = None
-    if predictive:
+    if cf.predictive:
         from bpc.experiments.delta import coverage_summary, predicted_vs_realised, predictive_coverage
 
         with stage("predicted vs realised Δ", enabled=progress):
@@ -656,20 +661,14 @@ def compare(
         data, lap, post.params, split, cost_fn, draws=draws, quick=quick, seed=seed, progress=progress
     )
     eff = pairs = None
-    if efficiency:
+    if cf.efficiency:
         with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
+            presets = cf.refit_presets or (("refit-quick",) if quick else None)
             eff, pairs = _efficiency(
                 data,
                 chosen,
-                cost_fn=costs,
-                ks=ks,
-                hierarchical_ks=hierarchical_ks,
-                repeats=repeats,
-                refits=refits if hierarchical else None,
-                refit_presets=refit_presets or (("refit-quick",) if quick else None),
-                refit_cache=refit_cache,
-                include_failed=include_failed,
-                seed=seed,
+                replace(cf, refit_presets=presets),
+                refits=refits if cf.hierarchical else None,
                 scheduler=scheduler,
                 progress=progress,
             )
@@ -683,9 +682,9 @@ def compare(
         "protocol": f"{N_FOLDS}-fold cross-fitting over tasks, seeds {', '.join(map(str, seeds))}, "
         "bpc profile",
         "efficiency targets": ", ".join(f"{b}/{g}" for b, g in chosen),
-        "efficiency repeats": repeats,
+        "efficiency repeats": cf.repeats,
         "efficiency refits": "failed refits used and flagged"
-        if include_failed
+        if cf.include_failed
         else "failed refits excluded and counted",
         "scheduler": "this process" if scheduler is None else str(scheduler),
         "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
@@ -717,16 +716,9 @@ def compare(
 def _efficiency(
     data: CompareData,
     targets: Sequence[Cell],
+    config: CompareConfig,
     *,
-    cost_fn: CostSpec,
-    ks: Sequence[int | None],
-    hierarchical_ks: Sequence[int | None] | None,
-    repeats: int,
     refits,
-    refit_presets: Sequence[str] | None,
-    refit_cache: str | Path | None,
-    include_failed: bool,
-    seed: int,
     scheduler,
     progress: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -747,7 +739,9 @@ def _efficiency(
         task_prior_calibration,
     )
 
-    base = LocoConfig(targets=tuple(targets), repeats=repeats, costs=cost_fn, profile="bpc", seed=seed)
+    cf = config
+    cost_fn = cf.costs
+    base = LocoConfig(targets=tuple(targets), repeats=cf.repeats, costs=cost_fn, profile="bpc", seed=cf.seed)
 
     def run(methods, ks_, **more) -> pd.DataFrame:
         config = replace(base, ks=tuple(ks_), **more)
@@ -765,15 +759,15 @@ def _efficiency(
         "complete_pooling": complete_pooling_calibration,
         TASK_ARM: task_prior_calibration,
     }
-    frames = [run(closed, ks)]
+    frames = [run(closed, cf.ks)]
     if refits is not None:
-        hks = tuple(ks) if hierarchical_ks is None else tuple(hierarchical_ks)
+        hks = tuple(cf.ks) if cf.hierarchical_ks is None else tuple(cf.hierarchical_ks)
         from bpc.estimate.model.refits import RefitLadder
 
         ladder = RefitLadder(
             refits.template,
-            presets=refit_presets or REFIT_PRESETS,
-            cache=None if refit_cache is None else Path(refit_cache),
+            presets=cf.refit_presets or REFIT_PRESETS,
+            cache=None if cf.refit_cache is None else Path(cf.refit_cache),
             kernels=refits.kernels,
             progress=progress,
         )
@@ -784,9 +778,9 @@ def _efficiency(
         if rest:
             frames.append(run(arms, rest, max_folds=1, replay_failed=True))
     utilities = pd.concat(frames, ignore_index=True)
-    table = loco_table(utilities, include_failed=include_failed)
+    table = loco_table(utilities, include_failed=cf.include_failed)
     pairs = [
-        loco_table(utilities, reference=ref, include_failed=include_failed)
+        loco_table(utilities, reference=ref, include_failed=cf.include_failed)
         for ref in EFFICIENCY_PAIRS
         if ref in set(utilities["method"])
     ]

@@ -48,6 +48,7 @@ their tasks.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -70,6 +71,7 @@ from bpc.schema import Pool, thin_draws
 __all__ = [
     "simulate_pool",
     "critic_concentration",
+    "Simulation",
     "posterior_delta",
     "per_draw_controller_delta",
     "bootstrap_params",
@@ -222,19 +224,40 @@ def critic_concentration(records: pd.DataFrame, critics: Sequence[str] = PAPER_C
     return out
 
 
+@dataclass(frozen=True)
+class Simulation:
+    """How a posterior Δ is simulated (:func:`posterior_delta`).
+
+    Attributes
+    ----------
+    n_draws : int
+        Posterior draws used (evenly thinned).
+    n_per_draw : int
+        Simulated instances per draw.
+    prob, kind
+        Credible interval of Δ over draws (:func:`bpc.intervals.credible_interval`).
+    seed : int
+        Simulation seed.
+    chunk : int
+        Instances replayed per batch (memory bound; the result does not depend on it).
+    """
+
+    n_draws: int = 100
+    n_per_draw: int = 300
+    prob: float = CI_PROB
+    kind: str = CI_KIND
+    seed: int = DEFAULT_SEED
+    chunk: int = 4000
+
+
 def posterior_delta(
     post_cell: xr.Dataset,
     controllers: dict[str, object],
     costs: Costs,
+    sim: Simulation = Simulation(),
     *,
     baselines: Sequence[str] = BASELINE_POLICIES,
-    n_draws: int = 100,
-    n_per_draw: int = 300,
     critics: Sequence[str] = PAPER_CRITICS,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
-    seed: int = DEFAULT_SEED,
-    chunk: int = 4000,
     n_eval: int | None = None,
     critic_kappa=None,
     chain: bool = False,
@@ -253,20 +276,12 @@ def posterior_delta(
         Name → controller (fixed, as calibrated on the fit instances).
     costs : Costs
         Cost vector.
+    sim : Simulation
+        Draws, instances simulated per draw (the Monte Carlo size of each Δ_s), interval, seed.
     baselines : sequence of str
         Baseline names; trajectory-based ones are skipped (no model for them).
-    n_draws : int
-        Posterior draws used (evenly thinned).
-    n_per_draw : int
-        Instances simulated per draw (Monte Carlo size of each Δ_s).
     critics : sequence of str
         Critics on the simulated pool.
-    prob, kind
-        Credible interval (see :func:`bpc.intervals.credible_interval`).
-    seed : int
-        Simulation seed.
-    chunk : int
-        Episodes replayed at once (memory bound; results do not depend on it).
     n_eval : int, optional
         Number of observed eval instances: adds the posterior predictive
         interval ``pred_lo``/``pred_hi`` of the Δ observed on that many
@@ -289,12 +304,15 @@ def posterior_delta(
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
-    thin = thin_draws(post_cell, n_draws)
+    n_per_draw, prob, kind, chunk = sim.n_per_draw, sim.prob, sim.kind, sim.chunk
+    thin = thin_draws(post_cell, sim.n_draws)
     samples = parameter_samples(thin, critics=critics, one_cell=True)
     arr = samples.as_dict()
     S = arr["prior"].shape[0]
     arr["kappa"] = samples.kappa  # the draws' own κ (``inf``, i.i.d. patches, where they carry none)
-    pool = simulate_pool(arr, n_per_draw, critics=critics, seed=seed, critic_kappa=critic_kappa, chain=chain)
+    pool = simulate_pool(
+        arr, n_per_draw, critics=critics, seed=sim.seed, critic_kappa=critic_kappa, chain=chain
+    )
     names = [b for b in baselines if b not in REFINEMENT_POLICIES]
     if "always_verify" not in names:
         names = ["always_verify", *names]
@@ -633,13 +651,9 @@ def predictive_coverage(
                 draws,
                 ctrls,
                 c,
+                Simulation(n_draws, n_per_draw, prob, kind, seed + j),
                 baselines=base_names,
-                n_draws=n_draws,
-                n_per_draw=n_per_draw,
                 critics=critics,
-                prob=prob,
-                kind=kind,
-                seed=seed + j,
                 n_eval=pool.n_instances,
                 critic_kappa=critic_concentration(train, critics),
             ).set_index("policy")

@@ -416,7 +416,7 @@ def kfold_predictive_coverage(
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.estimate.laplace import laplace
     from bpc.evaluate import Arm, controllers
-    from bpc.experiments.delta import critic_concentration, posterior_delta
+    from bpc.experiments.delta import Simulation, critic_concentration, posterior_delta
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.schema import select_cell
@@ -447,12 +447,8 @@ def kfold_predictive_coverage(
                 post_cell,
                 ctrls,
                 c,
+                Simulation(n_draws, n_per_draw, prob, kind, seed + j),
                 baselines=pols,
-                n_draws=n_draws,
-                n_per_draw=n_per_draw,
-                prob=prob,
-                kind=kind,
-                seed=seed + j,
                 n_eval=sub.n_instances,
                 critic_kappa=critic_concentration(fold.rows(rec, "fit")),
             )

@@ -92,11 +92,12 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     from bpc.estimate.model import ModelSpec, diagnose, fit, posterior_params, save
     from bpc.experiments.analyses import AnalysisSettings
     from bpc.experiments.claims import Evidence, cell_table, simulated_claims
+    from bpc.experiments.compare import CompareConfig, compare
     from bpc.experiments.protocol import ProtocolConfig, run_protocol
     from bpc.outputs import write_csv
     from bpc.replay.engine import replay_cells
     from bpc.report.claims import claims_markdown
-    from bpc.report.compare import efficiency_paragraph, run_compare
+    from bpc.report.compare import efficiency_paragraph, write_compare
     from bpc.report.plots.calibration import plot_gaps, plot_priors
     from bpc.report.plots.model import plot_shrinkage, shrinkage_table
     from bpc.report.plots.replay import plot_protocol_deltas
@@ -300,17 +301,19 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     # --quick swaps the hierarchical refit for the exact unpooled conjugate posterior, so a first look
     # (and the test suite) runs no MCMC in this section; the data-efficiency refits are `bpc compare`'s
     with stage(f"comparing controllers on held-out instances ({', '.join(COMPARE_BENCHMARKS)})", enabled=p):
-        result = run_compare(
-            "simulated",
-            out=out / "compare",
-            posterior="conjugate" if config.quick else None,
-            quick=True,
-            scale=scale,
-            seed=config.seed,
-            benchmarks=COMPARE_BENCHMARKS,
-            efficiency=False,
+        compared = compare(
+            CompareConfig(
+                "simulated",
+                posterior="conjugate" if config.quick else None,
+                quick=True,
+                scale=scale,
+                seed=config.seed,
+                benchmarks=COMPARE_BENCHMARKS,
+                efficiency=False,
+            ),
             progress=p,
         )
+        result = write_compare(compared, out / "compare", progress=p)
     report.text(
         f"The cells of {len(COMPARE_BENCHMARKS)} benchmarks ("
         + ", ".join(f"`{b}`" for b in COMPARE_BENCHMARKS)
