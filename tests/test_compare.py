@@ -434,7 +434,10 @@ def test_predictive_coverage_runs_on_a_small_panel():
 
     panel = simulate_panel(2, benchmarks=["lcb_hard"], generators=["haiku45"], scale=0.5)
     chk = predictive_coverage(
-        panel.records, policies=["gate_test", "bayesian_greedy"], n_folds=3, n_draws=8, n_per_draw=40
+        panel.records,
+        policies=["gate_test", "bayesian_greedy"],
+        n_folds=3,
+        sim=Simulation(n_draws=8, n_per_draw=40),
     )
     assert list(chk.columns) == list(COVERAGE_COLUMNS)
     assert set(chk["policy"]) == {"gate_test", "bayesian_greedy"} and set(chk["fold"]) == {0, 1, 2}

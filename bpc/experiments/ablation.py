@@ -86,7 +86,7 @@ def ablation_evaluator(
     arms: Sequence[str] | None = None,
     baselines: Sequence[str] = ABLATION_BASELINES,
 ) -> Evaluator:
-    """An :data:`~bpc.experiments.protocol.Evaluator` replaying every ablation arm and the simple baselines.
+    """An :data:`~bpc.evaluate.Evaluator` replaying every ablation arm and the simple baselines.
 
     Every arm is calibrated on the fold's Laplace estimate of the training
     counts and replayed on the fold's scored tasks under its variant of the
@@ -154,7 +154,7 @@ def ablation_table(deltas: pd.DataFrame, utilities: pd.DataFrame) -> pd.DataFram
     Parameters
     ----------
     deltas : pandas.DataFrame
-        :func:`bpc.experiments.protocol.delta_table` of the ablation's
+        :func:`bpc.evaluate.contrast` of the ablation's
         utilities with references ``always_verify``, :data:`BEST_SIMPLE` and
         ``iid_dp``.
     utilities : pandas.DataFrame

@@ -400,11 +400,11 @@ class CompareResult:
     posterior_diagnostics : dict
         Convergence of the posterior fitted here (empty otherwise).
     protocol : pandas.DataFrame or None
-        :func:`bpc.experiments.protocol.delta_table` of the ``bpc`` profile
+        :func:`bpc.evaluate.contrast` of the ``bpc`` profile
         under repeated cross-fitting: Δ vs ``always_verify`` and vs the best
         simple baseline (chosen on the training folds).
     baselines : pandas.DataFrame or None
-        :func:`bpc.experiments.protocol.best_baselines`: the baseline chosen per (seed, fold, cell).
+        :func:`bpc.evaluate.best_baselines`: the baseline chosen per (seed, fold, cell).
     ablation : pandas.DataFrame or None
         :func:`bpc.experiments.ablation.ablation_table`.
     predicted : pandas.DataFrame or None
@@ -645,10 +645,8 @@ def compare(
                 data.records[keep],
                 costs=cost_fn,
                 policies=["bayesian_dp", "bayesian_greedy", "stop", "best_of_3", "gate_test"],
-                n_draws=20 if quick else 60,
-                n_per_draw=60 if quick else 200,
                 fold_seeds=(seeds[0],),
-                seed=seed,
+                sim=Simulation(n_draws=20 if quick else 60, n_per_draw=60 if quick else 200, seed=seed),
             )
             pred = predicted_vs_realised(checks)
             cov = coverage_summary(checks, by=("policy",))
@@ -672,7 +670,7 @@ def compare(
                 scheduler=scheduler,
                 progress=progress,
             )
-    config = {
+    described = {
         "source": data.label,
         "posterior (policy uncertainty, single-split posterior Δ)": post.description,
         "sampler preset": preset,
@@ -701,7 +699,7 @@ def compare(
         uncertainty=unc,
         first_actions=first,
         efficiency=eff,
-        config=config,
+        config=described,
         posterior_diagnostics=dict(post.diagnostics),
         protocol=proto.tables["deltas"],
         baselines=proto.tables["baselines"],

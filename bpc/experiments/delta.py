@@ -48,7 +48,7 @@ their tasks.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -60,6 +60,8 @@ from bpc.constants import (
     CI_PROB,
     DEFAULT_SEED,
     DIM_DRAW,
+    FOLD_SEEDS,
+    N_FOLDS,
     PAPER_CRITICS,
     POOL_SIZE,
     REFINEMENT_POLICIES,
@@ -552,19 +554,18 @@ COVERAGE_COLUMNS: tuple[str, ...] = (
 """Columns of :func:`predictive_coverage`."""
 
 
+_COVERAGE_SIMULATION = Simulation(n_draws=60, n_per_draw=200)
+
+
 def predictive_coverage(
     records: pd.DataFrame,
     *,
     costs=None,
     profile="bpc",
     policies: Sequence[str] | None = None,
-    n_folds: int = 5,
-    fold_seeds: Sequence[int] = (42,),
-    n_draws: int = 60,
-    n_per_draw: int = 200,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
-    seed: int = DEFAULT_SEED,
+    n_folds: int = N_FOLDS,
+    fold_seeds: Sequence[int] = FOLD_SEEDS[:1],
+    sim: Simulation = _COVERAGE_SIMULATION,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Check whether each predictive Δ interval covers the Δ observed on held-out tasks.
@@ -595,12 +596,9 @@ def predictive_coverage(
         Folds K.
     fold_seeds : sequence of int
         Fold-assignment seeds.
-    n_draws, n_per_draw : int
-        Bootstrap draws and simulated tasks per draw.
-    prob, kind
-        Interval probability and kind.
-    seed : int
-        Seed of the bootstrap and the simulation.
+    sim : Simulation
+        Bootstrap draws, simulated tasks per draw, the interval, and the seed of the bootstrap and
+        the simulation (default 60 draws × 200 tasks).
     progress : bool
         Progress lines.
 
@@ -646,12 +644,12 @@ def predictive_coverage(
             )
             pool = cell_pool(select_cell(fd.test_records, b, g), prof)
             res = replay_pool(pool, {**{p: p for p in base_names}, **ctrls}, c, profile=prof)
-            draws = bootstrap_params(train, n_draws=n_draws, seed=seed + 7919 * j + fs)
+            draws = bootstrap_params(train, n_draws=sim.n_draws, seed=sim.seed + 7919 * j + fs)
             pdelta = posterior_delta(
                 draws,
                 ctrls,
                 c,
-                Simulation(n_draws, n_per_draw, prob, kind, seed + j),
+                replace(sim, seed=sim.seed + j),
                 baselines=base_names,
                 critics=critics,
                 n_eval=pool.n_instances,

@@ -907,15 +907,17 @@ def replay_cells(
         info(f"replay {b}/{g} ({i}/{len(instances)})", enabled=progress)
         for side in sides:
             ids = fit_ids if side == "fit" else eval_ids
-            result = _replay_cell_side(records, trajectories, params, (b, g), ids, cost_for(b), *ctx)
+            result = _replay_cell_side(records, trajectories, params, (b, g), ids, cost_for(b), ctx)
             frames.append(_summary_frame(result, b, g, None if prof.in_sample else side, belief))
     return _join(frames, list(RESULT_COLUMNS) + ([] if prof.in_sample else ["split"]))
 
 
-def _replay_cell_side(
-    records, trajectories, params, cell, ids, costs, prof, pols, kernel, transition_counts, belief
-) -> xr.Dataset:
-    """Replay the instances ``ids`` of one cell with that cell's parameters."""
+def _replay_cell_side(records, trajectories, params, cell, ids, costs, ctx) -> xr.Dataset:
+    """Replay the instances ``ids`` of one cell with that cell's parameters.
+
+    ``ctx`` is ``(profile, policies, kernel, transition_counts, belief)``.
+    """
+    prof, pols, kernel, transition_counts, belief = ctx
     b, g = cell
     traj = None if trajectories is None else select_cell(trajectories, b, g)
     pool = cell_pool(select_cell(records, b, g), prof)
@@ -998,7 +1000,7 @@ def replay_folds(
         info(f"replay fold {j + 1}/{n_folds}", enabled=progress)
         params = laplace(split_counts(records, fold, trajectories=trajectories))
         for (b, g), _, eval_ids in fold:
-            res = _replay_cell_side(records, trajectories, params, (b, g), eval_ids, cost_for(b), *ctx)
+            res = _replay_cell_side(records, trajectories, params, (b, g), eval_ids, cost_for(b), ctx)
             parts.setdefault((b, g), []).append(res)
     out = {}
     for cell, results in parts.items():

@@ -180,9 +180,9 @@ def protocol_headline(
     Parameters
     ----------
     deltas : pandas.DataFrame
-        :func:`bpc.experiments.protocol.delta_table` output.
+        :func:`bpc.evaluate.contrast` output.
     baselines : pandas.DataFrame, optional
-        :func:`bpc.experiments.protocol.best_baselines` (the choice most
+        :func:`bpc.evaluate.best_baselines` (the choice most
         often made over the folds is named).
     policies : sequence of str
         Controllers shown.

@@ -463,22 +463,6 @@ def _delta_intervals_page(table: pd.DataFrame, cells: Sequence[tuple[str, str]],
     return fig
 
 
-def _source_title(source: str, eff: pd.DataFrame | None) -> str:
-    """``corpus:paper_corpus`` → ``paper corpus (…)``: a title a reader can parse."""
-    kind, _, name = str(source).partition(":")
-    title = (
-        f"corpus {name}"
-        if kind == "corpus" and name
-        else ("simulated panel" if kind == "simulated" else kind)
-    )
-    if eff is not None and {"benchmark", "generator", "n_eval"} <= set(eff.columns):
-        sub = eff[eff["source"] == source]
-        cells = sub.drop_duplicates(["benchmark", "generator"])
-        n_eval = int(cells["n_eval"].sum())
-        title += f": {len(cells)} cell(s), n = {n_eval} held-out instances"
-    return title
-
-
 ARM_COLORS: dict[str, str] = {
     "complete_pooling": OKABE_ITO[1],
     "task_prior": OKABE_ITO[0],
