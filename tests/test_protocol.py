@@ -21,7 +21,7 @@ from bpc.evaluate import (
     training_counts,
     with_best_baseline,
 )
-from bpc.experiments.protocol import ProtocolConfig, replay_evaluator
+from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
 
 
 def _records() -> pd.DataFrame:
@@ -299,3 +299,38 @@ def test_replay_evaluator_replays_the_bpc_baselines():
     assert {"stop", "verify_first", "fixed_pipeline", "gate_syn", "gate_test", "gate_llm"} <= have
     assert {"bayesian_dp", "bayesian_greedy"} <= have
     assert set(u.loc[u["policy"] == "stop", "utility"]) == {-10.0}  # the first generation, c_gen = 10
+
+
+def test_the_protocol_result_is_written_by_the_one_writer(tmp_path):
+    import json
+
+    from bpc.report import write
+
+    rec = _records()
+
+    def evaluate(fold: FoldData) -> pd.DataFrame:
+        t = fold.test_records.drop_duplicates(["benchmark", "generator", "instance_id"])
+        base = t[["benchmark", "generator", "instance_id"]].reset_index(drop=True)
+        return pd.concat(
+            [base.assign(policy="always_verify", utility=-1.0), base.assign(policy="stop", utility=0.0)],
+            ignore_index=True,
+        )
+
+    res = run_protocol(rec, ProtocolConfig(n_folds=3, seeds=[1], B=20), evaluate=evaluate)
+    assert res.name == "protocol" and res.metadata["config"]["seeds"] == [1]
+    folder = write(res, tmp_path / "out")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "baselines.csv",
+        "deltas.csv",
+        "manifest.json",
+        "utilities.csv",
+    ]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["study"] == "protocol" and manifest["config"]["n_folds"] == 3
+    deltas = pd.read_csv(folder / "deltas.csv")
+    assert list(deltas.columns) == list(DELTA_COLUMNS)
+    vs_av = deltas[(deltas["policy"] == "stop") & (deltas["reference"] == "always_verify")]
+    assert len(vs_av) == 3 and (vs_av["delta"] == 1.0).all()
+    write(res, tmp_path / "out")  # a previous output folder is replaced
+    with pytest.raises(ValueError, match="out"):
+        write(res, tmp_path / "out" / "deltas.csv")  # a file is not an output folder
