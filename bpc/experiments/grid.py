@@ -172,8 +172,8 @@ def pointwise_controller(
     kernel *and* costs; :class:`bpc.decide.controllers.FixedIndex`). This is
     how a grid of cost points, or of (posterior draw, cost point) pairs, is
     replayed in one pass over a tiled pool, with the DP solved once for all
-    samples. It is :class:`bpc.decide.controllers.GreedyController` /
-    :class:`bpc.decide.controllers.TableController` on those samples, so its
+    samples. It is the factory's (:func:`bpc.decide.factory.make_controller`,
+    the paper's switches) greedy or table controller on those samples, so its
     decisions are exactly theirs for that sample's parameters and costs.
 
     Parameters
@@ -197,8 +197,10 @@ def pointwise_controller(
     GreedyController or TableController
         Named ``kind``.
     """
-    from bpc.decide.controllers import FixedIndex, GreedyController, TableController
+    from bpc.decide.controllers import FixedIndex
+    from bpc.decide.factory import make_controller
     from bpc.decide.table import ParameterSamples, SampleCosts
+    from bpc.evaluate import PAPER_SWITCHES
 
     if kind not in ("bayesian_greedy", "bayesian_dp"):
         raise ValueError(f"pointwise_controller: kind must be bayesian_greedy or bayesian_dp, got {kind!r}")
@@ -206,15 +208,14 @@ def pointwise_controller(
     sample_costs = SampleCosts(
         critic=costs["critic"], c_gen=costs["c_gen"], c_ver=costs["c_ver"], reward=costs["reward"]
     )
-    index = FixedIndex(np.asarray(sample, dtype=np.int64))
-    if kind == "bayesian_greedy":
-        return GreedyController(samples, sample_costs, critics=critics, index=index)
     # one sample per (draw, cost point): lookups recompute Q from the values rather than store them all
-    return TableController(
+    return make_controller(
         samples,
         sample_costs,
+        policy=kind,
+        switches=PAPER_SWITCHES,
         critics=critics,
-        index=index,
+        index=FixedIndex(np.asarray(sample, dtype=np.int64)),
         horizon=horizon,
         grid_size=grid_size,
         keep_q=False,

@@ -50,6 +50,7 @@ from bpc.constants import (
     CI_PROB,
     DEFAULT_SEED,
     DIM_DRAW,
+    N_FOLDS,
 )
 from bpc.intervals import paired_bootstrap
 from bpc.replay.engine import replay_folds, summarize
@@ -137,11 +138,8 @@ def heldout_instance_table(
     costs: Mapping[str, str | None] = COST_SPECS,
     variants: Mapping[str, tuple[str, str | None]] = VARIANTS,
     policies: Sequence[str] = BASELINE_POLICIES + BAYESIAN_POLICIES,
-    n_folds: int = 5,
+    n_folds: int = N_FOLDS,
     profile: Profile = BPC,
-    B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
-    prob: float = BOOTSTRAP_PROB,
     progress: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Held-out (K-fold cross-fitted) utilities of every policy under both beliefs.
@@ -161,8 +159,6 @@ def heldout_instance_table(
         ``K``.
     profile : Profile
         Replay conventions (default ``bpc``: verification not terminal).
-    B, seed, prob
-        Paired bootstrap settings.
     progress : bool
         Report progress on stderr.
 
@@ -179,7 +175,7 @@ def heldout_instance_table(
     pols = tuple(dict.fromkeys(("always_verify", *policies)))
     bayes = tuple(p for p in pols if p in BAYESIAN_POLICIES)
     base = tuple(p for p in pols if p not in BAYESIAN_POLICIES)
-    boot = dict(B=B, seed=seed, prob=prob)
+    boot = dict(B=BOOTSTRAP_B, seed=BOOTSTRAP_SEED, prob=BOOTSTRAP_PROB)  # the paper's paired bootstrap
     frames, paired = [], []
     for costs_name, spec in costs.items():
         runs: dict[str, Mapping[tuple[str, str], xr.Dataset]] = {}
@@ -366,7 +362,7 @@ def kfold_predictive_coverage(
     records: pd.DataFrame,
     *,
     costs=None,
-    n_folds: int = 5,
+    n_folds: int = N_FOLDS,
     n_draws: int = 100,
     n_per_draw: int = 300,
     prob: float = CI_PROB,

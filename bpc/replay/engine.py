@@ -43,6 +43,7 @@ from bpc.constants import (
     BOOTSTRAP_PROB,
     BOOTSTRAP_SEED,
     EXTRA_BASELINES,
+    N_FOLDS,
     PAPER_CRITICS,
     POLICIES,
     POOL_SIZE,
@@ -962,7 +963,7 @@ def replay_folds(
     kernel: Mapping[str, float] | None = None,
     transition_counts: xr.Dataset | None = None,
     belief: str | None = None,
-    n_folds: int = 5,
+    n_folds: int = N_FOLDS,
     progress: bool = False,
 ) -> dict[tuple[str, str], xr.Dataset]:
     """Per-instance K-fold cross-fitted replay results of every cell (method.md §Instance model).
