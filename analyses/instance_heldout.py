@@ -21,6 +21,7 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     """Compute the tables and write them; print the acceptance numbers."""
+    from bpc.constants import N_FOLDS
     from bpc.data.corpus import load_corpus
     from bpc.experiments.instance_eval import (
         acceptance,
@@ -40,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=Path("bpc-analyses/instance_heldout"), help="output folder"
     )
-    parser.add_argument("--folds", type=int, default=5, help="K of the K-fold cross-fitting (default 5)")
+    parser.add_argument(
+        "--folds", type=int, default=N_FOLDS, help=f"K of the K-fold cross-fitting (default {N_FOLDS})"
+    )
     parser.add_argument(
         "--posterior", type=Path, default=None, help="saved posterior (bpc fit) for the predictive check"
     )

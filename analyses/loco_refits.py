@@ -21,16 +21,19 @@ import pandas as pd
 
 def main(argv: list[str] | None = None) -> int:
     """Run the target's leave-one-cell-out table and print it."""
+    from dataclasses import replace
+
     from bpc.constants import DEFAULT_SEED, SAMPLER_PRESETS
     from bpc.costs import cost_resolver
+    from bpc.estimate.model.refits import RefitLadder
     from bpc.experiments.efficiency import (
+        LocoConfig,
         complete_pooling_calibration,
         hierarchical_arms,
         laplace_calibration,
         loco_efficiency,
         loco_table,
     )
-    from bpc.experiments.posterior import HierarchicalRefits
     from bpc.experiments.sources import load_source
     from bpc.paths import require_corpus
 
@@ -46,22 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     data = load_source(require_corpus(args.corpus), benchmarks=args.benchmarks)
     cost = cost_resolver(None)
-    common = dict(
-        targets=[(bench, gen)],
-        repeats=args.repeats,
-        costs=cost,
-        profile="bpc",
-        base_counts=data.counts,
-        seed=DEFAULT_SEED,
-        progress=True,
+    config = LocoConfig(
+        targets=[(bench, gen)], ks=args.k, repeats=args.repeats, costs=cost, profile="bpc", seed=DEFAULT_SEED
     )
+    common = dict(base_counts=data.counts, progress=True)
     closed = {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
-    rows = [loco_efficiency(data.records, methods=closed, ks=args.k, **common)]
-    refits = HierarchicalRefits(data.counts, preset=args.preset)
-    arms = hierarchical_arms(refits, costs=cost, profile="bpc", presets=(args.preset,))
-    rows.append(
-        loco_efficiency(data.records, methods=arms, ks=args.k, max_folds=1, replay_failed=True, **common)
-    )
+    rows = [loco_efficiency(data.records, config, methods=closed, **common)]
+    ladder = RefitLadder(data.counts, presets=(args.preset,), kernels="measured", progress=True)
+    arms = hierarchical_arms(ladder, costs=cost, profile="bpc")
+    failed_too = replace(config, max_folds=1, replay_failed=True)
+    rows.append(loco_efficiency(data.records, failed_too, methods=arms, **common))
     table = loco_table(pd.concat(rows, ignore_index=True), include_failed=True)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(table.to_string(index=False))

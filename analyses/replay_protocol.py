@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.costs import paper_costs_for
     from bpc.data.corpus import load_corpus
     from bpc.data.tasks import empty_task_groups
-    from bpc.experiments.protocol import BEST_SIMPLE, delta_by_group, protocol_table, run_protocol
+    from bpc.evaluate import BEST_SIMPLE
+    from bpc.experiments.protocol import ProtocolConfig, delta_by_group, protocol_table, run_protocol
     from bpc.experiments.task_eval import task_groups
     from bpc.paths import default_corpus
 
@@ -53,14 +54,13 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            res = run_protocol(
-                data.records, costs=paper_costs_for if name == "paper" else name, base_counts=data.counts
-            )
+            config = ProtocolConfig(paper_costs_for if name == "paper" else name)
+            res = run_protocol(data.records, config, base_counts=data.counts)
         wall = time.perf_counter() - t0
         print(f"[costs {name}: {wall:.0f} s]", flush=True)
         table = protocol_table(res).assign(costs=name)
         tables.append(table[table["policy"].isin(["bayesian_dp", "bayesian_greedy"])])
-        u = res.utilities
+        u = res.tables["utilities"]
         for groups, ref in ((empty, "always_verify"), (empty, "stop"), (others, BEST_SIMPLE)):
             part = delta_by_group(u, groups, policy="bayesian_dp", reference=ref)
             splits.append(part.assign(reference=ref, costs=name))

@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     report_mod.write_compare = _timed(events, t0, "write", report_mod.write_compare)
 
     out = args.out or tempfile.mkdtemp(prefix="bpc-bench-compare-")
-    report_mod.run_compare(args.source, out=out, benchmarks=args.benchmarks, quick=args.quick, progress=False)
+    config = compare_mod.CompareConfig(args.source, benchmarks=args.benchmarks, quick=args.quick)
+    report_mod.run_compare(config, out, progress=False)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
 

@@ -295,3 +295,46 @@ def test_import_bpc_is_cheap():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == ""
+
+
+# ---------------------------------------------------------------------------
+# One home per concept (ARCHITECTURE.md's table)
+# ---------------------------------------------------------------------------
+ONE_HOME: dict[str, str] = {
+    "folds": "bpc.data.splits",  # the fold assigner
+    "fold_splits": "bpc.evaluate.crossfit",  # the loop over folds
+    "cross_fit": "bpc.evaluate.crossfit",  # folds × an evaluator
+    "clustered_interval": "bpc.intervals",  # the task-clustered interval
+    "cluster_means": "bpc.intervals",  # its numpy core
+    "paired_bootstrap": "bpc.intervals",  # the paper's per-instance bootstrap
+    "RefitLadder": "bpc.estimate.model.refits",  # the refit ladder and its cache
+    "make_controller": "bpc.decide.factory",  # the one controller factory
+    "controllers": "bpc.evaluate.bundle",  # the one builder of controller bundles
+    "Result": "bpc.evaluate.result",  # what every study returns
+}
+"""Concept name → the one module that defines it."""
+
+GONE: tuple[str, ...] = ("task_folds", "kfold_splits", "fold_instances", "engine_controllers", "retrying")
+"""Names of the second homes that were folded into the ones above."""
+
+
+def top_level_definitions() -> dict[str, list[str]]:
+    """Every top-level function and class name of the package → the modules defining it."""
+    out: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                out.setdefault(node.name, []).append(name)
+    return out
+
+
+@pytest.mark.parametrize("concept", sorted(ONE_HOME))
+def test_each_concept_has_one_home(concept):
+    assert top_level_definitions().get(concept) == [ONE_HOME[concept]]
+
+
+def test_folded_second_homes_stay_gone():
+    defined = top_level_definitions()
+    # bpc.estimate.task_checks keeps its own task_folds until its owner moves it onto bpc.data.splits.folds
+    left = {n: [m for m in defined.get(n, []) if m != "bpc.estimate.task_checks"] for n in GONE}
+    assert not any(left.values()), left

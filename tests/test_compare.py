@@ -8,10 +8,10 @@ import xarray as xr
 from bpc.costs import Costs
 from bpc.estimate.conjugate import conjugate_posterior
 from bpc.experiments.compare import CONTROLLERS, compare_cells
-from bpc.experiments.delta import posterior_delta, simulate_pool
+from bpc.experiments.delta import Simulation, posterior_delta, simulate_pool
 from bpc.experiments.posterior import check_posterior_cells, posterior_mean_params
 from bpc.experiments.sources import CompareData, load_source, source_counts, source_split
-from bpc.report.compare import agreement_text, run_compare
+from bpc.report.compare import agreement_text, write_compare
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,9 @@ def test_posterior_delta_hand_checked_best_of_3():
     p = 0.4
     cost = Costs(c_gen=10, c_ver=20, reward=100, critic={"syn": 1, "test": 1, "llm": 1})
     post = _const_post(p, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4])
-    out = posterior_delta(post, {}, cost, baselines=["best_of_3"], n_draws=40, n_per_draw=500, seed=5)
+    out = posterior_delta(
+        post, {}, cost, Simulation(n_draws=40, n_per_draw=500, seed=5), baselines=["best_of_3"]
+    )
     row = out.set_index("policy").loc["best_of_3"]
     q = 1 - p
     u_b3 = 100 * (1 - q**3) - 3 * (10 + 20)
@@ -109,7 +111,9 @@ def test_compare_cells_intervals_contain_point_estimates(small):
 
     lap = laplace(counts)
     post = conjugate_posterior(counts, draws=30, chains=2, seed=1)
-    table = compare_cells(small, lap, post, split, robust_draws=20, posterior_draws=10, n_per_draw=40, seed=2)
+    table = compare_cells(
+        small, lap, post, split, Simulation(n_draws=10, n_per_draw=40, seed=2), robust_draws=20
+    )
     assert set(CONTROLLERS) <= set(table["policy"])
     assert {"delta", "ci_lo", "ci_hi", "post_mean", "post_lo", "post_hi", "p_positive"} <= set(table.columns)
     fin = table.dropna(subset=["ci_lo"])
@@ -124,7 +128,9 @@ def test_compare_cells_intervals_contain_point_estimates(small):
     av = table[table["policy"] == "always_verify"]
     assert (av["delta"] == 0).all()
     # deterministic
-    again = compare_cells(small, lap, post, split, robust_draws=20, posterior_draws=10, n_per_draw=40, seed=2)
+    again = compare_cells(
+        small, lap, post, split, Simulation(n_draws=10, n_per_draw=40, seed=2), robust_draws=20
+    )
     pd.testing.assert_frame_equal(table, again)
 
 
@@ -141,19 +147,20 @@ def test_posterior_mean_of_conjugate_equals_laplace(small):
 
 @pytest.mark.slow
 def test_run_compare_quick_conjugate(tmp_path):
-    res = run_compare(
+    from bpc.experiments.compare import CompareConfig, compare
+
+    config = CompareConfig(
         "simulated",
         posterior="conjugate",
         draws=12,
-        out=tmp_path,
         quick=True,
         seed=1,
         benchmarks=["lcb_hard"],
         generators=["gpt5_mini", "haiku45"],
         scale=0.2,
         hierarchical=False,
-        progress=False,
     )
+    res = write_compare(compare(config, progress=False), tmp_path)
     names = {p.name for p in res.files}
     assert {
         "protocol_delta.csv",
@@ -427,7 +434,10 @@ def test_predictive_coverage_runs_on_a_small_panel():
 
     panel = simulate_panel(2, benchmarks=["lcb_hard"], generators=["haiku45"], scale=0.5)
     chk = predictive_coverage(
-        panel.records, policies=["gate_test", "bayesian_greedy"], n_folds=3, n_draws=8, n_per_draw=40
+        panel.records,
+        policies=["gate_test", "bayesian_greedy"],
+        n_folds=3,
+        sim=Simulation(n_draws=8, n_per_draw=40),
     )
     assert list(chk.columns) == list(COVERAGE_COLUMNS)
     assert set(chk["policy"]) == {"gate_test", "bayesian_greedy"} and set(chk["fold"]) == {0, 1, 2}

@@ -20,7 +20,7 @@ from bpc.decide.solve import solve_policy
 from bpc.estimate.laplace import laplace
 from bpc.estimate.model.build import build_model, rate_counts
 from bpc.estimate.model.spec import ModelSpec
-from bpc.replay.engine import make_controller, replay_baseline, replay_cells
+from bpc.replay.engine import policy_controller, replay_baseline, replay_cells
 from bpc.schema import CONTROLLER_ACTIONS, check_critic_names, records_to_pool
 
 NAMES = ("lint_ok", "unit", "judge", "typecheck")
@@ -89,7 +89,7 @@ def test_solvers_and_controllers_default_to_the_data_critics(tmp_path):
     for cls in (TableController, GreedyController):
         ctrl = cls(cell, COSTS)
         assert ctrl.critics == NAMES and ctrl.available.all()
-    assert make_controller("bayesian_dp", cell, COSTS).critics == NAMES
+    assert policy_controller("bayesian_dp", cell, COSTS).critics == NAMES
     sol = solve_policy(params, COSTS, plan=PlanOptions(keep_q=True))
     assert tuple(sol.action.values) == (*BASE_ACTIONS, *NAMES) and sol.sizes["used"] == 2 ** len(NAMES)
     # at the prior, with c_ver = 90, the informative cheap critic beats verifying at once

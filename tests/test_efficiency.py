@@ -1,110 +1,23 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
 
-from bpc.estimate.conjugate import conjugate_posterior
-from bpc.experiments.efficiency import efficiency_experiment, efficiency_summary, subsample_fit_ids
-from bpc.experiments.sources import load_source
-
-
-def conj(counts, seed):
-    return conjugate_posterior(counts, draws=400, chains=1, seed=seed)
-
-
-@pytest.fixture(scope="module")
-def data():
-    return load_source(
-        "simulated", seed=5, benchmarks=["lcb_hard", "lcb_medium"], generators=["gpt5_mini", "haiku45"]
-    )
-
-
-@pytest.fixture(scope="module")
-def eff(data):
-    return efficiency_experiment(data, ks=(3, None), reps=2, posterior_fn=conj, robust_draws=10, seed=9)
-
-
-def test_subsample_fit_ids():
-    ids = {("a", "b"): np.array([f"i{j:02d}" for j in range(12)]), ("c", "d"): np.array(["x", "y"])}
-    s1 = subsample_fit_ids(ids, 5, seed=1, rep=0)
-    s2 = subsample_fit_ids(ids, 5, seed=1, rep=0)
-    s3 = subsample_fit_ids(ids, 5, seed=1, rep=1)
-    assert len(s1[("a", "b")]) == 5 and set(s1[("a", "b")]) <= set(ids[("a", "b")])
-    np.testing.assert_array_equal(s1[("a", "b")], s2[("a", "b")])
-    assert not np.array_equal(s1[("a", "b")], s3[("a", "b")])
-    np.testing.assert_array_equal(s1[("c", "d")], ["x", "y"])  # fewer than k: all
-    np.testing.assert_array_equal(subsample_fit_ids(ids, None, seed=1, rep=0)[("a", "b")], ids[("a", "b")])
-    with pytest.raises(ValueError, match="k must be"):
-        subsample_fit_ids(ids, 0, seed=1, rep=0)
-
-
-def test_tidy_table_shape(data, eff):
-    n_cells = len(data.cells)
-    # k=3: 2 reps, k=all: 1 run; 3 methods
-    assert len(eff) == n_cells * 3 * 3
-    assert set(eff["k_label"]) == {"3", "all"}
-    assert (eff.loc[eff["k"] == 3, "n_fit"] == 3).all()
-    assert (eff.loc[eff["k"] == -1, "n_fit"] > 3).all()
-    assert eff["delta"].notna().all()
-
-
-def test_deterministic_per_seed(data, eff):
-    again = efficiency_experiment(data, ks=(3, None), reps=2, posterior_fn=conj, robust_draws=10, seed=9)
-    pd.testing.assert_frame_equal(eff, again)
-    other = efficiency_experiment(data, ks=(3,), reps=1, methods=("laplace_dp",), seed=10)
-    assert len(other) == len(data.cells)
-
-
-def test_unpooled_posterior_mean_reproduces_laplace(eff):
-    """With the conjugate posterior standing in, the mean plug-in is the Laplace plug-in (up to MC error)."""
-    wide = eff.pivot_table(index=["k", "rep", "benchmark", "generator"], columns="method", values="delta")
-    close = np.isclose(wide["laplace_dp"], wide["hierarchical_mean_dp"], atol=1e-9)
-    assert close.mean() >= 0.75
-
-
-def test_summary_and_paragraph(eff, tmp_path):
-    summ = efficiency_summary(eff)
-    assert summ["k"].max() == 6 and set(summ["k_label"]) == {"3", "all"}
-    from bpc.report.plots.posterior import plot_efficiency
-
-    out = plot_efficiency(summ, tmp_path / "eff.png")
-    assert out[0].stat().st_size > 1000
-
-
-def test_unknown_method(data):
-    with pytest.raises(ValueError, match="unknown method"):
-        efficiency_experiment(data, methods=("magic",))
-
-
-@pytest.mark.slow
-def test_hierarchical_fit_integration(data):
-    """The one real MCMC refit: the default posterior_fn (compiled once, quick preset) feeds both
-    hierarchical controllers, and its convergence diagnostics are columns of the table."""
-    from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
-
-    eff = efficiency_experiment(data, ks=(3,), reps=1, robust_draws=10, seed=1)
-    assert set(eff["method"]) == {"laplace_dp", "hierarchical_mean_dp", "hierarchical_robust"}
-    assert eff["delta"].notna().all() and (eff["n_fit"] == 3).all()
-    assert set(DIAGNOSTIC_COLUMNS) <= set(eff.columns)
-    hier = eff[eff["method"] != "laplace_dp"]
-    assert (hier["max_rhat"] >= 1.0).all() and (hier["min_ess_bulk"] > 0).all()
-    assert (hier["divergences"] >= 0).all() and hier["converged"].notna().all()
-    assert eff.loc[eff["method"] == "laplace_dp", "max_rhat"].isna().all()
-
-
 # ---------------------------------------------------------------------------
 # Leave one cell out
 # ---------------------------------------------------------------------------
-from bpc.experiments.efficiency import (  # noqa: E402
+from bpc.experiments.efficiency import (
     Calibration,
+    LocoConfig,
     complete_pooling_calibration,
     laplace_calibration,
     loco_counts,
     loco_efficiency,
     loco_table,
-    retrying,
 )
 
 
@@ -144,23 +57,6 @@ def test_complete_pooling_pools_the_benchmark(shared_panel):
     assert np.isfinite(pooled["kappa"].sel(t).item())
 
 
-def test_retrying_refits_until_converged_and_counts_attempts():
-    calls = []
-
-    def failing(counts, cell, seed):
-        calls.append("fail")
-        return Calibration(converged=False)
-
-    def passing(counts, cell, seed):
-        calls.append("pass")
-        return Calibration(converged=True)
-
-    assert retrying(failing, passing)(None, ("b", "g"), 0).attempts == 2  # type: ignore[arg-type]
-    cal = retrying(failing, failing)(None, ("b", "g"), 0)  # type: ignore[arg-type]
-    assert not cal.converged and cal.attempts == 2
-    assert calls == ["fail", "pass", "fail", "fail"]
-
-
 def test_loco_efficiency_and_table(shared_panel):
     rec = shared_panel.records
 
@@ -172,9 +68,8 @@ def test_loco_efficiency_and_table(shared_panel):
         "complete_pooling": complete_pooling_calibration,
         "broken": never,
     }
-    u = loco_efficiency(
-        rec, methods=methods, targets=[("lcb_hard", "haiku45")], ks=(0, None), repeats=2, n_folds=3
-    )
+    config = LocoConfig(targets=[("lcb_hard", "haiku45")], ks=(0, None), repeats=2, n_folds=3)
+    u = loco_efficiency(rec, config, methods=methods)
     n_tasks = rec.loc[rec["generator"] == "haiku45", "instance_id"].nunique()
     scored = u[(u["method"] == "laplace") & (u["k"] == 0)]
     assert scored.groupby("repeat")["instance_id"].nunique().tolist() == [n_tasks, n_tasks]
@@ -195,36 +90,54 @@ def test_loco_efficiency_and_table(shared_panel):
 # ---------------------------------------------------------------------------
 # Hierarchical arms: one refit per calibration, retried with a longer preset, failures flagged
 # ---------------------------------------------------------------------------
-class _FakeRefits:
-    """Stands in for HierarchicalRefits: conjugate draws with κ, convergence decided by the preset."""
+class _StandIn:
+    """Stands in for the compiled model under the real refit ladder: conjugate draws with κ (kept in
+    a ``params`` child), converged iff the preset is in ``passes``; every fit logged (preset, seed)."""
 
-    def __init__(self, passes=("quick",), preset="refit", log=None):
-        self.passes, self.preset = tuple(passes), preset
+    def __init__(self, passes=("quick",), log=None):
+        self.passes = tuple(passes)
         self.log = [] if log is None else log
 
-    def with_preset(self, preset):
-        return _FakeRefits(self.passes, preset, self.log)
+    def __call__(self, template, spec):
+        self.spec = spec
+        return self
 
-    def fit(self, counts, *, seed):
+    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels, target_accept):
+        import json
+
+        from bpc.constants import SAMPLER_PRESETS
         from bpc.estimate.conjugate import conjugate_posterior
-        from bpc.experiments.posterior import Posterior
 
-        self.log.append((self.preset, seed))
-        draws = conjugate_posterior(counts, draws=20, chains=1, seed=seed)
-        draws["kappa"] = draws["prior"] * 0 + 2.0
-        ok = self.preset in self.passes
-        diag = {"max_rhat": 1.0 if ok else 1.05, "min_ess_bulk": 500.0, "min_ess_tail": 500.0}
-        return Posterior(draws, "fake", {**diag, "divergences": 0, "converged": ok})
+        preset = next(p for p, s in SAMPLER_PRESETS.items() if (s["draws"], s["chains"]) == (draws, chains))
+        self.log.append((preset, seed))
+        params = conjugate_posterior(counts, draws=20, chains=1, seed=seed)
+        params["kappa"] = params["prior"] * 0 + 2.0
+        dt = xr.DataTree.from_dict({"params": params})
+        ok = preset in self.passes
+        dt.attrs.update(
+            spec=self.spec.to_toml(),
+            spec_hash=self.spec.hash(),
+            diagnostics=json.dumps({"ok": ok, "max_rhat": 1.0 if ok else 1.05}),
+        )
+        return dt
+
+
+def _arms(counts, presets, *, passes=("quick",), log=None, cache=None):
+    from bpc.estimate.model.refits import RefitLadder
+    from bpc.experiments.efficiency import hierarchical_arms
+
+    ladder = RefitLadder(counts, presets=presets, cache=cache, sampler="pymc", refitter=_StandIn(passes, log))
+    return hierarchical_arms(ladder, draws=5, to_params=lambda dt: dt["params"].to_dataset())
 
 
 def test_hierarchical_arms_share_one_refit_and_retry_until_converged(shared_panel):
-    from bpc.experiments.efficiency import HIERARCHICAL_ARMS, hierarchical_arms
+    from bpc.experiments.efficiency import HIERARCHICAL_ARMS
 
     rec = shared_panel.records
     log = []
-    arms = hierarchical_arms(_FakeRefits(log=log), presets=("refit", "quick"), draws=5)
-    assert tuple(arms) == HIERARCHICAL_ARMS
     counts = loco_counts(rec, ("lcb_hard", "haiku45"), [])
+    arms = _arms(counts, ("refit", "quick"), log=log)
+    assert tuple(arms) == HIERARCHICAL_ARMS
     cals = [fit(counts, ("lcb_hard", "haiku45"), 7) for fit in arms.values()]
     assert log == [("refit", 7), ("quick", 7)]  # one refit (retried once) for the three arms
     assert all(c.converged and c.attempts == 2 for c in cals)
@@ -235,13 +148,11 @@ def test_hierarchical_arms_share_one_refit_and_retry_until_converged(shared_pane
 
 
 def test_identical_counts_share_one_refit_whatever_the_seed(shared_panel):
-    from bpc.experiments.efficiency import hierarchical_arms
-
     rec = shared_panel.records
     log = []
-    arms = hierarchical_arms(_FakeRefits(log=log), presets=("quick",), draws=5)
     zero = loco_counts(rec, ("lcb_hard", "haiku45"), [])  # k = 0: the same counts in every fold
     three = loco_counts(rec, ("lcb_hard", "haiku45"), sorted(set(rec["instance_id"]))[:3])
+    arms = _arms(zero, ("quick",), log=log)
     a = arms["posterior_mean_dp"](zero, ("lcb_hard", "haiku45"), 1)
     b = arms["posterior_mean_dp"](zero.copy(deep=True), ("lcb_hard", "haiku45"), 2)
     arms["posterior_mean_dp"](three, ("lcb_hard", "haiku45"), 3)
@@ -252,29 +163,24 @@ def test_identical_counts_share_one_refit_whatever_the_seed(shared_panel):
 
 
 def test_refit_cache_resumes_without_refitting(shared_panel, tmp_path):
-    from bpc.experiments.efficiency import hierarchical_arms
-
     rec = shared_panel.records
     counts = loco_counts(rec, ("lcb_hard", "haiku45"), sorted(set(rec["instance_id"]))[:3])
     log = []
-    first = hierarchical_arms(_FakeRefits(log=log), presets=("refit", "quick"), draws=5, cache=tmp_path)
+    first = _arms(counts, ("refit", "quick"), log=log, cache=tmp_path)
     cal = first["bayes_robust"](counts, ("lcb_hard", "haiku45"), 7)
     mean = first["posterior_mean_dp"](counts, ("lcb_hard", "haiku45"), 7)
-    assert log == [("refit", 7), ("quick", 7)] and len(list(tmp_path.glob("refit_*.nc"))) == 1
-    again = hierarchical_arms(_FakeRefits(log=log), presets=("refit", "quick"), draws=5, cache=tmp_path)
+    assert log == [("refit", 7), ("quick", 7)] and len(list(tmp_path.glob("*.nc"))) == 2  # one per rung
+    again = _arms(counts, ("refit", "quick"), log=log, cache=tmp_path)
     cal2 = again["bayes_robust"](counts, ("lcb_hard", "haiku45"), 7)
     mean2 = again["posterior_mean_dp"](counts, ("lcb_hard", "haiku45"), 7)
     assert len(log) == 2  # read back, not refitted
-    assert (
-        cal2.attempts == cal.attempts == 2
-        and cal2.converged
-        and dict(cal2.diagnostics) == dict(cal.diagnostics)
-    )
+    assert cal2.attempts == cal.attempts == 2 and cal2.converged
     assert mean.params is not None and mean2.params is not None
     xr.testing.assert_allclose(mean.params, mean2.params)
-    other = hierarchical_arms(_FakeRefits(log=log), presets=("quick",), draws=5, cache=tmp_path)
-    other["posterior_mean_dp"](counts, ("lcb_hard", "haiku45"), 7)
-    assert len(log) == 3  # other presets: the stored refit is not theirs
+    _arms(counts, ("quick",), log=log, cache=tmp_path)["posterior_mean_dp"](
+        counts, ("lcb_hard", "haiku45"), 8
+    )
+    assert len(log) == 3  # another seed: the stored fits are not its own
 
 
 def test_task_prior_arm_starts_tasks_from_the_other_generators(shared_panel):
@@ -282,8 +188,8 @@ def test_task_prior_arm_starts_tasks_from_the_other_generators(shared_panel):
 
     rec = shared_panel.records
     methods = {"laplace": laplace_calibration, "task_prior": task_prior_calibration}
-    kw = dict(methods=methods, targets=[("lcb_hard", "haiku45")], repeats=1, n_folds=3)
-    u = loco_efficiency(rec, ks=(0, None), **kw)
+    cf = LocoConfig(targets=[("lcb_hard", "haiku45")], ks=(0, None), repeats=1, n_folds=3)
+    u = loco_efficiency(rec, cf, methods=methods)
     task = u[u["method"] == "task_prior"]
     assert (task.loc[task["k"] == 0, "prior_source"] == "cell").all()  # nothing places the target yet
     assert (task.loc[task["k"] == -1, "prior_source"] == "task").all()
@@ -302,21 +208,23 @@ def test_task_prior_arm_starts_tasks_from_the_other_generators(shared_panel):
     flipped = rec.copy()
     hit = (flipped["generator"] == "haiku45") & flipped["instance_id"].astype(str).isin(scored)
     flipped.loc[hit, "Y"] = 1 - flipped.loc[hit, "Y"]
-    kw1 = {**kw, "ks": (None,), "max_folds": 1}
-    a = loco_efficiency(rec, **kw1).query("method == 'task_prior'").set_index("instance_id")
-    b = loco_efficiency(flipped, **kw1).query("method == 'task_prior'").set_index("instance_id")
+    cf1 = replace(cf, ks=(None,), max_folds=1)
+    a = loco_efficiency(rec, cf1, methods=methods).query("method == 'task_prior'").set_index("instance_id")
+    b = (
+        loco_efficiency(flipped, cf1, methods=methods)
+        .query("method == 'task_prior'")
+        .set_index("instance_id")
+    )
     assert set(a.index) == scored and a["start_mean"].notna().all()
     np.testing.assert_array_equal(a["start_mean"], b.loc[a.index, "start_mean"])
 
 
 def test_failed_refits_are_counted_and_flagged_never_silent(shared_panel):
-    from bpc.experiments.efficiency import hierarchical_arms
-
     rec = shared_panel.records
-    arms = hierarchical_arms(_FakeRefits(passes=()), presets=("refit",), draws=5)
+    arms = _arms(loco_counts(rec, ("lcb_hard", "haiku45"), []), ("refit",), passes=())
     methods = {"laplace": laplace_calibration, "posterior_mean_dp": arms["posterior_mean_dp"]}
-    kw = dict(methods=methods, targets=[("lcb_hard", "haiku45")], ks=(0,), repeats=1, n_folds=3, max_folds=2)
-    u = loco_efficiency(rec, replay_failed=True, **kw)
+    cf = LocoConfig(targets=[("lcb_hard", "haiku45")], ks=(0,), repeats=1, n_folds=3, max_folds=2)
+    u = loco_efficiency(rec, replace(cf, replay_failed=True), methods=methods)
     flagged = loco_table(u, include_failed=True, B=50).set_index("method")
     assert flagged.loc["posterior_mean_dp", "failed_used"] == 2
     assert flagged.loc["posterior_mean_dp", "flag"] == "built from 2 failed refit(s)"
@@ -326,7 +234,7 @@ def test_failed_refits_are_counted_and_flagged_never_silent(shared_panel):
         np.isnan(strict.loc["posterior_mean_dp", "diff"])
         and strict.loc["posterior_mean_dp", "n_excluded"] == 2
     )
-    silent = loco_efficiency(rec, **kw)  # not replayed: rows without utility
+    silent = loco_efficiency(rec, cf, methods=methods)  # not replayed: rows without utility
     assert silent.loc[silent["method"] == "posterior_mean_dp", "utility"].isna().all()
 
 
@@ -334,9 +242,9 @@ def test_loco_efficiency_on_a_scheduler_equals_one_process(shared_panel):
     pytest.importorskip("distributed")
     from distributed import Client, LocalCluster
 
-    kw = dict(ks=(0, 3), repeats=1, n_folds=3, max_folds=1)
-    here = loco_efficiency(shared_panel.records, **kw)
+    cf = LocoConfig(ks=(0, 3), repeats=1, n_folds=3, max_folds=1)
+    here = loco_efficiency(shared_panel.records, cf)
     with LocalCluster(n_workers=1, processes=False) as cluster, Client(cluster) as client:
-        there = loco_efficiency(shared_panel.records, scheduler=client, **kw)
+        there = loco_efficiency(shared_panel.records, cf, scheduler=client)
     pd.testing.assert_frame_equal(here, there)
     assert set(here["generator"]) == {"gpt5_mini", "haiku45"}

@@ -132,41 +132,6 @@ def test_value_bands_separate_value_decision_and_loss(captured, tmp_path, uncert
     assert len(styles) >= 5  # actions differ in style, not only in colour
 
 
-def test_efficiency_dodges_coinciding_methods_and_names_the_source(captured, tmp_path):
-    rows = []
-    for k, label in ((3, "3"), (10, "10"), (-1, "all")):
-        for rep in (0, 1):
-            for method, delta in (
-                ("laplace_dp", 20.0 + k),
-                ("hierarchical_mean_dp", 23.0),
-                ("hierarchical_robust", 23.0),
-            ):
-                rows.append(
-                    {
-                        "source": "corpus:paper_corpus",
-                        "k": k,
-                        "k_label": label,
-                        "rep": rep,
-                        "benchmark": "lcb_hard",
-                        "generator": "gpt5_mini",
-                        "n_fit": 3,
-                        "n_eval": 8,
-                        "method": method,
-                        "delta": delta + rep,
-                    }
-                )
-    posterior.plot_efficiency(pd.DataFrame(rows), tmp_path / "eff.png")
-    (fig,) = captured
-    top, bottom = fig.axes[:2]
-    assert top.get_title() == "corpus paper_corpus: 1 cell(s), n = 8 held-out instances"
-    assert "held-out Δ" in top.get_ylabel() and bottom.get_xlabel() == "calibration instances per cell (k)"
-    xs = [tuple(line.get_xdata()) for line in top.get_lines() if len(line.get_xdata()) == 3]
-    assert len(set(xs)) == 3  # the two hierarchical methods (same numbers) are not drawn on top of each other
-    legend = _legend_texts(fig)
-    assert {"laplace_dp", "hierarchical_mean_dp", "hierarchical_robust"} <= set(legend)
-    assert any("subsample" in t for t in legend)
-
-
 def test_forest_uses_logit_axis_names_generators_and_marks_missing(captured, tmp_path):
     rows = []
     for g, prior_n in (("gpt5_mini", 300), ("haiku45", 0)):

@@ -8,20 +8,20 @@ import pytest
 
 from bpc.data.counts import counts_from_records
 from bpc.data.splits import fold_split, folds
-from bpc.experiments.protocol import (
+from bpc.evaluate import (
     BEST_SIMPLE,
     DELTA_COLUMNS,
     UTILITY_COLUMNS,
     FoldData,
     best_baselines,
+    contrast,
     cross_fit,
-    delta_table,
-    replay_evaluator,
     simple_baselines,
     task_means,
     training_counts,
     with_best_baseline,
 )
+from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
 
 
 def _records() -> pd.DataFrame:
@@ -157,7 +157,7 @@ def test_best_baseline_is_chosen_on_training_tasks():
     ub = with_best_baseline(u)
     best = ub[ub["policy"] == BEST_SIMPLE].sort_values("instance_id")
     assert best["utility"].tolist() == [5.0, 5.0, 5.0, 5.0, -100.0, -100.0]
-    d = delta_table(ub, references=(BEST_SIMPLE,), policies=["ctrl"], B=100)
+    d = contrast(ub, references=(BEST_SIMPLE,), policies=["ctrl"], B=100)
     assert d["delta"].item() == pytest.approx(7.0 - (20.0 - 200.0) / 6.0)
     with pytest.raises(ValueError, match="no simple baseline"):
         best_baselines(u[u["policy"] == "ctrl"])
@@ -177,7 +177,7 @@ def test_simple_baseline_order_and_ties():
     assert set(best_baselines(u)["baseline"]) == {"stop"}  # tie with gate_test goes to the earlier one
 
 
-def test_delta_table_averages_seeds_before_resampling():
+def test_contrast_averages_seeds_before_resampling():
     rows = []
     for seed, shift in ((0, 0.0), (1, 2.0)):
         for i in range(4):
@@ -187,17 +187,17 @@ def test_delta_table_averages_seeds_before_resampling():
     means = task_means(u)
     assert means[means["policy"] == "ctrl"]["utility"].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert set(means["n_seeds"]) == {2}
-    d = delta_table(u, B=500, prob=0.5)
+    d = contrast(u, B=500, prob=0.5)
     assert list(d.columns) == list(DELTA_COLUMNS)
     row = d[(d["policy"] == "ctrl")].iloc[0]
     assert row["delta"] == 2.5 and row["n_tasks"] == 4 and row["n_seeds"] == 2
     assert 1.0 <= row["ci_lo"] < 2.5 < row["ci_hi"] <= 4.0
     back = d[d["policy"] == "always_verify"]
     assert back.empty  # the reference only; the other way round needs references=("ctrl",)
-    rev = delta_table(u, references=("ctrl",), B=500, prob=0.5).iloc[0]
+    rev = contrast(u, references=("ctrl",), B=500, prob=0.5).iloc[0]
     assert rev["delta"] == -2.5 and (rev["ci_lo"], rev["ci_hi"]) == (-row["ci_hi"], -row["ci_lo"])
     with pytest.raises(ValueError, match="none of the references"):
-        delta_table(u, references=("nope",))
+        contrast(u, references=("nope",))
 
 
 def test_replay_evaluator_end_to_end_on_the_simulator():
@@ -210,7 +210,7 @@ def test_replay_evaluator_end_to_end_on_the_simulator():
     n_tasks = panel.records.groupby("generator")["instance_id"].nunique()
     per = u[u["policy"] == "gate_test"].groupby(["seed", "generator"])["instance_id"].nunique()
     assert (per.unstack("generator") == n_tasks).all().all()
-    d = delta_table(with_best_baseline(u), B=200)
+    d = contrast(with_best_baseline(u), B=200)
     assert set(d["reference"]) == {"always_verify", BEST_SIMPLE}
     assert (d["n_tasks"] == d["generator"].map(n_tasks)).all()
     assert (d["ci_lo"] <= d["ci_hi"]).all()
@@ -233,9 +233,9 @@ def test_run_protocol_chains_the_steps():
             ignore_index=True,
         )
 
-    res = run_protocol(rec, evaluate, n_folds=3, seeds=[1, 2], B=50)
-    assert set(res.baselines["baseline"]) == {"stop"}
-    d = res.deltas.set_index(["benchmark", "generator", "policy", "reference"])
+    res = run_protocol(rec, ProtocolConfig(n_folds=3, seeds=[1, 2], B=50), evaluate=evaluate)
+    assert set(res.tables["baselines"]["baseline"]) == {"stop"}
+    d = res.tables["deltas"].set_index(["benchmark", "generator", "policy", "reference"])
     assert d.loc[("lcb_hard", "haiku45", "ctrl", "always_verify"), "delta"] == 3.0
     assert d.loc[("lcb_hard", "haiku45", "ctrl", BEST_SIMPLE), "delta"] == 2.0
     assert d.loc[("swebench_verified", "gpt5_mini", "ctrl", BEST_SIMPLE), "n_tasks"] == 6
@@ -274,7 +274,7 @@ def test_protocol_table_one_row_per_cell_and_policy():
             ignore_index=True,
         )
 
-    res = run_protocol(rec, evaluate, n_folds=3, seeds=[1, 2], B=50)
+    res = run_protocol(rec, ProtocolConfig(n_folds=3, seeds=[1, 2], B=50), evaluate=evaluate)
     table = protocol_table(res)
     assert list(table.columns) == [*TABLE_COLUMNS, "prob"]
     hk = table[(table["benchmark"] == "lcb_hard") & (table["generator"] == "haiku45")].set_index("policy")
@@ -299,3 +299,38 @@ def test_replay_evaluator_replays_the_bpc_baselines():
     assert {"stop", "verify_first", "fixed_pipeline", "gate_syn", "gate_test", "gate_llm"} <= have
     assert {"bayesian_dp", "bayesian_greedy"} <= have
     assert set(u.loc[u["policy"] == "stop", "utility"]) == {-10.0}  # the first generation, c_gen = 10
+
+
+def test_the_protocol_result_is_written_by_the_one_writer(tmp_path):
+    import json
+
+    from bpc.report import write
+
+    rec = _records()
+
+    def evaluate(fold: FoldData) -> pd.DataFrame:
+        t = fold.test_records.drop_duplicates(["benchmark", "generator", "instance_id"])
+        base = t[["benchmark", "generator", "instance_id"]].reset_index(drop=True)
+        return pd.concat(
+            [base.assign(policy="always_verify", utility=-1.0), base.assign(policy="stop", utility=0.0)],
+            ignore_index=True,
+        )
+
+    res = run_protocol(rec, ProtocolConfig(n_folds=3, seeds=[1], B=20), evaluate=evaluate)
+    assert res.name == "protocol" and res.metadata["config"]["seeds"] == [1]
+    folder = write(res, tmp_path / "out")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "baselines.csv",
+        "deltas.csv",
+        "manifest.json",
+        "utilities.csv",
+    ]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["study"] == "protocol" and manifest["config"]["n_folds"] == 3
+    deltas = pd.read_csv(folder / "deltas.csv")
+    assert list(deltas.columns) == list(DELTA_COLUMNS)
+    vs_av = deltas[(deltas["policy"] == "stop") & (deltas["reference"] == "always_verify")]
+    assert len(vs_av) == 3 and (vs_av["delta"] == 1.0).all()
+    write(res, tmp_path / "out")  # a previous output folder is replaced
+    with pytest.raises(ValueError, match="out"):
+        write(res, tmp_path / "out" / "deltas.csv")  # a file is not an output folder

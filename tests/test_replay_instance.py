@@ -16,7 +16,7 @@ from bpc.estimate.laplace import laplace
 from bpc.experiments.instance_eval import acceptance
 from bpc.replay.engine import (
     RESULT_COLUMNS,
-    make_controller,
+    policy_controller,
     replay_cells,
     replay_controller,
     replay_folds,
@@ -170,15 +170,15 @@ def _synthetic(seed=0, n=20, kappa=0.5, prior=0.3):
 def test_make_controller_by_profile():
     rec = _synthetic()
     params = select_cell(laplace(split_counts(rec, _fold(rec, 5, 0))), "lcb_hard", "g1")
-    assert isinstance(make_controller("bayesian_dp", params, FAST, "paper"), TableController)
-    ctl = make_controller("bayesian_dp", params, FAST, "bpc")
+    assert isinstance(policy_controller("bayesian_dp", params, FAST, "paper"), TableController)
+    ctl = policy_controller("bayesian_dp", params, FAST, "bpc")
     assert isinstance(ctl, InstanceController) and ctl.belief == "instance"
     assert np.isfinite(ctl.kappa).all() and not ctl.verify_terminal
-    iid = make_controller("bayesian_dp", params, FAST, "bpc", belief="iid")
+    iid = policy_controller("bayesian_dp", params, FAST, "bpc", belief="iid")
     assert np.isinf(iid.kappa).all() and iid.critic_scope == "patch"
-    greedy = make_controller("bayesian_greedy", params, FAST, "bpc")
+    greedy = policy_controller("bayesian_greedy", params, FAST, "bpc")
     assert isinstance(greedy, InstanceController) and greedy.method == "greedy"
-    paper_instance = make_controller("bayesian_dp", params, FAST, "paper", belief="instance")
+    paper_instance = policy_controller("bayesian_dp", params, FAST, "paper", belief="instance")
     assert paper_instance.verify_terminal  # the paper's planning convention, instance belief
 
 
@@ -194,7 +194,7 @@ def test_kfold_scores_every_instance_once_with_parameters_fitted_without_it():
     fold = _fold(rec, 4, 2)
     params = laplace(split_counts(rec, fold))
     (cell, _, eval_ids) = next(iter(fold))
-    ctl = make_controller("bayesian_dp", select_cell(params, *cell), named_costs("paper-release"), "bpc")
+    ctl = policy_controller("bayesian_dp", select_cell(params, *cell), named_costs("paper-release"), "bpc")
     pool = records_to_pool(select_cell(rec, *cell))
     sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
     u, _, _ = replay_controller(sub, ctl, named_costs("paper-release"), "bpc")

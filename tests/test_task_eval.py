@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from bpc.data.splits import fold_split, folds
-from bpc.experiments.protocol import cross_fit, fold_data, replay_evaluator
+from bpc.evaluate import cross_fit, fold_data
+from bpc.experiments.protocol import replay_evaluator
 from bpc.experiments.task_eval import GAIN_COLUMNS, POOLED, prior_gain_table
 from bpc.experiments.task_starts import check_starts, fold_task_priors, start_label, task_starts
 

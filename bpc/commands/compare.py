@@ -93,9 +93,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print where the report is."""
+    from bpc.experiments.compare import CompareConfig, compare
     from bpc.outputs import atomic_folder, check_output_folder, reading, run_config
     from bpc.paths import default_corpus
-    from bpc.report.compare import run_compare
+    from bpc.report.compare import write_compare
 
     inputs = [p for p in (args.source, args.posterior) if p not in (None, "simulated", "conjugate")]
     with reading(*inputs):  # --out must not hold (and so replace) the corpus or the posterior it reads
@@ -130,11 +131,10 @@ def run(args: argparse.Namespace) -> int:
     # the folder is built beside --out and swapped in whole at the end: a run killed part-way leaves
     # the previous complete folder (or none) under --out, never a mix of two runs
     with atomic_folder(args.out, manifest=manifest) as tmp, _scheduler(args.scheduler) as scheduler:
-        result = run_compare(
+        config = CompareConfig(
             source,
             posterior=args.posterior,
             draws=args.draws,
-            out=tmp,
             quick=args.quick,
             seed=args.seed,
             benchmarks=args.benchmark,
@@ -146,9 +146,9 @@ def run(args: argparse.Namespace) -> int:
             refit_cache=args.refit_cache,
             include_failed=args.include_failed,
             repeats=args.repeats,
-            scheduler=scheduler,
-            progress=not args.quiet,
         )
+        result = compare(config, scheduler=scheduler, progress=not args.quiet)
+        result = write_compare(result, tmp, progress=not args.quiet)
     print(f"report: {args.out / result.files[-1].relative_to(tmp)}")
     return 0
 

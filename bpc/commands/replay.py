@@ -518,7 +518,7 @@ def _run_protocol(st: _Setup) -> int:
 
     from bpc.constants import FOLD_SEEDS, N_FOLDS
     from bpc.costs import Costs
-    from bpc.experiments.protocol import protocol_table, replay_evaluator, run_protocol
+    from bpc.experiments.protocol import ProtocolConfig, protocol_table, replay_evaluator, run_protocol
     from bpc.experiments.task_eval import prior_gain_table
     from bpc.progress import choices_summary, info
     from bpc.replay.engine import pipeline_orders
@@ -539,9 +539,8 @@ def _run_protocol(st: _Setup) -> int:
     t0 = time.perf_counter()
     res = run_protocol(
         st.records,
-        evaluate,
-        n_folds=n_folds,
-        seeds=seeds,
+        ProtocolConfig(n_folds=n_folds, seeds=seeds),
+        evaluate=evaluate,
         trajectories=st.trajectories,
         base_counts=st.counts,
         progress=not args.quiet,
@@ -549,7 +548,7 @@ def _run_protocol(st: _Setup) -> int:
     info(f"cross-fitting done in {time.perf_counter() - t0:.1f} s", enabled=not args.quiet)
     table = protocol_table(res)
     table = flag_abstention(table.assign(belief=st.belief, split="eval", prior=args.prior))
-    gains = prior_gain_table(res.utilities) if args.prior == "task" else None
+    gains = prior_gain_table(res.tables["utilities"]) if args.prior == "task" else None
     prior_text = _prior_text(args)
     n_cells = table[["benchmark", "generator"]].drop_duplicates().shape[0]
     print(
@@ -559,7 +558,7 @@ def _run_protocol(st: _Setup) -> int:
     )
     print(format_protocol_table(table, pipeline_orders(st.records, st.costs, st.profile)))
     if gains is not None:
-        print(format_prior_gains(gains, res.utilities))
+        print(format_prior_gains(gains, res.tables["utilities"]))
     if not args.quiet:
         choices_summary("data choices", st.notes)
     if args.out is not None and st.out_fmt is not None:
@@ -715,9 +714,10 @@ def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args)
     main = numeric.set_index(keys).to_xarray()
     choice = table.drop_duplicates(["benchmark", "generator"]).set_index(["benchmark", "generator"])
     main["best_simple"] = choice["best_simple"].to_xarray().fillna("").astype(str)
-    deltas = res.deltas.set_index(["benchmark", "generator", "policy", "reference"]).to_xarray()
+    deltas = res.tables["deltas"].set_index(["benchmark", "generator", "policy", "reference"]).to_xarray()
     deltas = deltas.drop_vars("prob")
-    chosen = res.baselines.set_index(["seed", "fold", "benchmark", "generator"])["baseline"].to_xarray()
+    keys = ["seed", "fold", "benchmark", "generator"]
+    chosen = res.tables["baselines"].set_index(keys)["baseline"].to_xarray()
     children = {
         "table": main,
         "deltas": deltas,

@@ -373,7 +373,7 @@ RATE_MAX = 0.995
 KAPPA = 0.152
 """Beta concentration κ of the per-instance pass probability (pooled MLE on 767 raw 3-patch instances).
 
-Reproduce: ``python -m bpc.experiments.panel_strengths ../shared/data/paper_corpus`` (κ = 0.1522)."""
+Reproduce: ``python analyses/panel_strengths.py ../shared/data/paper_corpus`` (κ = 0.1522)."""
 
 DIFFICULTY_CORRELATION = 0.899
 """Gaussian-copula correlation of a task's latent difficulty across the generators of a benchmark.
@@ -381,7 +381,7 @@ DIFFICULTY_CORRELATION = 0.899
 From the corpus' task pass counts: Spearman 0.716 / 0.812 / 0.875 (LCB-hard generator pairs, 29
 tasks each) and 0.980 (LCB-medium, 90 tasks), mapped to ρ = 2 sin(πr/6) and task-weighted
 (:func:`bpc.experiments.panel_strengths.difficulty_correlation`). Reproduce:
-``python -m bpc.experiments.panel_strengths ../shared/data/paper_corpus`` (0.8992)."""
+``python analyses/panel_strengths.py ../shared/data/paper_corpus`` (0.8992)."""
 
 CRITIC_KAPPA = MappingProxyType(
     {
@@ -398,7 +398,7 @@ rate r (tpr or fpr), so two verdicts of one critic on same-label patches of a ta
 1703 pairs), 0.815 (test, failing, 604), 0.679 / 0.677 (llm, failing 1776 / passing 427); ``inf``
 (independent) where the corpus gives no positive φ (passing patches of syn and test, lint)
 (:func:`bpc.experiments.panel_strengths.critic_kappa`). Reproduce:
-``python -m bpc.experiments.panel_strengths ../shared/data/paper_corpus``."""
+``python analyses/panel_strengths.py ../shared/data/paper_corpus``."""
 
 MEASURED_KERNELS = MappingProxyType(
     {

@@ -559,10 +559,10 @@ def fold_split(
     n_folds = int(assignment.attrs.get("n_folds", int(assignment["fold"].max()) + 1))
     if not 0 <= int(fold) < n_folds:
         raise ValueError(f"fold_split: fold must lie in 0..{n_folds - 1}, got {fold!r}")
-    gen = this["generator"].astype(str) if "generator" in this else ""
+    gen = this["generator"].astype(str) if "generator" in this else pd.Series("", index=this.index)
     key = this["benchmark"].astype(str) + "\x00" + gen + "\x00" + this["instance_id"].astype(str)
     fold_of = dict(zip(key.to_numpy(), this["fold"].to_numpy(), strict=True))
-    by_cell = bool((gen != "").any()) if "generator" in this else False
+    by_cell = bool((gen != "").any())
     fit, ev = {}, {}
     for (b, g), ids in _cell_ids(records, cells).items():
         g_key = g if by_cell else ""

@@ -1,7 +1,7 @@
 """The one controller factory: (policy, parameters, costs, plan options) → a controller.
 
 Live (:class:`bpc.decide.live.Controller`), replay
-(:func:`bpc.replay.engine.make_controller`, which adds only the authors'
+(:func:`bpc.replay.engine.policy_controller`, which adds only the authors'
 release reproductions), the experiments and ``bpc solve`` / ``bpc serve``
 build every controller here, so an option means the same thing everywhere:
 the planner, its look-ahead and the conventions are one

@@ -17,11 +17,11 @@ on the training folds) and the i.i.d. DP, with task-clustered intervals.
 Examples
 --------
 >>> from bpc.data.simulate import simulate_panel
->>> from bpc.experiments.protocol import run_protocol
+>>> from bpc.experiments.protocol import ProtocolConfig, run_protocol
 >>> panel = simulate_panel(2, benchmarks=["lcb_hard"], generators=["haiku45"], scale=0.3)
 >>> ev = ablation_evaluator(arms=("iid_dp", "instance_dp"))
->>> res = run_protocol(panel.records, ev, seeds=[0], n_folds=3, B=100)
->>> sorted(set(res.utilities["policy"]) & set(ABLATION_ARMS))
+>>> res = run_protocol(panel.records, ProtocolConfig(seeds=[0], n_folds=3, B=100), evaluate=ev)
+>>> sorted(set(res.tables["utilities"]["policy"]) & set(ABLATION_ARMS))
 ['iid_dp', 'instance_dp']
 """
 
@@ -33,7 +33,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from bpc.costs import CostSpec
-from bpc.experiments.protocol import BEST_SIMPLE, Evaluator, FoldData
+from bpc.evaluate import BEST_SIMPLE, Evaluator, FoldData
 
 __all__ = ["ABLATION_ARMS", "ABLATION_BASELINES", "ablation_evaluator", "ablation_table"]
 
@@ -86,7 +86,7 @@ def ablation_evaluator(
     arms: Sequence[str] | None = None,
     baselines: Sequence[str] = ABLATION_BASELINES,
 ) -> Evaluator:
-    """An :data:`~bpc.experiments.protocol.Evaluator` replaying every ablation arm and the simple baselines.
+    """An :data:`~bpc.evaluate.Evaluator` replaying every ablation arm and the simple baselines.
 
     Every arm is calibrated on the fold's Laplace estimate of the training
     counts and replayed on the fold's scored tasks under its variant of the
@@ -154,7 +154,7 @@ def ablation_table(deltas: pd.DataFrame, utilities: pd.DataFrame) -> pd.DataFram
     Parameters
     ----------
     deltas : pandas.DataFrame
-        :func:`bpc.experiments.protocol.delta_table` of the ablation's
+        :func:`bpc.evaluate.contrast` of the ablation's
         utilities with references ``always_verify``, :data:`BEST_SIMPLE` and
         ``iid_dp``.
     utilities : pandas.DataFrame
@@ -166,7 +166,7 @@ def ablation_table(deltas: pd.DataFrame, utilities: pd.DataFrame) -> pd.DataFram
         ``benchmark, generator, arm, utility, n_tasks`` and, per reference
         ``r``, ``vs_<r>``, ``vs_<r>_lo``, ``vs_<r>_hi``.
     """
-    from bpc.experiments.protocol import task_means
+    from bpc.evaluate import task_means
 
     arms = [a for a in ABLATION_ARMS if a in set(utilities["policy"])]
     means = task_means(utilities[utilities["policy"].isin(arms)])

@@ -69,6 +69,7 @@ from bpc.constants import (
 from bpc.costs import Costs, CostSpec, cost_resolver, costs_for
 from bpc.data.splits import Cell, Split
 from bpc.data.tasks import task_choices
+from bpc.experiments.delta import Simulation
 from bpc.experiments.efficiency import LOCO_K
 from bpc.experiments.posterior import posterior_mean_params
 from bpc.experiments.sources import CompareData
@@ -84,6 +85,7 @@ __all__ = [
     "CompareResult",
     "PROTOCOL_POLICIES",
     "default_targets",
+    "CompareConfig",
     "compare",
 ]
 
@@ -129,47 +131,34 @@ def build_controllers(
     dict
         Name → controller (each controller's ``name`` set to its key).
     """
-    from bpc.decide.controllers import ThompsonIndex
-    from bpc.decide.factory import PlanOptions, make_controller
-
-    paper = PlanOptions(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
+    from bpc.evaluate import Arm, controllers
 
     thin = thin_draws(post_cell, robust_draws)
-    out = {
-        "laplace_dp": make_controller(laplace_cell, costs, critics=critics, plan=paper),
-        "posterior_mean_dp": make_controller(
-            posterior_mean_params(post_cell), costs, critics=critics, plan=paper
-        ),
-        "bayes_robust": make_controller(
-            thin, costs, critics=critics, plan=replace(paper, mode="bayes_robust")
-        ),
-        "thompson": make_controller(
-            thin, costs, critics=critics, plan=replace(paper, mode="thompson"), index=ThompsonIndex(seed)
-        ),
+    arms = {
+        "laplace_dp": Arm(laplace_cell),
+        "posterior_mean_dp": Arm(posterior_mean_params(post_cell)),
+        "bayes_robust": Arm(thin, mode="bayes_robust"),
+        "thompson": Arm(thin, mode="thompson"),
     }
-    for name, ctrl in out.items():
-        ctrl.name = name
-    return out
+    return controllers(arms, costs, critics=critics, seed=seed)
 
 
 # ---------------------------------------------------------------------------
 # Held-out replay
 # ---------------------------------------------------------------------------
+_SIMULATION = Simulation()
+
+
 def compare_cells(
     data: CompareData,
     laplace_params: xr.Dataset,
     post: xr.Dataset,
     split: Split,
+    sim: Simulation = _SIMULATION,
     *,
     costs: CostSpec = None,
     critics: Sequence[str] = PAPER_CRITICS,
     robust_draws: int | None = 200,
-    posterior_draws: int = 100,
-    n_per_draw: int = 300,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
-    seed: int = DEFAULT_SEED,
-    with_posterior_delta: bool = True,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Replay baselines and the four controllers on every cell's eval instances.
@@ -184,6 +173,9 @@ def compare_cells(
         Posterior draws (fitted on the fit instances).
     split : Split
         Fit / eval instances of every replayed cell (:func:`bpc.experiments.sources.source_split`).
+    sim : Simulation
+        The posterior-Δ simulation (:func:`bpc.experiments.delta.posterior_delta`); its draws
+        also size :func:`per_draw_controller_delta`, its seed seeds Thompson.
     costs : Costs, callable, str or None
         Any cost specification of :func:`bpc.costs.cost_resolver` (default
         :func:`bpc.costs.paper_costs_for`).
@@ -191,14 +183,6 @@ def compare_cells(
         Critics the controllers may call.
     robust_draws : int or None
         Draws of the Bayes-robust / Thompson controllers.
-    posterior_draws, n_per_draw : int
-        Size of the posterior-Δ simulation (:func:`posterior_delta`).
-    prob, kind
-        Credible interval of the posterior Δ.
-    seed : int
-        Seed of Thompson and of the posterior-Δ simulation.
-    with_posterior_delta : bool
-        Also compute the posterior Δ columns.
     progress : bool
         Progress output.
 
@@ -207,8 +191,8 @@ def compare_cells(
     pandas.DataFrame
         One row per cell × policy: ``benchmark``, ``generator``, ``policy``,
         ``n_eval``, ``mean_utility``, ``pass_rate``, ``delta``, ``ci_lo``,
-        ``ci_hi`` (paired bootstrap on the eval instances) and, with the
-        posterior Δ, ``post_mean``, ``post_lo``, ``post_hi``, ``p_positive``,
+        ``ci_hi`` (paired bootstrap on the eval instances) and the
+        posterior Δ: ``post_mean``, ``post_lo``, ``post_hi``, ``p_positive``,
         ``mc_se`` and the posterior predictive interval of the Δ observed on
         ``n_eval`` instances, ``pred_lo``, ``pred_hi`` (pools simulated from
         the instance model with the draws' κ, or the cell's Laplace κ, and
@@ -239,7 +223,7 @@ def compare_cells(
             c,
             critics=critics,
             robust_draws=robust_draws,
-            seed=seed,
+            seed=sim.seed,
         )
         base = [p for p in COMPARE_BASELINES if traj is not None or p not in REFINEMENT_POLICIES]
         items = {**{p: p for p in base}, **ctrls}
@@ -254,10 +238,10 @@ def compare_cells(
             sub,
             c,
             ref_u,
-            n_draws=posterior_draws,
+            n_draws=sim.n_draws,
             critics=critics,
-            prob=prob,
-            kind=kind,
+            prob=sim.prob,
+            kind=sim.kind,
         )
         summ = pd.concat(
             [
@@ -280,30 +264,23 @@ def compare_cells(
             ],
             ignore_index=True,
         )
-        if with_posterior_delta:
-            post_cell = select_cell(post, b, g)
-            if (
-                "kappa" not in post_cell
-            ):  # the instance model's κ: the draws' own, else the cell's Laplace one
-                kappa = instance_kappa(select_cell(laplace_params, b, g))[0]
-                post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], kappa))
-            # and the critics' within-instance dependence, measured on the fit instances
-            critic_kappa = critic_concentration(split.rows(rec, "fit"), critics)
-            pdelta = posterior_delta(
-                post_cell,
-                ctrls,
-                c,
-                baselines=base,
-                n_draws=posterior_draws,
-                n_per_draw=n_per_draw,
-                critics=critics,
-                prob=prob,
-                kind=kind,
-                seed=seed,
-                n_eval=sub.n_instances,
-                critic_kappa=critic_kappa,
-            )
-            summ = summ.merge(pdelta.drop(columns=["n_draws", "n_per_draw"]), on="policy", how="left")
+        post_cell = select_cell(post, b, g)
+        if "kappa" not in post_cell:  # the instance model's κ: the draws' own, else the cell's Laplace one
+            kappa = instance_kappa(select_cell(laplace_params, b, g))[0]
+            post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], kappa))
+        # and the critics' within-instance dependence, measured on the fit instances
+        critic_kappa = critic_concentration(split.rows(rec, "fit"), critics)
+        pdelta = posterior_delta(
+            post_cell,
+            ctrls,
+            c,
+            sim,
+            baselines=base,
+            critics=critics,
+            n_eval=sub.n_instances,
+            critic_kappa=critic_kappa,
+        )
+        summ = summ.merge(pdelta.drop(columns=["n_draws", "n_per_draw"]), on="policy", how="left")
         frames.append(summ)
     out = pd.concat(frames, ignore_index=True)
     return out.drop(columns=[c for c in ("index",) if c in out.columns])
@@ -376,11 +353,9 @@ def _replay_stages(
             lap,
             post,
             split,
+            Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed),
             costs=cost_fn,
             robust_draws=draws,
-            posterior_draws=30 if quick else 100,
-            n_per_draw=100 if quick else 300,
-            seed=seed,
             progress=progress,
         )
     with stage("policy uncertainty", enabled=progress):
@@ -425,11 +400,11 @@ class CompareResult:
     posterior_diagnostics : dict
         Convergence of the posterior fitted here (empty otherwise).
     protocol : pandas.DataFrame or None
-        :func:`bpc.experiments.protocol.delta_table` of the ``bpc`` profile
+        :func:`bpc.evaluate.contrast` of the ``bpc`` profile
         under repeated cross-fitting: Δ vs ``always_verify`` and vs the best
         simple baseline (chosen on the training folds).
     baselines : pandas.DataFrame or None
-        :func:`bpc.experiments.protocol.best_baselines`: the baseline chosen per (seed, fold, cell).
+        :func:`bpc.evaluate.best_baselines`: the baseline chosen per (seed, fold, cell).
     ablation : pandas.DataFrame or None
         :func:`bpc.experiments.ablation.ablation_table`.
     predicted : pandas.DataFrame or None
@@ -501,34 +476,11 @@ def default_targets(cells: Sequence[Cell], *, quick: bool = False) -> list[Cell]
     return cells[:2] if quick else cells
 
 
-def compare(
-    source: str | Path = "simulated",
-    *,
-    posterior: str | Path | None = None,
-    draws: int | None = None,
-    quick: bool = False,
-    seed: int = DEFAULT_SEED,
-    costs: CostSpec = None,
-    benchmarks: Sequence[str] | None = None,
-    generators: Sequence[str] | None = None,
-    scale: float | None = None,
-    efficiency: bool = True,
-    hierarchical: bool = True,
-    ablation: bool = True,
-    predictive: bool = True,
-    targets: Sequence[Cell] | None = None,
-    ks: Sequence[int | None] = LOCO_K,
-    hierarchical_ks: Sequence[int | None] | None = None,
-    repeats: int = 3,
-    refit_presets: Sequence[str] | None = None,
-    refit_cache: str | Path | None = None,
-    include_failed: bool = False,
-    scheduler=None,
-    progress: bool = True,
-) -> CompareResult:
-    """The whole comparison, computed (nothing is written; see :func:`bpc.report.compare.run_compare`).
+@dataclass(frozen=True)
+class CompareConfig:
+    """The options of ``bpc compare`` (:func:`compare`).
 
-    Parameters
+    Attributes
     ----------
     source : str or pathlib.Path
         ``"simulated"`` (the embedded panel) or a corpus path.
@@ -578,6 +530,39 @@ def compare(
         Folder the hierarchical refits are written to and reused from (a stopped run resumes).
     include_failed : bool
         Use refits that failed their convergence check, flagged; default: exclude and count them.
+    """
+
+    source: str | Path = "simulated"
+    posterior: str | Path | None = None
+    draws: int | None = None
+    quick: bool = False
+    seed: int = DEFAULT_SEED
+    costs: CostSpec = None
+    benchmarks: Sequence[str] | None = None
+    generators: Sequence[str] | None = None
+    scale: float | None = None
+    efficiency: bool = True
+    hierarchical: bool = True
+    ablation: bool = True
+    predictive: bool = True
+    targets: Sequence[Cell] | None = None
+    ks: Sequence[int | None] = LOCO_K
+    hierarchical_ks: Sequence[int | None] | None = None
+    repeats: int = 3
+    refit_presets: Sequence[str] | None = None
+    refit_cache: str | Path | None = None
+    include_failed: bool = False
+
+
+def compare(
+    config: CompareConfig = CompareConfig(), *, scheduler=None, progress: bool = True
+) -> CompareResult:
+    """The whole comparison, computed (:func:`bpc.report.compare.write_compare` writes it).
+
+    Parameters
+    ----------
+    config : CompareConfig
+        The study's options.
     scheduler : str, LocalCluster, Client or None
         Run the efficiency targets on a ``dask.distributed`` cluster
         (:func:`bpc.experiments.cluster.map_pieces`); the numbers are those of one process.
@@ -591,19 +576,28 @@ def compare(
     from bpc.constants import FOLD_SEEDS
     from bpc.estimate.laplace import laplace
     from bpc.experiments.posterior import HierarchicalRefits, check_posterior_cells, fit_posterior
-    from bpc.experiments.protocol import replay_evaluator, run_protocol
+
+    cf = config
+    source, posterior, quick, seed, targets = cf.source, cf.posterior, cf.quick, cf.seed, cf.targets
+    costs = cf.costs
+    from bpc.experiments.protocol import ProtocolConfig, run_protocol
     from bpc.experiments.sources import load_source, source_counts, source_split
     from bpc.progress import info, stage
 
-    draws = (40 if quick else 200) if draws is None else int(draws)
-    scale = (0.3 if quick else 1.0) if scale is None else float(scale)
+    draws = (40 if quick else 200) if cf.draws is None else int(cf.draws)
+    scale = (0.3 if quick else 1.0) if cf.scale is None else float(cf.scale)
     cost_fn = cost_resolver(costs)
     preset = "quick" if quick else "default"
     seeds = FOLD_SEEDS[:1] if quick else FOLD_SEEDS
 
     with stage(f"load {source}", enabled=progress):
         data = load_source(
-            source, seed=seed, scale=scale, benchmarks=benchmarks, generators=generators, progress=progress
+            source,
+            seed=seed,
+            scale=scale,
+            benchmarks=cf.benchmarks,
+            generators=cf.generators,
+            progress=progress,
         )
         split = source_split(data)
         counts = source_counts(data, split)
@@ -621,29 +615,28 @@ def compare(
         pols = PROTOCOL_POLICIES
         proto = run_protocol(
             data.records,
-            replay_evaluator(cost_fn, profile="bpc", policies=pols),
-            seeds=seeds,
+            ProtocolConfig(cost_fn, profile="bpc", policies=pols, seeds=seeds),
             trajectories=data.trajectories,
             base_counts=data.counts,
         )
     abl = None
-    if ablation:
+    if cf.ablation:
+        from bpc.evaluate import contrast
         from bpc.experiments.ablation import ablation_evaluator, ablation_table
-        from bpc.experiments.protocol import delta_table
 
         with stage(f"ablation of the instance-aware gain ({len(chosen)} cell(s))", enabled=progress):
             on_targets = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
             res = run_protocol(
                 data.records[on_targets],
-                ablation_evaluator(cost_fn),
-                seeds=seeds,
+                ProtocolConfig(seeds=seeds),
+                evaluate=ablation_evaluator(cost_fn),
                 trajectories=data.trajectories,
                 base_counts=data.counts,
             )
-            refs = ("always_verify", "best_simple", "iid_dp")
-            abl = ablation_table(delta_table(res.utilities, references=refs), res.utilities)
+            u = res.tables["utilities"]
+            abl = ablation_table(contrast(u, references=("always_verify", "best_simple", "iid_dp")), u)
     pred = cov = checks = None
-    if predictive:
+    if cf.predictive:
         from bpc.experiments.delta import coverage_summary, predicted_vs_realised, predictive_coverage
 
         with stage("predicted vs realised Δ", enabled=progress):
@@ -652,10 +645,8 @@ def compare(
                 data.records[keep],
                 costs=cost_fn,
                 policies=["bayesian_dp", "bayesian_greedy", "stop", "best_of_3", "gate_test"],
-                n_draws=20 if quick else 60,
-                n_per_draw=60 if quick else 200,
                 fold_seeds=(seeds[0],),
-                seed=seed,
+                sim=Simulation(n_draws=20 if quick else 60, n_per_draw=60 if quick else 200, seed=seed),
             )
             pred = predicted_vs_realised(checks)
             cov = coverage_summary(checks, by=("policy",))
@@ -668,24 +659,18 @@ def compare(
         data, lap, post.params, split, cost_fn, draws=draws, quick=quick, seed=seed, progress=progress
     )
     eff = pairs = None
-    if efficiency:
+    if cf.efficiency:
         with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
+            presets = cf.refit_presets or (("refit-quick",) if quick else None)
             eff, pairs = _efficiency(
                 data,
                 chosen,
-                cost_fn=costs,
-                ks=ks,
-                hierarchical_ks=hierarchical_ks,
-                repeats=repeats,
-                refits=refits if hierarchical else None,
-                refit_presets=refit_presets or (("refit-quick",) if quick else None),
-                refit_cache=refit_cache,
-                include_failed=include_failed,
-                seed=seed,
+                replace(cf, refit_presets=presets),
+                refits=refits if cf.hierarchical else None,
                 scheduler=scheduler,
                 progress=progress,
             )
-    config = {
+    described = {
         "source": data.label,
         "posterior (policy uncertainty, single-split posterior Δ)": post.description,
         "sampler preset": preset,
@@ -695,9 +680,9 @@ def compare(
         "protocol": f"{N_FOLDS}-fold cross-fitting over tasks, seeds {', '.join(map(str, seeds))}, "
         "bpc profile",
         "efficiency targets": ", ".join(f"{b}/{g}" for b, g in chosen),
-        "efficiency repeats": repeats,
+        "efficiency repeats": cf.repeats,
         "efficiency refits": "failed refits used and flagged"
-        if include_failed
+        if cf.include_failed
         else "failed refits excluded and counted",
         "scheduler": "this process" if scheduler is None else str(scheduler),
         "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
@@ -714,10 +699,10 @@ def compare(
         uncertainty=unc,
         first_actions=first,
         efficiency=eff,
-        config=config,
+        config=described,
         posterior_diagnostics=dict(post.diagnostics),
-        protocol=proto.deltas,
-        baselines=proto.baselines,
+        protocol=proto.tables["deltas"],
+        baselines=proto.tables["baselines"],
         ablation=abl,
         predicted=pred,
         coverage=cov,
@@ -729,16 +714,9 @@ def compare(
 def _efficiency(
     data: CompareData,
     targets: Sequence[Cell],
+    config: CompareConfig,
     *,
-    cost_fn: CostSpec,
-    ks: Sequence[int | None],
-    hierarchical_ks: Sequence[int | None] | None,
-    repeats: int,
     refits,
-    refit_presets: Sequence[str] | None,
-    refit_cache: str | Path | None,
-    include_failed: bool,
-    seed: int,
     scheduler,
     progress: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -750,6 +728,7 @@ def _efficiency(
     from bpc.experiments.efficiency import (
         HIERARCHICAL_ARMS,
         TASK_ARM,
+        LocoConfig,
         complete_pooling_calibration,
         hierarchical_arms,
         laplace_calibration,
@@ -758,20 +737,19 @@ def _efficiency(
         task_prior_calibration,
     )
 
+    cf = config
+    cost_fn = cf.costs
+    base = LocoConfig(targets=tuple(targets), repeats=cf.repeats, costs=cost_fn, profile="bpc", seed=cf.seed)
+
     def run(methods, ks_, **more) -> pd.DataFrame:
+        config = replace(base, ks=tuple(ks_), **more)
         return loco_efficiency(
             data.records,
+            config,
             methods=methods,
-            ks=ks_,
-            targets=targets,
-            repeats=repeats,
-            costs=cost_fn,
-            profile="bpc",
             base_counts=data.counts,
-            seed=seed,
             scheduler=scheduler,
             progress=progress,
-            **more,
         )
 
     closed = {
@@ -779,25 +757,28 @@ def _efficiency(
         "complete_pooling": complete_pooling_calibration,
         TASK_ARM: task_prior_calibration,
     }
-    frames = [run(closed, ks)]
+    frames = [run(closed, cf.ks)]
     if refits is not None:
-        hks = tuple(ks) if hierarchical_ks is None else tuple(hierarchical_ks)
-        arms = hierarchical_arms(
-            refits,
-            costs=cost_fn,
-            profile="bpc",
-            presets=refit_presets or REFIT_PRESETS,
-            cache=None if refit_cache is None else Path(refit_cache),
+        hks = tuple(cf.ks) if cf.hierarchical_ks is None else tuple(cf.hierarchical_ks)
+        from bpc.estimate.model.refits import RefitLadder
+
+        ladder = RefitLadder(
+            refits.template,
+            presets=cf.refit_presets or REFIT_PRESETS,
+            cache=None if cf.refit_cache is None else Path(cf.refit_cache),
+            kernels=refits.kernels,
+            progress=progress,
         )
+        arms = hierarchical_arms(ladder, costs=cost_fn, profile="bpc")
         if 0 in hks:
             frames.append(run(arms, (0,), replay_failed=True))
         rest = tuple(k for k in hks if k != 0)
         if rest:
             frames.append(run(arms, rest, max_folds=1, replay_failed=True))
     utilities = pd.concat(frames, ignore_index=True)
-    table = loco_table(utilities, include_failed=include_failed)
+    table = loco_table(utilities, include_failed=cf.include_failed)
     pairs = [
-        loco_table(utilities, reference=ref, include_failed=include_failed)
+        loco_table(utilities, reference=ref, include_failed=cf.include_failed)
         for ref in EFFICIENCY_PAIRS
         if ref in set(utilities["method"])
     ]

@@ -48,6 +48,7 @@ their tasks.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -59,6 +60,8 @@ from bpc.constants import (
     CI_PROB,
     DEFAULT_SEED,
     DIM_DRAW,
+    FOLD_SEEDS,
+    N_FOLDS,
     PAPER_CRITICS,
     POOL_SIZE,
     REFINEMENT_POLICIES,
@@ -70,6 +73,7 @@ from bpc.schema import Pool, thin_draws
 __all__ = [
     "simulate_pool",
     "critic_concentration",
+    "Simulation",
     "posterior_delta",
     "per_draw_controller_delta",
     "bootstrap_params",
@@ -222,19 +226,40 @@ def critic_concentration(records: pd.DataFrame, critics: Sequence[str] = PAPER_C
     return out
 
 
+@dataclass(frozen=True)
+class Simulation:
+    """How a posterior Δ is simulated (:func:`posterior_delta`).
+
+    Attributes
+    ----------
+    n_draws : int
+        Posterior draws used (evenly thinned).
+    n_per_draw : int
+        Simulated instances per draw.
+    prob, kind
+        Credible interval of Δ over draws (:func:`bpc.intervals.credible_interval`).
+    seed : int
+        Simulation seed.
+    chunk : int
+        Instances replayed per batch (memory bound; the result does not depend on it).
+    """
+
+    n_draws: int = 100
+    n_per_draw: int = 300
+    prob: float = CI_PROB
+    kind: str = CI_KIND
+    seed: int = DEFAULT_SEED
+    chunk: int = 4000
+
+
 def posterior_delta(
     post_cell: xr.Dataset,
     controllers: dict[str, object],
     costs: Costs,
+    sim: Simulation = Simulation(),
     *,
     baselines: Sequence[str] = BASELINE_POLICIES,
-    n_draws: int = 100,
-    n_per_draw: int = 300,
     critics: Sequence[str] = PAPER_CRITICS,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
-    seed: int = DEFAULT_SEED,
-    chunk: int = 4000,
     n_eval: int | None = None,
     critic_kappa=None,
     chain: bool = False,
@@ -253,20 +278,12 @@ def posterior_delta(
         Name → controller (fixed, as calibrated on the fit instances).
     costs : Costs
         Cost vector.
+    sim : Simulation
+        Draws, instances simulated per draw (the Monte Carlo size of each Δ_s), interval, seed.
     baselines : sequence of str
         Baseline names; trajectory-based ones are skipped (no model for them).
-    n_draws : int
-        Posterior draws used (evenly thinned).
-    n_per_draw : int
-        Instances simulated per draw (Monte Carlo size of each Δ_s).
     critics : sequence of str
         Critics on the simulated pool.
-    prob, kind
-        Credible interval (see :func:`bpc.intervals.credible_interval`).
-    seed : int
-        Simulation seed.
-    chunk : int
-        Episodes replayed at once (memory bound; results do not depend on it).
     n_eval : int, optional
         Number of observed eval instances: adds the posterior predictive
         interval ``pred_lo``/``pred_hi`` of the Δ observed on that many
@@ -289,12 +306,15 @@ def posterior_delta(
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
-    thin = thin_draws(post_cell, n_draws)
+    n_per_draw, prob, kind, chunk = sim.n_per_draw, sim.prob, sim.kind, sim.chunk
+    thin = thin_draws(post_cell, sim.n_draws)
     samples = parameter_samples(thin, critics=critics, one_cell=True)
     arr = samples.as_dict()
     S = arr["prior"].shape[0]
     arr["kappa"] = samples.kappa  # the draws' own κ (``inf``, i.i.d. patches, where they carry none)
-    pool = simulate_pool(arr, n_per_draw, critics=critics, seed=seed, critic_kappa=critic_kappa, chain=chain)
+    pool = simulate_pool(
+        arr, n_per_draw, critics=critics, seed=sim.seed, critic_kappa=critic_kappa, chain=chain
+    )
     names = [b for b in baselines if b not in REFINEMENT_POLICIES]
     if "always_verify" not in names:
         names = ["always_verify", *names]
@@ -399,14 +419,12 @@ def per_draw_controller_delta(
         draws), ``mean_utility`` and ``pass_rate`` (averaged over draws and
         instances), ``n_draws``.
     """
-    from bpc.decide.factory import PlanOptions, make_controller
+    from bpc.evaluate import Arm, controllers
     from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
-    # the paper's planning (method.md §Controllers), one block of episodes per draw
-    paper = PlanOptions(plan_verify_continues=False, mode="per_draw")
-    ctrl = make_controller(thin, costs, critics=critics, plan=paper, name="per_draw_dp")
+    ctrl = controllers({"per_draw_dp": Arm(thin, mode="per_draw")}, costs, critics=critics)["per_draw_dp"]
     S, n = ctrl.n_samples, pool.n_instances
     tiled = pool.subset(np.tile(np.arange(n), S))
     res = replay_pool(tiled, [ctrl], costs, profile="paper")
@@ -536,26 +554,25 @@ COVERAGE_COLUMNS: tuple[str, ...] = (
 """Columns of :func:`predictive_coverage`."""
 
 
+_COVERAGE_SIMULATION = Simulation(n_draws=60, n_per_draw=200)
+
+
 def predictive_coverage(
     records: pd.DataFrame,
     *,
     costs=None,
     profile="bpc",
     policies: Sequence[str] | None = None,
-    n_folds: int = 5,
-    fold_seeds: Sequence[int] = (42,),
-    n_draws: int = 60,
-    n_per_draw: int = 200,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
-    seed: int = DEFAULT_SEED,
+    n_folds: int = N_FOLDS,
+    fold_seeds: Sequence[int] = FOLD_SEEDS[:1],
+    sim: Simulation = _COVERAGE_SIMULATION,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Check whether each predictive Δ interval covers the Δ observed on held-out tasks.
 
     For every fold of :func:`bpc.data.splits.folds` and every cell: the
     controllers are calibrated on the Laplace estimate of the training tasks
-    (:func:`bpc.experiments.protocol.engine_controllers`); parameter draws
+    (:func:`bpc.evaluate.profile_controllers`); parameter draws
     come from a task bootstrap of the training tasks (:func:`bootstrap_params`)
     and the critics' within-task dependence from the training records
     (:func:`critic_concentration`); :func:`posterior_delta` simulates fresh
@@ -579,12 +596,9 @@ def predictive_coverage(
         Folds K.
     fold_seeds : sequence of int
         Fold-assignment seeds.
-    n_draws, n_per_draw : int
-        Bootstrap draws and simulated tasks per draw.
-    prob, kind
-        Interval probability and kind.
-    seed : int
-        Seed of the bootstrap and the simulation.
+    sim : Simulation
+        Bootstrap draws, simulated tasks per draw, the interval, and the seed of the bootstrap and
+        the simulation (default 60 draws × 200 tasks).
     progress : bool
         Progress lines.
 
@@ -600,9 +614,8 @@ def predictive_coverage(
 
     from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
-    from bpc.data.splits import fold_split, folds
     from bpc.estimate.laplace import laplace
-    from bpc.experiments.protocol import engine_controllers, fold_data
+    from bpc.evaluate import fold_data, fold_splits, profile_controllers
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
@@ -616,64 +629,59 @@ def predictive_coverage(
         base_names = ["always_verify", *base_names]
     cost_for = cost_resolver(costs)
     seeds = [int(s) for s in np.atleast_1d(fold_seeds)]
-    assignment = folds(records, k=n_folds, seeds=seeds)
     rows = []
-    for fs in seeds:
-        for j in range(int(n_folds)):
-            fd = fold_data(records, fold_split(records, assignment, seed=fs, fold=j))
-            lap = laplace(fd.train_counts)
-            for b, g in fd.cells:
-                info(f"predictive coverage: seed {fs} fold {j + 1}/{n_folds} {b}/{g}", enabled=progress)
-                c = cost_for(b)
-                train = select_cell(fd.train_records, b, g)
-                critics = [k for k in PAPER_CRITICS if k in train.columns]
-                ctrls = engine_controllers(
-                    select_cell(lap, b, g), c, profile=prof, policies=pols, max_patches=POOL_SIZE
-                )
-                pool = cell_pool(select_cell(fd.test_records, b, g), prof)
-                res = replay_pool(pool, {**{p: p for p in base_names}, **ctrls}, c, profile=prof)
-                draws = bootstrap_params(train, n_draws=n_draws, seed=seed + 7919 * j + fs)
-                pdelta = posterior_delta(
-                    draws,
-                    ctrls,
-                    c,
-                    baselines=base_names,
-                    n_draws=n_draws,
-                    n_per_draw=n_per_draw,
-                    critics=critics,
-                    prob=prob,
-                    kind=kind,
-                    seed=seed + j,
-                    n_eval=pool.n_instances,
-                    critic_kappa=critic_concentration(train, critics),
-                ).set_index("policy")
-                ref = res["utility"].sel(policy="always_verify").values
-                for p in res["policy"].values.tolist():
-                    if p == "always_verify" or p not in pdelta.index:
-                        continue
-                    diff = res["utility"].sel(policy=p).values - ref
-                    if not np.isfinite(diff).all():
-                        continue
-                    digest = hashlib.sha1(np.round(diff, 9).tobytes()).hexdigest()[:12]
-                    pr = pdelta.loc[p]
-                    lo, hi, mean = float(pr["pred_lo"]), float(pr["pred_hi"]), float(pr["post_mean"])
-                    d = float(diff.mean())
-                    rows.append(
-                        (
-                            fs,
-                            j,
-                            b,
-                            g,
-                            p,
-                            pool.n_instances,
-                            d,
-                            mean,
-                            lo,
-                            hi,
-                            bool(lo - 1e-9 <= d <= hi + 1e-9),
-                            f"{fs}/{j}/{b}/{g}/{digest}",
-                        )
+    for split in fold_splits(records, n_folds=n_folds, seeds=seeds):
+        fs, j = split.seed, int(split.fold or 0)
+        fd = fold_data(records, split)
+        lap = laplace(fd.train_counts)
+        for b, g in fd.cells:
+            info(f"predictive coverage: seed {fs} fold {j + 1}/{n_folds} {b}/{g}", enabled=progress)
+            c = cost_for(b)
+            train = select_cell(fd.train_records, b, g)
+            critics = [k for k in PAPER_CRITICS if k in train.columns]
+            ctrls = profile_controllers(
+                select_cell(lap, b, g), c, profile=prof, policies=pols, max_patches=POOL_SIZE
+            )
+            pool = cell_pool(select_cell(fd.test_records, b, g), prof)
+            res = replay_pool(pool, {**{p: p for p in base_names}, **ctrls}, c, profile=prof)
+            draws = bootstrap_params(train, n_draws=sim.n_draws, seed=sim.seed + 7919 * j + fs)
+            pdelta = posterior_delta(
+                draws,
+                ctrls,
+                c,
+                replace(sim, seed=sim.seed + j),
+                baselines=base_names,
+                critics=critics,
+                n_eval=pool.n_instances,
+                critic_kappa=critic_concentration(train, critics),
+            ).set_index("policy")
+            ref = res["utility"].sel(policy="always_verify").values
+            for p in res["policy"].values.tolist():
+                if p == "always_verify" or p not in pdelta.index:
+                    continue
+                diff = res["utility"].sel(policy=p).values - ref
+                if not np.isfinite(diff).all():
+                    continue
+                digest = hashlib.sha1(np.round(diff, 9).tobytes()).hexdigest()[:12]
+                pr = pdelta.loc[p]
+                lo, hi, mean = float(pr["pred_lo"]), float(pr["pred_hi"]), float(pr["post_mean"])
+                d = float(diff.mean())
+                rows.append(
+                    (
+                        fs,
+                        j,
+                        b,
+                        g,
+                        p,
+                        pool.n_instances,
+                        d,
+                        mean,
+                        lo,
+                        hi,
+                        bool(lo - 1e-9 <= d <= hi + 1e-9),
+                        f"{fs}/{j}/{b}/{g}/{digest}",
                     )
+                )
     return pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
 
 
@@ -795,34 +803,3 @@ CORPUS_SHAPED_CELLS: tuple[tuple[str, str], ...] = (
     ("swebench_verified", "gpt5_mini"),
 )
 """The seven cells the real corpus has per-patch records for (the default of the coverage check)."""
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bpc.experiments.delta``: predictive coverage on the simulated panel."""
-    import argparse
-
-    from bpc.data.simulate import simulate_panel
-
-    parser = argparse.ArgumentParser(
-        description="Coverage of the predictive Δ intervals on the simulated panel (known truth), "
-        "over distinct checks of a 5-fold cross-fit over tasks."
-    )
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="simulator seed")
-    parser.add_argument("--draws", type=int, default=60, help="task-bootstrap parameter draws")
-    parser.add_argument("--per-draw", type=int, default=200, help="simulated tasks per draw")
-    args = parser.parse_args(argv)
-    bs = sorted({b for b, _ in CORPUS_SHAPED_CELLS})
-    gs = sorted({g for _, g in CORPUS_SHAPED_CELLS})
-    panel = simulate_panel(args.seed, benchmarks=bs, generators=gs)
-    keep = pd.MultiIndex.from_frame(panel.records[["benchmark", "generator"]]).isin(list(CORPUS_SHAPED_CELLS))
-    checks = predictive_coverage(
-        panel.records[keep], n_draws=args.draws, n_per_draw=args.per_draw, progress=True
-    )
-    with pd.option_context("display.width", 160):
-        print(coverage_summary(checks).round(3).to_string(index=False))
-        print(coverage_summary(checks, by=("policy",)).round(3).to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

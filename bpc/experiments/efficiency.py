@@ -11,51 +11,17 @@ are the first ``k`` of a seeded permutation of its training tasks (nested: a
 larger k adds tasks), so every k and every method is scored on the same
 tasks and their differences are paired. A method is a
 :data:`CalibrationFit`: counts → :class:`Calibration` (parameters, or
-controllers, and whether the fit converged); :func:`retrying` refits with
-longer settings, and a calibration that still fails is excluded and
-counted. :func:`loco_table` gives, per (target, k, method), the held-out
-utility difference to Laplace with a task-clustered interval
+controllers, and whether the fit converged); a hierarchical refit climbs the
+one refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`), and a
+calibration that still fails is excluded and counted. :func:`loco_table`
+gives, per (target, k, method), the held-out utility difference to Laplace with a task-clustered interval
 (:func:`bpc.intervals.clustered_interval`), the numbers of tasks,
 repeats, converged and excluded calibrations.
-
-The earlier experiment
-----------------------
-
-Each replayed cell is calibrated on only ``k`` of its fit instances
-(k = 3, 5, 10, 20, all; capped at the cell's fit-set size), drawn at random
-without replacement (``numpy.random.default_rng([seed, k, rep])``, several
-subsamples ``rep``), and the resulting DP controller is replayed on the
-cell's held-out eval instances (the same 75/25 split as :mod:`bpc.experiments.compare`;
-the eval set never changes). Methods:
-
-``laplace_dp``
-    The paper's plug-in DP on the Laplace estimate of the subsampled counts
-    of the cell alone.
-``hierarchical_mean_dp``
-    Plug-in DP at the posterior mean of the hierarchical model
-    (``bpc.estimate.model.fit``) fitted on the subsampled counts of *all* cells
-    jointly (plus the source's other cells — likelihood tables, measured
-    kernels — unchanged), so a small cell borrows strength from the others.
-``hierarchical_robust``
-    The Bayes-robust controller (:func:`bpc.decide.factory.make_controller`, ``mode="bayes_robust"``)
-    on draws of the same posterior.
-
-The outcome is Δ vs ``always_verify`` on the eval instances, per cell, k,
-subsample and method (:func:`efficiency_experiment`), averaged over cells by
-:func:`efficiency_summary` (and described in words by
-:func:`bpc.report.compare.efficiency_paragraph`). Every hierarchical refit
-goes through one compiled model
-(:class:`bpc.experiments.posterior.HierarchicalRefits`, sampler preset
-``refit``, or ``refit-quick`` when quick) and its R-hat, bulk / tail ESS and divergences are columns
-of the table (:data:`bpc.experiments.posterior.DIAGNOSTIC_COLUMNS`). The
-posterior can be swapped (``posterior_fn``), e.g. for the conjugate posterior
-in tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -63,11 +29,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, PAPER_CRITICS, REFIT_PRESETS
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
-from bpc.data.splits import Cell, Split
-from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS
-from bpc.schema import Pool
+from bpc.data.splits import Cell
 
 if TYPE_CHECKING:
     from bpc.replay.profiles import Profile
@@ -79,304 +43,16 @@ __all__ = [
     "laplace_calibration",
     "complete_pooling_calibration",
     "task_prior_calibration",
-    "posterior_mean_calibration",
-    "retrying",
     "loco_counts",
     "HIERARCHICAL_ARMS",
     "TASK_ARM",
     "EFFICIENCY_ARMS",
     "hierarchical_arms",
+    "LocoConfig",
     "loco_efficiency",
     "loco_table",
-    "EFFICIENCY_K",
-    "EFFICIENCY_METHODS",
-    "subsample_fit_ids",
-    "efficiency_experiment",
-    "efficiency_summary",
 ]
 
-EFFICIENCY_K: tuple[int | None, ...] = (3, 5, 10, 20, None)
-"""Calibration instances per cell; ``None`` = all fit instances."""
-
-EFFICIENCY_METHODS: tuple[str, ...] = ("laplace_dp", "hierarchical_mean_dp", "hierarchical_robust")
-"""Methods compared."""
-
-
-def subsample_fit_ids(
-    fit_ids: dict[tuple[str, str], np.ndarray], k: int | None, *, seed: int, rep: int
-) -> dict[tuple[str, str], np.ndarray]:
-    """``k`` fit instances per cell, drawn without replacement (all if ``k`` is ``None`` or too large).
-
-    Parameters
-    ----------
-    fit_ids : dict
-        Cell → sorted fit instance ids.
-    k : int or None
-        Instances to keep per cell.
-    seed, rep : int
-        The generator is ``default_rng([seed, k, rep, cell index])``.
-
-    Returns
-    -------
-    dict
-        Cell → sorted subsample.
-
-    Raises
-    ------
-    ValueError
-        If ``k < 1``.
-    """
-    if k is not None and k < 1:
-        raise ValueError(f"subsample_fit_ids: k must be >= 1 or None, got {k}")
-    out = {}
-    for i, (cell, ids) in enumerate(fit_ids.items()):
-        ids = np.sort(np.asarray(ids, dtype=str))
-        if k is None or k >= len(ids):
-            out[cell] = ids
-            continue
-        rng = np.random.default_rng([int(seed), int(k), int(rep), i])
-        out[cell] = np.sort(rng.choice(ids, size=int(k), replace=False))
-    return out
-
-
-def efficiency_experiment(
-    data,
-    *,
-    ks: Sequence[int | None] | None = None,
-    reps: int | None = None,
-    methods: Sequence[str] = EFFICIENCY_METHODS,
-    posterior_fn: Callable[[xr.Dataset, int], xr.Dataset] | None = None,
-    split: Split | None = None,
-    costs: CostSpec = None,
-    critics: Sequence[str] = PAPER_CRITICS,
-    robust_draws: int = 50,
-    quick: bool = False,
-    seed: int = DEFAULT_SEED,
-    progress: bool = False,
-) -> pd.DataFrame:
-    """Held-out Δ of DP controllers calibrated on ``k`` instances per cell.
-
-    Parameters
-    ----------
-    data : bpc.experiments.compare.CompareData
-        The source (:func:`bpc.experiments.compare.load_source`).
-    ks : sequence of int or None, optional
-        Calibration sizes; default :data:`EFFICIENCY_K` (quick: 3, 10, all).
-    reps : int, optional
-        Random subsamples per size (default 3, quick 2); ``k = all`` is run once.
-    methods : sequence of str
-        Some of :data:`EFFICIENCY_METHODS`.
-    posterior_fn : callable, optional
-        ``(counts, seed) -> draws``, diagnostics (:data:`DIAGNOSTIC_COLUMNS`)
-        in the draws' ``attrs`` when MCMC made them; default a
-        :class:`bpc.experiments.posterior.HierarchicalRefits` compiled on the
-        full fit split's counts, preset ``refit`` (``refit-quick`` when quick). Only called when a
-        hierarchical method is requested, then once per run, in run order, from one worker thread
-        (so the next refit samples while the previous run's controllers are replayed).
-    split : Split, optional
-        The fit / eval split (default :func:`bpc.experiments.sources.source_split`).
-    costs : Costs, callable, str or None
-        Any cost specification of :func:`bpc.costs.cost_resolver` (default
-        :func:`bpc.costs.paper_costs_for`).
-    critics : sequence of str
-        Critics the controllers may call.
-    robust_draws : int
-        Draws of the Bayes-robust controller.
-    quick : bool
-        Smaller defaults.
-    seed : int
-        Subsampling and sampler seed.
-    progress : bool
-        Progress output.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Tidy: ``source``, ``k`` (int, ``-1`` = all), ``k_label``, ``rep``,
-        ``benchmark``, ``generator``, ``n_fit`` (instances actually used),
-        ``n_eval``, ``method``, ``delta``, ``mean_utility`` and, on the hierarchical methods' rows, the
-        :data:`DIAGNOSTIC_COLUMNS` of the run's refit (``NaN`` on Laplace rows
-        and for exact draws; ``divergences`` nullable integer, ``converged``
-        nullable boolean).
-
-    Raises
-    ------
-    ValueError
-        For an unknown method.
-    """
-    from bpc.experiments.posterior import HierarchicalRefits
-    from bpc.experiments.sources import source_counts, source_split
-    from bpc.replay.engine import cell_pool, replay_pool
-    from bpc.schema import select_cell
-
-    unknown = [m for m in methods if m not in EFFICIENCY_METHODS]
-    if unknown:
-        raise ValueError(
-            f"efficiency_experiment: unknown method(s) {unknown}; expected some of {EFFICIENCY_METHODS}"
-        )
-    ks = tuple(ks) if ks is not None else ((3, 10, None) if quick else EFFICIENCY_K)
-    reps = int(reps) if reps is not None else (2 if quick else 3)
-    hier = [m for m in methods if m.startswith("hierarchical")]
-    split = source_split(data) if split is None else split
-    if hier and posterior_fn is None:
-        posterior_fn = HierarchicalRefits(
-            source_counts(data, split), preset="refit-quick" if quick else "refit", progress=progress
-        )
-    cost_fn = cost_resolver(costs)
-
-    fit_all = dict(split.fit)
-    pools = {}
-    for b, g in data.cells:
-        pool = cell_pool(select_cell(data.records, b, g))
-        pools[(b, g)] = pool.subset(np.isin(pool.instance_ids, split.eval[(b, g)]))
-    # always_verify does not depend on the calibration: replay it once per cell.
-    ref = {
-        cell: replay_pool(pools[cell], ["always_verify"], cost_fn(cell[0]), profile="paper")["utility"]
-        .sel(policy="always_verify")
-        .values
-        for cell in data.cells
-    }
-    runs = []  # (k, rep, subsampled fit ids, their counts)
-    for k in ks:
-        for rep in range(1) if k is None else range(reps):
-            sub_ids = subsample_fit_ids(fit_all, k, seed=seed, rep=rep)
-            runs.append((k, rep, sub_ids, source_counts(data, split, fit_ids=sub_ids)))
-    # The refits run one after another on a worker thread, ahead of the replays below: the sampler
-    # releases the GIL, so the next refit samples while this thread replays the previous one's
-    # controllers. Each call has its own seed, so the draws do not depend on the overlap.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bpc-refit") as worker:
-        futures = [
-            worker.submit(posterior_fn, run[3], int(seed) + 7919 * j)
-            if hier and posterior_fn is not None
-            else None
-            for j, run in enumerate(runs, 1)
-        ]
-        try:
-            rows = _efficiency_rows(
-                data,
-                runs,
-                posteriors=futures,
-                pools=pools,
-                ref=ref,
-                cost_fn=cost_fn,
-                methods=methods,
-                critics=critics,
-                robust_draws=robust_draws,
-                progress=progress,
-            )
-        except BaseException:
-            for f in futures:
-                if f is not None:
-                    f.cancel()
-            raise
-    out = pd.DataFrame(rows)
-    return out.astype({"divergences": "Int64", "converged": "boolean"})
-
-
-def _efficiency_rows(
-    data,
-    runs: Sequence[tuple[int | None, int, dict[Cell, np.ndarray], xr.Dataset]],
-    *,
-    posteriors: Sequence[Future | None],
-    pools: dict[Cell, Pool],
-    ref: dict[Cell, np.ndarray],
-    cost_fn: Callable,
-    methods: Sequence[str],
-    critics: Sequence[str],
-    robust_draws: int,
-    progress: bool,
-) -> list[dict]:
-    """The rows of :func:`efficiency_experiment`, replaying each run's controllers as its posterior arrives.
-
-    ``runs`` holds ``(k, rep, subsampled fit ids, their counts)``; ``posteriors`` the matching
-    pending ``posterior_fn`` results (``None`` without hierarchical methods); ``pools`` each
-    cell's eval pool and ``ref`` its ``always_verify`` utilities.
-    """
-    from bpc.decide.factory import PlanOptions, make_controller
-
-    paper = PlanOptions(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
-    from bpc.estimate.laplace import laplace
-    from bpc.experiments.posterior import posterior_mean_params
-    from bpc.progress import info
-    from bpc.replay.engine import replay_pool
-    from bpc.schema import select_cell, thin_draws
-
-    rows = []
-    for j, ((k, rep, sub_ids, counts), fut) in enumerate(zip(runs, posteriors, strict=True), 1):
-        label = "all" if k is None else str(k)
-        info(f"efficiency: k={label} rep={rep} ({j}/{len(runs)})", enabled=progress)
-        lap = laplace(counts)
-        post = None if fut is None else fut.result()
-        diag = {col: np.nan if post is None else post.attrs.get(col, np.nan) for col in DIAGNOSTIC_COLUMNS}
-        no_mcmc = dict.fromkeys(DIAGNOSTIC_COLUMNS, np.nan)
-        for b, g in data.cells:
-            c = cost_fn(b)
-            ctrls = {}
-            if "laplace_dp" in methods:
-                ctrls["laplace_dp"] = make_controller(select_cell(lap, b, g), c, critics=critics, plan=paper)
-            if post is not None:
-                pc = select_cell(post, b, g)
-                if "hierarchical_mean_dp" in methods:
-                    ctrls["hierarchical_mean_dp"] = make_controller(
-                        posterior_mean_params(pc), c, critics=critics, plan=paper
-                    )
-                if "hierarchical_robust" in methods:
-                    ctrls["hierarchical_robust"] = make_controller(
-                        thin_draws(pc, robust_draws),
-                        c,
-                        critics=critics,
-                        plan=replace(paper, mode="bayes_robust"),
-                    )
-            res = replay_pool(pools[(b, g)], ctrls, c, profile="paper")
-            for m in ctrls:
-                u = res["utility"].sel(policy=m).values
-                rows.append(
-                    {
-                        "source": data.label,
-                        "k": -1 if k is None else int(k),
-                        "k_label": label,
-                        "rep": rep,
-                        "benchmark": b,
-                        "generator": g,
-                        "n_fit": len(sub_ids[(b, g)]),
-                        "n_eval": len(u),
-                        "method": m,
-                        "delta": float(np.mean(u - ref[(b, g)])),
-                        "mean_utility": float(np.mean(u)),
-                        **(diag if m.startswith("hierarchical") else no_mcmc),
-                    }
-                )
-    return rows
-
-
-def efficiency_summary(eff: pd.DataFrame) -> pd.DataFrame:
-    """Δ averaged over cells (weighted equally) per source, method, k and subsample.
-
-    The ``all`` level (``k = -1``) is placed at twice the largest numeric k
-    for plotting; ``k_label`` keeps its name.
-
-    Parameters
-    ----------
-    eff : pandas.DataFrame
-        :func:`efficiency_experiment` output.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``source``, ``method``, ``k``, ``k_label``, ``rep``, ``delta``.
-    """
-    if eff.empty:
-        raise ValueError("efficiency_summary: empty efficiency table")
-    g = eff.groupby(["source", "method", "k", "k_label", "rep"], sort=True)["delta"].mean().reset_index()
-    numeric = g.loc[g["k"] > 0, "k"]
-    top = int(numeric.max()) * 2 if len(numeric) else 1
-    g["k"] = np.where(g["k"] < 0, top, g["k"])
-    return g
-
-
-# ---------------------------------------------------------------------------
-# Leave one cell out: calibration sizes of a target cell, every other cell complete
-# ---------------------------------------------------------------------------
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
 
@@ -395,7 +71,7 @@ class Calibration:
     converged : bool
         The fit passed its convergence check (always True for closed forms).
     attempts : int
-        Fits tried (:func:`retrying`).
+        Rungs of the refit ladder tried (1 for closed forms).
     diagnostics : mapping
         Whatever the fit reports (R-hat, ESS, …).
     start : str
@@ -472,51 +148,6 @@ def complete_pooling_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> C
     if bool(has_hist.any()) and "kappa" in params:
         params["kappa"].loc[sel] = laplace(pooled(has_hist))["kappa"].sel(sel).values
     return Calibration(params=params)
-
-
-def posterior_mean_calibration(posterior_fn: Callable[..., object]) -> CalibrationFit:
-    """A method from a posterior fit: plug-in controllers at the posterior mean, with the fit's check.
-
-    Parameters
-    ----------
-    posterior_fn : callable
-        ``(counts, seed=…) → Posterior`` (e.g.
-        :meth:`bpc.experiments.posterior.HierarchicalRefits.fit`), whose
-        ``diagnostics["converged"]`` says whether the fit passed its check.
-    """
-    from bpc.experiments.posterior import posterior_mean_params
-
-    def fit(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
-        post = posterior_fn(counts, seed=seed)
-        diag = dict(getattr(post, "diagnostics", {}))
-        return Calibration(
-            params=posterior_mean_params(post.params),  # type: ignore[attr-defined]
-            converged=bool(diag.get("converged", True)),
-            diagnostics=diag,
-        )
-
-    return fit
-
-
-def retrying(*attempts: CalibrationFit) -> CalibrationFit:
-    """Try each fit in turn until one converges (e.g. the ``refit`` preset, then ``default``).
-
-    The result is the first converged calibration, or the last one (with
-    ``converged = False``) when none converges; ``attempts`` counts the fits
-    tried.
-    """
-    if not attempts:
-        raise ValueError("retrying: give at least one fit")
-
-    def fit(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
-        cal = Calibration(converged=False)
-        for i, attempt in enumerate(attempts, 1):
-            cal = replace(attempt(counts, cell, seed), attempts=i)
-            if cal.converged:
-                break
-        return cal
-
-    return fit
 
 
 def loco_counts(
@@ -626,129 +257,62 @@ class _SharedRefit:
     """One hierarchical refit per calibration, shared by the arms that read it.
 
     :func:`loco_efficiency` calls every method with the same ``counts`` for one calibration; the
-    first arm fits (trying ``presets`` in turn until one converges), the others reuse the result.
-    Refits are keyed by the content of the counts (:func:`bpc.estimate.model.fit.counts_hash`) and
-    the target: identical counts — a target's ``k = 0`` calibrations in every repeat and fold —
-    are fitted once (with the first calibration's seed) and reused. With ``cache`` the refits
-    are also written to (and read back from) that folder, one netCDF each, so a long run that is
-    stopped resumes where it was and adding an arm does not refit.
+    first arm fits through the refit ladder (which climbs the sampler presets until a fit converges
+    and caches every rung under a key covering everything that made it), the others reuse the
+    result. Identical counts of one target — its ``k = 0`` calibrations in every repeat and fold —
+    are fitted once (with the first calibration's seed) and reused.
     """
 
-    def __init__(self, refits, presets: Sequence[str], *, draws: int, cache=None) -> None:
-        if not presets:
-            raise ValueError("hierarchical_arms: give at least one sampler preset")
-        self.refits = refits
-        self.presets = tuple(presets)
+    def __init__(self, ladder, *, draws: int, to_params: Callable[[xr.DataTree], xr.Dataset] | None) -> None:
+        self.ladder = ladder
         self.draws = int(draws)
-        self.cache = cache
+        self.to_params = to_params
         self._memo: dict[tuple, _Refit] = {}
-
-    def _file(self, key: tuple):
-        from pathlib import Path
-
-        assert self.cache is not None  # only called with a cache
-        (b, g), digest = key[0], key[1]
-        return Path(self.cache) / f"refit_{b}__{g}__{digest}.nc"
-
-    def _read(self, key: tuple) -> _Refit | None:
-        import json
-
-        from bpc.outputs import read_netcdf
-
-        path = self._file(key)
-        if not path.is_file():
-            return None
-        tree = read_netcdf(path, tree=True)
-        if json.loads(tree.attrs["presets"]) != list(self.presets) or int(tree.attrs["draws"]) != self.draws:
-            return None
-        return _Refit(
-            mean=tree["mean"].to_dataset(),
-            draws=tree["draws"].to_dataset(),
-            diagnostics=json.loads(tree.attrs["diagnostics"]),
-            attempts=int(tree.attrs["attempts"]),
-        )
-
-    def _write(self, key: tuple, refit: _Refit, seed: int) -> None:
-        import json
-
-        from bpc.outputs import write_netcdf
-
-        attrs = {
-            "presets": json.dumps(list(self.presets)),
-            "draws": self.draws,
-            "diagnostics": json.dumps({k: _plain(v) for k, v in refit.diagnostics.items()}),
-            "attempts": refit.attempts,
-            "seed": int(seed),
-            "counts": key[1],
-        }
-        tree = xr.DataTree.from_dict({"mean": refit.mean, "draws": refit.draws})
-        tree.attrs.update(attrs)
-        self._file(key).parent.mkdir(parents=True, exist_ok=True)
-        write_netcdf(tree, self._file(key), option="--refit-cache")
-
-    def fit(self, counts: xr.Dataset, cell: Cell, seed: int) -> _Refit:
-        """The refit, trying each preset until one converges (the target cell's part of it)."""
-        from bpc.experiments.posterior import posterior_mean_params
-        from bpc.schema import select_cell, thin_draws
-
-        post = None
-        attempts = 0
-        for preset in self.presets:
-            attempts += 1
-            post = self.refits.with_preset(preset).fit(counts, seed=seed)
-            if bool(post.diagnostics.get("converged", True)):
-                break
-        assert post is not None  # presets is not empty
-        own = select_cell(post.params, *cell)
-        return _Refit(
-            mean=posterior_mean_params(own),
-            draws=thin_draws(own, self.draws),
-            diagnostics=dict(post.diagnostics),
-            attempts=attempts,
-        )
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_memo": {}}
 
     def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> _Refit:
         from bpc.estimate.model.fit import counts_hash
+        from bpc.estimate.model.refits import fit_summary
+        from bpc.experiments.posterior import posterior_mean_params
+        from bpc.schema import select_cell, thin_draws
 
         key = (tuple(cell), counts_hash(counts))
         if key not in self._memo:
-            found = None if self.cache is None else self._read(key)
-            if found is None:
-                found = self.fit(counts, cell, seed)
-                if self.cache is not None:
-                    self._write(key, found, seed)
-            self._memo[key] = found
+            dt = self.ladder.fit(counts, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
+            if self.to_params is None:
+                from bpc.estimate.model import posterior_params
+
+                params = posterior_params(dt)
+            else:
+                params = self.to_params(dt)
+            summary = fit_summary(dt)
+            own = select_cell(params, *cell)
+            self._memo[key] = _Refit(
+                mean=posterior_mean_params(own),
+                draws=thin_draws(own, self.draws),
+                diagnostics=summary,
+                attempts=int(summary.get("attempts", 1)),
+            )
         return self._memo[key]
 
 
-def _plain(value: object) -> object:
-    """A diagnostics value as plain JSON (numpy scalars to Python numbers)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def hierarchical_arms(
-    refits,
+    ladder,
     *,
     costs: CostSpec = None,
     profile: str | Profile = "bpc",
-    presets: Sequence[str] = REFIT_PRESETS,
     draws: int = 50,
     max_patches: int | None = None,
-    cache=None,
+    to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
 ) -> dict[str, CalibrationFit]:
     """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one refit.
 
-    Each calibration refits the hierarchical model once
-    (:class:`bpc.experiments.posterior.HierarchicalRefits`, compiled once on
-    a template spanning every calibration — the source's complete counts),
-    trying the sampler ``presets`` in turn until one passes its convergence
-    check; every arm reports that fit's ``converged`` and ``attempts``. A
-    calibration whose counts equal an earlier one's (a target's ``k = 0`` in
+    Each calibration refits the hierarchical model once through ``ladder`` (compiled once on a
+    template spanning every calibration — the source's complete counts — and climbing the sampler
+    presets until a fit passes its convergence check); every arm reports that fit's ``converged``
+    and ``attempts``. A calibration whose counts equal an earlier one's (a target's ``k = 0`` in
     every fold) reuses its refit. The arms replay the profile's ``bayesian_dp``:
 
     ``posterior_mean_dp``
@@ -760,21 +324,19 @@ def hierarchical_arms(
 
     Parameters
     ----------
-    refits : HierarchicalRefits
-        The compiled model (its own preset is not used: ``presets`` are).
+    ladder : RefitLadder
+        The one refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`), with its presets
+        and cache.
     costs : Costs, callable, str or None
         Any cost specification of :func:`bpc.costs.cost_resolver`.
     profile : str or Profile
         Replay profile whose belief and switches the controllers use.
-    presets : sequence of str
-        Sampler presets tried in order (:data:`bpc.constants.REFIT_PRESETS`).
     draws : int
         Draws the Bayes-robust and Thompson controllers reason with.
     max_patches : int, optional
         Patch budget of the planners (default :data:`~bpc.constants.POOL_SIZE`).
-    cache : path, optional
-        Folder the refits are written to and reused from (keyed by the counts' content, the
-        target, the presets and ``draws``): a stopped run resumes without refitting.
+    to_params : callable, optional
+        A fit → its parameter draws (default :func:`bpc.estimate.model.posterior_params`).
 
     Returns
     -------
@@ -783,7 +345,7 @@ def hierarchical_arms(
     """
     from bpc.constants import POOL_SIZE
 
-    shared = _SharedRefit(refits, presets, draws=int(draws), cache=cache)
+    shared = _SharedRefit(ladder, draws=int(draws), to_params=to_params)
     budget = int(max_patches or POOL_SIZE)
     return {
         arm: _HierarchicalArm(arm, shared, costs=costs, profile=profile, max_patches=budget)
@@ -801,45 +363,72 @@ class _HierarchicalArm:
     def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
         refit = self.shared(counts, cell, seed)
         diag = dict(refit.diagnostics)
-        converged = bool(diag.get("converged", True))
+        converged = bool(diag.get("converged", False))
         if self.arm == "posterior_mean_dp":
             return Calibration(
                 params=refit.mean, converged=converged, attempts=refit.attempts, diagnostics=diag
             )
-        from bpc.costs import cost_resolver
-        from bpc.decide.factory import index_rule, make_controller
+        from bpc.evaluate import Arm, controllers
         from bpc.replay.profiles import get_profile
 
         prof = get_profile(self.profile)
-        ctrl = make_controller(
-            refit.draws,
+        ctrls = controllers(
+            {"bayesian_dp": Arm(refit.draws, mode=self.arm)},
             cost_resolver(self.costs)(cell[0]),
-            policy="bayesian_dp",
-            plan=replace(prof.switches, mode=self.arm),
-            index=index_rule(self.arm, seed=int(seed)),
+            plan=prof.switches,
             max_patches=self.max_patches,
-            name="bayesian_dp",
+            seed=int(seed),
         )
-        return Calibration(
-            controllers={"bayesian_dp": ctrl}, converged=converged, attempts=refit.attempts, diagnostics=diag
-        )
+        return Calibration(controllers=ctrls, converged=converged, attempts=refit.attempts, diagnostics=diag)
+
+
+@dataclass(frozen=True)
+class LocoConfig:
+    """Options of the leave-one-cell-out study (:func:`loco_efficiency`).
+
+    Attributes
+    ----------
+    targets : sequence of (str, str), optional
+        Target cells (default every cell of the records).
+    ks : sequence of int or None
+        Calibration sizes; ``None`` = all training tasks (a k above the training size is capped,
+        and the effective size is reported).
+    repeats : int
+        Fold-assignment seeds ``seed, seed + 1, …`` (an explicit config of
+        :func:`bpc.data.splits.folds`).
+    n_folds : int
+        Folds of the target's tasks.
+    max_folds : int, optional
+        Score only the first ``max_folds`` folds of each repeat (fewer calibrations — e.g. for
+        MCMC refits — still paired across k and methods); default all.
+    costs, profile, policies
+        Replay settings: the controllers of ``policies`` are replayed.
+    seed : int
+        Root seed (folds, calibration subsamples, fits).
+    replay_failed : bool
+        Also replay a calibration that failed its convergence check (its rows keep
+        ``converged = False``, so :func:`loco_table` can exclude them, or use them with a flag).
+        Default: its rows have no utility.
+    """
+
+    targets: Sequence[Cell] | None = None
+    ks: Sequence[int | None] = LOCO_K
+    repeats: int = 3
+    n_folds: int = N_FOLDS
+    max_folds: int | None = None
+    costs: CostSpec = None
+    profile: str | Profile = "bpc"
+    policies: Sequence[str] = ("bayesian_dp",)
+    seed: int = DEFAULT_SEED
+    replay_failed: bool = False
 
 
 def loco_efficiency(
     records: pd.DataFrame,
+    config: LocoConfig = LocoConfig(),
     *,
     methods: Mapping[str, CalibrationFit] | None = None,
-    targets: Sequence[Cell] | None = None,
-    ks: Sequence[int | None] = LOCO_K,
-    repeats: int = 3,
-    n_folds: int = 5,
-    max_folds: int | None = None,
-    costs: CostSpec = None,
-    profile: str | Profile = "bpc",
-    policies: Sequence[str] = ("bayesian_dp",),
     base_counts: xr.Dataset | None = None,
-    seed: int = DEFAULT_SEED,
-    replay_failed: bool = False,
     scheduler=None,
     progress: bool = False,
 ) -> pd.DataFrame:
@@ -849,33 +438,14 @@ def loco_efficiency(
     ----------
     records : pandas.DataFrame
         Per-patch records of the replayed cells.
+    config : LocoConfig
+        The study's options.
     methods : mapping, optional
         Name → :data:`CalibrationFit` (default ``laplace`` and
         ``complete_pooling``; add e.g. :func:`hierarchical_arms`).
         ``laplace`` is the reference of :func:`loco_table`.
-    targets : sequence of (str, str), optional
-        Target cells (default every cell of ``records``).
-    ks : sequence of int or None
-        Calibration sizes; ``None`` = all training tasks (a k above the
-        training size is capped, and the effective size is reported).
-    repeats : int
-        Fold-assignment seeds ``FOLD_SEEDS``-style: ``seed, seed + 1, …``.
-    n_folds : int
-        Folds of the target's tasks.
-    max_folds : int, optional
-        Score only the first ``max_folds`` folds of each repeat (fewer
-        calibrations — e.g. for MCMC refits — still paired across k and
-        methods); default all.
-    costs, profile, policies
-        Replay settings: the controllers of ``policies`` are replayed.
     base_counts : xarray.Dataset, optional
         The source's counts of every cell (:func:`loco_counts`).
-    seed : int
-        Root seed (folds, calibration subsamples, fits).
-    replay_failed : bool
-        Also replay a calibration that failed its convergence check (its
-        rows keep ``converged = False``, so :func:`loco_table` can exclude
-        them, or use them with a flag). Default: its rows have no utility.
     scheduler : str, LocalCluster, Client or None
         Run the targets on a ``dask.distributed`` cluster
         (:func:`bpc.experiments.cluster.map_pieces`: the records and methods
@@ -903,27 +473,21 @@ def loco_efficiency(
     cells = [
         (str(b), str(g)) for b, g in records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()
     ]
-    targets = cells if targets is None else [(str(b), str(g)) for b, g in targets]
+    targets = cells if config.targets is None else [(str(b), str(g)) for b, g in config.targets]
     for b, g in targets:
         if (b, g) not in cells:
             raise ValueError(f"loco_efficiency: no records for target cell ({b}, {g})")
-    settings = dict(
-        ks=tuple(ks),
-        repeats=int(repeats),
-        n_folds=int(n_folds),
-        max_folds=max_folds,
-        costs=costs,
-        profile=profile,
-        policies=tuple(policies),
-        seed=int(seed),
-        replay_failed=bool(replay_failed),
-        progress=bool(progress) and scheduler is None,
-    )
     parts = map_pieces(
         _loco_target,
         list(enumerate(targets)),
         scheduler=scheduler,
-        shared={"records": records, "methods": methods, "base_counts": base_counts, "settings": settings},
+        shared={
+            "records": records,
+            "methods": methods,
+            "base_counts": base_counts,
+            "config": config,
+            "progress": bool(progress) and scheduler is None,
+        },
     )
     return pd.DataFrame([row for part in parts for row in part])
 
@@ -934,12 +498,12 @@ def _loco_target(
     records: pd.DataFrame,
     methods: Mapping[str, CalibrationFit],
     base_counts: xr.Dataset | None,
-    settings: Mapping[str, object],
+    config: LocoConfig,
+    progress: bool,
 ) -> list[dict]:
     """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets)."""
     from bpc.costs import cost_resolver
-    from bpc.data.splits import folds as fold_assignment
-    from bpc.experiments.protocol import engine_controllers
+    from bpc.evaluate import fold_splits, profile_controllers
     from bpc.experiments.task_starts import CELL, fold_task_priors, task_starts
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
@@ -947,25 +511,20 @@ def _loco_target(
     from bpc.schema import select_cell
 
     t_idx, (b, g) = item
-    s = dict(settings)
-    seed, n_folds, max_folds = int(s["seed"]), int(s["n_folds"]), s["max_folds"]  # type: ignore[arg-type]
-    prof = get_profile(s["profile"])  # type: ignore[arg-type]
-    progress = bool(s["progress"])
+    cf = config
+    seed = int(cf.seed)
+    prof = get_profile(cf.profile)
     cell_rec = select_cell(records, b, g)
-    seeds = [seed + r for r in range(int(s["repeats"]))]  # type: ignore[arg-type]
-    folds = fold_assignment(cell_rec, k=n_folds, seeds=seeds)
     pool_all = cell_pool(cell_rec, prof)
-    c = cost_resolver(s["costs"])(b)  # type: ignore[arg-type]
-    n_scored = n_folds if max_folds is None else min(int(max_folds), n_folds)  # type: ignore[arg-type]
+    c = cost_resolver(cf.costs)(b)
     rows = []
-    for r, fs in enumerate(seeds):
-        this = folds[folds["seed"] == fs]
-        for j in range(n_scored):
-            scored = this.loc[this["fold"] == j, "instance_id"].to_numpy(dtype=str)
-            train = np.sort(this.loc[this["fold"] != j, "instance_id"].to_numpy(dtype=str))
+    for r in range(int(cf.repeats)):
+        for split in fold_splits(cell_rec, n_folds=cf.n_folds, seeds=[seed + r], max_folds=cf.max_folds):
+            j = int(split.fold or 0)
+            scored, train = split.eval[(b, g)], np.sort(split.fit[(b, g)])
             order = train[np.random.default_rng([seed, r, j, t_idx]).permutation(train.shape[0])]
             pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
-            for k in s["ks"]:  # type: ignore[attr-defined]
+            for k in cf.ks:
                 k_used = train.shape[0] if k is None else min(int(k), train.shape[0])
                 counts = loco_counts(records, (b, g), order[:k_used], base=base_counts)
                 info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
@@ -982,7 +541,7 @@ def _loco_target(
                         converged=cal.converged,
                         attempts=cal.attempts,
                     )
-                    if not cal.converged and not s["replay_failed"]:
+                    if not cal.converged and not cf.replay_failed:
                         rows.append(
                             {
                                 **base,
@@ -997,11 +556,11 @@ def _loco_target(
                     ctrls = dict(cal.controllers or {})
                     if cal.params is not None:
                         ctrls.update(
-                            engine_controllers(
+                            profile_controllers(
                                 select_cell(cal.params, b, g),
                                 c,
                                 profile=prof,
-                                policies=s["policies"],  # type: ignore[arg-type]
+                                policies=cf.policies,
                                 max_patches=max(int(pool_all.n_patches.max()), 1),
                             )
                         )

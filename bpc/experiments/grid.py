@@ -31,7 +31,7 @@ table.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -172,8 +172,8 @@ def pointwise_controller(
     kernel *and* costs; :class:`bpc.decide.controllers.FixedIndex`). This is
     how a grid of cost points, or of (posterior draw, cost point) pairs, is
     replayed in one pass over a tiled pool, with the DP solved once for all
-    samples. It is :class:`bpc.decide.controllers.GreedyController` /
-    :class:`bpc.decide.controllers.TableController` on those samples, so its
+    samples. It is the factory's (:func:`bpc.decide.factory.make_controller`,
+    the paper's switches) greedy or table controller on those samples, so its
     decisions are exactly theirs for that sample's parameters and costs.
 
     Parameters
@@ -197,9 +197,10 @@ def pointwise_controller(
     GreedyController or TableController
         Named ``kind``.
     """
-    from bpc.decide.controllers import FixedIndex, GreedyController, TableController
-    from bpc.decide.options import PlanOptions
+    from bpc.decide.controllers import FixedIndex
+    from bpc.decide.factory import make_controller
     from bpc.decide.table import ParameterSamples, SampleCosts
+    from bpc.evaluate import PAPER_PLAN
 
     if kind not in ("bayesian_greedy", "bayesian_dp"):
         raise ValueError(f"pointwise_controller: kind must be bayesian_greedy or bayesian_dp, got {kind!r}")
@@ -207,16 +208,14 @@ def pointwise_controller(
     sample_costs = SampleCosts(
         critic=costs["critic"], c_gen=costs["c_gen"], c_ver=costs["c_ver"], reward=costs["reward"]
     )
-    index = FixedIndex(np.asarray(sample, dtype=np.int64))
-    if kind == "bayesian_greedy":
-        return GreedyController(samples, sample_costs, critics=critics, index=index)
     # one sample per (draw, cost point): lookups recompute Q from the values rather than store them all
-    return TableController(
+    return make_controller(
         samples,
         sample_costs,
+        policy=kind,
         critics=critics,
-        index=index,
-        plan=PlanOptions(horizon=horizon, grid_size=grid_size, keep_q=False),
+        index=FixedIndex(np.asarray(sample, dtype=np.int64)),
+        plan=replace(PAPER_PLAN, horizon=horizon, grid_size=grid_size, keep_q=False),
     )
 
 

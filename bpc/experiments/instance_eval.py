@@ -50,6 +50,7 @@ from bpc.constants import (
     CI_PROB,
     DEFAULT_SEED,
     DIM_DRAW,
+    N_FOLDS,
 )
 from bpc.intervals import paired_bootstrap
 from bpc.replay.engine import replay_folds, summarize
@@ -137,11 +138,8 @@ def heldout_instance_table(
     costs: Mapping[str, str | None] = COST_SPECS,
     variants: Mapping[str, tuple[str, str | None]] = VARIANTS,
     policies: Sequence[str] = BASELINE_POLICIES + BAYESIAN_POLICIES,
-    n_folds: int = 5,
+    n_folds: int = N_FOLDS,
     profile: Profile = BPC,
-    B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
-    prob: float = BOOTSTRAP_PROB,
     progress: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Held-out (K-fold cross-fitted) utilities of every policy under both beliefs.
@@ -161,8 +159,6 @@ def heldout_instance_table(
         ``K``.
     profile : Profile
         Replay conventions (default ``bpc``: verification not terminal).
-    B, seed, prob
-        Paired bootstrap settings.
     progress : bool
         Report progress on stderr.
 
@@ -179,7 +175,7 @@ def heldout_instance_table(
     pols = tuple(dict.fromkeys(("always_verify", *policies)))
     bayes = tuple(p for p in pols if p in BAYESIAN_POLICIES)
     base = tuple(p for p in pols if p not in BAYESIAN_POLICIES)
-    boot = dict(B=B, seed=seed, prob=prob)
+    boot = dict(B=BOOTSTRAP_B, seed=BOOTSTRAP_SEED, prob=BOOTSTRAP_PROB)  # the paper's paired bootstrap
     frames, paired = [], []
     for costs_name, spec in costs.items():
         runs: dict[str, Mapping[tuple[str, str], xr.Dataset]] = {}
@@ -366,7 +362,7 @@ def kfold_predictive_coverage(
     records: pd.DataFrame,
     *,
     costs=None,
-    n_folds: int = 5,
+    n_folds: int = N_FOLDS,
     n_draws: int = 100,
     n_per_draw: int = 300,
     prob: float = CI_PROB,
@@ -412,11 +408,11 @@ def kfold_predictive_coverage(
     from bpc.constants import SPLIT_SEED
     from bpc.costs import cost_resolver
     from bpc.data.splits import fold_split, folds, split_counts
-    from bpc.decide.factory import PlanOptions, make_controller
     from bpc.decide.solve import instance_kappa
     from bpc.estimate.conjugate import conjugate_posterior
     from bpc.estimate.laplace import laplace
-    from bpc.experiments.delta import critic_concentration, posterior_delta
+    from bpc.evaluate import Arm, controllers
+    from bpc.experiments.delta import Simulation, critic_concentration, posterior_delta
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.schema import select_cell
@@ -436,9 +432,7 @@ def kfold_predictive_coverage(
             pool = cell_pool(rec)
             sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
             lap_cell = select_cell(lap, b, g)
-            paper = PlanOptions(plan_verify_continues=False)  # the paper's planning (method.md §Controllers)
-            dp = make_controller(lap_cell, c, plan=paper, name="laplace_dp")
-            ctrls: dict[str, object] = {"laplace_dp": dp}
+            ctrls: dict[str, object] = controllers({"laplace_dp": Arm(lap_cell)}, c, critics=None)
             pols = list(BASELINE_POLICIES)
             res = replay_pool(sub, {**{p: p for p in pols}, **ctrls}, c, profile="paper")
             observed = summarize(res)["delta"].to_series().to_dict()
@@ -449,12 +443,8 @@ def kfold_predictive_coverage(
                 post_cell,
                 ctrls,
                 c,
+                Simulation(n_draws, n_per_draw, prob, kind, seed + j),
                 baselines=pols,
-                n_draws=n_draws,
-                n_per_draw=n_per_draw,
-                prob=prob,
-                kind=kind,
-                seed=seed + j,
                 n_eval=sub.n_instances,
                 critic_kappa=critic_concentration(fold.rows(rec, "fit")),
             )

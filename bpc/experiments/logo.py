@@ -555,7 +555,7 @@ def _best_baseline(
     records: pd.DataFrame, target: Cell, costs, prof, candidates: Sequence[str]
 ) -> tuple[str, float]:
     """The simple baseline with the best mean utility on the benchmark's *other* generators' tasks."""
-    from bpc.experiments.protocol import simple_baselines
+    from bpc.evaluate import simple_baselines
     from bpc.replay.engine import cell_pool, replay_pool
 
     b, g = target
@@ -617,7 +617,7 @@ def logo_target(
     from bpc.data.counts import counts_from_records
     from bpc.decide.baselines import is_baseline
     from bpc.estimate.crossed import beta_binomial_logpmf
-    from bpc.experiments.protocol import simple_baselines
+    from bpc.evaluate import simple_baselines
     from bpc.replay.engine import cell_policies, cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell

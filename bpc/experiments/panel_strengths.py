@@ -4,8 +4,8 @@
 dependence whose strengths are embedded constants of :mod:`bpc.data.simulate`
 (so the simulator runs on a bare machine). This module is where those
 constants come from: :func:`panel_strengths` computes them from a corpus'
-per-patch records, and ``python -m bpc.experiments.panel_strengths CORPUS``
-prints them.
+per-patch records, and ``python analyses/panel_strengths.py CORPUS`` prints
+them.
 
 ``kappa`` (:data:`bpc.data.simulate.KAPPA`)
     The concentration of a task's pass rate, θ ~ Beta(πκ, (1 − π)κ): one κ
@@ -192,31 +192,3 @@ def panel_strengths(records: pd.DataFrame) -> dict:
         "pairs": pairs,
         "critics": crit,
     }
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
-    from bpc.data.corpus import load_corpus
-
-    parser = argparse.ArgumentParser(
-        description="Dependence strengths of the simulated panel, from a corpus."
-    )
-    parser.add_argument("corpus", help="corpus folder (e.g. ../shared/data/paper_corpus)")
-    args = parser.parse_args(argv)
-    s = panel_strengths(load_corpus(args.corpus).records)
-    with pd.option_context("display.width", 160, "display.max_rows", 100):
-        print(s["pairs"].round(3).to_string(index=False))
-        print(s["critics"].round(3).to_string(index=False))
-    print(f"kappa = {s['kappa']:.4f}")
-    print(f"difficulty_correlation = {s['difficulty_correlation']:.4f}")
-    print(
-        "critic_kappa = {"
-        + ", ".join(f"{c!r}: ({a:.4g}, {b:.4g})" for c, (a, b) in s["critic_kappa"].items())
-        + "}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

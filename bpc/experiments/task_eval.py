@@ -31,7 +31,8 @@ pooled over a benchmark's generators, with task-clustered intervals.
 Examples
 --------
 >>> from bpc.data.simulate import simulate_panel
->>> from bpc.experiments.protocol import cross_fit, replay_evaluator
+>>> from bpc.evaluate import cross_fit
+>>> from bpc.experiments.protocol import replay_evaluator
 >>> panel = simulate_panel(2, benchmarks=["lcb_hard"], generators=["haiku45", "qwen3_coder"])
 >>> ev = replay_evaluator("fast", policies=["always_verify", "bayesian_dp"], starts=("cell", "oracle"))
 >>> u = cross_fit(panel.records, ev, seeds=[0], n_folds=3)
@@ -54,7 +55,7 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.estimate.crossed import EVIDENCE_KINDS
-from bpc.experiments.protocol import task_means
+from bpc.evaluate import task_means
 from bpc.experiments.task_starts import CELL, START_SEP, check_starts
 
 if TYPE_CHECKING:
@@ -323,8 +324,8 @@ def compare_priors(
         Tables ``gains`` (:func:`prior_gain_table`, plus the extra interval columns) and
         ``utilities`` (the cross-fitted per-task utilities).
     """
-    from bpc.evaluate import Result
-    from bpc.experiments.protocol import cross_fit, replay_evaluator
+    from bpc.evaluate import Result, cross_fit
+    from bpc.experiments.protocol import replay_evaluator
 
     evaluate = replay_evaluator(
         config.costs,

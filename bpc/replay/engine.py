@@ -44,6 +44,7 @@ from bpc.constants import (
     BOOTSTRAP_PROB,
     BOOTSTRAP_SEED,
     EXTRA_BASELINES,
+    N_FOLDS,
     PAPER_CRITICS,
     POLICIES,
     POOL_SIZE,
@@ -53,8 +54,8 @@ from bpc.constants import (
 from bpc.costs import Costs, CostSpec, cost_resolver
 from bpc.data.counts import cell_kernel_counts
 from bpc.data.splits import Split, fold_split, folds, split_cells, split_counts
+from bpc.decide import factory
 from bpc.decide.baselines import describe_baseline, gate_critic, is_baseline, pipeline_order
-from bpc.decide.factory import make_controller as build_controller
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.intervals import paired_bootstrap
 from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
@@ -65,7 +66,7 @@ __all__ = [
     "replay_baseline",
     "replay_refinement",
     "replay_controller",
-    "make_controller",
+    "policy_controller",
     "task_critics",
     "cell_policies",
     "trajectory_matrix",
@@ -489,7 +490,7 @@ def task_critics(pool: Pool, critics: Sequence[str]) -> np.ndarray:
     return out
 
 
-def make_controller(
+def policy_controller(
     name: str,
     params_cell: xr.Dataset,
     costs: Costs,
@@ -523,7 +524,7 @@ def make_controller(
         return ReleaseDPController(
             params_cell, costs, critics=critics, kernel_default_from_prior=prof.dp_kernel_default_from_prior
         )
-    return build_controller(
+    return factory.make_controller(
         params_cell,
         costs,
         policy=name,
@@ -675,7 +676,7 @@ def _replay_named(name, pool, costs, prof, trajectories, params, belief=None, th
         if params is None:
             raise ValueError(f"policy {name!r} needs the cell's parameters (params=…)")
         budget = int(pool.n_patches.max()) if pool.n_instances else POOL_SIZE
-        controller = make_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
+        controller = policy_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
         return replay_controller(pool, controller, costs, prof, theta0=theta0)
     raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
 
@@ -907,15 +908,17 @@ def replay_cells(
         info(f"replay {b}/{g} ({i}/{len(instances)})", enabled=progress)
         for side in sides:
             ids = fit_ids if side == "fit" else eval_ids
-            result = _replay_cell_side(records, trajectories, params, (b, g), ids, cost_for(b), *ctx)
+            result = _replay_cell_side(records, trajectories, params, (b, g), ids, cost_for(b), ctx)
             frames.append(_summary_frame(result, b, g, None if prof.in_sample else side, belief))
     return _join(frames, list(RESULT_COLUMNS) + ([] if prof.in_sample else ["split"]))
 
 
-def _replay_cell_side(
-    records, trajectories, params, cell, ids, costs, prof, pols, kernel, transition_counts, belief
-) -> xr.Dataset:
-    """Replay the instances ``ids`` of one cell with that cell's parameters."""
+def _replay_cell_side(records, trajectories, params, cell, ids, costs, ctx) -> xr.Dataset:
+    """Replay the instances ``ids`` of one cell with that cell's parameters.
+
+    ``ctx`` is ``(profile, policies, kernel, transition_counts, belief)``.
+    """
+    prof, pols, kernel, transition_counts, belief = ctx
     b, g = cell
     traj = None if trajectories is None else select_cell(trajectories, b, g)
     pool = cell_pool(select_cell(records, b, g), prof)
@@ -960,7 +963,7 @@ def replay_folds(
     kernel: Mapping[str, float] | None = None,
     transition_counts: xr.Dataset | None = None,
     belief: str | None = None,
-    n_folds: int = 5,
+    n_folds: int = N_FOLDS,
     progress: bool = False,
 ) -> dict[tuple[str, str], xr.Dataset]:
     """Per-instance K-fold cross-fitted replay results of every cell (method.md §Instance model).
@@ -998,7 +1001,7 @@ def replay_folds(
         info(f"replay fold {j + 1}/{n_folds}", enabled=progress)
         params = laplace(split_counts(records, fold, trajectories=trajectories))
         for (b, g), _, eval_ids in fold:
-            res = _replay_cell_side(records, trajectories, params, (b, g), eval_ids, cost_for(b), *ctx)
+            res = _replay_cell_side(records, trajectories, params, (b, g), eval_ids, cost_for(b), ctx)
             parts.setdefault((b, g), []).append(res)
     out = {}
     for cell, results in parts.items():

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, BELIEFS, POLICIES
+from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, BELIEFS, N_FOLDS, POLICIES
 from bpc.decide.options import PlanOptions
 
 __all__ = [
@@ -302,7 +302,7 @@ BPC = Profile(
     policies=POLICIES,
     belief="instance",
     plan_verify_continues=True,
-    n_folds=5,
+    n_folds=N_FOLDS,
     regenerate="fresh",
 )
 """method.md §Instance model: instance belief, verification not terminal in planning, 5-fold cross-fitting."""

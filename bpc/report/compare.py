@@ -1,10 +1,11 @@
 """Tables, figures and ``report.md`` of the Laplace-vs-posterior comparison (``bpc compare``).
 
-:func:`bpc.experiments.compare.compare` computes; :func:`write_compare`
-writes what it computed into a folder; :func:`run_compare` does both (the
-command's entry point). The text helpers (:func:`agreement_text`,
-:func:`efficiency_paragraph`) state, with the run's numbers, how the two
-kinds of Δ interval relate and whether pooling paid.
+:func:`bpc.experiments.compare.compare` (the study, a frozen
+:class:`~bpc.experiments.compare.CompareConfig`) computes; :func:`write_compare`
+writes what it computed into a folder; :func:`run_compare` is the two in a row.
+The text helpers (:func:`agreement_text`, :func:`efficiency_paragraph`) state,
+with the run's numbers, how the two kinds of Δ interval relate and whether
+pooling paid.
 """
 
 from __future__ import annotations
@@ -16,57 +17,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB, DEFAULT_SEED
-from bpc.costs import CostSpec
-from bpc.experiments.compare import CONTROLLERS, CompareResult, compare
+from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB
+from bpc.experiments.compare import CONTROLLERS, CompareConfig, CompareResult, compare
 from bpc.experiments.efficiency import HIERARCHICAL_ARMS
 
 __all__ = [
+    "run_compare",
     "HEADLINE_POLICIES",
     "protocol_headline",
     "efficiency_view",
-    "delta_intervals_table",
     "agreement_text",
     "efficiency_paragraph",
     "write_compare",
-    "run_compare",
 ]
 
 HEADLINE_POLICIES: tuple[str, ...] = ("best_of_3", "gate_test", "gate_llm", *CONTROLLERS)
 """Policies shown in the report's interval table and figure (beside ``always_verify``)."""
-
-
-def delta_intervals_table(table: pd.DataFrame, policies: Sequence[str]) -> pd.DataFrame:
-    """Δ with its bootstrap CI and, where computed, the posterior and per-draw intervals.
-
-    Beside Δ: the held-out instances ``n_eval``, the ``pass_rate``, the
-    ``cost_per_instance`` and ``wins_by_abstaining``
-    (:func:`bpc.report.tables.flag_abstention`), where the table has them.
-    """
-    from bpc.report.tables import flag_abstention
-
-    if "pass_rate" in table.columns and "wins_by_abstaining" not in table.columns:
-        table = flag_abstention(table)
-    cols = ["benchmark", "generator", "policy"]
-    cols += [c for c in ("n_eval", "pass_rate", "cost_per_instance") if c in table.columns]
-    cols += ["delta", "ci_lo", "ci_hi"]
-    cols += [
-        c
-        for c in (
-            "post_mean",
-            "post_lo",
-            "post_hi",
-            "pred_lo",
-            "pred_hi",
-            "p_positive",
-            "draw_lo",
-            "draw_hi",
-            "wins_by_abstaining",
-        )
-        if c in table.columns
-    ]
-    sub = table[table["policy"].isin(list(policies))][cols]
-    return sub.reset_index(drop=True)
 
 
 def agreement_text(table: pd.DataFrame) -> str:
@@ -214,9 +180,9 @@ def protocol_headline(
     Parameters
     ----------
     deltas : pandas.DataFrame
-        :func:`bpc.experiments.protocol.delta_table` output.
+        :func:`bpc.evaluate.contrast` output.
     baselines : pandas.DataFrame, optional
-        :func:`bpc.experiments.protocol.best_baselines` (the choice most
+        :func:`bpc.evaluate.best_baselines` (the choice most
         often made over the folds is named).
     policies : sequence of str
         Controllers shown.
@@ -489,60 +455,22 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
 
 
 def run_compare(
-    source: str | Path = "simulated",
-    *,
-    out: str | Path = "compare_out",
-    posterior: str | Path | None = None,
-    draws: int | None = None,
-    quick: bool = False,
-    seed: int = DEFAULT_SEED,
-    costs: CostSpec = None,
-    benchmarks: Sequence[str] | None = None,
-    generators: Sequence[str] | None = None,
-    scale: float | None = None,
-    efficiency: bool = True,
-    scheduler=None,
-    progress: bool = True,
-    **options,
+    config: CompareConfig, out: str | Path, *, scheduler=None, progress: bool = True
 ) -> CompareResult:
-    """Compute the comparison and write it into ``out`` (the ``bpc compare`` command).
-
-    :func:`bpc.experiments.compare.compare` with the same options, then
-    :func:`write_compare`.
+    """The study (:func:`bpc.experiments.compare.compare`) then its writer (:func:`write_compare`).
 
     Parameters
     ----------
-    source : str or pathlib.Path
-        ``"simulated"`` or a corpus path.
+    config : CompareConfig
+        The study's options.
     out : str or pathlib.Path
         Output folder.
-    posterior, draws, quick, seed, costs, benchmarks, generators, scale, efficiency, progress
-        As for :func:`bpc.experiments.compare.compare`.
-    scheduler : str, LocalCluster, Client or None
-        A ``dask.distributed`` scheduler for the leave-one-cell-out targets (``None``: this process).
-    **options
-        Further keywords of :func:`bpc.experiments.compare.compare` (``targets``, ``ks``,
-        ``repeats``, ``refit_presets``, ``refit_cache``, ``include_failed``, ``hierarchical``,
-        ``ablation``, ``predictive``).
+    scheduler, progress
+        As in :func:`bpc.experiments.compare.compare`.
 
     Returns
     -------
     CompareResult
         With ``files`` (``report.md`` last).
     """
-    result = compare(
-        source,
-        posterior=posterior,
-        draws=draws,
-        quick=quick,
-        seed=seed,
-        costs=costs,
-        benchmarks=benchmarks,
-        generators=generators,
-        scale=scale,
-        efficiency=efficiency,
-        scheduler=scheduler,
-        progress=progress,
-        **options,
-    )
-    return write_compare(result, out, progress=progress)
+    return write_compare(compare(config, scheduler=scheduler, progress=progress), out, progress=progress)

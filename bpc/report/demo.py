@@ -92,11 +92,12 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     from bpc.estimate.model import ModelSpec, diagnose, fit, posterior_params, save
     from bpc.experiments.analyses import AnalysisSettings
     from bpc.experiments.claims import Evidence, cell_table, simulated_claims
-    from bpc.experiments.protocol import replay_evaluator, run_protocol
+    from bpc.experiments.compare import CompareConfig, compare
+    from bpc.experiments.protocol import ProtocolConfig, run_protocol
     from bpc.outputs import write_csv
     from bpc.replay.engine import replay_cells
     from bpc.report.claims import claims_markdown
-    from bpc.report.compare import efficiency_paragraph, run_compare
+    from bpc.report.compare import efficiency_paragraph, write_compare
     from bpc.report.plots.calibration import plot_gaps, plot_priors
     from bpc.report.plots.model import plot_shrinkage, shrinkage_table
     from bpc.report.plots.replay import plot_protocol_deltas
@@ -187,15 +188,14 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     ):
         proto = run_protocol(
             panel.records,
-            replay_evaluator(profile="bpc", policies=policies),
-            n_folds=N_FOLDS,
-            seeds=seeds,
+            ProtocolConfig(profile="bpc", policies=policies, n_folds=N_FOLDS, seeds=seeds),
             trajectories=panel.trajectories,
             base_counts=counts,
         )
-    write_csv(proto.deltas, out / "protocol_delta.csv")
-    write_csv(proto.baselines, out / "protocol_baselines.csv")
-    n_tasks = int(proto.deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
+    deltas, baselines = proto.tables["deltas"], proto.tables["baselines"]
+    write_csv(deltas, out / "protocol_delta.csv")
+    write_csv(baselines, out / "protocol_baselines.csv")
+    n_tasks = int(deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
     report.text(
         f"The `bpc` profile (instance belief: patches of one task share its difficulty) under bpc's "
         f"evaluation protocol (`bpc.experiments.protocol.run_protocol`): {N_FOLDS}-fold "
@@ -205,11 +205,11 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
         "difference in mean utility per task against always_verify (the paper's reference) and against "
         "the *best simple baseline* — of stop, verify_first, always_verify, gate_<critic> and best_of_3, "
         "the one with the best utility on each fold's training tasks. Intervals: "
-        f"{proto.deltas['prob'].iloc[0]:.0%} task-clustered paired bootstrap (task ids resampled jointly "
+        f"{deltas['prob'].iloc[0]:.0%} task-clustered paired bootstrap (task ids resampled jointly "
         "across the cells of a benchmark, which share them). Every policy's Δ is in `protocol_delta.csv`, "
         "the baseline chosen per fold in `protocol_baselines.csv`."
     )
-    verdicts = protocol_verdicts(proto.deltas)
+    verdicts = protocol_verdicts(deltas)
     report.table(
         verdicts,
         caption=(
@@ -227,14 +227,14 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
             "than it earns); the best simple baseline includes `stop`, so a gain over it is not."
         )
     report.table(
-        protocol_cell_table(proto.deltas, proto.baselines),
+        protocol_cell_table(deltas, baselines),
         caption=(
             "Per cell: held-out tasks (n_tasks), the best simple baseline (chosen on the training tasks; "
             "how many folds chose it), and Δ [task-clustered interval] of the two Bayesian controllers vs "
             "always_verify and vs that baseline. Costs: slow oracle on SWE-Bench, fast elsewhere."
         ),
     )
-    for path in plot_protocol_deltas(proto.deltas, figs / "protocol_delta"):
+    for path in plot_protocol_deltas(deltas, figs / "protocol_delta"):
         report.figure(
             path,
             "Δ vs the best simple baseline per cell, one panel per benchmark, with task-clustered "
@@ -301,17 +301,19 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     # --quick swaps the hierarchical refit for the exact unpooled conjugate posterior, so a first look
     # (and the test suite) runs no MCMC in this section; the data-efficiency refits are `bpc compare`'s
     with stage(f"comparing controllers on held-out instances ({', '.join(COMPARE_BENCHMARKS)})", enabled=p):
-        result = run_compare(
-            "simulated",
-            out=out / "compare",
-            posterior="conjugate" if config.quick else None,
-            quick=True,
-            scale=scale,
-            seed=config.seed,
-            benchmarks=COMPARE_BENCHMARKS,
-            efficiency=False,
+        compared = compare(
+            CompareConfig(
+                "simulated",
+                posterior="conjugate" if config.quick else None,
+                quick=True,
+                scale=scale,
+                seed=config.seed,
+                benchmarks=COMPARE_BENCHMARKS,
+                efficiency=False,
+            ),
             progress=p,
         )
+        result = write_compare(compared, out / "compare", progress=p)
     report.text(
         f"The cells of {len(COMPARE_BENCHMARKS)} benchmarks ("
         + ", ".join(f"`{b}`" for b in COMPARE_BENCHMARKS)

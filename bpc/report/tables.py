@@ -316,9 +316,9 @@ def protocol_cell_table(
     Parameters
     ----------
     deltas : pandas.DataFrame
-        :func:`bpc.experiments.protocol.delta_table` output.
+        :func:`bpc.evaluate.contrast` output.
     baselines : pandas.DataFrame
-        :func:`bpc.experiments.protocol.best_baselines` output (the baseline
+        :func:`bpc.evaluate.best_baselines` output (the baseline
         chosen on the training tasks of each seed × fold × cell).
     policies, references : sequence of str
         One column per policy × reference, ``"<policy> vs <reference>"``,

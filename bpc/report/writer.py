@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bpc.evaluate.result import Result
 from bpc.outputs import atomic_folder, write_csv, write_text
+
+if TYPE_CHECKING:
+    from bpc.evaluate.result import Result
 
 __all__ = ["write"]
 

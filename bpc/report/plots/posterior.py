@@ -7,8 +7,8 @@
 * :func:`plot_value_bands` — V(b) and Q(b) posterior means with credible bands.
 * :func:`plot_delta_intervals` — Δ per policy and cell: posterior credible
   interval beside the paired-bootstrap interval.
-* :func:`plot_efficiency` — held-out Δ against calibration instances per
-  cell, Laplace vs hierarchical, with bands over random subsamples.
+* :func:`plot_loco_efficiency` — leave-one-cell-out held-out Δ against the
+  target's calibration tasks, per method.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ __all__ = [
     "plot_action_probabilities",
     "plot_value_bands",
     "plot_delta_intervals",
-    "plot_efficiency",
     "ARM_COLORS",
     "plot_loco_efficiency",
     "plot_predicted_vs_realised",
@@ -462,128 +461,6 @@ def _delta_intervals_page(table: pd.DataFrame, cells: Sequence[tuple[str, str]],
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / height))
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
     return fig
-
-
-def _source_title(source: str, eff: pd.DataFrame | None) -> str:
-    """``corpus:paper_corpus`` → ``paper corpus (…)``: a title a reader can parse."""
-    kind, _, name = str(source).partition(":")
-    title = (
-        f"corpus {name}"
-        if kind == "corpus" and name
-        else ("simulated panel" if kind == "simulated" else kind)
-    )
-    if eff is not None and {"benchmark", "generator", "n_eval"} <= set(eff.columns):
-        sub = eff[eff["source"] == source]
-        cells = sub.drop_duplicates(["benchmark", "generator"])
-        n_eval = int(cells["n_eval"].sum())
-        title += f": {len(cells)} cell(s), n = {n_eval} held-out instances"
-    return title
-
-
-def plot_efficiency(table: pd.DataFrame, path: str | Path, *, reference: str = "laplace_dp") -> list[Path]:
-    """Held-out Δ against calibration instances per cell, and the gain over Laplace, per data source.
-
-    Top row: cell-averaged held-out Δ vs ``always_verify`` against k, one
-    series per method: the mean over random subsamples with a min–max bar.
-    Bottom row: the paired difference of each other method to ``reference``
-    (same subsample), with the zero line: above zero, pooling paid. Series
-    are dodged sideways and drawn with their own marker and line style, so
-    methods that give the same numbers stay visible side by side instead of
-    hiding one another.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        Either the tidy :func:`bpc.experiments.efficiency.efficiency_experiment`
-        output (then the titles also give the cells and held-out instances)
-        or its :func:`bpc.experiments.efficiency.efficiency_summary`:
-        ``source``, ``k`` (plot position; "all" is the largest), ``k_label``,
-        ``rep``, ``method``, ``delta`` (averaged over cells per subsample).
-    path : str or pathlib.Path
-        Output file.
-    reference : str
-        Method the differences are taken against.
-
-    Returns
-    -------
-    list of pathlib.Path
-        Files written.
-    """
-    raw = None
-    if "benchmark" in table.columns:
-        from bpc.experiments.efficiency import efficiency_summary
-
-        raw, table = table, efficiency_summary(table)
-    sources = list(dict.fromkeys(table["source"]))
-    if not sources:
-        raise ValueError("plot_efficiency: empty table")
-    n = len(sources)
-    fig, axes = plt.subplots(2, n, figsize=(5.6 * n, 6.8), squeeze=False, sharex="col")
-    markers = ("o", "s", "^", "D", "v", "P")
-    styles = ("-", "--", ":", "-.")
-    for j, src in enumerate(sources):
-        sub = table[table["source"] == src]
-        top, bottom = axes[0, j], axes[1, j]
-        ref = sub[sub["method"] == reference].set_index(["k", "rep"])["delta"]
-        methods = sorted(sub["method"].unique(), key=lambda m: (m != reference, m))
-        n_reps = int(sub.groupby(["method", "k"])["rep"].nunique().max())
-        width = 0.06  # dodge, in log10(k) units
-        for i, method in enumerate(methods):
-            grp = sub[sub["method"] == method]
-            col = METHOD_COLORS.get(method, OKABE_ITO[i % len(OKABE_ITO)])
-            shift = 10 ** ((i - (len(methods) - 1) / 2) * width)
-            style = {
-                "color": col,
-                "marker": markers[i % len(markers)],
-                "ls": styles[i % len(styles)],
-                "ms": 5,
-            }
-            agg = grp.groupby("k")["delta"].agg(["mean", "min", "max"]).sort_index()
-            xk = agg.index.to_numpy(dtype=float) * shift
-            top.errorbar(
-                xk,
-                agg["mean"],
-                yerr=[agg["mean"] - agg["min"], agg["max"] - agg["mean"]],
-                capsize=3,
-                lw=1.3,
-                label=method,
-                **style,
-            )
-            if method == reference or ref.empty:
-                continue
-            diff = (grp.set_index(["k", "rep"])["delta"] - ref).dropna()
-            dagg = diff.groupby(level="k").agg(["mean", "min", "max"]).sort_index()
-            bottom.errorbar(
-                dagg.index.to_numpy(dtype=float) * shift,
-                dagg["mean"],
-                yerr=[dagg["mean"] - dagg["min"], dagg["max"] - dagg["mean"]],
-                capsize=3,
-                lw=1.3,
-                label=f"{method} − {reference}",
-                **style,
-            )
-        bottom.axhline(0, color="k", lw=0.6)
-        ticks = sub.drop_duplicates("k").sort_values("k")
-        for ax in (top, bottom):
-            ax.set_xscale("log")
-            ax.set_xticks(ticks["k"].tolist())
-            ax.set_xticklabels(
-                ticks["k_label"].astype(str).tolist() if "k_label" in ticks else ticks["k"].tolist()
-            )
-            ax.minorticks_off()
-            ax.grid(axis="y", color="#e5e5e5", lw=0.6)
-            ax.legend(
-                fontsize=7,
-                frameon=False,
-                title=f"mean over {n_reps} subsample(s); bar: min–max",
-                title_fontsize=7,
-            )
-        top.set_title(_source_title(src, raw), fontsize=9)
-        top.set_ylabel("held-out Δ vs always_verify\n(cell average)")
-        bottom.set_ylabel(f"gain over {reference}\n(same subsample)")
-        bottom.set_xlabel("calibration instances per cell (k)")
-    fig.tight_layout()
-    return savefig(fig, path)
 
 
 ARM_COLORS: dict[str, str] = {

@@ -9,7 +9,7 @@ glance, each tile with its Δ and pass rate. In both, a Δ that wins by
 abstaining (Δ > 0 with a pass rate below always_verify's,
 :func:`bpc.report.tables.flag_abstention`) is hatched and marked †.
 :func:`plot_protocol_deltas` draws the evaluation protocol's Δ
-(:func:`bpc.experiments.protocol.delta_table`) against one reference, one
+(:func:`bpc.evaluate.contrast`) against one reference, one
 small panel per benchmark, with the task-clustered intervals.
 """
 
@@ -311,7 +311,7 @@ def plot_protocol_deltas(
     Parameters
     ----------
     deltas : pandas.DataFrame
-        :func:`bpc.experiments.protocol.delta_table` output (``benchmark``,
+        :func:`bpc.evaluate.contrast` output (``benchmark``,
         ``generator``, ``policy``, ``reference``, ``delta``, ``ci_lo``,
         ``ci_hi``, ``n_tasks``, ``prob``).
     path : str or Path

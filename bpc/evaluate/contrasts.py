@@ -1,0 +1,241 @@
+"""Contrasts: the best simple baseline chosen on training folds, and Δ with its task-clustered interval.
+
+:func:`with_best_baseline` adds the policy :data:`BEST_SIMPLE`: per (seed,
+fold, cell) the simple baseline with the best utility on the fold's
+*training* tasks (never the scored ones). :func:`contrast` is the one
+contrast of bpc's tables: pivot the per-task utilities (averaged over the
+cross-fitting seeds) by policy, take the difference to a reference, and
+give its task-clustered interval (:func:`bpc.intervals.clustered_interval`)
+in the column ``delta`` (method.md §Replay and evaluation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
+from bpc.intervals import clustered_interval
+
+__all__ = [
+    "DELTA_COLUMNS",
+    "SIMPLE_BASELINES",
+    "BEST_SIMPLE",
+    "simple_baselines",
+    "best_baselines",
+    "with_best_baseline",
+    "task_means",
+    "contrast",
+]
+
+DELTA_COLUMNS: tuple[str, ...] = (
+    "benchmark",
+    "generator",
+    "policy",
+    "reference",
+    "delta",
+    "ci_lo",
+    "ci_hi",
+    "n_tasks",
+    "n_seeds",
+    "prob",
+)
+"""Columns of :func:`contrast`."""
+
+SIMPLE_BASELINES: tuple[str, ...] = ("stop", "verify_first", "always_verify", "fixed_pipeline", "best_of_3")
+"""The simple baselines :data:`BEST_SIMPLE` chooses among, with every ``gate_<critic>`` present
+(:func:`simple_baselines` gives the order)."""
+
+BEST_SIMPLE = "best_simple"
+"""Policy name of the best simple baseline chosen on the training tasks (:func:`with_best_baseline`)."""
+
+_CELL = ["benchmark", "generator"]
+
+
+# ---------------------------------------------------------------------------
+# The best simple baseline, chosen on the training tasks
+# ---------------------------------------------------------------------------
+def simple_baselines(policies: Sequence[str]) -> list[str]:
+    """The simple baselines among ``policies``, in tie-break order.
+
+    ``stop``, ``verify_first``, ``always_verify``, then every
+    ``gate_<critic>`` (sorted), then ``fixed_pipeline`` and ``best_of_3``
+    (:data:`SIMPLE_BASELINES`): on a tie the simpler policy is chosen.
+
+    Examples
+    --------
+    >>> simple_baselines(["bayesian_dp", "best_of_3", "gate_test", "always_verify", "fixed_pipeline"])
+    ['always_verify', 'gate_test', 'fixed_pipeline', 'best_of_3']
+    """
+    have = set(map(str, policies))
+    head = [p for p in SIMPLE_BASELINES[:3] if p in have]
+    gates = sorted(p for p in have if p.startswith("gate_"))
+    tail = [p for p in SIMPLE_BASELINES[3:] if p in have]
+    return head + gates + tail
+
+
+def best_baselines(utilities: pd.DataFrame, *, candidates: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per (seed, fold, cell), the simple baseline with the best mean utility on the training tasks.
+
+    The training tasks of fold ``j`` are the cell's tasks scored in the
+    other folds of the same seed. A simple baseline has no parameters, so
+    its utility on a task does not depend on the fold that scored it: its
+    utilities in the other folds *are* its training-side utilities, and the
+    choice never looks at the fold's scored tasks. Ties go to the earlier
+    candidate (:func:`simple_baselines` order).
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        :func:`~bpc.evaluate.crossfit.cross_fit` output.
+    candidates : sequence of str, optional
+        Baselines to choose among (default :func:`simple_baselines` of the
+        frame's policies).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``seed, fold, benchmark, generator, baseline, train_utility,
+        n_train_tasks``.
+
+    Raises
+    ------
+    ValueError
+        If no candidate baseline is in the frame.
+    """
+    cands = simple_baselines(utilities["policy"].unique()) if candidates is None else list(candidates)
+    cands = [c for c in cands if c in set(utilities["policy"])]
+    if not cands:
+        raise ValueError(
+            f"best_baselines: no simple baseline among the policies {sorted(set(utilities['policy']))}"
+        )
+    base = utilities[utilities["policy"].isin(cands)]
+    rows = []
+    for key, part in base.groupby(["seed", *_CELL], sort=True):
+        seed, b, g = (str(k) for k in key)
+        sums = (
+            part.groupby(["fold", "policy"])["utility"].agg(["sum", "count"]).unstack("policy", fill_value=0)
+        )
+        total_s, total_n = sums["sum"].sum(axis=0), sums["count"].sum(axis=0)
+        for fold in sorted(part["fold"].unique()):
+            n_train = total_n - sums["count"].loc[fold]
+            mean = (total_s - sums["sum"].loc[fold]) / n_train.where(n_train > 0)
+            order = [c for c in cands if c in mean.index and np.isfinite(mean[c])]
+            if not order:
+                continue
+            best = max(order, key=lambda c: (mean[c], -order.index(c)))
+            rows.append((int(seed), int(fold), b, g, best, float(mean[best]), int(n_train[best])))
+    return pd.DataFrame(rows, columns=["seed", "fold", *_CELL, "baseline", "train_utility", "n_train_tasks"])
+
+
+def with_best_baseline(utilities: pd.DataFrame, *, candidates: Sequence[str] | None = None) -> pd.DataFrame:
+    """``utilities`` plus the policy :data:`BEST_SIMPLE` (the baseline :func:`best_baselines` chose).
+
+    Its rows are the chosen baseline's rows on the fold's scored tasks, with
+    ``policy = BEST_SIMPLE`` and a ``baseline`` column naming the choice
+    (empty on the other rows).
+    """
+    choice = best_baselines(utilities, candidates=candidates)
+    keys = ["seed", "fold", *_CELL]
+    pick = utilities.merge(choice[[*keys, "baseline"]], on=keys, how="inner")
+    pick = pick[pick["policy"] == pick["baseline"]].assign(policy=BEST_SIMPLE)
+    out = pd.concat([utilities.assign(baseline=""), pick], ignore_index=True)
+    out.attrs.update(utilities.attrs)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Task-clustered Δ
+# ---------------------------------------------------------------------------
+def task_means(utilities: pd.DataFrame) -> pd.DataFrame:
+    """Each task's utility averaged over the cross-fitting seeds (the unit the bootstrap resamples).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``benchmark, generator, instance_id, policy, utility, n_seeds``.
+    """
+    g = utilities.groupby(["benchmark", "generator", "instance_id", "policy"], sort=True)["utility"]
+    out = g.agg(utility="mean", n_seeds="count").reset_index()
+    return out
+
+
+def contrast(
+    utilities: pd.DataFrame,
+    *,
+    references: Sequence[str] = ("always_verify", BEST_SIMPLE),
+    policies: Sequence[str] | None = None,
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = CI_PROB,
+) -> pd.DataFrame:
+    """Δ of every policy against each reference per cell, with task-clustered paired intervals.
+
+    A task's utility is first averaged over the cross-fitting seeds
+    (:func:`task_means`: the seeds repeat the fold assignment, not the task,
+    so a task is one resampling unit however many seeds scored it); the
+    per-task difference ``U_policy − U_reference`` is taken on the tasks
+    where both are defined; the interval resamples task ids per benchmark,
+    the same resample for every cell, policy and reference of the benchmark
+    (:func:`bpc.intervals.clustered_interval`). A difference between two
+    controllers is the row with one as ``policy`` and the other as
+    ``reference``.
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        :func:`~bpc.evaluate.crossfit.cross_fit` (or :func:`with_best_baseline`) output.
+    references : sequence of str
+        Reference policies present in the frame (absent ones are skipped).
+    policies : sequence of str, optional
+        Policies to compare (default every policy of the frame).
+    B, seed : int
+        Bootstrap resamples and seed.
+    prob : float
+        Interval probability (default :data:`~bpc.constants.CI_PROB`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`DELTA_COLUMNS`; one row per cell × reference × policy
+        (policy ≠ reference).
+
+    Raises
+    ------
+    ValueError
+        If no reference is in the frame.
+    """
+    means = task_means(utilities)
+    have = set(means["policy"])
+    refs = [r for r in references if r in have]
+    if not refs:
+        raise ValueError(
+            f"contrast: none of the references {list(references)} among the policies {sorted(have)}"
+        )
+    pols = sorted(have) if policies is None else [p for p in policies if p in have]
+    wide = means.pivot_table(
+        index=["benchmark", "generator", "instance_id"], columns="policy", values="utility"
+    )
+    seeds_wide = means.pivot_table(
+        index=["benchmark", "generator", "instance_id"], columns="policy", values="n_seeds"
+    )
+    parts = []
+    for ref in refs:
+        for pol in pols:
+            if pol == ref:
+                continue
+            diff = (wide[pol] - wide[ref]).rename("diff")
+            n_seeds = seeds_wide[[pol, ref]].min(axis=1).rename("n_seeds")
+            part = pd.concat([diff, n_seeds], axis=1).reset_index()
+            parts.append(part.assign(policy=pol, reference=ref))
+    long = pd.concat(parts, ignore_index=True)
+    long = long[np.isfinite(long["diff"].to_numpy(dtype=np.float64))]
+    groups = ["benchmark", "generator", "reference", "policy"]
+    boot = clustered_interval(long, value="diff", groups=groups, B=B, seed=seed, prob=prob)
+    n_seeds = long.groupby(groups)["n_seeds"].min().rename("n_seeds").reset_index()
+    out = boot.merge(n_seeds, on=groups)
+    out["n_seeds"] = out["n_seeds"].astype(np.int64)
+    out["prob"] = float(prob)
+    return out[list(DELTA_COLUMNS)]

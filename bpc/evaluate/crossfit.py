@@ -1,0 +1,361 @@
+"""Cross-fitting: every study's one loop over folds (method.md §Replay and evaluation).
+
+For every seed and fold of :func:`bpc.data.splits.folds` the training side
+of the fold (:class:`FoldData`: records, trajectories and counts of the
+training tasks only — measured kernels of the replayed cells are not kept,
+and a table-only cell of a scored benchmark is blanked) is handed to an
+:data:`Evaluator`, which returns per-task utilities of the fold's scored
+tasks. :func:`cross_fit` runs it over every fold of every seed and returns
+the tidy utilities (:data:`UTILITY_COLUMNS`). The core does not know how a
+controller is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, FOLD_SEEDS, N_FOLDS
+from bpc.data.splits import FoldBy, Split, fold_split, folds, split_counts
+from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts
+
+__all__ = [
+    "EVALUATOR_COLUMNS",
+    "UTILITY_COLUMNS",
+    "FoldData",
+    "Evaluator",
+    "training_counts",
+    "fold_data",
+    "fold_splits",
+    "cross_fit",
+]
+
+EVALUATOR_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "policy", "utility")
+"""Columns an :data:`Evaluator` must return (it may add ``passed``, ``cost`` and others)."""
+
+UTILITY_COLUMNS: tuple[str, ...] = ("seed", "fold", *EVALUATOR_COLUMNS)
+"""Leading columns of :func:`cross_fit`'s tidy utilities (one row per seed × task × cell × policy)."""
+
+_CELL = ["benchmark", "generator"]
+
+
+# ---------------------------------------------------------------------------
+# A fold's data
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FoldData:
+    """Everything one fold offers an evaluator: training data and the tasks to score.
+
+    Attributes
+    ----------
+    seed, fold, n_folds : int
+        Which fold-assignment seed and which fold of ``n_folds``.
+    split : Split
+        Per cell: training task ids (``fit``) and scored task ids (``eval``).
+    train_records : pandas.DataFrame
+        Per-patch records of the training tasks of every cell of ``split``.
+    train_counts : xarray.Dataset
+        Counts to calibrate on (:func:`training_counts`).
+    train_trajectories : pandas.DataFrame or None
+        Refinement trajectories of the training tasks.
+    test_records : pandas.DataFrame
+        Per-patch records of the scored tasks (the pools to replay).
+    test_trajectories : pandas.DataFrame or None
+        Refinement trajectories of the scored tasks (for trajectory baselines).
+    """
+
+    seed: int
+    fold: int
+    n_folds: int
+    split: Split
+    train_records: pd.DataFrame
+    train_counts: xr.Dataset
+    train_trajectories: pd.DataFrame | None
+    test_records: pd.DataFrame
+    test_trajectories: pd.DataFrame | None
+
+    @property
+    def cells(self) -> tuple[tuple[str, str], ...]:
+        """The cells scored in this fold."""
+        return self.split.cells
+
+
+Evaluator = Callable[[FoldData], pd.DataFrame]
+"""What the protocol evaluates: ``FoldData`` → per-task utilities of the scored tasks.
+
+The frame has the columns :data:`EVALUATOR_COLUMNS` (one row per cell ×
+scored task × policy; a policy undefined on a task is omitted or ``NaN``);
+every parameter behind it must come from the fold's training side."""
+
+
+def training_counts(
+    records: pd.DataFrame,
+    split: Split,
+    *,
+    trajectories: pd.DataFrame | None = None,
+    base: xr.Dataset | None = None,
+    table_cells: str = "drop",
+) -> xr.Dataset:
+    """Counts of the training tasks of a split: what every parameter is fitted on.
+
+    Replayed cells (the split's cells) get the counts of their training
+    tasks; their refinement kernels come from the training tasks'
+    trajectories only (a kernel measured in a separate run over every task
+    is not kept). With ``base`` (a source's counts of every cell), its other
+    cells are laid under them, except — with ``table_cells="drop"`` — cells
+    of a benchmark that has scored tasks: their tables were counted over the
+    same task cohort, scored tasks included, and cannot be split, so they are
+    blanked (``NaN``, not observed).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records.
+    split : Split
+        The fold (:func:`bpc.data.splits.fold_split`).
+    trajectories : pandas.DataFrame, optional
+        Refinement trajectories (per task).
+    base : xarray.Dataset, optional
+        Counts of every cell of the source.
+    table_cells : {"drop", "keep"}
+        What to do with ``base`` cells of a scored benchmark that are not
+        replayed.
+
+    Returns
+    -------
+    xarray.Dataset
+        Counts schema.
+
+    Raises
+    ------
+    ValueError
+        For another ``table_cells``.
+    """
+    if table_cells not in ("drop", "keep"):
+        raise ValueError(f"training_counts: table_cells must be 'drop' or 'keep', got {table_cells!r}")
+    counts = split_counts(records, split, trajectories=trajectories, base=base, keep_base_kernels=False)
+    counts = _mask_scored_tasks(counts, split)
+    if base is None or table_cells == "keep":
+        return counts
+    scored = {b for b, _ in split.cells}
+    replayed = set(split.cells) | {
+        (str(b), str(g)) for b, g in records[_CELL].drop_duplicates().to_numpy().tolist()
+    }
+    for b in counts[DIM_BENCHMARK].values.tolist():
+        for g in counts[DIM_GENERATOR].values.tolist():
+            if str(b) in scored and (str(b), str(g)) not in replayed:
+                sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
+                for var in COUNT_VARS:
+                    counts[var].loc[sel] = np.nan
+    return counts
+
+
+def _mask_scored_tasks(counts: xr.Dataset, split: Split) -> xr.Dataset:
+    """Per-task counts of a scored task are ``NaN`` for every generator of its benchmark.
+
+    The split's own cells carry their training tasks only (:func:`bpc.data.splits.split_counts`);
+    this also clears any other cell of the benchmark (a base cell the split left out), so no
+    generator's record of a scored task reaches the training side.
+    """
+    if not has_task_counts(counts):
+        return counts
+    scored: dict[str, set[str]] = {}
+    for (b, _g), ids in split.eval.items():
+        scored.setdefault(str(b), set()).update(map(str, ids))
+    tasks = counts[DIM_TASK].values.astype(str)
+    for b, ids in scored.items():
+        if b not in counts[DIM_BENCHMARK].values:
+            continue
+        hit = np.isin(tasks, sorted(ids))
+        if not hit.any():
+            continue
+        for var in TASK_COUNT_VARS:
+            counts[var].loc[{DIM_BENCHMARK: b, DIM_TASK: tasks[hit]}] = np.nan
+    return counts
+
+
+def fold_data(
+    records: pd.DataFrame,
+    split: Split,
+    *,
+    trajectories: pd.DataFrame | None = None,
+    base_counts: xr.Dataset | None = None,
+    table_cells: str = "drop",
+) -> FoldData:
+    """The :class:`FoldData` of one split (training side from :func:`training_counts`).
+
+    Raises
+    ------
+    ValueError
+        If ``split`` is not one fold of a K-fold split.
+    """
+    if split.n_folds is None or split.fold is None:
+        raise ValueError(
+            "fold_data: the split must be one fold of a K-fold split (bpc.data.splits.fold_split)"
+        )
+    return FoldData(
+        seed=int(split.seed),
+        fold=int(split.fold),
+        n_folds=int(split.n_folds),
+        split=split,
+        train_records=split.rows(records, "fit"),
+        train_counts=training_counts(
+            records, split, trajectories=trajectories, base=base_counts, table_cells=table_cells
+        ),
+        train_trajectories=None if trajectories is None else split.rows(trajectories, "fit"),
+        test_records=split.rows(records, "eval"),
+        test_trajectories=None if trajectories is None else split.rows(trajectories, "eval"),
+    )
+
+
+def _check_scored(out: pd.DataFrame, fold: FoldData) -> pd.DataFrame:
+    """The evaluator's rows, checked: the columns, and only scored tasks of the fold's cells."""
+    missing = [c for c in EVALUATOR_COLUMNS if c not in out.columns]
+    if missing:
+        raise ValueError(
+            f"cross_fit: the evaluator's frame lacks column(s) {missing}; expected {EVALUATOR_COLUMNS}"
+        )
+    out = out.copy()
+    for c in ("benchmark", "generator", "instance_id", "policy"):
+        out[c] = out[c].astype(str)
+    out["utility"] = out["utility"].astype(np.float64)
+    out = out[np.isfinite(out["utility"].to_numpy())]
+    scored = fold.split.eval
+    for (b, g), part in out.groupby(_CELL, sort=False):
+        ids = scored.get((str(b), str(g)))
+        if ids is None:
+            raise ValueError(
+                f"cross_fit: the evaluator scored cell ({b}, {g}), which this fold does not score"
+            )
+        extra = np.setdiff1d(part["instance_id"].to_numpy(dtype=str), ids)
+        if extra.size:
+            raise ValueError(
+                f"cross_fit: the evaluator scored task {extra[0]!r} of ({b}, {g}) in seed {fold.seed} "
+                f"fold {fold.fold}, which is not a scored task of that fold"
+            )
+    if out.duplicated(["benchmark", "generator", "instance_id", "policy"]).any():
+        raise ValueError("cross_fit: the evaluator returned a (cell, task, policy) twice")
+    return out
+
+
+def fold_splits(
+    records: pd.DataFrame,
+    *,
+    n_folds: int = N_FOLDS,
+    seeds: Sequence[int] = FOLD_SEEDS,
+    by: FoldBy = "task",
+    max_folds: int | None = None,
+) -> Iterator[Split]:
+    """The one loop over folds: every seed's folds of :func:`bpc.data.splits.folds` as splits.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Rows with ``benchmark``, ``generator``, ``instance_id``.
+    n_folds, seeds, by
+        As in :func:`bpc.data.splits.folds`.
+    max_folds : int, optional
+        Only the first ``max_folds`` folds of each seed (default all).
+
+    Yields
+    ------
+    Split
+        Seed by seed, fold by fold (``split.seed``, ``split.fold``); a fold that scores no cell is
+        skipped.
+
+    Examples
+    --------
+    >>> rec = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": list("abcdef")})
+    >>> [(s.seed, s.fold, len(s.eval[("b", "g")])) for s in fold_splits(rec, n_folds=3, seeds=[1, 2])]
+    [(1, 0, 2), (1, 1, 2), (1, 2, 2), (2, 0, 2), (2, 1, 2), (2, 2, 2)]
+    """
+    seeds = [int(s) for s in np.atleast_1d(seeds)]
+    assignment = folds(records, k=n_folds, seeds=seeds, by=by)
+    n_scored = int(n_folds) if max_folds is None else min(int(max_folds), int(n_folds))
+    for seed in seeds:
+        for j in range(n_scored):
+            split = fold_split(records, assignment, seed=seed, fold=j)
+            if len(split):
+                yield split
+
+
+def cross_fit(
+    records: pd.DataFrame,
+    evaluate: Evaluator,
+    *,
+    n_folds: int = N_FOLDS,
+    seeds: Sequence[int] = FOLD_SEEDS,
+    by: FoldBy = "task",
+    trajectories: pd.DataFrame | None = None,
+    base_counts: xr.Dataset | None = None,
+    table_cells: str = "drop",
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Repeated K-fold cross-fitting over tasks: per-task held-out utilities of every policy.
+
+    For every seed and fold of :func:`bpc.data.splits.folds` the
+    evaluator gets the fold's :class:`FoldData` and scores the fold's tasks;
+    over the folds of one seed every task of every cell is scored exactly
+    once, by a controller calibrated without it (nor any other generator's
+    record of it).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records of the cells to evaluate.
+    evaluate : Evaluator
+        ``FoldData`` → per-task utilities (e.g.
+        :func:`bpc.experiments.protocol.replay_evaluator`).
+    n_folds : int
+        Folds K.
+    seeds : sequence of int
+        Fold-assignment seeds (repeats of the K-fold).
+    by : {"task", "instance"}
+        Folds over the tasks a benchmark's cells share (default) or over
+        each cell's instances (:func:`bpc.data.splits.folds`).
+    trajectories : pandas.DataFrame, optional
+        Per-task refinement trajectories.
+    base_counts : xarray.Dataset, optional
+        Counts of every cell of the source (for pooled models), see
+        :func:`training_counts`.
+    table_cells : {"drop", "keep"}
+        See :func:`training_counts`.
+    progress : bool
+        Progress lines on stderr.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`UTILITY_COLUMNS` then the evaluator's other columns; one row
+        per seed × cell × task × policy. ``attrs``: ``n_folds``, ``seeds``.
+
+    Raises
+    ------
+    ValueError
+        If the evaluator's frame lacks a column, scores a task that is not
+        scored in the fold, or repeats a row.
+    """
+    from bpc.progress import info
+
+    seeds = [int(s) for s in np.atleast_1d(seeds)]
+    frames = []
+    for split in fold_splits(records, n_folds=n_folds, seeds=seeds, by=by):
+        info(f"cross-fit seed {split.seed} fold {int(split.fold or 0) + 1}/{n_folds}", enabled=progress)
+        fd = fold_data(
+            records, split, trajectories=trajectories, base_counts=base_counts, table_cells=table_cells
+        )
+        out = _check_scored(evaluate(fd), fd)
+        out.insert(0, "fold", fd.fold)
+        out.insert(0, "seed", fd.seed)
+        frames.append(out)
+    if not frames:
+        raise ValueError("cross_fit: no fold scored any task")
+    cols = list(UTILITY_COLUMNS)
+    res = pd.concat(frames, ignore_index=True)
+    res = res[cols + [c for c in res.columns if c not in cols]]
+    res.attrs.update(n_folds=int(n_folds), seeds=tuple(seeds))
+    return res
