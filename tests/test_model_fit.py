@@ -46,8 +46,54 @@ def mocked_fit():
         mp.setattr(pm, "sample", partial(mock_sample, sample_stats={"diverging": _mock_stats}))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            dt = fit(counts, draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc")
+            dt = fit(
+                counts, draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc", extend=0
+            )
     return counts, dt
+
+
+def _mock_fit(monkeypatch, diverging, **kwargs):
+    seeds = []
+
+    def sample(**kw):
+        seeds.append(kw["random_seed"])
+        return mock_sample(**kw, sample_stats={"diverging": diverging})
+
+    monkeypatch.setattr(pm, "sample", sample)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        dt = fit(
+            tiny_counts(), draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc", **kwargs
+        )
+    return dt, seeds
+
+
+def test_fit_adds_chains_when_the_check_fails_on_ess(monkeypatch):
+    """100 draws fail the ESS threshold: one more run of as many chains, another seed, pooled."""
+    dt, seeds = _mock_fit(monkeypatch, _mock_stats)
+    assert len(seeds) == 2 and seeds[0] == 11 and seeds[1] != 11
+    assert dt["posterior"].sizes["chain"] == 4 and list(dt["posterior"]["chain"].values) == [0, 1, 2, 3]
+    assert dt["sample_stats"].sizes["chain"] == 4 and dt["parameters"].sizes["chain"] == 4
+    assert json.loads(dt.attrs["config"])["extensions"] == 1
+    assert json.loads(dt.attrs["diagnostics"])["chains"] == 4
+    # at most `extend` rounds, and none when asked for none
+    dt, seeds = _mock_fit(monkeypatch, _mock_stats, extend=0)
+    assert len(seeds) == 1 and json.loads(dt.attrs["config"])["extensions"] == 0
+
+
+def test_fit_does_not_extend_a_fit_with_divergences(monkeypatch):
+    dt, seeds = _mock_fit(monkeypatch, lambda size: np.ones(size, dtype=bool))
+    assert len(seeds) == 1 and dt["posterior"].sizes["chain"] == 2
+
+
+@pytest.mark.parametrize("chains", [1, 0, True])
+def test_fit_refuses_fewer_than_two_chains_before_sampling(monkeypatch, chains):
+    def fail(**kw):
+        raise AssertionError("sampled")
+
+    monkeypatch.setattr(pm, "sample", fail)
+    with pytest.raises(ValueError, match="chains must be an integer >= 2"):
+        fit(tiny_counts(), chains=chains, progressbar=False, sampler="pymc")
 
 
 def test_fit_datatree_groups_and_attrs(mocked_fit):

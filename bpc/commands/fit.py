@@ -8,7 +8,7 @@ from pathlib import Path
 from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
 from bpc.constants import DEFAULT_SEED, SAMPLER_PRESETS
 
-_DEFAULT = SAMPLER_PRESETS["default"]
+_DEFAULT = SAMPLER_PRESETS["fit"]
 
 NAME = "fit"
 HELP = (
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     draws, tune, chains = (int(_DEFAULT[k]) for k in ("draws", "tune", "chains"))
     parser.add_argument(
-        "--draws", type=int, default=draws, help=f"kept draws per chain (default {draws}, the default preset)"
+        "--draws", type=int, default=draws, help=f"kept draws per chain (default {draws}, the fit preset)"
     )
     parser.add_argument("--tune", type=int, default=tune, help=f"tuning steps per chain (default {tune})")
     parser.add_argument("--chains", type=int, default=chains, help=f"chains (default {chains})")
