@@ -40,8 +40,9 @@ __all__ = [
     "LearnStateMismatchError",
 ]
 
-LEARN_STATE_VERSION = 1
-"""Schema version of a saved :class:`LearningState` (refused on mismatch)."""
+LEARN_STATE_VERSION = 2
+"""Schema version of a saved :class:`LearningState` (refused on mismatch; 2: with a checksum over the
+whole file, :func:`bpc.estimate.online.storage.dataset_checksum`)."""
 DEFAULT_PRIOR_SD = 1.0
 """Prior scale on the logit (rates) / log (κ) scale around explicit values."""
 DEFAULT_PARTICLES = 2000

@@ -8,6 +8,7 @@ as a whole on load, naming the file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -23,11 +24,57 @@ from bpc.estimate.online.particles import (
     _version,
 )
 from bpc.estimate.online.records import EpisodeRecord, labelled_counts
+from bpc.outputs import CHECKSUM, STAMP
 
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["state_to_dataset", "load_state", "load_calibration"]
+__all__ = ["state_to_dataset", "load_state", "load_calibration", "dataset_checksum"]
+
+CHECKSUM_ATTR = "checksum"
+"""The attribute of a saved state that holds :func:`dataset_checksum` of the rest of the file."""
+
+
+_UNHASHED_ATTRS = frozenset({CHECKSUM_ATTR, STAMP, CHECKSUM})
+"""Attributes outside the checksum: itself, and the writer's stamp and data checksum (:mod:`bpc.outputs`)."""
+
+
+def _canonical(value: Any) -> Any:
+    """An attribute value in a form that survives a netCDF round trip (NumPy scalars and arrays → lists)."""
+    if isinstance(value, np.ndarray):
+        return [_canonical(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def dataset_checksum(ds: xr.Dataset) -> str:
+    """SHA-256 over every variable and coordinate (name, dims, values) and every attribute but the checksum.
+
+    Numbers enter as float64 bytes (so a value saved as another numeric type hashes the same after a
+    round trip), text as a JSON list; attributes as sorted JSON.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> a = xr.Dataset({"x": ("p", [1.0, 2.0])}, attrs={"seed": 1})
+    >>> dataset_checksum(a) == dataset_checksum(a.assign_attrs(seed=2))
+    False
+    """
+    h = hashlib.sha256()
+    for name in sorted(str(n) for n in ds.variables):
+        var = ds.variables[name]
+        h.update(json.dumps([name, [str(d) for d in var.dims], list(var.shape)]).encode())
+        values = np.asarray(var.values)
+        if values.dtype.kind in "biuf":
+            h.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+        else:
+            h.update(json.dumps([str(v) for v in values.ravel().tolist()]).encode())
+    attrs = {str(k): _canonical(v) for k, v in ds.attrs.items() if k not in _UNHASHED_ATTRS}
+    h.update(json.dumps(attrs, sort_keys=True, default=str).encode())
+    return h.hexdigest()
 
 
 def state_to_dataset(state: LearningState) -> xr.Dataset:
@@ -88,6 +135,7 @@ def state_to_dataset(state: LearningState) -> xr.Dataset:
             "origin_hash": state.origin_hash,
         }
     )
+    ds.attrs[CHECKSUM_ATTR] = dataset_checksum(ds)
     return ds
 
 
@@ -109,6 +157,23 @@ def load_state(path: str | os.PathLike, *, spec_hash: str | None = None) -> Lear
             f"{path}: learning state schema version {ds.attrs['learn_state_version']}, "
             f"this bpc reads version {LEARN_STATE_VERSION}"
         )
+    stored = ds.attrs.get(CHECKSUM_ATTR)
+    if stored is None or str(stored) != dataset_checksum(ds):
+        what = "has no checksum" if stored is None else "does not match its checksum"
+        raise ValueError(
+            f"{path}: the learning state {what}: it was changed after bpc wrote it (or written by "
+            "another program); refused as a whole"
+        )
+    try:
+        return _state_of(ds, path, spec_hash=spec_hash)
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+        if isinstance(exc, LearnStateMismatchError):
+            raise
+        raise ValueError(f"{path}: damaged learning state ({type(exc).__name__}: {exc})") from None
+
+
+def _state_of(ds: xr.Dataset, path: Path, *, spec_hash: str | None) -> LearningState:
+    """The state a checked file holds (``path`` only names it in errors)."""
     acc = float(ds.attrs.get("acceptance", float("nan")))
     state = LearningState(
         critics=tuple(str(c) for c in ds["critic"].values),
