@@ -33,10 +33,17 @@ from pathlib import Path
 def run_fit(checkout: Path, corpus: str, seed: int, out: Path, extra: list[str]) -> dict:
     """Run ``bpc fit`` with ``checkout``'s code; wall time, load before, exit code, its stdout."""
     env = dict(os.environ, PYTHONPATH=str(checkout.resolve()))
+    probe = [sys.executable, "-c", "import bpc; print(bpc.__file__)"]
+    where = subprocess.run(probe, env=env, cwd=checkout.resolve(), capture_output=True, text=True, check=True)
+    if not where.stdout.strip().startswith(str(checkout.resolve())):
+        raise RuntimeError(f"{checkout}: bpc imports from {where.stdout.strip()}, not from the checkout")
     cmd = [sys.executable, "-m", "bpc", "fit", corpus, "--seed", str(seed), "--out", str(out), "--quiet"]
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.run([*cmd, *extra], env=env, capture_output=True, text=True, check=False)
+    # run from the checkout: ``python -m`` puts the working directory first on sys.path
+    proc = subprocess.run(
+        [*cmd, *extra], env=env, cwd=checkout.resolve(), capture_output=True, text=True, check=False
+    )
     wall = time.perf_counter() - t0
     return {
         "wall_s": round(wall, 1),

@@ -38,6 +38,7 @@ __all__ = [
     "GaussianPrior",
     "LearningState",
     "LearnStateMismatchError",
+    "calibration_scales",
 ]
 
 LEARN_STATE_VERSION = 2
@@ -144,6 +145,110 @@ def _version() -> str:
         return "0.0.0+src"
 
 
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of weighted particle values (the first value whose cumulative weight reaches q)."""
+    order = np.argsort(values)
+    cum = np.cumsum(weights[order])
+    i = int(np.searchsorted(cum, q * cum[-1]))
+    return float(values[order][min(i, len(order) - 1)])
+
+
+def _scales_by_name(sds: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
+    """``sds`` keyed by coordinate name (``"prior"`` → ``"logit_prior"``, ``"kappa"`` → ``"log_kappa"``)."""
+    out = {}
+    for key, v in sds.items():
+        coord = "log_kappa" if key == "kappa" else f"logit_{key}"
+        if coord in names:
+            out[coord] = float(v)
+    return out
+
+
+def _logit_sd(lo: float, hi: float, prob: float, *, log: bool = False) -> float | None:
+    """The normal scale on the logit (or log) scale whose central ``prob`` interval is (lo, hi)."""
+    from scipy.stats import norm
+
+    f = np.log if log else _logit
+    if not (math.isfinite(lo) and math.isfinite(hi) and (lo > 0 if log else 0 < lo < hi < 1) and hi > lo):
+        return None
+    width = float(f(np.array(hi)) - f(np.array(lo)))
+    return width / (2.0 * float(norm.ppf(0.5 + prob / 2.0))) if width > 0 else None
+
+
+def _binomial_sd(k: float, n: float) -> float | None:
+    """Standard error of a logit rate from ``k`` of ``n`` (Fisher information n p (1 − p), p smoothed)."""
+    if not (math.isfinite(n) and n > 0 and math.isfinite(k)):
+        return None
+    p = (k + 0.5) / (n + 1.0)
+    return 1.0 / math.sqrt(n * p * (1.0 - p))
+
+
+def calibration_scales(params: xr.Dataset, *, iid: bool) -> dict[str, float]:
+    """The prior scales (logit / log) that give a one-cell calibration the weight of its data.
+
+    From what the Dataset carries (``bpc estimate --out`` writes the first three):
+
+    * ``prior``: the interval ``prior_inst`` (tasks as the unit, its coverage from the ``config``
+      attribute's ``wilson_prob``) under the instance model; with κ = ∞ (``iid``) the binomial
+      information of ``n_patches`` patches;
+    * ``kappa``: the interval ``kappa_interval`` (log scale);
+    * ``tpr[c]`` / ``fpr[c]``, ``p_fix`` / ``p_break``: the binomial information of ``critic_n``
+      (by ``label``) / ``trans_n`` where present.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        One cell's point values.
+    iid : bool
+        Whether the state learns under κ = ∞.
+
+    Returns
+    -------
+    dict
+        Parameter name → scale, only for the parameters the Dataset carries data for.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> one = xr.Dataset({"prior": 0.2, "n_patches": 3280.0})
+    >>> round(calibration_scales(one, iid=True)["prior"], 4)
+    0.0437
+    """
+    from bpc.constants import DIM_CRITIC, DIM_LABEL, WILSON_PROB
+
+    config = params.attrs.get("config", {})
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            config = {}
+    prob = float(config.get("wilson_prob", WILSON_PROB)) if isinstance(config, Mapping) else WILSON_PROB
+    out: dict[str, float | None] = {}
+
+    def scalar(name: str) -> float:
+        return float(params[name]) if name in params and params[name].size == 1 else math.nan
+
+    if iid and "n_patches" in params:
+        n = scalar("n_patches")
+        out["prior"] = _binomial_sd(scalar("prior") * n, n)
+    elif "prior_inst" in params:
+        lo, hi = (float(v) for v in params["prior_inst"].values.ravel()[:2])
+        out["prior"] = _logit_sd(lo, hi, prob)
+    if not iid and "kappa_interval" in params:
+        lo, hi = (float(v) for v in params["kappa_interval"].values.ravel()[:2])
+        out["kappa"] = _logit_sd(lo, hi, prob, log=True)
+    if "critic_n" in params and DIM_LABEL in params["critic_n"].dims:
+        for c in params[DIM_CRITIC].values:
+            for rate, label in (("tpr", 1), ("fpr", 0)):
+                n = float(params["critic_n"].sel({DIM_CRITIC: c, DIM_LABEL: label}))
+                p = float(params[rate].sel({DIM_CRITIC: c})) if rate in params else math.nan
+                out[f"{rate}[{c}]"] = _binomial_sd(p * n, n)
+    if "trans_n" in params and DIM_LABEL in params["trans_n"].dims:
+        for rate, label in (("p_fix", 0), ("p_break", 1)):
+            n = float(params["trans_n"].sel({DIM_LABEL: label}))
+            out[rate] = _binomial_sd(scalar(rate) * n, n)
+    return {k: v for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
 @dataclass(frozen=True)
 class LearningState:
     """Weighted particles of one cell's parameters, learning from finished episodes.
@@ -240,6 +345,7 @@ class LearningState:
         p_fix: float | None = None,
         p_break: float | None = None,
         sd: float = DEFAULT_PRIOR_SD,
+        sds: Mapping[str, float] | None = None,
         n_particles: int = DEFAULT_PARTICLES,
         seed: int = DEFAULT_SEED,
         ess_threshold: float = DEFAULT_ESS_THRESHOLD,
@@ -262,6 +368,10 @@ class LearningState:
             refine patch cannot be learnt from).
         sd : float
             Prior scale on the logit / log scale.
+        sds : mapping of str to float, optional
+            Per-parameter scales instead of ``sd`` (names as in :meth:`summary`: ``"prior"``,
+            ``"kappa"``, ``"tpr[c]"``, ``"fpr[c]"``, ``"p_fix"``, ``"p_break"``): the weight of the
+            data behind a calibrated value (:meth:`from_params`).
         n_particles, seed, ess_threshold, n_moves
             Particles, seed of every random step, rejuvenation trigger and sweeps.
         source : str
@@ -278,6 +388,9 @@ class LearningState:
         check_kernel_pair(p_fix, p_break)
         if not (math.isfinite(sd) and sd > 0):
             raise ValueError(f"sd must be positive, got {sd!r}")
+        for name, v in (sds or {}).items():
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"sds[{name!r}] must be a positive number, got {v!r}")
         values = {"prior": prior}
         for c, pair in critics.items():
             try:
@@ -300,7 +413,8 @@ class LearningState:
                 mean.append(math.log(float(kappa)))  # type: ignore[arg-type]
             else:
                 mean.append(float(_logit(np.array(values[nm.removeprefix("logit_")]))))
-        gp = GaussianPrior(np.array(mean), np.eye(len(names)) * sd**2)
+        scale = {**{nm: sd for nm in names}, **_scales_by_name(sds or {}, names)}
+        gp = GaussianPrior(np.array(mean), np.diag([scale[nm] ** 2 for nm in names]))
         rng = np.random.default_rng([int(seed), 0])
         x = gp.sample(rng, int(n_particles))
         return cls(
@@ -437,6 +551,11 @@ class LearningState:
             Critics to keep (default every critic with finite rates).
         iid : bool
             Ignore the Dataset's ``kappa`` and learn under κ = ∞.
+
+            Point values carry the weight of the data behind them where the Dataset says how much
+            there was (:func:`calibration_scales`: ``bpc estimate``'s intervals and counts): a
+            calibration on thousands of patches is not moved by one episode. Other parameters get
+            the weak prior ``sd``.
         kappa : float, optional
             Centre of a κ prior when the Dataset has none (point values) —
             without it, and without ``kappa`` in the Dataset, the state is i.i.d.
@@ -485,6 +604,7 @@ class LearningState:
         }
         rates = {c: v for c, v in rates.items() if all(math.isfinite(r) for r in v)}
         k0 = float(ds["kappa"]) if has_kappa else kappa
+        sds = calibration_scales(ds, iid=k0 is None or math.isinf(k0))
         pf = float(ds["p_fix"]) if "p_fix" in ds else float("nan")
         pb = float(ds["p_break"]) if "p_break" in ds else float("nan")
         kern = math.isfinite(pf) and math.isfinite(pb)
@@ -495,6 +615,7 @@ class LearningState:
             p_fix=pf if kern else None,
             p_break=pb if kern else None,
             sd=sd,
+            sds=sds,
             n_particles=n_particles or DEFAULT_PARTICLES,
             seed=seed,
             source=source,
@@ -585,12 +706,21 @@ class LearningState:
         params.attrs.setdefault("source", "hierarchical")
         return cls.from_params(params, cell=(benchmark, generator), **options)
 
-    def plan_draws(self, critics: Sequence[str], n: int, *, point: bool = False) -> dict[str, np.ndarray]:
+    def plan_draws(
+        self, critics: Sequence[str], n: int, *, point: bool = False, explore: bool = False
+    ) -> dict[str, np.ndarray]:
         """What a controller plans on: ``n`` equally weighted draws, or (``point``) the posterior mean.
 
         Natural-scale ``prior``, ``kappa``, ``p_fix``, ``p_break`` ``(S,)`` and
         ``tpr``/``fpr`` ``(S, K)`` with columns in the order of ``critics``
         (``NaN`` for a critic this state does not learn); ``S`` is ``n`` or 1.
+
+        ``explore`` (with ``point``): each critic's rates are taken optimistically, ``tpr`` at the
+        upper and ``fpr`` at the lower end of its central :data:`bpc.constants.CI_PROB` interval.
+        A plug-in planner on the posterior mean stops buying a critic it believes weak and then
+        never learns otherwise; planned on the optimistic end it keeps buying a critic while its
+        rates are uncertain, and the optimism vanishes as the interval narrows (optimism in the
+        face of uncertainty, as in upper-confidence-bound bandits).
         """
         if point:  # weighted means; κ = ∞ and an absent kernel stay as they are (0·∞ would be NaN)
             p = {
@@ -600,6 +730,12 @@ class LearningState:
             p["kappa"] = np.full(1, np.inf) if self.iid else p["kappa"]
             if not self.has_kernel:
                 p["p_fix"] = p["p_break"] = np.full(1, np.nan)
+            if explore:
+                rates = self.params
+                tail = (1.0 - CI_PROB) / 2.0
+                for rate, q in (("tpr", 1.0 - tail), ("fpr", tail)):
+                    ends = [_weighted_quantile(col, self.weights, q) for col in rates[rate].T]
+                    p[rate] = np.array([ends])
         else:
             p = self.resample(n)
         cols = {c: k for k, c in enumerate(self.critics)}
