@@ -370,3 +370,25 @@ def test_real_fit_posterior_predictive(real_fit):
     assert ppc["p_value"].between(0, 1).all()
     pop = posterior_predictive_check(dt, level="population", seed=1)
     assert (pop["hi"] - pop["lo"]).mean() >= (ppc["hi"] - ppc["lo"]).mean()
+
+
+def _diag(divergences, rhat=1.001):
+    import pandas as pd
+
+    from bpc.estimate.model import Diagnostics
+
+    table = pd.DataFrame({"max_rhat": [rhat], "min_ess_bulk": [900.0], "min_ess_tail": [900.0]}, index=["a"])
+    return Diagnostics(rhat, 900.0, 900.0, divergences, 4, 2000, table)
+
+
+def test_advice_fits_the_failure():
+    from bpc.estimate.model import advice
+
+    counts = tiny_counts()
+    one = counts.isel(benchmark=[0], generator=[0])
+    assert advice(_diag(0), counts) == ""
+    assert advice(_diag(0, rhat=1.05), counts).startswith("run longer")
+    # a one-cell fit with divergences: not "run longer", but what helps (conjugate estimates, pooling)
+    text = advice(_diag(115), one)
+    assert "one cell" in text and "bpc estimate" in text and "run longer" not in text
+    assert "not cured by more draws" in advice(_diag(3), counts)

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bpc.data.load import SIMULATED, load_counts
     from bpc.data.logs import select_counts
-    from bpc.estimate.model import ModelSpec, diagnose, fit, save
+    from bpc.estimate.model import ModelSpec, advice, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
     from bpc.outputs import check_output_file
     from bpc.progress import choices_summary, interrupt_guard, notes_digest, stdout_to_stderr
@@ -123,9 +123,10 @@ def run(args: argparse.Namespace) -> int:
     dt.attrs["diagnostics_failures"] = json.dumps(list(diag.failures))
     dt.attrs["data_choices"] = json.dumps(choices)
     if not diag.ok and not args.allow_bad_diagnostics:
+        hint = advice(diag, counts)
         print(
             f"bpc fit: error: convergence check failed ({'; '.join(diag.failures)}); nothing written to "
-            f"{out}. Run longer (--draws/--tune/--chains) or pass --allow-bad-diagnostics to keep the fit",
+            f"{out}. {hint[:1].upper()}{hint[1:]}",
             file=sys.stderr,
         )
         return 1
