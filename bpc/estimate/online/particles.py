@@ -211,7 +211,7 @@ def calibration_scales(params: xr.Dataset, *, iid: bool) -> dict[str, float]:
     >>> import xarray as xr
     >>> one = xr.Dataset({"prior": 0.2, "n_patches": 3280.0})
     >>> round(calibration_scales(one, iid=True)["prior"], 4)
-    0.0437
+    0.0436
     """
     from bpc.constants import DIM_CRITIC, DIM_LABEL, WILSON_PROB
 
