@@ -70,7 +70,7 @@ def _mock_fit(monkeypatch, diverging, **kwargs):
 
 def test_fit_adds_chains_when_the_check_fails_on_ess(monkeypatch):
     """100 draws fail the ESS threshold: one more run of as many chains, another seed, pooled."""
-    dt, seeds = _mock_fit(monkeypatch, _mock_stats)
+    dt, seeds = _mock_fit(monkeypatch, _mock_stats, extend=1)
     assert len(seeds) == 2 and seeds[0] == 11 and seeds[1] != 11
     assert dt["posterior"].sizes["chain"] == 4 and list(dt["posterior"]["chain"].values) == [0, 1, 2, 3]
     assert dt["sample_stats"].sizes["chain"] == 4 and dt["parameters"].sizes["chain"] == 4
@@ -79,10 +79,13 @@ def test_fit_adds_chains_when_the_check_fails_on_ess(monkeypatch):
     # at most `extend` rounds, and none when asked for none
     dt, seeds = _mock_fit(monkeypatch, _mock_stats, extend=0)
     assert len(seeds) == 1 and json.loads(dt.attrs["config"])["extensions"] == 0
+    # by default only a fit at the fit preset extends: other lengths are the caller's choice
+    dt, seeds = _mock_fit(monkeypatch, _mock_stats)
+    assert len(seeds) == 1
 
 
 def test_fit_does_not_extend_a_fit_with_divergences(monkeypatch):
-    dt, seeds = _mock_fit(monkeypatch, lambda size: np.ones(size, dtype=bool))
+    dt, seeds = _mock_fit(monkeypatch, lambda size: np.ones(size, dtype=bool), extend=1)
     assert len(seeds) == 1 and dt["posterior"].sizes["chain"] == 2
 
 

@@ -621,7 +621,7 @@ def fit(
     cores: int | None = None,
     kernels: str = "predict",
     warn: bool = True,
-    extend: int = FIT_EXTENSIONS,
+    extend: int | None = None,
 ) -> xr.DataTree:
     """Fit the hierarchical model to ``counts``.
 
@@ -657,8 +657,10 @@ def fit(
     warn : bool
         Emit a :class:`~bpc.estimate.model.diagnostics.ConvergenceWarning` when the
         diagnostics fail the thresholds in :mod:`bpc.constants`.
-    extend : int
-        Extensions allowed (0: one run, whatever the check says).
+    extend : int, optional
+        Extensions allowed (0: one run, whatever the check says). Default
+        :data:`bpc.constants.FIT_EXTENSIONS` at the ``fit`` preset's draws, tuning and chains, and 0
+        for other settings (the caller chose the length).
 
     Returns
     -------
@@ -673,6 +675,10 @@ def fit(
         If ``chains`` < 2, ``extend`` < 0, or the counts break their schema.
     """
     _check_chains(chains)
+    if extend is None:
+        preset = SAMPLER_PRESETS["fit"]
+        at_preset = (draws, tune, chains) == (preset["draws"], preset["tune"], preset["chains"])
+        extend = FIT_EXTENSIONS if at_preset else 0
     if isinstance(extend, bool) or not isinstance(extend, int) or extend < 0:
         raise ValueError(f"extend must be a non-negative integer, got {extend!r}")
     if spec is None:
