@@ -188,9 +188,11 @@ SAMPLER_PRESETS = MappingProxyType(
     One fit that is read on its own (``bpc compare``'s posterior, the demo). ``quick`` keeps four chains
     of 500: shorter chains fail the pinned R-hat / ESS thresholds above on the paper panel.
 ``fit``
-    ``bpc fit`` and :func:`bpc.estimate.model.fit`: ``default``'s draws after 500 tuning steps, which
-    sufficed on the corpus (4 × 2000 after 500 passed the check at seeds 1–5 of the crossed model),
-    and up to :data:`FIT_EXTENSIONS` rounds of four more chains when the check fails on R-hat or ESS.
+    ``bpc fit`` and :func:`bpc.estimate.model.fit`: ``default``'s draws after 500 tuning steps, and up
+    to :data:`FIT_EXTENSIONS` rounds of four more chains when the check fails on R-hat or ESS. On the
+    corpus (crossed model, ``benchmarks/bench_fit_speed.py``) seed 1 passed without an extension: max
+    R-hat 1.0068, min bulk ESS 1041, min tail ESS 1065, 0 divergences; its posterior means agree with
+    the ``default`` preset's within Monte Carlo error (|z| > 3 for 0.31 % of 968 scalars).
 ``long``
     The retry of a fit that failed its check at ``default`` (twice the draws and tuning): the second
     rung of the refits' ladder (:data:`REFIT_PRESETS`).
