@@ -137,6 +137,7 @@ from bpc.estimate.online.particles import (
     GaussianPrior,
     LearningState,
     LearnStateMismatchError,
+    calibration_scales,
 )
 from bpc.estimate.online.records import (
     LABEL_CHANNEL,
@@ -165,4 +166,5 @@ __all__ = [
     "labelled_counts",
     "simulate_records",
     "load_calibration",
+    "calibration_scales",
 ]
