@@ -206,3 +206,86 @@ def test_for_new_cell_plans_on_the_hierarchical_predictive_and_learns(tmp_path):
         ep = ctrl.episode()
         ep.observe(ctrl.critics[0], True).stop()
         assert ctrl.learner.n_episodes == 1
+
+
+# ---------------------------------------------------------------- the calibration's weight
+def _user_log(path, *, tasks=164, patches=20, seed=5):
+    """A user's log: ``tasks`` × ``patches`` patches, critics syn / doc / gen, tasks of varying difficulty."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(tasks):
+        theta = rng.beta(0.222 * 1.5, 0.778 * 1.5)
+        for j in range(patches):
+            y = int(rng.random() < theta)
+            row = {"instance_id": f"t{i}", "patch_id": j, "Y": y}
+            for name, (tpr, fpr) in (("syn", (0.95, 0.6)), ("doc", (0.7, 0.06)), ("gen", (0.43, 0.1))):
+                row[name] = int(rng.random() < (tpr if y else fpr))
+            rows.append(row)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_a_learning_state_from_a_calibration_carries_its_weight(tmp_path):
+    """One passing episode after a 3,280-patch calibration moves the next task's start by < 0.01."""
+    from bpc.costs import Costs
+    from bpc.data.counts import counts_from_records
+    from bpc.data.logs import read_logs
+    from bpc.estimate.laplace import laplace
+
+    counts = counts_from_records(read_logs(_user_log(tmp_path / "log.csv")))
+    assert float(counts["n_patches"].sum()) == 3280
+    params = laplace(counts)
+    for name in ("n_patches", "n_instances"):
+        params[name] = counts[name]  # as `bpc estimate --out params.nc` writes them
+    cell = (str(params.benchmark.values[0]), str(params.generator.values[0]))
+    costs = Costs(c_gen=10, c_ver=30, reward=100, critic={"syn": 1, "doc": 2, "gen": 5})
+    passing = EpisodeRecord.from_history([{"op": "verified", "passed": True}, {"op": "stop"}])
+    for belief in ("instance", "iid"):
+        ctrl = Controller.from_params(params, cell=cell, costs=costs, belief=belief, learn=True)
+        state = ctrl.learner
+        assert state is not None
+        start = state.plan_draws(state.critics, 1, point=True)["prior"][0]
+        assert abs(start - float(params["prior"].values.ravel()[0])) < 0.01
+        moved = state.update(passing).plan_draws(state.critics, 1, point=True)["prior"][0]
+        assert abs(moved - start) < 0.01, belief
+    # the same values as a weak prior (no data behind them) move by far more
+    weak = LearningState.from_values(
+        prior=float(params["prior"].values.ravel()[0]),
+        critics={"syn": (0.9, 0.6)},
+        kappa=float(params["kappa"].values.ravel()[0]),
+    )
+    a = weak.plan_draws(weak.critics, 1, point=True)["prior"][0]
+    assert weak.update(passing).plan_draws(weak.critics, 1, point=True)["prior"][0] - a > 0.05
+
+
+# ---------------------------------------------------------------- exploration
+def test_a_plugin_learner_keeps_buying_critics_it_knows_little_about():
+    """From a weak prior whose critics look uninformative, the plug-in learner still calls them late on.
+
+    Planned on the posterior mean it would settle on verifying without critics after the first
+    episode and never learn that ``doc`` separates passes from failures; planned on the optimistic
+    end of each critic's interval it keeps calling them while they are uncertain.
+    """
+    true = {"syn": (0.95, 0.6), "doc": (0.7, 0.06), "gen": (0.43, 0.1)}
+    ctrl = Controller(
+        prior=0.22,
+        critics={"syn": (0.9, 0.7, 1.0), "doc": (0.55, 0.45, 2.0), "gen": (0.5, 0.4, 5.0)},
+        c_gen=10.0,
+        c_ver=30.0,
+        reward=100.0,
+        belief="instance",
+        kappa=1.5,
+        learn=True,
+        mode="plugin",
+    )
+    rng = np.random.default_rng(1)
+    calls = []
+    for _ in range(100):
+        ep = play(ctrl.episode(), rng, theta=rng.beta(0.22 * 1.5, 0.78 * 1.5), rates=true)
+        calls.append(sum(m.get("op") == "observe" for m in ep.history))
+    assert sum(calls[-30:]) > 0
+    assert ctrl.learner is not None
+    lo, hi = ctrl.learner.interval("fpr[doc]")
+    assert hi < 0.3  # it learnt that doc rarely passes a failing patch

@@ -82,13 +82,23 @@ def test_crossed_build_named_vars(counts):
     assert dims["y_tasks"] == ("task_obs",)
     assert dims["task_loc"] == ("task_cell",) and dims["task_kappa"] == ("task_cell",)
     assert np.isfinite(model.point_logps()["y_tasks"])
-    # the crossed cells leave the histogram: their classes carry zero weight
-    w = model["inst_w"].get_value() if hasattr(model["inst_w"], "get_value") else model["inst_w"].data
+
+    # the crossed cells leave the histogram: their classes carry zero weight (kept in the full layout)
+    def weights(m):
+        return np.asarray(m["inst_w"].get_value() if hasattr(m["inst_w"], "get_value") else m["inst_w"].data)
+
+    full = build_model(counts, keep_empty=True)
+    w = weights(full)
     inst = instance_observations(counts)
     crossed = np.isin(inst["inst_cell"].values, [0, 1]) & np.isin(
         np.asarray(inst["prior_cell"].values)[inst["inst_cell"].values], ["b/g1", "b/g2"]
     )
     assert (np.asarray(w)[crossed] == 0).all() and np.asarray(w)[~crossed].sum() > 0
+    # by default the model evaluates only the rows of positive weight: the same log density
+    compact = weights(model)
+    assert (compact > 0).all() and compact.sum() == w.sum() and compact.size == (w > 0).sum()
+    point = model.initial_point()
+    assert model.compile_logp()(point) == full.compile_logp()(point)
 
 
 def test_crossed_switches_off(counts):

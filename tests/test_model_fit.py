@@ -46,8 +46,57 @@ def mocked_fit():
         mp.setattr(pm, "sample", partial(mock_sample, sample_stats={"diverging": _mock_stats}))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            dt = fit(counts, draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc")
+            dt = fit(
+                counts, draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc", extend=0
+            )
     return counts, dt
+
+
+def _mock_fit(monkeypatch, diverging, **kwargs):
+    seeds = []
+
+    def sample(**kw):
+        seeds.append(kw["random_seed"])
+        return mock_sample(**kw, sample_stats={"diverging": diverging})
+
+    monkeypatch.setattr(pm, "sample", sample)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        dt = fit(
+            tiny_counts(), draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc", **kwargs
+        )
+    return dt, seeds
+
+
+def test_fit_adds_chains_when_the_check_fails_on_ess(monkeypatch):
+    """100 draws fail the ESS threshold: one more run of as many chains, another seed, pooled."""
+    dt, seeds = _mock_fit(monkeypatch, _mock_stats, extend=1)
+    assert len(seeds) == 2 and seeds[0] == 11 and seeds[1] != 11
+    assert dt["posterior"].sizes["chain"] == 4 and list(dt["posterior"]["chain"].values) == [0, 1, 2, 3]
+    assert dt["sample_stats"].sizes["chain"] == 4 and dt["parameters"].sizes["chain"] == 4
+    assert json.loads(dt.attrs["config"])["extensions"] == 1
+    assert json.loads(dt.attrs["diagnostics"])["chains"] == 4
+    # at most `extend` rounds, and none when asked for none
+    dt, seeds = _mock_fit(monkeypatch, _mock_stats, extend=0)
+    assert len(seeds) == 1 and json.loads(dt.attrs["config"])["extensions"] == 0
+    # by default only a fit at the fit preset extends: other lengths are the caller's choice
+    dt, seeds = _mock_fit(monkeypatch, _mock_stats)
+    assert len(seeds) == 1
+
+
+def test_fit_does_not_extend_a_fit_with_divergences(monkeypatch):
+    dt, seeds = _mock_fit(monkeypatch, lambda size: np.ones(size, dtype=bool), extend=1)
+    assert len(seeds) == 1 and dt["posterior"].sizes["chain"] == 2
+
+
+@pytest.mark.parametrize("chains", [1, 0, True])
+def test_fit_refuses_fewer_than_two_chains_before_sampling(monkeypatch, chains):
+    def fail(**kw):
+        raise AssertionError("sampled")
+
+    monkeypatch.setattr(pm, "sample", fail)
+    with pytest.raises(ValueError, match="chains must be an integer >= 2"):
+        fit(tiny_counts(), chains=chains, progressbar=False, sampler="pymc")
 
 
 def test_fit_datatree_groups_and_attrs(mocked_fit):
@@ -324,3 +373,25 @@ def test_real_fit_posterior_predictive(real_fit):
     assert ppc["p_value"].between(0, 1).all()
     pop = posterior_predictive_check(dt, level="population", seed=1)
     assert (pop["hi"] - pop["lo"]).mean() >= (ppc["hi"] - ppc["lo"]).mean()
+
+
+def _diag(divergences, rhat=1.001):
+    import pandas as pd
+
+    from bpc.estimate.model import Diagnostics
+
+    table = pd.DataFrame({"max_rhat": [rhat], "min_ess_bulk": [900.0], "min_ess_tail": [900.0]}, index=["a"])
+    return Diagnostics(rhat, 900.0, 900.0, divergences, 4, 2000, table)
+
+
+def test_advice_fits_the_failure():
+    from bpc.estimate.model import advice
+
+    counts = tiny_counts()
+    one = counts.isel(benchmark=[0], generator=[0])
+    assert advice(_diag(0), counts) == ""
+    assert advice(_diag(0, rhat=1.05), counts).startswith("run longer")
+    # a one-cell fit with divergences: not "run longer", but what helps (conjugate estimates, pooling)
+    text = advice(_diag(115), one)
+    assert "one cell" in text and "bpc estimate" in text and "run longer" not in text
+    assert "not cured by more draws" in advice(_diag(3), counts)

@@ -449,6 +449,28 @@ def test_load_refuses_other_specs_versions_and_tampering(tmp_path):
     ds.to_netcdf(tmp_path / "t.nc", engine="h5netcdf")
     with pytest.raises(ValueError, match="does not match"):
         LearningState.load(tmp_path / "t.nc")
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda ds: ds.assign(x=ds["x"] + 0.5),  # particles shifted
+        lambda ds: ds.assign(log_weight=ds["log_weight"] * 0 - np.log(ds.sizes["particle"]) + 1e-9),
+        lambda ds: ds.assign_attrs(n_rejuvenations=ds.attrs["n_rejuvenations"] + 1),  # an attribute
+        lambda ds: ds.assign_attrs(source="edited"),
+        lambda ds: ds.drop_vars("record").assign(record=("episode", np.array([], dtype=str))),  # a record
+        lambda ds: ds.drop_attrs().assign_attrs({k: v for k, v in ds.attrs.items() if k != "checksum"}),
+    ],
+)
+def test_load_refuses_a_state_changed_after_saving(tmp_path, tamper):
+    """The checksum covers the data and the attributes; a changed file is refused as a whole, named."""
+    recs = simulate_records(np.random.default_rng(3), 5, verify_fail_prob=0.2, **TRUTH)
+    path = LearningState.from_values(**START, n_particles=50).update(recs).save(tmp_path / "cal.nc")
+    LearningState.load(path)  # as written: accepted
+    changed = tamper(xr.load_dataset(path, engine="h5netcdf"))
+    changed.to_netcdf(tmp_path / "bad.nc", engine="h5netcdf")
+    with pytest.raises(ValueError, match=r"bad\.nc: the learning state (has no|does not match its) checksum"):
+        LearningState.load(tmp_path / "bad.nc")
     with pytest.raises(FileNotFoundError):
         LearningState.load(tmp_path / "none.nc")
     xr.Dataset({"a": ("x", [1.0])}).to_netcdf(tmp_path / "o.nc", engine="h5netcdf")

@@ -8,7 +8,7 @@ from pathlib import Path
 from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
 from bpc.constants import DEFAULT_SEED, SAMPLER_PRESETS
 
-_DEFAULT = SAMPLER_PRESETS["default"]
+_DEFAULT = SAMPLER_PRESETS["fit"]
 
 NAME = "fit"
 HELP = (
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     draws, tune, chains = (int(_DEFAULT[k]) for k in ("draws", "tune", "chains"))
     parser.add_argument(
-        "--draws", type=int, default=draws, help=f"kept draws per chain (default {draws}, the default preset)"
+        "--draws", type=int, default=draws, help=f"kept draws per chain (default {draws}, the fit preset)"
     )
     parser.add_argument("--tune", type=int, default=tune, help=f"tuning steps per chain (default {tune})")
     parser.add_argument("--chains", type=int, default=chains, help=f"chains (default {chains})")
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bpc.data.load import SIMULATED, load_counts
     from bpc.data.logs import select_counts
-    from bpc.estimate.model import ModelSpec, diagnose, fit, save
+    from bpc.estimate.model import ModelSpec, advice, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
     from bpc.outputs import check_output_file
     from bpc.progress import choices_summary, interrupt_guard, notes_digest, stdout_to_stderr
@@ -123,9 +123,10 @@ def run(args: argparse.Namespace) -> int:
     dt.attrs["diagnostics_failures"] = json.dumps(list(diag.failures))
     dt.attrs["data_choices"] = json.dumps(choices)
     if not diag.ok and not args.allow_bad_diagnostics:
+        hint = advice(diag, counts)
         print(
             f"bpc fit: error: convergence check failed ({'; '.join(diag.failures)}); nothing written to "
-            f"{out}. Run longer (--draws/--tune/--chains) or pass --allow-bad-diagnostics to keep the fit",
+            f"{out}. {hint[:1].upper()}{hint[1:]}",
             file=sys.stderr,
         )
         return 1

@@ -418,7 +418,8 @@ class Controller:
         """
         if self.learner is not None and self.learner.n_episodes != self._planned:
             point = self.mode in ("plugin", "posterior_mean")
-            p = self.learner.plan_draws(self.critics, LIVE_LEARN_DRAWS, point=point)
+            explore = self.mode == "plugin"  # optimistic critic rates: keep learning what it does not know
+            p = self.learner.plan_draws(self.critics, LIVE_LEARN_DRAWS, point=point, explore=explore)
             kappa = p["kappa"] if self.belief_model == "instance" else None
             rates = {k: p[k] for k in ("prior", "tpr", "fpr", "p_fix", "p_break")}
             self.samples = ParameterSamples(critics=self.critics, **rates, kappa=kappa)
@@ -526,9 +527,12 @@ class Controller:
             check_count(max_draws, name="max_draws")
             one = thin_draws(one, int(max_draws))
         samples = parameter_samples(one, critics=names, one_cell=True)
+        belief = plan.belief or _LIVE_BELIEF
+        if options.get("learn") is True and not sample_dims(one):
+            # point values learn with the weight of the data behind them (calibration_scales)
+            options["learn"] = LearningState.from_params(one, critics=names, iid=belief != "instance")
         cv = costs_for(costs, bench)
         crit = {c: (samples.tpr[:, k], samples.fpr[:, k], cv.critic_cost(c)) for k, c in enumerate(names)}
-        belief = plan.belief or _LIVE_BELIEF
         with warnings.catch_warnings():  # measured rates are the data's, not a typo
             warnings.simplefilter("ignore", InvertedCriticWarning)
             ctrl = cls(

@@ -9,7 +9,7 @@ netCDF I/O (:mod:`bpc.estimate.model.io`).
 from __future__ import annotations
 
 from bpc.estimate.model.build import DIM_OBS, DIM_RATE, build_model, observations, rate_counts
-from bpc.estimate.model.diagnostics import ConvergenceWarning, Diagnostics, diagnose, params_table
+from bpc.estimate.model.diagnostics import ConvergenceWarning, Diagnostics, advice, diagnose, params_table
 from bpc.estimate.model.fit import (
     Refitter,
     cell_rates,
@@ -23,6 +23,7 @@ from bpc.estimate.model.io import SpecMismatchError, load, save
 from bpc.estimate.model.spec import RATE_KINDS, ModelSpec, rate_names
 
 __all__ = [
+    "advice",
     "DIM_OBS",
     "DIM_RATE",
     "RATE_KINDS",

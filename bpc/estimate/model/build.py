@@ -515,7 +515,7 @@ def _effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
     return _deterministic(f"beta_{level_dim}", scale * raw, dims=dims)
 
 
-def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
+def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty: bool = False) -> pm.Model:
     """The PyMC model of ``spec`` for ``counts``.
 
     Parameters
@@ -527,6 +527,11 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
     spec : ModelSpec, optional
         Defaults to :meth:`ModelSpec.default` modelling the counts' own critics
         (:func:`bpc.schema.decision_critics`: the paper's three for the corpus).
+    keep_empty : bool
+        Keep the instance histogram's rows of weight 0 (every (cell, m, k) class of the
+        layout, as :class:`bpc.estimate.model.fit.Refitter` needs to swap in other weights).
+        By default they are left out: they contribute exactly 0 to the log density, and on the
+        corpus they are 261 of its 288 rows.
 
     Returns
     -------
@@ -548,6 +553,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
     tasks = task_observations(counts, inst) if inst is not None and spec.tasks else None
     if tasks is not None and tasks.sizes[DIM_TASK_OBS] == 0:
         tasks = None
+    rows = None if inst is None else _histogram_rows(inst, tasks, keep_empty=keep_empty)
     if obs.sizes[DIM_OBS] == 0 and (inst is None or inst.sizes[DIM_PRIOR_CELL] == 0):
         raise ValueError("build_model: counts hold no observed entry for any modelled rate")
     coords = {
@@ -558,7 +564,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
     }
     if inst is not None:
         coords[DIM_PRIOR_CELL] = list(inst[DIM_PRIOR_CELL].values)
-        coords[DIM_INST_CLASS] = np.arange(inst.sizes[DIM_INST_CLASS])
+        coords[DIM_INST_CLASS] = np.arange(len(rows if rows is not None else ()))
     if tasks is not None:
         for dim in (DIM_TASK_KEY, DIM_TASK_CELL, DIM_TASK_BENCHMARK):
             coords[dim] = [str(v) for v in tasks[dim].values]
@@ -595,8 +601,8 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None) -> pm.Model:
             observed=k,
             dims=DIM_OBS,
         )
-        if inst is not None and inst.sizes[DIM_PRIOR_CELL] > 0:
-            _instance_likelihood(spec, inst, alpha, effects, tasks)
+        if inst is not None and rows is not None and inst.sizes[DIM_PRIOR_CELL] > 0:
+            _instance_likelihood(spec, inst, alpha, effects, tasks, rows)
     return model
 
 
@@ -630,6 +636,26 @@ def centred_cells(inst: xr.Dataset, *, all_centred: bool = False) -> np.ndarray:
     return (instances * p * (1.0 - p) >= CENTRE_INFORMATION).astype(float)
 
 
+def _histogram_rows(inst: xr.Dataset, tasks: xr.Dataset | None, *, keep_empty: bool) -> np.ndarray:
+    """Positions along ``inst_class`` of the histogram rows the likelihood evaluates.
+
+    A crossed cell (one of ``tasks``' ``task_cell_prior``) enters through its task rows, so its
+    histogram rows have weight 0 here; with ``keep_empty`` every row is kept, else only those of
+    positive weight (the others add exactly 0 to the log density and its gradient).
+    """
+    weights = _histogram_weights(inst, tasks)
+    return np.arange(weights.size) if keep_empty else np.flatnonzero(weights > 0)
+
+
+def _histogram_weights(inst: xr.Dataset, tasks: xr.Dataset | None) -> np.ndarray:
+    """The histogram rows' weights, 0 for the crossed cells (they enter through their task rows)."""
+    weights = inst["inst_w"].values
+    if tasks is not None:
+        crossed = np.isin(inst["inst_cell"].values, tasks["task_cell_prior"].values)
+        weights = np.where(crossed, 0.0, weights)
+    return weights
+
+
 def _kappa_inst_effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
     """Non-centred (optionally sum-to-zero) effect of a level on log κ_inst."""
     sigma = pm.HalfNormal(
@@ -648,12 +674,14 @@ def _instance_likelihood(
     inst: xr.Dataset,
     alpha: pt.TensorVariable,
     effects: dict[str, pt.TensorVariable],
-    tasks: xr.Dataset | None = None,
+    tasks: xr.Dataset | None,
+    rows: np.ndarray,
 ) -> None:
     """The prior under the instance model: π per cell, κ_inst per cell, histogram and table likelihoods.
 
     With ``tasks`` (:func:`task_observations`) the crossed cells enter through their
-    (task, generator) rows with a shared task effect instead of their histograms.
+    (task, generator) rows with a shared task effect instead of their histograms. ``rows``
+    (:func:`_histogram_rows`) are the histogram rows evaluated.
     """
     r0 = spec.rates.index("prior")
     cb = _data("cell_benchmark_idx", inst["cell_benchmark_idx"].values, dims=DIM_PRIOR_CELL)
@@ -680,14 +708,10 @@ def _instance_likelihood(
         grid = grid + (delta[:, None] if dim == DIM_BENCHMARK else delta[None, :])
     pm.Deterministic("kappa_inst", pt.exp(grid), dims=(DIM_BENCHMARK, DIM_GENERATOR))
     kappa_cell = _tensor(pt.exp(log_k))  # (prior_cell,)
-    c = _data("inst_cell", inst["inst_cell"].values, dims=DIM_INST_CLASS)
-    m = _data("inst_m", inst["inst_m"].values, dims=DIM_INST_CLASS)
-    kk = _data("inst_k", inst["inst_k"].values, dims=DIM_INST_CLASS)
-    weights = inst["inst_w"].values
-    if tasks is not None:
-        crossed = np.isin(inst["inst_cell"].values, tasks["task_cell_prior"].values)
-        weights = np.where(crossed, 0.0, weights)  # these cells enter through their task rows
-    w = _data("inst_w", weights, dims=DIM_INST_CLASS)
+    c = _data("inst_cell", inst["inst_cell"].values[rows], dims=DIM_INST_CLASS)
+    m = _data("inst_m", inst["inst_m"].values[rows], dims=DIM_INST_CLASS)
+    kk = _data("inst_k", inst["inst_k"].values[rows], dims=DIM_INST_CLASS)
+    w = _data("inst_w", _histogram_weights(inst, tasks)[rows], dims=DIM_INST_CLASS)
     a, b = pi[c] * kappa_cell[c], (1.0 - pi[c]) * kappa_cell[c]
     logp = _tensor(pm.logp(pm.BetaBinomial.dist(n=m, alpha=a, beta=b), kk))
     pm.Potential("y_instances", _tensor(pt.sum(w * logp)))

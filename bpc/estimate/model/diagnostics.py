@@ -19,7 +19,7 @@ import xarray as xr
 from bpc.constants import CI_KIND, CI_PROB, DIVERGENCES_MAX, ESS_BULK_MIN, ESS_TAIL_MIN, RHAT_MAX
 from bpc.intervals import credible_interval
 
-__all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "params_table"]
+__all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "params_table", "advice"]
 
 
 class ConvergenceWarning(UserWarning):
@@ -159,6 +159,63 @@ def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics
         draws=draws,
         table=table,
     )
+
+
+def _cells_with_data(counts: xr.Dataset) -> int:
+    """Cells with patches (finite, positive ``n_patches``)."""
+    n = np.asarray(counts["n_patches"].values, dtype=float)
+    return int((np.isfinite(n) & (np.nan_to_num(n) > 0)).sum())
+
+
+def advice(diagnostics: Diagnostics, counts: xr.Dataset) -> str:
+    """What to do about a fit that failed its check: one sentence that fits the failure.
+
+    * Divergences in a fit of **one cell**: every group effect then has a single level, so its
+      scale σ is known only from its prior and the sampler diverges in the funnel between σ and
+      the effect (``docs/method.md`` §The hierarchical model); more draws do not remove that. The
+      cell's own conjugate estimates (``bpc estimate``) need no sampling, and pooling the cell
+      with others (``bpc fit CORPUS my_logs.csv``) gives the effects more levels.
+    * Divergences otherwise: more draws do not remove them either; the sampler met curvature its
+      step cannot follow, so say where (the failed variables) and what changes the geometry.
+    * R-hat or ESS alone: run longer.
+
+    Parameters
+    ----------
+    diagnostics : Diagnostics
+        The failed fit's :func:`diagnose`.
+    counts : xarray.Dataset
+        The counts it was fitted to.
+
+    Returns
+    -------
+    str
+        Empty when the fit passed.
+
+    Examples
+    --------
+    >>> import pandas as pd, xarray as xr
+    >>> d = Diagnostics(1.001, 900.0, 900.0, 115, 4, 2000, pd.DataFrame())
+    >>> one = xr.Dataset({"n_patches": (("benchmark", "generator"), [[87.0]])})
+    >>> "one cell" in advice(d, one)
+    True
+    """
+    if diagnostics.ok:
+        return ""
+    if diagnostics.divergences > DIVERGENCES_MAX:
+        if "n_patches" in counts and _cells_with_data(counts) == 1:
+            return (
+                "this fit has one cell: each group effect has a single level, so its scale is known "
+                "only from its prior and the sampler diverges in the funnel between them; more draws "
+                "do not help. Use the cell's conjugate estimates (bpc estimate, no sampling), or fit "
+                "the cell together with others (bpc fit CORPUS my_logs.csv) so that the effects have "
+                "several levels"
+            )
+        return (
+            "divergent transitions are not cured by more draws: the sampler met curvature its steps "
+            "cannot follow. Fit with fewer group effects or centred effects (a model spec, --model), "
+            "or together with more cells; --allow-bad-diagnostics keeps the fit as it is"
+        )
+    return "run longer (--draws/--tune/--chains) or pass --allow-bad-diagnostics to keep the fit"
 
 
 def params_table(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -45,6 +46,8 @@ from bpc.constants import (
     DIM_DRAW,
     DIM_GENERATOR,
     DIM_TASK,
+    DIVERGENCES_MAX,
+    FIT_EXTENSIONS,
     SAMPLER_PRESETS,
 )
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
@@ -63,6 +66,7 @@ __all__ = [
     "counts_of",
     "versions",
     "Refitter",
+    "default_cores",
 ]
 
 if TYPE_CHECKING:
@@ -87,6 +91,24 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[pkg] = "absent"
     return out
+
+
+def default_cores(chains: int) -> int:
+    """Chains run at once when the caller does not say: one per core this process may use, at most ``chains``.
+
+    (PyMC's own default, ``cpu_count() // 2``, is 1 on a 2-core machine: the chains would run one
+    after another.) Parallel chains give the same draws as sequential ones.
+
+    Examples
+    --------
+    >>> 1 <= default_cores(4) <= 4
+    True
+    """
+    try:
+        available = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        available = os.cpu_count() or 1
+    return max(1, min(int(chains), available))
 
 
 def resolve_sampler(sampler: str) -> Sampler:
@@ -157,7 +179,7 @@ def sample_model(
     target_accept : float
         NUTS target acceptance probability.
     cores : int, optional
-        Chains run in parallel (PyMC's default when ``None``).
+        Chains run in parallel (default :func:`default_cores`: every core, at most one per chain).
     """
     which = resolve_sampler(sampler)
     for name, v in (("draws", draws), ("tune", tune), ("chains", chains)):
@@ -175,7 +197,7 @@ def sample_model(
         draws=int(draws),
         tune=int(tune),
         chains=int(chains),
-        cores=cores,
+        cores=default_cores(chains) if cores is None else int(cores),
         random_seed=int(seed),
         progressbar=progressbar,
         quiet=not progressbar,
@@ -550,13 +572,48 @@ def _finish(dt: xr.DataTree, counts: xr.Dataset, spec: ModelSpec, config: dict, 
     return diag
 
 
+def _check_chains(chains: int) -> None:
+    """Refuse fewer than two chains before any work: the convergence check compares chains (R-hat)."""
+    if isinstance(chains, bool) or not isinstance(chains, int | np.integer) or chains < 2:
+        raise ValueError(
+            f"chains must be an integer >= 2 (the convergence check's R-hat compares chains), got {chains!r}"
+        )
+
+
+def _more_chains(dt: xr.DataTree, extra: xr.DataTree) -> xr.DataTree:
+    """``dt`` with the chains of ``extra`` (same model, same settings, other seed) appended.
+
+    Chains of independent runs after the same tuning are exchangeable: pooled, they are one run
+    with more chains. The posterior and sample statistics are concatenated along ``chain`` (the
+    new chains numbered after the old); every other group is the model's data, the same in both.
+    """
+    out = dt.copy()
+    for group in ("posterior", "sample_stats"):
+        if group not in dt.children or group not in extra.children:
+            continue
+        a, b = dt[group].to_dataset(), extra[group].to_dataset()
+        b = b.assign_coords({DIM_CHAIN: b[DIM_CHAIN].values + a.sizes[DIM_CHAIN]})
+        joined = xr.concat([a, b], dim=DIM_CHAIN, data_vars="all", coords="different", compat="equals")
+        joined.attrs = dict(a.attrs)
+        for key in ("sampling_time",):
+            if key in a.attrs and key in b.attrs:
+                joined.attrs[key] = float(a.attrs[key]) + float(b.attrs[key])
+        out[group] = xr.DataTree(joined)
+    return out
+
+
+def _extension_seed(seed: int, round_: int) -> int:
+    """The sampler seed of the ``round_``-th extension of a fit seeded with ``seed``."""
+    return int(np.random.SeedSequence([int(seed), _PARAMS_SEED_KEY, int(round_)]).generate_state(1)[0])
+
+
 def fit(
     counts: xr.Dataset,
     spec: ModelSpec | None = None,
     *,
-    draws: int = int(SAMPLER_PRESETS["default"]["draws"]),
-    tune: int = int(SAMPLER_PRESETS["default"]["tune"]),
-    chains: int = int(SAMPLER_PRESETS["default"]["chains"]),
+    draws: int = int(SAMPLER_PRESETS["fit"]["draws"]),
+    tune: int = int(SAMPLER_PRESETS["fit"]["tune"]),
+    chains: int = int(SAMPLER_PRESETS["fit"]["chains"]),
     seed: int = DEFAULT_SEED,
     sampler: str = "auto",
     progressbar: bool = True,
@@ -564,8 +621,15 @@ def fit(
     cores: int | None = None,
     kernels: str = "predict",
     warn: bool = True,
+    extend: int | None = None,
 ) -> xr.DataTree:
     """Fit the hierarchical model to ``counts``.
+
+    Sampling is sized by what the convergence check needs (``docs/method.md`` §The hierarchical
+    model): ``chains`` × ``draws`` after ``tune`` steps; when the check then fails only on R-hat or
+    ESS (never on divergences, which more draws do not cure), ``chains`` more chains of the same
+    length are run with another seed and pooled with the first, up to ``extend`` times. The
+    thresholds (:mod:`bpc.constants`) are the same either way.
 
     Parameters
     ----------
@@ -575,8 +639,9 @@ def fit(
         Defaults to :meth:`ModelSpec.default` modelling the counts' own critics
         (:func:`bpc.schema.decision_critics`: the paper's three for the corpus).
     draws, tune, chains : int
-        Kept draws per chain, tuning steps, chains (default: the ``default`` preset of
-        :data:`bpc.constants.SAMPLER_PRESETS`, 4 × 2000 after 1500 tuning steps).
+        Kept draws per chain, tuning steps, chains (default: the ``fit`` preset of
+        :data:`bpc.constants.SAMPLER_PRESETS`, 4 × 2000 after 500 tuning steps). ``chains``
+        must be at least 2 (checked before any work: R-hat compares chains).
     seed : int
         Seeds the sampler and (via ``default_rng([seed, 1])``) the conjugate draws.
     sampler : {"auto", "nutpie", "pymc"}
@@ -586,36 +651,64 @@ def fit(
     target_accept : float
         NUTS target acceptance.
     cores : int, optional
-        Chains run in parallel.
+        Chains run in parallel (default :func:`default_cores`: every core, at most one per chain).
     kernels : {"predict", "measured"}
         Passed to :func:`cell_rates` for the stored ``parameters`` group.
     warn : bool
         Emit a :class:`~bpc.estimate.model.diagnostics.ConvergenceWarning` when the
         diagnostics fail the thresholds in :mod:`bpc.constants`.
+    extend : int, optional
+        Extensions allowed (0: one run, whatever the check says). Default
+        :data:`bpc.constants.FIT_EXTENSIONS` at the ``fit`` preset's draws, tuning and chains, and 0
+        for other settings (the caller chose the length).
 
     Returns
     -------
     xarray.DataTree
         Groups ``posterior``, ``sample_stats``, ``observed_data``,
-        ``constant_data``, ``counts``, ``parameters``; attrs as in the module docstring.
+        ``constant_data``, ``counts``, ``parameters``; attrs as in the module docstring
+        (the ``config`` attr records ``extensions``, the extra runs made).
+
+    Raises
+    ------
+    ValueError
+        If ``chains`` < 2, ``extend`` < 0, or the counts break their schema.
     """
+    _check_chains(chains)
+    if extend is None:
+        preset = SAMPLER_PRESETS["fit"]
+        at_preset = (draws, tune, chains) == (preset["draws"], preset["tune"], preset["chains"])
+        extend = FIT_EXTENSIONS if at_preset else 0
+    if isinstance(extend, bool) or not isinstance(extend, int) or extend < 0:
+        raise ValueError(f"extend must be a non-negative integer, got {extend!r}")
     if spec is None:
         spec = ModelSpec.for_counts(counts)
     validate_counts(counts)
     model = build_model(counts, spec)
     which = resolve_sampler(sampler)
     t0 = time.perf_counter()
-    dt = sample_model(
-        model,
-        draws=draws,
-        tune=tune,
-        chains=chains,
-        seed=seed,
-        sampler=which,
-        progressbar=progressbar,
-        target_accept=target_accept,
-        cores=cores,
-    )
+
+    def run(run_seed: int) -> xr.DataTree:
+        return sample_model(
+            model,
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            seed=run_seed,
+            sampler=which,
+            progressbar=progressbar,
+            target_accept=target_accept,
+            cores=cores,
+        )
+
+    dt = run(seed)
+    extensions = 0
+    while extensions < extend:
+        diag = diagnose(dt)
+        if diag.ok or diag.divergences > DIVERGENCES_MAX:
+            break
+        extensions += 1
+        dt = _more_chains(dt, run(_extension_seed(seed, extensions)))
     wall = time.perf_counter() - t0
     config = {
         "spec": spec.hash(),
@@ -627,6 +720,7 @@ def fit(
         "seed": int(seed),
         "target_accept": float(target_accept),
         "kernels": kernels,
+        "extensions": int(extensions),
     }
     diag = _finish(dt, counts, spec, config, wall)
     if warn:
@@ -714,7 +808,7 @@ class Refitter:
         self.template = template
         self.obs = observations(template, self.spec)
         self.instance_layout = instance_observations(template) if self.spec.instance else None
-        self.model = build_model(template, self.spec)
+        self.model = build_model(template, self.spec, keep_empty=True)
         self.sampler = resolve_sampler(sampler)
         self.target_accept = float(target_accept)
         self._compiled: CompiledPyMCModel | None = None
@@ -809,7 +903,7 @@ class Refitter:
                 draws=int(draws),
                 tune=int(tune),
                 chains=int(chains),
-                cores=cores if cores is not None else min(int(chains), 2),
+                cores=default_cores(chains) if cores is None else int(cores),
                 seed=int(seed),
                 progress_bar=progressbar,
                 save_warmup=False,

@@ -1,0 +1,129 @@
+"""``bpc fit`` old vs new, back to back on one machine: wall time, diagnostics, posterior means.
+
+For each seed the command ``bpc fit CORPUS --seed S --out DIR/<label>_S.nc --quiet`` runs once with
+each checkout's code (``PYTHONPATH`` set to it), the baseline first, then the new one, so that both
+see about the same machine load (shared machines move by ±30 %: the 1-minute load average before
+each run is printed beside its time).
+
+The answers are compared per seed through the posterior means of every hyperparameter scalar
+(``posterior`` group) and every cell rate (``parameters`` group): for each scalar,
+
+    z = (mean_new − mean_old) / sqrt(mcse_old² + mcse_new²)
+
+with ArviZ's Monte Carlo standard error of the mean of each fit. Two fits of the same posterior give
+|z| of a standard normal: the table reports max |z|, the share of |z| > 3 (about 0.3 % by chance)
+and the largest absolute difference of a cell-rate mean.
+
+    python benchmarks/bench_fit_speed.py --base /work/wt/base --new . \\
+        [--corpus PATH] [--seeds 1 2] [--out bench_fit_speed.json] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def run_fit(checkout: Path, corpus: str, seed: int, out: Path, extra: list[str]) -> dict:
+    """Run ``bpc fit`` with ``checkout``'s code; wall time, load before, exit code, its stdout."""
+    env = dict(os.environ, PYTHONPATH=str(checkout.resolve()))
+    probe = [sys.executable, "-c", "import bpc; print(bpc.__file__)"]
+    where = subprocess.run(probe, env=env, cwd=checkout.resolve(), capture_output=True, text=True, check=True)
+    if not where.stdout.strip().startswith(str(checkout.resolve())):
+        raise RuntimeError(f"{checkout}: bpc imports from {where.stdout.strip()}, not from the checkout")
+    cmd = [sys.executable, "-m", "bpc", "fit", corpus, "--seed", str(seed), "--out", str(out), "--quiet"]
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    # run from the checkout: ``python -m`` puts the working directory first on sys.path
+    proc = subprocess.run(
+        [*cmd, *extra], env=env, cwd=checkout.resolve(), capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - t0
+    return {
+        "wall_s": round(wall, 1),
+        "load_before": round(load, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+        "rc": proc.returncode,
+        "stdout": proc.stdout.strip().splitlines(),
+        "stderr_tail": proc.stderr.strip().splitlines()[-3:],
+    }
+
+
+def compare_means(old: Path, new: Path) -> dict:
+    """max |z| and share of |z| > 3 over the posterior scalars and cell rates of two fits."""
+    import arviz as az
+    import numpy as np
+    import xarray as xr
+
+    from bpc.estimate.model import diagnose, load
+
+    a, b = load(old), load(new)
+    zs = []
+    for group in ("posterior", "parameters"):
+        pa, pb = a[group].to_dataset(), b[group].to_dataset()
+        for name in pa.data_vars:
+            if name not in pb or "chain" not in pa[name].dims:
+                continue
+            ma, mb = pa[name].mean(("chain", "draw")), pb[name].mean(("chain", "draw"))
+            sa = az.mcse(xr.DataTree.from_dict({"posterior": pa[[name]]}))[name]
+            sb = az.mcse(xr.DataTree.from_dict({"posterior": pb[[name]]}))[name]
+            z = (mb - ma) / np.sqrt(sa**2 + sb**2)
+            vals = np.asarray(z.values, dtype=float).ravel()
+            zs.append(vals[np.isfinite(vals)])
+    z = np.concatenate(zs)
+    pa, pb = a["parameters"].to_dataset(), b["parameters"].to_dataset()
+    diffs = [
+        float(np.nanmax(np.abs(pa[v].mean(("chain", "draw")) - pb[v].mean(("chain", "draw"))).values))
+        for v in ("prior", "tpr", "fpr", "p_fix", "p_break")
+    ]
+    return {
+        "n_scalars": int(z.size),
+        "max_abs_z": round(float(np.max(np.abs(z))), 2),
+        "share_abs_z_gt_3": round(float(np.mean(np.abs(z) > 3)), 4),
+        "max_abs_rate_mean_diff": round(max(diffs), 4),
+        "old": str(diagnose(a)),
+        "new": str(diagnose(b)),
+    }
+
+
+def main(argv=None) -> int:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=fmt)
+    parser.add_argument("--base", type=Path, required=True, help="baseline checkout (its code is run)")
+    parser.add_argument("--new", type=Path, default=Path("."), help="new checkout (default: here)")
+    parser.add_argument("--corpus", default="/work/shared/data/paper_corpus")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the fits here (default: a tmp dir)")
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--only-new", action="store_true", help="skip the baseline runs")
+    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more bpc fit arguments")
+    args = parser.parse_args(argv)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bpc-bench-fit-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for seed in args.seeds:
+        row: dict = {"seed": seed}
+        labels = (("new", args.new),) if args.only_new else (("old", args.base), ("new", args.new))
+        for label, checkout in labels:
+            out = work / f"{label}_{seed}.nc"
+            out.unlink(missing_ok=True)
+            row[label] = run_fit(checkout, args.corpus, seed, out, args.extra)
+            print(json.dumps({"seed": seed, label: row[label]}), flush=True)
+        if not args.only_new and row["old"]["rc"] == 0 and row["new"]["rc"] == 0:
+            row["means"] = compare_means(work / f"old_{seed}.nc", work / f"new_{seed}.nc")
+            row["speedup"] = round(row["old"]["wall_s"] / row["new"]["wall_s"], 2)
+            print(json.dumps({"seed": seed, "means": row["means"], "speedup": row["speedup"]}), flush=True)
+        rows.append(row)
+    if args.out is not None:
+        args.out.write_text(json.dumps({"corpus": args.corpus, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

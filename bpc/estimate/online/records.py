@@ -1,0 +1,489 @@
+"""Episode records and their exact likelihood (``docs/method.md`` §Instance model).
+
+A finished episode is an :class:`EpisodeRecord` of :class:`PatchRecord` s: how each patch was made,
+its critics' verdicts and its verified label. :func:`episode_loglik` is the exact likelihood of one
+episode at many parameter points (the module docstring of :mod:`bpc.estimate.online`);
+:func:`labelled_counts` counts the verdicts of episodes and :func:`simulate_records` makes episodes
+under known parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = [
+    "ORIGINS",
+    "LABEL_CHANNEL",
+    "PatchRecord",
+    "EpisodeRecord",
+    "episode_loglik",
+    "labelled_counts",
+    "simulate_records",
+]
+
+Origin = Literal["first", "fresh", "refine"]
+ORIGINS: tuple[str, ...] = ("first", "fresh", "refine")
+"""How a patch was made: the episode's first patch, a fresh sample of the task, a refinement."""
+LABEL_CHANNEL = "pass_rate"
+"""Name of the verified-label channel in drift reports and observation lists (beside the critics')."""
+
+
+# ---------------------------------------------------------------------------
+# Episode records
+# ---------------------------------------------------------------------------
+def _check_flag(value: Any, what: str) -> bool | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{what} must be true, false or null, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PatchRecord:
+    """What one patch of an episode showed.
+
+    Attributes
+    ----------
+    origin : {"first", "fresh", "refine"}
+        How the patch was made (only the episode's first patch is ``first``).
+    verdicts : mapping of str to bool or None
+        Critic → pass (True) / fail (False) / no verdict (None), in the order
+        the critics ran.
+    label : bool or None
+        The verifier's label if the patch was verified.
+    """
+
+    origin: Origin
+    verdicts: Mapping[str, bool | None] = field(default_factory=dict)
+    label: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.origin not in ORIGINS:
+            raise ValueError(f"patch origin must be one of {ORIGINS}, got {self.origin!r}")
+        if not isinstance(self.verdicts, Mapping):
+            raise ValueError(f"patch verdicts must be a mapping critic -> bool/None, got {self.verdicts!r}")
+        clean = {}
+        for c, v in self.verdicts.items():
+            if not isinstance(c, str) or not c:
+                raise ValueError(f"critic names must be non-empty strings, got {c!r}")
+            clean[c] = _check_flag(v, f"verdict of critic {c!r}")
+        object.__setattr__(self, "verdicts", clean)
+        object.__setattr__(self, "label", _check_flag(self.label, "label"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {"origin": self.origin, "verdicts": dict(self.verdicts), "label": self.label}
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """What one finished episode observed, patch by patch (JSON-serialisable).
+
+    Parameters
+    ----------
+    patches : sequence of PatchRecord
+        At least one; the first has origin ``first``, the others ``fresh`` or ``refine``.
+
+    Examples
+    --------
+    >>> rec = EpisodeRecord.from_history([
+    ...     {"op": "observe", "critic": "test", "passed": True},
+    ...     {"op": "verified", "passed": False},
+    ...     {"op": "refined"},
+    ...     {"op": "verified", "passed": True},
+    ... ])
+    >>> [p.origin for p in rec.patches], [p.label for p in rec.patches]
+    (['first', 'refine'], [False, True])
+    >>> EpisodeRecord.from_dict(rec.to_dict()) == rec
+    True
+    """
+
+    patches: tuple[PatchRecord, ...]
+
+    def __post_init__(self) -> None:
+        patches = tuple(p if isinstance(p, PatchRecord) else PatchRecord(**p) for p in self.patches)
+        if not patches:
+            raise ValueError("an episode record needs at least one patch")
+        if patches[0].origin != "first":
+            raise ValueError(f"the first patch's origin must be 'first', got {patches[0].origin!r}")
+        later = [j for j, p in enumerate(patches) if j > 0 and p.origin == "first"]
+        if later:
+            raise ValueError(f"only patch 0 may have origin 'first' (patches {later} do)")
+        object.__setattr__(self, "patches", patches)
+
+    # -------------------------------------------------------------- views
+    @property
+    def critics(self) -> tuple[str, ...]:
+        """Critics with a verdict slot in the episode, in order of first use."""
+        seen: dict[str, None] = {}
+        for p in self.patches:
+            for c in p.verdicts:
+                seen.setdefault(c, None)
+        return tuple(seen)
+
+    @property
+    def has_refine(self) -> bool:
+        """Whether any patch is a refinement (the likelihood then needs p_fix/p_break)."""
+        return any(p.origin == "refine" for p in self.patches)
+
+    def to_json(self) -> str:
+        """Compact JSON of :meth:`to_dict`, verdicts in the order they were observed."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def key(self) -> str:
+        """Canonical JSON text: equal for records with equal likelihood under every parameter."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def observations(self) -> list[tuple[int, str, bool]]:
+        """Observations in order, ``(patch, channel, passed)``; channel: a critic or :data:`LABEL_CHANNEL`.
+
+        Within a patch the critics in the order they ran, then the label.
+        """
+        out = []
+        for j, p in enumerate(self.patches):
+            out.extend((j, c, v) for c, v in p.verdicts.items() if v is not None)
+            if p.label is not None:
+                out.append((j, LABEL_CHANNEL, p.label))
+        return out
+
+    def prefix(self, n_obs: int) -> EpisodeRecord:
+        """The record of the first ``n_obs`` observations (patch structure up to the last one kept)."""
+        patches: list[PatchRecord] = []
+        left = n_obs
+        for p in self.patches:
+            verdicts: dict[str, bool | None] = {}
+            for c, v in p.verdicts.items():
+                if v is None:
+                    continue
+                if left == 0:
+                    break
+                verdicts[c] = v
+                left -= 1
+            label = None
+            if (
+                p.label is not None
+                and left > 0
+                and len(verdicts) == sum(v is not None for v in p.verdicts.values())
+            ):
+                label, left = p.label, left - 1
+            patches.append(PatchRecord(p.origin, verdicts, label))
+            if left == 0:
+                break
+        return EpisodeRecord(tuple(patches))
+
+    # -------------------------------------------------------------- JSON
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form: ``{"patches": [{"origin", "verdicts", "label"}, ...]}``."""
+        return {"patches": [p.to_dict() for p in self.patches]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeRecord:
+        """Inverse of :meth:`to_dict` (validated)."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("patches"), list):
+            raise ValueError(f"an episode record must be a mapping with a 'patches' list, got {data!r}")
+        patches = []
+        for j, p in enumerate(data["patches"]):
+            if not isinstance(p, Mapping) or "origin" not in p:
+                raise ValueError(f"patch {j} of the record must be a mapping with 'origin', got {p!r}")
+            extra = set(p) - {"origin", "verdicts", "label"}
+            if extra:
+                raise ValueError(f"patch {j} of the record has unknown keys {sorted(extra)}")
+            patches.append(PatchRecord(p["origin"], dict(p.get("verdicts", {})), p.get("label")))
+        return cls(tuple(patches))
+
+    @classmethod
+    def from_history(cls, moves: Any, *, regenerated: Literal["fresh", "refine"] = "fresh") -> EpisodeRecord:
+        """The record of a live episode's moves.
+
+        Parameters
+        ----------
+        moves : Episode, mapping or sequence of mappings
+            ``Episode.history``, an object with a ``history`` attribute (a live
+            :class:`~bpc.decide.live.Episode`), ``Episode.to_dict()`` (its
+            ``"moves"``), or the list of move objects: ``{"op": "observe",
+            "critic", "passed"}``, ``{"op": "verified", "passed"}``,
+            ``{"op": "regenerated"[, "kind": "fresh" | "refine"][, "fresh": true | false]}``
+            (a live episode records ``kind``, how the patch was made),
+            ``{"op": "refined"}``, ``{"op": "stop"}``.
+        regenerated : {"fresh", "refine"}
+            How a ``regenerated`` move with neither ``kind`` nor ``fresh`` was
+            made: a fresh sample of the task (the default; the corpus' pools and
+            the instance planner's regeneration) or a refinement of the patch.
+
+        Raises
+        ------
+        ValueError
+            For an unknown move, a critic observed twice on one patch, or two
+            verifications of one patch that disagree.
+        """
+        if regenerated not in ("fresh", "refine"):
+            raise ValueError(f"regenerated must be 'fresh' or 'refine', got {regenerated!r}")
+        if hasattr(moves, "history"):
+            moves = moves.history
+        elif isinstance(moves, Mapping):
+            if "moves" not in moves:
+                raise ValueError("an episode state mapping must hold 'moves' (Episode.to_dict())")
+            moves = moves["moves"]
+        origins: list[str] = ["first"]
+        verdicts: list[dict[str, bool | None]] = [{}]
+        labels: list[bool | None] = [None]
+        for i, move in enumerate(moves):
+            if not isinstance(move, Mapping) or "op" not in move:
+                raise ValueError(f"move {i} must be a mapping with 'op', got {move!r}")
+            op = move["op"]
+            if op == "observe":
+                critic = move.get("critic")
+                if not isinstance(critic, str):
+                    raise ValueError(f"move {i}: observe needs a critic name, got {critic!r}")
+                if critic in verdicts[-1]:
+                    raise ValueError(
+                        f"move {i}: critic {critic!r} observed twice on patch {len(origins) - 1}"
+                    )
+                verdicts[-1][critic] = _check_flag(move.get("passed"), f"move {i} passed")
+            elif op == "verified":
+                label = _check_flag(move.get("passed"), f"move {i} passed")
+                if label is None:
+                    raise ValueError(f"move {i}: verified needs passed true/false")
+                if labels[-1] is not None and labels[-1] != label:
+                    raise ValueError(f"move {i}: patch {len(origins) - 1} verified both pass and fail")
+                labels[-1] = label
+            elif op in ("regenerated", "refined"):
+                kind = move.get("kind")
+                if kind is not None and kind not in ("fresh", "refine"):
+                    raise ValueError(f"move {i}: kind must be 'fresh' or 'refine', got {kind!r}")
+                fresh = _check_flag(move.get("fresh"), f"move {i} fresh")
+                if op == "refined":
+                    origin = "refine"
+                elif kind is not None:
+                    if fresh is not None and fresh != (kind == "fresh"):
+                        raise ValueError(f"move {i}: kind {kind!r} contradicts fresh={fresh}")
+                    origin = kind
+                else:
+                    origin = regenerated if fresh is None else ("fresh" if fresh else "refine")
+                origins.append(origin)
+                verdicts.append({})
+                labels.append(None)
+            elif op == "stop":
+                continue
+            else:
+                raise ValueError(
+                    f"move {i}: unknown op {op!r} (observe, verified, regenerated, refined, stop)"
+                )
+        patches = tuple(PatchRecord(o, v, y) for o, v, y in zip(origins, verdicts, labels, strict=True))  # type: ignore[arg-type]
+        return cls(patches)
+
+
+# ---------------------------------------------------------------------------
+# The exact likelihood (pure numpy, vectorised over particles)
+# ---------------------------------------------------------------------------
+def _log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(x)
+
+
+def episode_loglik(
+    record: EpisodeRecord,
+    *,
+    prior: np.ndarray,
+    kappa: np.ndarray,
+    tpr: np.ndarray,
+    fpr: np.ndarray,
+    critics: Sequence[str],
+    p_fix: np.ndarray | None = None,
+    p_break: np.ndarray | None = None,
+) -> np.ndarray:
+    """Exact log-likelihood of one episode under ``P`` parameter particles (module docstring).
+
+    Parameters
+    ----------
+    record : EpisodeRecord
+        The episode.
+    prior, kappa : numpy.ndarray
+        ``(P,)`` π in (0, 1) and κ > 0 (``inf`` = i.i.d. patches).
+    tpr, fpr : numpy.ndarray
+        ``(P, K)`` critic rates, columns in the order of ``critics``.
+    critics : sequence of str
+        Names of the ``K`` columns.
+    p_fix, p_break : numpy.ndarray, optional
+        ``(P,)`` refinement kernel; required when the record has refine patches.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(P,)`` log-likelihoods (``-inf`` where the observations are impossible).
+
+    Examples
+    --------
+    One fresh patch that passed a critic, unverified: ``π·tpr + (1 − π)·fpr``
+    whatever κ.
+
+    >>> rec = EpisodeRecord((PatchRecord("first", {"t": True}),))
+    >>> one = np.ones(1)
+    >>> float(np.exp(episode_loglik(rec, prior=0.4 * one, kappa=2 * one,
+    ...       tpr=np.array([[0.9]]), fpr=np.array([[0.2]]), critics=["t"]))[0])
+    0.48
+    """
+    critics = list(critics)
+    prior = np.asarray(prior, dtype=float)
+    kappa = np.asarray(kappa, dtype=float)
+    P = prior.shape[0]
+    # per-patch evidence e_j(1), e_j(0): (n, P)
+    n = len(record.patches)
+    e1 = np.zeros((n, P))
+    e0 = np.zeros((n, P))
+    for j, patch in enumerate(record.patches):
+        for c, v in patch.verdicts.items():
+            if v is None:
+                continue
+            try:
+                k = critics.index(c)
+            except ValueError:
+                raise ValueError(
+                    f"the record has a verdict of critic {c!r}; the state knows {critics}"
+                ) from None
+            if v:
+                e1[j] += _log(tpr[:, k])
+                e0[j] += _log(fpr[:, k])
+            else:
+                e1[j] += _log(1.0 - tpr[:, k])
+                e0[j] += _log(1.0 - fpr[:, k])
+        if patch.label is True:
+            e0[j] = -np.inf
+        elif patch.label is False:
+            e1[j] = -np.inf
+    # segments: backward recursion through the refine chain -> (u_s, v_s) in log space
+    starts = [j for j, p in enumerate(record.patches) if p.origin != "refine"]
+    if record.has_refine:
+        if p_fix is None or p_break is None:
+            raise ValueError("the record has refine patches: the likelihood needs p_fix and p_break")
+        lf, l1f = _log(np.asarray(p_fix, dtype=float)), _log(1.0 - np.asarray(p_fix, dtype=float))
+        lb, l1b = _log(np.asarray(p_break, dtype=float)), _log(1.0 - np.asarray(p_break, dtype=float))
+    else:
+        lf = l1f = lb = l1b = np.zeros(P)
+    ends = [*starts[1:], n]
+    log_u, log_v = [], []
+    for s, e in zip(starts, ends, strict=True):
+        b1, b0 = e1[e - 1].copy(), e0[e - 1].copy()
+        for j in range(e - 2, s - 1, -1):
+            n1 = np.logaddexp(l1b + b1, lb + b0)  # from Y_j = 1: stays 1 w.p. 1 - p_break
+            n0 = np.logaddexp(lf + b1, l1f + b0)  # from Y_j = 0: fixed w.p. p_fix
+            b1, b0 = e1[j] + n1, e0[j] + n0
+        log_u.append(b1)
+        log_v.append(b0)
+    # pass-count mixture over the m fresh draws: log E_j, j = 0..m
+    m = len(starts)
+    E = np.full((m + 1, P), -np.inf)
+    E[0] = 0.0
+    for s in range(m):
+        new = E + log_v[s]
+        new[1:] = np.logaddexp(new[1:], E[:-1] + log_u[s])
+        E = new
+    # Beta moments E[θ^j (1 − θ)^(m − j)] with t = 1/κ (t = 0: the i.i.d. limit, exactly)
+    t = np.where(np.isinf(kappa), 0.0, 1.0 / np.where(np.isinf(kappa), 1.0, kappa))
+    i = np.arange(m)[:, None]
+    up = np.concatenate([np.zeros((1, P)), np.cumsum(_log(prior[None] + i * t[None]), axis=0)])
+    down = np.concatenate([np.zeros((1, P)), np.cumsum(_log(1.0 - prior[None] + i * t[None]), axis=0)])
+    norm = np.sum(np.log1p(i * t[None]), axis=0)
+    j = np.arange(m + 1)
+    log_mom = up[j] + down[m - j] - norm[None]
+    terms = E + log_mom
+    top = np.max(terms, axis=0)
+    finite = np.isfinite(top)
+    safe = np.where(finite, top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = safe + np.log(np.sum(np.exp(terms - safe[None]), axis=0))
+    return np.where(finite, out, -np.inf)
+
+
+def labelled_counts(records: Iterable[EpisodeRecord], critics: Sequence[str]) -> dict[str, Any]:
+    """Count statistics of episodes: verdicts on verified patches by label, and on unverified ones.
+
+    ``critic_n[k, y]`` / ``critic_pass[k, y]``: verdicts of critic ``k`` on
+    patches verified with label ``y`` (the *labelled-only* data: ``fpr`` from
+    them alone is ``critic_pass[k, 0] / critic_n[k, 0]``, biased when the
+    controller verifies mostly patches a critic passed); ``unlabelled_n`` /
+    ``unlabelled_pass`` the verdicts on unverified patches.
+    """
+    critics = list(critics)
+    K = len(critics)
+    out: dict[str, Any] = {
+        "critic_n": np.zeros((K, 2)),
+        "critic_pass": np.zeros((K, 2)),
+        "unlabelled_n": np.zeros(K),
+        "unlabelled_pass": np.zeros(K),
+        "n_patches": 0,
+        "n_verified": 0,
+        "n_verified_pass": 0,
+    }
+    for rec in records:
+        for p in rec.patches:
+            out["n_patches"] += 1
+            if p.label is not None:
+                out["n_verified"] += 1
+                out["n_verified_pass"] += int(p.label)
+            for c, v in p.verdicts.items():
+                if v is None or c not in critics:
+                    continue
+                k = critics.index(c)
+                if p.label is None:
+                    out["unlabelled_n"][k] += 1
+                    out["unlabelled_pass"][k] += int(v)
+                else:
+                    out["critic_n"][k, int(p.label)] += 1
+                    out["critic_pass"][k, int(p.label)] += int(v)
+    return out
+
+
+def simulate_records(
+    rng: np.random.Generator,
+    n: int,
+    *,
+    prior: float,
+    critics: Mapping[str, tuple[float, float]],
+    kappa: float = math.inf,
+    p_fix: float | None = None,
+    p_break: float | None = None,
+    verify_fail_prob: float = 0.0,
+    max_patches: int = 3,
+    regenerate: Literal["fresh", "refine"] = "fresh",
+) -> list[EpisodeRecord]:
+    """Episodes of a simple critic-gated policy under known parameters (for tests and measurements).
+
+    Per patch: run every critic in order; verify when all passed, else verify
+    with probability ``verify_fail_prob``; end on a verified pass, else make a
+    new patch (``regenerate``) until ``max_patches``. The policy sees only its
+    own observations, as a controller does, so the labelled-only estimate of
+    ``fpr`` is biased when ``verify_fail_prob`` is small and the full likelihood is not.
+    """
+    if regenerate == "refine" and (p_fix is None or p_break is None):
+        raise ValueError("regenerate='refine' needs p_fix and p_break")
+    names = list(critics)
+    tpr = np.array([critics[c][0] for c in names])
+    fpr = np.array([critics[c][1] for c in names])
+    out = []
+    for _ in range(int(n)):
+        theta = prior if math.isinf(kappa) else rng.beta(prior * kappa, (1 - prior) * kappa)
+        patches = []
+        y = None
+        for j in range(max_patches):
+            if j == 0 or regenerate == "fresh":
+                origin = "first" if j == 0 else "fresh"
+                y = bool(rng.random() < theta)
+            else:
+                origin = "refine"
+                y = bool(rng.random() < ((1 - p_break) if y else p_fix))  # type: ignore[operator]
+            z = rng.random(len(names)) < np.where(y, tpr, fpr)
+            verdicts = {c: bool(v) for c, v in zip(names, z, strict=True)}
+            verify = bool(z.all()) or bool(rng.random() < verify_fail_prob)
+            patches.append(PatchRecord(origin, verdicts, y if verify else None))  # type: ignore[arg-type]
+            if verify and y:
+                break
+        out.append(EpisodeRecord(tuple(patches)))
+    return out

@@ -1,0 +1,248 @@
+"""Saving and loading learning states, and reading a cell calibration.
+
+A saved :class:`~bpc.estimate.online.particles.LearningState` is a netCDF file whose attribute
+``checksum`` is a SHA-256 over every variable (values, dims, dtype) and every other attribute: a file
+changed after bpc wrote it — particles shifted, an attribute edited, a record dropped — is refused
+as a whole on load, naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bpc.estimate.online.particles import (
+    LEARN_STATE_VERSION,
+    GaussianPrior,
+    LearningState,
+    LearnStateMismatchError,
+    _version,
+)
+from bpc.estimate.online.records import EpisodeRecord, labelled_counts
+from bpc.outputs import CHECKSUM, STAMP
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = ["state_to_dataset", "load_state", "load_calibration", "dataset_checksum"]
+
+CHECKSUM_ATTR = "checksum"
+"""The attribute of a saved state that holds :func:`dataset_checksum` of the rest of the file."""
+
+
+_UNHASHED_ATTRS = frozenset({CHECKSUM_ATTR, STAMP, CHECKSUM})
+"""Attributes outside the checksum: itself, and the writer's stamp and data checksum (:mod:`bpc.outputs`)."""
+
+
+def _canonical(value: Any) -> Any:
+    """An attribute value in a form that survives a netCDF round trip (NumPy scalars and arrays → lists)."""
+    if isinstance(value, np.ndarray):
+        return [_canonical(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def dataset_checksum(ds: xr.Dataset) -> str:
+    """SHA-256 over every variable and coordinate (name, dims, values) and every attribute but the checksum.
+
+    Numbers enter as float64 bytes (so a value saved as another numeric type hashes the same after a
+    round trip), text as a JSON list; attributes as sorted JSON.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> a = xr.Dataset({"x": ("p", [1.0, 2.0])}, attrs={"seed": 1})
+    >>> dataset_checksum(a) == dataset_checksum(a.assign_attrs(seed=2))
+    False
+    """
+    h = hashlib.sha256()
+    for name in sorted(str(n) for n in ds.variables):
+        var = ds.variables[name]
+        h.update(json.dumps([name, [str(d) for d in var.dims], list(var.shape)]).encode())
+        values = np.asarray(var.values)
+        if values.dtype.kind in "biuf":
+            h.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
+        else:
+            h.update(json.dumps([str(v) for v in values.ravel().tolist()]).encode())
+    attrs = {str(k): _canonical(v) for k, v in ds.attrs.items() if k not in _UNHASHED_ATTRS}
+    h.update(json.dumps(attrs, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def state_to_dataset(state: LearningState) -> xr.Dataset:
+    """The state as an xarray Dataset (dims ``particle``, ``param``, ``param_2``, ``critic``, ``label``).
+
+    Particles (``x``, ``log_weight`` and the natural-scale rates), the prior,
+    the labelled / unlabelled verdict counts, ``record`` (episode): each
+    episode as JSON; attrs: schema version, spec hash, bpc version,
+    episodes, last update, seed, rejuvenations.
+    """
+    import xarray as xr
+
+    p = state.params
+    counts = labelled_counts(state.records, state.critics)
+    ds = xr.Dataset(
+        {
+            "x": (("particle", "param"), state.x),
+            "log_weight": (("particle",), state.log_weights),
+            "prior": (("particle",), p["prior"]),
+            "kappa": (("particle",), p["kappa"]),
+            "tpr": (("particle", "critic"), p["tpr"]),
+            "fpr": (("particle", "critic"), p["fpr"]),
+            "p_fix": (("particle",), p["p_fix"]),
+            "p_break": (("particle",), p["p_break"]),
+            "prior_mean": (("param",), state.prior.mean),
+            "prior_cov": (("param", "param_2"), state.prior.cov),
+            "critic_n": (("critic", "label"), counts["critic_n"]),
+            "critic_pass": (("critic", "label"), counts["critic_pass"]),
+            "unlabelled_n": (("critic",), counts["unlabelled_n"]),
+            "unlabelled_pass": (("critic",), counts["unlabelled_pass"]),
+        },
+        coords={
+            "param": list(state.names),
+            "param_2": list(state.names),
+            "critic": list(state.critics),
+            "label": [0, 1],
+        },
+    )
+    # one JSON object per episode, in the order learnt (empty string array when none)
+    ds["record"] = (("episode",), np.array([r.to_json() for r in state.records], dtype=str))
+    ds.attrs.update(
+        {
+            "learn_state_version": LEARN_STATE_VERSION,
+            "spec_hash": state.spec_hash(),
+            "bpc_version": _version(),
+            "n_episodes": state.n_episodes,
+            "n_patches": counts["n_patches"],
+            "n_verified": counts["n_verified"],
+            "n_verified_pass": counts["n_verified_pass"],
+            "updated": state.updated,
+            "seed": state.seed,
+            "n_rejuvenations": state.n_rejuvenations,
+            "acceptance": state.acceptance,
+            "ess": state.ess,
+            "ess_threshold": state.ess_threshold,
+            "n_moves": state.n_moves,
+            "source": state.source,
+            "origin_hash": state.origin_hash,
+        }
+    )
+    ds.attrs[CHECKSUM_ATTR] = dataset_checksum(ds)
+    return ds
+
+
+def load_state(path: str | os.PathLike, *, spec_hash: str | None = None) -> LearningState:
+    """Read a state written by :meth:`LearningState.save` (see :meth:`LearningState.load`)."""
+    import xarray as xr
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"learning state {path} does not exist")
+    try:
+        ds = xr.load_dataset(path, engine="h5netcdf")
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not a readable netCDF file ({exc})") from None
+    if "learn_state_version" not in ds.attrs or "x" not in ds:
+        raise ValueError(f"{path}: not a bpc learning state (no 'learn_state_version' / particles)")
+    if int(ds.attrs["learn_state_version"]) != LEARN_STATE_VERSION:
+        raise LearnStateMismatchError(
+            f"{path}: learning state schema version {ds.attrs['learn_state_version']}, "
+            f"this bpc reads version {LEARN_STATE_VERSION}"
+        )
+    stored = ds.attrs.get(CHECKSUM_ATTR)
+    if stored is None or str(stored) != dataset_checksum(ds):
+        what = "has no checksum" if stored is None else "does not match its checksum"
+        raise ValueError(
+            f"{path}: the learning state {what}: it was changed after bpc wrote it (or written by "
+            "another program); refused as a whole"
+        )
+    try:
+        return _state_of(ds, path, spec_hash=spec_hash)
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+        if isinstance(exc, LearnStateMismatchError):
+            raise
+        raise ValueError(f"{path}: damaged learning state ({type(exc).__name__}: {exc})") from None
+
+
+def _state_of(ds: xr.Dataset, path: Path, *, spec_hash: str | None) -> LearningState:
+    """The state a checked file holds (``path`` only names it in errors)."""
+    acc = float(ds.attrs.get("acceptance", float("nan")))
+    state = LearningState(
+        critics=tuple(str(c) for c in ds["critic"].values),
+        names=tuple(str(n) for n in ds["param"].values),
+        x=ds["x"].values,
+        log_weights=ds["log_weight"].values,
+        prior=GaussianPrior(ds["prior_mean"].values, ds["prior_cov"].values),
+        records=tuple(EpisodeRecord.from_dict(json.loads(str(t))) for t in ds["record"].values),
+        seed=int(ds.attrs["seed"]),
+        n_rejuvenations=int(ds.attrs["n_rejuvenations"]),
+        acceptance=acc,
+        ess_threshold=float(ds.attrs["ess_threshold"]),
+        n_moves=int(ds.attrs["n_moves"]),
+        updated=str(ds.attrs["updated"]),
+        source=str(ds.attrs.get("source", "")),
+        origin_hash=str(ds.attrs.get("origin_hash", "")),
+    )
+    if state.spec_hash() != ds.attrs["spec_hash"]:
+        raise ValueError(f"{path}: stored spec hash {ds.attrs['spec_hash']} does not match its content")
+    if spec_hash is not None and spec_hash != state.spec_hash():
+        raise LearnStateMismatchError(
+            f"{path} holds learning state {state.spec_hash()}, but {spec_hash} was requested"
+        )
+    return state
+
+
+def load_calibration(source: Any) -> xr.Dataset:
+    """A cell calibration in bpc's parameter schema from a file, a Dataset or a fit's DataTree.
+
+    Parameters
+    ----------
+    source : str, path-like, xarray.Dataset or xarray.DataTree
+        Laplace estimates (``bpc estimate --out FILE.nc``) or a hierarchical
+        fit (``bpc fit --out FILE.nc``: its ``parameters``, via
+        :func:`bpc.estimate.model.fit.posterior_params`), as a file or in memory.
+
+    Raises
+    ------
+    FileNotFoundError
+    ValueError
+        For anything else, naming the file and what was expected
+        (:class:`bpc.outputs.DamagedFileError` for a damaged file).
+    """
+    import xarray as xr
+
+    if isinstance(source, xr.DataTree):
+        from bpc.estimate.model.fit import posterior_params
+
+        return posterior_params(source)
+    if isinstance(source, xr.Dataset):
+        return source
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError(f"parameters must be a .nc path, an xarray Dataset or DataTree, got {type(source)}")
+    from bpc.outputs import read_netcdf
+
+    path = os.fspath(source)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"parameter file {path} does not exist")
+    tree = read_netcdf(path, tree=True)  # a damaged file: one DamagedFileError naming it
+    if "spec" in tree.attrs and ("posterior" in tree.children or "parameters" in tree.children):
+        from bpc.estimate.model.fit import posterior_params
+        from bpc.estimate.model.io import load
+
+        return posterior_params(load(path))
+    ds = tree.to_dataset()
+    missing = [v for v in ("prior", "tpr", "fpr", "p_fix", "p_break") if v not in ds]
+    if missing:
+        raise ValueError(
+            f"{path}: not a parameter file (lacks {', '.join(missing)}); "
+            "expected the output of `bpc estimate --out FILE.nc` or `bpc fit --out FILE.nc`"
+        )
+    return ds
