@@ -243,7 +243,9 @@ def test_a_learning_state_from_a_calibration_carries_its_weight(tmp_path):
     costs = Costs(c_gen=10, c_ver=30, reward=100, critic={"syn": 1, "doc": 2, "gen": 5})
     passing = EpisodeRecord.from_history([{"op": "verified", "passed": True}, {"op": "stop"}])
     for belief in ("instance", "iid"):
-        ctrl = Controller.from_params(params, cell=cell, costs=costs, belief=belief, learn=True)
+        ctrl = Controller.from_params(
+            params, cell=cell, costs=costs, plan=PlanOptions(belief=belief), learn=True
+        )
         state = ctrl.learner
         assert state is not None
         start = state.plan_draws(state.critics, 1, point=True)["prior"][0]
@@ -272,13 +274,10 @@ def test_a_plugin_learner_keeps_buying_critics_it_knows_little_about():
     ctrl = Controller(
         prior=0.22,
         critics={"syn": (0.9, 0.7, 1.0), "doc": (0.55, 0.45, 2.0), "gen": (0.5, 0.4, 5.0)},
-        c_gen=10.0,
-        c_ver=30.0,
-        reward=100.0,
-        belief="instance",
+        costs={"c_gen": 10.0, "c_ver": 30.0, "reward": 100.0},
+        plan=PlanOptions(belief="instance", mode="plugin"),
         kappa=1.5,
         learn=True,
-        mode="plugin",
     )
     rng = np.random.default_rng(1)
     calls = []
