@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
+from bpc.commands._input import add_force_argument, add_input_arguments, add_source_argument, load_from_args
 from bpc.constants import DIM_CRITIC
 from bpc.schema import decision_critics
 
@@ -35,15 +35,7 @@ _SUFFIXES = (".nc", ".csv", ".parquet")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    parser.add_argument(
-        "path",
-        nargs="?",
-        type=Path,
-        default=None,
-        help="critic_results.jsonl / likelihood_tables.json / folder tree, or your own log file "
-        "(.csv, .tsv, .parquet, .jsonl: one row per patch, see --critic and --column) "
-        "(default: the authors' corpus, or $BPC_CORPUS)",
-    )
+    add_source_argument(parser, default="the authors' corpus, or $BPC_CORPUS")
     parser.add_argument(
         "--out",
         type=Path,
@@ -115,16 +107,17 @@ def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
     import bpc
+    from bpc.costs import COSTS_ATTR, costs_attr
     from bpc.estimate.laplace import laplace
     from bpc.outputs import check_output_file, check_parquet_engine, write_csv, write_netcdf, write_parquet
     from bpc.progress import choices_summary, notes_digest
 
     out: Path = args.out
-    fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[args.path])
+    fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[*args.path, args.costs])
     if fmt == ".parquet":
         check_parquet_engine(out)
     corpus = load_from_args(args.path, args, include_superseded=args.include_superseded)
-    src = corpus.source
+    costs = costs_attr(args.costs, corpus.critic_costs)  # an unreadable --costs fails before any work
     counts = corpus.counts
     params = laplace(counts)
     table = estimates_table(params, counts)
@@ -144,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         ds.attrs["config"] = {
             **params.attrs["config"],
             "command": "estimate",
-            "path": str(src),
+            "path": str(corpus),
             "include_superseded": bool(args.include_superseded),
             "default_benchmark": args.benchmark_name,
             "default_generator": args.generator_name,
@@ -161,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         }
         ds.attrs["kernel_files"] = {f"{b}/{g}": str(p) for (b, g), p in corpus.kernel_files.items()}
         ds.attrs["data_choices"] = choices
+        if args.costs is not None or corpus.critic_costs:
+            ds.attrs[COSTS_ATTR] = costs  # the critics' costs travel with their rates (bpc solve --params)
         write_netcdf(_netcdf_ready(ds), out)
     if not args.quiet:
         cols = ["benchmark", "generator", "n_patches", "prior", "prior_lo", "prior_hi"]

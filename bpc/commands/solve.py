@@ -362,7 +362,7 @@ def _plan_continues(args: argparse.Namespace) -> bool | None:
 
 def _params_controller(args: argparse.Namespace, method: str, cell: str | None, learn: bool = False):
     """Controller for one cell of --params; its JSON inputs."""
-    from bpc.costs import paper_costs_for
+    from bpc.costs import params_costs
     from bpc.decide.live import Controller, json_float
 
     if cell is None:
@@ -379,7 +379,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
             f"{', '.join(clash)} describe a controller by numbers; with --params the cell's values are used"
         )
     bench = cell.split("/")[0].strip()
-    base = _base_costs(args) or paper_costs_for(bench)
+    base = params_costs(args.params, _base_costs(args), bench)  # the critics' costs stored with the rates
     changes = {
         n: float(getattr(args, n)) for n in ("c_gen", "c_ver", "reward") if getattr(args, n) is not None
     }
