@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bpc.commands._input import add_input_arguments, add_source_argument
 from bpc.constants import DEFAULT_SEED, REFIT_PRESETS
 
 NAME = "stream"
@@ -49,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = StreamOptions()
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("corpus", type=Path, help="the corpus folder (raw critic_results.jsonl records)")
+    add_source_argument(parser, dest="corpus", required=True)
+    add_input_arguments(parser, what="load")
     parser.add_argument(
         "--target",
         action="append",
@@ -100,12 +102,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted(PROFILES),
         default=defaults.profile,
         help=f"replay conventions (default {defaults.profile}: instance belief, verification not terminal)",
-    )
-    parser.add_argument(
-        "--costs",
-        default=None,
-        help="cost vector: fast, slow, paper-release or a JSON/TOML file "
-        "(default: the paper's per-benchmark vector, slow on SWE-Bench, fast elsewhere)",
     )
     parser.add_argument(
         "--preset",
@@ -212,7 +208,7 @@ def _markdown(result, accept, args) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Load the corpus, stream every target, write the tables and print the acceptance checks."""
-    from bpc.data.corpus import load_corpus
+    from bpc.commands._input import load_from_args
     from bpc.experiments.stream import CONTROLLERS, STARTS, StreamOptions, acceptance, run_stream
     from bpc.outputs import (
         atomic_folder,
@@ -223,10 +219,9 @@ def run(args: argparse.Namespace) -> int:
         write_netcdf,
         write_text,
     )
-    from bpc.paths import require_corpus
     from bpc.report.markdown import versions
 
-    with reading(args.corpus, args.fits):
+    with reading(*[p for p in args.corpus if p != "simulated"], args.fits, args.costs):
         check_output_folder(args.out)
     options = StreamOptions(
         orders=args.orders,
@@ -238,12 +233,8 @@ def run(args: argparse.Namespace) -> int:
         presets=tuple(args.preset or REFIT_PRESETS),
         bootstrap_b=args.bootstrap,
     )
-    costs = None
-    if args.costs is not None:
-        from bpc.costs import resolve_costs
-
-        costs = resolve_costs(args.costs)
-    corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
+    corpus = load_from_args(args.corpus, args)  # the input layer: sources, --critic, --column, --costs
+    costs = corpus.costs(args.costs)
     recs = corpus.records
     raw = sorted({(str(b), str(g)) for b, g in recs[["benchmark", "generator"]].drop_duplicates().values})
     if not raw:

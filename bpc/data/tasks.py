@@ -404,13 +404,23 @@ def empty_task_groups(
     return per.assign(group=group).reset_index()[["benchmark", "generator", "instance_id", "group"]]
 
 
-def task_choices(counts: xr.Dataset, *, records: pd.DataFrame | None = None) -> list[str]:
+def _some(ids: list[str], limit: int | None) -> str:
+    """``ids`` joined by commas, the first ``limit`` of them and the rest counted."""
+    if limit is None or len(ids) <= limit:
+        return ", ".join(ids)
+    return f"{', '.join(ids[:limit])} … and {len(ids) - limit} more"
+
+
+def task_choices(
+    counts: xr.Dataset, *, records: pd.DataFrame | None = None, max_ids: int | None = None
+) -> list[str]:
     """The task report as lines of a data-choices summary (nothing without per-task counts).
 
     One line per flagged benchmark (:func:`task_report`: tasks no generator passes anything on,
-    with their count and every id), one per benchmark whose generators solve identical task sets, and one per
-    cell whose empty patches are scored Y = 0 (when ``records`` are given and
-    ``counts.attrs`` name the corpus folder and its files).
+    with their count and their ids — the first ``max_ids`` of them, the rest counted, when
+    ``max_ids`` is given; :func:`flagged_tasks` lists them all), one per benchmark whose
+    generators solve identical task sets, and one per cell whose empty patches are scored
+    Y = 0 (when ``records`` are given and ``counts.attrs`` name the corpus folder and its files).
     """
     if not has_task_counts(counts):
         return []
@@ -420,7 +430,7 @@ def task_choices(counts: xr.Dataset, *, records: pd.DataFrame | None = None) -> 
             lines.append(
                 f"{rep['benchmark']}: {rep['n_never']} of {rep['n_tasks']} tasks pass nothing "
                 f"({rep['checked']}) for any of its {rep['n_generators']} generators — {rep['flag']}: "
-                f"{', '.join(rep['tasks'])}"
+                f"{_some(list(rep['tasks']), max_ids)}"
             )
     for sol in shared_solutions(counts).to_dict("records"):
         if sol["identical"]:

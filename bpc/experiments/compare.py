@@ -61,6 +61,7 @@ from bpc.constants import (
     CROSSFIT_FOLDS,
     DEFAULT_SEED,
     DIM_BENCHMARK,
+    DIM_CRITIC,
     DIM_GENERATOR,
     PAPER_CRITICS,
     REFINEMENT_POLICIES,
@@ -73,7 +74,7 @@ from bpc.experiments.efficiency import LOCO_K
 from bpc.experiments.posterior import posterior_mean_params
 from bpc.experiments.sources import CompareData
 from bpc.progress import notes_digest
-from bpc.schema import select_cell, thin_draws
+from bpc.schema import decision_critics, select_cell, thin_draws
 
 __all__ = [
     "CONTROLLERS",
@@ -372,6 +373,7 @@ def _replay_stages(
             post,
             split,
             costs=cost_fn,
+            critics=decision_critics(data.counts[DIM_CRITIC].values),  # the data's critics, a user's own too
             robust_draws=draws,
             posterior_draws=30 if quick else 100,
             n_per_draw=100 if quick else 300,
