@@ -231,7 +231,9 @@ def _json_stamp(path: Path) -> str | None:
     """The ``format`` of a JSON object bpc wrote (e.g. ``bpc-serve-state``), or None."""
     try:
         with open(path, encoding="utf-8") as fh:
-            value = json.load(fh)
+            from bpc.validation import loads_json
+
+            value = loads_json(fh.read(1 << 24))  # a state file is small: 16 MiB is more than enough
     except (OSError, ValueError):
         return None
     fmt = value.get("format") if isinstance(value, dict) else None

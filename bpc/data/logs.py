@@ -49,7 +49,6 @@ way the result is records, counts and notes (:class:`Input`). Errors are
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import re
@@ -73,6 +72,7 @@ from bpc.schema import (
     check_critic_names,
     decision_critics,
 )
+from bpc.validation import loads_json
 
 __all__ = [
     "DEFAULT_BENCHMARK",
@@ -959,8 +959,8 @@ def _author_fields(path: Path) -> tuple[set[str], dict[str, int]]:
         return set(), {}
     for lineno, text in enumerate(text_lines, start=1):
         try:
-            obj = json.loads(text) if text.strip() else None
-        except json.JSONDecodeError:
+            obj = loads_json(text) if text.strip() else None
+        except ValueError:
             continue  # reported with its line by the reader that parses the file
         if isinstance(obj, dict):
             for key in obj:

@@ -22,7 +22,6 @@ its tests).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ import xarray as xr
 
 from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_TASK
 from bpc.schema import has_task_counts
+from bpc.validation import loads_json
 
 __all__ = [
     "TEST_CRITICS",
@@ -329,7 +329,12 @@ def empty_patch_flags(
                 for line in fh:
                     if not line.strip():
                         continue
-                    obj = json.loads(line)
+                    try:
+                        obj = loads_json(line)
+                    except ValueError:
+                        continue  # the corpus reader reports it with its line
+                    if not isinstance(obj, dict):
+                        continue
                     key = (bench, gen, str(obj.get("instance_id")), obj.get("patch_id"))
                     if key in keys and (obj.get("diff_chars") == 0 or obj.get("note") == "empty_diff"):
                         empty.add(key)

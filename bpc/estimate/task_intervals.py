@@ -44,6 +44,10 @@ KAPPA_B = 200
 """Resamples of the κ interval (each refits the Beta-Binomial model: fewer than the rates' ``B``)."""
 
 
+_CHUNK = 16
+"""Resampled histograms fitted at once (bounds the memory of the κ interval)."""
+
+
 def _weights(n_tasks: int, B: int, seed: Sequence[int]) -> np.ndarray:
     """``(B, T)``: how often each task is drawn in each resample."""
     idx = np.random.default_rng(list(seed)).integers(0, n_tasks, size=(B, n_tasks))
@@ -71,9 +75,10 @@ def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray, prob: float) -> tuple[
     own = instance_fit(onehot.sum(axis=0).reshape(1, size, size + 1))
     if not own.identified[0]:
         return float("nan"), float("nan")
-    fit = instance_fit((weights @ onehot).reshape(len(weights), size, size + 1))
-    kappa = np.clip(fit.kappa, KAPPA_MIN, KAPPA_MAX)
-    return _bounds(kappa, prob)
+    hists = (weights @ onehot).reshape(len(weights), size, size + 1)
+    # in chunks: the profile grid holds (logit π × log κ) values per histogram (~1 MB each)
+    kappa = np.concatenate([instance_fit(hists[i : i + _CHUNK]).kappa for i in range(0, len(hists), _CHUNK)])
+    return _bounds(np.clip(kappa, KAPPA_MIN, KAPPA_MAX), prob)
 
 
 def task_intervals(
