@@ -389,8 +389,11 @@ def stored_costs(attrs: Mapping[str, object], *, where: str = "parameter file") 
     try:
         data = json.loads(str(text), parse_int=_bounded_int, parse_constant=_no_constant)
         vector = data["vector"]
-        critic = {str(k): float(v) for k, v in dict(data["critic"]).items()}
-        out = None if vector is None else Costs(critic=critic, **{k: float(vector[k]) for k in _FIELDS})
+        critic = {
+            str(k): _cost_number(Path(where), f"critic.{k}", v) for k, v in dict(data["critic"]).items()
+        }
+        fields = {} if vector is None else {k: _cost_number(Path(where), k, vector[k]) for k in _FIELDS}
+        out = None if vector is None else Costs(critic=critic, **fields)
         if out is None:
             Costs(c_gen=0, c_ver=0, reward=1, critic=critic)  # validates the critics' costs
     except (ValueError, TypeError, KeyError, RecursionError) as exc:

@@ -93,7 +93,7 @@ ERRORS = [
     (["estimate", "deep.jsonl", "--out", "o.csv"], "deep.jsonl:4: expected JSON nested at most 32 deep"),
     (
         ["estimate", "bigid.csv", "--out", "o.csv"],
-        "bigid.csv:7: field 'instance_id': expected a instance id of at most 512 characters",
+        "bigid.csv:7: field 'instance_id': expected instance ids of at most 512 characters",
     ),
     (
         ["estimate", "bigpatch.csv", "--out", "o.csv"],

@@ -441,7 +441,7 @@ def _name(value: Any, what: str) -> str:
         text = value.strip()
         if len(text) > MAX_ID_CHARS:
             raise ValueError(
-                f"expected a {what} of at most {MAX_ID_CHARS} characters, got one of {len(text)}"
+                f"expected {what}s of at most {MAX_ID_CHARS} characters, got one of {len(text)}"
             )
         return text
     raise ValueError(f"expected a non-empty {what}, got {_short(value)}")
