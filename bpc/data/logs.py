@@ -440,9 +440,7 @@ def _name(value: Any, what: str) -> str:
     if isinstance(value, str) and value.strip():
         text = value.strip()
         if len(text) > MAX_ID_CHARS:
-            raise ValueError(
-                f"expected {what}s of at most {MAX_ID_CHARS} characters, got one of {len(text)}"
-            )
+            raise ValueError(f"expected {what}s of at most {MAX_ID_CHARS} characters, got one of {len(text)}")
         return text
     raise ValueError(f"expected a non-empty {what}, got {_short(value)}")
 

@@ -127,7 +127,7 @@ def task_intervals(
     ...                     "patch_id": [0, 1, 0, 1], "Y": [1, 1, 0, 0],
     ...                     "unit": pd.array([True, True, False, True], dtype="boolean")})
     >>> row = task_intervals(rec, ["unit"], B=50, kappa_b=0).iloc[0]
-    >>> int(row["n_tasks"]), 0 < row["tpr_unit_lo"] <= row["tpr_unit_hi"] < 1
+    >>> int(row["n_tasks"]), bool(0 < row["tpr_unit_lo"] <= row["tpr_unit_hi"] < 1)
     (2, True)
     """
     if not 0.0 < prob < 1.0:
