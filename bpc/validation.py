@@ -314,7 +314,7 @@ def loads_json(text: str | bytes, *, constants: bool = True) -> Any:
             text,
             parse_int=lambda t: _json_number(t, int),
             parse_float=lambda t: _json_number(t, float),
-            **({} if constants else {"parse_constant": refuse}),
+            parse_constant=None if constants else refuse,
         )
     except RecursionError:
         raise ValueError(f"expected JSON nested at most {JSON_MAX_DEPTH} deep, got deeper nesting") from None

@@ -219,7 +219,7 @@ def load_from_args(path, args: argparse.Namespace, **changes: Any) -> Input:
     return resolve_input(_sources(path), input_options(args, **changes))
 
 
-def study_source(args: argparse.Namespace, *, dest: str = "source"):
+def study_source(args: argparse.Namespace, *, dest: str = "source") -> tuple[Any, Any, list[str]]:
     """The data and costs of a study command (``bpc compare``) from its sources and input options.
 
     No source: the default corpus if one is found, else the simulated panel.

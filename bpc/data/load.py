@@ -28,11 +28,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import xarray as xr
 
 from bpc.constants import DEFAULT_SEED
+
+if TYPE_CHECKING:
+    from bpc.data.logs import Input
 
 __all__ = ["SIMULATED", "MAX_SIMULATED_SCALE", "InputOptions", "resolve_input", "load_counts"]
 
@@ -115,7 +119,7 @@ def _as_sources(sources: str | os.PathLike | Sequence[str | os.PathLike] | None)
     return out or [None]
 
 
-def _simulated(options: InputOptions):
+def _simulated(options: InputOptions) -> Input:
     from bpc.data.counts import counts_from_records
     from bpc.data.logs import Input
     from bpc.data.simulate import simulate_panel
@@ -138,7 +142,7 @@ def _simulated(options: InputOptions):
     )
 
 
-def _read_one(source: str | None, options: InputOptions, *, several: bool):
+def _read_one(source: str | None, options: InputOptions, *, several: bool) -> Input:
     from bpc.data.logs import LOG_SUFFIXES, load_input
 
     if source == SIMULATED:
@@ -157,7 +161,7 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool):
     )
 
 
-def _combine(parts: list) -> object:
+def _combine(parts: list[Input]) -> Input:
     """One :class:`~bpc.data.logs.Input` of several, refusing a cell that two sources hold."""
     from bpc.data.counts import merge_counts
     from bpc.data.logs import Input
@@ -205,7 +209,7 @@ def _combine(parts: list) -> object:
     )
 
 
-def _data_cells(data) -> set[tuple[str, str]]:
+def _data_cells(data: Input) -> set[tuple[str, str]]:
     """The cells a source holds any data for (records, a table or a kernel)."""
     import numpy as np
 
@@ -219,7 +223,7 @@ def _data_cells(data) -> set[tuple[str, str]]:
 def resolve_input(
     sources: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     options: InputOptions | None = None,
-):
+) -> Input:
     """Read one or several sources (see the module docstring) into one :class:`~bpc.data.logs.Input`.
 
     Parameters

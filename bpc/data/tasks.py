@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -335,7 +336,8 @@ def empty_patch_flags(
                         continue  # the corpus reader reports it with its line
                     if not isinstance(obj, dict):
                         continue
-                    key = (bench, gen, str(obj.get("instance_id")), obj.get("patch_id"))
+                    patch: Any = obj.get("patch_id")
+                    key = (bench, gen, str(obj.get("instance_id")), patch)
                     if key in keys and (obj.get("diff_chars") == 0 or obj.get("note") == "empty_diff"):
                         empty.add(key)
     return np.fromiter((k in empty for k in patch_keys), dtype=bool, count=len(patch_keys))

@@ -106,6 +106,7 @@ def load_source(
     from bpc.data.load import SIMULATED, InputOptions, resolve_input
     from bpc.data.logs import Input
 
+    data_in: Input
     if isinstance(source, Input):
         data_in = source
     elif isinstance(source, str | Path) and str(source) == SIMULATED:
