@@ -28,6 +28,10 @@ __all__ = [
     "cost_resolver",
     "costs_for",
     "with_critic_costs",
+    "COSTS_ATTR",
+    "costs_attr",
+    "stored_costs",
+    "params_costs",
 ]
 
 
@@ -129,42 +133,107 @@ def paper_costs_for(benchmark: str) -> Costs:
     return NAMED_COSTS["slow" if benchmark in SLOW_ORACLE_BENCHMARKS else "fast"]
 
 
+_FIELDS = ("c_gen", "c_ver", "reward")
+_MAX_COST_CHARS = 30
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > _MAX_COST_CHARS:
+        raise ValueError(f"expected a number of at most {_MAX_COST_CHARS} digits, got one of {len(text)}")
+    return int(text)
+
+
+def _no_constant(text: str):
+    raise ValueError(f"expected a finite number, got {text}")
+
+
+def _cost_number(path: Path, where: str, value: object) -> float:
+    """A cost field's value as a float: a finite JSON/TOML number, never a boolean or a string."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{path}: field {where!r}: expected a number, got {value!r}")
+    if isinstance(value, int) and abs(value) >= 10**_MAX_COST_CHARS:
+        raise ValueError(f"{path}: field {where!r}: expected a number of at most {_MAX_COST_CHARS} digits")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{path}: field {where!r}: expected a finite number, got {value!r}")
+    return number
+
+
 def load_costs(path: str | Path) -> Costs:
     """Read a cost vector from a JSON or TOML file.
 
-    The file holds ``c_gen``, ``c_ver``, ``reward`` and a table ``critic``
-    mapping critic names to costs, e.g. ``{"c_gen": 10, "c_ver": 90,
-    "reward": 100, "critic": {"syn": 1, "test": 2, "llm": 5}}``.
+    The file is one object (a TOML document) with exactly these fields:
+
+    ==========  ========  ==============================================
+    field       required  meaning
+    ==========  ========  ==============================================
+    ``c_gen``   yes       cost of one generation (or regeneration), ≥ 0
+    ``c_ver``   yes       cost of one oracle verification, ≥ 0
+    ``reward``  yes       reward R of a verified pass, > 0
+    ``critic``  no        a table critic name → cost of one call, ≥ 0
+    ==========  ========  ==============================================
+
+    e.g. ``{"c_gen": 10, "c_ver": 90, "reward": 100, "critic": {"syn": 1,
+    "unit": 2}}``; any critic name (the paper's or a user's own) may be
+    priced. Costs are numbers (not booleans or strings) of at most 30
+    digits; JSON nests at most :data:`bpc.validation.JSON_MAX_DEPTH` deep.
+    A critic's cost given with ``--critic NAME=COLUMN:COST`` replaces the
+    file's.
 
     Raises
     ------
     ValueError
-        Naming the file and the field when the content is malformed.
+        Naming the file and the field when the content is malformed, a field
+        is unknown (``"critics"``, ``"c_syn"``: the critics' costs go in the
+        ``critic`` table) or a value is not a finite number.
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "costs.json"
+    >>> _ = path.write_text(json.dumps({"c_gen": 10, "c_ver": 30, "reward": 100, "c_syn": 1}))
+    >>> load_costs(path)
+    Traceback (most recent call last):
+    ...
+    ValueError: .../costs.json: unknown field 'c_syn': expected c_gen, c_ver, reward and a 'critic' ...
     """
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise ValueError(f"{path}: cannot read cost file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: expected UTF-8 text, got undecodable bytes") from None
+    kind = "TOML" if path.suffix == ".toml" else "JSON"
     try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'}: {exc}") from None
+        if kind == "TOML":
+            data = tomllib.loads(text)
+        else:
+            from bpc.validation import loads_json
+
+            data = loads_json(text, constants=False)
+    except RecursionError:
+        raise ValueError(f"{path}: not valid {kind}: nested too deep") from None
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
+        raise ValueError(f"{path}: not valid {kind}: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected an object with c_gen, c_ver, reward, critic")
-    missing = [k for k in ("c_gen", "c_ver", "reward") if k not in data]
+    unknown = [k for k in data if k not in (*_FIELDS, "critic")]
+    if unknown:
+        raise ValueError(
+            f"{path}: unknown field {unknown[0]!r}: expected c_gen, c_ver, reward and a 'critic' table "
+            '(critic name → cost), e.g. "critic": {"syn": 1}'
+        )
+    missing = [k for k in _FIELDS if k not in data]
     if missing:
         raise ValueError(f"{path}: missing field(s) {', '.join(missing)}")
     critic = data.get("critic", {})
     if not isinstance(critic, dict):
         raise ValueError(f"{path}: field 'critic' must map critic names to costs")
+    values = {k: _cost_number(path, k, data[k]) for k in _FIELDS}
+    prices = {str(k): _cost_number(path, f"critic.{k}", v) for k, v in critic.items()}
     try:
-        return Costs(
-            c_gen=float(data["c_gen"]),
-            c_ver=float(data["c_ver"]),
-            reward=float(data["reward"]),
-            critic={str(k): float(v) for k, v in critic.items()},
-        )
+        return Costs(**values, critic=prices)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path}: {exc}") from None
 
@@ -260,3 +329,103 @@ def with_critic_costs(costs: CostSpec, critic: Mapping[str, float]) -> Callable[
     if not extra:
         return resolve
     return lambda benchmark: resolve(benchmark).with_critics(extra)
+
+
+COSTS_ATTR = "costs"
+"""Attribute of a parameter file (``bpc estimate`` / ``bpc fit``) holding the costs it was measured with."""
+
+
+def costs_attr(base: CostSpec, critic: Mapping[str, float]) -> str:
+    """The JSON text of :data:`COSTS_ATTR`: the ``--costs`` vector (if one) and the critics' costs.
+
+    Parameters
+    ----------
+    base : Costs, str, pathlib.Path or None
+        The cost vector given with ``--costs`` (a name or file is resolved;
+        ``None``: none given, the paper's per-benchmark vectors apply).
+    critic : mapping of str to float
+        Critic costs given with the critic mapping (``--critic NAME=COLUMN:COST``);
+        they replace the vector's own.
+
+    Returns
+    -------
+    str
+        ``{"vector": {"c_gen": …, "c_ver": …, "reward": …} or null, "critic": {name: cost}}``.
+
+    Examples
+    --------
+    >>> costs_attr(None, {"syn": 0.5})
+    '{"critic": {"syn": 0.5}, "vector": null}'
+    """
+    vector = None
+    prices: dict[str, float] = {}
+    if base is not None and not callable(base):
+        resolved = resolve_costs(base) if isinstance(base, str | Path) else base
+        if isinstance(resolved, Costs):
+            vector = {"c_gen": resolved.c_gen, "c_ver": resolved.c_ver, "reward": resolved.reward}
+            prices.update(resolved.critic)
+    prices.update({str(k): float(v) for k, v in critic.items()})
+    return json.dumps({"critic": prices, "vector": vector}, sort_keys=True)
+
+
+def stored_costs(attrs: Mapping[str, object], *, where: str = "parameter file") -> tuple[Costs | None, dict]:
+    """The cost vector and the critics' costs a parameter file was written with (:func:`costs_attr`).
+
+    Returns
+    -------
+    tuple
+        ``(vector or None, {critic: cost})``; ``(None, {})`` for a file written without costs.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and the attribute when it is malformed.
+    """
+    text = attrs.get(COSTS_ATTR)
+    if text is None:
+        return None, {}
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        data = json.loads(str(text), parse_int=_bounded_int, parse_constant=_no_constant)
+        vector = data["vector"]
+        critic = {
+            str(k): _cost_number(Path(where), f"critic.{k}", v) for k, v in dict(data["critic"]).items()
+        }
+        fields = {} if vector is None else {k: _cost_number(Path(where), k, vector[k]) for k in _FIELDS}
+        out = None if vector is None else Costs(critic=critic, **fields)
+        if out is None:
+            Costs(c_gen=0, c_ver=0, reward=1, critic=critic)  # validates the critics' costs
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+        raise ValueError(f"{where}: attribute {COSTS_ATTR!r} is malformed ({exc})") from None
+    return out, critic
+
+
+def params_costs(path: str | Path, base: Costs | None, benchmark: str) -> Costs:
+    """The cost vector to decide with from a parameter file and an optional ``--costs`` vector.
+
+    ``base`` (``--costs``) if given, else the vector the file was written with,
+    else the paper's vector of ``benchmark``; the critics' costs stored in the
+    file price every critic that vector does not (the costs travel with the
+    rates they were measured with).
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A parameter file (``bpc estimate --out X.nc`` or ``bpc fit``).
+    base : Costs or None
+        The ``--costs`` vector.
+    benchmark : str
+        The cell's benchmark.
+    """
+    import h5py
+
+    try:
+        with h5py.File(path, "r") as fh:
+            attrs = {k: fh.attrs[k] for k in fh.attrs if k == COSTS_ATTR}
+    except OSError:
+        attrs = {}  # not HDF5: the parameter reader reports it
+    vector, critic = stored_costs(attrs, where=str(path))
+    chosen = base or vector or paper_costs_for(benchmark)
+    extra = {c: v for c, v in critic.items() if base is None or c not in chosen.critic}
+    return chosen.with_critics(extra) if extra else chosen

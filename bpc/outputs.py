@@ -42,6 +42,7 @@ import platform
 import secrets
 import shlex
 import shutil
+import stat
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -230,7 +231,9 @@ def _json_stamp(path: Path) -> str | None:
     """The ``format`` of a JSON object bpc wrote (e.g. ``bpc-serve-state``), or None."""
     try:
         with open(path, encoding="utf-8") as fh:
-            value = json.load(fh)
+            from bpc.validation import loads_json
+
+            value = loads_json(fh.read(1 << 24))  # a state file is small: 16 MiB is more than enough
     except (OSError, ValueError):
         return None
     fmt = value.get("format") if isinstance(value, dict) else None
@@ -287,13 +290,19 @@ def _check_replace(path: Path, *, option: str, header: str | None, at_write: boo
     """Refuse to replace an input file, or an existing file bpc did not write (unless forced)."""
     if not path.exists() or path.is_dir():
         return
+    mode = path.stat()
+    if not stat.S_ISREG(mode.st_mode):
+        raise OutputPathError(
+            f"{option} {path}: exists and is not a regular file (a FIFO, socket or device); bpc writes "
+            "its output by renaming a finished file into place, so name a regular file or a new path"
+        )
     if _is_input(path):
         raise OutputPathError(
             f"{option} {path}: is an input of this command; bpc never overwrites its input, "
             "so name another output file"
         )
-    if _FORCE.get() or _inside_bpc_temp(path):
-        return
+    if _FORCE.get() or _inside_bpc_temp(path) or mode.st_size == 0:
+        return  # an empty file holds nothing to protect (what `mktemp` gives a script)
     suffix = path.suffix.lower()
     if suffix in (".csv", ".tsv") and not at_write:
         return  # decided when written, against the header bpc writes
@@ -702,6 +711,43 @@ def write_netcdf(data: Any, path: str | os.PathLike, *, option: str = "--out", *
     return Path(path)
 
 
+MAX_READ_BYTES = 256 * 2**20
+"""Largest uncompressed size of the arrays of a netCDF file bpc reads (its own files are far smaller)."""
+
+
+def _check_declared_size(path: Path) -> None:
+    """Refuse a file whose arrays, as declared in its metadata, would not fit :data:`MAX_READ_BYTES`.
+
+    Only the HDF5 metadata is read (shapes and types), never an array: a small
+    file declaring a huge array is refused before anything is allocated.
+    """
+    import h5py
+
+    sizes: list[tuple[int, str, tuple]] = []
+
+    def visit(name: str, obj: Any) -> None:
+        if isinstance(obj, h5py.Dataset):
+            n = 1
+            for d in obj.shape or ():
+                n *= int(d)
+            sizes.append((n * int(obj.dtype.itemsize), name, tuple(obj.shape or ())))
+
+    try:
+        with h5py.File(path, "r") as fh:
+            fh.visititems(visit)
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError) as exc:
+        first = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise DamagedFileError(f"{path}: not a readable netCDF file, or damaged ({first})") from None
+    total = sum(s for s, _, _ in sizes)
+    if total > MAX_READ_BYTES:
+        size, name, shape = max(sizes)
+        raise DamagedFileError(
+            f"{path}: declares {total / 2**20:,.0f} MiB of arrays (the largest, {name!r}, of shape "
+            f"{' × '.join(map(str, shape))}); bpc reads files of at most {MAX_READ_BYTES // 2**20} MiB, "
+            "so this is not one of its files"
+        )
+
+
 def read_netcdf(path: str | os.PathLike, *, tree: bool = False, engine: str = "h5netcdf") -> Any:
     """Read a netCDF file fully into memory and check the data against its :data:`CHECKSUM`.
 
@@ -724,7 +770,9 @@ def read_netcdf(path: str | os.PathLike, *, tree: bool = False, engine: str = "h
         If ``path`` does not exist.
     DamagedFileError
         One line naming the file: it cannot be read as netCDF (damaged
-        metadata, not HDF5), or its data no longer matches the checksum bpc
+        metadata, not HDF5), it declares arrays larger than
+        :data:`MAX_READ_BYTES` in all (checked on the metadata, before any
+        array is read), or its data no longer matches the checksum bpc
         wrote. A file without a checksum (not written by bpc, or by an older
         bpc) is read unchecked.
     """
@@ -733,6 +781,7 @@ def read_netcdf(path: str | os.PathLike, *, tree: bool = False, engine: str = "h
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{p} does not exist")
+    _check_declared_size(p)
     try:
         if tree:
             with xr.open_datatree(p, engine=engine) as opened:

@@ -32,6 +32,9 @@ __all__ = [
     "check_cost_budget",
     "check_beta",
     "inverted_critic_message",
+    "JSON_MAX_DEPTH",
+    "JSON_MAX_DIGITS",
+    "loads_json",
 ]
 
 KAPPA = "the instance concentration κ"
@@ -231,3 +234,90 @@ def inverted_critic_message(name: str, tpr: float, fpr: float) -> str | None:
         f"critic {name!r} has tpr {tpr:.3g} < fpr {fpr:.3g}: it passes broken patches more often than "
         "good ones (an inverted critic: legal, rarely intended; tpr, fpr swapped?)"
     )
+
+
+JSON_MAX_DEPTH = 32
+"""Deepest nesting of objects and arrays bpc reads from a JSON input (its files nest at most 4 deep)."""
+JSON_MAX_DIGITS = 30
+"""Most characters of a number in a JSON input (larger numbers are refused, not overflowed)."""
+
+
+def _json_number(text: str, convert):
+    if len(text) > JSON_MAX_DIGITS:
+        raise ValueError(f"expected a number of at most {JSON_MAX_DIGITS} characters, got one of {len(text)}")
+    value = convert(text)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {text[:20]!r}")
+    return value
+
+
+def _json_depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value (iteratively: no recursion limit)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if depth > JSON_MAX_DEPTH:
+            return depth
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
+
+
+def loads_json(text: str | bytes, *, constants: bool = True) -> Any:
+    """Parse JSON text with bounded nesting and number sizes.
+
+    Objects and arrays nest at most :data:`JSON_MAX_DEPTH` deep and a number
+    has at most :data:`JSON_MAX_DIGITS` characters, so that no input makes a
+    reader recurse without bound or build a huge integer (``1e400`` or a
+    400-digit integer is refused, not read as infinity or overflowed later).
+
+    Parameters
+    ----------
+    text : str or bytes
+        The JSON text.
+    constants : bool
+        Accept ``NaN``, ``Infinity`` and ``-Infinity`` (Python's extension).
+
+    Raises
+    ------
+    ValueError
+        One line saying what is wrong (a :class:`json.JSONDecodeError` for
+        malformed text, with its line and column).
+
+    Examples
+    --------
+    >>> loads_json('{"c_gen": 10}')
+    {'c_gen': 10}
+    >>> loads_json("[" * 100_000 + "]" * 100_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: expected JSON nested at most 32 deep, got deeper nesting
+    >>> loads_json("1" * 400)
+    Traceback (most recent call last):
+    ...
+    ValueError: expected a number of at most 30 characters, got one of 400
+    """
+    import json
+
+    def refuse(word: str):
+        raise ValueError(f"expected a JSON value, got {word}")
+
+    try:
+        value = json.loads(
+            text,
+            parse_int=lambda t: _json_number(t, int),
+            parse_float=lambda t: _json_number(t, float),
+            parse_constant=None if constants else refuse,
+        )
+    except RecursionError:
+        raise ValueError(f"expected JSON nested at most {JSON_MAX_DEPTH} deep, got deeper nesting") from None
+    if _json_depth(value) > JSON_MAX_DEPTH:
+        raise ValueError(f"expected JSON nested at most {JSON_MAX_DEPTH} deep, got deeper nesting")
+    return value

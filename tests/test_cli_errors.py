@@ -46,7 +46,7 @@ CASES: list[tuple[list[str], str]] = [
     (["fit", "simulated", "--out", "{tmp}/x.csv"], "expected a .nc file, got '.csv'"),
     (["fit", "simulated", "--out", "{tmp}/dir"], "is a directory"),
     (["fit", "simulated", "--draws", "0", "--out", "{tmp}/x.nc"], "--draws must be >= 1"),
-    (["fit", "simulated", "--chains", "0", "--out", "{tmp}/x.nc"], "--chains must be >= 1"),
+    (["fit", "simulated", "--chains", "0", "--out", "{tmp}/x.nc"], "--chains must be >= 2"),
     (["fit", "simulated", "--sampler", "stan"], "invalid choice: 'stan'"),
     (["fit", "simulated", "--model", "{tmp}/no.toml", "--out", "{tmp}/x.nc"], "does not exist"),
     # replay
@@ -58,11 +58,11 @@ CASES: list[tuple[list[str], str]] = [
     (["replay", "simulated", "--out", "{tmp}/dir"], "is a directory; expected a file"),
     (["replay", "simulated", "--out", "{tmp}/x.txt"], "expected a .csv, .nc or .parquet file"),
     (["replay", "simulated", "--plot", "{tmp}/x.jpg"], "--plot"),
-    (["replay", "simulated", "--scale", "-1"], "--scale must be > 0"),
+    (["replay", "simulated", "--scale", "-1"], "--scale must be a number in (0, 20]"),
     (["replay", "simulated", "--trajectories", "{tmp}/none.csv"], "does not exist"),
     (["replay", "{tmp}/no_such_corpus"], "does not exist"),
     (["replay", "simulated", "--profile", "paper_release"], "invalid choice: 'paper_release'"),
-    (["replay"], "the following arguments are required: path"),
+    (["replay"], "the following arguments are required: SOURCE"),
     # solve
     (
         ["solve", "--prior", "2", "--costs", "fast", "--critic", "syn:0.9:0.1"],

@@ -22,6 +22,11 @@ CSV_COLUMNS = [
     "p_fix",
     "p_break",
     "source",
+    "kappa",
+    "kappa_source",
+    "kappa_lo",
+    "kappa_hi",
+    *[f"{v}_{c}_{e}" for c in CRITICS for v in ("tpr", "fpr") for e in ("lo", "hi")],
 ]
 
 

@@ -1,24 +1,76 @@
-"""Input and output options shared by the commands that read a corpus or a log.
+"""Input and output options shared by the commands that read a corpus, a log or the simulated panel.
 
-The commands read their data with :func:`bpc.data.logs.load_input`: the
-authors' corpus (a folder or file) or a user's own log file (``.csv``,
-``.tsv``, ``.parquet``, ``.jsonl``) whose critics are named with ``--critic``
-and whose key columns are mapped with ``--column``. ``--benchmark`` and
-``--generator`` are cell filters in every command (repeatable);
+Every command that reads calibration data (``estimate``, ``fit``, ``replay``,
+``compare``, ``stream``) takes its sources and options the same way and reads
+them through the one resolver :func:`bpc.data.load.resolve_input`: one or
+several sources (the authors' corpus folder or files, a user's own log file
+— ``.csv``, ``.tsv``, ``.parquet``, ``.jsonl`` — or ``simulated``), combined
+cell by cell; the log files' critics named with ``--critic NAME=COLUMN[:COST]``
+and their key columns mapped with ``--column``; the cost vector with
+``--costs``. ``--benchmark`` and ``--generator`` are cell filters (repeatable);
 ``--default-benchmark`` / ``--default-generator`` label rows that name no
-cell. No option is a prefix of another's meaning: the parsers do not
-accept abbreviations (:mod:`bpc.cli`).
+cell. No option is a prefix of another's meaning: the parsers do not accept
+abbreviations (:mod:`bpc.cli`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bpc.data.load import InputOptions
     from bpc.data.logs import Input
 
-__all__ = ["add_input_arguments", "add_filter_arguments", "add_force_argument"]
+__all__ = [
+    "add_source_argument",
+    "add_input_arguments",
+    "add_filter_arguments",
+    "add_force_argument",
+    "input_options",
+    "load_from_args",
+    "study_source",
+    "COSTS_HELP",
+]
+
+SOURCES_HELP = (
+    "the authors' corpus folder or one of its files (critic_results.jsonl, likelihood_tables.json), "
+    "your own log file (.csv, .tsv, .parquet, .jsonl: one row per patch, see --critic and --column), "
+    "or 'simulated' (the simulator's 9x6 panel); several are combined cell by cell "
+    "(e.g. CORPUS my_logs.csv)"
+)
+
+COSTS_HELP = (
+    "cost vector: fast, slow, paper-release or a JSON/TOML file "
+    '{"c_gen": 10, "c_ver": 30, "reward": 100, "critic": {"NAME": COST, ...}} '
+    "(default: the paper's per-benchmark vector, slow on SWE-Bench, fast elsewhere); "
+    "a critic's cost given with --critic NAME=COLUMN:COST replaces the file's"
+)
+
+
+def add_source_argument(
+    parser: argparse.ArgumentParser, *, dest: str = "path", required: bool = False, default: str = ""
+) -> None:
+    """Register the positional sources (dest ``dest``, a list of str).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    dest : str
+        Destination name.
+    required : bool
+        At least one source (else none: ``default``).
+    default : str
+        What no source means, for the help text.
+    """
+    parser.add_argument(
+        dest,
+        nargs="+" if required else "*",
+        metavar="SOURCE",
+        help=SOURCES_HELP + (f" (default: {default})" if default else ""),
+    )
 
 
 def add_filter_arguments(parser: argparse.ArgumentParser, *, what: str = "use") -> None:
@@ -56,15 +108,17 @@ def add_force_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_input_arguments(parser: argparse.ArgumentParser) -> None:
-    """Register ``--critic``, ``--column``, the cell filters and the cell labels.
+def add_input_arguments(parser: argparse.ArgumentParser, *, what: str = "use") -> None:
+    """Register ``--critic``, ``--column``, ``--costs``, the cell filters and the cell labels.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        The command's parser. Dests: ``critic``, ``column``, ``benchmark``,
-        ``generator`` (filters), ``benchmark_name``, ``generator_name``
-        (labels).
+        The command's parser. Dests: ``critic``, ``column``, ``costs``,
+        ``benchmark``, ``generator`` (filters), ``benchmark_name``,
+        ``generator_name`` (labels).
+    what : str
+        The verb of the filters' help text.
     """
     parser.add_argument(
         "--critic",
@@ -84,7 +138,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         help="read a key column of a log file from a column of another name, e.g. instance_id=task, "
         "patch_id=attempt, Y=passed, generator=model (repeatable)",
     )
-    add_filter_arguments(parser)
+    parser.add_argument("--costs", default=None, metavar="NAME|FILE", help=COSTS_HELP)
+    add_filter_arguments(parser, what=what)
     parser.add_argument(
         "--default-benchmark",
         dest="benchmark_name",
@@ -103,29 +158,93 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_from_args(path, args: argparse.Namespace, **options: Any) -> Input:
-    """:func:`bpc.data.logs.load_input` with the options :func:`add_input_arguments` registered.
+def input_options(args: argparse.Namespace, **changes: Any) -> InputOptions:
+    """The :class:`~bpc.data.load.InputOptions` of a command that called :func:`add_input_arguments`.
 
     Parameters
     ----------
-    path : str, os.PathLike or None
-        What to read (a log file, the authors' files or folder; None: the default corpus).
     args : argparse.Namespace
-        The parsed arguments of a command that called :func:`add_input_arguments`
-        (and has ``--quiet``).
-    **options
-        Further keywords of ``load_input`` (``include_superseded``).
+        The parsed arguments (``--seed`` / ``--scale`` / ``--include-superseded``
+        / ``--quiet`` are read where the command has them).
+    **changes
+        Fields to set instead (``include_superseded``, ``scale``, ``benchmarks``, …).
     """
-    from bpc.data.logs import load_input
+    from dataclasses import replace
 
-    return load_input(
-        path,
-        critics=args.critic,
-        columns=args.column,
+    from bpc.constants import DEFAULT_SEED
+    from bpc.data.load import InputOptions
+
+    def tup(value):
+        return None if value is None else tuple(value)
+
+    seed = getattr(args, "seed", None)
+    scale = getattr(args, "scale", None)
+    options = InputOptions(
+        critics=tuple(args.critic or ()),
+        columns=tuple(args.column or ()),
         benchmark=args.benchmark_name,
         generator=args.generator_name,
-        benchmarks=args.benchmark,
-        generators=args.generator,
-        progress=not args.quiet,
-        **options,
+        benchmarks=tup(args.benchmark),
+        generators=tup(args.generator),
+        include_superseded=bool(getattr(args, "include_superseded", False)),
+        seed=DEFAULT_SEED if seed is None else int(seed),
+        scale=1.0 if scale is None else float(scale),
+        progress=not getattr(args, "quiet", False),
     )
+    return replace(options, **changes)
+
+
+def _sources(path) -> list[str] | None:
+    if path is None:
+        return None
+    if isinstance(path, str | os.PathLike):
+        return [os.fspath(path)]
+    return [os.fspath(p) for p in path] or None
+
+
+def load_from_args(path, args: argparse.Namespace, **changes: Any) -> Input:
+    """:func:`bpc.data.load.resolve_input` with the options :func:`add_input_arguments` registered.
+
+    Parameters
+    ----------
+    path : str, os.PathLike, a list of them, or None
+        The sources (None or empty: the default corpus).
+    args : argparse.Namespace
+        The parsed arguments of a command that called :func:`add_input_arguments`.
+    **changes
+        Fields of :class:`~bpc.data.load.InputOptions` to set instead (``include_superseded``).
+    """
+    from bpc.data.load import resolve_input
+
+    return resolve_input(_sources(path), input_options(args, **changes))
+
+
+def study_source(args: argparse.Namespace, *, dest: str = "source") -> tuple[Any, Any, list[str]]:
+    """The data and costs of a study command (``bpc compare``) from its sources and input options.
+
+    No source: the default corpus if one is found, else the simulated panel.
+    ``simulated`` alone stays the name (the study simulates its own panel at
+    its own scale); anything else is read here, so that bad input fails
+    before any work.
+
+    Returns
+    -------
+    tuple
+        ``(source, costs, paths)``: ``"simulated"``, a corpus path or a read
+        :class:`~bpc.data.logs.Input`; a cost specification for
+        :func:`bpc.costs.cost_resolver` (``None``: the paper's vectors); the
+        files and folders read (inputs that no output may replace).
+    """
+    from bpc.costs import resolve_costs
+    from bpc.data.load import SIMULATED
+    from bpc.paths import default_corpus
+
+    sources = _sources(getattr(args, dest))
+    if sources is None:
+        found = default_corpus()
+        sources = [str(found)] if found is not None else [SIMULATED]
+    if sources == [SIMULATED]:
+        return SIMULATED, (resolve_costs(args.costs) if args.costs is not None else None), []
+    # the study filters the replayed cells itself (the other cells stay for pooling)
+    data = load_from_args(sources, args, benchmarks=None, generators=None)
+    return data, data.costs(args.costs), [s for s in sources if s != SIMULATED]

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from bpc.commands._input import add_input_arguments, add_source_argument
 from bpc.constants import DEFAULT_SEED
 
 NAME = "compare"
@@ -18,12 +19,8 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    parser.add_argument(
-        "source",
-        nargs="?",
-        default=None,
-        help="corpus path or 'simulated' (default: the corpus if one is found, else the simulated panel)",
-    )
+    add_source_argument(parser, dest="source", default="the corpus if one is found, else the simulated panel")
+    add_input_arguments(parser, what="replay")
     parser.add_argument(
         "--posterior",
         default=None,
@@ -45,12 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="small everything, for a first look")
     parser.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default: {DEFAULT_SEED})"
-    )
-    parser.add_argument(
-        "--benchmark", action="append", default=None, help="replay only this benchmark's cells (repeatable)"
-    )
-    parser.add_argument(
-        "--generator", action="append", default=None, help="replay only this generator's cells (repeatable)"
     )
     parser.add_argument("--scale", type=float, default=None, help="simulator instance-count multiplier")
     parser.add_argument("--no-efficiency", action="store_true", help="skip the data-efficiency experiment")
@@ -93,12 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print where the report is."""
+    from bpc.commands._input import study_source
     from bpc.experiments.compare import CompareConfig, compare
     from bpc.outputs import atomic_folder, check_output_folder, reading, run_config
-    from bpc.paths import default_corpus
     from bpc.report.compare import write_compare
 
-    inputs = [p for p in (args.source, args.posterior) if p not in (None, "simulated", "conjugate")]
+    source, costs, read = study_source(args)  # the input layer: sources, --critic, --costs
+    inputs = [*read, args.costs, *[p for p in (args.posterior,) if p not in (None, "conjugate")]]
     with reading(*inputs):  # --out must not hold (and so replace) the corpus or the posterior it reads
         check_output_folder(args.out)
     if args.refit_cache is not None and args.refit_cache.exists() and not args.refit_cache.is_dir():
@@ -119,15 +111,9 @@ def run(args: argparse.Namespace) -> int:
         check_choices(args.refit_preset, sorted(SAMPLER_PRESETS), what="--refit-preset")
     if args.scale is not None and args.scale <= 0:
         raise ValueError(f"--scale must be > 0, got {args.scale}")
-    source = args.source
-    if source is None:
-        found = default_corpus()
-        source = str(found) if found is not None else "simulated"
-    elif source != "simulated" and not Path(source).exists():
-        raise FileNotFoundError(f"corpus path {source} does not exist (or pass 'simulated')")
     if args.posterior not in (None, "conjugate") and not Path(args.posterior).exists():
         raise FileNotFoundError(f"--posterior {args.posterior} does not exist (or pass 'conjugate')")
-    manifest = {"seed": args.seed, "config": {**run_config(args), "source": source}}
+    manifest = {"seed": args.seed, "config": {**run_config(args), "source": str(source)}}
     # the folder is built beside --out and swapped in whole at the end: a run killed part-way leaves
     # the previous complete folder (or none) under --out, never a mix of two runs
     with atomic_folder(args.out, manifest=manifest) as tmp, _scheduler(args.scheduler) as scheduler:
@@ -140,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             benchmarks=args.benchmark,
             generators=args.generator,
             scale=args.scale,
+            costs=costs,
             efficiency=not args.no_efficiency,
             hierarchical=not args.no_hierarchical,
             refit_presets=args.refit_preset,

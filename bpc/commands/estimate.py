@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
+from bpc.commands._input import add_force_argument, add_input_arguments, add_source_argument, load_from_args
 from bpc.constants import DIM_CRITIC
 from bpc.schema import decision_critics
 
@@ -35,15 +35,7 @@ _SUFFIXES = (".nc", ".csv", ".parquet")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    parser.add_argument(
-        "path",
-        nargs="?",
-        type=Path,
-        default=None,
-        help="critic_results.jsonl / likelihood_tables.json / folder tree, or your own log file "
-        "(.csv, .tsv, .parquet, .jsonl: one row per patch, see --critic and --column) "
-        "(default: the authors' corpus, or $BPC_CORPUS)",
-    )
+    add_source_argument(parser, default="the authors' corpus, or $BPC_CORPUS")
     parser.add_argument(
         "--out",
         type=Path,
@@ -55,10 +47,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--include-superseded", action="store_true", help="also read superseded runs (lcb_calibration)"
     )
+    parser.add_argument(
+        "--flagged-out",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the flagged task ids (tasks nothing passes on for any generator: possible harness or "
+        "oracle failure) to this CSV (benchmark, task); the summary names the first few per benchmark",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output and no table")
 
 
-def estimates_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
+def estimates_table(
+    params: xr.Dataset, counts: xr.Dataset, intervals: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """A tidy table of Laplace estimates, one row per cell with data.
 
     Parameters
@@ -67,13 +69,19 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
         Output of :func:`bpc.estimate.laplace.laplace`.
     counts : xarray.Dataset
         The counts it was computed from.
+    intervals : pandas.DataFrame, optional
+        Task-clustered intervals (:func:`bpc.estimate.task_intervals.task_intervals`);
+        with them the table also holds ``kappa``, ``kappa_lo``, ``kappa_hi``,
+        ``kappa_source`` and ``tpr_<critic>_lo`` … ``fpr_<critic>_hi`` (``NaN``
+        for a cell without per-patch records).
 
     Returns
     -------
     pandas.DataFrame
         Columns benchmark, generator, n_instances, n_patches, prior,
-        prior_lo, prior_hi, then tpr_/fpr_/gap_<critic> for every critic,
-        p_fix, p_break, source; cells without any count are left out.
+        prior_lo, prior_hi (Wilson, patches as independent draws), then
+        tpr_/fpr_/gap_<critic> for every critic, p_fix, p_break, source,
+        then the interval columns; cells without any count are left out.
     """
     rows = []
     for b in params.benchmark.values:
@@ -95,12 +103,101 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
             cell["p_fix"] = float(p["p_fix"])
             cell["p_break"] = float(p["p_break"])
             cell["source"] = source
+            if intervals is not None:
+                cell["kappa"] = float(p["kappa"]) if "kappa" in p else float("nan")
+                cell["kappa_source"] = str(p["kappa_source"].item()) if "kappa_source" in p else ""
             rows.append(cell)
     df = pd.DataFrame(rows)
+    if intervals is not None and len(df):
+        extra = [c for c in intervals.columns if c not in ("benchmark", "generator", "n_tasks")]
+        df = df.merge(
+            intervals[["benchmark", "generator", *extra]], on=["benchmark", "generator"], how="left"
+        )
+        crit = [str(c) for c in params[DIM_CRITIC].values]
+        ordered = ["kappa_lo", "kappa_hi"] + [
+            f"{v}_{c}_{e}" for c in crit for v in ("tpr", "fpr") for e in ("lo", "hi")
+        ]
+        for col in ordered:
+            if col not in df:
+                df[col] = float("nan")
+        df = df[[c for c in df.columns if c not in ordered] + ordered]
     for col in ("n_instances", "n_patches"):
         if col in df:
             df[col] = df[col].astype("Int64")
     return df
+
+
+_FLAGGED_SHOWN = 5
+"""Flagged task ids the summary names per benchmark (all of them: ``--flagged-out``)."""
+
+
+def interval_text(table: pd.DataFrame, params: xr.Dataset, prob: float) -> str:
+    """κ and each decision critic's tpr / fpr with their task-clustered intervals, one row per cell.
+
+    Cells without per-patch records (likelihood tables) have no interval (``-``).
+    """
+
+    def fmt(value, lo, hi) -> str:
+        if not np.isfinite(value):
+            return "-"
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            return f"{value:.3g}"
+        return f"{value:.3g} [{lo:.3g}, {hi:.3g}]"
+
+    rows = []
+    for r in table.to_dict("records"):
+        row = {"benchmark": r["benchmark"], "generator": r["generator"]}
+        kappa = f"{fmt(r['kappa'], r['kappa_lo'], r['kappa_hi'])}"
+        row["kappa"] = kappa + ("" if r["kappa_source"] in ("cell", "") else f" ({r['kappa_source']})")
+        for c in decision_critics(params[DIM_CRITIC].values):
+            for v in ("tpr", "fpr"):
+                row[f"{v}_{c}"] = fmt(r[f"{v}_{c}"], r[f"{v}_{c}_lo"], r[f"{v}_{c}_hi"])
+        rows.append(row)
+    head = (
+        f"\nκ and critic rates with {prob:.0%} task-clustered bootstrap intervals (whole tasks resampled; "
+        "κ (pooled): the cell's κ is not identified, the pooled value is used)"
+    )
+    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_rows", 500):
+        return head + "\n" + pd.DataFrame(rows).to_string(index=False)
+
+
+def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
+    """The intervals as variables over (benchmark, generator[, critic], ci_bound) for the .nc file."""
+    from bpc.constants import CI_BOUNDS, DIM_CI
+
+    bench = [str(b) for b in params["benchmark"].values]
+    gen = [str(g) for g in params["generator"].values]
+    crit = [str(c) for c in params[DIM_CRITIC].values]
+    kappa = np.full((len(bench), len(gen), 2), np.nan)
+    rates = {v: np.full((len(bench), len(gen), len(crit), 2), np.nan) for v in ("tpr", "fpr")}
+    for r in intervals.to_dict("records"):
+        if r["benchmark"] not in bench or r["generator"] not in gen:
+            continue
+        i, j = bench.index(r["benchmark"]), gen.index(r["generator"])
+        kappa[i, j] = [r["kappa_lo"], r["kappa_hi"]]
+        for v, arr in rates.items():
+            for k, c in enumerate(crit):
+                arr[i, j, k] = [r.get(f"{v}_{c}_lo", np.nan), r.get(f"{v}_{c}_hi", np.nan)]
+    coords = {"benchmark": bench, "generator": gen, DIM_CRITIC: crit, DIM_CI: list(CI_BOUNDS)}
+    prob = float(intervals.attrs["prob"])
+    what = f"{prob:.0%} task-clustered percentile bootstrap (whole tasks resampled)"
+    out = xr.Dataset(
+        {
+            "kappa_task_ci": (("benchmark", "generator", DIM_CI), kappa, {"long_name": f"κ: {what}"}),
+            "tpr_task_ci": (
+                ("benchmark", "generator", DIM_CRITIC, DIM_CI),
+                rates["tpr"],
+                {"long_name": f"tpr: {what}"},
+            ),
+            "fpr_task_ci": (
+                ("benchmark", "generator", DIM_CRITIC, DIM_CI),
+                rates["fpr"],
+                {"long_name": f"fpr: {what}"},
+            ),
+        },
+        coords={k: v for k, v in coords.items()},
+    )
+    return out
 
 
 def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
@@ -115,24 +212,36 @@ def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
     import bpc
+    from bpc.costs import COSTS_ATTR, costs_attr
     from bpc.estimate.laplace import laplace
+    from bpc.estimate.task_intervals import task_intervals
     from bpc.outputs import check_output_file, check_parquet_engine, write_csv, write_netcdf, write_parquet
     from bpc.progress import choices_summary, notes_digest
 
     out: Path = args.out
-    fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[args.path])
+    fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[*args.path, args.costs])
     if fmt == ".parquet":
         check_parquet_engine(out)
+    if args.flagged_out is not None:
+        check_output_file(args.flagged_out, suffixes=(".csv",), option="--flagged-out", inputs=args.path)
     corpus = load_from_args(args.path, args, include_superseded=args.include_superseded)
-    src = corpus.source
+    costs = costs_attr(args.costs, corpus.critic_costs)  # an unreadable --costs fails before any work
     counts = corpus.counts
     params = laplace(counts)
-    table = estimates_table(params, counts)
+    intervals = task_intervals(corpus.records, [str(c) for c in params[DIM_CRITIC].values])
+    table = estimates_table(params, counts, intervals)
     choices = notes_digest(counts.attrs.get("notes", []))
-    # the task report: tasks nothing passes on, identical solved sets, empty patches
-    from bpc.data.tasks import task_choices
+    # the task report: tasks nothing passes on (first ids; all with --flagged-out), identical solved sets
+    from bpc.data.tasks import flagged_tasks, task_choices
 
-    choices = choices + task_choices(counts, records=corpus.records)
+    choices = choices + task_choices(counts, records=corpus.records, max_ids=_FLAGGED_SHOWN)
+    if args.flagged_out is not None:
+        from bpc.schema import has_task_counts
+
+        flagged = (
+            flagged_tasks(counts) if has_task_counts(counts) else pd.DataFrame(columns=["benchmark", "task"])
+        )
+        write_csv(flagged, args.flagged_out, option="--flagged-out")
     if fmt == ".csv":
         write_csv(table, out, float_format="%.17g")
     elif fmt == ".parquet":
@@ -144,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
         ds.attrs["config"] = {
             **params.attrs["config"],
             "command": "estimate",
-            "path": str(src),
+            "path": str(corpus),
             "include_superseded": bool(args.include_superseded),
             "default_benchmark": args.benchmark_name,
             "default_generator": args.generator_name,
@@ -161,6 +270,9 @@ def run(args: argparse.Namespace) -> int:
         }
         ds.attrs["kernel_files"] = {f"{b}/{g}": str(p) for (b, g), p in corpus.kernel_files.items()}
         ds.attrs["data_choices"] = choices
+        ds = ds.merge(_interval_vars(intervals, params))
+        if args.costs is not None or corpus.critic_costs:
+            ds.attrs[COSTS_ATTR] = costs  # the critics' costs travel with their rates (bpc solve --params)
         write_netcdf(_netcdf_ready(ds), out)
     if not args.quiet:
         cols = ["benchmark", "generator", "n_patches", "prior", "prior_lo", "prior_hi"]
@@ -168,7 +280,10 @@ def run(args: argparse.Namespace) -> int:
         cols += ["p_fix", "p_break", "source"]
         with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 200):
             print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
+        print(interval_text(table, params, float(intervals.attrs["prob"])))
     if not args.quiet:
         choices_summary("data choices", choices)
+    if args.flagged_out is not None:
+        print(f"wrote {args.flagged_out} (the flagged task ids)")
     print(f"wrote {out} ({len(table)} cells, {len(corpus.records)} raw records)")
     return 0

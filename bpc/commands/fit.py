@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
+from bpc.commands._input import add_force_argument, add_input_arguments, add_source_argument, load_from_args
 from bpc.constants import DEFAULT_SEED, SAMPLER_PRESETS
 
 _DEFAULT = SAMPLER_PRESETS["fit"]
@@ -19,14 +19,7 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    parser.add_argument(
-        "path",
-        nargs="?",
-        default=None,
-        help="corpus tree or file, your own log file (.csv, .tsv, .parquet, .jsonl: one row per patch, see "
-        "--critic and --column), or 'simulated' for the simulator's 9x6 panel "
-        "(default: the authors' corpus, or $BPC_CORPUS)",
-    )
+    add_source_argument(parser, default="the authors' corpus, or $BPC_CORPUS")
     add_input_arguments(parser)
     parser.add_argument(
         "--model",
@@ -73,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import warnings
 
-    from bpc.data.load import SIMULATED, load_counts
-    from bpc.data.logs import select_counts
+    from bpc.costs import COSTS_ATTR, costs_attr
     from bpc.estimate.model import ModelSpec, advice, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
     from bpc.outputs import check_output_file
@@ -82,16 +74,19 @@ def run(args: argparse.Namespace) -> int:
     from bpc.schema import decision_critics
 
     out: Path = args.out
-    check_output_file(out, suffixes=(".nc",), inputs=[args.path, args.model])
-    for name, low in (("draws", 1), ("tune", 0), ("chains", 1)):
+    check_output_file(out, suffixes=(".nc",), inputs=[*args.path, args.model, args.costs])
+    for name, low in (("draws", 1), ("tune", 0), ("chains", 2)):
         if getattr(args, name) < low:
-            raise ValueError(f"--{name} must be >= {low}, got {getattr(args, name)}")
+            why = (
+                " (the convergence check compares chains: R-hat needs two or more)"
+                if name == "chains"
+                else ""
+            )
+            raise ValueError(f"--{name} must be >= {low}{why}, got {getattr(args, name)}")
     spec = ModelSpec.from_toml(args.model) if args.model is not None else ModelSpec.default()
-    if args.path == SIMULATED:
-        counts = load_counts(args.path, seed=args.seed, progress=not args.quiet)
-        counts = select_counts(counts, benchmarks=args.benchmark, generators=args.generator)
-    else:
-        counts = load_from_args(args.path, args).counts
+    data = load_from_args(args.path, args)
+    counts = data.counts
+    costs = costs_attr(args.costs, data.critic_costs)  # an unreadable --costs fails before sampling
     data_critics = decision_critics(counts["critic"].values)
     if args.model is None:
         spec = spec.with_critics(data_critics)
@@ -122,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     dt.attrs["diagnostics_ok"] = int(diag.ok)
     dt.attrs["diagnostics_failures"] = json.dumps(list(diag.failures))
     dt.attrs["data_choices"] = json.dumps(choices)
+    if args.costs is not None or data.critic_costs:
+        dt.attrs[COSTS_ATTR] = costs  # the critics' costs travel with their rates (bpc solve --params)
     if not diag.ok and not args.allow_bad_diagnostics:
         hint = advice(diag, counts)
         print(

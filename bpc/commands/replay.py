@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bpc.commands._input import add_force_argument, add_input_arguments, load_from_args
+from bpc.commands._input import add_force_argument, add_input_arguments, add_source_argument, load_from_args
 
 NAME = "replay"
 HELP = (
@@ -31,12 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
     from bpc.replay.profiles import PROFILES
 
-    parser.add_argument(
-        "path",
-        help="a critic_results.jsonl, a cell folder, the corpus tree, your own log file (.csv, .parquet, "
-        ".jsonl: one row per patch, see --critic), or 'simulated' "
-        "(the embedded simulated panel, with refinement trajectories)",
-    )
+    add_source_argument(parser, required=True)
     add_input_arguments(parser)
     parser.add_argument(
         "--profile",
@@ -106,12 +101,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "on nor scored (default: keep them)",
     )
     parser.add_argument(
-        "--costs",
-        default=None,
-        help="cost vector: fast, slow, paper-release or a JSON/TOML file "
-        "(default: the paper's per-benchmark vector, slow on SWE-Bench, fast elsewhere)",
-    )
-    parser.add_argument(
         "--kernel",
         type=Path,
         default=None,
@@ -162,7 +151,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=None, help="simulated panel: seed (default: bpc.constants.DEFAULT_SEED)"
     )
     parser.add_argument(
-        "--scale", type=float, default=None, help="simulated panel: instance-count multiplier (default 1)"
+        "--scale",
+        type=float,
+        default=None,
+        help="simulated panel: instance-count multiplier (default 1, at most 20)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -270,6 +262,8 @@ def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
             )
         if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
             raise ValueError(f"--seeds must be distinct, got {args.seeds}")
+        if args.seeds is not None and (bad := [s for s in args.seeds if s < 0]):
+            raise ValueError(f"--seeds: expected non-negative integers (fold-assignment seeds), got {bad[0]}")
         return
     what = (
         "the bpc profile's cross-fitting"
@@ -301,23 +295,25 @@ def _exclude_flagged(records, counts, trajectories):
 
 def run(args: argparse.Namespace) -> int:
     """Load, replay (the protocol under bpc, the paper's replay otherwise), print the table, write it."""
-    import pandas as pd
-
     from bpc.choices import check_choice
     from bpc.constants import POLICIES
     from bpc.costs import paper_costs_for, resolve_costs
     from bpc.data.corpus import read_transition_kernel
+    from bpc.data.counts import counts_from_records
+    from bpc.data.load import check_scale
+    from bpc.data.logs import read_trajectories
     from bpc.outputs import check_output_file, check_parquet_engine
     from bpc.progress import info, notes_digest
     from bpc.replay.profiles import AUTHOR_POLICY_NAMES, canonical_policy, get_profile
 
+    paths = [p for p in args.path if p != "simulated"]
     out_fmt = None
     if args.out is not None:
         out_fmt = check_output_file(
             args.out,
             suffixes=(".csv", ".nc", ".parquet"),
             option="--out",
-            inputs=[None if args.path == "simulated" else args.path, args.trajectories, args.kernel],
+            inputs=[*paths, args.trajectories, args.kernel, args.costs],
         )
         if out_fmt == ".parquet":
             check_parquet_engine(args.out)
@@ -326,13 +322,10 @@ def run(args: argparse.Namespace) -> int:
     profile = get_profile(args.profile)
     protocol = profile.n_folds is not None and not profile.in_sample and args.split != "all"
     _check_options(args, profile, protocol)
-    simulated = args.path == "simulated"
-    path = Path(args.path)
-    if not simulated and not path.exists():
-        raise FileNotFoundError(f"replay path {path} does not exist (or pass 'simulated')")
-    if args.scale is not None and args.scale <= 0:
-        raise ValueError(f"--scale must be > 0, got {args.scale}")
-    costs = resolve_costs(args.costs) if args.costs else paper_costs_for
+    simulated = args.path == ["simulated"]
+    if args.scale is not None:
+        check_scale(args.scale)
+    base_costs = resolve_costs(args.costs) if args.costs else paper_costs_for
     kernel = read_transition_kernel(args.kernel, which=args.kernel_entry) if args.kernel else None
     policies = None
     if args.policies:
@@ -347,32 +340,23 @@ def run(args: argparse.Namespace) -> int:
         ]
     trajectories = None
     if args.trajectories is not None:
-        if not args.trajectories.exists():
-            raise FileNotFoundError(f"--trajectories file {args.trajectories} does not exist")
-        trajectories = pd.read_csv(args.trajectories, dtype={"instance_id": str})
+        trajectories = read_trajectories(args.trajectories, option="--trajectories")
 
+    data = load_from_args(args.path, args, include_superseded=args.include_superseded)
+    records, counts = data.records, data.counts
     if simulated:
-        from bpc.constants import DEFAULT_SEED
-        from bpc.data.counts import counts_from_records
-        from bpc.data.simulate import simulate_panel
-
-        panel = simulate_panel(
-            seed=DEFAULT_SEED if args.seed is None else args.seed,
-            scale=1.0 if args.scale is None else args.scale,
-            benchmarks=args.benchmark,
-            generators=args.generator,
-        )
-        records = panel.records
+        counts = counts_from_records(records)  # the replayed cells' own counts, as before trajectories
         if trajectories is None:
-            trajectories = panel.trajectories
-        counts = counts_from_records(records)
+            trajectories = data.trajectories
+        costs = base_costs
         notes = []
     else:
-        corpus = load_from_args(path, args, include_superseded=args.include_superseded)
-        records, counts = corpus.records, corpus.counts
-        if corpus.format != "corpus":
-            costs = corpus.costs(costs)  # prices the log's own critics (--critic NAME=COLUMN:COST)
+        if trajectories is None:
+            trajectories = data.trajectories
+        # prices the logs' own critics (--critic NAME=COLUMN:COST); the corpus keeps the vector as given
+        costs = base_costs if data.format == "corpus" else data.costs(base_costs)
         notes = notes_digest(counts.attrs.get("notes", []))
+    path = Path(str(data))
     replayable = set(map(tuple, records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()))
     skipped = [(b, g, s) for b, g, s in _cells_with_data(counts) if (b, g) not in replayable]
     if not replayable:

@@ -401,7 +401,7 @@ def budget(args: argparse.Namespace) -> Budget:
 
 def _params_controller(args: argparse.Namespace, method: str, cell: str | None, learn: bool = False):
     """Controller for one cell of --params; its JSON inputs."""
-    from bpc.costs import paper_costs_for
+    from bpc.costs import params_costs
     from bpc.decide.live import Controller, json_float
 
     if cell is None:
@@ -421,7 +421,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
     if caveat is not None and not getattr(args, "accept_unconverged", False):
         raise ValueError(f"--params {args.params}: {caveat}; refused (pass --accept-unconverged to use it)")
     bench = cell.split("/")[0].strip()
-    base = _base_costs(args) or paper_costs_for(bench)
+    base = params_costs(args.params, _base_costs(args), bench)  # the critics' costs stored with the rates
     changes = {
         n: float(getattr(args, n)) for n in ("c_gen", "c_ver", "reward") if getattr(args, n) is not None
     }

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bpc.commands._input import add_input_arguments, add_source_argument
 from bpc.constants import DEFAULT_SEED, REFIT_PRESETS
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = StreamConfig()
     parser.description = DESCRIPTION
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("corpus", type=Path, help="the corpus folder (raw critic_results.jsonl records)")
+    add_source_argument(parser, dest="corpus", required=True)
+    add_input_arguments(parser, what="load")
     parser.add_argument(
         "--target",
         action="append",
@@ -106,12 +108,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted(PROFILES),
         default=defaults.profile,
         help=f"replay conventions (default {defaults.profile}: instance belief, verification not terminal)",
-    )
-    parser.add_argument(
-        "--costs",
-        default=None,
-        help="cost vector: fast, slow, paper-release or a JSON/TOML file "
-        "(default: the paper's per-benchmark vector, slow on SWE-Bench, fast elsewhere)",
     )
     parser.add_argument(
         "--preset",
@@ -192,13 +188,12 @@ def run(args: argparse.Namespace) -> int:
 
     Arguments → config → :func:`~bpc.experiments.stream.run_stream` → :func:`bpc.report.write`.
     """
-    from bpc.data.corpus import load_corpus
+    from bpc.commands._input import load_from_args
     from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig, run_stream
     from bpc.outputs import check_output_folder, reading
-    from bpc.paths import require_corpus
     from bpc.report import write
 
-    with reading(args.corpus, args.fits):
+    with reading(*[p for p in args.corpus if p != "simulated"], args.fits, args.costs):
         check_output_folder(args.out)
     costs = None
     if args.costs is not None:
@@ -218,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
         presets=tuple(args.preset or REFIT_PRESETS),
         bootstrap_b=args.bootstrap,
     )
-    corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
+    corpus = load_from_args(args.corpus, args)  # the input layer: sources, --critic, --column, --costs
+    config = replace(config, costs=corpus.costs(args.costs))
     recs = corpus.records
     raw = sorted({(str(b), str(g)) for b, g in recs[["benchmark", "generator"]].drop_duplicates().values})
     if not raw:

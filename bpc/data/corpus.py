@@ -98,6 +98,7 @@ from bpc.constants import (
 from bpc.data.counts import cell_counts, counts_from_records, merge_counts
 from bpc.progress import Meter
 from bpc.schema import RECORD_COLUMNS, validate_counts
+from bpc.validation import loads_json
 
 __all__ = [
     "read_json_lines",
@@ -268,11 +269,13 @@ def _read_json(path: Path) -> Any:
             path, None, None, f"expected UTF-8 JSON text, got undecodable bytes ({exc.reason})"
         ) from None
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as exc:
         raise CorpusError(
             path, exc.lineno, None, f"expected valid JSON, got malformed JSON ({exc.msg})"
         ) from None
+    except ValueError as exc:  # nesting or a number beyond bpc's limits
+        raise CorpusError(path, None, None, str(exc)) from None
 
 
 # ---------------------------------------------------------------------------
@@ -313,7 +316,7 @@ def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
         if not text.strip():
             continue
         try:
-            obj = json.loads(text)
+            obj = loads_json(text)
         except json.JSONDecodeError as exc:
             raise CorpusError(
                 path,
@@ -321,6 +324,8 @@ def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
                 None,
                 f"expected one JSON object per line, got malformed JSON ({exc.msg}, column {exc.colno})",
             ) from None
+        except ValueError as exc:  # nesting or a number beyond bpc's limits
+            raise CorpusError(path, lineno, None, str(exc)) from None
         if not isinstance(obj, dict):
             raise CorpusError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
         out.append((lineno, obj))

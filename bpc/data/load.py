@@ -1,28 +1,280 @@
-"""Counts from a named source: the authors' corpus (a path) or the simulated panel.
+"""The one input layer: a corpus, a user's log files, the simulated panel, or several combined.
 
-The one place that turns what a user types as a data source — a corpus tree
-or file, ``"simulated"``, or nothing (the default corpus) — into the counts
-schema. ``bpc fit``, the model checks and the fitting benchmark all read
-their counts through :func:`load_counts`.
+Every command that reads calibration data — ``estimate``, ``fit``, ``replay``,
+``compare``, ``stream`` and the analyses — names its sources the same way and
+reads them through :func:`resolve_input`:
+
+- nothing: the default corpus (``$BPC_CORPUS`` or the authors' corpus beside
+  the project, :func:`bpc.paths.require_corpus`);
+- a corpus tree or one of the authors' files
+  (:func:`bpc.data.corpus.load_corpus`);
+- a user's log file (``.csv``, ``.tsv``, ``.parquet``, ``.jsonl``; one row per
+  patch, :func:`bpc.data.logs.read_logs`) whose critics are named with
+  ``--critic NAME=COLUMN[:COST]``;
+- ``"simulated"``: the simulator's panel (:func:`bpc.data.simulate.simulate_panel`);
+- several of these: their cells side by side (``bpc fit CORPUS my_logs.csv``).
+  A cell (benchmark, generator) may come from one source only; the critic
+  mapping applies to the log files, the authors' files keep their fixed
+  schema.
+
+The options are one frozen :class:`InputOptions`; the command-line options
+that fill it are registered by :func:`bpc.commands._input.add_input_arguments`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+import pandas as pd
 import xarray as xr
 
 from bpc.constants import DEFAULT_SEED
 
-__all__ = ["SIMULATED", "load_counts"]
+if TYPE_CHECKING:
+    from bpc.data.logs import Input
+
+__all__ = ["SIMULATED", "MAX_SIMULATED_SCALE", "InputOptions", "resolve_input", "load_counts"]
 
 SIMULATED = "simulated"
 """The source name of the simulator's 9 x 6 paper panel."""
 
+MAX_SIMULATED_SCALE = 20.0
+"""Largest instance-count multiplier of the simulated panel (about 10,000 instances per benchmark)."""
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How the sources of :func:`resolve_input` are read.
+
+    Attributes
+    ----------
+    critics : tuple of str
+        ``NAME=COLUMN[:COST]`` critic mappings of the log files
+        (:func:`bpc.data.logs.parse_critics`); empty: every non-key column of
+        a log file is a critic of its name.
+    columns : tuple of str
+        ``KEY=COLUMN`` key-column mappings of the log files
+        (:func:`bpc.data.logs.parse_columns`).
+    benchmark, generator : str or None
+        Cell names of rows or files that don't name one.
+    benchmarks, generators : tuple of str or None
+        Keep only these cells (``None``: every cell).
+    include_superseded : bool
+        The authors' corpus: also read superseded runs.
+    seed : int
+        Seed of the simulated panel.
+    scale : float
+        Instance-count multiplier of the simulated panel, in (0, :data:`MAX_SIMULATED_SCALE`].
+    progress : bool
+        Loading progress and the log files' notes on stderr.
+    """
+
+    critics: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    benchmark: str | None = None
+    generator: str | None = None
+    benchmarks: tuple[str, ...] | None = None
+    generators: tuple[str, ...] | None = None
+    include_superseded: bool = False
+    seed: int = DEFAULT_SEED
+    scale: float = 1.0
+    progress: bool = True
+
+
+def check_scale(scale: float, *, option: str = "--scale") -> float:
+    """The simulated panel's instance-count multiplier, checked against its stated limit.
+
+    Raises
+    ------
+    ValueError
+        Naming ``option``, unless ``0 < scale <= MAX_SIMULATED_SCALE``.
+
+    Examples
+    --------
+    >>> check_scale(1e9)
+    Traceback (most recent call last):
+    ...
+    ValueError: --scale must be a number in (0, 20] (at most 20 × the paper's instance counts), got 1e+09
+    """
+    value = float(scale)
+    if not math.isfinite(value) or not 0 < value <= MAX_SIMULATED_SCALE:
+        raise ValueError(
+            f"{option} must be a number in (0, {MAX_SIMULATED_SCALE:g}] (at most "
+            f"{MAX_SIMULATED_SCALE:g} × the paper's instance counts), got {value:g}"
+        )
+    return value
+
+
+def _as_sources(sources: str | os.PathLike | Sequence[str | os.PathLike] | None) -> list[str | None]:
+    if sources is None:
+        return [None]
+    if isinstance(sources, str | os.PathLike):
+        return [os.fspath(sources)]
+    out = [os.fspath(s) for s in sources]
+    return out or [None]
+
+
+def _simulated(options: InputOptions) -> Input:
+    from bpc.data.counts import counts_from_records
+    from bpc.data.logs import Input
+    from bpc.data.simulate import simulate_panel
+
+    panel = simulate_panel(
+        options.seed,
+        scale=check_scale(options.scale),
+        benchmarks=options.benchmarks,
+        generators=options.generators,
+    )
+    counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
+    return Input(
+        panel.records,
+        counts,
+        (),
+        Path(SIMULATED),
+        "simulated",
+        trajectories=panel.trajectories,
+        truth=panel.truth,
+    )
+
+
+def _read_one(source: str | None, options: InputOptions, *, several: bool) -> Input:
+    from bpc.data.logs import LOG_SUFFIXES, load_input
+
+    if source == SIMULATED:
+        return _simulated(options)
+    is_log = source is not None and Path(source).suffix.lower() in LOG_SUFFIXES and Path(source).is_file()
+    # several sources: the critic and column mappings are the log files'; the authors' files keep theirs
+    mapped = is_log or not several
+    return load_input(
+        source,
+        critics=options.critics if mapped else None,
+        columns=options.columns if mapped else None,
+        benchmark=options.benchmark,
+        generator=options.generator,
+        include_superseded=options.include_superseded,
+        progress=options.progress,
+    )
+
+
+def _combine(parts: list[Input]) -> Input:
+    """One :class:`~bpc.data.logs.Input` of several, refusing a cell that two sources hold."""
+    from bpc.data.counts import merge_counts
+    from bpc.data.logs import Input
+    from bpc.schema import critic_coordinate
+
+    owner: dict[tuple[str, str], Path] = {}
+    for part in parts:
+        for cell in _data_cells(part):
+            if cell in owner:
+                raise ValueError(
+                    f"cell {cell[0]}/{cell[1]} is in both {owner[cell]} and {part.source}: a cell may come "
+                    "from one source only (give a log file its own cell names with --default-benchmark / "
+                    "--default-generator or its benchmark and generator columns)"
+                )
+            owner[cell] = part.source
+    critics = list(critic_coordinate(list(dict.fromkeys(c for p in parts for c in p.critics))))
+    frames = []
+    for part in parts:
+        rec = part.records
+        if not len(rec) and not len(rec.columns):
+            continue
+        rec = rec.copy()
+        for critic in critics:
+            if critic not in rec.columns:
+                rec[critic] = pd.array([pd.NA] * len(rec), dtype="boolean")
+        frames.append(rec)
+    records = pd.concat(frames, ignore_index=True) if frames else parts[0].records
+    records.attrs = {"critics": tuple(critics), "notes": [n for p in parts for n in p.notes]}
+    counts = merge_counts(*(p.counts for p in parts))
+    costs: dict[str, float] = {}
+    for part in parts:
+        costs.update(part.critic_costs)
+    kernels = {k: v for p in parts for k, v in p.kernel_files.items()}
+    trajectories = [p.trajectories for p in parts if p.trajectories is not None]
+    return Input(
+        records,
+        counts,
+        tuple(n for p in parts for n in p.notes),
+        parts[0].source,
+        "combined",
+        critic_costs=costs,
+        kernel_files=kernels,
+        trajectories=pd.concat(trajectories, ignore_index=True) if trajectories else None,
+        sources=tuple(p.source for p in parts),
+    )
+
+
+def _data_cells(data: Input) -> set[tuple[str, str]]:
+    """The cells a source holds any data for (records, a table or a kernel)."""
+    import numpy as np
+
+    counts = data.counts
+    has = np.isfinite(counts["n_patches"].values) | np.isfinite(counts["trans_n"].values).any(axis=-1)
+    b = counts["benchmark"].values
+    g = counts["generator"].values
+    return {(str(b[i]), str(g[j])) for i, j in zip(*np.nonzero(has), strict=True)}
+
+
+def resolve_input(
+    sources: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    options: InputOptions | None = None,
+) -> Input:
+    """Read one or several sources (see the module docstring) into one :class:`~bpc.data.logs.Input`.
+
+    Parameters
+    ----------
+    sources : str, path-like, sequence of them, or None
+        Corpus trees or files, log files, ``"simulated"``; ``None`` or empty:
+        the default corpus.
+    options : InputOptions, optional
+        How to read them (default :class:`InputOptions`).
+
+    Returns
+    -------
+    bpc.data.logs.Input
+        Records, counts, notes and the critics' costs of every source, cut to
+        ``options.benchmarks`` × ``options.generators``.
+
+    Raises
+    ------
+    FileNotFoundError
+        For a source that does not exist.
+    ValueError
+        For a source given twice, a cell held by two sources, bad input
+        (:class:`~bpc.data.corpus.CorpusError`: file, line, field) or an
+        out-of-range option.
+
+    Examples
+    --------
+    >>> data = resolve_input("simulated", InputOptions(benchmarks=("lcb_hard",), generators=("haiku45",),
+    ...                                                  scale=0.2, progress=False))
+    >>> data.format, sorted(set(data.records["benchmark"])), data.trajectories is not None
+    ('simulated', ['lcb_hard'], True)
+    """
+    from bpc.data.logs import select_cells
+
+    options = InputOptions() if options is None else options
+    names = _as_sources(sources)
+    resolved = [os.path.realpath(s) if s not in (None, SIMULATED) else s for s in names]
+    repeated = sorted({str(s) for s in resolved if resolved.count(s) > 1})
+    if repeated:
+        raise ValueError(f"input {repeated[0]} is given more than once")
+    if len(names) > 1 and None in names:
+        raise ValueError("input: the default corpus cannot be combined (name its folder)")
+    parts = [_read_one(s, options, several=len(names) > 1) for s in names]
+    data = parts[0] if len(parts) == 1 else _combine(parts)
+    if data.format == "simulated":
+        return data
+    return select_cells(data, benchmarks=options.benchmarks, generators=options.generators)
+
 
 def load_counts(
-    source: str | os.PathLike | None = None,
+    source: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     *,
     seed: int = DEFAULT_SEED,
     progress: bool = True,
@@ -30,20 +282,16 @@ def load_counts(
     benchmark: str | None = None,
     generator: str | None = None,
 ) -> xr.Dataset:
-    """Counts of a corpus tree or file, of the simulated panel, or of the default corpus.
+    """Counts of corpus trees or files, log files, the simulated panel, or the default corpus.
 
     Parameters
     ----------
-    source : str, path-like or None
-        A corpus tree or file, or a user's log file (``.csv``, ``.parquet``,
-        ``.jsonl``; :func:`bpc.data.logs.load_input`); ``"simulated"`` for the simulator's panel
-        (:func:`bpc.data.simulate.simulate_panel`); ``None`` for the default
-        corpus (``$BPC_CORPUS`` or the authors' corpus beside the project,
-        :func:`bpc.paths.require_corpus`).
+    source : str, path-like, sequence of them, or None
+        As for :func:`resolve_input`.
     seed : int, default :data:`~bpc.constants.DEFAULT_SEED`
         Seed of the simulated panel (unused for a corpus).
     progress : bool, default True
-        Show corpus-loading progress on stderr.
+        Show loading progress on stderr.
     critics : sequence of str, optional
         ``NAME=COLUMN[:COST]`` critic mappings of a log file.
     benchmark, generator : str, optional
@@ -59,13 +307,12 @@ def load_counts(
     FileNotFoundError
         If ``source`` names no existing path, or no default corpus is found.
     """
-    if source is not None and os.fspath(source) == SIMULATED:
-        from bpc.data.counts import counts_from_records
-        from bpc.data.simulate import simulate_panel
+    options = InputOptions(
+        critics=tuple(critics or ()), benchmark=benchmark, generator=generator, seed=seed, progress=progress
+    )
+    return resolve_input(source, options).counts
 
-        panel = simulate_panel(seed)
-        return counts_from_records(panel.records, panel.trajectories, source="simulated")
-    from bpc.data.logs import load_input
 
-    data = load_input(source, critics=critics, benchmark=benchmark, generator=generator, progress=progress)
-    return data.counts
+def with_progress(options: InputOptions, progress: bool) -> InputOptions:
+    """``options`` with ``progress`` replaced."""
+    return replace(options, progress=progress)

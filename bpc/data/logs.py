@@ -49,7 +49,6 @@ way the result is records, counts and notes (:class:`Input`). Errors are
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import re
@@ -73,6 +72,7 @@ from bpc.schema import (
     check_critic_names,
     decision_critics,
 )
+from bpc.validation import loads_json
 
 __all__ = [
     "DEFAULT_BENCHMARK",
@@ -90,6 +90,8 @@ __all__ = [
     "select_cells",
     "select_counts",
     "ACCEPTED_INPUTS",
+    "MAX_ID_CHARS",
+    "read_trajectories",
 ]
 
 DEFAULT_BENCHMARK = "custom"
@@ -102,6 +104,10 @@ LOG_SUFFIXES = MappingProxyType(
 """File suffix → log format."""
 
 _REQUIRED = ("instance_id", "patch_id", "Y")
+MAX_ID_CHARS = 512
+"""Longest task id, benchmark or generator name a log row may hold (characters)."""
+_MAX_PATCH_DIGITS = 9
+"""Most digits of a ``patch_id`` (a pool of up to a billion patches)."""
 _TRUE = frozenset({"true", "pass", "1", "1.0", "yes", "y", "t"})
 _FALSE = frozenset({"false", "fail", "0", "0.0", "no", "n", "f"})
 _MISSING = frozenset({"", "na", "nan", "null", "none", "<na>"})
@@ -377,7 +383,7 @@ def parse_verdict(value: Any) -> bool | None:
             return False
         if word in _MISSING:
             return None
-    raise ValueError(f"expected {_VERDICT_WORDS}, got {value!r}")
+    raise ValueError(f"expected {_VERDICT_WORDS}, got {_short(value)}")
 
 
 def _label(value: Any) -> int | None:
@@ -387,7 +393,7 @@ def _label(value: Any) -> int | None:
     except ValueError:
         raise ValueError(
             "expected 0 or 1 (or true/false, yes/no, pass/fail; empty, NA or null for unlabelled), "
-            f"got {value!r}"
+            f"got {_short(value)}"
         ) from None
     return None if verdict is None else int(verdict)
 
@@ -397,24 +403,46 @@ def _patch_id(value: Any) -> int:
         raise ValueError(f"expected a non-negative integer, got {value!r}")
     if isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
+        if text.isdigit() and len(text) <= _MAX_PATCH_DIGITS:
             return int(text)
-        raise ValueError(f"expected a non-negative integer, got {value!r}")
+        if text.isdigit():
+            raise ValueError(
+                f"expected a non-negative integer of at most {_MAX_PATCH_DIGITS} digits, "
+                f"got one of {len(text)}"
+            )
+        raise ValueError(f"expected a non-negative integer, got {_short(value)}")
+    if isinstance(value, int | np.integer) and value >= 10**_MAX_PATCH_DIGITS:
+        raise ValueError(
+            f"expected a non-negative integer of at most {_MAX_PATCH_DIGITS} digits, got {_short(value)}"
+        )
     if isinstance(value, int | np.integer) and value >= 0:
         return int(value)
     if isinstance(value, float | np.floating) and value >= 0 and float(value).is_integer():
         return int(value)
-    raise ValueError(f"expected a non-negative integer, got {value!r}")
+    raise ValueError(f"expected a non-negative integer, got {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (a message quotes a value, never a megabyte of it)."""
+    text = (
+        repr(value)
+        if not isinstance(value, int) or value.bit_length() < 200
+        else f"<{len(str(value))} digits>"
+    )
+    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
 
 
 def _name(value: Any, what: str) -> str:
     if isinstance(value, bool | np.bool_) or _is_missing(value):
-        raise ValueError(f"expected a non-empty {what}, got {value!r}")
+        raise ValueError(f"expected a non-empty {what}, got {_short(value)}")
     if isinstance(value, int | np.integer):
-        return str(int(value))
+        value = str(int(value)) if abs(int(value)) < 10**MAX_ID_CHARS else " " * (MAX_ID_CHARS + 1)
     if isinstance(value, str) and value.strip():
-        return value.strip()
-    raise ValueError(f"expected a non-empty {what}, got {value!r}")
+        text = value.strip()
+        if len(text) > MAX_ID_CHARS:
+            raise ValueError(f"expected {what}s of at most {MAX_ID_CHARS} characters, got one of {len(text)}")
+        return text
+    raise ValueError(f"expected a non-empty {what}, got {_short(value)}")
 
 
 def _parse_column(
@@ -708,6 +736,60 @@ def read_logs(
     return records
 
 
+def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories") -> pd.DataFrame:
+    """Refinement trajectories of a CSV file: columns benchmark, generator, instance_id, method, step, Y.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The CSV file (header line 1).
+    option : str
+        The option that named it, for messages.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows, ``instance_id`` as str, ``step`` and ``Y`` as int64, any
+        further (critic) columns as read.
+
+    Raises
+    ------
+    FileNotFoundError
+        If there is no such file.
+    CorpusError
+        Naming the file, line and column: a missing column, an id or name
+        longer than :data:`MAX_ID_CHARS`, a step or label that does not parse.
+    """
+    from bpc.schema import TRAJECTORY_COLUMNS
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{option} file {path} does not exist")
+    df, lines, _first = _read_table(path, "csv")
+    missing = [c for c in TRAJECTORY_COLUMNS if c not in df.columns]
+    if missing:
+        raise CorpusError(
+            path,
+            1,
+            missing[0],
+            f"expected the {option} columns {', '.join(TRAJECTORY_COLUMNS)}, got no column {missing[0]!r} "
+            f"(columns: {', '.join(map(repr, df.columns)) or 'none'})",
+        )
+    out = df.copy()
+    for col in ("benchmark", "generator", "method", "instance_id"):
+        out[col] = _parse_column(path, lines, col, df[col], lambda v, c=col: _name(v, c)).astype(str)
+    out["step"] = _parse_column(path, lines, "step", df["step"], _patch_id).astype(np.int64)
+
+    def label(value: Any) -> int:
+        y = _label(value)
+        if y is None:
+            raise ValueError("expected 0 or 1, got a missing label")
+        return y
+
+    out["Y"] = _parse_column(path, lines, "Y", df["Y"], label).astype(np.int64)
+    return out
+
+
 # ---------------------------------------------------------------------------
 # One entry point for the commands
 # ---------------------------------------------------------------------------
@@ -733,6 +815,13 @@ class Input:
         Costs given with the critic mapping (``NAME=COLUMN:COST``).
     kernel_files : mapping
         ``(benchmark, generator)`` → the ``transition_kernel.json`` used.
+    trajectories : pandas.DataFrame or None
+        Refinement trajectories (the simulated panel's).
+    truth : xarray.Dataset or None
+        The rates the data were drawn from (the simulated panel only).
+    sources : tuple of pathlib.Path
+        Every source read (:func:`bpc.data.load.resolve_input` combines
+        several); empty: :attr:`source` alone.
     """
 
     records: pd.DataFrame
@@ -742,6 +831,17 @@ class Input:
     format: str
     critic_costs: Mapping[str, float] = field(default_factory=dict)
     kernel_files: Mapping[tuple[str, str], Path] = field(default_factory=dict)
+    trajectories: pd.DataFrame | None = None
+    truth: xr.Dataset | None = None
+    sources: tuple[Path, ...] = ()
+
+    def __str__(self) -> str:
+        return " + ".join(str(s) for s in (self.sources or (self.source,)))
+
+    @property
+    def label(self) -> str:
+        """The sources read, for messages and tables (``a.csv + corpus``)."""
+        return str(self)
 
     @property
     def critics(self) -> tuple[str, ...]:
@@ -762,18 +862,28 @@ class Input:
             If a critic that gave verdicts is priced neither by ``base`` nor
             by its mapping; the message says how to price it.
         """
-        resolve = with_critic_costs(base, self.critic_costs)
+        given = with_critic_costs(base, self.critic_costs)
         observed = self.counts["critic_n"].notnull().any(("benchmark", "generator", "label"))
         used = [c for c in self.decision_critics if c in self.critics and bool(observed.sel(critic=c))]
+        # a decision critic without a single verdict in the data is never called: it needs no price
+        unused = [c for c in self.decision_critics if c not in used]
         for bench in dict.fromkeys(str(b) for b in self.records["benchmark"]):
-            vector = resolve(bench)
+            vector = given(bench)
             unpriced = [c for c in used if c not in vector.critic]
             if unpriced:
                 raise ValueError(
-                    f"critic(s) {', '.join(map(repr, unpriced))} of {self.source} have no cost on "
+                    f"critic(s) {', '.join(map(repr, unpriced))} of {self} have no cost on "
                     f"benchmark {bench!r}: give each one with --critic NAME=COLUMN:COST "
-                    "(or a --costs file that prices it)"
+                    '(or a --costs file whose "critic" table prices it)'
                 )
+        if not unused:
+            return given
+
+        def resolve(benchmark: str) -> Costs:
+            vector = given(benchmark)
+            free = {c: 0.0 for c in unused if c not in vector.critic}
+            return vector.with_critics(free) if free else vector
+
         return resolve
 
 
@@ -847,8 +957,8 @@ def _author_fields(path: Path) -> tuple[set[str], dict[str, int]]:
         return set(), {}
     for lineno, text in enumerate(text_lines, start=1):
         try:
-            obj = json.loads(text) if text.strip() else None
-        except json.JSONDecodeError:
+            obj = loads_json(text) if text.strip() else None
+        except ValueError:
             continue  # reported with its line by the reader that parses the file
         if isinstance(obj, dict):
             for key in obj:

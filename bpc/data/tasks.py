@@ -22,10 +22,10 @@ its tests).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,7 @@ import xarray as xr
 
 from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_TASK
 from bpc.schema import has_task_counts
+from bpc.validation import loads_json
 
 __all__ = [
     "TEST_CRITICS",
@@ -329,8 +330,14 @@ def empty_patch_flags(
                 for line in fh:
                     if not line.strip():
                         continue
-                    obj = json.loads(line)
-                    key = (bench, gen, str(obj.get("instance_id")), obj.get("patch_id"))
+                    try:
+                        obj = loads_json(line)
+                    except ValueError:
+                        continue  # the corpus reader reports it with its line
+                    if not isinstance(obj, dict):
+                        continue
+                    patch: Any = obj.get("patch_id")
+                    key = (bench, gen, str(obj.get("instance_id")), patch)
                     if key in keys and (obj.get("diff_chars") == 0 or obj.get("note") == "empty_diff"):
                         empty.add(key)
     return np.fromiter((k in empty for k in patch_keys), dtype=bool, count=len(patch_keys))
@@ -404,13 +411,23 @@ def empty_task_groups(
     return per.assign(group=group).reset_index()[["benchmark", "generator", "instance_id", "group"]]
 
 
-def task_choices(counts: xr.Dataset, *, records: pd.DataFrame | None = None) -> list[str]:
+def _some(ids: list[str], limit: int | None) -> str:
+    """``ids`` joined by commas, the first ``limit`` of them and the rest counted."""
+    if limit is None or len(ids) <= limit:
+        return ", ".join(ids)
+    return f"{', '.join(ids[:limit])} … and {len(ids) - limit} more"
+
+
+def task_choices(
+    counts: xr.Dataset, *, records: pd.DataFrame | None = None, max_ids: int | None = None
+) -> list[str]:
     """The task report as lines of a data-choices summary (nothing without per-task counts).
 
     One line per flagged benchmark (:func:`task_report`: tasks no generator passes anything on,
-    with their count and every id), one per benchmark whose generators solve identical task sets, and one per
-    cell whose empty patches are scored Y = 0 (when ``records`` are given and
-    ``counts.attrs`` name the corpus folder and its files).
+    with their count and their ids — the first ``max_ids`` of them, the rest counted, when
+    ``max_ids`` is given; :func:`flagged_tasks` lists them all), one per benchmark whose
+    generators solve identical task sets, and one per cell whose empty patches are scored
+    Y = 0 (when ``records`` are given and ``counts.attrs`` name the corpus folder and its files).
     """
     if not has_task_counts(counts):
         return []
@@ -420,7 +437,7 @@ def task_choices(counts: xr.Dataset, *, records: pd.DataFrame | None = None) -> 
             lines.append(
                 f"{rep['benchmark']}: {rep['n_never']} of {rep['n_tasks']} tasks pass nothing "
                 f"({rep['checked']}) for any of its {rep['n_generators']} generators — {rep['flag']}: "
-                f"{', '.join(rep['tasks'])}"
+                f"{_some(list(rep['tasks']), max_ids)}"
             )
     for sol in shared_solutions(counts).to_dict("records"):
         if sol["identical"]:

@@ -60,6 +60,7 @@ from bpc.constants import (
     CI_PROB,
     DEFAULT_SEED,
     DIM_BENCHMARK,
+    DIM_CRITIC,
     DIM_GENERATOR,
     N_FOLDS,
     PAPER_CRITICS,
@@ -74,7 +75,7 @@ from bpc.experiments.efficiency import LOCO_K
 from bpc.experiments.posterior import posterior_mean_params
 from bpc.experiments.sources import CompareData
 from bpc.progress import notes_digest
-from bpc.schema import select_cell, thin_draws
+from bpc.schema import decision_critics, select_cell, thin_draws
 
 __all__ = [
     "CONTROLLERS",
@@ -355,6 +356,7 @@ def _replay_stages(
             split,
             Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed),
             costs=cost_fn,
+            critics=decision_critics(data.counts[DIM_CRITIC].values),  # the data's critics, a user's own too
             robust_draws=draws,
             progress=progress,
         )

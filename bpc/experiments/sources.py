@@ -1,4 +1,4 @@
-"""The data an experiment runs on: the authors' corpus or the simulated panel, split per cell.
+"""The data an experiment runs on: a corpus, a user's logs or the simulated panel, split per cell.
 
 :func:`load_source` returns a :class:`CompareData`: the per-patch records of
 the cells to replay, the counts of *every* cell the source has (the corpus'
@@ -33,7 +33,8 @@ class CompareData:
     Attributes
     ----------
     label : str
-        ``"simulated"`` or ``"corpus:<folder name>"``.
+        ``"simulated"``, ``"corpus:<folder or file name>"`` or ``"logs:<file name>"``
+        (several joined by `` + ``).
     records : pandas.DataFrame
         Per-patch records of the replayed cells.
     counts : xarray.Dataset
@@ -67,7 +68,7 @@ def _cells_of(records: pd.DataFrame, counts: xr.Dataset) -> list[Cell]:
 
 
 def load_source(
-    source: str | Path,
+    source,
     *,
     seed: int = DEFAULT_SEED,
     scale: float = 1.0,
@@ -75,12 +76,13 @@ def load_source(
     generators: Sequence[str] | None = None,
     progress: bool = False,
 ) -> CompareData:
-    """Load the real corpus (a path) or simulate the panel (``"simulated"``).
+    """Load the sources of a study: a corpus, log files, the simulated panel, or data already read.
 
     Parameters
     ----------
-    source : str or pathlib.Path
-        ``"simulated"`` or a corpus path.
+    source : str, pathlib.Path, sequence of them, or bpc.data.logs.Input
+        ``"simulated"``, a corpus path, a log file or several sources
+        (:func:`bpc.data.load.resolve_input`), or what it returned.
     seed : int
         Simulator seed.
     scale : float
@@ -101,27 +103,44 @@ def load_source(
         If no cell with per-patch records remains, or a requested benchmark /
         generator has no per-patch records.
     """
-    from bpc.data.counts import counts_from_records
+    from bpc.data.load import SIMULATED, InputOptions, resolve_input
+    from bpc.data.logs import Input
 
-    if str(source) == "simulated":
-        from bpc.data.simulate import simulate_panel
-
-        panel = simulate_panel(seed, scale=scale, benchmarks=benchmarks, generators=generators)
-        counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
-        data = CompareData("simulated", panel.records, counts, panel.trajectories, panel.truth)
+    data_in: Input
+    if isinstance(source, Input):
+        data_in = source
+    elif isinstance(source, str | Path) and str(source) == SIMULATED:
+        options = InputOptions(
+            seed=seed,
+            scale=scale,
+            benchmarks=None if benchmarks is None else tuple(benchmarks),
+            generators=None if generators is None else tuple(generators),
+            progress=progress,
+        )
+        data_in = resolve_input(SIMULATED, options)
+    else:
+        data_in = resolve_input(source, InputOptions(progress=progress))
+    if data_in.format == "simulated":
+        data = CompareData(SIMULATED, data_in.records, data_in.counts, data_in.trajectories, data_in.truth)
     else:
         from bpc.choices import check_choices
-        from bpc.data.corpus import load_corpus
 
-        corpus = load_corpus(source, progress=progress)
-        rec = corpus.records
+        rec = data_in.records
         check_choices(benchmarks, sorted(set(rec["benchmark"])), what="benchmark (with per-patch records)")
         check_choices(generators, sorted(set(rec["generator"])), what="generator (with per-patch records)")
         if benchmarks is not None:
             rec = rec[rec["benchmark"].isin(list(benchmarks))]
         if generators is not None:
             rec = rec[rec["generator"].isin(list(generators))]
-        data = CompareData(f"corpus:{Path(source).name}", rec.reset_index(drop=True), corpus.counts)
+        from bpc.data.logs import LOG_SUFFIXES
+
+        def kind(p: Path) -> str:
+            if not data_in.sources:
+                return "corpus" if data_in.format == "corpus" else "logs"
+            return "logs" if p.suffix.lower() in LOG_SUFFIXES and p.suffix != ".jsonl" else "corpus"
+
+        label = " + ".join(f"{kind(p)}:{p.name}" for p in (data_in.sources or (data_in.source,)))
+        data = CompareData(label, rec.reset_index(drop=True), data_in.counts, data_in.trajectories)
     cells = _cells_of(data.records, data.counts)
     if not cells:
         raise ValueError(f"compare: source {data.label!r} has no cell with per-patch records to replay")

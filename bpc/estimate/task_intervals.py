@@ -1,0 +1,181 @@
+"""Intervals of a cell's critic rates and κ that resample whole tasks (method.md §Parameters).
+
+The patches of one task are not independent draws: they share the task's
+difficulty, and a critic's verdicts on them share its quirks on that task.
+An interval that treats the 20 patches of a task as 20 draws is too narrow.
+Here every interval is a task-clustered percentile bootstrap: each resample
+draws the cell's tasks with replacement (every patch of a drawn task comes
+along) and recomputes the estimate on what was drawn —
+
+* ``tpr`` / ``fpr`` of each critic: the Laplace rate (k + 1) / (n + 2) of
+  the drawn tasks' verdicts on Y = 1 / Y = 0 patches (a ratio of totals);
+* ``kappa``: the Beta-Binomial maximum-likelihood κ̂ of the drawn tasks'
+  instance histogram (:func:`bpc.estimate.laplace.instance_fit`), on the
+  searched range [``KAPPA_MIN``, ``KAPPA_MAX``]; ``NaN`` where the cell's own
+  κ is not identified (no task with two labelled patches of both outcomes).
+
+Resample ``b`` of cell ``c`` (cells in sorted order) uses
+``numpy.random.default_rng([seed, c]).integers(0, T, size=(B, T))``, the
+draw of :func:`bpc.replay.bootstrap.cluster_bootstrap_means`; the interval
+is the central ``prob`` of the resampled values (:data:`~bpc.constants.CI_PROB`,
+bpc's interval probability).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from bpc.constants import (
+    BOOTSTRAP_B,
+    BOOTSTRAP_SEED,
+    CI_PROB,
+    KAPPA_MAX,
+    KAPPA_MIN,
+    LAPLACE_ALPHA,
+    LAPLACE_BETA,
+)
+
+__all__ = ["task_intervals", "KAPPA_B"]
+
+KAPPA_B = 200
+"""Resamples of the κ interval (each refits the Beta-Binomial model: fewer than the rates' ``B``)."""
+
+
+_CHUNK = 16
+"""Resampled histograms fitted at once (bounds the memory of the κ interval)."""
+
+
+def _weights(n_tasks: int, B: int, seed: Sequence[int]) -> np.ndarray:
+    """``(B, T)``: how often each task is drawn in each resample."""
+    idx = np.random.default_rng(list(seed)).integers(0, n_tasks, size=(B, n_tasks))
+    weights = np.zeros((B, n_tasks))
+    np.add.at(weights, (np.repeat(np.arange(B), n_tasks), idx.ravel()), 1.0)
+    return weights
+
+
+def _bounds(values: np.ndarray, prob: float) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(finite, [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0])
+    return float(lo), float(hi)
+
+
+def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray, prob: float) -> tuple[float, float]:
+    from bpc.estimate.laplace import instance_fit
+
+    m = tasks["m"].to_numpy(np.int64)
+    k = tasks["k"].to_numpy(np.int64)
+    size = int(m.max())
+    onehot = np.zeros((len(tasks), size * (size + 1)))
+    onehot[np.arange(len(tasks)), (m - 1) * (size + 1) + k] = 1.0
+    own = instance_fit(onehot.sum(axis=0).reshape(1, size, size + 1))
+    if not own.identified[0]:
+        return float("nan"), float("nan")
+    hists = (weights @ onehot).reshape(len(weights), size, size + 1)
+    # in chunks: the profile grid holds (logit π × log κ) values per histogram (~1 MB each)
+    kappa = np.concatenate([instance_fit(hists[i : i + _CHUNK]).kappa for i in range(0, len(hists), _CHUNK)])
+    return _bounds(np.clip(kappa, KAPPA_MIN, KAPPA_MAX), prob)
+
+
+def task_intervals(
+    records: pd.DataFrame,
+    critics: Sequence[str],
+    *,
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = CI_PROB,
+    kappa_b: int = KAPPA_B,
+) -> pd.DataFrame:
+    """Task-clustered intervals of every cell's critic rates and κ (see the module docstring).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records (:mod:`bpc.schema`): benchmark, generator,
+        instance_id, Y and a nullable-boolean column per critic.
+    critics : sequence of str
+        Critics to give intervals for (those without a column get ``NaN``).
+    B : int
+        Resamples of the rates' intervals.
+    seed : int
+        Root seed.
+    prob : float
+        Central coverage in (0, 1).
+    kappa_b : int
+        Resamples of κ's interval (0: no κ interval).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell with records, sorted: ``benchmark``, ``generator``,
+        ``n_tasks``, ``kappa_lo``, ``kappa_hi``, then ``tpr_<c>_lo``,
+        ``tpr_<c>_hi``, ``fpr_<c>_lo``, ``fpr_<c>_hi`` for each critic.
+        ``attrs["prob"]`` is ``prob``.
+
+    Raises
+    ------
+    ValueError
+        For ``prob`` outside (0, 1) or ``B < 1``.
+
+    Examples
+    --------
+    >>> rec = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": ["t1", "t1", "t2", "t2"],
+    ...                     "patch_id": [0, 1, 0, 1], "Y": [1, 1, 0, 0],
+    ...                     "unit": pd.array([True, True, False, True], dtype="boolean")})
+    >>> row = task_intervals(rec, ["unit"], B=50, kappa_b=0).iloc[0]
+    >>> int(row["n_tasks"]), bool(0 < row["tpr_unit_lo"] <= row["tpr_unit_hi"] < 1)
+    (2, True)
+    """
+    if not 0.0 < prob < 1.0:
+        raise ValueError(f"task_intervals: prob must lie in (0, 1), got {prob}")
+    if int(B) < 1:
+        raise ValueError(f"task_intervals: B must be >= 1, got {B}")
+    critics = list(critics)
+    rows = []
+    if not len(records):
+        out = pd.DataFrame(columns=["benchmark", "generator", "n_tasks", "kappa_lo", "kappa_hi"])
+        out.attrs["prob"] = prob
+        return out
+    frame = records.assign(instance_id=records["instance_id"].astype(str))
+    y = frame["Y"].to_numpy(np.int64)
+    parts = {"m": np.ones(len(frame)), "k": y.astype(float)}
+    present = [c for c in critics if c in frame.columns]
+    for c in present:
+        verdict = frame[c].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+        seen = np.isfinite(verdict)
+        for label, name in ((1, "tpr"), (0, "fpr")):
+            on = seen & (y == label)
+            parts[f"{name}_{c}_n"] = on.astype(float)
+            parts[f"{name}_{c}_k"] = np.where(on, verdict, 0.0)
+    tallies = (
+        pd.DataFrame(parts)
+        .assign(benchmark=frame["benchmark"].to_numpy(), generator=frame["generator"].to_numpy())
+        .assign(instance_id=frame["instance_id"].to_numpy())
+        .groupby(["benchmark", "generator", "instance_id"], sort=True)
+        .sum()
+    )
+    for c_idx, ((bench, gen), tasks) in enumerate(tallies.groupby(level=[0, 1], sort=True)):
+        n_tasks = len(tasks)
+        weights = _weights(n_tasks, int(B), (seed, c_idx))
+        row: dict[str, object] = {"benchmark": str(bench), "generator": str(gen), "n_tasks": n_tasks}
+        if kappa_b > 0:
+            row["kappa_lo"], row["kappa_hi"] = _cell_kappa(tasks, weights[: int(kappa_b)], prob)
+        else:
+            row["kappa_lo"] = row["kappa_hi"] = float("nan")
+        for c in critics:
+            for name in ("tpr", "fpr"):
+                lo = hi = float("nan")
+                if c in present and tasks[f"{name}_{c}_n"].sum() > 0:
+                    k = weights @ tasks[f"{name}_{c}_k"].to_numpy(float)
+                    n = weights @ tasks[f"{name}_{c}_n"].to_numpy(float)
+                    rate = (k + LAPLACE_ALPHA) / (n + LAPLACE_ALPHA + LAPLACE_BETA)
+                    lo, hi = _bounds(rate, prob)
+                row[f"{name}_{c}_lo"], row[f"{name}_{c}_hi"] = lo, hi
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out.attrs["prob"] = prob
+    return out
