@@ -104,6 +104,9 @@ CASES: list[tuple[list[str], str]] = [
     (["summary", "{tmp}/none.nc"], "does not exist"),
     (["summary", "{tmp}/dir"], "is a directory"),
     (["summary", "{tmp}/bad.nc"], "bad.nc"),
+    # results
+    (["results", "no_such_page"], "unknown results page"),
+    (["results", "--data", "{tmp}/no_such_folder", "estimate-mapcoder"], "not a directory"),
     # stream
     (["stream", "{tmp}/kc", "--out", "{tmp}/o"], "the following arguments are required: --target"),
     (

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bpc.constants import DEFAULT_SEED
-from bpc.estimate.online.particles import _systematic
-from bpc.estimate.online.records import LABEL_CHANNEL, EpisodeRecord
+from bpc.estimate.online.records import LABEL_CHANNEL, EpisodeRecord, systematic_indices
 
 if TYPE_CHECKING:
     from bpc.estimate.online.particles import LearningState
@@ -129,7 +128,7 @@ def drift_check(
     p_values, observed, expected, n_obs = {}, {}, {}, {}
     if phat_rows:
         phat = np.vstack(phat_rows)  # (n_obs, P)
-        idx = _systematic(rng, reference.weights, n_replicates)
+        idx = systematic_indices(rng, reference.weights, n_replicates)
         rng.shuffle(idx)
         probs = phat[:, idx]  # (n_obs, R)
         reps = (rng.random(probs.shape) < probs).astype(float)

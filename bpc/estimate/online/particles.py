@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bpc.constants import CI_KIND, CI_PROB, DEFAULT_SEED
-from bpc.estimate.online.records import EpisodeRecord, episode_loglik
+from bpc.estimate.online.records import (
+    LEARN_STATE_VERSION,
+    EpisodeRecord,
+    GaussianPrior,
+    LearnStateMismatchError,
+    episode_loglik,
+    systematic_indices,
+)
 from bpc.validation import check_kappa, check_kernel_pair
 
 if TYPE_CHECKING:
@@ -41,9 +48,6 @@ __all__ = [
     "calibration_scales",
 ]
 
-LEARN_STATE_VERSION = 2
-"""Schema version of a saved :class:`LearningState` (refused on mismatch; 2: with a checksum over the
-whole file, :func:`bpc.estimate.online.storage.dataset_checksum`)."""
 DEFAULT_PRIOR_SD = 1.0
 """Prior scale on the logit (rates) / log (κ) scale around explicit values."""
 DEFAULT_PARTICLES = 2000
@@ -57,63 +61,10 @@ DEFAULT_MOVES = 5
 # ---------------------------------------------------------------------------
 # Prior
 # ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GaussianPrior:
-    """Multivariate normal prior of the unconstrained parameter vector.
-
-    Attributes
-    ----------
-    mean : numpy.ndarray
-        ``(D,)``.
-    cov : numpy.ndarray
-        ``(D, D)`` symmetric positive definite.
-    """
-
-    mean: np.ndarray
-    cov: np.ndarray
-
-    def __post_init__(self) -> None:
-        mean = np.asarray(self.mean, dtype=float).reshape(-1)
-        cov = np.asarray(self.cov, dtype=float).reshape(mean.size, mean.size)
-        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
-            raise ValueError("prior mean and covariance must be finite")
-        cov = 0.5 * (cov + cov.T)
-        try:
-            chol = np.linalg.cholesky(cov)
-        except np.linalg.LinAlgError:
-            raise ValueError("prior covariance is not positive definite") from None
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "cov", cov)
-        object.__setattr__(self, "_chol", chol)
-
-    def logpdf(self, x: np.ndarray) -> np.ndarray:
-        """``(P,)`` log density of ``(P, D)`` points (up to nothing: normalised)."""
-        chol = self._chol  # type: ignore[attr-defined]
-        dev = np.atleast_2d(x) - self.mean
-        sol = np.linalg.solve(chol, dev.T)
-        half_logdet = np.sum(np.log(np.diag(chol)))
-        d = self.mean.size
-        return -0.5 * np.sum(sol**2, axis=0) - half_logdet - 0.5 * d * math.log(2 * math.pi)
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """``(n, D)`` draws."""
-        return self.mean + rng.standard_normal((n, self.mean.size)) @ self._chol.T  # type: ignore[attr-defined]
-
-    @classmethod
-    def fit(cls, x: np.ndarray, *, jitter: float = 1e-6) -> GaussianPrior:
-        """Mean and covariance of ``(P, D)`` draws (a jitter keeps degenerate draws usable)."""
-        x = np.asarray(x, dtype=float)
-        if x.ndim != 2 or x.shape[0] < 2:
-            raise ValueError(f"need (P >= 2, D) draws to fit a prior, got shape {x.shape}")
-        cov = np.atleast_2d(np.cov(x, rowvar=False)) + jitter * np.eye(x.shape[1])
-        return cls(x.mean(axis=0), cov)
-
 
 # ---------------------------------------------------------------------------
 # Particle state
 # ---------------------------------------------------------------------------
-class LearnStateMismatchError(ValueError):
-    """A saved learning state was made under another spec or schema version than the one asked for."""
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -127,22 +78,6 @@ def _expit(x: np.ndarray) -> np.ndarray:
 
 def _open(p: np.ndarray) -> np.ndarray:
     return np.clip(p, 1e-12, 1.0 - 1e-12)
-
-
-def _systematic(rng: np.random.Generator, weights: np.ndarray, n: int) -> np.ndarray:
-    positions = (rng.random() + np.arange(n)) / n
-    cum = np.cumsum(weights)
-    cum[-1] = 1.0
-    return np.searchsorted(cum, positions)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("bpc")
-    except PackageNotFoundError:  # pragma: no cover - source tree
-        return "0.0.0+src"
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -895,7 +830,7 @@ class LearningState:
         cov = (dev * w[:, None]).T @ dev + 1e-4 * np.diag(np.diag(self.prior.cov))
         chol = np.linalg.cholesky(cov)
         scale = 2.38 / math.sqrt(D)
-        x = self.x[_systematic(rng, w, self.n_particles)]
+        x = self.x[systematic_indices(rng, w, self.n_particles)]
         groups = self.distinct_records()
         logp = self.prior.logpdf(x) + self.total_loglik(x, distinct=groups)
         accepted = 0
@@ -928,7 +863,7 @@ class LearningState:
         """``n`` equally weighted draws (systematic resampling) of the natural-scale parameters."""
         n = self.n_particles if n is None else int(n)
         rng = np.random.default_rng([self.seed if seed is None else int(seed), 10**6 + self.n_episodes])
-        return self.params_of(self.x[_systematic(rng, self.weights, n)])
+        return self.params_of(self.x[systematic_indices(rng, self.weights, n)])
 
     def summary(self, *, prob: float = CI_PROB, kind: str = CI_KIND) -> pd.DataFrame:
         """Posterior mean and credible interval (:func:`bpc.intervals.interval_bounds`) of every parameter."""
@@ -1060,7 +995,7 @@ class LearningState:
         """
         from bpc.estimate.online.storage import load_state
 
-        return load_state(path, spec_hash=spec_hash)
+        return load_state(path, cls=cls, spec_hash=spec_hash)
 
     def drift(self, window: int, **options: Any) -> DriftReport:
         """:func:`drift_check` of the last ``window`` episodes against this state without them.

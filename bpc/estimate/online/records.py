@@ -18,6 +18,10 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = [
+    "LEARN_STATE_VERSION",
+    "GaussianPrior",
+    "LearnStateMismatchError",
+    "systematic_indices",
     "ORIGINS",
     "LABEL_CHANNEL",
     "PatchRecord",
@@ -487,3 +491,72 @@ def simulate_records(
                 break
         out.append(EpisodeRecord(tuple(patches)))
     return out
+
+
+LEARN_STATE_VERSION = 2
+"""Schema version of a saved :class:`LearningState` (refused on mismatch; 2: with a checksum over the
+whole file, :func:`bpc.estimate.online.storage.dataset_checksum`)."""
+
+
+class LearnStateMismatchError(ValueError):
+    """A saved learning state was made under another spec or schema version than the one asked for."""
+
+
+@dataclass(frozen=True)
+class GaussianPrior:
+    """Multivariate normal prior of the unconstrained parameter vector.
+
+    Attributes
+    ----------
+    mean : numpy.ndarray
+        ``(D,)``.
+    cov : numpy.ndarray
+        ``(D, D)`` symmetric positive definite.
+    """
+
+    mean: np.ndarray
+    cov: np.ndarray
+
+    def __post_init__(self) -> None:
+        mean = np.asarray(self.mean, dtype=float).reshape(-1)
+        cov = np.asarray(self.cov, dtype=float).reshape(mean.size, mean.size)
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
+            raise ValueError("prior mean and covariance must be finite")
+        cov = 0.5 * (cov + cov.T)
+        try:
+            chol = np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            raise ValueError("prior covariance is not positive definite") from None
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "cov", cov)
+        object.__setattr__(self, "_chol", chol)
+
+    def logpdf(self, x: np.ndarray) -> np.ndarray:
+        """``(P,)`` log density of ``(P, D)`` points (up to nothing: normalised)."""
+        chol = self._chol  # type: ignore[attr-defined]
+        dev = np.atleast_2d(x) - self.mean
+        sol = np.linalg.solve(chol, dev.T)
+        half_logdet = np.sum(np.log(np.diag(chol)))
+        d = self.mean.size
+        return -0.5 * np.sum(sol**2, axis=0) - half_logdet - 0.5 * d * math.log(2 * math.pi)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``(n, D)`` draws."""
+        return self.mean + rng.standard_normal((n, self.mean.size)) @ self._chol.T  # type: ignore[attr-defined]
+
+    @classmethod
+    def fit(cls, x: np.ndarray, *, jitter: float = 1e-6) -> GaussianPrior:
+        """Mean and covariance of ``(P, D)`` draws (a jitter keeps degenerate draws usable)."""
+        x = np.asarray(x, dtype=float)
+        if x.ndim != 2 or x.shape[0] < 2:
+            raise ValueError(f"need (P >= 2, D) draws to fit a prior, got shape {x.shape}")
+        cov = np.atleast_2d(np.cov(x, rowvar=False)) + jitter * np.eye(x.shape[1])
+        return cls(x.mean(axis=0), cov)
+
+
+def systematic_indices(rng: np.random.Generator, weights: np.ndarray, n: int) -> np.ndarray:
+    """Systematic resampling: ``n`` particle indices drawn in proportion to ``weights``."""
+    positions = (rng.random() + np.arange(n)) / n
+    cum = np.cumsum(weights)
+    cum[-1] = 1.0
+    return np.searchsorted(cum, positions)

@@ -16,18 +16,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bpc.estimate.online.particles import (
+from bpc import __version__
+from bpc.estimate.online.records import (
     LEARN_STATE_VERSION,
+    EpisodeRecord,
     GaussianPrior,
-    LearningState,
     LearnStateMismatchError,
-    _version,
+    labelled_counts,
 )
-from bpc.estimate.online.records import EpisodeRecord, labelled_counts
 from bpc.outputs import CHECKSUM, STAMP
 
 if TYPE_CHECKING:
     import xarray as xr
+
+    from bpc.estimate.online.particles import LearningState
 
 __all__ = ["state_to_dataset", "load_state", "load_calibration", "dataset_checksum"]
 
@@ -119,7 +121,7 @@ def state_to_dataset(state: LearningState) -> xr.Dataset:
         {
             "learn_state_version": LEARN_STATE_VERSION,
             "spec_hash": state.spec_hash(),
-            "bpc_version": _version(),
+            "bpc_version": __version__,
             "n_episodes": state.n_episodes,
             "n_patches": counts["n_patches"],
             "n_verified": counts["n_verified"],
@@ -139,8 +141,14 @@ def state_to_dataset(state: LearningState) -> xr.Dataset:
     return ds
 
 
-def load_state(path: str | os.PathLike, *, spec_hash: str | None = None) -> LearningState:
-    """Read a state written by :meth:`LearningState.save` (see :meth:`LearningState.load`)."""
+def load_state(
+    path: str | os.PathLike, *, cls: type[LearningState], spec_hash: str | None = None
+) -> LearningState:
+    """Read a state written by :meth:`LearningState.save` (see :meth:`LearningState.load`).
+
+    ``cls`` is the class to build (:class:`~bpc.estimate.online.particles.LearningState`, which
+    passes itself: this module stays below it).
+    """
     import xarray as xr
 
     path = Path(path)
@@ -165,17 +173,19 @@ def load_state(path: str | os.PathLike, *, spec_hash: str | None = None) -> Lear
             "another program); refused as a whole"
         )
     try:
-        return _state_of(ds, path, spec_hash=spec_hash)
+        return _state_of(ds, path, cls=cls, spec_hash=spec_hash)
     except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
         if isinstance(exc, LearnStateMismatchError):
             raise
         raise ValueError(f"{path}: damaged learning state ({type(exc).__name__}: {exc})") from None
 
 
-def _state_of(ds: xr.Dataset, path: Path, *, spec_hash: str | None) -> LearningState:
+def _state_of(
+    ds: xr.Dataset, path: Path, *, cls: type[LearningState], spec_hash: str | None
+) -> LearningState:
     """The state a checked file holds (``path`` only names it in errors)."""
     acc = float(ds.attrs.get("acceptance", float("nan")))
-    state = LearningState(
+    state = cls(
         critics=tuple(str(c) for c in ds["critic"].values),
         names=tuple(str(n) for n in ds["param"].values),
         x=ds["x"].values,
