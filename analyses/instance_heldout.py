@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.constants import N_FOLDS
     from bpc.data.corpus import load_corpus
     from bpc.experiments.instance_eval import (
-        acceptance,
+        heldout_acceptance,
         heldout_instance_table,
         kfold_predictive_coverage,
         pass_histogram_ppc,
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     table, paired = heldout_instance_table(corpus.records, n_folds=args.folds, progress=not args.quiet)
     args.out.mkdir(parents=True, exist_ok=True)
     checks = {
-        f"{costs}/{variant}": acceptance(paired, costs=costs, variant=variant)
+        f"{costs}/{variant}": heldout_acceptance(paired, costs=costs, variant=variant)
         for costs in paired["costs"].unique()
         for variant in ("instance", "instance_per_patch")
     }
