@@ -24,17 +24,17 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.constants import N_FOLDS
     from bpc.data.corpus import load_corpus
     from bpc.experiments.instance_eval import (
-        acceptance,
+        heldout_acceptance,
         heldout_instance_table,
         kfold_predictive_coverage,
         pass_histogram_ppc,
     )
     from bpc.outputs import write_csv
-    from bpc.paths import default_corpus
+    from bpc.paths import require_corpus
     from bpc.report.instance_heldout import write_heldout
     from bpc.report.plots.ppc_instance import plot_pass_histogram_ppc
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "--corpus", type=Path, default=None, help="corpus folder (default: bpc.paths.default_corpus())"
     )
@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     args = parser.parse_args(argv)
 
-    corpus = load_corpus(args.corpus or default_corpus(), progress=not args.quiet)
+    corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
     table, paired = heldout_instance_table(corpus.records, n_folds=args.folds, progress=not args.quiet)
     args.out.mkdir(parents=True, exist_ok=True)
     checks = {
-        f"{costs}/{variant}": acceptance(paired, costs=costs, variant=variant)
+        f"{costs}/{variant}": heldout_acceptance(paired, costs=costs, variant=variant)
         for costs in paired["costs"].unique()
         for variant in ("instance", "instance_per_patch")
     }

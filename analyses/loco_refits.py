@@ -52,13 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     config = LocoConfig(
         targets=[(bench, gen)], ks=args.k, repeats=args.repeats, costs=cost, profile="bpc", seed=DEFAULT_SEED
     )
-    common = dict(base_counts=data.counts, progress=True)
     closed = {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
-    rows = [loco_efficiency(data.records, config, methods=closed, **common)]
+    rows = [loco_efficiency(data.records, config, methods=closed, base_counts=data.counts, progress=True)]
     ladder = RefitLadder(data.counts, presets=(args.preset,), kernels="measured", progress=True)
     arms = hierarchical_arms(ladder, costs=cost, profile="bpc")
     failed_too = replace(config, max_folds=1, replay_failed=True)
-    rows.append(loco_efficiency(data.records, failed_too, methods=arms, **common))
+    rows.append(
+        loco_efficiency(data.records, failed_too, methods=arms, base_counts=data.counts, progress=True)
+    )
     table = loco_table(pd.concat(rows, ignore_index=True), include_failed=True)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(table.to_string(index=False))

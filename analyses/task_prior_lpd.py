@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.estimate.task_checks import heldout_task_lpd, lpd_gain_table
     from bpc.paths import default_corpus
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=None, help="corpus folder (default: the authors')")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])

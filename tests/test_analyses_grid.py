@@ -60,8 +60,8 @@ def test_posterior_draws_shape_and_seed(setups):
 
 def test_utility_grid_deterministic_csv(setups, tmp_path):
     kw = dict(policies=["always_verify", "gate_test", "bayesian_dp"], progress=False)
-    a = utility_grid(setups[:2], named_costs("slow"), [1, 50], [100], draws=2, **kw)
-    b = utility_grid(setups[:2], named_costs("slow"), [1, 50], [100], draws=2, **kw)
+    a = utility_grid(setups[:2], cost_points(named_costs("slow"), [1, 50], [100]), draws=2, **kw)
+    b = utility_grid(setups[:2], cost_points(named_costs("slow"), [1, 50], [100]), draws=2, **kw)
     a.to_csv(tmp_path / "a.csv", index=False, float_format="%.10g")
     b.to_csv(tmp_path / "b.csv", index=False, float_format="%.10g")
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
@@ -80,8 +80,9 @@ def test_errors(setups):
 def test_dask_gives_the_serial_result(setups):
     pytest.importorskip("dask")
     kw = dict(policies=["always_verify", "gate_test", "bayesian_greedy"], progress=False)
-    a = utility_grid(setups[:2], named_costs("slow"), [1, 50], [100], **kw)
-    b = utility_grid(setups[:2], named_costs("slow"), [1, 50], [100], dask=True, **kw)
+    pts = cost_points(named_costs("slow"), [1, 50], [100])
+    a = utility_grid(setups[:2], pts, **kw)
+    b = utility_grid(setups[:2], pts, scheduler="processes", **kw)
     assert a.equals(b)
 
 

@@ -59,13 +59,14 @@ def test_utility_grid_on_a_scheduler_equals_the_serial_grid():
     from bpc.costs import named_costs
     from bpc.data.simulate import simulate_panel
     from bpc.estimate.conjugate import conjugate_posterior
-    from bpc.experiments.grid import prepare_cells, utility_grid
+    from bpc.experiments.grid import cost_points, prepare_cells, utility_grid
 
     panel = simulate_panel(3, scale=0.2, benchmarks=["lcb_hard"], generators=["gpt5_mini", "haiku45"])
     setups = prepare_cells(panel.records, trajectories=panel.trajectories)
     post = conjugate_posterior(setups[0].counts, draws=6, chains=1, seed=2)
     kw = dict(policies=["always_verify", "bayesian_dp"], progress=False, draws=3, posterior=post)
-    serial = utility_grid(setups[:1], named_costs("slow"), [5, 90], [100], **kw)
+    pts = cost_points(named_costs("slow"), [5, 90], [100])
+    serial = utility_grid(setups[:1], pts, **kw)
     with LocalCluster(n_workers=1, processes=False) as cluster, Client(cluster) as client:
-        on_cluster = utility_grid(setups[:1], named_costs("slow"), [5, 90], [100], scheduler=client, **kw)
+        on_cluster = utility_grid(setups[:1], pts, scheduler=client, **kw)
     assert serial.equals(on_cluster)

@@ -413,18 +413,18 @@ def test_bootstrap_params_resample_whole_tasks():
         bootstrap_params(rec, n_draws=1)
 
 
-def test_coverage_summary_counts_distinct_checks_with_cluster_intervals():
-    from bpc.experiments.delta import COVERAGE_COLUMNS, coverage_summary
+def test_coverage_intervals_count_distinct_checks_with_cluster_intervals():
+    from bpc.experiments.delta import COVERAGE_COLUMNS, coverage_intervals
 
     rows = []
     for fold in range(4):
         for pol, cid, cov in (("a", "x", True), ("b", "x", True), ("c", "y", fold != 0)):
             rows.append((42, fold, "lcb", "g", pol, 10, 0.0, 0.0, -1.0, 1.0, cov, f"{fold}/{cid}"))
     checks = pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
-    s = coverage_summary(checks).iloc[0]
+    s = coverage_intervals(checks).iloc[0]
     assert (s["n_checks"], s["n_distinct"], s["n_covered"], s["n_clusters"]) == (12, 8, 7, 4)
     assert s["coverage"] == 7 / 8 and s["ci_lo"] <= 7 / 8 <= s["ci_hi"] <= 1.0
-    by = coverage_summary(checks, by=("policy",)).set_index("policy")
+    by = coverage_intervals(checks, by=("policy",)).set_index("policy")
     assert by.loc["c", "coverage"] == 0.75 and by.loc["a", "n_distinct"] == 4
 
 

@@ -13,7 +13,7 @@ from bpc.decide.kernels.instance import abandon_exact, mixture_mean
 from bpc.decide.options import PlanOptions
 from bpc.decide.table import ParameterSamples
 from bpc.estimate.laplace import laplace
-from bpc.experiments.instance_eval import acceptance
+from bpc.experiments.instance_eval import heldout_acceptance
 from bpc.replay.engine import (
     RESULT_COLUMNS,
     policy_controller,
@@ -231,11 +231,11 @@ def test_acceptance_reads_the_paired_table():
             "diff": diffs,
         }
     )
-    out = acceptance(paired)
+    out = heldout_acceptance(paired)
     assert out["mean_gain"] == pytest.approx(9.4) and out["min_gain"] == 6.0 and out["worst_cell"] == -2.0
     assert out["passed"]
     paired.loc[5, "diff"] = -3.5
-    assert not acceptance(paired)["passed"]
+    assert not heldout_acceptance(paired)["passed"]
 
 
 # ---------------------------------------------------------------------------

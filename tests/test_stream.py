@@ -250,7 +250,7 @@ def test_contrast_is_paired_and_averages_a_family():
                             "utility": base + add,
                         }
                     )
-    c = st.contrast(pd.DataFrame(rows), horizons=[None], B=100)
+    c = st.stream_contrast(pd.DataFrame(rows), horizons=[None], B=100)
     per = {r["target"]: r for r in c.to_dict("records")}
     # the task-to-task spread cancels in the paired difference: degenerate intervals at the shift
     for target, shift in (("lcb_hard/g1", 4.0), ("lcb_hard/g2", 2.0), ("lcb_medium/g1", 6.0)):
@@ -343,8 +343,8 @@ def test_acceptance_by_hand():
         {"target": "b/g", "start": ["none", st.REFERENCE], "controller": ["plugin", st.REFERENCE],
          "horizon": "all", "mean_utility": [4.0, 6.0], "ci_lo": [0.0, 2.0], "ci_hi": [8.0, 9.0]}
     )  # fmt: skip
-    a = st.acceptance(t, c)
+    a = st.stream_acceptance(t, c)
     # the interval above 0; not; the mean inside the reference's interval
     assert a["passed"].tolist() == [True, False, True]
     assert a.iloc[2][["target", "delta", "ci_lo", "ci_hi"]].tolist() == ["b/g", 4.0, 2.0, 9.0]
-    assert st.acceptance(t.assign(mean_utility=[1.0, 6.0]), c.iloc[:0])["passed"].tolist() == [False]
+    assert st.stream_acceptance(t.assign(mean_utility=[1.0, 6.0]), c.iloc[:0])["passed"].tolist() == [False]

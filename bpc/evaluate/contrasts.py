@@ -28,7 +28,12 @@ __all__ = [
     "with_best_baseline",
     "task_means",
     "contrast",
+    "pooled_contrast",
+    "POOLED",
 ]
+
+POOLED = "pooled"
+"""``generator`` of the rows :func:`pooled_contrast` pools over a benchmark's generators."""
 
 DELTA_COLUMNS: tuple[str, ...] = (
     "benchmark",
@@ -239,3 +244,38 @@ def contrast(
     out["n_seeds"] = out["n_seeds"].astype(np.int64)
     out["prob"] = float(prob)
     return out[list(DELTA_COLUMNS)]
+
+
+def pooled_contrast(
+    diff: pd.DataFrame, *, B: int = BOOTSTRAP_B, seed: int = BOOTSTRAP_SEED, prob: float = CI_PROB
+) -> pd.DataFrame:
+    """The mean per-task Δ over each benchmark's (task, generator) pairs, with its task-clustered interval.
+
+    A task weighs by the generators it was scored for, and the bootstrap resamples a task with all
+    its pairs (the ratio of totals of :func:`bpc.intervals.clustered_interval`).
+
+    Parameters
+    ----------
+    diff : pandas.DataFrame
+        One row per (benchmark, generator, instance_id) with the difference in column ``diff``.
+    B, seed, prob
+        Bootstrap resamples, seed and interval probability.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per benchmark: ``benchmark``, the interval columns of
+        :func:`~bpc.intervals.clustered_interval` and ``generator = "pooled"``.
+
+    Examples
+    --------
+    >>> d = pd.DataFrame({"benchmark": "b", "generator": ["g", "h", "g"],
+    ...                   "instance_id": ["t1", "t1", "t2"], "diff": [1.0, 3.0, 5.0]})
+    >>> pooled_contrast(d, B=50)[["generator", "delta", "n_tasks"]].values.tolist()
+    [['pooled', 3.0, 2]]
+    """
+    per_task = diff.groupby(["benchmark", "instance_id"]).agg(total=("diff", "sum"), n=("diff", "size"))
+    pooled = clustered_interval(
+        per_task.reset_index(), value="total", count="n", groups=["benchmark"], B=B, seed=seed, prob=prob
+    )
+    return pooled.assign(generator=POOLED)

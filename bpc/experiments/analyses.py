@@ -424,7 +424,7 @@ def panel_grid(
         Only these rewards (a sweep-only run computes just R = 100); a cached
         full grid is reused.
     """
-    from bpc.experiments.grid import utility_grid
+    from bpc.experiments.grid import cost_points, utility_grid
 
     full = tuple(settings.rewards)
     for key in [("grid", draws, full), ("grid", draws, tuple(rewards or full))]:
@@ -443,16 +443,13 @@ def panel_grid(
     ):
         df = utility_grid(
             setups,
-            named_costs(REGIME_BASE),
-            settings.c_vers,
-            rw,
+            cost_points(named_costs(REGIME_BASE), settings.c_vers, rw),
             policies=GRID_POLICIES,
             draws=draws,
             seed=settings.seed,
-            dask=settings.dask,
             progress=settings.progress,
             posterior=posterior,
-            scheduler=settings.scheduler,
+            scheduler=settings.scheduler or ("processes" if settings.dask else None),
         )
     panel.cache[("grid", draws, rw)] = df
     return df

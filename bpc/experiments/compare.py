@@ -412,7 +412,7 @@ class CompareResult:
     predicted : pandas.DataFrame or None
         :func:`bpc.experiments.delta.predicted_vs_realised`.
     coverage : pandas.DataFrame or None
-        :func:`bpc.experiments.delta.coverage_summary` by policy (distinct checks).
+        :func:`bpc.experiments.delta.coverage_intervals` by policy (distinct checks).
     checks : pandas.DataFrame or None
         :func:`bpc.experiments.delta.predictive_coverage`: one check per fold × cell × policy.
     files : list of pathlib.Path
@@ -639,7 +639,7 @@ def compare(
             abl = ablation_table(contrast(u, references=("always_verify", "best_simple", "iid_dp")), u)
     pred = cov = checks = None
     if cf.predictive:
-        from bpc.experiments.delta import coverage_summary, predicted_vs_realised, predictive_coverage
+        from bpc.experiments.delta import coverage_intervals, predicted_vs_realised, predictive_coverage
 
         with stage("predicted vs realised Δ", enabled=progress):
             keep = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
@@ -651,7 +651,7 @@ def compare(
                 sim=Simulation(n_draws=20 if quick else 60, n_per_draw=60 if quick else 200, seed=seed),
             )
             pred = predicted_vs_realised(checks)
-            cov = coverage_summary(checks, by=("policy",))
+            cov = coverage_intervals(checks, by=("policy",))
     # one compiled model for the posterior fit (the template spans every count set fitted later)
     refits = HierarchicalRefits(data.counts, preset=preset, progress=progress)
     with stage("posterior", enabled=progress):

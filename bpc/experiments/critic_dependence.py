@@ -1,15 +1,9 @@
-"""Dependence between the patches of one instance: labels and critic verdicts.
+"""Dependence between the patches of one instance: critic verdicts.
 
-The paper treats the patches of an instance as independent draws. Two tables
-measure how far that is from the data, per (benchmark, generator) cell of raw
+The paper treats the patches of an instance as independent draws. A table
+measures how far that is from the data, per (benchmark, generator) cell of raw
 per-patch records:
 
-:func:`label_dependence`
-    The oracle labels: the pass rate of a patch right after a failing one of
-    the same instance (patch j + 1 after a verified failure of patch j)
-    against the cell's pass rate, and the histogram of passing patches per
-    instance against what independent draws at the cell's pass rate would
-    give.
 :func:`critic_dependence`
     The critic verdicts *given* the labels (the paper's critics are
     conditionally independent given Y only within a patch): for every pair of
@@ -21,8 +15,8 @@ per-patch records:
     patches too, so a second critic call on a regenerated patch carries less
     information than the model thinks.
 
-The numpy kernel :func:`phi_from_pairs` works on plain arrays; the two
-table functions only group records by cell and instance.
+The numpy kernel :func:`phi_from_pairs` works on plain arrays; the table
+functions only group records by cell and instance.
 """
 
 from __future__ import annotations
@@ -35,7 +29,7 @@ import pandas as pd
 from bpc.constants import LABELS, PAPER_CRITICS
 from bpc.schema import sort_cells
 
-__all__ = ["phi_from_pairs", "verdict_pairs", "critic_dependence", "label_dependence"]
+__all__ = ["phi_from_pairs", "verdict_pairs", "critic_dependence"]
 
 _CELL = ["benchmark", "generator"]
 
@@ -186,58 +180,3 @@ def _pair_instances(inst: np.ndarray, y: np.ndarray, verdict: np.ndarray, label:
     ok = np.isfinite(verdict) & (y == label)
     counts = np.bincount(inst[ok], minlength=int(inst.max()) + 1 if len(inst) else 0)
     return int((counts >= 2).sum())
-
-
-def label_dependence(records: pd.DataFrame) -> pd.DataFrame:
-    """How the labels of one instance's patches depend on each other, per cell.
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        Per-patch records with ``benchmark``, ``generator``, ``instance_id``,
-        ``patch_id`` and ``Y``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per cell: ``n_instances``, ``n_patches``, ``pass_rate``
-        (k / n over patches); ``first_fail`` (instances whose first patch, in
-        ``patch_id`` order, failed and that have a second one) and
-        ``pass_after_first_fail`` (of which the second patch passes: the
-        regenerated patch after a verified failure); ``after_fail`` (every
-        patch j + 1 whose patch j of the same instance failed) and
-        ``pass_after_fail`` (of which passing); for instances with exactly
-        three labelled patches, ``hist_0`` … ``hist_3`` (instances with 0 … 3
-        passing) and ``iid_0`` … ``iid_3``, the counts independent draws at
-        the cell's pass rate would give in expectation.
-    """
-    rows = []
-    for (bench, gen), cell in records.groupby(_CELL, sort=False, observed=True):
-        cell = cell.sort_values(["instance_id", "patch_id"], kind="stable")
-        inst = cell["instance_id"].astype(str).to_numpy()
-        y = cell["Y"].to_numpy(dtype=np.int64)
-        same = inst[1:] == inst[:-1]
-        after_fail = same & (y[:-1] == 0)
-        rank = cell.groupby("instance_id", sort=False, observed=True).cumcount().to_numpy()
-        first_fail = after_fail & (rank[:-1] == 0)
-        per = cell.groupby("instance_id", observed=True)["Y"].agg(["sum", "count"])
-        three = per[per["count"] == 3]["sum"].to_numpy(dtype=np.int64)
-        p = float(y.mean())
-        row = {
-            "benchmark": str(bench),
-            "generator": str(gen),
-            "n_instances": int(len(per)),
-            "n_patches": int(len(y)),
-            "pass_rate": p,
-            "first_fail": int(first_fail.sum()),
-            "pass_after_first_fail": int(y[1:][first_fail].sum()),
-            "after_fail": int(after_fail.sum()),
-            "pass_after_fail": int(y[1:][after_fail].sum()),
-        }
-        hist = np.bincount(three, minlength=4)
-        binom = np.array([(1 - p) ** 3, 3 * p * (1 - p) ** 2, 3 * p**2 * (1 - p), p**3])
-        for k in range(4):
-            row[f"hist_{k}"] = int(hist[k])
-            row[f"iid_{k}"] = float(len(three) * binom[k])
-        rows.append(row)
-    return sort_cells(pd.DataFrame(rows))

@@ -38,7 +38,7 @@ a K-fold over tasks, parameters are drawn by a task bootstrap of the training
 side (:func:`bootstrap_params`: Laplace, κ included, refitted on resampled
 training tasks, so within-task dependence is respected), the controllers are
 calibrated on the training side, and the Δ observed on the fold's scored
-tasks is compared with its predictive interval. :func:`coverage_summary`
+tasks is compared with its predictive interval. :func:`coverage_intervals`
 counts distinct checks only (identical per-task differences in one fold and
 cell — identical controllers — are one check) with a bootstrap interval over
 clusters (seed, fold, benchmark): the checks of one benchmark's fold share
@@ -79,7 +79,7 @@ __all__ = [
     "bootstrap_params",
     "COVERAGE_COLUMNS",
     "predictive_coverage",
-    "coverage_summary",
+    "coverage_intervals",
     "predicted_vs_realised",
     "CORPUS_SHAPED_CELLS",
 ]
@@ -685,7 +685,7 @@ def predictive_coverage(
     return pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
 
 
-def coverage_summary(
+def coverage_intervals(
     checks: pd.DataFrame,
     *,
     by: Sequence[str] = (),

@@ -440,14 +440,11 @@ def _grid_cell(item: tuple[CellSetup, int], *, points, policies, draws, seed, po
 
 def utility_grid(
     setups: Sequence[CellSetup],
-    base: Costs,
-    c_vers: Sequence[float],
-    rewards: Sequence[float],
+    points: Sequence[Costs],
     *,
     policies: Sequence[str] | None = None,
     draws: int = 0,
     seed: int = DEFAULT_SEED,
-    dask: bool = False,
     progress: bool = True,
     posterior: xr.Dataset | None = None,
     scheduler: Any = None,
@@ -458,26 +455,22 @@ def utility_grid(
     ----------
     setups : sequence of CellSetup
         Cells (from :func:`prepare_cells`).
-    base : Costs
-        Base cost vector (c_gen and critic costs).
-    c_vers, rewards : sequence of float
-        The grid.
+    points : sequence of Costs
+        The grid's cost vectors (:func:`cost_points`: a base vector with every (c_ver, R) pair).
     policies : sequence of str, optional
         Policies (default all).
     draws : int
         Posterior draws (0 = Laplace plug-in).
     seed : int
         Seed of the draws; cell ``i`` uses ``seed + i`` so cells are independent.
-    dask : bool
-        Compute the cells in parallel with dask (processes scheduler; needs
-        the ``dask`` extra). Results are identical to the serial run.
     progress : bool
         Progress bar on stderr (:func:`bpc.progress.track`).
     posterior : xarray.Dataset, optional
         Draws to plan with instead of the per-cell conjugate posterior
         (see :func:`cell_utilities`).
     scheduler : str, LocalCluster, Client or None
-        A ``dask.distributed`` scheduler address (or cluster, client): the
+        ``"processes"``: the cells in parallel with dask on local processes (needs the ``dask``
+        extra); otherwise a ``dask.distributed`` scheduler address (or cluster, client): the
         cells run there, the posterior and the cost points scattered to the
         workers once (:func:`bpc.experiments.cluster.map_pieces`). Results are
         identical to the serial run.
@@ -489,7 +482,6 @@ def utility_grid(
     """
     from bpc.progress import track
 
-    points = cost_points(base, c_vers, rewards)
     args = [(s, i) for i, s in enumerate(setups)]
 
     def one(setup, i):
@@ -497,7 +489,7 @@ def utility_grid(
             setup, points, policies=policies, draws=draws, seed=seed + i, posterior=posterior
         )
 
-    if scheduler is not None:
+    if scheduler is not None and not (isinstance(scheduler, str) and scheduler == "processes"):
         from bpc.experiments.cluster import map_pieces
 
         shared = {
@@ -508,12 +500,12 @@ def utility_grid(
             "posterior": posterior,
         }
         frames = map_pieces(_grid_cell, args, scheduler=scheduler, shared=shared)
-    elif dask:
+    elif scheduler is not None:
         try:
             import dask as _dask
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError(
-                "utility_grid(dask=True) needs the dask extra: pip install 'bpc[dask]'"
+                "utility_grid(scheduler='processes') needs the dask extra: pip install 'bpc[dask]'"
             ) from exc
         tasks = [_dask.delayed(one)(s, i) for s, i in args]
         from bpc.progress import interrupt_guard

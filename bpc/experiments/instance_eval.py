@@ -23,7 +23,7 @@ Two tables come out of :func:`heldout_instance_table`:
     instance critic scope, ``instance_per_patch`` the instance belief with
     the paper's per-patch scope.
 
-:func:`acceptance` reads the issue's criterion off the paired table.
+:func:`heldout_acceptance` reads the issue's criterion off the paired table.
 
 :func:`pass_histogram_ppc` is the posterior predictive check of the instance
 model on the data it is fitted to: per cell, the histogram of passing patches
@@ -62,7 +62,7 @@ __all__ = [
     "VARIANTS",
     "ACCEPTANCE_CELLS",
     "heldout_instance_table",
-    "acceptance",
+    "heldout_acceptance",
     "pass_histogram_ppc",
     "kfold_predictive_coverage",
 ]
@@ -214,7 +214,7 @@ def heldout_instance_table(
     return table, pd.DataFrame(paired)
 
 
-def acceptance(
+def heldout_acceptance(
     paired: pd.DataFrame,
     *,
     costs: str = "paper-release",

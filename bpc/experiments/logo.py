@@ -868,6 +868,7 @@ def logo_table(
         prior fell back to the cell prior: no other generator attempted the task), ``n_failed``
         (targets excluded for a failed fit), ``flag``. attrs: ``prob``, ``B``, ``tasks_excluded``.
     """
+    from bpc.evaluate import pooled_contrast
     from bpc.intervals import clustered_interval
 
     keys = ["benchmark", "generator", "instance_id"]
@@ -916,16 +917,11 @@ def logo_table(
                     n_failed=0,
                     flag=["" if ok.get(t, True) else "built from a failed fit" for t in target],
                 )
-                by_task = d.groupby(["benchmark", "instance_id"])
-                pt = by_task.agg(
-                    total=("diff", "sum"), n=("diff", "size"), fb=("fallback", "sum")
-                ).reset_index()
-                pooled = clustered_interval(pt, value="total", count="n", groups=["benchmark"], **opts)
-                per_b = pt.groupby("benchmark")[["n", "fb"]].sum()
+                pooled = pooled_contrast(d, **opts)
+                per_b = d.groupby("benchmark").agg(n=("diff", "size"), fb=("fallback", "sum"))
                 failed = pd.Series([b for (b, _), v in ok.items() if not v], dtype=object).value_counts()
                 n_failed = pooled["benchmark"].map(failed).fillna(0).astype(int)
                 pooled = pooled.assign(
-                    generator="pooled",
                     n_pairs=pooled["benchmark"].map(per_b["n"]).astype(int),
                     n_fallback=pooled["benchmark"].map(per_b["fb"]).astype(int),
                     n_failed=0 if include_failed else n_failed,

@@ -119,8 +119,8 @@ __all__ = [
     "start_states",
     "stream_target",
     "summarize_stream",
-    "contrast",
-    "acceptance",
+    "stream_contrast",
+    "stream_acceptance",
 ]
 
 STARTS: tuple[str, ...] = ("none", "laplace-pooled", "hierarchical")
@@ -143,7 +143,7 @@ STREAM_COLUMNS: tuple[str, ...] = tuple(
 CONTRAST_COLUMNS: tuple[str, ...] = tuple(
     "target controller horizon contrast delta ci_lo ci_hi n_targets".split()
 )
-"""Columns of :func:`contrast`."""
+"""Columns of :func:`stream_contrast`."""
 
 
 @dataclass(frozen=True)
@@ -674,7 +674,7 @@ def summarize_stream(
     return out[list(STREAM_COLUMNS)]
 
 
-def contrast(
+def stream_contrast(
     entries: pd.DataFrame,
     *,
     start: str = "hierarchical",
@@ -857,11 +857,9 @@ def run_stream(
     boot = {"B": config.bootstrap_b, "seed": config.seed, "prob": config.prob}
     table = summarize_stream(entries, reference, **boot)
     others = [s for s in config.starts if s != "none"] if "none" in config.starts else []
-    contrasts = pd.concat(
-        [contrast(entries, start=s, **boot) for s in others] or [contrast(entries.iloc[:0], **boot)],
-        ignore_index=True,
-    )
-    accept = acceptance(table, contrasts)
+    parts = [stream_contrast(entries, start=s, **boot) for s in others]
+    contrasts = pd.concat(parts or [stream_contrast(entries.iloc[:0], **boot)], ignore_index=True)
+    accept = stream_acceptance(table, contrasts)
     wall = time.perf_counter() - t_start
     tables = {"stream": table, "contrasts": contrasts, "acceptance": accept}
     tree = functools.partial(_write_tree, table, contrasts, entries, reference)
@@ -877,7 +875,7 @@ def run_stream(
     )
 
 
-def acceptance(
+def stream_acceptance(
     table: pd.DataFrame, contrasts: pd.DataFrame, *, controller: str = "plugin", horizon: int = 10
 ) -> pd.DataFrame:
     """Two measured checks, one row per check and target.

@@ -55,7 +55,7 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.estimate.crossed import EVIDENCE_KINDS
-from bpc.evaluate import task_means
+from bpc.evaluate import POOLED, pooled_contrast, task_means
 from bpc.experiments.task_starts import CELL, START_SEP, check_starts
 
 if TYPE_CHECKING:
@@ -70,9 +70,6 @@ __all__ = [
     "task_groups",
     "gain_by_group",
 ]
-
-POOLED = "pooled"
-"""``generator`` of :func:`prior_gain_table`'s rows pooled over a benchmark's generators."""
 
 GAIN_COLUMNS: tuple[str, ...] = tuple(
     "benchmark generator policy start reference delta ci_lo "
@@ -159,17 +156,10 @@ def prior_gain_table(
                 n_pairs=("diff", "size"), n_seeds=("n_seeds", "min"), n_fallback=("fb", "sum")
             )
             cells = cells.merge(agg.reset_index(), on=["benchmark", "generator"])
-            # the pooled mean is over (task, generator) pairs: a task weighs by its generators
-            per_task = diff.groupby(["benchmark", "instance_id"]).agg(
-                total=("diff", "sum"), n=("diff", "size")
-            )
-            pooled = clustered_interval(
-                per_task.reset_index(), value="total", count="n", groups=["benchmark"], **opts
-            )
             agg = diff.groupby("benchmark").agg(
                 n_pairs=("diff", "size"), n_seeds=("n_seeds", "min"), n_fallback=("fb", "sum")
             )
-            pooled = pooled.merge(agg.reset_index(), on="benchmark").assign(generator=POOLED)
+            pooled = pooled_contrast(diff, **opts).merge(agg.reset_index(), on="benchmark")
             both = pd.concat([cells, pooled], ignore_index=True)
             out.append(both.assign(policy=base, start=start, reference=reference, prob=float(prob)))
     if not out:
