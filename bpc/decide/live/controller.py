@@ -9,6 +9,7 @@ import json
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -26,7 +27,7 @@ from bpc.constants import (
     LIVE_REGENERATE,
     MODES,
 )
-from bpc.costs import Costs
+from bpc.costs import Costs, stored_costs
 from bpc.decide.controllers import BeliefState, expected_q
 from bpc.decide.factory import make_controller
 from bpc.decide.kernels.belief import REGENERATE, action_names, make_problem
@@ -531,7 +532,14 @@ class Controller:
         if options.get("learn") is True and not sample_dims(one):
             # point values learn with the weight of the data behind them (calibration_scales)
             options["learn"] = LearningState.from_params(one, critics=names, iid=belief != "instance")
-        cv = costs_for(costs, bench)
+        # the costs travel with the rates: the file's own vector when none is given, and its critics'
+        # costs for every critic the vector does not price (bpc.costs.costs_attr)
+        vector, stored = stored_costs(
+            one.attrs, where=str(source) if isinstance(source, str | Path) else "params"
+        )
+        cv = costs_for(vector if costs is None and vector is not None else costs, bench)
+        missing = {c: stored[c] for c in names if c in stored and c not in cv.critic}
+        cv = cv.with_critics(missing) if missing else cv
         crit = {c: (samples.tpr[:, k], samples.fpr[:, k], cv.critic_cost(c)) for k, c in enumerate(names)}
         with warnings.catch_warnings():  # measured rates are the data's, not a typo
             warnings.simplefilter("ignore", InvertedCriticWarning)
