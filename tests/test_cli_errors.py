@@ -104,6 +104,11 @@ CASES: list[tuple[list[str], str]] = [
     (["summary", "{tmp}/none.nc"], "does not exist"),
     (["summary", "{tmp}/dir"], "is a directory"),
     (["summary", "{tmp}/bad.nc"], "bad.nc"),
+    (
+        ["replay", "simulated", "--scale", "0.05", "--task-critic", "syn"],
+        "--task-critic syn: it names the critic of --prior task --task-evidence critic",
+    ),
+    (["replay", "simulated", "--scale", "0.05", "--task-evidence", "critic"], "applies to --prior task"),
     # results
     (["results", "no_such_page"], "unknown results page"),
     (["results", "--data", "{tmp}/no_such_folder", "estimate-mapcoder"], "not a directory"),

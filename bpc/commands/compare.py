@@ -142,13 +142,26 @@ def run(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _scheduler(address: str | None) -> Iterator[object]:
-    """``None`` (this process), a ``LocalCluster`` for ``"local"``, else the address itself."""
-    if address is None or address != "local":
-        yield address
+    """``None`` (this process), a ``LocalCluster`` for ``"local"``, else a client of the address.
+
+    An address is contacted here, before any work (an unreachable scheduler is one error at once,
+    not after the local part of the run); the local cluster listens on this machine only and starts
+    no dashboard.
+    """
+    if address is None:
+        yield None
+        return
+    if address != "local":
+        from bpc.experiments.cluster import client_for
+
+        with client_for(address) as client:
+            yield client
         return
     try:
         from distributed import LocalCluster
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("--scheduler local needs dask.distributed: pip install 'bpc[dask]'") from exc
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
         yield cluster

@@ -89,9 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--task-critic",
-        default="test",
+        default=None,
         metavar="CRITIC",
-        help="the critic of --task-evidence critic (default test, the public tests)",
+        help="the critic of --prior task --task-evidence critic (default test, the public tests)",
     )
     parser.add_argument(
         "--exclude-flagged",
@@ -248,6 +248,14 @@ def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
     """Option combinations that the chosen profile cannot honour (a clear error, not a silent ignore)."""
     if args.folds is not None and args.folds < 2:
         raise ValueError(f"--folds must be >= 2, got {args.folds}")
+    if args.task_critic is not None and (args.prior != "task" or args.task_evidence != "critic"):
+        raise ValueError(
+            f"--task-critic {args.task_critic}: it names the critic of --prior task --task-evidence critic, "
+            f"and this run has --prior {args.prior} --task-evidence {args.task_evidence}"
+        )
+    if args.task_evidence != "oracle" and args.prior != "task":
+        raise ValueError(f"--task-evidence {args.task_evidence} applies to --prior task")
+    args.task_critic = args.task_critic or "test"
     if protocol:
         if args.split in ("fit", "both"):
             raise ValueError(
