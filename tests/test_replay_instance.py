@@ -265,6 +265,7 @@ def test_solve_b0_instance_model_iid_limit_is_the_paper_tree():
 def test_solve_policy_instance_table_matches_the_kernel():
     from bpc.decide.kernels.belief import make_problem
     from bpc.decide.kernels.dp import solve_grid
+    from bpc.decide.kernels.options import KernelOptions
     from bpc.decide.solve import parameter_samples, solve_policy
 
     params = _params(_synthetic(seed=4))
@@ -274,14 +275,13 @@ def test_solve_policy_instance_table_matches_the_kernel():
     s = parameter_samples(cell, critics=CRITICS, one_cell=True)
     kappa = float(cell["kappa"].squeeze())
     P = make_problem(
-        s.prior, s.tpr, s.fpr, critic_costs=[1.0] * 3, c_gen=10.0, c_ver=5.0, reward=100.0, kappa=kappa
+        s.prior,
+        s.tpr,
+        s.fpr,
+        costs=dict(critic_costs=[1.0] * 3, c_gen=10.0, c_ver=5.0, reward=100.0),
+        kappa=kappa,
     )
-    ref = solve_grid(
-        P,
-        grid_size=11,
-        mu_grid_size=9,
-        critic_scope="instance",
-    )
+    ref = solve_grid(P, KernelOptions(grid_size=11, mu_grid_size=9, critic_scope="instance"))
     np.testing.assert_allclose(table["value"].sel(benchmark="lcb_hard", generator="g2").values, ref.value[0])
     same = solve_policy(params, FAST, plan=PlanOptions(belief="instance", grid_size=11))
     assert same["value"].sizes["theta_mean"] == 51 and same.attrs["critic_scope"] == "instance"
