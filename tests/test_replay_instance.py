@@ -207,7 +207,8 @@ def test_replay_cells_bpc_columns():
     assert list(df.columns) == [*RESULT_COLUMNS, "split"]
     assert set(df["belief"]) == {"instance"} and set(df["split"]) == {"eval"}
     assert set(df["n_instances"]) == {20}
-    iid = replay_cells(rec, costs="paper-release", profile="bpc", belief="iid", policies=["bayesian_dp"])
+    iid_profile = replace(get_profile("bpc"), belief="iid")
+    iid = replay_cells(rec, costs="paper-release", profile=iid_profile, policies=["bayesian_dp"])
     assert set(iid["belief"]) == {"iid"}
     paper = replay_cells(rec, costs="fast", profile="paper", policies=["bayesian_dp"], split="eval")
     assert set(paper["belief"]) == {"iid"} and set(paper["n_instances"]) == {5}
@@ -362,7 +363,9 @@ def test_heldout_instance_table_pairs_instance_with_iid():
     assert set(table["belief"]) == {"-", "iid", "instance"}
     assert set(paired["variant"]) == {"instance"} and len(paired) == 2  # two cells, one controller
     res = {
-        b: replay_folds(rec, "fast", profile="bpc", policies=("bayesian_dp",), belief=b, n_folds=4)
+        b: replay_folds(
+            rec, "fast", profile=replace(get_profile("bpc"), belief=b), policies=("bayesian_dp",), n_folds=4
+        )
         for b in ("iid", "instance")
     }
     for r in paired.itertuples(index=False):
