@@ -108,9 +108,9 @@ from bpc.decide.live.moves import (
     MAX_NUMBER_DIGITS,
     MOVES,
     MoveError,
-    check_json_limits,
     loads,
     parse_move,
+    quote,
 )
 from bpc.validation import check_beta, probability
 
@@ -127,9 +127,7 @@ MAX_ID_CHARS = 256
 MAX_EPISODES = 10_000
 """Default cap on open episodes (``--max-episodes``)."""
 MAX_MESSAGE_CHARS = 500
-"""Longest error message; values quoted in messages are cut to :data:`MAX_QUOTE_CHARS`."""
-MAX_QUOTE_CHARS = 60
-"""Longest quotation of a request's value inside an error message."""
+"""Longest error message; values quoted in messages are cut (:func:`bpc.decide.live.moves.quote`)."""
 CLOSED_MEMORY = 1024
 """Closed episode ids remembered, so a late request is told the episode ended (not that it never was)."""
 DRIFT_WINDOW = 50
@@ -227,30 +225,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------
 # Checks at the boundary
 # ---------------------------------------------------------------------------
-def quote(value: Any) -> str:
-    """``repr(value)``, cut to :data:`MAX_QUOTE_CHARS` characters (for error messages)."""
-    text = repr(value)
-    return text if len(text) <= MAX_QUOTE_CHARS else text[: MAX_QUOTE_CHARS - 3] + "..."
-
-
 def _clip(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 3] + "..."
-
-
-def check_line(raw: bytes) -> None:
-    """Refuse, before parsing, a line nested deeper than :data:`MAX_DEPTH` or with a too-long number.
-
-    The live package's one check (:func:`bpc.decide.live.moves.check_json_limits`).
-
-    Raises
-    ------
-    RequestError
-        ``TooDeep`` or ``NumberTooLong``.
-    """
-    try:
-        check_json_limits(raw)
-    except MoveError as exc:
-        raise RequestError(exc.kind, str(exc)) from None
 
 
 def state_checksum(body: Mapping[str, Any]) -> str:
@@ -286,10 +262,6 @@ def lock_state_file(path: Path) -> IO[bytes]:
     return lock
 
 
-def _not_json_constant(name: str) -> Any:
-    raise RequestError("BadJSON", f"not a JSON line: {name} is not a JSON value (strict JSON only)")
-
-
 def check_id(value: Any, field: str) -> str | int:
     """An episode or request id: a string of at most :data:`MAX_ID_CHARS` characters or a 64-bit integer.
 
@@ -320,20 +292,16 @@ def _boolean(request: Mapping[str, Any], field: str, *, null: bool = False, defa
 
 
 def check_move(move: Any) -> dict[str, Any]:
-    """A move object (a request, or an element of a saved state's ``moves``) with checked types.
+    """A move object (a request, or a saved state's move): :func:`bpc.decide.live.moves.parse_move`.
 
-    The live package's one parser of moves (:func:`bpc.decide.live.moves.parse_move`),
-    a request's ``id`` and ``request_id`` allowed besides the move's fields.
+    A request's ``id`` and ``request_id`` are allowed besides the move's fields.
 
     Raises
     ------
-    RequestError
+    MoveError
         For an unknown op or field, or a value of the wrong JSON type.
     """
-    try:
-        return parse_move(move, also=COMMON_FIELDS - {"op"}).to_dict()
-    except MoveError as exc:
-        raise RequestError(exc.kind, str(exc)) from None
+    return parse_move(move, also=COMMON_FIELDS - {"op"}).to_dict()
 
 
 def _no_extra_fields(request: Mapping[str, Any], op: str) -> None:
@@ -372,7 +340,7 @@ def _check_state(state: Any) -> Mapping[str, Any]:
     for i, move in enumerate(moves):
         try:
             check_move(move)
-        except RequestError as exc:
+        except MoveError as exc:
             raise RequestError("BadRequest", f"'state.moves[{i}]': {exc}") from None
     return state
 
@@ -644,7 +612,7 @@ class Server:
                 "move": _clip(exc.move),
                 "legal": list(exc.legal),
             }
-        except RequestError as exc:
+        except (RequestError, MoveError) as exc:
             err = {"type": exc.kind, "message": _clip(str(exc))}
         except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
@@ -663,20 +631,8 @@ class Server:
         try:
             if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
                 raise RequestError("LineTooLong", f"a request line is at most {MAX_LINE_BYTES} bytes")
-            check_line(raw)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise RequestError(
-                    "BadEncoding", f"the line is not UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start})"
-                ) from None
-            try:
-                request = json.loads(text, parse_constant=_not_json_constant)
-            except RequestError:
-                raise
-            except (ValueError, RecursionError) as exc:
-                raise RequestError("BadJSON", f"not a JSON line: {exc}") from None
-        except RequestError as exc:
+            request = loads(raw)
+        except (RequestError, MoveError) as exc:
             return {"ok": False, "error": {"type": exc.kind, "message": _clip(str(exc))}}
         return self.handle(request)
 

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_NUMBER_DIGITS",
     "check_json_limits",
     "loads",
+    "quote",
     "MOVES",
     "MOVE_FIELDS",
     "Move",
@@ -159,7 +160,8 @@ def loads(text: str | bytes) -> Any:
         raise MoveError(f"not JSON: {exc}", kind="BadJSON") from None
 
 
-def _quote(value: Any) -> str:
+def quote(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (for error messages)."""
     text = repr(value)
     return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 3] + "..."
 
@@ -198,7 +200,7 @@ def _boolean(move: Mapping[str, Any], op: str, field: str, *, null: bool = False
     if isinstance(value, bool) or (null and value is None):
         return value
     expected = "true, false or null" if null else "true or false"
-    raise MoveError(f"'{field}' must be a JSON boolean ({expected}), got {_quote(value)}")
+    raise MoveError(f"'{field}' must be a JSON boolean ({expected}), got {quote(value)}")
 
 
 def parse_move(move: Any, *, also: Collection[str] = ()) -> Move:
@@ -222,12 +224,12 @@ def parse_move(move: Any, *, also: Collection[str] = ()) -> Move:
         raise MoveError(f"a move must be a JSON object, got {type(move).__name__}")
     op = move.get("op")
     if not isinstance(op, str) or op not in MOVE_FIELDS:
-        raise MoveError(f"unknown move {_quote(op)}; expected one of {', '.join(MOVES)}")
+        raise MoveError(f"unknown move {quote(op)}; expected one of {', '.join(MOVES)}")
     extra = [k for k in move if k != "op" and k not in MOVE_FIELDS[op] and k not in also]
     if extra:
         takes = sorted(MOVE_FIELDS[op])
         raise MoveError(
-            f"op {op!r} takes no field {_quote(extra[0])}"
+            f"op {op!r} takes no field {quote(extra[0])}"
             + (f" ({len(extra)} unknown)" if len(extra) > 1 else "")
             + f"; its fields are {', '.join(takes) if takes else 'none'}"
             + (f" besides op, {', '.join(sorted(also))}" if also else " besides op"),
@@ -238,7 +240,7 @@ def parse_move(move: Any, *, also: Collection[str] = ()) -> Move:
         if critic is _MISSING:
             raise MoveError("op 'observe' needs 'critic' and 'passed'")
         if not isinstance(critic, str):
-            raise MoveError(f"'critic' must be a string, got {_quote(critic)}")
+            raise MoveError(f"'critic' must be a string, got {quote(critic)}")
         return Move(op, critic=critic, passed=_boolean(move, op, "passed", null=True))
     if op == "verified":
         return Move(op, passed=_boolean(move, op, "passed"))
@@ -246,7 +248,7 @@ def parse_move(move: Any, *, also: Collection[str] = ()) -> Move:
         fresh = _boolean(move, op, "fresh", needed=False)
         kind = move.get("kind")
         if kind is not None and kind not in REGENERATE_MODES:
-            raise MoveError(f'\'kind\' must be "fresh" or "refine", got {_quote(kind)}')
+            raise MoveError(f'\'kind\' must be "fresh" or "refine", got {quote(kind)}')
         if kind is not None and fresh is not None and fresh is not (kind == "fresh"):
             raise MoveError(f"move 'regenerated': kind {kind!r} contradicts fresh={fresh!r}")
         return Move(op, fresh=fresh, kind=kind)
