@@ -108,6 +108,8 @@ from bpc.decide.live.moves import (
     MAX_NUMBER_DIGITS,
     MOVES,
     MoveError,
+    boolean_field,
+    check_fields,
     loads,
     parse_move,
     quote,
@@ -161,7 +163,6 @@ OPS = tuple(OP_FIELDS)
 """Request ops."""
 
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
-_MISSING = object()
 
 
 class RequestError(ValueError):
@@ -279,18 +280,6 @@ def check_id(value: Any, field: str) -> str | int:
     raise RequestError("BadRequest", f"'{field}' must be a string or a 64-bit integer, got {quote(value)}")
 
 
-def _boolean(request: Mapping[str, Any], field: str, *, null: bool = False, default: Any = _MISSING):
-    value = request.get(field, _MISSING)
-    if value is _MISSING:
-        if default is _MISSING:
-            raise RequestError("BadRequest", f"op {request['op']!r} needs '{field}'")
-        return default
-    if isinstance(value, bool) or (null and value is None):
-        return value
-    expected = "true, false or null" if null else "true or false"
-    raise RequestError("BadRequest", f"'{field}' must be a JSON boolean ({expected}), got {quote(value)}")
-
-
 def check_move(move: Any) -> dict[str, Any]:
     """A move object (a request, or a saved state's move): :func:`bpc.decide.live.moves.parse_move`.
 
@@ -302,18 +291,6 @@ def check_move(move: Any) -> dict[str, Any]:
         For an unknown op or field, or a value of the wrong JSON type.
     """
     return parse_move(move, also=COMMON_FIELDS - {"op"}).to_dict()
-
-
-def _no_extra_fields(request: Mapping[str, Any], op: str) -> None:
-    extra = [k for k in request if k not in COMMON_FIELDS and k not in OP_FIELDS[op]]
-    if extra:
-        takes = sorted(OP_FIELDS[op])
-        raise RequestError(
-            "UnknownField",
-            f"op {op!r} takes no field {quote(extra[0])}"
-            + (f" ({len(extra)} unknown)" if len(extra) > 1 else "")
-            + f"; its fields are {', '.join(takes) if takes else 'none'} besides op, id, request_id",
-        )
 
 
 def _check_state(state: Any) -> Mapping[str, Any]:
@@ -453,7 +430,7 @@ class Server:
         from bpc.decide.live import Episode
 
         eid = check_id(request.get("id", DEFAULT_ID), "id")
-        replace = _boolean(request, "replace", default=False)
+        replace = boolean_field(request, "start", "replace", needed=False) or False
         if eid in self.episodes and not replace:
             raise RequestError(
                 "EpisodeExists",
@@ -592,7 +569,7 @@ class Server:
             if op in MOVES:
                 self._op_move(request, out)  # check_move refuses unknown fields
             else:
-                _no_extra_fields(request, op)
+                check_fields(request, op, OP_FIELDS[op], also=COMMON_FIELDS - {"op"})
                 getattr(self, f"_op_{op}")(request, out)
             if op in CHANGES and (self.state_path is not None or self.learn_path is not None):
                 try:  # durable before it is acknowledged: the calibration learnt, then the episodes

@@ -875,20 +875,20 @@ def replay_cells(
     prof = get_profile(profile)
     pols = _explicit_policies(policies)
     instances = split if isinstance(split, Split) else None
-    split = "eval" if instances is not None else split
-    if split not in ("eval", "fit", "both", "all"):
+    side_of: str = "eval" if isinstance(split, Split) else split
+    if side_of not in ("eval", "fit", "both", "all"):
         raise ValueError(f"split must be 'eval', 'fit', 'both', 'all' or a Split, got {split!r}")
     belief = prof.belief
-    folds_apply = params is None and instances is None and not (prof.in_sample or split == "all")
+    folds_apply = params is None and instances is None and not (prof.in_sample or side_of == "all")
     if prof.n_folds is not None and folds_apply:
         options: dict[str, Any] = dict(profile=prof, policies=pols, trajectories=trajectories, kernel=kernel)
         results = replay_folds(records, costs, **options, n_folds=int(prof.n_folds), progress=progress)
         frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
         return _join(frames, [*RESULT_COLUMNS, "split"])
     if instances is None:
-        instances = split_cells(records, in_sample=prof.in_sample or split == "all")
+        instances = split_cells(records, in_sample=prof.in_sample or side_of == "all")
     in_sample = instances.in_sample
-    sides = ("all",) if in_sample else (("eval", "fit") if split == "both" else (split,))
+    sides = ("all",) if in_sample else (("eval", "fit") if side_of == "both" else (side_of,))
     cost_for = cost_resolver(costs)
     if params is None:
         from bpc.estimate.laplace import laplace
