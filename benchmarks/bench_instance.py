@@ -39,6 +39,7 @@ from bpc.costs import named_costs
 from bpc.decide.kernels.belief import make_problem
 from bpc.decide.kernels.dp import solve_grid
 from bpc.decide.kernels.instance import solve_tree
+from bpc.decide.kernels.options import KernelOptions
 
 CRITICS = ("syn", "test", "llm")
 PER_DRAW = ("prior", "tpr", "fpr", "kappa")
@@ -78,8 +79,9 @@ def instance_dp_root_values(*, chunk_size, n_threads=1, **problem):
             for k in ("horizon", "max_patches", "grid_size", "mu_grid_size", "critic_scope")
             if k in one
         }
-        P = make_problem(one.pop("prior"), one.pop("tpr"), one.pop("fpr"), **one)
-        sol = solve_grid(P, **opts, n_threads=n_threads)
+        costs = {k: one.pop(k) for k in ("critic_costs", "c_gen", "c_ver", "reward")}
+        P = make_problem(one.pop("prior"), one.pop("tpr"), one.pop("fpr"), **one, costs=costs)
+        sol = solve_grid(P, KernelOptions(**opts), n_threads=n_threads)
         pr, m = P.prior, P.n_samples
         qs.append(sol.q_at(pr, 0, sol.horizon, mu=pr, n=0, sample_index=np.arange(m)))
     q = np.concatenate(qs)
@@ -122,12 +124,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # warm-up (numba compilation / cache load), not timed
     small = {k: v[:8] for k, v in post.items()}
-    solve_tree(make_problem(**small, **kw))
+    solve_tree(make_problem(**small, costs=kw))
     instance_dp_root_values(**small, **kw, chunk_size=8)
 
     for mixture in ("exact", "moment"):
-        P = make_problem(**post, **kw)
-        wall, peak = _measure(lambda m=mixture, P=P: solve_tree(P, mixture=m))
+        P = make_problem(**post, costs=kw)
+        wall, peak = _measure(lambda m=mixture, P=P: solve_tree(P, KernelOptions(mixture=m)))
         print(json.dumps({"solver": f"exact tree at b0 ({mixture})", "S": S, "seconds": round(wall, 2),
                           "peak_GiB": round(peak, 3)}))  # fmt: skip
 

@@ -48,13 +48,13 @@ CRITICS = ["syn", "test", "llm"]
 def solve_dp(prior, tpr, fpr, p_fix, p_break, *, critic_costs, c_gen, c_ver, reward, **options):
     """The paper's table: the one problem builder, then the one grid DP with ``PAPER_TABLE``."""
     costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward)
-    return solve_grid(make_problem(prior, tpr, fpr, p_fix, p_break, **costs), **PAPER_TABLE, **options)
+    return solve_grid(make_problem(prior, tpr, fpr, p_fix, p_break, costs=costs), PAPER_TABLE, **options)
 
 
 def solve_exact(b0, tpr, fpr, p_fix, p_break, *, critic_costs, c_gen, c_ver, reward):
     """The paper's exact tree at ``b0``: the one problem builder, then the one tree with ``PAPER_TREE``."""
     costs = dict(critic_costs=critic_costs, c_gen=c_gen, c_ver=c_ver, reward=reward)
-    return solve_tree(make_problem(b0, tpr, fpr, p_fix, p_break, **costs), **PAPER_TREE)
+    return solve_tree(make_problem(b0, tpr, fpr, p_fix, p_break, costs=costs), PAPER_TREE)
 
 
 def synthetic_posterior(n_draws: int, seed: int = 20260522):

@@ -130,7 +130,7 @@ quick = [
     new_code_cell(
         "from bpc import replay_cells\n"
         "from bpc.report.tables import delta_table\n\n"
-        'rep = replay_cells(records, costs=paper_costs_for, transition_counts=counts, split="eval")\n'
+        'rep = replay_cells(records, costs=paper_costs_for, kernel=counts, split="eval")\n'
         "delta_table(rep).round(1)"
     ),
     new_code_cell(

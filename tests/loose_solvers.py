@@ -10,12 +10,15 @@ options (:data:`~bpc.decide.kernels.PAPER_TABLE`, :data:`~bpc.decide.kernels.PAP
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import numpy as np
 
 from bpc.decide.kernels import (
     PAPER_GREEDY,
     PAPER_TABLE,
     PAPER_TREE,
+    KernelOptions,
     greedy,
     make_problem,
     solve_grid,
@@ -36,40 +39,52 @@ _PROBLEM = (
     "kappa",
 )
 
+_COSTS = ("critic_costs", "c_gen", "c_ver", "reward")
+
 
 def _split(args, kw):
     """The problem of ``args`` and the problem's keywords, and the other keywords."""
-    problem = {k: v for k, v in kw.items() if k in _PROBLEM}
-    return make_problem(*args, **problem), {k: v for k, v in kw.items() if k not in _PROBLEM}
+    problem = {k: v for k, v in kw.items() if k in _PROBLEM and k not in _COSTS}
+    costs = {k: v for k, v in kw.items() if k in _COSTS}
+    return make_problem(*args, **problem, costs=costs), {k: v for k, v in kw.items() if k not in _PROBLEM}
+
+
+_KERNEL = {f.name for f in fields(KernelOptions)}
+
+
+def _solve(solver, P, base: KernelOptions, options: dict):
+    """``solver`` on ``P``: ``base`` updated by the kernel options among ``options``, the rest passed on."""
+    kernel = replace(base, **{k: v for k, v in options.items() if k in _KERNEL})
+    return solver(P, kernel, **{k: v for k, v in options.items() if k not in _KERNEL})
 
 
 def paper_dp(*args, **kw):
     """The paper's ``bayesian_dp`` table: ``(prior, tpr, fpr, p_fix, p_break, *, costs, options)``."""
     P, options = _split(args, kw)
-    return solve_grid(P, **PAPER_TABLE, **options)
+    return _solve(solve_grid, P, PAPER_TABLE, options)
 
 
 def paper_tree(*args, **kw):
     """The paper's exact tree at root belief ``b0``: ``(b0, tpr, fpr, p_fix, p_break, *, costs, options)``."""
     P, options = _split(args, kw)
-    return solve_tree(P, **PAPER_TREE, **options)
+    return _solve(solve_tree, P, PAPER_TREE, options)
 
 
 def instance_dp(prior, tpr, fpr, kappa, **kw):
     """The grid DP of the instance problem (κ ``kappa``) with the options of :func:`solve_grid`."""
     P, options = _split((prior, tpr, fpr), {**kw, "kappa": kappa})
-    return solve_grid(P, **options)
+    return _solve(solve_grid, P, KernelOptions(), options)
 
 
 def instance_tree(prior, tpr, fpr, kappa, **kw):
     """The exact tree of the instance problem (κ ``kappa``) with the options of :func:`solve_tree`."""
     P, options = _split((prior, tpr, fpr), {**kw, "kappa": kappa})
-    return solve_tree(P, **options)
+    return _solve(solve_tree, P, KernelOptions(), options)
 
 
 def paper_greedy(b, used, prior, tpr, fpr, *, clip=False, **costs):
     """The paper's one-step Q-values, ``(..., S, A)``: beliefs with the samples on their last axis."""
-    P = make_problem(prior, tpr, fpr, **costs)
+    P = make_problem(prior, tpr, fpr, costs=costs)
     b = np.asarray(b, dtype=np.float64)
     b = np.broadcast_to(b, b.shape[:-1] + (P.n_samples,)) if b.ndim else np.full(P.n_samples, float(b))
     used = np.asarray(used)

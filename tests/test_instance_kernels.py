@@ -397,7 +397,7 @@ BPC_GREEDY: dict[str, Any] = dict(max_patches=3, verify_terminal=False, regenera
 def test_greedy_hand_checked():
     # π = 0.5, κ = 1, n = 0, b = μ = 0.5; regenerate: μ' = 0.5 → −10 + 50 − 5 = 35;
     # after a failure μ' = 0.25: −10 + 25 − 5 = 10 > 0, so verify = 45 + 0.5·10 = 50
-    P = make_problem(0.5, **NO_CRITICS, kappa=1.0, **FAST)
+    P = make_problem(0.5, **NO_CRITICS, kappa=1.0, costs=FAST)
     half, zero = np.full(1, 0.5), np.zeros(1, dtype=np.int64)
     q = greedy(P, half, half, zero, zero, **BPC_GREEDY)
     np.testing.assert_allclose(q[0, :3], [0.0, 50.0, 35.0])
@@ -410,7 +410,7 @@ def test_greedy_hand_checked():
 @given(st.integers(0, 2**31 - 1), st.sampled_from([SLOW, FAST, RELEASE]))
 def test_greedy_never_beats_exact(seed, kw):
     p = random_problem(np.random.default_rng(seed), 6)
-    P = make_problem(**p, **kw)
+    P = make_problem(**p, costs=kw)
 
     def policy(b, mu, n, used, h, samples):
         state = np.broadcast_arrays(b, mu, n, used)
@@ -437,7 +437,7 @@ def test_greedy_never_beats_exact(seed, kw):
 )
 def test_bad_kappa_is_rejected(kw, name):
     with pytest.raises(ValueError, match=name):
-        make_problem([0.2, 0.3], [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], **kw, **FAST)
+        make_problem([0.2, 0.3], [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], **kw, costs=FAST)
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,12 @@ def test_bad_input_is_rejected_naming_the_argument(change, name):
 
 def test_nan_likelihood_marks_a_critic_unavailable():
     P = make_problem(
-        0.3, [0.9, np.nan], [0.1, np.nan], 0.1, 0.1, critic_costs=[1, np.nan], c_gen=1, c_ver=1, reward=1
+        0.3,
+        [0.9, np.nan],
+        [0.1, np.nan],
+        0.1,
+        0.1,
+        costs=dict(critic_costs=[1, np.nan], c_gen=1, c_ver=1, reward=1),
     )
     np.testing.assert_array_equal(P.available, [[True, False]])
     sol = paper_dp(

@@ -216,7 +216,12 @@ def test_release_dp_hand_checked_without_critics():
     # H = 2, no critics: V1(g) = max(0, R g − c_ver, −c_gen);
     # V0(g) = max(0, R g − c_ver, −c_gen + V1(snap(π)))
     P = make_problem(
-        0.4, np.empty(0), np.empty(0), 0.4, 0.6, critic_costs=np.empty(0), c_gen=5.0, c_ver=30.0, reward=100.0
+        0.4,
+        np.empty(0),
+        np.empty(0),
+        0.4,
+        0.6,
+        costs=dict(critic_costs=np.empty(0), c_gen=5.0, c_ver=30.0, reward=100.0),
     )
     t = solve_release_dp(P, horizon=2, grid_size=11)
     g = np.linspace(0, 1, 11)
@@ -234,7 +239,9 @@ def test_release_dp_hand_checked_without_critics():
 def test_release_dp_critic_value_hand_checked():
     # one critic, H = 1: Q_crit(g) = −c + Σ_z P(z|g) max(0, R g_z − c_ver, −c_gen)
     tpr, fpr = 0.9, 0.2
-    P = make_problem(0.3, [tpr], [fpr], 0.3, 0.7, critic_costs=[2.0], c_gen=5.0, c_ver=30.0, reward=100.0)
+    P = make_problem(
+        0.3, [tpr], [fpr], 0.3, 0.7, costs=dict(critic_costs=[2.0], c_gen=5.0, c_ver=30.0, reward=100.0)
+    )
     t = solve_release_dp(P, horizon=1, grid_size=51)
     b = t.grid[20]  # 0.4
     p_pass = tpr * b + fpr * (1 - b)

@@ -207,7 +207,8 @@ def test_replay_cells_bpc_columns():
     assert list(df.columns) == [*RESULT_COLUMNS, "split"]
     assert set(df["belief"]) == {"instance"} and set(df["split"]) == {"eval"}
     assert set(df["n_instances"]) == {20}
-    iid = replay_cells(rec, costs="paper-release", profile="bpc", belief="iid", policies=["bayesian_dp"])
+    iid_profile = replace(get_profile("bpc"), belief="iid")
+    iid = replay_cells(rec, costs="paper-release", profile=iid_profile, policies=["bayesian_dp"])
     assert set(iid["belief"]) == {"iid"}
     paper = replay_cells(rec, costs="fast", profile="paper", policies=["bayesian_dp"], split="eval")
     assert set(paper["belief"]) == {"iid"} and set(paper["n_instances"]) == {5}
@@ -265,6 +266,7 @@ def test_solve_b0_instance_model_iid_limit_is_the_paper_tree():
 def test_solve_policy_instance_table_matches_the_kernel():
     from bpc.decide.kernels.belief import make_problem
     from bpc.decide.kernels.dp import solve_grid
+    from bpc.decide.kernels.options import KernelOptions
     from bpc.decide.solve import parameter_samples, solve_policy
 
     params = _params(_synthetic(seed=4))
@@ -274,14 +276,13 @@ def test_solve_policy_instance_table_matches_the_kernel():
     s = parameter_samples(cell, critics=CRITICS, one_cell=True)
     kappa = float(cell["kappa"].squeeze())
     P = make_problem(
-        s.prior, s.tpr, s.fpr, critic_costs=[1.0] * 3, c_gen=10.0, c_ver=5.0, reward=100.0, kappa=kappa
+        s.prior,
+        s.tpr,
+        s.fpr,
+        costs=dict(critic_costs=[1.0] * 3, c_gen=10.0, c_ver=5.0, reward=100.0),
+        kappa=kappa,
     )
-    ref = solve_grid(
-        P,
-        grid_size=11,
-        mu_grid_size=9,
-        critic_scope="instance",
-    )
+    ref = solve_grid(P, KernelOptions(grid_size=11, mu_grid_size=9, critic_scope="instance"))
     np.testing.assert_allclose(table["value"].sel(benchmark="lcb_hard", generator="g2").values, ref.value[0])
     same = solve_policy(params, FAST, plan=PlanOptions(belief="instance", grid_size=11))
     assert same["value"].sizes["theta_mean"] == 51 and same.attrs["critic_scope"] == "instance"
@@ -362,7 +363,9 @@ def test_heldout_instance_table_pairs_instance_with_iid():
     assert set(table["belief"]) == {"-", "iid", "instance"}
     assert set(paired["variant"]) == {"instance"} and len(paired) == 2  # two cells, one controller
     res = {
-        b: replay_folds(rec, "fast", profile="bpc", policies=("bayesian_dp",), belief=b, n_folds=4)
+        b: replay_folds(
+            rec, "fast", profile=replace(get_profile("bpc"), belief=b), policies=("bayesian_dp",), n_folds=4
+        )
         for b in ("iid", "instance")
     }
     for r in paired.itertuples(index=False):

@@ -155,7 +155,7 @@ def test_a_saved_state_resumes_in_another_episode(server):
 @pytest.mark.parametrize(
     "request_, kind, text",
     [
-        ("{not json", "BadJSON", "not a JSON line"),
+        ("{not json", "BadJSON", "not JSON"),
         ("[1, 2]", "BadRequest", "must be a JSON object"),
         ({"op": "fly"}, "UnknownOp", "unknown op 'fly'"),
         ({"op": "decide", "id": "nobody"}, "UnknownEpisode", "no open episode 'nobody'"),

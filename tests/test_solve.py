@@ -119,7 +119,12 @@ def test_parameter_samples_order_missing_critics_and_one_cell():
 
 
 def test_grid_block_masks_samples_without_parameters():
+    from dataclasses import replace
+
+    from bpc.decide.kernels import PAPER_TABLE
     from bpc.decide.solve import _grid_block
+
+    paper = replace(PAPER_TABLE, horizon=2)
 
     samples = ParameterSamples(
         prior=[0.3, np.nan, 0.6],
@@ -137,7 +142,7 @@ def test_grid_block_masks_samples_without_parameters():
     cost_args = (costs.critic, costs.c_gen, costs.c_ver, costs.reward, np.inf)
     filled = samples.with_fresh_sample_kernel()
     value, policy, q = _grid_block(
-        *args, filled.p_fix, filled.p_break, *cost_args, paper=True, horizon=2, keep_q=True
+        *args, filled.p_fix, filled.p_break, *cost_args, paper=True, kernel=paper, keep_q=True
     )
     assert np.isnan(value[1]).all() and (policy[1] == -1).all() and np.isnan(q[1]).all()
     ref = paper_dp(
@@ -145,7 +150,7 @@ def test_grid_block_masks_samples_without_parameters():
     )
     np.testing.assert_array_equal(value[0], flat(ref.value)[0])  # fresh-sample kernel filled
     assert np.isneginf(q[2, :, :, 3]).all()  # critic unavailable for sample 2
-    unfilled, _ = _grid_block(*args, samples.p_fix, samples.p_break, *cost_args, paper=True, horizon=2)
+    unfilled, _ = _grid_block(*args, samples.p_fix, samples.p_break, *cost_args, paper=True, kernel=paper)
     assert np.isnan(unfilled[0]).all() and np.isfinite(unfilled[2]).all()
 
 

@@ -184,9 +184,9 @@ def test_replay_cells_takes_a_split_and_kfold_scores_every_instance_once():
     rec = panel.records
     policies = ["always_verify", "gate_test", "bayesian_dp"]
     default = replay_cells(rec, policies=policies)
-    explicit = replay_cells(rec, policies=policies, instances=split_cells(rec))
+    explicit = replay_cells(rec, policies=policies, split=split_cells(rec))
     pd.testing.assert_frame_equal(default, explicit)
-    scored = pd.concat([replay_cells(rec, policies=policies, instances=f) for f in _kfold(rec, 3)])
+    scored = pd.concat([replay_cells(rec, policies=policies, split=f) for f in _kfold(rec, 3)])
     per_cell = scored[scored["policy"] == "always_verify"].groupby(["benchmark", "generator"])["n_instances"]
     sizes = rec.groupby(["benchmark", "generator"])["instance_id"].nunique()
     pd.testing.assert_series_equal(per_cell.sum(), sizes, check_names=False)

@@ -457,18 +457,16 @@ def _run_paper(st: _Setup, replayable) -> int:
     if st.trajectories is None and any(p in REFINEMENT_POLICIES for p in wanted):
         info("self_refine / reflexion not replayed: no refinement trajectories (pass --trajectories)")
 
+    folds = {} if args.folds is None or profile.in_sample else {"n_folds": args.folds}
     df = replay_cells(
         st.records,
         None,
         st.costs,
-        profile=profile,
+        profile=replace(profile, belief=belief, **folds),
         policies=st.policies,
         trajectories=st.trajectories,
         split=args.split or "both",
-        kernel=st.kernel,
-        transition_counts=transition_counts,
-        belief=belief,
-        n_folds=args.folds,
+        kernel=st.kernel if st.kernel is not None else transition_counts,
         progress=not args.quiet and len(replayable) > 1,
     )
     df = flag_abstention(df)

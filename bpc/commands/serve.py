@@ -108,9 +108,11 @@ from bpc.decide.live.moves import (
     MAX_NUMBER_DIGITS,
     MOVES,
     MoveError,
-    check_json_limits,
+    boolean_field,
+    check_fields,
     loads,
     parse_move,
+    quote,
 )
 from bpc.validation import check_beta, probability
 
@@ -127,9 +129,7 @@ MAX_ID_CHARS = 256
 MAX_EPISODES = 10_000
 """Default cap on open episodes (``--max-episodes``)."""
 MAX_MESSAGE_CHARS = 500
-"""Longest error message; values quoted in messages are cut to :data:`MAX_QUOTE_CHARS`."""
-MAX_QUOTE_CHARS = 60
-"""Longest quotation of a request's value inside an error message."""
+"""Longest error message; values quoted in messages are cut (:func:`bpc.decide.live.moves.quote`)."""
 CLOSED_MEMORY = 1024
 """Closed episode ids remembered, so a late request is told the episode ended (not that it never was)."""
 DRIFT_WINDOW = 50
@@ -163,7 +163,6 @@ OPS = tuple(OP_FIELDS)
 """Request ops."""
 
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
-_MISSING = object()
 
 
 class RequestError(ValueError):
@@ -227,30 +226,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------
 # Checks at the boundary
 # ---------------------------------------------------------------------------
-def quote(value: Any) -> str:
-    """``repr(value)``, cut to :data:`MAX_QUOTE_CHARS` characters (for error messages)."""
-    text = repr(value)
-    return text if len(text) <= MAX_QUOTE_CHARS else text[: MAX_QUOTE_CHARS - 3] + "..."
-
-
 def _clip(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE_CHARS else message[: MAX_MESSAGE_CHARS - 3] + "..."
-
-
-def check_line(raw: bytes) -> None:
-    """Refuse, before parsing, a line nested deeper than :data:`MAX_DEPTH` or with a too-long number.
-
-    The live package's one check (:func:`bpc.decide.live.moves.check_json_limits`).
-
-    Raises
-    ------
-    RequestError
-        ``TooDeep`` or ``NumberTooLong``.
-    """
-    try:
-        check_json_limits(raw)
-    except MoveError as exc:
-        raise RequestError(exc.kind, str(exc)) from None
 
 
 def state_checksum(body: Mapping[str, Any]) -> str:
@@ -286,10 +263,6 @@ def lock_state_file(path: Path) -> IO[bytes]:
     return lock
 
 
-def _not_json_constant(name: str) -> Any:
-    raise RequestError("BadJSON", f"not a JSON line: {name} is not a JSON value (strict JSON only)")
-
-
 def check_id(value: Any, field: str) -> str | int:
     """An episode or request id: a string of at most :data:`MAX_ID_CHARS` characters or a 64-bit integer.
 
@@ -307,45 +280,17 @@ def check_id(value: Any, field: str) -> str | int:
     raise RequestError("BadRequest", f"'{field}' must be a string or a 64-bit integer, got {quote(value)}")
 
 
-def _boolean(request: Mapping[str, Any], field: str, *, null: bool = False, default: Any = _MISSING):
-    value = request.get(field, _MISSING)
-    if value is _MISSING:
-        if default is _MISSING:
-            raise RequestError("BadRequest", f"op {request['op']!r} needs '{field}'")
-        return default
-    if isinstance(value, bool) or (null and value is None):
-        return value
-    expected = "true, false or null" if null else "true or false"
-    raise RequestError("BadRequest", f"'{field}' must be a JSON boolean ({expected}), got {quote(value)}")
-
-
 def check_move(move: Any) -> dict[str, Any]:
-    """A move object (a request, or an element of a saved state's ``moves``) with checked types.
+    """A move object (a request, or a saved state's move): :func:`bpc.decide.live.moves.parse_move`.
 
-    The live package's one parser of moves (:func:`bpc.decide.live.moves.parse_move`),
-    a request's ``id`` and ``request_id`` allowed besides the move's fields.
+    A request's ``id`` and ``request_id`` are allowed besides the move's fields.
 
     Raises
     ------
-    RequestError
+    MoveError
         For an unknown op or field, or a value of the wrong JSON type.
     """
-    try:
-        return parse_move(move, also=COMMON_FIELDS - {"op"}).to_dict()
-    except MoveError as exc:
-        raise RequestError(exc.kind, str(exc)) from None
-
-
-def _no_extra_fields(request: Mapping[str, Any], op: str) -> None:
-    extra = [k for k in request if k not in COMMON_FIELDS and k not in OP_FIELDS[op]]
-    if extra:
-        takes = sorted(OP_FIELDS[op])
-        raise RequestError(
-            "UnknownField",
-            f"op {op!r} takes no field {quote(extra[0])}"
-            + (f" ({len(extra)} unknown)" if len(extra) > 1 else "")
-            + f"; its fields are {', '.join(takes) if takes else 'none'} besides op, id, request_id",
-        )
+    return parse_move(move, also=COMMON_FIELDS - {"op"}).to_dict()
 
 
 def _check_state(state: Any) -> Mapping[str, Any]:
@@ -372,7 +317,7 @@ def _check_state(state: Any) -> Mapping[str, Any]:
     for i, move in enumerate(moves):
         try:
             check_move(move)
-        except RequestError as exc:
+        except MoveError as exc:
             raise RequestError("BadRequest", f"'state.moves[{i}]': {exc}") from None
     return state
 
@@ -485,7 +430,7 @@ class Server:
         from bpc.decide.live import Episode
 
         eid = check_id(request.get("id", DEFAULT_ID), "id")
-        replace = _boolean(request, "replace", default=False)
+        replace = boolean_field(request, "start", "replace", needed=False) or False
         if eid in self.episodes and not replace:
             raise RequestError(
                 "EpisodeExists",
@@ -624,7 +569,7 @@ class Server:
             if op in MOVES:
                 self._op_move(request, out)  # check_move refuses unknown fields
             else:
-                _no_extra_fields(request, op)
+                check_fields(request, op, OP_FIELDS[op], also=COMMON_FIELDS - {"op"})
                 getattr(self, f"_op_{op}")(request, out)
             if op in CHANGES and (self.state_path is not None or self.learn_path is not None):
                 try:  # durable before it is acknowledged: the calibration learnt, then the episodes
@@ -644,7 +589,7 @@ class Server:
                 "move": _clip(exc.move),
                 "legal": list(exc.legal),
             }
-        except RequestError as exc:
+        except (RequestError, MoveError) as exc:
             err = {"type": exc.kind, "message": _clip(str(exc))}
         except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
@@ -663,20 +608,8 @@ class Server:
         try:
             if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
                 raise RequestError("LineTooLong", f"a request line is at most {MAX_LINE_BYTES} bytes")
-            check_line(raw)
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise RequestError(
-                    "BadEncoding", f"the line is not UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start})"
-                ) from None
-            try:
-                request = json.loads(text, parse_constant=_not_json_constant)
-            except RequestError:
-                raise
-            except (ValueError, RecursionError) as exc:
-                raise RequestError("BadJSON", f"not a JSON line: {exc}") from None
-        except RequestError as exc:
+            request = loads(raw)
+        except (RequestError, MoveError) as exc:
             return {"ok": False, "error": {"type": exc.kind, "message": _clip(str(exc))}}
         return self.handle(request)
 

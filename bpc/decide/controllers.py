@@ -580,10 +580,8 @@ class InstanceController(BeliefController):
         # the conventions every planner plans with: the greedy rule, the exact tree, the grid DP
         opts = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, regenerate=regenerate)
         self._greedy_options: dict[str, Any] = {**opts, "lookahead": lookahead}
-        self._tree_options: dict[str, Any] = {**opts, "critic_scope": critic_scope, "horizon": self.horizon}
-        self._tree_options["chunk_size"] = None  # one episode's samples, solved at once
-        grid = dict(grid_size=plan.grid_size, mu_grid_size=plan.mu_grid_size, backend=plan.backend)
-        self._grid_options: dict[str, Any] = {**self._tree_options, **grid, "keep_q": bool(plan.keep_q)}
+        self.kernel_options = plan.kernel_options(max_patches=self.max_patches)
+        self._grid_options: dict[str, Any] = dict(backend=plan.backend, keep_q=bool(plan.keep_q))
         kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
         # validated once; the greedy rule, the tree and the tables read it
         self.problem = make_problem(
@@ -591,7 +589,7 @@ class InstanceController(BeliefController):
             s.tpr,
             s.fpr,
             **kernel,
-            **self.sample_costs.kernel_kwargs(),
+            costs=self.sample_costs.kernel_kwargs(),
             available=self.available,
             kappa=self.kappa,
         )
@@ -610,7 +608,9 @@ class InstanceController(BeliefController):
         key = None if pattern is None else np.packbits(pattern).tobytes()
         if key not in self._tables:
             avail = self.available if pattern is None else self.available & pattern
-            self._tables[key] = solve_grid(replace(self.problem, available=avail), **self._grid_options)
+            self._tables[key] = solve_grid(
+                replace(self.problem, available=avail), self.kernel_options, **self._grid_options
+            )
         return self._tables[key]
 
     # -- protocol ------------------------------------------------------------
@@ -668,7 +668,9 @@ class InstanceController(BeliefController):
         for i in range(state.b.shape[0]):
             root = dict(b0=state.b[i], weights=weights[i, :, : int(folded[i]) + 1], used=int(state.used[i]))
             P = self._problem_of(state, [i])
-            out.append(solve_tree(P, **root, **self._tree_options, patch=int(state.step[i])).q)
+            # one episode's samples, solved at once
+            tree = solve_tree(P, self.kernel_options, **root, chunk_size=None, patch=int(state.step[i]))
+            out.append(tree.q)
         return np.stack(out)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
@@ -751,15 +753,15 @@ class TableController(InstanceController):
             method="dp",
             horizon=plan.horizon,
             grid_size=plan.grid_size,
-            mu_grid_size=PAPER_TABLE["mu_grid_size"],
+            mu_grid_size=PAPER_TABLE.mu_grid_size,
             keep_q=keep_q,
             backend=plan.backend,
-            verify_terminal=PAPER_TABLE["verify_terminal"],
-            regenerate=PAPER_TABLE["regenerate"],
+            verify_terminal=PAPER_TABLE.verify_terminal,
+            regenerate=PAPER_TABLE.regenerate,
             critic_scope="patch",
             mixture="exact",
         )
-        super().__init__(params, costs, plan=paper, max_patches=PAPER_TABLE["max_patches"], **options)
+        super().__init__(params, costs, plan=paper, max_patches=PAPER_TABLE.max_patches, **options)
 
 
 class GreedyController(InstanceController):

@@ -69,6 +69,7 @@ from bpc.constants import (
     MODES,
     REGENERATE_MODES,
 )
+from bpc.decide.kernels.options import KernelOptions
 
 __all__ = ["DEFAULT_REGENERATE", "PlanOptions", "Budget", "DEFAULT_PLAN", "DEFAULT_BUDGET", "check_sizes"]
 
@@ -180,6 +181,25 @@ class PlanOptions:
             regenerate=self.regenerate or DEFAULT_REGENERATE[b],
             critic_scope=self.critic_scope or ("instance" if b == "instance" else "patch"),
             lookahead=self.lookahead or ("clip" if self.clip else "best"),
+        )
+
+    def kernel_options(self, *, max_patches: int | None) -> KernelOptions:
+        """The kernels' options of these (resolved) options, with the patch budget ``max_patches``.
+
+        Examples
+        --------
+        >>> PlanOptions(horizon=4).resolved().kernel_options(max_patches=3).verify_terminal
+        False
+        """
+        return KernelOptions(
+            horizon=int(self.horizon),
+            max_patches=max_patches,
+            verify_terminal=not self.plan_verify_continues,
+            critic_scope=str(self.critic_scope),
+            regenerate=str(self.regenerate),
+            mixture=self.mixture,
+            grid_size=int(self.grid_size),
+            mu_grid_size=int(self.mu_grid_size),
         )
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -319,14 +320,16 @@ def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...],
         flat(tpr, tpr.shape[-1:]) * placeholder,
         flat(fpr, fpr.shape[-1:]) * placeholder,
         **kernel,
-        critic_costs=flat(ccost, ccost.shape[-1:]),
-        **{n: flat(a) for n, a in (("c_gen", c_gen), ("c_ver", c_ver), ("reward", reward))},
+        costs={
+            "critic_costs": flat(ccost, ccost.shape[-1:]),
+            **{n: flat(a) for n, a in (("c_gen", c_gen), ("c_ver", c_ver), ("reward", reward))},
+        },
         kappa=np.where(np.isfinite(k) & (k > 0), k, np.inf),
     )
     return loop, ok, P
 
 
-def _grid_block(*arrays, paper, **options):
+def _grid_block(*arrays, paper, kernel, **options):
     """Kernel called by apply_ufunc: the one grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`), one block.
 
     ``arrays`` are :func:`_prepare`'s nine plus κ. The paper's table returns
@@ -334,7 +337,7 @@ def _grid_block(*arrays, paper, **options):
     axes; the instance table its ``value``. Samples without parameters get ``NaN`` and action ``-1``.
     """
     loop, ok, P = _block_problem(arrays, refine=paper)
-    sol = solve_grid(P, **(PAPER_TABLE if paper else {}), **options)
+    sol = solve_grid(P, kernel, **options)
     out = [a for a in ((sol.value, sol.policy, sol.q) if paper else (sol.value,)) if a is not None]
     for a, bad in zip(out, (np.nan, -1, np.nan), strict=False):
         a[~ok] = bad
@@ -343,14 +346,14 @@ def _grid_block(*arrays, paper, **options):
     return tuple(out) if len(out) > 1 else out[0]
 
 
-def _b0_block(*arrays, horizon, used, tree):
+def _b0_block(*arrays, used, tree):
     """Kernel called by apply_ufunc: the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`).
 
     ``arrays`` are :func:`_prepare`'s nine, κ and the root belief.
     """
-    loop, ok, problem = _block_problem(arrays[:10], refine=tree["regenerate"] == "refine", root=arrays[10])
+    loop, ok, problem = _block_problem(arrays[:10], refine=tree.regenerate == "refine", root=arrays[10])
     b0 = np.broadcast_to(np.asarray(arrays[10], dtype=np.float64), loop).reshape(-1)
-    sol = solve_tree(problem, b0=np.where(ok, b0, 0.5), horizon=horizon, used=used, **tree)
+    sol = solve_tree(problem, tree, b0=np.where(ok, b0, 0.5), used=used)
     value, q = sol.value, sol.q
     value[~ok] = np.nan
     q[~ok] = np.nan
@@ -519,11 +522,11 @@ def solve_policy(
         coords[DIM_ACTION] = list(action_names(critics))
         q_dims = {d: n for d, n in sizes.items() if d != DIM_BELIEF} | {DIM_ACTION: 3 + K}
         outs.append((q_dims | {DIM_BELIEF: sizes[DIM_BELIEF]}, dtype))
-    options: dict[str, Any] = dict(horizon=H, grid_size=int(grid_size), dtype=dtype, backend=backend)
-    options |= dict(n_threads=n_threads, keep_q=bool(keep_q))
-    if not paper:
-        options |= dict(max_patches=N, mu_grid_size=int(mu_grid_size), verify_terminal=bool(verify_terminal))
-        options |= dict(critic_scope=critic_scope)
+    options: dict[str, Any] = dict(dtype=dtype, backend=backend, n_threads=n_threads, keep_q=bool(keep_q))
+    if paper:
+        kernel = replace(PAPER_TABLE, horizon=H, grid_size=int(grid_size))
+    else:  # a new patch is a fresh draw of the instance
+        kernel = replace(plan.kernel_options(max_patches=N), regenerate="fresh", mixture="exact")
     kappa = xr.DataArray(np.inf) if paper else _kappa_array(params)
     res = _apply(
         _grid_block,
@@ -533,6 +536,7 @@ def solve_policy(
         outs,
         dask,
         paper=paper,
+        kernel=kernel,
         **options,
     )
     ds = xr.Dataset(dict(zip(["value", "policy", "q"] if paper else ["value"], res, strict=False)))
@@ -613,7 +617,6 @@ def solve_b0(
     """
     plan = plan.resolved()
     belief_model, horizon = str(plan.belief), plan.horizon
-    verify_terminal, critic_scope = not plan.plan_verify_continues, plan.critic_scope
     check_sizes(max_patches=max_patches)
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
     mask = used_mask(used, critics)
@@ -625,10 +628,9 @@ def solve_b0(
     args = [*args, kappa, root]
     core = [*core, [], []]
     if belief_model == "instance":  # a fresh draw of the instance, within the patch budget
-        tree = dict(mixture="exact", max_patches=int(max_patches), verify_terminal=bool(verify_terminal))
-        tree |= dict(critic_scope=critic_scope, regenerate="fresh")
+        tree = replace(plan.kernel_options(max_patches=int(max_patches)), regenerate="fresh", mixture="exact")
     else:  # the paper's tree: κ = ∞, the repair kernel, no budget, verification terminal
-        tree = PAPER_TREE
+        tree = replace(PAPER_TREE, horizon=int(horizon))
     outs = [({}, np.float64), ({DIM_ACTION: 3 + K}, np.float64), ({}, np.int8)]
     res = _apply(
         _b0_block,
@@ -637,7 +639,6 @@ def solve_b0(
         core,
         outs,
         dask,
-        horizon=int(horizon),
         used=mask,
         tree=tree,
     )

@@ -324,7 +324,7 @@ def replay_both(settings: AnalysisSettings, panel: Panel) -> pd.DataFrame:
                 panel.records,
                 costs=paper_costs_for,
                 trajectories=panel.trajectories,
-                transition_counts=panel.transition_counts,
+                kernel=panel.transition_counts,
                 split="both",
             )
     return panel.cache["replay"]

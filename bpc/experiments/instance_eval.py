@@ -180,14 +180,13 @@ def heldout_instance_table(
     for costs_name, spec in costs.items():
         runs: dict[str, Mapping[tuple[str, str], xr.Dataset]] = {}
         for label, (belief, scope) in variants.items():
-            prof = profile.with_(critic_scope=scope)
+            prof = profile.with_(critic_scope=scope, belief=belief)
             wanted = pols if label == "iid" else ("always_verify", *bayes)
             runs[label] = replay_folds(
                 records,
                 spec,
                 profile=prof,
                 policies=wanted,
-                belief=belief,
                 n_folds=n_folds,
                 progress=progress,
             )

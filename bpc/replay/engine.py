@@ -808,12 +808,8 @@ def replay_cells(
     profile: str | Profile = "paper",
     policies: Sequence[str] | None = None,
     trajectories: pd.DataFrame | None = None,
-    split: str = "eval",
-    instances: Split | None = None,
-    kernel: Mapping[str, float] | None = None,
-    transition_counts: xr.Dataset | None = None,
-    belief: str | None = None,
-    n_folds: int | None = None,
+    split: str | Split = "eval",
+    kernel: Mapping[str, float] | xr.Dataset | None = None,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Replay every cell of ``records`` and summarise per policy.
@@ -831,36 +827,31 @@ def replay_cells(
         Any cost specification of :func:`bpc.costs.cost_resolver`; default
         :func:`bpc.costs.paper_costs_for`.
     profile : str or Profile
-        ``"paper"`` (default) or ``"paper-release"``.
+        ``"paper"`` (default), ``"paper-release"``, ``"bpc"``, or a
+        :class:`~bpc.replay.profiles.Profile` — e.g. with another ``belief``
+        (of the Bayesian controllers) or ``n_folds`` (K-fold cross-fitting:
+        parameters fitted per fold on the other folds' instances,
+        :func:`bpc.data.splits.folds`, every instance scored once; one row per
+        cell × policy with ``split = "eval"``; used only when ``params`` is
+        not given and ``split`` is not ``"all"`` or a :class:`Split`).
     policies : sequence of str, optional
         Canonical names (``gate_<critic>`` for any critic); default the
         profile's policies for each cell's critics (:func:`cell_policies`).
     trajectories : pandas.DataFrame, optional
         Refinement trajectories (for ``self_refine`` / ``reflexion``, and the
         kernel when fitting parameters here).
-    split : {"eval", "fit", "both", "all"}
+    split : {"eval", "fit", "both", "all"} or Split
         Which instances to report under a split profile: the evaluation
         side, the fit side, both (two rows per policy) or all instances
-        in-sample. Ignored for in-sample profiles (always ``"all"``).
-    instances : Split, optional
-        The instance split to use instead of the profile's
-        (:func:`bpc.data.splits.split_cells`; e.g. one fold of
-        :func:`bpc.data.splits.folds`). Its cells are the cells replayed.
-    kernel : mapping, optional
+        in-sample. Ignored for in-sample profiles (always ``"all"``). A
+        :class:`~bpc.data.splits.Split` (:func:`bpc.data.splits.split_cells`;
+        e.g. one fold of :func:`bpc.data.splits.folds`) replaces the profile's
+        split: its cells are replayed on its evaluation side.
+    kernel : mapping or xarray.Dataset, optional
         A transition kernel (counts or probabilities, see
-        :func:`kernel_probabilities`) used for every cell's DP.
-    transition_counts : xarray.Dataset, optional
-        Counts with ``trans_n``/``trans_flip`` per cell (e.g. the corpus'
-        measured refinement kernels); used where present unless ``kernel``.
-    belief : {"iid", "instance"}, optional
-        Belief model of the Bayesian controllers (default the profile's).
-    n_folds : int, optional
-        K-fold cross-fitting (default the profile's ``n_folds``): parameters
-        are fitted per fold on the other folds' instances
-        (:func:`bpc.data.splits.folds`) and every instance is scored
-        once; one row per cell × policy with ``split = "eval"``. Used only
-        when ``params`` and ``instances`` are not given and ``split`` is not
-        ``"all"``.
+        :func:`kernel_probabilities`) used for every cell's DP, or counts with
+        ``trans_n``/``trans_flip`` per cell (e.g. the corpus' measured
+        refinement kernels), used where present.
     progress : bool
         Report progress on stderr.
 
@@ -883,27 +874,27 @@ def replay_cells(
 
     prof = get_profile(profile)
     pols = _explicit_policies(policies)
-    if split not in ("eval", "fit", "both", "all"):
-        raise ValueError(f"split must be 'eval', 'fit', 'both' or 'all', got {split!r}")
-    belief = prof.belief if belief is None else belief
-    n_folds = prof.n_folds if n_folds is None else n_folds
-    folds_apply = params is None and instances is None and not (prof.in_sample or split == "all")
-    if n_folds is not None and folds_apply:
-        data = dict(trajectories=trajectories, kernel=kernel, transition_counts=transition_counts)
-        options: dict[str, Any] = dict(profile=prof, policies=pols, belief=belief, n_folds=int(n_folds))
-        results = replay_folds(records, costs, **data, **options, progress=progress)
+    instances = split if isinstance(split, Split) else None
+    side_of: str = "eval" if isinstance(split, Split) else split
+    if side_of not in ("eval", "fit", "both", "all"):
+        raise ValueError(f"split must be 'eval', 'fit', 'both', 'all' or a Split, got {split!r}")
+    belief = prof.belief
+    folds_apply = params is None and instances is None and not (prof.in_sample or side_of == "all")
+    if prof.n_folds is not None and folds_apply:
+        options: dict[str, Any] = dict(profile=prof, policies=pols, trajectories=trajectories, kernel=kernel)
+        results = replay_folds(records, costs, **options, n_folds=int(prof.n_folds), progress=progress)
         frames = [_summary_frame(ds, b, g, "eval", belief) for (b, g), ds in results.items()]
         return _join(frames, [*RESULT_COLUMNS, "split"])
     if instances is None:
-        instances = split_cells(records, in_sample=prof.in_sample or split == "all")
+        instances = split_cells(records, in_sample=prof.in_sample or side_of == "all")
     in_sample = instances.in_sample
-    sides = ("all",) if in_sample else (("eval", "fit") if split == "both" else (split,))
+    sides = ("all",) if in_sample else (("eval", "fit") if side_of == "both" else (side_of,))
     cost_for = cost_resolver(costs)
     if params is None:
         from bpc.estimate.laplace import laplace
 
         params = laplace(split_counts(records, instances, trajectories=trajectories))
-    frames, ctx = [], (prof, pols, kernel, transition_counts, belief)
+    frames, ctx = [], (prof, pols, kernel)
     for i, ((b, g), fit_ids, eval_ids) in enumerate(instances, 1):
         info(f"replay {b}/{g} ({i}/{len(instances)})", enabled=progress)
         for side in sides:
@@ -916,20 +907,20 @@ def replay_cells(
 def _replay_cell_side(records, trajectories, params, cell, ids, costs, ctx) -> xr.Dataset:
     """Replay the instances ``ids`` of one cell with that cell's parameters.
 
-    ``ctx`` is ``(profile, policies, kernel, transition_counts, belief)``.
+    ``ctx`` is ``(profile, policies, kernel)``: one kernel for every cell, or per-cell counts.
     """
-    prof, pols, kernel, transition_counts, belief = ctx
+    prof, pols, kernel = ctx
     b, g = cell
     traj = None if trajectories is None else select_cell(trajectories, b, g)
     pool = cell_pool(select_cell(records, b, g), prof)
     cell_params = select_cell(params, b, g)
-    if kernel is None:  # the cell's measured kernel, if any
-        kernel = cell_kernel_counts(transition_counts, b, g)
+    if isinstance(kernel, xr.Dataset) or kernel is None:  # the cell's measured kernel, if any
+        kernel = cell_kernel_counts(kernel, b, g)
     if kernel is not None:
         cell_params = with_kernel(cell_params, kernel)
     sub = pool.subset(np.isin(pool.instance_ids, ids))
     pols = cell_policies(prof, pool.critics, pols)
-    return replay_pool(sub, pols, costs, profile=prof, trajectories=traj, params=cell_params, belief=belief)
+    return replay_pool(sub, pols, costs, profile=prof, trajectories=traj, params=cell_params)
 
 
 def _summary_frame(result: xr.Dataset, b: str, g: str, side: str | None, belief: str) -> pd.DataFrame:
@@ -960,9 +951,7 @@ def replay_folds(
     profile: str | Profile = "bpc",
     policies: Sequence[str] | None = None,
     trajectories: pd.DataFrame | None = None,
-    kernel: Mapping[str, float] | None = None,
-    transition_counts: xr.Dataset | None = None,
-    belief: str | None = None,
+    kernel: Mapping[str, float] | xr.Dataset | None = None,
     n_folds: int = N_FOLDS,
     progress: bool = False,
 ) -> dict[tuple[str, str], xr.Dataset]:
@@ -975,8 +964,8 @@ def replay_folds(
 
     Parameters
     ----------
-    records, costs, profile, policies, trajectories, kernel, transition_counts, belief, progress
-        As in :func:`replay_cells`.
+    records, costs, profile, policies, trajectories, kernel, progress
+        As in :func:`replay_cells` (the profile's ``belief`` plans).
     n_folds : int
         Number of folds ``K``.
 
@@ -991,10 +980,10 @@ def replay_folds(
 
     prof = get_profile(profile)
     pols = _explicit_policies(policies)
-    belief = prof.belief if belief is None else belief
+    belief = prof.belief
     cost_for = cost_resolver(costs)
     parts: dict[tuple[str, str], list[xr.Dataset]] = {}
-    ctx = (prof, pols, kernel, transition_counts, belief)
+    ctx = (prof, pols, kernel)
     assignment = folds(records, k=int(n_folds), seeds=[SPLIT_SEED], by="instance")
     for j in range(int(n_folds)):
         fold = fold_split(records, assignment, seed=SPLIT_SEED, fold=j)

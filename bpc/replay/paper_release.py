@@ -243,7 +243,7 @@ class ReleaseDPController(BeliefController):
             raise ValueError("ReleaseDPController: the cell has no transition kernel (p_fix/p_break NaN)")
         self.horizon = int(horizon)
         prices = self.sample_costs.kernel_kwargs()
-        P = make_problem(**self.samples.as_dict(), **prices, available=self.available)
+        P = make_problem(**self.samples.as_dict(), costs=prices, available=self.available)
         self.table = solve_release_dp(P, horizon=self.horizon, grid_size=grid_size)
 
     def q_values(self, state: BeliefState) -> np.ndarray:

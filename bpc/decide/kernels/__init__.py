@@ -11,6 +11,7 @@ Action index convention everywhere: ``0 = stop``, ``1 = verify``,
 ``2 = regenerate``, ``3 + k`` = critic ``k`` (``k`` indexes the critic axis of
 ``tpr`` / ``fpr``). Ties between actions go to the lowest index.
 
+- :mod:`bpc.decide.kernels.options` — the planning conventions, one :class:`KernelOptions`.
 - :mod:`bpc.decide.kernels.belief` — Bayes update, repair kernel, the validated problem.
 - :mod:`bpc.decide.kernels.greedy` — the one-step rule (the paper's ``bayesian_greedy``: its κ = ∞ case).
 - :mod:`bpc.decide.kernels.dp` — the one grid DP (the paper's ``bayesian_dp`` table is its κ = ∞ case).
@@ -35,6 +36,7 @@ from bpc.decide.kernels.belief import (
 from bpc.decide.kernels.dp import BACKENDS, PAPER_TABLE, DPSolution, belief_grid, solve_grid
 from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
 from bpc.decide.kernels.instance import PAPER_TREE, ExactSolution, solve_tree
+from bpc.decide.kernels.options import KernelOptions
 
 __all__ = [
     "BASE_ACTIONS",
@@ -60,4 +62,5 @@ __all__ = [
     "PAPER_TREE",
     "ExactSolution",
     "solve_tree",
+    "KernelOptions",
 ]

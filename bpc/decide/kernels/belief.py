@@ -12,6 +12,7 @@ observations always run over ``z = pass`` first, then ``z = fail``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -239,10 +240,7 @@ def make_problem(
     p_fix=None,
     p_break=None,
     *,
-    critic_costs,
-    c_gen,
-    c_ver,
-    reward,
+    costs: Mapping[str, npt.ArrayLike],
     available=None,
     kappa: npt.ArrayLike = np.inf,
 ) -> Problem:
@@ -261,10 +259,11 @@ def make_problem(
     p_fix, p_break : array_like, optional
         Scalar or ``(S,)`` repair kernel (read by ``regenerate="refine"``);
         default (``None``) the fresh-sample kernel ``π``/``1 − π``.
-    critic_costs : array_like
-        ``(K,)`` or ``(S, K)``; may be ``NaN`` only where a critic is unavailable.
-    c_gen, c_ver, reward : array_like
-        Scalar or ``(S,)``; costs ``>= 0``, reward ``> 0``.
+    costs : mapping
+        ``critic_costs`` (``(K,)`` or ``(S, K)``; may be ``NaN`` only where a
+        critic is unavailable) and ``c_gen``, ``c_ver``, ``reward`` (scalar or
+        ``(S,)``; costs ``>= 0``, reward ``> 0``), e.g.
+        :meth:`bpc.decide.table.SampleCosts.kernel_kwargs`.
     available : array_like of bool, optional
         ``(K,)`` or ``(S, K)``. Defaults to "``tpr`` and ``fpr`` finite".
     kappa : array_like
@@ -284,11 +283,16 @@ def make_problem(
 
     Examples
     --------
-    >>> P = make_problem(0.3, [0.9], [0.2], critic_costs=[1.0], c_gen=10, c_ver=30, reward=100)
+    >>> costs = dict(critic_costs=[1.0], c_gen=10, c_ver=30, reward=100)
+    >>> P = make_problem(0.3, [0.9], [0.2], costs=costs)
     >>> P.n_samples, P.n_actions, float(P.p_fix[0]), float(P.kappa[0])  # a fresh-sample kernel, i.i.d.
     (1, 4, 0.3, inf)
     """
     prior = _as_float("prior", prior)
+    missing = {"critic_costs", "c_gen", "c_ver", "reward"} - set(costs)
+    if missing:
+        raise ValueError(f"argument 'costs' lacks {sorted(missing)}")
+    critic_costs, c_gen, c_ver, reward = (costs[n] for n in ("critic_costs", "c_gen", "c_ver", "reward"))
     kernel = dict(
         p_fix=prior if p_fix is None else p_fix, p_break=1.0 - prior if p_break is None else p_break
     )

@@ -21,7 +21,7 @@ A regenerated patch is a fresh draw (``"fresh"``: child ``(μ', μ')`` with
 ``n`` axis too: that table is the paper's ``bayesian_dp`` (κ = ∞, terminal
 verification, :data:`PAPER_TABLE`), solved by the same kernel with the same
 floating-point operations as the paper's own recursion over ``(b, U, h)``
-(``solve_grid(make_problem(...), **PAPER_TABLE)``).
+(``solve_grid(make_problem(...), PAPER_TABLE)``).
 
 The policy is the argmax action; ties go to the lowest action index (stop
 before verify before regenerate before critics in axis order). One kernel,
@@ -41,9 +41,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from bpc.constants import GRID_SIZE, HORIZON, MAX_CRITICS, MAX_TABLE_BYTES, POOL_SIZE
+from bpc.constants import GRID_SIZE, MAX_CRITICS, MAX_TABLE_BYTES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
-from bpc.decide.kernels.instance import abandon_moment, check_options
+from bpc.decide.kernels.instance import abandon_moment
+from bpc.decide.kernels.options import DEFAULT_KERNEL, KernelOptions
 
 __all__ = [
     "BACKENDS",
@@ -62,7 +63,7 @@ tens of milliseconds) and compiles larger ones. Every run gives the same numbers
 INTERPRET_MAX_CELLS = 2**14
 """Largest table (``S·(H+1)·N·2**K·M·G`` cells) the interpreter solves under ``backend="numpy"``."""
 
-PAPER_TABLE: dict = {"max_patches": None, "mu_grid_size": 1, "regenerate": "refine", "verify_terminal": True}
+PAPER_TABLE = KernelOptions(max_patches=None, mu_grid_size=1, regenerate="refine", verify_terminal=True)
 """Options of :func:`solve_grid` that give the paper's ``bayesian_dp`` table (with ``κ = inf``)."""
 
 _MAX_Q_BYTES = 2 * 1024**3
@@ -89,14 +90,15 @@ def _interp(x, gm1, one, zero):
     return int(fl), xs - fl
 
 
-def _dp_kernel(arrays, gb, gm, H, N, flags, c, value, policy, q):
-    """Fill ``value``/``policy`` (and ``q`` if kept) ``[s, h, n, U, iμ, ib]`` for every sample ``s``.
+def _dp_kernel(arrays, gb, gm, H, N, flags, c, out):
+    """Fill ``out = (value, policy, q)`` (``q`` if kept) ``[s, h, n, U, iμ, ib]`` for every sample ``s``.
 
     ``arrays`` are the samples' ``tpr, fpr, available, critic_costs, c_gen,
     c_ver, reward, κ, p_fix, p_break``; ``c`` the constants ``1, 0, −inf,
     G − 1, M − 1`` in the grid's dtype.
     """
     tpr, fpr, avail, ccost, c_gen, c_ver, reward, kappa, p_fix, p_break = arrays
+    value, policy, q = out
     refine, budget, verify_terminal, reset_used, keep_q = flags
     one, zero, ninf = c[0], c[1], c[2]
     S, K = tpr.shape
@@ -233,8 +235,9 @@ def _kernel(backend: str, cells: int):
     return _compiled["dp"]
 
 
-def _run(P: Problem, grid, mu_grid, H, N, flags, value, policy, q, backend, chunk_size, n_threads):
+def _run(P: Problem, grids, H, N, flags, out, *, backend, chunk_size, n_threads):
     """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
+    (grid, mu_grid), (value, policy, q) = grids, out
     kernel = _kernel(backend, value.size)
     B = P.astype(grid.dtype)
     names = ("tpr", "fpr", "available", "critic_costs", "c_gen", "c_ver", "reward")
@@ -247,8 +250,8 @@ def _run(P: Problem, grid, mu_grid, H, N, flags, value, policy, q, backend, chun
     chunk = int(chunk_size or max(1, math.ceil(S / (4 * n_threads))))
 
     def run(sl):
-        out = (value[sl], policy[sl], qarr[sl] if keep_q else qarr)
-        kernel(tuple([a[sl] for a in arrays]), grid, mu_grid, H, N, flags, consts, *out)
+        parts = (value[sl], policy[sl], qarr[sl] if keep_q else qarr)
+        kernel(tuple([a[sl] for a in arrays]), grid, mu_grid, H, N, flags, consts, parts)
 
     slices = [slice(s, min(S, s + chunk)) for s in range(0, S, chunk)]
     if n_threads == 1 or len(slices) == 1:
@@ -453,14 +456,8 @@ class DPSolution:
 
 def solve_grid(
     problem: Problem,
+    options: KernelOptions = DEFAULT_KERNEL,
     *,
-    horizon: int = HORIZON,
-    max_patches: int | None = POOL_SIZE,
-    grid_size: int = GRID_SIZE,
-    mu_grid_size: int = GRID_SIZE,
-    verify_terminal: bool = False,
-    critic_scope: str = "patch",
-    regenerate: str = "fresh",
     keep_q: bool = False,
     dtype: npt.DTypeLike = np.float64,
     backend: str = "auto",
@@ -473,20 +470,12 @@ def solve_grid(
     ----------
     problem : Problem
         The validated problem (:func:`~bpc.decide.kernels.belief.make_problem`).
-    horizon : int
-        ``H``.
-    max_patches : int or None
-        Patch budget ``N`` (the table's ``n`` axis); ``None``: no budget
-        (needs ``"refine"`` or ``κ = inf``: then ``n`` changes nothing).
-    grid_size, mu_grid_size : int
-        Points of the ``b`` and ``μ`` grids; ``mu_grid_size=1`` needs
-        ``"refine"`` (μ never moves).
-    verify_terminal : bool
-        Value verification as ending the episode.
-    critic_scope : {"patch", "instance"}
-        Scope of the used-critic set (:func:`~bpc.decide.kernels.instance.solve_tree`).
-    regenerate : {"fresh", "refine"}
-        How a new patch is made (module docstring).
+    options : KernelOptions
+        The planning conventions (:class:`~bpc.decide.kernels.options.KernelOptions`;
+        the mixture is not read: the μ axis is the mean-matched Beta).
+        ``max_patches=None`` (no budget, the table's ``n`` axis one point) needs
+        ``"refine"`` or ``κ = inf`` (then ``n`` changes nothing);
+        ``mu_grid_size=1`` needs ``"refine"``. :data:`PAPER_TABLE`: the paper's table.
     keep_q : bool
         Also store every Q-value (the paper's table, ``mu_grid_size=1``, only;
         refused above 2 GiB).
@@ -507,8 +496,9 @@ def solve_grid(
     ValueError
         Naming the argument, for a bad option or combination.
     """
-    P = problem
-    check_options(horizon, "moment", max_patches, 1, 0, critic_scope, regenerate)
+    P, o = problem, options
+    o.check(n_critics=1)
+    max_patches, mu_grid_size, regenerate = o.max_patches, o.mu_grid_size, o.regenerate
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
         raise ValueError(f"argument 'dtype' must be float64 or float32, got {dtype}")
@@ -523,9 +513,9 @@ def solve_grid(
         raise ValueError("mu_grid_size=1 needs regenerate='refine' (a fresh patch moves μ)")
     if keep_q and mu_grid_size != 1:
         raise ValueError("keep_q needs mu_grid_size=1 (with a μ axis Q is read by a backup)")
-    grid = belief_grid(grid_size, dtype)
+    grid = belief_grid(o.grid_size, dtype)
     mu_grid = np.zeros(1, dtype) if mu_grid_size == 1 else belief_grid(mu_grid_size, dtype)
-    S, K, H = P.n_samples, P.n_critics, int(horizon)
+    S, K, H = P.n_samples, P.n_critics, int(o.horizon)
     N = 1 if max_patches is None else int(max_patches)
     shape = (S, H + 1, N, 1 << K, mu_grid.shape[0], grid.shape[0])
     q = None
@@ -551,11 +541,12 @@ def solve_grid(
     flags = (
         regenerate == "refine",
         max_patches is not None,
-        bool(verify_terminal),
-        critic_scope == "patch",
+        bool(o.verify_terminal),
+        o.critic_scope == "patch",
         keep_q,
     )
-    _run(P, grid, mu_grid, H, N, flags, value, policy, q, backend, chunk_size, n_threads)
+    run = dict(backend=backend, chunk_size=chunk_size, n_threads=n_threads)
+    _run(P, (grid, mu_grid), H, N, flags, (value, policy, q), **run)
     return DPSolution(
         grid,
         mu_grid,
@@ -563,8 +554,8 @@ def solve_grid(
         policy,
         q,
         P.astype(dtype),
-        bool(verify_terminal),
-        critic_scope,
+        bool(o.verify_terminal),
+        o.critic_scope,
         regenerate,
         max_patches is not None,
     )

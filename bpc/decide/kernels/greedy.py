@@ -83,7 +83,7 @@ def greedy(
     Examples
     --------
     >>> from bpc.decide.kernels.belief import make_problem
-    >>> P = make_problem(0.5, [0.9], [0.2], critic_costs=[1.0], c_gen=10, c_ver=30, reward=100)
+    >>> P = make_problem(0.5, [0.9], [0.2], costs=dict(critic_costs=[1.0], c_gen=10, c_ver=30, reward=100))
     >>> q = greedy(P, np.array([0.5]), P.prior, 0, 0, **PAPER_GREEDY)
     >>> q.round(6).tolist()  # stop, verify, regenerate, the critic (= verify − its cost)
     [[0.0, 20.0, 10.0, 19.0]]

@@ -64,12 +64,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from bpc.constants import HORIZON, POOL_SIZE, REGENERATE_MODES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
+from bpc.decide.kernels.options import CRITIC_SCOPES, DEFAULT_KERNEL, MIXTURES, KernelOptions
 
 __all__ = [
     "MIXTURES",
@@ -81,12 +80,6 @@ __all__ = [
     "ExactSolution",
     "solve_tree",
 ]
-
-MIXTURES: tuple[str, ...] = ("exact", "moment")
-"""θ-belief representations: the exact finite mixture or the mean-matched Beta."""
-
-CRITIC_SCOPES: tuple[str, ...] = ("patch", "instance")
-"""Scope of the used-critic set ``U``: reset on every new patch (the paper), or kept for the instance."""
 
 
 # ---------------------------------------------------------------------------
@@ -243,11 +236,7 @@ class _InstanceTree:
     P: Problem
     policy: Callable | None
     samples: np.ndarray
-    mixture: str
-    max_patches: int | None
-    verify_terminal: bool
-    critic_scope: str
-    regenerate: str
+    o: KernelOptions
     memo: dict = field(default_factory=dict)
     _means: dict[int, np.ndarray] = field(default_factory=dict)
 
@@ -259,13 +248,13 @@ class _InstanceTree:
         return m
 
     def mean_theta(self, node: _Node) -> np.ndarray:
-        if self.mixture == "exact":
+        if self.o.mixture == "exact":
             return (node.theta * self.component_means(node.n)).sum(-1)
         return node.theta
 
     def abandon(self, node: _Node, b) -> tuple[np.ndarray, np.ndarray]:
         """θ-belief after abandoning the current patch with belief ``b``, and its mean."""
-        if self.mixture == "exact":
+        if self.o.mixture == "exact":
             out = abandon_exact(node.theta, b, None, None, means=self.component_means(node.n))
             return out, (out * self.component_means(node.n + 1)).sum(-1)
         mu = abandon_moment(b, node.theta, self.P.kappa, node.n)
@@ -280,14 +269,14 @@ class _InstanceTree:
         q[VERIFY] = P.reward * b - P.c_ver
         if h == 0:
             return q
-        if not self.verify_terminal:
+        if not self.o.verify_terminal:
             key = node.key[:-1] + (node.key[-1] + ("F",),)
             failed = _Node(np.zeros(S), node.theta, node.n, node.used, key, node.patch)
             q[VERIFY] = q[VERIFY] + (1 - b) * self.value(failed, h - 1)
-        if self.max_patches is None or node.patch + 1 < self.max_patches:
-            used = node.used if self.critic_scope == "instance" else 0
+        if self.o.max_patches is None or node.patch + 1 < self.o.max_patches:
+            used = node.used if self.o.critic_scope == "instance" else 0
             fresh = tuple((k, -1) for k in range(K) if used >> k & 1)
-            if self.regenerate == "refine":  # the repaired patch: b through the kernel, θ-belief unchanged
+            if self.o.regenerate == "refine":  # the repaired patch: b through the kernel, θ-belief unchanged
                 b_new = b * (1 - P.p_break) + (1 - b) * P.p_fix
                 key = node.key[:-1] + (("R", node.key[-1]), fresh)
                 child = _Node(b_new, node.theta, node.n, used, key, node.patch + 1)
@@ -340,23 +329,6 @@ class _InstanceTree:
         return v
 
 
-def check_options(horizon, mixture, max_patches, n_critics, used, critic_scope="patch", regenerate="fresh"):
-    if regenerate not in REGENERATE_MODES:
-        raise ValueError(f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {regenerate!r}")
-    if critic_scope not in CRITIC_SCOPES:
-        raise ValueError(f"argument 'critic_scope' must be one of {CRITIC_SCOPES}, got {critic_scope!r}")
-    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 0:
-        raise ValueError(f"argument 'horizon' must be an integer >= 0, got {horizon!r}")
-    if mixture not in MIXTURES:
-        raise ValueError(f"argument 'mixture' must be one of {MIXTURES}, got {mixture!r}")
-    if max_patches is not None and (
-        isinstance(max_patches, bool) or not isinstance(max_patches, (int, np.integer)) or max_patches < 1
-    ):
-        raise ValueError(f"argument 'max_patches' must be an integer >= 1 or None, got {max_patches!r}")
-    if not 0 <= int(used) < (1 << n_critics):
-        raise ValueError(f"argument 'used' must be a bitmask below {1 << n_critics}, got {used!r}")
-
-
 def _root_theta(P: Problem, weights, mixture):
     """Root θ-belief: weights ``(S, n0 + 1)`` (default: a fresh instance, ``n0 = 0``)."""
     S = P.n_samples
@@ -376,28 +348,19 @@ def _root_theta(P: Problem, weights, mixture):
     return mixture_mean(w, P.prior, P.kappa), n0
 
 
-PAPER_TREE: dict = {
-    "mixture": "moment",
-    "max_patches": None,
-    "verify_terminal": True,
-    "critic_scope": "patch",
-    "regenerate": "refine",
-}
+PAPER_TREE = KernelOptions(
+    mixture="moment", max_patches=None, verify_terminal=True, critic_scope="patch", regenerate="refine"
+)
 """Options of :func:`solve_tree` that give the paper's tree (method.md §Controllers) with ``κ = inf``."""
 
 
 def solve_tree(
     P: Problem,
+    options: KernelOptions = DEFAULT_KERNEL,
     *,
     b0=None,
     weights=None,
-    horizon: int = HORIZON,
     used: int = 0,
-    mixture: str = "exact",
-    max_patches: int | None = POOL_SIZE,
-    verify_terminal: bool = False,
-    critic_scope: str = "patch",
-    regenerate: str = "fresh",
     chunk_size: int | None = 32768,
     policy: Callable | None = None,
     patch: int | None = None,
@@ -422,30 +385,11 @@ def solve_tree(
         Root θ-belief as weights over the pass count of the ``n0`` patches
         already abandoned, ``(n0 + 1,)`` or ``(S, n0 + 1)``; default a fresh
         instance (``n0 = 0``). With ``mixture="moment"`` it is reduced to its mean.
-    horizon : int
-        Steps left at the root.
+    options : KernelOptions
+        The planning conventions (horizon, patch budget, verification, critic
+        scope, regeneration, θ-mixture); :data:`PAPER_TREE` for the paper's tree.
     used : int
         Bitmask of critics already used on the current patch.
-    mixture : {"exact", "moment"}
-        θ-belief representation: the exact mixture or the mean-matched Beta.
-    max_patches : int or None
-        Patches an episode may use (regenerate is not offered on the last);
-        ``None``: no budget beyond the horizon.
-    verify_terminal : bool
-        Value verification as ending the episode (the paper's planning).
-    critic_scope : {"patch", "instance"}
-        ``"patch"`` (the paper): a new patch resets the used-critic set, so a
-        critic may be bought again on every patch; ``"instance"``: each critic
-        is offered once per instance. Critic verdicts on the patches of one
-        instance are strongly correlated in the corpus (φ ≈ .5–.9
-        for two failing patches), which the first-order model — critics
-        independent given each patch's ``Y`` — would count as fresh evidence;
-        the instance scope keeps the planner from buying that repeat.
-    regenerate : {"fresh", "refine"}
-        A new patch is a fresh draw from the instance (its θ-belief folds the
-        abandoned patch in), or a refinement of the current one through the
-        problem's repair kernel (``b' = b(1 − p_break) + (1 − b)p_fix``, the
-        θ-belief unchanged).
     chunk_size : int or None
         Samples solved together; does not change results.
     policy : callable, optional
@@ -460,7 +404,8 @@ def solve_tree(
     -------
     ExactSolution
     """
-    check_options(horizon, mixture, max_patches, P.n_critics, used, critic_scope, regenerate)
+    options.check(n_critics=P.n_critics, used=used)
+    mixture = options.mixture
     if chunk_size is not None and int(chunk_size) < 1:
         raise ValueError(f"argument 'chunk_size' must be >= 1, got {chunk_size!r}")
     S = P.n_samples
@@ -474,13 +419,11 @@ def solve_tree(
     value = np.empty(S)
     q = np.empty((S, P.n_actions))
     root_hist = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
-    options: dict[str, Any] = dict(mixture=mixture, max_patches=max_patches, verify_terminal=verify_terminal)
-    options |= dict(critic_scope=critic_scope, regenerate=regenerate)
     for start in range(0, S, chunk):
         sl = slice(start, min(S, start + chunk))
-        tree = _InstanceTree(P.take(sl), policy, np.arange(sl.start, sl.stop), **options)
+        tree = _InstanceTree(P.take(sl), policy, np.arange(sl.start, sl.stop), options)
         node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), patch)
-        qc = tree.q(node, int(horizon))
+        qc = tree.q(node, int(options.horizon))
         q[sl] = qc.T
-        value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(horizon))
+        value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(options.horizon))
     return ExactSolution(value=value, q=q)

@@ -358,7 +358,7 @@ class Controller:
         self.c_gen, self.c_ver, self.reward = float(c_gen), float(c_ver), float(reward)
         # validate every number once, naming the argument (the kernels' own check)
         prices = self._sample_costs(S).kernel_kwargs()
-        make_problem(**samples.with_fresh_sample_kernel().as_dict(), **prices, available=available)
+        make_problem(**samples.with_fresh_sample_kernel().as_dict(), costs=prices, available=available)
         max_cost = LIVE_MAX_COST_REWARDS[belief][method] * self.reward if max_cost is None else max_cost
         check_cost_budget(max_cost)
         self.critics: tuple[str, ...] = names

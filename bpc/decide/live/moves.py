@@ -37,12 +37,15 @@ __all__ = [
     "MAX_NUMBER_DIGITS",
     "check_json_limits",
     "loads",
+    "quote",
     "MOVES",
     "MOVE_FIELDS",
     "Move",
     "MoveError",
     "IllegalMoveError",
     "parse_move",
+    "check_fields",
+    "boolean_field",
     "observed",
     "verified",
     "regenerated",
@@ -159,7 +162,8 @@ def loads(text: str | bytes) -> Any:
         raise MoveError(f"not JSON: {exc}", kind="BadJSON") from None
 
 
-def _quote(value: Any) -> str:
+def quote(value: Any) -> str:
+    """``repr(value)``, cut to 60 characters (for error messages)."""
     text = repr(value)
     return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 3] + "..."
 
@@ -189,7 +193,14 @@ class Move:
         return out
 
 
-def _boolean(move: Mapping[str, Any], op: str, field: str, *, null: bool = False, needed: bool = True):
+def boolean_field(move: Mapping[str, Any], op: str, field: str, *, null: bool = False, needed: bool = True):
+    """The JSON boolean ``move[field]`` (``null`` too with ``null``; ``None`` when absent and not ``needed``).
+
+    Raises
+    ------
+    MoveError
+        For a missing needed field or a value that is not a JSON boolean.
+    """
     value = move.get(field, _MISSING)
     if value is _MISSING:
         if needed:
@@ -198,7 +209,27 @@ def _boolean(move: Mapping[str, Any], op: str, field: str, *, null: bool = False
     if isinstance(value, bool) or (null and value is None):
         return value
     expected = "true, false or null" if null else "true or false"
-    raise MoveError(f"'{field}' must be a JSON boolean ({expected}), got {_quote(value)}")
+    raise MoveError(f"'{field}' must be a JSON boolean ({expected}), got {quote(value)}")
+
+
+def check_fields(obj: Mapping[str, Any], op: str, takes: Collection[str], *, also: Collection[str] = ()):
+    """Refuse a field of ``obj`` that op ``op`` does not take (``takes``, ``also`` or ``op``).
+
+    Raises
+    ------
+    MoveError
+        ``kind="UnknownField"``, naming the first unknown field and the fields the op takes.
+    """
+    extra = [k for k in obj if k != "op" and k not in takes and k not in also]
+    if extra:
+        names = sorted(takes)
+        raise MoveError(
+            f"op {op!r} takes no field {quote(extra[0])}"
+            + (f" ({len(extra)} unknown)" if len(extra) > 1 else "")
+            + f"; its fields are {', '.join(names) if names else 'none'}"
+            + (f" besides op, {', '.join(sorted(also))}" if also else " besides op"),
+            kind="UnknownField",
+        )
 
 
 def parse_move(move: Any, *, also: Collection[str] = ()) -> Move:
@@ -222,31 +253,22 @@ def parse_move(move: Any, *, also: Collection[str] = ()) -> Move:
         raise MoveError(f"a move must be a JSON object, got {type(move).__name__}")
     op = move.get("op")
     if not isinstance(op, str) or op not in MOVE_FIELDS:
-        raise MoveError(f"unknown move {_quote(op)}; expected one of {', '.join(MOVES)}")
-    extra = [k for k in move if k != "op" and k not in MOVE_FIELDS[op] and k not in also]
-    if extra:
-        takes = sorted(MOVE_FIELDS[op])
-        raise MoveError(
-            f"op {op!r} takes no field {_quote(extra[0])}"
-            + (f" ({len(extra)} unknown)" if len(extra) > 1 else "")
-            + f"; its fields are {', '.join(takes) if takes else 'none'}"
-            + (f" besides op, {', '.join(sorted(also))}" if also else " besides op"),
-            kind="UnknownField",
-        )
+        raise MoveError(f"unknown move {quote(op)}; expected one of {', '.join(MOVES)}")
+    check_fields(move, op, MOVE_FIELDS[op], also=also)
     if op == "observe":
         critic = move.get("critic", _MISSING)
         if critic is _MISSING:
             raise MoveError("op 'observe' needs 'critic' and 'passed'")
         if not isinstance(critic, str):
-            raise MoveError(f"'critic' must be a string, got {_quote(critic)}")
-        return Move(op, critic=critic, passed=_boolean(move, op, "passed", null=True))
+            raise MoveError(f"'critic' must be a string, got {quote(critic)}")
+        return Move(op, critic=critic, passed=boolean_field(move, op, "passed", null=True))
     if op == "verified":
-        return Move(op, passed=_boolean(move, op, "passed"))
+        return Move(op, passed=boolean_field(move, op, "passed"))
     if op == "regenerated":
-        fresh = _boolean(move, op, "fresh", needed=False)
+        fresh = boolean_field(move, op, "fresh", needed=False)
         kind = move.get("kind")
         if kind is not None and kind not in REGENERATE_MODES:
-            raise MoveError(f'\'kind\' must be "fresh" or "refine", got {_quote(kind)}')
+            raise MoveError(f'\'kind\' must be "fresh" or "refine", got {quote(kind)}')
         if kind is not None and fresh is not None and fresh is not (kind == "fresh"):
             raise MoveError(f"move 'regenerated': kind {kind!r} contradicts fresh={fresh!r}")
         return Move(op, fresh=fresh, kind=kind)
