@@ -16,7 +16,7 @@ along) and recomputes the estimate on what was drawn —
 
 Resample ``b`` of cell ``c`` (cells in sorted order) uses
 ``numpy.random.default_rng([seed, c]).integers(0, T, size=(B, T))``, the
-draw of :func:`bpc.replay.bootstrap.cluster_bootstrap_means`; the interval
+draw of :func:`bpc.intervals.cluster_means`; the interval
 is the central ``prob`` of the resampled values (:data:`~bpc.constants.CI_PROB`,
 bpc's interval probability).
 """

@@ -57,7 +57,7 @@ instance κ, :func:`bpc.estimate.laplace.laplace`), scored on the same tasks.
 Intervals
 ---------
 Every interval is a task-clustered percentile bootstrap
-(:func:`bpc.replay.bootstrap.cluster_bootstrap_means`, ``BOOTSTRAP_B``
+(:func:`bpc.intervals.cluster_means`, ``BOOTSTRAP_B``
 resamples, coverage ``BOOTSTRAP_PROB``): tasks are resampled with
 replacement, each carrying *all* its appearances across the orders within
 the horizon; a resample's estimate is the ratio of the resampled utility
