@@ -295,8 +295,13 @@ def test_posterior_file_reports_p_optimal_and_bands(capsys, posterior_file):
     from bpc.decide.live import Controller
     from bpc.estimate.model import load, posterior_params
 
-    assert main(["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini"]) == 0
+    # the mocked fit is prior draws, kept with --allow-bad-diagnostics: refused unless the user opts in
+    assert main(["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini"]) == 2
+    assert "pass --accept-unconverged to use it" in capsys.readouterr().err
+    argv = ["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini", "--accept-unconverged"]
+    assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)
+    assert payload["warning"]  # said in every decision it makes
     assert payload["mode"] == "bayes_robust" and payload["inputs"]["n_samples"] == 60
     assert sum(payload["p_optimal"].values()) == pytest.approx(1.0)
     assert payload["ci_prob"] == 0.89 and payload["ci_kind"] == "eti"
@@ -318,6 +323,7 @@ def test_posterior_file_reports_p_optimal_and_bands(capsys, posterior_file):
                 "lcb_hard/gpt5_mini",
                 "--mode",
                 "posterior_mean",
+                "--accept-unconverged",
             ]
         )
         == 0
@@ -325,7 +331,18 @@ def test_posterior_file_reports_p_optimal_and_bands(capsys, posterior_file):
     payload = json.loads(capsys.readouterr().out)
     assert payload["mode"] == "posterior_mean" and payload["inputs"]["n_samples"] == 1
     assert (
-        main(["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini", "--max-draws", "7"])
+        main(
+            [
+                "solve",
+                "--params",
+                str(posterior_file),
+                "--cell",
+                "lcb_hard/gpt5_mini",
+                "--max-draws",
+                "7",
+                *["--accept-unconverged"],
+            ]
+        )
         == 0
     )
     assert json.loads(capsys.readouterr().out)["inputs"]["n_samples"] == 7
