@@ -77,18 +77,6 @@ def test_delta_bars_show_zero_deltas_pass_rate_and_flags(captured, tmp_path):
     assert "Δ utility vs always_verify" in lcb.get_xlabel()
 
 
-def test_delta_heatmap_tiles_carry_pass_rate_and_n(captured, tmp_path):
-    replay.plot_delta_heatmap(_replay_table(), tmp_path / "heat.png")
-    (fig,) = captured
-    ax = fig.axes[0]
-    tiles = [t.get_text() for t in ax.texts]
-    assert "+202.0†\n0%" in tiles and "+4.0\n38%" in tiles
-    rows = [t.get_text() for t in ax.get_yticklabels()]
-    assert rows[1].endswith("(n=75, AV pass 30%)")
-    assert any("wins by abstaining" in t for t in _legend_texts(fig))
-    assert ax.get_xlabel() == "policy" and "pass rate" in ax.get_ylabel()
-
-
 def test_delta_intervals_name_both_interval_kinds(captured, tmp_path):
     table = _replay_table().rename(columns={"n_instances": "n_eval"})
     table = table.assign(post_mean=table["delta"], post_lo=table["ci_lo"], post_hi=table["ci_hi"])

@@ -9,15 +9,15 @@ fixed number of decimals so that identical runs give identical files.
 from __future__ import annotations
 
 import math
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from bpc.evaluate.result import versions
 from bpc.outputs import write_text
 
-__all__ = ["Report", "markdown_table", "versions"]
+__all__ = ["Report", "markdown_table"]
 
 
 def _fmt(value, decimals: int) -> str:
@@ -85,19 +85,6 @@ def markdown_table(
             cells.append(text)
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join([header, align, *rows])
-
-
-def versions() -> dict[str, str]:
-    """Versions of bpc and the libraries its results depend on."""
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version()}
-    for pkg in ("bpc", "numpy", "pandas", "xarray", "pymc", "arviz", "nutpie", "matplotlib"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            continue
-    return out
 
 
 @dataclass
