@@ -12,7 +12,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB
-from bpc.report.plots import model, posterior, replay
+from bpc.report.plots import model, posterior, replay, style
 
 BOOT = f"{BOOTSTRAP_PROB:.0%} paired bootstrap"
 POST = f"{CI_PROB:.0%} posterior {CI_KIND.upper()}"
@@ -22,7 +22,7 @@ POST = f"{CI_PROB:.0%} posterior {CI_KIND.upper()}"
 def captured(monkeypatch):
     """Figures passed to ``savefig`` by the plotting modules, in order."""
     figs = []
-    for module in (model, posterior, replay):
+    for module in (model, posterior, replay, style):
         real = module.savefig
 
         def keep(fig, path, *args, _real=real, **kwargs):
@@ -218,8 +218,8 @@ def test_prr_shows_n_and_ties(tmp_path, monkeypatch):
     from bpc.report.plots import analyses as plots
 
     figs = []
-    real = plots.savefig
-    monkeypatch.setattr(plots, "savefig", lambda fig, path, **kw: figs.append(fig) or real(fig, path, **kw))
+    real = style.savefig
+    monkeypatch.setattr(style, "savefig", lambda fig, path, **kw: figs.append(fig) or real(fig, path, **kw))
     table = pd.DataFrame(
         {
             "benchmark": ["lcb_hard", "lcb_hard", "mbpp_plus"],
