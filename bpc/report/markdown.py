@@ -36,7 +36,6 @@ def markdown_table(
     df: pd.DataFrame,
     *,
     decimals: int = 3,
-    index: bool = False,
     bold: pd.DataFrame | None = None,
     marks: pd.DataFrame | None = None,
     mark: str = "†",
@@ -49,8 +48,6 @@ def markdown_table(
         The table.
     decimals : int
         Decimals for floats; NaN renders as an en dash.
-    index : bool
-        Include the index as leading column(s).
     bold : pandas.DataFrame of bool, optional
         Same shape as ``df``; True cells are rendered bold (e.g. a row's winner).
     marks : pandas.DataFrame of bool, optional
@@ -59,16 +56,6 @@ def markdown_table(
     mark : str
         The marker.
     """
-    if index:
-        df = df.reset_index()
-        if bold is not None:
-            bold = bold.reset_index(drop=True)
-            for _ in range(df.shape[1] - bold.shape[1]):
-                bold.insert(0, f"_idx{_}", False)
-        if marks is not None:
-            marks = marks.reset_index(drop=True)
-            for _ in range(df.shape[1] - marks.shape[1]):
-                marks.insert(0, f"_idx{_}", False)
     header = "| " + " | ".join(str(c) for c in df.columns) + " |"
     align = (
         "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in df.columns) + "|"
