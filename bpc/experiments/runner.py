@@ -1,7 +1,7 @@
 """Run the paper's analyses on every panel: the computation behind ``bpc analyses``.
 
 Each analysis is a function ``(settings, panel) -> value`` registered in
-:data:`ANALYSES`; :func:`run_analyses` loads the panels
+:data:`ANALYSES`; :func:`compute_analyses` loads the panels
 (:func:`bpc.experiments.analyses.load_panels`) and runs a selection on each,
 timing every (panel, analysis). The values are the study objects of
 :mod:`bpc.experiments.analyses` (``None`` where a panel lacks the data an
@@ -21,7 +21,7 @@ from bpc.experiments import analyses as ex
 from bpc.experiments.analyses import AnalysisSettings, Panel
 from bpc.progress import stage
 
-__all__ = ["ANALYSES", "AnalysesRun", "Replays", "run_analyses"]
+__all__ = ["ANALYSES", "AnalysesRun", "Replays", "compute_analyses"]
 
 
 @dataclass(frozen=True)
@@ -88,12 +88,12 @@ ANALYSES: dict[str, Callable[[AnalysisSettings, Panel], Any]] = {
     "uncertainty_score": ex.uncertainty_analysis,
     "paper_claims": _claims,
 }
-"""Every analysis, in the order :func:`run_analyses` runs them."""
+"""Every analysis, in the order :func:`compute_analyses` runs them."""
 
 
 @dataclass
 class AnalysesRun:
-    """What :func:`run_analyses` computed.
+    """What :func:`compute_analyses` computed.
 
     Attributes
     ----------
@@ -116,7 +116,7 @@ class AnalysesRun:
     timings: dict = field(default_factory=dict)
 
 
-def run_analyses(settings: AnalysisSettings, names: Sequence[str] | None = None) -> AnalysesRun:
+def compute_analyses(settings: AnalysisSettings, names: Sequence[str] | None = None) -> AnalysesRun:
     """Run analyses on every panel.
 
     Parameters

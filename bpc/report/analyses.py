@@ -1,6 +1,6 @@
 """Write the paper's analyses: tables, figures and an index, per panel.
 
-The numbers come from :func:`bpc.experiments.runner.run_analyses` (panels,
+The numbers come from :func:`bpc.experiments.runner.compute_analyses` (panels,
 replays, cost grids, posterior forms); this module only writes them. Each
 analysis has a writer ``(config, panel, value, folder) -> list[Artifact]`` in
 :data:`WRITERS`; :func:`write_analyses` writes a run's values and
@@ -25,8 +25,7 @@ from bpc.constants import CI_PROB
 from bpc.experiments import analyses as ex
 from bpc.experiments.analyses import AnalysisSettings, Panel
 from bpc.experiments.posterior import describe_diagnostics
-from bpc.experiments.runner import ANALYSES, AnalysesRun, Replays
-from bpc.experiments.runner import run_analyses as compute
+from bpc.experiments.runner import ANALYSES, AnalysesRun, Replays, compute_analyses
 from bpc.outputs import write_text
 
 __all__ = ["AnalysisConfig", "Artifact", "ANALYSES", "WRITERS", "run_analyses", "write_analyses"]
@@ -385,7 +384,7 @@ WRITERS: dict[str, Callable[[AnalysisConfig, Panel, Any, Path], list[Artifact]]]
 def run_analyses(
     config: AnalysisConfig, names: Sequence[str] | None = None, *, out: str | Path | None = None
 ) -> Path:
-    """Run analyses on every panel (:func:`bpc.experiments.runner.run_analyses`) and write them.
+    """Run analyses on every panel (:func:`bpc.experiments.runner.compute_analyses`) and write them.
 
     Parameters
     ----------
@@ -410,7 +409,7 @@ def run_analyses(
 
     if out is not None:
         config = replace(config, out=Path(out))
-    return write_analyses(compute(config, names), config)
+    return write_analyses(compute_analyses(config, names), config)
 
 
 def write_analyses(run: AnalysesRun, config: AnalysisConfig) -> Path:
