@@ -228,7 +228,7 @@ def _write(run, out: Path) -> Path:
     report.figure(
         plot_gaps(params, figs / "gaps")[0],
         "Critic informativeness γ = TPR − FPR against the prior, per critic (every cell's rates in "
-        "[`gaps.csv`](gaps.csv); empty where a critic is absent).",
+        "`gaps.csv`; empty where a critic is absent).",
     )
 
     report.heading("Tasks: what all generators' patches say about a task", level=3)
