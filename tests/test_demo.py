@@ -36,7 +36,16 @@ def test_demo_writes_report_with_figures(demo_run):
         "4. Laplace vs",
     ):
         assert heading in text
-    assert text.count("| lcb_hard |") >= 6  # every generator of the 9 x 6 panel
+    assert text.index("## Summary") < text.index("## 1. Calibration")  # the one-screen summary comes first
+    assert "**Winner**" in text and "held-out tasks" in text
+    for link in re.findall(r"\]\(([^)]+\.csv)\)", text):  # wide tables are linked CSV files
+        assert (demo_run / link).is_file(), link
+    rows = [len(block.splitlines()) - 2 for block in re.findall(r"(?:^\|.*\|\n)+", text, flags=re.M)]
+    assert rows and max(rows) <= 16, rows  # no 54-row table inline
+    import pandas as pd
+
+    priors = pd.read_csv(demo_run / "priors.csv")
+    assert len(priors) == 54 and (priors["benchmark"] == "lcb_hard").sum() == 6  # the 9 x 6 panel
     assert (demo_run / "posterior.nc").stat().st_size > 0 and (demo_run / "compare" / "report.md").exists()
 
 

@@ -12,7 +12,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB
-from bpc.report.plots import model, posterior, replay
+from bpc.report.plots import model, posterior, replay, style
 
 BOOT = f"{BOOTSTRAP_PROB:.0%} paired bootstrap"
 POST = f"{CI_PROB:.0%} posterior {CI_KIND.upper()}"
@@ -22,7 +22,7 @@ POST = f"{CI_PROB:.0%} posterior {CI_KIND.upper()}"
 def captured(monkeypatch):
     """Figures passed to ``savefig`` by the plotting modules, in order."""
     figs = []
-    for module in (model, posterior, replay):
+    for module in (model, posterior, replay, style):
         real = module.savefig
 
         def keep(fig, path, *args, _real=real, **kwargs):
@@ -75,18 +75,6 @@ def test_delta_bars_show_zero_deltas_pass_rate_and_flags(captured, tmp_path):
     legend = _legend_texts(fig)
     assert any(BOOT in t for t in legend) and any("wins by abstaining" in t for t in legend)
     assert "Δ utility vs always_verify" in lcb.get_xlabel()
-
-
-def test_delta_heatmap_tiles_carry_pass_rate_and_n(captured, tmp_path):
-    replay.plot_delta_heatmap(_replay_table(), tmp_path / "heat.png")
-    (fig,) = captured
-    ax = fig.axes[0]
-    tiles = [t.get_text() for t in ax.texts]
-    assert "+202.0†\n0%" in tiles and "+4.0\n38%" in tiles
-    rows = [t.get_text() for t in ax.get_yticklabels()]
-    assert rows[1].endswith("(n=75, AV pass 30%)")
-    assert any("wins by abstaining" in t for t in _legend_texts(fig))
-    assert ax.get_xlabel() == "policy" and "pass rate" in ax.get_ylabel()
 
 
 def test_delta_intervals_name_both_interval_kinds(captured, tmp_path):
@@ -230,8 +218,8 @@ def test_prr_shows_n_and_ties(tmp_path, monkeypatch):
     from bpc.report.plots import analyses as plots
 
     figs = []
-    real = plots.savefig
-    monkeypatch.setattr(plots, "savefig", lambda fig, path, **kw: figs.append(fig) or real(fig, path, **kw))
+    real = style.savefig
+    monkeypatch.setattr(style, "savefig", lambda fig, path, **kw: figs.append(fig) or real(fig, path, **kw))
     table = pd.DataFrame(
         {
             "benchmark": ["lcb_hard", "lcb_hard", "mbpp_plus"],

@@ -28,12 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo and print where the report is."""
-    from bpc.report.demo import DemoConfig, run_demo
+    from bpc.experiments.demo import DemoConfig, run_demo
+    from bpc.outputs import check_output_folder
+    from bpc.report.demo import write_demo
 
-    if args.scale <= 0:
-        raise ValueError(f"--scale must be > 0, got {args.scale}")
-    path = run_demo(
-        DemoConfig(out=args.out, seed=args.seed, scale=args.scale, quick=args.quick, progress=not args.quiet)
-    )
+    config = DemoConfig(seed=args.seed, scale=args.scale, quick=args.quick, progress=not args.quiet)
+    check_output_folder(args.out)
+    path = write_demo(run_demo(config), args.out, progress=config.progress)
     print(f"report: {path}")
     return 0

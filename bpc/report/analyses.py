@@ -1,10 +1,10 @@
 """Write the paper's analyses: tables, figures and an index, per panel.
 
-The numbers come from :mod:`bpc.experiments.analyses` (panels, replays, cost
-grids, posterior forms); this module only writes them. Each analysis is a
-writer ``(context, panel, folder) -> list[Artifact]`` registered in
-:data:`ANALYSES`; :func:`run_analyses` runs a selection on every panel and
-writes ``index.md``. The command line is ``bpc analyses``
+The numbers come from :func:`bpc.experiments.runner.compute_analyses` (panels,
+replays, cost grids, posterior forms); this module only writes them. Each
+analysis has a writer ``(config, panel, value, folder) -> list[Artifact]`` in
+:data:`WRITERS`; :func:`write_analyses` writes a run's values and
+``index.md``, :func:`run_analyses` computes and writes in a row. The command line is ``bpc analyses``
 (:mod:`bpc.commands.analyses`); the scripts in ``analyses/`` call it.
 
 Every analysis runs on every panel that has the data it needs. Numbers
@@ -14,10 +14,10 @@ re-run with the same seed writes byte-identical CSV tables.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -25,17 +25,10 @@ from bpc.constants import CI_PROB
 from bpc.experiments import analyses as ex
 from bpc.experiments.analyses import AnalysisSettings, Panel
 from bpc.experiments.posterior import describe_diagnostics
+from bpc.experiments.runner import ANALYSES, AnalysesRun, Replays, compute_analyses
 from bpc.outputs import write_text
-from bpc.progress import stage
 
-__all__ = [
-    "AnalysisConfig",
-    "Artifact",
-    "Context",
-    "ANALYSES",
-    "run_analyses",
-    "write_index",
-]
+__all__ = ["AnalysisConfig", "Artifact", "ANALYSES", "WRITERS", "run_analyses", "write_analyses"]
 
 
 @dataclass(frozen=True)
@@ -69,188 +62,139 @@ class Artifact:
     paths: tuple[Path, ...]
 
 
-@dataclass
-class Context:
-    """A run: its configuration, panels and timings."""
-
-    config: AnalysisConfig
-    panels: list[Panel]
-    timings: dict = field(default_factory=dict)
-
-
-def _write(df: pd.DataFrame, path: Path, **kw) -> tuple[Path, ...]:
+def _table(
+    analysis: str, panel: Panel, cap: str, df: pd.DataFrame, path: Path, *, caption: str | None = None, **kw
+) -> Artifact:
+    """Write ``df`` as CSV, Markdown (and LaTeX) (:func:`bpc.report.tables.write_table`); its artifact."""
     from bpc.report.tables import write_table
 
-    return tuple(write_table(df, path, **kw))
+    paths = write_table(df, path, caption=caption or cap, **kw)
+    return Artifact(analysis, panel.name, "table", cap, tuple(paths))
 
 
-def _posterior_diagnostics(ctx: Context, panel: Panel, name: str, folder: Path) -> list[Artifact]:
+def _posterior_diagnostics(cfg: AnalysisConfig, panel: Panel, name: str, folder: Path) -> list[Artifact]:
     """The hierarchical fit's convergence, beside every analysis that used its draws."""
-    if ctx.config.posterior != "hierarchical" or ctx.config.n_draws <= 0 or "hierarchical" not in panel.cache:
+    if cfg.posterior != "hierarchical" or cfg.n_draws <= 0 or "hierarchical" not in panel.cache:
         return []
     post = panel.cache["hierarchical"]
     df = pd.DataFrame([{"panel": panel.name, "posterior": post.description, **post.diagnostics}])
     cap = (
         "Convergence of the hierarchical fit behind the posterior forms (R-hat, bulk/tail ESS, divergences)."
     )
-    return [
-        Artifact(name, panel.name, "table", cap, _write(df, folder / "posterior_diagnostics", latex=False))
-    ]
+    return [_table(name, panel, cap, df, folder / "posterior_diagnostics", latex=False)]
 
 
 # ---------------------------------------------------------------------------
-# Writers
+# Writers: (config, panel, value, folder) -> artifacts
 # ---------------------------------------------------------------------------
-def _prior_table(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
+def _prior_table(cfg: AnalysisConfig, panel: Panel, params, folder: Path) -> list[Artifact]:
     from bpc.report.plots.calibration import plot_priors
     from bpc.report.tables import prior_table
 
-    df = prior_table(panel.params, panel.counts)
     cap = "Prior P(Y=1) per cell: add-one estimate and Wilson 95% interval on k/n."
-    arts = [
-        Artifact("prior_table", panel.name, "table", cap, _write(df, folder / "prior_table", caption=cap))
-    ]
-    figs = plot_priors(panel.params, folder / "priors", formats=ctx.config.formats)
-    arts.append(
-        Artifact("prior_table", panel.name, "figure", "Prior per cell with Wilson 95% interval.", tuple(figs))
-    )
-    return arts
-
-
-def _gap_table(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
-    from bpc.experiments.informativeness import gap_summary, informativeness_grid
-    from bpc.report.tables import gap_table
-
-    df = gap_table(panel.params)
-    cap = "Critic likelihoods (add-one) and gaps γ = TPR − FPR; – where a critic is absent."
-    summ = gap_summary(informativeness_grid(panel.params))
+    figs = plot_priors(params, folder / "priors", formats=cfg.formats)
     return [
-        Artifact("gap_table", panel.name, "table", cap, _write(df, folder / "gap_table", caption=cap)),
+        _table("prior_table", panel, cap, prior_table(params, panel.counts), folder / "prior_table"),
         Artifact(
-            "gap_table",
-            panel.name,
-            "table",
-            "Gap summary per critic (share of cells with γ ≥ 0.7 = near-oracle).",
-            _write(summ, folder / "gap_summary", caption="Gap summary per critic."),
+            "prior_table", panel.name, "figure", "Prior per cell with Wilson 95% interval.", tuple(figs)
         ),
     ]
 
 
-def _delta_table(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
-    from bpc.report.tables import abstention_mask, delta_table, flag_abstention, policy_columns, winner_mask
+def _gap_table(cfg: AnalysisConfig, panel: Panel, summary: pd.DataFrame, folder: Path) -> list[Artifact]:
+    from bpc.report.tables import gap_table
 
-    if panel.records.empty:
+    cap = "Critic likelihoods (add-one) and gaps γ = TPR − FPR; – where a critic is absent."
+    return [
+        _table("gap_table", panel, cap, gap_table(panel.params), folder / "gap_table"),
+        _table(
+            "gap_table",
+            panel,
+            "Gap summary per critic (share of cells with γ ≥ 0.7 = near-oracle).",
+            summary,
+            folder / "gap_summary",
+            caption="Gap summary per critic.",
+        ),
+    ]
+
+
+_DELTA_CAPTIONS = {
+    "eval": "held-out 25%",
+    "fit": "fit 75%",
+}
+
+
+def _delta_table(cfg: AnalysisConfig, panel: Panel, reps: Replays | None, folder: Path) -> list[Artifact]:
+    from bpc.report.tables import flag_abstention
+
+    if reps is None:
         return []
-    rep = ex.replay_both(ctx.config, panel)
-    arts = []
-    for split in ("eval", "fit"):
-        df = delta_table(rep[rep["split"] == split])
-        pols = policy_columns(df)
-        bold = winner_mask(df, pols)
-        cap = (
-            f"Δ utility vs always_verify on the {split} split "
-            f"({'held-out 25%' if split == 'eval' else 'fit 75%'}), paper default costs "
+    rep = reps.replay
+    arts = [
+        _delta_artifact(
+            panel,
+            rep[rep["split"] == split],
+            folder / f"delta_table_{split}",
+            f"Δ utility vs always_verify on the {split} split ({where}), paper default costs "
             "(slow on SWE-Bench, fast elsewhere); bold = per-cell winner; n, av_pass_rate, av_cost: "
             "instances, always_verify's pass rate and cost per instance; † = wins by abstaining (Δ > 0 with "
-            "a pass rate below always_verify's: it saves the oracle's cost by leaving tasks unsolved)."
+            "a pass rate below always_verify's: it saves the oracle's cost by leaving tasks unsolved).",
         )
-        marks = abstention_mask(df)
+        for split, where in _DELTA_CAPTIONS.items()
+    ]
+    if reps.release is not None:
         arts.append(
-            Artifact(
-                "delta_table",
-                panel.name,
-                "table",
-                cap,
-                _write(
-                    df,
-                    folder / f"delta_table_{split}",
-                    decimals=1,
-                    bold=bold,
-                    marks=marks,
-                    signed=pols,
-                    caption=cap,
-                ),
+            _delta_artifact(
+                panel,
+                reps.release,
+                folder / "delta_table_release",
+                "Δ under the paper-release profile (authors' conventions, in-sample, c_gen 5, c_ver 30, "
+                "R 100); bold = per-cell winner.",
             )
         )
-    if panel.name == "corpus":
-        arts += _release_tables(ctx, panel, folder)
-    cap = "Every replayed policy: mean utility, pass rate, Δ and its 95% paired-bootstrap CI, both splits."
-    arts.append(
-        Artifact(
-            "delta_table",
-            panel.name,
-            "table",
-            cap,
-            _write(flag_abstention(rep), folder / "replay_long", caption=cap, latex=False),
-        )
-    )
-    return arts
-
-
-def _release_tables(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
-    """Δ under the ``paper-release`` profile (in-sample, authors' costs) and its check against the release."""
-    from bpc.report.tables import abstention_mask, delta_table, policy_columns, winner_mask
-
-    rep = ex.release_replay(panel)
-    df = delta_table(rep)
-    pols = policy_columns(df)
-    cap = (
-        "Δ under the paper-release profile (authors' conventions, in-sample, c_gen 5, c_ver 30, R 100); "
-        "bold = per-cell winner."
-    )
-    arts = [
-        Artifact(
-            "delta_table",
-            panel.name,
-            "table",
-            cap,
-            _write(
-                df,
-                folder / "delta_table_release",
-                decimals=1,
-                bold=winner_mask(df, pols),
-                marks=abstention_mask(df),
-                signed=pols,
-                caption=cap,
-            ),
-        )
-    ]
-    released = None if panel.path is None else panel.path / ex.RELEASE_TABLE
-    if released is not None and released.is_file():
-        check = ex.release_check(rep, released)
+    if reps.release_check is not None:
         cap = (
             "Check against the authors' released PAPER_TABLE (LCB-hard, default reviewer): largest absolute "
             "difference of Δ and of the CI bounds (the release rounds to 4 decimals)."
         )
-        arts.append(
-            Artifact(
-                "delta_table", panel.name, "table", cap, _write(check, folder / "release_check", caption=cap)
-            )
-        )
+        arts.append(_table("delta_table", panel, cap, reps.release_check, folder / "release_check"))
+    cap = "Every replayed policy: mean utility, pass rate, Δ and its 95% paired-bootstrap CI, both splits."
+    arts.append(_table("delta_table", panel, cap, flag_abstention(rep), folder / "replay_long", latex=False))
     return arts
 
 
-def _regime_map(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
+def _delta_artifact(panel: Panel, replay: pd.DataFrame, path: Path, cap: str) -> Artifact:
+    """A wide Δ table (cells × policies), winners bold and abstentions marked."""
+    from bpc.report.tables import abstention_mask, delta_table, policy_columns, winner_mask
+
+    df = delta_table(replay)
+    pols = policy_columns(df)
+    marks = abstention_mask(df)
+    bold = winner_mask(df, pols)
+    return _table("delta_table", panel, cap, df, path, decimals=1, bold=bold, marks=marks, signed=pols)
+
+
+def _regime_map(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_regime_map, plot_regime_posterior
 
-    cfg = ctx.config
-    res = ex.regime_analysis(cfg, panel)
     if res is None:
         return []
     arts = [
-        Artifact(
+        _table(
             "regime_map",
-            panel.name,
-            "table",
+            panel,
             "Winner at every (cell, c_ver, R) point of the regime grid.",
-            _write(res.points, folder / "regime_points", latex=False),
+            res.points,
+            folder / "regime_points",
+            latex=False,
         ),
-        Artifact(
+        _table(
             "regime_map",
-            panel.name,
-            "table",
+            panel,
             "Share of grid points won by each regime in the paper's three c_ver/R bands.",
-            _write(res.summary, folder / "regime_summary", caption="Regime shares per c_ver/R band."),
+            res.summary,
+            folder / "regime_summary",
+            caption="Regime shares per c_ver/R band.",
         ),
     ]
     figs = plot_regime_map(
@@ -260,15 +204,8 @@ def _regime_map(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
         title=f"Regime map ({panel.name}): winner at {len(res.points):,} points, k-NN (k={res.k}) background",
         formats=cfg.formats,
     )
-    arts.append(
-        Artifact(
-            "regime_map",
-            panel.name,
-            "figure",
-            "Regime map (k-NN background, analytic crossover).",
-            tuple(figs),
-        )
-    )
+    cap = "Regime map (k-NN background, analytic crossover)."
+    arts.append(Artifact("regime_map", panel.name, "figure", cap, tuple(figs)))
     if res.posterior_points is not None and res.posterior_background is not None:
         figs = plot_regime_posterior(
             res.posterior_points,
@@ -277,155 +214,116 @@ def _regime_map(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
             title=f"Posterior regime map ({panel.name}, {cfg.n_draws} {cfg.posterior} draws per cell)",
             formats=cfg.formats,
         )
-        arts.append(
-            Artifact(
-                "regime_map",
-                panel.name,
-                "figure",
-                "Posterior regime map: probability over posterior draws that a Bayesian controller wins.",
-                tuple(figs),
-            )
-        )
-        arts.append(
-            Artifact(
-                "regime_map",
-                panel.name,
-                "table",
-                "Posterior probability that a Bayesian controller wins, per grid point.",
-                _write(res.posterior_points, folder / "regime_points_posterior", latex=False),
-            )
-        )
-    return arts + _posterior_diagnostics(ctx, panel, "regime_map", folder)
+        cap = "Posterior regime map: probability over posterior draws that a Bayesian controller wins."
+        arts.append(Artifact("regime_map", panel.name, "figure", cap, tuple(figs)))
+        cap = "Posterior probability that a Bayesian controller wins, per grid point."
+        path = folder / "regime_points_posterior"
+        arts.append(_table("regime_map", panel, cap, res.posterior_points, path, latex=False))
+    return arts + _posterior_diagnostics(cfg, panel, "regime_map", folder)
 
 
-def _cver_sweeps(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
+def _cver_sweeps(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_cver_sweeps
 
-    cfg = ctx.config
-    res = ex.sweep_analysis(cfg, panel)
     if res is None:
         return []
+    cap = f"Δ of every policy against c_ver (R = {ex.SWEEP_REWARD:g}), per cell."
     arts = [
-        Artifact(
+        _table("cver_sweeps", panel, cap, res.sweep, folder / "cver_sweep", latex=False),
+        _table(
             "cver_sweeps",
-            panel.name,
-            "table",
-            f"Δ of every policy against c_ver (R = {ex.SWEEP_REWARD:g}), per cell.",
-            _write(res.sweep, folder / "cver_sweep", latex=False),
-        ),
-        Artifact(
-            "cver_sweeps",
-            panel.name,
-            "table",
+            panel,
             "Leader-change boundaries (interpolated) and the analytic crossover c_ver* = π·R.",
-            _write(res.boundaries, folder / "cver_boundaries", caption="Leader-change boundaries per cell."),
+            res.boundaries,
+            folder / "cver_boundaries",
+            caption="Leader-change boundaries per cell.",
         ),
     ]
     if res.bands is not None:
-        arts.append(
-            Artifact(
-                "cver_sweeps",
-                panel.name,
-                "table",
-                f"Posterior {CI_PROB:.0%} credible bands of the Bayesian controllers' Δ along the sweep.",
-                _write(res.bands, folder / "cver_bands", latex=False),
-            )
-        )
-    cells = panel.raw_cells
-    per_fig = 18
-    for i in range(0, len(cells), per_fig):
-        chunk = cells[i : i + per_fig]
-        name = f"cver_sweeps_{i // per_fig + 1}" if len(cells) > per_fig else "cver_sweeps"
-        figs = plot_cver_sweeps(
+        cap = f"Posterior {CI_PROB:.0%} credible bands of the Bayesian controllers' Δ along the sweep."
+        arts.append(_table("cver_sweeps", panel, cap, res.bands, folder / "cver_bands", latex=False))
+    bands = f", {CI_PROB:.0%} credible bands" if res.bands is not None else ""
+
+    def draw(path: Path, cells: list) -> list[Path]:
+        return plot_cver_sweeps(
             res.sweep,
             res.boundaries,
-            folder / name,
+            path,
             bands=res.bands,
             priors=res.priors,
-            cells=chunk,
+            cells=cells,
             formats=cfg.formats,
         )
-        arts.append(
-            Artifact(
-                "cver_sweeps",
-                panel.name,
-                "figure",
-                f"c_ver sweeps (cells {i + 1}–{i + len(chunk)}): Δ vs c_ver, leader changes (dotted), "
-                "analytic crossover π·R (dashed)"
-                + (f", {CI_PROB:.0%} credible bands" if res.bands is not None else "")
-                + ".",
-                tuple(figs),
-            )
-        )
-    return arts + _posterior_diagnostics(ctx, panel, "cver_sweeps", folder)
+
+    caption = "c_ver sweeps (cells {}): Δ vs c_ver, leader changes (dotted), analytic crossover π·R (dashed)"
+    return (
+        arts
+        + _per_cells("cver_sweeps", panel, folder, 18, draw, caption + bands + ".")
+        + _posterior_diagnostics(cfg, panel, "cver_sweeps", folder)
+    )
 
 
-def _informativeness(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
+def _per_cells(analysis: str, panel: Panel, folder: Path, per_fig: int, draw, caption: str) -> list[Artifact]:
+    """One figure per ``per_fig`` raw cells, drawn by ``draw(path, cells)``; ``caption`` has a ``{}``."""
+    cells = panel.raw_cells
+    arts = []
+    for i in range(0, len(cells), per_fig):
+        chunk = cells[i : i + per_fig]
+        name = f"{analysis}_{i // per_fig + 1}" if len(cells) > per_fig else analysis
+        cap = caption.format(f"{i + 1}–{i + len(chunk)}")
+        arts.append(Artifact(analysis, panel.name, "figure", cap, tuple(draw(folder / name, chunk))))
+    return arts
+
+
+def _informativeness(cfg: AnalysisConfig, panel: Panel, df: pd.DataFrame, folder: Path) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_informativeness
 
-    df = ex.informativeness_analysis(ctx.config, panel)
     cap = (
         "Critic gaps against the prior, with the eval-split Δ of the better Bayesian controller "
         "(– = no raw data)."
     )
-    arts = [
-        Artifact(
-            "informativeness", panel.name, "table", cap, _write(df, folder / "informativeness", caption=cap)
-        )
+    figs = plot_informativeness(df, folder / "informativeness", formats=cfg.formats)
+    return [
+        _table("informativeness", panel, cap, df, folder / "informativeness"),
+        Artifact("informativeness", panel.name, "figure", "Critic-informativeness grid.", tuple(figs)),
     ]
-    figs = plot_informativeness(df, folder / "informativeness", formats=ctx.config.formats)
-    arts.append(
-        Artifact("informativeness", panel.name, "figure", "Critic-informativeness grid.", tuple(figs))
-    )
-    return arts
 
 
-def _train_eval(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
-    from bpc.experiments.train_eval import overfit_summary, train_eval_table
+def _train_eval(cfg: AnalysisConfig, panel: Panel, value, folder: Path) -> list[Artifact]:
+    from bpc.experiments.train_eval import overfit_summary
     from bpc.report.plots.analyses import plot_train_eval
 
-    if panel.records.empty:
+    if value is None:
         return []
-    rep = ex.replay_both(ctx.config, panel)
-    tab = train_eval_table(rep)
+    rep, tab = value
     arts = [
-        Artifact(
+        _table(
             "train_eval",
-            panel.name,
-            "table",
+            panel,
             "Δ on the fit split vs the held-out eval split, per cell and policy.",
-            _write(tab, folder / "train_eval", latex=False),
+            tab,
+            folder / "train_eval",
+            latex=False,
         ),
-        Artifact(
+        _table(
             "train_eval",
-            panel.name,
-            "table",
+            panel,
             "Bayesian controllers: mean Δ on fit and eval, share of cells positive on both.",
-            _write(overfit_summary(tab), folder / "train_eval_summary", caption="Overfitting check."),
+            overfit_summary(tab),
+            folder / "train_eval_summary",
+            caption="Overfitting check.",
         ),
     ]
-    cells = panel.raw_cells
-    per_fig = 6
-    for i in range(0, len(cells), per_fig):
-        chunk = cells[i : i + per_fig]
-        name = f"train_eval_{i // per_fig + 1}" if len(cells) > per_fig else "train_eval"
-        figs = plot_train_eval(rep, folder / name, cells=chunk, formats=ctx.config.formats)
-        arts.append(
-            Artifact(
-                "train_eval",
-                panel.name,
-                "figure",
-                f"Train vs eval Δ bars (cells {i + 1}–{i + len(chunk)}).",
-                tuple(figs),
-            )
-        )
-    return arts
+
+    def draw(path: Path, cells: list) -> list[Path]:
+        return plot_train_eval(rep, path, cells=cells, formats=cfg.formats)
+
+    return arts + _per_cells("train_eval", panel, folder, 6, draw, "Train vs eval Δ bars (cells {}).")
 
 
-def _uncertainty_score(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
+def _uncertainty_score(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_prr
 
-    res = ex.uncertainty_analysis(ctx.config, panel)
     if res is None:
         return []
     tab, patches = res
@@ -434,57 +332,42 @@ def _uncertainty_score(ctx: Context, panel: Panel, folder: Path) -> list[Artifac
         "vs the tool success rate on held-out LCB patches (75/25 instance split, Laplace fit on "
         "the fit split)."
     )
-    arts = [
-        Artifact("uncertainty_score", panel.name, "table", cap, _write(tab, folder / "prr", caption=cap)),
-        Artifact(
+    figs = plot_prr(tab, folder / "prr", formats=cfg.formats)
+    return [
+        _table("uncertainty_score", panel, cap, tab, folder / "prr"),
+        _table(
             "uncertainty_score",
-            panel.name,
-            "table",
+            panel,
             "Per held-out patch: Y, belief and tool success rate.",
-            _write(patches, folder / "prr_patches", latex=False),
+            patches,
+            folder / "prr_patches",
+            latex=False,
         ),
-    ]
-    figs = plot_prr(tab, folder / "prr", formats=ctx.config.formats)
-    arts.append(
         Artifact(
             "uncertainty_score",
             panel.name,
             "figure",
             "PRR per LCB cell and pooled per benchmark.",
             tuple(figs),
-        )
-    )
-    return arts
+        ),
+    ]
 
 
-def _paper_claims(ctx: Context, panel: Panel, folder: Path) -> list[Artifact]:
+def _paper_claims(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
     """Which of the paper's claims hold (:mod:`bpc.experiments.claims`); simulated: beside its i.i.d. twin."""
-    from bpc.experiments.claims import claims_analysis
-
-    res = claims_analysis(ctx.config, panel)
     where = "the simulated panel" if panel.name == "simulated" else "the real cells"
     cap = f"The paper's claims on {where}: bpc's value, verdict and how it is graded."
-    arts = [
-        Artifact("paper_claims", panel.name, "table", cap, _write(res.table, folder / "claims", latex=False))
-    ]
+    arts = [_table("paper_claims", panel, cap, res.table, folder / "claims", latex=False)]
     if res.comparison is not None:
         cap = (
             f"Claims with dependent patches (κ = {res.kappa:g}) beside the same panel simulated with "
             "independent patches (κ = ∞); `changes` marks verdicts that differ."
         )
-        arts.append(
-            Artifact(
-                "paper_claims",
-                panel.name,
-                "table",
-                cap,
-                _write(res.comparison, folder / "claims_vs_iid", latex=False),
-            )
-        )
+        arts.append(_table("paper_claims", panel, cap, res.comparison, folder / "claims_vs_iid", latex=False))
     return arts
 
 
-ANALYSES: dict[str, Callable[[Context, Panel, Path], list[Artifact]]] = {
+WRITERS: dict[str, Callable[[AnalysisConfig, Panel, Any, Path], list[Artifact]]] = {
     "prior_table": _prior_table,
     "gap_table": _gap_table,
     "delta_table": _delta_table,
@@ -495,13 +378,13 @@ ANALYSES: dict[str, Callable[[Context, Panel, Path], list[Artifact]]] = {
     "uncertainty_score": _uncertainty_score,
     "paper_claims": _paper_claims,
 }
-"""Every analysis, in the order :func:`run_analyses` runs them."""
+"""The writer of every analysis of :data:`bpc.experiments.runner.ANALYSES`."""
 
 
 def run_analyses(
     config: AnalysisConfig, names: Sequence[str] | None = None, *, out: str | Path | None = None
 ) -> Path:
-    """Run analyses on every panel, write their files and ``index.md``; return the index's path.
+    """Run analyses on every panel (:func:`bpc.experiments.runner.compute_analyses`) and write them.
 
     Parameters
     ----------
@@ -512,6 +395,11 @@ def run_analyses(
     out : str or pathlib.Path, optional
         Output folder (default ``config.out``).
 
+    Returns
+    -------
+    pathlib.Path
+        The index (:func:`write_analyses`).
+
     Raises
     ------
     ValueError
@@ -521,30 +409,25 @@ def run_analyses(
 
     if out is not None:
         config = replace(config, out=Path(out))
-    names = list(ANALYSES) if names is None else list(names)
-    unknown = [n for n in names if n not in ANALYSES]
-    if unknown:
-        raise ValueError(f"unknown analysis {unknown}; expected some of {list(ANALYSES)}")
-    start = time.perf_counter()
+    return write_analyses(compute_analyses(config, names), config)
+
+
+def write_analyses(run: AnalysesRun, config: AnalysisConfig) -> Path:
+    """Write every computed analysis's tables and figures, then ``index.md``; return the index's path."""
     folder = Path(config.out)
     folder.mkdir(parents=True, exist_ok=True)
-    ctx = Context(config, ex.load_panels(config))
     artifacts: list[Artifact] = []
-    for name in names:
-        for panel in ctx.panels:
-            t0 = time.perf_counter()
-            with stage(f"[{panel.name}] {name}", enabled=config.progress):
-                artifacts += ANALYSES[name](ctx, panel, folder / panel.name / name)
-            ctx.timings[(panel.name, name)] = time.perf_counter() - t0
-    ctx.timings["total"] = time.perf_counter() - start
-    return write_index(ctx, artifacts, names)
+    for name in run.names:
+        for panel in run.panels:
+            value = run.values[(panel.name, name)]
+            artifacts += WRITERS[name](config, panel, value, folder / panel.name / name)
+    return _write_index(run, config, artifacts)
 
 
-def write_index(ctx: Context, artifacts: Sequence[Artifact], names: Sequence[str]) -> Path:
+def _write_index(run: AnalysesRun, cfg: AnalysisConfig, artifacts: Sequence[Artifact]) -> Path:
     """Write ``index.md`` listing every table and figure, per analysis and panel."""
-    from bpc.report.markdown import versions
+    from bpc.evaluate.result import versions
 
-    cfg = ctx.config
     out = Path(cfg.out)
     lines = ["# bpc — the paper's analyses, reproduced\n"]
     lines.append(
@@ -552,17 +435,17 @@ def write_index(ctx: Context, artifacts: Sequence[Artifact], names: Sequence[str
         + ("" if cfg.quick else " and PDF")
         + ". Panels:\n"
     )
-    for p in ctx.panels:
+    for p in run.panels:
         lines.append(f"- **{p.name}** — {p.title}")
     lines.append("")
-    for name in names:
+    for name in run.names:
         lines.append(f"## {name.replace('_', ' ')}\n")
-        for p in ctx.panels:
+        for p in run.panels:
             arts = [a for a in artifacts if a.analysis == name and a.panel == p.name]
             if not arts:
                 lines.append(f"- *{p.name}*: not applicable (no data this analysis needs)")
                 continue
-            secs = ctx.timings.get((p.name, name), float("nan"))
+            secs = run.timings.get((p.name, name), float("nan"))
             lines.append(f"- *{p.name}* ({secs:.1f} s):")
             for a in arts:
                 links = ", ".join(f"[{q.suffix[1:]}]({q.relative_to(out).as_posix()})" for q in a.paths)
@@ -570,7 +453,7 @@ def write_index(ctx: Context, artifacts: Sequence[Artifact], names: Sequence[str
         if name == "paper_claims":
             from bpc.report.claims import claims_markdown
 
-            for p in ctx.panels:
+            for p in run.panels:
                 if "claims" in p.cache:
                     where = "simulated panel" if p.name == "simulated" else "real cells"
                     lines += ["", f"### {p.name}\n", claims_markdown(p.cache["claims"], panel=where)]
@@ -586,7 +469,7 @@ def write_index(ctx: Context, artifacts: Sequence[Artifact], names: Sequence[str
         "c_ver grid": list(cfg.c_vers),
         "R grid": list(cfg.rewards),
     }
-    for p in ctx.panels:
+    for p in run.panels:
         post = p.cache.get("hierarchical")
         if post is not None:
             conf[f"hierarchical fit ({p.name})"] = (
@@ -594,7 +477,7 @@ def write_index(ctx: Context, artifacts: Sequence[Artifact], names: Sequence[str
             )
     lines += [f"- {k}: `{v}`" for k, v in conf.items()]
     lines += [f"- {k} {v}" for k, v in versions().items()]
-    lines.append(f"- total time: {ctx.timings.get('total', float('nan')):.1f} s")
+    lines.append(f"- total time: {run.timings.get('total', float('nan')):.1f} s")
     path = out / "index.md"
     write_text(path, "\n".join(lines) + "\n")  # atomic (bpc.outputs)
     return path

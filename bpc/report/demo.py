@@ -1,101 +1,187 @@
-"""``bpc demo``: the whole pipeline on the embedded simulated panel.
+"""Write ``bpc demo``'s report: a one-screen summary, then one section per stage.
 
-The demo needs nothing but bpc itself: it simulates the paper's 9 × 6 panel
-(:mod:`bpc.data.simulate`), then runs every stage in order — counts, Laplace
-parameters, … — and writes a Markdown report with tables and figures into one
-folder. Each stage is a function taking the previous stage's output, so the
-demo reads as the data flow of ``ARCHITECTURE.md``.
+The numbers come from :func:`bpc.experiments.demo.run_demo` (a
+:class:`~bpc.experiments.demo.DemoRun`); this module only writes them. The
+report opens with what was simulated, what won and by how much (with
+intervals); every per-cell table goes to a CSV file the report links, and the
+tables left inline name their columns with their units.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bpc.constants import (
-    CI_KIND,
-    CI_PROB,
-    DEFAULT_SEED,
-    EXTRA_BASELINES,
-    FOLD_SEEDS,
-    N_FOLDS,
-    POLICIES,
-    SAMPLER_PRESETS,
-)
-from bpc.progress import info, stage
+import numpy as np
+import pandas as pd
+
+from bpc.constants import CI_KIND, CI_PROB
+from bpc.outputs import atomic_folder, write_csv
+from bpc.progress import info
 from bpc.report.markdown import Report
 
-__all__ = ["DemoConfig", "run_demo", "COMPARE_BENCHMARKS", "DEMO_SEEDS"]
+__all__ = ["write_demo", "summary_table"]
 
-COMPARE_BENCHMARKS: tuple[str, ...] = ("lcb_hard", "humaneval_plus", "swebench_verified")
-"""Section 4 (Laplace vs full-posterior controllers) runs on these benchmarks' cells only: a low, a high
-and a SWE prior (slow oracle); its per-cell figures stay a few pages, and the demo stays within minutes."""
+UTILITY = "utility per task"
+"""The unit of every Δ: reward R = 100 for a verified pass minus the costs spent (``docs/method.md
+§Costs and utility``), averaged over held-out tasks."""
 
-DEMO_SEEDS: tuple[int, ...] = FOLD_SEEDS[:1]
-"""Fold-assignment seeds of the demo's cross-fitting (``bpc replay`` repeats it over
-:data:`~bpc.constants.FOLD_SEEDS`)."""
+_VERDICT_COLUMNS = {
+    "policy": "controller",
+    "reference": "compared with",
+    "cells": "cells",
+    "better": "cells better (interval > 0)",
+    "tie": "cells tied (interval contains 0)",
+    "worse": "cells worse (interval < 0)",
+    "n_tasks": "held-out tasks",
+}
+_SHRINKAGE_COLUMNS = {
+    "kind": "rate",
+    "laplace": "Laplace estimate (probability)",
+    "mean": "posterior mean (probability)",
+    "lo": f"posterior {CI_PROB:.0%} lower",
+    "hi": f"posterior {CI_PROB:.0%} upper",
+    "shift": "shift (posterior − Laplace)",
+}
 
 
-@dataclass(frozen=True)
-class DemoConfig:
-    """Settings of a demo run.
+def _interval(row: pd.Series) -> str:
+    return f"{row['delta']:+.1f} [{row['ci_lo']:+.1f}, {row['ci_hi']:+.1f}]"
 
-    Attributes
+
+def summary_table(pooled: pd.DataFrame) -> pd.DataFrame:
+    """One row per policy: its pooled Δ against each reference as ``"Δ [lo, hi]"``, best first.
+
+    Parameters
     ----------
-    out : pathlib.Path
-        Output folder.
-    seed : int
-        Seed of the simulator and everything downstream.
-    scale : float
-        Multiplier on the paper's instance counts (``< 1`` for a quick run).
-    quick : bool
-        Smaller everything (for tests and a first look).
-    progress : bool
-        Print progress to stderr.
+    pooled : pandas.DataFrame
+        :func:`bpc.experiments.demo.pooled_deltas` output.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``policy``, one column per reference, and the held-out tasks behind the last reference's Δ;
+        sorted by that Δ (descending).
+
+    Examples
+    --------
+    >>> d = pd.DataFrame({"policy": ["dp", "stop"], "reference": "av", "delta": [2.0, -1.0],
+    ...                   "ci_lo": [0.5, -2.0], "ci_hi": [3.0, 0.0], "prob": 0.95, "n_tasks": [40, 30]})
+    >>> print(summary_table(d).to_string(index=False))
+    policy Δ utility per task vs av [95% interval]  held-out tasks
+        dp                       +2.0 [+0.5, +3.0]              40
+      stop                       -1.0 [-2.0, +0.0]              30
     """
+    prob = float(pooled["prob"].iloc[0])
+    refs = list(dict.fromkeys(pooled["reference"]))
+    wide = pooled.pivot_table(index="policy", columns="reference", values="delta").sort_values(
+        refs[-1], ascending=False
+    )
+    out = pd.DataFrame({"policy": wide.index})
+    for ref in refs:
+        rows = pooled[pooled["reference"] == ref].set_index("policy")
+        out[f"Δ {UTILITY} vs {ref} [{prob:.0%} interval]"] = [
+            _interval(rows.loc[p]) if p in rows.index else "–" for p in out["policy"]
+        ]
+    n = pooled[pooled["reference"] == refs[-1]].set_index("policy")["n_tasks"]
+    out["held-out tasks"] = n.reindex(out["policy"]).astype("Int64").to_numpy()
+    return out
 
-    out: Path
-    seed: int = DEFAULT_SEED
-    scale: float = 1.0
-    quick: bool = False
-    progress: bool = True
-    extra: dict = field(default_factory=dict)
+
+def _summary(report: Report, run, diag, claims_tally: str) -> None:
+    """The one-screen summary: what was simulated, what won, by how much, with intervals."""
+    panel, cfg = run.panel, run.config
+    deltas = run.protocol.tables["deltas"]
+    records = panel.records
+    n_cells = len(records[["benchmark", "generator"]].drop_duplicates())
+    n_tasks = int(deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
+    kappa = ""
+    if "kappa" in panel.truth:
+        k = np.asarray(panel.truth["kappa"].values, dtype=float)
+        kappa = (
+            f"; the patches of one task share its difficulty (median κ = {np.nanmedian(k):.2g}: "
+            f"correlation of two patches' outcomes 1/(1 + κ) = {1 / (1 + np.nanmedian(k)):.2f})"
+        )
+    pooled = run.pooled
+    best = pooled[pooled["reference"] == "best_simple"].sort_values("delta", ascending=False)
+    top = best.iloc[0]
+    dp = pooled[(pooled["policy"] == "bayesian_dp") & (pooled["reference"] == "best_simple")]
+    report.heading("Summary")
+    lines = [
+        f"- **Simulated**: {n_cells} cells (9 benchmarks × 6 generators of the paper's tables), "
+        f"{records['instance_id'].nunique() if 'instance_id' in records else '?'} task ids, "
+        f"{len(records):,} patches (seed {cfg.seed}, scale {cfg.effective_scale:g}){kappa}.",
+        f"- **Protocol**: every policy calibrated on training tasks and scored on {n_tasks} held-out "
+        "(cell, task) pairs (5-fold cross-fitting over tasks, `bpc` profile). Δ is in "
+        f"{UTILITY} (reward 100 for a verified pass minus costs); intervals: {top['prob']:.0%} "
+        "task-clustered paired bootstrap.",
+        f"- **Winner**: `{top['policy']}`, {_interval(top)} {UTILITY} over the best simple baseline "
+        "(chosen per fold on training tasks among stop, verify_first, always_verify, gates and best_of_3).",
+    ]
+    if len(dp):
+        row = dp.iloc[0]
+        lines.append(
+            f"- **Instance-aware DP** (`bayesian_dp`) vs the best simple baseline: {_interval(row)}."
+        )
+    lines += [
+        f"- **Hierarchical fit**: max R-hat {diag.max_rhat:.3f}, {diag.divergences} divergences — "
+        + ("converged." if diag.ok else "did not pass its check (see section 3)."),
+        f"- **The paper's claims** on this panel: {claims_tally}.",
+    ]
+    report.text("\n".join(lines))
+    report.table(
+        summary_table(pooled),
+        caption=(
+            "Every policy over the whole panel (each task's Δ averaged over the generators that ran it), "
+            "on the held-out tasks where the policy and the reference are both defined (a gate needs its "
+            "critic: no gate_test on SWE-Bench); best first. Per cell: `protocol_cells.csv`, every Δ: "
+            "`protocol_delta.csv`."
+        ),
+    )
+    files = {
+        "priors.csv": "per-cell prior P(pass), Wilson 95% interval, simulated truth",
+        "gaps.csv": "per-cell critic true/false-positive rates and gaps γ = TPR − FPR",
+        "tasks.csv": "task ids per benchmark, and the ones nothing passes",
+        "protocol_cells.csv": "per cell: held-out tasks, best simple baseline, Δ of the Bayesian controllers",
+        "protocol_delta.csv": "every policy × reference × cell Δ with its interval",
+        "protocol_baselines.csv": "the baseline chosen per fold and cell",
+        "shrinkage.csv": "Laplace vs hierarchical posterior per cell and rate",
+        "delta.csv": "the paper profile's replay, every policy's Δ with its bootstrap CI",
+        "claims.csv": "the paper's claims, here and on the i.i.d. twin",
+    }
+    report.text("Files: " + "; ".join(f"[`{f}`]({f}) — {what}" for f, what in files.items()) + ".")
 
 
-def run_demo(config: DemoConfig) -> Path:
-    """Run the demo pipeline and write the report; return the report's path.
+def write_demo(run, out: str | Path, *, progress: bool = True) -> Path:
+    """Write a :class:`~bpc.experiments.demo.DemoRun` into the folder ``out``; return the report's path.
 
-    The folder ``config.out`` is built in a temporary sibling and swapped in
-    whole at the end with a ``manifest.json`` (:func:`bpc.outputs.atomic_folder`):
-    an interrupted demo leaves the previous complete folder untouched.
+    The folder is built in a temporary sibling and swapped in whole at the end
+    with a ``manifest.json`` (:func:`bpc.outputs.atomic_folder`): an interrupted
+    demo leaves the previous complete folder untouched.
+
+    Parameters
+    ----------
+    run : bpc.experiments.demo.DemoRun
+        What :func:`bpc.experiments.demo.run_demo` returned.
+    out : str or pathlib.Path
+        Output folder.
+    progress : bool
+        Print where the report is.
     """
     from dataclasses import asdict
 
-    from bpc.outputs import atomic_folder
-
-    final = Path(config.out)
-    settings = {k: v for k, v in asdict(config).items() if k != "out"}
-    manifest = {"seed": config.seed, "config": {**settings, "command": "demo"}}
+    final = Path(out)
+    manifest = {"seed": run.config.seed, "config": {**asdict(run.config), "command": "demo"}}
     with atomic_folder(final, manifest=manifest) as tmp:
-        path = _write_demo(config, tmp)
-    info(f"report written to {final / path.relative_to(tmp)}", enabled=config.progress)
+        path = _write(run, tmp)
+    info(f"report written to {final / path.relative_to(tmp)}", enabled=progress)
     return final / path.relative_to(tmp)
 
 
-def _write_demo(config: DemoConfig, out: Path) -> Path:
-    """The demo's stages, writing into ``out``; the report's path."""
-    from bpc.data.counts import counts_from_records
-    from bpc.data.simulate import simulate_panel
+def _write(run, out: Path) -> Path:
+    """The report's sections, written into ``out``; the report's path."""
     from bpc.data.tasks import FLAG, shared_solutions, task_report
-    from bpc.estimate.laplace import laplace
-    from bpc.estimate.model import ModelSpec, diagnose, fit, posterior_params, save
-    from bpc.experiments.analyses import AnalysisSettings
-    from bpc.experiments.claims import Evidence, cell_table, simulated_claims
-    from bpc.experiments.compare import CompareConfig, compare
-    from bpc.experiments.protocol import ProtocolConfig, run_protocol
-    from bpc.outputs import write_csv
-    from bpc.replay.engine import replay_cells
+    from bpc.estimate.model import diagnose, posterior_params, save
     from bpc.report.claims import claims_markdown
     from bpc.report.compare import efficiency_paragraph, write_compare
     from bpc.report.plots.calibration import plot_gaps, plot_priors
@@ -109,6 +195,7 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
         protocol_verdicts,
     )
 
+    cfg, params, counts, tree = run.config, run.params, run.counts, run.tree
     figs = out / "figures"
     report = Report(out, "bpc demo — Bayesian control on the simulated paper panel")
     report.text(
@@ -116,50 +203,45 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
         "(9 benchmarks × 6 generators, `bpc.data.simulate`), not from real agent runs. "
         "Re-running with the same seed reproduces every number."
     )
-    p = config.progress
-    scale = config.scale * (0.25 if config.quick else 1.0)
-
-    with stage(f"simulating the 54-cell panel (seed {config.seed}, scale {scale:g})", enabled=p):
-        panel = simulate_panel(config.seed, scale=scale)
-    with stage("counting and estimating Laplace parameters", enabled=p):
-        counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
-        params = laplace(counts)
+    diag = diagnose(tree)
+    tally = run.claims.table["verdict"].value_counts()
+    _summary(report, run, diag, ", ".join(f"{n} {v}" for v, n in tally.items()))
 
     report.heading("1. Calibration: priors and critic informativeness (Laplace mode)")
     priors = prior_table(params, counts).drop(columns=["source"])
-    truth = panel.truth["prior"].to_dataframe(name="true_prior").reset_index()
+    truth = run.panel.truth["prior"].to_dataframe(name="true_prior").reset_index()
     priors = priors.merge(truth, on=["benchmark", "generator"], how="left")
-    report.table(
-        priors,
-        caption="Prior P(Y=1) per cell: add-one estimate, Wilson 95% interval, and the simulated truth.",
-    )
+    write_csv(priors, out / "priors.csv")
     covered = (
         (priors["true_prior"] >= priors["wilson_lo"]) & (priors["true_prior"] <= priors["wilson_hi"])
     ).mean()
     report.text(
-        f"The Wilson 95% interval covers the simulated truth in {covered:.0%} of the {len(priors)} cells "
-        "(patches of one instance are correlated, so nominal coverage is not expected)."
+        f"Prior P(pass) per cell in [`priors.csv`](priors.csv): counts (`n_instances`, `n_patches`, "
+        "`n_pass`), the add-one estimate `prior`, its Wilson 95% interval (`wilson_lo`, `wilson_hi`), "
+        "the interval that respects tasks (`prior_lo_inst`, `prior_hi_inst`), the fitted task "
+        "concentration `kappa` (two patches of one task pass together with correlation 1/(1 + κ)) and "
+        f"the simulated `true_prior`. The Wilson interval covers the truth in {covered:.0%} of the "
+        f"{len(priors)} cells (patches of one task are correlated, so nominal coverage is not expected)."
     )
     report.figure(plot_priors(params, figs / "priors")[0], "Per-cell prior with Wilson 95% interval.")
-    report.table(
-        gap_table(params), caption="Critic likelihoods and gaps (add-one); – where a critic is absent."
-    )
+    write_csv(gap_table(params), out / "gaps.csv")
     report.figure(
-        plot_gaps(params, figs / "gaps")[0], "Critic informativeness γ against the prior, per critic."
+        plot_gaps(params, figs / "gaps")[0],
+        "Critic informativeness γ = TPR − FPR against the prior, per critic (every cell's rates in "
+        "`gaps.csv`; empty where a critic is absent).",
     )
 
     report.heading("Tasks: what all generators' patches say about a task", level=3)
     tasks = task_report(counts)
     write_csv(tasks.assign(tasks=[" ".join(map(str, t)) for t in tasks["tasks"]]), out / "tasks.csv")
     report.table(
-        tasks.assign(tasks=[_few(t) for t in tasks["tasks"]]),
+        tasks.drop(columns=["tasks", "generators"]),
         decimals=2,
         caption=(
-            "Per benchmark: tasks, the generators that attempted them, and the tasks on which no patch of "
+            "Per benchmark: the generators that attempted its tasks, and the tasks on which no patch of "
             "any generator passes the oracle or the public tests (n_never; `bpc.data.tasks`; every id in "
-            "`tasks.csv`). Flagged "
-            f"'{FLAG}' when at least two generators attempted them: on real data such a task is more "
-            "often broken than hard."
+            f"[`tasks.csv`](tasks.csv)). Flagged '{FLAG}' when at least two generators attempted them: on "
+            "real data such a task is more often broken than hard."
         ),
     )
     solved = shared_solutions(counts)
@@ -180,42 +262,32 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     )
 
     report.heading("2. Controllers against baselines on held-out tasks (evaluation protocol, bpc profile)")
-    policies = POLICIES + EXTRA_BASELINES
-    seeds = DEMO_SEEDS
-    with stage(
-        f"cross-fitting {len(policies)} policies over tasks ({N_FOLDS} folds × {len(seeds)} seed)",
-        enabled=p,
-    ):
-        proto = run_protocol(
-            panel.records,
-            ProtocolConfig(profile="bpc", policies=policies, n_folds=N_FOLDS, seeds=seeds),
-            trajectories=panel.trajectories,
-            base_counts=counts,
-        )
-    deltas, baselines = proto.tables["deltas"], proto.tables["baselines"]
+    deltas, baselines = run.protocol.tables["deltas"], run.protocol.tables["baselines"]
     write_csv(deltas, out / "protocol_delta.csv")
     write_csv(baselines, out / "protocol_baselines.csv")
+    write_csv(protocol_cell_table(deltas, baselines), out / "protocol_cells.csv")
+    seeds = run.protocol.metadata["config"]["seeds"]
+    n_folds = run.protocol.metadata["config"]["n_folds"]
     n_tasks = int(deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
     report.text(
         f"The `bpc` profile (instance belief: patches of one task share its difficulty) under bpc's "
-        f"evaluation protocol (`bpc.experiments.protocol.run_protocol`): {N_FOLDS}-fold "
+        f"evaluation protocol (`bpc.experiments.protocol.run_protocol`): {n_folds}-fold "
         f"cross-fitting over tasks (fold seed {', '.join(map(str, seeds))}; a task is in the same fold in "
         "every cell), every parameter fitted on the training tasks only, so each of the "
         f"{n_tasks} (cell, task) pairs is scored once by controllers calibrated without it. Δ is the "
-        "difference in mean utility per task against always_verify (the paper's reference) and against "
+        f"difference in mean {UTILITY} against always_verify (the paper's reference) and against "
         "the *best simple baseline* — of stop, verify_first, always_verify, gate_<critic> and best_of_3, "
         "the one with the best utility on each fold's training tasks. Intervals: "
         f"{deltas['prob'].iloc[0]:.0%} task-clustered paired bootstrap (task ids resampled jointly "
-        "across the cells of a benchmark, which share them). Every policy's Δ is in `protocol_delta.csv`, "
-        "the baseline chosen per fold in `protocol_baselines.csv`."
+        "across the cells of a benchmark, which share them). Every policy's Δ is in "
+        "[`protocol_delta.csv`](protocol_delta.csv), the baseline chosen per fold in "
+        "[`protocol_baselines.csv`](protocol_baselines.csv), the per-cell Δ of the two Bayesian "
+        "controllers in [`protocol_cells.csv`](protocol_cells.csv)."
     )
     verdicts = protocol_verdicts(deltas)
     report.table(
-        verdicts,
-        caption=(
-            "In how many cells each Bayesian controller is better (interval above 0), tied (interval "
-            "contains 0) or worse (interval below 0) than each reference; n_tasks: held-out tasks in all."
-        ),
+        verdicts.rename(columns=_VERDICT_COLUMNS),
+        caption="In how many cells each Bayesian controller is better, tied or worse than each reference.",
     )
     dp = verdicts[(verdicts["policy"] == "bayesian_dp") & (verdicts["reference"] == "best_simple")]
     if len(dp):
@@ -226,53 +298,20 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
             "much of a gain can be abstention (stopping without a verified patch where verifying costs more "
             "than it earns); the best simple baseline includes `stop`, so a gain over it is not."
         )
-    report.table(
-        protocol_cell_table(deltas, baselines),
-        caption=(
-            "Per cell: held-out tasks (n_tasks), the best simple baseline (chosen on the training tasks; "
-            "how many folds chose it), and Δ [task-clustered interval] of the two Bayesian controllers vs "
-            "always_verify and vs that baseline. Costs: slow oracle on SWE-Bench, fast elsewhere."
-        ),
-    )
     for path in plot_protocol_deltas(deltas, figs / "protocol_delta"):
         report.figure(
             path,
-            "Δ vs the best simple baseline per cell, one panel per benchmark, with task-clustered "
-            "intervals and n held-out tasks.",
+            f"Δ ({UTILITY}) vs the best simple baseline per cell, one panel per benchmark, with "
+            "task-clustered intervals and n held-out tasks.",
         )
 
     report.heading("3. Hierarchical calibration: partial pooling across benchmarks × generators")
-    # the default preset (4 chains × 2000 draws after 1500 tuning steps): at 4 × 1000 the cell-level fit of
-    # the 54-cell panel failed its check (R-hat 1.015, tail ESS 282); --quick's short chains are expected to
-    quick = {
-        "draws": 300,
-        "tune": 300,
-        "chains": 2,
-        "target_accept": SAMPLER_PRESETS["quick"]["target_accept"],
-    }
-    preset = quick if config.quick else dict(SAMPLER_PRESETS["default"])
-    chains, draws = int(preset["chains"]), int(preset["draws"])
-    # the cell-level model: the crossed task × generator model (``[tasks]``) is for real corpora,
-    # where `bpc fit` runs it; on the 54-cell panel it costs minutes for nothing the demo shows
-    spec = replace(ModelSpec.for_counts(counts), tasks=False)
-    with stage(f"fitting the cell-level hierarchical model ({chains} chains × {draws} draws)", enabled=p):
-        tree = fit(
-            counts,
-            spec,
-            draws=draws,
-            tune=int(preset["tune"]),
-            chains=chains,
-            target_accept=float(preset["target_accept"]),
-            seed=config.seed,
-            progressbar=p,
-            warn=not config.quick,
-        )
     save(tree, out / "posterior.nc")  # atomic (bpc.outputs.atomic_file)
-    diag = diagnose(tree)
     post = posterior_params(tree)
+    sampler = cfg.sampler
     report.text(
         f"The cell-level model (no task effects), fitted on all {len(priors)} cells "
-        f"({chains} chains × {draws} draws, sampler "
+        f"({sampler['chains']} chains × {sampler['draws']} draws, sampler "
         f"{json.loads(tree.attrs['config'])['sampler']}); saved as `posterior.nc` (ArviZ DataTree, netCDF). "
         f"Diagnostics: max R-hat {diag.max_rhat:.4f}, min bulk ESS {diag.min_ess_bulk:.0f}, min tail ESS "
         f"{diag.min_ess_tail:.0f}, {diag.divergences} divergences — "
@@ -281,15 +320,16 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
             if diag.ok
             else "FAILED: "
             + "; ".join(diag.failures)
-            + (" (expected with --quick's short chains)." if config.quick else ".")
+            + (" (expected with --quick's short chains)." if cfg.quick else ".")
         )
     )
     moves = shrinkage_table(params, post)
+    write_csv(moves, out / "shrinkage.csv")
     report.table(
-        moves.head(12),
+        moves.head(8).rename(columns=_SHRINKAGE_COLUMNS),
         caption=(
-            f"Where pooling moved an estimate most: Laplace vs posterior mean with {CI_PROB:.0%} "
-            f"{CI_KIND.upper()} interval (simulated truth beside it in the calibration tables above)."
+            f"Where pooling moved an estimate most ({CI_KIND.upper()} intervals; every cell and rate in "
+            "[`shrinkage.csv`](shrinkage.csv), the simulated truth in `priors.csv`)."
         ),
     )
     report.figure(
@@ -298,29 +338,17 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     )
 
     report.heading("4. Laplace vs full-posterior controllers, credible intervals on Δ")
-    # --quick swaps the hierarchical refit for the exact unpooled conjugate posterior, so a first look
-    # (and the test suite) runs no MCMC in this section; the data-efficiency refits are `bpc compare`'s
-    with stage(f"comparing controllers on held-out instances ({', '.join(COMPARE_BENCHMARKS)})", enabled=p):
-        compared = compare(
-            CompareConfig(
-                "simulated",
-                posterior="conjugate" if config.quick else None,
-                quick=True,
-                scale=scale,
-                seed=config.seed,
-                benchmarks=COMPARE_BENCHMARKS,
-                efficiency=False,
-            ),
-            progress=p,
-        )
-        result = write_compare(compared, out / "compare", progress=p)
+    from bpc.experiments.demo import COMPARE_BENCHMARKS
+
+    result = write_compare(run.compared, out / "compare", progress=cfg.progress)
     report.text(
         f"The cells of {len(COMPARE_BENCHMARKS)} benchmarks ("
         + ", ".join(f"`{b}`" for b in COMPARE_BENCHMARKS)
         + ": a low prior, a high prior and a slow oracle), 75/25 split of each cell's instances, "
         "`paper` profile (`bpc compare`'s comparison; `bpc compare --out DIR` runs it on every cell, with "
         "the leave-one-cell-out data-efficiency refits). Posterior used by the controllers: "
-        f"{result.config.get('posterior', '?')}."
+        + next((str(v) for k, v in result.config.items() if k.startswith("posterior")), "?")
+        + "."
     )
     table = result.table
     controllers = ["laplace_dp", "posterior_mean_dp", "bayes_robust", "thompson"]
@@ -333,30 +361,30 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     summary = (
         ctrl.groupby("policy", sort=False)
         .agg(
-            mean_delta=("delta", "mean"),
-            mean_vs_laplace=("vs_laplace", "mean"),
-            cells_at_least_laplace=("vs_laplace", lambda x: int((x >= -1e-9).sum())),
-            mean_posterior_delta=("post_mean", "mean"),
-            mean_pass_rate=("pass_rate", "mean"),
-            mean_cost=("cost_per_instance", "mean"),
-            n_eval=("n_eval", "sum"),
-            cells_abstaining=("wins_by_abstaining", "sum"),
+            **{
+                "mean Δ vs always_verify (utility/instance)": ("delta", "mean"),
+                "mean Δ vs laplace_dp (utility/instance)": ("vs_laplace", "mean"),
+                "cells at least laplace_dp": ("vs_laplace", lambda x: int((x >= -1e-9).sum())),
+                "posterior-expected Δ (utility/instance)": ("post_mean", "mean"),
+                "pass rate (share of instances)": ("pass_rate", "mean"),
+                "cost per instance": ("cost_per_instance", "mean"),
+                "held-out instances": ("n_eval", "sum"),
+                "cells winning by abstaining": ("wins_by_abstaining", "sum"),
+            }
         )
         .reindex(controllers)
         .reset_index()
     )
-    summary["cells_abstaining"] = summary["cells_abstaining"].astype(int)
-    summary["n_eval"] = summary["n_eval"].astype(int)
+    for col in ("held-out instances", "cells winning by abstaining"):
+        summary[col] = summary[col].astype(int)
     report.table(
         summary,
         decimals=2,
         caption=(
             f"Four controllers on the held-out 25% of each of {n_cells} cells: Laplace plug-in (paper), "
             "posterior-mean plug-in, Bayes-robust (maximises posterior-expected Q) and Thompson (one draw "
-            "per episode). Δ vs always_verify, pass rate and cost per instance averaged over cells "
-            f"(always_verify's mean pass rate: {av_pass.mean():.2f}); n_eval: held-out instances in all; "
-            "cells_abstaining: cells where the controller's Δ > 0 comes with a pass rate below "
-            "always_verify's (wins by abstaining)."
+            "per episode), averaged over cells (always_verify's mean pass rate: "
+            f"{av_pass.mean():.2f}). Winning by abstaining: Δ > 0 with a pass rate below always_verify's."
         ),
     )
     dp = table[table["policy"] == "laplace_dp"]
@@ -383,32 +411,19 @@ def _write_demo(config: DemoConfig, out: Path) -> Path:
     report.text("The full comparison report is [compare/report.md](compare/report.md).")
 
     report.heading("5. The paper's claims: which hold here, and which change with dependent patches")
-    with stage("replaying the paper's policies on every cell (paper profile, 75/25 split)", enabled=p):
-        replay = replay_cells(
-            panel.records, None, None, trajectories=panel.trajectories, split="both", progress=False
-        )
-    write_csv(flag_abstention(replay), out / "delta.csv")
-    settings = AnalysisSettings(
-        use_corpus=False, seed=config.seed, scale=scale, quick=config.quick, progress=p, draws=0
-    )
-    with stage("checking the paper's claims, and again on the i.i.d. twin (kappa = inf)", enabled=p):
-        claims = simulated_claims(settings, Evidence(cells=cell_table(params), replay=replay))
-    write_csv(claims.comparison, out / "claims.csv")
+    write_csv(flag_abstention(run.replay), out / "delta.csv")
+    write_csv(run.claims.comparison, out / "claims.csv")
     report.text(
         "The paper's claims are about its controllers, so each is checked on the paper profile's replay "
         "(i.i.d. belief, one 75/25 split per cell, both splits; every policy's Δ vs always_verify with its "
-        "paired bootstrap CI in `delta.csv`) and the calibration of section 1, then on the same panel "
-        "simulated with independent patches (κ = ∞: same seed, scale and cells). "
+        "paired bootstrap CI in [`delta.csv`](delta.csv)) and the calibration of section 1, then on the "
+        "same panel simulated with independent patches (κ = ∞: same seed, scale and cells). "
         "The regime-map, c_ver-sweep and PRR claims need the cost grid: `bpc analyses paper_claims` "
-        "(section *paper claims* of its index). Table: `claims.csv`."
+        "(section *paper claims* of its index). Table: [`claims.csv`](claims.csv)."
     )
-    report.text(claims_markdown(claims, panel="simulated panel"))
+    report.text(claims_markdown(run.claims, panel="simulated panel"))
 
-    report.provenance({"seed": config.seed, "scale": scale, "quick": config.quick, "cells": len(priors)})
+    report.provenance(
+        {"seed": cfg.seed, "scale": cfg.effective_scale, "quick": cfg.quick, "cells": len(priors)}
+    )
     return report.write()
-
-
-def _few(ids: list, k: int = 6) -> str:
-    """The first ``k`` task ids and how many more (the full lists are in ``tasks.csv``)."""
-    ids = [str(i) for i in ids]
-    return ", ".join(ids[:k]) + (f", … (+{len(ids) - k})" if len(ids) > k else "")

@@ -9,15 +9,15 @@ fixed number of decimals so that identical runs give identical files.
 from __future__ import annotations
 
 import math
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from bpc.evaluate.result import versions
 from bpc.outputs import write_text
 
-__all__ = ["Report", "markdown_table", "versions"]
+__all__ = ["Report", "markdown_table"]
 
 
 def _fmt(value, decimals: int) -> str:
@@ -36,7 +36,6 @@ def markdown_table(
     df: pd.DataFrame,
     *,
     decimals: int = 3,
-    index: bool = False,
     bold: pd.DataFrame | None = None,
     marks: pd.DataFrame | None = None,
     mark: str = "†",
@@ -49,8 +48,6 @@ def markdown_table(
         The table.
     decimals : int
         Decimals for floats; NaN renders as an en dash.
-    index : bool
-        Include the index as leading column(s).
     bold : pandas.DataFrame of bool, optional
         Same shape as ``df``; True cells are rendered bold (e.g. a row's winner).
     marks : pandas.DataFrame of bool, optional
@@ -59,16 +56,6 @@ def markdown_table(
     mark : str
         The marker.
     """
-    if index:
-        df = df.reset_index()
-        if bold is not None:
-            bold = bold.reset_index(drop=True)
-            for _ in range(df.shape[1] - bold.shape[1]):
-                bold.insert(0, f"_idx{_}", False)
-        if marks is not None:
-            marks = marks.reset_index(drop=True)
-            for _ in range(df.shape[1] - marks.shape[1]):
-                marks.insert(0, f"_idx{_}", False)
     header = "| " + " | ".join(str(c) for c in df.columns) + " |"
     align = (
         "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in df.columns) + "|"
@@ -85,19 +72,6 @@ def markdown_table(
             cells.append(text)
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join([header, align, *rows])
-
-
-def versions() -> dict[str, str]:
-    """Versions of bpc and the libraries its results depend on."""
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version()}
-    for pkg in ("bpc", "numpy", "pandas", "xarray", "pymc", "arviz", "nutpie", "matplotlib"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            continue
-    return out
 
 
 @dataclass

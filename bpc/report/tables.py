@@ -422,8 +422,6 @@ def latex_table(
     marks: pd.DataFrame | None = None,
     signed: Sequence[str] = (),
     caption: str | None = None,
-    label: str | None = None,
-    pretty_names: bool = True,
 ) -> str:
     """Render ``df`` as a booktabs LaTeX table.
 
@@ -431,7 +429,7 @@ def latex_table(
     ----------
     df : pandas.DataFrame
         The table; ``benchmark`` / ``generator`` / policy names are shown
-        with the paper's labels when ``pretty_names``.
+        with the paper's labels.
     decimals : int or dict
         Decimals for floats (per column when a dict; default 3).
     bold : pandas.DataFrame of bool, optional
@@ -440,11 +438,8 @@ def latex_table(
         Same shape as ``df``; True numbers get a dagger (:data:`ABSTAIN_MARK`).
     signed : sequence of str
         Columns printed with an explicit sign (Δ values).
-    caption, label : str, optional
-        Caption and label of the ``table`` environment.
-    pretty_names : bool
-        Replace benchmark / generator ids and policy column names by the
-        paper's labels.
+    caption : str, optional
+        Caption of the ``table`` environment.
 
     Returns
     -------
@@ -452,10 +447,10 @@ def latex_table(
         The LaTeX source.
     """
     cols = list(df.columns)
-    header = [_latex_escape(POLICY_LABELS.get(c, c)) if pretty_names else _latex_escape(c) for c in cols]
+    header = [_latex_escape(POLICY_LABELS.get(c, c)) for c in cols]
     align = "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in cols)
     lines = []
-    if caption or label:
+    if caption:
         lines += [r"\begin{table}[t]", r"\centering", r"\scriptsize"]
     lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule"]
     for i in range(len(df)):
@@ -475,11 +470,11 @@ def latex_table(
                 text = f"${text}$"
             else:
                 name = str(v)
-                if pretty_names and c == "benchmark":
+                if c == "benchmark":
                     name = BENCHMARK_LABELS.get(name, name)
-                elif pretty_names and c == "generator":
+                elif c == "generator":
                     name = GENERATOR_LABELS.get(name, name)
-                elif pretty_names and c == "winner":
+                elif c == "winner":
                     name = POLICY_LABELS.get(name, name)
                 text = _latex_escape(name)
                 if bold is not None and bool(bold.iat[i, j]):
@@ -488,11 +483,7 @@ def latex_table(
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:
-        lines.append(rf"\caption{{{_latex_escape(caption)}}}")
-    if label:
-        lines.append(rf"\label{{{label}}}")
-    if caption or label:
-        lines.append(r"\end{table}")
+        lines += [rf"\caption{{{_latex_escape(caption)}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 

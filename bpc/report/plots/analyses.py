@@ -27,9 +27,7 @@ from bpc.report.plots.style import (
     POLICY_COLORS,
     POLICY_LABELS,
     cell_label,
-    page_note,
-    page_path,
-    paged,
+    save_pages,
     savefig,
 )
 
@@ -414,13 +412,11 @@ def plot_prr(table: pd.DataFrame, path, *, formats=("png", "pdf")) -> list[Path]
     formats : tuple of str
         Formats written.
     """
-    pages = paged(list(range(len(table))), PRR_GROUPS_PER_PAGE)
-    written: list[Path] = []
-    for k, rows in enumerate(pages):
-        note = page_note(k, len(pages), rows[0], len(rows), len(table)).replace("cells", "groups")
-        fig = _prr_page(table.iloc[rows].reset_index(drop=True), note)
-        written += savefig(fig, page_path(path, k, len(pages)), formats=formats)
-    return written
+
+    def draw(rows: list[int], note: str) -> plt.Figure:
+        return _prr_page(table.iloc[rows].reset_index(drop=True), note)
+
+    return save_pages(range(len(table)), PRR_GROUPS_PER_PAGE, path, draw, formats=formats, unit="groups")
 
 
 PRR_GROUPS_PER_PAGE = 20

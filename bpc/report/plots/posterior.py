@@ -38,11 +38,10 @@ from bpc.report.plots.style import (
     OKABE_ITO,
     POLICY_COLORS,
     POLICY_LABELS,
+    axes_grid,
     cell_label,
-    page_note,
-    page_path,
-    paged,
     plt,
+    save_pages,
     savefig,
 )
 
@@ -92,16 +91,6 @@ def _observed_cells(unc: xr.Dataset) -> list[tuple[str, str]]:
     return out
 
 
-def _grid(n: int, ncols: int = 3, size: tuple[float, float] = (4.0, 2.8)):
-    ncols = max(1, min(ncols, n))
-    nrows = int(np.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False)
-    flat = list(axes.flat)
-    for ax in flat[n:]:
-        ax.set_visible(False)
-    return fig, flat
-
-
 def plot_action_probabilities(
     unc: xr.Dataset,
     path: str | Path,
@@ -136,21 +125,18 @@ def plot_action_probabilities(
     cells = list(cells) if cells is not None else _observed_cells(unc)
     if not cells:
         raise ValueError("plot_action_probabilities: no observed cell to draw")
-    pages = paged(cells, CELLS_PER_PAGE["action_probabilities"])
-    written: list[Path] = []
-    first = 0
-    for k, page in enumerate(pages):
-        note = page_note(k, len(pages), first, len(page), len(cells))
-        fig = _action_probabilities_page(unc, page, step=step, used=used, note=note)
-        written += savefig(fig, page_path(path, k, len(pages)))
-        first += len(page)
-    return written
+    return save_pages(
+        cells,
+        CELLS_PER_PAGE["action_probabilities"],
+        path,
+        lambda page, note: _action_probabilities_page(unc, page, step=step, used=used, note=note),
+    )
 
 
 def _action_probabilities_page(
     unc: xr.Dataset, cells: Sequence[tuple[str, str]], *, step: int, used: str, note: str
 ) -> plt.Figure:
-    fig, axes = _grid(len(cells))
+    fig, axes = axes_grid(len(cells))
     actions = [str(a) for a in unc["action"].values]
     seen: set[str] = set()
     for ax, (b, g) in zip(axes, cells, strict=False):
@@ -259,15 +245,12 @@ def plot_value_bands(
     cells = list(cells) if cells is not None else _observed_cells(unc)
     if not cells:
         raise ValueError("plot_value_bands: no observed cell to draw")
-    pages = paged(cells, CELLS_PER_PAGE["value_bands"])
-    written: list[Path] = []
-    first = 0
-    for k, page in enumerate(pages):
-        note = page_note(k, len(pages), first, len(page), len(cells))
-        fig = _value_bands_page(unc, page, step=step, used=used, ncols=ncols, note=note)
-        written += savefig(fig, page_path(path, k, len(pages)))
-        first += len(page)
-    return written
+    return save_pages(
+        cells,
+        CELLS_PER_PAGE["value_bands"],
+        path,
+        lambda page, note: _value_bands_page(unc, page, step=step, used=used, ncols=ncols, note=note),
+    )
 
 
 def _value_bands_page(
@@ -398,20 +381,16 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
     cells = list(dict.fromkeys(zip(table["benchmark"], table["generator"], strict=True)))
     if not cells:
         raise ValueError("plot_delta_intervals: empty table")
-    pages = paged(cells, CELLS_PER_PAGE["delta_intervals"])
-    written: list[Path] = []
-    first = 0
-    for k, page in enumerate(pages):
-        note = page_note(k, len(pages), first, len(page), len(cells))
-        keep = pd.Series(list(zip(table["benchmark"], table["generator"], strict=True))).isin(page).to_numpy()
-        fig = _delta_intervals_page(table[keep], page, note=note)
-        written += savefig(fig, page_path(path, k, len(pages)))
-        first += len(page)
-    return written
+    keys = pd.Series(list(zip(table["benchmark"], table["generator"], strict=True)))
+
+    def draw(page: list, note: str) -> plt.Figure:
+        return _delta_intervals_page(table[keys.isin(page).to_numpy()], page, note=note)
+
+    return save_pages(cells, CELLS_PER_PAGE["delta_intervals"], path, draw)
 
 
 def _delta_intervals_page(table: pd.DataFrame, cells: Sequence[tuple[str, str]], *, note: str) -> plt.Figure:
-    fig, axes = _grid(len(cells), ncols=3, size=(5.6, 3.4))
+    fig, axes = axes_grid(len(cells), ncols=3, size=(5.6, 3.4))
     boot = f"observed Δ, {BOOTSTRAP_PROB:.0%} paired bootstrap CI"
     post = f"posterior Δ, {CI_PROB:.0%} {CI_KIND.upper()}"
     for ax, (b, g) in zip(axes, cells, strict=False):
@@ -505,11 +484,9 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
     pos = {k: i for i, k in enumerate(ks)}
     arms = [a for a in ARM_COLORS if a in set(t["method"])] + sorted(set(t["method"]) - set(ARM_COLORS))
     any_failed = "failed_used" in t and bool((t["failed_used"] > 0).any())
-    pages = paged(targets, per_page)
-    written: list[Path] = []
-    first = 0
-    for p, page in enumerate(pages):
-        fig, axes = _grid(len(page), ncols=3, size=(4.2, 3.0))
+
+    def draw(page: list, note: str) -> plt.Figure:
+        fig, axes = axes_grid(len(page), ncols=3, size=(4.2, 3.0))
         for ax, (b, g) in zip(axes, page, strict=False):
             sub = t[(t["benchmark"] == b) & (t["generator"] == g)]
             for i, arm in enumerate(arms):
@@ -539,16 +516,15 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
         if any_failed:
             label = "uses a failed refit (flagged)"
             handles.append(Line2D([], [], color="k", marker="o", mfc="white", ls="", label=label))
-        note = page_note(p, len(pages), first, len(page), len(targets))
         fig.suptitle(
             f"Leave one cell out: held-out gain over {ref}, {CI_PROB:.0%} task-clustered intervals{note}",
             fontsize=9,
         )
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
         fig.tight_layout(rect=(0, 0.06, 1, 0.95))
-        written += savefig(fig, page_path(path, p, len(pages)))
-        first += len(page)
-    return written
+        return fig
+
+    return save_pages(targets, per_page, path, draw)
 
 
 _NESTED_MARKERS = ("o", "s", "D", "^", "v", "P")

@@ -4,8 +4,7 @@
 policy's Δ as a dot with its paired-bootstrap interval — a Δ of exactly 0
 (the reference, a policy that always verifies) is as visible as any other —
 with the pass rate, cost per instance and number of instances written beside
-it. :func:`plot_delta_heatmap` shows a whole panel of cells × policies at a
-glance, each tile with its Δ and pass rate. In both, a Δ that wins by
+it. A Δ that wins by
 abstaining (Δ > 0 with a pass rate below always_verify's,
 :func:`bpc.report.tables.flag_abstention`) is hatched and marked †.
 :func:`plot_protocol_deltas` draws the evaluation protocol's Δ
@@ -31,15 +30,14 @@ from bpc.report.plots.style import (
     MAX_FIGURE_PX,
     POLICY_COLORS,
     POLICY_LABELS,
-    cell_label,
     page_path,
     paged,
     plt,
     savefig,
 )
-from bpc.report.tables import ABSTAIN_MARK, REFERENCE_POLICY, delta_table, flag_abstention, policy_columns
+from bpc.report.tables import ABSTAIN_MARK, REFERENCE_POLICY, flag_abstention
 
-__all__ = ["plot_delta_bars", "plot_delta_heatmap", "plot_protocol_deltas"]
+__all__ = ["plot_delta_bars", "plot_protocol_deltas"]
 
 _CI_LABEL = f"{BOOTSTRAP_PROB:.0%} paired bootstrap CI"
 _ABSTAIN_LABEL = f"{ABSTAIN_MARK} wins by abstaining (Δ > 0, pass rate < always_verify's)"
@@ -154,135 +152,6 @@ def plot_delta_bars(
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.suptitle(title or f"Δ utility vs always_verify, {_CI_LABEL} ({where})", fontsize=11)
     fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))  # the legend's row at the bottom
-    return savefig(fig, path, formats=formats)
-
-
-def _wide_rates(replay: pd.DataFrame, policies: list[str], table: pd.DataFrame) -> np.ndarray:
-    """Pass rate per (row of ``table``, policy), NaN where missing."""
-    by = replay.set_index(["benchmark", "generator", "policy"])["pass_rate"]
-    out = np.full((len(table), len(policies)), np.nan)
-    for i, (b, g) in enumerate(zip(table["benchmark"], table["generator"], strict=True)):
-        for j, p in enumerate(policies):
-            if (b, g, p) in by.index:
-                out[i, j] = float(by.loc[(b, g, p)])
-    return out
-
-
-def plot_delta_heatmap(
-    table: pd.DataFrame,
-    path: str | Path,
-    *,
-    title: str = "Δ utility vs always_verify (held-out instances)",
-    limit: float | None = None,
-    reward: float = 100.0,
-    formats=("png",),
-) -> list[Path]:
-    """Cells × policies heatmap of Δ, each tile with its pass rate; winners outlined, abstentions hatched.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        Either a long replay table (:func:`bpc.replay.engine.replay_cells`
-        for one split: one row per cell × policy with ``delta``,
-        ``pass_rate``, ``n_instances``) — every tile then shows its pass
-        rate and abstentions are hatched — or a wide Δ table
-        (:func:`bpc.report.tables.delta_table`), which carries only the
-        reference's pass rate and ``n``.
-    path : str or Path
-        Output path (suffix replaced per format).
-    title : str
-        Figure title.
-    limit : float, optional
-        Colour scale saturates at ±limit (default: the 95th percentile of |Δ|),
-        so one extreme cell does not wash out the rest; values are printed.
-    reward : float
-        Reward R, named on the colour bar.
-    formats : iterable of str
-        File formats (see :func:`bpc.report.plots.style.savefig`).
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files written.
-    """
-    replay = table if "policy" in table.columns else None
-    if replay is not None:
-        table = delta_table(replay)
-    policies = policy_columns(table)
-    values = table[policies].to_numpy(dtype=float)
-    rates = _wide_rates(replay, policies, table) if replay is not None and "pass_rate" in replay else None
-    flags = np.zeros_like(values, dtype=bool)
-    if "wins_by_abstaining" in table.columns:
-        for i, listed in enumerate(table["wins_by_abstaining"].fillna("")):
-            for p in filter(None, (x.strip() for x in str(listed).split(","))):
-                if p in policies:
-                    flags[i, policies.index(p)] = True
-    finite = np.abs(values[np.isfinite(values)])
-    if limit is None:
-        limit = float(np.percentile(finite, 95)) if finite.size else 1.0
-    limit = max(limit, 1e-9)
-    n_rows = len(table)
-    row_h = 0.42 if rates is not None else 0.3
-    fig, ax = plt.subplots(figsize=(1.05 * len(policies) + 4.2, row_h * n_rows + 2.2))
-    cmap = plt.get_cmap("PuOr").with_extremes(bad="#dddddd")  # diverging, colour-blind safe
-    image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
-    for i in range(n_rows):
-        for j in range(len(policies)):
-            v = values[i, j]
-            if not np.isfinite(v):
-                ax.text(j, i, "–", ha="center", va="center", fontsize=7)
-                continue
-            dark = abs(v) > 0.6 * limit
-            text = f"{v:+.1f}" + (ABSTAIN_MARK if flags[i, j] else "")
-            if rates is not None and np.isfinite(rates[i, j]):
-                text += f"\n{rates[i, j]:.0%}"
-            box = (
-                {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
-                if flags[i, j]
-                else None
-            )
-            color = "black" if flags[i, j] or not dark else "white"
-            ax.text(j, i, text, ha="center", va="center", fontsize=6.3, color=color, bbox=box)
-            if flags[i, j]:
-                ax.add_patch(
-                    plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="////", ec="#444444", lw=0)
-                )
-    if "winner" in table:
-        for i, win in enumerate(table["winner"]):
-            if win in policies:
-                j = policies.index(win)
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=1.6, ec="black"))
-    ax.set_xticks(range(len(policies)), [POLICY_LABELS.get(p, p) for p in policies], rotation=40, ha="right")
-    labels = []
-    for k, (b, g) in enumerate(zip(table["benchmark"], table["generator"], strict=True)):
-        extra = []
-        if "n" in table.columns and pd.notna(table["n"].iloc[k]):
-            extra.append(f"n={int(table['n'].iloc[k])}")
-        if "av_pass_rate" in table.columns and np.isfinite(table["av_pass_rate"].iloc[k]):
-            extra.append(f"AV pass {table['av_pass_rate'].iloc[k]:.0%}")
-        labels.append(cell_label(b, g) + (f"  ({', '.join(extra)})" if extra else ""))
-    ax.set_yticks(range(n_rows), labels)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.set_xlabel("policy")
-    ax.set_ylabel("cell (instances n, always_verify's pass rate)")
-    sub = "tile: Δ" + (" / pass rate" if rates is not None else "")
-    ax.set_title(f"{title}\n({sub}; outlined: the cell's best policy; grey: policy undefined for the cell)")
-    handles = [
-        Patch(facecolor="white", edgecolor="black", lw=1.6, label="best policy of the cell"),
-        Patch(facecolor="#dddddd", edgecolor="none", label="policy undefined"),
-    ]
-    if flags.any():
-        handles.append(Patch(facecolor="white", edgecolor="#444444", hatch="////", label=_ABSTAIN_LABEL))
-    bar = fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02, extend="both")
-    bar.set_label(f"Δ utility (utility units, R = {reward:g})")
-    fig.canvas.draw()  # where the rotated policy names end, so the legend sits just below them
-    box = ax.get_tightbbox()  # the figure's renderer, which draw() just used
-    if box is None:
-        raise RuntimeError("plot: the heatmap axes have no extent to place the legend under")
-    bottom = box.transformed(ax.transAxes.inverted()).y0
-    ax.legend(
-        handles=handles, loc="upper center", bbox_to_anchor=(0.5, bottom), ncol=3, fontsize=7, frameon=False
-    )
     return savefig(fig, path, formats=formats)
 
 

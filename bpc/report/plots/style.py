@@ -7,7 +7,7 @@ when asked), so figures look alike wherever they come from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -27,6 +27,8 @@ __all__ = [
     "paged",
     "page_path",
     "page_note",
+    "save_pages",
+    "axes_grid",
 ]
 
 MAX_FIGURE_PX = 4000
@@ -163,3 +165,42 @@ def page_note(page: int, n_pages: int, first: int, count: int, total: int) -> st
     if n_pages <= 1:
         return ""
     return f" (page {page + 1} of {n_pages}: cells {first + 1}–{first + count} of {total})"
+
+
+def save_pages[T](
+    items: Sequence[T],
+    per_page: int,
+    path: str | Path,
+    draw: Callable[[list[T], str], plt.Figure],
+    *,
+    formats: Iterable[str] = ("png",),
+    unit: str = "cells",
+) -> list[Path]:
+    """Draw ``items`` on pages of at most ``per_page`` and save each; the files written.
+
+    ``draw(page, note)`` returns the figure of one page; ``note`` is its
+    :func:`page_note` (``""`` on a single page, ``unit`` naming what is counted).
+    Pages after the first go to ``<stem>_p2`` … (:func:`page_path`).
+    """
+    items = list(items)
+    pages = paged(items, per_page)
+    written: list[Path] = []
+    first = 0
+    for k, page in enumerate(pages):
+        note = page_note(k, len(pages), first, len(page), len(items)).replace("cells", unit)
+        written += savefig(draw(page, note), page_path(path, k, len(pages)), formats=formats)
+        first += len(page)
+    return written
+
+
+def axes_grid(n: int, ncols: int = 3, size: tuple[float, float] = (4.0, 2.8)) -> tuple[plt.Figure, list]:
+    """A figure with ``n`` axes on rows of ``ncols`` (each ``size`` inches), the spare ones hidden."""
+    import numpy as np
+
+    ncols = max(1, min(ncols, n))
+    nrows = int(np.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat

@@ -1,0 +1,254 @@
+"""The demo study: the whole pipeline on the embedded simulated panel.
+
+The demo needs nothing but bpc itself: it simulates the paper's 9 × 6 panel
+(:mod:`bpc.data.simulate`), then runs every stage in order — counts, Laplace
+parameters, the evaluation protocol, the hierarchical fit, the Laplace vs
+full-posterior comparison, the paper's claims — and returns everything in a
+:class:`DemoRun`. Writing it is :func:`bpc.report.demo.write_demo`'s job
+(``bpc demo`` does both), so this module reads as the data flow of
+``ARCHITECTURE.md`` and computes, never writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import DEFAULT_SEED, EXTRA_BASELINES, FOLD_SEEDS, N_FOLDS, POLICIES, SAMPLER_PRESETS
+from bpc.progress import stage
+
+if TYPE_CHECKING:
+    from bpc.data.simulate import SimulatedPanel
+    from bpc.evaluate import Result
+    from bpc.experiments.claims import ClaimsResult
+    from bpc.experiments.compare import CompareResult
+
+__all__ = ["DemoConfig", "DemoRun", "run_demo", "pooled_deltas", "COMPARE_BENCHMARKS", "DEMO_SEEDS"]
+
+COMPARE_BENCHMARKS: tuple[str, ...] = ("lcb_hard", "humaneval_plus", "swebench_verified")
+"""The Laplace vs full-posterior comparison runs on these benchmarks' cells only: a low, a high
+and a SWE prior (slow oracle); its per-cell figures stay a few pages, and the demo stays within minutes."""
+
+DEMO_SEEDS: tuple[int, ...] = FOLD_SEEDS[:1]
+"""Fold-assignment seeds of the demo's cross-fitting (``bpc replay`` repeats it over
+:data:`~bpc.constants.FOLD_SEEDS`)."""
+
+_QUICK_SAMPLER = {
+    "draws": 300,
+    "tune": 300,
+    "chains": 2,
+    "target_accept": SAMPLER_PRESETS["quick"]["target_accept"],
+}
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Settings of a demo run.
+
+    Attributes
+    ----------
+    seed : int
+        Seed of the simulator and everything downstream.
+    scale : float
+        Multiplier on the paper's instance counts (``< 1`` for a quick run).
+    quick : bool
+        Smaller everything (for tests and a first look): a quarter of the
+        instances, short chains, the conjugate posterior in the comparison.
+    progress : bool
+        Print progress to stderr.
+    """
+
+    seed: int = DEFAULT_SEED
+    scale: float = 1.0
+    quick: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.scale > 0:
+            raise ValueError(f"--scale must be > 0, got {self.scale}")
+
+    @property
+    def effective_scale(self) -> float:
+        """The simulator's scale: ``scale``, a quarter of it with ``quick``."""
+        return self.scale * (0.25 if self.quick else 1.0)
+
+    @property
+    def sampler(self) -> dict[str, Any]:
+        """The hierarchical fit's sampler settings.
+
+        The default preset (4 chains × 2000 draws after 1500 tuning steps): at 4 × 1000 the cell-level
+        fit of the 54-cell panel failed its check (R-hat 1.015, tail ESS 282); ``quick``'s short chains
+        are expected to.
+        """
+        return dict(_QUICK_SAMPLER if self.quick else SAMPLER_PRESETS["default"])
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """Everything the demo computed, in the order of its stages.
+
+    Attributes
+    ----------
+    config : DemoConfig
+        The run's settings.
+    panel : bpc.data.simulate.SimulatedPanel
+        The simulated records, trajectories and true parameters.
+    counts, params : xarray.Dataset
+        Per-cell counts and their Laplace (add-one) parameters.
+    protocol : bpc.evaluate.Result
+        The evaluation protocol on the ``bpc`` profile (tables ``utilities``,
+        ``baselines``, ``deltas``).
+    pooled : pandas.DataFrame
+        :func:`pooled_deltas` of the protocol: Δ per task over the whole panel.
+    tree : xarray.DataTree
+        The cell-level hierarchical posterior.
+    compared : bpc.experiments.compare.CompareResult
+        Laplace vs full-posterior controllers on :data:`COMPARE_BENCHMARKS`.
+    replay : pandas.DataFrame
+        The paper profile's replay of every cell (both splits).
+    claims : bpc.experiments.claims.ClaimsResult
+        The paper's claims on the panel and on its i.i.d. twin.
+    """
+
+    config: DemoConfig
+    panel: SimulatedPanel
+    counts: xr.Dataset
+    params: xr.Dataset
+    protocol: Result
+    pooled: pd.DataFrame
+    tree: xr.DataTree
+    compared: CompareResult
+    replay: pd.DataFrame
+    claims: ClaimsResult
+
+
+def pooled_deltas(utilities: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
+    """Δ of every policy per held-out task over the whole panel, with a task-clustered interval.
+
+    Each task's utility is averaged over the generators (and seeds) that ran it, then
+    :func:`bpc.evaluate.contrast` takes the paired difference per task and resamples task ids:
+    one row per policy × reference for the panel as a whole (``benchmark`` and ``generator``
+    are ``"all"``); see ``docs/method.md §Evaluation protocol``.
+
+    Parameters
+    ----------
+    utilities : pandas.DataFrame
+        :func:`bpc.evaluate.with_best_baseline` output (the protocol's ``utilities`` table).
+    **kwargs
+        Passed to :func:`bpc.evaluate.contrast` (``references``, ``B``, ``seed``, ``prob``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`bpc.evaluate.contrasts.DELTA_COLUMNS`, one row per policy × reference.
+
+    Examples
+    --------
+    >>> u = pd.DataFrame({"benchmark": "b", "generator": ["g", "g", "h", "h"] * 2, "seed": 0,
+    ...                   "instance_id": ["t1", "t2"] * 4, "policy": ["dp"] * 4 + ["av"] * 4,
+    ...                   "utility": [3.0, 1.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0]})
+    >>> d = pooled_deltas(u, references=["av"], B=200)
+    >>> print(d[["benchmark", "policy", "reference", "delta"]].to_string(index=False))
+    benchmark policy reference  delta
+          all     dp        av    1.0
+    """
+    from bpc.evaluate import contrast
+
+    pooled = utilities.assign(
+        instance_id=utilities["benchmark"].astype(str) + "/" + utilities["instance_id"].astype(str),
+        benchmark="all",
+        generator="all",
+    )
+    return contrast(pooled, **kwargs)
+
+
+def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
+    """Run the demo's stages on a freshly simulated panel.
+
+    Parameters
+    ----------
+    config : DemoConfig
+        The run's settings.
+
+    Returns
+    -------
+    DemoRun
+        Every stage's output; :func:`bpc.report.demo.write_demo` writes it.
+    """
+    from bpc.data.counts import counts_from_records
+    from bpc.data.simulate import simulate_panel
+    from bpc.estimate.laplace import laplace
+    from bpc.estimate.model import ModelSpec, fit
+    from bpc.experiments.analyses import AnalysisSettings
+    from bpc.experiments.claims import Evidence, cell_table, simulated_claims
+    from bpc.experiments.compare import CompareConfig, compare
+    from bpc.experiments.protocol import ProtocolConfig, run_protocol
+    from bpc.replay.engine import replay_cells
+
+    p, scale = config.progress, config.effective_scale
+    with stage(f"simulating the 54-cell panel (seed {config.seed}, scale {scale:g})", enabled=p):
+        panel = simulate_panel(config.seed, scale=scale)
+    with stage("counting and estimating Laplace parameters", enabled=p):
+        counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
+        params = laplace(counts)
+
+    policies = POLICIES + EXTRA_BASELINES
+    with stage(
+        f"cross-fitting {len(policies)} policies over tasks ({N_FOLDS} folds × {len(DEMO_SEEDS)} seed)",
+        enabled=p,
+    ):
+        proto = run_protocol(
+            panel.records,
+            ProtocolConfig(profile="bpc", policies=policies, n_folds=N_FOLDS, seeds=DEMO_SEEDS),
+            trajectories=panel.trajectories,
+            base_counts=counts,
+        )
+        pooled = pooled_deltas(proto.tables["utilities"], prob=float(proto.tables["deltas"]["prob"].iloc[0]))
+
+    sampler = config.sampler
+    # the cell-level model: the crossed task × generator model (``[tasks]``) is for real corpora,
+    # where `bpc fit` runs it; on the 54-cell panel it costs minutes for nothing the demo shows
+    spec = replace(ModelSpec.for_counts(counts), tasks=False)
+    chains, draws = int(sampler["chains"]), int(sampler["draws"])
+    with stage(f"fitting the cell-level hierarchical model ({chains} chains × {draws} draws)", enabled=p):
+        tree = fit(
+            counts,
+            spec,
+            draws=draws,
+            tune=int(sampler["tune"]),
+            chains=chains,
+            target_accept=float(sampler["target_accept"]),
+            seed=config.seed,
+            progressbar=p,
+            warn=not config.quick,
+        )
+
+    # --quick swaps the hierarchical refit for the exact unpooled conjugate posterior, so a first look
+    # (and the test suite) runs no MCMC in this stage; the data-efficiency refits are `bpc compare`'s
+    with stage(f"comparing controllers on held-out instances ({', '.join(COMPARE_BENCHMARKS)})", enabled=p):
+        compared = compare(
+            CompareConfig(
+                "simulated",
+                posterior="conjugate" if config.quick else None,
+                quick=True,
+                scale=scale,
+                seed=config.seed,
+                benchmarks=COMPARE_BENCHMARKS,
+                efficiency=False,
+            ),
+            progress=p,
+        )
+
+    with stage("replaying the paper's policies on every cell (paper profile, 75/25 split)", enabled=p):
+        replay = replay_cells(
+            panel.records, None, None, trajectories=panel.trajectories, split="both", progress=False
+        )
+    settings = AnalysisSettings(
+        use_corpus=False, seed=config.seed, scale=scale, quick=config.quick, progress=p, draws=0
+    )
+    with stage("checking the paper's claims, and again on the i.i.d. twin (kappa = inf)", enabled=p):
+        claims = simulated_claims(settings, Evidence(cells=cell_table(params), replay=replay))
+    return DemoRun(config, panel, counts, params, proto, pooled, tree, compared, replay, claims)
