@@ -145,8 +145,8 @@ def _scheduler(address: str | None) -> Iterator[object]:
     """``None`` (this process), a ``LocalCluster`` for ``"local"``, else a client of the address.
 
     An address is contacted here, before any work (an unreachable scheduler is one error at once,
-    not after the local part of the run); the local cluster listens on this machine only and starts
-    no dashboard.
+    not after the local part of the run); the local cluster and its dashboard listen on 127.0.0.1 only
+    (the dashboard on a free port).
     """
     if address is None:
         yield None
@@ -162,6 +162,6 @@ def _scheduler(address: str | None) -> Iterator[object]:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("--scheduler local needs dask.distributed: pip install 'bpc[dask]'") from exc
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
     ) as cluster:
         yield cluster
