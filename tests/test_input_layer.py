@@ -189,10 +189,13 @@ def test_every_command_runs_on_a_users_own_log(work, capsys, monkeypatch):
     argv = ["fit", "logs.csv", *crit, "--draws", "50", "--tune", "50", "--out", "post.nc", "--quiet"]
     code, _, err = _run([*argv, "--allow-bad-diagnostics"], capsys)
     assert code == 0, err
-    code, out, err = _run(
-        ["solve", "--params", "post.nc", "--cell", "alpha/g1", "--method", "greedy"], capsys
-    )
+    # a 50-draw fit fails its check: refused unless the user opts in, then said in the decision
+    argv = ["solve", "--params", "post.nc", "--cell", "alpha/g1", "--method", "greedy"]
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and "--accept-unconverged" in err
+    code, out, err = _run([*argv, "--accept-unconverged"], capsys)
     assert code == 0, err
+    assert json.loads(out)["warning"]
     assert json.loads(out)["inputs"]["critics"] == {"unit": {"cost": 1.0}, "judge": {"cost": 3.0}}
     code, out, err = _run(["replay", "logs.csv", *crit, "--quiet", "--seeds", "1"], capsys)
     assert code == 0, err
