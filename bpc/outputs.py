@@ -82,7 +82,20 @@ MANIFEST = "manifest.json"
 
 _TMP_TAG = ".bpc-tmp-"
 _OLD_TAG = ".bpc-old-"
-_MANIFEST_PACKAGES = ("bpc", "numpy", "scipy", "pandas", "xarray", "pymc", "arviz", "nutpie", "matplotlib")
+_VERSION_PACKAGES = (
+    "bpc",
+    "numpy",
+    "scipy",
+    "pandas",
+    "xarray",
+    "pymc",
+    "pytensor",
+    "arviz",
+    "arviz-stats",
+    "nutpie",
+    "matplotlib",
+)
+"""The libraries whose versions every output records (:func:`versions`)."""
 
 
 STAMP = "bpc_output"
@@ -845,9 +858,16 @@ def run_config(args: Any, *, ignore: Sequence[str] = ("out", "quiet")) -> dict[s
     return out
 
 
-def _versions() -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """Python's and the key libraries' versions (those installed): the one record every output keeps.
+
+    Examples
+    --------
+    >>> "python" in versions() and "numpy" in versions()
+    True
+    """
     out = {"python": platform.python_version()}
-    for pkg in _MANIFEST_PACKAGES:
+    for pkg in _VERSION_PACKAGES:
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -913,7 +933,7 @@ def _write_manifest(folder: Path, manifest: Mapping[str, Any]) -> None:
         "seed": manifest.get("seed"),
         "config": config,
         "config_hash": config_hash(config),
-        "versions": _versions(),
+        "versions": versions(),
         "files": files,
     }
     body.update({k: v for k, v in manifest.items() if k not in body})

@@ -687,8 +687,7 @@ def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args)
 
     import xarray as xr
 
-    from bpc.outputs import atomic_file, run_config, write_csv, write_netcdf
-    from bpc.report.markdown import versions
+    from bpc.outputs import atomic_file, run_config, versions, write_csv, write_netcdf
 
     if fmt == ".csv":
         write_csv(table, path)

@@ -119,7 +119,8 @@ def run_command(command, *, data: Path, scratch: Path, quiet: bool = True) -> tu
 def write_results_page(command, *, out: Path, data: Path, quiet: bool = True) -> Path:
     """Run ``command`` and write its page into ``out`` (then the index); return the page's path."""
     from bpc import __version__
-    from bpc.report.pages import PageStamp, corpus_checksum, render_page, versions, write_index, write_page
+    from bpc.outputs import versions
+    from bpc.report.pages import PageStamp, corpus_checksum, render_page, write_index, write_page
 
     with tempfile.TemporaryDirectory(prefix="bpc-results-") as tmp:
         scratch = Path(tmp)

@@ -8,8 +8,6 @@ puts it on disk. Nothing in a :class:`Result` knows where it will be written.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata as md
-import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -17,26 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["Result", "versions", "config_dict"]
+from bpc.outputs import versions
 
-_PACKAGES = ("bpc", "numpy", "pandas", "xarray", "pymc", "arviz", "arviz-stats", "nutpie", "matplotlib")
-
-
-def versions() -> dict[str, str]:
-    """Python's and the key libraries' versions (those installed).
-
-    Examples
-    --------
-    >>> "python" in versions() and "numpy" in versions()
-    True
-    """
-    out = {"python": platform.python_version()}
-    for pkg in _PACKAGES:
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            continue
-    return out
+__all__ = ["Result", "config_dict"]
 
 
 def _plain(value: Any) -> Any:

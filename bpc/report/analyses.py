@@ -426,7 +426,7 @@ def write_analyses(run: AnalysesRun, config: AnalysisConfig) -> Path:
 
 def _write_index(run: AnalysesRun, cfg: AnalysisConfig, artifacts: Sequence[Artifact]) -> Path:
     """Write ``index.md`` listing every table and figure, per analysis and panel."""
-    from bpc.evaluate.result import versions
+    from bpc.outputs import versions
 
     out = Path(cfg.out)
     lines = ["# bpc — the paper's analyses, reproduced\n"]

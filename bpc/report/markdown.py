@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bpc.evaluate.result import versions
-from bpc.outputs import write_text
+from bpc.outputs import versions, write_text
 
 __all__ = ["Report", "markdown_table"]
 

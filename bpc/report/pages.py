@@ -19,12 +19,10 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata as md
 from pathlib import Path
 
 from bpc.outputs import allow_overwrite, atomic_file
@@ -49,7 +47,6 @@ DATA_PREFIX = "../shared/data/"
 PAGE_MARK = "bpc-results-page"
 """Marker of a results page's first line, ``<!-- bpc-results-page {json stamp} -->``."""
 
-_VERSION_PACKAGES = ("bpc", "numpy", "scipy", "pandas", "xarray", "pymc", "arviz", "nutpie")
 
 PAPER_QUIRKS = (
     "The paper corpus: 44 % of the SWE-Bench Lite patches and 74 % of the SWE-Bench Verified patches "
@@ -267,17 +264,6 @@ class PageStamp:
             },
             ensure_ascii=False,
         )
-
-
-def versions() -> dict[str, str]:
-    """Python's version and those of bpc and its numerical dependencies that are installed."""
-    out = {"python": platform.python_version()}
-    for pkg in _VERSION_PACKAGES:
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            continue
-    return out
 
 
 def corpus_checksum(path: str | os.PathLike) -> str:

@@ -30,7 +30,6 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
@@ -53,6 +52,7 @@ from bpc.constants import (
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import diagnose
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
+from bpc.outputs import versions
 from bpc.schema import TASK_COUNT_VARS, validate_counts
 
 __all__ = [
@@ -64,7 +64,6 @@ __all__ = [
     "cell_rates",
     "spec_of",
     "counts_of",
-    "versions",
     "Refitter",
     "default_cores",
 ]
@@ -80,17 +79,6 @@ TARGET_ACCEPT = 0.95
 0.95 — smaller steps — lifts the tail ESS of the critic rates' effects on the real corpus)."""
 
 _PARAMS_SEED_KEY = 1  # the conjugate draws use default_rng([seed, _PARAMS_SEED_KEY])
-
-
-def versions() -> dict[str, str]:
-    """Versions of the libraries a fit depends on (``"absent"`` when not installed)."""
-    out = {}
-    for pkg in ("bpc", "pymc", "arviz", "nutpie", "numpy", "pytensor", "xarray"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "absent"
-    return out
 
 
 def default_cores(chains: int) -> int:
