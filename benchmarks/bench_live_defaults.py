@@ -38,7 +38,7 @@ Controllers:
 
 Utility per task: ``R·1[verified pass] − cost`` (the first patch charged).
 Intervals: 95 % percentile bootstrap over tasks
-(:func:`bpc.replay.bootstrap.paired_bootstrap`), of each mean and of the
+(:func:`bpc.intervals.paired_bootstrap`), of each mean and of the
 paired difference to ``naive``. "budget" counts the episodes that ended with
 ``outcome="budget"``; the driver also asserts that every episode ended
 within its budget.
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.costs import paper_costs_for
     from bpc.decide.live import Controller
     from bpc.decide.options import PlanOptions
-    from bpc.replay.bootstrap import paired_bootstrap
+    from bpc.intervals import paired_bootstrap
 
     ap = argparse.ArgumentParser(description="the live defaults vs a naive verify-and-retry loop")
     ap.add_argument("--tasks", type=int, default=200)
