@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from bpc.estimate.online import LearningState, drift_check, simulate_records
+from bpc.estimate.online import LearningState, ParticleOptions, drift_check, simulate_records
 
 TRUTH = {"prior": 0.4, "kappa": 3.0, "critics": {"test": (0.85, 0.2), "llm": (0.8, 0.3)}}
 START = {"prior": 0.5, "kappa": 5.0, "critics": {"test": (0.7, 0.3), "llm": (0.7, 0.3)}}
@@ -35,10 +35,10 @@ def main() -> None:
     parser.add_argument("--particles", type=int, nargs="+", default=[1000, 2000])
     parser.add_argument("--episodes", type=int, default=200)
     args = parser.parse_args()
-    recs = simulate_records(np.random.default_rng(0), args.episodes, verify_fail_prob=0.1, **TRUTH)
-    window = simulate_records(np.random.default_rng(1), 50, verify_fail_prob=0.1, **TRUTH)
+    recs = simulate_records(np.random.default_rng(0), args.episodes, TRUTH, verify_fail_prob=0.1)
+    window = simulate_records(np.random.default_rng(1), 50, TRUTH, verify_fail_prob=0.1)
     for P in args.particles:
-        s0 = LearningState.from_values(**START, n_particles=P, seed=1)
+        s0 = LearningState.from_values(**START, particles=ParticleOptions(n_particles=P, seed=1))
         t0 = time.perf_counter()
         s = s0.update(recs)
         stream = time.perf_counter() - t0

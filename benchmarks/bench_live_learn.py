@@ -19,7 +19,7 @@ import numpy as np
 
 from bpc.decide.live import Controller, Episode
 from bpc.decide.options import PlanOptions
-from bpc.estimate.online import LearningState, simulate_records
+from bpc.estimate.online import LearningState, ParticleOptions, simulate_records
 
 RATES = {"test": (0.85, 0.2), "llm": (0.8, 0.3)}
 DRIFTED = {"test": (0.85, 0.5), "llm": (0.8, 0.3)}
@@ -58,9 +58,12 @@ def main() -> None:
     args = parser.parse_args()
     truth = {"prior": PRIOR, "kappa": KAPPA, "critics": RATES}
     start = LearningState.from_values(
-        prior=0.5, kappa=5.0, critics={"test": (0.7, 0.3), "llm": (0.7, 0.3)}, n_particles=400, seed=3
+        prior=0.5,
+        kappa=5.0,
+        critics={"test": (0.7, 0.3), "llm": (0.7, 0.3)},
+        particles=ParticleOptions(n_particles=400, seed=3),
     )
-    calibrated = start.update(simulate_records(np.random.default_rng(1), 200, verify_fail_prob=0.1, **truth))
+    calibrated = start.update(simulate_records(np.random.default_rng(1), 200, truth, verify_fail_prob=0.1))
     for mode in ("plugin", "bayes_robust"):
         ctrl = Controller(**NUMBERS, learn=calibrated, plan=PlanOptions(belief="instance", mode=mode))
         rng = np.random.default_rng(0)

@@ -10,7 +10,7 @@ import xarray as xr
 
 from bpc.decide.live import Controller, Episode
 from bpc.decide.options import PlanOptions
-from bpc.estimate.online import EpisodeRecord, LearningState, simulate_records
+from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, simulate_records
 
 NUMBERS = dict(
     prior=0.4,
@@ -98,7 +98,9 @@ def test_a_learning_controller_learns_each_finished_episode_and_replans_between_
 def test_a_learner_must_be_a_state_that_learns_the_controllers_critics():
     with pytest.raises(ValueError, match="learn must be True, False or a LearningState"):
         Controller(**NUMBERS, learn="yes")  # type: ignore[arg-type]
-    one = LearningState.from_values(prior=0.4, critics={"test": (0.85, 0.2)}, n_particles=50)
+    one = LearningState.from_values(
+        prior=0.4, critics={"test": (0.85, 0.2)}, particles=ParticleOptions(n_particles=50)
+    )
     with pytest.raises(ValueError, match=r"does not learn critic\(s\) \['llm'\]"):
         Controller(**NUMBERS, learn=one)
 
@@ -122,9 +124,12 @@ def test_drift_through_the_live_path_flags_an_fpr_change_within_50_episodes():
     """
     truth = dict(prior=0.3, kappa=3.0, critics={"test": (0.85, 0.2), "llm": (0.8, 0.3)})
     start = LearningState.from_values(
-        prior=0.5, kappa=5.0, critics={"test": (0.7, 0.3), "llm": (0.7, 0.3)}, n_particles=400, seed=3
+        prior=0.5,
+        kappa=5.0,
+        critics={"test": (0.7, 0.3), "llm": (0.7, 0.3)},
+        particles=ParticleOptions(n_particles=400, seed=3),
     )
-    calibrated = start.update(simulate_records(np.random.default_rng(1), 200, verify_fail_prob=0.1, **truth))
+    calibrated = start.update(simulate_records(np.random.default_rng(1), 200, truth, verify_fail_prob=0.1))
     drifted = {"test": (0.85, 0.5), "llm": (0.8, 0.3)}
     flagged = 0
     for seed in range(5):

@@ -21,6 +21,7 @@ from bpc.estimate.online import (
     EpisodeRecord,
     LearningState,
     LearnStateMismatchError,
+    ParticleOptions,
     PatchRecord,
     drift_check,
     episode_loglik,
@@ -233,8 +234,10 @@ START: dict[str, Any] = dict(prior=0.5, kappa=5.0, critics={"test": (0.7, 0.3)})
 
 
 def test_update_multiplies_weights_by_the_likelihood():
-    s0 = LearningState.from_values(**START, n_particles=300, seed=1, ess_threshold=1e-6)
-    recs = simulate_records(np.random.default_rng(0), 5, **TRUTH)
+    s0 = LearningState.from_values(
+        **START, particles=ParticleOptions(n_particles=300, seed=1, ess_threshold=1e-6)
+    )
+    recs = simulate_records(np.random.default_rng(0), 5, TRUTH)
     s1 = s0.update(recs)
     assert s1.n_rejuvenations == 0 and s1.n_episodes == 5
     want = s0.log_weights + sum(s0.loglik(r) for r in recs)
@@ -244,10 +247,10 @@ def test_update_multiplies_weights_by_the_likelihood():
 
 
 def test_rejuvenated_posterior_agrees_with_plain_importance_sampling():
-    recs = simulate_records(np.random.default_rng(2), 60, verify_fail_prob=0.2, **TRUTH)
-    smc = LearningState.from_values(**START, n_particles=500, seed=3).update(recs)
+    recs = simulate_records(np.random.default_rng(2), 60, TRUTH, verify_fail_prob=0.2)
+    smc = LearningState.from_values(**START, particles=ParticleOptions(n_particles=500, seed=3)).update(recs)
     assert smc.n_rejuvenations >= 1 and 0.1 < smc.acceptance < 0.7
-    big = LearningState.from_values(**START, n_particles=60_000, seed=4)
+    big = LearningState.from_values(**START, particles=ParticleOptions(n_particles=60_000, seed=4))
     w = replace(big, records=tuple(recs)).total_loglik(big.x)
     w = np.exp(w - w.max())
     w /= w.sum()
@@ -269,8 +272,10 @@ def test_selection_bias_labelled_only_misses_full_likelihood_covers():
     """The controller verifies every patch the critic passed and 10 % of the rest."""
     reps, covered_full, covered_lab = 16, 0, 0
     for r in range(reps):
-        recs = simulate_records(np.random.default_rng([5, r]), 120, verify_fail_prob=0.1, **TRUTH)
-        state = LearningState.from_values(**START, n_particles=300, seed=r).update(recs)
+        recs = simulate_records(np.random.default_rng([5, r]), 120, TRUTH, verify_fail_prob=0.1)
+        state = LearningState.from_values(**START, particles=ParticleOptions(n_particles=300, seed=r)).update(
+            recs
+        )
         lo, hi = state.interval("fpr[test]")
         counts = labelled_counts(recs, ["test"])
         k, n = counts["critic_pass"][0, 0], counts["critic_n"][0, 0]
@@ -290,7 +295,7 @@ def test_posterior_is_calibrated_when_the_truth_is_drawn_from_the_prior():
     names = ("prior", "kappa", "tpr[test]", "fpr[test]")
     covered = total = 0
     for r in range(24):
-        start = LearningState.from_values(**prior, n_particles=300, seed=100 + r)
+        start = LearningState.from_values(**prior, particles=ParticleOptions(n_particles=300, seed=100 + r))
         rng = np.random.default_rng([11, r])
         truth = start.params_of(start.prior.sample(rng, 1))
         t = {"prior": truth["prior"][0], "kappa": truth["kappa"][0]}
@@ -298,9 +303,7 @@ def test_posterior_is_calibrated_when_the_truth_is_drawn_from_the_prior():
         recs = simulate_records(
             rng,
             40,
-            prior=t["prior"],
-            kappa=t["kappa"],
-            critics={"test": (t["tpr[test]"], t["fpr[test]"])},
+            {"prior": t["prior"], "kappa": t["kappa"], "critics": {"test": (t["tpr[test]"], t["fpr[test]"])}},
             verify_fail_prob=0.2,
         )
         state = start.update(recs)
@@ -313,7 +316,7 @@ def test_posterior_is_calibrated_when_the_truth_is_drawn_from_the_prior():
 
 
 def test_state_rejects_records_it_cannot_learn_from():
-    s = LearningState.from_values(**START, n_particles=50)
+    s = LearningState.from_values(**START, particles=ParticleOptions(n_particles=50))
     with pytest.raises(ValueError, match="critics \\['llm'\\]"):
         s.update(_rec(("first", {"llm": True})))
     with pytest.raises(ValueError, match="no p_fix/p_break"):
@@ -326,9 +329,13 @@ def test_state_rejects_records_it_cannot_learn_from():
 def test_refine_episodes_learn_the_kernel():
     rng = np.random.default_rng(8)
     truth: dict[str, Any] = dict(prior=0.3, critics={"test": (0.9, 0.2)}, p_fix=0.35, p_break=0.05)
-    recs = simulate_records(rng, 150, verify_fail_prob=1.0, max_patches=3, regenerate="refine", **truth)
+    recs = simulate_records(rng, 150, truth, verify_fail_prob=1.0, max_patches=3, regenerate="refine")
     s = LearningState.from_values(
-        prior=0.5, critics={"test": (0.7, 0.3)}, p_fix=0.5, p_break=0.5, n_particles=400
+        prior=0.5,
+        critics={"test": (0.7, 0.3)},
+        p_fix=0.5,
+        p_break=0.5,
+        particles=ParticleOptions(n_particles=400),
     )
     s = s.update(recs)
     assert s.iid and s.has_kernel
@@ -387,7 +394,7 @@ def test_from_params_draws_keeps_the_draws_as_particles():
 
 def test_from_params_point_values_use_a_weak_prior():
     ds = _draws_dataset().isel(chain=0, draw=0, drop=True)
-    s = LearningState.from_params(ds, kappa=4.0, n_particles=400, seed=2)
+    s = LearningState.from_params(ds, kappa=4.0, particles=ParticleOptions(n_particles=400, seed=2))
     assert s.names == (
         "logit_prior",
         "log_kappa",
@@ -414,8 +421,8 @@ def test_from_values_validation():
 
 # ---------------------------------------------------------------- persistence
 def test_save_load_round_trip_and_continue_identically(tmp_path):
-    recs = simulate_records(np.random.default_rng(3), 40, verify_fail_prob=0.2, **TRUTH)
-    s = LearningState.from_values(**START, n_particles=200, seed=6)
+    recs = simulate_records(np.random.default_rng(3), 40, TRUTH, verify_fail_prob=0.2)
+    s = LearningState.from_values(**START, particles=ParticleOptions(n_particles=200, seed=6))
     empty = LearningState.load(s.save(tmp_path / "empty.nc"))
     assert empty.n_episodes == 0 and empty.records == ()
     s = s.update(recs[:30])
@@ -435,7 +442,7 @@ def test_save_load_round_trip_and_continue_identically(tmp_path):
 
 
 def test_load_refuses_other_specs_versions_and_tampering(tmp_path):
-    s = LearningState.from_values(**START, n_particles=50)
+    s = LearningState.from_values(**START, particles=ParticleOptions(n_particles=50))
     path = s.save(tmp_path / "cal.nc")
     with pytest.raises(LearnStateMismatchError, match="requested"):
         LearningState.load(path, spec_hash="0" * 16)
@@ -464,8 +471,12 @@ def test_load_refuses_other_specs_versions_and_tampering(tmp_path):
 )
 def test_load_refuses_a_state_changed_after_saving(tmp_path, tamper):
     """The checksum covers the data and the attributes; a changed file is refused as a whole, named."""
-    recs = simulate_records(np.random.default_rng(3), 5, verify_fail_prob=0.2, **TRUTH)
-    path = LearningState.from_values(**START, n_particles=50).update(recs).save(tmp_path / "cal.nc")
+    recs = simulate_records(np.random.default_rng(3), 5, TRUTH, verify_fail_prob=0.2)
+    path = (
+        LearningState.from_values(**START, particles=ParticleOptions(n_particles=50))
+        .update(recs)
+        .save(tmp_path / "cal.nc")
+    )
     LearningState.load(path)  # as written: accepted
     changed = tamper(xr.load_dataset(path, engine="h5netcdf"))
     changed.to_netcdf(tmp_path / "bad.nc", engine="h5netcdf")
@@ -485,16 +496,19 @@ TWO: dict[str, Any] = dict(prior=0.4, kappa=3.0, critics={"test": (0.85, 0.2), "
 @pytest.fixture(scope="module")
 def reference():
     start = LearningState.from_values(
-        prior=0.5, kappa=5.0, critics={"test": (0.7, 0.3), "llm": (0.7, 0.3)}, n_particles=400, seed=3
+        prior=0.5,
+        kappa=5.0,
+        critics={"test": (0.7, 0.3), "llm": (0.7, 0.3)},
+        particles=ParticleOptions(n_particles=400, seed=3),
     )
-    return start.update(simulate_records(np.random.default_rng(1), 200, verify_fail_prob=0.1, **TWO))
+    return start.update(simulate_records(np.random.default_rng(1), 200, TWO, verify_fail_prob=0.1))
 
 
 def test_drift_flags_a_critic_fpr_change_within_50_episodes(reference):
     drifted = dict(TWO, critics={"test": (0.85, 0.5), "llm": (0.8, 0.3)})
     flagged = 0
     for r in range(8):
-        window = simulate_records(np.random.default_rng([10, r]), 50, verify_fail_prob=0.1, **drifted)
+        window = simulate_records(np.random.default_rng([10, r]), 50, drifted, verify_fail_prob=0.1)
         rep = drift_check(reference, window, n_replicates=2000, seed=r)
         flagged += rep.flagged and "test" in rep.flagged_channels
         assert rep.p_values["llm"] > 0.01  # the unchanged critic is not the one blamed
@@ -504,7 +518,7 @@ def test_drift_flags_a_critic_fpr_change_within_50_episodes(reference):
 def test_drift_does_not_flag_without_change_above_its_nominal_rate(reference):
     flags, p_test = 0, []
     for r in range(30):
-        window = simulate_records(np.random.default_rng([9, r]), 50, verify_fail_prob=0.1, **TWO)
+        window = simulate_records(np.random.default_rng([9, r]), 50, TWO, verify_fail_prob=0.1)
         rep = drift_check(reference, window, n_replicates=1000, seed=r)
         flags += rep.flagged
         p_test.append(rep.p_values["test"])
@@ -516,9 +530,7 @@ def test_drift_does_not_flag_without_change_above_its_nominal_rate(reference):
 
 def test_state_drift_on_its_own_window(reference):
     drifted = dict(TWO, critics={"test": (0.85, 0.5), "llm": (0.8, 0.3)})
-    learnt = reference.update(
-        simulate_records(np.random.default_rng(77), 50, verify_fail_prob=0.1, **drifted)
-    )
+    learnt = reference.update(simulate_records(np.random.default_rng(77), 50, drifted, verify_fail_prob=0.1))
     rep = learnt.drift(50, n_replicates=2000)
     assert rep.flagged and rep.n_episodes == 50
     assert json.loads(json.dumps(rep.to_dict()))["flagged"] is True
@@ -550,7 +562,9 @@ def test_start_from_the_hierarchical_predictive_of_a_cell_without_data(tmp_path)
     # (swebench_lite, haiku45) has no data in the fit; "newgen" is a generator it never saw
     params = posterior_params(dt, benchmarks=["swebench_lite"], generators=["haiku45", "newgen"])
     for gen in ("haiku45", "newgen"):
-        state = LearningState.from_params(params, cell=("swebench_lite", gen), seed=2)
+        state = LearningState.from_params(
+            params, cell=("swebench_lite", gen), particles=ParticleOptions(seed=2)
+        )
         assert state.n_particles == 80 and "test" not in state.critics  # test never ran on that benchmark
         assert set(state.critics) == {"syn", "llm"}
         assert state.iid == ("kappa" not in params)

@@ -13,7 +13,7 @@ import xarray as xr
 
 from bpc.costs import NAMED_COSTS
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
-from bpc.estimate.online import EpisodeRecord, LearningState, PatchRecord
+from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, PatchRecord
 from bpc.experiments import stream as st
 from bpc.schema import records_to_pool
 from tests.model_fixtures import tiny_counts
@@ -72,7 +72,10 @@ def test_episode_record_by_hand():
 def test_learning_only_at_episode_boundaries(monkeypatch):
     pool = tiny_pool()
     state = LearningState.from_values(
-        prior=0.5, kappa=2.0, critics={c: (0.75, 0.25) for c in CRITICS}, n_particles=200, seed=1
+        prior=0.5,
+        kappa=2.0,
+        critics={c: (0.75, 0.25) for c in CRITICS},
+        particles=ParticleOptions(n_particles=200, seed=1),
     )
     calls = []
     real_update = LearningState.update
@@ -194,7 +197,9 @@ def test_starts_do_not_move_when_the_targets_counts_change():
 def test_unknown_start_and_controller_name_the_choices():
     with pytest.raises(ValueError, match="did you mean 'laplace-pooled'"):
         st.start_states(tiny_counts(), TARGET, CRITICS, starts=("laplace_pooled",))
-    state = LearningState.from_values(prior=0.5, critics={"test": (0.8, 0.2)}, n_particles=50, seed=1)
+    state = LearningState.from_values(
+        prior=0.5, critics={"test": (0.8, 0.2)}, particles=ParticleOptions(n_particles=50, seed=1)
+    )
     with pytest.raises(ValueError, match="did you mean 'thompson'"):
         st.stream_controller(state, "thomson", NAMED_COSTS["fast"])
 
@@ -300,7 +305,10 @@ def test_stream_controller_acts_as_the_factory_on_to_params(kind, mode, n):
 
     prof = get_profile("bpc")
     state = LearningState.from_values(
-        prior=0.4, kappa=3.0, critics={c: (0.8, 0.3) for c in CRITICS}, n_particles=300, seed=2
+        prior=0.4,
+        kappa=3.0,
+        critics={c: (0.8, 0.3) for c in CRITICS},
+        particles=ParticleOptions(n_particles=300, seed=2),
     )
     config = st.StreamConfig(plugin_draws=64, robust_draws=4)
     costs = NAMED_COSTS["fast"]

@@ -23,10 +23,14 @@ group by cell and label the result.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 from bpc.constants import (
     CRITICS,
@@ -392,19 +396,7 @@ def _assemble(
 
 
 def cell_counts(
-    benchmark: str,
-    generator: str,
-    *,
-    n_patches: float = np.nan,
-    n_pass: float = np.nan,
-    n_instances: float = np.nan,
-    critic_n: np.ndarray | None = None,
-    critic_pass: np.ndarray | None = None,
-    trans_n: np.ndarray | None = None,
-    trans_flip: np.ndarray | None = None,
-    inst_hist: np.ndarray | None = None,
-    source: str = "",
-    critics: Sequence[str] = CRITICS,
+    benchmark: str, generator: str, *, source: str = "", critics: Sequence[str] = CRITICS, **counts: ArrayLike
 ) -> xr.Dataset:
     """A one-cell counts Dataset from plain numbers (unset entries stay ``NaN``).
 
@@ -412,45 +404,46 @@ def cell_counts(
     ----------
     benchmark, generator : str
         The cell.
-    n_patches, n_pass, n_instances : float
-        Cell totals.
-    critic_n, critic_pass : numpy.ndarray, optional
-        Shape ``(len(critics), 2)``, critics in ``critics`` order, labels (0, 1).
-    trans_n, trans_flip : numpy.ndarray, optional
-        Shape ``(2,)``, by Y_t.
-    inst_hist : numpy.ndarray, optional
-        Instance histogram, shape ``(M, M + 1)``: entry ``[m − 1, k]`` =
-        instances with k passes among m labelled patches (see
-        :func:`instance_tallies`); unobserved if omitted.
     source : str
         ``raw``, ``table``, ``simulated`` or ``""``.
     critics : sequence of str
         The ``critic`` coordinate (default :data:`~bpc.constants.CRITICS`).
+    **counts : float or numpy.ndarray
+        The count variables by name: the cell totals ``n_patches``, ``n_pass``,
+        ``n_instances``; ``critic_n``, ``critic_pass`` of shape
+        ``(len(critics), 2)`` (critics in ``critics`` order, labels (0, 1));
+        ``trans_n``, ``trans_flip`` of shape ``(2,)``, by Y_t; ``inst_hist``,
+        the instance histogram of shape ``(M, M + 1)``: entry ``[m − 1, k]`` =
+        instances with k passes among m labelled patches (see
+        :func:`instance_tallies`).
 
     Returns
     -------
     xarray.Dataset
         Counts schema with one benchmark and one generator.
+
+    Raises
+    ------
+    TypeError
+        For a count variable the schema does not have.
+    ValueError
+        For an ``inst_hist`` that is not ``(M, M + 1)``.
     """
-    nan2 = np.full(len(LABELS), np.nan)
-    nan_kl = np.full((len(critics), len(LABELS)), np.nan)
-    size = POOL_SIZE if inst_hist is None else int(np.shape(inst_hist)[0])
-    hist = np.full((size, size + 1), np.nan) if inst_hist is None else np.asarray(inst_hist, dtype=float)
-    if hist.shape != (size, size + 1):
-        raise ValueError(f"cell_counts: inst_hist must have shape (M, M + 1), got {hist.shape}")
-    cells = {
-        "benchmark": [benchmark],
-        "generator": [generator],
-        "n_patches": np.array([n_patches], dtype=float),
-        "n_pass": np.array([n_pass], dtype=float),
-        "n_instances": np.array([n_instances], dtype=float),
-        "critic_n": np.asarray(nan_kl if critic_n is None else critic_n, dtype=float)[None],
-        "critic_pass": np.asarray(nan_kl if critic_pass is None else critic_pass, dtype=float)[None],
-        "trans_n": np.asarray(nan2 if trans_n is None else trans_n, dtype=float)[None],
-        "trans_flip": np.asarray(nan2 if trans_flip is None else trans_flip, dtype=float)[None],
-        "inst_hist": hist[None],
-        "source": np.array([source], dtype=object),
-    }
+    size = POOL_SIZE if counts.get("inst_hist") is None else int(np.shape(counts["inst_hist"])[0])
+    kl = (len(critics), len(LABELS))
+    shapes = {"n_patches": (), "n_pass": (), "n_instances": (), "critic_n": kl, "critic_pass": kl}
+    shapes |= {"trans_n": (len(LABELS),), "trans_flip": (len(LABELS),), "inst_hist": (size, size + 1)}
+    unknown = sorted(set(counts) - set(shapes))
+    if unknown:
+        raise TypeError(f"cell_counts: unknown count variable(s) {unknown}; expected some of {list(shapes)}")
+    cells: dict = {"benchmark": [benchmark], "generator": [generator]}
+    cells["source"] = np.array([source], dtype=object)
+    for name, shape in shapes.items():
+        value = counts.get(name)
+        cells[name] = np.asarray(np.full(shape, np.nan) if value is None else value, dtype=float)[None]
+    hist = cells["inst_hist"].shape[1:]
+    if hist != shapes["inst_hist"]:
+        raise ValueError(f"cell_counts: inst_hist must have shape (M, M + 1), got {hist}")
     return validate_counts(_assemble([benchmark], [generator], cells, max_patches=size, critics=critics))
 
 

@@ -321,7 +321,7 @@ def start_states(
     (refused if its stored counts hold any count of the target).
     """
     from bpc.estimate.model.fit import counts_of, posterior_params
-    from bpc.estimate.online import LearningState
+    from bpc.estimate.online import LearningState, ParticleOptions
 
     b, g = target
     out: dict[str, LearningState] = {}
@@ -340,7 +340,10 @@ def start_states(
                 raise ValueError(f"this fit saw {b}/{g}: it cannot be the cell's cold start")
             params = posterior_params(fit, benchmarks=[b], generators=[g], seed=seed)
             out[start] = LearningState.from_params(
-                params, cell=(b, g), critics=list(critics), n_particles=particles, seed=seed
+                params,
+                cell=(b, g),
+                critics=list(critics),
+                particles=ParticleOptions(n_particles=particles, seed=seed),
             )
             continue
         else:
@@ -351,9 +354,8 @@ def start_states(
             prior=v["prior"],
             kappa=v["kappa"],
             critics=rates,
-            n_particles=particles,
-            seed=seed,
             source=start,
+            particles=ParticleOptions(n_particles=particles, seed=seed),
         )
     return out
 

@@ -7,8 +7,8 @@ estimation (episodes → parameters), so it lives in the estimate stage: it
 depends on the core only, and the controller (``Controller`` / ``Episode`` / ``bpc serve``) only
 has to call it::
 
-    state = LearningState.from_values(prior=0.4, kappa=3.0,
-                                      critics={"test": (0.9, 0.2)}, seed=1)
+    state = LearningState.from_values(prior=0.4, kappa=3.0, critics={"test": (0.9, 0.2)},
+                                      particles=ParticleOptions(seed=1))
     rec = EpisodeRecord.from_history([
         {"op": "observe", "critic": "test", "passed": True},
         {"op": "verified", "passed": False},
@@ -137,6 +137,7 @@ from bpc.estimate.online.particles import (
     GaussianPrior,
     LearningState,
     LearnStateMismatchError,
+    ParticleOptions,
     calibration_scales,
 )
 from bpc.estimate.online.records import (
@@ -161,6 +162,7 @@ __all__ = [
     "GaussianPrior",
     "LearningState",
     "LearnStateMismatchError",
+    "ParticleOptions",
     "DriftReport",
     "drift_check",
     "labelled_counts",

@@ -45,6 +45,7 @@ __all__ = [
     "GaussianPrior",
     "LearningState",
     "LearnStateMismatchError",
+    "ParticleOptions",
     "calibration_scales",
 ]
 
@@ -56,6 +57,30 @@ DEFAULT_ESS_THRESHOLD = 0.5
 """Rejuvenate when ESS < this share of the particles."""
 DEFAULT_MOVES = 5
 """Random-walk Metropolis sweeps per rejuvenation."""
+
+
+@dataclass(frozen=True)
+class ParticleOptions:
+    """How a new :class:`LearningState` draws its particles and moves them.
+
+    Attributes
+    ----------
+    n_particles : int or None
+        Particles; ``None``: :data:`DEFAULT_PARTICLES` around explicit values, every draw of
+        posterior draws (fewer: a seeded subsample, more: a seeded resample with replacement,
+        which the first rejuvenation spreads).
+    seed : int
+        Seed of every random step.
+    ess_threshold : float
+        Rejuvenate when the ESS falls below this share of the particles.
+    n_moves : int
+        Random-walk Metropolis sweeps per rejuvenation.
+    """
+
+    n_particles: int | None = None
+    seed: int = DEFAULT_SEED
+    ess_threshold: float = DEFAULT_ESS_THRESHOLD
+    n_moves: int = DEFAULT_MOVES
 
 
 # ---------------------------------------------------------------------------
@@ -281,11 +306,8 @@ class LearningState:
         p_break: float | None = None,
         sd: float = DEFAULT_PRIOR_SD,
         sds: Mapping[str, float] | None = None,
-        n_particles: int = DEFAULT_PARTICLES,
-        seed: int = DEFAULT_SEED,
-        ess_threshold: float = DEFAULT_ESS_THRESHOLD,
-        n_moves: int = DEFAULT_MOVES,
         source: str = "values",
+        particles: ParticleOptions = ParticleOptions(),
     ) -> LearningState:
         """A state with a weak logit-normal prior around explicit (or Laplace) values.
 
@@ -307,14 +329,15 @@ class LearningState:
             Per-parameter scales instead of ``sd`` (names as in :meth:`summary`: ``"prior"``,
             ``"kappa"``, ``"tpr[c]"``, ``"fpr[c]"``, ``"p_fix"``, ``"p_break"``): the weight of the
             data behind a calibrated value (:meth:`from_params`).
-        n_particles, seed, ess_threshold, n_moves
-            Particles, seed of every random step, rejuvenation trigger and sweeps.
         source : str
             Where the values came from (saved with the state).
+        particles : ParticleOptions
+            Particles (default :data:`DEFAULT_PARTICLES`), seed, rejuvenation trigger and sweeps.
 
         Examples
         --------
-        >>> s = LearningState.from_values(prior=0.4, critics={"test": (0.9, 0.2)}, n_particles=500, seed=0)
+        >>> s = LearningState.from_values(prior=0.4, critics={"test": (0.9, 0.2)},
+        ...                               particles=ParticleOptions(n_particles=500, seed=0))
         >>> s.n_particles, s.iid, s.names
         (500, True, ('logit_prior', 'logit_tpr[test]', 'logit_fpr[test]'))
         """
@@ -350,19 +373,10 @@ class LearningState:
                 mean.append(float(_logit(np.array(values[nm.removeprefix("logit_")]))))
         scale = {**{nm: sd for nm in names}, **_scales_by_name(sds or {}, names)}
         gp = GaussianPrior(np.array(mean), np.diag([scale[nm] ** 2 for nm in names]))
-        rng = np.random.default_rng([int(seed), 0])
-        x = gp.sample(rng, int(n_particles))
-        return cls(
-            critics=crit,
-            names=names,
-            x=x,
-            log_weights=np.full(int(n_particles), -math.log(n_particles)),
-            prior=gp,
-            seed=int(seed),
-            ess_threshold=ess_threshold,
-            n_moves=n_moves,
-            source=source,
+        x = gp.sample(
+            np.random.default_rng([int(particles.seed), 0]), particles.n_particles or DEFAULT_PARTICLES
         )
+        return cls._start(crit, names, x, gp, source, particles)
 
     @classmethod
     def from_draws(
@@ -375,12 +389,8 @@ class LearningState:
         kappa: np.ndarray | None = None,
         p_fix: np.ndarray | None = None,
         p_break: np.ndarray | None = None,
-        n_particles: int | None = None,
-        seed: int = DEFAULT_SEED,
-        ess_threshold: float = DEFAULT_ESS_THRESHOLD,
-        n_moves: int = DEFAULT_MOVES,
         source: str = "draws",
-        origin_hash: str = "",
+        particles: ParticleOptions = ParticleOptions(),
     ) -> LearningState:
         """A state whose particles are posterior (or predictive) draws of the cell.
 
@@ -396,13 +406,10 @@ class LearningState:
             ``(S,)`` draws of κ; ``None`` or all ``inf`` = the i.i.d. model.
         p_fix, p_break : array_like, optional
             ``(S,)`` kernel draws; ``None`` or any ``NaN`` = no kernel.
-        n_particles : int, optional
-            Default: all ``S`` draws; fewer = a seeded subsample, more = a seeded
-            resample with replacement (the first rejuvenation spreads them).
-        seed, ess_threshold, n_moves
-            As in :meth:`from_values`.
-        source, origin_hash : str
-            Where the draws came from, and that model's spec hash (saved with the state).
+        source : str
+            Where the draws came from (saved with the state).
+        particles : ParticleOptions
+            Particles (default: all ``S`` draws), seed, rejuvenation trigger and sweeps.
         """
         pr = np.asarray(prior, dtype=float).reshape(-1)
         S = pr.size
@@ -440,22 +447,32 @@ class LearningState:
             if np.any((col < 0) | (col > 1)):
                 raise ValueError(f"{name} draws must lie in [0, 1]")
         gp = GaussianPrior.fit(x)
-        rng = np.random.default_rng([int(seed), 0])
-        if n_particles is not None and int(n_particles) != S:
-            idx = rng.choice(S, size=int(n_particles), replace=int(n_particles) > S)
-            x = x[idx]
-        P = x.shape[0]
+        n = particles.n_particles
+        if n is not None and int(n) != S:
+            x = x[np.random.default_rng([int(particles.seed), 0]).choice(S, size=int(n), replace=int(n) > S)]
+        return cls._start(crit, cls.layout(crit, iid=iid, kernel=kernel), x, gp, source, particles)
+
+    @classmethod
+    def _start(
+        cls,
+        critics: tuple[str, ...],
+        names: tuple[str, ...],
+        x: np.ndarray,
+        prior: GaussianPrior,
+        source: str,
+        particles: ParticleOptions,
+    ) -> LearningState:
+        """A new state of equally weighted particles ``x``."""
         return cls(
-            critics=crit,
-            names=cls.layout(crit, iid=iid, kernel=kernel),
+            critics=critics,
+            names=names,
             x=x,
-            log_weights=np.full(P, -math.log(P)),
-            prior=gp,
-            seed=int(seed),
-            ess_threshold=ess_threshold,
-            n_moves=n_moves,
+            log_weights=np.full(x.shape[0], -math.log(x.shape[0])),
+            prior=prior,
+            seed=int(particles.seed),
+            ess_threshold=particles.ess_threshold,
+            n_moves=particles.n_moves,
             source=source,
-            origin_hash=origin_hash,
         )
 
     @classmethod
@@ -468,9 +485,7 @@ class LearningState:
         iid: bool = False,
         kappa: float | None = None,
         sd: float = DEFAULT_PRIOR_SD,
-        n_particles: int | None = None,
-        seed: int = DEFAULT_SEED,
-        **options: Any,
+        particles: ParticleOptions = ParticleOptions(),
     ) -> LearningState:
         """A state from a parameter Dataset (bpc's schema): draws if it has ``chain``/``draw``, else values.
 
@@ -494,7 +509,7 @@ class LearningState:
         kappa : float, optional
             Centre of a κ prior when the Dataset has none (point values) —
             without it, and without ``kappa`` in the Dataset, the state is i.i.d.
-        sd, n_particles, seed, **options
+        sd, particles
             As in :meth:`from_values` / :meth:`from_draws`.
         """
         from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR
@@ -520,7 +535,7 @@ class LearningState:
         if sdims:
             flat = ds.stack(_sample=sdims).transpose("_sample", ...)
             kernel = "p_fix" in flat and bool(np.all(np.isfinite(flat["p_fix"].values)))
-            return cls.from_draws(
+            state = cls.from_draws(
                 prior=flat["prior"].values,
                 tpr=flat["tpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
                 fpr=flat["fpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
@@ -528,12 +543,10 @@ class LearningState:
                 kappa=flat["kappa"].values if has_kappa else None,
                 p_fix=flat["p_fix"].values if kernel else None,
                 p_break=flat["p_break"].values if kernel else None,
-                n_particles=n_particles,
-                seed=seed,
                 source=source,
-                origin_hash=str(ds.attrs.get("spec_hash", "")),
-                **options,
+                particles=particles,
             )
+            return replace(state, origin_hash=str(ds.attrs.get("spec_hash", "")))
         rates = {
             c: (float(ds["tpr"].sel({DIM_CRITIC: c})), float(ds["fpr"].sel({DIM_CRITIC: c}))) for c in names
         }
@@ -551,10 +564,8 @@ class LearningState:
             p_break=pb if kern else None,
             sd=sd,
             sds=sds,
-            n_particles=n_particles or DEFAULT_PARTICLES,
-            seed=seed,
             source=source,
-            **options,
+            particles=particles,
         )
 
     @classmethod
@@ -576,7 +587,7 @@ class LearningState:
         rate is not learnt), ``kappa`` ``(S,)`` (``inf`` = i.i.d.), the kernel
         ``(S,)`` (``NaN`` = none); rates on the edge of [0, 1] are moved
         inside by 1e-9 (the logit scale needs an open interval).
-        ``**options`` go to the builder (``n_particles``, ``seed``, ``sd``, …).
+        ``**options`` go to the builder (``particles``, ``source``, ``sd``, …).
         """
         pr = np.asarray(prior, dtype=float).reshape(-1)
         tp, fp = (np.asarray(v, dtype=float).reshape(pr.size, -1) for v in (tpr, fpr))
@@ -624,7 +635,7 @@ class LearningState:
             fit has them, the population distribution where either is new
             (:func:`bpc.estimate.model.fit.posterior_params`).
         **options
-            To :meth:`from_params` (``n_particles``, ``seed``, ``iid``, …).
+            To :meth:`from_params` (``particles``, ``iid``, …).
         """
         import xarray as xr
 

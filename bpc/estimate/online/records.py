@@ -448,24 +448,29 @@ def labelled_counts(records: Iterable[EpisodeRecord], critics: Sequence[str]) ->
 def simulate_records(
     rng: np.random.Generator,
     n: int,
+    truth: Mapping[str, Any],
     *,
-    prior: float,
-    critics: Mapping[str, tuple[float, float]],
-    kappa: float = math.inf,
-    p_fix: float | None = None,
-    p_break: float | None = None,
     verify_fail_prob: float = 0.0,
     max_patches: int = 3,
     regenerate: Literal["fresh", "refine"] = "fresh",
 ) -> list[EpisodeRecord]:
     """Episodes of a simple critic-gated policy under known parameters (for tests and measurements).
 
+    ``truth`` holds ``prior`` (π), ``critics`` (critic → ``(tpr, fpr)``) and optionally ``kappa``
+    (default ``inf``, i.i.d. patches) and ``p_fix`` / ``p_break`` (needed by ``regenerate="refine"``):
+    the keywords of :meth:`~bpc.estimate.online.LearningState.from_values`.
     Per patch: run every critic in order; verify when all passed, else verify
     with probability ``verify_fail_prob``; end on a verified pass, else make a
     new patch (``regenerate``) until ``max_patches``. The policy sees only its
     own observations, as a controller does, so the labelled-only estimate of
     ``fpr`` is biased when ``verify_fail_prob`` is small and the full likelihood is not.
     """
+    unknown = set(truth) - {"prior", "critics", "kappa", "p_fix", "p_break"}
+    if unknown:
+        raise ValueError(f"simulate_records: unknown truth key(s) {sorted(unknown)}")
+    prior, critics = truth["prior"], truth["critics"]
+    kappa = truth.get("kappa", math.inf)
+    p_fix, p_break = truth.get("p_fix"), truth.get("p_break")
     if regenerate == "refine" and (p_fix is None or p_break is None):
         raise ValueError("regenerate='refine' needs p_fix and p_break")
     names = list(critics)
