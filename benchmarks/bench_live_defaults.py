@@ -100,14 +100,14 @@ def run_naive(task: Task, c_gen: float, c_ver: float, reward: float) -> float:
 
 def cell_parameters(cell: tuple[str, str]):
     """Laplace estimates of the corpus (every cell, kernels and κ included)."""
-    from bpc.data.logs import load_input
+    from bpc.data.load import InputOptions, resolve_input
     from bpc.estimate.laplace import laplace
     from bpc.paths import default_corpus
 
     path = default_corpus()
     if path is None:
         raise SystemExit("the authors' corpus was not found (set $BPC_CORPUS)")
-    corpus = load_input(path, benchmarks=[cell[0]], generators=[cell[1]], progress=False)
+    corpus = resolve_input(path, InputOptions(benchmarks=(cell[0],), generators=(cell[1],), progress=False))
     return laplace(corpus.counts)
 
 

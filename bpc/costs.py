@@ -316,7 +316,7 @@ def with_critic_costs(costs: CostSpec, critic: Mapping[str, float]) -> Callable[
         Any cost specification (see :func:`cost_resolver`).
     critic : mapping of str to float
         Critic name → cost, e.g. the ``:COST`` of ``--critic NAME=COLUMN:COST``
-        (:func:`bpc.data.logs.parse_critic`); replaces the vector's own cost
+        (:func:`bpc.data.logs.parse_critics`); replaces the vector's own cost
         of a critic of the same name.
 
     Returns

@@ -54,6 +54,7 @@ __all__ = [
     "interval_bounds",
     "CLUSTERED_COLUMNS",
     "cluster_means",
+    "resample_weights",
     "clustered_interval",
     "paired_bootstrap",
 ]
@@ -174,6 +175,23 @@ def credible_interval(
 # ---------------------------------------------------------------------------
 # Task-clustered bootstrap (method.md §Replay and evaluation)
 # ---------------------------------------------------------------------------
+def resample_weights(n_tasks: int, *, B: int, seed: int | Sequence[int]) -> np.ndarray:
+    """``(B, n_tasks)``: how often each task is drawn in each of ``B`` resamples with replacement.
+
+    The draw is ``numpy.random.default_rng(seed).integers(0, n_tasks, size=(B, n_tasks))``, the
+    one task resample of bpc (:func:`cluster_means`, :func:`bpc.estimate.task_intervals.task_intervals`).
+
+    Examples
+    --------
+    >>> resample_weights(3, B=2, seed=0).sum(axis=1).tolist()
+    [3.0, 3.0]
+    """
+    idx = np.random.default_rng(seed).integers(0, n_tasks, size=(B, n_tasks))
+    weights = np.zeros((B, n_tasks))
+    np.add.at(weights, (np.repeat(np.arange(B), n_tasks), idx.ravel()), 1.0)
+    return weights
+
+
 def cluster_means(
     values: ArrayLike,
     counts: ArrayLike | None = None,
@@ -230,10 +248,7 @@ def cluster_means(
     den_t = (
         present.astype(np.float64) if counts is None else np.where(present, np.asarray(counts, float), 0.0)
     )
-    n_tasks = arr.shape[1]
-    idx = np.random.default_rng(seed).integers(0, n_tasks, size=(int(B), n_tasks))
-    weights = np.zeros((int(B), n_tasks))
-    np.add.at(weights, (np.repeat(np.arange(int(B)), n_tasks), idx.ravel()), 1.0)
+    weights = resample_weights(arr.shape[1], B=int(B), seed=seed)
     num = weights @ np.where(present, arr, 0.0).T
     den = weights @ den_t.T
     with np.errstate(invalid="ignore", divide="ignore"):

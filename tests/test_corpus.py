@@ -8,8 +8,6 @@ import bpc.data.corpus as corpus_mod
 from bpc.data.corpus import (
     CorpusError,
     load_corpus,
-    read_critic_results,
-    read_likelihood_table,
     read_transition_kernel,
 )
 from bpc.data.counts import counts_from_records
@@ -100,7 +98,7 @@ FIVE_CELLS = [
 @pytest.mark.corpus
 @pytest.mark.parametrize("bench, gen, folder", FIVE_CELLS)
 def test_raw_and_table_agree_on_the_five_cells(real, corpus_path, bench, gen, folder):
-    table = read_likelihood_table(corpus_path / folder / "likelihood_tables.json", benchmark=None)
+    table = load_corpus(corpus_path / folder / "likelihood_tables.json", progress=False).counts
     raw = real.counts.sel(benchmark=[bench], generator=[gen])
     assert raw["source"].item() == "raw"
     for name in ("n_patches", "n_pass", "critic_n", "critic_pass"):
@@ -173,29 +171,30 @@ def test_user_file_needs_a_benchmark(tmp_path):
     assert float(c.counts.n_patches.item()) == 2 and c.counts.source.item() == "raw"
     # records can name their benchmark themselves
     g = _write_jsonl(tmp_path / "own.jsonl", [_row("a", 0, 1, benchmark="lcb_easy")])
-    assert read_critic_results(g)["benchmark"].tolist() == ["lcb_easy"]
+    assert load_corpus(g, progress=False).records["benchmark"].tolist() == ["lcb_easy"]
 
 
 def test_benchmark_argument_must_agree_with_the_folder(tmp_path):
     f = _write_jsonl(tmp_path / "lcb_calibration_v2" / "gpt5_mini" / "critic_results.jsonl", [_row()])
-    assert read_critic_results(f)["benchmark"].tolist() == ["lcb_hard"]
+    assert load_corpus(f, progress=False).records["benchmark"].tolist() == ["lcb_hard"]
     with pytest.raises(CorpusError, match="conflicting values") as err:
-        read_critic_results(f, benchmark="mbpp_plus")
+        load_corpus(f, benchmark="mbpp_plus", progress=False)
     assert err.value.line == 1 and err.value.field == "benchmark"
 
 
 def test_generator_alias_and_argument(tmp_path):
     f = _write_jsonl(tmp_path / "x.jsonl", [_row(gen="qwen25_32b")])
-    assert read_critic_results(f, benchmark="b")["generator"].tolist() == ["qwen25_coder_32b"]
+    assert load_corpus(f, benchmark="b", progress=False).records["generator"].tolist() == ["qwen25_coder_32b"]
     g = _write_jsonl(tmp_path / "y.jsonl", [{"instance_id": "a", "patch_id": 0, "Y": 1}])
-    assert read_critic_results(g, benchmark="b", generator="haiku45")["generator"].tolist() == ["haiku45"]
+    own = load_corpus(g, benchmark="b", generator="haiku45", progress=False).records
+    assert own["generator"].tolist() == ["haiku45"]
     with pytest.raises(CorpusError, match="conflicting"):
-        read_critic_results(f, benchmark="b", generator="haiku45")
+        load_corpus(f, benchmark="b", generator="haiku45", progress=False)
 
 
 def test_absent_critic_field_and_null_review_are_missing(tmp_path):
     rows = [_row("a", 0, 1, L3_llm_review=None), _row("a", 1, 0, L3_llm_review=False)]
-    df = read_critic_results(_write_jsonl(tmp_path / "x.jsonl", rows), benchmark="b")
+    df = load_corpus(_write_jsonl(tmp_path / "x.jsonl", rows), benchmark="b", progress=False).records
     assert df["test"].isna().all()
     assert df["llm"].isna().tolist() == [True, False]
     assert df["syn"].tolist() == [True, True]
@@ -249,7 +248,7 @@ def test_bad_records_name_file_line_and_field(tmp_path, bad_line, field, expecte
 def test_duplicate_message_points_at_first_line(tmp_path):
     f = _write_jsonl(tmp_path / "x.jsonl", [_row("a", 0, 1), _row("a", 1, 1), _row("a", 0, 0)])
     with pytest.raises(CorpusError, match=r"instance 'a' patch 0 again \(first on line 1\)") as err:
-        read_critic_results(f, benchmark="b")
+        load_corpus(f, benchmark="b", progress=False)
     assert err.value.line == 3
 
 
@@ -273,7 +272,7 @@ def test_no_labelled_patch(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     with pytest.raises(CorpusError, match="at least one labelled patch"):
-        read_critic_results(empty, benchmark="b")
+        load_corpus(empty, benchmark="b", progress=False)
 
 
 def test_nothing_half_loaded(tmp_path):
@@ -309,13 +308,13 @@ def test_malformed_table_json(tmp_path):
     f.parent.mkdir(parents=True)
     f.write_text('{"generator": "gpt5_mini",\n "n_evaluated": }')
     with pytest.raises(CorpusError, match="malformed JSON") as err:
-        read_likelihood_table(f, benchmark=None)
+        load_corpus(f, progress=False)
     assert err.value.line == 2
 
 
 def test_table_counts_and_duplicates(tmp_path):
     f = _write_json(tmp_path / "mbpp_calibration" / "gpt5_mini" / "likelihood_tables.json", _table())
-    ds = read_likelihood_table(f, benchmark=None)
+    ds = load_corpus(f, progress=False).counts
     c = ds.sel(benchmark="mbpp_plus", generator="gpt5_mini")
     assert float(c.n_patches) == 6 and float(c.n_pass) == 2 and float(c.n_instances) == 2
     np.testing.assert_array_equal(c.critic_n.sel(critic="test").values, [4, 2])

@@ -18,7 +18,6 @@ from bpc.data.logs import (
     CriticMap,
     CriticSpec,
     load_input,
-    parse_critic,
     parse_critics,
     parse_verdict,
     read_logs,
@@ -60,7 +59,7 @@ def _write(tmp_path, text=CSV, name="logs.csv"):
     ],
 )
 def test_parse_critic(text, spec):
-    assert parse_critic(text) == spec
+    assert parse_critics([text]).critics == (spec,)
 
 
 @pytest.mark.parametrize(
@@ -78,7 +77,7 @@ def test_parse_critic(text, spec):
 )
 def test_parse_critic_rejects(text, match):
     with pytest.raises(ValueError, match=match) as err:
-        parse_critic(text)
+        parse_critics([text])
     assert repr(text) in str(err.value)
 
 

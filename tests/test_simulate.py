@@ -386,10 +386,10 @@ _RAW_KAPPA_FILES = (
 
 @pytest.mark.corpus
 def test_kappa_constant_reproduced_from_corpus(corpus_path):
-    from bpc.data.corpus import read_critic_results
+    from bpc.data.corpus import RECORDS_FILE, load_corpus
 
     records = pd.concat(
-        [read_critic_results(corpus_path / rel / "critic_results.jsonl") for rel in _RAW_KAPPA_FILES],
+        [load_corpus(corpus_path / rel / RECORDS_FILE, progress=False).records for rel in _RAW_KAPPA_FILES],
         ignore_index=True,
     )
     assert records.groupby(["benchmark", "generator", "instance_id"]).ngroups == 767
@@ -429,18 +429,19 @@ def test_kernel_constants_match_corpus(corpus_path):
 def _family_cell_counts(corpus_path):
     """Counts per (folder, generator): the raw file where there is one, else the likelihood table."""
     from bpc.constants import CORPUS_FOLDERS
-    from bpc.data.corpus import read_critic_results, read_likelihood_table
+    from bpc.data.corpus import load_corpus
     from bpc.data.counts import counts_from_records
 
     out = {}
     for path in sorted(corpus_path.glob("**/critic_results.jsonl")):
         folder, gen = path.parent.parent.name, path.parent.name
         if folder in CORPUS_FOLDERS:
-            out[(folder, gen)] = ("raw", counts_from_records(read_critic_results(path)))
+            out[(folder, gen)] = ("raw", counts_from_records(load_corpus(path, progress=False).records))
     for path in sorted(corpus_path.glob("**/likelihood_tables.json")):
         folder, gen = path.parent.parent.name, path.parent.name
         if folder in CORPUS_FOLDERS and (folder, gen) not in out:
-            out[(folder, gen)] = ("table", read_likelihood_table(path, benchmark=CORPUS_FOLDERS[folder]))
+            table = load_corpus(path, benchmark=CORPUS_FOLDERS[folder], progress=False).counts
+            out[(folder, gen)] = ("table", table)
     return out
 
 

@@ -9,11 +9,11 @@ Three kinds of file carry calibration data, all in the authors' schemas
     ``L0_syntax``, ``L1_lint``, ``L2_public_tests``, ``L3_llm_review``
     (bool, ``null`` = missing; a field absent from a record is a missing
     verdict, e.g. no ``L2_public_tests`` on the SWE-bench full runs).
-    :func:`read_critic_results` turns one into records
+    :func:`load_corpus` turns one into records
     (:data:`bpc.schema.RECORD_COLUMNS`).
 ``likelihood_tables.json``
     Count summaries of one cell: ``n_evaluated``, ``n_resolved`` and
-    TP/FN/FP/TN per critic (:func:`read_likelihood_table`).
+    TP/FN/FP/TN per critic.
 ``transition_kernel.json``
     Refinement transition counts ``raw_counts`` {"0->0", "0->1", "1->0",
     "1->1"} (:func:`read_transition_kernel`).
@@ -105,8 +105,6 @@ __all__ = [
     "CorpusError",
     "Corpus",
     "load_corpus",
-    "read_critic_results",
-    "read_likelihood_table",
     "read_transition_kernel",
     "RECORDS_FILE",
     "TABLE_FILE",
@@ -424,43 +422,16 @@ def _empty_records() -> pd.DataFrame:
     return _records_frame([])
 
 
-def read_critic_results(
-    path: str | os.PathLike, *, benchmark: str | None = None, generator: str | None = None
-) -> pd.DataFrame:
-    """Records of one ``critic_results.jsonl`` file.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The JSON Lines file.
-    benchmark : str, optional
-        Benchmark id for records whose folder and fields don't name one; if
-        they do, it must agree.
-    generator : str, optional
-        Generator for records without a ``generator`` field; must agree with
-        the field where there is one.
-
-    Returns
-    -------
-    pandas.DataFrame
-        :data:`bpc.schema.RECORD_COLUMNS`; unlabelled rows (``Y`` null) are
-        left out.
-
-    Raises
-    ------
-    CorpusError
-        Malformed JSON, a missing required field, ``Y`` not 0/1, a verdict
-        that is not boolean/null, a repeated (instance_id, patch_id) in a
-        cell, or no labelled patch.
-    """
-    df, _, _ = _parse_critic_results(Path(path), benchmark=benchmark, generator=generator)
-    return df
-
-
 # ---------------------------------------------------------------------------
 # likelihood_tables.json
 # ---------------------------------------------------------------------------
 def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str | None) -> xr.Dataset:
+    """Counts of the one cell of a parsed ``likelihood_tables.json`` (``source`` = ``"table"``).
+
+    ``n_patches`` = ``n_evaluated``, ``n_pass`` = ``n_resolved``, ``critic_n`` / ``critic_pass``
+    from TP/FN (label 1) and FP/TN (label 0), critics absent from the table ``NaN``,
+    ``n_instances`` = ``n_patches / POOL_SIZE`` rounded.
+    """
     if not isinstance(obj, dict):
         raise CorpusError(
             path, None, None, f"expected a JSON object (likelihood table), got {type(obj).__name__}"
@@ -548,38 +519,6 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
         critic_pass=critic_pass,
         source="table",
     )
-
-
-def read_likelihood_table(
-    path: str | os.PathLike, *, benchmark: str | None, generator: str | None = None
-) -> xr.Dataset:
-    """Counts of one cell from a ``likelihood_tables.json``.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The table.
-    benchmark : str or None
-        Benchmark id; ``None`` takes it from a known corpus folder.
-    generator : str, optional
-        Generator, if the table has no ``generator`` field.
-
-    Returns
-    -------
-    xarray.Dataset
-        Counts schema, one cell, ``source`` = ``"table"``: ``n_patches`` =
-        ``n_evaluated``, ``n_pass`` = ``n_resolved``, ``critic_n`` /
-        ``critic_pass`` from TP/FN (label 1) and FP/TN (label 0), critics
-        absent from the table ``NaN``, ``n_instances`` = ``n_patches /
-        POOL_SIZE`` rounded.
-
-    Raises
-    ------
-    CorpusError
-        Malformed JSON, a missing or negative count, or inconsistent counts.
-    """
-    path = Path(path)
-    return validate_counts(_table_cell(path, _read_json(path), benchmark=benchmark, generator=generator))
 
 
 # ---------------------------------------------------------------------------

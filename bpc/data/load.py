@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -278,9 +278,6 @@ def load_counts(
     *,
     seed: int = DEFAULT_SEED,
     progress: bool = True,
-    critics: Sequence[str] | None = None,
-    benchmark: str | None = None,
-    generator: str | None = None,
 ) -> xr.Dataset:
     """Counts of corpus trees or files, log files, the simulated panel, or the default corpus.
 
@@ -292,10 +289,6 @@ def load_counts(
         Seed of the simulated panel (unused for a corpus).
     progress : bool, default True
         Show loading progress on stderr.
-    critics : sequence of str, optional
-        ``NAME=COLUMN[:COST]`` critic mappings of a log file.
-    benchmark, generator : str, optional
-        Cell names of rows or files that don't name one.
 
     Returns
     -------
@@ -307,12 +300,4 @@ def load_counts(
     FileNotFoundError
         If ``source`` names no existing path, or no default corpus is found.
     """
-    options = InputOptions(
-        critics=tuple(critics or ()), benchmark=benchmark, generator=generator, seed=seed, progress=progress
-    )
-    return resolve_input(source, options).counts
-
-
-def with_progress(options: InputOptions, progress: bool) -> InputOptions:
-    """``options`` with ``progress`` replaced."""
-    return replace(options, progress=progress)
+    return resolve_input(source, InputOptions(seed=seed, progress=progress)).counts

@@ -81,7 +81,6 @@ __all__ = [
     "CriticSpec",
     "CriticMap",
     "Input",
-    "parse_critic",
     "parse_critics",
     "parse_verdict",
     "parse_columns",
@@ -184,7 +183,7 @@ class CriticMap:
         return bool(self.critics)
 
 
-def parse_critic(text: str) -> CriticSpec:
+def _parse_critic(text: str) -> CriticSpec:
     """Parse one ``NAME=COLUMN[:COST]`` mapping.
 
     Parameters
@@ -242,7 +241,7 @@ def parse_critics(texts: Sequence[str] | None) -> CriticMap:
     ValueError
         For a malformed mapping, or two mappings with one name or one column.
     """
-    return CriticMap(tuple(parse_critic(t) for t in texts or ()))
+    return CriticMap(tuple(_parse_critic(t) for t in texts or ()))
 
 
 def parse_columns(texts: Sequence[str] | Mapping[str, str] | None) -> dict[str, str]:
@@ -989,8 +988,6 @@ def load_input(
     benchmark: str | None = None,
     generator: str | None = None,
     columns: Sequence[str] | Mapping[str, str] | None = None,
-    benchmarks: Sequence[str] | None = None,
-    generators: Sequence[str] | None = None,
     include_superseded: bool = False,
     progress: bool = True,
 ) -> Input:
@@ -1014,8 +1011,6 @@ def load_input(
         Cell names of rows (files) that don't state them.
     columns : sequence of str or mapping, optional
         Key columns of a log file under other names (:func:`parse_columns`).
-    benchmarks, generators : sequence of str, optional
-        Keep only these cells (:func:`select_cells`).
     include_superseded : bool
         Corpus only: also read superseded runs.
     progress : bool
@@ -1073,8 +1068,7 @@ def load_input(
             progress=progress,
         )
         notes = tuple(corpus.counts.attrs.get("notes", ()))
-        data = Input(corpus.records, corpus.counts, notes, src, "corpus", kernel_files=corpus.kernel_files)
-        return select_cells(data, benchmarks=benchmarks, generators=generators)
+        return Input(corpus.records, corpus.counts, notes, src, "corpus", kernel_files=corpus.kernel_files)
     records = read_logs(src, critics=mapping, benchmark=benchmark, generator=generator, columns=keys)
     counts = counts_from_records(records, source="raw")
     notes = tuple(records.attrs["notes"])
@@ -1082,5 +1076,4 @@ def load_input(
     counts.attrs["notes"] = list(notes)
     for note in notes:
         info(note, enabled=progress)
-    data = Input(records, counts, notes, src, fmt, critic_costs=mapping.costs)
-    return select_cells(data, benchmarks=benchmarks, generators=generators)
+    return Input(records, counts, notes, src, fmt, critic_costs=mapping.costs)

@@ -16,7 +16,7 @@ along) and recomputes the estimate on what was drawn —
 
 Resample ``b`` of cell ``c`` (cells in sorted order) uses
 ``numpy.random.default_rng([seed, c]).integers(0, T, size=(B, T))``, the
-draw of :func:`bpc.intervals.cluster_means`; the interval
+draw of :func:`bpc.intervals.resample_weights`; the interval
 is the central ``prob`` of the resampled values (:data:`~bpc.constants.CI_PROB`,
 bpc's interval probability).
 """
@@ -37,6 +37,7 @@ from bpc.constants import (
     LAPLACE_ALPHA,
     LAPLACE_BETA,
 )
+from bpc.intervals import resample_weights
 
 __all__ = ["task_intervals", "KAPPA_B"]
 
@@ -46,14 +47,6 @@ KAPPA_B = 200
 
 _CHUNK = 16
 """Resampled histograms fitted at once (bounds the memory of the κ interval)."""
-
-
-def _weights(n_tasks: int, B: int, seed: Sequence[int]) -> np.ndarray:
-    """``(B, T)``: how often each task is drawn in each resample."""
-    idx = np.random.default_rng(list(seed)).integers(0, n_tasks, size=(B, n_tasks))
-    weights = np.zeros((B, n_tasks))
-    np.add.at(weights, (np.repeat(np.arange(B), n_tasks), idx.ravel()), 1.0)
-    return weights
 
 
 def _bounds(values: np.ndarray, prob: float) -> tuple[float, float]:
@@ -160,7 +153,7 @@ def task_intervals(
     )
     for c_idx, ((bench, gen), tasks) in enumerate(tallies.groupby(level=[0, 1], sort=True)):
         n_tasks = len(tasks)
-        weights = _weights(n_tasks, int(B), (seed, c_idx))
+        weights = resample_weights(n_tasks, B=int(B), seed=[seed, c_idx])
         row: dict[str, object] = {"benchmark": str(bench), "generator": str(gen), "n_tasks": n_tasks}
         if kappa_b > 0:
             row["kappa_lo"], row["kappa_hi"] = _cell_kappa(tasks, weights[: int(kappa_b)], prob)
