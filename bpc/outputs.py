@@ -280,18 +280,11 @@ def is_bpc_file(path: str | os.PathLike, *, header: str | None = None) -> bool:
     """
     p = Path(path)
     suffix = p.suffix.lower()
-    if suffix == ".nc":
-        stamp = _nc_stamp(p)
-        return stamp is not None and stamp.startswith("bpc")
-    if suffix in (".parquet", ".pq"):
-        stamp = _parquet_stamp(p)
-        return stamp is not None and stamp.startswith("bpc")
-    if suffix == ".json":
-        stamp = _json_stamp(p)
-        return stamp is not None and stamp.startswith("bpc")
-    if suffix in (".csv", ".tsv") and header is not None:
-        return _first_line(p) == header
-    return False
+    readers = {".nc": _nc_stamp, ".parquet": _parquet_stamp, ".pq": _parquet_stamp, ".json": _json_stamp}
+    stamp = readers.get(suffix)
+    if stamp is not None:
+        return (stamp(p) or "").startswith("bpc")
+    return suffix in (".csv", ".tsv") and header is not None and _first_line(p) == header
 
 
 def _inside_bpc_temp(path: Path) -> bool:

@@ -827,6 +827,30 @@ def _boolean(values: np.ndarray) -> pd.arrays.BooleanArray:
     return pd.arrays.BooleanArray(np.where(mask, 0.0, values).astype(bool), mask)
 
 
+def _rows(names: Mapping[str, str], ids: np.ndarray, index: str, y: np.ndarray, z: np.ndarray) -> dict:
+    """One cell's rows: ``names`` (benchmark, generator[, method]), task, ``index``, Y and verdicts."""
+    n, steps = y.shape
+    out: dict[str, np.ndarray] = {k: np.full(n * steps, v, dtype=object) for k, v in names.items()}
+    out["instance_id"] = np.repeat(ids, steps)
+    out[index] = np.tile(np.arange(steps, dtype=np.int64), n)
+    out["Y"] = y.reshape(-1)
+    z = z.reshape(-1, len(CRITICS))
+    out.update({crit: z[:, c] for c, crit in enumerate(CRITICS)})
+    return out
+
+
+def _frame(parts: list[dict[str, np.ndarray]], columns: list[str]) -> pd.DataFrame:
+    """The cells' rows as one frame: names as strings, labels and positions as int64, verdicts boolean."""
+    data = {}
+    for col in columns:
+        values = np.concatenate([p[col] for p in parts])
+        if col in CRITICS:
+            data[col] = _boolean(values)
+        else:
+            data[col] = pd.array(values, dtype="str") if values.dtype == object else values
+    return pd.DataFrame(data, columns=columns)
+
+
 def simulate_panel(
     seed: int = DEFAULT_SEED,
     *,
@@ -910,8 +934,8 @@ def simulate_panel(
     sizes = _instance_counts(bs, float(scale), n_instances)
     truth = panel_truth(bs, gs, kappa=_check_kappa(kappa, "simulate_panel"))
 
-    rec_parts: dict[str, list] = {k: [] for k in ("b", "g", "inst", "patch", "Y", "z")}
-    tr_parts: dict[str, list] = {k: [] for k in ("b", "g", "inst", "method", "step", "Y", "z")}
+    rec_parts: list[dict[str, np.ndarray]] = []
+    tr_parts: list[dict[str, np.ndarray]] = []
     for b in bs:
         i = BENCHMARKS.index(b)
         n = sizes[b]
@@ -930,12 +954,7 @@ def simulate_panel(
             rng = _rng(seed, i, j, 1)
             y = (rng.random((n, n_patches)) < theta[:, None]).astype(np.int64)
             z = _verdicts(rng, y, task_tpr, task_fpr)
-            rec_parts["b"].append(np.full(n * n_patches, b, dtype=object))
-            rec_parts["g"].append(np.full(n * n_patches, g, dtype=object))
-            rec_parts["inst"].append(np.repeat(ids, n_patches))
-            rec_parts["patch"].append(np.tile(np.arange(n_patches, dtype=np.int64), n))
-            rec_parts["Y"].append(y.reshape(-1))
-            rec_parts["z"].append(z.reshape(-1, len(CRITICS)))
+            rec_parts.append(_rows({"benchmark": b, "generator": g}, ids, "patch_id", y, z))
 
             rng = _rng(seed, i, j, 2)
             kernels = {
@@ -952,40 +971,12 @@ def simulate_panel(
                     prev = ys[:, t - 1] == 1
                     ys[:, t] = np.where(prev, v[:, t - 1] >= p_break, v[:, t - 1] < p_fix)
                 zt = _verdicts(rng, ys, task_tpr, task_fpr)
-                m = n * TRAJECTORY_STEPS
-                tr_parts["b"].append(np.full(m, b, dtype=object))
-                tr_parts["g"].append(np.full(m, g, dtype=object))
-                tr_parts["inst"].append(np.repeat(ids, TRAJECTORY_STEPS))
-                tr_parts["method"].append(np.full(m, method, dtype=object))
-                tr_parts["step"].append(np.tile(np.arange(TRAJECTORY_STEPS, dtype=np.int64), n))
-                tr_parts["Y"].append(ys.reshape(-1))
-                tr_parts["z"].append(zt.reshape(-1, len(CRITICS)))
+                tr_parts.append(
+                    _rows({"benchmark": b, "generator": g, "method": method}, ids, "step", ys, zt)
+                )
 
-    z = np.concatenate(rec_parts["z"])
-    records = pd.DataFrame(
-        {
-            "benchmark": pd.array(np.concatenate(rec_parts["b"]), dtype="str"),
-            "generator": pd.array(np.concatenate(rec_parts["g"]), dtype="str"),
-            "instance_id": pd.array(np.concatenate(rec_parts["inst"]), dtype="str"),
-            "patch_id": np.concatenate(rec_parts["patch"]),
-            "Y": np.concatenate(rec_parts["Y"]),
-            **{crit: _boolean(z[:, c]) for c, crit in enumerate(CRITICS)},
-        },
-        columns=list(RECORD_COLUMNS),
-    )
-    zt = np.concatenate(tr_parts["z"])
-    trajectories = pd.DataFrame(
-        {
-            "benchmark": pd.array(np.concatenate(tr_parts["b"]), dtype="str"),
-            "generator": pd.array(np.concatenate(tr_parts["g"]), dtype="str"),
-            "instance_id": pd.array(np.concatenate(tr_parts["inst"]), dtype="str"),
-            "method": pd.array(np.concatenate(tr_parts["method"]), dtype="str"),
-            "step": np.concatenate(tr_parts["step"]),
-            "Y": np.concatenate(tr_parts["Y"]),
-            **{crit: _boolean(zt[:, c]) for c, crit in enumerate(CRITICS)},
-        },
-        columns=[*TRAJECTORY_COLUMNS, *CRITICS],
-    )
+    records = _frame(rec_parts, list(RECORD_COLUMNS))
+    trajectories = _frame(tr_parts, [*TRAJECTORY_COLUMNS, *CRITICS])
     config = {
         "seed": seed,
         "scale": float(scale),
