@@ -19,7 +19,7 @@ Three kinds of file carry calibration data, all in the authors' schemas
     "1->1"} (:func:`read_transition_kernel`).
 
 :func:`load_corpus` reads one such file, a user's folder, or the whole
-authors' corpus, and returns a :class:`Corpus` with every raw record and the
+authors' corpus, and returns an :class:`Input` with every raw record and the
 merged counts of every cell.
 
 How a folder tree is read
@@ -75,8 +75,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeGuard, overload
 
@@ -95,15 +95,17 @@ from bpc.constants import (
     RELEASE_BENCHMARK_NAMES,
     SUPERSEDED_FOLDERS,
 )
+from bpc.costs import Costs, CostSpec, with_critic_costs
 from bpc.data.counts import cell_counts, counts_from_records, merge_counts
 from bpc.progress import Meter
-from bpc.schema import RECORD_COLUMNS, validate_counts
+from bpc.schema import RECORD_COLUMNS, decision_critics, validate_counts
 from bpc.validation import loads_json
 
 __all__ = [
     "read_json_lines",
     "CorpusError",
     "Corpus",
+    "Input",
     "load_corpus",
     "read_transition_kernel",
     "RECORDS_FILE",
@@ -153,25 +155,54 @@ class CorpusError(ValueError):
 
 
 @dataclass(frozen=True)
-class Corpus:
-    """Calibration data of a set of cells.
+class Input:
+    """Calibration data as the ``estimate``, ``fit`` and ``replay`` commands read it.
 
     Attributes
     ----------
     records : pandas.DataFrame
-        Every raw per-patch record loaded (:data:`bpc.schema.RECORD_COLUMNS`).
+        Per-patch records (:mod:`bpc.schema`; empty when the input holds
+        only likelihood tables or kernels).
     counts : xarray.Dataset
-        Counts of every cell (records, likelihood tables and transition
-        kernels merged; see the module docstring). ``attrs["notes"]`` lists
-        skipped folders and table/raw disagreements, ``attrs["files"]`` maps
-        ``"benchmark/generator"`` to the files used.
-    kernel_files : dict
+        Counts of every cell; ``attrs["notes"]`` as :attr:`notes`.
+    notes : tuple of str
+        What was skipped, dropped or reconciled while reading.
+    source : pathlib.Path
+        The file or folder read.
+    format : str
+        ``"csv"``, ``"parquet"``, ``"jsonl"`` (a log file) or ``"corpus"``
+        (the authors' files, :func:`~bpc.data.corpus.load_corpus`).
+    critic_costs : mapping of str to float
+        Costs given with the critic mapping (``NAME=COLUMN:COST``).
+    kernel_files : mapping
         ``(benchmark, generator)`` → the ``transition_kernel.json`` used.
+    trajectories : pandas.DataFrame or None
+        Refinement trajectories (the simulated panel's).
+    truth : xarray.Dataset or None
+        The rates the data were drawn from (the simulated panel only).
+    sources : tuple of pathlib.Path
+        Every source read (:func:`bpc.data.load.resolve_input` combines
+        several); empty: :attr:`source` alone.
     """
 
     records: pd.DataFrame
     counts: xr.Dataset
-    kernel_files: dict[tuple[str, str], Path]
+    notes: tuple[str, ...]
+    source: Path
+    format: str
+    critic_costs: Mapping[str, float] = field(default_factory=dict)
+    kernel_files: Mapping[tuple[str, str], Path] = field(default_factory=dict)
+    trajectories: pd.DataFrame | None = None
+    truth: xr.Dataset | None = None
+    sources: tuple[Path, ...] = ()
+
+    def __str__(self) -> str:
+        return " + ".join(str(s) for s in (self.sources or (self.source,)))
+
+    @property
+    def label(self) -> str:
+        """The sources read, for messages and tables (``a.csv + corpus``)."""
+        return str(self)
 
     @property
     def cells(self) -> list[tuple[str, str]]:
@@ -184,6 +215,53 @@ class Corpus:
             if src.sel(benchmark=b, generator=g).item() != ""
             or np.isfinite(self.counts["trans_n"].sel(benchmark=b, generator=g).values).any()
         ]
+
+    @property
+    def critics(self) -> tuple[str, ...]:
+        """The ``critic`` coordinate of :attr:`counts`."""
+        return tuple(str(c) for c in self.counts["critic"].values)
+
+    @property
+    def decision_critics(self) -> tuple[str, ...]:
+        """The critics controllers use by default (:func:`bpc.schema.decision_critics`)."""
+        return decision_critics(self.critics)
+
+    def costs(self, base: CostSpec = None) -> Callable[[str], Costs]:
+        """``benchmark -> Costs``: ``base`` (default the paper's vectors) plus :attr:`critic_costs`.
+
+        Raises
+        ------
+        ValueError
+            If a critic that gave verdicts is priced neither by ``base`` nor
+            by its mapping; the message says how to price it.
+        """
+        given = with_critic_costs(base, self.critic_costs)
+        observed = self.counts["critic_n"].notnull().any(("benchmark", "generator", "label"))
+        used = [c for c in self.decision_critics if c in self.critics and bool(observed.sel(critic=c))]
+        # a decision critic without a single verdict in the data is never called: it needs no price
+        unused = [c for c in self.decision_critics if c not in used]
+        for bench in dict.fromkeys(str(b) for b in self.records["benchmark"]):
+            vector = given(bench)
+            unpriced = [c for c in used if c not in vector.critic]
+            if unpriced:
+                raise ValueError(
+                    f"critic(s) {', '.join(map(repr, unpriced))} of {self} have no cost on "
+                    f"benchmark {bench!r}: give each one with --critic NAME=COLUMN:COST "
+                    '(or a --costs file whose "critic" table prices it)'
+                )
+        if not unused:
+            return given
+
+        def resolve(benchmark: str) -> Costs:
+            vector = given(benchmark)
+            free = {c: 0.0 for c in unused if c not in vector.critic}
+            return vector.with_critics(free) if free else vector
+
+        return resolve
+
+
+Corpus = Input
+"""What :func:`load_corpus` returns: an :class:`Input` of ``format`` ``"corpus"``."""
 
 
 # ---------------------------------------------------------------------------
@@ -728,7 +806,7 @@ def load_corpus(
     benchmark: str | None = None,
     generator: str | None = None,
     progress: bool = True,
-) -> Corpus:
+) -> Input:
     """Load calibration data from one file or a folder tree (see the module docstring).
 
     Parameters
@@ -752,7 +830,8 @@ def load_corpus(
 
     Returns
     -------
-    Corpus
+    Input
+        ``format`` ``"corpus"``; ``source`` is ``path``.
 
     Raises
     ------
@@ -896,4 +975,4 @@ def load_corpus(
     counts.attrs["notes"] = notes
     counts.attrs["files"] = {f"{b}/{g}": v for (b, g), v in sorted(cell_files.items())}
     kernel_files = {key: f for key, (f, _) in sorted(kernels.items())}
-    return Corpus(records=records, counts=validate_counts(counts), kernel_files=kernel_files)
+    return Input(records, validate_counts(counts), tuple(notes), root, "corpus", kernel_files=kernel_files)

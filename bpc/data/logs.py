@@ -53,7 +53,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -63,14 +63,12 @@ import pandas as pd
 import xarray as xr
 
 from bpc.constants import CRITIC_FIELDS
-from bpc.costs import Costs, CostSpec, with_critic_costs
-from bpc.data.corpus import CorpusError, load_corpus, read_json_lines
+from bpc.data.corpus import CorpusError, Input, load_corpus, read_json_lines
 from bpc.data.counts import counts_from_records
 from bpc.schema import (
     CRITIC_NAME_PATTERN,
     RECORD_KEYS,
     check_critic_names,
-    decision_critics,
 )
 from bpc.validation import loads_json
 
@@ -792,100 +790,6 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
 # ---------------------------------------------------------------------------
 # One entry point for the commands
 # ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Input:
-    """Calibration data as the ``estimate``, ``fit`` and ``replay`` commands read it.
-
-    Attributes
-    ----------
-    records : pandas.DataFrame
-        Per-patch records (:mod:`bpc.schema`; empty when the input holds
-        only likelihood tables or kernels).
-    counts : xarray.Dataset
-        Counts of every cell; ``attrs["notes"]`` as :attr:`notes`.
-    notes : tuple of str
-        What was skipped, dropped or reconciled while reading.
-    source : pathlib.Path
-        The file or folder read.
-    format : str
-        ``"csv"``, ``"parquet"``, ``"jsonl"`` (a log file) or ``"corpus"``
-        (the authors' files, :func:`~bpc.data.corpus.load_corpus`).
-    critic_costs : mapping of str to float
-        Costs given with the critic mapping (``NAME=COLUMN:COST``).
-    kernel_files : mapping
-        ``(benchmark, generator)`` → the ``transition_kernel.json`` used.
-    trajectories : pandas.DataFrame or None
-        Refinement trajectories (the simulated panel's).
-    truth : xarray.Dataset or None
-        The rates the data were drawn from (the simulated panel only).
-    sources : tuple of pathlib.Path
-        Every source read (:func:`bpc.data.load.resolve_input` combines
-        several); empty: :attr:`source` alone.
-    """
-
-    records: pd.DataFrame
-    counts: xr.Dataset
-    notes: tuple[str, ...]
-    source: Path
-    format: str
-    critic_costs: Mapping[str, float] = field(default_factory=dict)
-    kernel_files: Mapping[tuple[str, str], Path] = field(default_factory=dict)
-    trajectories: pd.DataFrame | None = None
-    truth: xr.Dataset | None = None
-    sources: tuple[Path, ...] = ()
-
-    def __str__(self) -> str:
-        return " + ".join(str(s) for s in (self.sources or (self.source,)))
-
-    @property
-    def label(self) -> str:
-        """The sources read, for messages and tables (``a.csv + corpus``)."""
-        return str(self)
-
-    @property
-    def critics(self) -> tuple[str, ...]:
-        """The ``critic`` coordinate of :attr:`counts`."""
-        return tuple(str(c) for c in self.counts["critic"].values)
-
-    @property
-    def decision_critics(self) -> tuple[str, ...]:
-        """The critics controllers use by default (:func:`bpc.schema.decision_critics`)."""
-        return decision_critics(self.critics)
-
-    def costs(self, base: CostSpec = None) -> Callable[[str], Costs]:
-        """``benchmark -> Costs``: ``base`` (default the paper's vectors) plus :attr:`critic_costs`.
-
-        Raises
-        ------
-        ValueError
-            If a critic that gave verdicts is priced neither by ``base`` nor
-            by its mapping; the message says how to price it.
-        """
-        given = with_critic_costs(base, self.critic_costs)
-        observed = self.counts["critic_n"].notnull().any(("benchmark", "generator", "label"))
-        used = [c for c in self.decision_critics if c in self.critics and bool(observed.sel(critic=c))]
-        # a decision critic without a single verdict in the data is never called: it needs no price
-        unused = [c for c in self.decision_critics if c not in used]
-        for bench in dict.fromkeys(str(b) for b in self.records["benchmark"]):
-            vector = given(bench)
-            unpriced = [c for c in used if c not in vector.critic]
-            if unpriced:
-                raise ValueError(
-                    f"critic(s) {', '.join(map(repr, unpriced))} of {self} have no cost on "
-                    f"benchmark {bench!r}: give each one with --critic NAME=COLUMN:COST "
-                    '(or a --costs file whose "critic" table prices it)'
-                )
-        if not unused:
-            return given
-
-        def resolve(benchmark: str) -> Costs:
-            vector = given(benchmark)
-            free = {c: 0.0 for c in unused if c not in vector.critic}
-            return vector.with_critics(free) if free else vector
-
-        return resolve
-
-
 def select_counts(
     counts: xr.Dataset, *, benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
 ) -> xr.Dataset:
@@ -1060,15 +964,13 @@ def load_input(
                 + ("a folder" if src.is_dir() else "one of the authors' files")
                 + ", whose columns are fixed"
             )
-        corpus = load_corpus(
+        return load_corpus(
             src,
             include_superseded=include_superseded,
             benchmark=benchmark,
             generator=generator,
             progress=progress,
         )
-        notes = tuple(corpus.counts.attrs.get("notes", ()))
-        return Input(corpus.records, corpus.counts, notes, src, "corpus", kernel_files=corpus.kernel_files)
     records = read_logs(src, critics=mapping, benchmark=benchmark, generator=generator, columns=keys)
     counts = counts_from_records(records, source="raw")
     notes = tuple(records.attrs["notes"])
