@@ -137,16 +137,6 @@ _FIELDS = ("c_gen", "c_ver", "reward")
 _MAX_COST_CHARS = 30
 
 
-def _bounded_int(text: str) -> int:
-    if len(text) > _MAX_COST_CHARS:
-        raise ValueError(f"expected a number of at most {_MAX_COST_CHARS} digits, got one of {len(text)}")
-    return int(text)
-
-
-def _no_constant(text: str):
-    raise ValueError(f"expected a finite number, got {text}")
-
-
 def _cost_number(path: Path, where: str, value: object) -> float:
     """A cost field's value as a float: a finite JSON/TOML number, never a boolean or a string."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -387,7 +377,9 @@ def stored_costs(attrs: Mapping[str, object], *, where: str = "parameter file") 
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     try:
-        data = json.loads(str(text), parse_int=_bounded_int, parse_constant=_no_constant)
+        from bpc.validation import loads_json
+
+        data = loads_json(str(text), constants=False)
         vector = data["vector"]
         critic = {
             str(k): _cost_number(Path(where), f"critic.{k}", v) for k, v in dict(data["critic"]).items()

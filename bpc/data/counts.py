@@ -282,15 +282,9 @@ def task_tallies(
     n = np.bincount(row, minlength=size).astype(float)
     k = np.bincount(row, weights=y, minlength=size)
     given = np.isfinite(verdicts)
-    passed = given & (verdicts == 1)
-    cn = np.stack(
-        [np.bincount(row, weights=given[:, c], minlength=size) for c in range(verdicts.shape[1])], -1
-    )
-    cp = np.stack(
-        [np.bincount(row, weights=passed[:, c], minlength=size) for c in range(verdicts.shape[1])], -1
-    )
-    cn = cn.reshape(size, verdicts.shape[1])
-    cp = cp.reshape(size, verdicts.shape[1])
+    cn, cp = (np.zeros((size, verdicts.shape[1])) for _ in range(2))
+    np.add.at(cn, row, given.astype(float))
+    np.add.at(cp, row, (given & (verdicts == 1)).astype(float))
     none = n == 0
     n[none] = np.nan
     k[none] = np.nan

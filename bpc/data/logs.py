@@ -70,7 +70,6 @@ from bpc.schema import (
     RECORD_KEYS,
     check_critic_names,
 )
-from bpc.validation import loads_json
 
 __all__ = [
     "DEFAULT_BENCHMARK",
@@ -851,24 +850,6 @@ def select_cells(
     return replace(data, records=records, counts=counts, kernel_files=kernels)
 
 
-def _author_fields(path: Path) -> tuple[set[str], dict[str, int]]:
-    """Fields of a JSON Lines file, and the first line of each (a cheap pass for routing)."""
-    first: dict[str, int] = {}
-    try:
-        text_lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        return set(), {}
-    for lineno, text in enumerate(text_lines, start=1):
-        try:
-            obj = loads_json(text) if text.strip() else None
-        except ValueError:
-            continue  # reported with its line by the reader that parses the file
-        if isinstance(obj, dict):
-            for key in obj:
-                first.setdefault(key, lineno)
-    return set(first), first
-
-
 def _check_author_jsonl(path: Path, first: Mapping[str, int]) -> None:
     """The authors' schema knows its fields: an unknown one is a critic nobody mapped."""
     known = {*RECORD_KEYS, *CRITIC_FIELDS.values(), *_AUTHOR_EXTRA_FIELDS}
@@ -952,8 +933,11 @@ def load_input(
         )
     keys = parse_columns(columns)
     if fmt == "jsonl" and not mapping and not keys:
-        fields, first = _author_fields(src)
-        if fields & set(CRITIC_FIELDS.values()):
+        first: dict[str, int] = {}  # each field's first line (a bad file fails as in either reader)
+        for lineno, obj in read_json_lines(src):
+            for key in obj:
+                first.setdefault(key, lineno)
+        if set(first) & set(CRITIC_FIELDS.values()):
             _check_author_jsonl(src, first)
             fmt = None
     if fmt is None:

@@ -129,19 +129,7 @@ def heldout_task_lpd(
     out["lpd_cell"] = beta_binomial_logpmf(out["k"], out["m"], out["A_cell"], out["B_cell"])
     out = out.assign(gain=out["lpd_task"] - out["lpd_cell"], task=out[DIM_TASK].astype(str))
     out = out.rename(columns={DIM_BENCHMARK: "benchmark", DIM_GENERATOR: "generator"})
-    cols = [
-        "seed",
-        "fold",
-        "benchmark",
-        "generator",
-        "task",
-        "m",
-        "k",
-        "lpd_task",
-        "lpd_cell",
-        "gain",
-        "source",
-    ]
+    cols = "seed fold benchmark generator task m k lpd_task lpd_cell gain source".split()
     return out[cols].astype({"source": str})
 
 
