@@ -78,7 +78,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import overload
 
 import numpy as np
 import pandas as pd
@@ -569,15 +568,7 @@ def sort_cells(df: pd.DataFrame) -> pd.DataFrame:
     return df.iloc[order].reset_index(drop=True)
 
 
-@overload
-def select_cell(obj: xr.Dataset, benchmark: str, generator: str) -> xr.Dataset: ...
-@overload
-def select_cell(obj: xr.DataArray, benchmark: str, generator: str) -> xr.DataArray: ...
-@overload
-def select_cell(obj: pd.DataFrame, benchmark: str, generator: str) -> pd.DataFrame: ...
-def select_cell(
-    obj: xr.Dataset | xr.DataArray | pd.DataFrame, benchmark: str, generator: str
-) -> xr.Dataset | xr.DataArray | pd.DataFrame:
+def select_cell[T: (xr.Dataset, xr.DataArray, pd.DataFrame)](obj: T, benchmark: str, generator: str) -> T:
     """The part of ``obj`` that belongs to one cell.
 
     Parameters

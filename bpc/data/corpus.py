@@ -78,7 +78,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeGuard, overload
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -283,35 +283,14 @@ def _record_folders() -> dict[str, str]:
     return {**CORPUS_FOLDERS, **SUPERSEDED_FOLDERS}
 
 
-@overload
 def _resolve(
     path: Path,
     line: int | None,
     field: str,
     candidates: Iterable[tuple[str, str | None]],
     *,
-    required: Literal[True] = True,
     alias: bool = False,
-) -> str: ...
-@overload
-def _resolve(
-    path: Path,
-    line: int | None,
-    field: str,
-    candidates: Iterable[tuple[str, str | None]],
-    *,
-    required: bool,
-    alias: bool = False,
-) -> str | None: ...
-def _resolve(
-    path: Path,
-    line: int | None,
-    field: str,
-    candidates: Iterable[tuple[str, str | None]],
-    *,
-    required: bool = True,
-    alias: bool = False,
-) -> str | None:
+) -> str:
     """The one value all given sources agree on (``(source name, value)`` pairs)."""
     given = [(name, _alias(v) if alias else v) for name, v in candidates if v is not None]
     values = {v for _, v in given}
@@ -321,15 +300,13 @@ def _resolve(
             path, line, field, f"expected one {field} for the file, got conflicting values: {detail}"
         )
     if not values:
-        if required:
-            raise CorpusError(
-                path,
-                line,
-                field,
-                f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_record_folders()))}) "
-                f"or a {field}= argument (CLI --default-{field}), got none of them",
-            )
-        return None
+        raise CorpusError(
+            path,
+            line,
+            field,
+            f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_record_folders()))}) "
+            f"or a {field}= argument (CLI --default-{field}), got none of them",
+        )
     return values.pop()
 
 
