@@ -35,7 +35,7 @@ from bpc.decide.live.decision import Decision, json_float
 from bpc.decide.live.episode import Episode
 from bpc.decide.options import DEFAULT_BUDGET, DEFAULT_PLAN, Budget, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, SampleCosts
-from bpc.estimate.online import EpisodeRecord, LearningState, load_calibration
+from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, load_calibration
 from bpc.validation import (
     as_samples,
     check_cost_budget,
@@ -595,7 +595,9 @@ class Controller:
             As for :meth:`from_params` (``costs``, ``critics``, ``belief``, ``mode``, …).
         """
         check_count(draws, name="draws")
-        state = LearningState.for_new_cell(posterior, benchmark=benchmark, generator=generator, seed=seed)
+        state = LearningState.for_new_cell(
+            posterior, benchmark=benchmark, generator=generator, particles=ParticleOptions(seed=seed)
+        )
         params = state.to_params(draws, cell=(benchmark, generator))
         return cls.from_params(
             params, cell=(benchmark, generator), learn=state if learn else False, **options
