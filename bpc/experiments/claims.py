@@ -42,28 +42,8 @@ from scipy.stats import spearmanr
 from bpc.constants import BAYESIAN_POLICIES, PAPER_CRITICS, REFINEMENT_POLICIES, SLOW_ORACLE_BENCHMARKS
 
 if TYPE_CHECKING:
+    from bpc.evaluate import Result
     from bpc.experiments.analyses import AnalysisSettings, Panel
-
-__all__ = [
-    "VERDICTS",
-    "DELTA_TOL",
-    "NEAR_ORACLE_GAP",
-    "FIX_THRESHOLD",
-    "Evidence",
-    "Finding",
-    "Claim",
-    "CLAIMS",
-    "ClaimsResult",
-    "claims_table",
-    "compare_claims",
-    "EVIDENCE_FIELDS",
-    "GRID_FIELDS",
-    "cell_table",
-    "panel_evidence",
-    "iid_settings",
-    "simulated_claims",
-    "claims_analysis",
-]
 
 VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not evaluated")
 """The possible verdicts, from best to worst (``not evaluated``: the evidence is missing)."""
@@ -897,107 +877,67 @@ def panel_evidence(
         out["prr"] = None if unc is None else unc[0]
     if raw and "regime" in fields:
         regime = ex.regime_analysis(plug_in, panel)
-        out["regime"] = None if regime is None else regime.points
+        out["regime"] = None if regime is None else regime.tables["points"]
     if raw and "boundaries" in fields:
         sweep = ex.sweep_analysis(plug_in, panel)
-        out["boundaries"] = None if sweep is None else sweep.boundaries
+        out["boundaries"] = None if sweep is None else sweep.tables["boundaries"]
     if raw and "grid" in fields:
         out["grid"] = ex.panel_grid(plug_in, panel)
     return Evidence(**out)
 
 
-def iid_settings(settings: AnalysisSettings) -> AnalysisSettings:
-    """The simulated panel of ``settings`` with independent patches (``kappa = inf``), corpus off."""
-    return replace(settings, kappa=float("inf"), use_corpus=False, use_simulator=True)
+def claims_result(
+    settings: AnalysisSettings, evidence: Evidence, *, data: str = "simulated", compare_iid: bool = True
+) -> Result:
+    """Every claim on ``evidence`` and, for a simulated panel with dependent patches, on its i.i.d. twin.
 
-
-@dataclass(frozen=True)
-class ClaimsResult:
-    """The claims of one panel.
-
-    Attributes
-    ----------
-    table : pandas.DataFrame
-        :func:`claims_table` on the panel.
-    iid : pandas.DataFrame or None
-        The same on the panel's i.i.d. twin (simulated panels with dependent patches only).
-    kappa : float or None
-        The simulator's κ (``None`` for the corpus).
-    """
-
-    table: pd.DataFrame
-    iid: pd.DataFrame | None = None
-    kappa: float | None = None
-
-    @property
-    def comparison(self) -> pd.DataFrame | None:
-        """:func:`compare_claims` of the two tables (``None`` without a twin)."""
-        return None if self.iid is None else compare_claims(self.table, self.iid)
-
-
-def simulated_claims(
-    settings: AnalysisSettings, evidence: Evidence, *, compare_iid: bool = True
-) -> ClaimsResult:
-    """The claims on a simulated panel's results, beside the same claims on its i.i.d. twin.
+    The twin is the panel of ``settings`` simulated with independent patches (``kappa = inf``,
+    the same seed, scale and cells, corpus off); it computes the same :class:`Evidence` fields
+    only (:func:`panel_evidence`), so :func:`compare_claims` can say which verdicts change because
+    patches of one instance are dependent.
 
     Parameters
     ----------
     settings : AnalysisSettings
-        The settings the results were computed with (seed, scale, cells, κ);
-        the twin is simulated with the same ones and ``kappa = inf``.
+        The settings the evidence was computed with.
     evidence : Evidence
-        The panel's results. The twin computes the same fields only, through
-        :func:`panel_evidence`.
+        The panel's results.
+    data : {"simulated", "real"}
+        What the evidence was computed on (``"real"``: no twin).
     compare_iid : bool
         Evaluate the twin (skipped when the panel's κ is already infinite).
 
     Returns
     -------
-    ClaimsResult
+    Result
+        ``claims`` (:func:`claims_table`) and, with a twin, ``iid`` and ``comparison``
+        (:func:`compare_claims`); ``metadata["kappa"]``: the simulator's κ (``None`` for real data).
     """
+    from bpc.evaluate import Result
     from bpc.experiments import analyses as ex
     from bpc.progress import stage
 
-    kappa = settings.sim_kappa
-    table = claims_table(evidence, data="simulated")
-    iid = None
-    if compare_iid and np.isfinite(kappa):
-        twin_settings = iid_settings(settings)
+    table = claims_table(evidence, data=data)
+    tables = {"claims": table}
+    kappa = settings.sim_kappa if data == "simulated" else None
+    if kappa is not None and compare_iid and np.isfinite(kappa):
+        twin_settings = replace(settings, kappa=float("inf"), sources=("simulated",))
         fields = [f for f in EVIDENCE_FIELDS if getattr(evidence, f) is not None]
         with stage("[simulated] the claims on the i.i.d. twin (kappa = inf)", enabled=settings.progress):
             (twin,) = ex.load_panels(twin_settings)
             iid = claims_table(panel_evidence(twin_settings, twin, fields=fields), data="simulated")
-    return ClaimsResult(table, iid, kappa)
+        tables.update(iid=iid, comparison=compare_claims(table, iid))
+    return Result.of("claims", config=settings, tables=tables, kappa=kappa)
 
 
-def claims_analysis(
-    settings: AnalysisSettings, panel: Panel, *, grid: bool = True, compare_iid: bool = True
-) -> ClaimsResult:
-    """Every claim on ``panel`` and, for a simulated panel with dependent patches, on its i.i.d. twin.
+def claims_analysis(settings: AnalysisSettings, panel: Panel, *, grid: bool = True) -> Result:
+    """:func:`claims_result` on ``panel``'s evidence (with the cost grid's claims if ``grid``).
 
     Cached in ``panel.cache["claims"]``.
-
-    Parameters
-    ----------
-    settings : AnalysisSettings
-        The run's settings (the twin is simulated with the same seed, scale and cells).
-    panel : Panel
-        A panel of :func:`bpc.experiments.analyses.load_panels`.
-    grid : bool
-        Include the claims that need the cost grid (regime map, sweeps).
-    compare_iid : bool
-        Also evaluate the i.i.d. twin of a simulated panel.
-
-    Returns
-    -------
-    ClaimsResult
     """
     if "claims" not in panel.cache:
         fields = [f for f in EVIDENCE_FIELDS if grid or f not in GRID_FIELDS]
         evidence = panel_evidence(settings, panel, fields=fields)
-        if panel.name == "simulated":
-            res = simulated_claims(settings, evidence, compare_iid=compare_iid)
-        else:
-            res = ClaimsResult(claims_table(evidence, data="real"))
-        panel.cache["claims"] = res
+        data = "simulated" if panel.name == "simulated" else "real"
+        panel.cache["claims"] = claims_result(settings, evidence, data=data)
     return panel.cache["claims"]

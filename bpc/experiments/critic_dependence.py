@@ -29,8 +29,6 @@ import pandas as pd
 from bpc.constants import LABELS, PAPER_CRITICS
 from bpc.schema import sort_cells
 
-__all__ = ["phi_from_pairs", "verdict_pairs", "critic_dependence"]
-
 _CELL = ["benchmark", "generator"]
 
 

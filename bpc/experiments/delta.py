@@ -67,22 +67,7 @@ from bpc.constants import (
     REFINEMENT_POLICIES,
 )
 from bpc.costs import Costs
-from bpc.decide.table import fresh_sample_kernel
 from bpc.schema import Pool, thin_draws
-
-__all__ = [
-    "simulate_pool",
-    "critic_concentration",
-    "Simulation",
-    "posterior_delta",
-    "per_draw_controller_delta",
-    "bootstrap_params",
-    "COVERAGE_COLUMNS",
-    "predictive_coverage",
-    "coverage_intervals",
-    "predicted_vs_realised",
-    "CORPUS_SHAPED_CELLS",
-]
 
 
 def simulate_pool(
@@ -93,27 +78,16 @@ def simulate_pool(
     n_patches: int = POOL_SIZE,
     seed: int = DEFAULT_SEED,
     critic_kappa=None,
-    chain: bool = False,
 ) -> Pool:
     """Simulate a pool from each parameter draw: the model's own generative process.
 
     Instances ``s·n_per_draw … (s+1)·n_per_draw − 1`` come from draw ``s``.
     With a finite concentration ``kappa`` (the instance model, method.md §Instance model) each
     instance first draws its pass rate ``θ ~ Beta(π_s κ_s, (1 − π_s) κ_s)``;
-    without one ``θ = π_s``. How the patches follow depends on what the
-    recorded pool *is*:
-
-    ``chain=False`` (default: a recorded calibration pool)
-        The patches are fresh, independent draws from the instance,
-        ``Y ~ Bernoulli(θ)`` given θ — the pools of ``critic_results.jsonl``
-        are independent generations, not a refinement chain, so the
-        regeneration kernel plays no part.
-    ``chain=True`` (a pool that is a refinement chain)
-        The first patch is ``Bernoulli(θ)``; each further patch follows the
-        draw's regeneration kernel, ``P(Y'=1 | Y=0) = p_fix``,
-        ``P(Y'=0 | Y=1) = p_break`` (with no measured kernel ``p_fix = π``,
-        ``p_break = 1 − π``, and with a finite κ and no measured kernel the
-        patches stay Bernoulli(θ)). Each critic verdict is ``Bernoulli(tpr_s)`` if ``Y = 1`` else
+    without one ``θ = π_s``. The patches are fresh, independent draws from the
+    instance, ``Y ~ Bernoulli(θ)`` given θ — the pools of ``critic_results.jsonl``
+    are independent generations, not a refinement chain, so the regeneration
+    kernel plays no part. Each critic verdict is ``Bernoulli(tpr_s)`` if ``Y = 1`` else
     ``Bernoulli(fpr_s)``, independently; a critic with ``NaN`` rates gives
     missing verdicts (-1). With ``critic_kappa`` the verdicts of one critic
     on the patches of one instance are dependent given their labels: each
@@ -125,8 +99,7 @@ def simulate_pool(
     Parameters
     ----------
     arrays : dict
-        ``prior``, ``p_fix``, ``p_break`` ``(S,)`` (``NaN`` kernel = fresh
-        samples) and ``tpr``/``fpr`` ``(S, K)`` (critics in ``critics`` order);
+        ``prior`` ``(S,)`` and ``tpr``/``fpr`` ``(S, K)`` (critics in ``critics`` order);
         optional ``kappa`` ``(S,)`` (``inf``/``NaN``/absent: i.i.d. patches).
     n_per_draw : int
         Instances simulated per draw.
@@ -140,8 +113,6 @@ def simulate_pool(
         ``(K, 2)`` concentration of each critic's per-instance rate, column
         ``y`` for label ``y`` (:func:`critic_concentration`); ``inf``/``NaN``:
         independent verdicts (the default for every critic).
-    chain : bool
-        The pool is a refinement chain (see above); default fresh draws.
 
     Returns
     -------
@@ -155,10 +126,6 @@ def simulate_pool(
     tpr = np.asarray(arrays["tpr"], dtype=float)
     fpr = np.asarray(arrays["fpr"], dtype=float)
     S, K = tpr.shape
-    p_fix = np.asarray(arrays.get("p_fix", np.full(S, np.nan)), dtype=float)
-    p_break = np.asarray(arrays.get("p_break", np.full(S, np.nan)), dtype=float)
-    measured = np.isfinite(p_fix) & np.isfinite(p_break)
-    p_fix, p_break = fresh_sample_kernel(prior, p_fix, p_break)
     n = S * n_per_draw
     draw = np.repeat(np.arange(S), n_per_draw)
     u_y = rng.random((n, n_patches))
@@ -171,14 +138,7 @@ def simulate_pool(
         k = np.where(dependent, kappa, 1.0)[draw]
         beta = rng.beta(np.maximum(prior[draw] * k, 1e-300), np.maximum((1 - prior[draw]) * k, 1e-300))
         theta = np.where(dependent[draw], beta, theta)
-    # fresh draws from the instance (a recorded pool), or, in a refinement chain, the instance
-    # model's patches where no kernel was measured: Bernoulli(θ), independent given θ
-    fresh = np.ones(n, dtype=bool) if not chain else dependent[draw] & ~measured[draw]
-    Y = np.empty((n, n_patches), dtype=np.int8)
-    Y[:, 0] = u_y[:, 0] < theta
-    for t in range(1, n_patches):
-        p1 = np.where(Y[:, t - 1] == 1, 1 - p_break[draw], p_fix[draw])
-        Y[:, t] = u_y[:, t] < np.where(fresh, theta, p1)
+    Y = (u_y < theta[:, None]).astype(np.int8)  # fresh draws from the instance, independent given θ
     rate = np.where(Y[..., None] == 1, tpr[draw][:, None, :], fpr[draw][:, None, :])
     if critic_kappa is not None:
         ck = np.broadcast_to(np.asarray(critic_kappa, dtype=float), (K, 2))
@@ -262,13 +222,11 @@ def posterior_delta(
     critics: Sequence[str] = PAPER_CRITICS,
     n_eval: int | None = None,
     critic_kappa=None,
-    chain: bool = False,
 ) -> pd.DataFrame:
     """Posterior distribution of each policy's expected Δ vs ``always_verify``, per draw.
 
-    The simulated pools are fresh draws from each instance (``chain=False``,
-    what a recorded calibration pool is; :func:`simulate_pool`); pass
-    ``chain=True`` only to predict a replay on refinement chains.
+    The simulated pools are fresh draws from each instance, what a recorded calibration pool is
+    (:func:`simulate_pool`).
 
     Parameters
     ----------
@@ -291,8 +249,6 @@ def posterior_delta(
     critic_kappa : array_like, optional
         ``(K, 2)`` within-instance dependence of the critics' verdicts
         (:func:`critic_concentration`); default independent verdicts.
-    chain : bool
-        Simulate refinement chains instead of fresh draws (:func:`simulate_pool`).
 
     Returns
     -------
@@ -312,9 +268,7 @@ def posterior_delta(
     arr = samples.as_dict()
     S = arr["prior"].shape[0]
     arr["kappa"] = samples.kappa  # the draws' own κ (``inf``, i.i.d. patches, where they carry none)
-    pool = simulate_pool(
-        arr, n_per_draw, critics=critics, seed=sim.seed, critic_kappa=critic_kappa, chain=chain
-    )
+    pool = simulate_pool(arr, n_per_draw, critics=critics, seed=sim.seed, critic_kappa=critic_kappa)
     names = [b for b in baselines if b not in REFINEMENT_POLICIES]
     if "always_verify" not in names:
         names = ["always_verify", *names]

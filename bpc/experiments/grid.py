@@ -49,15 +49,6 @@ from bpc.constants import (
 from bpc.costs import Costs
 from bpc.schema import Pool, cell_order, sample_dims, select_cell, thin_draws
 
-__all__ = [
-    "CellSetup",
-    "pointwise_controller",
-    "prepare_cells",
-    "cost_points",
-    "cell_utilities",
-    "utility_grid",
-]
-
 
 @dataclass(frozen=True)
 class CellSetup:

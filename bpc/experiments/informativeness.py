@@ -19,8 +19,6 @@ import xarray as xr
 from bpc.constants import DIM_CRITIC, PAPER_CRITICS
 from bpc.schema import sort_cells
 
-__all__ = ["informativeness_grid", "gap_summary"]
-
 
 def informativeness_grid(
     params, replay: pd.DataFrame | None = None, *, critics: Sequence[str] = PAPER_CRITICS

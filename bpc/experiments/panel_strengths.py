@@ -40,8 +40,6 @@ import pandas as pd
 
 from bpc.constants import KAPPA_MIN, LABELS
 
-__all__ = ["shared_kappa", "difficulty_correlation", "critic_kappa", "panel_strengths"]
-
 _CELL = ["benchmark", "generator"]
 
 

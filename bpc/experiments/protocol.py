@@ -50,16 +50,6 @@ from bpc.evaluate import (
 if TYPE_CHECKING:
     from bpc.replay.profiles import Profile
 
-__all__ = [
-    "replay_evaluator",
-    "ProtocolConfig",
-    "run_protocol",
-    "TABLE_COLUMNS",
-    "baseline_choices",
-    "protocol_table",
-    "delta_by_group",
-]
-
 _CELL = ["benchmark", "generator"]
 
 
@@ -381,7 +371,12 @@ def protocol_table(result: Result) -> pd.DataFrame:
 
 
 def delta_by_group(
-    utilities: pd.DataFrame, groups: pd.DataFrame, *, policy: str, reference: str
+    utilities: pd.DataFrame,
+    groups: pd.DataFrame,
+    *,
+    policy: str,
+    reference: str,
+    by: Sequence[str] = ("benchmark", "generator"),
 ) -> pd.DataFrame:
     """Δ of ``policy`` vs ``reference`` split by a grouping of the tasks (where a Δ comes from).
 
@@ -393,14 +388,17 @@ def delta_by_group(
         ``benchmark, generator, instance_id, group`` (e.g.
         :func:`bpc.data.tasks.empty_task_groups`); tasks without a group are left out.
     policy, reference : str
-        The two policies.
+        The two policies (e.g. ``bayesian_dp@oracle`` and ``bayesian_dp``: the task prior's gain
+        over the cell prior).
+    by : sequence of str
+        Per cell (default) or per benchmark (``("benchmark",)``: over its (task, generator) pairs).
 
     Returns
     -------
     pandas.DataFrame
-        ``benchmark, generator, group, n_tasks, delta`` (mean per task, seeds averaged first),
-        ``contribution`` (n_tasks · delta / the cell's grouped tasks: the contributions sum to the
-        cell's Δ over those tasks), ``pass_rate`` and ``cost`` of ``policy`` in the group.
+        ``by``, ``group, n_tasks, delta`` (mean per task, seeds averaged first),
+        ``contribution`` (n_tasks · delta / the ``by`` group's grouped tasks: the contributions sum
+        to its Δ over those tasks), ``pass_rate`` and ``cost`` of ``policy`` in the group.
 
     Examples
     --------
@@ -424,12 +422,13 @@ def delta_by_group(
         }
     ).dropna(subset=["delta"])
     frame = frame.reset_index().merge(groups[[*keys, "group"]].astype(str), on=keys, how="inner")
-    out = frame.groupby([*_CELL, "group"], sort=True).agg(
+    by = list(by)
+    out = frame.groupby([*by, "group"], sort=True).agg(
         n_tasks=("delta", "size"),
         delta=("delta", "mean"),
         pass_rate=("pass_rate", "mean"),
         cost=("cost", "mean"),
     )
-    cell_n = out.groupby(level=[0, 1])["n_tasks"].transform("sum")
+    cell_n = out.groupby(level=list(range(len(by))))["n_tasks"].transform("sum")
     out["contribution"] = out["n_tasks"] * out["delta"] / cell_n
-    return out.reset_index()[[*_CELL, "group", "n_tasks", "delta", "contribution", "pass_rate", "cost"]]
+    return out.reset_index()[[*by, "group", "n_tasks", "delta", "contribution", "pass_rate", "cost"]]

@@ -34,19 +34,6 @@ from scipy.spatial import KDTree
 
 from bpc.constants import REGIME_KNN_K
 
-__all__ = [
-    "REGIMES",
-    "REGIME_POLICIES",
-    "BAYESIAN_POLICIES",
-    "regime_of",
-    "winners",
-    "regime_points",
-    "knn_vote",
-    "knn_mean",
-    "regime_background",
-    "regime_summary",
-]
-
 BAYESIAN_POLICIES: tuple[str, ...] = ("bayesian_greedy", "bayesian_dp")
 REGIMES: tuple[str, ...] = ("A", "B", "C", "other")
 """Regime labels in plotting order."""

@@ -23,8 +23,6 @@ import xarray as xr
 from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, SPLIT_SEED
 from bpc.data.splits import Cell, Split, split_cells, split_counts
 
-__all__ = ["CompareData", "load_source", "source_split", "source_counts"]
-
 
 @dataclass(frozen=True)
 class CompareData:

@@ -24,8 +24,6 @@ from numpy.typing import ArrayLike
 
 from bpc.constants import CI_PROB
 
-__all__ = ["leader_changes", "sweep_boundaries", "sweep_bands"]
-
 
 def leader_changes(c_ver: ArrayLike, deltas: Mapping[str, ArrayLike]) -> list[dict]:
     """Leader-change boundaries of one sweep.

@@ -12,8 +12,6 @@ import pandas as pd
 
 from bpc.schema import sort_cells
 
-__all__ = ["train_eval_table", "overfit_summary"]
-
 
 def train_eval_table(replay: pd.DataFrame) -> pd.DataFrame:
     """One row per (cell, policy): Δ and CI on the fit split and on the eval split.

@@ -55,21 +55,6 @@ from bpc.constants import (
 )
 from bpc.schema import select_cell, sort_cells
 
-__all__ = [
-    "PRR_MAX_REJECTION",
-    "POLYGRAPH_RANDOM_ITER",
-    "POLYGRAPH_RANDOM_SEED",
-    "normalize_quality",
-    "prediction_rejection_area",
-    "rejection_curve",
-    "prr",
-    "belief_scores",
-    "tool_success_rate",
-    "patch_table",
-    "uncertainty_prr",
-    "SCORE_LABELS",
-]
-
 POLYGRAPH_RANDOM_ITER = 1000
 """Permutations LM-Polygraph averages for the random baseline."""
 POLYGRAPH_RANDOM_SEED = 42

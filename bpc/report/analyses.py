@@ -1,6 +1,6 @@
 """Write the paper's analyses: tables, figures and an index, per panel.
 
-The numbers come from :func:`bpc.experiments.runner.compute_analyses` (panels,
+The numbers come from :func:`bpc.experiments.analyses.compute_analyses` (panels,
 replays, cost grids, posterior forms); this module only writes them. Each
 analysis has a writer ``(config, panel, value, folder) -> list[Artifact]`` in
 :data:`WRITERS`; :func:`write_analyses` writes a run's values and
@@ -22,13 +22,11 @@ from typing import Any
 import pandas as pd
 
 from bpc.constants import CI_PROB
+from bpc.evaluate import Result
 from bpc.experiments import analyses as ex
-from bpc.experiments.analyses import AnalysisSettings, Panel
+from bpc.experiments.analyses import AnalysesRun, AnalysisSettings, Panel, compute_analyses
 from bpc.experiments.posterior import describe_diagnostics
-from bpc.experiments.runner import ANALYSES, AnalysesRun, Replays, compute_analyses
 from bpc.outputs import write_text
-
-__all__ = ["AnalysisConfig", "Artifact", "ANALYSES", "WRITERS", "run_analyses", "write_analyses"]
 
 
 @dataclass(frozen=True)
@@ -124,40 +122,39 @@ _DELTA_CAPTIONS = {
 }
 
 
-def _delta_table(cfg: AnalysisConfig, panel: Panel, reps: Replays | None, folder: Path) -> list[Artifact]:
+def _delta_table(cfg: AnalysisConfig, panel: Panel, res: Result, folder: Path) -> list[Artifact]:
     from bpc.report.tables import flag_abstention
 
-    if reps is None:
-        return []
-    rep = reps.replay
+    rep, costs = res.tables["replay"], "paper default costs (slow on SWE-Bench, fast elsewhere)"
     arts = [
         _delta_artifact(
             panel,
             rep[rep["split"] == split],
             folder / f"delta_table_{split}",
-            f"Δ utility vs always_verify on the {split} split ({where}), paper default costs "
-            "(slow on SWE-Bench, fast elsewhere); bold = per-cell winner; n, av_pass_rate, av_cost: "
+            f"Δ utility vs always_verify on the {split} split ({where}), "
+            f"{costs if cfg.costs is None else f'costs {cfg.costs}'}; bold = per-cell winner; "
+            "n, av_pass_rate, av_cost: "
             "instances, always_verify's pass rate and cost per instance; † = wins by abstaining (Δ > 0 with "
             "a pass rate below always_verify's: it saves the oracle's cost by leaving tasks unsolved).",
         )
         for split, where in _DELTA_CAPTIONS.items()
     ]
-    if reps.release is not None:
+    if "release" in res.tables:
         arts.append(
             _delta_artifact(
                 panel,
-                reps.release,
+                res.tables["release"],
                 folder / "delta_table_release",
                 "Δ under the paper-release profile (authors' conventions, in-sample, c_gen 5, c_ver 30, "
                 "R 100); bold = per-cell winner.",
             )
         )
-    if reps.release_check is not None:
+    if "release_check" in res.tables:
         cap = (
             "Check against the authors' released PAPER_TABLE (LCB-hard, default reviewer): largest absolute "
             "difference of Δ and of the CI bounds (the release rounds to 4 decimals)."
         )
-        arts.append(_table("delta_table", panel, cap, reps.release_check, folder / "release_check"))
+        arts.append(_table("delta_table", panel, cap, res.tables["release_check"], folder / "release_check"))
     cap = "Every replayed policy: mean utility, pass rate, Δ and its 95% paired-bootstrap CI, both splits."
     arts.append(_table("delta_table", panel, cap, flag_abstention(rep), folder / "replay_long", latex=False))
     return arts
@@ -174,17 +171,16 @@ def _delta_artifact(panel: Panel, replay: pd.DataFrame, path: Path, cap: str) ->
     return _table("delta_table", panel, cap, df, path, decimals=1, bold=bold, marks=marks, signed=pols)
 
 
-def _regime_map(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
+def _regime_map(cfg: AnalysisConfig, panel: Panel, res: Result, folder: Path) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_regime_map, plot_regime_posterior
 
-    if res is None:
-        return []
+    points, meta = res.tables["points"], res.metadata
     arts = [
         _table(
             "regime_map",
             panel,
             "Winner at every (cell, c_ver, R) point of the regime grid.",
-            res.points,
+            points,
             folder / "regime_points",
             latex=False,
         ),
@@ -192,24 +188,24 @@ def _regime_map(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Ar
             "regime_map",
             panel,
             "Share of grid points won by each regime in the paper's three c_ver/R bands.",
-            res.summary,
+            res.tables["summary"],
             folder / "regime_summary",
             caption="Regime shares per c_ver/R band.",
         ),
     ]
     figs = plot_regime_map(
-        res.points,
-        res.background,
+        points,
+        meta["background"],
         folder / "regime_map",
-        title=f"Regime map ({panel.name}): winner at {len(res.points):,} points, k-NN (k={res.k}) background",
+        title=f"Regime map ({panel.name}): winner at {len(points):,} points, k-NN (k={meta['k']}) background",
         formats=cfg.formats,
     )
     cap = "Regime map (k-NN background, analytic crossover)."
     arts.append(Artifact("regime_map", panel.name, "figure", cap, tuple(figs)))
-    if res.posterior_points is not None and res.posterior_background is not None:
+    if "posterior_points" in res.tables and meta["posterior_background"] is not None:
         figs = plot_regime_posterior(
-            res.posterior_points,
-            res.posterior_background,
+            res.tables["posterior_points"],
+            meta["posterior_background"],
             folder / "regime_map_posterior",
             title=f"Posterior regime map ({panel.name}, {cfg.n_draws} {cfg.posterior} draws per cell)",
             formats=cfg.formats,
@@ -218,47 +214,47 @@ def _regime_map(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Ar
         arts.append(Artifact("regime_map", panel.name, "figure", cap, tuple(figs)))
         cap = "Posterior probability that a Bayesian controller wins, per grid point."
         path = folder / "regime_points_posterior"
-        arts.append(_table("regime_map", panel, cap, res.posterior_points, path, latex=False))
+        arts.append(_table("regime_map", panel, cap, res.tables["posterior_points"], path, latex=False))
     return arts + _posterior_diagnostics(cfg, panel, "regime_map", folder)
 
 
-def _cver_sweeps(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
+def _cver_sweeps(cfg: AnalysisConfig, panel: Panel, res: Result, folder: Path) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_cver_sweeps
 
-    if res is None:
-        return []
+    t = res.tables
     cap = f"Δ of every policy against c_ver (R = {ex.SWEEP_REWARD:g}), per cell."
     arts = [
-        _table("cver_sweeps", panel, cap, res.sweep, folder / "cver_sweep", latex=False),
+        _table("cver_sweeps", panel, cap, t["sweep"], folder / "cver_sweep", latex=False),
         _table(
             "cver_sweeps",
             panel,
             "Leader-change boundaries (interpolated) and the analytic crossover c_ver* = π·R.",
-            res.boundaries,
+            t["boundaries"],
             folder / "cver_boundaries",
             caption="Leader-change boundaries per cell.",
         ),
     ]
-    if res.bands is not None:
+    bands = t.get("bands")
+    if bands is not None:
         cap = f"Posterior {CI_PROB:.0%} credible bands of the Bayesian controllers' Δ along the sweep."
-        arts.append(_table("cver_sweeps", panel, cap, res.bands, folder / "cver_bands", latex=False))
-    bands = f", {CI_PROB:.0%} credible bands" if res.bands is not None else ""
+        arts.append(_table("cver_sweeps", panel, cap, bands, folder / "cver_bands", latex=False))
 
     def draw(path: Path, cells: list) -> list[Path]:
         return plot_cver_sweeps(
-            res.sweep,
-            res.boundaries,
+            t["sweep"],
+            t["boundaries"],
             path,
-            bands=res.bands,
-            priors=res.priors,
+            bands=bands,
+            priors=t["priors"],
             cells=cells,
             formats=cfg.formats,
         )
 
     caption = "c_ver sweeps (cells {}): Δ vs c_ver, leader changes (dotted), analytic crossover π·R (dashed)"
+    caption += f", {CI_PROB:.0%} credible bands." if bands is not None else "."
     return (
         arts
-        + _per_cells("cver_sweeps", panel, folder, 18, draw, caption + bands + ".")
+        + _per_cells("cver_sweeps", panel, folder, 18, draw, caption)
         + _posterior_diagnostics(cfg, panel, "cver_sweeps", folder)
     )
 
@@ -293,8 +289,6 @@ def _train_eval(cfg: AnalysisConfig, panel: Panel, value, folder: Path) -> list[
     from bpc.experiments.train_eval import overfit_summary
     from bpc.report.plots.analyses import plot_train_eval
 
-    if value is None:
-        return []
     rep, tab = value
     arts = [
         _table(
@@ -324,8 +318,6 @@ def _train_eval(cfg: AnalysisConfig, panel: Panel, value, folder: Path) -> list[
 def _uncertainty_score(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_prr
 
-    if res is None:
-        return []
     tab, patches = res
     cap = (
         "PRR (up to 50% rejection, LM-Polygraph normalisation; ties averaged) of the belief state "
@@ -357,13 +349,14 @@ def _paper_claims(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[
     """Which of the paper's claims hold (:mod:`bpc.experiments.claims`); simulated: beside its i.i.d. twin."""
     where = "the simulated panel" if panel.name == "simulated" else "the real cells"
     cap = f"The paper's claims on {where}: bpc's value, verdict and how it is graded."
-    arts = [_table("paper_claims", panel, cap, res.table, folder / "claims", latex=False)]
-    if res.comparison is not None:
+    arts = [_table("paper_claims", panel, cap, res.tables["claims"], folder / "claims", latex=False)]
+    if "comparison" in res.tables:
         cap = (
-            f"Claims with dependent patches (κ = {res.kappa:g}) beside the same panel simulated with "
-            "independent patches (κ = ∞); `changes` marks verdicts that differ."
+            f"Claims with dependent patches (κ = {res.metadata['kappa']:g}) beside the same panel simulated "
+            "with independent patches (κ = ∞); `changes` marks verdicts that differ."
         )
-        arts.append(_table("paper_claims", panel, cap, res.comparison, folder / "claims_vs_iid", latex=False))
+        path = folder / "claims_vs_iid"
+        arts.append(_table("paper_claims", panel, cap, res.tables["comparison"], path, latex=False))
     return arts
 
 
@@ -378,13 +371,13 @@ WRITERS: dict[str, Callable[[AnalysisConfig, Panel, Any, Path], list[Artifact]]]
     "uncertainty_score": _uncertainty_score,
     "paper_claims": _paper_claims,
 }
-"""The writer of every analysis of :data:`bpc.experiments.runner.ANALYSES`."""
+"""The writer of every analysis of :data:`bpc.experiments.analyses.ANALYSES`."""
 
 
 def run_analyses(
     config: AnalysisConfig, names: Sequence[str] | None = None, *, out: str | Path | None = None
 ) -> Path:
-    """Run analyses on every panel (:func:`bpc.experiments.runner.compute_analyses`) and write them.
+    """Run analyses on every panel (:func:`bpc.experiments.analyses.compute_analyses`) and write them.
 
     Parameters
     ----------
@@ -420,7 +413,8 @@ def write_analyses(run: AnalysesRun, config: AnalysisConfig) -> Path:
     for name in run.names:
         for panel in run.panels:
             value = run.values[(panel.name, name)]
-            artifacts += WRITERS[name](config, panel, value, folder / panel.name / name)
+            if value is not None:  # None: the panel lacks the data the analysis needs
+                artifacts += WRITERS[name](config, panel, value, folder / panel.name / name)
     return _write_index(run, config, artifacts)
 
 

@@ -31,16 +31,6 @@ from bpc.report.plots.style import (
     savefig,
 )
 
-__all__ = [
-    "REGIME_COLORS",
-    "plot_regime_map",
-    "plot_regime_posterior",
-    "plot_cver_sweeps",
-    "plot_informativeness",
-    "plot_train_eval",
-    "plot_prr",
-]
-
 REGIME_COLORS = {"A": OKABE_ITO[2], "B": OKABE_ITO[4], "C": OKABE_ITO[3], "other": OKABE_ITO[5]}
 """Regime colours as in the paper: A green, B blue, C yellow, other coral (Okabe–Ito)."""
 _REGIME_LABELS = {
