@@ -751,7 +751,7 @@ CLAIMS: tuple[Claim, ...] = (
 # ---------------------------------------------------------------------------
 # Tables
 # ---------------------------------------------------------------------------
-def claims_table(evidence: Evidence, *, data: str, claims: Sequence[Claim] = CLAIMS) -> pd.DataFrame:
+def claims_table(evidence: Evidence, *, data: str) -> pd.DataFrame:
     """Every claim's verdict on one bundle of results.
 
     Parameters
@@ -761,8 +761,6 @@ def claims_table(evidence: Evidence, *, data: str, claims: Sequence[Claim] = CLA
     data : str
         What the results were computed on (e.g. ``"simulated"``, ``"real"``),
         written in column ``data``.
-    claims : sequence of Claim
-        The claims (default :data:`CLAIMS`).
 
     Returns
     -------
@@ -771,7 +769,7 @@ def claims_table(evidence: Evidence, *, data: str, claims: Sequence[Claim] = CLA
         verdict, rule (how the verdict is graded), data, kind.
     """
     rows = []
-    for c in claims:
+    for c in CLAIMS:
         f = c.evaluate(evidence)
         rows.append(
             {
@@ -819,9 +817,6 @@ def compare_claims(table: pd.DataFrame, iid: pd.DataFrame) -> pd.DataFrame:
 EVIDENCE_FIELDS: tuple[str, ...] = ("cells", "replay", "regime", "grid", "boundaries", "prr")
 """Every field of :class:`Evidence`."""
 
-GRID_FIELDS: tuple[str, ...] = ("regime", "grid", "boundaries")
-"""The fields that need the (c_ver × R) cost grid, the expensive part."""
-
 
 def cell_table(params) -> pd.DataFrame:
     """:attr:`Evidence.cells` from Laplace parameters: the informativeness grid plus ``p_fix``.
@@ -850,8 +845,8 @@ def panel_evidence(
     panel : Panel
         The panel.
     fields : sequence of str
-        The :class:`Evidence` fields to compute (default all; leave out
-        :data:`GRID_FIELDS` to skip the cost grid).
+        The :class:`Evidence` fields to compute (default all; ``regime``, ``grid`` and
+        ``boundaries`` need the (c_ver × R) cost grid, the expensive part).
 
     Returns
     -------
@@ -860,11 +855,6 @@ def panel_evidence(
     """
     from bpc.experiments import analyses as ex
 
-    unknown = set(fields) - set(EVIDENCE_FIELDS)
-    if unknown:
-        raise ValueError(
-            f"panel_evidence: unknown fields {sorted(unknown)}; expected some of {EVIDENCE_FIELDS}"
-        )
     plug_in = replace(settings, draws=0)
     raw = not panel.records.empty
     out: dict = {}
@@ -886,9 +876,7 @@ def panel_evidence(
     return Evidence(**out)
 
 
-def claims_result(
-    settings: AnalysisSettings, evidence: Evidence, *, data: str = "simulated", compare_iid: bool = True
-) -> Result:
+def claims_result(settings: AnalysisSettings, evidence: Evidence, *, data: str = "simulated") -> Result:
     """Every claim on ``evidence`` and, for a simulated panel with dependent patches, on its i.i.d. twin.
 
     The twin is the panel of ``settings`` simulated with independent patches (``kappa = inf``,
@@ -903,9 +891,8 @@ def claims_result(
     evidence : Evidence
         The panel's results.
     data : {"simulated", "real"}
-        What the evidence was computed on (``"real"``: no twin).
-    compare_iid : bool
-        Evaluate the twin (skipped when the panel's κ is already infinite).
+        What the evidence was computed on (``"real"``: no twin; none either when the panel's κ is
+        already infinite).
 
     Returns
     -------
@@ -920,7 +907,7 @@ def claims_result(
     table = claims_table(evidence, data=data)
     tables = {"claims": table}
     kappa = settings.sim_kappa if data == "simulated" else None
-    if kappa is not None and compare_iid and np.isfinite(kappa):
+    if kappa is not None and np.isfinite(kappa):
         twin_settings = replace(settings, kappa=float("inf"), sources=("simulated",))
         fields = [f for f in EVIDENCE_FIELDS if getattr(evidence, f) is not None]
         with stage("[simulated] the claims on the i.i.d. twin (kappa = inf)", enabled=settings.progress):
@@ -930,14 +917,13 @@ def claims_result(
     return Result.of("claims", config=settings, tables=tables, kappa=kappa)
 
 
-def claims_analysis(settings: AnalysisSettings, panel: Panel, *, grid: bool = True) -> Result:
-    """:func:`claims_result` on ``panel``'s evidence (with the cost grid's claims if ``grid``).
+def claims_analysis(settings: AnalysisSettings, panel: Panel) -> Result:
+    """:func:`claims_result` on ``panel``'s evidence (:func:`panel_evidence`, every field).
 
     Cached in ``panel.cache["claims"]``.
     """
     if "claims" not in panel.cache:
-        fields = [f for f in EVIDENCE_FIELDS if grid or f not in GRID_FIELDS]
-        evidence = panel_evidence(settings, panel, fields=fields)
+        evidence = panel_evidence(settings, panel)
         data = "simulated" if panel.name == "simulated" else "real"
         panel.cache["claims"] = claims_result(settings, evidence, data=data)
     return panel.cache["claims"]

@@ -161,7 +161,7 @@ def critic_concentration(records: pd.DataFrame, critics: Sequence[str] = PAPER_C
     """Per-instance concentration ``κ_c`` of each critic's verdicts, per label, from one cell's records.
 
     The phi coefficient of a critic's verdicts on two patches of one instance
-    with the same label (:func:`bpc.experiments.critic_dependence.critic_dependence`)
+    with the same label (:func:`bpc.experiments.panel_strengths.critic_kappa`)
     is the within-instance correlation ``1/(1 + κ_c)`` of the Beta-Bernoulli
     verdict model of :func:`simulate_pool`, so ``κ_c = (1 − φ)/φ`` (floored
     at :data:`~bpc.constants.KAPPA_MIN`); ``φ ≤ 0`` or unmeasured gives ``inf``
@@ -172,17 +172,13 @@ def critic_concentration(records: pd.DataFrame, critics: Sequence[str] = PAPER_C
     numpy.ndarray
         ``(K, 2)``, column ``y`` for label ``y``.
     """
-    from bpc.constants import KAPPA_MIN
-    from bpc.experiments.critic_dependence import critic_dependence
+    from bpc.experiments.panel_strengths import critic_kappa
 
     names = list(critics)
     out = np.full((len(names), 2), np.inf)
-    table = critic_dependence(records, critics=names)
-    phi = table["phi"].to_numpy(dtype=float)
-    labels = table["label"].to_numpy(dtype=np.int64)
-    for crit, label, f in zip(table["critic"].astype(str), labels, phi, strict=True):
-        if crit in names and np.isfinite(f) and f > 0:
-            out[names.index(crit), label] = max((1.0 - f) / f, KAPPA_MIN)
+    table = critic_kappa(records, critics=names)
+    for crit, label, kappa in zip(table["critic"], table["label"], table["kappa"], strict=True):
+        out[names.index(str(crit)), int(label)] = kappa
     return out
 
 
@@ -406,7 +402,6 @@ def bootstrap_params(
     *,
     n_draws: int = 100,
     seed: int = DEFAULT_SEED,
-    trajectories: pd.DataFrame | None = None,
 ) -> xr.Dataset:
     """Parameter draws of one cell from a task bootstrap: Laplace (κ included) on resampled tasks.
 
@@ -428,8 +423,6 @@ def bootstrap_params(
         Bootstrap draws (>= 2).
     seed : int
         Seed.
-    trajectories : pandas.DataFrame, optional
-        The cell's refinement trajectories, resampled with their task.
 
     Returns
     -------
@@ -456,12 +449,7 @@ def bootstrap_params(
     b, g = cells[0]
     # per-task counts: each task laid out as its own "generator"
     tag = "task:" + records["instance_id"].astype(str)
-    traj = (
-        None
-        if trajectories is None
-        else trajectories.assign(generator="task:" + trajectories["instance_id"].astype(str))
-    )
-    per = counts_from_records(records.assign(generator=tag), traj).sel(benchmark=[b])
+    per = counts_from_records(records.assign(generator=tag)).sel(benchmark=[b])
     tasks = per["generator"].values
     idx = np.random.default_rng(seed).integers(0, tasks.shape[0], size=(int(n_draws), tasks.shape[0]))
     weights = np.zeros((int(n_draws), tasks.shape[0]))
@@ -491,19 +479,8 @@ def bootstrap_params(
     return out
 
 
-COVERAGE_COLUMNS: tuple[str, ...] = (
-    "seed",
-    "fold",
-    "benchmark",
-    "generator",
-    "policy",
-    "n_eval",
-    "delta",
-    "post_mean",
-    "pred_lo",
-    "pred_hi",
-    "covered",
-    "check_id",
+COVERAGE_COLUMNS: tuple[str, ...] = tuple(
+    "seed fold benchmark generator policy n_eval delta post_mean pred_lo pred_hi covered check_id".split()
 )
 """Columns of :func:`predictive_coverage`."""
 

@@ -53,15 +53,13 @@ def _task_passes(records: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def shared_kappa(records: pd.DataFrame, *, n_patches: int | None = 3) -> float:
+def shared_kappa(records: pd.DataFrame) -> float:
     """κ̂ shared by all cells, π fixed at each cell's pass rate (maximum Beta-Binomial likelihood).
 
     Parameters
     ----------
     records : pandas.DataFrame
-        Per-patch records.
-    n_patches : int, optional
-        Use only tasks with exactly this many labelled patches (``None``: all).
+        Per-patch records; only tasks with exactly three labelled patches (the paper's pools) count.
 
     Returns
     -------
@@ -76,8 +74,7 @@ def shared_kappa(records: pd.DataFrame, *, n_patches: int | None = 3) -> float:
     from bpc.estimate.laplace import beta_binomial_loglik
 
     per = _task_passes(records)
-    if n_patches is not None:
-        per = per[per["m"] == int(n_patches)]
+    per = per[per["m"] == 3]
     hists, pis = [], []
     for _, cell in per.groupby(_CELL, sort=True, observed=True):
         m_max = int(cell["m"].max())
@@ -157,7 +154,11 @@ def critic_kappa(
             if part.empty:
                 continue
             w = part["n_pairs"].to_numpy(dtype=float)
-            phi = float(np.average(part["phi"].to_numpy(dtype=float), weights=w))
+            phi = (
+                float(np.average(part["phi"].to_numpy(dtype=float), weights=w))
+                if len(w) > 1
+                else part["phi"].iloc[0]
+            )
             kappa = max((1.0 - phi) / phi, KAPPA_MIN) if phi > 0 else float("inf")
             rows.append((crit, int(label), int(w.sum()), len(part), phi, kappa))
     return pd.DataFrame(rows, columns=["critic", "label", "n_pairs", "n_cells", "phi", "kappa"])

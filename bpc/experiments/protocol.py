@@ -264,22 +264,9 @@ def run_protocol(
 # ---------------------------------------------------------------------------
 # One row per cell × policy: the table `bpc replay` prints and writes
 # ---------------------------------------------------------------------------
-TABLE_COLUMNS: tuple[str, ...] = (
-    "benchmark",
-    "generator",
-    "policy",
-    "mean_utility",
-    "pass_rate",
-    "cost_per_instance",
-    "delta",
-    "ci_lo",
-    "ci_hi",
-    "delta_best",
-    "ci_lo_best",
-    "ci_hi_best",
-    "n_instances",
-    "n_seeds",
-    "best_simple",
+TABLE_COLUMNS: tuple[str, ...] = tuple(
+    "benchmark generator policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
+    "delta_best ci_lo_best ci_hi_best n_instances n_seeds best_simple".split()
 )
 """Columns of :func:`protocol_table`: ``delta``/``ci_lo``/``ci_hi`` vs ``always_verify``,
 ``*_best`` vs :data:`BEST_SIMPLE`, ``n_instances`` the scored tasks, ``best_simple`` the

@@ -32,19 +32,12 @@ import numpy as np
 import pandas as pd
 from scipy.spatial import KDTree
 
-from bpc.constants import REGIME_KNN_K
+from bpc.constants import BAYESIAN_POLICIES, REGIME_KNN_K
 
-BAYESIAN_POLICIES: tuple[str, ...] = ("bayesian_greedy", "bayesian_dp")
 REGIMES: tuple[str, ...] = ("A", "B", "C", "other")
 """Regime labels in plotting order."""
 REGIME_POLICIES = {"A": BAYESIAN_POLICIES, "B": ("gate_test",), "C": ("always_verify",)}
 """Policies whose win puts a point in each regime (everything else is ``other``)."""
-REGIME_NAMES = {
-    "A": "A: Bayesian wins",
-    "B": "B: gate(Cr_test) wins",
-    "C": "C: always_verify wins",
-    "other": "other policy wins",
-}
 
 
 def regime_of(policy: str) -> str:
