@@ -341,8 +341,7 @@ SMALL = dict(
 
 @pytest.fixture(scope="module")
 def small_run():
-    from bpc.experiments.analyses import AnalysisSettings, load_panels
-    from bpc.experiments.claims import claims_analysis
+    from bpc.experiments.analyses import AnalysisSettings, claims_analysis, load_panels
 
     settings = AnalysisSettings(**SMALL)
     (panel,) = load_panels(settings)
@@ -351,7 +350,7 @@ def small_run():
 
 def test_quick_run_on_the_simulated_panel(small_run):
     from bpc.data.simulate import KAPPA
-    from bpc.experiments.claims import claims_analysis
+    from bpc.experiments.analyses import claims_analysis
 
     settings, panel, res = small_run
     assert res.name == "claims" and res.metadata["kappa"] == KAPPA

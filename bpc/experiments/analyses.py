@@ -51,6 +51,16 @@ from bpc.constants import (
 )
 from bpc.costs import named_costs, paper_costs_for
 from bpc.evaluate import Result
+from bpc.experiments.claims import (
+    CELL_KEYS,
+    EVIDENCE_FIELDS,
+    Evidence,
+    claims_table,
+    compare_claims,
+    gap_summary,
+    informativeness_grid,
+    train_eval_table,
+)
 from bpc.experiments.posterior import Posterior
 from bpc.progress import info, stage
 from bpc.schema import cell_order
@@ -527,13 +537,13 @@ def regime_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
 
 
 def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
-    """The c_ver sweeps at R = :data:`SWEEP_REWARD` (:mod:`bpc.experiments.sweeps`).
+    """The c_ver sweeps at R = :data:`SWEEP_REWARD` (:func:`bpc.experiments.regime.sweep_boundaries`).
 
     Tables ``sweep`` (Δ of every policy against c_ver, per cell), ``boundaries`` (leader changes and
     the analytic crossover c_ver* = π·R), ``priors`` (:func:`cell_priors`) and, with draws, ``bands``
     (posterior credible bands of the Bayesian controllers' Δ).
     """
-    from bpc.experiments.sweeps import sweep_bands, sweep_boundaries
+    from bpc.experiments.regime import sweep_bands, sweep_boundaries
 
     if panel.records.empty:
         return None
@@ -551,8 +561,6 @@ def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
 
 def informativeness_analysis(settings: AnalysisSettings, panel: Panel) -> pd.DataFrame:
     """Prior, critic gaps and the eval-split Δ of the better Bayesian controller per cell."""
-    from bpc.experiments.informativeness import informativeness_grid
-
     rep = replay_both(settings, panel) if not panel.records.empty else None
     return informativeness_grid(panel.params, None if rep is None else rep[rep["split"] == "eval"])
 
@@ -579,24 +587,124 @@ def uncertainty_analysis(
 
 
 def _train_eval(settings: AnalysisSettings, panel: Panel) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    from bpc.experiments.train_eval import train_eval_table
-
     if panel.records.empty:
         return None
     rep = replay_both(settings, panel)
     return rep, train_eval_table(rep)
 
 
-def _claims(settings: AnalysisSettings, panel: Panel) -> Result:
-    from bpc.experiments.claims import claims_analysis
-
-    return claims_analysis(settings, panel)
-
-
 def _gap_summary(settings: AnalysisSettings, panel: Panel) -> pd.DataFrame:
-    from bpc.experiments.informativeness import gap_summary, informativeness_grid
-
     return gap_summary(informativeness_grid(panel.params))
+
+
+# ---------------------------------------------------------------------------
+# The paper's claims on a panel (bpc.experiments.claims reads the evidence)
+# ---------------------------------------------------------------------------
+
+
+def cell_table(params) -> pd.DataFrame:
+    """:attr:`Evidence.cells` from Laplace parameters: the informativeness grid plus ``p_fix``.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Laplace parameters (:func:`bpc.estimate.laplace.laplace`).
+    """
+    kernel = params["p_fix"].to_dataframe().reset_index()[[*CELL_KEYS, "p_fix"]]
+    return informativeness_grid(params).merge(kernel, on=CELL_KEYS, how="left")
+
+
+def panel_evidence(
+    settings: AnalysisSettings, panel: Panel, *, fields: Sequence[str] = EVIDENCE_FIELDS
+) -> Evidence:
+    """Gather the results the claims read from one analysis panel (cached computations reused).
+
+    Parameters
+    ----------
+    settings : AnalysisSettings
+        The run's settings. The claims use plug-in results only, so the
+        posterior forms are not computed here (``draws = 0``).
+    panel : Panel
+        The panel.
+    fields : sequence of str
+        The :class:`Evidence` fields to compute (default all; ``regime``, ``grid`` and
+        ``boundaries`` need the (c_ver × R) cost grid, the expensive part).
+
+    Returns
+    -------
+    Evidence
+        The requested fields (``None`` where the panel lacks the data, e.g. no raw records).
+    """
+    plug_in = replace(settings, draws=0)
+    raw = not panel.records.empty
+    out: dict = {}
+    if "cells" in fields:
+        out["cells"] = cell_table(panel.params)
+    if raw and "replay" in fields:
+        out["replay"] = replay_both(settings, panel)
+    if raw and "prr" in fields:
+        unc = uncertainty_analysis(plug_in, panel)
+        out["prr"] = None if unc is None else unc[0]
+    if raw and "regime" in fields:
+        regime = regime_analysis(plug_in, panel)
+        out["regime"] = None if regime is None else regime.tables["points"]
+    if raw and "boundaries" in fields:
+        sweep = sweep_analysis(plug_in, panel)
+        out["boundaries"] = None if sweep is None else sweep.tables["boundaries"]
+    if raw and "grid" in fields:
+        out["grid"] = panel_grid(plug_in, panel)
+    return Evidence(**out)
+
+
+def claims_result(settings: AnalysisSettings, evidence: Evidence, *, data: str = "simulated") -> Result:
+    """Every claim on ``evidence`` and, for a simulated panel with dependent patches, on its i.i.d. twin.
+
+    The twin is the panel of ``settings`` simulated with independent patches (``kappa = inf``,
+    the same seed, scale and cells, corpus off); it computes the same :class:`Evidence` fields
+    only (:func:`panel_evidence`), so :func:`compare_claims` can say which verdicts change because
+    patches of one instance are dependent.
+
+    Parameters
+    ----------
+    settings : AnalysisSettings
+        The settings the evidence was computed with.
+    evidence : Evidence
+        The panel's results.
+    data : {"simulated", "real"}
+        What the evidence was computed on (``"real"``: no twin; none either when the panel's κ is
+        already infinite).
+
+    Returns
+    -------
+    Result
+        ``claims`` (:func:`claims_table`) and, with a twin, ``iid`` and ``comparison``
+        (:func:`compare_claims`); ``metadata["kappa"]``: the simulator's κ (``None`` for real data).
+    """
+    from bpc.progress import stage
+
+    table = claims_table(evidence, data=data)
+    tables = {"claims": table}
+    kappa = settings.sim_kappa if data == "simulated" else None
+    if kappa is not None and np.isfinite(kappa):
+        twin_settings = replace(settings, kappa=float("inf"), sources=("simulated",))
+        fields = [f for f in EVIDENCE_FIELDS if getattr(evidence, f) is not None]
+        with stage("[simulated] the claims on the i.i.d. twin (kappa = inf)", enabled=settings.progress):
+            (twin,) = load_panels(twin_settings)
+            iid = claims_table(panel_evidence(twin_settings, twin, fields=fields), data="simulated")
+        tables.update(iid=iid, comparison=compare_claims(table, iid))
+    return Result.of("claims", config=settings, tables=tables, kappa=kappa)
+
+
+def claims_analysis(settings: AnalysisSettings, panel: Panel) -> Result:
+    """:func:`claims_result` on ``panel``'s evidence (:func:`panel_evidence`, every field).
+
+    Cached in ``panel.cache["claims"]``.
+    """
+    if "claims" not in panel.cache:
+        evidence = panel_evidence(settings, panel)
+        data = "simulated" if panel.name == "simulated" else "real"
+        panel.cache["claims"] = claims_result(settings, evidence, data=data)
+    return panel.cache["claims"]
 
 
 ANALYSES: dict[str, Callable[[AnalysisSettings, Panel], Any]] = {
@@ -608,7 +716,7 @@ ANALYSES: dict[str, Callable[[AnalysisSettings, Panel], Any]] = {
     "informativeness": informativeness_analysis,
     "train_eval": _train_eval,
     "uncertainty_score": uncertainty_analysis,
-    "paper_claims": _claims,
+    "paper_claims": claims_analysis,
 }
 """Every analysis, in the order :func:`compute_analyses` runs them."""
 

@@ -695,33 +695,28 @@ def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
         means of the folds' interval ends).
     """
     w = checks["n_eval"].astype(np.float64)
-    frame = checks.assign(
-        _w=w,
-        _p=checks["post_mean"] * w,
-        _r=checks["delta"] * w,
-        _lo=checks["pred_lo"] * w,
-        _hi=checks["pred_hi"] * w,
+    means = {"predicted": "post_mean", "realised": "delta", "pred_lo": "pred_lo", "pred_hi": "pred_hi"}
+    g = checks.assign(_w=w, **{k: checks[v] * w for k, v in means.items()}).groupby(
+        ["benchmark", "generator", "policy"], sort=True
     )
-    g = frame.groupby(["benchmark", "generator", "policy"], sort=True)
-    out = g.agg(
-        n_folds=("covered", "size"),
-        n_tasks=("n_eval", "sum"),
-        _w=("_w", "sum"),
-        _p=("_p", "sum"),
-        _r=("_r", "sum"),
-        _lo=("_lo", "sum"),
-        _hi=("_hi", "sum"),
-        n_covered=("covered", "sum"),
-    ).reset_index()
-    out["predicted"] = out["_p"] / out["_w"]
-    out["realised"] = out["_r"] / out["_w"]
+    out = g[[*means, "_w"]].sum()
+    out = out[list(means)].div(out["_w"], axis=0)
+    out["n_folds"], out["n_tasks"] = g["covered"].size(), g["n_eval"].sum()
+    out["n_covered"] = g["covered"].sum().astype(np.int64)
     out["gap"] = out["realised"] - out["predicted"]
     out["coverage"] = out["n_covered"] / out["n_folds"]
-    out["pred_lo"] = out["_lo"] / out["_w"]
-    out["pred_hi"] = out["_hi"] / out["_w"]
-    out["n_covered"] = out["n_covered"].astype(np.int64)
-    cols = ["benchmark", "generator", "policy", "n_folds", "n_tasks", "predicted", "pred_lo", "pred_hi"]
-    return out[[*cols, "realised", "gap", "n_covered", "coverage"]]
+    cols = [
+        "n_folds",
+        "n_tasks",
+        "predicted",
+        "pred_lo",
+        "pred_hi",
+        "realised",
+        "gap",
+        "n_covered",
+        "coverage",
+    ]
+    return out.reset_index()[["benchmark", "generator", "policy", *cols]]
 
 
 CORPUS_SHAPED_CELLS: tuple[tuple[str, str], ...] = (

@@ -179,8 +179,8 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
     from bpc.data.simulate import simulate_panel
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, fit
-    from bpc.experiments.analyses import AnalysisSettings
-    from bpc.experiments.claims import Evidence, cell_table, claims_result
+    from bpc.experiments.analyses import AnalysisSettings, cell_table, claims_result
+    from bpc.experiments.claims import Evidence
     from bpc.experiments.compare import CompareConfig, compare
     from bpc.experiments.protocol import ProtocolConfig, run_protocol
     from bpc.replay.engine import replay_cells

@@ -26,7 +26,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,7 +62,6 @@ def replay_evaluator(
     profile: str | Profile = "bpc",
     policies: Sequence[str] | None = None,
     belief: str | None = None,
-    fit: Callable[[xr.Dataset], xr.Dataset] | None = None,
     starts: Sequence[str] = ("cell",),
     task_critic: str = "test",
 ) -> Evaluator:
@@ -83,8 +82,6 @@ def replay_evaluator(
         Policy names the engine knows (default the profile's, per cell).
     belief : {"iid", "instance"}, optional
         Belief of the Bayesian controllers (default the profile's).
-    fit : callable, optional
-        Counts → parameters (default :func:`bpc.estimate.laplace.laplace`).
     starts : sequence of str
         Starting beliefs of the Bayesian controllers (:data:`bpc.experiments.task_starts.STARTS`):
         ``"cell"`` (the cell prior), ``"oracle"`` / ``"critic"`` (the per-task prior from the
@@ -105,6 +102,7 @@ def replay_evaluator(
     """
     from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
+    from bpc.estimate.laplace import laplace
     from bpc.experiments.task_starts import CELL, check_starts, fold_task_priors, start_label, task_starts
     from bpc.replay.engine import cell_policies, cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
@@ -113,11 +111,8 @@ def replay_evaluator(
     prof = get_profile(profile)
     cost_for = cost_resolver(costs)
     starts = check_starts(starts)
-    if fit is None:
-        from bpc.estimate.laplace import laplace as fit
-
     def evaluate(fold: FoldData) -> pd.DataFrame:
-        params = fit(fold.train_counts)
+        params = laplace(fold.train_counts)
         train, test = fold.train_counts, fold.test_records
         priors = {
             s: fold_task_priors(train, test, kind=s, critic=task_critic, params=params)

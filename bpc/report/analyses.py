@@ -257,7 +257,7 @@ def _informativeness(cfg: AnalysisConfig, out: _Out, df: pd.DataFrame) -> list[A
 
 
 def _train_eval(cfg: AnalysisConfig, out: _Out, value) -> list[Artifact]:
-    from bpc.experiments.train_eval import overfit_summary
+    from bpc.experiments.claims import overfit_summary
     from bpc.report.plots.analyses import plot_train_eval
 
     rep, tab = value

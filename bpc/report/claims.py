@@ -24,7 +24,7 @@ def claims_view(result: Result) -> pd.DataFrame:
     Parameters
     ----------
     result : ClaimsResult
-        :func:`bpc.experiments.claims.claims_analysis` output.
+        :func:`bpc.experiments.analyses.claims_analysis` output.
 
     Returns
     -------
@@ -60,7 +60,7 @@ def claims_markdown(result: Result, *, panel: str) -> str:
     Parameters
     ----------
     result : ClaimsResult
-        :func:`bpc.experiments.claims.claims_analysis` output.
+        :func:`bpc.experiments.analyses.claims_analysis` output.
     panel : str
         What the claims were evaluated on, for the lead sentence.
 
