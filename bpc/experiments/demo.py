@@ -106,7 +106,7 @@ class DemoRun:
         Laplace vs full-posterior controllers on :data:`COMPARE_BENCHMARKS`.
     replay : pandas.DataFrame
         The paper profile's replay of every cell (both splits).
-    claims : bpc.experiments.claims.ClaimsResult
+    claims : bpc.evaluate.Result
         The paper's claims on the panel and on its i.i.d. twin.
     """
 

@@ -23,7 +23,7 @@ def claims_view(result: Result) -> pd.DataFrame:
 
     Parameters
     ----------
-    result : ClaimsResult
+    result : bpc.evaluate.Result
         :func:`bpc.experiments.analyses.claims_analysis` output.
 
     Returns
@@ -59,7 +59,7 @@ def claims_markdown(result: Result, *, panel: str) -> str:
 
     Parameters
     ----------
-    result : ClaimsResult
+    result : bpc.evaluate.Result
         :func:`bpc.experiments.analyses.claims_analysis` output.
     panel : str
         What the claims were evaluated on, for the lead sentence.
