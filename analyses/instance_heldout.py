@@ -5,8 +5,8 @@ Writes ``instance_heldout_policies.csv``, ``instance_heldout_paired.csv`` and
 and the posterior predictive check of the per-instance pass histogram
 (``ppc_pass_histogram.csv`` / ``.png``; Laplace π and κ of all instances, or the
 draws of a saved posterior with ``--posterior``), and the coverage of the
-posterior predictive interval of the held-out Δ over 5 folds of the LCB cells
-(``predictive_coverage_kfold.csv``).
+posterior predictive interval of the held-out Δ under task cross-fitting on the LCB cells
+(``predictive_coverage.csv``, :func:`bpc.experiments.delta.predictive_coverage`).
 
     .venv/bin/python analyses/instance_heldout.py [--corpus PATH] [--out DIR] [--folds 5] [--posterior FIT.nc]
 """
@@ -23,12 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     """Compute the tables and write them; print the acceptance numbers."""
     from bpc.constants import N_FOLDS
     from bpc.data.corpus import load_corpus
-    from bpc.experiments.instance_eval import (
-        heldout_acceptance,
-        heldout_instance_table,
-        kfold_predictive_coverage,
-        pass_histogram_ppc,
-    )
+    from bpc.experiments.delta import predictive_coverage
+    from bpc.experiments.instance_eval import heldout_acceptance, heldout_instance_table, pass_histogram_ppc
     from bpc.outputs import write_csv
     from bpc.paths import require_corpus
     from bpc.report.instance_heldout import write_heldout
@@ -75,10 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pass-histogram PPC: {int(ppc['covered'].sum())} of {len(ppc)} counts inside their interval")
 
     lcb = corpus.records[corpus.records["benchmark"].isin(["lcb_hard", "lcb_medium"])]
-    cov = kfold_predictive_coverage(lcb, n_folds=args.folds, progress=not args.quiet)
-    write_csv(cov, args.out / "predictive_coverage_kfold.csv")
+    cov = predictive_coverage(lcb, n_folds=args.folds, progress=not args.quiet)
+    write_csv(cov, args.out / "predictive_coverage.csv")
     print(
-        f"predictive interval of the held-out Δ ({args.folds} folds, LCB cells): "
+        f"predictive interval of the held-out Δ ({args.folds} task folds, LCB cells): "
         f"{int(cov['covered'].sum())} of {len(cov)} (fold, cell, policy) checks covered"
     )
     return 0

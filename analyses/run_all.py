@@ -1,7 +1,7 @@
 """Run every analysis of the paper on the simulated panel and the corpus; writes OUT/index.md.
 
 The same as ``bpc analyses [options]``; usage:
-python analyses/run_all.py --out bpc-analyses [--corpus PATH] [--seed N] [--quick] [--dask]
+python analyses/run_all.py [SOURCE ...] --out bpc-analyses [--seed N] [--quick] [--dask]
 """
 
 import sys

@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.data.corpus import load_corpus
     from bpc.data.tasks import exclude_tasks, flagged_tasks
     from bpc.estimate.crossed import crossed_layout
-    from bpc.experiments.task_eval import POOLED, PriorsConfig, compare_priors, gain_by_group, task_groups
+    from bpc.evaluate import POOLED
+    from bpc.experiments.protocol import delta_by_group
+    from bpc.experiments.task_eval import PriorsConfig, compare_priors, task_groups
     from bpc.paths import default_corpus
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -79,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             tag = {"costs": costs, "flagged": "excluded" if exclude else "kept", "wall_s": round(wall, 1)}
             tables.append(gains.assign(**tag))
             for start in ("oracle", "critic"):
-                splits.append(gain_by_group(u, groups, start=start).assign(start=start, **tag))
+                pair = {"policy": f"bayesian_dp@{start}", "reference": "bayesian_dp", "by": ["benchmark"]}
+                splits.append(delta_by_group(u, groups, **pair).assign(start=start, **tag))
     gains = pd.concat(tables, ignore_index=True)
     by_group = pd.concat(splits, ignore_index=True)
     dp = gains[gains["policy"] == "bayesian_dp"]

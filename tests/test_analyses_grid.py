@@ -1,5 +1,4 @@
 import numpy as np
-import pandas as pd
 import pytest
 
 from bpc.constants import POLICIES
@@ -72,8 +71,6 @@ def test_errors(setups):
         cell_utilities(setups[0], cost_points(named_costs("slow"), [1], [10]), policies=["nope"])
     with pytest.raises(ValueError, match="no cost point"):
         cell_utilities(setups[0], [])
-    with pytest.raises(ValueError, match="split"):
-        prepare_cells(pd.DataFrame(), split="bogus")
 
 
 @pytest.mark.slow

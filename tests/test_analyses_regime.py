@@ -7,13 +7,15 @@ from hypothesis import strategies as st
 from bpc.experiments.regime import (
     knn_mean,
     knn_vote,
+    leader_changes,
     regime_background,
     regime_of,
     regime_points,
     regime_summary,
+    sweep_bands,
+    sweep_boundaries,
     winners,
 )
-from bpc.experiments.sweeps import leader_changes, sweep_bands, sweep_boundaries
 
 
 def test_regime_of():

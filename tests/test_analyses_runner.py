@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from bpc.report.analyses import ANALYSES, AnalysisConfig, run_analyses
+from bpc.experiments.analyses import ANALYSES
+from bpc.report.analyses import AnalysisConfig, run_analyses
 
 SMALL = dict(
-    use_corpus=False,
+    sources=("simulated",),
     quick=True,
     progress=False,
     draws=2,
@@ -81,9 +82,9 @@ def test_thin_script_runs(tmp_path):
         [
             sys.executable,
             str(root / "analyses" / "gap_table.py"),
+            "simulated",
             "--out",
             str(out),
-            "--no-corpus",
             "--quick",
             "--quiet",
         ],
@@ -99,7 +100,7 @@ def test_thin_script_runs(tmp_path):
 def test_corpus_delta_tables_reproduce_the_release(corpus_path, tmp_path):
     import pandas as pd
 
-    cfg = AnalysisConfig(out=tmp_path, corpus=corpus_path, use_simulator=False, quick=True, progress=False)
+    cfg = AnalysisConfig(out=tmp_path, sources=(str(corpus_path),), quick=True, progress=False)
     run_analyses(cfg, ["delta_table"])
     check = pd.read_csv(tmp_path / "corpus/delta_table/release_check.csv")
     assert len(check) == 3 and (check["n_policies"] == 8).all()

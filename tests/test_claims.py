@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from bpc.experiments.claims import (
     CLAIMS,
     VERDICTS,
-    ClaimsResult,
     Evidence,
     Finding,
     claims_table,
@@ -328,7 +327,7 @@ def test_verdicts_do_not_depend_on_row_order(deltas, seed):
 # A quick run on a small simulated panel
 # ---------------------------------------------------------------------------
 SMALL = dict(
-    use_corpus=False,
+    sources=("simulated",),
     quick=True,
     progress=False,
     draws=0,
@@ -342,8 +341,7 @@ SMALL = dict(
 
 @pytest.fixture(scope="module")
 def small_run():
-    from bpc.experiments.analyses import AnalysisSettings, load_panels
-    from bpc.experiments.claims import claims_analysis
+    from bpc.experiments.analyses import AnalysisSettings, claims_analysis, load_panels
 
     settings = AnalysisSettings(**SMALL)
     (panel,) = load_panels(settings)
@@ -352,18 +350,18 @@ def small_run():
 
 def test_quick_run_on_the_simulated_panel(small_run):
     from bpc.data.simulate import KAPPA
-    from bpc.experiments.claims import claims_analysis
+    from bpc.experiments.analyses import claims_analysis
 
     settings, panel, res = small_run
-    assert isinstance(res, ClaimsResult) and res.kappa == KAPPA
+    assert res.name == "claims" and res.metadata["kappa"] == KAPPA
     assert claims_analysis(settings, panel) is res  # cached on the panel
-    for t in (res.table, res.iid):
+    for t in (res.tables["claims"], res.tables["iid"]):
         assert list(t["claim"]) == [c.id for c in CLAIMS]
         assert set(t["data"]) == {"simulated"}
     # both panels have LCB-hard and SWE-Lite records, so every claim is evaluated on both
-    assert (res.table["verdict"] != "not evaluated").all()
-    assert (res.iid["verdict"] != "not evaluated").all()
-    cmp = res.comparison
+    assert (res.tables["claims"]["verdict"] != "not evaluated").all()
+    assert (res.tables["iid"]["verdict"] != "not evaluated").all()
+    cmp = res.tables["comparison"]
     assert cmp["changes"].dtype == bool
     changed = cmp["verdict"] != cmp["verdict_iid"]
     assert (cmp["changes"] == changed).all()
@@ -371,11 +369,9 @@ def test_quick_run_on_the_simulated_panel(small_run):
 
 def test_the_twin_is_the_same_panel_with_independent_patches(small_run):
     from bpc.experiments.analyses import load_panels
-    from bpc.experiments.claims import iid_settings
 
     settings, panel, _ = small_run
-    twin_settings = iid_settings(replace(settings, use_corpus=True))
-    assert twin_settings.sim_kappa == np.inf and not twin_settings.use_corpus
+    twin_settings = replace(settings, kappa=np.inf)
     (twin,) = load_panels(twin_settings)
     assert twin.raw_cells == panel.raw_cells
     assert len(twin.records) == len(panel.records)
@@ -396,5 +392,5 @@ def test_markdown_and_index_section(small_run, tmp_path):
     table = pd.read_csv(tmp_path / "simulated/paper_claims/claims_vs_iid.csv")
     pd.testing.assert_frame_equal(
         table[["claim", "verdict", "verdict_iid"]],
-        res.comparison[["claim", "verdict", "verdict_iid"]].reset_index(drop=True),
+        res.tables["comparison"][["claim", "verdict", "verdict_iid"]].reset_index(drop=True),
     )

@@ -99,7 +99,7 @@ CASES: list[tuple[list[str], str]] = [
     (["analyses", "--out", "{tmp}/file.txt"], "is a file; expected a folder"),
     (["analyses", "delta_tabel", "--out", "{tmp}/o"], "unknown analysis"),
     (["analyses", "--draws", "-1", "--out", "{tmp}/o"], "--draws must be >= 0"),
-    (["analyses", "--no-corpus", "--no-simulator", "--out", "{tmp}/o"], "leave no panel"),
+    (["analyses", "{tmp}/none.csv", "--out", "{tmp}/o"], "unknown analysis or source"),
     # summary
     (["summary", "{tmp}/none.nc"], "does not exist"),
     (["summary", "{tmp}/dir"], "is a directory"),

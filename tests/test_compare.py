@@ -373,21 +373,12 @@ def test_hierarchical_refits_compile_once(small, monkeypatch):
     assert all(k in params.attrs for k in DIAGNOSTIC_COLUMNS)
 
 
-def test_simulated_pool_is_fresh_draws_unless_it_is_a_refinement_chain():
-    arrays = {
-        "prior": np.array([0.3]),
-        "p_fix": np.array([0.05]),
-        "p_break": np.array([0.05]),
-        "tpr": np.full((1, 1), 0.9),
-        "fpr": np.full((1, 1), 0.2),
-    }
+def test_simulated_pool_is_fresh_draws():
+    arrays = {"prior": np.array([0.3]), "tpr": np.full((1, 1), 0.9), "fpr": np.full((1, 1), 0.2)}
     fresh = simulate_pool(arrays, 6000, critics=("syn",), seed=2)
-    chain = simulate_pool(arrays, 6000, critics=("syn",), seed=2, chain=True)
-    # a recorded pool: patch 2 after a failing patch 1 passes at π = 0.3, not at p_fix = 0.05
+    # a recorded pool: patch 2 after a failing patch 1 passes at π = 0.3 (no regeneration kernel)
     after_fail = fresh.Y[:, 1][fresh.Y[:, 0] == 0]
     assert abs(after_fail.mean() - 0.3) < 0.03
-    assert abs(chain.Y[:, 1][chain.Y[:, 0] == 0].mean() - 0.05) < 0.02
-    np.testing.assert_array_equal(fresh.Y[:, 0], chain.Y[:, 0])
 
 
 def test_bootstrap_params_resample_whole_tasks():

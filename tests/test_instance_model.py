@@ -13,7 +13,7 @@ from bpc.constants import CI_BOUNDS, CRITICS
 from bpc.data.counts import counts_from_records
 from bpc.data.simulate import KAPPA, TRAJECTORY_STEPS, simulate_panel
 from bpc.estimate.laplace import laplace
-from bpc.experiments.critic_dependence import (
+from bpc.experiments.panel_strengths import (
     critic_dependence,
     phi_from_pairs,
     verdict_pairs,

@@ -82,7 +82,7 @@ def test_a_web_extension_folder_is_not_a_bpc_output(tmp_path, capsys):
     before = _tree(ext)
     assert not is_bpc_folder(ext)
     # analyses checks --out before any work: the command fails at once and leaves every file
-    assert main(["analyses", "--no-corpus", "--quick", "--out", str(ext)]) == 2
+    assert main(["analyses", "simulated", "--quick", "--out", str(ext)]) == 2
     err = capsys.readouterr().err
     assert "not a bpc output folder" in err and "not bpc's" in err and err.count("\n") == 1
     assert _tree(ext) == before
@@ -467,8 +467,8 @@ def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
         "bpc",
         "analyses",
         "regime_map",
+        "simulated",
         "--quick",
-        "--no-corpus",
         "--dask",
         "--out",
         str(out),

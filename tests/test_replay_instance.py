@@ -374,15 +374,3 @@ def test_heldout_instance_table_pairs_instance_with_iid():
         assert r.diff == pytest.approx((u["instance"] - u["iid"]).mean())
         assert r.ci_lo <= r.diff <= r.ci_hi and r.n_instances == 20
     assert "| fast |" in markdown_tables(table, paired)
-
-
-def test_kfold_predictive_coverage_rows():
-    from bpc.experiments.instance_eval import kfold_predictive_coverage
-
-    rec = _synthetic(seed=8)
-    cov = kfold_predictive_coverage(rec, costs="fast", n_folds=4, n_draws=5, n_per_draw=40)
-    assert set(cov["fold"]) == {0, 1, 2, 3}
-    assert "always_verify" not in set(cov["policy"]) and "laplace_dp" in set(cov["policy"])
-    assert (cov["pred_lo"] <= cov["pred_hi"]).all()
-    per_fold = cov.drop_duplicates(["fold", "benchmark", "generator"])
-    assert (per_fold.groupby(["benchmark", "generator"])["n_eval"].sum() == 20).all()  # each instance once

@@ -394,7 +394,7 @@ def test_kappa_constant_reproduced_from_corpus(corpus_path):
     )
     assert records.groupby(["benchmark", "generator", "instance_id"]).ngroups == 767
     # KAPPA is written with 3 decimals
-    assert shared_kappa(records, n_patches=3) == pytest.approx(KAPPA, abs=5e-4)
+    assert shared_kappa(records) == pytest.approx(KAPPA, abs=5e-4)
 
 
 @pytest.mark.corpus

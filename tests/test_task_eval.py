@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from bpc.data.splits import fold_split, folds
-from bpc.evaluate import cross_fit, fold_data
+from bpc.evaluate import POOLED, cross_fit, fold_data
 from bpc.experiments.protocol import replay_evaluator
-from bpc.experiments.task_eval import GAIN_COLUMNS, POOLED, prior_gain_table
+from bpc.experiments.task_eval import GAIN_COLUMNS, prior_gain_table
 from bpc.experiments.task_starts import check_starts, fold_task_priors, start_label, task_starts
 
 
@@ -167,7 +167,8 @@ def test_starts_are_checked():
 
 def test_task_groups_and_the_gain_split_by_hand():
     from bpc.data.counts import counts_from_records
-    from bpc.experiments.task_eval import gain_by_group, task_groups
+    from bpc.experiments.protocol import delta_by_group
+    from bpc.experiments.task_eval import task_groups
 
     rec = _records()
     rec.loc[(rec["generator"] == "g2") & (rec["instance_id"] == "t03"), "Y"] = 0  # g1 alone solves t03
@@ -183,8 +184,10 @@ def test_task_groups_and_the_gain_split_by_hand():
         for pol, start, u in (("bayesian_dp", "cell", 0.0), ("bayesian_dp@oracle", "oracle", gain)):
             rows.append(("b", g, t, pol, start, u))
     u = pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "policy", "start", "utility"])
-    split = gain_by_group(u.assign(seed=0), groups.reset_index().assign(benchmark="b")).set_index("group")
-    assert split["mean_gain"].to_dict() == {"flagged": 1.0, "others failed": 0.0, "others solved": 2.0}
+    pair = {"policy": "bayesian_dp@oracle", "reference": "bayesian_dp", "by": ["benchmark"]}
+    split = delta_by_group(u.assign(seed=0), groups.reset_index().assign(benchmark="b"), **pair)
+    split = split.set_index("group")
+    assert split["delta"].to_dict() == {"flagged": 1.0, "others failed": 0.0, "others solved": 2.0}
     assert split["contribution"].sum() == pytest.approx(u[u["start"] == "oracle"]["utility"].mean())
 
 

@@ -643,7 +643,7 @@ def format_prior_gains(gains, utilities) -> str:
     A benchmark where every task started from the cell prior (one generator: no other
     generator's evidence) is named on one line instead of a row of zeros.
     """
-    from bpc.experiments.task_eval import POOLED
+    from bpc.evaluate import POOLED
 
     lines = [
         "\nTask prior − cell prior: held-out utility per task "

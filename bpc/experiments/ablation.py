@@ -35,8 +35,6 @@ import pandas as pd
 from bpc.costs import CostSpec
 from bpc.evaluate import BEST_SIMPLE, Evaluator, FoldData
 
-__all__ = ["ABLATION_ARMS", "ABLATION_BASELINES", "ablation_evaluator", "ablation_table"]
-
 ABLATION_ARMS: Mapping[str, tuple[str, Mapping[str, object]]] = MappingProxyType(
     {
         "iid_dp": ("bayesian_dp", {"belief": "iid", "critic_scope": "patch"}),

@@ -9,11 +9,17 @@ Panels
 ``simulated``
     The embedded 9 × 6 panel (:func:`bpc.data.simulate.simulate_panel`), raw
     records and refinement trajectories for all 54 cells.
-``corpus``
-    The authors' corpus (:func:`bpc.data.corpus.load_corpus`): count tables for
-    every cell it has (prior / gap tables, informativeness grid) and raw
-    records for the cells that have them (every replay-based analysis),
-    with the measured transition kernels where the corpus has them.
+``corpus`` (the authors' corpus) or ``data`` (anything else)
+    The other sources, read and combined by the one input layer
+    (:func:`bpc.data.load.resolve_input`: a corpus folder, a user's log files, several of them):
+    count tables for every cell (prior / gap tables, informativeness grid) and raw records
+    for the cells that have them (every replay-based analysis), with the measured transition
+    kernels where the corpus has them.
+
+Each analysis of :data:`ANALYSES` is a function ``(settings, panel) -> value`` (a
+:class:`~bpc.evaluate.Result`, a table, or ``None`` where the panel lacks the data it needs);
+:func:`compute_analyses` loads the panels and runs a selection on each, timed, and
+:func:`bpc.report.analyses.write_analyses` writes them.
 
 Shared, expensive steps — the replay of both splits, the cost-grid cells,
 the utility grid, the hierarchical posterior — are computed once per panel
@@ -23,9 +29,11 @@ with the same settings gives identical tables.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,39 +44,26 @@ from bpc.constants import (
     BAYESIAN_POLICIES,
     CI_PROB,
     DEFAULT_SEED,
+    PAPER_CRITICS,
     REGIME_C_VER,
     REGIME_KNN_K,
     REGIME_REWARD,
 )
 from bpc.costs import named_costs, paper_costs_for
+from bpc.evaluate import Result
+from bpc.experiments.claims import (
+    CELL_KEYS,
+    EVIDENCE_FIELDS,
+    Evidence,
+    claims_table,
+    compare_claims,
+    gap_summary,
+    informativeness_grid,
+    train_eval_table,
+)
 from bpc.experiments.posterior import Posterior
 from bpc.progress import info, stage
 from bpc.schema import cell_order
-
-__all__ = [
-    "GRID_POLICIES",
-    "POSTERIORS",
-    "REGIME_BASE",
-    "RELEASE_TABLE",
-    "SWEEP_REWARD",
-    "AnalysisSettings",
-    "Panel",
-    "load_panels",
-    "replay_both",
-    "release_replay",
-    "release_check",
-    "cost_setups",
-    "hierarchical_posterior",
-    "panel_grid",
-    "cell_priors",
-    "p_bayes_wins",
-    "RegimeResult",
-    "regime_analysis",
-    "SweepResult",
-    "sweep_analysis",
-    "informativeness_analysis",
-    "uncertainty_analysis",
-]
 
 GRID_POLICIES: tuple[str, ...] = BASELINE_POLICIES + BAYESIAN_POLICIES
 """Policies of the cost grid (regime map, sweeps): the eight pool-replay policies, as in the authors'
@@ -95,10 +90,16 @@ class AnalysisSettings:
 
     Attributes
     ----------
-    corpus : pathlib.Path or None
-        Corpus location (``None``: :func:`bpc.paths.default_corpus`).
-    use_corpus, use_simulator : bool
-        Which panels to run on.
+    sources : tuple of str or None
+        What to run on (:func:`bpc.data.load.resolve_input`): ``"simulated"`` (the simulated
+        panel) and corpus folders or log files (combined into one panel); ``None``: the simulated
+        panel and the authors' corpus if one is found (:func:`bpc.paths.default_corpus`).
+    inputs : InputOptions or None
+        How the log files are read (``--critic``, ``--column``, default names); the cells are
+        those of ``benchmarks`` / ``generators``.
+    costs : cost specification, optional
+        Costs of the Δ tables (:func:`bpc.costs.cost_resolver`; default the paper's per-benchmark
+        vector), with the critic costs a log file's ``--critic`` gives.
     seed : int
         Seed of the simulator and of every posterior draw.
     quick : bool
@@ -130,9 +131,9 @@ class AnalysisSettings:
         simulator's default, measured on the corpus; ``inf``: independent patches).
     """
 
-    corpus: Path | None = None
-    use_corpus: bool = True
-    use_simulator: bool = True
+    sources: tuple[str, ...] | None = None
+    inputs: Any = None
+    costs: Any = None
     seed: int = DEFAULT_SEED
     quick: bool = False
     dask: bool = False
@@ -207,6 +208,8 @@ class Panel:
         Measured transition counts used for cells without trajectories.
     path : pathlib.Path or None
         The corpus folder (corpus panel only).
+    costs : callable
+        ``benchmark -> Costs`` of the Δ tables.
     cache : dict
         Shared computations, filled on first use.
     """
@@ -219,6 +222,7 @@ class Panel:
     params: xr.Dataset
     transition_counts: xr.Dataset | None = None
     path: Path | None = None
+    costs: Any = paper_costs_for
     cache: dict = field(default_factory=dict)
 
     @property
@@ -231,6 +235,7 @@ class Panel:
 # Panels
 # ---------------------------------------------------------------------------
 def _simulated_panel(settings: AnalysisSettings) -> Panel:
+    from bpc.costs import cost_resolver
     from bpc.data.counts import counts_from_records
     from bpc.data.simulate import simulate_panel
     from bpc.estimate.laplace import laplace
@@ -251,61 +256,66 @@ def _simulated_panel(settings: AnalysisSettings) -> Panel:
         sim.trajectories,
         counts,
         laplace(counts),
+        costs=cost_resolver(settings.costs),
     )
 
 
-def _corpus_panel(settings: AnalysisSettings) -> Panel | None:
-    from bpc.data.corpus import load_corpus
+def _input_panel(settings: AnalysisSettings, sources: Sequence[str]) -> Panel:
+    """One panel of the sources other than the simulator, through the one input layer."""
+    from bpc.data.load import InputOptions, resolve_input
     from bpc.estimate.laplace import laplace
-    from bpc.paths import default_corpus, require_corpus
 
-    path = require_corpus(settings.corpus) if settings.corpus is not None else default_corpus()
-    if path is None:
-        info("no corpus found: running on the simulated panel only", enabled=settings.progress)
-        return None
-    corpus = load_corpus(path, progress=False)
-    if settings.benchmarks or settings.generators:
-        from bpc.data.logs import select_counts
-
-        counts = select_counts(corpus.counts, benchmarks=settings.benchmarks, generators=settings.generators)
-        keep = corpus.records["benchmark"].isin(counts["benchmark"].values) & corpus.records[
-            "generator"
-        ].isin(counts["generator"].values)
-        corpus = replace(
-            corpus, records=corpus.records[keep.to_numpy()].reset_index(drop=True), counts=counts
-        )
+    options = replace(
+        settings.inputs or InputOptions(),
+        benchmarks=settings.benchmarks,
+        generators=settings.generators,
+        progress=False,
+    )
+    data = resolve_input(list(sources), options)
+    name = "corpus" if data.format == "corpus" else "data"
+    title = "Authors' corpus" if name == "corpus" else "Data"
+    n_raw = data.records[["benchmark", "generator"]].drop_duplicates().shape[0] if len(data.records) else 0
+    n_cells = int(np.isfinite(data.counts["n_patches"].values).sum())
     return Panel(
-        "corpus",
-        f"Authors' corpus ({path.name}): {len(corpus.cells)} cells, raw records for "
-        f"{corpus.records[['benchmark', 'generator']].drop_duplicates().shape[0]}",
-        corpus.records,
-        None,
-        corpus.counts,
-        laplace(corpus.counts),
-        transition_counts=corpus.counts,
-        path=path,
+        name,
+        f"{title} ({', '.join(Path(s).name for s in sources)}): {n_cells} cells, raw records for {n_raw}",
+        data.records,
+        data.trajectories,
+        data.counts,
+        laplace(data.counts),
+        transition_counts=data.counts,
+        path=Path(sources[0]) if name == "corpus" and len(sources) == 1 else None,
+        costs=data.costs(settings.costs),
     )
 
 
 def load_panels(settings: AnalysisSettings) -> list[Panel]:
-    """The panels of a run (simulated first, then the corpus if found).
+    """The panels of a run: the simulated panel first (if a source), then the other sources' panel.
 
     Raises
     ------
     ValueError
-        If neither panel is enabled (or the corpus is not found and the simulator is off).
+        If there is no source (no corpus found and the simulator not named).
     """
+    from bpc.data.load import SIMULATED
+    from bpc.paths import default_corpus
+
+    sources = settings.sources
+    if sources is None:
+        found = default_corpus()
+        if found is None:
+            info("no corpus found: running on the simulated panel only", enabled=settings.progress)
+        sources = (SIMULATED, *([] if found is None else [str(found)]))
     panels = []
-    if settings.use_simulator:
+    if SIMULATED in sources:
         with stage("simulating the panel", enabled=settings.progress):
             panels.append(_simulated_panel(settings))
-    if settings.use_corpus:
-        with stage("loading the corpus", enabled=settings.progress):
-            p = _corpus_panel(settings)
-        if p is not None:
-            panels.append(p)
+    others = [s for s in sources if s != SIMULATED]
+    if others:
+        with stage(f"loading {', '.join(others)}", enabled=settings.progress):
+            panels.append(_input_panel(settings, others))
     if not panels:
-        raise ValueError("no panel to analyse: enable the simulator or give a corpus")
+        raise ValueError("no panel to analyse: name a source (simulated, a corpus folder or a log file)")
     return panels
 
 
@@ -322,7 +332,7 @@ def replay_both(settings: AnalysisSettings, panel: Panel) -> pd.DataFrame:
         ):
             panel.cache["replay"] = replay_cells(
                 panel.records,
-                costs=paper_costs_for,
+                costs=panel.costs,
                 trajectories=panel.trajectories,
                 kernel=panel.transition_counts,
                 split="both",
@@ -477,36 +487,38 @@ def p_bayes_wins(post: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------
-# Analyses
+# Analyses: (settings, panel) -> Result, or None where the panel lacks the data
 # ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RegimeResult:
-    """The regime map of one panel.
+def _result(name: str, settings: AnalysisSettings, tables: dict, **metadata: Any) -> Result:
+    tables = {k: v for k, v in tables.items() if v is not None}
+    return Result.of(name, config=settings, tables=tables, **metadata)
 
-    Attributes
-    ----------
-    points : pandas.DataFrame
-        Winner at every (cell, c_ver, R) point (:func:`bpc.experiments.regime.regime_points`).
-    summary : pandas.DataFrame
-        Regime shares per c_ver/R band.
-    background : dict
-        k-NN background of the winners (:func:`bpc.experiments.regime.regime_background`).
-    k : int
-        Neighbours of the background.
-    posterior_points, posterior_background : optional
-        With posterior draws: ``points`` plus ``p_bayes_wins``, and its background.
+
+def delta_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
+    """The replays behind the Δ tables: both splits (``replay``).
+
+    On the corpus also the ``paper-release`` replay (``release``) and its check against the
+    authors' released table (``release_check``, when the corpus has it).
     """
+    if panel.records.empty:
+        return None
+    tables = {"replay": replay_both(settings, panel)}
+    if panel.name == "corpus":
+        tables["release"] = release_replay(panel)
+        released = None if panel.path is None else panel.path / RELEASE_TABLE
+        if released is not None and released.is_file():
+            tables["release_check"] = release_check(tables["release"], released)
+    return _result("delta_table", settings, tables)
 
-    points: pd.DataFrame
-    summary: pd.DataFrame
-    background: dict
-    k: int
-    posterior_points: pd.DataFrame | None = None
-    posterior_background: dict | None = None
 
+def regime_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
+    """The regime map (and its posterior form with ``settings.n_draws > 0``).
 
-def regime_analysis(settings: AnalysisSettings, panel: Panel) -> RegimeResult | None:
-    """The regime map (and its posterior form with ``settings.n_draws > 0``); ``None`` without raw records."""
+    Tables ``points`` (winner at every (cell, c_ver, R) point, :func:`bpc.experiments.regime.regime_points`),
+    ``summary`` (regime shares per c_ver/R band) and, with draws, ``posterior_points`` (plus
+    ``p_bayes_wins``); metadata ``background`` / ``posterior_background`` (k-NN backgrounds,
+    :func:`bpc.experiments.regime.regime_background`) and ``k``.
+    """
     from bpc.experiments.regime import regime_background, regime_points, regime_summary
 
     if panel.records.empty:
@@ -519,41 +531,19 @@ def regime_analysis(settings: AnalysisSettings, panel: Panel) -> RegimeResult | 
         pw = p_bayes_wins(panel_grid(settings, panel, draws=settings.n_draws))
         ppts = pts.merge(pw, on=["benchmark", "generator", "c_ver", "reward"], how="left")
         pbg = regime_background(ppts, k=k, resolution=res, value="p_bayes_wins")
-    return RegimeResult(
-        points=pts,
-        summary=regime_summary(pts),
-        background=regime_background(pts, k=k, resolution=res),
-        k=k,
-        posterior_points=ppts,
-        posterior_background=pbg,
-    )
+    tables = {"points": pts, "summary": regime_summary(pts), "posterior_points": ppts}
+    bg = regime_background(pts, k=k, resolution=res)
+    return _result("regime_map", settings, tables, background=bg, posterior_background=pbg, k=k)
 
 
-@dataclass(frozen=True)
-class SweepResult:
-    """The c_ver sweeps of one panel at R = :data:`SWEEP_REWARD`.
+def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
+    """The c_ver sweeps at R = :data:`SWEEP_REWARD` (:func:`bpc.experiments.regime.sweep_boundaries`).
 
-    Attributes
-    ----------
-    sweep : pandas.DataFrame
-        Δ of every policy against c_ver, per cell.
-    boundaries : pandas.DataFrame
-        Leader-change boundaries and the analytic crossover c_ver* = π·R.
-    priors : pandas.DataFrame
-        :func:`cell_priors`.
-    bands : pandas.DataFrame or None
-        Posterior credible bands of the Bayesian controllers' Δ (with draws).
+    Tables ``sweep`` (Δ of every policy against c_ver, per cell), ``boundaries`` (leader changes and
+    the analytic crossover c_ver* = π·R), ``priors`` (:func:`cell_priors`) and, with draws, ``bands``
+    (posterior credible bands of the Bayesian controllers' Δ).
     """
-
-    sweep: pd.DataFrame
-    boundaries: pd.DataFrame
-    priors: pd.DataFrame
-    bands: pd.DataFrame | None = None
-
-
-def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> SweepResult | None:
-    """The c_ver sweeps (:mod:`bpc.experiments.sweeps`); ``None`` without raw records."""
-    from bpc.experiments.sweeps import sweep_bands, sweep_boundaries
+    from bpc.experiments.regime import sweep_bands, sweep_boundaries
 
     if panel.records.empty:
         return None
@@ -565,13 +555,12 @@ def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> SweepResult | No
         post = panel_grid(settings, panel, draws=settings.n_draws, rewards=(SWEEP_REWARD,))
         post = post[post["reward"] == SWEEP_REWARD]
         bands = sweep_bands(post[post["policy"].isin(list(BAYESIAN_POLICIES))], prob=CI_PROB)
-    return SweepResult(sweep, sweep_boundaries(sweep, priors), priors, bands)
+    tables = {"sweep": sweep, "boundaries": sweep_boundaries(sweep, priors), "priors": priors, "bands": bands}
+    return _result("cver_sweeps", settings, tables)
 
 
 def informativeness_analysis(settings: AnalysisSettings, panel: Panel) -> pd.DataFrame:
     """Prior, critic gaps and the eval-split Δ of the better Bayesian controller per cell."""
-    from bpc.experiments.informativeness import informativeness_grid
-
     rep = replay_both(settings, panel) if not panel.records.empty else None
     return informativeness_grid(panel.params, None if rep is None else rep[rep["split"] == "eval"])
 
@@ -595,3 +584,196 @@ def uncertainty_analysis(
         return None
     patches = patch_table(rec, posterior_draws=max(settings.n_draws, 0) * 25, posterior_seed=settings.seed)
     return uncertainty_prr(patches), patches
+
+
+def _train_eval(settings: AnalysisSettings, panel: Panel) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    if panel.records.empty:
+        return None
+    rep = replay_both(settings, panel)
+    return rep, train_eval_table(rep)
+
+
+def _gap_summary(settings: AnalysisSettings, panel: Panel) -> pd.DataFrame:
+    return gap_summary(informativeness_grid(panel.params))
+
+
+# ---------------------------------------------------------------------------
+# The paper's claims on a panel (bpc.experiments.claims reads the evidence)
+# ---------------------------------------------------------------------------
+
+
+def cell_table(params) -> pd.DataFrame:
+    """:attr:`Evidence.cells` from Laplace parameters: the informativeness grid plus ``p_fix``.
+
+    Parameters
+    ----------
+    params : xarray.Dataset
+        Laplace parameters (:func:`bpc.estimate.laplace.laplace`).
+    """
+    kernel = params["p_fix"].to_dataframe().reset_index()[[*CELL_KEYS, "p_fix"]]
+    return informativeness_grid(params).merge(kernel, on=CELL_KEYS, how="left")
+
+
+def panel_evidence(
+    settings: AnalysisSettings, panel: Panel, *, fields: Sequence[str] = EVIDENCE_FIELDS
+) -> Evidence:
+    """Gather the results the claims read from one analysis panel (cached computations reused).
+
+    Parameters
+    ----------
+    settings : AnalysisSettings
+        The run's settings. The claims use plug-in results only, so the
+        posterior forms are not computed here (``draws = 0``).
+    panel : Panel
+        The panel.
+    fields : sequence of str
+        The :class:`Evidence` fields to compute (default all; ``regime``, ``grid`` and
+        ``boundaries`` need the (c_ver × R) cost grid, the expensive part).
+
+    Returns
+    -------
+    Evidence
+        The requested fields (``None`` where the panel lacks the data, e.g. no raw records).
+    """
+    plug_in = replace(settings, draws=0)
+    raw = not panel.records.empty
+    out: dict = {}
+    if "cells" in fields:
+        out["cells"] = cell_table(panel.params)
+    if raw and "replay" in fields:
+        out["replay"] = replay_both(settings, panel)
+    if raw and "prr" in fields:
+        unc = uncertainty_analysis(plug_in, panel)
+        out["prr"] = None if unc is None else unc[0]
+    if raw and "regime" in fields:
+        regime = regime_analysis(plug_in, panel)
+        out["regime"] = None if regime is None else regime.tables["points"]
+    if raw and "boundaries" in fields:
+        sweep = sweep_analysis(plug_in, panel)
+        out["boundaries"] = None if sweep is None else sweep.tables["boundaries"]
+    if raw and "grid" in fields:
+        out["grid"] = panel_grid(plug_in, panel)
+    return Evidence(**out)
+
+
+def claims_result(settings: AnalysisSettings, evidence: Evidence, *, data: str = "simulated") -> Result:
+    """Every claim on ``evidence`` and, for a simulated panel with dependent patches, on its i.i.d. twin.
+
+    The twin is the panel of ``settings`` simulated with independent patches (``kappa = inf``,
+    the same seed, scale and cells, corpus off); it computes the same :class:`Evidence` fields
+    only (:func:`panel_evidence`), so :func:`compare_claims` can say which verdicts change because
+    patches of one instance are dependent.
+
+    Parameters
+    ----------
+    settings : AnalysisSettings
+        The settings the evidence was computed with.
+    evidence : Evidence
+        The panel's results.
+    data : {"simulated", "real"}
+        What the evidence was computed on (``"real"``: no twin; none either when the panel's κ is
+        already infinite).
+
+    Returns
+    -------
+    Result
+        ``claims`` (:func:`claims_table`) and, with a twin, ``iid`` and ``comparison``
+        (:func:`compare_claims`); ``metadata["kappa"]``: the simulator's κ (``None`` for real data).
+    """
+    from bpc.progress import stage
+
+    table = claims_table(evidence, data=data)
+    tables = {"claims": table}
+    kappa = settings.sim_kappa if data == "simulated" else None
+    if kappa is not None and np.isfinite(kappa):
+        twin_settings = replace(settings, kappa=float("inf"), sources=("simulated",))
+        fields = [f for f in EVIDENCE_FIELDS if getattr(evidence, f) is not None]
+        with stage("[simulated] the claims on the i.i.d. twin (kappa = inf)", enabled=settings.progress):
+            (twin,) = load_panels(twin_settings)
+            iid = claims_table(panel_evidence(twin_settings, twin, fields=fields), data="simulated")
+        tables.update(iid=iid, comparison=compare_claims(table, iid))
+    return Result.of("claims", config=settings, tables=tables, kappa=kappa)
+
+
+def claims_analysis(settings: AnalysisSettings, panel: Panel) -> Result:
+    """:func:`claims_result` on ``panel``'s evidence (:func:`panel_evidence`, every field).
+
+    Cached in ``panel.cache["claims"]``.
+    """
+    if "claims" not in panel.cache:
+        evidence = panel_evidence(settings, panel)
+        data = "simulated" if panel.name == "simulated" else "real"
+        panel.cache["claims"] = claims_result(settings, evidence, data=data)
+    return panel.cache["claims"]
+
+
+ANALYSES: dict[str, Callable[[AnalysisSettings, Panel], Any]] = {
+    "prior_table": lambda settings, panel: panel.params,
+    "gap_table": _gap_summary,
+    "delta_table": delta_analysis,
+    "regime_map": regime_analysis,
+    "cver_sweeps": sweep_analysis,
+    "informativeness": informativeness_analysis,
+    "train_eval": _train_eval,
+    "uncertainty_score": uncertainty_analysis,
+    "paper_claims": claims_analysis,
+}
+"""Every analysis, in the order :func:`compute_analyses` runs them."""
+
+PAPER_CRITIC_ANALYSES: frozenset[str] = frozenset(
+    {"gap_table", "regime_map", "cver_sweeps", "informativeness", "paper_claims"}
+)
+"""Analyses that read the paper's critics (syn, test, llm): not applicable to a panel without them."""
+
+
+@dataclass
+class AnalysesRun:
+    """What :func:`compute_analyses` computed.
+
+    Attributes
+    ----------
+    settings : AnalysisSettings
+        The run's settings.
+    names : list of str
+        The analyses run, in order.
+    panels : list of Panel
+        The panels, simulated first.
+    values : dict
+        ``(panel name, analysis) -> value`` (``None``: the panel lacks the data).
+    timings : dict
+        Seconds per ``(panel name, analysis)``, and ``"total"``.
+    """
+
+    settings: AnalysisSettings
+    names: list[str]
+    panels: list[Panel]
+    values: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+
+def compute_analyses(settings: AnalysisSettings, names: Sequence[str] | None = None) -> AnalysesRun:
+    """Run analyses (default all of :data:`ANALYSES`) on every panel, timed.
+
+    Raises
+    ------
+    ValueError
+        For an unknown analysis name.
+    """
+    names = list(ANALYSES) if names is None else list(names)
+    unknown = [n for n in names if n not in ANALYSES]
+    if unknown:
+        raise ValueError(f"unknown analysis {unknown}; expected some of {list(ANALYSES)}")
+    start = time.perf_counter()
+    run = AnalysesRun(settings, names, load_panels(settings))
+    for name in names:
+        for panel in run.panels:
+            t0 = time.perf_counter()
+            critics = {str(c) for c in panel.params["critic"].values}
+            if name in PAPER_CRITIC_ANALYSES and not set(PAPER_CRITICS) <= critics:
+                run.values[(panel.name, name)] = None
+                continue
+            with stage(f"[{panel.name}] {name}", enabled=settings.progress):
+                run.values[(panel.name, name)] = ANALYSES[name](settings, panel)
+            run.timings[(panel.name, name)] = time.perf_counter() - t0
+    run.timings["total"] = time.perf_counter() - start
+    return run

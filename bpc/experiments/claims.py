@@ -8,7 +8,7 @@ regime-map winners (:func:`~bpc.experiments.analyses.regime_analysis`), the
 (c_ver × R) utility grid (:func:`~bpc.experiments.analyses.panel_grid`), the
 c_ver sweeps' leader changes (:func:`~bpc.experiments.analyses.sweep_analysis`),
 the critic-informativeness grid (:func:`~bpc.experiments.analyses.informativeness_analysis`),
-the train-vs-eval table (:func:`bpc.experiments.train_eval.train_eval_table`)
+the train-vs-eval table (:func:`train_eval_table`)
 and the PRR table (:func:`~bpc.experiments.analyses.uncertainty_analysis`) —
 and returns a :class:`Finding`: bpc's value in words, the numbers behind it
 and a verdict, ``"holds"``, ``"partly"`` or ``"does not hold"`` (or
@@ -17,11 +17,13 @@ cell in a subset). The thresholds of every verdict are module constants,
 stated in each claim's check.
 
 :func:`claims_table` runs every claim on one :class:`Evidence` bundle and
-returns a tidy table; :func:`claims_analysis` gathers the evidence of an
+returns a tidy table; :func:`bpc.experiments.analyses.claims_analysis` gathers the evidence of an
 analysis panel and, for the simulated panel, also of its i.i.d. twin (the
 same panel simulated with independent patches, ``kappa = inf``), so
 :func:`compare_claims` can say which verdicts change because patches of one
-instance are dependent.
+instance are dependent. The evidence tables the checks compute from the
+replays and parameters (:func:`informativeness_grid`, :func:`gap_summary`,
+:func:`train_eval_table`) live here too.
 
 Two claims are about calibration (priors and critic gaps). On the simulated
 panel those numbers are the simulator's inputs (the paper's own tables), so
@@ -32,38 +34,22 @@ the verdicts there only confirm that estimation recovers them; column
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 from scipy.stats import spearmanr
 
-from bpc.constants import BAYESIAN_POLICIES, PAPER_CRITICS, REFINEMENT_POLICIES, SLOW_ORACLE_BENCHMARKS
-
-if TYPE_CHECKING:
-    from bpc.experiments.analyses import AnalysisSettings, Panel
-
-__all__ = [
-    "VERDICTS",
-    "DELTA_TOL",
-    "NEAR_ORACLE_GAP",
-    "FIX_THRESHOLD",
-    "Evidence",
-    "Finding",
-    "Claim",
-    "CLAIMS",
-    "ClaimsResult",
-    "claims_table",
-    "compare_claims",
-    "EVIDENCE_FIELDS",
-    "GRID_FIELDS",
-    "cell_table",
-    "panel_evidence",
-    "iid_settings",
-    "simulated_claims",
-    "claims_analysis",
-]
+from bpc.constants import (
+    BAYESIAN_POLICIES,
+    DIM_CRITIC,
+    PAPER_CRITICS,
+    REFINEMENT_POLICIES,
+    SLOW_ORACLE_BENCHMARKS,
+)
+from bpc.schema import sort_cells
 
 VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not evaluated")
 """The possible verdicts, from best to worst (``not evaluated``: the evidence is missing)."""
@@ -91,6 +77,9 @@ BANDS: tuple[str, ...] = ("c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1")
 """The paper's three c_ver/R bands (labels of :func:`bpc.experiments.regime.regime_summary`)."""
 
 CELL_KEYS = ["benchmark", "generator"]
+
+EVIDENCE_FIELDS: tuple[str, ...] = ("cells", "replay", "regime", "grid", "boundaries", "prr")
+"""Every field of :class:`Evidence`."""
 
 
 # ---------------------------------------------------------------------------
@@ -298,8 +287,6 @@ def _paper_gaps() -> str:
 
 
 def _check_critics(ev: Evidence) -> Finding:
-    from bpc.experiments.informativeness import gap_summary
-
     crit = [c for c in PAPER_CRITICS if f"gap_{c}" in ev.frame("cells").columns]
     if "test" not in crit or len(crit) < 2:
         return _no_cells("public-test critic")
@@ -527,8 +514,6 @@ def _check_no_overfitting(ev: Evidence) -> Finding:
     nothing is chosen on the eval split). holds: eval Δ > 0 on at least 90%
     of those cells; partly: on at least half; does not hold otherwise.
     """
-    from bpc.experiments.train_eval import train_eval_table
-
     rep = ev.frame("replay")
     if "split" not in rep.columns or not {"fit", "eval"} <= set(rep["split"]):
         return Finding("not evaluated", "needs the replay of both splits")
@@ -771,7 +756,7 @@ CLAIMS: tuple[Claim, ...] = (
 # ---------------------------------------------------------------------------
 # Tables
 # ---------------------------------------------------------------------------
-def claims_table(evidence: Evidence, *, data: str, claims: Sequence[Claim] = CLAIMS) -> pd.DataFrame:
+def claims_table(evidence: Evidence, *, data: str) -> pd.DataFrame:
     """Every claim's verdict on one bundle of results.
 
     Parameters
@@ -781,8 +766,6 @@ def claims_table(evidence: Evidence, *, data: str, claims: Sequence[Claim] = CLA
     data : str
         What the results were computed on (e.g. ``"simulated"``, ``"real"``),
         written in column ``data``.
-    claims : sequence of Claim
-        The claims (default :data:`CLAIMS`).
 
     Returns
     -------
@@ -791,7 +774,7 @@ def claims_table(evidence: Evidence, *, data: str, claims: Sequence[Claim] = CLA
         verdict, rule (how the verdict is graded), data, kind.
     """
     rows = []
-    for c in claims:
+    for c in CLAIMS:
         f = c.evaluate(evidence)
         rows.append(
             {
@@ -834,170 +817,116 @@ def compare_claims(table: pd.DataFrame, iid: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------
-# From the analyses
+# The evidence tables the claims (and the analyses) read
 # ---------------------------------------------------------------------------
-EVIDENCE_FIELDS: tuple[str, ...] = ("cells", "replay", "regime", "grid", "boundaries", "prr")
-"""Every field of :class:`Evidence`."""
-
-GRID_FIELDS: tuple[str, ...] = ("regime", "grid", "boundaries")
-"""The fields that need the (c_ver × R) cost grid, the expensive part."""
-
-
-def cell_table(params) -> pd.DataFrame:
-    """:attr:`Evidence.cells` from Laplace parameters: the informativeness grid plus ``p_fix``.
+def informativeness_grid(
+    params, replay: pd.DataFrame | None = None, *, critics: Sequence[str] = PAPER_CRITICS
+) -> pd.DataFrame:
+    """Prior, critic gaps and the best Bayesian Δ per cell.
 
     Parameters
     ----------
     params : xarray.Dataset
-        Laplace parameters (:func:`bpc.estimate.laplace.laplace`).
-    """
-    from bpc.experiments.informativeness import informativeness_grid
-
-    kernel = params["p_fix"].to_dataframe().reset_index()[[*CELL_KEYS, "p_fix"]]
-    return informativeness_grid(params).merge(kernel, on=CELL_KEYS, how="left")
-
-
-def panel_evidence(
-    settings: AnalysisSettings, panel: Panel, *, fields: Sequence[str] = EVIDENCE_FIELDS
-) -> Evidence:
-    """Gather the results the claims read from one analysis panel (cached computations reused).
-
-    Parameters
-    ----------
-    settings : AnalysisSettings
-        The run's settings. The claims use plug-in results only, so the
-        posterior forms are not computed here (``draws = 0``).
-    panel : Panel
-        The panel.
-    fields : sequence of str
-        The :class:`Evidence` fields to compute (default all; leave out
-        :data:`GRID_FIELDS` to skip the cost grid).
+        Laplace parameters (all cells with counts).
+    replay : pandas.DataFrame, optional
+        :func:`bpc.replay.engine.replay_cells` output for one split; gives
+        ``delta_bayes`` = max(Δ bayesian_greedy, Δ bayesian_dp) and
+        ``best_policy`` (the cell's overall winner). Cells without replay
+        data get ``NaN``.
+    critics : sequence of str
+        Critics whose gaps are tabulated.
 
     Returns
     -------
-    Evidence
-        The requested fields (``None`` where the panel lacks the data, e.g. no raw records).
+    pandas.DataFrame
+        benchmark, generator, prior, gap_<critic>…, delta_bayes, best_policy.
     """
-    from bpc.experiments import analyses as ex
+    cols = {"prior": params["prior"]}
+    cols.update({f"gap_{c}": params["gap"].sel({DIM_CRITIC: c}, drop=True) for c in critics})
+    df = xr.Dataset(cols).to_dataframe().reset_index()
+    df = df[np.isfinite(df["prior"].to_numpy(dtype=float))]
+    if replay is not None and len(replay):
+        if "split" in replay and replay["split"].nunique() > 1:
+            raise ValueError("informativeness_grid: replay holds several splits; select one first")
+        bayes = replay[replay["policy"].isin(["bayesian_greedy", "bayesian_dp"])]
+        best_b = bayes.groupby(["benchmark", "generator"])["delta"].max().rename("delta_bayes")
+        idx = replay.groupby(["benchmark", "generator"])["delta"].idxmax()
+        best = replay.loc[idx, ["benchmark", "generator", "policy"]].rename(columns={"policy": "best_policy"})
+        df = df.merge(best_b.reset_index(), on=["benchmark", "generator"], how="left")
+        df = df.merge(best, on=["benchmark", "generator"], how="left")
+    else:
+        df["delta_bayes"] = np.nan
+        df["best_policy"] = None
+    return sort_cells(df)
 
-    unknown = set(fields) - set(EVIDENCE_FIELDS)
-    if unknown:
-        raise ValueError(
-            f"panel_evidence: unknown fields {sorted(unknown)}; expected some of {EVIDENCE_FIELDS}"
+
+def gap_summary(grid: pd.DataFrame, critics: Sequence[str] = PAPER_CRITICS) -> pd.DataFrame:
+    """Mean, min and max gap per critic, and the share of cells where it is near-oracle (γ ≥ 0.7)."""
+    rows = []
+    for c in critics:
+        g = grid[f"gap_{c}"].to_numpy(dtype=float)
+        g = g[np.isfinite(g)]
+        rows.append(
+            {
+                "critic": c,
+                "n_cells": int(g.size),
+                "mean_gap": float(g.mean()) if g.size else np.nan,
+                "min_gap": float(g.min()) if g.size else np.nan,
+                "max_gap": float(g.max()) if g.size else np.nan,
+                "share_gap_ge_0.7": float((g >= 0.7).mean()) if g.size else np.nan,
+            }
         )
-    plug_in = replace(settings, draws=0)
-    raw = not panel.records.empty
-    out: dict = {}
-    if "cells" in fields:
-        out["cells"] = cell_table(panel.params)
-    if raw and "replay" in fields:
-        out["replay"] = ex.replay_both(settings, panel)
-    if raw and "prr" in fields:
-        unc = ex.uncertainty_analysis(plug_in, panel)
-        out["prr"] = None if unc is None else unc[0]
-    if raw and "regime" in fields:
-        regime = ex.regime_analysis(plug_in, panel)
-        out["regime"] = None if regime is None else regime.points
-    if raw and "boundaries" in fields:
-        sweep = ex.sweep_analysis(plug_in, panel)
-        out["boundaries"] = None if sweep is None else sweep.boundaries
-    if raw and "grid" in fields:
-        out["grid"] = ex.panel_grid(plug_in, panel)
-    return Evidence(**out)
+    return pd.DataFrame(rows)
 
 
-def iid_settings(settings: AnalysisSettings) -> AnalysisSettings:
-    """The simulated panel of ``settings`` with independent patches (``kappa = inf``), corpus off."""
-    return replace(settings, kappa=float("inf"), use_corpus=False, use_simulator=True)
-
-
-@dataclass(frozen=True)
-class ClaimsResult:
-    """The claims of one panel.
-
-    Attributes
-    ----------
-    table : pandas.DataFrame
-        :func:`claims_table` on the panel.
-    iid : pandas.DataFrame or None
-        The same on the panel's i.i.d. twin (simulated panels with dependent patches only).
-    kappa : float or None
-        The simulator's κ (``None`` for the corpus).
-    """
-
-    table: pd.DataFrame
-    iid: pd.DataFrame | None = None
-    kappa: float | None = None
-
-    @property
-    def comparison(self) -> pd.DataFrame | None:
-        """:func:`compare_claims` of the two tables (``None`` without a twin)."""
-        return None if self.iid is None else compare_claims(self.table, self.iid)
-
-
-def simulated_claims(
-    settings: AnalysisSettings, evidence: Evidence, *, compare_iid: bool = True
-) -> ClaimsResult:
-    """The claims on a simulated panel's results, beside the same claims on its i.i.d. twin.
+def train_eval_table(replay: pd.DataFrame) -> pd.DataFrame:
+    """One row per (cell, policy): Δ and CI on the fit split and on the eval split.
 
     Parameters
     ----------
-    settings : AnalysisSettings
-        The settings the results were computed with (seed, scale, cells, κ);
-        the twin is simulated with the same ones and ``kappa = inf``.
-    evidence : Evidence
-        The panel's results. The twin computes the same fields only, through
-        :func:`panel_evidence`.
-    compare_iid : bool
-        Evaluate the twin (skipped when the panel's κ is already infinite).
+    replay : pandas.DataFrame
+        :func:`bpc.replay.engine.replay_cells` output with ``split="both"``.
 
     Returns
     -------
-    ClaimsResult
+    pandas.DataFrame
+        benchmark, generator, policy, delta_fit, ci_lo_fit, ci_hi_fit,
+        delta_eval, ci_lo_eval, ci_hi_eval, gap (= delta_fit − delta_eval).
     """
-    from bpc.experiments import analyses as ex
-    from bpc.progress import stage
+    if "split" not in replay or not {"fit", "eval"} <= set(replay["split"]):
+        raise ValueError("train_eval_table: replay must hold both splits (replay_cells(..., split='both'))")
+    cols = ["delta", "ci_lo", "ci_hi"]
+    wide = replay.pivot_table(
+        index=["benchmark", "generator", "policy"], columns="split", values=cols, sort=False
+    )
+    wide.columns = [f"{v}_{s}" for v, s in wide.columns]
+    wide = wide.reset_index()
+    order = [f"{v}_{s}" for s in ("fit", "eval") for v in cols]
+    wide = wide[["benchmark", "generator", "policy", *order]]
+    wide["gap"] = wide["delta_fit"] - wide["delta_eval"]
+    pol_order = {p: i for i, p in enumerate(dict.fromkeys(replay["policy"]))}
+    wide = wide.assign(_p=wide["policy"].map(pol_order))
+    wide = sort_cells(wide.sort_values("_p", kind="stable")).drop(columns="_p")
+    return wide
 
-    kappa = settings.sim_kappa
-    table = claims_table(evidence, data="simulated")
-    iid = None
-    if compare_iid and np.isfinite(kappa):
-        twin_settings = iid_settings(settings)
-        fields = [f for f in EVIDENCE_FIELDS if getattr(evidence, f) is not None]
-        with stage("[simulated] the claims on the i.i.d. twin (kappa = inf)", enabled=settings.progress):
-            (twin,) = ex.load_panels(twin_settings)
-            iid = claims_table(panel_evidence(twin_settings, twin, fields=fields), data="simulated")
-    return ClaimsResult(table, iid, kappa)
 
-
-def claims_analysis(
-    settings: AnalysisSettings, panel: Panel, *, grid: bool = True, compare_iid: bool = True
-) -> ClaimsResult:
-    """Every claim on ``panel`` and, for a simulated panel with dependent patches, on its i.i.d. twin.
-
-    Cached in ``panel.cache["claims"]``.
-
-    Parameters
-    ----------
-    settings : AnalysisSettings
-        The run's settings (the twin is simulated with the same seed, scale and cells).
-    panel : Panel
-        A panel of :func:`bpc.experiments.analyses.load_panels`.
-    grid : bool
-        Include the claims that need the cost grid (regime map, sweeps).
-    compare_iid : bool
-        Also evaluate the i.i.d. twin of a simulated panel.
-
-    Returns
-    -------
-    ClaimsResult
-    """
-    if "claims" not in panel.cache:
-        fields = [f for f in EVIDENCE_FIELDS if grid or f not in GRID_FIELDS]
-        evidence = panel_evidence(settings, panel, fields=fields)
-        if panel.name == "simulated":
-            res = simulated_claims(settings, evidence, compare_iid=compare_iid)
-        else:
-            res = ClaimsResult(claims_table(evidence, data="real"))
-        panel.cache["claims"] = res
-    return panel.cache["claims"]
+def overfit_summary(table: pd.DataFrame, policies=("bayesian_greedy", "bayesian_dp")) -> pd.DataFrame:
+    """Per policy: cells, mean fit and eval Δ, share of cells with Δ > 0 on both splits."""
+    rows = []
+    for p in policies:
+        f = table[table["policy"] == p]
+        if f.empty:
+            continue
+        both = (f["delta_fit"] > 0) & (f["delta_eval"] > 0)
+        rows.append(
+            {
+                "policy": p,
+                "n_cells": len(f),
+                "mean_delta_fit": float(f["delta_fit"].mean()),
+                "mean_delta_eval": float(f["delta_eval"].mean()),
+                "share_positive_both": float(both.mean()),
+                "share_positive_eval": float((f["delta_eval"] > 0).mean()),
+                "mean_gap": float(np.nanmean(f["gap"])),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -49,8 +49,6 @@ from bpc.constants import DIM_BENCHMARK, DIM_DRAW
 from bpc.costs import Costs
 from bpc.decide.solve import solve_policy
 
-__all__ = ["client_for", "map_pieces", "split_pieces", "solve_panel"]
-
 
 @contextlib.contextmanager
 def client_for(scheduler: Any) -> Iterator[Any]:

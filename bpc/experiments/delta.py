@@ -67,22 +67,7 @@ from bpc.constants import (
     REFINEMENT_POLICIES,
 )
 from bpc.costs import Costs
-from bpc.decide.table import fresh_sample_kernel
 from bpc.schema import Pool, thin_draws
-
-__all__ = [
-    "simulate_pool",
-    "critic_concentration",
-    "Simulation",
-    "posterior_delta",
-    "per_draw_controller_delta",
-    "bootstrap_params",
-    "COVERAGE_COLUMNS",
-    "predictive_coverage",
-    "coverage_intervals",
-    "predicted_vs_realised",
-    "CORPUS_SHAPED_CELLS",
-]
 
 
 def simulate_pool(
@@ -93,27 +78,16 @@ def simulate_pool(
     n_patches: int = POOL_SIZE,
     seed: int = DEFAULT_SEED,
     critic_kappa=None,
-    chain: bool = False,
 ) -> Pool:
     """Simulate a pool from each parameter draw: the model's own generative process.
 
     Instances ``s·n_per_draw … (s+1)·n_per_draw − 1`` come from draw ``s``.
     With a finite concentration ``kappa`` (the instance model, method.md §Instance model) each
     instance first draws its pass rate ``θ ~ Beta(π_s κ_s, (1 − π_s) κ_s)``;
-    without one ``θ = π_s``. How the patches follow depends on what the
-    recorded pool *is*:
-
-    ``chain=False`` (default: a recorded calibration pool)
-        The patches are fresh, independent draws from the instance,
-        ``Y ~ Bernoulli(θ)`` given θ — the pools of ``critic_results.jsonl``
-        are independent generations, not a refinement chain, so the
-        regeneration kernel plays no part.
-    ``chain=True`` (a pool that is a refinement chain)
-        The first patch is ``Bernoulli(θ)``; each further patch follows the
-        draw's regeneration kernel, ``P(Y'=1 | Y=0) = p_fix``,
-        ``P(Y'=0 | Y=1) = p_break`` (with no measured kernel ``p_fix = π``,
-        ``p_break = 1 − π``, and with a finite κ and no measured kernel the
-        patches stay Bernoulli(θ)). Each critic verdict is ``Bernoulli(tpr_s)`` if ``Y = 1`` else
+    without one ``θ = π_s``. The patches are fresh, independent draws from the
+    instance, ``Y ~ Bernoulli(θ)`` given θ — the pools of ``critic_results.jsonl``
+    are independent generations, not a refinement chain, so the regeneration
+    kernel plays no part. Each critic verdict is ``Bernoulli(tpr_s)`` if ``Y = 1`` else
     ``Bernoulli(fpr_s)``, independently; a critic with ``NaN`` rates gives
     missing verdicts (-1). With ``critic_kappa`` the verdicts of one critic
     on the patches of one instance are dependent given their labels: each
@@ -125,8 +99,7 @@ def simulate_pool(
     Parameters
     ----------
     arrays : dict
-        ``prior``, ``p_fix``, ``p_break`` ``(S,)`` (``NaN`` kernel = fresh
-        samples) and ``tpr``/``fpr`` ``(S, K)`` (critics in ``critics`` order);
+        ``prior`` ``(S,)`` and ``tpr``/``fpr`` ``(S, K)`` (critics in ``critics`` order);
         optional ``kappa`` ``(S,)`` (``inf``/``NaN``/absent: i.i.d. patches).
     n_per_draw : int
         Instances simulated per draw.
@@ -140,8 +113,6 @@ def simulate_pool(
         ``(K, 2)`` concentration of each critic's per-instance rate, column
         ``y`` for label ``y`` (:func:`critic_concentration`); ``inf``/``NaN``:
         independent verdicts (the default for every critic).
-    chain : bool
-        The pool is a refinement chain (see above); default fresh draws.
 
     Returns
     -------
@@ -155,10 +126,6 @@ def simulate_pool(
     tpr = np.asarray(arrays["tpr"], dtype=float)
     fpr = np.asarray(arrays["fpr"], dtype=float)
     S, K = tpr.shape
-    p_fix = np.asarray(arrays.get("p_fix", np.full(S, np.nan)), dtype=float)
-    p_break = np.asarray(arrays.get("p_break", np.full(S, np.nan)), dtype=float)
-    measured = np.isfinite(p_fix) & np.isfinite(p_break)
-    p_fix, p_break = fresh_sample_kernel(prior, p_fix, p_break)
     n = S * n_per_draw
     draw = np.repeat(np.arange(S), n_per_draw)
     u_y = rng.random((n, n_patches))
@@ -171,14 +138,7 @@ def simulate_pool(
         k = np.where(dependent, kappa, 1.0)[draw]
         beta = rng.beta(np.maximum(prior[draw] * k, 1e-300), np.maximum((1 - prior[draw]) * k, 1e-300))
         theta = np.where(dependent[draw], beta, theta)
-    # fresh draws from the instance (a recorded pool), or, in a refinement chain, the instance
-    # model's patches where no kernel was measured: Bernoulli(θ), independent given θ
-    fresh = np.ones(n, dtype=bool) if not chain else dependent[draw] & ~measured[draw]
-    Y = np.empty((n, n_patches), dtype=np.int8)
-    Y[:, 0] = u_y[:, 0] < theta
-    for t in range(1, n_patches):
-        p1 = np.where(Y[:, t - 1] == 1, 1 - p_break[draw], p_fix[draw])
-        Y[:, t] = u_y[:, t] < np.where(fresh, theta, p1)
+    Y = (u_y < theta[:, None]).astype(np.int8)  # fresh draws from the instance, independent given θ
     rate = np.where(Y[..., None] == 1, tpr[draw][:, None, :], fpr[draw][:, None, :])
     if critic_kappa is not None:
         ck = np.broadcast_to(np.asarray(critic_kappa, dtype=float), (K, 2))
@@ -201,7 +161,7 @@ def critic_concentration(records: pd.DataFrame, critics: Sequence[str] = PAPER_C
     """Per-instance concentration ``κ_c`` of each critic's verdicts, per label, from one cell's records.
 
     The phi coefficient of a critic's verdicts on two patches of one instance
-    with the same label (:func:`bpc.experiments.critic_dependence.critic_dependence`)
+    with the same label (:func:`bpc.experiments.panel_strengths.critic_kappa`)
     is the within-instance correlation ``1/(1 + κ_c)`` of the Beta-Bernoulli
     verdict model of :func:`simulate_pool`, so ``κ_c = (1 − φ)/φ`` (floored
     at :data:`~bpc.constants.KAPPA_MIN`); ``φ ≤ 0`` or unmeasured gives ``inf``
@@ -212,17 +172,13 @@ def critic_concentration(records: pd.DataFrame, critics: Sequence[str] = PAPER_C
     numpy.ndarray
         ``(K, 2)``, column ``y`` for label ``y``.
     """
-    from bpc.constants import KAPPA_MIN
-    from bpc.experiments.critic_dependence import critic_dependence
+    from bpc.experiments.panel_strengths import critic_kappa
 
     names = list(critics)
     out = np.full((len(names), 2), np.inf)
-    table = critic_dependence(records, critics=names)
-    phi = table["phi"].to_numpy(dtype=float)
-    labels = table["label"].to_numpy(dtype=np.int64)
-    for crit, label, f in zip(table["critic"].astype(str), labels, phi, strict=True):
-        if crit in names and np.isfinite(f) and f > 0:
-            out[names.index(crit), label] = max((1.0 - f) / f, KAPPA_MIN)
+    table = critic_kappa(records, critics=names)
+    for crit, label, kappa in zip(table["critic"], table["label"], table["kappa"], strict=True):
+        out[names.index(str(crit)), int(label)] = kappa
     return out
 
 
@@ -262,13 +218,11 @@ def posterior_delta(
     critics: Sequence[str] = PAPER_CRITICS,
     n_eval: int | None = None,
     critic_kappa=None,
-    chain: bool = False,
 ) -> pd.DataFrame:
     """Posterior distribution of each policy's expected Δ vs ``always_verify``, per draw.
 
-    The simulated pools are fresh draws from each instance (``chain=False``,
-    what a recorded calibration pool is; :func:`simulate_pool`); pass
-    ``chain=True`` only to predict a replay on refinement chains.
+    The simulated pools are fresh draws from each instance, what a recorded calibration pool is
+    (:func:`simulate_pool`).
 
     Parameters
     ----------
@@ -291,8 +245,6 @@ def posterior_delta(
     critic_kappa : array_like, optional
         ``(K, 2)`` within-instance dependence of the critics' verdicts
         (:func:`critic_concentration`); default independent verdicts.
-    chain : bool
-        Simulate refinement chains instead of fresh draws (:func:`simulate_pool`).
 
     Returns
     -------
@@ -312,9 +264,7 @@ def posterior_delta(
     arr = samples.as_dict()
     S = arr["prior"].shape[0]
     arr["kappa"] = samples.kappa  # the draws' own κ (``inf``, i.i.d. patches, where they carry none)
-    pool = simulate_pool(
-        arr, n_per_draw, critics=critics, seed=sim.seed, critic_kappa=critic_kappa, chain=chain
-    )
+    pool = simulate_pool(arr, n_per_draw, critics=critics, seed=sim.seed, critic_kappa=critic_kappa)
     names = [b for b in baselines if b not in REFINEMENT_POLICIES]
     if "always_verify" not in names:
         names = ["always_verify", *names]
@@ -452,7 +402,6 @@ def bootstrap_params(
     *,
     n_draws: int = 100,
     seed: int = DEFAULT_SEED,
-    trajectories: pd.DataFrame | None = None,
 ) -> xr.Dataset:
     """Parameter draws of one cell from a task bootstrap: Laplace (κ included) on resampled tasks.
 
@@ -474,8 +423,6 @@ def bootstrap_params(
         Bootstrap draws (>= 2).
     seed : int
         Seed.
-    trajectories : pandas.DataFrame, optional
-        The cell's refinement trajectories, resampled with their task.
 
     Returns
     -------
@@ -502,12 +449,7 @@ def bootstrap_params(
     b, g = cells[0]
     # per-task counts: each task laid out as its own "generator"
     tag = "task:" + records["instance_id"].astype(str)
-    traj = (
-        None
-        if trajectories is None
-        else trajectories.assign(generator="task:" + trajectories["instance_id"].astype(str))
-    )
-    per = counts_from_records(records.assign(generator=tag), traj).sel(benchmark=[b])
+    per = counts_from_records(records.assign(generator=tag)).sel(benchmark=[b])
     tasks = per["generator"].values
     idx = np.random.default_rng(seed).integers(0, tasks.shape[0], size=(int(n_draws), tasks.shape[0]))
     weights = np.zeros((int(n_draws), tasks.shape[0]))
@@ -537,19 +479,8 @@ def bootstrap_params(
     return out
 
 
-COVERAGE_COLUMNS: tuple[str, ...] = (
-    "seed",
-    "fold",
-    "benchmark",
-    "generator",
-    "policy",
-    "n_eval",
-    "delta",
-    "post_mean",
-    "pred_lo",
-    "pred_hi",
-    "covered",
-    "check_id",
+COVERAGE_COLUMNS: tuple[str, ...] = tuple(
+    "seed fold benchmark generator policy n_eval delta post_mean pred_lo pred_hi covered check_id".split()
 )
 """Columns of :func:`predictive_coverage`."""
 
@@ -764,33 +695,28 @@ def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
         means of the folds' interval ends).
     """
     w = checks["n_eval"].astype(np.float64)
-    frame = checks.assign(
-        _w=w,
-        _p=checks["post_mean"] * w,
-        _r=checks["delta"] * w,
-        _lo=checks["pred_lo"] * w,
-        _hi=checks["pred_hi"] * w,
+    means = {"predicted": "post_mean", "realised": "delta", "pred_lo": "pred_lo", "pred_hi": "pred_hi"}
+    g = checks.assign(_w=w, **{k: checks[v] * w for k, v in means.items()}).groupby(
+        ["benchmark", "generator", "policy"], sort=True
     )
-    g = frame.groupby(["benchmark", "generator", "policy"], sort=True)
-    out = g.agg(
-        n_folds=("covered", "size"),
-        n_tasks=("n_eval", "sum"),
-        _w=("_w", "sum"),
-        _p=("_p", "sum"),
-        _r=("_r", "sum"),
-        _lo=("_lo", "sum"),
-        _hi=("_hi", "sum"),
-        n_covered=("covered", "sum"),
-    ).reset_index()
-    out["predicted"] = out["_p"] / out["_w"]
-    out["realised"] = out["_r"] / out["_w"]
+    out = g[[*means, "_w"]].sum()
+    out = out[list(means)].div(out["_w"], axis=0)
+    out["n_folds"], out["n_tasks"] = g["covered"].size(), g["n_eval"].sum()
+    out["n_covered"] = g["covered"].sum().astype(np.int64)
     out["gap"] = out["realised"] - out["predicted"]
     out["coverage"] = out["n_covered"] / out["n_folds"]
-    out["pred_lo"] = out["_lo"] / out["_w"]
-    out["pred_hi"] = out["_hi"] / out["_w"]
-    out["n_covered"] = out["n_covered"].astype(np.int64)
-    cols = ["benchmark", "generator", "policy", "n_folds", "n_tasks", "predicted", "pred_lo", "pred_hi"]
-    return out[[*cols, "realised", "gap", "n_covered", "coverage"]]
+    cols = [
+        "n_folds",
+        "n_tasks",
+        "predicted",
+        "pred_lo",
+        "pred_hi",
+        "realised",
+        "gap",
+        "n_covered",
+        "coverage",
+    ]
+    return out.reset_index()[["benchmark", "generator", "policy", *cols]]
 
 
 CORPUS_SHAPED_CELLS: tuple[tuple[str, str], ...] = (

@@ -23,10 +23,7 @@ from bpc.progress import stage
 if TYPE_CHECKING:
     from bpc.data.simulate import SimulatedPanel
     from bpc.evaluate import Result
-    from bpc.experiments.claims import ClaimsResult
     from bpc.experiments.compare import CompareResult
-
-__all__ = ["DemoConfig", "DemoRun", "run_demo", "pooled_deltas", "COMPARE_BENCHMARKS", "DEMO_SEEDS"]
 
 COMPARE_BENCHMARKS: tuple[str, ...] = ("lcb_hard", "humaneval_plus", "swebench_verified")
 """The Laplace vs full-posterior comparison runs on these benchmarks' cells only: a low, a high
@@ -109,7 +106,7 @@ class DemoRun:
         Laplace vs full-posterior controllers on :data:`COMPARE_BENCHMARKS`.
     replay : pandas.DataFrame
         The paper profile's replay of every cell (both splits).
-    claims : bpc.experiments.claims.ClaimsResult
+    claims : bpc.evaluate.Result
         The paper's claims on the panel and on its i.i.d. twin.
     """
 
@@ -122,7 +119,7 @@ class DemoRun:
     tree: xr.DataTree
     compared: CompareResult
     replay: pd.DataFrame
-    claims: ClaimsResult
+    claims: Result
 
 
 def pooled_deltas(utilities: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
@@ -182,8 +179,8 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
     from bpc.data.simulate import simulate_panel
     from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, fit
-    from bpc.experiments.analyses import AnalysisSettings
-    from bpc.experiments.claims import Evidence, cell_table, simulated_claims
+    from bpc.experiments.analyses import AnalysisSettings, cell_table, claims_result
+    from bpc.experiments.claims import Evidence
     from bpc.experiments.compare import CompareConfig, compare
     from bpc.experiments.protocol import ProtocolConfig, run_protocol
     from bpc.replay.engine import replay_cells
@@ -247,8 +244,8 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
             panel.records, None, None, trajectories=panel.trajectories, split="both", progress=False
         )
     settings = AnalysisSettings(
-        use_corpus=False, seed=config.seed, scale=scale, quick=config.quick, progress=p, draws=0
+        sources=("simulated",), seed=config.seed, scale=scale, quick=config.quick, progress=p, draws=0
     )
     with stage("checking the paper's claims, and again on the i.i.d. twin (kappa = inf)", enabled=p):
-        claims = simulated_claims(settings, Evidence(cells=cell_table(params), replay=replay))
+        claims = claims_result(settings, Evidence(cells=cell_table(params), replay=replay))
     return DemoRun(config, panel, counts, params, proto, pooled, tree, compared, replay, claims)

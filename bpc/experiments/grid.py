@@ -24,12 +24,13 @@ How the grid is batched
 
 Parameters are fitted per cell on the fit split (Laplace, method.md §Parameters, with the
 cell's measured transition kernel where one exists) and the policies are
-replayed on the eval split (``split="eval"``, the default), as in the Δ
+replayed on the eval split, as in the Δ
 table.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -47,16 +48,7 @@ from bpc.constants import (
     SPLIT_SEED,
 )
 from bpc.costs import Costs
-from bpc.schema import Pool, cell_order, sample_dims, select_cell, thin_draws
-
-__all__ = [
-    "CellSetup",
-    "pointwise_controller",
-    "prepare_cells",
-    "cost_points",
-    "cell_utilities",
-    "utility_grid",
-]
+from bpc.schema import Pool, sample_dims, select_cell, thin_draws
 
 
 @dataclass(frozen=True)
@@ -94,11 +86,11 @@ def prepare_cells(
     *,
     trajectories: pd.DataFrame | None = None,
     transition_counts: xr.Dataset | None = None,
-    split: str = "eval",
-    seed: int = SPLIT_SEED,
-    cells: Sequence[tuple[str, str]] | None = None,
 ) -> list[CellSetup]:
-    """Split, fit and pool every cell of ``records``.
+    """Split, fit and pool every cell of ``records`` (in the paper's cell order).
+
+    The eval split is replayed with parameters fitted on the fit split
+    (:func:`bpc.data.splits.split_cells`, the paper's 75/25 instance split).
 
     Parameters
     ----------
@@ -109,14 +101,6 @@ def prepare_cells(
     transition_counts : xarray.Dataset, optional
         Counts with ``trans_n`` / ``trans_flip`` (e.g. the corpus' measured
         kernels), used for cells whose trajectories give no transitions.
-    split : {"eval", "fit", "all"}
-        Instances replayed: the eval split, the fit split, or all instances
-        (parameters then fitted on all of them).
-    seed : int
-        Seed of the instance split (:func:`bpc.data.splits.split_cells`).
-    cells : sequence of (benchmark, generator), optional
-        Restrict to these cells (default: every cell of ``records``, in the
-        paper's order).
 
     Returns
     -------
@@ -127,10 +111,7 @@ def prepare_cells(
     from bpc.estimate.laplace import laplace
     from bpc.replay.engine import cell_pool, with_kernel
 
-    if split not in ("eval", "fit", "all"):
-        raise ValueError(f"prepare_cells: split must be 'eval', 'fit' or 'all', got {split!r}")
-    todo = None if cells is None else cell_order(cells)
-    instances = split_cells(records, seed=seed, in_sample=split == "all", cells=todo)
+    instances = split_cells(records, seed=SPLIT_SEED)
     out = []
     for (b, g), fit_ids, eval_ids in instances:
         rec = select_cell(records, b, g)
@@ -145,8 +126,7 @@ def prepare_cells(
             kern = cell_kernel_counts(transition_counts, b, g)
             if kern is not None:
                 params = with_kernel(params, kern)
-        side = fit_ids if split == "fit" else eval_ids
-        sub = pool.subset(np.isin(pool.instance_ids, side))
+        sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
         out.append(CellSetup(b, g, sub, params, counts, traj, len(fit_ids)))
     return out
 
@@ -163,8 +143,6 @@ def pointwise_controller(
     sample: np.ndarray,
     *,
     critics: Sequence[str] = PAPER_CRITICS,
-    horizon: int = HORIZON,
-    grid_size: int = GRID_SIZE,
 ):
     """A belief controller whose episodes each plan with their own parameter/cost sample.
 
@@ -215,7 +193,7 @@ def pointwise_controller(
         policy=kind,
         critics=critics,
         index=FixedIndex(np.asarray(sample, dtype=np.int64)),
-        plan=replace(PAPER_PLAN, horizon=horizon, grid_size=grid_size, keep_q=False),
+        plan=replace(PAPER_PLAN, horizon=HORIZON, grid_size=GRID_SIZE, keep_q=False),
     )
 
 
@@ -483,22 +461,11 @@ def utility_grid(
     from bpc.progress import track
 
     args = [(s, i) for i, s in enumerate(setups)]
-
-    def one(setup, i):
-        return cell_utilities(
-            setup, points, policies=policies, draws=draws, seed=seed + i, posterior=posterior
-        )
-
+    shared = {"points": points, "policies": policies, "draws": draws, "seed": seed, "posterior": posterior}
+    one = functools.partial(_grid_cell, **shared)
     if scheduler is not None and not (isinstance(scheduler, str) and scheduler == "processes"):
         from bpc.experiments.cluster import map_pieces
 
-        shared = {
-            "points": points,
-            "policies": policies,
-            "draws": draws,
-            "seed": seed,
-            "posterior": posterior,
-        }
         frames = map_pieces(_grid_cell, args, scheduler=scheduler, shared=shared)
     elif scheduler is not None:
         try:
@@ -507,7 +474,7 @@ def utility_grid(
             raise ImportError(
                 "utility_grid(scheduler='processes') needs the dask extra: pip install 'bpc[dask]'"
             ) from exc
-        tasks = [_dask.delayed(one)(s, i) for s, i in args]
+        tasks = [_dask.delayed(one)(a) for a in args]
         from bpc.progress import interrupt_guard
 
         # workers ignore Ctrl-C: the parent stops the run and reports it once (no traceback per worker);
@@ -515,7 +482,7 @@ def utility_grid(
         with interrupt_guard():
             frames = list(_dask.compute(*tasks, scheduler="processes", initializer=_ignore_sigint))
     else:
-        frames = [one(s, i) for s, i in track(args, "replaying cost grid: cell", enabled=progress)]
+        frames = [one(a) for a in track(args, "replaying cost grid: cell", enabled=progress)]
     if not frames:
         raise ValueError("utility_grid: no cell to replay")
     return pd.concat(frames, ignore_index=True)

@@ -23,7 +23,7 @@ them.
     of θ, so this under-states the latent correlation a little.
 ``critic_kappa`` (:data:`bpc.data.simulate.CRITIC_KAPPA`)
     A critic's verdicts on different patches of one task with the same label
-    are correlated (:func:`bpc.experiments.critic_dependence.critic_dependence`):
+    are correlated (:func:`critic_dependence`):
     per critic and label, φ is the pair-weighted mean of the cells' phi
     coefficients and κ_c = (1 − φ)/φ the concentration of the task's own
     verdict rate, Beta(r κ_c, (1 − r) κ_c) around the cell's rate r (a
@@ -38,9 +38,8 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from bpc.constants import KAPPA_MIN, LABELS
-
-__all__ = ["shared_kappa", "difficulty_correlation", "critic_kappa", "panel_strengths"]
+from bpc.constants import KAPPA_MIN, LABELS, PAPER_CRITICS
+from bpc.schema import sort_cells
 
 _CELL = ["benchmark", "generator"]
 
@@ -55,15 +54,13 @@ def _task_passes(records: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def shared_kappa(records: pd.DataFrame, *, n_patches: int | None = 3) -> float:
+def shared_kappa(records: pd.DataFrame) -> float:
     """κ̂ shared by all cells, π fixed at each cell's pass rate (maximum Beta-Binomial likelihood).
 
     Parameters
     ----------
     records : pandas.DataFrame
-        Per-patch records.
-    n_patches : int, optional
-        Use only tasks with exactly this many labelled patches (``None``: all).
+        Per-patch records; only tasks with exactly three labelled patches (the paper's pools) count.
 
     Returns
     -------
@@ -78,8 +75,7 @@ def shared_kappa(records: pd.DataFrame, *, n_patches: int | None = 3) -> float:
     from bpc.estimate.laplace import beta_binomial_loglik
 
     per = _task_passes(records)
-    if n_patches is not None:
-        per = per[per["m"] == int(n_patches)]
+    per = per[per["m"] == 3]
     hists, pis = [], []
     for _, cell in per.groupby(_CELL, sort=True, observed=True):
         m_max = int(cell["m"].max())
@@ -148,8 +144,6 @@ def critic_kappa(
         ``critic, label, n_pairs, n_cells, phi, kappa`` (``kappa`` floored at
         :data:`~bpc.constants.KAPPA_MIN`; ``inf`` for φ ≤ 0 or no pairs).
     """
-    from bpc.experiments.critic_dependence import critic_dependence
-
     table = critic_dependence(records, critics=list(critics))
     table = table[np.isfinite(table["phi"].to_numpy(dtype=float))]
     rows = []
@@ -159,7 +153,11 @@ def critic_kappa(
             if part.empty:
                 continue
             w = part["n_pairs"].to_numpy(dtype=float)
-            phi = float(np.average(part["phi"].to_numpy(dtype=float), weights=w))
+            phi = (
+                float(np.average(part["phi"].to_numpy(dtype=float), weights=w))
+                if len(w) > 1
+                else part["phi"].iloc[0]
+            )
             kappa = max((1.0 - phi) / phi, KAPPA_MIN) if phi > 0 else float("inf")
             rows.append((crit, int(label), int(w.sum()), len(part), phi, kappa))
     return pd.DataFrame(rows, columns=["critic", "label", "n_pairs", "n_cells", "phi", "kappa"])
@@ -192,3 +190,151 @@ def panel_strengths(records: pd.DataFrame) -> dict:
         "pairs": pairs,
         "critics": crit,
     }
+
+
+def phi_from_pairs(first: np.ndarray, second: np.ndarray) -> tuple[float, np.ndarray]:
+    """Phi coefficient of paired binary outcomes, symmetrised over the order of each pair.
+
+    Parameters
+    ----------
+    first, second : numpy.ndarray
+        0/1 outcomes of the two members of each pair, shape ``(n,)``.
+
+    Returns
+    -------
+    phi : float
+        (n11 n00 − n10 n01) / √(n1· n0· n·1 n·0) of the 2 × 2 table with each
+        pair counted in both orders (so both margins are the pass rate);
+        ``NaN`` when a margin is empty (all pass or all fail) or there is no pair.
+    table : numpy.ndarray
+        The symmetrised table ``[[n00, n01], [n10, n11]]``.
+
+    Examples
+    --------
+    >>> phi_from_pairs(np.array([1, 1, 0, 0]), np.array([1, 1, 0, 0]))[0]
+    1.0
+    >>> round(phi_from_pairs(np.array([1, 0, 1, 0]), np.array([0, 1, 1, 0]))[0], 3)
+    0.0
+    """
+    a = np.asarray(first, dtype=np.int64)
+    b = np.asarray(second, dtype=np.int64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"first and second must be 1-d of equal length, got {a.shape} and {b.shape}")
+    table = np.zeros((2, 2))
+    np.add.at(table, (a, b), 1.0)
+    table = table + table.T
+    row = table.sum(axis=1)
+    col = table.sum(axis=0)
+    denom = np.sqrt(row.prod() * col.prod())
+    if denom == 0:
+        return float("nan"), table
+    return float((table[1, 1] * table[0, 0] - table[1, 0] * table[0, 1]) / denom), table
+
+
+def verdict_pairs(
+    instance: np.ndarray, y: np.ndarray, verdict: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All unordered pairs of different patches of one instance with the same label and both verdicts given.
+
+    Parameters
+    ----------
+    instance : numpy.ndarray
+        Instance index per patch, shape ``(n,)``.
+    y : numpy.ndarray
+        Labels 0/1, shape ``(n,)``.
+    verdict : numpy.ndarray
+        Verdicts as float (1 pass, 0 fail, ``NaN`` missing), shape ``(n,)``.
+
+    Returns
+    -------
+    label, first, second : numpy.ndarray
+        Per pair: the shared label and the two verdicts (int).
+    """
+    inst = np.asarray(instance)
+    y = np.asarray(y, dtype=np.int64)
+    v = np.asarray(verdict, dtype=float)
+    keep = np.isfinite(v)
+    idx = np.flatnonzero(keep)
+    order = idx[np.lexsort((y[idx], inst[idx]))]
+    labels, firsts, seconds = [], [], []
+    start = 0
+    while start < len(order):
+        stop = start
+        while (
+            stop < len(order)
+            and inst[order[stop]] == inst[order[start]]
+            and y[order[stop]] == y[order[start]]
+        ):
+            stop += 1
+        members = order[start:stop]
+        if len(members) > 1:
+            i, j = np.triu_indices(len(members), k=1)
+            labels.append(np.full(len(i), y[members[0]]))
+            firsts.append(v[members[i]].astype(np.int64))
+            seconds.append(v[members[j]].astype(np.int64))
+        start = stop
+    if not labels:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    return np.concatenate(labels), np.concatenate(firsts), np.concatenate(seconds)
+
+
+def critic_dependence(records: pd.DataFrame, *, critics: Sequence[str] = PAPER_CRITICS) -> pd.DataFrame:
+    """Phi coefficient of a critic's verdicts on different patches of one instance, given their label.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        Per-patch records (:data:`bpc.schema.RECORD_COLUMNS`).
+    critics : sequence of str
+        Critics to measure (those without a column are skipped).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (cell, critic, label) with at least one pair: benchmark,
+        generator, critic, label, ``n_pairs`` (unordered pairs), ``n_instances``
+        (instances contributing a pair), ``pass_rate`` (verdict pass rate over
+        the pairs' patches, both orders), ``phi``, and the symmetrised table
+        ``n00``, ``n01``, ``n11`` (``n10`` = ``n01``), in the paper's cell order.
+    """
+    rows = []
+    for (bench, gen), cell in records.groupby(_CELL, sort=False, observed=True):
+        inst = pd.factorize(cell["instance_id"].astype(str))[0]
+        y = cell["Y"].to_numpy(dtype=np.int64)
+        for critic in critics:
+            if critic not in cell.columns:
+                continue
+            verdict = cell[critic].astype("boolean").to_numpy(dtype=float, na_value=np.nan)
+            labels, first, second = verdict_pairs(inst, y, verdict)
+            for label in LABELS:
+                sel = labels == label
+                if not sel.any():
+                    continue
+                phi, table = phi_from_pairs(first[sel], second[sel])
+                pair_inst = _pair_instances(inst, y, verdict, label)
+                rows.append(
+                    {
+                        "benchmark": str(bench),
+                        "generator": str(gen),
+                        "critic": critic,
+                        "label": int(label),
+                        "n_pairs": int(sel.sum()),
+                        "n_instances": pair_inst,
+                        "pass_rate": float(table[1].sum() / table.sum()),
+                        "phi": phi,
+                        "n00": int(table[0, 0] / 2),
+                        "n01": int(table[0, 1]),
+                        "n11": int(table[1, 1] / 2),
+                    }
+                )
+    columns = ["benchmark", "generator", "critic", "label", "n_pairs", "n_instances", "pass_rate", "phi"]
+    if not rows:
+        return pd.DataFrame(columns=[*columns, "n00", "n01", "n11"])
+    return sort_cells(pd.DataFrame(rows))
+
+
+def _pair_instances(inst: np.ndarray, y: np.ndarray, verdict: np.ndarray, label: int) -> int:
+    ok = np.isfinite(verdict) & (y == label)
+    counts = np.bincount(inst[ok], minlength=int(inst.max()) + 1 if len(inst) else 0)
+    return int((counts >= 2).sum())

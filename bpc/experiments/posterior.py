@@ -34,17 +34,6 @@ from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, SAMPLER_PR
 from bpc.data.splits import Cell
 from bpc.schema import sample_dims, validate_params
 
-__all__ = [
-    "DIAGNOSTIC_COLUMNS",
-    "sampler_settings",
-    "describe_diagnostics",
-    "Posterior",
-    "HierarchicalRefits",
-    "fit_posterior",
-    "posterior_mean_params",
-    "check_posterior_cells",
-]
-
 DIAGNOSTIC_COLUMNS: tuple[str, ...] = ("max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "converged")
 """Convergence columns every table of refits carries (``NaN`` / missing where no MCMC was run)."""
 

@@ -26,7 +26,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,16 +50,6 @@ from bpc.evaluate import (
 if TYPE_CHECKING:
     from bpc.replay.profiles import Profile
 
-__all__ = [
-    "replay_evaluator",
-    "ProtocolConfig",
-    "run_protocol",
-    "TABLE_COLUMNS",
-    "baseline_choices",
-    "protocol_table",
-    "delta_by_group",
-]
-
 _CELL = ["benchmark", "generator"]
 
 
@@ -72,7 +62,6 @@ def replay_evaluator(
     profile: str | Profile = "bpc",
     policies: Sequence[str] | None = None,
     belief: str | None = None,
-    fit: Callable[[xr.Dataset], xr.Dataset] | None = None,
     starts: Sequence[str] = ("cell",),
     task_critic: str = "test",
 ) -> Evaluator:
@@ -93,8 +82,6 @@ def replay_evaluator(
         Policy names the engine knows (default the profile's, per cell).
     belief : {"iid", "instance"}, optional
         Belief of the Bayesian controllers (default the profile's).
-    fit : callable, optional
-        Counts → parameters (default :func:`bpc.estimate.laplace.laplace`).
     starts : sequence of str
         Starting beliefs of the Bayesian controllers (:data:`bpc.experiments.task_starts.STARTS`):
         ``"cell"`` (the cell prior), ``"oracle"`` / ``"critic"`` (the per-task prior from the
@@ -115,6 +102,7 @@ def replay_evaluator(
     """
     from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
+    from bpc.estimate.laplace import laplace
     from bpc.experiments.task_starts import CELL, check_starts, fold_task_priors, start_label, task_starts
     from bpc.replay.engine import cell_policies, cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
@@ -123,11 +111,8 @@ def replay_evaluator(
     prof = get_profile(profile)
     cost_for = cost_resolver(costs)
     starts = check_starts(starts)
-    if fit is None:
-        from bpc.estimate.laplace import laplace as fit
-
     def evaluate(fold: FoldData) -> pd.DataFrame:
-        params = fit(fold.train_counts)
+        params = laplace(fold.train_counts)
         train, test = fold.train_counts, fold.test_records
         priors = {
             s: fold_task_priors(train, test, kind=s, critic=task_critic, params=params)
@@ -274,22 +259,9 @@ def run_protocol(
 # ---------------------------------------------------------------------------
 # One row per cell × policy: the table `bpc replay` prints and writes
 # ---------------------------------------------------------------------------
-TABLE_COLUMNS: tuple[str, ...] = (
-    "benchmark",
-    "generator",
-    "policy",
-    "mean_utility",
-    "pass_rate",
-    "cost_per_instance",
-    "delta",
-    "ci_lo",
-    "ci_hi",
-    "delta_best",
-    "ci_lo_best",
-    "ci_hi_best",
-    "n_instances",
-    "n_seeds",
-    "best_simple",
+TABLE_COLUMNS: tuple[str, ...] = tuple(
+    "benchmark generator policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
+    "delta_best ci_lo_best ci_hi_best n_instances n_seeds best_simple".split()
 )
 """Columns of :func:`protocol_table`: ``delta``/``ci_lo``/``ci_hi`` vs ``always_verify``,
 ``*_best`` vs :data:`BEST_SIMPLE`, ``n_instances`` the scored tasks, ``best_simple`` the
@@ -381,7 +353,12 @@ def protocol_table(result: Result) -> pd.DataFrame:
 
 
 def delta_by_group(
-    utilities: pd.DataFrame, groups: pd.DataFrame, *, policy: str, reference: str
+    utilities: pd.DataFrame,
+    groups: pd.DataFrame,
+    *,
+    policy: str,
+    reference: str,
+    by: Sequence[str] = ("benchmark", "generator"),
 ) -> pd.DataFrame:
     """Δ of ``policy`` vs ``reference`` split by a grouping of the tasks (where a Δ comes from).
 
@@ -393,14 +370,17 @@ def delta_by_group(
         ``benchmark, generator, instance_id, group`` (e.g.
         :func:`bpc.data.tasks.empty_task_groups`); tasks without a group are left out.
     policy, reference : str
-        The two policies.
+        The two policies (e.g. ``bayesian_dp@oracle`` and ``bayesian_dp``: the task prior's gain
+        over the cell prior).
+    by : sequence of str
+        Per cell (default) or per benchmark (``("benchmark",)``: over its (task, generator) pairs).
 
     Returns
     -------
     pandas.DataFrame
-        ``benchmark, generator, group, n_tasks, delta`` (mean per task, seeds averaged first),
-        ``contribution`` (n_tasks · delta / the cell's grouped tasks: the contributions sum to the
-        cell's Δ over those tasks), ``pass_rate`` and ``cost`` of ``policy`` in the group.
+        ``by``, ``group, n_tasks, delta`` (mean per task, seeds averaged first),
+        ``contribution`` (n_tasks · delta / the ``by`` group's grouped tasks: the contributions sum
+        to its Δ over those tasks), ``pass_rate`` and ``cost`` of ``policy`` in the group.
 
     Examples
     --------
@@ -424,12 +404,13 @@ def delta_by_group(
         }
     ).dropna(subset=["delta"])
     frame = frame.reset_index().merge(groups[[*keys, "group"]].astype(str), on=keys, how="inner")
-    out = frame.groupby([*_CELL, "group"], sort=True).agg(
+    by = list(by)
+    out = frame.groupby([*by, "group"], sort=True).agg(
         n_tasks=("delta", "size"),
         delta=("delta", "mean"),
         pass_rate=("pass_rate", "mean"),
         cost=("cost", "mean"),
     )
-    cell_n = out.groupby(level=[0, 1])["n_tasks"].transform("sum")
+    cell_n = out.groupby(level=list(range(len(by))))["n_tasks"].transform("sum")
     out["contribution"] = out["n_tasks"] * out["delta"] / cell_n
-    return out.reset_index()[[*_CELL, "group", "n_tasks", "delta", "contribution", "pass_rate", "cost"]]
+    return out.reset_index()[[*by, "group", "n_tasks", "delta", "contribution", "pass_rate", "cost"]]

@@ -12,18 +12,15 @@ of the source (:func:`bpc.data.splits.split_counts`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import xarray as xr
 
 from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, SPLIT_SEED
 from bpc.data.splits import Cell, Split, split_cells, split_counts
-
-__all__ = ["CompareData", "load_source", "source_split", "source_counts"]
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ def load_source(
     return CompareData(data.label, data.records, data.counts, data.trajectories, data.truth, cells)
 
 
-def source_split(data: CompareData, *, seed: int = SPLIT_SEED) -> Split:
+def source_split(data: CompareData) -> Split:
     """The fit / eval split of every replayed cell (method.md §Replay and evaluation).
 
     Cells in ``data.cells`` order.
@@ -157,17 +154,14 @@ def source_split(data: CompareData, *, seed: int = SPLIT_SEED) -> Split:
     ValueError
         If a cell is too small to split.
     """
-    return split_cells(data.records, seed=seed, cells=data.cells)
+    return split_cells(data.records, seed=SPLIT_SEED, cells=data.cells)
 
 
-def source_counts(
-    data: CompareData,
-    split: Split,
-    *,
-    fit_ids: Mapping[Cell, Sequence[str] | np.ndarray] | None = None,
-    keep_measured_kernels: bool = True,
-) -> xr.Dataset:
+def source_counts(data: CompareData, split: Split) -> xr.Dataset:
     """Counts to calibrate on: replayed cells from their fit instances only, other cells unchanged.
+
+    Where the fit instances have no trajectories, the source's transition counts (measured
+    kernels from separate refinement runs) are kept.
 
     Parameters
     ----------
@@ -175,24 +169,10 @@ def source_counts(
         The source.
     split : Split
         The split of the replayed cells (:func:`source_split`).
-    fit_ids : mapping, optional
-        Cell → instance ids to fit on instead of the split's fit side (e.g.
-        a subsample of it); they must not reach into the eval side.
-    keep_measured_kernels : bool
-        Where the fit instances have no trajectories, keep the source's
-        transition counts (measured kernels from separate refinement runs).
 
     Returns
     -------
     xarray.Dataset
         Counts schema over every cell of ``data.counts``.
     """
-    if fit_ids is not None:
-        split = split.with_fit(fit_ids)
-    return split_counts(
-        data.records,
-        split,
-        trajectories=data.trajectories,
-        base=data.counts,
-        keep_base_kernels=keep_measured_kernels,
-    )
+    return split_counts(data.records, split, trajectories=data.trajectories, base=data.counts)

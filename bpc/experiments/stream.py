@@ -104,25 +104,6 @@ if TYPE_CHECKING:
     from bpc.replay.profiles import Profile
     from bpc.schema import Pool
 
-__all__ = [
-    "STARTS",
-    "CONTROLLERS",
-    "REFERENCE",
-    "HORIZONS",
-    "STREAM_COLUMNS",
-    "CONTRAST_COLUMNS",
-    "StreamConfig",
-    "run_stream",
-    "leave_cell_out",
-    "left_out_fit",
-    "reference_params",
-    "start_states",
-    "stream_target",
-    "summarize_stream",
-    "stream_contrast",
-    "stream_acceptance",
-]
-
 STARTS: tuple[str, ...] = ("none", "laplace-pooled", "hierarchical")
 """Where a target cell's calibration starts (module docstring)."""
 LEARNERS: tuple[str, ...] = ("plugin", "bayes_robust", "thompson")

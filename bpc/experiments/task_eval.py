@@ -55,21 +55,11 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.estimate.crossed import EVIDENCE_KINDS
-from bpc.evaluate import POOLED, pooled_contrast, task_means
+from bpc.evaluate import pooled_contrast, task_means
 from bpc.experiments.task_starts import CELL, START_SEP, check_starts
 
 if TYPE_CHECKING:
     from bpc.evaluate import Result
-
-__all__ = [
-    "POOLED",
-    "GAIN_COLUMNS",
-    "PriorsConfig",
-    "compare_priors",
-    "prior_gain_table",
-    "task_groups",
-    "gain_by_group",
-]
 
 GAIN_COLUMNS: tuple[str, ...] = tuple(
     "benchmark generator policy start reference delta ci_lo "
@@ -216,34 +206,6 @@ def task_groups(counts: xr.Dataset) -> pd.DataFrame:
                 group = TASK_GROUPS[0] if others_solved[j, t] > 0 else TASK_GROUPS[1]
             rows.append((bench, gens[j], tasks[t], group))
     return pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "group"])
-
-
-def gain_by_group(
-    utilities: pd.DataFrame,
-    groups: pd.DataFrame,
-    *,
-    policy: str = "bayesian_dp",
-    start: str = "oracle",
-    reference: str = CELL,
-) -> pd.DataFrame:
-    """The task-minus-cell gain of ``policy`` split by :func:`task_groups`, per benchmark.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``benchmark, group, n_pairs, mean_gain, contribution`` (the group's part of the pooled Δ,
-        n_pairs · mean_gain / the benchmark's pairs: the contributions sum to the pooled Δ).
-    """
-    keys = ["benchmark", "generator", "instance_id"]
-    bayes = utilities[utilities["policy"].str.split(START_SEP, n=1).str[0] == policy]
-    cur = task_means(bayes[bayes["start"] == start]).set_index(keys)["utility"]
-    ref = task_means(bayes[bayes["start"] == reference]).set_index(keys)["utility"]
-    diff = (cur - ref).dropna().rename("gain").reset_index().merge(groups, on=keys, how="inner")
-    out = diff.groupby(["benchmark", "group"]).agg(n_pairs=("gain", "size"), mean_gain=("gain", "mean"))
-    pairs = diff.groupby("benchmark")["gain"].size()
-    per_bench = np.asarray([pairs[b] for b in out.index.get_level_values(0)], dtype=np.float64)
-    out["contribution"] = out["n_pairs"] * out["mean_gain"] / per_bench
-    return out.reset_index()
 
 
 @dataclass(frozen=True)

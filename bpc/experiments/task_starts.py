@@ -22,17 +22,6 @@ import xarray as xr
 
 from bpc.estimate.crossed import EVIDENCE_KINDS
 
-__all__ = [
-    "STARTS",
-    "CELL",
-    "START_SEP",
-    "check_starts",
-    "start_label",
-    "fold_task_priors",
-    "cell_start",
-    "task_starts",
-]
-
 CELL = "cell"
 """The start from the cell prior (what the instance belief does without a task prior)."""
 

@@ -55,21 +55,6 @@ from bpc.constants import (
 )
 from bpc.schema import select_cell, sort_cells
 
-__all__ = [
-    "PRR_MAX_REJECTION",
-    "POLYGRAPH_RANDOM_ITER",
-    "POLYGRAPH_RANDOM_SEED",
-    "normalize_quality",
-    "prediction_rejection_area",
-    "rejection_curve",
-    "prr",
-    "belief_scores",
-    "tool_success_rate",
-    "patch_table",
-    "uncertainty_prr",
-    "SCORE_LABELS",
-]
-
 POLYGRAPH_RANDOM_ITER = 1000
 """Permutations LM-Polygraph averages for the random baseline."""
 POLYGRAPH_RANDOM_SEED = 42
@@ -399,54 +384,33 @@ SCORE_LABELS = {
 """Display names of the scores of :func:`patch_table`."""
 
 
-def uncertainty_prr(
-    patches: pd.DataFrame,
-    *,
-    group: Sequence[str] = ("benchmark", "generator"),
-    max_rejection: float = PRR_MAX_REJECTION,
-    ties: str = "mean",
-    random: str = "polygraph",
-) -> pd.DataFrame:
-    """PRR of every score in ``patches`` (from :func:`patch_table`), per group and pooled by benchmark.
+def uncertainty_prr(patches: pd.DataFrame) -> pd.DataFrame:
+    """PRR of every score in ``patches`` (from :func:`patch_table`), per cell and pooled by benchmark.
 
     Parameters
     ----------
     patches : pandas.DataFrame
         Output of :func:`patch_table`.
-    group : sequence of str
-        Columns defining a group (default: one group per cell).
-    max_rejection, ties, random
-        Passed to :func:`prr`.
 
     Returns
     -------
     pandas.DataFrame
-        One row per group plus one per benchmark (generator ``"pooled"``):
-        the group keys, ``n_patches``, ``mean_Y`` and ``prr_<score>`` for each
-        score column present (``belief``, ``tool_success``,
+        One row per cell plus one per benchmark (generator ``"pooled"``):
+        ``benchmark``, ``generator``, ``n_patches``, ``mean_Y`` and ``prr_<score>`` (:func:`prr`,
+        its defaults) for each score column present (``belief``, ``tool_success``,
         ``belief_posterior``).
     """
     scores = [c for c in ("belief", "belief_posterior", "tool_success") if c in patches]
-    group = list(group)
 
     def one(frame: pd.DataFrame) -> dict:
         out = {"n_patches": len(frame), "mean_Y": float(frame["Y"].mean())}
         for s in scores:
-            out[f"prr_{s}"] = prr(
-                1.0 - frame[s].to_numpy(),
-                frame["Y"].to_numpy(),
-                max_rejection=max_rejection,
-                ties=ties,
-                random=random,
-            )
+            out[f"prr_{s}"] = prr(1.0 - frame[s].to_numpy(), frame["Y"].to_numpy())
         return out
 
-    rows = [{**dict(zip(group, key, strict=True)), **one(f)} for key, f in patches.groupby(group, sort=True)]
-    out = pd.DataFrame(rows)
-    if "generator" in group and "benchmark" in group:
-        pooled = [
-            {"benchmark": b, "generator": "pooled", **one(f)}
-            for b, f in patches.groupby("benchmark", sort=True)
-        ]
-        out = pd.concat([sort_cells(out), sort_cells(pd.DataFrame(pooled))], ignore_index=True)
-    return out
+    cells = [
+        {"benchmark": b, "generator": g, **one(f)}
+        for (b, g), f in patches.groupby(["benchmark", "generator"])
+    ]
+    pooled = [{"benchmark": b, "generator": "pooled", **one(f)} for b, f in patches.groupby("benchmark")]
+    return pd.concat([sort_cells(pd.DataFrame(cells)), sort_cells(pd.DataFrame(pooled))], ignore_index=True)

@@ -1,6 +1,6 @@
 """Write the paper's analyses: tables, figures and an index, per panel.
 
-The numbers come from :func:`bpc.experiments.runner.compute_analyses` (panels,
+The numbers come from :func:`bpc.experiments.analyses.compute_analyses` (panels,
 replays, cost grids, posterior forms); this module only writes them. Each
 analysis has a writer ``(config, panel, value, folder) -> list[Artifact]`` in
 :data:`WRITERS`; :func:`write_analyses` writes a run's values and
@@ -22,13 +22,11 @@ from typing import Any
 import pandas as pd
 
 from bpc.constants import CI_PROB
+from bpc.evaluate import Result
 from bpc.experiments import analyses as ex
-from bpc.experiments.analyses import AnalysisSettings, Panel
+from bpc.experiments.analyses import AnalysesRun, AnalysisSettings, Panel, compute_analyses
 from bpc.experiments.posterior import describe_diagnostics
-from bpc.experiments.runner import ANALYSES, AnalysesRun, Replays, compute_analyses
 from bpc.outputs import write_text
-
-__all__ = ["AnalysisConfig", "Artifact", "ANALYSES", "WRITERS", "run_analyses", "write_analyses"]
 
 
 @dataclass(frozen=True)
@@ -62,312 +60,257 @@ class Artifact:
     paths: tuple[Path, ...]
 
 
-def _table(
-    analysis: str, panel: Panel, cap: str, df: pd.DataFrame, path: Path, *, caption: str | None = None, **kw
-) -> Artifact:
-    """Write ``df`` as CSV, Markdown (and LaTeX) (:func:`bpc.report.tables.write_table`); its artifact."""
-    from bpc.report.tables import write_table
+@dataclass(frozen=True)
+class _Out:
+    """Where one analysis of one panel writes, and its artifacts' labels."""
 
-    paths = write_table(df, path, caption=caption or cap, **kw)
-    return Artifact(analysis, panel.name, "table", cap, tuple(paths))
+    analysis: str
+    panel: Panel
+    folder: Path
+    formats: tuple[str, ...]
 
+    def table(self, cap: str, df: pd.DataFrame, stem: str, *, caption: str | None = None, **kw) -> Artifact:
+        """Write ``df`` as CSV, Markdown (and LaTeX) (:func:`bpc.report.tables.write_table`); its artifact."""
+        from bpc.report.tables import write_table
 
-def _posterior_diagnostics(cfg: AnalysisConfig, panel: Panel, name: str, folder: Path) -> list[Artifact]:
-    """The hierarchical fit's convergence, beside every analysis that used its draws."""
-    if cfg.posterior != "hierarchical" or cfg.n_draws <= 0 or "hierarchical" not in panel.cache:
-        return []
-    post = panel.cache["hierarchical"]
-    df = pd.DataFrame([{"panel": panel.name, "posterior": post.description, **post.diagnostics}])
-    cap = (
-        "Convergence of the hierarchical fit behind the posterior forms (R-hat, bulk/tail ESS, divergences)."
-    )
-    return [_table(name, panel, cap, df, folder / "posterior_diagnostics", latex=False)]
+        paths = write_table(df, self.folder / stem, caption=caption or cap, **kw)
+        return Artifact(self.analysis, self.panel.name, "table", cap, tuple(paths))
+
+    def figure(self, cap: str, draw: Callable[..., list[Path]], stem: str, **kw) -> Artifact:
+        """Draw a figure into ``stem`` (``draw(path, formats=…, **kw)``); its artifact."""
+        paths = draw(self.folder / stem, formats=self.formats, **kw)
+        return Artifact(self.analysis, self.panel.name, "figure", cap, tuple(paths))
+
+    def per_cells(self, per_fig: int, draw: Callable[..., list[Path]], caption: str) -> list[Artifact]:
+        """One figure per ``per_fig`` raw cells (``draw(path, cells=…, formats=…)``), caption with ``{}``."""
+        cells, name = self.panel.raw_cells, self.analysis
+        return [
+            self.figure(
+                caption.format(f"{i + 1}–{i + len(cells[i : i + per_fig])}"),
+                draw,
+                f"{name}_{i // per_fig + 1}" if len(cells) > per_fig else name,
+                cells=cells[i : i + per_fig],
+            )
+            for i in range(0, len(cells), per_fig)
+        ]
+
+    def posterior_diagnostics(self, cfg: AnalysisConfig) -> list[Artifact]:
+        """The hierarchical fit's convergence, beside every analysis that used its draws."""
+        if cfg.posterior != "hierarchical" or cfg.n_draws <= 0 or "hierarchical" not in self.panel.cache:
+            return []
+        post = self.panel.cache["hierarchical"]
+        df = pd.DataFrame([{"panel": self.panel.name, "posterior": post.description, **post.diagnostics}])
+        cap = "Convergence of the hierarchical fit behind the posterior forms (R-hat, bulk/tail ESS, "
+        cap += "divergences)."
+        return [self.table(cap, df, "posterior_diagnostics", latex=False)]
 
 
 # ---------------------------------------------------------------------------
-# Writers: (config, panel, value, folder) -> artifacts
+# Writers: (config, out, value) -> artifacts
 # ---------------------------------------------------------------------------
-def _prior_table(cfg: AnalysisConfig, panel: Panel, params, folder: Path) -> list[Artifact]:
+def _prior_table(cfg: AnalysisConfig, out: _Out, params) -> list[Artifact]:
     from bpc.report.plots.calibration import plot_priors
     from bpc.report.tables import prior_table
 
     cap = "Prior P(Y=1) per cell: add-one estimate and Wilson 95% interval on k/n."
-    figs = plot_priors(params, folder / "priors", formats=cfg.formats)
     return [
-        _table("prior_table", panel, cap, prior_table(params, panel.counts), folder / "prior_table"),
-        Artifact(
-            "prior_table", panel.name, "figure", "Prior per cell with Wilson 95% interval.", tuple(figs)
+        out.table(cap, prior_table(params, out.panel.counts), "prior_table"),
+        out.figure(
+            "Prior per cell with Wilson 95% interval.",
+            lambda path, **kw: plot_priors(params, path, **kw),
+            "priors",
         ),
     ]
 
 
-def _gap_table(cfg: AnalysisConfig, panel: Panel, summary: pd.DataFrame, folder: Path) -> list[Artifact]:
+def _gap_table(cfg: AnalysisConfig, out: _Out, summary: pd.DataFrame) -> list[Artifact]:
     from bpc.report.tables import gap_table
 
-    cap = "Critic likelihoods (add-one) and gaps γ = TPR − FPR; – where a critic is absent."
+    cap = "Gap summary per critic (share of cells with γ ≥ 0.7 = near-oracle)."
     return [
-        _table("gap_table", panel, cap, gap_table(panel.params), folder / "gap_table"),
-        _table(
+        out.table(
+            "Critic likelihoods (add-one) and gaps γ = TPR − FPR; – where a critic is absent.",
+            gap_table(out.panel.params),
             "gap_table",
-            panel,
-            "Gap summary per critic (share of cells with γ ≥ 0.7 = near-oracle).",
-            summary,
-            folder / "gap_summary",
-            caption="Gap summary per critic.",
         ),
+        out.table(cap, summary, "gap_summary", caption="Gap summary per critic."),
     ]
 
 
-_DELTA_CAPTIONS = {
-    "eval": "held-out 25%",
-    "fit": "fit 75%",
-}
+_DELTA_CAPTIONS = {"eval": "held-out 25%", "fit": "fit 75%"}
 
 
-def _delta_table(cfg: AnalysisConfig, panel: Panel, reps: Replays | None, folder: Path) -> list[Artifact]:
-    from bpc.report.tables import flag_abstention
+def _delta_table(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
+    from bpc.report.tables import abstention_mask, delta_table, flag_abstention, policy_columns, winner_mask
 
-    if reps is None:
-        return []
-    rep = reps.replay
+    def wide(replay: pd.DataFrame, stem: str, cap: str) -> Artifact:
+        """A wide Δ table (cells × policies), winners bold and abstentions marked."""
+        df = delta_table(replay)
+        pols = policy_columns(df)
+        marks, bold = abstention_mask(df), winner_mask(df, pols)
+        return out.table(cap, df, stem, decimals=1, bold=bold, marks=marks, signed=pols)
+
+    rep, costs = res.tables["replay"], "paper default costs (slow on SWE-Bench, fast elsewhere)"
     arts = [
-        _delta_artifact(
-            panel,
+        wide(
             rep[rep["split"] == split],
-            folder / f"delta_table_{split}",
-            f"Δ utility vs always_verify on the {split} split ({where}), paper default costs "
-            "(slow on SWE-Bench, fast elsewhere); bold = per-cell winner; n, av_pass_rate, av_cost: "
+            f"delta_table_{split}",
+            f"Δ utility vs always_verify on the {split} split ({where}), "
+            f"{costs if cfg.costs is None else f'costs {cfg.costs}'}; bold = per-cell winner; "
+            "n, av_pass_rate, av_cost: "
             "instances, always_verify's pass rate and cost per instance; † = wins by abstaining (Δ > 0 with "
             "a pass rate below always_verify's: it saves the oracle's cost by leaving tasks unsolved).",
         )
         for split, where in _DELTA_CAPTIONS.items()
     ]
-    if reps.release is not None:
-        arts.append(
-            _delta_artifact(
-                panel,
-                reps.release,
-                folder / "delta_table_release",
-                "Δ under the paper-release profile (authors' conventions, in-sample, c_gen 5, c_ver 30, "
-                "R 100); bold = per-cell winner.",
-            )
+    if "release" in res.tables:
+        cap = (
+            "Δ under the paper-release profile (authors' conventions, in-sample, c_gen 5, c_ver 30, "
+            "R 100); bold = per-cell winner."
         )
-    if reps.release_check is not None:
+        arts.append(wide(res.tables["release"], "delta_table_release", cap))
+    if "release_check" in res.tables:
         cap = (
             "Check against the authors' released PAPER_TABLE (LCB-hard, default reviewer): largest absolute "
             "difference of Δ and of the CI bounds (the release rounds to 4 decimals)."
         )
-        arts.append(_table("delta_table", panel, cap, reps.release_check, folder / "release_check"))
+        arts.append(out.table(cap, res.tables["release_check"], "release_check"))
     cap = "Every replayed policy: mean utility, pass rate, Δ and its 95% paired-bootstrap CI, both splits."
-    arts.append(_table("delta_table", panel, cap, flag_abstention(rep), folder / "replay_long", latex=False))
+    arts.append(out.table(cap, flag_abstention(rep), "replay_long", latex=False))
     return arts
 
 
-def _delta_artifact(panel: Panel, replay: pd.DataFrame, path: Path, cap: str) -> Artifact:
-    """A wide Δ table (cells × policies), winners bold and abstentions marked."""
-    from bpc.report.tables import abstention_mask, delta_table, policy_columns, winner_mask
-
-    df = delta_table(replay)
-    pols = policy_columns(df)
-    marks = abstention_mask(df)
-    bold = winner_mask(df, pols)
-    return _table("delta_table", panel, cap, df, path, decimals=1, bold=bold, marks=marks, signed=pols)
-
-
-def _regime_map(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
+def _regime_map(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_regime_map, plot_regime_posterior
 
-    if res is None:
-        return []
+    points, meta, name = res.tables["points"], res.metadata, out.panel.name
+    cap = "Share of grid points won by each regime in the paper's three c_ver/R bands."
     arts = [
-        _table(
-            "regime_map",
-            panel,
-            "Winner at every (cell, c_ver, R) point of the regime grid.",
-            res.points,
-            folder / "regime_points",
-            latex=False,
+        out.table(
+            "Winner at every (cell, c_ver, R) point of the regime grid.", points, "regime_points", latex=False
         ),
-        _table(
+        out.table(cap, res.tables["summary"], "regime_summary", caption="Regime shares per c_ver/R band."),
+        out.figure(
+            "Regime map (k-NN background, analytic crossover).",
+            lambda path, **kw: plot_regime_map(points, meta["background"], path, **kw),
             "regime_map",
-            panel,
-            "Share of grid points won by each regime in the paper's three c_ver/R bands.",
-            res.summary,
-            folder / "regime_summary",
-            caption="Regime shares per c_ver/R band.",
+            title=f"Regime map ({name}): winner at {len(points):,} points, k-NN (k={meta['k']}) background",
         ),
     ]
-    figs = plot_regime_map(
-        res.points,
-        res.background,
-        folder / "regime_map",
-        title=f"Regime map ({panel.name}): winner at {len(res.points):,} points, k-NN (k={res.k}) background",
-        formats=cfg.formats,
-    )
-    cap = "Regime map (k-NN background, analytic crossover)."
-    arts.append(Artifact("regime_map", panel.name, "figure", cap, tuple(figs)))
-    if res.posterior_points is not None and res.posterior_background is not None:
-        figs = plot_regime_posterior(
-            res.posterior_points,
-            res.posterior_background,
-            folder / "regime_map_posterior",
-            title=f"Posterior regime map ({panel.name}, {cfg.n_draws} {cfg.posterior} draws per cell)",
-            formats=cfg.formats,
+    if "posterior_points" in res.tables and meta["posterior_background"] is not None:
+        post = res.tables["posterior_points"]
+        arts.append(
+            out.figure(
+                "Posterior regime map: probability over posterior draws that a Bayesian controller wins.",
+                lambda path, **kw: plot_regime_posterior(post, meta["posterior_background"], path, **kw),
+                "regime_map_posterior",
+                title=f"Posterior regime map ({name}, {cfg.n_draws} {cfg.posterior} draws per cell)",
+            )
         )
-        cap = "Posterior regime map: probability over posterior draws that a Bayesian controller wins."
-        arts.append(Artifact("regime_map", panel.name, "figure", cap, tuple(figs)))
         cap = "Posterior probability that a Bayesian controller wins, per grid point."
-        path = folder / "regime_points_posterior"
-        arts.append(_table("regime_map", panel, cap, res.posterior_points, path, latex=False))
-    return arts + _posterior_diagnostics(cfg, panel, "regime_map", folder)
+        arts.append(out.table(cap, post, "regime_points_posterior", latex=False))
+    return arts + out.posterior_diagnostics(cfg)
 
 
-def _cver_sweeps(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
+def _cver_sweeps(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_cver_sweeps
 
-    if res is None:
-        return []
-    cap = f"Δ of every policy against c_ver (R = {ex.SWEEP_REWARD:g}), per cell."
+    t = res.tables
+    bands = t.get("bands")
+    cap = "Leader-change boundaries (interpolated) and the analytic crossover c_ver* = π·R."
     arts = [
-        _table("cver_sweeps", panel, cap, res.sweep, folder / "cver_sweep", latex=False),
-        _table(
-            "cver_sweeps",
-            panel,
-            "Leader-change boundaries (interpolated) and the analytic crossover c_ver* = π·R.",
-            res.boundaries,
-            folder / "cver_boundaries",
-            caption="Leader-change boundaries per cell.",
+        out.table(
+            f"Δ of every policy against c_ver (R = {ex.SWEEP_REWARD:g}), per cell.",
+            t["sweep"],
+            "cver_sweep",
+            latex=False,
         ),
+        out.table(cap, t["boundaries"], "cver_boundaries", caption="Leader-change boundaries per cell."),
     ]
-    if res.bands is not None:
+    if bands is not None:
         cap = f"Posterior {CI_PROB:.0%} credible bands of the Bayesian controllers' Δ along the sweep."
-        arts.append(_table("cver_sweeps", panel, cap, res.bands, folder / "cver_bands", latex=False))
-    bands = f", {CI_PROB:.0%} credible bands" if res.bands is not None else ""
+        arts.append(out.table(cap, bands, "cver_bands", latex=False))
 
-    def draw(path: Path, cells: list) -> list[Path]:
-        return plot_cver_sweeps(
-            res.sweep,
-            res.boundaries,
-            path,
-            bands=res.bands,
-            priors=res.priors,
-            cells=cells,
-            formats=cfg.formats,
-        )
+    def draw(path: Path, **kw) -> list[Path]:
+        return plot_cver_sweeps(t["sweep"], t["boundaries"], path, bands=bands, priors=t["priors"], **kw)
 
     caption = "c_ver sweeps (cells {}): Δ vs c_ver, leader changes (dotted), analytic crossover π·R (dashed)"
-    return (
-        arts
-        + _per_cells("cver_sweeps", panel, folder, 18, draw, caption + bands + ".")
-        + _posterior_diagnostics(cfg, panel, "cver_sweeps", folder)
-    )
+    caption += f", {CI_PROB:.0%} credible bands." if bands is not None else "."
+    return arts + out.per_cells(18, draw, caption) + out.posterior_diagnostics(cfg)
 
 
-def _per_cells(analysis: str, panel: Panel, folder: Path, per_fig: int, draw, caption: str) -> list[Artifact]:
-    """One figure per ``per_fig`` raw cells, drawn by ``draw(path, cells)``; ``caption`` has a ``{}``."""
-    cells = panel.raw_cells
-    arts = []
-    for i in range(0, len(cells), per_fig):
-        chunk = cells[i : i + per_fig]
-        name = f"{analysis}_{i // per_fig + 1}" if len(cells) > per_fig else analysis
-        cap = caption.format(f"{i + 1}–{i + len(chunk)}")
-        arts.append(Artifact(analysis, panel.name, "figure", cap, tuple(draw(folder / name, chunk))))
-    return arts
-
-
-def _informativeness(cfg: AnalysisConfig, panel: Panel, df: pd.DataFrame, folder: Path) -> list[Artifact]:
+def _informativeness(cfg: AnalysisConfig, out: _Out, df: pd.DataFrame) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_informativeness
 
     cap = (
         "Critic gaps against the prior, with the eval-split Δ of the better Bayesian controller "
         "(– = no raw data)."
     )
-    figs = plot_informativeness(df, folder / "informativeness", formats=cfg.formats)
     return [
-        _table("informativeness", panel, cap, df, folder / "informativeness"),
-        Artifact("informativeness", panel.name, "figure", "Critic-informativeness grid.", tuple(figs)),
+        out.table(cap, df, "informativeness"),
+        out.figure(
+            "Critic-informativeness grid.",
+            lambda path, **kw: plot_informativeness(df, path, **kw),
+            "informativeness",
+        ),
     ]
 
 
-def _train_eval(cfg: AnalysisConfig, panel: Panel, value, folder: Path) -> list[Artifact]:
-    from bpc.experiments.train_eval import overfit_summary
+def _train_eval(cfg: AnalysisConfig, out: _Out, value) -> list[Artifact]:
+    from bpc.experiments.claims import overfit_summary
     from bpc.report.plots.analyses import plot_train_eval
 
-    if value is None:
-        return []
     rep, tab = value
-    arts = [
-        _table(
-            "train_eval",
-            panel,
+    cap = "Bayesian controllers: mean Δ on fit and eval, share of cells positive on both."
+    return [
+        out.table(
             "Δ on the fit split vs the held-out eval split, per cell and policy.",
             tab,
-            folder / "train_eval",
+            "train_eval",
             latex=False,
         ),
-        _table(
-            "train_eval",
-            panel,
-            "Bayesian controllers: mean Δ on fit and eval, share of cells positive on both.",
-            overfit_summary(tab),
-            folder / "train_eval_summary",
-            caption="Overfitting check.",
+        out.table(cap, overfit_summary(tab), "train_eval_summary", caption="Overfitting check."),
+        *out.per_cells(
+            6, lambda path, **kw: plot_train_eval(rep, path, **kw), "Train vs eval Δ bars (cells {})."
         ),
     ]
 
-    def draw(path: Path, cells: list) -> list[Path]:
-        return plot_train_eval(rep, path, cells=cells, formats=cfg.formats)
 
-    return arts + _per_cells("train_eval", panel, folder, 6, draw, "Train vs eval Δ bars (cells {}).")
-
-
-def _uncertainty_score(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
+def _uncertainty_score(cfg: AnalysisConfig, out: _Out, res) -> list[Artifact]:
     from bpc.report.plots.analyses import plot_prr
 
-    if res is None:
-        return []
     tab, patches = res
     cap = (
         "PRR (up to 50% rejection, LM-Polygraph normalisation; ties averaged) of the belief state "
         "vs the tool success rate on held-out LCB patches (75/25 instance split, Laplace fit on "
         "the fit split)."
     )
-    figs = plot_prr(tab, folder / "prr", formats=cfg.formats)
     return [
-        _table("uncertainty_score", panel, cap, tab, folder / "prr"),
-        _table(
-            "uncertainty_score",
-            panel,
-            "Per held-out patch: Y, belief and tool success rate.",
-            patches,
-            folder / "prr_patches",
-            latex=False,
+        out.table(cap, tab, "prr"),
+        out.table(
+            "Per held-out patch: Y, belief and tool success rate.", patches, "prr_patches", latex=False
         ),
-        Artifact(
-            "uncertainty_score",
-            panel.name,
-            "figure",
-            "PRR per LCB cell and pooled per benchmark.",
-            tuple(figs),
+        out.figure(
+            "PRR per LCB cell and pooled per benchmark.", lambda path, **kw: plot_prr(tab, path, **kw), "prr"
         ),
     ]
 
 
-def _paper_claims(cfg: AnalysisConfig, panel: Panel, res, folder: Path) -> list[Artifact]:
+def _paper_claims(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
     """Which of the paper's claims hold (:mod:`bpc.experiments.claims`); simulated: beside its i.i.d. twin."""
-    where = "the simulated panel" if panel.name == "simulated" else "the real cells"
+    where = "the simulated panel" if out.panel.name == "simulated" else "the real cells"
     cap = f"The paper's claims on {where}: bpc's value, verdict and how it is graded."
-    arts = [_table("paper_claims", panel, cap, res.table, folder / "claims", latex=False)]
-    if res.comparison is not None:
+    arts = [out.table(cap, res.tables["claims"], "claims", latex=False)]
+    if "comparison" in res.tables:
         cap = (
-            f"Claims with dependent patches (κ = {res.kappa:g}) beside the same panel simulated with "
-            "independent patches (κ = ∞); `changes` marks verdicts that differ."
+            f"Claims with dependent patches (κ = {res.metadata['kappa']:g}) beside the same panel simulated "
+            "with independent patches (κ = ∞); `changes` marks verdicts that differ."
         )
-        arts.append(_table("paper_claims", panel, cap, res.comparison, folder / "claims_vs_iid", latex=False))
+        arts.append(out.table(cap, res.tables["comparison"], "claims_vs_iid", latex=False))
     return arts
 
 
-WRITERS: dict[str, Callable[[AnalysisConfig, Panel, Any, Path], list[Artifact]]] = {
+WRITERS: dict[str, Callable[[AnalysisConfig, _Out, Any], list[Artifact]]] = {
     "prior_table": _prior_table,
     "gap_table": _gap_table,
     "delta_table": _delta_table,
@@ -378,13 +321,11 @@ WRITERS: dict[str, Callable[[AnalysisConfig, Panel, Any, Path], list[Artifact]]]
     "uncertainty_score": _uncertainty_score,
     "paper_claims": _paper_claims,
 }
-"""The writer of every analysis of :data:`bpc.experiments.runner.ANALYSES`."""
+"""The writer of every analysis of :data:`bpc.experiments.analyses.ANALYSES`."""
 
 
-def run_analyses(
-    config: AnalysisConfig, names: Sequence[str] | None = None, *, out: str | Path | None = None
-) -> Path:
-    """Run analyses on every panel (:func:`bpc.experiments.runner.compute_analyses`) and write them.
+def run_analyses(config: AnalysisConfig, names: Sequence[str] | None = None) -> Path:
+    """Run analyses on every panel (:func:`bpc.experiments.analyses.compute_analyses`) and write them.
 
     Parameters
     ----------
@@ -392,8 +333,6 @@ def run_analyses(
         The run's settings.
     names : sequence of str, optional
         Analyses to run (default: all of :data:`ANALYSES`).
-    out : str or pathlib.Path, optional
-        Output folder (default ``config.out``).
 
     Returns
     -------
@@ -405,10 +344,6 @@ def run_analyses(
     ValueError
         For an unknown analysis name.
     """
-    from dataclasses import replace
-
-    if out is not None:
-        config = replace(config, out=Path(out))
     return write_analyses(compute_analyses(config, names), config)
 
 
@@ -420,7 +355,9 @@ def write_analyses(run: AnalysesRun, config: AnalysisConfig) -> Path:
     for name in run.names:
         for panel in run.panels:
             value = run.values[(panel.name, name)]
-            artifacts += WRITERS[name](config, panel, value, folder / panel.name / name)
+            if value is not None:  # None: the panel lacks the data the analysis needs
+                out = _Out(name, panel, folder / panel.name / name, config.formats)
+                artifacts += WRITERS[name](config, out, value)
     return _write_index(run, config, artifacts)
 
 

@@ -9,23 +9,22 @@ from __future__ import annotations
 
 import pandas as pd
 
-from bpc.experiments.claims import VERDICTS, ClaimsResult
+from bpc.evaluate import Result
+from bpc.experiments.claims import VERDICTS
 from bpc.report.markdown import markdown_table
-
-__all__ = ["claims_view", "claims_markdown"]
 
 
 def _kappa(k: float | None) -> str:
     return "∞" if k is None or not k < float("inf") else f"{k:g}"
 
 
-def claims_view(result: ClaimsResult) -> pd.DataFrame:
+def claims_view(result: Result) -> pd.DataFrame:
     """The claims table with short, labelled columns (and the i.i.d. twin's columns when there is one).
 
     Parameters
     ----------
-    result : ClaimsResult
-        :func:`bpc.experiments.claims.claims_analysis` output.
+    result : bpc.evaluate.Result
+        :func:`bpc.experiments.analyses.claims_analysis` output.
 
     Returns
     -------
@@ -33,7 +32,8 @@ def claims_view(result: ClaimsResult) -> pd.DataFrame:
         claim, paper says (with the section), paper, bpc, verdict and, with a
         twin, bpc and verdict at κ = ∞ and ``changes``.
     """
-    t = result.comparison if result.comparison is not None else result.table
+    cmp = result.tables.get("comparison")
+    t = cmp if cmp is not None else result.tables["claims"]
     out = pd.DataFrame(
         {
             "claim": t["claim"],
@@ -41,11 +41,11 @@ def claims_view(result: ClaimsResult) -> pd.DataFrame:
             "paper": t["paper_value"],
         }
     )
-    if result.comparison is None:
+    if cmp is None:
         out["bpc"] = t["bpc_value"]
         out["verdict"] = t["verdict"]
         return out
-    k = _kappa(result.kappa)
+    k = _kappa(result.metadata["kappa"])
     out[f"bpc, κ = {k}"] = t["bpc_value"]
     out[f"verdict, κ = {k}"] = t["verdict"]
     out["bpc, κ = ∞ (i.i.d.)"] = t["bpc_value_iid"]
@@ -54,13 +54,13 @@ def claims_view(result: ClaimsResult) -> pd.DataFrame:
     return out
 
 
-def claims_markdown(result: ClaimsResult, *, panel: str) -> str:
+def claims_markdown(result: Result, *, panel: str) -> str:
     """The claims of one panel as Markdown: table, what changes with dependent patches, grading rules.
 
     Parameters
     ----------
-    result : ClaimsResult
-        :func:`bpc.experiments.claims.claims_analysis` output.
+    result : bpc.evaluate.Result
+        :func:`bpc.experiments.analyses.claims_analysis` output.
     panel : str
         What the claims were evaluated on, for the lead sentence.
 
@@ -68,12 +68,12 @@ def claims_markdown(result: ClaimsResult, *, panel: str) -> str:
     -------
     str
     """
-    t = result.table
+    t, kappa = result.tables["claims"], result.metadata["kappa"]
     counts = t["verdict"].value_counts()
-    lead = f"On the {panel}" + (f" (κ = {_kappa(result.kappa)})" if result.kappa is not None else "")
+    lead = f"On the {panel}" + (f" (κ = {_kappa(kappa)})" if kappa is not None else "")
     tally = ", ".join(f"{v} {counts.get(v, 0)}" for v in VERDICTS)
     parts = [f"{lead}, verdicts of {len(t)} claims: {tally}.", markdown_table(claims_view(result))]
-    cmp = result.comparison
+    cmp = result.tables.get("comparison")
     if cmp is not None:
         changed = cmp[cmp["changes"]]
         if changed.empty:
@@ -84,7 +84,7 @@ def claims_markdown(result: ClaimsResult, *, panel: str) -> str:
         else:
             parts.append(
                 "Verdicts that change because patches of one instance are dependent (i.i.d. twin → "
-                f"κ = {_kappa(result.kappa)}): "
+                f"κ = {_kappa(kappa)}): "
                 + "; ".join(f"{r.claim}: {r.verdict_iid} → {r.verdict}" for r in changed.itertuples())
                 + "."
             )

@@ -204,7 +204,7 @@ def _write(run, out: Path) -> Path:
         "Re-running with the same seed reproduces every number."
     )
     diag = diagnose(tree)
-    tally = run.claims.table["verdict"].value_counts()
+    tally = run.claims.tables["claims"]["verdict"].value_counts()
     _summary(report, run, diag, ", ".join(f"{n} {v}" for v, n in tally.items()))
 
     report.heading("1. Calibration: priors and critic informativeness (Laplace mode)")
@@ -412,7 +412,7 @@ def _write(run, out: Path) -> Path:
 
     report.heading("5. The paper's claims: which hold here, and which change with dependent patches")
     write_csv(flag_abstention(run.replay), out / "delta.csv")
-    write_csv(run.claims.comparison, out / "claims.csv")
+    write_csv(run.claims.tables["comparison"], out / "claims.csv")
     report.text(
         "The paper's claims are about its controllers, so each is checked on the paper profile's replay "
         "(i.i.d. belief, one 75/25 split per cell, both splits; every policy's Δ vs always_verify with its "

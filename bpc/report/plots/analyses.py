@@ -31,16 +31,6 @@ from bpc.report.plots.style import (
     savefig,
 )
 
-__all__ = [
-    "REGIME_COLORS",
-    "plot_regime_map",
-    "plot_regime_posterior",
-    "plot_cver_sweeps",
-    "plot_informativeness",
-    "plot_train_eval",
-    "plot_prr",
-]
-
 REGIME_COLORS = {"A": OKABE_ITO[2], "B": OKABE_ITO[4], "C": OKABE_ITO[3], "other": OKABE_ITO[5]}
 """Regime colours as in the paper: A green, B blue, C yellow, other coral (Okabe–Ito)."""
 _REGIME_LABELS = {
@@ -198,11 +188,11 @@ def plot_cver_sweeps(
     sweep : pandas.DataFrame
         Long table (benchmark, generator, c_ver, reward, policy, delta).
     boundaries : pandas.DataFrame
-        Output of :func:`bpc.experiments.sweeps.sweep_boundaries`.
+        Output of :func:`bpc.experiments.regime.sweep_boundaries`.
     path : str or pathlib.Path
         Output path.
     bands : pandas.DataFrame, optional
-        Output of :func:`bpc.experiments.sweeps.sweep_bands` (credible bands).
+        Output of :func:`bpc.experiments.regime.sweep_bands` (credible bands).
     priors : pandas.DataFrame, optional
         benchmark, generator, prior — draws the analytic crossover π·R.
     cells : sequence of (benchmark, generator), optional
@@ -285,7 +275,7 @@ def plot_informativeness(
     Parameters
     ----------
     grid : pandas.DataFrame
-        Output of :func:`bpc.experiments.informativeness.informativeness_grid`
+        Output of :func:`bpc.experiments.claims.informativeness_grid`
         (benchmark, generator, prior, gap_<critic>, ``value``).
     path : str or pathlib.Path
         Output path.
