@@ -1,7 +1,6 @@
 """`bpc demo` end to end on a small simulated panel: one run for the session (``demo`` in conftest.py),
 its report, its determinism, and its writer killed part-way."""
 
-import pickle
 import re
 import sys
 
@@ -109,8 +108,10 @@ WRITER += "write_demo(pickle.load(open(sys.argv[1], 'rb')), sys.argv[2], progres
 @pytest.mark.slow
 def test_killed_demo_leaves_previous_output_intact(demo, tmp_path):
     """The demo's writer (the session's run, in a subprocess) SIGKILLed part-way keeps the previous folder."""
+    import cloudpickle  # the run's tables are read-only mappings (mappingproxy), which pickle refuses
+
     _, run = demo
-    (tmp_path / "run.pkl").write_bytes(pickle.dumps(run))
+    (tmp_path / "run.pkl").write_bytes(cloudpickle.dumps(run))
     final = tmp_path / "demo"
     with atomic_folder(final, manifest={"seed": 1, "command": "a previous demo"}) as d:
         (d / "report.md").write_text("# the previous complete demo\n")
