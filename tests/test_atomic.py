@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from output_checks import assert_complete, hidden_siblings, kill_when_writing, tree
 
 from bpc.outputs import (
     MANIFEST,
@@ -27,17 +25,6 @@ from bpc.outputs import (
     write_csv,
     write_text,
 )
-
-
-def _tree(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` (hidden ones too) by relative path."""
-    return {
-        p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
-
-
-def _hidden_siblings(final: Path) -> list[Path]:
-    return sorted(p for p in final.parent.iterdir() if p.name.startswith(f".{final.name}."))
 
 
 # ---------------------------------------------------------------------------
@@ -152,7 +139,7 @@ def test_atomic_folder_writes_manifest_with_hashes(tmp_path):
     for rel, entry in listed.items():
         assert entry["sha256"] == file_sha256(final / rel)
         assert entry["bytes"] == (final / rel).stat().st_size
-    assert _hidden_siblings(final) == []
+    assert hidden_siblings(final) == []
 
 
 def test_config_hash_ignores_key_order():
@@ -167,21 +154,21 @@ def test_atomic_folder_replaces_whole(tmp_path):
         (d / "both.md").write_text("old")
     with atomic_folder(final) as d:
         (d / "both.md").write_text("new")
-    assert sorted(_tree(final)) == ["both.md", MANIFEST]  # nothing of the previous run survives
+    assert sorted(tree(final)) == ["both.md", MANIFEST]  # nothing of the previous run survives
     assert (final / "both.md").read_text() == "new"
-    assert _hidden_siblings(final) == []
+    assert hidden_siblings(final) == []
 
 
 def test_atomic_folder_error_keeps_previous_untouched(tmp_path):
     final = tmp_path / "out"
     with atomic_folder(final) as d:
         (d / "report.md").write_text("complete")
-    before = _tree(final)
+    before = tree(final)
     with pytest.raises(KeyError), atomic_folder(final) as d:
         (d / "report.md").write_text("partial")
         raise KeyError("interrupted")
-    assert _tree(final) == before
-    assert _hidden_siblings(final) == []
+    assert tree(final) == before
+    assert hidden_siblings(final) == []
 
 
 def test_atomic_folder_recovers_a_run_killed_between_the_renames(tmp_path):
@@ -189,15 +176,15 @@ def test_atomic_folder_recovers_a_run_killed_between_the_renames(tmp_path):
     final = tmp_path / "out"
     with atomic_folder(final) as d:
         (d / "report.md").write_text("previous")
-    before = _tree(final)
+    before = tree(final)
     dead = _dead_pid()
     os.rename(final, tmp_path / f".out.bpc-old-{dead}-abcdef")
     (tmp_path / f".out.bpc-tmp-{dead}-abcdef").mkdir()  # the new run's unfinished folder
     with pytest.raises(ValueError, match="stop"), atomic_folder(final):
-        assert _tree(final) == before  # restored before the new run starts
+        assert tree(final) == before  # restored before the new run starts
         raise ValueError("stop")
-    assert _tree(final) == before
-    assert _hidden_siblings(final) == []
+    assert tree(final) == before
+    assert hidden_siblings(final) == []
 
 
 def test_atomic_folder_leaves_a_live_process_temp_alone(tmp_path):
@@ -228,35 +215,6 @@ def _bpc(*argv: str) -> list[str]:
     return [sys.executable, "-m", "bpc", *argv]
 
 
-def _kill_when_writing(cmd: list[str], final: Path, *, timeout: float = 240.0) -> None:
-    """Start ``cmd``, SIGKILL it once its temporary folder beside ``final`` holds a file."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    start = time.monotonic()
-    try:
-        while True:
-            tmps = [p for p in _hidden_siblings(final) if ".bpc-tmp-" in p.name]
-            if any(f.is_file() for t in tmps for f in t.rglob("*")):
-                break
-            assert proc.poll() is None, "the command finished before it could be killed part-way"
-            assert time.monotonic() - start < timeout, "no output appeared in time"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-
-
-def _assert_complete(final: Path, expected: dict[str, bytes]) -> None:
-    """``final`` holds exactly the previous run's files, each matching its manifest hash."""
-    assert _tree(final) == expected
-    manifest = json.loads((final / MANIFEST).read_text())
-    assert {f["path"] for f in manifest["files"]} | {MANIFEST} == set(expected)
-    for entry in manifest["files"]:
-        assert file_sha256(final / entry["path"]) == entry["sha256"]
-
-
 COMPARE = ["compare", "simulated", "--quick", "--no-efficiency", "--posterior", "conjugate"]
 COMPARE += ["--benchmark", "lcb_hard", "--generator", "gpt5_mini", "--quiet"]
 
@@ -264,20 +222,9 @@ COMPARE += ["--benchmark", "lcb_hard", "--generator", "gpt5_mini", "--quiet"]
 @pytest.mark.slow
 def test_killed_compare_leaves_previous_output_intact(tmp_path):
     final = tmp_path / "cmp"
-    subprocess.run(_bpc(*COMPARE, "--out", str(final)), check=True, capture_output=True)
-    previous = _tree(final)
-    assert "report.md" in previous and "compare_delta.csv" in previous
-    _kill_when_writing(_bpc(*COMPARE, "--seed", "7", "--out", str(final)), final)
-    _assert_complete(final, previous)
-
-
-@pytest.mark.slow
-def test_killed_demo_leaves_previous_output_intact(tmp_path):
-    final = tmp_path / "demo"
-    with atomic_folder(final, manifest={"seed": 1, "command": "a previous demo"}) as d:
-        (d / "report.md").write_text("# the previous complete demo\n")
-        (d / "figures").mkdir()
-        (d / "figures" / "priors.png").write_bytes(b"\x89PNG previous")
-    previous = _tree(final)
-    _kill_when_writing(_bpc("demo", "--quick", "--scale", "0.2", "--quiet", "--out", str(final)), final)
-    _assert_complete(final, previous)
+    with atomic_folder(final, manifest={"seed": 1, "command": "a previous compare"}) as d:
+        (d / "report.md").write_text("# the previous complete comparison\n")
+        (d / "compare_delta.csv").write_text("policy,delta\nbayesian_dp,1.0\n")
+    previous = tree(final)
+    kill_when_writing(_bpc(*COMPARE, "--out", str(final)), final)
+    assert_complete(final, previous)

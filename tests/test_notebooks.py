@@ -53,6 +53,7 @@ def test_paper_reproduction_notebook(tmp_path):
     assert (tmp_path / "out" / "index.md").is_file()
 
 
+@pytest.mark.slow
 def test_live_controller_notebook(tmp_path):
     nb = nbformat.read(ROOT / "03_live_controller.ipynb", as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # committed cleared
