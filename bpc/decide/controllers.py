@@ -594,11 +594,14 @@ class InstanceController(BeliefController):
             kappa=self.kappa,
         )
         self._tables: dict[bytes | None, DPSolution] = {}
+        # Q at H steps left is a backup from V_{H−1} (DPSolution.lookup): the table stops at H − 1
+        # unless it stores Q
+        self._table_horizon = self.horizon if plan.keep_q else max(self.horizon - 1, 0)
         if table is not None:
-            if table.value.shape[0] != self.n_samples or table.horizon < self.horizon:
+            if table.value.shape[0] != self.n_samples or table.horizon < self._table_horizon:
                 raise ValueError(
                     f"table holds {table.value.shape[0]} samples and horizon {table.horizon}; "
-                    f"need {self.n_samples} samples and horizon >= {self.horizon}"
+                    f"need {self.n_samples} samples and horizon >= {self._table_horizon}"
                 )
             self._tables[None] = table
         self.table = self.table_for(None) if method == "dp" else None
@@ -608,8 +611,9 @@ class InstanceController(BeliefController):
         key = None if pattern is None else np.packbits(pattern).tobytes()
         if key not in self._tables:
             avail = self.available if pattern is None else self.available & pattern
+            options = replace(self.kernel_options, horizon=self._table_horizon)
             self._tables[key] = solve_grid(
-                replace(self.problem, available=avail), self.kernel_options, **self._grid_options
+                replace(self.problem, available=avail), options, **self._grid_options
             )
         return self._tables[key]
 
