@@ -89,7 +89,6 @@ __all__ = [
     "BeliefController",
     "GreedyController",
     "TableController",
-    "as_samples",
     "InstanceController",
 ]
 
@@ -291,26 +290,6 @@ def expected_q_actions(q: np.ndarray, weights: np.ndarray | None = None) -> np.n
 # ---------------------------------------------------------------------------
 # Controllers
 # ---------------------------------------------------------------------------
-def as_samples(params, critics: Sequence[str] | None = None) -> ParameterSamples:
-    """Parameter samples of one cell from a Dataset (flattened, κ included) or samples themselves.
-
-    ``critics`` default: the samples' own, or the Dataset's decision critics
-    (:func:`bpc.decide.solve.parameter_samples`).
-
-    Raises
-    ------
-    ValueError
-        If ``critics`` differ from the samples' own.
-    """
-    if isinstance(params, ParameterSamples):
-        if critics is not None and tuple(critics) != params.critics:
-            raise ValueError(f"critics {tuple(critics)} differ from the samples' critics {params.critics}")
-        return params
-    from bpc.decide.solve import parameter_samples  # the xarray layer, only for Dataset inputs
-
-    return parameter_samples(params, critics=critics, one_cell=True)
-
-
 def _episode_mask(available, n: int, k: int) -> np.ndarray:
     if available is None:
         return np.ones((n, k), dtype=bool)
@@ -363,7 +342,7 @@ class BeliefController:
         index: SampleIndex = every_sample,
         name: str | None = None,
     ) -> None:
-        samples = as_samples(params, critics)
+        samples = ParameterSamples.of(params, critics)
         self.critics = samples.critics
         if not np.isfinite(samples.prior).all():
             raise ValueError(f"{type(self).__name__}: the cell's prior is not observed (NaN)")
