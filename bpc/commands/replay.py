@@ -605,7 +605,6 @@ def format_protocol_table(df, pipelines=None) -> str:
     ``pipelines``: ``(benchmark, generator)`` → the line stating the cell's fixed pipeline
     (:func:`bpc.replay.engine.pipeline_orders`), printed under its block.
     """
-    from bpc.report.plots.style import POLICY_LABELS
     from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
 
     if "wins_by_abstaining" not in df.columns:
@@ -622,13 +621,11 @@ def format_protocol_table(df, pipelines=None) -> str:
         lines.append(f"{head}   {'Δ vs always_verify':<30}Δ vs best simple")
         for r in block.itertuples(index=False):
             pol = str(r.policy)
-            base, _, start = pol.partition("@")
-            label = POLICY_LABELS.get(base, base) + (f"@{start}" if start else "")
             flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
             av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
             best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
             lines.append(
-                f"  {label:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
+                f"  {pol:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
                 f"{r.mean_utility:>14.2f}   {av:<30}{best}"
             )
         lines += _pipeline_line(pipelines, (str(b), str(g)), block["policy"])
