@@ -128,6 +128,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or the authors' (threshold_L2 = gate_test, …); default: the profile's",
     )
     parser.add_argument(
+        "--max-patches",
+        type=int,
+        default=None,
+        metavar="N",
+        help="patch budget of every policy: each task's pool is cut to its first N patches (default: the "
+        "live controller's, bpc.constants.LIVE_MAX_PATCHES, under the bpc profile; the whole pool, as the "
+        "paper replays it, under the paper profiles)",
+    )
+    parser.add_argument(
         "--trajectories",
         type=Path,
         default=None,
@@ -180,6 +189,15 @@ def _pipeline_line(pipelines, cell, policies) -> list[str]:
     return [f"  {line}"] if line and "fixed_pipeline" in set(map(str, policies)) else []
 
 
+_ACTIONS_HEAD = "critics  verify   regen  (per task)"
+
+
+def _actions(r) -> str:
+    """What a policy did per task: critic calls, verifications, regenerations (ACTION_COUNTS)."""
+    values = [getattr(r, c, float("nan")) for c in ("critic_calls", "verifications", "regenerations")]
+    return "".join(f"{v:>8.2f}" for v in values)
+
+
 def format_table(df) -> str:
     """The replay table as aligned text, one block per cell (and split).
 
@@ -207,15 +225,16 @@ def format_table(df) -> str:
         title = " / ".join(str(k) for k in key)
         lines.append(f"\n{title}")
         head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
-        lines.append(f"{head}   {ci}")
+        lines.append(f"{head}   {ci:<34}{_ACTIONS_HEAD}")
         for r in block.itertuples(index=False):
             label = POLICY_LABELS.get(str(r.policy), str(r.policy))
             n = getattr(r, "n_instances", None)
             cost = getattr(r, "cost_per_instance", float("nan"))
             flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
+            band = f"[{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
             lines.append(
                 f"  {label:<18}{'' if n is None else int(n):>5}{r.pass_rate:>11.4f}{cost:>11.2f}"
-                f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
+                f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   {band:<34}{_actions(r)}"
             )
         lines += _pipeline_line(pipelines, (str(key[0]), str(key[1])), block["policy"])
     if df["wins_by_abstaining"].any():
@@ -328,6 +347,16 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
     profile = get_profile(args.profile)
+    if args.max_patches is not None or profile.name == "bpc":
+        from bpc.constants import LIVE_MAX_PATCHES
+        from bpc.decide.options import check_sizes
+
+        budget = LIVE_MAX_PATCHES["iid"]["dp"] if args.max_patches is None else args.max_patches
+        try:
+            check_sizes(max_patches=budget)
+        except ValueError as exc:
+            raise ValueError(f"--max-patches: {exc}") from None
+        profile = replace(profile, max_patches=budget)
     protocol = profile.n_folds is not None and not profile.in_sample and args.split != "all"
     _check_options(args, profile, protocol)
     simulated = args.path == ["simulated"]
@@ -618,7 +647,7 @@ def format_protocol_table(df, pipelines=None) -> str:
         n = int(block["n_instances"].max())
         lines.append(f"\n{b} / {g} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}")
         head = f"  {'policy':<22}{'n':>5}{'pass_rate':>11}{'cost/task':>11}{'mean_utility':>14}"
-        lines.append(f"{head}   {'Δ vs always_verify':<30}Δ vs best simple")
+        lines.append(f"{head}   {'Δ vs always_verify':<30}{'Δ vs best simple':<30}{_ACTIONS_HEAD}")
         for r in block.itertuples(index=False):
             pol = str(r.policy)
             flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
@@ -626,7 +655,7 @@ def format_protocol_table(df, pipelines=None) -> str:
             best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
             lines.append(
                 f"  {pol:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
-                f"{r.mean_utility:>14.2f}   {av:<30}{best}"
+                f"{r.mean_utility:>14.2f}   {av:<30}{best:<30}{_actions(r)}"
             )
         lines += _pipeline_line(pipelines, (str(b), str(g)), block["policy"])
     if df["wins_by_abstaining"].any():
