@@ -242,18 +242,35 @@ def format_table(df) -> str:
     return "\n".join(lines)
 
 
-def _write_table(df, path: Path, fmt: str, attrs: dict) -> None:
-    """Write the replay table atomically as CSV, netCDF or Parquet (``fmt`` from the suffix)."""
-    import json
-
-    from bpc.outputs import atomic_file, write_csv, write_netcdf
+def _write_flat(df, path: Path, fmt: str) -> bool:
+    """Write ``df`` atomically as CSV or Parquet (``fmt`` from the suffix); False for netCDF (not written)."""
+    from bpc.outputs import write_csv, write_parquet
 
     if fmt == ".csv":
         write_csv(df, path)
     elif fmt == ".parquet":
-        with atomic_file(path) as tmp:
-            df.to_parquet(tmp, index=False)
-    else:
+        write_parquet(df, path)
+    return fmt in (".csv", ".parquet")
+
+
+def _plot(df, args: argparse.Namespace, costs, title: str | None = None) -> None:
+    """The Δ bar chart of ``--plot`` (its format from the suffix)."""
+    from bpc.costs import Costs
+    from bpc.report.plots.replay import plot_delta_bars
+
+    reward = costs.reward if isinstance(costs, Costs) else costs(str(df["benchmark"].iloc[0])).reward
+    fmt = args.plot.suffix.lower().lstrip(".")
+    for written in plot_delta_bars(df, args.plot, reward=reward, title=title, formats=(fmt,)):
+        print(f"wrote {written}", file=sys.stderr)
+
+
+def _write_table(df, path: Path, fmt: str, attrs: dict) -> None:
+    """Write the replay table atomically as CSV, netCDF or Parquet (``fmt`` from the suffix)."""
+    import json
+
+    from bpc.outputs import write_netcdf
+
+    if not _write_flat(df, path, fmt):
         keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else []) + ["policy"]
         flat = df.assign(wins_by_abstaining=df["wins_by_abstaining"].astype(float))
         ds = flat.set_index(keys).to_xarray()
@@ -459,7 +476,6 @@ def _run_paper(st: _Setup, replayable) -> int:
     import pandas as pd
 
     from bpc.constants import REFINEMENT_POLICIES
-    from bpc.costs import Costs
     from bpc.progress import choices_summary, info
     from bpc.replay.engine import replay_cells
     from bpc.report.tables import flag_abstention
@@ -521,13 +537,7 @@ def _run_paper(st: _Setup, replayable) -> int:
         _write_table(df, args.out, st.out_fmt, attrs)
         print(f"\nwrote {args.out}", file=sys.stderr)
     if args.plot is not None:
-        from bpc.report.plots.replay import plot_delta_bars
-
-        costs = st.costs
-        reward = costs.reward if isinstance(costs, Costs) else costs(str(df["benchmark"].iloc[0])).reward
-        fmt = args.plot.suffix.lower().lstrip(".")
-        for written in plot_delta_bars(df, args.plot, reward=reward, formats=(fmt,)):
-            print(f"wrote {written}", file=sys.stderr)
+        _plot(df, args, st.costs)
     return 0
 
 
@@ -536,7 +546,6 @@ def _run_protocol(st: _Setup) -> int:
     import time
 
     from bpc.constants import FOLD_SEEDS, N_FOLDS
-    from bpc.costs import Costs
     from bpc.experiments.protocol import ProtocolConfig, protocol_table, replay_evaluator, run_protocol
     from bpc.experiments.task_eval import prior_gain_table
     from bpc.progress import choices_summary, info
@@ -599,17 +608,11 @@ def _run_protocol(st: _Setup) -> int:
         _write_protocol(table, res, gains, args.out, st.out_fmt, config, args)
         print(f"\nwrote {args.out}", file=sys.stderr)
     if args.plot is not None:
-        from bpc.report.plots.replay import plot_delta_bars
-
-        costs = st.costs
-        reward = costs.reward if isinstance(costs, Costs) else costs(str(table["benchmark"].iloc[0])).reward
-        fmt = args.plot.suffix.lower().lstrip(".")
         title = (
             f"Δ vs always_verify, {n_folds}-fold × {len(seeds)} seeds cross-fitted; "
             f"{table.attrs['prob']:.0%} task-clustered bootstrap CI"
         )
-        for written in plot_delta_bars(table, args.plot, reward=reward, title=title, formats=(fmt,)):
-            print(f"wrote {written}", file=sys.stderr)
+        _plot(table, args, st.costs, title)
     return 0
 
 
@@ -713,14 +716,9 @@ def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args)
 
     import xarray as xr
 
-    from bpc.outputs import atomic_file, run_config, versions, write_csv, write_netcdf
+    from bpc.outputs import run_config, versions, write_netcdf
 
-    if fmt == ".csv":
-        write_csv(table, path)
-        return
-    if fmt == ".parquet":
-        with atomic_file(path) as tmp:
-            table.to_parquet(tmp, index=False)
+    if _write_flat(table, path, fmt):
         return
     keys = ["benchmark", "generator", "policy"]
     numeric = table.drop(columns=["best_simple", "belief", "split", "prior", "prob"]).assign(
