@@ -34,7 +34,7 @@ TOUR += "--p-fix 0.15 --p-break 0.05 --c-gen 10 --c-ver 90 --reward 100 --horizo
 _R = "replay my.csv --critic syn=syn:1 --costs "
 CASES: list[tuple[str, str, str | None]] = [
     ("README tour: bpc solve, one state", TOUR, None),
-    ("tour kernel takes effect (Q verify with refine 26.4)", TOUR.replace("--c-ver 90", "--c-ver 30"), None),
+    ("tour, c_ver 30: the given kernel plans refinement", TOUR.replace("--c-ver 90", "--c-ver 30"), None),
     (
         "solve --params posterior.nc (600 draws)",
         "solve --params posterior.nc --cell lcb_hard/gpt5_mini",
