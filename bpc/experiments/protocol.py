@@ -349,7 +349,7 @@ def protocol_table(result: Result) -> pd.DataFrame:
             "pass_rate": means[("passed", "mean")] if "passed" in stats else np.nan,
             "cost_per_instance": means[("cost", "mean")] if "cost" in stats else np.nan,
             "n_instances": means[("utility", "size")].astype(np.int64),
-            **{c: means[(c, "mean")] for c in ACTION_COUNTS if c in stats},  # per task: what each policy did
+            **{c: means[(c, "mean")] if c in stats else np.nan for c in ACTION_COUNTS},  # per task
         }
     ).reset_index()
     d = result.tables["deltas"]
