@@ -531,6 +531,7 @@ def _run_paper(st: _Setup, replayable) -> int:
             "belief": belief,
             "costs": args.costs or "paper default (slow on SWE-Bench, fast elsewhere)",
             "interval": "95% paired bootstrap over instances (ci_lo, ci_hi)",
+            "max_patches": profile.max_patches if profile.max_patches is not None else "the whole pool",
             "data_choices": st.notes,
             "baselines": df.attrs.get("baselines", []),
         }
@@ -600,6 +601,7 @@ def _run_protocol(st: _Setup) -> int:
             "prior": args.prior,
             "task_evidence": args.task_evidence if args.prior == "task" else "",
             "exclude_flagged": bool(args.exclude_flagged),
+            "max_patches": profile.max_patches,
             "interval": f"{table.attrs['prob']:.0%} task-clustered percentile bootstrap (task ids resampled "
             "jointly across the cells of a benchmark); delta/ci_* vs always_verify, *_best vs the best "
             "simple baseline chosen on the training folds",
