@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
 __all__ = [
+    "cell_samples",
     "BatchController",
     "BeliefState",
     "SampleIndex",
@@ -290,6 +291,26 @@ def expected_q_actions(q: np.ndarray, weights: np.ndarray | None = None) -> np.n
 # ---------------------------------------------------------------------------
 # Controllers
 # ---------------------------------------------------------------------------
+def cell_samples(params, critics: Sequence[str] | None = None) -> ParameterSamples:
+    """One cell's samples from a Dataset (flattened, κ included) or the samples themselves.
+
+    ``critics`` default: the samples' own, or the Dataset's decision critics
+    (:func:`bpc.decide.solve.parameter_samples`).
+
+    Raises
+    ------
+    ValueError
+        If ``critics`` differ from the samples' own.
+    """
+    if isinstance(params, ParameterSamples):
+        if critics is not None and tuple(critics) != params.critics:
+            raise ValueError(f"critics {tuple(critics)} differ from the samples' {params.critics}")
+        return params
+    from bpc.decide.solve import parameter_samples  # the xarray layer, only for Dataset inputs
+
+    return parameter_samples(params, critics=critics, one_cell=True)
+
+
 def _episode_mask(available, n: int, k: int) -> np.ndarray:
     if available is None:
         return np.ones((n, k), dtype=bool)
@@ -342,7 +363,7 @@ class BeliefController:
         index: SampleIndex = every_sample,
         name: str | None = None,
     ) -> None:
-        samples = ParameterSamples.of(params, critics)
+        samples = cell_samples(params, critics)
         self.critics = samples.critics
         if not np.isfinite(samples.prior).all():
             raise ValueError(f"{type(self).__name__}: the cell's prior is not observed (NaN)")

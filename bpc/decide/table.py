@@ -130,26 +130,6 @@ class ParameterSamples:
             object.__setattr__(self, name, _matrix(name, getattr(self, name), n, k))
 
     @classmethod
-    def of(cls, params: Any, critics: Sequence[str] | None = None) -> ParameterSamples:
-        """One cell's samples from a Dataset (flattened, κ included) or the samples themselves.
-
-        ``critics`` default: the samples' own, or the Dataset's decision critics
-        (:func:`bpc.decide.solve.parameter_samples`).
-
-        Raises
-        ------
-        ValueError
-            If ``critics`` differ from the samples' own.
-        """
-        if isinstance(params, ParameterSamples):
-            if critics is not None and tuple(critics) != params.critics:
-                raise ValueError(f"critics {tuple(critics)} differ from the samples' {params.critics}")
-            return params
-        from bpc.decide.solve import parameter_samples  # the xarray layer, only for Dataset inputs
-
-        return parameter_samples(params, critics=critics, one_cell=True)
-
-    @classmethod
     def from_mapping(cls, arrays: Mapping[str, np.ndarray], *, critics: Sequence[str]) -> ParameterSamples:
         """Samples from a mapping with ``prior``, ``tpr``, ``fpr``, ``p_fix``, ``p_break``.
 
