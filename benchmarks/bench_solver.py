@@ -39,7 +39,9 @@ import xarray as xr
 
 from bpc.constants import BENCHMARKS, GENERATORS, GRID_SIZE, HORIZON
 from bpc.costs import named_costs
-from bpc.decide.kernels import PAPER_TABLE, PAPER_TREE, make_problem, solve_grid, solve_tree
+from bpc.decide.kernels.belief import make_problem
+from bpc.decide.kernels.dp import PAPER_TABLE, solve_grid
+from bpc.decide.kernels.instance import PAPER_TREE, solve_tree
 from bpc.decide.solve import solve_policy
 
 CRITICS = ["syn", "test", "llm"]

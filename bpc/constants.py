@@ -102,6 +102,11 @@ BAYESIAN_POLICIES: tuple[str, ...] = ("bayesian_greedy", "bayesian_dp")
 POLICIES: tuple[str, ...] = BASELINE_POLICIES + REFINEMENT_POLICIES + BAYESIAN_POLICIES
 """Canonical policy names, in the paper's table order."""
 
+ACTION_COUNTS: tuple[str, ...] = ("critic_calls", "verifications", "regenerations")
+"""What each policy did per instance (:func:`bpc.replay.engine.replay_pool` variables; means per
+task in the tables): critics run, oracle verifications, new patches after the first (a refinement
+counts as one)."""
+
 SLOW_ORACLE_BENCHMARKS: frozenset[str] = frozenset({"swebench_lite", "swebench_verified"})
 """Benchmarks on which the paper uses the ``slow`` cost vector (method.md §Cells and data)."""
 

@@ -14,16 +14,11 @@ from dataclasses import fields, replace
 
 import numpy as np
 
-from bpc.decide.kernels import (
-    PAPER_GREEDY,
-    PAPER_TABLE,
-    PAPER_TREE,
-    KernelOptions,
-    greedy,
-    make_problem,
-    solve_grid,
-    solve_tree,
-)
+from bpc.decide.kernels.belief import make_problem
+from bpc.decide.kernels.dp import PAPER_TABLE, solve_grid
+from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
+from bpc.decide.kernels.instance import PAPER_TREE, solve_tree
+from bpc.decide.kernels.options import KernelOptions
 
 _PROBLEM = (
     "prior",

@@ -99,6 +99,21 @@ def test_estimate_user_file_with_benchmark(tmp_path, capsys):
     assert not (tmp_path / "x.nc").exists()
 
 
+def test_estimate_netcdf_carries_the_counts_a_learner_weighs(tmp_path):
+    """critic_n / trans_n travel with the rates: a learner from the file gets each rate's weight."""
+    from bpc.estimate.online.particles import calibration_scales
+
+    out = tmp_path / "mine.nc"
+    f = _user_file(tmp_path)
+    assert main(["estimate", str(f), "--out", str(out), "--default-benchmark", "b", "--quiet"]) == 0
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        one = ds.load().isel(benchmark=0, generator=0)
+    assert one["critic_n"].sel(critic="test").values.tolist() == [2, 1]  # Y = 0: patches a/1, b/0; Y = 1: a/0
+    assert "trans_n" in one
+    scales = calibration_scales(one, iid=True)
+    assert {"prior", "tpr[test]", "fpr[test]"} <= set(scales)
+
+
 def test_estimate_rejects_other_suffix(tmp_path, capsys):
     f = _user_file(tmp_path)
     assert main(["estimate", str(f), "--out", str(tmp_path / "est.txt"), "--default-benchmark", "b"]) == 2

@@ -243,6 +243,19 @@ def test_default_profile_runs_the_protocol_and_writes_both_deltas(tmp_path, caps
     assert json.loads(tree.attrs["seeds"]) == [1, 2] and "numpy" in json.loads(tree.attrs["versions"])
     table = tree["table"].to_dataset()
     assert {"delta", "delta_best", "ci_lo_best", "best_simple"} <= set(table.data_vars)
+    # what each policy did, per task: stop does nothing, always_verify verifies at least once
+    assert "critics  verify   regen  (per task)" in printed
+    rows = df.set_index("policy")
+    assert (rows.loc["stop", ["critic_calls", "verifications", "regenerations"]] == 0).all().all()
+    assert (rows.loc["always_verify", "verifications"] >= 1).all()
+
+
+def test_max_patches_is_every_policy_s_budget(tmp_path, capsys):
+    """--max-patches 1: no policy regenerates (the budget is one patch per task)."""
+    out = tmp_path / "one.csv"
+    assert main([*_SIM, "--max-patches", "1", "--out", str(out)]) == 0
+    df = pd.read_csv(out)
+    assert (df["regenerations"] == 0).all() and (df["verifications"] <= 1 + 1e-9).all()
 
 
 def test_task_prior_replays_both_starts_and_prints_the_gain(tmp_path, capsys):
@@ -263,6 +276,7 @@ def test_task_prior_replays_both_starts_and_prints_the_gain(tmp_path, capsys):
         (["--split", "fit"], "every task is scored held-out"),
         (["--kernel", "{tmp}/k.json"], "--kernel: the bpc profile's controllers regenerate fresh"),
         (["--seeds", "1", "1"], "--seeds must be distinct"),
+        (["--max-patches", "0"], "--max-patches: max_patches must be an integer in 1.."),
     ],
 )
 def test_protocol_option_errors(extra, message, tmp_path, capsys):

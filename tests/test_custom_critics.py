@@ -144,7 +144,7 @@ def test_cli_round_trip_estimate_fit_replay(tmp_path, capsys):
     assert set(table["generator"]) == {"agent_a", "agent_b"}
     dp = table[(table["policy"] == "bayesian_dp") & (table["split"] == "eval")]
     assert len(dp) == 2 and dp["mean_utility"].notna().all()
-    assert "bayesian_DP" in capsys.readouterr().out
+    assert "bayesian_dp" in capsys.readouterr().out  # bpc's table: registry names
 
 
 def test_cli_unmapped_column_fails_naming_it(tmp_path):

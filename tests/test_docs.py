@@ -80,7 +80,7 @@ def test_readme_own_logs_path_runs(own_logs_run):
     folder, done = own_logs_run
     assert done.returncode == 0, done.stderr[-3000:]
     assert (folder / "params.nc").is_file() and (folder / "my_logs.csv").is_file()
-    assert "bayesian_DP" in done.stdout and "Δ vs best simple" in done.stdout
+    assert "bayesian_dp" in done.stdout and "Δ vs best simple" in done.stdout
 
 
 @pytest.mark.slow

@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from loose_solvers import instance_dp, instance_tree, paper_tree
 from scipy import special, stats
 
-from bpc.decide.kernels import bayes_update
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, make_problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, bayes_update, make_problem
 from bpc.decide.kernels.greedy import greedy
 from bpc.decide.kernels.instance import (
     abandon_exact,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loose_solvers import paper_dp, paper_greedy, paper_tree
 
-from bpc.decide.kernels import (
+from bpc.decide.kernels.belief import (
     CRITIC_OFFSET,
     REGENERATE,
     STOP,

@@ -107,6 +107,52 @@ def test_engine_critic_regenerate_verify_hand_checked():
     np.testing.assert_allclose(c, [17, 17])
 
 
+def test_action_counts_hand_checked():
+    """What each policy did per instance: critics run, verifications, new patches."""
+    from bpc.replay.engine import replay_baseline
+
+    counts: dict = {}
+    replay_controller(POOL, Scripted([4, 2, 1, 0]), COSTS, "paper", actions=counts)
+    # both: test, regenerate, verify (i0 passes; i1's failed verify is not terminal, then stop)
+    assert {k: v.tolist() for k, v in counts.items()} == {
+        "critic_calls": [1, 1],
+        "verifications": [1, 1],
+        "regenerations": [1, 1],
+    }
+    counts = {}
+    replay_baseline("gate_syn", POOL, COSTS, "paper", actions=counts)
+    # i0: syn passes on patch 0 → verify (fails) → regenerate → syn passes → verify passes
+    # i1: syn fails on patch 0 → regenerate → syn passes → verify fails → regenerate → syn passes, verify
+    assert counts["critic_calls"].tolist() == [2, 3] and counts["verifications"].tolist() == [2, 2]
+    assert counts["regenerations"].tolist() == [1, 2]
+    ds = replay_pool(POOL, ["always_verify", "stop"], COSTS, profile="paper")
+    assert ds["verifications"].sel(policy="always_verify").values.tolist() == [2, 1]  # i1 passes at once
+    assert ds["regenerations"].sel(policy="stop").values.tolist() == [0, 0]
+    summ = summarize(ds)
+    assert float(summ["verifications"].sel(policy="always_verify")) == 1.5
+
+
+def test_max_patches_cuts_every_pool():
+    """A profile's patch budget: each task keeps its first max_patches patches."""
+    from dataclasses import replace as _replace
+
+    from bpc.replay.engine import cell_pool
+
+    records = pd.DataFrame(
+        {
+            "instance_id": ["a"] * 5,
+            "patch_id": range(5),
+            "Y": [0, 0, 0, 0, 1],
+            **{c: [1] * 5 for c in CRITICS},
+        }
+    ).assign(benchmark="b", generator="g")
+    records.attrs["critics"] = list(CRITICS)
+    pool = cell_pool(records, _replace(PAPER, max_patches=3))
+    assert pool.Y.shape[1] == 3 and pool.n_patches.tolist() == [3]
+    _, p, _ = replay_controller(pool, Scripted([1, 2]), COSTS, "paper")
+    assert p.tolist() == [0]  # the passing 5th patch is beyond the budget
+
+
 def test_engine_pool_exhaustion():
     ctl = Scripted([2, 2, 2, 1])
     u, p, c = replay_controller(POOL, ctl, COSTS, "paper")

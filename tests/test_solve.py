@@ -6,7 +6,7 @@ import xarray as xr
 from loose_solvers import paper_dp, paper_tree
 
 from bpc.costs import Costs, named_costs, paper_costs_for
-from bpc.decide.kernels import CRITIC_OFFSET
+from bpc.decide.kernels.belief import CRITIC_OFFSET
 from bpc.decide.options import PlanOptions
 from bpc.decide.solve import (
     cost_arrays,
@@ -121,7 +121,7 @@ def test_parameter_samples_order_missing_critics_and_one_cell():
 def test_grid_block_masks_samples_without_parameters():
     from dataclasses import replace
 
-    from bpc.decide.kernels import PAPER_TABLE
+    from bpc.decide.kernels.dp import PAPER_TABLE
     from bpc.decide.solve import _grid_block
 
     paper = replace(PAPER_TABLE, horizon=2)

@@ -35,7 +35,7 @@ def check_controller_options(args: argparse.Namespace) -> None:
     together (one without the other is a half-given kernel); costs and the
     reward are finite and >= 0; counts are >= 1; ``--max-cost`` is > 0.
     Critic rates are checked where ``--critic`` is parsed
-    (:func:`bpc.commands.solve.parse_critic`).
+    (:func:`bpc.commands.solve.parse_critic_rates`).
 
     Raises
     ------

@@ -161,7 +161,20 @@ def _scheduler(address: str | None) -> Iterator[object]:
         from distributed import LocalCluster
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("--scheduler local needs dask.distributed: pip install 'bpc[dask]'") from exc
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
-    ) as cluster:
+    import signal
+
+    # SIGINT held in this process while the cluster starts: a half-started cluster cannot be closed
+    # (an AssertionError at exit); the pending interrupt arrives once it is up, and the block closes it
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        cluster = LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    with cluster:
         yield cluster

@@ -248,8 +248,10 @@ def run(args: argparse.Namespace) -> int:
         write_parquet(table, out)
     else:
         ds = params.copy()
-        for name in ("n_patches", "n_instances", "source"):
-            ds[name] = counts[name]
+        # the counts behind the rates: a learner started from this file carries their weight
+        for name in ("n_patches", "n_instances", "source", "critic_n", "trans_n"):
+            if name in counts:
+                ds[name] = counts[name]
         ds.attrs["config"] = {
             **params.attrs["config"],
             "command": "estimate",

@@ -128,6 +128,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or the authors' (threshold_L2 = gate_test, …); default: the profile's",
     )
     parser.add_argument(
+        "--max-patches",
+        type=int,
+        default=None,
+        metavar="N",
+        help="patch budget of every policy: each task's pool is cut to its first N patches (default: the "
+        "live controller's, bpc.constants.LIVE_MAX_PATCHES, under the bpc profile; the whole pool, as the "
+        "paper replays it, under the paper profiles)",
+    )
+    parser.add_argument(
         "--trajectories",
         type=Path,
         default=None,
@@ -180,6 +189,15 @@ def _pipeline_line(pipelines, cell, policies) -> list[str]:
     return [f"  {line}"] if line and "fixed_pipeline" in set(map(str, policies)) else []
 
 
+_ACTIONS_HEAD = "critics  verify   regen  (per task)"
+
+
+def _actions(r) -> str:
+    """What a policy did per task: critic calls, verifications, regenerations (ACTION_COUNTS)."""
+    values = [getattr(r, c, float("nan")) for c in ("critic_calls", "verifications", "regenerations")]
+    return "".join(f"{v:>8.2f}" for v in values)
+
+
 def format_table(df) -> str:
     """The replay table as aligned text, one block per cell (and split).
 
@@ -207,15 +225,16 @@ def format_table(df) -> str:
         title = " / ".join(str(k) for k in key)
         lines.append(f"\n{title}")
         head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
-        lines.append(f"{head}   {ci}")
+        lines.append(f"{head}   {ci:<34}{_ACTIONS_HEAD}")
         for r in block.itertuples(index=False):
             label = POLICY_LABELS.get(str(r.policy), str(r.policy))
             n = getattr(r, "n_instances", None)
             cost = getattr(r, "cost_per_instance", float("nan"))
             flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
+            band = f"[{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
             lines.append(
                 f"  {label:<18}{'' if n is None else int(n):>5}{r.pass_rate:>11.4f}{cost:>11.2f}"
-                f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
+                f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   {band:<34}{_actions(r)}"
             )
         lines += _pipeline_line(pipelines, (str(key[0]), str(key[1])), block["policy"])
     if df["wins_by_abstaining"].any():
@@ -223,18 +242,35 @@ def format_table(df) -> str:
     return "\n".join(lines)
 
 
-def _write_table(df, path: Path, fmt: str, attrs: dict) -> None:
-    """Write the replay table atomically as CSV, netCDF or Parquet (``fmt`` from the suffix)."""
-    import json
-
-    from bpc.outputs import atomic_file, write_csv, write_netcdf
+def _write_flat(df, path: Path, fmt: str) -> bool:
+    """Write ``df`` atomically as CSV or Parquet (``fmt`` from the suffix); False for netCDF (not written)."""
+    from bpc.outputs import write_csv, write_parquet
 
     if fmt == ".csv":
         write_csv(df, path)
     elif fmt == ".parquet":
-        with atomic_file(path) as tmp:
-            df.to_parquet(tmp, index=False)
-    else:
+        write_parquet(df, path)
+    return fmt in (".csv", ".parquet")
+
+
+def _plot(df, args: argparse.Namespace, costs, title: str | None = None) -> None:
+    """The Δ bar chart of ``--plot`` (its format from the suffix)."""
+    from bpc.costs import Costs
+    from bpc.report.plots.replay import plot_delta_bars
+
+    reward = costs.reward if isinstance(costs, Costs) else costs(str(df["benchmark"].iloc[0])).reward
+    fmt = args.plot.suffix.lower().lstrip(".")
+    for written in plot_delta_bars(df, args.plot, reward=reward, title=title, formats=(fmt,)):
+        print(f"wrote {written}", file=sys.stderr)
+
+
+def _write_table(df, path: Path, fmt: str, attrs: dict) -> None:
+    """Write the replay table atomically as CSV, netCDF or Parquet (``fmt`` from the suffix)."""
+    import json
+
+    from bpc.outputs import write_netcdf
+
+    if not _write_flat(df, path, fmt):
         keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else []) + ["policy"]
         flat = df.assign(wins_by_abstaining=df["wins_by_abstaining"].astype(float))
         ds = flat.set_index(keys).to_xarray()
@@ -328,6 +364,16 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
     profile = get_profile(args.profile)
+    if args.max_patches is not None or profile.name == "bpc":
+        from bpc.constants import LIVE_MAX_PATCHES
+        from bpc.decide.options import check_sizes
+
+        budget = LIVE_MAX_PATCHES["iid"]["dp"] if args.max_patches is None else args.max_patches
+        try:
+            check_sizes(max_patches=budget)
+        except ValueError as exc:
+            raise ValueError(f"--max-patches: {exc}") from None
+        profile = replace(profile, max_patches=budget)
     protocol = profile.n_folds is not None and not profile.in_sample and args.split != "all"
     _check_options(args, profile, protocol)
     simulated = args.path == ["simulated"]
@@ -430,7 +476,6 @@ def _run_paper(st: _Setup, replayable) -> int:
     import pandas as pd
 
     from bpc.constants import REFINEMENT_POLICIES
-    from bpc.costs import Costs
     from bpc.progress import choices_summary, info
     from bpc.replay.engine import replay_cells
     from bpc.report.tables import flag_abstention
@@ -486,19 +531,14 @@ def _run_paper(st: _Setup, replayable) -> int:
             "belief": belief,
             "costs": args.costs or "paper default (slow on SWE-Bench, fast elsewhere)",
             "interval": "95% paired bootstrap over instances (ci_lo, ci_hi)",
+            "max_patches": profile.max_patches if profile.max_patches is not None else "the whole pool",
             "data_choices": st.notes,
             "baselines": df.attrs.get("baselines", []),
         }
         _write_table(df, args.out, st.out_fmt, attrs)
         print(f"\nwrote {args.out}", file=sys.stderr)
     if args.plot is not None:
-        from bpc.report.plots.replay import plot_delta_bars
-
-        costs = st.costs
-        reward = costs.reward if isinstance(costs, Costs) else costs(str(df["benchmark"].iloc[0])).reward
-        fmt = args.plot.suffix.lower().lstrip(".")
-        for written in plot_delta_bars(df, args.plot, reward=reward, formats=(fmt,)):
-            print(f"wrote {written}", file=sys.stderr)
+        _plot(df, args, st.costs)
     return 0
 
 
@@ -507,7 +547,6 @@ def _run_protocol(st: _Setup) -> int:
     import time
 
     from bpc.constants import FOLD_SEEDS, N_FOLDS
-    from bpc.costs import Costs
     from bpc.experiments.protocol import ProtocolConfig, protocol_table, replay_evaluator, run_protocol
     from bpc.experiments.task_eval import prior_gain_table
     from bpc.progress import choices_summary, info
@@ -562,6 +601,7 @@ def _run_protocol(st: _Setup) -> int:
             "prior": args.prior,
             "task_evidence": args.task_evidence if args.prior == "task" else "",
             "exclude_flagged": bool(args.exclude_flagged),
+            "max_patches": profile.max_patches,
             "interval": f"{table.attrs['prob']:.0%} task-clustered percentile bootstrap (task ids resampled "
             "jointly across the cells of a benchmark); delta/ci_* vs always_verify, *_best vs the best "
             "simple baseline chosen on the training folds",
@@ -570,17 +610,11 @@ def _run_protocol(st: _Setup) -> int:
         _write_protocol(table, res, gains, args.out, st.out_fmt, config, args)
         print(f"\nwrote {args.out}", file=sys.stderr)
     if args.plot is not None:
-        from bpc.report.plots.replay import plot_delta_bars
-
-        costs = st.costs
-        reward = costs.reward if isinstance(costs, Costs) else costs(str(table["benchmark"].iloc[0])).reward
-        fmt = args.plot.suffix.lower().lstrip(".")
         title = (
             f"Δ vs always_verify, {n_folds}-fold × {len(seeds)} seeds cross-fitted; "
             f"{table.attrs['prob']:.0%} task-clustered bootstrap CI"
         )
-        for written in plot_delta_bars(table, args.plot, reward=reward, title=title, formats=(fmt,)):
-            print(f"wrote {written}", file=sys.stderr)
+        _plot(table, args, st.costs, title)
     return 0
 
 
@@ -605,7 +639,6 @@ def format_protocol_table(df, pipelines=None) -> str:
     ``pipelines``: ``(benchmark, generator)`` → the line stating the cell's fixed pipeline
     (:func:`bpc.replay.engine.pipeline_orders`), printed under its block.
     """
-    from bpc.report.plots.style import POLICY_LABELS
     from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
 
     if "wins_by_abstaining" not in df.columns:
@@ -619,17 +652,15 @@ def format_protocol_table(df, pipelines=None) -> str:
         n = int(block["n_instances"].max())
         lines.append(f"\n{b} / {g} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}")
         head = f"  {'policy':<22}{'n':>5}{'pass_rate':>11}{'cost/task':>11}{'mean_utility':>14}"
-        lines.append(f"{head}   {'Δ vs always_verify':<30}Δ vs best simple")
+        lines.append(f"{head}   {'Δ vs always_verify':<30}{'Δ vs best simple':<30}{_ACTIONS_HEAD}")
         for r in block.itertuples(index=False):
             pol = str(r.policy)
-            base, _, start = pol.partition("@")
-            label = POLICY_LABELS.get(base, base) + (f"@{start}" if start else "")
             flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
             av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
             best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
             lines.append(
-                f"  {label:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
-                f"{r.mean_utility:>14.2f}   {av:<30}{best}"
+                f"  {pol:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
+                f"{r.mean_utility:>14.2f}   {av:<30}{best:<30}{_actions(r)}"
             )
         lines += _pipeline_line(pipelines, (str(b), str(g)), block["policy"])
     if df["wins_by_abstaining"].any():
@@ -687,14 +718,9 @@ def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args)
 
     import xarray as xr
 
-    from bpc.outputs import atomic_file, run_config, versions, write_csv, write_netcdf
+    from bpc.outputs import run_config, versions, write_netcdf
 
-    if fmt == ".csv":
-        write_csv(table, path)
-        return
-    if fmt == ".parquet":
-        with atomic_file(path) as tmp:
-            table.to_parquet(tmp, index=False)
+    if _write_flat(table, path, fmt):
         return
     keys = ["benchmark", "generator", "policy"]
     numeric = table.drop(columns=["best_simple", "belief", "split", "prior", "prob"]).assign(

@@ -191,7 +191,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_critic(spec: str, costs=None) -> tuple[str, float, float, float]:
+def parse_critic_rates(spec: str, costs=None) -> tuple[str, float, float, float]:
     """Parse ``name:tpr:fpr:cost`` (or ``name:tpr:fpr`` with the cost taken from ``costs``).
 
     Raises
@@ -316,7 +316,7 @@ def _explicit_controller(args: argparse.Namespace, method: str, learn: bool = Fa
                 raise ValueError(f"--{name.replace('_', '-')} is required (or give --costs)")
             value = getattr(base, name)
         cost[name] = float(value)
-    critics = [parse_critic(s, base) for s in args.critic]
+    critics = [parse_critic_rates(s, base) for s in args.critic]
     names = [c[0] for c in critics]
     if len(set(names)) != len(names):
         raise ValueError(f"--critic names must be distinct, got {names}")

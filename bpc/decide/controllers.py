@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
 __all__ = [
+    "cell_samples",
     "BatchController",
     "BeliefState",
     "SampleIndex",
@@ -89,7 +90,6 @@ __all__ = [
     "BeliefController",
     "GreedyController",
     "TableController",
-    "as_samples",
     "InstanceController",
 ]
 
@@ -291,8 +291,8 @@ def expected_q_actions(q: np.ndarray, weights: np.ndarray | None = None) -> np.n
 # ---------------------------------------------------------------------------
 # Controllers
 # ---------------------------------------------------------------------------
-def as_samples(params, critics: Sequence[str] | None = None) -> ParameterSamples:
-    """Parameter samples of one cell from a Dataset (flattened, κ included) or samples themselves.
+def cell_samples(params, critics: Sequence[str] | None = None) -> ParameterSamples:
+    """One cell's samples from a Dataset (flattened, κ included) or the samples themselves.
 
     ``critics`` default: the samples' own, or the Dataset's decision critics
     (:func:`bpc.decide.solve.parameter_samples`).
@@ -304,7 +304,7 @@ def as_samples(params, critics: Sequence[str] | None = None) -> ParameterSamples
     """
     if isinstance(params, ParameterSamples):
         if critics is not None and tuple(critics) != params.critics:
-            raise ValueError(f"critics {tuple(critics)} differ from the samples' critics {params.critics}")
+            raise ValueError(f"critics {tuple(critics)} differ from the samples' {params.critics}")
         return params
     from bpc.decide.solve import parameter_samples  # the xarray layer, only for Dataset inputs
 
@@ -363,7 +363,7 @@ class BeliefController:
         index: SampleIndex = every_sample,
         name: str | None = None,
     ) -> None:
-        samples = as_samples(params, critics)
+        samples = cell_samples(params, critics)
         self.critics = samples.critics
         if not np.isfinite(samples.prior).all():
             raise ValueError(f"{type(self).__name__}: the cell's prior is not observed (NaN)")
@@ -594,11 +594,14 @@ class InstanceController(BeliefController):
             kappa=self.kappa,
         )
         self._tables: dict[bytes | None, DPSolution] = {}
+        # Q at H steps left is a backup from V_{H−1} (DPSolution.lookup): the table stops at H − 1
+        # unless it stores Q
+        self._table_horizon = self.horizon if plan.keep_q else max(self.horizon - 1, 0)
         if table is not None:
-            if table.value.shape[0] != self.n_samples or table.horizon < self.horizon:
+            if table.value.shape[0] != self.n_samples or table.horizon < self._table_horizon:
                 raise ValueError(
                     f"table holds {table.value.shape[0]} samples and horizon {table.horizon}; "
-                    f"need {self.n_samples} samples and horizon >= {self.horizon}"
+                    f"need {self.n_samples} samples and horizon >= {self._table_horizon}"
                 )
             self._tables[None] = table
         self.table = self.table_for(None) if method == "dp" else None
@@ -608,8 +611,9 @@ class InstanceController(BeliefController):
         key = None if pattern is None else np.packbits(pattern).tobytes()
         if key not in self._tables:
             avail = self.available if pattern is None else self.available & pattern
+            options = replace(self.kernel_options, horizon=self._table_horizon)
             self._tables[key] = solve_grid(
-                replace(self.problem, available=avail), self.kernel_options, **self._grid_options
+                replace(self.problem, available=avail), options, **self._grid_options
             )
         return self._tables[key]
 

@@ -36,7 +36,7 @@ from bpc.decide.controllers import (
     SampleIndex,
     TableController,
     ThompsonIndex,
-    as_samples,
+    cell_samples,
     every_sample,
 )
 from bpc.decide.options import DEFAULT_PLAN, DEFAULT_REGENERATE, PlanOptions
@@ -114,7 +114,7 @@ def make_controller(
         For an unknown option or a combination the planners do not offer.
     """
     sw = plan.resolved()
-    samples = as_samples(params, critics)
+    samples = cell_samples(params, critics)
     if is_baseline(policy):
         cost_map = costs.critic if isinstance(costs, Costs) else None
         return BaselineController(policy, samples.critics, critic_costs=cost_map)

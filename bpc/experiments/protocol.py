@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS
+from bpc.constants import ACTION_COUNTS, BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.costs import CostSpec
 from bpc.evaluate import (
     BEST_SIMPLE,
@@ -111,6 +111,7 @@ def replay_evaluator(
     prof = get_profile(profile)
     cost_for = cost_resolver(costs)
     starts = check_starts(starts)
+
     def evaluate(fold: FoldData) -> pd.DataFrame:
         params = laplace(fold.train_counts)
         train, test = fold.train_counts, fold.test_records
@@ -156,7 +157,7 @@ def replay_evaluator(
                     belief=belief,
                     theta0=theta0,
                 )
-                tidy = ds[["utility", "passed", "cost"]].to_dataframe().reset_index()
+                tidy = ds[["utility", "passed", "cost", *ACTION_COUNTS]].to_dataframe().reset_index()
                 src = pd.Series(source, index=np.asarray(pool.instance_ids, dtype=str))
                 is_bayes = tidy["policy"].astype(str).str.split("@", n=1).str[0].isin(BAYESIAN_POLICIES)
                 tidy["start"] = np.where(is_bayes, start, "")
@@ -259,9 +260,10 @@ def run_protocol(
 # ---------------------------------------------------------------------------
 # One row per cell × policy: the table `bpc replay` prints and writes
 # ---------------------------------------------------------------------------
-TABLE_COLUMNS: tuple[str, ...] = tuple(
-    "benchmark generator policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
-    "delta_best ci_lo_best ci_hi_best n_instances n_seeds best_simple".split()
+TABLE_COLUMNS: tuple[str, ...] = (
+    *"benchmark generator policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
+    "delta_best ci_lo_best ci_hi_best n_instances n_seeds best_simple".split(),
+    *ACTION_COUNTS,
 )
 """Columns of :func:`protocol_table`: ``delta``/``ci_lo``/``ci_hi`` vs ``always_verify``,
 ``*_best`` vs :data:`BEST_SIMPLE`, ``n_instances`` the scored tasks, ``best_simple`` the
@@ -311,7 +313,7 @@ def protocol_table(result: Result) -> pd.DataFrame:
         baseline; ``attrs`` ``n_folds``, ``seeds``, ``prob``.
     """
     u = result.tables["utilities"]
-    stats = [c for c in ("utility", "passed", "cost") if c in u.columns]
+    stats = [c for c in ("utility", "passed", "cost", *ACTION_COUNTS) if c in u.columns]
     per_task = u.groupby([*_CELL, "instance_id", "policy"], sort=False)[stats].mean()
     means = per_task.groupby(level=[*_CELL, "policy"], sort=False).agg(["mean", "size"])
     table = pd.DataFrame(
@@ -320,6 +322,7 @@ def protocol_table(result: Result) -> pd.DataFrame:
             "pass_rate": means[("passed", "mean")] if "passed" in stats else np.nan,
             "cost_per_instance": means[("cost", "mean")] if "cost" in stats else np.nan,
             "n_instances": means[("utility", "size")].astype(np.int64),
+            **{c: means[(c, "mean")] if c in stats else np.nan for c in ACTION_COUNTS},  # per task
         }
     ).reset_index()
     d = result.tables["deltas"]

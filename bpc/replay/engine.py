@@ -38,6 +38,7 @@ import pandas as pd
 import xarray as xr
 
 from bpc.constants import (
+    ACTION_COUNTS,
     BASELINE_POLICIES,
     BAYESIAN_POLICIES,
     BOOTSTRAP_B,
@@ -62,6 +63,7 @@ from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Prof
 from bpc.schema import Pool, decision_critics, records_to_pool, select_cell
 
 __all__ = [
+    "ACTION_COUNTS",
     "RESULT_COLUMNS",
     "replay_baseline",
     "replay_refinement",
@@ -92,11 +94,20 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "cost_per_instance",
     "n_instances",
     "belief",
+    *ACTION_COUNTS,
 )
 """Columns of :func:`replay_cells` (plus ``split`` unless in-sample); ``belief`` is the
 Bayesian controllers' belief model (``"iid"`` or ``"instance"``, method.md §Instance model)."""
 
 Outcome = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _counts(actions: dict | None, n: int) -> dict[str, np.ndarray]:
+    """The per-instance action counters a replay fills (``actions`` itself when given)."""
+    out = actions if actions is not None else {}
+    for name in ACTION_COUNTS:
+        out[name] = np.zeros(n)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -120,6 +131,7 @@ def _patch_loop(
     critic_charge: float = 0.0,
     max_attempts: int | None = None,
     verify_only_at: int | None = None,
+    actions: dict | None = None,
 ) -> Outcome:
     """One patch after another: critics, then verify iff all pass (or at a fixed attempt), else regenerate.
 
@@ -138,8 +150,11 @@ def _patch_loop(
     passed = np.zeros(n, dtype=bool)
     active = npch > 0
     idx = list(critic_idx)
+    count = _counts(actions, n)
     for j in range(limit):
         has = j < npch
+        if j > 0:
+            count["regenerations"] += active
         if not (j == 0 and profile.first_patch_free):
             cost += costs.c_gen * (active & (has | profile.charge_regen_past_pool))
         active &= has
@@ -147,6 +162,7 @@ def _patch_loop(
             break
         jj = min(j, P - 1)
         cost += critic_charge * active
+        count["critic_calls"] += len(idx) * active
         if idx:
             verdicts = z[rows, jj][:, idx]
             ok = (verdicts > 0 if profile.missing_verdict_as_fail else verdicts != 0).all(axis=1)
@@ -155,6 +171,7 @@ def _patch_loop(
         at_verify_point = verify_only_at is None or j == verify_only_at
         verify = active & ok & at_verify_point
         cost += costs.c_ver * verify
+        count["verifications"] += verify
         win = verify & (Y[rows, jj] == 1)
         passed |= win
         active &= ~win
@@ -186,7 +203,9 @@ def pipeline_orders(records: pd.DataFrame, costs: CostSpec = None, profile: str 
     return out
 
 
-def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile = "paper") -> Outcome | None:
+def replay_baseline(
+    name: str, pool: Pool, costs: Costs, profile: str | Profile = "paper", *, actions: dict | None = None
+) -> Outcome | None:
     """Replay one stateless baseline on a pool (method.md §Baselines, §Profiles).
 
     ``always_verify``
@@ -217,6 +236,8 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
         Cost vector.
     profile : str or Profile
         Replay conventions.
+    actions : dict, optional
+        Filled with the per-instance :data:`ACTION_COUNTS`.
 
     Returns
     -------
@@ -232,15 +253,20 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
     """
     prof = get_profile(profile)
     if name == "stop":
+        _counts(actions, pool.n_instances)
         cost = costs.c_gen * ((pool.n_patches > 0) & (not prof.first_patch_free))
         return -cost, np.zeros(pool.n_instances), cost
     if name in ("verify_first", "always_verify"):
         first_only = name == "verify_first" or prof.always_verify_first_patch_only
-        return _patch_loop(pool, costs, prof, max_attempts=1 if first_only else None)
+        return _patch_loop(pool, costs, prof, max_attempts=1 if first_only else None, actions=actions)
     if name == "best_of_3":
         if prof.best_of_3_verifies_last_only:
-            return _patch_loop(pool, costs, prof, max_attempts=BEST_OF_N, verify_only_at=BEST_OF_N - 1)
+            return _patch_loop(
+                pool, costs, prof, max_attempts=BEST_OF_N, verify_only_at=BEST_OF_N - 1, actions=actions
+            )
         m = np.minimum(pool.n_patches, BEST_OF_N)
+        count = _counts(actions, pool.n_instances)
+        count["verifications"][:], count["regenerations"][:] = m, np.maximum(m - 1, 0)
         gens = m - (1 if prof.first_patch_free else 0) * (m > 0)
         cost = costs.c_gen * gens + costs.c_ver * m
         valid = np.arange(pool.Y.shape[1])[None, :] < m[:, None]
@@ -259,6 +285,7 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
             critic_idx=(k,),
             critic_charge=costs.critic_cost(charged),
             max_attempts=prof.gate_max_patches.get(crit),
+            actions=actions,
         )
     if name == "fixed_pipeline":
         present = [
@@ -271,6 +298,7 @@ def replay_baseline(name: str, pool: Pool, costs: Costs, profile: str | Profile 
             critic_idx=[k for _, k in present],
             critic_charge=float(sum(costs.critic_cost(c) for c, _ in present)),
             max_attempts=prof.fixed_pipeline_max_patches,
+            actions=actions,
         )
     raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINE_POLICIES} or gate_<critic>")
 
@@ -311,7 +339,9 @@ def trajectory_matrix(trajectories: pd.DataFrame, instance_ids, method: str) -> 
     return out
 
 
-def replay_refinement(traj_y: np.ndarray, costs: Costs, profile: str | Profile = "paper") -> Outcome:
+def replay_refinement(
+    traj_y: np.ndarray, costs: Costs, profile: str | Profile = "paper", *, actions: dict | None = None
+) -> Outcome:
     """Self-Refine / Reflexion replay over refinement trajectories (method.md §Baselines).
 
     Step 0 is the initial patch; up to :data:`~bpc.replay.profiles.REFINE_MAX_STEPS`
@@ -327,6 +357,8 @@ def replay_refinement(traj_y: np.ndarray, costs: Costs, profile: str | Profile =
         Cost vector.
     profile : str or Profile
         Replay conventions.
+    actions : dict, optional
+        Filled with the per-instance :data:`ACTION_COUNTS` (a refinement counts as a regeneration).
 
     Returns
     -------
@@ -340,6 +372,7 @@ def replay_refinement(traj_y: np.ndarray, costs: Costs, profile: str | Profile =
     passed = np.zeros(n, dtype=bool)
     has_traj = traj_y[:, 0] >= 0 if T else np.zeros(n, dtype=bool)
     active = has_traj.copy()
+    count = _counts(actions, n)
     for s in range(min(T, REFINE_MAX_STEPS + 1)):
         active &= traj_y[:, s] >= 0
         if not active.any():
@@ -347,6 +380,8 @@ def replay_refinement(traj_y: np.ndarray, costs: Costs, profile: str | Profile =
         if not (s == 0 and prof.first_patch_free):
             cost += costs.c_gen * active
         cost += costs.c_ver * active
+        count["verifications"] += active
+        count["regenerations"] += active * (s > 0)
         win = active & (traj_y[:, s] == 1)
         passed |= win
         active &= ~win
@@ -365,6 +400,7 @@ def replay_controller(
     *,
     max_decisions: int = MAX_DECISIONS,
     theta0=None,
+    actions: dict | None = None,
 ) -> Outcome:
     """Drive a controller over every instance of a pool at once.
 
@@ -399,6 +435,8 @@ def replay_controller(
     theta0 : (array_like, array_like), optional
         ``(A, B)``, ``(n_instance,)`` each: each instance's starting Beta of its pass
         rate, passed on to ``controller.start`` (default the controller's cell prior).
+    actions : dict, optional
+        Filled with the per-instance :data:`ACTION_COUNTS`.
 
     Returns
     -------
@@ -430,6 +468,7 @@ def replay_controller(
     if not prof.first_patch_free:
         cost += costs.c_gen * active
     n_actions = CRITIC_OFFSET + len(critics)
+    count = _counts(actions, n)
     for _ in range(int(max_decisions)):
         if not active.any():
             break
@@ -444,6 +483,9 @@ def replay_controller(
                 f"controller {controller.name!r} returned action {act[bad][0]} outside 0..{n_actions - 1}"
             )
         act = np.where(active, act, -1)
+        count["verifications"] += act == VERIFY
+        count["regenerations"] += act == REGENERATE
+        count["critic_calls"] += act >= CRITIC_OFFSET
         active &= act != STOP
         ver = act == VERIFY
         if ver.any():
@@ -622,7 +664,7 @@ def replay_pool(
     -------
     xarray.Dataset
         Dims ``policy``, ``instance``; variables ``utility``, ``passed``
-        (0/1), ``cost`` (float, ``NaN`` where a policy is undefined).
+        (0/1), ``cost`` and the :data:`ACTION_COUNTS` (float, ``NaN`` where a policy is undefined).
 
     Raises
     ------
@@ -637,18 +679,20 @@ def replay_pool(
     n = pool.n_instances
     names, rows, skipped = [], [], {}
     for label, item in items:
+        count: dict = {}
         if isinstance(item, str):
-            out = _replay_named(item, pool, costs, prof, trajectories, params, belief, theta0)
+            out = _replay_named(item, pool, costs, prof, trajectories, params, belief, theta0, count)
         else:
-            out = replay_controller(pool, item, costs, prof, theta0=theta0)
+            out = replay_controller(pool, item, costs, prof, theta0=theta0, actions=count)
         if out is None or (n and not np.isfinite(out[0]).any()):
             skipped[label] = _why_not(label, pool, trajectories)
             out = (np.full(n, np.nan),) * 3
+        defined = np.isfinite(out[0])
         names.append(label)
-        rows.append(out)
+        rows.append((*out, *(np.where(defined, count.get(c, np.nan), np.nan) for c in ACTION_COUNTS)))
     data = {
         var: (("policy", "instance"), np.array([r[i] for r in rows], dtype=float).reshape(len(rows), n))
-        for i, var in enumerate(("utility", "passed", "cost"))
+        for i, var in enumerate(("utility", "passed", "cost", *ACTION_COUNTS))
     }
     ds = xr.Dataset(data, coords={"policy": names, "instance": np.asarray(pool.instance_ids, dtype=str)})
     ds.attrs.update({"profile": prof.name, **{k: float(v) for k, v in costs.as_dict().items()}})
@@ -664,20 +708,22 @@ def replay_pool(
     return ds
 
 
-def _replay_named(name, pool, costs, prof, trajectories, params, belief=None, theta0=None) -> Outcome | None:
+def _replay_named(
+    name, pool, costs, prof, trajectories, params, belief=None, theta0=None, actions=None
+) -> Outcome | None:
     if is_baseline(name):
-        return replay_baseline(name, pool, costs, prof)
+        return replay_baseline(name, pool, costs, prof, actions=actions)
     if name in REFINEMENT_POLICIES:
         if trajectories is None:
             return None
         traj = trajectory_matrix(trajectories, pool.instance_ids, name)
-        return replay_refinement(traj, costs, prof)
+        return replay_refinement(traj, costs, prof, actions=actions)
     if name in BAYESIAN_POLICIES:
         if params is None:
             raise ValueError(f"policy {name!r} needs the cell's parameters (params=…)")
         budget = int(pool.n_patches.max()) if pool.n_instances else POOL_SIZE
         controller = policy_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
-        return replay_controller(pool, controller, costs, prof, theta0=theta0)
+        return replay_controller(pool, controller, costs, prof, theta0=theta0, actions=actions)
     raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
 
 
@@ -761,7 +807,7 @@ def summarize(
     u = result["utility"].values
     ok_ref = np.isfinite(result["utility"].sel(policy=reference).values)
     ref = result["utility"].sel(policy=reference).values
-    stats = ("mean_utility", "pass_rate", "delta", "ci_lo", "ci_hi", "cost_per_instance")
+    stats = ("mean_utility", "pass_rate", "delta", "ci_lo", "ci_hi", "cost_per_instance", *ACTION_COUNTS)
     out = {k: np.full(len(pols), np.nan) for k in stats}
     out["n_instances"] = np.zeros(len(pols), dtype=np.int64)
     for i in range(len(pols)):
@@ -771,6 +817,8 @@ def summarize(
         out["mean_utility"][i] = u[i][own].mean()
         out["pass_rate"][i] = result["passed"].values[i][own].mean()
         out["cost_per_instance"][i] = result["cost"].values[i][own].mean()
+        for c in (c for c in ACTION_COUNTS if c in result):
+            out[c][i] = result[c].values[i][own].mean()
         pair = own & ok_ref
         if not pair.any():
             continue
@@ -789,10 +837,13 @@ def cell_pool(records: pd.DataFrame, profile: str | Profile = "paper") -> Pool:
 
     ``instance_order = "sorted"``: sorted ids; ``"file"``: order of first
     appearance in ``records`` (the authors' iteration order, which fixes the
-    bootstrap resamples).
+    bootstrap resamples). A profile's ``max_patches`` cuts each task to its first patches.
     """
     prof = get_profile(profile)
     pool = records_to_pool(records)
+    if prof.max_patches is not None:  # the patch budget: the first max_patches patches of each task
+        N = int(prof.max_patches)
+        pool = replace(pool, Y=pool.Y[:, :N], z=pool.z[:, :N], n_patches=np.minimum(pool.n_patches, N))
     if prof.instance_order == "file":
         first = pd.unique(records["instance_id"].astype(str).to_numpy())
         pos = {v: i for i, v in enumerate(pool.instance_ids)}

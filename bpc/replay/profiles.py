@@ -115,6 +115,9 @@ class Profile:
         ``None`` = the pool size (paper). Release: syn 5, test 3, llm 5.
     fixed_pipeline_max_patches : int or None
         The same limit for ``fixed_pipeline`` (release 5, paper ``None``).
+    max_patches : int or None
+        The patch budget of every policy: each task's pool is cut to its first ``max_patches``
+        patches (``bpc replay --max-patches``; ``None``: the whole pool, the paper's).
     gate_test_charges_syn : bool
         ``gate_test`` is charged the cost of ``syn`` instead of ``test`` per
         call (release bug reproduced).
@@ -200,6 +203,7 @@ class Profile:
         default_factory=lambda: {"syn": None, "test": None, "llm": None}
     )
     fixed_pipeline_max_patches: int | None = None
+    max_patches: int | None = None
     gate_test_charges_syn: bool = False
     fixed_pipeline_critics: tuple[str, ...] = ("syn", "test", "llm")
     greedy_release_formula: bool = False
@@ -231,8 +235,9 @@ class Profile:
         for crit, limit in limits.items():
             if limit is not None and int(limit) < 1:
                 raise ValueError(f"profile {self.name!r}: gate_max_patches[{crit!r}] must be >= 1 or None")
-        if self.fixed_pipeline_max_patches is not None and self.fixed_pipeline_max_patches < 1:
-            raise ValueError(f"profile {self.name!r}: fixed_pipeline_max_patches must be >= 1 or None")
+        for name in ("fixed_pipeline_max_patches", "max_patches"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"profile {self.name!r}: {name} must be >= 1 or None")
         object.__setattr__(self, "gate_max_patches", MappingProxyType(limits))
 
     def __hash__(self) -> int:

@@ -1,4 +1,4 @@
-"""Decision kernels, batched over a leading axis of parameter samples.
+"""Decision kernels, batched over a leading axis of parameter samples (import them from their modules).
 
 Pure numpy throughout; the one grid DP kernel is compiled by numba (default)
 or run by the interpreter, with identical numbers. Every solver takes the one
@@ -17,50 +17,3 @@ Action index convention everywhere: ``0 = stop``, ``1 = verify``,
 - :mod:`bpc.decide.kernels.dp` — the one grid DP (the paper's ``bayesian_dp`` table is its κ = ∞ case).
 - :mod:`bpc.decide.kernels.instance` — the θ-belief, the one exact tree (the paper's tree: its κ = ∞ case).
 """
-
-from bpc.decide.kernels.belief import (
-    BASE_ACTIONS,
-    CRITIC_OFFSET,
-    REGENERATE,
-    STOP,
-    VERIFY,
-    Problem,
-    action_names,
-    bayes_update,
-    make_problem,
-    observation_prob,
-    regenerate,
-    used_labels,
-    used_mask,
-)
-from bpc.decide.kernels.dp import BACKENDS, PAPER_TABLE, DPSolution, belief_grid, solve_grid
-from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
-from bpc.decide.kernels.instance import PAPER_TREE, ExactSolution, solve_tree
-from bpc.decide.kernels.options import KernelOptions
-
-__all__ = [
-    "BASE_ACTIONS",
-    "CRITIC_OFFSET",
-    "REGENERATE",
-    "STOP",
-    "VERIFY",
-    "Problem",
-    "action_names",
-    "bayes_update",
-    "make_problem",
-    "observation_prob",
-    "regenerate",
-    "used_labels",
-    "used_mask",
-    "BACKENDS",
-    "PAPER_TABLE",
-    "DPSolution",
-    "belief_grid",
-    "solve_grid",
-    "PAPER_GREEDY",
-    "greedy",
-    "PAPER_TREE",
-    "ExactSolution",
-    "solve_tree",
-    "KernelOptions",
-]

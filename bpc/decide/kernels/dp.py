@@ -61,7 +61,8 @@ tables of up to :data:`INTERPRET_MAX_CELLS` cells (no numba import: a point esti
 tens of milliseconds) and compiles larger ones. Every run gives the same numbers."""
 
 INTERPRET_MAX_CELLS = 2**14
-"""Largest table (``S·(H+1)·N·2**K·M·G`` cells) the interpreter solves under ``backend="numpy"``."""
+"""Largest table (``S·(H+1)·N·2**K·M·G`` cells, ``M`` counted once under ``"refine"``, where every μ row
+is the same and is solved once) the interpreter solves under ``backend="numpy"``."""
 
 PAPER_TABLE = KernelOptions(max_patches=None, mu_grid_size=1, regenerate="refine", verify_terminal=True)
 """Options of :func:`solve_grid` that give the paper's ``bayesian_dp`` table (with ``κ = inf``)."""
@@ -104,6 +105,7 @@ def _dp_kernel(arrays, gb, gm, H, N, flags, c, out):
     S, K = tpr.shape
     G = gb.shape[0]
     M = gm.shape[0]
+    Ms = 1 if refine else M  # under "refine" every μ row is the same: solve one, copy it
     NU = 1 << K
     gbm1, gmm1 = c[3], c[4]
     ix = np.empty((K, 2, G), np.int64)
@@ -134,7 +136,7 @@ def _dp_kernel(arrays, gb, gm, H, N, flags, c, out):
                     aw[k, 2 * zi, g] = den * (one - w)
                     aw[k, 2 * zi + 1, g] = den * w
             f_ib[g], f_wb[g] = _interp(b * (one - p_break[s]) + nb * p_fix[s], gbm1, one, zero)  # refined
-        for n in range(N):
+        for n in range(0 if refine else N):
             size = kappa[s] + n + 1.0
             for m in range(M):
                 mu = gm[m]
@@ -149,7 +151,7 @@ def _dp_kernel(arrays, gb, gm, H, N, flags, c, out):
                     # regeneration values (U reset to ∅ on a new patch, or kept with critic scope "instance")
                     if h > 0 and (u == 0 or not reset_used):
                         Vn = value[s, h - 1, min(n + 1, N - 1), 0 if reset_used else u]
-                        for m in range(M):
+                        for m in range(Ms):
                             for g in range(G):
                                 if can_regen and refine:
                                     ib, wb = f_ib[g], f_wb[g]
@@ -169,7 +171,7 @@ def _dp_kernel(arrays, gb, gm, H, N, flags, c, out):
                                     rvm[m, g] = ninf
                     elif h == 0:
                         rvm[:, :] = ninf
-                    for m in range(M):
+                    for m in range(Ms):
                         v_fail = value[s, h - 1, n, u, m, 0] if h > 0 else zero
                         Vc = value[s, h, n, u, m]
                         Pc = policy[s, h, n, u, m]
@@ -213,6 +215,9 @@ def _dp_kernel(arrays, gb, gm, H, N, flags, c, out):
                                 if v > Vc[g]:
                                     Vc[g] = v
                                     Pc[g] = 3 + k
+                    for m in range(Ms, M):
+                        value[s, h, n, u, m] = value[s, h, n, u, 0]
+                        policy[s, h, n, u, m] = policy[s, h, n, u, 0]
 
 
 _compiled: dict = {}
@@ -238,7 +243,7 @@ def _kernel(backend: str, cells: int):
 def _run(P: Problem, grids, H, N, flags, out, *, backend, chunk_size, n_threads):
     """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
     (grid, mu_grid), (value, policy, q) = grids, out
-    kernel = _kernel(backend, value.size)
+    kernel = _kernel(backend, value.size // (value.shape[4] if flags[0] else 1))
     B = P.astype(grid.dtype)
     names = ("tpr", "fpr", "available", "critic_costs", "c_gen", "c_ver", "reward")
     arrays = [np.ascontiguousarray(a) for a in (*(getattr(B, n) for n in names), B.kappa, B.p_fix, B.p_break)]

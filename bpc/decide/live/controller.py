@@ -35,7 +35,6 @@ from bpc.decide.live.decision import Decision, json_float
 from bpc.decide.live.episode import Episode
 from bpc.decide.options import DEFAULT_BUDGET, DEFAULT_PLAN, Budget, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, SampleCosts
-from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, load_calibration
 from bpc.validation import (
     as_samples,
     check_cost_budget,
@@ -47,6 +46,8 @@ from bpc.validation import (
 
 if TYPE_CHECKING:
     import xarray as xr
+
+    from bpc.estimate.online import LearningState
 __all__ = ["EXACT_MAX_HORIZON", "LIVE_MODES", "InvertedCriticWarning", "Controller"]
 
 Mode = Literal["plugin", "posterior_mean", "bayes_robust", "thompson"]
@@ -340,11 +341,17 @@ class Controller:
             if message is not None:
                 warnings.warn(message, InvertedCriticWarning, stacklevel=2)
         samples = ParameterSamples(critics=names, **arrays, kappa=kappa_v)
-        if not isinstance(learn, (bool, LearningState)):
-            raise ValueError(f"learn must be True, False or a LearningState, got {learn!r}")
-        self.learner = learn if isinstance(learn, LearningState) else None
-        if learn is True:
-            self.learner = LearningState.from_arrays(**samples.as_dict(), critics=names, kappa=samples.kappa)
+        self.learner = None
+        if learn is not False:  # the online learner is imported only by a controller that learns
+            from bpc.estimate.online import LearningState
+
+            if not isinstance(learn, (bool, LearningState)):
+                raise ValueError(f"learn must be True, False or a LearningState, got {learn!r}")
+            self.learner = learn if isinstance(learn, LearningState) else None
+            if learn is True:
+                self.learner = LearningState.from_arrays(
+                    **samples.as_dict(), critics=names, kappa=samples.kappa
+                )
         unlearnt = [c for c, a in zip(names, samples.available.any(axis=0), strict=True) if a]
         unlearnt = [c for c in unlearnt if self.learner is not None and c not in self.learner.critics]
         if unlearnt:
@@ -436,6 +443,8 @@ class Controller:
         """
         if self.learner is None or not episode.done:
             return
+        from bpc.estimate.online import EpisodeRecord
+
         try:
             self.learner = self.learner.update(EpisodeRecord.from_history(episode.history))
         except ValueError as exc:  # e.g. a refined patch but no kernel to learn it with
@@ -502,6 +511,7 @@ class Controller:
         """
         from bpc.costs import costs_for
         from bpc.decide.solve import parameter_samples
+        from bpc.estimate.online import LearningState, load_calibration
         from bpc.schema import decision_critics, sample_dims, select_cell, thin_draws
 
         bench, gen = _parse_cell(cell)
@@ -594,6 +604,8 @@ class Controller:
         **options
             As for :meth:`from_params` (``costs``, ``critics``, ``belief``, ``mode``, …).
         """
+        from bpc.estimate.online import LearningState, ParticleOptions
+
         check_count(draws, name="draws")
         state = LearningState.for_new_cell(
             posterior, benchmark=benchmark, generator=generator, particles=ParticleOptions(seed=seed)

@@ -243,7 +243,9 @@ def load_calibration(source: Any) -> xr.Dataset:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"parameter file {path} does not exist")
     tree = read_netcdf(path, tree=True)  # a damaged file: one DamagedFileError naming it
-    if "spec" in tree.attrs and ("posterior" in tree.children or "parameters" in tree.children):
+    if "spec" in tree.attrs and "parameters" in tree.children:  # a fit's stored cell rates, checksummed
+        return tree["parameters"].to_dataset()
+    if "spec" in tree.attrs and "posterior" in tree.children:
         from bpc.estimate.model.fit import posterior_params
         from bpc.estimate.model.io import load
 

@@ -53,7 +53,7 @@ def plot_delta_bars(
     ncols: int = 2,
     formats=("png",),
 ) -> list[Path]:
-    """One panel per cell: Δ of every policy with its 95 % paired bootstrap CI, pass rate and n beside it.
+    """One panel per cell: Δ of every policy with its CI (the table's), pass rate and n beside it.
 
     Parameters
     ----------
@@ -98,6 +98,8 @@ def plot_delta_bars(
     if "pass_rate" in data.columns and "wins_by_abstaining" not in data.columns:
         data = flag_abstention(data)
     cells = list(dict.fromkeys(zip(data["benchmark"], data["generator"], strict=True)))
+    clustered = "prob" in data.columns  # bpc's protocol table: its task-clustered interval, not the paper's
+    ci_label = f"{float(data['prob'].iloc[0]):.0%} task-clustered bootstrap CI" if clustered else _CI_LABEL
     ncols = max(1, min(int(ncols), len(cells)))
     nrows = math.ceil(len(cells) / ncols)
     n_pol = int(data.groupby(["benchmark", "generator"]).size().max())
@@ -127,7 +129,8 @@ def plot_delta_bars(
         ax.axvline(0.0, color="black", lw=0.6)
         labels = []
         for r, f in zip(block.itertuples(index=False), flags, strict=True):
-            name = POLICY_LABELS.get(str(r.policy), str(r.policy)) + (f" {ABSTAIN_MARK}" if f else "")
+            pol = str(r.policy)  # the paper's display names for the paper's table, registry names for bpc's
+            name = (pol if clustered else POLICY_LABELS.get(pol, pol)) + (f" {ABSTAIN_MARK}" if f else "")
             labels.append(name + (" (reference)" if r.policy == REFERENCE_POLICY else ""))
         ax.set_yticks(y, labels, fontsize=8)
         if {"pass_rate", "n_instances"} <= set(block.columns):
@@ -145,7 +148,7 @@ def plot_delta_bars(
         ax.set_visible(False)
     where = f"{split} split" if "split" in df.columns else "in-sample"
     handles: list[Artist] = [
-        plt.Line2D([], [], color="black", lw=1.0, marker="o", mfc="#999999", label=f"Δ with {_CI_LABEL}")
+        plt.Line2D([], [], color="black", lw=1.0, marker="o", mfc="#999999", label=f"Δ with {ci_label}")
     ]
     if any_flag:
         handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label=_ABSTAIN_LABEL))
