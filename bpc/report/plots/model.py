@@ -12,11 +12,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
-from matplotlib.lines import Line2D
 
 from bpc.constants import CI_KIND, CI_PROB, GENERATORS
 from bpc.intervals import credible_interval
-from bpc.report.plots.style import GENERATOR_LABELS, OKABE_ITO, cell_label, plt, savefig
+from bpc.report.plots.style import (
+    GENERATOR_LABELS,
+    OKABE_ITO,
+    cell_label,
+    legend_below,
+    line_handle,
+    plt,
+    savefig,
+)
 
 __all__ = ["plot_forest", "plot_shrinkage", "plot_ppc", "shrinkage_table"]
 
@@ -163,47 +170,17 @@ def plot_forest(
     axes[0][0].set_yticklabels(labels, fontsize=7)
     axes[0][0].set_ylim(len(cells) - 0.5, -0.5)
     gens = list(dict.fromkeys(g for _, g in cells))
-    handles = [Line2D([], [], color=_gen_color(g), marker="o", lw=1.6, ms=4, label=g) for g in gens]
+    handles = [line_handle(g, _gen_color(g), lw=1.6, ms=4, ls="-") for g in gens]
     handles += [
-        Line2D(
-            [],
-            [],
-            color="#555555",
-            marker="o",
-            lw=1.6,
-            ms=4,
-            label=f"posterior mean, {CI_PROB:.0%} {CI_KIND.upper()}",
-        ),
-        Line2D([], [], ls="none", marker="o", mfc="none", mec="k", ms=5, label="Laplace (add-one) estimate"),
+        line_handle(f"posterior mean, {CI_PROB:.0%} {CI_KIND.upper()}", "#555555", lw=1.6, ms=4, ls="-"),
+        line_handle("Laplace (add-one) estimate", mfc="none", mec="k", ms=5),
     ]
     if any_absent:
-        handles.append(
-            Line2D(
-                [], [], ls="none", marker="x", color="#999999", ms=5, label="rate not defined for the cell"
-            )
-        )
+        handles.append(line_handle("rate not defined for the cell", "#999999", marker="x", ms=5))
     if any_missing:
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="#bbbbbb",
-                marker="o",
-                mfc="white",
-                mec="#888888",
-                lw=1.6,
-                ms=4,
-                label="no data for this rate (pooled prior only)",
-            )
-        )
-    fig.legend(
-        handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncol=min(len(handles), 5),
-        fontsize=8,
-        frameon=False,
-    )
+        label = "no data for this rate (pooled prior only)"
+        handles.append(line_handle(label, "#bbbbbb", mfc="white", mec="#888888", lw=1.6, ms=4, ls="-"))
+    legend_below(fig, handles, ncol=min(len(handles), 5), fontsize=8)
     fig.suptitle(
         f"Hierarchical posterior mean with {CI_PROB:.0%} {CI_KIND.upper()} vs Laplace, per cell "
         "(n = labelled patches)",
@@ -326,24 +303,10 @@ def plot_shrinkage(
         ax.set_ylim(-0.02, 1.02)
     axes[0][0].set_ylabel(f"posterior mean ({CI_PROB:.0%} {CI_KIND.upper()})")
     gens = list(dict.fromkeys(str(g) for g in table["generator"]))
-    handles = [
-        Line2D([], [], ls="none", marker="o", color=_gen_color(g), label=GENERATOR_LABELS.get(g, g))
-        for g in gens
-    ]
-    handles += [
-        Line2D([], [], ls="none", marker=markers.get(c, "o"), color="0.4", label=f"critic {c}")
-        for c in critics_seen
-    ]
-    fig.legend(
-        handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncol=min(len(handles), 6),
-        fontsize=7,
-        frameon=False,
-        title="colour: generator · marker: critic (tpr/fpr panels)",
-        title_fontsize=7,
-    )
+    handles = [line_handle(GENERATOR_LABELS.get(g, g), _gen_color(g)) for g in gens]
+    handles += [line_handle(f"critic {c}", "0.4", marker=markers.get(c, "o")) for c in critics_seen]
+    title = "colour: generator · marker: critic (tpr/fpr panels)"
+    legend_below(fig, handles, ncol=min(len(handles), 6), fontsize=7, title=title, title_fontsize=7)
     fig.suptitle(
         f"Shrinkage: hierarchical posterior vs Laplace, per cell (the {annotate} largest moves numbered)",
         fontsize=10,

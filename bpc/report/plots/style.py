@@ -29,6 +29,9 @@ __all__ = [
     "page_note",
     "save_pages",
     "axes_grid",
+    "legend_below",
+    "title_above",
+    "line_handle",
 ]
 
 MAX_FIGURE_PX = 4000
@@ -204,3 +207,24 @@ def axes_grid(n: int, ncols: int = 3, size: tuple[float, float] = (4.0, 2.8)) ->
     for ax in flat[n:]:
         ax.set_visible(False)
     return fig, flat
+
+
+def title_above(fig: plt.Figure, title: str, *, top: float = 0.5, **kwargs) -> None:
+    """The figure's title, with ``top`` inches kept free above the axes whatever the figure's height."""
+    height = fig.get_figheight()
+    fig.suptitle(title, y=1 - 0.1 / height, va="top", **kwargs)
+    fig.tight_layout(rect=(0, 0, 1, 1 - top / height))
+
+
+def legend_below(fig: plt.Figure, handles: Sequence, *, ncol: int, y: float = 0.0, **kwargs) -> None:
+    """The figure's legend centred under its axes (its top at ``y``, in figure coordinates), no frame."""
+    fig.legend(
+        handles=list(handles), loc="upper center", bbox_to_anchor=(0.5, y), ncol=ncol, frameon=False, **kwargs
+    )
+
+
+def line_handle(label: str, color: str = "k", *, marker: str | None = "o", ls: str = "", **kwargs):
+    """A legend entry drawn as a marker (``ls=""``) or a line, with nothing plotted."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color=color, marker=marker, ls=ls, label=label, **kwargs)
