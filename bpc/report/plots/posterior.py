@@ -24,7 +24,6 @@ from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
 from bpc.constants import (
-    BOOTSTRAP_PROB,
     CI_BOUNDS,
     CI_KIND,
     CI_PROB,
@@ -47,8 +46,8 @@ from bpc.report.plots.style import (
     title_above,
 )
 
-CELLS_PER_PAGE = {"action_probabilities": 12, "value_bands": 9, "delta_intervals": 12}
-"""Cells on one page of each per-cell figure (54 cells: 5, 6 and 5 pages, each under 4,000 px)."""
+CELLS_PER_PAGE = {"action_probabilities": 12, "value_bands": 9}
+"""Cells on one page of each per-cell figure (54 cells: 5 and 6 pages, each under 4,000 px)."""
 
 __all__ = [
     "ACTION_COLORS",
@@ -305,10 +304,10 @@ def _value_bands_page(
 def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
     """Δ per policy and cell: posterior credible interval beside the paired bootstrap.
 
-    Each policy's label carries its pass rate and the number of held-out
-    instances; a Δ that wins by abstaining (Δ > 0 with a pass rate below
-    always_verify's) is marked †. The legend names both intervals' level and
-    kind.
+    :func:`bpc.report.plots.replay.plot_delta_bars` with the posterior interval
+    beside each bootstrap one: pass rate, cost and held-out instances beside
+    each policy, a Δ that wins by abstaining (Δ > 0 with a pass rate below
+    always_verify's) marked †; the legend names both intervals' level and kind.
 
     Parameters
     ----------
@@ -318,59 +317,21 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
         (posterior; may be NaN); optional ``pass_rate``, ``n_eval`` and
         ``wins_by_abstaining``.
     path : str or pathlib.Path
-        Output file. More than ``CELLS_PER_PAGE["delta_intervals"]`` cells go
-        on pages (``<stem>_p2.png`` …), each with its title and legend.
+        Output file. Cells beyond a page (at most
+        :data:`~bpc.report.plots.style.MAX_FIGURE_PX` tall) go on pages
+        (``<stem>_p2.png`` …), each with its title and legend.
 
     Returns
     -------
     list of pathlib.Path
         Files written (one per page).
     """
-    cells = list(dict.fromkeys(zip(table["benchmark"], table["generator"], strict=True)))
-    if not cells:
+    from bpc.report.plots.replay import plot_delta_bars
+
+    if table.empty:
         raise ValueError("plot_delta_intervals: empty table")
-    keys = pd.Series(list(zip(table["benchmark"], table["generator"], strict=True)))
-
-    def draw(page: list, note: str) -> plt.Figure:
-        return _delta_intervals_page(table[keys.isin(page).to_numpy()], page, note=note)
-
-    return save_pages(cells, CELLS_PER_PAGE["delta_intervals"], path, draw)
-
-
-def _delta_intervals_page(table: pd.DataFrame, cells: Sequence[tuple[str, str]], *, note: str) -> plt.Figure:
-    fig, axes = axes_grid(len(cells), ncols=3, size=(5.6, 3.4))
-    boot = f"observed Δ, {BOOTSTRAP_PROB:.0%} paired bootstrap CI"
-    post = f"posterior Δ, {CI_PROB:.0%} {CI_KIND.upper()}"
-    for ax, (b, g) in zip(axes, cells, strict=False):
-        sub = table[(table["benchmark"] == b) & (table["generator"] == g)].reset_index(drop=True)
-        y = np.arange(len(sub))
-        for (mid, lo, hi), dy, fmt, color, label in (
-            (("delta", "ci_lo", "ci_hi"), -0.15, "o", OKABE_ITO[7], boot),
-            (("post_mean", "post_lo", "post_hi"), 0.15, "s", OKABE_ITO[5], post),
-        ):
-            if mid == "delta" or (mid in sub and np.isfinite(sub[mid]).any()):
-                err = [sub[mid] - sub[lo], sub[hi] - sub[mid]]
-                ax.errorbar(sub[mid], y + dy, xerr=err, fmt=fmt, ms=3, color=color, label=label)
-        ax.axvline(0, color="k", lw=0.6)
-        labels = []
-        for r in sub.itertuples(index=False):
-            text = POLICY_LABELS.get(str(r.policy), str(r.policy))
-            if bool(getattr(r, "wins_by_abstaining", False)):
-                text += " †"
-            rate, n = getattr(r, "pass_rate", np.nan), getattr(r, "n_eval", np.nan)
-            if np.isfinite(rate):
-                text += f"  (pass {rate:.0%}" + (f", n={int(n)})" if np.isfinite(n) else ")")
-            labels.append(text)
-        ax.set_yticks(y)
-        ax.set_yticklabels(labels, fontsize=7)
-        ax.set_title(cell_label(b, g), fontsize=9)
-        ax.set_xlabel("Δ vs always_verify")
-    handles = axes[0].get_legend_handles_labels()[0]
-    if "wins_by_abstaining" in table and table["wins_by_abstaining"].any():
-        handles.append(line_handle("† wins by abstaining (Δ > 0, pass rate < always_verify's)", marker=None))
-    title_above(fig, f"Δ vs always_verify per policy and cell{note}", top=0.45, fontsize=10)
-    legend_below(fig, handles, ncol=3)
-    return fig
+    title = "Δ vs always_verify per policy and cell: paired bootstrap and posterior intervals"
+    return plot_delta_bars(table, path, title=title, ncols=3)
 
 
 ARM_COLORS: dict[str, str] = {

@@ -196,13 +196,20 @@ def save_pages[T](
     return written
 
 
-def axes_grid(n: int, ncols: int = 3, size: tuple[float, float] = (4.0, 2.8)) -> tuple[plt.Figure, list]:
-    """A figure with ``n`` axes on rows of ``ncols`` (each ``size`` inches), the spare ones hidden."""
+def axes_grid(
+    n: int, ncols: int = 3, size: tuple[float, float] = (4.0, 2.8), **kwargs
+) -> tuple[plt.Figure, list]:
+    """A figure with ``n`` axes on rows of ``ncols`` (each ``size`` inches), the spare ones hidden.
+
+    ``kwargs`` go to :func:`matplotlib.pyplot.subplots` (``sharex=True``).
+    """
     import numpy as np
 
     ncols = max(1, min(ncols, n))
     nrows = int(np.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False, **kwargs
+    )
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
