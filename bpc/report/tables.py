@@ -16,7 +16,7 @@ import pandas as pd
 import xarray as xr
 
 from bpc.constants import CI_BOUNDS, DIM_CI, DIM_CRITIC, PAPER_CRITICS
-from bpc.report.markdown import markdown_table
+from bpc.report.markdown import interval_text, markdown_table
 from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, POLICY_LABELS
 from bpc.schema import sort_cells
 
@@ -293,12 +293,6 @@ def winner_mask(table: pd.DataFrame, columns: Sequence[str], *, decimals: int = 
     return mask
 
 
-def _interval(delta: float, lo: float, hi: float, decimals: int = 1) -> str:
-    if not np.isfinite(delta):
-        return "–"
-    return f"{delta:+.{decimals}f} [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
-
-
 def protocol_cell_table(
     deltas: pd.DataFrame,
     baselines: pd.DataFrame | None = None,
@@ -352,7 +346,7 @@ def protocol_cell_table(
     for pol in policies:
         for ref in references:
             out[f"{pol} vs {ref}"] = [
-                _interval(*map(float, found[(b, g, pol, ref)]), decimals=decimals)
+                interval_text(*map(float, found[(b, g, pol, ref)]), decimals=decimals)
                 if (b, g, pol, ref) in found
                 else "–"
                 for b, g in zip(out["benchmark"], out["generator"], strict=True)
