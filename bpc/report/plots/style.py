@@ -26,7 +26,6 @@ __all__ = [
     "MAX_FIGURE_PX",
     "paged",
     "page_path",
-    "page_note",
     "save_pages",
     "axes_grid",
     "legend_below",
@@ -163,13 +162,6 @@ def page_path(path: str | Path, page: int, n_pages: int) -> Path:
     return path.with_name(f"{path.stem}_p{page + 1}{path.suffix}")
 
 
-def page_note(page: int, n_pages: int, first: int, count: int, total: int) -> str:
-    """``" (page 2 of 4: cells 15–28 of 54)"``, or ``""`` when everything is on one page."""
-    if n_pages <= 1:
-        return ""
-    return f" (page {page + 1} of {n_pages}: cells {first + 1}–{first + count} of {total})"
-
-
 def save_pages[T](
     items: Sequence[T],
     per_page: int,
@@ -181,8 +173,9 @@ def save_pages[T](
 ) -> list[Path]:
     """Draw ``items`` on pages of at most ``per_page`` and save each; the files written.
 
-    ``draw(page, note)`` returns the figure of one page; ``note`` is its
-    :func:`page_note` (``""`` on a single page, ``unit`` naming what is counted).
+    ``draw(page, note)`` returns the figure of one page; ``note`` is
+    ``" (page 2 of 4: cells 15–28 of 54)"`` (``""`` on a single page, ``unit``
+    naming what is counted).
     Pages after the first go to ``<stem>_p2`` … (:func:`page_path`).
     """
     items = list(items)
@@ -190,7 +183,8 @@ def save_pages[T](
     written: list[Path] = []
     first = 0
     for k, page in enumerate(pages):
-        note = page_note(k, len(pages), first, len(page), len(items)).replace("cells", unit)
+        note = f" (page {k + 1} of {len(pages)}: {unit} {first + 1}–{first + len(page)} of {len(items)})"
+        note = note if len(pages) > 1 else ""
         written += savefig(draw(page, note), page_path(path, k, len(pages)), formats=formats)
         first += len(page)
     return written
