@@ -168,11 +168,12 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
     )
 
 
-def _figures(rep, files: Sequence[Path], caption: str) -> None:
-    """Embed every page a plot function wrote, the page number in the caption."""
-    files = [f for f in files if f.suffix == ".png"]
-    for i, f in enumerate(files, 1):
-        rep.figure(f, caption + (f" (page {i} of {len(files)})" if len(files) > 1 else ""))
+def _figures(rep, files: list[Path], new: Sequence[Path], caption: str) -> None:
+    """Embed every page a plot function wrote (the page number in the caption); add them to ``files``."""
+    files += new
+    pngs = [f for f in new if f.suffix == ".png"]
+    for i, f in enumerate(pngs, 1):
+        rep.figure(f, caption + (f" (page {i} of {len(pngs)})" if len(pngs) > 1 else ""))
 
 
 def write_compare(result: CompareResult, out: str | Path, *, progress: bool = False) -> CompareResult:
@@ -306,11 +307,10 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
                 "task-clustered interval.",
             )
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
-            new = plot_loco_efficiency(eff, out / "efficiency.png")
-            files += new
             _figures(
                 rep,
-                new,
+                files,
+                plot_loco_efficiency(eff, out / "efficiency.png"),
                 "Leave one cell out: gain over Laplace against k"
                 + (" (open marker: uses a failed refit)" if used_failed else ""),
             )
@@ -335,9 +335,12 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             )
         if result.checks is not None and len(result.checks):
             files.append(write_csv(result.checks, out / "predictive_checks.csv"))
-            new = plot_predicted_vs_realised(result.checks, out / "predicted_vs_realised.png")
-            files += new
-            _figures(rep, new, "Predicted vs realised Δ, one point per fold × cell × policy")
+            _figures(
+                rep,
+                files,
+                plot_predicted_vs_realised(result.checks, out / "predicted_vs_realised.png"),
+                "Predicted vs realised Δ, one point per fold × cell × policy",
+            )
     files.append(write_csv(table, out / "compare_delta.csv"))
     files.append(write_csv(first, out / "first_action_posterior.csv"))
     rep.heading("The posterior controllers on one 75/25 split: posterior Δ intervals")
@@ -348,13 +351,11 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         "one split (few tasks per cell): read the protocol's tables above for the held-out comparison."
     )
     rep.text(agreement_text(table))
-    new = plot_delta_intervals(
-        table[table["policy"].isin(list(HEADLINE_POLICIES))], out / "delta_intervals.png"
-    )
-    files += new
+    headline = table[table["policy"].isin(list(HEADLINE_POLICIES))]
     _figures(
         rep,
-        new,
+        files,
+        plot_delta_intervals(headline, out / "delta_intervals.png"),
         f"Δ per policy on the single split: {BOOTSTRAP_PROB:.0%} paired bootstrap CI (circles) and "
         f"{CI_PROB:.0%} posterior {CI_KIND.upper()} (squares); † wins by abstaining",
     )
@@ -365,14 +366,16 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         "value at b0 with its band."
     )
     rep.table(first, decimals=3)
-    new = plot_action_probabilities(unc, out / "p_action_optimal.png", cells=result.cells)
-    files += new
-    _figures(rep, new, "P(action optimal) vs belief at h = H, no critic used")
-    new = plot_value_bands(unc, out / "value_bands.png", cells=result.cells)
-    files += new
     _figures(
         rep,
-        new,
+        files,
+        plot_action_probabilities(unc, out / "p_action_optimal.png", cells=result.cells),
+        "P(action optimal) vs belief at h = H, no critic used",
+    )
+    _figures(
+        rep,
+        files,
+        plot_value_bands(unc, out / "value_bands.png", cells=result.cells),
         f"Value V(b) with its {CI_PROB:.0%} posterior {CI_KIND.upper()} band, the most often optimal action "
         "(opacity: posterior P(optimal)) and each action's loss V(b) − Q_a(b)",
     )
