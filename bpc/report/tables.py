@@ -387,6 +387,9 @@ def _latex_escape(text: object) -> str:
     return out
 
 
+_LABELS = {"benchmark": BENCHMARK_LABELS, "generator": GENERATOR_LABELS, "winner": POLICY_LABELS}
+
+
 def latex_table(
     df: pd.DataFrame,
     *,
@@ -442,13 +445,7 @@ def latex_table(
                 text = text + r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else text
                 text = f"${text}$"
             else:
-                labels = {
-                    "benchmark": BENCHMARK_LABELS,
-                    "generator": GENERATOR_LABELS,
-                    "winner": POLICY_LABELS,
-                }
-                name = labels.get(c, {}).get(str(v), str(v))
-                text = _latex_escape(name)
+                text = _latex_escape(_LABELS.get(c, {}).get(str(v), str(v)))
                 if bold is not None and bool(bold.iat[i, j]):
                     text = rf"\textbf{{{text}}}"
             cells.append(text)
@@ -487,14 +484,12 @@ def write_table(
     from bpc.outputs import write_csv, write_text
 
     path = Path(path)
-    out = [path.with_suffix(".csv"), path.with_suffix(".md")]
-    write_csv(df, out[0], float_format="%.10g", lineterminator="\n")
-    md = markdown_table(df, decimals=decimals, bold=bold, marks=marks)
-    write_text(out[1], (f"*{caption}*\n\n" if caption else "") + md + "\n")
+    md = (f"*{caption}*\n\n" if caption else "") + markdown_table(
+        df, decimals=decimals, bold=bold, marks=marks
+    )
+    out = [write_csv(df, path.with_suffix(".csv"), float_format="%.10g", lineterminator="\n")]
+    out.append(write_text(path.with_suffix(".md"), md + "\n"))
     if latex:
-        tex = path.with_suffix(".tex")
-        write_text(
-            tex, latex_table(df, decimals=decimals, bold=bold, marks=marks, signed=signed, caption=caption)
-        )
-        out.append(tex)
+        tex = latex_table(df, decimals=decimals, bold=bold, marks=marks, signed=signed, caption=caption)
+        out.append(write_text(path.with_suffix(".tex"), tex))
     return out

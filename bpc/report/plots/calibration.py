@@ -119,11 +119,8 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
         ax.set_title(_CRITIC_TITLES.get(crit, crit))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("gap γ = P(pass | Y=1) − P(pass | Y=0)")
-    handles = [
-        line_handle(BENCHMARK_LABELS.get(b, b), style[b][0], marker=style[b][1])
-        for b in benchmarks
-        if b in seen
-    ]
+    labels = {b: BENCHMARK_LABELS.get(str(b), str(b)) for b in benchmarks if b in seen}
+    handles = [line_handle(label, style[b][0], marker=style[b][1]) for b, label in labels.items()]
     fig.legend(
         handles=handles, title="benchmark", loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
     )

@@ -264,12 +264,11 @@ def _value_bands_page(
         top.tick_params(labelbottom=False, labelsize=7)
         p = sel["p_optimal"].transpose("belief", "action").values
         best = np.argmax(p, axis=1)
-        rgba = np.zeros((1, len(x), 4))
-        for i, a in enumerate(best):
-            rgba[0, i, :3] = to_rgb(ACTION_COLORS.get(actions[a], OKABE_ITO[7]))
-            rgba[0, i, 3] = float(p[i, a])
-            shown.add(actions[a])
-        strip.imshow(rgba, aspect="auto", extent=(x[0], x[-1], 0, 1), interpolation="nearest")
+        shown.update(actions[a] for a in best)
+        rgba = [[*to_rgb(ACTION_COLORS.get(actions[a], OKABE_ITO[7])), p[i, a]] for i, a in enumerate(best)]
+        strip.imshow(
+            np.array([rgba], dtype=float), aspect="auto", extent=(x[0], x[-1], 0, 1), interpolation="nearest"
+        )
         strip.set_yticks([])
         strip.set_ylabel("best", fontsize=7, rotation=0, ha="right", va="center")
         strip.tick_params(labelbottom=False)
@@ -375,7 +374,8 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
     ks = sorted({int(k) for k in t["k"]}, key=lambda k: (k < 0, k))
     pos = {k: i for i, k in enumerate(ks)}
     arms = [a for a in ARM_COLORS if a in set(t["method"])] + sorted(set(t["method"]) - set(ARM_COLORS))
-    any_failed = "failed_used" in t and bool((t["failed_used"] > 0).any())
+    t = t if "failed_used" in t else t.assign(failed_used=0)
+    any_failed = bool((t["failed_used"] > 0).any())
 
     def draw(page: list, note: str) -> plt.Figure:
         fig, axes = axes_grid(len(page), ncols=3, size=(4.2, 3.0))
@@ -390,9 +390,7 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
                 err = [y - rows["ci_lo"].to_numpy(dtype=float), rows["ci_hi"].to_numpy(dtype=float) - y]
                 col = ARM_COLORS.get(arm, OKABE_ITO[i % len(OKABE_ITO)])
                 ax.errorbar(x, y, yerr=err, fmt="none", ecolor=col, lw=1.2, capsize=2)
-                failed = (
-                    rows["failed_used"].to_numpy() > 0 if "failed_used" in rows else np.zeros(len(rows), bool)
-                )
+                failed = rows["failed_used"].to_numpy() > 0
                 ax.scatter(x[~failed], y[~failed], color=col, s=18, zorder=3)
                 ax.scatter(x[failed], y[failed], facecolor="white", edgecolor=col, s=18, zorder=3)
             n = int(sub["n_tasks"].max()) if "n_tasks" in sub else 0
@@ -405,10 +403,8 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
         handles = [line_handle(a, ARM_COLORS.get(a, "k")) for a in arms]
         if any_failed:
             handles.append(line_handle("uses a failed refit (flagged)", mfc="white"))
-        fig.suptitle(
-            f"Leave one cell out: held-out gain over {ref}, {CI_PROB:.0%} task-clustered intervals{note}",
-            fontsize=9,
-        )
+        title = f"Leave one cell out: held-out gain over {ref}, {CI_PROB:.0%} task-clustered intervals"
+        fig.suptitle(title + note, fontsize=9)
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
         fig.tight_layout(rect=(0, 0.06, 1, 0.95))
         return fig
