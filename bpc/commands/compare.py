@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             f"--refit-cache {args.refit_cache} lies inside --out {args.out}, which the run replaces"
         )
 
-    for name, value in (("--draws", args.draws or 1), ("--repeats", args.repeats)):
+    for name, value in (("--draws", 1 if args.draws is None else args.draws), ("--repeats", args.repeats)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     if args.refit_preset:
