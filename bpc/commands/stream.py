@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bpc.replay.profiles import PROFILES
 
     d = StreamConfig()
-    parser.description, parser.formatter_class = __doc__, argparse.RawDescriptionHelpFormatter
+    parser.description = (__doc__ or "").split("\n\n", 1)[-1]  # the docstring after its title line
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     add_source_argument(parser, dest="corpus", required=True)
     add_input_arguments(parser, what="load")
     parser.add_argument(
