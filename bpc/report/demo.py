@@ -98,7 +98,7 @@ def summary_table(pooled: pd.DataFrame) -> pd.DataFrame:
             _interval(rows.loc[p]) if p in rows.index else "–" for p in out["policy"]
         ]
     n = pooled[pooled["reference"] == refs[-1]].set_index("policy")["n_tasks"]
-    out["held-out tasks"] = n.reindex(out["policy"]).astype("Int64").to_numpy()
+    out["held-out tasks"] = n.reindex(out["policy"]).astype("Int64").array  # integers, "–" where missing
     return out
 
 
