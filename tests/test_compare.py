@@ -189,7 +189,8 @@ def test_run_compare_quick_conjugate(tmp_path):
 
 
 def test_report_helpers_read_the_protocol_and_efficiency_tables():
-    from bpc.report.compare import efficiency_paragraph, efficiency_view, protocol_headline
+    from bpc.report.compare import efficiency_paragraph, efficiency_view
+    from bpc.report.tables import protocol_cell_table
 
     deltas = pd.DataFrame(
         {
@@ -208,9 +209,10 @@ def test_report_helpers_read_the_protocol_and_efficiency_tables():
     choice = pd.DataFrame(
         {"benchmark": ["b"] * 3, "generator": ["g"] * 3, "baseline": ["stop", "stop", "gate_test"]}
     )
-    head = protocol_headline(deltas, choice)
-    assert head.loc[0, "vs_always_verify"] == 20.0 and head.loc[0, "vs_best_simple"] == 2.0
-    assert head.loc[0, "best_simple"] == "stop (2/3 folds)"
+    head = protocol_cell_table(deltas, choice, policies=["bayesian_dp"])
+    assert head.loc[0, "bayesian_dp vs always_verify"] == "+20.0 [+15.0, +25.0]"
+    assert head.loc[0, "bayesian_dp vs best_simple"] == "+2.0 [-1.0, +4.0]"
+    assert head.loc[0, "best_simple"] == "stop (2/3)"
     eff = pd.DataFrame(
         {
             "benchmark": ["b"] * 4,

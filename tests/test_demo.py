@@ -72,7 +72,7 @@ def test_demo_replay_is_the_protocol_on_the_bpc_profile(demo):
     # the task report: its counts and the shared-solution table
     tasks = pd.read_csv(demo_run / "tasks.csv")
     assert len(tasks) == 9 and f"({int(tasks['n_never'].sum())} tasks in all)" in text
-    assert "solved_by_all" in text and "compare" in {p.name for p in demo_run.iterdir()}
+    assert "tasks solved by every generator" in text and "compare" in {p.name for p in demo_run.iterdir()}
 
 
 @pytest.mark.slow

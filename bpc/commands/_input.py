@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = [
     "add_input_arguments",
     "add_filter_arguments",
     "add_force_argument",
+    "add_output_arguments",
     "input_options",
     "load_from_args",
     "study_source",
@@ -106,6 +108,39 @@ def add_force_argument(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="replace an existing --out file even if bpc did not write it (an input file is never replaced)",
     )
+
+
+def add_output_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    out: str | None = None,
+    seed: str | None = "random seed",
+    quiet: str | None = "no progress output",
+    quick: str | None = None,
+) -> None:
+    """Register the run options the commands share: ``--out``, ``--seed``, ``--quiet`` and ``--quick``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    out : str, optional
+        Default output folder (replaced as a whole when the run completes); ``None``: no ``--out``.
+    seed, quiet, quick : str, optional
+        Help texts; ``None``: no such option.
+    """
+    from bpc.constants import DEFAULT_SEED
+
+    if out is not None:
+        what = f"output folder, replaced as a whole when the run completes (default: {out})"
+        parser.add_argument("--out", type=Path, default=Path(out), help=what)
+    if seed is not None:
+        parser.add_argument(
+            "--seed", type=int, default=DEFAULT_SEED, help=f"{seed} (default: {DEFAULT_SEED})"
+        )
+    for flag, what in (("--quick", quick), ("--quiet", quiet)):
+        if what is not None:
+            parser.add_argument(flag, action="store_true", help=what)
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, *, what: str = "use") -> None:

@@ -7,8 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from bpc.commands._input import add_input_arguments, add_source_argument
-from bpc.constants import DEFAULT_SEED
+from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument
 
 NAME = "compare"
 HELP = (
@@ -33,17 +32,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="posterior draws used by the DP analyses (default 200, quick 40)",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("bpc-compare"),
-        help="output folder, replaced as a whole when the run completes (default: bpc-compare)",
-    )
-    parser.add_argument("--quick", action="store_true", help="small everything, for a first look")
-    parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default: {DEFAULT_SEED})"
-    )
-    parser.add_argument("--scale", type=float, default=None, help="simulator instance-count multiplier")
     parser.add_argument("--no-efficiency", action="store_true", help="skip the data-efficiency experiment")
     parser.add_argument(
         "--no-hierarchical",
@@ -79,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="dask.distributed scheduler address (tcp://host:8786) to run the leave-one-cell-out targets on, "
         "or 'local' for a LocalCluster on this machine; the numbers are those of one process",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--scale", type=float, default=None, help="simulator instance-count multiplier")
+    add_output_arguments(parser, out="bpc-compare", quick="small everything, for a first look")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,10 +89,9 @@ def run(args: argparse.Namespace) -> int:
             f"--refit-cache {args.refit_cache} lies inside --out {args.out}, which the run replaces"
         )
 
-    if args.draws is not None and args.draws < 1:
-        raise ValueError(f"--draws must be >= 1, got {args.draws}")
-    if args.repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+    for name, value in (("--draws", 1 if args.draws is None else args.draws), ("--repeats", args.repeats)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     if args.refit_preset:
         from bpc.choices import check_choices
         from bpc.constants import SAMPLER_PRESETS

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from bpc.constants import DEFAULT_SEED
+from bpc.commands._input import add_output_arguments
 
 NAME = "demo"
 HELP = "run the full pipeline on the simulated 9x6 paper panel and write a Markdown report"
@@ -13,17 +12,8 @@ HELP = "run the full pipeline on the simulated 9x6 paper panel and write a Markd
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    parser.add_argument(
-        "--out", type=Path, default=Path("bpc-demo"), help="output folder (default: bpc-demo)"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default: {DEFAULT_SEED})"
-    )
+    add_output_arguments(parser, out="bpc-demo", quick="smaller sample and fewer draws, for a first look")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplier on the paper's instance counts")
-    parser.add_argument(
-        "--quick", action="store_true", help="smaller sample and fewer draws, for a first look"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,6 +24,5 @@ def run(args: argparse.Namespace) -> int:
 
     config = DemoConfig(seed=args.seed, scale=args.scale, quick=args.quick, progress=not args.quiet)
     check_output_folder(args.out)
-    path = write_demo(run_demo(config), args.out, progress=config.progress)
-    print(f"report: {path}")
+    print(f"report: {write_demo(run_demo(config), args.out, progress=config.progress)}")
     return 0

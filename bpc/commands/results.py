@@ -13,6 +13,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bpc.commands._input import add_output_arguments
+
 NAME = "results"
 _MAX_CSV = 64_000  # bytes: a CSV the command wrote up to this size is kept on the page
 HELP = (
@@ -40,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "working directory or the source checkout, or the folder of $BPC_CORPUS)",
     )
     parser.add_argument("--force", action="store_true", help="replace a page bpc did not write")
-    parser.add_argument("--quiet", action="store_true", help="do not echo the command's output")
+    add_output_arguments(parser, seed=None, quiet="do not echo the command's output")
 
 
 def data_root(given: Path | None) -> Path:

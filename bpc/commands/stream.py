@@ -1,28 +1,5 @@
-"""``bpc stream``: a cell's tasks arrive one at a time; the controller acts, learns and is scored."""
+"""``bpc stream``: a cell's tasks arrive one at a time; the controller acts, learns and is scored.
 
-from __future__ import annotations
-
-import argparse
-from dataclasses import replace
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-from bpc.commands._input import add_input_arguments, add_source_argument
-from bpc.constants import DEFAULT_SEED, REFIT_PRESETS
-
-if TYPE_CHECKING:
-    from bpc.evaluate import Result
-    from bpc.experiments.stream import StreamConfig
-
-NAME = "stream"
-HELP = (
-    "learning while it runs: stream a target cell's recorded tasks in random orders, the controller "
-    "acting on each task and learning from each finished episode, from no calibration, the other cells "
-    "pooled, or the hierarchical model's predictive; report mean utility per task over the first 10, 30 "
-    "and all tasks and the gap to the full-data reference (stream.csv, stream.nc, report.md)"
-)
-
-DESCRIPTION = """\
 Each target cell's tasks arrive in --orders seeded random orders. For each task
 the controller acts on the task's recorded patches (replay on the recorded pool,
 the --profile's conventions), is scored, then learns from that finished episode
@@ -47,14 +24,36 @@ averaged over a benchmark family), DIR/acceptance.csv, DIR/stream.nc (every
 episode's utility), DIR/report.md and DIR/manifest.json (config, versions, notes, fit diagnostics).
 """
 
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument
+from bpc.constants import REFIT_PRESETS
+
+if TYPE_CHECKING:
+    from bpc.evaluate import Result
+    from bpc.experiments.stream import StreamConfig
+
+NAME = "stream"
+HELP = (
+    "learning while it runs: stream a target cell's recorded tasks in random orders, the controller "
+    "acting on each task and learning from each finished episode, from no calibration, the other cells "
+    "pooled, or the hierarchical model's predictive; report mean utility per task over the first 10, 30 "
+    "and all tasks and the gap to the full-data reference (stream.csv, stream.nc, report.md)"
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
     from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig
     from bpc.replay.profiles import PROFILES
 
-    defaults = StreamConfig()
-    parser.description = DESCRIPTION
+    d = StreamConfig()
+    parser.description = (__doc__ or "").split("\n\n", 1)[-1]  # the docstring after its title line
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     add_source_argument(parser, dest="corpus", required=True)
     add_input_arguments(parser, what="load")
@@ -65,56 +64,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="BENCH/GEN",
         help="target cell with raw records, e.g. lcb_hard/gpt5_mini (repeatable; 'all' = every such cell)",
     )
-    parser.add_argument(
-        "--start",
-        action="append",
-        choices=STARTS,
-        default=None,
-        help="start (repeatable; default every start: " + ", ".join(STARTS) + ")",
-    )
-    parser.add_argument(
-        "--controller",
-        action="append",
-        choices=CONTROLLERS,
-        default=None,
-        help="controller (repeatable; default every controller: " + ", ".join(CONTROLLERS) + ")",
-    )
-    parser.add_argument(
-        "--orders", type=int, default=defaults.orders, help=f"random task orders (default {defaults.orders})"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"seed of orders, states, fits ({DEFAULT_SEED})"
-    )
-    parser.add_argument(
-        "--particles",
-        type=int,
-        default=defaults.particles,
-        help=f"particles of each learning state (default {defaults.particles})",
-    )
-    parser.add_argument(
-        "--plugin-draws",
-        type=int,
-        default=defaults.plugin_draws,
-        help=f"posterior draws averaged into the plug-in controller (default {defaults.plugin_draws})",
-    )
-    parser.add_argument(
-        "--robust-draws",
-        type=int,
-        default=defaults.robust_draws,
-        help=f"posterior draws of the Bayes-robust controller (default {defaults.robust_draws})",
-    )
+    for flag, choices in (("--start", STARTS), ("--controller", CONTROLLERS)):
+        what = f"{flag[2:]} (repeatable; default every {flag[2:]}: {', '.join(choices)})"
+        parser.add_argument(flag, action="append", choices=choices, default=None, help=what)
+    for flag, default, what in (
+        ("--orders", d.orders, "random task orders"),
+        ("--particles", d.particles, "particles of each learning state"),
+        ("--plugin-draws", d.plugin_draws, "posterior draws averaged into the plug-in controller"),
+        ("--robust-draws", d.robust_draws, "posterior draws of the Bayes-robust controller"),
+        ("--bootstrap", d.bootstrap_b, "bootstrap resamples"),
+    ):
+        parser.add_argument(flag, type=int, default=default, help=f"{what} (default {default})")
     parser.add_argument(
         "--profile",
         choices=sorted(PROFILES),
-        default=defaults.profile,
-        help=f"replay conventions (default {defaults.profile}: instance belief, verification not terminal)",
+        default=d.profile,
+        help=f"replay conventions (default {d.profile}: instance belief, verification not terminal)",
     )
     parser.add_argument(
         "--preset",
         action="append",
         default=None,
         help="sampler preset a left-out hierarchical fit tries, in order, until it converges "
-        f"(repeatable; default: {', then '.join(defaults.presets)})",
+        f"(repeatable; default: {', then '.join(d.presets)})",
     )
     parser.add_argument(
         "--fits",
@@ -124,20 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder of left-out hierarchical fits to reuse and write (reused only when made from the "
         "same counts, model, sampler settings and seed)",
     )
-    parser.add_argument(
-        "--bootstrap",
-        type=int,
-        default=defaults.bootstrap_b,
-        metavar="B",
-        help=f"bootstrap resamples (default {defaults.bootstrap_b})",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("bpc-stream"),
-        help="output folder, replaced as a whole when the run completes (default: bpc-stream)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    add_output_arguments(parser, out="bpc-stream", seed="seed of orders, states, fits")
 
 
 def _targets(values: list[str], raw: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -145,39 +104,33 @@ def _targets(values: list[str], raw: list[tuple[str, str]]) -> list[tuple[str, s
     from bpc.choices import check_choice
 
     names = [f"{b}/{g}" for b, g in raw]
-    out: list[tuple[str, str]] = []
-    for v in values:
-        chosen = names if v == "all" else [check_choice(v, names, what="target (cell with raw records)")]
-        for name in chosen:
-            b, g = name.split("/", 1)
-            if (b, g) not in out:
-                out.append((b, g))
-    return out
+    what = "target (cell with raw records)"
+    chosen = [n for v in values for n in (names if v == "all" else [check_choice(v, names, what=what)])]
+    return [(b, g) for b, g in (n.split("/", 1) for n in dict.fromkeys(chosen))]
 
 
 def _markdown(result: Result, config: StreamConfig) -> str:
     """The report of a stream result (its tables, notes and wall time)."""
     from bpc.report.markdown import markdown_table
 
-    tables, notes, wall = result.tables, result.metadata["notes"], result.metadata["wall_time"]
-    table = tables["stream"]
+    tables, meta = result.tables, result.metadata
     lines = [
         "# bpc stream: learning while it runs",
         "",
-        f"Targets: {', '.join(sorted(table['target'].unique()))}; {config.orders} random orders; "
-        f"wall time {wall:.0f} s. Intervals: {config.prob:.0%} task-clustered bootstrap.",
+        f"Targets: {', '.join(sorted(tables['stream']['target'].unique()))}; {config.orders} random orders; "
+        f"wall time {meta['wall_time']:.0f} s. Intervals: {config.prob:.0%} task-clustered bootstrap.",
         "",
-        *[f"- {n}" for n in notes],
+        *[f"- {n}" for n in meta["notes"]],
     ]
-    sections = {
-        "Acceptance checks": (
+    for title, name, empty in (
+        (
+            "Acceptance checks",
             "acceptance",
             "needs the starts none and hierarchical and the plugin controller",
         ),
-        "Mean utility per task": ("stream", "no entries"),
-        "Contrasts": ("contrasts", "none"),
-    }
-    for title, (name, empty) in sections.items():
+        ("Mean utility per task", "stream", "no entries"),
+        ("Contrasts", "contrasts", "none"),
+    ):
         frame = tables[name]
         lines += ["", f"## {title}", "", markdown_table(frame, decimals=2) if len(frame) else f"({empty})"]
     return "\n".join([*lines, ""])
@@ -189,21 +142,17 @@ def run(args: argparse.Namespace) -> int:
     Arguments → config → :func:`~bpc.experiments.stream.run_stream` → :func:`bpc.report.write`.
     """
     from bpc.commands._input import load_from_args
+    from bpc.costs import resolve_costs
     from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig, run_stream
     from bpc.outputs import check_output_folder, reading
     from bpc.report import write
 
     with reading(*[p for p in args.corpus if p != "simulated"], args.fits, args.costs):
         check_output_folder(args.out)
-    costs = None
-    if args.costs is not None:
-        from bpc.costs import resolve_costs
-
-        costs = resolve_costs(args.costs)
     config = StreamConfig(  # checked before the corpus is read; the targets once it is
         starts=tuple(args.start or STARTS),
         controllers=tuple(args.controller or CONTROLLERS),
-        costs=costs,
+        costs=None if args.costs is None else resolve_costs(args.costs),
         orders=args.orders,
         seed=args.seed,
         particles=args.particles,
@@ -214,12 +163,11 @@ def run(args: argparse.Namespace) -> int:
         bootstrap_b=args.bootstrap,
     )
     corpus = load_from_args(args.corpus, args)  # the input layer: sources, --critic, --column, --costs
-    config = replace(config, costs=corpus.costs(args.costs))
     recs = corpus.records
     raw = sorted({(str(b), str(g)) for b, g in recs[["benchmark", "generator"]].drop_duplicates().values})
     if not raw:
         raise ValueError(f"{args.corpus}: no raw per-patch records (critic_results.jsonl) to stream")
-    config = replace(config, targets=tuple(_targets(args.target, raw)))
+    config = replace(config, costs=corpus.costs(args.costs), targets=tuple(_targets(args.target, raw)))
     result = run_stream(recs, corpus.counts, config, fit_cache=args.fits, progress=not args.quiet)
     meta = {**result.metadata, "command": "bpc stream", "costs": args.costs}
     result = replace(result, text=_markdown(result, config), metadata=meta)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bpc.commands._input import add_output_arguments
 from bpc.constants import CI_KIND, CI_PROB
 
 NAME = "summary"
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rates", nargs="+", default=None, help="rates for the forest plot (default: all but gap)"
     )
-    parser.add_argument("--quiet", action="store_true", help="do not print the table")
+    add_output_arguments(parser, seed=None, quiet="do not print the table")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,7 +24,6 @@ from bpc.experiments.efficiency import HIERARCHICAL_ARMS
 __all__ = [
     "run_compare",
     "HEADLINE_POLICIES",
-    "protocol_headline",
     "efficiency_view",
     "agreement_text",
     "efficiency_paragraph",
@@ -169,68 +168,12 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
     )
 
 
-def protocol_headline(
-    deltas: pd.DataFrame,
-    baselines: pd.DataFrame | None = None,
-    *,
-    policies: Sequence[str] = ("bayesian_dp", "bayesian_greedy"),
-) -> pd.DataFrame:
-    """Per cell and controller: Δ vs ``always_verify`` beside Δ vs the best simple baseline.
-
-    Parameters
-    ----------
-    deltas : pandas.DataFrame
-        :func:`bpc.evaluate.contrast` output.
-    baselines : pandas.DataFrame, optional
-        :func:`bpc.evaluate.best_baselines` (the choice most
-        often made over the folds is named).
-    policies : sequence of str
-        Controllers shown.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``benchmark, generator, policy, vs_always_verify, av_lo, av_hi,
-        vs_best_simple, bs_lo, bs_hi, n_tasks, n_seeds`` and ``best_simple``
-        (the baseline chosen most often, with its share of the folds).
-    """
-    keys = ["benchmark", "generator", "policy"]
-    d = deltas[deltas["policy"].isin(list(policies))]
-    av = d[d["reference"] == "always_verify"].rename(
-        columns={"delta": "vs_always_verify", "ci_lo": "av_lo", "ci_hi": "av_hi"}
-    )
-    bs = d[d["reference"] == "best_simple"].rename(
-        columns={"delta": "vs_best_simple", "ci_lo": "bs_lo", "ci_hi": "bs_hi"}
-    )
-    out = av[[*keys, "vs_always_verify", "av_lo", "av_hi", "n_tasks", "n_seeds"]].merge(
-        bs[[*keys, "vs_best_simple", "bs_lo", "bs_hi"]], on=keys, how="outer"
-    )
-    out = out[
-        [
-            *keys,
-            "vs_always_verify",
-            "av_lo",
-            "av_hi",
-            "vs_best_simple",
-            "bs_lo",
-            "bs_hi",
-            "n_tasks",
-            "n_seeds",
-        ]
-    ]
-    if baselines is not None and len(baselines):
-        share = baselines.groupby(["benchmark", "generator"])["baseline"].agg(
-            lambda s: f"{s.value_counts().index[0]} ({s.value_counts().iloc[0]}/{len(s)} folds)"
-        )
-        out = out.merge(share.rename("best_simple").reset_index(), on=["benchmark", "generator"], how="left")
-    return out.reset_index(drop=True)
-
-
-def _figures(rep, files: Sequence[Path], caption: str) -> None:
-    """Embed every page a plot function wrote, the page number in the caption."""
-    files = [f for f in files if f.suffix == ".png"]
-    for i, f in enumerate(files, 1):
-        rep.figure(f, caption + (f" (page {i} of {len(files)})" if len(files) > 1 else ""))
+def _figures(rep, files: list[Path], new: Sequence[Path], caption: str) -> None:
+    """Embed every page a plot function wrote (the page number in the caption); add them to ``files``."""
+    files += new
+    pngs = [f for f in new if f.suffix == ".png"]
+    for i, f in enumerate(pngs, 1):
+        rep.figure(f, caption + (f" (page {i} of {len(pngs)})" if len(pngs) > 1 else ""))
 
 
 def write_compare(result: CompareResult, out: str | Path, *, progress: bool = False) -> CompareResult:
@@ -261,7 +204,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         plot_predicted_vs_realised,
         plot_value_bands,
     )
-    from bpc.report.tables import flag_abstention
+    from bpc.report.tables import flag_abstention, protocol_cell_table, protocol_verdicts
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -282,22 +225,18 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         if result.baselines is not None:
             files.append(write_csv(result.baselines, out / "best_baselines.csv"))
         rep.heading("Held-out Δ: against always_verify and against the best simple baseline")
-        head = protocol_headline(result.protocol, result.baselines)
         rep.table(
-            head,
-            decimals=2,
-            caption=(
-                "`vs_always_verify` is the paper's number; `vs_best_simple` is against the best of stop, "
-                "verify_first, always_verify, gate_<critic> and best_of_3, chosen per fold on the training "
-                "tasks (never on the scored ones; `best_simple` names the most frequent choice). Every "
-                "policy's Δ is in protocol_delta.csv."
-            ),
+            protocol_cell_table(result.protocol, result.baselines),
+            caption="Δ [interval] per cell: `vs always_verify` is the paper's number; `vs best_simple` is "
+            "against the best of stop, verify_first, always_verify, gate_<critic> and best_of_3, chosen per "
+            "fold on the training tasks (never on the scored ones; `best_simple` names the most frequent "
+            "choice). Every policy's Δ is in protocol_delta.csv.",
         )
-        wins = head[head["bs_lo"] > 0]
-        ties = head[(head["bs_lo"] <= 0) & (head["bs_hi"] >= 0)]
+        verdicts = protocol_verdicts(result.protocol)
+        bs = verdicts[verdicts["reference"] == "best_simple"].sum()
         rep.text(
-            f"Against the best simple baseline the controllers win (interval above 0) in {len(wins)} and tie "
-            f"(interval covers 0) in {len(ties)} of {len(head)} (cell, controller) rows."
+            f"Against the best simple baseline the controllers win (interval above 0) in {bs['better']} and "
+            f"tie (interval covers 0) in {bs['tie']} of {bs['cells']} (cell, controller) rows."
         )
     if result.ablation is not None:
         files.append(write_csv(result.ablation, out / "ablation.csv"))
@@ -368,11 +307,10 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
                 "task-clustered interval.",
             )
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
-            new = plot_loco_efficiency(eff, out / "efficiency.png")
-            files += new
             _figures(
                 rep,
-                new,
+                files,
+                plot_loco_efficiency(eff, out / "efficiency.png"),
                 "Leave one cell out: gain over Laplace against k"
                 + (" (open marker: uses a failed refit)" if used_failed else ""),
             )
@@ -397,9 +335,12 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             )
         if result.checks is not None and len(result.checks):
             files.append(write_csv(result.checks, out / "predictive_checks.csv"))
-            new = plot_predicted_vs_realised(result.checks, out / "predicted_vs_realised.png")
-            files += new
-            _figures(rep, new, "Predicted vs realised Δ, one point per fold × cell × policy")
+            _figures(
+                rep,
+                files,
+                plot_predicted_vs_realised(result.checks, out / "predicted_vs_realised.png"),
+                "Predicted vs realised Δ, one point per fold × cell × policy",
+            )
     files.append(write_csv(table, out / "compare_delta.csv"))
     files.append(write_csv(first, out / "first_action_posterior.csv"))
     rep.heading("The posterior controllers on one 75/25 split: posterior Δ intervals")
@@ -410,13 +351,11 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         "one split (few tasks per cell): read the protocol's tables above for the held-out comparison."
     )
     rep.text(agreement_text(table))
-    new = plot_delta_intervals(
-        table[table["policy"].isin(list(HEADLINE_POLICIES))], out / "delta_intervals.png"
-    )
-    files += new
+    headline = table[table["policy"].isin(list(HEADLINE_POLICIES))]
     _figures(
         rep,
-        new,
+        files,
+        plot_delta_intervals(headline, out / "delta_intervals.png"),
         f"Δ per policy on the single split: {BOOTSTRAP_PROB:.0%} paired bootstrap CI (circles) and "
         f"{CI_PROB:.0%} posterior {CI_KIND.upper()} (squares); † wins by abstaining",
     )
@@ -427,14 +366,16 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         "value at b0 with its band."
     )
     rep.table(first, decimals=3)
-    new = plot_action_probabilities(unc, out / "p_action_optimal.png", cells=result.cells)
-    files += new
-    _figures(rep, new, "P(action optimal) vs belief at h = H, no critic used")
-    new = plot_value_bands(unc, out / "value_bands.png", cells=result.cells)
-    files += new
     _figures(
         rep,
-        new,
+        files,
+        plot_action_probabilities(unc, out / "p_action_optimal.png", cells=result.cells),
+        "P(action optimal) vs belief at h = H, no critic used",
+    )
+    _figures(
+        rep,
+        files,
+        plot_value_bands(unc, out / "value_bands.png", cells=result.cells),
         f"Value V(b) with its {CI_PROB:.0%} posterior {CI_KIND.upper()} band, the most often optimal action "
         "(opacity: posterior P(optimal)) and each action's loss V(b) − Q_a(b)",
     )

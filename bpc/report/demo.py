@@ -18,7 +18,7 @@ import pandas as pd
 from bpc.constants import CI_KIND, CI_PROB
 from bpc.outputs import atomic_folder, write_csv
 from bpc.progress import info
-from bpc.report.markdown import Report
+from bpc.report.markdown import Report, interval_text
 
 __all__ = ["write_demo", "summary_table"]
 
@@ -35,6 +35,20 @@ _VERDICT_COLUMNS = {
     "worse": "cells worse (interval < 0)",
     "n_tasks": "held-out tasks",
 }
+_TASK_COLUMNS = {
+    "n_tasks": "tasks",
+    "n_generators": "generators that ran them",
+    "n_never": "tasks nothing passes",
+    "share_never": "share of tasks nothing passes",
+    "checked": "checked by (oracle, critics)",
+    "flag": "flag",
+}
+_SOLVED_COLUMNS = {
+    "n_tasks": "tasks",
+    "solved_by_all": "tasks solved by every generator",
+    "solved_by_any": "tasks solved by some generator",
+    "identical": "identical solved sets",
+}
 _SHRINKAGE_COLUMNS = {
     "kind": "rate",
     "laplace": "Laplace estimate (probability)",
@@ -46,7 +60,7 @@ _SHRINKAGE_COLUMNS = {
 
 
 def _interval(row: pd.Series) -> str:
-    return f"{row['delta']:+.1f} [{row['ci_lo']:+.1f}, {row['ci_hi']:+.1f}]"
+    return interval_text(row["delta"], row["ci_lo"], row["ci_hi"])
 
 
 def summary_table(pooled: pd.DataFrame) -> pd.DataFrame:
@@ -84,7 +98,7 @@ def summary_table(pooled: pd.DataFrame) -> pd.DataFrame:
             _interval(rows.loc[p]) if p in rows.index else "–" for p in out["policy"]
         ]
     n = pooled[pooled["reference"] == refs[-1]].set_index("policy")["n_tasks"]
-    out["held-out tasks"] = n.reindex(out["policy"]).astype("Int64").to_numpy()
+    out["held-out tasks"] = n.reindex(out["policy"]).astype("Int64").array  # integers, "–" where missing
     return out
 
 
@@ -235,7 +249,7 @@ def _write(run, out: Path) -> Path:
     tasks = task_report(counts)
     write_csv(tasks.assign(tasks=[" ".join(map(str, t)) for t in tasks["tasks"]]), out / "tasks.csv")
     report.table(
-        tasks.drop(columns=["tasks", "generators"]),
+        tasks.drop(columns=["tasks", "generators"]).rename(columns=_TASK_COLUMNS),
         decimals=2,
         caption=(
             "Per benchmark: the generators that attempted its tasks, and the tasks on which no patch of "
@@ -247,7 +261,7 @@ def _write(run, out: Path) -> Path:
     solved = shared_solutions(counts)
     n_identical = int(solved["identical"].sum())
     report.table(
-        solved.drop(columns=["generators", "solved"]),
+        solved.drop(columns=["generators", "solved"]).rename(columns=_SOLVED_COLUMNS),
         caption=(
             "Generators on the same tasks: tasks solved (some patch passes the oracle) by all of them and "
             "by any; identical: every generator solves exactly the same set."
@@ -400,14 +414,18 @@ def _write(run, out: Path) -> Path:
     if result.efficiency is not None:
         report.text(efficiency_paragraph(result.efficiency))
     captions = {
-        "p_action_optimal": "Policy uncertainty: P(action optimal) across posterior draws, by belief.",
-        "value_bands": f"Expected utility V(b) and Q(b) per action with {CI_PROB:.0%} credible bands.",
-        "delta_intervals": "Δ per policy: paired bootstrap 95% CI beside the posterior credible interval.",
-        "efficiency": "Data efficiency: held-out Δ vs calibration instances per cell, Laplace vs pooled.",
+        "p_action_optimal": "Policy uncertainty: P(action optimal) across posterior draws, by belief",
+        "value_bands": f"Expected utility V(b) and Q(b) per action with {CI_PROB:.0%} credible bands",
+        "delta_intervals": "Δ per policy: paired bootstrap 95% CI beside the posterior credible interval",
+        "efficiency": "Data efficiency: held-out Δ vs calibration instances per cell, Laplace vs pooled",
+        "predicted_vs_realised": "Predicted (training side only) vs realised held-out Δ, one point per fold",
     }
-    for path in result.files:
-        if path.suffix == ".png":
-            report.figure(path, captions.get(path.stem, path.stem.replace("_", " ")))
+    for path in (p for p in result.files if p.suffix == ".png"):
+        stem, _, page = path.stem.rpartition("_p")
+        stem, page = (stem, page) if page.isdigit() else (path.stem, "")
+        report.figure(
+            path, captions.get(stem, stem.replace("_", " ")) + (f" (page {page})." if page else ".")
+        )
     report.text("The full comparison report is [compare/report.md](compare/report.md).")
 
     report.heading("5. The paper's claims: which hold here, and which change with dependent patches")

@@ -9,43 +9,39 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from bpc.outputs import write_csv, write_text
+from bpc.report.markdown import interval_text, markdown_table
 
 __all__ = ["markdown_tables", "write_heldout"]
 
 
-def _fmt(x: object) -> str:
-    v = float(np.asarray(x, dtype=float))
-    return "" if not np.isfinite(v) else f"{v:.1f}"
+def _ci(frame: pd.DataFrame, value: str) -> list[str]:
+    return [interval_text(*r) for r in frame[[value, "ci_lo", "ci_hi"]].to_numpy(dtype=float)]
 
 
 def markdown_tables(table: pd.DataFrame, paired: pd.DataFrame) -> str:
     """Both tables as Markdown: the paired comparison first, then every policy per cost vector."""
-    lines = ["## Instance vs i.i.d. controllers (held-out, paired per instance)", ""]
-    lines.append("| costs | cell | policy | variant | i.i.d. | variant | Δ (variant − i.i.d.) | 95% CI | n |")
-    lines.append("|---|---|---|---|---:|---:|---:|---|---:|")
-    for r in paired.itertuples(index=False):
-        lines.append(
-            f"| {r.costs} | {r.benchmark}/{r.generator} | {r.policy} | {r.variant} | "
-            f"{_fmt(r.utility_iid)} | {_fmt(r.utility_variant)} | {r.diff:+.1f} | "
-            f"[{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] | {r.n_instances} |"
-        )
+    paired = paired.assign(cell=paired["benchmark"] + "/" + paired["generator"], ci=_ci(paired, "diff"))
+    cols = {
+        "utility_iid": "i.i.d.",
+        "utility_variant": "variant utility",
+        "ci": "Δ (variant − i.i.d.) [95% CI]",
+    }
+    keep = ["costs", "cell", "policy", "variant", *cols, "n_instances"]
+    parts = ["## Instance vs i.i.d. controllers (held-out, paired per instance)", ""]
+    parts.append(markdown_table(paired[keep].rename(columns={**cols, "n_instances": "n"}), decimals=1))
+    cols = {"mean_utility": "mean utility", "pass_rate": "pass rate", "cost_per_instance": "cost"}
+    cols |= {"ci": "Δ vs always_verify [95% CI]", "n_instances": "n"}
     for costs_name, block in table.groupby("costs", sort=False):
-        lines += ["", f"## Every policy, held-out, costs = {costs_name}", ""]
-        lines.append(
-            "| cell | belief | policy | mean utility | pass rate | cost | Δ vs always_verify | 95% CI | n |"
+        block = block.assign(cell=block["benchmark"] + "/" + block["generator"], ci=_ci(block, "delta"))
+        block["pass_rate"] = block["pass_rate"].map("{:.3f}".format)
+        parts += ["", f"## Every policy, held-out, costs = {costs_name}", ""]
+        parts.append(
+            markdown_table(block[["cell", "belief", "policy", *cols]].rename(columns=cols), decimals=1)
         )
-        lines.append("|---|---|---|---:|---:|---:|---:|---|---:|")
-        for r in block.itertuples(index=False):
-            lines.append(
-                f"| {r.benchmark}/{r.generator} | {r.belief} | {r.policy} | {_fmt(r.mean_utility)} | "
-                f"{r.pass_rate:.3f} | {_fmt(r.cost_per_instance)} | {r.delta:+.1f} | "
-                f"[{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] | {r.n_instances} |"
-            )
-    return "\n".join(lines) + "\n"
+    return "\n".join(parts) + "\n"
 
 
 def write_heldout(out: Path, table: pd.DataFrame, paired: pd.DataFrame, checks: dict) -> list[Path]:

@@ -16,19 +16,26 @@ import pandas as pd
 
 from bpc.outputs import versions, write_text
 
-__all__ = ["Report", "markdown_table"]
+__all__ = ["Report", "markdown_table", "interval_text"]
 
 
 def _fmt(value, decimals: int) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.{decimals}f}"
-    return str(value)
+    return f"{value:.{decimals}f}" if isinstance(value, float) else str(value)
+
+
+def interval_text(value: float, lo: float, hi: float, decimals: int = 1) -> str:
+    """A signed estimate with its interval, ``"+2.0 [+0.5, +3.2]"``; ``"–"`` when it is not finite.
+
+    Examples
+    --------
+    >>> interval_text(2.0, 0.5, 3.25), interval_text(float("nan"), 0.0, 0.0)
+    ('+2.0 [+0.5, +3.2]', '–')
+    """
+    if not math.isfinite(value):
+        return "–"
+    return f"{value:+.{decimals}f} [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
 
 
 def markdown_table(

@@ -252,18 +252,8 @@ class PageStamp:
 
     def as_json(self) -> str:
         """The stamp as one line of JSON."""
-        return json.dumps(
-            {
-                "name": self.name,
-                "command": self.command,
-                "date": self.date,
-                "corpus_sha256": dict(self.corpus_sha256),
-                "versions": dict(self.versions),
-                "wall_seconds": round(self.wall_seconds, 1),
-                "writer": self.writer,
-            },
-            ensure_ascii=False,
-        )
+        fields = {k: dict(v) if isinstance(v, Mapping) else v for k, v in vars(self).items()}
+        return json.dumps({**fields, "wall_seconds": round(self.wall_seconds, 1)}, ensure_ascii=False)
 
 
 def corpus_checksum(path: str | os.PathLike) -> str:

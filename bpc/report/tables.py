@@ -16,7 +16,7 @@ import pandas as pd
 import xarray as xr
 
 from bpc.constants import CI_BOUNDS, DIM_CI, DIM_CRITIC, PAPER_CRITICS
-from bpc.report.markdown import markdown_table
+from bpc.report.markdown import interval_text, markdown_table
 from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, POLICY_LABELS
 from bpc.schema import sort_cells
 
@@ -237,20 +237,16 @@ def delta_table(
     vals = np.where(np.isfinite(vals), vals, -np.inf)
     names = np.array([*policies, reference], dtype=object)
     wide["winner"] = names[np.argmax(vals, axis=1)]
-    context: list[str] = []
-    after: list[str] = []
     ref_rows = replay[replay["policy"] == reference].set_index(index)
     cell = pd.MultiIndex.from_frame(wide[index])
-    if "n_instances" in replay.columns:
-        wide["n"] = ref_rows["n_instances"].reindex(cell).to_numpy()
+    context: list[str] = []
+    for c, src in (("n", "n_instances"), ("av_pass_rate", "pass_rate"), ("av_cost", "cost_per_instance")):
+        if src in replay.columns:
+            wide[c] = ref_rows[src].reindex(cell).to_numpy(dtype=float)
+            context.append(c)
+    if "n" in wide:
         wide["n"] = wide["n"].astype("Int64")
-        context.append("n")
-    if "pass_rate" in replay.columns:
-        wide["av_pass_rate"] = ref_rows["pass_rate"].reindex(cell).to_numpy(dtype=float)
-        context.append("av_pass_rate")
-    if "cost_per_instance" in replay.columns:
-        wide["av_cost"] = ref_rows["cost_per_instance"].reindex(cell).to_numpy(dtype=float)
-        context.append("av_cost")
+    after: list[str] = []
     if "pass_rate" in replay.columns:
         by = replay.set_index([*index, "policy"])
         win = pd.MultiIndex.from_arrays([wide["benchmark"], wide["generator"], wide["winner"]])
@@ -297,15 +293,9 @@ def winner_mask(table: pd.DataFrame, columns: Sequence[str], *, decimals: int = 
     return mask
 
 
-def _interval(delta: float, lo: float, hi: float, decimals: int = 1) -> str:
-    if not np.isfinite(delta):
-        return "–"
-    return f"{delta:+.{decimals}f} [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
-
-
 def protocol_cell_table(
     deltas: pd.DataFrame,
-    baselines: pd.DataFrame,
+    baselines: pd.DataFrame | None = None,
     *,
     policies: Sequence[str] = ("bayesian_dp", "bayesian_greedy"),
     references: Sequence[str] = ("always_verify", "best_simple"),
@@ -317,7 +307,7 @@ def protocol_cell_table(
     ----------
     deltas : pandas.DataFrame
         :func:`bpc.evaluate.contrast` output.
-    baselines : pandas.DataFrame
+    baselines : pandas.DataFrame, optional
         :func:`bpc.evaluate.best_baselines` output (the baseline
         chosen on the training tasks of each seed × fold × cell).
     policies, references : sequence of str
@@ -343,27 +333,20 @@ def protocol_cell_table(
             b         g       30  stop (2/3) +2.0 [+0.5, +3.2]
     """
     cell = ["benchmark", "generator"]
-    n = deltas.groupby(cell, sort=False)["n_tasks"].max().rename("n_tasks")
-    out = n.reset_index()
-    if len(baselines):
+    out = deltas.groupby(cell, sort=False)["n_tasks"].max().reset_index()
+    if baselines is not None and len(baselines):
         counts = baselines.groupby([*cell, "baseline"]).size().rename("k").reset_index()
-        total = counts.groupby(cell)["k"].transform("sum")
-        counts = counts.assign(total=total).sort_values(
-            [*cell, "k", "baseline"], ascending=[True, True, False, True]
-        )
-        top = counts.drop_duplicates(cell)
-        top = top.assign(
-            best_simple=[
-                f"{b} ({k}/{t})" for b, k, t in zip(top["baseline"], top["k"], top["total"], strict=True)
-            ]
-        )
+        counts["total"] = counts.groupby(cell)["k"].transform("sum")
+        top = counts.sort_values([*cell, "k", "baseline"], ascending=[True, True, False, True])
+        top = top.drop_duplicates(cell)
+        top["best_simple"] = [f"{b} ({k}/{t})" for b, k, t in top[["baseline", "k", "total"]].values]
         out = out.merge(top[[*cell, "best_simple"]], on=cell, how="left")
     cols = ["benchmark", "generator", "policy", "reference", "delta", "ci_lo", "ci_hi"]
     found = {tuple(r[:4]): r[4:] for r in deltas[cols].itertuples(index=False, name=None)}
     for pol in policies:
         for ref in references:
             out[f"{pol} vs {ref}"] = [
-                _interval(*map(float, found[(b, g, pol, ref)]), decimals=decimals)
+                interval_text(*map(float, found[(b, g, pol, ref)]), decimals=decimals)
                 if (b, g, pol, ref) in found
                 else "–"
                 for b, g in zip(out["benchmark"], out["generator"], strict=True)
@@ -384,22 +367,12 @@ def protocol_verdicts(
     policy reference  cells  better  tie  worse  n_tasks
         dp        av      3       1    1      1       60
     """
-    rows = []
-    for (pol, ref), g in deltas[deltas["policy"].isin(list(policies))].groupby(
-        ["policy", "reference"], sort=False
-    ):
-        rows.append(
-            {
-                "policy": pol,
-                "reference": ref,
-                "cells": len(g),
-                "better": int((g["ci_lo"] > 0).sum()),
-                "tie": int(((g["ci_lo"] <= 0) & (g["ci_hi"] >= 0)).sum()),
-                "worse": int((g["ci_hi"] < 0).sum()),
-                "n_tasks": int(g["n_tasks"].sum()),
-            }
-        )
-    return pd.DataFrame(rows, columns=["policy", "reference", "cells", "better", "tie", "worse", "n_tasks"])
+    d = deltas[deltas["policy"].isin(list(policies))]
+    d = d.assign(better=d["ci_lo"] > 0, tie=(d["ci_lo"] <= 0) & (d["ci_hi"] >= 0), worse=d["ci_hi"] < 0)
+    counts = {c: (c, "sum") for c in ("better", "tie", "worse", "n_tasks")}
+    return (
+        d.groupby(["policy", "reference"], sort=False).agg(cells=("n_tasks", "size"), **counts).reset_index()
+    )
 
 
 def _latex_escape(text: object) -> str:
@@ -412,6 +385,9 @@ def _latex_escape(text: object) -> str:
     for a, b in (("–", "--"), ("·", r"$\cdot$"), ("−", "-"), ("†", r"$^{\dagger}$")):
         out = out.replace(a, b)
     return out
+
+
+_LABELS = {"benchmark": BENCHMARK_LABELS, "generator": GENERATOR_LABELS, "winner": POLICY_LABELS}
 
 
 def latex_table(
@@ -469,14 +445,7 @@ def latex_table(
                 text = text + r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else text
                 text = f"${text}$"
             else:
-                name = str(v)
-                if c == "benchmark":
-                    name = BENCHMARK_LABELS.get(name, name)
-                elif c == "generator":
-                    name = GENERATOR_LABELS.get(name, name)
-                elif c == "winner":
-                    name = POLICY_LABELS.get(name, name)
-                text = _latex_escape(name)
+                text = _latex_escape(_LABELS.get(c, {}).get(str(v), str(v)))
                 if bold is not None and bool(bold.iat[i, j]):
                     text = rf"\textbf{{{text}}}"
             cells.append(text)
@@ -515,14 +484,12 @@ def write_table(
     from bpc.outputs import write_csv, write_text
 
     path = Path(path)
-    out = [path.with_suffix(".csv"), path.with_suffix(".md")]
-    write_csv(df, out[0], float_format="%.10g", lineterminator="\n")
-    md = markdown_table(df, decimals=decimals, bold=bold, marks=marks)
-    write_text(out[1], (f"*{caption}*\n\n" if caption else "") + md + "\n")
+    md = (f"*{caption}*\n\n" if caption else "") + markdown_table(
+        df, decimals=decimals, bold=bold, marks=marks
+    )
+    out = [write_csv(df, path.with_suffix(".csv"), float_format="%.10g", lineterminator="\n")]
+    out.append(write_text(path.with_suffix(".md"), md + "\n"))
     if latex:
-        tex = path.with_suffix(".tex")
-        write_text(
-            tex, latex_table(df, decimals=decimals, bold=bold, marks=marks, signed=signed, caption=caption)
-        )
-        out.append(tex)
+        tex = latex_table(df, decimals=decimals, bold=bold, marks=marks, signed=signed, caption=caption)
+        out.append(write_text(path.with_suffix(".tex"), tex))
     return out

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 from bpc.constants import CI_BOUNDS, DIM_BENCHMARK, DIM_CI, DIM_GENERATOR, PAPER_CRITICS
-from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, OKABE_ITO, savefig
+from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, OKABE_ITO, line_handle, savefig
 
 __all__ = ["plot_priors", "plot_gaps"]
 
@@ -21,8 +21,9 @@ _CRITIC_TITLES = {"syn": "Cr_syn (syntax)", "test": "Cr_test (public tests)", "l
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
 
 
-def _generator_style(generators):
-    return {g: (OKABE_ITO[i % len(OKABE_ITO)], _MARKERS[i % len(_MARKERS)]) for i, g in enumerate(generators)}
+def _styles(names) -> dict:
+    """One (colour, marker) per name, in order."""
+    return {n: (OKABE_ITO[i % len(OKABE_ITO)], _MARKERS[i % len(_MARKERS)]) for i, n in enumerate(names)}
 
 
 def plot_priors(params: xr.Dataset, path: str | Path, *, interval: str = "prior_wilson", formats=("png",)):
@@ -47,7 +48,7 @@ def plot_priors(params: xr.Dataset, path: str | Path, *, interval: str = "prior_
     """
     benchmarks = list(params[DIM_BENCHMARK].values)
     generators = list(params[DIM_GENERATOR].values)
-    style = _generator_style(generators)
+    style = _styles(generators)
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(benchmarks) * max(1, len(generators)) / 2 + 1.5))
     width = 0.8
     offsets = np.linspace(-width / 2, width / 2, len(generators)) if len(generators) > 1 else np.zeros(1)
@@ -98,8 +99,7 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
         The files written.
     """
     benchmarks = list(params[DIM_BENCHMARK].values)
-    colors = {b: OKABE_ITO[i % len(OKABE_ITO)] for i, b in enumerate(benchmarks)}
-    markers = {b: _MARKERS[i % len(_MARKERS)] for i, b in enumerate(benchmarks)}
+    style, seen = _styles(benchmarks), set()
     fig, axes = plt.subplots(1, len(critics), figsize=(4.2 * len(critics), 4), sharey=True, squeeze=False)
     for ax, crit in zip(axes[0], critics, strict=True):
         for b in benchmarks:
@@ -107,13 +107,10 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
             gap = params["gap"].sel({DIM_BENCHMARK: b, "critic": crit}).values
             ok = np.isfinite(prior) & np.isfinite(gap)
             if ok.any():
+                seen.add(b)
+                color, marker = style[b]
                 ax.scatter(
-                    prior[ok],
-                    gap[ok],
-                    color=colors[b],
-                    marker=markers[b],
-                    s=30,
-                    label=BENCHMARK_LABELS.get(b, b),
+                    prior[ok], gap[ok], color=color, marker=marker, s=30, label=BENCHMARK_LABELS.get(b, b)
                 )
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_xlim(0, 1)
@@ -122,14 +119,10 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
         ax.set_title(_CRITIC_TITLES.get(crit, crit))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("gap γ = P(pass | Y=1) − P(pass | Y=0)")
-    handles, labels = [], []
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    labels = {b: BENCHMARK_LABELS.get(str(b), str(b)) for b in benchmarks if b in seen}
+    handles = [line_handle(label, style[b][0], marker=style[b][1]) for b, label in labels.items()]
     fig.legend(
-        handles, labels, title="benchmark", loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
+        handles=handles, title="benchmark", loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
     )
     fig.suptitle("Critic informativeness vs prior (one point per benchmark × generator cell)")
     fig.tight_layout()

@@ -12,11 +12,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
-from matplotlib.lines import Line2D
 
 from bpc.constants import CI_KIND, CI_PROB, GENERATORS
 from bpc.intervals import credible_interval
-from bpc.report.plots.style import GENERATOR_LABELS, OKABE_ITO, cell_label, plt, savefig
+from bpc.report.plots.style import (
+    GENERATOR_LABELS,
+    OKABE_ITO,
+    cell_label,
+    legend_below,
+    line_handle,
+    plt,
+    savefig,
+)
 
 __all__ = ["plot_forest", "plot_shrinkage", "plot_ppc", "shrinkage_table"]
 
@@ -101,23 +108,13 @@ def plot_forest(
     for ax, rate in zip(axes[0], rates, strict=True):
         sub = table[table["rate"] == rate]
         ys = np.array([y_of[(b, g)] for b, g in zip(sub["benchmark"], sub["generator"], strict=True)])
-        no_data = np.zeros(len(sub), dtype=bool)
-        if "n" in sub:
-            n = sub["n"].to_numpy(dtype=float)
-            no_data = ~np.isfinite(n) | (n <= 0)
+        n = sub["n"].to_numpy(dtype=float) if "n" in sub else np.ones(len(sub))
+        no_data = ~np.isfinite(n) | (n <= 0)
         absent = ~np.isfinite(sub["mean"].to_numpy(dtype=float))
-        present_rows = {y_of[(b, g)] for b, g in zip(sub["benchmark"], sub["generator"], strict=True)}
-        blank = sorted(set(range(len(cells))) - present_rows) + list(ys[absent])
+        blank = sorted(set(range(len(cells))) - set(ys.tolist())) + list(ys[absent])
         if blank:  # the rate is not defined for the cell (e.g. no test critic on SWE-Bench)
-            ax.scatter(
-                [0.5] * len(blank),
-                blank,
-                marker="x",
-                color="#999999",
-                s=14,
-                transform=ax.get_yaxis_transform(),
-                zorder=2,
-            )
+            where = {"transform": ax.get_yaxis_transform(), "zorder": 2}
+            ax.scatter([0.5] * len(blank), blank, marker="x", color="#999999", s=14, **where)
             any_absent = True
         no_data &= ~absent
         any_missing |= bool(no_data.any())
@@ -148,67 +145,28 @@ def plot_forest(
         ax.set_title(rate, fontsize=9)
         ax.set_xlabel("rate (logit axis)", fontsize=7)
         ax.grid(axis="x", alpha=0.3)
+    prior = table[table["rate"] == "prior"].set_index(["benchmark", "generator"])
+    n_prior = prior["n"].astype(float) if "n" in prior else pd.Series(dtype=float)
     labels = []
-    n_prior = {}
-    if "n" in table:
-        pr = table[table["rate"] == "prior"]
-        n_prior = {
-            (b, g): v
-            for b, g, v in zip(pr["benchmark"], pr["generator"], pr["n"].to_numpy(float), strict=True)
-        }
     for b, g in cells:
         v = n_prior.get((b, g), np.nan)
         labels.append(cell_label(b, g) + (f"  (n={int(v)})" if np.isfinite(v) and v > 0 else "  (no data)"))
-    axes[0][0].set_yticks(range(len(cells)))
-    axes[0][0].set_yticklabels(labels, fontsize=7)
+    axes[0][0].set_yticks(range(len(cells)), labels, fontsize=7)
     axes[0][0].set_ylim(len(cells) - 0.5, -0.5)
     gens = list(dict.fromkeys(g for _, g in cells))
-    handles = [Line2D([], [], color=_gen_color(g), marker="o", lw=1.6, ms=4, label=g) for g in gens]
+    handles = [line_handle(g, _gen_color(g), lw=1.6, ms=4, ls="-") for g in gens]
     handles += [
-        Line2D(
-            [],
-            [],
-            color="#555555",
-            marker="o",
-            lw=1.6,
-            ms=4,
-            label=f"posterior mean, {CI_PROB:.0%} {CI_KIND.upper()}",
-        ),
-        Line2D([], [], ls="none", marker="o", mfc="none", mec="k", ms=5, label="Laplace (add-one) estimate"),
+        line_handle(f"posterior mean, {CI_PROB:.0%} {CI_KIND.upper()}", "#555555", lw=1.6, ms=4, ls="-"),
+        line_handle("Laplace (add-one) estimate", mfc="none", mec="k", ms=5),
     ]
     if any_absent:
-        handles.append(
-            Line2D(
-                [], [], ls="none", marker="x", color="#999999", ms=5, label="rate not defined for the cell"
-            )
-        )
+        handles.append(line_handle("rate not defined for the cell", "#999999", marker="x", ms=5))
     if any_missing:
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="#bbbbbb",
-                marker="o",
-                mfc="white",
-                mec="#888888",
-                lw=1.6,
-                ms=4,
-                label="no data for this rate (pooled prior only)",
-            )
-        )
-    fig.legend(
-        handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncol=min(len(handles), 5),
-        fontsize=8,
-        frameon=False,
-    )
-    fig.suptitle(
-        f"Hierarchical posterior mean with {CI_PROB:.0%} {CI_KIND.upper()} vs Laplace, per cell "
-        "(n = labelled patches)",
-        fontsize=10,
-    )
+        label = "no data for this rate (pooled prior only)"
+        handles.append(line_handle(label, "#bbbbbb", mfc="white", mec="#888888", lw=1.6, ms=4, ls="-"))
+    legend_below(fig, handles, ncol=min(len(handles), 5), fontsize=8)
+    title = f"Hierarchical posterior mean with {CI_PROB:.0%} {CI_KIND.upper()} vs Laplace, per cell"
+    fig.suptitle(title + " (n = labelled patches)", fontsize=10)
     fig.tight_layout()
     return savefig(fig, path, formats=formats)
 
@@ -326,24 +284,10 @@ def plot_shrinkage(
         ax.set_ylim(-0.02, 1.02)
     axes[0][0].set_ylabel(f"posterior mean ({CI_PROB:.0%} {CI_KIND.upper()})")
     gens = list(dict.fromkeys(str(g) for g in table["generator"]))
-    handles = [
-        Line2D([], [], ls="none", marker="o", color=_gen_color(g), label=GENERATOR_LABELS.get(g, g))
-        for g in gens
-    ]
-    handles += [
-        Line2D([], [], ls="none", marker=markers.get(c, "o"), color="0.4", label=f"critic {c}")
-        for c in critics_seen
-    ]
-    fig.legend(
-        handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncol=min(len(handles), 6),
-        fontsize=7,
-        frameon=False,
-        title="colour: generator · marker: critic (tpr/fpr panels)",
-        title_fontsize=7,
-    )
+    handles = [line_handle(GENERATOR_LABELS.get(g, g), _gen_color(g)) for g in gens]
+    handles += [line_handle(f"critic {c}", "0.4", marker=markers.get(c, "o")) for c in critics_seen]
+    title = "colour: generator · marker: critic (tpr/fpr panels)"
+    legend_below(fig, handles, ncol=min(len(handles), 6), fontsize=7, title=title, title_fontsize=7)
     fig.suptitle(
         f"Shrinkage: hierarchical posterior vs Laplace, per cell (the {annotate} largest moves numbered)",
         fontsize=10,

@@ -21,11 +21,9 @@ import pandas as pd
 import xarray as xr
 from matplotlib.artist import Artist
 from matplotlib.colors import to_rgb
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from bpc.constants import (
-    BOOTSTRAP_PROB,
     CI_BOUNDS,
     CI_KIND,
     CI_PROB,
@@ -40,18 +38,20 @@ from bpc.report.plots.style import (
     POLICY_LABELS,
     axes_grid,
     cell_label,
+    legend_below,
+    line_handle,
     plt,
     save_pages,
     savefig,
+    title_above,
 )
 
-CELLS_PER_PAGE = {"action_probabilities": 12, "value_bands": 9, "delta_intervals": 12}
-"""Cells on one page of each per-cell figure (54 cells: 5, 6 and 5 pages, each under 4,000 px)."""
+CELLS_PER_PAGE = {"action_probabilities": 12, "value_bands": 9}
+"""Cells on one page of each per-cell figure (54 cells: 5 and 6 pages, each under 4,000 px)."""
 
 __all__ = [
     "ACTION_COLORS",
     "ACTION_STYLES",
-    "METHOD_COLORS",
     "plot_action_probabilities",
     "plot_value_bands",
     "plot_delta_intervals",
@@ -71,24 +71,17 @@ ACTION_COLORS: dict[str, str] = {
 }
 """One Okabe–Ito colour per action."""
 
-METHOD_COLORS: dict[str, str] = {
-    "laplace_dp": OKABE_ITO[4],
-    "posterior_mean_dp": OKABE_ITO[2],
-    "bayes_robust": OKABE_ITO[5],
-    "thompson": OKABE_ITO[6],
-    "hierarchical_mean_dp": OKABE_ITO[2],
-    "hierarchical_robust": OKABE_ITO[5],
-}
-"""Colours of the controllers of :mod:`bpc.experiments.compare` and :mod:`bpc.experiments.efficiency`."""
 
-
-def _observed_cells(unc: xr.Dataset) -> list[tuple[str, str]]:
-    out = []
-    for b in unc[DIM_BENCHMARK].values:
-        for g in unc[DIM_GENERATOR].values:
-            if np.isfinite(unc["prior_mean"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).item()):
-                out.append((str(b), str(g)))
-    return out
+def _cell_pages(unc: xr.Dataset, path, name: str, cells, step: int | None, draw) -> list[Path]:
+    """Draw ``draw(page, note, step)`` over the cells (default every observed one), on pages of the figure."""
+    step = int(unc[DIM_STEP].max()) if step is None else step
+    if cells is None:
+        ok = np.isfinite(unc["prior_mean"].transpose(DIM_BENCHMARK, DIM_GENERATOR).to_numpy())
+        bs, gs = unc[DIM_BENCHMARK].values, unc[DIM_GENERATOR].values
+        cells = [(str(bs[i]), str(gs[j])) for i, j in zip(*np.nonzero(ok), strict=True)]
+    if not cells:
+        raise ValueError(f"plot_{name}: no observed cell to draw")
+    return save_pages(list(cells), CELLS_PER_PAGE[name], path, lambda page, note: draw(page, note, step))
 
 
 def plot_action_probabilities(
@@ -121,16 +114,8 @@ def plot_action_probabilities(
     list of pathlib.Path
         Files written (one per page).
     """
-    step = int(unc[DIM_STEP].max()) if step is None else step
-    cells = list(cells) if cells is not None else _observed_cells(unc)
-    if not cells:
-        raise ValueError("plot_action_probabilities: no observed cell to draw")
-    return save_pages(
-        cells,
-        CELLS_PER_PAGE["action_probabilities"],
-        path,
-        lambda page, note: _action_probabilities_page(unc, page, step=step, used=used, note=note),
-    )
+    draw = lambda page, note, h: _action_probabilities_page(unc, page, step=h, used=used, note=note)  # noqa: E731
+    return _cell_pages(unc, path, "action_probabilities", cells, step, draw)
 
 
 def _action_probabilities_page(
@@ -164,17 +149,11 @@ def _action_probabilities_page(
         tw.set_ylabel("entropy (bits)", fontsize=8)
     shown = [a for a in actions if a in seen]
     handles: list[Artist] = [Patch(color=ACTION_COLORS.get(a, OKABE_ITO[7]), label=a) for a in shown]
-    handles.append(Line2D([], [], color="k", lw=1.2, label="entropy (bits)"))
-    height = fig.get_figheight()
-    fig.suptitle(
-        f"Posterior P(action optimal), h = {step}, used = {used or '∅'} (dashed: mean prior){note}",
-        y=1 - 0.12 / height,
-        va="top",
+    handles.append(line_handle("entropy (bits)", marker=None, ls="-", lw=1.2))
+    title_above(
+        fig, f"Posterior P(action optimal), h = {step}, used = {used or '∅'} (dashed: mean prior){note}"
     )
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))  # room for the title, whatever the figure's height
-    fig.legend(
-        handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), frameon=False
-    )
+    legend_below(fig, handles, ncol=len(handles))
     return fig
 
 
@@ -188,6 +167,12 @@ ACTION_STYLES: dict[str, dict] = {
     "lint": {"ls": "-", "marker": "v"},
 }
 """Line style and marker per action, so lines stay apart in grey scale and where colours are close."""
+
+
+def _action_style(action: str) -> dict:
+    """Colour, line style and marker of an action's line (:data:`ACTION_COLORS`, :data:`ACTION_STYLES`)."""
+    style = ACTION_STYLES.get(action, {"ls": "-", "marker": None})
+    return {"color": ACTION_COLORS.get(action, OKABE_ITO[7]), "ms": 3.5, **style}
 
 
 def _ci_label(unc: xr.Dataset) -> str:
@@ -241,16 +226,8 @@ def plot_value_bands(
     list of pathlib.Path
         Files written (one per page).
     """
-    step = int(unc[DIM_STEP].max()) if step is None else step
-    cells = list(cells) if cells is not None else _observed_cells(unc)
-    if not cells:
-        raise ValueError("plot_value_bands: no observed cell to draw")
-    return save_pages(
-        cells,
-        CELLS_PER_PAGE["value_bands"],
-        path,
-        lambda page, note: _value_bands_page(unc, page, step=step, used=used, ncols=ncols, note=note),
-    )
+    draw = lambda page, note, h: _value_bands_page(unc, page, step=h, used=used, ncols=ncols, note=note)  # noqa: E731
+    return _cell_pages(unc, path, "value_bands", cells, step, draw)
 
 
 def _value_bands_page(
@@ -287,31 +264,20 @@ def _value_bands_page(
         top.tick_params(labelbottom=False, labelsize=7)
         p = sel["p_optimal"].transpose("belief", "action").values
         best = np.argmax(p, axis=1)
-        rgba = np.zeros((1, len(x), 4))
-        for i, a in enumerate(best):
-            rgba[0, i, :3] = to_rgb(ACTION_COLORS.get(actions[a], OKABE_ITO[7]))
-            rgba[0, i, 3] = float(p[i, a])
-            shown.add(actions[a])
-        strip.imshow(rgba, aspect="auto", extent=(x[0], x[-1], 0, 1), interpolation="nearest")
+        shown.update(actions[a] for a in best)
+        rgba = [[*to_rgb(ACTION_COLORS.get(actions[a], OKABE_ITO[7])), p[i, a]] for i, a in enumerate(best)]
+        strip.imshow(
+            np.array([rgba], dtype=float), aspect="auto", extent=(x[0], x[-1], 0, 1), interpolation="nearest"
+        )
         strip.set_yticks([])
         strip.set_ylabel("best", fontsize=7, rotation=0, ha="right", va="center")
         strip.tick_params(labelbottom=False)
         for a in actions:
             q = sel["q_mean"].sel(action=a).values
-            if not np.isfinite(q).any():
-                continue
-            shown.add(a)
-            style = ACTION_STYLES.get(a, {"ls": "-", "marker": None})
-            bottom.plot(
-                x,
-                np.clip(v - q, 0, None),
-                color=ACTION_COLORS.get(a, OKABE_ITO[7]),
-                lw=1.3,
-                ls=style["ls"],
-                marker=style["marker"],
-                markevery=max(1, len(x) // 8),
-                ms=3.5,
-            )
+            if np.isfinite(q).any():
+                shown.add(a)
+                loss = np.clip(v - q, 0, None)
+                bottom.plot(x, loss, lw=1.3, markevery=max(1, len(x) // 8), **_action_style(a))
         bottom.set_yscale("symlog", linthresh=1.0)
         bottom.set_ylim(bottom=-0.05)
         bottom.set_ylabel("V − Q_a (loss)", fontsize=8)
@@ -319,48 +285,28 @@ def _value_bands_page(
         bottom.tick_params(labelsize=7)
         bottom.set_xlim(0, 1)
     handles = [
-        Line2D([], [], color="k", lw=1.6, label="V(b), posterior mean"),
+        line_handle("V(b), posterior mean", marker=None, ls="-", lw=1.6),
         Patch(color="0.75", label=f"V(b), {ci_label}"),
-        Line2D([], [], color="k", lw=0.8, ls="--", label="posterior mean prior"),
+        line_handle("posterior mean prior", marker=None, ls="--", lw=0.8),
     ]
-    for a in actions:
-        if a in shown:
-            style = ACTION_STYLES.get(a, {"ls": "-", "marker": None})
-            handles.append(
-                Line2D(
-                    [],
-                    [],
-                    color=ACTION_COLORS.get(a, OKABE_ITO[7]),
-                    ls=style["ls"],
-                    marker=style["marker"],
-                    ms=3.5,
-                    label=a,
-                )
-            )
+    handles += [line_handle(a, **_action_style(a)) for a in actions if a in shown]
     handles.append(Patch(color="0.55", alpha=0.5, label="strip: best action, pale = draws disagree"))
     fig.suptitle(
         f"What to do at belief b (h = {step} steps left, critics used: {used or 'none'}){note}\n"
         f"value V(b) with its {ci_label} band · most often optimal action · loss V − Q_a of each action",
         fontsize=10,
     )
-    fig.legend(
-        handles=handles,
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.3 / height),
-        ncol=min(len(handles), 5),
-        frameon=False,
-        fontsize=8,
-    )
+    legend_below(fig, handles, ncol=min(len(handles), 5), y=0.3 / height, fontsize=8)
     return fig
 
 
 def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
     """Δ per policy and cell: posterior credible interval beside the paired bootstrap.
 
-    Each policy's label carries its pass rate and the number of held-out
-    instances; a Δ that wins by abstaining (Δ > 0 with a pass rate below
-    always_verify's) is marked †. The legend names both intervals' level and
-    kind.
+    :func:`bpc.report.plots.replay.plot_delta_bars` with the posterior interval
+    beside each bootstrap one: pass rate, cost and held-out instances beside
+    each policy, a Δ that wins by abstaining (Δ > 0 with a pass rate below
+    always_verify's) marked †; the legend names both intervals' level and kind.
 
     Parameters
     ----------
@@ -370,76 +316,21 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
         (posterior; may be NaN); optional ``pass_rate``, ``n_eval`` and
         ``wins_by_abstaining``.
     path : str or pathlib.Path
-        Output file. More than ``CELLS_PER_PAGE["delta_intervals"]`` cells go
-        on pages (``<stem>_p2.png`` …), each with its title and legend.
+        Output file. Cells beyond a page (at most
+        :data:`~bpc.report.plots.style.MAX_FIGURE_PX` tall) go on pages
+        (``<stem>_p2.png`` …), each with its title and legend.
 
     Returns
     -------
     list of pathlib.Path
         Files written (one per page).
     """
-    cells = list(dict.fromkeys(zip(table["benchmark"], table["generator"], strict=True)))
-    if not cells:
+    from bpc.report.plots.replay import plot_delta_bars
+
+    if table.empty:
         raise ValueError("plot_delta_intervals: empty table")
-    keys = pd.Series(list(zip(table["benchmark"], table["generator"], strict=True)))
-
-    def draw(page: list, note: str) -> plt.Figure:
-        return _delta_intervals_page(table[keys.isin(page).to_numpy()], page, note=note)
-
-    return save_pages(cells, CELLS_PER_PAGE["delta_intervals"], path, draw)
-
-
-def _delta_intervals_page(table: pd.DataFrame, cells: Sequence[tuple[str, str]], *, note: str) -> plt.Figure:
-    fig, axes = axes_grid(len(cells), ncols=3, size=(5.6, 3.4))
-    boot = f"observed Δ, {BOOTSTRAP_PROB:.0%} paired bootstrap CI"
-    post = f"posterior Δ, {CI_PROB:.0%} {CI_KIND.upper()}"
-    for ax, (b, g) in zip(axes, cells, strict=False):
-        sub = table[(table["benchmark"] == b) & (table["generator"] == g)].reset_index(drop=True)
-        y = np.arange(len(sub))
-        ax.errorbar(
-            sub["delta"],
-            y - 0.15,
-            xerr=[sub["delta"] - sub["ci_lo"], sub["ci_hi"] - sub["delta"]],
-            fmt="o",
-            ms=3,
-            color=OKABE_ITO[7],
-            label=boot,
-        )
-        if "post_mean" in sub and np.isfinite(sub["post_mean"]).any():
-            ax.errorbar(
-                sub["post_mean"],
-                y + 0.15,
-                xerr=[sub["post_mean"] - sub["post_lo"], sub["post_hi"] - sub["post_mean"]],
-                fmt="s",
-                ms=3,
-                color=OKABE_ITO[5],
-                label=post,
-            )
-        ax.axvline(0, color="k", lw=0.6)
-        labels = []
-        for r in sub.itertuples(index=False):
-            text = POLICY_LABELS.get(str(r.policy), str(r.policy))
-            if bool(getattr(r, "wins_by_abstaining", False)):
-                text += " †"
-            rate, n = getattr(r, "pass_rate", np.nan), getattr(r, "n_eval", np.nan)
-            if np.isfinite(rate):
-                text += f"  (pass {rate:.0%}" + (f", n={int(n)})" if np.isfinite(n) else ")")
-            labels.append(text)
-        ax.set_yticks(y)
-        ax.set_yticklabels(labels, fontsize=7)
-        ax.set_title(cell_label(b, g), fontsize=9)
-        ax.set_xlabel("Δ vs always_verify")
-    handles, labels = axes[0].get_legend_handles_labels()
-    if "wins_by_abstaining" in table and table["wins_by_abstaining"].any():
-        handles.append(
-            Line2D([], [], ls="none", label="† wins by abstaining (Δ > 0, pass rate < always_verify's)")
-        )
-        labels.append(handles[-1].get_label())
-    height = fig.get_figheight()
-    fig.suptitle(f"Δ vs always_verify per policy and cell{note}", y=1 - 0.1 / height, va="top", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / height))
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)
-    return fig
+    title = "Δ vs always_verify per policy and cell: paired bootstrap and posterior intervals"
+    return plot_delta_bars(table, path, title=title, ncols=3)
 
 
 ARM_COLORS: dict[str, str] = {
@@ -483,7 +374,8 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
     ks = sorted({int(k) for k in t["k"]}, key=lambda k: (k < 0, k))
     pos = {k: i for i, k in enumerate(ks)}
     arms = [a for a in ARM_COLORS if a in set(t["method"])] + sorted(set(t["method"]) - set(ARM_COLORS))
-    any_failed = "failed_used" in t and bool((t["failed_used"] > 0).any())
+    t = t if "failed_used" in t else t.assign(failed_used=0)
+    any_failed = bool((t["failed_used"] > 0).any())
 
     def draw(page: list, note: str) -> plt.Figure:
         fig, axes = axes_grid(len(page), ncols=3, size=(4.2, 3.0))
@@ -498,9 +390,7 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
                 err = [y - rows["ci_lo"].to_numpy(dtype=float), rows["ci_hi"].to_numpy(dtype=float) - y]
                 col = ARM_COLORS.get(arm, OKABE_ITO[i % len(OKABE_ITO)])
                 ax.errorbar(x, y, yerr=err, fmt="none", ecolor=col, lw=1.2, capsize=2)
-                failed = (
-                    rows["failed_used"].to_numpy() > 0 if "failed_used" in rows else np.zeros(len(rows), bool)
-                )
+                failed = rows["failed_used"].to_numpy() > 0
                 ax.scatter(x[~failed], y[~failed], color=col, s=18, zorder=3)
                 ax.scatter(x[failed], y[failed], facecolor="white", edgecolor=col, s=18, zorder=3)
             n = int(sub["n_tasks"].max()) if "n_tasks" in sub else 0
@@ -510,16 +400,11 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
             ax.set_xlabel("calibration tasks of the target (k)", fontsize=8)
             ax.set_ylabel(f"utility − {ref}", fontsize=8)
             ax.grid(axis="y", color="#e5e5e5", lw=0.6)
-        handles: list[Artist] = [
-            Line2D([], [], color=ARM_COLORS.get(a, "k"), marker="o", ls="", label=a) for a in arms
-        ]
+        handles = [line_handle(a, ARM_COLORS.get(a, "k")) for a in arms]
         if any_failed:
-            label = "uses a failed refit (flagged)"
-            handles.append(Line2D([], [], color="k", marker="o", mfc="white", ls="", label=label))
-        fig.suptitle(
-            f"Leave one cell out: held-out gain over {ref}, {CI_PROB:.0%} task-clustered intervals{note}",
-            fontsize=9,
-        )
+            handles.append(line_handle("uses a failed refit (flagged)", mfc="white"))
+        title = f"Leave one cell out: held-out gain over {ref}, {CI_PROB:.0%} task-clustered intervals"
+        fig.suptitle(title + note, fontsize=9)
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
         fig.tight_layout(rect=(0, 0.06, 1, 0.95))
         return fig

@@ -8,13 +8,12 @@ crosses what independent patches at the cell's pass rate would give.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bpc.report.plots.style import OKABE_ITO, cell_label, plt, savefig
+from bpc.report.plots.style import OKABE_ITO, axes_grid, cell_label, savefig
 
 __all__ = ["plot_pass_histogram_ppc"]
 
@@ -59,10 +58,8 @@ def plot_pass_histogram_ppc(
     if sub.empty:
         raise ValueError(f"no pass histogram with {patches} patches per instance in the table")
     cells = list(dict.fromkeys(zip(sub["benchmark"], sub["generator"], strict=True)))
-    ncols = max(1, min(int(ncols), len(cells)))
-    nrows = math.ceil(len(cells) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.6 * nrows), squeeze=False)
-    for ax, (b, g) in zip(axes.flat, cells, strict=False):
+    fig, axes = axes_grid(len(cells), int(ncols), size=(3.2, 2.6))
+    for ax, (b, g) in zip(axes, cells, strict=False):
         t = sub[(sub["benchmark"] == b) & (sub["generator"] == g)].sort_values("passes")
         k = t["passes"].to_numpy()
         ax.bar(k, t["observed"], color=OKABE_ITO[8], width=0.6, label="observed")
@@ -79,9 +76,7 @@ def plot_pass_histogram_ppc(
         ax.set_xlabel(f"passing patches of {patches}", fontsize=8)
         ax.set_ylabel("instances", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(cells) :]:
-        ax.set_visible(False)
-    axes.flat[0].legend(fontsize=7, frameon=False)
+    axes[0].legend(fontsize=7, frameon=False)
     fig.suptitle("Per-instance pass histogram: observed vs posterior predictive", fontsize=9)
     fig.tight_layout()
     return savefig(fig, path, formats=formats)

@@ -26,9 +26,11 @@ __all__ = [
     "MAX_FIGURE_PX",
     "paged",
     "page_path",
-    "page_note",
     "save_pages",
     "axes_grid",
+    "legend_below",
+    "title_above",
+    "line_handle",
 ]
 
 MAX_FIGURE_PX = 4000
@@ -160,13 +162,6 @@ def page_path(path: str | Path, page: int, n_pages: int) -> Path:
     return path.with_name(f"{path.stem}_p{page + 1}{path.suffix}")
 
 
-def page_note(page: int, n_pages: int, first: int, count: int, total: int) -> str:
-    """``" (page 2 of 4: cells 15–28 of 54)"``, or ``""`` when everything is on one page."""
-    if n_pages <= 1:
-        return ""
-    return f" (page {page + 1} of {n_pages}: cells {first + 1}–{first + count} of {total})"
-
-
 def save_pages[T](
     items: Sequence[T],
     per_page: int,
@@ -178,8 +173,9 @@ def save_pages[T](
 ) -> list[Path]:
     """Draw ``items`` on pages of at most ``per_page`` and save each; the files written.
 
-    ``draw(page, note)`` returns the figure of one page; ``note`` is its
-    :func:`page_note` (``""`` on a single page, ``unit`` naming what is counted).
+    ``draw(page, note)`` returns the figure of one page; ``note`` is
+    ``" (page 2 of 4: cells 15–28 of 54)"`` (``""`` on a single page, ``unit``
+    naming what is counted).
     Pages after the first go to ``<stem>_p2`` … (:func:`page_path`).
     """
     items = list(items)
@@ -187,20 +183,49 @@ def save_pages[T](
     written: list[Path] = []
     first = 0
     for k, page in enumerate(pages):
-        note = page_note(k, len(pages), first, len(page), len(items)).replace("cells", unit)
+        note = f" (page {k + 1} of {len(pages)}: {unit} {first + 1}–{first + len(page)} of {len(items)})"
+        note = note if len(pages) > 1 else ""
         written += savefig(draw(page, note), page_path(path, k, len(pages)), formats=formats)
         first += len(page)
     return written
 
 
-def axes_grid(n: int, ncols: int = 3, size: tuple[float, float] = (4.0, 2.8)) -> tuple[plt.Figure, list]:
-    """A figure with ``n`` axes on rows of ``ncols`` (each ``size`` inches), the spare ones hidden."""
+def axes_grid(
+    n: int, ncols: int = 3, size: tuple[float, float] = (4.0, 2.8), **kwargs
+) -> tuple[plt.Figure, list]:
+    """A figure with ``n`` axes on rows of ``ncols`` (each ``size`` inches), the spare ones hidden.
+
+    ``kwargs`` go to :func:`matplotlib.pyplot.subplots` (``sharex=True``).
+    """
     import numpy as np
 
     ncols = max(1, min(ncols, n))
     nrows = int(np.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False, **kwargs
+    )
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
     return fig, flat
+
+
+def title_above(fig: plt.Figure, title: str, *, top: float = 0.5, **kwargs) -> None:
+    """The figure's title, with ``top`` inches kept free above the axes whatever the figure's height."""
+    height = fig.get_figheight()
+    fig.suptitle(title, y=1 - 0.1 / height, va="top", **kwargs)
+    fig.tight_layout(rect=(0, 0, 1, 1 - top / height))
+
+
+def legend_below(fig: plt.Figure, handles: Sequence, *, ncol: int, y: float = 0.0, **kwargs) -> None:
+    """The figure's legend centred under its axes (its top at ``y``, in figure coordinates), no frame."""
+    fig.legend(
+        handles=list(handles), loc="upper center", bbox_to_anchor=(0.5, y), ncol=ncol, frameon=False, **kwargs
+    )
+
+
+def line_handle(label: str, color: str = "k", *, marker: str | None = "o", ls: str = "", **kwargs):
+    """A legend entry drawn as a marker (``ls=""``) or a line, with nothing plotted."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color=color, marker=marker, ls=ls, label=label, **kwargs)
