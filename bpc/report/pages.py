@@ -164,6 +164,20 @@ REGISTRY: dict[str, ResultsCommand] = {
             MAPCODER_QUIRKS,
         ),
         ResultsCommand(
+            "panel-mapcoder",
+            ("panel", _MAPCODER, *_MAPCODER_CRITICS, "--hierarchical-target", "xcodeeval/gpt4turbo_mapcoder")
+            + ("--refit-cache", "bpc-panel-refits", "--out", "bpc-panel"),
+            "Where pooling pays on the MapCoder panel (72 cells)",
+            "Leave one cell out on every cell (Laplace, complete pooling, the task prior; k = 0, 1, 3, 10, "
+            "all) and the hierarchical arms on one target, a new generator, and the controllers against "
+            "the best simple baseline: held-out utility (fast costs, and verification at 30) and log "
+            "predictive density, task-clustered intervals, per benchmark.",
+            MAPCODER_QUIRKS
+            + " The same programs are scored by two HumanEval oracles (humaneval_et, humaneval_plus); "
+            "many tasks pass for no generator (counted on the page, ids in flagged_tasks.txt).",
+            outputs=("--out",),
+        ),
+        ResultsCommand(
             "compare-lcb",
             (
                 "compare",
