@@ -52,6 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--no-hierarchical", action="store_true", help="no MCMC refits")
     parser.add_argument(
+        "--no-protocol",
+        action="store_true",
+        help="skip the controllers vs the best simple baseline (protocol)",
+    )
+    parser.add_argument(
         "--refit-preset", action="append", default=None,
         help="sampler preset a refit tries, in order, until it converges (repeatable; default: default)",
     )  # fmt: skip

@@ -138,6 +138,8 @@ class PanelConfig:
         The refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`).
     draws : int
         Posterior draws of the Bayes-robust and Thompson controllers.
+    protocol : bool
+        Run the decision study (controllers against the best simple baseline, cross-fitted).
     protocol_seeds : tuple of int
         Fold-assignment seeds of the decision study.
     seed : int
@@ -160,6 +162,7 @@ class PanelConfig:
     hierarchical_folds: int = 1
     presets: tuple[str, ...] = ("default",)
     draws: int = 50
+    protocol: bool = True
     protocol_seeds: tuple[int, ...] = (FOLD_SEEDS[0],)
     seed: int = DEFAULT_SEED
     B: int = BOOTSTRAP_B
@@ -356,18 +359,19 @@ def run_panel(
         logo = run_logo(records, counts, lc, progress=progress)
         tables.update({f"logo_{n}": logo.tables[n] for n in ("utilities", "lpd", "starts")})
     wall["logo"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    with stage("panel: decisions vs the best simple baseline (evaluation protocol)", enabled=progress):
-        frames = []
-        for label, spec in costs.items():
-            pc = ProtocolConfig(
-                costs=spec, starts=("cell", "oracle"), seeds=config.protocol_seeds, B=config.B
-            )
-            ev = replay_evaluator(spec, starts=pc.starts, task_critic=config.task_critic)
-            res = run_protocol(records, pc, evaluate=ev, progress=False)
-            frames.append(res.tables["utilities"].assign(costs=label))
-        tables["protocol"] = pd.concat(frames, ignore_index=True)
-    wall["protocol"] = time.perf_counter() - t0
+    if config.protocol:
+        t0 = time.perf_counter()
+        with stage("panel: decisions vs the best simple baseline (evaluation protocol)", enabled=progress):
+            frames = []
+            for label, spec in costs.items():
+                pc = ProtocolConfig(
+                    costs=spec, starts=("cell", "oracle"), seeds=config.protocol_seeds, B=config.B
+                )
+                ev = replay_evaluator(spec, starts=pc.starts, task_critic=config.task_critic)
+                res = run_protocol(records, pc, evaluate=ev, progress=False)
+                frames.append(res.tables["utilities"].assign(costs=label))
+            tables["protocol"] = pd.concat(frames, ignore_index=True)
+        wall["protocol"] = time.perf_counter() - t0
     own = laplace(counts)["prior"]
     spread = records[["benchmark", "generator"]].astype(str).drop_duplicates().groupby("generator").size()
     tables["cells"] = pd.DataFrame(
@@ -459,6 +463,8 @@ def versus_best_simple(
     from bpc.evaluate import BEST_SIMPLE, pooled_contrast
 
     keys = ["benchmark", "generator", "instance_id"]
+    if "protocol" not in result.tables:
+        return pd.DataFrame()
     u = result.tables["protocol"]
     out = []
     for cost, sub in u.groupby("costs", sort=True):

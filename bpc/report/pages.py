@@ -165,13 +165,17 @@ REGISTRY: dict[str, ResultsCommand] = {
         ),
         ResultsCommand(
             "panel-mapcoder",
-            ("panel", _MAPCODER, *_MAPCODER_CRITICS, "--hierarchical-target", "xcodeeval/gpt4turbo_mapcoder")
-            + ("--refit-cache", "bpc-panel-refits", "--out", "bpc-panel"),
+            ("panel", _MAPCODER, *_MAPCODER_CRITICS, "--loco-per-benchmark", "1", "--max-folds", "1")
+            + ("--new-generator-arm", "complete_pooling", "--new-generator-arm", "pooled_task_oracle")
+            + ("--no-hierarchical", "--no-protocol", "--out", "bpc-panel"),
             "Where pooling pays on the MapCoder panel (72 cells)",
-            "Leave one cell out on every cell (Laplace, complete pooling, the task prior; k = 0, 1, 3, 10, "
-            "all) and the hierarchical arms on one target, a new generator, and the controllers against "
-            "the best simple baseline: held-out utility (fast costs, and verification at 30) and log "
-            "predictive density, task-clustered intervals, per benchmark.",
+            "A new generator on every one of the 72 cells (complete pooling and the task prior from the "
+            "other generators' outcomes, against the best simple baseline chosen on their tasks) and "
+            "leave one cell out on one known generator per benchmark (Laplace, complete pooling, the "
+            "task prior; k = 0, 1, 3, 10, all; one fold): held-out utility (fast costs, and verification "
+            "at 30) and log predictive density, task-clustered intervals, per benchmark. Bounded to "
+            "finish on 2 shared cores: no hierarchical refits, no cross-fitted decision study "
+            "(`bpc panel` without these options runs them).",
             MAPCODER_QUIRKS
             + " The same programs are scored by two HumanEval oracles (humaneval_et, humaneval_plus); "
             "many tasks pass for no generator (counted on the page, ids in flagged_tasks.txt).",

@@ -153,7 +153,8 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
         "same numbers.",
         "",
     ]
-    pooled = logo[logo["generator"] == "pooled"].assign(delta=lambda f: f.apply(_ci, axis=1))
+    pooled = logo[logo["generator"] == "pooled"]
+    pooled = pooled.assign(delta=pooled.apply(_ci, axis=1) + " n=" + pooled["n_pairs"].astype(str))
     pooled = pooled.assign(contrast=pooled["arm"] + " − " + pooled["reference"])
     wide = pooled.pivot_table(
         index=["measure", "costs", "contrast"], columns="benchmark", values="delta", aggfunc="first"
@@ -167,11 +168,31 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
         "(the other generators' outcomes on the task).",
         "",
     ]
-    if not best.empty:
+    if best.empty:
+        lines += ["Not run (`--no-protocol`).", ""]
+    else:
         b = best.assign(delta=best.apply(_ci, axis=1))
         wide = b.pivot_table(index=["costs", "policy"], columns="benchmark", values="delta", aggfunc="first")
         lines += _md(wide.reset_index().fillna("–"))
-    return "\n".join(lines)
+    return "\n".join(lines + _QUIRKS)
+
+
+_QUIRKS = [
+    "## What this panel is, and what it cannot show",
+    "",
+    "- One program per (task, generator) (APPS: 1–3): nothing to regenerate, so the decision is which "
+    "critics to buy and whether to verify or stop; a cell's task-to-task spread κ is not identified "
+    "(every cell prior is the i.i.d. point θ = π), so a per-task belief can only come from the other "
+    "generators' outcomes on the same task (the task prior).",
+    "- APPS and xCodeEval have no critic: their decisions are verify or stop, and the critic-only task "
+    "prior has no evidence there.",
+    "- humaneval_et and humaneval_plus are the same programs under two oracles: their cells are not "
+    "independent evidence, and a generator is 'known' on one through the other.",
+    "- Many tasks pass for no generator (counts above): on them every arm that predicts failure wins "
+    "the LPD, and every controller's best move is to stop.",
+    "- The LPD is that of the first program's Y under each arm's predictive mean; with one program per "
+    "task it is the whole likelihood (APPS's repeated attempts excepted).",
+]
 
 
 def draw_cells(result: Result):
