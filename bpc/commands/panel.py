@@ -77,6 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 0: every cell)",
     )  # fmt: skip
     parser.add_argument(
+        "--new-generator-per-benchmark", type=int, default=0, metavar="N",
+        help="new-generator targets per benchmark, by the same rule (default 0: every cell)",
+    )  # fmt: skip
+    parser.add_argument(
         "--new-generator-arm", action="append", default=None, metavar="ARM",
         help="arm of the new-generator part (repeatable; default complete_pooling, pooled_task_oracle, "
         "pooled_task_critic)",

@@ -123,6 +123,8 @@ class PanelConfig:
         cell.
     logo_arms : tuple of str
         Arms of the new-generator part (some of :data:`LOGO_PANEL_ARMS`).
+    logo_per_benchmark : int
+        New-generator targets per benchmark (the same rule); 0: every cell.
     task_critic : str
         The critic whose verdicts are the ``pooled_task_critic`` arm's evidence.
     hierarchical : tuple of (str, str) or None
@@ -155,6 +157,7 @@ class PanelConfig:
     max_folds: int | None = None
     loco_per_benchmark: int = 0
     logo_arms: tuple[str, ...] = LOGO_PANEL_ARMS
+    logo_per_benchmark: int = 0
     task_critic: str = "base"
     hierarchical: tuple[Cell, ...] | None = None
     per_benchmark: int = 1
@@ -349,8 +352,11 @@ def run_panel(
     tables.update(loco=loco, loco_lpd=lpd)
     t0 = time.perf_counter()
     with stage("panel: a new generator (leave the cell out, no MCMC)", enabled=progress):
+        new = cells
+        if config.logo_per_benchmark:
+            new = hierarchical_targets(records, per_benchmark=config.logo_per_benchmark)
         lc = LogoConfig(
-            targets=tuple(cells),
+            targets=tuple(new),
             costs=tuple(costs.items()),
             arms=config.logo_arms,
             task_critic=config.task_critic,
