@@ -115,8 +115,16 @@ def run(args: argparse.Namespace) -> int:
     with reading(*args.source):
         check_output_folder(args.out)
     config = PanelConfig(
-        ks=tuple(args.ks or PanelConfig.ks), repeats=args.repeats, task_critic=args.task_critic
+        ks=tuple(args.ks or PanelConfig.ks),
+        repeats=args.repeats,
+        max_folds=args.max_folds,
+        loco_per_benchmark=args.loco_per_benchmark,
+        logo_per_benchmark=args.new_generator_per_benchmark,
+        task_critic=args.task_critic,
+        protocol=not args.no_protocol,
     )
+    if args.new_generator_arm:
+        config = replace(config, logo_arms=tuple(args.new_generator_arm))
     if args.bootstrap is not None:
         config = replace(config, B=args.bootstrap)
     if args.no_hierarchical:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -226,7 +226,19 @@ class _Recorded:
         return cal
 
 
-def _loco(records, config: PanelConfig, costs, methods, *, targets, ks, max_folds, repeats, part, progress):
+def _loco(
+    records: pd.DataFrame,
+    config: PanelConfig,
+    costs: Mapping[str, Any],
+    methods: Mapping[str, Any],
+    *,
+    targets: Sequence[Cell],
+    ks: Sequence[int | None],
+    max_folds: int | None,
+    repeats: int,
+    part: str,
+    progress: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One leave-one-cell-out run per cost vector, and the LPD rows of its recorded calibrations."""
     from bpc.experiments.efficiency import LocoConfig, loco_efficiency
 
@@ -448,7 +460,8 @@ def panel_table(
                     out.append(rows.assign(**labels, arm=arm, reference=ref))
     table = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(PANEL_COLUMNS))
     failed = table["n_calibrations"] - table["n_converged"]
-    table["flag"] = np.where(failed > 0, failed.map(lambda v: f"{int(v)} failed fit(s) excluded"), "")
+    failed = failed.fillna(0).astype(np.int64)
+    table["flag"] = np.where(failed > 0, failed.astype(str) + " failed fit(s) excluded", "")
     table.attrs.update({"prob": float(prob), "B": int(B), "interval": "task-clustered percentile bootstrap"})
     return table[list(PANEL_COLUMNS)]
 
