@@ -122,6 +122,7 @@ from bpc.constants import (
     DIM_TASK,
     REFIT_PRESETS,
 )
+from bpc.costs import CostSpec
 from bpc.data.splits import Cell
 
 if TYPE_CHECKING:
@@ -438,9 +439,14 @@ class ArmStart:
 
 
 def _cell_point(params_cell: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """π and κ per draw.
+
+    A κ not identified (``NaN``: one program per task, the i.i.d. belief θ = π on every task) is
+    :data:`KAPPA_W_MAX`, a near-point start at π.
+    """
     pi = np.asarray(params_cell["prior"].values, dtype=np.float64).ravel()
     kap = np.asarray(params_cell["kappa"].values, dtype=np.float64).ravel()
-    return pi, kap
+    return pi, np.where(np.isfinite(kap) & (kap > 0), kap, KAPPA_W_MAX)
 
 
 def logo_starts(
@@ -488,7 +494,6 @@ def logo_starts(
     from bpc.estimate.crossed import marginal_beta
     from bpc.experiments.efficiency import complete_pooling_calibration
     from bpc.experiments.posterior import posterior_mean_params
-    from bpc.experiments.task_starts import cell_start
     from bpc.schema import select_cell, thin_draws
 
     b, g = target
@@ -511,7 +516,9 @@ def logo_starts(
     bases: dict[str, tuple[xr.Dataset, np.ndarray, np.ndarray, bool, float, float]] = {}
     if any(a == "complete_pooling" or a.startswith("pooled_") for a in arms):
         pooled = select_cell(complete_pooling_calibration(left, target, seed).params, b, g)  # type: ignore[arg-type]
-        bases["pooled"] = (pooled, *_cell_point(pooled), True, *cell_start(pooled))
+        pi0, kap0 = _cell_point(pooled)
+        a0, b0 = float(pi0.mean() * kap0.mean()), float((1 - pi0.mean()) * kap0.mean())
+        bases["pooled"] = (pooled, pi0, kap0, True, a0, b0)
     if need_hier:
         assert predictive is not None
         cell = select_cell(predictive, b, g)
@@ -650,8 +657,8 @@ def logo_target(
         return frame.assign(source=[source.get(t, "") for t in frame["instance_id"]]).assign(**cell, **labels)
 
     util_rows = []
-    for name in config.costs:
-        c = cost_resolver(name)(b)
+    for name, spec in config.named_costs():
+        c = cost_resolver(spec)(b)
         for arm, st in starts.items():
             theta0 = (st.A, st.B)
             res = replay_pool(
@@ -708,8 +715,9 @@ class LogoConfig:
     ----------
     targets : tuple of (str, str)
         Cells with records, each left out in turn.
-    costs : tuple of str
-        Named cost vectors (:func:`bpc.costs.cost_resolver`).
+    costs : tuple of str or (str, CostSpec)
+        Cost vectors: a name (:func:`bpc.costs.cost_resolver`) or a ``(label, specification)`` pair
+        (e.g. a vector that also prices the log's own critics, :meth:`bpc.data.logs.Input.costs`).
     arms : tuple of str
         Some of :data:`LOGO_ARMS`.
     presets : tuple of str
@@ -726,7 +734,7 @@ class LogoConfig:
     """
 
     targets: tuple[Cell, ...] = ()
-    costs: tuple[str, ...] = ("paper-release", "fast")
+    costs: tuple[str | tuple[str, CostSpec], ...] = ("paper-release", "fast")
     arms: tuple[str, ...] = LOGO_ARMS
     presets: tuple[str, ...] = REFIT_PRESETS
     task_critic: str = "test"
@@ -743,6 +751,10 @@ class LogoConfig:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "targets", tuple((str(b), str(g)) for b, g in self.targets))
         check_choices(self.arms, LOGO_ARMS, what="LOGO arm")
+
+    def named_costs(self) -> list[tuple[str, CostSpec]]:
+        """``(label, cost specification)`` of every cost vector."""
+        return [(c, c) if isinstance(c, str) else (str(c[0]), c[1]) for c in self.costs]
 
 
 def run_logo(

@@ -112,6 +112,11 @@ _MAPCODER_CRITICS = (
     "selftest=selftest:2",
 )
 _PAPER = f"{DATA_PREFIX}paper_corpus"
+_PANEL_BOUNDS = (
+    "--loco-per-benchmark", "1", "--max-folds", "1", "--new-generator-per-benchmark", "2",
+    "--new-generator-arm", "complete_pooling", "--new-generator-arm", "pooled_task_oracle",
+    "--no-hierarchical", "--no-protocol", "--out", "bpc-panel",
+)  # fmt: skip
 
 REGISTRY: dict[str, ResultsCommand] = {
     c.name: c
@@ -162,6 +167,26 @@ REGISTRY: dict[str, ResultsCommand] = {
             "Every controller replayed on the MapCoder cells under the evaluation protocol "
             "(docs/method.md §Replay and evaluation).",
             MAPCODER_QUIRKS,
+        ),
+        *(
+            ResultsCommand(
+                f"panel-mapcoder-{bench}",
+                ("panel", _MAPCODER, *_MAPCODER_CRITICS, "--benchmark", bench, *_PANEL_BOUNDS),
+                f"Where pooling pays on the MapCoder panel: {bench}",
+                "One benchmark of the wide-panel study (`bpc panel`; the closed-form arms read only the "
+                "benchmark's own cells, so each benchmark runs on its own): leave one cell out on its "
+                "most widely run generator (Laplace, complete pooling, the task prior; k = 0, 1, 3, 10, "
+                "all; one fold) and a new generator on two cells (complete pooling and the task prior "
+                "against the best simple baseline chosen on the other generators' tasks); held-out "
+                "utility (fast costs, and verification at 30) and log predictive density, "
+                "task-clustered intervals. Bounded to finish on 2 shared cores: no hierarchical refits, "
+                "no cross-fitted decision study (`bpc panel` without these options runs them).",
+                MAPCODER_QUIRKS
+                + " The same programs are scored by two HumanEval oracles (humaneval_et, humaneval_plus); "
+                "many tasks pass for no generator (counted on the page, ids in flagged_tasks.txt).",
+                outputs=("--out",),
+            )
+            for bench in ("apps", "humaneval_et", "humaneval_plus", "mbpp_et", "xcodeeval")
         ),
         ResultsCommand(
             "compare-lcb",

@@ -1,0 +1,148 @@
+"""``bpc panel``: where pooling and the task prior pay on a wide panel of your own logs, held out."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from bpc.commands._input import add_input_arguments, add_source_argument
+
+NAME = "panel"
+HELP = (
+    "the wide-panel study: leave one cell out (Laplace, complete pooling, the task prior on every cell; "
+    "the hierarchical arms on a bounded subset), a new generator, and the controllers against the best "
+    "simple baseline; held-out utility under two cost vectors and log predictive density; write "
+    "CSV tables, a figure, the flagged task ids and report.md"
+)
+
+
+def _cell(text: str) -> tuple[str, str]:
+    bench, sep, gen = text.partition("/")
+    if not sep or not bench or not gen:
+        raise argparse.ArgumentTypeError(f"expected BENCHMARK/GENERATOR, got {text!r}")
+    return bench, gen
+
+
+def _k(text: str) -> int | None:
+    if text == "all":
+        return None
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"k must be >= 0 or 'all', got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the command's options."""
+    add_source_argument(parser, dest="source", required=True)
+    add_input_arguments(parser, what="study")
+    parser.add_argument(
+        "--k", dest="ks", type=_k, action="append", default=None, metavar="K",
+        help="calibration size of the closed-form arms (repeatable; 'all'; default 0, 1, 3, 10, all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--hierarchical-target", type=_cell, action="append", default=None, metavar="BENCH/GEN",
+        help="target of the hierarchical arms (repeatable; default: per benchmark the generator with "
+        "cells on most other benchmarks)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--hierarchical-k", type=_k, action="append", default=None, metavar="K",
+        help="calibration size of the hierarchical arms, one refit each (repeatable; default 0)",
+    )  # fmt: skip
+    parser.add_argument("--no-hierarchical", action="store_true", help="no MCMC refits")
+    parser.add_argument(
+        "--no-protocol",
+        action="store_true",
+        help="skip the controllers vs the best simple baseline (protocol)",
+    )
+    parser.add_argument(
+        "--refit-preset", action="append", default=None,
+        help="sampler preset a refit tries, in order, until it converges (repeatable; default: default)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--refit-cache", type=Path, default=None,
+        help="folder the hierarchical refits are written to and reused from (a stopped run resumes)",
+    )  # fmt: skip
+    parser.add_argument("--repeats", type=int, default=1, help="fold-assignment repeats (default 1)")
+    parser.add_argument(
+        "--max-folds",
+        type=int,
+        default=None,
+        help="score only the first N folds of each repeat (default all)",
+    )
+    parser.add_argument(
+        "--loco-per-benchmark", type=int, default=0, metavar="N",
+        help="closed-form targets per benchmark, the generators with cells on most other benchmarks "
+        "(default 0: every cell)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--new-generator-per-benchmark", type=int, default=0, metavar="N",
+        help="new-generator targets per benchmark, by the same rule (default 0: every cell)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--new-generator-arm", action="append", default=None, metavar="ARM",
+        help="arm of the new-generator part (repeatable; default complete_pooling, pooled_task_oracle, "
+        "pooled_task_critic)",
+    )  # fmt: skip
+    parser.add_argument("--task-critic", default="base", help="critic of the critic-only task prior")
+    parser.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples (default 2000)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("bpc-panel"), help="output folder (default bpc-panel)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the study, write its folder and print the report."""
+    import warnings
+    from dataclasses import replace
+
+    from bpc.commands._input import load_from_args
+    from bpc.experiments.panel import (
+        PanelConfig,
+        new_generator_table,
+        panel_table,
+        run_panel,
+        versus_best_simple,
+    )
+    from bpc.outputs import check_output_folder, reading
+    from bpc.report import write
+    from bpc.report.panel import with_report
+
+    start = time.perf_counter()
+    data = load_from_args(args.source, args)
+    with reading(*args.source):
+        check_output_folder(args.out)
+    config = PanelConfig(
+        ks=tuple(args.ks or PanelConfig.ks),
+        repeats=args.repeats,
+        max_folds=args.max_folds,
+        loco_per_benchmark=args.loco_per_benchmark,
+        logo_per_benchmark=args.new_generator_per_benchmark,
+        task_critic=args.task_critic,
+        protocol=not args.no_protocol,
+    )
+    if args.new_generator_arm:
+        config = replace(config, logo_arms=tuple(args.new_generator_arm))
+    if args.bootstrap is not None:
+        config = replace(config, B=args.bootstrap)
+    if args.no_hierarchical:
+        config = replace(config, hierarchical=())
+    elif args.hierarchical_target:
+        config = replace(config, hierarchical=tuple(args.hierarchical_target))
+    if args.hierarchical_k:
+        config = replace(config, hierarchical_ks=tuple(args.hierarchical_k))
+    if args.refit_preset:
+        config = replace(config, presets=tuple(args.refit_preset))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = run_panel(data, config, refit_cache=args.refit_cache, progress=not args.quiet)
+        table = panel_table(result, B=config.B)
+        best = versus_best_simple(result, B=config.B)
+        logo = new_generator_table(result, B=config.B)
+    report = with_report(result, table, best, logo)
+    write(report, args.out)
+    print(report.text)
+    print(f"\nwall time: {time.perf_counter() - start:.0f} s; tables and report.md in {args.out}")
+    return 0

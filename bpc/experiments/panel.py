@@ -1,0 +1,509 @@
+"""A wide real panel: where pooling and the task prior pay, held out, across many cells.
+
+The study of a panel with many (benchmark, generator) cells and shared tasks (the MapCoder panel,
+72 cells), composed of existing studies — no fold loop or interval of its own:
+
+``loco``
+    Leave one cell out (:func:`bpc.experiments.efficiency.loco_efficiency`): each target cell
+    calibrated on ``k`` ∈ :data:`~bpc.experiments.efficiency.LOCO_K` of its training tasks, every
+    other cell complete. Arms Laplace, complete pooling (the benchmark's other generators) and the
+    task prior (Laplace's controller, each scored task started from the crossed model's prior given
+    the other generators' oracle outcomes on the task) on **every** cell; the hierarchical arms
+    (:func:`~bpc.experiments.efficiency.hierarchical_arms`: posterior mean, Bayes-robust, Thompson
+    of one refit per calibration) on a bounded subset (:func:`hierarchical_targets`), their refits
+    checked and a failed one excluded and counted.
+``logo``
+    A new generator (:func:`bpc.experiments.logo.run_logo`, nothing of the target): complete pooling
+    and the pooled task prior from the other generators' oracle outcomes or only their critic
+    verdicts, against the best simple baseline chosen on the other generators' tasks. These arms
+    never read the target generator's other cells, so leaving the generator out everywhere gives
+    the same numbers.
+``protocol``
+    Decisions with one program per task (:func:`bpc.experiments.protocol.run_protocol`): the instance
+    DP from the cell prior and from the task prior against the best simple baseline chosen on the
+    training folds.
+
+Measures: held-out utility per task under each cost vector (:data:`PANEL_COSTS`) and the held-out
+log predictive density of the target's first program's ``Y`` per task under each arm's predictive
+mean for the task (exact for one program per task, which every cell but APPS's repeated tasks has).
+:func:`panel_table` gives every ``arm − reference`` (Laplace and complete pooling) pooled per
+benchmark and over all benchmarks, with task-clustered intervals (:func:`bpc.evaluate.pooled_contrast`).
+
+Examples
+--------
+>>> import numpy as np, pandas as pd
+>>> rec = pd.DataFrame({"benchmark": "b", "generator": np.repeat(["g1", "g2", "g3"], 6),
+...                     "instance_id": np.tile([f"t{i}" for i in range(6)], 3), "patch_id": 0,
+...                     "Y": np.tile([1, 1, 0, 0, 1, 0], 3)})
+>>> hierarchical_targets(rec, per_benchmark=1)
+[('b', 'g1')]
+>>> first_outcomes(rec).shape
+(18, 4)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, DEFAULT_SEED, FOLD_SEEDS, N_FOLDS
+from bpc.costs import NAMED_COSTS, Costs
+from bpc.data.splits import Cell
+from bpc.experiments.efficiency import LOCO_K, TASK_ARM
+
+if TYPE_CHECKING:
+    from bpc.data.logs import Input
+    from bpc.evaluate import Result
+
+__all__ = [
+    "PANEL_COSTS",
+    "CLOSED_ARMS",
+    "REFERENCES",
+    "PanelConfig",
+    "hierarchical_targets",
+    "first_outcomes",
+    "run_panel",
+    "panel_table",
+    "versus_best_simple",
+    "new_generator_table",
+]
+
+PANEL_COSTS: Mapping[str, Costs] = {
+    "fast": NAMED_COSTS["fast"],
+    "verify30": NAMED_COSTS["fast"].with_(c_ver=30),
+}
+"""The two cost vectors: the paper's fast costs, and the same with verification costing 30."""
+
+CLOSED_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", TASK_ARM)
+"""Arms with a closed form, run on every cell."""
+
+REFERENCES: tuple[str, ...] = ("laplace", "complete_pooling")
+"""The references of :func:`panel_table`."""
+
+LOGO_PANEL_ARMS: tuple[str, ...] = ("complete_pooling", "pooled_task_oracle", "pooled_task_critic")
+"""The new-generator arms without MCMC (:mod:`bpc.experiments.logo`)."""
+
+NEW_GENERATOR_CONTRASTS: tuple[tuple[str, str], ...] = (
+    ("pooled_task_oracle", "complete_pooling"),
+    ("pooled_task_critic", "complete_pooling"),
+    ("complete_pooling", "best_baseline"),
+    ("pooled_task_oracle", "best_baseline"),
+)
+"""The differences of :func:`new_generator_table`."""
+
+PANEL_COLUMNS: tuple[str, ...] = tuple(
+    "part measure costs k arm reference benchmark delta ci_lo ci_hi n_tasks n_pairs n_targets "
+    "n_calibrations n_converged flag".split()
+)
+"""Columns of :func:`panel_table`."""
+
+
+@dataclass(frozen=True)
+class PanelConfig:
+    """The panel study's options (:func:`run_panel`).
+
+    Attributes
+    ----------
+    costs : tuple of str
+        Keys of :data:`PANEL_COSTS`.
+    ks : tuple of int or None
+        Calibration sizes of the closed-form arms (``None``: all training tasks).
+    repeats, n_folds : int
+        Fold-assignment repeats and folds of the leave-one-cell-out study.
+    max_folds : int, optional
+        Score only the first ``max_folds`` folds of each repeat (default all).
+    loco_per_benchmark : int
+        Targets per benchmark of the closed-form arms (:func:`hierarchical_targets`'s rule); 0: every
+        cell.
+    logo_arms : tuple of str
+        Arms of the new-generator part (some of :data:`LOGO_PANEL_ARMS`).
+    logo_per_benchmark : int
+        New-generator targets per benchmark (the same rule); 0: every cell.
+    task_critic : str
+        The critic whose verdicts are the ``pooled_task_critic`` arm's evidence.
+    hierarchical : tuple of (str, str) or None
+        Targets of the hierarchical arms (``None``: :func:`hierarchical_targets` with
+        ``per_benchmark``; empty: no MCMC).
+    per_benchmark : int
+        Targets per benchmark of the default hierarchical subset.
+    hierarchical_ks : tuple of int or None
+        Calibration sizes of the hierarchical subset (one refit each).
+    hierarchical_folds : int
+        Folds of the first repeat scored by the hierarchical subset.
+    presets : tuple of str
+        The refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`).
+    draws : int
+        Posterior draws of the Bayes-robust and Thompson controllers.
+    protocol : bool
+        Run the decision study (controllers against the best simple baseline, cross-fitted).
+    protocol_seeds : tuple of int
+        Fold-assignment seeds of the decision study.
+    seed : int
+        Root seed.
+    B : int
+        Bootstrap resamples of every interval.
+    """
+
+    costs: tuple[str, ...] = tuple(PANEL_COSTS)
+    ks: tuple[int | None, ...] = LOCO_K
+    repeats: int = 1
+    n_folds: int = N_FOLDS
+    max_folds: int | None = None
+    loco_per_benchmark: int = 0
+    logo_arms: tuple[str, ...] = LOGO_PANEL_ARMS
+    logo_per_benchmark: int = 0
+    task_critic: str = "base"
+    hierarchical: tuple[Cell, ...] | None = None
+    per_benchmark: int = 1
+    hierarchical_ks: tuple[int | None, ...] = (0,)
+    hierarchical_folds: int = 1
+    presets: tuple[str, ...] = ("default",)
+    draws: int = 50
+    protocol: bool = True
+    protocol_seeds: tuple[int, ...] = (FOLD_SEEDS[0],)
+    seed: int = DEFAULT_SEED
+    B: int = BOOTSTRAP_B
+
+    def __post_init__(self) -> None:
+        from bpc.choices import check_choices
+
+        check_choices(self.costs, PANEL_COSTS, what="panel cost vector")
+        if self.hierarchical is not None:
+            object.__setattr__(self, "hierarchical", tuple((str(b), str(g)) for b, g in self.hierarchical))
+        if min(self.repeats, self.n_folds, self.hierarchical_folds, self.B, self.draws) < 1:
+            raise ValueError("PanelConfig: repeats, n_folds, hierarchical_folds, B and draws must be >= 1")
+
+
+def hierarchical_targets(records: pd.DataFrame, *, per_benchmark: int = 1) -> list[Cell]:
+    """The default hierarchical subset: per benchmark, the generators with cells on most other benchmarks.
+
+    A known generator on a benchmark where it is left out: the hierarchy can borrow its ability
+    from its other cells, which complete pooling cannot. Ties go to the generator name's order.
+    """
+    cells = records[["benchmark", "generator"]].astype(str).drop_duplicates()
+    spread = cells.groupby("generator")["benchmark"].nunique()
+    out = []
+    for b, part in cells.groupby("benchmark", sort=True):
+        ranked = sorted(part["generator"], key=lambda g: (-int(spread[g]), g))
+        out += [(str(b), g) for g in ranked[: int(per_benchmark)]]
+    return out
+
+
+def first_outcomes(records: pd.DataFrame) -> pd.DataFrame:
+    """``benchmark, generator, instance_id, y``: the oracle outcome of each task's first program."""
+    keys = ["benchmark", "generator", "instance_id"]
+    first = records.sort_values("patch_id", kind="stable").dropna(subset=["Y"]).drop_duplicates(keys)
+    return first[keys].astype(str).assign(y=first["Y"].to_numpy(dtype=np.float64))
+
+
+class _Recorded:
+    """A calibration method that keeps the target cell's predictive mean per calibration (the LPD).
+
+    A closed form's calibration does not depend on the cost vector: the second vector reuses it.
+    """
+
+    def __init__(self, fit, *, reuse: bool) -> None:
+        self.fit, self.reuse, self.means, self.cals = fit, reuse, {}, {}
+
+    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int):
+        from bpc.schema import select_cell
+
+        k_used = int((np.nan_to_num(select_cell(counts["task_n"], *cell).values) > 0).sum())
+        key = (tuple(cell), int(seed), k_used)
+        cal = self.cals.get(key) if self.reuse else None
+        if cal is None:
+            cal = self.fit(counts, cell, seed)
+        if self.reuse:
+            self.cals[key] = cal
+        if cal.params is not None:
+            self.means[key] = float(select_cell(cal.params["prior"], *cell).mean())
+        return cal
+
+
+def _loco(
+    records: pd.DataFrame,
+    config: PanelConfig,
+    costs: Mapping[str, Any],
+    methods: Mapping[str, Any],
+    *,
+    targets: Sequence[Cell],
+    ks: Sequence[int | None],
+    max_folds: int | None,
+    repeats: int,
+    part: str,
+    progress: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One leave-one-cell-out run per cost vector, and the LPD rows of its recorded calibrations."""
+    from bpc.experiments.efficiency import LocoConfig, loco_efficiency
+
+    recorded = {name: _Recorded(fit, reuse=name in CLOSED_ARMS) for name, fit in methods.items()}
+    frames = []
+    for label, spec in costs.items():
+        cf = LocoConfig(
+            targets=targets,
+            ks=ks,
+            repeats=repeats,
+            n_folds=config.n_folds,
+            max_folds=max_folds,
+            costs=spec,
+            seed=config.seed,
+        )
+        frames.append(loco_efficiency(records, cf, methods=recorded, progress=progress).assign(costs=label))
+    util = pd.concat(frames, ignore_index=True).assign(part=part)
+    rows = util[(util["policy"] == "bayesian_dp") & (util["costs"] == next(iter(costs)))]
+    seed = config.seed + 1000 * rows["repeat"].to_numpy() + rows["fold"].to_numpy()
+    cell_mean = [
+        recorded[m].means.get(((b, g), int(s), int(k)), np.nan)
+        for m, b, g, s, k in zip(
+            rows["method"], rows["benchmark"], rows["generator"], seed, rows["k_used"], strict=True
+        )
+    ]
+    mean = np.where(rows["prior_source"] == "task", rows["start_mean"], cell_mean)
+    lpd = rows.assign(mean=mean, costs="").merge(
+        first_outcomes(records), on=["benchmark", "generator", "instance_id"], how="left"
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lpd["lpd"] = np.where(lpd["y"] == 1, np.log(lpd["mean"]), np.log1p(-lpd["mean"]))
+    return util, lpd
+
+
+def run_panel(
+    data: Input, config: PanelConfig = PanelConfig(), *, refit_cache=None, progress: bool = False
+) -> Result:
+    """Run the panel study on a user's log (module docstring).
+
+    Parameters
+    ----------
+    data : bpc.data.logs.Input
+        The panel as read by the input layer (records, counts, critic costs).
+    config : PanelConfig
+        The study's options.
+    refit_cache : path, optional
+        Folder the hierarchical refits are written to and reused from (a stopped run resumes).
+    progress : bool
+        Progress lines on stderr.
+
+    Returns
+    -------
+    bpc.evaluate.Result
+        Tables ``loco`` (per-task utilities), ``loco_lpd``, ``logo_utilities``, ``logo_lpd``,
+        ``logo_starts``, ``protocol`` (the decision study's utilities with the best simple
+        baseline), ``cells`` and ``flagged``; metadata ``wall_seconds`` per part.
+    """
+    from bpc.data.tasks import flagged_tasks
+    from bpc.estimate.laplace import laplace
+    from bpc.evaluate import Result
+    from bpc.experiments.efficiency import (
+        complete_pooling_calibration,
+        hierarchical_arms,
+        laplace_calibration,
+        task_prior_calibration,
+    )
+    from bpc.experiments.logo import LogoConfig, run_logo
+    from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
+    from bpc.progress import stage
+
+    records, counts = data.records, data.counts
+    costs = {name: data.costs(PANEL_COSTS[name]) for name in config.costs}
+    cells = [tuple(c) for c in records[["benchmark", "generator"]].astype(str).drop_duplicates().to_numpy()]
+    closed = {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
+    closed[TASK_ARM] = task_prior_calibration
+    wall, tables = {}, {}
+    t0 = time.perf_counter()
+    with stage("panel: leave one cell out, closed forms", enabled=progress):
+        targets = cells
+        if config.loco_per_benchmark:
+            targets = hierarchical_targets(records, per_benchmark=config.loco_per_benchmark)
+        opts = {
+            "ks": config.ks,
+            "max_folds": config.max_folds,
+            "repeats": config.repeats,
+            "progress": progress,
+        }
+        loco, lpd = _loco(records, config, costs, closed, targets=targets, part="closed forms", **opts)
+    wall["loco"] = time.perf_counter() - t0
+    hier = hierarchical_targets(records, per_benchmark=config.per_benchmark)
+    hier = list(hier if config.hierarchical is None else config.hierarchical)
+    if hier:
+        import tempfile
+
+        from bpc.estimate.model.refits import RefitLadder
+
+        t0 = time.perf_counter()
+        with (
+            stage(f"panel: leave one cell out, hierarchical arms, {len(hier)} targets", enabled=progress),
+            tempfile.TemporaryDirectory(prefix="bpc-panel-refits-") as tmp,
+        ):
+            # a cache in any case: the second cost vector reads the first one's refits
+            cache = tmp if refit_cache is None else refit_cache
+            ladder = RefitLadder(counts, presets=config.presets, cache=cache, progress=progress)
+            for label, spec in costs.items():
+                methods = {**closed, **hierarchical_arms(ladder, costs=spec, draws=config.draws)}
+                u, lp = _loco(
+                    records,
+                    config,
+                    {label: spec},
+                    methods,
+                    targets=hier,
+                    ks=config.hierarchical_ks,
+                    max_folds=config.hierarchical_folds,
+                    repeats=1,
+                    part="hierarchical subset",
+                    progress=progress,
+                )
+                loco = pd.concat([loco, u], ignore_index=True)
+                if label == next(iter(costs)):
+                    lpd = pd.concat([lpd, lp], ignore_index=True)
+        wall["hierarchical"] = time.perf_counter() - t0
+    tables.update(loco=loco, loco_lpd=lpd)
+    t0 = time.perf_counter()
+    with stage("panel: a new generator (leave the cell out, no MCMC)", enabled=progress):
+        new = cells
+        if config.logo_per_benchmark:
+            new = hierarchical_targets(records, per_benchmark=config.logo_per_benchmark)
+        lc = LogoConfig(
+            targets=tuple(new),
+            costs=tuple(costs.items()),
+            arms=config.logo_arms,
+            task_critic=config.task_critic,
+            seed=config.seed,
+        )
+        logo = run_logo(records, counts, lc, progress=progress)
+        tables.update({f"logo_{n}": logo.tables[n] for n in ("utilities", "lpd", "starts")})
+    wall["logo"] = time.perf_counter() - t0
+    if config.protocol:
+        t0 = time.perf_counter()
+        with stage("panel: decisions vs the best simple baseline (evaluation protocol)", enabled=progress):
+            frames = []
+            for label, spec in costs.items():
+                pc = ProtocolConfig(
+                    costs=spec, starts=("cell", "oracle"), seeds=config.protocol_seeds, B=config.B
+                )
+                ev = replay_evaluator(spec, starts=pc.starts, task_critic=config.task_critic)
+                res = run_protocol(records, pc, evaluate=ev, progress=False)
+                frames.append(res.tables["utilities"].assign(costs=label))
+            tables["protocol"] = pd.concat(frames, ignore_index=True)
+        wall["protocol"] = time.perf_counter() - t0
+    own = laplace(counts)["prior"]
+    spread = records[["benchmark", "generator"]].astype(str).drop_duplicates().groupby("generator").size()
+    tables["cells"] = pd.DataFrame(
+        [
+            {
+                "benchmark": b,
+                "generator": g,
+                "n_tasks": int(
+                    records[(records["benchmark"] == b) & (records["generator"] == g)][
+                        "instance_id"
+                    ].nunique()
+                ),
+                "own": float(own.sel(benchmark=b, generator=g)),
+                "other_benchmarks": int(spread[g]) - 1,
+            }
+            for b, g in cells
+        ]
+    )
+    tables["flagged"] = flagged_tasks(counts)
+    return Result.of("panel", config=config, tables=tables, metadata={"wall_seconds": wall})
+
+
+def panel_table(
+    result: Result, *, B: int = BOOTSTRAP_B, seed: int = BOOTSTRAP_SEED, prob: float = CI_PROB
+) -> pd.DataFrame:
+    """``arm − reference`` per (part, measure, costs, k) pooled per benchmark and over all benchmarks.
+
+    Per-task values are averaged over repeats first; calibrations whose fit failed its check have no
+    rows (they are excluded and counted: ``n_calibrations − n_converged``, ``flag``). The ``all``
+    rows resample tasks over every benchmark at once. ``k = -1``: all training tasks.
+    """
+    from bpc.evaluate import pooled_contrast
+
+    keys = ["benchmark", "generator", "instance_id"]
+    loco = result.tables["loco"]
+    first = loco[loco["costs"] == loco["costs"].iloc[0]]  # the calibrations are those of every cost vector
+    cals = first.drop_duplicates(["part", "k", "benchmark", "generator", "repeat", "fold", "method"])
+    conv = cals.groupby(["part", "k", "method", "benchmark"])["converged"].agg(["size", "sum"])
+    frames = {
+        "utility": loco[loco["policy"] == "bayesian_dp"].rename(columns={"utility": "value"}),
+        "lpd": result.tables["loco_lpd"].rename(columns={"lpd": "value"}),
+    }
+    out = []
+    for measure, frame in frames.items():
+        for (part, cost, k), sub in frame.groupby(["part", "costs", "k"], sort=True):
+            wide = sub.groupby([*keys, "method"])["value"].mean().unstack("method")
+            for arm in wide.columns:
+                c = conv.loc[(part, k, arm)]
+                c = pd.concat([c, c.sum().to_frame("all").T])
+                for ref in REFERENCES:
+                    if ref == arm or ref not in wide.columns:
+                        continue
+                    d = (wide[arm] - wide[ref]).rename("diff").reset_index()
+                    d = d[np.isfinite(d["diff"].to_numpy(dtype=np.float64))]
+                    if d.empty:
+                        continue
+                    every = d.assign(benchmark="all", instance_id=d["benchmark"] + "/" + d["instance_id"])
+                    both = pd.concat([d, every], ignore_index=True)
+                    n = both.groupby("benchmark").agg(
+                        n_pairs=("diff", "size"), n_targets=("generator", "nunique")
+                    )
+                    n.loc["all", "n_targets"] = len(d[["benchmark", "generator"]].drop_duplicates())
+                    rows = pooled_contrast(both, B=B, seed=seed, prob=prob).join(n, on="benchmark")
+                    rows = rows.join(
+                        c.rename(columns={"size": "n_calibrations", "sum": "n_converged"}), on="benchmark"
+                    )
+                    labels = {"part": part, "measure": measure, "costs": cost, "k": int(k)}
+                    out.append(rows.assign(**labels, arm=arm, reference=ref))
+    table = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(PANEL_COLUMNS))
+    failed = table["n_calibrations"] - table["n_converged"]
+    failed = failed.fillna(0).astype(np.int64)
+    table["flag"] = np.where(failed > 0, failed.astype(str) + " failed fit(s) excluded", "")
+    table.attrs.update({"prob": float(prob), "B": int(B), "interval": "task-clustered percentile bootstrap"})
+    return table[list(PANEL_COLUMNS)]
+
+
+def versus_best_simple(
+    result: Result,
+    *,
+    policies: Sequence[str] = ("bayesian_dp", "bayesian_dp@oracle"),
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = CI_PROB,
+) -> pd.DataFrame:
+    """The instance / task-aware controllers minus the best simple baseline (chosen on training folds).
+
+    Per cost vector and policy, pooled per benchmark and over all benchmarks, with the
+    task-clustered interval; ``chosen``: the baselines the training folds chose and how often.
+    """
+    from bpc.evaluate import BEST_SIMPLE, pooled_contrast
+
+    keys = ["benchmark", "generator", "instance_id"]
+    if "protocol" not in result.tables:
+        return pd.DataFrame()
+    u = result.tables["protocol"]
+    out = []
+    for cost, sub in u.groupby("costs", sort=True):
+        wide = sub.groupby([*keys, "policy"])["utility"].mean().unstack("policy")
+        for p in policies:
+            if p not in wide.columns or BEST_SIMPLE not in wide.columns:
+                continue
+            d = (wide[p] - wide[BEST_SIMPLE]).rename("diff").dropna().reset_index()
+            every = d.assign(benchmark="all", instance_id=d["benchmark"] + "/" + d["instance_id"])
+            rows = pooled_contrast(pd.concat([d, every], ignore_index=True), B=B, seed=seed, prob=prob)
+            out.append(rows.assign(costs=cost, policy=p, reference=BEST_SIMPLE))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def new_generator_table(result: Result, **options) -> pd.DataFrame:
+    """:func:`bpc.experiments.logo.logo_table` of the new-generator part (:data:`NEW_GENERATOR_CONTRASTS`)."""
+    from bpc.evaluate import Result as _Result
+    from bpc.experiments.logo import logo_table
+
+    tables = {"utilities": result.tables["logo_utilities"], "lpd": result.tables["logo_lpd"]}
+    return logo_table(
+        _Result.of("logo", config={}, tables=tables), contrasts=NEW_GENERATOR_CONTRASTS, **options
+    )
