@@ -153,3 +153,67 @@ def test_a_reduced_fit_is_what_is_cached_and_reused(tmp_path):
     ladder = RefitLadder(tiny_counts(), cache=tmp_path, refitter=other, reduce=lambda dt: dt, sampler="pymc")
     ladder.fit(tiny_counts(), seed=1)
     assert len(other.log) == 1
+
+
+# ---------------------------------------------------------------------------
+# Leave-one-cell-out refits by importance reweighting (LocoRefits)
+# ---------------------------------------------------------------------------
+TARGET = ("lcb_hard", "haiku45")
+
+
+def _with_histogram(counts: xr.Dataset) -> xr.Dataset:
+    """``counts`` whose target holds 20 tasks of 3 patches (an instance histogram matching its totals)."""
+    out = counts.copy(deep=True)
+    sel = {"benchmark": TARGET[0], "generator": TARGET[1]}
+    hist = np.zeros((out.sizes["patches"], out.sizes["passes"]))
+    hist[2, :4] = [6, 4, 3, 7]  # tasks with 0, 1, 2, 3 of their 3 patches passing
+    out["inst_hist"].loc[sel] = hist
+    out["n_patches"].loc[sel], out["n_pass"].loc[sel], out["n_instances"].loc[sel] = 60, 4 + 6 + 21, 20
+    return out
+
+
+def test_cell_loglik_is_the_targets_marginal_likelihood_per_draw():
+    """Beta-Binomials of the collapsed rates plus the histogram integrated over logit π, per draw,
+    against scipy's Beta-Binomial and adaptive quadrature (constants cancel in differences)."""
+    import pymc as pm
+    from scipy import integrate
+    from scipy.special import expit
+    from scipy.stats import betabinom, norm
+
+    from bpc.estimate.model.build import build_model, rate_counts
+    from bpc.estimate.model.refits import cell_loglik, empty_cell
+
+    counts = _with_histogram(tiny_counts())
+    spec = replace(ModelSpec.default(), tasks=False)
+    assert spec.instance
+    with build_model(empty_cell(counts, TARGET), spec, keep_empty=True):
+        post = pm.sample_prior_predictive(draws=6, random_seed=1).prior
+    got = cell_loglik(post, counts, spec, TARGET)
+    assert got is not None and got.shape == (6,)
+    k, n = (a.sel(benchmark=TARGET[0], generator=TARGET[1]).values for a in rate_counts(counts, spec))
+    hist = counts["inst_hist"].sel(benchmark=TARGET[0], generator=TARGET[1]).values
+    want = []
+    for s in range(6):
+        d = post.isel(chain=0, draw=s)
+        mu = (
+            d["alpha"]
+            + d["beta_benchmark"].sel(benchmark=TARGET[0])
+            + d["beta_generator"].sel(generator=TARGET[1])
+        ).values
+        kap, total = d["kappa"].values, 0.0
+        for r, rate in enumerate(spec.rates):
+            if rate != "prior" and np.isfinite(n[r]) and n[r] > 0:
+                total += betabinom.logpmf(k[r], n[r], 1 + kap[r] * expit(mu[r]), 1 + kap[r] * expit(-mu[r]))
+        ki = float(d["kappa_inst"].sel(benchmark=TARGET[0], generator=TARGET[1]))
+        sigma, m0 = float(d["sigma_pi"]), mu[spec.rates.index("prior")]
+
+        def f(x, ki=ki, sigma=sigma, m0=m0):
+            p = expit(x)
+            lik = sum(w * betabinom.logpmf(j, 3, p * ki, (1 - p) * ki) for j, w in enumerate(hist[2]) if w)
+            return norm.pdf(x, m0, sigma) * np.exp(lik)
+
+        total += np.log(
+            integrate.quad(f, m0 - 12 * sigma, m0 + 12 * sigma, points=[0.0], limit=200, epsabs=0)[0]
+        )
+        want.append(total)
+    np.testing.assert_allclose(np.diff(got), np.diff(want), atol=1e-4)

@@ -19,11 +19,12 @@ task-clustered intervals):
    (:func:`bpc.experiments.efficiency.loco_efficiency`): a target cell
    calibrated on k ∈ :data:`~bpc.experiments.efficiency.LOCO_K` of its training tasks, every other
    cell complete; arms Laplace (the reference), complete pooling, and the
-   posterior-mean DP, Bayes-robust and Thompson controllers of one
-   hierarchical refit per calibration (compiled once,
-   :class:`bpc.experiments.posterior.HierarchicalRefits`; a refit that fails
-   its check is refitted with a longer preset, and one that still fails is
-   used only with a flag, :func:`bpc.experiments.efficiency.loco_table`). The
+   posterior-mean DP, Bayes-robust and Thompson controllers of the hierarchical
+   model, one fit per target reweighted per calibration
+   (:class:`bpc.estimate.model.refits.LocoRefits`; where the weights' Pareto k̂ is
+   too high, a refit, retried with a longer preset when it fails its check; a fit
+   that still fails is used only with a flag, :func:`bpc.experiments.efficiency.loco_table`).
+   Every arm scores every fold of every repeat at every k. The
    targets are mapped through :func:`bpc.experiments.cluster.map_pieces`, so
    ``scheduler`` runs them on a ``dask.distributed`` cluster with the numbers
    of one process.
@@ -518,13 +519,9 @@ class CompareConfig:
         Target cells of the efficiency experiment, the ablation and the predictive check
         (default :func:`default_targets`).
     ks : sequence of int or None
-        Calibration sizes of the closed-form arms (Laplace, complete pooling).
-    hierarchical_ks : sequence of int or None, optional
-        Calibration sizes of the hierarchical arms (default ``ks``).
+        Calibration sizes of the efficiency experiment.
     repeats : int
-        Fold-assignment repeats of the efficiency experiment. The hierarchical arms score every
-        fold at ``k = 0`` (the target's counts are the same in every fold: one refit per target)
-        and the first fold of each repeat at the other sizes (one refit per calibration).
+        Fold-assignment repeats of the efficiency experiment (every arm scores every fold).
     refit_presets : sequence of str, optional
         Sampler presets a hierarchical refit tries in turn until it converges
         (default :data:`bpc.constants.REFIT_PRESETS`; quick ``("refit-quick",)``).
@@ -549,7 +546,6 @@ class CompareConfig:
     predictive: bool = True
     targets: Sequence[Cell] | None = None
     ks: Sequence[int | None] = LOCO_K
-    hierarchical_ks: Sequence[int | None] | None = None
     repeats: int = 3
     refit_presets: Sequence[str] | None = None
     refit_cache: str | Path | None = None
@@ -714,79 +710,52 @@ def compare(
 
 
 def _efficiency(
-    data: CompareData,
-    targets: Sequence[Cell],
-    config: CompareConfig,
-    *,
-    refits,
-    scheduler,
-    progress: bool,
+    data: CompareData, targets: Sequence[Cell], config: CompareConfig, *, refits, scheduler, progress: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`compare`'s leave-one-cell-out tables: vs Laplace, and vs :data:`EFFICIENCY_PAIRS`.
 
-    The closed-form arms (Laplace, complete pooling, the task prior) score every fold; the
-    hierarchical arms every fold at ``k = 0`` and the first fold of each repeat at the other sizes.
+    Every arm scores every fold of every repeat at every k; the hierarchical arms read one fit per
+    target, reweighted per calibration (:class:`bpc.estimate.model.refits.LocoRefits`).
     """
-    from bpc.experiments.efficiency import (
-        HIERARCHICAL_ARMS,
-        TASK_ARM,
-        LocoConfig,
-        complete_pooling_calibration,
-        hierarchical_arms,
-        laplace_calibration,
-        loco_efficiency,
-        loco_table,
-        task_prior_calibration,
-    )
+    from bpc.estimate.model.refits import RefitLadder
+    from bpc.experiments import efficiency as eff
 
     cf = config
-    cost_fn = cf.costs
-    base = LocoConfig(targets=tuple(targets), repeats=cf.repeats, costs=cost_fn, profile="bpc", seed=cf.seed)
-
-    def run(methods, ks_, **more) -> pd.DataFrame:
-        config = replace(base, ks=tuple(ks_), **more)
-        return loco_efficiency(
-            data.records,
-            config,
-            methods=methods,
-            base_counts=data.counts,
-            scheduler=scheduler,
-            progress=progress,
-        )
-
-    closed = {
-        "laplace": laplace_calibration,
-        "complete_pooling": complete_pooling_calibration,
-        TASK_ARM: task_prior_calibration,
+    methods: dict[str, eff.CalibrationFit] = {
+        "laplace": eff.laplace_calibration,
+        "complete_pooling": eff.complete_pooling_calibration,
+        eff.TASK_ARM: eff.task_prior_calibration,
     }
-    frames = [run(closed, cf.ks)]
     if refits is not None:
-        hks = tuple(cf.ks) if cf.hierarchical_ks is None else tuple(cf.hierarchical_ks)
-        from bpc.estimate.model.refits import RefitLadder
-
         ladder = RefitLadder(
             refits.template,
             presets=cf.refit_presets or REFIT_PRESETS,
-            cache=None if cf.refit_cache is None else Path(cf.refit_cache),
+            cache=cf.refit_cache,
             kernels=refits.kernels,
             progress=progress,
         )
-        arms = hierarchical_arms(ladder, costs=cost_fn, profile="bpc")
-        if 0 in hks:
-            frames.append(run(arms, (0,), replay_failed=True))
-        rest = tuple(k for k in hks if k != 0)
-        if rest:
-            frames.append(run(arms, rest, max_folds=1, replay_failed=True))
-    utilities = pd.concat(frames, ignore_index=True)
-    table = loco_table(utilities, include_failed=cf.include_failed)
-    pairs = [
-        loco_table(utilities, reference=ref, include_failed=cf.include_failed)
-        for ref in EFFICIENCY_PAIRS
-        if ref in set(utilities["method"])
-    ]
+        methods.update(eff.hierarchical_arms(ladder, costs=cf.costs, profile="bpc"))
+    loco = eff.LocoConfig(
+        targets=tuple(targets),
+        ks=tuple(cf.ks),
+        repeats=cf.repeats,
+        costs=cf.costs,
+        profile="bpc",
+        seed=cf.seed,
+        replay_failed=True,
+    )
+    utilities = eff.loco_efficiency(
+        data.records, loco, methods=methods, base_counts=data.counts, scheduler=scheduler, progress=progress
+    )
+    table = eff.loco_table(utilities, include_failed=cf.include_failed)
     against = {
-        "complete_pooling": (TASK_ARM, *HIERARCHICAL_ARMS),
+        "complete_pooling": (eff.TASK_ARM, *eff.HIERARCHICAL_ARMS),
         "posterior_mean_dp": ("bayes_robust", "thompson"),
     }
-    pairs = [p[p["method"].isin(against[str(p["reference"].iloc[0])])] for p in pairs if len(p)]
+    pairs = [
+        p[p["method"].isin(against[ref])]
+        for ref in EFFICIENCY_PAIRS
+        if ref in set(utilities["method"])
+        for p in [eff.loco_table(utilities, reference=ref, include_failed=cf.include_failed)]
+    ]
     return table, (pd.concat(pairs, ignore_index=True) if pairs else table.iloc[0:0])
