@@ -246,6 +246,20 @@ def test_failed_refits_are_counted_and_flagged_never_silent(shared_panel):
     assert silent.loc[silent["method"] == "posterior_mean_dp", "utility"].isna().all()
 
 
+def test_a_reference_whose_calibrations_all_failed_gives_nan_rows_not_an_error(shared_panel):
+    rec = shared_panel.records
+
+    def failed(counts, cell, seed):
+        return replace(laplace_calibration(counts, cell, seed), converged=False)
+
+    cf = LocoConfig(targets=[("lcb_hard", "haiku45")], ks=(0,), repeats=1, n_folds=3, replay_failed=True)
+    u = loco_efficiency(rec, cf, methods={"laplace": laplace_calibration, "posterior_mean_dp": failed})
+    tab = loco_table(u, reference="posterior_mean_dp", B=20).set_index("method")
+    assert tab["diff"].isna().all() and tab.loc["posterior_mean_dp", "n_excluded"] == 3
+    with pytest.raises(ValueError, match="reference method 'nope'"):
+        loco_table(u, reference="nope")
+
+
 def test_loco_efficiency_on_a_scheduler_equals_one_process(shared_panel):
     pytest.importorskip("distributed")
     from distributed import Client, LocalCluster

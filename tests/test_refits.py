@@ -172,22 +172,35 @@ def _with_histogram(counts: xr.Dataset) -> xr.Dataset:
     return out
 
 
-def test_cell_loglik_is_the_targets_marginal_likelihood_per_draw():
+@pytest.fixture(scope="module")
+def prior_draws():
+    """Counts whose target has an instance histogram, the refits' spec, and 400 prior draws of the
+    model with the target emptied (hyperparameter draws to weigh, without MCMC)."""
+    import pymc as pm
+
+    from bpc.estimate.model.build import build_model
+    from bpc.estimate.model.refits import empty_cell
+
+    counts = _with_histogram(tiny_counts())
+    spec = replace(ModelSpec.default(), tasks=False)
+    with build_model(empty_cell(counts, TARGET), spec, keep_empty=True):
+        post = pm.sample_prior_predictive(draws=400, random_seed=1).prior
+    return counts, spec, post.isel(draw=slice(None, None))
+
+
+@pytest.mark.slow
+def test_cell_loglik_is_the_targets_marginal_likelihood_per_draw(prior_draws):
     """Beta-Binomials of the collapsed rates plus the histogram integrated over logit π, per draw,
     against scipy's Beta-Binomial and adaptive quadrature (constants cancel in differences)."""
-    import pymc as pm
     from scipy import integrate
     from scipy.special import expit
     from scipy.stats import betabinom, norm
 
-    from bpc.estimate.model.build import build_model, rate_counts
-    from bpc.estimate.model.refits import cell_loglik, empty_cell
+    from bpc.estimate.model.build import rate_counts
+    from bpc.estimate.model.refits import cell_loglik
 
-    counts = _with_histogram(tiny_counts())
-    spec = replace(ModelSpec.default(), tasks=False)
-    assert spec.instance
-    with build_model(empty_cell(counts, TARGET), spec, keep_empty=True):
-        post = pm.sample_prior_predictive(draws=6, random_seed=1).prior
+    counts, spec, post = prior_draws
+    post = post.isel(draw=slice(0, 6))
     got = cell_loglik(post, counts, spec, TARGET)
     assert got is not None and got.shape == (6,)
     k, n = (a.sel(benchmark=TARGET[0], generator=TARGET[1]).values for a in rate_counts(counts, spec))
@@ -217,3 +230,58 @@ def test_cell_loglik_is_the_targets_marginal_likelihood_per_draw():
         )
         want.append(total)
     np.testing.assert_allclose(np.diff(got), np.diff(want), atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(prior_draws):
+    """The target's k = 0 "fit" (prior draws) reweighted by two calibration tasks: k̂ passes, and the
+    target's tpr is the weighted mean of its conjugate posterior mean per draw (Monte Carlo error)."""
+    from scipy.special import expit
+
+    from bpc.estimate.model.build import rate_counts
+    from bpc.estimate.model.refits import LocoRefits, cell_loglik, empty_cell
+
+    full, spec, post = prior_draws
+    sel = {"benchmark": TARGET[0], "generator": TARGET[1]}
+    counts = empty_cell(full, TARGET)  # two tasks: one with 1 of 3 patches passing, one with 3 of 3
+    hist = np.zeros((counts.sizes["patches"], counts.sizes["passes"]))
+    hist[2, [1, 3]] = 1
+    counts["inst_hist"].loc[sel] = hist
+    counts["n_patches"].loc[sel], counts["n_pass"].loc[sel], counts["n_instances"].loc[sel] = 6, 4, 2
+    crit = {"critic": "syn", "label": 1}
+    counts["critic_n"].loc[{**sel, **crit}], counts["critic_pass"].loc[{**sel, **crit}] = 4, 2
+
+    class Base:
+        def __call__(self, template, spec_):
+            return self
+
+        def fit(self, counts_, **_):
+            dt = xr.DataTree.from_dict({"posterior": post, "counts": counts_})
+            dt.attrs.update(spec=spec.to_toml(), diagnostics=json.dumps({"ok": True}), config="{}")
+            return dt
+
+    refits = LocoRefits(RefitLadder(full, spec=spec, refitter=Base(), sampler="pymc", kernels="measured"))
+    assert refits.fit(empty_cell(full, TARGET), TARGET, seed=1).summary["method"] == "fit"
+    got = refits.fit(counts, TARGET, seed=1)
+    assert got.summary["method"] == "reweighted" and got.summary["khat"] <= 0.7 and got.summary["converged"]
+    assert 10 < got.summary["weights_ess"] < 400
+    log_w = cell_loglik(post, counts, spec, TARGET)
+    assert log_w is not None
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    r = spec.rates.index("tpr_syn")
+    k, n = (a.sel(sel).values[r] for a in rate_counts(counts, spec))
+    mu = (
+        post["alpha"]
+        + post["beta_benchmark"].sel(benchmark=TARGET[0])
+        + post["beta_generator"].sel(generator=TARGET[1])
+    )
+    mu = mu.isel(rate=r).values.ravel()
+    kap = post["kappa"].isel(rate=r).values.ravel()
+    a, b = 1 + kap * expit(mu), 1 + kap * expit(-mu)
+    want = float(np.sum(w * (a + k) / (a + b + n)))
+    tpr = got.params["tpr"].sel(sel).sel(critic="syn").values.ravel()
+    assert abs(tpr.mean() - want) < 4 * tpr.std() / np.sqrt(got.summary["weights_ess"])
+    # the target's prior moved from its k = 0 draws towards the calibration's 4 of 6 passing patches
+    before = refits.fit(empty_cell(full, TARGET), TARGET, seed=1).params["prior"].sel(sel).values.mean()
+    assert abs(got.params["prior"].sel(sel).values.mean() - 4 / 6) < abs(before - 4 / 6)

@@ -683,12 +683,15 @@ def loco_table(
         .reset_index()
     )
     groups = ["benchmark", "generator", "k", "method", "policy"]
-    boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
     extra = (
         per_task.groupby(groups).agg(mean_utility=("u", "mean"), n_repeats=("n_repeats", "max")).reset_index()
     )
-    out = boot.rename(columns={"delta": "diff"}).merge(extra, on=groups)
-    out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
+    nan = dict.fromkeys(["diff", "ci_lo", "ci_hi", "n_tasks", "mean_utility", "n_repeats"], np.nan)
+    out = conv.reset_index().assign(policy="", **nan)  # no usable pair at all: the counts, no numbers
+    if len(per_task):
+        boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
+        out = boot.rename(columns={"delta": "diff"}).merge(extra, on=groups)
+        out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
     if "prior_source" in ok.columns:
         share = (ok["prior_source"] == "task").groupby([ok[c] for c in cell_k_m]).mean()
         out = out.merge(share.rename("task_prior_share").reset_index(), on=cell_k_m, how="left")

@@ -496,7 +496,7 @@ class LocoRefits:
         to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
     ) -> None:
         self.ladder, self.khat_max, self.to_params = ladder, float(khat_max), to_params
-        self._base: dict[tuple[tuple[str, str], str], tuple[xr.DataTree, int]] = {}
+        self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_base": {}}
@@ -506,27 +506,36 @@ class LocoRefits:
 
         return posterior_params(dt) if self.to_params is None else self.to_params(dt)
 
-    def fit(self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED) -> LocoFit:
-        """The target's posterior under ``counts`` (every other cell as in the base fit).
+    def base(self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED) -> xr.DataTree:
+        """The target's fit with ``cell`` emptied (:func:`empty_cell`), made once per target.
 
-        The base fit (``cell`` emptied, :func:`empty_cell`) is made once per target with the seed of
-        the first calibration asking for it; a calibration equal to it is that fit.
+        Its seed is that of the first calibration asking for it.
         """
         from bpc.estimate.model.fit import counts_hash
 
         cell = (str(cell[0]), str(cell[1]))
-        label = f"{cell[0]}__{cell[1]}"
-        base_counts = empty_cell(counts, cell)
-        key = (cell, counts_hash(base_counts))
+        empty = empty_cell(counts, cell)
+        key = (cell, counts_hash(empty))
         if key not in self._base:
-            self._base[key] = (self.ladder.fit(base_counts, seed=int(seed), label=label), int(seed))
-        base, base_seed = self._base[key]
-        if counts_hash(counts) == key[1]:
+            self._base[key] = self.ladder.fit(empty, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
+        return self._base[key]
+
+    def fit(self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED) -> LocoFit:
+        """The target's posterior under ``counts`` (every other cell as in the base fit).
+
+        The base fit (:meth:`base`) when ``counts`` are its counts (k = 0); else the base fit
+        reweighted (:meth:`reweight`) when its k̂ passes, else a refit through the ladder.
+        """
+        from bpc.estimate.model.fit import counts_hash
+
+        cell = (str(cell[0]), str(cell[1]))
+        base = self.base(counts, cell, seed=seed)
+        if counts_hash(counts) == json.loads(base.attrs.get("refit_key", "{}")).get("counts"):
             return LocoFit(self._params(base), {**fit_summary(base), "method": "fit", "khat": np.nan})
         weighted = self.reweight(base, counts, cell, seed=int(seed))
         if weighted is not None and weighted.summary["khat"] <= self.khat_max:
             return weighted
-        dt = self.ladder.fit(counts, seed=int(seed), label=label)
+        dt = self.ladder.fit(counts, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
         khat = np.nan if weighted is None else weighted.summary["khat"]
         ess = np.nan if weighted is None else weighted.summary["weights_ess"]
         return LocoFit(
