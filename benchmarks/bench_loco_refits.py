@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for text in args.cases or CASES:
         target, r, j, k = text.split(":")
-        cell = tuple(target.split("/"))
+        bench, _, gen = target.partition("/")
+        cell = (bench, gen)
         config = LocoConfig(targets=[cell], ks=(None if k == "all" else int(k),), repeats=int(r) + 1)
         found = [
             c
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         a, b = _rates(weighted.params, cell), _rates(posterior_params(full), cell)
         z = {}
         for name in a.keys() & b.keys():
-            ess_b = float(array_stats.ess(b[name].reshape(full["posterior"].sizes["chain"], -1)))
+            ess_b = float(np.asarray(array_stats.ess(b[name].reshape(full["posterior"].sizes["chain"], -1))))
             se = np.sqrt(a[name].var() / weighted.summary["weights_ess"] + b[name].var() / ess_b)
             z[name] = (a[name].mean() - b[name].mean()) / se
         pool_all = cell_pool(select_cell(data.records, *cell), "bpc")

@@ -448,7 +448,7 @@ def cell_loglik(post: xr.Dataset, counts: xr.Dataset, spec: Any, cell: tuple[str
             grid = _prior_grid(post, counts, cell, logit_mu[:, r])
             if grid is None:
                 return None
-            out += logsumexp(grid[1], axis=1)
+            out = out + np.asarray(logsumexp(grid[1], axis=1))
             continue
         a = s0 + kappa[:, r] / (1.0 + np.exp(-logit_mu[:, r]))
         b = s0 + kappa[:, r] / (1.0 + np.exp(logit_mu[:, r]))
@@ -563,8 +563,8 @@ class LocoRefits:
         if log_w is None:
             return None
         chains, draws = post.sizes[DIM_CHAIN], post.sizes[DIM_DRAW]
-        r_eff = float(array_stats.ess(log_w.reshape(chains, draws), relative=True))
-        smoothed, khat = array_stats.psislw(-(log_w - log_w.max()), r_eff=min(r_eff, 1.0))
+        r_eff: Any = min(float(np.asarray(array_stats.ess(log_w.reshape(chains, draws), relative=True))), 1.0)
+        smoothed, khat = array_stats.psislw(-(log_w - log_w.max()), r_eff=r_eff)
         w = np.exp(smoothed - smoothed.max())
         w /= w.sum()
         rng = np.random.default_rng([int(seed), 2])
