@@ -186,41 +186,33 @@ def loco_counts(
     is_target = (records["benchmark"].astype(str) == b) & (records["generator"].astype(str) == g)
     calib = records["instance_id"].astype(str).isin(np.asarray(calibration_ids, dtype=str))
     kept = records[~is_target | calib]
+
+    def grown(ds: xr.Dataset, benchmarks, generators) -> xr.Dataset:  # the levels added, their cells NaN
+        return ds.reindex(
+            {
+                DIM_BENCHMARK: list(dict.fromkeys([*ds[DIM_BENCHMARK].values, *benchmarks])),
+                DIM_GENERATOR: list(dict.fromkeys([*ds[DIM_GENERATOR].values, *generators])),
+            }
+        )
+
     counts = base.copy(deep=True) if base is not None else None
     if not kept.empty:
         own = counts_from_records(kept)
         if counts is None:
             counts = own
         else:
-            counts = counts.reindex(
-                {
-                    DIM_BENCHMARK: list(
-                        dict.fromkeys([*counts[DIM_BENCHMARK].values, *own[DIM_BENCHMARK].values])
-                    ),
-                    DIM_GENERATOR: list(
-                        dict.fromkeys([*counts[DIM_GENERATOR].values, *own[DIM_GENERATOR].values])
-                    ),
-                }
-            )
-            for cb in own[DIM_BENCHMARK].values.tolist():
-                for cg in own[DIM_GENERATOR].values.tolist():
-                    sel = {DIM_BENCHMARK: cb, DIM_GENERATOR: cg}
-                    if not bool(np.isfinite(own["n_patches"].sel(sel))):
-                        continue
-                    for var in COUNT_VARS:
-                        new = own[var].sel(sel)
-                        if var in ("trans_n", "trans_flip") and not bool(np.isfinite(new).all()):
-                            continue  # keep a measured kernel of a complete cell
-                        counts[var].loc[sel] = new.values
+            counts = grown(counts, own[DIM_BENCHMARK].values, own[DIM_GENERATOR].values)
+            n = own["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR)
+            for i, j in np.argwhere(np.isfinite(n.values)):
+                sel = {DIM_BENCHMARK: n[DIM_BENCHMARK].values[i], DIM_GENERATOR: n[DIM_GENERATOR].values[j]}
+                for var in COUNT_VARS:
+                    new = own[var].sel(sel)
+                    if var in ("trans_n", "trans_flip") and not bool(np.isfinite(new).all()):
+                        continue  # keep a measured kernel of a complete cell
+                    counts[var].loc[sel] = new.values
     if counts is None:
         raise ValueError("loco_counts: no records and no base counts")
-    if b not in counts[DIM_BENCHMARK].values or g not in counts[DIM_GENERATOR].values:
-        counts = counts.reindex(
-            {
-                DIM_BENCHMARK: list(dict.fromkeys([*counts[DIM_BENCHMARK].values, b])),
-                DIM_GENERATOR: list(dict.fromkeys([*counts[DIM_GENERATOR].values, g])),
-            }
-        )
+    counts = grown(counts, [b], [g])
     sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
     if not bool((is_target & calib).any()):
         counts = empty_cell(counts, target)  # k = 0: observed nothing

@@ -553,6 +553,7 @@ class LocoRefits:
         """
         from arviz_stats.base.array import array_stats
 
+        from bpc.estimate.model.build import DIM_PRIOR_CELL
         from bpc.estimate.model.fit import cell_rates, spec_of
 
         if "posterior" not in base.children or "alpha" not in base["posterior"].dataset:
@@ -574,10 +575,11 @@ class LocoRefits:
         flat = post[names].stack(_sample=(DIM_CHAIN, DIM_DRAW)).drop_vars([DIM_CHAIN, DIM_DRAW, "_sample"])
         sub = flat.isel(_sample=xr.DataArray(idx, dims=(DIM_CHAIN, DIM_DRAW)))
         sub = sub.assign_coords({DIM_CHAIN: post[DIM_CHAIN].values, DIM_DRAW: post[DIM_DRAW].values})
+        sub = sub.transpose(DIM_CHAIN, DIM_DRAW, ...)
         if spec.instance and "pi" in sub:
             grid = _prior_grid(sub, counts, cell, _logit_mu(sub, cell)[:, spec.rates.index("prior")])
             label = f"{cell[0]}/{cell[1]}"
-            if grid is not None and label in sub["pi"].coords[sub["pi"].dims[-1]].values:
+            if grid is not None and label in sub[DIM_PRIOR_CELL].values:
                 nodes, log_f = grid
                 prob = np.exp(log_f - log_f.max(axis=1, keepdims=True))
                 cdf = np.cumsum(prob, axis=1)
@@ -586,7 +588,7 @@ class LocoRefits:
                 step = nodes[:, 1] - nodes[:, 0]
                 x = nodes[np.arange(nodes.shape[0]), at] + step * (rng.random(nodes.shape[0]) - 0.5)
                 pi = sub["pi"].copy()
-                pi.loc[{pi.dims[-1]: label}] = (1.0 / (1.0 + np.exp(-x))).reshape(chains, draws)
+                pi.loc[{DIM_PRIOR_CELL: label}] = (1.0 / (1.0 + np.exp(-x))).reshape(chains, draws)
                 sub["pi"] = pi
         kernels = json.loads(base.attrs.get("config", "{}")).get("kernels", self.ladder.kernels)
         params = cell_rates(
