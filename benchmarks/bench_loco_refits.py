@@ -4,8 +4,9 @@ For each case (target, repeat, fold, k) of ``bpc compare``'s leave-one-cell-out 
 (:func:`bpc.experiments.efficiency.loco_calibrations`, the target's position among the replayed
 cells seeding its calibration subsets as in ``bpc compare``), the target's posterior is made twice:
 
-* **reweighted**: the target's k = 0 fit importance-reweighted by its k calibration tasks
-  (:meth:`bpc.estimate.model.refits.LocoRefits.reweight`, whatever its k̂);
+* **reweighted**: the target's k = 0 fit importance-reweighted by its k calibration tasks, or, when
+  that k̂ fails, the fit of every cell complete reweighted down to the calibration, whichever has
+  the lower k̂ (:meth:`bpc.estimate.model.refits.LocoRefits.weighted`, whatever its k̂);
 * **refit**: the model refitted on the calibration's counts (:class:`~bpc.estimate.model.refits.RefitLadder`).
 
 Per case the table gives k̂ and the ESS of the smoothed weights, what :class:`LocoRefits` would use
@@ -121,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         _, _, _, k_used, scored, counts = found[0]
         seed = DEFAULT_SEED + 1000 * int(r) + int(j)
         t0 = time.perf_counter()
-        base = refits.base(counts, cell, seed=DEFAULT_SEED)  # the k = 0 fit, seeded as in bpc compare
-        weighted = refits.reweight(base, counts, cell, seed=seed)
+        refits.base(counts, cell, seed=DEFAULT_SEED)  # the k = 0 fit, seeded as in bpc compare
+        weighted = refits.weighted(counts, cell, seed=seed)
         t_rw = time.perf_counter() - t0
         t0 = time.perf_counter()
         full = ladder.fit(counts, seed=seed, label=f"{cell[0]}__{cell[1]}")
@@ -148,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 "khat": round(khat, 3),
                 "weights_ess": round(weighted.summary["weights_ess"], 1),
                 "used": "reweighted" if khat <= KHAT_MAX else "refit",
+                "proposal": weighted.summary["proposal"],
                 "max_abs_z": round(max(abs(v) for v in z.values()), 2),
                 "mean_abs_z": round(float(np.mean([abs(v) for v in z.values()])), 2),
                 "z_prior": round(z["prior"], 2),

@@ -497,9 +497,10 @@ class LocoRefits:
     ) -> None:
         self.ladder, self.khat_max, self.to_params = ladder, float(khat_max), to_params
         self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
+        self._full: xr.DataTree | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_base": {}}
+        return {**self.__dict__, "_base": {}, "_full": None}
 
     def _params(self, dt: xr.DataTree) -> xr.Dataset:
         from bpc.estimate.model.fit import posterior_params
@@ -520,11 +521,20 @@ class LocoRefits:
             self._base[key] = self.ladder.fit(empty, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
         return self._base[key]
 
+    def full(self, *, seed: int = DEFAULT_SEED) -> xr.DataTree:
+        """The fit of the ladder's template (every cell complete), made once: the second proposal."""
+        if self._full is None:
+            self._full = self.ladder.fit(self.ladder.template, seed=int(seed), label="all")
+        return self._full
+
     def fit(self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED) -> LocoFit:
         """The target's posterior under ``counts`` (every other cell as in the base fit).
 
         The base fit (:meth:`base`) when ``counts`` are its counts (k = 0); else the base fit
-        reweighted (:meth:`reweight`) when its k̂ passes, else a refit through the ladder.
+        reweighted (:meth:`reweight`) when its k̂ passes; else the fit of every cell complete
+        (:meth:`full`, when its other cells are those of ``counts``) reweighted from the target's
+        complete data down to the calibration's (the PSIS leave-out practice: larger calibrations
+        sit closer to it) when its k̂ passes; else a refit through the ladder.
         """
         from bpc.estimate.model.fit import counts_hash
 
@@ -532,7 +542,7 @@ class LocoRefits:
         base = self.base(counts, cell, seed=seed)
         if counts_hash(counts) == json.loads(base.attrs.get("refit_key", "{}")).get("counts"):
             return LocoFit(self._params(base), {**fit_summary(base), "method": "fit", "khat": np.nan})
-        weighted = self.reweight(base, counts, cell, seed=int(seed))
+        weighted = self.weighted(counts, cell, seed=seed)
         if weighted is not None and weighted.summary["khat"] <= self.khat_max:
             return weighted
         dt = self.ladder.fit(counts, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
@@ -542,14 +552,43 @@ class LocoRefits:
             self._params(dt), {**fit_summary(dt), "method": "refit", "khat": khat, "weights_ess": ess}
         )
 
-    def reweight(
-        self, base: xr.DataTree, counts: xr.Dataset, cell: tuple[str, str], *, seed: int
+    def weighted(
+        self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED
     ) -> LocoFit | None:
-        """The base fit's draws weighted by the target's calibration (``None`` if not possible).
+        """The calibration reweighted from the base fit, or from :meth:`full` when the base's k̂ fails.
 
-        Returns the resampled draws with the target's rates drawn per draw from their conditional
-        given ``counts``; ``summary`` says ``method = "reweighted"``, ``khat`` and ``weights_ess``
-        (converged when the base fit converged; the caller checks ``khat``).
+        The one of lower k̂ (``None`` when the target's data cannot be reweighted).
+        """
+        from bpc.estimate.model.fit import counts_hash
+
+        cell = (str(cell[0]), str(cell[1]))
+        tried = [self.reweight(self.base(counts, cell, seed=seed), counts, cell, seed=int(seed))]
+        template = self.ladder.template
+        if (
+            tried[0] is not None
+            and tried[0].summary["khat"] > self.khat_max
+            and counts_hash(empty_cell(template, cell)) == counts_hash(empty_cell(counts, cell))
+        ):
+            tried.append(self.reweight(self.full(seed=seed), counts, cell, seed=int(seed), given=template))
+        return min((t for t in tried if t is not None), key=lambda t: t.summary["khat"], default=None)
+
+    def reweight(
+        self,
+        base: xr.DataTree,
+        counts: xr.Dataset,
+        cell: tuple[str, str],
+        *,
+        seed: int,
+        given: xr.Dataset | None = None,
+    ) -> LocoFit | None:
+        """A fit's draws weighted to the target's calibration (``None`` if not possible).
+
+        The weight of a draw is the target's marginal likelihood of ``counts`` over that of the
+        counts the fit saw, ``given`` (default: the target observing nothing, :func:`empty_cell`);
+        every other cell must be the same in both. Returns the resampled draws with the target's
+        rates drawn per draw from their conditional given ``counts``; ``summary`` says
+        ``method = "reweighted"``, ``khat``, ``weights_ess`` and ``proposal`` (converged when the
+        fit converged; the caller checks ``khat``).
         """
         from arviz_stats.base.array import array_stats
 
@@ -561,8 +600,10 @@ class LocoRefits:
         post = base["posterior"].to_dataset()
         spec = spec_of(base)
         log_w = cell_loglik(post, counts, spec, cell)
-        if log_w is None:
+        seen = None if given is None else cell_loglik(post, given, spec, cell)
+        if log_w is None or (given is not None and seen is None):
             return None
+        log_w = log_w if seen is None else log_w - seen
         chains, draws = post.sizes[DIM_CHAIN], post.sizes[DIM_DRAW]
         r_eff: Any = min(float(np.asarray(array_stats.ess(log_w.reshape(chains, draws), relative=True))), 1.0)
         smoothed, khat = array_stats.psislw(-(log_w - log_w.max()), r_eff=r_eff)
@@ -595,5 +636,6 @@ class LocoRefits:
             sub, counts, spec, benchmarks=[cell[0]], generators=[cell[1]], seed=seed, kernels=kernels
         )
         summary = {**fit_summary(base), "method": "reweighted", "khat": float(khat)}
+        summary["proposal"] = "target left out" if given is None else "every cell complete"
         summary["weights_ess"] = float(1.0 / np.square(np.exp(smoothed)).sum())
         return LocoFit(params, summary)
