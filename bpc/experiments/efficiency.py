@@ -11,9 +11,10 @@ are the first ``k`` of a seeded permutation of its training tasks (nested: a
 larger k adds tasks), so every k and every method is scored on the same
 tasks and their differences are paired. A method is a
 :data:`CalibrationFit`: counts → :class:`Calibration` (parameters, or
-controllers, and whether the fit converged); a hierarchical refit climbs the
-one refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`), and a
-calibration that still fails is excluded and counted. :func:`loco_table`
+controllers, and whether the fit converged); the hierarchical arms read one
+fit per target, reweighted per calibration or refitted through the one refit
+ladder (:class:`bpc.estimate.model.refits.LocoRefits`), and a calibration whose
+fit fails its check is excluded and counted. :func:`loco_table`
 gives, per (target, k, method), the held-out utility difference to Laplace with a task-clustered interval
 (:func:`bpc.intervals.clustered_interval`), the numbers of tasks,
 repeats, converged and excluded calibrations.
