@@ -148,18 +148,25 @@ def test_hierarchical_arms_share_one_refit_and_retry_until_converged(shared_pane
 
 
 def test_identical_counts_share_one_refit_whatever_the_seed(shared_panel):
+    from bpc.data.counts import counts_from_records
+
     rec = shared_panel.records
+    full = counts_from_records(rec)
     log = []
-    zero = loco_counts(rec, ("lcb_hard", "haiku45"), [])  # k = 0: the same counts in every fold
-    three = loco_counts(rec, ("lcb_hard", "haiku45"), sorted(set(rec["instance_id"]))[:3])
+    zero = loco_counts(rec, ("lcb_hard", "haiku45"), [], base=full)  # k = 0: the same counts in every fold
+    three = loco_counts(rec, ("lcb_hard", "haiku45"), sorted(set(rec["instance_id"]))[:3], base=full)
     arms = _arms(zero, ("quick",), log=log)
     a = arms["posterior_mean_dp"](zero, ("lcb_hard", "haiku45"), 1)
     b = arms["posterior_mean_dp"](zero.copy(deep=True), ("lcb_hard", "haiku45"), 2)
-    arms["posterior_mean_dp"](three, ("lcb_hard", "haiku45"), 3)
-    arms["posterior_mean_dp"](zero, ("lcb_hard", "gpt5_mini"), 4)  # another target: its own refit
+    # k = 3 starts from the target's k = 0 fit; the stand-in has no hyperparameter draws to
+    # reweight, so it is refitted
+    cal = arms["posterior_mean_dp"](three, ("lcb_hard", "haiku45"), 3)
+    other = loco_counts(rec, ("lcb_hard", "gpt5_mini"), [], base=full)
+    arms["posterior_mean_dp"](other, ("lcb_hard", "gpt5_mini"), 4)  # another target: its own fit
     assert log == [("quick", 1), ("quick", 3), ("quick", 4)]
     assert a.params is not None and b.params is not None
     xr.testing.assert_identical(a.params, b.params)
+    assert a.diagnostics["method"] == "fit" and cal.diagnostics["method"] == "refit"
 
 
 def test_refit_cache_resumes_without_refitting(shared_panel, tmp_path):
@@ -169,18 +176,19 @@ def test_refit_cache_resumes_without_refitting(shared_panel, tmp_path):
     first = _arms(counts, ("refit", "quick"), log=log, cache=tmp_path)
     cal = first["bayes_robust"](counts, ("lcb_hard", "haiku45"), 7)
     mean = first["posterior_mean_dp"](counts, ("lcb_hard", "haiku45"), 7)
-    assert log == [("refit", 7), ("quick", 7)] and len(list(tmp_path.glob("*.nc"))) == 2  # one per rung
+    # the target's k = 0 fit, then the calibration's refit, each climbing both rungs: one file per rung
+    assert log == [("refit", 7), ("quick", 7)] * 2 and len(list(tmp_path.glob("*.nc"))) == 4
     again = _arms(counts, ("refit", "quick"), log=log, cache=tmp_path)
     cal2 = again["bayes_robust"](counts, ("lcb_hard", "haiku45"), 7)
     mean2 = again["posterior_mean_dp"](counts, ("lcb_hard", "haiku45"), 7)
-    assert len(log) == 2  # read back, not refitted
+    assert len(log) == 4  # read back, not refitted
     assert cal2.attempts == cal.attempts == 2 and cal2.converged
     assert mean.params is not None and mean2.params is not None
     xr.testing.assert_allclose(mean.params, mean2.params)
     _arms(counts, ("quick",), log=log, cache=tmp_path)["posterior_mean_dp"](
         counts, ("lcb_hard", "haiku45"), 8
     )
-    assert len(log) == 3  # another seed: the stored fits are not its own
+    assert len(log) == 6  # another seed: the stored fits are not its own
 
 
 def test_task_prior_arm_starts_tasks_from_the_other_generators(shared_panel):
@@ -236,6 +244,20 @@ def test_failed_refits_are_counted_and_flagged_never_silent(shared_panel):
     )
     silent = loco_efficiency(rec, cf, methods=methods)  # not replayed: rows without utility
     assert silent.loc[silent["method"] == "posterior_mean_dp", "utility"].isna().all()
+
+
+def test_a_reference_whose_calibrations_all_failed_gives_nan_rows_not_an_error(shared_panel):
+    rec = shared_panel.records
+
+    def failed(counts, cell, seed):
+        return replace(laplace_calibration(counts, cell, seed), converged=False)
+
+    cf = LocoConfig(targets=[("lcb_hard", "haiku45")], ks=(0,), repeats=1, n_folds=3, replay_failed=True)
+    u = loco_efficiency(rec, cf, methods={"laplace": laplace_calibration, "posterior_mean_dp": failed})
+    tab = loco_table(u, reference="posterior_mean_dp", B=20).set_index("method")
+    assert tab["diff"].isna().all() and tab.loc["posterior_mean_dp", "n_excluded"] == 3
+    with pytest.raises(ValueError, match="reference method 'nope'"):
+        loco_table(u, reference="nope")
 
 
 def test_loco_efficiency_on_a_scheduler_equals_one_process(shared_panel):

@@ -153,3 +153,153 @@ def test_a_reduced_fit_is_what_is_cached_and_reused(tmp_path):
     ladder = RefitLadder(tiny_counts(), cache=tmp_path, refitter=other, reduce=lambda dt: dt, sampler="pymc")
     ladder.fit(tiny_counts(), seed=1)
     assert len(other.log) == 1
+
+
+# ---------------------------------------------------------------------------
+# Leave-one-cell-out refits by importance reweighting (LocoRefits)
+# ---------------------------------------------------------------------------
+TARGET = ("lcb_hard", "haiku45")
+
+
+def _with_histogram(counts: xr.Dataset) -> xr.Dataset:
+    """``counts`` whose target holds 20 tasks of 3 patches (an instance histogram matching its totals)."""
+    out = counts.copy(deep=True)
+    sel = {"benchmark": TARGET[0], "generator": TARGET[1]}
+    hist = np.zeros((out.sizes["patches"], out.sizes["passes"]))
+    hist[2, :4] = [6, 4, 3, 7]  # tasks with 0, 1, 2, 3 of their 3 patches passing
+    out["inst_hist"].loc[sel] = hist
+    out["n_patches"].loc[sel], out["n_pass"].loc[sel], out["n_instances"].loc[sel] = 60, 4 + 6 + 21, 20
+    return out
+
+
+@pytest.fixture(scope="module")
+def prior_draws():
+    """Counts whose target has an instance histogram, the refits' spec, and 400 prior draws of the
+    model with the target emptied (hyperparameter draws to weigh, without MCMC)."""
+    import pymc as pm
+
+    from bpc.estimate.model.build import build_model
+    from bpc.estimate.model.refits import empty_cell
+
+    counts = _with_histogram(tiny_counts())
+    spec = replace(ModelSpec.default(), tasks=False)
+    with build_model(empty_cell(counts, TARGET), spec, keep_empty=True):
+        post = pm.sample_prior_predictive(draws=400, random_seed=1).prior
+    return counts, spec, post.isel(draw=slice(None, None))
+
+
+@pytest.mark.slow
+def test_cell_loglik_is_the_targets_marginal_likelihood_per_draw(prior_draws):
+    """Beta-Binomials of the collapsed rates plus the histogram integrated over logit π, per draw,
+    against scipy's Beta-Binomial and adaptive quadrature (constants cancel in differences)."""
+    from scipy import integrate
+    from scipy.special import expit
+    from scipy.stats import betabinom, norm
+
+    from bpc.estimate.model.build import rate_counts
+    from bpc.estimate.model.refits import cell_loglik
+
+    counts, spec, post = prior_draws
+    post = post.isel(draw=slice(0, 6))
+    got = cell_loglik(post, counts, spec, TARGET)
+    assert got is not None and got.shape == (6,)
+    k, n = (a.sel(benchmark=TARGET[0], generator=TARGET[1]).values for a in rate_counts(counts, spec))
+    hist = counts["inst_hist"].sel(benchmark=TARGET[0], generator=TARGET[1]).values
+    want = []
+    for s in range(6):
+        d = post.isel(chain=0, draw=s)
+        mu = (
+            d["alpha"]
+            + d["beta_benchmark"].sel(benchmark=TARGET[0])
+            + d["beta_generator"].sel(generator=TARGET[1])
+        ).values
+        kap, total = d["kappa"].values, 0.0
+        for r, rate in enumerate(spec.rates):
+            if rate != "prior" and np.isfinite(n[r]) and n[r] > 0:
+                total += betabinom.logpmf(k[r], n[r], 1 + kap[r] * expit(mu[r]), 1 + kap[r] * expit(-mu[r]))
+        ki = float(d["kappa_inst"].sel(benchmark=TARGET[0], generator=TARGET[1]))
+        sigma, m0 = float(d["sigma_pi"]), mu[spec.rates.index("prior")]
+
+        def f(x, ki=ki, sigma=sigma, m0=m0):
+            p = expit(x)
+            lik = sum(w * betabinom.logpmf(j, 3, p * ki, (1 - p) * ki) for j, w in enumerate(hist[2]) if w)
+            return norm.pdf(x, m0, sigma) * np.exp(lik)
+
+        total += np.log(
+            integrate.quad(f, m0 - 12 * sigma, m0 + 12 * sigma, points=[0.0], limit=200, epsabs=0)[0]
+        )
+        want.append(total)
+    np.testing.assert_allclose(np.diff(got), np.diff(want), atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(prior_draws):
+    """The target's k = 0 "fit" (prior draws) reweighted by two calibration tasks: k̂ passes, and the
+    target's tpr is the weighted mean of its conjugate posterior mean per draw (Monte Carlo error)."""
+    from scipy import integrate
+    from scipy.special import expit
+    from scipy.stats import betabinom, norm
+
+    from bpc.estimate.model.build import rate_counts
+    from bpc.estimate.model.refits import LocoRefits, cell_loglik, empty_cell
+
+    full, spec, post = prior_draws
+    sel = {"benchmark": TARGET[0], "generator": TARGET[1]}
+    counts = empty_cell(full, TARGET)  # two tasks: one with 1 of 3 patches passing, one with 3 of 3
+    hist = np.zeros((counts.sizes["patches"], counts.sizes["passes"]))
+    hist[2, [1, 3]] = 1
+    counts["inst_hist"].loc[sel] = hist
+    counts["n_patches"].loc[sel], counts["n_pass"].loc[sel], counts["n_instances"].loc[sel] = 6, 4, 2
+    crit = {"critic": "syn", "label": 1}
+    counts["critic_n"].loc[{**sel, **crit}], counts["critic_pass"].loc[{**sel, **crit}] = 4, 2
+
+    class Base:
+        def __call__(self, template, spec_):
+            return self
+
+        def fit(self, counts_, **_):
+            dt = xr.DataTree.from_dict({"posterior": post, "counts": counts_})
+            dt.attrs.update(spec=spec.to_toml(), diagnostics=json.dumps({"ok": True}), config="{}")
+            return dt
+
+    refits = LocoRefits(RefitLadder(full, spec=spec, refitter=Base(), sampler="pymc", kernels="measured"))
+    assert refits.fit(empty_cell(full, TARGET), TARGET, seed=1).summary["method"] == "fit"
+    got = refits.fit(counts, TARGET, seed=1)
+    assert got.summary["method"] == "reweighted" and got.summary["khat"] <= 0.7 and got.summary["converged"]
+    assert 10 < got.summary["weights_ess"] < 400
+    log_w = cell_loglik(post, counts, spec, TARGET)
+    assert log_w is not None
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    r = spec.rates.index("tpr_syn")
+    k, n = (a.sel(sel).values[r] for a in rate_counts(counts, spec))
+    mu_all = (
+        post["alpha"]
+        + post["beta_benchmark"].sel(benchmark=TARGET[0])
+        + post["beta_generator"].sel(generator=TARGET[1])
+    )
+    mu = mu_all.isel(rate=r).values.ravel()
+    kap = post["kappa"].isel(rate=r).values.ravel()
+    a, b = 1 + kap * expit(mu), 1 + kap * expit(-mu)
+    want = float(np.sum(w * (a + k) / (a + b + n)))
+    tpr = got.params["tpr"].sel(sel).sel(critic="syn").values.ravel()
+    assert abs(tpr.mean() - want) < 4 * tpr.std() / np.sqrt(got.summary["weights_ess"])
+    # and its prior π is the weighted mean of π's posterior mean per draw (logit-normal × the two
+    # tasks' Beta-Binomials, by adaptive quadrature)
+    mu0 = mu_all.isel(rate=spec.rates.index("prior")).values.ravel()
+    sig, kin = post["sigma_pi"].values.ravel(), post["kappa_inst"].sel(sel).values.ravel()
+    means = []
+    for m, sd, kk in zip(mu0, sig, kin, strict=True):
+
+        def f(x, p=False, m=m, sd=sd, kk=kk):
+            q = expit(x)
+            like = betabinom.pmf(1, 3, q * kk, (1 - q) * kk) * betabinom.pmf(3, 3, q * kk, (1 - q) * kk)
+            return norm.pdf(x, m, sd) * like * (q if p else 1.0)
+
+        lo, hi = m - 12 * sd, m + 12 * sd
+        num = integrate.quad(f, lo, hi, args=(True,), epsabs=0, limit=200)[0]
+        means.append(num / integrate.quad(f, lo, hi, epsabs=0, limit=200)[0])
+    ok = np.isfinite(means)  # a draw whose integral underflows has a weight that does too
+    want = np.sum(w[ok] * np.array(means)[ok]) / w[ok].sum()
+    prior = got.params["prior"].sel(sel).values.ravel()
+    assert abs(prior.mean() - want) < 4 * prior.std() / np.sqrt(got.summary["weights_ess"])

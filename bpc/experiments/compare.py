@@ -19,11 +19,12 @@ task-clustered intervals):
    (:func:`bpc.experiments.efficiency.loco_efficiency`): a target cell
    calibrated on k ∈ :data:`~bpc.experiments.efficiency.LOCO_K` of its training tasks, every other
    cell complete; arms Laplace (the reference), complete pooling, and the
-   posterior-mean DP, Bayes-robust and Thompson controllers of one
-   hierarchical refit per calibration (compiled once,
-   :class:`bpc.experiments.posterior.HierarchicalRefits`; a refit that fails
-   its check is refitted with a longer preset, and one that still fails is
-   used only with a flag, :func:`bpc.experiments.efficiency.loco_table`). The
+   posterior-mean DP, Bayes-robust and Thompson controllers of the hierarchical
+   model, one fit per target reweighted per calibration
+   (:class:`bpc.estimate.model.refits.LocoRefits`; where the weights' Pareto k̂ is
+   too high, a refit, retried with a longer preset when it fails its check; a fit
+   that still fails is used only with a flag, :func:`bpc.experiments.efficiency.loco_table`).
+   Every arm scores every fold of every repeat at every k. The
    targets are mapped through :func:`bpc.experiments.cluster.map_pieces`, so
    ``scheduler`` runs them on a ``dask.distributed`` cluster with the numbers
    of one process.
@@ -67,7 +68,7 @@ from bpc.constants import (
     REFINEMENT_POLICIES,
     REFIT_PRESETS,
 )
-from bpc.costs import Costs, CostSpec, cost_resolver, costs_for
+from bpc.costs import CostSpec, cost_resolver, costs_for
 from bpc.data.splits import Cell, Split
 from bpc.data.tasks import task_choices
 from bpc.experiments.delta import Simulation
@@ -80,7 +81,6 @@ from bpc.schema import decision_critics, select_cell, thin_draws
 __all__ = [
     "CONTROLLERS",
     "COMPARE_BASELINES",
-    "build_controllers",
     "compare_cells",
     "posterior_policy_uncertainty",
     "CompareResult",
@@ -95,53 +95,6 @@ CONTROLLERS: tuple[str, ...] = ("laplace_dp", "posterior_mean_dp", "bayes_robust
 
 COMPARE_BASELINES: tuple[str, ...] = BASELINE_POLICIES + REFINEMENT_POLICIES
 """Baselines replayed beside the controllers (refinement ones only with trajectories)."""
-
-
-# ---------------------------------------------------------------------------
-# Controllers
-# ---------------------------------------------------------------------------
-def build_controllers(
-    laplace_cell: xr.Dataset,
-    post_cell: xr.Dataset,
-    costs: Costs,
-    *,
-    critics: Sequence[str] = PAPER_CRITICS,
-    robust_draws: int | None = 200,
-    seed: int = DEFAULT_SEED,
-) -> dict[str, object]:
-    """The four compared controllers of one cell, keyed by :data:`CONTROLLERS` names.
-
-    Parameters
-    ----------
-    laplace_cell : xarray.Dataset
-        Laplace estimate of the cell.
-    post_cell : xarray.Dataset
-        Posterior draws of the cell.
-    costs : Costs
-        Cost vector.
-    critics : sequence of str
-        Critics the controllers may call.
-    robust_draws : int or None
-        Draws the Bayes-robust and Thompson controllers reason with (evenly
-        thinned; ``None`` = all).
-    seed : int
-        Thompson seed.
-
-    Returns
-    -------
-    dict
-        Name → controller (each controller's ``name`` set to its key).
-    """
-    from bpc.evaluate import Arm, controllers
-
-    thin = thin_draws(post_cell, robust_draws)
-    arms = {
-        "laplace_dp": Arm(laplace_cell),
-        "posterior_mean_dp": Arm(posterior_mean_params(post_cell)),
-        "bayes_robust": Arm(thin, mode="bayes_robust"),
-        "thompson": Arm(thin, mode="thompson"),
-    }
-    return controllers(arms, costs, critics=critics, seed=seed)
 
 
 # ---------------------------------------------------------------------------
@@ -205,6 +158,7 @@ def compare_cells(
         its interval over draws; no bootstrap CI).
     """
     from bpc.decide.solve import instance_kappa
+    from bpc.evaluate import Arm, controllers
     from bpc.experiments.delta import critic_concentration, per_draw_controller_delta, posterior_delta
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool, summarize
@@ -218,14 +172,15 @@ def compare_cells(
         eval_ids = split.eval[(b, g)]
         sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
         traj = None if data.trajectories is None else select_cell(data.trajectories, b, g)
-        ctrls = build_controllers(
-            select_cell(laplace_params, b, g),
-            select_cell(post, b, g),
-            c,
-            critics=critics,
-            robust_draws=robust_draws,
-            seed=sim.seed,
-        )
+        post_cell = select_cell(post, b, g)
+        thin = thin_draws(post_cell, robust_draws)
+        arms = {
+            "laplace_dp": Arm(select_cell(laplace_params, b, g)),
+            "posterior_mean_dp": Arm(posterior_mean_params(post_cell)),
+            "bayes_robust": Arm(thin, mode="bayes_robust"),
+            "thompson": Arm(thin, mode="thompson"),
+        }
+        ctrls = controllers(arms, c, critics=critics, seed=sim.seed)  # the four CONTROLLERS
         base = [p for p in COMPARE_BASELINES if traj is not None or p not in REFINEMENT_POLICIES]
         items = {**{p: p for p in base}, **ctrls}
         res = replay_pool(sub, items, c, profile="paper", trajectories=traj)
@@ -235,7 +190,7 @@ def compare_cells(
         summ.insert(0, "benchmark", b)
         ref_u = res["utility"].sel(policy="always_verify").values
         pd_row = per_draw_controller_delta(
-            select_cell(post, b, g),
+            post_cell,
             sub,
             c,
             ref_u,
@@ -244,28 +199,15 @@ def compare_cells(
             prob=sim.prob,
             kind=sim.kind,
         )
-        summ = pd.concat(
-            [
-                summ,
-                pd.DataFrame(
-                    [
-                        {
-                            "benchmark": b,
-                            "generator": g,
-                            "policy": "per_draw_dp",
-                            "mean_utility": pd_row["mean_utility"],
-                            "pass_rate": pd_row["pass_rate"],
-                            "delta": pd_row["draw_mean"],
-                            "n_eval": sub.n_instances,
-                            "draw_lo": pd_row["draw_lo"],
-                            "draw_hi": pd_row["draw_hi"],
-                        }
-                    ]
-                ),
-            ],
-            ignore_index=True,
-        )
-        post_cell = select_cell(post, b, g)
+        per_draw = {
+            "benchmark": b,
+            "generator": g,
+            "policy": "per_draw_dp",
+            "delta": pd_row["draw_mean"],
+            "n_eval": sub.n_instances,
+            **{k: pd_row[k] for k in ("mean_utility", "pass_rate", "draw_lo", "draw_hi")},
+        }
+        summ = pd.concat([summ, pd.DataFrame([per_draw])], ignore_index=True)
         if "kappa" not in post_cell:  # the instance model's κ: the draws' own, else the cell's Laplace one
             kappa = instance_kappa(select_cell(laplace_params, b, g))[0]
             post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], kappa))
@@ -330,40 +272,6 @@ def posterior_policy_uncertainty(
     )
     sub["prior"] = sub["prior"].where(mask)
     return policy_uncertainty(sub, cost_resolver(costs), progress=progress)
-
-
-def _replay_stages(
-    data: CompareData,
-    lap: xr.Dataset,
-    post: xr.Dataset,
-    split: Split,
-    cost_fn,
-    *,
-    draws: int,
-    quick: bool,
-    seed: int,
-    progress: bool,
-) -> tuple[pd.DataFrame, xr.Dataset, pd.DataFrame]:
-    """:func:`compare`'s held-out replay and policy uncertainty: the table, the uncertainty, first actions."""
-    from bpc.decide.uncertainty import first_action_table
-    from bpc.progress import stage
-
-    with stage("replay on held-out instances", enabled=progress):
-        table = compare_cells(
-            data,
-            lap,
-            post,
-            split,
-            Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed),
-            costs=cost_fn,
-            critics=decision_critics(data.counts[DIM_CRITIC].values),  # the data's critics, a user's own too
-            robust_draws=draws,
-            progress=progress,
-        )
-    with stage("policy uncertainty", enabled=progress):
-        unc = posterior_policy_uncertainty(post, data.cells, cost_fn, draws=draws, progress=progress)
-        first = first_action_table(unc)
-    return table, unc, first
 
 
 # ---------------------------------------------------------------------------
@@ -518,13 +426,9 @@ class CompareConfig:
         Target cells of the efficiency experiment, the ablation and the predictive check
         (default :func:`default_targets`).
     ks : sequence of int or None
-        Calibration sizes of the closed-form arms (Laplace, complete pooling).
-    hierarchical_ks : sequence of int or None, optional
-        Calibration sizes of the hierarchical arms (default ``ks``).
+        Calibration sizes of the efficiency experiment.
     repeats : int
-        Fold-assignment repeats of the efficiency experiment. The hierarchical arms score every
-        fold at ``k = 0`` (the target's counts are the same in every fold: one refit per target)
-        and the first fold of each repeat at the other sizes (one refit per calibration).
+        Fold-assignment repeats of the efficiency experiment (every arm scores every fold).
     refit_presets : sequence of str, optional
         Sampler presets a hierarchical refit tries in turn until it converges
         (default :data:`bpc.constants.REFIT_PRESETS`; quick ``("refit-quick",)``).
@@ -549,7 +453,6 @@ class CompareConfig:
     predictive: bool = True
     targets: Sequence[Cell] | None = None
     ks: Sequence[int | None] = LOCO_K
-    hierarchical_ks: Sequence[int | None] | None = None
     repeats: int = 3
     refit_presets: Sequence[str] | None = None
     refit_cache: str | Path | None = None
@@ -576,7 +479,9 @@ def compare(
     CompareResult
     """
     from bpc.constants import FOLD_SEEDS
+    from bpc.decide.uncertainty import first_action_table
     from bpc.estimate.laplace import laplace
+    from bpc.estimate.model.refits import KHAT_MAX
     from bpc.experiments.posterior import HierarchicalRefits, check_posterior_cells, fit_posterior
 
     cf = config
@@ -657,9 +562,23 @@ def compare(
     with stage("posterior", enabled=progress):
         post = fit_posterior(posterior, counts, preset=preset, seed=seed, refits=refits, progress=progress)
     check_posterior_cells(post.params, data.cells, posterior)
-    table, unc, first = _replay_stages(
-        data, lap, post.params, split, cost_fn, draws=draws, quick=quick, seed=seed, progress=progress
-    )
+    with stage("replay on held-out instances", enabled=progress):
+        sim = Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed)
+        critics = decision_critics(data.counts[DIM_CRITIC].values)  # the data's critics, a user's own too
+        table = compare_cells(
+            data,
+            lap,
+            post.params,
+            split,
+            sim,
+            costs=cost_fn,
+            critics=critics,
+            robust_draws=draws,
+            progress=progress,
+        )
+    with stage("policy uncertainty", enabled=progress):
+        unc = posterior_policy_uncertainty(post.params, data.cells, cost_fn, draws=draws, progress=progress)
+        first = first_action_table(unc)
     eff = pairs = None
     if cf.efficiency:
         with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
@@ -683,9 +602,9 @@ def compare(
         "bpc profile",
         "efficiency targets": ", ".join(f"{b}/{g}" for b, g in chosen),
         "efficiency repeats": cf.repeats,
-        "efficiency refits": "failed refits used and flagged"
-        if cf.include_failed
-        else "failed refits excluded and counted",
+        "efficiency refits": "one fit per target, reweighted per calibration where Pareto k̂ ≤ "
+        f"{KHAT_MAX}, else refitted; failed fits "
+        + ("used and flagged" if cf.include_failed else "excluded and counted"),
         "scheduler": "this process" if scheduler is None else str(scheduler),
         "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
         f"seed {split.seed}",
@@ -714,79 +633,52 @@ def compare(
 
 
 def _efficiency(
-    data: CompareData,
-    targets: Sequence[Cell],
-    config: CompareConfig,
-    *,
-    refits,
-    scheduler,
-    progress: bool,
+    data: CompareData, targets: Sequence[Cell], config: CompareConfig, *, refits, scheduler, progress: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`compare`'s leave-one-cell-out tables: vs Laplace, and vs :data:`EFFICIENCY_PAIRS`.
 
-    The closed-form arms (Laplace, complete pooling, the task prior) score every fold; the
-    hierarchical arms every fold at ``k = 0`` and the first fold of each repeat at the other sizes.
+    Every arm scores every fold of every repeat at every k; the hierarchical arms read one fit per
+    target, reweighted per calibration (:class:`bpc.estimate.model.refits.LocoRefits`).
     """
-    from bpc.experiments.efficiency import (
-        HIERARCHICAL_ARMS,
-        TASK_ARM,
-        LocoConfig,
-        complete_pooling_calibration,
-        hierarchical_arms,
-        laplace_calibration,
-        loco_efficiency,
-        loco_table,
-        task_prior_calibration,
-    )
+    from bpc.estimate.model.refits import RefitLadder
+    from bpc.experiments import efficiency as eff
 
     cf = config
-    cost_fn = cf.costs
-    base = LocoConfig(targets=tuple(targets), repeats=cf.repeats, costs=cost_fn, profile="bpc", seed=cf.seed)
-
-    def run(methods, ks_, **more) -> pd.DataFrame:
-        config = replace(base, ks=tuple(ks_), **more)
-        return loco_efficiency(
-            data.records,
-            config,
-            methods=methods,
-            base_counts=data.counts,
-            scheduler=scheduler,
-            progress=progress,
-        )
-
-    closed = {
-        "laplace": laplace_calibration,
-        "complete_pooling": complete_pooling_calibration,
-        TASK_ARM: task_prior_calibration,
+    methods: dict[str, eff.CalibrationFit] = {
+        "laplace": eff.laplace_calibration,
+        "complete_pooling": eff.complete_pooling_calibration,
+        eff.TASK_ARM: eff.task_prior_calibration,
     }
-    frames = [run(closed, cf.ks)]
     if refits is not None:
-        hks = tuple(cf.ks) if cf.hierarchical_ks is None else tuple(cf.hierarchical_ks)
-        from bpc.estimate.model.refits import RefitLadder
-
         ladder = RefitLadder(
             refits.template,
             presets=cf.refit_presets or REFIT_PRESETS,
-            cache=None if cf.refit_cache is None else Path(cf.refit_cache),
+            cache=cf.refit_cache,
             kernels=refits.kernels,
             progress=progress,
         )
-        arms = hierarchical_arms(ladder, costs=cost_fn, profile="bpc")
-        if 0 in hks:
-            frames.append(run(arms, (0,), replay_failed=True))
-        rest = tuple(k for k in hks if k != 0)
-        if rest:
-            frames.append(run(arms, rest, max_folds=1, replay_failed=True))
-    utilities = pd.concat(frames, ignore_index=True)
-    table = loco_table(utilities, include_failed=cf.include_failed)
-    pairs = [
-        loco_table(utilities, reference=ref, include_failed=cf.include_failed)
-        for ref in EFFICIENCY_PAIRS
-        if ref in set(utilities["method"])
-    ]
+        methods.update(eff.hierarchical_arms(ladder, costs=cf.costs, profile="bpc"))
+    loco = eff.LocoConfig(
+        targets=tuple(targets),
+        ks=tuple(cf.ks),
+        repeats=cf.repeats,
+        costs=cf.costs,
+        profile="bpc",
+        seed=cf.seed,
+        replay_failed=True,
+    )
+    utilities = eff.loco_efficiency(
+        data.records, loco, methods=methods, base_counts=data.counts, scheduler=scheduler, progress=progress
+    )
+    table = eff.loco_table(utilities, include_failed=cf.include_failed)
     against = {
-        "complete_pooling": (TASK_ARM, *HIERARCHICAL_ARMS),
+        "complete_pooling": (eff.TASK_ARM, *eff.HIERARCHICAL_ARMS),
         "posterior_mean_dp": ("bayes_robust", "thompson"),
     }
-    pairs = [p[p["method"].isin(against[str(p["reference"].iloc[0])])] for p in pairs if len(p)]
+    pairs = [
+        p[p["method"].isin(against[ref])]
+        for ref in EFFICIENCY_PAIRS
+        if ref in set(utilities["method"])
+        for p in [eff.loco_table(utilities, reference=ref, include_failed=cf.include_failed)]
+    ]
     return table, (pd.concat(pairs, ignore_index=True) if pairs else table.iloc[0:0])

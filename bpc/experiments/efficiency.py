@@ -11,9 +11,10 @@ are the first ``k`` of a seeded permutation of its training tasks (nested: a
 larger k adds tasks), so every k and every method is scored on the same
 tasks and their differences are paired. A method is a
 :data:`CalibrationFit`: counts → :class:`Calibration` (parameters, or
-controllers, and whether the fit converged); a hierarchical refit climbs the
-one refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`), and a
-calibration that still fails is excluded and counted. :func:`loco_table`
+controllers, and whether the fit converged); the hierarchical arms read one
+fit per target, reweighted per calibration or refitted through the one refit
+ladder (:class:`bpc.estimate.model.refits.LocoRefits`), and a calibration whose
+fit fails its check is excluded and counted. :func:`loco_table`
 gives, per (target, k, method), the held-out utility difference to Laplace with a task-clustered interval
 (:func:`bpc.intervals.clustered_interval`), the numbers of tasks,
 repeats, converged and excluded calibrations.
@@ -179,54 +180,45 @@ def loco_counts(
         Counts schema.
     """
     from bpc.data.counts import counts_from_records
+    from bpc.estimate.model.refits import empty_cell
     from bpc.schema import COUNT_VARS
 
     b, g = target
     is_target = (records["benchmark"].astype(str) == b) & (records["generator"].astype(str) == g)
     calib = records["instance_id"].astype(str).isin(np.asarray(calibration_ids, dtype=str))
     kept = records[~is_target | calib]
+
+    def grown(ds: xr.Dataset, benchmarks, generators) -> xr.Dataset:  # the levels added, their cells NaN
+        return ds.reindex(
+            {
+                DIM_BENCHMARK: list(dict.fromkeys([*ds[DIM_BENCHMARK].values, *benchmarks])),
+                DIM_GENERATOR: list(dict.fromkeys([*ds[DIM_GENERATOR].values, *generators])),
+            }
+        )
+
     counts = base.copy(deep=True) if base is not None else None
     if not kept.empty:
         own = counts_from_records(kept)
         if counts is None:
             counts = own
         else:
-            counts = counts.reindex(
-                {
-                    DIM_BENCHMARK: list(
-                        dict.fromkeys([*counts[DIM_BENCHMARK].values, *own[DIM_BENCHMARK].values])
-                    ),
-                    DIM_GENERATOR: list(
-                        dict.fromkeys([*counts[DIM_GENERATOR].values, *own[DIM_GENERATOR].values])
-                    ),
-                }
-            )
-            for cb in own[DIM_BENCHMARK].values.tolist():
-                for cg in own[DIM_GENERATOR].values.tolist():
-                    sel = {DIM_BENCHMARK: cb, DIM_GENERATOR: cg}
-                    if not bool(np.isfinite(own["n_patches"].sel(sel))):
-                        continue
-                    for var in COUNT_VARS:
-                        new = own[var].sel(sel)
-                        if var in ("trans_n", "trans_flip") and not bool(np.isfinite(new).all()):
-                            continue  # keep a measured kernel of a complete cell
-                        counts[var].loc[sel] = new.values
+            counts = grown(counts, own[DIM_BENCHMARK].values, own[DIM_GENERATOR].values)
+            n = own["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR)
+            for i, j in np.argwhere(np.isfinite(n.values)):
+                sel = {DIM_BENCHMARK: n[DIM_BENCHMARK].values[i], DIM_GENERATOR: n[DIM_GENERATOR].values[j]}
+                for var in COUNT_VARS:
+                    new = own[var].sel(sel)
+                    if var in ("trans_n", "trans_flip") and not bool(np.isfinite(new).all()):
+                        continue  # keep a measured kernel of a complete cell
+                    counts[var].loc[sel] = new.values
     if counts is None:
         raise ValueError("loco_counts: no records and no base counts")
-    if b not in counts[DIM_BENCHMARK].values or g not in counts[DIM_GENERATOR].values:
-        counts = counts.reindex(
-            {
-                DIM_BENCHMARK: list(dict.fromkeys([*counts[DIM_BENCHMARK].values, b])),
-                DIM_GENERATOR: list(dict.fromkeys([*counts[DIM_GENERATOR].values, g])),
-            }
-        )
+    counts = grown(counts, [b], [g])
     sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
-    has_target = bool((is_target & calib).any())
-    for var in COUNT_VARS:
-        if var in ("trans_n", "trans_flip"):
-            counts[var].loc[sel] = np.nan  # a measured kernel of the target saw every task
-        elif not has_target:
-            counts[var].loc[sel] = 0.0  # k = 0: observed nothing
+    if not bool((is_target & calib).any()):
+        counts = empty_cell(counts, target)  # k = 0: observed nothing
+    for var in ("trans_n", "trans_flip"):
+        counts[var].loc[sel] = np.nan  # a measured kernel of the target saw every task
     if "source" in counts:
         counts["source"] = counts["source"].fillna("")
         counts["source"].loc[sel] = "raw"
@@ -243,58 +235,31 @@ EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", TASK_ARM, *HI
 """Every arm of ``bpc compare``'s leave-one-cell-out table, in report order (``laplace`` the reference)."""
 
 
-@dataclass(frozen=True)
-class _Refit:
-    """What the hierarchical arms read of one refit: the target cell's posterior mean and thinned draws."""
-
-    mean: xr.Dataset
-    draws: xr.Dataset
-    diagnostics: Mapping[str, object]
-    attempts: int
-
-
 class _SharedRefit:
-    """One hierarchical refit per calibration, shared by the arms that read it.
+    """One posterior per calibration (:class:`bpc.estimate.model.refits.LocoRefits`), shared by the arms.
 
-    :func:`loco_efficiency` calls every method with the same ``counts`` for one calibration; the
-    first arm fits through the refit ladder (which climbs the sampler presets until a fit converges
-    and caches every rung under a key covering everything that made it), the others reuse the
-    result. Identical counts of one target — its ``k = 0`` calibrations in every repeat and fold —
-    are fitted once (with the first calibration's seed) and reused.
+    :func:`loco_efficiency` calls every arm with the same ``counts`` for one calibration: the first
+    arm asks for the target's posterior, the others reuse its posterior mean and thinned draws.
     """
 
-    def __init__(self, ladder, *, draws: int, to_params: Callable[[xr.DataTree], xr.Dataset] | None) -> None:
-        self.ladder = ladder
-        self.draws = int(draws)
-        self.to_params = to_params
-        self._memo: dict[tuple, _Refit] = {}
+    def __init__(self, refits, *, draws: int) -> None:
+        self.refits, self.draws = refits, int(draws)
+        self._memo: dict[tuple, tuple[xr.Dataset, xr.Dataset, dict]] = {}
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_memo": {}}
 
-    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> _Refit:
+    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> tuple[xr.Dataset, xr.Dataset, dict]:
         from bpc.estimate.model.fit import counts_hash
-        from bpc.estimate.model.refits import fit_summary
         from bpc.experiments.posterior import posterior_mean_params
         from bpc.schema import select_cell, thin_draws
 
         key = (tuple(cell), counts_hash(counts))
         if key not in self._memo:
-            dt = self.ladder.fit(counts, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
-            if self.to_params is None:
-                from bpc.estimate.model import posterior_params
-
-                params = posterior_params(dt)
-            else:
-                params = self.to_params(dt)
-            summary = fit_summary(dt)
-            own = select_cell(params, *cell)
-            self._memo[key] = _Refit(
-                mean=posterior_mean_params(own),
-                draws=thin_draws(own, self.draws),
-                diagnostics=summary,
-                attempts=int(summary.get("attempts", 1)),
-            )
+            self._memo.clear()  # the arms ask for one calibration after another
+            fit = self.refits.fit(counts, cell, seed=int(seed))
+            own = select_cell(fit.params, *cell)
+            self._memo[key] = (posterior_mean_params(own), thin_draws(own, self.draws), fit.summary)
         return self._memo[key]
 
 
@@ -307,13 +272,14 @@ def hierarchical_arms(
     max_patches: int | None = None,
     to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
 ) -> dict[str, CalibrationFit]:
-    """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one refit.
+    """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one posterior.
 
-    Each calibration refits the hierarchical model once through ``ladder`` (compiled once on a
-    template spanning every calibration — the source's complete counts — and climbing the sampler
-    presets until a fit passes its convergence check); every arm reports that fit's ``converged``
-    and ``attempts``. A calibration whose counts equal an earlier one's (a target's ``k = 0`` in
-    every fold) reuses its refit. The arms replay the profile's ``bayesian_dp``:
+    A calibration's posterior comes from :class:`bpc.estimate.model.refits.LocoRefits` on
+    ``ladder``: one fit per target with the target observing nothing, each calibration of it
+    importance-reweighted (Pareto-smoothed, k̂ checked) or, where k̂ is too high, refitted through
+    the ladder (compiled once, climbing the sampler presets until a fit converges). Every arm reports
+    that posterior's ``converged``, ``attempts``, ``method``, ``khat`` and ``weights_ess``. The arms
+    replay the profile's ``bayesian_dp``:
 
     ``posterior_mean_dp``
         Plug-in at the posterior mean (:func:`bpc.experiments.posterior.posterior_mean_params`).
@@ -344,8 +310,9 @@ def hierarchical_arms(
         Arm name → :data:`CalibrationFit`.
     """
     from bpc.constants import POOL_SIZE
+    from bpc.estimate.model.refits import LocoRefits
 
-    shared = _SharedRefit(ladder, draws=int(draws), to_params=to_params)
+    shared = _SharedRefit(LocoRefits(ladder, to_params=to_params), draws=int(draws))
     budget = int(max_patches or POOL_SIZE)
     return {
         arm: _HierarchicalArm(arm, shared, costs=costs, profile=profile, max_patches=budget)
@@ -361,25 +328,22 @@ class _HierarchicalArm:
         self.max_patches = max_patches
 
     def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
-        refit = self.shared(counts, cell, seed)
-        diag = dict(refit.diagnostics)
-        converged = bool(diag.get("converged", False))
+        mean, draws, diag = self.shared(counts, cell, seed)
+        done = {"converged": bool(diag.get("converged", False)), "attempts": int(diag.get("attempts", 1))}
         if self.arm == "posterior_mean_dp":
-            return Calibration(
-                params=refit.mean, converged=converged, attempts=refit.attempts, diagnostics=diag
-            )
+            return Calibration(params=mean, diagnostics=diag, **done)
         from bpc.evaluate import Arm, controllers
         from bpc.replay.profiles import get_profile
 
         prof = get_profile(self.profile)
         ctrls = controllers(
-            {"bayesian_dp": Arm(refit.draws, mode=self.arm)},
+            {"bayesian_dp": Arm(draws, mode=self.arm)},
             cost_resolver(self.costs)(cell[0]),
             plan=prof.switches,
             max_patches=self.max_patches,
             seed=int(seed),
         )
-        return Calibration(controllers=ctrls, converged=converged, attempts=refit.attempts, diagnostics=diag)
+        return Calibration(controllers=ctrls, diagnostics=diag, **done)
 
 
 @dataclass(frozen=True)
@@ -492,6 +456,37 @@ def loco_efficiency(
     return pd.DataFrame([row for part in parts for row in part])
 
 
+def loco_calibrations(
+    records: pd.DataFrame, target: Cell, config: LocoConfig, *, index: int = 0, base: xr.Dataset | None = None
+):
+    """Every calibration of one target: ``(repeat, fold, k, k_used, scored tasks, counts)``.
+
+    Per repeat and fold the target's calibration tasks are the first ``k`` of a permutation of its
+    training tasks seeded by (seed, repeat, fold, ``index``, the target's position), so a larger k
+    adds tasks; ``counts`` are :func:`loco_counts`.
+    """
+    from bpc.evaluate import fold_splits
+    from bpc.schema import select_cell
+
+    b, g = target
+    seed = int(config.seed)
+    cell_rec = select_cell(records, b, g)
+    for r in range(int(config.repeats)):
+        splits = fold_splits(cell_rec, n_folds=config.n_folds, seeds=[seed + r], max_folds=config.max_folds)
+        for split in splits:
+            j = int(split.fold or 0)
+            train = np.sort(split.fit[(b, g)])
+            order = train[np.random.default_rng([seed, r, j, index]).permutation(train.shape[0])]
+            for k in config.ks:
+                k_used = train.shape[0] if k is None else min(int(k), train.shape[0])
+                counts = loco_counts(records, target, order[:k_used], base=base)
+                yield r, j, k, k_used, split.eval[(b, g)], counts
+
+
+_FIT_COLUMNS = {"method": "fit_method", "khat": "khat", "weights_ess": "weights_ess"}
+"""Calibration diagnostics copied into :func:`loco_efficiency`'s rows (hierarchical arms; else empty)."""
+
+
 def _loco_target(
     item: tuple[int, Cell],
     *,
@@ -503,109 +498,99 @@ def _loco_target(
 ) -> list[dict]:
     """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets)."""
     from bpc.costs import cost_resolver
-    from bpc.evaluate import fold_splits, profile_controllers
-    from bpc.experiments.task_starts import CELL, fold_task_priors, task_starts
     from bpc.progress import info
-    from bpc.replay.engine import cell_pool, replay_pool
+    from bpc.replay.engine import cell_pool
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
     t_idx, (b, g) = item
     cf = config
-    seed = int(cf.seed)
     prof = get_profile(cf.profile)
-    cell_rec = select_cell(records, b, g)
-    pool_all = cell_pool(cell_rec, prof)
+    pool_all = cell_pool(select_cell(records, b, g), prof)
     c = cost_resolver(cf.costs)(b)
     rows = []
-    for r in range(int(cf.repeats)):
-        for split in fold_splits(cell_rec, n_folds=cf.n_folds, seeds=[seed + r], max_folds=cf.max_folds):
-            j = int(split.fold or 0)
-            scored, train = split.eval[(b, g)], np.sort(split.fit[(b, g)])
-            order = train[np.random.default_rng([seed, r, j, t_idx]).permutation(train.shape[0])]
-            pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
-            for k in cf.ks:
-                k_used = train.shape[0] if k is None else min(int(k), train.shape[0])
-                counts = loco_counts(records, (b, g), order[:k_used], base=base_counts)
-                info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
-                for name, fit in methods.items():
-                    cal = fit(counts, (b, g), seed + 1000 * r + j)
-                    base = dict(
-                        benchmark=b,
-                        generator=g,
-                        k=-1 if k is None else int(k),
-                        k_used=k_used,
-                        repeat=r,
-                        fold=j,
-                        method=name,
-                        converged=cal.converged,
-                        attempts=cal.attempts,
-                    )
-                    if not cal.converged and not cf.replay_failed:
-                        rows.append(
-                            {
-                                **base,
-                                "instance_id": "",
-                                "policy": "",
-                                "utility": np.nan,
-                                "prior_source": "",
-                                "start_mean": np.nan,
-                            }
-                        )
-                        continue
-                    ctrls = dict(cal.controllers or {})
-                    if cal.params is not None:
-                        ctrls.update(
-                            profile_controllers(
-                                select_cell(cal.params, b, g),
-                                c,
-                                profile=prof,
-                                policies=cf.policies,
-                                max_patches=max(int(pool_all.n_patches.max()), 1),
-                            )
-                        )
-                    theta0, source = None, np.full(pool.n_instances, CELL, dtype=object)
-                    start_mean = np.full(pool.n_instances, np.nan)
-                    if cal.start != CELL and k_used > 0:  # k = 0: the target's place is not identified
-                        assert cal.params is not None  # a task start needs the cell prior to fall back to
-                        priors = fold_task_priors(
-                            counts,
-                            records[
-                                (records["benchmark"].astype(str) == b)
-                                & (records["generator"].astype(str) != g)
-                                & records["instance_id"].astype(str).isin(scored)
-                            ],
-                            kind=cal.start,
-                            params=cal.params,
-                        )
-                        a, bb, source = task_starts(
-                            priors,
-                            select_cell(cal.params, b, g),
-                            benchmark=b,
-                            generator=g,
-                            tasks=pool.instance_ids,
-                        )
-                        is_task = source == "task"
-                        if is_task.any():  # else every task starts where the controller does by itself
-                            theta0 = (a, bb)
-                            start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
-                    res = replay_pool(pool, ctrls, c, profile=prof, theta0=theta0)
-                    ids = [str(i) for i in pool.instance_ids]
-                    src = dict(zip(ids, zip(source.tolist(), start_mean.tolist(), strict=True), strict=True))
-                    for p in res["policy"].values.tolist():
-                        u = res["utility"].sel(policy=p).values
-                        for iid, val in zip(res["instance"].values.tolist(), u.tolist(), strict=True):
-                            rows.append(
-                                {
-                                    **base,
-                                    "instance_id": str(iid),
-                                    "policy": str(p),
-                                    "utility": float(val),
-                                    "prior_source": src[str(iid)][0],
-                                    "start_mean": src[str(iid)][1],
-                                }
-                            )
+    for r, j, k, k_used, scored, counts in loco_calibrations(
+        records, (b, g), cf, index=t_idx, base=base_counts
+    ):
+        info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
+        for name, fit in methods.items():
+            cal = fit(counts, (b, g), int(cf.seed) + 1000 * r + j)
+            base = dict(
+                benchmark=b,
+                generator=g,
+                k=-1 if k is None else int(k),
+                k_used=k_used,
+                repeat=r,
+                fold=j,
+                method=name,
+                converged=cal.converged,
+                attempts=cal.attempts,
+                **{
+                    col: cal.diagnostics.get(key, "" if key == "method" else np.nan)
+                    for key, col in _FIT_COLUMNS.items()
+                },
+            )
+            if not cal.converged and not cf.replay_failed:
+                empty = dict(instance_id="", policy="", utility=np.nan, prior_source="", start_mean=np.nan)
+                rows.append({**base, **empty})
+                continue
+            replayed = _replay_calibration(
+                cal, counts, scored, records, (b, g), k_used, c, prof, cf, pool_all
+            )
+            rows.extend({**base, **row} for row in replayed)
     return rows
+
+
+def _replay_calibration(cal, counts, scored, records, cell, k_used, c, prof, cf, pool_all) -> list[dict]:
+    """One calibration's controllers replayed on the scored tasks: one row per (task, policy)."""
+    from bpc.evaluate import profile_controllers
+    from bpc.experiments.task_starts import CELL, fold_task_priors, task_starts
+    from bpc.replay.engine import replay_pool
+    from bpc.schema import select_cell
+
+    b, g = cell
+    pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
+    ctrls = dict(cal.controllers or {})
+    if cal.params is not None:
+        ctrls.update(
+            profile_controllers(
+                select_cell(cal.params, b, g),
+                c,
+                profile=prof,
+                policies=cf.policies,
+                max_patches=max(int(pool_all.n_patches.max()), 1),
+            )
+        )
+    theta0, source = None, np.full(pool.n_instances, CELL, dtype=object)
+    start_mean = np.full(pool.n_instances, np.nan)
+    if cal.start != CELL and k_used > 0:  # k = 0: the target's place is not identified
+        assert cal.params is not None  # a task start needs the cell prior to fall back to
+        others = records[
+            (records["benchmark"].astype(str) == b)
+            & (records["generator"].astype(str) != g)
+            & records["instance_id"].astype(str).isin(scored)
+        ]
+        priors = fold_task_priors(counts, others, kind=cal.start, params=cal.params)
+        a, bb, source = task_starts(
+            priors, select_cell(cal.params, b, g), benchmark=b, generator=g, tasks=pool.instance_ids
+        )
+        is_task = source == "task"
+        if is_task.any():  # else every task starts where the controller does by itself
+            theta0 = (a, bb)
+            start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
+    res = replay_pool(pool, ctrls, c, profile=prof, theta0=theta0)
+    src = {str(i): (s, m) for i, s, m in zip(pool.instance_ids, source, start_mean, strict=True)}
+    return [
+        dict(
+            instance_id=str(i),
+            policy=str(p),
+            utility=float(u),
+            prior_source=src[str(i)][0],
+            start_mean=src[str(i)][1],
+        )
+        for p in res["policy"].values
+        for i, u in zip(res["instance"].values, res["utility"].sel(policy=p).values, strict=True)
+    ]
 
 
 def loco_table(
@@ -643,9 +628,10 @@ def loco_table(
     pandas.DataFrame
         ``benchmark, generator, k, method, policy, reference, diff, ci_lo,
         ci_hi, n_tasks, mean_utility, n_repeats, n_calibrations,
-        n_converged, n_excluded, failed_used, flag`` and ``task_prior_share`` (the share of
-        scored tasks that started from a task prior: 0 for the cell-prior arms); a method whose
-        calibrations all failed (and were excluded) keeps its row, with
+        n_converged, n_reweighted`` (posteriors importance-reweighted rather than fitted,
+        :class:`bpc.estimate.model.refits.LocoRefits`), ``n_excluded, failed_used, flag`` and
+        ``task_prior_share`` (the share of scored tasks that started from a task prior: 0 for the
+        cell-prior arms); a method whose calibrations all failed (and were excluded) keeps its row, with
         ``NaN`` numbers and its counts.
     """
     from bpc.constants import CI_PROB
@@ -660,14 +646,25 @@ def loco_table(
         used &= utilities["converged"].astype(bool)
     ok = utilities[used]
     used_cals = ok.drop_duplicates(cal_keys)
-    conv = cals.groupby(cell_k_m).agg(n_calibrations=("converged", "size"), n_converged=("converged", "sum"))
+    conv = (
+        cals.assign(reweighted=cals.get("fit_method", pd.Series("", index=cals.index)) == "reweighted")
+        .groupby(cell_k_m)
+        .agg(
+            n_calibrations=("converged", "size"),
+            n_converged=("converged", "sum"),
+            n_reweighted=("reweighted", "sum"),
+        )
+    )
     failed = (~used_cals["converged"].astype(bool)).groupby([used_cals[c] for c in cell_k_m]).sum()
     conv["failed_used"] = failed.reindex(conv.index, fill_value=0).astype(np.int64)
     conv["n_excluded"] = conv["n_calibrations"] - conv["n_converged"] - conv["failed_used"]
     keys = ["benchmark", "generator", "k", "repeat", "fold", "instance_id", "policy"]
     wide = ok.pivot_table(index=keys, columns="method", values="utility")
-    if reference not in wide.columns:
-        raise ValueError(f"loco_table: reference method {reference!r} not among {sorted(wide.columns)}")
+    if reference not in set(utilities["method"]):
+        raise ValueError(
+            f"loco_table: reference method {reference!r} not among {sorted(set(utilities['method']))}"
+        )
+    wide = wide.reindex(columns=sorted(set(wide.columns) | {reference}))  # a reference never used: NaN
     parts = []
     for m in wide.columns:
         d = (wide[m] - wide[reference]).rename("diff").to_frame().assign(u=wide[m])
@@ -679,12 +676,15 @@ def loco_table(
         .reset_index()
     )
     groups = ["benchmark", "generator", "k", "method", "policy"]
-    boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
     extra = (
         per_task.groupby(groups).agg(mean_utility=("u", "mean"), n_repeats=("n_repeats", "max")).reset_index()
     )
-    out = boot.rename(columns={"delta": "diff"}).merge(extra, on=groups)
-    out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
+    nan = dict.fromkeys(["diff", "ci_lo", "ci_hi", "n_tasks", "mean_utility", "n_repeats"], np.nan)
+    out = conv.reset_index().assign(policy="", **nan)  # no usable pair at all: the counts, no numbers
+    if len(per_task):
+        boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
+        out = boot.rename(columns={"delta": "diff"}).merge(extra, on=groups)
+        out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
     if "prior_source" in ok.columns:
         share = (ok["prior_source"] == "task").groupby([ok[c] for c in cell_k_m]).mean()
         out = out.merge(share.rename("task_prior_share").reset_index(), on=cell_k_m, how="left")

@@ -15,20 +15,58 @@ subsample) goes through :class:`RefitLadder` (docs/method.md §Hierarchical mode
   the preset and its sampler settings (draws, tune, chains, ``target_accept``), the sampler, the
   kernels, what of the fit is kept and the seed (:meth:`RefitLadder.key`). A file whose key differs
   is refused and refitted, never reused.
+
+Leave-one-cell-out refits reuse what is known (:class:`LocoRefits`, docs/method.md §Hierarchical
+model): one fit per target cell with the target observing nothing (:func:`empty_cell`), then every
+calibration of that target (its ``k`` tasks) by importance reweighting of that fit's hyperparameter
+draws. Given the hyperparameters the target's rates are independent of every other cell, so
+
+* a draw's weight is the target's marginal likelihood of its calibration counts
+  (:func:`cell_loglik`): Beta-Binomial for the collapsed rates, and for the prior under the
+  instance model the instance histogram integrated over the target's logit π by quadrature;
+* the weights are Pareto-smoothed (PSIS, :func:`arviz_stats` ``psislw``) and kept only when their
+  Pareto k̂ is at most :data:`KHAT_MAX` (the PSIS practice, Vehtari et al. 2024); otherwise the
+  calibration is a real refit through the ladder;
+* the draws are resampled by their weights and the target's rates drawn per draw from their exact
+  conditional (Beta for the collapsed rates, the quadrature's posterior for π).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, REFIT_PRESETS, SAMPLER_PRESETS
+from bpc.constants import (
+    DEFAULT_SEED,
+    DIM_BENCHMARK,
+    DIM_CHAIN,
+    DIM_DRAW,
+    DIM_GENERATOR,
+    DIM_PASSES,
+    DIM_PATCHES,
+    REFIT_PRESETS,
+    SAMPLER_PRESETS,
+)
 
-__all__ = ["RefitLadder", "converged", "fit_summary"]
+__all__ = [
+    "RefitLadder",
+    "converged",
+    "fit_summary",
+    "KHAT_MAX",
+    "empty_cell",
+    "cell_loglik",
+    "LocoFit",
+    "LocoRefits",
+]
+
+KHAT_MAX = 0.7
+"""Largest Pareto k̂ of the smoothed importance weights at which a calibration is reweighted, not refitted."""
 
 
 class _Fitter(Protocol):
@@ -285,3 +323,319 @@ class RefitLadder:
             path.parent.mkdir(parents=True, exist_ok=True)
             io.save(dt, path)
         return dt
+
+
+def empty_cell(counts: xr.Dataset, cell: tuple[str, str]) -> xr.Dataset:
+    """``counts`` with ``cell`` observing nothing (zero counts, no measured kernel): a target at k = 0.
+
+    Examples
+    --------
+    >>> from bpc.schema import empty_counts
+    >>> c = empty_counts(["lcb_hard"], ["gpt5_mini"])
+    >>> float(empty_cell(c, ("lcb_hard", "gpt5_mini"))["n_patches"].item())
+    0.0
+    """
+    from bpc.schema import COUNT_VARS
+
+    out = counts.copy(deep=True)
+    sel = {DIM_BENCHMARK: cell[0], DIM_GENERATOR: cell[1]}
+    for var in COUNT_VARS:
+        out[var].loc[sel] = np.nan if var in ("trans_n", "trans_flip") else 0.0
+    return out
+
+
+_NODES = np.linspace(-10.0, 10.0, 161)
+"""Quadrature nodes of a target's logit π, in sds of its approximate posterior per draw."""
+
+
+def _flat(post: xr.Dataset, name: str, cell: tuple[str, str] | None = None) -> np.ndarray:
+    """``post[name]`` (at ``cell``'s levels where it has them) as (sample, …) with chains pooled."""
+    da = post[name]
+    if cell is not None:
+        da = da.sel({d: v for d, v in zip((DIM_BENCHMARK, DIM_GENERATOR), cell, strict=True) if d in da.dims})
+    da = da.transpose(DIM_CHAIN, DIM_DRAW, ...)
+    return da.values.reshape(da.sizes[DIM_CHAIN] * da.sizes[DIM_DRAW], *da.shape[2:])
+
+
+def _logit_mu(post: xr.Dataset, cell: tuple[str, str]) -> np.ndarray:
+    """The logit μ of every rate in ``cell`` per draw, (sample, rate): α + β[benchmark] + γ[generator]."""
+    out = _flat(post, "alpha")
+    for name in ("beta_benchmark", "beta_generator"):
+        if name in post:
+            out = out + _flat(post, name, cell)
+    return out
+
+
+def _prior_grid(
+    post: xr.Dataset, counts: xr.Dataset, cell: tuple[str, str], logit_mu: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The target's logit π given each draw and its instance histogram, on a quadrature grid.
+
+    Returns ``(nodes, log_f)`` (sample, node): nodes of logit π and the log of prior × likelihood
+    times the node spacing (so ``logsumexp`` over nodes is the log marginal likelihood), or ``None``
+    when the target has no instance histogram.
+    """
+    from scipy.special import log_expit
+
+    hist = counts["inst_hist"].sel({DIM_BENCHMARK: cell[0], DIM_GENERATOR: cell[1]})
+    hist = hist.transpose(DIM_PATCHES, DIM_PASSES)
+    w = np.nan_to_num(hist.values)
+    if not np.isfinite(hist.values).all() or w.sum() == 0:
+        return None
+    m = hist[DIM_PATCHES].values.astype(int)[:, None] + 0 * hist[DIM_PASSES].values[None, :]
+    k = hist[DIM_PASSES].values.astype(int)[None, :] + 0 * m
+    j = np.arange(int(m.max()))
+    n_a = np.array([(w * (k > i)).sum() for i in j])  # instances with more than i passes
+    n_b = np.array([(w * (m - k > i)).sum() for i in j])
+    n_k = np.array([(w * (m > i)).sum() for i in j])
+    # a normal approximation of logit π's posterior per draw places the nodes
+    sigma = _flat(post, "sigma_pi")
+    kappa = _flat(post, "kappa_inst", cell)
+    p = ((w * k).sum() + 0.5) / ((w * m).sum() + 1.0)
+    info = w.sum() * p * (1.0 - p)
+    prec = 1.0 / sigma**2 + info
+    centre = (logit_mu / sigma**2 + np.log(p / (1.0 - p)) * info) / prec
+    scale = 1.0 / np.sqrt(prec)
+    x = centre[:, None] + scale[:, None] * _NODES[None, :]
+    log_f = -0.5 * ((x - logit_mu[:, None]) / sigma[:, None]) ** 2 - np.log(sigma)[:, None]
+    log_f += np.log(scale * (_NODES[1] - _NODES[0]))[:, None]
+    kap = kappa[:, None]
+    for i in j:
+        a = np.log(kap) + log_expit(x) if i == 0 else np.log(kap / (1.0 + np.exp(-x)) + i)
+        b = np.log(kap) + log_expit(-x) if i == 0 else np.log(kap / (1.0 + np.exp(x)) + i)
+        log_f += n_a[i] * a + n_b[i] * b - n_k[i] * np.log(kap + i)
+    return x, log_f
+
+
+def cell_loglik(post: xr.Dataset, counts: xr.Dataset, spec: Any, cell: tuple[str, str]) -> np.ndarray | None:
+    """Log marginal likelihood (up to a constant) of ``cell``'s counts under each hyperparameter draw.
+
+    The collapsed rates contribute Beta-Binomials; under the instance model the prior contributes
+    its instance histogram integrated over the cell's logit π (:func:`_prior_grid`). ``None`` when
+    the cell's data take a form this does not cover (a likelihood table's prior under the instance
+    model): the caller refits.
+
+    Parameters
+    ----------
+    post : xarray.Dataset
+        Hyperparameter draws of a fit in which ``cell`` observed nothing (``posterior`` group).
+    counts : xarray.Dataset
+        Counts whose ``cell`` holds the data to weigh by.
+    spec : ModelSpec
+        The fit's spec.
+    cell : (str, str)
+        The target.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        One value per draw (chains pooled, chain-major).
+    """
+    from scipy.special import betaln, logsumexp
+
+    from bpc.estimate.model.build import rate_counts, shape_offset
+
+    k, n = rate_counts(counts, spec)
+    sel = {DIM_BENCHMARK: cell[0], DIM_GENERATOR: cell[1]}
+    k, n = k.sel(sel).values, n.sel(sel).values
+    logit_mu = _logit_mu(post, cell)
+    kappa, s0 = _flat(post, "kappa"), shape_offset(spec)
+    out = np.zeros(logit_mu.shape[0])
+    for r, rate in enumerate(spec.rates):
+        if not (np.isfinite(n[r]) and n[r] > 0):
+            continue
+        if rate == "prior" and spec.instance:
+            grid = _prior_grid(post, counts, cell, logit_mu[:, r])
+            if grid is None:
+                return None
+            out = out + np.asarray(logsumexp(grid[1], axis=1))
+            continue
+        a = s0 + kappa[:, r] / (1.0 + np.exp(-logit_mu[:, r]))
+        b = s0 + kappa[:, r] / (1.0 + np.exp(logit_mu[:, r]))
+        out += betaln(k[r] + a, n[r] - k[r] + b) - betaln(a, b)
+    return out
+
+
+@dataclass(frozen=True)
+class LocoFit:
+    """A target cell's posterior under one calibration of :class:`LocoRefits`.
+
+    Attributes
+    ----------
+    params : xarray.Dataset
+        Parameter draws (``chain``/``draw``) of at least the target cell.
+    summary : mapping
+        :func:`fit_summary` of the fit it came from, plus ``method`` (``"fit"``: the target's own
+        fit, e.g. at k = 0; ``"reweighted"``; ``"refit"``), ``khat`` and ``weights_ess`` (the
+        Pareto k̂ and effective sample size of the smoothed weights; ``NaN`` without weights).
+    """
+
+    params: xr.Dataset
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class LocoRefits:
+    """Leave-one-cell-out posteriors of many calibrations: one fit per target, the rest reweighted.
+
+    Parameters
+    ----------
+    ladder : RefitLadder
+        Fits the target with nothing observed (its base fit, once per target) and every calibration
+        whose weights fail the k̂ check (cached as the ladder caches).
+    khat_max : float
+        Largest Pareto k̂ of a reweighted calibration (default :data:`KHAT_MAX`).
+    to_params : callable, optional
+        A fit → its parameter draws (default :func:`bpc.estimate.model.posterior_params`).
+    """
+
+    def __init__(
+        self,
+        ladder: RefitLadder,
+        *,
+        khat_max: float = KHAT_MAX,
+        to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
+    ) -> None:
+        self.ladder, self.khat_max, self.to_params = ladder, float(khat_max), to_params
+        self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
+        self._full: xr.DataTree | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_base": {}, "_full": None}
+
+    def _params(self, dt: xr.DataTree) -> xr.Dataset:
+        from bpc.estimate.model.fit import posterior_params
+
+        return posterior_params(dt) if self.to_params is None else self.to_params(dt)
+
+    def base(self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED) -> xr.DataTree:
+        """The target's fit with ``cell`` emptied (:func:`empty_cell`), made once per target.
+
+        Its seed is that of the first calibration asking for it.
+        """
+        from bpc.estimate.model.fit import counts_hash
+
+        cell = (str(cell[0]), str(cell[1]))
+        empty = empty_cell(counts, cell)
+        key = (cell, counts_hash(empty))
+        if key not in self._base:
+            self._base[key] = self.ladder.fit(empty, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
+        return self._base[key]
+
+    def full(self, *, seed: int = DEFAULT_SEED) -> xr.DataTree:
+        """The fit of the ladder's template (every cell complete), made once: the second proposal."""
+        if self._full is None:
+            self._full = self.ladder.fit(self.ladder.template, seed=int(seed), label="all")
+        return self._full
+
+    def fit(self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED) -> LocoFit:
+        """The target's posterior under ``counts`` (every other cell as in the base fit).
+
+        The base fit (:meth:`base`) when ``counts`` are its counts (k = 0); else the base fit
+        reweighted (:meth:`reweight`) when its k̂ passes; else the fit of every cell complete
+        (:meth:`full`, when its other cells are those of ``counts``) reweighted from the target's
+        complete data down to the calibration's (the PSIS leave-out practice: larger calibrations
+        sit closer to it) when its k̂ passes; else a refit through the ladder.
+        """
+        from bpc.estimate.model.fit import counts_hash
+
+        cell = (str(cell[0]), str(cell[1]))
+        base = self.base(counts, cell, seed=seed)
+        if counts_hash(counts) == json.loads(base.attrs.get("refit_key", "{}")).get("counts"):
+            return LocoFit(self._params(base), {**fit_summary(base), "method": "fit", "khat": np.nan})
+        weighted = self.weighted(counts, cell, seed=seed)
+        if weighted is not None and weighted.summary["khat"] <= self.khat_max:
+            return weighted
+        dt = self.ladder.fit(counts, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
+        khat = np.nan if weighted is None else weighted.summary["khat"]
+        ess = np.nan if weighted is None else weighted.summary["weights_ess"]
+        return LocoFit(
+            self._params(dt), {**fit_summary(dt), "method": "refit", "khat": khat, "weights_ess": ess}
+        )
+
+    def weighted(
+        self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED
+    ) -> LocoFit | None:
+        """The calibration reweighted from the base fit, or from :meth:`full` when the base's k̂ fails.
+
+        The one of lower k̂ (``None`` when the target's data cannot be reweighted).
+        """
+        from bpc.estimate.model.fit import counts_hash
+
+        cell = (str(cell[0]), str(cell[1]))
+        tried = [self.reweight(self.base(counts, cell, seed=seed), counts, cell, seed=int(seed))]
+        template = self.ladder.template
+        if (
+            tried[0] is not None
+            and tried[0].summary["khat"] > self.khat_max
+            and counts_hash(empty_cell(template, cell)) == counts_hash(empty_cell(counts, cell))
+        ):
+            tried.append(self.reweight(self.full(seed=seed), counts, cell, seed=int(seed), given=template))
+        return min((t for t in tried if t is not None), key=lambda t: t.summary["khat"], default=None)
+
+    def reweight(
+        self,
+        base: xr.DataTree,
+        counts: xr.Dataset,
+        cell: tuple[str, str],
+        *,
+        seed: int,
+        given: xr.Dataset | None = None,
+    ) -> LocoFit | None:
+        """A fit's draws weighted to the target's calibration (``None`` if not possible).
+
+        The weight of a draw is the target's marginal likelihood of ``counts`` over that of the
+        counts the fit saw, ``given`` (default: the target observing nothing, :func:`empty_cell`);
+        every other cell must be the same in both. Returns the resampled draws with the target's
+        rates drawn per draw from their conditional given ``counts``; ``summary`` says
+        ``method = "reweighted"``, ``khat``, ``weights_ess`` and ``proposal`` (converged when the
+        fit converged; the caller checks ``khat``).
+        """
+        from arviz_stats.base.array import array_stats
+
+        from bpc.estimate.model.build import DIM_PRIOR_CELL
+        from bpc.estimate.model.fit import cell_rates, spec_of
+
+        if "posterior" not in base.children or "alpha" not in base["posterior"].dataset:
+            return None
+        post = base["posterior"].to_dataset()
+        spec = spec_of(base)
+        log_w = cell_loglik(post, counts, spec, cell)
+        seen = None if given is None else cell_loglik(post, given, spec, cell)
+        if log_w is None or (given is not None and seen is None):
+            return None
+        log_w = log_w if seen is None else log_w - seen
+        chains, draws = post.sizes[DIM_CHAIN], post.sizes[DIM_DRAW]
+        r_eff: Any = min(float(np.asarray(array_stats.ess(log_w.reshape(chains, draws), relative=True))), 1.0)
+        smoothed, khat = array_stats.psislw(-(log_w - log_w.max()), r_eff=r_eff)
+        w = np.exp(smoothed - smoothed.max())
+        w /= w.sum()
+        rng = np.random.default_rng([int(seed), 2])
+        idx = np.searchsorted(np.cumsum(w), (rng.random() + np.arange(w.size)) / w.size)
+        idx = np.minimum(idx, w.size - 1).reshape(chains, draws)
+        names = [v for v in post.data_vars if DIM_CHAIN in post[v].dims]
+        flat = post[names].stack(_sample=(DIM_CHAIN, DIM_DRAW)).drop_vars([DIM_CHAIN, DIM_DRAW, "_sample"])
+        sub = flat.isel(_sample=xr.DataArray(idx, dims=(DIM_CHAIN, DIM_DRAW)))
+        sub = sub.assign_coords({DIM_CHAIN: post[DIM_CHAIN].values, DIM_DRAW: post[DIM_DRAW].values})
+        sub = sub.transpose(DIM_CHAIN, DIM_DRAW, ...)
+        if spec.instance and "pi" in sub:
+            grid = _prior_grid(sub, counts, cell, _logit_mu(sub, cell)[:, spec.rates.index("prior")])
+            label = f"{cell[0]}/{cell[1]}"
+            if grid is not None and label in sub[DIM_PRIOR_CELL].values:
+                nodes, log_f = grid
+                prob = np.exp(log_f - log_f.max(axis=1, keepdims=True))
+                cdf = np.cumsum(prob, axis=1)
+                u = rng.random(nodes.shape[0]) * cdf[:, -1]
+                at = np.minimum((cdf < u[:, None]).sum(axis=1), nodes.shape[1] - 1)
+                step = nodes[:, 1] - nodes[:, 0]
+                x = nodes[np.arange(nodes.shape[0]), at] + step * (rng.random(nodes.shape[0]) - 0.5)
+                pi = sub["pi"].copy()
+                pi.loc[{DIM_PRIOR_CELL: label}] = (1.0 / (1.0 + np.exp(-x))).reshape(chains, draws)
+                sub["pi"] = pi
+        kernels = json.loads(base.attrs.get("config", "{}")).get("kernels", self.ladder.kernels)
+        params = cell_rates(
+            sub, counts, spec, benchmarks=[cell[0]], generators=[cell[1]], seed=seed, kernels=kernels
+        )
+        summary = {**fit_summary(base), "method": "reweighted", "khat": float(khat)}
+        summary["proposal"] = "target left out" if given is None else "every cell complete"
+        summary["weights_ess"] = float(1.0 / np.square(np.exp(smoothed)).sum())
+        return LocoFit(params, summary)
