@@ -54,8 +54,8 @@ optionally sum-to-zero. Variable names:
 ``sigma_kappa_inst_generator``, ``z_kappa_inst_benchmark`` /
 ``z_kappa_inst_generator``, ``delta_kappa_inst_benchmark`` (benchmark),
 ``delta_kappa_inst_generator`` (generator), ``kappa_inst`` (benchmark,
-generator), data ``inst_cell`` / ``inst_m`` / ``inst_k`` / ``inst_w``
-(inst_class) and ``prior_n`` / ``prior_k`` / ``prior_mbar`` (prior_cell),
+generator), data ``inst_w`` (inst_class; the classes' cells and counts are
+the layout) and ``prior_n`` / ``prior_k`` / ``prior_mbar`` (prior_cell),
 ``y_instances`` (a Potential) and ``y_prior``.
 
 **The crossed task × generator model** (``spec.tasks``; needs the
@@ -80,7 +80,7 @@ corpus' σ of 4–8). Regressing ℓ itself on logit μ instead pulled the media
 towards the mean (LCB-medium: ℓ ≈ −5.5 vs logit μ ≈ −1.1) and put the crossed
 cells' pass rates 0.06–0.07 above their data. Variables:
 ``sigma_task`` (task_benchmark), ``z_task`` (task_key, labels
-``"benchmark/task"``), ``y_tasks`` (task_obs) and the deterministics
+``"benchmark/task"``), ``y_tasks`` (task_obs, a Potential) and the deterministics
 ``task_loc`` = ℓ[cell] and ``task_kappa`` = κ_inst[cell] (task_cell,
 labels ``"benchmark/generator"``), which :mod:`bpc.estimate.crossed` reads for
 the per-task prior. A cell whose per-task counts disagree with its totals
@@ -96,6 +96,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
+from scipy.special import gammaln
 
 from bpc.constants import (
     DIM_BENCHMARK,
@@ -489,6 +490,53 @@ def _deterministic(name: str, value: object, *, dims: str | tuple[str, ...]) -> 
     return _tensor(pm.Deterministic(name, _tensor(value), dims=dims))
 
 
+SMALL_N = 8
+"""Rows of at most this many trials (patches of an instance or of a (task, generator)) get their
+Beta-Binomial log density as sums of logarithms (:func:`beta_binomial_rows`), larger ones through
+log-gamma functions."""
+
+
+def _ragged(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row r and each i < counts[r]: the pair (r, i), as two flat arrays."""
+    rows = np.repeat(np.arange(counts.size), counts)
+    offsets = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rows, offsets.astype(float)
+
+
+def beta_binomial_rows(
+    a: pt.TensorVariable, b: pt.TensorVariable, n: np.ndarray, k: np.ndarray
+) -> pt.TensorVariable:
+    """log BetaBinomial(k | n, a, b) per row, for parameters ``a``, ``b`` and fixed counts ``n``, ``k``.
+
+    A row of at most :data:`SMALL_N` trials uses the product form of the Beta-Binomial mass,
+
+        log C(n, k) + Σ_{i<k} log(a + i) + Σ_{i<n−k} log(b + i) − Σ_{i<n} log(a + b + i),
+
+    whose value and gradient cost 2n logarithms and divisions instead of six log-gamma and six
+    digamma functions (with n = 1 it is the Bernoulli log p); other rows use PyMC's Beta-Binomial.
+    The two agree to rounding (``tests/test_model_build.py``).
+    """
+    n = np.asarray(n, dtype=np.int64)
+    k = np.asarray(k, dtype=np.int64)
+    small = n <= SMALL_N
+    out = pt.zeros((n.size,))
+    if small.any():
+        idx = np.flatnonzero(small)
+        ns, ks = n[idx], k[idx]
+        const = gammaln(ns + 1.0) - gammaln(ks + 1.0) - gammaln(ns - ks + 1.0)
+        part = pt.as_tensor_variable(const)
+        for base, counts, sign in ((a, ks, 1.0), (b, ns - ks, 1.0), (a + b, ns, -1.0)):
+            rows, off = _ragged(counts)
+            if rows.size:
+                part = pt.inc_subtensor(part[rows], sign * pt.log(_tensor(base)[idx[rows]] + off))
+        out = pt.set_subtensor(out[idx], part)
+    if not small.all():
+        idx = np.flatnonzero(~small)
+        dist = pm.BetaBinomial.dist(n=n[idx], alpha=_tensor(a)[idx], beta=_tensor(b)[idx])
+        out = pt.set_subtensor(out[idx], _tensor(pm.logp(dist, k[idx])))
+    return _tensor(out)
+
+
 def _effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
     """Group effects β[rate, level], centred for the spec's centred kinds, non-centred otherwise.
 
@@ -708,13 +756,11 @@ def _instance_likelihood(
         grid = grid + (delta[:, None] if dim == DIM_BENCHMARK else delta[None, :])
     pm.Deterministic("kappa_inst", pt.exp(grid), dims=(DIM_BENCHMARK, DIM_GENERATOR))
     kappa_cell = _tensor(pt.exp(log_k))  # (prior_cell,)
-    c = _data("inst_cell", inst["inst_cell"].values[rows], dims=DIM_INST_CLASS)
-    m = _data("inst_m", inst["inst_m"].values[rows], dims=DIM_INST_CLASS)
-    kk = _data("inst_k", inst["inst_k"].values[rows], dims=DIM_INST_CLASS)
+    # the histogram's classes are the layout (fixed); their weights are data (refits swap them)
+    c, m, kk = (inst[v].values[rows] for v in ("inst_cell", "inst_m", "inst_k"))
     w = _data("inst_w", _histogram_weights(inst, tasks)[rows], dims=DIM_INST_CLASS)
     a, b = pi[c] * kappa_cell[c], (1.0 - pi[c]) * kappa_cell[c]
-    logp = _tensor(pm.logp(pm.BetaBinomial.dist(n=m, alpha=a, beta=b), kk))
-    pm.Potential("y_instances", _tensor(pt.sum(w * logp)))
+    pm.Potential("y_instances", _tensor(pt.sum(w * beta_binomial_rows(a, b, m, kk))))
     n = _data("prior_n", inst["prior_n"].values, dims=DIM_PRIOR_CELL)
     k = _data("prior_k", inst["prior_k"].values, dims=DIM_PRIOR_CELL)
     mbar = _data("prior_mbar", inst["prior_mbar"].values, dims=DIM_PRIOR_CELL)
@@ -741,20 +787,12 @@ def _task_likelihood(
     loc = _tensor(logit_pi[cells] * stretch)  # (task_cell,)
     position = np.full(int(np.max(tasks["task_row_cell"].values)) + 1, -1, dtype=np.int64)
     position[cells] = np.arange(len(cells))
-    row_cell = _data("task_row_cell", tasks["task_row_cell"].values, dims=DIM_TASK_OBS)
-    row_loc = position[tasks["task_row_cell"].values]  # position along task_cell of each row
-    row_key = _data("task_row_key", tasks["task_row_key"].values, dims=DIM_TASK_OBS)
-    m = _data("task_m", tasks["task_m"].values, dims=DIM_TASK_OBS)
-    k = _data("task_k", tasks["task_k"].values, dims=DIM_TASK_OBS)
-    logit = loc[row_loc] + effect[row_key]
+    row_cell = tasks["task_row_cell"].values
+    row_loc = position[row_cell]  # position along task_cell of each row
+    logit = loc[row_loc] + effect[tasks["task_row_key"].values]
     kap = kappa_cell[row_cell]
-    pm.BetaBinomial(
-        "y_tasks",
-        n=m,
-        alpha=kap * pm.math.sigmoid(logit),
-        beta=kap * pm.math.sigmoid(-logit),
-        observed=k,
-        dims=DIM_TASK_OBS,
-    )
+    a, b = kap * pm.math.sigmoid(logit), kap * pm.math.sigmoid(-logit)
+    rows = beta_binomial_rows(a, b, tasks["task_m"].values, tasks["task_k"].values)
+    pm.Potential("y_tasks", rows, dims=DIM_TASK_OBS)
     _deterministic("task_loc", loc, dims=DIM_TASK_CELL)
     _deterministic("task_kappa", kappa_cell[cells], dims=DIM_TASK_CELL)
