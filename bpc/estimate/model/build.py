@@ -506,7 +506,7 @@ def _ragged(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def beta_binomial_rows(
     a: pt.TensorVariable, b: pt.TensorVariable, n: np.ndarray, k: np.ndarray
 ) -> pt.TensorVariable:
-    """log BetaBinomial(k | n, a, b) per row, for parameters ``a``, ``b`` and fixed counts ``n``, ``k``.
+    """Log BetaBinomial(k | n, a, b) per row, for parameters ``a``, ``b`` and fixed counts ``n``, ``k``.
 
     A row of at most :data:`SMALL_N` trials uses the product form of the Beta-Binomial mass,
 
@@ -743,8 +743,25 @@ def _instance_likelihood(
     # pin logit π down (information ≥ CENTRE_INFORMATION) is centred, the others non-centred
     sigma_pi = pm.HalfNormal("sigma_pi", sigma=spec.instance_priors["sigma_cell"]["sigma"])
     w = centred_cells(inst, all_centred="prior" in spec.centered)
-    raw = pm.Normal("z_pi", mu=w * logit_mu, sigma=pt.switch(w > 0, sigma_pi, 1.0), dims=DIM_PRIOR_CELL)
+    mu, sd = w * logit_mu, pt.switch(w > 0, sigma_pi, 1.0)
+    crossed = np.zeros(w.size, dtype=bool)
+    stretch, shift = pt.ones(w.size), pt.zeros(w.size)
+    sigma_task = z_mean = z_res = pt.zeros(0)
+    if tasks is not None:
+        # a crossed cell samples u = ℓ + σ_task z̄ (z̄: its benchmark's mean task effect), which its
+        # task rows pin down, instead of logit π = (u − σ_task z̄) / stretch (see _task_effects)
+        sigma_task, z_mean, z_res = _task_effects(spec, tasks)
+        crossed[tasks["task_cell_prior"].values] = True
+        bench = np.zeros(w.size, dtype=np.int64)
+        bench[tasks["task_cell_prior"].values] = tasks["task_cell_benchmark"].values
+        stretch = pt.switch(crossed, pt.sqrt(1.0 + (np.pi / 8.0) * sigma_task[bench] ** 2), 1.0)
+        shift = pt.switch(crossed, sigma_task[bench] * z_mean[bench], 0.0)
+        mu = pt.switch(crossed, stretch * logit_mu + shift, mu)
+        sd = pt.switch(crossed, stretch * sigma_pi, sd)
+    raw = pm.Normal("z_pi", mu=mu, sigma=sd, dims=DIM_PRIOR_CELL)
     logit_pi = _tensor(pt.switch(w > 0, raw, logit_mu + sigma_pi * raw))
+    if tasks is not None:
+        logit_pi = _tensor(pt.switch(crossed, (raw - shift) / stretch, logit_pi))
     pi = _deterministic("pi", pm.math.sigmoid(logit_pi), dims=DIM_PRIOR_CELL)
     lk = spec.instance_priors["log_kappa"]
     log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
@@ -769,30 +786,50 @@ def _instance_likelihood(
     conc = pt.clip(conc, 1e-6, C_MAX)
     pm.BetaBinomial("y_prior", n=n, alpha=pi * conc, beta=(1.0 - pi) * conc, observed=k, dims=DIM_PRIOR_CELL)
     if tasks is not None:
-        _task_likelihood(spec, tasks, logit_pi, kappa_cell)
+        cells = tasks["task_cell_prior"].values
+        # ℓ: the location of a median task whose logistic-normal mean over tasks is π (module docstring)
+        _deterministic("task_loc", logit_pi[cells] * stretch[cells], dims=DIM_TASK_CELL)
+        _deterministic("task_kappa", kappa_cell[cells], dims=DIM_TASK_CELL)
+        key_bench = tasks["task_key_benchmark"].values
+        _deterministic("z_task", z_mean[key_bench] + z_res, dims=DIM_TASK_KEY)
+        # a row's logit ℓ + σ_task z[t] = u + σ_task (z[t] − z̄)
+        row_cell, row_key = tasks["task_row_cell"].values, tasks["task_row_key"].values
+        logit = raw[row_cell] + (sigma_task[key_bench] * z_res)[row_key]
+        kap = kappa_cell[row_cell]
+        a, b = kap * pm.math.sigmoid(logit), kap * pm.math.sigmoid(-logit)
+        rows = beta_binomial_rows(a, b, tasks["task_m"].values, tasks["task_k"].values)
+        pm.Potential("y_tasks", rows, dims=DIM_TASK_OBS)
 
 
-def _task_likelihood(
-    spec: ModelSpec, tasks: xr.Dataset, logit_pi: pt.TensorVariable, kappa_cell: pt.TensorVariable
-) -> None:
-    """The crossed cells' (task, generator) rows: a task effect shared by a benchmark's generators."""
+def _task_effects(
+    spec: ModelSpec, tasks: xr.Dataset
+) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
+    """σ_task per benchmark and the task effects z[t] ~ N(0, 1) as their benchmark's mean and residuals.
+
+    z[t] = z̄[b] + r[t] with z̄[b] ~ N(0, 1/√n_b) (``z_task_mean``) and r the residuals, which sum
+    to zero within the benchmark: the zero-sum normal of :class:`pymc.ZeroSumNormal`, one free
+    ``z_task_raw`` per task but one per benchmark, mapped by its isometry. The split is exact (iid
+    normals are their mean plus independent residuals). It lets the sampler move z̄ without moving
+    every crossed cell: the task rows pin u = ℓ + σ_task z̄, not ℓ and z̄ apart.
+
+    Returns
+    -------
+    sigma_task, z_mean, z_res : pytensor.tensor.TensorVariable
+        Over ``task_benchmark``, ``task_benchmark`` and ``task_key``.
+    """
     sigma_task = pm.HalfNormal(
         "sigma_task", sigma=spec.task_priors["sigma_task"]["sigma"], dims=DIM_TASK_BENCHMARK
     )
-    z_task = pm.Normal("z_task", 0.0, 1.0, dims=DIM_TASK_KEY)
-    effect = sigma_task[tasks["task_key_benchmark"].values] * z_task  # (task_key,)
-    cells = tasks["task_cell_prior"].values
-    # ℓ: the location of a median task whose logistic-normal mean over tasks is π (see the module docstring)
-    stretch = pt.sqrt(1.0 + (np.pi / 8.0) * sigma_task[tasks["task_cell_benchmark"].values] ** 2)
-    loc = _tensor(logit_pi[cells] * stretch)  # (task_cell,)
-    position = np.full(int(np.max(tasks["task_row_cell"].values)) + 1, -1, dtype=np.int64)
-    position[cells] = np.arange(len(cells))
-    row_cell = tasks["task_row_cell"].values
-    row_loc = position[row_cell]  # position along task_cell of each row
-    logit = loc[row_loc] + effect[tasks["task_row_key"].values]
-    kap = kappa_cell[row_cell]
-    a, b = kap * pm.math.sigmoid(logit), kap * pm.math.sigmoid(-logit)
-    rows = beta_binomial_rows(a, b, tasks["task_m"].values, tasks["task_k"].values)
-    pm.Potential("y_tasks", rows, dims=DIM_TASK_OBS)
-    _deterministic("task_loc", loc, dims=DIM_TASK_CELL)
-    _deterministic("task_kappa", kappa_cell[cells], dims=DIM_TASK_CELL)
+    group = tasks["task_key_benchmark"].values
+    sizes = np.bincount(group, minlength=tasks.sizes[DIM_TASK_BENCHMARK]).astype(float)
+    z_mean = pm.Normal("z_task_mean", 0.0, 1.0 / np.sqrt(sizes), dims=DIM_TASK_BENCHMARK)
+    last = np.zeros(group.size, dtype=bool)  # the last task of each benchmark takes the fill value
+    last[[int(np.flatnonzero(group == b)[-1]) for b in range(sizes.size)]] = True
+    free = np.flatnonzero(~last)
+    y = pm.Normal("z_task_raw", 0.0, 1.0, shape=(free.size,))
+    total = pt.inc_subtensor(pt.zeros(sizes.size)[group[free]], y)
+    norm = total / (np.sqrt(sizes) + sizes)
+    res = pt.zeros(group.size)
+    res = pt.set_subtensor(res[free], y)
+    res = pt.set_subtensor(res[np.flatnonzero(last)], norm - total / np.sqrt(sizes))
+    return sigma_task, _tensor(z_mean), _tensor(res - norm[group])
