@@ -528,12 +528,13 @@ def beta_binomial_rows(
         for base, counts, sign in ((a, ks, 1.0), (b, ns - ks, 1.0), (a + b, ns, -1.0)):
             rows, off = _ragged(counts)
             if rows.size:
-                part = pt.inc_subtensor(part[rows], sign * pt.log(_tensor(base)[idx[rows]] + off))
-        out = pt.set_subtensor(out[idx], part)
+                terms = _tensor(pt.log(_tensor(base)[idx[rows]] + off))
+                part = _tensor(pt.inc_subtensor(part[rows], sign * terms))
+        out = _tensor(pt.set_subtensor(out[idx], part))
     if not small.all():
         idx = np.flatnonzero(~small)
         dist = pm.BetaBinomial.dist(n=n[idx], alpha=_tensor(a)[idx], beta=_tensor(b)[idx])
-        out = pt.set_subtensor(out[idx], _tensor(pm.logp(dist, k[idx])))
+        out = _tensor(pt.set_subtensor(out[idx], _tensor(pm.logp(dist, k[idx]))))
     return _tensor(out)
 
 
@@ -788,7 +789,7 @@ def _instance_likelihood(
     if tasks is not None:
         cells = tasks["task_cell_prior"].values
         # ℓ: the location of a median task whose logistic-normal mean over tasks is π (module docstring)
-        _deterministic("task_loc", logit_pi[cells] * stretch[cells], dims=DIM_TASK_CELL)
+        _deterministic("task_loc", logit_pi[cells] * _tensor(stretch)[cells], dims=DIM_TASK_CELL)
         _deterministic("task_kappa", kappa_cell[cells], dims=DIM_TASK_CELL)
         key_bench = tasks["task_key_benchmark"].values
         _deterministic("z_task", z_mean[key_bench] + z_res, dims=DIM_TASK_KEY)
@@ -797,8 +798,8 @@ def _instance_likelihood(
         logit = raw[row_cell] + (sigma_task[key_bench] * z_res)[row_key]
         kap = kappa_cell[row_cell]
         a, b = kap * pm.math.sigmoid(logit), kap * pm.math.sigmoid(-logit)
-        rows = beta_binomial_rows(a, b, tasks["task_m"].values, tasks["task_k"].values)
-        pm.Potential("y_tasks", rows, dims=DIM_TASK_OBS)
+        row_logp = beta_binomial_rows(a, b, tasks["task_m"].values, tasks["task_k"].values)
+        pm.Potential("y_tasks", row_logp, dims=DIM_TASK_OBS)
 
 
 def _task_effects(
@@ -829,7 +830,6 @@ def _task_effects(
     y = pm.Normal("z_task_raw", 0.0, 1.0, shape=(free.size,))
     total = pt.inc_subtensor(pt.zeros(sizes.size)[group[free]], y)
     norm = total / (np.sqrt(sizes) + sizes)
-    res = pt.zeros(group.size)
-    res = pt.set_subtensor(res[free], y)
-    res = pt.set_subtensor(res[np.flatnonzero(last)], norm - total / np.sqrt(sizes))
+    res = _tensor(pt.set_subtensor(pt.zeros(group.size)[free], y))
+    res = _tensor(pt.set_subtensor(res[np.flatnonzero(last)], norm - total / np.sqrt(sizes)))
     return sigma_task, _tensor(z_mean), _tensor(res - norm[group])
