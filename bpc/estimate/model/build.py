@@ -86,6 +86,12 @@ labels ``"benchmark/generator"``), which :mod:`bpc.estimate.crossed` reads for
 the per-task prior. A cell whose per-task counts disagree with its totals
 (e.g. counts edited cell by cell after they were built) stays on its
 histogram. Table-only cells and benchmarks with one generator enter as before.
+
+The sampler sees the task effects as their benchmark's mean z̄ (``z_task_mean``) plus zero-sum
+residuals (``z_task_raw``; ``z_task`` is then a deterministic), and a crossed cell's ``z_pi`` is
+u = ℓ + σ_task z̄ ~ N(stretch · logit μ + σ_task z̄, stretch · σ_π), so that its rows read
+u + σ_task (z[t] − z̄): the same density (:func:`_task_effects`), but the data no longer tie every
+cell of a benchmark to z̄, the ridge that kept a 72-cell panel from mixing.
 """
 
 from __future__ import annotations
