@@ -292,3 +292,32 @@ def test_centred_cells_by_information(n):
         assert w[i] == float(info >= CENTRE_INFORMATION), label
     assert w.sum() == (0 if n == 60 else len(cells))  # 20 instances never suffice, 200 always do
     assert (centred_cells(inst, all_centred=True) == 1).all()
+
+
+def test_beta_binomial_rows_match_pymc_value_and_gradient():
+    """The product form of small rows (and PyMC's for large ones) gives the same log density and gradient."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from bpc.estimate.model.build import SMALL_N, beta_binomial_rows
+
+    rng = np.random.default_rng(3)
+    n = np.array([0, 1, 1, 2, 3, 3, SMALL_N, SMALL_N + 1, 40, 667])
+    k = np.array([0, 0, 1, 1, 0, 3, 5, 9, 17, 660])
+    x = pt.vector("x")
+    a, b = pt.exp(x[: n.size]), pt.exp(x[n.size :])
+    weights = rng.uniform(0.5, 2.0, size=n.size)
+    new = pt.sum(weights * beta_binomial_rows(a, b, n, k))
+    old = pt.sum(weights * pm.logp(pm.BetaBinomial.dist(n=n, alpha=a, beta=b), k))
+    fn = pytensor.function([x], [new, old])
+    grads = pytensor.function([x], [pytensor.grad(new, x), pytensor.grad(old, x)])
+    for _ in range(5):
+        point = rng.normal(0.0, 1.5, size=2 * n.size)
+        got, want = fn(point)
+        assert got == pytest.approx(want, rel=1e-10)
+        assert got == pytest.approx(
+            np.sum(weights * stats.betabinom.logpmf(k, n, np.exp(point[: n.size]), np.exp(point[n.size :]))),
+            rel=1e-10,
+        )
+        g_new, g_old = grads(point)
+        np.testing.assert_allclose(g_new, g_old, rtol=1e-8, atol=1e-10)

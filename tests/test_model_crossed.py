@@ -175,3 +175,30 @@ def test_crossed_cell_prior_is_the_marginal(counts):
     assert np.allclose(loc, np.log(pi / (1 - pi)) * stretch, rtol=1e-6)
     # a cell with one generator keeps the sampled π and its κ_inst
     assert np.isfinite(rates["prior"].sel(benchmark="c", generator="g1")).all()
+
+
+def test_task_effects_split_exactly_into_mean_and_residuals(counts):
+    """z = z̄ + r with r an isometric image of the free residuals (zero sum per benchmark) and z̄ ~ N(0, 1/n):
+    the iid N(0, 1) task effects, reparametrised; a crossed cell's rows see only u + σ_task r."""
+    model = build_model(counts)
+    names = {v.name for v in model.free_RVs}
+    assert {"z_task_mean", "z_task_raw"} <= names and "z_task" not in names
+    tasks = task_observations(counts, instance_observations(counts))
+    group = tasks["task_key_benchmark"].values
+    sizes = np.bincount(group)
+    assert model["z_task_raw"].type.shape == (group.size - sizes.size,)
+    assert model["z_task_mean"].owner.inputs[-1].eval() == pytest.approx(1 / np.sqrt(sizes))
+    outs = model.replace_rvs_by_values([model["z_task"], model["task_loc"], model["pi"], model["sigma_task"]])
+    fn = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore")
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        point = {k: rng.normal(size=np.shape(v)) for k, v in model.initial_point().items()}
+        z, loc, pi, sig = fn(point)
+        zbar = point["z_task_mean"][group]
+        res = z - zbar
+        np.testing.assert_allclose(np.bincount(group, weights=res), 0.0, atol=1e-12)  # zero sum
+        assert np.sum(res**2) == pytest.approx(np.sum(point["z_task_raw"] ** 2), rel=1e-12)  # isometry
+    # the crossed cells' task locations are still logit π stretched (π the mean over tasks)
+    cells = tasks["task_cell_prior"].values
+    stretch = np.sqrt(1 + np.pi / 8 * sig[tasks["task_cell_benchmark"].values] ** 2)
+    np.testing.assert_allclose(loc, np.log(pi[cells] / (1 - pi[cells])) * stretch, rtol=1e-10)

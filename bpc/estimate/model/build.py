@@ -54,8 +54,8 @@ optionally sum-to-zero. Variable names:
 ``sigma_kappa_inst_generator``, ``z_kappa_inst_benchmark`` /
 ``z_kappa_inst_generator``, ``delta_kappa_inst_benchmark`` (benchmark),
 ``delta_kappa_inst_generator`` (generator), ``kappa_inst`` (benchmark,
-generator), data ``inst_cell`` / ``inst_m`` / ``inst_k`` / ``inst_w``
-(inst_class) and ``prior_n`` / ``prior_k`` / ``prior_mbar`` (prior_cell),
+generator), data ``inst_w`` (inst_class; the classes' cells and counts are
+the layout) and ``prior_n`` / ``prior_k`` / ``prior_mbar`` (prior_cell),
 ``y_instances`` (a Potential) and ``y_prior``.
 
 **The crossed task × generator model** (``spec.tasks``; needs the
@@ -80,12 +80,18 @@ corpus' σ of 4–8). Regressing ℓ itself on logit μ instead pulled the media
 towards the mean (LCB-medium: ℓ ≈ −5.5 vs logit μ ≈ −1.1) and put the crossed
 cells' pass rates 0.06–0.07 above their data. Variables:
 ``sigma_task`` (task_benchmark), ``z_task`` (task_key, labels
-``"benchmark/task"``), ``y_tasks`` (task_obs) and the deterministics
+``"benchmark/task"``), ``y_tasks`` (task_obs, a Potential) and the deterministics
 ``task_loc`` = ℓ[cell] and ``task_kappa`` = κ_inst[cell] (task_cell,
 labels ``"benchmark/generator"``), which :mod:`bpc.estimate.crossed` reads for
 the per-task prior. A cell whose per-task counts disagree with its totals
 (e.g. counts edited cell by cell after they were built) stays on its
 histogram. Table-only cells and benchmarks with one generator enter as before.
+
+The sampler sees the task effects as their benchmark's mean z̄ (``z_task_mean``) plus zero-sum
+residuals (``z_task_raw``; ``z_task`` is then a deterministic), and a crossed cell's ``z_pi`` is
+u = ℓ + σ_task z̄ ~ N(stretch · logit μ + σ_task z̄, stretch · σ_π), so that its rows read
+u + σ_task (z[t] − z̄): the same density (:func:`_task_effects`), but the data no longer tie every
+cell of a benchmark to z̄, the ridge that kept a 72-cell panel from mixing.
 """
 
 from __future__ import annotations
@@ -96,6 +102,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
+from scipy.special import gammaln
 
 from bpc.constants import (
     DIM_BENCHMARK,
@@ -489,6 +496,54 @@ def _deterministic(name: str, value: object, *, dims: str | tuple[str, ...]) -> 
     return _tensor(pm.Deterministic(name, _tensor(value), dims=dims))
 
 
+SMALL_N = 8
+"""Rows of at most this many trials (patches of an instance or of a (task, generator)) get their
+Beta-Binomial log density as sums of logarithms (:func:`beta_binomial_rows`), larger ones through
+log-gamma functions."""
+
+
+def _ragged(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each row r and each i < counts[r]: the pair (r, i), as two flat arrays."""
+    rows = np.repeat(np.arange(counts.size), counts)
+    offsets = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rows, offsets.astype(float)
+
+
+def beta_binomial_rows(
+    a: pt.TensorVariable, b: pt.TensorVariable, n: np.ndarray, k: np.ndarray
+) -> pt.TensorVariable:
+    """Log BetaBinomial(k | n, a, b) per row, for parameters ``a``, ``b`` and fixed counts ``n``, ``k``.
+
+    A row of at most :data:`SMALL_N` trials uses the product form of the Beta-Binomial mass,
+
+        log C(n, k) + Σ_{i<k} log(a + i) + Σ_{i<n−k} log(b + i) − Σ_{i<n} log(a + b + i),
+
+    whose value and gradient cost 2n logarithms and divisions instead of six log-gamma and six
+    digamma functions (with n = 1 it is the Bernoulli log p); other rows use PyMC's Beta-Binomial.
+    The two agree to rounding (``tests/test_model_build.py``).
+    """
+    n = np.asarray(n, dtype=np.int64)
+    k = np.asarray(k, dtype=np.int64)
+    small = n <= SMALL_N
+    out = pt.zeros((n.size,))
+    if small.any():
+        idx = np.flatnonzero(small)
+        ns, ks = n[idx], k[idx]
+        const = gammaln(ns + 1.0) - gammaln(ks + 1.0) - gammaln(ns - ks + 1.0)
+        part = pt.as_tensor_variable(const)
+        for base, counts, sign in ((a, ks, 1.0), (b, ns - ks, 1.0), (a + b, ns, -1.0)):
+            rows, off = _ragged(counts)
+            if rows.size:
+                terms = _tensor(pt.log(_tensor(base)[idx[rows]] + off))
+                part = _tensor(pt.inc_subtensor(part[rows], sign * terms))
+        out = _tensor(pt.set_subtensor(out[idx], part))
+    if not small.all():
+        idx = np.flatnonzero(~small)
+        dist = pm.BetaBinomial.dist(n=n[idx], alpha=_tensor(a)[idx], beta=_tensor(b)[idx])
+        out = _tensor(pt.set_subtensor(out[idx], _tensor(pm.logp(dist, k[idx]))))
+    return _tensor(out)
+
+
 def _effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
     """Group effects β[rate, level], centred for the spec's centred kinds, non-centred otherwise.
 
@@ -695,8 +750,25 @@ def _instance_likelihood(
     # pin logit π down (information ≥ CENTRE_INFORMATION) is centred, the others non-centred
     sigma_pi = pm.HalfNormal("sigma_pi", sigma=spec.instance_priors["sigma_cell"]["sigma"])
     w = centred_cells(inst, all_centred="prior" in spec.centered)
-    raw = pm.Normal("z_pi", mu=w * logit_mu, sigma=pt.switch(w > 0, sigma_pi, 1.0), dims=DIM_PRIOR_CELL)
+    mu, sd = w * logit_mu, pt.switch(w > 0, sigma_pi, 1.0)
+    crossed = np.zeros(w.size, dtype=bool)
+    stretch, shift = pt.ones(w.size), pt.zeros(w.size)
+    sigma_task = z_mean = z_res = pt.zeros(0)
+    if tasks is not None:
+        # a crossed cell samples u = ℓ + σ_task z̄ (z̄: its benchmark's mean task effect), which its
+        # task rows pin down, instead of logit π = (u − σ_task z̄) / stretch (see _task_effects)
+        sigma_task, z_mean, z_res = _task_effects(spec, tasks)
+        crossed[tasks["task_cell_prior"].values] = True
+        bench = np.zeros(w.size, dtype=np.int64)
+        bench[tasks["task_cell_prior"].values] = tasks["task_cell_benchmark"].values
+        stretch = pt.switch(crossed, pt.sqrt(1.0 + (np.pi / 8.0) * sigma_task[bench] ** 2), 1.0)
+        shift = pt.switch(crossed, sigma_task[bench] * z_mean[bench], 0.0)
+        mu = pt.switch(crossed, stretch * logit_mu + shift, mu)
+        sd = pt.switch(crossed, stretch * sigma_pi, sd)
+    raw = pm.Normal("z_pi", mu=mu, sigma=sd, dims=DIM_PRIOR_CELL)
     logit_pi = _tensor(pt.switch(w > 0, raw, logit_mu + sigma_pi * raw))
+    if tasks is not None:
+        logit_pi = _tensor(pt.switch(crossed, (raw - shift) / stretch, logit_pi))
     pi = _deterministic("pi", pm.math.sigmoid(logit_pi), dims=DIM_PRIOR_CELL)
     lk = spec.instance_priors["log_kappa"]
     log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
@@ -708,13 +780,11 @@ def _instance_likelihood(
         grid = grid + (delta[:, None] if dim == DIM_BENCHMARK else delta[None, :])
     pm.Deterministic("kappa_inst", pt.exp(grid), dims=(DIM_BENCHMARK, DIM_GENERATOR))
     kappa_cell = _tensor(pt.exp(log_k))  # (prior_cell,)
-    c = _data("inst_cell", inst["inst_cell"].values[rows], dims=DIM_INST_CLASS)
-    m = _data("inst_m", inst["inst_m"].values[rows], dims=DIM_INST_CLASS)
-    kk = _data("inst_k", inst["inst_k"].values[rows], dims=DIM_INST_CLASS)
+    # the histogram's classes are the layout (fixed); their weights are data (refits swap them)
+    c, m, kk = (inst[v].values[rows] for v in ("inst_cell", "inst_m", "inst_k"))
     w = _data("inst_w", _histogram_weights(inst, tasks)[rows], dims=DIM_INST_CLASS)
     a, b = pi[c] * kappa_cell[c], (1.0 - pi[c]) * kappa_cell[c]
-    logp = _tensor(pm.logp(pm.BetaBinomial.dist(n=m, alpha=a, beta=b), kk))
-    pm.Potential("y_instances", _tensor(pt.sum(w * logp)))
+    pm.Potential("y_instances", _tensor(pt.sum(w * beta_binomial_rows(a, b, m, kk))))
     n = _data("prior_n", inst["prior_n"].values, dims=DIM_PRIOR_CELL)
     k = _data("prior_k", inst["prior_k"].values, dims=DIM_PRIOR_CELL)
     mbar = _data("prior_mbar", inst["prior_mbar"].values, dims=DIM_PRIOR_CELL)
@@ -723,38 +793,49 @@ def _instance_likelihood(
     conc = pt.clip(conc, 1e-6, C_MAX)
     pm.BetaBinomial("y_prior", n=n, alpha=pi * conc, beta=(1.0 - pi) * conc, observed=k, dims=DIM_PRIOR_CELL)
     if tasks is not None:
-        _task_likelihood(spec, tasks, logit_pi, kappa_cell)
+        cells = tasks["task_cell_prior"].values
+        # ℓ: the location of a median task whose logistic-normal mean over tasks is π (module docstring)
+        _deterministic("task_loc", logit_pi[cells] * _tensor(stretch)[cells], dims=DIM_TASK_CELL)
+        _deterministic("task_kappa", kappa_cell[cells], dims=DIM_TASK_CELL)
+        key_bench = tasks["task_key_benchmark"].values
+        _deterministic("z_task", z_mean[key_bench] + z_res, dims=DIM_TASK_KEY)
+        # a row's logit ℓ + σ_task z[t] = u + σ_task (z[t] − z̄)
+        row_cell, row_key = tasks["task_row_cell"].values, tasks["task_row_key"].values
+        logit = raw[row_cell] + (sigma_task[key_bench] * z_res)[row_key]
+        kap = kappa_cell[row_cell]
+        a, b = kap * pm.math.sigmoid(logit), kap * pm.math.sigmoid(-logit)
+        row_logp = beta_binomial_rows(a, b, tasks["task_m"].values, tasks["task_k"].values)
+        pm.Potential("y_tasks", row_logp, dims=DIM_TASK_OBS)
 
 
-def _task_likelihood(
-    spec: ModelSpec, tasks: xr.Dataset, logit_pi: pt.TensorVariable, kappa_cell: pt.TensorVariable
-) -> None:
-    """The crossed cells' (task, generator) rows: a task effect shared by a benchmark's generators."""
+def _task_effects(
+    spec: ModelSpec, tasks: xr.Dataset
+) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
+    """σ_task per benchmark and the task effects z[t] ~ N(0, 1) as their benchmark's mean and residuals.
+
+    z[t] = z̄[b] + r[t] with z̄[b] ~ N(0, 1/√n_b) (``z_task_mean``) and r the residuals, which sum
+    to zero within the benchmark: the zero-sum normal of :class:`pymc.ZeroSumNormal`, one free
+    ``z_task_raw`` per task but one per benchmark, mapped by its isometry. The split is exact (iid
+    normals are their mean plus independent residuals). It lets the sampler move z̄ without moving
+    every crossed cell: the task rows pin u = ℓ + σ_task z̄, not ℓ and z̄ apart.
+
+    Returns
+    -------
+    sigma_task, z_mean, z_res : pytensor.tensor.TensorVariable
+        Over ``task_benchmark``, ``task_benchmark`` and ``task_key``.
+    """
     sigma_task = pm.HalfNormal(
         "sigma_task", sigma=spec.task_priors["sigma_task"]["sigma"], dims=DIM_TASK_BENCHMARK
     )
-    z_task = pm.Normal("z_task", 0.0, 1.0, dims=DIM_TASK_KEY)
-    effect = sigma_task[tasks["task_key_benchmark"].values] * z_task  # (task_key,)
-    cells = tasks["task_cell_prior"].values
-    # ℓ: the location of a median task whose logistic-normal mean over tasks is π (see the module docstring)
-    stretch = pt.sqrt(1.0 + (np.pi / 8.0) * sigma_task[tasks["task_cell_benchmark"].values] ** 2)
-    loc = _tensor(logit_pi[cells] * stretch)  # (task_cell,)
-    position = np.full(int(np.max(tasks["task_row_cell"].values)) + 1, -1, dtype=np.int64)
-    position[cells] = np.arange(len(cells))
-    row_cell = _data("task_row_cell", tasks["task_row_cell"].values, dims=DIM_TASK_OBS)
-    row_loc = position[tasks["task_row_cell"].values]  # position along task_cell of each row
-    row_key = _data("task_row_key", tasks["task_row_key"].values, dims=DIM_TASK_OBS)
-    m = _data("task_m", tasks["task_m"].values, dims=DIM_TASK_OBS)
-    k = _data("task_k", tasks["task_k"].values, dims=DIM_TASK_OBS)
-    logit = loc[row_loc] + effect[row_key]
-    kap = kappa_cell[row_cell]
-    pm.BetaBinomial(
-        "y_tasks",
-        n=m,
-        alpha=kap * pm.math.sigmoid(logit),
-        beta=kap * pm.math.sigmoid(-logit),
-        observed=k,
-        dims=DIM_TASK_OBS,
-    )
-    _deterministic("task_loc", loc, dims=DIM_TASK_CELL)
-    _deterministic("task_kappa", kappa_cell[cells], dims=DIM_TASK_CELL)
+    group = tasks["task_key_benchmark"].values
+    sizes = np.bincount(group, minlength=tasks.sizes[DIM_TASK_BENCHMARK]).astype(float)
+    z_mean = pm.Normal("z_task_mean", 0.0, 1.0 / np.sqrt(sizes), dims=DIM_TASK_BENCHMARK)
+    last = np.zeros(group.size, dtype=bool)  # the last task of each benchmark takes the fill value
+    last[[int(np.flatnonzero(group == b)[-1]) for b in range(sizes.size)]] = True
+    free = np.flatnonzero(~last)
+    y = pm.Normal("z_task_raw", 0.0, 1.0, shape=(free.size,))
+    total = pt.inc_subtensor(pt.zeros(sizes.size)[group[free]], y)
+    norm = total / (np.sqrt(sizes) + sizes)
+    res = _tensor(pt.set_subtensor(pt.zeros(group.size)[free], y))
+    res = _tensor(pt.set_subtensor(res[np.flatnonzero(last)], norm - total / np.sqrt(sizes)))
+    return sigma_task, _tensor(z_mean), _tensor(res - norm[group])

@@ -66,6 +66,7 @@ __all__ = [
     "counts_of",
     "Refitter",
     "default_cores",
+    "compile_nutpie",
 ]
 
 if TYPE_CHECKING:
@@ -149,6 +150,7 @@ def sample_model(
     progressbar: bool = True,
     target_accept: float = TARGET_ACCEPT,
     cores: int | None = None,
+    compiled: CompiledPyMCModel | None = None,
 ) -> xr.DataTree:
     """Run NUTS on ``model`` with the chosen sampler; return ArviZ's DataTree.
 
@@ -159,7 +161,7 @@ def sample_model(
     draws, tune, chains : int
         Kept draws, tuning steps and chains per fit.
     seed : int
-        Passed as ``random_seed`` (identical seeds → identical draws).
+        The sampler's seed (identical seeds → identical draws).
     sampler : {"auto", "nutpie", "pymc"}
         See :func:`resolve_sampler`.
     progressbar : bool
@@ -168,6 +170,9 @@ def sample_model(
         NUTS target acceptance probability.
     cores : int, optional
         Chains run in parallel (default :func:`default_cores`: every core, at most one per chain).
+    compiled : nutpie.compile_pymc.CompiledPyMCModel, optional
+        ``model`` compiled by :func:`compile_nutpie` (nutpie only; default: compiled here), so that
+        repeated runs of one model compile it once.
     """
     which = resolve_sampler(sampler)
     for name, v in (("draws", draws), ("tune", tune), ("chains", chains)):
@@ -175,24 +180,50 @@ def sample_model(
             raise ValueError(
                 f"{name} must be a {'non-negative' if name == 'tune' else 'positive'} integer, got {v!r}"
             )
-    kwargs: dict[str, Any] = {}
-    if which == "nutpie":
-        kwargs["nuts"] = {"target_accept": target_accept}
-    else:
-        kwargs["target_accept"] = target_accept
-        kwargs["compute_convergence_checks"] = False
-    return pm.sample(
+    cores = default_cores(chains) if cores is None else int(cores)
+    if which == "pymc":
+        return pm.sample(
+            draws=int(draws),
+            tune=int(tune),
+            chains=int(chains),
+            cores=cores,
+            random_seed=int(seed),
+            progressbar=progressbar,
+            quiet=not progressbar,
+            model=model,
+            target_accept=target_accept,
+            compute_convergence_checks=False,
+        )
+    import nutpie
+    from pymc.backends.arviz import patch_nutpie_idata
+
+    t0 = time.time()
+    dt = nutpie.sample(
+        compile_nutpie(model) if compiled is None else compiled,
         draws=int(draws),
-        tune=int(tune),
+        tune=max(int(tune), 1),  # nuts-rs needs one tuning step
         chains=int(chains),
-        cores=default_cores(chains) if cores is None else int(cores),
-        random_seed=int(seed),
-        progressbar=progressbar,
-        quiet=not progressbar,
-        nuts_sampler=which,
-        model=model,
-        **kwargs,
+        cores=cores,
+        seed=int(seed),
+        progress_bar=progressbar,
+        target_accept=target_accept,
     )
+    patch_nutpie_idata(dt, model, sampling_time=time.time() - t0)
+    return dt
+
+
+def compile_nutpie(model: pm.Model, *, freeze: bool = True) -> CompiledPyMCModel:
+    """``model`` compiled for nutpie, its data frozen into the graph unless ``freeze`` is false.
+
+    Frozen data are constants: terms of the data alone (the binomial coefficients) are folded
+    at compile time, and PyTensor's on-disk Numba cache (keyed by the graph, constants included)
+    serves the next process that fits the same model to the same data. :class:`Refitter`, which
+    swaps data into one compiled model, compiles with ``freeze=False``.
+    """
+    import nutpie
+
+    # nutpie annotates the base class; a PyMC model always compiles to a CompiledPyMCModel
+    return cast("CompiledPyMCModel", nutpie.compile_pymc_model(model, freeze_model=freeze))
 
 
 def _effects_for(
@@ -675,6 +706,7 @@ def fit(
     model = build_model(counts, spec)
     which = resolve_sampler(sampler)
     t0 = time.perf_counter()
+    compiled = compile_nutpie(model) if which == "nutpie" else None  # once, for the extensions too
 
     def run(run_seed: int) -> xr.DataTree:
         return sample_model(
@@ -687,6 +719,7 @@ def fit(
             progressbar=progressbar,
             target_accept=target_accept,
             cores=cores,
+            compiled=compiled,
         )
 
     dt = run(seed)
@@ -801,10 +834,7 @@ class Refitter:
         self.target_accept = float(target_accept)
         self._compiled: CompiledPyMCModel | None = None
         if self.sampler == "nutpie":
-            import nutpie
-
-            # nutpie annotates the base class; a PyMC model always compiles to a CompiledPyMCModel
-            self._compiled = cast("CompiledPyMCModel", nutpie.compile_pymc_model(self.model))
+            self._compiled = compile_nutpie(self.model, freeze=False)
 
     def data_for(self, counts: xr.Dataset) -> dict[str, np.ndarray]:
         """The model's data arrays for ``counts`` on the template's layout.
