@@ -76,7 +76,7 @@ CASES: list[tuple[str, str, str | None]] = [
 
 
 def make_inputs(d: Path, posterior: Path | None) -> None:
-    """The probe inputs (as tests/test_probes_input.py builds them) in ``d``."""
+    """The probe inputs (as tests/data/test_probes_input.py builds them) in ``d``."""
     import h5py
 
     rng = np.random.default_rng(0)

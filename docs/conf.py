@@ -29,7 +29,7 @@ extensions = [
     "myst_nb",
 ]
 
-# the notebooks are executed by the test suite (tests/test_notebooks.py); the site renders their
+# the notebooks are executed by the test suite (tests/core/test_notebooks.py); the site renders their
 # sources, so a docs build never runs MCMC
 nb_execution_mode = "off"
 myst_enable_extensions = ["dollarmath", "colon_fence"]

@@ -11,7 +11,7 @@ import pytest
 from bpc.paths import default_corpus
 
 DEMO_ARGS = ("--quick", "--scale", "0.2", "--quiet")
-"""The options of the session's demo run (tests/test_demo.py)."""
+"""The options of the session's demo run (tests/commands/test_demo.py)."""
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Helpers of the tests of outputs that cannot be half-written: a folder's files, its temporary
-siblings, a writer killed part-way (tests/test_atomic.py, tests/test_demo.py)."""
+siblings, a writer killed part-way (tests/core/test_atomic.py, tests/commands/test_demo.py)."""
 
 from __future__ import annotations
 

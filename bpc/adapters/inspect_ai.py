@@ -17,7 +17,7 @@ that loop:
   log holds every decision, the cost spent and the outcome.
 
 ``examples/inspect_attempts.py`` (also in the README) is a complete eval;
-``tests/test_inspect_ai.py`` runs it with inspect-ai's mock model (no network).
+``tests/adapters/test_inspect_ai.py`` runs it with inspect-ai's mock model (no network).
 """
 
 # pyright: reportMissingImports=false

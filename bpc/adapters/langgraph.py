@@ -11,7 +11,7 @@ and routes to the node of the chosen action, or to ``END`` when the
 controller stops or the episode is over (a verified pass).
 
 ``examples/langgraph_agent.py`` is a complete, runnable graph (also in the
-README); ``tests/test_langgraph.py`` runs it with a checkpointer and drives
+README); ``tests/adapters/test_langgraph.py`` runs it with a checkpointer and drives
 a graph through a real cell's recorded patches, reproducing ``bpc replay``.
 
 This replaces a fixed score threshold on a critic (retry below 0.6, say) by

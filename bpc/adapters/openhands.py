@@ -25,7 +25,7 @@ replaces the threshold by a bpc episode:
 Set ``max_iterations`` high enough for the controller's own plan (the
 episode's budget ends it); OpenHands stops refining at ``max_iterations``
 whatever the critic says. ``examples/openhands_critic.py`` (also in the
-README) is complete; ``tests/test_openhands.py`` drives the critic with a
+README) is complete; ``tests/adapters/test_openhands.py`` drives the critic with a
 real cell's recorded critic verdicts and runs it in a real OpenHands
 conversation with the SDK's scripted test LLM.
 """

@@ -45,7 +45,7 @@ and clear errors. This module wraps the same decision layer for that use::
     harness did. Every belief transition is the policy's own
     (``observe_critic``, ``observe_regenerate``, ``observe_verify``), so
     driving episodes through a recorded pool reproduces ``bpc replay``
-    exactly (``tests/test_live.py``).
+    exactly (``tests/decide/test_live.py``).
 
 Defaults are the ones a user can run unattended:
 :meth:`Controller.from_params` uses the instance belief with the cell's κ

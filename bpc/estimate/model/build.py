@@ -520,7 +520,7 @@ def beta_binomial_rows(
 
     whose value and gradient cost 2n logarithms and divisions instead of six log-gamma and six
     digamma functions (with n = 1 it is the Bernoulli log p); other rows use PyMC's Beta-Binomial.
-    The two agree to rounding (``tests/test_model_build.py``).
+    The two agree to rounding (``tests/estimate/test_model_build.py``).
     """
     n = np.asarray(n, dtype=np.int64)
     k = np.asarray(k, dtype=np.int64)
