@@ -126,6 +126,10 @@ CASES: list[tuple[list[str], str]] = [
         ["stream", "{tmp}/kc", "--target", "a/b", "--preset", "fastest", "--out", "{tmp}/o"],
         "unknown sampler preset",
     ),
+    # panel
+    (["panel", "{tmp}/no_such.csv", "--out", "{tmp}/o"], "does not exist"),
+    (["panel", "simulated", "--k", "-1", "--out", "{tmp}/o"], "k must be >= 0 or 'all'"),
+    (["panel", "simulated", "--repeats", "0", "--out", "{tmp}/o"], "must be >= 1"),
     # the top level
     (["nope"], "invalid choice: 'nope'"),
 ]

@@ -233,6 +233,8 @@ def test_cell_loglik_is_the_targets_marginal_likelihood_per_draw(prior_draws):
 
 
 @pytest.mark.slow
+# the reference integral's round-off note (scipy's QUADPACK); the tolerance below is Monte Carlo's
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(prior_draws):
     """The target's k = 0 "fit" (prior draws) reweighted by two calibration tasks: k̂ passes, and the
     target's tpr is the weighted mean of its conjugate posterior mean per draw (Monte Carlo error)."""

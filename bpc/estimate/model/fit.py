@@ -27,6 +27,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -197,6 +198,13 @@ def sample_model(
     import nutpie
     from pymc.backends.arviz import patch_nutpie_idata
 
+    if progressbar:  # nutpie's own bar shows only on a terminal: say that sampling has started
+        print(
+            f"Sampling {chains} chains × {draws} draws after {tune} tuning steps: "
+            f"NUTS[nutpie, {cores} cores]",
+            file=sys.stderr,
+            flush=True,
+        )
     t0 = time.time()
     dt = nutpie.sample(
         compile_nutpie(model) if compiled is None else compiled,
