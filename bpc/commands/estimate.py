@@ -131,7 +131,7 @@ _FLAGGED_SHOWN = 5
 """Flagged task ids the summary names per benchmark (all of them: ``--flagged-out``)."""
 
 
-def interval_text(table: pd.DataFrame, params: xr.Dataset, prob: float) -> str:
+def _rates_text(table: pd.DataFrame, params: xr.Dataset, prob: float) -> str:
     """κ and each decision critic's tpr / fpr with their task-clustered intervals, one row per cell.
 
     Cells without per-patch records (likelihood tables) have no interval (``-``).
@@ -282,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
         cols += ["p_fix", "p_break", "source"]
         with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 200):
             print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
-        print(interval_text(table, params, float(intervals.attrs["prob"])))
+        print(_rates_text(table, params, float(intervals.attrs["prob"])))
     if not args.quiet:
         choices_summary("data choices", choices)
     if args.flagged_out is not None:
