@@ -15,27 +15,11 @@ import pytest
 from bpc.cli import main
 from bpc.decide.live import Controller
 from tests.model_fixtures import tiny_counts
+from tests.tour import TOUR_ARGS
 
 TOUR = [
     "solve",
-    "--prior",
-    "0.3",
-    "--critic",
-    "syn:0.99:0.97:1",
-    "--critic",
-    "test:0.95:0.2:2",
-    "--critic",
-    "llm:0.7:0.4:5",
-    "--p-fix",
-    "0.15",
-    "--p-break",
-    "0.05",
-    "--c-gen",
-    "10",
-    "--c-ver",
-    "90",
-    "--reward",
-    "100",
+    *TOUR_ARGS,
     "--method",
     "dp",
 ]

@@ -24,26 +24,10 @@ from bpc.commands.serve import (
 )
 from bpc.decide.live import Controller, Episode
 from bpc.decide.options import PlanOptions
+from tests.tour import TOUR_ARGS
 
 ARGS = [
-    "--prior",
-    "0.3",
-    "--critic",
-    "syn:0.99:0.97:1",
-    "--critic",
-    "test:0.95:0.2:2",
-    "--critic",
-    "llm:0.7:0.4:5",
-    "--p-fix",
-    "0.15",
-    "--p-break",
-    "0.05",
-    "--c-gen",
-    "10",
-    "--c-ver",
-    "90",
-    "--reward",
-    "100",
+    *TOUR_ARGS,
 ]
 CTRL = dict(
     prior=0.3,
