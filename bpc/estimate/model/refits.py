@@ -375,7 +375,9 @@ def _prior_grid(
     times the node spacing (so ``logsumexp`` over nodes is the log marginal likelihood), or ``None``
     when the target has no instance histogram.
     """
-    from scipy.special import log_expit
+    from scipy.special import expit
+
+    from bpc.estimate.laplace import beta_binomial_loglik
 
     hist = counts["inst_hist"].sel({DIM_BENCHMARK: cell[0], DIM_GENERATOR: cell[1]})
     hist = hist.transpose(DIM_PATCHES, DIM_PASSES)
@@ -384,10 +386,6 @@ def _prior_grid(
         return None
     m = hist[DIM_PATCHES].values.astype(int)[:, None] + 0 * hist[DIM_PASSES].values[None, :]
     k = hist[DIM_PASSES].values.astype(int)[None, :] + 0 * m
-    j = np.arange(int(m.max()))
-    n_a = np.array([(w * (k > i)).sum() for i in j])  # instances with more than i passes
-    n_b = np.array([(w * (m - k > i)).sum() for i in j])
-    n_k = np.array([(w * (m > i)).sum() for i in j])
     # a normal approximation of logit π's posterior per draw places the nodes
     sigma = _flat(post, "sigma_pi")
     kappa = _flat(post, "kappa_inst", cell)
@@ -399,11 +397,7 @@ def _prior_grid(
     x = centre[:, None] + scale[:, None] * _NODES[None, :]
     log_f = -0.5 * ((x - logit_mu[:, None]) / sigma[:, None]) ** 2 - np.log(sigma)[:, None]
     log_f += np.log(scale * (_NODES[1] - _NODES[0]))[:, None]
-    kap = kappa[:, None]
-    for i in j:
-        a = np.log(kap) + log_expit(x) if i == 0 else np.log(kap / (1.0 + np.exp(-x)) + i)
-        b = np.log(kap) + log_expit(-x) if i == 0 else np.log(kap / (1.0 + np.exp(x)) + i)
-        log_f += n_a[i] * a + n_b[i] * b - n_k[i] * np.log(kap + i)
+    log_f += beta_binomial_loglik(w, expit(x), kappa[:, None])  # the histogram at each node
     return x, log_f
 
 
