@@ -85,5 +85,5 @@ def check_controller_options(args: argparse.Namespace) -> None:
     if given("max_cost") is not None:
         check_cost_budget(args.max_cost, name="--max-cost")
     for name in ("horizon", "grid_size", "max_patches"):
-        if given(name) is not None:
-            check_size(name, given(name))
+        if (value := given(name)) is not None:
+            check_size(name, value)

@@ -25,6 +25,7 @@ import xarray as xr
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
 from bpc.constants import DIM_CRITIC
+from bpc.outputs import versions
 from bpc.schema import decision_critics
 
 NAME = "estimate"
@@ -93,7 +94,7 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset, intervals: pd.DataFr
         for k in ("kappa", "kappa_source")
         if k in params
     }
-    keep = ((c["source"] != "") | np.isfinite(c["trans_n"]).any(DIM_LABEL)).to_numpy().ravel()
+    keep = ((c["source"] != "") | c["trans_n"].notnull().any(DIM_LABEL)).to_numpy().ravel()
     df = xr.Dataset(cols).to_dataframe(dim_order=cells).reset_index()[[*cells, *cols]][keep]
     df = df.reset_index(drop=True).astype({"n_instances": "Int64", "n_patches": "Int64"})
     for name, empty in (("kappa", np.nan), ("kappa_source", "")):
@@ -153,8 +154,8 @@ def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
         return rows.reindex(columns=columns).to_numpy(dtype=float).reshape(len(bench), len(gen), *shape)
 
     what = f"{float(intervals.attrs['prob']):.0%} task-clustered percentile bootstrap (whole tasks resampled)"
-    rate_dims = ("benchmark", "generator", DIM_CRITIC, DIM_CI)
-    data = {
+    rate_dims: tuple[str, ...] = ("benchmark", "generator", DIM_CRITIC, DIM_CI)
+    data: dict[str, tuple] = {
         "kappa_task_ci": (
             rate_dims[:2] + (DIM_CI,),
             grid(["kappa_lo", "kappa_hi"], 2),
@@ -180,7 +181,6 @@ def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
 
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
-    import bpc
     from bpc.costs import COSTS_ATTR, costs_attr
     from bpc.estimate.laplace import laplace
     from bpc.estimate.task_intervals import task_intervals
@@ -233,12 +233,7 @@ def run(args: argparse.Namespace) -> int:
             "critic": args.critic,
             "column": args.column,
         }
-        ds.attrs["versions"] = {
-            "bpc": bpc.__version__,
-            "numpy": np.__version__,
-            "pandas": pd.__version__,
-            "xarray": xr.__version__,
-        }
+        ds.attrs["versions"] = versions()
         ds.attrs["kernel_files"] = {f"{b}/{g}": str(p) for (b, g), p in corpus.kernel_files.items()}
         ds.attrs["data_choices"] = choices
         ds = ds.merge(_interval_vars(intervals, params))

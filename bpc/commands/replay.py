@@ -163,12 +163,6 @@ def _cells_with_data(counts) -> list[tuple[str, str, str]]:
     return out
 
 
-def _pipeline_line(pipelines, cell, policies) -> list[str]:
-    """The line under a cell's block stating its fixed pipeline's order (when the block has that row)."""
-    line = (pipelines or {}).get(cell)
-    return [f"  {line}"] if line and "fixed_pipeline" in set(map(str, policies)) else []
-
-
 _ACTIONS_HEAD = "critics  verify   regen  (per task)"
 
 
@@ -176,6 +170,28 @@ def _actions(r) -> str:
     """What a policy did per task: critic calls, verifications, regenerations (ACTION_COUNTS)."""
     values = [getattr(r, c, float("nan")) for c in ("critic_calls", "verifications", "regenerations")]
     return "".join(f"{v:>8.2f}" for v in values)
+
+
+def _blocks(df, keys: list[str], pipelines, title, head: str, row, lines: list[str]) -> str:
+    """Aligned text: after ``lines``, one block per ``keys`` group, then the abstention note.
+
+    A block is ``title(key, block)``, ``head``, one ``row(r)`` per policy with its action counts
+    and, under a cell's block with ``fixed_pipeline``, the line stating its order (``pipelines``:
+    (benchmark, generator) → line).
+    """
+    from bpc.report.tables import ABSTAIN_NOTE, flag_abstention
+
+    if "wins_by_abstaining" not in df.columns:
+        df = flag_abstention(df)
+    for key, block in df.groupby(keys, sort=False):
+        lines += [title(key, block), f"{head}{_ACTIONS_HEAD}"]
+        lines += [f"{row(r)}{_actions(r)}" for r in block.itertuples(index=False)]
+        line = (pipelines or {}).get((str(key[0]), str(key[1])))
+        if line and "fixed_pipeline" in set(map(str, block["policy"])):
+            lines.append(f"  {line}")
+    if df["wins_by_abstaining"].any():
+        lines.append("\n" + ABSTAIN_NOTE)
+    return "\n".join(lines)
 
 
 def format_table(df) -> str:
@@ -189,37 +205,29 @@ def format_table(df) -> str:
     """
     from bpc.constants import BOOTSTRAP_PROB
     from bpc.report.plots.style import POLICY_LABELS
-    from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
+    from bpc.report.tables import ABSTAIN_MARK
 
-    if "wins_by_abstaining" not in df.columns:
-        df = flag_abstention(df)
     pipelines = {
         (r["benchmark"], r["generator"]): r["description"]
         for r in df.attrs.get("baselines", [])
         if r["policy"] == "fixed_pipeline"
     }
-    lines = []
     keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else [])
     ci = f"{BOOTSTRAP_PROB:.0%} CI (paired bootstrap)"
-    for key, block in df.groupby(keys, sort=False):
-        title = " / ".join(str(k) for k in key)
-        lines.append(f"\n{title}")
-        head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
-        lines.append(f"{head}   {ci:<34}{_ACTIONS_HEAD}")
-        for r in block.itertuples(index=False):
-            label = POLICY_LABELS.get(str(r.policy), str(r.policy))
-            n = getattr(r, "n_instances", None)
-            cost = getattr(r, "cost_per_instance", float("nan"))
-            flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
-            band = f"[{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
-            lines.append(
-                f"  {label:<18}{'' if n is None else int(n):>5}{r.pass_rate:>11.4f}{cost:>11.2f}"
-                f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   {band:<34}{_actions(r)}"
-            )
-        lines += _pipeline_line(pipelines, (str(key[0]), str(key[1])), block["policy"])
-    if df["wins_by_abstaining"].any():
-        lines.append("\n" + ABSTAIN_NOTE)
-    return "\n".join(lines)
+    head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
+
+    def row(r) -> str:
+        n = getattr(r, "n_instances", None)
+        flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
+        band = f"[{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
+        return (
+            f"  {POLICY_LABELS.get(str(r.policy), str(r.policy)):<18}{'' if n is None else int(n):>5}"
+            f"{r.pass_rate:>11.4f}{getattr(r, 'cost_per_instance', float('nan')):>11.2f}"
+            f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   {band:<34}"
+        )
+
+    title = lambda key, block: "\n" + " / ".join(str(k) for k in key)  # noqa: E731
+    return _blocks(df, keys, pipelines, title, f"{head}   {ci:<34}", row, [])
 
 
 def _plot(df, args: argparse.Namespace, costs, title: str | None = None) -> None:
@@ -607,33 +615,30 @@ def format_protocol_table(df, pipelines=None) -> str:
     ``pipelines``: ``(benchmark, generator)`` → the line stating the cell's fixed pipeline
     (:func:`bpc.replay.engine.pipeline_orders`), printed under its block.
     """
-    from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
+    from bpc.report.tables import ABSTAIN_MARK
 
-    if "wins_by_abstaining" not in df.columns:
-        df = flag_abstention(df)
     prob = float(df["prob"].iloc[0]) if len(df) else float("nan")
     lines = [
         f"Δ vs always_verify and vs the best simple baseline (chosen on the training folds only); "
         f"[{prob:.0%} task-clustered bootstrap CI]; n = tasks"
     ]
-    for (b, g), block in df.groupby(["benchmark", "generator"], sort=False):
+
+    def title(key, block) -> str:
         n = int(block["n_instances"].max())
-        lines.append(f"\n{b} / {g} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}")
-        head = f"  {'policy':<22}{'n':>5}{'pass_rate':>11}{'cost/task':>11}{'mean_utility':>14}"
-        lines.append(f"{head}   {'Δ vs always_verify':<30}{'Δ vs best simple':<30}{_ACTIONS_HEAD}")
-        for r in block.itertuples(index=False):
-            pol = str(r.policy)
-            flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
-            av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
-            best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
-            lines.append(
-                f"  {pol:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
-                f"{r.mean_utility:>14.2f}   {av:<30}{best:<30}{_actions(r)}"
-            )
-        lines += _pipeline_line(pipelines, (str(b), str(g)), block["policy"])
-    if df["wins_by_abstaining"].any():
-        lines.append("\n" + ABSTAIN_NOTE)
-    return "\n".join(lines)
+        return f"\n{key[0]} / {key[1]} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}"
+
+    def row(r) -> str:
+        flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
+        av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
+        best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
+        return (
+            f"  {str(r.policy):<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
+            f"{r.mean_utility:>14.2f}   {av:<30}{best:<30}"
+        )
+
+    head = f"  {'policy':<22}{'n':>5}{'pass_rate':>11}{'cost/task':>11}{'mean_utility':>14}"
+    head += f"   {'Δ vs always_verify':<30}{'Δ vs best simple':<30}"
+    return _blocks(df, ["benchmark", "generator"], pipelines, title, head, row, lines)
 
 
 def format_prior_gains(gains, utilities) -> str:

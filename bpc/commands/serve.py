@@ -438,7 +438,6 @@ class Server:
                 belief=belief, used=used, critics=critics, theta0=theta0, task=task, task_priors=priors
             )
             out["prior_source"] = ep.prior_source
-        out["id"] = eid
         self._closed.pop(eid, None)
         self.episodes[eid] = ep
         self.cells[eid] = cell
@@ -449,25 +448,19 @@ class Server:
     def _op_move(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         move = parse_move(request, also=COMMON_FIELDS - {"op"}).to_dict()
         eid, ep = self._open(request)
-        out["id"] = eid
         ep.apply(move)
         out["state"] = _summary(ep)
         if ep.done:
             self._close(eid, ep, out)
 
     def _op_decide(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
-        eid, ep = self._open(request)
-        out["id"] = eid
-        out["decision"] = ep.decide().to_dict()
+        out["decision"] = self._open(request)[1].decide().to_dict()
 
     def _op_state(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
-        eid, ep = self._open(request)
-        out["id"] = eid
-        out["state"] = ep.to_dict()
+        out["state"] = self._open(request)[1].to_dict()
 
     def _op_end(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         eid, ep = self._open(request)
-        out["id"] = eid
         out["state"] = ep.to_dict()
         del self.episodes[eid]
         self.cells.pop(eid, None)
@@ -519,7 +512,7 @@ class Server:
             out["op"] = op
             if bad_request_id is not None:
                 raise bad_request_id
-            if op not in ("episodes", "controller", "drift", "quit"):
+            if op not in ("episodes", "controller", "drift", "quit"):  # the episode's ops answer its id
                 out["id"] = check_id(request.get("id", DEFAULT_ID), "id")
             if op in MOVES:
                 self._op_move(request, out)  # parse_move refuses unknown fields

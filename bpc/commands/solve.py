@@ -476,13 +476,8 @@ def decide(args: argparse.Namespace) -> dict:
         out["note"] = note
     if d.p_optimal is not None:
         band = d.to_dict()
-        out.update(
-            mode=ctrl.mode,
-            p_optimal=band["p_optimal"],
-            q_band=band["q_band"],
-            ci_prob=band["ci_prob"],
-            ci_kind=band["ci_kind"],
-        )
+        out["mode"] = ctrl.mode
+        out.update({k: band[k] for k in ("p_optimal", "q_band", "ci_prob", "ci_kind")})
     elif ctrl.n_samples > 1 or args.params is not None:
         out["mode"] = ctrl.mode
     out["state"] = {"belief": d.belief, "used": list(d.used), "steps_left": d.steps_left}
