@@ -25,7 +25,7 @@ import xarray as xr
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
 from bpc.constants import DIM_CRITIC
-from bpc.outputs import versions
+from bpc.outputs import run_config, versions
 from bpc.schema import decision_critics
 
 NAME = "estimate"
@@ -221,17 +221,11 @@ def run(args: argparse.Namespace) -> int:
         for name in ("n_patches", "n_instances", "source", "critic_n", "trans_n"):
             if name in counts:
                 ds[name] = counts[name]
+        ignore = ("out", "quiet", "force", "flagged_out")
         ds.attrs["config"] = {
             **params.attrs["config"],
-            "command": "estimate",
+            **run_config(args, ignore=ignore),
             "path": str(corpus),
-            "include_superseded": bool(args.include_superseded),
-            "default_benchmark": args.benchmark_name,
-            "default_generator": args.generator_name,
-            "benchmarks": args.benchmark,
-            "generators": args.generator,
-            "critic": args.critic,
-            "column": args.column,
         }
         ds.attrs["versions"] = versions()
         ds.attrs["kernel_files"] = {f"{b}/{g}": str(p) for (b, g), p in corpus.kernel_files.items()}

@@ -149,18 +149,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cells_with_data(counts) -> list[tuple[str, str, str]]:
-    """(benchmark, generator, source) of every cell the corpus has any data for."""
-    import numpy as np
+    """(benchmark, generator, source) of every cell the corpus has any data for ("kernel": only a kernel)."""
+    import xarray as xr
 
-    out = []
-    for b in counts["benchmark"].values:
-        for g in counts["generator"].values:
-            cell = counts.sel(benchmark=b, generator=g)
-            has_patches = bool(np.isfinite(cell["n_patches"].values))
-            has_trans = bool(np.isfinite(cell["trans_n"].values).any())
-            if has_patches or has_trans:
-                out.append((str(b), str(g), str(cell["source"].values) if has_patches else "kernel"))
-    return out
+    from bpc.constants import DIM_LABEL
+
+    has = {"patches": counts["n_patches"].notnull(), "trans": counts["trans_n"].notnull().any(DIM_LABEL)}
+    cells = xr.Dataset({**has, "source": counts["source"]}).to_dataframe(dim_order=["benchmark", "generator"])
+    rows = cells.reset_index()[["benchmark", "generator", "patches", "trans", "source"]].itertuples(
+        index=False
+    )
+    return [(str(b), str(g), str(s) if p else "kernel") for b, g, p, t, s in rows if p or t]
 
 
 _ACTIONS_HEAD = "critics  verify   regen  (per task)"

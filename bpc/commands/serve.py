@@ -570,6 +570,16 @@ class Server:
         learner.save(self.learn_path)
         self._learnt_saved = learner.n_episodes
 
+    def save_files(self) -> dict[str, Any]:
+        """Write the open episodes (``--state-file``) and the learnt calibration: what was written."""
+        out: dict[str, Any] = {}
+        if self.state_path is not None:
+            out.update(state_file=str(self.state_path), saved=self.save(self.state_path))
+        if self.learn_path is not None:
+            self.controller.learner.save(self.learn_path)
+            out["learn_state"] = str(self.learn_path)
+        return out
+
     def snapshot(self) -> dict[str, Any]:
         """The open episodes as the JSON of a ``--state-file``, with the checksum over all of it."""
         body = {
@@ -822,10 +832,7 @@ def run(args: argparse.Namespace) -> int:
             serve(server, sys.stdin.buffer, sys.stdout)
         except BrokenPipeError:  # the reader went away: keep the episodes, then end as bpc does (exit 1)
             server.busy = True
-            if args.state_file is not None:
-                server.save(args.state_file)
-            if args.learn_state is not None:
-                server.controller.learner.save(args.learn_state)
+            server.save_files()
             raise
         reason = server.pending_signal
     except Shutdown as stop:
@@ -841,12 +848,7 @@ def run(args: argparse.Namespace) -> int:
     if reason is not None:
         end["signal"] = signal.Signals(reason).name
     try:
-        if args.state_file is not None:
-            end["state_file"] = str(args.state_file)
-            end["saved"] = server.save(args.state_file)
-        if args.learn_state is not None:
-            server.controller.learner.save(args.learn_state)
-            end["learn_state"] = str(args.learn_state)
+        end.update(server.save_files())
     except (OSError, ValueError) as exc:
         end.update(ok=False, error={"type": "StateFileError", "message": _clip(str(exc))})
         rc = 1
