@@ -92,7 +92,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the study, write its folder and print the report."""
     import warnings
-    from dataclasses import replace
 
     from bpc.commands._input import load_from_args
     from bpc.experiments.panel import (
@@ -115,22 +114,15 @@ def run(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         max_folds=args.max_folds,
         loco_per_benchmark=args.loco_per_benchmark,
+        logo_arms=tuple(args.new_generator_arm or PanelConfig.logo_arms),
         logo_per_benchmark=args.new_generator_per_benchmark,
         task_critic=args.task_critic,
+        hierarchical=() if args.no_hierarchical else tuple(args.hierarchical_target or ()) or None,
+        hierarchical_ks=tuple(args.hierarchical_k or PanelConfig.hierarchical_ks),
+        presets=tuple(args.refit_preset or PanelConfig.presets),
         protocol=not args.no_protocol,
+        B=PanelConfig.B if args.bootstrap is None else args.bootstrap,
     )
-    if args.new_generator_arm:
-        config = replace(config, logo_arms=tuple(args.new_generator_arm))
-    if args.bootstrap is not None:
-        config = replace(config, B=args.bootstrap)
-    if args.no_hierarchical:
-        config = replace(config, hierarchical=())
-    elif args.hierarchical_target:
-        config = replace(config, hierarchical=tuple(args.hierarchical_target))
-    if args.hierarchical_k:
-        config = replace(config, hierarchical_ks=tuple(args.hierarchical_k))
-    if args.refit_preset:
-        config = replace(config, presets=tuple(args.refit_preset))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         result = run_panel(data, config, refit_cache=args.refit_cache, progress=not args.quiet)
