@@ -75,18 +75,6 @@ def _command_names() -> list[str]:
     return sorted(i.name for i in infos if not i.name.startswith("_"))
 
 
-def _command_modules(only: str | None = None):
-    for name in _command_names():
-        if only is None or name == only:
-            yield importlib.import_module(f"bpc.commands.{name}")
-
-
-def _requested_command(argv: Sequence[str]) -> str | None:
-    """The subcommand named by ``argv`` if it is one (module name = command name), else ``None``."""
-    first = argv[0] if argv else ""
-    return first if first in _command_names() else None
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every discovered subcommand (or only the one named ``only``).
 
@@ -101,7 +89,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in _command_modules(only):
+    for module in (
+        importlib.import_module(f"bpc.commands.{n}") for n in _command_names() if only in (None, n)
+    ):
         # argparse %-formats help strings (for %(default)s); a literal "%" in HELP must not be read as one
         p = sub.add_parser(
             module.NAME, help=module.HELP.replace("%", "%%"), description=module.HELP, allow_abbrev=False
@@ -126,13 +116,13 @@ def _one_line(text: object) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``bpc``; user errors print one clear line to stderr and exit 2, Ctrl-C exits 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = _requested_command(argv) or ""
+    command = argv[0] if argv and argv[0] in _command_names() else ""  # module name = command name
     previous = None
     try:
         if argv is None or sys.argv[1:] == argv:  # the process's own command line: own SIGTERM too
             with contextlib.suppress(ValueError):  # not the main thread
                 previous = signal.signal(signal.SIGTERM, _on_sigterm)
-        parser = build_parser(only=_requested_command(argv))
+        parser = build_parser(only=command or None)
         args = parser.parse_args(argv)
         command = args.command
         return _run(args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from bpc.decide.options import check_sizes
 from bpc.validation import (
     check_cost,
     check_cost_budget,
@@ -19,12 +20,26 @@ from bpc.validation import (
     check_probability,
 )
 
-__all__ = ["check_controller_options", "option"]
+__all__ = ["check_controller_options", "check_size", "option"]
 
 
 def option(name: str) -> str:
     """The command-line spelling of an argparse destination: ``p_fix`` → ``--p-fix``."""
     return "--" + name.replace("_", "-")
+
+
+def check_size(name: str, value: int) -> None:
+    """:func:`bpc.decide.options.check_sizes` of one size (``horizon``, ``grid_size``, ``max_patches``).
+
+    Raises
+    ------
+    ValueError
+        Naming the option: ``--max-patches: max_patches must be an integer in 1..…``.
+    """
+    try:
+        check_sizes(**{name: value})
+    except ValueError as exc:
+        raise ValueError(f"{option(name)}: {exc}") from None
 
 
 def check_controller_options(args: argparse.Namespace) -> None:
@@ -33,7 +48,8 @@ def check_controller_options(args: argparse.Namespace) -> None:
     κ must be finite and > 0; the prior and the regeneration kernel
     probabilities must lie in [0, 1]; ``--p-fix`` and ``--p-break`` go
     together (one without the other is a half-given kernel); costs and the
-    reward are finite and >= 0; counts are >= 1; ``--max-cost`` is > 0.
+    reward are finite and >= 0; counts are >= 1; ``--max-cost`` is > 0; the
+    horizon, grid and patch budget are within their limits (:func:`check_size`).
     Critic rates are checked where ``--critic`` is parsed
     (:func:`bpc.commands.solve.parse_critic_rates`).
 
@@ -68,3 +84,6 @@ def check_controller_options(args: argparse.Namespace) -> None:
             check_count(given(name), name=option(name))
     if given("max_cost") is not None:
         check_cost_budget(args.max_cost, name="--max-cost")
+    for name in ("horizon", "grid_size", "max_patches"):
+        if (value := given(name)) is not None:
+            check_size(name, value)

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 __all__ = [
     "add_source_argument",
     "add_input_arguments",
-    "add_filter_arguments",
-    "add_force_argument",
     "add_output_arguments",
     "input_options",
     "load_from_args",
@@ -75,41 +73,6 @@ def add_source_argument(
     )
 
 
-def add_filter_arguments(parser: argparse.ArgumentParser, *, what: str = "use") -> None:
-    """Register the cell filters ``--benchmark`` and ``--generator`` (repeatable, dests of the same names).
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-        The command's parser.
-    what : str
-        The verb of the help text ("use only this benchmark's cells").
-    """
-    parser.add_argument(
-        "--benchmark",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help=f"{what} only this benchmark's cells (repeatable; default: every benchmark)",
-    )
-    parser.add_argument(
-        "--generator",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help=f"{what} only this generator's cells (repeatable; default: every generator)",
-    )
-
-
-def add_force_argument(parser: argparse.ArgumentParser) -> None:
-    """Register ``--force``: replace an existing ``--out`` file that bpc did not write."""
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing --out file even if bpc did not write it (an input file is never replaced)",
-    )
-
-
 def add_output_arguments(
     parser: argparse.ArgumentParser,
     *,
@@ -117,8 +80,9 @@ def add_output_arguments(
     seed: str | None = "random seed",
     quiet: str | None = "no progress output",
     quick: str | None = None,
+    force: bool = False,
 ) -> None:
-    """Register the run options the commands share: ``--out``, ``--seed``, ``--quiet`` and ``--quick``.
+    """Register the run options shared: ``--out``, ``--seed``, ``--quiet``, ``--quick``, ``--force``.
 
     Parameters
     ----------
@@ -128,6 +92,8 @@ def add_output_arguments(
         Default output folder (replaced as a whole when the run completes); ``None``: no ``--out``.
     seed, quiet, quick : str, optional
         Help texts; ``None``: no such option.
+    force : bool
+        Register ``--force``: replace an existing ``--out`` file that bpc did not write.
     """
     from bpc.constants import DEFAULT_SEED
 
@@ -141,24 +107,30 @@ def add_output_arguments(
     for flag, what in (("--quick", quick), ("--quiet", quiet)):
         if what is not None:
             parser.add_argument(flag, action="store_true", help=what)
+    if force:
+        what = "replace an existing --out file even if bpc did not write it (an input file is never replaced)"
+        parser.add_argument("--force", action="store_true", help=what)
 
 
-def add_input_arguments(parser: argparse.ArgumentParser, *, what: str = "use") -> None:
+def add_input_arguments(
+    parser: argparse.ArgumentParser, *, what: str = "use", superseded: bool = False
+) -> None:
     """Register ``--critic``, ``--column``, ``--costs``, the cell filters and the cell labels.
 
     Parameters
     ----------
     parser : argparse.ArgumentParser
         The command's parser. Dests: ``critic``, ``column``, ``costs``,
-        ``benchmark``, ``generator`` (filters), ``benchmark_name``,
+        ``benchmark``, ``generator`` (filters: repeatable), ``benchmark_name``,
         ``generator_name`` (labels).
     what : str
-        The verb of the filters' help text.
+        The verb of the filters' help text ("use only this benchmark's cells").
+    superseded : bool
+        Register ``--include-superseded`` too.
     """
     parser.add_argument(
         "--critic",
         action="append",
-        default=None,
         metavar="NAME=COLUMN[:COST]",
         help="a critic of a .csv/.tsv/.parquet/.jsonl log file: its name, the column holding its verdicts "
         "(true/false, 1/0, yes/no, pass/fail in any case; empty = missing) and optionally its cost per "
@@ -168,17 +140,21 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, what: str = "use") -
     parser.add_argument(
         "--column",
         action="append",
-        default=None,
         metavar="KEY=COLUMN",
         help="read a key column of a log file from a column of another name, e.g. instance_id=task, "
         "patch_id=attempt, Y=passed, generator=model (repeatable)",
     )
-    parser.add_argument("--costs", default=None, metavar="NAME|FILE", help=COSTS_HELP)
-    add_filter_arguments(parser, what=what)
+    parser.add_argument("--costs", metavar="NAME|FILE", help=COSTS_HELP)
+    for name in ("benchmark", "generator"):
+        parser.add_argument(
+            f"--{name}",
+            action="append",
+            metavar="NAME",
+            help=f"{what} only this {name}'s cells (repeatable; default: every {name})",
+        )
     parser.add_argument(
         "--default-benchmark",
         dest="benchmark_name",
-        default=None,
         metavar="NAME",
         help="benchmark of rows or files that don't name one (a log file without a benchmark column: "
         "default 'custom')",
@@ -186,11 +162,14 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, what: str = "use") -
     parser.add_argument(
         "--default-generator",
         dest="generator_name",
-        default=None,
         metavar="NAME",
         help="generator of rows or files that don't name one (a log file without a generator column: "
         "default 'custom')",
     )
+    if superseded:
+        parser.add_argument(
+            "--include-superseded", action="store_true", help="also read superseded runs (lcb_calibration)"
+        )
 
 
 def input_options(args: argparse.Namespace, **changes: Any) -> InputOptions:

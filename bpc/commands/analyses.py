@@ -6,8 +6,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from bpc.commands._input import SOURCES_HELP, add_input_arguments
-from bpc.constants import DEFAULT_SEED
+from bpc.commands._input import SOURCES_HELP, add_input_arguments, add_output_arguments
 
 NAME = "analyses"
 HELP = (
@@ -29,16 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and the authors' corpus if found)",
     )
     parser.add_argument("--list", action="store_true", help="print the analyses' names and exit")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("bpc-analyses"),
-        help="output folder, replaced as a whole when the run completes (default: bpc-analyses)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default: {DEFAULT_SEED})"
-    )
-    parser.add_argument("--quick", action="store_true", help="small settings for a first look")
+    add_output_arguments(parser, out="bpc-analyses", quick="small settings for a first look")
     parser.add_argument(
         "--dask",
         action="store_true",
@@ -46,14 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scheduler",
-        default=None,
         metavar="ADDRESS",
         help="run the cost grid's cells on a dask.distributed cluster (e.g. tcp://10.0.0.5:8786); the "
         "parameters are scattered to its workers, the numbers are those of one process",
     )
-    parser.add_argument(
-        "--draws", type=int, default=None, help="posterior draws for the posterior forms (0 = skip)"
-    )
+    parser.add_argument("--draws", type=int, help="posterior draws for the posterior forms (0 = skip)")
     parser.add_argument(
         "--posterior",
         default="conjugate",
@@ -61,7 +48,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: conjugate)",
     )
     add_input_arguments(parser, what="analyse")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,14 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser, what="replay")
     parser.add_argument(
         "--posterior",
-        default=None,
         help="saved posterior (.nc from bpc fit) or 'conjugate' (unpooled exact posterior); "
         "default: fit the hierarchical model on the fit instances",
     )
     parser.add_argument(
         "--draws",
         type=int,
-        default=None,
         help="posterior draws used by the DP analyses (default 200, quick 40)",
     )
     parser.add_argument("--no-efficiency", action="store_true", help="skip the data-efficiency experiment")
@@ -41,14 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--refit-preset",
         action="append",
-        default=None,
         help="sampler preset a hierarchical refit tries, in order, until it converges (repeatable; "
         "default: default, then long; --quick: refit-quick)",
     )
     parser.add_argument(
         "--refit-cache",
         type=Path,
-        default=None,
         help="folder the leave-one-cell-out refits are written to and reused from (a stopped run resumes; "
         "a refit is reused only for the same counts, target, presets and draws)",
     )
@@ -63,11 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scheduler",
-        default=None,
         help="dask.distributed scheduler address (tcp://host:8786) to run the leave-one-cell-out targets on, "
         "or 'local' for a LocalCluster on this machine; the numbers are those of one process",
     )
-    parser.add_argument("--scale", type=float, default=None, help="simulator instance-count multiplier")
+    parser.add_argument("--scale", type=float, help="simulator instance-count multiplier")
     add_output_arguments(parser, out="bpc-compare", quick="small everything, for a first look")
 
 

@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.commands._input import add_force_argument, add_input_arguments, add_source_argument, load_from_args
+from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
 from bpc.constants import DIM_CRITIC
+from bpc.outputs import run_config, versions
 from bpc.schema import decision_critics
 
 NAME = "estimate"
@@ -42,25 +43,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="output file, format by suffix: .nc (netCDF), .csv or .parquet",
     )
-    add_force_argument(parser)
-    add_input_arguments(parser)
-    parser.add_argument(
-        "--include-superseded", action="store_true", help="also read superseded runs (lcb_calibration)"
-    )
+    add_input_arguments(parser, superseded=True)
     parser.add_argument(
         "--flagged-out",
         type=Path,
-        default=None,
         metavar="FILE",
         help="write the flagged task ids (tasks nothing passes on for any generator: possible harness or "
         "oracle failure) to this CSV (benchmark, task); the summary names the first few per benchmark",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress output and no table")
+    add_output_arguments(parser, seed=None, quiet="no progress output and no table", force=True)
 
 
-def estimates_table(
-    params: xr.Dataset, counts: xr.Dataset, intervals: pd.DataFrame | None = None
-) -> pd.DataFrame:
+def estimates_table(params: xr.Dataset, counts: xr.Dataset, intervals: pd.DataFrame) -> pd.DataFrame:
     """A tidy table of Laplace estimates, one row per cell with data.
 
     Parameters
@@ -69,11 +63,8 @@ def estimates_table(
         Output of :func:`bpc.estimate.laplace.laplace`.
     counts : xarray.Dataset
         The counts it was computed from.
-    intervals : pandas.DataFrame, optional
-        Task-clustered intervals (:func:`bpc.estimate.task_intervals.task_intervals`);
-        with them the table also holds ``kappa``, ``kappa_lo``, ``kappa_hi``,
-        ``kappa_source`` and ``tpr_<critic>_lo`` … ``fpr_<critic>_hi`` (``NaN``
-        for a cell without per-patch records).
+    intervals : pandas.DataFrame
+        Task-clustered intervals (:func:`bpc.estimate.task_intervals.task_intervals`).
 
     Returns
     -------
@@ -81,50 +72,41 @@ def estimates_table(
         Columns benchmark, generator, n_instances, n_patches, prior,
         prior_lo, prior_hi (Wilson, patches as independent draws), then
         tpr_/fpr_/gap_<critic> for every critic, p_fix, p_break, source,
-        then the interval columns; cells without any count are left out.
+        kappa, kappa_source, then the intervals ``kappa_lo``, ``kappa_hi``,
+        ``tpr_<critic>_lo`` … ``fpr_<critic>_hi`` (``NaN`` for a cell without
+        per-patch records); cells without any count are left out.
     """
-    rows = []
-    for b in params.benchmark.values:
-        for g in params.generator.values:
-            cell: dict[str, str | float] = {"benchmark": str(b), "generator": str(g)}
-            c = counts.sel(benchmark=b, generator=g)
-            p = params.sel(benchmark=b, generator=g)
-            source = str(c["source"].item())
-            if source == "" and not np.isfinite(c["trans_n"].values).any():
-                continue
-            cell["n_instances"] = float(c["n_instances"])
-            cell["n_patches"] = float(c["n_patches"])
-            cell["prior"] = float(p["prior"])
-            cell["prior_lo"] = float(p["prior_wilson"].sel(ci_bound="lower"))
-            cell["prior_hi"] = float(p["prior_wilson"].sel(ci_bound="upper"))
-            for crit in params[DIM_CRITIC].values:
-                for var in ("tpr", "fpr", "gap"):
-                    cell[f"{var}_{crit}"] = float(p[var].sel(critic=crit))
-            cell["p_fix"] = float(p["p_fix"])
-            cell["p_break"] = float(p["p_break"])
-            cell["source"] = source
-            if intervals is not None:
-                cell["kappa"] = float(p["kappa"]) if "kappa" in p else float("nan")
-                cell["kappa_source"] = str(p["kappa_source"].item()) if "kappa_source" in p else ""
-            rows.append(cell)
-    df = pd.DataFrame(rows)
-    if intervals is not None and len(df):
-        extra = [c for c in intervals.columns if c not in ("benchmark", "generator", "n_tasks")]
-        df = df.merge(
-            intervals[["benchmark", "generator", *extra]], on=["benchmark", "generator"], how="left"
-        )
-        crit = [str(c) for c in params[DIM_CRITIC].values]
-        ordered = ["kappa_lo", "kappa_hi"] + [
-            f"{v}_{c}_{e}" for c in crit for v in ("tpr", "fpr") for e in ("lo", "hi")
-        ]
-        for col in ordered:
-            if col not in df:
-                df[col] = float("nan")
-        df = df[[c for c in df.columns if c not in ordered] + ordered]
-    for col in ("n_instances", "n_patches"):
-        if col in df:
-            df[col] = df[col].astype("Int64")
-    return df
+    from bpc.constants import DIM_LABEL
+
+    cells = ["benchmark", "generator"]
+    c = counts.sel(benchmark=params["benchmark"], generator=params["generator"]).transpose(*cells, ...)
+    wilson = params["prior_wilson"]
+    cols = {"n_instances": c["n_instances"], "n_patches": c["n_patches"], "prior": params["prior"]}
+    cols |= {
+        "prior_lo": wilson.sel(ci_bound="lower", drop=True),
+        "prior_hi": wilson.sel(ci_bound="upper", drop=True),
+    }
+    for crit in params[DIM_CRITIC].values:
+        cols |= {f"{v}_{crit}": params[v].sel({DIM_CRITIC: crit}, drop=True) for v in ("tpr", "fpr", "gap")}
+    cols |= {"p_fix": params["p_fix"], "p_break": params["p_break"], "source": c["source"].astype(str)}
+    cols |= {
+        k: params[k].astype(str if k == "kappa_source" else float)
+        for k in ("kappa", "kappa_source")
+        if k in params
+    }
+    keep = ((c["source"] != "") | c["trans_n"].notnull().any(DIM_LABEL)).to_numpy().ravel()
+    df = xr.Dataset(cols).to_dataframe(dim_order=cells).reset_index()[[*cells, *cols]][keep]
+    df = df.reset_index(drop=True).astype({"n_instances": "Int64", "n_patches": "Int64"})
+    for name, empty in (("kappa", np.nan), ("kappa_source", "")):
+        if name not in df:
+            df[name] = empty
+    if not len(df):
+        return df
+    crit = [str(c) for c in params[DIM_CRITIC].values]
+    ordered = ["kappa_lo", "kappa_hi"] + [
+        f"{v}_{c}_{e}" for c in crit for v in ("tpr", "fpr") for e in ("lo", "hi")
+    ]
+    return df.merge(intervals.reindex(columns=[*cells, *ordered]), on=cells, how="left")
 
 
 _FLAGGED_SHOWN = 5
@@ -165,39 +147,27 @@ def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
     """The intervals as variables over (benchmark, generator[, critic], ci_bound) for the .nc file."""
     from bpc.constants import CI_BOUNDS, DIM_CI
 
-    bench = [str(b) for b in params["benchmark"].values]
-    gen = [str(g) for g in params["generator"].values]
-    crit = [str(c) for c in params[DIM_CRITIC].values]
-    kappa = np.full((len(bench), len(gen), 2), np.nan)
-    rates = {v: np.full((len(bench), len(gen), len(crit), 2), np.nan) for v in ("tpr", "fpr")}
-    for r in intervals.to_dict("records"):
-        if r["benchmark"] not in bench or r["generator"] not in gen:
-            continue
-        i, j = bench.index(r["benchmark"]), gen.index(r["generator"])
-        kappa[i, j] = [r["kappa_lo"], r["kappa_hi"]]
-        for v, arr in rates.items():
-            for k, c in enumerate(crit):
-                arr[i, j, k] = [r.get(f"{v}_{c}_lo", np.nan), r.get(f"{v}_{c}_hi", np.nan)]
-    coords = {"benchmark": bench, "generator": gen, DIM_CRITIC: crit, DIM_CI: list(CI_BOUNDS)}
-    prob = float(intervals.attrs["prob"])
-    what = f"{prob:.0%} task-clustered percentile bootstrap (whole tasks resampled)"
-    out = xr.Dataset(
-        {
-            "kappa_task_ci": (("benchmark", "generator", DIM_CI), kappa, {"long_name": f"κ: {what}"}),
-            "tpr_task_ci": (
-                ("benchmark", "generator", DIM_CRITIC, DIM_CI),
-                rates["tpr"],
-                {"long_name": f"tpr: {what}"},
-            ),
-            "fpr_task_ci": (
-                ("benchmark", "generator", DIM_CRITIC, DIM_CI),
-                rates["fpr"],
-                {"long_name": f"fpr: {what}"},
-            ),
-        },
-        coords={k: v for k, v in coords.items()},
+    bench, gen, crit = ([str(v) for v in params[d].values] for d in ("benchmark", "generator", DIM_CRITIC))
+    rows = intervals.set_index(["benchmark", "generator"]).reindex(pd.MultiIndex.from_product([bench, gen]))
+
+    def grid(columns: list[str], *shape: int) -> np.ndarray:  # NaN where a cell or a column is missing
+        return rows.reindex(columns=columns).to_numpy(dtype=float).reshape(len(bench), len(gen), *shape)
+
+    what = f"{float(intervals.attrs['prob']):.0%} task-clustered percentile bootstrap (whole tasks resampled)"
+    rate_dims: tuple[str, ...] = ("benchmark", "generator", DIM_CRITIC, DIM_CI)
+    data: dict[str, tuple] = {
+        "kappa_task_ci": (
+            rate_dims[:2] + (DIM_CI,),
+            grid(["kappa_lo", "kappa_hi"], 2),
+            {"long_name": f"κ: {what}"},
+        )
+    }
+    for v in ("tpr", "fpr"):
+        values = grid([f"{v}_{c}_{e}" for c in crit for e in ("lo", "hi")], len(crit), 2)
+        data[f"{v}_task_ci"] = (rate_dims, values, {"long_name": f"{v}: {what}"})
+    return xr.Dataset(
+        data, coords={"benchmark": bench, "generator": gen, DIM_CRITIC: crit, DIM_CI: list(CI_BOUNDS)}
     )
-    return out
 
 
 def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
@@ -211,7 +181,6 @@ def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
 
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
-    import bpc
     from bpc.costs import COSTS_ATTR, costs_attr
     from bpc.estimate.laplace import laplace
     from bpc.estimate.task_intervals import task_intervals
@@ -224,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         check_parquet_engine(out)
     if args.flagged_out is not None:
         check_output_file(args.flagged_out, suffixes=(".csv",), option="--flagged-out", inputs=args.path)
-    corpus = load_from_args(args.path, args, include_superseded=args.include_superseded)
+    corpus = load_from_args(args.path, args)
     costs = costs_attr(args.costs, corpus.critic_costs)  # an unreadable --costs fails before any work
     counts = corpus.counts
     params = laplace(counts)
@@ -252,24 +221,13 @@ def run(args: argparse.Namespace) -> int:
         for name in ("n_patches", "n_instances", "source", "critic_n", "trans_n"):
             if name in counts:
                 ds[name] = counts[name]
+        ignore = ("out", "quiet", "force", "flagged_out")
         ds.attrs["config"] = {
             **params.attrs["config"],
-            "command": "estimate",
+            **run_config(args, ignore=ignore),
             "path": str(corpus),
-            "include_superseded": bool(args.include_superseded),
-            "default_benchmark": args.benchmark_name,
-            "default_generator": args.generator_name,
-            "benchmarks": args.benchmark,
-            "generators": args.generator,
-            "critic": args.critic,
-            "column": args.column,
         }
-        ds.attrs["versions"] = {
-            "bpc": bpc.__version__,
-            "numpy": np.__version__,
-            "pandas": pd.__version__,
-            "xarray": xr.__version__,
-        }
+        ds.attrs["versions"] = versions()
         ds.attrs["kernel_files"] = {f"{b}/{g}": str(p) for (b, g), p in corpus.kernel_files.items()}
         ds.attrs["data_choices"] = choices
         ds = ds.merge(_interval_vars(intervals, params))

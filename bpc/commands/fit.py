@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bpc.commands._input import add_force_argument, add_input_arguments, add_source_argument, load_from_args
-from bpc.constants import DEFAULT_SEED, SAMPLER_PRESETS
+from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
+from bpc.constants import SAMPLER_PRESETS
 
 _DEFAULT = SAMPLER_PRESETS["fit"]
 
@@ -24,7 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         type=Path,
-        default=None,
         help="model spec TOML (default: models/hierarchical.toml, modelling the data's own critics)",
     )
     draws, tune, chains = (int(_DEFAULT[k]) for k in ("draws", "tune", "chains"))
@@ -34,9 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tune", type=int, default=tune, help=f"tuning steps per chain (default {tune})")
     parser.add_argument("--chains", type=int, default=chains, help=f"chains (default {chains})")
     parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})"
-    )
-    parser.add_argument(
         "--sampler",
         choices=("auto", "nutpie", "pymc"),
         default="auto",
@@ -45,14 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, default=Path("posterior.nc"), help="output file (default posterior.nc)"
     )
-    add_force_argument(parser)
     parser.add_argument(
         "--allow-bad-diagnostics",
         action="store_true",
         help="write the fit even when the convergence check fails (recorded in the file's attrs "
         "and on stderr); without it a failed check writes nothing and exits 1",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_output_arguments(parser, quiet="no progress bars", force=True)
 
 
 def run(args: argparse.Namespace) -> int:

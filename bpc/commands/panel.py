@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from bpc.commands._input import add_input_arguments, add_source_argument
+from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument
 
 NAME = "panel"
 HELP = (
@@ -38,16 +38,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_argument(parser, dest="source", required=True)
     add_input_arguments(parser, what="study")
     parser.add_argument(
-        "--k", dest="ks", type=_k, action="append", default=None, metavar="K",
+        "--k", dest="ks", type=_k, action="append", metavar="K",
         help="calibration size of the closed-form arms (repeatable; 'all'; default 0, 1, 3, 10, all)",
     )  # fmt: skip
     parser.add_argument(
-        "--hierarchical-target", type=_cell, action="append", default=None, metavar="BENCH/GEN",
+        "--hierarchical-target", type=_cell, action="append", metavar="BENCH/GEN",
         help="target of the hierarchical arms (repeatable; default: per benchmark the generator with "
         "cells on most other benchmarks)",
     )  # fmt: skip
     parser.add_argument(
-        "--hierarchical-k", type=_k, action="append", default=None, metavar="K",
+        "--hierarchical-k", type=_k, action="append", metavar="K",
         help="calibration size of the hierarchical arms, one refit each (repeatable; default 0)",
     )  # fmt: skip
     parser.add_argument("--no-hierarchical", action="store_true", help="no MCMC refits")
@@ -57,18 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the controllers vs the best simple baseline (protocol)",
     )
     parser.add_argument(
-        "--refit-preset", action="append", default=None,
+        "--refit-preset", action="append",
         help="sampler preset a refit tries, in order, until it converges (repeatable; default: default)",
     )  # fmt: skip
     parser.add_argument(
-        "--refit-cache", type=Path, default=None,
+        "--refit-cache", type=Path,
         help="folder the hierarchical refits are written to and reused from (a stopped run resumes)",
     )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=1, help="fold-assignment repeats (default 1)")
     parser.add_argument(
         "--max-folds",
         type=int,
-        default=None,
         help="score only the first N folds of each repeat (default all)",
     )
     parser.add_argument(
@@ -81,22 +80,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="new-generator targets per benchmark, by the same rule (default 0: every cell)",
     )  # fmt: skip
     parser.add_argument(
-        "--new-generator-arm", action="append", default=None, metavar="ARM",
+        "--new-generator-arm", action="append", metavar="ARM",
         help="arm of the new-generator part (repeatable; default complete_pooling, pooled_task_oracle, "
         "pooled_task_critic)",
     )  # fmt: skip
     parser.add_argument("--task-critic", default="base", help="critic of the critic-only task prior")
-    parser.add_argument("--bootstrap", type=int, default=None, help="bootstrap resamples (default 2000)")
-    parser.add_argument(
-        "--out", type=Path, default=Path("bpc-panel"), help="output folder (default bpc-panel)"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--bootstrap", type=int, help="bootstrap resamples (default 2000)")
+    add_output_arguments(parser, out="bpc-panel", seed=None)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the study, write its folder and print the report."""
     import warnings
-    from dataclasses import replace
 
     from bpc.commands._input import load_from_args
     from bpc.experiments.panel import (
@@ -119,22 +114,15 @@ def run(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         max_folds=args.max_folds,
         loco_per_benchmark=args.loco_per_benchmark,
+        logo_arms=tuple(args.new_generator_arm or PanelConfig.logo_arms),
         logo_per_benchmark=args.new_generator_per_benchmark,
         task_critic=args.task_critic,
+        hierarchical=() if args.no_hierarchical else tuple(args.hierarchical_target or ()) or None,
+        hierarchical_ks=tuple(args.hierarchical_k or PanelConfig.hierarchical_ks),
+        presets=tuple(args.refit_preset or PanelConfig.presets),
         protocol=not args.no_protocol,
+        B=PanelConfig.B if args.bootstrap is None else args.bootstrap,
     )
-    if args.new_generator_arm:
-        config = replace(config, logo_arms=tuple(args.new_generator_arm))
-    if args.bootstrap is not None:
-        config = replace(config, B=args.bootstrap)
-    if args.no_hierarchical:
-        config = replace(config, hierarchical=())
-    elif args.hierarchical_target:
-        config = replace(config, hierarchical=tuple(args.hierarchical_target))
-    if args.hierarchical_k:
-        config = replace(config, hierarchical_ks=tuple(args.hierarchical_k))
-    if args.refit_preset:
-        config = replace(config, presets=tuple(args.refit_preset))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         result = run_panel(data, config, refit_cache=args.refit_cache, progress=not args.quiet)

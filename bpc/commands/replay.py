@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bpc.commands._input import add_force_argument, add_input_arguments, add_source_argument, load_from_args
+from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
 
 NAME = "replay"
 HELP = (
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from bpc.replay.profiles import PROFILES
 
     add_source_argument(parser, required=True)
-    add_input_arguments(parser)
+    add_input_arguments(parser, superseded=True)
     parser.add_argument(
         "--profile",
         choices=sorted(PROFILES),
@@ -46,7 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--belief",
         choices=("iid", "instance"),
-        default=None,
         help="belief model of the Bayesian controllers: 'iid' (a new patch is an independent draw) or "
         "'instance' (patches of one instance share a pass rate, docs/method.md 'The instance model'); "
         "default: the profile's "
@@ -55,7 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--folds",
         type=int,
-        default=None,
         metavar="K",
         help="K-fold cross-fitting: bpc profile — folds over tasks, shared by every cell that has the "
         "task (default 5); paper profile — K-fold over instances instead of the 75/25 split",
@@ -64,7 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seeds",
         type=int,
         nargs="+",
-        default=None,
         metavar="S",
         help="bpc profile: fold-assignment seeds, one K-fold cross-fit each (default "
         "bpc.constants.FOLD_SEEDS: 42 43 44)",
@@ -89,7 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--task-critic",
-        default=None,
         metavar="CRITIC",
         help="the critic of --prior task --task-evidence critic (default test, the public tests)",
     )
@@ -103,7 +99,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kernel",
         type=Path,
-        default=None,
         help="transition_kernel.json for the DP's regeneration kernel, used for every cell "
         "(default: paper profile — the cell's measured kernel where the corpus has one, else a fresh "
         "sample; paper-release — a fresh sample, p_fix = π, p_break = 1 − π)",
@@ -116,21 +111,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--split",
         choices=("eval", "fit", "both", "all"),
-        default=None,
         help="paper profile: report the evaluation side, the fit side, both (default) or all instances "
         "in-sample; bpc profile: every task is scored held-out ('eval', default) or 'all' for an "
         "in-sample replay; the paper-release profile is always in-sample",
     )
     parser.add_argument(
         "--policies",
-        default=None,
         help="comma-separated policy names, canonical (stop, verify_first, gate_<critic> for any critic, …) "
         "or the authors' (threshold_L2 = gate_test, …); default: the profile's",
     )
     parser.add_argument(
         "--max-patches",
         type=int,
-        default=None,
         metavar="N",
         help="patch budget of every policy: each task's pool is cut to its first N patches (default: the "
         "live controller's, bpc.constants.LIVE_MAX_PATCHES, under the bpc profile; the whole pool, as the "
@@ -139,54 +131,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trajectories",
         type=Path,
-        default=None,
         help="CSV of refinement trajectories (benchmark, generator, instance_id, method, step, Y) "
         "for the self_refine / reflexion replays",
     )
     parser.add_argument(
         "--out",
         type=Path,
-        default=None,
         help="write the table to this file, format by suffix: .csv, .nc (netCDF) or .parquet",
     )
-    add_force_argument(parser)
-    parser.add_argument(
-        "--plot", type=Path, default=None, help="write a Δ bar chart to this path (.png, .pdf or .svg)"
-    )
-    parser.add_argument(
-        "--include-superseded", action="store_true", help="also read superseded runs (lcb_calibration)"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=None, help="simulated panel: seed (default: bpc.constants.DEFAULT_SEED)"
-    )
+    parser.add_argument("--plot", type=Path, help="write a Δ bar chart to this path (.png, .pdf or .svg)")
     parser.add_argument(
         "--scale",
         type=float,
-        default=None,
         help="simulated panel: instance-count multiplier (default 1, at most 20)",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    add_output_arguments(parser, seed="simulated panel: seed", force=True)
 
 
 def _cells_with_data(counts) -> list[tuple[str, str, str]]:
-    """(benchmark, generator, source) of every cell the corpus has any data for."""
-    import numpy as np
+    """(benchmark, generator, source) of every cell the corpus has any data for ("kernel": only a kernel)."""
+    import xarray as xr
 
-    out = []
-    for b in counts["benchmark"].values:
-        for g in counts["generator"].values:
-            cell = counts.sel(benchmark=b, generator=g)
-            has_patches = bool(np.isfinite(cell["n_patches"].values))
-            has_trans = bool(np.isfinite(cell["trans_n"].values).any())
-            if has_patches or has_trans:
-                out.append((str(b), str(g), str(cell["source"].values) if has_patches else "kernel"))
-    return out
+    from bpc.constants import DIM_LABEL
 
-
-def _pipeline_line(pipelines, cell, policies) -> list[str]:
-    """The line under a cell's block stating its fixed pipeline's order (when the block has that row)."""
-    line = (pipelines or {}).get(cell)
-    return [f"  {line}"] if line and "fixed_pipeline" in set(map(str, policies)) else []
+    has = {"patches": counts["n_patches"].notnull(), "trans": counts["trans_n"].notnull().any(DIM_LABEL)}
+    cells = xr.Dataset({**has, "source": counts["source"]}).to_dataframe(dim_order=["benchmark", "generator"])
+    rows = cells.reset_index()[["benchmark", "generator", "patches", "trans", "source"]].itertuples(
+        index=False
+    )
+    return [(str(b), str(g), str(s) if p else "kernel") for b, g, p, t, s in rows if p or t]
 
 
 _ACTIONS_HEAD = "critics  verify   regen  (per task)"
@@ -196,6 +169,28 @@ def _actions(r) -> str:
     """What a policy did per task: critic calls, verifications, regenerations (ACTION_COUNTS)."""
     values = [getattr(r, c, float("nan")) for c in ("critic_calls", "verifications", "regenerations")]
     return "".join(f"{v:>8.2f}" for v in values)
+
+
+def _blocks(df, keys: list[str], pipelines, title, head: str, row, lines: list[str]) -> str:
+    """Aligned text: after ``lines``, one block per ``keys`` group, then the abstention note.
+
+    A block is ``title(key, block)``, ``head``, one ``row(r)`` per policy with its action counts
+    and, under a cell's block with ``fixed_pipeline``, the line stating its order (``pipelines``:
+    (benchmark, generator) → line).
+    """
+    from bpc.report.tables import ABSTAIN_NOTE, flag_abstention
+
+    if "wins_by_abstaining" not in df.columns:
+        df = flag_abstention(df)
+    for key, block in df.groupby(keys, sort=False):
+        lines += [title(key, block), f"{head}{_ACTIONS_HEAD}"]
+        lines += [f"{row(r)}{_actions(r)}" for r in block.itertuples(index=False)]
+        line = (pipelines or {}).get((str(key[0]), str(key[1])))
+        if line and "fixed_pipeline" in set(map(str, block["policy"])):
+            lines.append(f"  {line}")
+    if df["wins_by_abstaining"].any():
+        lines.append("\n" + ABSTAIN_NOTE)
+    return "\n".join(lines)
 
 
 def format_table(df) -> str:
@@ -209,48 +204,29 @@ def format_table(df) -> str:
     """
     from bpc.constants import BOOTSTRAP_PROB
     from bpc.report.plots.style import POLICY_LABELS
-    from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
+    from bpc.report.tables import ABSTAIN_MARK
 
-    if "wins_by_abstaining" not in df.columns:
-        df = flag_abstention(df)
     pipelines = {
         (r["benchmark"], r["generator"]): r["description"]
         for r in df.attrs.get("baselines", [])
         if r["policy"] == "fixed_pipeline"
     }
-    lines = []
     keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else [])
     ci = f"{BOOTSTRAP_PROB:.0%} CI (paired bootstrap)"
-    for key, block in df.groupby(keys, sort=False):
-        title = " / ".join(str(k) for k in key)
-        lines.append(f"\n{title}")
-        head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
-        lines.append(f"{head}   {ci:<34}{_ACTIONS_HEAD}")
-        for r in block.itertuples(index=False):
-            label = POLICY_LABELS.get(str(r.policy), str(r.policy))
-            n = getattr(r, "n_instances", None)
-            cost = getattr(r, "cost_per_instance", float("nan"))
-            flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
-            band = f"[{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
-            lines.append(
-                f"  {label:<18}{'' if n is None else int(n):>5}{r.pass_rate:>11.4f}{cost:>11.2f}"
-                f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   {band:<34}{_actions(r)}"
-            )
-        lines += _pipeline_line(pipelines, (str(key[0]), str(key[1])), block["policy"])
-    if df["wins_by_abstaining"].any():
-        lines.append("\n" + ABSTAIN_NOTE)
-    return "\n".join(lines)
+    head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
 
+    def row(r) -> str:
+        n = getattr(r, "n_instances", None)
+        flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
+        band = f"[{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
+        return (
+            f"  {POLICY_LABELS.get(str(r.policy), str(r.policy)):<18}{'' if n is None else int(n):>5}"
+            f"{r.pass_rate:>11.4f}{getattr(r, 'cost_per_instance', float('nan')):>11.2f}"
+            f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   {band:<34}"
+        )
 
-def _write_flat(df, path: Path, fmt: str) -> bool:
-    """Write ``df`` atomically as CSV or Parquet (``fmt`` from the suffix); False for netCDF (not written)."""
-    from bpc.outputs import write_csv, write_parquet
-
-    if fmt == ".csv":
-        write_csv(df, path)
-    elif fmt == ".parquet":
-        write_parquet(df, path)
-    return fmt in (".csv", ".parquet")
+    title = lambda key, block: "\n" + " / ".join(str(k) for k in key)  # noqa: E731
+    return _blocks(df, keys, pipelines, title, f"{head}   {ci:<34}", row, [])
 
 
 def _plot(df, args: argparse.Namespace, costs, title: str | None = None) -> None:
@@ -264,20 +240,33 @@ def _plot(df, args: argparse.Namespace, costs, title: str | None = None) -> None
         print(f"wrote {written}", file=sys.stderr)
 
 
-def _write_table(df, path: Path, fmt: str, attrs: dict) -> None:
-    """Write the replay table atomically as CSV, netCDF or Parquet (``fmt`` from the suffix)."""
+def _write(df, path: Path, fmt: str, attrs: dict, children: dict | None = None) -> None:
+    """Write the table atomically: CSV or Parquet (the table), or netCDF (``attrs`` in its attributes).
+
+    netCDF holds the table as a Dataset, or with ``children`` a DataTree of them.
+    """
     import json
 
-    from bpc.outputs import write_netcdf
+    import xarray as xr
 
-    if not _write_flat(df, path, fmt):
+    from bpc.outputs import write_csv, write_netcdf, write_parquet
+
+    if fmt in (".csv", ".parquet"):
+        (write_csv if fmt == ".csv" else write_parquet)(df, path)
+        return
+    if children is None:
         keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else []) + ["policy"]
-        flat = df.assign(wins_by_abstaining=df["wins_by_abstaining"].astype(float))
-        ds = flat.set_index(keys).to_xarray()
-        ds.attrs.update(
-            {k: v if isinstance(v, str | int | float) else json.dumps(v) for k, v in attrs.items()}
-        )
-        write_netcdf(ds, path)
+        obj = df.assign(wins_by_abstaining=df["wins_by_abstaining"].astype(float)).set_index(keys).to_xarray()
+    else:
+        obj = xr.DataTree.from_dict({f"/{k}": v for k, v in children.items()})
+    plain = (str, int, float)
+    obj.attrs.update(
+        {
+            k: v if isinstance(v, plain) and not isinstance(v, bool) else json.dumps(v)
+            for k, v in attrs.items()
+        }
+    )
+    write_netcdf(obj, path)
 
 
 def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
@@ -334,7 +323,7 @@ def _exclude_flagged(records, counts, trajectories):
     line = "excluded the flagged tasks (possible harness or oracle failure): " + (
         ", ".join(f"{b} {n}" for b, n in per.items()) if len(per) else "none flagged"
     )
-    return records, trajectories, flagged, line
+    return records, trajectories, line
 
 
 def run(args: argparse.Namespace) -> int:
@@ -365,14 +354,11 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
     profile = get_profile(args.profile)
     if args.max_patches is not None or profile.name == "bpc":
+        from bpc.commands._checks import check_size
         from bpc.constants import LIVE_MAX_PATCHES
-        from bpc.decide.options import check_sizes
 
         budget = LIVE_MAX_PATCHES["iid"]["dp"] if args.max_patches is None else args.max_patches
-        try:
-            check_sizes(max_patches=budget)
-        except ValueError as exc:
-            raise ValueError(f"--max-patches: {exc}") from None
+        check_size("max_patches", budget)
         profile = replace(profile, max_patches=budget)
     protocol = profile.n_folds is not None and not profile.in_sample and args.split != "all"
     _check_options(args, profile, protocol)
@@ -396,17 +382,14 @@ def run(args: argparse.Namespace) -> int:
     if args.trajectories is not None:
         trajectories = read_trajectories(args.trajectories, option="--trajectories")
 
-    data = load_from_args(args.path, args, include_superseded=args.include_superseded)
+    data = load_from_args(args.path, args)
     records, counts = data.records, data.counts
+    trajectories = data.trajectories if trajectories is None else trajectories
     if simulated:
         counts = counts_from_records(records)  # the replayed cells' own counts, as before trajectories
-        if trajectories is None:
-            trajectories = data.trajectories
         costs = base_costs
         notes = []
     else:
-        if trajectories is None:
-            trajectories = data.trajectories
         # prices the logs' own critics (--critic NAME=COLUMN:COST); the corpus keeps the vector as given
         costs = base_costs if data.format == "corpus" else data.costs(base_costs)
         notes = notes_digest(counts.attrs.get("notes", []))
@@ -425,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
                 + ", ".join(names)
             )
     if args.exclude_flagged:
-        records, trajectories, flagged, line = _exclude_flagged(records, counts, trajectories)
+        records, trajectories, line = _exclude_flagged(records, counts, trajectories)
         info(line)
         notes = [*notes, line]
         if records.empty:
@@ -471,12 +454,30 @@ class _Setup:
     out_fmt: str | None
 
 
+def _finish(st: _Setup, text: str, table, attrs: dict, children=None, title: str | None = None) -> int:
+    """Print the replay's text and the data choices, write ``--out`` and ``--plot``."""
+    from bpc.progress import choices_summary
+
+    args = st.args
+    print(text)
+    if not args.quiet:
+        choices_summary("data choices", st.notes)
+    if args.out is not None and st.out_fmt is not None:
+        head = {"source": st.source, "profile": st.profile.name, "belief": st.belief}
+        head["costs"] = args.costs or "paper default (slow on SWE-Bench, fast elsewhere)"
+        _write(table, args.out, st.out_fmt, {**head, **attrs, "data_choices": st.notes}, children)
+        print(f"\nwrote {args.out}", file=sys.stderr)
+    if args.plot is not None:
+        _plot(table, args, st.costs, title)
+    return 0
+
+
 def _run_paper(st: _Setup, replayable) -> int:
     """The paper's replay (75/25 split, K-fold over instances, or in-sample): Δ vs always_verify."""
     import pandas as pd
 
     from bpc.constants import REFINEMENT_POLICIES
-    from bpc.progress import choices_summary, info
+    from bpc.progress import info
     from bpc.replay.engine import replay_cells
     from bpc.report.tables import flag_abstention
 
@@ -487,14 +488,11 @@ def _run_paper(st: _Setup, replayable) -> int:
         info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
     if st.kernel is None and refine and not st.simulated:
         transition_counts = counts
+        has = {(str(b), str(g)) for b in counts["benchmark"].values for g in counts["generator"].values}
         measured = [
             f"{b}/{g}"
             for b, g in sorted(replayable)
-            if bool(
-                pd.notna(counts["trans_n"].sel(benchmark=b, generator=g).values).all()
-                if b in counts["benchmark"].values and g in counts["generator"].values
-                else False
-            )
+            if (b, g) in has and bool(pd.notna(counts["trans_n"].sel(benchmark=b, generator=g).values).all())
         ]
         if measured:
             info(f"DP regeneration kernel measured for: {', '.join(measured)}; fresh sample elsewhere")
@@ -515,31 +513,17 @@ def _run_paper(st: _Setup, replayable) -> int:
         progress=not args.quiet and len(replayable) > 1,
     )
     df = flag_abstention(df)
-    print(f"bpc replay — {st.source}, profile {profile.name}, {len(replayable)} cell(s)")
-    print(format_table(df))
+    lines = [f"bpc replay — {st.source}, profile {profile.name}, {len(replayable)} cell(s)", format_table(df)]
     skipped = df.attrs.get("skipped", [])
     if skipped:
-        print("\nnot run (no row above):")
-        for r in skipped:
-            print(f"  {r['benchmark']}/{r['generator']}: {r['policy']} — {r['reason']}")
-    if not args.quiet:
-        choices_summary("data choices", st.notes)
-    if args.out is not None and st.out_fmt is not None:
-        attrs = {
-            "source": st.source,
-            "profile": profile.name,
-            "belief": belief,
-            "costs": args.costs or "paper default (slow on SWE-Bench, fast elsewhere)",
-            "interval": "95% paired bootstrap over instances (ci_lo, ci_hi)",
-            "max_patches": profile.max_patches if profile.max_patches is not None else "the whole pool",
-            "data_choices": st.notes,
-            "baselines": df.attrs.get("baselines", []),
-        }
-        _write_table(df, args.out, st.out_fmt, attrs)
-        print(f"\nwrote {args.out}", file=sys.stderr)
-    if args.plot is not None:
-        _plot(df, args, st.costs)
-    return 0
+        lines.append("\nnot run (no row above):")
+        lines += [f"  {r['benchmark']}/{r['generator']}: {r['policy']} — {r['reason']}" for r in skipped]
+    attrs = {
+        "interval": "95% paired bootstrap over instances (ci_lo, ci_hi)",
+        "max_patches": profile.max_patches if profile.max_patches is not None else "the whole pool",
+        "baselines": df.attrs.get("baselines", []),
+    }
+    return _finish(st, "\n".join(lines), df, attrs)
 
 
 def _run_protocol(st: _Setup) -> int:
@@ -549,7 +533,8 @@ def _run_protocol(st: _Setup) -> int:
     from bpc.constants import FOLD_SEEDS, N_FOLDS
     from bpc.experiments.protocol import ProtocolConfig, protocol_table, replay_evaluator, run_protocol
     from bpc.experiments.task_eval import prior_gain_table
-    from bpc.progress import choices_summary, info
+    from bpc.outputs import run_config, versions
+    from bpc.progress import info
     from bpc.replay.engine import pipeline_orders
     from bpc.report.tables import flag_abstention
 
@@ -578,44 +563,34 @@ def _run_protocol(st: _Setup) -> int:
     table = protocol_table(res)
     table = flag_abstention(table.assign(belief=st.belief, split="eval", prior=args.prior))
     gains = prior_gain_table(res.tables["utilities"]) if args.prior == "task" else None
-    prior_text = _prior_text(args)
     n_cells = table[["benchmark", "generator"]].drop_duplicates().shape[0]
-    print(
+    lines = [
         f"bpc replay — {st.source}, profile {profile.name}, {n_cells} cell(s); {n_folds}-fold cross-fitting "
         f"over tasks × seeds {' '.join(map(str, seeds))} (each task scored held-out once per seed); "
-        f"Bayesian controllers ({st.belief} belief) start from {prior_text}"
-    )
-    print(format_protocol_table(table, pipeline_orders(st.records, st.costs, st.profile)))
+        f"Bayesian controllers ({st.belief} belief) start from {_prior_text(args)}",
+        format_protocol_table(table, pipeline_orders(st.records, st.costs, st.profile)),
+    ]
     if gains is not None:
-        print(format_prior_gains(gains, res.tables["utilities"]))
-    if not args.quiet:
-        choices_summary("data choices", st.notes)
-    if args.out is not None and st.out_fmt is not None:
-        config = {
-            "source": st.source,
-            "profile": profile.name,
-            "belief": st.belief,
-            "costs": args.costs or "paper default (slow on SWE-Bench, fast elsewhere)",
-            "n_folds": n_folds,
-            "seeds": list(seeds),
-            "prior": args.prior,
-            "task_evidence": args.task_evidence if args.prior == "task" else "",
-            "exclude_flagged": bool(args.exclude_flagged),
-            "max_patches": profile.max_patches,
-            "interval": f"{table.attrs['prob']:.0%} task-clustered percentile bootstrap (task ids resampled "
-            "jointly across the cells of a benchmark); delta/ci_* vs always_verify, *_best vs the best "
-            "simple baseline chosen on the training folds",
-            "data_choices": st.notes,
-        }
-        _write_protocol(table, res, gains, args.out, st.out_fmt, config, args)
-        print(f"\nwrote {args.out}", file=sys.stderr)
-    if args.plot is not None:
-        title = (
-            f"Δ vs always_verify, {n_folds}-fold × {len(seeds)} seeds cross-fitted; "
-            f"{table.attrs['prob']:.0%} task-clustered bootstrap CI"
-        )
-        _plot(table, args, st.costs, title)
-    return 0
+        lines.append(format_prior_gains(gains, res.tables["utilities"]))
+    prob = table.attrs["prob"]
+    attrs = {
+        "n_folds": n_folds,
+        "seeds": list(seeds),
+        "prior": args.prior,
+        "task_evidence": args.task_evidence if args.prior == "task" else "",
+        "exclude_flagged": bool(args.exclude_flagged),
+        "max_patches": profile.max_patches,
+        "interval": f"{prob:.0%} task-clustered percentile bootstrap (task ids resampled "
+        "jointly across the cells of a benchmark); delta/ci_* vs always_verify, *_best vs the best "
+        "simple baseline chosen on the training folds",
+        "command": run_config(args),
+        "versions": versions(),
+    }
+    title = (
+        f"Δ vs always_verify, {n_folds}-fold × {len(seeds)} seeds cross-fitted; {prob:.0%} task-clustered "
+    )
+    title += "bootstrap CI"
+    return _finish(st, "\n".join(lines), table, attrs, _protocol_tree(table, res, gains), title)
 
 
 def _prior_text(args: argparse.Namespace) -> str:
@@ -639,33 +614,30 @@ def format_protocol_table(df, pipelines=None) -> str:
     ``pipelines``: ``(benchmark, generator)`` → the line stating the cell's fixed pipeline
     (:func:`bpc.replay.engine.pipeline_orders`), printed under its block.
     """
-    from bpc.report.tables import ABSTAIN_MARK, ABSTAIN_NOTE, flag_abstention
+    from bpc.report.tables import ABSTAIN_MARK
 
-    if "wins_by_abstaining" not in df.columns:
-        df = flag_abstention(df)
     prob = float(df["prob"].iloc[0]) if len(df) else float("nan")
     lines = [
         f"Δ vs always_verify and vs the best simple baseline (chosen on the training folds only); "
         f"[{prob:.0%} task-clustered bootstrap CI]; n = tasks"
     ]
-    for (b, g), block in df.groupby(["benchmark", "generator"], sort=False):
+
+    def title(key, block) -> str:
         n = int(block["n_instances"].max())
-        lines.append(f"\n{b} / {g} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}")
-        head = f"  {'policy':<22}{'n':>5}{'pass_rate':>11}{'cost/task':>11}{'mean_utility':>14}"
-        lines.append(f"{head}   {'Δ vs always_verify':<30}{'Δ vs best simple':<30}{_ACTIONS_HEAD}")
-        for r in block.itertuples(index=False):
-            pol = str(r.policy)
-            flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
-            av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
-            best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
-            lines.append(
-                f"  {pol:<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
-                f"{r.mean_utility:>14.2f}   {av:<30}{best:<30}{_actions(r)}"
-            )
-        lines += _pipeline_line(pipelines, (str(b), str(g)), block["policy"])
-    if df["wins_by_abstaining"].any():
-        lines.append("\n" + ABSTAIN_NOTE)
-    return "\n".join(lines)
+        return f"\n{key[0]} / {key[1]} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}"
+
+    def row(r) -> str:
+        flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
+        av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
+        best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
+        return (
+            f"  {str(r.policy):<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
+            f"{r.mean_utility:>14.2f}   {av:<30}{best:<30}"
+        )
+
+    head = f"  {'policy':<22}{'n':>5}{'pass_rate':>11}{'cost/task':>11}{'mean_utility':>14}"
+    head += f"   {'Δ vs always_verify':<30}{'Δ vs best simple':<30}"
+    return _blocks(df, ["benchmark", "generator"], pipelines, title, head, row, lines)
 
 
 def format_prior_gains(gains, utilities) -> str:
@@ -712,16 +684,10 @@ def format_prior_gains(gains, utilities) -> str:
     return "\n".join(lines)
 
 
-def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args) -> None:
-    """Write the protocol table: CSV / Parquet (the table), netCDF (a DataTree, config in attrs)."""
-    import json
-
+def _protocol_tree(table, res, gains) -> dict:
+    """The netCDF DataTree's children of the protocol: the table, every Δ, the baselines chosen, the gains."""
     import xarray as xr
 
-    from bpc.outputs import run_config, versions, write_netcdf
-
-    if _write_flat(table, path, fmt):
-        return
     keys = ["benchmark", "generator", "policy"]
     numeric = table.drop(columns=["best_simple", "belief", "split", "prior", "prob"]).assign(
         wins_by_abstaining=table["wins_by_abstaining"].astype(float)
@@ -729,25 +695,14 @@ def _write_protocol(table, res, gains, path: Path, fmt: str, config: dict, args)
     main = numeric.set_index(keys).to_xarray()
     choice = table.drop_duplicates(["benchmark", "generator"]).set_index(["benchmark", "generator"])
     main["best_simple"] = choice["best_simple"].to_xarray().fillna("").astype(str)
-    deltas = res.tables["deltas"].set_index(["benchmark", "generator", "policy", "reference"]).to_xarray()
-    deltas = deltas.drop_vars("prob")
-    keys = ["seed", "fold", "benchmark", "generator"]
-    chosen = res.tables["baselines"].set_index(keys)["baseline"].to_xarray()
+    deltas = res.tables["deltas"].set_index([*keys, "reference"]).to_xarray().drop_vars("prob")
+    chosen = res.tables["baselines"].set_index(["seed", "fold", "benchmark", "generator"])["baseline"]
     children = {
         "table": main,
         "deltas": deltas,
-        "baselines": xr.Dataset({"baseline": chosen.fillna("").astype(str)}),
+        "baselines": xr.Dataset({"baseline": chosen.to_xarray().fillna("").astype(str)}),
     }
     if gains is not None:
         gain_ds = gains.set_index(["benchmark", "generator", "policy", "start"]).drop(columns=["reference"])
         children["prior_gain"] = gain_ds.to_xarray()
-    tree = xr.DataTree.from_dict({f"/{k}": v for k, v in children.items()})
-    attrs = {**config, "command": run_config(args), "versions": versions()}
-    plain = (str, int, float)
-    tree.attrs.update(
-        {
-            k: v if isinstance(v, plain) and not isinstance(v, bool) else json.dumps(v)
-            for k, v in attrs.items()
-        }
-    )
-    write_netcdf(tree, path)
+    return children

@@ -188,7 +188,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     srv.add_argument(
         "--state-file",
         type=Path,
-        default=None,
         metavar="FILE.json",
         help="resume the episodes this file holds at start; write the open ones to it (atomically) "
         "when the server ends — end of input, quit, SIGTERM, SIGINT or SIGHUP",
@@ -202,7 +201,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     srv.add_argument(
         "--learn-state",
         type=Path,
-        default=None,
         metavar="FILE.nc",
         help="with --learn: continue from the calibration state this file holds, and write it there "
         "(atomically) when the server ends, as --state-file is",
@@ -210,7 +208,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     srv.add_argument(
         "--task-priors",
         type=Path,
-        default=None,
         metavar="FILE.nc",
         help="per-task priors (bpc.estimate.crossed.task_priors, saved as netCDF): 'start' may then give "
         "'task' to start from that task's prior",
@@ -278,48 +275,6 @@ def check_id(value: Any, field: str) -> str | int:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
         return value
     raise RequestError("BadRequest", f"'{field}' must be a string or a 64-bit integer, got {quote(value)}")
-
-
-def check_move(move: Any) -> dict[str, Any]:
-    """A move object (a request, or a saved state's move): :func:`bpc.decide.live.moves.parse_move`.
-
-    A request's ``id`` and ``request_id`` are allowed besides the move's fields.
-
-    Raises
-    ------
-    MoveError
-        For an unknown op or field, or a value of the wrong JSON type.
-    """
-    return parse_move(move, also=COMMON_FIELDS - {"op"}).to_dict()
-
-
-def _check_state(state: Any) -> Mapping[str, Any]:
-    """A saved episode state whose moves are well-typed moves (the rest is checked by ``from_dict``)."""
-    if not isinstance(state, Mapping):
-        raise RequestError(
-            "BadRequest", f"'state' must be a saved episode (a JSON object), got {quote(state)}"
-        )
-    start = state.get("start", {})
-    if not isinstance(start, Mapping):
-        raise RequestError("BadRequest", "'state.start' must be a JSON object")
-    belief, used = start.get("belief"), start.get("used", [])
-    if belief is not None and (isinstance(belief, bool) or not isinstance(belief, (int, float))):
-        raise RequestError(
-            "BadRequest", f"'state.start.belief' must be a number or null, got {quote(belief)}"
-        )
-    if not isinstance(used, list) or not all(isinstance(c, str) for c in used):
-        raise RequestError(
-            "BadRequest", f"'state.start.used' must be a list of critic names, got {quote(used)}"
-        )
-    moves = state.get("moves", [])
-    if not isinstance(moves, list):
-        raise RequestError("BadRequest", "'state.moves' must be a list of moves")
-    for i, move in enumerate(moves):
-        try:
-            check_move(move)
-        except MoveError as exc:
-            raise RequestError("BadRequest", f"'state.moves[{i}]': {exc}") from None
-    return state
 
 
 # ---------------------------------------------------------------------------
@@ -450,7 +405,7 @@ class Server:
                     "BadRequest",
                     "'state' resumes a saved episode: no 'belief', 'used', 'critics', 'task', 'task_prior'",
                 )
-            ep = Episode.from_dict(_check_state(request["state"]), ctrl)
+            ep = Episode.from_dict(request["state"], ctrl)
         else:
             belief = request.get("belief")
             if belief is not None:
@@ -483,7 +438,6 @@ class Server:
                 belief=belief, used=used, critics=critics, theta0=theta0, task=task, task_priors=priors
             )
             out["prior_source"] = ep.prior_source
-        out["id"] = eid
         self._closed.pop(eid, None)
         self.episodes[eid] = ep
         self.cells[eid] = cell
@@ -492,27 +446,21 @@ class Server:
             self._close(eid, ep, out)
 
     def _op_move(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
-        move = check_move(request)
+        move = parse_move(request, also=COMMON_FIELDS - {"op"}).to_dict()
         eid, ep = self._open(request)
-        out["id"] = eid
         ep.apply(move)
         out["state"] = _summary(ep)
         if ep.done:
             self._close(eid, ep, out)
 
     def _op_decide(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
-        eid, ep = self._open(request)
-        out["id"] = eid
-        out["decision"] = ep.decide().to_dict()
+        out["decision"] = self._open(request)[1].decide().to_dict()
 
     def _op_state(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
-        eid, ep = self._open(request)
-        out["id"] = eid
-        out["state"] = ep.to_dict()
+        out["state"] = self._open(request)[1].to_dict()
 
     def _op_end(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         eid, ep = self._open(request)
-        out["id"] = eid
         out["state"] = ep.to_dict()
         del self.episodes[eid]
         self.cells.pop(eid, None)
@@ -564,10 +512,10 @@ class Server:
             out["op"] = op
             if bad_request_id is not None:
                 raise bad_request_id
-            if op not in ("episodes", "controller", "drift", "quit"):
+            if op not in ("episodes", "controller", "drift", "quit"):  # the episode's ops answer its id
                 out["id"] = check_id(request.get("id", DEFAULT_ID), "id")
             if op in MOVES:
-                self._op_move(request, out)  # check_move refuses unknown fields
+                self._op_move(request, out)  # parse_move refuses unknown fields
             else:
                 check_fields(request, op, OP_FIELDS[op], also=COMMON_FIELDS - {"op"})
                 getattr(self, f"_op_{op}")(request, out)
@@ -621,6 +569,16 @@ class Server:
             return
         learner.save(self.learn_path)
         self._learnt_saved = learner.n_episodes
+
+    def save_files(self) -> dict[str, Any]:
+        """Write the open episodes (``--state-file``) and the learnt calibration: what was written."""
+        out: dict[str, Any] = {}
+        if self.state_path is not None:
+            out.update(state_file=str(self.state_path), saved=self.save(self.state_path))
+        if self.learn_path is not None:
+            self.controller.learner.save(self.learn_path)
+            out["learn_state"] = str(self.learn_path)
+        return out
 
     def snapshot(self) -> dict[str, Any]:
         """The open episodes as the JSON of a ``--state-file``, with the checksum over all of it."""
@@ -698,7 +656,7 @@ class Server:
                 if eid in episodes:
                     raise RequestError("BadRequest", f"a second episode with id {quote(eid)}")
                 cell = entry.get("cell")
-                ep = Episode.from_dict(_check_state(entry["state"]), self._controller_for(cell))
+                ep = Episode.from_dict(entry["state"], self._controller_for(cell))
                 if ep.done:
                     raise RequestError("BadRequest", f"episode {quote(eid)} is over ({ep.outcome})")
             except (ValueError, KeyError, TypeError) as exc:
@@ -764,10 +722,6 @@ def serve(server: Server, stdin: IO[bytes], stdout: IO[str]) -> None:
             continue
         stdout.write(dumps(answer) + "\n")
         stdout.flush()
-
-
-def _str(path: Path | None) -> str | None:
-    return None if path is None else str(path)
 
 
 def _task_priors(path: Path | None):
@@ -861,7 +815,7 @@ def run(args: argparse.Namespace) -> int:
                 "state_file": None if args.state_file is None else str(args.state_file),
                 "learning": None
                 if learnt is None
-                else {"episodes": learnt, "state_file": _str(args.learn_state)},
+                else {"episodes": learnt, "state_file": args.learn_state and str(args.learn_state)},
                 "limits": server.limits(),
                 "warnings": list(  # bpc's own (e.g. an inverted critic), not libraries' deprecations
                     dict.fromkeys(
@@ -878,10 +832,7 @@ def run(args: argparse.Namespace) -> int:
             serve(server, sys.stdin.buffer, sys.stdout)
         except BrokenPipeError:  # the reader went away: keep the episodes, then end as bpc does (exit 1)
             server.busy = True
-            if args.state_file is not None:
-                server.save(args.state_file)
-            if args.learn_state is not None:
-                server.controller.learner.save(args.learn_state)
+            server.save_files()
             raise
         reason = server.pending_signal
     except Shutdown as stop:
@@ -897,12 +848,7 @@ def run(args: argparse.Namespace) -> int:
     if reason is not None:
         end["signal"] = signal.Signals(reason).name
     try:
-        if args.state_file is not None:
-            end["state_file"] = str(args.state_file)
-            end["saved"] = server.save(args.state_file)
-        if args.learn_state is not None:
-            server.controller.learner.save(args.learn_state)
-            end["learn_state"] = str(args.learn_state)
+        end.update(server.save_files())
     except (OSError, ValueError) as exc:
         end.update(ok=False, error={"type": "StateFileError", "message": _clip(str(exc))})
         rc = 1

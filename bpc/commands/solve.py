@@ -49,7 +49,7 @@ from pathlib import Path
 
 import bpc.constants as _constants
 from bpc.constants import GRID_SIZE, HORIZON, LIVE_MAX_COST_REWARDS, LIVE_MAX_PATCHES, LIVE_REGENERATE
-from bpc.decide.options import Budget, PlanOptions, check_sizes
+from bpc.decide.options import Budget, PlanOptions
 from bpc.validation import check_cost, check_probability
 
 NAME = "solve"
@@ -66,21 +66,15 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument(
         "--params",
         type=Path,
-        default=None,
         help="Laplace estimates (bpc estimate --out FILE.nc) or a posterior (bpc fit --out FILE.nc)",
     )
-    src.add_argument(
-        "--cell", default=None, metavar="BENCH/GEN", help="the cell of --params, e.g. lcb_hard/gpt5_mini"
-    )
+    src.add_argument("--cell", metavar="BENCH/GEN", help="the cell of --params, e.g. lcb_hard/gpt5_mini")
     src.add_argument(
         "--mode",
         choices=MODES,
-        default=None,
         help="how posterior draws enter the decision (default: plugin for estimates, bayes_robust for draws)",
     )
-    src.add_argument(
-        "--max-draws", type=int, default=None, help="thin the posterior to this many draws (faster set-up)"
-    )
+    src.add_argument("--max-draws", type=int, help="thin the posterior to this many draws (faster set-up)")
     src.add_argument(
         "--accept-unconverged",
         action="store_true",
@@ -88,7 +82,7 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
         "every decision then says so",
     )
     num = parser.add_argument_group("controller from explicit numbers")
-    num.add_argument("--prior", type=float, default=None, help="prior π = P(Y=1) of a fresh patch")
+    num.add_argument("--prior", type=float, help="prior π = P(Y=1) of a fresh patch")
     num.add_argument(
         "--critic",
         action="append",
@@ -99,26 +93,23 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     num.add_argument(
         "--p-fix",
         type=float,
-        default=None,
         help="P(Y'=1|Y=0) of refinement, with --p-break (default: prior, a fresh sample)",
     )
     num.add_argument(
         "--p-break",
         type=float,
-        default=None,
         help="P(Y'=0|Y=1) of refinement, with --p-fix (default: 1 − prior, a fresh sample)",
     )
     costs = parser.add_argument_group("costs")
     costs.add_argument(
         "--costs",
-        default=None,
         help="named cost vector (fast, slow, paper-release) or a JSON/TOML file: defaults for "
         "--c-gen, --c-ver, --reward and for critic costs left out of --critic (NAME:TPR:FPR); "
         "with --params the default is the paper's vector for the benchmark",
     )
-    costs.add_argument("--c-gen", type=float, default=None, help="cost of a (re)generation")
-    costs.add_argument("--c-ver", type=float, default=None, help="cost of oracle verification")
-    costs.add_argument("--reward", type=float, default=None, help="reward R of a verified pass")
+    costs.add_argument("--c-gen", type=float, help="cost of a (re)generation")
+    costs.add_argument("--c-ver", type=float, help="cost of oracle verification")
+    costs.add_argument("--reward", type=float, help="reward R of a verified pass")
     solver = parser.add_argument_group("solver")
     solver.add_argument("--method", choices=METHODS, default="dp", help="solver (default dp)")
     solver.add_argument(
@@ -130,7 +121,6 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     solver.add_argument(
         "--belief-model",
         choices=("iid", "instance"),
-        default=None,
         help="patches independent given the cell (iid, the paper's) or sharing the task's pass rate "
         "(instance, docs/method.md 'The instance model'; κ from --params or --kappa); default: "
         "instance with --params, iid from explicit numbers",
@@ -138,13 +128,10 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     solver.add_argument(
         "--regenerate",
         choices=("fresh", "refine"),
-        default=None,
         help="how a new patch is made, in planning and acting: a fresh sample of the task (default) or "
         "a refinement through the measured (or given) fix/break kernel (default with --p-fix/--p-break)",
     )
-    solver.add_argument(
-        "--kappa", type=float, default=None, help="instance model: concentration κ of a task's pass rate"
-    )
+    solver.add_argument("--kappa", type=float, help="instance model: concentration κ of a task's pass rate")
     solver.add_argument(
         "--paper-planning",
         action="store_true",
@@ -154,14 +141,12 @@ def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
     solver.add_argument(
         "--max-patches",
         type=int,
-        default=None,
         help=f"patch budget of an episode (default {LIVE_MAX_PATCHES['iid']['dp']} for every belief and "
         "method, bpc.constants.LIVE_MAX_PATCHES)",
     )
     solver.add_argument(
         "--max-cost",
         type=float,
-        default=None,
         help=f"cost budget of an episode (default {LIVE_MAX_COST_REWARDS['iid']['dp']:g} × reward for every "
         "belief and method, bpc.constants.LIVE_MAX_COST_REWARDS; inf: none)",
     )
@@ -183,7 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the episode so far, e.g. syn:pass,test:fail,verify:fail,regenerate "
         "(CRITIC:pass|fail|none, verify:pass|fail, regenerate, refine)",
     )
-    state.add_argument("--belief", type=float, default=None, help="current belief (default: the prior)")
+    state.add_argument("--belief", type=float, help="current belief (default: the prior)")
     state.add_argument(
         "--used",
         default="",
@@ -291,8 +276,6 @@ def build_controller(
     from bpc.commands._checks import check_controller_options
 
     check_controller_options(args)
-    if args.horizon < 0:
-        raise ValueError(f"--horizon must be >= 0, got {args.horizon}")
     chosen: str = args.method if method is None else method
     if args.params is not None:
         return _params_controller(args, chosen, args.cell if cell is None else cell, learn)
@@ -330,7 +313,7 @@ def _explicit_controller(args: argparse.Namespace, method: str, learn: bool = Fa
         kernel=kernel,
         kappa=args.kappa,
         plan=plan_options(args, method, kernel_given=kernel is not None, belief=args.belief_model or "iid"),
-        budget=budget(args),
+        budget=Budget(max_patches=args.max_patches, max_cost=args.max_cost),
         learn=learn,
     )
     inputs = {
@@ -356,7 +339,7 @@ def plan_options(
     Raises
     ------
     ValueError
-        For a given kernel that would go unused, or a size above its limit, naming the option.
+        For a given kernel that would go unused, naming the options.
     """
     regenerate = getattr(args, "regenerate", None)
     if regenerate is None:
@@ -366,11 +349,6 @@ def plan_options(
             "--p-fix/--p-break describe refinement, but --regenerate fresh never refines a patch: "
             "give --regenerate refine (or drop them)"
         )
-    for name, value in (("--horizon", args.horizon), ("--grid-size", args.grid_size)):
-        try:
-            check_sizes(**{name[2:].replace("-", "_"): value})
-        except ValueError as exc:
-            raise ValueError(f"{name}: {exc}") from None
     return PlanOptions(
         belief=belief,
         method=method,
@@ -381,22 +359,6 @@ def plan_options(
         regenerate=regenerate,
         plan_verify_continues=False if args.paper_planning else None,
     )
-
-
-def budget(args: argparse.Namespace) -> Budget:
-    """The :class:`~bpc.decide.options.Budget` of ``--max-patches`` and ``--max-cost``.
-
-    Raises
-    ------
-    ValueError
-        For a patch budget above :data:`bpc.constants.MAX_PATCHES`, naming the option.
-    """
-    if args.max_patches is not None:
-        try:
-            check_sizes(max_patches=args.max_patches)
-        except ValueError as exc:
-            raise ValueError(f"--max-patches: {exc}") from None
-    return Budget(max_patches=args.max_patches, max_cost=getattr(args, "max_cost", None))
 
 
 def _params_controller(args: argparse.Namespace, method: str, cell: str | None, learn: bool = False):
@@ -432,7 +394,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         costs=costs,
         max_draws=args.max_draws,
         plan=plan_options(args, method, belief=args.belief_model or "instance"),
-        budget=budget(args),
+        budget=Budget(max_patches=args.max_patches, max_cost=args.max_cost),
         learn=learn,
     )
     if caveat is not None:
@@ -514,13 +476,8 @@ def decide(args: argparse.Namespace) -> dict:
         out["note"] = note
     if d.p_optimal is not None:
         band = d.to_dict()
-        out.update(
-            mode=ctrl.mode,
-            p_optimal=band["p_optimal"],
-            q_band=band["q_band"],
-            ci_prob=band["ci_prob"],
-            ci_kind=band["ci_kind"],
-        )
+        out["mode"] = ctrl.mode
+        out.update({k: band[k] for k in ("p_optimal", "q_band", "ci_prob", "ci_kind")})
     elif ctrl.n_samples > 1 or args.params is not None:
         out["mode"] = ctrl.mode
     out["state"] = {"belief": d.belief, "used": list(d.used), "steps_left": d.steps_left}

@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for flag, choices in (("--start", STARTS), ("--controller", CONTROLLERS)):
         what = f"{flag[2:]} (repeatable; default every {flag[2:]}: {', '.join(choices)})"
-        parser.add_argument(flag, action="append", choices=choices, default=None, help=what)
+        parser.add_argument(flag, action="append", choices=choices, help=what)
     for flag, default, what in (
         ("--orders", d.orders, "random task orders"),
         ("--particles", d.particles, "particles of each learning state"),
@@ -84,14 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset",
         action="append",
-        default=None,
         help="sampler preset a left-out hierarchical fit tries, in order, until it converges "
         f"(repeatable; default: {', then '.join(d.presets)})",
     )
     parser.add_argument(
         "--fits",
         type=Path,
-        default=None,
         metavar="DIR",
         help="folder of left-out hierarchical fits to reuse and write (reused only when made from the "
         "same counts, model, sampler settings and seed)",

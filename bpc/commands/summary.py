@@ -21,12 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        default=None,
         help="output folder (default: <posterior stem>_summary beside the file)",
     )
-    parser.add_argument(
-        "--rates", nargs="+", default=None, help="rates for the forest plot (default: all but gap)"
-    )
+    parser.add_argument("--rates", nargs="+", help="rates for the forest plot (default: all but gap)")
     add_output_arguments(parser, seed=None, quiet="do not print the table")
 
 

@@ -270,14 +270,9 @@ def policy_columns(table: pd.DataFrame) -> list[str]:
 
 def abstention_mask(table: pd.DataFrame) -> pd.DataFrame:
     """Same shape as a wide Δ table; True on each Δ that wins by abstaining (for :data:`ABSTAIN_MARK`)."""
-    mask = pd.DataFrame(False, index=table.index, columns=table.columns)
-    if "wins_by_abstaining" not in table.columns:
-        return mask
-    for i, listed in enumerate(table["wins_by_abstaining"].fillna("")):
-        for policy in filter(None, (p.strip() for p in str(listed).split(","))):
-            if policy in mask.columns:
-                mask.iat[i, list(mask.columns).index(policy)] = True
-    return mask
+    listed = table["wins_by_abstaining"].fillna("") if "wins_by_abstaining" in table.columns else ()
+    flagged = [{p.strip() for p in str(s).split(",")} - {""} for s in listed] or [set()] * len(table)
+    return pd.DataFrame({c: [c in f for f in flagged] for c in table.columns}, index=table.index, dtype=bool)
 
 
 def winner_mask(table: pd.DataFrame, columns: Sequence[str], *, decimals: int = 1) -> pd.DataFrame:

@@ -135,17 +135,12 @@ def paged[T](items: Sequence[T], per_page: int) -> list[list[T]]:
     >>> paged([1, 2], 16)
     [[1, 2]]
     """
-    items = list(items)
+    import numpy as np
+
     if per_page < 1:
         raise ValueError(f"paged: per_page must be >= 1, got {per_page}")
     n_pages = max(1, -(-len(items) // per_page))
-    base, extra = divmod(len(items), n_pages)
-    out, start = [], 0
-    for k in range(n_pages):
-        size = base + (1 if k < extra else 0)
-        out.append(items[start : start + size])
-        start += size
-    return out
+    return [[items[int(i)] for i in page] for page in np.array_split(np.arange(len(items)), n_pages)]
 
 
 def page_path(path: str | Path, page: int, n_pages: int) -> Path:
