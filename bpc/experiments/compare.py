@@ -48,7 +48,7 @@ expectation, given what we know about the cell".
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -481,8 +481,8 @@ def compare(
     from bpc.constants import FOLD_SEEDS
     from bpc.decide.uncertainty import first_action_table
     from bpc.estimate.laplace import laplace
-    from bpc.estimate.model.refits import KHAT_MAX
-    from bpc.experiments.posterior import HierarchicalRefits, check_posterior_cells, fit_posterior
+    from bpc.estimate.model.refits import KHAT_MAX, RefitLadder
+    from bpc.experiments.posterior import check_posterior_cells, fit_posterior
 
     cf = config
     source, posterior, quick, seed, targets = cf.source, cf.posterior, cf.quick, cf.seed, cf.targets
@@ -557,10 +557,17 @@ def compare(
             )
             pred = predicted_vs_realised(checks)
             cov = coverage_intervals(checks, by=("policy",))
-    # one compiled model for the posterior fit (the template spans every count set fitted later)
-    refits = HierarchicalRefits(data.counts, preset=preset, progress=progress)
+    # one refit ladder, compiled once, for the posterior fit and the efficiency refits (its template
+    # spans every count set fitted later)
+    ladder = RefitLadder(
+        data.counts,
+        presets=cf.refit_presets or (("refit-quick",) if quick else REFIT_PRESETS),
+        cache=cf.refit_cache,
+        kernels="measured",
+        progress=progress,
+    )
     with stage("posterior", enabled=progress):
-        post = fit_posterior(posterior, counts, preset=preset, seed=seed, refits=refits, progress=progress)
+        post = fit_posterior(posterior, counts, preset=preset, seed=seed, ladder=ladder, progress=progress)
     check_posterior_cells(post.params, data.cells, posterior)
     with stage("replay on held-out instances", enabled=progress):
         sim = Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed)
@@ -582,12 +589,11 @@ def compare(
     eff = pairs = None
     if cf.efficiency:
         with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
-            presets = cf.refit_presets or (("refit-quick",) if quick else None)
             eff, pairs = _efficiency(
                 data,
                 chosen,
-                replace(cf, refit_presets=presets),
-                refits=refits if cf.hierarchical else None,
+                cf,
+                ladder=ladder if cf.hierarchical else None,
                 scheduler=scheduler,
                 progress=progress,
             )
@@ -633,14 +639,13 @@ def compare(
 
 
 def _efficiency(
-    data: CompareData, targets: Sequence[Cell], config: CompareConfig, *, refits, scheduler, progress: bool
+    data: CompareData, targets: Sequence[Cell], config: CompareConfig, *, ladder, scheduler, progress: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`compare`'s leave-one-cell-out tables: vs Laplace, and vs :data:`EFFICIENCY_PAIRS`.
 
     Every arm scores every fold of every repeat at every k; the hierarchical arms read one fit per
     target, reweighted per calibration (:class:`bpc.estimate.model.refits.LocoRefits`).
     """
-    from bpc.estimate.model.refits import RefitLadder
     from bpc.experiments import efficiency as eff
 
     cf = config
@@ -649,14 +654,7 @@ def _efficiency(
         "complete_pooling": eff.complete_pooling_calibration,
         eff.TASK_ARM: eff.task_prior_calibration,
     }
-    if refits is not None:
-        ladder = RefitLadder(
-            refits.template,
-            presets=cf.refit_presets or REFIT_PRESETS,
-            cache=cf.refit_cache,
-            kernels=refits.kernels,
-            progress=progress,
-        )
+    if ladder is not None:
         methods.update(eff.hierarchical_arms(ladder, costs=cf.costs, profile="bpc"))
     loco = eff.LocoConfig(
         targets=tuple(targets),

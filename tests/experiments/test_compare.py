@@ -326,14 +326,14 @@ def test_posterior_without_the_replayed_cells_is_rejected():
 # ---------------------------------------------------------------------------
 # sampler presets, compile-once refits, diagnostics in the report
 # ---------------------------------------------------------------------------
-def test_sampler_presets_are_pinned():
+def test_sampler_presets_are_pinned(small):
     from bpc.constants import SAMPLER_PRESETS
-    from bpc.experiments.posterior import sampler_settings
+    from bpc.estimate.model.refits import RefitLadder
 
-    assert sampler_settings("default") == {"draws": 2000, "tune": 1500, "chains": 4, "target_accept": 0.95}
-    assert sampler_settings("quick")["chains"] == 4 and set(SAMPLER_PRESETS) >= {"quick", "default"}
-    with pytest.raises(ValueError, match="unknown sampler preset"):
-        sampler_settings("fast")
+    assert SAMPLER_PRESETS["default"] == {"draws": 2000, "tune": 1500, "chains": 4, "target_accept": 0.95}
+    assert SAMPLER_PRESETS["quick"]["chains"] == 4
+    with pytest.raises(ValueError, match="sampler preset"):
+        RefitLadder(small.counts, presets=("fast",))
 
 
 class _FakeRefitter:
@@ -341,7 +341,7 @@ class _FakeRefitter:
 
     built = 0
 
-    def __init__(self, template, *, target_accept):
+    def __init__(self, template, spec=None):
         type(self).built += 1
         self.calls = []
         self.accepts = []
@@ -355,24 +355,23 @@ class _FakeRefitter:
         return xr.DataTree.from_dict({"posterior": post, "parameters": params})
 
 
-def test_hierarchical_refits_compile_once(small, monkeypatch):
-    import bpc.estimate.model as model
-    from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS, HierarchicalRefits, fit_posterior
+def test_posterior_fit_shares_the_ladders_compiled_model(small):
+    from bpc.estimate.model.refits import RefitLadder
+    from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS, fit_posterior, hierarchical_fit
 
-    monkeypatch.setattr(model, "Refitter", _FakeRefitter)
     _FakeRefitter.built = 0
     counts = source_counts(small, source_split(small))
-    refits = HierarchicalRefits(counts, preset="quick")
+    ladder = RefitLadder(counts, presets=("refit-quick",), kernels="measured", refitter=_FakeRefitter)
     assert _FakeRefitter.built == 0  # compiled on first use only
-    main = fit_posterior(None, counts, seed=3, refits=refits)
-    other = refits.with_preset("refit-quick")
-    params = other(counts, 4)
+    main = fit_posterior(None, counts, preset="quick", seed=3, ladder=ladder)
+    other = hierarchical_fit(ladder, counts, preset="refit-quick", seed=4)
     assert _FakeRefitter.built == 1
-    assert refits.refitter.calls == [(500, 500, 4, 3, "measured"), (200, 200, 2, 4, "measured")]
+    fitter = ladder.fitter
+    assert fitter.calls == [(500, 500, 4, 3, "measured"), (200, 200, 2, 4, "measured")]
     # each preset's own target_accept, though both fits share the model compiled for the first
-    assert refits.refitter.accepts == [0.95, 0.9]  # quick, then refit-quick
+    assert fitter.accepts == [0.95, 0.9]  # quick, then refit-quick
     assert set(DIAGNOSTIC_COLUMNS) <= set(main.diagnostics) and "max R-hat" in main.description
-    assert all(k in params.attrs for k in DIAGNOSTIC_COLUMNS)
+    assert all(k in other.params.attrs for k in DIAGNOSTIC_COLUMNS)
 
 
 def test_simulated_pool_is_fresh_draws():
