@@ -61,14 +61,7 @@ import numpy as np
 
 from bpc.constants import DEFAULT_SEED, POOL_SIZE
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import (
-    CRITIC_OFFSET,
-    VERIFY,
-    Problem,
-    bayes_update,
-    make_problem,
-    regenerate,
-)
+from bpc.decide.kernels.belief import CRITIC_OFFSET, VERIFY, Problem, bayes_update, make_problem, regenerate
 from bpc.decide.kernels.dp import PAPER_TABLE, DPSolution, solve_grid
 from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
 from bpc.decide.kernels.instance import (

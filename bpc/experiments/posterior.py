@@ -151,7 +151,7 @@ def fit_posterior(
         fit = hierarchical_fit(ladder, counts, preset=preset, seed=seed)
         return Posterior(
             fit.params,
-            f"{fit.description}, fitted here on the fit instances; {describe_diagnostics(fit.diagnostics)}",
+            f"{fit.description}, fitted here; {describe_diagnostics(fit.diagnostics)}",
             fit.diagnostics,
         )
     from bpc.estimate import model

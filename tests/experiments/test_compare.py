@@ -144,6 +144,7 @@ def test_run_compare_quick_conjugate(tmp_path):
         scale=0.2,
         hierarchical=False,
         repeats=1,
+        targets=[("lcb_hard", "haiku45")],
     )
     res = write_compare(compare(config, progress=False), tmp_path)
     names = {p.name for p in res.files}
