@@ -564,15 +564,17 @@ def compare(
             )
             pred = predicted_vs_realised(checks)
             cov = coverage_intervals(checks, by=("policy",))
-    # one refit ladder, compiled once, for the posterior fit and the efficiency refits (its template
-    # spans every count set fitted later)
-    ladder = RefitLadder(
-        data.counts,
-        presets=cf.refit_presets or (("refit-quick",) if quick else REFIT_PRESETS),
-        cache=cf.refit_cache,
-        kernels="measured",
-        progress=progress,
-    )
+    # one refit ladder, compiled once, for the posterior fits and the efficiency refits (its template
+    # spans every count set fitted later); none when no hierarchical fit is made
+    ladder = None
+    if posterior is None or (cf.efficiency and cf.hierarchical):
+        ladder = RefitLadder(
+            data.counts,
+            presets=cf.refit_presets or (("refit-quick",) if quick else REFIT_PRESETS),
+            cache=cf.refit_cache,
+            kernels="measured",
+            progress=progress,
+        )
     with stage("posterior (every cell, every task: policy uncertainty)", enabled=progress):
         post = fit_posterior(
             posterior, data.counts, preset=preset, seed=seed, ladder=ladder, progress=progress
