@@ -68,7 +68,9 @@ def test_first_outcomes_keep_each_tasks_first_program():
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     rec, data = _input(tmp_path_factory.mktemp("panel"))
-    config = PanelConfig(ks=(0,), n_folds=2, hierarchical=(), B=100, protocol_seeds=(7,))
+    config = PanelConfig(
+        ks=(0,), n_folds=2, hierarchical=(), B=100, protocol_seeds=(7,), logo_per_benchmark=1
+    )
     return rec, run_panel(data, config)
 
 
@@ -135,6 +137,8 @@ def test_cli_panel_writes_report_figure_and_flagged_ids(tmp_path, capsys):
         "--k",
         "all",
         "--max-folds",
+        "1",
+        "--new-generator-per-benchmark",
         "1",
     ]
     assert main([*argv, "--no-hierarchical", "--bootstrap", "50", "--out", str(out), "--quiet"]) == 0
