@@ -61,7 +61,7 @@ import numpy as np
 
 from bpc.constants import DEFAULT_SEED, POOL_SIZE
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import CRITIC_OFFSET, Problem, bayes_update, make_problem, regenerate
+from bpc.decide.kernels.belief import CRITIC_OFFSET, VERIFY, Problem, bayes_update, make_problem, regenerate
 from bpc.decide.kernels.dp import PAPER_TABLE, DPSolution, solve_grid
 from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
 from bpc.decide.kernels.instance import (
@@ -456,8 +456,18 @@ class BeliefController:
         )
 
     def act(self, state: BeliefState) -> np.ndarray:
-        """Action per episode, ``(n,)``."""
-        return self.choose(self.q_values(state), state)
+        """Action per episode, ``(n,)``; never a verification of a patch known to fail.
+
+        A patch with b = 0 in every sample (a failed verification) cannot pass: verifying it again
+        reveals nothing and leaves the state as it was, so a planner whose continuation values
+        disagree across samples (Bayes-robust) would repeat it forever.
+        """
+        q = self.q_values(state)
+        known = (state.b == 0).all(axis=1)
+        if known.any():
+            q = q.copy()
+            q[known, :, VERIFY] = -np.inf
+        return self.choose(q, state)
 
     def observe_critic(self, state: BeliefState, k: int, z: np.ndarray, mask: np.ndarray) -> None:
         """Update the masked episodes' beliefs after critic ``k`` said ``z`` (missing: no update)."""

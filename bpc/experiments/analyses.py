@@ -403,17 +403,19 @@ def hierarchical_posterior(settings: AnalysisSettings, panel: Panel) -> Posterio
     """
     if "hierarchical" not in panel.cache:
         from bpc.data.splits import split_cells, split_counts
-        from bpc.experiments.posterior import HierarchicalRefits
+        from bpc.estimate.model.refits import RefitLadder
+        from bpc.experiments.posterior import hierarchical_fit
 
         # fit-split counts of the replayed cells laid over every other cell (count tables, kernel files)
         counts = split_counts(
             panel.records, split_cells(panel.records), trajectories=panel.trajectories, base=panel.counts
         )
-        refits = HierarchicalRefits(counts, preset=settings.sampler_preset, kernels="predict")
+        preset = settings.sampler_preset
+        ladder = RefitLadder(counts, presets=(preset,), kernels="predict")
         with stage(
             f"[{panel.name}] fitting the hierarchical model on the fit splits", enabled=settings.progress
         ):
-            panel.cache["hierarchical"] = refits.fit(counts, seed=settings.seed)
+            panel.cache["hierarchical"] = hierarchical_fit(ladder, counts, preset=preset, seed=settings.seed)
     return panel.cache["hierarchical"]
 
 

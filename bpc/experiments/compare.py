@@ -28,11 +28,10 @@ task-clustered intervals):
    targets are mapped through :func:`bpc.experiments.cluster.map_pieces`, so
    ``scheduler`` runs them on a ``dask.distributed`` cluster with the numbers
    of one process.
-5. **The posterior controllers' own view**, on the single 75/25 split of
-   :mod:`bpc.experiments.sources` (:func:`compare_cells`): posterior and
-   predictive Δ intervals beside the paired bootstrap, and the posterior
-   policy uncertainty (:func:`posterior_policy_uncertainty`). It is one
-   split with few tasks per cell; the protocol's tables are the comparison.
+5. **The posterior controllers' own view** (:func:`compare_cells`), cross-fitted over tasks like
+   the rest (one posterior per fold, from its training tasks): posterior and predictive Δ
+   intervals beside the task-clustered one, and the posterior policy uncertainty
+   (:func:`posterior_policy_uncertainty`, from the posterior of every task).
 
 **Which interval to trust for what.** The task-clustered bootstrap measures
 the *sampling variability of the scored tasks* with the controllers fixed; it
@@ -47,8 +46,8 @@ expectation, given what we know about the cell".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -63,14 +62,16 @@ from bpc.constants import (
     DIM_BENCHMARK,
     DIM_CRITIC,
     DIM_GENERATOR,
+    FOLD_SEEDS,
     N_FOLDS,
     PAPER_CRITICS,
     REFINEMENT_POLICIES,
     REFIT_PRESETS,
 )
 from bpc.costs import CostSpec, cost_resolver, costs_for
-from bpc.data.splits import Cell, Split
+from bpc.data.splits import Cell
 from bpc.data.tasks import task_choices
+from bpc.evaluate import FoldData
 from bpc.experiments.delta import Simulation
 from bpc.experiments.efficiency import LOCO_K
 from bpc.experiments.posterior import posterior_mean_params
@@ -101,132 +102,144 @@ COMPARE_BASELINES: tuple[str, ...] = BASELINE_POLICIES + REFINEMENT_POLICIES
 # Held-out replay
 # ---------------------------------------------------------------------------
 _SIMULATION = Simulation()
+_CELL = ["benchmark", "generator"]
+
+
+PosteriorFit = Callable[[xr.Dataset], xr.Dataset]
+"""Training counts → posterior draws over (at least) the fold's cells."""
+
+_POSTERIOR_COLUMNS = ("post_mean", "post_lo", "post_hi", "p_positive", "mc_se", "pred_lo", "pred_hi")
+_DRAW_COLUMNS = ("mean_utility", "pass_rate", "draw_lo", "draw_hi")
 
 
 def compare_cells(
     data: CompareData,
-    laplace_params: xr.Dataset,
-    post: xr.Dataset,
-    split: Split,
+    fit: PosteriorFit,
     sim: Simulation = _SIMULATION,
     *,
     costs: CostSpec = None,
     critics: Sequence[str] = PAPER_CRITICS,
     robust_draws: int | None = 200,
+    seeds: Sequence[int] = FOLD_SEEDS[:1],
     progress: bool = False,
 ) -> pd.DataFrame:
-    """Replay baselines and the four controllers on every cell's eval instances.
+    """Baselines and the four controllers, cross-fitted over tasks, with their posterior Δ.
+
+    Every fold of :func:`bpc.evaluate.cross_fit` calibrates Laplace and the posterior (``fit``)
+    on its training side, replays the baselines and the four :data:`CONTROLLERS` on its scored
+    tasks and computes, per cell, the posterior Δ (:func:`bpc.experiments.delta.posterior_delta`,
+    pools simulated from the instance model with the draws' κ, or the cell's Laplace κ, and the
+    critics' within-task dependence measured on the training tasks) and the per-draw plug-in DP's Δ
+    on the scored tasks (:func:`bpc.experiments.delta.per_draw_controller_delta`).
 
     Parameters
     ----------
     data : CompareData
         The source.
-    laplace_params : xarray.Dataset
-        Laplace estimates (fitted on the fit instances).
-    post : xarray.Dataset
-        Posterior draws (fitted on the fit instances).
-    split : Split
-        Fit / eval instances of every replayed cell (:func:`bpc.experiments.sources.source_split`).
+    fit : callable
+        Training counts → posterior draws (e.g. the unpooled conjugate posterior, a refit of the
+        hierarchical model).
     sim : Simulation
-        The posterior-Δ simulation (:func:`bpc.experiments.delta.posterior_delta`); its draws
-        also size :func:`per_draw_controller_delta`, its seed seeds Thompson.
+        The posterior-Δ simulation; its draws also size the per-draw DP, its seed seeds Thompson.
     costs : Costs, callable, str or None
-        Any cost specification of :func:`bpc.costs.cost_resolver` (default
-        :func:`bpc.costs.paper_costs_for`).
+        Any cost specification of :func:`bpc.costs.cost_resolver`.
     critics : sequence of str
         Critics the controllers may call.
     robust_draws : int or None
         Draws of the Bayes-robust / Thompson controllers.
+    seeds : sequence of int
+        Fold-assignment seeds (one posterior fit per fold).
     progress : bool
         Progress output.
 
     Returns
     -------
     pandas.DataFrame
-        One row per cell × policy: ``benchmark``, ``generator``, ``policy``,
-        ``n_eval``, ``mean_utility``, ``pass_rate``, ``delta``, ``ci_lo``,
-        ``ci_hi`` (paired bootstrap on the eval instances) and the
-        posterior Δ: ``post_mean``, ``post_lo``, ``post_hi``, ``p_positive``,
-        ``mc_se`` and the posterior predictive interval of the Δ observed on
-        ``n_eval`` instances, ``pred_lo``, ``pred_hi`` (pools simulated from
-        the instance model with the draws' κ, or the cell's Laplace κ, and
-        critic verdicts dependent within an instance as measured on the fit
-        instances, :func:`bpc.experiments.delta.critic_concentration`). An
-        extra row ``per_draw_dp`` per cell holds
-        :func:`per_draw_controller_delta` (``delta`` = mean over draws of the
-        per-draw plug-in DP's Δ on the eval instances, ``draw_lo``/``draw_hi``
-        its interval over draws; no bootstrap CI).
+        One row per cell × policy: ``benchmark``, ``generator``, ``policy``, ``n_eval`` (tasks),
+        ``mean_utility``, ``pass_rate``, ``cost_per_instance``, ``delta``, ``ci_lo``, ``ci_hi``
+        (Δ vs ``always_verify`` with its task-clustered interval, :func:`bpc.evaluate.contrast`),
+        and the posterior Δ ``post_mean``, ``post_lo``, ``post_hi``, ``p_positive``, ``mc_se``
+        with the posterior predictive interval of the Δ observed on a fold's tasks, ``pred_lo``,
+        ``pred_hi`` — each the folds' value averaged with their tasks as weights. A row
+        ``per_draw_dp`` per cell holds the per-draw DP (``delta`` its mean Δ over draws,
+        ``draw_lo``/``draw_hi`` its interval over draws; no bootstrap interval).
     """
     from bpc.decide.solve import instance_kappa
-    from bpc.evaluate import Arm, controllers
+    from bpc.estimate.laplace import laplace
+    from bpc.evaluate import Arm, contrast, controllers, cross_fit
     from bpc.experiments.delta import critic_concentration, per_draw_controller_delta, posterior_delta
-    from bpc.progress import info
-    from bpc.replay.engine import cell_pool, replay_pool, summarize
+    from bpc.replay.engine import cell_pool, replay_pool
 
-    frames = []
-    for i, (b, g) in enumerate(data.cells, 1):
-        info(f"compare: cell {i}/{len(data.cells)} {b}/{g}", enabled=progress)
-        c = costs_for(costs, b)
-        rec = select_cell(data.records, b, g)
-        pool = cell_pool(rec)
-        eval_ids = split.eval[(b, g)]
-        sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
-        traj = None if data.trajectories is None else select_cell(data.trajectories, b, g)
-        post_cell = select_cell(post, b, g)
-        thin = thin_draws(post_cell, robust_draws)
-        arms = {
-            "laplace_dp": Arm(select_cell(laplace_params, b, g)),
-            "posterior_mean_dp": Arm(posterior_mean_params(post_cell)),
-            "bayes_robust": Arm(thin, mode="bayes_robust"),
-            "thompson": Arm(thin, mode="thompson"),
-        }
-        ctrls = controllers(arms, c, critics=critics, seed=sim.seed)  # the four CONTROLLERS
-        base = [p for p in COMPARE_BASELINES if traj is not None or p not in REFINEMENT_POLICIES]
-        items = {**{p: p for p in base}, **ctrls}
-        res = replay_pool(sub, items, c, profile="paper", trajectories=traj)
-        summ = summarize(res).to_dataframe().reset_index()
-        summ = summ[np.isfinite(summ["mean_utility"])].rename(columns={"n_instances": "n_eval"})
-        summ.insert(0, "generator", g)
-        summ.insert(0, "benchmark", b)
-        ref_u = res["utility"].sel(policy="always_verify").values
-        pd_row = per_draw_controller_delta(
-            post_cell,
-            sub,
-            c,
-            ref_u,
-            n_draws=sim.n_draws,
-            critics=critics,
-            prob=sim.prob,
-            kind=sim.kind,
-        )
-        per_draw = {
-            "benchmark": b,
-            "generator": g,
-            "policy": "per_draw_dp",
-            "delta": pd_row["draw_mean"],
-            "n_eval": sub.n_instances,
-            **{k: pd_row[k] for k in ("mean_utility", "pass_rate", "draw_lo", "draw_hi")},
-        }
-        summ = pd.concat([summ, pd.DataFrame([per_draw])], ignore_index=True)
-        if "kappa" not in post_cell:  # the instance model's κ: the draws' own, else the cell's Laplace one
-            kappa = instance_kappa(select_cell(laplace_params, b, g))[0]
-            post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], kappa))
-        # and the critics' within-instance dependence, measured on the fit instances
-        critic_kappa = critic_concentration(split.rows(rec, "fit"), critics)
-        pdelta = posterior_delta(
-            post_cell,
-            ctrls,
-            c,
-            sim,
-            baselines=base,
-            critics=critics,
-            n_eval=sub.n_instances,
-            critic_kappa=critic_kappa,
-        )
-        summ = summ.merge(pdelta.drop(columns=["n_draws", "n_per_draw"]), on="policy", how="left")
-        frames.append(summ)
-    out = pd.concat(frames, ignore_index=True)
-    return out.drop(columns=[c for c in ("index",) if c in out.columns])
+    folds: list[pd.DataFrame] = []  # per fold × cell: the posterior Δ and the per-draw DP
+
+    def evaluate(fold: FoldData) -> pd.DataFrame:
+        lap, post = laplace(fold.train_counts), fit(fold.train_counts)
+        frames = []
+        for b, g in fold.cells:
+            c = costs_for(costs, b)
+            sub = cell_pool(select_cell(fold.test_records, b, g))
+            traj = None if fold.test_trajectories is None else select_cell(fold.test_trajectories, b, g)
+            post_cell = select_cell(post, b, g)
+            thin = thin_draws(post_cell, robust_draws)
+            arms = {
+                "laplace_dp": Arm(select_cell(lap, b, g)),
+                "posterior_mean_dp": Arm(posterior_mean_params(post_cell)),
+                "bayes_robust": Arm(thin, mode="bayes_robust"),
+                "thompson": Arm(thin, mode="thompson"),
+            }
+            ctrls = controllers(arms, c, critics=critics, seed=sim.seed)
+            base = [p for p in COMPARE_BASELINES if traj is not None or p not in REFINEMENT_POLICIES]
+            res = replay_pool(sub, {**{p: p for p in base}, **ctrls}, c, profile="paper", trajectories=traj)
+            tidy = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
+            frames.append(tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g))
+            ref_u = res["utility"].sel(policy="always_verify").values
+            per_draw = per_draw_controller_delta(
+                post_cell, sub, c, ref_u, n_draws=sim.n_draws, critics=critics, prob=sim.prob, kind=sim.kind
+            )
+            # the instance model's κ: the draws' own, else the cell's Laplace one
+            if "kappa" not in post_cell:
+                kappa = instance_kappa(select_cell(lap, b, g))[0]
+                post_cell = post_cell.assign(kappa=xr.full_like(post_cell["prior"], kappa))
+            critic_kappa = critic_concentration(select_cell(fold.train_records, b, g), critics)
+            pdelta = posterior_delta(
+                post_cell, ctrls, c, sim, baselines=base, critics=critics, n_eval=sub.n_instances,
+                critic_kappa=critic_kappa,
+            )  # fmt: skip
+            draw_row = {"policy": "per_draw_dp", "delta": per_draw["draw_mean"]}
+            draw_row.update({k: per_draw[k] for k in _DRAW_COLUMNS})
+            cell = pd.concat([pdelta, pd.DataFrame([draw_row])], ignore_index=True)
+            folds.append(cell.assign(benchmark=b, generator=g, weight=sub.n_instances))
+        return pd.concat(frames, ignore_index=True)
+
+    u = cross_fit(
+        data.records, evaluate, seeds=seeds, trajectories=data.trajectories, base_counts=data.counts,
+        progress=progress,
+    )  # fmt: skip
+    keys = [*_CELL, "policy"]
+    per_task = u.groupby([*keys, "instance_id"], sort=False)[["utility", "passed", "cost"]].mean()
+    table = (
+        per_task.groupby(level=keys, sort=False)
+        .agg(n_eval=("utility", "size"), mean_utility=("utility", "mean"), pass_rate=("passed", "mean"),
+             cost_per_instance=("cost", "mean"))
+        .reset_index()
+    )  # fmt: skip
+    d = contrast(u, references=("always_verify",))
+    table = table.merge(d[[*keys, "delta", "ci_lo", "ci_hi"]], on=keys, how="left")
+    table.loc[table["policy"] == "always_verify", ["delta", "ci_lo", "ci_hi"]] = 0.0
+    f = pd.concat(folds, ignore_index=True)
+    cols = [c for c in (*_POSTERIOR_COLUMNS, *_DRAW_COLUMNS, "delta") if c in f.columns]
+    by = [f[k] for k in keys]
+    present = f[cols].notna().mul(f["weight"], axis=0)  # a fold's weight where it has the value
+    num = f[cols].fillna(0.0).mul(f["weight"], axis=0).groupby(by, sort=False).sum()
+    avg = (num / present.groupby(by, sort=False).sum().replace(0, np.nan)).reset_index()
+    posterior = avg.drop(columns=[c for c in ("delta", *_DRAW_COLUMNS) if c in avg.columns])
+    table = table.merge(posterior, on=keys, how="left")
+    draws = avg[avg["policy"] == "per_draw_dp"][[*keys, "delta", *_DRAW_COLUMNS]]
+    n_eval = table.groupby(_CELL, sort=False)["n_eval"].max().rename("n_eval").reset_index()
+    table = pd.concat([table, draws.merge(n_eval, on=_CELL)], ignore_index=True)
+    order = {cell: i for i, cell in enumerate(data.cells)}
+    rank = [order[(b, g)] for b, g in zip(table["benchmark"], table["generator"], strict=True)]
+    return table.iloc[np.argsort(rank, kind="stable")].reset_index(drop=True)
 
 
 def posterior_policy_uncertainty(
@@ -288,9 +301,8 @@ class CompareResult:
     cells : list of (str, str)
         Replayed cells.
     table : pandas.DataFrame
-        :func:`compare_cells` output: the single 75/25 split's Δ with the
-        posterior and predictive intervals (the posterior controllers'
-        view; the headline numbers are :attr:`protocol`).
+        :func:`compare_cells` output: the cross-fitted Δ of the four controllers with the
+        posterior and predictive intervals (the posterior controllers' view).
     uncertainty : xarray.Dataset
         :func:`posterior_policy_uncertainty` output.
     first_actions : pandas.DataFrame
@@ -478,17 +490,15 @@ def compare(
     -------
     CompareResult
     """
-    from bpc.constants import FOLD_SEEDS
     from bpc.decide.uncertainty import first_action_table
-    from bpc.estimate.laplace import laplace
-    from bpc.estimate.model.refits import KHAT_MAX
-    from bpc.experiments.posterior import HierarchicalRefits, check_posterior_cells, fit_posterior
+    from bpc.estimate.model.refits import KHAT_MAX, RefitLadder
+    from bpc.experiments.posterior import check_posterior_cells, fit_posterior
 
     cf = config
     source, posterior, quick, seed, targets = cf.source, cf.posterior, cf.quick, cf.seed, cf.targets
     costs = cf.costs
     from bpc.experiments.protocol import ProtocolConfig, run_protocol
-    from bpc.experiments.sources import load_source, source_counts, source_split
+    from bpc.experiments.sources import load_source
     from bpc.progress import info, stage
 
     draws = (40 if quick else 200) if cf.draws is None else int(cf.draws)
@@ -506,9 +516,6 @@ def compare(
             generators=cf.generators,
             progress=progress,
         )
-        split = source_split(data)
-        counts = source_counts(data, split)
-        lap = laplace(counts)
     info(
         f"{len(data.cells)} replayed cell(s): {', '.join(f'{b}/{g}' for b, g in data.cells)}",
         enabled=progress,
@@ -557,23 +564,39 @@ def compare(
             )
             pred = predicted_vs_realised(checks)
             cov = coverage_intervals(checks, by=("policy",))
-    # one compiled model for the posterior fit (the template spans every count set fitted later)
-    refits = HierarchicalRefits(data.counts, preset=preset, progress=progress)
-    with stage("posterior", enabled=progress):
-        post = fit_posterior(posterior, counts, preset=preset, seed=seed, refits=refits, progress=progress)
+    # one refit ladder, compiled once, for the posterior fits and the efficiency refits (its template
+    # spans every count set fitted later); none when no hierarchical fit is made
+    ladder = None
+    if posterior is None or (cf.efficiency and cf.hierarchical):
+        ladder = RefitLadder(
+            data.counts,
+            presets=cf.refit_presets or (("refit-quick",) if quick else REFIT_PRESETS),
+            cache=cf.refit_cache,
+            kernels="measured",
+            progress=progress,
+        )
+    with stage("posterior (every cell, every task: policy uncertainty)", enabled=progress):
+        post = fit_posterior(
+            posterior, data.counts, preset=preset, seed=seed, ladder=ladder, progress=progress
+        )
     check_posterior_cells(post.params, data.cells, posterior)
-    with stage("replay on held-out instances", enabled=progress):
+
+    def fold_posterior(counts: xr.Dataset) -> xr.Dataset:
+        if posterior is not None and posterior != "conjugate":
+            return post.params  # a saved posterior, used as given
+        return fit_posterior(posterior, counts, preset=preset, seed=seed, ladder=ladder).params
+
+    with stage(f"replay on held-out tasks ({N_FOLDS} folds, seed {seeds[0]})", enabled=progress):
         sim = Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed)
         critics = decision_critics(data.counts[DIM_CRITIC].values)  # the data's critics, a user's own too
         table = compare_cells(
             data,
-            lap,
-            post.params,
-            split,
+            fold_posterior,
             sim,
             costs=cost_fn,
             critics=critics,
             robust_draws=draws,
+            seeds=seeds[:1],
             progress=progress,
         )
     with stage("policy uncertainty", enabled=progress):
@@ -582,18 +605,17 @@ def compare(
     eff = pairs = None
     if cf.efficiency:
         with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
-            presets = cf.refit_presets or (("refit-quick",) if quick else None)
             eff, pairs = _efficiency(
                 data,
                 chosen,
-                replace(cf, refit_presets=presets),
-                refits=refits if cf.hierarchical else None,
+                cf,
+                ladder=ladder if cf.hierarchical else None,
                 scheduler=scheduler,
                 progress=progress,
             )
     described = {
         "source": data.label,
-        "posterior (policy uncertainty, single-split posterior Δ)": post.description,
+        "posterior": post.description,
         "sampler preset": preset,
         "draws (policy uncertainty, robust, thompson)": draws,
         "quick": quick,
@@ -606,8 +628,8 @@ def compare(
         f"{KHAT_MAX}, else refitted; failed fits "
         + ("used and flagged" if cf.include_failed else "excluded and counted"),
         "scheduler": "this process" if scheduler is None else str(scheduler),
-        "split (single-split view)": f"{split.fit_fraction:.0%}/{1 - split.fit_fraction:.0%} per cell, "
-        f"seed {split.seed}",
+        "posterior controllers": f"{N_FOLDS}-fold cross-fitting over tasks, seed {seeds[0]}, one posterior "
+        "per fold from its training tasks (a loaded posterior is used as given)",
         "credible interval": f"{CI_PROB:.0%} {CI_KIND}",
         # the task report: tasks nothing passes, identical solved sets, empty diffs
         "data choices": notes_digest(data.counts.attrs.get("notes", []))
@@ -633,14 +655,13 @@ def compare(
 
 
 def _efficiency(
-    data: CompareData, targets: Sequence[Cell], config: CompareConfig, *, refits, scheduler, progress: bool
+    data: CompareData, targets: Sequence[Cell], config: CompareConfig, *, ladder, scheduler, progress: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`compare`'s leave-one-cell-out tables: vs Laplace, and vs :data:`EFFICIENCY_PAIRS`.
 
     Every arm scores every fold of every repeat at every k; the hierarchical arms read one fit per
     target, reweighted per calibration (:class:`bpc.estimate.model.refits.LocoRefits`).
     """
-    from bpc.estimate.model.refits import RefitLadder
     from bpc.experiments import efficiency as eff
 
     cf = config
@@ -649,14 +670,7 @@ def _efficiency(
         "complete_pooling": eff.complete_pooling_calibration,
         eff.TASK_ARM: eff.task_prior_calibration,
     }
-    if refits is not None:
-        ladder = RefitLadder(
-            refits.template,
-            presets=cf.refit_presets or REFIT_PRESETS,
-            cache=cf.refit_cache,
-            kernels=refits.kernels,
-            progress=progress,
-        )
+    if ladder is not None:
         methods.update(eff.hierarchical_arms(ladder, costs=cf.costs, profile="bpc"))
     loco = eff.LocoConfig(
         targets=tuple(targets),

@@ -497,17 +497,14 @@ def _loco_target(
     progress: bool,
 ) -> list[dict]:
     """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets)."""
-    from bpc.costs import cost_resolver
     from bpc.progress import info
     from bpc.replay.engine import cell_pool
-    from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
     t_idx, (b, g) = item
     cf = config
-    prof = get_profile(cf.profile)
-    pool_all = cell_pool(select_cell(records, b, g), prof)
-    c = cost_resolver(cf.costs)(b)
+    pool_all = cell_pool(select_cell(records, b, g), cf.profile)
+    budget = max(int(pool_all.n_patches.max()), 1)
     rows = []
     for r, j, k, k_used, scored, counts in loco_calibrations(
         records, (b, g), cf, index=t_idx, base=base_counts
@@ -534,32 +531,43 @@ def _loco_target(
                 empty = dict(instance_id="", policy="", utility=np.nan, prior_source="", start_mean=np.nan)
                 rows.append({**base, **empty})
                 continue
+            pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
             replayed = _replay_calibration(
-                cal, counts, scored, records, (b, g), k_used, c, prof, cf, pool_all
+                cal, counts, records, pool, cell=(b, g), k_used=k_used, config=cf, budget=budget
             )
             rows.extend({**base, **row} for row in replayed)
     return rows
 
 
-def _replay_calibration(cal, counts, scored, records, cell, k_used, c, prof, cf, pool_all) -> list[dict]:
-    """One calibration's controllers replayed on the scored tasks: one row per (task, policy)."""
+def _replay_calibration(
+    cal: Calibration,
+    counts: xr.Dataset,
+    records: pd.DataFrame,
+    pool,
+    *,
+    cell: Cell,
+    k_used: int,
+    config: LocoConfig,
+    budget: int,
+) -> list[dict]:
+    """One calibration's controllers replayed on the target's scored tasks ``pool``: a row per (task, policy).
+
+    ``budget`` is the patch budget of the planners (the target's largest pool).
+    """
+    from bpc.costs import cost_resolver
     from bpc.evaluate import profile_controllers
     from bpc.experiments.task_starts import CELL, fold_task_priors, task_starts
     from bpc.replay.engine import replay_pool
     from bpc.schema import select_cell
 
     b, g = cell
-    pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
+    cf, scored = config, pool.instance_ids
+    c = cost_resolver(cf.costs)(b)
     ctrls = dict(cal.controllers or {})
     if cal.params is not None:
+        own = select_cell(cal.params, b, g)
         ctrls.update(
-            profile_controllers(
-                select_cell(cal.params, b, g),
-                c,
-                profile=prof,
-                policies=cf.policies,
-                max_patches=max(int(pool_all.n_patches.max()), 1),
-            )
+            profile_controllers(own, c, profile=cf.profile, policies=cf.policies, max_patches=budget)
         )
     theta0, source = None, np.full(pool.n_instances, CELL, dtype=object)
     start_mean = np.full(pool.n_instances, np.nan)
@@ -578,7 +586,7 @@ def _replay_calibration(cal, counts, scored, records, cell, k_used, c, prof, cf,
         if is_task.any():  # else every task starts where the controller does by itself
             theta0 = (a, bb)
             start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
-    res = replay_pool(pool, ctrls, c, profile=prof, theta0=theta0)
+    res = replay_pool(pool, ctrls, c, profile=cf.profile, theta0=theta0)
     src = {str(i): (s, m) for i, s, m in zip(pool.instance_ids, source, start_mean, strict=True)}
     return [
         dict(

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,7 +55,7 @@ import xarray as xr
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, DEFAULT_SEED, FOLD_SEEDS, N_FOLDS
 from bpc.costs import NAMED_COSTS, Costs
 from bpc.data.splits import Cell
-from bpc.experiments.efficiency import LOCO_K, TASK_ARM
+from bpc.experiments.efficiency import LOCO_K, TASK_ARM, LocoConfig
 
 if TYPE_CHECKING:
     from bpc.data.logs import Input
@@ -228,36 +228,24 @@ class _Recorded:
 
 def _loco(
     records: pd.DataFrame,
-    config: PanelConfig,
+    loco: LocoConfig,
     costs: Mapping[str, Any],
     methods: Mapping[str, Any],
     *,
-    targets: Sequence[Cell],
-    ks: Sequence[int | None],
-    max_folds: int | None,
-    repeats: int,
     part: str,
     progress: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One leave-one-cell-out run per cost vector, and the LPD rows of its recorded calibrations."""
-    from bpc.experiments.efficiency import LocoConfig, loco_efficiency
+    """A leave-one-cell-out run of ``loco`` per cost vector, and the LPD rows of its calibrations."""
+    from bpc.experiments.efficiency import loco_efficiency
 
     recorded = {name: _Recorded(fit, reuse=name in CLOSED_ARMS) for name, fit in methods.items()}
     frames = []
     for label, spec in costs.items():
-        cf = LocoConfig(
-            targets=targets,
-            ks=ks,
-            repeats=repeats,
-            n_folds=config.n_folds,
-            max_folds=max_folds,
-            costs=spec,
-            seed=config.seed,
-        )
+        cf = replace(loco, costs=spec)
         frames.append(loco_efficiency(records, cf, methods=recorded, progress=progress).assign(costs=label))
     util = pd.concat(frames, ignore_index=True).assign(part=part)
     rows = util[(util["policy"] == "bayesian_dp") & (util["costs"] == next(iter(costs)))]
-    seed = config.seed + 1000 * rows["repeat"].to_numpy() + rows["fold"].to_numpy()
+    seed = loco.seed + 1000 * rows["repeat"].to_numpy() + rows["fold"].to_numpy()
     cell_mean = [
         recorded[m].means.get(((b, g), int(s), int(k)), np.nan)
         for m, b, g, s, k in zip(
@@ -320,13 +308,15 @@ def run_panel(
         targets = cells
         if config.loco_per_benchmark:
             targets = hierarchical_targets(records, per_benchmark=config.loco_per_benchmark)
-        opts = {
-            "ks": config.ks,
-            "max_folds": config.max_folds,
-            "repeats": config.repeats,
-            "progress": progress,
-        }
-        loco, lpd = _loco(records, config, costs, closed, targets=targets, part="closed forms", **opts)
+        loco_cf = LocoConfig(
+            targets=tuple(targets),
+            ks=config.ks,
+            repeats=config.repeats,
+            n_folds=config.n_folds,
+            max_folds=config.max_folds,
+            seed=config.seed,
+        )
+        loco, lpd = _loco(records, loco_cf, costs, closed, part="closed forms", progress=progress)
     wall["loco"] = time.perf_counter() - t0
     hier = hierarchical_targets(records, per_benchmark=config.per_benchmark)
     hier = list(hier if config.hierarchical is None else config.hierarchical)
@@ -345,17 +335,16 @@ def run_panel(
             ladder = RefitLadder(counts, presets=config.presets, cache=cache, progress=progress)
             for label, spec in costs.items():
                 methods = {**closed, **hierarchical_arms(ladder, costs=spec, draws=config.draws)}
-                u, lp = _loco(
-                    records,
-                    config,
-                    {label: spec},
-                    methods,
-                    targets=hier,
+                hier_loco = LocoConfig(
+                    targets=tuple(hier),
                     ks=config.hierarchical_ks,
-                    max_folds=config.hierarchical_folds,
                     repeats=1,
-                    part="hierarchical subset",
-                    progress=progress,
+                    n_folds=config.n_folds,
+                    max_folds=config.hierarchical_folds,
+                    seed=config.seed,
+                )
+                u, lp = _loco(
+                    records, hier_loco, {label: spec}, methods, part="hierarchical subset", progress=progress
                 )
                 loco = pd.concat([loco, u], ignore_index=True)
                 if label == next(iter(costs)):

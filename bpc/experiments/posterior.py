@@ -6,19 +6,13 @@ returns them with a sentence saying where they came from — the hierarchical
 model fitted here, a saved posterior, or the unpooled conjugate posterior —
 and, for a fit made here, its convergence diagnostics.
 
-Refits compile once
--------------------
-Fitting the hierarchical model compiles it first (several seconds, more than
-the sampling itself on the paper panel). Every experiment that fits more than
-once (the data-efficiency subsamples, the analyses' posterior forms) goes
-through one :class:`HierarchicalRefits`, which wraps a
-:class:`bpc.estimate.model.Refitter` compiled on a *template* — counts whose
-observed entries span every later fit (the full fit split) — and swaps in
-each new count set. Sampler settings come from
-:data:`bpc.constants.SAMPLER_PRESETS`. Fits are never silenced without a
-record: each refit's R-hat, bulk / tail ESS and divergences are returned
-beside the draws (:data:`DIAGNOSTIC_COLUMNS`) for the caller's table and
-report.
+A fit made here goes through the one refit ladder
+(:class:`bpc.estimate.model.refits.RefitLadder`, :func:`hierarchical_fit`): the
+model is compiled once on a *template* (counts whose observed entries span
+every later fit) and shared with the study's other refits. Fits are never
+silenced without a record: each fit's R-hat, bulk / tail ESS and divergences
+are returned beside the draws (:data:`DIAGNOSTIC_COLUMNS`) for the caller's
+table and report.
 """
 
 from __future__ import annotations
@@ -26,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -34,26 +29,11 @@ from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, SAMPLER_PR
 from bpc.data.splits import Cell
 from bpc.schema import sample_dims, validate_params
 
+if TYPE_CHECKING:
+    from bpc.estimate.model.refits import RefitLadder
+
 DIAGNOSTIC_COLUMNS: tuple[str, ...] = ("max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "converged")
 """Convergence columns every table of refits carries (``NaN`` / missing where no MCMC was run)."""
-
-
-def sampler_settings(preset: str) -> dict[str, float | int]:
-    """The NUTS settings of a named preset (:data:`bpc.constants.SAMPLER_PRESETS`).
-
-    Raises
-    ------
-    ValueError
-        For an unknown preset name.
-    """
-    if preset not in SAMPLER_PRESETS:
-        raise ValueError(f"unknown sampler preset {preset!r}; expected one of {sorted(SAMPLER_PRESETS)}")
-    return dict(SAMPLER_PRESETS[preset])
-
-
-def _describe_settings(preset: str) -> str:
-    s = sampler_settings(preset)
-    return f"preset {preset!r}: draws={s['draws']}, tune={s['tune']}, chains={s['chains']}"
 
 
 def describe_diagnostics(diagnostics: Mapping[str, float | int | bool]) -> str:
@@ -92,126 +72,32 @@ class Posterior:
     diagnostics: Mapping[str, float | int | bool] = field(default_factory=dict)
 
 
-def _diagnostic_row(dt: xr.DataTree) -> dict[str, float | int | bool]:
+def fit_diagnostics(dt: xr.DataTree) -> dict[str, float | int | bool]:
     """:data:`DIAGNOSTIC_COLUMNS` of a fit: from the summary a bpc fit stores, else computed."""
     import json
 
-    stored = dt.attrs.get("diagnostics")
-    if stored:
-        d = json.loads(stored)
-        row = {k: d[k] for k in ("max_rhat", "min_ess_bulk", "min_ess_tail", "divergences")}
-        return {**row, "converged": bool(d["ok"])}
     from bpc.estimate.model import diagnose
 
-    diag = diagnose(dt)
-    return {
-        "max_rhat": float(diag.max_rhat),
-        "min_ess_bulk": float(diag.min_ess_bulk),
-        "min_ess_tail": float(diag.min_ess_tail),
-        "divergences": int(diag.divergences),
-        "converged": bool(diag.ok),
-    }
+    stored = dt.attrs.get("diagnostics")
+    d = json.loads(stored) if stored else diagnose(dt).to_dict()
+    return {**{k: d[k] for k in DIAGNOSTIC_COLUMNS[:-1]}, "converged": bool(d["ok"])}
 
 
-class HierarchicalRefits:
-    """Fit the hierarchical model to many count sets of one layout, compiling once.
+def hierarchical_fit(ladder: RefitLadder, counts: xr.Dataset, *, preset: str, seed: int) -> Posterior:
+    """The hierarchical model fitted to ``counts`` at one sampler preset, through the one refit ladder.
 
-    Parameters
-    ----------
-    template : xarray.Dataset
-        Counts whose observed entries span every count set fitted later
-        (e.g. the full fit split; its subsamples observe fewer entries).
-    preset : str
-        Sampler preset (:data:`bpc.constants.SAMPLER_PRESETS`).
-    kernels : {"measured", "predict"}
-        Cell kernels of the returned draws (:func:`bpc.estimate.model.cell_rates`).
-    progress : bool
-        Sampler progress bar.
-
-    Notes
-    -----
-    The model is compiled on the first :meth:`fit`, so building the object
-    is cheap. Calling the object, ``refits(counts, seed)``, returns the draws
-    with the diagnostics in their ``attrs`` — the ``posterior_fn`` protocol
-    of :func:`bpc.experiments.efficiency.efficiency_experiment`.
+    The fit shares ``ladder``'s compiled model and cache (:class:`bpc.estimate.model.refits.RefitLadder`);
+    its draws carry the diagnostics in ``attrs``.
     """
+    from bpc.estimate.model import posterior_params
 
-    def __init__(
-        self,
-        template: xr.Dataset,
-        *,
-        preset: str = "refit",
-        kernels: str = "measured",
-        progress: bool = False,
-    ) -> None:
-        self.template = template
-        self.preset = preset
-        self.settings = sampler_settings(preset)
-        self.kernels = kernels
-        self.progress = bool(progress)
-        self._refitter = None
-        self.description = f"hierarchical model ({_describe_settings(preset)}, compiled once)"
-
-    @property
-    def refitter(self):
-        """The compiled :class:`bpc.estimate.model.Refitter` (built on first use)."""
-        if self._refitter is None:
-            from bpc.estimate.model import Refitter
-
-            self._refitter = Refitter(self.template, target_accept=float(self.settings["target_accept"]))
-        return self._refitter
-
-    def with_preset(self, preset: str, *, progress: bool | None = None) -> HierarchicalRefits:
-        """The same compiled model with another sampler preset (and, optionally, progress bar setting).
-
-        Every setting of the preset applies, ``target_accept`` included (it is passed per fit).
-        """
-        out = HierarchicalRefits(
-            self.template,
-            preset=preset,
-            kernels=self.kernels,
-            progress=self.progress if progress is None else progress,
-        )
-        out._refitter = self.refitter
-        return out
-
-    def fit(self, counts: xr.Dataset, *, seed: int = DEFAULT_SEED) -> Posterior:
-        """Draws of the model fitted to ``counts`` and their diagnostics.
-
-        Parameters
-        ----------
-        counts : xarray.Dataset
-            Same cells as the template, observing no entry outside it.
-        seed : int
-            Sampler and conjugate-draw seed.
-        """
-        from bpc.estimate.model import posterior_params
-
-        s = self.settings
-        dt = self.refitter.fit(
-            counts,
-            draws=int(s["draws"]),
-            tune=int(s["tune"]),
-            chains=int(s["chains"]),
-            seed=int(seed),
-            progressbar=self.progress,
-            kernels=self.kernels,
-            target_accept=float(s["target_accept"]),
-        )
-        diag = _diagnostic_row(dt)
-        params = posterior_params(dt)
-        params.attrs.update({k: (int(v) if isinstance(v, bool) else v) for k, v in diag.items()})
-        return Posterior(params, self.description, diag)
-
-    def __call__(self, counts: xr.Dataset, seed: int) -> xr.Dataset:
-        """``posterior_fn`` protocol: the draws, diagnostics in ``attrs``."""
-        return self.fit(counts, seed=seed).params
-
-    def __getstate__(self) -> dict:
-        """Pickled without the compiled model (a worker process compiles its own on first use)."""
-        state = dict(self.__dict__)
-        state["_refitter"] = None
-        return state
+    dt = ladder.fit(counts, seed=int(seed), label="posterior", presets=(preset,))
+    diag = fit_diagnostics(dt)
+    params = posterior_params(dt)
+    params.attrs.update({k: (int(v) if isinstance(v, bool) else v) for k, v in diag.items()})
+    s = SAMPLER_PRESETS[preset]
+    text = f"preset {preset!r}: draws={s['draws']}, tune={s['tune']}, chains={s['chains']}"
+    return Posterior(params, f"hierarchical model ({text}, compiled once)", diag)
 
 
 def fit_posterior(
@@ -220,7 +106,7 @@ def fit_posterior(
     *,
     preset: str = "default",
     seed: int = DEFAULT_SEED,
-    refits: HierarchicalRefits | None = None,
+    ladder: RefitLadder | None = None,
     progress: bool = False,
 ) -> Posterior:
     """Posterior draws for a held-out comparison.
@@ -239,9 +125,9 @@ def fit_posterior(
         Sampler preset (:data:`bpc.constants.SAMPLER_PRESETS`) of a fit made here.
     seed : int
         Sampler / draw seed.
-    refits : HierarchicalRefits, optional
-        Fit through this compiled model (template = ``counts``) instead of
-        compiling a new one; its preset then applies.
+    ladder : RefitLadder, optional
+        Fit through this ladder's compiled model and cache (its template spans ``counts``) instead
+        of compiling a new one; ``preset`` applies.
     progress : bool
         Sampler progress bar.
 
@@ -258,15 +144,15 @@ def fit_posterior(
             "unpooled conjugate Beta(1,1)-Binomial posterior (exact draws)",
         )
     if posterior is None:
-        refits = (
-            refits if refits is not None else HierarchicalRefits(counts, preset=preset, progress=progress)
-        )
-        fit = refits.fit(counts, seed=seed)
-        d = fit.diagnostics
+        if ladder is None:
+            from bpc.estimate.model.refits import RefitLadder
+
+            ladder = RefitLadder(counts, presets=(preset,), kernels="measured", progress=progress)
+        fit = hierarchical_fit(ladder, counts, preset=preset, seed=seed)
         return Posterior(
             fit.params,
-            f"{refits.description}, fitted here on the fit instances; {describe_diagnostics(d)}",
-            d,
+            f"{fit.description}, fitted here; {describe_diagnostics(fit.diagnostics)}",
+            fit.diagnostics,
         )
     from bpc.estimate import model
 

@@ -1,13 +1,11 @@
-"""The data an experiment runs on: a corpus, a user's logs or the simulated panel, split per cell.
+"""The data an experiment runs on: a corpus, a user's logs or the simulated panel.
 
 :func:`load_source` returns a :class:`CompareData`: the per-patch records of
 the cells to replay, the counts of *every* cell the source has (the corpus'
 likelihood tables and measured refinement kernels included, so a pooled
 model can borrow strength from them) and, for the simulated panel, the
-refinement trajectories and the true parameters. :func:`source_split` is the
-method.md §Replay and evaluation split of its replayed cells and :func:`source_counts` the counts to
-calibrate on: the fit side of the replayed cells laid over every other cell
-of the source (:func:`bpc.data.splits.split_counts`).
+refinement trajectories and the true parameters. Studies cross-fit its tasks
+(:func:`bpc.evaluate.cross_fit`).
 """
 
 from __future__ import annotations
@@ -19,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, SPLIT_SEED
-from bpc.data.splits import Cell, Split, split_cells, split_counts
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR
+from bpc.data.splits import Cell
 
 
 @dataclass(frozen=True)
@@ -142,37 +140,3 @@ def load_source(
     if not cells:
         raise ValueError(f"compare: source {data.label!r} has no cell with per-patch records to replay")
     return CompareData(data.label, data.records, data.counts, data.trajectories, data.truth, cells)
-
-
-def source_split(data: CompareData) -> Split:
-    """The fit / eval split of every replayed cell (method.md §Replay and evaluation).
-
-    Cells in ``data.cells`` order.
-
-    Raises
-    ------
-    ValueError
-        If a cell is too small to split.
-    """
-    return split_cells(data.records, seed=SPLIT_SEED, cells=data.cells)
-
-
-def source_counts(data: CompareData, split: Split) -> xr.Dataset:
-    """Counts to calibrate on: replayed cells from their fit instances only, other cells unchanged.
-
-    Where the fit instances have no trajectories, the source's transition counts (measured
-    kernels from separate refinement runs) are kept.
-
-    Parameters
-    ----------
-    data : CompareData
-        The source.
-    split : Split
-        The split of the replayed cells (:func:`source_split`).
-
-    Returns
-    -------
-    xarray.Dataset
-        Counts schema over every cell of ``data.counts``.
-    """
-    return split_counts(data.records, split, trajectories=data.trajectories, base=data.counts)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bpc.constants import BOOTSTRAP_PROB, CI_KIND, CI_PROB
+from bpc.constants import CI_KIND, CI_PROB
 from bpc.experiments.compare import CONTROLLERS, CompareConfig, CompareResult, compare
 from bpc.experiments.efficiency import HIERARCHICAL_ARMS
 
@@ -61,7 +61,7 @@ def agreement_text(table: pd.DataFrame) -> str:
     text = (
         f"Model check over {len(t)} distinct checks ({n_rows} (cell, policy) rows; policies with identical "
         f"results in a cell are one check): the observed held-out Δ lies outside the posterior interval for "
-        f"{len(outside)}, and the bootstrap ({BOOTSTRAP_PROB:.0%}) and posterior ({CI_PROB:.0%}) "
+        f"{len(outside)}, and the task-clustered and posterior intervals (both {CI_PROB:.0%}) "
         f"intervals do not even overlap for {len(disjoint)}. Cells of one benchmark share their eval "
         "tasks, so their misses are not independent events."
     )
@@ -193,7 +193,6 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
     CompareResult
         ``result`` with ``files`` set (``report.md`` last).
     """
-    from bpc.constants import BOOTSTRAP_PROB
     from bpc.outputs import write_csv
     from bpc.progress import info
     from bpc.report.markdown import Report
@@ -343,12 +342,13 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             )
     files.append(write_csv(table, out / "compare_delta.csv"))
     files.append(write_csv(first, out / "first_action_posterior.csv"))
-    rep.heading("The posterior controllers on one 75/25 split: posterior Δ intervals")
+    rep.heading("The posterior controllers: posterior Δ intervals")
     rep.text(
-        f"Posterior: {result.config.get('posterior (policy uncertainty, single-split posterior Δ)', '?')}. "
-        f"compare_delta.csv holds, per cell and policy on the held-out 25 %, Δ with its {BOOTSTRAP_PROB:.0%} "
-        f"paired bootstrap and the {CI_PROB:.0%} {CI_KIND.upper()} posterior and predictive intervals. It is "
-        "one split (few tasks per cell): read the protocol's tables above for the held-out comparison."
+        f"Posterior: {result.config.get('posterior', '?')}; "
+        f"{result.config.get('posterior controllers', '')}. "
+        f"compare_delta.csv holds, per cell and policy over the held-out tasks, Δ with its {CI_PROB:.0%} "
+        f"task-clustered interval and the {CI_PROB:.0%} {CI_KIND.upper()} posterior and predictive intervals "
+        "(each fold's, averaged with the fold's tasks as weights)."
     )
     rep.text(agreement_text(table))
     headline = table[table["policy"].isin(list(HEADLINE_POLICIES))]
@@ -356,7 +356,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         rep,
         files,
         plot_delta_intervals(headline, out / "delta_intervals.png"),
-        f"Δ per policy on the single split: {BOOTSTRAP_PROB:.0%} paired bootstrap CI (circles) and "
+        f"Δ per policy, cross-fitted: {CI_PROB:.0%} task-clustered interval (circles) and "
         f"{CI_PROB:.0%} posterior {CI_KIND.upper()} (squares); † wins by abstaining",
     )
     rep.heading("Policy uncertainty")

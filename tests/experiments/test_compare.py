@@ -10,7 +10,7 @@ from bpc.estimate.conjugate import conjugate_posterior
 from bpc.experiments.compare import CONTROLLERS, compare_cells
 from bpc.experiments.delta import Simulation, posterior_delta, simulate_pool
 from bpc.experiments.posterior import check_posterior_cells, posterior_mean_params
-from bpc.experiments.sources import CompareData, load_source, source_counts, source_split
+from bpc.experiments.sources import CompareData, load_source
 from bpc.report.compare import agreement_text, write_compare
 
 
@@ -35,24 +35,6 @@ def test_simulate_pool_follows_the_draws():
     assert abs(pool.z[:4000, :, 0][y1].mean() - 0.9) < 0.05
     again = simulate_pool(arrays, 4000, critics=("syn", "test"), seed=1)
     np.testing.assert_array_equal(pool.z, again.z)
-
-
-def test_fit_counts_uses_only_fit_instances(small):
-    from bpc.data.counts import counts_from_records
-
-    split = source_split(small)
-    fit_ids = dict(split.fit)
-    counts = source_counts(small, split)
-    for (b, g), ids in fit_ids.items():
-        rec = small.records[(small.records["benchmark"] == b) & (small.records["generator"] == g)]
-        ref = counts_from_records(rec[rec["instance_id"].isin(ids)])
-        cell = {"benchmark": b, "generator": g}
-        assert counts["n_patches"].sel(cell).item() == ref["n_patches"].sel(cell).item() == 3 * len(ids)
-        np.testing.assert_array_equal(
-            counts["critic_pass"].sel(cell).values, ref["critic_pass"].sel(cell).values
-        )
-        # fit and eval are disjoint
-        assert not set(ids) & set(split.eval[(b, g)])
 
 
 def _const_post(prior: float, tpr, fpr, draws: int = 40) -> xr.Dataset:
@@ -104,16 +86,21 @@ def test_posterior_delta_hand_checked_best_of_3():
     assert out.set_index("policy").loc["always_verify", "post_mean"] == 0.0
 
 
-def test_compare_cells_intervals_contain_point_estimates(small):
-    split = source_split(small)
-    counts = source_counts(small, split)
-    from bpc.estimate.laplace import laplace
+def test_compare_cells_cross_fit_every_task_with_intervals(small):
+    fits = []
 
-    lap = laplace(counts)
-    post = conjugate_posterior(counts, draws=30, chains=2, seed=1)
-    table = compare_cells(
-        small, lap, post, split, Simulation(n_draws=10, n_per_draw=40, seed=2), robust_draws=20
-    )
+    def fit(counts):
+        fits.append(counts)
+        return conjugate_posterior(counts, draws=30, chains=2, seed=1)
+
+    sim = Simulation(n_draws=10, n_per_draw=40, seed=2)
+    table = compare_cells(small, fit, sim, robust_draws=20, seeds=(3,))
+    assert len(fits) == 5  # one posterior per fold, from its training tasks only
+    for (b, g), part in table.groupby(["benchmark", "generator"]):
+        n_tasks = small.records.query("benchmark == @b and generator == @g")["instance_id"].nunique()
+        assert (part["n_eval"] == n_tasks).all()  # every task scored once, out of fold
+        trained = [c["n_instances"].sel(benchmark=b, generator=g).item() for c in fits]
+        assert sum(n_tasks - t for t in trained) == n_tasks  # each fold fits without its scored tasks
     assert set(CONTROLLERS) <= set(table["policy"])
     assert {"delta", "ci_lo", "ci_hi", "post_mean", "post_lo", "post_hi", "p_positive"} <= set(table.columns)
     fin = table.dropna(subset=["ci_lo"])
@@ -128,16 +115,13 @@ def test_compare_cells_intervals_contain_point_estimates(small):
     av = table[table["policy"] == "always_verify"]
     assert (av["delta"] == 0).all()
     # deterministic
-    again = compare_cells(
-        small, lap, post, split, Simulation(n_draws=10, n_per_draw=40, seed=2), robust_draws=20
-    )
-    pd.testing.assert_frame_equal(table, again)
+    pd.testing.assert_frame_equal(table, compare_cells(small, fit, sim, robust_draws=20, seeds=(3,)))
 
 
 def test_posterior_mean_of_conjugate_equals_laplace(small):
     from bpc.estimate.laplace import laplace
 
-    counts = source_counts(small, source_split(small))
+    counts = small.counts
     post = conjugate_posterior(counts, draws=4000, chains=1, seed=0)
     pm = posterior_mean_params(post)
     lap = laplace(counts)
@@ -159,6 +143,8 @@ def test_run_compare_quick_conjugate(tmp_path):
         generators=["gpt5_mini", "haiku45"],
         scale=0.2,
         hierarchical=False,
+        repeats=1,
+        targets=[("lcb_hard", "haiku45")],
     )
     res = write_compare(compare(config, progress=False), tmp_path)
     names = {p.name for p in res.files}
@@ -261,10 +247,13 @@ def test_load_real_corpus_lcb(corpus_path):
     assert ("lcb_hard", "gpt5_mini") in data.cells and all(b.startswith("lcb") for b, _ in data.cells)
     # other cells stay in the counts for pooling
     assert data.counts.sizes["benchmark"] > 2
-    counts = source_counts(data, source_split(data))
+    counts, cell = data.counts, {"benchmark": "lcb_hard", "generator": "gpt5_mini"}
     # measured refinement kernel kept for lcb_hard/gpt5_mini
-    assert np.isfinite(counts["trans_n"].sel(benchmark="lcb_hard", generator="gpt5_mini")).all()
-    assert counts["n_instances"].sel(benchmark="lcb_hard", generator="gpt5_mini").item() == 21
+    assert np.isfinite(counts["trans_n"].sel(cell)).all()
+    n_tasks = data.records.query("benchmark == 'lcb_hard' and generator == 'gpt5_mini'")[
+        "instance_id"
+    ].nunique()
+    assert counts["n_instances"].sel(cell).item() == n_tasks
 
 
 def test_agreement_text_counts_disagreements():
@@ -303,6 +292,8 @@ def test_cli_compare_runs(tmp_path, capsys):
             "--quiet",
             "--benchmark",
             "lcb_hard",
+            "--generator",
+            "gpt5_mini",
             "--scale",
             "0.2",
             "--draws",
@@ -326,14 +317,14 @@ def test_posterior_without_the_replayed_cells_is_rejected():
 # ---------------------------------------------------------------------------
 # sampler presets, compile-once refits, diagnostics in the report
 # ---------------------------------------------------------------------------
-def test_sampler_presets_are_pinned():
+def test_sampler_presets_are_pinned(small):
     from bpc.constants import SAMPLER_PRESETS
-    from bpc.experiments.posterior import sampler_settings
+    from bpc.estimate.model.refits import RefitLadder
 
-    assert sampler_settings("default") == {"draws": 2000, "tune": 1500, "chains": 4, "target_accept": 0.95}
-    assert sampler_settings("quick")["chains"] == 4 and set(SAMPLER_PRESETS) >= {"quick", "default"}
-    with pytest.raises(ValueError, match="unknown sampler preset"):
-        sampler_settings("fast")
+    assert SAMPLER_PRESETS["default"] == {"draws": 2000, "tune": 1500, "chains": 4, "target_accept": 0.95}
+    assert SAMPLER_PRESETS["quick"]["chains"] == 4
+    with pytest.raises(ValueError, match="sampler preset"):
+        RefitLadder(small.counts, presets=("fast",))
 
 
 class _FakeRefitter:
@@ -341,7 +332,7 @@ class _FakeRefitter:
 
     built = 0
 
-    def __init__(self, template, *, target_accept):
+    def __init__(self, template, spec=None):
         type(self).built += 1
         self.calls = []
         self.accepts = []
@@ -355,24 +346,23 @@ class _FakeRefitter:
         return xr.DataTree.from_dict({"posterior": post, "parameters": params})
 
 
-def test_hierarchical_refits_compile_once(small, monkeypatch):
-    import bpc.estimate.model as model
-    from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS, HierarchicalRefits, fit_posterior
+def test_posterior_fit_shares_the_ladders_compiled_model(small):
+    from bpc.estimate.model.refits import RefitLadder
+    from bpc.experiments.posterior import DIAGNOSTIC_COLUMNS, fit_posterior, hierarchical_fit
 
-    monkeypatch.setattr(model, "Refitter", _FakeRefitter)
     _FakeRefitter.built = 0
-    counts = source_counts(small, source_split(small))
-    refits = HierarchicalRefits(counts, preset="quick")
+    counts = small.counts
+    ladder = RefitLadder(counts, presets=("refit-quick",), kernels="measured", refitter=_FakeRefitter)
     assert _FakeRefitter.built == 0  # compiled on first use only
-    main = fit_posterior(None, counts, seed=3, refits=refits)
-    other = refits.with_preset("refit-quick")
-    params = other(counts, 4)
+    main = fit_posterior(None, counts, preset="quick", seed=3, ladder=ladder)
+    other = hierarchical_fit(ladder, counts, preset="refit-quick", seed=4)
     assert _FakeRefitter.built == 1
-    assert refits.refitter.calls == [(500, 500, 4, 3, "measured"), (200, 200, 2, 4, "measured")]
+    fitter = ladder.fitter
+    assert fitter.calls == [(500, 500, 4, 3, "measured"), (200, 200, 2, 4, "measured")]
     # each preset's own target_accept, though both fits share the model compiled for the first
-    assert refits.refitter.accepts == [0.95, 0.9]  # quick, then refit-quick
+    assert fitter.accepts == [0.95, 0.9]  # quick, then refit-quick
     assert set(DIAGNOSTIC_COLUMNS) <= set(main.diagnostics) and "max R-hat" in main.description
-    assert all(k in params.attrs for k in DIAGNOSTIC_COLUMNS)
+    assert all(k in other.params.attrs for k in DIAGNOSTIC_COLUMNS)
 
 
 def test_simulated_pool_is_fresh_draws():

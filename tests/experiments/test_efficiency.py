@@ -270,3 +270,37 @@ def test_loco_efficiency_on_a_scheduler_equals_one_process(shared_panel):
         there = loco_efficiency(shared_panel.records, cf, scheduler=client)
     pd.testing.assert_frame_equal(here, there)
     assert set(here["generator"]) == {"gpt5_mini", "haiku45"}
+
+
+def test_bayes_robust_arm_never_reverifies_a_failed_patch():
+    """A Bayes-robust controller at k = 1 whose draws disagree once verified the same failed patch forever.
+
+    After a failed verification b = 0 in every draw; verifying again reveals nothing and leaves the
+    state unchanged, but the draws' continuation values made it look worth it (the efficiency study's
+    "1 episode(s) still running after 64 decisions").
+    """
+    from bpc.costs import named_costs
+    from bpc.data.simulate import simulate_panel
+    from bpc.estimate.conjugate import conjugate_posterior
+    from bpc.evaluate import Arm, controllers
+    from bpc.replay.engine import Pool, replay_controller
+    from bpc.replay.profiles import get_profile
+    from bpc.schema import select_cell, thin_draws
+
+    rec = simulate_panel(1, benchmarks=["lcb_hard"], generators=["haiku45", "gpt5_mini"]).records
+    cell = ("lcb_hard", "haiku45")
+    rng = np.random.default_rng(25)
+    counts = loco_counts(rec, cell, rng.choice(sorted(select_cell(rec, *cell)["instance_id"].unique()), 1))
+    post = thin_draws(select_cell(conjugate_posterior(counts, draws=100, chains=2, seed=25), *cell), 50)
+    post = post.assign(kappa=post["prior"].copy(data=np.exp(rng.normal(np.log(3), 1.5, post["prior"].shape))))
+    fast = named_costs("fast")
+    arm = {"bayesian_dp": Arm(post, mode="bayes_robust")}
+    ctrl = controllers(arm, fast, plan=get_profile("bpc").switches)["bayesian_dp"]
+    critics = ("syn", "test", "llm", "lint")
+    pool = Pool(
+        np.array(["t"]), np.zeros((1, 3), np.int8), np.zeros((1, 3, 4), np.int8), np.array([3]), critics
+    )
+    actions: dict = {}
+    utility, passed, _ = replay_controller(pool, ctrl, fast, "bpc", actions=actions)
+    assert passed[0] == 0 and utility[0] < 0
+    assert 1 <= actions["verifications"][0] <= 3  # at most one verification per (failing) patch

@@ -68,7 +68,9 @@ def test_first_outcomes_keep_each_tasks_first_program():
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     rec, data = _input(tmp_path_factory.mktemp("panel"))
-    config = PanelConfig(ks=(0, 2), n_folds=2, hierarchical=(), B=100, protocol_seeds=(7,))
+    config = PanelConfig(
+        ks=(0,), n_folds=2, hierarchical=(), B=100, protocol_seeds=(7,), logo_per_benchmark=1
+    )
     return rec, run_panel(data, config)
 
 
@@ -125,7 +127,20 @@ def test_cli_panel_writes_report_figure_and_flagged_ids(tmp_path, capsys):
 
     _log(tmp_path / "log.csv")
     out = tmp_path / "out"
-    argv = ["panel", str(tmp_path / "log.csv"), "--critic", "base=unit:1", "--k", "0", "--k", "all"]
+    argv = [
+        "panel",
+        str(tmp_path / "log.csv"),
+        "--critic",
+        "base=unit:1",
+        "--k",
+        "0",
+        "--k",
+        "all",
+        "--max-folds",
+        "1",
+        "--new-generator-per-benchmark",
+        "1",
+    ]
     assert main([*argv, "--no-hierarchical", "--bootstrap", "50", "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "complete_pooling − laplace" in text and "wall time" in text
@@ -134,4 +149,5 @@ def test_cli_panel_writes_report_figure_and_flagged_ids(tmp_path, capsys):
     }
     from PIL import Image
 
-    assert max(Image.open(out / "cells.png").size) <= 4000
+    with Image.open(out / "cells.png") as image:
+        assert max(image.size) <= 4000

@@ -197,7 +197,7 @@ class RefitLadder:
         self._reduce = reduce
         self._make = refitter
         self._fitter: _Fitter | None = None
-        self._memo: dict[tuple[str, int], xr.DataTree] = {}
+        self._memo: dict[tuple[str, int, tuple[str, ...]], xr.DataTree] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the compiled model and the memo (a worker compiles its own on first use)."""
@@ -246,7 +246,14 @@ class RefitLadder:
             "seed": int(seed),
         }
 
-    def fit(self, counts: xr.Dataset, *, seed: int = DEFAULT_SEED, label: str = "refit") -> xr.DataTree:
+    def fit(
+        self,
+        counts: xr.Dataset,
+        *,
+        seed: int = DEFAULT_SEED,
+        label: str = "refit",
+        presets: Sequence[str] | None = None,
+    ) -> xr.DataTree:
         """The fit of ``counts``: the first rung that converges, else the last one, flagged.
 
         Parameters
@@ -257,6 +264,8 @@ class RefitLadder:
             Seed of every rung's fit.
         label : str
             Names the fit in progress lines and its cache files (e.g. the cell left out).
+        presets : sequence of str, optional
+            Another ladder for this fit, on the same compiled model (default the ladder's own).
 
         Returns
         -------
@@ -267,19 +276,20 @@ class RefitLadder:
         from bpc.estimate.model.fit import counts_hash
         from bpc.progress import info
 
-        memo = (counts_hash(counts), int(seed))
+        ladder = self.presets if presets is None else tuple(presets)
+        memo = (counts_hash(counts), int(seed), ladder)
         if memo in self._memo:
             return self._memo[memo]
         dt: xr.DataTree | None = None
-        for attempt, preset in enumerate(self.presets, start=1):
+        for attempt, preset in enumerate(ladder, start=1):
             dt = self._rung(counts, preset, int(seed), label)
             ok = converged(dt)
             dt.attrs.update(preset=preset, attempts=attempt, converged=int(ok))
             if ok:
                 break
             then = "no preset left, kept and flagged"
-            if attempt < len(self.presets):
-                then = f"retrying at {self.presets[attempt]}"
+            if attempt < len(ladder):
+                then = f"retrying at {ladder[attempt]}"
             info(
                 f"refit {label} at preset {preset} FAILED its convergence check; {then}",
                 enabled=self.progress,
