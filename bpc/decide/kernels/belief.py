@@ -25,7 +25,7 @@ __all__ = [
     "CRITIC_OFFSET",
     "BASE_ACTIONS",
     "action_names",
-    "observation_prob",
+    "verdict",
     "bayes_update",
     "regenerate",
     "Problem",
@@ -55,32 +55,12 @@ def action_names(critics) -> tuple[str, ...]:
     return BASE_ACTIONS + critics
 
 
-def observation_prob(b, tpr, fpr, z):
-    """Probability of critic verdict ``z`` under belief ``b``.
+def verdict(b, tpr, fpr, z):
+    """Probability of critic verdict ``z`` and the belief after it (method.md §Controllers).
 
-    Parameters
-    ----------
-    b, tpr, fpr : array_like
-        Belief P(Y=1), P(pass | Y=1) and P(pass | Y=0); broadcast together.
-    z : array_like of int or bool
-        1 (pass) or 0 (fail).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``tpr·b + fpr·(1−b)`` where ``z = 1``, ``(1−tpr)·b + (1−fpr)·(1−b)`` where ``z = 0``.
-    """
-    b, tpr, fpr = np.asarray(b), np.asarray(tpr), np.asarray(fpr)
-    z = np.asarray(z).astype(bool)
-    p1 = np.where(z, tpr, 1 - tpr)
-    p0 = np.where(z, fpr, 1 - fpr)
-    return p1 * b + p0 * (1 - b)
-
-
-def bayes_update(b, tpr, fpr, z):
-    """Posterior belief after critic verdict ``z`` (method.md §Controllers).
-
-    ``b' = P(z|1)·b / (P(z|1)·b + P(z|0)·(1−b))``.
+    ``P(z) = P(z|1)·b + P(z|0)·(1−b)`` and ``b_z = P(z|1)·b / P(z)``, with
+    ``P(pass|1) = tpr`` and ``P(pass|0) = fpr``. The one Bayes update of every
+    planner and controller.
 
     Parameters
     ----------
@@ -93,20 +73,22 @@ def bayes_update(b, tpr, fpr, z):
 
     Returns
     -------
-    numpy.ndarray
-        Updated belief. Where the verdict has probability zero (``0/0``) the
-        belief is returned unchanged: that branch carries weight zero in every
-        expectation, and returning a finite belief keeps its value from
+    (numpy.ndarray, numpy.ndarray)
+        ``P(z)`` and the updated belief. Where the verdict has probability zero
+        (``0/0``) the belief is returned unchanged: that branch carries weight
+        zero in every expectation, and a finite belief keeps its value from
         poisoning the sum with ``NaN``.
     """
     b, tpr, fpr = np.asarray(b), np.asarray(tpr), np.asarray(fpr)
     z = np.asarray(z).astype(bool)
-    p1 = np.where(z, tpr, 1 - tpr)
-    p0 = np.where(z, fpr, 1 - fpr)
-    num = p1 * b
-    den = num + p0 * (1 - b)
-    safe = np.where(den > 0, den, 1)
-    return np.where(den > 0, num / safe, b)
+    num = np.where(z, tpr, 1 - tpr) * b
+    den = num + np.where(z, fpr, 1 - fpr) * (1 - b)
+    return den, np.where(den > 0, num / np.where(den > 0, den, 1), b)
+
+
+def bayes_update(b, tpr, fpr, z):
+    """Posterior belief after critic verdict ``z``: the belief of :func:`verdict`."""
+    return verdict(b, tpr, fpr, z)[1]
 
 
 def regenerate(b, p_fix, p_break):

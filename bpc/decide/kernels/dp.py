@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bpc.constants import GRID_SIZE, MAX_CRITICS, MAX_TABLE_BYTES
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, regenerate, verdict
 from bpc.decide.kernels.instance import abandon_moment
 from bpc.decide.kernels.options import DEFAULT_KERNEL, KernelOptions
 
@@ -391,7 +391,7 @@ class DPSolution:
         N = self.value.shape[2]
         regen_ok = live & ((n + 1 < N) | (not self.budget))
         if self.regenerate == "refine":
-            mu2, b2 = mu, b * (one - P.p_break[s]) + nb * P.p_fix[s]
+            mu2, b2 = mu, regenerate(b, P.p_fix[s], P.p_break[s])
         else:
             mu2 = b2 = abandon_moment(b, mu, self.problem.kappa[s], n)
         u2 = np.zeros_like(u) if self.critic_scope == "patch" else u
@@ -400,10 +400,9 @@ class DPSolution:
         G1 = self.grid.shape[0] - 1
         for k in range(P.n_critics):
             terms = []
-            for p1, p0 in ((P.tpr[s, k], P.fpr[s, k]), (one - P.tpr[s, k], one - P.fpr[s, k])):
-                num = p1 * b
-                den = num + p0 * nb
-                i, w = _interp_arr(np.where(den > zero, num / np.where(den > zero, den, one), b), G1, dt)
+            for z in (1, 0):
+                den, bz = verdict(b, P.tpr[s, k], P.fpr[s, k], z)
+                i, w = _interp_arr(bz, G1, dt)
                 terms.append((i, den * (one - w), den * w))
             ok = live & P.available[s, k] & (u & 1 << k == 0)
             v = self._mix(s, hp, n, u | 1 << k, mu, terms) - P.critic_costs[s, k]

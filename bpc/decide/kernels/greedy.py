@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, verdict
+from bpc.decide.kernels.belief import regenerate as regenerate_belief
 from bpc.decide.kernels.instance import abandon_moment
 
 __all__ = ["LOOKAHEADS", "PAPER_GREEDY", "greedy"]
@@ -92,10 +93,8 @@ def greedy(
     regen_ok = True if max_patches is None else n + 1 < max_patches
 
     def q_gen(x):
-        if regenerate == "refine":
-            nxt = x * (1 - P.p_break) + (1 - x) * P.p_fix
-        else:
-            nxt = abandon_moment(x, mu, P.kappa, n)
+        refine = regenerate == "refine"
+        nxt = regenerate_belief(x, P.p_fix, P.p_break) if refine else abandon_moment(x, mu, P.kappa, n)
         return np.where(regen_ok, -cg + (R * nxt - cv), -np.inf)
 
     def q_ver(x):
@@ -115,14 +114,10 @@ def greedy(
     q[..., STOP] = 0.0
     q[..., VERIFY] = q_ver(b)
     q[..., REGENERATE] = q_gen(b)
-    nb = 1 - b
     for k in range(P.n_critics):
-        t, f = P.tpr[:, k], P.fpr[:, k]
         total = 0.0
-        for p1, p0 in ((t, f), (1 - t, 1 - f)):
-            num = p1 * b
-            den = num + p0 * nb
-            bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
+        for z in (1, 0):
+            den, bz = verdict(b, P.tpr[:, k], P.fpr[:, k], z)
             total = total + den * value(bz)
         ok = P.available[:, k] & ((used >> k) & 1 == 0)
         q[..., CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[:, k], -np.inf)
