@@ -532,7 +532,7 @@ class InstanceController(BeliefController):
         as terminal unless ``plan_verify_continues``, the ``critic_scope``,
         ``regenerate`` (in planning and acting alike), the θ-``mixture``
         carried between decisions and the greedy ``lookahead``
-        (:data:`~bpc.decide.kernels.greedy.LOOKAHEADS`; ``"verify"`` is the
+        (:data:`~bpc.decide.kernels.options.LOOKAHEADS`; ``"verify"`` is the
         paper's rule, ``"clip"`` the authors' release). See :mod:`bpc.decide.options`.
     max_patches : int or None
         Patch budget of an episode (the recorded pool, or the caller's);

@@ -44,21 +44,15 @@ import numpy.typing as npt
 from bpc.constants import GRID_SIZE, MAX_CRITICS, MAX_TABLE_BYTES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, regenerate, verdict
 from bpc.decide.kernels.instance import abandon_moment
-from bpc.decide.kernels.options import DEFAULT_KERNEL, KernelOptions
+from bpc.decide.kernels.options import BACKENDS, DEFAULT_KERNEL, KernelOptions
 
 __all__ = [
-    "BACKENDS",
     "INTERPRET_MAX_CELLS",
     "PAPER_TABLE",
     "DPSolution",
     "belief_grid",
     "solve_grid",
 ]
-
-BACKENDS: tuple[str, ...] = ("auto", "numba", "numpy")
-"""Runs of the grid DP: ``auto`` compiles with numba when it is installed; ``numpy`` interprets
-tables of up to :data:`INTERPRET_MAX_CELLS` cells (no numba import: a point estimate's table in
-tens of milliseconds) and compiles larger ones. Every run gives the same numbers."""
 
 INTERPRET_MAX_CELLS = 2**14
 """Largest table (``S·(H+1)·N·2**K·M·G`` cells, ``M`` counted once under ``"refine"``, where every μ row
@@ -486,7 +480,7 @@ def solve_grid(
     dtype : numpy dtype
         ``float64`` (default) or ``float32`` for values and arithmetic.
     backend : {"auto", "numba", "numpy"}
-        Compiled or interpreted kernel (:data:`BACKENDS`; identical numbers).
+        Compiled or interpreted kernel (:data:`~bpc.decide.kernels.options.BACKENDS`; identical numbers).
     chunk_size, n_threads : int, optional
         Samples per unit of work and threads of the compiled kernel
         (default ``S / (4·n_threads)`` and the CPU count).

@@ -10,7 +10,7 @@ terminal, the failure continuation ``(1 − b)·max(0, Q_gen(0))``;
 ``Q_crit_k = −c_k + Σ_z P(z|b)·value(b_z)`` for the critics not yet used.
 
 The rules differ only in ``value``, the worth of the belief after a verdict
-(:data:`LOOKAHEADS`): bpc's ``"best"`` is ``max(0, Q_verify, Q_gen)``; the
+(:data:`~bpc.decide.kernels.options.LOOKAHEADS`): bpc's ``"best"`` is ``max(0, Q_verify, Q_gen)``; the
 paper appendix's ``"verify"`` is ``Q_verify`` itself (no ``max``: because the
 belief is a martingale the critic is then worth ``Q_verify − c_k``, so with
 positive costs the paper's greedy controller never calls a critic); the
@@ -28,11 +28,7 @@ from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, P
 from bpc.decide.kernels.belief import regenerate as regenerate_belief
 from bpc.decide.kernels.instance import abandon_moment
 
-__all__ = ["LOOKAHEADS", "PAPER_GREEDY", "greedy"]
-
-LOOKAHEADS: tuple[str, ...] = ("best", "verify", "clip")
-"""What a critic verdict's belief ``b_z`` is worth to :func:`greedy`: ``max(0, Q_verify, Q_gen)``
-(bpc), ``Q_verify`` (the paper appendix) or ``max(Q_verify, 0)`` (the authors' release)."""
+__all__ = ["PAPER_GREEDY", "greedy"]
 
 PAPER_GREEDY: dict = {
     "max_patches": None,
@@ -74,7 +70,7 @@ def greedy(
     regenerate : {"fresh", "refine"}
         How the next patch is made (module docstring).
     lookahead : {"best", "verify", "clip"}
-        The worth of a verdict's belief (:data:`LOOKAHEADS`).
+        The worth of a verdict's belief (:data:`~bpc.decide.kernels.options.LOOKAHEADS`).
 
     Returns
     -------

@@ -22,13 +22,24 @@ import numpy as np
 
 from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE, REGENERATE_MODES
 
-__all__ = ["MIXTURES", "CRITIC_SCOPES", "KernelOptions", "DEFAULT_KERNEL"]
+__all__ = ["MIXTURES", "CRITIC_SCOPES", "LOOKAHEADS", "BACKENDS", "KernelOptions", "DEFAULT_KERNEL"]
 
 MIXTURES: tuple[str, ...] = ("exact", "moment")
 """θ-belief representations: the exact finite mixture or the mean-matched Beta."""
 
 CRITIC_SCOPES: tuple[str, ...] = ("patch", "instance")
 """Scope of the used-critic set ``U``: reset on every new patch (the paper), or kept for the instance."""
+
+LOOKAHEADS: tuple[str, ...] = ("best", "verify", "clip")
+"""What a critic verdict's belief ``b_z`` is worth to :func:`~bpc.decide.kernels.greedy.greedy`:
+``max(0, Q_verify, Q_gen)`` (bpc), ``Q_verify`` (the paper appendix) or ``max(Q_verify, 0)`` (the
+authors' release)."""
+
+BACKENDS: tuple[str, ...] = ("auto", "numba", "numpy")
+"""Runs of the grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`): ``auto`` compiles with numba
+when it is installed; ``numpy`` interprets tables of up to
+:data:`~bpc.decide.kernels.dp.INTERPRET_MAX_CELLS` cells (no numba import: a point estimate's table
+in tens of milliseconds) and compiles larger ones. Every run gives the same numbers."""
 
 
 @dataclass(frozen=True, kw_only=True)
