@@ -341,6 +341,13 @@ def _check_count_var(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> None:
         raise ValueError(f"counts variable {name!r} must hold non-negative whole numbers or NaN")
 
 
+def _check_parts(ds: xr.Dataset, pairs: list[tuple[str, str]]) -> None:
+    """Each count ``part`` of ``(part, whole)`` is at most its ``whole``."""
+    for part, whole in pairs:
+        if bool((ds[part] > ds[whole]).any()):
+            raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
+
+
 def validate_counts(ds: xr.Dataset) -> xr.Dataset:
     """Check that ``ds`` follows the counts schema; return it unchanged.
 
@@ -353,10 +360,7 @@ def validate_counts(ds: xr.Dataset) -> xr.Dataset:
         if name not in ds:
             raise ValueError(f"counts Dataset lacks variable {name!r}")
         _check_count_var(ds, name, dims)
-    pairs = [("n_pass", "n_patches"), ("critic_pass", "critic_n"), ("trans_flip", "trans_n")]
-    for part, whole in pairs:
-        if bool((ds[part] > ds[whole]).any()):
-            raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
+    _check_parts(ds, [("n_pass", "n_patches"), ("critic_pass", "critic_n"), ("trans_flip", "trans_n")])
     _validate_histogram(ds)
     _validate_task_counts(ds)
     return ds
@@ -377,9 +381,7 @@ def _validate_task_counts(ds: xr.Dataset) -> None:
         raise ValueError(f"counts Dataset has per-task counts {present} but lacks {missing}")
     for name, dims in _TASK_COUNT_DIMS.items():
         _check_count_var(ds, name, dims)
-    for part, whole in (("task_pass", "task_n"), ("task_critic_pass", "task_critic_n")):
-        if bool((ds[part] > ds[whole]).any()):
-            raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
+    _check_parts(ds, [("task_pass", "task_n"), ("task_critic_pass", "task_critic_n")])
 
 
 def _validate_histogram(ds: xr.Dataset) -> None:

@@ -716,6 +716,27 @@ class InstanceController(BeliefController):
         state.folded[mask] += 1
 
 
+_PAPER_DP = PlanOptions(
+    belief="iid",
+    method="dp",
+    mu_grid_size=PAPER_TABLE.mu_grid_size,
+    verify_terminal=PAPER_TABLE.verify_terminal,
+    regenerate=PAPER_TABLE.regenerate,
+    critic_scope="patch",
+    mixture="exact",
+)
+"""The paper's table (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`) as plan options."""
+_PAPER_GREEDY = PlanOptions(
+    belief="iid",
+    method="greedy",
+    verify_terminal=PAPER_GREEDY["verify_terminal"],
+    regenerate=PAPER_GREEDY["regenerate"],
+    critic_scope="patch",
+    mixture="moment",
+)
+"""The paper's one-step rule (:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`) as plan options."""
+
+
 class TableController(InstanceController):
     """The paper's ``bayesian_dp`` (method.md §Controllers): the paper's grid table.
 
@@ -752,18 +773,8 @@ class TableController(InstanceController):
         **options: Any,
     ) -> None:
         keep_q = True if plan.keep_q is None else plan.keep_q
-        paper = PlanOptions(
-            belief="iid",
-            method="dp",
-            horizon=plan.horizon,
-            grid_size=plan.grid_size,
-            mu_grid_size=PAPER_TABLE.mu_grid_size,
-            keep_q=keep_q,
-            backend=plan.backend,
-            verify_terminal=PAPER_TABLE.verify_terminal,
-            regenerate=PAPER_TABLE.regenerate,
-            critic_scope="patch",
-            mixture="exact",
+        paper = replace(
+            _PAPER_DP, horizon=plan.horizon, grid_size=plan.grid_size, keep_q=keep_q, backend=plan.backend
         )
         super().__init__(params, costs, plan=paper, max_patches=PAPER_TABLE.max_patches, **options)
 
@@ -800,13 +811,5 @@ class GreedyController(InstanceController):
         plan: PlanOptions = DEFAULT_PLAN,
         **options: Any,
     ) -> None:
-        paper = PlanOptions(
-            belief="iid",
-            method="greedy",
-            verify_terminal=PAPER_GREEDY["verify_terminal"],
-            regenerate=PAPER_GREEDY["regenerate"],
-            critic_scope="patch",
-            mixture="moment",
-            lookahead="clip" if plan.clip else "verify",
-        )
+        paper = replace(_PAPER_GREEDY, lookahead="clip" if plan.clip else "verify")
         super().__init__(params, costs, plan=paper, max_patches=PAPER_GREEDY["max_patches"], **options)

@@ -678,6 +678,16 @@ class Controller:
         ep.prior_source = source
         return ep
 
+    def check_critic_names(self, names: Sequence[str], *, what: str) -> None:
+        """Refuse ``names`` (an adapter's ``what``) unless they are exactly this controller's critics."""
+        missing = [c for c in self.critics if c not in names]
+        extra = [c for c in names if c not in self.critics]
+        if missing or extra:
+            raise ValueError(
+                f"{what} must name exactly the controller's critics {list(self.critics)}: "
+                f"missing {missing}, unknown {extra}"
+            )
+
     def fingerprint(self) -> str:
         """SHA-256 of the parameters, costs and options (guards :meth:`Episode.from_dict`).
 
