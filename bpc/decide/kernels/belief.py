@@ -185,23 +185,25 @@ def _as_float(name: str, value) -> np.ndarray:
     return arr
 
 
-def _check_prob(name: str, arr: np.ndarray, mask=None) -> None:
-    """Reject NaN or values outside [0, 1] (only where ``mask`` is true)."""
+_RULES = {  # what a value must be, and the test that finds a bad one
+    "prob": ("hold probabilities in [0, 1]", lambda v: ~np.isfinite(v) | (v < 0) | (v > 1)),
+    "cost": ("hold finite costs >= 0", lambda v: ~np.isfinite(v) | (v < 0)),
+    "reward": ("be finite and > 0", lambda v: ~np.isfinite(v) | (v <= 0)),
+    "kappa": ("be > 0 (inf = i.i.d.)", lambda v: np.isnan(v) | (v <= 0)),
+}
+
+
+def _check(name: str, rule: str, arr: np.ndarray, mask=None) -> None:
+    """Refuse ``arr`` (where ``mask``: where a critic is available) unless every value follows ``rule``."""
     vals = arr if mask is None else arr[np.broadcast_to(mask, arr.shape)]
-    bad = ~np.isfinite(vals) | (vals < 0) | (vals > 1)
+    what, bad_of = _RULES[rule]
+    bad = bad_of(vals)
     if bad.any():
-        first = float(vals[bad].flat[0])
+        where = "" if mask is None else " where a critic is available"
         raise ValueError(
-            f"argument {name!r} must hold probabilities in [0, 1] (finite where a critic is available); "
-            f"got {first!r} at {int(bad.sum())} position(s)"
+            f"argument {name!r} must {what}{where}; got {float(vals[bad].flat[0])!r} at "
+            f"{int(bad.sum())} position(s)"
         )
-
-
-def _check_cost(name: str, arr: np.ndarray, mask=None) -> None:
-    vals = arr if mask is None else arr[np.broadcast_to(mask, arr.shape)]
-    bad = ~np.isfinite(vals) | (vals < 0)
-    if bad.any():
-        raise ValueError(f"argument {name!r} must hold finite costs >= 0; got {float(vals[bad].flat[0])!r}")
 
 
 def _sample_count(shapes: dict[str, tuple[int, ...]]) -> int:
@@ -310,23 +312,11 @@ def make_problem(
         avail = np.isfinite(mat["tpr"]) & np.isfinite(mat["fpr"])
     avail = np.broadcast_to(avail, (S, K))
 
-    for n in ("prior", "p_fix", "p_break"):
-        _check_prob(n, vec[n])
-    for n in ("tpr", "fpr"):
-        _check_prob(n, mat[n], avail)
-    for n in ("c_gen", "c_ver"):
-        _check_cost(n, vec[n])
-    _check_cost("critic_costs", mat["critic_costs"], avail)
-    r = vec["reward"]
-    if (~np.isfinite(r) | (r <= 0)).any():
-        raise ValueError(
-            f"argument 'reward' must be finite and > 0, got {float(r[~np.isfinite(r) | (r <= 0)][0])!r}"
-        )
-    k = vec["kappa"]
-    if (np.isnan(k) | (k <= 0)).any():
-        raise ValueError(
-            f"argument 'kappa' must be > 0 (inf = i.i.d.), got {float(k[np.isnan(k) | (k <= 0)][0])!r}"
-        )
+    rules = dict(prior="prob", p_fix="prob", p_break="prob", c_gen="cost", c_ver="cost", reward="reward")
+    for n, rule in {**rules, "kappa": "kappa"}.items():
+        _check(n, rule, vec[n])
+    for n, rule in (("tpr", "prob"), ("fpr", "prob"), ("critic_costs", "cost")):
+        _check(n, rule, mat[n], avail)
 
     fills = {"tpr": 0.5, "fpr": 0.5, "critic_costs": 0.0}  # never read where a critic is unavailable
     return Problem(

@@ -303,12 +303,11 @@ class Controller:
             )
         c_gen, c_ver, reward = _prices(costs)
         p_fix, p_break = _kernel_pair(kernel)
-        max_patches = LIVE_MAX_PATCHES[belief][method] if budget.max_patches is None else budget.max_patches
-        check_count(max_patches, name="max_patches")
-        check_sizes(max_patches=max_patches, n_critics=len(critics) if isinstance(critics, Mapping) else None)
-        max_cost = budget.max_cost
         if not isinstance(critics, Mapping) or not critics:
             raise ValueError("critics must be a non-empty mapping name -> (tpr, fpr, cost)")
+        max_patches = LIVE_MAX_PATCHES[belief][method] if budget.max_patches is None else budget.max_patches
+        check_sizes(max_patches=max_patches, n_critics=len(critics))
+        max_cost = budget.max_cost
         names = tuple(str(c) for c in critics)
         action_names(names)  # rejects names that clash with stop/verify/regenerate
         entries = [_critic_entry(n, critics[n]) for n in names]
