@@ -558,31 +558,28 @@ class InstanceController(BeliefController):
     ) -> None:
         super().__init__(params, costs, critics=critics, index=index, name=name)
         plan = plan.resolved(belief="instance")
-        method = plan.method or "dp"
-        belief, mixture, regenerate = str(plan.belief), plan.mixture, str(plan.regenerate)
-        critic_scope, lookahead = str(plan.critic_scope), str(plan.lookahead)
-        if method == "exact" and mixture != "exact":
+        self.plan = plan = replace(plan, method=plan.method or "dp")
+        if plan.method == "exact" and plan.mixture != "exact":
             raise ValueError("method 'exact' carries the exact θ-mixture (mixture='exact')")
-        if max_patches is not None:
-            check_sizes(max_patches=max_patches)
-        check_sizes(n_critics=len(self.critics))
-        if name is None and method == "greedy":
+        check_sizes(max_patches=max_patches, n_critics=len(self.critics))
+        if name is None and plan.method == "greedy":
             self.name = "bayesian_greedy"
-        self.plan = replace(plan, method=method)
-        self.belief, self.method, self.mixture, self.regenerate = belief, method, mixture, regenerate
-        self.critic_scope, self.lookahead = critic_scope, lookahead
-        self.horizon = int(plan.horizon)
+        self.method, self.mixture, self.regenerate = str(plan.method), plan.mixture, str(plan.regenerate)
+        self.critic_scope, self.horizon = str(plan.critic_scope), int(plan.horizon)
         self.max_patches = None if max_patches is None else int(max_patches)
-        self.verify_terminal = not plan.plan_verify_continues
         # a refined patch's kernel (acting, "refine"; a fresh sample where none is measured)
         s = self.samples = self.samples.with_fresh_sample_kernel()
-        self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else s.kappa
+        self.kappa = np.full(self.n_samples, np.inf) if plan.belief == "iid" else s.kappa
         # the conventions every planner plans with: the greedy rule, the exact tree, the grid DP
-        opts = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, regenerate=regenerate)
-        self._greedy_options: dict[str, Any] = {**opts, "lookahead": lookahead}
+        self._greedy_options: dict[str, Any] = dict(
+            max_patches=self.max_patches,
+            verify_terminal=not plan.plan_verify_continues,
+            regenerate=self.regenerate,
+            lookahead=str(plan.lookahead),
+        )
         self.kernel_options = plan.kernel_options(max_patches=self.max_patches)
         self._grid_options: dict[str, Any] = dict(backend=plan.backend, keep_q=bool(plan.keep_q))
-        kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
+        kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if self.regenerate == "refine" else {}
         # validated once; the greedy rule, the tree and the tables read it
         self.problem = make_problem(
             s.prior,
@@ -604,7 +601,7 @@ class InstanceController(BeliefController):
                     f"need {self.n_samples} samples and horizon >= {self._table_horizon}"
                 )
             self._tables[None] = table
-        self.table = self.table_for(None) if method == "dp" else None
+        self.table = self.table_for(None) if self.method == "dp" else None
 
     def table_for(self, pattern: np.ndarray | None):
         """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
