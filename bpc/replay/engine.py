@@ -121,11 +121,7 @@ def _counts(actions: dict | None, n: int) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------------------
 def _critic_index(pool: Pool, critic: str) -> int | None:
     """Index of ``critic`` in the pool if it gave at least one verdict, else ``None``."""
-    if critic not in pool.critics:
-        return None
-    k = pool.critics.index(critic)
-    valid = np.arange(pool.Y.shape[1])[None, :] < pool.n_patches[:, None]
-    return k if bool((pool.z[..., k][valid] >= 0).any()) else None
+    return pool.critics.index(critic) if task_critics(pool, [critic]).any() else None
 
 
 def fixed_pipeline(pool: Pool, costs: Costs, prof: Profile) -> list[str]:
