@@ -140,23 +140,6 @@ CONTROLLER_ACTIONS: tuple[str, ...] = ("stop", "verify", "regenerate")
 CRITIC_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9_]*"
 """A critic name: a letter, then letters, digits or ``_`` (it becomes ``tpr_<name>``, ``c_<name>`` …)."""
 TRAJECTORY_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "method", "step", "Y")
-COUNT_VARS: tuple[str, ...] = (
-    "n_patches",
-    "n_pass",
-    "n_instances",
-    "critic_n",
-    "critic_pass",
-    "trans_n",
-    "trans_flip",
-    "inst_hist",
-)
-TASK_COUNT_VARS: tuple[str, ...] = ("task_n", "task_pass", "task_critic_n", "task_critic_pass")
-"""Optional per-task counts, present all together or not at all (raw records only):
-``task_n`` / ``task_pass`` (benchmark, generator, task) labelled patches of a task and how many pass
-the oracle; ``task_critic_n`` / ``task_critic_pass`` (benchmark, generator, task, critic) patches
-with a verdict of the critic and how many it passed, whatever their label. ``NaN`` = the generator
-did not attempt the task (or the critic never ran on it)."""
-PARAM_VARS: tuple[str, ...] = ("prior", "tpr", "fpr", "gap", "p_fix", "p_break")
 INSTANCE_PARAM = "kappa"
 """Optional parameter (b, g [, chain, draw]): Beta concentration κ of an instance's pass rate.
 
@@ -188,6 +171,14 @@ _PARAM_CORE_DIMS = {
     "p_fix": (DIM_BENCHMARK, DIM_GENERATOR),
     "p_break": (DIM_BENCHMARK, DIM_GENERATOR),
 }
+COUNT_VARS: tuple[str, ...] = tuple(_COUNT_DIMS)
+TASK_COUNT_VARS: tuple[str, ...] = tuple(_TASK_COUNT_DIMS)
+"""Optional per-task counts, present all together or not at all (raw records only):
+``task_n`` / ``task_pass`` (benchmark, generator, task) labelled patches of a task and how many pass
+the oracle; ``task_critic_n`` / ``task_critic_pass`` (benchmark, generator, task, critic) patches
+with a verdict of the critic and how many it passed, whatever their label. ``NaN`` = the generator
+did not attempt the task (or the critic never ran on it)."""
+PARAM_VARS: tuple[str, ...] = tuple(_PARAM_CORE_DIMS)
 
 
 def _ordered(values: Sequence[str], canonical: Sequence[str]) -> list[str]:
@@ -322,10 +313,7 @@ def empty_counts(
     ``critics`` is the ``critic`` coordinate (default the paper's four).
     """
     coords = panel_coords(benchmarks, generators, max_patches=max_patches, critics=critics)
-    data_vars = {}
-    for name, dims in _COUNT_DIMS.items():
-        shape = tuple(len(coords[d]) for d in dims)
-        data_vars[name] = (dims, np.full(shape, np.nan))
+    data_vars = {n: (d, np.full([len(coords[x]) for x in d], np.nan)) for n, d in _COUNT_DIMS.items()}
     shape2 = (len(coords[DIM_BENCHMARK]), len(coords[DIM_GENERATOR]))
     data_vars["source"] = ((DIM_BENCHMARK, DIM_GENERATOR), np.full(shape2, "", dtype=object))
     return xr.Dataset(data_vars, coords=coords)
