@@ -89,19 +89,16 @@ class KernelOptions:
         ValueError
             Naming the option.
         """
-        if self.regenerate not in REGENERATE_MODES:
-            raise ValueError(
-                f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {self.regenerate!r}"
-            )
-        if self.critic_scope not in CRITIC_SCOPES:
-            raise ValueError(
-                f"argument 'critic_scope' must be one of {CRITIC_SCOPES}, got {self.critic_scope!r}"
-            )
+        for name, allowed in (
+            ("regenerate", REGENERATE_MODES),
+            ("critic_scope", CRITIC_SCOPES),
+            ("mixture", MIXTURES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"argument {name!r} must be one of {allowed}, got {getattr(self, name)!r}")
         h = self.horizon
         if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 0:
             raise ValueError(f"argument 'horizon' must be an integer >= 0, got {h!r}")
-        if self.mixture not in MIXTURES:
-            raise ValueError(f"argument 'mixture' must be one of {MIXTURES}, got {self.mixture!r}")
         n = self.max_patches
         if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
             raise ValueError(f"argument 'max_patches' must be an integer >= 1 or None, got {n!r}")

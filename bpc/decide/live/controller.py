@@ -428,8 +428,7 @@ class Controller:
             explore = self.mode == "plugin"  # optimistic critic rates: keep learning what it does not know
             p = self.learner.plan_draws(self.critics, LIVE_LEARN_DRAWS, point=point, explore=explore)
             kappa = p["kappa"] if self.belief_model == "instance" else None
-            rates = {k: p[k] for k in ("prior", "tpr", "fpr", "p_fix", "p_break")}
-            self.samples = ParameterSamples(critics=self.critics, **rates, kappa=kappa)
+            self.samples = ParameterSamples.from_mapping({**p, "kappa": kappa}, critics=self.critics)
             self.kappa = None if kappa is None else self.samples.kappa
             self.policy = self._build_policy(self.samples)
             self._planned = self.learner.n_episodes
