@@ -636,17 +636,10 @@ class InstanceController(BeliefController):
         N = self.max_patches or 1
 
         def q_of(rows, pattern):
-            r = np.arange(n_ep)[rows]
-            shape = (r.size, m)
-            n, u = (
-                np.broadcast_to(x[:, None], shape).reshape(-1)
-                for x in (np.minimum(state.step[r], N - 1), state.used[r])
-            )
-            b, s = state.b[rows].reshape(-1), state.sample[rows].reshape(-1)
-            q = self.table_for(pattern).lookup(
-                b, mu[rows].reshape(-1), n, u, np.full(r.size * m, self.horizon), s
-            )
-            return q.reshape(shape + (q.shape[-1],))
+            n, u = np.repeat(np.minimum(state.step[rows], N - 1), m), np.repeat(state.used[rows], m)
+            b, s, h = state.b[rows].reshape(-1), state.sample[rows].reshape(-1), self.horizon
+            q = self.table_for(pattern).lookup(b, mu[rows].reshape(-1), n, u, np.full(b.size, h), s)
+            return q.reshape(-1, m, q.shape[-1])
 
         return self._by_pattern(state, q_of)
 
