@@ -427,9 +427,10 @@ class Controller:
             point = self.mode in ("plugin", "posterior_mean")
             explore = self.mode == "plugin"  # optimistic critic rates: keep learning what it does not know
             p = self.learner.plan_draws(self.critics, LIVE_LEARN_DRAWS, point=point, explore=explore)
-            kappa = p["kappa"] if self.belief_model == "instance" else None
-            self.samples = ParameterSamples.from_mapping({**p, "kappa": kappa}, critics=self.critics)
-            self.kappa = None if kappa is None else self.samples.kappa
+            if self.belief_model != "instance":  # κ is the instance belief's alone
+                p = {k: v for k, v in p.items() if k != "kappa"}
+            self.samples = ParameterSamples.from_mapping(p, critics=self.critics)
+            self.kappa = self.samples.kappa if "kappa" in p else None
             self.policy = self._build_policy(self.samples)
             self._planned = self.learner.n_episodes
         return self.policy
