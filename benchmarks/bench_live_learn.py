@@ -13,13 +13,17 @@ plug-in and the Bayes-robust controller (the instance belief, grid DP).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from bpc.decide.live import Controller, Episode
-from bpc.decide.options import PlanOptions
-from bpc.estimate.online import LearningState, ParticleOptions, simulate_records
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests/ holds the shared driver
+from bpc.decide.live import Controller, Episode  # noqa: E402
+from bpc.decide.options import PlanOptions  # noqa: E402
+from bpc.estimate.online import LearningState, ParticleOptions, simulate_records  # noqa: E402
+from tests.episodes import play  # noqa: E402
 
 RATES = {"test": (0.85, 0.2), "llm": (0.8, 0.3)}
 DRIFTED = {"test": (0.85, 0.5), "llm": (0.8, 0.3)}
@@ -32,23 +36,9 @@ NUMBERS = dict(
 )
 
 
-def play(ep: Episode, rng: np.random.Generator, rates: dict) -> Episode:
+def episode(ctrl: Controller, rng: np.random.Generator, rates: dict) -> Episode:
     """One episode on a simulated task (θ from the cell's Beta, fresh patches) to its end."""
-    theta = rng.beta(PRIOR * KAPPA, (1 - PRIOR) * KAPPA)
-    y = bool(rng.random() < theta)
-    while not ep.done:
-        action = ep.decide().action
-        if action == "stop":
-            ep.stop()
-        elif action == "verify":
-            ep.verified(y)
-        elif action == "regenerate":
-            ep.regenerated()
-            y = bool(rng.random() < theta)
-        else:
-            tpr, fpr = rates[action]
-            ep.observe(action, bool(rng.random() < (tpr if y else fpr)))
-    return ep
+    return play(ctrl.episode(), rng, theta=rng.beta(PRIOR * KAPPA, (1 - PRIOR) * KAPPA), rates=rates)
 
 
 def main() -> None:
@@ -67,10 +57,10 @@ def main() -> None:
     for mode in ("plugin", "bayes_robust"):
         ctrl = Controller(**NUMBERS, learn=calibrated, plan=PlanOptions(belief="instance", mode=mode))
         rng = np.random.default_rng(0)
-        play(ctrl.episode(), rng, RATES)  # the first plan (imports, compilation) is not timed
+        episode(ctrl, rng, RATES)  # the first plan (imports, compilation) is not timed
         t0 = time.perf_counter()
         for _ in range(20):
-            play(ctrl.episode(), rng, RATES)
+            episode(ctrl, rng, RATES)
         per = (time.perf_counter() - t0) / 20
         print(
             f"{mode}: {per * 1e3:.0f} ms per episode (decisions, learning, re-plan on {ctrl.n_samples} draws)"
@@ -82,7 +72,7 @@ def main() -> None:
             ctrl = Controller(**NUMBERS, learn=calibrated, plan=PlanOptions(belief="instance"))
             rng = np.random.default_rng([2, seed])
             for _ in range(50):
-                play(ctrl.episode(), rng, rates)
+                episode(ctrl, rng, rates)
             report = ctrl.learner.drift(50, n_replicates=2000)
             flagged += report.flagged
             blamed += report.flagged and "test" in report.flagged_channels

@@ -26,8 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests/ holds the inputs
+from tests.probe_inputs import write_probe_inputs  # noqa: E402
 
 TOUR = "solve --prior 0.3 --critic syn:0.99:0.97:1 --critic test:0.95:0.2:2 --critic llm:0.7:0.4:5 "
 TOUR += "--p-fix 0.15 --p-break 0.05 --c-gen 10 --c-ver 90 --reward 100 --horizon 3 --method dp"
@@ -76,55 +78,8 @@ CASES: list[tuple[str, str, str | None]] = [
 
 
 def make_inputs(d: Path, posterior: Path | None) -> None:
-    """The probe inputs (as tests/data/test_probes_input.py builds them) in ``d``."""
-    import h5py
-
-    rng = np.random.default_rng(0)
-    rows = []
-    for t in range(30):
-        for j in range(3):
-            y = int(rng.random() < 0.5)
-            rows.append(
-                {
-                    "instance_id": f"T{t}",
-                    "patch_id": j,
-                    "Y": y,
-                    "syn": int(rng.random() < (0.9 if y else 0.3)),
-                }
-            )
-    log = pd.DataFrame(rows)
-    log.to_csv(d / "my.csv", index=False)
-    big = log.astype({"instance_id": object})
-    big.loc[5, "instance_id"] = "x" * 10_000_000
-    big.to_csv(d / "bigid.csv", index=False)
-    patch = log.astype({"patch_id": object})
-    patch.loc[7, "patch_id"] = "9" * 5000
-    patch.to_csv(d / "bigpatch.csv", index=False)
-    costs = {"c_gen": 10, "c_ver": 30, "reward": 100}
-    (d / "costs.json").write_text(json.dumps(costs))
-    (d / "costs_syn.json").write_text(json.dumps({**costs, "critic": {"syn": 1}}))
-    (d / "costs_critics.json").write_text(json.dumps({**costs, "critics": {"syn": 1}}))
-    (d / "costs_csyn.json").write_text(json.dumps({**costs, "c_syn": 1}))
-    (d / "costs_bool.json").write_text(json.dumps({**costs, "c_gen": True}))
-    (d / "costs_400.json").write_text('{"c_gen": 1' + "0" * 400 + ', "c_ver": 30, "reward": 100}')
-    (d / "costs_deep.json").write_text("[" * 100_000 + "]" * 100_000)
-    with open(d / "deep.jsonl", "w") as fh:
-        for r in rows[:3]:
-            fh.write(json.dumps(r) + "\n")
-        fh.write(
-            '{"instance_id": "T9", "patch_id": 0, "Y": 1, "syn": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
-        )
-    with h5py.File(d / "big.nc", "w") as fh:
-        fh.create_dataset(
-            "prior", shape=(16000, 16000), dtype="f8", chunks=(1000, 1000), compression="gzip", fillvalue=0.5
-        )
-    traj = {
-        "benchmark": ["custom"],
-        "generator": ["custom"],
-        "instance_id": ["T1"],
-        "method": ["self_refine"],
-    }
-    pd.DataFrame(traj).assign(step=0).to_csv(d / "a,b.csv", index=False)
+    """The probe inputs (tests/probe_inputs.py), serve's and the posterior in ``d``."""
+    write_probe_inputs(d)
     names = [f"n{k}" for k in range(10_000)]
     (d / "used10k").write_text(json.dumps({"op": "start", "id": "x", "used": names}) + "\n")
     if posterior is not None:

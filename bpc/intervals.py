@@ -63,9 +63,9 @@ IntervalKind = Literal["eti", "hdi"]
 """Interval kinds: equal-tailed (quantiles ``(1 ± prob)/2``) or highest-density."""
 
 
-def _check(prob: float, kind: str) -> None:
+def _check(prob: float, kind: str = "eti", *, who: str = "credible interval") -> None:
     if not 0 < prob < 1:
-        raise ValueError(f"credible interval: prob must lie in (0, 1), got {prob!r}")
+        raise ValueError(f"{who}: prob must lie in (0, 1), got {prob!r}")
     if kind not in ("eti", "hdi"):
         raise ValueError(f"credible interval: kind must be 'eti' or 'hdi', got {kind!r}")
 
@@ -326,8 +326,7 @@ def clustered_interval(
         raise ValueError(f"clustered_interval: frame lacks column(s) {missing}")
     if strata not in keys:
         raise ValueError(f"clustered_interval: strata {strata!r} must be one of the groups {keys}")
-    if not 0.0 < prob < 1.0:
-        raise ValueError(f"clustered_interval: prob must lie in (0, 1), got {prob}")
+    _check(prob, who="clustered_interval")
     data = frame[[*keys, task, *cols]].copy()
     data = data[np.isfinite(data[value].to_numpy(dtype=np.float64))]
     if data.empty:
@@ -394,8 +393,7 @@ def paired_bootstrap(
     >>> paired_bootstrap([1.0, 1.0, 1.0])
     (1.0, 1.0)
     """
-    if not 0.0 < prob < 1.0:
-        raise ValueError(f"paired_bootstrap: prob must lie in (0, 1), got {prob}")
+    _check(prob, who="paired_bootstrap")
     arr = np.asarray(diff, dtype=np.float64)
     if arr.ndim != 1:
         raise ValueError(

@@ -215,42 +215,30 @@ def check_output_file(
     return suffix
 
 
-def _nc_stamp(path: Path) -> str | None:
+def _stamp_of(path: Path, suffix: str) -> str | None:
+    """:data:`STAMP` of a netCDF or Parquet file, or ``format`` of a JSON object; None if unreadable."""
     try:
-        import h5py
+        if suffix == ".nc":
+            import h5py
 
-        with h5py.File(path, "r") as fh:
-            value = fh.attrs.get(STAMP)
-    except Exception:  # not HDF5, damaged, unreadable: not a file bpc can vouch for
+            with h5py.File(path, "r") as fh:
+                value = fh.attrs.get(STAMP)
+        elif suffix == ".json":
+            from bpc.validation import loads_json
+
+            with open(path, encoding="utf-8") as fh:
+                body = loads_json(fh.read(1 << 24))  # a state file is small: 16 MiB is more than enough
+            value = body.get("format") if isinstance(body, dict) else None
+        else:
+            import pyarrow.parquet as pq
+
+            attrs = json.loads((pq.read_schema(path).metadata or {}).get(b"PANDAS_ATTRS", b"{}"))
+            value = attrs.get(STAMP) if isinstance(attrs, dict) else None
+    except Exception:  # not of that format, damaged, unreadable: not a file bpc can vouch for
         return None
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
-    return str(value) if value is not None else None
-
-
-def _parquet_stamp(path: Path) -> str | None:
-    try:
-        import pyarrow.parquet as pq
-
-        meta = pq.read_schema(path).metadata or {}
-        attrs = json.loads(meta.get(b"PANDAS_ATTRS", b"{}"))
-    except Exception:
-        return None
-    value = attrs.get(STAMP) if isinstance(attrs, dict) else None
-    return str(value) if value is not None else None
-
-
-def _json_stamp(path: Path) -> str | None:
-    """The ``format`` of a JSON object bpc wrote (e.g. ``bpc-serve-state``), or None."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            from bpc.validation import loads_json
-
-            value = loads_json(fh.read(1 << 24))  # a state file is small: 16 MiB is more than enough
-    except (OSError, ValueError):
-        return None
-    fmt = value.get("format") if isinstance(value, dict) else None
-    return fmt if isinstance(fmt, str) else None
+    return value if isinstance(value, str) else None
 
 
 def _first_line(path: Path) -> str | None:
@@ -280,10 +268,8 @@ def is_bpc_file(path: str | os.PathLike, *, header: str | None = None) -> bool:
     """
     p = Path(path)
     suffix = p.suffix.lower()
-    readers = {".nc": _nc_stamp, ".parquet": _parquet_stamp, ".pq": _parquet_stamp, ".json": _json_stamp}
-    stamp = readers.get(suffix)
-    if stamp is not None:
-        return (stamp(p) or "").startswith("bpc")
+    if suffix in (".nc", ".parquet", ".pq", ".json"):
+        return (_stamp_of(p, suffix) or "").startswith("bpc")
     return suffix in (".csv", ".tsv") and header is not None and _first_line(p) == header
 
 
@@ -428,16 +414,9 @@ def _or(suffixes: Sequence[str]) -> str:
 # ---------------------------------------------------------------------------
 # Atomic files
 # ---------------------------------------------------------------------------
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    if os.name != "posix":  # pragma: no cover - directories cannot be opened elsewhere
+def _fsync(path: Path) -> None:
+    """Flush a file, or a folder's entries (POSIX only), to disk."""
+    if os.name != "posix" and path.is_dir():  # pragma: no cover - directories cannot be opened elsewhere
         return
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -454,26 +433,23 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def _write_error(final: Path, exc: OSError) -> OutputWriteError:
+def _write_error(final: Path, exc: OSError, *, kept: str = "file") -> OutputWriteError:
     what = exc.strerror or str(exc)
     if exc.errno == errno.ENOSPC:
         what = "no space left on the device"
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = f"the folder is not writable ({exc.strerror})"
-    err = OutputWriteError(exc.errno, f"cannot write {final}: {what}; the previous file is untouched")
-    return err
+    return OutputWriteError(exc.errno, f"cannot write {final}: {what}; the previous {kept} is untouched")
 
 
-def _clear_stale_temps(final: Path) -> None:
-    """Remove temporary files that killed runs left beside ``final`` (their process is gone)."""
-    prefix = f".{final.stem}{_TMP_TAG}"
-    with contextlib.suppress(OSError):
-        for q in final.parent.iterdir():
-            if not (q.name.startswith(prefix) and q.name.endswith(final.suffix)) or q.is_dir():
-                continue
-            head = q.name[len(prefix) :].split("-", 1)[0]
-            if head.isdigit() and (int(head) == os.getpid() or not _pid_alive(int(head))):
-                _remove(q)
+def _stale(folder: Path, prefix: str, suffix: str = "") -> list[Path]:
+    """Entries of ``folder`` named ``<prefix><pid>-…<suffix>`` whose process is this one or gone."""
+    try:
+        names = sorted(q for q in folder.iterdir() if q.name.startswith(prefix) and q.name.endswith(suffix))
+    except OSError:
+        return []
+    heads = ((q, q.name[len(prefix) :].split("-", 1)[0]) for q in names)
+    return [q for q, h in heads if h.isdigit() and (int(h) == os.getpid() or not _pid_alive(int(h)))]
 
 
 @contextlib.contextmanager
@@ -534,7 +510,9 @@ def atomic_file(
         final.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _write_error(final, exc) from None
-    _clear_stale_temps(final)
+    for q in _stale(final.parent, f".{final.stem}{_TMP_TAG}", final.suffix):  # killed runs' leftovers
+        if not q.is_dir():
+            _remove(q)
     if size is not None:
         free = shutil.disk_usage(final.parent).free
         if free < size:
@@ -548,9 +526,9 @@ def atomic_file(
         yield tmp
         if not tmp.exists():
             raise RuntimeError(f"atomic_file({final}): the block wrote nothing to {tmp}")
-        _fsync_file(tmp)
+        _fsync(tmp)
         os.replace(tmp, final)
-        _fsync_dir(final.parent)
+        _fsync(final.parent)
     except OutputWriteError:
         _remove(tmp)
         raise
@@ -564,10 +542,12 @@ def atomic_file(
         raise
 
 
-def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically; return the path."""
+def write_text(
+    path: str | os.PathLike, text: str, *, header: str | None = None, option: str = "--out"
+) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; return the path (``header``: as :func:`atomic_file`)."""
     data = text.encode("utf-8")
-    with atomic_file(path, size=len(data)) as tmp:
+    with atomic_file(path, header=header, size=len(data), option=option) as tmp:
         tmp.write_bytes(data)
     return Path(path)
 
@@ -621,11 +601,7 @@ def write_csv(frame: Any, path: str | os.PathLike, *, option: str = "--out", **k
     kwargs.setdefault("index", False)
     frame = _escaped(frame)
     text = frame.to_csv(**kwargs)
-    header = text.split("\n", 1)[0].rstrip("\r")
-    data = text.encode("utf-8")
-    with atomic_file(path, header=header, size=len(data), option=option) as tmp:
-        tmp.write_bytes(data)
-    return Path(path)
+    return write_text(path, text, header=text.split("\n", 1)[0].rstrip("\r"), option=option)
 
 
 def write_parquet(frame: Any, path: str | os.PathLike, *, option: str = "--out") -> Path:
@@ -878,19 +854,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _siblings(final: Path, tag: str) -> list[Path]:
-    if not final.parent.is_dir():
-        return []
-    prefix = f".{final.name}{tag}"
-    return sorted(p for p in final.parent.iterdir() if p.name.startswith(prefix))
-
-
-def _pid_of(sibling: Path, final: Path, tag: str) -> int | None:
-    rest = sibling.name[len(f".{final.name}{tag}") :]
-    head = rest.split("-", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
 def _recover(final: Path) -> None:
     """Tidy what killed runs left beside ``final``.
 
@@ -898,25 +861,19 @@ def _recover(final: Path) -> None:
     name and the previous one as a backup: put that back. Temporary folders
     and backups whose process is gone are deleted.
     """
-    for old in _siblings(final, _OLD_TAG):
-        pid = _pid_of(old, final, _OLD_TAG)
-        if pid is not None and pid != os.getpid() and _pid_alive(pid):
-            continue
+    for old in _stale(final.parent, f".{final.name}{_OLD_TAG}"):
         if not final.exists():
             os.rename(old, final)
         else:
             _remove(old)
-    for tmp in _siblings(final, _TMP_TAG):
-        pid = _pid_of(tmp, final, _TMP_TAG)
-        if pid is not None and pid != os.getpid() and _pid_alive(pid):
-            continue
+    for tmp in _stale(final.parent, f".{final.name}{_TMP_TAG}"):
         _remove(tmp)
 
 
 def _write_manifest(folder: Path, manifest: Mapping[str, Any]) -> None:
     files = []
     for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
-        _fsync_file(f)
+        _fsync(f)
         files.append(
             {"path": f.relative_to(folder).as_posix(), "bytes": f.stat().st_size, "sha256": file_sha256(f)}
         )
@@ -932,7 +889,7 @@ def _write_manifest(folder: Path, manifest: Mapping[str, Any]) -> None:
     body.update({k: v for k, v in manifest.items() if k not in body})
     text = json.dumps(body, indent=2, sort_keys=False, default=str) + "\n"
     (folder / MANIFEST).write_text(text, encoding="utf-8")
-    _fsync_file(folder / MANIFEST)
+    _fsync(folder / MANIFEST)
 
 
 @contextlib.contextmanager
@@ -983,11 +940,11 @@ def atomic_folder(
     try:
         tmp.mkdir()
     except OSError as exc:
-        raise _write_error(final, exc) from None
+        raise _write_error(final, exc, kept="folder") from None
     try:
         yield tmp
         _write_manifest(tmp, manifest or {})
-        _fsync_dir(tmp)
+        _fsync(tmp)
         backup = None
         if final.exists():
             backup = final.with_name(f".{final.name}{_OLD_TAG}{token}")
@@ -998,18 +955,13 @@ def atomic_folder(
             if backup is not None and not final.exists():
                 os.rename(backup, final)  # put the previous folder back
             raise
-        _fsync_dir(final.parent)
+        _fsync(final.parent)
         if backup is not None:
             shutil.rmtree(backup, ignore_errors=True)
     except OSError as exc:
         _remove(tmp)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS):
-            raise OutputWriteError(
-                exc.errno,
-                f"cannot write {final}: "
-                + ("no space left on the device" if exc.errno == errno.ENOSPC else str(exc.strerror))
-                + "; the previous folder is untouched",
-            ) from None
+            raise _write_error(final, exc, kept="folder") from None
         raise
     except BaseException:
         _remove(tmp)

@@ -140,23 +140,6 @@ CONTROLLER_ACTIONS: tuple[str, ...] = ("stop", "verify", "regenerate")
 CRITIC_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9_]*"
 """A critic name: a letter, then letters, digits or ``_`` (it becomes ``tpr_<name>``, ``c_<name>`` …)."""
 TRAJECTORY_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "method", "step", "Y")
-COUNT_VARS: tuple[str, ...] = (
-    "n_patches",
-    "n_pass",
-    "n_instances",
-    "critic_n",
-    "critic_pass",
-    "trans_n",
-    "trans_flip",
-    "inst_hist",
-)
-TASK_COUNT_VARS: tuple[str, ...] = ("task_n", "task_pass", "task_critic_n", "task_critic_pass")
-"""Optional per-task counts, present all together or not at all (raw records only):
-``task_n`` / ``task_pass`` (benchmark, generator, task) labelled patches of a task and how many pass
-the oracle; ``task_critic_n`` / ``task_critic_pass`` (benchmark, generator, task, critic) patches
-with a verdict of the critic and how many it passed, whatever their label. ``NaN`` = the generator
-did not attempt the task (or the critic never ran on it)."""
-PARAM_VARS: tuple[str, ...] = ("prior", "tpr", "fpr", "gap", "p_fix", "p_break")
 INSTANCE_PARAM = "kappa"
 """Optional parameter (b, g [, chain, draw]): Beta concentration κ of an instance's pass rate.
 
@@ -188,6 +171,14 @@ _PARAM_CORE_DIMS = {
     "p_fix": (DIM_BENCHMARK, DIM_GENERATOR),
     "p_break": (DIM_BENCHMARK, DIM_GENERATOR),
 }
+COUNT_VARS: tuple[str, ...] = tuple(_COUNT_DIMS)
+TASK_COUNT_VARS: tuple[str, ...] = tuple(_TASK_COUNT_DIMS)
+"""Optional per-task counts, present all together or not at all (raw records only):
+``task_n`` / ``task_pass`` (benchmark, generator, task) labelled patches of a task and how many pass
+the oracle; ``task_critic_n`` / ``task_critic_pass`` (benchmark, generator, task, critic) patches
+with a verdict of the critic and how many it passed, whatever their label. ``NaN`` = the generator
+did not attempt the task (or the critic never ran on it)."""
+PARAM_VARS: tuple[str, ...] = tuple(_PARAM_CORE_DIMS)
 
 
 def _ordered(values: Sequence[str], canonical: Sequence[str]) -> list[str]:
@@ -322,10 +313,7 @@ def empty_counts(
     ``critics`` is the ``critic`` coordinate (default the paper's four).
     """
     coords = panel_coords(benchmarks, generators, max_patches=max_patches, critics=critics)
-    data_vars = {}
-    for name, dims in _COUNT_DIMS.items():
-        shape = tuple(len(coords[d]) for d in dims)
-        data_vars[name] = (dims, np.full(shape, np.nan))
+    data_vars = {n: (d, np.full([len(coords[x]) for x in d], np.nan)) for n, d in _COUNT_DIMS.items()}
     shape2 = (len(coords[DIM_BENCHMARK]), len(coords[DIM_GENERATOR]))
     data_vars["source"] = ((DIM_BENCHMARK, DIM_GENERATOR), np.full(shape2, "", dtype=object))
     return xr.Dataset(data_vars, coords=coords)
@@ -341,6 +329,13 @@ def _check_count_var(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> None:
         raise ValueError(f"counts variable {name!r} must hold non-negative whole numbers or NaN")
 
 
+def _check_parts(ds: xr.Dataset, pairs: list[tuple[str, str]]) -> None:
+    """Each count ``part`` of ``(part, whole)`` is at most its ``whole``."""
+    for part, whole in pairs:
+        if bool((ds[part] > ds[whole]).any()):
+            raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
+
+
 def validate_counts(ds: xr.Dataset) -> xr.Dataset:
     """Check that ``ds`` follows the counts schema; return it unchanged.
 
@@ -353,10 +348,7 @@ def validate_counts(ds: xr.Dataset) -> xr.Dataset:
         if name not in ds:
             raise ValueError(f"counts Dataset lacks variable {name!r}")
         _check_count_var(ds, name, dims)
-    pairs = [("n_pass", "n_patches"), ("critic_pass", "critic_n"), ("trans_flip", "trans_n")]
-    for part, whole in pairs:
-        if bool((ds[part] > ds[whole]).any()):
-            raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
+    _check_parts(ds, [("n_pass", "n_patches"), ("critic_pass", "critic_n"), ("trans_flip", "trans_n")])
     _validate_histogram(ds)
     _validate_task_counts(ds)
     return ds
@@ -377,9 +369,7 @@ def _validate_task_counts(ds: xr.Dataset) -> None:
         raise ValueError(f"counts Dataset has per-task counts {present} but lacks {missing}")
     for name, dims in _TASK_COUNT_DIMS.items():
         _check_count_var(ds, name, dims)
-    for part, whole in (("task_pass", "task_n"), ("task_critic_pass", "task_critic_n")):
-        if bool((ds[part] > ds[whole]).any()):
-            raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
+    _check_parts(ds, [("task_pass", "task_n"), ("task_critic_pass", "task_critic_n")])
 
 
 def _validate_histogram(ds: xr.Dataset) -> None:

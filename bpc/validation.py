@@ -66,6 +66,12 @@ def _values(value: Any, name: str) -> np.ndarray:
     return as_samples(np.asarray(value).reshape(-1) if np.ndim(value) > 1 else value, name=name)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
 def probability(value: Any, *, name: str) -> float:
     """One probability (a belief): a number, not a boolean, in [0, 1]; returned as a float.
 
@@ -76,10 +82,7 @@ def probability(value: Any, *, name: str) -> float:
     ...
     ValueError: belief must be a number in [0, 1], got True
     """
-    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
-    if not (number and 0.0 <= float(value) <= 1.0):
+    if not (_is_number(value) and 0.0 <= float(value) <= 1.0):
         raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)
 
@@ -188,8 +191,7 @@ def check_cost_budget(value: Any, *, name: str = "max_cost") -> None:
     ...
     ValueError: max_cost must be a number > 0 (inf: no cost budget), got 0.0
     """
-    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if not (number and float(value) > 0):
+    if not (_is_number(value) and float(value) > 0):
         raise ValueError(f"{name} must be a number > 0 (inf: no cost budget), got {value!r}")
 
 

@@ -82,13 +82,7 @@ def episode_attempts(
         If the critics do not name exactly the controller's critics.
     """
     critics = dict(critics)
-    missing = [c for c in controller.critics if c not in critics]
-    extra = [c for c in critics if c not in controller.critics]
-    if missing or extra:
-        raise ValueError(
-            f"critics must name exactly the controller's critics {list(controller.critics)}: "
-            f"missing {missing}, unknown {extra}"
-        )
+    controller.check_critic_names(list(critics), what="critics")
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
     to_float = value_to_float()

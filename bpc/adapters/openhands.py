@@ -86,13 +86,7 @@ class EpisodeCritic(CriticBase):
     def model_post_init(self, context: Any) -> None:
         """Check that the checks and the controller's critics agree."""
         super().model_post_init(context)
-        missing = [c for c in self.controller.critics if c not in self.checks]
-        extra = [c for c in self.checks if c not in self.controller.critics]
-        if missing or extra:
-            raise ValueError(
-                f"checks must name exactly the controller's critics {list(self.controller.critics)}: "
-                f"missing {missing}, unknown {extra}"
-            )
+        self.controller.check_critic_names(list(self.checks), what="checks")
 
     # ------------------------------------------------------------ state
     @property

@@ -542,7 +542,7 @@ class InstanceController(BeliefController):
         as terminal unless ``plan_verify_continues``, the ``critic_scope``,
         ``regenerate`` (in planning and acting alike), the θ-``mixture``
         carried between decisions and the greedy ``lookahead``
-        (:data:`~bpc.decide.kernels.greedy.LOOKAHEADS`; ``"verify"`` is the
+        (:data:`~bpc.decide.kernels.options.LOOKAHEADS`; ``"verify"`` is the
         paper's rule, ``"clip"`` the authors' release). See :mod:`bpc.decide.options`.
     max_patches : int or None
         Patch budget of an episode (the recorded pool, or the caller's);
@@ -568,31 +568,28 @@ class InstanceController(BeliefController):
     ) -> None:
         super().__init__(params, costs, critics=critics, index=index, name=name)
         plan = plan.resolved(belief="instance")
-        method = plan.method or "dp"
-        belief, mixture, regenerate = str(plan.belief), plan.mixture, str(plan.regenerate)
-        critic_scope, lookahead = str(plan.critic_scope), str(plan.lookahead)
-        if method == "exact" and mixture != "exact":
+        self.plan = plan = replace(plan, method=plan.method or "dp")
+        if plan.method == "exact" and plan.mixture != "exact":
             raise ValueError("method 'exact' carries the exact θ-mixture (mixture='exact')")
-        if max_patches is not None:
-            check_sizes(max_patches=max_patches)
-        check_sizes(n_critics=len(self.critics))
-        if name is None and method == "greedy":
+        check_sizes(max_patches=max_patches, n_critics=len(self.critics))
+        if name is None and plan.method == "greedy":
             self.name = "bayesian_greedy"
-        self.plan = replace(plan, method=method)
-        self.belief, self.method, self.mixture, self.regenerate = belief, method, mixture, regenerate
-        self.critic_scope, self.lookahead = critic_scope, lookahead
-        self.horizon = int(plan.horizon)
+        self.method, self.mixture, self.regenerate = str(plan.method), plan.mixture, str(plan.regenerate)
+        self.critic_scope, self.horizon = str(plan.critic_scope), int(plan.horizon)
         self.max_patches = None if max_patches is None else int(max_patches)
-        self.verify_terminal = not plan.plan_verify_continues
         # a refined patch's kernel (acting, "refine"; a fresh sample where none is measured)
         s = self.samples = self.samples.with_fresh_sample_kernel()
-        self.kappa = np.full(self.n_samples, np.inf) if belief == "iid" else s.kappa
+        self.kappa = np.full(self.n_samples, np.inf) if plan.belief == "iid" else s.kappa
         # the conventions every planner plans with: the greedy rule, the exact tree, the grid DP
-        opts = dict(max_patches=self.max_patches, verify_terminal=self.verify_terminal, regenerate=regenerate)
-        self._greedy_options: dict[str, Any] = {**opts, "lookahead": lookahead}
+        self._greedy_options: dict[str, Any] = dict(
+            max_patches=self.max_patches,
+            verify_terminal=not plan.plan_verify_continues,
+            regenerate=self.regenerate,
+            lookahead=str(plan.lookahead),
+        )
         self.kernel_options = plan.kernel_options(max_patches=self.max_patches)
         self._grid_options: dict[str, Any] = dict(backend=plan.backend, keep_q=bool(plan.keep_q))
-        kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if regenerate == "refine" else {}
+        kernel = dict(p_fix=s.p_fix, p_break=s.p_break) if self.regenerate == "refine" else {}
         # validated once; the greedy rule, the tree and the tables read it
         self.problem = make_problem(
             s.prior,
@@ -614,7 +611,7 @@ class InstanceController(BeliefController):
                     f"need {self.n_samples} samples and horizon >= {self._table_horizon}"
                 )
             self._tables[None] = table
-        self.table = self.table_for(None) if method == "dp" else None
+        self.table = self.table_for(None) if self.method == "dp" else None
 
     def table_for(self, pattern: np.ndarray | None):
         """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
@@ -649,17 +646,10 @@ class InstanceController(BeliefController):
         N = self.max_patches or 1
 
         def q_of(rows, pattern):
-            r = np.arange(n_ep)[rows]
-            shape = (r.size, m)
-            n, u = (
-                np.broadcast_to(x[:, None], shape).reshape(-1)
-                for x in (np.minimum(state.step[r], N - 1), state.used[r])
-            )
-            b, s = state.b[rows].reshape(-1), state.sample[rows].reshape(-1)
-            q = self.table_for(pattern).lookup(
-                b, mu[rows].reshape(-1), n, u, np.full(r.size * m, self.horizon), s
-            )
-            return q.reshape(shape + (q.shape[-1],))
+            n, u = np.repeat(np.minimum(state.step[rows], N - 1), m), np.repeat(state.used[rows], m)
+            b, s, h = state.b[rows].reshape(-1), state.sample[rows].reshape(-1), self.horizon
+            q = self.table_for(pattern).lookup(b, mu[rows].reshape(-1), n, u, np.full(b.size, h), s)
+            return q.reshape(-1, m, q.shape[-1])
 
         return self._by_pattern(state, q_of)
 
@@ -726,6 +716,27 @@ class InstanceController(BeliefController):
         state.folded[mask] += 1
 
 
+_PAPER_DP = PlanOptions(
+    belief="iid",
+    method="dp",
+    mu_grid_size=PAPER_TABLE.mu_grid_size,
+    verify_terminal=PAPER_TABLE.verify_terminal,
+    regenerate=PAPER_TABLE.regenerate,
+    critic_scope="patch",
+    mixture="exact",
+)
+"""The paper's table (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`) as plan options."""
+_PAPER_GREEDY = PlanOptions(
+    belief="iid",
+    method="greedy",
+    verify_terminal=PAPER_GREEDY["verify_terminal"],
+    regenerate=PAPER_GREEDY["regenerate"],
+    critic_scope="patch",
+    mixture="moment",
+)
+"""The paper's one-step rule (:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`) as plan options."""
+
+
 class TableController(InstanceController):
     """The paper's ``bayesian_dp`` (method.md §Controllers): the paper's grid table.
 
@@ -762,18 +773,8 @@ class TableController(InstanceController):
         **options: Any,
     ) -> None:
         keep_q = True if plan.keep_q is None else plan.keep_q
-        paper = PlanOptions(
-            belief="iid",
-            method="dp",
-            horizon=plan.horizon,
-            grid_size=plan.grid_size,
-            mu_grid_size=PAPER_TABLE.mu_grid_size,
-            keep_q=keep_q,
-            backend=plan.backend,
-            verify_terminal=PAPER_TABLE.verify_terminal,
-            regenerate=PAPER_TABLE.regenerate,
-            critic_scope="patch",
-            mixture="exact",
+        paper = replace(
+            _PAPER_DP, horizon=plan.horizon, grid_size=plan.grid_size, keep_q=keep_q, backend=plan.backend
         )
         super().__init__(params, costs, plan=paper, max_patches=PAPER_TABLE.max_patches, **options)
 
@@ -810,13 +811,5 @@ class GreedyController(InstanceController):
         plan: PlanOptions = DEFAULT_PLAN,
         **options: Any,
     ) -> None:
-        paper = PlanOptions(
-            belief="iid",
-            method="greedy",
-            verify_terminal=PAPER_GREEDY["verify_terminal"],
-            regenerate=PAPER_GREEDY["regenerate"],
-            critic_scope="patch",
-            mixture="moment",
-            lookahead="clip" if plan.clip else "verify",
-        )
+        paper = replace(_PAPER_GREEDY, lookahead="clip" if plan.clip else "verify")
         super().__init__(params, costs, plan=paper, max_patches=PAPER_GREEDY["max_patches"], **options)

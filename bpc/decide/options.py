@@ -69,17 +69,12 @@ from bpc.constants import (
     MODES,
     REGENERATE_MODES,
 )
-from bpc.decide.kernels.options import KernelOptions
+from bpc.decide.kernels.options import BACKENDS, CRITIC_SCOPES, LOOKAHEADS, MIXTURES, KernelOptions
 
 __all__ = ["DEFAULT_REGENERATE", "PlanOptions", "Budget", "DEFAULT_PLAN", "DEFAULT_BUDGET", "check_sizes"]
 
 DEFAULT_REGENERATE: Mapping[str, str] = MappingProxyType({"iid": "refine", "instance": "fresh"})
 """How a new patch is made when :attr:`PlanOptions.regenerate` is ``None``, per belief model."""
-
-_CRITIC_SCOPES = ("patch", "instance")
-_MIXTURES = ("exact", "moment")
-_LOOKAHEADS = ("best", "verify", "clip")
-_BACKENDS = ("auto", "numba", "numpy")
 
 
 def _check_int(value, *, name: str, low: int, high: int) -> int:
@@ -150,11 +145,11 @@ class PlanOptions:
             ("belief", b, BELIEFS),
             ("method", self.method, (None, *METHODS)),
             ("mode", self.mode, (None, *MODES)),
-            ("backend", self.backend, _BACKENDS),
-            ("mixture", self.mixture, _MIXTURES),
+            ("backend", self.backend, BACKENDS),
+            ("mixture", self.mixture, MIXTURES),
             ("regenerate", self.regenerate, (None, *REGENERATE_MODES)),
-            ("critic_scope", self.critic_scope, (None, *_CRITIC_SCOPES)),
-            ("lookahead", self.lookahead, (None, *_LOOKAHEADS)),
+            ("critic_scope", self.critic_scope, (None, *CRITIC_SCOPES)),
+            ("lookahead", self.lookahead, (None, *LOOKAHEADS)),
         )
         for what, value, choices in checks:
             if value is not None:

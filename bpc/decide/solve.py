@@ -45,6 +45,7 @@ from bpc.costs import Costs
 from bpc.decide.kernels.belief import Problem, action_names, make_problem, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
 from bpc.decide.kernels.instance import PAPER_TREE, solve_tree
+from bpc.decide.kernels.options import KernelOptions
 from bpc.decide.options import DEFAULT_PLAN, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
@@ -397,6 +398,19 @@ def _prepare(params, costs, critics, fill_kernel):
     return params, critics, args, core
 
 
+def _conventions(plan: PlanOptions, params: xr.Dataset, max_patches: int, paper: KernelOptions):
+    """The kernel options and κ of a resolved plan (``paper``'s under the i.i.d. belief, at ``κ = ∞``).
+
+    Under the instance belief a new patch is a fresh draw of the instance, within the patch budget
+    ``max_patches``, at the parameters' κ.
+    """
+    check_sizes(max_patches=max_patches)
+    if plan.belief == "iid":
+        return replace(paper, horizon=int(plan.horizon), grid_size=int(plan.grid_size)), xr.DataArray(np.inf)
+    kernel = replace(plan.kernel_options(max_patches=int(max_patches)), regenerate="fresh", mixture="exact")
+    return kernel, _kappa_array(params)
+
+
 DaskMode = Literal["forbidden", "allowed", "parallelized"]
 """How :func:`xarray.apply_ufunc` treats dask-backed inputs."""
 
@@ -503,11 +517,11 @@ def solve_policy(
     belief_model, keep_q, horizon = str(plan.belief), bool(plan.keep_q), plan.horizon
     grid_size, mu_grid_size, backend = plan.grid_size, plan.mu_grid_size, plan.backend
     verify_terminal, critic_scope = not plan.plan_verify_continues, str(plan.critic_scope)
-    check_sizes(max_patches=max_patches)
     paper = belief_model == "iid"
     if keep_q and not paper:
         raise ValueError("keep_q is not available with belief_model='instance' (read Q by a backup)")
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel or not paper)
+    kernel, kappa = _conventions(plan, params, max_patches, PAPER_TABLE)
     H, K, N, dtype = int(horizon), len(critics), int(max_patches), np.dtype(dtype)
     coords = {DIM_STEP: np.arange(H + 1), DIM_PATCH: np.arange(N), DIM_USED: used_labels(critics)}
     coords |= {
@@ -523,11 +537,6 @@ def solve_policy(
         q_dims = {d: n for d, n in sizes.items() if d != DIM_BELIEF} | {DIM_ACTION: 3 + K}
         outs.append((q_dims | {DIM_BELIEF: sizes[DIM_BELIEF]}, dtype))
     options: dict[str, Any] = dict(dtype=dtype, backend=backend, n_threads=n_threads, keep_q=bool(keep_q))
-    if paper:
-        kernel = replace(PAPER_TABLE, horizon=H, grid_size=int(grid_size))
-    else:  # a new patch is a fresh draw of the instance
-        kernel = replace(plan.kernel_options(max_patches=N), regenerate="fresh", mixture="exact")
-    kappa = xr.DataArray(np.inf) if paper else _kappa_array(params)
     res = _apply(
         _grid_block,
         params,
@@ -617,20 +626,15 @@ def solve_b0(
     """
     plan = plan.resolved()
     belief_model, horizon = str(plan.belief), plan.horizon
-    check_sizes(max_patches=max_patches)
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
+    tree, kappa = _conventions(plan, params, max_patches, PAPER_TREE)
     mask = used_mask(used, critics)
     K = len(critics)
     root = params["prior"] if belief is None else belief
     if not isinstance(root, xr.DataArray):
         root = xr.DataArray(float(root))
-    kappa = _kappa_array(params) if belief_model == "instance" else xr.DataArray(np.inf)
     args = [*args, kappa, root]
     core = [*core, [], []]
-    if belief_model == "instance":  # a fresh draw of the instance, within the patch budget
-        tree = replace(plan.kernel_options(max_patches=int(max_patches)), regenerate="fresh", mixture="exact")
-    else:  # the paper's tree: κ = ∞, the repair kernel, no budget, verification terminal
-        tree = replace(PAPER_TREE, horizon=int(horizon))
     outs = [({}, np.float64), ({DIM_ACTION: 3 + K}, np.float64), ({}, np.int8)]
     res = _apply(
         _b0_block,

@@ -111,15 +111,9 @@ def crossover_posterior(params: xr.DataArray | xr.Dataset) -> xr.DataArray:
 
 
 def _cells(params: xr.Dataset) -> list[tuple[str, str]]:
-    prior = params["prior"]
-    finite = xr.ufuncs.isfinite(prior)
-    finite = finite.all(sample_dims(prior)) if sample_dims(prior) else finite
-    out = []
-    for b in params[DIM_BENCHMARK].values:
-        for g in params[DIM_GENERATOR].values:
-            if bool(finite.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})):
-                out.append((str(b), str(g)))
-    return out
+    finite = xr.ufuncs.isfinite(params["prior"]).all(sample_dims(params["prior"]))
+    cells = [(b, g) for b in params[DIM_BENCHMARK].values for g in params[DIM_GENERATOR].values]
+    return [(str(b), str(g)) for b, g in cells if finite.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})]
 
 
 def policy_uncertainty(

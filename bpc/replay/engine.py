@@ -56,7 +56,13 @@ from bpc.costs import Costs, CostSpec, cost_resolver
 from bpc.data.counts import cell_kernel_counts
 from bpc.data.splits import Split, fold_split, folds, split_cells, split_counts
 from bpc.decide import factory
-from bpc.decide.baselines import describe_baseline, gate_critic, is_baseline, pipeline_order
+from bpc.decide.baselines import (
+    BaselineController,
+    describe_baseline,
+    gate_critic,
+    is_baseline,
+    pipeline_order,
+)
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.intervals import paired_bootstrap
 from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
@@ -115,69 +121,7 @@ def _counts(actions: dict | None, n: int) -> dict[str, np.ndarray]:
 # ---------------------------------------------------------------------------
 def _critic_index(pool: Pool, critic: str) -> int | None:
     """Index of ``critic`` in the pool if it gave at least one verdict, else ``None``."""
-    if critic not in pool.critics:
-        return None
-    k = pool.critics.index(critic)
-    valid = np.arange(pool.Y.shape[1])[None, :] < pool.n_patches[:, None]
-    return k if bool((pool.z[..., k][valid] >= 0).any()) else None
-
-
-def _patch_loop(
-    pool: Pool,
-    costs: Costs,
-    profile: Profile,
-    *,
-    critic_idx: Sequence[int] = (),
-    critic_charge: float = 0.0,
-    max_attempts: int | None = None,
-    verify_only_at: int | None = None,
-    actions: dict | None = None,
-) -> Outcome:
-    """One patch after another: critics, then verify iff all pass (or at a fixed attempt), else regenerate.
-
-    Attempt ``j`` uses patch ``j``. Entering an attempt is a generation:
-    charged ``c_gen`` unless it is the first and ``first_patch_free``; an
-    attempt past the pool ends the episode (charged only with
-    ``charge_regen_past_pool``). After the last allowed attempt the policy
-    stops. A missing verdict does not block verification (unless
-    ``missing_verdict_as_fail``).
-    """
-    Y, z, npch = pool.Y, pool.z, pool.n_patches
-    n, P = Y.shape
-    limit = P if max_attempts is None else int(max_attempts)
-    rows = np.arange(n)
-    cost = np.zeros(n)
-    passed = np.zeros(n, dtype=bool)
-    active = npch > 0
-    idx = list(critic_idx)
-    count = _counts(actions, n)
-    for j in range(limit):
-        has = j < npch
-        if j > 0:
-            count["regenerations"] += active
-        if not (j == 0 and profile.first_patch_free):
-            cost += costs.c_gen * (active & (has | profile.charge_regen_past_pool))
-        active &= has
-        if not active.any():
-            break
-        jj = min(j, P - 1)
-        cost += critic_charge * active
-        count["critic_calls"] += len(idx) * active
-        if idx:
-            verdicts = z[rows, jj][:, idx]
-            ok = (verdicts > 0 if profile.missing_verdict_as_fail else verdicts != 0).all(axis=1)
-        else:
-            ok = np.ones(n, dtype=bool)
-        at_verify_point = verify_only_at is None or j == verify_only_at
-        verify = active & ok & at_verify_point
-        cost += costs.c_ver * verify
-        count["verifications"] += verify
-        win = verify & (Y[rows, jj] == 1)
-        passed |= win
-        active &= ~win
-        if profile.verify_terminal:
-            active &= ~verify
-    return costs.reward * passed - cost, passed.astype(float), cost
+    return pool.critics.index(critic) if task_critics(pool, [critic]).any() else None
 
 
 def fixed_pipeline(pool: Pool, costs: Costs, prof: Profile) -> list[str]:
@@ -252,55 +196,54 @@ def replay_baseline(
         For an unknown baseline name.
     """
     prof = get_profile(profile)
+    n, m = pool.n_instances, pool.n_patches
     if name == "stop":
-        _counts(actions, pool.n_instances)
-        cost = costs.c_gen * ((pool.n_patches > 0) & (not prof.first_patch_free))
-        return -cost, np.zeros(pool.n_instances), cost
-    if name in ("verify_first", "always_verify"):
-        first_only = name == "verify_first" or prof.always_verify_first_patch_only
-        return _patch_loop(pool, costs, prof, max_attempts=1 if first_only else None, actions=actions)
+        _counts(actions, n)
+        cost = costs.c_gen * ((m > 0) & (not prof.first_patch_free))
+        return -cost, np.zeros(n), cost
     if name == "best_of_3":
-        if prof.best_of_3_verifies_last_only:
-            return _patch_loop(
-                pool, costs, prof, max_attempts=BEST_OF_N, verify_only_at=BEST_OF_N - 1, actions=actions
-            )
-        m = np.minimum(pool.n_patches, BEST_OF_N)
-        count = _counts(actions, pool.n_instances)
-        count["verifications"][:], count["regenerations"][:] = m, np.maximum(m - 1, 0)
-        gens = m - (1 if prof.first_patch_free else 0) * (m > 0)
-        cost = costs.c_gen * gens + costs.c_ver * m
-        valid = np.arange(pool.Y.shape[1])[None, :] < m[:, None]
-        passed = ((pool.Y == 1) & valid).any(axis=1)
-        return costs.reward * passed - cost, passed.astype(float), cost
+        return _best_of_3(pool, costs, prof, actions)
     crit = gate_critic(name)
     if crit is not None:
-        k = _critic_index(pool, crit)
-        if k is None:
+        if _critic_index(pool, crit) is None:
             return None
-        charged = "syn" if (crit == "test" and prof.gate_test_charges_syn) else crit
-        return _patch_loop(
-            pool,
-            costs,
-            prof,
-            critic_idx=(k,),
-            critic_charge=costs.critic_cost(charged),
-            max_attempts=prof.gate_max_patches.get(crit),
-            actions=actions,
-        )
-    if name == "fixed_pipeline":
-        present = [
-            (c, k) for c in fixed_pipeline(pool, costs, prof) if (k := _critic_index(pool, c)) is not None
-        ]
-        return _patch_loop(
-            pool,
-            costs,
-            prof,
-            critic_idx=[k for _, k in present],
-            critic_charge=float(sum(costs.critic_cost(c) for c, _ in present)),
-            max_attempts=prof.fixed_pipeline_max_patches,
-            actions=actions,
-        )
-    raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINE_POLICIES} or gate_<critic>")
+        order, limit = [crit], prof.gate_max_patches.get(crit)
+        if crit == "test" and prof.gate_test_charges_syn:
+            costs = costs.with_critics({"test": costs.critic_cost("syn")})
+    elif name == "fixed_pipeline":
+        order, limit = fixed_pipeline(pool, costs, prof), prof.fixed_pipeline_max_patches
+    elif name in ("verify_first", "always_verify"):
+        order, limit = [], 1 if name == "verify_first" or prof.always_verify_first_patch_only else None
+    else:
+        raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINE_POLICIES} or gate_<critic>")
+    # every patch's critics are called, whether the task has their verdicts or not (a missing one passes)
+    limit = limit or pool.Y.shape[1]
+    rule = BaselineController(name, order, pipeline=order, max_patches=limit)
+    prof, moves = replace(prof, task_critics=False), (len(order) + 2) * limit + 1  # moves: per patch at most
+    return replay_controller(pool, rule, costs, prof, max_decisions=moves, actions=actions)
+
+
+def _best_of_3(pool: Pool, costs: Costs, prof: Profile, actions: dict | None) -> Outcome:
+    """``best_of_3``: every one of the first three patches verified, or (the release) only the third."""
+    m = pool.n_patches
+    count = _counts(actions, pool.n_instances)
+    free = (m > 0) & prof.first_patch_free
+    if prof.best_of_3_verifies_last_only:  # two regenerations (charged past the pool if the profile says)
+        regen = np.minimum(m, BEST_OF_N - 1)
+        charged = (m >= 2) | ((m >= 1) & prof.charge_regen_past_pool)
+        charged = charged.astype(float) + ((m >= BEST_OF_N) | ((m >= 2) & prof.charge_regen_past_pool))
+        verified = m >= BEST_OF_N
+        gens = (m > 0).astype(float) - free + charged
+        passed = verified & (pool.Y[:, min(BEST_OF_N, pool.Y.shape[1]) - 1] == 1)
+    else:
+        verified = np.minimum(m, BEST_OF_N)
+        regen = np.maximum(verified - 1, 0)
+        gens = verified - free
+        valid = np.arange(pool.Y.shape[1])[None, :] < verified[:, None]
+        passed = ((pool.Y == 1) & valid).any(axis=1)
+    count["verifications"][:], count["regenerations"][:] = verified, regen
+    cost = costs.c_gen * gens + costs.c_ver * verified
+    return costs.reward * passed - cost, passed.astype(float), cost
 
 
 # ---------------------------------------------------------------------------

@@ -47,10 +47,9 @@ from bpc.decide.kernels.belief import (
     STOP,
     VERIFY,
     Problem,
-    bayes_update,
     make_problem,
-    observation_prob,
     regenerate,
+    verdict,
 )
 from bpc.decide.options import PlanOptions
 
@@ -165,8 +164,7 @@ def solve_release_dp(P: Problem, *, horizon: int = HORIZON, grid_size: int = GRI
             tk, fk = P.tpr[:, k][col], P.fpr[:, k][col]
             total = np.zeros((S, G))
             for z in (1, 0):
-                pz = observation_prob(g, tk, fk, z)
-                bz = bayes_update(g, tk, fk, z)
+                pz, bz = verdict(g, tk, fk, z)
                 total = total + pz * np.maximum(np.maximum(0.0, R * bz - cv), q_gen(bz))
             ok = P.available[:, k][col]
             q[:, t, CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[:, k][col], -np.inf)

@@ -18,10 +18,10 @@ from bpc.decide.kernels.belief import (
     action_names,
     bayes_update,
     make_problem,
-    observation_prob,
     regenerate,
     used_labels,
     used_mask,
+    verdict,
 )
 from tests.loose_solvers import paper_dp, paper_greedy, paper_tree
 
@@ -62,8 +62,8 @@ def test_bayes_update_hand_checked():
     assert bayes_update(0.5, 0.8, 0.2, 0) == pytest.approx(0.2)
     # b' = 0.9*0.3 / (0.9*0.3 + 0.4*0.7)
     assert bayes_update(0.3, 0.9, 0.4, True) == pytest.approx(0.27 / (0.27 + 0.28))
-    assert observation_prob(0.3, 0.9, 0.4, 1) == pytest.approx(0.55)
-    assert observation_prob(0.3, 0.9, 0.4, 0) == pytest.approx(0.45)
+    assert verdict(0.3, 0.9, 0.4, 1)[0] == pytest.approx(0.55)
+    assert verdict(0.3, 0.9, 0.4, 0)[0] == pytest.approx(0.45)
     # certain beliefs stay certain
     assert bayes_update(0.0, 0.7, 0.1, 1) == 0.0
     assert bayes_update(1.0, 0.7, 0.1, 0) == 1.0

@@ -225,7 +225,7 @@ def test_illegal_moves_name_the_move_and_the_legal_ones():
         (dict(mode="plug-in"), "did you mean 'plugin'"),
         (dict(belief="instance"), "belief='instance' needs kappa"),
         (dict(regenerate="sideways"), "unknown regenerate 'sideways'"),
-        (dict(belief="instance", kappa=5.0, max_patches=0), "max_patches must be an integer >= 1"),
+        (dict(belief="instance", kappa=5.0, max_patches=0), "max_patches must be an integer in 1.."),
         (dict(horizon=-1), "horizon must be an integer"),
     ],
 )

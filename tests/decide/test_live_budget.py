@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from bpc.constants import LIVE_MAX_COST_REWARDS, LIVE_MAX_PATCHES
 from bpc.decide.live import Controller, Episode, IllegalMoveError, InvertedCriticWarning
 from bpc.decide.options import Budget, PlanOptions
+from tests.episodes import play
 
 CRITICS = {"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)}
 NUMBERS = dict(prior=0.3, critics=CRITICS, costs={"c_gen": 10.0, "c_ver": 20.0, "reward": 100.0})
@@ -17,20 +19,8 @@ NUMBERS = dict(prior=0.3, critics=CRITICS, costs={"c_gen": 10.0, "c_ver": 20.0, 
 
 def run_failing_task(ep: Episode, limit: int = 200) -> int:
     """Follow the controller on a task whose every patch fails every check; the number of moves."""
-    moves = 0
-    while not ep.done:
-        assert moves < limit, f"the episode did not end within {limit} moves: {ep!r}"
-        action = ep.decide().action
-        if action == "stop":
-            ep.stop()
-        elif action == "verify":
-            ep.verified(False)
-        elif action == "regenerate":
-            ep.regenerated()
-        else:
-            ep.observe(action, False)
-        moves += 1
-    return moves
+    fail = defaultdict(lambda: (0.0, 0.0))
+    return len(play(ep, np.random.default_rng(0), theta=0.0, rates=fail, limit=limit).history)
 
 
 @pytest.mark.parametrize("belief", ["iid", "instance"])

@@ -11,6 +11,7 @@ import xarray as xr
 from bpc.decide.live import Controller, Episode
 from bpc.decide.options import PlanOptions
 from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, simulate_records
+from tests.episodes import play
 
 NUMBERS = dict(
     prior=0.4,
@@ -19,24 +20,6 @@ NUMBERS = dict(
     plan=PlanOptions(belief="instance"),
     kappa=3.0,
 )
-
-
-def play(ep: Episode, rng: np.random.Generator, *, theta: float, rates: dict) -> Episode:
-    """Drive one episode to its end on a simulated task of pass rate ``theta`` (fresh patches)."""
-    y = bool(rng.random() < theta)
-    while not ep.done:
-        action = ep.decide().action
-        if action == "stop":
-            ep.stop()
-        elif action == "verify":
-            ep.verified(y)
-        elif action == "regenerate":
-            ep.regenerated()
-            y = bool(rng.random() < theta)
-        else:
-            tpr, fpr = rates[action]
-            ep.observe(action, bool(rng.random() < (tpr if y else fpr)))
-    return ep
 
 
 def test_history_records_how_each_patch_was_made_and_the_record_reads_it():

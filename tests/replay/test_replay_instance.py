@@ -172,14 +172,14 @@ def test_make_controller_by_profile():
     params = select_cell(laplace(split_counts(rec, _fold(rec, 5, 0))), "lcb_hard", "g1")
     assert isinstance(policy_controller("bayesian_dp", params, FAST, "paper"), TableController)
     ctl = policy_controller("bayesian_dp", params, FAST, "bpc")
-    assert isinstance(ctl, InstanceController) and ctl.belief == "instance"
-    assert np.isfinite(ctl.kappa).all() and not ctl.verify_terminal
+    assert isinstance(ctl, InstanceController) and ctl.plan.belief == "instance"
+    assert np.isfinite(ctl.kappa).all() and ctl.plan.plan_verify_continues
     iid = policy_controller("bayesian_dp", params, FAST, "bpc", belief="iid")
     assert np.isinf(iid.kappa).all() and iid.critic_scope == "patch"
     greedy = policy_controller("bayesian_greedy", params, FAST, "bpc")
     assert isinstance(greedy, InstanceController) and greedy.method == "greedy"
     paper_instance = policy_controller("bayesian_dp", params, FAST, "paper", belief="instance")
-    assert paper_instance.verify_terminal  # the paper's planning convention, instance belief
+    assert not paper_instance.plan.plan_verify_continues  # the paper's planning convention, instance belief
 
 
 def test_kfold_scores_every_instance_once_with_parameters_fitted_without_it():

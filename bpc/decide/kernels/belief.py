@@ -25,7 +25,7 @@ __all__ = [
     "CRITIC_OFFSET",
     "BASE_ACTIONS",
     "action_names",
-    "observation_prob",
+    "verdict",
     "bayes_update",
     "regenerate",
     "Problem",
@@ -55,32 +55,12 @@ def action_names(critics) -> tuple[str, ...]:
     return BASE_ACTIONS + critics
 
 
-def observation_prob(b, tpr, fpr, z):
-    """Probability of critic verdict ``z`` under belief ``b``.
+def verdict(b, tpr, fpr, z):
+    """Probability of critic verdict ``z`` and the belief after it (method.md §Controllers).
 
-    Parameters
-    ----------
-    b, tpr, fpr : array_like
-        Belief P(Y=1), P(pass | Y=1) and P(pass | Y=0); broadcast together.
-    z : array_like of int or bool
-        1 (pass) or 0 (fail).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``tpr·b + fpr·(1−b)`` where ``z = 1``, ``(1−tpr)·b + (1−fpr)·(1−b)`` where ``z = 0``.
-    """
-    b, tpr, fpr = np.asarray(b), np.asarray(tpr), np.asarray(fpr)
-    z = np.asarray(z).astype(bool)
-    p1 = np.where(z, tpr, 1 - tpr)
-    p0 = np.where(z, fpr, 1 - fpr)
-    return p1 * b + p0 * (1 - b)
-
-
-def bayes_update(b, tpr, fpr, z):
-    """Posterior belief after critic verdict ``z`` (method.md §Controllers).
-
-    ``b' = P(z|1)·b / (P(z|1)·b + P(z|0)·(1−b))``.
+    ``P(z) = P(z|1)·b + P(z|0)·(1−b)`` and ``b_z = P(z|1)·b / P(z)``, with
+    ``P(pass|1) = tpr`` and ``P(pass|0) = fpr``. The one Bayes update of every
+    planner and controller.
 
     Parameters
     ----------
@@ -93,20 +73,22 @@ def bayes_update(b, tpr, fpr, z):
 
     Returns
     -------
-    numpy.ndarray
-        Updated belief. Where the verdict has probability zero (``0/0``) the
-        belief is returned unchanged: that branch carries weight zero in every
-        expectation, and returning a finite belief keeps its value from
+    (numpy.ndarray, numpy.ndarray)
+        ``P(z)`` and the updated belief. Where the verdict has probability zero
+        (``0/0``) the belief is returned unchanged: that branch carries weight
+        zero in every expectation, and a finite belief keeps its value from
         poisoning the sum with ``NaN``.
     """
     b, tpr, fpr = np.asarray(b), np.asarray(tpr), np.asarray(fpr)
     z = np.asarray(z).astype(bool)
-    p1 = np.where(z, tpr, 1 - tpr)
-    p0 = np.where(z, fpr, 1 - fpr)
-    num = p1 * b
-    den = num + p0 * (1 - b)
-    safe = np.where(den > 0, den, 1)
-    return np.where(den > 0, num / safe, b)
+    num = np.where(z, tpr, 1 - tpr) * b
+    den = num + np.where(z, fpr, 1 - fpr) * (1 - b)
+    return den, np.where(den > 0, num / np.where(den > 0, den, 1), b)
+
+
+def bayes_update(b, tpr, fpr, z):
+    """Posterior belief after critic verdict ``z``: the belief of :func:`verdict`."""
+    return verdict(b, tpr, fpr, z)[1]
 
 
 def regenerate(b, p_fix, p_break):
@@ -203,23 +185,25 @@ def _as_float(name: str, value) -> np.ndarray:
     return arr
 
 
-def _check_prob(name: str, arr: np.ndarray, mask=None) -> None:
-    """Reject NaN or values outside [0, 1] (only where ``mask`` is true)."""
+_RULES = {  # what a value must be, and the test that finds a bad one
+    "prob": ("hold probabilities in [0, 1]", lambda v: ~np.isfinite(v) | (v < 0) | (v > 1)),
+    "cost": ("hold finite costs >= 0", lambda v: ~np.isfinite(v) | (v < 0)),
+    "reward": ("be finite and > 0", lambda v: ~np.isfinite(v) | (v <= 0)),
+    "kappa": ("be > 0 (inf = i.i.d.)", lambda v: np.isnan(v) | (v <= 0)),
+}
+
+
+def _check(name: str, rule: str, arr: np.ndarray, mask=None) -> None:
+    """Refuse ``arr`` (where ``mask``: where a critic is available) unless every value follows ``rule``."""
     vals = arr if mask is None else arr[np.broadcast_to(mask, arr.shape)]
-    bad = ~np.isfinite(vals) | (vals < 0) | (vals > 1)
+    what, bad_of = _RULES[rule]
+    bad = bad_of(vals)
     if bad.any():
-        first = float(vals[bad].flat[0])
+        where = "" if mask is None else " where a critic is available"
         raise ValueError(
-            f"argument {name!r} must hold probabilities in [0, 1] (finite where a critic is available); "
-            f"got {first!r} at {int(bad.sum())} position(s)"
+            f"argument {name!r} must {what}{where}; got {float(vals[bad].flat[0])!r} at "
+            f"{int(bad.sum())} position(s)"
         )
-
-
-def _check_cost(name: str, arr: np.ndarray, mask=None) -> None:
-    vals = arr if mask is None else arr[np.broadcast_to(mask, arr.shape)]
-    bad = ~np.isfinite(vals) | (vals < 0)
-    if bad.any():
-        raise ValueError(f"argument {name!r} must hold finite costs >= 0; got {float(vals[bad].flat[0])!r}")
 
 
 def _sample_count(shapes: dict[str, tuple[int, ...]]) -> int:
@@ -328,23 +312,11 @@ def make_problem(
         avail = np.isfinite(mat["tpr"]) & np.isfinite(mat["fpr"])
     avail = np.broadcast_to(avail, (S, K))
 
-    for n in ("prior", "p_fix", "p_break"):
-        _check_prob(n, vec[n])
-    for n in ("tpr", "fpr"):
-        _check_prob(n, mat[n], avail)
-    for n in ("c_gen", "c_ver"):
-        _check_cost(n, vec[n])
-    _check_cost("critic_costs", mat["critic_costs"], avail)
-    r = vec["reward"]
-    if (~np.isfinite(r) | (r <= 0)).any():
-        raise ValueError(
-            f"argument 'reward' must be finite and > 0, got {float(r[~np.isfinite(r) | (r <= 0)][0])!r}"
-        )
-    k = vec["kappa"]
-    if (np.isnan(k) | (k <= 0)).any():
-        raise ValueError(
-            f"argument 'kappa' must be > 0 (inf = i.i.d.), got {float(k[np.isnan(k) | (k <= 0)][0])!r}"
-        )
+    rules = dict(prior="prob", p_fix="prob", p_break="prob", c_gen="cost", c_ver="cost", reward="reward")
+    for n, rule in {**rules, "kappa": "kappa"}.items():
+        _check(n, rule, vec[n])
+    for n, rule in (("tpr", "prob"), ("fpr", "prob"), ("critic_costs", "cost")):
+        _check(n, rule, mat[n], avail)
 
     fills = {"tpr": 0.5, "fpr": 0.5, "critic_costs": 0.0}  # never read where a critic is unavailable
     return Problem(

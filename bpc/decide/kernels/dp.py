@@ -42,23 +42,17 @@ import numpy as np
 import numpy.typing as npt
 
 from bpc.constants import GRID_SIZE, MAX_CRITICS, MAX_TABLE_BYTES
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, regenerate, verdict
 from bpc.decide.kernels.instance import abandon_moment
-from bpc.decide.kernels.options import DEFAULT_KERNEL, KernelOptions
+from bpc.decide.kernels.options import BACKENDS, DEFAULT_KERNEL, KernelOptions
 
 __all__ = [
-    "BACKENDS",
     "INTERPRET_MAX_CELLS",
     "PAPER_TABLE",
     "DPSolution",
     "belief_grid",
     "solve_grid",
 ]
-
-BACKENDS: tuple[str, ...] = ("auto", "numba", "numpy")
-"""Runs of the grid DP: ``auto`` compiles with numba when it is installed; ``numpy`` interprets
-tables of up to :data:`INTERPRET_MAX_CELLS` cells (no numba import: a point estimate's table in
-tens of milliseconds) and compiles larger ones. Every run gives the same numbers."""
 
 INTERPRET_MAX_CELLS = 2**14
 """Largest table (``S·(H+1)·N·2**K·M·G`` cells, ``M`` counted once under ``"refine"``, where every μ row
@@ -391,7 +385,7 @@ class DPSolution:
         N = self.value.shape[2]
         regen_ok = live & ((n + 1 < N) | (not self.budget))
         if self.regenerate == "refine":
-            mu2, b2 = mu, b * (one - P.p_break[s]) + nb * P.p_fix[s]
+            mu2, b2 = mu, regenerate(b, P.p_fix[s], P.p_break[s])
         else:
             mu2 = b2 = abandon_moment(b, mu, self.problem.kappa[s], n)
         u2 = np.zeros_like(u) if self.critic_scope == "patch" else u
@@ -400,10 +394,9 @@ class DPSolution:
         G1 = self.grid.shape[0] - 1
         for k in range(P.n_critics):
             terms = []
-            for p1, p0 in ((P.tpr[s, k], P.fpr[s, k]), (one - P.tpr[s, k], one - P.fpr[s, k])):
-                num = p1 * b
-                den = num + p0 * nb
-                i, w = _interp_arr(np.where(den > zero, num / np.where(den > zero, den, one), b), G1, dt)
+            for z in (1, 0):
+                den, bz = verdict(b, P.tpr[s, k], P.fpr[s, k], z)
+                i, w = _interp_arr(bz, G1, dt)
                 terms.append((i, den * (one - w), den * w))
             ok = live & P.available[s, k] & (u & 1 << k == 0)
             v = self._mix(s, hp, n, u | 1 << k, mu, terms) - P.critic_costs[s, k]
@@ -487,7 +480,7 @@ def solve_grid(
     dtype : numpy dtype
         ``float64`` (default) or ``float32`` for values and arithmetic.
     backend : {"auto", "numba", "numpy"}
-        Compiled or interpreted kernel (:data:`BACKENDS`; identical numbers).
+        Compiled or interpreted kernel (:data:`~bpc.decide.kernels.options.BACKENDS`; identical numbers).
     chunk_size, n_threads : int, optional
         Samples per unit of work and threads of the compiled kernel
         (default ``S / (4·n_threads)`` and the CPU count).

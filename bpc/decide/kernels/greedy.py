@@ -10,7 +10,7 @@ terminal, the failure continuation ``(1 − b)·max(0, Q_gen(0))``;
 ``Q_crit_k = −c_k + Σ_z P(z|b)·value(b_z)`` for the critics not yet used.
 
 The rules differ only in ``value``, the worth of the belief after a verdict
-(:data:`LOOKAHEADS`): bpc's ``"best"`` is ``max(0, Q_verify, Q_gen)``; the
+(:data:`~bpc.decide.kernels.options.LOOKAHEADS`): bpc's ``"best"`` is ``max(0, Q_verify, Q_gen)``; the
 paper appendix's ``"verify"`` is ``Q_verify`` itself (no ``max``: because the
 belief is a martingale the critic is then worth ``Q_verify − c_k``, so with
 positive costs the paper's greedy controller never calls a critic); the
@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, verdict
+from bpc.decide.kernels.belief import regenerate as regenerate_belief
 from bpc.decide.kernels.instance import abandon_moment
 
-__all__ = ["LOOKAHEADS", "PAPER_GREEDY", "greedy"]
-
-LOOKAHEADS: tuple[str, ...] = ("best", "verify", "clip")
-"""What a critic verdict's belief ``b_z`` is worth to :func:`greedy`: ``max(0, Q_verify, Q_gen)``
-(bpc), ``Q_verify`` (the paper appendix) or ``max(Q_verify, 0)`` (the authors' release)."""
+__all__ = ["PAPER_GREEDY", "greedy"]
 
 PAPER_GREEDY: dict = {
     "max_patches": None,
@@ -73,7 +70,7 @@ def greedy(
     regenerate : {"fresh", "refine"}
         How the next patch is made (module docstring).
     lookahead : {"best", "verify", "clip"}
-        The worth of a verdict's belief (:data:`LOOKAHEADS`).
+        The worth of a verdict's belief (:data:`~bpc.decide.kernels.options.LOOKAHEADS`).
 
     Returns
     -------
@@ -92,10 +89,8 @@ def greedy(
     regen_ok = True if max_patches is None else n + 1 < max_patches
 
     def q_gen(x):
-        if regenerate == "refine":
-            nxt = x * (1 - P.p_break) + (1 - x) * P.p_fix
-        else:
-            nxt = abandon_moment(x, mu, P.kappa, n)
+        refine = regenerate == "refine"
+        nxt = regenerate_belief(x, P.p_fix, P.p_break) if refine else abandon_moment(x, mu, P.kappa, n)
         return np.where(regen_ok, -cg + (R * nxt - cv), -np.inf)
 
     def q_ver(x):
@@ -115,14 +110,10 @@ def greedy(
     q[..., STOP] = 0.0
     q[..., VERIFY] = q_ver(b)
     q[..., REGENERATE] = q_gen(b)
-    nb = 1 - b
     for k in range(P.n_critics):
-        t, f = P.tpr[:, k], P.fpr[:, k]
         total = 0.0
-        for p1, p0 in ((t, f), (1 - t, 1 - f)):
-            num = p1 * b
-            den = num + p0 * nb
-            bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
+        for z in (1, 0):
+            den, bz = verdict(b, P.tpr[:, k], P.fpr[:, k], z)
             total = total + den * value(bz)
         ok = P.available[:, k] & ((used >> k) & 1 == 0)
         q[..., CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[:, k], -np.inf)

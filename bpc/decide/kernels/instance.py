@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, regenerate, verdict
 from bpc.decide.kernels.options import CRITIC_SCOPES, DEFAULT_KERNEL, MIXTURES, KernelOptions
 
 __all__ = [
@@ -277,26 +277,20 @@ class _InstanceTree:
             used = node.used if self.o.critic_scope == "instance" else 0
             fresh = tuple((k, -1) for k in range(K) if used >> k & 1)
             if self.o.regenerate == "refine":  # the repaired patch: b through the kernel, θ-belief unchanged
-                b_new = b * (1 - P.p_break) + (1 - b) * P.p_fix
+                b_new = regenerate(b, P.p_fix, P.p_break)
                 key = node.key[:-1] + (("R", node.key[-1]), fresh)
                 child = _Node(b_new, node.theta, node.n, used, key, node.patch + 1)
             else:
                 theta, b_new = self.abandon(node, b)
                 child = _Node(b_new, theta, node.n + 1, used, node.key + (fresh,), node.patch + 1)
             q[REGENERATE] = self.value(child, h - 1) - P.c_gen
-        nb = 1 - b
         for k in range(K):
-            if node.used >> k & 1:
-                continue
             avail = P.available[:, k]
-            if not avail.any():
+            if node.used >> k & 1 or not avail.any():
                 continue
-            t, f = P.tpr[:, k], P.fpr[:, k]
             total = 0.0
-            for z, p1, p0 in ((1, t, f), (0, 1 - t, 1 - f)):
-                num = p1 * b
-                den = num + p0 * nb
-                bz = np.where(den > 0, num / np.where(den > 0, den, 1), b)
+            for z in (1, 0):
+                den, bz = verdict(b, P.tpr[:, k], P.fpr[:, k], z)
                 hist = tuple(sorted(node.key[-1] + ((k, z),), key=repr))
                 child = _Node(bz, node.theta, node.n, node.used | 1 << k, node.key[:-1] + (hist,), node.patch)
                 total = total + den * self.value(child, h - 1)

@@ -22,13 +22,24 @@ import numpy as np
 
 from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE, REGENERATE_MODES
 
-__all__ = ["MIXTURES", "CRITIC_SCOPES", "KernelOptions", "DEFAULT_KERNEL"]
+__all__ = ["MIXTURES", "CRITIC_SCOPES", "LOOKAHEADS", "BACKENDS", "KernelOptions", "DEFAULT_KERNEL"]
 
 MIXTURES: tuple[str, ...] = ("exact", "moment")
 """θ-belief representations: the exact finite mixture or the mean-matched Beta."""
 
 CRITIC_SCOPES: tuple[str, ...] = ("patch", "instance")
 """Scope of the used-critic set ``U``: reset on every new patch (the paper), or kept for the instance."""
+
+LOOKAHEADS: tuple[str, ...] = ("best", "verify", "clip")
+"""What a critic verdict's belief ``b_z`` is worth to :func:`~bpc.decide.kernels.greedy.greedy`:
+``max(0, Q_verify, Q_gen)`` (bpc), ``Q_verify`` (the paper appendix) or ``max(Q_verify, 0)`` (the
+authors' release)."""
+
+BACKENDS: tuple[str, ...] = ("auto", "numba", "numpy")
+"""Runs of the grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`): ``auto`` compiles with numba
+when it is installed; ``numpy`` interprets tables of up to
+:data:`~bpc.decide.kernels.dp.INTERPRET_MAX_CELLS` cells (no numba import: a point estimate's table
+in tens of milliseconds) and compiles larger ones. Every run gives the same numbers."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,19 +89,16 @@ class KernelOptions:
         ValueError
             Naming the option.
         """
-        if self.regenerate not in REGENERATE_MODES:
-            raise ValueError(
-                f"argument 'regenerate' must be one of {REGENERATE_MODES}, got {self.regenerate!r}"
-            )
-        if self.critic_scope not in CRITIC_SCOPES:
-            raise ValueError(
-                f"argument 'critic_scope' must be one of {CRITIC_SCOPES}, got {self.critic_scope!r}"
-            )
+        for name, allowed in (
+            ("regenerate", REGENERATE_MODES),
+            ("critic_scope", CRITIC_SCOPES),
+            ("mixture", MIXTURES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"argument {name!r} must be one of {allowed}, got {getattr(self, name)!r}")
         h = self.horizon
         if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 0:
             raise ValueError(f"argument 'horizon' must be an integer >= 0, got {h!r}")
-        if self.mixture not in MIXTURES:
-            raise ValueError(f"argument 'mixture' must be one of {MIXTURES}, got {self.mixture!r}")
         n = self.max_patches
         if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
             raise ValueError(f"argument 'max_patches' must be an integer >= 1 or None, got {n!r}")

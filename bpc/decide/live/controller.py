@@ -303,12 +303,11 @@ class Controller:
             )
         c_gen, c_ver, reward = _prices(costs)
         p_fix, p_break = _kernel_pair(kernel)
-        max_patches = LIVE_MAX_PATCHES[belief][method] if budget.max_patches is None else budget.max_patches
-        check_count(max_patches, name="max_patches")
-        check_sizes(max_patches=max_patches, n_critics=len(critics) if isinstance(critics, Mapping) else None)
-        max_cost = budget.max_cost
         if not isinstance(critics, Mapping) or not critics:
             raise ValueError("critics must be a non-empty mapping name -> (tpr, fpr, cost)")
+        max_patches = LIVE_MAX_PATCHES[belief][method] if budget.max_patches is None else budget.max_patches
+        check_sizes(max_patches=max_patches, n_critics=len(critics))
+        max_cost = budget.max_cost
         names = tuple(str(c) for c in critics)
         action_names(names)  # rejects names that clash with stop/verify/regenerate
         entries = [_critic_entry(n, critics[n]) for n in names]
@@ -428,10 +427,10 @@ class Controller:
             point = self.mode in ("plugin", "posterior_mean")
             explore = self.mode == "plugin"  # optimistic critic rates: keep learning what it does not know
             p = self.learner.plan_draws(self.critics, LIVE_LEARN_DRAWS, point=point, explore=explore)
-            kappa = p["kappa"] if self.belief_model == "instance" else None
-            rates = {k: p[k] for k in ("prior", "tpr", "fpr", "p_fix", "p_break")}
-            self.samples = ParameterSamples(critics=self.critics, **rates, kappa=kappa)
-            self.kappa = None if kappa is None else self.samples.kappa
+            if self.belief_model != "instance":  # κ is the instance belief's alone
+                p = {k: v for k, v in p.items() if k != "kappa"}
+            self.samples = ParameterSamples.from_mapping(p, critics=self.critics)
+            self.kappa = self.samples.kappa if "kappa" in p else None
             self.policy = self._build_policy(self.samples)
             self._planned = self.learner.n_episodes
         return self.policy
@@ -677,6 +676,16 @@ class Controller:
         ep = Episode(self, belief=belief, used=used, critics=critics, theta0=theta0)
         ep.prior_source = source
         return ep
+
+    def check_critic_names(self, names: Sequence[str], *, what: str) -> None:
+        """Refuse ``names`` (an adapter's ``what``) unless they are exactly this controller's critics."""
+        missing = [c for c in self.critics if c not in names]
+        extra = [c for c in names if c not in self.critics]
+        if missing or extra:
+            raise ValueError(
+                f"{what} must name exactly the controller's critics {list(self.critics)}: "
+                f"missing {missing}, unknown {extra}"
+            )
 
     def fingerprint(self) -> str:
         """SHA-256 of the parameters, costs and options (guards :meth:`Episode.from_dict`).

@@ -96,12 +96,9 @@ class Episode:
             self._state.b[:] = self._start_belief
         used_bits = 0
         for c in dict.fromkeys(self._start_used):  # linear in the list: the label is built only on error
-            if c not in self._index:
-                self._critic_index(c, move=f"episode(used=[..., {c!r}, ...])")
-            k = self._index[c]
-            if not (self.controller.measured[k] and self._state.available[0, k]):
-                self._critic_index(c, move=f"episode(used=[..., {c!r}, ...])")
-            used_bits |= 1 << k
+            if c not in self._index or not self._has(self._index[c]):
+                self._critic_index(c, move=f"episode(used=[..., {c!r}, ...])")  # raises, saying why
+            used_bits |= 1 << self._index[c]
         self._state.used[0] |= used_bits
         self._spent = 0.0 if controller.first_patch_free else controller.c_gen
         self._check_budget()
