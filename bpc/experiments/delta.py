@@ -406,7 +406,7 @@ def bootstrap_params(
     """Parameter draws of one cell from a task bootstrap: Laplace (κ included) on resampled tasks.
 
     Draw ``s`` resamples the cell's task ids with replacement
-    (``numpy.random.default_rng(seed).integers``; a task drawn twice counts
+    (:func:`bpc.intervals.resample_weights`; a task drawn twice counts
     twice) and fits :func:`bpc.estimate.laplace.laplace` on the resample's
     counts. The spread of the draws is the sampling uncertainty of the
     estimates with every task an independent unit — the patches of one task
@@ -437,6 +437,7 @@ def bootstrap_params(
     """
     from bpc.data.counts import counts_from_records
     from bpc.estimate.laplace import laplace
+    from bpc.intervals import resample_weights
     from bpc.schema import COUNT_VARS
 
     if int(n_draws) < 2:
@@ -451,9 +452,7 @@ def bootstrap_params(
     tag = "task:" + records["instance_id"].astype(str)
     per = counts_from_records(records.assign(generator=tag)).sel(benchmark=[b])
     tasks = per["generator"].values
-    idx = np.random.default_rng(seed).integers(0, tasks.shape[0], size=(int(n_draws), tasks.shape[0]))
-    weights = np.zeros((int(n_draws), tasks.shape[0]))
-    np.add.at(weights, (np.repeat(np.arange(int(n_draws)), tasks.shape[0]), idx.ravel()), 1.0)
+    weights = resample_weights(tasks.shape[0], B=int(n_draws), seed=seed)
     draw_names = [f"draw{s}" for s in range(int(n_draws))]
     data = {}
     for var in COUNT_VARS:
