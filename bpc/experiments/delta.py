@@ -590,7 +590,7 @@ def predictive_coverage(
                 if p == "always_verify" or p not in pdelta.index or not np.isfinite(diff).all():
                     continue
                 digest = hashlib.sha1(np.round(diff, 9).tobytes()).hexdigest()[:12]
-                lo, hi, mean = (float(pdelta.loc[p, k]) for k in ("pred_lo", "pred_hi", "post_mean"))
+                lo, hi, mean = pdelta.loc[p, ["pred_lo", "pred_hi", "post_mean"]].to_numpy(dtype=float)
                 d = float(diff.mean())
                 check = (pool.n_instances, d, mean, lo, hi, bool(lo - 1e-9 <= d <= hi + 1e-9))
                 cid = f"{fs}/{j}/{b}/{g}/{digest}"
