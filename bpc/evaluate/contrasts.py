@@ -11,7 +11,7 @@ in the column ``delta`` (method.md §Replay and evaluation).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ __all__ = [
     "task_means",
     "contrast",
     "pooled_contrast",
+    "cell_and_pooled",
     "POOLED",
 ]
 
@@ -279,3 +280,47 @@ def pooled_contrast(
         per_task.reset_index(), value="total", count="n", groups=["benchmark"], B=B, seed=seed, prob=prob
     )
     return pooled.assign(generator=POOLED)
+
+
+def cell_and_pooled(
+    diff: pd.DataFrame,
+    *,
+    agg: Mapping[str, tuple[str, str]] | None = None,
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = CI_PROB,
+) -> pd.DataFrame:
+    """Per-task Δ per cell and pooled per benchmark, with ``n_pairs`` and further aggregates.
+
+    The cells' intervals are :func:`~bpc.intervals.clustered_interval`'s, the pooled rows
+    :func:`pooled_contrast`'s.
+
+    Parameters
+    ----------
+    diff : pandas.DataFrame
+        One finite row per (benchmark, generator, instance_id) with the difference in column ``diff``.
+    agg : mapping, optional
+        Further named aggregations (:meth:`pandas.DataFrame.agg` style ``name=(column, func)``)
+        computed per cell and per benchmark.
+    B, seed, prob
+        Bootstrap resamples, seed and interval probability.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The cells' rows then the pooled rows (``generator = "pooled"``): ``benchmark, generator``,
+        :data:`~bpc.intervals.CLUSTERED_COLUMNS`, ``n_pairs`` and the ``agg`` columns.
+
+    Examples
+    --------
+    >>> d = pd.DataFrame({"benchmark": "b", "generator": ["g", "h", "g"],
+    ...                   "instance_id": ["t1", "t1", "t2"], "diff": [1.0, 3.0, 5.0]})
+    >>> cell_and_pooled(d, B=50)[["generator", "delta", "n_tasks", "n_pairs"]].values.tolist()
+    [['g', 3.0, 2, 2], ['h', 3.0, 1, 1], ['pooled', 3.0, 2, 3]]
+    """
+    spec = {"n_pairs": ("diff", "size"), **(agg or {})}
+    cells = clustered_interval(diff, value="diff", B=B, seed=seed, prob=prob)
+    cells = cells.merge(diff.groupby(_CELL).agg(**spec).reset_index(), on=_CELL)
+    pooled = pooled_contrast(diff, B=B, seed=seed, prob=prob)
+    pooled = pooled.merge(diff.groupby("benchmark").agg(**spec).reset_index(), on="benchmark")
+    return pd.concat([cells, pooled], ignore_index=True)

@@ -406,7 +406,7 @@ def bootstrap_params(
     """Parameter draws of one cell from a task bootstrap: Laplace (κ included) on resampled tasks.
 
     Draw ``s`` resamples the cell's task ids with replacement
-    (``numpy.random.default_rng(seed).integers``; a task drawn twice counts
+    (:func:`bpc.intervals.resample_weights`; a task drawn twice counts
     twice) and fits :func:`bpc.estimate.laplace.laplace` on the resample's
     counts. The spread of the draws is the sampling uncertainty of the
     estimates with every task an independent unit — the patches of one task
@@ -437,6 +437,7 @@ def bootstrap_params(
     """
     from bpc.data.counts import counts_from_records
     from bpc.estimate.laplace import laplace
+    from bpc.intervals import resample_weights
     from bpc.schema import COUNT_VARS
 
     if int(n_draws) < 2:
@@ -451,9 +452,7 @@ def bootstrap_params(
     tag = "task:" + records["instance_id"].astype(str)
     per = counts_from_records(records.assign(generator=tag)).sel(benchmark=[b])
     tasks = per["generator"].values
-    idx = np.random.default_rng(seed).integers(0, tasks.shape[0], size=(int(n_draws), tasks.shape[0]))
-    weights = np.zeros((int(n_draws), tasks.shape[0]))
-    np.add.at(weights, (np.repeat(np.arange(int(n_draws)), tasks.shape[0]), idx.ravel()), 1.0)
+    weights = resample_weights(tasks.shape[0], B=int(n_draws), seed=seed)
     draw_names = [f"draw{s}" for s in range(int(n_draws))]
     data = {}
     for var in COUNT_VARS:
@@ -501,7 +500,7 @@ def predictive_coverage(
 ) -> pd.DataFrame:
     """Check whether each predictive Δ interval covers the Δ observed on held-out tasks.
 
-    For every fold of :func:`bpc.data.splits.folds` and every cell: the
+    An evaluator run through :func:`bpc.evaluate.cross_fit`; in every fold and cell the
     controllers are calibrated on the Laplace estimate of the training tasks
     (:func:`bpc.evaluate.profile_controllers`); parameter draws
     come from a task bootstrap of the training tasks (:func:`bootstrap_params`)
@@ -546,7 +545,7 @@ def predictive_coverage(
     from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
     from bpc.estimate.laplace import laplace
-    from bpc.evaluate import fold_data, fold_splits, profile_controllers
+    from bpc.evaluate import FoldData, cross_fit, profile_controllers
     from bpc.progress import info
     from bpc.replay.engine import cell_pool, replay_pool
     from bpc.replay.profiles import get_profile
@@ -559,14 +558,13 @@ def predictive_coverage(
     if "always_verify" not in base_names:
         base_names = ["always_verify", *base_names]
     cost_for = cost_resolver(costs)
-    seeds = [int(s) for s in np.atleast_1d(fold_seeds)]
-    rows = []
-    for split in fold_splits(records, n_folds=n_folds, seeds=seeds):
-        fs, j = split.seed, int(split.fold or 0)
-        fd = fold_data(records, split)
-        lap = laplace(fd.train_counts)
+    cols = ["benchmark", "generator", "instance_id", "policy", "utility", *COVERAGE_COLUMNS[5:]]
+
+    def evaluate(fd: FoldData) -> pd.DataFrame:
+        """Per scored task of a checked policy: its Δ (``utility``) beside the check of its cell."""
+        fs, j, lap, rows = fd.seed, fd.fold, laplace(fd.train_counts), []
         for b, g in fd.cells:
-            info(f"predictive coverage: seed {fs} fold {j + 1}/{n_folds} {b}/{g}", enabled=progress)
+            info(f"predictive coverage: seed {fs} fold {j + 1}/{fd.n_folds} {b}/{g}", enabled=progress)
             c = cost_for(b)
             train = select_cell(fd.train_records, b, g)
             critics = [k for k in PAPER_CRITICS if k in train.columns]
@@ -588,32 +586,20 @@ def predictive_coverage(
             ).set_index("policy")
             ref = res["utility"].sel(policy="always_verify").values
             for p in res["policy"].values.tolist():
-                if p == "always_verify" or p not in pdelta.index:
-                    continue
                 diff = res["utility"].sel(policy=p).values - ref
-                if not np.isfinite(diff).all():
+                if p == "always_verify" or p not in pdelta.index or not np.isfinite(diff).all():
                     continue
                 digest = hashlib.sha1(np.round(diff, 9).tobytes()).hexdigest()[:12]
-                pr = pdelta.loc[p]
-                lo, hi, mean = float(pr["pred_lo"]), float(pr["pred_hi"]), float(pr["post_mean"])
+                lo, hi, mean = pdelta.loc[p, ["pred_lo", "pred_hi", "post_mean"]].to_numpy(dtype=float)
                 d = float(diff.mean())
-                rows.append(
-                    (
-                        fs,
-                        j,
-                        b,
-                        g,
-                        p,
-                        pool.n_instances,
-                        d,
-                        mean,
-                        lo,
-                        hi,
-                        bool(lo - 1e-9 <= d <= hi + 1e-9),
-                        f"{fs}/{j}/{b}/{g}/{digest}",
-                    )
-                )
-    return pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
+                check = (pool.n_instances, d, mean, lo, hi, bool(lo - 1e-9 <= d <= hi + 1e-9))
+                cid = f"{fs}/{j}/{b}/{g}/{digest}"
+                rows += [(b, g, i, p, x, *check, cid) for i, x in zip(pool.instance_ids, diff, strict=True)]
+        return pd.DataFrame(rows, columns=cols)
+
+    u = cross_fit(records, evaluate, n_folds=n_folds, seeds=fold_seeds)
+    checks = u.drop_duplicates(["seed", "fold", "benchmark", "generator", "policy"], ignore_index=True)
+    return checks[list(COVERAGE_COLUMNS)]
 
 
 def coverage_intervals(

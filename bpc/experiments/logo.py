@@ -880,8 +880,7 @@ def logo_table(
         prior fell back to the cell prior: no other generator attempted the task), ``n_failed``
         (targets excluded for a failed fit), ``flag``. attrs: ``prob``, ``B``, ``tasks_excluded``.
     """
-    from bpc.evaluate import pooled_contrast
-    from bpc.intervals import clustered_interval
+    from bpc.evaluate import POOLED, cell_and_pooled
 
     keys = ["benchmark", "generator", "instance_id"]
     util, lpd = result.tables["utilities"], result.tables["lpd"]
@@ -920,29 +919,19 @@ def logo_table(
                 d = d[np.isfinite(d["diff"].to_numpy(dtype=np.float64))]
                 if d.empty:
                     continue
-                per = clustered_interval(d, value="diff", **opts)
-                fb = d.groupby(["benchmark", "generator"])["fallback"].sum()
-                target = list(zip(per["benchmark"], per["generator"], strict=True))
-                per = per.assign(
-                    n_pairs=per["n_tasks"],
-                    n_fallback=[int(fb.get(t, 0)) for t in target],
-                    n_failed=0,
-                    flag=["" if ok.get(t, True) else "built from a failed fit" for t in target],
-                )
-                pooled = pooled_contrast(d, **opts)
-                per_b = d.groupby("benchmark").agg(n=("diff", "size"), fb=("fallback", "sum"))
+                both = cell_and_pooled(d, agg={"n_fallback": ("fallback", "sum")}, **opts)
+                target = list(zip(both["benchmark"], both["generator"], strict=True))
                 failed = pd.Series([b for (b, _), v in ok.items() if not v], dtype=object).value_counts()
-                n_failed = pooled["benchmark"].map(failed).fillna(0).astype(int)
-                pooled = pooled.assign(
-                    n_pairs=pooled["benchmark"].map(per_b["n"]).astype(int),
-                    n_fallback=pooled["benchmark"].map(per_b["fb"]).astype(int),
-                    n_failed=0 if include_failed else n_failed,
-                    flag=[
-                        f"{n} target(s) built from a failed fit" if include_failed and n else ""
-                        for n in n_failed
-                    ],
+                n_failed = (
+                    both["benchmark"].map(failed).fillna(0).astype(int).where(both["generator"] == POOLED, 0)
                 )
-                both = pd.concat([per, pooled], ignore_index=True)
+                flag = [
+                    ("" if ok.get(t, True) else "built from a failed fit")
+                    if t[1] != POOLED
+                    else (f"{n} target(s) built from a failed fit" if include_failed and n else "")
+                    for t, n in zip(target, n_failed, strict=True)
+                ]
+                both = both.assign(n_failed=0 if include_failed else n_failed, flag=flag)
                 out.append(both.assign(measure=measure, costs=cost, arm=arm, reference=ref))
     table = (
         pd.concat(out, ignore_index=True)[list(TABLE_COLUMNS)]

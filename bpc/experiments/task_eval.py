@@ -55,7 +55,7 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.estimate.crossed import EVIDENCE_KINDS
-from bpc.evaluate import pooled_contrast, task_means
+from bpc.evaluate import cell_and_pooled, task_means
 from bpc.experiments.task_starts import CELL, START_SEP, check_starts
 
 if TYPE_CHECKING:
@@ -109,8 +109,6 @@ def prior_gain_table(
     ValueError
         Without the ``start`` column, or when no policy has both starts.
     """
-    from bpc.intervals import clustered_interval
-
     if "start" not in utilities.columns:
         raise ValueError("prior_gain_table: the utilities carry no 'start' column (an evaluator with starts)")
     bayes = utilities[utilities["start"].astype(str) != ""].copy()
@@ -141,16 +139,9 @@ def prior_gain_table(
             diff = diff[np.isfinite(diff["diff"].to_numpy(dtype=np.float64))]
             if diff.empty:
                 continue
-            cells = clustered_interval(diff, value="diff", **opts)
-            agg = diff.groupby(["benchmark", "generator"]).agg(
-                n_pairs=("diff", "size"), n_seeds=("n_seeds", "min"), n_fallback=("fb", "sum")
+            both = cell_and_pooled(
+                diff, agg={"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")}, **opts
             )
-            cells = cells.merge(agg.reset_index(), on=["benchmark", "generator"])
-            agg = diff.groupby("benchmark").agg(
-                n_pairs=("diff", "size"), n_seeds=("n_seeds", "min"), n_fallback=("fb", "sum")
-            )
-            pooled = pooled_contrast(diff, **opts).merge(agg.reset_index(), on="benchmark")
-            both = pd.concat([cells, pooled], ignore_index=True)
             out.append(both.assign(policy=base, start=start, reference=reference, prob=float(prob)))
     if not out:
         raise ValueError(f"prior_gain_table: no policy has both the {reference!r} start and another start")
