@@ -310,6 +310,29 @@ def _resolve(
     return values.pop()
 
 
+def _cell_of(
+    path: Path,
+    line: int | None,
+    obj: Mapping[str, Any],
+    who: str,
+    folders: Mapping[str, str],
+    benchmark: str | None,
+    generator: str | None,
+) -> tuple[str, str]:
+    """(benchmark, generator) of a record or file: its own fields, its folder and the arguments agree."""
+    _, folder_bench, folder_gen = _layout(path, folders)
+    out = []
+    for name, folder, given in (("benchmark", folder_bench, benchmark), ("generator", folder_gen, generator)):
+        own = obj.get(name)
+        if own is not None and (not isinstance(own, str) or not own):
+            raise CorpusError(path, line, name, f"expected a non-empty string, got {own!r}")
+        if name == "generator" and own is None and given is None and folder is None:
+            raise CorpusError(path, line, name, "expected a required field (generator name), got none")
+        sources = [(f"the {who}", own), ("the folder", folder), (f"the {name}= argument", given)]
+        out.append(_resolve(path, line, name, sources, alias=name == "generator"))
+    return out[0], out[1]
+
+
 def _nonneg_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -389,7 +412,7 @@ def _parse_critic_results(
     path: Path, *, benchmark: str | None, generator: str | None
 ) -> tuple[pd.DataFrame, np.ndarray, int]:
     """Records of one file, their line numbers, and the number of unlabelled rows skipped."""
-    _, folder_bench, folder_gen = _layout(path, _record_folders())
+    folders = _record_folders()
     rows: list[dict] = []
     lines: list[int] = []
     unlabelled = 0
@@ -398,29 +421,7 @@ def _parse_critic_results(
         for name in ("instance_id", "patch_id", "Y"):
             if name not in obj:
                 raise CorpusError(path, lineno, name, "expected a required field, got none")
-        rec_bench = obj.get("benchmark")
-        if rec_bench is not None and (not isinstance(rec_bench, str) or not rec_bench):
-            raise CorpusError(path, lineno, "benchmark", f"expected a non-empty string, got {rec_bench!r}")
-        bench = _resolve(
-            path,
-            lineno,
-            "benchmark",
-            [("the record", rec_bench), ("the folder", folder_bench), ("the benchmark= argument", benchmark)],
-        )
-        rec_gen = obj.get("generator")
-        if rec_gen is not None and (not isinstance(rec_gen, str) or not rec_gen):
-            raise CorpusError(path, lineno, "generator", f"expected a non-empty string, got {rec_gen!r}")
-        if rec_gen is None and generator is None and folder_gen is None:
-            raise CorpusError(
-                path, lineno, "generator", "expected a required field (generator name), got none"
-            )
-        gen = _resolve(
-            path,
-            lineno,
-            "generator",
-            [("the record", rec_gen), ("the folder", folder_gen), ("the generator= argument", generator)],
-            alias=True,
-        )
+        bench, gen = _cell_of(path, lineno, obj, "record", folders, benchmark, generator)
         iid = obj["instance_id"]
         if isinstance(iid, bool) or not isinstance(iid, str | int) or iid == "":
             raise CorpusError(
@@ -491,29 +492,7 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
         raise CorpusError(
             path, None, None, f"expected a JSON object (likelihood table), got {type(obj).__name__}"
         )
-    _, folder_bench, folder_gen = _layout(path, CORPUS_FOLDERS)
-    bench = _resolve(
-        path,
-        None,
-        "benchmark",
-        [
-            ("the table", obj.get("benchmark")),
-            ("the folder", folder_bench),
-            ("the benchmark= argument", benchmark),
-        ],
-    )
-    gen_field = obj.get("generator")
-    if gen_field is not None and (not isinstance(gen_field, str) or not gen_field):
-        raise CorpusError(path, None, "generator", f"expected a non-empty string, got {gen_field!r}")
-    if gen_field is None and generator is None and folder_gen is None:
-        raise CorpusError(path, None, "generator", "expected a required field (generator name), got none")
-    gen = _resolve(
-        path,
-        None,
-        "generator",
-        [("the table", gen_field), ("the folder", folder_gen), ("the generator= argument", generator)],
-        alias=True,
-    )
+    bench, gen = _cell_of(path, None, obj, "table", CORPUS_FOLDERS, benchmark, generator)
     n_field = "n_evaluated" if "n_evaluated" in obj else "n_records"
     n = obj.get(n_field)
     if not _nonneg_int(n):
@@ -644,20 +623,8 @@ def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]
 def _kernel_cell(
     path: Path, obj: dict, kernel: dict[str, int], *, benchmark: str | None, generator: str | None
 ) -> xr.Dataset:
-    _, folder_bench, folder_gen = _layout(path, {**KERNEL_FOLDERS, **CORPUS_FOLDERS})
-    bench = _resolve(
-        path, None, "benchmark", [("the folder", folder_bench), ("the benchmark= argument", benchmark)]
-    )
-    gen_field = obj.get("generator")
-    if gen_field is None and generator is None and folder_gen is None:
-        raise CorpusError(path, None, "generator", "expected a required field (generator name), got none")
-    gen = _resolve(
-        path,
-        None,
-        "generator",
-        [("the kernel", gen_field), ("the folder", folder_gen), ("the generator= argument", generator)],
-        alias=True,
-    )
+    folders = {**KERNEL_FOLDERS, **CORPUS_FOLDERS}
+    bench, gen = _cell_of(path, None, obj, "kernel", folders, benchmark, generator)
     trans_n = np.array([kernel["n00"] + kernel["n01"], kernel["n10"] + kernel["n11"]], dtype=float)
     trans_flip = np.array([kernel["n01"], kernel["n10"]], dtype=float)
     return cell_counts(bench, gen, trans_n=trans_n, trans_flip=trans_flip)

@@ -61,7 +61,6 @@ __all__ = [
     "critic_tallies",
     "transition_tallies",
     "instance_tallies",
-    "task_tallies",
     "task_counts",
     "counts_from_records",
     "transition_counts",
@@ -236,64 +235,6 @@ def instance_tallies(
     return out[0] if group is None else out
 
 
-def task_tallies(
-    y: np.ndarray, verdicts: np.ndarray, row: np.ndarray, n_rows: int | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-task tallies: labelled patches, oracle passes, and each critic's verdicts and passes.
-
-    Parameters
-    ----------
-    y : numpy.ndarray
-        Oracle labels of labelled patches, shape ``(n,)``, values 0/1.
-    verdicts : numpy.ndarray
-        Critic verdicts, shape ``(n, K)``: 1 pass, 0 fail, ``NaN`` missing.
-    row : numpy.ndarray
-        Index of each patch's (cell, task) row, shape ``(n,)``, integers ``0 … n_rows − 1``.
-    n_rows : int, optional
-        Number of rows (default ``row.max() + 1``).
-
-    Returns
-    -------
-    n, k : numpy.ndarray
-        Shape ``(n_rows,)``: labelled patches and passing patches of each row (``NaN`` for a row
-        without patches).
-    critic_n, critic_pass : numpy.ndarray
-        Shape ``(n_rows, K)``: patches with a verdict and passes among them, whatever the label
-        (``NaN`` where the critic gave no verdict on the row).
-
-    Examples
-    --------
-    >>> y, verdicts = np.array([1, 0, 0]), np.array([[1.0], [1.0], [np.nan]])
-    >>> n, k, cn, cp = task_tallies(y, verdicts, np.array([0, 0, 1]))
-    >>> n, k, cn[:, 0], cp[:, 0]
-    (array([2., 1.]), array([1., 0.]), array([ 2., nan]), array([ 2., nan]))
-    """
-    y = np.asarray(y, dtype=float)
-    verdicts = np.asarray(verdicts, dtype=float)
-    row = np.asarray(row, dtype=np.intp)
-    if verdicts.ndim != 2 or verdicts.shape[0] != y.shape[0] or row.shape != y.shape:
-        raise ValueError(
-            f"task_tallies: y {y.shape}, verdicts {verdicts.shape} and row {row.shape} "
-            "must share their first axis"
-        )
-    if not np.isin(y, LABELS).all():
-        raise ValueError("task_tallies: y must hold 0/1 labels only")
-    size = int(n_rows) if n_rows is not None else (int(row.max()) + 1 if row.size else 0)
-    n = np.bincount(row, minlength=size).astype(float)
-    k = np.bincount(row, weights=y, minlength=size)
-    given = np.isfinite(verdicts)
-    cn, cp = (np.zeros((size, verdicts.shape[1])) for _ in range(2))
-    np.add.at(cn, row, given.astype(float))
-    np.add.at(cp, row, (given & (verdicts == 1)).astype(float))
-    none = n == 0
-    n[none] = np.nan
-    k[none] = np.nan
-    absent = cn == 0
-    cn[absent] = np.nan
-    cp[absent] = np.nan
-    return n, k, cn, cp
-
-
 def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) -> xr.Dataset:
     """Per-task counts of labelled records (:data:`bpc.schema.TASK_COUNT_VARS`).
 
@@ -339,7 +280,11 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
         ti = np.array([t_pos[t] for t in records["instance_id"].astype(str)], dtype=np.intp)
         flat = np.ravel_multi_index((bi, gi, ti), (nb, ng, nt))
         rows, row = np.unique(flat, return_inverse=True)
-        n, k, cn, cp = task_tallies(y, _verdict_matrix(records, critics), row, len(rows))
+        n = np.bincount(row, minlength=len(rows)).astype(float)
+        k = np.bincount(row, weights=y, minlength=len(rows))
+        # a critic's verdicts whatever the label (NaN where it gave none on the row)
+        by_label = critic_tallies(y, _verdict_matrix(records, critics), row, len(rows))
+        cn, cp = (v.sum(axis=-1) for v in by_label)
         rb, rg, rt = np.unravel_index(rows, (nb, ng, nt))
         out["task_n"][rb, rg, rt] = n
         out["task_pass"][rb, rg, rt] = k

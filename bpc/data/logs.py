@@ -60,7 +60,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
 from bpc.constants import CRITIC_FIELDS
 from bpc.data.corpus import CorpusError, Input, load_corpus, read_json_lines
@@ -84,7 +83,6 @@ __all__ = [
     "read_logs",
     "load_input",
     "select_cells",
-    "select_counts",
     "ACCEPTED_INPUTS",
     "MAX_ID_CHARS",
     "read_trajectories",
@@ -698,16 +696,11 @@ def read_logs(
     for col in ("benchmark", "generator", "instance_id"):
         records[col] = records[col].astype(str)
 
-    dup = records.duplicated(["benchmark", "generator", "instance_id", "patch_id"], keep=False).to_numpy()
-    if dup.any():
-        rows = np.flatnonzero(dup)
-        key = records.iloc[rows[0]]
-        same = rows[
-            (records["instance_id"].to_numpy()[rows] == key["instance_id"])
-            & (records["patch_id"].to_numpy()[rows] == key["patch_id"])
-            & (records["benchmark"].to_numpy()[rows] == key["benchmark"])
-            & (records["generator"].to_numpy()[rows] == key["generator"])
-        ]
+    keys = ["benchmark", "generator", "instance_id", "patch_id"]
+    again = records.duplicated(keys).to_numpy()
+    if again.any():
+        key = records.iloc[int(np.flatnonzero(again)[0])]
+        same = np.flatnonzero((records[keys] == key[keys]).all(axis=1).to_numpy())
         raise CorpusError(
             path,
             int(lines[same[1]]),
@@ -789,38 +782,6 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
 # ---------------------------------------------------------------------------
 # One entry point for the commands
 # ---------------------------------------------------------------------------
-def select_counts(
-    counts: xr.Dataset, *, benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
-) -> xr.Dataset:
-    """The counts of the cells ``benchmarks`` × ``generators`` only (``None`` keeps all).
-
-    Raises
-    ------
-    bpc.choices.UnknownChoiceError
-        For a name the counts do not have (the message offers the close ones).
-
-    Examples
-    --------
-    >>> from bpc.data.counts import counts_from_records
-    >>> import pandas as pd
-    >>> rec = pd.DataFrame({"benchmark": ["a", "b"], "generator": ["g", "g"], "instance_id": ["1", "2"],
-    ...                     "patch_id": [0, 0], "Y": [1, 0]})
-    >>> [str(b) for b in select_counts(counts_from_records(rec), benchmarks=["b"])["benchmark"].values]
-    ['b']
-    """
-    from bpc.choices import check_choices
-
-    if not benchmarks and not generators:
-        return counts
-    have_b = [str(b) for b in counts["benchmark"].values]
-    have_g = [str(g) for g in counts["generator"].values]
-    check_choices(benchmarks, have_b, what="benchmark (--benchmark)")
-    check_choices(generators, have_g, what="generator (--generator)")
-    keep_b = [b for b in have_b if not benchmarks or b in benchmarks]
-    keep_g = [g for g in have_g if not generators or g in generators]
-    return counts.sel(benchmark=keep_b, generator=keep_g)
-
-
 def select_cells(
     data: Input, *, benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
 ) -> Input:
@@ -835,11 +796,17 @@ def select_cells(
     bpc.choices.UnknownChoiceError
         For a name the data do not have (the message offers the close ones).
     """
+    from bpc.choices import check_choices
+
     if not benchmarks and not generators:
         return data
-    counts = select_counts(data.counts, benchmarks=benchmarks, generators=generators)
-    keep_b = [str(b) for b in counts["benchmark"].values]
-    keep_g = [str(g) for g in counts["generator"].values]
+    have_b = [str(b) for b in data.counts["benchmark"].values]
+    have_g = [str(g) for g in data.counts["generator"].values]
+    check_choices(benchmarks, have_b, what="benchmark (--benchmark)")
+    check_choices(generators, have_g, what="generator (--generator)")
+    keep_b = [b for b in have_b if not benchmarks or b in benchmarks]
+    keep_g = [g for g in have_g if not generators or g in generators]
+    counts = data.counts.sel(benchmark=keep_b, generator=keep_g)
     records = data.records
     if len(records):
         mask = records["benchmark"].isin(keep_b) & records["generator"].isin(keep_g)

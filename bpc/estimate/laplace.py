@@ -92,7 +92,6 @@ __all__ = [
     "beta_binomial_loglik",
     "InstanceFit",
     "instance_fit",
-    "design_effect_interval",
     "instance_params",
     "laplace",
 ]
@@ -423,41 +422,6 @@ def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
     return InstanceFit(pi_hat, kappa_hat, identified, boundary, pi_int, kappa_int, pooled, float(prob))
 
 
-def design_effect_interval(
-    k: np.ndarray | float,
-    n: np.ndarray | float,
-    patches_per_instance: np.ndarray | float,
-    kappa: np.ndarray | float,
-    prob: float = WILSON_PROB,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson interval on Kish effective counts k / deff, n / deff of correlated patches.
-
-    deff = 1 + (m̄ − 1) ρ with ρ = 1 / (1 + κ), the within-instance
-    correlation of the instance model, and m̄ patches per instance (values
-    below 1 read as 1: no correction). ``NaN`` κ reads as independent
-    patches (ρ = 0).
-
-    Parameters
-    ----------
-    k, n : array_like
-        Passing and labelled patches.
-    patches_per_instance : array_like
-        m̄ = n_patches / n_instances.
-    kappa : array_like
-        Concentration κ of the instance pass rate.
-    prob : float
-        Coverage.
-
-    Returns
-    -------
-    lower, upper : numpy.ndarray
-    """
-    m = np.maximum(np.nan_to_num(np.asarray(patches_per_instance, dtype=float), nan=1.0), 1.0)
-    rho = np.where(np.isfinite(kappa), 1.0 / (1.0 + np.asarray(kappa, dtype=float)), 0.0)
-    deff = 1.0 + (m - 1.0) * rho
-    return wilson_interval(np.asarray(k, dtype=float) / deff, np.asarray(n, dtype=float) / deff, prob)
-
-
 def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Dataset:
     """κ̂, its source and the instance-respecting prior interval of every cell (module docstring).
 
@@ -492,7 +456,11 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
     n_inst = counts["n_instances"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         per_instance = np.where(np.isfinite(n_inst) & (n_inst > 0), n_patches / n_inst, 1.0)
-    lo, hi = design_effect_interval(n_pass, n_patches, per_instance, kappa, prob)
+    # Wilson on the design-effect-corrected counts (module docstring); NaN κ: independent patches
+    deff = 1.0 + (np.maximum(np.nan_to_num(per_instance, nan=1.0), 1.0) - 1.0) * np.where(
+        np.isfinite(kappa), 1.0 / (1.0 + kappa), 0.0
+    )
+    lo, hi = wilson_interval(n_pass / deff, n_patches / deff, prob)
     lo = np.where(has_hist, fit.pi_interval[:, 0], lo)
     hi = np.where(has_hist, fit.pi_interval[:, 1], hi)
     coords = {
