@@ -169,6 +169,7 @@ from bpc.constants import (
     LAPLACE_BETA,
 )
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS
+from bpc.validation import check_kappa
 
 __all__ = [
     "BENCHMARK_SIZES",
@@ -514,6 +515,7 @@ def _pair_rates(theta: np.ndarray, p_fix: np.ndarray, p_break: np.ndarray, steps
     return fixes / from0 if from0 > 0 else np.nan, breaks / from1 if from1 > 0 else np.nan
 
 
+@functools.cache
 def kernel_locations(
     prior: float,
     kappa: float,
@@ -547,13 +549,6 @@ def kernel_locations(
     -------
     x_fix, x_break : float
     """
-    return _kernel_locations(float(prior), float(kappa), float(p_fix), float(p_break), float(tau), int(steps))
-
-
-@functools.cache
-def _kernel_locations(
-    prior: float, kappa: float, p_fix: float, p_break: float, tau: float, steps: int
-) -> tuple[float, float]:
     x_f, x_b = float(logit(p_fix)), float(logit(p_break))
     if not np.isfinite(kappa) or not 0.0 < prior < 1.0:
         return x_f, x_b
@@ -570,8 +565,7 @@ def _kernel_locations(
         raise RuntimeError(
             f"kernel_locations: no per-instance kernel matches ({p_fix}, {p_break}): {sol.message}"
         )
-    x_f, x_b = float(sol.x[0]), float(sol.x[1])
-    return x_f, x_b
+    return float(sol.x[0]), float(sol.x[1])
 
 
 def _smoothed_kernel(n00: float, n01: float, n10: float, n11: float) -> tuple[float, float]:
@@ -644,7 +638,8 @@ def panel_truth(
         numeric (float64); where each kernel comes from is given by
         :func:`kernel_sources`.
     """
-    kappa = _check_kappa(kappa, "panel_truth")
+    check_kappa(kappa, name="panel_truth: kappa")
+    kappa = float(kappa)
     bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks", "panel_truth")
     gs = _check_subset(generators, GENERATORS, "generators", "panel_truth")
     nb, ng, nc = len(bs), len(gs), len(CRITICS)
@@ -692,14 +687,6 @@ def panel_truth(
         },
     )
     return ds
-
-
-def _check_kappa(kappa: float, caller: str) -> float:
-    if isinstance(kappa, bool) or not isinstance(kappa, int | float | np.floating) or not kappa > 0:
-        raise ValueError(
-            f"{caller}: kappa must be a positive number (inf: independent patches), got {kappa!r}"
-        )
-    return float(kappa)
 
 
 def kernel_sources(
@@ -932,7 +919,7 @@ def simulate_panel(
             f"simulate_panel: critic_kappa names unknown critic(s) {bad}; expected some of {CRITICS}"
         )
     sizes = _instance_counts(bs, float(scale), n_instances)
-    truth = panel_truth(bs, gs, kappa=_check_kappa(kappa, "simulate_panel"))
+    truth = panel_truth(bs, gs, kappa=kappa)
 
     rec_parts: list[dict[str, np.ndarray]] = []
     tr_parts: list[dict[str, np.ndarray]] = []

@@ -40,7 +40,7 @@ pandas / xarray
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
@@ -196,24 +196,6 @@ class Split:
         if side not in SIDES:
             raise ValueError(f"Split: side must be one of {SIDES}, got {side!r}")
         return self.fit if side == "fit" else self.eval
-
-    def with_fit(self, fit: Mapping[Cell, Sequence[str] | np.ndarray]) -> Split:
-        """The same split with other fit ids (e.g. a subsample of the fit side); eval unchanged.
-
-        Raises
-        ------
-        ValueError
-            If ``fit`` names other cells, or an id of ``fit`` is on the eval side.
-        """
-        if set(fit) != set(self.fit):
-            raise ValueError("Split.with_fit: the new fit ids must cover exactly the split's cells")
-        new = {c: np.asarray(fit[c], dtype=str) for c in self.fit}
-        if not self.in_sample:
-            for c, ids in new.items():
-                leak = np.intersect1d(ids, self.eval[c])
-                if leak.size:
-                    raise ValueError(f"Split.with_fit: cell {c} would fit on eval instance {leak[0]!r}")
-        return replace(self, fit=new)
 
     def rows(self, frame: pd.DataFrame, side: str = "fit") -> pd.DataFrame:
         """The rows of ``frame`` (records or trajectories) on ``side`` of their cell.
