@@ -531,42 +531,25 @@ class LearningState:
             names = list(critics)
         sdims = sample_dims(ds)
         source = f"{ds.attrs.get('source', 'parameters')}" + (f" {cell[0]}/{cell[1]}" if cell else "")
-        has_kappa = "kappa" in ds and not iid
-        if sdims:
-            flat = ds.stack(_sample=sdims).transpose("_sample", ...)
-            kernel = "p_fix" in flat and bool(np.all(np.isfinite(flat["p_fix"].values)))
-            state = cls.from_draws(
-                prior=flat["prior"].values,
-                tpr=flat["tpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
-                fpr=flat["fpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
-                critics=names,
-                kappa=flat["kappa"].values if has_kappa else None,
-                p_fix=flat["p_fix"].values if kernel else None,
-                p_break=flat["p_break"].values if kernel else None,
-                source=source,
-                particles=particles,
-            )
-            return replace(state, origin_hash=str(ds.attrs.get("spec_hash", "")))
-        rates = {
-            c: (float(ds["tpr"].sel({DIM_CRITIC: c})), float(ds["fpr"].sel({DIM_CRITIC: c}))) for c in names
-        }
-        rates = {c: v for c, v in rates.items() if all(math.isfinite(r) for r in v)}
-        k0 = float(ds["kappa"]) if has_kappa else kappa
-        sds = calibration_scales(ds, iid=k0 is None or math.isinf(k0))
-        pf = float(ds["p_fix"]) if "p_fix" in ds else float("nan")
-        pb = float(ds["p_break"]) if "p_break" in ds else float("nan")
-        kern = math.isfinite(pf) and math.isfinite(pb)
-        return cls.from_values(
-            prior=float(ds["prior"]),
-            critics=rates,
+        flat = (ds.stack(_sample=sdims) if sdims else ds.expand_dims("_sample")).transpose("_sample", ...)
+        given = None if kappa is None or sdims else np.array([kappa])  # a κ centre for point values only
+        k0 = flat["kappa"].values if "kappa" in ds and not iid else given
+        kern = "p_fix" in flat and "p_break" in flat
+        # point values: the weight of the data behind them (draws carry their own spread)
+        point = {} if sdims else {"sd": sd, "sds": calibration_scales(ds, iid=k0 is None or np.isinf(k0[0]))}
+        state = cls.from_arrays(
+            prior=flat["prior"].values,
+            tpr=flat["tpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
+            fpr=flat["fpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
+            critics=names,
             kappa=k0,
-            p_fix=pf if kern else None,
-            p_break=pb if kern else None,
-            sd=sd,
-            sds=sds,
+            p_fix=flat["p_fix"].values if kern else None,
+            p_break=flat["p_break"].values if kern else None,
             source=source,
             particles=particles,
+            **point,
         )
+        return replace(state, origin_hash=str(ds.attrs.get("spec_hash", ""))) if sdims else state
 
     @classmethod
     def from_arrays(
