@@ -207,14 +207,10 @@ class Input:
     @property
     def cells(self) -> list[tuple[str, str]]:
         """The (benchmark, generator) cells with data, in panel order."""
-        src = self.counts["source"]
-        return [
-            (str(b), str(g))
-            for b in src.benchmark.values
-            for g in src.generator.values
-            if src.sel(benchmark=b, generator=g).item() != ""
-            or np.isfinite(self.counts["trans_n"].sel(benchmark=b, generator=g).values).any()
-        ]
+        ds = self.counts.transpose("benchmark", "generator", ...)
+        has = (ds["source"] != "").values | np.isfinite(ds["trans_n"].values).any(axis=-1)
+        b, g = ds["benchmark"].values, ds["generator"].values
+        return [(str(b[i]), str(g[j])) for i, j in zip(*np.nonzero(has), strict=True)]
 
     @property
     def critics(self) -> tuple[str, ...]:

@@ -169,7 +169,7 @@ def _combine(parts: list[Input]) -> Input:
 
     owner: dict[tuple[str, str], Path] = {}
     for part in parts:
-        for cell in _data_cells(part):
+        for cell in part.cells:
             if cell in owner:
                 raise ValueError(
                     f"cell {cell[0]}/{cell[1]} is in both {owner[cell]} and {part.source}: a cell may come "
@@ -207,17 +207,6 @@ def _combine(parts: list[Input]) -> Input:
         trajectories=pd.concat(trajectories, ignore_index=True) if trajectories else None,
         sources=tuple(p.source for p in parts),
     )
-
-
-def _data_cells(data: Input) -> set[tuple[str, str]]:
-    """The cells a source holds any data for (records, a table or a kernel)."""
-    import numpy as np
-
-    counts = data.counts
-    has = np.isfinite(counts["n_patches"].values) | np.isfinite(counts["trans_n"].values).any(axis=-1)
-    b = counts["benchmark"].values
-    g = counts["generator"].values
-    return {(str(b[i]), str(g[j])) for i, j in zip(*np.nonzero(has), strict=True)}
 
 
 def resolve_input(
