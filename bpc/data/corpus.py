@@ -103,6 +103,7 @@ from bpc.validation import loads_json
 
 __all__ = [
     "read_json_lines",
+    "repeated_patch",
     "CorpusError",
     "Corpus",
     "Input",
@@ -404,6 +405,29 @@ def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
     return out
 
 
+def repeated_patch(records: pd.DataFrame) -> tuple[int, int, str] | None:
+    """The first row repeating an earlier row's (benchmark, generator, instance_id, patch_id).
+
+    Returns the positions of the first row with that key and of the repeat, and the message
+    naming the key (the caller adds where the first one was); ``None`` when no key repeats.
+    """
+    keys = ["benchmark", "generator", "instance_id", "patch_id"]
+    again = records.duplicated(keys).to_numpy()
+    if not again.any():
+        return None
+    pos = int(np.flatnonzero(again)[0])
+    row = records.iloc[pos]
+    same = np.flatnonzero((records[keys] == row[keys]).all(axis=1).to_numpy())
+    return (
+        int(same[0]),
+        pos,
+        (
+            f"expected each (instance_id, patch_id) once per cell ({row['benchmark']}, {row['generator']}), "
+            f"got instance {row['instance_id']!r} patch {row['patch_id']} again"
+        ),
+    )
+
+
 def _parse_critic_results(
     path: Path, *, benchmark: str | None, generator: str | None
 ) -> tuple[pd.DataFrame, np.ndarray, int]:
@@ -412,7 +436,6 @@ def _parse_critic_results(
     rows: list[dict] = []
     lines: list[int] = []
     unlabelled = 0
-    seen: dict[tuple[str, str, str, int], int] = {}
     for lineno, obj in read_json_lines(path):
         for name in ("instance_id", "patch_id", "Y"):
             if name not in obj:
@@ -439,16 +462,6 @@ def _parse_critic_results(
             if value is not None and not isinstance(value, bool):
                 raise CorpusError(path, lineno, field, f"expected true, false or null, got {value!r}")
             row[crit] = value
-        key = (bench, gen, str(iid), pid)
-        if key in seen:
-            raise CorpusError(
-                path,
-                lineno,
-                "patch_id",
-                f"expected each (instance_id, patch_id) once per cell ({bench}, {gen}), "
-                f"got instance {str(iid)!r} patch {pid} again (first on line {seen[key]})",
-            )
-        seen[key] = lineno
         rows.append(row)
         lines.append(lineno)
     if not rows:
@@ -826,35 +839,26 @@ def load_corpus(
 
     # -- raw records -----------------------------------------------------------
     frames: list[pd.DataFrame] = []
-    origin: dict[tuple[str, str, str, int], tuple[Path, int]] = {}
+    where: list[tuple[Path, int]] = []  # each record's file and line
     cell_files: dict[tuple[str, str], list[str]] = {}
     for f in files["records"]:
         df, lines, unlabelled = _parse_critic_results(f, benchmark=benchmark, generator=generator)
         meter.step(str(f))
         if unlabelled:
             notes.append(f"{_rel(f, base)}: {unlabelled} unlabelled row(s) (Y null) skipped")
-        keys = zip(df["benchmark"], df["generator"], df["instance_id"], df["patch_id"], strict=True)
-        for key, line in zip(keys, lines, strict=True):
-            if key in origin:
-                first, first_line = origin[key]
-                hint = ""
-                if any(_layout(p, SUPERSEDED_FOLDERS)[0] for p in (f, first)):
-                    hint = (
-                        "; a superseded run maps to the same cell as the current one: "
-                        "load its folder on its own"
-                    )
-                raise CorpusError(
-                    f,
-                    int(line),
-                    "patch_id",
-                    f"expected each (instance_id, patch_id) once per cell ({key[0]}, {key[1]}), got instance "
-                    f"{key[2]!r} patch {key[3]} again (first at {first}:{first_line}){hint}",
-                )
-            origin[key] = (f, int(line))
         for cell in df[["benchmark", "generator"]].drop_duplicates().itertuples(index=False):
             cell_files.setdefault((cell[0], cell[1]), []).append(_rel(f, base))
         frames.append(df)
+        where += [(f, int(line)) for line in lines]
     records = pd.concat(frames, ignore_index=True) if frames else _empty_records()
+    repeat = repeated_patch(records)
+    if repeat is not None:
+        (f0, l0), (f1, l1) = where[repeat[0]], where[repeat[1]]
+        hint = ""
+        if _layout(f0, SUPERSEDED_FOLDERS)[0] or _layout(f1, SUPERSEDED_FOLDERS)[0]:
+            hint = "; a superseded run maps to the same cell as the current one: load its folder on its own"
+        first = f"first on line {l0}" if f0 == f1 else f"first at {f0}:{l0}"
+        raise CorpusError(f1, l1, "patch_id", f"{repeat[2]} ({first}){hint}")
     raw_counts = counts_from_records(records, source="raw") if len(records) else None
 
     # -- likelihood tables -----------------------------------------------------

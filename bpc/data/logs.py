@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bpc.data.corpus import CorpusError, Input, read_json_lines
+from bpc.data.corpus import CorpusError, Input, read_json_lines, repeated_patch
 from bpc.schema import (
     CRITIC_NAME_PATTERN,
     RECORD_KEYS,
@@ -682,19 +682,10 @@ def read_logs(
     for col in ("benchmark", "generator", "instance_id"):
         records[col] = records[col].astype(str)
 
-    keys = ["benchmark", "generator", "instance_id", "patch_id"]
-    again = records.duplicated(keys).to_numpy()
-    if again.any():
-        key = records.iloc[int(np.flatnonzero(again)[0])]
-        same = np.flatnonzero((records[keys] == key[keys]).all(axis=1).to_numpy())
-        raise CorpusError(
-            path,
-            int(lines[same[1]]),
-            "patch_id",
-            f"expected each (instance_id, patch_id) once per cell ({key['benchmark']}, {key['generator']}), "
-            f"got instance {key['instance_id']!r} patch {key['patch_id']} again "
-            f"(first on line {lines[same[0]]})",
-        )
+    repeat = repeated_patch(records)
+    if repeat is not None:
+        first, again, message = repeat
+        raise CorpusError(path, int(lines[again]), "patch_id", f"{message} (first on line {lines[first]})")
 
     notes = []
     if unlabelled:
