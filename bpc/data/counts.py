@@ -172,8 +172,6 @@ def instance_tallies(
     instance: np.ndarray,
     group: np.ndarray | None = None,
     n_groups: int | None = None,
-    *,
-    max_patches: int | None = None,
 ) -> np.ndarray:
     """Histogram of instances by (labelled patches m, passing patches k), optionally per group.
 
@@ -189,9 +187,6 @@ def instance_tallies(
         within an instance. All patches form one group if omitted.
     n_groups : int, optional
         Number of groups (default ``group.max() + 1``).
-    max_patches : int, optional
-        Size M of the histogram (default: the largest m seen); an instance
-        with more labelled patches is an error.
 
     Returns
     -------
@@ -223,13 +218,7 @@ def instance_tallies(
     if inst.size and (g_inst[inst] != g).any():
         raise ValueError("instance_tallies: an instance's patches must all belong to one group")
     seen = m > 0
-    size = int(m.max()) if seen.any() else 1
-    if max_patches is not None:
-        if seen.any() and size > max_patches:
-            raise ValueError(
-                f"instance_tallies: an instance has {size} patches, more than max_patches={max_patches}"
-            )
-        size = int(max_patches)
+    size = int(m.max()) if seen.any() else 1  # M: the largest m seen
     out = np.zeros((n_g, size, size + 1))
     np.add.at(out, (g_inst[seen], m[seen] - 1, k[seen]), 1.0)
     return out[0] if group is None else out

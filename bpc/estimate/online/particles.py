@@ -10,7 +10,6 @@ import hashlib
 import json
 import math
 import os
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -753,13 +752,10 @@ class LearningState:
 
     def distinct_records(self) -> list[tuple[EpisodeRecord, int]]:
         """The stored episodes as ``(record, multiplicity)``, equal records (same ``key()``) once."""
-        counts: Counter[str] = Counter()
-        first: dict[str, EpisodeRecord] = {}
+        groups: dict[str, list] = {}
         for r in self.records:
-            key = r.key()
-            counts[key] += 1
-            first.setdefault(key, r)
-        return [(first[k], n) for k, n in counts.items()]
+            groups.setdefault(r.key(), [r, 0])[1] += 1
+        return [(r, n) for r, n in groups.values()]
 
     def total_loglik(
         self, x: np.ndarray, *, distinct: Sequence[tuple[EpisodeRecord, int]] | None = None
