@@ -483,10 +483,6 @@ def _records_frame(rows: list[dict]) -> pd.DataFrame:
     return df
 
 
-def _empty_records() -> pd.DataFrame:
-    return _records_frame([])
-
-
 # ---------------------------------------------------------------------------
 # likelihood_tables.json
 # ---------------------------------------------------------------------------
@@ -646,16 +642,9 @@ def _cell_key(ds: xr.Dataset) -> tuple[str, str]:
     return str(ds.benchmark.values[0]), str(ds.generator.values[0])
 
 
-def _cell_stats(ds: xr.Dataset) -> dict[str, np.ndarray]:
-    return {
-        name: ds[name].values.ravel()
-        for name in ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
-    }
-
-
 def _same_counts(a: xr.Dataset, b: xr.Dataset) -> bool:
-    sa, sb = _cell_stats(a), _cell_stats(b)
-    return all(np.array_equal(sa[k], sb[k], equal_nan=True) for k in sa)
+    names = ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
+    return all(np.array_equal(a[k].values, b[k].values, equal_nan=True) for k in names)
 
 
 def _disagreements(raw: xr.Dataset, table: xr.Dataset) -> list[str]:
@@ -850,7 +839,7 @@ def load_corpus(
             cell_files.setdefault((cell[0], cell[1]), []).append(_rel(f, base))
         frames.append(df)
         where += [(f, int(line)) for line in lines]
-    records = pd.concat(frames, ignore_index=True) if frames else _empty_records()
+    records = pd.concat(frames, ignore_index=True) if frames else _records_frame([])
     repeat = repeated_patch(records)
     if repeat is not None:
         (f0, l0), (f1, l1) = where[repeat[0]], where[repeat[1]]
