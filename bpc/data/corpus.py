@@ -105,7 +105,6 @@ __all__ = [
     "read_json_lines",
     "repeated_patch",
     "CorpusError",
-    "Corpus",
     "Input",
     "load_corpus",
     "read_transition_kernel",
@@ -255,10 +254,6 @@ class Input:
             return vector.with_critics(free) if free else vector
 
         return resolve
-
-
-Corpus = Input
-"""What :func:`load_corpus` returns: an :class:`Input` of ``format`` ``"corpus"``."""
 
 
 # ---------------------------------------------------------------------------
