@@ -316,7 +316,7 @@ def empty_patch_flags(
         )
     )
     keys = set(patch_keys)
-    empty: set[tuple[str, str, str, int]] = set()
+    empty: set[tuple] = set()
     for cell, names in files.items():
         bench, gen = cell.split("/", 1)
         for name in names:
