@@ -103,17 +103,13 @@ PROFILE_LOG_KAPPA_STEP = 0.1
 _LOGIT_RANGE = 12.0  # the π grid spans logit π ∈ [−12, 12]
 
 
-def smoothed_rate(
-    k: np.ndarray | float, n: np.ndarray | float, alpha: float = LAPLACE_ALPHA, beta: float = LAPLACE_BETA
-) -> np.ndarray:
-    """Posterior mean of a Beta(alpha, beta)-smoothed rate: ``(k + alpha) / (n + alpha + beta)``.
+def smoothed_rate(k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
+    """Posterior mean of a Beta(1, 1)-smoothed rate, as the paper: ``(k + 1) / (n + 2)``.
 
     Parameters
     ----------
     k, n : array_like
         Successes and trials (``NaN`` = unobserved → ``NaN``).
-    alpha, beta : float
-        Pseudo-counts; the paper uses Beta(1, 1).
 
     Returns
     -------
@@ -123,14 +119,12 @@ def smoothed_rate(
     Raises
     ------
     ValueError
-        If a count is negative or ``k > n``, or a pseudo-count is not positive.
+        If a count is negative or ``k > n``.
     """
-    if not (alpha > 0 and beta > 0):
-        raise ValueError(f"pseudo-counts must be positive, got alpha={alpha}, beta={beta}")
     k = np.asarray(k, dtype=float)
     n = np.asarray(n, dtype=float)
     _check_counts(k, n)
-    return (k + alpha) / (n + (alpha + beta))
+    return (k + LAPLACE_ALPHA) / (n + (LAPLACE_ALPHA + LAPLACE_BETA))
 
 
 def _check_counts(k: np.ndarray, n: np.ndarray) -> None:
