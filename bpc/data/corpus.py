@@ -794,8 +794,7 @@ def load_corpus(
                 f"expected a current run, got a file in the superseded folder {folder!r} "
                 "(pass include_superseded=True / --include-superseded to load it)",
             )
-        files = {"records": [], "table": [], "kernel": []}
-        files[kind].append(root)
+        files = {k: [root] if k == kind else [] for k in ("records", "table", "kernel")}
         base = root.parent
     elif root.is_dir():
         base = root
@@ -806,14 +805,11 @@ def load_corpus(
         }
         if not include_superseded:
             for kind in ("records", "table"):
-                kept = []
-                for f in files[kind]:
-                    folder, _, _ = _layout(f, SUPERSEDED_FOLDERS)
-                    if folder is None:
-                        kept.append(f)
-                    else:
-                        notes.append(f"skipped superseded {_rel(f, base)} (include_superseded=True loads it)")
-                files[kind] = kept
+                old = [f for f in files[kind] if _layout(f, SUPERSEDED_FOLDERS)[0] is not None]
+                notes.extend(
+                    f"skipped superseded {_rel(f, base)} (include_superseded=True loads it)" for f in old
+                )
+                files[kind] = [f for f in files[kind] if f not in old]
     else:
         raise CorpusError(root, None, None, "expected a file or a folder, got neither")
 
