@@ -721,10 +721,8 @@ def task_prior(
         if not cells or bench not in [str(b) for b in evidence[DIM_BENCHMARK].values]:
             continue
         core_g = ("sample", DIM_GENERATOR) if sample else (DIM_GENERATOR,)
-        loc = crossed["task_loc"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: cells}).transpose(*core_g).values
-        kap = (
-            crossed["task_kappa"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: cells}).transpose(*core_g).values
-        )
+        here = {DIM_BENCHMARK: bench, DIM_GENERATOR: cells}
+        loc, kap = (crossed[v].sel(here).transpose(*core_g).values for v in ("task_loc", "task_kappa"))
         sig = np.atleast_1d(crossed["task_sigma"].sel({DIM_BENCHMARK: bench}).values)
         if not sample:
             loc, kap = loc[None], kap[None]
@@ -732,18 +730,16 @@ def task_prior(
         tasks, sub = _benchmark_tasks(evidence, bench, [g for g in cells if g in ev_gens])
         sub = sub.reindex({DIM_GENERATOR: cells})
         tpr = fpr = None
-        if kind == "oracle":
-            m = sub["task_n"].transpose(DIM_TASK, DIM_GENERATOR).values
-            k = sub["task_pass"].transpose(DIM_TASK, DIM_GENERATOR).values
-        else:
+        names = ("task_n", "task_pass") if kind == "oracle" else ("task_critic_n", "task_critic_pass")
+        ev = sub[list(names)] if kind == "oracle" else sub[list(names)].sel({DIM_CRITIC: critic})
+        m, k = (ev[v].transpose(DIM_TASK, DIM_GENERATOR).values for v in names)
+        if kind == "critic":
             assert params is not None
-            m = sub["task_critic_n"].sel({DIM_CRITIC: critic}).transpose(DIM_TASK, DIM_GENERATOR).values
-            k = sub["task_critic_pass"].sel({DIM_CRITIC: critic}).transpose(DIM_TASK, DIM_GENERATOR).values
-            rates = params[["tpr", "fpr"]].sel(
-                {DIM_BENCHMARK: bench, DIM_GENERATOR: cells, DIM_CRITIC: critic}
+            rates = params[["tpr", "fpr"]].sel({**here, DIM_CRITIC: critic})
+            tpr, fpr = (
+                _as_draws(rates[r], DIM_GENERATOR).mean(axis=0, keepdims=True).repeat(loc.shape[0], 0)
+                for r in ("tpr", "fpr")
             )
-            tpr = _as_draws(rates["tpr"], DIM_GENERATOR).mean(axis=0, keepdims=True).repeat(loc.shape[0], 0)
-            fpr = _as_draws(rates["fpr"], DIM_GENERATOR).mean(axis=0, keepdims=True).repeat(loc.shape[0], 0)
             known = np.isfinite(tpr[0]) & np.isfinite(fpr[0])
             m = np.where(known[None, :], m, np.nan)
             tpr, fpr = np.nan_to_num(tpr, nan=0.5), np.nan_to_num(fpr, nan=0.5)
