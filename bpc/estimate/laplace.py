@@ -75,7 +75,6 @@ from bpc.constants import (
     DIM_BENCHMARK,
     DIM_CI,
     DIM_GENERATOR,
-    DIM_LABEL,
     DIM_PASSES,
     DIM_PATCHES,
     KAPPA_MAX,
@@ -84,7 +83,7 @@ from bpc.constants import (
     LAPLACE_BETA,
     WILSON_PROB,
 )
-from bpc.schema import validate_counts, validate_params
+from bpc.schema import validate_params
 
 __all__ = [
     "smoothed_rate",
@@ -480,10 +479,6 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
     return out
 
 
-def _rate(k: xr.DataArray, n: xr.DataArray) -> xr.DataArray:
-    return xr.apply_ufunc(smoothed_rate, k, n)
-
-
 def laplace(counts: xr.Dataset) -> xr.Dataset:
     """Laplace point estimates of every cell (method.md §Parameters).
 
@@ -506,15 +501,10 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
         ``notes``; ``kappa.attrs["pooled_kappa"]`` is the pooled κ̂.
     """
     from bpc import __version__
+    from bpc.estimate.conjugate import posterior_mean
 
-    validate_counts(counts)
-    y1 = {DIM_LABEL: 1}
-    y0 = {DIM_LABEL: 0}
-    prior = _rate(counts["n_pass"], counts["n_patches"])
-    tpr = _rate(counts["critic_pass"].sel(y1), counts["critic_n"].sel(y1)).drop_vars(DIM_LABEL)
-    fpr = _rate(counts["critic_pass"].sel(y0), counts["critic_n"].sel(y0)).drop_vars(DIM_LABEL)
-    p_fix = _rate(counts["trans_flip"].sel(y0), counts["trans_n"].sel(y0)).drop_vars(DIM_LABEL)
-    p_break = _rate(counts["trans_flip"].sel(y1), counts["trans_n"].sel(y1)).drop_vars(DIM_LABEL)
+    # the rates (k + 1)/(n + 2) are the exact posterior means of the unpooled Beta(1, 1) model
+    out = posterior_mean(counts)  # (validates the counts)
     lower, upper = wilson_interval(counts["n_pass"].values, counts["n_patches"].values)
     wilson = xr.DataArray(
         np.stack([lower, upper], axis=-1),
@@ -525,17 +515,7 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
             DIM_CI: list(CI_BOUNDS),
         },
     )
-    out = xr.Dataset(
-        {
-            "prior": prior,
-            "tpr": tpr,
-            "fpr": fpr,
-            "gap": tpr - fpr,
-            "p_fix": p_fix,
-            "p_break": p_break,
-            "prior_wilson": wilson,
-        }
-    )
+    out = out.assign(prior_wilson=wilson)
     inst = instance_params(counts)
     out = out.merge(inst.drop_attrs(deep=False))
     out["prior"].attrs["long_name"] = "P(Y=1) of a fresh patch, (k+1)/(n+2)"
