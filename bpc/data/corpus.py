@@ -651,17 +651,10 @@ def _disagreements(raw: xr.Dataset, table: xr.Dataset) -> list[str]:
             out.append(f"{name} {x:g} vs {y:g}")
     for name in ("critic_n", "critic_pass"):
         x, y = raw[name].values[0, 0], table[name].values[0, 0]
-        for j, crit in enumerate(CRITICS):
-            for i, label in enumerate(LABELS):
-                if np.isfinite(x[j, i]) and np.isfinite(y[j, i]) and x[j, i] != y[j, i]:
-                    out.append(f"{name}[{crit}, Y={label}] {x[j, i]:g} vs {y[j, i]:g}")
-    for crit_i, crit in enumerate(CRITICS):
-        rx, ty = (
-            np.isfinite(raw["critic_n"].values[0, 0, crit_i]),
-            np.isfinite(table["critic_n"].values[0, 0, crit_i]),
-        )
-        if ty.any() and not rx.any():
-            out.append(f"critic {crit} only in the table")
+        for j, i in np.argwhere(np.isfinite(x) & np.isfinite(y) & (x != y)):
+            out.append(f"{name}[{CRITICS[j]}, Y={LABELS[i]}] {x[j, i]:g} vs {y[j, i]:g}")
+    in_raw, in_table = (np.isfinite(ds["critic_n"].values[0, 0]).any(axis=-1) for ds in (raw, table))
+    out += [f"critic {crit} only in the table" for crit in np.asarray(CRITICS)[in_table & ~in_raw]]
     return out
 
 

@@ -455,8 +455,7 @@ def counts_from_records(
         inst_code = inst.groupby(["cell", "instance_id"], sort=False).ngroup().to_numpy()
         hist = instance_tallies(y.astype(np.int64), inst_code, cell, m)
         size = max(POOL_SIZE, hist.shape[1])
-        if size > hist.shape[1]:
-            hist = np.pad(hist, ((0, 0), (0, size - hist.shape[1]), (0, size - hist.shape[1])))
+        hist = _pad_histogram(hist, size)
         cells = {
             "benchmark": benches,
             "generator": gens,

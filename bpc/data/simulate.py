@@ -738,20 +738,15 @@ class SimulatedPanel:
 
 
 def _instance_counts(bs: list[str], scale: float, n_instances) -> dict[str, int]:
-    if n_instances is None:
-        return {b: max(1, round(BENCHMARK_SIZES[b] * scale)) for b in bs}
-    if isinstance(n_instances, Mapping):
-        unknown = [b for b in n_instances if b not in BENCHMARKS]
-        if unknown:
-            raise ValueError(f"simulate_panel: n_instances names unknown benchmarks {unknown}")
-        out = {}
-        for b in bs:
-            v = n_instances.get(b)
-            out[b] = max(1, round(BENCHMARK_SIZES[b] * scale)) if v is None else v
-    else:
-        out = dict.fromkeys(bs, n_instances)
+    given = n_instances if isinstance(n_instances, Mapping) else dict.fromkeys(bs, n_instances)
+    unknown = [b for b in given if b not in BENCHMARKS]
+    if unknown:
+        raise ValueError(f"simulate_panel: n_instances names unknown benchmarks {unknown}")
     counts: dict[str, int] = {}
-    for b, v in out.items():
+    for b in bs:
+        v = given.get(b)
+        if v is None:
+            v = max(1, round(BENCHMARK_SIZES[b] * scale))
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
             raise ValueError(f"simulate_panel: n_instances for {b} must be a positive integer, got {v!r}")
         counts[b] = int(v)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from scipy.special import logsumexp
 
 from bpc.constants import CI_KIND, CI_PROB, DEFAULT_SEED
 from bpc.estimate.online.records import (
@@ -787,10 +788,9 @@ class LearningState:
         for rec in recs:
             ll = state.loglik(rec)
             lw = state.log_weights + ll
-            top = np.max(lw)
-            if not np.isfinite(top):
+            if not np.isfinite(np.max(lw)):
                 raise ValueError("the episode has zero likelihood under every particle: check the record")
-            lw = lw - (top + np.log(np.sum(np.exp(lw - top))))
+            lw = lw - logsumexp(lw)
             state = replace(
                 state,
                 log_weights=lw,
@@ -903,36 +903,15 @@ class LearningState:
         from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR
 
         p = self.resample(n)
-        S = p["prior"].shape[0]
-        cellc = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
-
-        def sc(v: np.ndarray) -> np.ndarray:
-            return v.reshape(1, S, 1, 1)
-
-        def cr(v: np.ndarray) -> np.ndarray:
-            return v.reshape(1, S, 1, 1, -1)
-
+        p["gap"] = p["tpr"] - p["fpr"]
+        names = ["prior", "tpr", "fpr", "gap", "p_fix", "p_break"] + ([] if self.iid else ["kappa"])
         ds = xr.Dataset(
-            {
-                "prior": (cellc, sc(p["prior"])),
-                "tpr": ((*cellc, DIM_CRITIC), cr(p["tpr"])),
-                "fpr": ((*cellc, DIM_CRITIC), cr(p["fpr"])),
-                "gap": ((*cellc, DIM_CRITIC), cr(p["tpr"] - p["fpr"])),
-                "p_fix": (cellc, sc(p["p_fix"])),
-                "p_break": (cellc, sc(p["p_break"])),
-            },
-            coords={
-                DIM_CHAIN: [0],
-                DIM_DRAW: np.arange(S),
-                DIM_BENCHMARK: [cell[0]],
-                DIM_GENERATOR: [cell[1]],
-                DIM_CRITIC: list(self.critics),
-            },
+            {k: ((DIM_DRAW, DIM_CRITIC)[: p[k].ndim], p[k]) for k in names},
+            coords={DIM_DRAW: np.arange(p["prior"].shape[0]), DIM_CRITIC: list(self.critics)},
             attrs={"source": "learned", "n_episodes": self.n_episodes, "learn_spec_hash": self.spec_hash()},
         )
-        if not self.iid:
-            ds["kappa"] = (cellc, sc(p["kappa"]))
-        return ds
+        ds = ds.expand_dims({DIM_CHAIN: [0], DIM_BENCHMARK: [cell[0]], DIM_GENERATOR: [cell[1]]})
+        return ds.transpose(DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR, ...)
 
     # ------------------------------------------------------------ persistence
     def spec_hash(self) -> str:
@@ -999,8 +978,7 @@ class LearningState:
             raise ValueError(f"window must be in 1..{self.n_episodes} (episodes learnt), got {window}")
         recent = self.records[-window:]
         lw = self.log_weights - sum((self.loglik(r) for r in recent), np.zeros(self.n_particles))
-        top = np.max(lw)
-        lw = lw - (top + np.log(np.sum(np.exp(lw - top))))
+        lw = lw - logsumexp(lw)
         ref = replace(self, log_weights=lw, records=self.records[:-window])
         from bpc.estimate.online.drift import drift_check
 
