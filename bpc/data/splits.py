@@ -228,20 +228,11 @@ class Split:
 
 def _cell_ids(records: pd.DataFrame, cells: Sequence[Cell] | None) -> dict[Cell, np.ndarray]:
     """Sorted unique instance ids of every cell, in paper order (or the given order)."""
-    if records.empty:
-        groups: dict[Cell, np.ndarray] = {}
-    else:
-        frame = pd.DataFrame(
-            {
-                "b": records["benchmark"].astype(str).to_numpy(),
-                "g": records["generator"].astype(str).to_numpy(),
-                "i": records["instance_id"].astype(str).to_numpy(),
-            }
-        )
-        groups = {
-            (str(b), str(g)): np.unique(f["i"].to_numpy())
-            for (b, g), f in frame.groupby(["b", "g"], sort=False)
-        }
+    frame = records[["benchmark", "generator", "instance_id"]].astype(str)
+    groups: dict[Cell, np.ndarray] = {
+        (str(b), str(g)): np.unique(ids.to_numpy())
+        for (b, g), ids in frame.groupby(["benchmark", "generator"], sort=False)["instance_id"]
+    }
     if cells is None:
         return {c: groups[c] for c in cell_order(groups)}
     wanted = [(str(b), str(g)) for b, g in cells]
@@ -291,10 +282,7 @@ def split_cells(
     """
     fit, ev = {}, {}
     for (b, g), ids in _cell_ids(records, cells).items():
-        if in_sample:
-            f, e = ids, ids
-        else:
-            f, e = split_instances(ids, seed=seed, fit_fraction=fit_fraction)
+        f, e = (ids, ids) if in_sample else split_instances(ids, seed=seed, fit_fraction=fit_fraction)
         if len(f) == 0 or len(e) == 0:
             if drop_small:
                 continue
@@ -302,10 +290,7 @@ def split_cells(
                 f"cell ({b}, {g}) has {len(ids)} instance(s); too few to split ({fit_fraction:.0%} fit)"
             )
         fit[(b, g)], ev[(b, g)] = f, e
-    if in_sample:
-        frac = 1.0
-    else:
-        frac = float(fit_fraction)
+    frac = 1.0 if in_sample else float(fit_fraction)
     return Split(fit, ev, seed=int(seed), fit_fraction=frac, in_sample=in_sample)
 
 
@@ -483,8 +468,7 @@ def folds(
         for seed in seed_list:
             perm = np.random.default_rng(seed).permutation(uniq.shape[0])
             fold = np.empty(uniq.shape[0], dtype=np.int64)
-            for j, block in enumerate(np.array_split(perm, int(k))):
-                fold[block] = j
+            fold[perm] = np.repeat(np.arange(int(k)), [len(block) for block in np.array_split(perm, int(k))])
             frames.append(
                 pd.DataFrame(
                     {"seed": seed, "benchmark": b, "generator": g, "instance_id": uniq, "fold": fold}
