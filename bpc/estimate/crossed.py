@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
@@ -597,33 +598,16 @@ def crossed_from_posterior(posterior: xr.Dataset) -> xr.Dataset:
             f"crossed_from_posterior: the posterior lacks {missing}; fit the crossed model "
             "(counts with per-task counts, [tasks] enabled = true in the spec)"
         )
-    labels = [str(v).split("/", 1) for v in posterior["task_cell"].values]
+    labels = [tuple(str(v).split("/", 1)) for v in posterior["task_cell"].values]
     benches = list(dict.fromkeys(b for b, _ in labels))
     gens = list(dict.fromkeys(g for _, g in labels))
-    chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
-    loc = np.full((chains, draws, len(benches), len(gens)), np.nan)
-    kap = np.full_like(loc, np.nan)
-    src_loc = posterior["task_loc"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values
-    src_kap = posterior["task_kappa"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values
-    for c, (b, g) in enumerate(labels):
-        loc[:, :, benches.index(b), gens.index(g)] = src_loc[:, :, c]
-        kap[:, :, benches.index(b), gens.index(g)] = src_kap[:, :, c]
-    sig = posterior["sigma_task"].transpose(DIM_CHAIN, DIM_DRAW, "task_benchmark")
-    sig = sig.sel({"task_benchmark": benches}).values
-    dims = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
-    out = xr.Dataset(
-        {
-            "task_loc": (dims, loc),
-            "task_kappa": (dims, kap),
-            "task_sigma": (dims[:3], sig),
-        },
-        coords={
-            DIM_CHAIN: posterior[DIM_CHAIN].values,
-            DIM_DRAW: posterior[DIM_DRAW].values,
-            DIM_BENCHMARK: benches,
-            DIM_GENERATOR: gens,
-        },
-    )
+    cells = pd.MultiIndex.from_tuples(labels, names=[DIM_BENCHMARK, DIM_GENERATOR])
+    out = posterior[["task_loc", "task_kappa"]].drop_vars("task_cell").drop_attrs()
+    out = out.assign_coords(xr.Coordinates.from_pandas_multiindex(cells, "task_cell")).unstack("task_cell")
+    out = out.reindex({DIM_BENCHMARK: benches, DIM_GENERATOR: gens})
+    sig = posterior["sigma_task"].transpose(DIM_CHAIN, DIM_DRAW, "task_benchmark").sel(task_benchmark=benches)
+    out["task_sigma"] = ((DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK), sig.values)
+    out = out.transpose(DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
     out.attrs["mode"] = "posterior"
     return out
 
