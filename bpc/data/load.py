@@ -257,19 +257,13 @@ def _combine(parts: list[Input]) -> Input:
     frames = []
     for part in parts:
         rec = part.records
-        if not len(rec) and not len(rec.columns):
-            continue
-        rec = rec.copy()
-        for critic in critics:
-            if critic not in rec.columns:
-                rec[critic] = pd.array([pd.NA] * len(rec), dtype="boolean")
-        frames.append(rec)
+        if len(rec) or len(rec.columns):
+            na = pd.array([pd.NA] * len(rec), dtype="boolean")
+            frames.append(rec.assign(**{c: na for c in critics if c not in rec.columns}))
     records = pd.concat(frames, ignore_index=True) if frames else parts[0].records
     records.attrs = {"critics": tuple(critics), "notes": [n for p in parts for n in p.notes]}
     counts = merge_counts(*(p.counts for p in parts))
-    costs: dict[str, float] = {}
-    for part in parts:
-        costs.update(part.critic_costs)
+    costs = {k: v for p in parts for k, v in p.critic_costs.items()}
     kernels = {k: v for p in parts for k, v in p.kernel_files.items()}
     trajectories = [p.trajectories for p in parts if p.trajectories is not None]
     return Input(
