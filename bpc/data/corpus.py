@@ -791,11 +791,8 @@ def load_corpus(
         base = root.parent
     elif root.is_dir():
         base = root
-        files = {
-            "records": sorted(root.rglob(RECORDS_FILE)),
-            "table": sorted(root.rglob(TABLE_FILE)),
-            "kernel": sorted(root.rglob(KERNEL_FILE)),
-        }
+        names = {"records": RECORDS_FILE, "table": TABLE_FILE, "kernel": KERNEL_FILE}
+        files = {kind: sorted(root.rglob(name)) for kind, name in names.items()}
         if not include_superseded:
             for kind in ("records", "table"):
                 old = [f for f in files[kind] if _layout(f, SUPERSEDED_FOLDERS)[0] is not None]
