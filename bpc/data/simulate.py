@@ -642,25 +642,17 @@ def panel_truth(
     kappa = float(kappa)
     bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks", "panel_truth")
     gs = _check_subset(generators, GENERATORS, "generators", "panel_truth")
-    nb, ng, nc = len(bs), len(gs), len(CRITICS)
-    prior = np.empty((nb, ng))
-    nominal_tpr = np.full((nb, ng, nc), np.nan)
-    target_gap = np.full((nb, ng, nc), np.nan)
-    p_fix = np.empty((nb, ng))
-    p_break = np.empty((nb, ng))
-    for i, b in enumerate(bs):
-        fam = FAMILY_TPR[BENCHMARK_FAMILY[b]]
-        for j, g in enumerate(gs):
-            prior[i, j] = PRIOR_TABLE[(b, g)]
-            for c, crit in enumerate(CRITICS):
-                if crit == "lint":
-                    continue
-                gap = GAP_TABLE[(b, g)][crit]
-                if gap is not None and crit in fam:
-                    nominal_tpr[i, j, c] = fam[crit]
-                    target_gap[i, j, c] = gap
-            (p_fix[i, j], p_break[i, j]), _ = _cell_kernel(b, g)
-    tpr, fpr = critic_rates(nominal_tpr, target_gap)
+
+    def nominal(b: str, g: str, crit: str) -> tuple[float, float]:
+        """The critic's family tpr and target gap in the cell; NaN for lint and an absent critic."""
+        fam, gap = FAMILY_TPR[BENCHMARK_FAMILY[b]], GAP_TABLE[(b, g)].get(crit)
+        return (fam[crit], gap) if crit != "lint" and gap is not None and crit in fam else (np.nan, np.nan)
+
+    rates = np.array([[[nominal(b, g, c) for c in CRITICS] for g in gs] for b in bs], dtype=float)
+    tpr, fpr = critic_rates(rates[..., 0], rates[..., 1])
+    prior = np.array([[PRIOR_TABLE[(b, g)] for g in gs] for b in bs], dtype=float)
+    kernels = np.array([[_cell_kernel(b, g)[0] for g in gs] for b in bs], dtype=float)
+    p_fix, p_break = kernels[..., 0], kernels[..., 1]
     lint = CRITICS.index("lint")
     syn = CRITICS.index("syn")
     tpr[..., lint] = tpr[..., syn]
@@ -677,7 +669,7 @@ def panel_truth(
             "p_break": (dims2, p_break),
             "p_fix_reflexion": (dims2, np.minimum(p_fix * REFLEXION_FIX_FACTOR, RATE_MAX)),
             "p_break_reflexion": (dims2, p_break.copy()),
-            "kappa": (dims2, np.full((nb, ng), kappa)),
+            "kappa": (dims2, np.full(prior.shape, kappa)),
         },
         coords={DIM_BENCHMARK: bs, DIM_GENERATOR: gs, DIM_CRITIC: list(CRITICS)},
         attrs={
