@@ -115,12 +115,8 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
 
 def _scales_by_name(sds: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
     """``sds`` keyed by coordinate name (``"prior"`` → ``"logit_prior"``, ``"kappa"`` → ``"log_kappa"``)."""
-    out = {}
-    for key, v in sds.items():
-        coord = "log_kappa" if key == "kappa" else f"logit_{key}"
-        if coord in names:
-            out[coord] = float(v)
-    return out
+    coords = {key: "log_kappa" if key == "kappa" else f"logit_{key}" for key in sds}
+    return {coords[key]: float(v) for key, v in sds.items() if coords[key] in names}
 
 
 def _logit_sd(lo: float, hi: float, prob: float, *, log: bool = False) -> float | None:
