@@ -67,7 +67,7 @@ from statistics import NormalDist
 
 import numpy as np
 import xarray as xr
-from scipy.special import expit
+from scipy.special import expit, gammaln
 from scipy.stats import chi2
 
 from bpc.constants import (
@@ -201,18 +201,6 @@ def _tail_weights(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return w_a, w_b, w_k
 
 
-def _log_binomial_coefficients(hist: np.ndarray) -> np.ndarray:
-    from scipy.special import gammaln
-
-    h = np.nan_to_num(np.asarray(hist, dtype=float))
-    size = h.shape[-2]
-    m = np.arange(1, size + 1)[:, None]
-    k = np.arange(size + 1)[None, :]
-    with np.errstate(invalid="ignore"):
-        logc = np.where(k <= m, gammaln(m + 1) - gammaln(k + 1) - gammaln(np.maximum(m - k, 0) + 1), 0.0)
-    return (h * logc).sum(axis=(-2, -1))
-
-
 def beta_binomial_loglik(hist: np.ndarray, pi: np.ndarray | float, kappa: np.ndarray | float) -> np.ndarray:
     """Log-likelihood of an instance histogram under θ ~ Beta(π κ, (1 − π) κ), k | θ ~ Binomial(m, θ).
 
@@ -248,7 +236,10 @@ def beta_binomial_loglik(hist: np.ndarray, pi: np.ndarray | float, kappa: np.nda
             + (np.log(b[..., None] + i) * w_b).sum(-1)
             - (np.log(kappa[..., None] + i) * w_k).sum(-1)
         )
-    return ll + _log_binomial_coefficients(hist)
+    m, k = i[:, None] + 1, np.arange(hist.shape[-2] + 1)[None, :]  # the binomial coefficients C(m, k)
+    with np.errstate(invalid="ignore"):
+        logc = np.where(k <= m, gammaln(m + 1) - gammaln(k + 1) - gammaln(np.maximum(m - k, 0) + 1), 0.0)
+    return ll + (np.nan_to_num(hist) * logc).sum(axis=(-2, -1))
 
 
 def _grids() -> tuple[np.ndarray, np.ndarray]:
