@@ -253,9 +253,6 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
     cell, benches, gens = _cell_codes(records) if len(records) else (np.zeros(0, np.intp), [], [])
     coords = panel_coords(benches, gens, critics=critics)
     tasks = sorted({str(t) for t in records["instance_id"].astype(str)}) if len(records) else []
-    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
-    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
-    t_pos = {t: i for i, t in enumerate(tasks)}
     nb, ng, nt, nc = len(coords[DIM_BENCHMARK]), len(coords[DIM_GENERATOR]), len(tasks), len(critics)
     out = {
         "task_n": np.full((nb, ng, nt), np.nan),
@@ -264,9 +261,9 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
         "task_critic_pass": np.full((nb, ng, nt, nc), np.nan),
     }
     if len(records):
-        bi = np.array([b_pos[b] for b in benches], dtype=np.intp)[cell]
-        gi = np.array([g_pos[g] for g in gens], dtype=np.intp)[cell]
-        ti = np.array([t_pos[t] for t in records["instance_id"].astype(str)], dtype=np.intp)
+        bi = pd.Index(coords[DIM_BENCHMARK]).get_indexer(benches)[cell]
+        gi = pd.Index(coords[DIM_GENERATOR]).get_indexer(gens)[cell]
+        ti = pd.Index(tasks).get_indexer(records["instance_id"].astype(str))
         flat = np.ravel_multi_index((bi, gi, ti), (nb, ng, nt))
         rows, row = np.unique(flat, return_inverse=True)
         n = np.bincount(row, minlength=len(rows)).astype(float)
@@ -310,10 +307,8 @@ def _assemble(
     """
     coords = panel_coords(benchmarks, generators, max_patches=max_patches, critics=critics)
     ds = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=max_patches, critics=critics)
-    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
-    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
-    bi = np.array([b_pos[str(b)] for b in cells["benchmark"]], dtype=np.intp)
-    gi = np.array([g_pos[str(g)] for g in cells["generator"]], dtype=np.intp)
+    bi = pd.Index(coords[DIM_BENCHMARK]).get_indexer([str(b) for b in cells["benchmark"]])
+    gi = pd.Index(coords[DIM_GENERATOR]).get_indexer([str(g) for g in cells["generator"]])
     for name, values in cells.items():
         if name in ("benchmark", "generator"):
             continue
@@ -586,8 +581,6 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     critics = critic_coordinate(list(dict.fromkeys(str(c) for ds in datasets for c in ds[DIM_CRITIC].values)))
     coords = panel_coords(benches, gens, max_patches=size, critics=critics)
     out = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=size, critics=critics)
-    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
-    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
     arrays = {name: out[name].values.copy() for name in out.data_vars}
     notes: list[str] = []
     attrs: dict = {}
@@ -597,8 +590,8 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
             raise ValueError(f"counts Dataset lacks variable(s) {', '.join(map(str, missing))}")
         if list(ds[DIM_LABEL].values) != list(LABELS):
             raise ValueError(f"counts Dataset has labels other than {LABELS}")
-        bi = np.array([b_pos[str(b)] for b in ds[DIM_BENCHMARK].values], dtype=np.intp)
-        gi = np.array([g_pos[str(g)] for g in ds[DIM_GENERATOR].values], dtype=np.intp)
+        bi = pd.Index(coords[DIM_BENCHMARK]).get_indexer([str(b) for b in ds[DIM_BENCHMARK].values])
+        gi = pd.Index(coords[DIM_GENERATOR]).get_indexer([str(g) for g in ds[DIM_GENERATOR].values])
         block = np.ix_(bi, gi)
         for name, target in arrays.items():
             current = target[block]
