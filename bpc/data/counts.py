@@ -74,6 +74,11 @@ _CELL = ["benchmark", "generator"]
 # ---------------------------------------------------------------------------
 # numpy kernels
 # ---------------------------------------------------------------------------
+def _positions(coord: Sequence[str], values: Sequence[str] | pd.Series) -> np.ndarray:
+    """The position of each value in ``coord`` (every value is in it)."""
+    return pd.Index(coord).get_indexer(pd.Index(values))
+
+
 def _groups(n: int, group: np.ndarray | None, n_groups: int | None) -> tuple[np.ndarray, int]:
     if group is None:
         return np.zeros(n, dtype=np.intp), 1
@@ -261,9 +266,9 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
         "task_critic_pass": np.full((nb, ng, nt, nc), np.nan),
     }
     if len(records):
-        bi = pd.Index(coords[DIM_BENCHMARK]).get_indexer(benches)[cell]
-        gi = pd.Index(coords[DIM_GENERATOR]).get_indexer(gens)[cell]
-        ti = pd.Index(tasks).get_indexer(records["instance_id"].astype(str))
+        bi = _positions(coords[DIM_BENCHMARK], benches)[cell]
+        gi = _positions(coords[DIM_GENERATOR], gens)[cell]
+        ti = _positions(tasks, records["instance_id"].astype(str))
         flat = np.ravel_multi_index((bi, gi, ti), (nb, ng, nt))
         rows, row = np.unique(flat, return_inverse=True)
         n = np.bincount(row, minlength=len(rows)).astype(float)
@@ -307,8 +312,8 @@ def _assemble(
     """
     coords = panel_coords(benchmarks, generators, max_patches=max_patches, critics=critics)
     ds = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=max_patches, critics=critics)
-    bi = pd.Index(coords[DIM_BENCHMARK]).get_indexer([str(b) for b in cells["benchmark"]])
-    gi = pd.Index(coords[DIM_GENERATOR]).get_indexer([str(g) for g in cells["generator"]])
+    bi = _positions(coords[DIM_BENCHMARK], [str(b) for b in cells["benchmark"]])
+    gi = _positions(coords[DIM_GENERATOR], [str(g) for g in cells["generator"]])
     for name, values in cells.items():
         if name in ("benchmark", "generator"):
             continue
@@ -590,8 +595,8 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
             raise ValueError(f"counts Dataset lacks variable(s) {', '.join(map(str, missing))}")
         if list(ds[DIM_LABEL].values) != list(LABELS):
             raise ValueError(f"counts Dataset has labels other than {LABELS}")
-        bi = pd.Index(coords[DIM_BENCHMARK]).get_indexer([str(b) for b in ds[DIM_BENCHMARK].values])
-        gi = pd.Index(coords[DIM_GENERATOR]).get_indexer([str(g) for g in ds[DIM_GENERATOR].values])
+        bi = _positions(coords[DIM_BENCHMARK], [str(b) for b in ds[DIM_BENCHMARK].values])
+        gi = _positions(coords[DIM_GENERATOR], [str(g) for g in ds[DIM_GENERATOR].values])
         block = np.ix_(bi, gi)
         for name, target in arrays.items():
             current = target[block]
