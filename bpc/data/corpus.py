@@ -103,8 +103,8 @@ from bpc.validation import loads_json
 
 __all__ = [
     "read_json_lines",
+    "repeated_patch",
     "CorpusError",
-    "Corpus",
     "Input",
     "load_corpus",
     "read_transition_kernel",
@@ -207,14 +207,10 @@ class Input:
     @property
     def cells(self) -> list[tuple[str, str]]:
         """The (benchmark, generator) cells with data, in panel order."""
-        src = self.counts["source"]
-        return [
-            (str(b), str(g))
-            for b in src.benchmark.values
-            for g in src.generator.values
-            if src.sel(benchmark=b, generator=g).item() != ""
-            or np.isfinite(self.counts["trans_n"].sel(benchmark=b, generator=g).values).any()
-        ]
+        ds = self.counts.transpose("benchmark", "generator", ...)
+        has = (ds["source"] != "").values | np.isfinite(ds["trans_n"].values).any(axis=-1)
+        b, g = ds["benchmark"].values, ds["generator"].values
+        return [(str(b[i]), str(g[j])) for i, j in zip(*np.nonzero(has), strict=True)]
 
     @property
     def critics(self) -> tuple[str, ...]:
@@ -258,10 +254,6 @@ class Input:
             return vector.with_critics(free) if free else vector
 
         return resolve
-
-
-Corpus = Input
-"""What :func:`load_corpus` returns: an :class:`Input` of ``format`` ``"corpus"``."""
 
 
 # ---------------------------------------------------------------------------
@@ -308,6 +300,29 @@ def _resolve(
             f"or a {field}= argument (CLI --default-{field}), got none of them",
         )
     return values.pop()
+
+
+def _cell_of(
+    path: Path,
+    line: int | None,
+    obj: Mapping[str, Any],
+    who: str,
+    folders: Mapping[str, str],
+    benchmark: str | None,
+    generator: str | None,
+) -> tuple[str, str]:
+    """(benchmark, generator) of a record or file: its own fields, its folder and the arguments agree."""
+    _, folder_bench, folder_gen = _layout(path, folders)
+    out = []
+    for name, folder, given in (("benchmark", folder_bench, benchmark), ("generator", folder_gen, generator)):
+        own = obj.get(name)
+        if own is not None and (not isinstance(own, str) or not own):
+            raise CorpusError(path, line, name, f"expected a non-empty string, got {own!r}")
+        if name == "generator" and own is None and given is None and folder is None:
+            raise CorpusError(path, line, name, "expected a required field (generator name), got none")
+        sources = [(f"the {who}", own), ("the folder", folder), (f"the {name}= argument", given)]
+        out.append(_resolve(path, line, name, sources, alias=name == "generator"))
+    return out[0], out[1]
 
 
 def _nonneg_int(value: Any) -> TypeGuard[int]:
@@ -385,42 +400,42 @@ def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
     return out
 
 
+def repeated_patch(records: pd.DataFrame) -> tuple[int, int, str] | None:
+    """The first row repeating an earlier row's (benchmark, generator, instance_id, patch_id).
+
+    Returns the positions of the first row with that key and of the repeat, and the message
+    naming the key (the caller adds where the first one was); ``None`` when no key repeats.
+    """
+    keys = ["benchmark", "generator", "instance_id", "patch_id"]
+    again = records.duplicated(keys).to_numpy()
+    if not again.any():
+        return None
+    pos = int(np.flatnonzero(again)[0])
+    row = records.iloc[pos]
+    same = np.flatnonzero((records[keys] == row[keys]).all(axis=1).to_numpy())
+    return (
+        int(same[0]),
+        pos,
+        (
+            f"expected each (instance_id, patch_id) once per cell ({row['benchmark']}, {row['generator']}), "
+            f"got instance {row['instance_id']!r} patch {row['patch_id']} again"
+        ),
+    )
+
+
 def _parse_critic_results(
     path: Path, *, benchmark: str | None, generator: str | None
 ) -> tuple[pd.DataFrame, np.ndarray, int]:
     """Records of one file, their line numbers, and the number of unlabelled rows skipped."""
-    _, folder_bench, folder_gen = _layout(path, _record_folders())
+    folders = _record_folders()
     rows: list[dict] = []
     lines: list[int] = []
     unlabelled = 0
-    seen: dict[tuple[str, str, str, int], int] = {}
     for lineno, obj in read_json_lines(path):
         for name in ("instance_id", "patch_id", "Y"):
             if name not in obj:
                 raise CorpusError(path, lineno, name, "expected a required field, got none")
-        rec_bench = obj.get("benchmark")
-        if rec_bench is not None and (not isinstance(rec_bench, str) or not rec_bench):
-            raise CorpusError(path, lineno, "benchmark", f"expected a non-empty string, got {rec_bench!r}")
-        bench = _resolve(
-            path,
-            lineno,
-            "benchmark",
-            [("the record", rec_bench), ("the folder", folder_bench), ("the benchmark= argument", benchmark)],
-        )
-        rec_gen = obj.get("generator")
-        if rec_gen is not None and (not isinstance(rec_gen, str) or not rec_gen):
-            raise CorpusError(path, lineno, "generator", f"expected a non-empty string, got {rec_gen!r}")
-        if rec_gen is None and generator is None and folder_gen is None:
-            raise CorpusError(
-                path, lineno, "generator", "expected a required field (generator name), got none"
-            )
-        gen = _resolve(
-            path,
-            lineno,
-            "generator",
-            [("the record", rec_gen), ("the folder", folder_gen), ("the generator= argument", generator)],
-            alias=True,
-        )
+        bench, gen = _cell_of(path, lineno, obj, "record", folders, benchmark, generator)
         iid = obj["instance_id"]
         if isinstance(iid, bool) or not isinstance(iid, str | int) or iid == "":
             raise CorpusError(
@@ -442,16 +457,6 @@ def _parse_critic_results(
             if value is not None and not isinstance(value, bool):
                 raise CorpusError(path, lineno, field, f"expected true, false or null, got {value!r}")
             row[crit] = value
-        key = (bench, gen, str(iid), pid)
-        if key in seen:
-            raise CorpusError(
-                path,
-                lineno,
-                "patch_id",
-                f"expected each (instance_id, patch_id) once per cell ({bench}, {gen}), "
-                f"got instance {str(iid)!r} patch {pid} again (first on line {seen[key]})",
-            )
-        seen[key] = lineno
         rows.append(row)
         lines.append(lineno)
     if not rows:
@@ -473,10 +478,6 @@ def _records_frame(rows: list[dict]) -> pd.DataFrame:
     return df
 
 
-def _empty_records() -> pd.DataFrame:
-    return _records_frame([])
-
-
 # ---------------------------------------------------------------------------
 # likelihood_tables.json
 # ---------------------------------------------------------------------------
@@ -491,29 +492,7 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
         raise CorpusError(
             path, None, None, f"expected a JSON object (likelihood table), got {type(obj).__name__}"
         )
-    _, folder_bench, folder_gen = _layout(path, CORPUS_FOLDERS)
-    bench = _resolve(
-        path,
-        None,
-        "benchmark",
-        [
-            ("the table", obj.get("benchmark")),
-            ("the folder", folder_bench),
-            ("the benchmark= argument", benchmark),
-        ],
-    )
-    gen_field = obj.get("generator")
-    if gen_field is not None and (not isinstance(gen_field, str) or not gen_field):
-        raise CorpusError(path, None, "generator", f"expected a non-empty string, got {gen_field!r}")
-    if gen_field is None and generator is None and folder_gen is None:
-        raise CorpusError(path, None, "generator", "expected a required field (generator name), got none")
-    gen = _resolve(
-        path,
-        None,
-        "generator",
-        [("the table", gen_field), ("the folder", folder_gen), ("the generator= argument", generator)],
-        alias=True,
-    )
+    bench, gen = _cell_of(path, None, obj, "table", CORPUS_FOLDERS, benchmark, generator)
     n_field = "n_evaluated" if "n_evaluated" in obj else "n_records"
     n = obj.get(n_field)
     if not _nonneg_int(n):
@@ -644,20 +623,8 @@ def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]
 def _kernel_cell(
     path: Path, obj: dict, kernel: dict[str, int], *, benchmark: str | None, generator: str | None
 ) -> xr.Dataset:
-    _, folder_bench, folder_gen = _layout(path, {**KERNEL_FOLDERS, **CORPUS_FOLDERS})
-    bench = _resolve(
-        path, None, "benchmark", [("the folder", folder_bench), ("the benchmark= argument", benchmark)]
-    )
-    gen_field = obj.get("generator")
-    if gen_field is None and generator is None and folder_gen is None:
-        raise CorpusError(path, None, "generator", "expected a required field (generator name), got none")
-    gen = _resolve(
-        path,
-        None,
-        "generator",
-        [("the kernel", gen_field), ("the folder", folder_gen), ("the generator= argument", generator)],
-        alias=True,
-    )
+    folders = {**KERNEL_FOLDERS, **CORPUS_FOLDERS}
+    bench, gen = _cell_of(path, None, obj, "kernel", folders, benchmark, generator)
     trans_n = np.array([kernel["n00"] + kernel["n01"], kernel["n10"] + kernel["n11"]], dtype=float)
     trans_flip = np.array([kernel["n01"], kernel["n10"]], dtype=float)
     return cell_counts(bench, gen, trans_n=trans_n, trans_flip=trans_flip)
@@ -670,16 +637,9 @@ def _cell_key(ds: xr.Dataset) -> tuple[str, str]:
     return str(ds.benchmark.values[0]), str(ds.generator.values[0])
 
 
-def _cell_stats(ds: xr.Dataset) -> dict[str, np.ndarray]:
-    return {
-        name: ds[name].values.ravel()
-        for name in ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
-    }
-
-
 def _same_counts(a: xr.Dataset, b: xr.Dataset) -> bool:
-    sa, sb = _cell_stats(a), _cell_stats(b)
-    return all(np.array_equal(sa[k], sb[k], equal_nan=True) for k in sa)
+    names = ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
+    return all(np.array_equal(a[k].values, b[k].values, equal_nan=True) for k in names)
 
 
 def _disagreements(raw: xr.Dataset, table: xr.Dataset) -> list[str]:
@@ -691,17 +651,10 @@ def _disagreements(raw: xr.Dataset, table: xr.Dataset) -> list[str]:
             out.append(f"{name} {x:g} vs {y:g}")
     for name in ("critic_n", "critic_pass"):
         x, y = raw[name].values[0, 0], table[name].values[0, 0]
-        for j, crit in enumerate(CRITICS):
-            for i, label in enumerate(LABELS):
-                if np.isfinite(x[j, i]) and np.isfinite(y[j, i]) and x[j, i] != y[j, i]:
-                    out.append(f"{name}[{crit}, Y={label}] {x[j, i]:g} vs {y[j, i]:g}")
-    for crit_i, crit in enumerate(CRITICS):
-        rx, ty = (
-            np.isfinite(raw["critic_n"].values[0, 0, crit_i]),
-            np.isfinite(table["critic_n"].values[0, 0, crit_i]),
-        )
-        if ty.any() and not rx.any():
-            out.append(f"critic {crit} only in the table")
+        for j, i in np.argwhere(np.isfinite(x) & np.isfinite(y) & (x != y)):
+            out.append(f"{name}[{CRITICS[j]}, Y={LABELS[i]}] {x[j, i]:g} vs {y[j, i]:g}")
+    in_raw, in_table = (np.isfinite(ds["critic_n"].values[0, 0]).any(axis=-1) for ds in (raw, table))
+    out += [f"critic {crit} only in the table" for crit in np.asarray(CRITICS)[in_table & ~in_raw]]
     return out
 
 
@@ -834,26 +787,19 @@ def load_corpus(
                 f"expected a current run, got a file in the superseded folder {folder!r} "
                 "(pass include_superseded=True / --include-superseded to load it)",
             )
-        files = {"records": [], "table": [], "kernel": []}
-        files[kind].append(root)
+        files = {k: [root] if k == kind else [] for k in ("records", "table", "kernel")}
         base = root.parent
     elif root.is_dir():
         base = root
-        files = {
-            "records": sorted(root.rglob(RECORDS_FILE)),
-            "table": sorted(root.rglob(TABLE_FILE)),
-            "kernel": sorted(root.rglob(KERNEL_FILE)),
-        }
+        names = {"records": RECORDS_FILE, "table": TABLE_FILE, "kernel": KERNEL_FILE}
+        files = {kind: sorted(root.rglob(name)) for kind, name in names.items()}
         if not include_superseded:
             for kind in ("records", "table"):
-                kept = []
-                for f in files[kind]:
-                    folder, _, _ = _layout(f, SUPERSEDED_FOLDERS)
-                    if folder is None:
-                        kept.append(f)
-                    else:
-                        notes.append(f"skipped superseded {_rel(f, base)} (include_superseded=True loads it)")
-                files[kind] = kept
+                old = [f for f in files[kind] if _layout(f, SUPERSEDED_FOLDERS)[0] is not None]
+                notes.extend(
+                    f"skipped superseded {_rel(f, base)} (include_superseded=True loads it)" for f in old
+                )
+                files[kind] = [f for f in files[kind] if f not in old]
     else:
         raise CorpusError(root, None, None, "expected a file or a folder, got neither")
 
@@ -863,35 +809,26 @@ def load_corpus(
 
     # -- raw records -----------------------------------------------------------
     frames: list[pd.DataFrame] = []
-    origin: dict[tuple[str, str, str, int], tuple[Path, int]] = {}
+    where: list[tuple[Path, int]] = []  # each record's file and line
     cell_files: dict[tuple[str, str], list[str]] = {}
     for f in files["records"]:
         df, lines, unlabelled = _parse_critic_results(f, benchmark=benchmark, generator=generator)
         meter.step(str(f))
         if unlabelled:
             notes.append(f"{_rel(f, base)}: {unlabelled} unlabelled row(s) (Y null) skipped")
-        keys = zip(df["benchmark"], df["generator"], df["instance_id"], df["patch_id"], strict=True)
-        for key, line in zip(keys, lines, strict=True):
-            if key in origin:
-                first, first_line = origin[key]
-                hint = ""
-                if any(_layout(p, SUPERSEDED_FOLDERS)[0] for p in (f, first)):
-                    hint = (
-                        "; a superseded run maps to the same cell as the current one: "
-                        "load its folder on its own"
-                    )
-                raise CorpusError(
-                    f,
-                    int(line),
-                    "patch_id",
-                    f"expected each (instance_id, patch_id) once per cell ({key[0]}, {key[1]}), got instance "
-                    f"{key[2]!r} patch {key[3]} again (first at {first}:{first_line}){hint}",
-                )
-            origin[key] = (f, int(line))
         for cell in df[["benchmark", "generator"]].drop_duplicates().itertuples(index=False):
             cell_files.setdefault((cell[0], cell[1]), []).append(_rel(f, base))
         frames.append(df)
-    records = pd.concat(frames, ignore_index=True) if frames else _empty_records()
+        where += [(f, int(line)) for line in lines]
+    records = pd.concat(frames, ignore_index=True) if frames else _records_frame([])
+    repeat = repeated_patch(records)
+    if repeat is not None:
+        (f0, l0), (f1, l1) = where[repeat[0]], where[repeat[1]]
+        hint = ""
+        if _layout(f0, SUPERSEDED_FOLDERS)[0] or _layout(f1, SUPERSEDED_FOLDERS)[0]:
+            hint = "; a superseded run maps to the same cell as the current one: load its folder on its own"
+        first = f"first on line {l0}" if f0 == f1 else f"first at {f0}:{l0}"
+        raise CorpusError(f1, l1, "patch_id", f"{repeat[2]} ({first}){hint}")
     raw_counts = counts_from_records(records, source="raw") if len(records) else None
 
     # -- likelihood tables -----------------------------------------------------

@@ -61,7 +61,6 @@ __all__ = [
     "critic_tallies",
     "transition_tallies",
     "instance_tallies",
-    "task_tallies",
     "task_counts",
     "counts_from_records",
     "transition_counts",
@@ -75,6 +74,11 @@ _CELL = ["benchmark", "generator"]
 # ---------------------------------------------------------------------------
 # numpy kernels
 # ---------------------------------------------------------------------------
+def _positions(coord: Sequence[str], values: Sequence[str] | pd.Series) -> np.ndarray:
+    """The position of each value in ``coord`` (every value is in it)."""
+    return pd.Index(coord).get_indexer(pd.Index(values))
+
+
 def _groups(n: int, group: np.ndarray | None, n_groups: int | None) -> tuple[np.ndarray, int]:
     if group is None:
         return np.zeros(n, dtype=np.intp), 1
@@ -173,8 +177,6 @@ def instance_tallies(
     instance: np.ndarray,
     group: np.ndarray | None = None,
     n_groups: int | None = None,
-    *,
-    max_patches: int | None = None,
 ) -> np.ndarray:
     """Histogram of instances by (labelled patches m, passing patches k), optionally per group.
 
@@ -190,9 +192,6 @@ def instance_tallies(
         within an instance. All patches form one group if omitted.
     n_groups : int, optional
         Number of groups (default ``group.max() + 1``).
-    max_patches : int, optional
-        Size M of the histogram (default: the largest m seen); an instance
-        with more labelled patches is an error.
 
     Returns
     -------
@@ -224,74 +223,10 @@ def instance_tallies(
     if inst.size and (g_inst[inst] != g).any():
         raise ValueError("instance_tallies: an instance's patches must all belong to one group")
     seen = m > 0
-    size = int(m.max()) if seen.any() else 1
-    if max_patches is not None:
-        if seen.any() and size > max_patches:
-            raise ValueError(
-                f"instance_tallies: an instance has {size} patches, more than max_patches={max_patches}"
-            )
-        size = int(max_patches)
+    size = int(m.max()) if seen.any() else 1  # M: the largest m seen
     out = np.zeros((n_g, size, size + 1))
     np.add.at(out, (g_inst[seen], m[seen] - 1, k[seen]), 1.0)
     return out[0] if group is None else out
-
-
-def task_tallies(
-    y: np.ndarray, verdicts: np.ndarray, row: np.ndarray, n_rows: int | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per-task tallies: labelled patches, oracle passes, and each critic's verdicts and passes.
-
-    Parameters
-    ----------
-    y : numpy.ndarray
-        Oracle labels of labelled patches, shape ``(n,)``, values 0/1.
-    verdicts : numpy.ndarray
-        Critic verdicts, shape ``(n, K)``: 1 pass, 0 fail, ``NaN`` missing.
-    row : numpy.ndarray
-        Index of each patch's (cell, task) row, shape ``(n,)``, integers ``0 … n_rows − 1``.
-    n_rows : int, optional
-        Number of rows (default ``row.max() + 1``).
-
-    Returns
-    -------
-    n, k : numpy.ndarray
-        Shape ``(n_rows,)``: labelled patches and passing patches of each row (``NaN`` for a row
-        without patches).
-    critic_n, critic_pass : numpy.ndarray
-        Shape ``(n_rows, K)``: patches with a verdict and passes among them, whatever the label
-        (``NaN`` where the critic gave no verdict on the row).
-
-    Examples
-    --------
-    >>> y, verdicts = np.array([1, 0, 0]), np.array([[1.0], [1.0], [np.nan]])
-    >>> n, k, cn, cp = task_tallies(y, verdicts, np.array([0, 0, 1]))
-    >>> n, k, cn[:, 0], cp[:, 0]
-    (array([2., 1.]), array([1., 0.]), array([ 2., nan]), array([ 2., nan]))
-    """
-    y = np.asarray(y, dtype=float)
-    verdicts = np.asarray(verdicts, dtype=float)
-    row = np.asarray(row, dtype=np.intp)
-    if verdicts.ndim != 2 or verdicts.shape[0] != y.shape[0] or row.shape != y.shape:
-        raise ValueError(
-            f"task_tallies: y {y.shape}, verdicts {verdicts.shape} and row {row.shape} "
-            "must share their first axis"
-        )
-    if not np.isin(y, LABELS).all():
-        raise ValueError("task_tallies: y must hold 0/1 labels only")
-    size = int(n_rows) if n_rows is not None else (int(row.max()) + 1 if row.size else 0)
-    n = np.bincount(row, minlength=size).astype(float)
-    k = np.bincount(row, weights=y, minlength=size)
-    given = np.isfinite(verdicts)
-    cn, cp = (np.zeros((size, verdicts.shape[1])) for _ in range(2))
-    np.add.at(cn, row, given.astype(float))
-    np.add.at(cp, row, (given & (verdicts == 1)).astype(float))
-    none = n == 0
-    n[none] = np.nan
-    k[none] = np.nan
-    absent = cn == 0
-    cn[absent] = np.nan
-    cp[absent] = np.nan
-    return n, k, cn, cp
 
 
 def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) -> xr.Dataset:
@@ -323,9 +258,6 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
     cell, benches, gens = _cell_codes(records) if len(records) else (np.zeros(0, np.intp), [], [])
     coords = panel_coords(benches, gens, critics=critics)
     tasks = sorted({str(t) for t in records["instance_id"].astype(str)}) if len(records) else []
-    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
-    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
-    t_pos = {t: i for i, t in enumerate(tasks)}
     nb, ng, nt, nc = len(coords[DIM_BENCHMARK]), len(coords[DIM_GENERATOR]), len(tasks), len(critics)
     out = {
         "task_n": np.full((nb, ng, nt), np.nan),
@@ -334,12 +266,16 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
         "task_critic_pass": np.full((nb, ng, nt, nc), np.nan),
     }
     if len(records):
-        bi = np.array([b_pos[b] for b in benches], dtype=np.intp)[cell]
-        gi = np.array([g_pos[g] for g in gens], dtype=np.intp)[cell]
-        ti = np.array([t_pos[t] for t in records["instance_id"].astype(str)], dtype=np.intp)
+        bi = _positions(coords[DIM_BENCHMARK], benches)[cell]
+        gi = _positions(coords[DIM_GENERATOR], gens)[cell]
+        ti = _positions(tasks, records["instance_id"].astype(str))
         flat = np.ravel_multi_index((bi, gi, ti), (nb, ng, nt))
         rows, row = np.unique(flat, return_inverse=True)
-        n, k, cn, cp = task_tallies(y, _verdict_matrix(records, critics), row, len(rows))
+        n = np.bincount(row, minlength=len(rows)).astype(float)
+        k = np.bincount(row, weights=y, minlength=len(rows))
+        # a critic's verdicts whatever the label (NaN where it gave none on the row)
+        by_label = critic_tallies(y, _verdict_matrix(records, critics), row, len(rows))
+        cn, cp = (v.sum(axis=-1) for v in by_label)
         rb, rg, rt = np.unravel_index(rows, (nb, ng, nt))
         out["task_n"][rb, rg, rt] = n
         out["task_pass"][rb, rg, rt] = k
@@ -376,10 +312,8 @@ def _assemble(
     """
     coords = panel_coords(benchmarks, generators, max_patches=max_patches, critics=critics)
     ds = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=max_patches, critics=critics)
-    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
-    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
-    bi = np.array([b_pos[str(b)] for b in cells["benchmark"]], dtype=np.intp)
-    gi = np.array([g_pos[str(g)] for g in cells["generator"]], dtype=np.intp)
+    bi = _positions(coords[DIM_BENCHMARK], [str(b) for b in cells["benchmark"]])
+    gi = _positions(coords[DIM_GENERATOR], [str(g) for g in cells["generator"]])
     for name, values in cells.items():
         if name in ("benchmark", "generator"):
             continue
@@ -521,8 +455,7 @@ def counts_from_records(
         inst_code = inst.groupby(["cell", "instance_id"], sort=False).ngroup().to_numpy()
         hist = instance_tallies(y.astype(np.int64), inst_code, cell, m)
         size = max(POOL_SIZE, hist.shape[1])
-        if size > hist.shape[1]:
-            hist = np.pad(hist, ((0, 0), (0, size - hist.shape[1]), (0, size - hist.shape[1])))
+        hist = _pad_histogram(hist, size)
         cells = {
             "benchmark": benches,
             "generator": gens,
@@ -653,8 +586,6 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     critics = critic_coordinate(list(dict.fromkeys(str(c) for ds in datasets for c in ds[DIM_CRITIC].values)))
     coords = panel_coords(benches, gens, max_patches=size, critics=critics)
     out = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=size, critics=critics)
-    b_pos = {b: i for i, b in enumerate(coords[DIM_BENCHMARK])}
-    g_pos = {g: i for i, g in enumerate(coords[DIM_GENERATOR])}
     arrays = {name: out[name].values.copy() for name in out.data_vars}
     notes: list[str] = []
     attrs: dict = {}
@@ -664,8 +595,8 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
             raise ValueError(f"counts Dataset lacks variable(s) {', '.join(map(str, missing))}")
         if list(ds[DIM_LABEL].values) != list(LABELS):
             raise ValueError(f"counts Dataset has labels other than {LABELS}")
-        bi = np.array([b_pos[str(b)] for b in ds[DIM_BENCHMARK].values], dtype=np.intp)
-        gi = np.array([g_pos[str(g)] for g in ds[DIM_GENERATOR].values], dtype=np.intp)
+        bi = _positions(coords[DIM_BENCHMARK], [str(b) for b in ds[DIM_BENCHMARK].values])
+        gi = _positions(coords[DIM_GENERATOR], [str(g) for g in ds[DIM_GENERATOR].values])
         block = np.ix_(bi, gi)
         for name, target in arrays.items():
             current = target[block]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +45,14 @@ SIMULATED = "simulated"
 
 MAX_SIMULATED_SCALE = 20.0
 """Largest instance-count multiplier of the simulated panel (about 10,000 instances per benchmark)."""
+
+ACCEPTED_INPUTS = (
+    "a log file of your own (.csv, .tsv, .parquet/.pq, .jsonl: one row per patch), or the authors' "
+    "critic_results.jsonl, likelihood_tables.json, transition_kernel.json or a folder of them"
+)
+"""What the commands read, for messages."""
+_AUTHOR_EXTRA_FIELDS = frozenset({"diff_chars", "l3_cost", "l2_pass_rate", "y_pass_rate"})
+"""Non-critic fields of the authors' ``critic_results.jsonl`` (paper_corpus/README.md, Schemas)."""
 
 
 @dataclass(frozen=True)
@@ -142,23 +150,91 @@ def _simulated(options: InputOptions) -> Input:
     )
 
 
+def _check_author_jsonl(path: Path, first: dict[str, int]) -> None:
+    """The authors' schema knows its fields: an unknown one is a critic nobody mapped."""
+    from bpc.constants import CRITIC_FIELDS
+    from bpc.data.corpus import CorpusError
+    from bpc.schema import RECORD_KEYS
+
+    known = {*RECORD_KEYS, *CRITIC_FIELDS.values(), *_AUTHOR_EXTRA_FIELDS}
+    unknown = [f for f in first if f not in known]
+    if unknown:
+        one = len(unknown) == 1
+        raise CorpusError(
+            path,
+            first[unknown[0]] if one else None,
+            unknown[0] if one else None,
+            f"expected the authors' critic_results fields ({', '.join(CRITIC_FIELDS.values())}), got unknown "
+            f"field{'' if one else 's'} {', '.join(map(repr, unknown))}: to read your own critics, map every "
+            "critic with --critic NAME=FIELD[:COST]",
+        )
+
+
 def _read_one(source: str | None, options: InputOptions, *, several: bool) -> Input:
-    from bpc.data.logs import LOG_SUFFIXES, load_input
+    """One source: the simulator, a log file (:func:`~bpc.data.logs.read_logs`) or the authors' files.
+
+    A ``.jsonl`` file is a log file when a critic or column mapping is given or when no record
+    has one of the authors' critic fields (:data:`~bpc.constants.CRITIC_FIELDS`); otherwise it
+    is read in the authors' schema, where a field outside that schema is an error naming it.
+    """
+    from bpc.constants import CRITIC_FIELDS
+    from bpc.data.corpus import load_corpus, read_json_lines
+    from bpc.data.counts import counts_from_records
+    from bpc.data.logs import LOG_SUFFIXES, Input, parse_columns, parse_critics, read_logs
+    from bpc.paths import require_corpus
+    from bpc.progress import info
 
     if source == SIMULATED:
         return _simulated(options)
-    is_log = source is not None and Path(source).suffix.lower() in LOG_SUFFIXES and Path(source).is_file()
+    if source is None:
+        src = require_corpus(None)
+    elif not Path(source).exists():
+        raise FileNotFoundError(f"input path {source} does not exist")
+    else:
+        src = Path(source).resolve()
+    fmt = LOG_SUFFIXES.get(src.suffix.lower()) if src.is_file() else None
+    if src.is_file() and fmt is None and src.suffix.lower() != ".json":
+        raise ValueError(
+            f"{src}: expected {ACCEPTED_INPUTS}; "
+            f"got a {repr(src.suffix) if src.suffix else 'suffix-less'} file"
+        )
     # several sources: the critic and column mappings are the log files'; the authors' files keep theirs
-    mapped = is_log or not several
-    return load_input(
-        source,
-        critics=options.critics if mapped else None,
-        columns=options.columns if mapped else None,
-        benchmark=options.benchmark,
-        generator=options.generator,
-        include_superseded=options.include_superseded,
-        progress=options.progress,
+    mapped = fmt is not None or not several
+    mapping = parse_critics(options.critics if mapped else ())
+    keys = parse_columns(options.columns if mapped else ())
+    if fmt == "jsonl" and not mapping and not keys:
+        first: dict[str, int] = {}  # each field's first line (a bad file fails as in either reader)
+        for lineno, obj in read_json_lines(src):
+            for key in obj:
+                first.setdefault(key, lineno)
+        if set(first) & set(CRITIC_FIELDS.values()):
+            _check_author_jsonl(src, first)
+            fmt = None
+    if fmt is None:
+        if mapping or keys:
+            raise ValueError(
+                f"--{'critic' if mapping else 'column'} maps the columns of a log file "
+                f"(.csv, .tsv, .parquet, .jsonl); {src} is "
+                + ("a folder" if src.is_dir() else "one of the authors' files")
+                + ", whose columns are fixed"
+            )
+        return load_corpus(
+            src,
+            include_superseded=options.include_superseded,
+            benchmark=options.benchmark,
+            generator=options.generator,
+            progress=options.progress,
+        )
+    records = read_logs(
+        src, critics=mapping, benchmark=options.benchmark, generator=options.generator, columns=keys
     )
+    counts = counts_from_records(records, source="raw")
+    notes = tuple(records.attrs["notes"])
+    counts.attrs["corpus"] = str(src)
+    counts.attrs["notes"] = list(notes)
+    for note in notes:
+        info(note, enabled=options.progress)
+    return Input(records, counts, notes, src, fmt, critic_costs=mapping.costs)
 
 
 def _combine(parts: list[Input]) -> Input:
@@ -169,7 +245,7 @@ def _combine(parts: list[Input]) -> Input:
 
     owner: dict[tuple[str, str], Path] = {}
     for part in parts:
-        for cell in _data_cells(part):
+        for cell in part.cells:
             if cell in owner:
                 raise ValueError(
                     f"cell {cell[0]}/{cell[1]} is in both {owner[cell]} and {part.source}: a cell may come "
@@ -181,19 +257,13 @@ def _combine(parts: list[Input]) -> Input:
     frames = []
     for part in parts:
         rec = part.records
-        if not len(rec) and not len(rec.columns):
-            continue
-        rec = rec.copy()
-        for critic in critics:
-            if critic not in rec.columns:
-                rec[critic] = pd.array([pd.NA] * len(rec), dtype="boolean")
-        frames.append(rec)
+        if len(rec) or len(rec.columns):
+            na = pd.array([pd.NA] * len(rec), dtype="boolean")
+            frames.append(rec.assign(**{c: na for c in critics if c not in rec.columns}))
     records = pd.concat(frames, ignore_index=True) if frames else parts[0].records
     records.attrs = {"critics": tuple(critics), "notes": [n for p in parts for n in p.notes]}
     counts = merge_counts(*(p.counts for p in parts))
-    costs: dict[str, float] = {}
-    for part in parts:
-        costs.update(part.critic_costs)
+    costs = {k: v for p in parts for k, v in p.critic_costs.items()}
     kernels = {k: v for p in parts for k, v in p.kernel_files.items()}
     trajectories = [p.trajectories for p in parts if p.trajectories is not None]
     return Input(
@@ -207,17 +277,6 @@ def _combine(parts: list[Input]) -> Input:
         trajectories=pd.concat(trajectories, ignore_index=True) if trajectories else None,
         sources=tuple(p.source for p in parts),
     )
-
-
-def _data_cells(data: Input) -> set[tuple[str, str]]:
-    """The cells a source holds any data for (records, a table or a kernel)."""
-    import numpy as np
-
-    counts = data.counts
-    has = np.isfinite(counts["n_patches"].values) | np.isfinite(counts["trans_n"].values).any(axis=-1)
-    b = counts["benchmark"].values
-    g = counts["generator"].values
-    return {(str(b[i]), str(g[j])) for i, j in zip(*np.nonzero(has), strict=True)}
 
 
 def resolve_input(
@@ -256,8 +315,6 @@ def resolve_input(
     >>> data.format, sorted(set(data.records["benchmark"])), data.trajectories is not None
     ('simulated', ['lcb_hard'], True)
     """
-    from bpc.data.logs import select_cells
-
     options = InputOptions() if options is None else options
     names = _as_sources(sources)
     resolved = [os.path.realpath(s) if s not in (None, SIMULATED) else s for s in names]
@@ -270,7 +327,7 @@ def resolve_input(
     data = parts[0] if len(parts) == 1 else _combine(parts)
     if data.format == "simulated":
         return data
-    return select_cells(data, benchmarks=options.benchmarks, generators=options.generators)
+    return _select_cells(data, benchmarks=options.benchmarks, generators=options.generators)
 
 
 def load_counts(
@@ -301,3 +358,38 @@ def load_counts(
         If ``source`` names no existing path, or no default corpus is found.
     """
     return resolve_input(source, InputOptions(seed=seed, progress=progress)).counts
+
+
+def _select_cells(
+    data: Input, *, benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
+) -> Input:
+    """Keep only the cells of ``benchmarks`` × ``generators`` (``None`` keeps all) of an :class:`Input`.
+
+    The records, the counts and the kernel files are cut alike, so every
+    command that reads a corpus or a log applies ``--benchmark`` /
+    ``--generator`` the same way.
+
+    Raises
+    ------
+    bpc.choices.UnknownChoiceError
+        For a name the data do not have (the message offers the close ones).
+    """
+    from bpc.choices import check_choices
+
+    if not benchmarks and not generators:
+        return data
+    have_b = [str(b) for b in data.counts["benchmark"].values]
+    have_g = [str(g) for g in data.counts["generator"].values]
+    check_choices(benchmarks, have_b, what="benchmark (--benchmark)")
+    check_choices(generators, have_g, what="generator (--generator)")
+    keep_b = [b for b in have_b if not benchmarks or b in benchmarks]
+    keep_g = [g for g in have_g if not generators or g in generators]
+    counts = data.counts.sel(benchmark=keep_b, generator=keep_g)
+    records = data.records
+    if len(records):
+        mask = records["benchmark"].isin(keep_b) & records["generator"].isin(keep_g)
+        attrs = dict(records.attrs)
+        records = records[mask.to_numpy()].reset_index(drop=True)
+        records.attrs = attrs
+    kernels = {k: v for k, v in data.kernel_files.items() if k[0] in keep_b and k[1] in keep_g}
+    return replace(data, records=records, counts=counts, kernel_files=kernels)

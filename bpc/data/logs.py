@@ -38,10 +38,8 @@ here — exactly the mapped columns are critics, named ``NAME`` and priced
 ``COST``; any other column is an error that names it. A critic is never
 dropped in silence.
 
-:func:`load_input` is the one entry point of the ``estimate``, ``fit`` and
-``replay`` commands: a log file goes through :func:`read_logs`, the authors'
-files and folders through :func:`bpc.data.corpus.load_corpus`, and either
-way the result is records, counts and notes (:class:`Input`). Errors are
+Every command reads a log file through :func:`bpc.data.load.resolve_input`,
+which calls :func:`read_logs`. Errors are
 :class:`~bpc.data.corpus.CorpusError`: file, line (CSV: the header is line
 1; Parquet: the 1-based row), field, and what was expected.
 """
@@ -53,18 +51,15 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
-from bpc.constants import CRITIC_FIELDS
-from bpc.data.corpus import CorpusError, Input, load_corpus, read_json_lines
-from bpc.data.counts import counts_from_records
+from bpc.data.corpus import CorpusError, Input, read_json_lines, repeated_patch
 from bpc.schema import (
     CRITIC_NAME_PATTERN,
     RECORD_KEYS,
@@ -82,10 +77,6 @@ __all__ = [
     "parse_verdict",
     "parse_columns",
     "read_logs",
-    "load_input",
-    "select_cells",
-    "select_counts",
-    "ACCEPTED_INPUTS",
     "MAX_ID_CHARS",
     "read_trajectories",
 ]
@@ -110,13 +101,6 @@ _MISSING = frozenset({"", "na", "nan", "null", "none", "<na>"})
 _VERDICT_WORDS = (
     "true/false, 1/0 (or 1.0/0.0), yes/no, y/n or pass/fail in any case (empty, NA or null for missing)"
 )
-ACCEPTED_INPUTS = (
-    "a log file of your own (.csv, .tsv, .parquet/.pq, .jsonl: one row per patch), or the authors' "
-    "critic_results.jsonl, likelihood_tables.json, transition_kernel.json or a folder of them"
-)
-"""What the commands read, for messages."""
-_AUTHOR_EXTRA_FIELDS = frozenset({"diff_chars", "l3_cost", "l2_pass_rate", "y_pass_rate"})
-"""Non-critic fields of the authors' ``critic_results.jsonl`` (paper_corpus/README.md, Schemas)."""
 _SPEC = re.compile(r"^(?P<name>[^=]*)=(?P<column>.*?)(?::(?P<cost>[^:]*))?$")
 
 
@@ -698,24 +682,10 @@ def read_logs(
     for col in ("benchmark", "generator", "instance_id"):
         records[col] = records[col].astype(str)
 
-    dup = records.duplicated(["benchmark", "generator", "instance_id", "patch_id"], keep=False).to_numpy()
-    if dup.any():
-        rows = np.flatnonzero(dup)
-        key = records.iloc[rows[0]]
-        same = rows[
-            (records["instance_id"].to_numpy()[rows] == key["instance_id"])
-            & (records["patch_id"].to_numpy()[rows] == key["patch_id"])
-            & (records["benchmark"].to_numpy()[rows] == key["benchmark"])
-            & (records["generator"].to_numpy()[rows] == key["generator"])
-        ]
-        raise CorpusError(
-            path,
-            int(lines[same[1]]),
-            "patch_id",
-            f"expected each (instance_id, patch_id) once per cell ({key['benchmark']}, {key['generator']}), "
-            f"got instance {key['instance_id']!r} patch {key['patch_id']} again "
-            f"(first on line {lines[same[0]]})",
-        )
+    repeat = repeated_patch(records)
+    if repeat is not None:
+        first, again, message = repeat
+        raise CorpusError(path, int(lines[again]), "patch_id", f"{message} (first on line {lines[first]})")
 
     notes = []
     if unlabelled:
@@ -784,182 +754,3 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
 
     out["Y"] = _parse_column(path, lines, "Y", df["Y"], label).astype(np.int64)
     return out
-
-
-# ---------------------------------------------------------------------------
-# One entry point for the commands
-# ---------------------------------------------------------------------------
-def select_counts(
-    counts: xr.Dataset, *, benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
-) -> xr.Dataset:
-    """The counts of the cells ``benchmarks`` × ``generators`` only (``None`` keeps all).
-
-    Raises
-    ------
-    bpc.choices.UnknownChoiceError
-        For a name the counts do not have (the message offers the close ones).
-
-    Examples
-    --------
-    >>> from bpc.data.counts import counts_from_records
-    >>> import pandas as pd
-    >>> rec = pd.DataFrame({"benchmark": ["a", "b"], "generator": ["g", "g"], "instance_id": ["1", "2"],
-    ...                     "patch_id": [0, 0], "Y": [1, 0]})
-    >>> [str(b) for b in select_counts(counts_from_records(rec), benchmarks=["b"])["benchmark"].values]
-    ['b']
-    """
-    from bpc.choices import check_choices
-
-    if not benchmarks and not generators:
-        return counts
-    have_b = [str(b) for b in counts["benchmark"].values]
-    have_g = [str(g) for g in counts["generator"].values]
-    check_choices(benchmarks, have_b, what="benchmark (--benchmark)")
-    check_choices(generators, have_g, what="generator (--generator)")
-    keep_b = [b for b in have_b if not benchmarks or b in benchmarks]
-    keep_g = [g for g in have_g if not generators or g in generators]
-    return counts.sel(benchmark=keep_b, generator=keep_g)
-
-
-def select_cells(
-    data: Input, *, benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
-) -> Input:
-    """Keep only the cells of ``benchmarks`` × ``generators`` (``None`` keeps all) of an :class:`Input`.
-
-    The records, the counts and the kernel files are cut alike, so every
-    command that reads a corpus or a log applies ``--benchmark`` /
-    ``--generator`` the same way.
-
-    Raises
-    ------
-    bpc.choices.UnknownChoiceError
-        For a name the data do not have (the message offers the close ones).
-    """
-    if not benchmarks and not generators:
-        return data
-    counts = select_counts(data.counts, benchmarks=benchmarks, generators=generators)
-    keep_b = [str(b) for b in counts["benchmark"].values]
-    keep_g = [str(g) for g in counts["generator"].values]
-    records = data.records
-    if len(records):
-        mask = records["benchmark"].isin(keep_b) & records["generator"].isin(keep_g)
-        attrs = dict(records.attrs)
-        records = records[mask.to_numpy()].reset_index(drop=True)
-        records.attrs = attrs
-    kernels = {k: v for k, v in data.kernel_files.items() if k[0] in keep_b and k[1] in keep_g}
-    return replace(data, records=records, counts=counts, kernel_files=kernels)
-
-
-def _check_author_jsonl(path: Path, first: Mapping[str, int]) -> None:
-    """The authors' schema knows its fields: an unknown one is a critic nobody mapped."""
-    known = {*RECORD_KEYS, *CRITIC_FIELDS.values(), *_AUTHOR_EXTRA_FIELDS}
-    unknown = [f for f in first if f not in known]
-    if unknown:
-        one = len(unknown) == 1
-        raise CorpusError(
-            path,
-            first[unknown[0]] if one else None,
-            unknown[0] if one else None,
-            f"expected the authors' critic_results fields ({', '.join(CRITIC_FIELDS.values())}), got unknown "
-            f"field{'' if one else 's'} {', '.join(map(repr, unknown))}: to read your own critics, map every "
-            "critic with --critic NAME=FIELD[:COST]",
-        )
-
-
-def load_input(
-    path: str | os.PathLike | None,
-    *,
-    critics: CriticMap | Sequence[str] | None = None,
-    benchmark: str | None = None,
-    generator: str | None = None,
-    columns: Sequence[str] | Mapping[str, str] | None = None,
-    include_superseded: bool = False,
-    progress: bool = True,
-) -> Input:
-    """Read a log file, the authors' files or folder, or the default corpus.
-
-    Parameters
-    ----------
-    path : str, os.PathLike or None
-        ``None``: the authors' corpus (:func:`bpc.paths.require_corpus`). A
-        ``.csv`` / ``.parquet`` / ``.pq`` file: :func:`read_logs`. A
-        ``.jsonl`` file: :func:`read_logs` when a critic mapping is given or
-        when no record has one of the authors' critic fields
-        (:data:`~bpc.constants.CRITIC_FIELDS`); otherwise the authors'
-        schema (:func:`~bpc.data.corpus.load_corpus`), where a field outside
-        that schema is an error naming it. Anything else (a folder, a
-        ``likelihood_tables.json``, a ``transition_kernel.json``):
-        :func:`~bpc.data.corpus.load_corpus`.
-    critics : CriticMap or sequence of str, optional
-        ``NAME=COLUMN[:COST]`` mappings (log files only).
-    benchmark, generator : str, optional
-        Cell names of rows (files) that don't state them.
-    columns : sequence of str or mapping, optional
-        Key columns of a log file under other names (:func:`parse_columns`).
-    include_superseded : bool
-        Corpus only: also read superseded runs.
-    progress : bool
-        Corpus loading progress; a log file's notes are printed on stderr.
-
-    Returns
-    -------
-    Input
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist (or, for ``None``, no corpus is found).
-    CorpusError
-        For bad input (file, line, field and what was expected).
-    ValueError
-        For a critic or column mapping on a folder or an authors' file, or a
-        file whose kind bpc does not read (the message lists what it reads).
-    """
-    from bpc.paths import require_corpus
-    from bpc.progress import info
-
-    mapping = _as_map(critics)
-    if path is None:
-        src = require_corpus(None)
-    elif not Path(path).exists():
-        raise FileNotFoundError(f"input path {path} does not exist")
-    else:
-        src = Path(path).resolve()
-    fmt = LOG_SUFFIXES.get(src.suffix.lower()) if src.is_file() else None
-    if src.is_file() and fmt is None and src.suffix.lower() != ".json":
-        raise ValueError(
-            f"{src}: expected {ACCEPTED_INPUTS}; "
-            f"got a {repr(src.suffix) if src.suffix else 'suffix-less'} file"
-        )
-    keys = parse_columns(columns)
-    if fmt == "jsonl" and not mapping and not keys:
-        first: dict[str, int] = {}  # each field's first line (a bad file fails as in either reader)
-        for lineno, obj in read_json_lines(src):
-            for key in obj:
-                first.setdefault(key, lineno)
-        if set(first) & set(CRITIC_FIELDS.values()):
-            _check_author_jsonl(src, first)
-            fmt = None
-    if fmt is None:
-        if mapping or keys:
-            raise ValueError(
-                f"--{'critic' if mapping else 'column'} maps the columns of a log file "
-                f"(.csv, .tsv, .parquet, .jsonl); {src} is "
-                + ("a folder" if src.is_dir() else "one of the authors' files")
-                + ", whose columns are fixed"
-            )
-        return load_corpus(
-            src,
-            include_superseded=include_superseded,
-            benchmark=benchmark,
-            generator=generator,
-            progress=progress,
-        )
-    records = read_logs(src, critics=mapping, benchmark=benchmark, generator=generator, columns=keys)
-    counts = counts_from_records(records, source="raw")
-    notes = tuple(records.attrs["notes"])
-    counts.attrs["corpus"] = str(src.resolve())
-    counts.attrs["notes"] = list(notes)
-    for note in notes:
-        info(note, enabled=progress)
-    return Input(records, counts, notes, src, fmt, critic_costs=mapping.costs)

@@ -169,6 +169,7 @@ from bpc.constants import (
     LAPLACE_BETA,
 )
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS
+from bpc.validation import check_kappa
 
 __all__ = [
     "BENCHMARK_SIZES",
@@ -514,6 +515,7 @@ def _pair_rates(theta: np.ndarray, p_fix: np.ndarray, p_break: np.ndarray, steps
     return fixes / from0 if from0 > 0 else np.nan, breaks / from1 if from1 > 0 else np.nan
 
 
+@functools.cache
 def kernel_locations(
     prior: float,
     kappa: float,
@@ -547,13 +549,6 @@ def kernel_locations(
     -------
     x_fix, x_break : float
     """
-    return _kernel_locations(float(prior), float(kappa), float(p_fix), float(p_break), float(tau), int(steps))
-
-
-@functools.cache
-def _kernel_locations(
-    prior: float, kappa: float, p_fix: float, p_break: float, tau: float, steps: int
-) -> tuple[float, float]:
     x_f, x_b = float(logit(p_fix)), float(logit(p_break))
     if not np.isfinite(kappa) or not 0.0 < prior < 1.0:
         return x_f, x_b
@@ -570,8 +565,7 @@ def _kernel_locations(
         raise RuntimeError(
             f"kernel_locations: no per-instance kernel matches ({p_fix}, {p_break}): {sol.message}"
         )
-    x_f, x_b = float(sol.x[0]), float(sol.x[1])
-    return x_f, x_b
+    return float(sol.x[0]), float(sol.x[1])
 
 
 def _smoothed_kernel(n00: float, n01: float, n10: float, n11: float) -> tuple[float, float]:
@@ -644,28 +638,21 @@ def panel_truth(
         numeric (float64); where each kernel comes from is given by
         :func:`kernel_sources`.
     """
-    kappa = _check_kappa(kappa, "panel_truth")
+    check_kappa(kappa, name="panel_truth: kappa")
+    kappa = float(kappa)
     bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks", "panel_truth")
     gs = _check_subset(generators, GENERATORS, "generators", "panel_truth")
-    nb, ng, nc = len(bs), len(gs), len(CRITICS)
-    prior = np.empty((nb, ng))
-    nominal_tpr = np.full((nb, ng, nc), np.nan)
-    target_gap = np.full((nb, ng, nc), np.nan)
-    p_fix = np.empty((nb, ng))
-    p_break = np.empty((nb, ng))
-    for i, b in enumerate(bs):
-        fam = FAMILY_TPR[BENCHMARK_FAMILY[b]]
-        for j, g in enumerate(gs):
-            prior[i, j] = PRIOR_TABLE[(b, g)]
-            for c, crit in enumerate(CRITICS):
-                if crit == "lint":
-                    continue
-                gap = GAP_TABLE[(b, g)][crit]
-                if gap is not None and crit in fam:
-                    nominal_tpr[i, j, c] = fam[crit]
-                    target_gap[i, j, c] = gap
-            (p_fix[i, j], p_break[i, j]), _ = _cell_kernel(b, g)
-    tpr, fpr = critic_rates(nominal_tpr, target_gap)
+
+    def nominal(b: str, g: str, crit: str) -> tuple[float, float]:
+        """The critic's family tpr and target gap in the cell; NaN for lint and an absent critic."""
+        fam, gap = FAMILY_TPR[BENCHMARK_FAMILY[b]], GAP_TABLE[(b, g)].get(crit)
+        return (fam[crit], gap) if crit != "lint" and gap is not None and crit in fam else (np.nan, np.nan)
+
+    rates = np.array([[[nominal(b, g, c) for c in CRITICS] for g in gs] for b in bs], dtype=float)
+    tpr, fpr = critic_rates(rates[..., 0], rates[..., 1])
+    prior = np.array([[PRIOR_TABLE[(b, g)] for g in gs] for b in bs], dtype=float)
+    kernels = np.array([[_cell_kernel(b, g)[0] for g in gs] for b in bs], dtype=float)
+    p_fix, p_break = kernels[..., 0], kernels[..., 1]
     lint = CRITICS.index("lint")
     syn = CRITICS.index("syn")
     tpr[..., lint] = tpr[..., syn]
@@ -682,7 +669,7 @@ def panel_truth(
             "p_break": (dims2, p_break),
             "p_fix_reflexion": (dims2, np.minimum(p_fix * REFLEXION_FIX_FACTOR, RATE_MAX)),
             "p_break_reflexion": (dims2, p_break.copy()),
-            "kappa": (dims2, np.full((nb, ng), kappa)),
+            "kappa": (dims2, np.full(prior.shape, kappa)),
         },
         coords={DIM_BENCHMARK: bs, DIM_GENERATOR: gs, DIM_CRITIC: list(CRITICS)},
         attrs={
@@ -692,14 +679,6 @@ def panel_truth(
         },
     )
     return ds
-
-
-def _check_kappa(kappa: float, caller: str) -> float:
-    if isinstance(kappa, bool) or not isinstance(kappa, int | float | np.floating) or not kappa > 0:
-        raise ValueError(
-            f"{caller}: kappa must be a positive number (inf: independent patches), got {kappa!r}"
-        )
-    return float(kappa)
 
 
 def kernel_sources(
@@ -751,20 +730,15 @@ class SimulatedPanel:
 
 
 def _instance_counts(bs: list[str], scale: float, n_instances) -> dict[str, int]:
-    if n_instances is None:
-        return {b: max(1, round(BENCHMARK_SIZES[b] * scale)) for b in bs}
-    if isinstance(n_instances, Mapping):
-        unknown = [b for b in n_instances if b not in BENCHMARKS]
-        if unknown:
-            raise ValueError(f"simulate_panel: n_instances names unknown benchmarks {unknown}")
-        out = {}
-        for b in bs:
-            v = n_instances.get(b)
-            out[b] = max(1, round(BENCHMARK_SIZES[b] * scale)) if v is None else v
-    else:
-        out = dict.fromkeys(bs, n_instances)
+    given = n_instances if isinstance(n_instances, Mapping) else dict.fromkeys(bs, n_instances)
+    unknown = [b for b in given if b not in BENCHMARKS]
+    if unknown:
+        raise ValueError(f"simulate_panel: n_instances names unknown benchmarks {unknown}")
     counts: dict[str, int] = {}
-    for b, v in out.items():
+    for b in bs:
+        v = given.get(b)
+        if v is None:
+            v = max(1, round(BENCHMARK_SIZES[b] * scale))
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
             raise ValueError(f"simulate_panel: n_instances for {b} must be a positive integer, got {v!r}")
         counts[b] = int(v)
@@ -932,7 +906,7 @@ def simulate_panel(
             f"simulate_panel: critic_kappa names unknown critic(s) {bad}; expected some of {CRITICS}"
         )
     sizes = _instance_counts(bs, float(scale), n_instances)
-    truth = panel_truth(bs, gs, kappa=_check_kappa(kappa, "simulate_panel"))
+    truth = panel_truth(bs, gs, kappa=kappa)
 
     rec_parts: list[dict[str, np.ndarray]] = []
     tr_parts: list[dict[str, np.ndarray]] = []

@@ -40,7 +40,7 @@ pandas / xarray
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
@@ -197,24 +197,6 @@ class Split:
             raise ValueError(f"Split: side must be one of {SIDES}, got {side!r}")
         return self.fit if side == "fit" else self.eval
 
-    def with_fit(self, fit: Mapping[Cell, Sequence[str] | np.ndarray]) -> Split:
-        """The same split with other fit ids (e.g. a subsample of the fit side); eval unchanged.
-
-        Raises
-        ------
-        ValueError
-            If ``fit`` names other cells, or an id of ``fit`` is on the eval side.
-        """
-        if set(fit) != set(self.fit):
-            raise ValueError("Split.with_fit: the new fit ids must cover exactly the split's cells")
-        new = {c: np.asarray(fit[c], dtype=str) for c in self.fit}
-        if not self.in_sample:
-            for c, ids in new.items():
-                leak = np.intersect1d(ids, self.eval[c])
-                if leak.size:
-                    raise ValueError(f"Split.with_fit: cell {c} would fit on eval instance {leak[0]!r}")
-        return replace(self, fit=new)
-
     def rows(self, frame: pd.DataFrame, side: str = "fit") -> pd.DataFrame:
         """The rows of ``frame`` (records or trajectories) on ``side`` of their cell.
 
@@ -246,20 +228,11 @@ class Split:
 
 def _cell_ids(records: pd.DataFrame, cells: Sequence[Cell] | None) -> dict[Cell, np.ndarray]:
     """Sorted unique instance ids of every cell, in paper order (or the given order)."""
-    if records.empty:
-        groups: dict[Cell, np.ndarray] = {}
-    else:
-        frame = pd.DataFrame(
-            {
-                "b": records["benchmark"].astype(str).to_numpy(),
-                "g": records["generator"].astype(str).to_numpy(),
-                "i": records["instance_id"].astype(str).to_numpy(),
-            }
-        )
-        groups = {
-            (str(b), str(g)): np.unique(f["i"].to_numpy())
-            for (b, g), f in frame.groupby(["b", "g"], sort=False)
-        }
+    frame = records[["benchmark", "generator", "instance_id"]].astype(str)
+    groups: dict[Cell, np.ndarray] = {
+        (str(b), str(g)): np.unique(ids.to_numpy())
+        for (b, g), ids in frame.groupby(["benchmark", "generator"], sort=False)["instance_id"]
+    }
     if cells is None:
         return {c: groups[c] for c in cell_order(groups)}
     wanted = [(str(b), str(g)) for b, g in cells]
@@ -309,10 +282,7 @@ def split_cells(
     """
     fit, ev = {}, {}
     for (b, g), ids in _cell_ids(records, cells).items():
-        if in_sample:
-            f, e = ids, ids
-        else:
-            f, e = split_instances(ids, seed=seed, fit_fraction=fit_fraction)
+        f, e = (ids, ids) if in_sample else split_instances(ids, seed=seed, fit_fraction=fit_fraction)
         if len(f) == 0 or len(e) == 0:
             if drop_small:
                 continue
@@ -320,10 +290,7 @@ def split_cells(
                 f"cell ({b}, {g}) has {len(ids)} instance(s); too few to split ({fit_fraction:.0%} fit)"
             )
         fit[(b, g)], ev[(b, g)] = f, e
-    if in_sample:
-        frac = 1.0
-    else:
-        frac = float(fit_fraction)
+    frac = 1.0 if in_sample else float(fit_fraction)
     return Split(fit, ev, seed=int(seed), fit_fraction=frac, in_sample=in_sample)
 
 
@@ -501,8 +468,7 @@ def folds(
         for seed in seed_list:
             perm = np.random.default_rng(seed).permutation(uniq.shape[0])
             fold = np.empty(uniq.shape[0], dtype=np.int64)
-            for j, block in enumerate(np.array_split(perm, int(k))):
-                fold[block] = j
+            fold[perm] = np.repeat(np.arange(int(k)), [len(block) for block in np.array_split(perm, int(k))])
             frames.append(
                 pd.DataFrame(
                     {"seed": seed, "benchmark": b, "generator": g, "instance_id": uniq, "fold": fold}

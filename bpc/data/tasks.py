@@ -25,15 +25,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_TASK
+from bpc.data.corpus import read_json_lines
 from bpc.schema import has_task_counts
-from bpc.validation import loads_json
 
 __all__ = [
     "TEST_CRITICS",
@@ -104,9 +103,7 @@ def never_passing_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRI
     attempted = _attempted(counts)
     passes = np.nan_to_num(counts["task_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
     used = [c for c in critics if c in [str(v) for v in counts[DIM_CRITIC].values]]
-    checked = np.zeros(passes.shape[0], dtype=object)
-    for i in range(passes.shape[0]):
-        checked[i] = "oracle"
+    checked = np.full(passes.shape[0], "oracle", dtype=object)
     for c in used:
         cp = counts["task_critic_pass"].sel({DIM_CRITIC: c}).transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
         cn = counts["task_critic_n"].sel({DIM_CRITIC: c}).transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
@@ -319,27 +316,17 @@ def empty_patch_flags(
         )
     )
     keys = set(patch_keys)
-    empty: set[tuple[str, str, str, int]] = set()
+    empty: set[tuple] = set()
     for cell, names in files.items():
         bench, gen = cell.split("/", 1)
         for name in names:
             path = root / name
             if not str(name).endswith(".jsonl") or not path.is_file():
                 continue
-            with path.open(encoding="utf-8") as fh:
-                for line in fh:
-                    if not line.strip():
-                        continue
-                    try:
-                        obj = loads_json(line)
-                    except ValueError:
-                        continue  # the corpus reader reports it with its line
-                    if not isinstance(obj, dict):
-                        continue
-                    patch: Any = obj.get("patch_id")
-                    key = (bench, gen, str(obj.get("instance_id")), patch)
-                    if key in keys and (obj.get("diff_chars") == 0 or obj.get("note") == "empty_diff"):
-                        empty.add(key)
+            for _, obj in read_json_lines(path):  # the corpus reader already accepted these files
+                key = (bench, gen, str(obj.get("instance_id")), obj.get("patch_id"))
+                if key in keys and (obj.get("diff_chars") == 0 or obj.get("note") == "empty_diff"):
+                    empty.add(key)
     return np.fromiter((k in empty for k in patch_keys), dtype=bool, count=len(patch_keys))
 
 

@@ -45,26 +45,18 @@ def beta_parameters(counts: xr.Dataset) -> dict[str, tuple[xr.DataArray, xr.Data
         dims, ``NaN`` where the underlying count is unobserved.
     """
     validate_counts(counts)
-    a0, b0 = LAPLACE_ALPHA, LAPLACE_BETA
 
-    def ab(k: xr.DataArray, n: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
-        return k + a0, (n - k) + b0
+    def by(name: str, label: int) -> xr.DataArray:
+        return counts[name].sel({DIM_LABEL: label}, drop=True)
 
-    tp_k = counts["critic_pass"].sel({DIM_LABEL: 1}, drop=True)
-    tp_n = counts["critic_n"].sel({DIM_LABEL: 1}, drop=True)
-    fp_k = counts["critic_pass"].sel({DIM_LABEL: 0}, drop=True)
-    fp_n = counts["critic_n"].sel({DIM_LABEL: 0}, drop=True)
-    fix_k = counts["trans_flip"].sel({DIM_LABEL: 0}, drop=True)
-    fix_n = counts["trans_n"].sel({DIM_LABEL: 0}, drop=True)
-    brk_k = counts["trans_flip"].sel({DIM_LABEL: 1}, drop=True)
-    brk_n = counts["trans_n"].sel({DIM_LABEL: 1}, drop=True)
-    return {
-        "prior": ab(counts["n_pass"], counts["n_patches"]),
-        "tpr": ab(tp_k, tp_n),
-        "fpr": ab(fp_k, fp_n),
-        "p_fix": ab(fix_k, fix_n),
-        "p_break": ab(brk_k, brk_n),
+    pairs = {
+        "prior": (counts["n_pass"], counts["n_patches"]),
+        "tpr": (by("critic_pass", 1), by("critic_n", 1)),
+        "fpr": (by("critic_pass", 0), by("critic_n", 0)),
+        "p_fix": (by("trans_flip", 0), by("trans_n", 0)),
+        "p_break": (by("trans_flip", 1), by("trans_n", 1)),
     }
+    return {name: (k + LAPLACE_ALPHA, (n - k) + LAPLACE_BETA) for name, (k, n) in pairs.items()}
 
 
 def posterior_mean(counts: xr.Dataset) -> xr.Dataset:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
@@ -597,33 +598,16 @@ def crossed_from_posterior(posterior: xr.Dataset) -> xr.Dataset:
             f"crossed_from_posterior: the posterior lacks {missing}; fit the crossed model "
             "(counts with per-task counts, [tasks] enabled = true in the spec)"
         )
-    labels = [str(v).split("/", 1) for v in posterior["task_cell"].values]
+    labels = [tuple(str(v).split("/", 1)) for v in posterior["task_cell"].values]
     benches = list(dict.fromkeys(b for b, _ in labels))
     gens = list(dict.fromkeys(g for _, g in labels))
-    chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
-    loc = np.full((chains, draws, len(benches), len(gens)), np.nan)
-    kap = np.full_like(loc, np.nan)
-    src_loc = posterior["task_loc"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values
-    src_kap = posterior["task_kappa"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values
-    for c, (b, g) in enumerate(labels):
-        loc[:, :, benches.index(b), gens.index(g)] = src_loc[:, :, c]
-        kap[:, :, benches.index(b), gens.index(g)] = src_kap[:, :, c]
-    sig = posterior["sigma_task"].transpose(DIM_CHAIN, DIM_DRAW, "task_benchmark")
-    sig = sig.sel({"task_benchmark": benches}).values
-    dims = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
-    out = xr.Dataset(
-        {
-            "task_loc": (dims, loc),
-            "task_kappa": (dims, kap),
-            "task_sigma": (dims[:3], sig),
-        },
-        coords={
-            DIM_CHAIN: posterior[DIM_CHAIN].values,
-            DIM_DRAW: posterior[DIM_DRAW].values,
-            DIM_BENCHMARK: benches,
-            DIM_GENERATOR: gens,
-        },
-    )
+    cells = pd.MultiIndex.from_tuples(labels, names=[DIM_BENCHMARK, DIM_GENERATOR])
+    out = posterior[["task_loc", "task_kappa"]].drop_vars("task_cell").drop_attrs()
+    out = out.assign_coords(xr.Coordinates.from_pandas_multiindex(cells, "task_cell")).unstack("task_cell")
+    out = out.reindex({DIM_BENCHMARK: benches, DIM_GENERATOR: gens})
+    sig = posterior["sigma_task"].transpose(DIM_CHAIN, DIM_DRAW, "task_benchmark").sel(task_benchmark=benches)
+    out["task_sigma"] = ((DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK), sig.values)
+    out = out.transpose(DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
     out.attrs["mode"] = "posterior"
     return out
 
@@ -721,10 +705,8 @@ def task_prior(
         if not cells or bench not in [str(b) for b in evidence[DIM_BENCHMARK].values]:
             continue
         core_g = ("sample", DIM_GENERATOR) if sample else (DIM_GENERATOR,)
-        loc = crossed["task_loc"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: cells}).transpose(*core_g).values
-        kap = (
-            crossed["task_kappa"].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: cells}).transpose(*core_g).values
-        )
+        here = {DIM_BENCHMARK: bench, DIM_GENERATOR: cells}
+        loc, kap = (crossed[v].sel(here).transpose(*core_g).values for v in ("task_loc", "task_kappa"))
         sig = np.atleast_1d(crossed["task_sigma"].sel({DIM_BENCHMARK: bench}).values)
         if not sample:
             loc, kap = loc[None], kap[None]
@@ -732,18 +714,16 @@ def task_prior(
         tasks, sub = _benchmark_tasks(evidence, bench, [g for g in cells if g in ev_gens])
         sub = sub.reindex({DIM_GENERATOR: cells})
         tpr = fpr = None
-        if kind == "oracle":
-            m = sub["task_n"].transpose(DIM_TASK, DIM_GENERATOR).values
-            k = sub["task_pass"].transpose(DIM_TASK, DIM_GENERATOR).values
-        else:
+        names = ("task_n", "task_pass") if kind == "oracle" else ("task_critic_n", "task_critic_pass")
+        ev = sub[list(names)] if kind == "oracle" else sub[list(names)].sel({DIM_CRITIC: critic})
+        m, k = (ev[v].transpose(DIM_TASK, DIM_GENERATOR).values for v in names)
+        if kind == "critic":
             assert params is not None
-            m = sub["task_critic_n"].sel({DIM_CRITIC: critic}).transpose(DIM_TASK, DIM_GENERATOR).values
-            k = sub["task_critic_pass"].sel({DIM_CRITIC: critic}).transpose(DIM_TASK, DIM_GENERATOR).values
-            rates = params[["tpr", "fpr"]].sel(
-                {DIM_BENCHMARK: bench, DIM_GENERATOR: cells, DIM_CRITIC: critic}
+            rates = params[["tpr", "fpr"]].sel({**here, DIM_CRITIC: critic})
+            tpr, fpr = (
+                _as_draws(rates[r], DIM_GENERATOR).mean(axis=0, keepdims=True).repeat(loc.shape[0], 0)
+                for r in ("tpr", "fpr")
             )
-            tpr = _as_draws(rates["tpr"], DIM_GENERATOR).mean(axis=0, keepdims=True).repeat(loc.shape[0], 0)
-            fpr = _as_draws(rates["fpr"], DIM_GENERATOR).mean(axis=0, keepdims=True).repeat(loc.shape[0], 0)
             known = np.isfinite(tpr[0]) & np.isfinite(fpr[0])
             m = np.where(known[None, :], m, np.nan)
             tpr, fpr = np.nan_to_num(tpr, nan=0.5), np.nan_to_num(fpr, nan=0.5)

@@ -67,7 +67,7 @@ from statistics import NormalDist
 
 import numpy as np
 import xarray as xr
-from scipy.special import expit
+from scipy.special import expit, gammaln
 from scipy.stats import chi2
 
 from bpc.constants import (
@@ -75,7 +75,6 @@ from bpc.constants import (
     DIM_BENCHMARK,
     DIM_CI,
     DIM_GENERATOR,
-    DIM_LABEL,
     DIM_PASSES,
     DIM_PATCHES,
     KAPPA_MAX,
@@ -84,7 +83,7 @@ from bpc.constants import (
     LAPLACE_BETA,
     WILSON_PROB,
 )
-from bpc.schema import validate_counts, validate_params
+from bpc.schema import validate_params
 
 __all__ = [
     "smoothed_rate",
@@ -92,7 +91,6 @@ __all__ = [
     "beta_binomial_loglik",
     "InstanceFit",
     "instance_fit",
-    "design_effect_interval",
     "instance_params",
     "laplace",
 ]
@@ -104,17 +102,13 @@ PROFILE_LOG_KAPPA_STEP = 0.1
 _LOGIT_RANGE = 12.0  # the π grid spans logit π ∈ [−12, 12]
 
 
-def smoothed_rate(
-    k: np.ndarray | float, n: np.ndarray | float, alpha: float = LAPLACE_ALPHA, beta: float = LAPLACE_BETA
-) -> np.ndarray:
-    """Posterior mean of a Beta(alpha, beta)-smoothed rate: ``(k + alpha) / (n + alpha + beta)``.
+def smoothed_rate(k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
+    """Posterior mean of a Beta(1, 1)-smoothed rate, as the paper: ``(k + 1) / (n + 2)``.
 
     Parameters
     ----------
     k, n : array_like
         Successes and trials (``NaN`` = unobserved → ``NaN``).
-    alpha, beta : float
-        Pseudo-counts; the paper uses Beta(1, 1).
 
     Returns
     -------
@@ -124,14 +118,12 @@ def smoothed_rate(
     Raises
     ------
     ValueError
-        If a count is negative or ``k > n``, or a pseudo-count is not positive.
+        If a count is negative or ``k > n``.
     """
-    if not (alpha > 0 and beta > 0):
-        raise ValueError(f"pseudo-counts must be positive, got alpha={alpha}, beta={beta}")
     k = np.asarray(k, dtype=float)
     n = np.asarray(n, dtype=float)
     _check_counts(k, n)
-    return (k + alpha) / (n + (alpha + beta))
+    return (k + LAPLACE_ALPHA) / (n + (LAPLACE_ALPHA + LAPLACE_BETA))
 
 
 def _check_counts(k: np.ndarray, n: np.ndarray) -> None:
@@ -209,18 +201,6 @@ def _tail_weights(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return w_a, w_b, w_k
 
 
-def _log_binomial_coefficients(hist: np.ndarray) -> np.ndarray:
-    from scipy.special import gammaln
-
-    h = np.nan_to_num(np.asarray(hist, dtype=float))
-    size = h.shape[-2]
-    m = np.arange(1, size + 1)[:, None]
-    k = np.arange(size + 1)[None, :]
-    with np.errstate(invalid="ignore"):
-        logc = np.where(k <= m, gammaln(m + 1) - gammaln(k + 1) - gammaln(np.maximum(m - k, 0) + 1), 0.0)
-    return (h * logc).sum(axis=(-2, -1))
-
-
 def beta_binomial_loglik(hist: np.ndarray, pi: np.ndarray | float, kappa: np.ndarray | float) -> np.ndarray:
     """Log-likelihood of an instance histogram under θ ~ Beta(π κ, (1 − π) κ), k | θ ~ Binomial(m, θ).
 
@@ -256,7 +236,10 @@ def beta_binomial_loglik(hist: np.ndarray, pi: np.ndarray | float, kappa: np.nda
             + (np.log(b[..., None] + i) * w_b).sum(-1)
             - (np.log(kappa[..., None] + i) * w_k).sum(-1)
         )
-    return ll + _log_binomial_coefficients(hist)
+    m, k = i[:, None] + 1, np.arange(hist.shape[-2] + 1)[None, :]  # the binomial coefficients C(m, k)
+    with np.errstate(invalid="ignore"):
+        logc = np.where(k <= m, gammaln(m + 1) - gammaln(k + 1) - gammaln(np.maximum(m - k, 0) + 1), 0.0)
+    return ll + (np.nan_to_num(hist) * logc).sum(axis=(-2, -1))
 
 
 def _grids() -> tuple[np.ndarray, np.ndarray]:
@@ -423,41 +406,6 @@ def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
     return InstanceFit(pi_hat, kappa_hat, identified, boundary, pi_int, kappa_int, pooled, float(prob))
 
 
-def design_effect_interval(
-    k: np.ndarray | float,
-    n: np.ndarray | float,
-    patches_per_instance: np.ndarray | float,
-    kappa: np.ndarray | float,
-    prob: float = WILSON_PROB,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Wilson interval on Kish effective counts k / deff, n / deff of correlated patches.
-
-    deff = 1 + (m̄ − 1) ρ with ρ = 1 / (1 + κ), the within-instance
-    correlation of the instance model, and m̄ patches per instance (values
-    below 1 read as 1: no correction). ``NaN`` κ reads as independent
-    patches (ρ = 0).
-
-    Parameters
-    ----------
-    k, n : array_like
-        Passing and labelled patches.
-    patches_per_instance : array_like
-        m̄ = n_patches / n_instances.
-    kappa : array_like
-        Concentration κ of the instance pass rate.
-    prob : float
-        Coverage.
-
-    Returns
-    -------
-    lower, upper : numpy.ndarray
-    """
-    m = np.maximum(np.nan_to_num(np.asarray(patches_per_instance, dtype=float), nan=1.0), 1.0)
-    rho = np.where(np.isfinite(kappa), 1.0 / (1.0 + np.asarray(kappa, dtype=float)), 0.0)
-    deff = 1.0 + (m - 1.0) * rho
-    return wilson_interval(np.asarray(k, dtype=float) / deff, np.asarray(n, dtype=float) / deff, prob)
-
-
 def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Dataset:
     """κ̂, its source and the instance-respecting prior interval of every cell (module docstring).
 
@@ -492,7 +440,11 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
     n_inst = counts["n_instances"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         per_instance = np.where(np.isfinite(n_inst) & (n_inst > 0), n_patches / n_inst, 1.0)
-    lo, hi = design_effect_interval(n_pass, n_patches, per_instance, kappa, prob)
+    # Wilson on the design-effect-corrected counts (module docstring); NaN κ: independent patches
+    deff = 1.0 + (np.maximum(np.nan_to_num(per_instance, nan=1.0), 1.0) - 1.0) * np.where(
+        np.isfinite(kappa), 1.0 / (1.0 + kappa), 0.0
+    )
+    lo, hi = wilson_interval(n_pass / deff, n_patches / deff, prob)
     lo = np.where(has_hist, fit.pi_interval[:, 0], lo)
     hi = np.where(has_hist, fit.pi_interval[:, 1], hi)
     coords = {
@@ -518,10 +470,6 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
     return out
 
 
-def _rate(k: xr.DataArray, n: xr.DataArray) -> xr.DataArray:
-    return xr.apply_ufunc(smoothed_rate, k, n)
-
-
 def laplace(counts: xr.Dataset) -> xr.Dataset:
     """Laplace point estimates of every cell (method.md §Parameters).
 
@@ -544,15 +492,10 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
         ``notes``; ``kappa.attrs["pooled_kappa"]`` is the pooled κ̂.
     """
     from bpc import __version__
+    from bpc.estimate.conjugate import posterior_mean
 
-    validate_counts(counts)
-    y1 = {DIM_LABEL: 1}
-    y0 = {DIM_LABEL: 0}
-    prior = _rate(counts["n_pass"], counts["n_patches"])
-    tpr = _rate(counts["critic_pass"].sel(y1), counts["critic_n"].sel(y1)).drop_vars(DIM_LABEL)
-    fpr = _rate(counts["critic_pass"].sel(y0), counts["critic_n"].sel(y0)).drop_vars(DIM_LABEL)
-    p_fix = _rate(counts["trans_flip"].sel(y0), counts["trans_n"].sel(y0)).drop_vars(DIM_LABEL)
-    p_break = _rate(counts["trans_flip"].sel(y1), counts["trans_n"].sel(y1)).drop_vars(DIM_LABEL)
+    # the rates (k + 1)/(n + 2) are the exact posterior means of the unpooled Beta(1, 1) model
+    out = posterior_mean(counts)  # (validates the counts)
     lower, upper = wilson_interval(counts["n_pass"].values, counts["n_patches"].values)
     wilson = xr.DataArray(
         np.stack([lower, upper], axis=-1),
@@ -563,17 +506,7 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
             DIM_CI: list(CI_BOUNDS),
         },
     )
-    out = xr.Dataset(
-        {
-            "prior": prior,
-            "tpr": tpr,
-            "fpr": fpr,
-            "gap": tpr - fpr,
-            "p_fix": p_fix,
-            "p_break": p_break,
-            "prior_wilson": wilson,
-        }
-    )
+    out = out.assign(prior_wilson=wilson)
     inst = instance_params(counts)
     out = out.merge(inst.drop_attrs(deep=False))
     out["prior"].attrs["long_name"] = "P(Y=1) of a fresh patch, (k+1)/(n+2)"

@@ -34,9 +34,8 @@ from bpc.constants import (
     CI_PROB,
     KAPPA_MAX,
     KAPPA_MIN,
-    LAPLACE_ALPHA,
-    LAPLACE_BETA,
 )
+from bpc.estimate.laplace import instance_fit, smoothed_rate
 from bpc.intervals import resample_weights
 
 __all__ = ["task_intervals", "KAPPA_B"]
@@ -58,7 +57,6 @@ def _bounds(values: np.ndarray, prob: float) -> tuple[float, float]:
 
 
 def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray, prob: float) -> tuple[float, float]:
-    from bpc.estimate.laplace import instance_fit
 
     m = tasks["m"].to_numpy(np.int64)
     k = tasks["k"].to_numpy(np.int64)
@@ -165,8 +163,7 @@ def task_intervals(
                 if c in present and tasks[f"{name}_{c}_n"].sum() > 0:
                     k = weights @ tasks[f"{name}_{c}_k"].to_numpy(float)
                     n = weights @ tasks[f"{name}_{c}_n"].to_numpy(float)
-                    rate = (k + LAPLACE_ALPHA) / (n + LAPLACE_ALPHA + LAPLACE_BETA)
-                    lo, hi = _bounds(rate, prob)
+                    lo, hi = _bounds(smoothed_rate(k, n), prob)
                 row[f"{name}_{c}_lo"], row[f"{name}_{c}_hi"] = lo, hi
         rows.append(row)
     out = pd.DataFrame(rows)

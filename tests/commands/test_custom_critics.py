@@ -12,7 +12,8 @@ from bpc.cli import main
 from bpc.constants import CRITICS, PAPER_CRITICS
 from bpc.costs import Costs
 from bpc.data.counts import counts_from_records
-from bpc.data.logs import load_input, read_logs
+from bpc.data.load import InputOptions, resolve_input
+from bpc.data.logs import read_logs
 from bpc.decide.controllers import GreedyController, TableController
 from bpc.decide.kernels.belief import BASE_ACTIONS
 from bpc.decide.options import PlanOptions
@@ -67,7 +68,7 @@ def test_laplace_rates_of_custom_critics_by_hand(tmp_path):
 
 
 def test_model_rates_come_from_the_data_critics(tmp_path):
-    counts = load_input(_logs(tmp_path / "l.csv"), progress=False).counts
+    counts = resolve_input(_logs(tmp_path / "l.csv"), InputOptions(progress=False)).counts
     spec = ModelSpec.default().with_critics(tuple(counts.critic.values))
     assert spec.rates == ("prior", *[f"{k}_{c}" for c in NAMES for k in ("tpr", "fpr")], "p_fix", "p_break")
     k, n = rate_counts(counts, spec)
@@ -83,7 +84,7 @@ def test_model_rates_come_from_the_data_critics(tmp_path):
 
 
 def test_solvers_and_controllers_default_to_the_data_critics(tmp_path):
-    data = load_input(_logs(tmp_path / "l.csv"), progress=False)
+    data = resolve_input(_logs(tmp_path / "l.csv"), InputOptions(progress=False))
     params = laplace(data.counts)
     cell = params.sel(benchmark=["custom"], generator=["agent_a"])
     for cls in (TableController, GreedyController):

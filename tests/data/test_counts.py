@@ -268,8 +268,6 @@ def test_instance_tallies_by_hand():
     np.testing.assert_array_equal(h[1], expected1)
     with pytest.raises(ValueError, match="one group"):
         instance_tallies(y, np.zeros(8, dtype=int), group, 2)
-    with pytest.raises(ValueError, match="max_patches"):
-        instance_tallies(y, inst, max_patches=2)
 
 
 def test_counts_carry_the_instance_histogram():

@@ -14,10 +14,10 @@ from bpc.constants import CRITICS, PAPER_CRITICS
 from bpc.costs import Costs, with_critic_costs
 from bpc.data.corpus import CorpusError
 from bpc.data.counts import counts_from_records, merge_counts, transition_counts
+from bpc.data.load import InputOptions, resolve_input
 from bpc.data.logs import (
     CriticMap,
     CriticSpec,
-    load_input,
     parse_critics,
     parse_verdict,
     read_logs,
@@ -264,44 +264,48 @@ def test_jsonl_arbitrary_critics(tmp_path):
     assert (err.value.line, err.value.field) == (5, "unit")
 
 
-def test_load_input_routes_authors_jsonl_to_the_corpus_reader(tmp_path):
+def test_resolve_input_routes_authors_jsonl_to_the_corpus_reader(tmp_path):
     authors = {"generator": "gpt5_mini", "instance_id": "a", "patch_id": 0, "Y": 1, "L0_syntax": True}
     path = tmp_path / "critic_results.jsonl"
     path.write_text(json.dumps({**authors, "diff_chars": 10}) + "\n")
-    data = load_input(path, benchmark="lcb_hard", progress=False)
+    data = resolve_input(path, InputOptions(benchmark="lcb_hard", progress=False))
     assert data.format == "corpus" and data.critics == CRITICS
     assert data.records["syn"].tolist() == [True]
     path.write_text(json.dumps({**authors, "my_judge": False}) + "\n")
     with pytest.raises(CorpusError, match="unknown field 'my_judge'.*--critic") as err:
-        load_input(path, benchmark="lcb_hard", progress=False)
+        resolve_input(path, InputOptions(benchmark="lcb_hard", progress=False))
     assert (err.value.line, err.value.field) == (1, "my_judge")
 
 
-def test_load_input_mapping_on_authors_jsonl_reads_it_as_logs(tmp_path):
+def test_resolve_input_mapping_on_authors_jsonl_reads_it_as_logs(tmp_path):
     path = tmp_path / "critic_results.jsonl"
     row = {"generator": "gpt5_mini", "instance_id": "a", "patch_id": 0, "Y": 1, "L0_syntax": True, "j": 0}
     path.write_text(json.dumps(row) + "\n")
-    data = load_input(path, critics=["syn=L0_syntax", "judge=j:3"], progress=False)
+    data = resolve_input(path, InputOptions(critics=("syn=L0_syntax", "judge=j:3"), progress=False))
     assert data.format == "jsonl" and data.critics == ("syn", "judge")
     assert dict(data.critic_costs) == {"judge": 3.0}
 
 
-def test_load_input_counts_notes_and_costs(tmp_path, capsys):
-    data = load_input(_write(tmp_path), critics=["lint=lint_ok:1", "unit=unit:2", "judge=judge"])
+def test_resolve_input_counts_notes_and_costs(tmp_path, capsys):
+    data = resolve_input(
+        _write(tmp_path), InputOptions(critics=("lint=lint_ok:1", "unit=unit:2", "judge=judge"))
+    )
     assert "1 unlabelled row(s)" in capsys.readouterr().err
     assert data.format == "csv" and data.critics == ("lint", "unit", "judge")
     assert data.decision_critics == ("lint", "unit", "judge")
     assert data.counts.attrs["notes"] == list(data.notes)
     with pytest.raises(ValueError, match="'judge'.*no cost.*--critic NAME=COLUMN:COST"):
         data.costs("fast")
-    priced = load_input(_write(tmp_path), critics=["lint=lint_ok:1", "unit=unit:2", "judge=judge:5"]).costs()
+    priced = resolve_input(
+        _write(tmp_path), InputOptions(critics=("lint=lint_ok:1", "unit=unit:2", "judge=judge:5"))
+    ).costs()
     vector = priced("custom")
     assert isinstance(vector, Costs) and vector.c_ver == 5
     assert {k: vector.critic_cost(k) for k in ("lint", "unit", "judge")} == {"lint": 1, "unit": 2, "judge": 5}
     with pytest.raises(ValueError, match="folder"):
-        load_input(tmp_path, critics=["u=unit"], progress=False)
+        resolve_input(tmp_path, InputOptions(critics=("u=unit",), progress=False))
     with pytest.raises(FileNotFoundError):
-        load_input(tmp_path / "absent.csv")
+        resolve_input(tmp_path / "absent.csv")
 
 
 def test_parquet_matches_csv(tmp_path):

@@ -124,9 +124,9 @@ def test_out_fifo_is_refused_before_the_work(files, capsys, monkeypatch):
     fifo = files / "fifo.csv"
     if not fifo.exists():
         os.mkfifo(fifo)
-    import bpc.data.logs as logs
+    import bpc.data.load as load
 
-    monkeypatch.setattr(logs, "load_input", lambda *a, **k: pytest.fail("read the input"))
+    monkeypatch.setattr(load, "_read_one", lambda *a, **k: pytest.fail("read the input"))
     code, _, err = _run(["estimate", "my.csv", "--out", "fifo.csv"], capsys)
     assert code == 2
     assert "fifo.csv: exists and is not a regular file" in _one_error(err)

@@ -134,7 +134,7 @@ def test_instance_folds_cover_every_instance():
             assert not set(f.fit[cell]) & set(f.eval[cell])
 
 
-def test_rows_and_with_fit():
+def test_rows():
     rec = _records({("lcb_hard", "haiku45"): 8, ("lcb_medium", "haiku45"): 4})
     split = split_cells(rec)
     fit_rows = split.rows(rec, "fit")
@@ -143,11 +143,6 @@ def test_rows_and_with_fit():
     assert list(fit_rows.index) == sorted(fit_rows.index)  # order kept
     cell = ("lcb_hard", "haiku45")
     assert set(fit_rows[fit_rows["benchmark"] == "lcb_hard"]["instance_id"]) == set(split.fit[cell])
-    sub = split.with_fit({c: ids[:1] for c, ids in split.fit.items()})
-    assert [len(v) for v in sub.fit.values()] == [1, 1]
-    np.testing.assert_array_equal(sub.eval[cell], split.eval[cell])
-    with pytest.raises(ValueError, match="eval instance"):
-        split.with_fit({c: split.eval[c] for c in split.cells})
     with pytest.raises(ValueError, match="side"):
         split.rows(rec, "train")
     with pytest.raises(ValueError, match="same cells"):

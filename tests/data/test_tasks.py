@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bpc.data.corpus import load_corpus
-from bpc.data.counts import counts_from_records, task_counts, task_tallies
+from bpc.data.counts import counts_from_records, task_counts
 from bpc.data.tasks import (
     FLAG,
     empty_patches,
@@ -40,17 +40,20 @@ REC = _rec(
 )
 
 
-def test_task_tallies_hand_checked():
-    y = np.array([0, 0, 1, 1])
-    verdicts = np.array([[1.0, np.nan], [0.0, np.nan], [1.0, np.nan], [1.0, 1.0]])
-    n, k, cn, cp = task_tallies(y, verdicts, np.array([0, 0, 1, 2]), 4)
-    assert np.array_equal(n, [2, 1, 1, np.nan], equal_nan=True)
-    assert np.array_equal(k, [0, 1, 1, np.nan], equal_nan=True)
-    assert np.array_equal(cn[:, 0], [2, 1, 1, np.nan], equal_nan=True)
-    assert np.array_equal(cp[:, 0], [1, 1, 1, np.nan], equal_nan=True)
-    assert np.array_equal(cn[:, 1], [np.nan, np.nan, 1, np.nan], equal_nan=True)
-    with pytest.raises(ValueError, match="0/1 labels"):
-        task_tallies(np.array([2]), np.zeros((1, 1)), np.array([0]))
+def test_task_counts_by_task_hand_checked():
+    ids = ["t0", "t0", "t1", "t2"]
+    rec = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": ids, "patch_id": [0, 1, 0, 0]})
+    rec = rec.assign(
+        Y=[0, 0, 1, 1],
+        unit=pd.array([True, False, True, True], dtype="boolean"),
+        judge=pd.array([None, None, None, True], dtype="boolean"),
+    )
+    tc = task_counts(rec, critics=["unit", "judge"]).sel(benchmark="b", generator="g")
+    assert np.array_equal(tc["task_n"].values, [2, 1, 1])
+    assert np.array_equal(tc["task_pass"].values, [0, 1, 1])
+    assert np.array_equal(tc["task_critic_n"].sel(critic="unit").values, [2, 1, 1])
+    assert np.array_equal(tc["task_critic_pass"].sel(critic="unit").values, [1, 1, 1])
+    assert np.array_equal(tc["task_critic_n"].sel(critic="judge").values, [np.nan, np.nan, 1], equal_nan=True)
 
 
 def test_task_counts_hand_checked():

@@ -35,8 +35,6 @@ class DriftReport:
     n_obs : mapping of str to int
         Observations per channel in the window.
     alpha : float
-    flagged : bool
-        Some channel's p-value is below ``alpha / (channels with data)``.
     n_episodes : int
         Episodes in the window.
     reference_ess : float
@@ -48,9 +46,13 @@ class DriftReport:
     expected: Mapping[str, float]
     n_obs: Mapping[str, int]
     alpha: float
-    flagged: bool
     n_episodes: int
     reference_ess: float
+
+    @property
+    def flagged(self) -> bool:
+        """Some channel's p-value is below ``alpha / (channels with data)``."""
+        return bool(self.flagged_channels)
 
     @property
     def flagged_channels(self) -> tuple[str, ...]:
@@ -124,43 +126,34 @@ def drift_check(
             obs.append(int(v))
             prev = cur
     rng = np.random.default_rng([int(seed), 7])
-    C = len(channels)
     p_values, observed, expected, n_obs = {}, {}, {}, {}
-    if phat_rows:
-        phat = np.vstack(phat_rows)  # (n_obs, P)
-        idx = systematic_indices(rng, reference.weights, n_replicates)
-        rng.shuffle(idx)
-        probs = phat[:, idx]  # (n_obs, R)
-        reps = (rng.random(probs.shape) < probs).astype(float)
-        ch = np.asarray(chan)
-        ob = np.asarray(obs, dtype=float)
-        w = reference.weights
-        for ci in range(C):
-            sel = ch == ci
-            name = channels[ci]
-            n_obs[name] = int(sel.sum())
-            observed[name] = float(ob[sel].sum())
-            if not sel.any():
-                p_values[name], expected[name] = float("nan"), float("nan")
-                continue
-            t_rep = reps[sel].sum(axis=0)
-            t = observed[name]
-            lower = np.mean(t_rep < t) + 0.5 * np.mean(t_rep == t)
-            upper = np.mean(t_rep > t) + 0.5 * np.mean(t_rep == t)
-            p_values[name] = float(min(1.0, 2.0 * min(lower, upper)))
-            expected[name] = float(phat[sel].sum(axis=0) @ w)
-    else:
-        for name in channels:
-            p_values[name], observed[name], expected[name], n_obs[name] = float("nan"), 0.0, float("nan"), 0
-    finite = [v for v in p_values.values() if math.isfinite(v)]
-    flagged = bool(finite) and min(finite) < alpha / len(finite)
+    phat = np.vstack(phat_rows) if phat_rows else np.zeros((0, reference.n_particles))  # (n_obs, P)
+    idx = systematic_indices(rng, reference.weights, n_replicates)
+    rng.shuffle(idx)
+    probs = phat[:, idx]  # (n_obs, R)
+    reps = (rng.random(probs.shape) < probs).astype(float)
+    ch = np.asarray(chan)
+    ob = np.asarray(obs, dtype=float)
+    w = reference.weights
+    for ci, name in enumerate(channels):
+        sel = ch == ci
+        n_obs[name] = int(sel.sum())
+        observed[name] = float(ob[sel].sum())
+        if not sel.any():
+            p_values[name], expected[name] = float("nan"), float("nan")
+            continue
+        t_rep = reps[sel].sum(axis=0)
+        t = observed[name]
+        lower = np.mean(t_rep < t) + 0.5 * np.mean(t_rep == t)
+        upper = np.mean(t_rep > t) + 0.5 * np.mean(t_rep == t)
+        p_values[name] = float(min(1.0, 2.0 * min(lower, upper)))
+        expected[name] = float(phat[sel].sum(axis=0) @ w)
     return DriftReport(
         p_values=p_values,
         observed=observed,
         expected=expected,
         n_obs=n_obs,
         alpha=alpha,
-        flagged=flagged,
         n_episodes=len(recent),
         reference_ess=reference.ess,
     )

@@ -10,7 +10,6 @@ import hashlib
 import json
 import math
 import os
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from scipy.special import logsumexp
 
 from bpc.constants import CI_KIND, CI_PROB, DEFAULT_SEED
 from bpc.estimate.online.records import (
@@ -115,12 +115,8 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
 
 def _scales_by_name(sds: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
     """``sds`` keyed by coordinate name (``"prior"`` → ``"logit_prior"``, ``"kappa"`` → ``"log_kappa"``)."""
-    out = {}
-    for key, v in sds.items():
-        coord = "log_kappa" if key == "kappa" else f"logit_{key}"
-        if coord in names:
-            out[coord] = float(v)
-    return out
+    coords = {key: "log_kappa" if key == "kappa" else f"logit_{key}" for key in sds}
+    return {coords[key]: float(v) for key, v in sds.items() if coords[key] in names}
 
 
 def _logit_sd(lo: float, hi: float, prob: float, *, log: bool = False) -> float | None:
@@ -531,42 +527,25 @@ class LearningState:
             names = list(critics)
         sdims = sample_dims(ds)
         source = f"{ds.attrs.get('source', 'parameters')}" + (f" {cell[0]}/{cell[1]}" if cell else "")
-        has_kappa = "kappa" in ds and not iid
-        if sdims:
-            flat = ds.stack(_sample=sdims).transpose("_sample", ...)
-            kernel = "p_fix" in flat and bool(np.all(np.isfinite(flat["p_fix"].values)))
-            state = cls.from_draws(
-                prior=flat["prior"].values,
-                tpr=flat["tpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
-                fpr=flat["fpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
-                critics=names,
-                kappa=flat["kappa"].values if has_kappa else None,
-                p_fix=flat["p_fix"].values if kernel else None,
-                p_break=flat["p_break"].values if kernel else None,
-                source=source,
-                particles=particles,
-            )
-            return replace(state, origin_hash=str(ds.attrs.get("spec_hash", "")))
-        rates = {
-            c: (float(ds["tpr"].sel({DIM_CRITIC: c})), float(ds["fpr"].sel({DIM_CRITIC: c}))) for c in names
-        }
-        rates = {c: v for c, v in rates.items() if all(math.isfinite(r) for r in v)}
-        k0 = float(ds["kappa"]) if has_kappa else kappa
-        sds = calibration_scales(ds, iid=k0 is None or math.isinf(k0))
-        pf = float(ds["p_fix"]) if "p_fix" in ds else float("nan")
-        pb = float(ds["p_break"]) if "p_break" in ds else float("nan")
-        kern = math.isfinite(pf) and math.isfinite(pb)
-        return cls.from_values(
-            prior=float(ds["prior"]),
-            critics=rates,
+        flat = (ds.stack(_sample=sdims) if sdims else ds.expand_dims("_sample")).transpose("_sample", ...)
+        given = None if kappa is None or sdims else np.array([kappa])  # a κ centre for point values only
+        k0 = flat["kappa"].values if "kappa" in ds and not iid else given
+        kern = "p_fix" in flat and "p_break" in flat
+        # point values: the weight of the data behind them (draws carry their own spread)
+        point = {} if sdims else {"sd": sd, "sds": calibration_scales(ds, iid=k0 is None or np.isinf(k0[0]))}
+        state = cls.from_arrays(
+            prior=flat["prior"].values,
+            tpr=flat["tpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
+            fpr=flat["fpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,
+            critics=names,
             kappa=k0,
-            p_fix=pf if kern else None,
-            p_break=pb if kern else None,
-            sd=sd,
-            sds=sds,
+            p_fix=flat["p_fix"].values if kern else None,
+            p_break=flat["p_break"].values if kern else None,
             source=source,
             particles=particles,
+            **point,
         )
+        return replace(state, origin_hash=str(ds.attrs.get("spec_hash", ""))) if sdims else state
 
     @classmethod
     def from_arrays(
@@ -770,13 +749,10 @@ class LearningState:
 
     def distinct_records(self) -> list[tuple[EpisodeRecord, int]]:
         """The stored episodes as ``(record, multiplicity)``, equal records (same ``key()``) once."""
-        counts: Counter[str] = Counter()
-        first: dict[str, EpisodeRecord] = {}
+        groups: dict[str, list] = {}
         for r in self.records:
-            key = r.key()
-            counts[key] += 1
-            first.setdefault(key, r)
-        return [(first[k], n) for k, n in counts.items()]
+            groups.setdefault(r.key(), [r, 0])[1] += 1
+        return [(r, n) for r, n in groups.values()]
 
     def total_loglik(
         self, x: np.ndarray, *, distinct: Sequence[tuple[EpisodeRecord, int]] | None = None
@@ -808,10 +784,9 @@ class LearningState:
         for rec in recs:
             ll = state.loglik(rec)
             lw = state.log_weights + ll
-            top = np.max(lw)
-            if not np.isfinite(top):
+            if not np.isfinite(np.max(lw)):
                 raise ValueError("the episode has zero likelihood under every particle: check the record")
-            lw = lw - (top + np.log(np.sum(np.exp(lw - top))))
+            lw = lw - logsumexp(lw)
             state = replace(
                 state,
                 log_weights=lw,
@@ -924,36 +899,15 @@ class LearningState:
         from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR
 
         p = self.resample(n)
-        S = p["prior"].shape[0]
-        cellc = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
-
-        def sc(v: np.ndarray) -> np.ndarray:
-            return v.reshape(1, S, 1, 1)
-
-        def cr(v: np.ndarray) -> np.ndarray:
-            return v.reshape(1, S, 1, 1, -1)
-
+        p["gap"] = p["tpr"] - p["fpr"]
+        names = ["prior", "tpr", "fpr", "gap", "p_fix", "p_break"] + ([] if self.iid else ["kappa"])
         ds = xr.Dataset(
-            {
-                "prior": (cellc, sc(p["prior"])),
-                "tpr": ((*cellc, DIM_CRITIC), cr(p["tpr"])),
-                "fpr": ((*cellc, DIM_CRITIC), cr(p["fpr"])),
-                "gap": ((*cellc, DIM_CRITIC), cr(p["tpr"] - p["fpr"])),
-                "p_fix": (cellc, sc(p["p_fix"])),
-                "p_break": (cellc, sc(p["p_break"])),
-            },
-            coords={
-                DIM_CHAIN: [0],
-                DIM_DRAW: np.arange(S),
-                DIM_BENCHMARK: [cell[0]],
-                DIM_GENERATOR: [cell[1]],
-                DIM_CRITIC: list(self.critics),
-            },
+            {k: ((DIM_DRAW, DIM_CRITIC)[: p[k].ndim], p[k]) for k in names},
+            coords={DIM_DRAW: np.arange(p["prior"].shape[0]), DIM_CRITIC: list(self.critics)},
             attrs={"source": "learned", "n_episodes": self.n_episodes, "learn_spec_hash": self.spec_hash()},
         )
-        if not self.iid:
-            ds["kappa"] = (cellc, sc(p["kappa"]))
-        return ds
+        ds = ds.expand_dims({DIM_CHAIN: [0], DIM_BENCHMARK: [cell[0]], DIM_GENERATOR: [cell[1]]})
+        return ds.transpose(DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR, ...)
 
     # ------------------------------------------------------------ persistence
     def spec_hash(self) -> str:
@@ -1020,8 +974,7 @@ class LearningState:
             raise ValueError(f"window must be in 1..{self.n_episodes} (episodes learnt), got {window}")
         recent = self.records[-window:]
         lw = self.log_weights - sum((self.loglik(r) for r in recent), np.zeros(self.n_particles))
-        top = np.max(lw)
-        lw = lw - (top + np.log(np.sum(np.exp(lw - top))))
+        lw = lw - logsumexp(lw)
         ref = replace(self, log_weights=lw, records=self.records[:-window])
         from bpc.estimate.online.drift import drift_check
 

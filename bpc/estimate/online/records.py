@@ -126,11 +126,7 @@ class EpisodeRecord:
     @property
     def critics(self) -> tuple[str, ...]:
         """Critics with a verdict slot in the episode, in order of first use."""
-        seen: dict[str, None] = {}
-        for p in self.patches:
-            for c in p.verdicts:
-                seen.setdefault(c, None)
-        return tuple(seen)
+        return tuple(dict.fromkeys(c for p in self.patches for c in p.verdicts))
 
     @property
     def has_refine(self) -> bool:
