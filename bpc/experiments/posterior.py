@@ -158,7 +158,7 @@ class HierarchicalRefits:
         if self._refitter is None:
             from bpc.estimate.model import Refitter
 
-            self._refitter = Refitter(self.template, target_accept=float(self.settings["target_accept"]))
+            self._refitter = Refitter(self.template)
         return self._refitter
 
     def with_preset(self, preset: str, *, progress: bool | None = None) -> HierarchicalRefits:
@@ -185,19 +185,10 @@ class HierarchicalRefits:
         seed : int
             Sampler and conjugate-draw seed.
         """
-        from bpc.estimate.model import posterior_params
+        from bpc.estimate.model import SamplerOptions, posterior_params
 
-        s = self.settings
-        dt = self.refitter.fit(
-            counts,
-            draws=int(s["draws"]),
-            tune=int(s["tune"]),
-            chains=int(s["chains"]),
-            seed=int(seed),
-            progressbar=self.progress,
-            kernels=self.kernels,
-            target_accept=float(s["target_accept"]),
-        )
+        options = SamplerOptions(**self.settings, seed=int(seed), progressbar=self.progress)
+        dt = self.refitter.fit(counts, options, kernels=self.kernels)
         diag = _diagnostic_row(dt)
         params = posterior_params(dt)
         params.attrs.update({k: (int(v) if isinstance(v, bool) else v) for k, v in diag.items()})

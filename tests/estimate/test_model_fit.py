@@ -18,6 +18,7 @@ from bpc.constants import PAPER_CRITICS
 from bpc.estimate.model import (
     ConvergenceWarning,
     ModelSpec,
+    SamplerOptions,
     SpecMismatchError,
     cell_rates,
     diagnose,
@@ -32,6 +33,8 @@ from bpc.schema import validate_params
 from tests.model_fixtures import tiny_counts
 
 PARAM_VARS = ("prior", "tpr", "fpr", "gap", "p_fix", "p_break")
+PYMC = SamplerOptions(draws=50, tune=10, chains=2, seed=11, sampler="pymc", progressbar=False)
+"""The mocked fits' settings (PyMC's sampler, replaced by prior draws)."""
 
 
 def _mock_stats(size):
@@ -46,9 +49,7 @@ def mocked_fit():
         mp.setattr(pm, "sample", partial(mock_sample, sample_stats={"diverging": _mock_stats}))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            dt = fit(
-                counts, draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc", extend=0
-            )
+            dt = fit(counts, options=PYMC, extend=0)
     return counts, dt
 
 
@@ -62,9 +63,7 @@ def _mock_fit(monkeypatch, diverging, **kwargs):
     monkeypatch.setattr(pm, "sample", sample)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        dt = fit(
-            tiny_counts(), draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc", **kwargs
-        )
+        dt = fit(tiny_counts(), options=PYMC, **kwargs)
     return dt, seeds
 
 
@@ -95,8 +94,8 @@ def test_fit_refuses_fewer_than_two_chains_before_sampling(monkeypatch, chains):
         raise AssertionError("sampled")
 
     monkeypatch.setattr(pm, "sample", fail)
-    with pytest.raises(ValueError, match="chains must be an integer >= 2"):
-        fit(tiny_counts(), chains=chains, progressbar=False, sampler="pymc")
+    with pytest.raises(ValueError, match="chains must be an? (integer >= 2|positive integer)"):
+        fit(tiny_counts(), options=dataclasses.replace(PYMC, chains=chains))
 
 
 def test_fit_datatree_groups_and_attrs(mocked_fit):
@@ -285,7 +284,9 @@ def test_bad_arguments():
         resolve_sampler("stan")
     assert resolve_sampler("pymc") == "pymc"
     with pytest.raises(ValueError, match="draws must be a positive integer"):
-        fit(tiny_counts(), draws=0, progressbar=False)
+        SamplerOptions(draws=0)
+    with pytest.raises(ValueError, match="sampler must be one of"):
+        SamplerOptions(sampler="stan")
 
 
 # ---------------------------------------------------------------------------
@@ -317,7 +318,7 @@ def real_fit():
     counts["inst_hist"].loc[small] = one_failing
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        dt = fit(counts, draws=800, tune=800, chains=2, seed=3, progressbar=False)
+        dt = fit(counts, options=SamplerOptions(draws=800, tune=800, chains=2, seed=3, progressbar=False))
     return panel, counts, laplace(counts), dt
 
 

@@ -3,6 +3,7 @@ the ladder's rungs, the kept-and-flagged last fit, cache hits that refit nothing
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import replace
 
@@ -31,7 +32,8 @@ class StandIn:
         self.spec = spec
         return self
 
-    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels, target_accept):
+    def fit(self, counts, options, *, kernels):
+        target_accept, draws, seed = options.target_accept, options.draws, options.seed
         self.log.append((target_accept, draws, seed))
         dt = xr.DataTree.from_dict(
             {"posterior": xr.Dataset({"mu": (("chain", "draw"), np.full((2, 4), float(draws)))})}
@@ -105,10 +107,10 @@ def test_a_cache_entry_with_another_key_is_refused_and_refitted(tmp_path, monkey
     elif change == "spec":
         spec = replace(spec, name=spec.name + "-other")
     elif change == "target_accept":
-        import bpc.estimate.model.refits as refits
+        fit_module = importlib.import_module("bpc.estimate.model.fit")
 
         presets = {**SAMPLER_PRESETS, "default": {**SAMPLER_PRESETS["default"], "target_accept": 0.9}}
-        monkeypatch.setattr(refits, "SAMPLER_PRESETS", presets)
+        monkeypatch.setattr(fit_module, "SAMPLER_PRESETS", presets)
     else:
         kernels = "measured"
     stand_in = StandIn(0)
@@ -259,7 +261,7 @@ def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(p
         def __call__(self, template, spec_):
             return self
 
-        def fit(self, counts_, **_):
+        def fit(self, counts_, *_, **__):
             dt = xr.DataTree.from_dict({"posterior": post, "counts": counts_})
             dt.attrs.update(spec=spec.to_toml(), diagnostics=json.dumps({"ok": True}), config="{}")
             return dt

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,7 @@ from bpc.constants import (
     POOL_SIZE,
 )
 from bpc.estimate.model.build import DIM_RATE, observations, rate_counts, shape_offset
-from bpc.estimate.model.fit import Refitter, cell_rates, counts_of, spec_of
+from bpc.estimate.model.fit import Refitter, SamplerOptions, _draws, cell_rates, counts_of, spec_of
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.intervals import interval_bounds
 from bpc.schema import validate_counts
@@ -67,7 +68,6 @@ __all__ = [
     "coverage_summary",
     "sbc_model",
     "sbc_rank_summary",
-    "RefitFitter",
     "refit_fitter",
     "subsample_counts",
     "lpd_table",
@@ -79,8 +79,6 @@ __all__ = [
 
 Fitter = Callable[[xr.Dataset, int], xr.Dataset]
 """``(counts, seed) -> parameter draws`` (bpc's parameter schema with chain/draw)."""
-
-METHODS = ("hierarchical", "laplace_plugin", "laplace_beta")
 
 
 # ---------------------------------------------------------------------------
@@ -140,20 +138,6 @@ def with_rate_counts(counts: xr.Dataset, spec: ModelSpec, k: np.ndarray, n: np.n
             out["trans_flip"].loc[sel] = k[r]
             out["trans_n"].loc[sel] = n[r]
     return out
-
-
-def _long(values: np.ndarray, spec: ModelSpec, counts: xr.Dataset, name: str) -> pd.DataFrame:
-    """(rate, b, g) array → long DataFrame with rate, kind, benchmark, generator, ``name``."""
-    R, B, G = values.shape
-    idx = pd.MultiIndex.from_product(
-        [
-            list(spec.rates),
-            [str(v) for v in counts[DIM_BENCHMARK].values],
-            [str(v) for v in counts[DIM_GENERATOR].values],
-        ],
-        names=["rate", DIM_BENCHMARK, DIM_GENERATOR],
-    )
-    return pd.DataFrame({name: values.reshape(-1)}, index=idx)
 
 
 # ---------------------------------------------------------------------------
@@ -314,18 +298,11 @@ def posterior_predictive_check(
         theta = rate_values(params, spec)[:, r, b, g]  # (S, n_obs)
     else:
         post = dt["posterior"].to_dataset()
-        S = post.sizes[DIM_CHAIN] * post.sizes[DIM_DRAW]
-
-        def flat(name: str) -> np.ndarray:
-            da = post[name]
-            rest = [d for d in da.dims if d not in (DIM_CHAIN, DIM_DRAW)]
-            return da.transpose(DIM_CHAIN, DIM_DRAW, *rest).values.reshape(S, *da.shape[2:])
-
-        logit = flat("alpha")[:, r]
+        logit = _draws(post, "alpha", DIM_RATE)[:, r]
         for dim, idx in ((DIM_BENCHMARK, b), (DIM_GENERATOR, g)):
             if dim in spec.effects:
-                logit = logit + flat(f"beta_{dim}")[:, r, idx]
-        kappa = flat("kappa")[:, r]
+                logit = logit + _draws(post, f"beta_{dim}", DIM_RATE, dim)[:, r, idx]
+        kappa = _draws(post, "kappa", DIM_RATE)[:, r]
         tiny = np.finfo(float).tiny
         s0 = shape_offset(spec)  # the cell-level Beta of the spec's cell_shape
         theta = rng.beta(
@@ -499,33 +476,6 @@ def _layout_template(counts: xr.Dataset) -> xr.Dataset:
     return out
 
 
-class RefitFitter:
-    """A :data:`Fitter` that compiles the model once and refits it on each count set.
-
-    Built by :func:`refit_fitter`. Calling it fits the hierarchical model
-    with the compile-once :class:`~bpc.estimate.model.fit.Refitter` and
-    returns the parameter draws.
-
-    Attributes
-    ----------
-    refitter : Refitter
-        The compiled model.
-    last_diagnostics : dict or None
-        Convergence diagnostics of the latest fit (``None`` before the first).
-    """
-
-    def __init__(self, refitter: Refitter, *, draws: int, tune: int, chains: int) -> None:
-        self.refitter = refitter
-        self.draws, self.tune, self.chains = draws, tune, chains
-        self.last_diagnostics: dict | None = None
-
-    def __call__(self, counts: xr.Dataset, seed: int) -> xr.Dataset:
-        """Fit ``counts`` with ``seed``; return the parameter draws."""
-        dt = self.refitter.fit(counts, draws=self.draws, tune=self.tune, chains=self.chains, seed=seed)
-        self.last_diagnostics = dt.attrs["diagnostics"]
-        return dt["parameters"].to_dataset()
-
-
 def refit_fitter(
     template: xr.Dataset,
     spec: ModelSpec | None = None,
@@ -534,16 +484,19 @@ def refit_fitter(
     tune: int = 1000,
     chains: int = 4,
     sampler: str = "auto",
-) -> RefitFitter:
-    """A :data:`Fitter` compiling the model once on ``template``'s layout.
+) -> Fitter:
+    """A :data:`Fitter` compiling the model once on ``template``'s layout and refitting it on each count set.
 
-    See :class:`~bpc.estimate.model.fit.Refitter`.
-
-    Every later count set must have the template's coordinates and observe
-    no entry the template leaves unobserved.
+    See :class:`~bpc.estimate.model.fit.Refitter`. Every later count set must have the template's
+    coordinates and observe no entry the template leaves unobserved.
     """
     refitter = Refitter(_layout_template(template), spec, sampler=sampler)
-    return RefitFitter(refitter, draws=draws, tune=tune, chains=chains)
+    options = SamplerOptions(draws=draws, tune=tune, chains=chains, progressbar=False)
+
+    def fitter(counts: xr.Dataset, seed: int) -> xr.Dataset:
+        return refitter.fit(counts, replace(options, seed=seed))["parameters"].to_dataset()
+
+    return fitter
 
 
 def sbc(
