@@ -397,3 +397,21 @@ def test_advice_fits_the_failure():
     text = advice(_diag(115), one)
     assert "one cell" in text and "bpc estimate" in text and "run longer" not in text
     assert "not cured by more draws" in advice(_diag(3), counts)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # ArviZ, constant element
+def test_diagnostics_are_arviz_rank_normalised_rhat_and_ess_element_by_element():
+    """The vectorised R-hat, bulk and tail ESS equal ArviZ's per-element ones (odd draws, sticky chains,
+    a constant and a binary element, a random walk that the monotone sequence has to smooth)."""
+    import arviz as az
+
+    from bpc.estimate.model.diagnostics import _per_element
+
+    rng = np.random.default_rng(4)
+    for chains, draws in ((2, 7), (4, 101), (2, 300)):
+        x = np.cumsum(rng.normal(size=(chains, draws, 6)), axis=1) * 0.3 + np.arange(chains)[:, None, None]
+        x[..., 0], x[..., 1] = 3.0, rng.random((chains, draws)) < 0.5
+        tree = xr.DataTree.from_dict({"posterior": xr.Dataset({"v": (("chain", "draw", "e"), x)})})
+        want = [az.rhat(tree), az.ess(tree, method="bulk"), az.ess(tree, method="tail")]
+        for got, ref in zip(_per_element(x), want, strict=True):
+            np.testing.assert_allclose(got, ref["v"].values, rtol=1e-9)

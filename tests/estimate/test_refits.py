@@ -179,14 +179,17 @@ def prior_draws():
     """Counts whose target has an instance histogram, the refits' spec, and 400 prior draws of the
     model with the target emptied (hyperparameter draws to weigh, without MCMC)."""
     import pymc as pm
+    import pytensor
 
     from bpc.estimate.model.build import build_model
     from bpc.estimate.model.refits import empty_cell
 
     counts = _with_histogram(tiny_counts())
     spec = replace(ModelSpec.default(), tasks=False)
-    with build_model(empty_cell(counts, TARGET), spec, keep_empty=True):
-        post = pm.sample_prior_predictive(draws=400, random_seed=1).prior
+    # FAST_COMPILE: 400 forward draws need no compiled C graph (minutes on a fresh clone's cold cache)
+    with pytensor.config.change_flags(mode="FAST_COMPILE"):
+        with build_model(empty_cell(counts, TARGET), spec, keep_empty=True):
+            post = pm.sample_prior_predictive(draws=400, random_seed=1).prior
     return counts, spec, post.isel(draw=slice(None, None))
 
 
