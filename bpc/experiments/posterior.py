@@ -187,7 +187,7 @@ class HierarchicalRefits:
         """
         from bpc.estimate.model import SamplerOptions, posterior_params
 
-        options = SamplerOptions(**self.settings, seed=int(seed), progressbar=self.progress)
+        options = SamplerOptions.preset(self.preset, seed=int(seed), progressbar=self.progress)
         dt = self.refitter.fit(counts, options, kernels=self.kernels)
         diag = _diagnostic_row(dt)
         params = posterior_params(dt)

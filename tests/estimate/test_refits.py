@@ -244,8 +244,7 @@ def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(p
     """The target's k = 0 "fit" (prior draws) reweighted by two calibration tasks: k̂ passes, and the
     target's tpr is the weighted mean of its conjugate posterior mean per draw (Monte Carlo error)."""
     from scipy import integrate
-    from scipy.special import expit
-    from scipy.stats import betabinom, norm
+    from scipy.special import betaln, expit
 
     from bpc.estimate.model.build import rate_counts
     from bpc.estimate.model.refits import LocoRefits, cell_loglik, empty_cell
@@ -300,8 +299,9 @@ def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(p
 
         def f(x, p=False, m=m, sd=sd, kk=kk):
             q = expit(x)
-            like = betabinom.pmf(1, 3, q * kk, (1 - q) * kk) * betabinom.pmf(3, 3, q * kk, (1 - q) * kk)
-            return norm.pdf(x, m, sd) * like * (q if p else 1.0)
+            a, b = q * kk, (1 - q) * kk  # BetaBinomial(1 | 3, a, b) × BetaBinomial(3 | 3, a, b), written out
+            like = 3.0 * np.exp(betaln(1 + a, 2 + b) + betaln(3 + a, b) - 2 * betaln(a, b))
+            return np.exp(-0.5 * ((x - m) / sd) ** 2) / (sd * np.sqrt(2 * np.pi)) * like * (q if p else 1.0)
 
         lo, hi = m - 12 * sd, m + 12 * sd
         num = integrate.quad(f, lo, hi, args=(True,), epsabs=0, limit=200)[0]

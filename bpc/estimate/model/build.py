@@ -392,16 +392,11 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
         ``task_benchmark``); coordinates ``task_key``,
         ``task_cell``, ``task_benchmark``.
     """
+    layout = {"task_row_cell": DIM_TASK_OBS, "task_row_key": DIM_TASK_OBS, "task_m": DIM_TASK_OBS}
+    layout |= {"task_k": DIM_TASK_OBS, "task_key_benchmark": DIM_TASK_KEY}
+    layout |= {"task_cell_prior": DIM_TASK_CELL, "task_cell_benchmark": DIM_TASK_CELL}
     empty = xr.Dataset(
-        {
-            "task_row_cell": (DIM_TASK_OBS, np.zeros(0, np.int64)),
-            "task_row_key": (DIM_TASK_OBS, np.zeros(0, np.int64)),
-            "task_m": (DIM_TASK_OBS, np.zeros(0, np.int64)),
-            "task_k": (DIM_TASK_OBS, np.zeros(0, np.int64)),
-            "task_key_benchmark": (DIM_TASK_KEY, np.zeros(0, np.int64)),
-            "task_cell_prior": (DIM_TASK_CELL, np.zeros(0, np.int64)),
-            "task_cell_benchmark": (DIM_TASK_CELL, np.zeros(0, np.int64)),
-        },
+        {name: (dim, np.zeros(0, np.int64)) for name, dim in layout.items()},
         coords={DIM_TASK_KEY: [], DIM_TASK_CELL: [], DIM_TASK_BENCHMARK: []},
     )
     if not has_task_counts(counts) or inst.sizes[DIM_PRIOR_CELL] == 0:

@@ -340,24 +340,14 @@ def params_table(
             put("laplace", flat(var, laplace), var)
     df = pd.DataFrame(data)
     df.index = df.index.set_names(["benchmark", "generator", "rate"])
-    if counts is not None:
-        kn: dict[str, dict[tuple, float]] = {"k": {}, "n": {}}
-        for b in counts["benchmark"].values:
-            for g in counts["generator"].values:
-                c = counts.sel(benchmark=b, generator=g)
-                key = (str(b), str(g))
-                kn["k"][(*key, "prior")] = float(c["n_pass"])
-                kn["n"][(*key, "prior")] = float(c["n_patches"])
-                for crit in counts["critic"].values:
-                    for var, lab in (("tpr", 1), ("fpr", 0)):
-                        cc = c.sel(critic=crit, label=lab)
-                        kn["k"][(*key, f"{var}_{crit}")] = float(cc["critic_pass"])
-                        kn["n"][(*key, f"{var}_{crit}")] = float(cc["critic_n"])
-                for var, lab in (("p_fix", 0), ("p_break", 1)):
-                    kn["k"][(*key, var)] = float(c["trans_flip"].sel(label=lab))
-                    kn["n"][(*key, var)] = float(c["trans_n"].sel(label=lab))
-        extra = pd.DataFrame(kn)
-        extra.index = extra.index.set_names(["benchmark", "generator", "rate"])
+    if counts is not None:  # the data behind each rate, the model's own layout of them
+        from bpc.estimate.model.build import rate_counts
+        from bpc.estimate.model.spec import ModelSpec
+
+        spec = ModelSpec.default().with_critics([str(c) for c in counts["critic"].values])
+        k, n = rate_counts(counts, spec)
+        extra = xr.Dataset({"k": k, "n": n}).to_dataframe()[["k", "n"]]
+        extra = extra.reorder_levels(["benchmark", "generator", "rate"])
         df = df.join(extra, how="left")
     df = df[np.isfinite(df["mean"])].reset_index()
     cols = (

@@ -386,9 +386,8 @@ def cell_rates(
             f"cell_rates: posterior lacks {missing} or its rates differ from the spec's {spec.rates}"
         )
     chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
-    S, R = chains * draws, len(spec.rates)
-    alpha = posterior["alpha"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE).values.reshape(S, R)
-    kappa = posterior["kappa"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE).values.reshape(S, R)
+    S = chains * draws
+    alpha, kappa = _draws(posterior, "alpha", DIM_RATE), _draws(posterior, "kappa", DIM_RATE)
     eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
     eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
     logit_mu = alpha[:, :, None, None] + eff_b[:, :, :, None] + eff_g[:, :, None, :]  # (S, R, B, G)
@@ -407,7 +406,7 @@ def cell_rates(
     if spec.instance and "sigma_pi" in posterior:
         # the instance model's cells: logit π = logit μ + σ_π z (predictive where π was not sampled)
         r0 = spec.rates.index("prior")
-        sigma_pi = posterior["sigma_pi"].transpose(DIM_CHAIN, DIM_DRAW).values.reshape(S)[:, None, None]
+        sigma_pi = _draws(posterior, "sigma_pi")[:, None, None]
         z = rng.normal(size=theta[:, r0].shape)
         theta[:, r0] = open_unit(expit(logit_mu[:, r0] + sigma_pi * z))
     if spec.instance and "log_kappa_inst" in posterior:
@@ -464,11 +463,8 @@ def cell_rates(
             target[..., ci] = np.where(available[None, :, :, ci], theta[:, r], np.nan)
         else:
             scalars[kind] = theta[:, r]
-    kernel_measured = np.zeros((len(benchmarks), len(generators)), dtype=bool)
-    for kind in ("p_fix", "p_break"):
-        r = spec.rates.index(kind)
-        measured = np.isfinite(n[r]) & (np.nan_to_num(n[r]) > 0)
-        kernel_measured |= measured
+    kernel = [spec.rates.index(kind) for kind in ("p_fix", "p_break")]
+    kernel_measured = (np.nan_to_num(n[kernel]) > 0).any(axis=0)  # refinement pairs in the cell
     if kernels == "measured":
         for kind in ("p_fix", "p_break"):
             scalars[kind] = np.where(kernel_measured[None], scalars[kind], np.nan)
@@ -547,20 +543,15 @@ def _sampled_prior(
     """The prior draws with every cell whose π was sampled (instance model) taken from ``pi``."""
     if "pi" not in posterior:
         return theta_prior
-    pi = posterior["pi"].transpose(DIM_CHAIN, DIM_DRAW, DIM_PRIOR_CELL)
-    values = pi.values.reshape(theta_prior.shape[0], -1)
+    values = _draws(posterior, "pi", DIM_PRIOR_CELL)
+    cells = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
+    observed = np.isfinite(counts["n_patches"].reindex(cells).transpose(*cells).values)
     out = theta_prior.copy()
-    n = counts["n_patches"]
-    for c, label in enumerate(pi[DIM_PRIOR_CELL].values):
+    for c, label in enumerate(posterior[DIM_PRIOR_CELL].values):
         bench, gen = str(label).split("/", 1)
-        if bench not in benchmarks or gen not in generators:
-            continue
-        try:
-            observed = bool(np.isfinite(n.sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen}).item()))
-        except KeyError:
-            observed = False
-        if observed:
-            out[:, benchmarks.index(bench), generators.index(gen)] = open_unit(values[:, c])
+        if bench in benchmarks and gen in generators:
+            i, j = benchmarks.index(bench), generators.index(gen)
+            out[:, i, j] = open_unit(values[:, c]) if observed[i, j] else out[:, i, j]
     return out
 
 
@@ -580,12 +571,9 @@ def _crossed_cell_prior(
     from bpc.estimate.crossed import N_NODES, normal_grid
 
     x, w = normal_grid(N_NODES)
-    S = theta_prior.shape[0]
-    loc = posterior["task_loc"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values.reshape(S, -1)
-    kap = posterior["task_kappa"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values.reshape(S, -1)
-    sig = posterior["sigma_task"].transpose(DIM_CHAIN, DIM_DRAW, "task_benchmark")
-    sig_bench = [str(b) for b in sig["task_benchmark"].values]
-    sig = sig.values.reshape(S, -1)
+    loc, kap = _draws(posterior, "task_loc", "task_cell"), _draws(posterior, "task_kappa", "task_cell")
+    sig = _draws(posterior, "sigma_task", "task_benchmark")
+    sig_bench = [str(b) for b in posterior["task_benchmark"].values]
     for c, label in enumerate(posterior["task_cell"].values):
         bench, gen = str(label).split("/", 1)
         if bench not in benchmarks or gen not in generators:
