@@ -311,3 +311,18 @@ def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(p
     want = np.sum(w[ok] * np.array(means)[ok]) / w[ok].sum()
     prior = got.params["prior"].sel(sel).values.ravel()
     assert abs(prior.mean() - want) < 4 * prior.std() / np.sqrt(got.summary["weights_ess"])
+
+
+def test_the_cache_key_holds_every_sampler_setting():
+    """Every field of the sampler options that changes the draws is in the key (cores and progress do not)."""
+    import dataclasses
+
+    from bpc.estimate.model import SamplerOptions
+
+    counts = tiny_counts()
+    key = RefitLadder(counts, sampler="pymc").key(counts, "long", 3)
+    options = SamplerOptions.preset("long", seed=3, sampler="pymc")
+    assert options.key().items() <= key.items()
+    fields = {f.name for f in dataclasses.fields(SamplerOptions)} - {"cores", "progressbar"}
+    assert set(options.key()) == fields
+    assert key["target_accept"] == SAMPLER_PRESETS["long"]["target_accept"] and key["seed"] == 3
