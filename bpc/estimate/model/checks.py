@@ -49,7 +49,7 @@ from bpc.constants import (
     DIM_PATCHES,
     POOL_SIZE,
 )
-from bpc.estimate.model.build import DIM_RATE, observations, rate_counts, shape_offset
+from bpc.estimate.model.build import DIM_RATE, RATE_COUNTS, observations, rate_counts, shape_offset
 from bpc.estimate.model.fit import Refitter, SamplerOptions, _draws, cell_rates, counts_of, spec_of
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.intervals import interval_bounds
@@ -126,17 +126,11 @@ def with_rate_counts(counts: xr.Dataset, spec: ModelSpec, k: np.ndarray, n: np.n
             out["n_instances"].values[:] = np.where(
                 np.isfinite(n[r]), np.round(np.nan_to_num(out["n_instances"].values * ratio)), np.nan
             )
-        elif kind in ("tpr", "fpr"):
-            crit = rate_critic(rate)
-            if crit not in out[DIM_CRITIC].values:
-                continue
-            sel = {DIM_CRITIC: crit, DIM_LABEL: 1 if kind == "tpr" else 0}
-            out["critic_pass"].loc[sel] = k[r]
-            out["critic_n"].loc[sel] = n[r]
-        else:
-            sel = {DIM_LABEL: 0 if kind == "p_fix" else 1}
-            out["trans_flip"].loc[sel] = k[r]
-            out["trans_n"].loc[sel] = n[r]
+        elif (crit := rate_critic(rate)) is None or crit in out[DIM_CRITIC].values:
+            passed, trials, sel = RATE_COUNTS[kind]
+            sel = sel if crit is None else {DIM_CRITIC: crit, **sel}
+            out[passed].loc[sel] = k[r]
+            out[trials].loc[sel] = n[r]
     return out
 
 
@@ -450,12 +444,8 @@ def coverage_table(
         if DIM_CRITIC not in dims:
             rec[DIM_CRITIC] = ""
         if counts is not None:
-            if kind == "prior":
-                n_da = counts["n_patches"]
-            elif kind in ("tpr", "fpr"):
-                n_da = counts["critic_n"].sel({DIM_LABEL: 1 if kind == "tpr" else 0}, drop=True)
-            else:
-                n_da = counts["trans_n"].sel({DIM_LABEL: 0 if kind == "p_fix" else 1}, drop=True)
+            _, trials, sel = RATE_COUNTS[kind]
+            n_da = counts[trials].sel(sel, drop=True)
             n_v = n_da.reindex({d: t[d].values for d in dims}).transpose(*dims).values[ok]
             rec["observed"] = np.isfinite(n_v) & (np.nan_to_num(n_v) > 0)
         rows.append(pd.DataFrame(rec))
