@@ -202,8 +202,9 @@ def test_every_command_runs_on_a_users_own_log(work, capsys, monkeypatch):
     code, out, err = _run(["replay", "logs.csv", *crit, "--quiet", "--seeds", "1"], capsys)
     assert code == 0, err
     assert "gate(Cr_judge)" in out or "gate_judge" in out
+    # one fold-assignment repeat of the data-efficiency experiment: its path, at half the cost
     argv = ["compare", "logs.csv", *crit, "--quick", "--posterior", "conjugate", "--no-hierarchical"]
-    code, _, err = _run([*argv, "--out", "cmp", "--quiet"], capsys)
+    code, _, err = _run([*argv, "--repeats", "1", "--out", "cmp", "--quiet"], capsys)
     assert code == 0, err
     assert (work / "cmp" / "report.md").is_file()
     argv = [

@@ -50,7 +50,7 @@ from bpc.constants import (
     POOL_SIZE,
 )
 from bpc.estimate.model.build import DIM_RATE, RATE_COUNTS, observations, rate_counts, shape_offset
-from bpc.estimate.model.fit import Refitter, SamplerOptions, _draws, cell_rates, counts_of, spec_of
+from bpc.estimate.model.fit import Refitter, SamplerOptions, cell_rates, counts_of, flat_draws, spec_of
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.intervals import interval_bounds
 from bpc.schema import validate_counts
@@ -292,11 +292,11 @@ def posterior_predictive_check(
         theta = rate_values(params, spec)[:, r, b, g]  # (S, n_obs)
     else:
         post = dt["posterior"].to_dataset()
-        logit = _draws(post, "alpha", DIM_RATE)[:, r]
+        logit = flat_draws(post, "alpha", DIM_RATE)[:, r]
         for dim, idx in ((DIM_BENCHMARK, b), (DIM_GENERATOR, g)):
             if dim in spec.effects:
-                logit = logit + _draws(post, f"beta_{dim}", DIM_RATE, dim)[:, r, idx]
-        kappa = _draws(post, "kappa", DIM_RATE)[:, r]
+                logit = logit + flat_draws(post, f"beta_{dim}", DIM_RATE, dim)[:, r, idx]
+        kappa = flat_draws(post, "kappa", DIM_RATE)[:, r]
         tiny = np.finfo(float).tiny
         s0 = shape_offset(spec)  # the cell-level Beta of the spec's cell_shape
         theta = rng.beta(

@@ -66,6 +66,7 @@ __all__ = [
     "cell_rates",
     "spec_of",
     "counts_of",
+    "flat_draws",
     "Refitter",
     "default_cores",
     "compile_nutpie",
@@ -290,8 +291,16 @@ def compile_nutpie(model: pm.Model, *, freeze: bool = True) -> CompiledPyMCModel
     return cast("CompiledPyMCModel", nutpie.compile_pymc_model(model, freeze_model=freeze))
 
 
-def _draws(post: xr.Dataset, name: str, *dims: str) -> np.ndarray:
-    """``post[name]`` as (sample, *dims), chains pooled."""
+def flat_draws(post: xr.Dataset, name: str, *dims: str) -> np.ndarray:
+    """``post[name]`` as (sample, *dims), the chains pooled chain-major.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> post = xr.Dataset({"a": (("draw", "chain"), np.arange(6.0).reshape(3, 2))})
+    >>> flat_draws(post, "a").tolist()
+    [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]
+    """
     da = post[name].transpose(DIM_CHAIN, DIM_DRAW, *dims)
     return da.values.reshape(-1, *da.shape[2:])
 
@@ -306,7 +315,7 @@ def _at_levels(
 ) -> np.ndarray:
     """Effects ``name`` (sample, …, level) at ``levels``; an unseen level gets ``sigma`` · N(0, 1) a draw."""
     known = [str(v) for v in post[dims[-1]].values]
-    values, scale = _draws(post, name, *dims), _draws(post, sigma, *dims[:-1])
+    values, scale = flat_draws(post, name, *dims), flat_draws(post, sigma, *dims[:-1])
     out = np.empty((*scale.shape, len(levels)))
     for j, lev in enumerate(levels):
         out[..., j] = values[..., known.index(lev)] if lev in known else rng.normal(size=scale.shape) * scale
@@ -387,7 +396,7 @@ def cell_rates(
         )
     chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
     S = chains * draws
-    alpha, kappa = _draws(posterior, "alpha", DIM_RATE), _draws(posterior, "kappa", DIM_RATE)
+    alpha, kappa = flat_draws(posterior, "alpha", DIM_RATE), flat_draws(posterior, "kappa", DIM_RATE)
     eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
     eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
     logit_mu = alpha[:, :, None, None] + eff_b[:, :, :, None] + eff_g[:, :, None, :]  # (S, R, B, G)
@@ -406,7 +415,7 @@ def cell_rates(
     if spec.instance and "sigma_pi" in posterior:
         # the instance model's cells: logit π = logit μ + σ_π z (predictive where π was not sampled)
         r0 = spec.rates.index("prior")
-        sigma_pi = _draws(posterior, "sigma_pi")[:, None, None]
+        sigma_pi = flat_draws(posterior, "sigma_pi")[:, None, None]
         z = rng.normal(size=theta[:, r0].shape)
         theta[:, r0] = open_unit(expit(logit_mu[:, r0] + sigma_pi * z))
     if spec.instance and "log_kappa_inst" in posterior:
@@ -543,7 +552,7 @@ def _sampled_prior(
     """The prior draws with every cell whose π was sampled (instance model) taken from ``pi``."""
     if "pi" not in posterior:
         return theta_prior
-    values = _draws(posterior, "pi", DIM_PRIOR_CELL)
+    values = flat_draws(posterior, "pi", DIM_PRIOR_CELL)
     cells = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
     observed = np.isfinite(counts["n_patches"].reindex(cells).transpose(*cells).values)
     out = theta_prior.copy()
@@ -571,8 +580,9 @@ def _crossed_cell_prior(
     from bpc.estimate.crossed import N_NODES, normal_grid
 
     x, w = normal_grid(N_NODES)
-    loc, kap = _draws(posterior, "task_loc", "task_cell"), _draws(posterior, "task_kappa", "task_cell")
-    sig = _draws(posterior, "sigma_task", "task_benchmark")
+    loc = flat_draws(posterior, "task_loc", "task_cell")
+    kap = flat_draws(posterior, "task_kappa", "task_cell")
+    sig = flat_draws(posterior, "sigma_task", "task_benchmark")
     sig_bench = [str(b) for b in posterior["task_benchmark"].values]
     for c, label in enumerate(posterior["task_cell"].values):
         bench, gen = str(label).split("/", 1)
@@ -591,7 +601,8 @@ def _kappa_inst_draws(
     posterior: xr.Dataset, benchmarks: Sequence[str], generators: Sequence[str], rng: np.random.Generator
 ) -> np.ndarray:
     """κ_inst draws (sample, benchmark, generator); a level unknown to the fit gets δ ~ N(0, σ) per draw."""
-    log_k = _draws(posterior, "log_kappa_inst")[:, None, None] + np.zeros((len(benchmarks), len(generators)))
+    cells = np.zeros((len(benchmarks), len(generators)))
+    log_k = flat_draws(posterior, "log_kappa_inst")[:, None, None] + cells
     for axis, (dim, levels) in enumerate(((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)), start=1):
         if f"delta_kappa_inst_{dim}" in posterior:
             eff = _at_levels(
