@@ -9,6 +9,7 @@ from functools import partial
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 import xarray as xr
 from pymc.testing import mock_sample
@@ -45,7 +46,7 @@ def _mock_stats(size):
 def mocked_fit():
     """fit() end to end with the sampler replaced by prior draws (no MCMC)."""
     counts = tiny_counts()
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, pytensor.config.change_flags(mode="FAST_COMPILE"):
         mp.setattr(pm, "sample", partial(mock_sample, sample_stats={"diverging": _mock_stats}))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -61,7 +62,7 @@ def _mock_fit(monkeypatch, diverging, **kwargs):
         return mock_sample(**kw, sample_stats={"diverging": diverging})
 
     monkeypatch.setattr(pm, "sample", sample)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), pytensor.config.change_flags(mode="FAST_COMPILE"):  # prior draws: no C
         warnings.simplefilter("ignore", ConvergenceWarning)
         dt = fit(tiny_counts(), options=PYMC, **kwargs)
     return dt, seeds
