@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     from bpc.constants import DEFAULT_SEED
     from bpc.data.load import load_counts
     from bpc.estimate.laplace import laplace
-    from bpc.estimate.model import ModelSpec, diagnose, fit, posterior_params, save
+    from bpc.estimate.model import ModelSpec, SamplerOptions, diagnose, fit, posterior_params, save
     from bpc.estimate.model import checks as ck
     from bpc.estimate.model.diagnostics import ConvergenceWarning, params_table
     from bpc.outputs import write_csv, write_text
@@ -91,9 +91,10 @@ def main(argv=None) -> int:
 
     # -- full fit ---------------------------------------------------------------
     t0 = time.perf_counter()
-    dt = fit(
-        counts, spec, draws=main_draws, tune=main_draws, chains=main_chains, seed=seed, progressbar=False
+    options = SamplerOptions(
+        draws=main_draws, tune=main_draws, chains=main_chains, seed=seed, progressbar=False
     )
+    dt = fit(counts, spec, options=options)
     timings["fit"] = time.perf_counter() - t0
     save(dt, out / "fit.nc")
     diag = diagnose(dt)

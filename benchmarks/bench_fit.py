@@ -50,7 +50,7 @@ def main(argv=None) -> int:
 
     from bpc.constants import DEFAULT_SEED
     from bpc.data.load import load_counts
-    from bpc.estimate.model import ModelSpec, fit
+    from bpc.estimate.model import ModelSpec, SamplerOptions, fit
     from bpc.estimate.model.diagnostics import ConvergenceWarning, diagnose
 
     seed = DEFAULT_SEED if args.seed is None else args.seed
@@ -67,9 +67,7 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConvergenceWarning)
-                    dt = fit(
-                        counts,
-                        spec,
+                    options = SamplerOptions(
                         draws=args.draws,
                         tune=args.tune,
                         chains=args.chains,
@@ -77,6 +75,7 @@ def main(argv=None) -> int:
                         sampler=sampler,
                         progressbar=False,
                     )
+                    dt = fit(counts, spec, options=options)
                 wall = time.perf_counter() - t0
                 d = diagnose(dt)
                 sampling = float(dt.attrs["sampling_time"])
@@ -106,7 +105,7 @@ def main(argv=None) -> int:
                 refitter = Refitter(counts, spec, sampler="nutpie")
                 compile_s = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                dt = refitter.fit(counts, draws=args.draws, tune=args.tune, chains=args.chains, seed=seed)
+                dt = refitter.fit(counts, options)
                 wall = time.perf_counter() - t0
                 d = diagnose(dt)
                 row = {

@@ -82,8 +82,9 @@ quick = [
     ),
     new_code_cell(
         "from bpc import fit, posterior_params\n"
-        "from bpc.estimate.model import diagnose\n\n"
-        "dt = fit(counts, draws=DRAWS, tune=TUNE, chains=CHAINS, seed=SEED, progressbar=False, warn=not QUICK)\n"
+        "from bpc.estimate.model import SamplerOptions, diagnose\n\n"
+        "options = SamplerOptions(draws=DRAWS, tune=TUNE, chains=CHAINS, seed=SEED, progressbar=False)\n"
+        "dt = fit(counts, options=options, warn=not QUICK)\n"
         "post = posterior_params(dt)\n"
         "diagnose(dt)"
     ),

@@ -30,9 +30,15 @@ def demo(tmp_path_factory):
     The run computed by :func:`bpc.experiments.demo.run_demo` is captured on its way to the writer, so that
     the tests can rewrite or re-check it without running the whole pipeline again. The run costs the whole
     pipeline: request it from one test file only (each xdist worker builds its own session fixtures).
+    Its hierarchical fit samples with PyMC's sampler replaced by prior draws
+    (:func:`tests.model_fixtures.prior_sampler`): compiling the model for nutpie would cost a fifth of
+    the run, and MCMC is tested on its own (tests/estimate/test_model_fit.py).
     """
+    import importlib
+
     import bpc.experiments.demo as study
     from bpc.cli import main
+    from tests.model_fixtures import prior_sampler
 
     runs = []
     run_demo = study.run_demo
@@ -42,8 +48,9 @@ def demo(tmp_path_factory):
         return runs[-1]
 
     out = tmp_path_factory.mktemp("demo") / "a"
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, prior_sampler():
         patch.setattr(study, "run_demo", capture)
+        patch.setattr(importlib.import_module("bpc.estimate.model.fit"), "resolve_sampler", lambda _: "pymc")
         assert main(["demo", "--out", str(out), *DEMO_ARGS]) == 0
     assert len(runs) == 1
     return out, runs[0]

@@ -1,11 +1,18 @@
-"""Small hand-made counts for the model tests (no corpus, no sampling)."""
+"""Small hand-made counts for the model tests, and fits whose sampler draws from the prior (no MCMC)."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+
 import numpy as np
+import pymc as pm
 import pytensor
 import pytest
 import xarray as xr
+from pymc.testing import mock_sample
 
 from bpc.schema import empty_counts
 
@@ -46,4 +53,29 @@ def tiny_counts(seed: int = 0, n: int = 60) -> xr.Dataset:
 def fast_compile():
     """Compile PyTensor graphs in FAST_COMPILE mode (no MCMC happens in tests using it)."""
     with pytensor.config.change_flags(mode="FAST_COMPILE"):
+        yield
+
+
+@contextmanager
+def prior_sampler() -> Iterator[None]:
+    """PyMC's sampler replaced by prior draws without divergences, graphs compiled in FAST_COMPILE mode.
+
+    A fit reaches it only through ``sampler="pymc"`` (``bpc fit --sampler pymc``): ``"auto"`` picks nutpie,
+    which samples for real.
+    """
+    stats = {"diverging": lambda size: np.zeros(size, dtype=bool)}
+    with (
+        pytest.MonkeyPatch.context() as mp,
+        pytensor.config.change_flags(mode="FAST_COMPILE"),
+        warnings.catch_warnings(),
+    ):
+        warnings.filterwarnings("ignore", "The effect of Potentials", UserWarning)  # prior draws, not MCMC
+        mp.setattr(pm, "sample", partial(mock_sample, sample_stats=stats))
+        yield
+
+
+@pytest.fixture
+def mocked():
+    """:func:`prior_sampler` for one test."""
+    with prior_sampler():
         yield

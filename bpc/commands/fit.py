@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from bpc.costs import COSTS_ATTR, costs_attr
-    from bpc.estimate.model import ModelSpec, advice, diagnose, fit, save
+    from bpc.estimate.model import ModelSpec, SamplerOptions, advice, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
     from bpc.outputs import check_output_file
     from bpc.progress import choices_summary, interrupt_guard, notes_digest, stdout_to_stderr
@@ -95,9 +95,7 @@ def run(args: argparse.Namespace) -> int:
     # `bpc fit > file` keeps only the results; a Ctrl-C the sampler swallows still ends the command
     with warnings.catch_warnings(), interrupt_guard(), stdout_to_stderr():
         warnings.simplefilter("ignore", ConvergenceWarning)  # reported below instead
-        dt = fit(
-            counts,
-            spec,
+        options = SamplerOptions(
             draws=args.draws,
             tune=args.tune,
             chains=args.chains,
@@ -105,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
             sampler=args.sampler,
             progressbar=not args.quiet,
         )
+        dt = fit(counts, spec, options=options)
     diag = diagnose(dt)
     print(f"model {spec.name} (spec {spec.hash()}), sampler {dt.attrs['sampler']}: {diag}")
     print(f"sampling {dt.attrs['sampling_time']:.1f} s, wall {dt.attrs['wall_time']:.1f} s")

@@ -178,7 +178,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
     from bpc.data.counts import counts_from_records
     from bpc.data.simulate import simulate_panel
     from bpc.estimate.laplace import laplace
-    from bpc.estimate.model import ModelSpec, fit
+    from bpc.estimate.model import ModelSpec, SamplerOptions, fit
     from bpc.experiments.analyses import AnalysisSettings, cell_table, claims_result
     from bpc.experiments.claims import Evidence
     from bpc.experiments.compare import CompareConfig, compare
@@ -214,12 +214,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
         tree = fit(
             counts,
             spec,
-            draws=draws,
-            tune=int(sampler["tune"]),
-            chains=chains,
-            target_accept=float(sampler["target_accept"]),
-            seed=config.seed,
-            progressbar=p,
+            options=SamplerOptions(**sampler, seed=config.seed, progressbar=p),
             warn=not config.quick,
         )
 

@@ -1,33 +1,27 @@
-"""``bpc fit`` and ``bpc summary`` (sampler mocked: prior draws instead of MCMC)."""
+"""``bpc fit`` and ``bpc summary`` (``--sampler pymc``, mocked: prior draws instead of MCMC)."""
 
 from __future__ import annotations
 
-from functools import partial
-
-import numpy as np
 import pandas as pd
-import pymc as pm
 import pytest
-from pymc.testing import mock_sample
 
 from bpc.cli import main
 from bpc.estimate.model import ModelSpec, load
-from tests.model_fixtures import fast_compile  # noqa: F401
+from tests.model_fixtures import mocked  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.usefixtures("fast_compile")
+pytestmark = pytest.mark.usefixtures("mocked")
+
+PYMC = ("--sampler", "pymc")
+"""The mocked sampler (nutpie, which ``auto`` picks, would sample for real)."""
+ONE_BENCHMARK = ("--benchmark", "lcb_hard", *PYMC)
+"""A fit of the simulated panel's six lcb_hard cells: its convergence check costs a ninth of the panel's."""
 
 
-@pytest.fixture
-def mocked(monkeypatch):
-    stats = {"diverging": lambda size: np.zeros(size, dtype=bool)}
-    monkeypatch.setattr(pm, "sample", partial(mock_sample, sample_stats=stats))
-
-
-def test_fit_simulated_then_summary(mocked, tmp_path, capsys):
+def test_fit_simulated_then_summary(tmp_path, capsys):
     out = tmp_path / "post.nc"
     code = main(
         ["fit", "simulated", "--draws", "20", "--chains", "2", "--seed", "3", "--out", str(out), "--quiet"]
-        + ["--allow-bad-diagnostics"]  # the mocked sampler returns prior draws: too few for the ESS check
+        + ["--allow-bad-diagnostics", *PYMC]  # the mocked sampler's prior draws: too few for the ESS check
     )
     assert code == 0
     printed = capsys.readouterr().out
@@ -47,9 +41,9 @@ def test_fit_simulated_then_summary(mocked, tmp_path, capsys):
     assert (summary_dir / "forest.png").stat().st_size > 1000
 
 
-def test_fit_with_custom_model_file(mocked, tmp_path):
+def test_fit_with_custom_model_file(tmp_path):
     spec_file = tmp_path / "m.toml"
-    spec_file.write_text('[model]\nname = "syn-only"\ncritics = ["syn"]\n')
+    spec_file.write_text('[model]\nname = "syn-only"\ncritics = ["syn"]\n\n[tasks]\nenabled = false\n')
     out = tmp_path / "p.nc"
     assert (
         main(
@@ -66,6 +60,7 @@ def test_fit_with_custom_model_file(mocked, tmp_path):
                 str(out),
                 "--quiet",
                 "--allow-bad-diagnostics",
+                *PYMC,
             ]
         )
         == 0
@@ -76,12 +71,12 @@ def test_fit_with_custom_model_file(mocked, tmp_path):
 
 
 @pytest.mark.corpus
-def test_fit_corpus_path(mocked, tmp_path, corpus_path):
+def test_fit_corpus_path(tmp_path, corpus_path):
     out = tmp_path / "p.nc"
     assert (
         main(
             ["fit", str(corpus_path), "--draws", "10", "--chains", "2", "--out", str(out), "--quiet"]
-            + ["--allow-bad-diagnostics"]
+            + ["--allow-bad-diagnostics", *PYMC]
         )
         == 0
     )
@@ -99,32 +94,34 @@ def test_fit_corpus_path(mocked, tmp_path, corpus_path):
         (["summary", "/no/such.nc"], "does not exist"),
     ],
 )
-def test_user_errors_exit_2(mocked, argv, message, capsys, tmp_path, monkeypatch):
+def test_user_errors_exit_2(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
 
-def test_bad_model_file_exits_2(mocked, tmp_path, capsys):
+def test_bad_model_file_exits_2(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text('[model]\ncritics = ["no pe"]\n')
     assert main(["fit", "simulated", "--model", str(bad), "--out", str(tmp_path / "x.nc")]) == 2
     assert "bad.toml" in capsys.readouterr().err
 
 
-def test_failed_diagnostics_write_nothing_and_exit_1(mocked, tmp_path, capsys):
+def test_failed_diagnostics_write_nothing_and_exit_1(tmp_path, capsys):
     """20 mocked draws cannot pass the ESS threshold: exit 1, no file, the failure named on stderr."""
     out = tmp_path / "post.nc"
-    argv = ["fit", "simulated", "--draws", "20", "--chains", "2", "--out", str(out), "--quiet"]
+    argv = ["fit", "simulated", *ONE_BENCHMARK, "--draws", "20", "--chains", "2", "--out", str(out)]
+    argv.append("--quiet")
     assert main(argv) == 1
     err = capsys.readouterr().err
     assert "convergence check failed" in err and "ESS" in err and "--allow-bad-diagnostics" in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_allowed_bad_diagnostics_are_recorded(mocked, tmp_path, capsys):
+def test_allowed_bad_diagnostics_are_recorded(tmp_path, capsys):
     out = tmp_path / "post.nc"
-    argv = ["fit", "simulated", "--draws", "20", "--chains", "2", "--out", str(out), "--quiet"]
+    argv = ["fit", "simulated", *ONE_BENCHMARK, "--draws", "20", "--chains", "2", "--out", str(out)]
+    argv.append("--quiet")
     assert main([*argv, "--allow-bad-diagnostics"]) == 0
     assert "written anyway" in capsys.readouterr().err
     attrs = load(out).attrs

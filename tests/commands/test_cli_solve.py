@@ -1,7 +1,6 @@
 """``bpc solve``: one state in, the best action and every Q-value out (JSON)."""
 
 import json
-import warnings
 
 import numpy as np
 import pytest
@@ -254,24 +253,13 @@ def test_params_file_of_bpc_estimate(capsys, tmp_path, corpus_path):
 
 @pytest.fixture(scope="module")
 def posterior_file(tmp_path_factory):
-    """``bpc fit simulated`` with the sampler mocked (prior draws), as in tests/commands/test_cli_fit.py."""
-    from functools import partial
-
-    import pymc as pm
-    import pytensor
-    from pymc.testing import mock_sample
+    """``bpc fit simulated`` (lcb_hard's cells), the sampler mocked (prior draws) as in test_cli_fit.py."""
+    from tests.model_fixtures import prior_sampler
 
     path = tmp_path_factory.mktemp("fit") / "posterior.nc"
-    stats = {"diverging": lambda size: np.zeros(size, dtype=bool)}
-    with (
-        pytest.MonkeyPatch.context() as mp,
-        pytensor.config.change_flags(mode="FAST_COMPILE"),
-        warnings.catch_warnings(),
-    ):
-        warnings.filterwarnings("ignore", "The effect of Potentials", UserWarning)  # prior draws, not MCMC
-        mp.setattr(pm, "sample", partial(mock_sample, sample_stats=stats))
-        argv = ["fit", "simulated", "--draws", "30", "--chains", "2", "--seed", "3", "--out", str(path)]
-        assert main([*argv, "--quiet", "--allow-bad-diagnostics"]) == 0
+    argv = ["fit", "simulated", "--benchmark", "lcb_hard", "--draws", "30", "--chains", "2", "--out"]
+    with prior_sampler():
+        assert main([*argv, str(path), "--sampler", "pymc", "--quiet", "--allow-bad-diagnostics"]) == 0
     return path
 
 

@@ -170,7 +170,7 @@ def test_for_new_cell_plans_on_the_hierarchical_predictive_and_learns(tmp_path):
     import pytensor
     from pymc.testing import mock_sample
 
-    from bpc.estimate.model import ConvergenceWarning, fit, posterior_params
+    from bpc.estimate.model import ConvergenceWarning, SamplerOptions, fit, posterior_params
     from tests.model_fixtures import tiny_counts
 
     with pytest.MonkeyPatch.context() as mp, pytensor.config.change_flags(mode="FAST_COMPILE"):
@@ -179,7 +179,8 @@ def test_for_new_cell_plans_on_the_hierarchical_predictive_and_learns(tmp_path):
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            dt = fit(tiny_counts(), draws=40, tune=5, chains=2, seed=11, progressbar=False, sampler="pymc")
+            options = SamplerOptions(draws=40, tune=5, chains=2, seed=11, sampler="pymc", progressbar=False)
+            dt = fit(tiny_counts(), options=options)
     # (swebench_lite, haiku45) has no data; "newgen" is a generator the fit never saw
     for gen in ("haiku45", "newgen"):
         ctrl = Controller.for_new_cell(dt, benchmark="swebench_lite", generator=gen, draws=16, learn=True)

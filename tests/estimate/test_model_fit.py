@@ -9,6 +9,7 @@ from functools import partial
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
 import xarray as xr
 from pymc.testing import mock_sample
@@ -18,6 +19,7 @@ from bpc.constants import PAPER_CRITICS
 from bpc.estimate.model import (
     ConvergenceWarning,
     ModelSpec,
+    SamplerOptions,
     SpecMismatchError,
     cell_rates,
     diagnose,
@@ -32,6 +34,8 @@ from bpc.schema import validate_params
 from tests.model_fixtures import tiny_counts
 
 PARAM_VARS = ("prior", "tpr", "fpr", "gap", "p_fix", "p_break")
+PYMC = SamplerOptions(draws=50, tune=10, chains=2, seed=11, sampler="pymc", progressbar=False)
+"""The mocked fits' settings (PyMC's sampler, replaced by prior draws)."""
 
 
 def _mock_stats(size):
@@ -42,13 +46,11 @@ def _mock_stats(size):
 def mocked_fit():
     """fit() end to end with the sampler replaced by prior draws (no MCMC)."""
     counts = tiny_counts()
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, pytensor.config.change_flags(mode="FAST_COMPILE"):
         mp.setattr(pm, "sample", partial(mock_sample, sample_stats={"diverging": _mock_stats}))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            dt = fit(
-                counts, draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc", extend=0
-            )
+            dt = fit(counts, options=PYMC, extend=0)
     return counts, dt
 
 
@@ -60,11 +62,9 @@ def _mock_fit(monkeypatch, diverging, **kwargs):
         return mock_sample(**kw, sample_stats={"diverging": diverging})
 
     monkeypatch.setattr(pm, "sample", sample)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), pytensor.config.change_flags(mode="FAST_COMPILE"):  # prior draws: no C
         warnings.simplefilter("ignore", ConvergenceWarning)
-        dt = fit(
-            tiny_counts(), draws=50, tune=10, chains=2, seed=11, progressbar=False, sampler="pymc", **kwargs
-        )
+        dt = fit(tiny_counts(), options=PYMC, **kwargs)
     return dt, seeds
 
 
@@ -95,8 +95,8 @@ def test_fit_refuses_fewer_than_two_chains_before_sampling(monkeypatch, chains):
         raise AssertionError("sampled")
 
     monkeypatch.setattr(pm, "sample", fail)
-    with pytest.raises(ValueError, match="chains must be an integer >= 2"):
-        fit(tiny_counts(), chains=chains, progressbar=False, sampler="pymc")
+    with pytest.raises(ValueError, match="chains must be an? (integer >= 2|positive integer)"):
+        fit(tiny_counts(), options=dataclasses.replace(PYMC, chains=chains))
 
 
 def test_fit_datatree_groups_and_attrs(mocked_fit):
@@ -285,7 +285,9 @@ def test_bad_arguments():
         resolve_sampler("stan")
     assert resolve_sampler("pymc") == "pymc"
     with pytest.raises(ValueError, match="draws must be a positive integer"):
-        fit(tiny_counts(), draws=0, progressbar=False)
+        SamplerOptions(draws=0)
+    with pytest.raises(ValueError, match="sampler must be one of"):
+        SamplerOptions(sampler="stan")
 
 
 # ---------------------------------------------------------------------------
@@ -317,7 +319,7 @@ def real_fit():
     counts["inst_hist"].loc[small] = one_failing
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        dt = fit(counts, draws=800, tune=800, chains=2, seed=3, progressbar=False)
+        dt = fit(counts, options=SamplerOptions(draws=800, tune=800, chains=2, seed=3, progressbar=False))
     return panel, counts, laplace(counts), dt
 
 
@@ -396,3 +398,21 @@ def test_advice_fits_the_failure():
     text = advice(_diag(115), one)
     assert "one cell" in text and "bpc estimate" in text and "run longer" not in text
     assert "not cured by more draws" in advice(_diag(3), counts)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # ArviZ, constant element
+def test_diagnostics_are_arviz_rank_normalised_rhat_and_ess_element_by_element():
+    """The vectorised R-hat, bulk and tail ESS equal ArviZ's per-element ones (odd draws, sticky chains,
+    a constant and a binary element, a random walk that the monotone sequence has to smooth)."""
+    import arviz as az
+
+    from bpc.estimate.model.diagnostics import _per_element
+
+    rng = np.random.default_rng(4)
+    for chains, draws in ((2, 7), (4, 101), (2, 300)):
+        x = np.cumsum(rng.normal(size=(chains, draws, 6)), axis=1) * 0.3 + np.arange(chains)[:, None, None]
+        x[..., 0], x[..., 1] = 3.0, rng.random((chains, draws)) < 0.5
+        tree = xr.DataTree.from_dict({"posterior": xr.Dataset({"v": (("chain", "draw", "e"), x)})})
+        want = [az.rhat(tree), az.ess(tree, method="bulk"), az.ess(tree, method="tail")]
+        for got, ref in zip(_per_element(x), want, strict=True):
+            np.testing.assert_allclose(got, ref["v"].values, rtol=1e-9)

@@ -549,7 +549,7 @@ def test_start_from_the_hierarchical_predictive_of_a_cell_without_data(tmp_path)
     import pymc as pm
     from pymc.testing import mock_sample
 
-    from bpc.estimate.model import ConvergenceWarning, fit, posterior_params
+    from bpc.estimate.model import ConvergenceWarning, SamplerOptions, fit, posterior_params
     from tests.model_fixtures import tiny_counts
 
     with pytest.MonkeyPatch.context() as mp:
@@ -558,7 +558,8 @@ def test_start_from_the_hierarchical_predictive_of_a_cell_without_data(tmp_path)
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            dt = fit(tiny_counts(), draws=40, tune=5, chains=2, seed=11, progressbar=False, sampler="pymc")
+            options = SamplerOptions(draws=40, tune=5, chains=2, seed=11, sampler="pymc", progressbar=False)
+            dt = fit(tiny_counts(), options=options)
     # (swebench_lite, haiku45) has no data in the fit; "newgen" is a generator it never saw
     params = posterior_params(dt, benchmarks=["swebench_lite"], generators=["haiku45", "newgen"])
     for gen in ("haiku45", "newgen"):

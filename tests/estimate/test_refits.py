@@ -3,6 +3,7 @@ the ladder's rungs, the kept-and-flagged last fit, cache hits that refit nothing
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import replace
 
@@ -31,7 +32,8 @@ class StandIn:
         self.spec = spec
         return self
 
-    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels, target_accept):
+    def fit(self, counts, options, *, kernels):
+        target_accept, draws, seed = options.target_accept, options.draws, options.seed
         self.log.append((target_accept, draws, seed))
         dt = xr.DataTree.from_dict(
             {"posterior": xr.Dataset({"mu": (("chain", "draw"), np.full((2, 4), float(draws)))})}
@@ -105,10 +107,10 @@ def test_a_cache_entry_with_another_key_is_refused_and_refitted(tmp_path, monkey
     elif change == "spec":
         spec = replace(spec, name=spec.name + "-other")
     elif change == "target_accept":
-        import bpc.estimate.model.refits as refits
+        fit_module = importlib.import_module("bpc.estimate.model.fit")
 
         presets = {**SAMPLER_PRESETS, "default": {**SAMPLER_PRESETS["default"], "target_accept": 0.9}}
-        monkeypatch.setattr(refits, "SAMPLER_PRESETS", presets)
+        monkeypatch.setattr(fit_module, "SAMPLER_PRESETS", presets)
     else:
         kernels = "measured"
     stand_in = StandIn(0)
@@ -177,14 +179,17 @@ def prior_draws():
     """Counts whose target has an instance histogram, the refits' spec, and 400 prior draws of the
     model with the target emptied (hyperparameter draws to weigh, without MCMC)."""
     import pymc as pm
+    import pytensor
 
     from bpc.estimate.model.build import build_model
     from bpc.estimate.model.refits import empty_cell
 
     counts = _with_histogram(tiny_counts())
     spec = replace(ModelSpec.default(), tasks=False)
-    with build_model(empty_cell(counts, TARGET), spec, keep_empty=True):
-        post = pm.sample_prior_predictive(draws=400, random_seed=1).prior
+    # FAST_COMPILE: 400 forward draws need no compiled C graph (minutes on a fresh clone's cold cache)
+    with pytensor.config.change_flags(mode="FAST_COMPILE"):
+        with build_model(empty_cell(counts, TARGET), spec, keep_empty=True):
+            post = pm.sample_prior_predictive(draws=400, random_seed=1).prior
     return counts, spec, post.isel(draw=slice(None, None))
 
 
@@ -239,8 +244,7 @@ def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(p
     """The target's k = 0 "fit" (prior draws) reweighted by two calibration tasks: k̂ passes, and the
     target's tpr is the weighted mean of its conjugate posterior mean per draw (Monte Carlo error)."""
     from scipy import integrate
-    from scipy.special import expit
-    from scipy.stats import betabinom, norm
+    from scipy.special import betaln, expit
 
     from bpc.estimate.model.build import rate_counts
     from bpc.estimate.model.refits import LocoRefits, cell_loglik, empty_cell
@@ -259,7 +263,7 @@ def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(p
         def __call__(self, template, spec_):
             return self
 
-        def fit(self, counts_, **_):
+        def fit(self, counts_, *_, **__):
             dt = xr.DataTree.from_dict({"posterior": post, "counts": counts_})
             dt.attrs.update(spec=spec.to_toml(), diagnostics=json.dumps({"ok": True}), config="{}")
             return dt
@@ -295,13 +299,30 @@ def test_a_calibration_is_the_base_fit_reweighted_with_exact_conditional_rates(p
 
         def f(x, p=False, m=m, sd=sd, kk=kk):
             q = expit(x)
-            like = betabinom.pmf(1, 3, q * kk, (1 - q) * kk) * betabinom.pmf(3, 3, q * kk, (1 - q) * kk)
-            return norm.pdf(x, m, sd) * like * (q if p else 1.0)
+            a, b = q * kk, (1 - q) * kk  # BetaBinomial(1 | 3, a, b) × BetaBinomial(3 | 3, a, b), written out
+            like = np.nan_to_num(3.0 * np.exp(betaln(1 + a, 2 + b) + betaln(3 + a, b) - 2 * betaln(a, b)))
+            return np.exp(-0.5 * ((x - m) / sd) ** 2) / (sd * np.sqrt(2 * np.pi)) * like * (q if p else 1.0)
 
         lo, hi = m - 12 * sd, m + 12 * sd
-        num = integrate.quad(f, lo, hi, args=(True,), epsabs=0, limit=200)[0]
-        means.append(num / integrate.quad(f, lo, hi, epsabs=0, limit=200)[0])
+        with np.errstate(all="ignore"):  # far tails: a Beta shape underflows to 0, the likelihood to 0
+            num = integrate.quad(f, lo, hi, args=(True,), epsabs=0, limit=200)[0]
+            means.append(num / integrate.quad(f, lo, hi, epsabs=0, limit=200)[0])
     ok = np.isfinite(means)  # a draw whose integral underflows has a weight that does too
     want = np.sum(w[ok] * np.array(means)[ok]) / w[ok].sum()
     prior = got.params["prior"].sel(sel).values.ravel()
     assert abs(prior.mean() - want) < 4 * prior.std() / np.sqrt(got.summary["weights_ess"])
+
+
+def test_the_cache_key_holds_every_sampler_setting():
+    """Every field of the sampler options that changes the draws is in the key (cores and progress do not)."""
+    import dataclasses
+
+    from bpc.estimate.model import SamplerOptions
+
+    counts = tiny_counts()
+    key = RefitLadder(counts, sampler="pymc").key(counts, "long", 3)
+    options = SamplerOptions.preset("long", seed=3, sampler="pymc")
+    assert options.key().items() <= key.items()
+    fields = {f.name for f in dataclasses.fields(SamplerOptions)} - {"cores", "progressbar"}
+    assert set(options.key()) == fields
+    assert key["target_accept"] == SAMPLER_PRESETS["long"]["target_accept"] and key["seed"] == 3

@@ -337,9 +337,10 @@ class _FakeRefitter:
         self.calls = []
         self.accepts = []
 
-    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels, target_accept):
-        self.calls.append((draws, tune, chains, seed, kernels))
-        self.accepts.append(target_accept)
+    def fit(self, counts, options, *, kernels):
+        draws, chains, seed = options.draws, options.chains, options.seed
+        self.calls.append((draws, options.tune, chains, seed, kernels))
+        self.accepts.append(options.target_accept)
         rng = np.random.default_rng(seed)
         post = xr.Dataset({"mu": (("chain", "draw"), rng.normal(size=(chains, draws)))})
         params = conjugate_posterior(counts, draws=draws, chains=chains, seed=seed)

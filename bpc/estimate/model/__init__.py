@@ -12,6 +12,7 @@ from bpc.estimate.model.build import DIM_OBS, DIM_RATE, build_model, observation
 from bpc.estimate.model.diagnostics import ConvergenceWarning, Diagnostics, advice, diagnose, params_table
 from bpc.estimate.model.fit import (
     Refitter,
+    SamplerOptions,
     cell_rates,
     counts_of,
     fit,
@@ -30,6 +31,7 @@ __all__ = [
     "ConvergenceWarning",
     "Diagnostics",
     "Refitter",
+    "SamplerOptions",
     "ModelSpec",
     "SpecMismatchError",
     "build_model",

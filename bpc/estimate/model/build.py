@@ -129,6 +129,7 @@ __all__ = [
     "C_MAX",
     "CENTRE_INFORMATION",
     "centred_cells",
+    "RATE_COUNTS",
     "rate_counts",
     "observations",
     "instance_observations",
@@ -167,6 +168,17 @@ C_MAX = 1e6
 """Cap on the moment-matched Beta-Binomial concentration of a table cell (m̄ ≤ 1: independent patches)."""
 
 
+RATE_COUNTS: dict[str, tuple[str, str, dict[str, int]]] = {
+    "prior": ("n_pass", "n_patches", {}),
+    "tpr": ("critic_pass", "critic_n", {DIM_LABEL: 1}),
+    "fpr": ("critic_pass", "critic_n", {DIM_LABEL: 0}),
+    "p_fix": ("trans_flip", "trans_n", {DIM_LABEL: 0}),
+    "p_break": ("trans_flip", "trans_n", {DIM_LABEL: 1}),
+}
+"""Where the counts of each rate kind live: (passes, trials, label selection); a critic's rates also
+select its ``critic``."""
+
+
 def shape_offset(spec: ModelSpec) -> float:
     """The offset s of the cell-level Beta(s + κμ, s + κ(1 − μ)): 1 for ``"mode"``, 0 for ``"mean"``."""
     return 1.0 if spec.cell_shape == "mode" else 0.0
@@ -196,20 +208,13 @@ def rate_counts(counts: xr.Dataset, spec: ModelSpec) -> tuple[xr.DataArray, xr.D
     template = counts["n_patches"]
     ks, ns = [], []
     for rate in spec.rates:
-        kind = rate_kind(rate)
-        if kind == "prior":
-            k, n = counts["n_pass"], counts["n_patches"]
-        elif kind in ("tpr", "fpr"):
-            critic = rate_critic(rate)
-            label = 1 if kind == "tpr" else 0
-            if critic in counts[DIM_CRITIC].values:
-                sel = {DIM_CRITIC: critic, DIM_LABEL: label}
-                k, n = counts["critic_pass"].sel(sel, drop=True), counts["critic_n"].sel(sel, drop=True)
-            else:
-                k = n = xr.full_like(template, np.nan, dtype=float)
+        passed, trials, sel = RATE_COUNTS[rate_kind(rate)]
+        critic = rate_critic(rate)
+        if critic is not None and critic not in counts[DIM_CRITIC].values:
+            k = n = xr.full_like(template, np.nan, dtype=float)
         else:
-            sel = {DIM_LABEL: 0 if kind == "p_fix" else 1}
-            k, n = counts["trans_flip"].sel(sel, drop=True), counts["trans_n"].sel(sel, drop=True)
+            sel = sel if critic is None else {DIM_CRITIC: critic, **sel}
+            k, n = counts[passed].sel(sel, drop=True), counts[trials].sel(sel, drop=True)
         ks.append(k.astype(float))
         ns.append(n.astype(float))
     k = xr.concat(ks, dim=DIM_RATE, coords="minimal", compat="override", join="exact")
@@ -392,16 +397,11 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
         ``task_benchmark``); coordinates ``task_key``,
         ``task_cell``, ``task_benchmark``.
     """
+    layout = {"task_row_cell": DIM_TASK_OBS, "task_row_key": DIM_TASK_OBS, "task_m": DIM_TASK_OBS}
+    layout |= {"task_k": DIM_TASK_OBS, "task_key_benchmark": DIM_TASK_KEY}
+    layout |= {"task_cell_prior": DIM_TASK_CELL, "task_cell_benchmark": DIM_TASK_CELL}
     empty = xr.Dataset(
-        {
-            "task_row_cell": (DIM_TASK_OBS, np.zeros(0, np.int64)),
-            "task_row_key": (DIM_TASK_OBS, np.zeros(0, np.int64)),
-            "task_m": (DIM_TASK_OBS, np.zeros(0, np.int64)),
-            "task_k": (DIM_TASK_OBS, np.zeros(0, np.int64)),
-            "task_key_benchmark": (DIM_TASK_KEY, np.zeros(0, np.int64)),
-            "task_cell_prior": (DIM_TASK_CELL, np.zeros(0, np.int64)),
-            "task_cell_benchmark": (DIM_TASK_CELL, np.zeros(0, np.int64)),
-        },
+        {name: (dim, np.zeros(0, np.int64)) for name, dim in layout.items()},
         coords={DIM_TASK_KEY: [], DIM_TASK_CELL: [], DIM_TASK_BENCHMARK: []},
     )
     if not has_task_counts(counts) or inst.sizes[DIM_PRIOR_CELL] == 0:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -48,8 +49,8 @@ from bpc.constants import (
     DIM_PATCHES,
     POOL_SIZE,
 )
-from bpc.estimate.model.build import DIM_RATE, observations, rate_counts, shape_offset
-from bpc.estimate.model.fit import Refitter, cell_rates, counts_of, spec_of
+from bpc.estimate.model.build import DIM_RATE, RATE_COUNTS, observations, rate_counts, shape_offset
+from bpc.estimate.model.fit import Refitter, SamplerOptions, cell_rates, counts_of, flat_draws, spec_of
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.intervals import interval_bounds
 from bpc.schema import validate_counts
@@ -67,7 +68,6 @@ __all__ = [
     "coverage_summary",
     "sbc_model",
     "sbc_rank_summary",
-    "RefitFitter",
     "refit_fitter",
     "subsample_counts",
     "lpd_table",
@@ -79,8 +79,6 @@ __all__ = [
 
 Fitter = Callable[[xr.Dataset, int], xr.Dataset]
 """``(counts, seed) -> parameter draws`` (bpc's parameter schema with chain/draw)."""
-
-METHODS = ("hierarchical", "laplace_plugin", "laplace_beta")
 
 
 # ---------------------------------------------------------------------------
@@ -128,32 +126,12 @@ def with_rate_counts(counts: xr.Dataset, spec: ModelSpec, k: np.ndarray, n: np.n
             out["n_instances"].values[:] = np.where(
                 np.isfinite(n[r]), np.round(np.nan_to_num(out["n_instances"].values * ratio)), np.nan
             )
-        elif kind in ("tpr", "fpr"):
-            crit = rate_critic(rate)
-            if crit not in out[DIM_CRITIC].values:
-                continue
-            sel = {DIM_CRITIC: crit, DIM_LABEL: 1 if kind == "tpr" else 0}
-            out["critic_pass"].loc[sel] = k[r]
-            out["critic_n"].loc[sel] = n[r]
-        else:
-            sel = {DIM_LABEL: 0 if kind == "p_fix" else 1}
-            out["trans_flip"].loc[sel] = k[r]
-            out["trans_n"].loc[sel] = n[r]
+        elif (crit := rate_critic(rate)) is None or crit in out[DIM_CRITIC].values:
+            passed, trials, sel = RATE_COUNTS[kind]
+            sel = sel if crit is None else {DIM_CRITIC: crit, **sel}
+            out[passed].loc[sel] = k[r]
+            out[trials].loc[sel] = n[r]
     return out
-
-
-def _long(values: np.ndarray, spec: ModelSpec, counts: xr.Dataset, name: str) -> pd.DataFrame:
-    """(rate, b, g) array → long DataFrame with rate, kind, benchmark, generator, ``name``."""
-    R, B, G = values.shape
-    idx = pd.MultiIndex.from_product(
-        [
-            list(spec.rates),
-            [str(v) for v in counts[DIM_BENCHMARK].values],
-            [str(v) for v in counts[DIM_GENERATOR].values],
-        ],
-        names=["rate", DIM_BENCHMARK, DIM_GENERATOR],
-    )
-    return pd.DataFrame({name: values.reshape(-1)}, index=idx)
 
 
 # ---------------------------------------------------------------------------
@@ -314,18 +292,11 @@ def posterior_predictive_check(
         theta = rate_values(params, spec)[:, r, b, g]  # (S, n_obs)
     else:
         post = dt["posterior"].to_dataset()
-        S = post.sizes[DIM_CHAIN] * post.sizes[DIM_DRAW]
-
-        def flat(name: str) -> np.ndarray:
-            da = post[name]
-            rest = [d for d in da.dims if d not in (DIM_CHAIN, DIM_DRAW)]
-            return da.transpose(DIM_CHAIN, DIM_DRAW, *rest).values.reshape(S, *da.shape[2:])
-
-        logit = flat("alpha")[:, r]
+        logit = flat_draws(post, "alpha", DIM_RATE)[:, r]
         for dim, idx in ((DIM_BENCHMARK, b), (DIM_GENERATOR, g)):
             if dim in spec.effects:
-                logit = logit + flat(f"beta_{dim}")[:, r, idx]
-        kappa = flat("kappa")[:, r]
+                logit = logit + flat_draws(post, f"beta_{dim}", DIM_RATE, dim)[:, r, idx]
+        kappa = flat_draws(post, "kappa", DIM_RATE)[:, r]
         tiny = np.finfo(float).tiny
         s0 = shape_offset(spec)  # the cell-level Beta of the spec's cell_shape
         theta = rng.beta(
@@ -473,12 +444,8 @@ def coverage_table(
         if DIM_CRITIC not in dims:
             rec[DIM_CRITIC] = ""
         if counts is not None:
-            if kind == "prior":
-                n_da = counts["n_patches"]
-            elif kind in ("tpr", "fpr"):
-                n_da = counts["critic_n"].sel({DIM_LABEL: 1 if kind == "tpr" else 0}, drop=True)
-            else:
-                n_da = counts["trans_n"].sel({DIM_LABEL: 0 if kind == "p_fix" else 1}, drop=True)
+            _, trials, sel = RATE_COUNTS[kind]
+            n_da = counts[trials].sel(sel, drop=True)
             n_v = n_da.reindex({d: t[d].values for d in dims}).transpose(*dims).values[ok]
             rec["observed"] = np.isfinite(n_v) & (np.nan_to_num(n_v) > 0)
         rows.append(pd.DataFrame(rec))
@@ -499,33 +466,6 @@ def _layout_template(counts: xr.Dataset) -> xr.Dataset:
     return out
 
 
-class RefitFitter:
-    """A :data:`Fitter` that compiles the model once and refits it on each count set.
-
-    Built by :func:`refit_fitter`. Calling it fits the hierarchical model
-    with the compile-once :class:`~bpc.estimate.model.fit.Refitter` and
-    returns the parameter draws.
-
-    Attributes
-    ----------
-    refitter : Refitter
-        The compiled model.
-    last_diagnostics : dict or None
-        Convergence diagnostics of the latest fit (``None`` before the first).
-    """
-
-    def __init__(self, refitter: Refitter, *, draws: int, tune: int, chains: int) -> None:
-        self.refitter = refitter
-        self.draws, self.tune, self.chains = draws, tune, chains
-        self.last_diagnostics: dict | None = None
-
-    def __call__(self, counts: xr.Dataset, seed: int) -> xr.Dataset:
-        """Fit ``counts`` with ``seed``; return the parameter draws."""
-        dt = self.refitter.fit(counts, draws=self.draws, tune=self.tune, chains=self.chains, seed=seed)
-        self.last_diagnostics = dt.attrs["diagnostics"]
-        return dt["parameters"].to_dataset()
-
-
 def refit_fitter(
     template: xr.Dataset,
     spec: ModelSpec | None = None,
@@ -534,16 +474,19 @@ def refit_fitter(
     tune: int = 1000,
     chains: int = 4,
     sampler: str = "auto",
-) -> RefitFitter:
-    """A :data:`Fitter` compiling the model once on ``template``'s layout.
+) -> Fitter:
+    """A :data:`Fitter` compiling the model once on ``template``'s layout and refitting it on each count set.
 
-    See :class:`~bpc.estimate.model.fit.Refitter`.
-
-    Every later count set must have the template's coordinates and observe
-    no entry the template leaves unobserved.
+    See :class:`~bpc.estimate.model.fit.Refitter`. Every later count set must have the template's
+    coordinates and observe no entry the template leaves unobserved.
     """
     refitter = Refitter(_layout_template(template), spec, sampler=sampler)
-    return RefitFitter(refitter, draws=draws, tune=tune, chains=chains)
+    options = SamplerOptions(draws=draws, tune=tune, chains=chains, progressbar=False)
+
+    def fitter(counts: xr.Dataset, seed: int) -> xr.Dataset:
+        return refitter.fit(counts, replace(options, seed=seed))["parameters"].to_dataset()
+
+    return fitter
 
 
 def sbc(

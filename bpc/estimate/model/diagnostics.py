@@ -15,6 +15,8 @@ import arviz as az
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import fft as sp_fft
+from scipy import stats
 
 from bpc.constants import CI_KIND, CI_PROB, DIVERGENCES_MAX, ESS_BULK_MIN, ESS_TAIL_MIN, RHAT_MAX
 from bpc.intervals import credible_interval
@@ -98,14 +100,80 @@ class Diagnostics:
             warnings.warn(f"convergence check failed: {self}", ConvergenceWarning, stacklevel=stacklevel + 1)
 
 
-def _reduce(tree: xr.DataTree, how: str) -> dict[str, float]:
-    ds = tree.to_dataset() if isinstance(tree, xr.DataTree) else tree
-    out = {}
-    for name, da in ds.data_vars.items():
-        vals = np.asarray(da.values, dtype=float)
-        vals = vals[np.isfinite(vals)]
-        out[name] = float(getattr(np, how)(vals)) if vals.size else np.nan
-    return out
+def _split(x: np.ndarray) -> np.ndarray:
+    """(chain, draw, element) → (2 chain, draw // 2, element): each chain's first and last half."""
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half :]])
+
+
+def _z_scale(x: np.ndarray) -> np.ndarray:
+    """Rank-normalised values per element (Blom's offset 3/8 over the chains' pooled draws)."""
+    size = x.shape[0] * x.shape[1]
+    ranks = stats.rankdata(x.reshape(size, -1), axis=0, method="average")
+    return stats.norm.ppf((ranks - 0.375) / (size + 0.25)).reshape(x.shape)
+
+
+def _rhat(x: np.ndarray) -> np.ndarray:
+    """Potential scale reduction of (chain, draw, element)."""
+    n = x.shape[1]
+    between = n * np.var(x.mean(axis=1), axis=0, ddof=1)
+    within = np.var(x, axis=1, ddof=1).mean(axis=0)
+    return np.sqrt((between / within + n - 1) / n)
+
+
+def _ess(x: np.ndarray) -> np.ndarray:
+    """Effective sample size of (chain, draw, element): Geyer's initial positive and monotone sequences.
+
+    The autocorrelations ρ_t pool the chains (Vehtari et al. 2021); the sum of the pairs
+    ρ_2j + ρ_2j+1 stops at the first pair that is not positive and is made non-increasing.
+    """
+    chains, n, _ = x.shape
+    size = chains * n
+    m = sp_fft.next_fast_len(2 * n)
+    f = np.fft.rfft(x - x.mean(axis=1, keepdims=True), n=m, axis=1)
+    acov = np.fft.irfft(f * np.conjugate(f), n=m, axis=1)[:, :n] / n
+    mean_var = acov[:, 0].mean(axis=0) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n + (np.var(x.mean(axis=1), axis=0, ddof=1) if chains > 1 else 0.0)
+    rho = 1.0 - (mean_var - acov.mean(axis=0)) / var_plus  # (lag, element)
+    rho[0] = 1.0
+    last = max(0, (n - 3) // 2)  # pairs the sequence may reach
+    pairs = rho[: 2 * last + 2].reshape(last + 1, 2, -1).sum(axis=1)  # ρ_2j + ρ_2j+1, j = 0 … last
+    k = np.argmax(np.vstack([pairs[:last] <= 0, np.ones_like(pairs[:1], dtype=bool)]), axis=0)  # the stop
+    cols = np.arange(rho.shape[1])
+    taken = np.arange(last + 1)[:, None] < k
+    even = rho[2 * k, cols]
+    tail = np.where((k == 0) | (pairs[k, cols] >= 0) | (even > 0), even, 0.0)
+    tau = -1.0 + 2.0 * np.where(taken, np.minimum.accumulate(pairs, axis=0), 0.0).sum(axis=0) + tail
+    out = size / np.maximum(tau, 1.0 / np.log10(size))
+    out = np.where(np.isnan(rho[1]), np.nan, out)
+    return np.where(np.ptp(x, axis=(0, 1)) < np.finfo(float).resolution, float(size), out)
+
+
+def _worst(values: np.ndarray, how) -> float:
+    """``how`` (max or min) of the finite ``values``; ``NaN`` when none is."""
+    finite = values[np.isfinite(values)]
+    return float(how(finite)) if finite.size else np.nan
+
+
+def _per_element(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rank-normalised split R-hat, bulk ESS and tail ESS of (chain, draw, element) draws.
+
+    ArviZ's definitions (Vehtari et al. 2021), computed for every element at once: R-hat is the
+    larger of the split R-hats of the rank-normalised draws and of their distances to the median;
+    the tail ESS is the smaller ESS of the indicators of the ``ci_prob`` interval's two quantiles.
+    """
+    split = _split(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
+        bulk_rhat, tail_rhat = _rhat(_z_scale(split)), _rhat(_z_scale(folded))
+        rhat = np.where(tail_rhat > bulk_rhat, tail_rhat, bulk_rhat)  # ArviZ's max(): NaN tail ignored
+        bulk = _ess(_z_scale(split))
+        prob = float(az.rcParams["stats.ci_prob"])
+        q = np.quantile(x.reshape(-1, x.shape[-1]), sorted((prob, 1.0 - prob)), axis=0)
+        low, high = (_ess(_split((x <= qi).astype(float))) for qi in q)
+        tail = np.where(high < low, high, low)
+    bad = ~np.isfinite(x).all(axis=(0, 1))
+    return tuple(np.where(bad, np.nan, v) for v in (rhat, bulk, tail))  # type: ignore[return-value]
 
 
 def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics:
@@ -141,11 +209,13 @@ def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics
         raise ValueError(f"diagnose: need >= 2 chains and >= 4 draws, got {chains} x {draws}")
     # Variables constant across draws (e.g. sum-to-zero residues) have undefined R-hat; skip them.
     varying = [v for v in post.data_vars if float(post[v].std()) > 0]
-    sub = xr.DataTree.from_dict({"posterior": post[varying]})
-    rhat = _reduce(az.rhat(sub), "max")
-    bulk = _reduce(az.ess(sub, method="bulk"), "min")
-    tail = _reduce(az.ess(sub, method="tail"), "min")
-    table = pd.DataFrame({"max_rhat": rhat, "min_ess_bulk": bulk, "min_ess_tail": tail})
+    rows = {}
+    for name in varying:
+        da = post[name].transpose("chain", "draw", ...)
+        values = _per_element(da.values.reshape(chains, draws, -1).astype(float))
+        rows[name] = [_worst(v, how) for v, how in zip(values, (np.max, np.min, np.min), strict=True)]
+    columns = ["max_rhat", "min_ess_bulk", "min_ess_tail"]
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=columns).astype(float)
     table.index.name = "variable"
     divergences = 0
     if "sample_stats" in dt.children and "diverging" in dt["sample_stats"]:
@@ -270,24 +340,14 @@ def params_table(
             put("laplace", flat(var, laplace), var)
     df = pd.DataFrame(data)
     df.index = df.index.set_names(["benchmark", "generator", "rate"])
-    if counts is not None:
-        kn: dict[str, dict[tuple, float]] = {"k": {}, "n": {}}
-        for b in counts["benchmark"].values:
-            for g in counts["generator"].values:
-                c = counts.sel(benchmark=b, generator=g)
-                key = (str(b), str(g))
-                kn["k"][(*key, "prior")] = float(c["n_pass"])
-                kn["n"][(*key, "prior")] = float(c["n_patches"])
-                for crit in counts["critic"].values:
-                    for var, lab in (("tpr", 1), ("fpr", 0)):
-                        cc = c.sel(critic=crit, label=lab)
-                        kn["k"][(*key, f"{var}_{crit}")] = float(cc["critic_pass"])
-                        kn["n"][(*key, f"{var}_{crit}")] = float(cc["critic_n"])
-                for var, lab in (("p_fix", 0), ("p_break", 1)):
-                    kn["k"][(*key, var)] = float(c["trans_flip"].sel(label=lab))
-                    kn["n"][(*key, var)] = float(c["trans_n"].sel(label=lab))
-        extra = pd.DataFrame(kn)
-        extra.index = extra.index.set_names(["benchmark", "generator", "rate"])
+    if counts is not None:  # the data behind each rate, the model's own layout of them
+        from bpc.estimate.model.build import rate_counts
+        from bpc.estimate.model.spec import ModelSpec
+
+        spec = ModelSpec.default().with_critics([str(c) for c in counts["critic"].values])
+        k, n = rate_counts(counts, spec)
+        extra = xr.Dataset({"k": k, "n": n}).to_dataframe()[["k", "n"]]
+        extra = extra.reorder_levels(["benchmark", "generator", "rate"])
         df = df.join(extra, how="left")
     df = df[np.isfinite(df["mean"])].reset_index()
     cols = (

@@ -30,7 +30,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
@@ -58,6 +58,7 @@ from bpc.schema import TASK_COUNT_VARS, validate_counts
 
 __all__ = [
     "SAMPLERS",
+    "SamplerOptions",
     "resolve_sampler",
     "fit",
     "sample_model",
@@ -65,6 +66,7 @@ __all__ = [
     "cell_rates",
     "spec_of",
     "counts_of",
+    "flat_draws",
     "Refitter",
     "default_cores",
     "compile_nutpie",
@@ -81,6 +83,72 @@ TARGET_ACCEPT = 0.95
 0.95 — smaller steps — lifts the tail ESS of the critic rates' effects on the real corpus)."""
 
 _PARAMS_SEED_KEY = 1  # the conjugate draws use default_rng([seed, _PARAMS_SEED_KEY])
+_FIT = SAMPLER_PRESETS["fit"]
+
+
+@dataclass(frozen=True)
+class SamplerOptions:
+    """How one NUTS run samples: its length, acceptance target, seed and implementation.
+
+    Parameters
+    ----------
+    draws, tune, chains : int
+        Kept draws and tuning steps per chain, and chains (default: the ``fit`` preset of
+        :data:`bpc.constants.SAMPLER_PRESETS`, 4 × 2000 after 500 tuning steps).
+    target_accept : float
+        NUTS target acceptance probability.
+    seed : int
+        The sampler's seed (identical seeds → identical draws).
+    sampler : {"auto", "nutpie", "pymc"}
+        See :func:`resolve_sampler`.
+    cores : int, optional
+        Chains run in parallel (default :func:`default_cores`: every core, at most one per chain).
+    progressbar : bool
+        Show progress (``False`` also silences PyMC's logging).
+
+    Raises
+    ------
+    ValueError
+        If ``draws`` or ``chains`` is not a positive integer, ``tune`` not a non-negative one, or
+        ``sampler`` is not one of :data:`SAMPLERS`.
+
+    Examples
+    --------
+    >>> o = SamplerOptions.preset("refit", seed=3)
+    >>> o.draws, o.chains, o.target_accept, o.seed
+    (500, 2, 0.9, 3)
+    """
+
+    draws: int = int(_FIT["draws"])
+    tune: int = int(_FIT["tune"])
+    chains: int = int(_FIT["chains"])
+    target_accept: float = TARGET_ACCEPT
+    seed: int = DEFAULT_SEED
+    sampler: str = "auto"
+    cores: int | None = None
+    progressbar: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("draws", "tune", "chains"):
+            v, low = getattr(self, name), 0 if name == "tune" else 1
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
+                kind = "non-negative" if low == 0 else "positive"
+                raise ValueError(f"{name} must be a {kind} integer, got {v!r}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+
+    @classmethod
+    def preset(cls, name: str, **changes) -> SamplerOptions:
+        """The settings of preset ``name`` of :data:`bpc.constants.SAMPLER_PRESETS`, with ``changes``."""
+        p = SAMPLER_PRESETS[name]
+        settings = {k: int(p[k]) for k in ("draws", "tune", "chains")}
+        return cls(**{**settings, "target_accept": float(p["target_accept"]), **changes})
+
+    def key(self) -> dict[str, int | float | str]:
+        """What of these settings makes the draws (the sampler resolved; not cores or progress)."""
+        o = self
+        length = {"draws": int(o.draws), "tune": int(o.tune), "chains": int(o.chains), "seed": int(o.seed)}
+        return {**length, "target_accept": float(o.target_accept), "sampler": resolve_sampler(o.sampler)}
 
 
 def default_cores(chains: int) -> int:
@@ -142,81 +210,70 @@ def counts_hash(counts: xr.Dataset) -> str:
 
 def sample_model(
     model: pm.Model,
+    options: SamplerOptions,
     *,
-    draws: int,
-    tune: int,
-    chains: int,
-    seed: int,
-    sampler: str = "auto",
-    progressbar: bool = True,
-    target_accept: float = TARGET_ACCEPT,
-    cores: int | None = None,
     compiled: CompiledPyMCModel | None = None,
+    data: dict[str, np.ndarray] | None = None,
 ) -> xr.DataTree:
-    """Run NUTS on ``model`` with the chosen sampler; return ArviZ's DataTree.
+    """Run NUTS on ``model`` as ``options`` say; return ArviZ's DataTree.
 
     Parameters
     ----------
     model : pymc.Model
         The model to sample.
-    draws, tune, chains : int
-        Kept draws, tuning steps and chains per fit.
-    seed : int
-        The sampler's seed (identical seeds → identical draws).
-    sampler : {"auto", "nutpie", "pymc"}
-        See :func:`resolve_sampler`.
-    progressbar : bool
-        Show progress (``False`` also silences PyMC's logging).
-    target_accept : float
-        NUTS target acceptance probability.
-    cores : int, optional
-        Chains run in parallel (default :func:`default_cores`: every core, at most one per chain).
+    options : SamplerOptions
+        Length, acceptance target, seed, implementation, cores and progress of the run.
     compiled : nutpie.compile_pymc.CompiledPyMCModel, optional
         ``model`` compiled by :func:`compile_nutpie` (nutpie only; default: compiled here), so that
         repeated runs of one model compile it once.
+    data : dict of numpy.ndarray, optional
+        Data swapped into the model's mutable data before sampling (:class:`Refitter`); the result
+        then has no ``observed_data`` / ``constant_data`` groups (the model's would be the old data).
     """
-    which = resolve_sampler(sampler)
-    for name, v in (("draws", draws), ("tune", tune), ("chains", chains)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < (0 if name == "tune" else 1):
-            raise ValueError(
-                f"{name} must be a {'non-negative' if name == 'tune' else 'positive'} integer, got {v!r}"
-            )
-    cores = default_cores(chains) if cores is None else int(cores)
+    which = resolve_sampler(options.sampler)
+    o = options
+    cores = default_cores(o.chains) if o.cores is None else int(o.cores)
     if which == "pymc":
+        if data is not None:
+            with model:
+                pm.set_data(data)
         return pm.sample(
-            draws=int(draws),
-            tune=int(tune),
-            chains=int(chains),
+            draws=o.draws,
+            tune=o.tune,
+            chains=o.chains,
             cores=cores,
-            random_seed=int(seed),
-            progressbar=progressbar,
-            quiet=not progressbar,
+            random_seed=int(o.seed),
+            progressbar=o.progressbar,
+            quiet=not o.progressbar,
             model=model,
-            target_accept=target_accept,
+            target_accept=o.target_accept,
             compute_convergence_checks=False,
         )
     import nutpie
     from pymc.backends.arviz import patch_nutpie_idata
 
-    if progressbar:  # nutpie's own bar shows only on a terminal: say that sampling has started
+    if o.progressbar:  # nutpie's own bar shows only on a terminal: say that sampling has started
         print(
-            f"Sampling {chains} chains × {draws} draws after {tune} tuning steps: "
+            f"Sampling {o.chains} chains × {o.draws} draws after {o.tune} tuning steps: "
             f"NUTS[nutpie, {cores} cores]",
             file=sys.stderr,
             flush=True,
         )
+    compiled = compile_nutpie(model) if compiled is None else compiled
     t0 = time.time()
     dt = nutpie.sample(
-        compile_nutpie(model) if compiled is None else compiled,
-        draws=int(draws),
-        tune=max(int(tune), 1),  # nuts-rs needs one tuning step
-        chains=int(chains),
+        compiled if data is None else compiled.with_data(**data),
+        draws=o.draws,
+        tune=max(o.tune, 1),  # nuts-rs needs one tuning step
+        chains=o.chains,
         cores=cores,
-        seed=int(seed),
-        progress_bar=progressbar,
-        target_accept=target_accept,
+        seed=int(o.seed),
+        progress_bar=o.progressbar,
+        target_accept=o.target_accept,
+        save_warmup=data is None,
     )
-    patch_nutpie_idata(dt, model, sampling_time=time.time() - t0)
+    if data is None:
+        patch_nutpie_idata(dt, model, sampling_time=time.time() - t0)
     return dt
 
 
@@ -234,27 +291,45 @@ def compile_nutpie(model: pm.Model, *, freeze: bool = True) -> CompiledPyMCModel
     return cast("CompiledPyMCModel", nutpie.compile_pymc_model(model, freeze_model=freeze))
 
 
+def flat_draws(post: xr.Dataset, name: str, *dims: str) -> np.ndarray:
+    """``post[name]`` as (sample, *dims), the chains pooled chain-major.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> post = xr.Dataset({"a": (("draw", "chain"), np.arange(6.0).reshape(3, 2))})
+    >>> flat_draws(post, "a").tolist()
+    [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]
+    """
+    da = post[name].transpose(DIM_CHAIN, DIM_DRAW, *dims)
+    return da.values.reshape(-1, *da.shape[2:])
+
+
+def _at_levels(
+    post: xr.Dataset,
+    name: str,
+    sigma: str,
+    dims: tuple[str, ...],
+    levels: Sequence[str],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Effects ``name`` (sample, …, level) at ``levels``; an unseen level gets ``sigma`` · N(0, 1) a draw."""
+    known = [str(v) for v in post[dims[-1]].values]
+    values, scale = flat_draws(post, name, *dims), flat_draws(post, sigma, *dims[:-1])
+    out = np.empty((*scale.shape, len(levels)))
+    for j, lev in enumerate(levels):
+        out[..., j] = values[..., known.index(lev)] if lev in known else rng.normal(size=scale.shape) * scale
+    return out
+
+
 def _effects_for(
     post: xr.Dataset, spec: ModelSpec, level_dim: str, levels: Sequence[str], rng: np.random.Generator
 ) -> np.ndarray:
     """Group effects (sample, rate, level) for ``levels``; unseen levels get β ~ N(0, σ) per draw."""
-    n_samples = post.sizes[DIM_CHAIN] * post.sizes[DIM_DRAW]
-    n_rate = len(spec.rates)
-    out = np.zeros((n_samples, n_rate, len(levels)))
     if level_dim not in spec.effects:
-        return out
-    beta = post[f"beta_{level_dim}"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE, level_dim)
-    known = [str(v) for v in beta[level_dim].values]
-    values = beta.values.reshape(n_samples, n_rate, len(known))
-    sigma = (
-        post[f"sigma_{level_dim}"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE).values.reshape(n_samples, n_rate)
-    )
-    for j, lev in enumerate(levels):
-        if lev in known:
-            out[:, :, j] = values[:, :, known.index(lev)]
-        else:
-            out[:, :, j] = rng.normal(0.0, 1.0, size=(n_samples, n_rate)) * sigma
-    return out
+        return np.zeros((post.sizes[DIM_CHAIN] * post.sizes[DIM_DRAW], len(spec.rates), len(levels)))
+    dims = (DIM_RATE, level_dim)
+    return _at_levels(post, f"beta_{level_dim}", f"sigma_{level_dim}", dims, levels, rng)
 
 
 def cell_rates(
@@ -320,9 +395,8 @@ def cell_rates(
             f"cell_rates: posterior lacks {missing} or its rates differ from the spec's {spec.rates}"
         )
     chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
-    S, R = chains * draws, len(spec.rates)
-    alpha = posterior["alpha"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE).values.reshape(S, R)
-    kappa = posterior["kappa"].transpose(DIM_CHAIN, DIM_DRAW, DIM_RATE).values.reshape(S, R)
+    S = chains * draws
+    alpha, kappa = flat_draws(posterior, "alpha", DIM_RATE), flat_draws(posterior, "kappa", DIM_RATE)
     eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
     eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
     logit_mu = alpha[:, :, None, None] + eff_b[:, :, :, None] + eff_g[:, :, None, :]  # (S, R, B, G)
@@ -341,7 +415,7 @@ def cell_rates(
     if spec.instance and "sigma_pi" in posterior:
         # the instance model's cells: logit π = logit μ + σ_π z (predictive where π was not sampled)
         r0 = spec.rates.index("prior")
-        sigma_pi = posterior["sigma_pi"].transpose(DIM_CHAIN, DIM_DRAW).values.reshape(S)[:, None, None]
+        sigma_pi = flat_draws(posterior, "sigma_pi")[:, None, None]
         z = rng.normal(size=theta[:, r0].shape)
         theta[:, r0] = open_unit(expit(logit_mu[:, r0] + sigma_pi * z))
     if spec.instance and "log_kappa_inst" in posterior:
@@ -398,11 +472,8 @@ def cell_rates(
             target[..., ci] = np.where(available[None, :, :, ci], theta[:, r], np.nan)
         else:
             scalars[kind] = theta[:, r]
-    kernel_measured = np.zeros((len(benchmarks), len(generators)), dtype=bool)
-    for kind in ("p_fix", "p_break"):
-        r = spec.rates.index(kind)
-        measured = np.isfinite(n[r]) & (np.nan_to_num(n[r]) > 0)
-        kernel_measured |= measured
+    kernel = [spec.rates.index(kind) for kind in ("p_fix", "p_break")]
+    kernel_measured = (np.nan_to_num(n[kernel]) > 0).any(axis=0)  # refinement pairs in the cell
     if kernels == "measured":
         for kind in ("p_fix", "p_break"):
             scalars[kind] = np.where(kernel_measured[None], scalars[kind], np.nan)
@@ -481,20 +552,15 @@ def _sampled_prior(
     """The prior draws with every cell whose π was sampled (instance model) taken from ``pi``."""
     if "pi" not in posterior:
         return theta_prior
-    pi = posterior["pi"].transpose(DIM_CHAIN, DIM_DRAW, DIM_PRIOR_CELL)
-    values = pi.values.reshape(theta_prior.shape[0], -1)
+    values = flat_draws(posterior, "pi", DIM_PRIOR_CELL)
+    cells = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
+    observed = np.isfinite(counts["n_patches"].reindex(cells).transpose(*cells).values)
     out = theta_prior.copy()
-    n = counts["n_patches"]
-    for c, label in enumerate(pi[DIM_PRIOR_CELL].values):
+    for c, label in enumerate(posterior[DIM_PRIOR_CELL].values):
         bench, gen = str(label).split("/", 1)
-        if bench not in benchmarks or gen not in generators:
-            continue
-        try:
-            observed = bool(np.isfinite(n.sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen}).item()))
-        except KeyError:
-            observed = False
-        if observed:
-            out[:, benchmarks.index(bench), generators.index(gen)] = open_unit(values[:, c])
+        if bench in benchmarks and gen in generators:
+            i, j = benchmarks.index(bench), generators.index(gen)
+            out[:, i, j] = open_unit(values[:, c]) if observed[i, j] else out[:, i, j]
     return out
 
 
@@ -514,12 +580,10 @@ def _crossed_cell_prior(
     from bpc.estimate.crossed import N_NODES, normal_grid
 
     x, w = normal_grid(N_NODES)
-    S = theta_prior.shape[0]
-    loc = posterior["task_loc"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values.reshape(S, -1)
-    kap = posterior["task_kappa"].transpose(DIM_CHAIN, DIM_DRAW, "task_cell").values.reshape(S, -1)
-    sig = posterior["sigma_task"].transpose(DIM_CHAIN, DIM_DRAW, "task_benchmark")
-    sig_bench = [str(b) for b in sig["task_benchmark"].values]
-    sig = sig.values.reshape(S, -1)
+    loc = flat_draws(posterior, "task_loc", "task_cell")
+    kap = flat_draws(posterior, "task_kappa", "task_cell")
+    sig = flat_draws(posterior, "sigma_task", "task_benchmark")
+    sig_bench = [str(b) for b in posterior["task_benchmark"].values]
     for c, label in enumerate(posterior["task_cell"].values):
         bench, gen = str(label).split("/", 1)
         if bench not in benchmarks or gen not in generators:
@@ -537,21 +601,14 @@ def _kappa_inst_draws(
     posterior: xr.Dataset, benchmarks: Sequence[str], generators: Sequence[str], rng: np.random.Generator
 ) -> np.ndarray:
     """κ_inst draws (sample, benchmark, generator); a level unknown to the fit gets δ ~ N(0, σ) per draw."""
-    S = posterior.sizes[DIM_CHAIN] * posterior.sizes[DIM_DRAW]
-    log_k = posterior["log_kappa_inst"].transpose(DIM_CHAIN, DIM_DRAW).values.reshape(S)[:, None, None]
-    log_k = np.broadcast_to(log_k, (S, len(benchmarks), len(generators))).copy()
+    cells = np.zeros((len(benchmarks), len(generators)))
+    log_k = flat_draws(posterior, "log_kappa_inst")[:, None, None] + cells
     for axis, (dim, levels) in enumerate(((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)), start=1):
-        name = f"delta_kappa_inst_{dim}"
-        if name not in posterior:
-            continue
-        delta = posterior[name].transpose(DIM_CHAIN, DIM_DRAW, dim)
-        known = [str(v) for v in delta[dim].values]
-        values = delta.values.reshape(S, len(known))
-        sigma = posterior[f"sigma_kappa_inst_{dim}"].transpose(DIM_CHAIN, DIM_DRAW).values.reshape(S)
-        eff = np.empty((S, len(levels)))
-        for j, lev in enumerate(levels):
-            eff[:, j] = values[:, known.index(lev)] if lev in known else rng.normal(0.0, 1.0, size=S) * sigma
-        log_k += eff[:, :, None] if axis == 1 else eff[:, None, :]
+        if f"delta_kappa_inst_{dim}" in posterior:
+            eff = _at_levels(
+                posterior, f"delta_kappa_inst_{dim}", f"sigma_kappa_inst_{dim}", (dim,), levels, rng
+            )
+            log_k += eff[:, :, None] if axis == 1 else eff[:, None, :]
     return np.exp(log_k)
 
 
@@ -599,14 +656,6 @@ def _finish(dt: xr.DataTree, counts: xr.Dataset, spec: ModelSpec, config: dict, 
     return diag
 
 
-def _check_chains(chains: int) -> None:
-    """Refuse fewer than two chains before any work: the convergence check compares chains (R-hat)."""
-    if isinstance(chains, bool) or not isinstance(chains, int | np.integer) or chains < 2:
-        raise ValueError(
-            f"chains must be an integer >= 2 (the convergence check's R-hat compares chains), got {chains!r}"
-        )
-
-
 def _more_chains(dt: xr.DataTree, extra: xr.DataTree) -> xr.DataTree:
     """``dt`` with the chains of ``extra`` (same model, same settings, other seed) appended.
 
@@ -622,9 +671,8 @@ def _more_chains(dt: xr.DataTree, extra: xr.DataTree) -> xr.DataTree:
         b = b.assign_coords({DIM_CHAIN: b[DIM_CHAIN].values + a.sizes[DIM_CHAIN]})
         joined = xr.concat([a, b], dim=DIM_CHAIN, data_vars="all", coords="different", compat="equals")
         joined.attrs = dict(a.attrs)
-        for key in ("sampling_time",):
-            if key in a.attrs and key in b.attrs:
-                joined.attrs[key] = float(a.attrs[key]) + float(b.attrs[key])
+        if "sampling_time" in a.attrs and "sampling_time" in b.attrs:
+            joined.attrs["sampling_time"] = float(a.attrs["sampling_time"]) + float(b.attrs["sampling_time"])
         out[group] = xr.DataTree(joined)
     return out
 
@@ -638,14 +686,7 @@ def fit(
     counts: xr.Dataset,
     spec: ModelSpec | None = None,
     *,
-    draws: int = int(SAMPLER_PRESETS["fit"]["draws"]),
-    tune: int = int(SAMPLER_PRESETS["fit"]["tune"]),
-    chains: int = int(SAMPLER_PRESETS["fit"]["chains"]),
-    seed: int = DEFAULT_SEED,
-    sampler: str = "auto",
-    progressbar: bool = True,
-    target_accept: float = TARGET_ACCEPT,
-    cores: int | None = None,
+    options: SamplerOptions = SamplerOptions(),
     kernels: str = "predict",
     warn: bool = True,
     extend: int | None = None,
@@ -665,20 +706,10 @@ def fit(
     spec : ModelSpec, optional
         Defaults to :meth:`ModelSpec.default` modelling the counts' own critics
         (:func:`bpc.schema.decision_critics`: the paper's three for the corpus).
-    draws, tune, chains : int
-        Kept draws per chain, tuning steps, chains (default: the ``fit`` preset of
-        :data:`bpc.constants.SAMPLER_PRESETS`, 4 × 2000 after 500 tuning steps). ``chains``
-        must be at least 2 (checked before any work: R-hat compares chains).
-    seed : int
-        Seeds the sampler and (via ``default_rng([seed, 1])``) the conjugate draws.
-    sampler : {"auto", "nutpie", "pymc"}
-        ``"auto"`` uses nutpie when importable, else PyMC's NUTS.
-    progressbar : bool
-        Progress bars and sampler logging.
-    target_accept : float
-        NUTS target acceptance.
-    cores : int, optional
-        Chains run in parallel (default :func:`default_cores`: every core, at most one per chain).
+    options : SamplerOptions
+        Sampler settings (default: the ``fit`` preset, seed :data:`bpc.constants.DEFAULT_SEED`, nutpie
+        when importable). ``chains`` must be at least 2 (checked before any work: R-hat compares
+        chains). The seed also seeds the conjugate draws (``default_rng([seed, 1])``).
     kernels : {"predict", "measured"}
         Passed to :func:`cell_rates` for the stored ``parameters`` group.
     warn : bool
@@ -701,57 +732,32 @@ def fit(
     ValueError
         If ``chains`` < 2, ``extend`` < 0, or the counts break their schema.
     """
-    _check_chains(chains)
+    if options.chains < 2:
+        why = "the convergence check's R-hat compares chains"
+        raise ValueError(f"chains must be an integer >= 2 ({why}), got {options.chains}")
     if extend is None:
-        preset = SAMPLER_PRESETS["fit"]
-        at_preset = (draws, tune, chains) == (preset["draws"], preset["tune"], preset["chains"])
-        extend = FIT_EXTENSIONS if at_preset else 0
+        length = (options.draws, options.tune, options.chains)
+        extend = FIT_EXTENSIONS if length == (_FIT["draws"], _FIT["tune"], _FIT["chains"]) else 0
     if isinstance(extend, bool) or not isinstance(extend, int) or extend < 0:
         raise ValueError(f"extend must be a non-negative integer, got {extend!r}")
     if spec is None:
         spec = ModelSpec.for_counts(counts)
     validate_counts(counts)
     model = build_model(counts, spec)
-    which = resolve_sampler(sampler)
+    options = replace(options, sampler=resolve_sampler(options.sampler))
     t0 = time.perf_counter()
-    compiled = compile_nutpie(model) if which == "nutpie" else None  # once, for the extensions too
-
-    def run(run_seed: int) -> xr.DataTree:
-        return sample_model(
-            model,
-            draws=draws,
-            tune=tune,
-            chains=chains,
-            seed=run_seed,
-            sampler=which,
-            progressbar=progressbar,
-            target_accept=target_accept,
-            cores=cores,
-            compiled=compiled,
-        )
-
-    dt = run(seed)
+    compiled = compile_nutpie(model) if options.sampler == "nutpie" else None  # once, for the extensions too
+    dt = sample_model(model, options, compiled=compiled)
     extensions = 0
     while extensions < extend:
         diag = diagnose(dt)
         if diag.ok or diag.divergences > DIVERGENCES_MAX:
             break
         extensions += 1
-        dt = _more_chains(dt, run(_extension_seed(seed, extensions)))
-    wall = time.perf_counter() - t0
-    config = {
-        "spec": spec.hash(),
-        "counts": counts_hash(counts),
-        "sampler": which,
-        "draws": int(draws),
-        "tune": int(tune),
-        "chains": int(chains),
-        "seed": int(seed),
-        "target_accept": float(target_accept),
-        "kernels": kernels,
-        "extensions": int(extensions),
-    }
-    diag = _finish(dt, counts, spec, config, wall)
+        extra = replace(options, seed=_extension_seed(options.seed, extensions))
+        dt = _more_chains(dt, sample_model(model, extra, compiled=compiled))
+    config = {**options.key(), "spec": spec.hash(), "counts": counts_hash(counts), "kernels": kernels}
+    diag = _finish(dt, counts, spec, {**config, "extensions": extensions}, time.perf_counter() - t0)
     if warn:
         diag.warn(stacklevel=2)
     return dt
@@ -818,17 +824,10 @@ class Refitter:
         Counts whose observed entries span every entry any later fit may observe.
     spec : ModelSpec, optional
     sampler : {"auto", "nutpie", "pymc"}
-    target_accept : float
+        The implementation the model is compiled for (every fit's ``options.sampler`` is replaced by it).
     """
 
-    def __init__(
-        self,
-        template: xr.Dataset,
-        spec: ModelSpec | None = None,
-        *,
-        sampler: str = "auto",
-        target_accept: float = TARGET_ACCEPT,
-    ):
+    def __init__(self, template: xr.Dataset, spec: ModelSpec | None = None, *, sampler: str = "auto"):
         from bpc.estimate.model.build import instance_observations, observations
 
         spec = ModelSpec.default() if spec is None else spec
@@ -839,10 +838,7 @@ class Refitter:
         self.instance_layout = instance_observations(template) if self.spec.instance else None
         self.model = build_model(template, self.spec, keep_empty=True)
         self.sampler = resolve_sampler(sampler)
-        self.target_accept = float(target_accept)
-        self._compiled: CompiledPyMCModel | None = None
-        if self.sampler == "nutpie":
-            self._compiled = compile_nutpie(self.model, freeze=False)
+        self._compiled = compile_nutpie(self.model, freeze=False) if self.sampler == "nutpie" else None
 
     def data_for(self, counts: xr.Dataset) -> dict[str, np.ndarray]:
         """The model's data arrays for ``counts`` on the template's layout.
@@ -891,75 +887,23 @@ class Refitter:
                 data[name] = inst[name].values
         return data
 
-    def fit(
-        self,
-        counts: xr.Dataset,
-        *,
-        draws: int = 1000,
-        tune: int = 1000,
-        chains: int = 4,
-        seed: int = DEFAULT_SEED,
-        progressbar: bool = False,
-        kernels: str = "predict",
-        cores: int | None = None,
-        target_accept: float | None = None,
-    ) -> xr.DataTree:
+    def fit(self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str = "predict") -> xr.DataTree:
         """Fit the compiled model to ``counts``; same output as :func:`fit` (minus observed_data).
 
         Parameters
         ----------
         counts : xarray.Dataset
             Same coordinates as the template.
-        draws, tune, chains, seed, progressbar, kernels, cores
+        options : SamplerOptions
+            The run's settings (its ``sampler`` is the one the model was compiled for).
+        kernels : {"predict", "measured"}
             As for :func:`fit`.
-        target_accept : float, optional
-            NUTS target acceptance of this fit (a sampling setting, not part of
-            the compiled model); default the one given at construction.
         """
-        accept = self.target_accept if target_accept is None else float(target_accept)
         validate_counts(counts)
         data = self.data_for(counts)
+        options = replace(options, sampler=self.sampler)
         t0 = time.perf_counter()
-        if self._compiled is not None:
-            import nutpie
-
-            compiled = self._compiled.with_data(**data)
-            dt = nutpie.sample(
-                compiled,
-                draws=int(draws),
-                tune=int(tune),
-                chains=int(chains),
-                cores=default_cores(chains) if cores is None else int(cores),
-                seed=int(seed),
-                progress_bar=progressbar,
-                save_warmup=False,
-                target_accept=accept,
-            )
-        else:
-            with self.model:
-                pm.set_data(data)
-            dt = sample_model(
-                self.model,
-                draws=draws,
-                tune=tune,
-                chains=chains,
-                seed=seed,
-                sampler="pymc",
-                progressbar=progressbar,
-                target_accept=accept,
-                cores=cores,
-            )
-        wall = time.perf_counter() - t0
-        config = {
-            "spec": self.spec.hash(),
-            "counts": counts_hash(counts),
-            "sampler": self.sampler,
-            "draws": int(draws),
-            "tune": int(tune),
-            "chains": int(chains),
-            "seed": int(seed),
-            "target_accept": accept,
-            "kernels": kernels,
-        }
-        _finish(dt, counts, self.spec, config, wall)
+        dt = sample_model(self.model, options, compiled=self._compiled, data=data)
+        config = {**options.key(), "spec": self.spec.hash(), "counts": counts_hash(counts)}
+        _finish(dt, counts, self.spec, {**config, "kernels": kernels}, time.perf_counter() - t0)
         return dt

@@ -37,7 +37,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import xarray as xr
@@ -65,23 +65,15 @@ __all__ = [
     "LocoRefits",
 ]
 
+if TYPE_CHECKING:
+    from bpc.estimate.model.fit import SamplerOptions
+
 KHAT_MAX = 0.7
 """Largest Pareto k̂ of the smoothed importance weights at which a calibration is reweighted, not refitted."""
 
 
 class _Fitter(Protocol):
-    def fit(
-        self,
-        counts: xr.Dataset,
-        *,
-        draws: int,
-        tune: int,
-        chains: int,
-        seed: int,
-        progressbar: bool,
-        kernels: str,
-        target_accept: float | None,
-    ) -> xr.DataTree: ...
+    def fit(self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str) -> xr.DataTree: ...
 
 
 def converged(dt: xr.DataTree) -> bool:
@@ -229,21 +221,16 @@ class RefitLadder:
         >>> k["target_accept"], k["draws"], k["seed"]
         (0.95, 4000, 3)
         """
-        from bpc.estimate.model.fit import counts_hash
+        from bpc.estimate.model.fit import SamplerOptions, counts_hash
 
-        s = SAMPLER_PRESETS[preset]
+        sampling = SamplerOptions.preset(preset, seed=int(seed), sampler=self.sampler).key()
         return {
+            **sampling,
             "counts": counts_hash(counts),
             "spec": self.spec.hash(),
             "preset": preset,
-            "draws": int(s["draws"]),
-            "tune": int(s["tune"]),
-            "chains": int(s["chains"]),
-            "target_accept": float(s["target_accept"]),
-            "sampler": self.sampler,
             "kernels": self.kernels,
             "reduce": _name(self._reduce),
-            "seed": int(seed),
         }
 
     def fit(
@@ -303,6 +290,7 @@ class RefitLadder:
         import time
 
         from bpc.estimate.model import io
+        from bpc.estimate.model.fit import SamplerOptions
         from bpc.progress import info
 
         key = self.key(counts, preset, seed)
@@ -315,16 +303,8 @@ class RefitLadder:
             info(f"refit {label}: {path} was made with another key; refitting", enabled=self.progress)
         info(f"refit {label}: fitting at preset {preset}", enabled=self.progress)
         t0 = time.perf_counter()
-        dt = self.fitter.fit(
-            counts,
-            draws=key["draws"],
-            tune=key["tune"],
-            chains=key["chains"],
-            seed=seed,
-            progressbar=False,
-            kernels=self.kernels,
-            target_accept=key["target_accept"],
-        )
+        options = SamplerOptions.preset(preset, seed=seed, sampler=self.sampler, progressbar=False)
+        dt = self.fitter.fit(counts, options, kernels=self.kernels)
         info(f"refit {label}: {time.perf_counter() - t0:.0f} s", enabled=self.progress)
         if self._reduce is not None:
             dt = self._reduce(dt)

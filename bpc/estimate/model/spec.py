@@ -92,8 +92,6 @@ DEFAULT_SPEC_FILE = "hierarchical.toml"
 
 _EFFECTS = (DIM_BENCHMARK, DIM_GENERATOR)
 _MODEL_KEYS = ("name", "critics", "effects", "centered", "zero_sum", "cell_shape")
-_INSTANCE_KEYS = ("enabled", *INSTANCE_HYPERPRIORS)
-_TASK_KEYS = ("enabled", *TASK_HYPERPRIORS)
 
 
 @functools.cache
@@ -157,6 +155,18 @@ def _hyperprior(
             raise ValueError(f"model spec {where}.{name}.sigma: expected > 0, got {v!r}")
         out[p] = float(v)
     return out
+
+
+def _switched(
+    section: str, data: dict[str, Any], default: dict[str, Any], table: dict[str, tuple[str, ...]]
+) -> tuple[Any, dict[str, dict[str, float]]]:
+    """A section with an ``enabled`` switch and hyperpriors (``[instance]``, ``[tasks]``) over the default."""
+    raw = data.get(section, {})
+    if not isinstance(raw, dict):
+        raise ValueError(f"model spec [{section}]: expected a table, got {raw!r}")
+    merged = {**default.get(section, {}), **raw}
+    _check_keys(f"[{section}]", merged, ("enabled", *table))
+    return merged["enabled"], {name: _hyperprior(f"[{section}]", name, merged[name], table) for name in table}
 
 
 @dataclass(frozen=True)
@@ -284,23 +294,8 @@ class ModelSpec:
             merged = {**shared, **override}
             where = f"[rates.{kind}]" if override else "[priors]"
             priors[kind] = {name: _hyperprior(where, name, merged[name]) for name in HYPERPRIORS}
-        instance_raw = data.get("instance", {})
-        if not isinstance(instance_raw, dict):
-            raise ValueError(f"model spec [instance]: expected a table, got {instance_raw!r}")
-        instance = {**default["instance"], **instance_raw}
-        _check_keys("[instance]", instance, _INSTANCE_KEYS)
-        instance_priors = {
-            name: _hyperprior("[instance]", name, instance[name], INSTANCE_HYPERPRIORS)
-            for name in INSTANCE_HYPERPRIORS
-        }
-        tasks_raw = data.get("tasks", {})
-        if not isinstance(tasks_raw, dict):
-            raise ValueError(f"model spec [tasks]: expected a table, got {tasks_raw!r}")
-        tasks = {**default.get("tasks", {}), **tasks_raw}
-        _check_keys("[tasks]", tasks, _TASK_KEYS)
-        task_priors = {
-            name: _hyperprior("[tasks]", name, tasks[name], TASK_HYPERPRIORS) for name in TASK_HYPERPRIORS
-        }
+        instance, instance_priors = _switched("instance", data, default, INSTANCE_HYPERPRIORS)
+        tasks, task_priors = _switched("tasks", data, default, TASK_HYPERPRIORS)
         if not isinstance(model["name"], str):
             raise ValueError(f"model spec [model].name: expected a string, got {model['name']!r}")
         return cls(
@@ -310,10 +305,10 @@ class ModelSpec:
             centered=tuple(model["centered"]),
             zero_sum=model["zero_sum"],
             cell_shape=model["cell_shape"],
-            instance=instance["enabled"],
+            instance=instance,
             priors=priors,
             instance_priors=instance_priors,
-            tasks=tasks["enabled"],
+            tasks=tasks,
             task_priors=task_priors,
         )
 
