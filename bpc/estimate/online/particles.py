@@ -974,7 +974,7 @@ class LearningState:
             raise ValueError(f"window must be in 1..{self.n_episodes} (episodes learnt), got {window}")
         recent = self.records[-window:]
         lw = self.log_weights - sum((self.loglik(r) for r in recent), np.zeros(self.n_particles))
-        lw = lw - logsumexp(lw)
+        lw = lw - logsumexp(np.asarray(lw, dtype=float))
         ref = replace(self, log_weights=lw, records=self.records[:-window])
         from bpc.estimate.online.drift import drift_check
 
