@@ -17,6 +17,22 @@ from pymc.testing import mock_sample
 from bpc.schema import empty_counts
 
 
+def one_cell_counts(n=40, k=12, tp=(9, 10), fp=(5, 28), trans=None) -> xr.Dataset:
+    """One cell (lcb_hard, gpt5_mini), every critic with the same (passes, n) at label 1 and 0;
+    optional transition counts ``trans = (flips after a pass, n, flips after a fail, n)``."""
+    c = empty_counts(["lcb_hard"], ["gpt5_mini"])
+    c["n_patches"][:] = n
+    c["n_pass"][:] = k
+    c["n_instances"][:] = n // 3
+    for label, (passes, total) in ((1, tp), (0, fp)):
+        c["critic_pass"].loc[{"label": label}] = passes
+        c["critic_n"].loc[{"label": label}] = total
+    if trans is not None:
+        c["trans_n"][:] = [trans[1], trans[3]]
+        c["trans_flip"][:] = [trans[0], trans[2]]
+    return c
+
+
 def tiny_counts(seed: int = 0, n: int = 60) -> xr.Dataset:
     """A 3 x 2 panel: every cell has patches and critics, except that
 

@@ -6,21 +6,18 @@ skip, except under ``BPC_REQUIRE_AGENTS=1`` (set by .ci/run), where a missing fr
 
 from __future__ import annotations
 
-import os
 import runpy
 from pathlib import Path
 
 import pytest
 
 from bpc.decide.options import Budget
+from tests.adapters.frameworks import require
 
-if os.environ.get("BPC_REQUIRE_AGENTS") == "1":  # CI (.ci/run): a missing framework fails, never skips
-    import inspect_ai  # noqa: F401
-else:
-    pytest.importorskip(
-        "inspect_ai",
-        reason="the inspect-ai adapter needs inspect-ai (make dev-agents, or pip install -e '.[inspect]')",
-    )
+require(
+    "inspect_ai",
+    reason="the inspect-ai adapter needs inspect-ai (make dev-agents, or pip install -e '.[inspect]')",
+)
 
 from inspect_ai import Task, eval  # noqa: E402
 from inspect_ai.dataset import Sample  # noqa: E402

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import doctest
 import operator
-import os
 import runpy
 from pathlib import Path
 from typing import Annotated
@@ -13,14 +12,12 @@ import numpy as np
 import pytest
 
 from bpc.decide.options import Budget, PlanOptions
+from tests.adapters.frameworks import recorded_cell, require
 
-if os.environ.get("BPC_REQUIRE_AGENTS") == "1":  # CI (.ci/run): a missing framework fails, never skips
-    import langgraph  # noqa: F401
-else:
-    pytest.importorskip(
-        "langgraph",
-        reason="the LangGraph adapter needs LangGraph (make dev-agents, or pip install -e '.[langgraph]')",
-    )
+require(
+    "langgraph",
+    reason="the LangGraph adapter needs LangGraph (make dev-agents, or pip install -e '.[langgraph]')",
+)
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
@@ -149,26 +146,11 @@ def test_router_routes_each_action_to_its_node():
 @pytest.mark.parametrize("method", ["dp", "greedy"])
 def test_graph_over_recorded_patches_reproduces_replay(corpus_path, method):
     from bpc.costs import paper_costs_for
-    from bpc.data.corpus import load_corpus, read_transition_kernel
-    from bpc.data.counts import counts_from_records
-    from bpc.estimate.laplace import laplace
-    from bpc.replay.engine import cell_pool, replay_pool, with_kernel
-    from bpc.schema import select_cell
+    from bpc.replay.engine import cell_pool, replay_pool
 
-    records = load_corpus(corpus_path / "lcb_calibration_v2", progress=False).records
-    kernel = read_transition_kernel(
-        corpus_path
-        / "PAPER_RELEASE"
-        / "iter_kernels"
-        / "lcb_calibration_v2_iter"
-        / "gpt5_mini"
-        / "transition_kernel.json"
-    )
-    cells = {
-        "fresh": select_cell(laplace(counts_from_records(records)), "lcb_hard", "gpt5_mini"),
-    }
-    cells["kernel"] = with_kernel(cells["fresh"], kernel)
-    pool = cell_pool(select_cell(records, "lcb_hard", "gpt5_mini"), "paper")
+    records, fresh, with_release_kernel = recorded_cell(corpus_path)
+    cells = {"fresh": fresh, "kernel": with_release_kernel}
+    pool = cell_pool(records, "paper")
     policy = {"dp": "bayesian_dp", "greedy": "bayesian_greedy"}[method]
     for params in cells.values():
         ctrl = Controller.from_params(

@@ -6,19 +6,17 @@ skip, except under ``BPC_REQUIRE_AGENTS=1`` (set by .ci/run), where a missing fr
 
 from __future__ import annotations
 
-import os
 import runpy
 from pathlib import Path
 
 import pytest
 
-if os.environ.get("BPC_REQUIRE_AGENTS") == "1":  # CI (.ci/run): a missing framework fails, never skips
-    import openhands.sdk  # noqa: F401
-else:
-    pytest.importorskip(
-        "openhands.sdk",
-        reason="the OpenHands adapter needs openhands-sdk (make dev-agents; pip install -e '.[openhands]')",
-    )
+from tests.adapters.frameworks import CELL, recorded_cell, require
+
+require(
+    "openhands.sdk",
+    reason="the OpenHands adapter needs openhands-sdk (make dev-agents; pip install -e '.[openhands]')",
+)
 
 from openhands.sdk.critic import CriticResult, IterativeRefinementConfig  # noqa: E402
 
@@ -26,7 +24,6 @@ from bpc.adapters.openhands import EpisodeCritic  # noqa: E402
 from bpc.decide.live import Controller  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openhands_critic.py"
-CELL = ("lcb_hard", "gpt5_mini")
 
 
 def test_the_readme_example_runs_a_real_conversation(capsys, monkeypatch):
@@ -79,24 +76,11 @@ def test_score_is_the_belief_and_refining_is_the_episodes_decision():
 @pytest.mark.corpus
 def test_recorded_verdicts_of_a_real_cell_drive_the_critic(corpus_path):
     """Each recorded patch of lcb_hard/gpt5_mini is one attempt; OpenHands' loop around the critic."""
-    from bpc.data.corpus import load_corpus, read_transition_kernel
-    from bpc.data.counts import counts_from_records
-    from bpc.estimate.laplace import laplace
-    from bpc.replay.engine import cell_pool, with_kernel
-    from bpc.schema import select_cell
+    from bpc.replay.engine import cell_pool
 
-    records = load_corpus(corpus_path / "lcb_calibration_v2", progress=False).records
-    kernel = read_transition_kernel(
-        corpus_path
-        / "PAPER_RELEASE"
-        / "iter_kernels"
-        / "lcb_calibration_v2_iter"
-        / "gpt5_mini"
-        / "transition_kernel.json"
-    )
-    params = with_kernel(select_cell(laplace(counts_from_records(records)), *CELL), kernel)
+    records, _, params = recorded_cell(corpus_path)
+    pool = cell_pool(records, "paper")
     ctrl = Controller.from_params(params, cell=CELL)
-    pool = cell_pool(select_cell(records, *CELL), "paper")
     config = IterativeRefinementConfig(max_iterations=int(pool.n_patches.max()))
     unlike_threshold = 0  # evaluations where OpenHands' default rule (refine below 0.6) would differ
 

@@ -74,18 +74,11 @@ def plugin_controller(params, cost):
 
 
 from bpc.estimate.conjugate import conjugate_posterior  # noqa: E402
-from bpc.schema import empty_counts  # noqa: E402
+from tests.model_fixtures import one_cell_counts  # noqa: E402
 
 
 def cell_counts(n=30, k=9, tp=(8, 9), fp=(6, 21), test_missing=False):
-    c = empty_counts(["lcb_hard"], ["gpt5_mini"])
-    c["n_patches"][:] = n
-    c["n_pass"][:] = k
-    c["n_instances"][:] = n // 3
-    c["critic_pass"].loc[{"label": 1}] = tp[0]
-    c["critic_n"].loc[{"label": 1}] = tp[1]
-    c["critic_pass"].loc[{"label": 0}] = fp[0]
-    c["critic_n"].loc[{"label": 0}] = fp[1]
+    c = one_cell_counts(n=n, k=k, tp=tp, fp=fp)
     c["critic_pass"].loc[{"critic": "llm", "label": 0}] = 2
     if test_missing:
         c["critic_pass"].loc[{"critic": "test"}] = np.nan

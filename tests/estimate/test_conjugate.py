@@ -6,23 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpc.estimate.conjugate import beta_parameters, conjugate_posterior, posterior_mean
-from bpc.schema import empty_counts
+from tests.model_fixtures import one_cell_counts
 
-
-def make_counts(n=40, k=12, tp=(9, 10), fp=(5, 28), trans=None):
-    """One cell, every critic with the same counts; optional transition counts."""
-    c = empty_counts(["lcb_hard"], ["gpt5_mini"])
-    c["n_patches"][:] = n
-    c["n_pass"][:] = k
-    c["n_instances"][:] = n // 3
-    c["critic_pass"].loc[{"label": 1}] = tp[0]
-    c["critic_n"].loc[{"label": 1}] = tp[1]
-    c["critic_pass"].loc[{"label": 0}] = fp[0]
-    c["critic_n"].loc[{"label": 0}] = fp[1]
-    if trans is not None:
-        c["trans_n"][:] = [trans[1], trans[3]]
-        c["trans_flip"][:] = [trans[0], trans[2]]
-    return c
+make_counts = one_cell_counts
 
 
 def test_beta_parameters_hand_checked():

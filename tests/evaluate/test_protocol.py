@@ -22,35 +22,18 @@ from bpc.evaluate import (
     with_best_baseline,
 )
 from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
+from tests.records import patch_records
 
 
 def _records() -> pd.DataFrame:
     """lcb_hard: two generators on 10 shared tasks; swebench_verified: one on 6; 2 patches each."""
-    rows = []
-    for b, gens, n in (
-        ("lcb_hard", ("haiku45", "qwen3_coder"), 10),
-        ("swebench_verified", ("gpt5_mini",), 6),
-    ):
-        for g in gens:
-            for i in range(n):
-                for p in range(2):
-                    rows.append(
-                        {
-                            "benchmark": b,
-                            "generator": g,
-                            "instance_id": f"t{i:02d}",
-                            "patch_id": p,
-                            "Y": int((i + p + len(g)) % 3 == 0),
-                            "syn": True,
-                            "test": bool((i + p) % 2),
-                            "llm": pd.NA,
-                            "lint": pd.NA,
-                        }
-                    )
-    rec = pd.DataFrame(rows)
-    for c in ("syn", "test", "llm", "lint"):
-        rec[c] = rec[c].astype("boolean")
-    return rec
+    cells = (("lcb_hard", ("haiku45", "qwen3_coder"), 10), ("swebench_verified", ("gpt5_mini",), 6))
+    return patch_records(
+        cells,
+        patches=2,
+        y=lambda b, g, i, p: (i + p + len(g)) % 3 == 0,
+        test=lambda y, i, p: bool((i + p) % 2),
+    )
 
 
 def _echo_evaluator(seen: list[FoldData]):

@@ -18,6 +18,7 @@ from bpc.experiments.claims import (
     claims_table,
     compare_claims,
 )
+from tests.experiments.test_analyses_runner import SMALL as RUNNER_SMALL
 
 BY_ID = {c.id: c for c in CLAIMS}
 
@@ -326,17 +327,7 @@ def test_verdicts_do_not_depend_on_row_order(deltas, seed):
 # ---------------------------------------------------------------------------
 # A quick run on a small simulated panel
 # ---------------------------------------------------------------------------
-SMALL = dict(
-    sources=("simulated",),
-    quick=True,
-    progress=False,
-    draws=0,
-    scale=0.25,
-    benchmarks=("lcb_hard", "swebench_lite"),
-    generators=("gpt5_mini",),
-    c_vers=(1.0, 30.0, 150.0),
-    rewards=(10.0, 100.0),
-)
+SMALL = {**RUNNER_SMALL, "draws": 0}
 
 
 @pytest.fixture(scope="module")

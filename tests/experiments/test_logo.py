@@ -20,35 +20,18 @@ from bpc.experiments.logo import (
     new_generator_place,
 )
 from bpc.experiments.stream import leave_cell_out
+from tests.records import patch_records
 
 
 def _records() -> pd.DataFrame:
     """Benchmark ``b``: g1, g2, g3 on 16 shared tasks (g1, g2 solve t00–t05, g3 t00–t07);
     benchmark ``m``: g1, g2 on 12 shared tasks (both solve t00–t03). 3 patches each."""
-    rows = []
-    for bench, gens, n, solved in (("b", ("g1", "g2", "g3"), 16, None), ("m", ("g1", "g2"), 12, 4)):
-        for g in gens:
-            for i in range(n):
-                for p in range(3):
-                    cut = solved if solved is not None else (8 if g == "g3" else 6)
-                    y = int(i < cut and (p + i + len(g)) % 4 != 0)
-                    rows.append(
-                        {
-                            "benchmark": bench,
-                            "generator": g,
-                            "instance_id": f"t{i:02d}",
-                            "patch_id": p,
-                            "Y": y,
-                            "syn": True,
-                            "test": bool(y or (i + p) % 5 == 0),
-                            "llm": pd.NA,
-                            "lint": pd.NA,
-                        }
-                    )
-    rec = pd.DataFrame(rows)
-    for c in ("syn", "test", "llm", "lint"):
-        rec[c] = rec[c].astype("boolean")
-    return rec
+
+    def y(bench, g, i, p):
+        cut = 4 if bench == "m" else 8 if g == "g3" else 6
+        return i < cut and (p + i + len(g)) % 4 != 0
+
+    return patch_records((("b", ("g1", "g2", "g3"), 16), ("m", ("g1", "g2"), 12)), patches=3, y=y)
 
 
 def _flipped(rec: pd.DataFrame, target: tuple[str, str]) -> pd.DataFrame:

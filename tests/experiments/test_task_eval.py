@@ -11,34 +11,14 @@ from bpc.evaluate import POOLED, cross_fit, fold_data
 from bpc.experiments.protocol import replay_evaluator
 from bpc.experiments.task_eval import GAIN_COLUMNS, prior_gain_table
 from bpc.experiments.task_starts import check_starts, fold_task_priors, start_label, task_starts
+from tests.records import patch_records
 
 
 def _records() -> pd.DataFrame:
     """Benchmark ``b``: g1 and g2 on 20 shared tasks, both solve t00–t07 (3 patches each);
     benchmark ``s``: g1 alone on 10 tasks."""
-    rows = []
-    for bench, gens, n in (("b", ("g1", "g2"), 20), ("s", ("g1",), 10)):
-        for g in gens:
-            for i in range(n):
-                for p in range(3):
-                    y = int(i < 8 and (p + i + len(g)) % 4 != 0)
-                    rows.append(
-                        {
-                            "benchmark": bench,
-                            "generator": g,
-                            "instance_id": f"t{i:02d}",
-                            "patch_id": p,
-                            "Y": y,
-                            "syn": True,
-                            "test": bool(y or (i + p) % 5 == 0),
-                            "llm": pd.NA,
-                            "lint": pd.NA,
-                        }
-                    )
-    rec = pd.DataFrame(rows)
-    for c in ("syn", "test", "llm", "lint"):
-        rec[c] = rec[c].astype("boolean")
-    return rec
+    cells = (("b", ("g1", "g2"), 20), ("s", ("g1",), 10))
+    return patch_records(cells, patches=3, y=lambda b, g, i, p: i < 8 and (p + i + len(g)) % 4 != 0)
 
 
 def _fold(rec: pd.DataFrame, fold: int = 0):
