@@ -335,13 +335,12 @@ def run_panel(
             ladder = RefitLadder(counts, presets=config.presets, cache=cache, progress=progress)
             for label, spec in costs.items():
                 methods = {**closed, **hierarchical_arms(ladder, costs=spec, draws=config.draws)}
-                hier_loco = LocoConfig(
+                hier_loco = replace(
+                    loco_cf,
                     targets=tuple(hier),
                     ks=config.hierarchical_ks,
                     repeats=1,
-                    n_folds=config.n_folds,
                     max_folds=config.hierarchical_folds,
-                    seed=config.seed,
                 )
                 u, lp = _loco(
                     records, hier_loco, {label: spec}, methods, part="hierarchical subset", progress=progress
