@@ -58,6 +58,17 @@ def test_a_second_server_on_the_same_state_file_is_refused(tmp_path):
     first.kill()
 
 
+@pytest.fixture(scope="module")
+def saved_state(tmp_path_factory):
+    """The state file of a server with two open episodes, killed (one server for every tampering)."""
+    path = tmp_path_factory.mktemp("serve") / "episodes.json"
+    s = Serve("--state-file", str(path))
+    s.ask({"op": "start", "id": "a"})
+    s.ask({"op": "start", "id": "b", "belief": 0.6})
+    s.kill()
+    return path
+
+
 @pytest.mark.parametrize(
     "tamper, reason",
     [
@@ -66,13 +77,9 @@ def test_a_second_server_on_the_same_state_file_is_refused(tmp_path):
         (lambda d: d["episodes"].append(dict(d["episodes"][0])), "checksum mismatch"),
     ],
 )
-def test_a_tampered_state_file_is_refused_whole(tmp_path, tamper, reason):
+def test_a_tampered_state_file_is_refused_whole(tmp_path, saved_state, tamper, reason):
     path = tmp_path / "episodes.json"
-    s = Serve("--state-file", str(path))
-    s.ask({"op": "start", "id": "a"})
-    s.ask({"op": "start", "id": "b", "belief": 0.6})
-    s.kill()
-    data = json.loads(path.read_text())
+    data = json.loads(saved_state.read_text())
     tamper(data)
     path.write_text(json.dumps(data))
     proc, answer = serve_process.refused(*ARGS, "--state-file", str(path))
