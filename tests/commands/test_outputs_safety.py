@@ -36,10 +36,12 @@ from bpc.outputs import (
 )
 
 
-def _log(tmp_path: Path, name: str = "x.csv", sep: str = ",", **rename: str) -> Path:
-    """A small log of two cells (bench a / b), one critic."""
+def _log(
+    tmp_path: Path, name: str = "x.csv", sep: str = ",", benches: tuple[str, ...] = ("a", "b"), **rename: str
+) -> Path:
+    """A small log of two cells (bench a / b, or ``benches``), one critic."""
     rows = []
-    for bench in ("a", "b"):
+    for bench in benches:
         for task in range(4):
             for patch in range(2):
                 y = (task + patch) % 2
@@ -149,7 +151,7 @@ def test_estimate_never_overwrites_its_input(tmp_path, capsys):
 
 
 def test_estimate_replaces_its_own_output_but_not_a_users_file(tmp_path, capsys):
-    log = _log(tmp_path)
+    log = _log(tmp_path, benches=("a",))  # one cell: each estimate costs a per-cell κ fit
     for name in ("p.nc", "p.csv"):
         out = tmp_path / name
         assert main(["estimate", str(log), "--out", str(out), "--quiet"]) == 0
@@ -177,7 +179,7 @@ def test_stale_temp_files_of_killed_runs_are_removed(tmp_path):
 
 
 def test_full_disk_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
-    log = _log(tmp_path)
+    log = _log(tmp_path, benches=("a",))
     out = tmp_path / "p.nc"
     assert main(["estimate", str(log), "--out", str(out), "--quiet"]) == 0
     before = out.read_bytes()
