@@ -45,6 +45,19 @@ def _logs(path, *, n=40, seed=7, extra=False):
     return path
 
 
+def _mock_sampler(monkeypatch) -> None:
+    """``bpc fit --sampler pymc`` draws from the prior (no MCMC) and compiles fast."""
+    from functools import partial
+
+    import pymc as pm
+    import pytensor
+    from pymc.testing import mock_sample
+
+    monkeypatch.setattr(pytensor.config, "mode", "FAST_COMPILE")
+    stats = {"diverging": lambda size: np.zeros(size, dtype=bool)}
+    monkeypatch.setattr(pm, "sample", partial(mock_sample, sample_stats=stats))
+
+
 def test_no_critic_may_be_named_like_an_action():
     assert CONTROLLER_ACTIONS == BASE_ACTIONS
     with pytest.raises(ValueError, match="controller actions"):
@@ -113,8 +126,8 @@ def test_fixed_pipeline_runs_every_custom_critic(tmp_path):
     assert not {"gate_syn", "gate_test", "gate_llm"} & set(df["policy"])
 
 
-@pytest.mark.slow
-def test_cli_round_trip_estimate_fit_replay(tmp_path, capsys):
+def test_cli_round_trip_estimate_fit_replay(tmp_path, capsys, monkeypatch):
+    _mock_sampler(monkeypatch)  # the rates' names and shapes are the point, not the MCMC (tests/estimate)
     csv = _logs(tmp_path / "logs.csv")
     crit = [a for m in MAPPING for a in ("--critic", m)]
     assert main(["estimate", str(csv), *crit, "--out", str(tmp_path / "est.csv"), "--quiet"]) == 0
@@ -125,7 +138,7 @@ def test_cli_round_trip_estimate_fit_replay(tmp_path, capsys):
     assert (est["tpr_unit"] - est["fpr_unit"] > 0.4).all()
 
     post = tmp_path / "post.nc"
-    fit_args = ["--draws", "100", "--tune", "100", "--chains", "2", "--allow-bad-diagnostics", "--quiet"]
+    fit_args = ["--draws", "100", "--chains", "2", "--sampler", "pymc", "--allow-bad-diagnostics", "--quiet"]
     assert main(["fit", str(csv), *crit, *fit_args, "--out", str(post)]) == 0
     tree = xr.open_datatree(post, engine="h5netcdf")
     assert [str(c) for c in tree["parameters"]["critic"].values] == list(NAMES)
@@ -165,15 +178,7 @@ def test_cli_replay_needs_a_cost_for_each_custom_critic(tmp_path, capsys):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_cli_fit_models_the_data_critics_and_warns_on_a_spec_without_them(tmp_path, capsys, monkeypatch):
-    from functools import partial
-
-    import pymc as pm
-    import pytensor
-    from pymc.testing import mock_sample
-
-    monkeypatch.setattr(pytensor.config, "mode", "FAST_COMPILE")  # no MCMC: compile fast
-    stats = {"diverging": lambda size: np.zeros(size, dtype=bool)}
-    monkeypatch.setattr(pm, "sample", partial(mock_sample, sample_stats=stats))  # prior draws, no MCMC
+    _mock_sampler(monkeypatch)
     csv = _logs(tmp_path / "logs.csv", n=10)
     crit = [a for m in MAPPING for a in ("--critic", m)]
     args = ["--draws", "10", "--chains", "2", "--sampler", "pymc", "--allow-bad-diagnostics", "--quiet"]
