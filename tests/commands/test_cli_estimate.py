@@ -1,3 +1,5 @@
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -66,11 +68,19 @@ def test_estimate_netcdf_round_trip(corpus_path, tmp_path, capsys):
     assert "lcb_hard/gpt5_mini" in json.loads(ds.attrs["kernel_files"])
 
 
+@pytest.fixture(scope="module")
+def corpus_csv(corpus_path, tmp_path_factory):
+    """``bpc estimate CORPUS --out est.csv`` once for this file: the table and what went to stderr."""
+    out = tmp_path_factory.mktemp("estimate") / "est.csv"
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
+    return out, err.getvalue()
+
+
 @pytest.mark.corpus
-def test_estimate_csv(corpus_path, tmp_path):
-    out = tmp_path / "est.csv"
-    assert main(["estimate", str(corpus_path), "--out", str(out), "--quiet"]) == 0
-    df = pd.read_csv(out)
+def test_estimate_csv(corpus_csv):
+    df = pd.read_csv(corpus_csv[0])
     assert list(df.columns) == CSV_COLUMNS
     assert len(df) == 32
     row = df.set_index(["benchmark", "generator"]).loc[("lcb_hard", "gpt5_mini")]
@@ -128,11 +138,9 @@ def test_estimate_bad_input_reports_file_and_line(tmp_path, capsys):
 
 
 @pytest.mark.corpus
-def test_estimate_says_what_it_chose(corpus_path, tmp_path, capsys):
+def test_estimate_says_what_it_chose(corpus_csv):
     """SWE gpt5_mini comes from the 900-patch run, not the released 135-patch table: said at the end."""
-    out = tmp_path / "e.csv"
-    assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
-    err = capsys.readouterr().err
+    err = corpus_csv[1]
     assert "data choices:" in err
     choices = err.split("data choices:", 1)[1]  # progress lines before it may name the same folder
     line = next(x for x in choices.splitlines() if "swebench_lite/gpt5_mini" in x)

@@ -267,12 +267,16 @@ def test_posterior_file_reports_p_optimal_and_bands(capsys, posterior_file):
     from bpc.decide.live import Controller
     from bpc.estimate.model import load, posterior_params
 
+    def solve_params(*extra: str) -> tuple[int, dict]:
+        rc = main(["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini", *extra])
+        out = capsys.readouterr()
+        return rc, (json.loads(out.out) if rc == 0 else {"err": out.err})
+
     # the mocked fit is prior draws, kept with --allow-bad-diagnostics: refused unless the user opts in
-    assert main(["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini"]) == 2
-    assert "pass --accept-unconverged to use it" in capsys.readouterr().err
-    argv = ["solve", "--params", str(posterior_file), "--cell", "lcb_hard/gpt5_mini", "--accept-unconverged"]
-    assert main(argv) == 0
-    payload = json.loads(capsys.readouterr().out)
+    rc, refused = solve_params()
+    assert rc == 2 and "pass --accept-unconverged to use it" in refused["err"]
+    rc, payload = solve_params("--accept-unconverged")
+    assert rc == 0
     assert payload["warning"]  # said in every decision it makes
     assert payload["mode"] == "bayes_robust" and payload["inputs"]["n_samples"] == 60
     assert sum(payload["p_optimal"].values()) == pytest.approx(1.0)
@@ -285,39 +289,10 @@ def test_posterior_file_reports_p_optimal_and_bands(capsys, posterior_file):
     d = ctrl.episode().decide()
     assert payload["action"] == d.action and payload["value"] == pytest.approx(d.value)
     assert payload["p_optimal"] == pytest.approx(dict(d.p_optimal))
-    assert (
-        main(
-            [
-                "solve",
-                "--params",
-                str(posterior_file),
-                "--cell",
-                "lcb_hard/gpt5_mini",
-                "--mode",
-                "posterior_mean",
-                "--accept-unconverged",
-            ]
-        )
-        == 0
-    )
-    payload = json.loads(capsys.readouterr().out)
-    assert payload["mode"] == "posterior_mean" and payload["inputs"]["n_samples"] == 1
-    assert (
-        main(
-            [
-                "solve",
-                "--params",
-                str(posterior_file),
-                "--cell",
-                "lcb_hard/gpt5_mini",
-                "--max-draws",
-                "7",
-                *["--accept-unconverged"],
-            ]
-        )
-        == 0
-    )
-    assert json.loads(capsys.readouterr().out)["inputs"]["n_samples"] == 7
+    rc, payload = solve_params("--mode", "posterior_mean", "--accept-unconverged")
+    assert rc == 0 and payload["mode"] == "posterior_mean" and payload["inputs"]["n_samples"] == 1
+    rc, payload = solve_params("--max-draws", "7", "--accept-unconverged")
+    assert rc == 0 and payload["inputs"]["n_samples"] == 7
 
 
 def test_solve_imports_neither_pandas_nor_xarray():

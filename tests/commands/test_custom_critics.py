@@ -1,8 +1,5 @@
 """K critics with a user's own names flow through counts, Laplace, the model, the solvers and replay."""
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -47,6 +44,19 @@ def _logs(path, *, n=40, seed=7, extra=False):
                 rows.append(row)
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
+
+
+def _mock_sampler(monkeypatch) -> None:
+    """``bpc fit --sampler pymc`` draws from the prior (no MCMC) and compiles fast."""
+    from functools import partial
+
+    import pymc as pm
+    import pytensor
+    from pymc.testing import mock_sample
+
+    monkeypatch.setattr(pytensor.config, "mode", "FAST_COMPILE")
+    stats = {"diverging": lambda size: np.zeros(size, dtype=bool)}
+    monkeypatch.setattr(pm, "sample", partial(mock_sample, sample_stats=stats))
 
 
 def test_no_critic_may_be_named_like_an_action():
@@ -117,8 +127,8 @@ def test_fixed_pipeline_runs_every_custom_critic(tmp_path):
     assert not {"gate_syn", "gate_test", "gate_llm"} & set(df["policy"])
 
 
-@pytest.mark.slow
-def test_cli_round_trip_estimate_fit_replay(tmp_path, capsys):
+def test_cli_round_trip_estimate_fit_replay(tmp_path, capsys, monkeypatch):
+    _mock_sampler(monkeypatch)  # the rates' names and shapes are the point, not the MCMC (tests/estimate)
     csv = _logs(tmp_path / "logs.csv")
     crit = [a for m in MAPPING for a in ("--critic", m)]
     assert main(["estimate", str(csv), *crit, "--out", str(tmp_path / "est.csv"), "--quiet"]) == 0
@@ -129,7 +139,7 @@ def test_cli_round_trip_estimate_fit_replay(tmp_path, capsys):
     assert (est["tpr_unit"] - est["fpr_unit"] > 0.4).all()
 
     post = tmp_path / "post.nc"
-    fit_args = ["--draws", "100", "--tune", "100", "--chains", "2", "--allow-bad-diagnostics", "--quiet"]
+    fit_args = ["--draws", "100", "--chains", "2", "--sampler", "pymc", "--allow-bad-diagnostics", "--quiet"]
     assert main(["fit", str(csv), *crit, *fit_args, "--out", str(post)]) == 0
     tree = xr.open_datatree(post, engine="h5netcdf")
     assert [str(c) for c in tree["parameters"]["critic"].values] == list(NAMES)
@@ -148,18 +158,14 @@ def test_cli_round_trip_estimate_fit_replay(tmp_path, capsys):
     assert "bayesian_dp" in capsys.readouterr().out  # bpc's table: registry names
 
 
-def test_cli_unmapped_column_fails_naming_it(tmp_path):
+def test_cli_unmapped_column_fails_naming_it(tmp_path, capsys):
     csv = _logs(tmp_path / "logs.csv", n=5, extra=True)
     crit = [a for m in MAPPING for a in ("--critic", m)]
     for command in (["estimate", "--out", str(tmp_path / "e.csv")], ["replay"]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "bpc", command[0], str(csv), *crit, *command[1:]],
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 2, proc.stderr
-        assert "unmapped column 'latency_ms'" in proc.stderr and "Traceback" not in proc.stderr
-        assert f"{csv}:1:" in proc.stderr
+        rc = main([command[0], str(csv), *crit, *command[1:]])  # an escaping exception fails the test
+        err = capsys.readouterr().err
+        assert rc == 2, err
+        assert "unmapped column 'latency_ms'" in err and f"{csv}:1:" in err and "Traceback" not in err
 
 
 def test_cli_replay_needs_a_cost_for_each_custom_critic(tmp_path, capsys):
@@ -173,15 +179,7 @@ def test_cli_replay_needs_a_cost_for_each_custom_critic(tmp_path, capsys):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_cli_fit_models_the_data_critics_and_warns_on_a_spec_without_them(tmp_path, capsys, monkeypatch):
-    from functools import partial
-
-    import pymc as pm
-    import pytensor
-    from pymc.testing import mock_sample
-
-    monkeypatch.setattr(pytensor.config, "mode", "FAST_COMPILE")  # no MCMC: compile fast
-    stats = {"diverging": lambda size: np.zeros(size, dtype=bool)}
-    monkeypatch.setattr(pm, "sample", partial(mock_sample, sample_stats=stats))  # prior draws, no MCMC
+    _mock_sampler(monkeypatch)
     csv = _logs(tmp_path / "logs.csv", n=10)
     crit = [a for m in MAPPING for a in ("--critic", m)]
     args = ["--draws", "10", "--chains", "2", "--sampler", "pymc", "--allow-bad-diagnostics", "--quiet"]

@@ -36,10 +36,12 @@ from bpc.outputs import (
 )
 
 
-def _log(tmp_path: Path, name: str = "x.csv", sep: str = ",", **rename: str) -> Path:
-    """A small log of two cells (bench a / b), one critic."""
+def _log(
+    tmp_path: Path, name: str = "x.csv", sep: str = ",", benches: tuple[str, ...] = ("a", "b"), **rename: str
+) -> Path:
+    """A small log of two cells (bench a / b, or ``benches``), one critic."""
     rows = []
-    for bench in ("a", "b"):
+    for bench in benches:
         for task in range(4):
             for patch in range(2):
                 y = (task + patch) % 2
@@ -149,7 +151,7 @@ def test_estimate_never_overwrites_its_input(tmp_path, capsys):
 
 
 def test_estimate_replaces_its_own_output_but_not_a_users_file(tmp_path, capsys):
-    log = _log(tmp_path)
+    log = _log(tmp_path, benches=("a",))  # one cell: each estimate costs a per-cell κ fit
     for name in ("p.nc", "p.csv"):
         out = tmp_path / name
         assert main(["estimate", str(log), "--out", str(out), "--quiet"]) == 0
@@ -177,7 +179,7 @@ def test_stale_temp_files_of_killed_runs_are_removed(tmp_path):
 
 
 def test_full_disk_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
-    log = _log(tmp_path)
+    log = _log(tmp_path, benches=("a",))
     out = tmp_path / "p.nc"
     assert main(["estimate", str(log), "--out", str(out), "--quiet"]) == 0
     before = out.read_bytes()
@@ -395,31 +397,24 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
     )
 
 
+def _fit_env() -> dict[str, str]:
+    """The environment of a ``bpc fit`` subprocess: this checkout's code."""
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
+def _fit_argv(out: Path, *, draws: int, tune: int, extra: list[str] | None = None) -> list[str]:
+    """``bpc fit simulated`` on lcb_hard with two chains, as a subprocess's argv."""
+    argv = [sys.executable, "-m", "bpc", "fit", "simulated", "--benchmark", "lcb_hard"]
+    argv += ["--draws", str(draws), "--tune", str(tune), "--chains", "2", "--out", str(out)]
+    return argv + (extra or [])
+
+
 @pytest.mark.slow
 def test_sigint_during_fit_sampling_exits_130_and_keeps_the_previous_output(tmp_path):
     out = tmp_path / "post.nc"
     out.write_bytes(b"previous")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONUNBUFFERED": "1"}
-    argv = [
-        sys.executable,
-        "-m",
-        "bpc",
-        "fit",
-        "simulated",
-        "--benchmark",
-        "lcb_hard",
-        "--generator",
-        "gpt5_mini",
-        "--draws",
-        "1000000",
-        "--tune",
-        "200",
-        "--chains",
-        "2",
-        "--out",
-        str(out),
-        "--force",
-    ]
+    env = {**_fit_env(), "PYTHONUNBUFFERED": "1"}
+    argv = _fit_argv(out, draws=1000000, tune=200, extra=["--generator", "gpt5_mini", "--force"])
     errfile = tmp_path / "err.txt"
     with errfile.open("w") as err_fh:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_fh, env=env)
@@ -491,24 +486,8 @@ def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_sigint_during_fit_compilation_is_one_line(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    argv = [
-        sys.executable,
-        "-m",
-        "bpc",
-        "fit",
-        "simulated",
-        "--benchmark",
-        "lcb_hard",
-        "--draws",
-        "100",
-        "--tune",
-        "100",
-        "--chains",
-        "2",
-        "--out",
-        str(tmp_path / "post.nc"),
-    ]
+    env = _fit_env()
+    argv = _fit_argv(tmp_path / "post.nc", draws=100, tune=100)
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     time.sleep(12)  # loading, building or compiling the model; any of them must end the same way
     proc.send_signal(signal.SIGINT)

@@ -8,46 +8,23 @@ linear in their size and a signal is answered within a second.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from bpc.decide.live.moves import MAX_DEPTH, MoveError, loads, parse_move
+from tests import serve_process
 
 ARGS = ["--prior", "0.3", "--critic", "syn:0.99:0.97:1", "--critic", "test:0.95:0.2:2"]
 ARGS += ["--critic", "llm:0.7:0.4:5", "--c-gen", "10", "--c-ver", "90", "--reward", "100"]
-ENV = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
 
 
-class Serve:
-    """A running ``bpc serve`` (one request line in, one answer line out)."""
+class Serve(serve_process.Serve):
+    """``bpc serve`` with this file's controller."""
 
     def __init__(self, *args: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bpc", "serve", *ARGS, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=ENV,
-        )
-        self.ready = self.read()
-
-    def read(self) -> dict:
-        return json.loads(self.proc.stdout.readline())
-
-    def ask(self, request: dict | bytes) -> dict:
-        line = request if isinstance(request, bytes) else json.dumps(request).encode()
-        self.proc.stdin.write(line + b"\n")
-        self.proc.stdin.flush()
-        return self.read()
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.communicate(timeout=30)
+        super().__init__(*ARGS, *args)
 
 
 def test_sigkill_after_n_acknowledged_moves_restores_all_n(tmp_path):
@@ -75,17 +52,21 @@ def test_a_second_server_on_the_same_state_file_is_refused(tmp_path):
     path = tmp_path / "episodes.json"
     first = Serve("--state-file", str(path))
     assert first.ready["ok"]
-    second = subprocess.run(
-        [sys.executable, "-m", "bpc", "serve", *ARGS, "--state-file", str(path)],
-        input="",
-        capture_output=True,
-        text=True,
-        env=ENV,
-    )
-    answer = json.loads(second.stdout.splitlines()[0])
+    second, answer = serve_process.refused(*ARGS, "--state-file", str(path))
     assert second.returncode == 2 and answer["error"]["type"] == "BadOptions"
     assert "in use by another bpc serve" in answer["error"]["message"]
     first.kill()
+
+
+@pytest.fixture(scope="module")
+def saved_state(tmp_path_factory):
+    """The state file of a server with two open episodes, killed (one server for every tampering)."""
+    path = tmp_path_factory.mktemp("serve") / "episodes.json"
+    s = Serve("--state-file", str(path))
+    s.ask({"op": "start", "id": "a"})
+    s.ask({"op": "start", "id": "b", "belief": 0.6})
+    s.kill()
+    return path
 
 
 @pytest.mark.parametrize(
@@ -96,23 +77,12 @@ def test_a_second_server_on_the_same_state_file_is_refused(tmp_path):
         (lambda d: d["episodes"].append(dict(d["episodes"][0])), "checksum mismatch"),
     ],
 )
-def test_a_tampered_state_file_is_refused_whole(tmp_path, tamper, reason):
+def test_a_tampered_state_file_is_refused_whole(tmp_path, saved_state, tamper, reason):
     path = tmp_path / "episodes.json"
-    s = Serve("--state-file", str(path))
-    s.ask({"op": "start", "id": "a"})
-    s.ask({"op": "start", "id": "b", "belief": 0.6})
-    s.kill()
-    data = json.loads(path.read_text())
+    data = json.loads(saved_state.read_text())
     tamper(data)
     path.write_text(json.dumps(data))
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpc", "serve", *ARGS, "--state-file", str(path)],
-        input="",
-        capture_output=True,
-        text=True,
-        env=ENV,
-    )
-    answer = json.loads(proc.stdout.splitlines()[0])
+    proc, answer = serve_process.refused(*ARGS, "--state-file", str(path))
     assert proc.returncode == 2 and reason in answer["error"]["message"]
     assert "refused as a whole" in answer["error"]["message"]
 
@@ -123,14 +93,8 @@ def test_a_state_file_of_another_controller_is_refused_with_the_reason(tmp_path)
     s.ask({"op": "start", "id": "a"})
     s.kill()
     other = [a if a != "90" else "80" for a in ARGS]
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpc", "serve", *other, "--state-file", str(path)],
-        input="",
-        capture_output=True,
-        text=True,
-        env=ENV,
-    )
-    message = json.loads(proc.stdout.splitlines()[0])["error"]["message"]
+    proc, answer = serve_process.refused(*other, "--state-file", str(path))
+    message = answer["error"]["message"]
     assert proc.returncode == 2 and "not this one" in message and "refused as a whole" in message
 
 

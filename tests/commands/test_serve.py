@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import signal
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +21,7 @@ from bpc.commands.serve import (
 )
 from bpc.decide.live import Controller, Episode
 from bpc.decide.options import PlanOptions
+from tests.serve_process import Serve, refused, strict
 from tests.tour import TOUR_ARGS
 
 ARGS = [
@@ -36,54 +34,6 @@ CTRL = dict(
     costs={"c_gen": 10, "c_ver": 90, "reward": 100},
     plan=PlanOptions(regenerate="refine"),  # a given kernel takes effect (bpc solve's and serve's default)
 )
-
-
-def strict(line: str):
-    """Parse one output line as strict JSON (Python's reader accepts NaN and Infinity; this one does not)."""
-
-    def refuse(name):
-        raise ValueError(f"non-standard JSON constant {name}")
-
-    assert line.isascii(), line[:200]
-    return json.loads(line, parse_constant=refuse)
-
-
-# a strict UTF-8 locale: the server reads bytes and writes ASCII, whatever the locale
-ENV = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PYTHONUTF8": "0"}
-
-
-class Serve:
-    """A running ``bpc serve``: one request line in, one answer line out (bytes, so any line can be sent)."""
-
-    def __init__(self, *args: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bpc", "serve", *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=ENV,
-        )
-        self.ready = self.read()
-
-    def read(self) -> dict:
-        return strict(self.proc.stdout.readline().decode("ascii"))
-
-    def ask(self, request) -> dict:
-        if isinstance(request, bytes):
-            line = request
-        else:
-            line = (request if isinstance(request, str) else json.dumps(request)).encode()
-        self.proc.stdin.write(line + b"\n")
-        self.proc.stdin.flush()
-        return self.read()
-
-    def close(self) -> tuple[int, str]:
-        self.proc.stdin.close()
-        rc = self.proc.wait(timeout=30)
-        err = self.proc.stderr.read().decode()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        return rc, err
 
 
 @pytest.fixture(scope="module")
@@ -298,24 +248,13 @@ def test_a_state_file_of_another_controller_is_refused(tmp_path):
     s.ask({"op": "start", "id": "t"})
     assert s.close() == (0, "")
     other = [a if a != "90" else "80" for a in ARGS]  # another verification cost
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpc", "serve", *other, "--state-file", str(path)],
-        input="",
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    answer = strict(proc.stdout.splitlines()[0])
+    proc, answer = refused(*other, "--state-file", str(path))
+    assert proc.returncode == 2
     assert answer["error"]["type"] == "BadOptions"
     assert "--state-file" in answer["error"]["message"] and "not this one" in answer["error"]["message"]
     path.write_text("{not json")
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpc", "serve", *ARGS, "--state-file", str(path)],
-        input="",
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 2 and "not readable as a bpc serve state" in proc.stdout
+    proc, answer = refused(*ARGS, "--state-file", str(path))
+    assert proc.returncode == 2 and "not readable as a bpc serve state" in answer["error"]["message"]
 
 
 def _options(**changes) -> argparse.Namespace:
@@ -355,11 +294,9 @@ def test_valid_options_pass_and_bad_ones_stop_the_server_with_the_option_named()
         "--kappa",
         "-1",
     ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpc", "serve", *args], input="", capture_output=True, text=True
-    )
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    message = strict(proc.stdout.splitlines()[0])["error"]["message"]
+    proc, answer = refused(*args)
+    assert proc.returncode == 2
+    message = answer["error"]["message"]
     assert message.startswith("--kappa (the instance concentration κ)")
 
 
@@ -416,14 +353,8 @@ def test_a_line_just_over_the_limit_is_refused_unparsed(local):
 
 
 def test_bad_options_answer_in_json_and_exit_2():
-    proc = subprocess.run(
-        [sys.executable, "-m", "bpc", "serve", "--prior", "0.3", "--critic", "test:0.9:0.1:1"],
-        input="",
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    answer = json.loads(proc.stdout.splitlines()[0])
+    proc, answer = refused("--prior", "0.3", "--critic", "test:0.9:0.1:1")
+    assert proc.returncode == 2
     assert answer["ok"] is False and "--c-gen is required" in answer["error"]["message"]
 
 

@@ -15,45 +15,37 @@ class _Tty(io.StringIO):
         return True
 
 
+def _meter_output(
+    total: int, *, stream: io.StringIO | None = None, note: str | None = None, **options
+) -> str:
+    """What a meter of ``total`` steps writes (``options`` go to :class:`Meter`)."""
+    buf = io.StringIO() if stream is None else stream
+    meter = Meter("file", total=total, stream=buf, **options)
+    for _ in range(total):
+        meter.step(note)
+    meter.close()
+    return buf.getvalue()
+
+
 @given(st.integers(min_value=1, max_value=400))
 def test_log_lines_at_most_one_per_tenth(total):
-    buf = io.StringIO()
-    meter = Meter("file", total=total, stream=buf, interval=0.0)
-    for _ in range(total):
-        meter.step("f.json")
-    meter.close()
-    lines = buf.getvalue().splitlines()
+    lines = _meter_output(total, note="f.json", interval=0.0).splitlines()
     assert 1 <= len(lines) <= 10
     assert lines[-1].startswith(f"[bpc] file {total}/{total}")  # the final count is always shown
 
 
 def test_time_limit_holds_back_lines_but_not_the_last():
-    buf = io.StringIO()
-    meter = Meter("file", total=50, stream=buf, interval=3600.0)
-    for _ in range(50):
-        meter.step()
-    meter.close()
-    assert buf.getvalue().splitlines() == ["[bpc] file 5/50", "[bpc] file 50/50"]
+    assert _meter_output(50, interval=3600.0).splitlines() == ["[bpc] file 5/50", "[bpc] file 50/50"]
 
 
 def test_terminal_counter_redraws_in_place():
-    buf = _Tty()
-    meter = Meter("file", total=3, stream=buf)
-    for _ in range(3):
-        meter.step("not shown on a terminal")
-    meter.close()
-    text = buf.getvalue()
+    text = _meter_output(3, stream=_Tty(), note="not shown on a terminal")
     assert text.startswith("\r[bpc] file 1/3") and text.endswith("\r[bpc] file 3/3\n")
     assert "not shown" not in text
 
 
 def test_delay_keeps_fast_work_silent():
-    buf = io.StringIO()
-    meter = Meter("file", total=5, stream=buf, delay=3600.0)
-    for _ in range(5):
-        meter.step()
-    meter.close()
-    assert buf.getvalue() == ""
+    assert _meter_output(5, delay=3600.0) == ""
 
 
 def test_digest_names_the_chosen_source_with_both_priors():
