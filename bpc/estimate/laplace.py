@@ -62,6 +62,7 @@ maximum (a grid maximum on the log κ range's edge is a boundary estimate).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -249,19 +250,29 @@ def _grids() -> tuple[np.ndarray, np.ndarray]:
     return x, np.linspace(lo, hi, n)
 
 
+@functools.lru_cache(maxsize=2)
+def _grid_logs(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log(πκ + i), log((1 − π)κ + i) as (P K, M) and log(κ + i) as (K, M) on the profile grid.
+
+    They depend on the histogram's size only, so the bootstrap's many calls share them (two sizes
+    kept: a few MB each).
+    """
+    x, y = _grids()
+    pi, kappa, i = expit(x)[:, None, None], np.exp(y)[None, :, None], np.arange(size)
+    la = np.log(pi * kappa + i).reshape(-1, size)
+    lb = np.log((1.0 - pi) * kappa + i).reshape(-1, size)
+    out = la, lb, np.log(np.exp(y)[:, None] + i)
+    for a in out:
+        a.flags.writeable = False  # shared by every later call
+    return out
+
+
 def _grid_loglik(w_a: np.ndarray, w_b: np.ndarray, w_k: np.ndarray) -> tuple[np.ndarray, ...]:
     """Log-likelihood (up to a constant) of every cell on the (logit π, log κ) grid: (C, P, K)."""
     x, y = _grids()
-    size = w_a.shape[-1]
-    pi = expit(x)[:, None]
-    kappa = np.exp(y)[None, :]
-    i = np.arange(size)
-    la = np.log(pi[..., None] * kappa[..., None] + i)  # (P, K, M)
-    lb = np.log((1.0 - pi)[..., None] * kappa[..., None] + i)
-    lk = np.log(np.exp(y)[:, None] + i)  # (K, M)
-    n_p, n_k = la.shape[:2]
-    ll = la.reshape(-1, size) @ w_a.T + lb.reshape(-1, size) @ w_b.T  # (P K, C), as a BLAS product
-    ll = ll.reshape(n_p, n_k, -1) - (lk @ w_k.T)[None]
+    la, lb, lk = _grid_logs(int(w_a.shape[-1]))
+    ll = la @ w_a.T + lb @ w_b.T  # (P K, C), as a BLAS product
+    ll = ll.reshape(len(x), len(y), -1) - (lk @ w_k.T)[None]
     return x, y, np.moveaxis(ll, -1, 0)
 
 
