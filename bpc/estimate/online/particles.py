@@ -973,8 +973,8 @@ class LearningState:
         if not 0 < window <= self.n_episodes:
             raise ValueError(f"window must be in 1..{self.n_episodes} (episodes learnt), got {window}")
         recent = self.records[-window:]
-        lw = self.log_weights - sum((self.loglik(r) for r in recent), np.zeros(self.n_particles))
-        lw = lw - logsumexp(np.asarray(lw, dtype=float))
+        lw: np.ndarray = self.log_weights - np.sum([self.loglik(r) for r in recent], axis=0)
+        lw = lw - logsumexp(lw)
         ref = replace(self, log_weights=lw, records=self.records[:-window])
         from bpc.estimate.online.drift import drift_check
 
