@@ -102,15 +102,16 @@ class _StandIn:
         self.spec = spec
         return self
 
-    def fit(self, counts, *, draws, tune, chains, seed, progressbar, kernels, target_accept):
+    def fit(self, counts, options, *, kernels):
         import json
 
         from bpc.constants import SAMPLER_PRESETS
         from bpc.estimate.conjugate import conjugate_posterior
 
-        preset = next(p for p, s in SAMPLER_PRESETS.items() if (s["draws"], s["chains"]) == (draws, chains))
-        self.log.append((preset, seed))
-        params = conjugate_posterior(counts, draws=20, chains=1, seed=seed)
+        shape = (options.draws, options.chains)
+        preset = next(p for p, s in SAMPLER_PRESETS.items() if (s["draws"], s["chains"]) == shape)
+        self.log.append((preset, options.seed))
+        params = conjugate_posterior(counts, draws=20, chains=1, seed=options.seed)
         params["kappa"] = params["prior"] * 0 + 2.0
         dt = xr.DataTree.from_dict({"params": params})
         ok = preset in self.passes
