@@ -1,4 +1,5 @@
-"""Simulated tasks for live episodes: one driver for the live tests and benchmarks/bench_live_learn.py."""
+"""Live episodes driven to their end: on simulated tasks (the live tests and
+benchmarks/bench_live_learn.py) and on a recorded pool of patches (the live and adapter tests)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,29 @@ def play(
             tpr, fpr = rates[action]
             ep.observe(action, bool(rng.random() < (tpr if y else fpr)))
     return ep
+
+
+def play_recorded(ctrl, pool, i: int) -> tuple[list[str], float]:
+    """One episode of ``ctrl`` through the recorded patches of instance ``i`` of ``pool``.
+
+    Returns the actions taken (``stop`` included) and the episode's utility. When the pool is
+    exhausted a regeneration ends the episode: nothing generated, nothing charged.
+    """
+    ep, patch, path = ctrl.episode(), 0, []
+    crit_index = {c: pool.critics.index(c) for c in ctrl.critics}
+    while not ep.done:
+        action = ep.decide().action
+        path.append(action)
+        if action == "stop":
+            ep.stop()
+        elif action == "verify":
+            ep.verified(bool(pool.Y[i, patch] == 1))
+        elif action == "regenerate":
+            if patch + 1 >= pool.n_patches[i]:
+                break
+            patch += 1
+            ep.regenerated()
+        else:
+            z = int(pool.z[i, patch, crit_index[action]])
+            ep.observe(action, None if z < 0 else bool(z))
+    return path, ep.utility

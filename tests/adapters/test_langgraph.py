@@ -13,6 +13,7 @@ import pytest
 
 from bpc.decide.options import Budget, PlanOptions
 from tests.adapters.frameworks import recorded_cell, require
+from tests.episodes import play_recorded
 
 require(
     "langgraph",
@@ -85,24 +86,9 @@ def router_start(ctrl: Controller) -> dict:
 
 
 def direct_path(ctrl: Controller, pool, i: int) -> tuple[list[str], float]:
-    """The actions and utility of the same episode driven by a plain loop (tests/decide/test_live.py)."""
-    ep, patch, path = ctrl.episode(), 0, []
-    while not ep.done:
-        action = ep.decide().action
-        path.append(action)
-        if action == "stop":
-            ep.stop()
-        elif action == "verify":
-            ep.verified(bool(pool.Y[i, patch] == 1))
-        elif action == "regenerate":
-            if patch + 1 >= pool.n_patches[i]:
-                break
-            patch += 1
-            ep.regenerated()
-        else:
-            z = int(pool.z[i, patch, pool.critics.index(action)])
-            ep.observe(action, None if z < 0 else bool(z))
-    return [a for a in path if a != "stop"], ep.utility
+    """The actions (without ``stop``) and utility of the same episode driven by a plain loop."""
+    path, utility = play_recorded(ctrl, pool, i)
+    return [a for a in path if a != "stop"], utility
 
 
 def test_router_routes_each_action_to_its_node():

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from bpc.decide.live import EXACT_MAX_HORIZON, Controller, Decision, Episode, IllegalMoveError
 from bpc.decide.options import Budget, PlanOptions
+from tests.episodes import play_recorded
 from tests.loose_solvers import paper_dp, paper_greedy, paper_tree
 
 CRITICS = {"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)}
@@ -425,24 +426,7 @@ def test_from_params_reads_the_file_of_bpc_estimate(corpus_path, tmp_path):
 
 def drive(ctrl: Controller, pool, i: int) -> float:
     """One episode of ``ctrl`` through the recorded patches of instance ``i`` (paper profile)."""
-    ep = ctrl.episode()
-    patch = 0
-    crit_index = {c: pool.critics.index(c) for c in ctrl.critics}
-    while not ep.done:
-        action = ep.decide().action
-        if action == "stop":
-            ep.stop()
-        elif action == "verify":
-            ep.verified(bool(pool.Y[i, patch] == 1))
-        elif action == "regenerate":
-            if patch + 1 >= pool.n_patches[i]:
-                break  # the pool is exhausted: the episode ends, nothing generated, nothing charged
-            patch += 1
-            ep.regenerated()
-        else:
-            z = int(pool.z[i, patch, crit_index[action]])
-            ep.observe(action, None if z < 0 else bool(z))
-    return ep.utility
+    return play_recorded(ctrl, pool, i)[1]
 
 
 PAPER_PLAN = PlanOptions(belief="iid", regenerate="refine", plan_verify_continues=False)
