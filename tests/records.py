@@ -33,3 +33,12 @@ def patch_records(
     ]
     rec = pd.DataFrame(rows)
     return rec.astype({c: "boolean" for c in ("syn", "test", "llm", "lint")})
+
+
+def rows_frame(rows) -> pd.DataFrame:
+    """Records from rows of (benchmark, generator, instance_id, patch_id, Y, one verdict per paper
+    critic), the critics as nullable booleans."""
+    from bpc.constants import CRITICS
+
+    df = pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "patch_id", "Y", *CRITICS])
+    return df.astype({c: "boolean" for c in CRITICS})

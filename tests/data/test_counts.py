@@ -4,7 +4,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpc.constants import CRITICS
 from bpc.data.counts import (
     cell_counts,
     counts_from_records,
@@ -15,18 +14,12 @@ from bpc.data.counts import (
     transition_tallies,
 )
 from bpc.schema import validate_counts
-
-
-def _records(rows):
-    df = pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "patch_id", "Y", *CRITICS])
-    for c in CRITICS:
-        df[c] = df[c].astype("boolean")
-    return df
+from tests.records import rows_frame
 
 
 def test_counts_by_hand():
     T, F, N = True, False, None
-    df = _records(
+    df = rows_frame(
         [
             # bench, gen, inst, patch, Y, syn, test, llm, lint
             ("b", "g", "i1", 0, 1, T, T, F, N),
@@ -58,7 +51,7 @@ def test_counts_by_hand():
 
 
 def test_missing_critic_column_and_bad_y():
-    df = _records([("b", "g", "i", 0, 1, True, None, None, None)]).drop(columns=["lint"])
+    df = rows_frame([("b", "g", "i", 0, 1, True, None, None, None)]).drop(columns=["lint"])
     c = counts_from_records(df, source="simulated")
     assert np.isnan(c.critic_n.sel(critic="lint")).all() and c.source.item() == "simulated"
     bad = df.assign(Y=[2])
@@ -111,7 +104,7 @@ def test_transition_counts_by_hand():
 
 
 def test_counts_with_trajectories_merge():
-    df = _records([("b", "g", "i", 0, 1, True, None, None, None)])
+    df = rows_frame([("b", "g", "i", 0, 1, True, None, None, None)])
     t = _traj(
         [
             ("b", "g", "i", "self_refine", 0, 1),
@@ -179,7 +172,7 @@ def test_counts_additive_over_disjoint_instances(rows, seed):
         pid = sum(1 for s in seen if s[:3] == (b, g, inst))
         seen.add((b, g, inst, pid))
         data.append((b, g, f"i{inst}", pid, y, *v))
-    df = _records(data)
+    df = rows_frame(data)
     rng = np.random.default_rng(seed)
     part = rng.integers(0, 2, size=6)  # split by instance, so instance counts add up too
     in_a = np.array([part[int(i[1:])] == 0 for i in df["instance_id"]])
@@ -277,7 +270,7 @@ def test_counts_carry_the_instance_histogram():
         for i, ys in enumerate([(1, 1, 1), (0, 0, 1), (0, 0, 0), (0, 0)])
         for p, y in enumerate(ys)
     ]
-    c = validate_counts(counts_from_records(_records(rows)))
+    c = validate_counts(counts_from_records(rows_frame(rows)))
     h = c.inst_hist.sel(benchmark="b", generator="g")
     assert h.dims == ("patches", "passes")
     assert list(h.patches.values) == [1, 2, 3] and list(h.passes.values) == [0, 1, 2, 3]
@@ -296,7 +289,7 @@ def test_counts_carry_the_instance_histogram():
 
 def test_merge_pads_a_larger_histogram():
     rows = [("b", "g", "i0", p, 1, None, None, None, None) for p in range(5)]
-    big = counts_from_records(_records(rows))
+    big = counts_from_records(rows_frame(rows))
     assert big.sizes["patches"] == 5
     small = cell_counts("b", "h", n_patches=3, n_pass=1, n_instances=1)
     m = merge_counts(small, big)
@@ -336,7 +329,7 @@ def test_histogram_matches_a_plain_loop(rows):
             continue
         per.setdefault(inst, []).append(y)
         data.append(("b", "g", f"i{inst}", len(per[inst]) - 1, y, None, None, None, None))
-    c = counts_from_records(_records(data))
+    c = counts_from_records(rows_frame(data))
     expected = np.zeros((3, 4))
     for ys in per.values():
         expected[len(ys) - 1, sum(ys)] += 1

@@ -4,12 +4,11 @@ critic dependence across patches, and the simulator's instance truth."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpc.constants import CI_BOUNDS, CRITICS
+from bpc.constants import CI_BOUNDS
 from bpc.data.counts import counts_from_records
 from bpc.data.simulate import KAPPA, TRAJECTORY_STEPS, simulate_panel
 from bpc.estimate.laplace import laplace
@@ -18,6 +17,7 @@ from bpc.experiments.panel_strengths import (
     phi_from_pairs,
     verdict_pairs,
 )
+from tests.records import rows_frame
 
 
 # ---------------------------------------------------------------------------
@@ -115,13 +115,6 @@ def test_verdict_pairs_keep_same_label_and_given_verdicts():
     assert list(label) == [0] and sorted([first[0], second[0]]) == [0, 1]
 
 
-def _records(rows):
-    df = pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "patch_id", "Y", *CRITICS])
-    for c in CRITICS:
-        df[c] = df[c].astype("boolean")
-    return df
-
-
 def test_critic_dependence_table_by_hand():
     T, F = True, False
     rows = []
@@ -129,7 +122,7 @@ def test_critic_dependence_table_by_hand():
     for i, verdicts in enumerate([(T, T, T), (F, F, F), (T, F, T)]):
         for p, v in enumerate(verdicts):
             rows.append(("b", "g", f"i{i}", p, 0, T, None, v, None))
-    table = critic_dependence(_records(rows), critics=("syn", "llm", "test"))
+    table = critic_dependence(rows_frame(rows), critics=("syn", "llm", "test"))
     llm = table[(table.critic == "llm") & (table.label == 0)].iloc[0]
     assert llm.n_pairs == 9 and llm.n_instances == 3
     # pairs: i0 3×(1,1), i1 3×(0,0), i2 (1,0), (1,1), (0,1) → n11 = 4, n00 = 3, n01 = n10 = 2
