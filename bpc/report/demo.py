@@ -358,8 +358,9 @@ def _write(run, out: Path) -> Path:
     report.text(
         f"The cells of {len(COMPARE_BENCHMARKS)} benchmarks ("
         + ", ".join(f"`{b}`" for b in COMPARE_BENCHMARKS)
-        + ": a low prior, a high prior and a slow oracle), 75/25 split of each cell's instances, "
-        "`paper` profile (`bpc compare`'s comparison; `bpc compare --out DIR` runs it on every cell, with "
+        + ": a low prior, a high prior and a slow oracle); the posterior controllers: "
+        + str(result.config.get("posterior controllers", "?"))
+        + " (`bpc compare`'s comparison; `bpc compare --out DIR` runs it on every cell, with "
         "the leave-one-cell-out data-efficiency refits). Posterior used by the controllers: "
         + next((str(v) for k, v in result.config.items() if k.startswith("posterior")), "?")
         + "."
