@@ -50,6 +50,7 @@ from bpc.constants import (
     REFINEMENT_POLICIES,
     SLOW_ORACLE_BENCHMARKS,
 )
+from bpc.experiments.regime import BANDS
 from bpc.schema import sort_cells
 
 VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not evaluated")
@@ -73,9 +74,6 @@ FIX_THRESHOLD = 0.15
 
 CROSSOVER_FACTOR = 2.0
 """An empirical leader change within this factor of π·R agrees with the analytic crossover."""
-
-BANDS: tuple[str, ...] = ("c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1")
-"""The paper's three c_ver/R bands (labels of :func:`bpc.experiments.regime.regime_summary`)."""
 
 CELL_KEYS = ["benchmark", "generator"]
 
