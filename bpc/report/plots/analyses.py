@@ -61,9 +61,16 @@ def _where_data_lie(background: dict, points: pd.DataFrame) -> np.ndarray:
     return np.broadcast_to(far[None, :], (len(background["ratio"]), len(gx)))
 
 
-def _crossover(ax, ratios: np.ndarray) -> None:
-    x = np.linspace(max(ratios.min(), 1e-3), 1.0, 200)
+def _regime_axes(points: pd.DataFrame, background: dict, z, xlabel: str, **mesh):
+    """A regime map's figure: the background ``z`` where data lie, the analytic crossover, log c_ver/R."""
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    z = np.ma.masked_array(z, mask=_where_data_lie(background, points))
+    image = ax.pcolormesh(background["prior"], background["ratio"], z, **mesh)
+    x = np.linspace(max(points["ratio"].to_numpy().min(), 1e-3), 1.0, 200)
     ax.plot(x, x, color="black", ls="--", lw=1.2, label="analytic crossover c_ver/R = P(Y=1)")
+    ax.set_yscale("log")
+    ax.set(xlim=(0, 1), xlabel=xlabel, ylabel="verification cost / reward  C_ver / R  (log scale)")
+    return fig, ax, image
 
 
 def _line_style(policy: str) -> dict:
@@ -96,13 +103,12 @@ def plot_regime_map(
     """
     from bpc.experiments.regime import REGIMES
 
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    codes = np.vectorize(REGIMES.index)(background["z"])
-    codes = np.ma.masked_array(codes, mask=_where_data_lie(background, points))
     cmap = ListedColormap([REGIME_COLORS[r] for r in REGIMES])
     norm = BoundaryNorm(np.arange(len(REGIMES) + 1) - 0.5, cmap.N)
-    ax.pcolormesh(
-        background["prior"], background["ratio"], codes, cmap=cmap, norm=norm, alpha=0.45, shading="auto"
+    codes = np.vectorize(REGIMES.index)(background["z"])
+    xlabel = "prior P(Y=1) of the cell (Laplace estimate)"
+    fig, ax, _ = _regime_axes(
+        points, background, codes, xlabel, cmap=cmap, norm=norm, alpha=0.45, shading="auto"
     )
     rng = np.random.default_rng(0)  # jitter only for legibility of overlapping points
     for r in REGIMES:
@@ -113,11 +119,6 @@ def plot_regime_map(
         ax.scatter(
             f["prior"], f["ratio"] * jitter, s=7, color=REGIME_COLORS[r], edgecolors="black", linewidths=0.2
         )
-    _crossover(ax, points["ratio"].to_numpy())
-    ax.set_yscale("log")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("prior P(Y=1) of the cell (Laplace estimate)")
-    ax.set_ylabel("verification cost / reward  C_ver / R  (log scale)")
     handles: list[Artist] = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
     handles.append(Line2D([], [], color="black", ls="--", label="c_ver/R = P(Y=1)"))
     handles.append(
@@ -143,27 +144,11 @@ def plot_regime_posterior(
     formats=("png", "pdf"),
 ) -> list[Path]:
     """Posterior regime map: points and k-NN background coloured by P(Bayesian controller wins)."""
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    z = np.ma.masked_array(np.asarray(background["z"], dtype=float), mask=_where_data_lie(background, points))
-    mesh = ax.pcolormesh(
-        background["prior"], background["ratio"], z, cmap="cividis", vmin=0, vmax=1, alpha=0.6
-    )
-    ax.scatter(
-        points["prior"],
-        points["ratio"],
-        c=points[value],
-        cmap="cividis",
-        vmin=0,
-        vmax=1,
-        s=10,
-        edgecolors="black",
-        linewidths=0.2,
-    )
-    _crossover(ax, points["ratio"].to_numpy())
-    ax.set_yscale("log")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("prior P(Y=1) of the cell (posterior mean)")
-    ax.set_ylabel("verification cost / reward  C_ver / R  (log scale)")
+    z = np.asarray(background["z"], dtype=float)
+    xlabel = "prior P(Y=1) of the cell (posterior mean)"
+    fig, ax, mesh = _regime_axes(points, background, z, xlabel, cmap="cividis", vmin=0, vmax=1, alpha=0.6)
+    style = {"cmap": "cividis", "vmin": 0, "vmax": 1, "s": 10, "edgecolors": "black", "linewidths": 0.2}
+    ax.scatter(points["prior"], points["ratio"], c=points[value], **style)
     fig.colorbar(mesh, ax=ax, label="posterior P(Bayesian controller wins)")
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title(title or "Posterior regime map: probability that a Bayesian controller wins")
