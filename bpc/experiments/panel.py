@@ -62,18 +62,6 @@ if TYPE_CHECKING:
     from bpc.data.logs import Input
     from bpc.evaluate import Result
 
-__all__ = [
-    "PANEL_COSTS",
-    "CLOSED_ARMS",
-    "REFERENCES",
-    "PanelConfig",
-    "hierarchical_targets",
-    "first_outcomes",
-    "run_panel",
-    "panel_table",
-    "versus_best_simple",
-    "new_generator_table",
-]
 
 PANEL_COSTS: Mapping[str, Costs] = {
     "fast": NAMED_COSTS["fast"],

@@ -89,20 +89,6 @@ def normalize_quality(quality) -> np.ndarray:
     return (q - lo) / (hi - lo)
 
 
-def _sorted_quality(u: np.ndarray, q: np.ndarray, ties: str) -> np.ndarray:
-    if ties not in _TIES:
-        raise ValueError(f"PRR: ties must be one of {_TIES}, got {ties!r}")
-    order = np.argsort(u, kind="stable")
-    us, qs = u[order], q[order]
-    if ties == "mean":
-        # Group boundaries of equal uncertainties; replace each group by its mean.
-        starts = np.flatnonzero(np.r_[True, us[1:] != us[:-1]])
-        sums = np.add.reduceat(qs, starts)
-        sizes = np.diff(np.r_[starts, us.size])
-        qs = np.repeat(sums / sizes, sizes)
-    return qs
-
-
 def rejection_curve(uncertainty, quality, *, ties: str = "mean") -> np.ndarray:
     """Mean normalised quality of the kept items after rejecting ``j = 0 … n−1`` items.
 
@@ -122,9 +108,16 @@ def rejection_curve(uncertainty, quality, *, ties: str = "mean") -> np.ndarray:
     u, q = _check_pair(uncertainty, quality)
     if u.size == 0:
         raise ValueError("PRR: need at least one item")
-    qs = _sorted_quality(u, normalize_quality(q), ties)
-    n = qs.size
-    return (np.cumsum(qs) / np.arange(1, n + 1))[::-1]
+    if ties not in _TIES:
+        raise ValueError(f"PRR: ties must be one of {_TIES}, got {ties!r}")
+    order = np.argsort(u, kind="stable")
+    us, qs = u[order], normalize_quality(q)[order]
+    if ties == "mean":
+        # Group boundaries of equal uncertainties; replace each group by its mean.
+        starts = np.flatnonzero(np.r_[True, us[1:] != us[:-1]])
+        sizes = np.diff(np.r_[starts, us.size])
+        qs = np.repeat(np.add.reduceat(qs, starts) / sizes, sizes)
+    return (np.cumsum(qs) / np.arange(1, qs.size + 1))[::-1]
 
 
 def prediction_rejection_area(
