@@ -429,11 +429,9 @@ def _prr_page(table: pd.DataFrame, page: str) -> plt.Figure:
             lw=0.4,
             label=SCORE_LABELS[s],
         )
-    for xi, t, one in zip(x, tie, one_label, strict=True):
-        if one:
-            ax.text(float(xi), 1.02, "one label", ha="center", va="bottom", fontsize=7, color="0.3")
-        elif t:
-            ax.text(float(xi), 1.02, "tie", ha="center", va="bottom", fontsize=7, color="0.3")
+    for xi, note in zip(x, np.where(one_label, "one label", np.where(tie, "tie", "")), strict=True):
+        if note:
+            ax.text(float(xi), 1.02, str(note), ha="center", va="bottom", fontsize=7, color="0.3")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("PRR up to 50% rejection (1 = oracle, 0 = random)")
@@ -443,11 +441,10 @@ def _prr_page(table: pd.DataFrame, page: str) -> plt.Figure:
     lo = float(np.nanmin([table[f"prr_{s}"].min() for s in scores] + [0.0]))
     ax.set_ylim(min(lo, 0.0) - 0.05, 1.12)
     handles, names = ax.get_legend_handles_labels()
-    if n_tie:
-        handles.append(Line2D([], [], ls="none", label="tie: every score has the same PRR"))
-        names.append(handles[-1].get_label())
-    if one_label.any():
-        handles.append(Line2D([], [], ls="none", label="one label: all patches pass or all fail"))
-        names.append(handles[-1].get_label())
+    notes = ("tie: every score has the same PRR", "one label: all patches pass or all fail")
+    for label, shown in zip(notes, (n_tie, one_label.any()), strict=True):
+        if shown:
+            handles.append(Line2D([], [], ls="none", label=label))
+            names.append(label)
     ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
