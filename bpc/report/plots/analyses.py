@@ -197,32 +197,32 @@ def plot_cver_sweeps(
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
     policies = [p for p in POLICY_LABELS if p in set(sweep["policy"])]
     reward = float(sweep["reward"].iloc[0]) if "reward" in sweep else float("nan")
+
+    def of(frame: pd.DataFrame, b: str, g: str) -> pd.DataFrame:
+        return frame[(frame["benchmark"] == b) & (frame["generator"] == g)]
+
     for ax, (b, g) in zip(axes.ravel(), cells, strict=False):
-        f = sweep[(sweep["benchmark"] == b) & (sweep["generator"] == g)]
+        f = of(sweep, b, g).sort_values("c_ver")
+        fb = None if bands is None else of(bands, b, g).sort_values("c_ver")
         for p in policies:
-            fp = f[f["policy"] == p].sort_values("c_ver")
+            fp = f[f["policy"] == p]
             if fp.empty or not np.isfinite(fp["delta"]).any():
                 continue
             ax.plot(fp["c_ver"], fp["delta"], label=POLICY_LABELS[p], **_line_style(p))
-            if bands is not None:
-                fb = bands[(bands["benchmark"] == b) & (bands["generator"] == g) & (bands["policy"] == p)]
-                fb = fb.sort_values("c_ver")
-                if not fb.empty:
-                    ax.fill_between(
-                        fb["c_ver"], fb["delta_lo"], fb["delta_hi"], color=POLICY_COLORS[p], alpha=0.2
-                    )
-        fbd = boundaries[(boundaries["benchmark"] == b) & (boundaries["generator"] == g)]
-        for c in fbd["c_ver"]:
+            band = fb[fb["policy"] == p] if fb is not None else None
+            if band is not None and not band.empty:
+                ax.fill_between(
+                    band["c_ver"], band["delta_lo"], band["delta_hi"], color=POLICY_COLORS[p], alpha=0.2
+                )
+        for c in of(boundaries, b, g)["c_ver"]:
             ax.axvline(c, color="black", ls=":", lw=1)
-        if priors is not None and np.isfinite(reward):
-            pr = priors[(priors["benchmark"] == b) & (priors["generator"] == g)]["prior"]
-            if len(pr) and np.isfinite(pr.iloc[0]):
-                ax.axvline(float(pr.iloc[0]) * reward, color=OKABE_ITO[5], ls="--", lw=1)
+        pr = of(priors, b, g)["prior"].to_numpy(dtype=float) if priors is not None else np.array([])
+        if len(pr) and np.isfinite(pr[0] * reward):
+            ax.axvline(float(pr[0]) * reward, color=OKABE_ITO[5], ls="--", lw=1)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=10)
+        ax.set(xscale="log", xlabel=f"verifier cost C_ver (R = {reward:g})")
         ax.set_title(cell_label(b, g), fontsize=9)
-        ax.set_xlabel(f"verifier cost C_ver (R = {reward:g})")
         ax.set_ylabel("Δ utility vs always_verify\n(symlog: linear within ±10)", fontsize=8)
         ax.tick_params(labelsize=8)
     for ax in axes.ravel()[n:]:
