@@ -709,23 +709,13 @@ def claims_table(evidence: Evidence, *, data: str) -> pd.DataFrame:
         One row per claim: claim, section, statement, paper_value, bpc_value,
         verdict, rule (how the verdict is graded), data, kind.
     """
-    rows = []
-    for c in CLAIMS:
-        f = c.evaluate(evidence)
-        rows.append(
-            {
-                "claim": c.id,
-                "section": c.section,
-                "statement": c.statement,
-                "paper_value": c.paper_value,
-                "bpc_value": f.value,
-                "verdict": f.verdict,
-                "rule": c.rule,
-                "data": data,
-                "kind": c.kind,
-            }
-        )
-    return pd.DataFrame(rows)
+    columns = ["claim", "section", "statement", "paper_value", "bpc_value", "verdict", "rule", "data", "kind"]
+    findings = [(c, c.evaluate(evidence)) for c in CLAIMS]
+    rows = [
+        (c.id, c.section, c.statement, c.paper_value, f.value, f.verdict, c.rule, data, c.kind)
+        for c, f in findings
+    ]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def compare_claims(table: pd.DataFrame, iid: pd.DataFrame) -> pd.DataFrame:
