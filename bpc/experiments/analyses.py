@@ -434,15 +434,13 @@ def panel_grid(
     """
     from bpc.experiments.grid import cost_points, utility_grid
 
-    full = tuple(settings.rewards)
-    for key in [("grid", draws, full), ("grid", draws, tuple(rewards or full))]:
+    rw = tuple(rewards or settings.rewards)
+    for key in [("grid", draws, tuple(settings.rewards)), ("grid", draws, rw)]:
         if key in panel.cache:
             return panel.cache[key]
-    rw = tuple(rewards or full)
     label = f"posterior ({settings.posterior}) " if draws else ""
-    posterior = None
-    if draws and settings.posterior == "hierarchical":
-        posterior = hierarchical_posterior(settings, panel).params
+    hierarchical = draws and settings.posterior == "hierarchical"
+    posterior = hierarchical_posterior(settings, panel).params if hierarchical else None
     setups = cost_setups(panel)
     with stage(
         f"[{panel.name}] {label}cost grid: {len(setups)} cells × {len(settings.c_vers)} c_ver × "

@@ -75,17 +75,14 @@ def winners(utilities: pd.DataFrame, *, keys: Sequence[str]) -> pd.DataFrame:
     df["_rank"] = df["policy"].map(order)
     df = df.sort_values([*keys, "mean_utility", "_rank"], ascending=[True] * len(keys) + [False, True])
     # pandas-stubs annotate GroupBy.nth as DataFrame | Series; a DataFrameGroupBy's is a DataFrame
-    first = cast(pd.DataFrame, df.groupby(keys, sort=False).nth(0))
-    second = cast(pd.DataFrame, df.groupby(keys, sort=False).nth(1))
-    out = first[[*keys, "policy", "mean_utility"]].rename(
-        columns={"policy": "winner", "mean_utility": "best_utility"}
-    )
-    sec = second[[*keys, "policy", "mean_utility"]].rename(
-        columns={"policy": "runner_up", "mean_utility": "second_utility"}
-    )
-    out = out.merge(sec, on=keys, how="left")
-    out["margin"] = out["best_utility"] - out["second_utility"]
-    return out.drop(columns="second_utility").sort_values(keys).reset_index(drop=True)
+    top = [
+        cast(pd.DataFrame, df.groupby(keys, sort=False).nth(i))[[*keys, "policy", "mean_utility"]]
+        for i in (0, 1)
+    ]
+    out = top[0].merge(top[1], on=keys, how="left", suffixes=("", "_2"))
+    out = out.rename(columns={"policy": "winner", "mean_utility": "best_utility", "policy_2": "runner_up"})
+    out["margin"] = out["best_utility"] - out["mean_utility_2"]
+    return out.drop(columns="mean_utility_2").sort_values(keys).reset_index(drop=True)
 
 
 def regime_points(utilities: pd.DataFrame, priors: pd.DataFrame) -> pd.DataFrame:
@@ -271,10 +268,7 @@ def leader_changes(c_ver: ArrayLike, deltas: Mapping[str, ArrayLike]) -> list[di
             continue
         da = mat[a, i] - mat[b, i]  # >= 0: a leads at i
         db = mat[a, i + 1] - mat[b, i + 1]  # <= 0: b leads at i + 1
-        if np.isfinite(da) and np.isfinite(db) and da - db > 0:
-            t = da / (da - db)
-        else:
-            t = 0.5
+        t = da / (da - db) if np.isfinite(da) and np.isfinite(db) and da - db > 0 else 0.5
         out.append(
             {
                 "c_ver": float(c[i] + t * (c[i + 1] - c[i])),
