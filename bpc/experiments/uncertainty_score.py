@@ -333,12 +333,10 @@ def patch_table(
         counts = split_counts(cell, instances)
         params = laplace(counts).sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen})
         prior = float(params["prior"])
-        tpr = params["tpr"].sel({DIM_CRITIC: critics}).values
-        fpr = params["fpr"].sel({DIM_CRITIC: critics}).values
+        tpr, fpr = (params[v].sel({DIM_CRITIC: critics}).values for v in ("tpr", "fpr"))
         usable = np.isfinite(tpr) & np.isfinite(fpr)
         pool = records_to_pool(ev, critics)
-        valid = pool.Y >= 0
-        inst_idx, patch_idx = np.nonzero(valid)
+        inst_idx, patch_idx = np.nonzero(pool.Y >= 0)
         z = pool.z[inst_idx, patch_idx][:, usable]
         frame = pd.DataFrame(
             {
@@ -356,13 +354,8 @@ def patch_table(
 
             post = conjugate_posterior(counts, draws=posterior_draws, chains=1, seed=posterior_seed)
             post = post.sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen}).isel(chain=0)
-            b = belief_scores(
-                z,
-                post["prior"].values,
-                post["tpr"].sel({DIM_CRITIC: critics}).values[:, usable],
-                post["fpr"].sel({DIM_CRITIC: critics}).values[:, usable],
-            )
-            frame["belief_posterior"] = b.mean(axis=1)
+            rates = [post[v].sel({DIM_CRITIC: critics}).values[:, usable] for v in ("tpr", "fpr")]
+            frame["belief_posterior"] = belief_scores(z, post["prior"].values, *rates).mean(axis=1)
         rows.append(frame)
     if not rows:
         raise ValueError("patch_table: no cell has both fit and eval instances")
