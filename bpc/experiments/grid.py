@@ -358,11 +358,7 @@ def cell_utilities(
         tiled = pool.subset(np.tile(np.arange(n), D * P))
         for p in bayes:
             ctrl = pointwise_controller(p, big, cst, sample, critics=critics)
-
-            def run_ctrl(charge, ctrl=ctrl):
-                return replay_controller(tiled, ctrl, charge)
-
-            passed, counts = _counted(run_ctrl)
+            passed, counts = _counted(functools.partial(replay_controller, tiled, ctrl))
             per_sample = _price(
                 passed.reshape(D, P, n), {k: v.reshape(D, P, n) for k, v in counts.items()}, points
             )  # (D, P, P): [d, j (sample's point), j' (pricing point)]
