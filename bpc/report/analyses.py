@@ -360,15 +360,10 @@ def _write_index(run: AnalysesRun, cfg: AnalysisConfig, artifacts: Sequence[Arti
     from bpc.outputs import versions
 
     out = Path(cfg.out)
+    formats = "PNG" if cfg.quick else "PNG and PDF"
     lines = ["# bpc — the paper's analyses, reproduced\n"]
-    lines.append(
-        "Tables are written as CSV (exact), Markdown and LaTeX; figures as PNG"
-        + ("" if cfg.quick else " and PDF")
-        + ". Panels:\n"
-    )
-    for p in run.panels:
-        lines.append(f"- **{p.name}** — {p.title}")
-    lines.append("")
+    lines += [f"Tables are written as CSV (exact), Markdown and LaTeX; figures as {formats}. Panels:\n"]
+    lines += [f"- **{p.name}** — {p.title}" for p in run.panels] + [""]
     for name in run.names:
         lines.append(f"## {name.replace('_', ' ')}\n")
         for p in run.panels:
@@ -401,8 +396,7 @@ def _write_index(run: AnalysesRun, cfg: AnalysisConfig, artifacts: Sequence[Arti
         "R grid": list(cfg.rewards),
     }
     for p in run.panels:
-        post = p.cache.get("hierarchical")
-        if post is not None:
+        if (post := p.cache.get("hierarchical")) is not None:
             conf[f"hierarchical fit ({p.name})"] = (
                 f"{post.description}; {describe_diagnostics(post.diagnostics)}"
             )
