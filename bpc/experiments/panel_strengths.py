@@ -294,22 +294,12 @@ def critic_dependence(records: pd.DataFrame, *, critics: Sequence[str] = PAPER_C
                     continue
                 phi, table = phi_from_pairs(first[sel], second[sel])
                 ok = np.isfinite(verdict) & (y == label)
+                n_inst = int((np.bincount(inst[ok]) >= 2).sum())
+                pass_rate = float(table[1].sum() / table.sum())
+                pairs = [int(table[0, 0] / 2), int(table[0, 1]), int(table[1, 1] / 2)]
                 rows.append(
-                    {
-                        "benchmark": str(bench),
-                        "generator": str(gen),
-                        "critic": critic,
-                        "label": int(label),
-                        "n_pairs": int(sel.sum()),
-                        "n_instances": int((np.bincount(inst[ok]) >= 2).sum()),
-                        "pass_rate": float(table[1].sum() / table.sum()),
-                        "phi": phi,
-                        "n00": int(table[0, 0] / 2),
-                        "n01": int(table[0, 1]),
-                        "n11": int(table[1, 1] / 2),
-                    }
+                    [str(bench), str(gen), critic, int(label), int(sel.sum()), n_inst, pass_rate, phi, *pairs]
                 )
     columns = ["benchmark", "generator", "critic", "label", "n_pairs", "n_instances", "pass_rate", "phi"]
-    if not rows:
-        return pd.DataFrame(columns=[*columns, "n00", "n01", "n11"])
-    return sort_cells(pd.DataFrame(rows))
+    table = pd.DataFrame(rows, columns=[*columns, "n00", "n01", "n11"])
+    return sort_cells(table) if rows else table
