@@ -176,13 +176,8 @@ def panel_strengths(records: pd.DataFrame) -> dict:
     pairs = difficulty_correlation(records)
     crit = critic_kappa(records)
     ck: dict[str, list[float]] = {}
-    for crit_name, label, kappa in zip(
-        crit["critic"].astype(str),
-        crit["label"].to_numpy(dtype=np.int64),
-        crit["kappa"].to_numpy(dtype=float),
-        strict=True,
-    ):
-        ck.setdefault(crit_name, [float("inf"), float("inf")])[int(label)] = float(kappa)
+    for row in crit.itertuples(index=False):
+        ck.setdefault(str(row.critic), [float("inf"), float("inf")])[int(row.label)] = float(row.kappa)
     return {
         "kappa": shared_kappa(records),
         "difficulty_correlation": float(pairs.attrs["rho"]),
