@@ -176,8 +176,9 @@ def panel_strengths(records: pd.DataFrame) -> dict:
     pairs = difficulty_correlation(records)
     crit = critic_kappa(records)
     ck: dict[str, list[float]] = {}
-    for row in crit.itertuples(index=False):
-        ck.setdefault(str(row.critic), [float("inf"), float("inf")])[int(row.label)] = float(row.kappa)
+    labels, kappas = crit["label"].to_numpy(dtype=np.int64), crit["kappa"].to_numpy(dtype=float)
+    for c, label, kappa in zip(crit["critic"].astype(str), labels, kappas, strict=True):
+        ck.setdefault(c, [float("inf"), float("inf")])[int(label)] = float(kappa)
     return {
         "kappa": shared_kappa(records),
         "difficulty_correlation": float(pairs.attrs["rho"]),
