@@ -115,17 +115,15 @@ def prepare_cells(
     out = []
     for (b, g), fit_ids, eval_ids in instances:
         rec = select_cell(records, b, g)
-        traj = None
-        if trajectories is not None:
-            traj = select_cell(trajectories, b, g)
-            traj = traj if len(traj) else None
+        traj = None if trajectories is None else select_cell(trajectories, b, g)
+        traj = traj if traj is not None and len(traj) else None
         pool = cell_pool(rec)
         counts = split_counts(rec, instances, trajectories=traj)
         params = select_cell(laplace(counts), b, g)
-        if not np.isfinite(params["p_fix"].values).all():
-            kern = cell_kernel_counts(transition_counts, b, g)
-            if kern is not None:
-                params = with_kernel(params, kern)
+        kern = (
+            None if np.isfinite(params["p_fix"].values).all() else cell_kernel_counts(transition_counts, b, g)
+        )
+        params = params if kern is None else with_kernel(params, kern)
         sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
         out.append(CellSetup(b, g, sub, params, counts, traj, len(fit_ids)))
     return out
