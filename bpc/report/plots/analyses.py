@@ -273,31 +273,18 @@ def plot_informativeness(
     """
     fig, axes = plt.subplots(1, len(critics), figsize=(4.3 * len(critics), 4.0), sharey=True, squeeze=False)
     vals = grid[value].to_numpy(dtype=float)
-    lim = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
-    lim = lim or 1.0
-    norm = SymLogNorm(linthresh=5.0, vmin=-lim, vmax=lim)
+    lim = (float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0) or 1.0
+    colour = {"cmap": "PuOr", "norm": SymLogNorm(linthresh=5.0, vmin=-lim, vmax=lim)}
     sc = None
     for ax, crit in zip(axes[0], critics, strict=True):
         gap = grid[f"gap_{crit}"].to_numpy(dtype=float)
-        ok = np.isfinite(gap)
-        has = ok & np.isfinite(vals)
-        sc = ax.scatter(
-            grid["prior"][has],
-            gap[has],
-            c=vals[has],
-            cmap="PuOr",
-            norm=norm,
-            s=40,
-            edgecolors="black",
-            lw=0.4,
-        )
+        ok, has = np.isfinite(gap), np.isfinite(gap) & np.isfinite(vals)
+        sc = ax.scatter(grid["prior"][has], gap[has], c=vals[has], **colour, s=40, edgecolors="black", lw=0.4)
         nodata = ok & ~np.isfinite(vals)
         if nodata.any():
             ax.scatter(grid["prior"][nodata], gap[nodata], facecolors="none", edgecolors="grey", s=40, lw=0.8)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(-0.3, 1.05)
-        ax.set_xlabel("prior P(Y=1)")
+        ax.set(xlim=(0, 1), ylim=(-0.3, 1.05), xlabel="prior P(Y=1)")
         ax.set_title(_CRITIC_TITLES.get(crit, crit) + f"  ({ok.sum()} cells)", fontsize=10)
     axes[0, 0].set_ylabel("critic gap γ = TPR − FPR")
     if sc is not None:
