@@ -9,6 +9,7 @@ named and coloured as in the paper (:data:`~bpc.report.plots.style.POLICY_LABELS
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -317,40 +318,31 @@ def plot_train_eval(
         cells = list(dict.fromkeys(zip(replay["benchmark"], replay["generator"], strict=True)))
     splits = [s for s in ("fit", "eval") if s in set(replay["split"])]
     policies = [p for p in POLICY_LABELS if p in set(replay["policy"]) and p != "always_verify"]
-    fig, axes = plt.subplots(
-        len(cells),
-        len(splits),
-        figsize=(5.5 * len(splits), 1.9 + 0.22 * len(policies) * len(cells)),
-        squeeze=False,
-    )
-    for i, (b, g) in enumerate(cells):
-        for j, split in enumerate(splits):
-            ax = axes[i, j]
-            f = replay[(replay["benchmark"] == b) & (replay["generator"] == g) & (replay["split"] == split)]
-            f = f.set_index("policy").reindex(policies)
-            y = np.arange(len(policies))
-            d = f["delta"].to_numpy(dtype=float)
-            err = np.vstack([d - f["ci_lo"].to_numpy(dtype=float), f["ci_hi"].to_numpy(dtype=float) - d])
-            ax.barh(
-                y,
-                np.nan_to_num(d),
-                xerr=np.nan_to_num(err),
-                color=[POLICY_COLORS[p] for p in policies],
-                edgecolor="black",
-                lw=0.4,
-                error_kw={"lw": 0.8},
-            )
-            if np.isfinite(d).any():
-                w = int(np.nanargmax(d))
-                if d[w] >= 0:
-                    ax.plot(d[w], y[w], marker="*", color="gold", ms=12, mec="black", mew=0.5)
-            ax.axvline(0, color="grey", lw=0.8)
-            ax.set_yticks(y, [POLICY_LABELS[p] for p in policies], fontsize=8)
-            ax.invert_yaxis()
-            n = f.get("n_instances")
-            ntxt = f" (n={int(n.dropna().iloc[0])})" if n is not None and n.notna().any() else ""
-            ax.set_title(f"{cell_label(b, g)} — {split}{ntxt}", fontsize=9)
-            ax.set_xlabel("Δ utility vs always_verify (95% paired bootstrap)", fontsize=8)
+    size = (5.5 * len(splits), 1.9 + 0.22 * len(policies) * len(cells))
+    fig, axes = plt.subplots(len(cells), len(splits), figsize=size, squeeze=False)
+    bars = {
+        "color": [POLICY_COLORS[p] for p in policies],
+        "edgecolor": "black",
+        "lw": 0.4,
+        "error_kw": {"lw": 0.8},
+    }
+    y = np.arange(len(policies))
+    for (i, (b, g)), (j, split) in itertools.product(enumerate(cells), enumerate(splits)):
+        ax = axes[i, j]
+        f = replay[(replay["benchmark"] == b) & (replay["generator"] == g) & (replay["split"] == split)]
+        f = f.set_index("policy").reindex(policies)
+        d = f["delta"].to_numpy(dtype=float)
+        err = np.vstack([d - f["ci_lo"].to_numpy(dtype=float), f["ci_hi"].to_numpy(dtype=float) - d])
+        ax.barh(y, np.nan_to_num(d), xerr=np.nan_to_num(err), **bars)
+        if np.isfinite(d).any() and d[w := int(np.nanargmax(d))] >= 0:
+            ax.plot(d[w], y[w], marker="*", color="gold", ms=12, mec="black", mew=0.5)
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_yticks(y, [POLICY_LABELS[p] for p in policies], fontsize=8)
+        ax.invert_yaxis()
+        n = f.get("n_instances")
+        ntxt = f" (n={int(n.dropna().iloc[0])})" if n is not None and n.notna().any() else ""
+        ax.set_title(f"{cell_label(b, g)} — {split}{ntxt}", fontsize=9)
+        ax.set_xlabel("Δ utility vs always_verify (95% paired bootstrap)", fontsize=8)
     fig.suptitle("Train (fit, 75%) vs held-out eval (25%) policy comparison")
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     return savefig(fig, path, formats=formats)
