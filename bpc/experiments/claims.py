@@ -778,11 +778,9 @@ def informativeness_grid(
         best_b = bayes.groupby(["benchmark", "generator"])["delta"].max().rename("delta_bayes")
         idx = replay.groupby(["benchmark", "generator"])["delta"].idxmax()
         best = replay.loc[idx, ["benchmark", "generator", "policy"]].rename(columns={"policy": "best_policy"})
-        df = df.merge(best_b.reset_index(), on=["benchmark", "generator"], how="left")
-        df = df.merge(best, on=["benchmark", "generator"], how="left")
+        df = df.merge(best_b.reset_index(), on=CELL_KEYS, how="left").merge(best, on=CELL_KEYS, how="left")
     else:
-        df["delta_bayes"] = np.nan
-        df["best_policy"] = None
+        df = df.assign(delta_bayes=np.nan, best_policy=None)
     return sort_cells(df)
 
 
