@@ -800,19 +800,14 @@ def train_eval_table(replay: pd.DataFrame) -> pd.DataFrame:
     """
     if "split" not in replay or not {"fit", "eval"} <= set(replay["split"]):
         raise ValueError("train_eval_table: replay must hold both splits (replay_cells(..., split='both'))")
-    cols = ["delta", "ci_lo", "ci_hi"]
-    wide = replay.pivot_table(
-        index=["benchmark", "generator", "policy"], columns="split", values=cols, sort=False
-    )
+    keys, cols = [*CELL_KEYS, "policy"], ["delta", "ci_lo", "ci_hi"]
+    wide = replay.pivot_table(index=keys, columns="split", values=cols, sort=False)
     wide.columns = [f"{v}_{s}" for v, s in wide.columns]
-    wide = wide.reset_index()
-    order = [f"{v}_{s}" for s in ("fit", "eval") for v in cols]
-    wide = wide[["benchmark", "generator", "policy", *order]]
+    wide = wide.reset_index()[[*keys, *(f"{v}_{s}" for s in ("fit", "eval") for v in cols)]]
     wide["gap"] = wide["delta_fit"] - wide["delta_eval"]
     pol_order = {p: i for i, p in enumerate(dict.fromkeys(replay["policy"]))}
     wide = wide.assign(_p=wide["policy"].map(pol_order))
-    wide = sort_cells(wide.sort_values("_p", kind="stable")).drop(columns="_p")
-    return wide
+    return sort_cells(wide.sort_values("_p", kind="stable")).drop(columns="_p")
 
 
 def overfit_summary(table: pd.DataFrame, policies=("bayesian_greedy", "bayesian_dp")) -> pd.DataFrame:
