@@ -128,9 +128,7 @@ def ablation_evaluator(
             cp = select_cell(params, b, g)
             c = cost_for(b)
             runs = [(bpc_profile, {p: p for p in base})]
-            for arm in names:
-                policy, changes = ABLATION_ARMS[arm]
-                runs.append((bpc_profile.with_(**changes), {arm: policy}))
+            runs += [(bpc_profile.with_(**ABLATION_ARMS[a][1]), {a: ABLATION_ARMS[a][0]}) for a in names]
             for prof, items in runs:
                 pool = cell_pool(rec, prof)
                 ds = replay_pool(pool, list(items.values()), c, profile=prof, params=cp)
@@ -176,14 +174,8 @@ def ablation_table(deltas: pd.DataFrame, utilities: pd.DataFrame) -> pd.DataFram
     )
     for ref in ("always_verify", BEST_SIMPLE, "iid_dp"):
         d = deltas[(deltas["reference"] == ref) & deltas["policy"].isin(arms)]
-        d = d[["benchmark", "generator", "policy", "delta", "ci_lo", "ci_hi"]].rename(
-            columns={
-                "policy": "arm",
-                "delta": f"vs_{ref}",
-                "ci_lo": f"vs_{ref}_lo",
-                "ci_hi": f"vs_{ref}_hi",
-            }
-        )
+        names = {"policy": "arm", "delta": f"vs_{ref}", "ci_lo": f"vs_{ref}_lo", "ci_hi": f"vs_{ref}_hi"}
+        d = d[["benchmark", "generator", *names]].rename(columns=names)
         out = out.merge(d, on=["benchmark", "generator", "arm"], how="left")
     order = {a: i for i, a in enumerate(arms)}
     out = out.sort_values(

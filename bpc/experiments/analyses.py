@@ -157,16 +157,12 @@ class AnalysisSettings:
     @property
     def n_draws(self) -> int:
         """Posterior draws used by the posterior forms."""
-        if self.draws is not None:
-            return int(self.draws)
-        return 4 if self.quick else 8
+        return (4 if self.quick else 8) if self.draws is None else int(self.draws)
 
     @property
     def sim_scale(self) -> float:
         """Simulator scale."""
-        if self.scale is not None:
-            return float(self.scale)
-        return 0.25 if self.quick else 1.0
+        return (0.25 if self.quick else 1.0) if self.scale is None else float(self.scale)
 
     @property
     def sim_kappa(self) -> float:
@@ -438,15 +434,13 @@ def panel_grid(
     """
     from bpc.experiments.grid import cost_points, utility_grid
 
-    full = tuple(settings.rewards)
-    for key in [("grid", draws, full), ("grid", draws, tuple(rewards or full))]:
+    rw = tuple(rewards or settings.rewards)
+    for key in [("grid", draws, tuple(settings.rewards)), ("grid", draws, rw)]:
         if key in panel.cache:
             return panel.cache[key]
-    rw = tuple(rewards or full)
     label = f"posterior ({settings.posterior}) " if draws else ""
-    posterior = None
-    if draws and settings.posterior == "hierarchical":
-        posterior = hierarchical_posterior(settings, panel).params
+    hierarchical = draws and settings.posterior == "hierarchical"
+    posterior = hierarchical_posterior(settings, panel).params if hierarchical else None
     setups = cost_setups(panel)
     with stage(
         f"[{panel.name}] {label}cost grid: {len(setups)} cells × {len(settings.c_vers)} c_ver × "
@@ -496,14 +490,12 @@ def _result(name: str, settings: AnalysisSettings, tables: dict, **metadata: Any
     return Result.of(name, config=settings, tables=tables, **metadata)
 
 
-def delta_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
+def delta_analysis(settings: AnalysisSettings, panel: Panel) -> Result:
     """The replays behind the Δ tables: both splits (``replay``).
 
     On the corpus also the ``paper-release`` replay (``release``) and its check against the
     authors' released table (``release_check``, when the corpus has it).
     """
-    if panel.records.empty:
-        return None
     tables = {"replay": replay_both(settings, panel)}
     if panel.name == "corpus":
         tables["release"] = release_replay(panel)
@@ -513,7 +505,7 @@ def delta_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
     return _result("delta_table", settings, tables)
 
 
-def regime_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
+def regime_analysis(settings: AnalysisSettings, panel: Panel) -> Result:
     """The regime map (and its posterior form with ``settings.n_draws > 0``).
 
     Tables ``points`` (winner at every (cell, c_ver, R) point, :func:`bpc.experiments.regime.regime_points`),
@@ -523,8 +515,6 @@ def regime_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
     """
     from bpc.experiments.regime import regime_background, regime_points, regime_summary
 
-    if panel.records.empty:
-        return None
     pts = regime_points(panel_grid(settings, panel), cell_priors(panel))
     k = min(REGIME_KNN_K, len(pts))
     res = settings.background_resolution
@@ -538,7 +528,7 @@ def regime_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
     return _result("regime_map", settings, tables, background=bg, posterior_background=pbg, k=k)
 
 
-def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
+def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> Result:
     """The c_ver sweeps at R = :data:`SWEEP_REWARD` (:func:`bpc.experiments.regime.sweep_boundaries`).
 
     Tables ``sweep`` (Δ of every policy against c_ver, per cell), ``boundaries`` (leader changes and
@@ -547,8 +537,6 @@ def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> Result | None:
     """
     from bpc.experiments.regime import sweep_bands, sweep_boundaries
 
-    if panel.records.empty:
-        return None
     grid = panel_grid(settings, panel, rewards=(SWEEP_REWARD,))
     sweep = grid[grid["reward"] == SWEEP_REWARD]
     priors = cell_priors(panel)
@@ -588,9 +576,7 @@ def uncertainty_analysis(
     return uncertainty_prr(patches), patches
 
 
-def _train_eval(settings: AnalysisSettings, panel: Panel) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    if panel.records.empty:
-        return None
+def _train_eval(settings: AnalysisSettings, panel: Panel) -> tuple[pd.DataFrame, pd.DataFrame]:
     rep = replay_both(settings, panel)
     return rep, train_eval_table(rep)
 
@@ -638,24 +624,16 @@ def panel_evidence(
         The requested fields (``None`` where the panel lacks the data, e.g. no raw records).
     """
     plug_in = replace(settings, draws=0)
+    parts = {
+        "cells": lambda: cell_table(panel.params),
+        "replay": lambda: replay_both(settings, panel),
+        "prr": lambda: None if (u := uncertainty_analysis(plug_in, panel)) is None else u[0],
+        "regime": lambda: regime_analysis(plug_in, panel).tables["points"],
+        "boundaries": lambda: sweep_analysis(plug_in, panel).tables["boundaries"],
+        "grid": lambda: panel_grid(plug_in, panel),
+    }
     raw = not panel.records.empty
-    out: dict = {}
-    if "cells" in fields:
-        out["cells"] = cell_table(panel.params)
-    if raw and "replay" in fields:
-        out["replay"] = replay_both(settings, panel)
-    if raw and "prr" in fields:
-        unc = uncertainty_analysis(plug_in, panel)
-        out["prr"] = None if unc is None else unc[0]
-    if raw and "regime" in fields:
-        regime = regime_analysis(plug_in, panel)
-        out["regime"] = None if regime is None else regime.tables["points"]
-    if raw and "boundaries" in fields:
-        sweep = sweep_analysis(plug_in, panel)
-        out["boundaries"] = None if sweep is None else sweep.tables["boundaries"]
-    if raw and "grid" in fields:
-        out["grid"] = panel_grid(plug_in, panel)
-    return Evidence(**out)
+    return Evidence(**{f: get() for f, get in parts.items() if f in fields and (raw or f == "cells")})
 
 
 def claims_result(settings: AnalysisSettings, evidence: Evidence, *, data: str = "simulated") -> Result:
@@ -682,8 +660,6 @@ def claims_result(settings: AnalysisSettings, evidence: Evidence, *, data: str =
         ``claims`` (:func:`claims_table`) and, with a twin, ``iid`` and ``comparison``
         (:func:`compare_claims`); ``metadata["kappa"]``: the simulator's κ (``None`` for real data).
     """
-    from bpc.progress import stage
-
     table = claims_table(evidence, data=data)
     tables = {"claims": table}
     kappa = settings.sim_kappa if data == "simulated" else None
@@ -726,6 +702,9 @@ PAPER_CRITIC_ANALYSES: frozenset[str] = frozenset(
     {"gap_table", "regime_map", "cver_sweeps", "informativeness", "paper_claims"}
 )
 """Analyses that read the paper's critics (syn, test, llm): not applicable to a panel without them."""
+
+RAW_ANALYSES: frozenset[str] = frozenset({"delta_table", "regime_map", "cver_sweeps", "train_eval"})
+"""Analyses that replay raw records: not applicable to a panel of count tables only."""
 
 
 @dataclass
@@ -771,7 +750,9 @@ def compute_analyses(settings: AnalysisSettings, names: Sequence[str] | None = N
         for panel in run.panels:
             t0 = time.perf_counter()
             critics = {str(c) for c in panel.params["critic"].values}
-            if name in PAPER_CRITIC_ANALYSES and not set(PAPER_CRITICS) <= critics:
+            if (name in PAPER_CRITIC_ANALYSES and not set(PAPER_CRITICS) <= critics) or (
+                name in RAW_ANALYSES and panel.records.empty
+            ):
                 run.values[(panel.name, name)] = None
                 continue
             with stage(f"[{panel.name}] {name}", enabled=settings.progress):

@@ -33,6 +33,7 @@ the verdicts there only confirm that estimation recovers them; column
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -49,6 +50,7 @@ from bpc.constants import (
     REFINEMENT_POLICIES,
     SLOW_ORACLE_BENCHMARKS,
 )
+from bpc.experiments.regime import BANDS
 from bpc.schema import sort_cells
 
 VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not evaluated")
@@ -73,18 +75,12 @@ FIX_THRESHOLD = 0.15
 CROSSOVER_FACTOR = 2.0
 """An empirical leader change within this factor of π·R agrees with the analytic crossover."""
 
-BANDS: tuple[str, ...] = ("c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1")
-"""The paper's three c_ver/R bands (labels of :func:`bpc.experiments.regime.regime_summary`)."""
-
 CELL_KEYS = ["benchmark", "generator"]
 
 EVIDENCE_FIELDS: tuple[str, ...] = ("cells", "replay", "regime", "grid", "boundaries", "prr")
 """Every field of :class:`Evidence`."""
 
 
-# ---------------------------------------------------------------------------
-# Data structures
-# ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Evidence:
     """The analysis results a claim may read; any may be ``None`` (the claims needing it are skipped).
@@ -115,19 +111,6 @@ class Evidence:
     grid: pd.DataFrame | None = None
     boundaries: pd.DataFrame | None = None
     prr: pd.DataFrame | None = None
-
-    def frame(self, name: str) -> pd.DataFrame:
-        """The field ``name``, which a check may read only once :meth:`Claim.evaluate` has seen it present.
-
-        Raises
-        ------
-        ValueError
-            If ``name`` is not a field or the field is ``None``.
-        """
-        value = getattr(self, name, None) if name in EVIDENCE_FIELDS else None
-        if value is None:
-            raise ValueError(f"Evidence.frame: {name!r} is missing; expected one of {EVIDENCE_FIELDS}")
-        return value
 
 
 @dataclass(frozen=True)
@@ -167,10 +150,9 @@ class Claim:
         The claim, in the paper's terms.
     paper_value : str
         The paper's number(s).
-    needs : tuple of str
-        :class:`Evidence` fields the check reads.
     check : callable
-        ``Evidence -> Finding`` (called only when every field of ``needs`` is present).
+        Takes the :class:`Evidence` fields named by its parameters (its :attr:`needs`) and returns a
+        :class:`Finding`; called only when every one of them is present.
     rule : str
         How the check grades its verdict, with the thresholds.
     kind : {"outcome", "calibration"}
@@ -182,45 +164,39 @@ class Claim:
     section: str
     statement: str
     paper_value: str
-    needs: tuple[str, ...]
-    check: Callable[[Evidence], Finding]
+    check: Callable[..., Finding]
     rule: str
     kind: str = "outcome"
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The :class:`Evidence` fields the check reads (its parameter names)."""
+        return tuple(inspect.signature(self.check).parameters)
+
     def evaluate(self, evidence: Evidence) -> Finding:
         """The check's finding, or ``not evaluated`` when a needed result is missing."""
-        missing = [n for n in self.needs if getattr(evidence, n) is None]
+        frames = {n: getattr(evidence, n) for n in self.needs}
+        missing = [n for n, f in frames.items() if f is None]
         if missing:
             return Finding("not evaluated", f"needs {', '.join(missing)}")
-        return self.check(evidence)
+        return self.check(**frames)
 
 
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-def _grade(share: float, *, holds: float, partly: float) -> str:
+def _verdict(holds: bool, partly: bool) -> str:
+    return "holds" if holds else "partly" if partly else "does not hold"
+
+
+def _grade(share: float, *, holds: float = 1.0, partly: float = 0.5) -> str:
     """``holds`` if ``share >= holds``, ``partly`` if ``>= partly``, else ``does not hold``."""
-    if share >= holds:
-        return "holds"
-    if share >= partly:
-        return "partly"
-    return "does not hold"
-
-
-def _every(k: int, n: int) -> str:
-    """``holds`` if all ``n`` cases agree (``k == n``), ``partly`` if at least half do."""
-    if k == n:
-        return "holds"
-    return "partly" if 2 * k >= n else "does not hold"
-
-
-def _split(replay: pd.DataFrame, split: str) -> pd.DataFrame:
-    return replay[replay["split"] == split] if "split" in replay.columns else replay
+    return _verdict(share >= holds, share >= partly)
 
 
 def _deltas(replay: pd.DataFrame, split: str = "eval") -> pd.DataFrame:
     """Δ per cell (rows) and policy (columns) on one split."""
-    rep = _split(replay, split)
+    rep = replay[replay["split"] == split] if "split" in replay.columns else replay
     return rep.pivot_table(index=CELL_KEYS, columns="policy", values="delta", sort=False)
 
 
@@ -228,8 +204,8 @@ def _cols(wide: pd.DataFrame, policies: Sequence[str]) -> list[str]:
     return [p for p in policies if p in wide.columns]
 
 
-def _is_benchmark(wide: pd.DataFrame, test: Callable[[str], bool]) -> np.ndarray:
-    return np.array([test(str(b)) for b in wide.index.get_level_values("benchmark")], dtype=bool)
+def _of_benchmarks(wide: pd.DataFrame, test: Callable[[str], bool]) -> pd.DataFrame:
+    return wide[np.array([test(str(b)) for b in wide.index.get_level_values("benchmark")], dtype=bool)]
 
 
 def _frac(k: int, n: int) -> str:
@@ -240,8 +216,29 @@ def _no_cells(what: str) -> Finding:
     return Finding("not evaluated", f"no {what} in the panel")
 
 
+def gap_summary(grid: pd.DataFrame, critics: Sequence[str] = PAPER_CRITICS) -> pd.DataFrame:
+    """Mean, min and max gap per critic, and the share of cells where it is near-oracle (γ ≥ 0.7)."""
+    rows = []
+    for c in critics:
+        g = grid[f"gap_{c}"].to_numpy(dtype=float)
+        g = g[np.isfinite(g)]
+        stats = [g.mean(), g.min(), g.max(), (g >= 0.7).mean()] if g.size else [np.nan] * 4
+        rows.append([c, int(g.size), *map(float, stats)])
+    return pd.DataFrame(
+        rows, columns=["critic", "n_cells", "mean_gap", "min_gap", "max_gap", "share_gap_ge_0.7"]
+    )
+
+
+def _gaps_text(summary: pd.DataFrame) -> tuple[pd.Series, float, str]:
+    """Mean γ per critic, γ_test's near-oracle share and their words, from :func:`gap_summary`."""
+    means = summary.set_index("critic")["mean_gap"].astype(float)
+    share = float(summary.set_index("critic")[f"share_gap_ge_{NEAR_ORACLE_GAP}"].astype(float)["test"])
+    text = "mean γ " + ", ".join(f"{c} {m:.2f}" for c, m in means.items())
+    return means, share, text + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {share:.0%} of cells"
+
+
 # ---------------------------------------------------------------------------
-# Checks
+# Checks: each takes the Evidence fields it names
 # ---------------------------------------------------------------------------
 def _paper_prior_span() -> str:
     from bpc.data.simulate import PRIOR_TABLE
@@ -250,69 +247,41 @@ def _paper_prior_span() -> str:
     return f"{lo:.3f} to {hi:.3f} (×{hi / lo:.0f}) over 54 cells"
 
 
-def _check_prior_span(ev: Evidence) -> Finding:
-    p = ev.frame("cells")["prior"].to_numpy(dtype=float)
+def _check_prior_span(cells: pd.DataFrame) -> Finding:
+    p = cells["prior"].to_numpy(dtype=float)
     p = p[np.isfinite(p)]
     if p.size < 2:
         return _no_cells("two cells with a prior")
     ratio = float(p.max() / p.min())
-    verdict = "holds" if ratio >= 10 else "partly" if ratio >= 3 else "does not hold"
     return Finding(
-        verdict,
+        _grade(ratio, holds=10, partly=3),
         f"{p.min():.3f} to {p.max():.3f} (×{ratio:.1f}) over {p.size} cells",
         {"min": float(p.min()), "max": float(p.max()), "ratio": ratio},
     )
 
 
-def _gap_means(gaps: Mapping[str, Sequence[float]]) -> dict[str, float]:
-    out = {}
-    for c, v in gaps.items():
-        a = np.asarray(v, dtype=float)
-        a = a[np.isfinite(a)]
-        out[c] = float(a.mean()) if a.size else np.nan
-    return out
-
-
 def _paper_gaps() -> str:
     from bpc.data.simulate import GAP_TABLE
 
-    gaps = {c: [np.nan if (g := row[c]) is None else g for row in GAP_TABLE.values()] for c in PAPER_CRITICS}
-    means = _gap_means(gaps)
-    test = np.array([g for g in gaps["test"] if np.isfinite(g)])
-    return (
-        "mean γ "
-        + ", ".join(f"{c} {means[c]:.2f}" for c in PAPER_CRITICS)
-        + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {(test >= NEAR_ORACLE_GAP).mean():.0%} of cells"
-    )
+    table = pd.DataFrame([{f"gap_{c}": row[c] for c in PAPER_CRITICS} for row in GAP_TABLE.values()])
+    return _gaps_text(gap_summary(table))[2]
 
 
-def _check_critics(ev: Evidence) -> Finding:
-    crit = [c for c in PAPER_CRITICS if f"gap_{c}" in ev.frame("cells").columns]
+def _check_critics(cells: pd.DataFrame) -> Finding:
+    crit = [c for c in PAPER_CRITICS if f"gap_{c}" in cells.columns]
     if "test" not in crit or len(crit) < 2:
         return _no_cells("public-test critic")
-    summ = gap_summary(ev.frame("cells"), critics=crit).set_index("critic")
-    means = summ["mean_gap"].astype(float)
+    means, share, text = _gaps_text(gap_summary(cells, critics=crit))
     if not np.isfinite(means["test"]):
         return _no_cells("cell with a public-test critic")
-    most = means.idxmax()
-    least = means.idxmin()
-    share = float(summ[f"share_gap_ge_{NEAR_ORACLE_GAP}"].astype(float)["test"])
     # holds: test has the largest mean gap and syn the smallest; partly: test the largest only
-    if most == "test":
-        verdict = "holds" if least == "syn" else "partly"
-    else:
-        verdict = "does not hold"
-    return Finding(
-        verdict,
-        "mean γ "
-        + ", ".join(f"{c} {means[c]:.2f}" for c in crit)
-        + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {share:.0%} of cells",
-        {**{f"mean_gap_{c}": float(means[c]) for c in crit}, "share_test_near_oracle": share},
-    )
+    verdict = _verdict(means.idxmax() == "test" and means.idxmin() == "syn", means.idxmax() == "test")
+    numbers = {**{f"mean_gap_{c}": float(means[c]) for c in crit}, "share_test_near_oracle": share}
+    return Finding(verdict, text, numbers)
 
 
-def _band_check(band: str, regime: str) -> Callable[[Evidence], Finding]:
-    """Regime ``regime`` should win the c_ver/R band ``band``.
+def _band_check(band: str, winner: str) -> Callable[..., Finding]:
+    """Regime ``winner`` should win the c_ver/R band ``band``.
 
     holds: it wins a majority of the band's points (the k-NN map is then that
     regime's colour there); partly: it is the most frequent winner without a
@@ -320,55 +289,53 @@ def _band_check(band: str, regime: str) -> Callable[[Evidence], Finding]:
     does not hold otherwise.
     """
 
-    def check(ev: Evidence) -> Finding:
+    def check(regime: pd.DataFrame) -> Finding:
         from bpc.experiments.regime import REGIMES, regime_summary
 
-        summ = regime_summary(ev.frame("regime")).set_index("band")
+        summ = regime_summary(regime).set_index("band")
         n_points = int(summ["n_points"].astype(int)[band]) if band in summ.index else 0
         if not n_points:
             return _no_cells(f"grid point with {band}")
         shares = {r: float(summ[f"share_{r}"].astype(float)[band]) for r in REGIMES}
-        s = shares[regime]
+        s = shares[winner]
         top = max(shares, key=shares.__getitem__)
-        verdict = "holds" if s > 0.5 else "partly" if top == regime or s >= 0.25 else "does not hold"
-        value = f"{regime} wins {s:.1%} of {n_points:,} points (" + ", ".join(
-            f"{r} {v:.1%}" for r, v in shares.items() if r != regime
+        value = f"{winner} wins {s:.1%} of {n_points:,} points (" + ", ".join(
+            f"{r} {v:.1%}" for r, v in shares.items() if r != winner
         )
-        return Finding(verdict, value + ")", {f"share_{r}": v for r, v in shares.items()})
+        numbers = {f"share_{r}": v for r, v in shares.items()}
+        return Finding(_verdict(s > 0.5, top == winner or s >= 0.25), value + ")", numbers)
 
     return check
 
 
-def _check_dp_greedy_grid(ev: Evidence) -> Finding:
+def _check_dp_greedy_grid(grid: pd.DataFrame) -> Finding:
     """DP ahead of greedy by more than DP_MARGIN·R, per c_ver/R band.
 
     holds: on at least half the points with c_ver/R ≥ 1; partly: on at least
     10% of them, or on at least half the points of another band (DP pulls
     ahead, but at other costs); does not hold otherwise.
     """
-    grid = ev.frame("grid")
     g = grid[grid["policy"].isin(BAYESIAN_POLICIES)]
     keys = [*CELL_KEYS, "c_ver", "reward"]
     wide = g.pivot_table(index=keys, columns="policy", values="mean_utility", sort=False).dropna()
     if not set(BAYESIAN_POLICIES) <= set(wide.columns) or wide.empty:
         return _no_cells("grid point with both Bayesian controllers")
     wide = wide.reset_index()
-    ratio = wide["c_ver"] / wide["reward"]
     ahead = (wide["bayesian_dp"] - wide["bayesian_greedy"]) > DP_MARGIN * wide["reward"]
-    band = pd.cut(ratio, [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
+    band = pd.cut(wide["c_ver"] / wide["reward"], [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
     shares = ahead.groupby(band, observed=False).mean().reindex(BANDS)
-    high = float(shares[BANDS[2]]) if np.isfinite(shares[BANDS[2]]) else np.nan
+    high = float(shares[BANDS[2]])
     if not np.isfinite(high):
         return _no_cells("grid point with c_ver/R >= 1")
     other = float(np.nanmax(shares[list(BANDS[:2])].to_numpy(dtype=float), initial=0.0))
-    verdict = "holds" if high >= 0.5 else "partly" if high >= 0.1 or other >= 0.5 else "does not hold"
     value = "DP ahead of greedy on " + ", ".join(
         f"{v:.0%} of points at {b}" for b, v in shares.items() if np.isfinite(v)
     )
-    return Finding(verdict, value, {f"share_dp_ahead[{b}]": float(v) for b, v in shares.items()})
+    numbers = {f"share_dp_ahead[{b}]": float(v) for b, v in shares.items()}
+    return Finding(_verdict(high >= 0.5, high >= 0.1 or other >= 0.5), value, numbers)
 
 
-def _check_crossover(ev: Evidence) -> Finding:
+def _check_crossover(boundaries: pd.DataFrame) -> Finding:
     """First c_ver where always_verify loses the lead, against π·R.
 
     holds: within a factor :data:`CROSSOVER_FACTOR` of π·R on at least 75% of
@@ -376,8 +343,8 @@ def _check_crossover(ev: Evidence) -> Finding:
     the boundaries rise with the prior (Spearman ρ ≥ 0.5 over ≥ 4 cells);
     does not hold otherwise.
     """
-    b = ev.frame("boundaries")
-    b = b[b["from"] == "always_verify"].sort_values("c_ver").groupby(CELL_KEYS, sort=False).head(1)
+    b = boundaries[boundaries["from"] == "always_verify"].sort_values("c_ver")
+    b = b.groupby(CELL_KEYS, sort=False).head(1)
     b = b[np.isfinite(b["analytic_c_ver"].to_numpy(dtype=float)) & (b["analytic_c_ver"] > 0)]
     if b.empty:
         return _no_cells("cell where always_verify loses the lead along the sweep")
@@ -386,10 +353,7 @@ def _check_crossover(ev: Evidence) -> Finding:
     share = float(within.mean())
     # scipy's @xp_capabilities decorator erases spearmanr's return type; item 0 is the statistic
     rho = float(cast(float, spearmanr(b["c_ver"], b["analytic_c_ver"])[0])) if len(b) >= 4 else np.nan
-    tracks = np.isfinite(rho) and rho >= 0.5
-    verdict = _grade(share, holds=0.75, partly=0.25)
-    if verdict == "does not hold" and tracks:
-        verdict = "partly"
+    verdict = _verdict(share >= 0.75, share >= 0.25 or bool(np.isfinite(rho) and rho >= 0.5))
     value = (
         f"boundary within ×{CROSSOVER_FACTOR:g} of π·R on {_frac(int(within.sum()), len(b))} cells; "
         f"median boundary / π·R {np.median(r):.2f}"
@@ -400,147 +364,134 @@ def _check_crossover(ev: Evidence) -> Finding:
     )
 
 
-def _check_best_of_3(ev: Evidence) -> Finding:
+def _check_best_of_3(replay: pd.DataFrame) -> Finding:
     """best_of_3's eval Δ < 0: holds on every cell, partly on at least half."""
-    wide = _deltas(ev.frame("replay"))
+    wide = _deltas(replay)
     if "best_of_3" not in wide.columns:
         return _no_cells("replay of best_of_3")
     d = wide["best_of_3"].dropna()
     k = int((d < -DELTA_TOL).sum())
-    share = k / len(d)
-    verdict = _every(k, len(d))
     return Finding(
-        verdict,
+        _grade(k / len(d)),
         f"Δ < 0 on {_frac(k, len(d))} cells (max Δ {d.max():+.1f})",
-        {"share_negative": share, "max_delta": float(d.max())},
+        {"share_negative": k / len(d), "max_delta": float(d.max())},
     )
 
 
-def _check_self_refine_lcb(ev: Evidence) -> Finding:
+def _check_self_refine_lcb(replay: pd.DataFrame) -> Finding:
     """The better Bayesian controller's eval Δ above Self-Refine's on LCB cells.
 
     holds: on at least the paper's share (22/24) less 0.1; partly: on at
     least half; does not hold otherwise.
     """
-    wide = _deltas(ev.frame("replay"))
+    wide = _deltas(replay)
     bayes = _cols(wide, BAYESIAN_POLICIES)
     if "self_refine" not in wide.columns or not bayes:
         return _no_cells("replay of self_refine and a Bayesian controller")
-    w = wide[_is_benchmark(wide, lambda b: b.startswith("lcb"))]
+    w = _of_benchmarks(wide, lambda b: b.startswith("lcb"))
     w = w[w["self_refine"].notna()]
     if w.empty:
         return _no_cells("LCB cell")
     k = int((w[bayes].max(axis=1) > w["self_refine"] + DELTA_TOL).sum())
-    share = k / len(w)
     return Finding(
-        _grade(share, holds=22 / 24 - 0.1, partly=0.5),
+        _grade(k / len(w), holds=22 / 24 - 0.1),
         f"Bayesian above Self-Refine on {_frac(k, len(w))} LCB cells",
-        {"share": share, "n_cells": float(len(w))},
+        {"share": k / len(w), "n_cells": float(len(w))},
     )
 
 
-def _check_refinement_wins(ev: Evidence) -> Finding:
+def _check_refinement_wins(replay: pd.DataFrame) -> Finding:
     """Cells won outright by Self-Refine or Reflexion (eval Δ above every other policy's and above 0).
 
     holds: on at most the paper's share (6/54) plus 0.1; partly: at most
     0.35; does not hold otherwise.
     """
-    wide = _deltas(ev.frame("replay"))
+    wide = _deltas(replay)
     ref = _cols(wide, REFINEMENT_POLICIES)
     if not ref:
         return _no_cells("replay of Self-Refine / Reflexion")
-    rest = [c for c in wide.columns if c not in ref]
-    best_rest = wide[rest].max(axis=1).fillna(0.0).clip(lower=0.0)
+    best_rest = wide.drop(columns=ref).max(axis=1).fillna(0.0).clip(lower=0.0)
     won = wide[ref].max(axis=1) > best_rest + DELTA_TOL
     k, n = int(won.sum()), len(wide)
-    share = k / n
     per = {p: int((won & (wide[p] >= wide[ref].max(axis=1))).sum()) for p in ref}
-    verdict = "holds" if share <= 6 / 54 + 0.1 else "partly" if share <= 0.35 else "does not hold"
     return Finding(
-        verdict,
+        _verdict(k / n <= 6 / 54 + 0.1, k / n <= 0.35),
         f"refinement wins {_frac(k, n)} cells (" + ", ".join(f"{p} {v}" for p, v in per.items()) + ")",
-        {"share": share, **{f"wins_{p}": float(v) for p, v in per.items()}},
+        {"share": k / n, **{f"wins_{p}": float(v) for p, v in per.items()}},
     )
 
 
-def _swe(wide: pd.DataFrame) -> pd.DataFrame:
-    return wide[_is_benchmark(wide, lambda b: b in SLOW_ORACLE_BENCHMARKS)]
-
-
-def _check_swe_bayes(ev: Evidence) -> Finding:
+def _check_swe_bayes(replay: pd.DataFrame) -> Finding:
     """A Bayesian controller has the largest eval Δ (ties allowed) on SWE-Bench cells.
 
     holds: on every SWE-Bench cell; partly: on at least half.
     """
-    wide = _deltas(ev.frame("replay"))
+    wide = _deltas(replay)
     bayes = _cols(wide, BAYESIAN_POLICIES)
-    w = _swe(wide)
+    w = _of_benchmarks(wide, lambda b: b in SLOW_ORACLE_BENCHMARKS)
     if w.empty or not bayes:
         return _no_cells("SWE-Bench cell")
-    top = w.max(axis=1).clip(lower=0.0)
-    won = w[bayes].max(axis=1) >= top - DELTA_TOL
-    k, n = int(won.sum()), len(w)
-    verdict = _every(k, n)
     best = w[bayes].max(axis=1)
+    won = best >= w.max(axis=1).clip(lower=0.0) - DELTA_TOL
+    k, n = int(won.sum()), len(w)
     return Finding(
-        verdict,
+        _grade(k / n),
         f"Bayesian wins {_frac(k, n)} SWE-Bench cells (mean best Bayesian Δ {best.mean():+.1f})",
         {"share": k / n, "mean_delta_bayes": float(best.mean())},
     )
 
 
-def _check_swe_refinement(ev: Evidence) -> Finding:
+def _check_swe_refinement(replay: pd.DataFrame) -> Finding:
     """Self-Refine, Reflexion and best_of_3 below always_verify on SWE-Bench.
 
     holds: eval Δ < 0 on every (SWE-Bench cell, policy) pair; partly: on at least half.
     """
-    wide = _deltas(ev.frame("replay"))
+    wide = _deltas(replay)
     pols = _cols(wide, [*REFINEMENT_POLICIES, "best_of_3"])
-    w = _swe(wide)
+    w = _of_benchmarks(wide, lambda b: b in SLOW_ORACLE_BENCHMARKS)
     if w.empty or not pols:
         return _no_cells("SWE-Bench cell")
     d = w[pols].to_numpy(dtype=float).ravel()
     d = d[~np.isnan(d)]
     k, n = int((d < -DELTA_TOL).sum()), len(d)
-    verdict = _every(k, n)
     per = ", ".join(f"{p} {int((w[p] < -DELTA_TOL).sum())}/{int(w[p].notna().sum())}" for p in pols)
-    return Finding(verdict, f"Δ < 0 on {_frac(k, n)} (cell, policy) pairs: {per}", {"share": k / n})
+    return Finding(_grade(k / n), f"Δ < 0 on {_frac(k, n)} (cell, policy) pairs: {per}", {"share": k / n})
 
 
-def _check_no_overfitting(ev: Evidence) -> Finding:
+def _check_no_overfitting(replay: pd.DataFrame) -> Finding:
     """Fit-split regime-A cells (a Bayesian controller wins the fit split with Δ > 0) keep Δ > 0 on eval.
 
     The controller checked is the better Bayesian one on the fit split (so
     nothing is chosen on the eval split). holds: eval Δ > 0 on at least 90%
     of those cells; partly: on at least half; does not hold otherwise.
     """
-    rep = ev.frame("replay")
-    if "split" not in rep.columns or not {"fit", "eval"} <= set(rep["split"]):
+    if "split" not in replay.columns or not {"fit", "eval"} <= set(replay["split"]):
         return Finding("not evaluated", "needs the replay of both splits")
-    tab = train_eval_table(rep)
-    fit = tab.pivot_table(index=CELL_KEYS, columns="policy", values="delta_fit", sort=False)
-    ev_ = tab.pivot_table(index=CELL_KEYS, columns="policy", values="delta_eval", sort=False)
+    tab = train_eval_table(replay)  # the cells in the paper's order, as the means below sum them
+    fit, ev = (
+        tab.pivot_table(index=CELL_KEYS, columns="policy", values=f"delta_{s}", sort=False)
+        for s in ("fit", "eval")
+    )
     bayes = _cols(fit, BAYESIAN_POLICIES)
     if not bayes:
         return _no_cells("replay of a Bayesian controller")
-    pick = fit[bayes].idxmax(axis=1)
-    best_fit = fit[bayes].max(axis=1)
+    pick, best_fit = fit[bayes].idxmax(axis=1), fit[bayes].max(axis=1)
     others = fit.drop(columns=bayes).max(axis=1).fillna(0.0).clip(lower=0.0)
     regime_a = (best_fit > DELTA_TOL) & (best_fit >= others - DELTA_TOL)
     if not regime_a.any():
         return _no_cells("cell won by a Bayesian controller on the fit split")
     cells = regime_a[regime_a].index
-    eval_d = np.array([ev_.loc[c, pick.loc[c]] for c in cells], dtype=float)
+    eval_d = np.array([ev.loc[c, pick.loc[c]] for c in cells], dtype=float)
     k, n = int((eval_d > DELTA_TOL).sum()), len(cells)
     return Finding(
-        _grade(k / n, holds=0.9, partly=0.5),
+        _grade(k / n, holds=0.9),
         f"Δ > 0 on eval in {_frac(k, n)} of the cells a Bayesian controller wins on fit "
         f"(mean Δ fit {best_fit[cells].mean():+.1f}, eval {eval_d.mean():+.1f})",
         {"share": k / n, "n_cells": float(n), "mean_eval": float(eval_d.mean())},
     )
 
 
-def _check_dp_greedy_pfix(ev: Evidence) -> Finding:
+def _check_dp_greedy_pfix(replay: pd.DataFrame, cells: pd.DataFrame) -> Finding:
     """DP strictly above greedy only where p̂_fix ≥ FIX_THRESHOLD; within CONVERGE_TOL of it elsewhere.
 
     Two shares on the eval split: of the cells where DP beats greedy by more
@@ -548,45 +499,45 @@ def _check_dp_greedy_pfix(ev: Evidence) -> Finding:
     the cells with p̂_fix below it, those where the two converge. holds:
     both ≥ 0.8; partly: one of them; does not hold otherwise.
     """
-    wide = _deltas(ev.frame("replay"))
+    wide = _deltas(replay)
     if not set(BAYESIAN_POLICIES) <= set(wide.columns):
         return _no_cells("replay of both Bayesian controllers")
-    cells = ev.frame("cells").set_index(CELL_KEYS)["p_fix"]
     diff = (wide["bayesian_dp"] - wide["bayesian_greedy"]).dropna()
-    pfix = cells.reindex(diff.index).to_numpy(dtype=float)
-    ok = np.isfinite(pfix)
-    diff, pfix = diff[ok], pfix[ok]
-    if diff.empty:
+    pfix = cells.set_index(CELL_KEYS)["p_fix"].reindex(diff.index).to_numpy(dtype=float)
+    diff = diff.to_numpy()[np.isfinite(pfix)]
+    pfix = pfix[np.isfinite(pfix)]
+    if not diff.size:
         return _no_cells("cell with a fitted kernel")
-    better = diff.to_numpy() > CONVERGE_TOL
-    low = pfix < FIX_THRESHOLD
-    precision = float((pfix[better] >= FIX_THRESHOLD).mean()) if better.any() else np.nan
-    converge = float((np.abs(diff.to_numpy()[low]) <= CONVERGE_TOL).mean()) if low.any() else np.nan
+    better, low = diff > CONVERGE_TOL, pfix < FIX_THRESHOLD
+    high_fix, converged = pfix[better] >= FIX_THRESHOLD, np.abs(diff[low]) <= CONVERGE_TOL
+    precision = float(high_fix.mean()) if better.any() else np.nan
+    converge = float(converged.mean()) if low.any() else np.nan
     passed = [s >= 0.8 for s in (precision, converge) if np.isfinite(s)]
-    verdict = "holds" if passed and all(passed) else "partly" if any(passed) else "does not hold"
     value = (
         f"DP > greedy (by > {CONVERGE_TOL:g}) on {int(better.sum())}/{len(diff)} cells, "
-        f"{int((pfix[better] >= FIX_THRESHOLD).sum())} of them with p̂_fix ≥ {FIX_THRESHOLD:g}; "
-        f"converge on {int((np.abs(diff.to_numpy()[low]) <= CONVERGE_TOL).sum())}/{int(low.sum())} "
-        f"cells with p̂_fix < {FIX_THRESHOLD:g}"
+        f"{int(high_fix.sum())} of them with p̂_fix ≥ {FIX_THRESHOLD:g}; "
+        f"converge on {int(converged.sum())}/{int(low.sum())} cells with p̂_fix < {FIX_THRESHOLD:g}"
     )
-    return Finding(verdict, value, {"precision": precision, "converge": converge})
+    return Finding(
+        _verdict(bool(passed) and all(passed), any(passed)),
+        value,
+        {"precision": precision, "converge": converge},
+    )
 
 
-def _check_prr(ev: Evidence) -> Finding:
+def _check_prr(prr: pd.DataFrame) -> Finding:
     """Belief PRR above tool success rate, averaged over the pooled LCB-medium / LCB-hard rows.
 
     holds: belief higher; partly: equal; does not hold: lower.
     """
-    t = ev.frame("prr")
-    t = t[(t["generator"] == "pooled") & t["benchmark"].isin(["lcb_medium", "lcb_hard"])]
+    t = prr[(prr["generator"] == "pooled") & prr["benchmark"].isin(["lcb_medium", "lcb_hard"])]
     if t.empty or not {"prr_belief", "prr_tool_success"} <= set(t.columns):
         return _no_cells("pooled LCB-medium / LCB-hard PRR")
     b, s = float(t["prr_belief"].mean()), float(t["prr_tool_success"].mean())
-    verdict = "holds" if b > s + 1e-12 else "partly" if abs(b - s) <= 1e-12 else "does not hold"
     per = "; ".join(
         f"{r.benchmark} {r.prr_belief:.3f} vs {r.prr_tool_success:.3f}" for r in t.itertuples(index=False)
     )
+    verdict = _verdict(b > s + 1e-12, abs(b - s) <= 1e-12)
     return Finding(
         verdict, f"belief {b:.3f} vs tool success {s:.3f} ({per})", {"belief": b, "tool_success": s}
     )
@@ -603,7 +554,6 @@ CLAIMS: tuple[Claim, ...] = (
         "App. A.2, tab:prior_pass_rate",
         "The generators' prior pass rates P(Y=1) span an order of magnitude across the panel.",
         _paper_prior_span(),
-        ("cells",),
         _check_prior_span,
         "holds: largest / smallest Laplace prior ≥ 10; partly: ≥ 3",
         kind="calibration",
@@ -613,7 +563,6 @@ CLAIMS: tuple[Claim, ...] = (
         "§5.3; App. A.3, tab:critic_gap",
         "Cr_test is the most informative critic (near-oracle on LCB), Cr_syn the least.",
         _paper_gaps(),
-        ("cells",),
         _check_critics,
         "holds: Cr_test has the largest mean γ over the cells and Cr_syn the smallest; partly: Cr_test "
         "the largest only",
@@ -624,7 +573,6 @@ CLAIMS: tuple[Claim, ...] = (
         "§5.1 Regime A",
         "A Bayesian controller wins where verification costs at least the reward (c_ver/R ≳ 1).",
         "green region A covers c_ver/R ≳ 1",
-        ("regime",),
         _band_check(BANDS[2], "A"),
         f"regime A in band {BANDS[2]}; {_MAJORITY}",
     ),
@@ -633,7 +581,6 @@ CLAIMS: tuple[Claim, ...] = (
         "§5.1 Regime B",
         "gate(Cr_test) wins a wedge at moderate verification cost (0.1 ≲ c_ver/R ≲ 1).",
         "blue wedge B at 0.1 ≲ c_ver/R ≲ 1",
-        ("regime",),
         _band_check(BANDS[1], "B"),
         f"regime B in band {BANDS[1]}; {_MAJORITY}",
     ),
@@ -642,7 +589,6 @@ CLAIMS: tuple[Claim, ...] = (
         "§5.1 Regime C",
         "always_verify wins where verification is nearly free (c_ver/R ≲ 0.1).",
         "yellow region C at c_ver/R ≲ 0.1",
-        ("regime",),
         _band_check(BANDS[0], "C"),
         f"regime C in band {BANDS[0]}; {_MAJORITY}",
     ),
@@ -652,7 +598,6 @@ CLAIMS: tuple[Claim, ...] = (
         "bayesian_DP pulls measurably ahead of bayesian_greedy when each verification is unaffordable "
         "(c_ver/R ≳ 1).",
         "DP ahead in regime A",
-        ("grid",),
         _check_dp_greedy_grid,
         f"DP ahead = plug-in utility above greedy's by more than {DP_MARGIN:g}·R at a grid point; holds: "
         "on at least half the points with c_ver/R ≥ 1; partly: on at least 10% of them, or on at least "
@@ -663,7 +608,6 @@ CLAIMS: tuple[Claim, ...] = (
         "App. E; method.md §Paper analyses",
         "The analytic crossover c_ver* = π·R tracks each cell's empirical leader-change boundary.",
         "boundary at c_ver*/R ≈ π per cell",
-        ("boundaries",),
         _check_crossover,
         "first c_ver (R = 100 sweep) where always_verify loses the lead; holds: within "
         f"×{CROSSOVER_FACTOR:g} of π·R on at least 75% of the cells with such a change; partly: on at "
@@ -674,7 +618,6 @@ CLAIMS: tuple[Claim, ...] = (
         "App. B.1 best_of_3; tab:full_results",
         "best_of_3 underperforms always_verify on every cell.",
         "Δ < 0 on 54/54 cells",
-        ("replay",),
         _check_best_of_3,
         "eval split; holds: Δ < 0 on every cell; partly: on at least half",
     ),
@@ -683,7 +626,6 @@ CLAIMS: tuple[Claim, ...] = (
         "App. B.1 Self-Refine",
         "The Bayesian framework dominates Self-Refine on LCB cells.",
         "22/24 LCB cells",
-        ("replay",),
         _check_self_refine_lcb,
         "eval split, better Bayesian Δ > Self-Refine's; holds: on at least 22/24 − 0.1 of the LCB cells; "
         "partly: on at least half",
@@ -693,7 +635,6 @@ CLAIMS: tuple[Claim, ...] = (
         "tab:full_results; App. B.1",
         "The refinement agents Self-Refine and Reflexion are rarely the per-cell winner.",
         "6/54 cells (Reflexion 6, Self-Refine 0)",
-        ("replay",),
         _check_refinement_wins,
         "eval split, a refinement agent's Δ above every other policy's and above 0; holds: on at most "
         "6/54 + 0.1 of the cells; partly: at most 35%",
@@ -703,7 +644,6 @@ CLAIMS: tuple[Claim, ...] = (
         "§5.2; tab:full_results (SWE-Bench rows)",
         "On SWE-Bench (slow oracle, regime A) a Bayesian controller is the per-cell winner.",
         "12/12 SWE-Bench cells",
-        ("replay",),
         _check_swe_bayes,
         "eval split, ties count as wins; holds: on every SWE-Bench cell; partly: on at least half",
     ),
@@ -712,7 +652,6 @@ CLAIMS: tuple[Claim, ...] = (
         "§5.2",
         "On SWE-Bench, Self-Refine, Reflexion and best_of_3 underperform always_verify.",
         "Δ < 0 on 36/36 (cell, policy) pairs",
-        ("replay",),
         _check_swe_refinement,
         "eval split; holds: Δ < 0 on every (SWE-Bench cell, policy) pair; partly: on at least half",
     ),
@@ -721,7 +660,6 @@ CLAIMS: tuple[Claim, ...] = (
         "App. D (train vs eval)",
         "The Bayesian controllers keep Δ > 0 on both the fit and the held-out split in every regime-A cell.",
         "every regime-A cell",
-        ("replay",),
         _check_no_overfitting,
         "regime-A cells = a Bayesian controller wins the fit split with Δ > 0; holds: that controller's "
         "eval Δ > 0 on at least 90% of them; partly: on at least half",
@@ -732,7 +670,6 @@ CLAIMS: tuple[Claim, ...] = (
         f"bayesian_DP strictly beats bayesian_greedy only where p̂_fix ≳ {FIX_THRESHOLD:g}; elsewhere the "
         "two converge.",
         f"DP > greedy only where p̂_fix ≳ {FIX_THRESHOLD:g}",
-        ("replay", "cells"),
         _check_dp_greedy_pfix,
         f"eval split; holds: at least 80% of the cells where DP beats greedy by > {CONVERGE_TOL:g} have "
         f"p̂_fix ≥ {FIX_THRESHOLD:g}, and at least 80% of the cells below it have |Δ_DP − Δ_greedy| ≤ "
@@ -744,7 +681,6 @@ CLAIMS: tuple[Claim, ...] = (
         "The belief state ranks incorrect code better than the tool success rate (PRR, LCB-medium and "
         "LCB-hard averaged).",
         ".866 vs .795 (SAGE agent, gpt-oss-20b)",
-        ("prr",),
         _check_prr,
         "held-out LCB patches, pooled per benchmark; holds: belief PRR above the tool success rate's; "
         "partly: equal",
@@ -773,23 +709,13 @@ def claims_table(evidence: Evidence, *, data: str) -> pd.DataFrame:
         One row per claim: claim, section, statement, paper_value, bpc_value,
         verdict, rule (how the verdict is graded), data, kind.
     """
-    rows = []
-    for c in CLAIMS:
-        f = c.evaluate(evidence)
-        rows.append(
-            {
-                "claim": c.id,
-                "section": c.section,
-                "statement": c.statement,
-                "paper_value": c.paper_value,
-                "bpc_value": f.value,
-                "verdict": f.verdict,
-                "rule": c.rule,
-                "data": data,
-                "kind": c.kind,
-            }
-        )
-    return pd.DataFrame(rows)
+    columns = ["claim", "section", "statement", "paper_value", "bpc_value", "verdict", "rule", "data", "kind"]
+    findings = [(c, c.evaluate(evidence)) for c in CLAIMS]
+    rows = [
+        (c.id, c.section, c.statement, c.paper_value, f.value, f.verdict, c.rule, data, c.kind)
+        for c, f in findings
+    ]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def compare_claims(table: pd.DataFrame, iid: pd.DataFrame) -> pd.DataFrame:
@@ -852,31 +778,10 @@ def informativeness_grid(
         best_b = bayes.groupby(["benchmark", "generator"])["delta"].max().rename("delta_bayes")
         idx = replay.groupby(["benchmark", "generator"])["delta"].idxmax()
         best = replay.loc[idx, ["benchmark", "generator", "policy"]].rename(columns={"policy": "best_policy"})
-        df = df.merge(best_b.reset_index(), on=["benchmark", "generator"], how="left")
-        df = df.merge(best, on=["benchmark", "generator"], how="left")
+        df = df.merge(best_b.reset_index(), on=CELL_KEYS, how="left").merge(best, on=CELL_KEYS, how="left")
     else:
-        df["delta_bayes"] = np.nan
-        df["best_policy"] = None
+        df = df.assign(delta_bayes=np.nan, best_policy=None)
     return sort_cells(df)
-
-
-def gap_summary(grid: pd.DataFrame, critics: Sequence[str] = PAPER_CRITICS) -> pd.DataFrame:
-    """Mean, min and max gap per critic, and the share of cells where it is near-oracle (γ ≥ 0.7)."""
-    rows = []
-    for c in critics:
-        g = grid[f"gap_{c}"].to_numpy(dtype=float)
-        g = g[np.isfinite(g)]
-        rows.append(
-            {
-                "critic": c,
-                "n_cells": int(g.size),
-                "mean_gap": float(g.mean()) if g.size else np.nan,
-                "min_gap": float(g.min()) if g.size else np.nan,
-                "max_gap": float(g.max()) if g.size else np.nan,
-                "share_gap_ge_0.7": float((g >= 0.7).mean()) if g.size else np.nan,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def train_eval_table(replay: pd.DataFrame) -> pd.DataFrame:
@@ -895,38 +800,26 @@ def train_eval_table(replay: pd.DataFrame) -> pd.DataFrame:
     """
     if "split" not in replay or not {"fit", "eval"} <= set(replay["split"]):
         raise ValueError("train_eval_table: replay must hold both splits (replay_cells(..., split='both'))")
-    cols = ["delta", "ci_lo", "ci_hi"]
-    wide = replay.pivot_table(
-        index=["benchmark", "generator", "policy"], columns="split", values=cols, sort=False
-    )
+    keys, cols = [*CELL_KEYS, "policy"], ["delta", "ci_lo", "ci_hi"]
+    wide = replay.pivot_table(index=keys, columns="split", values=cols, sort=False)
     wide.columns = [f"{v}_{s}" for v, s in wide.columns]
-    wide = wide.reset_index()
-    order = [f"{v}_{s}" for s in ("fit", "eval") for v in cols]
-    wide = wide[["benchmark", "generator", "policy", *order]]
+    wide = wide.reset_index()[[*keys, *(f"{v}_{s}" for s in ("fit", "eval") for v in cols)]]
     wide["gap"] = wide["delta_fit"] - wide["delta_eval"]
     pol_order = {p: i for i, p in enumerate(dict.fromkeys(replay["policy"]))}
     wide = wide.assign(_p=wide["policy"].map(pol_order))
-    wide = sort_cells(wide.sort_values("_p", kind="stable")).drop(columns="_p")
-    return wide
+    return sort_cells(wide.sort_values("_p", kind="stable")).drop(columns="_p")
 
 
 def overfit_summary(table: pd.DataFrame, policies=("bayesian_greedy", "bayesian_dp")) -> pd.DataFrame:
     """Per policy: cells, mean fit and eval Δ, share of cells with Δ > 0 on both splits."""
-    rows = []
-    for p in policies:
-        f = table[table["policy"] == p]
-        if f.empty:
-            continue
-        both = (f["delta_fit"] > 0) & (f["delta_eval"] > 0)
-        rows.append(
-            {
-                "policy": p,
-                "n_cells": len(f),
-                "mean_delta_fit": float(f["delta_fit"].mean()),
-                "mean_delta_eval": float(f["delta_eval"].mean()),
-                "share_positive_both": float(both.mean()),
-                "share_positive_eval": float((f["delta_eval"] > 0).mean()),
-                "mean_gap": float(np.nanmean(f["gap"])),
-            }
-        )
-    return pd.DataFrame(rows)
+    f = table[table["policy"].isin(policies)]
+    f = f.assign(both=(f["delta_fit"] > 0) & (f["delta_eval"] > 0), pos=f["delta_eval"] > 0)
+    out = f.groupby("policy", sort=False).agg(
+        n_cells=("policy", "size"),
+        mean_delta_fit=("delta_fit", "mean"),
+        mean_delta_eval=("delta_eval", "mean"),
+        share_positive_both=("both", "mean"),
+        share_positive_eval=("pos", "mean"),
+        mean_gap=("gap", "mean"),
+    )
+    return out.reindex([p for p in policies if p in out.index]).rename_axis("policy").reset_index()

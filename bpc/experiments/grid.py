@@ -115,17 +115,15 @@ def prepare_cells(
     out = []
     for (b, g), fit_ids, eval_ids in instances:
         rec = select_cell(records, b, g)
-        traj = None
-        if trajectories is not None:
-            traj = select_cell(trajectories, b, g)
-            traj = traj if len(traj) else None
+        traj = None if trajectories is None else select_cell(trajectories, b, g)
+        traj = traj if traj is not None and len(traj) else None
         pool = cell_pool(rec)
         counts = split_counts(rec, instances, trajectories=traj)
         params = select_cell(laplace(counts), b, g)
-        if not np.isfinite(params["p_fix"].values).all():
-            kern = cell_kernel_counts(transition_counts, b, g)
-            if kern is not None:
-                params = with_kernel(params, kern)
+        kern = (
+            None if np.isfinite(params["p_fix"].values).all() else cell_kernel_counts(transition_counts, b, g)
+        )
+        params = params if kern is None else with_kernel(params, kern)
         sub = pool.subset(np.isin(pool.instance_ids, eval_ids))
         out.append(CellSetup(b, g, sub, params, counts, traj, len(fit_ids)))
     return out
@@ -180,16 +178,10 @@ def pointwise_controller(
     from bpc.decide.table import ParameterSamples, SampleCosts
     from bpc.evaluate import PAPER_PLAN
 
-    if kind not in ("bayesian_greedy", "bayesian_dp"):
-        raise ValueError(f"pointwise_controller: kind must be bayesian_greedy or bayesian_dp, got {kind!r}")
-    samples = ParameterSamples.from_mapping(arrays, critics=critics)
-    sample_costs = SampleCosts(
-        critic=costs["critic"], c_gen=costs["c_gen"], c_ver=costs["c_ver"], reward=costs["reward"]
-    )
     # one sample per (draw, cost point): lookups recompute Q from the values rather than store them all
     return make_controller(
-        samples,
-        sample_costs,
+        ParameterSamples.from_mapping(arrays, critics=critics),
+        SampleCosts(**costs),
         policy=kind,
         critics=critics,
         index=FixedIndex(np.asarray(sample, dtype=np.int64)),
@@ -329,33 +321,27 @@ def cell_utilities(
             util[p] = np.broadcast_to(priced[i], (n_draw, P))
 
     if bayes:
-        if draws > 0:
-            if posterior is not None:
-                cell = select_cell(posterior, setup.benchmark, setup.generator)
-                total = int(np.prod([cell.sizes[d] for d in sample_dims(cell)]))
-                if int(draws) > total:
-                    raise ValueError(
-                        f"cell_utilities: asked for {int(draws)} draws, the posterior holds {total}"
-                    )
-                post = thin_draws(cell, int(draws))
-            else:
-                from bpc.estimate.conjugate import conjugate_posterior
+        post, D = setup.params, n_draw
+        if draws > 0 and posterior is not None:
+            cell = select_cell(posterior, setup.benchmark, setup.generator)
+            total = int(np.prod([cell.sizes[d] for d in sample_dims(cell)]))
+            if D > total:
+                raise ValueError(f"cell_utilities: asked for {D} draws, the posterior holds {total}")
+            post = thin_draws(cell, D)
+        elif draws > 0:
+            from bpc.estimate.conjugate import conjugate_posterior
 
-                post = conjugate_posterior(setup.counts, draws=int(draws), chains=1, seed=seed)
-                post = select_cell(post, setup.benchmark, setup.generator)
-            if (
-                not np.isfinite(post["p_fix"].values).all()
-                and np.isfinite(setup.params["p_fix"].values).all()
-            ):
-                # kernel measured elsewhere (corpus kernel file): keep the point estimate in every draw
-                post["p_fix"] = xr.full_like(post["p_fix"], float(setup.params["p_fix"].values.ravel()[0]))
-                post["p_break"] = xr.full_like(
-                    post["p_break"], float(setup.params["p_break"].values.ravel()[0])
-                )
-            arr = _sample_arrays(post, critics)
-        else:
-            arr = _sample_arrays(setup.params, critics)
-        D = n_draw
+            post = conjugate_posterior(setup.counts, draws=D, chains=1, seed=seed)
+            post = select_cell(post, setup.benchmark, setup.generator)
+        if (
+            draws > 0
+            and not np.isfinite(post["p_fix"].values).all()
+            and np.isfinite(setup.params["p_fix"].values).all()
+        ):
+            # kernel measured elsewhere (corpus kernel file): keep the point estimate in every draw
+            for v in ("p_fix", "p_break"):
+                post[v] = xr.full_like(post[v], float(setup.params[v].values.ravel()[0]))
+        arr = _sample_arrays(post, critics)
         # sample index s = d * P + j: draw d, cost point j
         big = {k: np.repeat(v, P, axis=0) for k, v in arr.items()}
         avail = np.isfinite(big["tpr"]) & np.isfinite(big["fpr"])
@@ -370,37 +356,28 @@ def cell_utilities(
         tiled = pool.subset(np.tile(np.arange(n), D * P))
         for p in bayes:
             ctrl = pointwise_controller(p, big, cst, sample, critics=critics)
-
-            def run_ctrl(charge, ctrl=ctrl):
-                return replay_controller(tiled, ctrl, charge)
-
-            passed, counts = _counted(run_ctrl)
+            passed, counts = _counted(functools.partial(replay_controller, tiled, ctrl))
             per_sample = _price(
                 passed.reshape(D, P, n), {k: v.reshape(D, P, n) for k, v in counts.items()}, points
             )  # (D, P, P): [d, j (sample's point), j' (pricing point)]
             util[p] = np.diagonal(per_sample, axis1=1, axis2=2)
 
-    rows = []
-    ref = util["always_verify"]
-    for p in policies:
-        u = util[p]
-        for d in range(n_draw):
-            frame = pd.DataFrame(
-                {
-                    "benchmark": setup.benchmark,
-                    "generator": setup.generator,
-                    "c_ver": c_ver,
-                    "reward": reward,
-                    "policy": p,
-                    "mean_utility": u[d],
-                    "delta": u[d] - ref[d],
-                    "n_instances": n,
-                }
-            )
-            if draws > 0:
-                frame.insert(5, "draw", d)
-            rows.append(frame)
-    return pd.concat(rows, ignore_index=True)
+    u = np.stack([util[p] for p in policies])  # (policy, draw, point)
+    frame = pd.DataFrame(
+        {
+            "benchmark": setup.benchmark,
+            "generator": setup.generator,
+            "c_ver": np.tile(c_ver, len(policies) * n_draw),
+            "reward": np.tile(reward, len(policies) * n_draw),
+            "policy": np.repeat(policies, n_draw * P),
+            "mean_utility": u.ravel(),
+            "delta": (u - util["always_verify"]).ravel(),
+            "n_instances": n,
+        }
+    )
+    if draws > 0:
+        frame.insert(5, "draw", np.tile(np.repeat(np.arange(n_draw), P), len(policies)))
+    return frame
 
 
 def _ignore_sigint() -> None:

@@ -43,8 +43,9 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -61,18 +62,6 @@ if TYPE_CHECKING:
     from bpc.data.logs import Input
     from bpc.evaluate import Result
 
-__all__ = [
-    "PANEL_COSTS",
-    "CLOSED_ARMS",
-    "REFERENCES",
-    "PanelConfig",
-    "hierarchical_targets",
-    "first_outcomes",
-    "run_panel",
-    "panel_table",
-    "versus_best_simple",
-    "new_generator_table",
-]
 
 PANEL_COSTS: Mapping[str, Costs] = {
     "fast": NAMED_COSTS["fast"],
@@ -284,8 +273,11 @@ def run_panel(
         ``logo_starts``, ``protocol`` (the decision study's utilities with the best simple
         baseline), ``cells`` and ``flagged``; metadata ``wall_seconds`` per part.
     """
+    import tempfile
+
     from bpc.data.tasks import flagged_tasks
     from bpc.estimate.laplace import laplace
+    from bpc.estimate.model.refits import RefitLadder
     from bpc.evaluate import Result
     from bpc.experiments.efficiency import (
         complete_pooling_calibration,
@@ -295,21 +287,21 @@ def run_panel(
     )
     from bpc.experiments.logo import LogoConfig, run_logo
     from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
-    from bpc.progress import stage
 
     records, counts = data.records, data.counts
     costs = {name: data.costs(PANEL_COSTS[name]) for name in config.costs}
-    cells = [tuple(c) for c in records[["benchmark", "generator"]].astype(str).drop_duplicates().to_numpy()]
+    keyed = records.assign(**{k: records[k].astype(str) for k in ("benchmark", "generator")})
+    cells = [tuple(c) for c in keyed[["benchmark", "generator"]].drop_duplicates().to_numpy()]
     closed = {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
     closed[TASK_ARM] = task_prior_calibration
     wall, tables = {}, {}
-    t0 = time.perf_counter()
-    with stage("panel: leave one cell out, closed forms", enabled=progress):
-        targets = cells
-        if config.loco_per_benchmark:
-            targets = hierarchical_targets(records, per_benchmark=config.loco_per_benchmark)
+
+    def targets(per_benchmark: int) -> tuple:
+        return tuple(hierarchical_targets(records, per_benchmark=per_benchmark) if per_benchmark else cells)
+
+    with _timed(wall, "loco", "panel: leave one cell out, closed forms", progress):
         loco_cf = LocoConfig(
-            targets=tuple(targets),
+            targets=targets(config.loco_per_benchmark),
             ks=config.ks,
             repeats=config.repeats,
             n_folds=config.n_folds,
@@ -317,46 +309,39 @@ def run_panel(
             seed=config.seed,
         )
         loco, lpd = _loco(records, loco_cf, costs, closed, part="closed forms", progress=progress)
-    wall["loco"] = time.perf_counter() - t0
-    hier = hierarchical_targets(records, per_benchmark=config.per_benchmark)
-    hier = list(hier if config.hierarchical is None else config.hierarchical)
+    hier = config.hierarchical
+    hier = hierarchical_targets(records, per_benchmark=config.per_benchmark) if hier is None else list(hier)
     if hier:
-        import tempfile
-
-        from bpc.estimate.model.refits import RefitLadder
-
-        t0 = time.perf_counter()
+        hier_loco = replace(
+            loco_cf,
+            targets=tuple(hier),
+            ks=config.hierarchical_ks,
+            repeats=1,
+            max_folds=config.hierarchical_folds,
+        )
         with (
-            stage(f"panel: leave one cell out, hierarchical arms, {len(hier)} targets", enabled=progress),
+            _timed(
+                wall,
+                "hierarchical",
+                f"panel: leave one cell out, hierarchical arms, {len(hier)} targets",
+                progress,
+            ),
             tempfile.TemporaryDirectory(prefix="bpc-panel-refits-") as tmp,
         ):
             # a cache in any case: the second cost vector reads the first one's refits
             cache = tmp if refit_cache is None else refit_cache
             ladder = RefitLadder(counts, presets=config.presets, cache=cache, progress=progress)
-            for label, spec in costs.items():
+            for i, (label, spec) in enumerate(costs.items()):
                 methods = {**closed, **hierarchical_arms(ladder, costs=spec, draws=config.draws)}
-                hier_loco = replace(
-                    loco_cf,
-                    targets=tuple(hier),
-                    ks=config.hierarchical_ks,
-                    repeats=1,
-                    max_folds=config.hierarchical_folds,
-                )
                 u, lp = _loco(
                     records, hier_loco, {label: spec}, methods, part="hierarchical subset", progress=progress
                 )
                 loco = pd.concat([loco, u], ignore_index=True)
-                if label == next(iter(costs)):
-                    lpd = pd.concat([lpd, lp], ignore_index=True)
-        wall["hierarchical"] = time.perf_counter() - t0
+                lpd = lpd if i else pd.concat([lpd, lp], ignore_index=True)
     tables.update(loco=loco, loco_lpd=lpd)
-    t0 = time.perf_counter()
-    with stage("panel: a new generator (leave the cell out, no MCMC)", enabled=progress):
-        new = cells
-        if config.logo_per_benchmark:
-            new = hierarchical_targets(records, per_benchmark=config.logo_per_benchmark)
+    with _timed(wall, "logo", "panel: a new generator (leave the cell out, no MCMC)", progress):
         lc = LogoConfig(
-            targets=tuple(new),
+            targets=targets(config.logo_per_benchmark),
             costs=tuple(costs.items()),
             arms=config.logo_arms,
             task_critic=config.task_critic,
@@ -364,10 +349,10 @@ def run_panel(
         )
         logo = run_logo(records, counts, lc, progress=progress)
         tables.update({f"logo_{n}": logo.tables[n] for n in ("utilities", "lpd", "starts")})
-    wall["logo"] = time.perf_counter() - t0
     if config.protocol:
-        t0 = time.perf_counter()
-        with stage("panel: decisions vs the best simple baseline (evaluation protocol)", enabled=progress):
+        with _timed(
+            wall, "protocol", "panel: decisions vs the best simple baseline (evaluation protocol)", progress
+        ):
             frames = []
             for label, spec in costs.items():
                 pc = ProtocolConfig(
@@ -377,27 +362,24 @@ def run_panel(
                 res = run_protocol(records, pc, evaluate=ev, progress=False)
                 frames.append(res.tables["utilities"].assign(costs=label))
             tables["protocol"] = pd.concat(frames, ignore_index=True)
-        wall["protocol"] = time.perf_counter() - t0
     own = laplace(counts)["prior"]
-    spread = records[["benchmark", "generator"]].astype(str).drop_duplicates().groupby("generator").size()
-    tables["cells"] = pd.DataFrame(
-        [
-            {
-                "benchmark": b,
-                "generator": g,
-                "n_tasks": int(
-                    records[(records["benchmark"] == b) & (records["generator"] == g)][
-                        "instance_id"
-                    ].nunique()
-                ),
-                "own": float(own.sel(benchmark=b, generator=g)),
-                "other_benchmarks": int(spread[g]) - 1,
-            }
-            for b, g in cells
-        ]
-    )
-    tables["flagged"] = flagged_tasks(counts)
+    cell_table = keyed.groupby(["benchmark", "generator"], sort=False)["instance_id"].nunique()
+    cell_table = cell_table.rename("n_tasks").reset_index()
+    cell_table["own"] = [float(own.sel(benchmark=b, generator=g)) for b, g in cells]
+    cell_table["other_benchmarks"] = cell_table.groupby("generator")["benchmark"].transform("size") - 1
+    tables.update(cells=cell_table, flagged=flagged_tasks(counts))
     return Result.of("panel", config=config, tables=tables, metadata={"wall_seconds": wall})
+
+
+@contextlib.contextmanager
+def _timed(wall: dict, part: str, message: str, progress: bool) -> Iterator[None]:
+    """A stage on stderr whose wall time goes to ``wall[part]``."""
+    from bpc.progress import stage
+
+    t0 = time.perf_counter()
+    with stage(message, enabled=progress):
+        yield
+    wall[part] = time.perf_counter() - t0
 
 
 def panel_table(

@@ -176,13 +176,9 @@ def panel_strengths(records: pd.DataFrame) -> dict:
     pairs = difficulty_correlation(records)
     crit = critic_kappa(records)
     ck: dict[str, list[float]] = {}
-    for crit_name, label, kappa in zip(
-        crit["critic"].astype(str),
-        crit["label"].to_numpy(dtype=np.int64),
-        crit["kappa"].to_numpy(dtype=float),
-        strict=True,
-    ):
-        ck.setdefault(crit_name, [float("inf"), float("inf")])[int(label)] = float(kappa)
+    labels, kappas = crit["label"].to_numpy(dtype=np.int64), crit["kappa"].to_numpy(dtype=float)
+    for c, label, kappa in zip(crit["critic"].astype(str), labels, kappas, strict=True):
+        ck.setdefault(c, [float("inf"), float("inf")])[int(label)] = float(kappa)
     return {
         "kappa": shared_kappa(records),
         "difficulty_correlation": float(pairs.attrs["rho"]),
@@ -250,33 +246,14 @@ def verdict_pairs(
     label, first, second : numpy.ndarray
         Per pair: the shared label and the two verdicts (int).
     """
-    inst = np.asarray(instance)
-    y = np.asarray(y, dtype=np.int64)
-    v = np.asarray(verdict, dtype=float)
-    keep = np.isfinite(v)
-    idx = np.flatnonzero(keep)
+    inst, y, v = np.asarray(instance), np.asarray(y, dtype=np.int64), np.asarray(verdict, dtype=float)
+    idx = np.flatnonzero(np.isfinite(v))
     order = idx[np.lexsort((y[idx], inst[idx]))]
-    labels, firsts, seconds = [], [], []
-    start = 0
-    while start < len(order):
-        stop = start
-        while (
-            stop < len(order)
-            and inst[order[stop]] == inst[order[start]]
-            and y[order[stop]] == y[order[start]]
-        ):
-            stop += 1
-        members = order[start:stop]
-        if len(members) > 1:
-            i, j = np.triu_indices(len(members), k=1)
-            labels.append(np.full(len(i), y[members[0]]))
-            firsts.append(v[members[i]].astype(np.int64))
-            seconds.append(v[members[j]].astype(np.int64))
-        start = stop
-    if not labels:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    return np.concatenate(labels), np.concatenate(firsts), np.concatenate(seconds)
+    patches = pd.DataFrame({"i": inst[order], "y": y[order], "row": order, "pos": np.arange(order.size)})
+    pairs = patches.merge(patches, on=["i", "y"])  # every ordered pair of one group; keep each once
+    pairs = pairs[pairs["pos_x"] < pairs["pos_y"]].sort_values(["pos_x", "pos_y"])
+    first, second = (v[pairs[f"row_{s}"].to_numpy(dtype=np.int64)].astype(np.int64) for s in "xy")
+    return pairs["y"].to_numpy(dtype=np.int64), first, second
 
 
 def critic_dependence(records: pd.DataFrame, *, critics: Sequence[str] = PAPER_CRITICS) -> pd.DataFrame:
@@ -312,29 +289,13 @@ def critic_dependence(records: pd.DataFrame, *, critics: Sequence[str] = PAPER_C
                 if not sel.any():
                     continue
                 phi, table = phi_from_pairs(first[sel], second[sel])
-                pair_inst = _pair_instances(inst, y, verdict, label)
+                ok = np.isfinite(verdict) & (y == label)
+                n_inst = int((np.bincount(inst[ok]) >= 2).sum())
+                pass_rate = float(table[1].sum() / table.sum())
+                pairs = [int(table[0, 0] / 2), int(table[0, 1]), int(table[1, 1] / 2)]
                 rows.append(
-                    {
-                        "benchmark": str(bench),
-                        "generator": str(gen),
-                        "critic": critic,
-                        "label": int(label),
-                        "n_pairs": int(sel.sum()),
-                        "n_instances": pair_inst,
-                        "pass_rate": float(table[1].sum() / table.sum()),
-                        "phi": phi,
-                        "n00": int(table[0, 0] / 2),
-                        "n01": int(table[0, 1]),
-                        "n11": int(table[1, 1] / 2),
-                    }
+                    [str(bench), str(gen), critic, int(label), int(sel.sum()), n_inst, pass_rate, phi, *pairs]
                 )
     columns = ["benchmark", "generator", "critic", "label", "n_pairs", "n_instances", "pass_rate", "phi"]
-    if not rows:
-        return pd.DataFrame(columns=[*columns, "n00", "n01", "n11"])
-    return sort_cells(pd.DataFrame(rows))
-
-
-def _pair_instances(inst: np.ndarray, y: np.ndarray, verdict: np.ndarray, label: int) -> int:
-    ok = np.isfinite(verdict) & (y == label)
-    counts = np.bincount(inst[ok], minlength=int(inst.max()) + 1 if len(inst) else 0)
-    return int((counts >= 2).sum())
+    table = pd.DataFrame(rows, columns=[*columns, "n00", "n01", "n11"])
+    return sort_cells(table) if rows else table

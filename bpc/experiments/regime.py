@@ -39,6 +39,8 @@ REGIMES: tuple[str, ...] = ("A", "B", "C", "other")
 """Regime labels in plotting order."""
 REGIME_POLICIES = {"A": BAYESIAN_POLICIES, "B": ("gate_test",), "C": ("always_verify",)}
 """Policies whose win puts a point in each regime (everything else is ``other``)."""
+BANDS: tuple[str, ...] = ("c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1")
+"""The paper's three c_ver/R bands: regime C, the regime-B wedge, regime A."""
 
 
 def regime_of(policy: str) -> str:
@@ -73,17 +75,14 @@ def winners(utilities: pd.DataFrame, *, keys: Sequence[str]) -> pd.DataFrame:
     df["_rank"] = df["policy"].map(order)
     df = df.sort_values([*keys, "mean_utility", "_rank"], ascending=[True] * len(keys) + [False, True])
     # pandas-stubs annotate GroupBy.nth as DataFrame | Series; a DataFrameGroupBy's is a DataFrame
-    first = cast(pd.DataFrame, df.groupby(keys, sort=False).nth(0))
-    second = cast(pd.DataFrame, df.groupby(keys, sort=False).nth(1))
-    out = first[[*keys, "policy", "mean_utility"]].rename(
-        columns={"policy": "winner", "mean_utility": "best_utility"}
-    )
-    sec = second[[*keys, "policy", "mean_utility"]].rename(
-        columns={"policy": "runner_up", "mean_utility": "second_utility"}
-    )
-    out = out.merge(sec, on=keys, how="left")
-    out["margin"] = out["best_utility"] - out["second_utility"]
-    return out.drop(columns="second_utility").sort_values(keys).reset_index(drop=True)
+    top = [
+        cast(pd.DataFrame, df.groupby(keys, sort=False).nth(i))[[*keys, "policy", "mean_utility"]]
+        for i in (0, 1)
+    ]
+    out = top[0].merge(top[1], on=keys, how="left", suffixes=("", "_2"))
+    out = out.rename(columns={"policy": "winner", "mean_utility": "best_utility", "policy_2": "runner_up"})
+    out["margin"] = out["best_utility"] - out["mean_utility_2"]
+    return out.drop(columns="mean_utility_2").sort_values(keys).reset_index(drop=True)
 
 
 def regime_points(utilities: pd.DataFrame, priors: pd.DataFrame) -> pd.DataFrame:
@@ -123,12 +122,14 @@ def _features(prior, ratio, bounds=None):
     return np.column_stack([(x - x0) / sx, (y - y0) / sy]), bounds
 
 
-def _neighbours(points: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    k = int(min(k, len(points)))
+def _knn(prior, ratio, query_prior, query_ratio, k: int) -> np.ndarray:
+    """Indices ``(len(queries), k)`` of each query's ``k`` nearest points in the scaled plane."""
+    pts, bounds = _features(prior, ratio)
+    q, _ = _features(np.ravel(query_prior), np.ravel(query_ratio), bounds)
+    k = int(min(k, len(pts)))
     if k < 1:
         raise ValueError("k-NN: need at least one point")
-    _, idx = KDTree(points).query(queries, k=k)
-    return idx.reshape(len(queries), k)
+    return KDTree(pts).query(q, k=k)[1].reshape(len(q), k)
 
 
 def knn_vote(prior, ratio, labels, query_prior, query_ratio, *, k: int = REGIME_KNN_K, classes=REGIMES):
@@ -158,25 +159,16 @@ def knn_vote(prior, ratio, labels, query_prior, query_ratio, *, k: int = REGIME_
     unknown = set(np.unique(labels)) - set(classes)
     if unknown:
         raise ValueError(f"knn_vote: labels {sorted(unknown)} are not among classes {classes}")
-    pts, bounds = _features(prior, ratio)
-    qshape = np.shape(query_prior)
-    q, _ = _features(np.ravel(query_prior), np.ravel(query_ratio), bounds)
-    idx = _neighbours(pts, q, k)
+    idx = _knn(prior, ratio, query_prior, query_ratio, k)
     code = np.array([classes.index(lab) for lab in labels])
-    votes = np.zeros((len(q), len(classes)), dtype=np.int64)
-    for c in range(len(classes)):
-        votes[:, c] = (code[idx] == c).sum(axis=1)
-    return np.array(classes, dtype=object)[np.argmax(votes, axis=1)].reshape(qshape)
+    votes = (code[idx][..., None] == np.arange(len(classes))).sum(axis=1)
+    return np.array(classes, dtype=object)[np.argmax(votes, axis=1)].reshape(np.shape(query_prior))
 
 
 def knn_mean(prior, ratio, values, query_prior, query_ratio, *, k: int = REGIME_KNN_K) -> np.ndarray:
     """k-NN mean of ``values`` at query points (same plane and scaling as :func:`knn_vote`)."""
-    values = np.asarray(values, dtype=np.float64)
-    pts, bounds = _features(prior, ratio)
-    qshape = np.shape(query_prior)
-    q, _ = _features(np.ravel(query_prior), np.ravel(query_ratio), bounds)
-    idx = _neighbours(pts, q, k)
-    return values[idx].mean(axis=1).reshape(qshape)
+    idx = _knn(prior, ratio, query_prior, query_ratio, k)
+    return np.asarray(values, dtype=np.float64)[idx].mean(axis=1).reshape(np.shape(query_prior))
 
 
 def regime_background(
@@ -227,19 +219,14 @@ def regime_summary(points: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         One row per band: n_points and the share of each regime.
     """
-    bands = pd.cut(
-        points["ratio"],
-        [0, 0.1, 1.0, np.inf],
-        right=False,
-        labels=["c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1"],
-    )
-    rows = []
-    for band, f in points.groupby(bands, observed=False, sort=True):
-        row = {"band": str(band), "n_points": len(f)}
-        for r in REGIMES:
-            row[f"share_{r}"] = float((f["regime"] == r).mean()) if len(f) else float("nan")
-        rows.append(row)
-    return pd.DataFrame(rows)
+    bands = pd.cut(points["ratio"], [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
+    groups = points.groupby(bands, observed=False, sort=True)["regime"]
+    out = groups.size().rename("n_points").rename_axis("band").reset_index()
+    for r in REGIMES:
+        out[f"share_{r}"] = groups.apply(
+            lambda f, r=r: float((f == r).mean()) if len(f) else np.nan
+        ).to_numpy()
+    return out.assign(band=out["band"].astype(str))
 
 
 def leader_changes(c_ver: ArrayLike, deltas: Mapping[str, ArrayLike]) -> list[dict]:
@@ -281,10 +268,7 @@ def leader_changes(c_ver: ArrayLike, deltas: Mapping[str, ArrayLike]) -> list[di
             continue
         da = mat[a, i] - mat[b, i]  # >= 0: a leads at i
         db = mat[a, i + 1] - mat[b, i + 1]  # <= 0: b leads at i + 1
-        if np.isfinite(da) and np.isfinite(db) and da - db > 0:
-            t = da / (da - db)
-        else:
-            t = 0.5
+        t = da / (da - db) if np.isfinite(da) and np.isfinite(db) and da - db > 0 else 0.5
         out.append(
             {
                 "c_ver": float(c[i] + t * (c[i + 1] - c[i])),

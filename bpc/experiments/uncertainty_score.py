@@ -89,20 +89,6 @@ def normalize_quality(quality) -> np.ndarray:
     return (q - lo) / (hi - lo)
 
 
-def _sorted_quality(u: np.ndarray, q: np.ndarray, ties: str) -> np.ndarray:
-    if ties not in _TIES:
-        raise ValueError(f"PRR: ties must be one of {_TIES}, got {ties!r}")
-    order = np.argsort(u, kind="stable")
-    us, qs = u[order], q[order]
-    if ties == "mean":
-        # Group boundaries of equal uncertainties; replace each group by its mean.
-        starts = np.flatnonzero(np.r_[True, us[1:] != us[:-1]])
-        sums = np.add.reduceat(qs, starts)
-        sizes = np.diff(np.r_[starts, us.size])
-        qs = np.repeat(sums / sizes, sizes)
-    return qs
-
-
 def rejection_curve(uncertainty, quality, *, ties: str = "mean") -> np.ndarray:
     """Mean normalised quality of the kept items after rejecting ``j = 0 … n−1`` items.
 
@@ -122,9 +108,16 @@ def rejection_curve(uncertainty, quality, *, ties: str = "mean") -> np.ndarray:
     u, q = _check_pair(uncertainty, quality)
     if u.size == 0:
         raise ValueError("PRR: need at least one item")
-    qs = _sorted_quality(u, normalize_quality(q), ties)
-    n = qs.size
-    return (np.cumsum(qs) / np.arange(1, n + 1))[::-1]
+    if ties not in _TIES:
+        raise ValueError(f"PRR: ties must be one of {_TIES}, got {ties!r}")
+    order = np.argsort(u, kind="stable")
+    us, qs = u[order], normalize_quality(q)[order]
+    if ties == "mean":
+        # Group boundaries of equal uncertainties; replace each group by its mean.
+        starts = np.flatnonzero(np.r_[True, us[1:] != us[:-1]])
+        sizes = np.diff(np.r_[starts, us.size])
+        qs = np.repeat(np.add.reduceat(qs, starts) / sizes, sizes)
+    return (np.cumsum(qs) / np.arange(1, qs.size + 1))[::-1]
 
 
 def prediction_rejection_area(
@@ -340,12 +333,10 @@ def patch_table(
         counts = split_counts(cell, instances)
         params = laplace(counts).sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen})
         prior = float(params["prior"])
-        tpr = params["tpr"].sel({DIM_CRITIC: critics}).values
-        fpr = params["fpr"].sel({DIM_CRITIC: critics}).values
+        tpr, fpr = (params[v].sel({DIM_CRITIC: critics}).values for v in ("tpr", "fpr"))
         usable = np.isfinite(tpr) & np.isfinite(fpr)
         pool = records_to_pool(ev, critics)
-        valid = pool.Y >= 0
-        inst_idx, patch_idx = np.nonzero(valid)
+        inst_idx, patch_idx = np.nonzero(pool.Y >= 0)
         z = pool.z[inst_idx, patch_idx][:, usable]
         frame = pd.DataFrame(
             {
@@ -363,13 +354,8 @@ def patch_table(
 
             post = conjugate_posterior(counts, draws=posterior_draws, chains=1, seed=posterior_seed)
             post = post.sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen}).isel(chain=0)
-            b = belief_scores(
-                z,
-                post["prior"].values,
-                post["tpr"].sel({DIM_CRITIC: critics}).values[:, usable],
-                post["fpr"].sel({DIM_CRITIC: critics}).values[:, usable],
-            )
-            frame["belief_posterior"] = b.mean(axis=1)
+            rates = [post[v].sel({DIM_CRITIC: critics}).values[:, usable] for v in ("tpr", "fpr")]
+            frame["belief_posterior"] = belief_scores(z, post["prior"].values, *rates).mean(axis=1)
         rows.append(frame)
     if not rows:
         raise ValueError("patch_table: no cell has both fit and eval instances")

@@ -76,9 +76,9 @@ class _Out:
         paths = write_table(df, self.folder / stem, caption=caption or cap, **kw)
         return Artifact(self.analysis, self.panel.name, "table", cap, tuple(paths))
 
-    def figure(self, cap: str, draw: Callable[..., list[Path]], stem: str, **kw) -> Artifact:
-        """Draw a figure into ``stem`` (``draw(path, formats=…, **kw)``); its artifact."""
-        paths = draw(self.folder / stem, formats=self.formats, **kw)
+    def figure(self, cap: str, draw: Callable[..., list[Path]], stem: str, *data, **kw) -> Artifact:
+        """Draw a figure into ``stem`` (``draw(*data, path, formats=…, **kw)``); its artifact."""
+        paths = draw(*data, self.folder / stem, formats=self.formats, **kw)
         return Artifact(self.analysis, self.panel.name, "figure", cap, tuple(paths))
 
     def per_cells(self, per_fig: int, draw: Callable[..., list[Path]], caption: str) -> list[Artifact]:
@@ -115,11 +115,7 @@ def _prior_table(cfg: AnalysisConfig, out: _Out, params) -> list[Artifact]:
     cap = "Prior P(Y=1) per cell: add-one estimate and Wilson 95% interval on k/n."
     return [
         out.table(cap, prior_table(params, out.panel.counts), "prior_table"),
-        out.figure(
-            "Prior per cell with Wilson 95% interval.",
-            lambda path, **kw: plot_priors(params, path, **kw),
-            "priors",
-        ),
+        out.figure("Prior per cell with Wilson 95% interval.", plot_priors, "priors", params),
     ]
 
 
@@ -192,8 +188,10 @@ def _regime_map(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
         out.table(cap, res.tables["summary"], "regime_summary", caption="Regime shares per c_ver/R band."),
         out.figure(
             "Regime map (k-NN background, analytic crossover).",
-            lambda path, **kw: plot_regime_map(points, meta["background"], path, **kw),
+            plot_regime_map,
             "regime_map",
+            points,
+            meta["background"],
             title=f"Regime map ({name}): winner at {len(points):,} points, k-NN (k={meta['k']}) background",
         ),
     ]
@@ -202,8 +200,10 @@ def _regime_map(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
         arts.append(
             out.figure(
                 "Posterior regime map: probability over posterior draws that a Bayesian controller wins.",
-                lambda path, **kw: plot_regime_posterior(post, meta["posterior_background"], path, **kw),
+                plot_regime_posterior,
                 "regime_map_posterior",
+                post,
+                meta["posterior_background"],
                 title=f"Posterior regime map ({name}, {cfg.n_draws} {cfg.posterior} draws per cell)",
             )
         )
@@ -248,11 +248,7 @@ def _informativeness(cfg: AnalysisConfig, out: _Out, df: pd.DataFrame) -> list[A
     )
     return [
         out.table(cap, df, "informativeness"),
-        out.figure(
-            "Critic-informativeness grid.",
-            lambda path, **kw: plot_informativeness(df, path, **kw),
-            "informativeness",
-        ),
+        out.figure("Critic-informativeness grid.", plot_informativeness, "informativeness", df),
     ]
 
 
@@ -290,9 +286,7 @@ def _uncertainty_score(cfg: AnalysisConfig, out: _Out, res) -> list[Artifact]:
         out.table(
             "Per held-out patch: Y, belief and tool success rate.", patches, "prr_patches", latex=False
         ),
-        out.figure(
-            "PRR per LCB cell and pooled per benchmark.", lambda path, **kw: plot_prr(tab, path, **kw), "prr"
-        ),
+        out.figure("PRR per LCB cell and pooled per benchmark.", plot_prr, "prr", tab),
     ]
 
 
@@ -366,15 +360,10 @@ def _write_index(run: AnalysesRun, cfg: AnalysisConfig, artifacts: Sequence[Arti
     from bpc.outputs import versions
 
     out = Path(cfg.out)
+    formats = "PNG" if cfg.quick else "PNG and PDF"
     lines = ["# bpc — the paper's analyses, reproduced\n"]
-    lines.append(
-        "Tables are written as CSV (exact), Markdown and LaTeX; figures as PNG"
-        + ("" if cfg.quick else " and PDF")
-        + ". Panels:\n"
-    )
-    for p in run.panels:
-        lines.append(f"- **{p.name}** — {p.title}")
-    lines.append("")
+    lines += [f"Tables are written as CSV (exact), Markdown and LaTeX; figures as {formats}. Panels:\n"]
+    lines += [f"- **{p.name}** — {p.title}" for p in run.panels] + [""]
     for name in run.names:
         lines.append(f"## {name.replace('_', ' ')}\n")
         for p in run.panels:
@@ -407,8 +396,7 @@ def _write_index(run: AnalysesRun, cfg: AnalysisConfig, artifacts: Sequence[Arti
         "R grid": list(cfg.rewards),
     }
     for p in run.panels:
-        post = p.cache.get("hierarchical")
-        if post is not None:
+        if (post := p.cache.get("hierarchical")) is not None:
             conf[f"hierarchical fit ({p.name})"] = (
                 f"{post.description}; {describe_diagnostics(post.diagnostics)}"
             )

@@ -15,8 +15,6 @@ import pandas as pd
 
 from bpc.evaluate import Result
 
-__all__ = ["panel_report", "draw_cells", "write_flagged", "with_report", "FIGURE", "FLAGGED_FILE"]
-
 FIGURE = "cells.png"
 """The figure's file name (6.5 × 5.5 in at 150 dpi: under 1,000 px a side)."""
 
@@ -59,21 +57,19 @@ def _summary(result: Result) -> pd.DataFrame:
     cp = starts[starts["arm"] == "complete_pooling"].set_index(["benchmark", "generator"])["prior"]
     c = cells.set_index(["benchmark", "generator"]).assign(pooled=cp).reset_index()
     c["gap"] = (c["own"] - c["pooled"]).abs()
-    rows = []
-    for b, part in c.groupby("benchmark", sort=True):
-        rows.append(
-            {
-                "benchmark": b,
-                "cells": len(part),
-                "tasks": int(part["n_tasks"].max()),
-                "own pass rate": f"{part['own'].min():.2f}–{part['own'].max():.2f}",
-                "mean |own − pooled others|": f"{part['gap'].mean():.3f}",
-                "max": f"{part['gap'].max():.3f}",
-                "known generators": int((part["other_benchmarks"] > 0).sum()),
-                "flagged tasks": int((flagged["benchmark"] == b).sum()),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(
+        {
+            "benchmark": b,
+            "cells": len(part),
+            "tasks": int(part["n_tasks"].max()),
+            "own pass rate": f"{part['own'].min():.2f}–{part['own'].max():.2f}",
+            "mean |own − pooled others|": f"{part['gap'].mean():.3f}",
+            "max": f"{part['gap'].max():.3f}",
+            "known generators": int((part["other_benchmarks"] > 0).sum()),
+            "flagged tasks": int((flagged["benchmark"] == b).sum()),
+        }
+        for b, part in c.groupby("benchmark", sort=True)
+    )
 
 
 def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: pd.DataFrame) -> str:

@@ -9,6 +9,7 @@ named and coloured as in the paper (:data:`~bpc.report.plots.style.POLICY_LABELS
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,9 +62,16 @@ def _where_data_lie(background: dict, points: pd.DataFrame) -> np.ndarray:
     return np.broadcast_to(far[None, :], (len(background["ratio"]), len(gx)))
 
 
-def _crossover(ax, ratios: np.ndarray) -> None:
-    x = np.linspace(max(ratios.min(), 1e-3), 1.0, 200)
+def _regime_axes(points: pd.DataFrame, background: dict, z, xlabel: str, **mesh):
+    """A regime map's figure: the background ``z`` where data lie, the analytic crossover, log c_ver/R."""
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    z = np.ma.masked_array(z, mask=_where_data_lie(background, points))
+    image = ax.pcolormesh(background["prior"], background["ratio"], z, **mesh)
+    x = np.linspace(max(points["ratio"].to_numpy().min(), 1e-3), 1.0, 200)
     ax.plot(x, x, color="black", ls="--", lw=1.2, label="analytic crossover c_ver/R = P(Y=1)")
+    ax.set_yscale("log")
+    ax.set(xlim=(0, 1), xlabel=xlabel, ylabel="verification cost / reward  C_ver / R  (log scale)")
+    return fig, ax, image
 
 
 def _line_style(policy: str) -> dict:
@@ -96,13 +104,12 @@ def plot_regime_map(
     """
     from bpc.experiments.regime import REGIMES
 
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    codes = np.vectorize(REGIMES.index)(background["z"])
-    codes = np.ma.masked_array(codes, mask=_where_data_lie(background, points))
     cmap = ListedColormap([REGIME_COLORS[r] for r in REGIMES])
     norm = BoundaryNorm(np.arange(len(REGIMES) + 1) - 0.5, cmap.N)
-    ax.pcolormesh(
-        background["prior"], background["ratio"], codes, cmap=cmap, norm=norm, alpha=0.45, shading="auto"
+    codes = np.vectorize(REGIMES.index)(background["z"])
+    xlabel = "prior P(Y=1) of the cell (Laplace estimate)"
+    fig, ax, _ = _regime_axes(
+        points, background, codes, xlabel, cmap=cmap, norm=norm, alpha=0.45, shading="auto"
     )
     rng = np.random.default_rng(0)  # jitter only for legibility of overlapping points
     for r in REGIMES:
@@ -113,11 +120,6 @@ def plot_regime_map(
         ax.scatter(
             f["prior"], f["ratio"] * jitter, s=7, color=REGIME_COLORS[r], edgecolors="black", linewidths=0.2
         )
-    _crossover(ax, points["ratio"].to_numpy())
-    ax.set_yscale("log")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("prior P(Y=1) of the cell (Laplace estimate)")
-    ax.set_ylabel("verification cost / reward  C_ver / R  (log scale)")
     handles: list[Artist] = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
     handles.append(Line2D([], [], color="black", ls="--", label="c_ver/R = P(Y=1)"))
     handles.append(
@@ -143,27 +145,11 @@ def plot_regime_posterior(
     formats=("png", "pdf"),
 ) -> list[Path]:
     """Posterior regime map: points and k-NN background coloured by P(Bayesian controller wins)."""
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    z = np.ma.masked_array(np.asarray(background["z"], dtype=float), mask=_where_data_lie(background, points))
-    mesh = ax.pcolormesh(
-        background["prior"], background["ratio"], z, cmap="cividis", vmin=0, vmax=1, alpha=0.6
-    )
-    ax.scatter(
-        points["prior"],
-        points["ratio"],
-        c=points[value],
-        cmap="cividis",
-        vmin=0,
-        vmax=1,
-        s=10,
-        edgecolors="black",
-        linewidths=0.2,
-    )
-    _crossover(ax, points["ratio"].to_numpy())
-    ax.set_yscale("log")
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("prior P(Y=1) of the cell (posterior mean)")
-    ax.set_ylabel("verification cost / reward  C_ver / R  (log scale)")
+    z = np.asarray(background["z"], dtype=float)
+    xlabel = "prior P(Y=1) of the cell (posterior mean)"
+    fig, ax, mesh = _regime_axes(points, background, z, xlabel, cmap="cividis", vmin=0, vmax=1, alpha=0.6)
+    style = {"cmap": "cividis", "vmin": 0, "vmax": 1, "s": 10, "edgecolors": "black", "linewidths": 0.2}
+    ax.scatter(points["prior"], points["ratio"], c=points[value], **style)
     fig.colorbar(mesh, ax=ax, label="posterior P(Bayesian controller wins)")
     ax.legend(loc="lower right", fontsize=8)
     ax.set_title(title or "Posterior regime map: probability that a Bayesian controller wins")
@@ -212,32 +198,32 @@ def plot_cver_sweeps(
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
     policies = [p for p in POLICY_LABELS if p in set(sweep["policy"])]
     reward = float(sweep["reward"].iloc[0]) if "reward" in sweep else float("nan")
+
+    def of(frame: pd.DataFrame, b: str, g: str) -> pd.DataFrame:
+        return frame[(frame["benchmark"] == b) & (frame["generator"] == g)]
+
     for ax, (b, g) in zip(axes.ravel(), cells, strict=False):
-        f = sweep[(sweep["benchmark"] == b) & (sweep["generator"] == g)]
+        f = of(sweep, b, g).sort_values("c_ver")
+        fb = None if bands is None else of(bands, b, g).sort_values("c_ver")
         for p in policies:
-            fp = f[f["policy"] == p].sort_values("c_ver")
+            fp = f[f["policy"] == p]
             if fp.empty or not np.isfinite(fp["delta"]).any():
                 continue
             ax.plot(fp["c_ver"], fp["delta"], label=POLICY_LABELS[p], **_line_style(p))
-            if bands is not None:
-                fb = bands[(bands["benchmark"] == b) & (bands["generator"] == g) & (bands["policy"] == p)]
-                fb = fb.sort_values("c_ver")
-                if not fb.empty:
-                    ax.fill_between(
-                        fb["c_ver"], fb["delta_lo"], fb["delta_hi"], color=POLICY_COLORS[p], alpha=0.2
-                    )
-        fbd = boundaries[(boundaries["benchmark"] == b) & (boundaries["generator"] == g)]
-        for c in fbd["c_ver"]:
+            band = fb[fb["policy"] == p] if fb is not None else None
+            if band is not None and not band.empty:
+                ax.fill_between(
+                    band["c_ver"], band["delta_lo"], band["delta_hi"], color=POLICY_COLORS[p], alpha=0.2
+                )
+        for c in of(boundaries, b, g)["c_ver"]:
             ax.axvline(c, color="black", ls=":", lw=1)
-        if priors is not None and np.isfinite(reward):
-            pr = priors[(priors["benchmark"] == b) & (priors["generator"] == g)]["prior"]
-            if len(pr) and np.isfinite(pr.iloc[0]):
-                ax.axvline(float(pr.iloc[0]) * reward, color=OKABE_ITO[5], ls="--", lw=1)
+        pr = of(priors, b, g)["prior"].to_numpy(dtype=float) if priors is not None else np.array([])
+        if len(pr) and np.isfinite(pr[0] * reward):
+            ax.axvline(float(pr[0]) * reward, color=OKABE_ITO[5], ls="--", lw=1)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=10)
+        ax.set(xscale="log", xlabel=f"verifier cost C_ver (R = {reward:g})")
         ax.set_title(cell_label(b, g), fontsize=9)
-        ax.set_xlabel(f"verifier cost C_ver (R = {reward:g})")
         ax.set_ylabel("Δ utility vs always_verify\n(symlog: linear within ±10)", fontsize=8)
         ax.tick_params(labelsize=8)
     for ax in axes.ravel()[n:]:
@@ -288,31 +274,18 @@ def plot_informativeness(
     """
     fig, axes = plt.subplots(1, len(critics), figsize=(4.3 * len(critics), 4.0), sharey=True, squeeze=False)
     vals = grid[value].to_numpy(dtype=float)
-    lim = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
-    lim = lim or 1.0
-    norm = SymLogNorm(linthresh=5.0, vmin=-lim, vmax=lim)
+    lim = (float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0) or 1.0
+    colour = {"cmap": "PuOr", "norm": SymLogNorm(linthresh=5.0, vmin=-lim, vmax=lim)}
     sc = None
     for ax, crit in zip(axes[0], critics, strict=True):
         gap = grid[f"gap_{crit}"].to_numpy(dtype=float)
-        ok = np.isfinite(gap)
-        has = ok & np.isfinite(vals)
-        sc = ax.scatter(
-            grid["prior"][has],
-            gap[has],
-            c=vals[has],
-            cmap="PuOr",
-            norm=norm,
-            s=40,
-            edgecolors="black",
-            lw=0.4,
-        )
+        ok, has = np.isfinite(gap), np.isfinite(gap) & np.isfinite(vals)
+        sc = ax.scatter(grid["prior"][has], gap[has], c=vals[has], **colour, s=40, edgecolors="black", lw=0.4)
         nodata = ok & ~np.isfinite(vals)
         if nodata.any():
             ax.scatter(grid["prior"][nodata], gap[nodata], facecolors="none", edgecolors="grey", s=40, lw=0.8)
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(-0.3, 1.05)
-        ax.set_xlabel("prior P(Y=1)")
+        ax.set(xlim=(0, 1), ylim=(-0.3, 1.05), xlabel="prior P(Y=1)")
         ax.set_title(_CRITIC_TITLES.get(crit, crit) + f"  ({ok.sum()} cells)", fontsize=10)
     axes[0, 0].set_ylabel("critic gap γ = TPR − FPR")
     if sc is not None:
@@ -345,40 +318,31 @@ def plot_train_eval(
         cells = list(dict.fromkeys(zip(replay["benchmark"], replay["generator"], strict=True)))
     splits = [s for s in ("fit", "eval") if s in set(replay["split"])]
     policies = [p for p in POLICY_LABELS if p in set(replay["policy"]) and p != "always_verify"]
-    fig, axes = plt.subplots(
-        len(cells),
-        len(splits),
-        figsize=(5.5 * len(splits), 1.9 + 0.22 * len(policies) * len(cells)),
-        squeeze=False,
-    )
-    for i, (b, g) in enumerate(cells):
-        for j, split in enumerate(splits):
-            ax = axes[i, j]
-            f = replay[(replay["benchmark"] == b) & (replay["generator"] == g) & (replay["split"] == split)]
-            f = f.set_index("policy").reindex(policies)
-            y = np.arange(len(policies))
-            d = f["delta"].to_numpy(dtype=float)
-            err = np.vstack([d - f["ci_lo"].to_numpy(dtype=float), f["ci_hi"].to_numpy(dtype=float) - d])
-            ax.barh(
-                y,
-                np.nan_to_num(d),
-                xerr=np.nan_to_num(err),
-                color=[POLICY_COLORS[p] for p in policies],
-                edgecolor="black",
-                lw=0.4,
-                error_kw={"lw": 0.8},
-            )
-            if np.isfinite(d).any():
-                w = int(np.nanargmax(d))
-                if d[w] >= 0:
-                    ax.plot(d[w], y[w], marker="*", color="gold", ms=12, mec="black", mew=0.5)
-            ax.axvline(0, color="grey", lw=0.8)
-            ax.set_yticks(y, [POLICY_LABELS[p] for p in policies], fontsize=8)
-            ax.invert_yaxis()
-            n = f.get("n_instances")
-            ntxt = f" (n={int(n.dropna().iloc[0])})" if n is not None and n.notna().any() else ""
-            ax.set_title(f"{cell_label(b, g)} — {split}{ntxt}", fontsize=9)
-            ax.set_xlabel("Δ utility vs always_verify (95% paired bootstrap)", fontsize=8)
+    size = (5.5 * len(splits), 1.9 + 0.22 * len(policies) * len(cells))
+    fig, axes = plt.subplots(len(cells), len(splits), figsize=size, squeeze=False)
+    bars = {
+        "color": [POLICY_COLORS[p] for p in policies],
+        "edgecolor": "black",
+        "lw": 0.4,
+        "error_kw": {"lw": 0.8},
+    }
+    y = np.arange(len(policies))
+    for (i, (b, g)), (j, split) in itertools.product(enumerate(cells), enumerate(splits)):
+        ax = axes[i, j]
+        f = replay[(replay["benchmark"] == b) & (replay["generator"] == g) & (replay["split"] == split)]
+        f = f.set_index("policy").reindex(policies)
+        d = f["delta"].to_numpy(dtype=float)
+        err = np.vstack([d - f["ci_lo"].to_numpy(dtype=float), f["ci_hi"].to_numpy(dtype=float) - d])
+        ax.barh(y, np.nan_to_num(d), xerr=np.nan_to_num(err), **bars)
+        if np.isfinite(d).any() and d[w := int(np.nanargmax(d))] >= 0:
+            ax.plot(d[w], y[w], marker="*", color="gold", ms=12, mec="black", mew=0.5)
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_yticks(y, [POLICY_LABELS[p] for p in policies], fontsize=8)
+        ax.invert_yaxis()
+        n = f.get("n_instances")
+        ntxt = f" (n={int(n.dropna().iloc[0])})" if n is not None and n.notna().any() else ""
+        ax.set_title(f"{cell_label(b, g)} — {split}{ntxt}", fontsize=9)
+        ax.set_xlabel("Δ utility vs always_verify (95% paired bootstrap)", fontsize=8)
     fig.suptitle("Train (fit, 75%) vs held-out eval (25%) policy comparison")
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     return savefig(fig, path, formats=formats)
@@ -444,11 +408,9 @@ def _prr_page(table: pd.DataFrame, page: str) -> plt.Figure:
             lw=0.4,
             label=SCORE_LABELS[s],
         )
-    for xi, t, one in zip(x, tie, one_label, strict=True):
-        if one:
-            ax.text(float(xi), 1.02, "one label", ha="center", va="bottom", fontsize=7, color="0.3")
-        elif t:
-            ax.text(float(xi), 1.02, "tie", ha="center", va="bottom", fontsize=7, color="0.3")
+    for xi, note in zip(x, np.where(one_label, "one label", np.where(tie, "tie", "")), strict=True):
+        if note:
+            ax.text(float(xi), 1.02, str(note), ha="center", va="bottom", fontsize=7, color="0.3")
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("PRR up to 50% rejection (1 = oracle, 0 = random)")
@@ -458,11 +420,10 @@ def _prr_page(table: pd.DataFrame, page: str) -> plt.Figure:
     lo = float(np.nanmin([table[f"prr_{s}"].min() for s in scores] + [0.0]))
     ax.set_ylim(min(lo, 0.0) - 0.05, 1.12)
     handles, names = ax.get_legend_handles_labels()
-    if n_tie:
-        handles.append(Line2D([], [], ls="none", label="tie: every score has the same PRR"))
-        names.append(handles[-1].get_label())
-    if one_label.any():
-        handles.append(Line2D([], [], ls="none", label="one label: all patches pass or all fail"))
-        names.append(handles[-1].get_label())
+    notes = ("tie: every score has the same PRR", "one label: all patches pass or all fail")
+    for label, shown in zip(notes, (n_tie, one_label.any()), strict=True):
+        if shown:
+            handles.append(Line2D([], [], ls="none", label=label))
+            names.append(label)
     ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
