@@ -368,7 +368,7 @@ def run_panel(
     cell_table["own"] = [float(own.sel(benchmark=b, generator=g)) for b, g in cells]
     cell_table["other_benchmarks"] = cell_table.groupby("generator")["benchmark"].transform("size") - 1
     tables.update(cells=cell_table, flagged=flagged_tasks(counts))
-    return Result.of("panel", config=config, tables=tables, metadata={"wall_seconds": wall})
+    return Result.of("panel", config=config, tables=tables, wall_seconds=wall)
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -144,6 +145,8 @@ def test_cli_panel_writes_report_figure_and_flagged_ids(tmp_path, capsys):
     assert main([*argv, "--no-hierarchical", "--bootstrap", "50", "--out", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "complete_pooling − laplace" in text and "wall time" in text
+    # the report lists each part's wall time (the study's metadata), not an empty list
+    assert re.search(r"Wall time per part: \w[\w ]* \d+ s", (out / "report.md").read_text())
     assert {"report.md", "cells.png", "flagged_tasks.txt", "panel_table.csv"} <= {
         p.name for p in out.iterdir()
     }
