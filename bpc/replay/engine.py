@@ -27,7 +27,6 @@ profiles is a field of :class:`bpc.replay.profiles.Profile`.
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -399,11 +398,8 @@ def replay_controller(
     pool_k = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
     crit_cost = np.array([costs.critic_cost(c) for c in critics], dtype=float)
     rows = np.arange(n)
-    start = {} if theta0 is None else {"theta0": theta0}
-    if prof.task_critics and "available" in inspect.signature(controller.start).parameters:
-        state = controller.start(n, available=task_critics(pool, critics), **start)
-    else:
-        state = controller.start(n, **start)
+    available = task_critics(pool, critics) if prof.task_critics else None
+    state = controller.start(n, available=available, theta0=theta0)
     patch = np.zeros(n, dtype=np.int64)
     active = pool.n_patches > 0
     cost = np.zeros(n)
@@ -747,28 +743,22 @@ def summarize(
     pols = list(result["policy"].values)
     if reference not in pols:
         raise ValueError(f"summarize: reference policy {reference!r} not among the replayed policies {pols}")
-    u = result["utility"].values
-    ok_ref = np.isfinite(result["utility"].sel(policy=reference).values)
-    ref = result["utility"].sel(policy=reference).values
+    u, ref = result["utility"].values, result["utility"].sel(policy=reference).values
+    means = {"mean_utility": "utility", "pass_rate": "passed", "cost_per_instance": "cost"}
+    means |= {c: c for c in ACTION_COUNTS if c in result}
     stats = ("mean_utility", "pass_rate", "delta", "ci_lo", "ci_hi", "cost_per_instance", *ACTION_COUNTS)
     out = {k: np.full(len(pols), np.nan) for k in stats}
     out["n_instances"] = np.zeros(len(pols), dtype=np.int64)
     for i in range(len(pols)):
         own = np.isfinite(u[i])
-        if not own.any():
-            continue
-        out["mean_utility"][i] = u[i][own].mean()
-        out["pass_rate"][i] = result["passed"].values[i][own].mean()
-        out["cost_per_instance"][i] = result["cost"].values[i][own].mean()
-        for c in (c for c in ACTION_COUNTS if c in result):
-            out[c][i] = result[c].values[i][own].mean()
-        pair = own & ok_ref
-        if not pair.any():
-            continue
-        diff = u[i][pair] - ref[pair]
-        out["delta"][i] = diff.mean()
-        out["ci_lo"][i], out["ci_hi"][i] = paired_bootstrap(diff, B=B, seed=seed, prob=prob)
-        out["n_instances"][i] = int(pair.sum())
+        pair = own & np.isfinite(ref)
+        for k, var in means.items() if own.any() else ():
+            out[k][i] = result[var].values[i][own].mean()
+        if pair.any():
+            diff = u[i][pair] - ref[pair]
+            out["delta"][i] = diff.mean()
+            out["ci_lo"][i], out["ci_hi"][i] = paired_bootstrap(diff, B=B, seed=seed, prob=prob)
+            out["n_instances"][i] = int(pair.sum())
     ds = xr.Dataset({k: ("policy", v) for k, v in out.items()}, coords={"policy": pols})
     ds.attrs.update(result.attrs)
     ds.attrs["reference"] = reference
