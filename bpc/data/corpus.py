@@ -78,7 +78,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -325,25 +325,41 @@ def _cell_of(
     return out[0], out[1]
 
 
-def _nonneg_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _count(path: Path, field: str, value: Any, *, present: bool = True, line: int | None = None) -> int:
+    """``value`` if it is a non-negative integer, else a :class:`CorpusError` naming ``field``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    got = f"got {value!r}" if present else "missing"
+    raise CorpusError(path, line, field, f"expected a non-negative integer, {got}")
 
 
-def _read_json(path: Path) -> Any:
+def _read_text(path: Path, what: str) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise CorpusError(
-            path, None, None, f"expected UTF-8 JSON text, got undecodable bytes ({exc.reason})"
+            path, None, None, f"expected UTF-8 {what}, got undecodable bytes ({exc.reason})"
         ) from None
+    except OSError as exc:
+        raise CorpusError(path, None, None, f"expected a readable file, got {exc.strerror}") from None
+
+
+def _loads(path: Path, text: str, line: int | None = None) -> Any:
+    """One JSON value (the whole file, or the JSON Lines line ``line``), errors naming file and line."""
     try:
         return loads_json(text)
     except json.JSONDecodeError as exc:
-        raise CorpusError(
-            path, exc.lineno, None, f"expected valid JSON, got malformed JSON ({exc.msg})"
-        ) from None
+        what, col = (
+            ("valid JSON", "") if line is None else ("one JSON object per line", f", column {exc.colno}")
+        )
+        msg = f"expected {what}, got malformed JSON ({exc.msg}{col})"
+        raise CorpusError(path, exc.lineno if line is None else line, None, msg) from None
     except ValueError as exc:  # nesting or a number beyond bpc's limits
-        raise CorpusError(path, None, None, str(exc)) from None
+        raise CorpusError(path, line, None, str(exc)) from None
+
+
+def _read_json(path: Path) -> Any:
+    return _loads(path, _read_text(path, "JSON text"))
 
 
 # ---------------------------------------------------------------------------
@@ -370,33 +386,13 @@ def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
     [(1, {'Y': 1}), (3, {'Y': 0})]
     """
     path = Path(path)
-    try:
-        with path.open(encoding="utf-8") as fh:
-            text_lines = list(fh)
-    except UnicodeDecodeError as exc:
-        raise CorpusError(
-            path, None, None, f"expected UTF-8 JSON Lines, got undecodable bytes ({exc.reason})"
-        ) from None
-    except OSError as exc:
-        raise CorpusError(path, None, None, f"expected a readable file, got {exc.strerror}") from None
     out: list[tuple[int, dict]] = []
-    for lineno, text in enumerate(text_lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = loads_json(text)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(
-                path,
-                lineno,
-                None,
-                f"expected one JSON object per line, got malformed JSON ({exc.msg}, column {exc.colno})",
-            ) from None
-        except ValueError as exc:  # nesting or a number beyond bpc's limits
-            raise CorpusError(path, lineno, None, str(exc)) from None
-        if not isinstance(obj, dict):
+    for lineno, text in enumerate(_read_text(path, "JSON Lines").split("\n"), start=1):
+        obj = _loads(path, text, lineno) if text.strip() else None
+        if text.strip() and not isinstance(obj, dict):
             raise CorpusError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
-        out.append((lineno, obj))
+        if isinstance(obj, dict):
+            out.append((lineno, obj))
     return out
 
 
@@ -441,9 +437,7 @@ def _parse_critic_results(
             raise CorpusError(
                 path, lineno, "instance_id", f"expected a non-empty string or integer, got {iid!r}"
             )
-        pid = obj["patch_id"]
-        if not _nonneg_int(pid):
-            raise CorpusError(path, lineno, "patch_id", f"expected a non-negative integer, got {pid!r}")
+        pid = _count(path, "patch_id", obj["patch_id"], line=lineno)
         y = obj["Y"]
         if y is None:
             unlabelled += 1
@@ -494,11 +488,9 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
         )
     bench, gen = _cell_of(path, None, obj, "table", CORPUS_FOLDERS, benchmark, generator)
     n_field = "n_evaluated" if "n_evaluated" in obj else "n_records"
-    n = obj.get(n_field)
-    if not _nonneg_int(n):
-        raise CorpusError(path, None, n_field, f"expected a non-negative integer, got {n!r}")
+    n = _count(path, n_field, obj.get(n_field))
     k = obj.get("n_resolved")
-    if not _nonneg_int(k) or k > n:
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
         raise CorpusError(path, None, "n_resolved", f"expected an integer in [0, {n_field} = {n}], got {k!r}")
     if n == 0:
         raise CorpusError(path, None, n_field, "expected at least one labelled patch, got 0")
@@ -521,18 +513,10 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
                 f"critic_likelihoods.{field}",
                 f"expected an object with TP/FN/FP/TN, got {entry!r}",
             )
-        cells = {}
-        for name in ("TP", "FN", "FP", "TN"):
-            value = entry.get(name)
-            if not _nonneg_int(value):
-                raise CorpusError(
-                    path,
-                    None,
-                    f"critic_likelihoods.{field}.{name}",
-                    "expected a non-negative integer, "
-                    + ("missing" if name not in entry else f"got {value!r}"),
-                )
-            cells[name] = value
+        cells = {
+            name: _count(path, f"critic_likelihoods.{field}.{name}", entry.get(name), present=name in entry)
+            for name in ("TP", "FN", "FP", "TN")
+        }
         if cells["TP"] + cells["FN"] > k or cells["FP"] + cells["TN"] > n - k:
             raise CorpusError(
                 path,
@@ -608,16 +592,10 @@ def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]
             f"{which}.raw_counts",
             f"expected an object with keys {list(_KERNEL_KEYS.values())}, got {raw!r}",
         )
-    out = {}
-    for key, name in _KERNEL_KEYS.items():
-        value = raw.get(name)
-        if not _nonneg_int(value):
-            got = "missing" if name not in raw else f"got {value!r}"
-            raise CorpusError(
-                path, None, f"{which}.raw_counts.{name}", f"expected a non-negative integer, {got}"
-            )
-        out[key] = value
-    return out
+    return {
+        key: _count(path, f"{which}.raw_counts.{name}", raw.get(name), present=name in raw)
+        for key, name in _KERNEL_KEYS.items()
+    }
 
 
 def _kernel_cell(
@@ -672,8 +650,7 @@ def _cluster_instances(root: Path) -> dict[tuple[str, str], int]:
         cell, gen, n = entry.get("cell"), entry.get("generator"), entry.get("n_instances")
         if cell is None or gen is None:
             continue
-        if not _nonneg_int(n):
-            raise CorpusError(path, None, f"[{i}].n_instances", f"expected a non-negative integer, got {n!r}")
+        n = _count(path, f"[{i}].n_instances", n)
         bench = RELEASE_BENCHMARK_NAMES.get(cell, cell)
         key = (bench, _alias(gen))
         if key in out and out[key] != n:
