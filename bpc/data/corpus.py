@@ -118,6 +118,7 @@ TABLE_FILE = "likelihood_tables.json"
 KERNEL_FILE = "transition_kernel.json"
 _CLUSTER_FILE = ("PAPER_RELEASE", "methodology", "cluster_bootstrap", "per_cell.json")
 _KERNEL_KEYS = {"n00": "0->0", "n01": "0->1", "n10": "1->0", "n11": "1->1"}
+_RECORD_FOLDERS = {**CORPUS_FOLDERS, **SUPERSEDED_FOLDERS}
 _PROGRESS_AFTER_S = 1.0
 """Progress lines start once loading has taken this long."""
 
@@ -271,10 +272,6 @@ def _layout(path: Path, folders: Mapping[str, str]) -> tuple[str | None, str | N
     return None, None, None
 
 
-def _record_folders() -> dict[str, str]:
-    return {**CORPUS_FOLDERS, **SUPERSEDED_FOLDERS}
-
-
 def _resolve(
     path: Path,
     line: int | None,
@@ -296,7 +293,7 @@ def _resolve(
             path,
             line,
             field,
-            f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_record_folders()))}) "
+            f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_RECORD_FOLDERS))}) "
             f"or a {field}= argument (CLI --default-{field}), got none of them",
         )
     return values.pop()
@@ -423,7 +420,7 @@ def _parse_critic_results(
     path: Path, *, benchmark: str | None, generator: str | None
 ) -> tuple[pd.DataFrame, np.ndarray, int]:
     """Records of one file, their line numbers, and the number of unlabelled rows skipped."""
-    folders = _record_folders()
+    folders = _RECORD_FOLDERS
     rows: list[dict] = []
     lines: list[int] = []
     unlabelled = 0
@@ -611,15 +608,6 @@ def _kernel_cell(
 # ---------------------------------------------------------------------------
 # load_corpus
 # ---------------------------------------------------------------------------
-def _cell_key(ds: xr.Dataset) -> tuple[str, str]:
-    return str(ds.benchmark.values[0]), str(ds.generator.values[0])
-
-
-def _same_counts(a: xr.Dataset, b: xr.Dataset) -> bool:
-    names = ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
-    return all(np.array_equal(a[k].values, b[k].values, equal_nan=True) for k in names)
-
-
 def _disagreements(raw: xr.Dataset, table: xr.Dataset) -> list[str]:
     """Where raw counts and a table both report a number and differ."""
     out = []
@@ -691,10 +679,11 @@ def _classify_file(path: Path) -> str:
 
 def _add_once(store: dict, path: Path, cell: xr.Dataset, what: str, notes: list[str], base: Path) -> None:
     """Keep one count file per cell: an identical repeat is noted, a conflicting one is an error."""
-    key = _cell_key(cell)
+    key = str(cell.benchmark.values[0]), str(cell.generator.values[0])
     if key in store:
         other, prev = store[key]
-        if not _same_counts(prev, cell):
+        names = ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
+        if not all(np.array_equal(prev[k].values, cell[k].values, equal_nan=True) for k in names):
             raise CorpusError(
                 path,
                 None,
@@ -833,17 +822,13 @@ def load_corpus(
     raw_cells = set(cell_files)
     for key, (f, cell) in tables.items():
         if raw_counts is not None and key in raw_cells:
-            raw_cell = raw_counts.sel(benchmark=[key[0]], generator=[key[1]])
-            diffs = _disagreements(raw_cell, cell)
-            if diffs:
-                notes.append(
-                    f"{key[0]}/{key[1]}: raw records ({', '.join(cell_files[key])}) define the cell; "
-                    f"the likelihood table {_rel(f, base)} disagrees ({'; '.join(diffs)}) and is not used"
-                )
-            else:
-                notes.append(
-                    f"{key[0]}/{key[1]}: likelihood table {_rel(f, base)} agrees with the raw records"
-                )
+            diffs = _disagreements(raw_counts.sel(benchmark=[key[0]], generator=[key[1]]), cell)
+            notes.append(
+                f"{key[0]}/{key[1]}: raw records ({', '.join(cell_files[key])}) define the cell; "
+                f"the likelihood table {_rel(f, base)} disagrees ({'; '.join(diffs)}) and is not used"
+                if diffs
+                else f"{key[0]}/{key[1]}: likelihood table {_rel(f, base)} agrees with the raw records"
+            )
             continue
         if key in cluster:
             cell = cell.copy()
