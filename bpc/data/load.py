@@ -119,12 +119,9 @@ def check_scale(scale: float, *, option: str = "--scale") -> float:
 
 
 def _as_sources(sources: str | os.PathLike | Sequence[str | os.PathLike] | None) -> list[str | None]:
-    if sources is None:
-        return [None]
-    if isinstance(sources, str | os.PathLike):
-        return [os.fspath(sources)]
-    out = [os.fspath(s) for s in sources]
-    return out or [None]
+    if sources is None or isinstance(sources, str | os.PathLike):
+        return [None if sources is None else os.fspath(sources)]
+    return [os.fspath(s) for s in sources] or [None]
 
 
 def _simulated(options: InputOptions) -> Input:
@@ -132,22 +129,13 @@ def _simulated(options: InputOptions) -> Input:
     from bpc.data.logs import Input
     from bpc.data.simulate import simulate_panel
 
+    o = options
     panel = simulate_panel(
-        options.seed,
-        scale=check_scale(options.scale),
-        benchmarks=options.benchmarks,
-        generators=options.generators,
+        o.seed, scale=check_scale(o.scale), benchmarks=o.benchmarks, generators=o.generators
     )
     counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
-    return Input(
-        panel.records,
-        counts,
-        (),
-        Path(SIMULATED),
-        "simulated",
-        trajectories=panel.trajectories,
-        truth=panel.truth,
-    )
+    source, traj = Path(SIMULATED), panel.trajectories
+    return Input(panel.records, counts, (), source, "simulated", trajectories=traj, truth=panel.truth)
 
 
 def _check_author_jsonl(path: Path, first: dict[str, int]) -> None:
