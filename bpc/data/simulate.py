@@ -169,7 +169,7 @@ from bpc.constants import (
     LAPLACE_BETA,
 )
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS
-from bpc.validation import check_kappa
+from bpc.validation import check_count, check_kappa
 
 __all__ = [
     "BENCHMARK_SIZES",
@@ -737,10 +737,8 @@ def _instance_counts(bs: list[str], scale: float, n_instances) -> dict[str, int]
     counts: dict[str, int] = {}
     for b in bs:
         v = given.get(b)
-        if v is None:
-            v = max(1, round(BENCHMARK_SIZES[b] * scale))
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise ValueError(f"simulate_panel: n_instances for {b} must be a positive integer, got {v!r}")
+        v = max(1, round(BENCHMARK_SIZES[b] * scale)) if v is None else v
+        check_count(v, name=f"simulate_panel: n_instances for {b}")
         counts[b] = int(v)
     return counts
 
@@ -890,8 +888,7 @@ def simulate_panel(
     seed = int(seed)
     if isinstance(scale, bool) or not np.isfinite(scale) or scale <= 0:
         raise ValueError(f"simulate_panel: scale must be a positive finite number, got {scale!r}")
-    if isinstance(n_patches, bool) or not isinstance(n_patches, int | np.integer) or n_patches < 1:
-        raise ValueError(f"simulate_panel: n_patches must be a positive integer, got {n_patches!r}")
+    check_count(n_patches, name="simulate_panel: n_patches")
     n_patches = int(n_patches)
     bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks")
     gs = _check_subset(generators, GENERATORS, "generators")

@@ -624,7 +624,14 @@ def replay_pool(
         else:
             out = replay_controller(pool, item, costs, prof, theta0=theta0, actions=count)
         if out is None or (n and not np.isfinite(out[0]).any()):
-            skipped[label] = _why_not(label, pool, trajectories)
+            crit = gate_critic(label)
+            skipped[label] = (
+                f"critic {crit!r} gave no verdict in the cell"
+                if crit is not None
+                else "no refinement trajectories of this method for the cell"
+                if label in REFINEMENT_POLICIES
+                else "no instance of the cell could run it"
+            )
             out = (np.full(n, np.nan),) * 3
         defined = np.isfinite(out[0])
         names.append(label)
@@ -664,16 +671,6 @@ def _replay_named(
         controller = policy_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
         return replay_controller(pool, controller, costs, prof, theta0=theta0, actions=actions)
     raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
-
-
-def _why_not(name: str, pool: Pool, trajectories) -> str:
-    """Why a policy has no result on a cell."""
-    crit = gate_critic(name)
-    if crit is not None:
-        return f"critic {crit!r} gave no verdict in the cell"
-    if name in REFINEMENT_POLICIES:
-        return "no refinement trajectories of this method for the cell"
-    return "no instance of the cell could run it"
 
 
 def cell_policies(profile: str | Profile, critics: Sequence[str], policies: Sequence[str] | None = None):

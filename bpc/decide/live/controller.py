@@ -481,17 +481,12 @@ class Controller:
         have = [str(c) for c in one["critic"].values]
         finite = np.isfinite(one[["tpr", "fpr"]]).any([d for d in one["tpr"].dims if d != "critic"])
         measured = [c for c in have if bool(finite["tpr"].sel(critic=c) & finite["fpr"].sel(critic=c))]
-        names = (
-            [c for c in decision_critics(have) if c in measured]
-            if critics is None
-            else list(map(str, critics))
-        )
-        for c in names:
-            if c not in measured:
-                what = f"critic of cell {bench}/{gen}"
-                raise ValueError(
-                    unknown_choice_message(c, measured, what=what) + " (unmeasured critics cannot be called)"
-                )
+        names = list(map(str, critics)) if critics is not None else decision_critics(have)
+        names = [c for c in names if c in measured or critics is not None]
+        unmeasured = [c for c in names if c not in measured]
+        if unmeasured:
+            message = unknown_choice_message(unmeasured[0], measured, what=f"critic of cell {bench}/{gen}")
+            raise ValueError(message + " (unmeasured critics cannot be called)")
         if not names:
             raise ValueError(f"cell {bench}/{gen} has no measured critic")
         if max_draws is not None and sample_dims(one):

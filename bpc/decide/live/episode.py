@@ -428,15 +428,10 @@ class Episode:
         critics, theta0 = start.get("critics"), start.get("theta0")
         moves = data.get("moves", [])
 
-        def is_number(x) -> bool:
-            return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-        def is_names(x) -> bool:
-            return isinstance(x, (list, tuple)) and all(isinstance(c, str) for c in x)
-
-        if belief is not None and not is_number(belief):
+        if belief is not None and (isinstance(belief, bool) or not isinstance(belief, int | float)):
             raise ValueError(f"episode state: start.belief must be a number or null, got {belief!r}")
-        if not is_names(used) or (critics is not None and not is_names(critics)):
+        lists = (used, *(() if critics is None else (critics,)))
+        if not all(isinstance(x, list | tuple) and all(isinstance(c, str) for c in x) for x in lists):
             raise ValueError("episode state: start.used and start.critics must be lists of critic names")
         if theta0 is not None:
             theta0 = check_beta(theta0, name="episode state: start.theta0")
