@@ -330,6 +330,14 @@ def _count(path: Path, field: str, value: Any, *, present: bool = True, line: in
     raise CorpusError(path, line, field, f"expected a non-negative integer, {got}")
 
 
+def _dict(path: Path, field: str | None, value: Any, expected: str) -> dict:
+    """``value`` if it is a JSON object, else a :class:`CorpusError` ``expected …, got …`` at ``field``."""
+    if isinstance(value, dict):
+        return value
+    got = repr(value) if field else type(value).__name__
+    raise CorpusError(path, None, field, f"expected {expected}, got {got}")
+
+
 def _read_text(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -479,10 +487,7 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
     from TP/FN (label 1) and FP/TN (label 0), critics absent from the table ``NaN``,
     ``n_instances`` = ``n_patches / POOL_SIZE`` rounded.
     """
-    if not isinstance(obj, dict):
-        raise CorpusError(
-            path, None, None, f"expected a JSON object (likelihood table), got {type(obj).__name__}"
-        )
+    obj = _dict(path, None, obj, "a JSON object (likelihood table)")
     bench, gen = _cell_of(path, None, obj, "table", CORPUS_FOLDERS, benchmark, generator)
     n_field = "n_evaluated" if "n_evaluated" in obj else "n_records"
     n = _count(path, n_field, obj.get(n_field))
@@ -492,10 +497,7 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
     if n == 0:
         raise CorpusError(path, None, n_field, "expected at least one labelled patch, got 0")
     likes = obj.get("critic_likelihoods", {})
-    if not isinstance(likes, dict):
-        raise CorpusError(
-            path, None, "critic_likelihoods", f"expected an object keyed by critic field, got {likes!r}"
-        )
+    likes = _dict(path, "critic_likelihoods", likes, "an object keyed by critic field")
     critic_n = np.full((len(CRITICS), len(LABELS)), np.nan)
     critic_pass = np.full_like(critic_n, np.nan)
     for j, crit in enumerate(CRITICS):
@@ -503,13 +505,7 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
         entry = likes.get(field)
         if entry is None:
             continue
-        if not isinstance(entry, dict):
-            raise CorpusError(
-                path,
-                None,
-                f"critic_likelihoods.{field}",
-                f"expected an object with TP/FN/FP/TN, got {entry!r}",
-            )
+        entry = _dict(path, f"critic_likelihoods.{field}", entry, "an object with TP/FN/FP/TN")
         cells = {
             name: _count(path, f"critic_likelihoods.{field}.{name}", entry.get(name), present=name in entry)
             for name in ("TP", "FN", "FP", "TN")
@@ -568,27 +564,11 @@ def read_transition_kernel(path: str | os.PathLike, *, which: str = "kernel_all"
 
 def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]:
     """:func:`read_transition_kernel` on the parsed content ``obj`` of ``path``."""
-    if not isinstance(obj, dict):
-        raise CorpusError(
-            path, None, None, f"expected a JSON object (transition kernel), got {type(obj).__name__}"
-        )
-    kernel = obj.get(which)
-    if not isinstance(kernel, dict):
-        found = sorted(key for key, v in obj.items() if isinstance(v, dict) and "raw_counts" in v)
-        raise CorpusError(
-            path,
-            None,
-            which,
-            f"expected a kernel object with raw_counts, got {kernel!r} (kernels here: {found})",
-        )
-    raw = kernel.get("raw_counts")
-    if not isinstance(raw, dict):
-        raise CorpusError(
-            path,
-            None,
-            f"{which}.raw_counts",
-            f"expected an object with keys {list(_KERNEL_KEYS.values())}, got {raw!r}",
-        )
+    obj = _dict(path, None, obj, "a JSON object (transition kernel)")
+    found = sorted(key for key, v in obj.items() if isinstance(v, dict) and "raw_counts" in v)
+    kernel = _dict(path, which, obj.get(which), f"a kernel object with raw_counts (kernels here: {found})")
+    keys = list(_KERNEL_KEYS.values())
+    raw = _dict(path, f"{which}.raw_counts", kernel.get("raw_counts"), f"an object with keys {keys}")
     return {
         key: _count(path, f"{which}.raw_counts.{name}", raw.get(name), present=name in raw)
         for key, name in _KERNEL_KEYS.items()
@@ -633,8 +613,7 @@ def _cluster_instances(root: Path) -> dict[tuple[str, str], int]:
         raise CorpusError(path, None, None, f"expected a list of per-cell objects, got {type(obj).__name__}")
     out: dict[tuple[str, str], int] = {}
     for i, entry in enumerate(obj):
-        if not isinstance(entry, dict):
-            raise CorpusError(path, None, f"[{i}]", f"expected an object, got {entry!r}")
+        entry = _dict(path, f"[{i}]", entry, "an object")
         cell, gen, n = entry.get("cell"), entry.get("generator"), entry.get("n_instances")
         if cell is None or gen is None:
             continue
