@@ -166,9 +166,9 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool) -> In
     is read in the authors' schema, where a field outside that schema is an error naming it.
     """
     from bpc.constants import CRITIC_FIELDS
-    from bpc.data.corpus import load_corpus, read_json_lines
+    from bpc.data.corpus import load_corpus
     from bpc.data.counts import counts_from_records
-    from bpc.data.logs import LOG_SUFFIXES, Input, parse_columns, parse_critics, read_logs
+    from bpc.data.logs import LOG_SUFFIXES, Input, json_lines_table, parse_columns, parse_critics, read_logs
     from bpc.paths import require_corpus
     from bpc.progress import info
 
@@ -191,10 +191,7 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool) -> In
     mapping = parse_critics(options.critics if mapped else ())
     keys = parse_columns(options.columns if mapped else ())
     if fmt == "jsonl" and not mapping and not keys:
-        first: dict[str, int] = {}  # each field's first line (a bad file fails as in either reader)
-        for lineno, obj in read_json_lines(src):
-            for key in obj:
-                first.setdefault(key, lineno)
+        first = json_lines_table(src)[2]  # each field's first line (a bad file fails as in either reader)
         if set(first) & set(CRITIC_FIELDS.values()):
             _check_author_jsonl(src, first)
             fmt = None

@@ -475,16 +475,17 @@ def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[st
             ) from None
         df.columns = [str(c) for c in df.columns]
         return df.astype(object), np.arange(len(df), dtype=np.int64) + 1, {}
-    rows: list[dict] = []
-    lines: list[int] = []
+    return json_lines_table(path)
+
+
+def json_lines_table(path: Path) -> tuple[pd.DataFrame, np.ndarray, dict[str, int]]:
+    """A JSON Lines file as a frame of objects, each row's line, and each field's first line."""
+    read = read_json_lines(path)
     first: dict[str, int] = {}
-    for lineno, obj in read_json_lines(path):
-        for key in obj:
-            first.setdefault(key, lineno)
-        rows.append(obj)
-        lines.append(lineno)
-    df = pd.DataFrame.from_records(rows, columns=list(first)) if rows else pd.DataFrame()
-    return df.astype(object), np.asarray(lines, dtype=np.int64), first
+    for lineno, obj in read:
+        first.update((key, lineno) for key in obj if key not in first)
+    df = pd.DataFrame.from_records([o for _, o in read], columns=list(first)) if read else pd.DataFrame()
+    return df.astype(object), np.array([n for n, _ in read], dtype=np.int64), first
 
 
 def _critic_columns(

@@ -150,6 +150,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -794,11 +795,6 @@ def _verdicts(rng: np.random.Generator, y: np.ndarray, tpr: np.ndarray, fpr: np.
     return np.where(np.isnan(rate), np.nan, (u < rate).astype(float))
 
 
-def _boolean(values: np.ndarray) -> pd.arrays.BooleanArray:
-    mask = np.isnan(values)
-    return pd.arrays.BooleanArray(np.where(mask, 0.0, values).astype(bool), mask)
-
-
 def _rows(names: Mapping[str, str], ids: np.ndarray, index: str, y: np.ndarray, z: np.ndarray) -> dict:
     """One cell's rows: ``names`` (benchmark, generator[, method]), task, ``index``, Y and verdicts."""
     n, steps = y.shape
@@ -813,13 +809,10 @@ def _rows(names: Mapping[str, str], ids: np.ndarray, index: str, y: np.ndarray, 
 
 def _frame(parts: list[dict[str, np.ndarray]], columns: list[str]) -> pd.DataFrame:
     """The cells' rows as one frame: names as strings, labels and positions as int64, verdicts boolean."""
-    data = {}
-    for col in columns:
-        values = np.concatenate([p[col] for p in parts])
-        if col in CRITICS:
-            data[col] = _boolean(values)
-        else:
-            data[col] = pd.array(values, dtype="str") if values.dtype == object else values
+    data: dict[str, Any] = {col: np.concatenate([p[col] for p in parts]) for col in columns}
+    for col, values in data.items():
+        if col in CRITICS or values.dtype == object:
+            data[col] = pd.array(values, dtype="boolean" if col in CRITICS else "str")
     return pd.DataFrame(data, columns=columns)
 
 

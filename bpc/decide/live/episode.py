@@ -12,7 +12,6 @@ import numpy as np
 
 from bpc.choices import unknown_choice_message
 from bpc.decide.controllers import BeliefState
-from bpc.decide.kernels.belief import REGENERATE
 from bpc.decide.live.decision import STATE_VERSION, Decision
 from bpc.decide.live.moves import IllegalMoveError, Move, parse_move
 from bpc.validation import check_beta, probability
@@ -151,20 +150,12 @@ class Episode:
 
     def _allowed(self) -> np.ndarray:
         """``(A,)`` actions within the budget and useful now (stop always is)."""
-        ctrl = self.controller
+        ctrl, fresh = self.controller, not self._patch_failed
         left = ctrl.max_cost - self._spent
-        ok = np.zeros(len(ctrl.actions), dtype=bool)
-        ok[0] = True
-        ok[1] = not self._patch_failed and ctrl.c_ver <= left
-        ok[REGENERATE] = self.patches < ctrl.max_patches and ctrl.c_gen <= left
-        for k in range(len(ctrl.critics)):
-            ok[REGENERATE + 1 + k] = (
-                not self._patch_failed
-                and not self._used >> k & 1
-                and self._has(k)
-                and ctrl.critic_costs[k] <= left
-            )
-        return ok
+        unused = (self._used >> np.arange(len(ctrl.critics))) & 1 == 0
+        critics = fresh & unused & ctrl.measured & self._state.available[0] & (ctrl.critic_costs <= left)
+        new = self.patches < ctrl.max_patches and ctrl.c_gen <= left
+        return np.array([True, fresh and ctrl.c_ver <= left, new, *critics], dtype=bool)
 
     def _check_budget(self) -> None:
         """End the episode with ``"budget"`` when nothing but stopping is left."""
