@@ -350,24 +350,18 @@ def _overwrite_task_counts(out: xr.Dataset, side: xr.Dataset, cells) -> xr.Datas
     Without this a split cell would keep the base's per-task counts of every task, the other
     side's included (the cell-level counts above are overwritten, the task counts were not).
     """
-    tasks = out[DIM_TASK].values
+    tasks, new = out[DIM_TASK].values, None
     if has_task_counts(side):
         extra = np.setdiff1d(side[DIM_TASK].values.astype(str), tasks.astype(str))
         if extra.size:
             out = out.reindex({DIM_TASK: np.concatenate([tasks, extra])})
-        new = side[list(TASK_COUNT_VARS)].reindex(
-            {DIM_TASK: out[DIM_TASK].values, DIM_CRITIC: out[DIM_CRITIC].values}
-        )
-    else:
-        new = None
+        dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, DIM_CRITIC)
+        new = side[list(TASK_COUNT_VARS)].reindex({d: out[d].values for d in dims})
     for b, g in cells:
         sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
         for var in TASK_COUNT_VARS:
-            target = out[var].loc[sel]
-            if new is None or b not in new[DIM_BENCHMARK].values or g not in new[DIM_GENERATOR].values:
-                out[var].loc[sel] = np.nan
-            else:
-                out[var].loc[sel] = new[var].sel(sel).transpose(*target.dims).values
+            dims_of = out[var].loc[sel].dims
+            out[var].loc[sel] = np.nan if new is None else new[var].sel(sel).transpose(*dims_of).values
     return out
 
 

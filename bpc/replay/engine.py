@@ -274,8 +274,7 @@ def trajectory_matrix(trajectories: pd.DataFrame, instance_ids, method: str) -> 
         raise ValueError(f"trajectories of method {method!r}: an (instance_id, step) pair occurs twice")
     width = int(steps.max()) + 1 if steps.size else 1
     out = np.full((ids.shape[0], width), -1, dtype=np.int8)
-    pos = {v: i for i, v in enumerate(ids)}
-    rows = np.array([pos.get(v, -1) for v in df["instance_id"].astype(str)], dtype=np.int64)
+    rows = pd.Index(ids).get_indexer(pd.Index(df["instance_id"].astype(str)))
     keep = rows >= 0
     out[rows[keep], steps[keep]] = df["Y"].to_numpy(dtype=np.int8)[keep]
     return out
