@@ -246,8 +246,6 @@ class Input:
                     f"benchmark {bench!r}: give each one with --critic NAME=COLUMN:COST "
                     '(or a --costs file whose "critic" table prices it)'
                 )
-        if not unused:
-            return given
 
         def resolve(benchmark: str) -> Costs:
             vector = given(benchmark)

@@ -972,12 +972,11 @@ def replay_folds(
         for (b, g), _, eval_ids in fold:
             res = _replay_cell_side(records, trajectories, params, (b, g), eval_ids, cost_for(b), ctx)
             parts.setdefault((b, g), []).append(res)
-    out = {}
-    for cell, results in parts.items():
-        ds = xr.concat(results, dim="instance", combine_attrs="override").sortby("instance")
-        ds.attrs.update(n_folds=int(n_folds), belief=belief)
-        out[cell] = ds
-    return out
+    joined = {cell: xr.concat(res, dim="instance", combine_attrs="override") for cell, res in parts.items()}
+    return {
+        cell: ds.sortby("instance").assign_attrs(n_folds=int(n_folds), belief=belief)
+        for cell, ds in joined.items()
+    }
 
 
 def _join(frames: list[pd.DataFrame], cols: list[str]) -> pd.DataFrame:
