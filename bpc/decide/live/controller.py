@@ -272,7 +272,7 @@ class Controller:
         except (TypeError, ValueError):
             raise ValueError(
                 f"kernel must be (p_fix, p_break) and every critic (tpr, fpr, cost), cost a number; "
-                f"got kernel {kernel!r}, critics {dict(critics)!r}"
+                f"got kernel {kernel!r} and critics {', '.join(map(repr, critics.items()))[:200]}"
             ) from None
         check_kernel_pair(p_fix, p_break)
         cols = {
