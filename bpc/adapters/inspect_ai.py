@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from bpc.decide.live import Controller
+from bpc.validation import check_count
 
 __all__ = ["episode_attempts", "METADATA_KEY", "RETRY_MESSAGE"]
 
@@ -83,8 +84,7 @@ def episode_attempts(
     """
     critics = dict(critics)
     controller.check_critic_names(list(critics), what="critics")
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+    check_count(max_attempts, name="max_attempts")
     to_float = value_to_float()
 
     def passed(value: Any) -> bool:

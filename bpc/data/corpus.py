@@ -78,7 +78,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -118,6 +118,7 @@ TABLE_FILE = "likelihood_tables.json"
 KERNEL_FILE = "transition_kernel.json"
 _CLUSTER_FILE = ("PAPER_RELEASE", "methodology", "cluster_bootstrap", "per_cell.json")
 _KERNEL_KEYS = {"n00": "0->0", "n01": "0->1", "n10": "1->0", "n11": "1->1"}
+_RECORD_FOLDERS = {**CORPUS_FOLDERS, **SUPERSEDED_FOLDERS}
 _PROGRESS_AFTER_S = 1.0
 """Progress lines start once loading has taken this long."""
 
@@ -245,8 +246,6 @@ class Input:
                     f"benchmark {bench!r}: give each one with --critic NAME=COLUMN:COST "
                     '(or a --costs file whose "critic" table prices it)'
                 )
-        if not unused:
-            return given
 
         def resolve(benchmark: str) -> Costs:
             vector = given(benchmark)
@@ -271,10 +270,6 @@ def _layout(path: Path, folders: Mapping[str, str]) -> tuple[str | None, str | N
     return None, None, None
 
 
-def _record_folders() -> dict[str, str]:
-    return {**CORPUS_FOLDERS, **SUPERSEDED_FOLDERS}
-
-
 def _resolve(
     path: Path,
     line: int | None,
@@ -296,7 +291,7 @@ def _resolve(
             path,
             line,
             field,
-            f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_record_folders()))}) "
+            f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_RECORD_FOLDERS))}) "
             f"or a {field}= argument (CLI --default-{field}), got none of them",
         )
     return values.pop()
@@ -325,25 +320,49 @@ def _cell_of(
     return out[0], out[1]
 
 
-def _nonneg_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _count(path: Path, field: str, value: Any, *, present: bool = True, line: int | None = None) -> int:
+    """``value`` if it is a non-negative integer, else a :class:`CorpusError` naming ``field``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    got = f"got {value!r}" if present else "missing"
+    raise CorpusError(path, line, field, f"expected a non-negative integer, {got}")
 
 
-def _read_json(path: Path) -> Any:
+def _dict(path: Path, field: str | None, value: Any, expected: str) -> dict:
+    """``value`` if it is a JSON object, else a :class:`CorpusError` ``expected …, got …`` at ``field``."""
+    if isinstance(value, dict):
+        return value
+    got = repr(value) if field else type(value).__name__
+    raise CorpusError(path, None, field, f"expected {expected}, got {got}")
+
+
+def _read_text(path: Path, what: str) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise CorpusError(
-            path, None, None, f"expected UTF-8 JSON text, got undecodable bytes ({exc.reason})"
+            path, None, None, f"expected UTF-8 {what}, got undecodable bytes ({exc.reason})"
         ) from None
+    except OSError as exc:
+        raise CorpusError(path, None, None, f"expected a readable file, got {exc.strerror}") from None
+
+
+def _loads(path: Path, text: str, line: int | None = None) -> Any:
+    """One JSON value (the whole file, or the JSON Lines line ``line``), errors naming file and line."""
     try:
         return loads_json(text)
     except json.JSONDecodeError as exc:
-        raise CorpusError(
-            path, exc.lineno, None, f"expected valid JSON, got malformed JSON ({exc.msg})"
-        ) from None
+        what, col = (
+            ("valid JSON", "") if line is None else ("one JSON object per line", f", column {exc.colno}")
+        )
+        msg = f"expected {what}, got malformed JSON ({exc.msg}{col})"
+        raise CorpusError(path, exc.lineno if line is None else line, None, msg) from None
     except ValueError as exc:  # nesting or a number beyond bpc's limits
-        raise CorpusError(path, None, None, str(exc)) from None
+        raise CorpusError(path, line, None, str(exc)) from None
+
+
+def _read_json(path: Path) -> Any:
+    return _loads(path, _read_text(path, "JSON text"))
 
 
 # ---------------------------------------------------------------------------
@@ -370,33 +389,13 @@ def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
     [(1, {'Y': 1}), (3, {'Y': 0})]
     """
     path = Path(path)
-    try:
-        with path.open(encoding="utf-8") as fh:
-            text_lines = list(fh)
-    except UnicodeDecodeError as exc:
-        raise CorpusError(
-            path, None, None, f"expected UTF-8 JSON Lines, got undecodable bytes ({exc.reason})"
-        ) from None
-    except OSError as exc:
-        raise CorpusError(path, None, None, f"expected a readable file, got {exc.strerror}") from None
     out: list[tuple[int, dict]] = []
-    for lineno, text in enumerate(text_lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = loads_json(text)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(
-                path,
-                lineno,
-                None,
-                f"expected one JSON object per line, got malformed JSON ({exc.msg}, column {exc.colno})",
-            ) from None
-        except ValueError as exc:  # nesting or a number beyond bpc's limits
-            raise CorpusError(path, lineno, None, str(exc)) from None
-        if not isinstance(obj, dict):
+    for lineno, text in enumerate(_read_text(path, "JSON Lines").split("\n"), start=1):
+        obj = _loads(path, text, lineno) if text.strip() else None
+        if text.strip() and not isinstance(obj, dict):
             raise CorpusError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
-        out.append((lineno, obj))
+        if isinstance(obj, dict):
+            out.append((lineno, obj))
     return out
 
 
@@ -427,7 +426,7 @@ def _parse_critic_results(
     path: Path, *, benchmark: str | None, generator: str | None
 ) -> tuple[pd.DataFrame, np.ndarray, int]:
     """Records of one file, their line numbers, and the number of unlabelled rows skipped."""
-    folders = _record_folders()
+    folders = _RECORD_FOLDERS
     rows: list[dict] = []
     lines: list[int] = []
     unlabelled = 0
@@ -441,9 +440,7 @@ def _parse_critic_results(
             raise CorpusError(
                 path, lineno, "instance_id", f"expected a non-empty string or integer, got {iid!r}"
             )
-        pid = obj["patch_id"]
-        if not _nonneg_int(pid):
-            raise CorpusError(path, lineno, "patch_id", f"expected a non-negative integer, got {pid!r}")
+        pid = _count(path, "patch_id", obj["patch_id"], line=lineno)
         y = obj["Y"]
         if y is None:
             unlabelled += 1
@@ -488,25 +485,17 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
     from TP/FN (label 1) and FP/TN (label 0), critics absent from the table ``NaN``,
     ``n_instances`` = ``n_patches / POOL_SIZE`` rounded.
     """
-    if not isinstance(obj, dict):
-        raise CorpusError(
-            path, None, None, f"expected a JSON object (likelihood table), got {type(obj).__name__}"
-        )
+    obj = _dict(path, None, obj, "a JSON object (likelihood table)")
     bench, gen = _cell_of(path, None, obj, "table", CORPUS_FOLDERS, benchmark, generator)
     n_field = "n_evaluated" if "n_evaluated" in obj else "n_records"
-    n = obj.get(n_field)
-    if not _nonneg_int(n):
-        raise CorpusError(path, None, n_field, f"expected a non-negative integer, got {n!r}")
+    n = _count(path, n_field, obj.get(n_field))
     k = obj.get("n_resolved")
-    if not _nonneg_int(k) or k > n:
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
         raise CorpusError(path, None, "n_resolved", f"expected an integer in [0, {n_field} = {n}], got {k!r}")
     if n == 0:
         raise CorpusError(path, None, n_field, "expected at least one labelled patch, got 0")
     likes = obj.get("critic_likelihoods", {})
-    if not isinstance(likes, dict):
-        raise CorpusError(
-            path, None, "critic_likelihoods", f"expected an object keyed by critic field, got {likes!r}"
-        )
+    likes = _dict(path, "critic_likelihoods", likes, "an object keyed by critic field")
     critic_n = np.full((len(CRITICS), len(LABELS)), np.nan)
     critic_pass = np.full_like(critic_n, np.nan)
     for j, crit in enumerate(CRITICS):
@@ -514,25 +503,11 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
         entry = likes.get(field)
         if entry is None:
             continue
-        if not isinstance(entry, dict):
-            raise CorpusError(
-                path,
-                None,
-                f"critic_likelihoods.{field}",
-                f"expected an object with TP/FN/FP/TN, got {entry!r}",
-            )
-        cells = {}
-        for name in ("TP", "FN", "FP", "TN"):
-            value = entry.get(name)
-            if not _nonneg_int(value):
-                raise CorpusError(
-                    path,
-                    None,
-                    f"critic_likelihoods.{field}.{name}",
-                    "expected a non-negative integer, "
-                    + ("missing" if name not in entry else f"got {value!r}"),
-                )
-            cells[name] = value
+        entry = _dict(path, f"critic_likelihoods.{field}", entry, "an object with TP/FN/FP/TN")
+        cells = {
+            name: _count(path, f"critic_likelihoods.{field}.{name}", entry.get(name), present=name in entry)
+            for name in ("TP", "FN", "FP", "TN")
+        }
         if cells["TP"] + cells["FN"] > k or cells["FP"] + cells["TN"] > n - k:
             raise CorpusError(
                 path,
@@ -587,37 +562,15 @@ def read_transition_kernel(path: str | os.PathLike, *, which: str = "kernel_all"
 
 def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]:
     """:func:`read_transition_kernel` on the parsed content ``obj`` of ``path``."""
-    if not isinstance(obj, dict):
-        raise CorpusError(
-            path, None, None, f"expected a JSON object (transition kernel), got {type(obj).__name__}"
-        )
-    kernel = obj.get(which)
-    if not isinstance(kernel, dict):
-        found = sorted(key for key, v in obj.items() if isinstance(v, dict) and "raw_counts" in v)
-        raise CorpusError(
-            path,
-            None,
-            which,
-            f"expected a kernel object with raw_counts, got {kernel!r} (kernels here: {found})",
-        )
-    raw = kernel.get("raw_counts")
-    if not isinstance(raw, dict):
-        raise CorpusError(
-            path,
-            None,
-            f"{which}.raw_counts",
-            f"expected an object with keys {list(_KERNEL_KEYS.values())}, got {raw!r}",
-        )
-    out = {}
-    for key, name in _KERNEL_KEYS.items():
-        value = raw.get(name)
-        if not _nonneg_int(value):
-            got = "missing" if name not in raw else f"got {value!r}"
-            raise CorpusError(
-                path, None, f"{which}.raw_counts.{name}", f"expected a non-negative integer, {got}"
-            )
-        out[key] = value
-    return out
+    obj = _dict(path, None, obj, "a JSON object (transition kernel)")
+    found = sorted(key for key, v in obj.items() if isinstance(v, dict) and "raw_counts" in v)
+    kernel = _dict(path, which, obj.get(which), f"a kernel object with raw_counts (kernels here: {found})")
+    keys = list(_KERNEL_KEYS.values())
+    raw = _dict(path, f"{which}.raw_counts", kernel.get("raw_counts"), f"an object with keys {keys}")
+    return {
+        key: _count(path, f"{which}.raw_counts.{name}", raw.get(name), present=name in raw)
+        for key, name in _KERNEL_KEYS.items()
+    }
 
 
 def _kernel_cell(
@@ -633,15 +586,6 @@ def _kernel_cell(
 # ---------------------------------------------------------------------------
 # load_corpus
 # ---------------------------------------------------------------------------
-def _cell_key(ds: xr.Dataset) -> tuple[str, str]:
-    return str(ds.benchmark.values[0]), str(ds.generator.values[0])
-
-
-def _same_counts(a: xr.Dataset, b: xr.Dataset) -> bool:
-    names = ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
-    return all(np.array_equal(a[k].values, b[k].values, equal_nan=True) for k in names)
-
-
 def _disagreements(raw: xr.Dataset, table: xr.Dataset) -> list[str]:
     """Where raw counts and a table both report a number and differ."""
     out = []
@@ -667,13 +611,11 @@ def _cluster_instances(root: Path) -> dict[tuple[str, str], int]:
         raise CorpusError(path, None, None, f"expected a list of per-cell objects, got {type(obj).__name__}")
     out: dict[tuple[str, str], int] = {}
     for i, entry in enumerate(obj):
-        if not isinstance(entry, dict):
-            raise CorpusError(path, None, f"[{i}]", f"expected an object, got {entry!r}")
+        entry = _dict(path, f"[{i}]", entry, "an object")
         cell, gen, n = entry.get("cell"), entry.get("generator"), entry.get("n_instances")
         if cell is None or gen is None:
             continue
-        if not _nonneg_int(n):
-            raise CorpusError(path, None, f"[{i}].n_instances", f"expected a non-negative integer, got {n!r}")
+        n = _count(path, f"[{i}].n_instances", n)
         bench = RELEASE_BENCHMARK_NAMES.get(cell, cell)
         key = (bench, _alias(gen))
         if key in out and out[key] != n:
@@ -714,10 +656,11 @@ def _classify_file(path: Path) -> str:
 
 def _add_once(store: dict, path: Path, cell: xr.Dataset, what: str, notes: list[str], base: Path) -> None:
     """Keep one count file per cell: an identical repeat is noted, a conflicting one is an error."""
-    key = _cell_key(cell)
+    key = str(cell.benchmark.values[0]), str(cell.generator.values[0])
     if key in store:
         other, prev = store[key]
-        if not _same_counts(prev, cell):
+        names = ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
+        if not all(np.array_equal(prev[k].values, cell[k].values, equal_nan=True) for k in names):
             raise CorpusError(
                 path,
                 None,
@@ -856,17 +799,13 @@ def load_corpus(
     raw_cells = set(cell_files)
     for key, (f, cell) in tables.items():
         if raw_counts is not None and key in raw_cells:
-            raw_cell = raw_counts.sel(benchmark=[key[0]], generator=[key[1]])
-            diffs = _disagreements(raw_cell, cell)
-            if diffs:
-                notes.append(
-                    f"{key[0]}/{key[1]}: raw records ({', '.join(cell_files[key])}) define the cell; "
-                    f"the likelihood table {_rel(f, base)} disagrees ({'; '.join(diffs)}) and is not used"
-                )
-            else:
-                notes.append(
-                    f"{key[0]}/{key[1]}: likelihood table {_rel(f, base)} agrees with the raw records"
-                )
+            diffs = _disagreements(raw_counts.sel(benchmark=[key[0]], generator=[key[1]]), cell)
+            notes.append(
+                f"{key[0]}/{key[1]}: raw records ({', '.join(cell_files[key])}) define the cell; "
+                f"the likelihood table {_rel(f, base)} disagrees ({'; '.join(diffs)}) and is not used"
+                if diffs
+                else f"{key[0]}/{key[1]}: likelihood table {_rel(f, base)} agrees with the raw records"
+            )
             continue
         if key in cluster:
             cell = cell.copy()

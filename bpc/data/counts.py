@@ -117,16 +117,12 @@ def critic_tallies(
     if verdicts.ndim != 2 or verdicts.shape[0] != y.shape[0]:
         raise ValueError(f"verdicts must have shape (n, K) with n = {y.shape[0]}, got {verdicts.shape}")
     g, n_g = _groups(y.shape[0], group, n_groups)
-    n_k = verdicts.shape[1]
-    given = np.isfinite(verdicts)
-    passed = given & (verdicts == 1)
-    n = np.empty((n_g, n_k, len(LABELS)))
-    k = np.empty_like(n)
-    for j, label in enumerate(LABELS):
-        rows = y == label
-        for c in range(n_k):
-            n[:, c, j] = np.bincount(g[rows], weights=given[rows, c], minlength=n_g)
-            k[:, c, j] = np.bincount(g[rows], weights=passed[rows, c], minlength=n_g)
+    given, lab = np.isfinite(verdicts), np.isin(y, LABELS)
+    k_axis = np.arange(verdicts.shape[1])[None, :]  # label l at index l of LABELS = (0, 1)
+    at = (g[lab][:, None], k_axis, y[lab].astype(np.intp)[:, None])
+    n, k = np.zeros((2, n_g, verdicts.shape[1], len(LABELS)))
+    np.add.at(n, at, given[lab])
+    np.add.at(k, at, (given & (verdicts == 1))[lab])
     absent = n.sum(axis=2) == 0  # no verdict on any labelled row of the group
     n[absent] = np.nan
     k[absent] = np.nan
@@ -160,13 +156,11 @@ def transition_tallies(
     a = np.asarray(y_from, dtype=float)
     b = np.asarray(y_to, dtype=float)
     g, n_g = _groups(a.shape[0], group, n_groups)
-    ok = np.isfinite(a) & np.isfinite(b)
-    trans_n = np.empty((n_g, len(LABELS)))
-    trans_flip = np.empty_like(trans_n)
-    for j, label in enumerate(LABELS):
-        rows = ok & (a == label)
-        trans_n[:, j] = np.bincount(g[rows], minlength=n_g)
-        trans_flip[:, j] = np.bincount(g[rows & (b != label)], minlength=n_g)
+    ok = np.isfinite(b) & np.isin(a, LABELS)
+    at = (g[ok], a[ok].astype(np.intp))  # label l at index l of LABELS = (0, 1)
+    trans_n, trans_flip = np.zeros((2, n_g, len(LABELS)))
+    np.add.at(trans_n, at, 1.0)
+    np.add.at(trans_flip, at, a[ok] != b[ok])
     if group is None:
         return trans_n[0], trans_flip[0]
     return trans_n, trans_flip
@@ -606,10 +600,7 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
             incoming = var.transpose(DIM_BENCHMARK, DIM_GENERATOR, ...).values
             if name == "inst_hist":
                 incoming = _pad_histogram(incoming, size)
-            if name == "source":
-                empty = current == ""
-            else:
-                empty = ~np.isfinite(current)
+            empty = current == "" if name == "source" else ~np.isfinite(current)
             target[block] = np.where(empty, incoming, current)
         for key, value in ds.attrs.items():
             if key == "notes":

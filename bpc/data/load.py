@@ -119,12 +119,9 @@ def check_scale(scale: float, *, option: str = "--scale") -> float:
 
 
 def _as_sources(sources: str | os.PathLike | Sequence[str | os.PathLike] | None) -> list[str | None]:
-    if sources is None:
-        return [None]
-    if isinstance(sources, str | os.PathLike):
-        return [os.fspath(sources)]
-    out = [os.fspath(s) for s in sources]
-    return out or [None]
+    if sources is None or isinstance(sources, str | os.PathLike):
+        return [None if sources is None else os.fspath(sources)]
+    return [os.fspath(s) for s in sources] or [None]
 
 
 def _simulated(options: InputOptions) -> Input:
@@ -132,22 +129,13 @@ def _simulated(options: InputOptions) -> Input:
     from bpc.data.logs import Input
     from bpc.data.simulate import simulate_panel
 
+    o = options
     panel = simulate_panel(
-        options.seed,
-        scale=check_scale(options.scale),
-        benchmarks=options.benchmarks,
-        generators=options.generators,
+        o.seed, scale=check_scale(o.scale), benchmarks=o.benchmarks, generators=o.generators
     )
     counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
-    return Input(
-        panel.records,
-        counts,
-        (),
-        Path(SIMULATED),
-        "simulated",
-        trajectories=panel.trajectories,
-        truth=panel.truth,
-    )
+    source, traj = Path(SIMULATED), panel.trajectories
+    return Input(panel.records, counts, (), source, "simulated", trajectories=traj, truth=panel.truth)
 
 
 def _check_author_jsonl(path: Path, first: dict[str, int]) -> None:
@@ -178,9 +166,9 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool) -> In
     is read in the authors' schema, where a field outside that schema is an error naming it.
     """
     from bpc.constants import CRITIC_FIELDS
-    from bpc.data.corpus import load_corpus, read_json_lines
+    from bpc.data.corpus import load_corpus
     from bpc.data.counts import counts_from_records
-    from bpc.data.logs import LOG_SUFFIXES, Input, parse_columns, parse_critics, read_logs
+    from bpc.data.logs import LOG_SUFFIXES, Input, json_lines_table, parse_columns, parse_critics, read_logs
     from bpc.paths import require_corpus
     from bpc.progress import info
 
@@ -203,10 +191,7 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool) -> In
     mapping = parse_critics(options.critics if mapped else ())
     keys = parse_columns(options.columns if mapped else ())
     if fmt == "jsonl" and not mapping and not keys:
-        first: dict[str, int] = {}  # each field's first line (a bad file fails as in either reader)
-        for lineno, obj in read_json_lines(src):
-            for key in obj:
-                first.setdefault(key, lineno)
+        first = json_lines_table(src)[2]  # each field's first line (a bad file fails as in either reader)
         if set(first) & set(CRITIC_FIELDS.values()):
             _check_author_jsonl(src, first)
             fmt = None

@@ -250,19 +250,13 @@ def parse_columns(texts: Sequence[str] | Mapping[str, str] | None) -> dict[str, 
     >>> parse_columns(["instance_id=task", "Y=passed"])
     {'instance_id': 'task', 'Y': 'passed'}
     """
-    if texts is None:
-        return {}
-    pairs = list(texts.items()) if isinstance(texts, Mapping) else []
-    if not isinstance(texts, Mapping):
-        if isinstance(texts, str):
-            raise TypeError("columns: expected a sequence of KEY=COLUMN strings or a mapping, got a str")
-        for text in texts:
-            key, sep, column = str(text).partition("=")
-            if not sep or not key.strip() or not column.strip():
-                raise ValueError(f"--column {text!r}: expected KEY=COLUMN, e.g. instance_id=task")
-            pairs.append((key.strip(), column.strip()))
+    if isinstance(texts, Mapping):
+        texts = [f"{k}={v}" for k, v in texts.items()]
     out: dict[str, str] = {}
-    for key, column in pairs:
+    for text in texts or ():
+        key, sep, column = (x.strip() for x in str(text).partition("="))
+        if not sep or not key or not column:
+            raise ValueError(f"--column {text!r}: expected KEY=COLUMN, e.g. instance_id=task")
         if key not in RECORD_KEYS:
             raise ValueError(
                 f"--column {key}={column}: expected KEY to be one of {', '.join(RECORD_KEYS)}, got {key!r}"
@@ -303,18 +297,6 @@ def _map_columns(
     df = df.rename(columns=rename)
     first = {rename.get(k, k): v for k, v in first.items()}
     return df, first
-
-
-def _as_map(critics: CriticMap | Sequence[str] | None) -> CriticMap:
-    if critics is None:
-        return CriticMap()
-    if isinstance(critics, CriticMap):
-        return critics
-    if isinstance(critics, str):
-        raise TypeError(
-            "critics: expected a CriticMap or a sequence of NAME=COLUMN[:COST] strings, got a str"
-        )
-    return parse_critics(critics)
 
 
 # ---------------------------------------------------------------------------
@@ -379,27 +361,20 @@ def _label(value: Any) -> int | None:
 
 
 def _patch_id(value: Any) -> int:
-    if isinstance(value, bool | np.bool_) or _is_missing(value):
-        raise ValueError(f"expected a non-negative integer, got {value!r}")
-    if isinstance(value, str):
-        text = value.strip()
-        if text.isdigit() and len(text) <= _MAX_PATCH_DIGITS:
-            return int(text)
-        if text.isdigit():
-            raise ValueError(
-                f"expected a non-negative integer of at most {_MAX_PATCH_DIGITS} digits, "
-                f"got one of {len(text)}"
-            )
+    text = value.strip() if isinstance(value, str) else ""
+    number = None
+    if text.isdigit():
+        number = int(text) if len(text) <= _MAX_PATCH_DIGITS else 10**_MAX_PATCH_DIGITS
+    elif isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_) and value >= 0:
+        number = int(value)
+    elif isinstance(value, float | np.floating) and value >= 0 and float(value).is_integer():
+        number = int(value)
+    if number is None:
         raise ValueError(f"expected a non-negative integer, got {_short(value)}")
-    if isinstance(value, int | np.integer) and value >= 10**_MAX_PATCH_DIGITS:
-        raise ValueError(
-            f"expected a non-negative integer of at most {_MAX_PATCH_DIGITS} digits, got {_short(value)}"
-        )
-    if isinstance(value, int | np.integer) and value >= 0:
-        return int(value)
-    if isinstance(value, float | np.floating) and value >= 0 and float(value).is_integer():
-        return int(value)
-    raise ValueError(f"expected a non-negative integer, got {_short(value)}")
+    if number >= 10**_MAX_PATCH_DIGITS:
+        digits = f"of at most {_MAX_PATCH_DIGITS} digits"
+        raise ValueError(f"expected a non-negative integer {digits}, got {_short(text or value)}")
+    return number
 
 
 def _short(value: Any) -> str:
@@ -500,16 +475,17 @@ def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[st
             ) from None
         df.columns = [str(c) for c in df.columns]
         return df.astype(object), np.arange(len(df), dtype=np.int64) + 1, {}
-    rows: list[dict] = []
-    lines: list[int] = []
+    return json_lines_table(path)
+
+
+def json_lines_table(path: Path) -> tuple[pd.DataFrame, np.ndarray, dict[str, int]]:
+    """A JSON Lines file as a frame of objects, each row's line, and each field's first line."""
+    read = read_json_lines(path)
     first: dict[str, int] = {}
-    for lineno, obj in read_json_lines(path):
-        for key in obj:
-            first.setdefault(key, lineno)
-        rows.append(obj)
-        lines.append(lineno)
-    df = pd.DataFrame.from_records(rows, columns=list(first)) if rows else pd.DataFrame()
-    return df.astype(object), np.asarray(lines, dtype=np.int64), first
+    for lineno, obj in read:
+        first.update((key, lineno) for key in obj if key not in first)
+    df = pd.DataFrame.from_records([o for _, o in read], columns=list(first)) if read else pd.DataFrame()
+    return df.astype(object), np.array([n for n, _ in read], dtype=np.int64), first
 
 
 def _critic_columns(
@@ -635,7 +611,7 @@ def read_logs(
             f"{path}: expected a log file ending in {', '.join(LOG_SUFFIXES)}, got "
             f"{repr(path.suffix) if path.suffix else 'no suffix'}"
         )
-    mapping = _as_map(critics)
+    mapping = critics if isinstance(critics, CriticMap) else parse_critics(critics)
     keys = parse_columns(columns)
     if not path.is_file():
         raise FileNotFoundError(f"log file {path} does not exist")

@@ -150,6 +150,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -169,7 +170,7 @@ from bpc.constants import (
     LAPLACE_BETA,
 )
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS
-from bpc.validation import check_kappa
+from bpc.validation import check_count, check_kappa
 
 __all__ = [
     "BENCHMARK_SIZES",
@@ -737,10 +738,8 @@ def _instance_counts(bs: list[str], scale: float, n_instances) -> dict[str, int]
     counts: dict[str, int] = {}
     for b in bs:
         v = given.get(b)
-        if v is None:
-            v = max(1, round(BENCHMARK_SIZES[b] * scale))
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise ValueError(f"simulate_panel: n_instances for {b} must be a positive integer, got {v!r}")
+        v = max(1, round(BENCHMARK_SIZES[b] * scale)) if v is None else v
+        check_count(v, name=f"simulate_panel: n_instances for {b}")
         counts[b] = int(v)
     return counts
 
@@ -796,11 +795,6 @@ def _verdicts(rng: np.random.Generator, y: np.ndarray, tpr: np.ndarray, fpr: np.
     return np.where(np.isnan(rate), np.nan, (u < rate).astype(float))
 
 
-def _boolean(values: np.ndarray) -> pd.arrays.BooleanArray:
-    mask = np.isnan(values)
-    return pd.arrays.BooleanArray(np.where(mask, 0.0, values).astype(bool), mask)
-
-
 def _rows(names: Mapping[str, str], ids: np.ndarray, index: str, y: np.ndarray, z: np.ndarray) -> dict:
     """One cell's rows: ``names`` (benchmark, generator[, method]), task, ``index``, Y and verdicts."""
     n, steps = y.shape
@@ -815,13 +809,10 @@ def _rows(names: Mapping[str, str], ids: np.ndarray, index: str, y: np.ndarray, 
 
 def _frame(parts: list[dict[str, np.ndarray]], columns: list[str]) -> pd.DataFrame:
     """The cells' rows as one frame: names as strings, labels and positions as int64, verdicts boolean."""
-    data = {}
-    for col in columns:
-        values = np.concatenate([p[col] for p in parts])
-        if col in CRITICS:
-            data[col] = _boolean(values)
-        else:
-            data[col] = pd.array(values, dtype="str") if values.dtype == object else values
+    data: dict[str, Any] = {col: np.concatenate([p[col] for p in parts]) for col in columns}
+    for col, values in data.items():
+        if col in CRITICS or values.dtype == object:
+            data[col] = pd.array(values, dtype="boolean" if col in CRITICS else "str")
     return pd.DataFrame(data, columns=columns)
 
 
@@ -890,8 +881,7 @@ def simulate_panel(
     seed = int(seed)
     if isinstance(scale, bool) or not np.isfinite(scale) or scale <= 0:
         raise ValueError(f"simulate_panel: scale must be a positive finite number, got {scale!r}")
-    if isinstance(n_patches, bool) or not isinstance(n_patches, int | np.integer) or n_patches < 1:
-        raise ValueError(f"simulate_panel: n_patches must be a positive integer, got {n_patches!r}")
+    check_count(n_patches, name="simulate_panel: n_patches")
     n_patches = int(n_patches)
     bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks")
     gs = _check_subset(generators, GENERATORS, "generators")

@@ -85,10 +85,6 @@ _TRANS_VARS = ("trans_n", "trans_flip")
 # ---------------------------------------------------------------------------
 # numpy: one cell's ids
 # ---------------------------------------------------------------------------
-def _unique_ids(instance_ids) -> np.ndarray:
-    return np.unique(np.asarray(instance_ids, dtype=str))
-
-
 def split_instances(
     instance_ids, *, seed: int = SPLIT_SEED, fit_fraction: float = SPLIT_FIT_FRACTION
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +117,7 @@ def split_instances(
     """
     if not 0.0 < fit_fraction < 1.0:
         raise ValueError(f"split_instances: fit_fraction must lie in (0, 1), got {fit_fraction}")
-    ids = _unique_ids(instance_ids)
+    ids = np.unique(np.asarray(instance_ids, dtype=str))
     n = ids.shape[0]
     perm = np.random.default_rng(seed).permutation(n)
     n_eval = int(np.ceil(round((1.0 - fit_fraction) * n, 9)))
@@ -216,13 +212,7 @@ class Split:
             [(b, g, i) for (b, g), v in ids.items() for i in v.tolist()],
             names=["benchmark", "generator", "instance_id"],
         )
-        have = pd.MultiIndex.from_arrays(
-            [
-                frame["benchmark"].astype(str).to_numpy(),
-                frame["generator"].astype(str).to_numpy(),
-                frame["instance_id"].astype(str).to_numpy(),
-            ]
-        )
+        have = pd.MultiIndex.from_frame(frame[list(keys.names)].astype(str))
         return frame[have.isin(keys)]
 
 
@@ -360,24 +350,18 @@ def _overwrite_task_counts(out: xr.Dataset, side: xr.Dataset, cells) -> xr.Datas
     Without this a split cell would keep the base's per-task counts of every task, the other
     side's included (the cell-level counts above are overwritten, the task counts were not).
     """
-    tasks = out[DIM_TASK].values
+    tasks, new = out[DIM_TASK].values, None
     if has_task_counts(side):
         extra = np.setdiff1d(side[DIM_TASK].values.astype(str), tasks.astype(str))
         if extra.size:
             out = out.reindex({DIM_TASK: np.concatenate([tasks, extra])})
-        new = side[list(TASK_COUNT_VARS)].reindex(
-            {DIM_TASK: out[DIM_TASK].values, DIM_CRITIC: out[DIM_CRITIC].values}
-        )
-    else:
-        new = None
+        dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, DIM_CRITIC)
+        new = side[list(TASK_COUNT_VARS)].reindex({d: out[d].values for d in dims})
     for b, g in cells:
         sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
         for var in TASK_COUNT_VARS:
-            target = out[var].loc[sel]
-            if new is None or b not in new[DIM_BENCHMARK].values or g not in new[DIM_GENERATOR].values:
-                out[var].loc[sel] = np.nan
-            else:
-                out[var].loc[sel] = new[var].sel(sel).transpose(*target.dims).values
+            dims_of = out[var].loc[sel].dims
+            out[var].loc[sel] = np.nan if new is None else new[var].sel(sel).transpose(*dims_of).values
     return out
 
 
@@ -451,14 +435,8 @@ def folds(
         ids = pd.DataFrame({"benchmark": "", "instance_id": [str(i) for i in ids]})
     if ids.empty:
         raise ValueError("folds: no ids")
-    gen = ids["generator"].astype(str).to_numpy() if by == "instance" else ""
-    frame = pd.DataFrame(
-        {
-            "benchmark": ids["benchmark"].astype(str).to_numpy(),
-            "generator": gen,
-            "instance_id": ids["instance_id"].astype(str).to_numpy(),
-        }
-    ).drop_duplicates()
+    cols = ["benchmark", "generator", "instance_id"]
+    frame = (ids if by == "instance" else ids.assign(generator=""))[cols].astype(str).drop_duplicates()
     frames = []
     for (b, g), f in frame.groupby(["benchmark", "generator"], sort=True):
         uniq = np.unique(f["instance_id"].to_numpy())

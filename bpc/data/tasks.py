@@ -61,14 +61,29 @@ them: one generator failing a task three times is a hard task as often as a brok
 Lite: 213 of 300 tasks for gpt5_mini alone)."""
 
 
+_SHARED_COLUMNS = [
+    "benchmark",
+    "generators",
+    "n_tasks",
+    "solved",
+    "solved_by_all",
+    "solved_by_any",
+    "identical",
+]
+
+
 def _require_tasks(counts: xr.Dataset, where: str) -> None:
     if not has_task_counts(counts):
         raise ValueError(f"{where}: counts carry no per-task counts (task_n, …); build them from raw records")
 
 
+def _bgt(da: xr.DataArray) -> np.ndarray:
+    """``da`` as a (benchmark, generator, task) array."""
+    return da.transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values
+
+
 def _attempted(counts: xr.Dataset) -> np.ndarray:
-    n = counts["task_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values
-    return np.isfinite(n) & (np.nan_to_num(n) > 0)
+    return np.nan_to_num(_bgt(counts["task_n"])) > 0
 
 
 def never_passing_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) -> pd.DataFrame:
@@ -101,16 +116,13 @@ def never_passing_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRI
     """
     _require_tasks(counts, "never_passing_tasks")
     attempted = _attempted(counts)
-    passes = np.nan_to_num(counts["task_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
-    used = [c for c in critics if c in [str(v) for v in counts[DIM_CRITIC].values]]
+    passes = np.nan_to_num(_bgt(counts["task_pass"]))
     checked = np.full(passes.shape[0], "oracle", dtype=object)
-    for c in used:
-        cp = counts["task_critic_pass"].sel({DIM_CRITIC: c}).transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
-        cn = counts["task_critic_n"].sel({DIM_CRITIC: c}).transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
-        passes = passes + np.nan_to_num(cp.values)
-        ran = (np.nan_to_num(cn.values) > 0).any(axis=(1, 2))
+    for c in (c for c in critics if c in [str(v) for v in counts[DIM_CRITIC].values]):
+        passes = passes + np.nan_to_num(_bgt(counts["task_critic_pass"].sel({DIM_CRITIC: c})))
+        ran = (np.nan_to_num(_bgt(counts["task_critic_n"].sel({DIM_CRITIC: c}))) > 0).any(axis=(1, 2))
         checked = np.where(ran, checked + f" + {c}", checked)
-    n = np.nan_to_num(counts["task_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
+    n = np.nan_to_num(_bgt(counts["task_n"]))
     never = attempted.any(axis=1) & ~((passes > 0) & attempted).any(axis=1)  # (benchmark, task)
     benches = [str(b) for b in counts[DIM_BENCHMARK].values]
     tasks = [str(t) for t in counts[DIM_TASK].values]
@@ -246,7 +258,7 @@ def shared_solutions(counts: xr.Dataset) -> pd.DataFrame:
     """
     _require_tasks(counts, "shared_solutions")
     attempted = _attempted(counts)
-    passes = np.nan_to_num(counts["task_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
+    passes = np.nan_to_num(_bgt(counts["task_pass"]))
     gens = [str(g) for g in counts[DIM_GENERATOR].values]
     rows = []
     for i, bench in enumerate(str(b) for b in counts[DIM_BENCHMARK].values):
@@ -268,18 +280,7 @@ def shared_solutions(counts: xr.Dataset) -> pd.DataFrame:
                 "identical": bool((solved == solved[0]).all()),
             }
         )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "benchmark",
-            "generators",
-            "n_tasks",
-            "solved",
-            "solved_by_all",
-            "solved_by_any",
-            "identical",
-        ],
-    )
+    return pd.DataFrame(rows, columns=_SHARED_COLUMNS)
 
 
 def empty_patch_flags(

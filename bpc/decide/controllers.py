@@ -4,8 +4,7 @@ The controller protocol
 -----------------------
 A controller decides, for ``n`` episodes at once, what to do next. The
 replay engine (:func:`bpc.replay.engine.replay_controller`) and live use
-(:mod:`bpc.decide.live`) talk to a controller only through
-:class:`BatchController`:
+(:mod:`bpc.decide.live`) talk to a controller only through this protocol:
 
 ``start(n, *, available=None, theta0=None) -> state``
     Fresh state for ``n`` episodes (a new patch has just been generated);
@@ -55,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -78,7 +77,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "cell_samples",
-    "BatchController",
     "BeliefState",
     "SampleIndex",
     "every_sample",
@@ -92,30 +90,6 @@ __all__ = [
     "TableController",
     "InstanceController",
 ]
-
-
-@runtime_checkable
-class BatchController(Protocol):
-    """What the replay engine and the live :class:`~bpc.decide.live.Controller` need (module docstring)."""
-
-    name: str
-    critics: tuple[str, ...]
-
-    def start(self, n: int, *, available=None, theta0=None):
-        """Fresh state for ``n`` episodes."""
-
-    def act(self, state) -> np.ndarray:
-        """Integer action per episode, shape ``(n,)``."""
-        ...
-
-    def observe_critic(self, state, k: int, z: np.ndarray, mask: np.ndarray) -> None:
-        """Critic ``k`` returned ``z`` for the episodes in ``mask``."""
-
-    def observe_regenerate(self, state, mask: np.ndarray, *, fresh: bool | None = None) -> None:
-        """The episodes in ``mask`` moved to a new patch."""
-
-    def observe_verify(self, state, passed: np.ndarray, mask: np.ndarray) -> None:
-        """The oracle verified the current patch of the episodes in ``mask``."""
 
 
 @dataclass

@@ -514,19 +514,16 @@ def solve_policy(
         For a malformed parameter Dataset, unknown critics, bad costs or options.
     """
     plan = plan.resolved()
-    belief_model, keep_q, horizon = str(plan.belief), bool(plan.keep_q), plan.horizon
-    grid_size, mu_grid_size, backend = plan.grid_size, plan.mu_grid_size, plan.backend
-    verify_terminal, critic_scope = not plan.plan_verify_continues, str(plan.critic_scope)
-    paper = belief_model == "iid"
+    keep_q, paper = bool(plan.keep_q), plan.belief == "iid"
     if keep_q and not paper:
         raise ValueError("keep_q is not available with belief_model='instance' (read Q by a backup)")
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel or not paper)
     kernel, kappa = _conventions(plan, params, max_patches, PAPER_TABLE)
-    H, K, N, dtype = int(horizon), len(critics), int(max_patches), np.dtype(dtype)
+    H, K, N, dtype = int(plan.horizon), len(critics), int(max_patches), np.dtype(dtype)
     coords = {DIM_STEP: np.arange(H + 1), DIM_PATCH: np.arange(N), DIM_USED: used_labels(critics)}
     coords |= {
-        DIM_THETA_MEAN: belief_grid(mu_grid_size, np.float64),
-        DIM_BELIEF: belief_grid(grid_size, np.float64),
+        DIM_THETA_MEAN: belief_grid(plan.mu_grid_size, np.float64),
+        DIM_BELIEF: belief_grid(plan.grid_size, np.float64),
     }
     if paper:
         coords = {d: c for d, c in coords.items() if d not in (DIM_PATCH, DIM_THETA_MEAN)}
@@ -536,17 +533,9 @@ def solve_policy(
         coords[DIM_ACTION] = list(action_names(critics))
         q_dims = {d: n for d, n in sizes.items() if d != DIM_BELIEF} | {DIM_ACTION: 3 + K}
         outs.append((q_dims | {DIM_BELIEF: sizes[DIM_BELIEF]}, dtype))
-    options: dict[str, Any] = dict(dtype=dtype, backend=backend, n_threads=n_threads, keep_q=bool(keep_q))
+    options: dict[str, Any] = dict(dtype=dtype, backend=plan.backend, n_threads=n_threads, keep_q=keep_q)
     res = _apply(
-        _grid_block,
-        params,
-        [*args, kappa],
-        [*core, []],
-        outs,
-        dask,
-        paper=paper,
-        kernel=kernel,
-        **options,
+        _grid_block, params, [*args, kappa], [*core, []], outs, dask, paper=paper, kernel=kernel, **options
     )
     ds = xr.Dataset(dict(zip(["value", "policy", "q"] if paper else ["value"], res, strict=False)))
     ds = ds.assign_coords(coords)
@@ -563,9 +552,9 @@ def solve_policy(
         ds.attrs.update(
             solver="grid DP over (b, mu) with the patch count, instance belief (method.md §Instance model)",
             max_patches=N,
-            verify_terminal=int(bool(verify_terminal)),
-            critic_scope=critic_scope,
-            belief_model=belief_model,
+            verify_terminal=int(not plan.plan_verify_continues),
+            critic_scope=str(plan.critic_scope),
+            belief_model=str(plan.belief),
         )
         return ds
     ds["value"].attrs["description"] = "optimal expected utility V_h(b, U) (h = steps left, U = critics used)"
@@ -575,7 +564,7 @@ def solve_policy(
     )
     ds.attrs.update(
         solver="grid DP, linear interpolation (method.md §Controllers)",
-        grid_size=int(grid_size),
+        grid_size=int(plan.grid_size),
         tie_break="lowest action index",
     )
     return ds
@@ -625,7 +614,6 @@ def solve_b0(
         name of the ``action`` dim, whose coordinate names the actions).
     """
     plan = plan.resolved()
-    belief_model, horizon = str(plan.belief), plan.horizon
     params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
     tree, kappa = _conventions(plan, params, max_patches, PAPER_TREE)
     mask = used_mask(used, critics)
@@ -636,16 +624,7 @@ def solve_b0(
     args = [*args, kappa, root]
     core = [*core, [], []]
     outs = [({}, np.float64), ({DIM_ACTION: 3 + K}, np.float64), ({}, np.int8)]
-    res = _apply(
-        _b0_block,
-        params,
-        args,
-        core,
-        outs,
-        dask,
-        used=mask,
-        tree=tree,
-    )
+    res = _apply(_b0_block, params, args, core, outs, dask, used=mask, tree=tree)
     ds = xr.Dataset(dict(zip(("value", "q", "best_action"), res, strict=True)))
     ds = ds.assign_coords({DIM_ACTION: list(action_names(critics))})
     ds["prior"] = params["prior"]
@@ -656,14 +635,14 @@ def solve_b0(
     instance = "exact expectimax on the reachable tree, instance belief (method.md §Instance model)"
     ds.attrs.update(
         solver=instance
-        if belief_model == "instance"
+        if plan.belief == "instance"
         else "exact expectimax on the reachable belief tree (method.md §Controllers)",
         critics=json.dumps(critics),
-        horizon=int(horizon),
+        horizon=int(plan.horizon),
         used=used_labels(critics)[mask],
         root_belief="prior" if belief is None else "given",
         costs=_describe_costs(costs),
         tie_break="lowest action index",
-        belief_model=belief_model,
+        belief_model=str(plan.belief),
     )
     return ds

@@ -187,13 +187,7 @@ class ParameterSamples:
 
     def as_dict(self) -> dict[str, np.ndarray]:
         """``prior``, ``tpr``, ``fpr``, ``p_fix``, ``p_break`` as a dict of arrays."""
-        return {
-            "prior": self.prior,
-            "tpr": self.tpr,
-            "fpr": self.fpr,
-            "p_fix": self.p_fix,
-            "p_break": self.p_break,
-        }
+        return {k: getattr(self, k) for k in ("prior", "tpr", "fpr", "p_fix", "p_break")}
 
 
 @dataclass(frozen=True)
@@ -272,15 +266,11 @@ class SampleCosts:
             for s, c in enumerate(vectors)
         ]
         rates = {
-            x: np.array([getattr(c, x) for c in vectors], dtype=np.float64)
+            x: np.broadcast_to([float(getattr(c, x)) for c in vectors], (n,))
             for x in ("c_gen", "c_ver", "reward")
         }
-        return cls(
-            critic=np.broadcast_to(
-                np.array(crit, dtype=np.float64).reshape(len(vectors), len(critics)), (n, len(critics))
-            ),
-            **{x: np.broadcast_to(v, (n,)) for x, v in rates.items()},
-        )
+        crit = np.array(crit, dtype=np.float64).reshape(len(vectors), len(critics))
+        return cls(critic=np.broadcast_to(crit, (n, len(critics))), **rates)
 
     @property
     def n_samples(self) -> int:

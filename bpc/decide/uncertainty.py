@@ -54,7 +54,6 @@ from bpc.schema import sample_dims, select_cell, validate_params
 __all__ = [
     "action_probabilities",
     "action_entropy",
-    "crossover_posterior",
     "policy_uncertainty",
     "first_action_table",
 ]
@@ -88,26 +87,6 @@ def action_entropy(p: xr.DataArray, *, dim: str = "action") -> xr.DataArray:
     """Shannon entropy (bits) of action probabilities along ``dim``; 0 = the draws agree."""
     logp = np.log2(p.where(p > 0, 1.0))
     return -(p * logp).sum(dim)
-
-
-def crossover_posterior(params: xr.DataArray | xr.Dataset) -> xr.DataArray:
-    """Posterior draws of the analytic verify-vs-stop crossover ``c_ver*/R``.
-
-    Verification at belief π is worth ``R·π − c_ver`` against 0 for stopping,
-    so the crossover is ``c_ver*/R = π`` per draw.
-
-    Parameters
-    ----------
-    params : xarray.Dataset or xarray.DataArray
-        Parameter draws (Dataset with ``prior``) or the ``prior`` DataArray.
-
-    Returns
-    -------
-    xarray.DataArray
-        Same dims as ``prior``, named ``crossover``.
-    """
-    prior = params["prior"] if isinstance(params, xr.Dataset) else params
-    return prior.rename("crossover")
 
 
 def _cells(params: xr.Dataset) -> list[tuple[str, str]]:
@@ -203,7 +182,7 @@ def policy_uncertainty(
         at_mean = solve_b0(pc, c, critics=critics, plan=PlanOptions(horizon=horizon), belief=prior_mean)
         out["p_first_at_mean_prior"] = action_probabilities(at_mean["best_action"], actions)
         out["prior_mean"] = pc["prior"].mean(sd)
-        out = out.assign(band("crossover", crossover_posterior(pc)))
+        out = out.assign(band("crossover", pc["prior"].rename("crossover")))  # c_ver*/R = π per draw
         pieces.append(out)
     # xarray annotates combine_by_coords as DataArray | Dataset; Datasets in give a Dataset out
     ds = cast(xr.Dataset, xr.combine_by_coords(pieces, join="outer", combine_attrs="drop_conflicts"))
@@ -213,6 +192,12 @@ def policy_uncertainty(
     ds.attrs.update({"ci_prob": prob, "ci_kind": kind, "horizon": horizon, "grid_size": grid_size})
     ds.attrs["crossover_method"] = "analytic: c_ver*/R = prior per draw"
     return ds
+
+
+def _bounds(sel: xr.Dataset, name: str) -> dict[str, float]:
+    """``{name_lo, name_hi}``: the credible interval ``name_ci`` of one cell."""
+    ci = sel[f"{name}_ci"]
+    return {f"{name}_{s}": ci.sel({DIM_CI: c}).item() for s, c in zip(("lo", "hi"), CI_BOUNDS, strict=True)}
 
 
 def first_action_table(unc: xr.Dataset) -> pd.DataFrame:
@@ -245,17 +230,13 @@ def first_action_table(unc: xr.Dataset) -> pd.DataFrame:
                 "benchmark": str(b),
                 "generator": str(g),
                 "prior_mean": sel["prior_mean"].item(),
-                "crossover_lo": sel["crossover_ci"].sel({DIM_CI: CI_BOUNDS[0]}).item(),
-                "crossover_hi": sel["crossover_ci"].sel({DIM_CI: CI_BOUNDS[1]}).item(),
+                **_bounds(sel, "crossover"),
                 "value_b0_mean": sel["value_b0_mean"].item(),
-                "value_b0_lo": sel["value_b0_ci"].sel({DIM_CI: CI_BOUNDS[0]}).item(),
-                "value_b0_hi": sel["value_b0_ci"].sel({DIM_CI: CI_BOUNDS[1]}).item(),
+                **_bounds(sel, "value_b0"),
                 "map_first_action": actions[int(np.argmax(pf))],
                 "p_map_first": float(np.max(pf)),
                 "map_first_at_mean_prior": actions[int(np.argmax(pm))],
                 "p_map_first_at_mean_prior": float(np.max(pm)),
             }
-            for a, p in zip(actions, pf, strict=True):
-                row[f"p_first_{a}"] = float(p)
-            rows.append(row)
+            rows.append(row | {f"p_first_{a}": float(p) for a, p in zip(actions, pf, strict=True)})
     return pd.DataFrame(rows)

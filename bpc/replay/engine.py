@@ -27,7 +27,6 @@ profiles is a field of :class:`bpc.replay.profiles.Profile`.
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -275,8 +274,7 @@ def trajectory_matrix(trajectories: pd.DataFrame, instance_ids, method: str) -> 
         raise ValueError(f"trajectories of method {method!r}: an (instance_id, step) pair occurs twice")
     width = int(steps.max()) + 1 if steps.size else 1
     out = np.full((ids.shape[0], width), -1, dtype=np.int8)
-    pos = {v: i for i, v in enumerate(ids)}
-    rows = np.array([pos.get(v, -1) for v in df["instance_id"].astype(str)], dtype=np.int64)
+    rows = pd.Index(ids).get_indexer(pd.Index(df["instance_id"].astype(str)))
     keep = rows >= 0
     out[rows[keep], steps[keep]] = df["Y"].to_numpy(dtype=np.int8)[keep]
     return out
@@ -399,11 +397,8 @@ def replay_controller(
     pool_k = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
     crit_cost = np.array([costs.critic_cost(c) for c in critics], dtype=float)
     rows = np.arange(n)
-    start = {} if theta0 is None else {"theta0": theta0}
-    if prof.task_critics and "available" in inspect.signature(controller.start).parameters:
-        state = controller.start(n, available=task_critics(pool, critics), **start)
-    else:
-        state = controller.start(n, **start)
+    available = task_critics(pool, critics) if prof.task_critics else None
+    state = controller.start(n, available=available, theta0=theta0)
     patch = np.zeros(n, dtype=np.int64)
     active = pool.n_patches > 0
     cost = np.zeros(n)
@@ -628,7 +623,14 @@ def replay_pool(
         else:
             out = replay_controller(pool, item, costs, prof, theta0=theta0, actions=count)
         if out is None or (n and not np.isfinite(out[0]).any()):
-            skipped[label] = _why_not(label, pool, trajectories)
+            crit = gate_critic(label)
+            skipped[label] = (
+                f"critic {crit!r} gave no verdict in the cell"
+                if crit is not None
+                else "no refinement trajectories of this method for the cell"
+                if label in REFINEMENT_POLICIES
+                else "no instance of the cell could run it"
+            )
             out = (np.full(n, np.nan),) * 3
         defined = np.isfinite(out[0])
         names.append(label)
@@ -668,16 +670,6 @@ def _replay_named(
         controller = policy_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
         return replay_controller(pool, controller, costs, prof, theta0=theta0, actions=actions)
     raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
-
-
-def _why_not(name: str, pool: Pool, trajectories) -> str:
-    """Why a policy has no result on a cell."""
-    crit = gate_critic(name)
-    if crit is not None:
-        return f"critic {crit!r} gave no verdict in the cell"
-    if name in REFINEMENT_POLICIES:
-        return "no refinement trajectories of this method for the cell"
-    return "no instance of the cell could run it"
 
 
 def cell_policies(profile: str | Profile, critics: Sequence[str], policies: Sequence[str] | None = None):
@@ -747,28 +739,22 @@ def summarize(
     pols = list(result["policy"].values)
     if reference not in pols:
         raise ValueError(f"summarize: reference policy {reference!r} not among the replayed policies {pols}")
-    u = result["utility"].values
-    ok_ref = np.isfinite(result["utility"].sel(policy=reference).values)
-    ref = result["utility"].sel(policy=reference).values
+    u, ref = result["utility"].values, result["utility"].sel(policy=reference).values
+    means = {"mean_utility": "utility", "pass_rate": "passed", "cost_per_instance": "cost"}
+    means |= {c: c for c in ACTION_COUNTS if c in result}
     stats = ("mean_utility", "pass_rate", "delta", "ci_lo", "ci_hi", "cost_per_instance", *ACTION_COUNTS)
     out = {k: np.full(len(pols), np.nan) for k in stats}
     out["n_instances"] = np.zeros(len(pols), dtype=np.int64)
     for i in range(len(pols)):
         own = np.isfinite(u[i])
-        if not own.any():
-            continue
-        out["mean_utility"][i] = u[i][own].mean()
-        out["pass_rate"][i] = result["passed"].values[i][own].mean()
-        out["cost_per_instance"][i] = result["cost"].values[i][own].mean()
-        for c in (c for c in ACTION_COUNTS if c in result):
-            out[c][i] = result[c].values[i][own].mean()
-        pair = own & ok_ref
-        if not pair.any():
-            continue
-        diff = u[i][pair] - ref[pair]
-        out["delta"][i] = diff.mean()
-        out["ci_lo"][i], out["ci_hi"][i] = paired_bootstrap(diff, B=B, seed=seed, prob=prob)
-        out["n_instances"][i] = int(pair.sum())
+        pair = own & np.isfinite(ref)
+        for k, var in means.items() if own.any() else ():
+            out[k][i] = result[var].values[i][own].mean()
+        if pair.any():
+            diff = u[i][pair] - ref[pair]
+            out["delta"][i] = diff.mean()
+            out["ci_lo"][i], out["ci_hi"][i] = paired_bootstrap(diff, B=B, seed=seed, prob=prob)
+            out["n_instances"][i] = int(pair.sum())
     ds = xr.Dataset({k: ("policy", v) for k, v in out.items()}, coords={"policy": pols})
     ds.attrs.update(result.attrs)
     ds.attrs["reference"] = reference
@@ -986,12 +972,11 @@ def replay_folds(
         for (b, g), _, eval_ids in fold:
             res = _replay_cell_side(records, trajectories, params, (b, g), eval_ids, cost_for(b), ctx)
             parts.setdefault((b, g), []).append(res)
-    out = {}
-    for cell, results in parts.items():
-        ds = xr.concat(results, dim="instance", combine_attrs="override").sortby("instance")
-        ds.attrs.update(n_folds=int(n_folds), belief=belief)
-        out[cell] = ds
-    return out
+    joined = {cell: xr.concat(res, dim="instance", combine_attrs="override") for cell, res in parts.items()}
+    return {
+        cell: ds.sortby("instance").assign_attrs(n_folds=int(n_folds), belief=belief)
+        for cell, ds in joined.items()
+    }
 
 
 def _join(frames: list[pd.DataFrame], cols: list[str]) -> pd.DataFrame:

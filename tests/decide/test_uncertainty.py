@@ -9,7 +9,6 @@ from bpc.decide.options import PlanOptions
 from bpc.decide.uncertainty import (
     action_entropy,
     action_probabilities,
-    crossover_posterior,
     first_action_table,
     policy_uncertainty,
 )
@@ -53,8 +52,9 @@ def test_action_probabilities_and_entropy_hand_checked():
     assert action_entropy(agree).item() == 0.0
 
 
-def test_crossover_is_prior(post):
-    np.testing.assert_array_equal(crossover_posterior(post).values, post["prior"].values)
+def test_crossover_is_prior(post, unc):
+    """The analytic crossover c_ver*/R is the prior, draw by draw: the same posterior mean."""
+    np.testing.assert_allclose(unc["crossover_mean"].values, unc["prior_mean"].values)
 
 
 def test_batched_equals_per_draw_solves(post, unc):

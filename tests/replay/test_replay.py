@@ -61,7 +61,7 @@ class Scripted:
         self.script = list(script)
         self.seen = []
 
-    def start(self, n):
+    def start(self, n, *, available=None, theta0=None):
         return {"t": np.zeros(n, dtype=int)}
 
     def act(self, state):

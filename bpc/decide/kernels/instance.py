@@ -64,6 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -215,18 +216,15 @@ class ExactSolution:
         return np.argmax(self.q, axis=-1).astype(np.int8)
 
 
-class _Node:
+class _Node(NamedTuple):
     """One node of the tree: beliefs of every sample plus the discrete state."""
 
-    __slots__ = ("b", "theta", "n", "used", "key", "patch")
-
-    def __init__(self, b, theta, n, used, key, patch=None):
-        self.b = b  # (S,) belief of the current patch
-        self.theta = theta  # exact: (S, n + 1) weights; moment: (S,) mean μ
-        self.n = n  # patches folded into the θ-belief
-        self.used = used
-        self.key = key  # (abandoned patches' histories..., current patch's history)
-        self.patch = n if patch is None else patch  # index of the current patch (the budget)
+    b: np.ndarray  # (S,) belief of the current patch
+    theta: np.ndarray  # exact: (S, n + 1) weights; moment: (S,) mean μ
+    n: int  # patches folded into the θ-belief
+    used: int
+    key: tuple  # (abandoned patches' histories..., current patch's history)
+    patch: int  # index of the current patch (the budget)
 
 
 @dataclass
@@ -416,7 +414,7 @@ def solve_tree(
     for start in range(0, S, chunk):
         sl = slice(start, min(S, start + chunk))
         tree = _InstanceTree(P.take(sl), policy, np.arange(sl.start, sl.stop), options)
-        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), patch)
+        node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), n0 if patch is None else patch)
         qc = tree.q(node, int(options.horizon))
         q[sl] = qc.T
         value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(options.horizon))

@@ -85,56 +85,18 @@ class InvertedCriticWarning(UserWarning):
 
 
 def _prices(costs) -> tuple[float, float, float]:
-    """``(c_gen, c_ver, reward)`` from a :class:`bpc.costs.Costs` or a mapping with those keys."""
+    """``(c_gen, c_ver, reward)`` from a :class:`bpc.costs.Costs` or a mapping with exactly those keys."""
     if isinstance(costs, Costs):
         return costs.c_gen, costs.c_ver, costs.reward
-    if not isinstance(costs, Mapping):
-        raise ValueError(f"costs must be a bpc.costs.Costs or a mapping c_gen, c_ver, reward; got {costs!r}")
     keys = ("c_gen", "c_ver", "reward")
-    missing = [k for k in keys if k not in costs]
-    unknown = [str(k) for k in costs if k not in keys]
-    if missing or unknown:
-        raise ValueError(f"costs: need exactly c_gen, c_ver, reward; missing {missing}, unknown {unknown}")
-    out = []
-    for k in keys:
-        v = costs[k]
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(f"costs: {k} must be a number, got {v!r}")
-        out.append(float(v))
-    return out[0], out[1], out[2]
-
-
-def _kernel_pair(kernel) -> tuple[Any, Any]:
-    """``(p_fix, p_break)`` from ``None``, a pair or a mapping with those keys."""
-    if kernel is None:
-        return None, None
-    if isinstance(kernel, Mapping):
-        unknown = [str(k) for k in kernel if k not in ("p_fix", "p_break")]
-        if unknown:
-            raise ValueError(f"kernel: unknown key(s) {unknown} (need p_fix, p_break)")
-        return kernel.get("p_fix"), kernel.get("p_break")
-    try:
-        p_fix, p_break = kernel
-    except (TypeError, ValueError):
-        raise ValueError(f"kernel must be (p_fix, p_break), got {kernel!r}") from None
-    return p_fix, p_break
-
-
-def _critic_entry(name: str, spec) -> tuple[Any, Any, float]:
-    """``(tpr, fpr, cost)`` from a tuple ``(tpr, fpr, cost)`` or a mapping with those keys."""
-    if isinstance(spec, Mapping):
-        missing = [k for k in ("tpr", "fpr", "cost") if k not in spec]
-        if missing:
-            raise ValueError(f"critic {name!r}: missing {', '.join(missing)} (need tpr, fpr, cost)")
-        spec = (spec["tpr"], spec["fpr"], spec["cost"])
-    try:
-        tpr, fpr, cost = spec
-        return tpr, fpr, float(cost)
-    except (TypeError, ValueError):
+    if not isinstance(costs, Mapping) or set(costs) != set(keys):
         raise ValueError(
-            f"critic {name!r}: expected (tpr, fpr, cost), cost a number, or a mapping with those keys; "
-            f"got {spec!r}"
-        ) from None
+            f"costs must be a bpc.costs.Costs or a mapping of exactly c_gen, c_ver, reward; got {costs!r}"
+        )
+    for k in keys:
+        if isinstance(costs[k], bool) or not isinstance(costs[k], (int, float, np.integer, np.floating)):
+            raise ValueError(f"costs: {k} must be a number, got {costs[k]!r}")
+    return float(costs["c_gen"]), float(costs["c_ver"]), float(costs["reward"])
 
 
 class Controller:
@@ -145,9 +107,8 @@ class Controller:
     prior : float or array_like
         P(Y = 1) of a fresh patch: a number, or ``(S,)`` parameter draws.
     critics : mapping
-        Critic name → ``(tpr, fpr, cost)`` or ``{"tpr": …, "fpr": …, "cost": …}``;
-        ``tpr``/``fpr`` numbers or ``(S,)`` draws, ``NaN`` = unavailable in
-        the cell. Names order the actions after stop, verify, regenerate.
+        Critic name → ``(tpr, fpr, cost)``; ``tpr``/``fpr`` numbers or ``(S,)``
+        draws, ``NaN`` = unavailable in the cell. Names order the actions after stop, verify, regenerate.
     costs : Costs or mapping
         ``c_gen`` (cost of a (re)generation), ``c_ver`` (of verification) and
         ``reward`` (of a verified pass): a :class:`bpc.costs.Costs` or a mapping
@@ -280,10 +241,6 @@ class Controller:
         policy: str = "bayesian_dp",
         learn: bool | LearningState = False,
     ) -> None:
-        if not isinstance(plan, PlanOptions):
-            raise ValueError(f"plan must be a bpc.PlanOptions, got {type(plan).__name__}")
-        if not isinstance(budget, Budget):
-            raise ValueError(f"budget must be a bpc.Budget, got {type(budget).__name__}")
         plan = replace(plan, method=plan.method or "dp", regenerate=plan.regenerate or LIVE_REGENERATE)
         plan = plan.resolved(belief="iid")
         belief, method, mode, horizon = str(plan.belief), str(plan.method), plan.mode, plan.horizon
@@ -302,7 +259,6 @@ class Controller:
                 "(Controller.from_params reads it from the parameters)"
             )
         c_gen, c_ver, reward = _prices(costs)
-        p_fix, p_break = _kernel_pair(kernel)
         if not isinstance(critics, Mapping) or not critics:
             raise ValueError("critics must be a non-empty mapping name -> (tpr, fpr, cost)")
         max_patches = LIVE_MAX_PATCHES[belief][method] if budget.max_patches is None else budget.max_patches
@@ -310,13 +266,18 @@ class Controller:
         max_cost = budget.max_cost
         names = tuple(str(c) for c in critics)
         action_names(names)  # rejects names that clash with stop/verify/regenerate
-        entries = [_critic_entry(n, critics[n]) for n in names]
+        try:
+            p_fix, p_break = (None, None) if kernel is None else kernel
+            entries = [(tpr, fpr, float(cost)) for tpr, fpr, cost in critics.values()]
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"kernel must be (p_fix, p_break) and every critic (tpr, fpr, cost), cost a number; "
+                f"got kernel {kernel!r} and critics {', '.join(map(repr, critics.items()))[:200]}"
+            ) from None
         check_kernel_pair(p_fix, p_break)
         cols = {
-            rate: [
-                as_samples(e[i], name=f"{rate} of critic {n!r}") for n, e in zip(names, entries, strict=True)
-            ]
-            for i, rate in enumerate(("tpr", "fpr"))
+            r: [as_samples(e[i], name=f"{r} of critic {n!r}") for n, e in zip(names, entries, strict=True)]
+            for i, r in enumerate(("tpr", "fpr"))
         }
         for name, value in (("prior", prior), ("p_fix", p_fix), ("p_break", p_break)):
             cols[name] = [as_samples(np.nan if value is None else value, name=name)]
@@ -346,11 +307,11 @@ class Controller:
 
             if not isinstance(learn, (bool, LearningState)):
                 raise ValueError(f"learn must be True, False or a LearningState, got {learn!r}")
-            self.learner = learn if isinstance(learn, LearningState) else None
-            if learn is True:
-                self.learner = LearningState.from_arrays(
-                    **samples.as_dict(), critics=names, kappa=samples.kappa
-                )
+            self.learner = (
+                learn
+                if isinstance(learn, LearningState)
+                else LearningState.from_arrays(**samples.as_dict(), critics=names, kappa=samples.kappa)
+            )
         unlearnt = [c for c, a in zip(names, samples.available.any(axis=0), strict=True) if a]
         unlearnt = [c for c in unlearnt if self.learner is not None and c not in self.learner.critics]
         if unlearnt:
@@ -520,17 +481,12 @@ class Controller:
         have = [str(c) for c in one["critic"].values]
         finite = np.isfinite(one[["tpr", "fpr"]]).any([d for d in one["tpr"].dims if d != "critic"])
         measured = [c for c in have if bool(finite["tpr"].sel(critic=c) & finite["fpr"].sel(critic=c))]
-        names = (
-            [c for c in decision_critics(have) if c in measured]
-            if critics is None
-            else list(map(str, critics))
-        )
-        for c in names:
-            if c not in measured:
-                what = f"critic of cell {bench}/{gen}"
-                raise ValueError(
-                    unknown_choice_message(c, measured, what=what) + " (unmeasured critics cannot be called)"
-                )
+        names = list(map(str, critics)) if critics is not None else decision_critics(have)
+        names = [c for c in names if c in measured or critics is not None]
+        unmeasured = [c for c in names if c not in measured]
+        if unmeasured:
+            message = unknown_choice_message(unmeasured[0], measured, what=f"critic of cell {bench}/{gen}")
+            raise ValueError(message + " (unmeasured critics cannot be called)")
         if not names:
             raise ValueError(f"cell {bench}/{gen} has no measured critic")
         if max_draws is not None and sample_dims(one):
@@ -760,15 +716,9 @@ class Controller:
             k = int(policy.act(state)[0])
             nan = MappingProxyType({n: float("nan") for n in self.actions})
             action = self.actions[k if allowed is None or allowed[k] else 0]
+            nan_q = (float("nan"), nan, float("nan"))
             return Decision(
-                action,
-                float("nan"),
-                nan,
-                float("nan"),
-                used,
-                self.horizon,
-                self.n_samples,
-                warning=self.calibration_warning,
+                action, *nan_q, used, self.horizon, self.n_samples, warning=self.calibration_warning
             )
         qs = policy.q_values(state)  # (1, m, A): Q of every followed sample
         if self.method == "greedy" and self.horizon == 0:
@@ -812,13 +762,8 @@ class Controller:
 
 
 def _parse_cell(cell) -> tuple[str, str]:
-    if isinstance(cell, str):
-        parts = cell.split("/")
-        if len(parts) != 2 or not all(p.strip() for p in parts):
-            raise ValueError(f"cell must be 'BENCHMARK/GENERATOR', got {cell!r}")
-        return parts[0].strip(), parts[1].strip()
-    try:
-        b, g = cell
-    except (TypeError, ValueError):
-        raise ValueError(f"cell must be (benchmark, generator), got {cell!r}") from None
-    return str(b), str(g)
+    parts = cell.split("/") if isinstance(cell, str) else list(cell) if isinstance(cell, tuple | list) else []
+    parts = [str(p).strip() for p in parts]
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"cell must be 'BENCHMARK/GENERATOR' or (benchmark, generator), got {cell!r}")
+    return parts[0], parts[1]

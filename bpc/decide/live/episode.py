@@ -12,7 +12,6 @@ import numpy as np
 
 from bpc.choices import unknown_choice_message
 from bpc.decide.controllers import BeliefState
-from bpc.decide.kernels.belief import REGENERATE
 from bpc.decide.live.decision import STATE_VERSION, Decision
 from bpc.decide.live.moves import IllegalMoveError, Move, parse_move
 from bpc.validation import check_beta, probability
@@ -151,20 +150,12 @@ class Episode:
 
     def _allowed(self) -> np.ndarray:
         """``(A,)`` actions within the budget and useful now (stop always is)."""
-        ctrl = self.controller
+        ctrl, fresh = self.controller, not self._patch_failed
         left = ctrl.max_cost - self._spent
-        ok = np.zeros(len(ctrl.actions), dtype=bool)
-        ok[0] = True
-        ok[1] = not self._patch_failed and ctrl.c_ver <= left
-        ok[REGENERATE] = self.patches < ctrl.max_patches and ctrl.c_gen <= left
-        for k in range(len(ctrl.critics)):
-            ok[REGENERATE + 1 + k] = (
-                not self._patch_failed
-                and not self._used >> k & 1
-                and self._has(k)
-                and ctrl.critic_costs[k] <= left
-            )
-        return ok
+        unused = (self._used >> np.arange(len(ctrl.critics))) & 1 == 0
+        critics = fresh & unused & ctrl.measured & self._state.available[0] & (ctrl.critic_costs <= left)
+        new = self.patches < ctrl.max_patches and ctrl.c_gen <= left
+        return np.array([True, fresh and ctrl.c_ver <= left, new, *critics], dtype=bool)
 
     def _check_budget(self) -> None:
         """End the episode with ``"budget"`` when nothing but stopping is left."""
@@ -428,15 +419,10 @@ class Episode:
         critics, theta0 = start.get("critics"), start.get("theta0")
         moves = data.get("moves", [])
 
-        def is_number(x) -> bool:
-            return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-        def is_names(x) -> bool:
-            return isinstance(x, (list, tuple)) and all(isinstance(c, str) for c in x)
-
-        if belief is not None and not is_number(belief):
+        if belief is not None and (isinstance(belief, bool) or not isinstance(belief, int | float)):
             raise ValueError(f"episode state: start.belief must be a number or null, got {belief!r}")
-        if not is_names(used) or (critics is not None and not is_names(critics)):
+        lists = (used, *(() if critics is None else (critics,)))
+        if not all(isinstance(x, list | tuple) and all(isinstance(c, str) for c in x) for x in lists):
             raise ValueError("episode state: start.used and start.critics must be lists of critic names")
         if theta0 is not None:
             theta0 = check_beta(theta0, name="episode state: start.theta0")
