@@ -20,7 +20,7 @@ task-clustered percentile bootstraps (docs: bpc.experiments.stream).
 
 Writes DIR/stream.csv (one row per target, start, controller, horizon),
 DIR/contrasts.csv (hierarchical - none, laplace-pooled - none; per target and
-averaged over a benchmark family), DIR/acceptance.csv, DIR/stream.nc (every
+pooled over a benchmark family), DIR/acceptance.csv, DIR/stream.nc (every
 episode's utility), DIR/report.md and DIR/manifest.json (config, versions, notes, fit diagnostics).
 """
 
