@@ -491,17 +491,14 @@ def logo_starts(
     dict
         Arm → :class:`ArmStart`.
     """
+    from bpc.choices import check_choices
     from bpc.estimate.crossed import marginal_beta
     from bpc.experiments.efficiency import complete_pooling_calibration
     from bpc.experiments.posterior import posterior_mean_params
     from bpc.schema import select_cell, thin_draws
 
     b, g = target
-    bad = [a for a in arms if a not in LOGO_ARMS]
-    if bad:
-        from bpc.choices import unknown_choice_message
-
-        raise ValueError(unknown_choice_message(bad[0], LOGO_ARMS, what="LOGO arm"))
+    check_choices(arms, LOGO_ARMS, what="LOGO arm")
     seen = left["n_patches"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
     if bool(np.isfinite(seen.values).any()):
         raise ValueError(
@@ -567,22 +564,16 @@ def _best_baseline(
 
     b, g = target
     others = records[(records["benchmark"].astype(str) == b) & (records["generator"].astype(str) != g)]
-    total = dict.fromkeys(candidates, 0.0)
-    count = dict.fromkeys(candidates, 0)
-    for gen in sorted(others["generator"].astype(str).unique()):
-        pool = cell_pool(others[others["generator"].astype(str) == gen], prof)
-        res = replay_pool(pool, list(candidates), costs, profile=prof)
-        for p in candidates:
-            u = res["utility"].sel(policy=p).values
-            ok = np.isfinite(u)
-            total[p] += float(u[ok].sum())
-            count[p] += int(ok.sum())
-    order = simple_baselines(candidates)
-    means = {p: total[p] / count[p] for p in order if count[p] > 0}
-    if not means:
+    frames = [
+        replay_pool(cell_pool(part, prof), list(candidates), costs, profile=prof)["utility"].to_dataframe()
+        for _, part in others.groupby(others["generator"].astype(str), sort=True)
+    ]
+    means = pd.concat(frames)["utility"].groupby(level="policy").mean() if frames else pd.Series()
+    order = [p for p in simple_baselines(candidates) if np.isfinite(means.get(p, np.nan))]
+    if not order:
         return "", float("nan")
-    best = max(order, key=lambda p: (means.get(p, -np.inf), -order.index(p)))
-    return best, means[best]
+    best = max(order, key=lambda p: (means[p], -order.index(p)))
+    return best, float(means[best])
 
 
 def logo_target(
@@ -909,43 +900,27 @@ def logo_table(
                 is_task = arm not in ("complete_pooling", "cell_hierarchy", BEST_BASELINE)
                 index = pd.MultiIndex.from_frame(d[keys].assign(arm=arm))
                 d["fallback"] = is_task & (src.reindex(index).to_numpy() == "cell")
-                targets = d[["benchmark", "generator"]].drop_duplicates().itertuples(index=False)
-                ok = {
-                    (b, g): bool(conv.get((b, g, arm), True) and conv.get((b, g, ref), True))
-                    for b, g in targets
-                }
+                ok = conv.unstack("arm")[[arm, ref]].astype(float).fillna(1.0).all(axis=1)
+                at = pd.MultiIndex.from_frame(d[["benchmark", "generator"]])
                 if not include_failed:
-                    d = d[[ok[t] for t in zip(d["benchmark"], d["generator"], strict=True)]]
+                    d = d[ok.reindex(at).fillna(True).to_numpy(dtype=bool)]
                 d = d[np.isfinite(d["diff"].to_numpy(dtype=np.float64))]
                 if d.empty:
                     continue
                 both = cell_and_pooled(d, agg={"n_fallback": ("fallback", "sum")}, **opts)
-                target = list(zip(both["benchmark"], both["generator"], strict=True))
-                failed = pd.Series([b for (b, _), v in ok.items() if not v], dtype=object).value_counts()
-                n_failed = (
-                    both["benchmark"].map(failed).fillna(0).astype(int).where(both["generator"] == POOLED, 0)
-                )
-                flag = [
-                    ("" if ok.get(t, True) else "built from a failed fit")
-                    if t[1] != POOLED
-                    else (f"{n} target(s) built from a failed fit" if include_failed and n else "")
-                    for t, n in zip(target, n_failed, strict=True)
-                ]
-                both = both.assign(n_failed=0 if include_failed else n_failed, flag=flag)
+                n_failed = both["benchmark"].map((~ok).groupby(level="benchmark").sum()).fillna(0).astype(int)
+                pooled = (both["generator"] == POOLED).to_numpy()
+                good = ok.reindex(pd.MultiIndex.from_frame(both[["benchmark", "generator"]])).fillna(True)
+                flag = np.where(good.to_numpy(dtype=bool), "", "built from a failed fit")
+                many = n_failed.astype(str) + " target(s) built from a failed fit"
+                flag = np.where(pooled, np.where(include_failed & (n_failed > 0), many, ""), flag)
+                both = both.assign(n_failed=0 if include_failed else n_failed.where(pooled, 0), flag=flag)
                 out.append(both.assign(measure=measure, costs=cost, arm=arm, reference=ref))
     table = (
-        pd.concat(out, ignore_index=True)[list(TABLE_COLUMNS)]
-        if out
-        else pd.DataFrame(columns=list(TABLE_COLUMNS))
+        pd.concat(out, ignore_index=True)[list(TABLE_COLUMNS)] if out else pd.DataFrame(columns=TABLE_COLUMNS)
     )
-    table.attrs.update(
-        {
-            "prob": float(prob),
-            "B": int(B),
-            "interval": "task-clustered percentile bootstrap",
-            "tasks_excluded": int(n_excluded),
-        }
-    )
+    interval = "task-clustered percentile bootstrap"
+    table.attrs.update(prob=float(prob), B=int(B), interval=interval, tasks_excluded=int(n_excluded))
     return table
 
 
@@ -960,17 +935,16 @@ def arm_means(result: Result, *, exclude: pd.DataFrame | None = None) -> pd.Data
         from bpc.data.tasks import exclude_tasks
 
         util, lpd = exclude_tasks(util, exclude), exclude_tasks(lpd, exclude)
-    rows = []
-    for (cost, bench, arm), part in util.groupby(["costs", "benchmark", "arm"], sort=True):
-        for gen, sub in [*part.groupby("generator", sort=True), ("pooled", part)]:
-            lp = lpd[(lpd["benchmark"] == bench) & (lpd["arm"] == arm)]
-            if gen != "pooled":
-                lp = lp[lp["generator"] == gen]
-            lp_mean = float(lp["lpd"].mean()) if not lp.empty else float("nan")
-            ok = bool(sub["converged"].astype(bool).all())
-            rows.append((cost, bench, gen, arm, float(sub["utility"].mean()), lp_mean, len(sub), ok))
-    columns = ["costs", "benchmark", "generator", "arm", "utility", "lpd", "n_pairs", "converged"]
-    return pd.DataFrame(rows, columns=columns)
+    both = [pd.concat([f, f.assign(generator="pooled")]) for f in (util, lpd)]
+    keys = ["benchmark", "generator", "arm"]
+    out = (
+        both[0]
+        .groupby(["costs", *keys])
+        .agg(utility=("utility", "mean"), n_pairs=("utility", "size"), converged=("converged", "all"))
+    )
+    out = out.reset_index().merge(both[1].groupby(keys)["lpd"].mean().reset_index(), on=keys, how="left")
+    out = out.assign(last=out["generator"] == "pooled").sort_values(["costs", "benchmark", "arm", "last"])
+    return out[["costs", *keys, "utility", "lpd", "n_pairs", "converged"]].reset_index(drop=True)
 
 
 def fit_table(result: Result) -> pd.DataFrame:
