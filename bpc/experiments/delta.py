@@ -612,6 +612,9 @@ def coverage_intervals(
 ) -> pd.DataFrame:
     """Coverage over distinct checks, with a bootstrap interval over (seed, fold, benchmark) clusters.
 
+    The interval is :func:`bpc.intervals.clustered_interval`'s ratio of totals (covered checks over
+    checks), the clusters resampled once for every group.
+
     Parameters
     ----------
     checks : pandas.DataFrame
@@ -628,33 +631,22 @@ def coverage_intervals(
         ``by`` columns, ``n_checks`` (rows), ``n_distinct``, ``n_covered``,
         ``coverage``, ``ci_lo``, ``ci_hi``, ``n_clusters``.
     """
-    from bpc.intervals import cluster_means
+    from bpc.intervals import clustered_interval
 
-    keys = list(by)
-    out = []
-    groups = checks.groupby(keys, sort=True) if keys else [((), checks)]
-    for key, part in groups:
-        distinct = part.drop_duplicates("check_id")
-        cl = distinct.groupby(["seed", "fold", "benchmark"])["covered"].agg(["sum", "count"])
-        vals = cl[["sum", "count"]].to_numpy(dtype=np.float64).T
-        means = cluster_means(vals, B=B, seed=seed)
-        ratio = means[:, 0] / means[:, 1]
-        lo, hi = np.quantile(ratio, [(1 - prob) / 2, (1 + prob) / 2])
-        key = key if isinstance(key, tuple) else (key,)
-        out.append(
-            (
-                *key,
-                len(part),
-                len(distinct),
-                int(distinct["covered"].sum()),
-                float(distinct["covered"].mean()),
-                float(lo),
-                float(hi),
-                len(cl),
-            )
-        )
-    cols = [*keys, "n_checks", "n_distinct", "n_covered", "coverage", "ci_lo", "ci_hi", "n_clusters"]
-    return pd.DataFrame(out, columns=cols)
+    keys = [*by, "all"]
+    where = (
+        checks["seed"].astype(str) + "/" + checks["fold"].astype(str) + "/" + checks["benchmark"].astype(str)
+    )
+    checks = checks.assign(all="", cluster=where)
+    distinct = checks.drop_duplicates([*keys, "check_id"])
+    cl = distinct.groupby([*keys, "cluster"])["covered"].agg(hit="sum", n="count").reset_index()
+    opts = {"groups": keys, "task": "cluster", "strata": "all", "B": B, "seed": seed, "prob": prob}
+    out = clustered_interval(cl, value="hit", count="n", **opts).rename(columns={"n_tasks": "n_clusters"})
+    stats = distinct.groupby(keys)["covered"].agg(n_distinct="size", n_covered="sum", coverage="mean")
+    out = out.merge(stats.join(checks.groupby(keys).size().rename("n_checks")).reset_index(), on=keys)
+    out["n_covered"] = out["n_covered"].astype(int)
+    cols = ["n_checks", "n_distinct", "n_covered", "coverage", "ci_lo", "ci_hi", "n_clusters"]
+    return out[[*by, *cols]]
 
 
 def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
