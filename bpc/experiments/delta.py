@@ -144,12 +144,11 @@ def simulate_pool(
         ck = np.broadcast_to(np.asarray(critic_kappa, dtype=float), (K, 2))
         per_inst = []
         for y, base in ((0, fpr[draw]), (1, tpr[draw])):  # (n, K) rates per instance and label
-            kc = ck[:, y][None, :]
-            dep = np.isfinite(kc) & (kc > 0) & np.isfinite(base)
-            r = np.clip(np.nan_to_num(base), 0.0, 1.0)
-            k = np.where(dep, kc, 1.0)
-            drawn = rng.beta(np.maximum(r * k, 1e-300), np.maximum((1 - r) * k, 1e-300))
-            per_inst.append(np.where(dep, drawn, base))
+            dep = np.isfinite(ck[None, :, y]) & (ck[None, :, y] > 0) & np.isfinite(base)
+            r, k = np.clip(np.nan_to_num(base), 0.0, 1.0), np.where(dep, ck[None, :, y], 1.0)
+            per_inst.append(
+                np.where(dep, rng.beta(np.maximum(r * k, 1e-300), np.maximum((1 - r) * k, 1e-300)), base)
+            )
         rate = np.where(Y[..., None] == 1, per_inst[1][:, None, :], per_inst[0][:, None, :])
     z = np.where(np.isfinite(rate), (u_z < np.nan_to_num(rate)).astype(np.int8), np.int8(-1)).astype(np.int8)
     width = len(str(max(S - 1, 0)))
@@ -683,17 +682,7 @@ def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
     out["n_covered"] = g["covered"].sum().astype(np.int64)
     out["gap"] = out["realised"] - out["predicted"]
     out["coverage"] = out["n_covered"] / out["n_folds"]
-    cols = [
-        "n_folds",
-        "n_tasks",
-        "predicted",
-        "pred_lo",
-        "pred_hi",
-        "realised",
-        "gap",
-        "n_covered",
-        "coverage",
-    ]
+    cols = "n_folds n_tasks predicted pred_lo pred_hi realised gap n_covered coverage".split()
     return out.reset_index()[["benchmark", "generator", "policy", *cols]]
 
 

@@ -22,6 +22,7 @@ repeats, converged and excluded calibrations.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -235,23 +236,27 @@ EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", TASK_ARM, *HI
 """Every arm of ``bpc compare``'s leave-one-cell-out table, in report order (``laplace`` the reference)."""
 
 
-class _SharedRefit:
+class _Hierarchy:
     """One posterior per calibration (:class:`bpc.estimate.model.refits.LocoRefits`), shared by the arms.
 
     :func:`loco_efficiency` calls every arm with the same ``counts`` for one calibration: the first
     arm asks for the target's posterior, the others reuse its posterior mean and thinned draws.
     """
 
-    def __init__(self, refits, *, draws: int) -> None:
-        self.refits, self.draws = refits, int(draws)
+    def __init__(self, refits, *, draws: int, costs: CostSpec, profile, max_patches: int) -> None:
+        self.refits, self.draws, self.costs, self.profile = refits, int(draws), costs, profile
+        self.max_patches = max_patches
         self._memo: dict[tuple, tuple[xr.Dataset, xr.Dataset, dict]] = {}
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_memo": {}}
 
-    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> tuple[xr.Dataset, xr.Dataset, dict]:
+    def calibrate(self, counts: xr.Dataset, cell: Cell, seed: int, *, arm: str) -> Calibration:
+        """Arm ``arm``'s :class:`Calibration` (a picklable :data:`CalibrationFit` once ``arm`` is bound)."""
         from bpc.estimate.model.fit import counts_hash
+        from bpc.evaluate import Arm, controllers
         from bpc.experiments.posterior import posterior_mean_params
+        from bpc.replay.profiles import get_profile
         from bpc.schema import select_cell, thin_draws
 
         key = (tuple(cell), counts_hash(counts))
@@ -260,7 +265,18 @@ class _SharedRefit:
             fit = self.refits.fit(counts, cell, seed=int(seed))
             own = select_cell(fit.params, *cell)
             self._memo[key] = (posterior_mean_params(own), thin_draws(own, self.draws), fit.summary)
-        return self._memo[key]
+        mean, draws, diag = self._memo[key]
+        done = {"converged": bool(diag.get("converged", False)), "attempts": int(diag.get("attempts", 1))}
+        if arm == "posterior_mean_dp":
+            return Calibration(params=mean, diagnostics=diag, **done)
+        ctrls = controllers(
+            {"bayesian_dp": Arm(draws, mode=arm)},
+            cost_resolver(self.costs)(cell[0]),
+            plan=get_profile(self.profile).switches,
+            max_patches=self.max_patches,
+            seed=int(seed),
+        )
+        return Calibration(controllers=ctrls, diagnostics=diag, **done)
 
 
 def hierarchical_arms(
@@ -312,38 +328,9 @@ def hierarchical_arms(
     from bpc.constants import POOL_SIZE
     from bpc.estimate.model.refits import LocoRefits
 
-    shared = _SharedRefit(LocoRefits(ladder, to_params=to_params), draws=int(draws))
-    budget = int(max_patches or POOL_SIZE)
-    return {
-        arm: _HierarchicalArm(arm, shared, costs=costs, profile=profile, max_patches=budget)
-        for arm in HIERARCHICAL_ARMS
-    }
-
-
-class _HierarchicalArm:
-    """One arm of :func:`hierarchical_arms` (a picklable :data:`CalibrationFit`)."""
-
-    def __init__(self, arm: str, shared: _SharedRefit, *, costs, profile, max_patches: int):
-        self.arm, self.shared, self.costs, self.profile = arm, shared, costs, profile
-        self.max_patches = max_patches
-
-    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
-        mean, draws, diag = self.shared(counts, cell, seed)
-        done = {"converged": bool(diag.get("converged", False)), "attempts": int(diag.get("attempts", 1))}
-        if self.arm == "posterior_mean_dp":
-            return Calibration(params=mean, diagnostics=diag, **done)
-        from bpc.evaluate import Arm, controllers
-        from bpc.replay.profiles import get_profile
-
-        prof = get_profile(self.profile)
-        ctrls = controllers(
-            {"bayesian_dp": Arm(draws, mode=self.arm)},
-            cost_resolver(self.costs)(cell[0]),
-            plan=prof.switches,
-            max_patches=self.max_patches,
-            seed=int(seed),
-        )
-        return Calibration(controllers=ctrls, diagnostics=diag, **done)
+    refits, budget = LocoRefits(ladder, to_params=to_params), int(max_patches or POOL_SIZE)
+    shared = _Hierarchy(refits, draws=draws, costs=costs, profile=profile, max_patches=budget)
+    return {arm: functools.partial(shared.calibrate, arm=arm) for arm in HIERARCHICAL_ARMS}
 
 
 @dataclass(frozen=True)

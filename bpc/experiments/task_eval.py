@@ -178,25 +178,19 @@ def task_groups(counts: xr.Dataset) -> pd.DataFrame:
     from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
     from bpc.data.tasks import flagged_tasks
 
-    flagged = set(zip(*(flagged_tasks(counts)[c] for c in ("benchmark", "task")), strict=True))
-    n = counts["task_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values
-    k = np.nan_to_num(counts["task_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
+    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
+    n = counts["task_n"].transpose(*dims).values
     has = np.isfinite(n) & (np.nan_to_num(n) > 0)
-    solved = has & (k > 0)
-    rows = []
-    gens = [str(g) for g in counts[DIM_GENERATOR].values]
-    tasks = [str(t) for t in counts[DIM_TASK].values]
-    for i, bench in enumerate(str(b) for b in counts[DIM_BENCHMARK].values):
-        if (has[i].sum(axis=1) > 0).sum() < 2:
-            continue
-        others_solved = solved[i].sum(axis=0, keepdims=True) - solved[i]  # (G, T)
-        for j, t in zip(*np.nonzero(has[i]), strict=True):
-            if (bench, tasks[t]) in flagged:
-                group = TASK_GROUPS[2]
-            else:
-                group = TASK_GROUPS[0] if others_solved[j, t] > 0 else TASK_GROUPS[1]
-            rows.append((bench, gens[j], tasks[t], group))
-    return pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "group"])
+    solved = has & (np.nan_to_num(counts["task_pass"].transpose(*dims).values) > 0)
+    crossed = (has.any(axis=2).sum(axis=1) >= 2)[:, None, None]  # at least two generators
+    i, j, t = np.nonzero(has & crossed)
+    bench, task = (counts[d].values.astype(str)[x] for d, x in ((DIM_BENCHMARK, i), (DIM_TASK, t)))
+    others_solved = (solved.sum(axis=1, keepdims=True) - solved)[i, j, t] > 0
+    flagged = pd.MultiIndex.from_frame(flagged_tasks(counts)[["benchmark", "task"]].astype(str))
+    is_flagged = pd.MultiIndex.from_arrays([bench, task]).isin(flagged)
+    group = np.where(is_flagged, TASK_GROUPS[2], np.where(others_solved, TASK_GROUPS[0], TASK_GROUPS[1]))
+    gens = counts[DIM_GENERATOR].values.astype(str)[j]
+    return pd.DataFrame({"benchmark": bench, "generator": gens, "instance_id": task, "group": group})
 
 
 @dataclass(frozen=True)
