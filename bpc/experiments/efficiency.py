@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -440,7 +440,7 @@ def loco_efficiency(
             "progress": bool(progress) and scheduler is None,
         },
     )
-    return pd.DataFrame([row for part in parts for row in part])
+    return pd.concat([frame for part in parts for frame in part], ignore_index=True)
 
 
 def loco_calibrations(
@@ -482,7 +482,7 @@ def _loco_target(
     base_counts: xr.Dataset | None,
     config: LocoConfig,
     progress: bool,
-) -> list[dict]:
+) -> list[pd.DataFrame]:
     """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets)."""
     from bpc.progress import info
     from bpc.replay.engine import cell_pool
@@ -499,30 +499,23 @@ def _loco_target(
         info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
         for name, fit in methods.items():
             cal = fit(counts, (b, g), int(cf.seed) + 1000 * r + j)
-            base = dict(
-                benchmark=b,
-                generator=g,
-                k=-1 if k is None else int(k),
-                k_used=k_used,
-                repeat=r,
-                fold=j,
-                method=name,
-                converged=cal.converged,
-                attempts=cal.attempts,
-                **{
-                    col: cal.diagnostics.get(key, "" if key == "method" else np.nan)
-                    for key, col in _FIT_COLUMNS.items()
-                },
-            )
+            fit_cols = {
+                col: cal.diagnostics.get(key, "" if key == "method" else np.nan)
+                for key, col in _FIT_COLUMNS.items()
+            }
+            base: dict[str, Any] = dict(
+                benchmark=b, generator=g, k=-1 if k is None else int(k), k_used=k_used, repeat=r, fold=j,
+                method=name, converged=cal.converged, attempts=cal.attempts, **fit_cols,
+            )  # fmt: skip
             if not cal.converged and not cf.replay_failed:
                 empty = dict(instance_id="", policy="", utility=np.nan, prior_source="", start_mean=np.nan)
-                rows.append({**base, **empty})
+                rows.append(pd.DataFrame([{**base, **empty}]))
                 continue
             pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
             replayed = _replay_calibration(
                 cal, counts, records, pool, cell=(b, g), k_used=k_used, config=cf, budget=budget
             )
-            rows.extend({**base, **row} for row in replayed)
+            rows.append(replayed.assign(**base)[[*base, *replayed.columns]])
     return rows
 
 
@@ -536,7 +529,7 @@ def _replay_calibration(
     k_used: int,
     config: LocoConfig,
     budget: int,
-) -> list[dict]:
+) -> pd.DataFrame:
     """One calibration's controllers replayed on the target's scored tasks ``pool``: a row per (task, policy).
 
     ``budget`` is the patch budget of the planners (the target's largest pool).
@@ -573,19 +566,19 @@ def _replay_calibration(
         if is_task.any():  # else every task starts where the controller does by itself
             theta0 = (a, bb)
             start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
-    res = replay_pool(pool, ctrls, c, profile=cf.profile, theta0=theta0)
-    src = {str(i): (s, m) for i, s, m in zip(pool.instance_ids, source, start_mean, strict=True)}
-    return [
-        dict(
-            instance_id=str(i),
-            policy=str(p),
-            utility=float(u),
-            prior_source=src[str(i)][0],
-            start_mean=src[str(i)][1],
-        )
-        for p in res["policy"].values
-        for i, u in zip(res["instance"].values, res["utility"].sel(policy=p).values, strict=True)
-    ]
+    u = replay_pool(pool, ctrls, c, profile=cf.profile, theta0=theta0)["utility"].transpose(
+        "policy", "instance"
+    )
+    n = pool.n_instances
+    return pd.DataFrame(
+        {
+            "instance_id": np.tile(np.asarray(u["instance"].values, dtype=str), u.sizes["policy"]),
+            "policy": np.repeat(np.asarray(u["policy"].values, dtype=str), n),
+            "utility": u.values.ravel().astype(float),
+            "prior_source": np.tile(source, u.sizes["policy"]),
+            "start_mean": np.tile(start_mean, u.sizes["policy"]),
+        }
+    )
 
 
 def loco_table(
