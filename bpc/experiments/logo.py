@@ -628,47 +628,36 @@ def logo_target(
         raise ValueError(f"logo_target: no records of the target {b}/{g}")
     pool = cell_pool(cell_rec, prof)
     tasks = [str(t) for t in pool.instance_ids]
-    starts = logo_starts(
-        left,
-        target,
-        tasks=tasks,
-        predictive=predictive,
-        converged=converged,
-        arms=config.arms,
-        task_critic=config.task_critic,
-        draws=config.draws,
-        seed=config.seed,
-    )
+    c = config
+    kw = {"predictive": predictive, "converged": converged, "arms": c.arms, "task_critic": c.task_critic}
+    starts = logo_starts(left, target, tasks=tasks, draws=c.draws, seed=c.seed, **kw)
     candidates = simple_baselines([p for p in cell_policies(prof, pool.critics) if is_baseline(p)])
     cell = {"benchmark": b, "generator": g}
 
-    def scored(res: xr.Dataset, source: Mapping[str, str], **labels: Any) -> pd.DataFrame:
+    def scored(res: xr.Dataset, source: Any, **labels: Any) -> pd.DataFrame:
         frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
-        frame = frame.rename(columns={"instance": "instance_id"})
-        return frame.assign(source=[source.get(t, "") for t in frame["instance_id"]]).assign(**cell, **labels)
+        return frame.rename(columns={"instance": "instance_id"}).assign(source=source, **cell, **labels)
 
     util_rows = []
-    for name, spec in config.named_costs():
-        c = cost_resolver(spec)(b)
+    for name, spec in c.named_costs():
+        cost = cost_resolver(spec)(b)
         for arm, st in starts.items():
-            theta0 = (st.A, st.B)
             res = replay_pool(
-                pool, {"bayesian_dp": "bayesian_dp"}, c, profile=prof, params=st.params, theta0=theta0
+                pool, ["bayesian_dp"], cost, profile=prof, params=st.params, theta0=(st.A, st.B)
             )
-            source = dict(zip(tasks, st.source, strict=True))
-            util_rows.append(scored(res, source, costs=name, arm=arm, converged=st.converged))
-        best, train_mean = _best_baseline(records, target, c, prof, candidates)
+            util_rows.append(scored(res, st.source, costs=name, arm=arm, converged=st.converged))
+        best, train_mean = _best_baseline(records, target, cost, prof, candidates)
         if best:
-            res = replay_pool(pool, [best], c, profile=prof)
             labels = {"costs": name, "arm": BEST_BASELINE, "converged": True, "chosen_mean": train_mean}
-            util_rows.append(scored(res, {}, **labels))
+            util_rows.append(scored(replay_pool(pool, [best], cost, profile=prof), "", **labels))
     utilities = pd.concat(util_rows, ignore_index=True)
     own = counts_from_records(cell_rec).sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks})
     m, k = own["task_n"].values, own["task_pass"].values
     lpd_rows, start_rows = [], []
     for arm, st in starts.items():
-        lp = beta_binomial_logpmf(np.nan_to_num(k), np.nan_to_num(m), st.A, st.B)
-        lpd = np.where(np.nan_to_num(m) > 0, lp, np.nan)
+        lpd = np.where(
+            np.nan_to_num(m) > 0, beta_binomial_logpmf(np.nan_to_num(k), np.nan_to_num(m), st.A, st.B), np.nan
+        )
         columns = {
             "instance_id": tasks,
             "m": m,
