@@ -604,31 +604,27 @@ def summarize_stream(
     at = pd.MultiIndex.from_frame(entries[["target", "task"]])
     e = entries.assign(ref_utility=ref_u.reindex(at).to_numpy())
     e = _first(e.assign(diff=e["utility"] - e["ref_utility"], one=1.0), horizons)
+    ref = reference.assign(start=REFERENCE, controller=REFERENCE, horizon="all", one=1.0, diff=0.0, order=0)
+    e = pd.concat([e, ref.assign(ref_utility=ref["utility"])], ignore_index=True)
     per_task = e.groupby([*keys, "task"], sort=False)[["utility", "diff", "one"]].sum().reset_index()
-    ref = reference.assign(start=REFERENCE, controller=REFERENCE, horizon="all", one=1.0, diff=0.0)
-    ref = ref.assign(ref_utility=ref["utility"], order=0)
     opts = {"groups": keys, "task": "task", "strata": "target", "B": B, "seed": seed, "prob": prob}
-    tables = []
-    for frame, tasks in ((per_task, e), (ref, ref)):
-        ci = clustered_interval(frame, value="utility", count="one", **opts)
-        gap = clustered_interval(frame, value="diff", count="one", **opts)
-        g = tasks.groupby(keys, sort=False)
-        t = g.agg(
-            n_orders=("order", "nunique"),
-            n_episodes=("utility", "size"),
-            mean_utility=("utility", "mean"),
-            reference_utility=("ref_utility", "mean"),
-            gap=("diff", "mean"),
-            pass_rate=("passed", "mean"),
-            cost_per_task=("cost", "mean"),
-        ).reset_index()
-        t = t.merge(ci[[*keys, "ci_lo", "ci_hi"]], on=keys)
-        tables.append(
-            t.merge(
-                gap[keys + ["ci_lo", "ci_hi"]].rename(columns={"ci_lo": "gap_lo", "ci_hi": "gap_hi"}), on=keys
-            )
-        )
-    out = pd.concat(tables, ignore_index=True).sort_values("target", kind="stable", ignore_index=True)
+    ci, gap = (clustered_interval(per_task, value=v, count="one", **opts) for v in ("utility", "diff"))
+    out = e.groupby(keys, sort=False).agg(
+        n_orders=("order", "nunique"),
+        n_episodes=("utility", "size"),
+        mean_utility=("utility", "mean"),
+        reference_utility=("ref_utility", "mean"),
+        gap=("diff", "mean"),
+        pass_rate=("passed", "mean"),
+        cost_per_task=("cost", "mean"),
+    )
+    gap = gap.rename(columns={"ci_lo": "gap_lo", "ci_hi": "gap_hi"})
+    out = (
+        out.reset_index()
+        .merge(ci[[*keys, "ci_lo", "ci_hi"]], on=keys)
+        .merge(gap[[*keys, "gap_lo", "gap_hi"]], on=keys)
+    )
+    out = out.sort_values("target", kind="stable", ignore_index=True)
     n_all = out["target"].map(reference.groupby("target")["task"].nunique())
     h = pd.to_numeric(out["horizon"], errors="coerce").fillna(n_all)
     out["n_tasks"] = np.minimum(n_all, h).astype(int)

@@ -55,7 +55,7 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.estimate.crossed import EVIDENCE_KINDS
-from bpc.evaluate import cell_and_pooled, task_means
+from bpc.evaluate import cell_and_pooled
 from bpc.experiments.task_starts import CELL, START_SEP, check_starts
 
 if TYPE_CHECKING:
@@ -111,41 +111,28 @@ def prior_gain_table(
     """
     if "start" not in utilities.columns:
         raise ValueError("prior_gain_table: the utilities carry no 'start' column (an evaluator with starts)")
-    bayes = utilities[utilities["start"].astype(str) != ""].copy()
-    bayes["base"] = bayes["policy"].str.split(START_SEP, n=1).str[0]
-    bases = sorted(bayes["base"].unique()) if policies is None else list(policies)
-    keys = ["benchmark", "generator", "instance_id"]
-    opts = {"B": B, "seed": seed, "prob": prob}
-    out = []
-    for base in bases:
-        mine = bayes[bayes["base"] == base]
-        ref = mine[mine["start"] == reference]
-        if ref.empty:
-            continue
-        ref_m = task_means(ref.assign(policy="ref")).set_index(keys)
-        for start in sorted(set(mine["start"]) - {reference}):
-            cur = mine[mine["start"] == start]
-            cur_m = task_means(cur.assign(policy="cur")).set_index(keys)
-            fallback = (cur["prior_source"] == CELL).astype(float).groupby([cur[k] for k in keys]).max()
-            diff = pd.concat(
-                [
-                    (cur_m["utility"] - ref_m["utility"]).rename("diff"),
-                    cur_m["n_seeds"],
-                    fallback.rename("fb"),
-                ],
-                axis=1,
-                join="inner",
-            ).reset_index()
-            diff = diff[np.isfinite(diff["diff"].to_numpy(dtype=np.float64))]
-            if diff.empty:
-                continue
-            both = cell_and_pooled(
-                diff, agg={"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")}, **opts
-            )
-            out.append(both.assign(policy=base, start=start, reference=reference, prob=float(prob)))
+    bayes = utilities[utilities["start"].astype(str) != ""]
+    base = bayes["policy"].str.split(START_SEP, n=1).str[0]
+    bayes = bayes.assign(base=base, fb=(bayes["prior_source"] == CELL).astype(float))
+    bayes = bayes if policies is None else bayes[bayes["base"].isin(list(policies))]
+    keys = ["benchmark", "generator", "instance_id", "base"]
+    per = bayes.groupby([*keys, "start"]).agg(
+        u=("utility", "mean"), n_seeds=("utility", "count"), fb=("fb", "max")
+    )
+    per = per.reset_index()
+    ref = per.loc[per["start"] == reference, [*keys, "u"]]
+    diff = per[per["start"] != reference].merge(ref, on=keys, suffixes=("", "_ref"))
+    diff = diff.assign(diff=diff["u"] - diff["u_ref"]).dropna(subset=["diff"])
+    agg = {"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")}
+    out = [
+        cell_and_pooled(part, agg=agg, B=B, seed=seed, prob=prob).assign(
+            policy=str(b), start=str(s), reference=reference
+        )
+        for (b, s), part in diff.groupby(["base", "start"], sort=True)
+    ]
     if not out:
         raise ValueError(f"prior_gain_table: no policy has both the {reference!r} start and another start")
-    table = pd.concat(out, ignore_index=True)
+    table = pd.concat(out, ignore_index=True).assign(prob=float(prob))
     return table.astype({c: int for c in ("n_tasks", "n_pairs", "n_seeds", "n_fallback")})[list(GAIN_COLUMNS)]
 
 
