@@ -148,12 +148,7 @@ def heldout_instance_table(
             prof = profile.with_(critic_scope=scope, belief=belief)
             wanted = pols if label == "iid" else ("always_verify", *bayes)
             runs[label] = replay_folds(
-                records,
-                spec,
-                profile=prof,
-                policies=wanted,
-                n_folds=n_folds,
-                progress=progress,
+                records, spec, profile=prof, policies=wanted, n_folds=n_folds, progress=progress
             )
         frames += _policy_rows(runs["iid"], costs_name, "-", base)
         for label, res in runs.items():
@@ -166,22 +161,17 @@ def heldout_instance_table(
                     ok = np.isfinite(u) & np.isfinite(u_iid)
                     diff = u[ok] - u_iid[ok]
                     lo, hi = paired_bootstrap(diff) if diff.size else (np.nan, np.nan)
-                    means = (
-                        float(u_iid[ok].mean()),
-                        float(u[ok].mean()),
-                        float(diff.mean()),
-                        float(lo),
-                        float(hi),
-                    )
+                    means = [float(x) for x in (u_iid[ok].mean(), u[ok].mean(), diff.mean(), lo, hi)]
                     paired.append((costs_name, b, g, pol, label, *means, int(ok.sum())))
     table = pd.concat(frames, ignore_index=True)
     table = table[(table["belief"] == "-") | table["policy"].isin(bayes)].reset_index(drop=True)
-    cols = ["costs", "benchmark", "generator", "belief", "policy", "mean_utility", "pass_rate"]
-    cols += ["cost_per_instance", "delta", "ci_lo", "ci_hi", "n_instances"]
+    cols = (
+        "costs benchmark generator belief policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
+    )
     cells = list(zip(table["benchmark"], table["generator"], strict=True))
     order = {c: i for i, c in enumerate(cell_order(list(dict.fromkeys(cells))))}
-    table["_cell"] = [order[c] for c in cells]
-    table = table.sort_values(["costs", "_cell"], kind="stable")[cols].reset_index(drop=True)
+    table = table.assign(_cell=[order[c] for c in cells]).sort_values(["costs", "_cell"], kind="stable")
+    table = table[(cols + "n_instances").split()].reset_index(drop=True)
     return table, pd.DataFrame(paired, columns=PAIRED_COLUMNS)
 
 

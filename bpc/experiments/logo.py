@@ -249,45 +249,37 @@ def crossed_without(left: xr.Dataset, benchmark: str) -> CrossedOthers:
     from bpc.estimate.crossed import crossed_eb, crossed_layout, fit_crossed_eb
     from bpc.schema import has_task_counts
 
-    empty = CrossedOthers((), np.zeros(0), np.zeros(0), float("nan"), "", False)
+    def unusable(gens: Sequence[str] = ()) -> CrossedOthers:
+        return CrossedOthers(tuple(gens), np.zeros(0), np.zeros(0), float("nan"), "", False)
+
     if not has_task_counts(left) or benchmark not in [str(b) for b in left[DIM_BENCHMARK].values]:
-        return empty
+        return unusable()
     others = _others_with_tasks(left, benchmark)
-    if not others:
-        return empty
-    layout = crossed_layout(left)
-    eb = fit_crossed_eb(left) if layout else None
-    if benchmark in layout:
-        assert eb is not None
-        sel = eb.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: layout[benchmark]})
-        return CrossedOthers(
-            tuple(layout[benchmark]),
-            np.asarray(sel["task_loc"].values, dtype=np.float64),
-            np.asarray(sel["task_kappa"].values, dtype=np.float64),
-            float(sel["task_sigma"].values),
-            "fitted",
-            bool(sel["converged"].values),
-        )
+    layout = crossed_layout(left) if others else {}
     donors = [b for b in layout if b != benchmark]
-    if len(others) != 1 or not donors:
-        return CrossedOthers(tuple(others), np.zeros(0), np.zeros(0), float("nan"), "", False)
-    assert eb is not None
-    sig = np.asarray(eb["task_sigma"].sel({DIM_BENCHMARK: donors}).values, dtype=np.float64)
-    sigma = float(np.exp(np.mean(np.log(sig))))
-    n = left["task_n"].sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: others[0]}).values
-    k = left["task_pass"].sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: others[0]}).values
-    fit = crossed_eb(
-        np.asarray(n, dtype=np.float64)[:, None], np.asarray(k, dtype=np.float64)[:, None], sigma=sigma
+    if benchmark not in layout and (len(others) != 1 or not donors):
+        return unusable(others)
+    eb = fit_crossed_eb(left)
+    if benchmark in layout:
+        sel = eb.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: layout[benchmark]})
+        loc, kap, sig = (
+            np.asarray(sel[v].values, dtype=np.float64) for v in ("task_loc", "task_kappa", "task_sigma")
+        )
+        return CrossedOthers(
+            tuple(layout[benchmark]), loc, kap, float(sig), "fitted", bool(sel["converged"].values)
+        )
+    sigma = float(
+        np.exp(np.mean(np.log(np.asarray(eb["task_sigma"].sel({DIM_BENCHMARK: donors}).values, float))))
     )
-    loc, kap, ok = float(fit.loc[0]), float(fit.kappa[0]), fit.converged
-    donors_ok = bool(np.asarray(eb["converged"].sel({DIM_BENCHMARK: donors}).values).all())
+    n, k = (
+        np.asarray(left[v].sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: others[0]}).values, float)
+        for v in ("task_n", "task_pass")
+    )
+    fit = crossed_eb(n[:, None], k[:, None], sigma=sigma)
+    ok = fit.converged and bool(np.asarray(eb["converged"].sel({DIM_BENCHMARK: donors}).values).all())
+    borrowed = "borrowed from " + "+".join(sorted(donors))
     return CrossedOthers(
-        (others[0],),
-        np.array([loc]),
-        np.array([kap]),
-        sigma,
-        "borrowed from " + "+".join(sorted(donors)),
-        ok and donors_ok,
+        (others[0],), np.array([float(fit.loc[0])]), np.array([float(fit.kappa[0])]), sigma, borrowed, ok
     )
 
 
@@ -352,22 +344,6 @@ def new_generator_place(
     return loc, np.maximum(kappa_w, 1e-6), clipped
 
 
-def _task_evidence(
-    left: xr.Dataset, benchmark: str, gens: Sequence[str], tasks: Sequence[str], kind: str, critic: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """The other generators' evidence on ``tasks``: ``(T, G)`` patches m and passes k (NaN = none)."""
-    sub = left.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: list(gens)})
-    sub = sub.reindex({DIM_TASK: list(tasks)})
-    if kind == _ORACLE:
-        m, k = sub["task_n"], sub["task_pass"]
-    else:
-        m, k = (sub[v].sel({DIM_CRITIC: critic}) for v in ("task_critic_n", "task_critic_pass"))
-    return (
-        np.asarray(m.transpose(DIM_TASK, DIM_GENERATOR).values, dtype=np.float64),
-        np.asarray(k.transpose(DIM_TASK, DIM_GENERATOR).values, dtype=np.float64),
-    )
-
-
 def _task_prior(
     crossed: CrossedOthers,
     left: xr.Dataset,
@@ -386,21 +362,21 @@ def _task_prior(
     T = len(tasks)
     if not crossed.usable:
         return np.full(T, np.nan), np.full(T, np.nan), np.zeros(T, dtype=bool), 0
-    gens = list(crossed.generators)
-    m, k = _task_evidence(left, benchmark, gens, tasks, kind, critic)
-    S = pi.shape[0]
+    gens, S = list(crossed.generators), pi.shape[0]
+    sub = left.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: gens}).reindex({DIM_TASK: list(tasks)})
+    names = ("task_n", "task_pass") if kind == _ORACLE else ("task_critic_n", "task_critic_pass")
+    sub = sub if kind == _ORACLE else sub.sel({DIM_CRITIC: critic})
+    # the other generators' evidence (T, G), then the target's: nothing
+    m, k = (
+        np.column_stack([sub[v].transpose(DIM_TASK, DIM_GENERATOR).values, np.full(T, np.nan)]) for v in names
+    )
     loc_new, kw_new, clipped = new_generator_place(pi, kappa, crossed.sigma)
     loc = np.column_stack([np.repeat(crossed.loc[None], S, axis=0), loc_new])
     kap = np.column_stack([np.repeat(crossed.kappa[None], S, axis=0), kw_new])
-    m = np.column_stack([m, np.full(T, np.nan)])  # the target: nothing
-    k = np.column_stack([k, np.full(T, np.nan)])
     tpr = fpr = None
     if kind == _CRITIC:
-        rates = laplace(left)[["tpr", "fpr"]].sel(
-            {DIM_BENCHMARK: benchmark, DIM_GENERATOR: gens, DIM_CRITIC: critic}
-        )
-        t = np.asarray(rates["tpr"].values, dtype=np.float64)
-        f = np.asarray(rates["fpr"].values, dtype=np.float64)
+        rates = laplace(left).sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: gens, DIM_CRITIC: critic})
+        t, f = (np.asarray(rates[v].values, dtype=np.float64) for v in ("tpr", "fpr"))
         known = np.isfinite(t) & np.isfinite(f)
         m[:, :-1] = np.where(known[None], m[:, :-1], np.nan)
         tpr = np.repeat(np.r_[np.nan_to_num(t, nan=0.5), 0.5][None], S, axis=0)
