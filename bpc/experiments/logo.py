@@ -753,17 +753,14 @@ def run_logo(
     from bpc.experiments.stream import leave_cell_out, left_out_fit
     from bpc.progress import info
 
-    have = set(
-        map(tuple, records[["benchmark", "generator"]].astype(str).drop_duplicates().to_numpy().tolist())
-    )
-    for b, g in config.targets:
-        if (b, g) not in have:
-            raise ValueError(f"run_logo: no records of the target {b}/{g}")
+    have = set(map(tuple, records[["benchmark", "generator"]].astype(str).to_numpy().tolist()))
+    if missing := [f"{b}/{g}" for b, g in config.targets if (b, g) not in have]:
+        raise ValueError(f"run_logo: no records of the target {missing[0]}")
     fits = dict(fits or {})
     ladder = RefitLadder(counts, presets=config.presets, cache=fit_cache, progress=progress)
     parts: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     fit_rows = []
-    diag = ("ok", "max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "preset", "attempts")
+    diag = "ok max_rhat min_ess_bulk min_ess_tail divergences preset attempts chains draws wall_time".split()
     for b, g in config.targets:
         t0 = time.perf_counter()
         left = leave_cell_out(counts, b, g)
@@ -773,13 +770,9 @@ def run_logo(
                 fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=config.seed)
             summary = fit_summary(fits[(b, g)])
             ok = summary["converged"]
-            more = {k: summary.get(k) for k in ("chains", "draws", "wall_time")}
-            fit_rows.append({"benchmark": b, "generator": g, **{k: summary.get(k) for k in diag}, **more})
-            if not ok:
-                info(
-                    f"logo: the fit without {b}/{g} FAILED its convergence check; its arms are flagged",
-                    enabled=progress,
-                )
+            fit_rows.append({"benchmark": b, "generator": g, **{k: summary.get(k) for k in diag}})
+            failed = f"logo: the fit without {b}/{g} FAILED its convergence check; its arms are flagged"
+            info(failed, enabled=progress and not ok)
             predictive = posterior_params(fits[(b, g)], benchmarks=[b], generators=[g], seed=config.seed)
         parts.append(logo_target(records, left, (b, g), config=config, predictive=predictive, converged=ok))
         info(f"logo: {b}/{g} scored in {time.perf_counter() - t0:.0f} s", enabled=progress)
