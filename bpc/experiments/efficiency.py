@@ -653,11 +653,9 @@ def loco_table(
             f"loco_table: reference method {reference!r} not among {sorted(set(utilities['method']))}"
         )
     wide = wide.reindex(columns=sorted(set(wide.columns) | {reference}))  # a reference never used: NaN
-    parts = []
-    for m in wide.columns:
-        d = (wide[m] - wide[reference]).rename("diff").to_frame().assign(u=wide[m])
-        parts.append(d.reset_index().assign(method=m))
-    long = pd.concat(parts, ignore_index=True).dropna(subset=["diff"])
+    wide = wide.rename_axis(columns="method")
+    long = pd.concat({"diff": wide.sub(wide[reference], axis=0).stack(), "u": wide.stack()}, axis=1)
+    long = long.reset_index().dropna(subset=["diff"])
     per_task = (
         long.groupby(["benchmark", "generator", "k", "method", "policy", "instance_id"])
         .agg(diff=("diff", "mean"), u=("u", "mean"), n_repeats=("repeat", "nunique"))
