@@ -226,9 +226,7 @@ def _write(run, out: Path) -> Path:
     truth = run.panel.truth["prior"].to_dataframe(name="true_prior").reset_index()
     priors = priors.merge(truth, on=["benchmark", "generator"], how="left")
     write_csv(priors, out / "priors.csv")
-    covered = (
-        (priors["true_prior"] >= priors["wilson_lo"]) & (priors["true_prior"] <= priors["wilson_hi"])
-    ).mean()
+    covered = priors["true_prior"].between(priors["wilson_lo"], priors["wilson_hi"]).mean()
     report.text(
         f"Prior P(pass) per cell in [`priors.csv`](priors.csv): counts (`n_instances`, `n_patches`, "
         "`n_pass`), the add-one estimate `prior`, its Wilson 95% interval (`wilson_lo`, `wilson_hi`), "
@@ -280,8 +278,7 @@ def _write(run, out: Path) -> Path:
     write_csv(deltas, out / "protocol_delta.csv")
     write_csv(baselines, out / "protocol_baselines.csv")
     write_csv(protocol_cell_table(deltas, baselines), out / "protocol_cells.csv")
-    seeds = run.protocol.metadata["config"]["seeds"]
-    n_folds = run.protocol.metadata["config"]["n_folds"]
+    seeds, n_folds = (run.protocol.metadata["config"][k] for k in ("seeds", "n_folds"))
     n_tasks = int(deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
     report.text(
         f"The `bpc` profile (instance belief: patches of one task share its difficulty) under bpc's "
@@ -323,19 +320,18 @@ def _write(run, out: Path) -> Path:
     save(tree, out / "posterior.nc")  # atomic (bpc.outputs.atomic_file)
     post = posterior_params(tree)
     sampler = cfg.sampler
+    failed = (
+        "FAILED: "
+        + "; ".join(diag.failures)
+        + (" (expected with --quick's short chains)." if cfg.quick else ".")
+    )
     report.text(
         f"The cell-level model (no task effects), fitted on all {len(priors)} cells "
         f"({sampler['chains']} chains × {sampler['draws']} draws, sampler "
         f"{json.loads(tree.attrs['config'])['sampler']}); saved as `posterior.nc` (ArviZ DataTree, netCDF). "
         f"Diagnostics: max R-hat {diag.max_rhat:.4f}, min bulk ESS {diag.min_ess_bulk:.0f}, min tail ESS "
         f"{diag.min_ess_tail:.0f}, {diag.divergences} divergences — "
-        + (
-            "all within the pinned thresholds."
-            if diag.ok
-            else "FAILED: "
-            + "; ".join(diag.failures)
-            + (" (expected with --quick's short chains)." if cfg.quick else ".")
-        )
+        + ("all within the pinned thresholds." if diag.ok else failed)
     )
     moves = shrinkage_table(params, post)
     write_csv(moves, out / "shrinkage.csv")
