@@ -104,19 +104,15 @@ def efficiency_view(eff: pd.DataFrame, ks: Sequence[int] = (0, 1, 3, 10, -1)) ->
         ``target, k, arm, reference, diff, ci_lo, ci_hi, n_tasks, repeats, refits`` (converged /
         all; excluded = the rest, unless flagged as used) and ``flag``.
     """
-    t = eff[(eff["method"] != eff["reference"]) & eff["k"].isin(list(ks))].copy()
-    t["target"] = t["benchmark"] + "/" + t["generator"]
-    t["k"] = ["all" if k < 0 else str(k) for k in t["k"].to_numpy(dtype=np.int64).tolist()]
-    conv = t["n_converged"].to_numpy(dtype=np.int64)
-    n_all = t["n_calibrations"].to_numpy(dtype=np.int64)
-    arms = t["method"].astype(str).tolist()
-    t["refits"] = [
-        f"{c}/{n}" if m in HIERARCHICAL_ARMS else "—" for c, n, m in zip(conv, n_all, arms, strict=True)
-    ]
-    out = t.rename(columns={"method": "arm", "n_repeats": "repeats"})
-    return out[
-        ["target", "k", "arm", "reference", "diff", "ci_lo", "ci_hi", "n_tasks", "repeats", "refits", "flag"]
-    ].reset_index(drop=True)
+    t = eff[(eff["method"] != eff["reference"]) & eff["k"].isin(list(ks))]
+    refits = t["n_converged"].astype(int).astype(str) + "/" + t["n_calibrations"].astype(int).astype(str)
+    t = t.assign(
+        target=t["benchmark"] + "/" + t["generator"],
+        k=np.where(t["k"] < 0, "all", t["k"].astype(int).astype(str)),
+        refits=refits.where(t["method"].isin(HIERARCHICAL_ARMS), "—"),
+    ).rename(columns={"method": "arm", "n_repeats": "repeats"})
+    cols = "target k arm reference diff ci_lo ci_hi n_tasks repeats refits flag".split()
+    return t[cols].reset_index(drop=True)
 
 
 def efficiency_paragraph(eff: pd.DataFrame) -> str:
@@ -143,12 +139,10 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
     for (arm, ref), sub in t.groupby(["method", "reference"], sort=False):
         items = []
         for k, s in sub.groupby("k", sort=True):
-            win, lose = int((s["ci_lo"] > 0).sum()), int((s["ci_hi"] < 0).sum())
-            k_int = int(str(k))
-            label = "all" if k_int < 0 else str(k_int)
+            win, lose, label = int((s["ci_lo"] > 0).sum()), int((s["ci_hi"] < 0).sum()), int(str(k))
             items.append(
-                f"k={label}: mean {s['diff'].mean():+.2f}, wins {win}, ties {len(s) - win - lose}, "
-                f"loses {lose} of {len(s)}"
+                f"k={'all' if label < 0 else label}: mean {s['diff'].mean():+.2f}, wins {win}, "
+                f"ties {len(s) - win - lose}, loses {lose} of {len(s)}"
             )
         conv = ""
         if arm in HIERARCHICAL_ARMS and ref == "laplace":
