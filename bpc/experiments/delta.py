@@ -269,32 +269,21 @@ def posterior_delta(
         names = ["always_verify", *names]
     items = {**{n: n for n in names}, **controllers}
     n = pool.n_instances
-    util = {}
-    for start in range(0, n, chunk):
-        idx = np.arange(start, min(n, start + chunk))
-        res = replay_pool(pool.subset(idx), items, costs, profile="paper")
-        for p in res["policy"].values:
-            util.setdefault(str(p), []).append(res["utility"].sel(policy=p).values)
-    util = {p: np.concatenate(v) for p, v in util.items()}
-    ref = util["always_verify"]
+    res = [
+        replay_pool(pool.subset(np.arange(i, min(n, i + chunk))), items, costs, profile="paper")
+        for i in range(0, n, chunk)
+    ]
+    util = xr.concat([r["utility"] for r in res], dim="instance").transpose("policy", "instance")
     rows = []
-    for p, u in util.items():
+    for p, u in zip(util["policy"].values.astype(str), util.values, strict=True):
         if not np.isfinite(u).all():
             continue
-        diff = (u - ref).reshape(S, n_per_draw)
+        diff = (u - util.sel(policy="always_verify").values).reshape(S, n_per_draw)
         d = diff.mean(axis=1)
         mc = diff.std(axis=1, ddof=1).mean() / np.sqrt(n_per_draw) if n_per_draw > 1 else np.nan
-        ci = credible_interval(xr.DataArray(d, dims=DIM_DRAW), prob=prob, kind=kind).values
-        row = {
-            "policy": p,
-            "post_mean": float(d.mean()),
-            "post_lo": float(ci[0]),
-            "post_hi": float(ci[1]),
-            "p_positive": float((d > 0).mean()),
-            "mc_se": float(mc),
-            "n_draws": S,
-            "n_per_draw": n_per_draw,
-        }
+        lo, hi = credible_interval(xr.DataArray(d, dims=DIM_DRAW), prob=prob, kind=kind).values
+        row = {"policy": p, "post_mean": float(d.mean()), "post_lo": float(lo), "post_hi": float(hi)}
+        row.update(p_positive=float((d > 0).mean()), mc_se=float(mc), n_draws=S, n_per_draw=n_per_draw)
         if n_eval is not None:
             row["pred_lo"], row["pred_hi"] = _predictive_interval(diff, int(n_eval), prob=prob, kind=kind)
         rows.append(row)
