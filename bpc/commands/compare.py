@@ -68,7 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print where the report is."""
+    from bpc.choices import check_choices
     from bpc.commands._input import study_source
+    from bpc.constants import SAMPLER_PRESETS
     from bpc.experiments.compare import CompareConfig, compare
     from bpc.outputs import atomic_folder, check_output_folder, reading, run_config
     from bpc.report.compare import write_compare
@@ -77,21 +79,15 @@ def run(args: argparse.Namespace) -> int:
     inputs = [*read, args.costs, *[p for p in (args.posterior,) if p not in (None, "conjugate")]]
     with reading(*inputs):  # --out must not hold (and so replace) the corpus or the posterior it reads
         check_output_folder(args.out)
-    if args.refit_cache is not None and args.refit_cache.exists() and not args.refit_cache.is_dir():
-        raise NotADirectoryError(f"--refit-cache {args.refit_cache} is not a folder")
-    if args.refit_cache is not None and args.refit_cache.resolve().is_relative_to(args.out.resolve()):
-        raise ValueError(
-            f"--refit-cache {args.refit_cache} lies inside --out {args.out}, which the run replaces"
-        )
-
+    cache = args.refit_cache
+    if cache is not None and cache.exists() and not cache.is_dir():
+        raise NotADirectoryError(f"--refit-cache {cache} is not a folder")
+    if cache is not None and cache.resolve().is_relative_to(args.out.resolve()):
+        raise ValueError(f"--refit-cache {cache} lies inside --out {args.out}, which the run replaces")
     for name, value in (("--draws", 1 if args.draws is None else args.draws), ("--repeats", args.repeats)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
-    if args.refit_preset:
-        from bpc.choices import check_choices
-        from bpc.constants import SAMPLER_PRESETS
-
-        check_choices(args.refit_preset, sorted(SAMPLER_PRESETS), what="--refit-preset")
+    check_choices(args.refit_preset, sorted(SAMPLER_PRESETS), what="--refit-preset")
     if args.scale is not None and args.scale <= 0:
         raise ValueError(f"--scale must be > 0, got {args.scale}")
     if args.posterior not in (None, "conjugate") and not Path(args.posterior).exists():

@@ -20,7 +20,7 @@ task-clustered percentile bootstraps (docs: bpc.experiments.stream).
 
 Writes DIR/stream.csv (one row per target, start, controller, horizon),
 DIR/contrasts.csv (hierarchical - none, laplace-pooled - none; per target and
-averaged over a benchmark family), DIR/acceptance.csv, DIR/stream.nc (every
+pooled over a benchmark family), DIR/acceptance.csv, DIR/stream.nc (every
 episode's utility), DIR/report.md and DIR/manifest.json (config, versions, notes, fit diagnostics).
 """
 
@@ -120,17 +120,14 @@ def _markdown(result: Result, config: StreamConfig) -> str:
         "",
         *[f"- {n}" for n in meta["notes"]],
     ]
-    for title, name, empty in (
-        (
-            "Acceptance checks",
-            "acceptance",
-            "needs the starts none and hierarchical and the plugin controller",
-        ),
+    empty = "needs the starts none and hierarchical and the plugin controller"
+    for title, name, none in (
+        ("Acceptance checks", "acceptance", empty),
         ("Mean utility per task", "stream", "no entries"),
         ("Contrasts", "contrasts", "none"),
     ):
         frame = tables[name]
-        lines += ["", f"## {title}", "", markdown_table(frame, decimals=2) if len(frame) else f"({empty})"]
+        lines += ["", f"## {title}", "", markdown_table(frame, decimals=2) if len(frame) else f"({none})"]
     return "\n".join([*lines, ""])
 
 

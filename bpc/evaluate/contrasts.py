@@ -221,21 +221,18 @@ def contrast(
             f"contrast: none of the references {list(references)} among the policies {sorted(have)}"
         )
     pols = sorted(have) if policies is None else [p for p in policies if p in have]
-    wide = means.pivot_table(
-        index=["benchmark", "generator", "instance_id"], columns="policy", values="utility"
+    wide, n = (
+        means.pivot_table(index=[*_CELL, "instance_id"], columns="policy", values=v)
+        for v in ("utility", "n_seeds")
     )
-    seeds_wide = means.pivot_table(
-        index=["benchmark", "generator", "instance_id"], columns="policy", values="n_seeds"
-    )
-    parts = []
-    for ref in refs:
-        for pol in pols:
-            if pol == ref:
-                continue
-            diff = (wide[pol] - wide[ref]).rename("diff")
-            n_seeds = seeds_wide[[pol, ref]].min(axis=1).rename("n_seeds")
-            part = pd.concat([diff, n_seeds], axis=1).reset_index()
-            parts.append(part.assign(policy=pol, reference=ref))
+    parts = [
+        pd.DataFrame({"diff": wide[p] - wide[r], "n_seeds": n[[p, r]].min(axis=1)})
+        .reset_index()
+        .assign(policy=p, reference=r)
+        for r in refs
+        for p in pols
+        if p != r
+    ]
     long = pd.concat(parts, ignore_index=True)
     long = long[np.isfinite(long["diff"].to_numpy(dtype=np.float64))]
     groups = ["benchmark", "generator", "reference", "policy"]

@@ -142,16 +142,15 @@ def training_counts(
     if base is None or table_cells == "keep":
         return counts
     scored = {b for b, _ in split.cells}
-    replayed = set(split.cells) | {
-        (str(b), str(g)) for b, g in records[_CELL].drop_duplicates().to_numpy().tolist()
-    }
-    for b in counts[DIM_BENCHMARK].values.tolist():
-        for g in counts[DIM_GENERATOR].values.tolist():
-            if str(b) in scored and (str(b), str(g)) not in replayed:
-                sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
-                for var in COUNT_VARS:
-                    counts[var].loc[sel] = np.nan
-    return counts
+    replayed = set(split.cells) | set(
+        map(tuple, records[_CELL].astype(str).drop_duplicates().to_numpy().tolist())
+    )
+    bs, gs = (counts[d].values.astype(str) for d in (DIM_BENCHMARK, DIM_GENERATOR))
+    blank = [[b in scored and (b, g) not in replayed for g in gs] for b in bs]
+    keep = xr.DataArray(
+        ~np.array(blank, dtype=bool).reshape(len(bs), len(gs)), dims=(DIM_BENCHMARK, DIM_GENERATOR)
+    )
+    return counts.assign({var: counts[var].where(keep) for var in COUNT_VARS})
 
 
 def _mask_scored_tasks(counts: xr.Dataset, split: Split) -> xr.Dataset:

@@ -224,7 +224,7 @@ def compare_cells(
         .reset_index()
     )  # fmt: skip
     d = contrast(u, references=("always_verify",))
-    table = table.merge(d[[*keys, "delta", "ci_lo", "ci_hi"]], on=keys, how="left")
+    table = table.merge(d[[*keys, "delta", "ci_lo", "ci_hi"]], on=keys, how="left").assign(prob=CI_PROB)
     table.loc[table["policy"] == "always_verify", ["delta", "ci_lo", "ci_hi"]] = 0.0
     f = pd.concat(folds, ignore_index=True)
     cols = [c for c in (*_POSTERIOR_COLUMNS, *_DRAW_COLUMNS, "delta") if c in f.columns]
@@ -492,88 +492,58 @@ def compare(
     """
     from bpc.decide.uncertainty import first_action_table
     from bpc.estimate.model.refits import KHAT_MAX, RefitLadder
+    from bpc.evaluate import contrast
+    from bpc.experiments.ablation import ablation_evaluator, ablation_table
+    from bpc.experiments.delta import coverage_intervals, predicted_vs_realised, predictive_coverage
     from bpc.experiments.posterior import check_posterior_cells, fit_posterior
-
-    cf = config
-    source, posterior, quick, seed, targets = cf.source, cf.posterior, cf.quick, cf.seed, cf.targets
-    costs = cf.costs
     from bpc.experiments.protocol import ProtocolConfig, run_protocol
     from bpc.experiments.sources import load_source
     from bpc.progress import info, stage
 
+    cf, quick, seed, posterior = config, config.quick, config.seed, config.posterior
     draws = (40 if quick else 200) if cf.draws is None else int(cf.draws)
     scale = (0.3 if quick else 1.0) if cf.scale is None else float(cf.scale)
-    cost_fn = cost_resolver(costs)
-    preset = "quick" if quick else "default"
+    cost_fn, preset = cost_resolver(cf.costs), "quick" if quick else "default"
     seeds = FOLD_SEEDS[:1] if quick else FOLD_SEEDS
-
-    with stage(f"load {source}", enabled=progress):
-        data = load_source(
-            source,
-            seed=seed,
-            scale=scale,
-            benchmarks=cf.benchmarks,
-            generators=cf.generators,
-            progress=progress,
-        )
-    info(
-        f"{len(data.cells)} replayed cell(s): {', '.join(f'{b}/{g}' for b, g in data.cells)}",
-        enabled=progress,
-    )
-    chosen: list[Cell] = (
+    with stage(f"load {cf.source}", enabled=progress):
+        where = {"benchmarks": cf.benchmarks, "generators": cf.generators}
+        data = load_source(cf.source, seed=seed, scale=scale, progress=progress, **where)
+    cells_txt = ", ".join(f"{b}/{g}" for b, g in data.cells)
+    info(f"{len(data.cells)} replayed cell(s): {cells_txt}", enabled=progress)
+    chosen = (
         default_targets(data.cells, quick=quick)
-        if targets is None
-        else [(str(b), str(g)) for b, g in targets]
+        if cf.targets is None
+        else [(str(b), str(g)) for b, g in cf.targets]
     )
+    on_targets = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
+    folds = {"trajectories": data.trajectories, "base_counts": data.counts}
     with stage(f"evaluation protocol ({len(seeds)} seed(s) × 5 folds, bpc profile)", enabled=progress):
-        pols = PROTOCOL_POLICIES
-        proto = run_protocol(
-            data.records,
-            ProtocolConfig(cost_fn, profile="bpc", policies=pols, seeds=seeds),
-            trajectories=data.trajectories,
-            base_counts=data.counts,
-        )
-    abl = None
+        protocol = ProtocolConfig(cost_fn, profile="bpc", policies=PROTOCOL_POLICIES, seeds=seeds)
+        proto = run_protocol(data.records, protocol, **folds)
+    abl = pred = cov = checks = None
     if cf.ablation:
-        from bpc.evaluate import contrast
-        from bpc.experiments.ablation import ablation_evaluator, ablation_table
-
         with stage(f"ablation of the instance-aware gain ({len(chosen)} cell(s))", enabled=progress):
-            on_targets = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
-            res = run_protocol(
-                data.records[on_targets],
-                ProtocolConfig(seeds=seeds),
-                evaluate=ablation_evaluator(cost_fn),
-                trajectories=data.trajectories,
-                base_counts=data.counts,
-            )
-            u = res.tables["utilities"]
+            ev = ablation_evaluator(cost_fn)
+            u = run_protocol(data.records[on_targets], ProtocolConfig(seeds=seeds), evaluate=ev, **folds)
+            u = u.tables["utilities"]
             abl = ablation_table(contrast(u, references=("always_verify", "best_simple", "iid_dp")), u)
-    pred = cov = checks = None
     if cf.predictive:
-        from bpc.experiments.delta import coverage_intervals, predicted_vs_realised, predictive_coverage
-
         with stage("predicted vs realised Δ", enabled=progress):
-            keep = pd.MultiIndex.from_frame(data.records[["benchmark", "generator"]]).isin(chosen)
             checks = predictive_coverage(
-                data.records[keep],
+                data.records[on_targets],
                 costs=cost_fn,
                 policies=["bayesian_dp", "bayesian_greedy", "stop", "best_of_3", "gate_test"],
                 fold_seeds=(seeds[0],),
                 sim=Simulation(n_draws=20 if quick else 60, n_per_draw=60 if quick else 200, seed=seed),
             )
-            pred = predicted_vs_realised(checks)
-            cov = coverage_intervals(checks, by=("policy",))
+            pred, cov = predicted_vs_realised(checks), coverage_intervals(checks, by=("policy",))
     # one refit ladder, compiled once, for the posterior fits and the efficiency refits (its template
     # spans every count set fitted later); none when no hierarchical fit is made
     ladder = None
     if posterior is None or (cf.efficiency and cf.hierarchical):
+        presets = cf.refit_presets or (("refit-quick",) if quick else REFIT_PRESETS)
         ladder = RefitLadder(
-            data.counts,
-            presets=cf.refit_presets or (("refit-quick",) if quick else REFIT_PRESETS),
-            cache=cf.refit_cache,
-            kernels="measured",
-            progress=progress,
+            data.counts, presets=presets, cache=cf.refit_cache, kernels="measured", progress=progress
         )
     with stage("posterior (every cell, every task: policy uncertainty)", enabled=progress):
         post = fit_posterior(
@@ -589,30 +559,17 @@ def compare(
     with stage(f"replay on held-out tasks ({N_FOLDS} folds, seed {seeds[0]})", enabled=progress):
         sim = Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed)
         critics = decision_critics(data.counts[DIM_CRITIC].values)  # the data's critics, a user's own too
-        table = compare_cells(
-            data,
-            fold_posterior,
-            sim,
-            costs=cost_fn,
-            critics=critics,
-            robust_draws=draws,
-            seeds=seeds[:1],
-            progress=progress,
-        )
+        kw = {"costs": cost_fn, "critics": critics, "robust_draws": draws, "seeds": seeds[:1]}
+        table = compare_cells(data, fold_posterior, sim, progress=progress, **kw)
     with stage("policy uncertainty", enabled=progress):
         unc = posterior_policy_uncertainty(post.params, data.cells, cost_fn, draws=draws, progress=progress)
-        first = first_action_table(unc)
     eff = pairs = None
     if cf.efficiency:
         with stage(f"data efficiency (leave one cell out, {len(chosen)} target(s))", enabled=progress):
-            eff, pairs = _efficiency(
-                data,
-                chosen,
-                cf,
-                ladder=ladder if cf.hierarchical else None,
-                scheduler=scheduler,
-                progress=progress,
-            )
+            hier = ladder if cf.hierarchical else None
+            eff, pairs = _efficiency(data, chosen, cf, ladder=hier, scheduler=scheduler, progress=progress)
+    folds_txt = f"{N_FOLDS}-fold cross-fitting over tasks"
+    failed = "used and flagged" if cf.include_failed else "excluded and counted"
     described = {
         "source": data.label,
         "posterior": post.description,
@@ -620,37 +577,24 @@ def compare(
         "draws (policy uncertainty, robust, thompson)": draws,
         "quick": quick,
         "seed": seed,
-        "protocol": f"{N_FOLDS}-fold cross-fitting over tasks, seeds {', '.join(map(str, seeds))}, "
-        "bpc profile",
+        "protocol": f"{folds_txt}, seeds {', '.join(map(str, seeds))}, bpc profile",
         "efficiency targets": ", ".join(f"{b}/{g}" for b, g in chosen),
         "efficiency repeats": cf.repeats,
-        "efficiency refits": "one fit per target, reweighted per calibration where Pareto k̂ ≤ "
-        f"{KHAT_MAX}, else refitted; failed fits "
-        + ("used and flagged" if cf.include_failed else "excluded and counted"),
+        "efficiency refits": f"one fit per target, reweighted per calibration where Pareto k̂ ≤ {KHAT_MAX}, "
+        f"else refitted; failed fits {failed}",
         "scheduler": "this process" if scheduler is None else str(scheduler),
-        "posterior controllers": f"{N_FOLDS}-fold cross-fitting over tasks, seed {seeds[0]}, one posterior "
-        "per fold from its training tasks (a loaded posterior is used as given)",
+        "posterior controllers": f"{folds_txt}, seed {seeds[0]}, one posterior per fold from its training "
+        "tasks (a loaded posterior is used as given)",
         "credible interval": f"{CI_PROB:.0%} {CI_KIND}",
         # the task report: tasks nothing passes, identical solved sets, empty diffs
         "data choices": notes_digest(data.counts.attrs.get("notes", []))
         + task_choices(data.counts, records=data.records),
     }
+    tables = {"protocol": proto.tables["deltas"], "baselines": proto.tables["baselines"], "ablation": abl}
+    tables.update(predicted=pred, coverage=cov, checks=checks, efficiency_pairs=pairs)
+    first, diagnostics = first_action_table(unc), dict(post.diagnostics)
     return CompareResult(
-        label=data.label,
-        cells=list(data.cells),
-        table=table,
-        uncertainty=unc,
-        first_actions=first,
-        efficiency=eff,
-        config=described,
-        posterior_diagnostics=dict(post.diagnostics),
-        protocol=proto.tables["deltas"],
-        baselines=proto.tables["baselines"],
-        ablation=abl,
-        predicted=pred,
-        coverage=cov,
-        checks=checks,
-        efficiency_pairs=pairs,
+        data.label, list(data.cells), table, unc, first, eff, described, diagnostics, **tables
     )
 
 

@@ -144,12 +144,11 @@ def simulate_pool(
         ck = np.broadcast_to(np.asarray(critic_kappa, dtype=float), (K, 2))
         per_inst = []
         for y, base in ((0, fpr[draw]), (1, tpr[draw])):  # (n, K) rates per instance and label
-            kc = ck[:, y][None, :]
-            dep = np.isfinite(kc) & (kc > 0) & np.isfinite(base)
-            r = np.clip(np.nan_to_num(base), 0.0, 1.0)
-            k = np.where(dep, kc, 1.0)
-            drawn = rng.beta(np.maximum(r * k, 1e-300), np.maximum((1 - r) * k, 1e-300))
-            per_inst.append(np.where(dep, drawn, base))
+            dep = np.isfinite(ck[None, :, y]) & (ck[None, :, y] > 0) & np.isfinite(base)
+            r, k = np.clip(np.nan_to_num(base), 0.0, 1.0), np.where(dep, ck[None, :, y], 1.0)
+            per_inst.append(
+                np.where(dep, rng.beta(np.maximum(r * k, 1e-300), np.maximum((1 - r) * k, 1e-300)), base)
+            )
         rate = np.where(Y[..., None] == 1, per_inst[1][:, None, :], per_inst[0][:, None, :])
     z = np.where(np.isfinite(rate), (u_z < np.nan_to_num(rate)).astype(np.int8), np.int8(-1)).astype(np.int8)
     width = len(str(max(S - 1, 0)))
@@ -270,32 +269,21 @@ def posterior_delta(
         names = ["always_verify", *names]
     items = {**{n: n for n in names}, **controllers}
     n = pool.n_instances
-    util = {}
-    for start in range(0, n, chunk):
-        idx = np.arange(start, min(n, start + chunk))
-        res = replay_pool(pool.subset(idx), items, costs, profile="paper")
-        for p in res["policy"].values:
-            util.setdefault(str(p), []).append(res["utility"].sel(policy=p).values)
-    util = {p: np.concatenate(v) for p, v in util.items()}
-    ref = util["always_verify"]
+    res = [
+        replay_pool(pool.subset(np.arange(i, min(n, i + chunk))), items, costs, profile="paper")
+        for i in range(0, n, chunk)
+    ]
+    util = xr.concat([r["utility"] for r in res], dim="instance").transpose("policy", "instance")
     rows = []
-    for p, u in util.items():
+    for p, u in zip(util["policy"].values.astype(str), util.values, strict=True):
         if not np.isfinite(u).all():
             continue
-        diff = (u - ref).reshape(S, n_per_draw)
+        diff = (u - util.sel(policy="always_verify").values).reshape(S, n_per_draw)
         d = diff.mean(axis=1)
         mc = diff.std(axis=1, ddof=1).mean() / np.sqrt(n_per_draw) if n_per_draw > 1 else np.nan
-        ci = credible_interval(xr.DataArray(d, dims=DIM_DRAW), prob=prob, kind=kind).values
-        row = {
-            "policy": p,
-            "post_mean": float(d.mean()),
-            "post_lo": float(ci[0]),
-            "post_hi": float(ci[1]),
-            "p_positive": float((d > 0).mean()),
-            "mc_se": float(mc),
-            "n_draws": S,
-            "n_per_draw": n_per_draw,
-        }
+        lo, hi = credible_interval(xr.DataArray(d, dims=DIM_DRAW), prob=prob, kind=kind).values
+        row = {"policy": p, "post_mean": float(d.mean()), "post_lo": float(lo), "post_hi": float(hi)}
+        row.update(p_positive=float((d > 0).mean()), mc_se=float(mc), n_draws=S, n_per_draw=n_per_draw)
         if n_eval is not None:
             row["pred_lo"], row["pred_hi"] = _predictive_interval(diff, int(n_eval), prob=prob, kind=kind)
         rows.append(row)
@@ -612,6 +600,9 @@ def coverage_intervals(
 ) -> pd.DataFrame:
     """Coverage over distinct checks, with a bootstrap interval over (seed, fold, benchmark) clusters.
 
+    The interval is :func:`bpc.intervals.clustered_interval`'s ratio of totals (covered checks over
+    checks), the clusters resampled once for every group.
+
     Parameters
     ----------
     checks : pandas.DataFrame
@@ -628,33 +619,22 @@ def coverage_intervals(
         ``by`` columns, ``n_checks`` (rows), ``n_distinct``, ``n_covered``,
         ``coverage``, ``ci_lo``, ``ci_hi``, ``n_clusters``.
     """
-    from bpc.intervals import cluster_means
+    from bpc.intervals import clustered_interval
 
-    keys = list(by)
-    out = []
-    groups = checks.groupby(keys, sort=True) if keys else [((), checks)]
-    for key, part in groups:
-        distinct = part.drop_duplicates("check_id")
-        cl = distinct.groupby(["seed", "fold", "benchmark"])["covered"].agg(["sum", "count"])
-        vals = cl[["sum", "count"]].to_numpy(dtype=np.float64).T
-        means = cluster_means(vals, B=B, seed=seed)
-        ratio = means[:, 0] / means[:, 1]
-        lo, hi = np.quantile(ratio, [(1 - prob) / 2, (1 + prob) / 2])
-        key = key if isinstance(key, tuple) else (key,)
-        out.append(
-            (
-                *key,
-                len(part),
-                len(distinct),
-                int(distinct["covered"].sum()),
-                float(distinct["covered"].mean()),
-                float(lo),
-                float(hi),
-                len(cl),
-            )
-        )
-    cols = [*keys, "n_checks", "n_distinct", "n_covered", "coverage", "ci_lo", "ci_hi", "n_clusters"]
-    return pd.DataFrame(out, columns=cols)
+    keys = [*by, "all"]
+    where = (
+        checks["seed"].astype(str) + "/" + checks["fold"].astype(str) + "/" + checks["benchmark"].astype(str)
+    )
+    checks = checks.assign(all="", cluster=where)
+    distinct = checks.drop_duplicates([*keys, "check_id"])
+    cl = distinct.groupby([*keys, "cluster"])["covered"].agg(hit="sum", n="count").reset_index()
+    opts = {"groups": keys, "task": "cluster", "strata": "all", "B": B, "seed": seed, "prob": prob}
+    out = clustered_interval(cl, value="hit", count="n", **opts).rename(columns={"n_tasks": "n_clusters"})
+    stats = distinct.groupby(keys)["covered"].agg(n_distinct="size", n_covered="sum", coverage="mean")
+    out = out.merge(stats.join(checks.groupby(keys).size().rename("n_checks")).reset_index(), on=keys)
+    out["n_covered"] = out["n_covered"].astype(int)
+    cols = ["n_checks", "n_distinct", "n_covered", "coverage", "ci_lo", "ci_hi", "n_clusters"]
+    return out[[*by, *cols]]
 
 
 def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
@@ -691,17 +671,7 @@ def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
     out["n_covered"] = g["covered"].sum().astype(np.int64)
     out["gap"] = out["realised"] - out["predicted"]
     out["coverage"] = out["n_covered"] / out["n_folds"]
-    cols = [
-        "n_folds",
-        "n_tasks",
-        "predicted",
-        "pred_lo",
-        "pred_hi",
-        "realised",
-        "gap",
-        "n_covered",
-        "coverage",
-    ]
+    cols = "n_folds n_tasks predicted pred_lo pred_hi realised gap n_covered coverage".split()
     return out.reset_index()[["benchmark", "generator", "policy", *cols]]
 
 

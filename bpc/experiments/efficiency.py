@@ -22,9 +22,10 @@ repeats, converged and excluded calibrations.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -235,23 +236,27 @@ EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", TASK_ARM, *HI
 """Every arm of ``bpc compare``'s leave-one-cell-out table, in report order (``laplace`` the reference)."""
 
 
-class _SharedRefit:
+class _Hierarchy:
     """One posterior per calibration (:class:`bpc.estimate.model.refits.LocoRefits`), shared by the arms.
 
     :func:`loco_efficiency` calls every arm with the same ``counts`` for one calibration: the first
     arm asks for the target's posterior, the others reuse its posterior mean and thinned draws.
     """
 
-    def __init__(self, refits, *, draws: int) -> None:
-        self.refits, self.draws = refits, int(draws)
+    def __init__(self, refits, *, draws: int, costs: CostSpec, profile, max_patches: int) -> None:
+        self.refits, self.draws, self.costs, self.profile = refits, int(draws), costs, profile
+        self.max_patches = max_patches
         self._memo: dict[tuple, tuple[xr.Dataset, xr.Dataset, dict]] = {}
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_memo": {}}
 
-    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> tuple[xr.Dataset, xr.Dataset, dict]:
+    def calibrate(self, counts: xr.Dataset, cell: Cell, seed: int, *, arm: str) -> Calibration:
+        """Arm ``arm``'s :class:`Calibration` (a picklable :data:`CalibrationFit` once ``arm`` is bound)."""
         from bpc.estimate.model.fit import counts_hash
+        from bpc.evaluate import Arm, controllers
         from bpc.experiments.posterior import posterior_mean_params
+        from bpc.replay.profiles import get_profile
         from bpc.schema import select_cell, thin_draws
 
         key = (tuple(cell), counts_hash(counts))
@@ -260,7 +265,18 @@ class _SharedRefit:
             fit = self.refits.fit(counts, cell, seed=int(seed))
             own = select_cell(fit.params, *cell)
             self._memo[key] = (posterior_mean_params(own), thin_draws(own, self.draws), fit.summary)
-        return self._memo[key]
+        mean, draws, diag = self._memo[key]
+        done = {"converged": bool(diag.get("converged", False)), "attempts": int(diag.get("attempts", 1))}
+        if arm == "posterior_mean_dp":
+            return Calibration(params=mean, diagnostics=diag, **done)
+        ctrls = controllers(
+            {"bayesian_dp": Arm(draws, mode=arm)},
+            cost_resolver(self.costs)(cell[0]),
+            plan=get_profile(self.profile).switches,
+            max_patches=self.max_patches,
+            seed=int(seed),
+        )
+        return Calibration(controllers=ctrls, diagnostics=diag, **done)
 
 
 def hierarchical_arms(
@@ -312,38 +328,9 @@ def hierarchical_arms(
     from bpc.constants import POOL_SIZE
     from bpc.estimate.model.refits import LocoRefits
 
-    shared = _SharedRefit(LocoRefits(ladder, to_params=to_params), draws=int(draws))
-    budget = int(max_patches or POOL_SIZE)
-    return {
-        arm: _HierarchicalArm(arm, shared, costs=costs, profile=profile, max_patches=budget)
-        for arm in HIERARCHICAL_ARMS
-    }
-
-
-class _HierarchicalArm:
-    """One arm of :func:`hierarchical_arms` (a picklable :data:`CalibrationFit`)."""
-
-    def __init__(self, arm: str, shared: _SharedRefit, *, costs, profile, max_patches: int):
-        self.arm, self.shared, self.costs, self.profile = arm, shared, costs, profile
-        self.max_patches = max_patches
-
-    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
-        mean, draws, diag = self.shared(counts, cell, seed)
-        done = {"converged": bool(diag.get("converged", False)), "attempts": int(diag.get("attempts", 1))}
-        if self.arm == "posterior_mean_dp":
-            return Calibration(params=mean, diagnostics=diag, **done)
-        from bpc.evaluate import Arm, controllers
-        from bpc.replay.profiles import get_profile
-
-        prof = get_profile(self.profile)
-        ctrls = controllers(
-            {"bayesian_dp": Arm(draws, mode=self.arm)},
-            cost_resolver(self.costs)(cell[0]),
-            plan=prof.switches,
-            max_patches=self.max_patches,
-            seed=int(seed),
-        )
-        return Calibration(controllers=ctrls, diagnostics=diag, **done)
+    refits, budget = LocoRefits(ladder, to_params=to_params), int(max_patches or POOL_SIZE)
+    shared = _Hierarchy(refits, draws=draws, costs=costs, profile=profile, max_patches=budget)
+    return {arm: functools.partial(shared.calibrate, arm=arm) for arm in HIERARCHICAL_ARMS}
 
 
 @dataclass(frozen=True)
@@ -453,7 +440,7 @@ def loco_efficiency(
             "progress": bool(progress) and scheduler is None,
         },
     )
-    return pd.DataFrame([row for part in parts for row in part])
+    return pd.concat([frame for part in parts for frame in part], ignore_index=True)
 
 
 def loco_calibrations(
@@ -495,7 +482,7 @@ def _loco_target(
     base_counts: xr.Dataset | None,
     config: LocoConfig,
     progress: bool,
-) -> list[dict]:
+) -> list[pd.DataFrame]:
     """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets)."""
     from bpc.progress import info
     from bpc.replay.engine import cell_pool
@@ -512,30 +499,23 @@ def _loco_target(
         info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
         for name, fit in methods.items():
             cal = fit(counts, (b, g), int(cf.seed) + 1000 * r + j)
-            base = dict(
-                benchmark=b,
-                generator=g,
-                k=-1 if k is None else int(k),
-                k_used=k_used,
-                repeat=r,
-                fold=j,
-                method=name,
-                converged=cal.converged,
-                attempts=cal.attempts,
-                **{
-                    col: cal.diagnostics.get(key, "" if key == "method" else np.nan)
-                    for key, col in _FIT_COLUMNS.items()
-                },
-            )
+            fit_cols = {
+                col: cal.diagnostics.get(key, "" if key == "method" else np.nan)
+                for key, col in _FIT_COLUMNS.items()
+            }
+            base: dict[str, Any] = dict(
+                benchmark=b, generator=g, k=-1 if k is None else int(k), k_used=k_used, repeat=r, fold=j,
+                method=name, converged=cal.converged, attempts=cal.attempts, **fit_cols,
+            )  # fmt: skip
             if not cal.converged and not cf.replay_failed:
                 empty = dict(instance_id="", policy="", utility=np.nan, prior_source="", start_mean=np.nan)
-                rows.append({**base, **empty})
+                rows.append(pd.DataFrame([{**base, **empty}]))
                 continue
             pool = pool_all.subset(np.isin(pool_all.instance_ids, scored))
             replayed = _replay_calibration(
                 cal, counts, records, pool, cell=(b, g), k_used=k_used, config=cf, budget=budget
             )
-            rows.extend({**base, **row} for row in replayed)
+            rows.append(replayed.assign(**base)[[*base, *replayed.columns]])
     return rows
 
 
@@ -549,7 +529,7 @@ def _replay_calibration(
     k_used: int,
     config: LocoConfig,
     budget: int,
-) -> list[dict]:
+) -> pd.DataFrame:
     """One calibration's controllers replayed on the target's scored tasks ``pool``: a row per (task, policy).
 
     ``budget`` is the patch budget of the planners (the target's largest pool).
@@ -586,19 +566,19 @@ def _replay_calibration(
         if is_task.any():  # else every task starts where the controller does by itself
             theta0 = (a, bb)
             start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
-    res = replay_pool(pool, ctrls, c, profile=cf.profile, theta0=theta0)
-    src = {str(i): (s, m) for i, s, m in zip(pool.instance_ids, source, start_mean, strict=True)}
-    return [
-        dict(
-            instance_id=str(i),
-            policy=str(p),
-            utility=float(u),
-            prior_source=src[str(i)][0],
-            start_mean=src[str(i)][1],
-        )
-        for p in res["policy"].values
-        for i, u in zip(res["instance"].values, res["utility"].sel(policy=p).values, strict=True)
-    ]
+    u = replay_pool(pool, ctrls, c, profile=cf.profile, theta0=theta0)["utility"].transpose(
+        "policy", "instance"
+    )
+    n = pool.n_instances
+    return pd.DataFrame(
+        {
+            "instance_id": np.tile(np.asarray(u["instance"].values, dtype=str), u.sizes["policy"]),
+            "policy": np.repeat(np.asarray(u["policy"].values, dtype=str), n),
+            "utility": u.values.ravel().astype(float),
+            "prior_source": np.tile(source, u.sizes["policy"]),
+            "start_mean": np.tile(start_mean, u.sizes["policy"]),
+        }
+    )
 
 
 def loco_table(
@@ -673,11 +653,9 @@ def loco_table(
             f"loco_table: reference method {reference!r} not among {sorted(set(utilities['method']))}"
         )
     wide = wide.reindex(columns=sorted(set(wide.columns) | {reference}))  # a reference never used: NaN
-    parts = []
-    for m in wide.columns:
-        d = (wide[m] - wide[reference]).rename("diff").to_frame().assign(u=wide[m])
-        parts.append(d.reset_index().assign(method=m))
-    long = pd.concat(parts, ignore_index=True).dropna(subset=["diff"])
+    wide = wide.rename_axis(columns="method")
+    long = pd.concat({"diff": wide.sub(wide[reference], axis=0).stack(), "u": wide.stack()}, axis=1)
+    long = long.reset_index().dropna(subset=["diff"])
     per_task = (
         long.groupby(["benchmark", "generator", "k", "method", "policy", "instance_id"])
         .agg(diff=("diff", "mean"), u=("u", "mean"), n_repeats=("repeat", "nunique"))

@@ -43,9 +43,6 @@ import xarray as xr
 from bpc.constants import (
     BASELINE_POLICIES,
     BAYESIAN_POLICIES,
-    BOOTSTRAP_B,
-    BOOTSTRAP_PROB,
-    BOOTSTRAP_SEED,
     CI_KIND,
     CI_PROB,
     DEFAULT_SEED,
@@ -84,42 +81,21 @@ def _policy_rows(
 ) -> list[pd.DataFrame]:
     rows = []
     for (b, g), ds in results.items():
-        sub = ds.sel(policy=[p for p in ds["policy"].values if p in policies])
-        summ = summarize(sub).to_dataframe().reset_index()
-        summ = summ[np.isfinite(summ["mean_utility"])]
-        summ.insert(0, "belief", belief)
-        summ.insert(0, "generator", g)
-        summ.insert(0, "benchmark", b)
-        summ.insert(0, "costs", costs_name)
-        rows.append(summ)
+        summ = summarize(ds.sel(policy=[p for p in ds["policy"].values if p in policies]))
+        summ = (
+            summ.to_dataframe()
+            .reset_index()
+            .assign(costs=costs_name, benchmark=b, generator=g, belief=belief)
+        )
+        rows.append(summ[np.isfinite(summ["mean_utility"])])
     return rows
 
 
-def _paired_row(
-    costs_name: str,
-    cell: tuple[str, str],
-    policy: str,
-    variant: str,
-    u_var: np.ndarray,
-    u_iid: np.ndarray,
-    **boot,
-) -> dict:
-    ok = np.isfinite(u_var) & np.isfinite(u_iid)
-    diff = u_var[ok] - u_iid[ok]
-    lo, hi = paired_bootstrap(diff, **boot) if diff.size else (np.nan, np.nan)
-    return {
-        "costs": costs_name,
-        "benchmark": cell[0],
-        "generator": cell[1],
-        "policy": policy,
-        "variant": variant,
-        "utility_iid": float(u_iid[ok].mean()),
-        "utility_variant": float(u_var[ok].mean()),
-        "diff": float(diff.mean()),
-        "ci_lo": float(lo),
-        "ci_hi": float(hi),
-        "n_instances": int(ok.sum()),
-    }
+PAIRED_COLUMNS: tuple[str, ...] = tuple(
+    "costs benchmark generator policy variant utility_iid utility_variant "
+    "diff ci_lo ci_hi n_instances".split()
+)
+"""Columns of :func:`heldout_instance_table`'s paired table."""
 
 
 def heldout_instance_table(
@@ -165,7 +141,6 @@ def heldout_instance_table(
     pols = tuple(dict.fromkeys(("always_verify", *policies)))
     bayes = tuple(p for p in pols if p in BAYESIAN_POLICIES)
     base = tuple(p for p in pols if p not in BAYESIAN_POLICIES)
-    boot = dict(B=BOOTSTRAP_B, seed=BOOTSTRAP_SEED, prob=BOOTSTRAP_PROB)  # the paper's paired bootstrap
     frames, paired = [], []
     for costs_name, spec in costs.items():
         runs: dict[str, Mapping[tuple[str, str], xr.Dataset]] = {}
@@ -173,34 +148,31 @@ def heldout_instance_table(
             prof = profile.with_(critic_scope=scope, belief=belief)
             wanted = pols if label == "iid" else ("always_verify", *bayes)
             runs[label] = replay_folds(
-                records,
-                spec,
-                profile=prof,
-                policies=wanted,
-                n_folds=n_folds,
-                progress=progress,
+                records, spec, profile=prof, policies=wanted, n_folds=n_folds, progress=progress
             )
         frames += _policy_rows(runs["iid"], costs_name, "-", base)
         for label, res in runs.items():
             frames += _policy_rows(res, costs_name, label, ("always_verify", *bayes))
-        for cell in runs["iid"]:
-            ref = runs["iid"][cell]
+        for (b, g), ref in runs["iid"].items():
             for pol in bayes:
                 u_iid = ref["utility"].sel(policy=pol).values
-                for label, res in runs.items():
-                    if label == "iid":
-                        continue
-                    u = res[cell]["utility"].sel(policy=pol).values
-                    paired.append(_paired_row(costs_name, cell, pol, label, u, u_iid, **boot))
+                for label, res in [kv for kv in runs.items() if kv[0] != "iid"]:
+                    u = res[(b, g)]["utility"].sel(policy=pol).values
+                    ok = np.isfinite(u) & np.isfinite(u_iid)
+                    diff = u[ok] - u_iid[ok]
+                    lo, hi = paired_bootstrap(diff) if diff.size else (np.nan, np.nan)
+                    means = [float(x) for x in (u_iid[ok].mean(), u[ok].mean(), diff.mean(), lo, hi)]
+                    paired.append((costs_name, b, g, pol, label, *means, int(ok.sum())))
     table = pd.concat(frames, ignore_index=True)
     table = table[(table["belief"] == "-") | table["policy"].isin(bayes)].reset_index(drop=True)
-    cols = ["costs", "benchmark", "generator", "belief", "policy", "mean_utility", "pass_rate"]
-    cols += ["cost_per_instance", "delta", "ci_lo", "ci_hi", "n_instances"]
+    cols = (
+        "costs benchmark generator belief policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
+    )
     cells = list(zip(table["benchmark"], table["generator"], strict=True))
     order = {c: i for i, c in enumerate(cell_order(list(dict.fromkeys(cells))))}
-    table["_cell"] = [order[c] for c in cells]
-    table = table.sort_values(["costs", "_cell"], kind="stable")[cols].reset_index(drop=True)
-    return table, pd.DataFrame(paired)
+    table = table.assign(_cell=[order[c] for c in cells]).sort_values(["costs", "_cell"], kind="stable")
+    table = table[(cols + "n_instances").split()].reset_index(drop=True)
+    return table, pd.DataFrame(paired, columns=PAIRED_COLUMNS)
 
 
 def heldout_acceptance(
@@ -278,70 +250,45 @@ def pass_histogram_ppc(
 
     if "inst_hist" not in counts:
         raise ValueError("counts lack the instance histogram 'inst_hist'")
+    from scipy.stats import binom
+
     rng = np.random.default_rng(seed)
     hist = counts["inst_hist"]
     rows = []
     for b in hist["benchmark"].values:
         for g in hist["generator"].values:
             h = np.nan_to_num(hist.sel(benchmark=b, generator=g).values)  # (M, M + 1), row m − 1
-            if (
-                h.sum() == 0
-                or str(b) not in params["benchmark"].values
-                or str(g) not in params["generator"].values
-            ):
+            if h.sum() == 0 or str(b) not in params["benchmark"] or str(g) not in params["generator"]:
                 continue
             cell = params.sel(benchmark=[b], generator=[g])
-            prior = parameter_samples(cell, critics=(), one_cell=True).prior
-            kappa = instance_kappa(cell)
+            prior, kappa = parameter_samples(cell, critics=(), one_cell=True).prior, instance_kappa(cell)
             ok = np.isfinite(prior)
             if not ok.any():
                 continue
-            prior, kappa = prior[ok], kappa[ok]
-            S = prior.shape[0]
-            per = max(1, int(n_rep) // S)
-            pi = np.repeat(prior, per)
-            kap = np.repeat(kappa, per)
+            prior, per = prior[ok], max(1, int(n_rep) // int(ok.sum()))
+            pi, kap = np.repeat(prior, per), np.repeat(kappa[ok], per)
+            fin, k_ = np.isfinite(kap), np.where(np.isfinite(kap), kap, 1.0)
             for m in range(1, h.shape[0] + 1):
-                n_m = int(h[m - 1, : m + 1].sum())
+                n_m, obs, j = int(h[m - 1, : m + 1].sum()), h[m - 1, : m + 1], np.arange(m + 1)
                 if n_m == 0:
                     continue
-                theta = np.where(
-                    np.isfinite(kap),
-                    rng.beta(
-                        np.maximum(pi * np.where(np.isfinite(kap), kap, 1.0), 1e-300),
-                        np.maximum((1 - pi) * np.where(np.isfinite(kap), kap, 1.0), 1e-300),
-                        size=(n_m, pi.shape[0]),
-                    ),
-                    pi,
-                )
-                k = rng.binomial(m, theta)  # (n_m, R)
-                reps = np.stack([(k == j).sum(axis=0) for j in range(m + 1)], axis=-1)  # (R, m + 1)
+                a_b = (np.maximum(pi * k_, 1e-300), np.maximum((1 - pi) * k_, 1e-300))
+                theta = np.where(fin, rng.beta(*a_b, size=(n_m, pi.shape[0])), pi)
+                reps = (rng.binomial(m, theta)[..., None] == j).sum(axis=0)  # (R, m + 1)
                 ci = credible_interval(
                     xr.DataArray(reps, dims=[DIM_DRAW, "passes"]), prob=prob, kind=kind
                 ).values
-                p_mean = float(prior.mean())
-                iid = n_m * np.array([_binom_pmf(m, j, p_mean) for j in range(m + 1)])
-                for j in range(m + 1):
-                    obs = float(h[m - 1, j])
-                    rows.append(
-                        {
-                            "benchmark": str(b),
-                            "generator": str(g),
-                            "patches": m,
-                            "passes": j,
-                            "observed": obs,
-                            "pred_mean": float(reps[:, j].mean()),
-                            "pred_lo": float(ci[j, 0]),
-                            "pred_hi": float(ci[j, 1]),
-                            "covered": bool(ci[j, 0] <= obs <= ci[j, 1]),
-                            "iid_mean": float(iid[j]),
-                            "n_instances": n_m,
-                        }
-                    )
-    return pd.DataFrame(rows)
-
-
-def _binom_pmf(m: int, j: int, p: float) -> float:
-    from math import comb
-
-    return comb(m, j) * p**j * (1 - p) ** (m - j)
+                cell_rows = {
+                    "benchmark": str(b),
+                    "generator": str(g),
+                    "patches": m,
+                    "passes": j,
+                    "observed": obs,
+                }
+                cell_rows.update(pred_mean=reps.mean(axis=0), pred_lo=ci[:, 0], pred_hi=ci[:, 1])
+                cell_rows.update(
+                    covered=(ci[:, 0] <= obs) & (obs <= ci[:, 1]),
+                    iid_mean=n_m * binom.pmf(j, m, prior.mean()),
+                )
+                rows.append(pd.DataFrame({**cell_rows, "n_instances": n_m}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()

@@ -249,45 +249,37 @@ def crossed_without(left: xr.Dataset, benchmark: str) -> CrossedOthers:
     from bpc.estimate.crossed import crossed_eb, crossed_layout, fit_crossed_eb
     from bpc.schema import has_task_counts
 
-    empty = CrossedOthers((), np.zeros(0), np.zeros(0), float("nan"), "", False)
+    def unusable(gens: Sequence[str] = ()) -> CrossedOthers:
+        return CrossedOthers(tuple(gens), np.zeros(0), np.zeros(0), float("nan"), "", False)
+
     if not has_task_counts(left) or benchmark not in [str(b) for b in left[DIM_BENCHMARK].values]:
-        return empty
+        return unusable()
     others = _others_with_tasks(left, benchmark)
-    if not others:
-        return empty
-    layout = crossed_layout(left)
-    eb = fit_crossed_eb(left) if layout else None
-    if benchmark in layout:
-        assert eb is not None
-        sel = eb.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: layout[benchmark]})
-        return CrossedOthers(
-            tuple(layout[benchmark]),
-            np.asarray(sel["task_loc"].values, dtype=np.float64),
-            np.asarray(sel["task_kappa"].values, dtype=np.float64),
-            float(sel["task_sigma"].values),
-            "fitted",
-            bool(sel["converged"].values),
-        )
+    layout = crossed_layout(left) if others else {}
     donors = [b for b in layout if b != benchmark]
-    if len(others) != 1 or not donors:
-        return CrossedOthers(tuple(others), np.zeros(0), np.zeros(0), float("nan"), "", False)
-    assert eb is not None
-    sig = np.asarray(eb["task_sigma"].sel({DIM_BENCHMARK: donors}).values, dtype=np.float64)
-    sigma = float(np.exp(np.mean(np.log(sig))))
-    n = left["task_n"].sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: others[0]}).values
-    k = left["task_pass"].sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: others[0]}).values
-    fit = crossed_eb(
-        np.asarray(n, dtype=np.float64)[:, None], np.asarray(k, dtype=np.float64)[:, None], sigma=sigma
+    if benchmark not in layout and (len(others) != 1 or not donors):
+        return unusable(others)
+    eb = fit_crossed_eb(left)
+    if benchmark in layout:
+        sel = eb.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: layout[benchmark]})
+        loc, kap, sig = (
+            np.asarray(sel[v].values, dtype=np.float64) for v in ("task_loc", "task_kappa", "task_sigma")
+        )
+        return CrossedOthers(
+            tuple(layout[benchmark]), loc, kap, float(sig), "fitted", bool(sel["converged"].values)
+        )
+    sigma = float(
+        np.exp(np.mean(np.log(np.asarray(eb["task_sigma"].sel({DIM_BENCHMARK: donors}).values, float))))
     )
-    loc, kap, ok = float(fit.loc[0]), float(fit.kappa[0]), fit.converged
-    donors_ok = bool(np.asarray(eb["converged"].sel({DIM_BENCHMARK: donors}).values).all())
+    n, k = (
+        np.asarray(left[v].sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: others[0]}).values, float)
+        for v in ("task_n", "task_pass")
+    )
+    fit = crossed_eb(n[:, None], k[:, None], sigma=sigma)
+    ok = fit.converged and bool(np.asarray(eb["converged"].sel({DIM_BENCHMARK: donors}).values).all())
+    borrowed = "borrowed from " + "+".join(sorted(donors))
     return CrossedOthers(
-        (others[0],),
-        np.array([loc]),
-        np.array([kap]),
-        sigma,
-        "borrowed from " + "+".join(sorted(donors)),
-        ok and donors_ok,
+        (others[0],), np.array([float(fit.loc[0])]), np.array([float(fit.kappa[0])]), sigma, borrowed, ok
     )
 
 
@@ -352,22 +344,6 @@ def new_generator_place(
     return loc, np.maximum(kappa_w, 1e-6), clipped
 
 
-def _task_evidence(
-    left: xr.Dataset, benchmark: str, gens: Sequence[str], tasks: Sequence[str], kind: str, critic: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """The other generators' evidence on ``tasks``: ``(T, G)`` patches m and passes k (NaN = none)."""
-    sub = left.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: list(gens)})
-    sub = sub.reindex({DIM_TASK: list(tasks)})
-    if kind == _ORACLE:
-        m, k = sub["task_n"], sub["task_pass"]
-    else:
-        m, k = (sub[v].sel({DIM_CRITIC: critic}) for v in ("task_critic_n", "task_critic_pass"))
-    return (
-        np.asarray(m.transpose(DIM_TASK, DIM_GENERATOR).values, dtype=np.float64),
-        np.asarray(k.transpose(DIM_TASK, DIM_GENERATOR).values, dtype=np.float64),
-    )
-
-
 def _task_prior(
     crossed: CrossedOthers,
     left: xr.Dataset,
@@ -386,21 +362,21 @@ def _task_prior(
     T = len(tasks)
     if not crossed.usable:
         return np.full(T, np.nan), np.full(T, np.nan), np.zeros(T, dtype=bool), 0
-    gens = list(crossed.generators)
-    m, k = _task_evidence(left, benchmark, gens, tasks, kind, critic)
-    S = pi.shape[0]
+    gens, S = list(crossed.generators), pi.shape[0]
+    sub = left.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: gens}).reindex({DIM_TASK: list(tasks)})
+    names = ("task_n", "task_pass") if kind == _ORACLE else ("task_critic_n", "task_critic_pass")
+    sub = sub if kind == _ORACLE else sub.sel({DIM_CRITIC: critic})
+    # the other generators' evidence (T, G), then the target's: nothing
+    m, k = (
+        np.column_stack([sub[v].transpose(DIM_TASK, DIM_GENERATOR).values, np.full(T, np.nan)]) for v in names
+    )
     loc_new, kw_new, clipped = new_generator_place(pi, kappa, crossed.sigma)
     loc = np.column_stack([np.repeat(crossed.loc[None], S, axis=0), loc_new])
     kap = np.column_stack([np.repeat(crossed.kappa[None], S, axis=0), kw_new])
-    m = np.column_stack([m, np.full(T, np.nan)])  # the target: nothing
-    k = np.column_stack([k, np.full(T, np.nan)])
     tpr = fpr = None
     if kind == _CRITIC:
-        rates = laplace(left)[["tpr", "fpr"]].sel(
-            {DIM_BENCHMARK: benchmark, DIM_GENERATOR: gens, DIM_CRITIC: critic}
-        )
-        t = np.asarray(rates["tpr"].values, dtype=np.float64)
-        f = np.asarray(rates["fpr"].values, dtype=np.float64)
+        rates = laplace(left).sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: gens, DIM_CRITIC: critic})
+        t, f = (np.asarray(rates[v].values, dtype=np.float64) for v in ("tpr", "fpr"))
         known = np.isfinite(t) & np.isfinite(f)
         m[:, :-1] = np.where(known[None], m[:, :-1], np.nan)
         tpr = np.repeat(np.r_[np.nan_to_num(t, nan=0.5), 0.5][None], S, axis=0)
@@ -491,17 +467,14 @@ def logo_starts(
     dict
         Arm → :class:`ArmStart`.
     """
+    from bpc.choices import check_choices
     from bpc.estimate.crossed import marginal_beta
     from bpc.experiments.efficiency import complete_pooling_calibration
     from bpc.experiments.posterior import posterior_mean_params
     from bpc.schema import select_cell, thin_draws
 
     b, g = target
-    bad = [a for a in arms if a not in LOGO_ARMS]
-    if bad:
-        from bpc.choices import unknown_choice_message
-
-        raise ValueError(unknown_choice_message(bad[0], LOGO_ARMS, what="LOGO arm"))
+    check_choices(arms, LOGO_ARMS, what="LOGO arm")
     seen = left["n_patches"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
     if bool(np.isfinite(seen.values).any()):
         raise ValueError(
@@ -567,22 +540,16 @@ def _best_baseline(
 
     b, g = target
     others = records[(records["benchmark"].astype(str) == b) & (records["generator"].astype(str) != g)]
-    total = dict.fromkeys(candidates, 0.0)
-    count = dict.fromkeys(candidates, 0)
-    for gen in sorted(others["generator"].astype(str).unique()):
-        pool = cell_pool(others[others["generator"].astype(str) == gen], prof)
-        res = replay_pool(pool, list(candidates), costs, profile=prof)
-        for p in candidates:
-            u = res["utility"].sel(policy=p).values
-            ok = np.isfinite(u)
-            total[p] += float(u[ok].sum())
-            count[p] += int(ok.sum())
-    order = simple_baselines(candidates)
-    means = {p: total[p] / count[p] for p in order if count[p] > 0}
-    if not means:
+    frames = [
+        replay_pool(cell_pool(part, prof), list(candidates), costs, profile=prof)["utility"].to_dataframe()
+        for _, part in others.groupby(others["generator"].astype(str), sort=True)
+    ]
+    means = pd.concat(frames)["utility"].groupby(level="policy").mean() if frames else pd.Series()
+    order = [p for p in simple_baselines(candidates) if np.isfinite(means.get(p, np.nan))]
+    if not order:
         return "", float("nan")
-    best = max(order, key=lambda p: (means.get(p, -np.inf), -order.index(p)))
-    return best, means[best]
+    best = max(order, key=lambda p: (means[p], -order.index(p)))
+    return best, float(means[best])
 
 
 def logo_target(
@@ -637,47 +604,36 @@ def logo_target(
         raise ValueError(f"logo_target: no records of the target {b}/{g}")
     pool = cell_pool(cell_rec, prof)
     tasks = [str(t) for t in pool.instance_ids]
-    starts = logo_starts(
-        left,
-        target,
-        tasks=tasks,
-        predictive=predictive,
-        converged=converged,
-        arms=config.arms,
-        task_critic=config.task_critic,
-        draws=config.draws,
-        seed=config.seed,
-    )
+    c = config
+    kw = {"predictive": predictive, "converged": converged, "arms": c.arms, "task_critic": c.task_critic}
+    starts = logo_starts(left, target, tasks=tasks, draws=c.draws, seed=c.seed, **kw)
     candidates = simple_baselines([p for p in cell_policies(prof, pool.critics) if is_baseline(p)])
     cell = {"benchmark": b, "generator": g}
 
-    def scored(res: xr.Dataset, source: Mapping[str, str], **labels: Any) -> pd.DataFrame:
+    def scored(res: xr.Dataset, source: Any, **labels: Any) -> pd.DataFrame:
         frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
-        frame = frame.rename(columns={"instance": "instance_id"})
-        return frame.assign(source=[source.get(t, "") for t in frame["instance_id"]]).assign(**cell, **labels)
+        return frame.rename(columns={"instance": "instance_id"}).assign(source=source, **cell, **labels)
 
     util_rows = []
-    for name, spec in config.named_costs():
-        c = cost_resolver(spec)(b)
+    for name, spec in c.named_costs():
+        cost = cost_resolver(spec)(b)
         for arm, st in starts.items():
-            theta0 = (st.A, st.B)
             res = replay_pool(
-                pool, {"bayesian_dp": "bayesian_dp"}, c, profile=prof, params=st.params, theta0=theta0
+                pool, ["bayesian_dp"], cost, profile=prof, params=st.params, theta0=(st.A, st.B)
             )
-            source = dict(zip(tasks, st.source, strict=True))
-            util_rows.append(scored(res, source, costs=name, arm=arm, converged=st.converged))
-        best, train_mean = _best_baseline(records, target, c, prof, candidates)
+            util_rows.append(scored(res, st.source, costs=name, arm=arm, converged=st.converged))
+        best, train_mean = _best_baseline(records, target, cost, prof, candidates)
         if best:
-            res = replay_pool(pool, [best], c, profile=prof)
             labels = {"costs": name, "arm": BEST_BASELINE, "converged": True, "chosen_mean": train_mean}
-            util_rows.append(scored(res, {}, **labels))
+            util_rows.append(scored(replay_pool(pool, [best], cost, profile=prof), "", **labels))
     utilities = pd.concat(util_rows, ignore_index=True)
     own = counts_from_records(cell_rec).sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks})
     m, k = own["task_n"].values, own["task_pass"].values
     lpd_rows, start_rows = [], []
     for arm, st in starts.items():
-        lp = beta_binomial_logpmf(np.nan_to_num(k), np.nan_to_num(m), st.A, st.B)
-        lpd = np.where(np.nan_to_num(m) > 0, lp, np.nan)
+        lpd = np.where(
+            np.nan_to_num(m) > 0, beta_binomial_logpmf(np.nan_to_num(k), np.nan_to_num(m), st.A, st.B), np.nan
+        )
         columns = {
             "instance_id": tasks,
             "m": m,
@@ -797,17 +753,14 @@ def run_logo(
     from bpc.experiments.stream import leave_cell_out, left_out_fit
     from bpc.progress import info
 
-    have = set(
-        map(tuple, records[["benchmark", "generator"]].astype(str).drop_duplicates().to_numpy().tolist())
-    )
-    for b, g in config.targets:
-        if (b, g) not in have:
-            raise ValueError(f"run_logo: no records of the target {b}/{g}")
+    have = set(map(tuple, records[["benchmark", "generator"]].astype(str).to_numpy().tolist()))
+    if missing := [f"{b}/{g}" for b, g in config.targets if (b, g) not in have]:
+        raise ValueError(f"run_logo: no records of the target {missing[0]}")
     fits = dict(fits or {})
     ladder = RefitLadder(counts, presets=config.presets, cache=fit_cache, progress=progress)
     parts: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     fit_rows = []
-    diag = ("ok", "max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "preset", "attempts")
+    diag = "ok max_rhat min_ess_bulk min_ess_tail divergences preset attempts chains draws wall_time".split()
     for b, g in config.targets:
         t0 = time.perf_counter()
         left = leave_cell_out(counts, b, g)
@@ -817,13 +770,9 @@ def run_logo(
                 fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=config.seed)
             summary = fit_summary(fits[(b, g)])
             ok = summary["converged"]
-            more = {k: summary.get(k) for k in ("chains", "draws", "wall_time")}
-            fit_rows.append({"benchmark": b, "generator": g, **{k: summary.get(k) for k in diag}, **more})
-            if not ok:
-                info(
-                    f"logo: the fit without {b}/{g} FAILED its convergence check; its arms are flagged",
-                    enabled=progress,
-                )
+            fit_rows.append({"benchmark": b, "generator": g, **{k: summary.get(k) for k in diag}})
+            failed = f"logo: the fit without {b}/{g} FAILED its convergence check; its arms are flagged"
+            info(failed, enabled=progress and not ok)
             predictive = posterior_params(fits[(b, g)], benchmarks=[b], generators=[g], seed=config.seed)
         parts.append(logo_target(records, left, (b, g), config=config, predictive=predictive, converged=ok))
         info(f"logo: {b}/{g} scored in {time.perf_counter() - t0:.0f} s", enabled=progress)
@@ -909,43 +858,27 @@ def logo_table(
                 is_task = arm not in ("complete_pooling", "cell_hierarchy", BEST_BASELINE)
                 index = pd.MultiIndex.from_frame(d[keys].assign(arm=arm))
                 d["fallback"] = is_task & (src.reindex(index).to_numpy() == "cell")
-                targets = d[["benchmark", "generator"]].drop_duplicates().itertuples(index=False)
-                ok = {
-                    (b, g): bool(conv.get((b, g, arm), True) and conv.get((b, g, ref), True))
-                    for b, g in targets
-                }
+                ok = conv.unstack("arm")[[arm, ref]].astype(float).fillna(1.0).all(axis=1)
+                at = pd.MultiIndex.from_frame(d[["benchmark", "generator"]])
                 if not include_failed:
-                    d = d[[ok[t] for t in zip(d["benchmark"], d["generator"], strict=True)]]
+                    d = d[ok.reindex(at).fillna(True).to_numpy(dtype=bool)]
                 d = d[np.isfinite(d["diff"].to_numpy(dtype=np.float64))]
                 if d.empty:
                     continue
                 both = cell_and_pooled(d, agg={"n_fallback": ("fallback", "sum")}, **opts)
-                target = list(zip(both["benchmark"], both["generator"], strict=True))
-                failed = pd.Series([b for (b, _), v in ok.items() if not v], dtype=object).value_counts()
-                n_failed = (
-                    both["benchmark"].map(failed).fillna(0).astype(int).where(both["generator"] == POOLED, 0)
-                )
-                flag = [
-                    ("" if ok.get(t, True) else "built from a failed fit")
-                    if t[1] != POOLED
-                    else (f"{n} target(s) built from a failed fit" if include_failed and n else "")
-                    for t, n in zip(target, n_failed, strict=True)
-                ]
-                both = both.assign(n_failed=0 if include_failed else n_failed, flag=flag)
+                n_failed = both["benchmark"].map((~ok).groupby(level="benchmark").sum()).fillna(0).astype(int)
+                pooled = (both["generator"] == POOLED).to_numpy()
+                good = ok.reindex(pd.MultiIndex.from_frame(both[["benchmark", "generator"]])).fillna(True)
+                flag = np.where(good.to_numpy(dtype=bool), "", "built from a failed fit")
+                many = n_failed.astype(str) + " target(s) built from a failed fit"
+                flag = np.where(pooled, np.where(include_failed & (n_failed > 0), many, ""), flag)
+                both = both.assign(n_failed=0 if include_failed else n_failed.where(pooled, 0), flag=flag)
                 out.append(both.assign(measure=measure, costs=cost, arm=arm, reference=ref))
     table = (
-        pd.concat(out, ignore_index=True)[list(TABLE_COLUMNS)]
-        if out
-        else pd.DataFrame(columns=list(TABLE_COLUMNS))
+        pd.concat(out, ignore_index=True)[list(TABLE_COLUMNS)] if out else pd.DataFrame(columns=TABLE_COLUMNS)
     )
-    table.attrs.update(
-        {
-            "prob": float(prob),
-            "B": int(B),
-            "interval": "task-clustered percentile bootstrap",
-            "tasks_excluded": int(n_excluded),
-        }
-    )
+    interval = "task-clustered percentile bootstrap"
+    table.attrs.update(prob=float(prob), B=int(B), interval=interval, tasks_excluded=int(n_excluded))
     return table
 
 
@@ -960,17 +893,16 @@ def arm_means(result: Result, *, exclude: pd.DataFrame | None = None) -> pd.Data
         from bpc.data.tasks import exclude_tasks
 
         util, lpd = exclude_tasks(util, exclude), exclude_tasks(lpd, exclude)
-    rows = []
-    for (cost, bench, arm), part in util.groupby(["costs", "benchmark", "arm"], sort=True):
-        for gen, sub in [*part.groupby("generator", sort=True), ("pooled", part)]:
-            lp = lpd[(lpd["benchmark"] == bench) & (lpd["arm"] == arm)]
-            if gen != "pooled":
-                lp = lp[lp["generator"] == gen]
-            lp_mean = float(lp["lpd"].mean()) if not lp.empty else float("nan")
-            ok = bool(sub["converged"].astype(bool).all())
-            rows.append((cost, bench, gen, arm, float(sub["utility"].mean()), lp_mean, len(sub), ok))
-    columns = ["costs", "benchmark", "generator", "arm", "utility", "lpd", "n_pairs", "converged"]
-    return pd.DataFrame(rows, columns=columns)
+    both = [pd.concat([f, f.assign(generator="pooled")]) for f in (util, lpd)]
+    keys = ["benchmark", "generator", "arm"]
+    out = (
+        both[0]
+        .groupby(["costs", *keys])
+        .agg(utility=("utility", "mean"), n_pairs=("utility", "size"), converged=("converged", "all"))
+    )
+    out = out.reset_index().merge(both[1].groupby(keys)["lpd"].mean().reset_index(), on=keys, how="left")
+    out = out.assign(last=out["generator"] == "pooled").sort_values(["costs", "benchmark", "arm", "last"])
+    return out[["costs", *keys, "utility", "lpd", "n_pairs", "converged"]].reset_index(drop=True)
 
 
 def fit_table(result: Result) -> pd.DataFrame:

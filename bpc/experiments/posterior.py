@@ -78,8 +78,7 @@ def fit_diagnostics(dt: xr.DataTree) -> dict[str, float | int | bool]:
 
     from bpc.estimate.model import diagnose
 
-    stored = dt.attrs.get("diagnostics")
-    d = json.loads(stored) if stored else diagnose(dt).to_dict()
+    d = json.loads(dt.attrs["diagnostics"]) if dt.attrs.get("diagnostics") else diagnose(dt).to_dict()
     return {**{k: d[k] for k in DIAGNOSTIC_COLUMNS[:-1]}, "converged": bool(d["ok"])}
 
 
@@ -196,16 +195,13 @@ def check_posterior_cells(post: xr.Dataset, cells: Sequence[Cell], where: str | 
     ValueError
         Naming the cells without draws.
     """
-    missing = []
-    for b, g in cells:
-        try:
-            prior = post["prior"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
-        except KeyError:
-            missing.append(f"{b}/{g}")
-            continue
-        if not bool(np.isfinite(prior).all()):
-            missing.append(f"{b}/{g}")
-    if missing:
+
+    def has(b: str, g: str) -> bool:
+        if b not in post[DIM_BENCHMARK] or g not in post[DIM_GENERATOR]:
+            return False
+        return bool(np.isfinite(post["prior"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})).all())
+
+    if missing := [f"{b}/{g}" for b, g in cells if not has(b, g)]:
         raise ValueError(
             f"posterior {where or 'fitted here'} has no draws for replayed cell(s) {', '.join(missing)}; "
             "fit it on the same cells (or restrict the cells with benchmarks/generators)"

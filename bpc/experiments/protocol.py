@@ -127,36 +127,23 @@ def replay_evaluator(
             cell_params = select_cell(params, b, g)
             pols = cell_policies(prof, pool.critics, policies)
             bayes = [p for p in pols if p in BAYESIAN_POLICIES]
-            first_cell = starts[0] == CELL
-            main = [p for p in pols if first_cell or p not in bayes]
-            cell_source = np.full(pool.n_instances, CELL, dtype=object)
-            runs: list[tuple[object, tuple[np.ndarray, np.ndarray] | None, str, np.ndarray, str]] = [
-                (main, None, CELL if first_cell else "", cell_source, "")
-            ]
-            for i, start in enumerate(starts):
-                if not bayes or (i == 0 and first_cell):
+            for i, start in enumerate(
+                starts
+            ):  # the first start replays every policy, the others the Bayesian
+                items = {start_label(p, start, first=i == 0): p for p in (pols if i == 0 else bayes)}
+                theta0, source, unconverged = None, np.full(pool.n_instances, CELL, dtype=object), ""
+                if start != CELL and bayes:
+                    prior = priors[start]
+                    kw = {"benchmark": b, "generator": g, "tasks": pool.instance_ids}
+                    a, bb, source = task_starts(prior, cell_params, **kw)
+                    theta0, unconverged = (
+                        (a, bb),
+                        "" if prior is None else str(prior.attrs.get("unconverged", "")),
+                    )
+                if not items:
                     continue
-                labels = {start_label(p, start, first=i == 0): p for p in bayes}
-                if start == CELL:
-                    runs.append((labels, None, CELL, cell_source, ""))
-                    continue
-                prior = priors[start]
-                a, bb, source = task_starts(
-                    prior, cell_params, benchmark=b, generator=g, tasks=pool.instance_ids
-                )
-                unconverged = "" if prior is None else str(prior.attrs.get("unconverged", ""))
-                runs.append((labels, (a, bb), start, source, unconverged))
-            for items, theta0, start, source, unconverged in runs:
-                ds = replay_pool(
-                    pool,
-                    items,
-                    cost_for(b),
-                    profile=prof,
-                    trajectories=traj,
-                    params=cell_params,
-                    belief=belief,
-                    theta0=theta0,
-                )
+                kw = {"trajectories": traj, "params": cell_params, "belief": belief, "theta0": theta0}
+                ds = replay_pool(pool, items, cost_for(b), profile=prof, **kw)
                 tidy = ds[["utility", "passed", "cost", *ACTION_COUNTS]].to_dataframe().reset_index()
                 src = pd.Series(source, index=np.asarray(pool.instance_ids, dtype=str))
                 is_bayes = tidy["policy"].astype(str).str.split("@", n=1).str[0].isin(BAYESIAN_POLICIES)

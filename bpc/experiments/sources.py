@@ -11,7 +11,7 @@ refinement trajectories and the true parameters. Studies cross-fit its tasks
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -51,17 +51,6 @@ class CompareData:
     cells: list[Cell] = field(default_factory=list)
 
 
-def _cells_of(records: pd.DataFrame, counts: xr.Dataset) -> list[Cell]:
-    """Cells with records, in the counts' (panel) order."""
-    present = set(map(tuple, records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()))
-    return [
-        (str(b), str(g))
-        for b in counts[DIM_BENCHMARK].values
-        for g in counts[DIM_GENERATOR].values
-        if (str(b), str(g)) in present
-    ]
-
-
 def load_source(
     source,
     *,
@@ -98,45 +87,34 @@ def load_source(
         If no cell with per-patch records remains, or a requested benchmark /
         generator has no per-patch records.
     """
+    from bpc.choices import check_choices
     from bpc.data.load import SIMULATED, InputOptions, resolve_input
-    from bpc.data.logs import Input
+    from bpc.data.logs import LOG_SUFFIXES, Input
 
-    data_in: Input
-    if isinstance(source, Input):
-        data_in = source
-    elif isinstance(source, str | Path) and str(source) == SIMULATED:
-        options = InputOptions(
-            seed=seed,
-            scale=scale,
-            benchmarks=None if benchmarks is None else tuple(benchmarks),
-            generators=None if generators is None else tuple(generators),
-            progress=progress,
-        )
-        data_in = resolve_input(SIMULATED, options)
-    else:
-        data_in = resolve_input(source, InputOptions(progress=progress))
-    if data_in.format == "simulated":
-        data = CompareData(SIMULATED, data_in.records, data_in.counts, data_in.trajectories, data_in.truth)
-    else:
-        from bpc.choices import check_choices
-
-        rec = data_in.records
+    data = source
+    if not isinstance(source, Input):
+        sim = isinstance(source, str | Path) and str(source) == SIMULATED
+        b, g = (None if x is None else tuple(x) for x in (benchmarks, generators))
+        options = InputOptions(seed=seed, scale=scale, benchmarks=b, generators=g) if sim else InputOptions()
+        data = resolve_input(source, replace(options, progress=progress))
+    rec, label = data.records, SIMULATED
+    if data.format != "simulated":
         check_choices(benchmarks, sorted(set(rec["benchmark"])), what="benchmark (with per-patch records)")
         check_choices(generators, sorted(set(rec["generator"])), what="generator (with per-patch records)")
-        if benchmarks is not None:
-            rec = rec[rec["benchmark"].isin(list(benchmarks))]
-        if generators is not None:
-            rec = rec[rec["generator"].isin(list(generators))]
-        from bpc.data.logs import LOG_SUFFIXES
+        for col, keep in (("benchmark", benchmarks), ("generator", generators)):
+            rec = rec if keep is None else rec[rec[col].isin(list(keep))]
 
         def kind(p: Path) -> str:
-            if not data_in.sources:
-                return "corpus" if data_in.format == "corpus" else "logs"
+            if not data.sources:
+                return "corpus" if data.format == "corpus" else "logs"
             return "logs" if p.suffix.lower() in LOG_SUFFIXES and p.suffix != ".jsonl" else "corpus"
 
-        label = " + ".join(f"{kind(p)}:{p.name}" for p in (data_in.sources or (data_in.source,)))
-        data = CompareData(label, rec.reset_index(drop=True), data_in.counts, data_in.trajectories)
-    cells = _cells_of(data.records, data.counts)
+        label = " + ".join(f"{kind(p)}:{p.name}" for p in (data.sources or (data.source,)))
+    present = set(
+        map(tuple, rec[["benchmark", "generator"]].astype(str).drop_duplicates().to_numpy().tolist())
+    )
+    bs, gs = (data.counts[d].values.astype(str) for d in (DIM_BENCHMARK, DIM_GENERATOR))
+    cells = [(b, g) for b in bs for g in gs if (b, g) in present]
     if not cells:
-        raise ValueError(f"compare: source {data.label!r} has no cell with per-patch records to replay")
-    return CompareData(data.label, data.records, data.counts, data.trajectories, data.truth, cells)
+        raise ValueError(f"compare: source {label!r} has no cell with per-patch records to replay")
+    return CompareData(label, rec.reset_index(drop=True), data.counts, data.trajectories, data.truth, cells)

@@ -57,16 +57,15 @@ instance κ, :func:`bpc.estimate.laplace.laplace`), scored on the same tasks.
 Intervals
 ---------
 Every interval is a task-clustered percentile bootstrap
-(:func:`bpc.intervals.cluster_means`, ``BOOTSTRAP_B``
+(:func:`bpc.intervals.clustered_interval`, ``BOOTSTRAP_B``
 resamples, coverage ``BOOTSTRAP_PROB``): tasks are resampled with
 replacement, each carrying *all* its appearances across the orders within
 the horizon; a resample's estimate is the ratio of the resampled utility
 sums to the resampled appearance counts (the mean utility per task-episode).
 Differences (the gap to the full-data reference, ``hierarchical − none``)
 are bootstrapped as per-appearance differences, so they are paired by
-order and position. Averages over several targets resample task ids jointly
-across the cells of a benchmark (they share tasks), one generator per
-benchmark (``default_rng([seed, i])``, benchmarks sorted).
+order and position. The targets of one benchmark share their task resample;
+a family's row pools its targets' appearances.
 
 Layers: this module builds tables and writes nothing; ``bpc stream``
 (:mod:`bpc.commands.stream`) writes them.
@@ -301,42 +300,28 @@ def start_states(
     ``hierarchical`` needs ``fit``: a fit of :func:`leave_cell_out` counts
     (refused if its stored counts hold any count of the target).
     """
+    from bpc.choices import check_choices
     from bpc.estimate.model.fit import counts_of, posterior_params
     from bpc.estimate.online import LearningState, ParticleOptions
 
+    check_choices(starts, STARTS, what="start")
     b, g = target
+    opts = ParticleOptions(n_particles=particles, seed=seed)
     out: dict[str, LearningState] = {}
     for start in starts:
-        if start == "none":
-            v = {"prior": NONE_VALUES["prior"], "kappa": NONE_VALUES["kappa"]}
-            rates = {c: (NONE_VALUES["tpr"], NONE_VALUES["fpr"]) for c in critics}
-        elif start == "laplace-pooled":
-            v = pooled_values(leave_cell_out(counts, b, g), critics)
-            rates = {c: (v[f"tpr[{c}]"], v[f"fpr[{c}]"]) for c in critics}
-        elif start == "hierarchical":
+        if start == "hierarchical":
             if fit is None:
                 raise ValueError("the hierarchical start needs the fit with the target left out")
-            seen = counts_of(fit)["n_patches"].sel(benchmark=b, generator=g)
-            if bool(np.isfinite(seen.values)):
+            if bool(np.isfinite(counts_of(fit)["n_patches"].sel(benchmark=b, generator=g).values)):
                 raise ValueError(f"this fit saw {b}/{g}: it cannot be the cell's cold start")
             params = posterior_params(fit, benchmarks=[b], generators=[g], seed=seed)
-            out[start] = LearningState.from_params(
-                params,
-                cell=(b, g),
-                critics=list(critics),
-                particles=ParticleOptions(n_particles=particles, seed=seed),
-            )
+            out[start] = LearningState.from_params(params, cell=(b, g), critics=list(critics), particles=opts)
             continue
-        else:
-            from bpc.choices import unknown_choice_message
-
-            raise ValueError(unknown_choice_message(start, STARTS, what="start"))
+        none = {**NONE_VALUES, **{f"{r}[{c}]": NONE_VALUES[r] for c in critics for r in ("tpr", "fpr")}}
+        v = pooled_values(leave_cell_out(counts, b, g), critics) if start == "laplace-pooled" else none
+        rates = {c: (v[f"tpr[{c}]"], v[f"fpr[{c}]"]) for c in critics}
         out[start] = LearningState.from_values(
-            prior=v["prior"],
-            kappa=v["kappa"],
-            critics=rates,
-            source=start,
-            particles=ParticleOptions(n_particles=particles, seed=seed),
+            prior=v["prior"], kappa=v["kappa"], critics=rates, source=start, particles=opts
         )
     return out
 
@@ -433,14 +418,11 @@ def _controller(
     """The stream's one controller bundle: the profile's instance DP from ``params`` (the factory's)."""
     from bpc.decide.factory import make_controller
 
-    return make_controller(
-        params=params,
-        costs=costs,
-        policy="bayesian_dp",
-        plan=replace(prof.switches, mode=mode),
-        critics=list(critics),
-        name=name,
-    )
+    plan = replace(prof.switches, mode=mode)
+    return make_controller(params, costs, policy="bayesian_dp", plan=plan, critics=list(critics), name=name)
+
+
+_DRAWS_MODES = {"plugin": "posterior_mean", "frozen": "posterior_mean", "bayes_robust": "bayes_robust"}
 
 
 def stream_controller(
@@ -458,18 +440,14 @@ def stream_controller(
     :class:`~bpc.decide.table.ParameterSamples` — the same numbers without the
     xarray round trip, which would cost more than the planning itself once per task.
     """
+    from bpc.choices import check_choice
     from bpc.decide.table import ParameterSamples
     from bpc.replay.profiles import get_profile
 
-    draws = {"plugin": config.plugin_draws, "frozen": config.plugin_draws}
-    draws.update({"bayes_robust": config.robust_draws, "thompson": 1})
-    modes = {"plugin": "posterior_mean", "frozen": "posterior_mean", "bayes_robust": "bayes_robust"}
-    if kind not in draws:
-        from bpc.choices import unknown_choice_message
-
-        raise ValueError(unknown_choice_message(kind, CONTROLLERS, what="controller"))
-    samples = ParameterSamples.from_mapping(state.resample(draws[kind]), critics=state.critics)
-    mode = modes.get(kind, "thompson")
+    check_choice(kind, CONTROLLERS, what="controller")
+    n = {"bayes_robust": config.robust_draws, "thompson": 1}.get(kind, config.plugin_draws)
+    samples = ParameterSamples.from_mapping(state.resample(n), critics=state.critics)
+    mode = _DRAWS_MODES.get(kind, "thompson")
     return _controller(samples, costs, get_profile(profile), mode, state.critics, kind)
 
 
@@ -626,35 +604,35 @@ def summarize_stream(
     at = pd.MultiIndex.from_frame(entries[["target", "task"]])
     e = entries.assign(ref_utility=ref_u.reindex(at).to_numpy())
     e = _first(e.assign(diff=e["utility"] - e["ref_utility"], one=1.0), horizons)
+    ref = reference.assign(start=REFERENCE, controller=REFERENCE, horizon="all", one=1.0, diff=0.0, order=0)
+    e = pd.concat([e, ref.assign(ref_utility=ref["utility"])], ignore_index=True)
     per_task = e.groupby([*keys, "task"], sort=False)[["utility", "diff", "one"]].sum().reset_index()
-    ref = reference.assign(start=REFERENCE, controller=REFERENCE, horizon="all", one=1.0, diff=0.0)
-    ref = ref.assign(ref_utility=ref["utility"], order=0)
     opts = {"groups": keys, "task": "task", "strata": "target", "B": B, "seed": seed, "prob": prob}
-    tables = []
-    for frame, tasks in ((per_task, e), (ref, ref)):
-        ci = clustered_interval(frame, value="utility", count="one", **opts)
-        gap = clustered_interval(frame, value="diff", count="one", **opts)
-        g = tasks.groupby(keys, sort=False)
-        t = g.agg(
-            n_orders=("order", "nunique"),
-            n_episodes=("utility", "size"),
-            mean_utility=("utility", "mean"),
-            reference_utility=("ref_utility", "mean"),
-            gap=("diff", "mean"),
-            pass_rate=("passed", "mean"),
-            cost_per_task=("cost", "mean"),
-        ).reset_index()
-        t = t.merge(ci[[*keys, "ci_lo", "ci_hi"]], on=keys)
-        tables.append(
-            t.merge(
-                gap[keys + ["ci_lo", "ci_hi"]].rename(columns={"ci_lo": "gap_lo", "ci_hi": "gap_hi"}), on=keys
-            )
-        )
-    out = pd.concat(tables, ignore_index=True).sort_values("target", kind="stable", ignore_index=True)
+    ci, gap = (clustered_interval(per_task, value=v, count="one", **opts) for v in ("utility", "diff"))
+    out = e.groupby(keys, sort=False).agg(
+        n_orders=("order", "nunique"),
+        n_episodes=("utility", "size"),
+        mean_utility=("utility", "mean"),
+        reference_utility=("ref_utility", "mean"),
+        gap=("diff", "mean"),
+        pass_rate=("passed", "mean"),
+        cost_per_task=("cost", "mean"),
+    )
+    gap = gap.rename(columns={"ci_lo": "gap_lo", "ci_hi": "gap_hi"})
+    out = (
+        out.reset_index()
+        .merge(ci[[*keys, "ci_lo", "ci_hi"]], on=keys)
+        .merge(gap[[*keys, "gap_lo", "gap_hi"]], on=keys)
+    )
+    out = out.sort_values("target", kind="stable", ignore_index=True)
     n_all = out["target"].map(reference.groupby("target")["task"].nunique())
     h = pd.to_numeric(out["horizon"], errors="coerce").fillna(n_all)
     out["n_tasks"] = np.minimum(n_all, h).astype(int)
     return out[list(STREAM_COLUMNS)]
+
+
+def _no_contrast() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(CONTRAST_COLUMNS))
 
 
 def stream_contrast(
@@ -667,15 +645,15 @@ def stream_contrast(
     seed: int = BOOTSTRAP_SEED,
     prob: float = BOOTSTRAP_PROB,
 ) -> pd.DataFrame:
-    """``start − baseline`` mean utility per task, per target and averaged over the targets of a family.
+    """``start − baseline`` mean utility per task, per target and pooled over the targets of a family.
 
     The difference is taken per (order, position) — the same task at the
     same point of the same order — so it is paired. Per target the interval
-    resamples the target's tasks; the average over a family's targets
-    (``target = "mean:<family>"``, family = the benchmark name up to its first
-    ``_``, e.g. ``lcb``) resamples task ids jointly within each benchmark and
-    independently across benchmarks (:func:`bpc.intervals.cluster_means`, generator
-    ``[seed, i]`` for the i-th benchmark in sorted order).
+    resamples the target's tasks; the family row (``target = "mean:<family>"``,
+    family = the benchmark name up to its first ``_``, e.g. ``lcb``) is the mean
+    difference over the family's task appearances, its interval resampling the
+    family's task ids (the targets of one benchmark share them) — both the ratio
+    of totals of :func:`bpc.intervals.clustered_interval`.
 
     Returns
     -------
@@ -683,43 +661,31 @@ def stream_contrast(
         :data:`CONTRAST_COLUMNS`: ``contrast`` names it (e.g. ``hierarchical - none``), ``delta`` the
         mean difference per task appearance.
     """
-    from bpc.intervals import cluster_means
+    from bpc.intervals import clustered_interval
 
     keys = ["target", "controller", "order", "position"]
     a = entries.loc[entries["start"] == start, [*keys, "task", "utility"]]
     b = entries.loc[entries["start"] == baseline, [*keys, "utility"]]
     both = a.merge(b, on=keys, how="inner", suffixes=("", "_b"))
-    both = both.assign(diff=both["utility"] - both["utility_b"], one=1.0)
-    both["benchmark"] = both["target"].str.split("/").str[0]
-    q = [(1 - prob) / 2, (1 + prob) / 2]
-    rows = []
-    both = _first(both, horizons)
-    both = both.iloc[np.argsort(pd.factorize(both["controller"])[0], kind="stable")]  # controller-major
-    for (ctrl, h), part in both.groupby(["controller", "horizon"], sort=False):
-        boots: dict[str, np.ndarray] = {}
-        estimates: dict[str, float] = {}
-        for i, (_, pb) in enumerate(sorted(part.groupby("benchmark"), key=lambda kv: str(kv[0]))):
-            wide = pb.pivot_table(index="target", columns="task", values=["diff", "one"], aggfunc="sum")
-            S, C = wide["diff"].to_numpy(float), wide["one"].to_numpy(float)
-            ratio = cluster_means(S, C, B=B, seed=[int(seed), i])
-            for j, t in enumerate(wide.index):
-                boots[t], estimates[t] = ratio[:, j], float(np.nansum(S[j]) / np.nansum(C[j]))
-        families: dict[str, list[str]] = {}
-        for t in sorted(boots):
-            families.setdefault(t.split("/")[0].split("_")[0], []).append(t)
-            lo, hi = np.nanquantile(boots[t], q)
-            rows.append((t, ctrl, h, estimates[t], float(lo), float(hi), 1))
-        for fam, ts in sorted(families.items()):
-            if len(ts) > 1:
-                lo, hi = np.nanquantile(np.mean([boots[t] for t in ts], axis=0), q)
-                rows.append(
-                    (f"mean:{fam}", ctrl, h, float(np.mean([estimates[t] for t in ts])), lo, hi, len(ts))
-                )
-    out = pd.DataFrame(
-        rows, columns=["target", "controller", "horizon", "delta", "ci_lo", "ci_hi", "n_targets"]
-    )
-    out.insert(3, "contrast", f"{start} - {baseline}")
-    return out[list(CONTRAST_COLUMNS)]
+    both = _first(both.assign(diff=both["utility"] - both["utility_b"], one=1.0), horizons)
+    if both.empty:
+        return _no_contrast()
+    bench = both["target"].str.split("/").str[0]
+    both = both.assign(benchmark=bench, family=bench.str.split("_").str[0], task=bench + "/" + both["task"])
+    opts = {"value": "diff", "count": "one", "task": "task", "B": B, "seed": seed, "prob": prob}
+    parts = []
+    for groups in (["benchmark", "target", "controller", "horizon"], ["family", "controller", "horizon"]):
+        per_task = both.groupby([*groups, "task"], sort=False)[["diff", "one"]].sum().reset_index()
+        ci = clustered_interval(per_task, groups=groups, strata=groups[0], **opts)
+        ci = ci.merge(both.groupby(groups)["target"].nunique().rename("n_targets").reset_index(), on=groups)
+        if "family" in groups:
+            ci = ci[ci["n_targets"] > 1]
+            ci = ci.assign(target="mean:" + ci["family"])
+        parts.append(ci)
+    out = pd.concat(parts, ignore_index=True)
+    order = {c: i for i, c in enumerate(dict.fromkeys(both["controller"]))}
+    out = out.sort_values("controller", key=lambda c: c.map(order), kind="stable", ignore_index=True)
+    return out.assign(contrast=f"{start} - {baseline}")[list(CONTRAST_COLUMNS)]
 
 
 # ---------------------------------------------------------------------------
@@ -765,96 +731,68 @@ def run_stream(
     ValueError
         For a target without raw records (with the nearest names), or no target.
     """
-    from bpc.choices import unknown_choice_message
+    from bpc.choices import check_choices
     from bpc.costs import cost_resolver
+    from bpc.estimate.model.refits import RefitLadder, fit_summary
     from bpc.evaluate import Result
     from bpc.progress import info
     from bpc.replay.engine import cell_pool
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
-    t_start = time.perf_counter()
-    prof = get_profile(config.profile)
-    raw = sorted({(str(b), str(g)) for b, g in records[["benchmark", "generator"]].drop_duplicates().values})
-    if not config.targets:
+    t_start, c = time.perf_counter(), config
+    prof = get_profile(c.profile)
+    if not c.targets:
         raise ValueError("run_stream: no target")
-    for b, g in config.targets:
-        if (b, g) not in raw:
-            names = [f"{b}/{g}" for b, g in raw]
-            raise ValueError(unknown_choice_message(f"{b}/{g}", names, what="target (cell with raw records)"))
-    cost_for = cost_resolver(config.costs)
+    raw = sorted({f"{b}/{g}" for b, g in records[["benchmark", "generator"]].drop_duplicates().values})
+    check_choices([f"{b}/{g}" for b, g in c.targets], raw, what="target (cell with raw records)")
     notes = [
         "start 'none': weak logit-normal prior (scale 1 on the logit / log scale) around "
         f"pi = {NONE_VALUES['prior']}, tpr = {NONE_VALUES['tpr']}, fpr = {NONE_VALUES['fpr']} "
         f"for every critic, kappa = {NONE_VALUES['kappa']}",
-        f"profile {prof.name}; particles {config.particles}; plug-in from {config.plugin_draws} draws; "
-        f"Bayes-robust over {config.robust_draws} draws; {config.orders} orders",
-        f"intervals: task-clustered percentile bootstrap, {config.bootstrap_b} resamples, "
-        f"{config.prob:.0%} (bpc.intervals.clustered_interval)",
+        f"profile {prof.name}; particles {c.particles}; plug-in from {c.plugin_draws} draws; "
+        f"Bayes-robust over {c.robust_draws} draws; {c.orders} orders",
+        f"intervals: task-clustered percentile bootstrap, {c.bootstrap_b} resamples, "
+        f"{c.prob:.0%} (bpc.intervals.clustered_interval)",
     ]
     fit_diag: dict[str, dict[str, Any]] = {}
     fits = dict(fits or {})
-    if "hierarchical" in config.starts:
-        from bpc.estimate.model.refits import RefitLadder, fit_summary
-
-        ladder = RefitLadder(counts, presets=config.presets, cache=fit_cache, progress=progress)
-        for b, g in config.targets:
+    ladder = RefitLadder(counts, presets=c.presets, cache=fit_cache, progress=progress)
+    frames = []
+    for b, g in c.targets:
+        if "hierarchical" in c.starts:
             if (b, g) not in fits:
-                fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=config.seed)
+                fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=c.seed)
             d = fit_diag[f"{b}/{g}"] = fit_summary(fits[(b, g)])
             if not d["converged"]:
                 notes.append(
                     f"{b}/{g}: the left-out hierarchical fit FAILED its convergence check at every "
-                    f"preset of {', '.join(config.presets)} "
-                    f"(max R-hat {d.get('max_rhat', float('nan')):.3f}, min bulk ESS "
-                    f"{d.get('min_ess_bulk', float('nan')):.0f}, {d.get('divergences')} divergences); "
-                    "its hierarchical rows use it anyway"
+                    f"preset of {', '.join(c.presets)} (max R-hat {d.get('max_rhat', float('nan')):.3f}, "
+                    f"min bulk ESS {d.get('min_ess_bulk', float('nan')):.0f}, {d.get('divergences')} "
+                    "divergences); its hierarchical rows use it anyway"
                 )
-    all_entries, all_ref = [], []
-    for b, g in config.targets:
         pool = cell_pool(select_cell(records, b, g), prof)
         critics = target_critics(pool)
-        states = start_states(
-            counts,
-            (b, g),
-            critics,
-            starts=config.starts,
-            fit=fits.get((b, g)),
-            particles=config.particles,
-            seed=config.seed,
-        )
+        kw = {"starts": c.starts, "fit": fits.get((b, g)), "particles": c.particles, "seed": c.seed}
+        states = start_states(counts, (b, g), critics, **kw)
         info(f"stream: {b}/{g}: {pool.n_instances} tasks, critics {', '.join(critics)}", enabled=progress)
-        entries, ref_frame = stream_target(
-            pool,
-            states,
-            reference_params(counts, b, g),
-            cost_for(b),
-            config=config,
-            target=f"{b}/{g}",
-            progress=(lambda m: info(f"stream: {m}")) if progress else None,
+        say = (lambda m: info(f"stream: {m}")) if progress else None
+        ref = reference_params(counts, b, g)
+        frames.append(
+            stream_target(
+                pool, states, ref, cost_resolver(c.costs)(b), config=c, target=f"{b}/{g}", progress=say
+            )
         )
-        all_entries.append(entries)
-        all_ref.append(ref_frame)
-    entries = pd.concat(all_entries, ignore_index=True)
-    reference = pd.concat(all_ref, ignore_index=True)
-    boot = {"B": config.bootstrap_b, "seed": config.seed, "prob": config.prob}
+    entries, reference = (pd.concat(f, ignore_index=True) for f in zip(*frames, strict=True))
+    boot = {"B": c.bootstrap_b, "seed": c.seed, "prob": c.prob}
     table = summarize_stream(entries, reference, **boot)
-    others = [s for s in config.starts if s != "none"] if "none" in config.starts else []
-    parts = [stream_contrast(entries, start=s, **boot) for s in others]
-    contrasts = pd.concat(parts or [stream_contrast(entries.iloc[:0], **boot)], ignore_index=True)
-    accept = stream_acceptance(table, contrasts)
+    others = [s for s in c.starts if s != "none"] if "none" in c.starts else []
+    contrasts = pd.concat([stream_contrast(entries, start=s, **boot) for s in others] or [_no_contrast()])
+    tables = {"stream": table, "contrasts": contrasts, "acceptance": stream_acceptance(table, contrasts)}
+    figures = {"stream.nc": functools.partial(_write_tree, table, contrasts, entries, reference)}
     wall = time.perf_counter() - t_start
-    tables = {"stream": table, "contrasts": contrasts, "acceptance": accept}
-    tree = functools.partial(_write_tree, table, contrasts, entries, reference)
-    figures = {"stream.nc": tree}
     return Result.of(
-        "stream",
-        config=config,
-        tables=tables,
-        figures=figures,
-        notes=notes,
-        fits=fit_diag,
-        wall_time=wall,
+        "stream", config=c, tables=tables, figures=figures, notes=notes, fits=fit_diag, wall_time=wall
     )
 
 

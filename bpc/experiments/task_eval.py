@@ -55,7 +55,7 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.estimate.crossed import EVIDENCE_KINDS
-from bpc.evaluate import cell_and_pooled, task_means
+from bpc.evaluate import cell_and_pooled
 from bpc.experiments.task_starts import CELL, START_SEP, check_starts
 
 if TYPE_CHECKING:
@@ -111,41 +111,28 @@ def prior_gain_table(
     """
     if "start" not in utilities.columns:
         raise ValueError("prior_gain_table: the utilities carry no 'start' column (an evaluator with starts)")
-    bayes = utilities[utilities["start"].astype(str) != ""].copy()
-    bayes["base"] = bayes["policy"].str.split(START_SEP, n=1).str[0]
-    bases = sorted(bayes["base"].unique()) if policies is None else list(policies)
-    keys = ["benchmark", "generator", "instance_id"]
-    opts = {"B": B, "seed": seed, "prob": prob}
-    out = []
-    for base in bases:
-        mine = bayes[bayes["base"] == base]
-        ref = mine[mine["start"] == reference]
-        if ref.empty:
-            continue
-        ref_m = task_means(ref.assign(policy="ref")).set_index(keys)
-        for start in sorted(set(mine["start"]) - {reference}):
-            cur = mine[mine["start"] == start]
-            cur_m = task_means(cur.assign(policy="cur")).set_index(keys)
-            fallback = (cur["prior_source"] == CELL).astype(float).groupby([cur[k] for k in keys]).max()
-            diff = pd.concat(
-                [
-                    (cur_m["utility"] - ref_m["utility"]).rename("diff"),
-                    cur_m["n_seeds"],
-                    fallback.rename("fb"),
-                ],
-                axis=1,
-                join="inner",
-            ).reset_index()
-            diff = diff[np.isfinite(diff["diff"].to_numpy(dtype=np.float64))]
-            if diff.empty:
-                continue
-            both = cell_and_pooled(
-                diff, agg={"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")}, **opts
-            )
-            out.append(both.assign(policy=base, start=start, reference=reference, prob=float(prob)))
+    bayes = utilities[utilities["start"].astype(str) != ""]
+    base = bayes["policy"].str.split(START_SEP, n=1).str[0]
+    bayes = bayes.assign(base=base, fb=(bayes["prior_source"] == CELL).astype(float))
+    bayes = bayes if policies is None else bayes[bayes["base"].isin(list(policies))]
+    keys = ["benchmark", "generator", "instance_id", "base"]
+    per = bayes.groupby([*keys, "start"]).agg(
+        u=("utility", "mean"), n_seeds=("utility", "count"), fb=("fb", "max")
+    )
+    per = per.reset_index()
+    ref = per.loc[per["start"] == reference, [*keys, "u"]]
+    diff = per[per["start"] != reference].merge(ref, on=keys, suffixes=("", "_ref"))
+    diff = diff.assign(diff=diff["u"] - diff["u_ref"]).dropna(subset=["diff"])
+    agg = {"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")}
+    out = [
+        cell_and_pooled(part, agg=agg, B=B, seed=seed, prob=prob).assign(
+            policy=str(b), start=str(s), reference=reference
+        )
+        for (b, s), part in diff.groupby(["base", "start"], sort=True)
+    ]
     if not out:
         raise ValueError(f"prior_gain_table: no policy has both the {reference!r} start and another start")
-    table = pd.concat(out, ignore_index=True)
+    table = pd.concat(out, ignore_index=True).assign(prob=float(prob))
     return table.astype({c: int for c in ("n_tasks", "n_pairs", "n_seeds", "n_fallback")})[list(GAIN_COLUMNS)]
 
 
@@ -178,25 +165,19 @@ def task_groups(counts: xr.Dataset) -> pd.DataFrame:
     from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
     from bpc.data.tasks import flagged_tasks
 
-    flagged = set(zip(*(flagged_tasks(counts)[c] for c in ("benchmark", "task")), strict=True))
-    n = counts["task_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values
-    k = np.nan_to_num(counts["task_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK).values)
+    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
+    n = counts["task_n"].transpose(*dims).values
     has = np.isfinite(n) & (np.nan_to_num(n) > 0)
-    solved = has & (k > 0)
-    rows = []
-    gens = [str(g) for g in counts[DIM_GENERATOR].values]
-    tasks = [str(t) for t in counts[DIM_TASK].values]
-    for i, bench in enumerate(str(b) for b in counts[DIM_BENCHMARK].values):
-        if (has[i].sum(axis=1) > 0).sum() < 2:
-            continue
-        others_solved = solved[i].sum(axis=0, keepdims=True) - solved[i]  # (G, T)
-        for j, t in zip(*np.nonzero(has[i]), strict=True):
-            if (bench, tasks[t]) in flagged:
-                group = TASK_GROUPS[2]
-            else:
-                group = TASK_GROUPS[0] if others_solved[j, t] > 0 else TASK_GROUPS[1]
-            rows.append((bench, gens[j], tasks[t], group))
-    return pd.DataFrame(rows, columns=["benchmark", "generator", "instance_id", "group"])
+    solved = has & (np.nan_to_num(counts["task_pass"].transpose(*dims).values) > 0)
+    crossed = (has.any(axis=2).sum(axis=1) >= 2)[:, None, None]  # at least two generators
+    i, j, t = np.nonzero(has & crossed)
+    bench, task = (counts[d].values.astype(str)[x] for d, x in ((DIM_BENCHMARK, i), (DIM_TASK, t)))
+    others_solved = (solved.sum(axis=1, keepdims=True) - solved)[i, j, t] > 0
+    flagged = pd.MultiIndex.from_frame(flagged_tasks(counts)[["benchmark", "task"]].astype(str))
+    is_flagged = pd.MultiIndex.from_arrays([bench, task]).isin(flagged)
+    group = np.where(is_flagged, TASK_GROUPS[2], np.where(others_solved, TASK_GROUPS[0], TASK_GROUPS[1]))
+    gens = counts[DIM_GENERATOR].values.astype(str)[j]
+    return pd.DataFrame({"benchmark": bench, "generator": gens, "instance_id": task, "group": group})
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ def task_starts(
     """Per task of one cell: the starting ``(A, B)`` and where it came from.
 
     The task prior of :func:`fold_task_priors` where another generator informed it, else the
-    cell prior (:func:`cell_start`) — :func:`bpc.estimate.crossed.start_beta`'s rule.
+    cell prior (:func:`cell_start`) — :func:`bpc.estimate.crossed.start_beta`'s rule, for every task at once.
 
     Returns
     -------
@@ -177,16 +177,12 @@ def task_starts(
     >>> a.tolist(), b.tolist(), src.tolist()
     ([2.0, 1.0], [6.0, 1.0], ['task', 'cell'])
     """
-    from bpc.estimate.crossed import start_beta
-
     cell = cell_start(params_cell)
     n = len(tasks)
-    A, B = np.full(n, cell[0]), np.full(n, cell[1])
-    source = np.full(n, CELL, dtype=object)
-    if priors is None:
+    A, B, source = np.full(n, cell[0]), np.full(n, cell[1]), np.full(n, CELL, dtype=object)
+    if priors is None or benchmark not in priors["benchmark"] or generator not in priors["generator"]:
         return A, B, source
-    for i, t in enumerate(tasks):
-        a, b, src = start_beta(priors, benchmark=benchmark, generator=generator, task=str(t), cell=cell)
-        if src == "task":
-            A[i], B[i], source[i] = a, b, "task"
-    return A, B, source
+    sel = priors.sel(benchmark=benchmark, generator=generator).reindex(task=[str(t) for t in tasks])
+    a, b = (np.asarray(sel[v].values, dtype=np.float64) for v in ("A", "B"))
+    hit = (sel["source"].values == "task") & np.isfinite(a) & np.isfinite(b)  # else the cell prior
+    return np.where(hit, a, A), np.where(hit, b, B), np.where(hit, "task", source).astype(object)

@@ -104,19 +104,15 @@ def efficiency_view(eff: pd.DataFrame, ks: Sequence[int] = (0, 1, 3, 10, -1)) ->
         ``target, k, arm, reference, diff, ci_lo, ci_hi, n_tasks, repeats, refits`` (converged /
         all; excluded = the rest, unless flagged as used) and ``flag``.
     """
-    t = eff[(eff["method"] != eff["reference"]) & eff["k"].isin(list(ks))].copy()
-    t["target"] = t["benchmark"] + "/" + t["generator"]
-    t["k"] = ["all" if k < 0 else str(k) for k in t["k"].to_numpy(dtype=np.int64).tolist()]
-    conv = t["n_converged"].to_numpy(dtype=np.int64)
-    n_all = t["n_calibrations"].to_numpy(dtype=np.int64)
-    arms = t["method"].astype(str).tolist()
-    t["refits"] = [
-        f"{c}/{n}" if m in HIERARCHICAL_ARMS else "—" for c, n, m in zip(conv, n_all, arms, strict=True)
-    ]
-    out = t.rename(columns={"method": "arm", "n_repeats": "repeats"})
-    return out[
-        ["target", "k", "arm", "reference", "diff", "ci_lo", "ci_hi", "n_tasks", "repeats", "refits", "flag"]
-    ].reset_index(drop=True)
+    t = eff[(eff["method"] != eff["reference"]) & eff["k"].isin(list(ks))]
+    refits = t["n_converged"].astype(int).astype(str) + "/" + t["n_calibrations"].astype(int).astype(str)
+    t = t.assign(
+        target=t["benchmark"] + "/" + t["generator"],
+        k=np.where(t["k"] < 0, "all", t["k"].astype(int).astype(str)),
+        refits=refits.where(t["method"].isin(HIERARCHICAL_ARMS), "—"),
+    ).rename(columns={"method": "arm", "n_repeats": "repeats"})
+    cols = "target k arm reference diff ci_lo ci_hi n_tasks repeats refits flag".split()
+    return t[cols].reset_index(drop=True)
 
 
 def efficiency_paragraph(eff: pd.DataFrame) -> str:
@@ -143,12 +139,10 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
     for (arm, ref), sub in t.groupby(["method", "reference"], sort=False):
         items = []
         for k, s in sub.groupby("k", sort=True):
-            win, lose = int((s["ci_lo"] > 0).sum()), int((s["ci_hi"] < 0).sum())
-            k_int = int(str(k))
-            label = "all" if k_int < 0 else str(k_int)
+            win, lose, label = int((s["ci_lo"] > 0).sum()), int((s["ci_hi"] < 0).sum()), int(str(k))
             items.append(
-                f"k={label}: mean {s['diff'].mean():+.2f}, wins {win}, ties {len(s) - win - lose}, "
-                f"loses {lose} of {len(s)}"
+                f"k={'all' if label < 0 else label}: mean {s['diff'].mean():+.2f}, wins {win}, "
+                f"ties {len(s) - win - lose}, loses {lose} of {len(s)}"
             )
         conv = ""
         if arm in HIERARCHICAL_ARMS and ref == "laplace":
@@ -168,12 +162,39 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
     )
 
 
-def _figures(rep, files: list[Path], new: Sequence[Path], caption: str) -> None:
-    """Embed every page a plot function wrote (the page number in the caption); add them to ``files``."""
-    files += new
-    pngs = [f for f in new if f.suffix == ".png"]
-    for i, f in enumerate(pngs, 1):
-        rep.figure(f, caption + (f" (page {i} of {len(pngs)})" if len(pngs) > 1 else ""))
+_EFFICIENCY_TEXT = (
+    "The target cell is calibrated on k of its training tasks (k = 0: nothing; all: every training task) "
+    "while every other cell stays complete — a new generator on a benchmark others have run — and scored "
+    "on the fold's tasks; every arm scores every fold of every repeat. Arms: `laplace` (the target's own "
+    "counts, the reference), `complete_pooling` (Laplace on the benchmark pooled over its generators), "
+    "three controllers of the hierarchical posterior of each calibration (one fit per target, reweighted "
+    "per calibration where the weights' Pareto k̂ ≤ 0.7, else refitted; `n_reweighted`): "
+    "`posterior_mean_dp`, `bayes_robust`, `thompson`; and `task_prior`: Laplace's controller with each "
+    "scored task started from its task prior (the crossed model on the calibration's counts and the other"
+    " generators' oracle outcomes on the task; `task_prior_share`: the share of tasks that got one — none"
+    " at k = 0, where the target has no task to place it in the crossed model). A refit that fails its "
+    "convergence check is refitted with a longer preset; one that still fails is {failed}."
+)
+_SECTIONS = {  # heading, text before the table, table caption
+    "ablation": (
+        "Where the instance-aware gain comes from (ablation)",
+        "Each arm switches one part of the `bpc` profile's controller (arms: {arms}): the belief about the "
+        "task (`iid_*` vs `instance_*`), critics bought once per task (`*_critics_once` / "
+        "`*_critics_per_patch`), look-ahead (`instance_greedy`), regeneration modelled as refinement "
+        "(`instance_dp_refine`) and task-level critics off (`instance_dp_no_task_critics`), all calibrated "
+        "on the same training folds and scored on the same tasks.",
+        "Mean held-out utility per task and Δ (with intervals) vs always_verify, the best simple baseline "
+        "and the i.i.d. DP.",
+    ),
+    "predicted": (
+        "Does the controller know what it will earn? Predicted vs realised Δ",
+        "Per fold, the Δ vs always_verify the scored tasks will show is predicted from the training side "
+        "only (Laplace-calibrated controllers, parameter draws from a task bootstrap of the training tasks, "
+        "recorded pools simulated as fresh draws from each task with the critics' within-task dependence) "
+        "and then observed. `coverage`: folds whose predictive interval held the realised Δ.",
+        "",
+    ),
+}
 
 
 def write_compare(result: CompareResult, out: str | Path, *, progress: bool = False) -> CompareResult:
@@ -193,195 +214,136 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
     CompareResult
         ``result`` with ``files`` set (``report.md`` last).
     """
+    from bpc.experiments.ablation import ABLATION_ARMS
     from bpc.outputs import write_csv
     from bpc.progress import info
     from bpc.report.markdown import Report
-    from bpc.report.plots.posterior import (
-        plot_action_probabilities,
-        plot_delta_intervals,
-        plot_loco_efficiency,
-        plot_predicted_vs_realised,
-        plot_value_bands,
-    )
+    from bpc.report.plots import posterior as plots
     from bpc.report.tables import flag_abstention, protocol_cell_table, protocol_verdicts
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    table, first, unc, eff = result.table, result.first_actions, result.uncertainty, result.efficiency
-    table = flag_abstention(table)
-    files: list[Path] = []
-    cells_txt = ", ".join(f"{b}/{g}" for b, g in result.cells)
+    r, files = result, []
+    table, ci = flag_abstention(r.table), f"{CI_PROB:.0%} task-clustered interval"
     rep = Report(out, "bpc compare: controllers under the evaluation protocol")
+
+    def csv(frame: pd.DataFrame | None, name: str) -> pd.DataFrame | None:
+        if frame is not None:
+            files.append(write_csv(frame, out / name))
+        return frame
+
+    def figures(new: Sequence[Path], caption: str) -> None:
+        """Embed every page a plot function wrote (the page number in the caption)."""
+        files.extend(new)
+        pngs = [f for f in new if f.suffix == ".png"]
+        for i, f in enumerate(pngs, 1):
+            rep.figure(f, caption + (f" (page {i} of {len(pngs)})" if len(pngs) > 1 else ""))
+
     rep.text(
-        f"Source: **{result.label}**; replayed cells: {cells_txt}. Every held-out number below comes from "
-        f"repeated cross-fitting over tasks ({result.config.get('protocol', '?')}): each task is scored by "
-        "controllers calibrated without it (nor any other generator's record of it), and every interval "
-        f"is a {CI_PROB:.0%} task-clustered paired bootstrap (task ids resampled jointly across the cells of "
-        "a benchmark). n: tasks."
+        f"Source: **{r.label}**; replayed cells: {', '.join(f'{b}/{g}' for b, g in r.cells)}. Every held-out "
+        f"number below comes from repeated cross-fitting over tasks ({r.config.get('protocol', '?')}): each "
+        "task is scored by controllers calibrated without it (nor any other generator's record of it), and "
+        f"every interval is a {ci} (task ids resampled jointly across the cells of a benchmark). n: tasks."
     )
-    if result.protocol is not None:
-        files.append(write_csv(result.protocol, out / "protocol_delta.csv"))
-        if result.baselines is not None:
-            files.append(write_csv(result.baselines, out / "best_baselines.csv"))
+    if (proto := csv(r.protocol, "protocol_delta.csv")) is not None:
+        csv(r.baselines, "best_baselines.csv")
         rep.heading("Held-out Δ: against always_verify and against the best simple baseline")
         rep.table(
-            protocol_cell_table(result.protocol, result.baselines),
+            protocol_cell_table(proto, r.baselines),
             caption="Δ [interval] per cell: `vs always_verify` is the paper's number; `vs best_simple` is "
             "against the best of stop, verify_first, always_verify, gate_<critic> and best_of_3, chosen per "
             "fold on the training tasks (never on the scored ones; `best_simple` names the most frequent "
             "choice). Every policy's Δ is in protocol_delta.csv.",
         )
-        verdicts = protocol_verdicts(result.protocol)
+        verdicts = protocol_verdicts(proto)
         bs = verdicts[verdicts["reference"] == "best_simple"].sum()
         rep.text(
             f"Against the best simple baseline the controllers win (interval above 0) in {bs['better']} and "
             f"tie (interval covers 0) in {bs['tie']} of {bs['cells']} (cell, controller) rows."
         )
-    if result.ablation is not None:
-        files.append(write_csv(result.ablation, out / "ablation.csv"))
-        rep.heading("Where the instance-aware gain comes from (ablation)")
-        from bpc.experiments.ablation import ABLATION_ARMS
-
-        rep.text(
-            "Each arm switches one part of the `bpc` profile's controller (arms: "
-            + ", ".join(f"`{a}`" for a in ABLATION_ARMS)
-            + "): the belief about the task (`iid_*` vs `instance_*`), critics bought once per task "
-            "(`*_critics_once` / `*_critics_per_patch`), look-ahead (`instance_greedy`), regeneration "
-            "modelled as refinement (`instance_dp_refine`) and task-level critics off "
-            "(`instance_dp_no_task_critics`). All are calibrated on the same training folds and scored on "
-            "the same tasks."
-        )
-        rep.table(
-            result.ablation,
-            decimals=2,
-            caption="Mean held-out utility per task and Δ (with intervals) vs always_verify, the best simple "
-            "baseline and the i.i.d. DP.",
-        )
-    if eff is not None:
+    if (ablation := csv(r.ablation, "ablation.csv")) is not None:
+        head, text, caption = _SECTIONS["ablation"]
+        rep.heading(head)
+        rep.text(text.format(arms=", ".join(f"`{a}`" for a in ABLATION_ARMS)))
+        rep.table(ablation, decimals=2, caption=caption)
+    if (eff := csv(r.efficiency, "efficiency.csv")) is not None:
         used_failed = bool(eff["failed_used"].sum())
-        files.append(write_csv(eff, out / "efficiency.csv"))
-        rep.heading("Data efficiency: leave one cell out")
-        rep.text(
-            "The target cell is calibrated on k of its training tasks (k = 0: nothing; all: every training "
-            "task) while every other cell stays complete — a new generator on a benchmark others have run — "
-            "and scored on the fold's tasks. Arms: `laplace` (the target's own counts, the reference), "
-            "`complete_pooling` (Laplace on the benchmark pooled over its generators), and three controllers "
-            "from the hierarchical posterior of each calibration (one fit per target, reweighted per "
-            "calibration where the weights' Pareto k̂ ≤ 0.7, else refitted; `n_reweighted` in "
-            "`efficiency.csv`): `posterior_mean_dp`, `bayes_robust`, `thompson`; "
-            "and `task_prior`: Laplace's controller with each scored task started from its task prior "
-            "(the crossed model on the calibration's counts and the other generators' oracle outcomes on "
-            "the task; `task_prior_share` in `efficiency.csv` is the share of tasks that got one — none at "
-            "k = 0, where the target has no task of its own to place it in the crossed model). The "
-            "arms score every fold of every repeat. "
-            + (
-                "A refit that fails its convergence check is refitted with a longer preset; one that still "
-                "fails is "
-                + (
-                    "used, counted (`refits`: converged / all) and its rows carry a `flag`."
-                    if used_failed
-                    else "excluded and counted (`refits`: converged / all; `n_excluded` in `efficiency.csv`)."
-                )
-            )
+        failed = (
+            "used, counted (`refits`: converged / all) and its rows carry a `flag`"
+            if used_failed
+            else ("excluded and counted (`refits`: converged / all; `n_excluded` in `efficiency.csv`)")
         )
+        rep.heading("Data efficiency: leave one cell out")
+        rep.text(_EFFICIENCY_TEXT.format(failed=failed))
         rep.text(efficiency_paragraph(eff))
         rep.table(
             efficiency_view(eff),
             decimals=2,
-            caption="Held-out utility difference to Laplace per task at k = 0, 1, 3, 10 and all, "
-            f"{CI_PROB:.0%} task-clustered interval; repeats: fold-assignment repeats that scored the tasks.",
+            caption=f"Held-out utility difference to Laplace per task at k = 0, 1, 3, 10 and all, {ci}; "
+            "repeats: fold-assignment repeats that scored the tasks.",
         )
-        pairs = result.efficiency_pairs
-        if pairs is not None and not pairs.empty:
-            files.append(write_csv(pairs, out / "efficiency_pairs.csv"))
+        pairs = r.efficiency_pairs
+        if pairs is not None and not pairs.empty and csv(pairs, "efficiency_pairs.csv") is not None:
             rep.text(
                 "Where the posterior controllers tie and where they win: the hierarchical arms and the task "
                 "prior against complete pooling, and Bayes-robust and Thompson against the plug-in at the "
                 "posterior mean, on the same calibrations and tasks. " + efficiency_paragraph(pairs)
             )
-            rep.table(
-                efficiency_view(pairs),
-                decimals=2,
-                caption=f"Held-out utility differences between arms per task, {CI_PROB:.0%} "
-                "task-clustered interval.",
-            )
+            rep.table(efficiency_view(pairs), decimals=2, caption=f"Held-out differences between arms, {ci}.")
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
-            _figures(
-                rep,
-                files,
-                plot_loco_efficiency(eff, out / "efficiency.png"),
+            figures(
+                plots.plot_loco_efficiency(eff, out / "efficiency.png"),
                 "Leave one cell out: gain over Laplace against k"
                 + (" (open marker: uses a failed refit)" if used_failed else ""),
             )
-    if result.predicted is not None:
-        files.append(write_csv(result.predicted, out / "predicted_vs_realised.csv"))
-        rep.heading("Does the controller know what it will earn? Predicted vs realised Δ")
-        rep.text(
-            "Per fold, the Δ vs always_verify the scored tasks will show is predicted from the training "
-            "side only (Laplace-calibrated controllers, parameter draws from a task bootstrap of the "
-            "training tasks, recorded pools simulated as fresh draws from each task with the critics' "
-            "within-task dependence) and then observed. `coverage`: folds whose predictive interval "
-            "held the realised Δ."
-        )
-        rep.table(result.predicted, decimals=2)
-        if result.coverage is not None:
-            files.append(write_csv(result.coverage, out / "predictive_coverage.csv"))
-            rep.table(
-                result.coverage,
-                decimals=3,
-                caption="Coverage over distinct checks (identical controllers in a fold are one check), "
-                "interval over (seed, fold, benchmark) clusters.",
+    if (predicted := csv(r.predicted, "predicted_vs_realised.csv")) is not None:
+        head, text, _ = _SECTIONS["predicted"]
+        rep.heading(head)
+        rep.text(text)
+        rep.table(predicted, decimals=2)
+        if (coverage := csv(r.coverage, "predictive_coverage.csv")) is not None:
+            caption = (
+                "Coverage over distinct checks (identical controllers in a fold are one check), interval "
             )
-        if result.checks is not None and len(result.checks):
-            files.append(write_csv(result.checks, out / "predictive_checks.csv"))
-            _figures(
-                rep,
-                files,
-                plot_predicted_vs_realised(result.checks, out / "predicted_vs_realised.png"),
+            rep.table(coverage, decimals=3, caption=caption + "over (seed, fold, benchmark) clusters.")
+        if r.checks is not None and len(r.checks) and csv(r.checks, "predictive_checks.csv") is not None:
+            figures(
+                plots.plot_predicted_vs_realised(r.checks, out / "predicted_vs_realised.png"),
                 "Predicted vs realised Δ, one point per fold × cell × policy",
             )
-    files.append(write_csv(table, out / "compare_delta.csv"))
-    files.append(write_csv(first, out / "first_action_posterior.csv"))
+    csv(table, "compare_delta.csv")
+    csv(r.first_actions, "first_action_posterior.csv")
+    post = f"{CI_PROB:.0%} posterior {CI_KIND.upper()}"
     rep.heading("The posterior controllers: posterior Δ intervals")
     rep.text(
-        f"Posterior: {result.config.get('posterior', '?')}; "
-        f"{result.config.get('posterior controllers', '')}. "
-        f"compare_delta.csv holds, per cell and policy over the held-out tasks, Δ with its {CI_PROB:.0%} "
-        f"task-clustered interval and the {CI_PROB:.0%} {CI_KIND.upper()} posterior and predictive intervals "
-        "(each fold's, averaged with the fold's tasks as weights)."
+        f"Posterior: {r.config.get('posterior', '?')}; {r.config.get('posterior controllers', '')}. "
+        f"compare_delta.csv holds, per cell and policy over the held-out tasks, Δ with its {ci} and the "
+        f"{post} and predictive intervals (each fold's, averaged with the fold's tasks as weights)."
     )
     rep.text(agreement_text(table))
-    headline = table[table["policy"].isin(list(HEADLINE_POLICIES))]
-    _figures(
-        rep,
-        files,
-        plot_delta_intervals(headline, out / "delta_intervals.png"),
-        f"Δ per policy, cross-fitted: {CI_PROB:.0%} task-clustered interval (circles) and "
-        f"{CI_PROB:.0%} posterior {CI_KIND.upper()} (squares); † wins by abstaining",
+    figures(
+        plots.plot_delta_intervals(
+            table[table["policy"].isin(list(HEADLINE_POLICIES))], out / "delta_intervals.png"
+        ),
+        f"Δ per policy, cross-fitted: {ci} (circles) and {post} (squares); † wins by abstaining",
     )
     rep.heading("Policy uncertainty")
     rep.text(
         "Posterior probability of each first action at the cell prior (each draw at its own prior), the "
-        f"posterior of the analytic crossover c_ver*/R = π ({CI_PROB:.0%} {CI_KIND.upper()}) and the "
-        "value at b0 with its band."
+        f"posterior of the analytic crossover c_ver*/R = π ({post}) and the value at b0 with its band."
     )
-    rep.table(first, decimals=3)
-    _figures(
-        rep,
-        files,
-        plot_action_probabilities(unc, out / "p_action_optimal.png", cells=result.cells),
+    rep.table(r.first_actions, decimals=3)
+    figures(
+        plots.plot_action_probabilities(r.uncertainty, out / "p_action_optimal.png", cells=r.cells),
         "P(action optimal) vs belief at h = H, no critic used",
     )
-    _figures(
-        rep,
-        files,
-        plot_value_bands(unc, out / "value_bands.png", cells=result.cells),
-        f"Value V(b) with its {CI_PROB:.0%} posterior {CI_KIND.upper()} band, the most often optimal action "
-        "(opacity: posterior P(optimal)) and each action's loss V(b) − Q_a(b)",
+    figures(
+        plots.plot_value_bands(r.uncertainty, out / "value_bands.png", cells=r.cells),
+        f"Value V(b) with its {post} band, the most often optimal action (opacity: posterior P(optimal)) "
+        "and each action's loss V(b) − Q_a(b)",
     )
-    config = dict(result.config)
-    choices = config.pop("data choices", None)
-    if choices:
+    config = dict(r.config)
+    if choices := config.pop("data choices", None):
         rep.heading("Data choices and the task report")
         rep.text(
             "What the corpus loader chose, the rows it dropped, and the task report (`bpc.data.tasks`: "
@@ -389,8 +351,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             + "\n".join(f"- {c}" for c in choices)
         )
     rep.provenance(config)
-    files = list(dict.fromkeys(files))
-    files.append(rep.write())
+    files = [*dict.fromkeys(files), rep.write()]
     info(f"wrote {len(files)} file(s)", enabled=progress)  # into a temporary folder when atomic
     return replace(result, files=files)
 

@@ -226,9 +226,7 @@ def _write(run, out: Path) -> Path:
     truth = run.panel.truth["prior"].to_dataframe(name="true_prior").reset_index()
     priors = priors.merge(truth, on=["benchmark", "generator"], how="left")
     write_csv(priors, out / "priors.csv")
-    covered = (
-        (priors["true_prior"] >= priors["wilson_lo"]) & (priors["true_prior"] <= priors["wilson_hi"])
-    ).mean()
+    covered = priors["true_prior"].between(priors["wilson_lo"], priors["wilson_hi"]).mean()
     report.text(
         f"Prior P(pass) per cell in [`priors.csv`](priors.csv): counts (`n_instances`, `n_patches`, "
         "`n_pass`), the add-one estimate `prior`, its Wilson 95% interval (`wilson_lo`, `wilson_hi`), "
@@ -280,8 +278,7 @@ def _write(run, out: Path) -> Path:
     write_csv(deltas, out / "protocol_delta.csv")
     write_csv(baselines, out / "protocol_baselines.csv")
     write_csv(protocol_cell_table(deltas, baselines), out / "protocol_cells.csv")
-    seeds = run.protocol.metadata["config"]["seeds"]
-    n_folds = run.protocol.metadata["config"]["n_folds"]
+    seeds, n_folds = (run.protocol.metadata["config"][k] for k in ("seeds", "n_folds"))
     n_tasks = int(deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
     report.text(
         f"The `bpc` profile (instance belief: patches of one task share its difficulty) under bpc's "
@@ -323,19 +320,18 @@ def _write(run, out: Path) -> Path:
     save(tree, out / "posterior.nc")  # atomic (bpc.outputs.atomic_file)
     post = posterior_params(tree)
     sampler = cfg.sampler
+    failed = (
+        "FAILED: "
+        + "; ".join(diag.failures)
+        + (" (expected with --quick's short chains)." if cfg.quick else ".")
+    )
     report.text(
         f"The cell-level model (no task effects), fitted on all {len(priors)} cells "
         f"({sampler['chains']} chains × {sampler['draws']} draws, sampler "
         f"{json.loads(tree.attrs['config'])['sampler']}); saved as `posterior.nc` (ArviZ DataTree, netCDF). "
         f"Diagnostics: max R-hat {diag.max_rhat:.4f}, min bulk ESS {diag.min_ess_bulk:.0f}, min tail ESS "
         f"{diag.min_ess_tail:.0f}, {diag.divergences} divergences — "
-        + (
-            "all within the pinned thresholds."
-            if diag.ok
-            else "FAILED: "
-            + "; ".join(diag.failures)
-            + (" (expected with --quick's short chains)." if cfg.quick else ".")
-        )
+        + ("all within the pinned thresholds." if diag.ok else failed)
     )
     moves = shrinkage_table(params, post)
     write_csv(moves, out / "shrinkage.csv")
@@ -352,6 +348,7 @@ def _write(run, out: Path) -> Path:
     )
 
     report.heading("4. Laplace vs full-posterior controllers, credible intervals on Δ")
+    from bpc.experiments.compare import CONTROLLERS
     from bpc.experiments.demo import COMPARE_BENCHMARKS
 
     result = write_compare(run.compared, out / "compare", progress=cfg.progress)
@@ -365,59 +362,56 @@ def _write(run, out: Path) -> Path:
         + next((str(v) for k, v in result.config.items() if k.startswith("posterior")), "?")
         + "."
     )
-    table = result.table
-    controllers = ["laplace_dp", "posterior_mean_dp", "bayes_robust", "thompson"]
-    flagged = flag_abstention(table)
-    av_pass = flagged[flagged["policy"] == "always_verify"].set_index(["benchmark", "generator"])["pass_rate"]
-    ctrl = flagged[flagged["policy"].isin(controllers)].set_index(["benchmark", "generator"])
-    n_cells = ctrl.index.nunique()
+    table = flag_abstention(result.table)
+    av_pass = table.loc[table["policy"] == "always_verify", "pass_rate"].mean()
+    ctrl = table[table["policy"].isin(CONTROLLERS)].set_index(["benchmark", "generator"])
     laplace_delta = ctrl.loc[ctrl["policy"] == "laplace_dp", "delta"]
     ctrl = ctrl.assign(vs_laplace=ctrl["delta"] - laplace_delta.reindex(ctrl.index).to_numpy())
+    per = "(utility/instance)"
     summary = (
         ctrl.groupby("policy", sort=False)
         .agg(
             **{
-                "mean Δ vs always_verify (utility/instance)": ("delta", "mean"),
-                "mean Δ vs laplace_dp (utility/instance)": ("vs_laplace", "mean"),
+                f"mean Δ vs always_verify {per}": ("delta", "mean"),
+                f"mean Δ vs laplace_dp {per}": ("vs_laplace", "mean"),
                 "cells at least laplace_dp": ("vs_laplace", lambda x: int((x >= -1e-9).sum())),
-                "posterior-expected Δ (utility/instance)": ("post_mean", "mean"),
+                f"posterior-expected Δ {per}": ("post_mean", "mean"),
                 "pass rate (share of instances)": ("pass_rate", "mean"),
                 "cost per instance": ("cost_per_instance", "mean"),
                 "held-out instances": ("n_eval", "sum"),
                 "cells winning by abstaining": ("wins_by_abstaining", "sum"),
             }
         )
-        .reindex(controllers)
+        .reindex(list(CONTROLLERS))
         .reset_index()
+        .astype({"held-out instances": int, "cells winning by abstaining": int})
     )
-    for col in ("held-out instances", "cells winning by abstaining"):
-        summary[col] = summary[col].astype(int)
     report.table(
         summary,
         decimals=2,
         caption=(
-            f"Four controllers on the held-out 25% of each of {n_cells} cells: Laplace plug-in (paper), "
-            "posterior-mean plug-in, Bayes-robust (maximises posterior-expected Q) and Thompson (one draw "
-            "per episode), averaged over cells (always_verify's mean pass rate: "
-            f"{av_pass.mean():.2f}). Winning by abstaining: Δ > 0 with a pass rate below always_verify's."
+            f"Four controllers on the held-out tasks of {ctrl.index.nunique()} cells: Laplace plug-in "
+            "(paper), posterior-mean plug-in, Bayes-robust (maximises posterior-expected Q) and Thompson "
+            f"(one draw per episode), averaged over cells (always_verify's mean pass rate: {av_pass:.2f}). "
+            "Winning by abstaining: Δ > 0 with a pass rate below always_verify's."
         ),
     )
     dp = table[table["policy"] == "laplace_dp"]
     disjoint = int(((dp["post_hi"] < dp["ci_lo"]) | (dp["post_lo"] > dp["ci_hi"])).sum())
+    ci = f"{CI_PROB:.0%} task-clustered interval"
     report.text(
-        "Two intervals on Δ are reported per cell and policy in `compare/`: the paired bootstrap 95% CI "
-        "(sampling variability of the observed held-out instances, parameters fixed) and the posterior "
-        f"{CI_PROB:.0%} interval (expected Δ under calibration uncertainty, simulated from each posterior "
-        "draw). Trust the bootstrap for *did it win on these instances*, the posterior for *would it win "
-        "in expectation given what calibration knows*. For the Laplace DP the two intervals are disjoint "
-        f"in {disjoint} of {len(dp)} cells."
+        f"Two intervals on Δ are reported per cell and policy in `compare/`: the {ci} (sampling variability "
+        f"of the held-out tasks, parameters fixed) and the posterior {CI_PROB:.0%} interval (expected Δ "
+        "under calibration uncertainty, simulated from each posterior draw). Trust the first for *did it "
+        "win on these tasks*, the posterior for *would it win in expectation given what calibration knows*. "
+        f"For the Laplace DP the two intervals are disjoint in {disjoint} of {len(dp)} cells."
     )
     if result.efficiency is not None:
         report.text(efficiency_paragraph(result.efficiency))
     captions = {
         "p_action_optimal": "Policy uncertainty: P(action optimal) across posterior draws, by belief",
         "value_bands": f"Expected utility V(b) and Q(b) per action with {CI_PROB:.0%} credible bands",
-        "delta_intervals": "Δ per policy: paired bootstrap 95% CI beside the posterior credible interval",
+        "delta_intervals": f"Δ per policy: the {ci} beside the posterior credible interval",
         "efficiency": "Data efficiency: held-out Δ vs calibration instances per cell, Laplace vs pooled",
         "predicted_vs_realised": "Predicted (training side only) vs realised held-out Δ, one point per fold",
     }

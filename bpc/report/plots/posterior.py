@@ -301,7 +301,7 @@ def _value_bands_page(
 
 
 def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
-    """Δ per policy and cell: posterior credible interval beside the paired bootstrap.
+    """Δ per policy and cell: posterior credible interval beside the task-clustered bootstrap.
 
     :func:`bpc.report.plots.replay.plot_delta_bars` with the posterior interval
     beside each bootstrap one: pass rate, cost and held-out instances beside
@@ -329,7 +329,7 @@ def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
 
     if table.empty:
         raise ValueError("plot_delta_intervals: empty table")
-    title = "Δ vs always_verify per policy and cell: paired bootstrap and posterior intervals"
+    title = "Δ vs always_verify per policy and cell: task-clustered and posterior intervals"
     return plot_delta_bars(table, path, title=title, ncols=3)
 
 

@@ -159,7 +159,8 @@ def plot_delta_bars(
             handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label=_ABSTAIN_LABEL))
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
         fig.suptitle(head + note, fontsize=11)
-        fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))  # the legend's row at the bottom
+        h = fig.get_figheight()
+        fig.tight_layout(rect=(0, 0.35 / h, 1, 1 - 0.3 / h))  # the legend's row at the bottom, the title's
         return fig
 
     return save_pages(cells, per_page, path, draw, formats=formats)
