@@ -57,7 +57,7 @@ import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
-from scipy.special import betaln, expit, gammaln, logsumexp
+from scipy.special import betaln, comb, expit, gammaln, logsumexp
 
 from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR, DIM_TASK
 from bpc.schema import has_task_counts, validate_counts
@@ -151,41 +151,20 @@ def critic_loglik(
     True
     """
     s, n, a, b, tpr, fpr = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (s, n, a, b, tpr, fpr)))
-    out = np.zeros(s.shape)
     n_max = int(np.nanmax(n)) if n.size and np.isfinite(n).any() else 0
-    if n_max == 0:
-        return out
-    delta = tpr - fpr
-    # E[θ^j] for j = 0 … n_max
-    moments = np.ones((n_max + 1, *s.shape))
-    for j in range(1, n_max + 1):
-        moments[j] = moments[j - 1] * (a + j - 1) / (a + b + j - 1)
-    from math import comb
-
-    total = np.zeros(s.shape)
-    for n_val in range(1, n_max + 1):
-        for s_val in range(n_val + 1):
-            sel = (n == n_val) & (s == s_val)
-            if not sel.any():
-                continue
-            # (fpr + θΔ)^s (1 − fpr − θΔ)^(n − s) = Σ_j c_j θ^j
-            f, d = fpr[sel], delta[sel]
-            acc = np.zeros(f.shape)
-            for i in range(s_val + 1):  # from (fpr + θΔ)^s: C(s, i) fpr^(s−i) (θΔ)^i
-                for j in range(
-                    n_val - s_val + 1
-                ):  # from (1 − fpr − θΔ)^(n−s): C(n−s, j) (1−fpr)^(n−s−j) (−θΔ)^j
-                    coef = (
-                        comb(s_val, i)
-                        * comb(n_val - s_val, j)
-                        * f ** (s_val - i)
-                        * (1 - f) ** (n_val - s_val - j)
-                    )
-                    acc = acc + coef * d ** (i + j) * (-1.0) ** j * moments[i + j][sel]
-            total[sel] = comb(n_val, s_val) * acc
-    with np.errstate(divide="ignore"):
-        out = np.where(n > 0, np.log(np.maximum(total, 1e-300)), 0.0)
-    return out
+    # E[θ^j] (j = 0 … n_max) and the coefficients of θ^j in the product of the patches' factors:
+    # (fpr + θΔ) for each of the s passed, (1 − fpr − θΔ) for each of the n − s failed
+    moments, coef = np.ones((n_max + 1, *s.shape)), np.zeros((n_max + 1, *s.shape))
+    coef[0] = 1.0
+    for i in range(n_max):
+        moments[i + 1] = moments[i] * (a + i) / (a + b + i)
+        const = np.where(i < s, fpr, np.where(i < n, 1.0 - fpr, 1.0))
+        slope = np.where(i < s, tpr - fpr, np.where(i < n, fpr - tpr, 0.0))
+        coef[1:] = coef[1:] * const + coef[:-1] * slope
+        coef[0] = coef[0] * const
+    total = comb(np.where(n > 0, n, 0.0), np.where(n > 0, s, 0.0)) * (coef * moments).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 0, np.log(np.maximum(total, 1e-300)), 0.0)
 
 
 def _mixture_beta(
@@ -455,13 +434,9 @@ def crossed_eb(
     def objective(theta: np.ndarray) -> float:
         loc, log_kappa, log_sigma = unpack(theta)
         ll = _crossed_loglik(loc, np.exp(log_kappa), float(np.exp(log_sigma[0])), m, k, x, w)
-        pen = 0.0
-        penalised = (("loc", loc), ("log_kappa", log_kappa)) + (
-            (("log_sigma", log_sigma),) if fit_sigma else ()
-        )
-        for name, values in penalised:
-            mu, sd = EB_PRIORS[name]
-            pen += float((((values - mu) / sd) ** 2).sum()) / 2
+        parts = {"loc": loc, "log_kappa": log_kappa, "log_sigma": log_sigma if fit_sigma else np.zeros(0)}
+        pen = sum(float((((v - EB_PRIORS[nm][0]) / EB_PRIORS[nm][1]) ** 2).sum()) for nm, v in parts.items())
+        pen = pen / 2
         return -(ll - pen)
 
     bounds = [(-15.0, 15.0)] * G + [(-7.0, 10.0)] * G + ([(-5.0, 2.5)] if fit_sigma else [])

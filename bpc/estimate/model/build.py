@@ -338,25 +338,17 @@ def instance_observations(counts: xr.Dataset, *, layout: xr.Dataset | None = Non
             raise ValueError(f"counts hold instances with more than {size} patches, more than the layout")
     mm, kk = np.meshgrid(np.arange(1, size + 1), np.arange(size + 1), indexing="ij")
     possible = kk <= mm
-    n_class = int(possible.sum())
-    n_cells = len(cells)
-    w = np.zeros((n_cells, n_class))
-    tot_n = np.zeros(n_cells, dtype=np.int64)
-    tot_k = np.zeros(n_cells, dtype=np.int64)
-    mbar = np.ones(n_cells)
-    for c, (b, g) in enumerate(zip(cb, cg, strict=True)):
-        if not has_prior[b, g]:
-            continue
-        if has_hist[b, g]:
-            h = np.zeros((size, size + 1))
-            src = np.nan_to_num(hist[b, g])
-            s_m, s_k = min(size, src.shape[0]), min(size + 1, src.shape[1])
-            h[:s_m, :s_k] = src[:s_m, :s_k]
-            w[c] = h[possible]
-        else:
-            tot_n[c], tot_k[c] = int(n[b, g]), int(k[b, g])
-        if np.isfinite(inst[b, g]) and inst[b, g] > 0:
-            mbar[c] = max(float(n[b, g] / inst[b, g]), 1.0)
+    n_class, n_cells = int(possible.sum()), len(cells)
+    h = np.zeros((*hist.shape[:2], size, size + 1))
+    s_m, s_k = min(size, hist.shape[2]), min(size + 1, hist.shape[3])
+    h[:, :, :s_m, :s_k] = np.nan_to_num(hist[:, :, :s_m, :s_k])
+    prior, histogram, inst = has_prior[cb, cg], has_hist[cb, cg], inst[cb, cg]
+    w = np.where(histogram[:, None], h[cb, cg][:, possible], 0.0)  # a cell with a histogram: its classes
+    tot_n, tot_k = (
+        np.where(prior & ~histogram, np.nan_to_num(v[cb, cg]), 0).astype(np.int64) for v in (n, k)
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mbar = np.where(prior & np.isfinite(inst) & (inst > 0), np.maximum(n[cb, cg] / inst, 1.0), 1.0)
     return xr.Dataset(
         {
             "cell_benchmark_idx": (DIM_PRIOR_CELL, np.asarray(cb, dtype=np.int64)),
@@ -412,54 +404,40 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
     tasks = [str(t) for t in counts[DIM_TASK].values]
     bench = [str(v) for v in counts[DIM_BENCHMARK].values]
     hist_w = inst["inst_w"].values.reshape(inst.sizes[DIM_PRIOR_CELL], -1)
-    n_patches = counts["n_patches"].transpose(*order).values
-    n_pass = counts["n_pass"].transpose(*order).values
-    n_inst = counts["n_instances"].transpose(*order).values
     cb, cg = inst["cell_benchmark_idx"].values, inst["cell_generator_idx"].values
-    ok = np.zeros(len(cb), dtype=bool)
-    for c, (b, g) in enumerate(zip(cb, cg, strict=True)):
-        has = np.isfinite(tn[b, g]) & (np.nan_to_num(tn[b, g]) > 0)
-        ok[c] = (
-            hist_w[c].sum() > 0
-            and has.any()
-            and float(np.nansum(tn[b, g])) == float(n_patches[b, g])
-            and float(np.nansum(tk[b, g])) == float(n_pass[b, g])
-            and float(has.sum()) == float(n_inst[b, g])
-        )
-    rows_c, rows_t = [], []
-    cells = []
+    has = np.isfinite(tn) & (np.nan_to_num(tn) > 0)
+    total = {
+        "n_patches": np.nansum(tn, axis=-1),
+        "n_pass": np.nansum(tk, axis=-1),
+        "n_instances": has.sum(-1),
+    }
+    ok = (hist_w.sum(axis=1) > 0) & has[cb, cg].any(axis=-1)
+    for name, value in total.items():  # the per-task counts agree with the cell's totals
+        ok &= value[cb, cg] == counts[name].transpose(*order).values[cb, cg]
+    rows, cells = [], []  # rows: (prior cell, benchmark, task)
     for b in np.unique(cb[ok]):
         members = np.flatnonzero(ok & (cb == b))
-        attempted = np.isfinite(tn[b, cg[members]]) & (np.nan_to_num(tn[b, cg[members]]) > 0)
+        attempted = has[b, cg[members]]
         if len(members) < 2 or not (attempted.sum(axis=0) >= 2).any():
             continue
         cells.extend(members.tolist())
-        for j, c in enumerate(members):
-            for t in np.flatnonzero(attempted[j]):
-                rows_c.append(int(c))
-                rows_t.append((int(b), int(t)))
+        j, t = np.nonzero(attempted)
+        rows.append(np.column_stack([members[j], np.full(j.size, b), t]))
     if not cells:
         return empty
-    keys = sorted(set(rows_t))
-    key_pos = {key: i for i, key in enumerate(keys)}
-    benches = sorted({b for b, _ in keys})
-    bench_pos = {b: i for i, b in enumerate(benches)}
-    rows_c_arr = np.asarray(rows_c, dtype=np.int64)
-    m = np.array([tn[cb[c], cg[c], t] for c, (_, t) in zip(rows_c, rows_t, strict=True)], dtype=np.int64)
-    k = np.array([tk[cb[c], cg[c], t] for c, (_, t) in zip(rows_c, rows_t, strict=True)], dtype=np.int64)
+    c, b, t = np.concatenate(rows).T
+    keys, key_of = np.unique(np.column_stack([b, t]), axis=0, return_inverse=True)
+    benches, key_bench = np.unique(keys[:, 0], return_inverse=True)
     labels = [str(v) for v in inst[DIM_PRIOR_CELL].values]
     return xr.Dataset(
         {
-            "task_row_cell": (DIM_TASK_OBS, rows_c_arr),
-            "task_row_key": (DIM_TASK_OBS, np.array([key_pos[r] for r in rows_t], dtype=np.int64)),
-            "task_m": (DIM_TASK_OBS, m),
-            "task_k": (DIM_TASK_OBS, k),
-            "task_key_benchmark": (DIM_TASK_KEY, np.array([bench_pos[b] for b, _ in keys], dtype=np.int64)),
+            "task_row_cell": (DIM_TASK_OBS, c.astype(np.int64)),
+            "task_row_key": (DIM_TASK_OBS, key_of.reshape(-1).astype(np.int64)),
+            "task_m": (DIM_TASK_OBS, tn[cb[c], cg[c], t].astype(np.int64)),
+            "task_k": (DIM_TASK_OBS, tk[cb[c], cg[c], t].astype(np.int64)),
+            "task_key_benchmark": (DIM_TASK_KEY, key_bench.reshape(-1).astype(np.int64)),
             "task_cell_prior": (DIM_TASK_CELL, np.asarray(cells, dtype=np.int64)),
-            "task_cell_benchmark": (
-                DIM_TASK_CELL,
-                np.array([bench_pos[int(cb[c])] for c in cells], dtype=np.int64),
-            ),
+            "task_cell_benchmark": (DIM_TASK_CELL, np.searchsorted(benches, cb[cells]).astype(np.int64)),
         },
         coords={
             DIM_TASK_KEY: [f"{bench[b]}/{tasks[t]}" for b, t in keys],

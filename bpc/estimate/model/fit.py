@@ -52,7 +52,7 @@ from bpc.constants import (
 )
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import diagnose
-from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
+from bpc.estimate.model.spec import ModelSpec
 from bpc.outputs import versions
 from bpc.schema import TASK_COUNT_VARS, validate_counts
 
@@ -395,7 +395,6 @@ def cell_rates(
             f"cell_rates: posterior lacks {missing} or its rates differ from the spec's {spec.rates}"
         )
     chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
-    S = chains * draws
     alpha, kappa = flat_draws(posterior, "alpha", DIM_RATE), flat_draws(posterior, "kappa", DIM_RATE)
     eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
     eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
@@ -426,52 +425,28 @@ def cell_rates(
         if condition and "task_loc" in posterior:
             _crossed_cell_prior(posterior, theta[:, r0], kappa_inst, benchmarks, generators)
 
+    # a critic is available where it ran; in a cell without data where it ran on the cell's
+    # benchmark, else (a new benchmark) on its generator, else anywhere
     critics = [str(c) for c in counts[DIM_CRITIC].values]
-    cell_has_data = (
-        counts["n_patches"].reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).notnull().values
+    cells = {DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
+    ran = counts["critic_n"].notnull().any("label").transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
+    known_b = np.isin(benchmarks, [str(v) for v in counts[DIM_BENCHMARK].values])[:, None, None]
+    known_g = np.isin(generators, [str(v) for v in counts[DIM_GENERATOR].values])[None, :, None]
+    by_b = ran.any(DIM_GENERATOR).reindex({DIM_BENCHMARK: benchmarks}, fill_value=False).values[:, None]
+    by_g = ran.any(DIM_BENCHMARK).reindex({DIM_GENERATOR: generators}, fill_value=False).values[None]
+    anywhere = ran.any((DIM_BENCHMARK, DIM_GENERATOR)).values
+    has_data = counts["n_patches"].reindex(cells).notnull().transpose(*cells).values[..., None]
+    fallback = np.where(known_b, by_b, np.where(known_g, by_g, anywhere))
+    available = np.where(has_data, ran.reindex(cells, fill_value=False).values, fallback)
+    rate_at = {rate: theta[:, r] for r, rate in enumerate(spec.rates)}
+    missing_rate = np.full(theta[:, 0].shape, np.nan)
+    tpr, fpr = (
+        np.where(
+            available[None], np.stack([rate_at.get(f"{kind}_{c}", missing_rate) for c in critics], -1), np.nan
+        )
+        for kind in ("tpr", "fpr")
     )
-    crit_seen = (
-        counts["critic_n"]
-        .notnull()
-        .any("label")
-        .reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators})
-        .fillna(False)
-        .astype(bool)
-        .transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
-        .values
-    )
-    by_bench = counts["critic_n"].notnull().any(("label", DIM_GENERATOR))
-    by_gen = counts["critic_n"].notnull().any(("label", DIM_BENCHMARK))
-    anywhere = counts["critic_n"].notnull().any(("label", DIM_BENCHMARK, DIM_GENERATOR)).values
-    known_b = [str(v) for v in counts[DIM_BENCHMARK].values]
-    known_g = [str(v) for v in counts[DIM_GENERATOR].values]
-    available = crit_seen.copy()
-    for i, bench in enumerate(benchmarks):
-        for j, gen in enumerate(generators):
-            if cell_has_data[i, j]:
-                continue
-            if bench in known_b:
-                available[i, j] = by_bench.sel({DIM_BENCHMARK: bench}).transpose(DIM_CRITIC).values
-            elif gen in known_g:
-                available[i, j] = by_gen.sel({DIM_GENERATOR: gen}).transpose(DIM_CRITIC).values
-            else:
-                available[i, j] = anywhere
-
-    shape_c = (S, len(benchmarks), len(generators), len(critics))
-    tpr = np.full(shape_c, np.nan)
-    fpr = np.full(shape_c, np.nan)
-    scalars = {}
-    for r, rate in enumerate(spec.rates):
-        kind = rate_kind(rate)
-        if kind in ("tpr", "fpr"):
-            c = rate_critic(rate)
-            if c not in critics:
-                continue
-            ci = critics.index(c)
-            target = tpr if kind == "tpr" else fpr
-            target[..., ci] = np.where(available[None, :, :, ci], theta[:, r], np.nan)
-        else:
-            scalars[kind] = theta[:, r]
+    scalars = {kind: rate_at[kind] for kind in ("prior", "p_fix", "p_break")}
     kernel = [spec.rates.index(kind) for kind in ("p_fix", "p_break")]
     kernel_measured = (np.nan_to_num(n[kernel]) > 0).any(axis=0)  # refinement pairs in the cell
     if kernels == "measured":

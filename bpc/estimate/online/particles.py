@@ -83,15 +83,6 @@ class ParticleOptions:
     n_moves: int = DEFAULT_MOVES
 
 
-# ---------------------------------------------------------------------------
-# Prior
-# ---------------------------------------------------------------------------
-
-# ---------------------------------------------------------------------------
-# Particle state
-# ---------------------------------------------------------------------------
-
-
 def _logit(p: np.ndarray) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     return np.log(p) - np.log1p(-p)
@@ -111,12 +102,6 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
     cum = np.cumsum(weights[order])
     i = int(np.searchsorted(cum, q * cum[-1]))
     return float(values[order][min(i, len(order) - 1)])
-
-
-def _scales_by_name(sds: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
-    """``sds`` keyed by coordinate name (``"prior"`` → ``"logit_prior"``, ``"kappa"`` → ``"log_kappa"``)."""
-    coords = {key: "log_kappa" if key == "kappa" else f"logit_{key}" for key in sds}
-    return {coords[key]: float(v) for key, v in sds.items() if coords[key] in names}
 
 
 def _logit_sd(lo: float, hi: float, prob: float, *, log: bool = False) -> float | None:
@@ -171,13 +156,8 @@ def calibration_scales(params: xr.Dataset, *, iid: bool) -> dict[str, float]:
     """
     from bpc.constants import DIM_CRITIC, DIM_LABEL, WILSON_PROB
 
-    config = params.attrs.get("config", {})
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except ValueError:
-            config = {}
-    prob = float(config.get("wilson_prob", WILSON_PROB)) if isinstance(config, Mapping) else WILSON_PROB
+    config = params.attrs.get("config") or {}
+    prob = float((json.loads(config) if isinstance(config, str) else config).get("wilson_prob", WILSON_PROB))
     out: dict[str, float | None] = {}
 
     def scalar(name: str) -> float:
@@ -361,14 +341,11 @@ class LearningState:
         iid = kappa is None or math.isinf(kappa)
         crit = tuple(str(c) for c in critics)
         names = cls.layout(crit, iid=iid, kernel=p_fix is not None)
-        mean = []
-        for nm in names:
-            if nm == "log_kappa":
-                mean.append(math.log(float(kappa)))  # type: ignore[arg-type]
-            else:
-                mean.append(float(_logit(np.array(values[nm.removeprefix("logit_")]))))
-        scale = {**{nm: sd for nm in names}, **_scales_by_name(sds or {}, names)}
-        gp = GaussianPrior(np.array(mean), np.diag([scale[nm] ** 2 for nm in names]))
+        key = {nm: nm.removeprefix("logit_").removeprefix("log_") for nm in names}
+        logit = {nm: float(_logit(values[key[nm]])) for nm in names if nm != "log_kappa"}
+        mean = [math.log(kappa) if nm == "log_kappa" else logit[nm] for nm in names]  # type: ignore[arg-type]
+        scale = [float((sds or {}).get(key[nm], sd)) for nm in names]
+        gp = GaussianPrior(np.array(mean), np.diag(np.square(scale)))
         x = gp.sample(
             np.random.default_rng([int(particles.seed), 0]), particles.n_particles or DEFAULT_PARTICLES
         )
@@ -424,29 +401,23 @@ class LearningState:
         iid = kap is None or bool(np.all(np.isinf(kap)))
         if not iid:  # finite draws; inf only as the i.i.d. model, for every draw
             check_kappa(kap, name="kappa draws", allow_inf=False)
-        kernel = p_fix is not None and p_break is not None
-        if kernel:
-            pf = np.asarray(p_fix, dtype=float).reshape(-1)
-            pb = np.asarray(p_break, dtype=float).reshape(-1)
-            kernel = bool(np.all(np.isfinite(pf)) and np.all(np.isfinite(pb)))
-        cols = [_logit(_open(pr))]
-        if not iid:
-            cols.append(np.log(kap))  # type: ignore[arg-type]
-        cols += [_logit(_open(tp[:, k])) for k in keep] + [_logit(_open(fp[:, k])) for k in keep]
-        if kernel:
-            cols += [_logit(_open(pf)), _logit(_open(pb))]
-        x = np.column_stack(cols)
-        checks = [("prior", pr), *((f"tpr[{critics[k]}]", tp[:, k]) for k in keep)]
-        checks += [(f"fpr[{critics[k]}]", fp[:, k]) for k in keep]
-        checks += [("p_fix", pf), ("p_break", pb)] if kernel else []
-        for name, col in checks:
+        draws = {"prior": pr, **{f"tpr[{critics[k]}]": tp[:, k] for k in keep}}
+        draws.update({f"fpr[{critics[k]}]": fp[:, k] for k in keep})
+        kern = {} if p_fix is None or p_break is None else {"p_fix": p_fix, "p_break": p_break}
+        kern = {k: np.asarray(v, dtype=float).reshape(-1) for k, v in kern.items()}
+        kernel = bool(kern) and all(np.all(np.isfinite(v)) for v in kern.values())
+        draws.update(kern if kernel else {})
+        for name, col in draws.items():
             if np.any((col < 0) | (col > 1)):
                 raise ValueError(f"{name} draws must lie in [0, 1]")
+        names = cls.layout(crit, iid=iid, kernel=kernel)
+        logit = {f"logit_{k}": _logit(_open(v)) for k, v in draws.items()}
+        x = np.column_stack([logit[nm] if nm in logit else np.log(kap) for nm in names])  # type: ignore[arg-type]
         gp = GaussianPrior.fit(x)
         n = particles.n_particles
         if n is not None and int(n) != S:
             x = x[np.random.default_rng([int(particles.seed), 0]).choice(S, size=int(n), replace=int(n) > S)]
-        return cls._start(crit, cls.layout(crit, iid=iid, kernel=kernel), x, gp, source, particles)
+        return cls._start(crit, names, x, gp, source, particles)
 
     @classmethod
     def _start(
