@@ -165,43 +165,38 @@ def prior_draws(
     def hyper(name: str, p: str) -> np.ndarray:
         return np.array([spec.hyperprior(r, name)[p] for r in spec.rates])
 
+    def effect(scale, levels: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """σ ~ HalfNormal(scale) per draw and the effects σ z over ``levels`` (zero-sum: z minus its mean)."""
+        sigma = np.abs(rng.normal(0.0, scale, size=(draws, *np.shape(scale))))
+        z = rng.normal(size=(*sigma.shape, len(levels)))
+        return sigma, sigma[..., None] * (z - z.mean(axis=-1, keepdims=True) if spec.zero_sum else z)
+
     alpha = rng.normal(hyper("alpha", "mu"), hyper("alpha", "sigma"), size=(draws, R))
     log_kappa = rng.normal(hyper("log_kappa", "mu"), hyper("log_kappa", "sigma"), size=(draws, R))
+    sample = (DIM_CHAIN, DIM_DRAW)
     data = {
-        "alpha": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), alpha[None]),
-        "log_kappa": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), log_kappa[None]),
-        "kappa": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), np.exp(log_kappa)[None]),
+        "alpha": ((*sample, DIM_RATE), alpha[None]),
+        "log_kappa": ((*sample, DIM_RATE), log_kappa[None]),
+        "kappa": ((*sample, DIM_RATE), np.exp(log_kappa)[None]),
     }
-    coords = {
-        DIM_CHAIN: [0],
-        DIM_DRAW: np.arange(draws),
-        DIM_RATE: list(spec.rates),
-        DIM_BENCHMARK: list(benchmarks),
-        DIM_GENERATOR: list(generators),
-    }
-    for dim, levels in ((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)):
-        sigma = np.abs(rng.normal(0.0, hyper(f"sigma_{dim}", "sigma"), size=(draws, R)))
-        z = rng.normal(size=(draws, R, len(levels)))
-        if spec.zero_sum:
-            z = z - z.mean(axis=-1, keepdims=True)
-        beta = sigma[:, :, None] * z if dim in spec.effects else np.zeros_like(z)
-        data[f"sigma_{dim}"] = ((DIM_CHAIN, DIM_DRAW, DIM_RATE), sigma[None])
-        data[f"beta_{dim}"] = ((DIM_CHAIN, DIM_DRAW, DIM_RATE, dim), beta[None])
+    levels = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
+    coords = {DIM_CHAIN: [0], DIM_DRAW: np.arange(draws), DIM_RATE: list(spec.rates), **levels}
+    for dim, names in levels.items():
+        sigma, beta = effect(hyper(f"sigma_{dim}", "sigma"), names)
+        data[f"sigma_{dim}"] = ((*sample, DIM_RATE), sigma[None])
+        beta = beta if dim in spec.effects else np.zeros_like(beta)
+        data[f"beta_{dim}"] = ((*sample, DIM_RATE, dim), beta[None])
     if spec.instance:
         # the instance model's log κ_inst = λ + δ[benchmark] + ε[generator] (non-centred, as in the build)
         lk = spec.instance_priors["log_kappa"]
-        data["log_kappa_inst"] = ((DIM_CHAIN, DIM_DRAW), rng.normal(lk["mu"], lk["sigma"], size=(1, draws)))
-        for dim, levels in ((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)):
-            scale = spec.instance_priors[f"sigma_{dim}"]["sigma"]
-            sigma = np.abs(rng.normal(0.0, scale, size=draws))
-            z = rng.normal(size=(draws, len(levels)))
-            if spec.zero_sum:
-                z = z - z.mean(axis=-1, keepdims=True)
-            data[f"sigma_kappa_inst_{dim}"] = ((DIM_CHAIN, DIM_DRAW), sigma[None])
-            data[f"delta_kappa_inst_{dim}"] = ((DIM_CHAIN, DIM_DRAW, dim), (sigma[:, None] * z)[None])
+        data["log_kappa_inst"] = (sample, rng.normal(lk["mu"], lk["sigma"], size=(1, draws)))
+        for dim, names in levels.items():
+            sigma, delta = effect(spec.instance_priors[f"sigma_{dim}"]["sigma"], names)
+            data[f"sigma_kappa_inst_{dim}"] = (sample, sigma[None])
+            data[f"delta_kappa_inst_{dim}"] = ((*sample, dim), delta[None])
         # the cells' logit π ~ N(logit μ, σ_π) (the build's logit-normal prior cells)
         sigma_pi = np.abs(rng.normal(0.0, spec.instance_priors["sigma_cell"]["sigma"], size=draws))
-        data["sigma_pi"] = ((DIM_CHAIN, DIM_DRAW), sigma_pi[None])
+        data["sigma_pi"] = (sample, sigma_pi[None])
     return xr.Dataset(data, coords=coords)
 
 
@@ -307,21 +302,16 @@ def posterior_predictive_check(
     # integer counts: bounds are replicated values (the inverted-CDF quantile), not interpolations
     lo, hi = np.moveaxis(interval_bounds(y_rep, axis=0, prob=prob, kind="eti", method="inverted_cdf"), -1, 0)
     p_value = (y_rep > k).mean(axis=0) + 0.5 * (y_rep == k).mean(axis=0)
-    return pd.DataFrame(
-        {
-            "rate": obs["obs_rate"].values,
-            "kind": [rate_kind(x) for x in obs["obs_rate"].values],
-            DIM_BENCHMARK: obs["obs_benchmark"].values,
-            DIM_GENERATOR: obs["obs_generator"].values,
-            "k": k,
-            "n": n,
-            "mean_rep": y_rep.mean(axis=0),
-            "lo": lo,
-            "hi": hi,
-            "p_value": p_value,
-            "covered": (lo <= k) & (k <= hi),
-        }
-    )
+    where = [obs[f"obs_{v}"].values for v in ("rate", DIM_BENCHMARK, DIM_GENERATOR)]
+    covered = (lo <= k) & (k <= hi)
+    return _entries(*where, k, n, mean_rep=y_rep.mean(axis=0), lo=lo, hi=hi, p_value=p_value, covered=covered)
+
+
+def _entries(rates, benchmarks, generators, k, n, **columns) -> pd.DataFrame:
+    """A table of count entries: rate, its kind, benchmark, generator, k, n, then ``columns``."""
+    kinds = [rate_kind(x) for x in rates]
+    where = {"rate": rates, "kind": kinds, DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
+    return pd.DataFrame({**where, "k": k, "n": n, **columns})
 
 
 # ---------------------------------------------------------------------------
@@ -875,22 +865,10 @@ def lpd_table(
     plug = (kt + 1) / (nt + 2)
     lpd_p = stats.binom.logpmf(k, n, plug)
     lpd_b = stats.betabinom.logpmf(k, n, 1 + kt, 1 + nt - kt)
-    rates = np.asarray(spec.rates)[r]
-    return pd.DataFrame(
-        {
-            "rate": rates,
-            "kind": [rate_kind(x) for x in rates],
-            DIM_BENCHMARK: np.asarray(test[DIM_BENCHMARK].values, dtype=str)[b],
-            DIM_GENERATOR: np.asarray(test[DIM_GENERATOR].values, dtype=str)[g],
-            "k": k,
-            "n": n,
-            "k_train": kt,
-            "n_train": nt,
-            "lpd_hierarchical": lpd_h,
-            "lpd_laplace_plugin": lpd_p,
-            "lpd_laplace_beta": lpd_b,
-        }
-    )
+    where = [np.asarray(v, dtype=str)[i] for v, i in ((spec.rates, r), (test[DIM_BENCHMARK].values, b))]
+    where.append(np.asarray(test[DIM_GENERATOR].values, dtype=str)[g])
+    lpd = {"lpd_hierarchical": lpd_h, "lpd_laplace_plugin": lpd_p, "lpd_laplace_beta": lpd_b}
+    return _entries(*where, k, n, k_train=kt, n_train=nt, **lpd)
 
 
 def subsample_comparison(
@@ -959,13 +937,9 @@ def leave_one_cell_out(
     """
     spec = ModelSpec.default() if spec is None else spec
     if cells is None:
-        npat = counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR)
-        cells = [
-            (str(b), str(g))
-            for b in counts[DIM_BENCHMARK].values
-            for g in counts[DIM_GENERATOR].values
-            if np.isfinite(float(npat.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})))
-        ]
+        i, j = np.nonzero(np.isfinite(counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values))
+        pairs = zip(counts[DIM_BENCHMARK].values[i], counts[DIM_GENERATOR].values[j], strict=True)
+        cells = [(str(b), str(g)) for b, g in pairs]
     count_vars = ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip")
     out = []
     for i, (bench, gen) in enumerate(cells):

@@ -828,16 +828,10 @@ class LearningState:
 
         from bpc.intervals import interval_bounds
 
-        draws = self.resample()
-        rows = []
-        for name, values in self._named(draws).items():
-            if not np.all(np.isfinite(values)):
-                continue
-            lo, hi = interval_bounds(values, prob=prob, kind=kind)
-            rows.append(
-                {"parameter": name, "mean": float(np.mean(values)), "lower": float(lo), "upper": float(hi)}
-            )
-        out = pd.DataFrame(rows)
+        named = {k: v for k, v in self._named(self.resample()).items() if np.all(np.isfinite(v))}
+        lo, hi = np.array([interval_bounds(v, prob=prob, kind=kind) for v in named.values()]).reshape(-1, 2).T
+        means = [float(np.mean(v)) for v in named.values()]
+        out = pd.DataFrame({"parameter": list(named), "mean": means, "lower": lo, "upper": hi})
         out.attrs.update({"ci_prob": prob, "ci_kind": kind, "n_episodes": self.n_episodes, "ess": self.ess})
         return out
 
