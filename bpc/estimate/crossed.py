@@ -485,6 +485,9 @@ def _benchmark_tasks(counts: xr.Dataset, bench: str, gens: Sequence[str]) -> tup
     return tasks, sub.isel({DIM_TASK: np.flatnonzero(attempted)})
 
 
+_EB_CELL_VARS = ("task_loc", "task_kappa", "prior", "kappa")
+
+
 def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
     """Empirical-Bayes crossed parameters of every crossed benchmark of ``counts``.
 
@@ -513,37 +516,21 @@ def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
         raise ValueError(
             "fit_crossed_eb: counts carry no per-task counts (task_n, …); build them from records"
         )
-    benches = [str(b) for b in counts[DIM_BENCHMARK].values]
-    gens = [str(g) for g in counts[DIM_GENERATOR].values]
-    nb, ng = len(benches), len(gens)
-    loc = np.full((nb, ng), np.nan)
-    kappa = np.full((nb, ng), np.nan)
-    sigma = np.full(nb, np.nan)
-    converged = np.zeros(nb, dtype=bool)
-    prior = np.full((nb, ng), np.nan)
-    kappa_cell = np.full((nb, ng), np.nan)
+    coords = {DIM_BENCHMARK: [str(b) for b in counts[DIM_BENCHMARK].values]}
+    coords[DIM_GENERATOR] = [str(g) for g in counts[DIM_GENERATOR].values]
+    cell = {v: (tuple(coords), np.full([len(c) for c in coords.values()], np.nan)) for v in _EB_CELL_VARS}
+    out = xr.Dataset(cell, coords=coords)
+    out["task_sigma"] = xr.full_like(out[DIM_BENCHMARK], np.nan, float)
+    out["converged"] = xr.full_like(out[DIM_BENCHMARK], False, bool)
     for bench, cells in crossed_layout(counts).items():
         _, sub = _benchmark_tasks(counts, bench, cells)
-        m = sub["task_n"].transpose(DIM_TASK, DIM_GENERATOR).values
-        k = sub["task_pass"].transpose(DIM_TASK, DIM_GENERATOR).values
+        m, k = (sub[v].transpose(DIM_TASK, DIM_GENERATOR).values for v in ("task_n", "task_pass"))
         eb = crossed_eb(m, k, nodes=nodes)
-        i = benches.index(bench)
-        cols = [gens.index(g) for g in cells]
-        loc[i, cols], kappa[i, cols], sigma[i], converged[i] = eb.loc, eb.kappa, eb.sigma, eb.converged
         A, B = marginal_beta(eb.loc[None], eb.kappa[None], np.array([eb.sigma]), nodes=nodes)
-        prior[i, cols], kappa_cell[i, cols] = A / (A + B), A + B
-    cell = (DIM_BENCHMARK, DIM_GENERATOR)
-    out = xr.Dataset(
-        {
-            "task_loc": (cell, loc),
-            "task_kappa": (cell, kappa),
-            "task_sigma": (DIM_BENCHMARK, sigma),
-            "converged": (DIM_BENCHMARK, converged),
-            "prior": (cell, prior),
-            "kappa": (cell, kappa_cell),
-        },
-        coords={DIM_BENCHMARK: benches, DIM_GENERATOR: gens},
-    )
+        values = {"task_loc": eb.loc, "task_kappa": eb.kappa, "prior": A / (A + B), "kappa": A + B}
+        for v, x in values.items():
+            out[v].loc[{DIM_BENCHMARK: bench, DIM_GENERATOR: cells}] = x
+        out["task_sigma"].loc[bench], out["converged"].loc[bench] = eb.sigma, eb.converged
     out["task_loc"].attrs["long_name"] = "cell location ℓ: logit pass rate of a median-difficulty task"
     out["task_kappa"].attrs["long_name"] = "concentration κ of θ within a (task, generator)"
     out["task_sigma"].attrs["long_name"] = "scale σ of the task effect shared by the benchmark's generators"
@@ -668,23 +655,18 @@ def task_prior(
         step = max(1, int(np.ceil(n_samples / max_draws)))
         stacked = crossed.stack(_s=(DIM_CHAIN, DIM_DRAW)).isel(_s=slice(None, None, step))
         crossed = stacked.drop_vars(["_s", DIM_CHAIN, DIM_DRAW], errors="ignore").rename({"_s": "sample"})
-    sample = "sample" in crossed.dims
-    benches = [str(b) for b in crossed[DIM_BENCHMARK].values]
+    else:  # a point: one sample
+        crossed = crossed.expand_dims("sample")
     blocks = []
-    for bench in benches:
-        loc_b = crossed["task_loc"].sel({DIM_BENCHMARK: bench})
-        finite = np.isfinite(loc_b.transpose(..., DIM_GENERATOR).values).reshape(
-            -1, loc_b.sizes[DIM_GENERATOR]
-        )
-        cells = [str(g) for g, ok in zip(loc_b[DIM_GENERATOR].values, finite.all(axis=0), strict=True) if ok]
+    for bench in [str(b) for b in crossed[DIM_BENCHMARK].values]:
+        loc_b = crossed["task_loc"].sel({DIM_BENCHMARK: bench}).transpose("sample", DIM_GENERATOR)
+        finite = np.isfinite(loc_b.values).all(axis=0)
+        cells = [str(g) for g, ok in zip(loc_b[DIM_GENERATOR].values, finite, strict=True) if ok]
         if not cells or bench not in [str(b) for b in evidence[DIM_BENCHMARK].values]:
             continue
-        core_g = ("sample", DIM_GENERATOR) if sample else (DIM_GENERATOR,)
         here = {DIM_BENCHMARK: bench, DIM_GENERATOR: cells}
-        loc, kap = (crossed[v].sel(here).transpose(*core_g).values for v in ("task_loc", "task_kappa"))
-        sig = np.atleast_1d(crossed["task_sigma"].sel({DIM_BENCHMARK: bench}).values)
-        if not sample:
-            loc, kap = loc[None], kap[None]
+        loc, kap = (crossed[v].sel(here).transpose("sample", ...).values for v in ("task_loc", "task_kappa"))
+        sig = crossed["task_sigma"].sel({DIM_BENCHMARK: bench}).values
         ev_gens = [str(g) for g in evidence[DIM_GENERATOR].values]
         tasks, sub = _benchmark_tasks(evidence, bench, [g for g in cells if g in ev_gens])
         sub = sub.reindex({DIM_GENERATOR: cells})
@@ -703,19 +685,10 @@ def task_prior(
             m = np.where(known[None, :], m, np.nan)
             tpr, fpr = np.nan_to_num(tpr, nan=0.5), np.nan_to_num(fpr, nan=0.5)
         A, B, informed = task_beta(loc, kap, sig, m, k, tpr=tpr, fpr=fpr, nodes=nodes)
-        blocks.append(
-            xr.Dataset(
-                {
-                    "A": ((DIM_GENERATOR, DIM_TASK), A.T),
-                    "B": ((DIM_GENERATOR, DIM_TASK), B.T),
-                    "source": (
-                        (DIM_GENERATOR, DIM_TASK),
-                        np.where(informed, "task", "cell").T.astype(object),
-                    ),
-                },
-                coords={DIM_GENERATOR: cells, DIM_TASK: tasks},
-            ).expand_dims({DIM_BENCHMARK: [bench]})
-        )
+        source = np.where(informed, "task", "cell").astype(object)
+        block = {v: ((DIM_GENERATOR, DIM_TASK), x.T) for v, x in (("A", A), ("B", B), ("source", source))}
+        coords = {DIM_GENERATOR: cells, DIM_TASK: tasks}
+        blocks.append(xr.Dataset(block, coords=coords).expand_dims({DIM_BENCHMARK: [bench]}))
     if not blocks:
         raise ValueError("task_prior: no crossed benchmark of the parameters has evidence")
     out = cast(
@@ -724,16 +697,11 @@ def task_prior(
             blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""}
         ),
     )
+    what = "oracle labels" if kind == "oracle" else f"{critic!r} critic verdicts"
     out.attrs.update(
-        {
-            "evidence": "other generators' oracle labels"
-            if kind == "oracle"
-            else f"other generators' {critic!r} critic verdicts",
-            "kind": kind,
-            "critic": critic if kind == "critic" else "",
-            "parameters": str(crossed.attrs.get("mode", "")),
-        }
+        evidence=f"other generators' {what}", kind=kind, critic=critic if kind == "critic" else ""
     )
+    out.attrs["parameters"] = str(crossed.attrs.get("mode", ""))
     return out
 
 

@@ -764,54 +764,42 @@ def subsample_counts(
     validate_counts(counts)
     rng = np.random.default_rng([int(seed), 5])
     budget = int(n_instances) * int(patches_per_instance)
+
+    def thin(k: np.ndarray, n: np.ndarray, at: np.ndarray, take=None) -> tuple[np.ndarray, np.ndarray]:
+        """At ``at``: ``take`` (default min(n, budget)) of n trials and the passes among them."""
+        n_out, k_out = np.full(n.shape, np.nan), np.full(n.shape, np.nan)
+        n_out[at] = np.minimum(n[at], budget) if take is None else take
+        k_out[at] = _hypergeom(rng, k[at], n[at] - k[at], n_out[at])
+        return k_out, n_out
+
     train = counts.copy(deep=True)
-    npat = counts["n_patches"].values
-    npass = counts["n_pass"].values
-    seen = np.isfinite(npat)
-    n_tr = np.where(seen, np.minimum(np.nan_to_num(npat), budget), np.nan)
-    k_tr = np.full(npat.shape, np.nan)
-    k_tr[seen] = _hypergeom(rng, npass[seen], npat[seen] - npass[seen], n_tr[seen])
-    train["n_patches"].values[:] = n_tr
-    train["n_pass"].values[:] = k_tr
+    npat, npass = counts["n_patches"].values, counts["n_pass"].values
+    k_tr, n_tr = thin(npass, npat, np.isfinite(npat))
+    train["n_patches"].values[:], train["n_pass"].values[:] = n_tr, k_tr
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = np.where(np.nan_to_num(npat) > 0, n_tr / npat, 0.0)
-    train["n_instances"].values[:] = np.where(
-        seen, np.minimum(np.ceil(np.nan_to_num(counts["n_instances"].values) * frac), n_instances), np.nan
-    )
-    cn = counts["critic_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL).values
-    cp = counts["critic_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL).values
-    labels = list(counts[DIM_LABEL].values)
-    cn_tr = np.full(cn.shape, np.nan)
-    cp_tr = np.full(cn.shape, np.nan)
-    for li, lab in enumerate(labels):
+    inst = np.minimum(np.ceil(np.nan_to_num(counts["n_instances"].values) * frac), n_instances)
+    train["n_instances"].values[:] = np.where(np.isfinite(npat), inst, np.nan)
+    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL)
+    cn, cp = (counts[v].transpose(*dims).values for v in ("critic_n", "critic_pass"))
+    cn_tr, cp_tr = np.full(cn.shape, np.nan), np.full(cn.shape, np.nan)
+    for li, lab in enumerate(counts[DIM_LABEL].values):
         total = npass if lab == 1 else npat - npass  # label-l patches in the cell
         total_tr = k_tr if lab == 1 else n_tr - k_tr
         for ci in range(cn.shape[2]):
             n_l, p_l = cn[:, :, ci, li], cp[:, :, ci, li]
             ok = np.isfinite(n_l) & np.isfinite(total)
-            assessed = np.minimum(n_l, total)  # guard against tables with inconsistent totals
-            a_tr = _hypergeom(rng, assessed[ok], total[ok] - assessed[ok], total_tr[ok])
-            cn_tr[:, :, ci, li][ok] = a_tr
-            cp_tr[:, :, ci, li][ok] = _hypergeom(rng, p_l[ok], n_l[ok] - p_l[ok], np.minimum(a_tr, n_l[ok]))
-            # critic counts without patch totals: subsample them alone
-            only = np.isfinite(n_l) & ~np.isfinite(total)
-            m = np.minimum(n_l[only], budget)
-            cn_tr[:, :, ci, li][only] = m
-            cp_tr[:, :, ci, li][only] = _hypergeom(rng, p_l[only], n_l[only] - p_l[only], m)
-    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL)
-    train["critic_n"] = (dims, cn_tr)
-    train["critic_pass"] = (dims, cp_tr)
-    train["critic_n"] = train["critic_n"].transpose(*counts["critic_n"].dims)
-    train["critic_pass"] = train["critic_pass"].transpose(*counts["critic_pass"].dims)
+            # the assessed among the training patches (assessed ≤ total guards inconsistent tables)
+            a_tr, _ = thin(np.minimum(n_l, total), total, ok, total_tr[ok])
+            p_ok, _ = thin(p_l, n_l, ok, np.minimum(a_tr[ok], n_l[ok]))
+            p_only, a_only = thin(p_l, n_l, np.isfinite(n_l) & ~np.isfinite(total))  # no patch totals
+            cn_tr[:, :, ci, li], cp_tr[:, :, ci, li] = np.where(ok, a_tr, a_only), np.where(ok, p_ok, p_only)
+    train["critic_n"] = xr.DataArray(cn_tr, dims=dims).transpose(*counts["critic_n"].dims)
+    train["critic_pass"] = xr.DataArray(cp_tr, dims=dims).transpose(*counts["critic_pass"].dims)
     tn = counts["trans_n"].values
-    tf = counts["trans_flip"].values
-    ok = np.isfinite(tn)
-    tn_tr = np.full(tn.shape, np.nan)
-    tf_tr = np.full(tn.shape, np.nan)
-    tn_tr[ok] = np.minimum(tn[ok], budget)
-    tf_tr[ok] = _hypergeom(rng, tf[ok], tn[ok] - tf[ok], tn_tr[ok])
-    train["trans_n"].values[:] = tn_tr
-    train["trans_flip"].values[:] = tf_tr
+    train["trans_flip"].values[:], train["trans_n"].values[:] = thin(
+        counts["trans_flip"].values, tn, np.isfinite(tn)
+    )
     test = counts.copy(deep=True)
     for name in ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip"):
         test[name] = counts[name] - train[name]

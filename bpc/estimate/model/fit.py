@@ -233,45 +233,24 @@ def sample_model(
     which = resolve_sampler(options.sampler)
     o = options
     cores = default_cores(o.chains) if o.cores is None else int(o.cores)
+    run = {"draws": o.draws, "chains": o.chains, "cores": cores, "target_accept": o.target_accept}
     if which == "pymc":
         if data is not None:
             with model:
                 pm.set_data(data)
-        return pm.sample(
-            draws=o.draws,
-            tune=o.tune,
-            chains=o.chains,
-            cores=cores,
-            random_seed=int(o.seed),
-            progressbar=o.progressbar,
-            quiet=not o.progressbar,
-            model=model,
-            target_accept=o.target_accept,
-            compute_convergence_checks=False,
-        )
+        extra = {"tune": o.tune, "random_seed": int(o.seed), "compute_convergence_checks": False}
+        return pm.sample(**run, **extra, progressbar=o.progressbar, quiet=not o.progressbar, model=model)
     import nutpie
     from pymc.backends.arviz import patch_nutpie_idata
 
     if o.progressbar:  # nutpie's own bar shows only on a terminal: say that sampling has started
-        print(
-            f"Sampling {o.chains} chains × {o.draws} draws after {o.tune} tuning steps: "
-            f"NUTS[nutpie, {cores} cores]",
-            file=sys.stderr,
-            flush=True,
-        )
+        what = f"{o.chains} chains × {o.draws} draws after {o.tune} tuning steps: NUTS[nutpie, {cores} cores]"
+        print(f"Sampling {what}", file=sys.stderr, flush=True)
     compiled = compile_nutpie(model) if compiled is None else compiled
     t0 = time.time()
-    dt = nutpie.sample(
-        compiled if data is None else compiled.with_data(**data),
-        draws=o.draws,
-        tune=max(o.tune, 1),  # nuts-rs needs one tuning step
-        chains=o.chains,
-        cores=cores,
-        seed=int(o.seed),
-        progress_bar=o.progressbar,
-        target_accept=o.target_accept,
-        save_warmup=data is None,
-    )
+    model_data = compiled if data is None else compiled.with_data(**data)
+    extra = {"tune": max(o.tune, 1), "seed": int(o.seed), "progress_bar": o.progressbar}  # nuts-rs: tune ≥ 1
+    dt = nutpie.sample(model_data, **run, **extra, save_warmup=data is None)
     if data is None:
         patch_nutpie_idata(dt, model, sampling_time=time.time() - t0)
     return dt
