@@ -161,6 +161,8 @@ DIM_TASK_CELL = "task_cell"
 DIM_TASK_BENCHMARK = "task_benchmark"
 """Dimension of the crossed benchmarks (``sigma_task``)."""
 
+_LEVELS = (DIM_BENCHMARK, DIM_GENERATOR)
+
 CENTRE_INFORMATION = 10.0
 """Information about logit π (instances × p(1 − p)) from which a prior cell is sampled centred."""
 
@@ -607,23 +609,14 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
         n = _data("n", obs["n"].values, dims=DIM_OBS)
         k = _data("k", obs["k"].values, dims=DIM_OBS)
         r_idx = _data("rate_idx", obs["rate_idx"].values, dims=DIM_OBS)
-        alpha = pm.Normal(
-            "alpha", mu=_hyper(spec, "alpha", "mu"), sigma=_hyper(spec, "alpha", "sigma"), dims=DIM_RATE
-        )
+        hyper = {name: {p: _hyper(spec, name, p) for p in ("mu", "sigma")} for name in ("alpha", "log_kappa")}
+        alpha = pm.Normal("alpha", **hyper["alpha"], dims=DIM_RATE)
         effects = {dim: _effect(spec, dim) for dim in (DIM_BENCHMARK, DIM_GENERATOR) if dim in spec.effects}
         logit_mu = alpha[r_idx]
-        if DIM_BENCHMARK in effects:
-            b_idx = _data("benchmark_idx", obs["benchmark_idx"].values, dims=DIM_OBS)
-            logit_mu = logit_mu + effects[DIM_BENCHMARK][r_idx, b_idx]
-        if DIM_GENERATOR in effects:
-            g_idx = _data("generator_idx", obs["generator_idx"].values, dims=DIM_OBS)
-            logit_mu = logit_mu + effects[DIM_GENERATOR][r_idx, g_idx]
-        log_kappa = pm.Normal(
-            "log_kappa",
-            mu=_hyper(spec, "log_kappa", "mu"),
-            sigma=_hyper(spec, "log_kappa", "sigma"),
-            dims=DIM_RATE,
-        )
+        for dim, effect in effects.items():
+            idx = _data(f"{dim}_idx", obs[f"{dim}_idx"].values, dims=DIM_OBS)
+            logit_mu = logit_mu + effect[r_idx, idx]
+        log_kappa = pm.Normal("log_kappa", **hyper["log_kappa"], dims=DIM_RATE)
         kappa = _deterministic("kappa", pt.exp(log_kappa), dims=DIM_RATE)
         kap = kappa[r_idx]
         pm.BetaBinomial(
@@ -717,13 +710,10 @@ def _instance_likelihood(
     (:func:`_histogram_rows`) are the histogram rows evaluated.
     """
     r0 = spec.rates.index("prior")
-    cb = _data("cell_benchmark_idx", inst["cell_benchmark_idx"].values, dims=DIM_PRIOR_CELL)
-    cg = _data("cell_generator_idx", inst["cell_generator_idx"].values, dims=DIM_PRIOR_CELL)
+    idx = {d: _data(f"cell_{d}_idx", inst[f"cell_{d}_idx"].values, dims=DIM_PRIOR_CELL) for d in _LEVELS}
     logit_mu = alpha[r0]
-    if DIM_BENCHMARK in effects:
-        logit_mu = logit_mu + effects[DIM_BENCHMARK][r0][cb]
-    if DIM_GENERATOR in effects:
-        logit_mu = logit_mu + effects[DIM_GENERATOR][r0][cg]
+    for dim, effect in effects.items():
+        logit_mu = logit_mu + effect[r0][idx[dim]]
     # logit-normal cells, each centred or not by its data (partial centring): a cell whose data
     # pin logit π down (information ≥ CENTRE_INFORMATION) is centred, the others non-centred
     sigma_pi = pm.HalfNormal("sigma_pi", sigma=spec.instance_priors["sigma_cell"]["sigma"])
@@ -752,9 +742,9 @@ def _instance_likelihood(
     log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
     log_k = log_kappa_inst + pt.zeros((len(inst["cell_benchmark_idx"]),))
     grid = log_kappa_inst
-    for dim, idx in ((DIM_BENCHMARK, cb), (DIM_GENERATOR, cg)):
+    for dim, cell_idx in idx.items():
         delta = _kappa_inst_effect(spec, dim)
-        log_k = log_k + delta[idx]
+        log_k = log_k + delta[cell_idx]
         grid = grid + (delta[:, None] if dim == DIM_BENCHMARK else delta[None, :])
     pm.Deterministic("kappa_inst", pt.exp(grid), dims=(DIM_BENCHMARK, DIM_GENERATOR))
     kappa_cell = _tensor(pt.exp(log_k))  # (prior_cell,)

@@ -304,14 +304,14 @@ def posterior_predictive_check(
     p_value = (y_rep > k).mean(axis=0) + 0.5 * (y_rep == k).mean(axis=0)
     where = [obs[f"obs_{v}"].values for v in ("rate", DIM_BENCHMARK, DIM_GENERATOR)]
     covered = (lo <= k) & (k <= hi)
-    return _entries(*where, k, n, mean_rep=y_rep.mean(axis=0), lo=lo, hi=hi, p_value=p_value, covered=covered)
+    return _entries(where, k, n, mean_rep=y_rep.mean(axis=0), lo=lo, hi=hi, p_value=p_value, covered=covered)
 
 
-def _entries(rates, benchmarks, generators, k, n, **columns) -> pd.DataFrame:
+def _entries(where: Sequence, k, n, **columns) -> pd.DataFrame:
     """A table of count entries: rate, its kind, benchmark, generator, k, n, then ``columns``."""
-    kinds = [rate_kind(x) for x in rates]
-    where = {"rate": rates, "kind": kinds, DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
-    return pd.DataFrame({**where, "k": k, "n": n, **columns})
+    rates, benchmarks, generators = where
+    cols = {"rate": rates, "kind": [rate_kind(x) for x in rates], DIM_BENCHMARK: benchmarks}
+    return pd.DataFrame({**cols, DIM_GENERATOR: generators, "k": k, "n": n, **columns})
 
 
 # ---------------------------------------------------------------------------
@@ -856,7 +856,7 @@ def lpd_table(
     where = [np.asarray(v, dtype=str)[i] for v, i in ((spec.rates, r), (test[DIM_BENCHMARK].values, b))]
     where.append(np.asarray(test[DIM_GENERATOR].values, dtype=str)[g])
     lpd = {"lpd_hierarchical": lpd_h, "lpd_laplace_plugin": lpd_p, "lpd_laplace_beta": lpd_b}
-    return _entries(*where, k, n, k_train=kt, n_train=nt, **lpd)
+    return _entries(where, k, n, k_train=kt, n_train=nt, **lpd)
 
 
 def subsample_comparison(

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from types import EllipsisType
 from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
@@ -270,7 +271,7 @@ def compile_nutpie(model: pm.Model, *, freeze: bool = True) -> CompiledPyMCModel
     return cast("CompiledPyMCModel", nutpie.compile_pymc_model(model, freeze_model=freeze))
 
 
-def flat_draws(post: xr.Dataset, name: str, *dims: str) -> np.ndarray:
+def flat_draws(post: xr.Dataset, name: str, *dims: str | EllipsisType) -> np.ndarray:
     """``post[name]`` as (sample, *dims), the chains pooled chain-major.
 
     Examples
@@ -383,8 +384,8 @@ def cell_rates(
     b = s0 + kappa[:, :, None, None] / (1.0 + np.exp(logit_mu))
 
     k, n = rate_counts(counts, spec)
-    k = k.reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).values
-    n = n.reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).values
+    cells = {DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
+    k, n = k.reindex(cells).values, n.reindex(cells).values
     seen = np.isfinite(n) & condition
     a = a + np.where(seen, np.nan_to_num(k), 0.0)[None]
     b = b + np.where(seen, np.nan_to_num(n - k), 0.0)[None]
@@ -407,16 +408,15 @@ def cell_rates(
     # a critic is available where it ran; in a cell without data where it ran on the cell's
     # benchmark, else (a new benchmark) on its generator, else anywhere
     critics = [str(c) for c in counts[DIM_CRITIC].values]
-    cells = {DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
     ran = counts["critic_n"].notnull().any("label").transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
     known_b = np.isin(benchmarks, [str(v) for v in counts[DIM_BENCHMARK].values])[:, None, None]
     known_g = np.isin(generators, [str(v) for v in counts[DIM_GENERATOR].values])[None, :, None]
-    by_b = ran.any(DIM_GENERATOR).reindex({DIM_BENCHMARK: benchmarks}, fill_value=False).values[:, None]
-    by_g = ran.any(DIM_BENCHMARK).reindex({DIM_GENERATOR: generators}, fill_value=False).values[None]
+    by_b = ran.any(DIM_GENERATOR).reindex({DIM_BENCHMARK: benchmarks}).values[:, None]
+    by_g = ran.any(DIM_BENCHMARK).reindex({DIM_GENERATOR: generators}).values[None]
     anywhere = ran.any((DIM_BENCHMARK, DIM_GENERATOR)).values
     has_data = counts["n_patches"].reindex(cells).notnull().transpose(*cells).values[..., None]
     fallback = np.where(known_b, by_b, np.where(known_g, by_g, anywhere))
-    available = np.where(has_data, ran.reindex(cells, fill_value=False).values, fallback)
+    available = np.where(has_data, ran.reindex(cells).values, fallback).astype(bool)  # (NaN: not chosen)
     rate_at = {rate: theta[:, r] for r, rate in enumerate(spec.rates)}
     missing_rate = np.full(theta[:, 0].shape, np.nan)
     tpr, fpr = (
@@ -432,30 +432,16 @@ def cell_rates(
         for kind in ("p_fix", "p_break"):
             scalars[kind] = np.where(kernel_measured[None], scalars[kind], np.nan)
 
-    def shaped(x: np.ndarray) -> np.ndarray:
-        return x.reshape(chains, draws, *x.shape[1:])
-
-    cell = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
-    ds = xr.Dataset(
-        {
-            "prior": (cell, shaped(scalars["prior"])),
-            "tpr": ((*cell, DIM_CRITIC), shaped(tpr)),
-            "fpr": ((*cell, DIM_CRITIC), shaped(fpr)),
-            "gap": ((*cell, DIM_CRITIC), shaped(tpr - fpr)),
-            "p_fix": (cell, shaped(scalars["p_fix"])),
-            "p_break": (cell, shaped(scalars["p_break"])),
-            "kernel_measured": ((DIM_BENCHMARK, DIM_GENERATOR), kernel_measured),
-        },
-        coords={
-            DIM_CHAIN: posterior[DIM_CHAIN].values,
-            DIM_DRAW: posterior[DIM_DRAW].values,
-            DIM_BENCHMARK: benchmarks,
-            DIM_GENERATOR: generators,
-            DIM_CRITIC: critics,
-        },
-    )
+    rates = {"prior": scalars["prior"], "tpr": tpr, "fpr": fpr, "gap": tpr - fpr}
+    rates.update({"p_fix": scalars["p_fix"], "p_break": scalars["p_break"]})
+    dims = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
+    data = {v: (dims[: x.ndim + 1], x.reshape(chains, draws, *x.shape[1:])) for v, x in rates.items()}
+    data["kernel_measured"] = ((DIM_BENCHMARK, DIM_GENERATOR), kernel_measured)
     if kappa_inst is not None:
-        ds["kappa"] = (cell, shaped(kappa_inst))
+        data["kappa"] = (dims[:4], kappa_inst.reshape(chains, draws, *kappa_inst.shape[1:]))
+    coords = {DIM_CHAIN: posterior[DIM_CHAIN].values, DIM_DRAW: posterior[DIM_DRAW].values, **cells}
+    ds = xr.Dataset(data, coords={**coords, DIM_CRITIC: critics})
+    if kappa_inst is not None:
         ds["kappa"].attrs["long_name"] = "Beta concentration of an instance's pass rate (instance model)"
     ds.attrs.update({"source": "hierarchical", "kernels": kernels, "seed": int(seed)})
     return ds

@@ -342,7 +342,7 @@ class LearningState:
         crit = tuple(str(c) for c in critics)
         names = cls.layout(crit, iid=iid, kernel=p_fix is not None)
         key = {nm: nm.removeprefix("logit_").removeprefix("log_") for nm in names}
-        logit = {nm: float(_logit(values[key[nm]])) for nm in names if nm != "log_kappa"}
+        logit = {nm: float(_logit(np.array(values[key[nm]]))) for nm in names if nm != "log_kappa"}
         mean = [math.log(kappa) if nm == "log_kappa" else logit[nm] for nm in names]  # type: ignore[arg-type]
         scale = [float((sds or {}).get(key[nm], sd)) for nm in names]
         gp = GaussianPrior(np.array(mean), np.diag(np.square(scale)))
@@ -694,16 +694,8 @@ class LearningState:
         """``(P,)`` exact log-likelihood of one episode at the particles (or at points ``x``)."""
         self._check_record(record)
         p = self.params_of(self.x if x is None else x)
-        return episode_loglik(
-            record,
-            prior=p["prior"],
-            kappa=p["kappa"],
-            tpr=p["tpr"],
-            fpr=p["fpr"],
-            critics=self.critics,
-            p_fix=p["p_fix"] if self.has_kernel else None,
-            p_break=p["p_break"] if self.has_kernel else None,
-        )
+        kernel = ("p_fix", "p_break") if not self.has_kernel else ()
+        return episode_loglik(record, critics=self.critics, **{k: v for k, v in p.items() if k not in kernel})
 
     def _check_record(self, record: EpisodeRecord) -> None:
         if not isinstance(record, EpisodeRecord):
@@ -758,12 +750,8 @@ class LearningState:
             if not np.isfinite(np.max(lw)):
                 raise ValueError("the episode has zero likelihood under every particle: check the record")
             lw = lw - logsumexp(lw)
-            state = replace(
-                state,
-                log_weights=lw,
-                records=(*state.records, rec),
-                updated=datetime.now(UTC).isoformat(timespec="seconds"),
-            )
+            now = datetime.now(UTC).isoformat(timespec="seconds")
+            state = replace(state, log_weights=lw, records=(*state.records, rec), updated=now)
             if state.ess < state.ess_threshold * state.n_particles:
                 state = state.rejuvenate()
         return state
