@@ -318,26 +318,20 @@ def params_table(
     names = ["prior", "tpr", "fpr", "gap", "p_fix", "p_break"]
     mean = params[names].mean(("chain", "draw"))
     ci = credible_interval(params[names], prob=prob, kind=kind)
-    data: dict[str, dict[tuple, float]] = {}
 
-    def put(col: str, da: xr.DataArray, var: str) -> None:
-        for idx, value in da.to_series().items():
-            assert isinstance(idx, tuple)  # (benchmark, generator[, critic]): always a MultiIndex
-            b, g, *rest = idx
-            rate = var if not rest else f"{var}_{rest[0]}"
-            data.setdefault(col, {})[(str(b), str(g), rate)] = float(value)
+    def long(ds: xr.Dataset) -> pd.Series:
+        """``ds``'s rates as one series over (benchmark, generator, rate), a critic's named ``<var>_<c>``."""
+        parts = []
+        for var in (v for v in names if v in ds):
+            da = ds[var].expand_dims(rate=[var]) if "critic" not in ds[var].dims else ds[var]
+            if "critic" in da.dims:
+                da = da.assign_coords(critic=[f"{var}_{c}" for c in da["critic"].values])
+            parts.append(da.rename(critic="rate") if "critic" in da.dims else da)
+        return pd.concat([da.transpose("benchmark", "generator", "rate").to_series() for da in parts])
 
-    def flat(var: str, ds: xr.Dataset) -> xr.DataArray:
-        return ds[var].transpose("benchmark", "generator", *[d for d in ds[var].dims if d == "critic"])
-
-    for var in names:
-        put("mean", flat(var, mean), var)
-        put("lo", flat(var, ci.sel(ci_bound="lower")), var)
-        put("hi", flat(var, ci.sel(ci_bound="upper")), var)
-        if laplace is not None and var in laplace:
-            put("laplace", flat(var, laplace), var)
-    df = pd.DataFrame(data)
-    df.index = df.index.set_names(["benchmark", "generator", "rate"])
+    tables = {"mean": mean, "lo": ci.sel(ci_bound="lower"), "hi": ci.sel(ci_bound="upper")}
+    tables |= {} if laplace is None else {"laplace": laplace}
+    df = pd.DataFrame({col: long(ds) for col, ds in tables.items()})
     if counts is not None:  # the data behind each rate, the model's own layout of them
         from bpc.estimate.model.build import rate_counts
         from bpc.estimate.model.spec import ModelSpec
