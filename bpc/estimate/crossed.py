@@ -224,8 +224,8 @@ def _evidence_loglik(
     m: np.ndarray,
     k: np.ndarray,
     *,
-    tpr: np.ndarray | None,
-    fpr: np.ndarray | None,
+    tpr: np.ndarray | None = None,
+    fpr: np.ndarray | None = None,
 ) -> np.ndarray:
     """The log-likelihood of each (task, generator)'s evidence at each node, (S, Q, T, G); 0 where none.
 
@@ -315,24 +315,15 @@ def task_beta(
         )
     if (tpr is None) != (fpr is None):
         raise ValueError("task_beta: give both tpr and fpr (critic evidence) or neither (oracle evidence)")
+    rates = {} if tpr is None else {"tpr": np.asarray(tpr, dtype=float), "fpr": np.asarray(fpr, dtype=float)}
     has = np.isfinite(m) & (np.nan_to_num(m) > 0)
-    m = np.where(has, m, 0.0)
-    k = np.where(has, k, 0.0)
-    S, G = loc.shape
-    T = m.shape[0]
-    mean_acc = np.zeros((T, G))
-    second_acc = np.zeros((T, G))
+    m, k = np.where(has, m, 0.0), np.where(has, k, 0.0)
+    S = loc.shape[0]
+    mean_acc, second_acc = np.zeros(m.shape), np.zeros(m.shape)
     for start in range(0, S, chunk):
         sl = slice(start, min(S, start + chunk))
         p = expit(loc[sl, None, :] + sigma[sl, None, None] * x[None, :, None])  # (s, Q, G)
-        ll = _evidence_loglik(
-            p,
-            kappa[sl],
-            m,
-            k,
-            tpr=None if tpr is None else np.asarray(tpr, dtype=float)[sl],
-            fpr=None if fpr is None else np.asarray(fpr, dtype=float)[sl],
-        )  # (s, Q, T, G)
+        ll = _evidence_loglik(p, kappa[sl], m, k, **{r: v[sl] for r, v in rates.items()})  # (s, Q, T, G)
         others = ll.sum(axis=3, keepdims=True) - ll  # leave the target's own evidence out
         logw = np.log(w)[None, :, None, None] + others
         weights = np.exp(logw - logsumexp(logw, axis=1, keepdims=True))  # (s, Q, T, G)
@@ -374,7 +365,7 @@ def _crossed_loglik(
     loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndarray, k: np.ndarray, x, w
 ) -> float:
     p = np.clip(expit(loc[None, None, :] + sigma * x[None, :, None]), 1e-12, 1 - 1e-12)  # (1, Q, G)
-    ll = np.asarray(_evidence_loglik(p, kappa[None], m, k, tpr=None, fpr=None)[0])  # (Q, T, G)
+    ll = np.asarray(_evidence_loglik(p, kappa[None], m, k)[0])  # (Q, T, G)
     return float(np.sum(np.asarray(logsumexp(np.log(w)[:, None] + ll.sum(axis=2), axis=0))))
 
 

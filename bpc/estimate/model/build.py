@@ -108,11 +108,11 @@ from bpc.constants import (
     DIM_BENCHMARK,
     DIM_CRITIC,
     DIM_GENERATOR,
-    DIM_LABEL,
     DIM_PASSES,
     DIM_PATCHES,
     DIM_TASK,
 )
+from bpc.estimate.conjugate import RATE_COUNTS
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.schema import has_task_counts, validate_counts
 
@@ -168,17 +168,6 @@ CENTRE_INFORMATION = 10.0
 
 C_MAX = 1e6
 """Cap on the moment-matched Beta-Binomial concentration of a table cell (m̄ ≤ 1: independent patches)."""
-
-
-RATE_COUNTS: dict[str, tuple[str, str, dict[str, int]]] = {
-    "prior": ("n_pass", "n_patches", {}),
-    "tpr": ("critic_pass", "critic_n", {DIM_LABEL: 1}),
-    "fpr": ("critic_pass", "critic_n", {DIM_LABEL: 0}),
-    "p_fix": ("trans_flip", "trans_n", {DIM_LABEL: 0}),
-    "p_break": ("trans_flip", "trans_n", {DIM_LABEL: 1}),
-}
-"""Where the counts of each rate kind live: (passes, trials, label selection); a critic's rates also
-select its ``critic``."""
 
 
 def shape_offset(spec: ModelSpec) -> float:

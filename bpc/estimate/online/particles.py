@@ -254,13 +254,10 @@ class LearningState:
             raise ValueError(f"n_moves must be >= 1, got {self.n_moves}")
         if not np.all(np.isfinite(x)):
             raise ValueError("particles must be finite")
-        object.__setattr__(self, "x", x)
-        object.__setattr__(self, "log_weights", lw)
-        object.__setattr__(self, "critics", tuple(self.critics))
-        object.__setattr__(self, "names", tuple(self.names))
-        object.__setattr__(self, "records", tuple(self.records))
-        if not self.updated:
-            object.__setattr__(self, "updated", datetime.now(UTC).isoformat(timespec="seconds"))
+        now = self.updated or datetime.now(UTC).isoformat(timespec="seconds")
+        normal = {"x": x, "log_weights": lw, "critics": tuple(self.critics), "names": tuple(self.names)}
+        for name, value in {**normal, "records": tuple(self.records), "updated": now}.items():
+            object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------ building
     @staticmethod

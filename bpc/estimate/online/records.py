@@ -390,33 +390,17 @@ def labelled_counts(records: Iterable[EpisodeRecord], critics: Sequence[str]) ->
     ``unlabelled_pass`` the verdicts on unverified patches.
     """
     critics = list(critics)
-    K = len(critics)
-    out: dict[str, Any] = {
-        "critic_n": np.zeros((K, 2)),
-        "critic_pass": np.zeros((K, 2)),
-        "unlabelled_n": np.zeros(K),
-        "unlabelled_pass": np.zeros(K),
-        "n_patches": 0,
-        "n_verified": 0,
-        "n_verified_pass": 0,
-    }
-    for rec in records:
-        for p in rec.patches:
-            out["n_patches"] += 1
-            if p.label is not None:
-                out["n_verified"] += 1
-                out["n_verified_pass"] += int(p.label)
-            for c, v in p.verdicts.items():
-                if v is None or c not in critics:
-                    continue
-                k = critics.index(c)
-                if p.label is None:
-                    out["unlabelled_n"][k] += 1
-                    out["unlabelled_pass"][k] += int(v)
-                else:
-                    out["critic_n"][k, int(p.label)] += 1
-                    out["critic_pass"][k, int(p.label)] += int(v)
-    return out
+    n, passed = np.zeros((len(critics), 3)), np.zeros((len(critics), 3))  # labels 0, 1 and unverified
+    patches = [p for rec in records for p in rec.patches]
+    for p in patches:
+        for c, v in p.verdicts.items():
+            if v is not None and c in critics:
+                at = critics.index(c), 2 if p.label is None else int(p.label)
+                n[at], passed[at] = n[at] + 1, passed[at] + int(v)
+    labels = [int(p.label) for p in patches if p.label is not None]
+    counts = {"critic_n": n[:, :2], "critic_pass": passed[:, :2], "unlabelled_n": n[:, 2]}
+    counts |= {"unlabelled_pass": passed[:, 2], "n_patches": len(patches)}
+    return {**counts, "n_verified": len(labels), "n_verified_pass": sum(labels)}
 
 
 def simulate_records(

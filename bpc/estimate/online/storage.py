@@ -157,35 +157,24 @@ def load_state(
             "another program); refused as a whole"
         )
     try:
-        return _state_of(ds, path, cls=cls, spec_hash=spec_hash)
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
-        if isinstance(exc, LearnStateMismatchError):
-            raise
-        raise ValueError(f"{path}: damaged learning state ({type(exc).__name__}: {exc})") from None
-
-
-def _state_of(
-    ds: xr.Dataset, path: Path, *, cls: type[LearningState], spec_hash: str | None
-) -> LearningState:
-    """The state a checked file holds (``path`` only names it in errors)."""
-    state = cls(
-        critics=tuple(str(c) for c in ds["critic"].values),
-        names=tuple(str(n) for n in ds["param"].values),
-        x=ds["x"].values,
-        log_weights=ds["log_weight"].values,
-        prior=GaussianPrior(ds["prior_mean"].values, ds["prior_cov"].values),
-        records=tuple(EpisodeRecord.from_dict(json.loads(str(t))) for t in ds["record"].values),
-        acceptance=float(ds.attrs.get("acceptance", float("nan"))),
-        source=str(ds.attrs.get("source", "")),
-        origin_hash=str(ds.attrs.get("origin_hash", "")),
-        **{k: kind(ds.attrs[k]) for k, kind in _REQUIRED.items()},
-    )
-    if state.spec_hash() != ds.attrs["spec_hash"]:
-        raise ValueError(f"{path}: stored spec hash {ds.attrs['spec_hash']} does not match its content")
-    if spec_hash is not None and spec_hash != state.spec_hash():
-        raise LearnStateMismatchError(
-            f"{path} holds learning state {state.spec_hash()}, but {spec_hash} was requested"
+        state = cls(
+            critics=tuple(str(c) for c in ds["critic"].values),
+            names=tuple(str(n) for n in ds["param"].values),
+            x=ds["x"].values,
+            log_weights=ds["log_weight"].values,
+            prior=GaussianPrior(ds["prior_mean"].values, ds["prior_cov"].values),
+            records=tuple(EpisodeRecord.from_dict(json.loads(str(t))) for t in ds["record"].values),
+            acceptance=float(ds.attrs.get("acceptance", float("nan"))),
+            source=str(ds.attrs.get("source", "")),
+            origin_hash=str(ds.attrs.get("origin_hash", "")),
+            **{k: kind(ds.attrs[k]) for k, kind in _REQUIRED.items()},
         )
+        if state.spec_hash() != ds.attrs["spec_hash"]:
+            raise ValueError(f"{path}: stored spec hash {ds.attrs['spec_hash']} does not match its content")
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: damaged learning state ({type(exc).__name__}: {exc})") from None
+    if spec_hash is not None and spec_hash != (own := state.spec_hash()):
+        raise LearnStateMismatchError(f"{path} holds learning state {own}, but {spec_hash} was requested")
     return state
 
 
