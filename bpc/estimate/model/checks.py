@@ -351,7 +351,8 @@ def simulate_from_prior(
     k_new = np.full(n_v.shape, np.nan)
     k_new[seen] = rng.binomial(n_v[seen].astype(np.int64), np.clip(np.nan_to_num(theta[seen]), 0, 1))
     cells = (DIM_BENCHMARK, DIM_GENERATOR)
-    hist_in = counts["inst_hist"].transpose(*cells, DIM_PATCHES, DIM_PASSES).values
+    hist = counts["inst_hist"]
+    hist_in = hist.transpose(*cells, DIM_PATCHES, DIM_PASSES).values
     hist_out = np.full(hist_in.shape, np.nan)
     if spec.instance:
         r0 = spec.rates.index("prior")
@@ -376,8 +377,7 @@ def simulate_from_prior(
                 hist_out[i, j] = 0.0
                 np.add.at(hist_out[i, j], (sizes - 1, passes), 1.0)
     sim = with_rate_counts(counts, spec, k_new, n_v)
-    sim["inst_hist"] = (cells + (DIM_PATCHES, DIM_PASSES), hist_out)
-    sim["inst_hist"] = sim["inst_hist"].transpose(*counts["inst_hist"].dims)
+    sim["inst_hist"] = xr.DataArray(hist_out, dims=(*cells, DIM_PATCHES, DIM_PASSES)).transpose(*hist.dims)
     sim["source"] = xr.where(sim["n_patches"].notnull(), "simulated", "").astype(object)
     validate_counts(sim)
     return sim, truth
@@ -422,17 +422,14 @@ def coverage_table(
         ok = np.isfinite(tv) & np.isfinite(draws).all(axis=0)
         if not ok.any():
             continue
-        d = draws[:, ok]
-        tr = tv[ok]
+        d, tr = draws[:, ok], tv[ok]
         rec = {"kind": kind, "truth": tr, "rank": (d < tr).mean(axis=0)}
         for prob in probs:
             lo, hi = np.moveaxis(interval_bounds(d, axis=0, prob=prob, kind="eti"), -1, 0)
             rec[f"covered_{prob:g}"] = (lo <= tr) & (tr <= hi)
-        coords = np.nonzero(ok)
-        for i, dim in enumerate(dims):
-            rec[str(dim)] = np.asarray(t[dim].values)[coords[i]].astype(str)
-        if DIM_CRITIC not in dims:
-            rec[DIM_CRITIC] = ""
+        for dim, at in zip(dims, np.nonzero(ok), strict=True):
+            rec[str(dim)] = np.asarray(t[dim].values)[at].astype(str)
+        rec.setdefault(DIM_CRITIC, "")
         if counts is not None:
             _, trials, sel = RATE_COUNTS[kind]
             n_da = counts[trials].sel(sel, drop=True)

@@ -341,8 +341,9 @@ def _flat(post: xr.Dataset, name: str, cell: tuple[str, str] = ("", "")) -> np.n
     """``post[name]`` (at ``cell``'s levels where it has them) as (sample, …) with chains pooled."""
     from bpc.estimate.model.fit import flat_draws
 
-    at = {d: v for d, v in zip((DIM_BENCHMARK, DIM_GENERATOR), cell, strict=True) if d in post[name].dims}
-    return flat_draws(post[[name]].sel(at), name, ...)
+    da = post[name]
+    at = {d: v for d, v in zip((DIM_BENCHMARK, DIM_GENERATOR), cell, strict=True) if d in da.dims}
+    return flat_draws(da.sel(at).to_dataset(name=name), name, ...)
 
 
 def _logit_mu(post: xr.Dataset, cell: tuple[str, str]) -> np.ndarray:

@@ -556,13 +556,12 @@ class LearningState:
 
         rates = {str(c): (one(tp[:, k]), one(fp[:, k])) for k, c in enumerate(critics)}
         kap = None if kappa is None else float(np.mean(kappa))
-        kern = (one(p_fix), one(p_break))
+        kern = {"p_fix": one(p_fix), "p_break": one(p_break)}
         return cls.from_values(
             prior=one(pr),  # type: ignore[arg-type]
             critics={c: v for c, v in rates.items() if None not in v},  # type: ignore[misc]
             kappa=None if kap is None or math.isinf(kap) else kap,
-            p_fix=kern[0] if None not in kern else None,
-            p_break=kern[1] if None not in kern else None,
+            **(kern if None not in kern.values() else {}),
             **options,
         )
 
