@@ -280,11 +280,8 @@ def posterior_predictive_check(
     r, b, g = (obs[v].values for v in ("rate_idx", "benchmark_idx", "generator_idx"))
     k, n = obs["k"].values, obs["n"].values
     if level == "cell":
-        params = dt["parameters"].to_dataset()
-        params = params.sel(
-            {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
-        )
-        theta = rate_values(params, spec)[:, r, b, g]  # (S, n_obs)
+        cells = {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
+        theta = rate_values(dt["parameters"].to_dataset().sel(cells), spec)[:, r, b, g]  # (S, n_obs)
     else:
         post = dt["posterior"].to_dataset()
         logit = flat_draws(post, "alpha", DIM_RATE)[:, r]
@@ -556,14 +553,10 @@ def sbc(
             panel = simulate_panel(s, **(simulator_kwargs or {}))
             # the truth's p_fix / p_break are self-refine's; reflexion trajectories use other rates
             traj = panel.trajectories[panel.trajectories["method"] == "self_refine"]
-            sim = counts_from_records(panel.records, traj, source="simulated")
-            sim = sim.reindex(
-                {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
-            )
+            cells = {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
+            sim = counts_from_records(panel.records, traj, source="simulated").reindex(cells)
             true = panel.truth
-        params = fitter(sim, s)
-        table = coverage_table(params, true, probs=probs, counts=sim)
-        out.append(table.assign(rep=i))
+        out.append(coverage_table(fitter(sim, s), true, probs=probs, counts=sim).assign(rep=i))
     return pd.concat(out, ignore_index=True)
 
 
@@ -931,11 +924,8 @@ def leave_one_cell_out(
         is_cell = (counts[DIM_BENCHMARK] == bench) & (counts[DIM_GENERATOR] == gen)
         if not bool(is_cell.any()):
             raise ValueError(f"leave_one_cell_out: cell ({bench}, {gen}) is not in the counts")
-        train = counts.copy(deep=True)
-        test = counts.copy(deep=True)
-        for name in count_vars:
-            train[name] = counts[name].where(~is_cell)
-            test[name] = counts[name].where(is_cell)
+        train = counts.assign({v: counts[v].where(~is_cell) for v in count_vars})
+        test = counts.assign({v: counts[v].where(is_cell) for v in count_vars})
         train["source"] = counts["source"].where(~is_cell, "")
         params = fitter(train, int(seed) + i)
         out.append(lpd_table(train, test, params, spec).assign(held_out=f"{bench}/{gen}"))
@@ -954,15 +944,13 @@ def compare_summary(table: pd.DataFrame, *, by: Sequence[str] = ("size",)) -> pd
         Per group: entries, mean lpd per method, ``diff_plugin``,
         ``se_plugin``, ``diff_beta``, ``se_beta``.
     """
-    df = table.dropna(subset=["lpd_hierarchical"]).copy()
-    df["d_plugin"] = df["lpd_hierarchical"] - df["lpd_laplace_plugin"]
-    df["d_beta"] = df["lpd_hierarchical"] - df["lpd_laplace_beta"]
+    df = table.dropna(subset=["lpd_hierarchical"])
+    df = df.assign(**{f"d_{m}": df["lpd_hierarchical"] - df[f"lpd_laplace_{m}"] for m in ("plugin", "beta")})
     keys = [c for c in by if c in df.columns]
     g = df.groupby(keys) if keys else df.assign(_all="all").groupby("_all")
     out = g[["lpd_hierarchical", "lpd_laplace_plugin", "lpd_laplace_beta"]].mean()
     out.insert(0, "entries", g.size())
-    out["diff_plugin"] = g["d_plugin"].mean()
-    out["se_plugin"] = g["d_plugin"].std(ddof=1) / np.sqrt(out["entries"])
-    out["diff_beta"] = g["d_beta"].mean()
-    out["se_beta"] = g["d_beta"].std(ddof=1) / np.sqrt(out["entries"])
+    for m in ("plugin", "beta"):  # paired differences: mean and standard error
+        out[f"diff_{m}"] = g[f"d_{m}"].mean()
+        out[f"se_{m}"] = g[f"d_{m}"].std(ddof=1) / np.sqrt(out["entries"])
     return out

@@ -294,19 +294,9 @@ class ModelSpec:
         tasks, task_priors = _switched("tasks", data, default, TASK_HYPERPRIORS)
         if not isinstance(model["name"], str):
             raise ValueError(f"model spec [model].name: expected a string, got {model['name']!r}")
-        return cls(
-            name=model["name"],
-            critics=tuple(model["critics"]),
-            effects=tuple(model["effects"]),
-            centered=tuple(model["centered"]),
-            zero_sum=model["zero_sum"],
-            cell_shape=model["cell_shape"],
-            instance=instance,
-            priors=priors,
-            instance_priors=instance_priors,
-            tasks=tasks,
-            task_priors=task_priors,
-        )
+        lists = {key: tuple(model[key]) for key in ("critics", "effects", "centered")}
+        switched = {"instance": instance, "instance_priors": instance_priors, "tasks": tasks}
+        return cls(**{**model, **lists}, priors=priors, **switched, task_priors=task_priors)
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> ModelSpec:
