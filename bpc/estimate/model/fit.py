@@ -768,12 +768,12 @@ class Refitter:
     """
 
     def __init__(self, template: xr.Dataset, spec: ModelSpec | None = None, *, sampler: str = "auto"):
-        from bpc.estimate.model.build import instance_observations, observations
-
         spec = ModelSpec.default() if spec is None else spec
         # refits use the cell-level model: their subsampled counts are edited cell by cell
         self.spec = replace(spec, tasks=False)
         self.template = template
+        from bpc.estimate.model.build import instance_observations, observations
+
         self.obs = observations(template, self.spec)
         self.instance_layout = instance_observations(template) if self.spec.instance else None
         self.model = build_model(template, self.spec, keep_empty=True)
@@ -810,21 +810,15 @@ class Refitter:
             inside[self.spec.rates.index("prior")] = True  # the prior enters through the instance data
         outside = np.isfinite(nv) & (np.nan_to_num(nv) > 0) & ~inside
         if outside.any():
-            i = tuple(a[0] for a in np.nonzero(outside))
-            raise ValueError(
-                f"Refitter: counts observe rate {self.spec.rates[i[0]]!r} in a cell outside the template"
-            )
-        data = {
-            "k": np.nan_to_num(kv[r, b, g]).astype(np.int64),
-            "n": np.nan_to_num(nv[r, b, g]).astype(np.int64),
-        }
+            rate = self.spec.rates[np.nonzero(outside)[0][0]]
+            raise ValueError(f"Refitter: counts observe rate {rate!r} in a cell outside the template")
+        data = {v: np.nan_to_num(x[r, b, g]).astype(np.int64) for v, x in (("k", kv), ("n", nv))}
         if self.instance_layout is not None:
             try:
                 inst = instance_observations(counts, layout=self.instance_layout)
             except ValueError as exc:
                 raise ValueError(f"Refitter: {exc}") from None
-            for name in ("inst_w", "prior_n", "prior_k", "prior_mbar"):
-                data[name] = inst[name].values
+            data.update({name: inst[name].values for name in ("inst_w", "prior_n", "prior_k", "prior_mbar")})
         return data
 
     def fit(self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str = "predict") -> xr.DataTree:
