@@ -521,11 +521,7 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
     out["prior_wilson"].attrs["long_name"] = f"Wilson {WILSON_PROB:.0%} interval on n_pass/n_patches"
     out.attrs["mode"] = "laplace"
     out.attrs["bpc_version"] = __version__
-    out.attrs["config"] = {
-        "alpha": LAPLACE_ALPHA,
-        "beta": LAPLACE_BETA,
-        "wilson_prob": WILSON_PROB,
-    }
+    out.attrs["config"] = {"alpha": LAPLACE_ALPHA, "beta": LAPLACE_BETA, "wilson_prob": WILSON_PROB}
     if "corpus" in counts.attrs:
         out.attrs["corpus"] = counts.attrs["corpus"]
     if "notes" in counts.attrs:

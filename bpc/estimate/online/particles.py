@@ -867,10 +867,7 @@ class LearningState:
             "names": list(self.names),
             "prior_mean": [round(float(v), 12) for v in self.prior.mean],
             "prior_cov": [round(float(v), 12) for v in self.prior.cov.ravel()],
-            "seed": self.seed,
-            "ess_threshold": self.ess_threshold,
-            "n_moves": self.n_moves,
-            "origin_hash": self.origin_hash,
+            **{k: getattr(self, k) for k in ("seed", "ess_threshold", "n_moves", "origin_hash")},
         }
         text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
