@@ -26,7 +26,17 @@ from bpc.constants import (
 )
 from bpc.schema import order_params, validate_counts, validate_params
 
-__all__ = ["conjugate_posterior", "beta_parameters", "posterior_mean"]
+__all__ = ["RATE_COUNTS", "conjugate_posterior", "beta_parameters", "posterior_mean"]
+
+RATE_COUNTS: dict[str, tuple[str, str, dict[str, int]]] = {
+    "prior": ("n_pass", "n_patches", {}),
+    "tpr": ("critic_pass", "critic_n", {DIM_LABEL: 1}),
+    "fpr": ("critic_pass", "critic_n", {DIM_LABEL: 0}),
+    "p_fix": ("trans_flip", "trans_n", {DIM_LABEL: 0}),
+    "p_break": ("trans_flip", "trans_n", {DIM_LABEL: 1}),
+}
+"""Where the counts of each rate kind live: (passes, trials, label selection); a critic's rates also
+select its ``critic``."""
 
 
 def beta_parameters(counts: xr.Dataset) -> dict[str, tuple[xr.DataArray, xr.DataArray]]:
@@ -46,16 +56,7 @@ def beta_parameters(counts: xr.Dataset) -> dict[str, tuple[xr.DataArray, xr.Data
     """
     validate_counts(counts)
 
-    def by(name: str, label: int) -> xr.DataArray:
-        return counts[name].sel({DIM_LABEL: label}, drop=True)
-
-    pairs = {
-        "prior": (counts["n_pass"], counts["n_patches"]),
-        "tpr": (by("critic_pass", 1), by("critic_n", 1)),
-        "fpr": (by("critic_pass", 0), by("critic_n", 0)),
-        "p_fix": (by("trans_flip", 0), by("trans_n", 0)),
-        "p_break": (by("trans_flip", 1), by("trans_n", 1)),
-    }
+    pairs = {kind: [counts[v].sel(at, drop=True) for v in (k, n)] for kind, (k, n, at) in RATE_COUNTS.items()}
     return {name: (k + LAPLACE_ALPHA, (n - k) + LAPLACE_BETA) for name, (k, n) in pairs.items()}
 
 

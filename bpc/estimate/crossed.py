@@ -57,7 +57,7 @@ import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
-from scipy.special import betaln, expit, gammaln, logsumexp
+from scipy.special import betaln, comb, expit, gammaln, logsumexp
 
 from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR, DIM_TASK
 from bpc.schema import has_task_counts, validate_counts
@@ -151,41 +151,20 @@ def critic_loglik(
     True
     """
     s, n, a, b, tpr, fpr = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (s, n, a, b, tpr, fpr)))
-    out = np.zeros(s.shape)
     n_max = int(np.nanmax(n)) if n.size and np.isfinite(n).any() else 0
-    if n_max == 0:
-        return out
-    delta = tpr - fpr
-    # E[θ^j] for j = 0 … n_max
-    moments = np.ones((n_max + 1, *s.shape))
-    for j in range(1, n_max + 1):
-        moments[j] = moments[j - 1] * (a + j - 1) / (a + b + j - 1)
-    from math import comb
-
-    total = np.zeros(s.shape)
-    for n_val in range(1, n_max + 1):
-        for s_val in range(n_val + 1):
-            sel = (n == n_val) & (s == s_val)
-            if not sel.any():
-                continue
-            # (fpr + θΔ)^s (1 − fpr − θΔ)^(n − s) = Σ_j c_j θ^j
-            f, d = fpr[sel], delta[sel]
-            acc = np.zeros(f.shape)
-            for i in range(s_val + 1):  # from (fpr + θΔ)^s: C(s, i) fpr^(s−i) (θΔ)^i
-                for j in range(
-                    n_val - s_val + 1
-                ):  # from (1 − fpr − θΔ)^(n−s): C(n−s, j) (1−fpr)^(n−s−j) (−θΔ)^j
-                    coef = (
-                        comb(s_val, i)
-                        * comb(n_val - s_val, j)
-                        * f ** (s_val - i)
-                        * (1 - f) ** (n_val - s_val - j)
-                    )
-                    acc = acc + coef * d ** (i + j) * (-1.0) ** j * moments[i + j][sel]
-            total[sel] = comb(n_val, s_val) * acc
-    with np.errstate(divide="ignore"):
-        out = np.where(n > 0, np.log(np.maximum(total, 1e-300)), 0.0)
-    return out
+    # E[θ^j] (j = 0 … n_max) and the coefficients of θ^j in the product of the patches' factors:
+    # (fpr + θΔ) for each of the s passed, (1 − fpr − θΔ) for each of the n − s failed
+    moments, coef = np.ones((n_max + 1, *s.shape)), np.zeros((n_max + 1, *s.shape))
+    coef[0] = 1.0
+    for i in range(n_max):
+        moments[i + 1] = moments[i] * (a + i) / (a + b + i)
+        const = np.where(i < s, fpr, np.where(i < n, 1.0 - fpr, 1.0))
+        slope = np.where(i < s, tpr - fpr, np.where(i < n, fpr - tpr, 0.0))
+        coef[1:] = coef[1:] * const + coef[:-1] * slope
+        coef[0] = coef[0] * const
+    total = comb(np.where(n > 0, n, 0.0), np.where(n > 0, s, 0.0)) * (coef * moments).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 0, np.log(np.maximum(total, 1e-300)), 0.0)
 
 
 def _mixture_beta(
@@ -245,8 +224,8 @@ def _evidence_loglik(
     m: np.ndarray,
     k: np.ndarray,
     *,
-    tpr: np.ndarray | None,
-    fpr: np.ndarray | None,
+    tpr: np.ndarray | None = None,
+    fpr: np.ndarray | None = None,
 ) -> np.ndarray:
     """The log-likelihood of each (task, generator)'s evidence at each node, (S, Q, T, G); 0 where none.
 
@@ -336,24 +315,15 @@ def task_beta(
         )
     if (tpr is None) != (fpr is None):
         raise ValueError("task_beta: give both tpr and fpr (critic evidence) or neither (oracle evidence)")
+    rates = {} if tpr is None else {"tpr": np.asarray(tpr, dtype=float), "fpr": np.asarray(fpr, dtype=float)}
     has = np.isfinite(m) & (np.nan_to_num(m) > 0)
-    m = np.where(has, m, 0.0)
-    k = np.where(has, k, 0.0)
-    S, G = loc.shape
-    T = m.shape[0]
-    mean_acc = np.zeros((T, G))
-    second_acc = np.zeros((T, G))
+    m, k = np.where(has, m, 0.0), np.where(has, k, 0.0)
+    S = loc.shape[0]
+    mean_acc, second_acc = np.zeros(m.shape), np.zeros(m.shape)
     for start in range(0, S, chunk):
         sl = slice(start, min(S, start + chunk))
         p = expit(loc[sl, None, :] + sigma[sl, None, None] * x[None, :, None])  # (s, Q, G)
-        ll = _evidence_loglik(
-            p,
-            kappa[sl],
-            m,
-            k,
-            tpr=None if tpr is None else np.asarray(tpr, dtype=float)[sl],
-            fpr=None if fpr is None else np.asarray(fpr, dtype=float)[sl],
-        )  # (s, Q, T, G)
+        ll = _evidence_loglik(p, kappa[sl], m, k, **{r: v[sl] for r, v in rates.items()})  # (s, Q, T, G)
         others = ll.sum(axis=3, keepdims=True) - ll  # leave the target's own evidence out
         logw = np.log(w)[None, :, None, None] + others
         weights = np.exp(logw - logsumexp(logw, axis=1, keepdims=True))  # (s, Q, T, G)
@@ -395,7 +365,7 @@ def _crossed_loglik(
     loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndarray, k: np.ndarray, x, w
 ) -> float:
     p = np.clip(expit(loc[None, None, :] + sigma * x[None, :, None]), 1e-12, 1 - 1e-12)  # (1, Q, G)
-    ll = np.asarray(_evidence_loglik(p, kappa[None], m, k, tpr=None, fpr=None)[0])  # (Q, T, G)
+    ll = np.asarray(_evidence_loglik(p, kappa[None], m, k)[0])  # (Q, T, G)
     return float(np.sum(np.asarray(logsumexp(np.log(w)[:, None] + ll.sum(axis=2), axis=0))))
 
 
@@ -455,13 +425,9 @@ def crossed_eb(
     def objective(theta: np.ndarray) -> float:
         loc, log_kappa, log_sigma = unpack(theta)
         ll = _crossed_loglik(loc, np.exp(log_kappa), float(np.exp(log_sigma[0])), m, k, x, w)
-        pen = 0.0
-        penalised = (("loc", loc), ("log_kappa", log_kappa)) + (
-            (("log_sigma", log_sigma),) if fit_sigma else ()
-        )
-        for name, values in penalised:
-            mu, sd = EB_PRIORS[name]
-            pen += float((((values - mu) / sd) ** 2).sum()) / 2
+        parts = {"loc": loc, "log_kappa": log_kappa, "log_sigma": log_sigma if fit_sigma else np.zeros(0)}
+        pen = sum(float((((v - EB_PRIORS[nm][0]) / EB_PRIORS[nm][1]) ** 2).sum()) for nm, v in parts.items())
+        pen = pen / 2
         return -(ll - pen)
 
     bounds = [(-15.0, 15.0)] * G + [(-7.0, 10.0)] * G + ([(-5.0, 2.5)] if fit_sigma else [])
@@ -510,6 +476,9 @@ def _benchmark_tasks(counts: xr.Dataset, bench: str, gens: Sequence[str]) -> tup
     return tasks, sub.isel({DIM_TASK: np.flatnonzero(attempted)})
 
 
+_EB_CELL_VARS = ("task_loc", "task_kappa", "prior", "kappa")
+
+
 def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
     """Empirical-Bayes crossed parameters of every crossed benchmark of ``counts``.
 
@@ -538,37 +507,21 @@ def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
         raise ValueError(
             "fit_crossed_eb: counts carry no per-task counts (task_n, …); build them from records"
         )
-    benches = [str(b) for b in counts[DIM_BENCHMARK].values]
-    gens = [str(g) for g in counts[DIM_GENERATOR].values]
-    nb, ng = len(benches), len(gens)
-    loc = np.full((nb, ng), np.nan)
-    kappa = np.full((nb, ng), np.nan)
-    sigma = np.full(nb, np.nan)
-    converged = np.zeros(nb, dtype=bool)
-    prior = np.full((nb, ng), np.nan)
-    kappa_cell = np.full((nb, ng), np.nan)
+    coords = {DIM_BENCHMARK: [str(b) for b in counts[DIM_BENCHMARK].values]}
+    coords[DIM_GENERATOR] = [str(g) for g in counts[DIM_GENERATOR].values]
+    cell = {v: (tuple(coords), np.full([len(c) for c in coords.values()], np.nan)) for v in _EB_CELL_VARS}
+    out = xr.Dataset(cell, coords=coords)
+    out["task_sigma"] = xr.full_like(out[DIM_BENCHMARK], np.nan, float)
+    out["converged"] = xr.full_like(out[DIM_BENCHMARK], False, bool)
     for bench, cells in crossed_layout(counts).items():
         _, sub = _benchmark_tasks(counts, bench, cells)
-        m = sub["task_n"].transpose(DIM_TASK, DIM_GENERATOR).values
-        k = sub["task_pass"].transpose(DIM_TASK, DIM_GENERATOR).values
+        m, k = (sub[v].transpose(DIM_TASK, DIM_GENERATOR).values for v in ("task_n", "task_pass"))
         eb = crossed_eb(m, k, nodes=nodes)
-        i = benches.index(bench)
-        cols = [gens.index(g) for g in cells]
-        loc[i, cols], kappa[i, cols], sigma[i], converged[i] = eb.loc, eb.kappa, eb.sigma, eb.converged
         A, B = marginal_beta(eb.loc[None], eb.kappa[None], np.array([eb.sigma]), nodes=nodes)
-        prior[i, cols], kappa_cell[i, cols] = A / (A + B), A + B
-    cell = (DIM_BENCHMARK, DIM_GENERATOR)
-    out = xr.Dataset(
-        {
-            "task_loc": (cell, loc),
-            "task_kappa": (cell, kappa),
-            "task_sigma": (DIM_BENCHMARK, sigma),
-            "converged": (DIM_BENCHMARK, converged),
-            "prior": (cell, prior),
-            "kappa": (cell, kappa_cell),
-        },
-        coords={DIM_BENCHMARK: benches, DIM_GENERATOR: gens},
-    )
+        values = {"task_loc": eb.loc, "task_kappa": eb.kappa, "prior": A / (A + B), "kappa": A + B}
+        for v, x in values.items():
+            out[v].loc[{DIM_BENCHMARK: bench, DIM_GENERATOR: cells}] = x
+        out["task_sigma"].loc[bench], out["converged"].loc[bench] = eb.sigma, eb.converged
     out["task_loc"].attrs["long_name"] = "cell location ℓ: logit pass rate of a median-difficulty task"
     out["task_kappa"].attrs["long_name"] = "concentration κ of θ within a (task, generator)"
     out["task_sigma"].attrs["long_name"] = "scale σ of the task effect shared by the benchmark's generators"
@@ -693,23 +646,18 @@ def task_prior(
         step = max(1, int(np.ceil(n_samples / max_draws)))
         stacked = crossed.stack(_s=(DIM_CHAIN, DIM_DRAW)).isel(_s=slice(None, None, step))
         crossed = stacked.drop_vars(["_s", DIM_CHAIN, DIM_DRAW], errors="ignore").rename({"_s": "sample"})
-    sample = "sample" in crossed.dims
-    benches = [str(b) for b in crossed[DIM_BENCHMARK].values]
+    else:  # a point: one sample
+        crossed = crossed.expand_dims("sample")
     blocks = []
-    for bench in benches:
-        loc_b = crossed["task_loc"].sel({DIM_BENCHMARK: bench})
-        finite = np.isfinite(loc_b.transpose(..., DIM_GENERATOR).values).reshape(
-            -1, loc_b.sizes[DIM_GENERATOR]
-        )
-        cells = [str(g) for g, ok in zip(loc_b[DIM_GENERATOR].values, finite.all(axis=0), strict=True) if ok]
+    for bench in [str(b) for b in crossed[DIM_BENCHMARK].values]:
+        loc_b = crossed["task_loc"].sel({DIM_BENCHMARK: bench}).transpose("sample", DIM_GENERATOR)
+        finite = np.isfinite(loc_b.values).all(axis=0)
+        cells = [str(g) for g, ok in zip(loc_b[DIM_GENERATOR].values, finite, strict=True) if ok]
         if not cells or bench not in [str(b) for b in evidence[DIM_BENCHMARK].values]:
             continue
-        core_g = ("sample", DIM_GENERATOR) if sample else (DIM_GENERATOR,)
         here = {DIM_BENCHMARK: bench, DIM_GENERATOR: cells}
-        loc, kap = (crossed[v].sel(here).transpose(*core_g).values for v in ("task_loc", "task_kappa"))
-        sig = np.atleast_1d(crossed["task_sigma"].sel({DIM_BENCHMARK: bench}).values)
-        if not sample:
-            loc, kap = loc[None], kap[None]
+        loc, kap = (crossed[v].sel(here).transpose("sample", ...).values for v in ("task_loc", "task_kappa"))
+        sig = crossed["task_sigma"].sel({DIM_BENCHMARK: bench}).values
         ev_gens = [str(g) for g in evidence[DIM_GENERATOR].values]
         tasks, sub = _benchmark_tasks(evidence, bench, [g for g in cells if g in ev_gens])
         sub = sub.reindex({DIM_GENERATOR: cells})
@@ -728,19 +676,10 @@ def task_prior(
             m = np.where(known[None, :], m, np.nan)
             tpr, fpr = np.nan_to_num(tpr, nan=0.5), np.nan_to_num(fpr, nan=0.5)
         A, B, informed = task_beta(loc, kap, sig, m, k, tpr=tpr, fpr=fpr, nodes=nodes)
-        blocks.append(
-            xr.Dataset(
-                {
-                    "A": ((DIM_GENERATOR, DIM_TASK), A.T),
-                    "B": ((DIM_GENERATOR, DIM_TASK), B.T),
-                    "source": (
-                        (DIM_GENERATOR, DIM_TASK),
-                        np.where(informed, "task", "cell").T.astype(object),
-                    ),
-                },
-                coords={DIM_GENERATOR: cells, DIM_TASK: tasks},
-            ).expand_dims({DIM_BENCHMARK: [bench]})
-        )
+        source = np.where(informed, "task", "cell").astype(object)
+        block = {v: ((DIM_GENERATOR, DIM_TASK), x.T) for v, x in (("A", A), ("B", B), ("source", source))}
+        coords = {DIM_GENERATOR: cells, DIM_TASK: tasks}
+        blocks.append(xr.Dataset(block, coords=coords).expand_dims({DIM_BENCHMARK: [bench]}))
     if not blocks:
         raise ValueError("task_prior: no crossed benchmark of the parameters has evidence")
     out = cast(
@@ -749,16 +688,11 @@ def task_prior(
             blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""}
         ),
     )
+    what = "oracle labels" if kind == "oracle" else f"{critic!r} critic verdicts"
     out.attrs.update(
-        {
-            "evidence": "other generators' oracle labels"
-            if kind == "oracle"
-            else f"other generators' {critic!r} critic verdicts",
-            "kind": kind,
-            "critic": critic if kind == "critic" else "",
-            "parameters": str(crossed.attrs.get("mode", "")),
-        }
+        evidence=f"other generators' {what}", kind=kind, critic=critic if kind == "critic" else ""
     )
+    out.attrs["parameters"] = str(crossed.attrs.get("mode", ""))
     return out
 
 

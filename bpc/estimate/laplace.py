@@ -442,13 +442,14 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
     has_hist = np.isfinite(flat).all(axis=(1, 2)) & (np.nan_to_num(flat).sum(axis=(1, 2)) > 0)
     fit = instance_fit(np.where(has_hist[:, None, None], flat, 0.0), prob=prob)
     own = fit.identified & ~fit.boundary & np.isfinite(fit.kappa)
-    n_patches = counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
+    n_patches, n_pass, n_inst = (
+        counts[v].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
+        for v in ("n_patches", "n_pass", "n_instances")
+    )
     has_prior = np.isfinite(n_patches) & (np.nan_to_num(n_patches) > 0)
     pooled = fit.pooled_kappa
     kappa = np.where(own, fit.kappa, np.where(has_prior | has_hist, pooled, np.nan))
     source = np.where(own, "cell", np.where(np.isfinite(kappa), "pooled", "")).astype(object)
-    n_pass = counts["n_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
-    n_inst = counts["n_instances"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         per_instance = np.where(np.isfinite(n_inst) & (n_inst > 0), n_patches / n_inst, 1.0)
     # Wilson on the design-effect-corrected counts (module docstring); NaN κ: independent patches
@@ -456,23 +457,14 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
         np.isfinite(kappa), 1.0 / (1.0 + kappa), 0.0
     )
     lo, hi = wilson_interval(n_pass / deff, n_patches / deff, prob)
-    lo = np.where(has_hist, fit.pi_interval[:, 0], lo)
-    hi = np.where(has_hist, fit.pi_interval[:, 1], hi)
-    coords = {
-        DIM_BENCHMARK: counts[DIM_BENCHMARK].values,
-        DIM_GENERATOR: counts[DIM_GENERATOR].values,
-        DIM_CI: list(CI_BOUNDS),
-    }
+    lo, hi = np.where(has_hist, fit.pi_interval[:, 0], lo), np.where(has_hist, fit.pi_interval[:, 1], hi)
     cell = (DIM_BENCHMARK, DIM_GENERATOR)
-    out = xr.Dataset(
-        {
-            "kappa": (cell, kappa.reshape(nb, ng)),
-            "kappa_source": (cell, source.reshape(nb, ng)),
-            "prior_inst": ((*cell, DIM_CI), np.stack([lo, hi], axis=-1).reshape(nb, ng, 2)),
-            "kappa_interval": ((*cell, DIM_CI), fit.kappa_interval.reshape(nb, ng, 2)),
-        },
-        coords=coords,
-    )
+    coords = {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
+    per_cell = {"kappa": kappa, "kappa_source": source}
+    intervals = {"prior_inst": np.stack([lo, hi], axis=-1), "kappa_interval": fit.kappa_interval}
+    data = {v: (cell, x.reshape(nb, ng)) for v, x in per_cell.items()}
+    data |= {v: ((*cell, DIM_CI), x.reshape(nb, ng, 2)) for v, x in intervals.items()}
+    out = xr.Dataset(data, coords={**coords, DIM_CI: list(CI_BOUNDS)})
     out["kappa"].attrs["long_name"] = "Beta concentration of an instance's pass rate (ML; pooled fallback)"
     out["kappa"].attrs["pooled_kappa"] = pooled
     out["prior_inst"].attrs["long_name"] = f"{prob:.0%} interval on the prior respecting instances"
@@ -529,11 +521,7 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
     out["prior_wilson"].attrs["long_name"] = f"Wilson {WILSON_PROB:.0%} interval on n_pass/n_patches"
     out.attrs["mode"] = "laplace"
     out.attrs["bpc_version"] = __version__
-    out.attrs["config"] = {
-        "alpha": LAPLACE_ALPHA,
-        "beta": LAPLACE_BETA,
-        "wilson_prob": WILSON_PROB,
-    }
+    out.attrs["config"] = {"alpha": LAPLACE_ALPHA, "beta": LAPLACE_BETA, "wilson_prob": WILSON_PROB}
     if "corpus" in counts.attrs:
         out.attrs["corpus"] = counts.attrs["corpus"]
     if "notes" in counts.attrs:

@@ -42,14 +42,6 @@ from bpc.estimate.crossed import (
 __all__ = ["heldout_task_lpd", "lpd_gain_table"]
 
 
-def _cell_prior(train: xr.Dataset) -> xr.Dataset:
-    from bpc.estimate.laplace import laplace
-
-    lap = laplace(train)
-    pi, kappa = lap["prior"], lap["kappa"]
-    return xr.Dataset({"A_cell": pi * kappa, "B_cell": (1 - pi) * kappa})
-
-
 def heldout_task_lpd(
     records: pd.DataFrame,
     *,
@@ -107,15 +99,18 @@ def heldout_task_lpd(
             for f in range(folds):
                 train = counts_from_records(rec_b[fold_of != f])
                 test = counts_from_records(rec_b[fold_of == f])
-                params = laplace(train) if kind == "critic" else None
+                lap = laplace(train)  # the cell prior Beta(π κ, (1 − π) κ), and the critic's rates
+                pi, kappa = lap["prior"], lap["kappa"]
+                cell = xr.Dataset({"A_cell": pi * kappa, "B_cell": (1 - pi) * kappa})
                 # evidence: every generator's data on the held-out tasks (never the target's own)
+                params = lap if kind == "critic" else None
                 prior = task_prior(fit_crossed_eb(train), test, kind=kind, critic=critic, params=params)
                 sel = {DIM_BENCHMARK: bench, DIM_GENERATOR: list(gens)}
                 ds = xr.merge(
                     [
                         test[["task_n", "task_pass"]].sel(sel).rename(task_n="m", task_pass="k"),
                         prior[["A", "B", "source"]].sel(sel).reindex({DIM_TASK: test[DIM_TASK].values}),
-                        _cell_prior(train).sel(sel),
+                        cell.sel(sel),
                     ],
                     join="left",
                     compat="override",
@@ -128,7 +123,6 @@ def heldout_task_lpd(
     out["lpd_task"] = beta_binomial_logpmf(out["k"], out["m"], out["A"], out["B"])
     out["lpd_cell"] = beta_binomial_logpmf(out["k"], out["m"], out["A_cell"], out["B_cell"])
     out = out.assign(gain=out["lpd_task"] - out["lpd_cell"], task=out[DIM_TASK].astype(str))
-    out = out.rename(columns={DIM_BENCHMARK: "benchmark", DIM_GENERATOR: "generator"})
     cols = "seed fold benchmark generator task m k lpd_task lpd_cell gain source".split()
     return out[cols].astype({"source": str})
 

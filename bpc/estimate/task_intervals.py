@@ -142,21 +142,14 @@ def task_intervals(
             on = seen & (y == label)
             parts[f"{name}_{c}_n"] = on.astype(float)
             parts[f"{name}_{c}_k"] = np.where(on, verdict, 0.0)
-    tallies = (
-        pd.DataFrame(parts)
-        .assign(benchmark=frame["benchmark"].to_numpy(), generator=frame["generator"].to_numpy())
-        .assign(instance_id=frame["instance_id"].to_numpy())
-        .groupby(["benchmark", "generator", "instance_id"], sort=True)
-        .sum()
-    )
+    keys = ["benchmark", "generator", "instance_id"]
+    tallies = pd.DataFrame(parts).assign(**{k: frame[k].to_numpy() for k in keys}).groupby(keys).sum()
     for c_idx, ((bench, gen), tasks) in enumerate(tallies.groupby(level=[0, 1], sort=True)):
         n_tasks = len(tasks)
         weights = resample_weights(n_tasks, B=int(B), seed=[seed, c_idx])
         row: dict[str, object] = {"benchmark": str(bench), "generator": str(gen), "n_tasks": n_tasks}
-        if kappa_b > 0:
-            row["kappa_lo"], row["kappa_hi"] = _cell_kappa(tasks, weights[: int(kappa_b)], prob)
-        else:
-            row["kappa_lo"] = row["kappa_hi"] = float("nan")
+        kappa = _cell_kappa(tasks, weights[: int(kappa_b)], prob) if kappa_b > 0 else (np.nan, np.nan)
+        row["kappa_lo"], row["kappa_hi"] = kappa
         for c in critics:
             for name in ("tpr", "fpr"):
                 lo = hi = float("nan")

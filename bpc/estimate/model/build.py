@@ -108,11 +108,11 @@ from bpc.constants import (
     DIM_BENCHMARK,
     DIM_CRITIC,
     DIM_GENERATOR,
-    DIM_LABEL,
     DIM_PASSES,
     DIM_PATCHES,
     DIM_TASK,
 )
+from bpc.estimate.conjugate import RATE_COUNTS
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.schema import has_task_counts, validate_counts
 
@@ -161,22 +161,13 @@ DIM_TASK_CELL = "task_cell"
 DIM_TASK_BENCHMARK = "task_benchmark"
 """Dimension of the crossed benchmarks (``sigma_task``)."""
 
+_LEVELS = (DIM_BENCHMARK, DIM_GENERATOR)
+
 CENTRE_INFORMATION = 10.0
 """Information about logit π (instances × p(1 − p)) from which a prior cell is sampled centred."""
 
 C_MAX = 1e6
 """Cap on the moment-matched Beta-Binomial concentration of a table cell (m̄ ≤ 1: independent patches)."""
-
-
-RATE_COUNTS: dict[str, tuple[str, str, dict[str, int]]] = {
-    "prior": ("n_pass", "n_patches", {}),
-    "tpr": ("critic_pass", "critic_n", {DIM_LABEL: 1}),
-    "fpr": ("critic_pass", "critic_n", {DIM_LABEL: 0}),
-    "p_fix": ("trans_flip", "trans_n", {DIM_LABEL: 0}),
-    "p_break": ("trans_flip", "trans_n", {DIM_LABEL: 1}),
-}
-"""Where the counts of each rate kind live: (passes, trials, label selection); a critic's rates also
-select its ``critic``."""
 
 
 def shape_offset(spec: ModelSpec) -> float:
@@ -338,25 +329,17 @@ def instance_observations(counts: xr.Dataset, *, layout: xr.Dataset | None = Non
             raise ValueError(f"counts hold instances with more than {size} patches, more than the layout")
     mm, kk = np.meshgrid(np.arange(1, size + 1), np.arange(size + 1), indexing="ij")
     possible = kk <= mm
-    n_class = int(possible.sum())
-    n_cells = len(cells)
-    w = np.zeros((n_cells, n_class))
-    tot_n = np.zeros(n_cells, dtype=np.int64)
-    tot_k = np.zeros(n_cells, dtype=np.int64)
-    mbar = np.ones(n_cells)
-    for c, (b, g) in enumerate(zip(cb, cg, strict=True)):
-        if not has_prior[b, g]:
-            continue
-        if has_hist[b, g]:
-            h = np.zeros((size, size + 1))
-            src = np.nan_to_num(hist[b, g])
-            s_m, s_k = min(size, src.shape[0]), min(size + 1, src.shape[1])
-            h[:s_m, :s_k] = src[:s_m, :s_k]
-            w[c] = h[possible]
-        else:
-            tot_n[c], tot_k[c] = int(n[b, g]), int(k[b, g])
-        if np.isfinite(inst[b, g]) and inst[b, g] > 0:
-            mbar[c] = max(float(n[b, g] / inst[b, g]), 1.0)
+    n_class, n_cells = int(possible.sum()), len(cells)
+    h = np.zeros((*hist.shape[:2], size, size + 1))
+    s_m, s_k = min(size, hist.shape[2]), min(size + 1, hist.shape[3])
+    h[:, :, :s_m, :s_k] = np.nan_to_num(hist[:, :, :s_m, :s_k])
+    prior, histogram, inst = has_prior[cb, cg], has_hist[cb, cg], inst[cb, cg]
+    w = np.where(histogram[:, None], h[cb, cg][:, possible], 0.0)  # a cell with a histogram: its classes
+    tot_n, tot_k = (
+        np.where(prior & ~histogram, np.nan_to_num(v[cb, cg]), 0).astype(np.int64) for v in (n, k)
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mbar = np.where(prior & np.isfinite(inst) & (inst > 0), np.maximum(n[cb, cg] / inst, 1.0), 1.0)
     return xr.Dataset(
         {
             "cell_benchmark_idx": (DIM_PRIOR_CELL, np.asarray(cb, dtype=np.int64)),
@@ -412,54 +395,40 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
     tasks = [str(t) for t in counts[DIM_TASK].values]
     bench = [str(v) for v in counts[DIM_BENCHMARK].values]
     hist_w = inst["inst_w"].values.reshape(inst.sizes[DIM_PRIOR_CELL], -1)
-    n_patches = counts["n_patches"].transpose(*order).values
-    n_pass = counts["n_pass"].transpose(*order).values
-    n_inst = counts["n_instances"].transpose(*order).values
     cb, cg = inst["cell_benchmark_idx"].values, inst["cell_generator_idx"].values
-    ok = np.zeros(len(cb), dtype=bool)
-    for c, (b, g) in enumerate(zip(cb, cg, strict=True)):
-        has = np.isfinite(tn[b, g]) & (np.nan_to_num(tn[b, g]) > 0)
-        ok[c] = (
-            hist_w[c].sum() > 0
-            and has.any()
-            and float(np.nansum(tn[b, g])) == float(n_patches[b, g])
-            and float(np.nansum(tk[b, g])) == float(n_pass[b, g])
-            and float(has.sum()) == float(n_inst[b, g])
-        )
-    rows_c, rows_t = [], []
-    cells = []
+    has = np.isfinite(tn) & (np.nan_to_num(tn) > 0)
+    total = {
+        "n_patches": np.nansum(tn, axis=-1),
+        "n_pass": np.nansum(tk, axis=-1),
+        "n_instances": has.sum(-1),
+    }
+    ok = (hist_w.sum(axis=1) > 0) & has[cb, cg].any(axis=-1)
+    for name, value in total.items():  # the per-task counts agree with the cell's totals
+        ok &= value[cb, cg] == counts[name].transpose(*order).values[cb, cg]
+    rows, cells = [], []  # rows: (prior cell, benchmark, task)
     for b in np.unique(cb[ok]):
         members = np.flatnonzero(ok & (cb == b))
-        attempted = np.isfinite(tn[b, cg[members]]) & (np.nan_to_num(tn[b, cg[members]]) > 0)
+        attempted = has[b, cg[members]]
         if len(members) < 2 or not (attempted.sum(axis=0) >= 2).any():
             continue
         cells.extend(members.tolist())
-        for j, c in enumerate(members):
-            for t in np.flatnonzero(attempted[j]):
-                rows_c.append(int(c))
-                rows_t.append((int(b), int(t)))
+        j, t = np.nonzero(attempted)
+        rows.append(np.column_stack([members[j], np.full(j.size, b), t]))
     if not cells:
         return empty
-    keys = sorted(set(rows_t))
-    key_pos = {key: i for i, key in enumerate(keys)}
-    benches = sorted({b for b, _ in keys})
-    bench_pos = {b: i for i, b in enumerate(benches)}
-    rows_c_arr = np.asarray(rows_c, dtype=np.int64)
-    m = np.array([tn[cb[c], cg[c], t] for c, (_, t) in zip(rows_c, rows_t, strict=True)], dtype=np.int64)
-    k = np.array([tk[cb[c], cg[c], t] for c, (_, t) in zip(rows_c, rows_t, strict=True)], dtype=np.int64)
+    c, b, t = np.concatenate(rows).T
+    keys, key_of = np.unique(np.column_stack([b, t]), axis=0, return_inverse=True)
+    benches, key_bench = np.unique(keys[:, 0], return_inverse=True)
     labels = [str(v) for v in inst[DIM_PRIOR_CELL].values]
     return xr.Dataset(
         {
-            "task_row_cell": (DIM_TASK_OBS, rows_c_arr),
-            "task_row_key": (DIM_TASK_OBS, np.array([key_pos[r] for r in rows_t], dtype=np.int64)),
-            "task_m": (DIM_TASK_OBS, m),
-            "task_k": (DIM_TASK_OBS, k),
-            "task_key_benchmark": (DIM_TASK_KEY, np.array([bench_pos[b] for b, _ in keys], dtype=np.int64)),
+            "task_row_cell": (DIM_TASK_OBS, c.astype(np.int64)),
+            "task_row_key": (DIM_TASK_OBS, key_of.reshape(-1).astype(np.int64)),
+            "task_m": (DIM_TASK_OBS, tn[cb[c], cg[c], t].astype(np.int64)),
+            "task_k": (DIM_TASK_OBS, tk[cb[c], cg[c], t].astype(np.int64)),
+            "task_key_benchmark": (DIM_TASK_KEY, key_bench.reshape(-1).astype(np.int64)),
             "task_cell_prior": (DIM_TASK_CELL, np.asarray(cells, dtype=np.int64)),
-            "task_cell_benchmark": (
-                DIM_TASK_CELL,
-                np.array([bench_pos[int(cb[c])] for c in cells], dtype=np.int64),
-            ),
+            "task_cell_benchmark": (DIM_TASK_CELL, np.searchsorted(benches, cb[cells]).astype(np.int64)),
         },
         coords={
             DIM_TASK_KEY: [f"{bench[b]}/{tasks[t]}" for b, t in keys],
@@ -629,23 +598,14 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
         n = _data("n", obs["n"].values, dims=DIM_OBS)
         k = _data("k", obs["k"].values, dims=DIM_OBS)
         r_idx = _data("rate_idx", obs["rate_idx"].values, dims=DIM_OBS)
-        alpha = pm.Normal(
-            "alpha", mu=_hyper(spec, "alpha", "mu"), sigma=_hyper(spec, "alpha", "sigma"), dims=DIM_RATE
-        )
+        hyper = {name: {p: _hyper(spec, name, p) for p in ("mu", "sigma")} for name in ("alpha", "log_kappa")}
+        alpha = pm.Normal("alpha", **hyper["alpha"], dims=DIM_RATE)
         effects = {dim: _effect(spec, dim) for dim in (DIM_BENCHMARK, DIM_GENERATOR) if dim in spec.effects}
         logit_mu = alpha[r_idx]
-        if DIM_BENCHMARK in effects:
-            b_idx = _data("benchmark_idx", obs["benchmark_idx"].values, dims=DIM_OBS)
-            logit_mu = logit_mu + effects[DIM_BENCHMARK][r_idx, b_idx]
-        if DIM_GENERATOR in effects:
-            g_idx = _data("generator_idx", obs["generator_idx"].values, dims=DIM_OBS)
-            logit_mu = logit_mu + effects[DIM_GENERATOR][r_idx, g_idx]
-        log_kappa = pm.Normal(
-            "log_kappa",
-            mu=_hyper(spec, "log_kappa", "mu"),
-            sigma=_hyper(spec, "log_kappa", "sigma"),
-            dims=DIM_RATE,
-        )
+        for dim, effect in effects.items():
+            idx = _data(f"{dim}_idx", obs[f"{dim}_idx"].values, dims=DIM_OBS)
+            logit_mu = logit_mu + effect[r_idx, idx]
+        log_kappa = pm.Normal("log_kappa", **hyper["log_kappa"], dims=DIM_RATE)
         kappa = _deterministic("kappa", pt.exp(log_kappa), dims=DIM_RATE)
         kap = kappa[r_idx]
         pm.BetaBinomial(
@@ -739,13 +699,10 @@ def _instance_likelihood(
     (:func:`_histogram_rows`) are the histogram rows evaluated.
     """
     r0 = spec.rates.index("prior")
-    cb = _data("cell_benchmark_idx", inst["cell_benchmark_idx"].values, dims=DIM_PRIOR_CELL)
-    cg = _data("cell_generator_idx", inst["cell_generator_idx"].values, dims=DIM_PRIOR_CELL)
+    idx = {d: _data(f"cell_{d}_idx", inst[f"cell_{d}_idx"].values, dims=DIM_PRIOR_CELL) for d in _LEVELS}
     logit_mu = alpha[r0]
-    if DIM_BENCHMARK in effects:
-        logit_mu = logit_mu + effects[DIM_BENCHMARK][r0][cb]
-    if DIM_GENERATOR in effects:
-        logit_mu = logit_mu + effects[DIM_GENERATOR][r0][cg]
+    for dim, effect in effects.items():
+        logit_mu = logit_mu + effect[r0][idx[dim]]
     # logit-normal cells, each centred or not by its data (partial centring): a cell whose data
     # pin logit π down (information ≥ CENTRE_INFORMATION) is centred, the others non-centred
     sigma_pi = pm.HalfNormal("sigma_pi", sigma=spec.instance_priors["sigma_cell"]["sigma"])
@@ -774,9 +731,9 @@ def _instance_likelihood(
     log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
     log_k = log_kappa_inst + pt.zeros((len(inst["cell_benchmark_idx"]),))
     grid = log_kappa_inst
-    for dim, idx in ((DIM_BENCHMARK, cb), (DIM_GENERATOR, cg)):
+    for dim, cell_idx in idx.items():
         delta = _kappa_inst_effect(spec, dim)
-        log_k = log_k + delta[idx]
+        log_k = log_k + delta[cell_idx]
         grid = grid + (delta[:, None] if dim == DIM_BENCHMARK else delta[None, :])
     pm.Deterministic("kappa_inst", pt.exp(grid), dims=(DIM_BENCHMARK, DIM_GENERATOR))
     kappa_cell = _tensor(pt.exp(log_k))  # (prior_cell,)

@@ -165,43 +165,38 @@ def prior_draws(
     def hyper(name: str, p: str) -> np.ndarray:
         return np.array([spec.hyperprior(r, name)[p] for r in spec.rates])
 
+    def effect(scale, levels: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """σ ~ HalfNormal(scale) per draw and the effects σ z over ``levels`` (zero-sum: z minus its mean)."""
+        sigma = np.abs(rng.normal(0.0, scale, size=(draws, *np.shape(scale))))
+        z = rng.normal(size=(*sigma.shape, len(levels)))
+        return sigma, sigma[..., None] * (z - z.mean(axis=-1, keepdims=True) if spec.zero_sum else z)
+
     alpha = rng.normal(hyper("alpha", "mu"), hyper("alpha", "sigma"), size=(draws, R))
     log_kappa = rng.normal(hyper("log_kappa", "mu"), hyper("log_kappa", "sigma"), size=(draws, R))
+    sample = (DIM_CHAIN, DIM_DRAW)
     data = {
-        "alpha": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), alpha[None]),
-        "log_kappa": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), log_kappa[None]),
-        "kappa": ((DIM_CHAIN, DIM_DRAW, DIM_RATE), np.exp(log_kappa)[None]),
+        "alpha": ((*sample, DIM_RATE), alpha[None]),
+        "log_kappa": ((*sample, DIM_RATE), log_kappa[None]),
+        "kappa": ((*sample, DIM_RATE), np.exp(log_kappa)[None]),
     }
-    coords = {
-        DIM_CHAIN: [0],
-        DIM_DRAW: np.arange(draws),
-        DIM_RATE: list(spec.rates),
-        DIM_BENCHMARK: list(benchmarks),
-        DIM_GENERATOR: list(generators),
-    }
-    for dim, levels in ((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)):
-        sigma = np.abs(rng.normal(0.0, hyper(f"sigma_{dim}", "sigma"), size=(draws, R)))
-        z = rng.normal(size=(draws, R, len(levels)))
-        if spec.zero_sum:
-            z = z - z.mean(axis=-1, keepdims=True)
-        beta = sigma[:, :, None] * z if dim in spec.effects else np.zeros_like(z)
-        data[f"sigma_{dim}"] = ((DIM_CHAIN, DIM_DRAW, DIM_RATE), sigma[None])
-        data[f"beta_{dim}"] = ((DIM_CHAIN, DIM_DRAW, DIM_RATE, dim), beta[None])
+    levels = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
+    coords = {DIM_CHAIN: [0], DIM_DRAW: np.arange(draws), DIM_RATE: list(spec.rates), **levels}
+    for dim, names in levels.items():
+        sigma, beta = effect(hyper(f"sigma_{dim}", "sigma"), names)
+        data[f"sigma_{dim}"] = ((*sample, DIM_RATE), sigma[None])
+        beta = beta if dim in spec.effects else np.zeros_like(beta)
+        data[f"beta_{dim}"] = ((*sample, DIM_RATE, dim), beta[None])
     if spec.instance:
         # the instance model's log κ_inst = λ + δ[benchmark] + ε[generator] (non-centred, as in the build)
         lk = spec.instance_priors["log_kappa"]
-        data["log_kappa_inst"] = ((DIM_CHAIN, DIM_DRAW), rng.normal(lk["mu"], lk["sigma"], size=(1, draws)))
-        for dim, levels in ((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)):
-            scale = spec.instance_priors[f"sigma_{dim}"]["sigma"]
-            sigma = np.abs(rng.normal(0.0, scale, size=draws))
-            z = rng.normal(size=(draws, len(levels)))
-            if spec.zero_sum:
-                z = z - z.mean(axis=-1, keepdims=True)
-            data[f"sigma_kappa_inst_{dim}"] = ((DIM_CHAIN, DIM_DRAW), sigma[None])
-            data[f"delta_kappa_inst_{dim}"] = ((DIM_CHAIN, DIM_DRAW, dim), (sigma[:, None] * z)[None])
+        data["log_kappa_inst"] = (sample, rng.normal(lk["mu"], lk["sigma"], size=(1, draws)))
+        for dim, names in levels.items():
+            sigma, delta = effect(spec.instance_priors[f"sigma_{dim}"]["sigma"], names)
+            data[f"sigma_kappa_inst_{dim}"] = (sample, sigma[None])
+            data[f"delta_kappa_inst_{dim}"] = ((*sample, dim), delta[None])
         # the cells' logit π ~ N(logit μ, σ_π) (the build's logit-normal prior cells)
         sigma_pi = np.abs(rng.normal(0.0, spec.instance_priors["sigma_cell"]["sigma"], size=draws))
-        data["sigma_pi"] = ((DIM_CHAIN, DIM_DRAW), sigma_pi[None])
+        data["sigma_pi"] = (sample, sigma_pi[None])
     return xr.Dataset(data, coords=coords)
 
 
@@ -285,11 +280,8 @@ def posterior_predictive_check(
     r, b, g = (obs[v].values for v in ("rate_idx", "benchmark_idx", "generator_idx"))
     k, n = obs["k"].values, obs["n"].values
     if level == "cell":
-        params = dt["parameters"].to_dataset()
-        params = params.sel(
-            {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
-        )
-        theta = rate_values(params, spec)[:, r, b, g]  # (S, n_obs)
+        cells = {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
+        theta = rate_values(dt["parameters"].to_dataset().sel(cells), spec)[:, r, b, g]  # (S, n_obs)
     else:
         post = dt["posterior"].to_dataset()
         logit = flat_draws(post, "alpha", DIM_RATE)[:, r]
@@ -307,21 +299,16 @@ def posterior_predictive_check(
     # integer counts: bounds are replicated values (the inverted-CDF quantile), not interpolations
     lo, hi = np.moveaxis(interval_bounds(y_rep, axis=0, prob=prob, kind="eti", method="inverted_cdf"), -1, 0)
     p_value = (y_rep > k).mean(axis=0) + 0.5 * (y_rep == k).mean(axis=0)
-    return pd.DataFrame(
-        {
-            "rate": obs["obs_rate"].values,
-            "kind": [rate_kind(x) for x in obs["obs_rate"].values],
-            DIM_BENCHMARK: obs["obs_benchmark"].values,
-            DIM_GENERATOR: obs["obs_generator"].values,
-            "k": k,
-            "n": n,
-            "mean_rep": y_rep.mean(axis=0),
-            "lo": lo,
-            "hi": hi,
-            "p_value": p_value,
-            "covered": (lo <= k) & (k <= hi),
-        }
-    )
+    where = [obs[f"obs_{v}"].values for v in ("rate", DIM_BENCHMARK, DIM_GENERATOR)]
+    covered = (lo <= k) & (k <= hi)
+    return _entries(where, k, n, mean_rep=y_rep.mean(axis=0), lo=lo, hi=hi, p_value=p_value, covered=covered)
+
+
+def _entries(where: Sequence, k, n, **columns) -> pd.DataFrame:
+    """A table of count entries: rate, its kind, benchmark, generator, k, n, then ``columns``."""
+    rates, benchmarks, generators = where
+    cols = {"rate": rates, "kind": [rate_kind(x) for x in rates], DIM_BENCHMARK: benchmarks}
+    return pd.DataFrame({**cols, DIM_GENERATOR: generators, "k": k, "n": n, **columns})
 
 
 # ---------------------------------------------------------------------------
@@ -361,7 +348,8 @@ def simulate_from_prior(
     k_new = np.full(n_v.shape, np.nan)
     k_new[seen] = rng.binomial(n_v[seen].astype(np.int64), np.clip(np.nan_to_num(theta[seen]), 0, 1))
     cells = (DIM_BENCHMARK, DIM_GENERATOR)
-    hist_in = counts["inst_hist"].transpose(*cells, DIM_PATCHES, DIM_PASSES).values
+    hist = counts["inst_hist"]
+    hist_in = hist.transpose(*cells, DIM_PATCHES, DIM_PASSES).values
     hist_out = np.full(hist_in.shape, np.nan)
     if spec.instance:
         r0 = spec.rates.index("prior")
@@ -386,8 +374,7 @@ def simulate_from_prior(
                 hist_out[i, j] = 0.0
                 np.add.at(hist_out[i, j], (sizes - 1, passes), 1.0)
     sim = with_rate_counts(counts, spec, k_new, n_v)
-    sim["inst_hist"] = (cells + (DIM_PATCHES, DIM_PASSES), hist_out)
-    sim["inst_hist"] = sim["inst_hist"].transpose(*counts["inst_hist"].dims)
+    sim["inst_hist"] = xr.DataArray(hist_out, dims=(*cells, DIM_PATCHES, DIM_PASSES)).transpose(*hist.dims)
     sim["source"] = xr.where(sim["n_patches"].notnull(), "simulated", "").astype(object)
     validate_counts(sim)
     return sim, truth
@@ -432,17 +419,14 @@ def coverage_table(
         ok = np.isfinite(tv) & np.isfinite(draws).all(axis=0)
         if not ok.any():
             continue
-        d = draws[:, ok]
-        tr = tv[ok]
+        d, tr = draws[:, ok], tv[ok]
         rec = {"kind": kind, "truth": tr, "rank": (d < tr).mean(axis=0)}
         for prob in probs:
             lo, hi = np.moveaxis(interval_bounds(d, axis=0, prob=prob, kind="eti"), -1, 0)
             rec[f"covered_{prob:g}"] = (lo <= tr) & (tr <= hi)
-        coords = np.nonzero(ok)
-        for i, dim in enumerate(dims):
-            rec[str(dim)] = np.asarray(t[dim].values)[coords[i]].astype(str)
-        if DIM_CRITIC not in dims:
-            rec[DIM_CRITIC] = ""
+        for dim, at in zip(dims, np.nonzero(ok), strict=True):
+            rec[str(dim)] = np.asarray(t[dim].values)[at].astype(str)
+        rec.setdefault(DIM_CRITIC, "")
         if counts is not None:
             _, trials, sel = RATE_COUNTS[kind]
             n_da = counts[trials].sel(sel, drop=True)
@@ -569,14 +553,10 @@ def sbc(
             panel = simulate_panel(s, **(simulator_kwargs or {}))
             # the truth's p_fix / p_break are self-refine's; reflexion trajectories use other rates
             traj = panel.trajectories[panel.trajectories["method"] == "self_refine"]
-            sim = counts_from_records(panel.records, traj, source="simulated")
-            sim = sim.reindex(
-                {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
-            )
+            cells = {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
+            sim = counts_from_records(panel.records, traj, source="simulated").reindex(cells)
             true = panel.truth
-        params = fitter(sim, s)
-        table = coverage_table(params, true, probs=probs, counts=sim)
-        out.append(table.assign(rep=i))
+        out.append(coverage_table(fitter(sim, s), true, probs=probs, counts=sim).assign(rep=i))
     return pd.concat(out, ignore_index=True)
 
 
@@ -774,54 +754,42 @@ def subsample_counts(
     validate_counts(counts)
     rng = np.random.default_rng([int(seed), 5])
     budget = int(n_instances) * int(patches_per_instance)
+
+    def thin(k: np.ndarray, n: np.ndarray, at: np.ndarray, take=None) -> tuple[np.ndarray, np.ndarray]:
+        """At ``at``: ``take`` (default min(n, budget)) of n trials and the passes among them."""
+        n_out, k_out = np.full(n.shape, np.nan), np.full(n.shape, np.nan)
+        n_out[at] = np.minimum(n[at], budget) if take is None else take
+        k_out[at] = _hypergeom(rng, k[at], n[at] - k[at], n_out[at])
+        return k_out, n_out
+
     train = counts.copy(deep=True)
-    npat = counts["n_patches"].values
-    npass = counts["n_pass"].values
-    seen = np.isfinite(npat)
-    n_tr = np.where(seen, np.minimum(np.nan_to_num(npat), budget), np.nan)
-    k_tr = np.full(npat.shape, np.nan)
-    k_tr[seen] = _hypergeom(rng, npass[seen], npat[seen] - npass[seen], n_tr[seen])
-    train["n_patches"].values[:] = n_tr
-    train["n_pass"].values[:] = k_tr
+    npat, npass = counts["n_patches"].values, counts["n_pass"].values
+    k_tr, n_tr = thin(npass, npat, np.isfinite(npat))
+    train["n_patches"].values[:], train["n_pass"].values[:] = n_tr, k_tr
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = np.where(np.nan_to_num(npat) > 0, n_tr / npat, 0.0)
-    train["n_instances"].values[:] = np.where(
-        seen, np.minimum(np.ceil(np.nan_to_num(counts["n_instances"].values) * frac), n_instances), np.nan
-    )
-    cn = counts["critic_n"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL).values
-    cp = counts["critic_pass"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL).values
-    labels = list(counts[DIM_LABEL].values)
-    cn_tr = np.full(cn.shape, np.nan)
-    cp_tr = np.full(cn.shape, np.nan)
-    for li, lab in enumerate(labels):
+    inst = np.minimum(np.ceil(np.nan_to_num(counts["n_instances"].values) * frac), n_instances)
+    train["n_instances"].values[:] = np.where(np.isfinite(npat), inst, np.nan)
+    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL)
+    cn, cp = (counts[v].transpose(*dims).values for v in ("critic_n", "critic_pass"))
+    cn_tr, cp_tr = np.full(cn.shape, np.nan), np.full(cn.shape, np.nan)
+    for li, lab in enumerate(counts[DIM_LABEL].values):
         total = npass if lab == 1 else npat - npass  # label-l patches in the cell
         total_tr = k_tr if lab == 1 else n_tr - k_tr
         for ci in range(cn.shape[2]):
             n_l, p_l = cn[:, :, ci, li], cp[:, :, ci, li]
             ok = np.isfinite(n_l) & np.isfinite(total)
-            assessed = np.minimum(n_l, total)  # guard against tables with inconsistent totals
-            a_tr = _hypergeom(rng, assessed[ok], total[ok] - assessed[ok], total_tr[ok])
-            cn_tr[:, :, ci, li][ok] = a_tr
-            cp_tr[:, :, ci, li][ok] = _hypergeom(rng, p_l[ok], n_l[ok] - p_l[ok], np.minimum(a_tr, n_l[ok]))
-            # critic counts without patch totals: subsample them alone
-            only = np.isfinite(n_l) & ~np.isfinite(total)
-            m = np.minimum(n_l[only], budget)
-            cn_tr[:, :, ci, li][only] = m
-            cp_tr[:, :, ci, li][only] = _hypergeom(rng, p_l[only], n_l[only] - p_l[only], m)
-    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC, DIM_LABEL)
-    train["critic_n"] = (dims, cn_tr)
-    train["critic_pass"] = (dims, cp_tr)
-    train["critic_n"] = train["critic_n"].transpose(*counts["critic_n"].dims)
-    train["critic_pass"] = train["critic_pass"].transpose(*counts["critic_pass"].dims)
+            # the assessed among the training patches (assessed ≤ total guards inconsistent tables)
+            a_tr, _ = thin(np.minimum(n_l, total), total, ok, total_tr[ok])
+            p_ok, _ = thin(p_l, n_l, ok, np.minimum(a_tr[ok], n_l[ok]))
+            p_only, a_only = thin(p_l, n_l, np.isfinite(n_l) & ~np.isfinite(total))  # no patch totals
+            cn_tr[:, :, ci, li], cp_tr[:, :, ci, li] = np.where(ok, a_tr, a_only), np.where(ok, p_ok, p_only)
+    train["critic_n"] = xr.DataArray(cn_tr, dims=dims).transpose(*counts["critic_n"].dims)
+    train["critic_pass"] = xr.DataArray(cp_tr, dims=dims).transpose(*counts["critic_pass"].dims)
     tn = counts["trans_n"].values
-    tf = counts["trans_flip"].values
-    ok = np.isfinite(tn)
-    tn_tr = np.full(tn.shape, np.nan)
-    tf_tr = np.full(tn.shape, np.nan)
-    tn_tr[ok] = np.minimum(tn[ok], budget)
-    tf_tr[ok] = _hypergeom(rng, tf[ok], tn[ok] - tf[ok], tn_tr[ok])
-    train["trans_n"].values[:] = tn_tr
-    train["trans_flip"].values[:] = tf_tr
+    train["trans_flip"].values[:], train["trans_n"].values[:] = thin(
+        counts["trans_flip"].values, tn, np.isfinite(tn)
+    )
     test = counts.copy(deep=True)
     for name in ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip"):
         test[name] = counts[name] - train[name]
@@ -875,22 +843,10 @@ def lpd_table(
     plug = (kt + 1) / (nt + 2)
     lpd_p = stats.binom.logpmf(k, n, plug)
     lpd_b = stats.betabinom.logpmf(k, n, 1 + kt, 1 + nt - kt)
-    rates = np.asarray(spec.rates)[r]
-    return pd.DataFrame(
-        {
-            "rate": rates,
-            "kind": [rate_kind(x) for x in rates],
-            DIM_BENCHMARK: np.asarray(test[DIM_BENCHMARK].values, dtype=str)[b],
-            DIM_GENERATOR: np.asarray(test[DIM_GENERATOR].values, dtype=str)[g],
-            "k": k,
-            "n": n,
-            "k_train": kt,
-            "n_train": nt,
-            "lpd_hierarchical": lpd_h,
-            "lpd_laplace_plugin": lpd_p,
-            "lpd_laplace_beta": lpd_b,
-        }
-    )
+    where = [np.asarray(v, dtype=str)[i] for v, i in ((spec.rates, r), (test[DIM_BENCHMARK].values, b))]
+    where.append(np.asarray(test[DIM_GENERATOR].values, dtype=str)[g])
+    lpd = {"lpd_hierarchical": lpd_h, "lpd_laplace_plugin": lpd_p, "lpd_laplace_beta": lpd_b}
+    return _entries(where, k, n, k_train=kt, n_train=nt, **lpd)
 
 
 def subsample_comparison(
@@ -959,24 +915,17 @@ def leave_one_cell_out(
     """
     spec = ModelSpec.default() if spec is None else spec
     if cells is None:
-        npat = counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR)
-        cells = [
-            (str(b), str(g))
-            for b in counts[DIM_BENCHMARK].values
-            for g in counts[DIM_GENERATOR].values
-            if np.isfinite(float(npat.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})))
-        ]
+        i, j = np.nonzero(np.isfinite(counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values))
+        pairs = zip(counts[DIM_BENCHMARK].values[i], counts[DIM_GENERATOR].values[j], strict=True)
+        cells = [(str(b), str(g)) for b, g in pairs]
     count_vars = ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip")
     out = []
     for i, (bench, gen) in enumerate(cells):
         is_cell = (counts[DIM_BENCHMARK] == bench) & (counts[DIM_GENERATOR] == gen)
         if not bool(is_cell.any()):
             raise ValueError(f"leave_one_cell_out: cell ({bench}, {gen}) is not in the counts")
-        train = counts.copy(deep=True)
-        test = counts.copy(deep=True)
-        for name in count_vars:
-            train[name] = counts[name].where(~is_cell)
-            test[name] = counts[name].where(is_cell)
+        train = counts.assign({v: counts[v].where(~is_cell) for v in count_vars})
+        test = counts.assign({v: counts[v].where(is_cell) for v in count_vars})
         train["source"] = counts["source"].where(~is_cell, "")
         params = fitter(train, int(seed) + i)
         out.append(lpd_table(train, test, params, spec).assign(held_out=f"{bench}/{gen}"))
@@ -995,15 +944,13 @@ def compare_summary(table: pd.DataFrame, *, by: Sequence[str] = ("size",)) -> pd
         Per group: entries, mean lpd per method, ``diff_plugin``,
         ``se_plugin``, ``diff_beta``, ``se_beta``.
     """
-    df = table.dropna(subset=["lpd_hierarchical"]).copy()
-    df["d_plugin"] = df["lpd_hierarchical"] - df["lpd_laplace_plugin"]
-    df["d_beta"] = df["lpd_hierarchical"] - df["lpd_laplace_beta"]
+    df = table.dropna(subset=["lpd_hierarchical"])
+    df = df.assign(**{f"d_{m}": df["lpd_hierarchical"] - df[f"lpd_laplace_{m}"] for m in ("plugin", "beta")})
     keys = [c for c in by if c in df.columns]
     g = df.groupby(keys) if keys else df.assign(_all="all").groupby("_all")
     out = g[["lpd_hierarchical", "lpd_laplace_plugin", "lpd_laplace_beta"]].mean()
     out.insert(0, "entries", g.size())
-    out["diff_plugin"] = g["d_plugin"].mean()
-    out["se_plugin"] = g["d_plugin"].std(ddof=1) / np.sqrt(out["entries"])
-    out["diff_beta"] = g["d_beta"].mean()
-    out["se_beta"] = g["d_beta"].std(ddof=1) / np.sqrt(out["entries"])
+    for m in ("plugin", "beta"):  # paired differences: mean and standard error
+        out[f"diff_{m}"] = g[f"d_{m}"].mean()
+        out[f"se_{m}"] = g[f"d_{m}"].std(ddof=1) / np.sqrt(out["entries"])
     return out

@@ -24,6 +24,14 @@ from bpc.intervals import credible_interval
 __all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "params_table", "advice"]
 
 
+_THRESHOLDS = (
+    ("max_rhat", "max R-hat", RHAT_MAX, ".3f", pd.Series.idxmax),
+    ("min_ess_bulk", "min bulk ESS", ESS_BULK_MIN, ".0f", pd.Series.idxmin),
+    ("min_ess_tail", "min tail ESS", ESS_TAIL_MIN, ".0f", pd.Series.idxmin),
+)
+"""Per worst value: its message, its threshold (R-hat at most, ESS at least), format and worst variable."""
+
+
 class ConvergenceWarning(UserWarning):
     """A fit failed one of the convergence thresholds pinned in :mod:`bpc.constants`."""
 
@@ -56,15 +64,11 @@ class Diagnostics:
     def failures(self) -> list[str]:
         """One message per failed threshold (empty when the fit passes)."""
         out = []
-        if not self.max_rhat <= RHAT_MAX:
-            worst = self.table["max_rhat"].idxmax()
-            out.append(f"max R-hat {self.max_rhat:.3f} > {RHAT_MAX} (worst: {worst})")
-        if not self.min_ess_bulk >= ESS_BULK_MIN:
-            worst = self.table["min_ess_bulk"].idxmin()
-            out.append(f"min bulk ESS {self.min_ess_bulk:.0f} < {ESS_BULK_MIN} (worst: {worst})")
-        if not self.min_ess_tail >= ESS_TAIL_MIN:
-            worst = self.table["min_ess_tail"].idxmin()
-            out.append(f"min tail ESS {self.min_ess_tail:.0f} < {ESS_TAIL_MIN} (worst: {worst})")
+        for name, what, limit, fmt, worst in _THRESHOLDS:
+            value, most = getattr(self, name), name == "max_rhat"  # R-hat at most, ESS at least
+            if not (value <= limit if most else value >= limit):
+                sign, where = ">" if most else "<", worst(self.table[name])
+                out.append(f"{what} {value:{fmt}} {sign} {limit} (worst: {where})")
         if self.divergences > DIVERGENCES_MAX:
             out.append(f"{self.divergences} divergent transitions > {DIVERGENCES_MAX}")
         return out
@@ -76,15 +80,9 @@ class Diagnostics:
 
     def to_dict(self) -> dict[str, float | int | bool]:
         """The scalar summary as a plain dict (for attrs and reports)."""
-        return {
-            "max_rhat": float(self.max_rhat),
-            "min_ess_bulk": float(self.min_ess_bulk),
-            "min_ess_tail": float(self.min_ess_tail),
-            "divergences": int(self.divergences),
-            "chains": int(self.chains),
-            "draws": int(self.draws),
-            "ok": bool(self.ok),
-        }
+        worst = {name: float(getattr(self, name)) for name, *_ in _THRESHOLDS}
+        sizes = {name: int(getattr(self, name)) for name in ("divergences", "chains", "draws")}
+        return {**worst, **sizes, "ok": bool(self.ok)}
 
     def __str__(self) -> str:
         head = (
@@ -320,26 +318,20 @@ def params_table(
     names = ["prior", "tpr", "fpr", "gap", "p_fix", "p_break"]
     mean = params[names].mean(("chain", "draw"))
     ci = credible_interval(params[names], prob=prob, kind=kind)
-    data: dict[str, dict[tuple, float]] = {}
 
-    def put(col: str, da: xr.DataArray, var: str) -> None:
-        for idx, value in da.to_series().items():
-            assert isinstance(idx, tuple)  # (benchmark, generator[, critic]): always a MultiIndex
-            b, g, *rest = idx
-            rate = var if not rest else f"{var}_{rest[0]}"
-            data.setdefault(col, {})[(str(b), str(g), rate)] = float(value)
+    def long(ds: xr.Dataset) -> pd.Series:
+        """``ds``'s rates as one series over (benchmark, generator, rate), a critic's named ``<var>_<c>``."""
+        parts = []
+        for var in (v for v in names if v in ds):
+            da = ds[var].expand_dims(rate=[var]) if "critic" not in ds[var].dims else ds[var]
+            if "critic" in da.dims:
+                da = da.assign_coords(critic=[f"{var}_{c}" for c in da["critic"].values])
+            parts.append(da.rename(critic="rate") if "critic" in da.dims else da)
+        return pd.concat([da.transpose("benchmark", "generator", "rate").to_series() for da in parts])
 
-    def flat(var: str, ds: xr.Dataset) -> xr.DataArray:
-        return ds[var].transpose("benchmark", "generator", *[d for d in ds[var].dims if d == "critic"])
-
-    for var in names:
-        put("mean", flat(var, mean), var)
-        put("lo", flat(var, ci.sel(ci_bound="lower")), var)
-        put("hi", flat(var, ci.sel(ci_bound="upper")), var)
-        if laplace is not None and var in laplace:
-            put("laplace", flat(var, laplace), var)
-    df = pd.DataFrame(data)
-    df.index = df.index.set_names(["benchmark", "generator", "rate"])
+    tables = {"mean": mean, "lo": ci.sel(ci_bound="lower"), "hi": ci.sel(ci_bound="upper")}
+    tables |= {} if laplace is None else {"laplace": laplace}
+    df = pd.DataFrame({col: long(ds) for col, ds in tables.items()})
     if counts is not None:  # the data behind each rate, the model's own layout of them
         from bpc.estimate.model.build import rate_counts
         from bpc.estimate.model.spec import ModelSpec

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from types import EllipsisType
 from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
@@ -52,7 +53,7 @@ from bpc.constants import (
 )
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import diagnose
-from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
+from bpc.estimate.model.spec import ModelSpec
 from bpc.outputs import versions
 from bpc.schema import TASK_COUNT_VARS, validate_counts
 
@@ -233,45 +234,24 @@ def sample_model(
     which = resolve_sampler(options.sampler)
     o = options
     cores = default_cores(o.chains) if o.cores is None else int(o.cores)
+    run = {"draws": o.draws, "chains": o.chains, "cores": cores, "target_accept": o.target_accept}
     if which == "pymc":
         if data is not None:
             with model:
                 pm.set_data(data)
-        return pm.sample(
-            draws=o.draws,
-            tune=o.tune,
-            chains=o.chains,
-            cores=cores,
-            random_seed=int(o.seed),
-            progressbar=o.progressbar,
-            quiet=not o.progressbar,
-            model=model,
-            target_accept=o.target_accept,
-            compute_convergence_checks=False,
-        )
+        extra = {"tune": o.tune, "random_seed": int(o.seed), "compute_convergence_checks": False}
+        return pm.sample(**run, **extra, progressbar=o.progressbar, quiet=not o.progressbar, model=model)
     import nutpie
     from pymc.backends.arviz import patch_nutpie_idata
 
     if o.progressbar:  # nutpie's own bar shows only on a terminal: say that sampling has started
-        print(
-            f"Sampling {o.chains} chains × {o.draws} draws after {o.tune} tuning steps: "
-            f"NUTS[nutpie, {cores} cores]",
-            file=sys.stderr,
-            flush=True,
-        )
+        what = f"{o.chains} chains × {o.draws} draws after {o.tune} tuning steps: NUTS[nutpie, {cores} cores]"
+        print(f"Sampling {what}", file=sys.stderr, flush=True)
     compiled = compile_nutpie(model) if compiled is None else compiled
     t0 = time.time()
-    dt = nutpie.sample(
-        compiled if data is None else compiled.with_data(**data),
-        draws=o.draws,
-        tune=max(o.tune, 1),  # nuts-rs needs one tuning step
-        chains=o.chains,
-        cores=cores,
-        seed=int(o.seed),
-        progress_bar=o.progressbar,
-        target_accept=o.target_accept,
-        save_warmup=data is None,
-    )
+    model_data = compiled if data is None else compiled.with_data(**data)
+    extra = {"tune": max(o.tune, 1), "seed": int(o.seed), "progress_bar": o.progressbar}  # nuts-rs: tune ≥ 1
+    dt = nutpie.sample(model_data, **run, **extra, save_warmup=data is None)
     if data is None:
         patch_nutpie_idata(dt, model, sampling_time=time.time() - t0)
     return dt
@@ -291,7 +271,7 @@ def compile_nutpie(model: pm.Model, *, freeze: bool = True) -> CompiledPyMCModel
     return cast("CompiledPyMCModel", nutpie.compile_pymc_model(model, freeze_model=freeze))
 
 
-def flat_draws(post: xr.Dataset, name: str, *dims: str) -> np.ndarray:
+def flat_draws(post: xr.Dataset, name: str, *dims: str | EllipsisType) -> np.ndarray:
     """``post[name]`` as (sample, *dims), the chains pooled chain-major.
 
     Examples
@@ -395,7 +375,6 @@ def cell_rates(
             f"cell_rates: posterior lacks {missing} or its rates differ from the spec's {spec.rates}"
         )
     chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
-    S = chains * draws
     alpha, kappa = flat_draws(posterior, "alpha", DIM_RATE), flat_draws(posterior, "kappa", DIM_RATE)
     eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
     eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
@@ -405,8 +384,8 @@ def cell_rates(
     b = s0 + kappa[:, :, None, None] / (1.0 + np.exp(logit_mu))
 
     k, n = rate_counts(counts, spec)
-    k = k.reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).values
-    n = n.reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).values
+    cells = {DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
+    k, n = k.reindex(cells).values, n.reindex(cells).values
     seen = np.isfinite(n) & condition
     a = a + np.where(seen, np.nan_to_num(k), 0.0)[None]
     b = b + np.where(seen, np.nan_to_num(n - k), 0.0)[None]
@@ -426,82 +405,43 @@ def cell_rates(
         if condition and "task_loc" in posterior:
             _crossed_cell_prior(posterior, theta[:, r0], kappa_inst, benchmarks, generators)
 
+    # a critic is available where it ran; in a cell without data where it ran on the cell's
+    # benchmark, else (a new benchmark) on its generator, else anywhere
     critics = [str(c) for c in counts[DIM_CRITIC].values]
-    cell_has_data = (
-        counts["n_patches"].reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}).notnull().values
+    ran = counts["critic_n"].notnull().any("label").transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
+    known_b = np.isin(benchmarks, [str(v) for v in counts[DIM_BENCHMARK].values])[:, None, None]
+    known_g = np.isin(generators, [str(v) for v in counts[DIM_GENERATOR].values])[None, :, None]
+    by_b = ran.any(DIM_GENERATOR).reindex({DIM_BENCHMARK: benchmarks}).values[:, None]
+    by_g = ran.any(DIM_BENCHMARK).reindex({DIM_GENERATOR: generators}).values[None]
+    anywhere = ran.any((DIM_BENCHMARK, DIM_GENERATOR)).values
+    has_data = counts["n_patches"].reindex(cells).notnull().transpose(*cells).values[..., None]
+    fallback = np.where(known_b, by_b, np.where(known_g, by_g, anywhere))
+    available = np.where(has_data, ran.reindex(cells).values, fallback).astype(bool)  # (NaN: not chosen)
+    rate_at = {rate: theta[:, r] for r, rate in enumerate(spec.rates)}
+    missing_rate = np.full(theta[:, 0].shape, np.nan)
+    tpr, fpr = (
+        np.where(
+            available[None], np.stack([rate_at.get(f"{kind}_{c}", missing_rate) for c in critics], -1), np.nan
+        )
+        for kind in ("tpr", "fpr")
     )
-    crit_seen = (
-        counts["critic_n"]
-        .notnull()
-        .any("label")
-        .reindex({DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators})
-        .fillna(False)
-        .astype(bool)
-        .transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
-        .values
-    )
-    by_bench = counts["critic_n"].notnull().any(("label", DIM_GENERATOR))
-    by_gen = counts["critic_n"].notnull().any(("label", DIM_BENCHMARK))
-    anywhere = counts["critic_n"].notnull().any(("label", DIM_BENCHMARK, DIM_GENERATOR)).values
-    known_b = [str(v) for v in counts[DIM_BENCHMARK].values]
-    known_g = [str(v) for v in counts[DIM_GENERATOR].values]
-    available = crit_seen.copy()
-    for i, bench in enumerate(benchmarks):
-        for j, gen in enumerate(generators):
-            if cell_has_data[i, j]:
-                continue
-            if bench in known_b:
-                available[i, j] = by_bench.sel({DIM_BENCHMARK: bench}).transpose(DIM_CRITIC).values
-            elif gen in known_g:
-                available[i, j] = by_gen.sel({DIM_GENERATOR: gen}).transpose(DIM_CRITIC).values
-            else:
-                available[i, j] = anywhere
-
-    shape_c = (S, len(benchmarks), len(generators), len(critics))
-    tpr = np.full(shape_c, np.nan)
-    fpr = np.full(shape_c, np.nan)
-    scalars = {}
-    for r, rate in enumerate(spec.rates):
-        kind = rate_kind(rate)
-        if kind in ("tpr", "fpr"):
-            c = rate_critic(rate)
-            if c not in critics:
-                continue
-            ci = critics.index(c)
-            target = tpr if kind == "tpr" else fpr
-            target[..., ci] = np.where(available[None, :, :, ci], theta[:, r], np.nan)
-        else:
-            scalars[kind] = theta[:, r]
+    scalars = {kind: rate_at[kind] for kind in ("prior", "p_fix", "p_break")}
     kernel = [spec.rates.index(kind) for kind in ("p_fix", "p_break")]
     kernel_measured = (np.nan_to_num(n[kernel]) > 0).any(axis=0)  # refinement pairs in the cell
     if kernels == "measured":
         for kind in ("p_fix", "p_break"):
             scalars[kind] = np.where(kernel_measured[None], scalars[kind], np.nan)
 
-    def shaped(x: np.ndarray) -> np.ndarray:
-        return x.reshape(chains, draws, *x.shape[1:])
-
-    cell = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR)
-    ds = xr.Dataset(
-        {
-            "prior": (cell, shaped(scalars["prior"])),
-            "tpr": ((*cell, DIM_CRITIC), shaped(tpr)),
-            "fpr": ((*cell, DIM_CRITIC), shaped(fpr)),
-            "gap": ((*cell, DIM_CRITIC), shaped(tpr - fpr)),
-            "p_fix": (cell, shaped(scalars["p_fix"])),
-            "p_break": (cell, shaped(scalars["p_break"])),
-            "kernel_measured": ((DIM_BENCHMARK, DIM_GENERATOR), kernel_measured),
-        },
-        coords={
-            DIM_CHAIN: posterior[DIM_CHAIN].values,
-            DIM_DRAW: posterior[DIM_DRAW].values,
-            DIM_BENCHMARK: benchmarks,
-            DIM_GENERATOR: generators,
-            DIM_CRITIC: critics,
-        },
-    )
+    rates = {"prior": scalars["prior"], "tpr": tpr, "fpr": fpr, "gap": tpr - fpr}
+    rates.update({"p_fix": scalars["p_fix"], "p_break": scalars["p_break"]})
+    dims = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
+    data = {v: (dims[: x.ndim + 1], x.reshape(chains, draws, *x.shape[1:])) for v, x in rates.items()}
+    data["kernel_measured"] = ((DIM_BENCHMARK, DIM_GENERATOR), kernel_measured)
     if kappa_inst is not None:
-        ds["kappa"] = (cell, shaped(kappa_inst))
+        data["kappa"] = (dims[:4], kappa_inst.reshape(chains, draws, *kappa_inst.shape[1:]))
+    coords = {DIM_CHAIN: posterior[DIM_CHAIN].values, DIM_DRAW: posterior[DIM_DRAW].values, **cells}
+    ds = xr.Dataset(data, coords={**coords, DIM_CRITIC: critics})
+    if kappa_inst is not None:
         ds["kappa"].attrs["long_name"] = "Beta concentration of an instance's pass rate (instance model)"
     ds.attrs.update({"source": "hierarchical", "kernels": kernels, "seed": int(seed)})
     return ds
@@ -828,12 +768,12 @@ class Refitter:
     """
 
     def __init__(self, template: xr.Dataset, spec: ModelSpec | None = None, *, sampler: str = "auto"):
-        from bpc.estimate.model.build import instance_observations, observations
-
         spec = ModelSpec.default() if spec is None else spec
         # refits use the cell-level model: their subsampled counts are edited cell by cell
         self.spec = replace(spec, tasks=False)
         self.template = template
+        from bpc.estimate.model.build import instance_observations, observations
+
         self.obs = observations(template, self.spec)
         self.instance_layout = instance_observations(template) if self.spec.instance else None
         self.model = build_model(template, self.spec, keep_empty=True)
@@ -870,21 +810,15 @@ class Refitter:
             inside[self.spec.rates.index("prior")] = True  # the prior enters through the instance data
         outside = np.isfinite(nv) & (np.nan_to_num(nv) > 0) & ~inside
         if outside.any():
-            i = tuple(a[0] for a in np.nonzero(outside))
-            raise ValueError(
-                f"Refitter: counts observe rate {self.spec.rates[i[0]]!r} in a cell outside the template"
-            )
-        data = {
-            "k": np.nan_to_num(kv[r, b, g]).astype(np.int64),
-            "n": np.nan_to_num(nv[r, b, g]).astype(np.int64),
-        }
+            rate = self.spec.rates[np.nonzero(outside)[0][0]]
+            raise ValueError(f"Refitter: counts observe rate {rate!r} in a cell outside the template")
+        data = {v: np.nan_to_num(x[r, b, g]).astype(np.int64) for v, x in (("k", kv), ("n", nv))}
         if self.instance_layout is not None:
             try:
                 inst = instance_observations(counts, layout=self.instance_layout)
             except ValueError as exc:
                 raise ValueError(f"Refitter: {exc}") from None
-            for name in ("inst_w", "prior_n", "prior_k", "prior_mbar"):
-                data[name] = inst[name].values
+            data.update({name: inst[name].values for name in ("inst_w", "prior_n", "prior_k", "prior_mbar")})
         return data
 
     def fit(self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str = "predict") -> xr.DataTree:

@@ -274,9 +274,8 @@ class RefitLadder:
             dt.attrs.update(preset=preset, attempts=attempt, converged=int(ok))
             if ok:
                 break
-            then = "no preset left, kept and flagged"
-            if attempt < len(ladder):
-                then = f"retrying at {ladder[attempt]}"
+            nxt = ladder[attempt] if attempt < len(ladder) else None
+            then = f"retrying at {nxt}" if nxt else "no preset left, kept and flagged"
             info(
                 f"refit {label} at preset {preset} FAILED its convergence check; {then}",
                 enabled=self.progress,
@@ -338,22 +337,19 @@ _NODES = np.linspace(-10.0, 10.0, 161)
 """Quadrature nodes of a target's logit π, in sds of its approximate posterior per draw."""
 
 
-def _flat(post: xr.Dataset, name: str, cell: tuple[str, str] | None = None) -> np.ndarray:
+def _flat(post: xr.Dataset, name: str, cell: tuple[str, str] = ("", "")) -> np.ndarray:
     """``post[name]`` (at ``cell``'s levels where it has them) as (sample, …) with chains pooled."""
+    from bpc.estimate.model.fit import flat_draws
+
     da = post[name]
-    if cell is not None:
-        da = da.sel({d: v for d, v in zip((DIM_BENCHMARK, DIM_GENERATOR), cell, strict=True) if d in da.dims})
-    da = da.transpose(DIM_CHAIN, DIM_DRAW, ...)
-    return da.values.reshape(da.sizes[DIM_CHAIN] * da.sizes[DIM_DRAW], *da.shape[2:])
+    at = {d: v for d, v in zip((DIM_BENCHMARK, DIM_GENERATOR), cell, strict=True) if d in da.dims}
+    return flat_draws(da.sel(at).to_dataset(name=name), name, ...)
 
 
 def _logit_mu(post: xr.Dataset, cell: tuple[str, str]) -> np.ndarray:
     """The logit μ of every rate in ``cell`` per draw, (sample, rate): α + β[benchmark] + γ[generator]."""
-    out = _flat(post, "alpha")
-    for name in ("beta_benchmark", "beta_generator"):
-        if name in post:
-            out = out + _flat(post, name, cell)
-    return out
+    effects = [_flat(post, name, cell) for name in ("beta_benchmark", "beta_generator") if name in post]
+    return sum(effects, _flat(post, "alpha"))
 
 
 def _prior_grid(
@@ -374,8 +370,7 @@ def _prior_grid(
     w = np.nan_to_num(hist.values)
     if not np.isfinite(hist.values).all() or w.sum() == 0:
         return None
-    m = hist[DIM_PATCHES].values.astype(int)[:, None] + 0 * hist[DIM_PASSES].values[None, :]
-    k = hist[DIM_PASSES].values.astype(int)[None, :] + 0 * m
+    m, k = np.meshgrid(*(hist[d].values.astype(int) for d in (DIM_PATCHES, DIM_PASSES)), indexing="ij")
     # a normal approximation of logit π's posterior per draw places the nodes
     sigma = _flat(post, "sigma_pi")
     kappa = _flat(post, "kappa_inst", cell)
@@ -530,11 +525,9 @@ class LocoRefits:
         if weighted is not None and weighted.summary["khat"] <= self.khat_max:
             return weighted
         dt = self.ladder.fit(counts, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
-        khat = np.nan if weighted is None else weighted.summary["khat"]
-        ess = np.nan if weighted is None else weighted.summary["weights_ess"]
-        return LocoFit(
-            self._params(dt), {**fit_summary(dt), "method": "refit", "khat": khat, "weights_ess": ess}
-        )
+        tried = {"khat": np.nan, "weights_ess": np.nan} if weighted is None else weighted.summary
+        summary = {**fit_summary(dt), "method": "refit", **{k: tried[k] for k in ("khat", "weights_ess")}}
+        return LocoFit(self._params(dt), summary)
 
     def weighted(
         self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED

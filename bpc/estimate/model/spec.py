@@ -226,16 +226,10 @@ class ModelSpec:
             raise ValueError(f"model spec critics: {exc}") from None
         if not self.critics:
             raise ValueError("model spec critics: expected at least one critic, got none")
-        bad = [e for e in self.effects if e not in _EFFECTS]
-        if bad or len(set(self.effects)) != len(self.effects):
-            raise ValueError(
-                f"model spec effects: expected distinct values from {_EFFECTS}, got {self.effects}"
-            )
-        bad = [k for k in self.centered if k not in RATE_KINDS]
-        if bad or len(set(self.centered)) != len(self.centered):
-            raise ValueError(
-                f"model spec centered: expected distinct rate kinds from {RATE_KINDS}, got {self.centered}"
-            )
+        for key, what, allowed in (("effects", "values", _EFFECTS), ("centered", "rate kinds", RATE_KINDS)):
+            got = getattr(self, key)
+            if not set(got) <= set(allowed) or len(set(got)) != len(got):
+                raise ValueError(f"model spec {key}: expected distinct {what} from {allowed}, got {got}")
         if self.cell_shape not in CELL_SHAPES:
             raise ValueError(f"model spec cell_shape: expected one of {CELL_SHAPES}, got {self.cell_shape!r}")
         for key in ("zero_sum", "instance", "tasks"):
@@ -246,10 +240,12 @@ class ModelSpec:
         for kind, table in self.priors.items():
             if set(table) != set(HYPERPRIORS):
                 raise ValueError(f"model spec priors for {kind!r}: expected {sorted(HYPERPRIORS)}")
-        if set(self.instance_priors) != set(INSTANCE_HYPERPRIORS):
-            raise ValueError(f"model spec [instance]: expected hyperpriors {sorted(INSTANCE_HYPERPRIORS)}")
-        if set(self.task_priors) != set(TASK_HYPERPRIORS):
-            raise ValueError(f"model spec [tasks]: expected hyperpriors {sorted(TASK_HYPERPRIORS)}")
+        for section, got, table in (
+            ("instance", self.instance_priors, INSTANCE_HYPERPRIORS),
+            ("tasks", self.task_priors, TASK_HYPERPRIORS),
+        ):
+            if set(got) != set(table):
+                raise ValueError(f"model spec [{section}]: expected hyperpriors {sorted(table)}")
 
     # -- construction -------------------------------------------------------
     @classmethod
@@ -298,19 +294,9 @@ class ModelSpec:
         tasks, task_priors = _switched("tasks", data, default, TASK_HYPERPRIORS)
         if not isinstance(model["name"], str):
             raise ValueError(f"model spec [model].name: expected a string, got {model['name']!r}")
-        return cls(
-            name=model["name"],
-            critics=tuple(model["critics"]),
-            effects=tuple(model["effects"]),
-            centered=tuple(model["centered"]),
-            zero_sum=model["zero_sum"],
-            cell_shape=model["cell_shape"],
-            instance=instance,
-            priors=priors,
-            instance_priors=instance_priors,
-            tasks=tasks,
-            task_priors=task_priors,
-        )
+        lists = {key: tuple(model[key]) for key in ("critics", "effects", "centered")}
+        switched = {"instance": instance, "instance_priors": instance_priors, "tasks": tasks}
+        return cls(**{**model, **lists}, priors=priors, **switched, task_priors=task_priors)
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike) -> ModelSpec:
@@ -399,26 +385,19 @@ class ModelSpec:
     def to_toml(self) -> str:
         """The resolved spec as TOML text (round-trips through :meth:`from_toml_text`)."""
 
-        def value(v: Any) -> str:
-            if isinstance(v, bool):
-                return "true" if v else "false"
-            if isinstance(v, str):
-                return json.dumps(v)
-            if isinstance(v, float | int):
-                return repr(float(v))
+        def value(v: Any) -> str:  # JSON writes TOML's booleans, strings and (finite) floats
             if isinstance(v, list):
                 return "[" + ", ".join(value(x) for x in v) + "]"
             if isinstance(v, dict):
                 return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
-            raise TypeError(f"cannot write {v!r} as TOML")
+            return json.dumps(v if isinstance(v, bool | str) else float(v))
 
         d = self.to_dict()
-        lines = ["[model]"] + [f"{k} = {value(v)}" for k, v in d["model"].items()]
-        for kind, table in d["rates"].items():
-            lines += ["", f"[rates.{kind}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
-        lines += ["", "[instance]"] + [f"{k} = {value(v)}" for k, v in d["instance"].items()]
-        lines += ["", "[tasks]"] + [f"{k} = {value(v)}" for k, v in d["tasks"].items()]
-        return "\n".join(lines) + "\n"
+        sections = {"model": d["model"], **{f"rates.{k}": t for k, t in d["rates"].items()}}
+        lines = []
+        for name, table in {**sections, "instance": d["instance"], "tasks": d["tasks"]}.items():
+            lines += ["", f"[{name}]"] + [f"{k} = {value(v)}" for k, v in table.items()]
+        return "\n".join(lines[1:]) + "\n"
 
     def hash(self) -> str:
         """A short content hash of the resolved spec (stable across runs and key order)."""

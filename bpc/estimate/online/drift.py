@@ -126,34 +126,19 @@ def drift_check(
             obs.append(int(v))
             prev = cur
     rng = np.random.default_rng([int(seed), 7])
-    p_values, observed, expected, n_obs = {}, {}, {}, {}
     phat = np.vstack(phat_rows) if phat_rows else np.zeros((0, reference.n_particles))  # (n_obs, P)
     idx = systematic_indices(rng, reference.weights, n_replicates)
     rng.shuffle(idx)
     probs = phat[:, idx]  # (n_obs, R)
     reps = (rng.random(probs.shape) < probs).astype(float)
-    ch = np.asarray(chan)
-    ob = np.asarray(obs, dtype=float)
-    w = reference.weights
-    for ci, name in enumerate(channels):
-        sel = ch == ci
-        n_obs[name] = int(sel.sum())
-        observed[name] = float(ob[sel].sum())
-        if not sel.any():
-            p_values[name], expected[name] = float("nan"), float("nan")
-            continue
-        t_rep = reps[sel].sum(axis=0)
-        t = observed[name]
-        lower = np.mean(t_rep < t) + 0.5 * np.mean(t_rep == t)
-        upper = np.mean(t_rep > t) + 0.5 * np.mean(t_rep == t)
-        p_values[name] = float(min(1.0, 2.0 * min(lower, upper)))
-        expected[name] = float(phat[sel].sum(axis=0) @ w)
-    return DriftReport(
-        p_values=p_values,
-        observed=observed,
-        expected=expected,
-        n_obs=n_obs,
-        alpha=alpha,
-        n_episodes=len(recent),
-        reference_ess=reference.ess,
-    )
+    onehot = (np.asarray(chan, dtype=int)[:, None] == np.arange(len(channels))).T.astype(float)  # (C, n_obs)
+    t, t_rep = onehot @ np.asarray(obs, dtype=float), onehot @ reps  # per channel: passes, replicated
+    tie = 0.5 * (t_rep == t[:, None]).mean(axis=1)
+    lower, upper = (t_rep < t[:, None]).mean(axis=1) + tie, (t_rep > t[:, None]).mean(axis=1) + tie
+    n = onehot.sum(axis=1)
+    with np.errstate(invalid="ignore"):
+        p = np.where(n > 0, np.minimum(1.0, 2.0 * np.minimum(lower, upper)), np.nan)
+        e = np.where(n > 0, (onehot @ phat) @ reference.weights, np.nan)
+    columns = {"p_values": p, "observed": t, "expected": e, "n_obs": n.astype(int)}
+    named = {k: dict(zip(channels, v.tolist(), strict=True)) for k, v in columns.items()}
+    return DriftReport(**named, alpha=alpha, n_episodes=len(recent), reference_ess=reference.ess)

@@ -83,15 +83,6 @@ class ParticleOptions:
     n_moves: int = DEFAULT_MOVES
 
 
-# ---------------------------------------------------------------------------
-# Prior
-# ---------------------------------------------------------------------------
-
-# ---------------------------------------------------------------------------
-# Particle state
-# ---------------------------------------------------------------------------
-
-
 def _logit(p: np.ndarray) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     return np.log(p) - np.log1p(-p)
@@ -111,12 +102,6 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
     cum = np.cumsum(weights[order])
     i = int(np.searchsorted(cum, q * cum[-1]))
     return float(values[order][min(i, len(order) - 1)])
-
-
-def _scales_by_name(sds: Mapping[str, float], names: Sequence[str]) -> dict[str, float]:
-    """``sds`` keyed by coordinate name (``"prior"`` → ``"logit_prior"``, ``"kappa"`` → ``"log_kappa"``)."""
-    coords = {key: "log_kappa" if key == "kappa" else f"logit_{key}" for key in sds}
-    return {coords[key]: float(v) for key, v in sds.items() if coords[key] in names}
 
 
 def _logit_sd(lo: float, hi: float, prob: float, *, log: bool = False) -> float | None:
@@ -171,13 +156,8 @@ def calibration_scales(params: xr.Dataset, *, iid: bool) -> dict[str, float]:
     """
     from bpc.constants import DIM_CRITIC, DIM_LABEL, WILSON_PROB
 
-    config = params.attrs.get("config", {})
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except ValueError:
-            config = {}
-    prob = float(config.get("wilson_prob", WILSON_PROB)) if isinstance(config, Mapping) else WILSON_PROB
+    config = params.attrs.get("config") or {}
+    prob = float((json.loads(config) if isinstance(config, str) else config).get("wilson_prob", WILSON_PROB))
     out: dict[str, float | None] = {}
 
     def scalar(name: str) -> float:
@@ -274,13 +254,10 @@ class LearningState:
             raise ValueError(f"n_moves must be >= 1, got {self.n_moves}")
         if not np.all(np.isfinite(x)):
             raise ValueError("particles must be finite")
-        object.__setattr__(self, "x", x)
-        object.__setattr__(self, "log_weights", lw)
-        object.__setattr__(self, "critics", tuple(self.critics))
-        object.__setattr__(self, "names", tuple(self.names))
-        object.__setattr__(self, "records", tuple(self.records))
-        if not self.updated:
-            object.__setattr__(self, "updated", datetime.now(UTC).isoformat(timespec="seconds"))
+        now = self.updated or datetime.now(UTC).isoformat(timespec="seconds")
+        normal = {"x": x, "log_weights": lw, "critics": tuple(self.critics), "names": tuple(self.names)}
+        for name, value in {**normal, "records": tuple(self.records), "updated": now}.items():
+            object.__setattr__(self, name, value)
 
     # ------------------------------------------------------------ building
     @staticmethod
@@ -361,14 +338,11 @@ class LearningState:
         iid = kappa is None or math.isinf(kappa)
         crit = tuple(str(c) for c in critics)
         names = cls.layout(crit, iid=iid, kernel=p_fix is not None)
-        mean = []
-        for nm in names:
-            if nm == "log_kappa":
-                mean.append(math.log(float(kappa)))  # type: ignore[arg-type]
-            else:
-                mean.append(float(_logit(np.array(values[nm.removeprefix("logit_")]))))
-        scale = {**{nm: sd for nm in names}, **_scales_by_name(sds or {}, names)}
-        gp = GaussianPrior(np.array(mean), np.diag([scale[nm] ** 2 for nm in names]))
+        key = {nm: nm.removeprefix("logit_").removeprefix("log_") for nm in names}
+        logit = {nm: float(_logit(np.array(values[key[nm]]))) for nm in names if nm != "log_kappa"}
+        mean = [math.log(kappa) if nm == "log_kappa" else logit[nm] for nm in names]  # type: ignore[arg-type]
+        scale = [float((sds or {}).get(key[nm], sd)) for nm in names]
+        gp = GaussianPrior(np.array(mean), np.diag(np.square(scale)))
         x = gp.sample(
             np.random.default_rng([int(particles.seed), 0]), particles.n_particles or DEFAULT_PARTICLES
         )
@@ -424,29 +398,23 @@ class LearningState:
         iid = kap is None or bool(np.all(np.isinf(kap)))
         if not iid:  # finite draws; inf only as the i.i.d. model, for every draw
             check_kappa(kap, name="kappa draws", allow_inf=False)
-        kernel = p_fix is not None and p_break is not None
-        if kernel:
-            pf = np.asarray(p_fix, dtype=float).reshape(-1)
-            pb = np.asarray(p_break, dtype=float).reshape(-1)
-            kernel = bool(np.all(np.isfinite(pf)) and np.all(np.isfinite(pb)))
-        cols = [_logit(_open(pr))]
-        if not iid:
-            cols.append(np.log(kap))  # type: ignore[arg-type]
-        cols += [_logit(_open(tp[:, k])) for k in keep] + [_logit(_open(fp[:, k])) for k in keep]
-        if kernel:
-            cols += [_logit(_open(pf)), _logit(_open(pb))]
-        x = np.column_stack(cols)
-        checks = [("prior", pr), *((f"tpr[{critics[k]}]", tp[:, k]) for k in keep)]
-        checks += [(f"fpr[{critics[k]}]", fp[:, k]) for k in keep]
-        checks += [("p_fix", pf), ("p_break", pb)] if kernel else []
-        for name, col in checks:
+        draws = {"prior": pr, **{f"tpr[{critics[k]}]": tp[:, k] for k in keep}}
+        draws.update({f"fpr[{critics[k]}]": fp[:, k] for k in keep})
+        kern = {} if p_fix is None or p_break is None else {"p_fix": p_fix, "p_break": p_break}
+        kern = {k: np.asarray(v, dtype=float).reshape(-1) for k, v in kern.items()}
+        kernel = bool(kern) and all(np.all(np.isfinite(v)) for v in kern.values())
+        draws.update(kern if kernel else {})
+        for name, col in draws.items():
             if np.any((col < 0) | (col > 1)):
                 raise ValueError(f"{name} draws must lie in [0, 1]")
+        names = cls.layout(crit, iid=iid, kernel=kernel)
+        logit = {f"logit_{k}": _logit(_open(v)) for k, v in draws.items()}
+        x = np.column_stack([logit[nm] if nm in logit else np.log(kap) for nm in names])  # type: ignore[arg-type]
         gp = GaussianPrior.fit(x)
         n = particles.n_particles
         if n is not None and int(n) != S:
             x = x[np.random.default_rng([int(particles.seed), 0]).choice(S, size=int(n), replace=int(n) > S)]
-        return cls._start(crit, cls.layout(crit, iid=iid, kernel=kernel), x, gp, source, particles)
+        return cls._start(crit, names, x, gp, source, particles)
 
     @classmethod
     def _start(
@@ -588,13 +556,12 @@ class LearningState:
 
         rates = {str(c): (one(tp[:, k]), one(fp[:, k])) for k, c in enumerate(critics)}
         kap = None if kappa is None else float(np.mean(kappa))
-        kern = (one(p_fix), one(p_break))
+        kern = {"p_fix": one(p_fix), "p_break": one(p_break)}
         return cls.from_values(
             prior=one(pr),  # type: ignore[arg-type]
             critics={c: v for c, v in rates.items() if None not in v},  # type: ignore[misc]
             kappa=None if kap is None or math.isinf(kap) else kap,
-            p_fix=kern[0] if None not in kern else None,
-            p_break=kern[1] if None not in kern else None,
+            **(kern if None not in kern.values() else {}),
             **options,
         )
 
@@ -723,16 +690,8 @@ class LearningState:
         """``(P,)`` exact log-likelihood of one episode at the particles (or at points ``x``)."""
         self._check_record(record)
         p = self.params_of(self.x if x is None else x)
-        return episode_loglik(
-            record,
-            prior=p["prior"],
-            kappa=p["kappa"],
-            tpr=p["tpr"],
-            fpr=p["fpr"],
-            critics=self.critics,
-            p_fix=p["p_fix"] if self.has_kernel else None,
-            p_break=p["p_break"] if self.has_kernel else None,
-        )
+        kernel = ("p_fix", "p_break") if not self.has_kernel else ()
+        return episode_loglik(record, critics=self.critics, **{k: v for k, v in p.items() if k not in kernel})
 
     def _check_record(self, record: EpisodeRecord) -> None:
         if not isinstance(record, EpisodeRecord):
@@ -787,12 +746,8 @@ class LearningState:
             if not np.isfinite(np.max(lw)):
                 raise ValueError("the episode has zero likelihood under every particle: check the record")
             lw = lw - logsumexp(lw)
-            state = replace(
-                state,
-                log_weights=lw,
-                records=(*state.records, rec),
-                updated=datetime.now(UTC).isoformat(timespec="seconds"),
-            )
+            now = datetime.now(UTC).isoformat(timespec="seconds")
+            state = replace(state, log_weights=lw, records=(*state.records, rec), updated=now)
             if state.ess < state.ess_threshold * state.n_particles:
                 state = state.rejuvenate()
         return state
@@ -857,16 +812,10 @@ class LearningState:
 
         from bpc.intervals import interval_bounds
 
-        draws = self.resample()
-        rows = []
-        for name, values in self._named(draws).items():
-            if not np.all(np.isfinite(values)):
-                continue
-            lo, hi = interval_bounds(values, prob=prob, kind=kind)
-            rows.append(
-                {"parameter": name, "mean": float(np.mean(values)), "lower": float(lo), "upper": float(hi)}
-            )
-        out = pd.DataFrame(rows)
+        named = {k: v for k, v in self._named(self.resample()).items() if np.all(np.isfinite(v))}
+        lo, hi = np.array([interval_bounds(v, prob=prob, kind=kind) for v in named.values()]).reshape(-1, 2).T
+        means = [float(np.mean(v)) for v in named.values()]
+        out = pd.DataFrame({"parameter": list(named), "mean": means, "lower": lo, "upper": hi})
         out.attrs.update({"ci_prob": prob, "ci_kind": kind, "n_episodes": self.n_episodes, "ess": self.ess})
         return out
 
@@ -918,10 +867,7 @@ class LearningState:
             "names": list(self.names),
             "prior_mean": [round(float(v), 12) for v in self.prior.mean],
             "prior_cov": [round(float(v), 12) for v in self.prior.cov.ravel()],
-            "seed": self.seed,
-            "ess_threshold": self.ess_threshold,
-            "n_moves": self.n_moves,
-            "origin_hash": self.origin_hash,
+            **{k: getattr(self, k) for k in ("seed", "ess_threshold", "n_moves", "origin_hash")},
         }
         text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -155,27 +155,14 @@ class EpisodeRecord:
 
     def prefix(self, n_obs: int) -> EpisodeRecord:
         """The record of the first ``n_obs`` observations (patch structure up to the last one kept)."""
-        patches: list[PatchRecord] = []
-        left = n_obs
-        for p in self.patches:
-            verdicts: dict[str, bool | None] = {}
-            for c, v in p.verdicts.items():
-                if v is None:
-                    continue
-                if left == 0:
-                    break
-                verdicts[c] = v
-                left -= 1
-            label = None
-            if (
-                p.label is not None
-                and left > 0
-                and len(verdicts) == sum(v is not None for v in p.verdicts.values())
-            ):
-                label, left = p.label, left - 1
+        everything = self.observations()
+        kept = everything[: max(n_obs, 0)]
+        last = 0 if n_obs <= 0 else kept[-1][0] if n_obs <= len(everything) else len(self.patches) - 1
+        patches = []
+        for j, p in enumerate(self.patches[: last + 1]):
+            verdicts = {c: v for i, c, v in kept if i == j and c != LABEL_CHANNEL}
+            label = next((v for i, c, v in kept if i == j and c == LABEL_CHANNEL), None)
             patches.append(PatchRecord(p.origin, verdicts, label))
-            if left == 0:
-                break
         return EpisodeRecord(tuple(patches))
 
     # -------------------------------------------------------------- JSON
@@ -342,22 +329,13 @@ def episode_loglik(
         for c, v in patch.verdicts.items():
             if v is None:
                 continue
-            try:
-                k = critics.index(c)
-            except ValueError:
-                raise ValueError(
-                    f"the record has a verdict of critic {c!r}; the state knows {critics}"
-                ) from None
-            if v:
-                e1[j] += _log(tpr[:, k])
-                e0[j] += _log(fpr[:, k])
-            else:
-                e1[j] += _log(1.0 - tpr[:, k])
-                e0[j] += _log(1.0 - fpr[:, k])
-        if patch.label is True:
-            e0[j] = -np.inf
-        elif patch.label is False:
-            e1[j] = -np.inf
+            if c not in critics:
+                raise ValueError(f"the record has a verdict of critic {c!r}; the state knows {critics}")
+            k = critics.index(c)
+            e1[j] += _log(tpr[:, k] if v else 1.0 - tpr[:, k])
+            e0[j] += _log(fpr[:, k] if v else 1.0 - fpr[:, k])
+        if patch.label is not None:  # the label rules out the other one
+            (e0 if patch.label else e1)[j] = -np.inf
     # segments: backward recursion through the refine chain -> (u_s, v_s) in log space
     starts = [j for j, p in enumerate(record.patches) if p.origin != "refine"]
     if record.has_refine:
@@ -412,33 +390,17 @@ def labelled_counts(records: Iterable[EpisodeRecord], critics: Sequence[str]) ->
     ``unlabelled_pass`` the verdicts on unverified patches.
     """
     critics = list(critics)
-    K = len(critics)
-    out: dict[str, Any] = {
-        "critic_n": np.zeros((K, 2)),
-        "critic_pass": np.zeros((K, 2)),
-        "unlabelled_n": np.zeros(K),
-        "unlabelled_pass": np.zeros(K),
-        "n_patches": 0,
-        "n_verified": 0,
-        "n_verified_pass": 0,
-    }
-    for rec in records:
-        for p in rec.patches:
-            out["n_patches"] += 1
-            if p.label is not None:
-                out["n_verified"] += 1
-                out["n_verified_pass"] += int(p.label)
-            for c, v in p.verdicts.items():
-                if v is None or c not in critics:
-                    continue
-                k = critics.index(c)
-                if p.label is None:
-                    out["unlabelled_n"][k] += 1
-                    out["unlabelled_pass"][k] += int(v)
-                else:
-                    out["critic_n"][k, int(p.label)] += 1
-                    out["critic_pass"][k, int(p.label)] += int(v)
-    return out
+    n, passed = np.zeros((len(critics), 3)), np.zeros((len(critics), 3))  # labels 0, 1 and unverified
+    patches = [p for rec in records for p in rec.patches]
+    for p in patches:
+        for c, v in p.verdicts.items():
+            if v is not None and c in critics:
+                at = critics.index(c), 2 if p.label is None else int(p.label)
+                n[at], passed[at] = n[at] + 1, passed[at] + int(v)
+    labels = [int(p.label) for p in patches if p.label is not None]
+    counts = {"critic_n": n[:, :2], "critic_pass": passed[:, :2], "unlabelled_n": n[:, 2]}
+    counts |= {"unlabelled_pass": passed[:, 2], "n_patches": len(patches)}
+    return {**counts, "n_verified": len(labels), "n_verified_pass": sum(labels)}
 
 
 def simulate_records(

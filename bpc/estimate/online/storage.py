@@ -37,16 +37,18 @@ CHECKSUM_ATTR = "checksum"
 """The attribute of a saved state that holds :func:`dataset_checksum` of the rest of the file."""
 
 
+_COUNT_ARRAYS = ("critic_n", "critic_pass", "unlabelled_n", "unlabelled_pass")
+_REQUIRED = {"updated": str, "seed": int, "n_rejuvenations": int, "ess_threshold": float, "n_moves": int}
+"""Attributes of the state a saved state must hold, with their types."""
+
 _UNHASHED_ATTRS = frozenset({CHECKSUM_ATTR, STAMP, CHECKSUM})
 """Attributes outside the checksum: itself, and the writer's stamp and data checksum (:mod:`bpc.outputs`)."""
 
 
 def _canonical(value: Any) -> Any:
     """An attribute value in a form that survives a netCDF round trip (NumPy scalars and arrays → lists)."""
-    if isinstance(value, np.ndarray):
-        return [_canonical(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        return value.item()
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
     return value
@@ -95,18 +97,10 @@ def state_to_dataset(state: LearningState) -> xr.Dataset:
         {
             "x": (("particle", "param"), state.x),
             "log_weight": (("particle",), state.log_weights),
-            "prior": (("particle",), p["prior"]),
-            "kappa": (("particle",), p["kappa"]),
-            "tpr": (("particle", "critic"), p["tpr"]),
-            "fpr": (("particle", "critic"), p["fpr"]),
-            "p_fix": (("particle",), p["p_fix"]),
-            "p_break": (("particle",), p["p_break"]),
+            **{k: (("particle", "critic")[: v.ndim], v) for k, v in p.items()},
             "prior_mean": (("param",), state.prior.mean),
             "prior_cov": (("param", "param_2"), state.prior.cov),
-            "critic_n": (("critic", "label"), counts["critic_n"]),
-            "critic_pass": (("critic", "label"), counts["critic_pass"]),
-            "unlabelled_n": (("critic",), counts["unlabelled_n"]),
-            "unlabelled_pass": (("critic",), counts["unlabelled_pass"]),
+            **{k: (("critic", "label")[: counts[k].ndim], counts[k]) for k in _COUNT_ARRAYS},
         },
         coords={
             "param": list(state.names),
@@ -123,18 +117,8 @@ def state_to_dataset(state: LearningState) -> xr.Dataset:
             "spec_hash": state.spec_hash(),
             "bpc_version": __version__,
             "n_episodes": state.n_episodes,
-            "n_patches": counts["n_patches"],
-            "n_verified": counts["n_verified"],
-            "n_verified_pass": counts["n_verified_pass"],
-            "updated": state.updated,
-            "seed": state.seed,
-            "n_rejuvenations": state.n_rejuvenations,
-            "acceptance": state.acceptance,
-            "ess": state.ess,
-            "ess_threshold": state.ess_threshold,
-            "n_moves": state.n_moves,
-            "source": state.source,
-            "origin_hash": state.origin_hash,
+            **{k: v for k, v in counts.items() if k not in _COUNT_ARRAYS},
+            **{k: getattr(state, k) for k in ("ess", "acceptance", "source", "origin_hash", *_REQUIRED)},
         }
     )
     ds.attrs[CHECKSUM_ATTR] = dataset_checksum(ds)
@@ -173,40 +157,24 @@ def load_state(
             "another program); refused as a whole"
         )
     try:
-        return _state_of(ds, path, cls=cls, spec_hash=spec_hash)
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
-        if isinstance(exc, LearnStateMismatchError):
-            raise
-        raise ValueError(f"{path}: damaged learning state ({type(exc).__name__}: {exc})") from None
-
-
-def _state_of(
-    ds: xr.Dataset, path: Path, *, cls: type[LearningState], spec_hash: str | None
-) -> LearningState:
-    """The state a checked file holds (``path`` only names it in errors)."""
-    acc = float(ds.attrs.get("acceptance", float("nan")))
-    state = cls(
-        critics=tuple(str(c) for c in ds["critic"].values),
-        names=tuple(str(n) for n in ds["param"].values),
-        x=ds["x"].values,
-        log_weights=ds["log_weight"].values,
-        prior=GaussianPrior(ds["prior_mean"].values, ds["prior_cov"].values),
-        records=tuple(EpisodeRecord.from_dict(json.loads(str(t))) for t in ds["record"].values),
-        seed=int(ds.attrs["seed"]),
-        n_rejuvenations=int(ds.attrs["n_rejuvenations"]),
-        acceptance=acc,
-        ess_threshold=float(ds.attrs["ess_threshold"]),
-        n_moves=int(ds.attrs["n_moves"]),
-        updated=str(ds.attrs["updated"]),
-        source=str(ds.attrs.get("source", "")),
-        origin_hash=str(ds.attrs.get("origin_hash", "")),
-    )
-    if state.spec_hash() != ds.attrs["spec_hash"]:
-        raise ValueError(f"{path}: stored spec hash {ds.attrs['spec_hash']} does not match its content")
-    if spec_hash is not None and spec_hash != state.spec_hash():
-        raise LearnStateMismatchError(
-            f"{path} holds learning state {state.spec_hash()}, but {spec_hash} was requested"
+        state = cls(
+            critics=tuple(str(c) for c in ds["critic"].values),
+            names=tuple(str(n) for n in ds["param"].values),
+            x=ds["x"].values,
+            log_weights=ds["log_weight"].values,
+            prior=GaussianPrior(ds["prior_mean"].values, ds["prior_cov"].values),
+            records=tuple(EpisodeRecord.from_dict(json.loads(str(t))) for t in ds["record"].values),
+            acceptance=float(ds.attrs.get("acceptance", float("nan"))),
+            source=str(ds.attrs.get("source", "")),
+            origin_hash=str(ds.attrs.get("origin_hash", "")),
+            **{k: kind(ds.attrs[k]) for k, kind in _REQUIRED.items()},
         )
+        if state.spec_hash() != ds.attrs["spec_hash"]:
+            raise ValueError(f"{path}: stored spec hash {ds.attrs['spec_hash']} does not match its content")
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: damaged learning state ({type(exc).__name__}: {exc})") from None
+    if spec_hash is not None and spec_hash != (own := state.spec_hash()):
+        raise LearnStateMismatchError(f"{path} holds learning state {own}, but {spec_hash} was requested")
     return state
 
 
