@@ -423,16 +423,14 @@ class Server:
                     raise RequestError(
                         "BadRequest", "'task' needs the task priors: start bpc serve --task-priors FILE.nc"
                     )
-            used = request.get("used", [])
-            if not isinstance(used, list) or not all(isinstance(c, str) for c in used):
-                raise RequestError("BadRequest", f"'used' must be a list of critic names, got {quote(used)}")
-            critics = request.get("critics")  # the critics this task has; default: all of the cell's
-            if critics is not None and (
-                not isinstance(critics, list) or not all(isinstance(c, str) for c in critics)
-            ):
-                raise RequestError(
-                    "BadRequest", f"'critics' must be a list of critic names, got {quote(critics)}"
-                )
+            used, critics = request.get("used", []), request.get("critics")  # critics: default the cell's
+            for name, names in (("used", used), ("critics", critics)):
+                if (names is not None or name == "used") and not (
+                    isinstance(names, list) and all(isinstance(c, str) for c in names)
+                ):
+                    raise RequestError(
+                        "BadRequest", f"'{name}' must be a list of critic names, got {quote(names)}"
+                    )
             priors = None if task is None else self.task_priors
             ep = ctrl.episode(
                 belief=belief, used=used, critics=critics, theta0=theta0, task=task, task_priors=priors

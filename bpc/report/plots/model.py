@@ -187,28 +187,23 @@ def shrinkage_table(
         Columns benchmark, generator, kind, critic ("" for cell-level rates),
         laplace, mean, lo, hi, shift (= mean − laplace), sorted by ``|shift|`` descending.
     """
-    rows = []
     ci = credible_interval(posterior_params[list(kinds)], prob=prob, kind=ci_kind)
     mean = posterior_params[list(kinds)].mean(("chain", "draw"))
-    for kind in kinds:
-        if kind not in laplace_params:
-            continue
+    frames = []
+    for kind in (k for k in kinds if k in laplace_params):
         lap = laplace_params[kind]
-        m, c = mean[kind], ci[kind]
-        crits = [str(v) for v in lap["critic"].values] if "critic" in lap.dims else [""]
-        for b in lap["benchmark"].values:
-            for g in lap["generator"].values:
-                if b not in m["benchmark"].values or g not in m["generator"].values:
-                    continue
-                for crit in crits:
-                    sel = {"benchmark": b, "generator": g, **({"critic": crit} if crit else {})}
-                    lv, mv = float(lap.sel(sel)), float(m.sel(sel))
-                    if not (np.isfinite(lv) and np.isfinite(mv)):
-                        continue
-                    lo, hi = (float(c.sel(sel).sel(ci_bound=x)) for x in ("lower", "upper"))
-                    rows.append((str(b), str(g), kind, crit, lv, mv, lo, hi, mv - lv))
-    cols = ["benchmark", "generator", "kind", "critic", "laplace", "mean", "lo", "hi", "shift"]
-    df = pd.DataFrame(rows, columns=cols)
+        parts = {
+            "laplace": lap,
+            "mean": mean[kind],
+            "lo": ci[kind].sel(ci_bound="lower", drop=True),
+            "hi": ci[kind].sel(ci_bound="upper", drop=True),
+        }
+        both = xr.Dataset(parts).reindex({d: lap[d].values for d in lap.dims})
+        df = both.to_dataframe(dim_order=list(lap.dims)).reset_index().dropna(subset=["laplace", "mean"])
+        frames.append(df.assign(kind=kind, critic=df["critic"].astype(str) if "critic" in df else ""))
+    cols = ["benchmark", "generator", "kind", "critic", "laplace", "mean", "lo", "hi"]
+    df = pd.concat([f[cols] for f in frames], ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    df = df.astype({"benchmark": str, "generator": str}).assign(shift=df["mean"] - df["laplace"])
     return df.reindex(df["shift"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
 
