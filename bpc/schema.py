@@ -429,36 +429,25 @@ def validate_params(ds: xr.Dataset) -> xr.Dataset:
     ValueError
         Naming the variable and what was expected.
     """
-    for name, core in _PARAM_CORE_DIMS.items():
+    for name, core in {**_PARAM_CORE_DIMS, INSTANCE_PARAM: (DIM_BENCHMARK, DIM_GENERATOR)}.items():
         if name not in ds:
+            if name == INSTANCE_PARAM:
+                continue
             raise ValueError(f"parameter Dataset lacks variable {name!r}")
         dims = ds[name].dims
         extra = [d for d in dims if d not in core]
-        if set(core) - set(dims):
-            raise ValueError(f"parameter {name!r} has dims {dims}, expected at least {core}")
-        if any(d not in SAMPLE_DIMS for d in extra):
+        if set(core) - set(dims) or any(d not in SAMPLE_DIMS for d in extra):
             raise ValueError(
-                f"parameter {name!r} has unexpected dims {extra}; only {SAMPLE_DIMS} may be added"
+                f"parameter {name!r} has dims {dims}, expected {core} plus optional {SAMPLE_DIMS}"
             )
         if name == "gap" or ds[name].chunks is not None:
             continue  # chunked (dask) arrays are checked block by block where they are computed
         values = ds[name].values
         finite = values[np.isfinite(values)]
-        if ((finite < 0) | (finite > 1)).any():
+        if name == INSTANCE_PARAM and (values[~np.isnan(values)] <= 0).any():
+            raise ValueError(f"parameter {name!r} must be positive (or NaN: no estimate)")
+        if name != INSTANCE_PARAM and ((finite < 0) | (finite > 1)).any():
             raise ValueError(f"parameter {name!r} must lie in [0, 1]")
-    if INSTANCE_PARAM in ds:
-        kappa = ds[INSTANCE_PARAM]
-        core = (DIM_BENCHMARK, DIM_GENERATOR)
-        extra = [d for d in kappa.dims if d not in core]
-        if set(core) - set(kappa.dims) or any(d not in SAMPLE_DIMS for d in extra):
-            raise ValueError(
-                f"parameter {INSTANCE_PARAM!r} has dims {kappa.dims}, "
-                f"expected {core} plus optional {SAMPLE_DIMS}"
-            )
-        if kappa.chunks is None:
-            values = kappa.values
-            if (values[~np.isnan(values)] <= 0).any():
-                raise ValueError(f"parameter {INSTANCE_PARAM!r} must be positive (or NaN: no estimate)")
     return ds
 
 
