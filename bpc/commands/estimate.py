@@ -184,13 +184,11 @@ def run(args: argparse.Namespace) -> int:
     from bpc.costs import COSTS_ATTR, costs_attr
     from bpc.estimate.laplace import laplace
     from bpc.estimate.task_intervals import task_intervals
-    from bpc.outputs import check_output_file, check_parquet_engine, write_csv, write_netcdf, write_parquet
+    from bpc.outputs import check_output_file, write_csv, write_netcdf, write_parquet
     from bpc.progress import choices_summary, notes_digest
 
     out: Path = args.out
     fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[*args.path, args.costs])
-    if fmt == ".parquet":
-        check_parquet_engine(out)
     if args.flagged_out is not None:
         check_output_file(args.flagged_out, suffixes=(".csv",), option="--flagged-out", inputs=args.path)
     corpus = load_from_args(args.path, args)

@@ -322,7 +322,7 @@ def run(args: argparse.Namespace) -> int:
     from bpc.data.load import check_scale
     from bpc.data.logs import read_trajectories
     from bpc.decide.baselines import is_baseline
-    from bpc.outputs import check_output_file, check_parquet_engine
+    from bpc.outputs import check_output_file
     from bpc.progress import choices_summary, info, notes_digest
     from bpc.replay.profiles import AUTHOR_POLICY_NAMES, canonical_policy, get_profile
 
@@ -331,8 +331,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         inputs = [*paths, args.trajectories, args.kernel, args.costs]
         out_fmt = check_output_file(args.out, suffixes=(".csv", ".nc", ".parquet"), inputs=inputs)
-        if out_fmt == ".parquet":
-            check_parquet_engine(args.out)
     if args.plot is not None:
         check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
     profile = get_profile(args.profile)
