@@ -274,9 +274,7 @@ def plot_shrinkage(
         if lines:
             ax.text(0.0, -0.2, "\n".join(lines), transform=ax.transAxes, fontsize=6, va="top", ha="left")
         ax.set_title(kind, fontsize=9)
-        ax.set_xlabel("Laplace estimate")
-        ax.set_xlim(-0.02, 1.02)
-        ax.set_ylim(-0.02, 1.02)
+        ax.set(xlabel="Laplace estimate", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
     axes[0][0].set_ylabel(f"posterior mean ({CI_PROB:.0%} {CI_KIND.upper()})")
     gens = list(dict.fromkeys(str(g) for g in table["generator"]))
     handles = [line_handle(GENERATOR_LABELS.get(g, g), _gen_color(g)) for g in gens]
