@@ -24,7 +24,7 @@ import pandas as pd
 import xarray as xr
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
-from bpc.constants import DIM_CRITIC
+from bpc.constants import CI_BOUNDS, DIM_CRITIC
 from bpc.outputs import run_config, versions
 from bpc.schema import decision_critics
 
@@ -83,8 +83,7 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset, intervals: pd.DataFr
     wilson = params["prior_wilson"]
     cols = {"n_instances": c["n_instances"], "n_patches": c["n_patches"], "prior": params["prior"]}
     cols |= {
-        "prior_lo": wilson.sel(ci_bound="lower", drop=True),
-        "prior_hi": wilson.sel(ci_bound="upper", drop=True),
+        f"prior_{e}": wilson.sel(ci_bound=b, drop=True) for e, b in zip(("lo", "hi"), CI_BOUNDS, strict=True)
     }
     for crit in params[DIM_CRITIC].values:
         cols |= {f"{v}_{crit}": params[v].sel({DIM_CRITIC: crit}, drop=True) for v in ("tpr", "fpr", "gap")}
@@ -145,7 +144,7 @@ def _rates_text(table: pd.DataFrame, params: xr.Dataset, prob: float) -> str:
 
 def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
     """The intervals as variables over (benchmark, generator[, critic], ci_bound) for the .nc file."""
-    from bpc.constants import CI_BOUNDS, DIM_CI
+    from bpc.constants import DIM_CI
 
     bench, gen, crit = ([str(v) for v in params[d].values] for d in ("benchmark", "generator", DIM_CRITIC))
     rows = intervals.set_index(["benchmark", "generator"]).reindex(pd.MultiIndex.from_product([bench, gen]))
@@ -239,7 +238,6 @@ def run(args: argparse.Namespace) -> int:
         with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 200):
             print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
         print(_rates_text(table, params, float(intervals.attrs["prob"])))
-    if not args.quiet:
         choices_summary("data choices", choices)
     if args.flagged_out is not None:
         print(f"wrote {args.flagged_out} (the flagged task ids)")

@@ -407,12 +407,9 @@ class Server:
                 )
             ep = Episode.from_dict(request["state"], ctrl)
         else:
-            belief = request.get("belief")
-            if belief is not None:
-                belief = probability(belief, name="'belief'")
-            theta0, task = request.get("task_prior"), request.get("task")
-            if theta0 is not None:
-                theta0 = check_beta(theta0, name="'task_prior'")
+            belief, theta0, task = (request.get(k) for k in ("belief", "task_prior", "task"))
+            belief = None if belief is None else probability(belief, name="'belief'")
+            theta0 = None if theta0 is None else check_beta(theta0, name="'task_prior'")
             if task is not None:
                 if theta0 is not None or not isinstance(task, str):
                     raise RequestError(
@@ -803,6 +800,10 @@ def run(args: argparse.Namespace) -> int:
             raise
         server.busy = True  # until the loop waits for input, a signal is noted, not raised
         ctrl = server.controller
+
+        def noisy(w) -> bool:  # libraries' deprecations, not bpc's own warnings (e.g. an inverted critic)
+            return issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning))
+
         _emit(
             {
                 "ok": True,
@@ -815,15 +816,7 @@ def run(args: argparse.Namespace) -> int:
                 if learnt is None
                 else {"episodes": learnt, "state_file": args.learn_state and str(args.learn_state)},
                 "limits": server.limits(),
-                "warnings": list(  # bpc's own (e.g. an inverted critic), not libraries' deprecations
-                    dict.fromkeys(
-                        _clip(str(w.message))
-                        for w in caught
-                        if not issubclass(
-                            w.category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
-                        )
-                    )
-                ),
+                "warnings": list(dict.fromkeys(_clip(str(w.message)) for w in caught if not noisy(w))),
             }
         )
         try:
