@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bpc.outputs import allow_overwrite, atomic_file
+from bpc.outputs import allow_overwrite, write_text
 
 __all__ = [
     "DATA_PREFIX",
@@ -416,14 +416,9 @@ def read_stamp(path: str | os.PathLike) -> dict | None:
 
 
 def _write(path: Path, text: str, *, ours: bool) -> Path:
-    data = text.encode("utf-8")
     # a page bpc wrote (its stamp, or the index's marker) is replaced; anything else only under --force
-    with (
-        allow_overwrite(True) if ours else contextlib.nullcontext(),
-        atomic_file(path, size=len(data)) as tmp,
-    ):
-        tmp.write_bytes(data)
-    return path
+    with allow_overwrite(True) if ours else contextlib.nullcontext():
+        return write_text(path, text)
 
 
 def write_page(folder: str | os.PathLike, name: str, text: str) -> Path:
