@@ -315,8 +315,7 @@ def with_critic_costs(costs: CostSpec, critic: Mapping[str, float]) -> Callable[
         ``benchmark -> Costs``.
     """
     resolve = cost_resolver(costs)
-    extra = dict(critic)
-    if not extra:
+    if not (extra := dict(critic)):
         return resolve
     return lambda benchmark: resolve(benchmark).with_critics(extra)
 

@@ -494,8 +494,7 @@ def thin_draws(post: xr.Dataset, n: int | None) -> xr.Dataset:
     ValueError
         If ``post`` has no ``chain``/``draw`` dims.
     """
-    sd = sample_dims(post)
-    if not sd:
+    if not (sd := sample_dims(post)):
         raise ValueError("thin_draws: the parameters have no chain/draw dims")
     total = int(np.prod([post.sizes[d] for d in sd]))
     k = total if n is None else max(1, min(int(n), total))

@@ -675,8 +675,7 @@ def read_line(stdin: IO[bytes]) -> bytes | None:
     sees it is too long — and the rest of it is read and dropped, in bounded
     chunks.
     """
-    raw = stdin.readline(MAX_LINE_BYTES + 2)
-    if not raw:
+    if not (raw := stdin.readline(MAX_LINE_BYTES + 2)):
         return None
     if len(raw) > MAX_LINE_BYTES + 1 or (len(raw) == MAX_LINE_BYTES + 1 and not raw.endswith(b"\n")):
         tail = raw

@@ -219,8 +219,7 @@ def parse_history(text: str) -> list[dict]:
     """
     moves = []
     for raw in text.split(","):
-        token = raw.strip()
-        if not token:
+        if not (token := raw.strip()):
             continue
         name, _, verdict = (s.strip().lower() for s in token.partition(":"))
         if name in ("regenerate", "refine"):

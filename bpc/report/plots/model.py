@@ -93,8 +93,7 @@ def plot_forest(
         raise ValueError(f"plot_forest: table lacks columns {sorted(need - set(table.columns))}")
     if rates is None:
         rates = [r for r in dict.fromkeys(table["rate"]) if not r.startswith("gap_")]
-    rates = list(rates)
-    if not rates:
+    if not (rates := list(rates)):
         raise ValueError("plot_forest: no rates to plot")
     cells = list(dict.fromkeys(zip(table["benchmark"], table["generator"], strict=True)))
     height = max(3.5, 0.2 * len(cells) + 2.0)
