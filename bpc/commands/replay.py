@@ -354,13 +354,12 @@ def run(args: argparse.Namespace) -> int:
         for p in (q.strip() for q in (args.policies or "").split(","))
         if p
     ] or None
-    trajectories = None
-    if args.trajectories is not None:
-        trajectories = read_trajectories(args.trajectories, option="--trajectories")
-
+    given = (
+        None if args.trajectories is None else read_trajectories(args.trajectories, option="--trajectories")
+    )
     data = load_from_args(args.path, args)
     records, counts = data.records, data.counts
-    trajectories = data.trajectories if trajectories is None else trajectories
+    trajectories = data.trajectories if given is None else given
     if simulated:
         counts = counts_from_records(records)  # the replayed cells' own counts, as before trajectories
         costs, notes = base_costs, []
