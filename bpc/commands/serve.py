@@ -369,16 +369,18 @@ class Server:
             )
         return eid, ep
 
-    def _close(self, eid: str | int, ep, out: dict[str, Any]) -> None:
-        """Close a finished episode: forget it, remember that it ended, return its final state."""
+    def _answer(self, eid: str | int, ep, out: dict[str, Any]) -> None:
+        """The episode's compact state after a start or a move; a finished episode is closed."""
+        out["state"] = _summary(ep)
+        if not ep.done:
+            return
         del self.episodes[eid]
         self.cells.pop(eid, None)
         self._closed[eid] = str(ep.outcome)
         self._closed.move_to_end(eid)
         while len(self._closed) > CLOSED_MEMORY:
             self._closed.popitem(last=False)
-        out["closed"] = True
-        out["final"] = ep.to_dict()
+        out.update(closed=True, final=ep.to_dict())
 
     # ------------------------------------------------------------ ops
     def _op_start(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
@@ -434,19 +436,14 @@ class Server:
             )
             out["prior_source"] = ep.prior_source
         self._closed.pop(eid, None)
-        self.episodes[eid] = ep
-        self.cells[eid] = cell
-        out["state"] = _summary(ep)
-        if ep.done:
-            self._close(eid, ep, out)
+        self.episodes[eid], self.cells[eid] = ep, cell
+        self._answer(eid, ep, out)
 
     def _op_move(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         move = parse_move(request, also=COMMON_FIELDS - {"op"}).to_dict()
         eid, ep = self._open(request)
         ep.apply(move)
-        out["state"] = _summary(ep)
-        if ep.done:
-            self._close(eid, ep, out)
+        self._answer(eid, ep, out)
 
     def _op_decide(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         out["decision"] = self._open(request)[1].decide().to_dict()

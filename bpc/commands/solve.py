@@ -457,8 +457,7 @@ def decide(args: argparse.Namespace) -> dict:
         "q": {a: json_float(v) for a, v in d.q.items()},
     }
     if note is not None:
-        out["requested_method"] = args.method
-        out["note"] = note
+        out.update(requested_method=args.method, note=note)
     if d.p_optimal is not None:
         band = d.to_dict()
         out["mode"] = ctrl.mode
@@ -469,8 +468,7 @@ def decide(args: argparse.Namespace) -> dict:
     if d.warning is not None:
         out["warning"] = d.warning
     if moves:
-        out["history"] = list(episode.history)
-        out["spent"] = episode.spent
+        out.update(history=list(episode.history), spent=episode.spent)
     out["inputs"] = {
         **inputs,
         "horizon": args.horizon,
