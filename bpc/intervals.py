@@ -158,8 +158,7 @@ def credible_interval(
         If ``prob`` is not in (0, 1), ``kind`` is unknown or there is no dim to reduce.
     """
     _check(prob, kind)
-    reduce = list(sample_dims(x) if dims is None else dims)
-    if not reduce:
+    if not (reduce := list(sample_dims(x) if dims is None else dims)):
         raise ValueError(f"credible interval: no sample dims to reduce among dims {tuple(x.dims)}")
     if isinstance(x, xr.Dataset):
         x = x[[name for name, v in x.data_vars.items() if set(reduce) & set(v.dims)]]
@@ -321,8 +320,7 @@ def clustered_interval(
     """
     keys = list(groups)
     cols = [value] if count is None else [value, count]
-    missing = [c for c in [*keys, task, strata, *cols] if c not in frame.columns]
-    if missing:
+    if missing := [c for c in [*keys, task, strata, *cols] if c not in frame.columns]:
         raise ValueError(f"clustered_interval: frame lacks column(s) {missing}")
     if strata not in keys:
         raise ValueError(f"clustered_interval: strata {strata!r} must be one of the groups {keys}")

@@ -220,8 +220,7 @@ def check_critic_names(names: Sequence[str]) -> tuple[str, ...]:
                 f"critic name {name!r}: expected a name other than the key columns {RECORD_KEYS} "
                 f"and the controller actions {CONTROLLER_ACTIONS}"
             )
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
+    if repeated := sorted({n for n in names if names.count(n) > 1}):
         raise ValueError(f"critic names must be distinct; {repeated} occur more than once")
     return names
 
@@ -242,8 +241,7 @@ def record_critics(records: pd.DataFrame) -> tuple[str, ...]:
     if critics is None:
         return CRITICS
     critics = check_critic_names(critics)
-    missing = [c for c in critics if c not in records.columns]
-    if missing:
+    if missing := [c for c in critics if c not in records.columns]:
         raise ValueError(f"records list critic(s) {missing} in attrs['critics'] but have no such column")
     return critics
 
@@ -361,8 +359,7 @@ def has_task_counts(ds: xr.Dataset) -> bool:
 
 def _validate_task_counts(ds: xr.Dataset) -> None:
     """The optional per-task counts: all or none, dims, whole numbers, passes ≤ patches."""
-    present = [name for name in TASK_COUNT_VARS if name in ds]
-    if not present:
+    if not (present := [name for name in TASK_COUNT_VARS if name in ds]):
         return
     if len(present) != len(TASK_COUNT_VARS):
         missing = sorted(set(TASK_COUNT_VARS) - set(present))

@@ -724,8 +724,7 @@ def _task_priors(path: Path | None):
     if not path.is_file():
         raise FileNotFoundError(f"--task-priors {path} does not exist")
     ds = read_netcdf(path)
-    missing = [v for v in ("A", "B", "source") if v not in ds]
-    if missing:
+    if missing := [v for v in ("A", "B", "source") if v not in ds]:
         raise ValueError(
             f"--task-priors {path}: lacks {', '.join(missing)}; expected the Dataset of "
             "bpc.estimate.crossed.task_priors written to netCDF"

@@ -240,8 +240,7 @@ def plot_shrinkage(
     list of Path
     """
     table = shrinkage_table(laplace_params, posterior_params, kinds=kinds)
-    kinds = [k for k in kinds if (table["kind"] == k).any()]
-    if not kinds:
+    if not (kinds := [k for k in kinds if (table["kind"] == k).any()]):
         raise ValueError("plot_shrinkage: no cell has both a Laplace estimate and posterior draws")
     fig, axes = plt.subplots(1, len(kinds), figsize=(3.4 * len(kinds), 4.6), squeeze=False)
     markers = {"": "o", "syn": "s", "test": "^", "llm": "D", "lint": "v"}
