@@ -243,7 +243,8 @@ def _value_bands_page(
         bottom = fig.add_subplot(inner[2], sharex=top)
         sel = unc.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g, DIM_STEP: step, "used": used})
         x, v, vci = sel["belief"].values, sel["value_mean"].values, sel["value_ci"]
-        top.fill_between(x, *(vci.sel({DIM_CI: bound}) for bound in CI_BOUNDS), color="0.75", lw=0)
+        lo, hi = (vci.sel({DIM_CI: bound}) for bound in CI_BOUNDS)
+        top.fill_between(x, lo, hi, color="0.75", lw=0)
         top.plot(x, v, color="k", lw=1.6)
         prior = float(sel["prior_mean"].item())
         for ax in (top, strip, bottom):
