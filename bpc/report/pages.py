@@ -21,7 +21,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -436,15 +436,13 @@ def write_page(folder: str | os.PathLike, name: str, text: str) -> Path:
 _INDEX_MARK = f"<!-- {PAGE_MARK}-index: written by bpc results -->"
 
 
-def index_text(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | None = None) -> str:
+def index_text(folder: str | os.PathLike) -> str:
     """The text of ``index.md``: every registered page, generated or not, with its command.
 
     Parameters
     ----------
     folder : str or os.PathLike
-        The results folder (the pages present there are linked).
-    registry : iterable of ResultsCommand, optional
-        Default :data:`REGISTRY`.
+        The results folder (the pages present there are linked); the pages are :data:`REGISTRY`'s.
 
     Returns
     -------
@@ -452,7 +450,7 @@ def index_text(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | N
         Markdown, with a hidden toctree of the generated pages (the site builds them).
     """
     folder = Path(folder)
-    commands = list(REGISTRY.values() if registry is None else registry)
+    commands = list(REGISTRY.values())
     present = [c for c in commands if read_stamp(folder / f"{c.name}.md") is not None]
     lines = [
         _INDEX_MARK,
@@ -478,8 +476,8 @@ def index_text(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | N
     return "\n".join(lines)
 
 
-def write_index(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | None = None) -> Path:
+def write_index(folder: str | os.PathLike) -> Path:
     """Write ``folder/index.md`` (:func:`index_text`) atomically."""
     path = Path(folder) / "index.md"
     ours = not path.exists() or path.read_text(encoding="utf-8").startswith(_INDEX_MARK)
-    return _write(path, index_text(folder, registry), ours=ours)
+    return _write(path, index_text(folder), ours=ours)
