@@ -364,7 +364,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
     if cell is None:
         raise ValueError("--params needs --cell BENCH/GEN")
     names = ("prior", "p_fix", "p_break", "kappa")
-    clash = [option(n) for n in names if getattr(args, n) is not None] + ["--critic"] * bool(args.critic)
+    clash = [option(n) for n in names if getattr(args, n) is not None] + (["--critic"] if args.critic else [])
     if clash:
         raise ValueError(
             f"{', '.join(clash)} describe a controller by numbers; with --params the cell's values are used"
