@@ -455,9 +455,7 @@ def _run_paper(args, profile, records, counts, trajectories, costs, policies, be
 
     Returns the text, the table, its attributes, no netCDF children and no plot title.
     """
-    import pandas as pd
-
-    from bpc.constants import REFINEMENT_POLICIES
+    from bpc.constants import DIM_LABEL, REFINEMENT_POLICIES
     from bpc.progress import info
     from bpc.replay.engine import replay_cells
     from bpc.report.tables import flag_abstention
@@ -467,13 +465,8 @@ def _run_paper(args, profile, records, counts, trajectories, costs, policies, be
         info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
     if kernel is None and profile.plans_with_measured_kernel(belief) and not simulated:
         kernel = counts  # the cells' measured kernels, a fresh sample elsewhere
-        has = {(str(b), str(g)) for b in counts["benchmark"].values for g in counts["generator"].values}
-        measured = [
-            f"{b}/{g}"
-            for b, g in sorted(replayable)
-            if (b, g) in has and bool(pd.notna(counts["trans_n"].sel(benchmark=b, generator=g).values).all())
-        ]
-        if measured:
+        full = counts["trans_n"].notnull().all(DIM_LABEL).to_series()
+        if measured := [f"{b}/{g}" for b, g in sorted(replayable) if full.get((b, g), False)]:
             info(f"DP regeneration kernel measured for: {', '.join(measured)}; fresh sample elsewhere")
     wanted = policies if policies is not None else profile.policies
     if trajectories is None and any(p in REFINEMENT_POLICIES for p in wanted):
