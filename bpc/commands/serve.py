@@ -606,6 +606,10 @@ class Server:
 
         if not path.exists():
             return 0
+
+        def refused(why: str) -> ValueError:
+            return ValueError(f"--state-file {path}: {why}; refused as a whole, nothing restored")
+
         try:
             data = loads(path.read_bytes())
         except (OSError, MoveError) as exc:
@@ -616,21 +620,17 @@ class Server:
             and data.get("version") == STATE_FILE_VERSION
             and isinstance(data.get("episodes"), list)
         ):
-            raise ValueError(
-                f"--state-file {path}: not a {STATE_FORMAT} file of version {STATE_FILE_VERSION} "
-                "(written by bpc serve --state-file); refused as a whole, nothing restored"
+            raise refused(
+                f"not a {STATE_FORMAT} file of version {STATE_FILE_VERSION} "
+                "(written by bpc serve --state-file)"
             )
         body = {k: v for k, v in data.items() if k != "checksum"}
         if data.get("checksum") != state_checksum(body):
-            raise ValueError(
-                f"--state-file {path}: checksum mismatch (the file was changed outside bpc serve); "
-                "refused as a whole, nothing restored"
-            )
+            raise refused("checksum mismatch (the file was changed outside bpc serve)")
         if data.get("controller") != self.controller.fingerprint():
-            raise ValueError(
-                f"--state-file {path}: written under controller {quote(data.get('controller'))}, "
-                f"not this one ({self.controller.fingerprint()}): parameters, costs or options differ; "
-                "refused as a whole, nothing restored"
+            raise refused(
+                f"written under controller {quote(data.get('controller'))}, not this one "
+                f"({self.controller.fingerprint()}): parameters, costs or options differ"
             )
         entries = data["episodes"]
         if len(entries) > self.max_episodes:
@@ -652,10 +652,7 @@ class Server:
                 if ep.done:
                     raise RequestError("BadRequest", f"episode {quote(eid)} is over ({ep.outcome})")
             except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(
-                    f"--state-file {path}: episode #{i}: {_clip(str(exc))}; "
-                    "refused as a whole, nothing restored"
-                ) from None
+                raise refused(f"episode #{i}: {_clip(str(exc))}") from None
             episodes[eid], cells[eid] = ep, cell
         self.episodes.update(episodes)  # all or nothing
         self.cells.update(cells)
