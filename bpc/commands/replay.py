@@ -315,7 +315,7 @@ def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load, replay (the protocol under bpc, the paper's replay otherwise), print the table, write it."""
     from bpc.choices import check_choice
-    from bpc.constants import EXTRA_BASELINES, POLICIES
+    from bpc.constants import DIM_LABEL, EXTRA_BASELINES, POLICIES
     from bpc.costs import Costs, paper_costs_for, resolve_costs
     from bpc.data.corpus import read_transition_kernel
     from bpc.data.counts import counts_from_records
@@ -398,12 +398,20 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{path}: every task is flagged; nothing is left to replay")
     belief = profile.belief if args.belief is None else args.belief
     source = "simulated panel" if simulated else str(path)
-    run_args = (args, profile, records, counts, trajectories, costs, policies, belief, source)
+    if not protocol and replace(profile.switches, belief=belief).resolved().regenerate == "fresh":
+        info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
+    if not protocol and kernel is None and profile.plans_with_measured_kernel(belief) and not simulated:
+        kernel = counts  # the cells' measured kernels, a fresh sample elsewhere
+        full = counts["trans_n"].notnull().all(DIM_LABEL).to_series()
+        if measured := [f"{b}/{g}" for b, g in sorted(replayable) if full.get((b, g), False)]:
+            info(f"DP regeneration kernel measured for: {', '.join(measured)}; fresh sample elsewhere")
     if protocol:
+        run_args = (args, profile, records, counts, trajectories, costs, policies, belief)
         text, table, attrs, children, title = _run_protocol(*run_args)
     else:
-        text, table, attrs, children, title = _run_paper(*run_args, kernel, simulated, replayable)
-    print(text)
+        run_args = (args, profile, records, trajectories, costs, policies, belief, kernel, len(replayable))
+        text, table, attrs, children, title = _run_paper(*run_args)
+    print(f"bpc replay — {source}, profile {profile.name}, {text}")
     if not args.quiet:
         choices_summary("data choices", notes)
     if args.out is not None and out_fmt is not None:
@@ -450,24 +458,18 @@ def _write(df, path: Path, fmt: str, attrs: dict, children: dict | None = None) 
     write_netcdf(obj, path)
 
 
-def _run_paper(args, profile, records, counts, trajectories, costs, policies, belief, source, *more):
+def _run_paper(args, profile, records, trajectories, costs, policies, belief, kernel, n_cells):
     """The paper's replay (75/25 split, K-fold over instances, or in-sample): Δ vs always_verify.
 
-    Returns the text, the table, its attributes, no netCDF children and no plot title.
+    ``kernel``: the regeneration kernel (a file's, or the cells' measured counts; None: a fresh
+    sample). Returns the text after "bpc replay — SOURCE, profile NAME, ", the table, its
+    attributes, no netCDF children and no plot title.
     """
-    from bpc.constants import DIM_LABEL, REFINEMENT_POLICIES
+    from bpc.constants import REFINEMENT_POLICIES
     from bpc.progress import info
     from bpc.replay.engine import replay_cells
     from bpc.report.tables import flag_abstention
 
-    kernel, simulated, replayable = more
-    if replace(profile.switches, belief=belief).resolved().regenerate == "fresh":
-        info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
-    if kernel is None and profile.plans_with_measured_kernel(belief) and not simulated:
-        kernel = counts  # the cells' measured kernels, a fresh sample elsewhere
-        full = counts["trans_n"].notnull().all(DIM_LABEL).to_series()
-        if measured := [f"{b}/{g}" for b, g in sorted(replayable) if full.get((b, g), False)]:
-            info(f"DP regeneration kernel measured for: {', '.join(measured)}; fresh sample elsewhere")
     wanted = policies if policies is not None else profile.policies
     if trajectories is None and any(p in REFINEMENT_POLICIES for p in wanted):
         info("self_refine / reflexion not replayed: no refinement trajectories (pass --trajectories)")
@@ -481,10 +483,10 @@ def _run_paper(args, profile, records, counts, trajectories, costs, policies, be
         trajectories=trajectories,
         split=args.split or "both",
         kernel=kernel,
-        progress=not args.quiet and len(replayable) > 1,
+        progress=not args.quiet and n_cells > 1,
     )
     df = flag_abstention(df)
-    lines = [f"bpc replay — {source}, profile {profile.name}, {len(replayable)} cell(s)", format_table(df)]
+    lines = [f"{n_cells} cell(s)", format_table(df)]
     if skipped := df.attrs.get("skipped", []):
         lines.append("\nnot run (no row above):")
         lines += [f"  {r['benchmark']}/{r['generator']}: {r['policy']} — {r['reason']}" for r in skipped]
@@ -496,10 +498,11 @@ def _run_paper(args, profile, records, counts, trajectories, costs, policies, be
     return "\n".join(lines), df, attrs, None, None
 
 
-def _run_protocol(args, profile, records, counts, trajectories, costs, policies, belief, source):
+def _run_protocol(args, profile, records, counts, trajectories, costs, policies, belief):
     """The evaluation protocol: cross-fit, best simple baseline on training folds, task-clustered Δs.
 
-    Returns the text, the table, its attributes, the netCDF children and the plot title.
+    Returns the text after "bpc replay — SOURCE, profile NAME, ", the table, its attributes, the
+    netCDF children and the plot title.
     """
     import time
 
@@ -547,7 +550,7 @@ def _run_protocol(args, profile, records, counts, trajectories, costs, policies,
         else "the cell prior"
     )
     lines = [
-        f"bpc replay — {source}, profile {profile.name}, {n_cells} cell(s); {n_folds}-fold cross-fitting "
+        f"{n_cells} cell(s); {n_folds}-fold cross-fitting "
         f"over tasks × seeds {' '.join(map(str, seeds))} (each task scored held-out once per seed); "
         f"Bayesian controllers ({belief} belief) start from {start}",
         format_protocol_table(table, pipeline_orders(records, costs, profile)),
