@@ -247,11 +247,10 @@ def delta_table(
     if "pass_rate" in replay.columns:
         by = replay.set_index([*index, "policy"])
         win = pd.MultiIndex.from_arrays([wide["benchmark"], wide["generator"], wide["winner"]])
-        wide["winner_pass_rate"] = by["pass_rate"].reindex(win).to_numpy(dtype=float)
-        after.append("winner_pass_rate")
-        if "cost_per_instance" in replay.columns:
-            wide["winner_cost"] = by["cost_per_instance"].reindex(win).to_numpy(dtype=float)
-            after.append("winner_cost")
+        for c, src in (("winner_pass_rate", "pass_rate"), ("winner_cost", "cost_per_instance")):
+            if src in replay.columns:
+                wide[c] = by[src].reindex(win).to_numpy(dtype=float)
+                after.append(c)
         flagged = flag_abstention(replay, reference=reference)
         flagged = flagged[flagged["wins_by_abstaining"] & flagged["policy"].isin(policies)]
         lists = flagged.groupby(index, sort=False)["policy"].agg(lambda p: ", ".join(p))
