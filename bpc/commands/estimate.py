@@ -169,15 +169,6 @@ def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
     )
 
 
-def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
-    ds = ds.copy()
-    for key, value in list(ds.attrs.items()):
-        if not isinstance(value, str | int | float):
-            ds.attrs[key] = json.dumps(value, sort_keys=True, default=str)
-    ds["source"] = ds["source"].astype(str)
-    return ds
-
-
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
     from bpc.costs import COSTS_ATTR, costs_attr
@@ -230,7 +221,13 @@ def run(args: argparse.Namespace) -> int:
         ds = ds.merge(_interval_vars(intervals, params))
         if args.costs is not None or corpus.critic_costs:
             ds.attrs[COSTS_ATTR] = costs  # the critics' costs travel with their rates (bpc solve --params)
-        write_netcdf(_netcdf_ready(ds), out)
+        for key, value in ds.attrs.items():  # what netCDF cannot hold as an attribute goes as JSON
+            ds.attrs[key] = (
+                value
+                if isinstance(value, str | int | float)
+                else json.dumps(value, sort_keys=True, default=str)
+            )
+        write_netcdf(ds.assign(source=ds["source"].astype(str)), out)
     if not args.quiet:
         cols = ["benchmark", "generator", "n_patches", "prior", "prior_lo", "prior_hi"]
         cols += [f"{v}_{c}" for c in decision_critics(params[DIM_CRITIC].values) for v in ("tpr", "fpr")]
