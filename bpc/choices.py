@@ -49,13 +49,12 @@ def unknown_choice_message(value: str, choices: Iterable[str], *, what: str) -> 
     for c in names:
         folded.setdefault(_fold(c), c)  # the first spelling of a name wins (canonical before aliases)
     exact = folded.get(_fold(value))
-    if exact is not None:
-        close = [exact]
-    else:
-        close = [folded[m] for m in difflib.get_close_matches(_fold(value), list(folded), n=3, cutoff=0.6)]
-    hint = ""
-    if close:
-        hint = "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+    close = (
+        [exact]
+        if exact is not None
+        else difflib.get_close_matches(_fold(value), list(folded), n=3, cutoff=0.6)
+    )
+    hint = "; did you mean " + " or ".join(repr(folded.get(c, c)) for c in close) + "?" if close else ""
     listed = ", ".join(names) if names else "none"
     return f"unknown {what} {value!r}{hint} (choices: {listed})"
 
@@ -70,8 +69,6 @@ def check_choice(value: str, choices: Iterable[str], *, what: str) -> str:
 
 def check_choices(values: Iterable[str] | None, choices: Iterable[str], *, what: str) -> None:
     """:func:`check_choice` for each of ``values`` (``None`` passes)."""
-    if values is None:
-        return
     names = list(choices)
-    for v in values:
+    for v in values or ():
         check_choice(v, names, what=what)

@@ -208,14 +208,12 @@ def load_costs(path: str | Path) -> Costs:
         raise ValueError(f"{path}: not valid {kind}: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected an object with c_gen, c_ver, reward, critic")
-    unknown = [k for k in data if k not in (*_FIELDS, "critic")]
-    if unknown:
+    if unknown := [k for k in data if k not in (*_FIELDS, "critic")]:
         raise ValueError(
             f"{path}: unknown field {unknown[0]!r}: expected c_gen, c_ver, reward and a 'critic' table "
             '(critic name → cost), e.g. "critic": {"syn": 1}'
         )
-    missing = [k for k in _FIELDS if k not in data]
-    if missing:
+    if missing := [k for k in _FIELDS if k not in data]:
         raise ValueError(f"{path}: missing field(s) {', '.join(missing)}")
     critic = data.get("critic", {})
     if not isinstance(critic, dict):
@@ -315,8 +313,7 @@ def with_critic_costs(costs: CostSpec, critic: Mapping[str, float]) -> Callable[
         ``benchmark -> Costs``.
     """
     resolve = cost_resolver(costs)
-    extra = dict(critic)
-    if not extra:
+    if not (extra := dict(critic)):
         return resolve
     return lambda benchmark: resolve(benchmark).with_critics(extra)
 

@@ -158,8 +158,7 @@ def credible_interval(
         If ``prob`` is not in (0, 1), ``kind`` is unknown or there is no dim to reduce.
     """
     _check(prob, kind)
-    reduce = list(sample_dims(x) if dims is None else dims)
-    if not reduce:
+    if not (reduce := list(sample_dims(x) if dims is None else dims)):
         raise ValueError(f"credible interval: no sample dims to reduce among dims {tuple(x.dims)}")
     if isinstance(x, xr.Dataset):
         x = x[[name for name, v in x.data_vars.items() if set(reduce) & set(v.dims)]]
@@ -321,8 +320,7 @@ def clustered_interval(
     """
     keys = list(groups)
     cols = [value] if count is None else [value, count]
-    missing = [c for c in [*keys, task, strata, *cols] if c not in frame.columns]
-    if missing:
+    if missing := [c for c in [*keys, task, strata, *cols] if c not in frame.columns]:
         raise ValueError(f"clustered_interval: frame lacks column(s) {missing}")
     if strata not in keys:
         raise ValueError(f"clustered_interval: strata {strata!r} must be one of the groups {keys}")
@@ -343,14 +341,11 @@ def clustered_interval(
         cnt = None if count is None else wide[count].to_numpy(dtype=np.float64)
         means = cluster_means(vals, cnt, B=B, seed=[int(seed), i])
         lo, hi = np.nanquantile(means, q, axis=0)
-        n = np.isfinite(vals).sum(axis=1)
-        if cnt is None:
-            est = np.nanmean(vals, axis=1)
-        else:
-            est = np.nansum(vals, axis=1) / np.nansum(np.where(np.isfinite(vals), cnt, 0.0), axis=1)
-        for j, key in enumerate(wide.index):
-            key = key if isinstance(key, tuple) else (key,)
-            rows.append((*key, float(est[j]), float(lo[j]), float(hi[j]), int(n[j])))
+        seen = np.isfinite(vals)
+        est = np.nansum(vals, axis=1) / (seen if cnt is None else np.where(seen, cnt, 0.0)).sum(axis=1)
+        index = (key if isinstance(key, tuple) else (key,) for key in wide.index)
+        stats = zip(index, est, lo, hi, seen.sum(axis=1), strict=True)
+        rows += [(*key, *map(float, v), int(c)) for key, *v, c in stats]
     out = pd.DataFrame(rows, columns=[*keys, *CLUSTERED_COLUMNS])
     return out.sort_values(keys, ignore_index=True)
 

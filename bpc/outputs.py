@@ -36,6 +36,7 @@ import contextvars
 import errno
 import hashlib
 import importlib.metadata as md
+import importlib.util
 import json
 import os
 import platform
@@ -67,7 +68,6 @@ __all__ = [
     "atomic_folder",
     "check_output_file",
     "check_output_folder",
-    "check_parquet_engine",
     "config_hash",
     "run_config",
     "file_sha256",
@@ -200,7 +200,8 @@ def check_output_file(
         ``suffixes``, an existing ancestor is a file or not writable, it is
         one of the command's input files, or it is an existing netCDF or
         Parquet file bpc did not write and :func:`allow_overwrite` is off
-        (an existing CSV is checked when it is written, against its header).
+        (an existing CSV is checked when it is written, against its header);
+        or it is a ``.parquet`` file and neither pyarrow nor fastparquet is installed.
     """
     p = Path(path)
     with reading(*inputs):
@@ -212,6 +213,10 @@ def check_output_file(
         got = repr(p.suffix) if p.suffix else "no suffix"
         raise OutputPathError(f"{option} {p}: expected a {_or(suffixes)} file, got {got}")
     _check_parent(p, option)
+    if suffix == ".parquet" and not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
+        raise OutputPathError(
+            f"{option} {p}: writing Parquet needs pyarrow (pip install pyarrow); or choose .csv or .nc"
+        )
     return suffix
 
 
@@ -303,16 +308,6 @@ def _check_replace(path: Path, *, option: str, header: str | None, at_write: boo
             f"{option} {path}: exists and was not written by bpc (no bpc stamp"
             + (", another header" if suffix in (".csv", ".tsv") else "")
             + "); name another file, or pass --force to replace it"
-        )
-
-
-def check_parquet_engine(path: str | os.PathLike, *, option: str = "--out") -> None:
-    """Refuse a ``.parquet`` output up front when neither pyarrow nor fastparquet is installed."""
-    import importlib.util
-
-    if not any(importlib.util.find_spec(m) is not None for m in ("pyarrow", "fastparquet")):
-        raise OutputPathError(
-            f"{option} {path}: writing Parquet needs pyarrow (pip install pyarrow); or choose .csv or .nc"
         )
 
 

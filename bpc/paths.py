@@ -18,25 +18,13 @@ CORPUS_ENV = "BPC_CORPUS"
 _RELATIVE = Path("..") / "shared" / "data" / "paper_corpus"
 
 
-def _candidates() -> list[Path]:
-    out = []
-    env = os.environ.get(CORPUS_ENV)
-    if env:
-        out.append(Path(env))
-    out.append(Path.cwd() / _RELATIVE)
-    out.append(Path(__file__).resolve().parents[1] / _RELATIVE)
-    return out
-
-
 def default_corpus() -> Path | None:
     """The first existing corpus location, or ``None``."""
     env = os.environ.get(CORPUS_ENV)
     if env and not Path(env).is_dir():
         raise FileNotFoundError(f"${CORPUS_ENV} points to {env}, which is not a directory")
-    for path in _candidates():
-        if path.is_dir():
-            return path.resolve()
-    return None
+    places = [Path(env)] if env else [Path.cwd() / _RELATIVE, Path(__file__).resolve().parents[1] / _RELATIVE]
+    return next((path.resolve() for path in places if path.is_dir()), None)
 
 
 def require_corpus(path: str | os.PathLike | None = None) -> Path:

@@ -190,18 +190,6 @@ def choices_summary(
         print(f"  … and {len(lines) - limit} more (all in the output's notes)", file=out, flush=True)
 
 
-def _prior_of(text: str, which: int) -> tuple[int, float] | None:
-    """(patches, prior) of side ``which`` (0 = used, 1 = other) from ``n_patches A vs B; n_pass C vs D``."""
-    import re
-
-    n = re.search(r"n_patches (\d+) vs (\d+)", text)
-    k = re.search(r"n_pass (\d+) vs (\d+)", text)
-    if n is None or k is None:
-        return None
-    patches, passes = int(n.group(1 + which)), int(k.group(1 + which))
-    return patches, (passes / patches if patches else float("nan"))
-
-
 def notes_digest(notes: Sequence[str]) -> list[str]:
     """Short lines of what the corpus loader chose (from ``counts.attrs["notes"]``).
 
@@ -235,15 +223,16 @@ def notes_digest(notes: Sequence[str]) -> list[str]:
         m = re.match(
             r"(\S+): raw records \((.+?)\) define the cell; the likelihood table (\S+) disagrees", note
         )
-        if m is not None:
-            used, other = _prior_of(note, 0), _prior_of(note, 1)
-            if used is not None and other is not None:
-                cell, raw, table = m.groups()
-                out.append(
-                    f"{cell}: used the raw records {raw} ({used[0]} patches, prior {used[1]:.3f}), "
-                    f"not the released table {table} ({other[0]} patches, prior {other[1]:.3f})"
-                )
-                continue
+        sizes = [re.search(rf"{what} (\d+) vs (\d+)", note) for what in ("n_patches", "n_pass")]
+        if m is not None and None not in sizes:
+            n, k = ([int(v) for v in x.groups()] for x in sizes if x is not None)
+            used, other = (
+                f"{n[i]} patches, prior {k[i] / n[i] if n[i] else float('nan'):.3f}" for i in (0, 1)
+            )
+            out.append(
+                f"{m[1]}: used the raw records {m[2]} ({used}), not the released table {m[3]} ({other})"
+            )
+            continue
         out.append(note if len(note) <= 240 else note[:237] + "…")
     if agree:
         out.append(f"{agree} released likelihood table(s) agree with the raw records (counted once)")

@@ -220,8 +220,7 @@ def check_critic_names(names: Sequence[str]) -> tuple[str, ...]:
                 f"critic name {name!r}: expected a name other than the key columns {RECORD_KEYS} "
                 f"and the controller actions {CONTROLLER_ACTIONS}"
             )
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
+    if repeated := sorted({n for n in names if names.count(n) > 1}):
         raise ValueError(f"critic names must be distinct; {repeated} occur more than once")
     return names
 
@@ -242,8 +241,7 @@ def record_critics(records: pd.DataFrame) -> tuple[str, ...]:
     if critics is None:
         return CRITICS
     critics = check_critic_names(critics)
-    missing = [c for c in critics if c not in records.columns]
-    if missing:
+    if missing := [c for c in critics if c not in records.columns]:
         raise ValueError(f"records list critic(s) {missing} in attrs['critics'] but have no such column")
     return critics
 
@@ -361,8 +359,7 @@ def has_task_counts(ds: xr.Dataset) -> bool:
 
 def _validate_task_counts(ds: xr.Dataset) -> None:
     """The optional per-task counts: all or none, dims, whole numbers, passes ≤ patches."""
-    present = [name for name in TASK_COUNT_VARS if name in ds]
-    if not present:
+    if not (present := [name for name in TASK_COUNT_VARS if name in ds]):
         return
     if len(present) != len(TASK_COUNT_VARS):
         missing = sorted(set(TASK_COUNT_VARS) - set(present))
@@ -429,36 +426,25 @@ def validate_params(ds: xr.Dataset) -> xr.Dataset:
     ValueError
         Naming the variable and what was expected.
     """
-    for name, core in _PARAM_CORE_DIMS.items():
+    for name, core in {**_PARAM_CORE_DIMS, INSTANCE_PARAM: (DIM_BENCHMARK, DIM_GENERATOR)}.items():
         if name not in ds:
+            if name == INSTANCE_PARAM:
+                continue
             raise ValueError(f"parameter Dataset lacks variable {name!r}")
         dims = ds[name].dims
         extra = [d for d in dims if d not in core]
-        if set(core) - set(dims):
-            raise ValueError(f"parameter {name!r} has dims {dims}, expected at least {core}")
-        if any(d not in SAMPLE_DIMS for d in extra):
+        if set(core) - set(dims) or any(d not in SAMPLE_DIMS for d in extra):
             raise ValueError(
-                f"parameter {name!r} has unexpected dims {extra}; only {SAMPLE_DIMS} may be added"
+                f"parameter {name!r} has dims {dims}, expected {core} plus optional {SAMPLE_DIMS}"
             )
         if name == "gap" or ds[name].chunks is not None:
             continue  # chunked (dask) arrays are checked block by block where they are computed
         values = ds[name].values
         finite = values[np.isfinite(values)]
-        if ((finite < 0) | (finite > 1)).any():
+        if name == INSTANCE_PARAM and (values[~np.isnan(values)] <= 0).any():
+            raise ValueError(f"parameter {name!r} must be positive (or NaN: no estimate)")
+        if name != INSTANCE_PARAM and ((finite < 0) | (finite > 1)).any():
             raise ValueError(f"parameter {name!r} must lie in [0, 1]")
-    if INSTANCE_PARAM in ds:
-        kappa = ds[INSTANCE_PARAM]
-        core = (DIM_BENCHMARK, DIM_GENERATOR)
-        extra = [d for d in kappa.dims if d not in core]
-        if set(core) - set(kappa.dims) or any(d not in SAMPLE_DIMS for d in extra):
-            raise ValueError(
-                f"parameter {INSTANCE_PARAM!r} has dims {kappa.dims}, "
-                f"expected {core} plus optional {SAMPLE_DIMS}"
-            )
-        if kappa.chunks is None:
-            values = kappa.values
-            if (values[~np.isnan(values)] <= 0).any():
-                raise ValueError(f"parameter {INSTANCE_PARAM!r} must be positive (or NaN: no estimate)")
     return ds
 
 
@@ -505,8 +491,7 @@ def thin_draws(post: xr.Dataset, n: int | None) -> xr.Dataset:
     ValueError
         If ``post`` has no ``chain``/``draw`` dims.
     """
-    sd = sample_dims(post)
-    if not sd:
+    if not (sd := sample_dims(post)):
         raise ValueError("thin_draws: the parameters have no chain/draw dims")
     total = int(np.prod([post.sizes[d] for d in sd]))
     k = total if n is None else max(1, min(int(n), total))

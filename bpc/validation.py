@@ -253,23 +253,12 @@ def _json_number(text: str, convert):
     return value
 
 
-def _json_depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (iteratively: no recursion limit)."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if depth > JSON_MAX_DEPTH:
-            return depth
-        stack.extend((c, depth + 1) for c in children)
-    return deepest
+def _json_depth(value: Any, depth: int = 1) -> int:
+    """Nesting depth of a parsed JSON value, at most :data:`JSON_MAX_DEPTH` + 1 (so recursion is bounded)."""
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    if children is None or depth > JSON_MAX_DEPTH:
+        return 0 if children is None else depth
+    return max([depth, *(_json_depth(c, depth + 1) for c in children)])
 
 
 def loads_json(text: str | bytes, *, constants: bool = True) -> Any:

@@ -188,9 +188,6 @@ def input_options(args: argparse.Namespace, **changes: Any) -> InputOptions:
     from bpc.constants import DEFAULT_SEED
     from bpc.data.load import InputOptions
 
-    def tup(value):
-        return None if value is None else tuple(value)
-
     seed = getattr(args, "seed", None)
     scale = getattr(args, "scale", None)
     options = InputOptions(
@@ -198,8 +195,8 @@ def input_options(args: argparse.Namespace, **changes: Any) -> InputOptions:
         columns=tuple(args.column or ()),
         benchmark=args.benchmark_name,
         generator=args.generator_name,
-        benchmarks=tup(args.benchmark),
-        generators=tup(args.generator),
+        benchmarks=None if args.benchmark is None else tuple(args.benchmark),
+        generators=None if args.generator is None else tuple(args.generator),
         include_superseded=bool(getattr(args, "include_superseded", False)),
         seed=DEFAULT_SEED if seed is None else int(seed),
         scale=1.0 if scale is None else float(scale),

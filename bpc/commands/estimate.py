@@ -24,7 +24,7 @@ import pandas as pd
 import xarray as xr
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
-from bpc.constants import DIM_CRITIC
+from bpc.constants import CI_BOUNDS, DIM_CRITIC
 from bpc.outputs import run_config, versions
 from bpc.schema import decision_critics
 
@@ -83,8 +83,7 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset, intervals: pd.DataFr
     wilson = params["prior_wilson"]
     cols = {"n_instances": c["n_instances"], "n_patches": c["n_patches"], "prior": params["prior"]}
     cols |= {
-        "prior_lo": wilson.sel(ci_bound="lower", drop=True),
-        "prior_hi": wilson.sel(ci_bound="upper", drop=True),
+        f"prior_{e}": wilson.sel(ci_bound=b, drop=True) for e, b in zip(("lo", "hi"), CI_BOUNDS, strict=True)
     }
     for crit in params[DIM_CRITIC].values:
         cols |= {f"{v}_{crit}": params[v].sel({DIM_CRITIC: crit}, drop=True) for v in ("tpr", "fpr", "gap")}
@@ -145,7 +144,7 @@ def _rates_text(table: pd.DataFrame, params: xr.Dataset, prob: float) -> str:
 
 def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
     """The intervals as variables over (benchmark, generator[, critic], ci_bound) for the .nc file."""
-    from bpc.constants import CI_BOUNDS, DIM_CI
+    from bpc.constants import DIM_CI
 
     bench, gen, crit = ([str(v) for v in params[d].values] for d in ("benchmark", "generator", DIM_CRITIC))
     rows = intervals.set_index(["benchmark", "generator"]).reindex(pd.MultiIndex.from_product([bench, gen]))
@@ -170,27 +169,16 @@ def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
     )
 
 
-def _netcdf_ready(ds: xr.Dataset) -> xr.Dataset:
-    ds = ds.copy()
-    for key, value in list(ds.attrs.items()):
-        if not isinstance(value, str | int | float):
-            ds.attrs[key] = json.dumps(value, sort_keys=True, default=str)
-    ds["source"] = ds["source"].astype(str)
-    return ds
-
-
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
     from bpc.costs import COSTS_ATTR, costs_attr
     from bpc.estimate.laplace import laplace
     from bpc.estimate.task_intervals import task_intervals
-    from bpc.outputs import check_output_file, check_parquet_engine, write_csv, write_netcdf, write_parquet
+    from bpc.outputs import check_output_file, write_csv, write_netcdf, write_parquet
     from bpc.progress import choices_summary, notes_digest
 
     out: Path = args.out
     fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[*args.path, args.costs])
-    if fmt == ".parquet":
-        check_parquet_engine(out)
     if args.flagged_out is not None:
         check_output_file(args.flagged_out, suffixes=(".csv",), option="--flagged-out", inputs=args.path)
     corpus = load_from_args(args.path, args)
@@ -233,7 +221,13 @@ def run(args: argparse.Namespace) -> int:
         ds = ds.merge(_interval_vars(intervals, params))
         if args.costs is not None or corpus.critic_costs:
             ds.attrs[COSTS_ATTR] = costs  # the critics' costs travel with their rates (bpc solve --params)
-        write_netcdf(_netcdf_ready(ds), out)
+        for key, value in ds.attrs.items():  # what netCDF cannot hold as an attribute goes as JSON
+            ds.attrs[key] = (
+                value
+                if isinstance(value, str | int | float)
+                else json.dumps(value, sort_keys=True, default=str)
+            )
+        write_netcdf(ds.assign(source=ds["source"].astype(str)), out)
     if not args.quiet:
         cols = ["benchmark", "generator", "n_patches", "prior", "prior_lo", "prior_hi"]
         cols += [f"{v}_{c}" for c in decision_critics(params[DIM_CRITIC].values) for v in ("tpr", "fpr")]
@@ -241,7 +235,6 @@ def run(args: argparse.Namespace) -> int:
         with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_rows", 200):
             print(table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-"))
         print(_rates_text(table, params, float(intervals.attrs["prob"])))
-    if not args.quiet:
         choices_summary("data choices", choices)
     if args.flagged_out is not None:
         print(f"wrote {args.flagged_out} (the flagged task ids)")

@@ -70,13 +70,9 @@ def run(args: argparse.Namespace) -> int:
 
     out: Path = args.out
     check_output_file(out, suffixes=(".nc",), inputs=[*args.path, args.model, args.costs])
-    for name, low in (("draws", 1), ("tune", 0), ("chains", 2)):
+    chains = " (the convergence check compares chains: R-hat needs two or more)"
+    for name, low, why in (("draws", 1, ""), ("tune", 0, ""), ("chains", 2, chains)):
         if getattr(args, name) < low:
-            why = (
-                " (the convergence check compares chains: R-hat needs two or more)"
-                if name == "chains"
-                else ""
-            )
             raise ValueError(f"--{name} must be >= {low}{why}, got {getattr(args, name)}")
     spec = ModelSpec.from_toml(args.model) if args.model is not None else ModelSpec.default()
     data = load_from_args(args.path, args)

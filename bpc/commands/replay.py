@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
 
@@ -162,35 +161,32 @@ def _cells_with_data(counts) -> list[tuple[str, str, str]]:
     return [(str(b), str(g), str(s) if p else "kernel") for b, g, p, t, s in rows if p or t]
 
 
-_ACTIONS_HEAD = "critics  verify   regen  (per task)"
-
-
-def _actions(r) -> str:
-    """What a policy did per task: critic calls, verifications, regenerations (ACTION_COUNTS)."""
-    values = [getattr(r, c, float("nan")) for c in ("critic_calls", "verifications", "regenerations")]
-    return "".join(f"{v:>8.2f}" for v in values)
-
-
-def _blocks(df, keys: list[str], pipelines, title, head: str, row, lines: list[str]) -> str:
+def _blocks(df, keys, title, widths, head, cells, pipelines=None, lines=()) -> str:
     """Aligned text: after ``lines``, one block per ``keys`` group, then the abstention note.
 
-    A block is ``title(key, block)``, ``head``, one ``row(r)`` per policy with its action counts
-    and, under a cell's block with ``fixed_pipeline``, the line stating its order (``pipelines``:
-    (benchmark, generator) → line).
+    A block is ``title(key, block)``, the ``head`` row, one row of ``cells(r)`` per policy
+    (each cell padded to its format spec in ``widths``) with its action counts (critic calls,
+    verifications, regenerations per task) and, under a cell's block with ``fixed_pipeline``,
+    the line stating its order (``pipelines``: (benchmark, generator) → line).
     """
     from bpc.report.tables import ABSTAIN_NOTE, flag_abstention
 
-    if "wins_by_abstaining" not in df.columns:
-        df = flag_abstention(df)
+    def line(values) -> str:
+        return "  " + "".join(f"{v:{w}}" for v, w in zip(values, widths, strict=True))
+
+    actions = ("critic_calls", "verifications", "regenerations")
+    df = df if "wins_by_abstaining" in df.columns else flag_abstention(df)
+    out = list(lines)
     for key, block in df.groupby(keys, sort=False):
-        lines += [title(key, block), f"{head}{_ACTIONS_HEAD}"]
-        lines += [f"{row(r)}{_actions(r)}" for r in block.itertuples(index=False)]
-        line = (pipelines or {}).get((str(key[0]), str(key[1])))
-        if line and "fixed_pipeline" in set(map(str, block["policy"])):
-            lines.append(f"  {line}")
+        out += [title(key, block), line(head) + "critics  verify   regen  (per task)"]
+        for r in block.itertuples(index=False):
+            out.append(line(cells(r)) + "".join(f"{getattr(r, c, float('nan')):>8.2f}" for c in actions))
+        order = (pipelines or {}).get((str(key[0]), str(key[1])))
+        if order and "fixed_pipeline" in set(map(str, block["policy"])):
+            out.append(f"  {order}")
     if df["wins_by_abstaining"].any():
-        lines.append("\n" + ABSTAIN_NOTE)
-    return "\n".join(lines)
+        out.append("\n" + ABSTAIN_NOTE)
+    return "\n".join(out)
 
 
 def format_table(df) -> str:
@@ -206,38 +202,231 @@ def format_table(df) -> str:
     from bpc.report.plots.style import POLICY_LABELS
     from bpc.report.tables import ABSTAIN_MARK
 
-    pipelines = {
-        (r["benchmark"], r["generator"]): r["description"]
-        for r in df.attrs.get("baselines", [])
-        if r["policy"] == "fixed_pipeline"
-    }
+    base = [r for r in df.attrs.get("baselines", []) if r["policy"] == "fixed_pipeline"]
+    pipelines = {(r["benchmark"], r["generator"]): r["description"] for r in base}
     keys = ["benchmark", "generator"] + (["split"] if "split" in df.columns else [])
-    ci = f"{BOOTSTRAP_PROB:.0%} CI (paired bootstrap)"
-    head = f"  {'policy':<18}{'n':>5}{'pass_rate':>11}{'cost/inst':>11}{'mean_utility':>14}{'delta':>11}"
+    head = ["policy", "n", "pass_rate", "cost/inst", "mean_utility", "delta"]
+    head.append(f"   {BOOTSTRAP_PROB:.0%} CI (paired bootstrap)")
 
-    def row(r) -> str:
+    def cells(r) -> list[str]:
         n = getattr(r, "n_instances", None)
         flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
-        band = f"[{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"
-        return (
-            f"  {POLICY_LABELS.get(str(r.policy), str(r.policy)):<18}{'' if n is None else int(n):>5}"
-            f"{r.pass_rate:>11.4f}{getattr(r, 'cost_per_instance', float('nan')):>11.2f}"
-            f"{r.mean_utility:>14.4f}{r.delta:>11.4f}   {band:<34}"
+        cost = getattr(r, "cost_per_instance", float("nan"))
+        values = (r.pass_rate, cost, r.mean_utility, r.delta)
+        numbers = [f"{v:.{d}f}" for v, d in zip(values, (4, 2, 4, 4), strict=True)]
+        label = POLICY_LABELS.get(str(r.policy), str(r.policy))
+        return [label, "" if n is None else str(int(n)), *numbers, f"   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"]
+
+    def title(key, block) -> str:
+        return "\n" + " / ".join(str(k) for k in key)
+
+    widths = ["<18", ">5", ">11", ">11", ">14", ">11", "<37"]
+    return _blocks(df, keys, title, widths, head, cells, pipelines)
+
+
+def format_protocol_table(df, pipelines=None) -> str:
+    """The protocol table as aligned text, one block per cell.
+
+    Per policy: tasks scored, pass rate, cost and utility per task (averaged over the
+    seeds), Δ vs always_verify and Δ vs the best simple baseline, each with its
+    task-clustered interval; the block's title names the baseline the training folds chose.
+    A Δ vs always_verify that wins by abstaining is marked with a dagger and explained below.
+    ``pipelines``: ``(benchmark, generator)`` → the line stating the cell's fixed pipeline
+    (:func:`bpc.replay.engine.pipeline_orders`), printed under its block.
+    """
+    from bpc.report.tables import ABSTAIN_MARK
+
+    prob = float(df["prob"].iloc[0]) if len(df) else float("nan")
+    intro = (
+        "Δ vs always_verify and vs the best simple baseline (chosen on the training folds only); "
+        f"[{prob:.0%} task-clustered bootstrap CI]; n = tasks"
+    )
+
+    def title(key, block) -> str:
+        n = int(block["n_instances"].max())
+        return f"\n{key[0]} / {key[1]} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}"
+
+    def cells(r) -> list[str]:
+        flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
+        values = (r.n_instances, r.pass_rate, r.cost_per_instance, r.mean_utility)
+        numbers = [f"{v:.{d}f}" for v, d in zip(values, (0, 3, 2, 2), strict=True)]
+        av = f"   {r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
+        return [
+            str(r.policy),
+            *numbers,
+            av,
+            f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]",
+        ]
+
+    head = [
+        "policy",
+        "n",
+        "pass_rate",
+        "cost/task",
+        "mean_utility",
+        "   Δ vs always_verify",
+        "Δ vs best simple",
+    ]
+    widths = ["<22", ">5", ">11", ">11", ">14", "<33", "<30"]
+    return _blocks(df, ["benchmark", "generator"], title, widths, head, cells, pipelines, [intro])
+
+
+def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
+    """Option combinations that the chosen profile cannot honour (a clear error, not a silent ignore)."""
+    if args.folds is not None and args.folds < 2:
+        raise ValueError(f"--folds must be >= 2, got {args.folds}")
+    if args.task_critic is not None and (args.prior != "task" or args.task_evidence != "critic"):
+        raise ValueError(
+            f"--task-critic {args.task_critic}: it names the critic of --prior task --task-evidence critic, "
+            f"and this run has --prior {args.prior} --task-evidence {args.task_evidence}"
         )
+    if args.task_evidence != "oracle" and args.prior != "task":
+        raise ValueError(f"--task-evidence {args.task_evidence} applies to --prior task")
+    args.task_critic = args.task_critic or "test"
+    if not protocol:
+        what = "the bpc profile's cross-fitting" + (
+            ""
+            if profile.n_folds is not None
+            else f" (profile {profile.name!r} does not cross-fit over tasks)"
+        )
+        if args.prior != "cell":
+            raise ValueError(
+                f"--prior {args.prior} needs {what}: the task prior is fitted on the training folds"
+            )
+        if args.seeds is not None:
+            raise ValueError(f"--seeds applies to {what}")
+    elif args.split in ("fit", "both"):
+        raise ValueError(
+            f"--split {args.split}: the {profile.name} profile cross-fits, so every task is scored "
+            "held-out ('eval'); use --split all for an in-sample replay or --profile paper for the "
+            "75/25 split"
+        )
+    elif args.kernel is not None:
+        raise ValueError(
+            f"--kernel: the {profile.name} profile's controllers regenerate fresh patches "
+            "(regenerate='fresh'), so a refinement kernel is not used; use --profile paper"
+        )
+    elif args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+        raise ValueError(f"--seeds must be distinct, got {args.seeds}")
+    elif args.seeds is not None and (bad := [s for s in args.seeds if s < 0]):
+        raise ValueError(f"--seeds: expected non-negative integers (fold-assignment seeds), got {bad[0]}")
 
-    title = lambda key, block: "\n" + " / ".join(str(k) for k in key)  # noqa: E731
-    return _blocks(df, keys, pipelines, title, f"{head}   {ci:<34}", row, [])
 
+def run(args: argparse.Namespace) -> int:
+    """Load, replay (the protocol under bpc, the paper's replay otherwise), print the table, write it."""
+    from bpc.choices import check_choice
+    from bpc.constants import DIM_LABEL, EXTRA_BASELINES, POLICIES
+    from bpc.costs import Costs, paper_costs_for, resolve_costs
+    from bpc.data.corpus import read_transition_kernel
+    from bpc.data.counts import counts_from_records
+    from bpc.data.load import check_scale
+    from bpc.data.logs import read_trajectories
+    from bpc.decide.baselines import is_baseline
+    from bpc.outputs import check_output_file
+    from bpc.progress import choices_summary, info, notes_digest
+    from bpc.replay.profiles import AUTHOR_POLICY_NAMES, canonical_policy, get_profile
 
-def _plot(df, args: argparse.Namespace, costs, title: str | None = None) -> None:
-    """The Δ bar chart of ``--plot`` (its format from the suffix)."""
-    from bpc.costs import Costs
-    from bpc.report.plots.replay import plot_delta_bars
+    paths = [p for p in args.path if p != "simulated"]
+    out_fmt = None
+    if args.out is not None:
+        inputs = [*paths, args.trajectories, args.kernel, args.costs]
+        out_fmt = check_output_file(args.out, suffixes=(".csv", ".nc", ".parquet"), inputs=inputs)
+    if args.plot is not None:
+        check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
+    profile = get_profile(args.profile)
+    if args.max_patches is not None or profile.name == "bpc":
+        from bpc.commands._checks import check_size
+        from bpc.constants import LIVE_MAX_PATCHES
 
-    reward = costs.reward if isinstance(costs, Costs) else costs(str(df["benchmark"].iloc[0])).reward
-    fmt = args.plot.suffix.lower().lstrip(".")
-    for written in plot_delta_bars(df, args.plot, reward=reward, title=title, formats=(fmt,)):
-        print(f"wrote {written}", file=sys.stderr)
+        budget = LIVE_MAX_PATCHES["iid"]["dp"] if args.max_patches is None else args.max_patches
+        check_size("max_patches", budget)
+        profile = replace(profile, max_patches=budget)
+    protocol = profile.n_folds is not None and not profile.in_sample and args.split != "all"
+    _check_options(args, profile, protocol)
+    simulated = args.path == ["simulated"]
+    if args.scale is not None:
+        check_scale(args.scale)
+    base_costs = resolve_costs(args.costs) if args.costs else paper_costs_for
+    kernel = read_transition_kernel(args.kernel, which=args.kernel_entry) if args.kernel else None
+    names = [*POLICIES, *EXTRA_BASELINES, *AUTHOR_POLICY_NAMES]
+    policies = [
+        p if is_baseline(p) else canonical_policy(check_choice(p, names, what="policy (--policies)"))
+        for p in (q.strip() for q in (args.policies or "").split(","))
+        if p
+    ] or None
+    given = (
+        None if args.trajectories is None else read_trajectories(args.trajectories, option="--trajectories")
+    )
+    data = load_from_args(args.path, args)
+    records, counts = data.records, data.counts
+    trajectories = data.trajectories if given is None else given
+    if simulated:
+        counts = counts_from_records(records)  # the replayed cells' own counts, as before trajectories
+        costs, notes = base_costs, []
+    else:
+        # prices the logs' own critics (--critic NAME=COLUMN:COST); the corpus keeps the vector as given
+        costs = base_costs if data.format == "corpus" else data.costs(base_costs)
+        notes = notes_digest(counts.attrs.get("notes", []))
+    path = Path(str(data))
+    replayable = set(map(tuple, records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()))
+    skipped = [(b, g, s) for b, g, s in _cells_with_data(counts) if (b, g) not in replayable]
+    if not replayable:
+        raise ValueError(
+            f"{path}: no cell with per-patch records (critic_results.jsonl); only those can be replayed"
+        )
+    for kind, what in (("table", "fitted counts (likelihood table)"), ("kernel", "a transition kernel")):
+        if names := [f"{b}/{g}" for b, g, s in skipped if (s == "kernel") == (kind == "kernel")]:
+            info(
+                f"skipped {len(names)} cell(s) with only {what}, no per-patch records to replay: "
+                + ", ".join(names)
+            )
+    if args.exclude_flagged:
+        from bpc.data.tasks import exclude_tasks, flagged_tasks
+        from bpc.schema import has_task_counts
+
+        flagged = flagged_tasks(counts if has_task_counts(counts) else counts_from_records(records))
+        records = exclude_tasks(records, flagged)
+        if trajectories is not None:
+            trajectories = exclude_tasks(trajectories, flagged)
+        per = flagged.groupby("benchmark").size()
+        line = "excluded the flagged tasks (possible harness or oracle failure): " + (
+            ", ".join(f"{b} {n}" for b, n in per.items()) if len(per) else "none flagged"
+        )
+        info(line)
+        notes = [*notes, line]
+        if records.empty:
+            raise ValueError(f"{path}: every task is flagged; nothing is left to replay")
+    belief = profile.belief if args.belief is None else args.belief
+    source = "simulated panel" if simulated else str(path)
+    if not protocol and replace(profile.switches, belief=belief).resolved().regenerate == "fresh":
+        info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
+    if not protocol and kernel is None and profile.plans_with_measured_kernel(belief) and not simulated:
+        kernel = counts  # the cells' measured kernels, a fresh sample elsewhere
+        full = counts["trans_n"].notnull().all(DIM_LABEL).to_series()
+        if measured := [f"{b}/{g}" for b, g in sorted(replayable) if full.get((b, g), False)]:
+            info(f"DP regeneration kernel measured for: {', '.join(measured)}; fresh sample elsewhere")
+    if protocol:
+        run_args = (args, profile, records, counts, trajectories, costs, policies, belief)
+        text, table, attrs, children, title = _run_protocol(*run_args)
+    else:
+        run_args = (args, profile, records, trajectories, costs, policies, belief, kernel, len(replayable))
+        text, table, attrs, children, title = _run_paper(*run_args)
+    print(f"bpc replay — {source}, profile {profile.name}, {text}")
+    if not args.quiet:
+        choices_summary("data choices", notes)
+    if args.out is not None and out_fmt is not None:
+        costs_text = args.costs or "paper default (slow on SWE-Bench, fast elsewhere)"
+        head = {"source": source, "profile": profile.name, "belief": belief, "costs": costs_text}
+        _write(table, args.out, out_fmt, {**head, **attrs, "data_choices": notes}, children)
+        print(f"\nwrote {args.out}", file=sys.stderr)
+    if args.plot is not None:
+        from bpc.report.plots.replay import plot_delta_bars
+
+        reward = costs.reward if isinstance(costs, Costs) else costs(str(table["benchmark"].iloc[0])).reward
+        fmt = args.plot.suffix.lower().lstrip(".")
+        for written in plot_delta_bars(table, args.plot, reward=reward, title=title, formats=(fmt,)):
+            print(f"wrote {written}", file=sys.stderr)
+    return 0
 
 
 def _write(df, path: Path, fmt: str, attrs: dict, children: dict | None = None) -> None:
@@ -269,253 +458,36 @@ def _write(df, path: Path, fmt: str, attrs: dict, children: dict | None = None) 
     write_netcdf(obj, path)
 
 
-def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
-    """Option combinations that the chosen profile cannot honour (a clear error, not a silent ignore)."""
-    if args.folds is not None and args.folds < 2:
-        raise ValueError(f"--folds must be >= 2, got {args.folds}")
-    if args.task_critic is not None and (args.prior != "task" or args.task_evidence != "critic"):
-        raise ValueError(
-            f"--task-critic {args.task_critic}: it names the critic of --prior task --task-evidence critic, "
-            f"and this run has --prior {args.prior} --task-evidence {args.task_evidence}"
-        )
-    if args.task_evidence != "oracle" and args.prior != "task":
-        raise ValueError(f"--task-evidence {args.task_evidence} applies to --prior task")
-    args.task_critic = args.task_critic or "test"
-    if protocol:
-        if args.split in ("fit", "both"):
-            raise ValueError(
-                f"--split {args.split}: the {profile.name} profile cross-fits, so every task is scored "
-                "held-out ('eval'); use --split all for an in-sample replay or --profile paper for the "
-                "75/25 split"
-            )
-        if args.kernel is not None:
-            raise ValueError(
-                f"--kernel: the {profile.name} profile's controllers regenerate fresh patches "
-                "(regenerate='fresh'), so a refinement kernel is not used; use --profile paper"
-            )
-        if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
-            raise ValueError(f"--seeds must be distinct, got {args.seeds}")
-        if args.seeds is not None and (bad := [s for s in args.seeds if s < 0]):
-            raise ValueError(f"--seeds: expected non-negative integers (fold-assignment seeds), got {bad[0]}")
-        return
-    what = (
-        "the bpc profile's cross-fitting"
-        if profile.n_folds is not None
-        else f"the bpc profile's cross-fitting (profile {profile.name!r} does not cross-fit over tasks)"
-    )
-    if args.prior != "cell":
-        raise ValueError(f"--prior {args.prior} needs {what}: the task prior is fitted on the training folds")
-    if args.seeds is not None:
-        raise ValueError(f"--seeds applies to {what}")
+def _run_paper(args, profile, records, trajectories, costs, policies, belief, kernel, n_cells):
+    """The paper's replay (75/25 split, K-fold over instances, or in-sample): Δ vs always_verify.
 
-
-def _exclude_flagged(records, counts, trajectories):
-    """Records (and trajectories) without the flagged tasks, and one line saying what was dropped."""
-    from bpc.data.counts import counts_from_records
-    from bpc.data.tasks import exclude_tasks, flagged_tasks
-    from bpc.schema import has_task_counts
-
-    flagged = flagged_tasks(counts if has_task_counts(counts) else counts_from_records(records))
-    records = exclude_tasks(records, flagged)
-    if trajectories is not None:
-        trajectories = exclude_tasks(trajectories, flagged)
-    per = flagged.groupby("benchmark").size()
-    line = "excluded the flagged tasks (possible harness or oracle failure): " + (
-        ", ".join(f"{b} {n}" for b, n in per.items()) if len(per) else "none flagged"
-    )
-    return records, trajectories, line
-
-
-def run(args: argparse.Namespace) -> int:
-    """Load, replay (the protocol under bpc, the paper's replay otherwise), print the table, write it."""
-    from bpc.choices import check_choice
-    from bpc.constants import POLICIES
-    from bpc.costs import paper_costs_for, resolve_costs
-    from bpc.data.corpus import read_transition_kernel
-    from bpc.data.counts import counts_from_records
-    from bpc.data.load import check_scale
-    from bpc.data.logs import read_trajectories
-    from bpc.outputs import check_output_file, check_parquet_engine
-    from bpc.progress import info, notes_digest
-    from bpc.replay.profiles import AUTHOR_POLICY_NAMES, canonical_policy, get_profile
-
-    paths = [p for p in args.path if p != "simulated"]
-    out_fmt = None
-    if args.out is not None:
-        out_fmt = check_output_file(
-            args.out,
-            suffixes=(".csv", ".nc", ".parquet"),
-            option="--out",
-            inputs=[*paths, args.trajectories, args.kernel, args.costs],
-        )
-        if out_fmt == ".parquet":
-            check_parquet_engine(args.out)
-    if args.plot is not None:
-        check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
-    profile = get_profile(args.profile)
-    if args.max_patches is not None or profile.name == "bpc":
-        from bpc.commands._checks import check_size
-        from bpc.constants import LIVE_MAX_PATCHES
-
-        budget = LIVE_MAX_PATCHES["iid"]["dp"] if args.max_patches is None else args.max_patches
-        check_size("max_patches", budget)
-        profile = replace(profile, max_patches=budget)
-    protocol = profile.n_folds is not None and not profile.in_sample and args.split != "all"
-    _check_options(args, profile, protocol)
-    simulated = args.path == ["simulated"]
-    if args.scale is not None:
-        check_scale(args.scale)
-    base_costs = resolve_costs(args.costs) if args.costs else paper_costs_for
-    kernel = read_transition_kernel(args.kernel, which=args.kernel_entry) if args.kernel else None
-    policies = None
-    if args.policies:
-        from bpc.constants import EXTRA_BASELINES
-        from bpc.decide.baselines import is_baseline
-
-        names = [*POLICIES, *EXTRA_BASELINES, *AUTHOR_POLICY_NAMES]
-        policies = [
-            p if is_baseline(p) else canonical_policy(check_choice(p, names, what="policy (--policies)"))
-            for p in (q.strip() for q in args.policies.split(","))
-            if p
-        ]
-    trajectories = None
-    if args.trajectories is not None:
-        trajectories = read_trajectories(args.trajectories, option="--trajectories")
-
-    data = load_from_args(args.path, args)
-    records, counts = data.records, data.counts
-    trajectories = data.trajectories if trajectories is None else trajectories
-    if simulated:
-        counts = counts_from_records(records)  # the replayed cells' own counts, as before trajectories
-        costs = base_costs
-        notes = []
-    else:
-        # prices the logs' own critics (--critic NAME=COLUMN:COST); the corpus keeps the vector as given
-        costs = base_costs if data.format == "corpus" else data.costs(base_costs)
-        notes = notes_digest(counts.attrs.get("notes", []))
-    path = Path(str(data))
-    replayable = set(map(tuple, records[["benchmark", "generator"]].drop_duplicates().to_numpy().tolist()))
-    skipped = [(b, g, s) for b, g, s in _cells_with_data(counts) if (b, g) not in replayable]
-    if not replayable:
-        raise ValueError(
-            f"{path}: no cell with per-patch records (critic_results.jsonl); only those can be replayed"
-        )
-    for kind, what in (("table", "fitted counts (likelihood table)"), ("kernel", "a transition kernel")):
-        names = [f"{b}/{g}" for b, g, s in skipped if (s == "kernel") == (kind == "kernel")]
-        if names:
-            info(
-                f"skipped {len(names)} cell(s) with only {what}, no per-patch records to replay: "
-                + ", ".join(names)
-            )
-    if args.exclude_flagged:
-        records, trajectories, line = _exclude_flagged(records, counts, trajectories)
-        info(line)
-        notes = [*notes, line]
-        if records.empty:
-            raise ValueError(f"{path}: every task is flagged; nothing is left to replay")
-    belief = profile.belief if args.belief is None else args.belief
-    source = "simulated panel" if simulated else str(path)
-    setup = _Setup(
-        args=args,
-        profile=profile,
-        records=records,
-        counts=counts,
-        trajectories=trajectories,
-        costs=costs,
-        kernel=kernel,
-        policies=policies,
-        belief=belief,
-        source=source,
-        notes=notes,
-        simulated=simulated,
-        out_fmt=out_fmt,
-    )
-    if protocol:
-        return _run_protocol(setup)
-    return _run_paper(setup, replayable)
-
-
-@dataclass(frozen=True)
-class _Setup:
-    """What both replays need from the command line."""
-
-    args: argparse.Namespace
-    profile: Any
-    records: Any
-    counts: Any
-    trajectories: Any
-    costs: Any
-    kernel: Any
-    policies: list[str] | None
-    belief: str
-    source: str
-    notes: list[str]
-    simulated: bool
-    out_fmt: str | None
-
-
-def _finish(st: _Setup, text: str, table, attrs: dict, children=None, title: str | None = None) -> int:
-    """Print the replay's text and the data choices, write ``--out`` and ``--plot``."""
-    from bpc.progress import choices_summary
-
-    args = st.args
-    print(text)
-    if not args.quiet:
-        choices_summary("data choices", st.notes)
-    if args.out is not None and st.out_fmt is not None:
-        head = {"source": st.source, "profile": st.profile.name, "belief": st.belief}
-        head["costs"] = args.costs or "paper default (slow on SWE-Bench, fast elsewhere)"
-        _write(table, args.out, st.out_fmt, {**head, **attrs, "data_choices": st.notes}, children)
-        print(f"\nwrote {args.out}", file=sys.stderr)
-    if args.plot is not None:
-        _plot(table, args, st.costs, title)
-    return 0
-
-
-def _run_paper(st: _Setup, replayable) -> int:
-    """The paper's replay (75/25 split, K-fold over instances, or in-sample): Δ vs always_verify."""
-    import pandas as pd
-
+    ``kernel``: the regeneration kernel (a file's, or the cells' measured counts; None: a fresh
+    sample). Returns the text after "bpc replay — SOURCE, profile NAME, ", the table, its
+    attributes, no netCDF children and no plot title.
+    """
     from bpc.constants import REFINEMENT_POLICIES
     from bpc.progress import info
     from bpc.replay.engine import replay_cells
     from bpc.report.tables import flag_abstention
 
-    args, profile, counts, belief = st.args, st.profile, st.counts, st.belief
-    refine = profile.plans_with_measured_kernel(belief)
-    transition_counts = None
-    if replace(profile.switches, belief=belief).resolved().regenerate == "fresh":
-        info("Bayesian controllers: a new patch is a fresh draw from its instance (regenerate='fresh')")
-    if st.kernel is None and refine and not st.simulated:
-        transition_counts = counts
-        has = {(str(b), str(g)) for b in counts["benchmark"].values for g in counts["generator"].values}
-        measured = [
-            f"{b}/{g}"
-            for b, g in sorted(replayable)
-            if (b, g) in has and bool(pd.notna(counts["trans_n"].sel(benchmark=b, generator=g).values).all())
-        ]
-        if measured:
-            info(f"DP regeneration kernel measured for: {', '.join(measured)}; fresh sample elsewhere")
-    wanted = st.policies if st.policies is not None else profile.policies
-    if st.trajectories is None and any(p in REFINEMENT_POLICIES for p in wanted):
+    wanted = policies if policies is not None else profile.policies
+    if trajectories is None and any(p in REFINEMENT_POLICIES for p in wanted):
         info("self_refine / reflexion not replayed: no refinement trajectories (pass --trajectories)")
-
     folds = {} if args.folds is None or profile.in_sample else {"n_folds": args.folds}
     df = replay_cells(
-        st.records,
+        records,
         None,
-        st.costs,
+        costs,
         profile=replace(profile, belief=belief, **folds),
-        policies=st.policies,
-        trajectories=st.trajectories,
+        policies=policies,
+        trajectories=trajectories,
         split=args.split or "both",
-        kernel=st.kernel if st.kernel is not None else transition_counts,
-        progress=not args.quiet and len(replayable) > 1,
+        kernel=kernel,
+        progress=not args.quiet and n_cells > 1,
     )
     df = flag_abstention(df)
-    lines = [f"bpc replay — {st.source}, profile {profile.name}, {len(replayable)} cell(s)", format_table(df)]
-    skipped = df.attrs.get("skipped", [])
-    if skipped:
+    lines = [f"{n_cells} cell(s)", format_table(df)]
+    if skipped := df.attrs.get("skipped", []):
         lines.append("\nnot run (no row above):")
         lines += [f"  {r['benchmark']}/{r['generator']}: {r['policy']} — {r['reason']}" for r in skipped]
     attrs = {
@@ -523,11 +495,15 @@ def _run_paper(st: _Setup, replayable) -> int:
         "max_patches": profile.max_patches if profile.max_patches is not None else "the whole pool",
         "baselines": df.attrs.get("baselines", []),
     }
-    return _finish(st, "\n".join(lines), df, attrs)
+    return "\n".join(lines), df, attrs, None, None
 
 
-def _run_protocol(st: _Setup) -> int:
-    """The evaluation protocol: cross-fit, best simple baseline on training folds, task-clustered Δs."""
+def _run_protocol(args, profile, records, counts, trajectories, costs, policies, belief):
+    """The evaluation protocol: cross-fit, best simple baseline on training folds, task-clustered Δs.
+
+    Returns the text after "bpc replay — SOURCE, profile NAME, ", the table, its attributes, the
+    netCDF children and the plot title.
+    """
     import time
 
     from bpc.constants import FOLD_SEEDS, N_FOLDS
@@ -538,37 +514,46 @@ def _run_protocol(st: _Setup) -> int:
     from bpc.replay.engine import pipeline_orders
     from bpc.report.tables import flag_abstention
 
-    args, profile = st.args, st.profile
     n_folds = N_FOLDS if args.folds is None else int(args.folds)
     seeds = tuple(FOLD_SEEDS if args.seeds is None else args.seeds)
-    starts = ("cell",) if args.prior == "cell" else (args.task_evidence, "cell")
+    task = args.prior == "task"
     evaluate = replay_evaluator(
-        st.costs,
+        costs,
         profile=profile,
-        policies=st.policies,
-        belief=st.belief,
-        starts=starts,
+        policies=policies,
+        belief=belief,
+        starts=(args.task_evidence, "cell") if task else ("cell",),
         task_critic=args.task_critic,
     )
     t0 = time.perf_counter()
+    config = ProtocolConfig(n_folds=n_folds, seeds=seeds)
     res = run_protocol(
-        st.records,
-        ProtocolConfig(n_folds=n_folds, seeds=seeds),
+        records,
+        config,
         evaluate=evaluate,
-        trajectories=st.trajectories,
-        base_counts=st.counts,
+        trajectories=trajectories,
+        base_counts=counts,
         progress=not args.quiet,
     )
     info(f"cross-fitting done in {time.perf_counter() - t0:.1f} s", enabled=not args.quiet)
-    table = protocol_table(res)
-    table = flag_abstention(table.assign(belief=st.belief, split="eval", prior=args.prior))
-    gains = prior_gain_table(res.tables["utilities"]) if args.prior == "task" else None
+    table = flag_abstention(protocol_table(res).assign(belief=belief, split="eval", prior=args.prior))
+    gains = prior_gain_table(res.tables["utilities"]) if task else None
     n_cells = table[["benchmark", "generator"]].drop_duplicates().shape[0]
+    evidence = (
+        "oracle outcomes"
+        if args.task_evidence == "oracle"
+        else f"{args.task_critic!r} verdicts (labels unknown)"
+    )
+    start = (
+        f"the task prior (the other generators' {evidence} on the task; policy@cell = the cell prior)"
+        if task
+        else "the cell prior"
+    )
     lines = [
-        f"bpc replay — {st.source}, profile {profile.name}, {n_cells} cell(s); {n_folds}-fold cross-fitting "
+        f"{n_cells} cell(s); {n_folds}-fold cross-fitting "
         f"over tasks × seeds {' '.join(map(str, seeds))} (each task scored held-out once per seed); "
-        f"Bayesian controllers ({st.belief} belief) start from {_prior_text(args)}",
-        format_protocol_table(table, pipeline_orders(st.records, st.costs, st.profile)),
+        f"Bayesian controllers ({belief} belief) start from {start}",
+        format_protocol_table(table, pipeline_orders(records, costs, profile)),
     ]
     if gains is not None:
         lines.append(format_prior_gains(gains, res.tables["utilities"]))
@@ -577,7 +562,7 @@ def _run_protocol(st: _Setup) -> int:
         "n_folds": n_folds,
         "seeds": list(seeds),
         "prior": args.prior,
-        "task_evidence": args.task_evidence if args.prior == "task" else "",
+        "task_evidence": args.task_evidence if task else "",
         "exclude_flagged": bool(args.exclude_flagged),
         "max_patches": profile.max_patches,
         "interval": f"{prob:.0%} task-clustered percentile bootstrap (task ids resampled "
@@ -590,54 +575,7 @@ def _run_protocol(st: _Setup) -> int:
         f"Δ vs always_verify, {n_folds}-fold × {len(seeds)} seeds cross-fitted; {prob:.0%} task-clustered "
     )
     title += "bootstrap CI"
-    return _finish(st, "\n".join(lines), table, attrs, _protocol_tree(table, res, gains), title)
-
-
-def _prior_text(args: argparse.Namespace) -> str:
-    if args.prior == "cell":
-        return "the cell prior"
-    what = (
-        "oracle outcomes"
-        if args.task_evidence == "oracle"
-        else f"{args.task_critic!r} verdicts (labels unknown)"
-    )
-    return f"the task prior (the other generators' {what} on the task; policy@cell = the cell prior)"
-
-
-def format_protocol_table(df, pipelines=None) -> str:
-    """The protocol table as aligned text, one block per cell.
-
-    Per policy: tasks scored, pass rate, cost and utility per task (averaged over the
-    seeds), Δ vs always_verify and Δ vs the best simple baseline, each with its
-    task-clustered interval; the block's title names the baseline the training folds chose.
-    A Δ vs always_verify that wins by abstaining is marked with a dagger and explained below.
-    ``pipelines``: ``(benchmark, generator)`` → the line stating the cell's fixed pipeline
-    (:func:`bpc.replay.engine.pipeline_orders`), printed under its block.
-    """
-    from bpc.report.tables import ABSTAIN_MARK
-
-    prob = float(df["prob"].iloc[0]) if len(df) else float("nan")
-    lines = [
-        f"Δ vs always_verify and vs the best simple baseline (chosen on the training folds only); "
-        f"[{prob:.0%} task-clustered bootstrap CI]; n = tasks"
-    ]
-
-    def title(key, block) -> str:
-        n = int(block["n_instances"].max())
-        return f"\n{key[0]} / {key[1]} — {n} tasks; best simple baseline: {block['best_simple'].iloc[0]}"
-
-    def row(r) -> str:
-        flag = f" {ABSTAIN_MARK}" if r.wins_by_abstaining else ""
-        av = f"{r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
-        best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
-        return (
-            f"  {str(r.policy):<22}{r.n_instances:>5.0f}{r.pass_rate:>11.3f}{r.cost_per_instance:>11.2f}"
-            f"{r.mean_utility:>14.2f}   {av:<30}{best:<30}"
-        )
-
-    head = f"  {'policy':<22}{'n':>5}{'pass_rate':>11}{'cost/task':>11}{'mean_utility':>14}"
-    head += f"   {'Δ vs always_verify':<30}{'Δ vs best simple':<30}"
-    return _blocks(df, ["benchmark", "generator"], pipelines, title, head, row, lines)
+    return "\n".join(lines), table, attrs, _protocol_tree(table, res, gains), title
 
 
 def format_prior_gains(gains, utilities) -> str:
@@ -661,8 +599,7 @@ def format_prior_gains(gains, utilities) -> str:
             without.append(str(bench))
             continue
         cells = part[part["generator"] != POOLED]
-        rows = cells if len(cells) == 1 else part
-        for r in rows.itertuples(index=False):
+        for r in (cells if len(cells) == 1 else part).itertuples(index=False):
             who = f"{r.benchmark} / {r.generator}"
             lines.append(
                 f"  {r.policy:<16}{who:<30}{r.delta:+7.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]  "
@@ -674,13 +611,16 @@ def format_prior_gains(gains, utilities) -> str:
             + ", ".join(dict.fromkeys(without))
         )
     unconverged = utilities.get("prior_unconverged")
-    if unconverged is not None:
-        bad = sorted({b for v in unconverged.dropna().astype(str) for b in v.split(",") if b})
-        if bad:
-            lines.append(
-                "  note: the empirical-Bayes crossed fit did not report convergence in some folds for: "
-                + ", ".join(bad)
-            )
+    bad = (
+        []
+        if unconverged is None
+        else sorted({b for v in unconverged.dropna().astype(str) for b in v.split(",") if b})
+    )
+    if bad:
+        lines.append(
+            "  note: the empirical-Bayes crossed fit did not report convergence in some folds for: "
+            + ", ".join(bad)
+        )
     return "\n".join(lines)
 
 

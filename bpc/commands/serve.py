@@ -369,16 +369,18 @@ class Server:
             )
         return eid, ep
 
-    def _close(self, eid: str | int, ep, out: dict[str, Any]) -> None:
-        """Close a finished episode: forget it, remember that it ended, return its final state."""
+    def _answer(self, eid: str | int, ep, out: dict[str, Any]) -> None:
+        """The episode's compact state after a start or a move; a finished episode is closed."""
+        out["state"] = _summary(ep)
+        if not ep.done:
+            return
         del self.episodes[eid]
         self.cells.pop(eid, None)
         self._closed[eid] = str(ep.outcome)
         self._closed.move_to_end(eid)
         while len(self._closed) > CLOSED_MEMORY:
             self._closed.popitem(last=False)
-        out["closed"] = True
-        out["final"] = ep.to_dict()
+        out.update(closed=True, final=ep.to_dict())
 
     # ------------------------------------------------------------ ops
     def _op_start(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
@@ -407,12 +409,9 @@ class Server:
                 )
             ep = Episode.from_dict(request["state"], ctrl)
         else:
-            belief = request.get("belief")
-            if belief is not None:
-                belief = probability(belief, name="'belief'")
-            theta0, task = request.get("task_prior"), request.get("task")
-            if theta0 is not None:
-                theta0 = check_beta(theta0, name="'task_prior'")
+            belief, theta0, task = (request.get(k) for k in ("belief", "task_prior", "task"))
+            belief = None if belief is None else probability(belief, name="'belief'")
+            theta0 = None if theta0 is None else check_beta(theta0, name="'task_prior'")
             if task is not None:
                 if theta0 is not None or not isinstance(task, str):
                     raise RequestError(
@@ -423,35 +422,28 @@ class Server:
                     raise RequestError(
                         "BadRequest", "'task' needs the task priors: start bpc serve --task-priors FILE.nc"
                     )
-            used = request.get("used", [])
-            if not isinstance(used, list) or not all(isinstance(c, str) for c in used):
-                raise RequestError("BadRequest", f"'used' must be a list of critic names, got {quote(used)}")
-            critics = request.get("critics")  # the critics this task has; default: all of the cell's
-            if critics is not None and (
-                not isinstance(critics, list) or not all(isinstance(c, str) for c in critics)
-            ):
-                raise RequestError(
-                    "BadRequest", f"'critics' must be a list of critic names, got {quote(critics)}"
-                )
+            used, critics = request.get("used", []), request.get("critics")  # critics: default the cell's
+            for name, names in (("used", used), ("critics", critics)):
+                if (names is not None or name == "used") and not (
+                    isinstance(names, list) and all(isinstance(c, str) for c in names)
+                ):
+                    raise RequestError(
+                        "BadRequest", f"'{name}' must be a list of critic names, got {quote(names)}"
+                    )
             priors = None if task is None else self.task_priors
             ep = ctrl.episode(
                 belief=belief, used=used, critics=critics, theta0=theta0, task=task, task_priors=priors
             )
             out["prior_source"] = ep.prior_source
         self._closed.pop(eid, None)
-        self.episodes[eid] = ep
-        self.cells[eid] = cell
-        out["state"] = _summary(ep)
-        if ep.done:
-            self._close(eid, ep, out)
+        self.episodes[eid], self.cells[eid] = ep, cell
+        self._answer(eid, ep, out)
 
     def _op_move(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         move = parse_move(request, also=COMMON_FIELDS - {"op"}).to_dict()
         eid, ep = self._open(request)
         ep.apply(move)
-        out["state"] = _summary(ep)
-        if ep.done:
-            self._close(eid, ep, out)
+        self._answer(eid, ep, out)
 
     def _op_decide(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         out["decision"] = self._open(request)[1].decide().to_dict()
@@ -614,6 +606,10 @@ class Server:
 
         if not path.exists():
             return 0
+
+        def refused(why: str) -> ValueError:
+            return ValueError(f"--state-file {path}: {why}; refused as a whole, nothing restored")
+
         try:
             data = loads(path.read_bytes())
         except (OSError, MoveError) as exc:
@@ -624,21 +620,17 @@ class Server:
             and data.get("version") == STATE_FILE_VERSION
             and isinstance(data.get("episodes"), list)
         ):
-            raise ValueError(
-                f"--state-file {path}: not a {STATE_FORMAT} file of version {STATE_FILE_VERSION} "
-                "(written by bpc serve --state-file); refused as a whole, nothing restored"
+            raise refused(
+                f"not a {STATE_FORMAT} file of version {STATE_FILE_VERSION} "
+                "(written by bpc serve --state-file)"
             )
         body = {k: v for k, v in data.items() if k != "checksum"}
         if data.get("checksum") != state_checksum(body):
-            raise ValueError(
-                f"--state-file {path}: checksum mismatch (the file was changed outside bpc serve); "
-                "refused as a whole, nothing restored"
-            )
+            raise refused("checksum mismatch (the file was changed outside bpc serve)")
         if data.get("controller") != self.controller.fingerprint():
-            raise ValueError(
-                f"--state-file {path}: written under controller {quote(data.get('controller'))}, "
-                f"not this one ({self.controller.fingerprint()}): parameters, costs or options differ; "
-                "refused as a whole, nothing restored"
+            raise refused(
+                f"written under controller {quote(data.get('controller'))}, not this one "
+                f"({self.controller.fingerprint()}): parameters, costs or options differ"
             )
         entries = data["episodes"]
         if len(entries) > self.max_episodes:
@@ -660,10 +652,7 @@ class Server:
                 if ep.done:
                     raise RequestError("BadRequest", f"episode {quote(eid)} is over ({ep.outcome})")
             except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(
-                    f"--state-file {path}: episode #{i}: {_clip(str(exc))}; "
-                    "refused as a whole, nothing restored"
-                ) from None
+                raise refused(f"episode #{i}: {_clip(str(exc))}") from None
             episodes[eid], cells[eid] = ep, cell
         self.episodes.update(episodes)  # all or nothing
         self.cells.update(cells)
@@ -680,8 +669,7 @@ def read_line(stdin: IO[bytes]) -> bytes | None:
     sees it is too long — and the rest of it is read and dropped, in bounded
     chunks.
     """
-    raw = stdin.readline(MAX_LINE_BYTES + 2)
-    if not raw:
+    if not (raw := stdin.readline(MAX_LINE_BYTES + 2)):
         return None
     if len(raw) > MAX_LINE_BYTES + 1 or (len(raw) == MAX_LINE_BYTES + 1 and not raw.endswith(b"\n")):
         tail = raw
@@ -733,8 +721,7 @@ def _task_priors(path: Path | None):
     if not path.is_file():
         raise FileNotFoundError(f"--task-priors {path} does not exist")
     ds = read_netcdf(path)
-    missing = [v for v in ("A", "B", "source") if v not in ds]
-    if missing:
+    if missing := [v for v in ("A", "B", "source") if v not in ds]:
         raise ValueError(
             f"--task-priors {path}: lacks {', '.join(missing)}; expected the Dataset of "
             "bpc.estimate.crossed.task_priors written to netCDF"
@@ -805,6 +792,10 @@ def run(args: argparse.Namespace) -> int:
             raise
         server.busy = True  # until the loop waits for input, a signal is noted, not raised
         ctrl = server.controller
+
+        def noisy(w) -> bool:  # libraries' deprecations, not bpc's own warnings (e.g. an inverted critic)
+            return issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning))
+
         _emit(
             {
                 "ok": True,
@@ -817,15 +808,7 @@ def run(args: argparse.Namespace) -> int:
                 if learnt is None
                 else {"episodes": learnt, "state_file": args.learn_state and str(args.learn_state)},
                 "limits": server.limits(),
-                "warnings": list(  # bpc's own (e.g. an inverted critic), not libraries' deprecations
-                    dict.fromkeys(
-                        _clip(str(w.message))
-                        for w in caught
-                        if not issubclass(
-                            w.category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
-                        )
-                    )
-                ),
+                "warnings": list(dict.fromkeys(_clip(str(w.message)) for w in caught if not noisy(w))),
             }
         )
         try:

@@ -43,11 +43,13 @@ numbers this command imports neither pandas nor xarray.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
 
 import bpc.constants as _constants
+from bpc.commands._checks import option
 from bpc.constants import GRID_SIZE, HORIZON, LIVE_MAX_COST_REWARDS, LIVE_MAX_PATCHES, LIVE_REGENERATE
 from bpc.decide.options import Budget, PlanOptions
 from bpc.validation import check_cost, check_probability
@@ -58,6 +60,7 @@ HELP = "best next action, its value and every action's Q-value for one state (dp
 METHODS = _constants.METHODS
 MODES = tuple(m for m in _constants.MODES if m != "per_draw")
 _VERDICTS = {"pass": True, "fail": False, "none": None}
+_COST_FIELDS = ("c_gen", "c_ver", "reward")
 
 
 def add_controller_arguments(parser: argparse.ArgumentParser) -> None:
@@ -216,8 +219,7 @@ def parse_history(text: str) -> list[dict]:
     """
     moves = []
     for raw in text.split(","):
-        token = raw.strip()
-        if not token:
+        if not (token := raw.strip()):
             continue
         name, _, verdict = (s.strip().lower() for s in token.partition(":"))
         if name in ("regenerate", "refine"):
@@ -231,12 +233,10 @@ def parse_history(text: str) -> list[dict]:
                 f"--history move {token!r}: expected {name or 'CRITIC'}:VERDICT with VERDICT {allowed} "
                 "(or regenerate, refine)"
             )
-        if name == "verify":
-            moves.append({"op": "verified", "passed": _VERDICTS[verdict]})
-        else:
-            moves.append(
-                {"op": "observe", "critic": token.partition(":")[0].strip(), "passed": _VERDICTS[verdict]}
-            )
+        critic = {} if name == "verify" else {"critic": token.partition(":")[0].strip()}
+        moves.append(
+            {"op": "verified" if name == "verify" else "observe", **critic, "passed": _VERDICTS[verdict]}
+        )
     return moves
 
 
@@ -291,14 +291,9 @@ def _explicit_controller(args: argparse.Namespace, method: str, learn: bool = Fa
     if args.prior is None:
         raise ValueError("--prior is required (or give --params FILE --cell BENCH/GEN)")
     base = _base_costs(args)
-    cost = {}
-    for name in ("c_gen", "c_ver", "reward"):
-        value = getattr(args, name)
-        if value is None:
-            if base is None:
-                raise ValueError(f"--{name.replace('_', '-')} is required (or give --costs)")
-            value = getattr(base, name)
-        cost[name] = float(value)
+    if missing := [option(n) for n in _COST_FIELDS if getattr(args, n) is None and base is None]:
+        raise ValueError(f"{missing[0]} is required (or give --costs)")
+    cost = {n: float(getattr(base if getattr(args, n) is None else args, n)) for n in _COST_FIELDS}
     critics = [parse_critic_rates(s, base) for s in args.critic]
     names = [c[0] for c in critics]
     if len(set(names)) != len(names):
@@ -368,13 +363,8 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
 
     if cell is None:
         raise ValueError("--params needs --cell BENCH/GEN")
-    clash = [
-        f"--{n.replace('_', '-')}"
-        for n in ("prior", "p_fix", "p_break", "kappa")
-        if getattr(args, n) is not None
-    ]
-    if args.critic:
-        clash.append("--critic")
+    names = ("prior", "p_fix", "p_break", "kappa")
+    clash = [option(n) for n in names if getattr(args, n) is not None] + (["--critic"] if args.critic else [])
     if clash:
         raise ValueError(
             f"{', '.join(clash)} describe a controller by numbers; with --params the cell's values are used"
@@ -384,10 +374,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
         raise ValueError(f"--params {args.params}: {caveat}; refused (pass --accept-unconverged to use it)")
     bench = cell.split("/")[0].strip()
     base = params_costs(args.params, _base_costs(args), bench)  # the critics' costs stored with the rates
-    changes = {
-        n: float(getattr(args, n)) for n in ("c_gen", "c_ver", "reward") if getattr(args, n) is not None
-    }
-    costs = base.with_(**changes) if changes else base
+    costs = base.with_(**{n: float(getattr(args, n)) for n in _COST_FIELDS if getattr(args, n) is not None})
     ctrl = Controller.from_params(
         args.params,
         cell=cell,
@@ -433,12 +420,10 @@ def calibration_caveat(path: Path) -> str | None:
 
     if ok is None or np.asarray(ok).size != 1 or int(np.asarray(ok).reshape(-1)[0]) != 0:
         return None
-    if isinstance(failures, bytes):
-        failures = failures.decode("utf-8", "replace")
-    try:
+    failures = failures.decode("utf-8", "replace") if isinstance(failures, bytes) else failures
+    what = ""
+    with contextlib.suppress(ValueError):
         what = "; ".join(map(str, json.loads(failures))) if isinstance(failures, str) else ""
-    except ValueError:
-        what = ""
     return "the posterior failed its convergence check (diagnostics_ok = 0" + (f": {what})" if what else ")")
 
 
@@ -472,8 +457,7 @@ def decide(args: argparse.Namespace) -> dict:
         "q": {a: json_float(v) for a, v in d.q.items()},
     }
     if note is not None:
-        out["requested_method"] = args.method
-        out["note"] = note
+        out.update(requested_method=args.method, note=note)
     if d.p_optimal is not None:
         band = d.to_dict()
         out["mode"] = ctrl.mode
@@ -484,8 +468,7 @@ def decide(args: argparse.Namespace) -> dict:
     if d.warning is not None:
         out["warning"] = d.warning
     if moves:
-        out["history"] = list(episode.history)
-        out["spent"] = episode.spent
+        out.update(history=list(episode.history), spent=episode.spent)
     out["inputs"] = {
         **inputs,
         "horizon": args.horizon,

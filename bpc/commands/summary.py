@@ -40,9 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.posterior.is_dir():
         raise ValueError(f"{args.posterior}: is a directory; expected a .nc file written by 'bpc fit'")
-    out: Path = (
-        args.out if args.out is not None else args.posterior.with_name(args.posterior.stem + "_summary")
-    )
+    out: Path = args.out or args.posterior.with_name(args.posterior.stem + "_summary")
     with reading(args.posterior):
         check_output_folder(out)
     dt = load(args.posterior)

@@ -66,17 +66,12 @@ def markdown_table(
     align = (
         "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(df[c]) else "---" for c in df.columns) + "|"
     )
-    rows = []
-    for i, row in enumerate(df.itertuples(index=False)):
-        cells = []
-        for j, value in enumerate(row):
-            text = _fmt(value, decimals)
-            if marks is not None and bool(marks.iat[i, j]):
-                text = f"{text}{mark}"
-            if bold is not None and bool(bold.iat[i, j]):
-                text = f"**{text}**"
-            cells.append(text)
-        rows.append("| " + " | ".join(cells) + " |")
+    text = df.map(lambda value: _fmt(value, decimals)).astype(object)
+    if marks is not None:
+        text = text.mask(marks.to_numpy(dtype=bool), text + mark)
+    if bold is not None:
+        text = text.mask(bold.to_numpy(dtype=bool), "**" + text + "**")
+    rows = ["| " + " | ".join(cells) + " |" for cells in text.itertuples(index=False)]
     return "\n".join([header, align, *rows])
 
 

@@ -21,11 +21,11 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bpc.outputs import allow_overwrite, atomic_file
+from bpc.outputs import allow_overwrite, write_text
 
 __all__ = [
     "DATA_PREFIX",
@@ -416,14 +416,9 @@ def read_stamp(path: str | os.PathLike) -> dict | None:
 
 
 def _write(path: Path, text: str, *, ours: bool) -> Path:
-    data = text.encode("utf-8")
     # a page bpc wrote (its stamp, or the index's marker) is replaced; anything else only under --force
-    with (
-        allow_overwrite(True) if ours else contextlib.nullcontext(),
-        atomic_file(path, size=len(data)) as tmp,
-    ):
-        tmp.write_bytes(data)
-    return path
+    with allow_overwrite(True) if ours else contextlib.nullcontext():
+        return write_text(path, text)
 
 
 def write_page(folder: str | os.PathLike, name: str, text: str) -> Path:
@@ -441,15 +436,13 @@ def write_page(folder: str | os.PathLike, name: str, text: str) -> Path:
 _INDEX_MARK = f"<!-- {PAGE_MARK}-index: written by bpc results -->"
 
 
-def index_text(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | None = None) -> str:
+def index_text(folder: str | os.PathLike) -> str:
     """The text of ``index.md``: every registered page, generated or not, with its command.
 
     Parameters
     ----------
     folder : str or os.PathLike
-        The results folder (the pages present there are linked).
-    registry : iterable of ResultsCommand, optional
-        Default :data:`REGISTRY`.
+        The results folder (the pages present there are linked); the pages are :data:`REGISTRY`'s.
 
     Returns
     -------
@@ -457,7 +450,7 @@ def index_text(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | N
         Markdown, with a hidden toctree of the generated pages (the site builds them).
     """
     folder = Path(folder)
-    commands = list(REGISTRY.values() if registry is None else registry)
+    commands = list(REGISTRY.values())
     present = [c for c in commands if read_stamp(folder / f"{c.name}.md") is not None]
     lines = [
         _INDEX_MARK,
@@ -483,8 +476,8 @@ def index_text(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | N
     return "\n".join(lines)
 
 
-def write_index(folder: str | os.PathLike, registry: Iterable[ResultsCommand] | None = None) -> Path:
+def write_index(folder: str | os.PathLike) -> Path:
     """Write ``folder/index.md`` (:func:`index_text`) atomically."""
     path = Path(folder) / "index.md"
     ours = not path.exists() or path.read_text(encoding="utf-8").startswith(_INDEX_MARK)
-    return _write(path, index_text(folder, registry), ours=ours)
+    return _write(path, index_text(folder), ours=ours)

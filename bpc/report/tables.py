@@ -90,14 +90,12 @@ def prior_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
         :func:`bpc.estimate.laplace.instance_params`) and kappa.
     """
     if "prior_wilson" in params:
-        lo = params["prior_wilson"].sel({DIM_CI: CI_BOUNDS[0]}, drop=True)
-        hi = params["prior_wilson"].sel({DIM_CI: CI_BOUNDS[1]}, drop=True)
+        lo, hi = (params["prior_wilson"].sel({DIM_CI: b}, drop=True) for b in CI_BOUNDS)
     else:
         from bpc.estimate.laplace import wilson_interval
 
-        lo_v, hi_v = wilson_interval(counts["n_pass"].values, counts["n_patches"].values)
-        lo = counts["n_pass"].copy(data=lo_v)
-        hi = counts["n_pass"].copy(data=hi_v)
+        bounds = wilson_interval(counts["n_pass"].values, counts["n_patches"].values)
+        lo, hi = (counts["n_pass"].copy(data=v) for v in bounds)
     frame = xr.Dataset(
         {
             "n_instances": counts["n_instances"],
@@ -110,14 +108,13 @@ def prior_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
         }
     )
     if "prior_inst" in params:
-        frame["prior_lo_inst"] = params["prior_inst"].sel({DIM_CI: CI_BOUNDS[0]}, drop=True)
-        frame["prior_hi_inst"] = params["prior_inst"].sel({DIM_CI: CI_BOUNDS[1]}, drop=True)
+        for name, bound in zip(("prior_lo_inst", "prior_hi_inst"), CI_BOUNDS, strict=True):
+            frame[name] = params["prior_inst"].sel({DIM_CI: bound}, drop=True)
     if "kappa" in params and not set(params["kappa"].dims) - {"benchmark", "generator"}:
         frame["kappa"] = params["kappa"]
     df = frame.to_dataframe().reset_index()
     df = df[np.isfinite(df["n_patches"].to_numpy(dtype=float)) & (df["n_patches"] > 0)]
-    for col in ("n_instances", "n_patches", "n_pass"):
-        df[col] = df[col].astype("Int64")
+    df = df.astype(dict.fromkeys(("n_instances", "n_patches", "n_pass"), "Int64"))
     if "source" in counts:
         src = counts["source"].to_dataframe().reset_index()
         df = df.merge(src, on=["benchmark", "generator"], how="left")
@@ -141,9 +138,9 @@ def gap_table(params: xr.Dataset, critics: Sequence[str] = PAPER_CRITICS) -> pd.
         ``fpr_<c>`` for each critic.
     """
     cols = {"prior": params["prior"]}
-    for crit in critics:
-        for var in ("gap", "tpr", "fpr"):
-            cols[f"{var}_{crit}"] = params[var].sel({DIM_CRITIC: crit}, drop=True)
+    cols |= {
+        f"{v}_{c}": params[v].sel({DIM_CRITIC: c}, drop=True) for c in critics for v in ("gap", "tpr", "fpr")
+    }
     df = xr.Dataset(cols).to_dataframe().reset_index()
     df = df[np.isfinite(df["prior"].to_numpy(dtype=float))]
     return sort_cells(df)
@@ -250,11 +247,10 @@ def delta_table(
     if "pass_rate" in replay.columns:
         by = replay.set_index([*index, "policy"])
         win = pd.MultiIndex.from_arrays([wide["benchmark"], wide["generator"], wide["winner"]])
-        wide["winner_pass_rate"] = by["pass_rate"].reindex(win).to_numpy(dtype=float)
-        after.append("winner_pass_rate")
-        if "cost_per_instance" in replay.columns:
-            wide["winner_cost"] = by["cost_per_instance"].reindex(win).to_numpy(dtype=float)
-            after.append("winner_cost")
+        for c, src in (("winner_pass_rate", "pass_rate"), ("winner_cost", "cost_per_instance")):
+            if src in replay.columns:
+                wide[c] = by[src].reindex(win).to_numpy(dtype=float)
+                after.append(c)
         flagged = flag_abstention(replay, reference=reference)
         flagged = flagged[flagged["wins_by_abstaining"] & flagged["policy"].isin(policies)]
         lists = flagged.groupby(index, sort=False)["policy"].agg(lambda p: ", ".join(p))
@@ -427,23 +423,20 @@ def latex_table(
     for i in range(len(df)):
         cells = []
         for j, c in enumerate(cols):
-            v = df.iat[i, j]
+            v, strong = df.iat[i, j], bold is not None and bool(bold.iat[i, j])
             d = decimals.get(c, 3) if isinstance(decimals, dict) else decimals
             if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-                text = "--"
+                cells.append("--")
             elif isinstance(v, int | np.integer) and not isinstance(v, bool):
-                text = f"${int(v)}$"
+                cells.append(f"${int(v)}$")
             elif isinstance(v, float | np.floating):
-                fmt = f"{{:+.{d}f}}" if c in signed else f"{{:.{d}f}}"
-                text = fmt.format(float(v))
-                text = rf"\mathbf{{{text}}}" if bold is not None and bool(bold.iat[i, j]) else text
-                text = text + r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else text
-                text = f"${text}$"
+                text = f"{float(v):{'+' if c in signed else ''}.{d}f}"
+                text = rf"\mathbf{{{text}}}" if strong else text
+                dagger = r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else ""
+                cells.append(f"${text}{dagger}$")
             else:
                 text = _latex_escape(_LABELS.get(c, {}).get(str(v), str(v)))
-                if bold is not None and bool(bold.iat[i, j]):
-                    text = rf"\textbf{{{text}}}"
-            cells.append(text)
+                cells.append(rf"\textbf{{{text}}}" if strong else text)
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:

@@ -59,18 +59,15 @@ def plot_priors(params: xr.Dataset, path: str | Path, *, interval: str = "prior_
         ok = np.isfinite(prior)
         if interval in params:
             ci = params[interval].sel({DIM_GENERATOR: gen})
-            lo = ci.sel({DIM_CI: CI_BOUNDS[0]}).values
-            hi = ci.sel({DIM_CI: CI_BOUNDS[1]}).values
-            ax.hlines(y[ok], lo[ok], hi[ok], color=color, lw=1.5)
+            lo, hi = (ci.sel({DIM_CI: bound}).values[ok] for bound in CI_BOUNDS)
+            ax.hlines(y[ok], lo, hi, color=color, lw=1.5)
         ax.scatter(
             prior[ok], y[ok], color=color, marker=marker, s=28, zorder=3, label=GENERATOR_LABELS.get(gen, gen)
         )
     ax.set_yticks(np.arange(len(benchmarks)), [BENCHMARK_LABELS.get(str(b), str(b)) for b in benchmarks])
     ax.invert_yaxis()
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("prior pass probability P(Y=1) of a fresh patch")
     title = "Per-cell prior with Wilson 95% interval" if interval == "prior_wilson" else "Per-cell prior"
-    ax.set_title(title)
+    ax.set(xlim=(0, 1), xlabel="prior pass probability P(Y=1) of a fresh patch", title=title)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(title="generator", fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return savefig(fig, path, formats=formats)
@@ -113,10 +110,7 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
                     prior[ok], gap[ok], color=color, marker=marker, s=30, label=BENCHMARK_LABELS.get(b, b)
                 )
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(-1, 1)
-        ax.set_xlabel("prior P(Y=1)")
-        ax.set_title(_CRITIC_TITLES.get(crit, crit))
+        ax.set(xlim=(0, 1), ylim=(-1, 1), xlabel="prior P(Y=1)", title=_CRITIC_TITLES.get(crit, crit))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("gap γ = P(pass | Y=1) − P(pass | Y=0)")
     labels = {b: BENCHMARK_LABELS.get(str(b), str(b)) for b in benchmarks if b in seen}

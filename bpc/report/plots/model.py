@@ -93,8 +93,7 @@ def plot_forest(
         raise ValueError(f"plot_forest: table lacks columns {sorted(need - set(table.columns))}")
     if rates is None:
         rates = [r for r in dict.fromkeys(table["rate"]) if not r.startswith("gap_")]
-    rates = list(rates)
-    if not rates:
+    if not (rates := list(rates)):
         raise ValueError("plot_forest: no rates to plot")
     cells = list(dict.fromkeys(zip(table["benchmark"], table["generator"], strict=True)))
     height = max(3.5, 0.2 * len(cells) + 2.0)
@@ -187,28 +186,23 @@ def shrinkage_table(
         Columns benchmark, generator, kind, critic ("" for cell-level rates),
         laplace, mean, lo, hi, shift (= mean − laplace), sorted by ``|shift|`` descending.
     """
-    rows = []
     ci = credible_interval(posterior_params[list(kinds)], prob=prob, kind=ci_kind)
     mean = posterior_params[list(kinds)].mean(("chain", "draw"))
-    for kind in kinds:
-        if kind not in laplace_params:
-            continue
+    frames = []
+    for kind in (k for k in kinds if k in laplace_params):
         lap = laplace_params[kind]
-        m, c = mean[kind], ci[kind]
-        crits = [str(v) for v in lap["critic"].values] if "critic" in lap.dims else [""]
-        for b in lap["benchmark"].values:
-            for g in lap["generator"].values:
-                if b not in m["benchmark"].values or g not in m["generator"].values:
-                    continue
-                for crit in crits:
-                    sel = {"benchmark": b, "generator": g, **({"critic": crit} if crit else {})}
-                    lv, mv = float(lap.sel(sel)), float(m.sel(sel))
-                    if not (np.isfinite(lv) and np.isfinite(mv)):
-                        continue
-                    lo, hi = (float(c.sel(sel).sel(ci_bound=x)) for x in ("lower", "upper"))
-                    rows.append((str(b), str(g), kind, crit, lv, mv, lo, hi, mv - lv))
-    cols = ["benchmark", "generator", "kind", "critic", "laplace", "mean", "lo", "hi", "shift"]
-    df = pd.DataFrame(rows, columns=cols)
+        parts = {
+            "laplace": lap,
+            "mean": mean[kind],
+            "lo": ci[kind].sel(ci_bound="lower", drop=True),
+            "hi": ci[kind].sel(ci_bound="upper", drop=True),
+        }
+        both = xr.Dataset(parts).reindex({d: lap[d].values for d in lap.dims})
+        df = both.to_dataframe(dim_order=list(lap.dims)).reset_index().dropna(subset=["laplace", "mean"])
+        frames.append(df.assign(kind=kind, critic=df["critic"].astype(str) if "critic" in df else ""))
+    cols = ["benchmark", "generator", "kind", "critic", "laplace", "mean", "lo", "hi"]
+    df = pd.concat([f[cols] for f in frames], ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    df = df.astype({"benchmark": str, "generator": str}).assign(shift=df["mean"] - df["laplace"])
     return df.reindex(df["shift"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
 
@@ -246,8 +240,7 @@ def plot_shrinkage(
     list of Path
     """
     table = shrinkage_table(laplace_params, posterior_params, kinds=kinds)
-    kinds = [k for k in kinds if (table["kind"] == k).any()]
-    if not kinds:
+    if not (kinds := [k for k in kinds if (table["kind"] == k).any()]):
         raise ValueError("plot_shrinkage: no cell has both a Laplace estimate and posterior draws")
     fig, axes = plt.subplots(1, len(kinds), figsize=(3.4 * len(kinds), 4.6), squeeze=False)
     markers = {"": "o", "syn": "s", "test": "^", "llm": "D", "lint": "v"}
@@ -279,9 +272,7 @@ def plot_shrinkage(
         if lines:
             ax.text(0.0, -0.2, "\n".join(lines), transform=ax.transAxes, fontsize=6, va="top", ha="left")
         ax.set_title(kind, fontsize=9)
-        ax.set_xlabel("Laplace estimate")
-        ax.set_xlim(-0.02, 1.02)
-        ax.set_ylim(-0.02, 1.02)
+        ax.set(xlabel="Laplace estimate", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
     axes[0][0].set_ylabel(f"posterior mean ({CI_PROB:.0%} {CI_KIND.upper()})")
     gens = list(dict.fromkeys(str(g) for g in table["generator"]))
     handles = [line_handle(GENERATOR_LABELS.get(g, g), _gen_color(g)) for g in gens]

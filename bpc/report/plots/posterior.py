@@ -138,11 +138,8 @@ def _action_probabilities_page(
             alpha=0.85,
         )
         ax.axvline(sel["prior_mean"].item(), color="k", lw=0.8, ls="--")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
+        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="belief b", ylabel="P(action optimal)")
         ax.set_title(cell_label(b, g), fontsize=9)
-        ax.set_xlabel("belief b")
-        ax.set_ylabel("P(action optimal)")
         tw = ax.twinx()
         tw.plot(belief, sel["action_entropy"].values, color="k", lw=1.2)
         tw.set_ylim(0, max(1.0, float(np.log2(len(actions)))))
@@ -173,12 +170,6 @@ def _action_style(action: str) -> dict:
     """Colour, line style and marker of an action's line (:data:`ACTION_COLORS`, :data:`ACTION_STYLES`)."""
     style = ACTION_STYLES.get(action, {"ls": "-", "marker": None})
     return {"color": ACTION_COLORS.get(action, OKABE_ITO[7]), "ms": 3.5, **style}
-
-
-def _ci_label(unc: xr.Dataset) -> str:
-    prob = unc.attrs.get("ci_prob", CI_PROB)
-    kind = str(unc.attrs.get("ci_kind", CI_KIND)).upper()
-    return f"{float(prob):.0%} posterior {kind}"
 
 
 def plot_value_bands(
@@ -241,8 +232,8 @@ def _value_bands_page(
     outer = fig.add_gridspec(
         nrows, ncols, hspace=0.3, wspace=0.32, top=1 - 1.15 / height, bottom=0.75 / height
     )
-    lo_name, hi_name = CI_BOUNDS
-    ci_label = _ci_label(unc)
+    kind = str(unc.attrs.get("ci_kind", CI_KIND)).upper()
+    ci_label = f"{float(unc.attrs.get('ci_prob', CI_PROB)):.0%} posterior {kind}"
     actions = [str(a) for a in unc["action"].values]
     shown: set[str] = set()
     for k, (b, g) in enumerate(cells):
@@ -251,10 +242,9 @@ def _value_bands_page(
         strip = fig.add_subplot(inner[1], sharex=top)
         bottom = fig.add_subplot(inner[2], sharex=top)
         sel = unc.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g, DIM_STEP: step, "used": used})
-        x = sel["belief"].values
-        v = sel["value_mean"].values
-        vci = sel["value_ci"]
-        top.fill_between(x, vci.sel({DIM_CI: lo_name}), vci.sel({DIM_CI: hi_name}), color="0.75", lw=0)
+        x, v, vci = sel["belief"].values, sel["value_mean"].values, sel["value_ci"]
+        lo, hi = (vci.sel({DIM_CI: bound}) for bound in CI_BOUNDS)
+        top.fill_between(x, lo, hi, color="0.75", lw=0)
         top.plot(x, v, color="k", lw=1.6)
         prior = float(sel["prior_mean"].item())
         for ax in (top, strip, bottom):
@@ -279,11 +269,10 @@ def _value_bands_page(
                 loss = np.clip(v - q, 0, None)
                 bottom.plot(x, loss, lw=1.3, markevery=max(1, len(x) // 8), **_action_style(a))
         bottom.set_yscale("symlog", linthresh=1.0)
-        bottom.set_ylim(bottom=-0.05)
+        bottom.set(ylim=(-0.05, None), xlim=(0, 1))
         bottom.set_ylabel("V − Q_a (loss)", fontsize=8)
         bottom.set_xlabel("belief b", fontsize=8)
         bottom.tick_params(labelsize=7)
-        bottom.set_xlim(0, 1)
     handles = [
         line_handle("V(b), posterior mean", marker=None, ls="-", lw=1.6),
         Patch(color="0.75", label=f"V(b), {ci_label}"),
@@ -457,8 +446,8 @@ def plot_predicted_vs_realised(checks: pd.DataFrame, path: str | Path) -> list[P
     lims = np.array([ax.get_xlim(), ax.get_ylim()])
     lo, hi = lims.min(), lims.max()
     ax.plot([lo, hi], [lo, hi], color="k", lw=0.6)
-    ax.set_xlabel("realised held-out Δ vs always_verify (fold's scored tasks)")
-    ax.set_ylabel(f"predicted Δ (mean, {CI_PROB:.0%} predictive interval)")
+    ax.set(xlabel="realised held-out Δ vs always_verify (fold's scored tasks)")
+    ax.set(ylabel=f"predicted Δ (mean, {CI_PROB:.0%} predictive interval)")
     ax.set_title("Does the controller know what it will earn? One point per fold × cell × policy", fontsize=9)
     ax.legend(fontsize=7, frameon=False, title="open: interval missed", title_fontsize=7)
     ax.grid(color="#e5e5e5", lw=0.6)

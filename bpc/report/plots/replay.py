@@ -117,17 +117,15 @@ def plot_delta_bars(
                 ax.plot([r.ci_lo, r.ci_hi], [y[k], y[k]], color="black", lw=1.0, zorder=2)
                 face, edge = ("white", color) if flag else (color, "black")
                 marker = "D" if r.policy == REFERENCE_POLICY else "o"
-                ax.scatter(
-                    r.delta,
-                    y[k],
-                    s=46,
-                    marker=marker,
-                    facecolor=face,
-                    edgecolor=edge,
-                    zorder=3,
-                    hatch="////" if flag else None,
-                    linewidth=1.2,
-                )
+                hatch = "////" if flag else None
+                style = {
+                    "marker": marker,
+                    "facecolor": face,
+                    "edgecolor": edge,
+                    "hatch": hatch,
+                    "linewidth": 1.2,
+                }
+                ax.scatter(r.delta, y[k], s=46, zorder=3, **style)
             if posterior:
                 err = [block["post_mean"] - block["post_lo"], block["post_hi"] - block["post_mean"]]
                 ax.errorbar(block["post_mean"], y - 0.32, xerr=err, fmt="s", ms=3, color=OKABE_ITO[5])
@@ -245,16 +243,9 @@ def plot_protocol_deltas(
                 sub = sub.reindex(cell_gens)
                 err = [sub["delta"] - sub["ci_lo"], sub["ci_hi"] - sub["delta"]]
                 color, label = POLICY_COLORS.get(pol, "black"), POLICY_LABELS.get(pol, pol)
+                y = ys + offsets[j]
                 ax.errorbar(
-                    sub["delta"],
-                    ys + offsets[j],
-                    xerr=err,
-                    fmt="o",
-                    ms=4,
-                    lw=1.2,
-                    capsize=2,
-                    color=color,
-                    label=label,
+                    sub["delta"], y, xerr=err, fmt="o", ms=4, lw=1.2, capsize=2, color=color, label=label
                 )
             n = rows[rows["benchmark"] == bench].groupby("generator")["n_tasks"].max().reindex(cell_gens)
             for yy, nn in zip(ys, n, strict=True):
@@ -267,8 +258,7 @@ def plot_protocol_deltas(
                 ax.annotate(text, (1.0, yy), va="center", fontsize=7, color="0.35", **where)
             ax.axvline(0.0, color="0.3", lw=0.8)
             ax.set_yticks(ys, [GENERATOR_LABELS.get(g, g) for g in cell_gens], fontsize=8)
-            ax.set_ylim(-0.6, len(cell_gens) - 0.4)
-            ax.set_xlim(min(lo, 0.0) - pad, max(hi, 0.0) + pad)
+            ax.set(ylim=(-0.6, len(cell_gens) - 0.4), xlim=(min(lo, 0.0) - pad, max(hi, 0.0) + pad))
             ax.set_title(BENCHMARK_LABELS.get(bench, bench), fontsize=10)
             ax.grid(axis="x", color="0.9")
         for ax in axes[len(axes) - ncols :]:

@@ -25,7 +25,6 @@ __all__ = [
     "savefig",
     "MAX_FIGURE_PX",
     "paged",
-    "page_path",
     "save_pages",
     "axes_grid",
     "legend_below",
@@ -143,20 +142,6 @@ def paged[T](items: Sequence[T], per_page: int) -> list[list[T]]:
     return [[items[int(i)] for i in page] for page in np.array_split(np.arange(len(items)), n_pages)]
 
 
-def page_path(path: str | Path, page: int, n_pages: int) -> Path:
-    """The file of page ``page`` (0-based): ``path`` itself for the first, ``<stem>_p2`` … after it.
-
-    Examples
-    --------
-    >>> page_path("out/value_bands.png", 0, 3).name, page_path("out/value_bands.png", 2, 3).name
-    ('value_bands.png', 'value_bands_p3.png')
-    """
-    path = Path(path)
-    if page == 0 or n_pages <= 1:
-        return path
-    return path.with_name(f"{path.stem}_p{page + 1}{path.suffix}")
-
-
 def save_pages[T](
     items: Sequence[T],
     per_page: int,
@@ -171,16 +156,16 @@ def save_pages[T](
     ``draw(page, note)`` returns the figure of one page; ``note`` is
     ``" (page 2 of 4: cells 15–28 of 54)"`` (``""`` on a single page, ``unit``
     naming what is counted).
-    Pages after the first go to ``<stem>_p2`` … (:func:`page_path`).
+    Pages after the first go to ``<stem>_p2`` …; the first to ``path`` itself.
     """
-    items = list(items)
+    items, path = list(items), Path(path)
     pages = paged(items, per_page)
     written: list[Path] = []
     first = 0
     for k, page in enumerate(pages):
         note = f" (page {k + 1} of {len(pages)}: {unit} {first + 1}–{first + len(page)} of {len(items)})"
-        note = note if len(pages) > 1 else ""
-        written += savefig(draw(page, note), page_path(path, k, len(pages)), formats=formats)
+        name = path.with_name(f"{path.stem}_p{k + 1}{path.suffix}") if k else path
+        written += savefig(draw(page, note if len(pages) > 1 else ""), name, formats=formats)
         first += len(page)
     return written
 
