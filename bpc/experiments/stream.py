@@ -58,7 +58,7 @@ Intervals
 ---------
 Every interval is a task-clustered percentile bootstrap
 (:func:`bpc.intervals.clustered_interval`, ``BOOTSTRAP_B``
-resamples, coverage ``BOOTSTRAP_PROB``): tasks are resampled with
+resamples, coverage ``CI_PROB``, the one probability of bpc's own tables): tasks are resampled with
 replacement, each carrying *all* its appearances across the orders within
 the horizon; a resample's estimate is the ratio of the resampled utility
 sums to the resampled appearance counts (the mean utility per task-episode).
@@ -86,8 +86,8 @@ import pandas as pd
 
 from bpc.constants import (
     BOOTSTRAP_B,
-    BOOTSTRAP_PROB,
     BOOTSTRAP_SEED,
+    CI_PROB,
     DEFAULT_SEED,
     REFIT_PRESETS,
     SAMPLER_PRESETS,
@@ -155,7 +155,7 @@ class StreamConfig:
     bootstrap_b : int
         Bootstrap resamples.
     prob : float
-        Interval probability (the stream tables keep the 95 % their published numbers were made with).
+        Interval probability (default :data:`~bpc.constants.CI_PROB`, as in every bpc table).
     """
 
     targets: tuple[tuple[str, str], ...] = ()
@@ -170,7 +170,7 @@ class StreamConfig:
     profile: str = "bpc"
     presets: tuple[str, ...] = REFIT_PRESETS
     bootstrap_b: int = BOOTSTRAP_B
-    prob: float = BOOTSTRAP_PROB
+    prob: float = CI_PROB
 
     def __post_init__(self) -> None:
         from bpc.choices import check_choices
@@ -570,7 +570,7 @@ def summarize_stream(
     horizons: Sequence[int | None] = HORIZONS,
     B: int = BOOTSTRAP_B,
     seed: int = BOOTSTRAP_SEED,
-    prob: float = BOOTSTRAP_PROB,
+    prob: float = CI_PROB,
 ) -> pd.DataFrame:
     """The stream table (:data:`STREAM_COLUMNS`): mean utility per task over the first h tasks of each order.
 
@@ -643,7 +643,7 @@ def stream_contrast(
     horizons: Sequence[int | None] = HORIZONS,
     B: int = BOOTSTRAP_B,
     seed: int = BOOTSTRAP_SEED,
-    prob: float = BOOTSTRAP_PROB,
+    prob: float = CI_PROB,
 ) -> pd.DataFrame:
     """``start − baseline`` mean utility per task, per target and pooled over the targets of a family.
 
