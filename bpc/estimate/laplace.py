@@ -354,6 +354,11 @@ class InstanceFit:
     pooled_kappa: float
     prob: float
 
+    @property
+    def own(self) -> np.ndarray:
+        """bool: the cell's own κ̂ is used (identified, inside the searched range), not the pooled one."""
+        return self.identified & ~self.boundary & np.isfinite(self.kappa)
+
 
 def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
     """Fit the Beta-Binomial instance model to each cell's histogram (see the module docstring).
@@ -441,7 +446,7 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
     flat = hist.reshape(nb * ng, *hist.shape[2:])
     has_hist = np.isfinite(flat).all(axis=(1, 2)) & (np.nan_to_num(flat).sum(axis=(1, 2)) > 0)
     fit = instance_fit(np.where(has_hist[:, None, None], flat, 0.0), prob=prob)
-    own = fit.identified & ~fit.boundary & np.isfinite(fit.kappa)
+    own = fit.own
     n_patches, n_pass, n_inst = (
         counts[v].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
         for v in ("n_patches", "n_pass", "n_instances")

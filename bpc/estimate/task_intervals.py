@@ -11,8 +11,10 @@ along) and recomputes the estimate on what was drawn —
   the drawn tasks' verdicts on Y = 1 / Y = 0 patches (a ratio of totals);
 * ``kappa``: the Beta-Binomial maximum-likelihood κ̂ of the drawn tasks'
   instance histogram (:func:`bpc.estimate.laplace.instance_fit`), on the
-  searched range [``KAPPA_MIN``, ``KAPPA_MAX``]; ``NaN`` where the cell's own
-  κ is not identified (no task with two labelled patches of both outcomes).
+  searched range [``KAPPA_MIN``, ``KAPPA_MAX``]; ``NaN`` where the estimate
+  uses the pooled κ instead of the cell's own (:attr:`~bpc.estimate.laplace.InstanceFit.own`:
+  not identified, or the cell's κ̂ on the range's boundary), so no interval of the
+  cell's own κ is shown beside the pooled value.
 
 Resample ``b`` of cell ``c`` (cells in sorted order) uses
 ``numpy.random.default_rng([seed, c]).integers(0, T, size=(B, T))``, the
@@ -64,7 +66,7 @@ def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray, prob: float) -> tuple[
     onehot = np.zeros((len(tasks), size * (size + 1)))
     onehot[np.arange(len(tasks)), (m - 1) * (size + 1) + k] = 1.0
     own = instance_fit(onehot.sum(axis=0).reshape(1, size, size + 1))
-    if not own.identified[0]:
+    if not own.own[0]:
         return float("nan"), float("nan")
     hists = (weights @ onehot).reshape(len(weights), size, size + 1)
     # in chunks: the profile grid holds (logit π × log κ) values per histogram (~1 MB each)

@@ -146,3 +146,28 @@ def test_estimate_says_what_it_chose(corpus_csv):
     line = next(x for x in choices.splitlines() if "swebench_lite/gpt5_mini" in x)
     assert "900 patches, prior 0.259" in line and "135 patches, prior 0.496" in line
     assert len([x for x in err.splitlines() if "loading" in x]) <= 11  # rate-limited, not one line per file
+
+
+def test_a_cell_on_the_pooled_kappa_shows_no_interval_of_its_own(tmp_path, capsys):
+    """A cell whose tasks are all-pass or all-fail has κ̂ on the range's edge: the pooled κ is used,
+    and the cell's own (degenerate) bootstrap interval is not printed or written beside it."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for gen in ("mixed", "sharp"):
+        for t in range(30):
+            p = rng.beta(2, 2)
+            y_task = rng.random() < 0.5
+            for j in range(4):
+                y = bool(rng.random() < p) if gen == "mixed" else y_task
+                rows.append({"generator": gen, "instance_id": f"t{t}", "patch_id": j, "Y": int(y)})
+    f = tmp_path / "log.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "est.csv"
+    assert main(["estimate", str(f), "--out", str(out), "--default-benchmark", "b"]) == 0
+    df = pd.read_csv(out, keep_default_na=False, na_values=[""]).set_index("generator")
+    assert df.loc["mixed", "kappa_source"] == "cell"
+    assert df.loc["mixed", "kappa_lo"] < df.loc["mixed", "kappa"] < df.loc["mixed", "kappa_hi"]
+    assert df.loc["sharp", "kappa_source"] == "pooled"
+    assert np.isnan(df.loc["sharp", "kappa_lo"]) and np.isnan(df.loc["sharp", "kappa_hi"])
+    line = next(s for s in capsys.readouterr().out.splitlines() if " sharp " in s and "(pooled)" in s)
+    assert "[" not in line.split("(pooled)")[0]
