@@ -152,6 +152,7 @@ def _scheduler(address: str | None) -> Iterator[object]:
             processes=True,
             host="127.0.0.1",
             dashboard_address="127.0.0.1:0",
+            preload=["bpc.experiments.cluster"],  # its dask_setup: the workers leave Ctrl-C to this process
         )
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

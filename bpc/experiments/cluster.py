@@ -81,6 +81,18 @@ def client_for(scheduler: Any) -> Iterator[Any]:
         client.close()
 
 
+def dask_setup(worker: Any) -> None:
+    """Worker preload of the local cluster (``bpc compare --scheduler local``): Ctrl-C is the parent's.
+
+    A terminal's Ctrl-C reaches every process of its foreground group. The parent stops the run and
+    closes the cluster (one line, exit 130); a worker that took the signal too printed a traceback of
+    its own. The workers therefore ignore SIGINT (distributed calls this in each worker's main thread).
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def map_pieces(
     fn: Callable[..., Any],
     pieces: Sequence[Any],

@@ -485,6 +485,36 @@ def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
+def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches the whole foreground group, the local cluster's workers included:
+    they leave it to bpc (no traceback of theirs), which closes the cluster and exits 130."""
+    out = tmp_path / "cmp"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "bpc", "compare", "simulated", "--quick", "--scheduler", "local"]
+    errfile = tmp_path / "err.txt"
+    with errfile.open("w") as err_fh:
+        proc = subprocess.Popen(
+            [*argv, "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=err_fh,
+            env=env,
+            start_new_session=True,
+        )
+        start = time.monotonic()
+        while "evaluation protocol" not in errfile.read_text():  # the cluster is up, its workers running
+            assert proc.poll() is None and time.monotonic() - start < 300
+            time.sleep(0.5)
+        time.sleep(3)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    time.sleep(1)  # a worker's traceback would be written as it exits
+    err = errfile.read_text()
+    assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in err, err[-3000:]
+    assert err.splitlines()[-1].startswith("bpc compare: interrupted;")
+    assert not out.exists()
+
+
+@pytest.mark.slow
 def test_sigint_during_fit_compilation_is_one_line(tmp_path):
     env = _fit_env()
     argv = _fit_argv(tmp_path / "post.nc", draws=100, tune=100)
