@@ -502,3 +502,23 @@ def test_greedy_q_batched_over_samples():
         np.testing.assert_array_equal(qs[:, 0], q[:, s])
     unavailable = ~np.isfinite(p["tpr"])
     assert np.isneginf(q[:, unavailable.nonzero()[0], CRITIC_OFFSET + unavailable.nonzero()[1]]).all()
+
+
+def test_a_table_larger_than_the_process_may_hold_is_refused_with_its_sizes(monkeypatch):
+    """Under an address-space limit (``ulimit -v``) the DP table's budget is half of it: a table over
+    it is a ValueError naming the samples and the way out, not a MemoryError mid-allocation."""
+    import resource
+
+    from bpc.decide.kernels import dp
+
+    P = make_problem(
+        np.full(50, 0.3), [0.9], [0.1], 0.1, 0.1, costs=dict(critic_costs=[1], c_gen=1, c_ver=50, reward=R)
+    )
+    assert dp.solve_grid(P).value.shape[0] == 50  # fits the machine
+    real = resource.getrlimit
+    monkeypatch.setattr(
+        resource, "getrlimit", lambda r: (2**20, real(r)[1]) if r == resource.RLIMIT_AS else real(r)
+    )
+    assert dp.table_budget() == 2**19
+    with pytest.raises(ValueError, match=r"samples 50, .*--max-draws"):
+        dp.solve_grid(P)

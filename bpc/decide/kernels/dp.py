@@ -452,6 +452,26 @@ class DPSolution:
         return out.reshape(shape + (out.shape[-1],))
 
 
+def table_budget() -> int:
+    """Bytes a grid-DP table may take: half the memory this process may use, at most ``MAX_TABLE_BYTES``.
+
+    The memory is the smaller of the machine's physical memory and the process's address-space
+    limit (``ulimit -v``), so a table that cannot fit is refused with its sizes, not a MemoryError.
+
+    Examples
+    --------
+    >>> 0 < table_budget() <= MAX_TABLE_BYTES
+    True
+    """
+    import resource
+
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY:
+        memory = min(memory, soft)
+    return int(min(MAX_TABLE_BYTES, memory // 2))
+
+
 def solve_grid(
     problem: Problem,
     options: KernelOptions = DEFAULT_KERNEL,
@@ -527,13 +547,14 @@ def solve_grid(
         q = np.empty(shape[:5] + (CRITIC_OFFSET + K, shape[5]), dtype)
     if K > MAX_CRITICS:
         raise ValueError(f"at most {MAX_CRITICS} critics can be planned over (2^K used sets), got {K}")
-    table_bytes = math.prod(shape) * (dtype.itemsize + 1)
-    if table_bytes > MAX_TABLE_BYTES:
+    table_bytes, limit = math.prod(shape) * (dtype.itemsize + 1), table_budget()
+    if table_bytes > limit:
         raise ValueError(
             f"the DP table would take {table_bytes / 1024**3:.1f} GiB "
-            f"(limit {MAX_TABLE_BYTES / 1024**3:.0f}): "
+            f"(limit {limit / 1024**3:.1f} GiB, half this process's memory): "
             f"samples {S}, horizon {H}, max_patches {N}, {K} critics, mu_grid_size {mu_grid.shape[0]}, "
-            f"grid_size {grid.shape[0]}; lower horizon, grid_size or max_patches"
+            f"grid_size {grid.shape[0]}; plan over fewer posterior samples (bpc solve --max-draws) or "
+            "lower horizon, grid_size or max_patches"
         )
     value, policy = np.empty(shape, dtype), np.empty(shape, np.int8)
     flags = (
