@@ -291,7 +291,16 @@ def interrupt_guard() -> Iterator[None]:
         else:
             raise KeyboardInterrupt
 
+    hook = sys.unraisablehook
+
+    def quiet(unraisable) -> None:
+        # a Ctrl-C raised inside a C callback (llvmlite's compile cache) is "ignored" with a traceback
+        # on stderr; the block still ends with KeyboardInterrupt below, so say nothing here
+        if not (hit.is_set() and isinstance(unraisable.exc_value, KeyboardInterrupt)):
+            hook(unraisable)
+
     signal.signal(signal.SIGINT, handler)
+    sys.unraisablehook = quiet
     try:
         yield
     except BaseException:
@@ -300,5 +309,6 @@ def interrupt_guard() -> Iterator[None]:
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = hook
     if hit.is_set():
         raise KeyboardInterrupt

@@ -80,3 +80,39 @@ def test_choices_summary_is_short():
     empty = io.StringIO()
     choices_summary("data choices", [], stream=empty)
     assert empty.getvalue() == ""
+
+
+def test_a_ctrl_c_a_c_callback_swallowed_prints_nothing_and_still_ends_the_block(capsys):
+    """Inside the guard, a KeyboardInterrupt that Python reports as unraisable (raised in a C callback,
+    e.g. llvmlite's compile cache) prints no traceback, and the block still ends interrupted."""
+    import signal
+    import sys
+    from types import SimpleNamespace
+
+    import pytest
+
+    from bpc.progress import interrupt_guard
+
+    unraisable = SimpleNamespace(
+        exc_type=KeyboardInterrupt,
+        exc_value=KeyboardInterrupt(),
+        exc_traceback=None,
+        err_msg=None,
+        object=None,
+    )
+    seen = []
+    sys.unraisablehook, hook = seen.append, sys.unraisablehook  # what the guard falls back to
+    try:
+        sys.unraisablehook(SimpleNamespace(exc_value=ValueError()))
+        with pytest.raises(KeyboardInterrupt):
+            with interrupt_guard():
+                sys.unraisablehook(SimpleNamespace(exc_value=KeyboardInterrupt()))  # no Ctrl-C yet: passed on
+                try:
+                    signal.raise_signal(signal.SIGINT)
+                except KeyboardInterrupt:  # as a C callback would swallow it
+                    sys.unraisablehook(unraisable)
+        restored = sys.unraisablehook
+    finally:
+        sys.unraisablehook = hook
+    assert len(seen) == 2 and unraisable not in seen  # the one after the Ctrl-C was quiet
+    assert restored == seen.append  # the guard put the hook back
