@@ -136,16 +136,22 @@ def _scheduler(address: str | None) -> Iterator[object]:
         with client_for(address) as client:
             yield client
         return
-    try:
-        from distributed import LocalCluster
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("--scheduler local needs dask.distributed: pip install 'bpc[dask]'") from exc
     import signal
+    from multiprocessing import resource_tracker
 
-    # SIGINT held in this process while the cluster starts: a half-started cluster cannot be closed
-    # (an AssertionError at exit); the pending interrupt arrives once it is up, and the block closes it
+    # SIGINT held while the cluster starts: a half-started cluster cannot be closed (an AssertionError
+    # at exit), and the threads that distributed starts inherit the block, so the worker processes
+    # they spawn hold it too until the preload ignores it (else a Ctrl-C while a worker still imports
+    # prints its traceback). The pending interrupt reaches this thread once the cluster is up, and the
+    # block below closes it. The resource tracker starts first: starting it unblocks SIGINT in the
+    # thread that does so.
+    resource_tracker.ensure_running()
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
+        try:
+            from distributed import LocalCluster
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("--scheduler local needs dask.distributed: pip install 'bpc[dask]'") from exc
         cluster = LocalCluster(
             n_workers=2,
             threads_per_worker=1,
