@@ -419,7 +419,7 @@ def test_sigint_during_fit_sampling_exits_130_and_keeps_the_previous_output(tmp_
     with errfile.open("w") as err_fh:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_fh, env=env)
         start = time.monotonic()
-        while "NUTS[" not in errfile.read_text():  # compiled; sampling has started
+        while "NUTS[" not in errfile.read_text(errors="replace"):  # compiled; sampling has started
             assert proc.poll() is None and time.monotonic() - start < 300
             time.sleep(0.5)
         time.sleep(3)
@@ -472,7 +472,7 @@ def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
     with errfile.open("w") as err_fh:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_fh, env=env)
         start = time.monotonic()
-        while "cost grid" not in errfile.read_text():  # the workers are running
+        while "cost grid" not in errfile.read_text(errors="replace"):  # the workers are running
             assert proc.poll() is None and time.monotonic() - start < 300
             time.sleep(0.5)
         time.sleep(2)
@@ -514,18 +514,23 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
             start_new_session=True,
         )
         start = time.monotonic()
-        if when == "workers importing":
-            while not _worker_processes_started(proc.pid):
-                assert proc.poll() is None and time.monotonic() - start < 300
-                time.sleep(0.05)
-            time.sleep(0.5)  # the spawned interpreters are importing (before 0.2 s none has started)
-        else:
-            while "evaluation protocol" not in errfile.read_text():  # the cluster is up, its workers run
-                assert proc.poll() is None and time.monotonic() - start < 300
-                time.sleep(0.5)
-            time.sleep(3)
-        os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=120)
+        try:
+            if when == "workers importing":
+                while not _worker_processes_started(proc.pid):
+                    assert proc.poll() is None and time.monotonic() - start < 300
+                    time.sleep(0.05)
+                time.sleep(0.5)  # the spawned interpreters are importing (before 0.2 s none has started)
+            else:  # the cluster is up, its workers run (a poll may cut a multi-byte character: replaced)
+                while "evaluation protocol" not in errfile.read_text(errors="replace"):
+                    assert proc.poll() is None and time.monotonic() - start < 300
+                    time.sleep(0.5)
+                time.sleep(3)
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
+        finally:  # a failed test leaves no run behind
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     time.sleep(1)  # a worker's traceback would be written as it exits
     err = errfile.read_text()
     assert proc.returncode == EXIT_INTERRUPTED and "Traceback" not in err, err[-3000:]
