@@ -46,9 +46,10 @@ expectation, given what we know about the cell".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -551,10 +552,14 @@ def compare(
         )
     check_posterior_cells(post.params, data.cells, posterior)
 
+    fold_fits: list[Mapping[str, Any]] = []  # each fold posterior's diagnostics (a fit made here)
+
     def fold_posterior(counts: xr.Dataset) -> xr.Dataset:
         if posterior is not None and posterior != "conjugate":
             return post.params  # a saved posterior, used as given
-        return fit_posterior(posterior, counts, preset=preset, seed=seed, ladder=ladder).params
+        fitted = fit_posterior(posterior, counts, preset=preset, seed=seed, ladder=ladder)
+        fold_fits.append(fitted.diagnostics)
+        return fitted.params
 
     with stage(f"replay on held-out tasks ({N_FOLDS} folds, seed {seeds[0]})", enabled=progress):
         sim = Simulation(n_draws=30 if quick else 100, n_per_draw=100 if quick else 300, seed=seed)
@@ -584,7 +589,7 @@ def compare(
         f"else refitted; failed fits {failed}",
         "scheduler": "this process" if scheduler is None else str(scheduler),
         "posterior controllers": f"{folds_txt}, seed {seeds[0]}, one posterior per fold from its training "
-        "tasks (a loaded posterior is used as given)",
+        f"tasks (a loaded posterior is used as given){_fold_fits_clause(fold_fits)}",
         "credible interval": f"{CI_PROB:.0%} {CI_KIND}",
         # the task report: tasks nothing passes, identical solved sets, empty diffs
         "data choices": notes_digest(data.counts.attrs.get("notes", []))
@@ -596,6 +601,20 @@ def compare(
     return CompareResult(
         data.label, list(data.cells), table, unc, first, eff, described, diagnostics, **tables
     )
+
+
+def _fold_fits_clause(fits: Sequence[Mapping[str, Any]]) -> str:
+    """``"; the fold posteriors: …"``: how many fold fits passed the check, each failure's diagnostics."""
+    from bpc.experiments.posterior import describe_diagnostics
+
+    made = [(i, d) for i, d in enumerate(fits, 1) if d]
+    if not made:
+        return ""
+    failed = [f"fold {i}: {describe_diagnostics(d)}" for i, d in made if not d["converged"]]
+    text = f"; the fold posteriors: {len(made) - len(failed)} of {len(made)} passed the convergence check"
+    if failed:
+        text += f" ({'; '.join(failed)}), and the failed ones are used: every posterior Δ averages all folds"
+    return text
 
 
 def _efficiency(

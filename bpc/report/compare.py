@@ -152,7 +152,8 @@ def efficiency_paragraph(eff: pd.DataFrame) -> str:
             if used:
                 conv += f"; the other {used} were used and their rows are flagged"
             if excluded:
-                conv += f"; {excluded} failed their check after every preset and are excluded"
+                its, are = ("its", "is") if excluded == 1 else ("their", "are")
+                conv += f"; {excluded} failed {its} check after every preset and {are} excluded"
             conv += "."
         parts.append(f"`{arm}` − `{ref}` (held-out utility per task): " + "; ".join(items) + "." + conv)
     return (

@@ -238,7 +238,6 @@ REGISTRY: dict[str, ResultsCommand] = {
             "against the full-data reference.",
             PAPER_QUIRKS,
             outputs=("--out",),
-            long=True,
         ),
     )
 }

@@ -226,7 +226,7 @@ def test_report_helpers_read_the_protocol_and_efficiency_tables():
         "k=0: mean +5.00, wins 1, ties 0, loses 0 of 1" in text and "k=3: mean -0.20, wins 0, ties 1" in text
     )
     assert "Refits converged: 4 of 7; the other 2 were used and their rows are flagged" in text
-    assert "1 failed their check after every preset and are excluded" in text
+    assert "1 failed its check after every preset and is excluded" in text
     pairs = eff.assign(reference="complete_pooling")  # another reference: its own sentence, no refit count
     assert "`posterior_mean_dp` − `complete_pooling`" in efficiency_paragraph(pairs)
     assert "Refits converged" not in efficiency_paragraph(pairs)
@@ -466,3 +466,32 @@ def test_ablation_arms_are_profile_switches():
     assert ABLATION_ARMS["instance_dp"] == ("bayesian_dp", {})
     with pytest.raises(ValueError, match="unknown arm"):
         ablation_evaluator(arms=["magic"])
+
+
+def test_failed_fold_posteriors_are_said_where_the_posterior_delta_is_shown(tmp_path, monkeypatch):
+    """A fold posterior that fails its convergence check is used (every posterior Δ averages the
+    folds), and the report says so beside the posterior Δ, with that fold's diagnostics."""
+    import bpc.experiments.posterior as posterior_module
+    from bpc.experiments.compare import CompareConfig, compare
+
+    real, calls = posterior_module.fit_posterior, []
+
+    def fit_posterior(posterior, counts, **kw):  # the main fit passes, then folds 1, 3, 5 fail
+        calls.append(posterior)
+        ok = len(calls) % 2 == 1
+        diag = {"max_rhat": 1.0 if ok else 1.05, "min_ess_bulk": 900.0, "min_ess_tail": 800.0 if ok else 90.0}
+        fitted = real("conjugate", counts, preset="quick", seed=1)
+        return posterior_module.Posterior(fitted.params, "a fit", {**diag, "divergences": 0, "converged": ok})
+
+    monkeypatch.setattr(posterior_module, "fit_posterior", fit_posterior)
+    config = CompareConfig(
+        "simulated", posterior="conjugate", draws=12, quick=True, seed=1, benchmarks=["lcb_hard"],
+        generators=["gpt5_mini", "haiku45"], scale=0.2, efficiency=False,
+    )  # fmt: skip
+    write_compare(compare(config, progress=False), tmp_path)
+    assert len(calls) == 6  # all tasks, then one per fold
+    text = (tmp_path / "report.md").read_text()
+    section = text[text.index("The posterior controllers") : text.index("Policy uncertainty")]
+    assert "the fold posteriors: 2 of 5 passed the convergence check" in section
+    assert "fold 1: max R-hat 1.050, min bulk ESS 900, min tail ESS 90, 0 divergences" in section
+    assert "fold 2:" not in section and section.count("convergence check FAILED") == 3
