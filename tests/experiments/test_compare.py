@@ -486,7 +486,7 @@ def test_failed_fold_posteriors_are_said_where_the_posterior_delta_is_shown(tmp_
     monkeypatch.setattr(posterior_module, "fit_posterior", fit_posterior)
     config = CompareConfig(
         "simulated", posterior="conjugate", draws=12, quick=True, seed=1, benchmarks=["lcb_hard"],
-        generators=["gpt5_mini", "haiku45"], scale=0.2, efficiency=False,
+        generators=["gpt5_mini", "haiku45"], scale=0.2, efficiency=False, ablation=False, predictive=False,
     )  # fmt: skip
     write_compare(compare(config, progress=False), tmp_path)
     assert len(calls) == 6  # all tasks, then one per fold
