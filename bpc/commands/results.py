@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list or not args.names:
         for c in REGISTRY.values():
-            print(f"{c.name:<22} {'(hours) ' if c.long else ''}{c.command_line}")
+            print(f"{c.name:<22} {'(long) ' if c.long else ''}{c.command_line}")
         if not args.list:
             print(f"wrote {write_index(args.out)}")
         return 0

@@ -81,7 +81,7 @@ class ResultsCommand:
         Options whose value is an output path: ``bpc results`` points them into a scratch folder and
         keeps the Markdown written there.
     long : bool
-        Takes an hour or more; the index says so.
+        Takes half an hour or more; the index and ``bpc results --list`` say so.
     """
 
     name: str
@@ -468,7 +468,7 @@ def index_text(folder: str | os.PathLike) -> str:
             stamp = read_stamp(folder / f"{c.name}.md") or {}
             link, state = f"[{c.title}]({c.name}.md)", f"written {stamp.get('date', '?')}"
         else:
-            long = " (takes hours)" if c.long else ""
+            long = " (takes half an hour or more)" if c.long else ""
             link, state = c.title, f"not generated yet: run `bpc results {c.name}`{long}"
         lines.append(f"| {link} | `{c.command_line}` | {state} |")
     lines += ["", "```{toctree}", ":hidden:", ""] + [c.name for c in present] + ["```", ""]
