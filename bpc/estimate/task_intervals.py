@@ -65,8 +65,8 @@ def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray, prob: float) -> tuple[
     size = int(m.max())
     onehot = np.zeros((len(tasks), size * (size + 1)))
     onehot[np.arange(len(tasks)), (m - 1) * (size + 1) + k] = 1.0
-    own = instance_fit(onehot.sum(axis=0).reshape(1, size, size + 1))
-    if not own.own[0]:
+    whole = instance_fit(onehot.sum(axis=0).reshape(1, size, size + 1))  # the cell's own tasks, all
+    if not whole.own[0]:
         return float("nan"), float("nan")
     hists = (weights @ onehot).reshape(len(weights), size, size + 1)
     # in chunks: the profile grid holds (logit π × log κ) values per histogram (~1 MB each)
