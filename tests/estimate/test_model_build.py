@@ -163,7 +163,9 @@ def test_model_variables_and_dims(counts):
         "z_kappa_inst_benchmark",
         "z_kappa_inst_generator",
     }
-    assert names == rates | instance
+    centred = names - rates - instance  # the informed rates' centred effects (effect_levels)
+    assert all(name.startswith(("benchmark_effect_", "generator_effect_")) for name in centred)
+    assert rates | instance <= names
     assert {v.name for v in model.deterministics} == {
         "beta_benchmark",
         "beta_generator",
@@ -186,7 +188,7 @@ def test_model_variables_and_dims(counts):
     assert [v.name for v in model.potentials] == ["y_instances"]
     # the i.i.d. switch: no instance variables, the prior is a collapsed rate again
     iid = build_model(counts, dataclasses.replace(ModelSpec.default(), instance=False))
-    assert {v.name for v in iid.free_RVs} == rates and [v.name for v in iid.observed_RVs] == ["y"]
+    assert {v.name for v in iid.free_RVs} == rates | centred and [v.name for v in iid.observed_RVs] == ["y"]
 
 
 def test_likelihood_is_beta_binomial_on_observed_entries(counts):
@@ -235,10 +237,65 @@ def test_masked_entries_do_not_change_logp(counts):
 def test_parametrizations_build_and_have_finite_logp(counts, zero_sum, centered):
     spec = dataclasses.replace(ModelSpec.default(), zero_sum=zero_sum, centered=centered)
     model = build_model(counts, spec)
-    assert np.isfinite(model.compile_logp()(model.initial_point()))
+    # term by term: Python mode cannot add more than 32 terms in one operation
+    assert np.isfinite(sum(np.sum(t) for t in model.compile_logp(sum=False)(model.initial_point())))
     if zero_sum:
         draws = pm.draw(model["beta_generator"], draws=5, random_seed=1)
         np.testing.assert_allclose(draws.sum(axis=-1), 0, atol=1e-9)
+
+
+def test_informed_effects_are_centred_and_keep_the_zero_sum_prior(counts):
+    """A rate informed on some levels samples those centred; β stays the zero-sum normal of scale σ."""
+    from bpc.estimate.model.build import effect_levels
+
+    levels = effect_levels(counts, ModelSpec.default(), "benchmark")
+    assert levels.shape == (len(ModelSpec.default().rates), counts.sizes["benchmark"])
+    assert set(np.unique(levels)) <= {0, 1, 2}
+    # force the prior's benchmark effects centred with one level unobserved: the two-part draw
+    sparse = counts.copy(deep=True)
+    for name in ("n_patches", "n_pass", "n_instances", "inst_hist"):
+        sparse[name].loc[{"benchmark": "swebench_lite"}] = np.nan
+    spec = dataclasses.replace(ModelSpec.default(), centered=("prior",))
+    model = build_model(sparse, spec)
+    assert "benchmark_effect_prior" in model.named_vars
+    n = sparse.sizes["benchmark"]
+    assert model.named_vars_to_dims["benchmark_effect_prior"] == ("benchmark_prior",)
+    assert len(model.coords["benchmark_prior"]) < n
+    beta, sigma = pm.draw([model["beta_benchmark"], model["sigma_benchmark"]], draws=20_000, random_seed=2)
+    z = beta[:, 0, :] / sigma[:, 0, None]  # the prior's row, in units of its σ
+    np.testing.assert_allclose(z.sum(axis=-1), 0, atol=1e-9)
+    np.testing.assert_allclose(np.cov(z.T), np.eye(n) - 1.0 / n, atol=0.03)
+    # the data fix α + m (m: the observed levels' mean effect), which is sampled; α keeps its prior
+    assert "alpha_observed" in model.named_vars and "alpha" not in {v.name for v in model.free_RVs}
+    alpha = pm.draw(model["alpha"], draws=20_000, random_seed=3)[:, 0]
+    prior = spec.hyperprior("prior", "alpha")
+    assert abs(alpha.mean() - prior["mu"]) < 0.05 and abs(alpha.std() - prior["sigma"]) < 0.05
+    assert np.isfinite(model.compile_logp()(model.initial_point()))
+
+
+def test_effect_levels_centre_only_what_the_data_fix():
+    """0 unobserved, 1 observed, 2 informed: many rich cells per level, levels far apart."""
+    from bpc.estimate.model.build import effect_levels
+    from bpc.schema import empty_counts
+
+    benches, gens = ["b0", "b1", "b2", "b3"], [f"g{i}" for i in range(6)]
+    counts = empty_counts(benches, gens)
+    rng = np.random.default_rng(0)
+    rate = np.array([0.1, 0.3, 0.6, 0.9])[:, None] * np.ones((1, len(gens)))
+    n = np.full(rate.shape, 400.0)
+    counts["n_patches"][:] = n
+    counts["n_pass"][:] = rng.binomial(400, rate).astype(float)
+    counts["n_patches"].loc[{"benchmark": "b3"}] = np.nan  # unobserved
+    counts["n_pass"].loc[{"benchmark": "b3"}] = np.nan
+    spec = dataclasses.replace(ModelSpec.default(), instance=False)
+    r = spec.rates.index("prior")
+    by_bench = effect_levels(counts, spec, "benchmark")[r]
+    assert by_bench.tolist() == [2, 2, 2, 0]
+    # generators differ by little next to the benchmarks they were seen on: not informed
+    assert effect_levels(counts, spec, "generator")[r].tolist() == [1] * len(gens)
+    # a rate at 100 % carries little information however many patches: observed, not informed
+    counts["n_pass"][:] = counts["n_patches"]
+    assert effect_levels(counts, spec, "benchmark")[r].tolist() == [1, 1, 1, 0]
 
 
 def test_effects_can_be_dropped(counts):

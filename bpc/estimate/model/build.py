@@ -41,11 +41,13 @@ others (:func:`centred_cells`; every cell centred with ``"prior"`` in
 
 Without ``spec.instance`` the prior is a collapsed rate like the others
 (patches independent). The group effects are non-centred (β = σ_benchmark · z)
-except for the rate kinds listed in ``spec.centered`` (β = z ~ N(0, σ)),
-optionally sum-to-zero. Variable names:
+except where the data fix them (:func:`effect_levels`) or for the rate kinds listed in
+``spec.centered``, whose observed levels are centred (:func:`_effect`), optionally sum-to-zero.
+Variable names:
 
 ``alpha`` (rate), ``sigma_benchmark`` / ``sigma_generator`` (rate),
-``z_benchmark`` / ``z_generator`` (rate, level; the raw effects),
+``z_benchmark`` / ``z_generator`` (rate, level; the raw effects), ``benchmark_effect_<rate>`` /
+``generator_effect_<rate>`` (the centred effects, over ``benchmark_<rate>`` / ``generator_<rate>``),
 ``beta_benchmark`` (rate, benchmark), ``beta_generator`` (rate, generator),
 ``log_kappa`` / ``kappa`` (rate), data ``n`` / ``k`` and index arrays
 ``rate_idx`` / ``benchmark_idx`` / ``generator_idx`` (obs), likelihood ``y``
@@ -122,6 +124,7 @@ __all__ = [
     "DIM_TASK_CELL",
     "DIM_TASK_BENCHMARK",
     "task_observations",
+    "effect_levels",
     "DIM_RATE",
     "DIM_OBS",
     "DIM_PRIOR_CELL",
@@ -513,30 +516,106 @@ def beta_binomial_rows(
     return _tensor(out)
 
 
-def _effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
-    """Group effects β[rate, level], centred for the spec's centred kinds, non-centred otherwise.
+def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.ndarray:
+    """What the data say about each group effect β[rate, level]: 0 nothing, 1 something, 2 enough.
 
-    One raw variable covers every rate: β_raw ~ N(0, σ^w) and β = σ^(1−w) β_raw
-    with w = 1 for centred and 0 for non-centred rates.
+    A level is *observed* for a rate when one of its cells has counts of that rate, and
+    *informed* when its data fix its effect (docs/method.md §Hierarchical model), by two tests:
+
+    * its counts: at least two of its cells, and at least half of its observed cells, carry
+      :data:`CENTRE_INFORMATION` units of Fisher information about the rate's logit each
+      (n p(1 − p), p = (k + 1)/(n + 2)) — a rate observed at 0 or 1 only (a critic that passes
+      every correct patch) carries little however many patches it has;
+    * their spread: with x the cells' empirical logits log((k + ½)/(n − k + ½)), τ² their variance
+      within a level (pooled over the levels) and s² the variance of the levels' mean x less the
+      mean of τ²/c (c: a level's observed cells), τ²/c < s². τ² takes in all the level's cells
+      differ by — the other factor's effects, their own spread, binomial noise — so a generator
+      seen on benchmarks far apart stays non-centred.
+
+    Then :func:`_effect` samples the rate's effects centred: the data, not σ, fix them, and the
+    non-centred form would meet a funnel (Papaspiliopoulos, Roberts & Sköld 2007). The tests only
+    choose the parametrisation, never the model.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``int`` array over (rate, level): 0, 1 or 2.
+    """
+    k, n = rate_counts(counts, spec)
+    other = 2 if level_dim == DIM_BENCHMARK else 1  # the other factor's axis
+    n_v = np.moveaxis(np.nan_to_num(n.values), other, -1)
+    k_v = np.moveaxis(np.nan_to_num(k.values), other, -1)
+    seen = n_v > 0
+    cells = seen.sum(axis=-1)  # (rate, level)
+    observed = cells > 0
+    p = (k_v + 1.0) / (n_v + 2.0)
+    rich = (n_v * p * (1.0 - p) >= CENTRE_INFORMATION).sum(axis=-1)
+    counted = (rich >= 2) & (2 * rich >= cells)
+    x = np.where(seen, np.log((k_v + 0.5) / (n_v - k_v + 0.5)), 0.0)
+    level_mean = x.sum(axis=-1) / np.maximum(cells, 1)
+    dof = np.maximum(cells - 1, 0).sum(axis=-1)  # (rate,)
+    tau2 = (np.where(seen, x - level_mean[..., None], 0.0) ** 2).sum(axis=(-2, -1)) / np.maximum(dof, 1)
+    noise = np.where(observed, tau2[:, None] / np.maximum(cells, 1), 0.0)
+    n_obs = observed.sum(axis=-1)
+    grand = np.where(observed, level_mean, 0.0).sum(axis=-1) / np.maximum(n_obs, 1)
+    between = np.where(observed, (level_mean - grand[:, None]) ** 2, 0.0).sum(axis=-1)
+    between = between / np.maximum(n_obs - 1, 1)
+    s2 = between - noise.sum(axis=-1) / np.maximum(n_obs, 1)
+    spread = (dof[:, None] > 0) & (n_obs[:, None] >= 2) & (noise < s2[:, None])
+    return observed.astype(int) + (observed & counted & spread).astype(int)
+
+
+def _effect(
+    spec: ModelSpec, level_dim: str, levels: np.ndarray
+) -> tuple[pt.TensorVariable, pt.TensorVariable | None]:
+    """Group effects β[rate, level] (centred where the data fix them) and the mean m of their observed levels.
+
+    ``levels`` is :func:`effect_levels`. A rate's effects are centred on its observed levels when
+    every one of them is informed, or when its kind is in ``spec.centered``; a level without data
+    is always non-centred (a centred level with nothing but its prior is Neal's funnel). Without
+    ``spec.zero_sum`` the effects are iid N(0, σ) and each (rate, level) is centred or not on its
+    own. With it, β is the zero-sum normal of scale σ (iid N(0, σ²) projected on Σβ = 0), split
+    exactly into independent parts. Over the observed levels O (n_O of n), β_O = d + m·1: d their
+    deviations from their mean, a zero-sum normal of scale σ over O, which the data fix (sampled
+    centred, ``<dim>_effect_<rate>`` over coordinate ``<dim>_<rate>``); m their mean, N(0, σ² n_U /
+    (n n_O)), which only α + m is told by the data (non-centred). The other levels U are −(n_O / n_U) m
+    plus a zero-sum normal of scale σ over U (non-centred). Non-centred rates are σ · ``z_<dim>``
+    (a zero-sum normal of scale 1 per rate); a centred rate's row of ``z_<dim>`` supplies m, as
+    σ (n_U / n)(z̄_O − z̄_U), and the residuals over U. The data fix α + m, not α and m apart:
+    :func:`build_model` samples that sum (see ``alpha_observed`` there), so m is returned too
+    (over ``rate``; ``None`` when no rate has one).
     """
     sigma = pm.HalfNormal(
         f"sigma_{level_dim}", sigma=_hyper(spec, f"sigma_{level_dim}", "sigma"), dims=DIM_RATE
     )
     dims = (DIM_RATE, level_dim)
-    w = np.array([1.0 if rate_kind(rate) in spec.centered else 0.0 for rate in spec.rates])[:, None]
-    if not w.any():
-        raw_sigma, scale = 1.0, sigma[:, None]
-    elif w.all():
-        raw_sigma, scale = sigma[:, None], 1.0
-    else:
-        raw_sigma = pt.switch(w > 0, sigma[:, None], 1.0)
-        scale = pt.switch(w > 0, 1.0, sigma[:, None])
+    forced = np.array([rate_kind(rate) in spec.centered for rate in spec.rates])[:, None]
     name = f"z_{level_dim}"
-    if spec.zero_sum:
-        raw = pm.ZeroSumNormal(name, sigma=raw_sigma, dims=dims, n_zerosum_axes=1)
-    else:
-        raw = pm.Normal(name, 0.0, raw_sigma, dims=dims)
-    return _deterministic(f"beta_{level_dim}", scale * raw, dims=dims)
+    if not spec.zero_sum:
+        w = (levels > 0) & (forced | (levels == 2))
+        raw = pm.Normal(name, 0.0, pt.switch(w, sigma[:, None], 1.0), dims=dims)
+        return _deterministic(f"beta_{level_dim}", pt.switch(w, raw, sigma[:, None] * raw), dims=dims), None
+    raw = pm.ZeroSumNormal(name, sigma=1.0, dims=dims, n_zerosum_axes=1)
+    model, n_levels = cast(pm.Model, pm.modelcontext(None)), levels.shape[1]
+    beta, shift = _tensor(sigma[:, None] * raw), None
+    for r, rate in enumerate(spec.rates):
+        observed = np.flatnonzero(levels[r] > 0)
+        if observed.size < 2 or not (forced[r, 0] or bool((levels[r, observed] == 2).all())):
+            continue
+        level_names = [str(v) for v in model.coords[level_dim] or ()]
+        coord = f"{level_dim}_{rate}"
+        model.add_coord(coord, [level_names[i] for i in observed])
+        part = pm.ZeroSumNormal(f"{level_dim}_effect_{rate}", sigma=sigma[r], dims=coord)
+        rest = np.setdiff1d(np.arange(n_levels), observed)
+        if rest.size:  # the observed levels' mean m, confounded with α, stays non-centred
+            z_o, z_u = raw[r, observed], raw[r, rest]
+            m = sigma[r] * (rest.size / n_levels) * (pt.mean(z_o) - pt.mean(z_u))
+            fill = -(observed.size / rest.size) * m + sigma[r] * (z_u - pt.mean(z_u))
+            beta = _tensor(pt.set_subtensor(beta[r, rest], fill))
+            part = part + m
+            shift = _tensor(pt.set_subtensor((pt.zeros(len(spec.rates)) if shift is None else shift)[r], m))
+        beta = _tensor(pt.set_subtensor(beta[r, observed], part))
+    return _deterministic(f"beta_{level_dim}", beta, dims=dims), shift
 
 
 def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty: bool = False) -> pm.Model:
@@ -599,8 +678,12 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
         k = _data("k", obs["k"].values, dims=DIM_OBS)
         r_idx = _data("rate_idx", obs["rate_idx"].values, dims=DIM_OBS)
         hyper = {name: {p: _hyper(spec, name, p) for p in ("mu", "sigma")} for name in ("alpha", "log_kappa")}
-        alpha = pm.Normal("alpha", **hyper["alpha"], dims=DIM_RATE)
-        effects = {dim: _effect(spec, dim) for dim in (DIM_BENCHMARK, DIM_GENERATOR) if dim in spec.effects}
+        effects, shifts = {}, []
+        for dim in (DIM_BENCHMARK, DIM_GENERATOR):
+            if dim in spec.effects:
+                effects[dim], shift = _effect(spec, dim, effect_levels(counts, spec, dim))
+                shifts += [] if shift is None else [shift]
+        alpha = _intercept(hyper["alpha"], _tensor(pt.add(*shifts)) if shifts else None)
         logit_mu = alpha[r_idx]
         for dim, effect in effects.items():
             idx = _data(f"{dim}_idx", obs[f"{dim}_idx"].values, dims=DIM_OBS)
@@ -619,6 +702,19 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
         if inst is not None and rows is not None and inst.sizes[DIM_PRIOR_CELL] > 0:
             _instance_likelihood(spec, inst, alpha, effects, tasks, rows)
     return model
+
+
+def _intercept(prior: dict[str, np.ndarray], shift: pt.TensorVariable | None) -> pt.TensorVariable:
+    """α ~ N(μ, σ) per rate, sampled as ``alpha_observed`` = α + m where centred effects have a mean m.
+
+    The data of a rate whose effects are centred on some levels only fix α + m (:func:`_effect`);
+    sampling that sum, ``alpha_observed`` ~ N(μ + m, σ), with α = ``alpha_observed`` − m a
+    deterministic (the same α ~ N(μ, σ)), removes the α–m ridge.
+    """
+    if shift is None:
+        return pm.Normal("alpha", **prior, dims=DIM_RATE)
+    observed = pm.Normal("alpha_observed", mu=prior["mu"] + shift, sigma=prior["sigma"], dims=DIM_RATE)
+    return _deterministic("alpha", observed - shift, dims=DIM_RATE)
 
 
 def centred_cells(inst: xr.Dataset, *, all_centred: bool = False) -> np.ndarray:
