@@ -31,9 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPARAMETRISED = ("z_pi",)
+REPARAMETRISED = ("z_pi", "z_benchmark", "z_generator", "alpha_observed")
 """Raw variables whose meaning differs between the checkouts (a crossed cell's ``z_pi`` is logit π in
-the baseline, ℓ + σ_task z̄ now); their cells are compared through ``pi`` and ``task_loc``."""
+the baseline, ℓ + σ_task z̄ now; the raw group effects of a rate sampled centred now only carry its
+unobserved levels); their cells are compared through ``pi`` and ``task_loc``, the effects through
+``beta_benchmark`` / ``beta_generator`` and ``alpha``."""
 
 
 def run_fit(checkout: Path, corpus: str, seed: int, out: Path, extra: list[str]) -> dict:
