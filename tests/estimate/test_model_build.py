@@ -163,10 +163,14 @@ def test_model_variables_and_dims(counts):
         "z_kappa_inst_benchmark",
         "z_kappa_inst_generator",
     }
-    centred = names - rates - instance  # the informed rates' centred effects (effect_levels)
-    assert all(name.startswith(("benchmark_effect_", "generator_effect_")) for name in centred)
-    assert rates | instance <= names
-    assert {v.name for v in model.deterministics} == {
+    # the informed rates' centred effects (effect_levels) and, where a rate is observed on some levels
+    # only, the intercept sampled as α + the observed levels' mean effect
+    centred = names - rates - instance
+    assert all(
+        n.startswith(("benchmark_effect_", "generator_effect_")) or n == "alpha_observed" for n in centred
+    )
+    assert (rates - {"alpha"}) | instance <= names and ("alpha" in names) != ("alpha_observed" in names)
+    assert {v.name for v in model.deterministics} - {"alpha"} == {
         "beta_benchmark",
         "beta_generator",
         "kappa",
@@ -188,7 +192,11 @@ def test_model_variables_and_dims(counts):
     assert [v.name for v in model.potentials] == ["y_instances"]
     # the i.i.d. switch: no instance variables, the prior is a collapsed rate again
     iid = build_model(counts, dataclasses.replace(ModelSpec.default(), instance=False))
-    assert {v.name for v in iid.free_RVs} == rates | centred and [v.name for v in iid.observed_RVs] == ["y"]
+    assert {v.name for v in iid.free_RVs} - {"alpha", "alpha_observed"} == (rates | centred) - {
+        "alpha",
+        "alpha_observed",
+    }
+    assert [v.name for v in iid.observed_RVs] == ["y"]
 
 
 def test_likelihood_is_beta_binomial_on_observed_entries(counts):
