@@ -131,6 +131,7 @@ __all__ = [
     "DIM_INST_CLASS",
     "C_MAX",
     "CENTRE_INFORMATION",
+    "CENTRE_LEVELS",
     "centred_cells",
     "RATE_COUNTS",
     "rate_counts",
@@ -168,6 +169,10 @@ _LEVELS = (DIM_BENCHMARK, DIM_GENERATOR)
 
 CENTRE_INFORMATION = 10.0
 """Information about logit π (instances × p(1 − p)) from which a prior cell is sampled centred."""
+
+CENTRE_LEVELS = 4
+"""Observed levels a rate needs before its effects may be centred: with fewer, σ is known so loosely that
+its posterior reaches the small values where centred effects make a funnel."""
 
 C_MAX = 1e6
 """Cap on the moment-matched Beta-Binomial concentration of a table cell (m̄ ≤ 1: independent patches)."""
@@ -528,7 +533,8 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
       every correct patch) carries little however many patches it has;
     * their spread: with x the cells' empirical logits log((k + ½)/(n − k + ½)), τ² their variance
       within a level (pooled over the levels) and s² the variance of the levels' mean x less the
-      mean of τ²/c (c: a level's observed cells), τ²/c < s². τ² takes in all the level's cells
+      mean of τ²/c (c: a level's observed cells), τ²/c < s², with at least :data:`CENTRE_LEVELS`
+      observed levels. τ² takes in all the level's cells
       differ by — the other factor's effects, their own spread, binomial noise — so a generator
       seen on benchmarks far apart stays non-centred.
 
@@ -561,7 +567,7 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
     between = np.where(observed, (level_mean - grand[:, None]) ** 2, 0.0).sum(axis=-1)
     between = between / np.maximum(n_obs - 1, 1)
     s2 = between - noise.sum(axis=-1) / np.maximum(n_obs, 1)
-    spread = (dof[:, None] > 0) & (n_obs[:, None] >= 2) & (noise < s2[:, None])
+    spread = (dof[:, None] > 0) & (n_obs[:, None] >= CENTRE_LEVELS) & (noise < s2[:, None])
     return observed.astype(int) + (observed & counted & spread).astype(int)
 
 
