@@ -286,24 +286,27 @@ def test_effect_levels_centre_only_what_the_data_fix():
     from bpc.estimate.model.build import effect_levels
     from bpc.schema import empty_counts
 
-    benches, gens = ["b0", "b1", "b2", "b3"], [f"g{i}" for i in range(6)]
+    benches, gens = ["b0", "b1", "b2", "b3", "b4"], [f"g{i}" for i in range(6)]
     counts = empty_counts(benches, gens)
     rng = np.random.default_rng(0)
-    rate = np.array([0.1, 0.3, 0.6, 0.9])[:, None] * np.ones((1, len(gens)))
-    n = np.full(rate.shape, 400.0)
-    counts["n_patches"][:] = n
+    rate = np.array([0.1, 0.3, 0.6, 0.9, 0.5])[:, None] * np.ones((1, len(gens)))
+    counts["n_patches"][:] = 400.0
     counts["n_pass"][:] = rng.binomial(400, rate).astype(float)
-    counts["n_patches"].loc[{"benchmark": "b3"}] = np.nan  # unobserved
-    counts["n_pass"].loc[{"benchmark": "b3"}] = np.nan
+    counts["n_patches"].loc[{"benchmark": "b4"}] = np.nan  # unobserved
+    counts["n_pass"].loc[{"benchmark": "b4"}] = np.nan
     spec = dataclasses.replace(ModelSpec.default(), instance=False)
     r = spec.rates.index("prior")
-    by_bench = effect_levels(counts, spec, "benchmark")[r]
-    assert by_bench.tolist() == [2, 2, 2, 0]
+    assert effect_levels(counts, spec, "benchmark")[r].tolist() == [2, 2, 2, 2, 0]
     # generators differ by little next to the benchmarks they were seen on: not informed
     assert effect_levels(counts, spec, "generator")[r].tolist() == [1] * len(gens)
+    # with fewer than CENTRE_LEVELS observed levels σ is too loosely known: not informed
+    fewer = counts.copy(deep=True)
+    for name in ("n_patches", "n_pass"):
+        fewer[name].loc[{"benchmark": "b3"}] = np.nan
+    assert effect_levels(fewer, spec, "benchmark")[r].tolist() == [1, 1, 1, 0, 0]
     # a rate at 100 % carries little information however many patches: observed, not informed
     counts["n_pass"][:] = counts["n_patches"]
-    assert effect_levels(counts, spec, "benchmark")[r].tolist() == [1, 1, 1, 0]
+    assert effect_levels(counts, spec, "benchmark")[r].tolist() == [1, 1, 1, 1, 0]
 
 
 def test_effects_can_be_dropped(counts):
