@@ -534,9 +534,9 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
     * their spread: with x the cells' empirical logits log((k + ½)/(n − k + ½)), τ² their variance
       within a level (pooled over the levels) and s² the variance of the levels' mean x less the
       mean of τ²/c (c: a level's observed cells), τ²/c < s², with at least :data:`CENTRE_LEVELS`
-      observed levels. τ² takes in all the level's cells
-      differ by — the other factor's effects, their own spread, binomial noise — so a generator
-      seen on benchmarks far apart stays non-centred.
+      observed levels. τ² takes in all the level's cells differ by — the other factor's effects,
+      their own spread, binomial noise — so a generator seen on benchmarks far apart stays
+      non-centred.
 
     Then :func:`_effect` samples the rate's effects centred: the data, not σ, fix them, and the
     non-centred form would meet a funnel (Papaspiliopoulos, Roberts & Sköld 2007). The tests only
@@ -554,8 +554,7 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
     seen = n_v > 0
     cells = seen.sum(axis=-1)  # (rate, level)
     observed = cells > 0
-    p = (k_v + 1.0) / (n_v + 2.0)
-    rich = (n_v * p * (1.0 - p) >= CENTRE_INFORMATION).sum(axis=-1)
+    rich = (_logit_information(n_v, k_v, n_v) >= CENTRE_INFORMATION).sum(axis=-1)
     counted = (rich >= 2) & (2 * rich >= cells)
     x = np.where(seen, np.log((k_v + 0.5) / (n_v - k_v + 0.5)), 0.0)
     level_mean = x.sum(axis=-1) / np.maximum(cells, 1)
@@ -605,12 +604,12 @@ def _effect(
         return _deterministic(f"beta_{level_dim}", pt.switch(w, raw, sigma[:, None] * raw), dims=dims), None
     raw = pm.ZeroSumNormal(name, sigma=1.0, dims=dims, n_zerosum_axes=1)
     model, n_levels = cast(pm.Model, pm.modelcontext(None)), levels.shape[1]
+    level_names = [str(v) for v in model.coords[level_dim] or ()]
     beta, shift = _tensor(sigma[:, None] * raw), None
     for r, rate in enumerate(spec.rates):
         observed = np.flatnonzero(levels[r] > 0)
         if observed.size < 2 or not (forced[r, 0] or bool((levels[r, observed] == 2).all())):
             continue
-        level_names = [str(v) for v in model.coords[level_dim] or ()]
         coord = f"{level_dim}_{rate}"
         model.add_coord(coord, [level_names[i] for i in observed])
         part = pm.ZeroSumNormal(f"{level_dim}_effect_{rate}", sigma=sigma[r], dims=coord)
@@ -751,8 +750,17 @@ def centred_cells(inst: xr.Dataset, *, all_centred: bool = False) -> np.ndarray:
     patches = np.bincount(cell, weights=w * m, minlength=n_cells) + inst["prior_n"].values
     passes = np.bincount(cell, weights=w * k, minlength=n_cells) + inst["prior_k"].values
     instances = instances + inst["prior_n"].values / inst["prior_mbar"].values
-    p = (passes + 1.0) / (patches + 2.0)
-    return (instances * p * (1.0 - p) >= CENTRE_INFORMATION).astype(float)
+    return (_logit_information(instances, passes, patches) >= CENTRE_INFORMATION).astype(float)
+
+
+def _logit_information(units: np.ndarray, passes: np.ndarray, trials: np.ndarray) -> np.ndarray:
+    """Fisher information about a logit from ``units`` independent draws, counted conservatively.
+
+    units × p (1 − p) with p = (passes + 1)/(trials + 2): the rule behind :data:`CENTRE_INFORMATION`,
+    shared by :func:`centred_cells` and :func:`effect_levels`.
+    """
+    p = (passes + 1.0) / (trials + 2.0)
+    return units * p * (1.0 - p)
 
 
 def _histogram_rows(inst: xr.Dataset, tasks: xr.Dataset | None, *, keep_empty: bool) -> np.ndarray:
