@@ -31,11 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
-REPARAMETRISED = ("z_pi", "z_benchmark", "z_generator", "alpha_observed")
-"""Raw variables whose meaning differs between the checkouts (a crossed cell's ``z_pi`` is logit π in
+REPARAMETRISED = ("z_pi", "z_benchmark", "z_generator", "alpha", "beta_benchmark", "beta_generator")
+"""Variables whose meaning differs between the checkouts: a crossed cell's ``z_pi`` is logit π in
 the baseline, ℓ + σ_task z̄ now; the raw group effects of a rate sampled centred now only carry its
-unobserved levels); their cells are compared through ``pi`` and ``task_loc``, the effects through
-``beta_benchmark`` / ``beta_generator`` and ``alpha``."""
+unobserved levels; a rate's effects now sum to zero over the levels with its data only, so α is its
+mean over those and a level without data is a new level (docs/method.md §Hierarchical model). What
+they say about the data is compared through the cell rates (group ``parameters``), ``pi`` and
+``task_loc``."""
 
 
 def run_fit(checkout: Path, corpus: str, seed: int, out: Path, extra: list[str]) -> dict:

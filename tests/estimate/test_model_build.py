@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from bpc.estimate.model import ModelSpec, build_model, observations, rate_counts
-from bpc.estimate.model.build import instance_observations
+from bpc.estimate.model.build import effect_levels, instance_observations
 from bpc.estimate.model.checks import prior_draws
 from tests.model_fixtures import fast_compile, tiny_counts  # noqa: F401
 
@@ -163,14 +163,11 @@ def test_model_variables_and_dims(counts):
         "z_kappa_inst_benchmark",
         "z_kappa_inst_generator",
     }
-    # the informed rates' centred effects (effect_levels) and, where a rate is observed on some levels
-    # only, the intercept sampled as α + the observed levels' mean effect
+    # the informed rates' centred effects (effect_levels)
     centred = names - rates - instance
-    assert all(
-        n.startswith(("benchmark_effect_", "generator_effect_")) or n == "alpha_observed" for n in centred
-    )
-    assert (rates - {"alpha"}) | instance <= names and ("alpha" in names) != ("alpha_observed" in names)
-    assert {v.name for v in model.deterministics} - {"alpha"} == {
+    assert all(n.startswith(("benchmark_effect_", "generator_effect_")) for n in centred)
+    assert rates | instance <= names
+    assert {v.name for v in model.deterministics} == {
         "beta_benchmark",
         "beta_generator",
         "kappa",
@@ -192,10 +189,7 @@ def test_model_variables_and_dims(counts):
     assert [v.name for v in model.potentials] == ["y_instances"]
     # the i.i.d. switch: no instance variables, the prior is a collapsed rate again
     iid = build_model(counts, dataclasses.replace(ModelSpec.default(), instance=False))
-    assert {v.name for v in iid.free_RVs} - {"alpha", "alpha_observed"} == (rates | centred) - {
-        "alpha",
-        "alpha_observed",
-    }
+    assert {v.name for v in iid.free_RVs} == rates | centred
     assert [v.name for v in iid.observed_RVs] == ["y"]
 
 
@@ -247,43 +241,42 @@ def test_parametrizations_build_and_have_finite_logp(counts, zero_sum, centered)
     model = build_model(counts, spec)
     # term by term: Python mode cannot add more than 32 terms in one operation
     assert np.isfinite(sum(np.sum(t) for t in model.compile_logp(sum=False)(model.initial_point())))
-    if zero_sum:
+    if zero_sum:  # over each rate's observed generators
         draws = pm.draw(model["beta_generator"], draws=5, random_seed=1)
-        np.testing.assert_allclose(draws.sum(axis=-1), 0, atol=1e-9)
+        observed = effect_levels(counts, ModelSpec.default(), "generator") > 0
+        np.testing.assert_allclose((draws * observed).sum(axis=-1), 0, atol=1e-9)
 
 
-def test_informed_effects_are_centred_and_keep_the_zero_sum_prior(counts):
-    """A rate informed on some levels samples those centred; β stays the zero-sum normal of scale σ."""
-    from bpc.estimate.model.build import effect_levels
+def test_informed_effects_are_centred_and_unobserved_levels_are_new_levels(counts):
+    """Centred on the observed levels, β is the zero-sum normal of scale σ there; a level without
+    data is a new level, N(0, σ) apart from them; α keeps its own prior (no α–β ridge)."""
 
     levels = effect_levels(counts, ModelSpec.default(), "benchmark")
     assert levels.shape == (len(ModelSpec.default().rates), counts.sizes["benchmark"])
     assert set(np.unique(levels)) <= {0, 1, 2}
-    # force the prior's benchmark effects centred with one level unobserved: the two-part draw
+    # force the prior's benchmark effects centred with one level unobserved
     sparse = counts.copy(deep=True)
     for name in ("n_patches", "n_pass", "n_instances", "inst_hist"):
         sparse[name].loc[{"benchmark": "swebench_lite"}] = np.nan
     spec = dataclasses.replace(ModelSpec.default(), centered=("prior",))
     model = build_model(sparse, spec)
     assert "benchmark_effect_prior" in model.named_vars
-    n = sparse.sizes["benchmark"]
     assert model.named_vars_to_dims["benchmark_effect_prior"] == ("benchmark_prior",)
-    assert len(model.coords["benchmark_prior"]) < n
+    seen = [b != "swebench_lite" for b in model.coords["benchmark"]]
+    assert list(model.coords["benchmark_prior"]) == [b for b, s in zip(model.coords["benchmark"], seen, strict=True) if s]
     beta, sigma = pm.draw([model["beta_benchmark"], model["sigma_benchmark"]], draws=20_000, random_seed=2)
     z = beta[:, 0, :] / sigma[:, 0, None]  # the prior's row, in units of its σ
-    np.testing.assert_allclose(z.sum(axis=-1), 0, atol=1e-9)
-    np.testing.assert_allclose(np.cov(z.T), np.eye(n) - 1.0 / n, atol=0.03)
-    # the data fix α + m (m: the observed levels' mean effect), which is sampled; α keeps its prior
-    assert "alpha_observed" in model.named_vars and "alpha" not in {v.name for v in model.free_RVs}
-    alpha = pm.draw(model["alpha"], draws=20_000, random_seed=3)[:, 0]
-    prior = spec.hyperprior("prior", "alpha")
-    assert abs(alpha.mean() - prior["mu"]) < 0.05 and abs(alpha.std() - prior["sigma"]) < 0.05
+    n_obs = sum(seen)
+    np.testing.assert_allclose(z[:, seen].sum(axis=-1), 0, atol=1e-9)
+    cov = np.eye(len(seen)) - np.outer(seen, seen) / n_obs
+    np.testing.assert_allclose(np.cov(z.T), cov, atol=0.03)
+    assert "alpha" in {v.name for v in model.free_RVs}
     assert np.isfinite(model.compile_logp()(model.initial_point()))
 
 
 def test_effect_levels_centre_only_what_the_data_fix():
     """0 unobserved, 1 observed, 2 informed: many rich cells per level, levels far apart."""
-    from bpc.estimate.model.build import effect_levels
+
     from bpc.schema import empty_counts
 
     benches, gens = ["b0", "b1", "b2", "b3", "b4"], [f"g{i}" for i in range(6)]
@@ -329,8 +322,14 @@ def test_numpy_prior_draws_match_pymc_prior(counts):
     spec = ModelSpec.default()
     model = build_model(counts, spec)
     pm_draws = pm.sample_prior_predictive(4000, model=model, random_seed=3)["prior"]
+    observed = {dim: effect_levels(counts, spec, dim) > 0 for dim in ("benchmark", "generator")}
     np_draws = prior_draws(
-        spec, list(counts.benchmark.values), list(counts.generator.values), draws=4000, seed=3
+        spec,
+        list(counts.benchmark.values),
+        list(counts.generator.values),
+        draws=4000,
+        seed=3,
+        observed=observed,
     )
     for name in ("alpha", "log_kappa", "sigma_benchmark", "beta_benchmark", "beta_generator"):
         a = pm_draws[name].values.reshape(4000, -1)

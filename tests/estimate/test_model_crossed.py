@@ -12,15 +12,19 @@ import xarray as xr
 from bpc.data.counts import counts_from_records, merge_counts
 from bpc.estimate.crossed import crossed_from_posterior, marginal_beta
 from bpc.estimate.model import ModelSpec, Refitter, build_model, cell_rates
-from bpc.estimate.model.build import instance_observations, task_observations
+from bpc.estimate.model.build import _fixed_by_data, instance_observations, task_observations
 from tests.model_fixtures import fast_compile  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
 
 
-def _records() -> pd.DataFrame:
-    """Benchmark b: g1 and g2 share t1..t4 (g2 also t5); benchmark c: g1 alone on u1, u2."""
+def _records(*, spread: float = 0.0, patches: int = 3) -> pd.DataFrame:
+    """Benchmark b: g1 and g2 share t1..t4 (g2 also t5); benchmark c: g1 alone on u1, u2.
+
+    A task's pass rate is expit(logit 0.4 + spread · d) with d = −2, −1, 1, 2, 0 for t1..t5.
+    """
     rng = np.random.default_rng(0)
+    effect = {"t1": -2.0, "t2": -1.0, "t3": 1.0, "t4": 2.0}
     rows = []
     for bench, gen, tasks in (
         ("b", "g1", "t1 t2 t3 t4"),
@@ -28,14 +32,15 @@ def _records() -> pd.DataFrame:
         ("c", "g1", "u1 u2"),
     ):
         for task in tasks.split():
-            for pid in range(3):
+            rate = 1.0 / (1.0 + np.exp(-(np.log(0.4 / 0.6) + spread * effect.get(task, 0.0))))
+            for pid in range(patches):
                 rows.append(
                     {
                         "benchmark": bench,
                         "generator": gen,
                         "instance_id": task,
                         "patch_id": pid,
-                        "Y": int(rng.random() < 0.4),
+                        "Y": int(rng.random() < rate),
                     }
                 )
     return pd.DataFrame(rows)
@@ -177,16 +182,33 @@ def test_crossed_cell_prior_is_the_marginal(counts):
     assert np.isfinite(rates["prior"].sel(benchmark="c", generator="g1")).all()
 
 
-def test_task_effects_split_exactly_into_mean_and_residuals(counts):
-    """z = z̄ + r with r an isometric image of the free residuals (zero sum per benchmark) and z̄ ~ N(0, 1/n):
-    the iid N(0, 1) task effects, reparametrised; a crossed cell's rows see only u + σ_task r."""
+@pytest.mark.parametrize("spread", [0.0, 1.5])
+def test_task_effects_split_exactly_into_mean_and_residuals(counts, spread):
+    """z = z̄ + r: z̄ ~ N(0, 1/|S|) the mean over S (a benchmark's mixed tasks when it has two, else all
+    its tasks), r over S an isometric image of the free residuals (zero sum per benchmark; centred,
+    on the logit scale, over mixed tasks), the other tasks free: the iid N(0, 1) task effects,
+    reparametrised; a crossed cell's rows see only u + σ_task r. Tasks that differ by much more than
+    their rows do (``spread``) are centred."""
+    counts = counts if spread == 0 else counts_from_records(_records(spread=spread, patches=20))
     model = build_model(counts)
     names = {v.name for v in model.free_RVs}
     assert {"z_task_mean", "z_task_raw"} <= names and "z_task" not in names
     tasks = task_observations(counts, instance_observations(counts))
     group = tasks["task_key_benchmark"].values
-    sizes = np.bincount(group)
-    assert model["z_task_raw"].type.shape == (group.size - sizes.size,)
+    key = tasks["task_row_key"].values
+    passed, trials = (np.bincount(key, tasks[v].values, minlength=group.size) for v in ("task_k", "task_m"))
+    fixed = np.zeros(group.size, dtype=bool)  # the spread test, per benchmark over its tasks
+    for b in range(group.max() + 1):
+        rows, own = np.flatnonzero(group[key] == b), np.flatnonzero(group == b)
+        k, m = tasks["task_k"].values[rows], tasks["task_m"].values[rows]
+        fixed[own] = _fixed_by_data(k, m, np.searchsorted(own, key[rows]), own.size)
+    mixed = (passed > 0) & (passed < trials) & fixed
+    centred = np.bincount(group[mixed], minlength=group.max() + 1) >= 2
+    assert centred.any() == (spread > 0)  # tasks far apart: their mixed tasks are centred
+    subset = np.where(centred[group], mixed, True)
+    sizes = np.bincount(group[subset])
+    assert model["z_task_raw"].type.shape == (subset.sum() - sizes.size,)
+    assert ("z_task_rest" in names) == (not subset.all())
     assert model["z_task_mean"].owner.inputs[-1].eval() == pytest.approx(1 / np.sqrt(sizes))
     outs = model.replace_rvs_by_values([model["z_task"], model["task_loc"], model["pi"], model["sigma_task"]])
     fn = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore")
@@ -194,10 +216,12 @@ def test_task_effects_split_exactly_into_mean_and_residuals(counts):
     for _ in range(3):
         point = {k: rng.normal(size=np.shape(v)) for k, v in model.initial_point().items()}
         z, loc, pi, sig = fn(point)
-        zbar = point["z_task_mean"][group]
-        res = z - zbar
-        np.testing.assert_allclose(np.bincount(group, weights=res), 0.0, atol=1e-12)  # zero sum
-        assert np.sum(res**2) == pytest.approx(np.sum(point["z_task_raw"] ** 2), rel=1e-12)  # isometry
+        res = z - point["z_task_mean"][group]
+        np.testing.assert_allclose(np.bincount(group[subset], weights=res[subset]), 0.0, atol=1e-12)
+        scaled = res * np.where(centred, sig, 1.0)[group]  # centred residuals are sampled as σ r
+        assert np.sum(scaled[subset] ** 2) == pytest.approx(np.sum(point["z_task_raw"] ** 2), rel=1e-10)
+        if not subset.all():
+            np.testing.assert_allclose(z[~subset], point["z_task_rest"], rtol=1e-10)
     # the crossed cells' task locations are still logit π stretched (π the mean over tasks)
     cells = tasks["task_cell_prior"].values
     stretch = np.sqrt(1 + np.pi / 8 * sig[tasks["task_cell_benchmark"].values] ** 2)

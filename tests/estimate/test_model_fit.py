@@ -15,7 +15,7 @@ import xarray as xr
 from pymc.testing import mock_sample
 from scipy import stats
 
-from bpc.constants import PAPER_CRITICS
+from bpc.constants import PAPER_CRITICS, TARGET_ACCEPT_RETRY
 from bpc.estimate.model import (
     ConvergenceWarning,
     ModelSpec,
@@ -84,9 +84,24 @@ def test_fit_adds_chains_when_the_check_fails_on_ess(monkeypatch):
     assert len(seeds) == 1
 
 
-def test_fit_does_not_extend_a_fit_with_divergences(monkeypatch):
-    dt, seeds = _mock_fit(monkeypatch, lambda size: np.ones(size, dtype=bool), extend=1)
-    assert len(seeds) == 1 and dt["posterior"].sizes["chain"] == 2
+def test_fit_reruns_a_divergent_fit_with_smaller_steps_in_its_place(monkeypatch):
+    """Divergences: one new run at TARGET_ACCEPT_RETRY replaces the divergent one (not pooled);
+    a run already at that target is not rerun."""
+    runs, div = [], {"diverging": lambda size: np.ones(size, dtype=bool)}
+
+    def sample(**kw):
+        runs.append(kw)
+        return mock_sample(**kw, sample_stats=div)
+
+    monkeypatch.setattr(pm, "sample", sample)
+    with warnings.catch_warnings(), pytensor.config.change_flags(mode="FAST_COMPILE"):
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        dt = fit(tiny_counts(), options=PYMC, extend=2)
+    assert [r["target_accept"] for r in runs] == [PYMC.target_accept, TARGET_ACCEPT_RETRY]
+    assert runs[1]["random_seed"] != runs[0]["random_seed"]
+    assert dt["posterior"].sizes["chain"] == PYMC.chains  # replaced, not pooled
+    config = json.loads(dt.attrs["config"])
+    assert config["extensions"] == 1 and config["target_accept"] == TARGET_ACCEPT_RETRY
 
 
 @pytest.mark.parametrize("chains", [1, 0, True])

@@ -89,11 +89,13 @@ the per-task prior. A cell whose per-task counts disagree with its totals
 (e.g. counts edited cell by cell after they were built) stays on its
 histogram. Table-only cells and benchmarks with one generator enter as before.
 
-The sampler sees the task effects as their benchmark's mean z̄ (``z_task_mean``) plus zero-sum
-residuals (``z_task_raw``; ``z_task`` is then a deterministic), and a crossed cell's ``z_pi`` is
-u = ℓ + σ_task z̄ ~ N(stretch · logit μ + σ_task z̄, stretch · σ_π), so that its rows read
-u + σ_task (z[t] − z̄): the same density (:func:`_task_effects`), but the data no longer tie every
-cell of a benchmark to z̄, the ridge that kept a 72-cell panel from mixing.
+The sampler sees the task effects as a benchmark mean z̄ (``z_task_mean``, over the benchmark's
+mixed tasks when it has two, else over all) plus zero-sum residuals (``z_task_raw``, centred over
+mixed tasks) and the other tasks' free effects (``z_task_rest``); ``z_task`` is then a
+deterministic. A crossed cell's ``z_pi`` is u = ℓ + σ_task z̄ ~ N(stretch · logit μ + σ_task z̄,
+stretch · σ_π), so that its rows read u + σ_task (z[t] − z̄): the same density
+(:func:`_task_effects`), but the data no longer tie every cell of a benchmark to z̄, the ridge that
+kept a 72-cell panel from mixing.
 """
 
 from __future__ import annotations
@@ -531,12 +533,9 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
       :data:`CENTRE_INFORMATION` units of Fisher information about the rate's logit each
       (n p(1 − p), p = (k + 1)/(n + 2)) — a rate observed at 0 or 1 only (a critic that passes
       every correct patch) carries little however many patches it has;
-    * their spread: with x the cells' empirical logits log((k + ½)/(n − k + ½)), τ² their variance
-      within a level (pooled over the levels) and s² the variance of the levels' mean x less the
-      mean of τ²/c (c: a level's observed cells), τ²/c < s², with at least :data:`CENTRE_LEVELS`
-      observed levels. τ² takes in all the level's cells differ by — the other factor's effects,
-      their own spread, binomial noise — so a generator seen on benchmarks far apart stays
-      non-centred.
+    * their spread: the level's cells fix its effect better than the levels spread
+      (:func:`_fixed_by_data`), with at least :data:`CENTRE_LEVELS` observed levels — a generator
+      seen on benchmarks far apart stays non-centred.
 
     Then :func:`_effect` samples the rate's effects centred: the data, not σ, fix them, and the
     non-centred form would meet a funnel (Papaspiliopoulos, Roberts & Sköld 2007). The tests only
@@ -556,73 +555,51 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
     observed = cells > 0
     rich = (_logit_information(n_v, k_v, n_v) >= CENTRE_INFORMATION).sum(axis=-1)
     counted = (rich >= 2) & (2 * rich >= cells)
-    x = np.where(seen, np.log((k_v + 0.5) / (n_v - k_v + 0.5)), 0.0)
-    level_mean = x.sum(axis=-1) / np.maximum(cells, 1)
-    dof = np.maximum(cells - 1, 0).sum(axis=-1)  # (rate,)
-    tau2 = (np.where(seen, x - level_mean[..., None], 0.0) ** 2).sum(axis=(-2, -1)) / np.maximum(dof, 1)
-    noise = np.where(observed, tau2[:, None] / np.maximum(cells, 1), 0.0)
-    n_obs = observed.sum(axis=-1)
-    grand = np.where(observed, level_mean, 0.0).sum(axis=-1) / np.maximum(n_obs, 1)
-    between = np.where(observed, (level_mean - grand[:, None]) ** 2, 0.0).sum(axis=-1)
-    between = between / np.maximum(n_obs - 1, 1)
-    s2 = between - noise.sum(axis=-1) / np.maximum(n_obs, 1)
-    spread = (dof[:, None] > 0) & (n_obs[:, None] >= CENTRE_LEVELS) & (noise < s2[:, None])
+    spread = np.zeros_like(observed)
+    for r in range(observed.shape[0]):
+        level, cell = np.nonzero(seen[r])
+        spread[r] = _fixed_by_data(k_v[r, level, cell], n_v[r, level, cell], level, observed.shape[1])
+    spread &= observed.sum(axis=-1, keepdims=True) >= CENTRE_LEVELS
     return observed.astype(int) + (observed & counted & spread).astype(int)
 
 
-def _effect(
-    spec: ModelSpec, level_dim: str, levels: np.ndarray
-) -> tuple[pt.TensorVariable, pt.TensorVariable | None]:
-    """Group effects β[rate, level] (centred where the data fix them) and the mean m of their observed levels.
+def _effect(spec: ModelSpec, level_dim: str, levels: np.ndarray) -> pt.TensorVariable:
+    """Group effects β[rate, level], centred where the data fix them (docs/method.md §Hierarchical model).
 
-    ``levels`` is :func:`effect_levels`. A rate's effects are centred on its observed levels when
-    every one of them is informed, or when its kind is in ``spec.centered``; a level without data
-    is always non-centred (a centred level with nothing but its prior is Neal's funnel). Without
-    ``spec.zero_sum`` the effects are iid N(0, σ) and each (rate, level) is centred or not on its
-    own. With it, β is the zero-sum normal of scale σ (iid N(0, σ²) projected on Σβ = 0), split
-    exactly into independent parts. Over the observed levels O (n_O of n), β_O = d + m·1: d their
-    deviations from their mean, a zero-sum normal of scale σ over O, which the data fix (sampled
-    centred, ``<dim>_effect_<rate>`` over coordinate ``<dim>_<rate>``); m their mean, N(0, σ² n_U /
-    (n n_O)), which only α + m is told by the data (non-centred). The other levels U are −(n_O / n_U) m
-    plus a zero-sum normal of scale σ over U (non-centred). Non-centred rates are σ · ``z_<dim>``
-    (a zero-sum normal of scale 1 per rate); a centred rate's row of ``z_<dim>`` supplies m, as
-    σ (n_U / n)(z̄_O − z̄_U), and the residuals over U. The data fix α + m, not α and m apart:
-    :func:`build_model` samples that sum for a centred rate (``alpha_observed``), so m is returned
-    too (over ``rate``; ``None`` when no rate has one). A non-centred rate keeps α as it is: sampling
-    α + m there too made the short fold fits of the demo's comparison worse (R-hat up to 1.043, up to
-    15 divergences against 1.019 and 1).
+    ``levels`` is :func:`effect_levels`. With ``spec.zero_sum`` a rate's effects on its *observed*
+    levels O sum to zero: a zero-sum normal of scale σ over O, so α is the rate's mean logit over the
+    levels that have its data. A level without the rate's data is a new level, β ~ N(0, σ) apart from
+    the others: the data cannot tell its effect from α, and a constraint tying it to the observed
+    ones would tie α to it (a ridge the sampler crawls along). Without ``spec.zero_sum`` every effect
+    is N(0, σ). Non-centred effects are σ z, z = ``z_<dim>`` iid N(0, 1) over (rate, level), projected
+    on Σ_O β = 0 (the projection of iid normals is the zero-sum normal; z's mean over O is left to
+    its prior). A rate whose observed levels are all informed, or whose kind is in ``spec.centered``,
+    is sampled centred on O (``<dim>_effect_<rate>`` over coordinate ``<dim>_<rate>``); a level
+    without data is always non-centred (centred, nothing but its prior would make Neal's funnel).
     """
     sigma = pm.HalfNormal(
         f"sigma_{level_dim}", sigma=_hyper(spec, f"sigma_{level_dim}", "sigma"), dims=DIM_RATE
     )
     dims = (DIM_RATE, level_dim)
     forced = np.array([rate_kind(rate) in spec.centered for rate in spec.rates])[:, None]
-    name = f"z_{level_dim}"
+    observed, name = levels > 0, f"z_{level_dim}"
     if not spec.zero_sum:
-        w = (levels > 0) & (forced | (levels == 2))
+        w = observed & (forced | (levels == 2))
         raw = pm.Normal(name, 0.0, pt.switch(w, sigma[:, None], 1.0), dims=dims)
-        return _deterministic(f"beta_{level_dim}", pt.switch(w, raw, sigma[:, None] * raw), dims=dims), None
-    raw = pm.ZeroSumNormal(name, sigma=1.0, dims=dims, n_zerosum_axes=1)
-    model, n_levels = cast(pm.Model, pm.modelcontext(None)), levels.shape[1]
+        return _deterministic(f"beta_{level_dim}", pt.switch(w, raw, sigma[:, None] * raw), dims=dims)
+    raw = pm.Normal(name, 0.0, 1.0, dims=dims)
+    z_mean = (observed * raw).sum(axis=1, keepdims=True) / np.maximum(observed.sum(axis=1, keepdims=True), 1)
+    beta = _tensor(sigma[:, None] * (raw - observed * z_mean))
+    model = cast(pm.Model, pm.modelcontext(None))
     level_names = [str(v) for v in model.coords[level_dim] or ()]
-    beta, shift = _tensor(sigma[:, None] * raw), None
     for r, rate in enumerate(spec.rates):
-        observed = np.flatnonzero(levels[r] > 0)
-        if observed.size < 2 or not (forced[r, 0] or bool((levels[r, observed] == 2).all())):
-            continue
-        coord = f"{level_dim}_{rate}"
-        model.add_coord(coord, [level_names[i] for i in observed])
-        part = pm.ZeroSumNormal(f"{level_dim}_effect_{rate}", sigma=sigma[r], dims=coord)
-        rest = np.setdiff1d(np.arange(n_levels), observed)
-        if rest.size:  # the observed levels' mean m, confounded with α, stays non-centred
-            z_o, z_u = raw[r, observed], raw[r, rest]
-            m = sigma[r] * (rest.size / n_levels) * (pt.mean(z_o) - pt.mean(z_u))
-            fill = -(observed.size / rest.size) * m + sigma[r] * (z_u - pt.mean(z_u))
-            beta = _tensor(pt.set_subtensor(beta[r, rest], fill))
-            part = part + m
-            shift = _tensor(pt.set_subtensor((pt.zeros(len(spec.rates)) if shift is None else shift)[r], m))
-        beta = _tensor(pt.set_subtensor(beta[r, observed], part))
-    return _deterministic(f"beta_{level_dim}", beta, dims=dims), shift
+        obs = np.flatnonzero(observed[r])
+        if obs.size >= 2 and (forced[r, 0] or bool((levels[r, obs] == 2).all())):
+            coord = f"{level_dim}_{rate}"
+            model.add_coord(coord, [level_names[i] for i in obs])
+            part = pm.ZeroSumNormal(f"{level_dim}_effect_{rate}", sigma=sigma[r], dims=coord)
+            beta = _tensor(pt.set_subtensor(beta[r, obs], part))
+    return _deterministic(f"beta_{level_dim}", beta, dims=dims)
 
 
 def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty: bool = False) -> pm.Model:
@@ -685,12 +662,12 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
         k = _data("k", obs["k"].values, dims=DIM_OBS)
         r_idx = _data("rate_idx", obs["rate_idx"].values, dims=DIM_OBS)
         hyper = {name: {p: _hyper(spec, name, p) for p in ("mu", "sigma")} for name in ("alpha", "log_kappa")}
-        effects, shifts = {}, []
-        for dim in (DIM_BENCHMARK, DIM_GENERATOR):
-            if dim in spec.effects:
-                effects[dim], shift = _effect(spec, dim, effect_levels(counts, spec, dim))
-                shifts += [] if shift is None else [shift]
-        alpha = _intercept(hyper["alpha"], _tensor(pt.add(*shifts)) if shifts else None)
+        effects = {
+            dim: _effect(spec, dim, effect_levels(counts, spec, dim))
+            for dim in (DIM_BENCHMARK, DIM_GENERATOR)
+            if dim in spec.effects
+        }
+        alpha = pm.Normal("alpha", **hyper["alpha"], dims=DIM_RATE)
         logit_mu = alpha[r_idx]
         for dim, effect in effects.items():
             idx = _data(f"{dim}_idx", obs[f"{dim}_idx"].values, dims=DIM_OBS)
@@ -709,19 +686,6 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
         if inst is not None and rows is not None and inst.sizes[DIM_PRIOR_CELL] > 0:
             _instance_likelihood(spec, inst, alpha, effects, tasks, rows)
     return model
-
-
-def _intercept(prior: dict[str, np.ndarray], shift: pt.TensorVariable | None) -> pt.TensorVariable:
-    """α ~ N(μ, σ) per rate, sampled as ``alpha_observed`` = α + m where centred effects have a mean m.
-
-    The data of a rate whose effects are centred on some levels only fix α + m (:func:`_effect`);
-    sampling that sum, ``alpha_observed`` ~ N(μ + m, σ), with α = ``alpha_observed`` − m a
-    deterministic (the same α ~ N(μ, σ)), removes the α–m ridge.
-    """
-    if shift is None:
-        return pm.Normal("alpha", **prior, dims=DIM_RATE)
-    observed = pm.Normal("alpha_observed", mu=prior["mu"] + shift, sigma=prior["sigma"], dims=DIM_RATE)
-    return _deterministic("alpha", observed - shift, dims=DIM_RATE)
 
 
 def centred_cells(inst: xr.Dataset, *, all_centred: bool = False) -> np.ndarray:
@@ -761,6 +725,29 @@ def _logit_information(units: np.ndarray, passes: np.ndarray, trials: np.ndarray
     """
     p = (passes + 1.0) / (trials + 2.0)
     return units * p * (1.0 - p)
+
+
+def _fixed_by_data(passes: np.ndarray, trials: np.ndarray, level: np.ndarray, n_levels: int) -> np.ndarray:
+    """The spread test: per level, True where its cells fix its effect better than the levels spread.
+
+    With x the cells' empirical logits log((k + ½)/(n − k + ½)), τ² their variance within a level
+    (pooled over the levels) and s² the variance of the levels' mean x less the mean of τ²/c (c: a
+    level's cells): τ²/c < s². τ² takes in all a level's cells differ by (the other factor's
+    effects, their own spread, binomial noise), so the test errs towards non-centred. Shared by
+    :func:`effect_levels` (levels: benchmarks or generators, cells) and :func:`_task_effects`
+    (levels: tasks, cells: their generators' rows).
+    """
+    x = np.log((passes + 0.5) / (trials - passes + 0.5))
+    cells = np.bincount(level, minlength=n_levels)
+    observed = cells > 0
+    mean = np.bincount(level, x, minlength=n_levels) / np.maximum(cells, 1)
+    dof = int(np.maximum(cells - 1, 0).sum())
+    if dof == 0 or observed.sum() < 2:
+        return np.zeros(n_levels, dtype=bool)
+    tau2 = float(((x - mean[level]) ** 2).sum()) / dof
+    noise = tau2 / np.maximum(cells, 1)
+    s2 = float(mean[observed].var(ddof=1)) - float(noise[observed].mean())
+    return observed & (noise < s2)
 
 
 def _histogram_rows(inst: xr.Dataset, tasks: xr.Dataset | None, *, keep_empty: bool) -> np.ndarray:
@@ -822,11 +809,11 @@ def _instance_likelihood(
     mu, sd = w * logit_mu, pt.switch(w > 0, sigma_pi, 1.0)
     crossed = np.zeros(w.size, dtype=bool)
     stretch, shift = pt.ones(w.size), pt.zeros(w.size)
-    sigma_task = z_mean = z_res = pt.zeros(0)
+    sigma_task = z_mean = offset = pt.zeros(0)
     if tasks is not None:
         # a crossed cell samples u = ℓ + σ_task z̄ (z̄: its benchmark's mean task effect), which its
         # task rows pin down, instead of logit π = (u − σ_task z̄) / stretch (see _task_effects)
-        sigma_task, z_mean, z_res = _task_effects(spec, tasks)
+        sigma_task, z_mean, offset = _task_effects(spec, tasks)
         crossed[tasks["task_cell_prior"].values] = True
         bench = np.zeros(w.size, dtype=np.int64)
         bench[tasks["task_cell_prior"].values] = tasks["task_cell_benchmark"].values
@@ -867,10 +854,10 @@ def _instance_likelihood(
         _deterministic("task_loc", logit_pi[cells] * _tensor(stretch)[cells], dims=DIM_TASK_CELL)
         _deterministic("task_kappa", kappa_cell[cells], dims=DIM_TASK_CELL)
         key_bench = tasks["task_key_benchmark"].values
-        _deterministic("z_task", z_mean[key_bench] + z_res, dims=DIM_TASK_KEY)
+        _deterministic("z_task", z_mean[key_bench] + offset / sigma_task[key_bench], dims=DIM_TASK_KEY)
         # a row's logit ℓ + σ_task z[t] = u + σ_task (z[t] − z̄)
         row_cell, row_key = tasks["task_row_cell"].values, tasks["task_row_key"].values
-        logit = raw[row_cell] + (sigma_task[key_bench] * z_res)[row_key]
+        logit = raw[row_cell] + offset[row_key]
         kap = kappa_cell[row_cell]
         a, b = kap * pm.math.sigmoid(logit), kap * pm.math.sigmoid(-logit)
         row_logp = beta_binomial_rows(a, b, tasks["task_m"].values, tasks["task_k"].values)
@@ -880,31 +867,65 @@ def _instance_likelihood(
 def _task_effects(
     spec: ModelSpec, tasks: xr.Dataset
 ) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
-    """σ_task per benchmark and the task effects z[t] ~ N(0, 1) as their benchmark's mean and residuals.
+    """σ_task per benchmark and the task effects z[t] ~ N(0, 1), as a benchmark mean and offsets.
 
-    z[t] = z̄[b] + r[t] with z̄[b] ~ N(0, 1/√n_b) (``z_task_mean``) and r the residuals, which sum
-    to zero within the benchmark: the zero-sum normal of :class:`pymc.ZeroSumNormal`, one free
-    ``z_task_raw`` per task but one per benchmark, mapped by its isometry. The split is exact (iid
-    normals are their mean plus independent residuals). It lets the sampler move z̄ without moving
-    every crossed cell: the task rows pin u = ℓ + σ_task z̄, not ℓ and z̄ apart.
+    Per benchmark b, z̄[b] is the mean of z over a subset S_b of its tasks, z̄[b] ~ N(0, 1/√|S_b|)
+    (``z_task_mean``); S_b's residuals z − z̄ sum to zero over S_b (the zero-sum normal of
+    :class:`pymc.ZeroSumNormal`: one free ``z_task_raw`` per task of S_b but one per benchmark,
+    mapped by its isometry) and the other tasks' z are free (``z_task_rest``). The split is exact
+    (iid normals are their mean plus independent residuals). It lets the sampler move z̄ without
+    moving every crossed cell: the task rows pin u = ℓ + σ_task z̄, not ℓ and z̄ apart.
+
+    S_b is the benchmark's *mixed* tasks (passed by some of its rows and failed by others) whose
+    rows fix their effects (:func:`_fixed_by_data`, the test of :func:`effect_levels`) when it has
+    at least two, else all its tasks. Those outcomes fix the effects on the logit scale, so their
+    residuals are sampled centred, σ_task (z − z̄) directly (non-centred they would meet a funnel in
+    σ_task); the tasks every row passes or every row fails stay non-centred, and so does every task
+    of a benchmark whose tasks differ by less than their rows do (docs/method.md §Hierarchical
+    model).
 
     Returns
     -------
-    sigma_task, z_mean, z_res : pytensor.tensor.TensorVariable
-        Over ``task_benchmark``, ``task_benchmark`` and ``task_key``.
+    sigma_task, z_mean, offset : pytensor.tensor.TensorVariable
+        Over ``task_benchmark``, ``task_benchmark`` and ``task_key``; ``offset`` is
+        σ_task (z[t] − z̄[b]) on the logit scale.
     """
     sigma_task = pm.HalfNormal(
         "sigma_task", sigma=spec.task_priors["sigma_task"]["sigma"], dims=DIM_TASK_BENCHMARK
     )
     group = tasks["task_key_benchmark"].values
-    sizes = np.bincount(group, minlength=tasks.sizes[DIM_TASK_BENCHMARK]).astype(float)
+    n_bench = tasks.sizes[DIM_TASK_BENCHMARK]
+    key = tasks["task_row_key"].values
+    passed = np.bincount(key, tasks["task_k"].values, minlength=group.size)
+    trials = np.bincount(key, tasks["task_m"].values, minlength=group.size)
+    fixed = np.zeros(group.size, dtype=bool)
+    for b in range(n_bench):
+        rows = np.flatnonzero(group[key] == b)
+        tasks_b = np.flatnonzero(group == b)
+        local = np.searchsorted(tasks_b, key[rows])
+        m, k = tasks["task_m"].values[rows], tasks["task_k"].values[rows]
+        fixed[tasks_b] = _fixed_by_data(k, m, local, tasks_b.size)
+    mixed = (passed > 0) & (passed < trials) & fixed
+    centred = np.bincount(group[mixed], minlength=n_bench) >= 2  # per benchmark
+    subset = np.where(centred[group], mixed, True)
+    sizes = np.bincount(group[subset], minlength=n_bench).astype(float)
     z_mean = pm.Normal("z_task_mean", 0.0, 1.0 / np.sqrt(sizes), dims=DIM_TASK_BENCHMARK)
-    last = np.zeros(group.size, dtype=bool)  # the last task of each benchmark takes the fill value
-    last[[int(np.flatnonzero(group == b)[-1]) for b in range(sizes.size)]] = True
+    members = np.flatnonzero(subset)
+    g = group[members]
+    last = np.zeros(members.size, dtype=bool)  # the last task of each benchmark takes the fill value
+    last[[int(np.flatnonzero(g == b)[-1]) for b in range(n_bench)]] = True
     free = np.flatnonzero(~last)
-    y = pm.Normal("z_task_raw", 0.0, 1.0, shape=(free.size,))
-    total = pt.inc_subtensor(pt.zeros(sizes.size)[group[free]], y)
+    scale = pt.switch(centred[g[free]], sigma_task[g[free]], 1.0)
+    y = pm.Normal("z_task_raw", 0.0, scale, shape=(free.size,))
+    total = pt.inc_subtensor(pt.zeros(n_bench)[g[free]], y)
     norm = total / (np.sqrt(sizes) + sizes)
-    res = _tensor(pt.set_subtensor(pt.zeros(group.size)[free], y))
+    res = _tensor(pt.set_subtensor(pt.zeros(members.size)[free], y))
     res = _tensor(pt.set_subtensor(res[np.flatnonzero(last)], norm - total / np.sqrt(sizes)))
-    return sigma_task, _tensor(z_mean), _tensor(res - norm[group])
+    res = res - norm[g]
+    offset = _tensor(pt.zeros(group.size))
+    offset = pt.set_subtensor(offset[members], pt.switch(centred[g], res, sigma_task[g] * res))
+    rest = np.flatnonzero(~subset)
+    if rest.size:
+        z_rest = pm.Normal("z_task_rest", 0.0, 1.0, shape=(rest.size,))
+        offset = pt.set_subtensor(offset[rest], sigma_task[group[rest]] * (z_rest - z_mean[group[rest]]))
+    return sigma_task, _tensor(z_mean), _tensor(offset)

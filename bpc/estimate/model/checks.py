@@ -28,7 +28,7 @@ can be tested with cheap stand-ins.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -49,7 +49,14 @@ from bpc.constants import (
     DIM_PATCHES,
     POOL_SIZE,
 )
-from bpc.estimate.model.build import DIM_RATE, RATE_COUNTS, observations, rate_counts, shape_offset
+from bpc.estimate.model.build import (
+    DIM_RATE,
+    RATE_COUNTS,
+    effect_levels,
+    observations,
+    rate_counts,
+    shape_offset,
+)
 from bpc.estimate.model.fit import Refitter, SamplerOptions, cell_rates, counts_of, flat_draws, spec_of
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.intervals import interval_bounds
@@ -144,11 +151,14 @@ def prior_draws(
     *,
     draws: int = 1000,
     seed: int = DEFAULT_SEED,
+    observed: Mapping[str, np.ndarray] | None = None,
 ) -> xr.Dataset:
     """Hyperparameter draws from the spec's priors, laid out like a posterior (chain = 1).
 
-    Sum-to-zero effects are drawn as iid normals minus their mean over levels,
-    which is exactly the ZeroSumNormal distribution.
+    Sum-to-zero effects are drawn as iid normals minus their mean over the rate's observed levels
+    (``observed``: a boolean (rate, level) array per level dim, as
+    :func:`bpc.estimate.model.build.effect_levels` ``> 0``; default every level), which is exactly
+    the build's prior: a zero-sum normal over the observed levels, iid normals elsewhere.
 
     Returns
     -------
@@ -165,11 +175,13 @@ def prior_draws(
     def hyper(name: str, p: str) -> np.ndarray:
         return np.array([spec.hyperprior(r, name)[p] for r in spec.rates])
 
-    def effect(scale, levels: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """σ ~ HalfNormal(scale) per draw and the effects σ z over ``levels`` (zero-sum: z minus its mean)."""
+    def effect(scale, levels: Sequence[str], mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """σ ~ HalfNormal(scale) per draw and σ z over ``levels``, zero-sum over ``mask``."""
         sigma = np.abs(rng.normal(0.0, scale, size=(draws, *np.shape(scale))))
         z = rng.normal(size=(*sigma.shape, len(levels)))
-        return sigma, sigma[..., None] * (z - z.mean(axis=-1, keepdims=True) if spec.zero_sum else z)
+        w = np.ones(z.shape[1:], dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        z_mean = (w * z).sum(axis=-1, keepdims=True) / np.maximum(w.sum(axis=-1, keepdims=True), 1)
+        return sigma, sigma[..., None] * (z - w * z_mean if spec.zero_sum else z)
 
     alpha = rng.normal(hyper("alpha", "mu"), hyper("alpha", "sigma"), size=(draws, R))
     log_kappa = rng.normal(hyper("log_kappa", "mu"), hyper("log_kappa", "sigma"), size=(draws, R))
@@ -182,7 +194,7 @@ def prior_draws(
     levels = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
     coords = {DIM_CHAIN: [0], DIM_DRAW: np.arange(draws), DIM_RATE: list(spec.rates), **levels}
     for dim, names in levels.items():
-        sigma, beta = effect(hyper(f"sigma_{dim}", "sigma"), names)
+        sigma, beta = effect(hyper(f"sigma_{dim}", "sigma"), names, (observed or {}).get(dim))
         data[f"sigma_{dim}"] = ((*sample, DIM_RATE), sigma[None])
         beta = beta if dim in spec.effects else np.zeros_like(beta)
         data[f"beta_{dim}"] = ((*sample, DIM_RATE, dim), beta[None])
@@ -211,7 +223,8 @@ def prior_predictive(
     validate_counts(counts)
     bs = [str(v) for v in counts[DIM_BENCHMARK].values]
     gs = [str(v) for v in counts[DIM_GENERATOR].values]
-    post = prior_draws(spec, bs, gs, draws=draws, seed=seed)
+    observed = {dim: effect_levels(counts, spec, dim) > 0 for dim in (DIM_BENCHMARK, DIM_GENERATOR)}
+    post = prior_draws(spec, bs, gs, draws=draws, seed=seed, observed=observed)
     return cell_rates(post, counts, spec, seed=seed, condition=False)
 
 

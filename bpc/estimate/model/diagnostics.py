@@ -18,7 +18,15 @@ import xarray as xr
 from scipy import fft as sp_fft
 from scipy import stats
 
-from bpc.constants import CI_KIND, CI_PROB, DIVERGENCES_MAX, ESS_BULK_MIN, ESS_TAIL_MIN, RHAT_MAX
+from bpc.constants import (
+    CI_KIND,
+    CI_PROB,
+    DIVERGENCES_MAX,
+    ESS_BULK_MIN,
+    ESS_TAIL_MIN,
+    RHAT_MAX,
+    TARGET_ACCEPT_RETRY,
+)
 from bpc.intervals import credible_interval
 
 __all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "params_table", "advice"]
@@ -280,8 +288,10 @@ def advice(diagnostics: Diagnostics, counts: xr.Dataset) -> str:
             )
         return (
             "divergent transitions are not cured by more draws: the sampler met curvature its steps "
-            "cannot follow. Fit with fewer group effects or centred effects (a model spec, --model), "
-            "or together with more cells; --allow-bad-diagnostics keeps the fit as it is"
+            "cannot follow (at its default length bpc fit has already rerun it with smaller steps, "
+            f"target_accept {TARGET_ACCEPT_RETRY}). Fit with fewer group effects or centred effects "
+            "(a model spec, --model), or together with more cells; --allow-bad-diagnostics keeps the "
+            "fit as it is"
         )
     return "run longer (--draws/--tune/--chains) or pass --allow-bad-diagnostics to keep the fit"
 

@@ -50,6 +50,7 @@ from bpc.constants import (
     DIVERGENCES_MAX,
     FIT_EXTENSIONS,
     SAMPLER_PRESETS,
+    TARGET_ACCEPT_RETRY,
 )
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import diagnose
@@ -634,10 +635,12 @@ def fit(
     """Fit the hierarchical model to ``counts``.
 
     Sampling is sized by what the convergence check needs (``docs/method.md`` §The hierarchical
-    model): ``chains`` × ``draws`` after ``tune`` steps; when the check then fails only on R-hat or
-    ESS (never on divergences, which more draws do not cure), ``chains`` more chains of the same
-    length are run with another seed and pooled with the first, up to ``extend`` times. The
-    thresholds (:mod:`bpc.constants`) are the same either way.
+    model): ``chains`` × ``draws`` after ``tune`` steps; when the check then fails, up to ``extend``
+    times: on R-hat or ESS only, ``chains`` more chains of the same length are run with another seed
+    and pooled with the first; on divergent transitions (which more draws do not cure), a new run
+    at :data:`bpc.constants.TARGET_ACCEPT_RETRY` replaces the divergent one (smaller steps; the
+    ``config`` attr records the ``target_accept`` of the draws kept). The thresholds
+    (:mod:`bpc.constants`) are the same either way.
 
     Parameters
     ----------
@@ -688,15 +691,21 @@ def fit(
     t0 = time.perf_counter()
     compiled = compile_nutpie(model) if options.sampler == "nutpie" else None  # once, for the extensions too
     dt = sample_model(model, options, compiled=compiled)
-    extensions = 0
+    extensions, run = 0, options
     while extensions < extend:
         diag = diagnose(dt)
-        if diag.ok or diag.divergences > DIVERGENCES_MAX:
+        divergent = diag.divergences > DIVERGENCES_MAX
+        if diag.ok or (divergent and run.target_accept >= TARGET_ACCEPT_RETRY):
             break
         extensions += 1
-        extra = replace(options, seed=_extension_seed(options.seed, extensions))
-        dt = _more_chains(dt, sample_model(model, extra, compiled=compiled))
+        extra = replace(run, seed=_extension_seed(options.seed, extensions))
+        if divergent:  # smaller steps, a new run in place of the divergent one
+            run = extra = replace(extra, target_accept=TARGET_ACCEPT_RETRY)
+            dt = sample_model(model, extra, compiled=compiled)
+        else:
+            dt = _more_chains(dt, sample_model(model, extra, compiled=compiled))
     config = {**options.key(), "spec": spec.hash(), "counts": counts_hash(counts), "kernels": kernels}
+    config["target_accept"] = float(run.target_accept)
     diag = _finish(dt, counts, spec, {**config, "extensions": extensions}, time.perf_counter() - t0)
     if warn:
         diag.warn(stacklevel=2)

@@ -189,7 +189,8 @@ class ModelSpec:
         (:func:`bpc.estimate.model.build.effect_levels`) and non-centred (β = σ z,
         z ~ N(0, 1)) elsewhere. A level without data is never centred.
     zero_sum : bool
-        Constrain each rate's effects to sum to zero across levels.
+        Constrain each rate's effects to sum to zero across the levels that have its data (a
+        level without data is a new level, N(0, σ)).
     cell_shape : {"mode", "mean"}
         Cell-level Beta of every rate: ``"mode"`` Beta(1 + κμ, 1 + κ(1 − μ))
         (mode μ, both shapes ≥ 1), ``"mean"`` Beta(κμ, κ(1 − μ)).
