@@ -10,8 +10,8 @@ import xarray as xr
 
 from bpc.decide.live import Controller, Episode
 from bpc.decide.options import PlanOptions
-from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, simulate_records
-from tests.episodes import play
+from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions
+from tests.episodes import play, simulate_records
 
 NUMBERS = dict(
     prior=0.4,

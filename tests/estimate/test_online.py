@@ -25,9 +25,9 @@ from bpc.estimate.online import (
     drift_check,
     episode_loglik,
     labelled_counts,
-    simulate_records,
 )
 from bpc.intervals import interval_bounds
+from tests.episodes import simulate_records
 from tests.model_fixtures import fast_compile  # noqa: F401  (fixture)
 
 ONE = np.ones(1)

@@ -147,7 +147,6 @@ from bpc.estimate.online.records import (
     PatchRecord,
     episode_loglik,
     labelled_counts,
-    simulate_records,
 )
 from bpc.estimate.online.storage import load_calibration
 
@@ -166,7 +165,6 @@ __all__ = [
     "DriftReport",
     "drift_check",
     "labelled_counts",
-    "simulate_records",
     "load_calibration",
     "calibration_scales",
 ]
