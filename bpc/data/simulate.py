@@ -24,7 +24,7 @@ Critic gaps γ
 tpr (true-positive rate P(pass | Y = 1))
     :data:`FAMILY_TPR`, per benchmark family (:data:`BENCHMARK_FAMILY`),
     computed once from the authors' corpus as raw TP / (TP + FN) pooled over
-    the family's cells (the counts are written next to each number). One
+    the family's cells (the module holds the TP, FN counts and divides). One
     source per cell: the per-patch ``critic_results.jsonl`` where it exists,
     otherwise the TP/FN counts of the cell's ``likelihood_tables.json`` (for
     the five cells that have both they are identical):
@@ -201,34 +201,22 @@ __all__ = [
 # The paper's tables (numbers transcribed; generators in GENERATORS order:
 # gpt5_mini, qwen3_coder, haiku45, sonnet45, qwen25_coder_32b, gpt_oss_20b)
 # ---------------------------------------------------------------------------
-BENCHMARK_SIZES = MappingProxyType(
-    {
-        "lcb_hard": 102,
-        "lcb_medium": 207,
-        "lcb_easy": 135,
-        "mbpp_plus": 378,
-        "humaneval_plus": 164,
-        "swebench_lite": 300,
-        "swebench_verified": 500,
-        "humanevalfix": 164,
-        "codecontests": 165,
-    }
-)
+# benchmark: (instances, family); generators in GENERATORS order
+_BENCHMARK_ROWS = {
+    "lcb_hard": (102, "lcb"),
+    "lcb_medium": (207, "lcb"),
+    "lcb_easy": (135, "lcb"),
+    "mbpp_plus": (378, "function_level"),
+    "humaneval_plus": (164, "function_level"),
+    "swebench_lite": (300, "swe"),
+    "swebench_verified": (500, "swe"),
+    "humanevalfix": (164, "bug_fixing"),
+    "codecontests": (165, "bug_fixing"),
+}
+BENCHMARK_SIZES = MappingProxyType({b: n for b, (n, _) in _BENCHMARK_ROWS.items()})
 """Instances per benchmark (paper, ``tab:benchmarks``)."""
 
-BENCHMARK_FAMILY = MappingProxyType(
-    {
-        "lcb_hard": "lcb",
-        "lcb_medium": "lcb",
-        "lcb_easy": "lcb",
-        "mbpp_plus": "function_level",
-        "humaneval_plus": "function_level",
-        "swebench_lite": "swe",
-        "swebench_verified": "swe",
-        "humanevalfix": "bug_fixing",
-        "codecontests": "bug_fixing",
-    }
-)
+BENCHMARK_FAMILY = MappingProxyType({b: family for b, (_, family) in _BENCHMARK_ROWS.items()})
 """Benchmark → family whose pooled tpr it uses (:data:`FAMILY_TPR`)."""
 
 _PRIOR_ROWS = {
@@ -295,35 +283,21 @@ GAP_TABLE: Mapping[tuple[str, str], Mapping[str, float | None]] = MappingProxyTy
 # ---------------------------------------------------------------------------
 # Numbers derived once from the authors' corpus (see the module docstring)
 # ---------------------------------------------------------------------------
+# family → critic → (TP, FN), raw counts pooled over the family's cells (module docstring)
+_FAMILY_COUNTS = {
+    # 15 LCB cells: tpr test 0.9892, llm 0.7830
+    "lcb": {"syn": (1115, 0), "test": (1103, 12), "llm": (873, 242)},
+    # 5 MBPP+ and 4 HumanEval+ tables: test 0.9932, llm 0.8379
+    "function_level": {"syn": (2221, 0), "test": (2206, 15), "llm": (1861, 360)},
+    # syn: the two gpt5_mini full runs only; llm: 2 full runs + 8 PAPER_RELEASE tables (0.7225)
+    "swe": {"syn": (302, 0), "llm": (518, 199)},
+    # default: lcb + function_level pooled: test 0.9919, llm 0.8195
+    "bug_fixing": {"syn": (3336, 0), "test": (3309, 27), "llm": (2734, 602)},
+}
 FAMILY_TPR = MappingProxyType(
     {
-        "lcb": MappingProxyType(
-            {
-                "syn": 1115 / 1115,  # TP 1115, FN 0 (15 LCB cells)
-                "test": 1103 / 1115,  # TP 1103, FN 12 → 0.9892
-                "llm": 873 / 1115,  # TP 873, FN 242 → 0.7830
-            }
-        ),
-        "function_level": MappingProxyType(
-            {
-                "syn": 2221 / 2221,  # TP 2221, FN 0 (5 MBPP+ and 4 HumanEval+ tables)
-                "test": 2206 / 2221,  # TP 2206, FN 15 → 0.9932
-                "llm": 1861 / 2221,  # TP 1861, FN 360 → 0.8379
-            }
-        ),
-        "swe": MappingProxyType(
-            {
-                "syn": 302 / 302,  # TP 302, FN 0 (the two gpt5_mini full runs only)
-                "llm": 518 / 717,  # TP 518, FN 199 (2 full runs + 8 PAPER_RELEASE tables) → 0.7225
-            }
-        ),
-        "bug_fixing": MappingProxyType(
-            {
-                "syn": 3336 / 3336,  # default: lcb + function_level pooled, TP 3336, FN 0
-                "test": 3309 / 3336,  # TP 3309, FN 27 → 0.9919
-                "llm": 2734 / 3336,  # TP 2734, FN 602 → 0.8195
-            }
-        ),
+        family: MappingProxyType({c: tp / (tp + fn) for c, (tp, fn) in counts.items()})
+        for family, counts in _FAMILY_COUNTS.items()
     }
 )
 """Family → {critic: raw tpr} (lint is derived from syn; a critic missing from a family is absent)."""

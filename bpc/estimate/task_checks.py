@@ -49,7 +49,6 @@ def heldout_task_lpd(
     seeds: Sequence[int] = (1, 2, 3),
     kind: str = "oracle",
     critic: str = "test",
-    benchmarks: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Held-out LPD of every (seed, benchmark, task, generator) under the task and the cell prior.
 
@@ -66,8 +65,6 @@ def heldout_task_lpd(
         The other generators' evidence (see :func:`bpc.estimate.crossed.task_prior`).
     critic : str
         The critic of ``kind="critic"``; its tpr / fpr come from Laplace mode on the training tasks.
-    benchmarks : sequence of str, optional
-        Restrict to these crossed benchmarks (default: every crossed benchmark).
 
     Returns
     -------
@@ -82,13 +79,6 @@ def heldout_task_lpd(
     if kind not in EVIDENCE_KINDS:
         raise ValueError(f"heldout_task_lpd: kind must be one of {EVIDENCE_KINDS}, got {kind!r}")
     layout = crossed_layout(counts_from_records(records))
-    if benchmarks is not None:
-        unknown = [b for b in benchmarks if b not in layout]
-        if unknown:
-            raise ValueError(
-                f"heldout_task_lpd: {unknown} are not crossed benchmarks of the records ({sorted(layout)})"
-            )
-        layout = {b: layout[b] for b in benchmarks}
     frames = []
     for bench, gens in layout.items():
         rec_b = records[(records["benchmark"] == bench) & records["generator"].isin(gens)]
