@@ -393,7 +393,6 @@ def counts_from_records(
     *,
     source: str = "raw",
     kernel_method: str | None = KERNEL_METHOD,
-    tasks: bool = True,
 ) -> xr.Dataset:
     """Counts of every cell in ``records`` (and transitions from ``trajectories``).
 
@@ -413,14 +412,13 @@ def counts_from_records(
     kernel_method : str or None
         Which refinement method's trajectories define the transition counts
         (see :func:`transition_counts`); ``None`` pools every method.
-    tasks : bool
-        Add the per-task counts :data:`bpc.schema.TASK_COUNT_VARS` (:func:`task_counts`), which
-        the crossed task × generator model and the task report read.
 
     Returns
     -------
     xarray.Dataset
-        Counts schema over the cells present.
+        Counts schema over the cells present, with the per-task counts
+        :data:`bpc.schema.TASK_COUNT_VARS` (:func:`task_counts`) that the crossed task × generator
+        model and the task report read.
 
     Raises
     ------
@@ -462,9 +460,8 @@ def counts_from_records(
             "source": np.full(m, source, dtype=object),
         }
         base = _assemble(benches, gens, cells, max_patches=size, critics=critics)
-        if tasks:
-            per_task = task_counts(records, critics=critics)
-            base = base.assign({name: per_task[name] for name in TASK_COUNT_VARS})
+        per_task = task_counts(records, critics=critics)
+        base = base.assign({name: per_task[name] for name in TASK_COUNT_VARS})
         parts.append(base)
     if trajectories is not None:
         parts.append(transition_counts(trajectories, kernel_method=kernel_method, critics=critics))
