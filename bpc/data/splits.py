@@ -181,18 +181,6 @@ class Split:
     def __len__(self) -> int:
         return len(self.fit)
 
-    def ids(self, side: str) -> Mapping[Cell, np.ndarray]:
-        """Cell → ids of ``side`` (``"fit"`` or ``"eval"``).
-
-        Raises
-        ------
-        ValueError
-            For another side name.
-        """
-        if side not in SIDES:
-            raise ValueError(f"Split: side must be one of {SIDES}, got {side!r}")
-        return self.fit if side == "fit" else self.eval
-
     def rows(self, frame: pd.DataFrame, side: str = "fit") -> pd.DataFrame:
         """The rows of ``frame`` (records or trajectories) on ``side`` of their cell.
 
@@ -204,8 +192,15 @@ class Split:
             Has ``benchmark``, ``generator`` and ``instance_id`` columns.
         side : {"fit", "eval"}
             Which side.
+
+        Raises
+        ------
+        ValueError
+            For another side name.
         """
-        ids = self.ids(side)
+        if side not in SIDES:
+            raise ValueError(f"Split: side must be one of {SIDES}, got {side!r}")
+        ids = self.fit if side == "fit" else self.eval
         if frame.empty or not ids:
             return frame.iloc[:0]
         keys = pd.MultiIndex.from_tuples(
