@@ -415,9 +415,7 @@ def critic_rates(tpr, gap, *, lo: float = RATE_MIN, hi: float = RATE_MAX) -> tup
     return np.asarray(np.round(out_t, 12)), np.asarray(np.round(out_f, 12))
 
 
-def instance_kernels(
-    u: np.ndarray, x_fix: float, x_break: float, tau: float = KERNEL_SPREAD
-) -> tuple[np.ndarray, np.ndarray]:
+def instance_kernels(u: np.ndarray, x_fix: float, x_break: float) -> tuple[np.ndarray, np.ndarray]:
     """Per-instance refinement rates from difficulty quantiles (see the module docstring).
 
     Parameters
@@ -426,16 +424,14 @@ def instance_kernels(
         Quantile of each instance's pass rate under its cell's Beta, in (0, 1) (near 1: easy).
     x_fix, x_break : float
         Locations of the fix and break rates on the logit scale.
-    tau : float
-        Spread per standard normal of difficulty.
 
     Returns
     -------
     p_fix, p_break : numpy.ndarray
-        ``expit(x_fix + τ Φ⁻¹(u))`` and ``expit(x_break − τ Φ⁻¹(u))``.
+        ``expit(x_fix + τ Φ⁻¹(u))`` and ``expit(x_break − τ Φ⁻¹(u))``, τ = :data:`KERNEL_SPREAD`.
     """
     z = ndtri(np.clip(np.asarray(u, dtype=float), 1e-12, 1.0 - 1e-12))
-    return expit(x_fix + tau * z), expit(x_break - tau * z)
+    return expit(x_fix + KERNEL_SPREAD * z), expit(x_break - KERNEL_SPREAD * z)
 
 
 def _pair_rates(theta: np.ndarray, p_fix: np.ndarray, p_break: np.ndarray, steps: int) -> tuple[float, float]:
@@ -452,20 +448,13 @@ def _pair_rates(theta: np.ndarray, p_fix: np.ndarray, p_break: np.ndarray, steps
 
 
 @functools.cache
-def kernel_locations(
-    prior: float,
-    kappa: float,
-    p_fix: float,
-    p_break: float,
-    *,
-    tau: float = KERNEL_SPREAD,
-    steps: int = TRAJECTORY_STEPS - 1,
-) -> tuple[float, float]:
+def kernel_locations(prior: float, kappa: float, p_fix: float, p_break: float) -> tuple[float, float]:
     """Logit locations (x_f, x_b) of the per-instance kernels whose true kernel is (p_fix, p_break).
 
     The true kernel is defined in the module docstring: the pooled rate of
     fixes (breaks) among the transitions from Y_t = 0 (Y_t = 1) of a cell's
-    trajectories, in expectation. It is computed on a midpoint quadrature of
+    trajectories (``TRAJECTORY_STEPS - 1`` transitions each, per-instance rates
+    :func:`instance_kernels`), in expectation. It is computed on a midpoint quadrature of
     the instances' difficulty quantile u, and the two locations solve the two
     equations (on the logit scale) with MINPACK's hybrid method.
 
@@ -473,13 +462,9 @@ def kernel_locations(
     ----------
     prior, kappa : float
         The cell's π and κ (κ = ∞ or π ∈ {0, 1}: no heterogeneity, the
-        locations are logit p_fix, logit p_break and τ is not used).
+        locations are logit p_fix, logit p_break).
     p_fix, p_break : float
         The nominal (target) kernel, in (0, 1).
-    tau : float
-        Spread of the per-instance rates.
-    steps : int
-        Transitions per trajectory.
 
     Returns
     -------
@@ -492,8 +477,8 @@ def kernel_locations(
     theta = betaincinv(prior * kappa, (1.0 - prior) * kappa, u)
 
     def gaps(x: np.ndarray) -> np.ndarray:
-        f, b = instance_kernels(u, x[0], x[1], tau)
-        got = _pair_rates(theta, f, b, steps)
+        f, b = instance_kernels(u, x[0], x[1])
+        got = _pair_rates(theta, f, b, TRAJECTORY_STEPS - 1)
         return np.array([logit(got[0]) - logit(p_fix), logit(got[1]) - logit(p_break)])
 
     sol = root(gaps, np.array([x_f, x_b]), method="hybr", options={"xtol": 1e-12})
