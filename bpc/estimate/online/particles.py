@@ -458,7 +458,6 @@ class LearningState:
         kappa: np.ndarray | None = None,
         p_fix: np.ndarray | None = None,
         p_break: np.ndarray | None = None,
-        particles: ParticleOptions = ParticleOptions(),
         **options: Any,
     ) -> LearningState:
         """A state from parameter samples: :meth:`from_values` for one, else the draws as particles.
@@ -475,12 +474,11 @@ class LearningState:
             ``(S,)`` samples of κ; ``None`` or all ``inf`` = the i.i.d. model.
         p_fix, p_break : array_like, optional
             ``(S,)`` kernel samples; ``None`` or any ``NaN`` = no kernel.
-        particles : ParticleOptions
-            Particles (default for draws: all ``S``), seed, rejuvenation trigger and sweeps.
         **options
-            ``source``: where the samples came from (saved with the state; default ``"values"``
-            for one sample, ``"draws"`` for several); for one sample also ``sd`` / ``sds`` of
-            :meth:`from_values`.
+            ``particles`` (:class:`ParticleOptions`: particles — default for draws all ``S`` —,
+            seed, rejuvenation trigger and sweeps); ``source``: where the samples came from (saved
+            with the state; default ``"values"`` for one sample, ``"draws"`` for several); for one
+            sample also ``sd`` / ``sds`` of :meth:`from_values`.
 
         Notes
         -----
@@ -508,7 +506,6 @@ class LearningState:
                 critics={c: v for c, v in rates.items() if None not in v},  # type: ignore[misc]
                 kappa=None if kap is None or math.isinf(kap) else kap,
                 **(kern if None not in kern.values() else {}),
-                particles=particles,
                 **{"source": "values", **options},
             )
         if tp.shape[1] != len(critics) or fp.shape != tp.shape:
@@ -536,6 +533,7 @@ class LearningState:
         logit = {f"logit_{k}": _logit(_open(v)) for k, v in draws.items()}
         x = np.column_stack([logit[nm] if nm in logit else np.log(kap) for nm in names])  # type: ignore[arg-type]
         gp = GaussianPrior.fit(x)
+        particles = options.get("particles", ParticleOptions())
         n = particles.n_particles
         if n is not None and int(n) != S:
             x = x[np.random.default_rng([int(particles.seed), 0]).choice(S, size=int(n), replace=int(n) > S)]
