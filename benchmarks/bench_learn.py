@@ -1,7 +1,7 @@
 """Speed of the learning state: one episode's likelihood, an update, a rejuvenation, a drift check.
 
 Simulated episodes of a two-critic cell (instance model, κ = 3), fresh
-regenerations, the critic-gated policy of :func:`bpc.estimate.online.simulate_records`.
+regenerations, the critic-gated policy of ``tests/episodes.py``'s ``simulate_records``.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_learn.py [--particles 1000 2000] [--episodes 200]
 """
@@ -9,11 +9,15 @@ regenerations, the critic-gated policy of :func:`bpc.estimate.online.simulate_re
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from bpc.estimate.online import LearningState, ParticleOptions, drift_check, simulate_records
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests/ holds simulate_records
+from bpc.estimate.online import LearningState, ParticleOptions, drift_check  # noqa: E402
+from tests.episodes import simulate_records  # noqa: E402
 
 TRUTH = {"prior": 0.4, "kappa": 3.0, "critics": {"test": (0.85, 0.2), "llm": (0.8, 0.3)}}
 START = {"prior": 0.5, "kappa": 5.0, "critics": {"test": (0.7, 0.3), "llm": (0.7, 0.3)}}

@@ -22,8 +22,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: tests/ holds the shared driver
 from bpc.decide.live import Controller, Episode  # noqa: E402
 from bpc.decide.options import PlanOptions  # noqa: E402
-from bpc.estimate.online import LearningState, ParticleOptions, simulate_records  # noqa: E402
-from tests.episodes import play  # noqa: E402
+from bpc.estimate.online import LearningState, ParticleOptions  # noqa: E402
+from tests.episodes import play, simulate_records  # noqa: E402
 
 RATES = {"test": (0.85, 0.2), "llm": (0.8, 0.3)}
 DRIFTED = {"test": (0.85, 0.5), "llm": (0.8, 0.3)}

@@ -37,7 +37,7 @@ Bootstrap intervals on Δ (method.md §Replay and evaluation) live here too:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, overload
+from typing import Literal
 
 import arviz_stats
 import numpy as np
@@ -116,21 +116,13 @@ def interval_bounds(
     return np.where(bad[..., None], np.nan, bounds)
 
 
-@overload
-def credible_interval(
-    x: xr.DataArray, *, dims: Sequence[str] | None = ..., prob: float = ..., kind: str = ...
-) -> xr.DataArray: ...
-@overload
-def credible_interval(
-    x: xr.Dataset, *, dims: Sequence[str] | None = ..., prob: float = ..., kind: str = ...
-) -> xr.Dataset: ...
-def credible_interval(
-    x: xr.DataArray | xr.Dataset,
+def credible_interval[Draws: (xr.DataArray, xr.Dataset)](
+    x: Draws,
     *,
     dims: Sequence[str] | None = None,
     prob: float = CI_PROB,
     kind: str = CI_KIND,
-) -> xr.DataArray | xr.Dataset:
+) -> Draws:
     """Credible interval of labelled draws over their sample dims.
 
     Parameters

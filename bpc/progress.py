@@ -151,13 +151,9 @@ class Meter:
             self._pending = False
 
 
-def track[T](
-    items: Iterable[T], label: str, *, total: int | None = None, enabled: bool = True
-) -> Iterator[T]:
-    """Yield from ``items`` while counting them on stderr with a :class:`Meter`."""
-    if total is None and isinstance(items, Sized):
-        total = len(items)
-    meter = Meter(label, total=total, enabled=enabled)
+def track[T](items: Iterable[T], label: str, *, enabled: bool = True) -> Iterator[T]:
+    """Yield from ``items`` while counting them on stderr with a :class:`Meter` (of ``len(items)``)."""
+    meter = Meter(label, total=len(items) if isinstance(items, Sized) else None, enabled=enabled)
     for item in items:
         meter.step()
         yield item

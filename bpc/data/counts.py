@@ -79,19 +79,10 @@ def _positions(coord: Sequence[str], values: Sequence[str] | pd.Series) -> np.nd
     return pd.Index(coord).get_indexer(pd.Index(values))
 
 
-def _groups(n: int, group: np.ndarray | None, n_groups: int | None) -> tuple[np.ndarray, int]:
-    if group is None:
-        return np.zeros(n, dtype=np.intp), 1
-    group = np.asarray(group, dtype=np.intp)
-    if group.shape != (n,):
-        raise ValueError(f"group must have shape ({n},), got {group.shape}")
-    return group, int(n_groups if n_groups is not None else (group.max() + 1 if n else 0))
-
-
 def critic_tallies(
-    y: np.ndarray, verdicts: np.ndarray, group: np.ndarray | None = None, n_groups: int | None = None
+    y: np.ndarray, verdicts: np.ndarray, group: np.ndarray, n_groups: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Tally critic verdicts by oracle label (optionally per group, e.g. per cell).
+    """Tally critic verdicts by oracle label per group (e.g. per cell).
 
     Parameters
     ----------
@@ -99,80 +90,65 @@ def critic_tallies(
         Oracle labels, shape ``(n,)``, values 0/1.
     verdicts : numpy.ndarray
         Verdicts, shape ``(n, K)``, float: 1 pass, 0 fail, ``NaN`` missing.
-    group : numpy.ndarray, optional
-        Group index of each row, shape ``(n,)``; all rows form one group if
-        omitted.
-    n_groups : int, optional
-        Number of groups (default ``group.max() + 1``).
+    group : numpy.ndarray
+        Group index of each row, shape ``(n,)``, integers ``0 … n_groups − 1``.
+    n_groups : int
+        Number of groups.
 
     Returns
     -------
     critic_n, critic_pass : numpy.ndarray
-        Shape ``(K, 2)`` — or ``(n_groups, K, 2)`` with ``group`` — by label
+        Shape ``(n_groups, K, 2)``, by label
         (0, 1): verdicts given, and passes among them. A critic with no
         verdict at all in a group gets ``NaN`` in both.
     """
-    y = np.asarray(y)
-    verdicts = np.asarray(verdicts, dtype=float)
-    if verdicts.ndim != 2 or verdicts.shape[0] != y.shape[0]:
-        raise ValueError(f"verdicts must have shape (n, K) with n = {y.shape[0]}, got {verdicts.shape}")
-    g, n_g = _groups(y.shape[0], group, n_groups)
+    y, verdicts, g = np.asarray(y), np.asarray(verdicts, dtype=float), np.asarray(group, dtype=np.intp)
     given, lab = np.isfinite(verdicts), np.isin(y, LABELS)
     k_axis = np.arange(verdicts.shape[1])[None, :]  # label l at index l of LABELS = (0, 1)
     at = (g[lab][:, None], k_axis, y[lab].astype(np.intp)[:, None])
-    n, k = np.zeros((2, n_g, verdicts.shape[1], len(LABELS)))
+    n, k = np.zeros((2, int(n_groups), verdicts.shape[1], len(LABELS)))
     np.add.at(n, at, given[lab])
     np.add.at(k, at, (given & (verdicts == 1))[lab])
     absent = n.sum(axis=2) == 0  # no verdict on any labelled row of the group
     n[absent] = np.nan
     k[absent] = np.nan
-    if group is None:
-        return n[0], k[0]
     return n, k
 
 
 def transition_tallies(
-    y_from: np.ndarray, y_to: np.ndarray, group: np.ndarray | None = None, n_groups: int | None = None
+    y_from: np.ndarray, y_to: np.ndarray, group: np.ndarray, n_groups: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Tally refinement pairs (Y_t, Y_t+1) by Y_t (optionally per group).
+    """Tally refinement pairs (Y_t, Y_t+1) by Y_t per group.
 
     Parameters
     ----------
     y_from, y_to : numpy.ndarray
         Labels before and after each step, shape ``(m,)``; pairs where either
         is ``NaN`` are dropped.
-    group : numpy.ndarray, optional
+    group : numpy.ndarray
         Group index of each pair, shape ``(m,)``.
-    n_groups : int, optional
-        Number of groups (default ``group.max() + 1``).
+    n_groups : int
+        Number of groups.
 
     Returns
     -------
     trans_n, trans_flip : numpy.ndarray
-        Shape ``(2,)`` — or ``(n_groups, 2)`` with ``group`` — by Y_t (0, 1):
+        Shape ``(n_groups, 2)``, by Y_t (0, 1):
         pairs, and pairs whose label changed (label 0: fixes n01; label 1:
         breaks n10).
     """
     a = np.asarray(y_from, dtype=float)
     b = np.asarray(y_to, dtype=float)
-    g, n_g = _groups(a.shape[0], group, n_groups)
     ok = np.isfinite(b) & np.isin(a, LABELS)
-    at = (g[ok], a[ok].astype(np.intp))  # label l at index l of LABELS = (0, 1)
-    trans_n, trans_flip = np.zeros((2, n_g, len(LABELS)))
+    at = (np.asarray(group, dtype=np.intp)[ok], a[ok].astype(np.intp))  # label l at index l of LABELS
+    trans_n, trans_flip = np.zeros((2, int(n_groups), len(LABELS)))
     np.add.at(trans_n, at, 1.0)
     np.add.at(trans_flip, at, a[ok] != b[ok])
-    if group is None:
-        return trans_n[0], trans_flip[0]
     return trans_n, trans_flip
 
 
-def instance_tallies(
-    y: np.ndarray,
-    instance: np.ndarray,
-    group: np.ndarray | None = None,
-    n_groups: int | None = None,
-) -> np.ndarray:
-    """Histogram of instances by (labelled patches m, passing patches k), optionally per group.
+def instance_tallies(y: np.ndarray, instance: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """Histogram of instances by (labelled patches m, passing patches k) per group.
 
     Parameters
     ----------
@@ -181,46 +157,38 @@ def instance_tallies(
     instance : numpy.ndarray
         Instance index of each patch, shape ``(n,)``, integers ``0 … n_inst − 1``
         (an instance index is global: it must not be shared by two groups).
-    group : numpy.ndarray, optional
-        Group index of each patch (e.g. the cell), shape ``(n,)``; constant
-        within an instance. All patches form one group if omitted.
-    n_groups : int, optional
-        Number of groups (default ``group.max() + 1``).
+    group : numpy.ndarray
+        Group index of each patch (e.g. the cell), shape ``(n,)``, integers
+        ``0 … n_groups − 1``; constant within an instance.
+    n_groups : int
+        Number of groups.
 
     Returns
     -------
     numpy.ndarray
-        Shape ``(M, M + 1)`` — or ``(n_groups, M, M + 1)`` with ``group`` —
-        entry ``[m − 1, k]`` = instances with k passes among m patches. A
-        group without patches gets zeros.
+        Shape ``(n_groups, M, M + 1)``: entry ``[g, m − 1, k]`` = instances of
+        group ``g`` with k passes among m patches. A group without patches
+        gets zeros.
 
     Examples
     --------
     Instance 1 has one failing patch; instances 0 and 2 have two patches, with 1 and 2 passes:
 
-    >>> instance_tallies(np.array([1, 0, 0, 1, 1]), np.array([0, 0, 1, 2, 2]))
+    >>> instance_tallies(np.array([1, 0, 0, 1, 1]), np.array([0, 0, 1, 2, 2]), np.zeros(5, int), 1)[0]
     array([[1., 0., 0.],
            [0., 1., 1.]])
     """
-    y = np.asarray(y)
-    inst = np.asarray(instance, dtype=np.intp)
-    if inst.shape != y.shape or y.ndim != 1:
-        raise ValueError(f"instance must have the shape of y, {y.shape}; got {inst.shape}")
-    if not np.isin(y, LABELS).all():
-        raise ValueError("instance_tallies: y must hold 0/1 labels only")
-    g, n_g = _groups(y.shape[0], group, n_groups)
+    y, inst, g = np.asarray(y), np.asarray(instance, dtype=np.intp), np.asarray(group, dtype=np.intp)
     n_inst = int(inst.max()) + 1 if inst.size else 0
     m = np.bincount(inst, minlength=n_inst)
     k = np.bincount(inst, weights=y, minlength=n_inst).astype(np.intp)
     g_inst = np.zeros(n_inst, dtype=np.intp)
     g_inst[inst] = g
-    if inst.size and (g_inst[inst] != g).any():
-        raise ValueError("instance_tallies: an instance's patches must all belong to one group")
     seen = m > 0
     size = int(m.max()) if seen.any() else 1  # M: the largest m seen
-    out = np.zeros((n_g, size, size + 1))
+    out = np.zeros((int(n_groups), size, size + 1))
     np.add.at(out, (g_inst[seen], m[seen] - 1, k[seen]), 1.0)
-    return out[0] if group is None else out
+    return out
 
 
 def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) -> xr.Dataset:
@@ -393,7 +361,6 @@ def counts_from_records(
     *,
     source: str = "raw",
     kernel_method: str | None = KERNEL_METHOD,
-    tasks: bool = True,
 ) -> xr.Dataset:
     """Counts of every cell in ``records`` (and transitions from ``trajectories``).
 
@@ -413,14 +380,13 @@ def counts_from_records(
     kernel_method : str or None
         Which refinement method's trajectories define the transition counts
         (see :func:`transition_counts`); ``None`` pools every method.
-    tasks : bool
-        Add the per-task counts :data:`bpc.schema.TASK_COUNT_VARS` (:func:`task_counts`), which
-        the crossed task × generator model and the task report read.
 
     Returns
     -------
     xarray.Dataset
-        Counts schema over the cells present.
+        Counts schema over the cells present, with the per-task counts
+        :data:`bpc.schema.TASK_COUNT_VARS` (:func:`task_counts`) that the crossed task × generator
+        model and the task report read.
 
     Raises
     ------
@@ -462,9 +428,8 @@ def counts_from_records(
             "source": np.full(m, source, dtype=object),
         }
         base = _assemble(benches, gens, cells, max_patches=size, critics=critics)
-        if tasks:
-            per_task = task_counts(records, critics=critics)
-            base = base.assign({name: per_task[name] for name in TASK_COUNT_VARS})
+        per_task = task_counts(records, critics=critics)
+        base = base.assign({name: per_task[name] for name in TASK_COUNT_VARS})
         parts.append(base)
     if trajectories is not None:
         parts.append(transition_counts(trajectories, kernel_method=kernel_method, critics=critics))

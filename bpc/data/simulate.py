@@ -24,7 +24,7 @@ Critic gaps γ
 tpr (true-positive rate P(pass | Y = 1))
     :data:`FAMILY_TPR`, per benchmark family (:data:`BENCHMARK_FAMILY`),
     computed once from the authors' corpus as raw TP / (TP + FN) pooled over
-    the family's cells (the counts are written next to each number). One
+    the family's cells (the module holds the TP, FN counts and divides). One
     source per cell: the per-patch ``critic_results.jsonl`` where it exists,
     otherwise the TP/FN counts of the cell's ``likelihood_tables.json`` (for
     the five cells that have both they are identical):
@@ -201,34 +201,22 @@ __all__ = [
 # The paper's tables (numbers transcribed; generators in GENERATORS order:
 # gpt5_mini, qwen3_coder, haiku45, sonnet45, qwen25_coder_32b, gpt_oss_20b)
 # ---------------------------------------------------------------------------
-BENCHMARK_SIZES = MappingProxyType(
-    {
-        "lcb_hard": 102,
-        "lcb_medium": 207,
-        "lcb_easy": 135,
-        "mbpp_plus": 378,
-        "humaneval_plus": 164,
-        "swebench_lite": 300,
-        "swebench_verified": 500,
-        "humanevalfix": 164,
-        "codecontests": 165,
-    }
-)
+# benchmark: (instances, family); generators in GENERATORS order
+_BENCHMARK_ROWS = {
+    "lcb_hard": (102, "lcb"),
+    "lcb_medium": (207, "lcb"),
+    "lcb_easy": (135, "lcb"),
+    "mbpp_plus": (378, "function_level"),
+    "humaneval_plus": (164, "function_level"),
+    "swebench_lite": (300, "swe"),
+    "swebench_verified": (500, "swe"),
+    "humanevalfix": (164, "bug_fixing"),
+    "codecontests": (165, "bug_fixing"),
+}
+BENCHMARK_SIZES = MappingProxyType({b: n for b, (n, _) in _BENCHMARK_ROWS.items()})
 """Instances per benchmark (paper, ``tab:benchmarks``)."""
 
-BENCHMARK_FAMILY = MappingProxyType(
-    {
-        "lcb_hard": "lcb",
-        "lcb_medium": "lcb",
-        "lcb_easy": "lcb",
-        "mbpp_plus": "function_level",
-        "humaneval_plus": "function_level",
-        "swebench_lite": "swe",
-        "swebench_verified": "swe",
-        "humanevalfix": "bug_fixing",
-        "codecontests": "bug_fixing",
-    }
-)
+BENCHMARK_FAMILY = MappingProxyType({b: family for b, (_, family) in _BENCHMARK_ROWS.items()})
 """Benchmark → family whose pooled tpr it uses (:data:`FAMILY_TPR`)."""
 
 _PRIOR_ROWS = {
@@ -247,86 +235,47 @@ PRIOR_TABLE = MappingProxyType(
 )
 """(benchmark, generator) → prior P(Y = 1) (paper, ``tab:prior_pass_rate``)."""
 
-# (γ_syn, γ_test, γ_llm); None = critic absent for the cell.
+# γ per critic, one row per benchmark (generators in GENERATORS order); None = critic absent.
 _GAP_ROWS = {
-    "lcb_hard": (
-        (0.395, 0.756, 0.365),
-        (0.009, 0.865, 0.108),
-        (-0.054, 0.747, 0.129),
-        (-0.018, 0.853, -0.090),
-        (-0.035, 0.699, 0.289),
-        (0.799, 0.869, 0.583),
-    ),
-    "lcb_medium": (
-        (0.180, 0.751, 0.120),
-        (0.004, 0.928, -0.087),
-        (-0.004, 0.907, 0.035),
-        (-0.004, 0.865, -0.097),
-        (-0.000, 0.766, 0.499),
-        (0.799, 0.890, 0.578),
-    ),
-    "lcb_easy": (
-        (0.008, 0.987, -0.011),
-        (0.001, 0.957, -0.029),
-        (-0.005, 0.980, 0.024),
-        (-0.003, 0.986, -0.004),
-        (0.019, 0.861, 0.642),
-        (0.497, 0.854, 0.667),
-    ),
-    "mbpp_plus": (
-        (0.041, 0.074, 0.259),
-        (0.009, 0.285, 0.310),
-        (0.009, 0.349, 0.283),
-        (0.011, 0.258, 0.217),
-        (0.003, 0.448, 0.384),
-        (0.103, 0.196, 0.297),
-    ),
-    "humaneval_plus": (
-        (0.039, 0.720, 0.157),
-        (0.020, 0.671, 0.112),
-        (0.026, 0.540, 0.188),
-        (0.043, 0.270, 0.363),
-        (0.013, 0.751, 0.436),
-        (0.062, 0.610, 0.250),
-    ),
-    "swebench_lite": (
-        (0.610, None, 0.504),
-        (0.200, None, 0.390),
-        (0.830, None, 0.005),
-        (0.599, None, 0.497),
-        (0.148, None, 0.475),
-        (0.330, None, 0.004),
-    ),
-    "swebench_verified": (
-        (0.834, None, 0.807),
-        (0.209, None, 0.419),
-        (0.370, None, 0.381),
-        (0.092, None, 0.273),
-        (0.139, None, 0.466),
-        (0.319, None, 0.447),
-    ),
-    "humanevalfix": (
-        (0.015, 0.979, 0.969),
-        (0.064, 0.797, 0.789),
-        (0.222, 0.947, 0.938),
-        (0.276, 0.974, 0.965),
-        (0.005, 0.848, 0.708),
-        (0.156, 0.362, 0.763),
-    ),
-    "codecontests": (
-        (0.075, 0.666, 0.878),
-        (0.002, 0.818, 0.897),
-        (0.037, 0.882, 0.947),
-        (0.013, 0.863, 0.926),
-        (0.248, 0.815, 0.336),
-        (0.879, 0.965, 0.329),
-    ),
+    "syn": {
+        "lcb_hard": (0.395, 0.009, -0.054, -0.018, -0.035, 0.799),
+        "lcb_medium": (0.180, 0.004, -0.004, -0.004, -0.000, 0.799),
+        "lcb_easy": (0.008, 0.001, -0.005, -0.003, 0.019, 0.497),
+        "mbpp_plus": (0.041, 0.009, 0.009, 0.011, 0.003, 0.103),
+        "humaneval_plus": (0.039, 0.020, 0.026, 0.043, 0.013, 0.062),
+        "swebench_lite": (0.610, 0.200, 0.830, 0.599, 0.148, 0.330),
+        "swebench_verified": (0.834, 0.209, 0.370, 0.092, 0.139, 0.319),
+        "humanevalfix": (0.015, 0.064, 0.222, 0.276, 0.005, 0.156),
+        "codecontests": (0.075, 0.002, 0.037, 0.013, 0.248, 0.879),
+    },
+    "test": {
+        "lcb_hard": (0.756, 0.865, 0.747, 0.853, 0.699, 0.869),
+        "lcb_medium": (0.751, 0.928, 0.907, 0.865, 0.766, 0.890),
+        "lcb_easy": (0.987, 0.957, 0.980, 0.986, 0.861, 0.854),
+        "mbpp_plus": (0.074, 0.285, 0.349, 0.258, 0.448, 0.196),
+        "humaneval_plus": (0.720, 0.671, 0.540, 0.270, 0.751, 0.610),
+        "swebench_lite": (None, None, None, None, None, None),
+        "swebench_verified": (None, None, None, None, None, None),
+        "humanevalfix": (0.979, 0.797, 0.947, 0.974, 0.848, 0.362),
+        "codecontests": (0.666, 0.818, 0.882, 0.863, 0.815, 0.965),
+    },
+    "llm": {
+        "lcb_hard": (0.365, 0.108, 0.129, -0.090, 0.289, 0.583),
+        "lcb_medium": (0.120, -0.087, 0.035, -0.097, 0.499, 0.578),
+        "lcb_easy": (-0.011, -0.029, 0.024, -0.004, 0.642, 0.667),
+        "mbpp_plus": (0.259, 0.310, 0.283, 0.217, 0.384, 0.297),
+        "humaneval_plus": (0.157, 0.112, 0.188, 0.363, 0.436, 0.250),
+        "swebench_lite": (0.504, 0.390, 0.005, 0.497, 0.475, 0.004),
+        "swebench_verified": (0.807, 0.419, 0.381, 0.273, 0.466, 0.447),
+        "humanevalfix": (0.969, 0.789, 0.938, 0.965, 0.708, 0.763),
+        "codecontests": (0.878, 0.897, 0.947, 0.926, 0.336, 0.329),
+    },
 }
 GAP_TABLE: Mapping[tuple[str, str], Mapping[str, float | None]] = MappingProxyType(
     {
-        (b, g): MappingProxyType(dict(zip(("syn", "test", "llm"), gaps, strict=True)))
-        for b, rows in _GAP_ROWS.items()
-        for g, gaps in zip(GENERATORS, rows, strict=True)
+        (b, g): MappingProxyType({c: rows[b][j] for c, rows in _GAP_ROWS.items()})
+        for b in BENCHMARKS
+        for j, g in enumerate(GENERATORS)
     }
 )
 """(benchmark, generator) → {critic: γ} for syn / test / llm (paper, ``tab:critic_gap``); None = absent."""
@@ -334,35 +283,21 @@ GAP_TABLE: Mapping[tuple[str, str], Mapping[str, float | None]] = MappingProxyTy
 # ---------------------------------------------------------------------------
 # Numbers derived once from the authors' corpus (see the module docstring)
 # ---------------------------------------------------------------------------
+# family → critic → (TP, FN), raw counts pooled over the family's cells (module docstring)
+_FAMILY_COUNTS = {
+    # 15 LCB cells: tpr test 0.9892, llm 0.7830
+    "lcb": {"syn": (1115, 0), "test": (1103, 12), "llm": (873, 242)},
+    # 5 MBPP+ and 4 HumanEval+ tables: test 0.9932, llm 0.8379
+    "function_level": {"syn": (2221, 0), "test": (2206, 15), "llm": (1861, 360)},
+    # syn: the two gpt5_mini full runs only; llm: 2 full runs + 8 PAPER_RELEASE tables (0.7225)
+    "swe": {"syn": (302, 0), "llm": (518, 199)},
+    # default: lcb + function_level pooled: test 0.9919, llm 0.8195
+    "bug_fixing": {"syn": (3336, 0), "test": (3309, 27), "llm": (2734, 602)},
+}
 FAMILY_TPR = MappingProxyType(
     {
-        "lcb": MappingProxyType(
-            {
-                "syn": 1115 / 1115,  # TP 1115, FN 0 (15 LCB cells)
-                "test": 1103 / 1115,  # TP 1103, FN 12 → 0.9892
-                "llm": 873 / 1115,  # TP 873, FN 242 → 0.7830
-            }
-        ),
-        "function_level": MappingProxyType(
-            {
-                "syn": 2221 / 2221,  # TP 2221, FN 0 (5 MBPP+ and 4 HumanEval+ tables)
-                "test": 2206 / 2221,  # TP 2206, FN 15 → 0.9932
-                "llm": 1861 / 2221,  # TP 1861, FN 360 → 0.8379
-            }
-        ),
-        "swe": MappingProxyType(
-            {
-                "syn": 302 / 302,  # TP 302, FN 0 (the two gpt5_mini full runs only)
-                "llm": 518 / 717,  # TP 518, FN 199 (2 full runs + 8 PAPER_RELEASE tables) → 0.7225
-            }
-        ),
-        "bug_fixing": MappingProxyType(
-            {
-                "syn": 3336 / 3336,  # default: lcb + function_level pooled, TP 3336, FN 0
-                "test": 3309 / 3336,  # TP 3309, FN 27 → 0.9919
-                "llm": 2734 / 3336,  # TP 2734, FN 602 → 0.8195
-            }
-        ),
+        family: MappingProxyType({c: tp / (tp + fn) for c, (tp, fn) in counts.items()})
+        for family, counts in _FAMILY_COUNTS.items()
     }
 )
 """Family → {critic: raw tpr} (lint is derived from syn; a critic missing from a family is absent)."""
@@ -480,9 +415,7 @@ def critic_rates(tpr, gap, *, lo: float = RATE_MIN, hi: float = RATE_MAX) -> tup
     return np.asarray(np.round(out_t, 12)), np.asarray(np.round(out_f, 12))
 
 
-def instance_kernels(
-    u: np.ndarray, x_fix: float, x_break: float, tau: float = KERNEL_SPREAD
-) -> tuple[np.ndarray, np.ndarray]:
+def instance_kernels(u: np.ndarray, x_fix: float, x_break: float) -> tuple[np.ndarray, np.ndarray]:
     """Per-instance refinement rates from difficulty quantiles (see the module docstring).
 
     Parameters
@@ -491,16 +424,14 @@ def instance_kernels(
         Quantile of each instance's pass rate under its cell's Beta, in (0, 1) (near 1: easy).
     x_fix, x_break : float
         Locations of the fix and break rates on the logit scale.
-    tau : float
-        Spread per standard normal of difficulty.
 
     Returns
     -------
     p_fix, p_break : numpy.ndarray
-        ``expit(x_fix + τ Φ⁻¹(u))`` and ``expit(x_break − τ Φ⁻¹(u))``.
+        ``expit(x_fix + τ Φ⁻¹(u))`` and ``expit(x_break − τ Φ⁻¹(u))``, τ = :data:`KERNEL_SPREAD`.
     """
     z = ndtri(np.clip(np.asarray(u, dtype=float), 1e-12, 1.0 - 1e-12))
-    return expit(x_fix + tau * z), expit(x_break - tau * z)
+    return expit(x_fix + KERNEL_SPREAD * z), expit(x_break - KERNEL_SPREAD * z)
 
 
 def _pair_rates(theta: np.ndarray, p_fix: np.ndarray, p_break: np.ndarray, steps: int) -> tuple[float, float]:
@@ -517,20 +448,13 @@ def _pair_rates(theta: np.ndarray, p_fix: np.ndarray, p_break: np.ndarray, steps
 
 
 @functools.cache
-def kernel_locations(
-    prior: float,
-    kappa: float,
-    p_fix: float,
-    p_break: float,
-    *,
-    tau: float = KERNEL_SPREAD,
-    steps: int = TRAJECTORY_STEPS - 1,
-) -> tuple[float, float]:
+def kernel_locations(prior: float, kappa: float, p_fix: float, p_break: float) -> tuple[float, float]:
     """Logit locations (x_f, x_b) of the per-instance kernels whose true kernel is (p_fix, p_break).
 
     The true kernel is defined in the module docstring: the pooled rate of
     fixes (breaks) among the transitions from Y_t = 0 (Y_t = 1) of a cell's
-    trajectories, in expectation. It is computed on a midpoint quadrature of
+    trajectories (``TRAJECTORY_STEPS - 1`` transitions each, per-instance rates
+    :func:`instance_kernels`), in expectation. It is computed on a midpoint quadrature of
     the instances' difficulty quantile u, and the two locations solve the two
     equations (on the logit scale) with MINPACK's hybrid method.
 
@@ -538,13 +462,9 @@ def kernel_locations(
     ----------
     prior, kappa : float
         The cell's π and κ (κ = ∞ or π ∈ {0, 1}: no heterogeneity, the
-        locations are logit p_fix, logit p_break and τ is not used).
+        locations are logit p_fix, logit p_break).
     p_fix, p_break : float
         The nominal (target) kernel, in (0, 1).
-    tau : float
-        Spread of the per-instance rates.
-    steps : int
-        Transitions per trajectory.
 
     Returns
     -------
@@ -557,8 +477,8 @@ def kernel_locations(
     theta = betaincinv(prior * kappa, (1.0 - prior) * kappa, u)
 
     def gaps(x: np.ndarray) -> np.ndarray:
-        f, b = instance_kernels(u, x[0], x[1], tau)
-        got = _pair_rates(theta, f, b, steps)
+        f, b = instance_kernels(u, x[0], x[1])
+        got = _pair_rates(theta, f, b, TRAJECTORY_STEPS - 1)
         return np.array([logit(got[0]) - logit(p_fix), logit(got[1]) - logit(p_break)])
 
     sol = root(gaps, np.array([x_f, x_b]), method="hybr", options={"xtol": 1e-12})

@@ -181,18 +181,6 @@ class Split:
     def __len__(self) -> int:
         return len(self.fit)
 
-    def ids(self, side: str) -> Mapping[Cell, np.ndarray]:
-        """Cell → ids of ``side`` (``"fit"`` or ``"eval"``).
-
-        Raises
-        ------
-        ValueError
-            For another side name.
-        """
-        if side not in SIDES:
-            raise ValueError(f"Split: side must be one of {SIDES}, got {side!r}")
-        return self.fit if side == "fit" else self.eval
-
     def rows(self, frame: pd.DataFrame, side: str = "fit") -> pd.DataFrame:
         """The rows of ``frame`` (records or trajectories) on ``side`` of their cell.
 
@@ -204,8 +192,15 @@ class Split:
             Has ``benchmark``, ``generator`` and ``instance_id`` columns.
         side : {"fit", "eval"}
             Which side.
+
+        Raises
+        ------
+        ValueError
+            For another side name.
         """
-        ids = self.ids(side)
+        if side not in SIDES:
+            raise ValueError(f"Split: side must be one of {SIDES}, got {side!r}")
+        ids = self.fit if side == "fit" else self.eval
         if frame.empty or not ids:
             return frame.iloc[:0]
         keys = pd.MultiIndex.from_tuples(
@@ -216,20 +211,14 @@ class Split:
         return frame[have.isin(keys)]
 
 
-def _cell_ids(records: pd.DataFrame, cells: Sequence[Cell] | None) -> dict[Cell, np.ndarray]:
-    """Sorted unique instance ids of every cell, in paper order (or the given order)."""
+def _cell_ids(records: pd.DataFrame) -> dict[Cell, np.ndarray]:
+    """Sorted unique instance ids of every cell, in paper order."""
     frame = records[["benchmark", "generator", "instance_id"]].astype(str)
     groups: dict[Cell, np.ndarray] = {
         (str(b), str(g)): np.unique(ids.to_numpy())
         for (b, g), ids in frame.groupby(["benchmark", "generator"], sort=False)["instance_id"]
     }
-    if cells is None:
-        return {c: groups[c] for c in cell_order(groups)}
-    wanted = [(str(b), str(g)) for b, g in cells]
-    missing = [c for c in wanted if c not in groups]
-    if missing:
-        raise ValueError(f"split_cells: no records for cell(s) {missing}")
-    return {c: groups[c] for c in dict.fromkeys(wanted)}
+    return {c: groups[c] for c in cell_order(groups)}
 
 
 def split_cells(
@@ -238,7 +227,6 @@ def split_cells(
     seed: int = SPLIT_SEED,
     fit_fraction: float = SPLIT_FIT_FRACTION,
     in_sample: bool = False,
-    cells: Sequence[Cell] | None = None,
     drop_small: bool = False,
 ) -> Split:
     """Split every cell of ``records`` into fit and evaluation instances.
@@ -253,9 +241,6 @@ def split_cells(
         Holdout fit share (ignored in-sample and for folds).
     in_sample : bool
         Both sides hold every instance.
-    cells : sequence of (str, str), optional
-        These cells, in this order (default: every cell of ``records`` in the
-        paper's order).
     drop_small : bool
         Leave out cells too small to give both sides an instance instead of
         raising.
@@ -267,11 +252,10 @@ def split_cells(
     Raises
     ------
     ValueError
-        For a requested cell without records, a cell too small to split
-        (unless ``drop_small``).
+        For a cell too small to split (unless ``drop_small``).
     """
     fit, ev = {}, {}
-    for (b, g), ids in _cell_ids(records, cells).items():
+    for (b, g), ids in _cell_ids(records).items():
         f, e = (ids, ids) if in_sample else split_instances(ids, seed=seed, fit_fraction=fit_fraction)
         if len(f) == 0 or len(e) == 0:
             if drop_small:
@@ -464,7 +448,6 @@ def fold_split(
     *,
     seed: int,
     fold: int,
-    cells: Sequence[Cell] | None = None,
 ) -> Split:
     """One fold of a :func:`folds` assignment as a :class:`Split` of every cell.
 
@@ -481,9 +464,6 @@ def fold_split(
         Output of :func:`folds` covering every task (or instance) of ``records``.
     seed, fold : int
         Which assignment and which fold.
-    cells : sequence of (str, str), optional
-        These cells, in this order (default every cell of ``records`` in the
-        paper's order).
 
     Returns
     -------
@@ -508,7 +488,7 @@ def fold_split(
     fold_of = dict(zip(key.to_numpy(), this["fold"].to_numpy(), strict=True))
     by_cell = bool((gen != "").any())
     fit, ev = {}, {}
-    for (b, g), ids in _cell_ids(records, cells).items():
+    for (b, g), ids in _cell_ids(records).items():
         g_key = g if by_cell else ""
         f = np.array([fold_of.get(f"{b}\x00{g_key}\x00{i}", -1) for i in ids.tolist()], dtype=np.int64)
         if (f < 0).any():

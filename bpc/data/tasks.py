@@ -307,15 +307,9 @@ def empty_patch_flags(
         bool, one per row of ``records``.
     """
     root = Path(root)
-    patch_keys = list(
-        zip(
-            records["benchmark"].astype(str),
-            records["generator"].astype(str),
-            records["instance_id"].astype(str),
-            records["patch_id"].astype(int),
-            strict=True,
-        )
-    )
+    keyed = records[["benchmark", "generator", "instance_id"]].astype(str)
+    keyed = keyed.assign(patch_id=records["patch_id"].astype(int))
+    patch_keys = list(keyed.itertuples(index=False, name=None))
     keys = set(patch_keys)
     empty: set[tuple] = set()
     for cell, names in files.items():

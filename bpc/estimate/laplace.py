@@ -504,17 +504,9 @@ def laplace(counts: xr.Dataset) -> xr.Dataset:
 
     # the rates (k + 1)/(n + 2) are the exact posterior means of the unpooled Beta(1, 1) model
     out = posterior_mean(counts)  # (validates the counts)
-    lower, upper = wilson_interval(counts["n_pass"].values, counts["n_patches"].values)
-    wilson = xr.DataArray(
-        np.stack([lower, upper], axis=-1),
-        dims=(DIM_BENCHMARK, DIM_GENERATOR, DIM_CI),
-        coords={
-            DIM_BENCHMARK: counts[DIM_BENCHMARK],
-            DIM_GENERATOR: counts[DIM_GENERATOR],
-            DIM_CI: list(CI_BOUNDS),
-        },
-    )
-    out = out.assign(prior_wilson=wilson)
+    wilson = np.stack(wilson_interval(counts["n_pass"].values, counts["n_patches"].values), axis=-1)
+    out = out.assign(prior_wilson=((DIM_BENCHMARK, DIM_GENERATOR, DIM_CI), wilson))
+    out = out.assign_coords({DIM_CI: list(CI_BOUNDS)})
     inst = instance_params(counts)
     out = out.merge(inst.drop_attrs(deep=False))
     out["prior"].attrs["long_name"] = "P(Y=1) of a fresh patch, (k+1)/(n+2)"

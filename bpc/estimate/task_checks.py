@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
+from bpc.constants import BOOTSTRAP_B, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
 from bpc.estimate.crossed import (
     EVIDENCE_KINDS,
     beta_binomial_logpmf,
@@ -49,7 +49,6 @@ def heldout_task_lpd(
     seeds: Sequence[int] = (1, 2, 3),
     kind: str = "oracle",
     critic: str = "test",
-    benchmarks: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Held-out LPD of every (seed, benchmark, task, generator) under the task and the cell prior.
 
@@ -66,8 +65,6 @@ def heldout_task_lpd(
         The other generators' evidence (see :func:`bpc.estimate.crossed.task_prior`).
     critic : str
         The critic of ``kind="critic"``; its tpr / fpr come from Laplace mode on the training tasks.
-    benchmarks : sequence of str, optional
-        Restrict to these crossed benchmarks (default: every crossed benchmark).
 
     Returns
     -------
@@ -82,13 +79,6 @@ def heldout_task_lpd(
     if kind not in EVIDENCE_KINDS:
         raise ValueError(f"heldout_task_lpd: kind must be one of {EVIDENCE_KINDS}, got {kind!r}")
     layout = crossed_layout(counts_from_records(records))
-    if benchmarks is not None:
-        unknown = [b for b in benchmarks if b not in layout]
-        if unknown:
-            raise ValueError(
-                f"heldout_task_lpd: {unknown} are not crossed benchmarks of the records ({sorted(layout)})"
-            )
-        layout = {b: layout[b] for b in benchmarks}
     frames = []
     for bench, gens in layout.items():
         rec_b = records[(records["benchmark"] == bench) & records["generator"].isin(gens)]
@@ -127,20 +117,19 @@ def heldout_task_lpd(
     return out[cols].astype({"source": str})
 
 
-def lpd_gain_table(
-    lpd: pd.DataFrame, *, B: int = BOOTSTRAP_B, seed: int = BOOTSTRAP_SEED, prob: float = CI_PROB
-) -> pd.DataFrame:
+def lpd_gain_table(lpd: pd.DataFrame, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     """Per benchmark: mean held-out LPD gain per (task, generator) with a task-clustered interval.
 
     The mean is over every (seed, task, generator) row; the interval resamples tasks with all their
-    rows (:func:`bpc.intervals.clustered_interval`, a ratio of totals).
+    rows (:func:`bpc.intervals.clustered_interval`, a ratio of totals, its default seed and
+    :data:`~bpc.constants.CI_PROB`).
 
     Parameters
     ----------
     lpd : pandas.DataFrame
         From :func:`heldout_task_lpd`.
-    B, seed, prob
-        Bootstrap resamples, seed and interval probability.
+    B : int
+        Bootstrap resamples.
 
     Returns
     -------
@@ -151,9 +140,7 @@ def lpd_gain_table(
     from bpc.intervals import clustered_interval
 
     per_task = lpd.groupby(["benchmark", "task"])["gain"].agg(["sum", "size"]).reset_index()
-    ci = clustered_interval(
-        per_task, value="sum", count="size", groups=["benchmark"], task="task", B=B, seed=seed, prob=prob
-    )
+    ci = clustered_interval(per_task, value="sum", count="size", groups=["benchmark"], task="task", B=B)
     g = lpd.groupby("benchmark")
     means = g.agg(n_tasks=("task", "nunique"), seeds=("seed", "nunique"), lpd_task=("lpd_task", "mean"))
     means = means.assign(n_pairs=g.size() // means["seeds"], lpd_cell=g["lpd_cell"].mean()).reset_index()

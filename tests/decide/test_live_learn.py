@@ -10,8 +10,8 @@ import xarray as xr
 
 from bpc.decide.live import Controller, Episode
 from bpc.decide.options import PlanOptions
-from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, simulate_records
-from tests.episodes import play
+from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions
+from tests.episodes import play, simulate_records
 
 NUMBERS = dict(
     prior=0.4,
@@ -275,5 +275,6 @@ def test_a_plugin_learner_keeps_buying_critics_it_knows_little_about():
         calls.append(sum(m.get("op") == "observe" for m in ep.history))
     assert sum(calls[-30:]) > 0
     assert ctrl.learner is not None
-    lo, hi = ctrl.learner.interval("fpr[doc]")
-    assert hi < 0.3  # it learnt that doc rarely passes a failing patch
+    assert (
+        ctrl.learner.summary().set_index("parameter").loc["fpr[doc]", "upper"] < 0.3
+    )  # it learnt that doc rarely passes a failing patch

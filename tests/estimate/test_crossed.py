@@ -20,6 +20,7 @@ from bpc.estimate.crossed import (
     task_prior,
 )
 from bpc.estimate.task_checks import heldout_task_lpd, lpd_gain_table
+from bpc.schema import TASK_COUNT_VARS
 
 
 def _records(
@@ -208,7 +209,7 @@ def test_task_prior_from_critic_verdicts_needs_rates():
 
 
 def test_fit_crossed_eb_requires_task_counts():
-    counts = counts_from_records(_records({("g1", "t1"): [1]}), tasks=False)
+    counts = counts_from_records(_records({("g1", "t1"): [1]})).drop_vars(TASK_COUNT_VARS)
     with pytest.raises(ValueError, match="per-task counts"):
         fit_crossed_eb(counts)
 

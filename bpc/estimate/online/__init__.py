@@ -99,7 +99,7 @@ unconstrained scale, :class:`GaussianPrior`:
   (default :data:`DEFAULT_PRIOR_SD` = 1 on the logit scale — the 89 % prior
   interval of a rate of 0.2 is about (0.06, 0.5): weak, but not flat), and
   the initial particles are exact draws from it;
-* from posterior draws (:meth:`LearningState.from_draws`, e.g. the
+* from posterior draws (:meth:`LearningState.from_arrays`, e.g. the
   hierarchical model's predictive for a new cell) the initial particles *are*
   the draws (equal weights: an exact sample of that prior, no approximation
   before the first rejuvenation), and the density the MCMC moves target is
@@ -147,7 +147,6 @@ from bpc.estimate.online.records import (
     PatchRecord,
     episode_loglik,
     labelled_counts,
-    simulate_records,
 )
 from bpc.estimate.online.storage import load_calibration
 
@@ -166,7 +165,6 @@ __all__ = [
     "DriftReport",
     "drift_check",
     "labelled_counts",
-    "simulate_records",
     "load_calibration",
     "calibration_scales",
 ]

@@ -190,7 +190,7 @@ class LearningState:
     """Weighted particles of one cell's parameters, learning from finished episodes.
 
     Build with :meth:`from_values` (explicit numbers or Laplace values, a weak
-    prior around them), :meth:`from_draws` (posterior / predictive draws, e.g.
+    prior around them), :meth:`from_arrays` (posterior / predictive draws, e.g.
     of the hierarchical model for a new cell) or :meth:`from_params` (either,
     from a parameter Dataset). Every method returns a new state.
 
@@ -349,74 +349,6 @@ class LearningState:
         return cls._start(crit, names, x, gp, source, particles)
 
     @classmethod
-    def from_draws(
-        cls,
-        *,
-        prior: np.ndarray,
-        tpr: np.ndarray,
-        fpr: np.ndarray,
-        critics: Sequence[str],
-        kappa: np.ndarray | None = None,
-        p_fix: np.ndarray | None = None,
-        p_break: np.ndarray | None = None,
-        source: str = "draws",
-        particles: ParticleOptions = ParticleOptions(),
-    ) -> LearningState:
-        """A state whose particles are posterior (or predictive) draws of the cell.
-
-        Parameters
-        ----------
-        prior : array_like
-            ``(S,)`` draws of π.
-        tpr, fpr : array_like
-            ``(S, K)`` draws; a critic with any ``NaN`` draw is dropped (not measured).
-        critics : sequence of str
-            The ``K`` column names.
-        kappa : array_like, optional
-            ``(S,)`` draws of κ; ``None`` or all ``inf`` = the i.i.d. model.
-        p_fix, p_break : array_like, optional
-            ``(S,)`` kernel draws; ``None`` or any ``NaN`` = no kernel.
-        source : str
-            Where the draws came from (saved with the state).
-        particles : ParticleOptions
-            Particles (default: all ``S`` draws), seed, rejuvenation trigger and sweeps.
-        """
-        pr = np.asarray(prior, dtype=float).reshape(-1)
-        S = pr.size
-        tp = np.asarray(tpr, dtype=float).reshape(S, -1)
-        fp = np.asarray(fpr, dtype=float).reshape(S, -1)
-        critics = [str(c) for c in critics]
-        if tp.shape[1] != len(critics) or fp.shape != tp.shape:
-            raise ValueError(f"tpr/fpr must be (S, {len(critics)}), got {tp.shape} / {fp.shape}")
-        keep = [
-            k for k in range(len(critics)) if np.all(np.isfinite(tp[:, k])) and np.all(np.isfinite(fp[:, k]))
-        ]
-        if not keep:
-            raise ValueError("no critic has finite tpr/fpr draws")
-        crit = tuple(critics[k] for k in keep)
-        kap = None if kappa is None else np.asarray(kappa, dtype=float).reshape(-1)
-        iid = kap is None or bool(np.all(np.isinf(kap)))
-        if not iid:  # finite draws; inf only as the i.i.d. model, for every draw
-            check_kappa(kap, name="kappa draws", allow_inf=False)
-        draws = {"prior": pr, **{f"tpr[{critics[k]}]": tp[:, k] for k in keep}}
-        draws.update({f"fpr[{critics[k]}]": fp[:, k] for k in keep})
-        kern = {} if p_fix is None or p_break is None else {"p_fix": p_fix, "p_break": p_break}
-        kern = {k: np.asarray(v, dtype=float).reshape(-1) for k, v in kern.items()}
-        kernel = bool(kern) and all(np.all(np.isfinite(v)) for v in kern.values())
-        draws.update(kern if kernel else {})
-        for name, col in draws.items():
-            if np.any((col < 0) | (col > 1)):
-                raise ValueError(f"{name} draws must lie in [0, 1]")
-        names = cls.layout(crit, iid=iid, kernel=kernel)
-        logit = {f"logit_{k}": _logit(_open(v)) for k, v in draws.items()}
-        x = np.column_stack([logit[nm] if nm in logit else np.log(kap) for nm in names])  # type: ignore[arg-type]
-        gp = GaussianPrior.fit(x)
-        n = particles.n_particles
-        if n is not None and int(n) != S:
-            x = x[np.random.default_rng([int(particles.seed), 0]).choice(S, size=int(n), replace=int(n) > S)]
-        return cls._start(crit, names, x, gp, source, particles)
-
-    @classmethod
     def _start(
         cls,
         critics: tuple[str, ...],
@@ -474,7 +406,7 @@ class LearningState:
             Centre of a κ prior when the Dataset has none (point values) —
             without it, and without ``kappa`` in the Dataset, the state is i.i.d.
         sd, particles
-            As in :meth:`from_values` / :meth:`from_draws`.
+            As in :meth:`from_values` / :meth:`from_arrays`.
         """
         from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR
         from bpc.schema import sample_dims, select_cell
@@ -528,42 +460,84 @@ class LearningState:
         p_break: np.ndarray | None = None,
         **options: Any,
     ) -> LearningState:
-        """A state from parameter samples: :meth:`from_values` for one, else :meth:`from_draws`.
+        """A state from parameter samples: :meth:`from_values` for one, else the draws as particles.
 
-        ``prior`` ``(S,)``, ``tpr``/``fpr`` ``(S, K)`` (a critic with a ``NaN``
-        rate is not learnt), ``kappa`` ``(S,)`` (``inf`` = i.i.d.), the kernel
-        ``(S,)`` (``NaN`` = none); rates on the edge of [0, 1] are moved
-        inside by 1e-9 (the logit scale needs an open interval).
-        ``**options`` go to the builder (``particles``, ``source``, ``sd``, …).
+        Parameters
+        ----------
+        prior : array_like
+            ``(S,)`` samples of π.
+        tpr, fpr : array_like
+            ``(S, K)`` samples; a critic with any ``NaN`` sample is dropped (not measured).
+        critics : sequence of str
+            The ``K`` column names.
+        kappa : array_like, optional
+            ``(S,)`` samples of κ; ``None`` or all ``inf`` = the i.i.d. model.
+        p_fix, p_break : array_like, optional
+            ``(S,)`` kernel samples; ``None`` or any ``NaN`` = no kernel.
+        **options
+            ``particles`` (:class:`ParticleOptions`: particles — default for draws all ``S`` —,
+            seed, rejuvenation trigger and sweeps); ``source``: where the samples came from (saved
+            with the state; default ``"values"`` for one sample, ``"draws"`` for several); for one
+            sample also ``sd`` / ``sds`` of :meth:`from_values`.
+
+        Notes
+        -----
+        One sample is a point: :meth:`from_values` with a weak prior around it (rates on the edge
+        of [0, 1] are moved inside by 1e-9, the logit scale needs an open interval). Several are
+        posterior (or predictive) draws: the prior is the Gaussian fitted to them on the
+        unconstrained scale, and the draws (resampled to ``particles.n_particles``) are the
+        particles.
         """
         pr = np.asarray(prior, dtype=float).reshape(-1)
-        tp, fp = (np.asarray(v, dtype=float).reshape(pr.size, -1) for v in (tpr, fpr))
-        if pr.size > 1:
-            return cls.from_draws(
-                prior=pr,
-                tpr=tp,
-                fpr=fp,
-                critics=critics,
-                kappa=kappa,
-                p_fix=p_fix,
-                p_break=p_break,
-                **options,
+        S = pr.size
+        tp, fp = (np.asarray(v, dtype=float).reshape(S, -1) for v in (tpr, fpr))
+        critics = [str(c) for c in critics]
+        if S == 1:
+
+            def one(v: Any) -> float | None:
+                x = float(np.mean(v)) if v is not None else math.nan
+                return float(np.clip(x, 1e-9, 1 - 1e-9)) if math.isfinite(x) else None
+
+            rates = {c: (one(tp[:, k]), one(fp[:, k])) for k, c in enumerate(critics)}
+            kap = None if kappa is None else float(np.mean(kappa))
+            kern = {"p_fix": one(p_fix), "p_break": one(p_break)}
+            return cls.from_values(
+                prior=one(pr),  # type: ignore[arg-type]
+                critics={c: v for c, v in rates.items() if None not in v},  # type: ignore[misc]
+                kappa=None if kap is None or math.isinf(kap) else kap,
+                **(kern if None not in kern.values() else {}),
+                **{"source": "values", **options},
             )
-
-        def one(v: Any) -> float | None:
-            x = float(np.mean(v)) if v is not None else math.nan
-            return float(np.clip(x, 1e-9, 1 - 1e-9)) if math.isfinite(x) else None
-
-        rates = {str(c): (one(tp[:, k]), one(fp[:, k])) for k, c in enumerate(critics)}
-        kap = None if kappa is None else float(np.mean(kappa))
-        kern = {"p_fix": one(p_fix), "p_break": one(p_break)}
-        return cls.from_values(
-            prior=one(pr),  # type: ignore[arg-type]
-            critics={c: v for c, v in rates.items() if None not in v},  # type: ignore[misc]
-            kappa=None if kap is None or math.isinf(kap) else kap,
-            **(kern if None not in kern.values() else {}),
-            **options,
-        )
+        if tp.shape[1] != len(critics) or fp.shape != tp.shape:
+            raise ValueError(f"tpr/fpr must be (S, {len(critics)}), got {tp.shape} / {fp.shape}")
+        keep = [
+            k for k in range(len(critics)) if np.all(np.isfinite(tp[:, k])) and np.all(np.isfinite(fp[:, k]))
+        ]
+        if not keep:
+            raise ValueError("no critic has finite tpr/fpr draws")
+        crit = tuple(critics[k] for k in keep)
+        kap = None if kappa is None else np.asarray(kappa, dtype=float).reshape(-1)
+        iid = kap is None or bool(np.all(np.isinf(kap)))
+        if not iid:  # finite draws; inf only as the i.i.d. model, for every draw
+            check_kappa(kap, name="kappa draws", allow_inf=False)
+        draws = {"prior": pr, **{f"tpr[{critics[k]}]": tp[:, k] for k in keep}}
+        draws.update({f"fpr[{critics[k]}]": fp[:, k] for k in keep})
+        kern = {} if p_fix is None or p_break is None else {"p_fix": p_fix, "p_break": p_break}
+        kern = {k: np.asarray(v, dtype=float).reshape(-1) for k, v in kern.items()}
+        kernel = bool(kern) and all(np.all(np.isfinite(v)) for v in kern.values())
+        draws.update(kern if kernel else {})
+        for name, col in draws.items():
+            if np.any((col < 0) | (col > 1)):
+                raise ValueError(f"{name} draws must lie in [0, 1]")
+        names = cls.layout(crit, iid=iid, kernel=kernel)
+        logit = {f"logit_{k}": _logit(_open(v)) for k, v in draws.items()}
+        x = np.column_stack([logit[nm] if nm in logit else np.log(kap) for nm in names])  # type: ignore[arg-type]
+        gp = GaussianPrior.fit(x)
+        particles = options.get("particles", ParticleOptions())
+        n = particles.n_particles
+        if n is not None and int(n) != S:
+            x = x[np.random.default_rng([int(particles.seed), 0]).choice(S, size=int(n), replace=int(n) > S)]
+        return cls._start(crit, names, x, gp, options.get("source", "draws"), particles)
 
     @classmethod
     def for_new_cell(
@@ -818,16 +792,6 @@ class LearningState:
         out = pd.DataFrame({"parameter": list(named), "mean": means, "lower": lo, "upper": hi})
         out.attrs.update({"ci_prob": prob, "ci_kind": kind, "n_episodes": self.n_episodes, "ess": self.ess})
         return out
-
-    def interval(self, parameter: str, *, prob: float = CI_PROB, kind: str = CI_KIND) -> tuple[float, float]:
-        """Credible interval of one parameter (a name of :meth:`summary`, e.g. ``"fpr[test]"``)."""
-        from bpc.intervals import interval_bounds
-
-        named = self._named(self.resample())
-        if parameter not in named:
-            raise ValueError(f"unknown parameter {parameter!r}; known: {sorted(named)}")
-        lo, hi = interval_bounds(named[parameter], prob=prob, kind=kind)
-        return float(lo), float(hi)
 
     def _named(self, p: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = {"prior": p["prior"], "kappa": p["kappa"]}

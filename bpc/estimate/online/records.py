@@ -3,8 +3,7 @@
 A finished episode is an :class:`EpisodeRecord` of :class:`PatchRecord` s: how each patch was made,
 its critics' verdicts and its verified label. :func:`episode_loglik` is the exact likelihood of one
 episode at many parameter points (the module docstring of :mod:`bpc.estimate.online`);
-:func:`labelled_counts` counts the verdicts of episodes and :func:`simulate_records` makes episodes
-under known parameters.
+:func:`labelled_counts` counts the verdicts of episodes.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ __all__ = [
     "EpisodeRecord",
     "episode_loglik",
     "labelled_counts",
-    "simulate_records",
 ]
 
 Origin = Literal["first", "fresh", "refine"]
@@ -401,59 +399,6 @@ def labelled_counts(records: Iterable[EpisodeRecord], critics: Sequence[str]) ->
     counts = {"critic_n": n[:, :2], "critic_pass": passed[:, :2], "unlabelled_n": n[:, 2]}
     counts |= {"unlabelled_pass": passed[:, 2], "n_patches": len(patches)}
     return {**counts, "n_verified": len(labels), "n_verified_pass": sum(labels)}
-
-
-def simulate_records(
-    rng: np.random.Generator,
-    n: int,
-    truth: Mapping[str, Any],
-    *,
-    verify_fail_prob: float = 0.0,
-    max_patches: int = 3,
-    regenerate: Literal["fresh", "refine"] = "fresh",
-) -> list[EpisodeRecord]:
-    """Episodes of a simple critic-gated policy under known parameters (for tests and measurements).
-
-    ``truth`` holds ``prior`` (π), ``critics`` (critic → ``(tpr, fpr)``) and optionally ``kappa``
-    (default ``inf``, i.i.d. patches) and ``p_fix`` / ``p_break`` (needed by ``regenerate="refine"``):
-    the keywords of :meth:`~bpc.estimate.online.LearningState.from_values`.
-    Per patch: run every critic in order; verify when all passed, else verify
-    with probability ``verify_fail_prob``; end on a verified pass, else make a
-    new patch (``regenerate``) until ``max_patches``. The policy sees only its
-    own observations, as a controller does, so the labelled-only estimate of
-    ``fpr`` is biased when ``verify_fail_prob`` is small and the full likelihood is not.
-    """
-    unknown = set(truth) - {"prior", "critics", "kappa", "p_fix", "p_break"}
-    if unknown:
-        raise ValueError(f"simulate_records: unknown truth key(s) {sorted(unknown)}")
-    prior, critics = truth["prior"], truth["critics"]
-    kappa = truth.get("kappa", math.inf)
-    p_fix, p_break = truth.get("p_fix"), truth.get("p_break")
-    if regenerate == "refine" and (p_fix is None or p_break is None):
-        raise ValueError("regenerate='refine' needs p_fix and p_break")
-    names = list(critics)
-    tpr = np.array([critics[c][0] for c in names])
-    fpr = np.array([critics[c][1] for c in names])
-    out = []
-    for _ in range(int(n)):
-        theta = prior if math.isinf(kappa) else rng.beta(prior * kappa, (1 - prior) * kappa)
-        patches = []
-        y = None
-        for j in range(max_patches):
-            if j == 0 or regenerate == "fresh":
-                origin = "first" if j == 0 else "fresh"
-                y = bool(rng.random() < theta)
-            else:
-                origin = "refine"
-                y = bool(rng.random() < ((1 - p_break) if y else p_fix))  # type: ignore[operator]
-            z = rng.random(len(names)) < np.where(y, tpr, fpr)
-            verdicts = {c: bool(v) for c, v in zip(names, z, strict=True)}
-            verify = bool(z.all()) or bool(rng.random() < verify_fail_prob)
-            patches.append(PatchRecord(origin, verdicts, y if verify else None))  # type: ignore[arg-type]
-            if verify and y:
-                break
-        out.append(EpisodeRecord(tuple(patches)))
-    return out
 
 
 LEARN_STATE_VERSION = 2
