@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from bpc.evaluate import Result
+from bpc.report.markdown import interval_text, markdown_table
 
 FIGURE = "cells.png"
 """The figure's file name (6.5 × 5.5 in at 150 dpi: under 1,000 px a side)."""
@@ -23,14 +24,11 @@ FLAGGED_FILE = "flagged_tasks.txt"
 
 
 def _ci(row) -> str:
-    return f"{row['delta']:+.2f} [{row['ci_lo']:+.2f}, {row['ci_hi']:+.2f}]"
+    return interval_text(row["delta"], row["ci_lo"], row["ci_hi"], decimals=2)
 
 
 def _md(frame: pd.DataFrame) -> list[str]:
-    cols = [str(c) for c in frame.columns]
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return out + [""]
+    return [markdown_table(frame), ""]
 
 
 def _k_label(k: int) -> str:

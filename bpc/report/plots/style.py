@@ -21,6 +21,7 @@ __all__ = [
     "POLICY_COLORS",
     "BENCHMARK_LABELS",
     "GENERATOR_LABELS",
+    "CRITIC_TITLES",
     "cell_label",
     "savefig",
     "MAX_FIGURE_PX",
@@ -93,6 +94,13 @@ GENERATOR_LABELS: dict[str, str] = {
     "qwen25_coder_32b": "Qwen2.5-Coder-32B",
     "gpt_oss_20b": "gpt-oss-20b",
 }
+
+CRITIC_TITLES: dict[str, str] = {
+    "syn": "Cr_syn (syntax)",
+    "test": "Cr_test (public tests)",
+    "llm": "Cr_llm (LLM judge)",
+}
+"""Panel titles of the paper's critics."""
 
 
 def cell_label(benchmark: str, generator: str) -> str:
