@@ -414,12 +414,9 @@ def _write(run, out: Path) -> Path:
         "efficiency": "Data efficiency: held-out Δ vs calibration instances per cell, Laplace vs pooled",
         "predicted_vs_realised": "Predicted (training side only) vs realised held-out Δ, one point per fold",
     }
-    for path in (p for p in result.files if p.suffix == ".png"):
-        stem, _, page = path.stem.rpartition("_p")
-        stem, page = (stem, page) if page.isdigit() else (path.stem, "")
-        report.figure(
-            path, captions.get(stem, stem.replace("_", " ")) + (f" (page {page})." if page else ".")
-        )
+    for stem, caption in captions.items():  # a figure's pages: <stem>.png, <stem>_p2.png, …
+        pages = [p for p in result.files if p.stem == stem or p.stem.removeprefix(stem + "_p").isdigit()]
+        report.figure(pages, caption)
     report.text("The full comparison report is [compare/report.md](compare/report.md).")
 
     report.heading("5. The paper's claims: which hold here, and which change with dependent patches")
