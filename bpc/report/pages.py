@@ -113,9 +113,9 @@ _PANEL_BOUNDS = (
 _LCB = f"{_PAPER} --benchmark lcb_hard --benchmark lcb_medium"
 
 
-def _page(name: str, line: str, *text: str, **options) -> ResultsCommand:
+def _page(name: str, line: str, title: str, summary: str, quirks: str, **options) -> ResultsCommand:
     """A registered page from its command line as a user types it (after ``bpc``)."""
-    return ResultsCommand(name, tuple(shlex.split(line)), *text, **options)
+    return ResultsCommand(name, tuple(shlex.split(line)), title, summary, quirks, **options)
 
 
 REGISTRY: dict[str, ResultsCommand] = {
