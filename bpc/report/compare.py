@@ -220,6 +220,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
     from bpc.progress import info
     from bpc.report.markdown import Report
     from bpc.report.plots import posterior as plots
+    from bpc.report.plots.replay import plot_delta_bars
     from bpc.report.tables import flag_abstention, protocol_cell_table, protocol_verdicts
 
     out = Path(out)
@@ -316,8 +317,11 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
     )
     rep.text(agreement_text(table))
     files += rep.figure(
-        plots.plot_delta_intervals(
-            table[table["policy"].isin(list(HEADLINE_POLICIES))], out / "delta_intervals.png"
+        plot_delta_bars(
+            table[table["policy"].isin(list(HEADLINE_POLICIES))],
+            out / "delta_intervals.png",
+            title="Δ vs always_verify per policy and cell: task-clustered and posterior intervals",
+            ncols=3,
         ),
         f"Δ per policy, cross-fitted: {ci} (circles) and {post} (squares); † wins by abstaining",
     )
