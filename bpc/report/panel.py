@@ -49,11 +49,15 @@ def _by_k(table: pd.DataFrame, arm: str, ref: str) -> pd.DataFrame:
     return out.reset_index()
 
 
-def _summary(result: Result) -> pd.DataFrame:
-    cells, flagged = result.tables["cells"], result.tables["flagged"]
+def _own_vs_pooled(result: Result) -> pd.DataFrame:
+    """The cells with ``pooled``: each cell's complete-pooling estimate (the other generators pooled)."""
     starts = result.tables["logo_starts"]
     cp = starts[starts["arm"] == "complete_pooling"].set_index(["benchmark", "generator"])["prior"]
-    c = cells.set_index(["benchmark", "generator"]).assign(pooled=cp).reset_index()
+    return result.tables["cells"].set_index(["benchmark", "generator"]).assign(pooled=cp).reset_index()
+
+
+def _summary(result: Result) -> pd.DataFrame:
+    c, flagged = _own_vs_pooled(result), result.tables["flagged"]
     c["gap"] = (c["own"] - c["pooled"]).abs()
     return pd.DataFrame(
         {
@@ -195,10 +199,7 @@ def draw_cells(result: Result):
     def draw(path) -> list[Path]:
         from bpc.report.plots.style import OKABE_ITO, plt, savefig
 
-        cells = result.tables["cells"]
-        starts = result.tables["logo_starts"]
-        cp = starts[starts["arm"] == "complete_pooling"].set_index(["benchmark", "generator"])["prior"]
-        c = cells.set_index(["benchmark", "generator"]).assign(pooled=cp).reset_index()
+        c = _own_vs_pooled(result)
         fig, ax = plt.subplots(figsize=(6.5, 5.5))
         for i, (b, part) in enumerate(c.groupby("benchmark", sort=True)):
             color = OKABE_ITO[i % len(OKABE_ITO)]
