@@ -220,6 +220,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
     from bpc.progress import info
     from bpc.report.markdown import Report
     from bpc.report.plots import posterior as plots
+    from bpc.report.plots.replay import plot_delta_bars
     from bpc.report.tables import flag_abstention, protocol_cell_table, protocol_verdicts
 
     out = Path(out)
@@ -232,13 +233,6 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         if frame is not None:
             files.append(write_csv(frame, out / name))
         return frame
-
-    def figures(new: Sequence[Path], caption: str) -> None:
-        """Embed every page a plot function wrote (the page number in the caption)."""
-        files.extend(new)
-        pngs = [f for f in new if f.suffix == ".png"]
-        for i, f in enumerate(pngs, 1):
-            rep.figure(f, caption + (f" (page {i} of {len(pngs)})" if len(pngs) > 1 else ""))
 
     rep.text(
         f"Source: **{r.label}**; replayed cells: {', '.join(f'{b}/{g}' for b, g in r.cells)}. Every held-out "
@@ -292,7 +286,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             )
             rep.table(efficiency_view(pairs), decimals=2, caption=f"Held-out differences between arms, {ci}.")
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
-            figures(
+            files += rep.figure(
                 plots.plot_loco_efficiency(eff, out / "efficiency.png"),
                 "Leave one cell out: gain over Laplace against k"
                 + (" (open marker: uses a failed refit)" if used_failed else ""),
@@ -308,7 +302,7 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             )
             rep.table(coverage, decimals=3, caption=caption + "over (seed, fold, benchmark) clusters.")
         if r.checks is not None and len(r.checks) and csv(r.checks, "predictive_checks.csv") is not None:
-            figures(
+            files += rep.figure(
                 plots.plot_predicted_vs_realised(r.checks, out / "predicted_vs_realised.png"),
                 "Predicted vs realised Δ, one point per fold × cell × policy",
             )
@@ -322,9 +316,12 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         f"{post} and predictive intervals (each fold's, averaged with the fold's tasks as weights)."
     )
     rep.text(agreement_text(table))
-    figures(
-        plots.plot_delta_intervals(
-            table[table["policy"].isin(list(HEADLINE_POLICIES))], out / "delta_intervals.png"
+    files += rep.figure(
+        plot_delta_bars(
+            table[table["policy"].isin(list(HEADLINE_POLICIES))],
+            out / "delta_intervals.png",
+            title="Δ vs always_verify per policy and cell: task-clustered and posterior intervals",
+            ncols=3,
         ),
         f"Δ per policy, cross-fitted: {ci} (circles) and {post} (squares); † wins by abstaining",
     )
@@ -334,11 +331,11 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
         f"posterior of the analytic crossover c_ver*/R = π ({post}) and the value at b0 with its band."
     )
     rep.table(r.first_actions, decimals=3)
-    figures(
+    files += rep.figure(
         plots.plot_action_probabilities(r.uncertainty, out / "p_action_optimal.png", cells=r.cells),
         "P(action optimal) vs belief at h = H, no critic used",
     )
-    figures(
+    files += rep.figure(
         plots.plot_value_bands(r.uncertainty, out / "value_bands.png", cells=r.cells),
         f"Value V(b) with its {post} band, the most often optimal action (opacity: posterior P(optimal)) "
         "and each action's loss V(b) − Q_a(b)",

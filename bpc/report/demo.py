@@ -235,10 +235,10 @@ def _write(run, out: Path) -> Path:
         f"the simulated `true_prior`. The Wilson interval covers the truth in {covered:.0%} of the "
         f"{len(priors)} cells (patches of one task are correlated, so nominal coverage is not expected)."
     )
-    report.figure(plot_priors(params, figs / "priors")[0], "Per-cell prior with Wilson 95% interval.")
+    report.figure(plot_priors(params, figs / "priors"), "Per-cell prior with Wilson 95% interval.")
     write_csv(gap_table(params), out / "gaps.csv")
     report.figure(
-        plot_gaps(params, figs / "gaps")[0],
+        plot_gaps(params, figs / "gaps"),
         "Critic informativeness γ = TPR − FPR against the prior, per critic (every cell's rates in "
         "`gaps.csv`; empty where a critic is absent).",
     )
@@ -309,12 +309,11 @@ def _write(run, out: Path) -> Path:
             "much of a gain can be abstention (stopping without a verified patch where verifying costs more "
             "than it earns); the best simple baseline includes `stop`, so a gain over it is not."
         )
-    for path in plot_protocol_deltas(deltas, figs / "protocol_delta"):
-        report.figure(
-            path,
-            f"Δ ({UTILITY}) vs the best simple baseline per cell, one panel per benchmark, with "
-            "task-clustered intervals and n held-out tasks.",
-        )
+    report.figure(
+        plot_protocol_deltas(deltas, figs / "protocol_delta"),
+        f"Δ ({UTILITY}) vs the best simple baseline per cell, one panel per benchmark, with "
+        "task-clustered intervals and n held-out tasks.",
+    )
 
     report.heading("3. Hierarchical calibration: partial pooling across benchmarks × generators")
     save(tree, out / "posterior.nc")  # atomic (bpc.outputs.atomic_file)
@@ -343,7 +342,7 @@ def _write(run, out: Path) -> Path:
         ),
     )
     report.figure(
-        plot_shrinkage(params, post, figs / "shrinkage")[0],
+        plot_shrinkage(params, post, figs / "shrinkage"),
         f"Shrinkage: Laplace estimate vs posterior mean per cell and rate, with {CI_PROB:.0%} intervals.",
     )
 
@@ -415,12 +414,9 @@ def _write(run, out: Path) -> Path:
         "efficiency": "Data efficiency: held-out Δ vs calibration instances per cell, Laplace vs pooled",
         "predicted_vs_realised": "Predicted (training side only) vs realised held-out Δ, one point per fold",
     }
-    for path in (p for p in result.files if p.suffix == ".png"):
-        stem, _, page = path.stem.rpartition("_p")
-        stem, page = (stem, page) if page.isdigit() else (path.stem, "")
-        report.figure(
-            path, captions.get(stem, stem.replace("_", " ")) + (f" (page {page})." if page else ".")
-        )
+    for stem, caption in captions.items():  # a figure's pages: <stem>.png, <stem>_p2.png, …
+        pages = [p for p in result.files if p.stem == stem or p.stem.removeprefix(stem + "_p").isdigit()]
+        report.figure(pages, caption)
     report.text("The full comparison report is [compare/report.md](compare/report.md).")
 
     report.heading("5. The paper's claims: which hold here, and which change with dependent patches")

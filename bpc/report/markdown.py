@@ -9,6 +9,7 @@ fixed number of decimals so that identical runs give identical files.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,10 +111,18 @@ class Report:
             self._parts.append(f"*{caption}*\n")
         self._parts.append(markdown_table(df, **kwargs) + "\n")
 
-    def figure(self, path: str | Path, caption: str) -> None:
-        """Add a figure saved inside the report folder."""
-        rel = Path(path).resolve().relative_to(self.folder.resolve())
-        self._parts.append(f"![{caption}]({rel.as_posix()})\n\n*{caption}*\n")
+    def figure(self, paths: str | Path | Sequence[str | Path], caption: str) -> list[Path]:
+        """Add a figure saved inside the report folder: each PNG page a plot function wrote, numbered.
+
+        Returns the files (``paths``), for the caller's list of what it wrote.
+        """
+        files = [Path(p) for p in ([paths] if isinstance(paths, str | Path) else paths)]
+        pngs = [p for p in files if p.suffix == ".png"]
+        for i, path in enumerate(pngs, 1):
+            text = caption + (f" (page {i} of {len(pngs)})" if len(pngs) > 1 else "")
+            rel = path.resolve().relative_to(self.folder.resolve())
+            self._parts.append(f"![{text}]({rel.as_posix()})\n\n*{text}*\n")
+        return files
 
     def provenance(self, config: dict) -> None:
         """Add the run's configuration and library versions."""

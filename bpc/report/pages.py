@@ -102,76 +102,69 @@ class ResultsCommand:
         return [a for a in self.argv if a.startswith(DATA_PREFIX)]
 
 
-_MAPCODER = f"{DATA_PREFIX}mapcoder_corpus/mapcoder.csv"
-_MAPCODER_CRITICS = (
-    "--critic",
-    "base=base:1",
-    "--critic",
-    "sample_io=sample_io_exec:1",
-    "--critic",
-    "selftest=selftest:2",
-)
 _PAPER = f"{DATA_PREFIX}paper_corpus"
+_MAPCODER = f"{DATA_PREFIX}mapcoder_corpus/mapcoder.csv --critic base=base:1 "
+_MAPCODER += "--critic sample_io=sample_io_exec:1 --critic selftest=selftest:2"
 _PANEL_BOUNDS = (
-    "--loco-per-benchmark", "1", "--max-folds", "1", "--new-generator-per-benchmark", "2",
-    "--new-generator-arm", "complete_pooling", "--new-generator-arm", "pooled_task_oracle",
-    "--no-hierarchical", "--no-protocol", "--out", "bpc-panel",
-)  # fmt: skip
+    "--loco-per-benchmark 1 --max-folds 1 --new-generator-per-benchmark 2 "
+    "--new-generator-arm complete_pooling --new-generator-arm pooled_task_oracle "
+    "--no-hierarchical --no-protocol --out bpc-panel"
+)
+_LCB = f"{_PAPER} --benchmark lcb_hard --benchmark lcb_medium"
+
+
+def _page(name: str, line: str, title: str, summary: str, quirks: str, **options) -> ResultsCommand:
+    """A registered page from its command line as a user types it (after ``bpc``)."""
+    return ResultsCommand(name, tuple(shlex.split(line)), title, summary, quirks, **options)
+
 
 REGISTRY: dict[str, ResultsCommand] = {
     c.name: c
     for c in (
-        ResultsCommand(
+        _page(
             "replay-paper-corpus",
-            ("replay", _PAPER),
+            f"replay {_PAPER}",
             "Replay on the paper corpus (evaluation protocol)",
             "Every controller replayed on the recorded pools of every cell, cross-fitted over tasks "
             "(docs/method.md §Replay and evaluation): Δ vs always_verify and vs the best simple "
             "baseline chosen on the training folds, task-clustered intervals.",
             PAPER_QUIRKS,
         ),
-        ResultsCommand(
+        _page(
             "replay-paper-profile",
-            ("replay", _PAPER, "--profile", "paper"),
+            f"replay {_PAPER} --profile paper",
             "Replay on the paper corpus (the paper's profile)",
             "The paper's replay (docs/method.md §Profiles): 75/25 split, Δ vs always_verify with "
             "paired bootstrap intervals, on the fit and the evaluation side.",
             PAPER_QUIRKS,
         ),
-        ResultsCommand(
+        _page(
             "paper-release",
-            (
-                "replay",
-                f"{_PAPER}/lcb_calibration_v2",
-                "--profile",
-                "paper-release",
-                "--costs",
-                "paper-release",
-            ),
+            f"replay {_PAPER}/lcb_calibration_v2 --profile paper-release --costs paper-release",
             "The authors' released table (paper-release profile)",
             "The authors' released LCB table, in-sample, under their cost vector (docs/method.md §Profiles).",
             PAPER_QUIRKS,
         ),
-        ResultsCommand(
+        _page(
             "estimate-mapcoder",
-            ("estimate", _MAPCODER, *_MAPCODER_CRITICS, "--out", "mapcoder_params.csv"),
+            f"estimate {_MAPCODER} --out mapcoder_params.csv",
             "Calibration of the MapCoder panel",
             "Laplace point estimates of every MapCoder cell: prior, tpr/fpr per critic, with intervals.",
             MAPCODER_QUIRKS,
             outputs=("--out",),
         ),
-        ResultsCommand(
+        _page(
             "replay-mapcoder",
-            ("replay", _MAPCODER, *_MAPCODER_CRITICS),
+            f"replay {_MAPCODER}",
             "Replay on the MapCoder panel",
             "Every controller replayed on the MapCoder cells under the evaluation protocol "
             "(docs/method.md §Replay and evaluation).",
             MAPCODER_QUIRKS,
         ),
         *(
-            ResultsCommand(
+            _page(
                 f"panel-mapcoder-{bench}",
-                ("panel", _MAPCODER, *_MAPCODER_CRITICS, "--benchmark", bench, *_PANEL_BOUNDS),
+                f"panel {_MAPCODER} --benchmark {bench} {_PANEL_BOUNDS}",
                 f"Where pooling pays on the MapCoder panel: {bench}",
                 "One benchmark of the wide-panel study (`bpc panel`; the closed-form arms read only the "
                 "benchmark's own cells, so each benchmark runs on its own): leave one cell out on its "
@@ -188,18 +181,9 @@ REGISTRY: dict[str, ResultsCommand] = {
             )
             for bench in ("apps", "humaneval_et", "humaneval_plus", "mbpp_et", "xcodeeval")
         ),
-        ResultsCommand(
+        _page(
             "compare-lcb",
-            (
-                "compare",
-                _PAPER,
-                "--benchmark",
-                "lcb_hard",
-                "--benchmark",
-                "lcb_medium",
-                "--out",
-                "bpc-compare",
-            ),
+            f"compare {_LCB} --out bpc-compare",
             "Comparing controllers on LiveCodeBench",
             "Laplace vs posterior controllers on held-out tasks, the ablation of the instance-aware "
             "gain, predicted vs realised Δ and the leave-one-cell-out data-efficiency study.",
@@ -207,10 +191,9 @@ REGISTRY: dict[str, ResultsCommand] = {
             outputs=("--out",),
             long=True,
         ),
-        ResultsCommand(
+        _page(
             "compare-lcb-quick",
-            ("compare", _PAPER, "--benchmark", "lcb_hard", "--benchmark", "lcb_medium", "--quick")
-            + ("--no-hierarchical", "--out", "bpc-compare"),
+            f"compare {_LCB} --quick --no-hierarchical --out bpc-compare",
             "Comparing controllers on LiveCodeBench: a first look (small settings, no MCMC refits)",
             "`bpc compare --quick`: fewer draws, bootstrap resamples and repeats than `compare-lcb`, and "
             "the leave-one-cell-out study without its hierarchical arms (Laplace and complete pooling "
@@ -218,10 +201,10 @@ REGISTRY: dict[str, ResultsCommand] = {
             PAPER_QUIRKS,
             outputs=("--out",),
         ),
-        ResultsCommand(
+        _page(
             "stream-lcb-hard-cold",
-            ("stream", _PAPER, "--target", "lcb_hard/gpt5_mini", "--start", "none")
-            + ("--start", "laplace-pooled", "--controller", "plugin", "--out", "bpc-stream"),
+            f"stream {_PAPER} --target lcb_hard/gpt5_mini --start none --start laplace-pooled "
+            "--controller plugin --out bpc-stream",
             "Learning while it runs from a cold start (LCB-hard, gpt5_mini)",
             "The target cell's tasks streamed in random orders to the plug-in controller learning after "
             "each task, from no calibration and from the other cells pooled (the target left out), "
@@ -229,9 +212,9 @@ REGISTRY: dict[str, ResultsCommand] = {
             PAPER_QUIRKS,
             outputs=("--out",),
         ),
-        ResultsCommand(
+        _page(
             "stream-lcb-hard",
-            ("stream", _PAPER, "--target", "lcb_hard/gpt5_mini", "--out", "bpc-stream"),
+            f"stream {_PAPER} --target lcb_hard/gpt5_mini --out bpc-stream",
             "Learning while it runs, leave-one-cell-out starts (LCB-hard, gpt5_mini)",
             "The target cell's tasks streamed in random orders; every start (none, the other cells "
             "pooled, the hierarchical model fitted with the target left out) and every controller, "

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from bpc.evaluate import Result
+from bpc.report.markdown import interval_text, markdown_table
 
 FIGURE = "cells.png"
 """The figure's file name (6.5 × 5.5 in at 150 dpi: under 1,000 px a side)."""
@@ -23,14 +24,11 @@ FLAGGED_FILE = "flagged_tasks.txt"
 
 
 def _ci(row) -> str:
-    return f"{row['delta']:+.2f} [{row['ci_lo']:+.2f}, {row['ci_hi']:+.2f}]"
+    return interval_text(row["delta"], row["ci_lo"], row["ci_hi"], decimals=2)
 
 
 def _md(frame: pd.DataFrame) -> list[str]:
-    cols = [str(c) for c in frame.columns]
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return out + [""]
+    return [markdown_table(frame), ""]
 
 
 def _k_label(k: int) -> str:
@@ -51,11 +49,15 @@ def _by_k(table: pd.DataFrame, arm: str, ref: str) -> pd.DataFrame:
     return out.reset_index()
 
 
-def _summary(result: Result) -> pd.DataFrame:
-    cells, flagged = result.tables["cells"], result.tables["flagged"]
+def _own_vs_pooled(result: Result) -> pd.DataFrame:
+    """The cells with ``pooled``: each cell's complete-pooling estimate (the other generators pooled)."""
     starts = result.tables["logo_starts"]
     cp = starts[starts["arm"] == "complete_pooling"].set_index(["benchmark", "generator"])["prior"]
-    c = cells.set_index(["benchmark", "generator"]).assign(pooled=cp).reset_index()
+    return result.tables["cells"].set_index(["benchmark", "generator"]).assign(pooled=cp).reset_index()
+
+
+def _summary(result: Result) -> pd.DataFrame:
+    c, flagged = _own_vs_pooled(result), result.tables["flagged"]
     c["gap"] = (c["own"] - c["pooled"]).abs()
     return pd.DataFrame(
         {
@@ -197,10 +199,7 @@ def draw_cells(result: Result):
     def draw(path) -> list[Path]:
         from bpc.report.plots.style import OKABE_ITO, plt, savefig
 
-        cells = result.tables["cells"]
-        starts = result.tables["logo_starts"]
-        cp = starts[starts["arm"] == "complete_pooling"].set_index(["benchmark", "generator"])["prior"]
-        c = cells.set_index(["benchmark", "generator"]).assign(pooled=cp).reset_index()
+        c = _own_vs_pooled(result)
         fig, ax = plt.subplots(figsize=(6.5, 5.5))
         for i, (b, part) in enumerate(c.groupby("benchmark", sort=True)):
             color = OKABE_ITO[i % len(OKABE_ITO)]

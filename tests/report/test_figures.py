@@ -82,7 +82,7 @@ def test_delta_intervals_name_both_interval_kinds(captured, tmp_path):
     table = table.assign(post_mean=table["delta"], post_lo=table["ci_lo"], post_hi=table["ci_hi"])
     from bpc.report.tables import flag_abstention
 
-    posterior.plot_delta_intervals(flag_abstention(table), tmp_path / "di.png")
+    replay.plot_delta_bars(flag_abstention(table), tmp_path / "di.png", ncols=3)
     (fig,) = captured
     legend = _legend_texts(fig)
     assert any(BOOT in t for t in legend)
@@ -187,7 +187,7 @@ def test_delta_intervals_page_at_54_cells(captured, tmp_path):
         [one.assign(benchmark=b, generator=g) for b in BENCHMARKS for g in GENERATORS], ignore_index=True
     )
     table = table.assign(post_mean=table["delta"], post_lo=table["ci_lo"], post_hi=table["ci_hi"])
-    files = posterior.plot_delta_intervals(table, tmp_path / "di.png")
+    files = replay.plot_delta_bars(table, tmp_path / "di.png", ncols=3)
     assert len(files) > 1
     for path, fig in zip(files, captured, strict=True):
         assert max(_png_size(path)) <= MAX_FIGURE_PX

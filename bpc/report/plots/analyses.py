@@ -10,7 +10,6 @@ named and coloured as in the paper (:data:`~bpc.report.plots.style.POLICY_LABELS
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,9 +23,11 @@ from matplotlib.patches import Patch
 
 from bpc.constants import PAPER_CRITICS
 from bpc.report.plots.style import (
+    CRITIC_TITLES,
     OKABE_ITO,
     POLICY_COLORS,
     POLICY_LABELS,
+    axes_grid,
     cell_label,
     save_pages,
     savefig,
@@ -40,7 +41,6 @@ _REGIME_LABELS = {
     "C": "C: always_verify",
     "other": "other",
 }
-_CRITIC_TITLES = {"syn": "Cr_syn (syntax)", "test": "Cr_test (public tests)", "llm": "Cr_llm (LLM judge)"}
 
 
 REGIME_DATA_REACH = 0.05
@@ -190,19 +190,16 @@ def plot_cver_sweeps(
     """
     if cells is None:
         cells = list(dict.fromkeys(zip(sweep["benchmark"], sweep["generator"], strict=True)))
-    n = len(cells)
-    if n == 0:
+    if not cells:
         raise ValueError("plot_cver_sweeps: no cell to draw")
-    ncols = min(ncols, n)
-    nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
+    fig, axes = axes_grid(len(cells), ncols, size=(4.2, 3.2))
     policies = [p for p in POLICY_LABELS if p in set(sweep["policy"])]
     reward = float(sweep["reward"].iloc[0]) if "reward" in sweep else float("nan")
 
     def of(frame: pd.DataFrame, b: str, g: str) -> pd.DataFrame:
         return frame[(frame["benchmark"] == b) & (frame["generator"] == g)]
 
-    for ax, (b, g) in zip(axes.ravel(), cells, strict=False):
+    for ax, (b, g) in zip(axes, cells, strict=False):
         f = of(sweep, b, g).sort_values("c_ver")
         fb = None if bands is None else of(bands, b, g).sort_values("c_ver")
         for p in policies:
@@ -226,8 +223,6 @@ def plot_cver_sweeps(
         ax.set_title(cell_label(b, g), fontsize=9)
         ax.set_ylabel("Δ utility vs always_verify\n(symlog: linear within ±10)", fontsize=8)
         ax.tick_params(labelsize=8)
-    for ax in axes.ravel()[n:]:
-        ax.set_visible(False)
     handles = [Line2D([], [], label=POLICY_LABELS[p], **_line_style(p)) for p in policies]
     handles.append(Line2D([], [], color="black", ls=":", label="leader change"))
     if priors is not None:
@@ -286,7 +281,7 @@ def plot_informativeness(
             ax.scatter(grid["prior"][nodata], gap[nodata], facecolors="none", edgecolors="grey", s=40, lw=0.8)
         ax.axhline(0, color="grey", lw=0.8)
         ax.set(xlim=(0, 1), ylim=(-0.3, 1.05), xlabel="prior P(Y=1)")
-        ax.set_title(_CRITIC_TITLES.get(crit, crit) + f"  ({ok.sum()} cells)", fontsize=10)
+        ax.set_title(CRITIC_TITLES.get(crit, crit) + f"  ({ok.sum()} cells)", fontsize=10)
     axes[0, 0].set_ylabel("critic gap γ = TPR − FPR")
     if sc is not None:
         fig.colorbar(sc, ax=axes[0].tolist(), label="Δ of best Bayesian controller vs always_verify (symlog)")

@@ -13,11 +13,17 @@ import numpy as np
 import xarray as xr
 
 from bpc.constants import CI_BOUNDS, DIM_BENCHMARK, DIM_CI, DIM_GENERATOR, PAPER_CRITICS
-from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, OKABE_ITO, line_handle, savefig
+from bpc.report.plots.style import (
+    BENCHMARK_LABELS,
+    CRITIC_TITLES,
+    GENERATOR_LABELS,
+    OKABE_ITO,
+    line_handle,
+    savefig,
+)
 
 __all__ = ["plot_priors", "plot_gaps"]
 
-_CRITIC_TITLES = {"syn": "Cr_syn (syntax)", "test": "Cr_test (public tests)", "llm": "Cr_llm (LLM judge)"}
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
 
 
@@ -110,7 +116,7 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
                     prior[ok], gap[ok], color=color, marker=marker, s=30, label=BENCHMARK_LABELS.get(b, b)
                 )
         ax.axhline(0, color="grey", lw=0.8)
-        ax.set(xlim=(0, 1), ylim=(-1, 1), xlabel="prior P(Y=1)", title=_CRITIC_TITLES.get(crit, crit))
+        ax.set(xlim=(0, 1), ylim=(-1, 1), xlabel="prior P(Y=1)", title=CRITIC_TITLES.get(crit, crit))
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("gap γ = P(pass | Y=1) − P(pass | Y=0)")
     labels = {b: BENCHMARK_LABELS.get(str(b), str(b)) for b in benchmarks if b in seen}

@@ -5,8 +5,6 @@
   ``h = H`` steps left, no critic used), with the action entropy drawn on a
   twin axis: where the stack is mixed, the draws disagree about what to do.
 * :func:`plot_value_bands` — V(b) and Q(b) posterior means with credible bands.
-* :func:`plot_delta_intervals` — Δ per policy and cell: posterior credible
-  interval beside the paired-bootstrap interval.
 * :func:`plot_loco_efficiency` — leave-one-cell-out held-out Δ against the
   target's calibration tasks, per method.
 """
@@ -54,21 +52,23 @@ __all__ = [
     "ACTION_STYLES",
     "plot_action_probabilities",
     "plot_value_bands",
-    "plot_delta_intervals",
     "ARM_COLORS",
     "plot_loco_efficiency",
     "plot_predicted_vs_realised",
 ]
 
-ACTION_COLORS: dict[str, str] = {
-    "stop": OKABE_ITO[8],
-    "verify": OKABE_ITO[4],
-    "regenerate": OKABE_ITO[5],
-    "syn": "#882255",  # Tol wine: Okabe-Ito yellow vanishes on white
-    "test": OKABE_ITO[2],
-    "llm": OKABE_ITO[1],
-    "lint": OKABE_ITO[6],
+ACTION_STYLES: dict[str, dict] = {
+    "stop": {"color": OKABE_ITO[8], "ls": (0, (1, 1.5)), "marker": None},
+    "verify": {"color": OKABE_ITO[4], "ls": "-", "marker": None},
+    "regenerate": {"color": OKABE_ITO[5], "ls": (0, (6, 2)), "marker": None},
+    "syn": {"color": "#882255", "ls": "-", "marker": "o"},  # Tol wine: Okabe-Ito yellow vanishes on white
+    "test": {"color": OKABE_ITO[2], "ls": "-", "marker": "s"},
+    "llm": {"color": OKABE_ITO[1], "ls": "-", "marker": "^"},
+    "lint": {"color": OKABE_ITO[6], "ls": "-", "marker": "v"},
 }
+"""Colour, line style and marker per action, so lines stay apart in grey scale and where colours are close."""
+
+ACTION_COLORS: dict[str, str] = {a: style["color"] for a, style in ACTION_STYLES.items()}
 """One Okabe–Ito colour per action."""
 
 
@@ -154,22 +154,9 @@ def _action_probabilities_page(
     return fig
 
 
-ACTION_STYLES: dict[str, dict] = {
-    "stop": {"ls": (0, (1, 1.5)), "marker": None},
-    "verify": {"ls": "-", "marker": None},
-    "regenerate": {"ls": (0, (6, 2)), "marker": None},
-    "syn": {"ls": "-", "marker": "o"},
-    "test": {"ls": "-", "marker": "s"},
-    "llm": {"ls": "-", "marker": "^"},
-    "lint": {"ls": "-", "marker": "v"},
-}
-"""Line style and marker per action, so lines stay apart in grey scale and where colours are close."""
-
-
 def _action_style(action: str) -> dict:
-    """Colour, line style and marker of an action's line (:data:`ACTION_COLORS`, :data:`ACTION_STYLES`)."""
-    style = ACTION_STYLES.get(action, {"ls": "-", "marker": None})
-    return {"color": ACTION_COLORS.get(action, OKABE_ITO[7]), "ms": 3.5, **style}
+    """Colour, line style and marker of an action's line (:data:`ACTION_STYLES`)."""
+    return {"color": OKABE_ITO[7], "ls": "-", "marker": None, "ms": 3.5, **ACTION_STYLES.get(action, {})}
 
 
 def plot_value_bands(
@@ -287,39 +274,6 @@ def _value_bands_page(
     )
     legend_below(fig, handles, ncol=min(len(handles), 5), y=0.3 / height, fontsize=8)
     return fig
-
-
-def plot_delta_intervals(table: pd.DataFrame, path: str | Path) -> list[Path]:
-    """Δ per policy and cell: posterior credible interval beside the task-clustered bootstrap.
-
-    :func:`bpc.report.plots.replay.plot_delta_bars` with the posterior interval
-    beside each bootstrap one: pass rate, cost and held-out instances beside
-    each policy, a Δ that wins by abstaining (Δ > 0 with a pass rate below
-    always_verify's) marked †; the legend names both intervals' level and kind.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        Columns ``benchmark``, ``generator``, ``policy``, ``delta``, ``ci_lo``,
-        ``ci_hi`` (bootstrap), ``post_mean``, ``post_lo``, ``post_hi``
-        (posterior; may be NaN); optional ``pass_rate``, ``n_eval`` and
-        ``wins_by_abstaining``.
-    path : str or pathlib.Path
-        Output file. Cells beyond a page (at most
-        :data:`~bpc.report.plots.style.MAX_FIGURE_PX` tall) go on pages
-        (``<stem>_p2.png`` …), each with its title and legend.
-
-    Returns
-    -------
-    list of pathlib.Path
-        Files written (one per page).
-    """
-    from bpc.report.plots.replay import plot_delta_bars
-
-    if table.empty:
-        raise ValueError("plot_delta_intervals: empty table")
-    title = "Δ vs always_verify per policy and cell: task-clustered and posterior intervals"
-    return plot_delta_bars(table, path, title=title, ncols=3)
 
 
 ARM_COLORS: dict[str, str] = {

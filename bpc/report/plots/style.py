@@ -21,6 +21,7 @@ __all__ = [
     "POLICY_COLORS",
     "BENCHMARK_LABELS",
     "GENERATOR_LABELS",
+    "CRITIC_TITLES",
     "cell_label",
     "savefig",
     "MAX_FIGURE_PX",
@@ -47,31 +48,22 @@ OKABE_ITO: tuple[str, ...] = (
     "#999999",  # grey
 )
 
-POLICY_LABELS: dict[str, str] = {
-    "always_verify": "always_verify",
-    "best_of_3": "best_of_3",
-    "gate_syn": "gate(Cr_syn)",
-    "gate_test": "gate(Cr_test)",
-    "gate_llm": "gate(Cr_llm)",
-    "fixed_pipeline": "fixed_pipeline",
-    "self_refine": "Self-Refine",
-    "reflexion": "Reflexion",
-    "bayesian_greedy": "bayesian_greedy",
-    "bayesian_dp": "bayesian_DP",
+_POLICY_STYLE: dict[str, tuple[str, str]] = {  # the paper's display name and colour, in the paper's order
+    "always_verify": ("always_verify", OKABE_ITO[8]),
+    "best_of_3": ("best_of_3", OKABE_ITO[7]),
+    "gate_syn": ("gate(Cr_syn)", OKABE_ITO[3]),
+    "gate_test": ("gate(Cr_test)", OKABE_ITO[2]),
+    "gate_llm": ("gate(Cr_llm)", OKABE_ITO[1]),
+    "fixed_pipeline": ("fixed_pipeline", OKABE_ITO[6]),
+    "self_refine": ("Self-Refine", OKABE_ITO[0]),
+    "reflexion": ("Reflexion", OKABE_ITO[5]),
+    "bayesian_greedy": ("bayesian_greedy", "#332288"),  # indigo (Tol), distinct from every Okabe-Ito hue
+    "bayesian_dp": ("bayesian_DP", OKABE_ITO[4]),
 }
-
-POLICY_COLORS: dict[str, str] = {
-    "always_verify": OKABE_ITO[8],
-    "best_of_3": OKABE_ITO[7],
-    "gate_syn": OKABE_ITO[3],
-    "gate_test": OKABE_ITO[2],
-    "gate_llm": OKABE_ITO[1],
-    "fixed_pipeline": OKABE_ITO[6],
-    "self_refine": OKABE_ITO[0],
-    "reflexion": OKABE_ITO[5],
-    "bayesian_greedy": "#332288",  # indigo (Tol), distinct from every Okabe-Ito hue
-    "bayesian_dp": OKABE_ITO[4],
-}
+POLICY_LABELS: dict[str, str] = {p: label for p, (label, _) in _POLICY_STYLE.items()}
+"""The paper's name of each policy (its order is the paper's)."""
+POLICY_COLORS: dict[str, str] = {p: color for p, (_, color) in _POLICY_STYLE.items()}
+"""The colour of each policy in every figure."""
 
 BENCHMARK_LABELS: dict[str, str] = {
     "lcb_hard": "LCB-hard",
@@ -93,6 +85,13 @@ GENERATOR_LABELS: dict[str, str] = {
     "qwen25_coder_32b": "Qwen2.5-Coder-32B",
     "gpt_oss_20b": "gpt-oss-20b",
 }
+
+CRITIC_TITLES: dict[str, str] = {
+    "syn": "Cr_syn (syntax)",
+    "test": "Cr_test (public tests)",
+    "llm": "Cr_llm (LLM judge)",
+}
+"""Panel titles of the paper's critics."""
 
 
 def cell_label(benchmark: str, generator: str) -> str:
