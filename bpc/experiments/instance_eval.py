@@ -1,21 +1,20 @@
 """Held-out evaluation of the instance-aware controllers on recorded pools (method.md §Instance model).
 
-Every number here is made by K-fold cross-fitting over instances
-(:func:`bpc.replay.engine.replay_folds`, profile ``bpc``): fold ``j`` fits the
-Laplace parameters — the cell's κ included — on the other folds' instances
-and replays its own, so every instance is scored exactly once by parameters
-fitted without it.
+Every number here is made by K-fold cross-fitting over tasks (:func:`bpc.evaluate.cross_fit`
+with :func:`bpc.experiments.protocol.replay_evaluator`, one fold seed, profile ``bpc``): fold ``j``
+fits the Laplace parameters — the cell's κ included — on the other folds' tasks and replays its
+own, so every task is scored exactly once by parameters fitted without it.
 
 Two tables come out of :func:`heldout_instance_table`:
 
 ``policies``
     Per cost vector × belief × cell × policy: held-out mean utility, pass rate,
-    mean cost, Δ vs ``always_verify`` with its paired bootstrap CI, ``n``.
+    mean cost, Δ vs ``always_verify`` with its task-clustered interval (:func:`bpc.evaluate.contrast`
+    at :data:`~bpc.constants.BOOTSTRAP_PROB`), ``n``.
 ``paired``
     Per cost vector × cell × controller (``bayesian_dp``, ``bayesian_greedy``):
     the instance-belief controller beside the i.i.d. one, their paired
-    per-instance difference and its bootstrap CI
-    (:func:`bpc.intervals.paired_bootstrap`). Ablations separate the
+    per-task difference and its task-clustered interval. Ablations separate the
     two ways the instance controllers use within-instance dependence: the
     θ-belief (labels) and the critic scope (a critic bought once per
     instance, because its verdicts on the patches of one instance are
@@ -43,14 +42,15 @@ import xarray as xr
 from bpc.constants import (
     BASELINE_POLICIES,
     BAYESIAN_POLICIES,
+    BOOTSTRAP_B,
+    BOOTSTRAP_PROB,
     CI_KIND,
     CI_PROB,
     DEFAULT_SEED,
     DIM_DRAW,
+    FOLD_SEEDS,
     N_FOLDS,
 )
-from bpc.intervals import paired_bootstrap
-from bpc.replay.engine import replay_folds, summarize
 from bpc.replay.profiles import BPC, Profile
 from bpc.schema import cell_order
 
@@ -76,21 +76,6 @@ ACCEPTANCE_CELLS: tuple[tuple[str, str], ...] = (
 """The five cells whose mean gain the issue's criterion averages."""
 
 
-def _policy_rows(
-    results: Mapping, costs_name: str, belief: str, policies: Sequence[str]
-) -> list[pd.DataFrame]:
-    rows = []
-    for (b, g), ds in results.items():
-        summ = summarize(ds.sel(policy=[p for p in ds["policy"].values if p in policies]))
-        summ = (
-            summ.to_dataframe()
-            .reset_index()
-            .assign(costs=costs_name, benchmark=b, generator=g, belief=belief)
-        )
-        rows.append(summ[np.isfinite(summ["mean_utility"])])
-    return rows
-
-
 PAIRED_COLUMNS: tuple[str, ...] = tuple(
     "costs benchmark generator policy variant utility_iid utility_variant "
     "diff ci_lo ci_hi n_instances".split()
@@ -108,7 +93,7 @@ def heldout_instance_table(
     profile: Profile = BPC,
     progress: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Held-out (K-fold cross-fitted) utilities of every policy under both beliefs.
+    """Held-out (cross-fitted over tasks) utilities of every policy under both beliefs.
 
     Parameters
     ----------
@@ -135,44 +120,62 @@ def heldout_instance_table(
         cost vector under ``belief = "-"`` (they use no belief) and the
         Bayesian controllers once per variant under its label.
     """
+    from bpc.evaluate import contrast, cross_fit
+    from bpc.experiments.protocol import replay_evaluator
+
     for need in ("iid", "instance"):
         if need not in variants:
             raise ValueError(f"variants must include {need!r}; got {sorted(variants)}")
     pols = tuple(dict.fromkeys(("always_verify", *policies)))
-    bayes = tuple(p for p in pols if p in BAYESIAN_POLICIES)
-    base = tuple(p for p in pols if p not in BAYESIAN_POLICIES)
-    frames, paired = [], []
+    bayes = [p for p in pols if p in BAYESIAN_POLICIES]
+    runs = []
     for costs_name, spec in costs.items():
-        runs: dict[str, Mapping[tuple[str, str], xr.Dataset]] = {}
         for label, (belief, scope) in variants.items():
             prof = profile.with_(critic_scope=scope, belief=belief)
-            wanted = pols if label == "iid" else ("always_verify", *bayes)
-            runs[label] = replay_folds(
-                records, spec, profile=prof, policies=wanted, n_folds=n_folds, progress=progress
+            ev = replay_evaluator(
+                spec, profile=prof, policies=pols if label == "iid" else ("always_verify", *bayes)
             )
-        frames += _policy_rows(runs["iid"], costs_name, "-", base)
-        for label, res in runs.items():
-            frames += _policy_rows(res, costs_name, label, ("always_verify", *bayes))
-        for (b, g), ref in runs["iid"].items():
-            for pol in bayes:
-                u_iid = ref["utility"].sel(policy=pol).values
-                for label, res in [kv for kv in runs.items() if kv[0] != "iid"]:
-                    u = res[(b, g)]["utility"].sel(policy=pol).values
-                    ok = np.isfinite(u) & np.isfinite(u_iid)
-                    diff = u[ok] - u_iid[ok]
-                    lo, hi = paired_bootstrap(diff) if diff.size else (np.nan, np.nan)
-                    means = [float(x) for x in (u_iid[ok].mean(), u[ok].mean(), diff.mean(), lo, hi)]
-                    paired.append((costs_name, b, g, pol, label, *means, int(ok.sum())))
-    table = pd.concat(frames, ignore_index=True)
-    table = table[(table["belief"] == "-") | table["policy"].isin(bayes)].reset_index(drop=True)
-    cols = (
-        "costs benchmark generator belief policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
+            u = cross_fit(records, ev, n_folds=n_folds, seeds=FOLD_SEEDS[:1], progress=progress)
+            runs.append(u.assign(costs=costs_name, variant=label))
+    u = pd.concat(runs, ignore_index=True)
+    u = u[np.isfinite(u["utility"].to_numpy(dtype=np.float64))]
+    keys = ["costs", "variant", "benchmark", "generator", "policy"]
+    stats = u.groupby(keys, sort=False).agg(
+        mean_utility=("utility", "mean"), pass_rate=("passed", "mean"), cost_per_instance=("cost", "mean"),
+        n_instances=("utility", "size"),
+    )  # fmt: skip
+    interval = {"B": BOOTSTRAP_B, "prob": BOOTSTRAP_PROB}
+    deltas = pd.concat(
+        contrast(part, references=("always_verify",), **interval).assign(costs=c, variant=v)
+        for (c, v), part in u.groupby(["costs", "variant"], sort=False)
     )
+    table = stats.reset_index().merge(deltas[[*keys, "delta", "ci_lo", "ci_hi"]], on=keys, how="left")
+    table.loc[table["policy"] == "always_verify", ["delta", "ci_lo", "ci_hi"]] = 0.0
+    table["belief"] = np.where(table["policy"].isin(bayes), table["variant"], "-")
+    table = table[(table["variant"] == "iid") | table["policy"].isin(bayes)]
     cells = list(zip(table["benchmark"], table["generator"], strict=True))
     order = {c: i for i, c in enumerate(cell_order(list(dict.fromkeys(cells))))}
     table = table.assign(_cell=[order[c] for c in cells]).sort_values(["costs", "_cell"], kind="stable")
+    cols = (
+        "costs benchmark generator belief policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
+    )
     table = table[(cols + "n_instances").split()].reset_index(drop=True)
-    return table, pd.DataFrame(paired, columns=PAIRED_COLUMNS)
+    # the paired table: each Bayesian controller of a variant against itself under the i.i.d. belief
+    pairs = u[u["policy"].isin(bayes)].assign(policy=lambda f: f["policy"] + "@" + f["variant"])
+    d = pd.concat(
+        contrast(part, references=[f"{p}@iid" for p in bayes], **interval).assign(costs=c)
+        for c, part in pairs.groupby("costs", sort=False)
+    )
+    d[["policy", "variant"]] = d["policy"].str.split("@", n=1, expand=True)
+    paired = d[(d["reference"] == d["policy"] + "@iid") & (d["variant"] != "iid")]
+    means, cell = stats["mean_utility"], ["costs", "benchmark", "generator", "policy"]
+    paired = paired.assign(
+        utility_iid=means.xs("iid", level="variant")
+        .reindex(pd.MultiIndex.from_frame(paired[cell]))
+        .to_numpy(),
+        utility_variant=means.reindex(pd.MultiIndex.from_frame(paired[keys])).to_numpy(),
+    ).rename(columns={"delta": "diff", "n_tasks": "n_instances"})
+    return table, paired[list(PAIRED_COLUMNS)]
 
 
 def heldout_acceptance(

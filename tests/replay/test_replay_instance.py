@@ -362,15 +362,22 @@ def test_heldout_instance_table_pairs_instance_with_iid():
     )
     assert set(table["belief"]) == {"-", "iid", "instance"}
     assert set(paired["variant"]) == {"instance"} and len(paired) == 2  # two cells, one controller
+    from bpc.evaluate import cross_fit
+    from bpc.experiments.protocol import replay_evaluator
+
     res = {
-        b: replay_folds(
-            rec, "fast", profile=replace(get_profile("bpc"), belief=b), policies=("bayesian_dp",), n_folds=4
+        b: cross_fit(
+            rec,
+            replay_evaluator("fast", profile=replace(get_profile("bpc"), belief=b), policies=["bayesian_dp"]),
+            n_folds=4,
+            seeds=[42],
         )
+        .set_index(["benchmark", "generator", "instance_id"])["utility"]
+        .sort_index()
         for b in ("iid", "instance")
     }
     for r in paired.itertuples(index=False):
-        cell = (r.benchmark, r.generator)
-        u = {b: res[b][cell]["utility"].sel(policy="bayesian_dp").values for b in res}
+        u = {b: res[b].loc[(r.benchmark, r.generator)] for b in res}
         assert r.diff == pytest.approx((u["instance"] - u["iid"]).mean())
         assert r.ci_lo <= r.diff <= r.ci_hi and r.n_instances == 20
     assert "| fast |" in markdown_tables(table, paired)
