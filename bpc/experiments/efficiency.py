@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
+from bpc.constants import CI_PROB, DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.splits import Cell
 
@@ -588,7 +588,7 @@ def loco_table(
     include_failed: bool = False,
     B: int = 1000,
     seed: int = DEFAULT_SEED,
-    prob: float | None = None,
+    prob: float = CI_PROB,
 ) -> pd.DataFrame:
     """Per (target, k, method, policy): held-out utility difference to the reference method.
 
@@ -622,10 +622,8 @@ def loco_table(
         cell-prior arms); a method whose calibrations all failed (and were excluded) keeps its row, with
         ``NaN`` numbers and its counts.
     """
-    from bpc.constants import CI_PROB
     from bpc.intervals import clustered_interval
 
-    prob = CI_PROB if prob is None else prob
     cell_k_m = ["benchmark", "generator", "k", "method"]
     cal_keys = [*cell_k_m, "repeat", "fold"]
     cals = utilities.drop_duplicates(cal_keys)
