@@ -80,18 +80,6 @@ from bpc.experiments.sources import CompareData
 from bpc.progress import notes_digest
 from bpc.schema import decision_critics, select_cell, thin_draws
 
-__all__ = [
-    "CONTROLLERS",
-    "COMPARE_BASELINES",
-    "compare_cells",
-    "posterior_policy_uncertainty",
-    "CompareResult",
-    "PROTOCOL_POLICIES",
-    "default_targets",
-    "CompareConfig",
-    "compare",
-]
-
 CONTROLLERS: tuple[str, ...] = ("laplace_dp", "posterior_mean_dp", "bayes_robust", "thompson")
 """The four controllers compared, in report order."""
 

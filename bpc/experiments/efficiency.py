@@ -38,22 +38,6 @@ from bpc.data.splits import Cell
 if TYPE_CHECKING:
     from bpc.replay.profiles import Profile
 
-__all__ = [
-    "LOCO_K",
-    "Calibration",
-    "CalibrationFit",
-    "laplace_calibration",
-    "complete_pooling_calibration",
-    "task_prior_calibration",
-    "loco_counts",
-    "HIERARCHICAL_ARMS",
-    "TASK_ARM",
-    "EFFICIENCY_ARMS",
-    "hierarchical_arms",
-    "LocoConfig",
-    "loco_efficiency",
-    "loco_table",
-]
 
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
