@@ -1,10 +1,11 @@
-"""Held-out table of the instance-aware controllers on the corpus' raw cells.
+"""Held-out comparison of the instance-aware controllers with the i.i.d. ones on the corpus' raw cells.
 
-Writes ``instance_heldout_policies.csv``, ``instance_heldout_paired.csv`` and
-``instance_heldout.md`` (both tables plus the acceptance numbers) to ``--out``,
-and the posterior predictive check of the per-instance pass histogram
-(``ppc_pass_histogram.csv`` / ``.png``; Laplace π and κ of all instances, or the
-draws of a saved posterior with ``--posterior``), and the coverage of the
+Runs the ablation of the instance-aware gain (:mod:`bpc.experiments.ablation`: task cross-fitting,
+one fold seed) under both cost vectors and writes ``instance_heldout.csv`` and
+``instance_heldout.md`` (the table and the acceptance numbers,
+:func:`bpc.experiments.instance_eval.heldout_acceptance`) to ``--out``, the posterior predictive
+check of the per-instance pass histogram (``ppc_pass_histogram.csv`` / ``.png``; Laplace π and κ
+of all instances, or the draws of a saved posterior with ``--posterior``), and the coverage of the
 posterior predictive interval of the held-out Δ under task cross-fitting on the LCB cells
 (``predictive_coverage.csv``, :func:`bpc.experiments.delta.predictive_coverage`).
 
@@ -21,13 +22,18 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     """Compute the tables and write them; print the acceptance numbers."""
-    from bpc.constants import N_FOLDS
+    import pandas as pd
+
+    from bpc.constants import FOLD_SEEDS, N_FOLDS
     from bpc.data.corpus import load_corpus
+    from bpc.evaluate import contrast
+    from bpc.experiments.ablation import ablation_evaluator, ablation_table
     from bpc.experiments.delta import predictive_coverage
-    from bpc.experiments.instance_eval import heldout_acceptance, heldout_instance_table, pass_histogram_ppc
-    from bpc.outputs import write_csv
+    from bpc.experiments.instance_eval import COST_SPECS, heldout_acceptance, pass_histogram_ppc
+    from bpc.experiments.protocol import ProtocolConfig, run_protocol
+    from bpc.outputs import write_csv, write_text
     from bpc.paths import require_corpus
-    from bpc.report.instance_heldout import write_heldout
+    from bpc.report.markdown import markdown_table
     from bpc.report.plots.ppc_instance import plot_pass_histogram_ppc
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -47,14 +53,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
-    table, paired = heldout_instance_table(corpus.records, n_folds=args.folds, progress=not args.quiet)
-    args.out.mkdir(parents=True, exist_ok=True)
+    tables = []
+    for name, spec in COST_SPECS.items():
+        config = ProtocolConfig(costs=spec, n_folds=args.folds, seeds=FOLD_SEEDS[:1])
+        folds = {"trajectories": corpus.trajectories, "base_counts": corpus.counts}
+        res = run_protocol(corpus.records, config, evaluate=ablation_evaluator(spec), **folds)
+        u = res.tables["utilities"]
+        deltas = contrast(u, references=("always_verify", "best_simple", "iid_dp"))
+        tables.append(ablation_table(deltas, u).assign(costs=name))
+    table = pd.concat(tables, ignore_index=True)
     checks = {
-        f"{costs}/{variant}": heldout_acceptance(paired, costs=costs, variant=variant)
-        for costs in paired["costs"].unique()
-        for variant in ("instance", "instance_per_patch")
+        f"{costs}/{arm}": heldout_acceptance(table, costs=costs, arm=arm)
+        for costs in COST_SPECS
+        for arm in ("instance_dp", "instance_dp_critics_per_patch")
     }
-    write_heldout(args.out, table, paired, checks)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(table, args.out / "instance_heldout.csv")
+    text = "# Instance-aware vs i.i.d. controllers, held out (ablation, cross-fitted over tasks)\n\n"
+    text += (
+        markdown_table(table, decimals=1) + "\n\n## Acceptance\n\n```json\n" + json.dumps(checks, indent=2)
+    )
+    write_text(args.out / "instance_heldout.md", text + "\n```\n")
     print(json.dumps(checks, indent=2))
 
     if args.posterior is not None:

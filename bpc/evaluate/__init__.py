@@ -8,55 +8,14 @@
 * :class:`Result` — what every study returns, written by :func:`bpc.report.write`.
 """
 
-from bpc.evaluate.bundle import PAPER_PLAN, Arm, controllers, profile_controllers
-from bpc.evaluate.contrasts import (
-    BEST_SIMPLE,
-    DELTA_COLUMNS,
-    POOLED,
-    SIMPLE_BASELINES,
-    best_baselines,
-    cell_and_pooled,
-    contrast,
-    pooled_contrast,
-    simple_baselines,
-    task_means,
-    with_best_baseline,
-)
-from bpc.evaluate.crossfit import (
-    EVALUATOR_COLUMNS,
-    UTILITY_COLUMNS,
-    Evaluator,
-    FoldData,
-    cross_fit,
-    fold_data,
-    fold_splits,
-    training_counts,
-)
-from bpc.evaluate.result import Result
+from bpc.evaluate import bundle, contrasts, crossfit, result
+from bpc.evaluate.bundle import *  # noqa: F403 (each module's __all__ is the package's)
+from bpc.evaluate.contrasts import *  # noqa: F403
+from bpc.evaluate.crossfit import *  # noqa: F403
+from bpc.evaluate.result import *  # noqa: F403
 
-__all__ = [
-    "PAPER_PLAN",
-    "Arm",
-    "controllers",
-    "profile_controllers",
-    "BEST_SIMPLE",
-    "DELTA_COLUMNS",
-    "EVALUATOR_COLUMNS",
-    "POOLED",
-    "SIMPLE_BASELINES",
-    "UTILITY_COLUMNS",
-    "Evaluator",
-    "FoldData",
-    "Result",
-    "best_baselines",
-    "cell_and_pooled",
-    "contrast",
-    "cross_fit",
-    "pooled_contrast",
-    "fold_data",
-    "fold_splits",
-    "simple_baselines",
-    "task_means",
-    "training_counts",
-    "with_best_baseline",
-]
+__all__ = []
+__all__ += bundle.__all__
+__all__ += contrasts.__all__
+__all__ += crossfit.__all__
+__all__ += result.__all__

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
+from bpc.constants import ACTION_COUNTS, BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
 from bpc.intervals import clustered_interval
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "best_baselines",
     "with_best_baseline",
     "task_means",
+    "policy_means",
     "contrast",
     "pooled_contrast",
     "cell_and_pooled",
@@ -166,6 +167,35 @@ def task_means(utilities: pd.DataFrame) -> pd.DataFrame:
     g = utilities.groupby(["benchmark", "generator", "instance_id", "policy"], sort=True)["utility"]
     out = g.agg(utility="mean", n_seeds="count").reset_index()
     return out
+
+
+POLICY_MEANS: dict[str, str] = {
+    "utility": "mean_utility",
+    "passed": "pass_rate",
+    "cost": "cost_per_instance",
+    **{c: c for c in ACTION_COUNTS},
+}
+"""Columns of the utilities :func:`policy_means` averages → their names in its table."""
+
+
+def policy_means(utilities: pd.DataFrame) -> pd.DataFrame:
+    """Per cell × policy: the mean over tasks of each task's mean over seeds, and ``n_instances``.
+
+    ``mean_utility``, ``pass_rate``, ``cost_per_instance`` and the :data:`~bpc.constants.ACTION_COUNTS`
+    (per task), each where the utilities carry its column (:data:`POLICY_MEANS`); cells and policies
+    in order of appearance.
+
+    Examples
+    --------
+    >>> u = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": ["t1", "t1", "t2"],
+    ...                   "policy": "stop", "utility": [1.0, 3.0, 4.0]})
+    >>> policy_means(u)[["mean_utility", "n_instances"]].values.tolist()
+    [[3.0, 2.0]]
+    """
+    cols = [c for c in POLICY_MEANS if c in utilities.columns]
+    per_task = utilities.groupby([*_CELL, "instance_id", "policy"], sort=False)[cols].mean()
+    g = per_task.groupby(level=[*_CELL, "policy"], sort=False)
+    return g.mean().rename(columns=POLICY_MEANS).assign(n_instances=g.size()).reset_index()
 
 
 def contrast(

@@ -40,6 +40,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -81,12 +82,13 @@ def client_for(scheduler: Any) -> Iterator[Any]:
         client.close()
 
 
-def dask_setup(worker: Any) -> None:
+def dask_setup(worker: Any = None) -> None:
     """Worker preload of the local cluster (``bpc compare --scheduler local``): Ctrl-C is the parent's.
 
     A terminal's Ctrl-C reaches every process of its foreground group. The parent stops the run and
     closes the cluster (one line, exit 130); a worker that took the signal too printed a traceback of
-    its own. The workers therefore ignore SIGINT (distributed calls this in each worker's main thread).
+    its own. The workers therefore ignore SIGINT (distributed calls this in each worker's main thread;
+    ``scheduler="processes"`` in each process it starts).
     """
     import signal
 
@@ -101,7 +103,7 @@ def map_pieces(
     shared: Mapping[str, Any] | None = None,
     progress: Callable[[Sequence[Any]], Any] | None = None,
 ) -> list[Any]:
-    """``[fn(piece, **shared) for piece in pieces]``, on a cluster when ``scheduler`` is given.
+    """``[fn(piece, **shared) for piece in pieces]``, on local processes or a cluster when asked.
 
     Parameters
     ----------
@@ -110,7 +112,8 @@ def map_pieces(
     pieces : sequence
         One task each; scattered to the workers, so the graph holds futures only.
     scheduler : str, LocalCluster, Client or None
-        Where to run (``None``: here, in order).
+        Where to run: ``None`` here, in order; ``"processes"`` with dask on local processes (the
+        ``dask`` extra); otherwise a ``dask.distributed`` scheduler address, cluster or client.
     shared : mapping, optional
         Keyword arguments every task needs (e.g. a posterior): scattered once
         to every worker (``broadcast=True``), passed by future.
@@ -126,6 +129,18 @@ def map_pieces(
     if scheduler is None:
         items = progress(pieces) if progress is not None else pieces
         return [fn(p, **shared) for p in items]
+    if isinstance(scheduler, str) and scheduler == "processes":
+        try:
+            import dask
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("scheduler='processes' needs the dask extra: pip install 'bpc[dask]'") from exc
+        from bpc.progress import interrupt_guard
+
+        tasks = [dask.delayed(functools.partial(fn, **shared))(p) for p in pieces]
+        # workers ignore Ctrl-C: the parent stops the run and reports it once (no traceback per worker);
+        # the guard turns a SIGINT the pool's wait loop swallowed into KeyboardInterrupt all the same
+        with interrupt_guard():
+            return list(dask.compute(*tasks, scheduler="processes", initializer=dask_setup))
     with client_for(scheduler) as client:
         # a list of one: scatter() would read a dict as {key: data} and a list as many pieces
         shared_futures = {k: client.scatter([v], broadcast=True)[0] for k, v in shared.items()}

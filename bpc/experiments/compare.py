@@ -80,18 +80,6 @@ from bpc.experiments.sources import CompareData
 from bpc.progress import notes_digest
 from bpc.schema import decision_critics, select_cell, thin_draws
 
-__all__ = [
-    "CONTROLLERS",
-    "COMPARE_BASELINES",
-    "compare_cells",
-    "posterior_policy_uncertainty",
-    "CompareResult",
-    "PROTOCOL_POLICIES",
-    "default_targets",
-    "CompareConfig",
-    "compare",
-]
-
 CONTROLLERS: tuple[str, ...] = ("laplace_dp", "posterior_mean_dp", "bayes_robust", "thompson")
 """The four controllers compared, in report order."""
 
@@ -167,7 +155,7 @@ def compare_cells(
     """
     from bpc.decide.solve import instance_kappa
     from bpc.estimate.laplace import laplace
-    from bpc.evaluate import Arm, contrast, controllers, cross_fit
+    from bpc.evaluate import Arm, contrast, controllers, cross_fit, policy_means
     from bpc.experiments.delta import critic_concentration, per_draw_controller_delta, posterior_delta
     from bpc.replay.engine import cell_pool, replay_pool
 
@@ -217,13 +205,8 @@ def compare_cells(
         progress=progress,
     )  # fmt: skip
     keys = [*_CELL, "policy"]
-    per_task = u.groupby([*keys, "instance_id"], sort=False)[["utility", "passed", "cost"]].mean()
-    table = (
-        per_task.groupby(level=keys, sort=False)
-        .agg(n_eval=("utility", "size"), mean_utility=("utility", "mean"), pass_rate=("passed", "mean"),
-             cost_per_instance=("cost", "mean"))
-        .reset_index()
-    )  # fmt: skip
+    table = policy_means(u)
+    table.insert(3, "n_eval", table.pop("n_instances"))
     d = contrast(u, references=("always_verify",))
     table = table.merge(d[[*keys, "delta", "ci_lo", "ci_hi"]], on=keys, how="left").assign(prob=CI_PROB)
     table.loc[table["policy"] == "always_verify", ["delta", "ci_lo", "ci_hi"]] = 0.0

@@ -439,21 +439,14 @@ def bootstrap_params(
     # per-task counts: each task laid out as its own "generator"
     tag = "task:" + records["instance_id"].astype(str)
     per = counts_from_records(records.assign(generator=tag)).sel(benchmark=[b])
-    tasks = per["generator"].values
-    weights = resample_weights(tasks.shape[0], B=int(n_draws), seed=seed)
-    draw_names = [f"draw{s}" for s in range(int(n_draws))]
-    data = {}
-    for var in COUNT_VARS:
-        da = per[var].isel(benchmark=0)
-        arr = da.transpose("generator", ...).values.astype(np.float64)
-        flat = arr.reshape(arr.shape[0], -1)
-        total = weights @ np.nan_to_num(flat)
-        seen = weights @ np.isfinite(flat).astype(np.float64)
-        out = np.where(seen > 0, total, np.nan).reshape(int(n_draws), *arr.shape[1:])
-        dims = ("generator", *[d for d in da.dims if d != "generator"])
-        data[var] = (("benchmark", *dims), out[None])
-    coords = {k: per[k].values for k in per.coords if k not in ("benchmark", "generator")}
-    counts = xr.Dataset(data, coords={**coords, "benchmark": [b], "generator": draw_names})
+    draws = [f"draw{s}" for s in range(int(n_draws))]
+    w = xr.DataArray(
+        resample_weights(per.sizes["generator"], B=len(draws), seed=seed), dims=("draw", "generator")
+    )
+    seen = {v: xr.dot(w, per[v].notnull() * 1.0) > 0 for v in COUNT_VARS}  # the resample holds an entry
+    counts = xr.Dataset({v: xr.dot(w, per[v].fillna(0.0)).where(seen[v]) for v in COUNT_VARS})
+    counts = counts.rename(draw="generator").assign_coords(generator=draws)
+    counts = counts.transpose("benchmark", "generator", ...)
     counts["source"] = (("benchmark", "generator"), np.full((1, int(n_draws)), "raw", dtype=object))
     counts.attrs.update(per.attrs)
     params = laplace(counts)

@@ -31,29 +31,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
+from bpc.constants import CI_PROB, DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.splits import Cell
 
 if TYPE_CHECKING:
     from bpc.replay.profiles import Profile
 
-__all__ = [
-    "LOCO_K",
-    "Calibration",
-    "CalibrationFit",
-    "laplace_calibration",
-    "complete_pooling_calibration",
-    "task_prior_calibration",
-    "loco_counts",
-    "HIERARCHICAL_ARMS",
-    "TASK_ARM",
-    "EFFICIENCY_ARMS",
-    "hierarchical_arms",
-    "LocoConfig",
-    "loco_efficiency",
-    "loco_table",
-]
 
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
@@ -588,7 +572,7 @@ def loco_table(
     include_failed: bool = False,
     B: int = 1000,
     seed: int = DEFAULT_SEED,
-    prob: float | None = None,
+    prob: float = CI_PROB,
 ) -> pd.DataFrame:
     """Per (target, k, method, policy): held-out utility difference to the reference method.
 
@@ -622,10 +606,8 @@ def loco_table(
         cell-prior arms); a method whose calibrations all failed (and were excluded) keeps its row, with
         ``NaN`` numbers and its counts.
     """
-    from bpc.constants import CI_PROB
     from bpc.intervals import clustered_interval
 
-    prob = CI_PROB if prob is None else prob
     cell_k_m = ["benchmark", "generator", "k", "method"]
     cal_keys = [*cell_k_m, "repeat", "fold"]
     cals = utilities.drop_duplicates(cal_keys)

@@ -380,13 +380,6 @@ def cell_utilities(
     return frame
 
 
-def _ignore_sigint() -> None:
-    """Initializer of local worker processes: SIGINT is the parent's to handle."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _grid_cell(item: tuple[CellSetup, int], *, points, policies, draws, seed, posterior) -> pd.DataFrame:
     """One cell of :func:`utility_grid` (module level: a cluster's workers import it by name)."""
     setup, i = item
@@ -424,42 +417,22 @@ def utility_grid(
         Draws to plan with instead of the per-cell conjugate posterior
         (see :func:`cell_utilities`).
     scheduler : str, LocalCluster, Client or None
-        ``"processes"``: the cells in parallel with dask on local processes (needs the ``dask``
-        extra); otherwise a ``dask.distributed`` scheduler address (or cluster, client): the
-        cells run there, the posterior and the cost points scattered to the
-        workers once (:func:`bpc.experiments.cluster.map_pieces`). Results are
-        identical to the serial run.
+        Where the cells run (:func:`bpc.experiments.cluster.map_pieces`: ``"processes"`` or a
+        ``dask.distributed`` scheduler, the posterior and the cost points scattered to the workers
+        once). Results are identical to the serial run.
 
     Returns
     -------
     pandas.DataFrame
         The concatenated tables, cells in input order.
     """
+    from bpc.experiments.cluster import map_pieces
     from bpc.progress import track
 
     args = [(s, i) for i, s in enumerate(setups)]
     shared = {"points": points, "policies": policies, "draws": draws, "seed": seed, "posterior": posterior}
-    one = functools.partial(_grid_cell, **shared)
-    if scheduler is not None and not (isinstance(scheduler, str) and scheduler == "processes"):
-        from bpc.experiments.cluster import map_pieces
-
-        frames = map_pieces(_grid_cell, args, scheduler=scheduler, shared=shared)
-    elif scheduler is not None:
-        try:
-            import dask as _dask
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "utility_grid(scheduler='processes') needs the dask extra: pip install 'bpc[dask]'"
-            ) from exc
-        tasks = [_dask.delayed(one)(a) for a in args]
-        from bpc.progress import interrupt_guard
-
-        # workers ignore Ctrl-C: the parent stops the run and reports it once (no traceback per worker);
-        # the guard turns a SIGINT the pool's wait loop swallowed into KeyboardInterrupt all the same
-        with interrupt_guard():
-            frames = list(_dask.compute(*tasks, scheduler="processes", initializer=_ignore_sigint))
-    else:
-        frames = [one(a) for a in track(args, "replaying cost grid: cell", enabled=progress)]
+    bar = functools.partial(track, label="replaying cost grid: cell", enabled=progress)
+    frames = map_pieces(_grid_cell, args, scheduler=scheduler, shared=shared, progress=bar)
     if not frames:
         raise ValueError("utility_grid: no cell to replay")
     return pd.concat(frames, ignore_index=True)

@@ -1,29 +1,12 @@
-"""Held-out evaluation of the instance-aware controllers on recorded pools (method.md §Instance model).
+"""The instance model on recorded pools (method.md §Instance model): its acceptance check and its PPC.
 
-Every number here is made by K-fold cross-fitting over instances
-(:func:`bpc.replay.engine.replay_folds`, profile ``bpc``): fold ``j`` fits the
-Laplace parameters — the cell's κ included — on the other folds' instances
-and replays its own, so every instance is scored exactly once by parameters
-fitted without it.
-
-Two tables come out of :func:`heldout_instance_table`:
-
-``policies``
-    Per cost vector × belief × cell × policy: held-out mean utility, pass rate,
-    mean cost, Δ vs ``always_verify`` with its paired bootstrap CI, ``n``.
-``paired``
-    Per cost vector × cell × controller (``bayesian_dp``, ``bayesian_greedy``):
-    the instance-belief controller beside the i.i.d. one, their paired
-    per-instance difference and its bootstrap CI
-    (:func:`bpc.intervals.paired_bootstrap`). Ablations separate the
-    two ways the instance controllers use within-instance dependence: the
-    θ-belief (labels) and the critic scope (a critic bought once per
-    instance, because its verdicts on the patches of one instance are
-    strongly correlated): ``iid_once`` is the i.i.d. belief with the
-    instance critic scope, ``instance_per_patch`` the instance belief with
-    the paper's per-patch scope.
-
-:func:`heldout_acceptance` reads the issue's criterion off the paired table.
+The held-out comparison of the instance-aware controllers with the i.i.d. ones is the ablation of
+the instance-aware gain (:mod:`bpc.experiments.ablation`, cross-fitted over tasks): its arm
+``instance_dp`` against ``iid_dp`` (column ``vs_iid_dp`` of
+:func:`~bpc.experiments.ablation.ablation_table`), with the critic-scope arms
+``iid_dp_critics_once`` and ``instance_dp_critics_per_patch`` separating the two ways the instance
+controllers use within-task dependence. :func:`heldout_acceptance` reads the acceptance criterion
+of the instance model off that table (``analyses/instance_heldout.py`` runs it on the corpus).
 
 :func:`pass_histogram_ppc` is the posterior predictive check of the instance
 model on the data it is fitted to: per cell, the histogram of passing patches
@@ -40,31 +23,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import (
-    BASELINE_POLICIES,
-    BAYESIAN_POLICIES,
-    CI_KIND,
-    CI_PROB,
-    DEFAULT_SEED,
-    DIM_DRAW,
-    N_FOLDS,
-)
-from bpc.intervals import paired_bootstrap
-from bpc.replay.engine import replay_folds, summarize
-from bpc.replay.profiles import BPC, Profile
-from bpc.schema import cell_order
+from bpc.constants import CI_KIND, CI_PROB, DEFAULT_SEED, DIM_DRAW
 
 COST_SPECS: Mapping[str, str | None] = {"paper-release": "paper-release", "paper": None}
-"""Cost vectors of the table: the authors' release vector, and the paper's per-benchmark
+"""Cost vectors of the check: the authors' release vector, and the paper's per-benchmark
 fast/slow vectors (``None``: :func:`bpc.costs.paper_costs_for`)."""
-
-VARIANTS: Mapping[str, tuple[str, str | None]] = {
-    "iid": ("iid", None),
-    "instance": ("instance", None),
-    "iid_once": ("iid", "instance"),
-    "instance_per_patch": ("instance", "patch"),
-}
-"""Controller variants: label → (belief, critic scope; ``None`` follows the belief)."""
 
 ACCEPTANCE_CELLS: tuple[tuple[str, str], ...] = (
     ("lcb_hard", "gpt5_mini"),
@@ -73,135 +36,40 @@ ACCEPTANCE_CELLS: tuple[tuple[str, str], ...] = (
     ("lcb_medium", "qwen3_coder"),
     ("swebench_lite", "gpt5_mini"),
 )
-"""The five cells whose mean gain the issue's criterion averages."""
-
-
-def _policy_rows(
-    results: Mapping, costs_name: str, belief: str, policies: Sequence[str]
-) -> list[pd.DataFrame]:
-    rows = []
-    for (b, g), ds in results.items():
-        summ = summarize(ds.sel(policy=[p for p in ds["policy"].values if p in policies]))
-        summ = (
-            summ.to_dataframe()
-            .reset_index()
-            .assign(costs=costs_name, benchmark=b, generator=g, belief=belief)
-        )
-        rows.append(summ[np.isfinite(summ["mean_utility"])])
-    return rows
-
-
-PAIRED_COLUMNS: tuple[str, ...] = tuple(
-    "costs benchmark generator policy variant utility_iid utility_variant "
-    "diff ci_lo ci_hi n_instances".split()
-)
-"""Columns of :func:`heldout_instance_table`'s paired table."""
-
-
-def heldout_instance_table(
-    records: pd.DataFrame,
-    *,
-    costs: Mapping[str, str | None] = COST_SPECS,
-    variants: Mapping[str, tuple[str, str | None]] = VARIANTS,
-    policies: Sequence[str] = BASELINE_POLICIES + BAYESIAN_POLICIES,
-    n_folds: int = N_FOLDS,
-    profile: Profile = BPC,
-    progress: bool = False,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Held-out (K-fold cross-fitted) utilities of every policy under both beliefs.
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        Raw per-patch records (e.g. the corpus' seven raw cells).
-    costs : mapping
-        Name → cost specification (:func:`bpc.costs.cost_resolver`).
-    variants : mapping
-        Controller variants, label → (belief, critic scope); must hold ``"iid"``
-        (the reference of the paired differences) and ``"instance"``.
-    policies : sequence of str
-        Policies of the ``policies`` table (``always_verify`` is added).
-    n_folds : int
-        ``K``.
-    profile : Profile
-        Replay conventions (default ``bpc``: verification not terminal).
-    progress : bool
-        Report progress on stderr.
-
-    Returns
-    -------
-    policies, paired : pandas.DataFrame
-        See the module docstring. ``policies`` holds the baselines once per
-        cost vector under ``belief = "-"`` (they use no belief) and the
-        Bayesian controllers once per variant under its label.
-    """
-    for need in ("iid", "instance"):
-        if need not in variants:
-            raise ValueError(f"variants must include {need!r}; got {sorted(variants)}")
-    pols = tuple(dict.fromkeys(("always_verify", *policies)))
-    bayes = tuple(p for p in pols if p in BAYESIAN_POLICIES)
-    base = tuple(p for p in pols if p not in BAYESIAN_POLICIES)
-    frames, paired = [], []
-    for costs_name, spec in costs.items():
-        runs: dict[str, Mapping[tuple[str, str], xr.Dataset]] = {}
-        for label, (belief, scope) in variants.items():
-            prof = profile.with_(critic_scope=scope, belief=belief)
-            wanted = pols if label == "iid" else ("always_verify", *bayes)
-            runs[label] = replay_folds(
-                records, spec, profile=prof, policies=wanted, n_folds=n_folds, progress=progress
-            )
-        frames += _policy_rows(runs["iid"], costs_name, "-", base)
-        for label, res in runs.items():
-            frames += _policy_rows(res, costs_name, label, ("always_verify", *bayes))
-        for (b, g), ref in runs["iid"].items():
-            for pol in bayes:
-                u_iid = ref["utility"].sel(policy=pol).values
-                for label, res in [kv for kv in runs.items() if kv[0] != "iid"]:
-                    u = res[(b, g)]["utility"].sel(policy=pol).values
-                    ok = np.isfinite(u) & np.isfinite(u_iid)
-                    diff = u[ok] - u_iid[ok]
-                    lo, hi = paired_bootstrap(diff) if diff.size else (np.nan, np.nan)
-                    means = [float(x) for x in (u_iid[ok].mean(), u[ok].mean(), diff.mean(), lo, hi)]
-                    paired.append((costs_name, b, g, pol, label, *means, int(ok.sum())))
-    table = pd.concat(frames, ignore_index=True)
-    table = table[(table["belief"] == "-") | table["policy"].isin(bayes)].reset_index(drop=True)
-    cols = (
-        "costs benchmark generator belief policy mean_utility pass_rate cost_per_instance delta ci_lo ci_hi "
-    )
-    cells = list(zip(table["benchmark"], table["generator"], strict=True))
-    order = {c: i for i, c in enumerate(cell_order(list(dict.fromkeys(cells))))}
-    table = table.assign(_cell=[order[c] for c in cells]).sort_values(["costs", "_cell"], kind="stable")
-    table = table[(cols + "n_instances").split()].reset_index(drop=True)
-    return table, pd.DataFrame(paired, columns=PAIRED_COLUMNS)
+"""The five cells whose mean gain the acceptance criterion averages."""
 
 
 def heldout_acceptance(
-    paired: pd.DataFrame,
+    table: pd.DataFrame,
     *,
     costs: str = "paper-release",
-    variant: str = "instance",
-    policy: str = "bayesian_dp",
+    arm: str = "instance_dp",
     cells: Sequence[tuple[str, str]] = ACCEPTANCE_CELLS,
 ) -> dict[str, float | bool]:
-    """The issue's held-out criterion on the paired table.
+    """The held-out gain of an instance-aware arm over the i.i.d. DP: passed when it is large enough.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`~bpc.experiments.ablation.ablation_table` rows with a ``costs`` column.
+    costs, arm : str
+        The cost vector and the arm whose ``vs_iid_dp`` is read.
+    cells : sequence of (str, str)
+        The cells whose gains are averaged.
 
     Returns
     -------
     dict
-        ``mean_gain`` over ``cells`` (criterion ≥ 9), ``min_gain`` over them
-        (≥ 5), ``worst_cell`` over every cell of the table (≥ −3) and ``passed``.
+        ``mean_gain`` and ``min_gain`` over ``cells``, ``worst_cell`` over every cell, and
+        ``passed``: mean ≥ 9, min ≥ 5 and worst ≥ −3 (utility per task).
     """
-    sel = paired[(paired["costs"] == costs) & (paired["variant"] == variant) & (paired["policy"] == policy)]
-    key = list(zip(sel["benchmark"], sel["generator"], strict=True))
-    wanted = {tuple(c) for c in cells}
-    gains = np.array([d for k, d in zip(key, sel["diff"], strict=True) if k in wanted])
-    if gains.size != len(cells):
-        raise ValueError(f"the paired table lacks some of the cells {list(cells)}")
-    out = {
-        "mean_gain": float(gains.mean()),
-        "min_gain": float(gains.min()),
-        "worst_cell": float(sel["diff"].min()),
-    }
+    sel = table[(table["costs"] == costs) & (table["arm"] == arm)]
+    gain = sel.set_index(["benchmark", "generator"])["vs_iid_dp"].astype(float)
+    wanted = [tuple(c) for c in cells]
+    if not set(wanted) <= set(gain.index):
+        raise ValueError(f"the ablation table lacks some of the cells {list(cells)}")
+    gains = gain.loc[wanted].to_numpy()
+    out = {"mean_gain": float(gains.mean()), "min_gain": float(gains.min()), "worst_cell": float(gain.min())}
     out["passed"] = bool(out["mean_gain"] >= 9 and out["min_gain"] >= 5 and out["worst_cell"] >= -3)
     return out
 

@@ -128,17 +128,6 @@ from bpc.data.splits import Cell
 if TYPE_CHECKING:
     from bpc.evaluate import Result
 
-__all__ = [
-    "LOGO_ARMS",
-    "TABLE_COLUMNS",
-    "LogoConfig",
-    "run_logo",
-    "logo_starts",
-    "logo_target",
-    "logo_table",
-    "arm_means",
-    "fit_table",
-]
 
 LOGO_ARMS: tuple[str, ...] = (
     "complete_pooling",

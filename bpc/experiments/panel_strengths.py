@@ -37,6 +37,7 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import minimize_scalar
 
 from bpc.constants import KAPPA_MIN, LABELS, PAPER_CRITICS
 from bpc.schema import sort_cells
@@ -65,7 +66,7 @@ def shared_kappa(records: pd.DataFrame) -> float:
     Returns
     -------
     float
-        κ̂ on [1e-3, 1e4] (golden-section refinement of a log grid).
+        κ̂ on [1e-3, 1e4] (a log grid, refined by bounded scalar minimisation).
 
     Raises
     ------
@@ -93,17 +94,10 @@ def shared_kappa(records: pd.DataFrame) -> float:
         return float(sum(beta_binomial_loglik(h, p, kappa) for h, p in zip(hists, pis, strict=True)))
 
     grid = np.linspace(np.log(1e-3), np.log(1e4), 401)
-    vals = np.array([loglik(x) for x in grid])
-    i = int(np.argmax(vals))
-    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
-    golden = (np.sqrt(5.0) - 1.0) / 2.0
-    for _ in range(60):
-        a, b = hi - golden * (hi - lo), lo + golden * (hi - lo)
-        if loglik(a) >= loglik(b):
-            hi = b
-        else:
-            lo = a
-    return float(np.exp((lo + hi) / 2.0))
+    i = int(np.argmax([loglik(x) for x in grid]))
+    bracket = (grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)])
+    best = minimize_scalar(lambda x: -loglik(x), bounds=bracket, method="bounded", options={"xatol": 1e-10})
+    return float(np.exp(best.x))
 
 
 def difficulty_correlation(records: pd.DataFrame) -> pd.DataFrame:

@@ -44,6 +44,7 @@ from bpc.evaluate import (
     best_baselines,
     contrast,
     cross_fit,
+    policy_means,
     with_best_baseline,
 )
 
@@ -300,18 +301,8 @@ def protocol_table(result: Result) -> pd.DataFrame:
         baseline; ``attrs`` ``n_folds``, ``seeds``, ``prob``.
     """
     u = result.tables["utilities"]
-    stats = [c for c in ("utility", "passed", "cost", *ACTION_COUNTS) if c in u.columns]
-    per_task = u.groupby([*_CELL, "instance_id", "policy"], sort=False)[stats].mean()
-    means = per_task.groupby(level=[*_CELL, "policy"], sort=False).agg(["mean", "size"])
-    table = pd.DataFrame(
-        {
-            "mean_utility": means[("utility", "mean")],
-            "pass_rate": means[("passed", "mean")] if "passed" in stats else np.nan,
-            "cost_per_instance": means[("cost", "mean")] if "cost" in stats else np.nan,
-            "n_instances": means[("utility", "size")].astype(np.int64),
-            **{c: means[(c, "mean")] if c in stats else np.nan for c in ACTION_COUNTS},  # per task
-        }
-    ).reset_index()
+    means = ["mean_utility", "pass_rate", "cost_per_instance", "n_instances", *ACTION_COUNTS]
+    table = policy_means(u).reindex(columns=[*_CELL, "policy", *means])  # NaN: a column u lacks
     d = result.tables["deltas"]
     prob = float(d["prob"].iloc[0]) if len(d) else float(CI_PROB)
     for ref, suffix in (("always_verify", ""), (BEST_SIMPLE, "_best")):

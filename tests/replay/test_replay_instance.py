@@ -214,7 +214,7 @@ def test_replay_cells_bpc_columns():
     assert set(paper["belief"]) == {"iid"} and set(paper["n_instances"]) == {5}
 
 
-def test_acceptance_reads_the_paired_table():
+def test_acceptance_reads_the_ablation_table():
     cells = [("lcb_hard", "gpt5_mini"), ("lcb_hard", "qwen3_coder"), ("lcb_medium", "haiku45")]
     cells += [
         ("lcb_medium", "qwen3_coder"),
@@ -222,21 +222,22 @@ def test_acceptance_reads_the_paired_table():
         ("swebench_verified", "gpt5_mini"),
     ]
     diffs = [12.0, 6.0, 10.0, 9.0, 10.0, -2.0]
-    paired = pd.DataFrame(
+    table = pd.DataFrame(
         {
             "costs": "paper-release",
             "benchmark": [c[0] for c in cells],
             "generator": [c[1] for c in cells],
-            "policy": "bayesian_dp",
-            "variant": "instance",
-            "diff": diffs,
+            "arm": "instance_dp",
+            "vs_iid_dp": diffs,
         }
     )
-    out = heldout_acceptance(paired)
+    out = heldout_acceptance(table)
     assert out["mean_gain"] == pytest.approx(9.4) and out["min_gain"] == 6.0 and out["worst_cell"] == -2.0
     assert out["passed"]
-    paired.loc[5, "diff"] = -3.5
-    assert not heldout_acceptance(paired)["passed"]
+    table.loc[5, "vs_iid_dp"] = -3.5
+    assert not heldout_acceptance(table)["passed"]
+    with pytest.raises(ValueError, match="lacks some of the cells"):
+        heldout_acceptance(table.iloc[1:])
 
 
 # ---------------------------------------------------------------------------
@@ -351,26 +352,19 @@ def test_pass_histogram_ppc_counts_and_coverage(tmp_path):
 # ---------------------------------------------------------------------------
 # the held-out tables
 # ---------------------------------------------------------------------------
-def test_heldout_instance_table_pairs_instance_with_iid():
-    from bpc.experiments.instance_eval import heldout_instance_table
-    from bpc.report.instance_heldout import markdown_tables
+def test_instance_dp_vs_iid_dp_is_the_mean_per_task_difference_of_the_two_arms():
+    """What analyses/instance_heldout.py reads: the ablation's instance_dp − iid_dp, held out over tasks."""
+    from bpc.evaluate import contrast
+    from bpc.experiments.ablation import ablation_evaluator, ablation_table
+    from bpc.experiments.protocol import ProtocolConfig, run_protocol
 
     rec = _synthetic(seed=7)
-    variants = {"iid": ("iid", None), "instance": ("instance", None)}
-    table, paired = heldout_instance_table(
-        rec, costs={"fast": "fast"}, variants=variants, policies=("always_verify", "bayesian_dp"), n_folds=4
-    )
-    assert set(table["belief"]) == {"-", "iid", "instance"}
-    assert set(paired["variant"]) == {"instance"} and len(paired) == 2  # two cells, one controller
-    res = {
-        b: replay_folds(
-            rec, "fast", profile=replace(get_profile("bpc"), belief=b), policies=("bayesian_dp",), n_folds=4
-        )
-        for b in ("iid", "instance")
-    }
-    for r in paired.itertuples(index=False):
-        cell = (r.benchmark, r.generator)
-        u = {b: res[b][cell]["utility"].sel(policy="bayesian_dp").values for b in res}
-        assert r.diff == pytest.approx((u["instance"] - u["iid"]).mean())
-        assert r.ci_lo <= r.diff <= r.ci_hi and r.n_instances == 20
-    assert "| fast |" in markdown_tables(table, paired)
+    ev = ablation_evaluator("fast", arms=["iid_dp", "instance_dp"])
+    u = run_protocol(rec, ProtocolConfig(n_folds=4, seeds=[42]), evaluate=ev).tables["utilities"]
+    table = ablation_table(contrast(u, references=("always_verify", "iid_dp")), u)
+    assert len(table) == 4 and set(table["arm"]) == {"iid_dp", "instance_dp"}  # two cells
+    per = u.set_index(["benchmark", "generator", "instance_id", "policy"])["utility"].unstack("policy")
+    for r in table[table["arm"] == "instance_dp"].itertuples(index=False):
+        cell = per.loc[(r.benchmark, r.generator)]
+        assert r.vs_iid_dp == pytest.approx((cell["instance_dp"] - cell["iid_dp"]).mean())
+        assert r.vs_iid_dp_lo <= r.vs_iid_dp <= r.vs_iid_dp_hi and r.n_tasks == 20
