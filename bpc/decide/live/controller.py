@@ -339,9 +339,6 @@ class Controller:
         self.first_patch_free = bool(budget.first_patch_free)
         self.kappa = kappa_v
         self.max_patches, self.max_cost = int(max_patches), float(max_cost)
-        self.budget = Budget(
-            max_patches=self.max_patches, max_cost=self.max_cost, first_patch_free=self.first_patch_free
-        )
         self.policy_name = str(policy)
         self.plan = replace(plan, mode=mode)
         self.cell: tuple[str, str] | None = None
