@@ -480,8 +480,8 @@ def solve_policy(
     H, N = int(plan.horizon), int(max_patches)
     coords = {DIM_STEP: np.arange(H + 1), DIM_PATCH: np.arange(N), DIM_USED: used_labels(critics)}
     coords |= {
-        DIM_THETA_MEAN: belief_grid(plan.mu_grid_size, np.float64),
-        DIM_BELIEF: belief_grid(plan.grid_size, np.float64),
+        DIM_THETA_MEAN: belief_grid(plan.mu_grid_size),
+        DIM_BELIEF: belief_grid(plan.grid_size),
     }
     if paper:
         coords = {d: c for d, c in coords.items() if d not in (DIM_PATCH, DIM_THETA_MEAN)}

@@ -164,14 +164,6 @@ class Problem:
         """Number of actions ``3 + K``."""
         return CRITIC_OFFSET + self.n_critics
 
-    def astype(self, dtype) -> Problem:
-        """The problem with every float array but κ cast to ``dtype`` (the grid DP adds κ + n in float64)."""
-        arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kappa"}
-        return Problem(
-            **{k: a.astype(dtype, copy=False) if a.dtype.kind == "f" else a for k, a in arrays.items()},
-            kappa=self.kappa,
-        )
-
     def take(self, index) -> Problem:
         """The problem restricted to some samples (integer index or slice)."""
         return Problem(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
