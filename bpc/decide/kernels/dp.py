@@ -236,18 +236,7 @@ def _run(P: Problem, grids, H, N, flags, out, *, backend, chunk_size, n_threads)
     """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
     (grid, mu_grid), (value, policy, q) = grids, out
     kernel = _kernel(backend, value.size // (value.shape[4] if flags[0] else 1))
-    names = (
-        "tpr",
-        "fpr",
-        "available",
-        "critic_costs",
-        "c_gen",
-        "c_ver",
-        "reward",
-        "kappa",
-        "p_fix",
-        "p_break",
-    )
+    names = "tpr fpr available critic_costs c_gen c_ver reward kappa p_fix p_break".split()
     arrays = [np.ascontiguousarray(getattr(P, n)) for n in names]
     consts = np.array([1, 0, -np.inf, grid.shape[0] - 1, mu_grid.shape[0] - 1], grid.dtype)
     keep_q = flags[-1]
