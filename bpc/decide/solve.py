@@ -441,7 +441,7 @@ def solve_policy(
         instance; verification valued with its failure continuation unless
         ``plan_verify_continues=False``, the plan's ``critic_scope``), whose
         actions are read off it by one Bellman backup
-        (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
+        (:meth:`bpc.decide.kernels.dp.DPSolution.lookup`,
         :class:`bpc.decide.controllers.InstanceController`), so no policy is
         stored. ``horizon`` (steps left at the top layer ``H``), ``grid_size``
         (``G``), ``mu_grid_size`` (instance table), ``backend`` and

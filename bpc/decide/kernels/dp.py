@@ -310,37 +310,6 @@ class DPSolution:
         """The patch budget ``N`` (``None``: none)."""
         return int(self.value.shape[2]) if self.budget else None
 
-    def _states(self, b, used, h, mu, n, sample_index):
-        S = self.problem.n_samples
-        b = np.asarray(b, dtype=np.float64)
-        if sample_index is None:
-            if S > 1 and (b.ndim == 0 or b.shape[-1] != S):
-                raise ValueError(
-                    f"the solution holds {S} parameter samples: pass 'sample_index' or beliefs with "
-                    f"the samples on their last axis (shape (..., {S})); got beliefs of shape {b.shape}"
-                )
-            sample_index = np.arange(S) if S > 1 else 0
-            used = np.asarray(used)
-            if S > 1 and used.ndim == b.ndim - 1 and used.ndim > 0:
-                used = used[..., None]
-        if mu is None:
-            if self.mu_grid.shape[0] > 1:
-                raise ValueError("this table has a μ axis: pass 'mu', the θ-mean of each state")
-            mu = 0.0
-        arrays = np.broadcast_arrays(
-            b, np.asarray(mu, np.float64), *map(np.asarray, (n, used, h, sample_index))
-        )
-        shape = arrays[0].shape
-        bb, mm, nn, uu, hh, ss = (np.ravel(a) for a in arrays)
-        limits = (("'n'", nn, self.value.shape[2]), ("bitmasks 'used'", uu, self.value.shape[3]))
-        for name, x, hi in limits + (("steps left 'h'", hh, self.horizon + 1), ("'sample_index'", ss, S)):
-            if x.dtype.kind not in "iu" or (x < 0).any() or (x >= hi).any():
-                raise ValueError(f"{name} must be integers in 0..{hi - 1}")
-        for name, x in (("b", bb), ("mu", mm)):
-            if (~np.isfinite(x) | (x < 0) | (x > 1)).any():
-                raise ValueError(f"'{name}' must lie in [0, 1]")
-        return shape, bb, mm, *(x.astype(np.int64) for x in (nn, uu, hh, ss))
-
     def _mix(self, s, h, n, u, mu, terms):
         """``Σ_terms (a0·V[i] + a1·V[i+1])`` of ``value[s, h, n, u]`` at θ-mean ``mu`` (linear in μ)."""
         dt = self.grid.dtype
@@ -401,7 +370,11 @@ class DPSolution:
         return q
 
     def lookup(self, b, mu, n, u, h, s) -> np.ndarray:
-        """:meth:`q_at` on checked 1-d arrays (no validation: the per-decision path), ``(m, A)``.
+        """Q-values ``(m, A)`` at ``m`` states (1-d arrays; no validation: the per-decision path).
+
+        The states are beliefs ``b``, θ-means ``mu``, patches ``n``, used-critic
+        bitmasks ``u``, steps left ``h`` and sample indices ``s``; ``-inf``
+        marks an action not offered.
 
         With a μ axis, one backup at the exact state; without one (the
         paper's table), the Q-values at the two grid points around ``b``
@@ -418,35 +391,6 @@ class DPSolution:
         w = w[:, None]
         with np.errstate(invalid="ignore"):
             return np.where(np.isfinite(ql), ql * (1 - w) + qr * w, -np.inf)
-
-    def q_at(self, b, used, h, *, mu=None, n=0, sample_index=None) -> np.ndarray:
-        """Q-values at arbitrary states (:meth:`lookup` after validation).
-
-        Parameters
-        ----------
-        b : array_like
-            Beliefs. With ``sample_index=None`` either ``S == 1`` (any shape)
-            or the samples are the last axis (``(..., S)``).
-        used : array_like of int
-            Used-critic bitmasks, broadcast against ``b``.
-        h : int or array_like of int
-            Steps left, ``0 … H``.
-        mu : array_like, optional
-            θ-means (required when the table has a μ axis).
-        n : array_like of int
-            Patches used before the current one (``0 … N − 1``).
-        sample_index : array_like of int, optional
-            Which parameter sample each state uses (broadcast against ``b``).
-
-        Returns
-        -------
-        numpy.ndarray
-            ``b.shape + (A,)``; ``-inf`` for actions not offered (used or
-            unavailable critics; everything but stop and verify when ``h = 0``).
-        """
-        shape, b, mu, n, u, h, s = self._states(b, used, h, mu, n, sample_index)
-        out = self.lookup(b, mu, n, u, h, s)
-        return out.reshape(shape + (out.shape[-1],))
 
 
 def table_budget() -> int:
@@ -534,7 +478,7 @@ def solve_grid(
         if nbytes > _MAX_Q_BYTES:
             raise ValueError(
                 f"keep_q=True would store {nbytes / 1024**3:.1f} GiB of Q-values for S={S}; "
-                "solve fewer samples at once or read Q by DPSolution.q_at"
+                "solve fewer samples at once or read Q by DPSolution.lookup"
             )
         q = np.empty(shape[:5] + (CRITIC_OFFSET + K, shape[5]), dtype)
     if K > MAX_CRITICS:
