@@ -236,7 +236,7 @@ def test_bad_options(options, message):
 
 
 def test_bad_numbers_name_the_argument():
-    with pytest.raises(ValueError, match="'c_ver'"):
+    with pytest.raises(ValueError, match="cost c_ver must be a finite number"):
         Controller(prior=0.3, critics=CRITICS, costs={"c_gen": 1, "c_ver": -1, "reward": 100})
     with pytest.raises(ValueError, match="'tpr'"):
         Controller(

@@ -86,17 +86,14 @@ class InvertedCriticWarning(UserWarning):
 
 def _prices(costs) -> tuple[float, float, float]:
     """``(c_gen, c_ver, reward)`` from a :class:`bpc.costs.Costs` or a mapping with exactly those keys."""
-    if isinstance(costs, Costs):
-        return costs.c_gen, costs.c_ver, costs.reward
-    keys = ("c_gen", "c_ver", "reward")
-    if not isinstance(costs, Mapping) or set(costs) != set(keys):
-        raise ValueError(
-            f"costs must be a bpc.costs.Costs or a mapping of exactly c_gen, c_ver, reward; got {costs!r}"
-        )
-    for k in keys:
-        if isinstance(costs[k], bool) or not isinstance(costs[k], (int, float, np.integer, np.floating)):
-            raise ValueError(f"costs: {k} must be a number, got {costs[k]!r}")
-    return float(costs["c_gen"]), float(costs["c_ver"]), float(costs["reward"])
+    if not isinstance(costs, Costs):
+        try:
+            costs = Costs(**costs)  # checks every number
+        except TypeError:
+            raise ValueError(
+                f"costs must be a bpc.costs.Costs or a mapping of exactly c_gen, c_ver, reward; got {costs!r}"
+            ) from None
+    return costs.c_gen, costs.c_ver, costs.reward
 
 
 class Controller:
