@@ -85,3 +85,22 @@ def paper_greedy(b, used, prior, tpr, fpr, *, clip=False, **costs):
     used = np.asarray(used)
     used = used[..., None] if 0 < used.ndim == b.ndim - 1 else used
     return greedy(P, b, P.prior, 0, used, **{**PAPER_GREEDY, "lookahead": "clip" if clip else "verify"})
+
+
+def q_at(sol, b, used, h, *, mu=None, n=0, sample_index=None) -> np.ndarray:
+    """Q-values of a grid-DP table at broadcast states (:meth:`~bpc.decide.kernels.dp.DPSolution.lookup`).
+
+    With ``sample_index=None`` the table holds one sample, or the samples are
+    the last axis of ``b``. Returns ``b.shape + (A,)``.
+    """
+    S = sol.problem.n_samples
+    b, used = np.asarray(b, dtype=np.float64), np.asarray(used)
+    if sample_index is None:
+        sample_index = np.arange(S) if S > 1 else 0
+        if S > 1 and used.ndim == b.ndim - 1 and used.ndim > 0:
+            used = used[..., None]
+    mu = np.asarray(0.0 if mu is None else mu)
+    states = np.broadcast_arrays(b, mu, *map(np.asarray, (n, used, h)), sample_index)
+    b_, mu_, *ints = (np.ravel(x) for x in states)
+    out = sol.lookup(b_, mu_.astype(np.float64), *(x.astype(np.int64) for x in ints))
+    return out.reshape(states[0].shape + (out.shape[-1],))

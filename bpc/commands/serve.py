@@ -106,6 +106,7 @@ from bpc.commands.solve import add_controller_arguments, build_controller
 from bpc.decide.live.moves import (
     MAX_DEPTH,
     MAX_NUMBER_DIGITS,
+    MOVE_FIELDS,
     MOVES,
     MoveError,
     boolean_field,
@@ -146,11 +147,7 @@ COMMON_FIELDS = frozenset({"op", "id", "request_id"})
 OP_FIELDS: dict[str, frozenset[str]] = {
     "start": frozenset({"belief", "used", "critics", "state", "cell", "replace", "task", "task_prior"}),
     "decide": frozenset(),
-    "observe": frozenset({"critic", "passed"}),
-    "verified": frozenset({"passed"}),
-    "regenerated": frozenset({"fresh", "kind"}),
-    "refined": frozenset(),
-    "stop": frozenset(),
+    **MOVE_FIELDS,
     "state": frozenset(),
     "end": frozenset(),
     "episodes": frozenset(),

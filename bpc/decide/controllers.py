@@ -521,9 +521,6 @@ class InstanceController(BeliefController):
     max_patches : int or None
         Patch budget of an episode (the recorded pool, or the caller's);
         ``None`` (greedy, exact): none beyond the horizon.
-    table : DPSolution, optional
-        A table already solved for exactly these samples, costs and options
-        (e.g. loaded from a cache); default: solved here.
     """
 
     name = "bayesian_dp"
@@ -537,7 +534,6 @@ class InstanceController(BeliefController):
         critics: Sequence[str] | None = None,
         index: SampleIndex = every_sample,
         max_patches: int | None = POOL_SIZE,
-        table: DPSolution | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(params, costs, critics=critics, index=index, name=name)
@@ -578,13 +574,6 @@ class InstanceController(BeliefController):
         # Q at H steps left is a backup from V_{H−1} (DPSolution.lookup): the table stops at H − 1
         # unless it stores Q
         self._table_horizon = self.horizon if plan.keep_q else max(self.horizon - 1, 0)
-        if table is not None:
-            if table.value.shape[0] != self.n_samples or table.horizon < self._table_horizon:
-                raise ValueError(
-                    f"table holds {table.value.shape[0]} samples and horizon {table.horizon}; "
-                    f"need {self.n_samples} samples and horizon >= {self._table_horizon}"
-                )
-            self._tables[None] = table
         self.table = self.table_for(None) if self.method == "dp" else None
 
     def table_for(self, pattern: np.ndarray | None):
@@ -734,8 +723,7 @@ class TableController(InstanceController):
         (``keep_q`` default True: lookups gather stored Q-values instead of
         recomputing them by a Bellman backup — the same numbers); the rest is the paper's.
     **options
-        ``critics``, ``index``, ``name`` and ``table`` (a paper table already
-        solved for exactly these samples and costs) of :class:`InstanceController`.
+        ``critics``, ``index`` and ``name`` of :class:`InstanceController`.
     """
 
     def __init__(

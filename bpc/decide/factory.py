@@ -74,7 +74,6 @@ def make_controller(
     index: SampleIndex | None = None,
     max_patches: int | None = POOL_SIZE,
     name: str | None = None,
-    table: Any = None,
 ) -> Any:
     """A controller for one cell on the protocol of :mod:`bpc.decide.controllers`.
 
@@ -101,8 +100,6 @@ def make_controller(
         Patch budget the instance planners plan within (the pool, or the caller's).
     name : str, optional
         Policy name of the controller (default the policy's).
-    table : DPSolution, optional
-        A paper table already solved for exactly these samples, costs and options.
 
     Returns
     -------
@@ -137,7 +134,7 @@ def make_controller(
         samples = replace(samples, p_fix=samples.prior, p_break=1 - samples.prior)  # κ = ∞: a fresh sample
     sw = replace(sw, method=method, mode=mode)
     if paper and method == "dp":
-        return TableController(samples, costs, plan=sw, index=idx, table=table, name=name)
+        return TableController(samples, costs, plan=sw, index=idx, name=name)
     if paper and method == "greedy":
         return GreedyController(samples, costs, plan=sw, index=idx, name=name)
     return InstanceController(
@@ -146,6 +143,5 @@ def make_controller(
         plan=replace(sw, keep_q=None),  # stored Q-values are the paper table's (the μ axis backs up)
         index=idx,
         max_patches=None if paper else max_patches,  # the paper's tree has no patch budget
-        table=table,
         name=name,
     )

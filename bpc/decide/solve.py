@@ -5,9 +5,8 @@ over the one grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`) and the one
 exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`): every dim of the parameter Dataset other than
 ``critic`` — ``benchmark``, ``generator`` and, for posterior draws, ``chain``
 and ``draw`` — is flattened into the sample axis ``S``, so Laplace point
-estimates and full posteriors go through the same call. With the optional
-``dask`` extra, parameters chunked over any of those dims are solved chunk
-by chunk (``dask="parallelized"``) with identical results.
+estimates and full posteriors go through the same call (a panel too large for
+one process: :func:`bpc.experiments.cluster.solve_panel`, piece by piece).
 :func:`parameter_samples` is the same flattening for callers that keep the
 samples (the controllers of :mod:`bpc.decide.controllers`).
 
@@ -17,7 +16,7 @@ Conventions (method.md §Controllers):
 - cells without a prior (``NaN``) get ``NaN`` values and action ``-1``;
 - cells without a measured repair kernel regenerate as a fresh sample
   (:func:`fill_regeneration_kernel`, the Dataset form of
-  :func:`bpc.decide.table.fresh_sample_kernel`, applied by default);
+  :func:`bpc.decide.table.fresh_sample_kernel`);
 - actions are indexed ``0 = stop, 1 = verify, 2 = regenerate, 3 + k = critic k``
   and named by the ``action`` coordinate; ties go to the lowest index.
 """
@@ -27,10 +26,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 import xarray as xr
 
 from bpc.constants import (
@@ -49,6 +46,7 @@ from bpc.decide.kernels.options import KernelOptions
 from bpc.decide.options import DEFAULT_PLAN, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
+from bpc.validation import check_kappa
 
 __all__ = [
     "instance_kappa",
@@ -102,7 +100,6 @@ def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
         params["p_fix"],
         params["p_break"],
         output_core_dims=[[], []],
-        dask="allowed",
     )
     out = params.copy()
     out["p_fix"] = p_fix.transpose(*dims)
@@ -220,14 +217,9 @@ def _kappa_array(params: xr.Dataset) -> xr.DataArray:
     """
     if "kappa" not in params:
         return xr.DataArray(np.inf)
-    k = params["kappa"]
-    bad = k <= 0
-    if bool(bad.any()):
-        raise ValueError(
-            f"parameter 'kappa' (the instance concentration κ) must be > 0 (NaN or inf: the i.i.d. limit); "
-            f"got {float(k.where(bad).min())} in {int(bad.sum())} value(s)"
-        )
-    return xr.where(k.notnull(), k, np.inf)
+    kappa = params["kappa"].fillna(np.inf)
+    check_kappa(kappa.values, name="parameter 'kappa' (NaN: inf)")
+    return kappa
 
 
 def cost_arrays(
@@ -288,7 +280,7 @@ def _describe_costs(costs) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Block functions (module level: importable by dask workers)
+# Block functions
 # ---------------------------------------------------------------------------
 def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...], np.ndarray, Problem]:
     """One apply_ufunc block's problem, loop dims flattened to samples: ``(loop shape, ok, problem)``.
@@ -362,17 +354,8 @@ def _b0_block(*arrays, used, tree):
     return value.reshape(loop), q.reshape(loop + q.shape[1:]), action.reshape(loop)
 
 
-def _is_lazy(params: xr.Dataset) -> bool:
-    return any(params[v].chunks is not None for v in params.data_vars)
-
-
-def _prepare(params, costs, critics, fill_kernel):
-    if _is_lazy(params):
-        # structure only: reading dask-backed values here would compute them;
-        # the kernels validate the values of every block when it is computed
-        validate_params(params.isel({d: slice(0, 0) for d in params.dims}))
-    else:
-        validate_params(params)
+def _prepare(params, costs, critics):
+    validate_params(params)
     if critics is None:
         critics = decision_critics([str(c) for c in params[DIM_CRITIC].values])
     critics = list(critics)
@@ -382,8 +365,7 @@ def _prepare(params, costs, critics, fill_kernel):
     unknown = [c for c in critics if c not in have]
     if unknown:
         raise ValueError(f"critic(s) {unknown} not in the parameters' critic coordinate {have}")
-    if fill_kernel:
-        params = fill_regeneration_kernel(params)
+    params = fill_regeneration_kernel(params)
     c = cost_arrays(costs, params, critics=critics)
     sel = {DIM_CRITIC: critics}
     args = [
@@ -411,27 +393,17 @@ def _conventions(plan: PlanOptions, params: xr.Dataset, max_patches: int, paper:
     return kernel, _kappa_array(params)
 
 
-DaskMode = Literal["forbidden", "allowed", "parallelized"]
-"""How :func:`xarray.apply_ufunc` treats dask-backed inputs."""
+def _apply(block, params, args, core, outs, **kwargs) -> list[xr.DataArray]:
+    """:func:`xarray.apply_ufunc` of ``block`` over every sample; ``outs``: the outputs' core dim sizes.
 
-
-def _apply(block, params, args, core, outs, dask: DaskMode | None, **kwargs) -> list[xr.DataArray]:
-    """:func:`xarray.apply_ufunc` of ``block`` over every sample; ``outs``: ``(core dim sizes, dtype)``.
-
-    Returns the outputs with the parameters' dims first (dask-parallelized iff the inputs are dask arrays).
+    Returns the outputs with the parameters' dims first.
     """
-    if dask is None:
-        dask = "parallelized" if any(getattr(a, "chunks", None) is not None for a in args) else "forbidden"
-    sizes = {d: n for dims, _ in outs for d, n in dims.items()}
     res = xr.apply_ufunc(
         block,
         *args,
         input_core_dims=core,
-        output_core_dims=[list(dims) for dims, _ in outs],
+        output_core_dims=[list(dims) for dims in outs],
         kwargs=kwargs,
-        dask=dask,
-        output_dtypes=[dt for _, dt in outs],
-        dask_gufunc_kwargs={"output_sizes": sizes},
         keep_attrs=False,
     )
     lead = list(params["prior"].dims)
@@ -446,10 +418,6 @@ def solve_policy(
     plan: PlanOptions = DEFAULT_PLAN,
     critics: Sequence[str] | None = None,
     max_patches: int = POOL_SIZE,
-    dask: DaskMode | None = None,
-    dtype: npt.DTypeLike = np.float64,
-    fill_kernel: bool = True,
-    n_threads: int | None = None,
 ) -> xr.Dataset:
     """Solve the grid DP of every cell (and draw): the paper's ``bayesian_dp`` table or the instance table.
 
@@ -460,8 +428,7 @@ def solve_policy(
     ----------
     params : xarray.Dataset
         Parameter schema (:mod:`bpc.schema`): Laplace estimates or posterior
-        draws (``chain``/``draw``); may be dask-backed, chunked over any dim
-        but ``critic``. The optional ``kappa`` gives each sample's
+        draws (``chain``/``draw``), in memory. The optional ``kappa`` gives each sample's
         concentration under the instance belief (``inf`` where absent or ``NaN``).
     costs : Costs or callable
         One cost vector, or ``benchmark -> Costs`` (e.g. :func:`bpc.costs.paper_costs_for`).
@@ -474,7 +441,7 @@ def solve_policy(
         instance; verification valued with its failure continuation unless
         ``plan_verify_continues=False``, the plan's ``critic_scope``), whose
         actions are read off it by one Bellman backup
-        (:meth:`bpc.decide.kernels.dp.DPSolution.q_at`,
+        (:meth:`bpc.decide.kernels.dp.DPSolution.lookup`,
         :class:`bpc.decide.controllers.InstanceController`), so no policy is
         stored. ``horizon`` (steps left at the top layer ``H``), ``grid_size``
         (``G``), ``mu_grid_size`` (instance table), ``backend`` and
@@ -487,15 +454,6 @@ def solve_policy(
         user's logs).
     max_patches : int
         Instance table only: the patch budget ``N`` (the ``patch`` dim).
-    dask : {None, "forbidden", "allowed", "parallelized"}
-        Passed to :func:`xarray.apply_ufunc`; ``None`` = parallelized iff the inputs are dask arrays.
-    dtype : numpy dtype
-        ``float64`` or ``float32`` values.
-    fill_kernel : bool
-        Apply :func:`fill_regeneration_kernel` first (default); otherwise cells
-        without a kernel get ``NaN`` values (paper table).
-    n_threads : int, optional
-        Threads of the numba kernel per block.
 
     Returns
     -------
@@ -517,26 +475,23 @@ def solve_policy(
     keep_q, paper = bool(plan.keep_q), plan.belief == "iid"
     if keep_q and not paper:
         raise ValueError("keep_q is not available with belief_model='instance' (read Q by a backup)")
-    params, critics, args, core = _prepare(params, costs, critics, fill_kernel or not paper)
+    params, critics, args, core = _prepare(params, costs, critics)
     kernel, kappa = _conventions(plan, params, max_patches, PAPER_TABLE)
-    H, K, N, dtype = int(plan.horizon), len(critics), int(max_patches), np.dtype(dtype)
+    H, N = int(plan.horizon), int(max_patches)
     coords = {DIM_STEP: np.arange(H + 1), DIM_PATCH: np.arange(N), DIM_USED: used_labels(critics)}
     coords |= {
-        DIM_THETA_MEAN: belief_grid(plan.mu_grid_size, np.float64),
-        DIM_BELIEF: belief_grid(plan.grid_size, np.float64),
+        DIM_THETA_MEAN: belief_grid(plan.mu_grid_size),
+        DIM_BELIEF: belief_grid(plan.grid_size),
     }
     if paper:
         coords = {d: c for d, c in coords.items() if d not in (DIM_PATCH, DIM_THETA_MEAN)}
-    sizes = {d: len(c) for d, c in coords.items()}
-    outs = [(sizes, dtype), (sizes, np.int8)] if paper else [(sizes, dtype)]
+    dims = list(coords)
+    outs = [dims, dims] if paper else [dims]
     if keep_q:
         coords[DIM_ACTION] = list(action_names(critics))
-        q_dims = {d: n for d, n in sizes.items() if d != DIM_BELIEF} | {DIM_ACTION: 3 + K}
-        outs.append((q_dims | {DIM_BELIEF: sizes[DIM_BELIEF]}, dtype))
-    options: dict[str, Any] = dict(dtype=dtype, backend=plan.backend, n_threads=n_threads, keep_q=keep_q)
-    res = _apply(
-        _grid_block, params, [*args, kappa], [*core, []], outs, dask, paper=paper, kernel=kernel, **options
-    )
+        outs.append([d for d in dims if d != DIM_BELIEF] + [DIM_ACTION, DIM_BELIEF])
+    options = dict(paper=paper, kernel=kernel, backend=plan.backend, keep_q=keep_q)
+    res = _apply(_grid_block, params, [*args, kappa], [*core, []], outs, **options)
     ds = xr.Dataset(dict(zip(["value", "policy", "q"] if paper else ["value"], res, strict=False)))
     ds = ds.assign_coords(coords)
     ds["prior"] = params["prior"]
@@ -579,14 +534,12 @@ def solve_b0(
     used: str | int | Sequence[str] = "",
     belief: float | xr.DataArray | None = None,
     max_patches: int = POOL_SIZE,
-    dask: DaskMode | None = None,
-    fill_kernel: bool = True,
 ) -> xr.Dataset:
     """Exact value, Q-values and first action at one belief per cell and draw (expectimax).
 
     Parameters
     ----------
-    params, costs, critics, dask, fill_kernel
+    params, costs, critics
         As in :func:`solve_policy`.
     plan : PlanOptions
         ``belief`` ``"iid"`` (default): the paper's tree (κ = ∞, the repair
@@ -614,17 +567,15 @@ def solve_b0(
         name of the ``action`` dim, whose coordinate names the actions).
     """
     plan = plan.resolved()
-    params, critics, args, core = _prepare(params, costs, critics, fill_kernel)
+    params, critics, args, core = _prepare(params, costs, critics)
     tree, kappa = _conventions(plan, params, max_patches, PAPER_TREE)
     mask = used_mask(used, critics)
-    K = len(critics)
     root = params["prior"] if belief is None else belief
     if not isinstance(root, xr.DataArray):
         root = xr.DataArray(float(root))
     args = [*args, kappa, root]
     core = [*core, [], []]
-    outs = [({}, np.float64), ({DIM_ACTION: 3 + K}, np.float64), ({}, np.int8)]
-    res = _apply(_b0_block, params, args, core, outs, dask, used=mask, tree=tree)
+    res = _apply(_b0_block, params, args, core, [[], [DIM_ACTION], []], used=mask, tree=tree)
     ds = xr.Dataset(dict(zip(("value", "q", "best_action"), res, strict=True)))
     ds = ds.assign_coords({DIM_ACTION: list(action_names(critics))})
     ds["prior"] = params["prior"]

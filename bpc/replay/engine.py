@@ -195,11 +195,6 @@ def replay_baseline(
         For an unknown baseline name.
     """
     prof = get_profile(profile)
-    n, m = pool.n_instances, pool.n_patches
-    if name == "stop":
-        _counts(actions, n)
-        cost = costs.c_gen * ((m > 0) & (not prof.first_patch_free))
-        return -cost, np.zeros(n), cost
     if name == "best_of_3":
         return _best_of_3(pool, costs, prof, actions)
     crit = gate_critic(name)
@@ -211,7 +206,7 @@ def replay_baseline(
             costs = costs.with_critics({"test": costs.critic_cost("syn")})
     elif name == "fixed_pipeline":
         order, limit = fixed_pipeline(pool, costs, prof), prof.fixed_pipeline_max_patches
-    elif name in ("verify_first", "always_verify"):
+    elif name in ("stop", "verify_first", "always_verify"):
         order, limit = [], 1 if name == "verify_first" or prof.always_verify_first_patch_only else None
     else:
         raise ValueError(f"unknown baseline {name!r}; expected one of {BASELINE_POLICIES} or gate_<critic>")

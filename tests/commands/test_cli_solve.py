@@ -7,7 +7,7 @@ import pytest
 
 from bpc.cli import main
 from bpc.decide.options import PlanOptions
-from tests.loose_solvers import paper_dp, paper_greedy, paper_tree
+from tests.loose_solvers import paper_dp, paper_greedy, paper_tree, q_at
 from tests.tour import TOUR_ARGS
 
 BASE = [
@@ -53,7 +53,7 @@ def test_dp_method_with_used_critics(capsys):
     assert payload["q"]["syn"] is None and payload["q"]["test"] is None
     assert payload["state"]["used"] == ["syn", "test"]
     sol = paper_dp(0.3, TPR, FPR, 0.15, 0.05, **KW)
-    q = sol.q_at(np.array([0.7]), np.array([0b011]), 3)[0]
+    q = q_at(sol, np.array([0.7]), np.array([0b011]), 3)[0]
     np.testing.assert_allclose(q_list(payload), np.where(np.isfinite(q), q, np.nan))
     assert payload["value"] == pytest.approx(np.max(q))
     assert payload["action"] == ACTIONS[int(np.argmax(q))]
@@ -221,7 +221,7 @@ def test_exact_above_its_horizon_limit_falls_back_to_the_grid(capsys):
     assert payload["method"] == "dp" and payload["requested_method"] == "exact"
     assert f"limited to horizon <= {EXACT_MAX_HORIZON}" in payload["note"]
     sol = paper_dp(0.3, TPR, FPR, 0.15, 0.05, **KW, horizon=50)
-    np.testing.assert_allclose(q_list(payload), sol.q_at(np.array([0.3]), np.array([0]), 50)[0])
+    np.testing.assert_allclose(q_list(payload), q_at(sol, np.array([0.3]), np.array([0]), 50)[0])
 
 
 @pytest.mark.corpus

@@ -21,7 +21,7 @@ from bpc.decide.kernels.instance import (
     mixture_mean,
     pass_count_means,
 )
-from tests.loose_solvers import instance_dp, instance_tree, paper_tree
+from tests.loose_solvers import instance_dp, instance_tree, paper_tree, q_at
 
 R = 100.0
 TIE_TOL = 0.1
@@ -216,7 +216,7 @@ def dp_root(p, kw, *, chunk=64, **options):
         one = {k: v[start : start + chunk] for k, v in p.items()}
         sol = instance_dp(**one, **kw, **options)
         pr, m = one["prior"], one["prior"].shape[0]
-        out.append(sol.q_at(pr, 0, sol.horizon, mu=pr, n=0, sample_index=np.arange(m)))
+        out.append(q_at(sol, pr, 0, sol.horizon, mu=pr, n=0, sample_index=np.arange(m)))
     q = np.concatenate(out)
     return q.max(-1), q
 
@@ -231,7 +231,7 @@ def test_chunking_does_not_change_results():
     np.testing.assert_array_equal(q1, q2)
     sol = instance_dp(**p, **RELEASE, grid_size=21, mu_grid_size=21)
     pr = p["prior"]
-    np.testing.assert_array_equal(sol.q_at(pr, 0, 3, mu=pr, n=0, sample_index=np.arange(37)), q1)
+    np.testing.assert_array_equal(q_at(sol, pr, 0, 3, mu=pr, n=0, sample_index=np.arange(37)), q1)
 
 
 def test_mean_matching_is_exact_in_the_mean_only():
@@ -333,7 +333,7 @@ def test_grid_never_underestimates_and_picks_the_same_action(seed, kw, scope, ka
     ex = instance_tree(**p, **kw, mixture="moment", critic_scope=scope)
     sol = instance_dp(**p, **kw, critic_scope=scope)
     pr = p["prior"]
-    q = sol.q_at(pr, 0, 3, mu=pr, n=0, sample_index=np.arange(8))
+    q = q_at(sol, pr, 0, 3, mu=pr, n=0, sample_index=np.arange(8))
     offered = np.isfinite(ex.q)
     np.testing.assert_array_equal(offered, np.isfinite(q))
     over = np.where(offered, q - np.where(offered, ex.q, 0), 0)
@@ -368,7 +368,7 @@ def test_grid_policy_is_near_optimal_in_the_exact_tree():
         ex = instance_tree(**p, **kw, mixture="moment")
 
         def policy(b, mu, n, used, h, samples, sol=sol):
-            return sol.q_at(b, used, h, mu=mu, n=n, sample_index=samples).argmax(-1)
+            return q_at(sol, b, used, h, mu=mu, n=n, sample_index=samples).argmax(-1)
 
         v = instance_tree(**p, **kw, mixture="moment", policy=policy).value
         assert (v <= ex.value + 1e-9).all()
@@ -460,4 +460,4 @@ def test_grid_needs_a_budget_and_stop_ties_win():
         instance_dp(0.3, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, max_patches=None)
     # zero reward chance: stop (index 0) wins every tie at value 0
     sol = instance_dp(0.0, [0.9, 0.8, 0.7], [0.1, 0.2, 0.3], 1.0, **FAST, grid_size=11, mu_grid_size=11)
-    assert sol.q_at(0.0, 0, 3, mu=0.0, n=0).argmax(-1) == STOP
+    assert q_at(sol, 0.0, 0, 3, mu=0.0, n=0).argmax(-1) == STOP

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bpc.decide.live import EXACT_MAX_HORIZON, Controller, Decision, Episode, IllegalMoveError
 from bpc.decide.options import Budget, PlanOptions
 from tests.episodes import play_recorded
-from tests.loose_solvers import paper_dp, paper_greedy, paper_tree
+from tests.loose_solvers import paper_dp, paper_greedy, paper_tree, q_at
 
 CRITICS = {"syn": (0.99, 0.97, 1.0), "test": (0.95, 0.2, 2.0), "llm": (0.7, 0.4, 5.0)}
 TPR, FPR = [0.99, 0.95, 0.7], [0.97, 0.2, 0.4]
@@ -98,7 +98,7 @@ def test_decisions_are_the_kernels_q_values(belief, used):
     b = 0.3 if belief is None else belief
     mask = sum(1 << ACTIONS.index(c) - 3 for c in used)
     expected = {
-        "dp": paper_dp(0.3, TPR, FPR, 0.15, 0.05, **KW).q_at(np.array([b]), np.array([mask]), 3)[0],
+        "dp": q_at(paper_dp(0.3, TPR, FPR, 0.15, 0.05, **KW), np.array([b]), np.array([mask]), 3)[0],
         "exact": paper_tree(b, TPR, FPR, 0.15, 0.05, **KW, used=mask).q[0],
         "greedy": paper_greedy(b, mask, 0.3, TPR, FPR, **KW)[0],
     }
@@ -236,7 +236,7 @@ def test_bad_options(options, message):
 
 
 def test_bad_numbers_name_the_argument():
-    with pytest.raises(ValueError, match="'c_ver'"):
+    with pytest.raises(ValueError, match="cost c_ver must be a finite number"):
         Controller(prior=0.3, critics=CRITICS, costs={"c_gen": 1, "c_ver": -1, "reward": 100})
     with pytest.raises(ValueError, match="'tpr'"):
         Controller(

@@ -58,7 +58,6 @@ def test_sample_indices():
 import xarray as xr  # noqa: E402
 
 from bpc.costs import NAMED_COSTS  # noqa: E402
-from bpc.decide.controllers import TableController  # noqa: E402
 from bpc.decide.factory import make_controller  # noqa: E402
 from bpc.decide.options import PlanOptions  # noqa: E402
 
@@ -195,29 +194,3 @@ def test_robust_never_below_plug_in_under_the_posterior(n, frac, c_ver, b, seed)
     assert a_rob == int(np.nanargmax(mean)) or mean[a_rob] >= np.nanmax(mean) - 1e-9
     assert eq[a_rob] >= eq[a_plug] - 1e-9
     assert isinstance(post, xr.Dataset)
-
-
-def test_table_controller_reads_a_given_table_and_checks_it(draws):
-    from bpc.decide.solve import parameter_samples
-    from bpc.decide.table import SampleCosts
-    from tests.loose_solvers import paper_dp
-
-    cost = NAMED_COSTS["slow"]
-    samples = parameter_samples(draws, critics=("syn", "test", "llm"), one_cell=True)
-    costs = SampleCosts.from_costs(
-        cost, critics=samples.critics, n_samples=samples.n_samples, available=samples.available
-    )
-    filled = samples.with_fresh_sample_kernel().as_dict()
-    table = paper_dp(**filled, **costs.kernel_kwargs(), keep_q=False)  # lookups recompute Q by a backup
-    given = TableController(samples, costs, critics=samples.critics, table=table, name="cached")
-    own = robust_controller(draws, cost)
-    assert given.name == "cached" and given.table is table
-    s1, s2 = given.start(6), own.start(6)
-    for s in (s1, s2):
-        s.b[:] = np.linspace(0.1, 0.9, 6)[:, None]
-        s.used[:] = [0, 1, 2, 3, 4, 7]
-    np.testing.assert_array_equal(given.q_values(s1), own.q_values(s2))
-    with pytest.raises(ValueError, match="need 3 samples"):
-        TableController(
-            samples.take(slice(0, 3)), costs.take(slice(0, 3)), critics=samples.critics, table=table
-        )

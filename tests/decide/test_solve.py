@@ -1,4 +1,4 @@
-"""The solve layer: the array level (bpc.decide.table) and its xarray wrappers, dask."""
+"""The solve layer: the array level (bpc.decide.table) and its xarray wrappers."""
 
 import numpy as np
 import pytest
@@ -273,48 +273,6 @@ def test_bad_inputs_raise_clear_errors():
     p2 = p.copy(deep=True)
     p2["tpr"].loc[{"critic": "llm"}] = np.nan
     assert np.isfinite(solve_b0(p2, no_llm).value).all()
-
-
-# numpy's BLAS threads make every fork "multi-threaded"; the kernels hold no locks across fork
-@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-def test_dask_threaded_and_processes_match_numpy():
-    dask = pytest.importorskip("dask")
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    p = make_params(seed=5, draws=4)
-    costs = named_costs("slow")
-    ref = solve_policy(p, costs)
-    ref_b0 = solve_b0(p, costs)
-    chunked = p.chunk({"draw": 2, "benchmark": 1})
-    lazy = solve_policy(chunked, costs)
-    lazy_b0 = solve_b0(chunked, costs)
-    assert lazy.value.chunks is not None and lazy_b0.q.chunks is not None
-    # processes first (forked workers start fast: no re-import), then threads
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
-        with dask.config.set(scheduler="processes", pool=pool):
-            by_process = dask.compute(lazy, lazy_b0)
-    with dask.config.set(scheduler="threads"):
-        by_thread = dask.compute(lazy, lazy_b0)
-    for got, got_b0 in (by_process, by_thread):
-        xr.testing.assert_identical(got[["value", "policy"]], ref[["value", "policy"]])
-        xr.testing.assert_identical(
-            got_b0[["value", "q", "best_action"]], ref_b0[["value", "q", "best_action"]]
-        )
-
-
-@pytest.mark.slow
-def test_dask_local_cluster_matches_numpy():
-    distributed = pytest.importorskip("distributed")
-    p = make_params(seed=6, draws=4)
-    costs = named_costs("fast")
-    ref = solve_policy(p, costs)
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster:
-        with distributed.Client(cluster):
-            got = solve_policy(p.chunk({"draw": 1}), costs).compute()
-    xr.testing.assert_identical(got[["value", "policy"]], ref[["value", "policy"]])
 
 
 @pytest.mark.corpus

@@ -18,6 +18,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import numpy.typing as npt
 
+from bpc.validation import check_cost, check_kappa, check_probability
+
 __all__ = [
     "STOP",
     "VERIFY",
@@ -164,14 +166,6 @@ class Problem:
         """Number of actions ``3 + K``."""
         return CRITIC_OFFSET + self.n_critics
 
-    def astype(self, dtype) -> Problem:
-        """The problem with every float array but κ cast to ``dtype`` (the grid DP adds κ + n in float64)."""
-        arrays = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kappa"}
-        return Problem(
-            **{k: a.astype(dtype, copy=False) if a.dtype.kind == "f" else a for k, a in arrays.items()},
-            kappa=self.kappa,
-        )
-
     def take(self, index) -> Problem:
         """The problem restricted to some samples (integer index or slice)."""
         return Problem(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
@@ -183,27 +177,6 @@ def _as_float(name: str, value) -> np.ndarray:
     except (TypeError, ValueError):
         raise ValueError(f"argument {name!r} must be numeric, got {value!r}") from None
     return arr
-
-
-_RULES = {  # what a value must be, and the test that finds a bad one
-    "prob": ("hold probabilities in [0, 1]", lambda v: ~np.isfinite(v) | (v < 0) | (v > 1)),
-    "cost": ("hold finite costs >= 0", lambda v: ~np.isfinite(v) | (v < 0)),
-    "reward": ("be finite and > 0", lambda v: ~np.isfinite(v) | (v <= 0)),
-    "kappa": ("be > 0 (inf = i.i.d.)", lambda v: np.isnan(v) | (v <= 0)),
-}
-
-
-def _check(name: str, rule: str, arr: np.ndarray, mask=None) -> None:
-    """Refuse ``arr`` (where ``mask``: where a critic is available) unless every value follows ``rule``."""
-    vals = arr if mask is None else arr[np.broadcast_to(mask, arr.shape)]
-    what, bad_of = _RULES[rule]
-    bad = bad_of(vals)
-    if bad.any():
-        where = "" if mask is None else " where a critic is available"
-        raise ValueError(
-            f"argument {name!r} must {what}{where}; got {float(vals[bad].flat[0])!r} at "
-            f"{int(bad.sum())} position(s)"
-        )
 
 
 def _sample_count(shapes: dict[str, tuple[int, ...]]) -> int:
@@ -312,11 +285,17 @@ def make_problem(
         avail = np.isfinite(mat["tpr"]) & np.isfinite(mat["fpr"])
     avail = np.broadcast_to(avail, (S, K))
 
-    rules = dict(prior="prob", p_fix="prob", p_break="prob", c_gen="cost", c_ver="cost", reward="reward")
-    for n, rule in {**rules, "kappa": "kappa"}.items():
-        _check(n, rule, vec[n])
-    for n, rule in (("tpr", "prob"), ("fpr", "prob"), ("critic_costs", "cost")):
-        _check(n, rule, mat[n], avail)
+    for n in ("prior", "p_fix", "p_break"):
+        check_probability(vec[n], name=f"argument {n!r}")
+    for n in ("c_gen", "c_ver", "reward"):
+        check_cost(vec[n], name=f"argument {n!r}")
+    if (vec["reward"] <= 0).any():
+        raise ValueError(f"argument 'reward' must be > 0, got {float(vec['reward'].min())!r}")
+    check_kappa(vec["kappa"], name="argument 'kappa'")
+    where = " where a critic is available"
+    for n in ("tpr", "fpr"):
+        check_probability(mat[n][avail], name=f"argument {n!r}{where}")
+    check_cost(mat["critic_costs"][avail], name=f"argument 'critic_costs'{where}")
 
     fills = {"tpr": 0.5, "fpr": 0.5, "critic_costs": 0.0}  # never read where a critic is unavailable
     return Problem(

@@ -27,8 +27,7 @@ The policy is the argmax action; ties go to the lowest action index (stop
 before verify before regenerate before critics in axis order). One kernel,
 written once: compiled by numba (``nogil``, a thread pool over chunks of
 samples) or run by the interpreter (``backend="numpy"``: no numba import,
-for a handful of samples); both give identical numbers, in ``float64`` or
-``float32``.
+for a handful of samples); both give identical numbers (``float64``).
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from bpc.constants import GRID_SIZE, MAX_CRITICS, MAX_TABLE_BYTES
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, regenerate, verdict
@@ -64,11 +62,11 @@ PAPER_TABLE = KernelOptions(max_patches=None, mu_grid_size=1, regenerate="refine
 _MAX_Q_BYTES = 2 * 1024**3
 
 
-def belief_grid(grid_size: int = GRID_SIZE, dtype: npt.DTypeLike = np.float64) -> np.ndarray:
+def belief_grid(grid_size: int = GRID_SIZE) -> np.ndarray:
     """The uniform belief grid ``linspace(0, 1, grid_size)``."""
     if isinstance(grid_size, bool) or not isinstance(grid_size, (int, np.integer)) or grid_size < 2:
         raise ValueError(f"argument 'grid_size' must be an integer >= 2, got {grid_size!r}")
-    return np.linspace(0.0, 1.0, int(grid_size)).astype(dtype)
+    return np.linspace(0.0, 1.0, int(grid_size))
 
 
 # ---------------------------------------------------------------------------
@@ -238,9 +236,8 @@ def _run(P: Problem, grids, H, N, flags, out, *, backend, chunk_size, n_threads)
     """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
     (grid, mu_grid), (value, policy, q) = grids, out
     kernel = _kernel(backend, value.size // (value.shape[4] if flags[0] else 1))
-    B = P.astype(grid.dtype)
-    names = ("tpr", "fpr", "available", "critic_costs", "c_gen", "c_ver", "reward")
-    arrays = [np.ascontiguousarray(a) for a in (*(getattr(B, n) for n in names), B.kappa, B.p_fix, B.p_break)]
+    names = "tpr fpr available critic_costs c_gen c_ver reward kappa p_fix p_break".split()
+    arrays = [np.ascontiguousarray(getattr(P, n)) for n in names]
     consts = np.array([1, 0, -np.inf, grid.shape[0] - 1, mu_grid.shape[0] - 1], grid.dtype)
     keep_q = flags[-1]
     qarr = q if keep_q else np.empty((1,) * 7, grid.dtype)
@@ -287,7 +284,7 @@ class DPSolution:
         ``(S, H+1, N, 2**K, M, A, G)`` Q-values (``-inf`` where not offered),
         when solved with ``keep_q=True``.
     problem : Problem
-        The problem, in the table's dtype (κ in float64).
+        The problem.
     verify_terminal, critic_scope, regenerate, budget
         The planning options; ``budget=False``: no patch budget (``N = 1``).
     """
@@ -312,37 +309,6 @@ class DPSolution:
     def max_patches(self) -> int | None:
         """The patch budget ``N`` (``None``: none)."""
         return int(self.value.shape[2]) if self.budget else None
-
-    def _states(self, b, used, h, mu, n, sample_index):
-        S = self.problem.n_samples
-        b = np.asarray(b, dtype=np.float64)
-        if sample_index is None:
-            if S > 1 and (b.ndim == 0 or b.shape[-1] != S):
-                raise ValueError(
-                    f"the solution holds {S} parameter samples: pass 'sample_index' or beliefs with "
-                    f"the samples on their last axis (shape (..., {S})); got beliefs of shape {b.shape}"
-                )
-            sample_index = np.arange(S) if S > 1 else 0
-            used = np.asarray(used)
-            if S > 1 and used.ndim == b.ndim - 1 and used.ndim > 0:
-                used = used[..., None]
-        if mu is None:
-            if self.mu_grid.shape[0] > 1:
-                raise ValueError("this table has a μ axis: pass 'mu', the θ-mean of each state")
-            mu = 0.0
-        arrays = np.broadcast_arrays(
-            b, np.asarray(mu, np.float64), *map(np.asarray, (n, used, h, sample_index))
-        )
-        shape = arrays[0].shape
-        bb, mm, nn, uu, hh, ss = (np.ravel(a) for a in arrays)
-        limits = (("'n'", nn, self.value.shape[2]), ("bitmasks 'used'", uu, self.value.shape[3]))
-        for name, x, hi in limits + (("steps left 'h'", hh, self.horizon + 1), ("'sample_index'", ss, S)):
-            if x.dtype.kind not in "iu" or (x < 0).any() or (x >= hi).any():
-                raise ValueError(f"{name} must be integers in 0..{hi - 1}")
-        for name, x in (("b", bb), ("mu", mm)):
-            if (~np.isfinite(x) | (x < 0) | (x > 1)).any():
-                raise ValueError(f"'{name}' must lie in [0, 1]")
-        return shape, bb, mm, *(x.astype(np.int64) for x in (nn, uu, hh, ss))
 
     def _mix(self, s, h, n, u, mu, terms):
         """``Σ_terms (a0·V[i] + a1·V[i+1])`` of ``value[s, h, n, u]`` at θ-mean ``mu`` (linear in μ)."""
@@ -404,7 +370,11 @@ class DPSolution:
         return q
 
     def lookup(self, b, mu, n, u, h, s) -> np.ndarray:
-        """:meth:`q_at` on checked 1-d arrays (no validation: the per-decision path), ``(m, A)``.
+        """Q-values ``(m, A)`` at ``m`` states (1-d arrays; no validation: the per-decision path).
+
+        The states are beliefs ``b``, θ-means ``mu``, patches ``n``, used-critic
+        bitmasks ``u``, steps left ``h`` and sample indices ``s``; ``-inf``
+        marks an action not offered.
 
         With a μ axis, one backup at the exact state; without one (the
         paper's table), the Q-values at the two grid points around ``b``
@@ -421,35 +391,6 @@ class DPSolution:
         w = w[:, None]
         with np.errstate(invalid="ignore"):
             return np.where(np.isfinite(ql), ql * (1 - w) + qr * w, -np.inf)
-
-    def q_at(self, b, used, h, *, mu=None, n=0, sample_index=None) -> np.ndarray:
-        """Q-values at arbitrary states (:meth:`lookup` after validation).
-
-        Parameters
-        ----------
-        b : array_like
-            Beliefs. With ``sample_index=None`` either ``S == 1`` (any shape)
-            or the samples are the last axis (``(..., S)``).
-        used : array_like of int
-            Used-critic bitmasks, broadcast against ``b``.
-        h : int or array_like of int
-            Steps left, ``0 … H``.
-        mu : array_like, optional
-            θ-means (required when the table has a μ axis).
-        n : array_like of int
-            Patches used before the current one (``0 … N − 1``).
-        sample_index : array_like of int, optional
-            Which parameter sample each state uses (broadcast against ``b``).
-
-        Returns
-        -------
-        numpy.ndarray
-            ``b.shape + (A,)``; ``-inf`` for actions not offered (used or
-            unavailable critics; everything but stop and verify when ``h = 0``).
-        """
-        shape, b, mu, n, u, h, s = self._states(b, used, h, mu, n, sample_index)
-        out = self.lookup(b, mu, n, u, h, s)
-        return out.reshape(shape + (out.shape[-1],))
 
 
 def table_budget() -> int:
@@ -477,7 +418,6 @@ def solve_grid(
     options: KernelOptions = DEFAULT_KERNEL,
     *,
     keep_q: bool = False,
-    dtype: npt.DTypeLike = np.float64,
     backend: str = "auto",
     chunk_size: int | None = None,
     n_threads: int | None = None,
@@ -497,8 +437,6 @@ def solve_grid(
     keep_q : bool
         Also store every Q-value (the paper's table, ``mu_grid_size=1``, only;
         refused above 2 GiB).
-    dtype : numpy dtype
-        ``float64`` (default) or ``float32`` for values and arithmetic.
     backend : {"auto", "numba", "numpy"}
         Compiled or interpreted kernel (:data:`~bpc.decide.kernels.options.BACKENDS`; identical numbers).
     chunk_size, n_threads : int, optional
@@ -517,9 +455,7 @@ def solve_grid(
     P, o = problem, options
     o.check(n_critics=1)
     max_patches, mu_grid_size, regenerate = o.max_patches, o.mu_grid_size, o.regenerate
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float64), np.dtype(np.float32)):
-        raise ValueError(f"argument 'dtype' must be float64 or float32, got {dtype}")
+    dtype = np.dtype(np.float64)
     if backend not in BACKENDS:
         raise ValueError(f"argument 'backend' must be one of {BACKENDS}, got {backend!r}")
     if chunk_size is not None and (not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1):
@@ -531,8 +467,8 @@ def solve_grid(
         raise ValueError("mu_grid_size=1 needs regenerate='refine' (a fresh patch moves μ)")
     if keep_q and mu_grid_size != 1:
         raise ValueError("keep_q needs mu_grid_size=1 (with a μ axis Q is read by a backup)")
-    grid = belief_grid(o.grid_size, dtype)
-    mu_grid = np.zeros(1, dtype) if mu_grid_size == 1 else belief_grid(mu_grid_size, dtype)
+    grid = belief_grid(o.grid_size)
+    mu_grid = np.zeros(1) if mu_grid_size == 1 else belief_grid(mu_grid_size)
     S, K, H = P.n_samples, P.n_critics, int(o.horizon)
     N = 1 if max_patches is None else int(max_patches)
     shape = (S, H + 1, N, 1 << K, mu_grid.shape[0], grid.shape[0])
@@ -542,7 +478,7 @@ def solve_grid(
         if nbytes > _MAX_Q_BYTES:
             raise ValueError(
                 f"keep_q=True would store {nbytes / 1024**3:.1f} GiB of Q-values for S={S}; "
-                "solve fewer samples at once or read Q by DPSolution.q_at"
+                "solve fewer samples at once or read Q by DPSolution.lookup"
             )
         q = np.empty(shape[:5] + (CRITIC_OFFSET + K, shape[5]), dtype)
     if K > MAX_CRITICS:
@@ -572,7 +508,7 @@ def solve_grid(
         value,
         policy,
         q,
-        P.astype(dtype),
+        P,
         bool(o.verify_terminal),
         o.critic_scope,
         regenerate,

@@ -86,17 +86,14 @@ class InvertedCriticWarning(UserWarning):
 
 def _prices(costs) -> tuple[float, float, float]:
     """``(c_gen, c_ver, reward)`` from a :class:`bpc.costs.Costs` or a mapping with exactly those keys."""
-    if isinstance(costs, Costs):
-        return costs.c_gen, costs.c_ver, costs.reward
-    keys = ("c_gen", "c_ver", "reward")
-    if not isinstance(costs, Mapping) or set(costs) != set(keys):
-        raise ValueError(
-            f"costs must be a bpc.costs.Costs or a mapping of exactly c_gen, c_ver, reward; got {costs!r}"
-        )
-    for k in keys:
-        if isinstance(costs[k], bool) or not isinstance(costs[k], (int, float, np.integer, np.floating)):
-            raise ValueError(f"costs: {k} must be a number, got {costs[k]!r}")
-    return float(costs["c_gen"]), float(costs["c_ver"]), float(costs["reward"])
+    if not isinstance(costs, Costs):
+        try:
+            costs = Costs(**costs)  # checks every number
+        except TypeError:
+            raise ValueError(
+                f"costs must be a bpc.costs.Costs or a mapping of exactly c_gen, c_ver, reward; got {costs!r}"
+            ) from None
+    return costs.c_gen, costs.c_ver, costs.reward
 
 
 class Controller:
@@ -339,9 +336,6 @@ class Controller:
         self.first_patch_free = bool(budget.first_patch_free)
         self.kappa = kappa_v
         self.max_patches, self.max_cost = int(max_patches), float(max_cost)
-        self.budget = Budget(
-            max_patches=self.max_patches, max_cost=self.max_cost, first_patch_free=self.first_patch_free
-        )
         self.policy_name = str(policy)
         self.plan = replace(plan, mode=mode)
         self.cell: tuple[str, str] | None = None
