@@ -263,7 +263,8 @@ def test_informed_effects_are_centred_and_unobserved_levels_are_new_levels(count
     assert "benchmark_effect_prior" in model.named_vars
     assert model.named_vars_to_dims["benchmark_effect_prior"] == ("benchmark_prior",)
     seen = [b != "swebench_lite" for b in model.coords["benchmark"]]
-    assert list(model.coords["benchmark_prior"]) == [b for b, s in zip(model.coords["benchmark"], seen, strict=True) if s]
+    names = [b for b, s in zip(model.coords["benchmark"], seen, strict=True) if s]
+    assert list(model.coords["benchmark_prior"]) == names
     beta, sigma = pm.draw([model["beta_benchmark"], model["sigma_benchmark"]], draws=20_000, random_seed=2)
     z = beta[:, 0, :] / sigma[:, 0, None]  # the prior's row, in units of its σ
     n_obs = sum(seen)

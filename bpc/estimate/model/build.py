@@ -923,7 +923,7 @@ def _task_effects(
     res = _tensor(pt.set_subtensor(res[np.flatnonzero(last)], norm - total / np.sqrt(sizes)))
     res = res - norm[g]
     offset = _tensor(pt.zeros(group.size))
-    offset = pt.set_subtensor(offset[members], pt.switch(centred[g], res, sigma_task[g] * res))
+    offset = _tensor(pt.set_subtensor(offset[members], pt.switch(centred[g], res, sigma_task[g] * res)))
     rest = np.flatnonzero(~subset)
     if rest.size:
         z_rest = pm.Normal("z_task_rest", 0.0, 1.0, shape=(rest.size,))
