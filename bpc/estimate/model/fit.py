@@ -246,7 +246,8 @@ def sample_model(
     from pymc.backends.arviz import patch_nutpie_idata
 
     if o.progressbar:  # nutpie's own bar shows only on a terminal: say that sampling has started
-        what = f"{o.chains} chains × {o.draws} draws after {o.tune} tuning steps: NUTS[nutpie, {cores} cores]"
+        what = f"{o.chains} chains × {o.draws} draws after {o.tune} tuning steps"
+        what += f", target_accept {o.target_accept}: NUTS[nutpie, {cores} cores]"
         print(f"Sampling {what}", file=sys.stderr, flush=True)
     compiled = compile_nutpie(model) if compiled is None else compiled
     t0 = time.time()
