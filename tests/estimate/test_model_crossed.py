@@ -12,7 +12,7 @@ import xarray as xr
 from bpc.data.counts import counts_from_records, merge_counts
 from bpc.estimate.crossed import crossed_from_posterior, marginal_beta
 from bpc.estimate.model import ModelSpec, Refitter, build_model, cell_rates
-from bpc.estimate.model.build import _fixed_by_data, instance_observations, task_observations
+from bpc.estimate.model.build import centred_tasks, instance_observations, task_observations
 from tests.model_fixtures import fast_compile  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("fast_compile")
@@ -195,17 +195,14 @@ def test_task_effects_split_exactly_into_mean_and_residuals(counts, spread):
     assert {"z_task_mean", "z_task_raw"} <= names and "z_task" not in names
     tasks = task_observations(counts, instance_observations(counts))
     group = tasks["task_key_benchmark"].values
+    centred, subset = centred_tasks(tasks)
     key = tasks["task_row_key"].values
     passed, trials = (np.bincount(key, tasks[v].values, minlength=group.size) for v in ("task_k", "task_m"))
-    fixed = np.zeros(group.size, dtype=bool)  # the spread test, per benchmark over its tasks
-    for b in range(group.max() + 1):
-        rows, own = np.flatnonzero(group[key] == b), np.flatnonzero(group == b)
-        k, m = tasks["task_k"].values[rows], tasks["task_m"].values[rows]
-        fixed[own] = _fixed_by_data(k, m, np.searchsorted(own, key[rows]), own.size)
-    mixed = (passed > 0) & (passed < trials) & fixed
-    centred = np.bincount(group[mixed], minlength=group.max() + 1) >= 2
+    mixed = (passed > 0) & (passed < trials)
+    # centred benchmarks: z̄ over ≥ 2 of their mixed tasks; the others: over all their tasks
+    assert (np.bincount(group[subset & mixed], minlength=centred.size)[centred] >= 2).all()
+    assert subset[~centred[group]].all() and mixed[subset & centred[group]].all()
     assert centred.any() == (spread > 0)  # tasks far apart: their mixed tasks are centred
-    subset = np.where(centred[group], mixed, True)
     sizes = np.bincount(group[subset])
     assert model["z_task_raw"].type.shape == (subset.sum() - sizes.size,)
     assert ("z_task_rest" in names) == (not subset.all())

@@ -127,6 +127,7 @@ __all__ = [
     "DIM_TASK_BENCHMARK",
     "task_observations",
     "effect_levels",
+    "centred_tasks",
     "DIM_RATE",
     "DIM_OBS",
     "DIM_PRIOR_CELL",
@@ -864,6 +865,32 @@ def _instance_likelihood(
         pm.Potential("y_tasks", row_logp, dims=DIM_TASK_OBS)
 
 
+def centred_tasks(tasks: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """Which benchmarks' task residuals :func:`_task_effects` samples centred, and over which tasks.
+
+    A task is *mixed* when some of its rows pass and others fail, and its rows fix its effect
+    (:func:`_fixed_by_data` over the benchmark's tasks). A benchmark with at least two such tasks is
+    centred and its mean z̄ is over them; any other benchmark's mean is over all its tasks.
+
+    Returns
+    -------
+    centred, subset : numpy.ndarray
+        ``bool`` over ``task_benchmark``, and ``bool`` over ``task_key`` (the tasks z̄ is taken over).
+    """
+    group = tasks["task_key_benchmark"].values
+    n_bench = tasks.sizes[DIM_TASK_BENCHMARK]
+    key, k, m = (tasks[v].values for v in ("task_row_key", "task_k", "task_m"))
+    passed = np.bincount(key, k, minlength=group.size)
+    trials = np.bincount(key, m, minlength=group.size)
+    fixed = np.zeros(group.size, dtype=bool)
+    for b in range(n_bench):
+        rows, own = np.flatnonzero(group[key] == b), np.flatnonzero(group == b)
+        fixed[own] = _fixed_by_data(k[rows], m[rows], np.searchsorted(own, key[rows]), own.size)
+    mixed = (passed > 0) & (passed < trials) & fixed
+    centred = np.bincount(group[mixed], minlength=n_bench) >= 2
+    return centred, np.where(centred[group], mixed, True)
+
+
 def _task_effects(
     spec: ModelSpec, tasks: xr.Dataset
 ) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
@@ -895,19 +922,7 @@ def _task_effects(
     )
     group = tasks["task_key_benchmark"].values
     n_bench = tasks.sizes[DIM_TASK_BENCHMARK]
-    key = tasks["task_row_key"].values
-    passed = np.bincount(key, tasks["task_k"].values, minlength=group.size)
-    trials = np.bincount(key, tasks["task_m"].values, minlength=group.size)
-    fixed = np.zeros(group.size, dtype=bool)
-    for b in range(n_bench):
-        rows = np.flatnonzero(group[key] == b)
-        tasks_b = np.flatnonzero(group == b)
-        local = np.searchsorted(tasks_b, key[rows])
-        m, k = tasks["task_m"].values[rows], tasks["task_k"].values[rows]
-        fixed[tasks_b] = _fixed_by_data(k, m, local, tasks_b.size)
-    mixed = (passed > 0) & (passed < trials) & fixed
-    centred = np.bincount(group[mixed], minlength=n_bench) >= 2  # per benchmark
-    subset = np.where(centred[group], mixed, True)
+    centred, subset = centred_tasks(tasks)
     sizes = np.bincount(group[subset], minlength=n_bench).astype(float)
     z_mean = pm.Normal("z_task_mean", 0.0, 1.0 / np.sqrt(sizes), dims=DIM_TASK_BENCHMARK)
     members = np.flatnonzero(subset)
