@@ -57,7 +57,7 @@ import pandas as pd
 import xarray as xr
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
-from scipy.special import betaln, comb, expit, gammaln, logsumexp
+from scipy.special import betaln, comb, digamma, expit, gammaln, logsumexp
 
 from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR, DIM_TASK
 from bpc.schema import has_task_counts, validate_counts
@@ -369,6 +369,39 @@ def _crossed_loglik(
     return float(np.sum(np.asarray(logsumexp(np.log(w)[:, None] + ll.sum(axis=2), axis=0))))
 
 
+def _crossed_loglik_grad(
+    loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndarray, k: np.ndarray, x, w
+) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """:func:`_crossed_loglik` and its gradient in ℓ (G), log κ (G) and log σ, in closed form.
+
+    With a = κp, b = κ(1 − p), p = expit(ℓ + σx): ∂ log BB(k | m, a, b)/∂a = ψ(k + a) − ψ(m + a + b)
+    − ψ(a) + ψ(a + b) (and ∂/∂b alike); the marginal over the nodes weighs each node's gradient by
+    its posterior weight r_qt. Evaluated per distinct (m, k) class, as the log-likelihood is.
+    """
+    z = expit(loc[None, :] + sigma * x[:, None])  # (Q, G)
+    p = np.clip(z, 1e-12, 1 - 1e-12)
+    dp = np.where(p == z, p * (1 - p), 0.0)  # the clip's derivative is 0
+    mm, kk = np.nan_to_num(m), np.nan_to_num(k)
+    pairs, index = np.unique(np.stack([mm.ravel(), kk.ravel()], axis=1), axis=0, return_inverse=True)
+    index = index.reshape(mm.shape)  # (T, G) → class
+    a, b = p * kappa[None, :], (1 - p) * kappa[None, :]  # (Q, G)
+    cm, ck = pairs[:, 0][None, :, None], pairs[:, 1][None, :, None]  # (1, C, 1)
+    table = beta_binomial_logpmf(ck, cm, a[:, None, :], b[:, None, :])  # (Q, C, G)
+    both = digamma(a + b)[:, None, :] - digamma(cm + a[:, None, :] + b[:, None, :])
+    da = np.where(cm > 0, digamma(ck + a[:, None, :]) - digamma(a)[:, None, :] + both, 0.0)
+    db = np.where(cm > 0, digamma(cm - ck + b[:, None, :]) - digamma(b)[:, None, :] + both, 0.0)
+    g = np.arange(mm.shape[1])[None, :]
+    node = np.log(w)[:, None] + table[:, index, g].sum(axis=2)  # (Q, T)
+    total = logsumexp(node, axis=0)  # (T,)
+    r = np.exp(node - total[None, :])  # the nodes' posterior weights per task
+    weight = np.stack([r @ (index == c) for c in range(len(pairs))], axis=1)  # (Q, C, G)
+    d_p = (weight * (da - db)).sum(axis=1) * kappa[None, :]  # ∂/∂p, (Q, G)
+    d_kappa = (weight * (p[:, None, :] * da + (1 - p[:, None, :]) * db)).sum(axis=(0, 1))  # (G,)
+    d_loc = (d_p * dp).sum(axis=0)
+    d_log_sigma = sigma * float((d_p * dp * x[:, None]).sum())
+    return float(total.sum()), d_loc, d_kappa * kappa, d_log_sigma
+
+
 def crossed_eb(
     m: np.ndarray, k: np.ndarray, *, sigma: float | None = None, nodes: int = N_NODES
 ) -> CrossedEB:
@@ -422,16 +455,21 @@ def crossed_eb(
         log_sigma = theta[2 * G :] if fit_sigma else fixed_log_sigma
         return theta[:G], theta[G : 2 * G], log_sigma
 
-    def objective(theta: np.ndarray) -> float:
+    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
         loc, log_kappa, log_sigma = unpack(theta)
-        ll = _crossed_loglik(loc, np.exp(log_kappa), float(np.exp(log_sigma[0])), m, k, x, w)
+        ll, d_loc, d_log_kappa, d_log_sigma = _crossed_loglik_grad(
+            loc, np.exp(log_kappa), float(np.exp(log_sigma[0])), m, k, x, w
+        )
         parts = {"loc": loc, "log_kappa": log_kappa, "log_sigma": log_sigma if fit_sigma else np.zeros(0)}
-        pen = sum(float((((v - EB_PRIORS[nm][0]) / EB_PRIORS[nm][1]) ** 2).sum()) for nm, v in parts.items())
-        pen = pen / 2
-        return -(ll - pen)
+        z = {nm: (v - EB_PRIORS[nm][0]) / EB_PRIORS[nm][1] for nm, v in parts.items()}
+        pen = sum(float((v**2).sum()) for v in z.values()) / 2
+        d_sigma = np.array([d_log_sigma] if fit_sigma else [])
+        d_ll = {"loc": d_loc, "log_kappa": d_log_kappa, "log_sigma": d_sigma}
+        grad = np.concatenate([d_ll[nm] - v / EB_PRIORS[nm][1] for nm, v in z.items()])
+        return -(ll - pen), -grad
 
     bounds = [(-15.0, 15.0)] * G + [(-7.0, 10.0)] * G + ([(-5.0, 2.5)] if fit_sigma else [])
-    res = minimize(objective, theta0, method="L-BFGS-B", bounds=bounds)
+    res = minimize(objective, theta0, method="L-BFGS-B", jac=True, bounds=bounds)
     loc, log_kappa, log_sigma = unpack(res.x)
     kappa, scale = np.exp(log_kappa), float(np.exp(log_sigma[0]))
     return CrossedEB(loc, kappa, scale, _crossed_loglik(loc, kappa, scale, m, k, x, w), bool(res.success))

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from scipy import fft as sp_fft
-from scipy import stats
+from scipy import special, stats
 
 from bpc.constants import (
     CI_KIND,
@@ -116,7 +116,7 @@ def _z_scale(x: np.ndarray) -> np.ndarray:
     """Rank-normalised values per element (Blom's offset 3/8 over the chains' pooled draws)."""
     size = x.shape[0] * x.shape[1]
     ranks = stats.rankdata(x.reshape(size, -1), axis=0, method="average")
-    return stats.norm.ppf((ranks - 0.375) / (size + 0.25)).reshape(x.shape)
+    return special.ndtri((ranks - 0.375) / (size + 0.25)).reshape(x.shape)
 
 
 def _rhat(x: np.ndarray) -> np.ndarray:

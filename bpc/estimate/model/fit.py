@@ -53,7 +53,7 @@ from bpc.constants import (
     TARGET_ACCEPT_RETRY,
 )
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
-from bpc.estimate.model.diagnostics import diagnose
+from bpc.estimate.model.diagnostics import Diagnostics, diagnose
 from bpc.estimate.model.spec import ModelSpec
 from bpc.outputs import versions
 from bpc.schema import TASK_COUNT_VARS, validate_counts
@@ -571,14 +571,15 @@ def counts_of(dt: xr.DataTree) -> xr.Dataset:
     return dt["counts"].to_dataset()
 
 
-def _finish(dt: xr.DataTree, counts: xr.Dataset, spec: ModelSpec, config: dict, wall: float):
-    """Add the ``parameters`` and ``counts`` groups and the root attrs; return the diagnostics."""
+def _finish(
+    dt: xr.DataTree, counts: xr.Dataset, spec: ModelSpec, config: dict, wall: float, diag: Diagnostics
+) -> None:
+    """Add the ``parameters`` and ``counts`` groups and the root attrs (``diag``: the posterior's check)."""
     params = cell_rates(
         dt["posterior"].to_dataset(), counts, spec, seed=config["seed"], kernels=config["kernels"]
     )
     dt["parameters"] = xr.DataTree(params)
     dt["counts"] = xr.DataTree(counts.drop_attrs())
-    diag = diagnose(dt)
     sampling_time = dt["posterior"].attrs.get("sampling_time", wall)
     dt.attrs.update(
         {
@@ -595,7 +596,6 @@ def _finish(dt: xr.DataTree, counts: xr.Dataset, spec: ModelSpec, config: dict, 
             "diagnostics": json.dumps(diag.to_dict(), sort_keys=True),
         }
     )
-    return diag
 
 
 def _more_chains(dt: xr.DataTree, extra: xr.DataTree) -> xr.DataTree:
@@ -692,9 +692,9 @@ def fit(
     t0 = time.perf_counter()
     compiled = compile_nutpie(model) if options.sampler == "nutpie" else None  # once, for the extensions too
     dt = sample_model(model, options, compiled=compiled)
+    diag = diagnose(dt)  # once per run: on a wide panel it costs seconds
     extensions, run = 0, options
     while extensions < extend:
-        diag = diagnose(dt)
         divergent = diag.divergences > DIVERGENCES_MAX
         if diag.ok or (divergent and run.target_accept >= TARGET_ACCEPT_RETRY):
             break
@@ -705,9 +705,10 @@ def fit(
             dt = sample_model(model, extra, compiled=compiled)
         else:
             dt = _more_chains(dt, sample_model(model, extra, compiled=compiled))
+        diag = diagnose(dt)
     config = {**options.key(), "spec": spec.hash(), "counts": counts_hash(counts), "kernels": kernels}
     config["target_accept"] = float(run.target_accept)
-    diag = _finish(dt, counts, spec, {**config, "extensions": extensions}, time.perf_counter() - t0)
+    _finish(dt, counts, spec, {**config, "extensions": extensions}, time.perf_counter() - t0, diag)
     if warn:
         diag.warn(stacklevel=2)
     return dt
@@ -849,5 +850,5 @@ class Refitter:
         t0 = time.perf_counter()
         dt = sample_model(self.model, options, compiled=self._compiled, data=data)
         config = {**options.key(), "spec": self.spec.hash(), "counts": counts_hash(counts)}
-        _finish(dt, counts, self.spec, {**config, "kernels": kernels}, time.perf_counter() - t0)
+        _finish(dt, counts, self.spec, {**config, "kernels": kernels}, time.perf_counter() - t0, diagnose(dt))
         return dt
