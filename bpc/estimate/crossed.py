@@ -408,7 +408,8 @@ def crossed_eb(
     """Empirical-Bayes fit of one benchmark's crossed model to its (task, generator) counts.
 
     Maximises the marginal likelihood (task effects integrated on :func:`normal_grid`) plus the
-    weak penalties :data:`EB_PRIORS` over ℓ (G), log κ (G) and log σ, with L-BFGS-B.
+    weak penalties :data:`EB_PRIORS` over ℓ (G), log κ (G) and log σ, with L-BFGS-B on the closed-form
+    gradient (:func:`_crossed_loglik_grad`; docs/method.md §Task model).
 
     Parameters
     ----------

@@ -134,6 +134,17 @@ def test_empty_or_unknown_ladders_are_refused():
         RefitLadder(tiny_counts(), presets=("default", "nope"))
 
 
+def test_a_ladder_models_the_critics_of_its_counts():
+    """Without a spec, a refit models the data's own critics (as ``fit`` does), not the paper's three:
+    a user's log with critics ``base`` and ``selftest`` keeps them in every leave-one-out refit."""
+    from bpc.schema import empty_counts
+
+    counts = empty_counts(["b"], ["g1", "g2"], critics=["base", "selftest"])
+    assert RefitLadder(counts).spec == ModelSpec.for_counts(counts)
+    assert RefitLadder(counts).spec.critics == ("base", "selftest")
+    assert RefitLadder(tiny_counts()).spec == ModelSpec.default()  # the corpus' critics: the paper's spec
+
+
 def test_a_reduced_fit_is_what_is_cached_and_reused(tmp_path):
     def keep_attrs_only(dt: xr.DataTree) -> xr.DataTree:
         out = xr.DataTree.from_dict({"posterior": dt["posterior"].to_dataset().isel(draw=[0, 1])})

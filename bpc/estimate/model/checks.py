@@ -219,7 +219,7 @@ def prior_predictive(
 
     ``counts`` only provides coordinates and which critics exist per cell.
     """
-    spec = ModelSpec.default() if spec is None else spec
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     validate_counts(counts)
     bs = [str(v) for v in counts[DIM_BENCHMARK].values]
     gs = [str(v) for v in counts[DIM_GENERATOR].values]
@@ -351,7 +351,7 @@ def simulate_from_prior(
         True cell rates (parameter schema, no sample dims; with the instance
         model also ``kappa``, the cell's κ_inst).
     """
-    spec = ModelSpec.default() if spec is None else spec
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     truth = prior_predictive(counts, spec, draws=1, seed=seed).isel({DIM_CHAIN: 0, DIM_DRAW: 0}, drop=True)
     rng = np.random.default_rng([int(seed), 4])
     k, n = rate_counts(counts, spec)
@@ -506,7 +506,7 @@ def sbc(
     fitter : Fitter
         ``(counts, seed) -> parameter draws``, e.g. :func:`refit_fitter`.
     spec : ModelSpec, optional
-        Model spec (default :meth:`ModelSpec.default`).
+        Model spec (default :meth:`ModelSpec.for_counts`: the counts' own critics).
     reps : int
         Simulated data sets.
     seed : int
@@ -551,7 +551,7 @@ def sbc(
       stand-in in the tests — whereas simuk compiles and samples a new
       model per replicate.
     """
-    spec = ModelSpec.default() if spec is None else spec
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     if truth not in ("prior", "simulator"):
         raise ValueError(f"truth must be 'prior' or 'simulator', got {truth!r}")
     out = []
@@ -620,7 +620,7 @@ def sbc_model(
         simulate (without them each cell's prior enters through its patch
         total, ``y_prior``, which it can).
     spec : ModelSpec, optional
-        Model spec (default :meth:`ModelSpec.default`).
+        Model spec (default :meth:`ModelSpec.for_counts`: the counts' own critics).
     reps : int
         Simulated data sets (one refit each; every refit compiles the model).
     draws, tune, chains : int
@@ -641,7 +641,7 @@ def sbc_model(
 
     from bpc.estimate.model.build import build_model
 
-    spec = ModelSpec.default() if spec is None else spec
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     if spec.instance and "inst_hist" in counts and bool((counts["inst_hist"].fillna(0) > 0).any()):
         # the histograms enter as a Potential, for which PyMC's prior predictive draws no data:
         # simuk would refit every replicate on the original histograms and the ranks would mean nothing
@@ -827,7 +827,7 @@ def lpd_table(
     params : xarray.Dataset
         Hierarchical posterior draws fitted on ``train``.
     spec : ModelSpec, optional
-        Model spec (default :meth:`ModelSpec.default`).
+        Model spec (default :meth:`ModelSpec.for_counts`: the counts' own critics).
 
     Returns
     -------
@@ -839,7 +839,7 @@ def lpd_table(
         Beta(1 + k_train, 1 + n_train − k_train)); unobserved training data
         count as k_train = n_train = 0.
     """
-    spec = ModelSpec.default() if spec is None else spec
+    spec = ModelSpec.for_counts(train) if spec is None else spec
     k_te, n_te = rate_counts(test, spec)
     k_tr, n_tr = rate_counts(train, spec)
     coords = {DIM_BENCHMARK: test[DIM_BENCHMARK].values, DIM_GENERATOR: test[DIM_GENERATOR].values}
@@ -882,7 +882,7 @@ def subsample_comparison(
     pandas.DataFrame
         :func:`lpd_table` rows with ``size`` and ``rep`` columns.
     """
-    spec = ModelSpec.default() if spec is None else spec
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     out = []
     for m in sizes:
         for i in range(reps):
@@ -915,7 +915,7 @@ def leave_one_cell_out(
     fitter : Fitter
         ``(counts, seed) -> parameter draws``.
     spec : ModelSpec, optional
-        Model spec (default :meth:`ModelSpec.default`).
+        Model spec (default :meth:`ModelSpec.for_counts`: the counts' own critics).
     cells : sequence of (benchmark, generator), optional
         Cells to hold out (default: every cell with patch counts).
     seed : int
@@ -926,7 +926,7 @@ def leave_one_cell_out(
     pandas.DataFrame
         :func:`lpd_table` rows with a ``held_out`` column ``"benchmark/generator"``.
     """
-    spec = ModelSpec.default() if spec is None else spec
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     if cells is None:
         i, j = np.nonzero(np.isfinite(counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values))
         pairs = zip(counts[DIM_BENCHMARK].values[i], counts[DIM_GENERATOR].values[j], strict=True)

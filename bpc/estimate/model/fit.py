@@ -774,12 +774,13 @@ class Refitter:
     template : xarray.Dataset
         Counts whose observed entries span every entry any later fit may observe.
     spec : ModelSpec, optional
+        Default :meth:`ModelSpec.for_counts` of the template (its own critics, as :func:`fit`).
     sampler : {"auto", "nutpie", "pymc"}
         The implementation the model is compiled for (every fit's ``options.sampler`` is replaced by it).
     """
 
     def __init__(self, template: xr.Dataset, spec: ModelSpec | None = None, *, sampler: str = "auto"):
-        spec = ModelSpec.default() if spec is None else spec
+        spec = ModelSpec.for_counts(template) if spec is None else spec
         # refits use the cell-level model: their subsampled counts are edited cell by cell
         self.spec = replace(spec, tasks=False)
         self.template = template

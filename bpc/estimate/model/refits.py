@@ -132,7 +132,8 @@ class RefitLadder:
     template : xarray.Dataset
         Counts whose observed entries span every count set fitted later (the model is compiled on it).
     spec : ModelSpec, optional
-        The model (default :meth:`bpc.estimate.model.spec.ModelSpec.default`); its hash is part of the key.
+        The model (default :meth:`bpc.estimate.model.spec.ModelSpec.for_counts` of the template: its own
+        critics); its hash is part of the key.
     presets : sequence of str
         The ladder (:data:`bpc.constants.SAMPLER_PRESETS` names, tried in turn).
     cache : path, optional
@@ -180,7 +181,7 @@ class RefitLadder:
             raise ValueError(f"the refit ladder needs at least one sampler preset, got {presets!r}")
         check_choices(presets, sorted(SAMPLER_PRESETS), what="sampler preset")
         self.template = template
-        self.spec = ModelSpec.default() if spec is None else spec
+        self.spec = ModelSpec.for_counts(template) if spec is None else spec
         self.presets = tuple(presets)
         self.cache = None if cache is None else Path(cache)
         self.sampler = resolve_sampler(sampler)
