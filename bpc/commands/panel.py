@@ -58,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--refit-preset", action="append",
-        help="sampler preset a refit tries, in order, until it converges (repeatable; default: default)",
+        help="sampler preset a refit tries, in order, until it converges (repeatable; default: "
+        "default, long)",
     )  # fmt: skip
     parser.add_argument(
         "--refit-cache", type=Path,

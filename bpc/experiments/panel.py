@@ -53,7 +53,15 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, DEFAULT_SEED, FOLD_SEEDS, N_FOLDS
+from bpc.constants import (
+    BOOTSTRAP_B,
+    BOOTSTRAP_SEED,
+    CI_PROB,
+    DEFAULT_SEED,
+    FOLD_SEEDS,
+    N_FOLDS,
+    REFIT_PRESETS,
+)
 from bpc.costs import NAMED_COSTS, Costs
 from bpc.data.splits import Cell
 from bpc.experiments.efficiency import LOCO_K, TASK_ARM, LocoConfig
@@ -152,7 +160,7 @@ class PanelConfig:
     per_benchmark: int = 1
     hierarchical_ks: tuple[int | None, ...] = (0,)
     hierarchical_folds: int = 1
-    presets: tuple[str, ...] = ("default",)
+    presets: tuple[str, ...] = REFIT_PRESETS
     draws: int = 50
     protocol: bool = True
     protocol_seeds: tuple[int, ...] = (FOLD_SEEDS[0],)

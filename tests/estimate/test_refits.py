@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -337,3 +338,27 @@ def test_the_cache_key_holds_every_sampler_setting():
     fields = {f.name for f in dataclasses.fields(SamplerOptions)} - {"cores", "progressbar"}
     assert set(options.key()) == fields
     assert key["target_accept"] == SAMPLER_PRESETS["long"]["target_accept"] and key["seed"] == 3
+
+
+def test_an_emptied_cell_observes_no_task_so_every_calibration_shares_its_base_fit():
+    """A target's k = 0 counts blank its per-task counts too: calibrations on different tasks empty
+    to the same counts (one base fit per target, not one per calibration)."""
+    from bpc.data.counts import counts_from_records
+    from bpc.estimate.model.fit import counts_hash
+    from bpc.estimate.model.refits import empty_cell
+
+    rec = pd.DataFrame(
+        {
+            "benchmark": "b",
+            "generator": np.repeat(["g1", "g2"], 4),
+            "patch_id": 0,
+            "instance_id": np.tile(["t0", "t1", "t2", "t3"], 2),
+            "Y": [1, 0, 1, 0, 1, 1, 0, 0],
+        }
+    )
+    counts = counts_from_records(rec)
+    one, two = (counts_from_records(rec.drop(index=[i])) for i in (0, 1))
+    one, two = (c.reindex_like(counts) for c in (one, two))
+    emptied = [empty_cell(c, ("b", "g1")) for c in (counts, one, two)]
+    assert emptied[0]["task_n"].sel(benchmark="b", generator="g1").isnull().all()
+    assert len({counts_hash(c) for c in emptied}) == 1

@@ -316,7 +316,7 @@ class RefitLadder:
 
 
 def empty_cell(counts: xr.Dataset, cell: tuple[str, str]) -> xr.Dataset:
-    """``counts`` with ``cell`` observing nothing (zero counts, no measured kernel): a target at k = 0.
+    """``counts`` with ``cell`` observing nothing (no count, kernel or task): a target at k = 0.
 
     Examples
     --------
@@ -325,12 +325,15 @@ def empty_cell(counts: xr.Dataset, cell: tuple[str, str]) -> xr.Dataset:
     >>> float(empty_cell(c, ("lcb_hard", "gpt5_mini"))["n_patches"].item())
     0.0
     """
-    from bpc.schema import COUNT_VARS
+    from bpc.schema import COUNT_VARS, TASK_COUNT_VARS
 
     out = counts.copy(deep=True)
     sel = {DIM_BENCHMARK: cell[0], DIM_GENERATOR: cell[1]}
     for var in COUNT_VARS:
         out[var].loc[sel] = np.nan if var in ("trans_n", "trans_flip") else 0.0
+    for var in TASK_COUNT_VARS:  # its tasks too: one k = 0 fit whatever calibration it is the base of
+        if var in out:
+            out[var].loc[sel] = np.nan
     return out
 
 
