@@ -105,10 +105,11 @@ class ResultsCommand:
 _PAPER = f"{DATA_PREFIX}paper_corpus"
 _MAPCODER = f"{DATA_PREFIX}mapcoder_corpus/mapcoder.csv --critic base=base:1 "
 _MAPCODER += "--critic sample_io=sample_io_exec:1 --critic selftest=selftest:2"
-_PANEL_BOUNDS = (
+_PANEL = (
     "--loco-per-benchmark 1 --max-folds 1 --new-generator-per-benchmark 2 "
     "--new-generator-arm complete_pooling --new-generator-arm pooled_task_oracle "
-    "--no-hierarchical --no-protocol --out bpc-panel"
+    + " ".join(f"--hierarchical-k {k}" for k in ("0", "1", "3", "10", "all"))
+    + " --out bpc-panel"
 )
 _LCB = f"{_PAPER} --benchmark lcb_hard --benchmark lcb_medium"
 
@@ -161,25 +162,23 @@ REGISTRY: dict[str, ResultsCommand] = {
             "(docs/method.md §Replay and evaluation).",
             MAPCODER_QUIRKS,
         ),
-        *(
-            _page(
-                f"panel-mapcoder-{bench}",
-                f"panel {_MAPCODER} --benchmark {bench} {_PANEL_BOUNDS}",
-                f"Where pooling pays on the MapCoder panel: {bench}",
-                "One benchmark of the wide-panel study (`bpc panel`; the closed-form arms read only the "
-                "benchmark's own cells, so each benchmark runs on its own): leave one cell out on its "
-                "most widely run generator (Laplace, complete pooling, the task prior; k = 0, 1, 3, 10, "
-                "all; one fold) and a new generator on two cells (complete pooling and the task prior "
-                "against the best simple baseline chosen on the other generators' tasks); held-out "
-                "utility (fast costs, and verification at 30) and log predictive density, "
-                "task-clustered intervals. Bounded to finish on 2 shared cores: no hierarchical refits, "
-                "no cross-fitted decision study (`bpc panel` without these options runs them).",
-                MAPCODER_QUIRKS
-                + " The same programs are scored by two HumanEval oracles (humaneval_et, humaneval_plus); "
-                "many tasks pass for no generator (counted on the page, ids in flagged_tasks.txt).",
-                outputs=("--out",),
-            )
-            for bench in ("apps", "humaneval_et", "humaneval_plus", "mbpp_et", "xcodeeval")
+        _page(
+            "panel-mapcoder",
+            f"panel {_MAPCODER} {_PANEL}",
+            "Where pooling and the task prior pay on the MapCoder panel",
+            "The wide-panel study (`bpc panel`) on all 72 cells: leave one cell out on each benchmark's "
+            "most widely run generator (Laplace, complete pooling, the task prior; the hierarchical "
+            "model's posterior-mean, Bayes-robust and Thompson controllers, one refit per calibration "
+            "with its convergence counted; k = 0, 1, 3, 10, all; one fold), a new generator on two "
+            "cells per benchmark (complete pooling and the task prior against the best simple "
+            "baseline chosen on the other generators' tasks), and the cross-fitted decisions "
+            "against the best simple baseline; held-out utility (fast costs, and verification at "
+            "30) and log predictive density, task-clustered intervals.",
+            MAPCODER_QUIRKS
+            + " The same programs are scored by two HumanEval oracles (humaneval_et, humaneval_plus); "
+            "many tasks pass for no generator (counted on the page, ids in flagged_tasks.txt).",
+            outputs=("--out",),
+            long=True,
         ),
         _page(
             "compare-lcb",
