@@ -62,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default, long)",
     )  # fmt: skip
     parser.add_argument(
+        "--include-failed",
+        action="store_true",
+        help="also score a hierarchical refit that failed its convergence check, flagged (default: "
+        "excluded and counted)",
+    )
+    parser.add_argument(
         "--refit-cache", type=Path,
         help="folder the hierarchical refits are written to and reused from (a stopped run resumes)",
     )  # fmt: skip
@@ -121,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         hierarchical=() if args.no_hierarchical else tuple(args.hierarchical_target or ()) or None,
         hierarchical_ks=tuple(args.hierarchical_k or PanelConfig.hierarchical_ks),
         presets=tuple(args.refit_preset or PanelConfig.presets),
+        include_failed=args.include_failed,
         protocol=not args.no_protocol,
         B=PanelConfig.B if args.bootstrap is None else args.bootstrap,
     )

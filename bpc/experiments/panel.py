@@ -135,6 +135,9 @@ class PanelConfig:
         Folds of the first repeat scored by the hierarchical subset.
     presets : tuple of str
         The refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`).
+    include_failed : bool
+        Score a hierarchical calibration whose fit failed its convergence check too; its rows then
+        carry the flag "used" (default: excluded and counted).
     draws : int
         Posterior draws of the Bayes-robust and Thompson controllers.
     protocol : bool
@@ -161,6 +164,7 @@ class PanelConfig:
     hierarchical_ks: tuple[int | None, ...] = (0,)
     hierarchical_folds: int = 1
     presets: tuple[str, ...] = REFIT_PRESETS
+    include_failed: bool = False
     draws: int = 50
     protocol: bool = True
     protocol_seeds: tuple[int, ...] = (FOLD_SEEDS[0],)
@@ -326,6 +330,7 @@ def run_panel(
             ks=config.hierarchical_ks,
             repeats=1,
             max_folds=config.hierarchical_folds,
+            replay_failed=config.include_failed,
         )
         with (
             _timed(
@@ -396,7 +401,8 @@ def panel_table(
     """``arm − reference`` per (part, measure, costs, k) pooled per benchmark and over all benchmarks.
 
     Per-task values are averaged over repeats first; calibrations whose fit failed its check have no
-    rows (they are excluded and counted: ``n_calibrations − n_converged``, ``flag``). The ``all``
+    rows (they are excluded and counted: ``n_calibrations − n_converged``, ``flag``) unless the study
+    scored them (:attr:`PanelConfig.include_failed`; the flag then says they are used). The ``all``
     rows resample tasks over every benchmark at once. ``k = -1``: all training tasks.
     """
     from bpc.evaluate import pooled_contrast
@@ -439,7 +445,9 @@ def panel_table(
     table = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(PANEL_COLUMNS))
     failed = table["n_calibrations"] - table["n_converged"]
     failed = failed.fillna(0).astype(np.int64)
-    table["flag"] = np.where(failed > 0, failed.astype(str) + " failed fit(s) excluded", "")
+    scored = (~loco["converged"].astype(bool) & (loco["policy"] != "")).any()  # include_failed
+    how = " failed fit(s) used" if scored else " failed fit(s) excluded"
+    table["flag"] = np.where(failed > 0, failed.astype(str) + how, "")
     table.attrs.update({"prob": float(prob), "B": int(B), "interval": "task-clustered percentile bootstrap"})
     return table[list(PANEL_COLUMNS)]
 

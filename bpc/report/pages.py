@@ -109,7 +109,7 @@ _PANEL = (
     "--loco-per-benchmark 1 --max-folds 1 --new-generator-per-benchmark 2 "
     "--new-generator-arm complete_pooling --new-generator-arm pooled_task_oracle "
     + " ".join(f"--hierarchical-k {k}" for k in ("0", "1", "3", "10", "all"))
-    + " --out bpc-panel"
+    + " --include-failed --out bpc-panel"
 )
 _LCB = f"{_PAPER} --benchmark lcb_hard --benchmark lcb_medium"
 
@@ -168,10 +168,11 @@ REGISTRY: dict[str, ResultsCommand] = {
             "Where pooling and the task prior pay on the MapCoder panel",
             "The wide-panel study (`bpc panel`) on all 72 cells: leave one cell out on each benchmark's "
             "most widely run generator (Laplace, complete pooling, the task prior; the hierarchical "
-            "model's posterior-mean, Bayes-robust and Thompson controllers, one refit per calibration "
-            "with its convergence counted; k = 0, 1, 3, 10, all; one fold), a new generator on two "
-            "cells per benchmark (complete pooling and the task prior against the best simple "
-            "baseline chosen on the other generators' tasks), and the cross-fitted decisions "
+            "model's posterior-mean, Bayes-robust and Thompson controllers, one posterior per "
+            "calibration, a fit that failed its check scored and flagged; k = 0, 1, 3, 10, all; one "
+            "fold), a new generator on two cells per benchmark (complete pooling and the task prior "
+            "against the best simple baseline chosen on the other generators' tasks), and the "
+            "cross-fitted decisions "
             "against the best simple baseline; held-out utility (fast costs, and verification at "
             "30) and log predictive density, task-clustered intervals.",
             MAPCODER_QUIRKS

@@ -132,8 +132,12 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
         names = sorted({f"{b}/{g}" for b, g in zip(targets["benchmark"], targets["generator"], strict=True)})
         lines += [
             f"Targets: {', '.join(names)}; refit ladder {cfg.get('presets')}; a refit that failed its "
-            "check is excluded (`converged` < `calibrations`, flagged). The hierarchy's LPD is the "
-            "posterior predictive (posterior_mean_dp row).",
+            + (
+                "check is scored and flagged (`--include-failed`; `converged` < `calibrations`)."
+                if cfg.get("include_failed")
+                else "check is excluded (`converged` < `calibrations`, flagged)."
+            )
+            + " The hierarchy's LPD is the posterior predictive (posterior_mean_dp row).",
             "",
         ]
         h = hier[hier["benchmark"] == "all"].assign(
