@@ -220,7 +220,7 @@ class RefitLadder:
         ['chains', 'counts', 'draws', 'kernels', 'preset', 'reduce', 'sampler', 'seed', 'spec',
          'target_accept', 'tune']
         >>> k["target_accept"], k["draws"], k["seed"]
-        (0.95, 4000, 3)
+        (0.99, 4000, 3)
         """
         from bpc.estimate.model.fit import SamplerOptions, counts_hash
 
