@@ -392,7 +392,7 @@ def _crossed_loglik_grad(
     db = np.where(cm > 0, digamma(cm - ck + b[:, None, :]) - digamma(b)[:, None, :] + both, 0.0)
     g = np.arange(mm.shape[1])[None, :]
     node = np.log(w)[:, None] + table[:, index, g].sum(axis=2)  # (Q, T)
-    total = logsumexp(node, axis=0)  # (T,)
+    total = np.asarray(logsumexp(node, axis=0))  # (T,)
     r = np.exp(node - total[None, :])  # the nodes' posterior weights per task
     weight = np.stack([r @ (index == c) for c in range(len(pairs))], axis=1)  # (Q, C, G)
     d_p = (weight * (da - db)).sum(axis=1) * kappa[None, :]  # ∂/∂p, (Q, G)
