@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 FORMS = ("generator", "model_method", "both")
+"""The three forms; ``generator`` is bpc's (one factor), the reference of the differences."""
 
 
 def cell_table(path: str) -> pd.DataFrame:
@@ -86,7 +87,7 @@ def lpd_per_task(p_draws: np.ndarray, n: float, k: float) -> float:
 def summarise(scores: pd.DataFrame) -> str:
     """The mean LPD per form and the paired differences to ``generator``, overall and by group."""
     wide = scores.pivot_table(index=["benchmark", "generator", "single"], columns="form", values="lpd")
-    wide = wide.reset_index()
+    wide = wide.rename_axis(index=["benchmark", "cell_generator", "single"], columns=None).reset_index()
     groups = {"all cells": wide, "generator with one cell": wide[wide["single"]]}
     groups.update({f"benchmark {b}": part for b, part in wide.groupby("benchmark")})
     lines = ["| cells | n | " + " | ".join(FORMS) + " | model_method − generator | both − generator |"]
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--draws", type=int, default=1000)
+    ap.add_argument("--out", default=None, help="CSV of every held-out score (cell, form, lpd, converged)")
     args = ap.parse_args(argv)
     path = args.data or str(require_corpus().parent / "mapcoder_corpus" / "mapcoder.csv")
     start = time.perf_counter()
@@ -139,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({**cell.to_dict(), "form": form, "lpd": lpd, "converged": ok})
         print(f"{form}: {len(cells)} refits, {failed[form]} failed the check", flush=True)
     scores = pd.DataFrame(rows)
+    if args.out:
+        scores.to_csv(args.out, index=False)
     print()
     print(summarise(scores))
     print("\nLPD: mean log predictive density per task of a held-out cell's first-program outcomes")
