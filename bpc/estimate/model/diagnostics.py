@@ -8,9 +8,7 @@ variable and reports which variables fail.
 
 from __future__ import annotations
 
-import os
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import arviz as az
@@ -217,15 +215,11 @@ def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics
         raise ValueError(f"diagnose: need >= 2 chains and >= 4 draws, got {chains} x {draws}")
     # Variables constant across draws (e.g. sum-to-zero residues) have undefined R-hat; skip them.
     varying = [v for v in post.data_vars if float(post[v].std()) > 0]
-
-    def worst(name: str) -> list[float]:
+    rows = {}
+    for name in varying:
         values = post[name].transpose("chain", "draw", ...).values.reshape(chains, draws, -1)
         found = _per_element(values.astype(float))
-        return [_worst(v, how) for v, how in zip(found, (np.max, np.min, np.min), strict=True)]
-
-    # the variables in threads: the sorts and FFTs release the GIL (seconds on a wide panel's fit)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(varying), os.cpu_count() or 1))) as pool:
-        rows = dict(zip(varying, pool.map(worst, varying), strict=True))
+        rows[name] = [_worst(v, how) for v, how in zip(found, (np.max, np.min, np.min), strict=True)]
     columns = ["max_rhat", "min_ess_bulk", "min_ess_tail"]
     table = pd.DataFrame.from_dict(rows, orient="index", columns=columns).astype(float)
     table.index.name = "variable"
