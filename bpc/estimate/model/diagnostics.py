@@ -217,9 +217,9 @@ def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics
     varying = [v for v in post.data_vars if float(post[v].std()) > 0]
     rows = {}
     for name in varying:
-        values = post[name].transpose("chain", "draw", ...).values.reshape(chains, draws, -1)
-        found = _per_element(values.astype(float))
-        rows[name] = [_worst(v, how) for v, how in zip(found, (np.max, np.min, np.min), strict=True)]
+        da = post[name].transpose("chain", "draw", ...)
+        values = _per_element(da.values.reshape(chains, draws, -1).astype(float))
+        rows[name] = [_worst(v, how) for v, how in zip(values, (np.max, np.min, np.min), strict=True)]
     columns = ["max_rhat", "min_ess_bulk", "min_ess_tail"]
     table = pd.DataFrame.from_dict(rows, orient="index", columns=columns).astype(float)
     table.index.name = "variable"
