@@ -273,12 +273,15 @@ def interrupt_guard() -> Iterator[None]:
     normally or with any other exception — after a SIGINT, it raises
     ``KeyboardInterrupt`` instead, so the command stops as interrupted
     (exit 130) and writes nothing.
+
+    A process that ignores SIGINT (started in the background by a shell, or under ``nohup``) keeps
+    ignoring it: a Ctrl-C meant for the foreground job does not end it.
     """
-    if threading.current_thread() is not threading.main_thread():
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous == signal.SIG_IGN:
         yield
         return
     hit = threading.Event()
-    previous = signal.getsignal(signal.SIGINT)
 
     def handler(signum, frame):
         hit.set()

@@ -503,7 +503,12 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
     they import), which closes the cluster and exits 130."""
     out = tmp_path / "cmp"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, "-m", "bpc", "compare", "simulated", "--quick", "--scheduler", "local"]
+    # bpc starts as from a terminal, SIGINT at its default, whatever this process inherited: a suite run
+    # in the background by a non-interactive shell ignores SIGINT, and an exec'd child keeps ignoring it
+    terminal = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    terminal += "os.execv(sys.argv[1], sys.argv[1:])"
+    argv = [sys.executable, "-c", terminal, sys.executable, "-m", "bpc", "compare", "simulated", "--quick"]
+    argv += ["--scheduler", "local"]
     errfile = tmp_path / "err.txt"
     with errfile.open("w") as err_fh:
         proc = subprocess.Popen(

@@ -116,3 +116,19 @@ def test_a_ctrl_c_a_c_callback_swallowed_prints_nothing_and_still_ends_the_block
         sys.unraisablehook = hook
     assert len(seen) == 2 and unraisable not in seen  # the one after the Ctrl-C was quiet
     assert restored == seen.append  # the guard put the hook back
+
+
+def test_the_interrupt_guard_leaves_an_ignored_sigint_ignored():
+    """A background job (a shell's ``&``, ``nohup``) ignores SIGINT; the guard must not take it back."""
+    import signal
+
+    from bpc.progress import interrupt_guard
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupt_guard():
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+            signal.raise_signal(signal.SIGINT)  # ignored: the block goes on
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
