@@ -496,9 +496,7 @@ def policy_controller(
     if name == "bayesian_greedy" and prof.greedy_release_formula:
         return ReleaseGreedyController(params_cell, costs, critics=critics)
     if name == "bayesian_dp" and prof.dp_release_mode:
-        return ReleaseDPController(
-            params_cell, costs, critics=critics, kernel_default_from_prior=prof.dp_kernel_default_from_prior
-        )
+        return ReleaseDPController(params_cell, costs, critics=critics)
     return factory.make_controller(
         params_cell,
         costs,

@@ -138,11 +138,6 @@ class Profile:
         at the last step worth ``-c_gen``, table looked up again after every
         critic. Paper: receding-horizon DP over (b, h, U) with linear
         interpolation (:class:`bpc.decide.controllers.DPController`).
-    dp_kernel_default_from_prior : bool
-        Without a measured transition kernel the DP regenerates with
-        ``p_fix = π`` and ``p_break = 1 - π`` (a fresh sample). Both profiles
-        use this default; it is a switch so that a profile may instead
-        require a kernel.
     missing_verdict_as_fail : bool
         A missing critic verdict on a patch counts as *fail* (release: the
         authors' code tests verdicts for truth, and ``None`` is false; it
@@ -208,7 +203,6 @@ class Profile:
     fixed_pipeline_critics: tuple[str, ...] = ("syn", "test", "llm")
     greedy_release_formula: bool = False
     dp_release_mode: bool = False
-    dp_kernel_default_from_prior: bool = True
     missing_verdict_as_fail: bool = False
     in_sample: bool = False
     instance_order: str = "sorted"
@@ -294,7 +288,6 @@ PAPER_RELEASE = Profile(
     fixed_pipeline_critics=("syn", "llm"),
     greedy_release_formula=True,
     dp_release_mode=True,
-    dp_kernel_default_from_prior=True,
     missing_verdict_as_fail=True,
     in_sample=True,
     instance_order="file",
