@@ -55,9 +55,17 @@ _KERNEL = {f.name for f in fields(KernelOptions)}
 
 
 def _solve(solver, P, base: KernelOptions, options: dict):
-    """``solver`` on ``P``: ``base`` updated by the kernel options among ``options``, the rest passed on."""
+    """``solver`` on ``P``: ``base`` updated by the kernel options among ``options``, the rest passed on.
+
+    A ``policy(b, mu, n, used, h, samples) -> actions`` among them makes the exact tree follow it
+    instead of the best action at every node: ``value`` is then its expected utility.
+    """
     kernel = replace(base, **{k: v for k, v in options.items() if k in _KERNEL})
-    return solver(P, kernel, **{k: v for k, v in options.items() if k not in _KERNEL})
+    rest = {k: v for k, v in options.items() if k not in _KERNEL}
+    if rest.get("policy") is not None:
+        return _policy_value(P, kernel, **rest)
+    rest.pop("policy", None)
+    return solver(P, kernel, **rest)
 
 
 def paper_dp(*args, **kw):
@@ -78,16 +86,10 @@ def instance_dp(prior, tpr, fpr, kappa, **kw):
     return _solve(solve_grid, P, KernelOptions(), options)
 
 
-def instance_tree(prior, tpr, fpr, kappa, *, policy=None, **kw):
-    """The exact tree of the instance problem (κ ``kappa``) with the options of :func:`solve_tree`.
-
-    With ``policy(b, mu, n, used, h, samples) -> actions`` the tree follows it
-    instead of the best action at every node: ``value`` is its expected utility.
-    """
+def instance_tree(prior, tpr, fpr, kappa, **kw):
+    """The exact tree of the instance problem (κ ``kappa``) with the options of :func:`solve_tree`."""
     P, options = _split((prior, tpr, fpr), {**kw, "kappa": kappa})
-    if policy is None:
-        return _solve(solve_tree, P, KernelOptions(), options)
-    return _solve(lambda P, o, **root: _policy_value(P, o, policy, **root), P, KernelOptions(), options)
+    return _solve(solve_tree, P, KernelOptions(), options)
 
 
 @dataclass

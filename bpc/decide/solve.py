@@ -58,7 +58,6 @@ __all__ = [
     "solve_b0",
     "fill_regeneration_kernel",
     "parameter_samples",
-    "cost_arrays",
 ]
 
 DIM_USED = "used"
@@ -227,55 +226,34 @@ def _kappa_array(params: xr.Dataset) -> xr.DataArray:
     return kappa
 
 
-def cost_arrays(
-    costs: Costs | Callable[[str], Costs], params: xr.Dataset, *, critics: Sequence[str]
-) -> dict[str, xr.DataArray]:
-    """Costs as DataArrays aligned with ``params``.
+def _sample_costs(costs, params: xr.Dataset, critics: Sequence[str], flat) -> dict[str, np.ndarray]:
+    """The kernels' costs of every sample (``flat``: :func:`_sample_axis`'s).
 
-    Parameters
-    ----------
-    costs : Costs or callable
-        One vector for every cell, or a function ``benchmark -> Costs``
-        (e.g. :func:`bpc.costs.paper_costs_for`) evaluated per benchmark.
-    params : xarray.Dataset
-        The parameters (for the ``benchmark`` coordinate).
-    critics : sequence of str
-        Critics whose costs are needed; a vector without a critic's price
-        gives ``NaN`` (an error later only where that critic is available).
-
-    Returns
-    -------
-    dict
-        ``c_gen``, ``c_ver``, ``reward`` (scalar or ``(benchmark,)``) and
-        ``critic_costs`` (``(critic,)`` or ``(benchmark, critic)``).
+    ``costs`` is one vector for every cell, or a function ``benchmark -> Costs``
+    (e.g. :func:`bpc.costs.paper_costs_for`) evaluated per benchmark. A vector
+    without a critic's price gives ``NaN`` (an error later only where that
+    critic is available).
     """
-    critics = list(critics)
-
-    def one(c: Costs) -> list[float]:
-        if not isinstance(c, Costs):
-            raise ValueError(
-                f"costs must be a bpc.costs.Costs or a callable returning one, got {type(c).__name__}"
-            )
-        return [c.c_gen, c.c_ver, c.reward, *(float(c.critic.get(k, np.nan)) for k in critics)]
-
     if isinstance(costs, Costs):
-        rows, dims, coords = np.array(one(costs), dtype=np.float64), [], {}
+        vectors, index = [costs], 0
     elif not callable(costs):
         raise ValueError(f"costs must be a bpc.costs.Costs or a callable benchmark -> Costs, got {costs!r}")
     elif DIM_BENCHMARK not in params.dims:
         raise ValueError("per-benchmark costs need a 'benchmark' dim on the parameters")
     else:
         benches = params[DIM_BENCHMARK].values
-        rows, dims = np.array([one(costs(str(b))) for b in benches], dtype=np.float64), [DIM_BENCHMARK]
-        coords = {DIM_BENCHMARK: benches}
-    out = {
-        n: xr.DataArray(rows[..., i], dims=dims, coords=coords)
-        for i, n in enumerate(("c_gen", "c_ver", "reward"))
-    }
-    out["critic_costs"] = xr.DataArray(
-        rows[..., 3:], dims=[*dims, DIM_CRITIC], coords={**coords, DIM_CRITIC: critics}
-    )
-    return out
+        vectors = [costs(str(b)) for b in benches]
+        index = flat(xr.DataArray(np.arange(len(benches)), dims=DIM_BENCHMARK)).astype(np.int64)
+    for c in vectors:
+        if not isinstance(c, Costs):
+            raise ValueError(
+                f"costs must be a bpc.costs.Costs or a callable returning one, got {type(c).__name__}"
+            )
+    prices = [
+        [c.c_gen, c.c_ver, c.reward, *(float(c.critic.get(k, np.nan)) for k in critics)] for c in vectors
+    ]
+    r = np.array(prices, dtype=np.float64)[index]  # one row, or one per sample
+    return {"c_gen": r[..., 0], "c_ver": r[..., 1], "reward": r[..., 2], "critic_costs": r[..., 3:]}
 
 
 def _describe_costs(costs) -> str:
@@ -309,7 +287,6 @@ def _problem(params, costs, critics, *, refine: bool, kappa: xr.DataArray, root=
     placeholders, their critics are unavailable and the caller masks their results.
     """
     template, flat = _sample_axis(params, root)
-    c = cost_arrays(costs, params, critics=critics)
     sel = {DIM_CRITIC: critics}
     prior, p_fix, p_break = (flat(params[n]) for n in ("prior", "p_fix", "p_break"))
     b0 = np.zeros(prior.shape) if root is None else flat(root)
@@ -323,10 +300,7 @@ def _problem(params, costs, critics, *, refine: bool, kappa: xr.DataArray, root=
         flat(params["tpr"].sel(sel), [DIM_CRITIC]) * placeholder,
         flat(params["fpr"].sel(sel), [DIM_CRITIC]) * placeholder,
         **kernel,
-        costs={
-            "critic_costs": flat(c["critic_costs"], [DIM_CRITIC]),
-            **{n: flat(c[n]) for n in ("c_gen", "c_ver", "reward")},
-        },
+        costs=_sample_costs(costs, params, critics, flat),
         kappa=flat(kappa),
     )
     return template, ok, P, b0

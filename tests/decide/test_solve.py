@@ -8,7 +8,6 @@ from bpc.costs import Costs, named_costs, paper_costs_for
 from bpc.decide.kernels.belief import CRITIC_OFFSET
 from bpc.decide.options import PlanOptions
 from bpc.decide.solve import (
-    cost_arrays,
     fill_regeneration_kernel,
     parameter_samples,
     solve_b0,
@@ -205,8 +204,10 @@ def test_per_benchmark_costs_and_missing_cells():
         np.testing.assert_array_equal(
             ds.value.sel(benchmark=b, generator="haiku45").values, flat(sol.value)[0]
         )
-    ca = cost_arrays(paper_costs_for, p, critics=["syn", "test"])
-    np.testing.assert_array_equal(ca["c_ver"].values, [5.0, 90.0])
+    from bpc.decide.solve import _problem
+
+    P = _problem(p, paper_costs_for, ["syn", "test"], refine=True, kappa=xr.DataArray(np.inf))[2]
+    np.testing.assert_array_equal(P.c_ver, [5.0, 5.0, 90.0, 90.0])  # per benchmark, sample order
 
 
 def test_posterior_draws_keep_their_dims_and_b0_matches_exact():

@@ -174,11 +174,11 @@ def test_make_controller_by_profile():
     ctl = policy_controller("bayesian_dp", params, FAST, "bpc")
     assert isinstance(ctl, InstanceController) and ctl.plan.belief == "instance"
     assert np.isfinite(ctl.kappa).all() and ctl.plan.plan_verify_continues
-    iid = policy_controller("bayesian_dp", params, FAST, "bpc", belief="iid")
+    iid = policy_controller("bayesian_dp", params, FAST, BPC.with_(belief="iid"))
     assert np.isinf(iid.kappa).all() and iid.critic_scope == "patch"
     greedy = policy_controller("bayesian_greedy", params, FAST, "bpc")
     assert isinstance(greedy, InstanceController) and greedy.method == "greedy"
-    paper_instance = policy_controller("bayesian_dp", params, FAST, "paper", belief="instance")
+    paper_instance = policy_controller("bayesian_dp", params, FAST, PAPER.with_(belief="instance"))
     assert not paper_instance.plan.plan_verify_continues  # the paper's planning convention, instance belief
 
 

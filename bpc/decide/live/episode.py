@@ -419,10 +419,13 @@ class Episode:
         critics, theta0 = start.get("critics"), start.get("theta0")
         moves = data.get("moves", [])
 
-        # start.belief and start.theta0 are checked by the constructor
+        if belief is not None and (isinstance(belief, bool) or not isinstance(belief, int | float)):
+            raise ValueError(f"episode state: start.belief must be a number or null, got {belief!r}")
         lists = (used, *(() if critics is None else (critics,)))
         if not all(isinstance(x, list | tuple) and all(isinstance(c, str) for c in x) for x in lists):
             raise ValueError("episode state: start.used and start.critics must be lists of critic names")
+        if theta0 is not None:
+            theta0 = check_beta(theta0, name="episode state: start.theta0")
         if not isinstance(moves, (list, tuple)):
             raise ValueError(f"episode state: moves must be a list, got {type(moves).__name__}")
         ep = cls(controller, belief=belief, used=tuple(used), critics=critics, theta0=theta0, learn=False)
