@@ -81,7 +81,7 @@ def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
     Parameters
     ----------
     params : xarray.Dataset
-        Parameter schema (:mod:`bpc.schema`), with or without ``chain``/``draw``.
+        Parameter schema (:mod:`bpc.schema`, validated), with or without ``chain``/``draw``.
 
     Returns
     -------
@@ -89,9 +89,6 @@ def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
         A copy with ``p_fix``/``p_break`` filled and a boolean variable
         ``kernel_filled`` marking the filled entries.
     """
-    for name in ("prior", "p_fix", "p_break"):
-        if name not in params:
-            raise ValueError(f"parameter Dataset lacks variable {name!r}")
     dims = params["p_fix"].dims
     p_fix, p_break = xr.apply_ufunc(
         fresh_sample_kernel,
@@ -226,7 +223,9 @@ def _kappa_array(params: xr.Dataset) -> xr.DataArray:
     return kappa
 
 
-def _sample_costs(costs, params: xr.Dataset, critics: Sequence[str], flat) -> dict[str, np.ndarray]:
+def _sample_costs(
+    costs: Costs | Callable[[str], Costs], params: xr.Dataset, critics: Sequence[str], flat
+) -> dict[str, np.ndarray]:
     """The kernels' costs of every sample (``flat``: :func:`_sample_axis`'s).
 
     ``costs`` is one vector for every cell, or a function ``benchmark -> Costs``

@@ -146,10 +146,8 @@ def test_profiles():
     )
     for prof in (PAPER, PAPER_RELEASE):
         assert (prof.belief, prof.plan_verify_continues, prof.n_folds) == ("iid", False, None)
-    with pytest.raises(ValueError, match="belief"):
-        PAPER.with_(belief="mixture")
-    with pytest.raises(ValueError, match="n_folds"):
-        PAPER_RELEASE.with_(n_folds=5)
+    with pytest.raises(ValueError, match="belief"):  # checked where the switches are read
+        PAPER.with_(belief="mixture").switches.resolved()
 
 
 def _synthetic(seed=0, n=20, kappa=0.5, prior=0.3):
