@@ -468,6 +468,7 @@ def policy_controller(
     costs: Costs,
     profile: str | Profile = "paper",
     *,
+    belief: str | None = None,
     max_patches: int | None = None,
 ):
     """The controller a profile uses for a policy name: the factory with the profile's switches.
@@ -475,8 +476,8 @@ def policy_controller(
     :func:`bpc.decide.factory.make_controller` builds every controller; this
     adds only the authors' release reproductions (switches
     ``greedy_release_formula`` and ``dp_release_mode``,
-    :mod:`bpc.replay.paper_release`) on the cell's decision critics;
-    ``max_patches`` is the patch budget (default :data:`~bpc.constants.POOL_SIZE`).
+    :mod:`bpc.replay.paper_release`) on the cell's decision critics. ``belief``
+    overrides the profile's; ``max_patches`` is the patch budget (default :data:`~bpc.constants.POOL_SIZE`).
 
     Raises
     ------
@@ -495,7 +496,7 @@ def policy_controller(
         params_cell,
         costs,
         policy=name,
-        plan=prof.switches,
+        plan=replace(prof.switches, belief=prof.belief if belief is None else belief),
         critics=critics,
         max_patches=POOL_SIZE if max_patches is None else int(max_patches),
     )
@@ -557,6 +558,7 @@ def replay_pool(
     profile: str | Profile = "paper",
     trajectories: pd.DataFrame | None = None,
     params: xr.Dataset | None = None,
+    belief: str | None = None,
     theta0=None,
 ) -> xr.Dataset:
     """Replay policies on one cell's pool.
@@ -578,6 +580,8 @@ def replay_pool(
         ``reflexion`` (without them those rows are ``NaN``).
     params : xarray.Dataset, optional
         The cell's parameters; required to build Bayesian controllers from names.
+    belief : {"iid", "instance"}, optional
+        Belief model of Bayesian controllers built from names (default the profile's).
     theta0 : (array_like, array_like), optional
         ``(A, B)`` per instance (pool order): the controllers' starting Beta
         (:func:`replay_controller`).
@@ -603,7 +607,7 @@ def replay_pool(
     for label, item in items:
         count: dict = {}
         if isinstance(item, str):
-            out = _replay_named(item, pool, costs, prof, trajectories, params, theta0, count)
+            out = _replay_named(item, pool, costs, prof, trajectories, params, belief, theta0, count)
         else:
             out = replay_controller(pool, item, costs, prof, theta0=theta0, actions=count)
         if out is None or (n and not np.isfinite(out[0]).any()):
@@ -625,7 +629,7 @@ def replay_pool(
     }
     ds = xr.Dataset(data, coords={"policy": names, "instance": np.asarray(pool.instance_ids, dtype=str)})
     ds.attrs.update({"profile": prof.name, **{k: float(v) for k, v in costs.as_dict().items()}})
-    ds.attrs["belief"] = prof.belief
+    ds.attrs["belief"] = prof.belief if belief is None else belief
     ds.attrs["skipped"] = json.dumps(skipped)
     order = fixed_pipeline(pool, costs, prof)
     described = {
@@ -637,7 +641,9 @@ def replay_pool(
     return ds
 
 
-def _replay_named(name, pool, costs, prof, trajectories, params, theta0=None, actions=None) -> Outcome | None:
+def _replay_named(
+    name, pool, costs, prof, trajectories, params, belief=None, theta0=None, actions=None
+) -> Outcome | None:
     if is_baseline(name):
         return replay_baseline(name, pool, costs, prof, actions=actions)
     if name in REFINEMENT_POLICIES:
@@ -649,7 +655,7 @@ def _replay_named(name, pool, costs, prof, trajectories, params, theta0=None, ac
         if params is None:
             raise ValueError(f"policy {name!r} needs the cell's parameters (params=…)")
         budget = int(pool.n_patches.max()) if pool.n_instances else POOL_SIZE
-        controller = policy_controller(name, params, costs, prof, max_patches=max(budget, 1))
+        controller = policy_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
         return replay_controller(pool, controller, costs, prof, theta0=theta0, actions=actions)
     raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
 

@@ -96,15 +96,13 @@ class ReleaseDPTable:
     value : numpy.ndarray
         ``(S, H + 1, G)``; index ``t`` = regenerations so far, ``value[:, H] = 0``.
     q : numpy.ndarray
-        ``(S, H, A, G)`` action values (``-inf`` for unavailable critics).
-    policy : numpy.ndarray
-        ``(S, H, G)`` int8, argmax of ``q`` (ties to the lowest index).
+        ``(S, H, A, G)`` action values (``-inf`` for unavailable critics; the policy is their
+        argmax, ties to the lowest index).
     """
 
     grid: np.ndarray
     value: np.ndarray
     q: np.ndarray
-    policy: np.ndarray
 
 
 def solve_release_dp(P: Problem, *, horizon: int = HORIZON, grid_size: int = GRID_SIZE) -> ReleaseDPTable:
@@ -160,8 +158,7 @@ def solve_release_dp(P: Problem, *, horizon: int = HORIZON, grid_size: int = GRI
             ok = P.available[:, k][col]
             q[:, t, CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[:, k][col], -np.inf)
         value[:, t] = q[:, t].max(axis=1)
-    policy = np.argmax(q, axis=2).astype(np.int8)
-    return ReleaseDPTable(grid=grid, value=value, q=q, policy=policy)
+    return ReleaseDPTable(grid=grid, value=value, q=q)
 
 
 class ReleaseGreedyController(GreedyController):
