@@ -10,14 +10,21 @@ options (:data:`~bpc.decide.kernels.PAPER_TABLE`, :data:`~bpc.decide.kernels.PAP
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from bpc.decide.kernels.belief import make_problem
 from bpc.decide.kernels.dp import PAPER_TABLE, solve_grid
 from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
-from bpc.decide.kernels.instance import PAPER_TREE, solve_tree
+from bpc.decide.kernels.instance import (
+    PAPER_TREE,
+    ExactSolution,
+    _InstanceTree,
+    _Node,
+    _root_theta,
+    solve_tree,
+)
 from bpc.decide.kernels.options import KernelOptions
 
 _PROBLEM = (
@@ -48,9 +55,17 @@ _KERNEL = {f.name for f in fields(KernelOptions)}
 
 
 def _solve(solver, P, base: KernelOptions, options: dict):
-    """``solver`` on ``P``: ``base`` updated by the kernel options among ``options``, the rest passed on."""
+    """``solver`` on ``P``: ``base`` updated by the kernel options among ``options``, the rest passed on.
+
+    A ``policy(b, mu, n, used, h, samples) -> actions`` among them makes the exact tree follow it
+    instead of the best action at every node: ``value`` is then its expected utility.
+    """
     kernel = replace(base, **{k: v for k, v in options.items() if k in _KERNEL})
-    return solver(P, kernel, **{k: v for k, v in options.items() if k not in _KERNEL})
+    rest = {k: v for k, v in options.items() if k not in _KERNEL}
+    if rest.get("policy") is not None:
+        return _policy_value(P, kernel, **rest)
+    rest.pop("policy", None)
+    return solver(P, kernel, **rest)
 
 
 def paper_dp(*args, **kw):
@@ -75,6 +90,37 @@ def instance_tree(prior, tpr, fpr, kappa, **kw):
     """The exact tree of the instance problem (κ ``kappa``) with the options of :func:`solve_tree`."""
     P, options = _split((prior, tpr, fpr), {**kw, "kappa": kappa})
     return _solve(solve_tree, P, KernelOptions(), options)
+
+
+@dataclass
+class _PolicyTree(_InstanceTree):
+    """The exact tree following ``policy`` (it must only choose offered actions)."""
+
+    policy: object = None
+
+    def value(self, node: _Node, h: int) -> np.ndarray:
+        key = (h, node.used, node.key)
+        if key not in self.memo:
+            q = self.q(node, h)
+            theta = node.theta
+            mu = (theta * self.component_means(node.n)).sum(-1) if self.o.mixture == "exact" else theta
+            a = np.asarray(self.policy(node.b, mu, node.patch, node.used, h, np.arange(node.b.shape[0])))
+            a = np.broadcast_to(a, node.b.shape).astype(np.int64)
+            v = np.take_along_axis(q, a[None, :], axis=0)[0]
+            if np.isneginf(v).any():
+                raise ValueError(f"policy chose an action that is not offered (h={h}, used={node.used})")
+            self.memo[key] = v
+        return self.memo[key]
+
+
+def _policy_value(P, options, policy, *, b0=None, used=0) -> ExactSolution:
+    """The expected utility of ``policy`` at the root (one chunk of every sample)."""
+    theta0, n0 = _root_theta(P, None, options.mixture)
+    b0 = np.broadcast_to(np.asarray(P.prior if b0 is None else b0, dtype=np.float64), (P.n_samples,))
+    root = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
+    tree = _PolicyTree(P, options, policy=policy)
+    node = _Node(b0.copy(), theta0, n0, int(used), (root,), n0)
+    return ExactSolution(value=tree.value(node, int(options.horizon)), q=tree.q(node, int(options.horizon)).T)
 
 
 def paper_greedy(b, used, prior, tpr, fpr, *, clip=False, **costs):

@@ -83,6 +83,9 @@ class EpisodeRouter:
     critics : mapping of str to str, optional
         Critic name → node that runs it; default a node named like the
         critic. A critic node reports :func:`observed`.
+
+    Attributes
+    ----------
     episode_key, decision_key, move_key : str
         State keys of the episode's JSON state, the decision and the move
         (:class:`EpisodeState`).
@@ -113,6 +116,11 @@ class EpisodeRouter:
     ('passed', ['observe', 'verified'])
     """
 
+    episode_key = "episode"
+    decision_key = "decision"
+    move_key = "move"
+    name = "bpc"
+
     def __init__(
         self,
         controller: Controller,
@@ -120,10 +128,6 @@ class EpisodeRouter:
         generator: str,
         verifier: str,
         critics: Mapping[str, str] | None = None,
-        episode_key: str = "episode",
-        decision_key: str = "decision",
-        move_key: str = "move",
-        name: str = "bpc",
     ) -> None:
         critics = dict(critics or {})
         unknown = [c for c in critics if c not in controller.critics]
@@ -134,15 +138,11 @@ class EpisodeRouter:
         self.controller = controller
         self.nodes: dict[str, str] = {"regenerate": generator, "verify": verifier}
         self.nodes.update({c: critics.get(c, c) for c in controller.critics})
-        taken = list(self.nodes.values()) + [name]
+        taken = list(self.nodes.values()) + [self.name]
         if len(set(taken)) != len(taken):
             raise ValueError(
-                f"every action needs its own node, and none may be the router {name!r}: {self.nodes}"
+                f"every action needs its own node, and none may be the router {self.name!r}: {self.nodes}"
             )
-        self.episode_key = episode_key
-        self.decision_key = decision_key
-        self.move_key = move_key
-        self.name = name
 
     @property
     def destinations(self) -> list[str]:

@@ -62,23 +62,21 @@ def is_baseline(name: str) -> bool:
     return name in _FIXED or gate_critic(name) is not None
 
 
-def baseline_policies(critics: Sequence[str], *, extra: bool = True) -> tuple[str, ...]:
+def baseline_policies(critics: Sequence[str]) -> tuple[str, ...]:
     """Every baseline a cell with these critics runs, in table order.
 
     Parameters
     ----------
     critics : sequence of str
         The cell's critics (those it measured).
-    extra : bool
-        Include ``stop`` and ``verify_first``.
 
     Examples
     --------
     >>> baseline_policies(["alpha", "beta"])
     ('always_verify', 'stop', 'verify_first', 'best_of_3', 'gate_alpha', 'gate_beta', 'fixed_pipeline')
     """
-    head = ("always_verify", *EXTRA_BASELINES) if extra else ("always_verify",)
-    return (*head, "best_of_3", *(GATE_PREFIX + c for c in critics), "fixed_pipeline")
+    gates = tuple(GATE_PREFIX + c for c in critics)
+    return ("always_verify", *EXTRA_BASELINES, "best_of_3", *gates, "fixed_pipeline")
 
 
 def pipeline_order(critics: Sequence[str], costs: Mapping[str, float]) -> tuple[str, ...]:

@@ -327,6 +327,8 @@ class BeliefController:
     """
 
     name = "belief"
+    regenerate = "refine"  # how a new patch is made (the instance controllers: their plan's)
+    critic_scope = "patch"
 
     def __init__(
         self,
@@ -456,20 +458,26 @@ class BeliefController:
         state.used[mask] |= 1 << int(k)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
-        """New patch for the masked episodes: belief via :meth:`after_regenerate`, used set reset.
+        """New patch for the masked episodes, made the controller's way unless ``fresh`` says otherwise.
 
-        ``fresh=True`` declares the new patch an independent sample: the belief
-        returns to each episode's starting mean.
+        A refined patch moves through :meth:`after_regenerate`; a fresh one
+        (``fresh=True``, or :attr:`regenerate` ``"fresh"``) is folded in by
+        :meth:`_fold`. The used set is reset under the critic scope ``"patch"``.
         """
         mask = np.asarray(mask, dtype=bool)
         if not mask.any():
             return
-        if fresh:
-            state.b[mask] = state.prior[mask]
-        else:
+        if (self.regenerate == "refine") if fresh is None else not fresh:
             state.b[mask] = self.after_regenerate(state.b[mask], state.sample[mask])
-        state.used[mask] = 0
+        else:
+            self._fold(state, mask)
+        if self.critic_scope == "patch":
+            state.used[mask] = 0
         state.step[mask] += 1
+
+    def _fold(self, state: BeliefState, mask: np.ndarray) -> None:
+        """A fresh patch: the belief returns to each episode's starting mean."""
+        state.b[mask] = state.prior[mask]
 
     def observe_verify(self, state: BeliefState, passed: np.ndarray, mask: np.ndarray) -> None:
         """After verification the label is known: b = 1 if passed, 0 if failed."""
@@ -640,21 +648,8 @@ class InstanceController(BeliefController):
             out.append(tree.q)
         return np.stack(out)
 
-    def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
-        """New patch: ``"fresh"`` folds the abandoned patch into the θ-belief, ``"refine"`` repairs it."""
-        mask = np.asarray(mask, dtype=bool)
-        if not mask.any():
-            return
-        refine = self.regenerate == "refine" if fresh is None else not fresh
-        if refine:
-            state.b[mask] = self.after_regenerate(state.b[mask], state.sample[mask])
-        else:
-            self._fold(state, mask)
-        if self.critic_scope == "patch":
-            state.used[mask] = 0
-        state.step[mask] += 1
-
     def _fold(self, state: BeliefState, mask: np.ndarray) -> None:
+        """A fresh patch folds the abandoned one into the θ-belief and starts at its mean."""
         kappa, prior, b = state.kappa[mask], state.prior[mask], state.b[mask]
         steps = state.folded[mask]
         if self.mixture == "exact":

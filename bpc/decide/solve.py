@@ -39,7 +39,7 @@ from bpc.constants import (
     POOL_SIZE,
 )
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import Problem, action_names, make_problem, used_labels, used_mask
+from bpc.decide.kernels.belief import action_names, make_problem, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
 from bpc.decide.kernels.instance import PAPER_TREE, solve_tree
 from bpc.decide.kernels.options import KernelOptions
@@ -58,7 +58,6 @@ __all__ = [
     "solve_b0",
     "fill_regeneration_kernel",
     "parameter_samples",
-    "cost_arrays",
 ]
 
 DIM_USED = "used"
@@ -82,7 +81,7 @@ def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
     Parameters
     ----------
     params : xarray.Dataset
-        Parameter schema (:mod:`bpc.schema`), with or without ``chain``/``draw``.
+        Parameter schema (:mod:`bpc.schema`, validated), with or without ``chain``/``draw``.
 
     Returns
     -------
@@ -90,9 +89,6 @@ def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
         A copy with ``p_fix``/``p_break`` filled and a boolean variable
         ``kernel_filled`` marking the filled entries.
     """
-    for name in ("prior", "p_fix", "p_break"):
-        if name not in params:
-            raise ValueError(f"parameter Dataset lacks variable {name!r}")
     dims = params["p_fix"].dims
     p_fix, p_break = xr.apply_ufunc(
         fresh_sample_kernel,
@@ -153,7 +149,7 @@ def parameter_samples(
                 raise ValueError(
                     f"expected the parameters of one cell; got {params.sizes[dim]} values along {dim!r}"
                 )
-    flat = _sample_axis(params)
+    _, flat = _sample_axis(params)
     prior = flat(params["prior"])
     have = [str(c) for c in params[DIM_CRITIC].values] if DIM_CRITIC in params.coords else None
     if critics is None:
@@ -175,17 +171,22 @@ def parameter_samples(
     )
 
 
-def _sample_axis(params: xr.Dataset):
-    """``flat(da, core=())``: ``da`` on the sample axis of ``params`` (:func:`parameter_samples`' order)."""
+def _sample_axis(params: xr.Dataset, root: xr.DataArray | None = None):
+    """``(template, flat)``: the sample axis of ``params`` (:func:`parameter_samples`' order).
+
+    ``template`` is the prior (broadcast against ``root``) with its dims in
+    sample order; ``flat(da, core=())`` puts ``da`` on that axis, ``(S, *core)``.
+    """
+    prior = params["prior"] if root is None else xr.broadcast(params["prior"], root)[0]
     sd = sample_dims(params)
-    order = [d for d in params["prior"].dims if d not in sd] + list(sd)
-    prior = params["prior"].transpose(*order)
+    order = [d for d in prior.dims if d not in sd] + list(sd)
+    prior = prior.transpose(*order)
 
     def flat(da: xr.DataArray, core: Sequence[str] = ()) -> np.ndarray:
         da = da.broadcast_like(prior).transpose(*order, *core)
         return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
 
-    return flat
+    return prior, flat
 
 
 def instance_kappa(params: xr.Dataset) -> np.ndarray:
@@ -204,7 +205,7 @@ def instance_kappa(params: xr.Dataset) -> np.ndarray:
         (no information: the i.i.d. model, as :mod:`bpc.estimate.laplace`
         documents); a κ of 0 or below is an error.
     """
-    return _sample_axis(params)(_kappa_array(params))
+    return _sample_axis(params)[1](_kappa_array(params))
 
 
 def _kappa_array(params: xr.Dataset) -> xr.DataArray:
@@ -222,55 +223,36 @@ def _kappa_array(params: xr.Dataset) -> xr.DataArray:
     return kappa
 
 
-def cost_arrays(
-    costs: Costs | Callable[[str], Costs], params: xr.Dataset, *, critics: Sequence[str]
-) -> dict[str, xr.DataArray]:
-    """Costs as DataArrays aligned with ``params``.
+def _sample_costs(
+    costs: Costs | Callable[[str], Costs], params: xr.Dataset, critics: Sequence[str], flat
+) -> dict[str, np.ndarray]:
+    """The kernels' costs of every sample (``flat``: :func:`_sample_axis`'s).
 
-    Parameters
-    ----------
-    costs : Costs or callable
-        One vector for every cell, or a function ``benchmark -> Costs``
-        (e.g. :func:`bpc.costs.paper_costs_for`) evaluated per benchmark.
-    params : xarray.Dataset
-        The parameters (for the ``benchmark`` coordinate).
-    critics : sequence of str
-        Critics whose costs are needed; a vector without a critic's price
-        gives ``NaN`` (an error later only where that critic is available).
-
-    Returns
-    -------
-    dict
-        ``c_gen``, ``c_ver``, ``reward`` (scalar or ``(benchmark,)``) and
-        ``critic_costs`` (``(critic,)`` or ``(benchmark, critic)``).
+    ``costs`` is one vector for every cell, or a function ``benchmark -> Costs``
+    (e.g. :func:`bpc.costs.paper_costs_for`) evaluated per benchmark. A vector
+    without a critic's price gives ``NaN`` (an error later only where that
+    critic is available).
     """
-    critics = list(critics)
-
-    def one(c: Costs) -> list[float]:
-        if not isinstance(c, Costs):
-            raise ValueError(
-                f"costs must be a bpc.costs.Costs or a callable returning one, got {type(c).__name__}"
-            )
-        return [c.c_gen, c.c_ver, c.reward, *(float(c.critic.get(k, np.nan)) for k in critics)]
-
     if isinstance(costs, Costs):
-        rows, dims, coords = np.array(one(costs), dtype=np.float64), [], {}
+        vectors, index = [costs], 0
     elif not callable(costs):
         raise ValueError(f"costs must be a bpc.costs.Costs or a callable benchmark -> Costs, got {costs!r}")
     elif DIM_BENCHMARK not in params.dims:
         raise ValueError("per-benchmark costs need a 'benchmark' dim on the parameters")
     else:
         benches = params[DIM_BENCHMARK].values
-        rows, dims = np.array([one(costs(str(b))) for b in benches], dtype=np.float64), [DIM_BENCHMARK]
-        coords = {DIM_BENCHMARK: benches}
-    out = {
-        n: xr.DataArray(rows[..., i], dims=dims, coords=coords)
-        for i, n in enumerate(("c_gen", "c_ver", "reward"))
-    }
-    out["critic_costs"] = xr.DataArray(
-        rows[..., 3:], dims=[*dims, DIM_CRITIC], coords={**coords, DIM_CRITIC: critics}
-    )
-    return out
+        vectors = [costs(str(b)) for b in benches]
+        index = flat(xr.DataArray(np.arange(len(benches)), dims=DIM_BENCHMARK)).astype(np.int64)
+    for c in vectors:
+        if not isinstance(c, Costs):
+            raise ValueError(
+                f"costs must be a bpc.costs.Costs or a callable returning one, got {type(c).__name__}"
+            )
+    prices = [
+        [c.c_gen, c.c_ver, c.reward, *(float(c.critic.get(k, np.nan)) for k in critics)] for c in vectors
+    ]
+    r = np.array(prices, dtype=np.float64)[index]  # one row, or one per sample
+    return {"c_gen": r[..., 0], "c_ver": r[..., 1], "reward": r[..., 2], "critic_costs": r[..., 3:]}
 
 
 def _describe_costs(costs) -> str:
@@ -280,104 +262,53 @@ def _describe_costs(costs) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Block functions
+# Every cell and draw as one problem
 # ---------------------------------------------------------------------------
-def _block_problem(arrays, *, refine: bool, root=None) -> tuple[tuple[int, ...], np.ndarray, Problem]:
-    """One apply_ufunc block's problem, loop dims flattened to samples: ``(loop shape, ok, problem)``.
-
-    ``arrays`` are :func:`_prepare`'s nine plus κ (``inf`` where absent, ``NaN``
-    or not positive: the i.i.d. model). Samples without parameters — no prior,
-    no repair kernel under ``refine``, a ``NaN`` root belief — are ``~ok``:
-    they get placeholders, their critics are unavailable and the caller masks their results.
-    """
-    prior, tpr, fpr, p_fix, p_break, ccost, c_gen, c_ver, reward, kappa = (
-        np.asarray(a, dtype=np.float64) for a in arrays
-    )
-    scal = (prior, p_fix, p_break, c_gen, c_ver, reward, kappa, np.asarray(0.0 if root is None else root))
-    loop = np.broadcast_shapes(*(a.shape for a in scal), *(a.shape[:-1] for a in (tpr, fpr, ccost)))
-    S = int(np.prod(loop, dtype=np.int64))
-
-    def flat(a, core=()):
-        return np.broadcast_to(a, loop + core).reshape((S, *core))
-
-    ok = np.isfinite(flat(prior)) & np.isfinite(flat(np.asarray(0.0 if root is None else root, dtype=float)))
-    if refine:
-        ok &= np.isfinite(flat(p_fix)) & np.isfinite(flat(p_break))
-    kernel = (
-        {k: np.where(ok, flat(v), 0.5) for k, v in (("p_fix", p_fix), ("p_break", p_break))} if refine else {}
-    )
-    placeholder = np.where(ok, 1.0, np.nan)[:, None]
-    k = flat(kappa)
-    P = make_problem(
-        np.where(ok, flat(prior), 0.5),
-        flat(tpr, tpr.shape[-1:]) * placeholder,
-        flat(fpr, fpr.shape[-1:]) * placeholder,
-        **kernel,
-        costs={
-            "critic_costs": flat(ccost, ccost.shape[-1:]),
-            **{n: flat(a) for n, a in (("c_gen", c_gen), ("c_ver", c_ver), ("reward", reward))},
-        },
-        kappa=np.where(np.isfinite(k) & (k > 0), k, np.inf),
-    )
-    return loop, ok, P
-
-
-def _grid_block(*arrays, paper, kernel, **options):
-    """Kernel called by apply_ufunc: the one grid DP (:func:`~bpc.decide.kernels.dp.solve_grid`), one block.
-
-    ``arrays`` are :func:`_prepare`'s nine plus κ. The paper's table returns
-    ``value``, ``policy`` (and ``q``) without its one-point patch and θ-mean
-    axes; the instance table its ``value``. Samples without parameters get ``NaN`` and action ``-1``.
-    """
-    loop, ok, P = _block_problem(arrays, refine=paper)
-    sol = solve_grid(P, kernel, **options)
-    out = [a for a in ((sol.value, sol.policy, sol.q) if paper else (sol.value,)) if a is not None]
-    for a, bad in zip(out, (np.nan, -1, np.nan), strict=False):
-        a[~ok] = bad
-    out = [(a[:, :, 0, :, 0] if paper else a) for a in out]
-    out = [a.reshape(loop + a.shape[1:]) for a in out]
-    return tuple(out) if len(out) > 1 else out[0]
-
-
-def _b0_block(*arrays, used, tree):
-    """Kernel called by apply_ufunc: the one exact tree (:func:`~bpc.decide.kernels.instance.solve_tree`).
-
-    ``arrays`` are :func:`_prepare`'s nine, κ and the root belief.
-    """
-    loop, ok, problem = _block_problem(arrays[:10], refine=tree.regenerate == "refine", root=arrays[10])
-    b0 = np.broadcast_to(np.asarray(arrays[10], dtype=np.float64), loop).reshape(-1)
-    sol = solve_tree(problem, tree, b0=np.where(ok, b0, 0.5), used=used)
-    value, q = sol.value, sol.q
-    value[~ok] = np.nan
-    q[~ok] = np.nan
-    action = np.where(ok, np.argmax(q, axis=-1), -1).astype(np.int8)
-    return value.reshape(loop), q.reshape(loop + q.shape[1:]), action.reshape(loop)
-
-
-def _prepare(params, costs, critics):
+def _prepare(params: xr.Dataset, critics: Sequence[str] | None) -> tuple[xr.Dataset, list[str]]:
+    """The validated parameters with their repair kernels filled, and the checked critics."""
     validate_params(params)
-    if critics is None:
-        critics = decision_critics([str(c) for c in params[DIM_CRITIC].values])
-    critics = list(critics)
+    have = [str(c) for c in params[DIM_CRITIC].values]
+    critics = list(decision_critics(have) if critics is None else critics)
     if not critics:
         raise ValueError("at least one critic name is required (critics=())")
-    have = [str(c) for c in params[DIM_CRITIC].values]
     unknown = [c for c in critics if c not in have]
     if unknown:
         raise ValueError(f"critic(s) {unknown} not in the parameters' critic coordinate {have}")
-    params = fill_regeneration_kernel(params)
-    c = cost_arrays(costs, params, critics=critics)
+    return fill_regeneration_kernel(params), critics
+
+
+def _problem(params, costs, critics, *, refine: bool, kappa: xr.DataArray, root=None):
+    """Every cell (and draw) as one problem: ``(template, ok, problem, root)``.
+
+    ``template`` is the prior in sample order (:func:`_sample_axis`), ``root``
+    the flat root belief. Samples without parameters — no prior, no repair
+    kernel under ``refine``, a ``NaN`` root belief — are ``~ok``: they get
+    placeholders, their critics are unavailable and the caller masks their results.
+    """
+    template, flat = _sample_axis(params, root)
     sel = {DIM_CRITIC: critics}
-    args = [
-        params["prior"],
-        params["tpr"].sel(sel),
-        params["fpr"].sel(sel),
-        params["p_fix"],
-        params["p_break"],
-    ]
-    args += [c["critic_costs"], c["c_gen"], c["c_ver"], c["reward"]]  # the order of _block_problem
-    core = [[], [DIM_CRITIC], [DIM_CRITIC], [], [], [DIM_CRITIC], [], [], []]
-    return params, critics, args, core
+    prior, p_fix, p_break = (flat(params[n]) for n in ("prior", "p_fix", "p_break"))
+    b0 = np.zeros(prior.shape) if root is None else flat(root)
+    ok = np.isfinite(prior) & np.isfinite(b0)
+    if refine:
+        ok &= np.isfinite(p_fix) & np.isfinite(p_break)
+    kernel = {"p_fix": np.where(ok, p_fix, 0.5), "p_break": np.where(ok, p_break, 0.5)} if refine else {}
+    placeholder = np.where(ok, 1.0, np.nan)[:, None]
+    P = make_problem(
+        np.where(ok, prior, 0.5),
+        flat(params["tpr"].sel(sel), [DIM_CRITIC]) * placeholder,
+        flat(params["fpr"].sel(sel), [DIM_CRITIC]) * placeholder,
+        **kernel,
+        costs=_sample_costs(costs, params, critics, flat),
+        kappa=flat(kappa),
+    )
+    return template, ok, P, b0
+
+
+def _cells(template: xr.DataArray, a: np.ndarray, core: Sequence[str], lead) -> xr.DataArray:
+    """Flat results ``(S, *core)`` back on the parameters' dims (``lead`` first), then ``core``."""
+    da = xr.DataArray(a.reshape(template.shape + a.shape[1:]), dims=[*template.dims, *core])
+    return da.assign_coords(template.coords).transpose(*lead, ...)
 
 
 def _conventions(plan: PlanOptions, params: xr.Dataset, max_patches: int, paper: KernelOptions):
@@ -391,24 +322,6 @@ def _conventions(plan: PlanOptions, params: xr.Dataset, max_patches: int, paper:
         return replace(paper, horizon=int(plan.horizon), grid_size=int(plan.grid_size)), xr.DataArray(np.inf)
     kernel = replace(plan.kernel_options(max_patches=int(max_patches)), regenerate="fresh", mixture="exact")
     return kernel, _kappa_array(params)
-
-
-def _apply(block, params, args, core, outs, **kwargs) -> list[xr.DataArray]:
-    """:func:`xarray.apply_ufunc` of ``block`` over every sample; ``outs``: the outputs' core dim sizes.
-
-    Returns the outputs with the parameters' dims first.
-    """
-    res = xr.apply_ufunc(
-        block,
-        *args,
-        input_core_dims=core,
-        output_core_dims=[list(dims) for dims in outs],
-        kwargs=kwargs,
-        keep_attrs=False,
-    )
-    lead = list(params["prior"].dims)
-    res = res if len(outs) > 1 else [res]
-    return [da.transpose(*lead, *(d for d in da.dims if d not in lead)) for da in res]
 
 
 def solve_policy(
@@ -475,24 +388,27 @@ def solve_policy(
     keep_q, paper = bool(plan.keep_q), plan.belief == "iid"
     if keep_q and not paper:
         raise ValueError("keep_q is not available with belief_model='instance' (read Q by a backup)")
-    params, critics, args, core = _prepare(params, costs, critics)
+    params, critics = _prepare(params, critics)
     kernel, kappa = _conventions(plan, params, max_patches, PAPER_TABLE)
+    template, ok, P, _ = _problem(params, costs, critics, refine=paper, kappa=kappa)
+    sol = solve_grid(P, kernel, backend=plan.backend, keep_q=keep_q)
     H, N = int(plan.horizon), int(max_patches)
     coords = {DIM_STEP: np.arange(H + 1), DIM_PATCH: np.arange(N), DIM_USED: used_labels(critics)}
     coords |= {
         DIM_THETA_MEAN: belief_grid(plan.mu_grid_size),
         DIM_BELIEF: belief_grid(plan.grid_size),
     }
-    if paper:
+    if paper:  # the paper's table without its one-point patch and θ-mean axes
         coords = {d: c for d, c in coords.items() if d not in (DIM_PATCH, DIM_THETA_MEAN)}
-    dims = list(coords)
-    outs = [dims, dims] if paper else [dims]
+    dims, lead = list(coords), params["prior"].dims
+    out = {"value": sol.value} | ({"policy": sol.policy, "q": sol.q} if paper else {})
+    ds = xr.Dataset()
+    for name, a in ((n, a) for n, a in out.items() if a is not None):
+        a[~ok] = -1 if name == "policy" else np.nan  # samples without parameters
+        core = [d for d in dims if d != DIM_BELIEF] + [DIM_ACTION, DIM_BELIEF] if name == "q" else dims
+        ds[name] = _cells(template, a[:, :, 0, :, 0] if paper else a, core, lead)
     if keep_q:
         coords[DIM_ACTION] = list(action_names(critics))
-        outs.append([d for d in dims if d != DIM_BELIEF] + [DIM_ACTION, DIM_BELIEF])
-    options = dict(paper=paper, kernel=kernel, backend=plan.backend, keep_q=keep_q)
-    res = _apply(_grid_block, params, [*args, kappa], [*core, []], outs, **options)
-    ds = xr.Dataset(dict(zip(["value", "policy", "q"] if paper else ["value"], res, strict=False)))
     ds = ds.assign_coords(coords)
     ds["prior"] = params["prior"]
     if paper and "kernel_filled" in params:
@@ -567,16 +483,21 @@ def solve_b0(
         name of the ``action`` dim, whose coordinate names the actions).
     """
     plan = plan.resolved()
-    params, critics, args, core = _prepare(params, costs, critics)
+    params, critics = _prepare(params, critics)
     tree, kappa = _conventions(plan, params, max_patches, PAPER_TREE)
     mask = used_mask(used, critics)
     root = params["prior"] if belief is None else belief
-    if not isinstance(root, xr.DataArray):
-        root = xr.DataArray(float(root))
-    args = [*args, kappa, root]
-    core = [*core, [], []]
-    res = _apply(_b0_block, params, args, core, [[], [DIM_ACTION], []], used=mask, tree=tree)
-    ds = xr.Dataset(dict(zip(("value", "q", "best_action"), res, strict=True)))
+    root = root if isinstance(root, xr.DataArray) else xr.DataArray(float(root))
+    refine = tree.regenerate == "refine"
+    template, ok, problem, b0 = _problem(params, costs, critics, refine=refine, kappa=kappa, root=root)
+    sol = solve_tree(problem, tree, b0=np.where(ok, b0, 0.5), used=mask)
+    value, q = sol.value, sol.q
+    value[~ok] = np.nan
+    q[~ok] = np.nan
+    action = np.where(ok, np.argmax(q, axis=-1), -1).astype(np.int8)
+    lead = params["prior"].dims
+    out = {"value": (value, []), "q": (q, [DIM_ACTION]), "best_action": (action, [])}
+    ds = xr.Dataset({n: _cells(template, a, core, lead) for n, (a, core) in out.items()})
     ds = ds.assign_coords({DIM_ACTION: list(action_names(critics))})
     ds["prior"] = params["prior"]
     ds["best_action"].attrs["description"] = (

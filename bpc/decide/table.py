@@ -163,11 +163,6 @@ class ParameterSamples:
         """``(S, K)`` bool: the critic has finite rates for the sample."""
         return np.isfinite(self.tpr) & np.isfinite(self.fpr)
 
-    @property
-    def solvable(self) -> np.ndarray:
-        """``(S,)`` bool: prior and repair kernel are finite (the sample has a table)."""
-        return np.isfinite(self.prior) & np.isfinite(self.p_fix) & np.isfinite(self.p_break)
-
     def take(self, index) -> ParameterSamples:
         """The samples at ``index`` (integer array or slice), e.g. one per episode."""
         return replace(self, **{k: v[index] for k, v in self.as_dict().items()}, kappa=self.kappa[index])

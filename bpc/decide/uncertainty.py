@@ -99,11 +99,6 @@ def policy_uncertainty(
     params: xr.Dataset,
     costs: Costs | Callable[[str], Costs],
     *,
-    critics: Sequence[str] | None = None,
-    horizon: int = HORIZON,
-    grid_size: int = GRID_SIZE,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
     progress: bool = False,
 ) -> xr.Dataset:
     """Posterior policy uncertainty and utility credible bands, per cell.
@@ -114,19 +109,14 @@ def policy_uncertainty(
         Parameter draws with ``chain``/``draw`` dims (parameter schema).
     costs : Costs or callable
         A cost vector, or ``benchmark -> Costs`` (e.g. :func:`bpc.costs.paper_costs_for`).
-    critics : sequence of str, optional
-        Critics the controller may call (default as in
-        :func:`bpc.decide.solve.solve_policy`).
-    horizon, grid_size : int
-        DP horizon and belief-grid size.
-    prob, kind
-        Credible-interval probability and kind (see :func:`bpc.intervals.credible_interval`).
     progress : bool
         Print one line per cell to stderr.
 
     Returns
     -------
     xarray.Dataset
+        The DP at :data:`~bpc.constants.HORIZON` and :data:`~bpc.constants.GRID_SIZE`, the
+        parameters' decision critics, intervals of :data:`~bpc.constants.CI_PROB`.
         Dims ``benchmark``, ``generator``, ``step``, ``used``, ``belief``,
         ``action``, ``ci_bound``. Variables: ``p_optimal`` (…, step, used,
         belief, action), ``action_entropy`` (bits), ``value_mean``,
@@ -158,7 +148,7 @@ def policy_uncertainty(
 
     def band(name: str, da: xr.DataArray) -> dict[str, xr.DataArray]:
         """Posterior mean and credible interval of ``da`` over the draws."""
-        return {f"{name}_mean": da.mean(sd), f"{name}_ci": credible_interval(da, prob=prob, kind=kind)}
+        return {f"{name}_mean": da.mean(sd), f"{name}_ci": credible_interval(da, prob=CI_PROB, kind=CI_KIND)}
 
     if not cells:
         raise ValueError("policy_uncertainty: no cell has an observed prior")
@@ -166,20 +156,18 @@ def policy_uncertainty(
         info(f"policy uncertainty: cell {i}/{len(cells)} {b}/{g}", enabled=progress)
         pc = select_cell(params, b, g)
         c = costs_for(costs, b)
-        sol = solve_policy(
-            pc, c, critics=critics, plan=PlanOptions(horizon=horizon, grid_size=grid_size, keep_q=True)
-        )
+        sol = solve_policy(pc, c, plan=PlanOptions(keep_q=True))
         actions = [str(a) for a in sol["action"].values]
         p_opt = action_probabilities(sol["policy"], actions)
         q = sol["q"].where(np.isfinite(sol["q"]))
         out = xr.Dataset({"p_optimal": p_opt, "action_entropy": action_entropy(p_opt)})
         out = out.assign(band("value", sol["value"]) | band("q", q))
-        b0 = solve_b0(pc, c, critics=critics, plan=PlanOptions(horizon=horizon))
+        b0 = solve_b0(pc, c)
         q0 = b0["q"].where(np.isfinite(b0["q"]))
         out["p_first"] = action_probabilities(b0["best_action"], actions)
         out = out.assign(band("value_b0", b0["value"]) | band("q_b0", q0))
         prior_mean = float(pc["prior"].mean().item())
-        at_mean = solve_b0(pc, c, critics=critics, plan=PlanOptions(horizon=horizon), belief=prior_mean)
+        at_mean = solve_b0(pc, c, belief=prior_mean)
         out["p_first_at_mean_prior"] = action_probabilities(at_mean["best_action"], actions)
         out["prior_mean"] = pc["prior"].mean(sd)
         out = out.assign(band("crossover", pc["prior"].rename("crossover")))  # c_ver*/R = π per draw
@@ -189,7 +177,7 @@ def policy_uncertainty(
     ds = ds.reindex(
         {DIM_BENCHMARK: params[DIM_BENCHMARK].values, DIM_GENERATOR: params[DIM_GENERATOR].values}
     )
-    ds.attrs.update({"ci_prob": prob, "ci_kind": kind, "horizon": horizon, "grid_size": grid_size})
+    ds.attrs.update({"ci_prob": CI_PROB, "ci_kind": CI_KIND, "horizon": HORIZON, "grid_size": GRID_SIZE})
     ds.attrs["crossover_method"] = "analytic: c_ver*/R = prior per draw"
     return ds
 

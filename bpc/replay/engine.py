@@ -40,9 +40,6 @@ from bpc.constants import (
     ACTION_COUNTS,
     BASELINE_POLICIES,
     BAYESIAN_POLICIES,
-    BOOTSTRAP_B,
-    BOOTSTRAP_PROB,
-    BOOTSTRAP_SEED,
     EXTRA_BASELINES,
     N_FOLDS,
     PAPER_CRITICS,
@@ -471,7 +468,6 @@ def policy_controller(
     costs: Costs,
     profile: str | Profile = "paper",
     *,
-    critics: Sequence[str] | None = None,
     belief: str | None = None,
     max_patches: int | None = None,
 ):
@@ -480,8 +476,8 @@ def policy_controller(
     :func:`bpc.decide.factory.make_controller` builds every controller; this
     adds only the authors' release reproductions (switches
     ``greedy_release_formula`` and ``dp_release_mode``,
-    :mod:`bpc.replay.paper_release`). ``belief`` overrides the profile's;
-    ``max_patches`` is the patch budget (default :data:`~bpc.constants.POOL_SIZE`).
+    :mod:`bpc.replay.paper_release`) on the cell's decision critics. ``belief``
+    overrides the profile's; ``max_patches`` is the patch budget (default :data:`~bpc.constants.POOL_SIZE`).
 
     Raises
     ------
@@ -491,14 +487,11 @@ def policy_controller(
     from bpc.replay.paper_release import ReleaseDPController, ReleaseGreedyController
 
     prof = get_profile(profile)
-    if critics is None:
-        critics = decision_critics(params_cell["critic"].values)
+    critics = decision_critics(params_cell["critic"].values)
     if name == "bayesian_greedy" and prof.greedy_release_formula:
         return ReleaseGreedyController(params_cell, costs, critics=critics)
     if name == "bayesian_dp" and prof.dp_release_mode:
-        return ReleaseDPController(
-            params_cell, costs, critics=critics, kernel_default_from_prior=prof.dp_kernel_default_from_prior
-        )
+        return ReleaseDPController(params_cell, costs, critics=critics)
     return factory.make_controller(
         params_cell,
         costs,
@@ -698,15 +691,12 @@ def summarize(
     result: xr.Dataset,
     *,
     reference: str = "always_verify",
-    B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
-    prob: float = BOOTSTRAP_PROB,
 ) -> xr.Dataset:
     """Per-policy means and Δ vs the reference with a paired bootstrap CI.
 
     ``delta`` is the mean of per-instance differences ``U_policy − U_reference``
     over instances where both are defined; ``ci_lo``/``ci_hi`` resample those
-    differences (:func:`bpc.intervals.paired_bootstrap`, a fresh generator per
+    differences (:func:`bpc.intervals.paired_bootstrap`, its settings, a fresh generator per
     policy). ``mean_utility`` and ``pass_rate`` average over the instances
     where the policy is defined; a policy defined nowhere gets ``NaN``.
 
@@ -716,8 +706,6 @@ def summarize(
         Output of :func:`replay_pool`.
     reference : str
         Policy that Δ is measured against.
-    B, seed, prob
-        Bootstrap settings.
 
     Returns
     -------
@@ -748,7 +736,7 @@ def summarize(
         if pair.any():
             diff = u[i][pair] - ref[pair]
             out["delta"][i] = diff.mean()
-            out["ci_lo"][i], out["ci_hi"][i] = paired_bootstrap(diff, B=B, seed=seed, prob=prob)
+            out["ci_lo"][i], out["ci_hi"][i] = paired_bootstrap(diff)
             out["n_instances"][i] = int(pair.sum())
     ds = xr.Dataset({k: ("policy", v) for k, v in out.items()}, coords={"policy": pols})
     ds.attrs.update(result.attrs)
@@ -770,8 +758,7 @@ def cell_pool(records: pd.DataFrame, profile: str | Profile = "paper") -> Pool:
         pool = replace(pool, Y=pool.Y[:, :N], z=pool.z[:, :N], n_patches=np.minimum(pool.n_patches, N))
     if prof.instance_order == "file":
         first = pd.unique(records["instance_id"].astype(str).to_numpy())
-        pos = {v: i for i, v in enumerate(pool.instance_ids)}
-        pool = pool.subset(np.array([pos[v] for v in first], dtype=np.int64))
+        pool = pool.subset(pd.Index(pool.instance_ids).get_indexer(pd.Index(first)).astype(np.int64))
     return pool
 
 

@@ -96,15 +96,13 @@ class ReleaseDPTable:
     value : numpy.ndarray
         ``(S, H + 1, G)``; index ``t`` = regenerations so far, ``value[:, H] = 0``.
     q : numpy.ndarray
-        ``(S, H, A, G)`` action values (``-inf`` for unavailable critics).
-    policy : numpy.ndarray
-        ``(S, H, G)`` int8, argmax of ``q`` (ties to the lowest index).
+        ``(S, H, A, G)`` action values (``-inf`` for unavailable critics; the policy is their
+        argmax, ties to the lowest index).
     """
 
     grid: np.ndarray
     value: np.ndarray
     q: np.ndarray
-    policy: np.ndarray
 
 
 def solve_release_dp(P: Problem, *, horizon: int = HORIZON, grid_size: int = GRID_SIZE) -> ReleaseDPTable:
@@ -123,23 +121,14 @@ def solve_release_dp(P: Problem, *, horizon: int = HORIZON, grid_size: int = GRI
     P : Problem
         The decision problem for ``S`` samples (:func:`bpc.decide.kernels.belief.make_problem`).
     horizon : int
-        Number of steps H (> 0).
+        Number of steps H (>= 1).
     grid_size : int
         Grid points (>= 2).
 
     Returns
     -------
     ReleaseDPTable
-
-    Raises
-    ------
-    ValueError
-        For ``horizon < 1`` or ``grid_size < 2``.
     """
-    if int(horizon) < 1:
-        raise ValueError(f"solve_release_dp: horizon must be >= 1, got {horizon}")
-    if int(grid_size) < 2:
-        raise ValueError(f"solve_release_dp: grid_size must be >= 2, got {grid_size}")
     H, G, S, K = int(horizon), int(grid_size), P.n_samples, P.n_critics
     grid = np.linspace(0.0, 1.0, G)
     col = (slice(None), None)  # (S,) → (S, 1)
@@ -169,8 +158,7 @@ def solve_release_dp(P: Problem, *, horizon: int = HORIZON, grid_size: int = GRI
             ok = P.available[:, k][col]
             q[:, t, CRITIC_OFFSET + k] = np.where(ok, total - P.critic_costs[:, k][col], -np.inf)
         value[:, t] = q[:, t].max(axis=1)
-    policy = np.argmax(q, axis=2).astype(np.int8)
-    return ReleaseDPTable(grid=grid, value=value, q=q, policy=policy)
+    return ReleaseDPTable(grid=grid, value=value, q=q)
 
 
 class ReleaseGreedyController(GreedyController):
@@ -214,12 +202,9 @@ class ReleaseDPController(BeliefController):
     ----------
     params_cell, costs, critics
         See :class:`bpc.decide.controllers.BeliefController`. Missing ``p_fix`` /
-        ``p_break`` are replaced by ``π`` / ``1 − π`` when
-        ``kernel_default_from_prior`` (else they are an error).
-    horizon, grid_size : int
-        H and the number of grid points.
-    kernel_default_from_prior : bool
-        The ``dp_kernel_default_from_prior`` profile switch.
+        ``p_break`` are replaced by ``π`` / ``1 − π`` (a fresh sample); the
+        table has the paper's horizon and grid (:data:`bpc.constants.HORIZON`,
+        :data:`bpc.constants.GRID_SIZE`).
     """
 
     name = "bayesian_dp"
@@ -230,19 +215,13 @@ class ReleaseDPController(BeliefController):
         costs: Costs,
         *,
         critics: Sequence[str] = PAPER_CRITICS,
-        horizon: int = HORIZON,
-        grid_size: int = GRID_SIZE,
-        kernel_default_from_prior: bool = True,
     ) -> None:
         super().__init__(params_cell, costs, critics=critics)
-        if kernel_default_from_prior:
-            self.samples = self.samples.with_fresh_sample_kernel()
-        elif not self.samples.solvable.all():
-            raise ValueError("ReleaseDPController: the cell has no transition kernel (p_fix/p_break NaN)")
-        self.horizon = int(horizon)
+        self.samples = self.samples.with_fresh_sample_kernel()
+        self.horizon = HORIZON
         prices = self.sample_costs.kernel_kwargs()
         P = make_problem(**self.samples.as_dict(), costs=prices, available=self.available)
-        self.table = solve_release_dp(P, horizon=self.horizon, grid_size=grid_size)
+        self.table = solve_release_dp(P, horizon=HORIZON, grid_size=GRID_SIZE)
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Table Q-values at the nearest grid belief and ``t = min(step, H−1)``, ``(n, m, A)``."""

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, BELIEFS, N_FOLDS, POLICIES
+from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, N_FOLDS, POLICIES
 from bpc.decide.options import PlanOptions
 
 __all__ = [
@@ -138,11 +138,6 @@ class Profile:
         at the last step worth ``-c_gen``, table looked up again after every
         critic. Paper: receding-horizon DP over (b, h, U) with linear
         interpolation (:class:`bpc.decide.controllers.DPController`).
-    dp_kernel_default_from_prior : bool
-        Without a measured transition kernel the DP regenerates with
-        ``p_fix = π`` and ``p_break = 1 - π`` (a fresh sample). Both profiles
-        use this default; it is a switch so that a profile may instead
-        require a kernel.
     missing_verdict_as_fail : bool
         A missing critic verdict on a patch counts as *fail* (release: the
         authors' code tests verdicts for truth, and ``None`` is false; it
@@ -208,7 +203,6 @@ class Profile:
     fixed_pipeline_critics: tuple[str, ...] = ("syn", "test", "llm")
     greedy_release_formula: bool = False
     dp_release_mode: bool = False
-    dp_kernel_default_from_prior: bool = True
     missing_verdict_as_fail: bool = False
     in_sample: bool = False
     instance_order: str = "sorted"
@@ -220,25 +214,8 @@ class Profile:
     task_critics: bool = True
 
     def __post_init__(self) -> None:
-        choices = {
-            "belief": BELIEFS,
-            "critic_scope": (None, "patch", "instance"),
-            "instance_order": ("sorted", "file"),
-        }
-        for switch, allowed in choices.items():
-            if getattr(self, switch) not in allowed:
-                value = getattr(self, switch)
-                raise ValueError(f"profile {self.name!r}: {switch} must be one of {allowed}, got {value!r}")
-        if self.n_folds is not None and (self.in_sample or int(self.n_folds) < 2):
-            raise ValueError(f"profile {self.name!r}: n_folds must be >= 2 and not in-sample")
-        limits = dict(self.gate_max_patches)
-        for crit, limit in limits.items():
-            if limit is not None and int(limit) < 1:
-                raise ValueError(f"profile {self.name!r}: gate_max_patches[{crit!r}] must be >= 1 or None")
-        for name in ("fixed_pipeline_max_patches", "max_patches"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"profile {self.name!r}: {name} must be >= 1 or None")
-        object.__setattr__(self, "gate_max_patches", MappingProxyType(limits))
+        """Freeze the mapping field (the switches are checked where a user sets them: CLI, PlanOptions)."""
+        object.__setattr__(self, "gate_max_patches", MappingProxyType(dict(self.gate_max_patches)))
 
     def __hash__(self) -> int:
         """Hash over every switch (the mapping field hashed as sorted items)."""
@@ -294,7 +271,6 @@ PAPER_RELEASE = Profile(
     fixed_pipeline_critics=("syn", "llm"),
     greedy_release_formula=True,
     dp_release_mode=True,
-    dp_kernel_default_from_prior=True,
     missing_verdict_as_fail=True,
     in_sample=True,
     instance_order="file",

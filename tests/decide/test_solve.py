@@ -8,13 +8,12 @@ from bpc.costs import Costs, named_costs, paper_costs_for
 from bpc.decide.kernels.belief import CRITIC_OFFSET
 from bpc.decide.options import PlanOptions
 from bpc.decide.solve import (
-    cost_arrays,
     fill_regeneration_kernel,
     parameter_samples,
     solve_b0,
     solve_policy,
 )
-from bpc.decide.table import ParameterSamples, SampleCosts, fresh_sample_kernel
+from bpc.decide.table import SampleCosts, fresh_sample_kernel
 from tests.loose_solvers import paper_dp, paper_tree
 
 CRITICS = ["syn", "test", "llm", "lint"]
@@ -118,40 +117,32 @@ def test_parameter_samples_order_missing_critics_and_one_cell():
     assert parameter_samples(p).n_samples == 2 * 3 * 2 * 2
 
 
-def test_grid_block_masks_samples_without_parameters():
-    from dataclasses import replace
+def test_samples_without_parameters_are_masked():
+    from bpc.decide.solve import _problem
 
-    from bpc.decide.kernels.dp import PAPER_TABLE
-    from bpc.decide.solve import _grid_block
-
-    paper = replace(PAPER_TABLE, horizon=2)
-
-    samples = ParameterSamples(
-        prior=[0.3, np.nan, 0.6],
-        tpr=[[0.9], [0.9], [np.nan]],
-        fpr=[[0.2], [0.2], [np.nan]],
-        p_fix=[np.nan, 0.1, 0.2],
-        p_break=[np.nan, 0.1, 0.1],
-        critics=("syn",),
+    cell = ("benchmark", "generator")
+    ds = xr.Dataset(
+        {
+            "prior": (cell, [[0.3, np.nan, 0.6]]),
+            "tpr": (cell + ("critic",), [[[0.9], [0.9], [np.nan]]]),
+            "fpr": (cell + ("critic",), [[[0.2], [0.2], [np.nan]]]),
+            "p_fix": (cell, [[np.nan, 0.1, 0.2]]),
+            "p_break": (cell, [[np.nan, 0.1, 0.1]]),
+        },
+        coords={"benchmark": ["b"], "generator": ["g0", "g1", "g2"], "critic": ["syn"]},
     )
-    costs = SampleCosts.from_costs(
-        named_costs("slow"), critics=("syn",), n_samples=3, available=samples.available
-    )
-    np.testing.assert_array_equal(costs.critic[:, 0], 1.0)  # priced: some sample may call it
-    args = (samples.prior, samples.tpr, samples.fpr)
-    cost_args = (costs.critic, costs.c_gen, costs.c_ver, costs.reward, np.inf)
-    filled = samples.with_fresh_sample_kernel()
-    value, policy, q = _grid_block(
-        *args, filled.p_fix, filled.p_break, *cost_args, paper=True, kernel=paper, keep_q=True
-    )
+    ds["gap"] = ds["tpr"] - ds["fpr"]
+    slow = named_costs("slow")
+    sol = solve_policy(ds, slow, critics=["syn"], plan=PlanOptions(horizon=2, keep_q=True))
+    value, policy, q = (sol[v].isel(benchmark=0).values for v in ("value", "policy", "q"))
     assert np.isnan(value[1]).all() and (policy[1] == -1).all() and np.isnan(q[1]).all()
     ref = paper_dp(
         0.3, [0.9], [0.2], 0.3, 0.7, critic_costs=[1.0], c_gen=10.0, c_ver=90.0, reward=100.0, horizon=2
     )
     np.testing.assert_array_equal(value[0], flat(ref.value)[0])  # fresh-sample kernel filled
     assert np.isneginf(q[2, :, :, 3]).all()  # critic unavailable for sample 2
-    unfilled, _ = _grid_block(*args, samples.p_fix, samples.p_break, *cost_args, paper=True, kernel=paper)
-    assert np.isnan(unfilled[0]).all() and np.isfinite(unfilled[2]).all()
+    _, ok, _, _ = _problem(ds, slow, ["syn"], refine=True, kappa=xr.DataArray(np.inf))  # unfilled
+    np.testing.assert_array_equal(ok, [False, False, True])
 
 
 def test_sample_costs_from_costs():
@@ -213,8 +204,10 @@ def test_per_benchmark_costs_and_missing_cells():
         np.testing.assert_array_equal(
             ds.value.sel(benchmark=b, generator="haiku45").values, flat(sol.value)[0]
         )
-    ca = cost_arrays(paper_costs_for, p, critics=["syn", "test"])
-    np.testing.assert_array_equal(ca["c_ver"].values, [5.0, 90.0])
+    from bpc.decide.solve import _problem
+
+    P = _problem(p, paper_costs_for, ["syn", "test"], refine=True, kappa=xr.DataArray(np.inf))[2]
+    np.testing.assert_array_equal(P.c_ver, [5.0, 5.0, 90.0, 90.0])  # per benchmark, sample order
 
 
 def test_posterior_draws_keep_their_dims_and_b0_matches_exact():

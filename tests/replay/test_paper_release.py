@@ -233,7 +233,8 @@ def test_release_dp_hand_checked_without_critics():
         t.value[0, 0], np.maximum.reduce([np.zeros(11), 100 * g - 30, np.full(11, regen0)])
     )
     # at the low beliefs regenerating (worth 5) beats stopping and verifying
-    assert t.policy[0, 0, 0] == REGENERATE and t.policy[0, 1, 0] == STOP and t.policy[0, 0, 10] == VERIFY
+    policy = t.q.argmax(axis=2)
+    assert policy[0, 0, 0] == REGENERATE and policy[0, 1, 0] == STOP and policy[0, 0, 10] == VERIFY
 
 
 def test_release_dp_critic_value_hand_checked():

@@ -146,10 +146,8 @@ def test_profiles():
     )
     for prof in (PAPER, PAPER_RELEASE):
         assert (prof.belief, prof.plan_verify_continues, prof.n_folds) == ("iid", False, None)
-    with pytest.raises(ValueError, match="belief"):
-        PAPER.with_(belief="mixture")
-    with pytest.raises(ValueError, match="n_folds"):
-        PAPER_RELEASE.with_(n_folds=5)
+    with pytest.raises(ValueError, match="belief"):  # checked where the switches are read
+        PAPER.with_(belief="mixture").switches.resolved()
 
 
 def _synthetic(seed=0, n=20, kappa=0.5, prior=0.3):
@@ -174,11 +172,11 @@ def test_make_controller_by_profile():
     ctl = policy_controller("bayesian_dp", params, FAST, "bpc")
     assert isinstance(ctl, InstanceController) and ctl.plan.belief == "instance"
     assert np.isfinite(ctl.kappa).all() and ctl.plan.plan_verify_continues
-    iid = policy_controller("bayesian_dp", params, FAST, "bpc", belief="iid")
+    iid = policy_controller("bayesian_dp", params, FAST, BPC.with_(belief="iid"))
     assert np.isinf(iid.kappa).all() and iid.critic_scope == "patch"
     greedy = policy_controller("bayesian_greedy", params, FAST, "bpc")
     assert isinstance(greedy, InstanceController) and greedy.method == "greedy"
-    paper_instance = policy_controller("bayesian_dp", params, FAST, "paper", belief="instance")
+    paper_instance = policy_controller("bayesian_dp", params, FAST, PAPER.with_(belief="instance"))
     assert not paper_instance.plan.plan_verify_continues  # the paper's planning convention, instance belief
 
 

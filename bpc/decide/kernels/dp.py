@@ -285,8 +285,8 @@ class DPSolution:
         when solved with ``keep_q=True``.
     problem : Problem
         The problem.
-    verify_terminal, critic_scope, regenerate, budget
-        The planning options; ``budget=False``: no patch budget (``N = 1``).
+    options : KernelOptions
+        The planning options; ``max_patches=None``: no patch budget (``N = 1``).
     """
 
     grid: np.ndarray
@@ -295,10 +295,7 @@ class DPSolution:
     policy: np.ndarray
     q: np.ndarray | None
     problem: Problem
-    verify_terminal: bool
-    critic_scope: str
-    regenerate: str
-    budget: bool
+    options: KernelOptions
 
     @property
     def horizon(self) -> int:
@@ -308,7 +305,7 @@ class DPSolution:
     @property
     def max_patches(self) -> int | None:
         """The patch budget ``N`` (``None``: none)."""
-        return int(self.value.shape[2]) if self.budget else None
+        return None if self.options.max_patches is None else int(self.value.shape[2])
 
     def _mix(self, s, h, n, u, mu, terms):
         """``Σ_terms (a0·V[i] + a1·V[i+1])`` of ``value[s, h, n, u]`` at θ-mean ``mu`` (linear in μ)."""
@@ -337,7 +334,7 @@ class DPSolution:
         The same floating-point operations as the kernel: at a grid point it
         gives the kernel's Q-values exactly.
         """
-        P, dt = self.problem, self.grid.dtype
+        P, dt, o = self.problem, self.grid.dtype, self.options
         one, zero = dt.type(1), dt.type(0)
         b = b.astype(dt)
         nb = one - b
@@ -346,15 +343,15 @@ class DPSolution:
         q[:, VERIFY] = P.reward[s] * b - P.c_ver[s]
         live = h > 0
         hp = np.maximum(h - 1, 0)
-        if not self.verify_terminal:
+        if not o.verify_terminal:
             q[:, VERIFY] += np.where(live, nb * self._linear(s, hp, n, u, mu, np.zeros_like(b)), zero)
         N = self.value.shape[2]
-        regen_ok = live & ((n + 1 < N) | (not self.budget))
-        if self.regenerate == "refine":
+        regen_ok = live & ((n + 1 < N) | (o.max_patches is None))
+        if o.regenerate == "refine":
             mu2, b2 = mu, regenerate(b, P.p_fix[s], P.p_break[s])
         else:
             mu2 = b2 = abandon_moment(b, mu, self.problem.kappa[s], n)
-        u2 = np.zeros_like(u) if self.critic_scope == "patch" else u
+        u2 = np.zeros_like(u) if o.critic_scope == "patch" else u
         regen = self._linear(s, hp, np.minimum(n + 1, N - 1), u2, mu2, b2) - P.c_gen[s]
         q[:, REGENERATE] = np.where(regen_ok, regen, -np.inf)
         G1 = self.grid.shape[0] - 1
@@ -502,15 +499,4 @@ def solve_grid(
     )
     run = dict(backend=backend, chunk_size=chunk_size, n_threads=n_threads)
     _run(P, (grid, mu_grid), H, N, flags, (value, policy, q), **run)
-    return DPSolution(
-        grid,
-        mu_grid,
-        value,
-        policy,
-        q,
-        P,
-        bool(o.verify_terminal),
-        o.critic_scope,
-        regenerate,
-        max_patches is not None,
-    )
+    return DPSolution(grid, mu_grid, value, policy, q, P, o)

@@ -52,7 +52,7 @@ caller's budget) makes *regenerate* unavailable on the last patch.
 
 - :func:`solve_tree` — exact expectimax on the reachable tree,
   vectorised over parameter samples, with the exact mixture or the
-  mean-matched Beta (``policy=`` evaluates a policy instead);
+  mean-matched Beta;
 - :func:`bpc.decide.kernels.dp.solve_grid` — the one grid DP, over ``(b, μ, n, U)``;
 - :func:`bpc.decide.kernels.greedy.greedy` — the one-step rule.
 
@@ -62,7 +62,6 @@ those of :mod:`bpc.decide.kernels`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -232,8 +231,6 @@ class _InstanceTree:
     """Memoised expectimax for one chunk of samples (options as in :func:`solve_tree`)."""
 
     P: Problem
-    policy: Callable | None
-    samples: np.ndarray
     o: KernelOptions
     memo: dict = field(default_factory=dict)
     _means: dict[int, np.ndarray] = field(default_factory=dict)
@@ -244,11 +241,6 @@ class _InstanceTree:
         if m is None:
             m = self._means[n] = pass_count_means(self.P.prior, self.P.kappa, n)
         return m
-
-    def mean_theta(self, node: _Node) -> np.ndarray:
-        if self.o.mixture == "exact":
-            return (node.theta * self.component_means(node.n)).sum(-1)
-        return node.theta
 
     def abandon(self, node: _Node, b) -> tuple[np.ndarray, np.ndarray]:
         """θ-belief after abandoning the current patch with belief ``b``, and its mean."""
@@ -300,23 +292,10 @@ class _InstanceTree:
         hit = self.memo.get(memo_key)
         if hit is not None:
             return hit
-        P = self.P
-        if h == 0 and self.policy is None:
-            v = np.maximum(P.reward * node.b - P.c_ver, 0.0)
+        if h == 0:
+            v = np.maximum(self.P.reward * node.b - self.P.c_ver, 0.0)
         else:
-            q = self.q(node, h)
-            if self.policy is None:
-                v = q.max(axis=0)
-            else:
-                a = np.asarray(
-                    self.policy(node.b, self.mean_theta(node), node.patch, node.used, h, self.samples)
-                )
-                a = np.broadcast_to(a, node.b.shape).astype(np.int64)
-                if (a < 0).any() or (a >= q.shape[0]).any():
-                    raise ValueError(f"policy returned an action outside 0..{q.shape[0] - 1} at h={h}")
-                v = np.take_along_axis(q, a[None, :], axis=0)[0]
-                if np.isneginf(v).any():
-                    raise ValueError(f"policy chose an action that is not offered (h={h}, used={node.used})")
+            v = self.q(node, h).max(axis=0)
         self.memo[memo_key] = v
         return v
 
@@ -354,7 +333,6 @@ def solve_tree(
     weights=None,
     used: int = 0,
     chunk_size: int | None = 32768,
-    policy: Callable | None = None,
     patch: int | None = None,
 ) -> ExactSolution:
     """The one exact expectimax tree over a validated problem: value and Q-values at the root.
@@ -364,7 +342,7 @@ def solve_tree(
     ``verify_terminal``), regenerate (``−c_gen + V_{h−1}`` of a fresh patch
     at ``b = E[θ | history]``, offered while ``n + 1 < max_patches``) and
     every unused available critic (``−c_k + Σ_z P(z|b)·V_{h−1}(b_z)``).
-    Every exact solver and policy evaluator of bpc runs on it (the paper's
+    Every exact solver of bpc runs on it (the paper's
     tree, method.md §Controllers, is ``κ = inf`` with :data:`PAPER_TREE`).
 
     Parameters
@@ -384,10 +362,6 @@ def solve_tree(
         Bitmask of critics already used on the current patch.
     chunk_size : int or None
         Samples solved together; does not change results.
-    policy : callable, optional
-        Follow ``policy(b, mu, n, used, h, samples) -> actions`` instead of the
-        best action at every node; ``value`` is then its expected utility
-        (at most the optimum). It must only choose offered actions.
     patch : int, optional
         Index of the root's patch (the budget's count; default the number of
         patches folded into ``weights``).
@@ -413,9 +387,9 @@ def solve_tree(
     root_hist = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
     for start in range(0, S, chunk):
         sl = slice(start, min(S, start + chunk))
-        tree = _InstanceTree(P.take(sl), policy, np.arange(sl.start, sl.stop), options)
+        tree = _InstanceTree(P.take(sl), options)
         node = _Node(b0[sl].copy(), theta0[sl], n0, int(used), (root_hist,), n0 if patch is None else patch)
         qc = tree.q(node, int(options.horizon))
         q[sl] = qc.T
-        value[sl] = qc.max(axis=0) if policy is None else tree.value(node, int(options.horizon))
+        value[sl] = qc.max(axis=0)
     return ExactSolution(value=value, q=q)

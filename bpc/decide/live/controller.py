@@ -694,22 +694,19 @@ class Controller:
         )
 
     # ------------------------------------------------------ decision layer calls
-    def decision(
-        self, state: BeliefState, *, allowed: np.ndarray | None = None, policy: Any = None
-    ) -> Decision:
+    def decision(self, state: BeliefState, *, allowed: np.ndarray, policy: Any) -> Decision:
         """The :class:`Decision` for the one episode of a decision-layer ``state``.
 
         ``allowed`` (``(A,)`` bool, :meth:`Episode.decide` passes the budget's)
         takes the other actions out of the choice: their Q becomes ``-inf``;
         a baseline whose rule picks one stops instead. ``policy``: the one the
-        episode started with (default the current one).
+        episode started with.
         """
-        policy = self.policy if policy is None else policy
         used = tuple(c for i, c in enumerate(self.critics) if int(state.used[0]) >> i & 1)
         if not hasattr(policy, "q_values"):  # a baseline: a rule, no Q-values
             k = int(policy.act(state)[0])
             nan = MappingProxyType({n: float("nan") for n in self.actions})
-            action = self.actions[k if allowed is None or allowed[k] else 0]
+            action = self.actions[k if allowed[k] else 0]
             nan_q = (float("nan"), nan, float("nan"))
             return Decision(
                 action, *nan_q, used, self.horizon, self.n_samples, warning=self.calibration_warning
@@ -717,7 +714,7 @@ class Controller:
         qs = policy.q_values(state)  # (1, m, A): Q of every followed sample
         if self.method == "greedy" and self.horizon == 0:
             qs = np.where(np.arange(qs.shape[-1]) >= REGENERATE, -np.inf, qs)
-        if allowed is not None and not allowed.all():
+        if not allowed.all():
             qs = np.where(allowed, qs, -np.inf)
         k = int(policy.choose(qs, state)[0])
         q, per_sample, names = expected_q(qs)[0], qs[0], self.actions
