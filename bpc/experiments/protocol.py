@@ -26,7 +26,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,6 +65,7 @@ def replay_evaluator(
     belief: str | None = None,
     starts: Sequence[str] = ("cell",),
     task_critic: str = "test",
+    arms: Mapping[str, tuple[str, Mapping[str, object]]] | None = None,
 ) -> Evaluator:
     """The default evaluator: parameters fitted on the training counts, the replay engine on the scored tasks.
 
@@ -91,6 +92,10 @@ def replay_evaluator(
         The first start's rows carry the policy's name, every other start's ``policy@start``.
     task_critic : str
         The critic of the ``"critic"`` start.
+    arms : mapping, optional
+        Further rows: label → (policy, changes to the profile, :meth:`Profile.with_`), each
+        replayed from the cell prior under its variant of the profile (the ablation's arms,
+        :data:`bpc.experiments.ablation.ABLATION_ARMS`).
 
     Returns
     -------
@@ -112,6 +117,16 @@ def replay_evaluator(
     prof = get_profile(profile)
     cost_for = cost_resolver(costs)
     starts = check_starts(starts)
+    variants = [(label, policy, prof.with_(**changes)) for label, (policy, changes) in (arms or {}).items()]
+
+    def rows(ds: xr.Dataset, start: str, source: np.ndarray, unconverged: str) -> pd.DataFrame:
+        tidy = ds[["utility", "passed", "cost", *ACTION_COUNTS]].to_dataframe().reset_index()
+        src = pd.Series(source, index=ds["instance"].values)
+        is_bayes = tidy["policy"].astype(str).str.split("@", n=1).str[0].isin(BAYESIAN_POLICIES)
+        tidy["start"] = np.where(is_bayes, start, "")
+        tidy["prior_source"] = np.where(is_bayes, tidy["instance"].map(src).astype(object), "")
+        tidy["prior_unconverged"] = np.where(is_bayes, unconverged, "")
+        return tidy.rename(columns={"instance": "instance_id"})
 
     def evaluate(fold: FoldData) -> pd.DataFrame:
         params = laplace(fold.train_counts)
@@ -123,37 +138,30 @@ def replay_evaluator(
         }
         frames = []
         for b, g in fold.cells:
-            pool = cell_pool(select_cell(fold.test_records, b, g), prof)
+            rec = select_cell(fold.test_records, b, g)
+            pool = cell_pool(rec, prof)
             traj = None if fold.test_trajectories is None else select_cell(fold.test_trajectories, b, g)
-            cell_params = select_cell(params, b, g)
+            kw = {"trajectories": traj, "params": select_cell(params, b, g), "belief": belief}
             pols = cell_policies(prof, pool.critics, policies)
             bayes = [p for p in pols if p in BAYESIAN_POLICIES]
-            for i, start in enumerate(
-                starts
-            ):  # the first start replays every policy, the others the Bayesian
+            cell_source = np.full(pool.n_instances, CELL, dtype=object)
+            # the first start replays every policy, the others the Bayesian
+            for i, start in enumerate(starts):
                 items = {start_label(p, start, first=i == 0): p for p in (pols if i == 0 else bayes)}
-                theta0, source, unconverged = None, np.full(pool.n_instances, CELL, dtype=object), ""
+                theta0, source, unconverged = None, cell_source, ""
                 if start != CELL and bayes:
                     prior = priors[start]
-                    kw = {"benchmark": b, "generator": g, "tasks": pool.instance_ids}
-                    a, bb, source = task_starts(prior, cell_params, **kw)
-                    theta0, unconverged = (
-                        (a, bb),
-                        "" if prior is None else str(prior.attrs.get("unconverged", "")),
+                    a, bb, source = task_starts(
+                        prior, kw["params"], benchmark=b, generator=g, tasks=pool.instance_ids
                     )
-                if not items:
-                    continue
-                kw = {"trajectories": traj, "params": cell_params, "belief": belief, "theta0": theta0}
-                ds = replay_pool(pool, items, cost_for(b), profile=prof, **kw)
-                tidy = ds[["utility", "passed", "cost", *ACTION_COUNTS]].to_dataframe().reset_index()
-                src = pd.Series(source, index=np.asarray(pool.instance_ids, dtype=str))
-                is_bayes = tidy["policy"].astype(str).str.split("@", n=1).str[0].isin(BAYESIAN_POLICIES)
-                tidy["start"] = np.where(is_bayes, start, "")
-                tidy["prior_source"] = np.where(is_bayes, tidy["instance"].map(src).astype(object), "")
-                tidy["prior_unconverged"] = np.where(is_bayes, unconverged, "")
-                frames.append(
-                    tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g)
-                )
+                    theta0 = (a, bb)
+                    unconverged = "" if prior is None else str(prior.attrs.get("unconverged", ""))
+                if items:
+                    ds = replay_pool(pool, items, cost_for(b), profile=prof, theta0=theta0, **kw)
+                    frames.append(rows(ds, start, source, unconverged).assign(benchmark=b, generator=g))
+            for label, policy, variant in variants:
+                ds = replay_pool(cell_pool(rec, variant), {label: policy}, cost_for(b), profile=variant, **kw)
+                frames.append(rows(ds, CELL, cell_source, "").assign(benchmark=b, generator=g))
         return pd.concat(frames, ignore_index=True)
 
     return evaluate
@@ -177,7 +185,11 @@ class ProtocolConfig:
     belief : {"iid", "instance"}, optional
         Belief of the Bayesian controllers (default the profile's).
     starts : sequence of str
-        Starting beliefs of the Bayesian controllers (:func:`replay_evaluator`).
+        Starting beliefs of the Bayesian controllers (:func:`replay_evaluator`; the task-prior
+        study: ``("cell", "oracle", "critic")``, its gains by
+        :func:`bpc.experiments.task_eval.prior_gain_table`).
+    task_critic : str
+        The critic of the ``"critic"`` start.
     n_folds, seeds
         Folds K and fold-assignment seeds (:func:`bpc.evaluate.cross_fit`).
     B, prob
@@ -189,6 +201,7 @@ class ProtocolConfig:
     policies: Sequence[str] | None = None
     belief: str | None = None
     starts: Sequence[str] = ("cell",)
+    task_critic: str = "test"
     n_folds: int = N_FOLDS
     seeds: Sequence[int] = FOLD_SEEDS
     B: int = BOOTSTRAP_B
@@ -214,7 +227,7 @@ def run_protocol(
         The study's options.
     evaluate : Evaluator, optional
         Default :func:`replay_evaluator` with the config's costs, profile,
-        policies, belief and starts.
+        policies, belief, starts and task critic.
     trajectories, base_counts, progress
         As in :func:`bpc.evaluate.cross_fit`.
 
@@ -229,7 +242,12 @@ def run_protocol(
     c = config
     if evaluate is None:
         evaluate = replay_evaluator(
-            c.costs, profile=c.profile, policies=c.policies, belief=c.belief, starts=c.starts
+            c.costs,
+            profile=c.profile,
+            policies=c.policies,
+            belief=c.belief,
+            starts=c.starts,
+            task_critic=c.task_critic,
         )
     u = cross_fit(
         records,

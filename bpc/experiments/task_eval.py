@@ -46,20 +46,14 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
-from bpc.estimate.crossed import EVIDENCE_KINDS
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
 from bpc.evaluate import cell_and_pooled
-from bpc.experiments.task_starts import CELL, START_SEP, check_starts
-
-if TYPE_CHECKING:
-    from bpc.evaluate import Result
+from bpc.experiments.task_starts import CELL, START_SEP
 
 GAIN_COLUMNS: tuple[str, ...] = tuple(
     "benchmark generator policy start reference delta ci_lo "
@@ -137,7 +131,7 @@ def prior_gain_table(
 
 
 # ---------------------------------------------------------------------------
-# Where the gain comes from, and the whole comparison in one call
+# Where the gain comes from
 # ---------------------------------------------------------------------------
 TASK_GROUPS: tuple[str, ...] = ("others solved", "others failed", "flagged")
 """What the other generators did on a task (:func:`task_groups`): one of them solved it; none did
@@ -178,97 +172,3 @@ def task_groups(counts: xr.Dataset) -> pd.DataFrame:
     group = np.where(is_flagged, TASK_GROUPS[2], np.where(others_solved, TASK_GROUPS[0], TASK_GROUPS[1]))
     gens = counts[DIM_GENERATOR].values.astype(str)[j]
     return pd.DataFrame({"benchmark": bench, "generator": gens, "instance_id": task, "group": group})
-
-
-@dataclass(frozen=True)
-class PriorsConfig:
-    """The task-vs-cell prior comparison (:func:`compare_priors`).
-
-    Attributes
-    ----------
-    costs : Costs, callable, name or file
-        Cost specification (:func:`bpc.costs.cost_resolver`).
-    evidence : tuple of {"oracle", "critic"}
-        Task-prior evidence kinds (one start each).
-    policies : tuple of str
-        Replayed policies (the Bayesian ones get every start).
-    n_folds : int
-        Folds of the cross-fitting (:func:`bpc.data.splits.folds`).
-    seeds : tuple of int
-        Fold-assignment seeds.
-    task_critic : str
-        The critic of the ``"critic"`` evidence.
-    B : int
-        Bootstrap resamples.
-    probs : tuple of float
-        Interval probabilities; the table gets ``ci_lo``/``ci_hi`` for the first and
-        ``ci_lo_<pp>``/``ci_hi_<pp>`` (percent) for the others.
-    """
-
-    costs: Any = "paper-release"
-    evidence: tuple[str, ...] = EVIDENCE_KINDS
-    policies: tuple[str, ...] = ("always_verify", "stop", "verify_first", "bayesian_dp")
-    n_folds: int = N_FOLDS
-    seeds: tuple[int, ...] = FOLD_SEEDS
-    task_critic: str = "test"
-    B: int = BOOTSTRAP_B
-    probs: tuple[float, ...] = (CI_PROB,)
-
-    def __post_init__(self) -> None:
-        for name in ("evidence", "policies", "seeds", "probs"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        check_starts((CELL, *self.evidence))
-        if not self.probs:
-            raise ValueError("PriorsConfig.probs: give at least one interval probability")
-
-
-def compare_priors(
-    records: pd.DataFrame,
-    config: PriorsConfig,
-    *,
-    base_counts: xr.Dataset | None = None,
-    progress: bool = False,
-) -> Result:
-    """Cross-fit the Bayesian policies from the cell prior and from the task prior of each evidence kind.
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        Per-patch records.
-    config : PriorsConfig
-        Costs, evidence, policies, folds and intervals.
-    base_counts : xarray.Dataset, optional
-        As in :func:`bpc.experiments.protocol.cross_fit`.
-    progress : bool
-        Progress on stderr.
-
-    Returns
-    -------
-    bpc.evaluate.Result
-        Tables ``gains`` (:func:`prior_gain_table`, plus the extra interval columns) and
-        ``utilities`` (the cross-fitted per-task utilities).
-    """
-    from bpc.evaluate import Result, cross_fit
-    from bpc.experiments.protocol import replay_evaluator
-
-    evaluate = replay_evaluator(
-        config.costs,
-        policies=config.policies,
-        starts=(CELL, *config.evidence),
-        task_critic=config.task_critic,
-    )
-    u = cross_fit(
-        records,
-        evaluate,
-        n_folds=config.n_folds,
-        seeds=config.seeds,
-        base_counts=base_counts,
-        progress=progress,
-    )
-    gains = prior_gain_table(u, B=config.B, prob=config.probs[0])
-    keys = ["benchmark", "generator", "policy", "start"]
-    for p in config.probs[1:]:
-        extra = prior_gain_table(u, B=config.B, prob=p)[[*keys, "ci_lo", "ci_hi"]]
-        tag = f"{round(100 * p)}"
-        gains = gains.merge(extra.rename(columns={"ci_lo": f"ci_lo_{tag}", "ci_hi": f"ci_hi_{tag}"}), on=keys)
-    return Result.of("task_prior", config=config, tables={"gains": gains, "utilities": u})

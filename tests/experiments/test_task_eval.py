@@ -171,18 +171,18 @@ def test_task_groups_and_the_gain_split_by_hand():
     assert split["contribution"].sum() == pytest.approx(u[u["start"] == "oracle"]["utility"].mean())
 
 
-def test_compare_priors_is_a_configuration_returning_one_result():
-    from bpc.experiments.task_eval import PriorsConfig, compare_priors
+def test_the_task_prior_study_is_a_protocol_configuration():
+    from bpc.experiments.protocol import ProtocolConfig, run_protocol
 
-    config = PriorsConfig(
-        costs="fast", evidence=("oracle",), policies=("always_verify", "bayesian_dp"), n_folds=3, seeds=(1,),
-        B=100, probs=(0.89, 0.95),
+    config = ProtocolConfig(
+        "fast", policies=("always_verify", "bayesian_dp"), starts=("cell", "oracle"), n_folds=3, seeds=(1,),
+        B=100,
     )  # fmt: skip
-    res = compare_priors(_records(), config)
-    gains = res.tables["gains"]
-    assert res.name == "task_prior" and res.metadata["config"]["seeds"] == [1]
+    res = run_protocol(_records(), config)
+    assert res.metadata["config"]["starts"] == ["cell", "oracle"]
+    u = res.tables["utilities"]
+    gains, wide = prior_gain_table(u, B=100), prior_gain_table(u, B=100, prob=0.95)
     assert set(gains["start"]) == {"oracle"} and set(gains["policy"]) == {"bayesian_dp"}
-    wide = gains[["ci_lo", "ci_lo_95", "ci_hi", "ci_hi_95"]].to_numpy()
-    assert (wide[:, 1] <= wide[:, 0] + 1e-12).all() and (wide[:, 3] >= wide[:, 2] - 1e-12).all()
+    assert (wide["ci_lo"] <= gains["ci_lo"] + 1e-12).all() and (wide["ci_hi"] >= gains["ci_hi"] - 1e-12).all()
     with pytest.raises(ValueError, match="nope"):
-        PriorsConfig(evidence=("nope",))
+        run_protocol(_records(), ProtocolConfig(starts=("nope",)))
