@@ -291,13 +291,13 @@ def baseline_choices(baselines: pd.DataFrame) -> pd.DataFrame:
     >>> baseline_choices(b)["best_simple"].item()
     'stop 2/3, gate_syn 1/3'
     """
-    rows = []
-    for (b, g), part in baselines.groupby(_CELL, sort=True):
-        counts = part["baseline"].value_counts(sort=False)
-        order = sorted(counts.index, key=lambda name: (-int(counts[name]), list(counts.index).index(name)))
-        total = int(counts.sum())
-        rows.append((b, g, ", ".join(f"{name} {int(counts[name])}/{total}" for name in order)))
-    return pd.DataFrame(rows, columns=[*_CELL, "best_simple"])
+
+    def choices(names: pd.Series) -> str:
+        # most frequent first, ties in order of first appearance
+        counts = names.value_counts(sort=False).sort_values(ascending=False, kind="stable")
+        return ", ".join(f"{name} {n}/{counts.sum()}" for name, n in counts.items())
+
+    return baselines.groupby(_CELL, sort=True)["baseline"].apply(choices).rename("best_simple").reset_index()
 
 
 def protocol_table(result: Result) -> pd.DataFrame:
