@@ -101,8 +101,6 @@ def fold_task_priors(
     from bpc.estimate.crossed import crossed_layout, fit_crossed_eb, task_prior
     from bpc.schema import has_task_counts
 
-    if kind not in EVIDENCE_KINDS:
-        raise ValueError(f"fold_task_priors: kind must be one of {EVIDENCE_KINDS}, got {kind!r}")
     if not has_task_counts(train_counts) or not crossed_layout(train_counts):
         return None
     evidence = counts_from_records(test_records)
