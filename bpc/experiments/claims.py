@@ -50,7 +50,7 @@ from bpc.constants import (
     REFINEMENT_POLICIES,
     SLOW_ORACLE_BENCHMARKS,
 )
-from bpc.experiments.regime import BANDS
+from bpc.experiments.regime import BANDS, band_of
 from bpc.schema import sort_cells
 
 VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not evaluated")
@@ -314,8 +314,7 @@ def _check_dp_greedy_grid(grid: pd.DataFrame) -> Finding:
         return _no_cells("grid point with both Bayesian controllers")
     wide = wide.reset_index()
     ahead = (wide["bayesian_dp"] - wide["bayesian_greedy"]) > DP_MARGIN * wide["reward"]
-    band = pd.cut(wide["c_ver"] / wide["reward"], [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
-    shares = ahead.groupby(band, observed=False).mean().reindex(BANDS)
+    shares = ahead.groupby(band_of(wide["c_ver"] / wide["reward"]), observed=False).mean().reindex(BANDS)
     high = float(shares[BANDS[2]])
     if not np.isfinite(high):
         return _no_cells("grid point with c_ver/R >= 1")

@@ -172,17 +172,12 @@ def _counted(run) -> tuple[np.ndarray, dict[str, np.ndarray]]:
 
 def _price(passed, counts, points: Sequence[Costs]) -> np.ndarray:
     """Mean utility at each cost point, ``(..., P)``, from per-instance counts averaged over the last axis."""
-    mp = passed.mean(axis=-1)
-    mc = {k: v.mean(axis=-1) for k, v in counts.items()}
-    out = []
-    for c in points:
-        cost = c.c_gen * mc["gen"] + c.c_ver * mc["ver"]
-        for crit in CRITICS:
-            used = mc[crit]
-            if np.any(used > 0):
-                cost = cost + c.critic_cost(crit) * used
-        out.append(c.reward * mp - cost)
-    return np.stack(out, axis=-1)
+    mc = {k: v.mean(axis=-1)[..., None] for k, v in counts.items()}
+    price = {k: np.array([getattr(c, k) for c in points]) for k in ("c_gen", "c_ver", "reward")}
+    cost = price["c_gen"] * mc["gen"] + price["c_ver"] * mc["ver"]
+    for crit in (c for c in CRITICS if np.any(mc[c] > 0)):
+        cost = cost + np.array([c.critic_cost(crit) for c in points]) * mc[crit]
+    return price["reward"] * passed.mean(axis=-1)[..., None] - cost
 
 
 def cell_utilities(

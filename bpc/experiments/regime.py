@@ -43,6 +43,11 @@ BANDS: tuple[str, ...] = ("c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1")
 """The paper's three c_ver/R bands: regime C, the regime-B wedge, regime A."""
 
 
+def band_of(ratio: pd.Series) -> pd.Series:
+    """The c_ver/R band (:data:`BANDS`) of each ratio, a categorical."""
+    return pd.cut(ratio, [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
+
+
 def regime_of(policy: str) -> str:
     """The regime (``A``, ``B``, ``C`` or ``other``) a winning policy belongs to."""
     return next((regime for regime, members in REGIME_POLICIES.items() if policy in members), "other")
@@ -216,8 +221,9 @@ def regime_summary(points: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         One row per band: n_points and the share of each regime.
     """
-    bands = pd.cut(points["ratio"], [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
-    wins = pd.crosstab(bands, points["regime"]).reindex(index=BANDS, columns=REGIMES, fill_value=0)
+    wins = pd.crosstab(band_of(points["ratio"]), points["regime"]).reindex(
+        index=BANDS, columns=REGIMES, fill_value=0
+    )
     n = wins.sum(axis=1)
     shares = wins.div(n.where(n > 0), axis=0).add_prefix("share_")  # an empty band: NaN shares
     shares.insert(0, "n_points", n)
