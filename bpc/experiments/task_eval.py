@@ -45,8 +45,6 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -65,13 +63,10 @@ GAIN_COLUMNS: tuple[str, ...] = tuple(
 def prior_gain_table(
     utilities: pd.DataFrame,
     *,
-    policies: Sequence[str] | None = None,
-    reference: str = CELL,
     B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
     prob: float = CI_PROB,
 ) -> pd.DataFrame:
-    """Held-out utility of each Bayesian policy from each start minus from ``reference``, per task.
+    """Held-out utility of each Bayesian policy from each start minus from the cell prior, per task.
 
     Per cell and pooled over a benchmark's generators (``generator = "pooled"``: the mean
     over (task, generator) pairs; a task's generators are resampled together). A task's
@@ -84,12 +79,9 @@ def prior_gain_table(
         :func:`bpc.experiments.protocol.cross_fit` output of an evaluator with several starts
         (policy labels ``name`` and ``name@start``, :func:`start_label`; a ``start`` column
         names each row's start, and ``prior_source`` the start actually used per task).
-    policies : sequence of str, optional
-        Base policy names (default every policy that has a ``name@start`` label).
-    reference : str
-        The start compared against (default the cell prior).
-    B, seed, prob
-        Bootstrap settings.
+    B, prob
+        Bootstrap resamples (seeded with :data:`~bpc.constants.BOOTSTRAP_SEED`) and interval
+        probability.
 
     Returns
     -------
@@ -108,24 +100,23 @@ def prior_gain_table(
     bayes = utilities[utilities["start"].astype(str) != ""]
     base = bayes["policy"].str.split(START_SEP, n=1).str[0]
     bayes = bayes.assign(base=base, fb=(bayes["prior_source"] == CELL).astype(float))
-    bayes = bayes if policies is None else bayes[bayes["base"].isin(list(policies))]
     keys = ["benchmark", "generator", "instance_id", "base"]
     per = bayes.groupby([*keys, "start"]).agg(
         u=("utility", "mean"), n_seeds=("utility", "count"), fb=("fb", "max")
     )
     per = per.reset_index()
-    ref = per.loc[per["start"] == reference, [*keys, "u"]]
-    diff = per[per["start"] != reference].merge(ref, on=keys, suffixes=("", "_ref"))
+    ref = per.loc[per["start"] == CELL, [*keys, "u"]]
+    diff = per[per["start"] != CELL].merge(ref, on=keys, suffixes=("", "_ref"))
     diff = diff.assign(diff=diff["u"] - diff["u_ref"]).dropna(subset=["diff"])
     agg = {"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")}
     out = [
-        cell_and_pooled(part, agg=agg, B=B, seed=seed, prob=prob).assign(
-            policy=str(b), start=str(s), reference=reference
+        cell_and_pooled(part, agg=agg, B=B, seed=BOOTSTRAP_SEED, prob=prob).assign(
+            policy=str(b), start=str(s), reference=CELL
         )
         for (b, s), part in diff.groupby(["base", "start"], sort=True)
     ]
     if not out:
-        raise ValueError(f"prior_gain_table: no policy has both the {reference!r} start and another start")
+        raise ValueError(f"prior_gain_table: no policy has both the {CELL!r} start and another start")
     table = pd.concat(out, ignore_index=True).assign(prob=float(prob))
     return table.astype({c: int for c in ("n_tasks", "n_pairs", "n_seeds", "n_fallback")})[list(GAIN_COLUMNS)]
 
