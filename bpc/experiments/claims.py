@@ -713,9 +713,7 @@ def compare_claims(table: pd.DataFrame, iid: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------
 # The evidence tables the claims (and the analyses) read
 # ---------------------------------------------------------------------------
-def informativeness_grid(
-    params, replay: pd.DataFrame | None = None, *, critics: Sequence[str] = PAPER_CRITICS
-) -> pd.DataFrame:
+def informativeness_grid(params, replay: pd.DataFrame | None = None) -> pd.DataFrame:
     """Prior, critic gaps and the best Bayesian Δ per cell.
 
     Parameters
@@ -727,16 +725,14 @@ def informativeness_grid(
         ``delta_bayes`` = max(Δ bayesian_greedy, Δ bayesian_dp) and
         ``best_policy`` (the cell's overall winner). Cells without replay
         data get ``NaN``.
-    critics : sequence of str
-        Critics whose gaps are tabulated.
 
     Returns
     -------
     pandas.DataFrame
-        benchmark, generator, prior, gap_<critic>…, delta_bayes, best_policy.
+        benchmark, generator, prior, gap_<critic>… (the paper's critics), delta_bayes, best_policy.
     """
     cols = {"prior": params["prior"]}
-    cols.update({f"gap_{c}": params["gap"].sel({DIM_CRITIC: c}, drop=True) for c in critics})
+    cols.update({f"gap_{c}": params["gap"].sel({DIM_CRITIC: c}, drop=True) for c in PAPER_CRITICS})
     df = xr.Dataset(cols).to_dataframe().reset_index()
     df = df[np.isfinite(df["prior"].to_numpy(dtype=float))]
     if replay is not None and len(replay):

@@ -187,7 +187,6 @@ def cell_utilities(
     policies: Sequence[str] | None = None,
     draws: int = 0,
     seed: int = DEFAULT_SEED,
-    critics: Sequence[str] = PAPER_CRITICS,
     posterior: xr.Dataset | None = None,
 ) -> pd.DataFrame:
     """Mean replayed utility of every policy at every cost point of one cell.
@@ -207,9 +206,7 @@ def cell_utilities(
         the fit split (:func:`bpc.estimate.conjugate.conjugate_posterior`) — one
         replay per draw — and repeat the (parameter-free) baselines per draw.
     seed : int
-        Seed of the posterior draws.
-    critics : sequence of str
-        Critics the Bayesian controllers may call.
+        Seed of the posterior draws. The Bayesian controllers may call the paper's critics.
     posterior : xarray.Dataset, optional
         Parameter draws (``chain``/``draw`` dims, e.g. the hierarchical
         model's :func:`bpc.estimate.model.posterior_params` fitted on the fit splits)
@@ -282,10 +279,10 @@ def cell_utilities(
             # kernel measured elsewhere (corpus kernel file): keep the point estimate in every draw
             for v in ("p_fix", "p_break"):
                 post[v] = xr.full_like(post[v], float(setup.params[v].values.ravel()[0]))
-        arr = parameter_samples(post, critics=critics, one_cell=True).with_fresh_sample_kernel().as_dict()
-        big = {k: np.repeat(v, P, axis=0) for k, v in arr.items()}
+        arr = parameter_samples(post, critics=PAPER_CRITICS, one_cell=True).with_fresh_sample_kernel()
+        big = {k: np.repeat(v, P, axis=0) for k, v in arr.as_dict().items()}
         avail = np.isfinite(big["tpr"]) & np.isfinite(big["fpr"])
-        crit = np.array([[c.critic.get(k, np.nan) for k in critics] for c in points] * D, dtype=float)
+        crit = np.array([[c.critic.get(k, np.nan) for k in PAPER_CRITICS] for c in points] * D, dtype=float)
         cst = {
             "critic": np.where(avail, crit, np.nan),
             "c_gen": np.tile([c.c_gen for c in points], D).astype(float),
@@ -296,11 +293,13 @@ def cell_utilities(
         # the factory's controller on those samples (the paper's switches), the DP solved once for all
         index = FixedIndex(np.repeat(np.arange(D * P), n))
         tiled = pool.subset(np.tile(np.arange(n), D * P))
-        samples, sample_costs = ParameterSamples.from_mapping(big, critics=critics), SampleCosts(**cst)
+        samples, sample_costs = ParameterSamples.from_mapping(big, critics=PAPER_CRITICS), SampleCosts(**cst)
         # lookups recompute Q from the values rather than store one table per sample
         plan = replace(PAPER_PLAN, horizon=HORIZON, grid_size=GRID_SIZE, keep_q=False)
         for p in bayes:
-            ctrl = make_controller(samples, sample_costs, policy=p, critics=critics, index=index, plan=plan)
+            ctrl = make_controller(
+                samples, sample_costs, policy=p, critics=PAPER_CRITICS, index=index, plan=plan
+            )
             passed, counts = _counted(functools.partial(replay_controller, tiled, ctrl))
             per_sample = _price(
                 passed.reshape(D, P, n), {k: v.reshape(D, P, n) for k, v in counts.items()}, points

@@ -17,7 +17,7 @@ expectation (Binomial(m, π)) beside it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,6 @@ def heldout_acceptance(
     *,
     costs: str = "paper-release",
     arm: str = "instance_dp",
-    cells: Sequence[tuple[str, str]] = ACCEPTANCE_CELLS,
 ) -> dict[str, float | bool]:
     """The held-out gain of an instance-aware arm over the i.i.d. DP: passed when it is large enough.
 
@@ -54,20 +53,18 @@ def heldout_acceptance(
         :func:`~bpc.experiments.ablation.ablation_table` rows with a ``costs`` column.
     costs, arm : str
         The cost vector and the arm whose ``vs_iid_dp`` is read.
-    cells : sequence of (str, str)
-        The cells whose gains are averaged.
 
     Returns
     -------
     dict
-        ``mean_gain`` and ``min_gain`` over ``cells``, ``worst_cell`` over every cell, and
+        ``mean_gain`` and ``min_gain`` over :data:`ACCEPTANCE_CELLS`, ``worst_cell`` over every cell, and
         ``passed``: mean ≥ 9, min ≥ 5 and worst ≥ −3 (utility per task).
     """
     sel = table[(table["costs"] == costs) & (table["arm"] == arm)]
     gain = sel.set_index(["benchmark", "generator"])["vs_iid_dp"].astype(float)
-    wanted = [tuple(c) for c in cells]
+    wanted = list(ACCEPTANCE_CELLS)
     if not set(wanted) <= set(gain.index):
-        raise ValueError(f"the ablation table lacks some of the cells {list(cells)}")
+        raise ValueError(f"the ablation table lacks some of the cells {wanted}")
     gains = gain.loc[wanted].to_numpy()
     out = {"mean_gain": float(gains.mean()), "min_gain": float(gains.min()), "worst_cell": float(gain.min())}
     out["passed"] = bool(out["mean_gain"] >= 9 and out["min_gain"] >= 5 and out["worst_cell"] >= -3)

@@ -39,8 +39,6 @@ in the partial sums); ``ties="stable"`` keeps input order instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pandas as pd
 
@@ -275,8 +273,6 @@ def tool_success_rate(z: np.ndarray, fallback: float) -> np.ndarray:
 def patch_table(
     records: pd.DataFrame,
     *,
-    critics: Sequence[str] = PAPER_CRITICS,
-    seed: int = SPLIT_SEED,
     posterior_draws: int = 0,
     posterior_seed: int = 0,
 ) -> pd.DataFrame:
@@ -294,16 +290,13 @@ def patch_table(
       split: the posterior predictive P(Y = 1 | verdicts) up to the (small)
       update of the rates by the patch's own verdicts, which is ignored.
 
-    Only critics with finite likelihoods in the cell are used by either score.
+    Only the paper's critics with finite likelihoods in the cell are used by either score; the
+    split is seeded with :data:`~bpc.constants.SPLIT_SEED`.
 
     Parameters
     ----------
     records : pandas.DataFrame
         Raw records (schema of :mod:`bpc.schema`), one or more cells.
-    critics : sequence of str
-        Critics whose verdicts count.
-    seed : int
-        Seed of the instance split.
     posterior_draws : int
         Draws of the conjugate posterior (0 = skip the posterior score).
     posterior_seed : int
@@ -319,9 +312,9 @@ def patch_table(
     from bpc.estimate.laplace import laplace
     from bpc.schema import records_to_pool
 
-    critics = list(critics)
+    critics = list(PAPER_CRITICS)
     rows = []
-    instances = split_cells(records, seed=seed, drop_small=True)
+    instances = split_cells(records, seed=SPLIT_SEED, drop_small=True)
     for bench, gen in sorted(instances.cells):
         cell = select_cell(records, bench, gen)
         ev = instances.rows(cell, "eval")
