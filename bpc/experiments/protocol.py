@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import ACTION_COUNTS, BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS
+from bpc.constants import ACTION_COUNTS, BAYESIAN_POLICIES, BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.costs import CostSpec
 from bpc.evaluate import (
     BEST_SIMPLE,
@@ -106,7 +106,6 @@ def replay_evaluator(
         ``prior_unconverged`` (the benchmarks whose empirical-Bayes crossed fit of the fold did
         not report convergence).
     """
-    from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
     from bpc.estimate.laplace import laplace
     from bpc.experiments.task_starts import CELL, check_starts, fold_task_priors, start_label, task_starts
@@ -130,9 +129,10 @@ def replay_evaluator(
 
     def evaluate(fold: FoldData) -> pd.DataFrame:
         params = laplace(fold.train_counts)
-        train, test = fold.train_counts, fold.test_records
         priors = {
-            s: fold_task_priors(train, test, kind=s, critic=task_critic, params=params)
+            s: fold_task_priors(
+                fold.train_counts, fold.test_records, kind=s, critic=task_critic, params=params
+            )
             for s in starts
             if s != CELL
         }
@@ -336,17 +336,16 @@ def protocol_table(result: Result) -> pd.DataFrame:
     table = table.merge(baseline_choices(result.tables["baselines"]), on=_CELL, how="left")
     table["best_simple"] = table["best_simple"].fillna("")
     table["prob"] = prob
-    first: dict[str, float] = {str(p): float(i) for i, p in enumerate(dict.fromkeys(u["policy"]))}
-    from bpc.constants import BAYESIAN_POLICIES
-
-    bayes = [i for p, i in first.items() if p.split("@", 1)[0] in BAYESIAN_POLICIES]
-    cutoff = min(bayes, default=float(len(first)))
-    first[BEST_SIMPLE] = cutoff - 0.5
-    cells = {c: i for i, c in enumerate(dict.fromkeys(zip(u["benchmark"], u["generator"], strict=True)))}
-    table["_c"] = [cells[(b, g)] for b, g in zip(table["benchmark"], table["generator"], strict=True)]
-    table["_p"] = table["policy"].map(first)
-    table = table.sort_values(["_c", "_p"], kind="stable").drop(columns=["_c", "_p"]).reset_index(drop=True)
-    out = table[[*TABLE_COLUMNS, "prob"]]
+    # cells in the frame's order; policies in replay order, BEST_SIMPLE before the first Bayesian one
+    order = [str(p) for p in dict.fromkeys(u["policy"]) if p != BEST_SIMPLE]
+    bayes = [i for i, p in enumerate(order) if p.split("@", 1)[0] in BAYESIAN_POLICIES]
+    order.insert(min(bayes, default=len(order)), BEST_SIMPLE)
+    cells = pd.MultiIndex.from_frame(u[_CELL]).unique()
+    key = (
+        table["policy"].map({p: i for i, p in enumerate(order)}),
+        cells.get_indexer(pd.MultiIndex.from_frame(table[_CELL])),
+    )
+    out = table.iloc[np.lexsort(key)].reset_index(drop=True)[[*TABLE_COLUMNS, "prob"]]
     out.attrs.update(n_folds=u.attrs.get("n_folds"), seeds=u.attrs.get("seeds"), prob=prob)
     return out
 
