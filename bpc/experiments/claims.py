@@ -226,12 +226,12 @@ def gap_summary(grid: pd.DataFrame, critics: Sequence[str] = PAPER_CRITICS) -> p
     )
 
 
-def _gaps_text(summary: pd.DataFrame) -> tuple[pd.Series, float, str]:
-    """Mean γ per critic, γ_test's near-oracle share and their words, from :func:`gap_summary`."""
+def _gaps_text(summary: pd.DataFrame) -> tuple[pd.Series, str]:
+    """Mean γ per critic, and in words with γ_test's near-oracle share, from :func:`gap_summary`."""
     means = summary.set_index("critic")["mean_gap"].astype(float)
     share = float(summary.set_index("critic")[f"share_gap_ge_{NEAR_ORACLE_GAP}"].astype(float)["test"])
     text = "mean γ " + ", ".join(f"{c} {m:.2f}" for c, m in means.items())
-    return means, share, text + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {share:.0%} of cells"
+    return means, text + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {share:.0%} of cells"
 
 
 # ---------------------------------------------------------------------------
@@ -258,14 +258,14 @@ def _paper_gaps() -> str:
     from bpc.data.simulate import GAP_TABLE
 
     table = pd.DataFrame([{f"gap_{c}": row[c] for c in PAPER_CRITICS} for row in GAP_TABLE.values()])
-    return _gaps_text(gap_summary(table))[2]
+    return _gaps_text(gap_summary(table))[1]
 
 
 def _check_critics(cells: pd.DataFrame) -> Finding:
     crit = [c for c in PAPER_CRITICS if f"gap_{c}" in cells.columns]
     if "test" not in crit or len(crit) < 2:
         return _no_cells("public-test critic")
-    means, share, text = _gaps_text(gap_summary(cells, critics=crit))
+    means, text = _gaps_text(gap_summary(cells, critics=crit))
     if not np.isfinite(means["test"]):
         return _no_cells("cell with a public-test critic")
     # holds: test has the largest mean gap and syn the smallest; partly: test the largest only
