@@ -36,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.data.tasks import exclude_tasks, flagged_tasks
     from bpc.estimate.crossed import crossed_layout
     from bpc.evaluate import POOLED
-    from bpc.experiments.protocol import delta_by_group
-    from bpc.experiments.task_eval import PriorsConfig, compare_priors, task_groups
+    from bpc.experiments.protocol import ProtocolConfig, delta_by_group, run_protocol
+    from bpc.experiments.task_eval import prior_gain_table, task_groups
+    from bpc.experiments.task_starts import STARTS
     from bpc.paths import default_corpus
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -64,15 +65,19 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                config = PriorsConfig(
-                    costs=costs,
+                config = ProtocolConfig(
+                    costs,
+                    policies=("always_verify", "stop", "verify_first", "bayesian_dp"),
+                    starts=STARTS,
+                    task_critic=args.critic,
                     n_folds=args.folds,
                     seeds=tuple(args.seeds),
-                    task_critic=args.critic,
-                    probs=(CI_PROB, 0.95),
                 )
-                result = compare_priors(recs, config, base_counts=data.counts)
-                gains, u = result.tables["gains"], result.tables["utilities"]
+                u = run_protocol(recs, config, base_counts=data.counts).tables["utilities"]
+                gains = prior_gain_table(u)
+                keys = ["benchmark", "generator", "policy", "start"]
+                wide = prior_gain_table(u, prob=0.95)[[*keys, "ci_lo", "ci_hi"]]
+                gains = gains.merge(wide.rename(columns={"ci_lo": "ci_lo_95", "ci_hi": "ci_hi_95"}), on=keys)
             wall = time.perf_counter() - t0
             print(
                 f"[costs {costs}, flagged tasks {'excluded' if exclude else 'kept'}: {wall:.0f} s]",

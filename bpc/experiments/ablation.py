@@ -33,7 +33,8 @@ from types import MappingProxyType
 import pandas as pd
 
 from bpc.costs import CostSpec
-from bpc.evaluate import BEST_SIMPLE, Evaluator, FoldData
+from bpc.evaluate import BEST_SIMPLE, Evaluator
+from bpc.experiments.protocol import replay_evaluator
 
 ABLATION_ARMS: Mapping[str, tuple[str, Mapping[str, object]]] = MappingProxyType(
     {
@@ -82,13 +83,14 @@ def ablation_evaluator(
     costs: CostSpec = None,
     *,
     arms: Sequence[str] | None = None,
-    baselines: Sequence[str] = ABLATION_BASELINES,
 ) -> Evaluator:
     """An :data:`~bpc.evaluate.Evaluator` replaying every ablation arm and the simple baselines.
 
     Every arm is calibrated on the fold's Laplace estimate of the training
     counts and replayed on the fold's scored tasks under its variant of the
-    ``bpc`` profile; the rows carry the arm's name as ``policy``.
+    ``bpc`` profile (:func:`bpc.experiments.protocol.replay_evaluator` with ``arms``); the rows
+    carry the arm's name as ``policy``, beside :data:`ABLATION_BASELINES` under the ``bpc``
+    profile (those a cell cannot run are ``NaN``).
 
     Parameters
     ----------
@@ -96,8 +98,6 @@ def ablation_evaluator(
         Any cost specification of :func:`bpc.costs.cost_resolver`.
     arms : sequence of str, optional
         Names of :data:`ABLATION_ARMS` (default all).
-    baselines : sequence of str
-        Baselines replayed under the ``bpc`` profile (those a cell cannot run are skipped).
 
     Raises
     ------
@@ -110,38 +110,7 @@ def ablation_evaluator(
         raise ValueError(
             f"ablation_evaluator: unknown arm(s) {unknown}; expected some of {list(ABLATION_ARMS)}"
         )
-    base = tuple(baselines)
-
-    def evaluate(fold: FoldData) -> pd.DataFrame:
-        from bpc.costs import cost_resolver
-        from bpc.estimate.laplace import laplace
-        from bpc.replay.engine import cell_pool, replay_pool
-        from bpc.replay.profiles import get_profile
-        from bpc.schema import select_cell
-
-        bpc_profile = get_profile("bpc")
-        cost_for = cost_resolver(costs)
-        params = laplace(fold.train_counts)
-        frames = []
-        for b, g in fold.cells:
-            rec = select_cell(fold.test_records, b, g)
-            cp = select_cell(params, b, g)
-            c = cost_for(b)
-            runs = [(bpc_profile, {p: p for p in base})]
-            runs += [(bpc_profile.with_(**ABLATION_ARMS[a][1]), {a: ABLATION_ARMS[a][0]}) for a in names]
-            for prof, items in runs:
-                pool = cell_pool(rec, prof)
-                ds = replay_pool(pool, list(items.values()), c, profile=prof, params=cp)
-                tidy = ds[["utility", "passed", "cost"]].to_dataframe().reset_index()
-                tidy = tidy[tidy["policy"].isin(list(items.values()))]
-                back = {v: k for k, v in items.items()}
-                tidy["policy"] = tidy["policy"].map(back)
-                frames.append(
-                    tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g)
-                )
-        return pd.concat(frames, ignore_index=True)
-
-    return evaluate
+    return replay_evaluator(costs, policies=ABLATION_BASELINES, arms={a: ABLATION_ARMS[a] for a in names})
 
 
 def ablation_table(deltas: pd.DataFrame, utilities: pd.DataFrame) -> pd.DataFrame:

@@ -10,8 +10,8 @@ c_ver sweeps' leader changes (:func:`~bpc.experiments.analyses.sweep_analysis`),
 the critic-informativeness grid (:func:`~bpc.experiments.analyses.informativeness_analysis`),
 the train-vs-eval table (:func:`train_eval_table`)
 and the PRR table (:func:`~bpc.experiments.analyses.uncertainty_analysis`) —
-and returns a :class:`Finding`: bpc's value in words, the numbers behind it
-and a verdict, ``"holds"``, ``"partly"`` or ``"does not hold"`` (or
+and returns a :class:`Finding`: bpc's value in words (the numbers behind the verdict) and a
+verdict, ``"holds"``, ``"partly"`` or ``"does not hold"`` (or
 ``"not evaluated"`` when the results it needs are missing, e.g. no SWE-Bench
 cell in a subset). The thresholds of every verdict are module constants,
 stated in each claim's check.
@@ -34,8 +34,8 @@ the verdicts there only confirm that estimation recovers them; column
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
@@ -50,7 +50,7 @@ from bpc.constants import (
     REFINEMENT_POLICIES,
     SLOW_ORACLE_BENCHMARKS,
 )
-from bpc.experiments.regime import BANDS
+from bpc.experiments.regime import BANDS, band_of
 from bpc.schema import sort_cells
 
 VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not evaluated")
@@ -122,14 +122,11 @@ class Finding:
     verdict : str
         One of :data:`VERDICTS`.
     value : str
-        bpc's value, in the words of the claim.
-    numbers : mapping of str to float
-        The numbers behind the verdict.
+        bpc's value, in the words of the claim, with the numbers behind the verdict.
     """
 
     verdict: str
     value: str
-    numbers: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -229,12 +226,12 @@ def gap_summary(grid: pd.DataFrame, critics: Sequence[str] = PAPER_CRITICS) -> p
     )
 
 
-def _gaps_text(summary: pd.DataFrame) -> tuple[pd.Series, float, str]:
-    """Mean γ per critic, γ_test's near-oracle share and their words, from :func:`gap_summary`."""
+def _gaps_text(summary: pd.DataFrame) -> tuple[pd.Series, str]:
+    """Mean γ per critic, and in words with γ_test's near-oracle share, from :func:`gap_summary`."""
     means = summary.set_index("critic")["mean_gap"].astype(float)
     share = float(summary.set_index("critic")[f"share_gap_ge_{NEAR_ORACLE_GAP}"].astype(float)["test"])
     text = "mean γ " + ", ".join(f"{c} {m:.2f}" for c, m in means.items())
-    return means, share, text + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {share:.0%} of cells"
+    return means, text + f"; γ_test ≥ {NEAR_ORACLE_GAP} on {share:.0%} of cells"
 
 
 # ---------------------------------------------------------------------------
@@ -253,31 +250,27 @@ def _check_prior_span(cells: pd.DataFrame) -> Finding:
     if p.size < 2:
         return _no_cells("two cells with a prior")
     ratio = float(p.max() / p.min())
-    return Finding(
-        _grade(ratio, holds=10, partly=3),
-        f"{p.min():.3f} to {p.max():.3f} (×{ratio:.1f}) over {p.size} cells",
-        {"min": float(p.min()), "max": float(p.max()), "ratio": ratio},
-    )
+    value = f"{p.min():.3f} to {p.max():.3f} (×{ratio:.1f}) over {p.size} cells"
+    return Finding(_grade(ratio, holds=10, partly=3), value)
 
 
 def _paper_gaps() -> str:
     from bpc.data.simulate import GAP_TABLE
 
     table = pd.DataFrame([{f"gap_{c}": row[c] for c in PAPER_CRITICS} for row in GAP_TABLE.values()])
-    return _gaps_text(gap_summary(table))[2]
+    return _gaps_text(gap_summary(table))[1]
 
 
 def _check_critics(cells: pd.DataFrame) -> Finding:
     crit = [c for c in PAPER_CRITICS if f"gap_{c}" in cells.columns]
     if "test" not in crit or len(crit) < 2:
         return _no_cells("public-test critic")
-    means, share, text = _gaps_text(gap_summary(cells, critics=crit))
+    means, text = _gaps_text(gap_summary(cells, critics=crit))
     if not np.isfinite(means["test"]):
         return _no_cells("cell with a public-test critic")
     # holds: test has the largest mean gap and syn the smallest; partly: test the largest only
     verdict = _verdict(means.idxmax() == "test" and means.idxmin() == "syn", means.idxmax() == "test")
-    numbers = {**{f"mean_gap_{c}": float(means[c]) for c in crit}, "share_test_near_oracle": share}
-    return Finding(verdict, text, numbers)
+    return Finding(verdict, text)
 
 
 def _band_check(band: str, winner: str) -> Callable[..., Finding]:
@@ -302,8 +295,7 @@ def _band_check(band: str, winner: str) -> Callable[..., Finding]:
         value = f"{winner} wins {s:.1%} of {n_points:,} points (" + ", ".join(
             f"{r} {v:.1%}" for r, v in shares.items() if r != winner
         )
-        numbers = {f"share_{r}": v for r, v in shares.items()}
-        return Finding(_verdict(s > 0.5, top == winner or s >= 0.25), value + ")", numbers)
+        return Finding(_verdict(s > 0.5, top == winner or s >= 0.25), value + ")")
 
     return check
 
@@ -322,8 +314,7 @@ def _check_dp_greedy_grid(grid: pd.DataFrame) -> Finding:
         return _no_cells("grid point with both Bayesian controllers")
     wide = wide.reset_index()
     ahead = (wide["bayesian_dp"] - wide["bayesian_greedy"]) > DP_MARGIN * wide["reward"]
-    band = pd.cut(wide["c_ver"] / wide["reward"], [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
-    shares = ahead.groupby(band, observed=False).mean().reindex(BANDS)
+    shares = ahead.groupby(band_of(wide["c_ver"] / wide["reward"]), observed=False).mean().reindex(BANDS)
     high = float(shares[BANDS[2]])
     if not np.isfinite(high):
         return _no_cells("grid point with c_ver/R >= 1")
@@ -331,8 +322,7 @@ def _check_dp_greedy_grid(grid: pd.DataFrame) -> Finding:
     value = "DP ahead of greedy on " + ", ".join(
         f"{v:.0%} of points at {b}" for b, v in shares.items() if np.isfinite(v)
     )
-    numbers = {f"share_dp_ahead[{b}]": float(v) for b, v in shares.items()}
-    return Finding(_verdict(high >= 0.5, high >= 0.1 or other >= 0.5), value, numbers)
+    return Finding(_verdict(high >= 0.5, high >= 0.1 or other >= 0.5), value)
 
 
 def _check_crossover(boundaries: pd.DataFrame) -> Finding:
@@ -359,9 +349,7 @@ def _check_crossover(boundaries: pd.DataFrame) -> Finding:
         f"median boundary / π·R {np.median(r):.2f}"
         + (f"; Spearman ρ(boundary, π) {rho:.2f}" if np.isfinite(rho) else "")
     )
-    return Finding(
-        verdict, value, {"share_within": share, "median_ratio": float(np.median(r)), "spearman": rho}
-    )
+    return Finding(verdict, value)
 
 
 def _check_best_of_3(replay: pd.DataFrame) -> Finding:
@@ -371,11 +359,7 @@ def _check_best_of_3(replay: pd.DataFrame) -> Finding:
         return _no_cells("replay of best_of_3")
     d = wide["best_of_3"].dropna()
     k = int((d < -DELTA_TOL).sum())
-    return Finding(
-        _grade(k / len(d)),
-        f"Δ < 0 on {_frac(k, len(d))} cells (max Δ {d.max():+.1f})",
-        {"share_negative": k / len(d), "max_delta": float(d.max())},
-    )
+    return Finding(_grade(k / len(d)), f"Δ < 0 on {_frac(k, len(d))} cells (max Δ {d.max():+.1f})")
 
 
 def _check_self_refine_lcb(replay: pd.DataFrame) -> Finding:
@@ -393,11 +377,8 @@ def _check_self_refine_lcb(replay: pd.DataFrame) -> Finding:
     if w.empty:
         return _no_cells("LCB cell")
     k = int((w[bayes].max(axis=1) > w["self_refine"] + DELTA_TOL).sum())
-    return Finding(
-        _grade(k / len(w), holds=22 / 24 - 0.1),
-        f"Bayesian above Self-Refine on {_frac(k, len(w))} LCB cells",
-        {"share": k / len(w), "n_cells": float(len(w))},
-    )
+    value = f"Bayesian above Self-Refine on {_frac(k, len(w))} LCB cells"
+    return Finding(_grade(k / len(w), holds=22 / 24 - 0.1), value)
 
 
 def _check_refinement_wins(replay: pd.DataFrame) -> Finding:
@@ -414,11 +395,8 @@ def _check_refinement_wins(replay: pd.DataFrame) -> Finding:
     won = wide[ref].max(axis=1) > best_rest + DELTA_TOL
     k, n = int(won.sum()), len(wide)
     per = {p: int((won & (wide[p] >= wide[ref].max(axis=1))).sum()) for p in ref}
-    return Finding(
-        _verdict(k / n <= 6 / 54 + 0.1, k / n <= 0.35),
-        f"refinement wins {_frac(k, n)} cells (" + ", ".join(f"{p} {v}" for p, v in per.items()) + ")",
-        {"share": k / n, **{f"wins_{p}": float(v) for p, v in per.items()}},
-    )
+    value = f"refinement wins {_frac(k, n)} cells (" + ", ".join(f"{p} {v}" for p, v in per.items()) + ")"
+    return Finding(_verdict(k / n <= 6 / 54 + 0.1, k / n <= 0.35), value)
 
 
 def _check_swe_bayes(replay: pd.DataFrame) -> Finding:
@@ -434,11 +412,8 @@ def _check_swe_bayes(replay: pd.DataFrame) -> Finding:
     best = w[bayes].max(axis=1)
     won = best >= w.max(axis=1).clip(lower=0.0) - DELTA_TOL
     k, n = int(won.sum()), len(w)
-    return Finding(
-        _grade(k / n),
-        f"Bayesian wins {_frac(k, n)} SWE-Bench cells (mean best Bayesian Δ {best.mean():+.1f})",
-        {"share": k / n, "mean_delta_bayes": float(best.mean())},
-    )
+    value = f"Bayesian wins {_frac(k, n)} SWE-Bench cells (mean best Bayesian Δ {best.mean():+.1f})"
+    return Finding(_grade(k / n), value)
 
 
 def _check_swe_refinement(replay: pd.DataFrame) -> Finding:
@@ -455,7 +430,7 @@ def _check_swe_refinement(replay: pd.DataFrame) -> Finding:
     d = d[~np.isnan(d)]
     k, n = int((d < -DELTA_TOL).sum()), len(d)
     per = ", ".join(f"{p} {int((w[p] < -DELTA_TOL).sum())}/{int(w[p].notna().sum())}" for p in pols)
-    return Finding(_grade(k / n), f"Δ < 0 on {_frac(k, n)} (cell, policy) pairs: {per}", {"share": k / n})
+    return Finding(_grade(k / n), f"Δ < 0 on {_frac(k, n)} (cell, policy) pairs: {per}")
 
 
 def _check_no_overfitting(replay: pd.DataFrame) -> Finding:
@@ -487,7 +462,6 @@ def _check_no_overfitting(replay: pd.DataFrame) -> Finding:
         _grade(k / n, holds=0.9),
         f"Δ > 0 on eval in {_frac(k, n)} of the cells a Bayesian controller wins on fit "
         f"(mean Δ fit {best_fit[cells].mean():+.1f}, eval {eval_d.mean():+.1f})",
-        {"share": k / n, "n_cells": float(n), "mean_eval": float(eval_d.mean())},
     )
 
 
@@ -518,11 +492,7 @@ def _check_dp_greedy_pfix(replay: pd.DataFrame, cells: pd.DataFrame) -> Finding:
         f"{int(high_fix.sum())} of them with p̂_fix ≥ {FIX_THRESHOLD:g}; "
         f"converge on {int(converged.sum())}/{int(low.sum())} cells with p̂_fix < {FIX_THRESHOLD:g}"
     )
-    return Finding(
-        _verdict(bool(passed) and all(passed), any(passed)),
-        value,
-        {"precision": precision, "converge": converge},
-    )
+    return Finding(_verdict(bool(passed) and all(passed), any(passed)), value)
 
 
 def _check_prr(prr: pd.DataFrame) -> Finding:
@@ -538,9 +508,7 @@ def _check_prr(prr: pd.DataFrame) -> Finding:
         f"{r.benchmark} {r.prr_belief:.3f} vs {r.prr_tool_success:.3f}" for r in t.itertuples(index=False)
     )
     verdict = _verdict(b > s + 1e-12, abs(b - s) <= 1e-12)
-    return Finding(
-        verdict, f"belief {b:.3f} vs tool success {s:.3f} ({per})", {"belief": b, "tool_success": s}
-    )
+    return Finding(verdict, f"belief {b:.3f} vs tool success {s:.3f} ({per})")
 
 
 _MAJORITY = (
@@ -745,9 +713,7 @@ def compare_claims(table: pd.DataFrame, iid: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------
 # The evidence tables the claims (and the analyses) read
 # ---------------------------------------------------------------------------
-def informativeness_grid(
-    params, replay: pd.DataFrame | None = None, *, critics: Sequence[str] = PAPER_CRITICS
-) -> pd.DataFrame:
+def informativeness_grid(params, replay: pd.DataFrame | None = None) -> pd.DataFrame:
     """Prior, critic gaps and the best Bayesian Δ per cell.
 
     Parameters
@@ -759,16 +725,14 @@ def informativeness_grid(
         ``delta_bayes`` = max(Δ bayesian_greedy, Δ bayesian_dp) and
         ``best_policy`` (the cell's overall winner). Cells without replay
         data get ``NaN``.
-    critics : sequence of str
-        Critics whose gaps are tabulated.
 
     Returns
     -------
     pandas.DataFrame
-        benchmark, generator, prior, gap_<critic>…, delta_bayes, best_policy.
+        benchmark, generator, prior, gap_<critic>… (the paper's critics), delta_bayes, best_policy.
     """
     cols = {"prior": params["prior"]}
-    cols.update({f"gap_{c}": params["gap"].sel({DIM_CRITIC: c}, drop=True) for c in critics})
+    cols.update({f"gap_{c}": params["gap"].sel({DIM_CRITIC: c}, drop=True) for c in PAPER_CRITICS})
     df = xr.Dataset(cols).to_dataframe().reset_index()
     df = df[np.isfinite(df["prior"].to_numpy(dtype=float))]
     if replay is not None and len(replay):

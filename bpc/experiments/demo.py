@@ -33,12 +33,7 @@ DEMO_SEEDS: tuple[int, ...] = FOLD_SEEDS[:1]
 """Fold-assignment seeds of the demo's cross-fitting (``bpc replay`` repeats it over
 :data:`~bpc.constants.FOLD_SEEDS`)."""
 
-_QUICK_SAMPLER = {
-    "draws": 300,
-    "tune": 300,
-    "chains": 2,
-    "target_accept": SAMPLER_PRESETS["quick"]["target_accept"],
-}
+_QUICK_SAMPLER = dict(SAMPLER_PRESETS["quick"], draws=300, tune=300, chains=2)
 
 
 @dataclass(frozen=True)
@@ -199,7 +194,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
     ):
         proto = run_protocol(
             panel.records,
-            ProtocolConfig(profile="bpc", policies=policies, n_folds=N_FOLDS, seeds=DEMO_SEEDS),
+            ProtocolConfig(policies=policies, seeds=DEMO_SEEDS),
             trajectories=panel.trajectories,
             base_counts=counts,
         )

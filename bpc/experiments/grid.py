@@ -19,8 +19,10 @@ How the grid is batched
   :func:`bpc.decide.kernels.dp.solve_grid`, is solved once for all of them,
   vectorised over the sample axis; :func:`bpc.decide.kernels.greedy.greedy`
   likewise), and the cell's pool is tiled once
-  per sample: episode ``i`` plans with its own sample through
-  :func:`pointwise_controller`, and is priced at its own cost point.
+  per sample: episode ``i`` plans with its own sample (its own prior, likelihoods, kernel *and*
+  costs; :class:`bpc.decide.controllers.FixedIndex`) through the factory's controller
+  (:func:`bpc.decide.factory.make_controller`, the paper's switches), and is priced at its own
+  cost point.
 
 Parameters are fitted per cell on the fit split (Laplace, method.md §Parameters, with the
 cell's measured transition kernel where one exists) and the policies are
@@ -134,61 +136,6 @@ def cost_points(base: Costs, c_vers: Sequence[float], rewards: Sequence[float]) 
     return [base.with_(c_ver=float(cv), reward=float(r)) for r in rewards for cv in c_vers]
 
 
-def pointwise_controller(
-    kind: str,
-    arrays: dict[str, np.ndarray],
-    costs: dict[str, np.ndarray],
-    sample: np.ndarray,
-    *,
-    critics: Sequence[str] = PAPER_CRITICS,
-):
-    """A belief controller whose episodes each plan with their own parameter/cost sample.
-
-    Episode ``i`` follows sample ``sample[i]`` (its own prior, likelihoods,
-    kernel *and* costs; :class:`bpc.decide.controllers.FixedIndex`). This is
-    how a grid of cost points, or of (posterior draw, cost point) pairs, is
-    replayed in one pass over a tiled pool, with the DP solved once for all
-    samples. It is the factory's (:func:`bpc.decide.factory.make_controller`,
-    the paper's switches) greedy or table controller on those samples, so its
-    decisions are exactly theirs for that sample's parameters and costs.
-
-    Parameters
-    ----------
-    kind : {"bayesian_greedy", "bayesian_dp"}
-        Which controller.
-    arrays : dict
-        ``prior``, ``p_fix``, ``p_break`` ``(S,)`` and ``tpr``, ``fpr``
-        ``(S, K)`` (a ``NaN`` kernel regenerates as a fresh sample).
-    costs : dict
-        ``critic`` ``(S, K)``, ``c_gen``, ``c_ver``, ``reward`` ``(S,)``.
-    sample : numpy.ndarray
-        Sample index of each episode, ``(n,)``.
-    critics : sequence of str
-        Critic names (meaning of ``k``).
-    horizon, grid_size : int
-        DP look-ahead and belief grid.
-
-    Returns
-    -------
-    GreedyController or TableController
-        Named ``kind``.
-    """
-    from bpc.decide.controllers import FixedIndex
-    from bpc.decide.factory import make_controller
-    from bpc.decide.table import ParameterSamples, SampleCosts
-    from bpc.evaluate import PAPER_PLAN
-
-    # one sample per (draw, cost point): lookups recompute Q from the values rather than store them all
-    return make_controller(
-        ParameterSamples.from_mapping(arrays, critics=critics),
-        SampleCosts(**costs),
-        policy=kind,
-        critics=critics,
-        index=FixedIndex(np.asarray(sample, dtype=np.int64)),
-        plan=replace(PAPER_PLAN, horizon=HORIZON, grid_size=GRID_SIZE, keep_q=False),
-    )
-
-
 _FIELD = 256.0
 """Base of the bit-field charge vector: per-episode counts stay below 256 (the replay allows at most
 :data:`bpc.replay.profiles.MAX_DECISIONS` = 64 decisions), so no field carries into the next."""
@@ -225,23 +172,12 @@ def _counted(run) -> tuple[np.ndarray, dict[str, np.ndarray]]:
 
 def _price(passed, counts, points: Sequence[Costs]) -> np.ndarray:
     """Mean utility at each cost point, ``(..., P)``, from per-instance counts averaged over the last axis."""
-    mp = passed.mean(axis=-1)
-    mc = {k: v.mean(axis=-1) for k, v in counts.items()}
-    out = []
-    for c in points:
-        cost = c.c_gen * mc["gen"] + c.c_ver * mc["ver"]
-        for crit in CRITICS:
-            used = mc[crit]
-            if np.any(used > 0):
-                cost = cost + c.critic_cost(crit) * used
-        out.append(c.reward * mp - cost)
-    return np.stack(out, axis=-1)
-
-
-def _sample_arrays(params_cell: xr.Dataset, critics) -> dict:
-    from bpc.decide.solve import parameter_samples
-
-    return parameter_samples(params_cell, critics=critics, one_cell=True).with_fresh_sample_kernel().as_dict()
+    mc = {k: v.mean(axis=-1)[..., None] for k, v in counts.items()}
+    price = {k: np.array([getattr(c, k) for c in points]) for k in ("c_gen", "c_ver", "reward")}
+    cost = price["c_gen"] * mc["gen"] + price["c_ver"] * mc["ver"]
+    for crit in (c for c in CRITICS if np.any(mc[c] > 0)):
+        cost = cost + np.array([c.critic_cost(crit) for c in points]) * mc[crit]
+    return price["reward"] * passed.mean(axis=-1)[..., None] - cost
 
 
 def cell_utilities(
@@ -251,7 +187,6 @@ def cell_utilities(
     policies: Sequence[str] | None = None,
     draws: int = 0,
     seed: int = DEFAULT_SEED,
-    critics: Sequence[str] = PAPER_CRITICS,
     posterior: xr.Dataset | None = None,
 ) -> pd.DataFrame:
     """Mean replayed utility of every policy at every cost point of one cell.
@@ -271,9 +206,7 @@ def cell_utilities(
         the fit split (:func:`bpc.estimate.conjugate.conjugate_posterior`) — one
         replay per draw — and repeat the (parameter-free) baselines per draw.
     seed : int
-        Seed of the posterior draws.
-    critics : sequence of str
-        Critics the Bayesian controllers may call.
+        Seed of the posterior draws. The Bayesian controllers may call the paper's critics.
     posterior : xarray.Dataset, optional
         Parameter draws (``chain``/``draw`` dims, e.g. the hierarchical
         model's :func:`bpc.estimate.model.posterior_params` fitted on the fit splits)
@@ -288,6 +221,11 @@ def cell_utilities(
         Policies undefined for the cell have ``NaN`` utilities.
     """
     from bpc.constants import BAYESIAN_POLICIES, POLICIES
+    from bpc.decide.controllers import FixedIndex
+    from bpc.decide.factory import make_controller
+    from bpc.decide.solve import parameter_samples
+    from bpc.decide.table import ParameterSamples, SampleCosts
+    from bpc.evaluate import PAPER_PLAN
     from bpc.replay.engine import replay_controller, replay_pool
 
     policies = list(POLICIES if policies is None else policies)
@@ -341,21 +279,27 @@ def cell_utilities(
             # kernel measured elsewhere (corpus kernel file): keep the point estimate in every draw
             for v in ("p_fix", "p_break"):
                 post[v] = xr.full_like(post[v], float(setup.params[v].values.ravel()[0]))
-        arr = _sample_arrays(post, critics)
-        # sample index s = d * P + j: draw d, cost point j
-        big = {k: np.repeat(v, P, axis=0) for k, v in arr.items()}
+        arr = parameter_samples(post, critics=PAPER_CRITICS, one_cell=True).with_fresh_sample_kernel()
+        big = {k: np.repeat(v, P, axis=0) for k, v in arr.as_dict().items()}
         avail = np.isfinite(big["tpr"]) & np.isfinite(big["fpr"])
-        crit = np.array([[c.critic.get(k, np.nan) for k in critics] for c in points] * D, dtype=float)
+        crit = np.array([[c.critic.get(k, np.nan) for k in PAPER_CRITICS] for c in points] * D, dtype=float)
         cst = {
             "critic": np.where(avail, crit, np.nan),
             "c_gen": np.tile([c.c_gen for c in points], D).astype(float),
             "c_ver": np.tile(c_ver, D),
             "reward": np.tile(reward, D),
         }
-        sample = np.repeat(np.arange(D * P), n)
+        # episode i of the tiled pool plans with its own sample, s = d * P + j (draw d, cost point j):
+        # the factory's controller on those samples (the paper's switches), the DP solved once for all
+        index = FixedIndex(np.repeat(np.arange(D * P), n))
         tiled = pool.subset(np.tile(np.arange(n), D * P))
+        samples, sample_costs = ParameterSamples.from_mapping(big, critics=PAPER_CRITICS), SampleCosts(**cst)
+        # lookups recompute Q from the values rather than store one table per sample
+        plan = replace(PAPER_PLAN, horizon=HORIZON, grid_size=GRID_SIZE, keep_q=False)
         for p in bayes:
-            ctrl = pointwise_controller(p, big, cst, sample, critics=critics)
+            ctrl = make_controller(
+                samples, sample_costs, policy=p, critics=PAPER_CRITICS, index=index, plan=plan
+            )
             passed, counts = _counted(functools.partial(replay_controller, tiled, ctrl))
             per_sample = _price(
                 passed.reshape(D, P, n), {k: v.reshape(D, P, n) for k, v in counts.items()}, points

@@ -17,13 +17,13 @@ expectation (Binomial(m, π)) beside it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import CI_KIND, CI_PROB, DEFAULT_SEED, DIM_DRAW
+from bpc.constants import DEFAULT_SEED, DIM_DRAW
 
 COST_SPECS: Mapping[str, str | None] = {"paper-release": "paper-release", "paper": None}
 """Cost vectors of the check: the authors' release vector, and the paper's per-benchmark
@@ -44,7 +44,6 @@ def heldout_acceptance(
     *,
     costs: str = "paper-release",
     arm: str = "instance_dp",
-    cells: Sequence[tuple[str, str]] = ACCEPTANCE_CELLS,
 ) -> dict[str, float | bool]:
     """The held-out gain of an instance-aware arm over the i.i.d. DP: passed when it is large enough.
 
@@ -54,20 +53,18 @@ def heldout_acceptance(
         :func:`~bpc.experiments.ablation.ablation_table` rows with a ``costs`` column.
     costs, arm : str
         The cost vector and the arm whose ``vs_iid_dp`` is read.
-    cells : sequence of (str, str)
-        The cells whose gains are averaged.
 
     Returns
     -------
     dict
-        ``mean_gain`` and ``min_gain`` over ``cells``, ``worst_cell`` over every cell, and
+        ``mean_gain`` and ``min_gain`` over :data:`ACCEPTANCE_CELLS`, ``worst_cell`` over every cell, and
         ``passed``: mean ≥ 9, min ≥ 5 and worst ≥ −3 (utility per task).
     """
     sel = table[(table["costs"] == costs) & (table["arm"] == arm)]
     gain = sel.set_index(["benchmark", "generator"])["vs_iid_dp"].astype(float)
-    wanted = [tuple(c) for c in cells]
+    wanted = list(ACCEPTANCE_CELLS)
     if not set(wanted) <= set(gain.index):
-        raise ValueError(f"the ablation table lacks some of the cells {list(cells)}")
+        raise ValueError(f"the ablation table lacks some of the cells {wanted}")
     gains = gain.loc[wanted].to_numpy()
     out = {"mean_gain": float(gains.mean()), "min_gain": float(gains.min()), "worst_cell": float(gain.min())}
     out["passed"] = bool(out["mean_gain"] >= 9 and out["min_gain"] >= 5 and out["worst_cell"] >= -3)
@@ -79,9 +76,6 @@ def pass_histogram_ppc(
     params: xr.Dataset,
     *,
     n_rep: int = 4000,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
-    seed: int = DEFAULT_SEED,
 ) -> pd.DataFrame:
     """Posterior predictive check of the per-instance pass histogram of every cell with one.
 
@@ -99,11 +93,9 @@ def pass_histogram_ppc(
         Parameters with ``prior`` and ``kappa`` (``chain``/``draw`` optional);
         ``kappa`` ``NaN`` or absent reads as i.i.d. patches.
     n_rep : int
-        Replicated histograms in total (spread evenly over the samples).
-    prob, kind
-        Predictive interval (:func:`bpc.intervals.credible_interval`).
-    seed : int
-        Seed of :func:`numpy.random.default_rng`.
+        Replicated histograms in total (spread evenly over the samples; seeded with
+        :data:`~bpc.constants.DEFAULT_SEED`). The predictive interval is
+        :func:`bpc.intervals.credible_interval`'s default.
 
     Returns
     -------
@@ -120,7 +112,7 @@ def pass_histogram_ppc(
         raise ValueError("counts lack the instance histogram 'inst_hist'")
     from scipy.stats import binom
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(DEFAULT_SEED)
     hist = counts["inst_hist"]
     rows = []
     for b in hist["benchmark"].values:
@@ -143,20 +135,12 @@ def pass_histogram_ppc(
                 a_b = (np.maximum(pi * k_, 1e-300), np.maximum((1 - pi) * k_, 1e-300))
                 theta = np.where(fin, rng.beta(*a_b, size=(n_m, pi.shape[0])), pi)
                 reps = (rng.binomial(m, theta)[..., None] == j).sum(axis=0)  # (R, m + 1)
-                ci = credible_interval(
-                    xr.DataArray(reps, dims=[DIM_DRAW, "passes"]), prob=prob, kind=kind
-                ).values
-                cell_rows = {
-                    "benchmark": str(b),
-                    "generator": str(g),
-                    "patches": m,
-                    "passes": j,
-                    "observed": obs,
-                }
-                cell_rows.update(pred_mean=reps.mean(axis=0), pred_lo=ci[:, 0], pred_hi=ci[:, 1])
+                ci = credible_interval(xr.DataArray(reps, dims=[DIM_DRAW, "passes"])).values
+                cell_rows = {"benchmark": str(b), "generator": str(g), "patches": m, "passes": j}
                 cell_rows.update(
-                    covered=(ci[:, 0] <= obs) & (obs <= ci[:, 1]),
-                    iid_mean=n_m * binom.pmf(j, m, prior.mean()),
+                    observed=obs, pred_mean=reps.mean(axis=0), pred_lo=ci[:, 0], pred_hi=ci[:, 1]
                 )
-                rows.append(pd.DataFrame({**cell_rows, "n_instances": n_m}))
+                cell_rows.update(covered=(ci[:, 0] <= obs) & (obs <= ci[:, 1]))
+                iid = n_m * binom.pmf(j, m, prior.mean())
+                rows.append(pd.DataFrame({**cell_rows, "iid_mean": iid, "n_instances": n_m}))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()

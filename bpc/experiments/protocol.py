@@ -26,7 +26,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import ACTION_COUNTS, BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS
+from bpc.constants import ACTION_COUNTS, BAYESIAN_POLICIES, BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS
 from bpc.costs import CostSpec
 from bpc.evaluate import (
     BEST_SIMPLE,
@@ -65,6 +65,7 @@ def replay_evaluator(
     belief: str | None = None,
     starts: Sequence[str] = ("cell",),
     task_critic: str = "test",
+    arms: Mapping[str, tuple[str, Mapping[str, object]]] | None = None,
 ) -> Evaluator:
     """The default evaluator: parameters fitted on the training counts, the replay engine on the scored tasks.
 
@@ -91,6 +92,10 @@ def replay_evaluator(
         The first start's rows carry the policy's name, every other start's ``policy@start``.
     task_critic : str
         The critic of the ``"critic"`` start.
+    arms : mapping, optional
+        Further rows: label → (policy, changes to the profile, :meth:`Profile.with_`), each
+        replayed from the cell prior under its variant of the profile (the ablation's arms,
+        :data:`bpc.experiments.ablation.ABLATION_ARMS`).
 
     Returns
     -------
@@ -101,7 +106,6 @@ def replay_evaluator(
         ``prior_unconverged`` (the benchmarks whose empirical-Bayes crossed fit of the fold did
         not report convergence).
     """
-    from bpc.constants import BAYESIAN_POLICIES
     from bpc.costs import cost_resolver
     from bpc.estimate.laplace import laplace
     from bpc.experiments.task_starts import CELL, check_starts, fold_task_priors, start_label, task_starts
@@ -112,48 +116,52 @@ def replay_evaluator(
     prof = get_profile(profile)
     cost_for = cost_resolver(costs)
     starts = check_starts(starts)
+    variants = [(label, policy, prof.with_(**changes)) for label, (policy, changes) in (arms or {}).items()]
+
+    def rows(ds: xr.Dataset, start: str, source: np.ndarray, unconverged: str) -> pd.DataFrame:
+        tidy = ds[["utility", "passed", "cost", *ACTION_COUNTS]].to_dataframe().reset_index()
+        src = pd.Series(source, index=ds["instance"].values)
+        is_bayes = tidy["policy"].astype(str).str.split("@", n=1).str[0].isin(BAYESIAN_POLICIES)
+        tidy["start"] = np.where(is_bayes, start, "")
+        tidy["prior_source"] = np.where(is_bayes, tidy["instance"].map(src).astype(object), "")
+        tidy["prior_unconverged"] = np.where(is_bayes, unconverged, "")
+        return tidy.rename(columns={"instance": "instance_id"})
 
     def evaluate(fold: FoldData) -> pd.DataFrame:
         params = laplace(fold.train_counts)
-        train, test = fold.train_counts, fold.test_records
         priors = {
-            s: fold_task_priors(train, test, kind=s, critic=task_critic, params=params)
+            s: fold_task_priors(
+                fold.train_counts, fold.test_records, kind=s, critic=task_critic, params=params
+            )
             for s in starts
             if s != CELL
         }
         frames = []
         for b, g in fold.cells:
-            pool = cell_pool(select_cell(fold.test_records, b, g), prof)
+            rec = select_cell(fold.test_records, b, g)
+            pool = cell_pool(rec, prof)
             traj = None if fold.test_trajectories is None else select_cell(fold.test_trajectories, b, g)
-            cell_params = select_cell(params, b, g)
+            kw = {"trajectories": traj, "params": select_cell(params, b, g), "belief": belief}
             pols = cell_policies(prof, pool.critics, policies)
             bayes = [p for p in pols if p in BAYESIAN_POLICIES]
-            for i, start in enumerate(
-                starts
-            ):  # the first start replays every policy, the others the Bayesian
+            cell_source = np.full(pool.n_instances, CELL, dtype=object)
+            # the first start replays every policy, the others the Bayesian
+            for i, start in enumerate(starts):
                 items = {start_label(p, start, first=i == 0): p for p in (pols if i == 0 else bayes)}
-                theta0, source, unconverged = None, np.full(pool.n_instances, CELL, dtype=object), ""
+                theta0, source, unconverged = None, cell_source, ""
                 if start != CELL and bayes:
                     prior = priors[start]
-                    kw = {"benchmark": b, "generator": g, "tasks": pool.instance_ids}
-                    a, bb, source = task_starts(prior, cell_params, **kw)
-                    theta0, unconverged = (
-                        (a, bb),
-                        "" if prior is None else str(prior.attrs.get("unconverged", "")),
+                    a, bb, source = task_starts(
+                        prior, kw["params"], benchmark=b, generator=g, tasks=pool.instance_ids
                     )
-                if not items:
-                    continue
-                kw = {"trajectories": traj, "params": cell_params, "belief": belief, "theta0": theta0}
-                ds = replay_pool(pool, items, cost_for(b), profile=prof, **kw)
-                tidy = ds[["utility", "passed", "cost", *ACTION_COUNTS]].to_dataframe().reset_index()
-                src = pd.Series(source, index=np.asarray(pool.instance_ids, dtype=str))
-                is_bayes = tidy["policy"].astype(str).str.split("@", n=1).str[0].isin(BAYESIAN_POLICIES)
-                tidy["start"] = np.where(is_bayes, start, "")
-                tidy["prior_source"] = np.where(is_bayes, tidy["instance"].map(src).astype(object), "")
-                tidy["prior_unconverged"] = np.where(is_bayes, unconverged, "")
-                frames.append(
-                    tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g)
-                )
+                    theta0 = (a, bb)
+                    unconverged = "" if prior is None else str(prior.attrs.get("unconverged", ""))
+                if items:
+                    ds = replay_pool(pool, items, cost_for(b), profile=prof, theta0=theta0, **kw)
+                    frames.append(rows(ds, start, source, unconverged).assign(benchmark=b, generator=g))
+            for label, policy, variant in variants:
+                ds = replay_pool(cell_pool(rec, variant), {label: policy}, cost_for(b), profile=variant, **kw)
+                frames.append(rows(ds, CELL, cell_source, "").assign(benchmark=b, generator=g))
         return pd.concat(frames, ignore_index=True)
 
     return evaluate
@@ -177,7 +185,11 @@ class ProtocolConfig:
     belief : {"iid", "instance"}, optional
         Belief of the Bayesian controllers (default the profile's).
     starts : sequence of str
-        Starting beliefs of the Bayesian controllers (:func:`replay_evaluator`).
+        Starting beliefs of the Bayesian controllers (:func:`replay_evaluator`; the task-prior
+        study: ``("cell", "oracle", "critic")``, its gains by
+        :func:`bpc.experiments.task_eval.prior_gain_table`).
+    task_critic : str
+        The critic of the ``"critic"`` start.
     n_folds, seeds
         Folds K and fold-assignment seeds (:func:`bpc.evaluate.cross_fit`).
     B, prob
@@ -189,6 +201,7 @@ class ProtocolConfig:
     policies: Sequence[str] | None = None
     belief: str | None = None
     starts: Sequence[str] = ("cell",)
+    task_critic: str = "test"
     n_folds: int = N_FOLDS
     seeds: Sequence[int] = FOLD_SEEDS
     B: int = BOOTSTRAP_B
@@ -214,7 +227,7 @@ def run_protocol(
         The study's options.
     evaluate : Evaluator, optional
         Default :func:`replay_evaluator` with the config's costs, profile,
-        policies, belief and starts.
+        policies, belief, starts and task critic.
     trajectories, base_counts, progress
         As in :func:`bpc.evaluate.cross_fit`.
 
@@ -229,7 +242,12 @@ def run_protocol(
     c = config
     if evaluate is None:
         evaluate = replay_evaluator(
-            c.costs, profile=c.profile, policies=c.policies, belief=c.belief, starts=c.starts
+            c.costs,
+            profile=c.profile,
+            policies=c.policies,
+            belief=c.belief,
+            starts=c.starts,
+            task_critic=c.task_critic,
         )
     u = cross_fit(
         records,
@@ -273,13 +291,13 @@ def baseline_choices(baselines: pd.DataFrame) -> pd.DataFrame:
     >>> baseline_choices(b)["best_simple"].item()
     'stop 2/3, gate_syn 1/3'
     """
-    rows = []
-    for (b, g), part in baselines.groupby(_CELL, sort=True):
-        counts = part["baseline"].value_counts(sort=False)
-        order = sorted(counts.index, key=lambda name: (-int(counts[name]), list(counts.index).index(name)))
-        total = int(counts.sum())
-        rows.append((b, g, ", ".join(f"{name} {int(counts[name])}/{total}" for name in order)))
-    return pd.DataFrame(rows, columns=[*_CELL, "best_simple"])
+
+    def choices(names: pd.Series) -> str:
+        # most frequent first, ties in order of first appearance
+        counts = names.value_counts(sort=False).sort_values(ascending=False, kind="stable")
+        return ", ".join(f"{name} {n}/{counts.sum()}" for name, n in counts.items())
+
+    return baselines.groupby(_CELL, sort=True)["baseline"].apply(choices).rename("best_simple").reset_index()
 
 
 def protocol_table(result: Result) -> pd.DataFrame:
@@ -318,17 +336,16 @@ def protocol_table(result: Result) -> pd.DataFrame:
     table = table.merge(baseline_choices(result.tables["baselines"]), on=_CELL, how="left")
     table["best_simple"] = table["best_simple"].fillna("")
     table["prob"] = prob
-    first: dict[str, float] = {str(p): float(i) for i, p in enumerate(dict.fromkeys(u["policy"]))}
-    from bpc.constants import BAYESIAN_POLICIES
-
-    bayes = [i for p, i in first.items() if p.split("@", 1)[0] in BAYESIAN_POLICIES]
-    cutoff = min(bayes, default=float(len(first)))
-    first[BEST_SIMPLE] = cutoff - 0.5
-    cells = {c: i for i, c in enumerate(dict.fromkeys(zip(u["benchmark"], u["generator"], strict=True)))}
-    table["_c"] = [cells[(b, g)] for b, g in zip(table["benchmark"], table["generator"], strict=True)]
-    table["_p"] = table["policy"].map(first)
-    table = table.sort_values(["_c", "_p"], kind="stable").drop(columns=["_c", "_p"]).reset_index(drop=True)
-    out = table[[*TABLE_COLUMNS, "prob"]]
+    # cells in the frame's order; policies in replay order, BEST_SIMPLE before the first Bayesian one
+    order = [str(p) for p in dict.fromkeys(u["policy"]) if p != BEST_SIMPLE]
+    bayes = [i for i, p in enumerate(order) if p.split("@", 1)[0] in BAYESIAN_POLICIES]
+    order.insert(min(bayes, default=len(order)), BEST_SIMPLE)
+    cells = pd.MultiIndex.from_frame(u[_CELL]).unique()
+    key = (
+        table["policy"].map({p: i for i, p in enumerate(order)}),
+        cells.get_indexer(pd.MultiIndex.from_frame(table[_CELL])),
+    )
+    out = table.iloc[np.lexsort(key)].reset_index(drop=True)[[*TABLE_COLUMNS, "prob"]]
     out.attrs.update(n_folds=u.attrs.get("n_folds"), seeds=u.attrs.get("seeds"), prob=prob)
     return out
 

@@ -43,12 +43,14 @@ BANDS: tuple[str, ...] = ("c_ver/R < 0.1", "0.1 <= c_ver/R < 1", "c_ver/R >= 1")
 """The paper's three c_ver/R bands: regime C, the regime-B wedge, regime A."""
 
 
+def band_of(ratio: pd.Series) -> pd.Series:
+    """The c_ver/R band (:data:`BANDS`) of each ratio, a categorical."""
+    return pd.cut(ratio, [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
+
+
 def regime_of(policy: str) -> str:
     """The regime (``A``, ``B``, ``C`` or ``other``) a winning policy belongs to."""
-    for regime, members in REGIME_POLICIES.items():
-        if policy in members:
-            return regime
-    return "other"
+    return next((regime for regime, members in REGIME_POLICIES.items() if policy in members), "other")
 
 
 def winners(utilities: pd.DataFrame, *, keys: Sequence[str]) -> pd.DataFrame:
@@ -219,14 +221,13 @@ def regime_summary(points: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         One row per band: n_points and the share of each regime.
     """
-    bands = pd.cut(points["ratio"], [0, 0.1, 1.0, np.inf], right=False, labels=list(BANDS))
-    groups = points.groupby(bands, observed=False, sort=True)["regime"]
-    out = groups.size().rename("n_points").rename_axis("band").reset_index()
-    for r in REGIMES:
-        out[f"share_{r}"] = groups.apply(
-            lambda f, r=r: float((f == r).mean()) if len(f) else np.nan
-        ).to_numpy()
-    return out.assign(band=out["band"].astype(str))
+    wins = pd.crosstab(band_of(points["ratio"]), points["regime"]).reindex(
+        index=BANDS, columns=REGIMES, fill_value=0
+    )
+    n = wins.sum(axis=1)
+    shares = wins.div(n.where(n > 0), axis=0).add_prefix("share_")  # an empty band: NaN shares
+    shares.insert(0, "n_points", n)
+    return shares.rename_axis(index="band", columns=None).reset_index()
 
 
 def leader_changes(c_ver: ArrayLike, deltas: Mapping[str, ArrayLike]) -> list[dict]:

@@ -45,21 +45,13 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, FOLD_SEEDS, N_FOLDS
-from bpc.estimate.crossed import EVIDENCE_KINDS
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
 from bpc.evaluate import cell_and_pooled
-from bpc.experiments.task_starts import CELL, START_SEP, check_starts
-
-if TYPE_CHECKING:
-    from bpc.evaluate import Result
+from bpc.experiments.task_starts import CELL, START_SEP
 
 GAIN_COLUMNS: tuple[str, ...] = tuple(
     "benchmark generator policy start reference delta ci_lo "
@@ -71,13 +63,10 @@ GAIN_COLUMNS: tuple[str, ...] = tuple(
 def prior_gain_table(
     utilities: pd.DataFrame,
     *,
-    policies: Sequence[str] | None = None,
-    reference: str = CELL,
     B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
     prob: float = CI_PROB,
 ) -> pd.DataFrame:
-    """Held-out utility of each Bayesian policy from each start minus from ``reference``, per task.
+    """Held-out utility of each Bayesian policy from each start minus from the cell prior, per task.
 
     Per cell and pooled over a benchmark's generators (``generator = "pooled"``: the mean
     over (task, generator) pairs; a task's generators are resampled together). A task's
@@ -90,12 +79,9 @@ def prior_gain_table(
         :func:`bpc.experiments.protocol.cross_fit` output of an evaluator with several starts
         (policy labels ``name`` and ``name@start``, :func:`start_label`; a ``start`` column
         names each row's start, and ``prior_source`` the start actually used per task).
-    policies : sequence of str, optional
-        Base policy names (default every policy that has a ``name@start`` label).
-    reference : str
-        The start compared against (default the cell prior).
-    B, seed, prob
-        Bootstrap settings.
+    B, prob
+        Bootstrap resamples (seeded with :data:`~bpc.constants.BOOTSTRAP_SEED`) and interval
+        probability.
 
     Returns
     -------
@@ -114,30 +100,29 @@ def prior_gain_table(
     bayes = utilities[utilities["start"].astype(str) != ""]
     base = bayes["policy"].str.split(START_SEP, n=1).str[0]
     bayes = bayes.assign(base=base, fb=(bayes["prior_source"] == CELL).astype(float))
-    bayes = bayes if policies is None else bayes[bayes["base"].isin(list(policies))]
     keys = ["benchmark", "generator", "instance_id", "base"]
     per = bayes.groupby([*keys, "start"]).agg(
         u=("utility", "mean"), n_seeds=("utility", "count"), fb=("fb", "max")
     )
     per = per.reset_index()
-    ref = per.loc[per["start"] == reference, [*keys, "u"]]
-    diff = per[per["start"] != reference].merge(ref, on=keys, suffixes=("", "_ref"))
+    ref = per.loc[per["start"] == CELL, [*keys, "u"]]
+    diff = per[per["start"] != CELL].merge(ref, on=keys, suffixes=("", "_ref"))
     diff = diff.assign(diff=diff["u"] - diff["u_ref"]).dropna(subset=["diff"])
     agg = {"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")}
     out = [
-        cell_and_pooled(part, agg=agg, B=B, seed=seed, prob=prob).assign(
-            policy=str(b), start=str(s), reference=reference
+        cell_and_pooled(part, agg=agg, B=B, seed=BOOTSTRAP_SEED, prob=prob).assign(
+            policy=str(b), start=str(s), reference=CELL
         )
         for (b, s), part in diff.groupby(["base", "start"], sort=True)
     ]
     if not out:
-        raise ValueError(f"prior_gain_table: no policy has both the {reference!r} start and another start")
+        raise ValueError(f"prior_gain_table: no policy has both the {CELL!r} start and another start")
     table = pd.concat(out, ignore_index=True).assign(prob=float(prob))
     return table.astype({c: int for c in ("n_tasks", "n_pairs", "n_seeds", "n_fallback")})[list(GAIN_COLUMNS)]
 
 
 # ---------------------------------------------------------------------------
-# Where the gain comes from, and the whole comparison in one call
+# Where the gain comes from
 # ---------------------------------------------------------------------------
 TASK_GROUPS: tuple[str, ...] = ("others solved", "others failed", "flagged")
 """What the other generators did on a task (:func:`task_groups`): one of them solved it; none did
@@ -178,97 +163,3 @@ def task_groups(counts: xr.Dataset) -> pd.DataFrame:
     group = np.where(is_flagged, TASK_GROUPS[2], np.where(others_solved, TASK_GROUPS[0], TASK_GROUPS[1]))
     gens = counts[DIM_GENERATOR].values.astype(str)[j]
     return pd.DataFrame({"benchmark": bench, "generator": gens, "instance_id": task, "group": group})
-
-
-@dataclass(frozen=True)
-class PriorsConfig:
-    """The task-vs-cell prior comparison (:func:`compare_priors`).
-
-    Attributes
-    ----------
-    costs : Costs, callable, name or file
-        Cost specification (:func:`bpc.costs.cost_resolver`).
-    evidence : tuple of {"oracle", "critic"}
-        Task-prior evidence kinds (one start each).
-    policies : tuple of str
-        Replayed policies (the Bayesian ones get every start).
-    n_folds : int
-        Folds of the cross-fitting (:func:`bpc.data.splits.folds`).
-    seeds : tuple of int
-        Fold-assignment seeds.
-    task_critic : str
-        The critic of the ``"critic"`` evidence.
-    B : int
-        Bootstrap resamples.
-    probs : tuple of float
-        Interval probabilities; the table gets ``ci_lo``/``ci_hi`` for the first and
-        ``ci_lo_<pp>``/``ci_hi_<pp>`` (percent) for the others.
-    """
-
-    costs: Any = "paper-release"
-    evidence: tuple[str, ...] = EVIDENCE_KINDS
-    policies: tuple[str, ...] = ("always_verify", "stop", "verify_first", "bayesian_dp")
-    n_folds: int = N_FOLDS
-    seeds: tuple[int, ...] = FOLD_SEEDS
-    task_critic: str = "test"
-    B: int = BOOTSTRAP_B
-    probs: tuple[float, ...] = (CI_PROB,)
-
-    def __post_init__(self) -> None:
-        for name in ("evidence", "policies", "seeds", "probs"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        check_starts((CELL, *self.evidence))
-        if not self.probs:
-            raise ValueError("PriorsConfig.probs: give at least one interval probability")
-
-
-def compare_priors(
-    records: pd.DataFrame,
-    config: PriorsConfig,
-    *,
-    base_counts: xr.Dataset | None = None,
-    progress: bool = False,
-) -> Result:
-    """Cross-fit the Bayesian policies from the cell prior and from the task prior of each evidence kind.
-
-    Parameters
-    ----------
-    records : pandas.DataFrame
-        Per-patch records.
-    config : PriorsConfig
-        Costs, evidence, policies, folds and intervals.
-    base_counts : xarray.Dataset, optional
-        As in :func:`bpc.experiments.protocol.cross_fit`.
-    progress : bool
-        Progress on stderr.
-
-    Returns
-    -------
-    bpc.evaluate.Result
-        Tables ``gains`` (:func:`prior_gain_table`, plus the extra interval columns) and
-        ``utilities`` (the cross-fitted per-task utilities).
-    """
-    from bpc.evaluate import Result, cross_fit
-    from bpc.experiments.protocol import replay_evaluator
-
-    evaluate = replay_evaluator(
-        config.costs,
-        policies=config.policies,
-        starts=(CELL, *config.evidence),
-        task_critic=config.task_critic,
-    )
-    u = cross_fit(
-        records,
-        evaluate,
-        n_folds=config.n_folds,
-        seeds=config.seeds,
-        base_counts=base_counts,
-        progress=progress,
-    )
-    gains = prior_gain_table(u, B=config.B, prob=config.probs[0])
-    keys = ["benchmark", "generator", "policy", "start"]
-    for p in config.probs[1:]:
-        extra = prior_gain_table(u, B=config.B, prob=p)[[*keys, "ci_lo", "ci_hi"]]
-        tag = f"{round(100 * p)}"
-        gains = gains.merge(extra.rename(columns={"ci_lo": f"ci_lo_{tag}", "ci_hi": f"ci_hi_{tag}"}), on=keys)
-    return Result.of("task_prior", config=config, tables={"gains": gains, "utilities": u})

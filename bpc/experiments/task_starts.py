@@ -69,8 +69,8 @@ def fold_task_priors(
     test_records: pd.DataFrame,
     *,
     kind: str,
+    params: xr.Dataset,
     critic: str = "test",
-    params: xr.Dataset | None = None,
 ) -> xr.Dataset | None:
     """The task priors of a fold's scored tasks: crossed fit on training counts, evidence on scored tasks.
 
@@ -83,11 +83,10 @@ def fold_task_priors(
         The scored tasks' records, every generator (:attr:`~bpc.experiments.protocol.FoldData.test_records`).
     kind : {"oracle", "critic"}
         Evidence (:func:`bpc.estimate.crossed.task_prior`).
+    params : xarray.Dataset
+        Parameters fitted on the training counts (the critic's tpr / fpr).
     critic : str
         The critic of ``kind="critic"``.
-    params : xarray.Dataset, optional
-        Parameters fitted on the training counts, for the critic's tpr / fpr (default
-        Laplace on ``train_counts``).
 
     Returns
     -------
@@ -102,22 +101,14 @@ def fold_task_priors(
     from bpc.estimate.crossed import crossed_layout, fit_crossed_eb, task_prior
     from bpc.schema import has_task_counts
 
-    if kind not in EVIDENCE_KINDS:
-        raise ValueError(f"fold_task_priors: kind must be one of {EVIDENCE_KINDS}, got {kind!r}")
-    train = train_counts
-    if not has_task_counts(train) or not crossed_layout(train):
+    if not has_task_counts(train_counts) or not crossed_layout(train_counts):
         return None
     evidence = counts_from_records(test_records)
     if not has_task_counts(evidence):
         return None
-    crossed = fit_crossed_eb(train)
-    if kind == "critic":
-        if critic not in [str(c) for c in evidence["critic"].values]:
-            return None
-        if params is None:
-            from bpc.estimate.laplace import laplace
-
-            params = laplace(train)
+    crossed = fit_crossed_eb(train_counts)
+    if kind == "critic" and critic not in [str(c) for c in evidence["critic"].values]:
+        return None
     try:
         priors = task_prior(crossed, evidence, kind=kind, critic=critic, params=params)
     except ValueError as err:  # no crossed benchmark has scored tasks in this fold

@@ -23,10 +23,9 @@ The ratio normalises by the oracle (``u = −q``) and the random ranking::
 
 so a perfect ranking scores 1 and a random one 0. LM-Polygraph estimates
 ``PRA_random`` as the mean over 1000 random permutations
-(``np.random.seed(42)`` then ``shuffle``); :func:`prr` does the same by
-default (``random="polygraph"``) and can use the exact expectation instead
-(``random="expected"``: the expected curve of a random ranking is flat at
-``mean(q)``).
+(``np.random.seed(42)`` then ``shuffle``); :func:`prr` does the same (the
+exact expectation, which the tests compare it with, is ``mean(q)``: the
+expected curve of a random ranking is flat there).
 
 Ties
 ----
@@ -39,8 +38,6 @@ in the partial sums); ``ties="stable"`` keeps input order instead.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,10 +58,10 @@ POLYGRAPH_RANDOM_SEED = 42
 """Seed LM-Polygraph gives ``np.random.seed`` for the random baseline."""
 
 _TIES = ("mean", "stable")
-_RANDOM = ("polygraph", "expected")
 
 
-def _check_pair(uncertainty, quality) -> tuple[np.ndarray, np.ndarray]:
+def _checked(uncertainty, quality, *, max_rejection: float, ties: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """The inputs as float arrays and the number of rejection steps ``int(max_rejection · n)``, checked."""
     u = np.asarray(uncertainty, dtype=np.float64)
     q = np.asarray(quality, dtype=np.float64)
     if u.ndim != 1 or q.ndim != 1:
@@ -73,7 +70,16 @@ def _check_pair(uncertainty, quality) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"PRR: uncertainty has {u.size} items but quality has {q.size}; expected equal")
     if not (np.isfinite(u).all() and np.isfinite(q).all()):
         raise ValueError("PRR: uncertainty and quality must be finite (drop missing items first)")
-    return u, q
+    if ties not in _TIES:
+        raise ValueError(f"PRR: ties must be one of {_TIES}, got {ties!r}")
+    if not 0 < max_rejection <= 1:
+        raise ValueError(f"PRR: max_rejection must lie in (0, 1], got {max_rejection!r}")
+    m = int(max_rejection * u.size)
+    if m < 1:
+        raise ValueError(
+            f"PRR: {u.size} item(s) leave no rejection step at max_rejection={max_rejection}; need more items"
+        )
+    return u, q, m
 
 
 def normalize_quality(quality) -> np.ndarray:
@@ -89,13 +95,25 @@ def normalize_quality(quality) -> np.ndarray:
     return (q - lo) / (hi - lo)
 
 
+def _curve(u: np.ndarray, q: np.ndarray, ties: str) -> np.ndarray:
+    """:func:`rejection_curve` of checked inputs."""
+    order = np.argsort(u, kind="stable")
+    us, qs = u[order], normalize_quality(q)[order]
+    if ties == "mean":
+        # Group boundaries of equal uncertainties; replace each group by its mean.
+        starts = np.flatnonzero(np.r_[True, us[1:] != us[:-1]])
+        sizes = np.diff(np.r_[starts, us.size])
+        qs = np.repeat(np.add.reduceat(qs, starts) / sizes, sizes)
+    return (np.cumsum(qs) / np.arange(1, qs.size + 1))[::-1]
+
+
 def rejection_curve(uncertainty, quality, *, ties: str = "mean") -> np.ndarray:
     """Mean normalised quality of the kept items after rejecting ``j = 0 … n−1`` items.
 
     Parameters
     ----------
     uncertainty, quality : array_like
-        Shape ``(n,)``; greater uncertainty is rejected first.
+        Shape ``(n,)``, ``n ≥ 1``; greater uncertainty is rejected first.
     ties : {"mean", "stable"}
         Tie handling (see the module docstring).
 
@@ -105,19 +123,8 @@ def rejection_curve(uncertainty, quality, *, ties: str = "mean") -> np.ndarray:
         Shape ``(n,)``; entry ``j`` is the mean over the ``n − j`` most
         certain items.
     """
-    u, q = _check_pair(uncertainty, quality)
-    if u.size == 0:
-        raise ValueError("PRR: need at least one item")
-    if ties not in _TIES:
-        raise ValueError(f"PRR: ties must be one of {_TIES}, got {ties!r}")
-    order = np.argsort(u, kind="stable")
-    us, qs = u[order], normalize_quality(q)[order]
-    if ties == "mean":
-        # Group boundaries of equal uncertainties; replace each group by its mean.
-        starts = np.flatnonzero(np.r_[True, us[1:] != us[:-1]])
-        sizes = np.diff(np.r_[starts, us.size])
-        qs = np.repeat(np.add.reduceat(qs, starts) / sizes, sizes)
-    return (np.cumsum(qs) / np.arange(1, qs.size + 1))[::-1]
+    u, q, _ = _checked(uncertainty, quality, max_rejection=1.0, ties=ties)
+    return _curve(u, q, ties)
 
 
 def prediction_rejection_area(
@@ -148,16 +155,8 @@ def prediction_rejection_area(
         If the inputs differ in length, are not finite, or fewer than one
         rejection step fits (``int(max_rejection · n) < 1``).
     """
-    if not 0 < max_rejection <= 1:
-        raise ValueError(f"PRR: max_rejection must lie in (0, 1], got {max_rejection!r}")
-    u, q = _check_pair(uncertainty, quality)
-    m = int(max_rejection * u.size)
-    if m < 1:
-        raise ValueError(
-            f"PRR: {u.size} item(s) leave no rejection step at max_rejection={max_rejection}; need more items"
-        )
-    curve = rejection_curve(u, q, ties=ties)
-    return float(curve[:m].sum() / m)
+    u, q, m = _checked(uncertainty, quality, max_rejection=max_rejection, ties=ties)
+    return float(_curve(u, q, ties)[:m].sum() / m)
 
 
 def prr(
@@ -166,7 +165,6 @@ def prr(
     *,
     max_rejection: float = PRR_MAX_REJECTION,
     ties: str = "mean",
-    random: str = "polygraph",
 ) -> float:
     """Prediction-rejection ratio: the area normalised by the oracle and random rankings.
 
@@ -180,9 +178,6 @@ def prr(
         Largest rejection rate (the paper uses 0.5).
     ties : {"mean", "stable"}
         Tie handling of ``uncertainty`` (see the module docstring).
-    random : {"polygraph", "expected"}
-        Random baseline: LM-Polygraph's mean over 1000 seeded permutations,
-        or the exact expectation ``mean(normalised q)``.
 
     Returns
     -------
@@ -191,21 +186,19 @@ def prr(
         ranking worse than random; ``NaN`` when every quality is equal
         (oracle and random coincide, the ratio is undefined).
     """
-    if random not in _RANDOM:
-        raise ValueError(f"PRR: random must be one of {_RANDOM}, got {random!r}")
-    u, q = _check_pair(uncertainty, quality)
-    value = prediction_rejection_area(u, q, max_rejection=max_rejection, ties=ties)
-    oracle = prediction_rejection_area(-q, q, max_rejection=max_rejection, ties=ties)
-    if random == "expected":
-        rnd = float(normalize_quality(q).mean())
-    else:
-        rs = np.random.RandomState(POLYGRAPH_RANDOM_SEED)
-        scores = np.arange(q.size, dtype=np.float64)
-        vals = []
-        for _ in range(POLYGRAPH_RANDOM_ITER):
-            rs.shuffle(scores)
-            vals.append(prediction_rejection_area(scores, q, max_rejection=max_rejection, ties="stable"))
-        rnd = float(np.mean(vals))
+    u, q, m = _checked(uncertainty, quality, max_rejection=max_rejection, ties=ties)
+
+    def area(scores: np.ndarray, tie_rule: str) -> float:
+        return float(_curve(scores, q, tie_rule)[:m].sum() / m)
+
+    value, oracle = area(u, ties), area(-q, ties)
+    rs = np.random.RandomState(POLYGRAPH_RANDOM_SEED)
+    scores = np.arange(q.size, dtype=np.float64)
+    vals = []
+    for _ in range(POLYGRAPH_RANDOM_ITER):
+        rs.shuffle(scores)
+        vals.append(area(scores, "stable"))
+    rnd = float(np.mean(vals))
     if np.isclose(oracle, rnd):
         return float("nan")
     return float((value - rnd) / (oracle - rnd))
@@ -280,8 +273,6 @@ def tool_success_rate(z: np.ndarray, fallback: float) -> np.ndarray:
 def patch_table(
     records: pd.DataFrame,
     *,
-    critics: Sequence[str] = PAPER_CRITICS,
-    seed: int = SPLIT_SEED,
     posterior_draws: int = 0,
     posterior_seed: int = 0,
 ) -> pd.DataFrame:
@@ -299,16 +290,13 @@ def patch_table(
       split: the posterior predictive P(Y = 1 | verdicts) up to the (small)
       update of the rates by the patch's own verdicts, which is ignored.
 
-    Only critics with finite likelihoods in the cell are used by either score.
+    Only the paper's critics with finite likelihoods in the cell are used by either score; the
+    split is seeded with :data:`~bpc.constants.SPLIT_SEED`.
 
     Parameters
     ----------
     records : pandas.DataFrame
         Raw records (schema of :mod:`bpc.schema`), one or more cells.
-    critics : sequence of str
-        Critics whose verdicts count.
-    seed : int
-        Seed of the instance split.
     posterior_draws : int
         Draws of the conjugate posterior (0 = skip the posterior score).
     posterior_seed : int
@@ -324,9 +312,9 @@ def patch_table(
     from bpc.estimate.laplace import laplace
     from bpc.schema import records_to_pool
 
-    critics = list(critics)
+    critics = list(PAPER_CRITICS)
     rows = []
-    instances = split_cells(records, seed=seed, drop_small=True)
+    instances = split_cells(records, seed=SPLIT_SEED, drop_small=True)
     for bench, gen in sorted(instances.cells):
         cell = select_cell(records, bench, gen)
         ev = instances.rows(cell, "eval")

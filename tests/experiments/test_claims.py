@@ -53,7 +53,7 @@ def replay(eval_deltas: dict, fit_deltas: dict | None = None) -> pd.DataFrame:
 def test_best_of_3_negative_everywhere_holds_and_a_zero_makes_it_partly():
     cells = {("lcb_hard", g): {"best_of_3": -5.0} for g in ("a", "b", "c")}
     f = verdict("best_of_3_negative", replay=replay(cells))
-    assert f.verdict == "holds" and f.numbers["share_negative"] == 1.0
+    assert f.verdict == "holds" and "Δ < 0 on 3/3 (100%) cells" in f.value
     cells[("lcb_hard", "c")] = {"best_of_3": 0.0}  # every eval instance failed on all patches: a tie
     assert verdict("best_of_3_negative", replay=replay(cells)).verdict == "partly"
     cells = {("lcb_hard", g): {"best_of_3": d} for g, d in zip("abc", [2.0, 1.0, -1.0], strict=True)}
@@ -69,7 +69,7 @@ def test_self_refine_claim_counts_lcb_cells_only():
         ("mbpp_plus", "a"): {"self_refine": 9.0, "bayesian_greedy": 0.0, "bayesian_dp": 0.0},
     }
     f = verdict("bayes_beats_self_refine_lcb", replay=replay(cells))
-    assert f.verdict == "holds" and f.numbers["n_cells"] == 3
+    assert f.verdict == "holds" and f.value == "Bayesian above Self-Refine on 3/3 (100%) LCB cells"
     # Self-Refine now beats both controllers on two of three LCB cells (1/3 < 1/2)
     cells[("lcb_easy", "a")]["self_refine"] = 7.0
     cells[("lcb_medium", "a")]["self_refine"] = 2.0  # a tie is not domination
@@ -83,16 +83,18 @@ def test_refinement_wins_need_to_beat_every_other_policy_strictly():
     cells[("lcb_hard", "1")]["self_refine"] = 4.0  # a tie with bayesian_dp: not a win
     f = verdict("refinement_rarely_wins", replay=replay(cells))
     assert f.verdict == "holds"
-    assert f.numbers == {"share": 0.1, "wins_self_refine": 0.0, "wins_reflexion": 1.0}
+    assert f.value == "refinement wins 1/10 (10%) cells (self_refine 0, reflexion 1)"
     for i in range(1, 5):
         cells[("lcb_hard", str(i))]["self_refine"] = 9.0
     f = verdict("refinement_rarely_wins", replay=replay(cells))
-    assert f.verdict == "does not hold" and f.numbers["share"] == 0.5
+    assert f.verdict == "does not hold" and f.value.startswith("refinement wins 5/10 (50%)")
 
 
 def test_refinement_below_zero_never_wins_even_when_every_policy_is_negative():
     cells = {("lcb_hard", "a"): {"self_refine": -1.0, "best_of_3": -5.0, "bayesian_dp": -3.0}}
-    assert verdict("refinement_rarely_wins", replay=replay(cells)).numbers["share"] == 0.0
+    assert verdict("refinement_rarely_wins", replay=replay(cells)).value.startswith(
+        "refinement wins 0/1 (0%)"
+    )
 
 
 def test_swe_claims_allow_ties_and_skip_panels_without_swe():
@@ -112,7 +114,7 @@ def test_swe_claims_allow_ties_and_skip_panels_without_swe():
         ("swebench_lite", "b"): {"self_refine": 3.0, "reflexion": -90.0, "best_of_3": -17.0},
     }
     f = verdict("swe_refinement_negative", replay=replay(swe))
-    assert f.verdict == "partly" and f.numbers["share"] == pytest.approx(5 / 6)
+    assert f.verdict == "partly" and "Δ < 0 on 5/6 (83%) (cell, policy) pairs" in f.value
 
 
 def test_no_overfitting_uses_the_controller_chosen_on_the_fit_split():
@@ -128,10 +130,10 @@ def test_no_overfitting_uses_the_controller_chosen_on_the_fit_split():
         ("lcb_hard", "c"): {"gate_test": 1.0, "bayesian_greedy": 0.0, "bayesian_dp": -4.0},
     }
     f = verdict("no_overfitting", replay=replay(ev, fit))
-    assert f.verdict == "holds" and f.numbers["n_cells"] == 2 and f.numbers["mean_eval"] == 2.5
+    assert f.verdict == "holds" and "in 2/2 (100%) of the cells" in f.value and f.value.endswith("eval +2.5)")
     ev[("lcb_hard", "a")]["bayesian_greedy"] = -1.0  # greedy, chosen on fit, falls on eval
     f = verdict("no_overfitting", replay=replay(ev, fit))
-    assert f.verdict == "partly" and f.numbers["share"] == 0.5
+    assert f.verdict == "partly" and "in 1/2 (50%) of the cells" in f.value
     # without the fit split the claim cannot be checked
     only_eval = replay(ev, fit).query("split == 'eval'")
     assert verdict("no_overfitting", replay=only_eval).verdict == "not evaluated"
@@ -152,10 +154,16 @@ def test_dp_beats_greedy_only_where_repair_pays():
         ("lcb_hard", "b"): {"bayesian_greedy": -3.0, "bayesian_dp": -3.4},
     }
     f = verdict("dp_greedy_pfix", replay=replay(deltas), cells=cells)
-    assert f.verdict == "holds" and f.numbers == {"precision": 1.0, "converge": 1.0}
+    assert (
+        f.verdict == "holds" and "on 1/4 cells, 1 of them" in f.value and "converge on 2/2 cells" in f.value
+    )
     deltas[("lcb_hard", "a")]["bayesian_dp"] = 12.0  # DP now far ahead where p_fix = 0.05
     f = verdict("dp_greedy_pfix", replay=replay(deltas), cells=cells)
-    assert f.verdict == "does not hold" and f.numbers == {"precision": 0.5, "converge": 0.5}
+    assert (
+        f.verdict == "does not hold"
+        and "on 2/4 cells, 1 of them" in f.value
+        and "converge on 1/2 cells" in f.value
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -174,7 +182,7 @@ def test_regime_bands():
     pts = regime_points({2.0: {"A": 9, "C": 1}, 0.5: {"A": 6, "B": 3, "other": 1}, 0.05: {"C": 4, "A": 5}})
     assert verdict("regime_a", regime=pts).verdict == "holds"
     b = verdict("regime_b", regime=pts)
-    assert b.verdict == "partly" and b.numbers["share_B"] == pytest.approx(0.3)  # a pocket ≥ 1/4
+    assert b.verdict == "partly" and b.value.startswith("B wins 30.0% of 10 points")  # a pocket ≥ 1/4
     c = verdict("regime_c", regime=pts)
     assert c.verdict == "partly"  # 4 of 9: not a majority, not the top winner, but a visible pocket
     pts = regime_points({2.0: {"A": 9, "C": 1}, 0.5: {"A": 9, "B": 1}})
@@ -204,7 +212,7 @@ def test_dp_ahead_of_greedy_by_band():
     # at R = 100 "measurably ahead" means by more than 1 utility
     high = {(100.0, 100.0): 3.0, (200.0, 100.0): 0.5, (150.0, 100.0): 2.0}
     f = verdict("dp_beats_greedy_high_cost", grid=utility_grid({**high, (5.0, 100.0): 0.0}))
-    assert f.verdict == "holds" and f.numbers["share_dp_ahead[c_ver/R >= 1]"] == pytest.approx(2 / 3)
+    assert f.verdict == "holds" and "67% of points at c_ver/R >= 1" in f.value
     # ahead only at moderate cost: the effect exists, elsewhere
     f = verdict("dp_beats_greedy_high_cost", grid=utility_grid({(100.0, 100.0): 0.0, (30.0, 100.0): 4.0}))
     assert f.verdict == "partly"
@@ -237,7 +245,7 @@ def test_crossover_near_pi_r_holds_and_a_proportional_miss_is_partly():
     # ten times earlier than π·R everywhere, but in the same order as the priors
     far = boundaries([("a", 2.0, 21.0), ("b", 3.0, 30.0), ("c", 1.0, 10.0), ("d", 7.0, 70.0)])
     f = verdict("crossover", boundaries=far)
-    assert f.verdict == "partly" and f.numbers["spearman"] == pytest.approx(1.0)
+    assert f.verdict == "partly" and f.value.endswith("Spearman ρ(boundary, π) 1.00")
     shuffled = boundaries([("a", 7.0, 21.0), ("b", 1.0, 30.0), ("c", 3.0, 10.0), ("d", 2.0, 70.0)])
     assert verdict("crossover", boundaries=shuffled).verdict == "does not hold"
     # only the first change away from always_verify counts
@@ -261,7 +269,7 @@ def test_calibration_claims():
     )
     assert verdict("prior_span", cells=cells).verdict == "holds"  # 0.6 / 0.05 = 12
     f = verdict("cr_test_most_informative", cells=cells)
-    assert f.verdict == "holds" and f.numbers["share_test_near_oracle"] == 1.0
+    assert f.verdict == "holds" and f.value.endswith("γ_test ≥ 0.7 on 100% of cells")
     weak_test = cells.assign(gap_test=[0.1, 0.2, np.nan])
     assert verdict("cr_test_most_informative", cells=weak_test).verdict == "does not hold"
     assert verdict("prior_span", cells=cells.assign(prior=[0.2, 0.5, 0.3])).verdict == "does not hold"
@@ -278,7 +286,7 @@ def test_prr_claim_reads_the_pooled_lcb_rows():
     )
     f = verdict("belief_prr", prr=prr)
     assert f.verdict == "holds"
-    assert f.numbers == {"belief": pytest.approx(0.85), "tool_success": pytest.approx(0.775)}
+    assert f.value.startswith("belief 0.850 vs tool success 0.775")
     assert verdict("belief_prr", prr=prr.assign(prr_belief=0.5)).verdict == "does not hold"
 
 

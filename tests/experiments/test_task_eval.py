@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from bpc.data.splits import fold_split, folds
+from bpc.estimate.laplace import laplace
 from bpc.evaluate import POOLED, cross_fit, fold_data
 from bpc.experiments.protocol import replay_evaluator
 from bpc.experiments.task_eval import GAIN_COLUMNS, prior_gain_table
@@ -31,7 +32,7 @@ def test_task_prior_leaves_the_target_generator_out(kind):
     rec = _records()
     fd, split = _fold(rec)
     scored = sorted(split.eval[("b", "g1")])
-    base = fold_task_priors(fd.train_counts, fd.test_records, kind=kind)
+    base = fold_task_priors(fd.train_counts, fd.test_records, kind=kind, params=laplace(fd.train_counts))
     assert base is not None and set(base["source"].sel(benchmark="b").values.ravel()) == {"task"}
     # flip g1's own outcomes (and verdicts) on the scored tasks: g1's prior must not move, g2's must
     flipped = rec.copy()
@@ -39,7 +40,9 @@ def test_task_prior_leaves_the_target_generator_out(kind):
     flipped.loc[hit, "Y"] = 1 - flipped.loc[hit, "Y"]
     flipped.loc[hit, "test"] = ~flipped.loc[hit, "test"]
     fd_flipped = _fold(flipped)[0]
-    moved = fold_task_priors(fd_flipped.train_counts, fd_flipped.test_records, kind=kind)
+    moved = fold_task_priors(
+        fd_flipped.train_counts, fd_flipped.test_records, kind=kind, params=laplace(fd_flipped.train_counts)
+    )
     assert moved is not None
     sel = {"benchmark": "b", "task": scored}
     for var in ("A", "B"):
@@ -53,7 +56,7 @@ def test_task_prior_leaves_the_target_generator_out(kind):
 def test_task_prior_follows_the_other_generator_and_is_fitted_on_training_tasks():
     rec = _records()
     fd, split = _fold(rec)
-    prior = fold_task_priors(fd.train_counts, fd.test_records, kind="oracle")
+    prior = fold_task_priors(fd.train_counts, fd.test_records, kind="oracle", params=laplace(fd.train_counts))
     assert prior is not None
     mean = (prior["A"] / (prior["A"] + prior["B"])).sel(benchmark="b", generator="g1")
     scored = sorted(split.eval[("b", "g1")])
@@ -66,7 +69,6 @@ def test_task_prior_follows_the_other_generator_and_is_fitted_on_training_tasks(
     assert np.isnan(tn.values).all()
     # the one-generator benchmark has no task prior: every task falls back to the cell prior
     params_s = fd.train_counts.sel(benchmark=["s"], generator=["g1"])
-    from bpc.estimate.laplace import laplace
 
     a, b, src = task_starts(
         prior, laplace(params_s), benchmark="s", generator="g1", tasks=split.eval[("s", "g1")]
@@ -171,18 +173,18 @@ def test_task_groups_and_the_gain_split_by_hand():
     assert split["contribution"].sum() == pytest.approx(u[u["start"] == "oracle"]["utility"].mean())
 
 
-def test_compare_priors_is_a_configuration_returning_one_result():
-    from bpc.experiments.task_eval import PriorsConfig, compare_priors
+def test_the_task_prior_study_is_a_protocol_configuration():
+    from bpc.experiments.protocol import ProtocolConfig, run_protocol
 
-    config = PriorsConfig(
-        costs="fast", evidence=("oracle",), policies=("always_verify", "bayesian_dp"), n_folds=3, seeds=(1,),
-        B=100, probs=(0.89, 0.95),
+    config = ProtocolConfig(
+        "fast", policies=("always_verify", "bayesian_dp"), starts=("cell", "oracle"), n_folds=3, seeds=(1,),
+        B=100,
     )  # fmt: skip
-    res = compare_priors(_records(), config)
-    gains = res.tables["gains"]
-    assert res.name == "task_prior" and res.metadata["config"]["seeds"] == [1]
+    res = run_protocol(_records(), config)
+    assert res.metadata["config"]["starts"] == ["cell", "oracle"]
+    u = res.tables["utilities"]
+    gains, wide = prior_gain_table(u, B=100), prior_gain_table(u, B=100, prob=0.95)
     assert set(gains["start"]) == {"oracle"} and set(gains["policy"]) == {"bayesian_dp"}
-    wide = gains[["ci_lo", "ci_lo_95", "ci_hi", "ci_hi_95"]].to_numpy()
-    assert (wide[:, 1] <= wide[:, 0] + 1e-12).all() and (wide[:, 3] >= wide[:, 2] - 1e-12).all()
+    assert (wide["ci_lo"] <= gains["ci_lo"] + 1e-12).all() and (wide["ci_hi"] >= gains["ci_hi"] - 1e-12).all()
     with pytest.raises(ValueError, match="nope"):
-        PriorsConfig(evidence=("nope",))
+        run_protocol(_records(), ProtocolConfig(starts=("nope",)))
