@@ -110,7 +110,7 @@ class EpisodeRecord:
     patches: tuple[PatchRecord, ...]
 
     def __post_init__(self) -> None:
-        patches = tuple(p if isinstance(p, PatchRecord) else PatchRecord(**p) for p in self.patches)
+        patches = tuple(self.patches)
         if not patches:
             raise ValueError("an episode record needs at least one patch")
         if patches[0].origin != "first":
@@ -184,7 +184,7 @@ class EpisodeRecord:
         return cls(tuple(patches))
 
     @classmethod
-    def from_history(cls, moves: Any, *, regenerated: Literal["fresh", "refine"] = "fresh") -> EpisodeRecord:
+    def from_history(cls, moves: Any) -> EpisodeRecord:
         """The record of a live episode's moves.
 
         Parameters
@@ -195,12 +195,9 @@ class EpisodeRecord:
             ``"moves"``), or the list of move objects: ``{"op": "observe",
             "critic", "passed"}``, ``{"op": "verified", "passed"}``,
             ``{"op": "regenerated"[, "kind": "fresh" | "refine"][, "fresh": true | false]}``
-            (a live episode records ``kind``, how the patch was made),
-            ``{"op": "refined"}``, ``{"op": "stop"}``.
-        regenerated : {"fresh", "refine"}
-            How a ``regenerated`` move with neither ``kind`` nor ``fresh`` was
-            made: a fresh sample of the task (the default; the corpus' pools and
-            the instance planner's regeneration) or a refinement of the patch.
+            (a live episode records ``kind``, how the patch was made; with neither ``kind`` nor
+            ``fresh`` it is a fresh sample of the task, as in the corpus' pools and the instance
+            planner's regeneration), ``{"op": "refined"}``, ``{"op": "stop"}``.
 
         Raises
         ------
@@ -208,8 +205,6 @@ class EpisodeRecord:
             For an unknown move, a critic observed twice on one patch, or two
             verifications of one patch that disagree.
         """
-        if regenerated not in ("fresh", "refine"):
-            raise ValueError(f"regenerated must be 'fresh' or 'refine', got {regenerated!r}")
         if hasattr(moves, "history"):
             moves = moves.history
         elif isinstance(moves, Mapping):
@@ -251,7 +246,7 @@ class EpisodeRecord:
                         raise ValueError(f"move {i}: kind {kind!r} contradicts fresh={fresh}")
                     origin = kind
                 else:
-                    origin = regenerated if fresh is None else ("fresh" if fresh else "refine")
+                    origin = "refine" if fresh is False else "fresh"
                 origins.append(origin)
                 verdicts.append({})
                 labels.append(None)
