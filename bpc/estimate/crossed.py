@@ -62,26 +62,6 @@ from scipy.special import betaln, comb, digamma, expit, gammaln, logsumexp
 from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR, DIM_TASK
 from bpc.schema import has_task_counts, validate_counts
 
-__all__ = [
-    "N_NODES",
-    "EVIDENCE_KINDS",
-    "EB_PRIORS",
-    "GRID_HALF_WIDTH",
-    "normal_grid",
-    "beta_binomial_logpmf",
-    "critic_loglik",
-    "marginal_beta",
-    "task_beta",
-    "CrossedEB",
-    "crossed_eb",
-    "crossed_layout",
-    "fit_crossed_eb",
-    "crossed_from_posterior",
-    "task_prior",
-    "task_priors",
-    "start_beta",
-]
-
 N_NODES = 241
 """Nodes of the task-effect integrals (an even grid over ±GRID_HALF_WIDTH standard deviations)."""
 

@@ -86,16 +86,6 @@ from bpc.constants import (
 )
 from bpc.schema import validate_params
 
-__all__ = [
-    "smoothed_rate",
-    "wilson_interval",
-    "beta_binomial_loglik",
-    "InstanceFit",
-    "instance_fit",
-    "instance_params",
-    "laplace",
-]
-
 PROFILE_LOGIT_STEP = 0.05
 """Grid step in logit π of the Beta-Binomial profile likelihood."""
 PROFILE_LOG_KAPPA_STEP = 0.1

@@ -40,8 +40,6 @@ from bpc.constants import (
 from bpc.estimate.laplace import instance_fit, smoothed_rate
 from bpc.intervals import resample_weights
 
-__all__ = ["task_intervals", "KAPPA_B"]
-
 KAPPA_B = 200
 """Resamples of the κ interval (each refits the Beta-Binomial model: fewer than the rates' ``B``)."""
 

@@ -62,28 +62,6 @@ from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.intervals import interval_bounds
 from bpc.schema import COUNT_VARS, validate_counts
 
-__all__ = [
-    "Fitter",
-    "prior_draws",
-    "prior_predictive",
-    "prior_predictive_summary",
-    "rate_values",
-    "posterior_predictive_check",
-    "simulate_from_prior",
-    "coverage_table",
-    "sbc",
-    "coverage_summary",
-    "sbc_model",
-    "sbc_rank_summary",
-    "refit_fitter",
-    "subsample_counts",
-    "lpd_table",
-    "subsample_comparison",
-    "leave_one_cell_out",
-    "compare_summary",
-    "with_rate_counts",
-]
-
 PLAUSIBLE = (0.02, 0.98)
 """Cell rates a prior should put most of its mass between (:func:`prior_predictive_summary`)."""
 COVERAGE_PROBS = (0.5, 0.9)

@@ -29,9 +29,6 @@ from bpc.constants import (
 )
 from bpc.intervals import credible_interval
 
-__all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "params_table", "advice"]
-
-
 _THRESHOLDS = (
     ("max_rhat", "max R-hat", RHAT_MAX, ".3f", pd.Series.idxmax),
     ("min_ess_bulk", "min bulk ESS", ESS_BULK_MIN, ".0f", pd.Series.idxmin),

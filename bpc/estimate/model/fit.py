@@ -58,22 +58,6 @@ from bpc.estimate.model.spec import ModelSpec
 from bpc.outputs import versions
 from bpc.schema import TASK_COUNT_VARS, validate_counts
 
-__all__ = [
-    "SAMPLERS",
-    "SamplerOptions",
-    "resolve_sampler",
-    "fit",
-    "sample_model",
-    "posterior_params",
-    "cell_rates",
-    "spec_of",
-    "counts_of",
-    "flat_draws",
-    "Refitter",
-    "default_cores",
-    "compile_nutpie",
-]
-
 if TYPE_CHECKING:
     from nutpie.compile_pymc import CompiledPyMCModel
 

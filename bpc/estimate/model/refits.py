@@ -54,17 +54,6 @@ from bpc.constants import (
     SAMPLER_PRESETS,
 )
 
-__all__ = [
-    "RefitLadder",
-    "converged",
-    "fit_summary",
-    "KHAT_MAX",
-    "empty_cell",
-    "cell_loglik",
-    "LocoFit",
-    "LocoRefits",
-]
-
 if TYPE_CHECKING:
     from bpc.estimate.model.fit import SamplerOptions
 

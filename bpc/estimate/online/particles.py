@@ -24,7 +24,6 @@ from bpc.estimate.online.records import (
     LEARN_STATE_VERSION,
     EpisodeRecord,
     GaussianPrior,
-    LearnStateMismatchError,
     episode_loglik,
     systematic_indices,
 )
@@ -35,19 +34,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from bpc.estimate.online.drift import DriftReport
-
-__all__ = [
-    "LEARN_STATE_VERSION",
-    "DEFAULT_PRIOR_SD",
-    "DEFAULT_PARTICLES",
-    "DEFAULT_ESS_THRESHOLD",
-    "DEFAULT_MOVES",
-    "GaussianPrior",
-    "LearningState",
-    "LearnStateMismatchError",
-    "ParticleOptions",
-    "calibration_scales",
-]
 
 DEFAULT_PRIOR_SD = 1.0
 """Prior scale on the logit (rates) / log (κ) scale around explicit values."""

@@ -16,19 +16,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = [
-    "LEARN_STATE_VERSION",
-    "GaussianPrior",
-    "LearnStateMismatchError",
-    "systematic_indices",
-    "ORIGINS",
-    "LABEL_CHANNEL",
-    "PatchRecord",
-    "EpisodeRecord",
-    "episode_loglik",
-    "labelled_counts",
-]
-
 Origin = Literal["first", "fresh", "refine"]
 ORIGINS: tuple[str, ...] = ("first", "fresh", "refine")
 """How a patch was made: the episode's first patch, a fresh sample of the task, a refinement."""
