@@ -223,18 +223,14 @@ class EpisodeRecord:
                 labels[-1] = label
             elif op in ("regenerated", "refined"):
                 kind = move.get("kind")
-                if kind is not None and kind not in ("fresh", "refine"):
+                if kind not in (None, "fresh", "refine"):
                     raise ValueError(f"move {i}: kind must be 'fresh' or 'refine', got {kind!r}")
                 fresh = _check_flag(move.get("fresh"), f"move {i} fresh")
-                if op == "refined":
-                    origin = "refine"
-                elif kind is not None:
-                    if fresh is not None and fresh != (kind == "fresh"):
-                        raise ValueError(f"move {i}: kind {kind!r} contradicts fresh={fresh}")
-                    origin = kind
-                else:
-                    origin = "refine" if fresh is False else "fresh"
-                origins.append(origin)
+                if op == "regenerated" and None not in (kind, fresh) and fresh != (kind == "fresh"):
+                    raise ValueError(f"move {i}: kind {kind!r} contradicts fresh={fresh}")
+                # a refinement, or a regeneration said to be one (by its kind, else by fresh=false)
+                refine = op == "refined" or kind == "refine" or (kind is None and fresh is False)
+                origins.append("refine" if refine else "fresh")
                 verdicts.append({})
                 labels.append(None)
             elif op == "stop":
