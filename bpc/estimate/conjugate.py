@@ -26,8 +26,6 @@ from bpc.constants import (
 )
 from bpc.schema import order_params, validate_counts, validate_params
 
-__all__ = ["RATE_COUNTS", "conjugate_posterior", "beta_parameters", "posterior_mean"]
-
 RATE_COUNTS: dict[str, tuple[str, str, dict[str, int]]] = {
     "prior": ("n_pass", "n_patches", {}),
     "tpr": ("critic_pass", "critic_n", {DIM_LABEL: 1}),

@@ -62,31 +62,17 @@ from scipy.special import betaln, comb, digamma, expit, gammaln, logsumexp
 from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR, DIM_TASK
 from bpc.schema import has_task_counts, validate_counts
 
-__all__ = [
-    "N_NODES",
-    "EVIDENCE_KINDS",
-    "EB_PRIORS",
-    "GRID_HALF_WIDTH",
-    "normal_grid",
-    "beta_binomial_logpmf",
-    "critic_loglik",
-    "marginal_beta",
-    "task_beta",
-    "CrossedEB",
-    "crossed_eb",
-    "crossed_layout",
-    "fit_crossed_eb",
-    "crossed_from_posterior",
-    "task_prior",
-    "task_priors",
-    "start_beta",
-]
-
 N_NODES = 241
 """Nodes of the task-effect integrals (an even grid over ±GRID_HALF_WIDTH standard deviations)."""
 
 GRID_HALF_WIDTH = 6.0
 """Half-width, in standard deviations of the task effect, of the integration grid."""
+
+_CHUNK = 200
+"""Posterior draws :func:`task_beta` integrates at once (memory: chunk × nodes × tasks × generators)."""
+
+_MAX_DRAWS = 1000
+"""Posterior draws :func:`task_prior` mixes over at most (evenly thinned)."""
 
 EVIDENCE_KINDS: tuple[str, ...] = ("oracle", "critic")
 """What is known about a task from the other generators: their oracle labels, or one critic's verdicts."""
@@ -184,9 +170,7 @@ def _moment_match(mean: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.
     return mean * total, (1 - mean) * total
 
 
-def marginal_beta(
-    loc: np.ndarray, kappa: np.ndarray, sigma: np.ndarray, *, nodes: int = N_NODES
-) -> tuple[np.ndarray, np.ndarray]:
+def marginal_beta(loc: np.ndarray, kappa: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The cell prior of the crossed model: θ of a task nothing is known about, moment-matched.
 
     Parameters
@@ -195,8 +179,6 @@ def marginal_beta(
         Cell location ℓ and concentration κ, shape ``(S, G)`` (S draws; 1 for a point estimate).
     sigma : numpy.ndarray
         Task-effect scale σ of the benchmark, shape ``(S,)``.
-    nodes : int
-        Integration nodes (:func:`normal_grid`).
 
     Returns
     -------
@@ -211,11 +193,19 @@ def marginal_beta(
     >>> np.round(A, 6), np.round(B, 6)
     (array([2.]), array([2.]))
     """
-    x, w = normal_grid(nodes)
+    x, w = normal_grid()
     loc, kappa, sigma = (np.asarray(v, dtype=float) for v in (loc, kappa, sigma))
     p = expit(loc[:, None, :] + sigma[:, None, None] * x[None, :, None])  # (S, Q, G)
     mean, second = _mixture_beta(w[None, :, None], p, kappa[:, None, :], axis=1)
     return _moment_match(mean.mean(axis=0), second.mean(axis=0))
+
+
+def _classes(m: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (m, k) pairs as (1, C, 1) arrays, and each (task, generator)'s class, (T, G)."""
+    mm, kk = np.nan_to_num(m), np.nan_to_num(k)
+    pairs, index = np.unique(np.stack([mm.ravel(), kk.ravel()], axis=1), axis=0, return_inverse=True)
+    cm, ck = pairs[:, 0][None, :, None], pairs[:, 1][None, :, None]
+    return cm, ck, index.reshape(mm.shape), np.arange(mm.shape[1])
 
 
 def _evidence_loglik(
@@ -231,21 +221,15 @@ def _evidence_loglik(
 
     Evaluated once per distinct (m, k) pair (a handful: m is the patches of one task) and gathered.
     """
-    mm = np.nan_to_num(m)
-    kk = np.nan_to_num(k)
-    pairs, index = np.unique(np.stack([mm.ravel(), kk.ravel()], axis=1), axis=0, return_inverse=True)
-    index = index.reshape(mm.shape)  # (T, G) → class
+    cm, ck, index, g = _classes(m, k)  # (1, C, 1); (T, G) → class
     a = p[:, :, None, :] * kappa[:, None, None, :]  # (S, Q, 1, G)
     b = (1 - p[:, :, None, :]) * kappa[:, None, None, :]
-    cm = pairs[:, 0][None, None, :, None]
-    ck = pairs[:, 1][None, None, :, None]
     if tpr is None:
         table = beta_binomial_logpmf(ck, cm, a, b)  # (S, Q, C, G)
     else:
         assert fpr is not None
         table = critic_loglik(ck, cm, a, b, tpr[:, None, None, :], fpr[:, None, None, :])
-    g = np.arange(mm.shape[1])[None, :]
-    return table[:, :, index, g]  # (S, Q, T, G)
+    return table[:, :, index, g[None, :]]  # (S, Q, T, G)
 
 
 def task_beta(
@@ -257,8 +241,6 @@ def task_beta(
     *,
     tpr: np.ndarray | None = None,
     fpr: np.ndarray | None = None,
-    nodes: int = N_NODES,
-    chunk: int = 200,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The starting Beta(A, B) of θ for every (task, generator) of one benchmark, from the others.
 
@@ -277,10 +259,6 @@ def task_beta(
         0 in m: nothing known from that generator on that task.
     tpr, fpr : numpy.ndarray, optional
         Shape ``(S, G)``: the critic's rates per generator, for critic evidence.
-    nodes : int
-        Integration nodes (:func:`normal_grid`).
-    chunk : int
-        Draws processed at once (memory: chunk × nodes × T × G).
 
     Returns
     -------
@@ -300,7 +278,7 @@ def task_beta(
     >>> bool(A[0, 0] / (A[0, 0] + B[0, 0]) > 0.5 > A[1, 0] / (A[1, 0] + B[1, 0])), bool(informed.all())
     (True, True)
     """
-    x, w = normal_grid(nodes)
+    x, w = normal_grid()
     loc, kappa, sigma = (np.asarray(v, dtype=float) for v in (loc, kappa, sigma))
     m = np.asarray(m, dtype=float)
     k = np.asarray(k, dtype=float)
@@ -320,8 +298,8 @@ def task_beta(
     m, k = np.where(has, m, 0.0), np.where(has, k, 0.0)
     S = loc.shape[0]
     mean_acc, second_acc = np.zeros(m.shape), np.zeros(m.shape)
-    for start in range(0, S, chunk):
-        sl = slice(start, min(S, start + chunk))
+    for start in range(0, S, _CHUNK):  # draws at once (memory: _CHUNK × nodes × T × G)
+        sl = slice(start, min(S, start + _CHUNK))
         p = expit(loc[sl, None, :] + sigma[sl, None, None] * x[None, :, None])  # (s, Q, G)
         ll = _evidence_loglik(p, kappa[sl], m, k, **{r: v[sl] for r, v in rates.items()})  # (s, Q, T, G)
         others = ll.sum(axis=3, keepdims=True) - ll  # leave the target's own evidence out
@@ -361,18 +339,13 @@ class CrossedEB:
     converged: bool
 
 
-def _crossed_loglik(
-    loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndarray, k: np.ndarray, x, w
-) -> float:
-    p = np.clip(expit(loc[None, None, :] + sigma * x[None, :, None]), 1e-12, 1 - 1e-12)  # (1, Q, G)
-    ll = np.asarray(_evidence_loglik(p, kappa[None], m, k)[0])  # (Q, T, G)
-    return float(np.sum(np.asarray(logsumexp(np.log(w)[:, None] + ll.sum(axis=2), axis=0))))
-
-
 def _crossed_loglik_grad(
     loc: np.ndarray, kappa: np.ndarray, sigma: float, m: np.ndarray, k: np.ndarray, x, w
 ) -> tuple[float, np.ndarray, np.ndarray, float]:
-    """:func:`_crossed_loglik` and its gradient in ℓ (G), log κ (G) and log σ, in closed form.
+    """The marginal log-likelihood of one benchmark's counts and its gradient in ℓ (G), log κ (G) and log σ.
+
+    The task effect is integrated on the grid ``x``, ``w`` (:func:`normal_grid`); the gradient is in
+    closed form.
 
     With a = κp, b = κ(1 − p), p = expit(ℓ + σx): ∂ log BB(k | m, a, b)/∂a = ψ(k + a) − ψ(m + a + b)
     − ψ(a) + ψ(a + b) (and ∂/∂b alike); the marginal over the nodes weighs each node's gradient by
@@ -381,20 +354,16 @@ def _crossed_loglik_grad(
     z = expit(loc[None, :] + sigma * x[:, None])  # (Q, G)
     p = np.clip(z, 1e-12, 1 - 1e-12)
     dp = np.where(p == z, p * (1 - p), 0.0)  # the clip's derivative is 0
-    mm, kk = np.nan_to_num(m), np.nan_to_num(k)
-    pairs, index = np.unique(np.stack([mm.ravel(), kk.ravel()], axis=1), axis=0, return_inverse=True)
-    index = index.reshape(mm.shape)  # (T, G) → class
+    cm, ck, index, g = _classes(m, k)  # (1, C, 1); (T, G) → class
     a, b = p * kappa[None, :], (1 - p) * kappa[None, :]  # (Q, G)
-    cm, ck = pairs[:, 0][None, :, None], pairs[:, 1][None, :, None]  # (1, C, 1)
     table = beta_binomial_logpmf(ck, cm, a[:, None, :], b[:, None, :])  # (Q, C, G)
     both = digamma(a + b)[:, None, :] - digamma(cm + a[:, None, :] + b[:, None, :])
     da = np.where(cm > 0, digamma(ck + a[:, None, :]) - digamma(a)[:, None, :] + both, 0.0)
     db = np.where(cm > 0, digamma(cm - ck + b[:, None, :]) - digamma(b)[:, None, :] + both, 0.0)
-    g = np.arange(mm.shape[1])[None, :]
-    node = np.log(w)[:, None] + table[:, index, g].sum(axis=2)  # (Q, T)
+    node = np.log(w)[:, None] + table[:, index, g[None, :]].sum(axis=2)  # (Q, T)
     total = np.asarray(logsumexp(node, axis=0))  # (T,)
     r = np.exp(node - total[None, :])  # the nodes' posterior weights per task
-    weight = np.stack([r @ (index == c) for c in range(len(pairs))], axis=1)  # (Q, C, G)
+    weight = np.stack([r @ (index == c) for c in range(cm.shape[1])], axis=1)  # (Q, C, G)
     d_p = (weight * (da - db)).sum(axis=1) * kappa[None, :]  # ∂/∂p, (Q, G)
     d_kappa = (weight * (p[:, None, :] * da + (1 - p[:, None, :]) * db)).sum(axis=(0, 1))  # (G,)
     d_loc = (d_p * dp).sum(axis=0)
@@ -402,9 +371,7 @@ def _crossed_loglik_grad(
     return float(total.sum()), d_loc, d_kappa * kappa, d_log_sigma
 
 
-def crossed_eb(
-    m: np.ndarray, k: np.ndarray, *, sigma: float | None = None, nodes: int = N_NODES
-) -> CrossedEB:
+def crossed_eb(m: np.ndarray, k: np.ndarray, *, sigma: float | None = None) -> CrossedEB:
     """Empirical-Bayes fit of one benchmark's crossed model to its (task, generator) counts.
 
     Maximises the marginal likelihood (task effects integrated on :func:`normal_grid`) plus the
@@ -419,8 +386,6 @@ def crossed_eb(
         Fix the task effect's scale instead of fitting it (with one generator σ is not
         identified: its spread over tasks can be all task effect or all its own); then only
         ℓ and log κ are fitted and penalised.
-    nodes : int
-        Integration nodes (:func:`normal_grid`).
 
     Returns
     -------
@@ -444,7 +409,7 @@ def crossed_eb(
     if ((k < 0) | (k > m)).any():
         raise ValueError("crossed_eb: passes must lie in 0 … patches")
     G = m.shape[1]
-    x, w = normal_grid(nodes)
+    x, w = normal_grid()
     pooled = (k.sum(axis=0) + 0.5) / (m.sum(axis=0) + 1.0)
     if sigma is not None and not (math.isfinite(sigma) and sigma > 0):
         raise ValueError(f"crossed_eb: sigma must be a positive finite number, got {sigma!r}")
@@ -473,7 +438,8 @@ def crossed_eb(
     res = minimize(objective, theta0, method="L-BFGS-B", jac=True, bounds=bounds)
     loc, log_kappa, log_sigma = unpack(res.x)
     kappa, scale = np.exp(log_kappa), float(np.exp(log_sigma[0]))
-    return CrossedEB(loc, kappa, scale, _crossed_loglik(loc, kappa, scale, m, k, x, w), bool(res.success))
+    loglik = _crossed_loglik_grad(loc, kappa, scale, m, k, x, w)[0]
+    return CrossedEB(loc, kappa, scale, loglik, bool(res.success))
 
 
 # ---------------------------------------------------------------------------
@@ -518,15 +484,13 @@ def _benchmark_tasks(counts: xr.Dataset, bench: str, gens: Sequence[str]) -> tup
 _EB_CELL_VARS = ("task_loc", "task_kappa", "prior", "kappa")
 
 
-def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
+def fit_crossed_eb(counts: xr.Dataset) -> xr.Dataset:
     """Empirical-Bayes crossed parameters of every crossed benchmark of ``counts``.
 
     Parameters
     ----------
     counts : xarray.Dataset
         Counts with per-task counts (:data:`bpc.schema.TASK_COUNT_VARS`).
-    nodes : int
-        Integration nodes (:func:`normal_grid`).
 
     Returns
     -------
@@ -555,8 +519,8 @@ def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
     for bench, cells in crossed_layout(counts).items():
         _, sub = _benchmark_tasks(counts, bench, cells)
         m, k = (sub[v].transpose(DIM_TASK, DIM_GENERATOR).values for v in ("task_n", "task_pass"))
-        eb = crossed_eb(m, k, nodes=nodes)
-        A, B = marginal_beta(eb.loc[None], eb.kappa[None], np.array([eb.sigma]), nodes=nodes)
+        eb = crossed_eb(m, k)
+        A, B = marginal_beta(eb.loc[None], eb.kappa[None], np.array([eb.sigma]))
         values = {"task_loc": eb.loc, "task_kappa": eb.kappa, "prior": A / (A + B), "kappa": A + B}
         for v, x in values.items():
             out[v].loc[{DIM_BENCHMARK: bench, DIM_GENERATOR: cells}] = x
@@ -567,7 +531,7 @@ def fit_crossed_eb(counts: xr.Dataset, *, nodes: int = N_NODES) -> xr.Dataset:
     out["prior"].attrs["long_name"] = "cell prior of the crossed model: mean θ of a new task"
     out["kappa"].attrs["long_name"] = "cell prior of the crossed model: moment-matched concentration"
     out.attrs["mode"] = "empirical-bayes"
-    out.attrs["nodes"] = int(nodes)
+    out.attrs["nodes"] = N_NODES
     return out
 
 
@@ -619,8 +583,6 @@ def task_prior(
     kind: str = "oracle",
     critic: str = "test",
     params: xr.Dataset | None = None,
-    nodes: int = N_NODES,
-    max_draws: int = 1000,
 ) -> xr.Dataset:
     """The starting Beta(A, B) of θ for every (benchmark, generator, task), from the other generators.
 
@@ -640,10 +602,6 @@ def task_prior(
         The critic whose verdicts are the evidence (``kind="critic"``).
     params : xarray.Dataset, optional
         Parameter schema (point or draws) with ``tpr`` / ``fpr``; required for ``kind="critic"``.
-    nodes : int
-        Integration nodes (:func:`normal_grid`).
-    max_draws : int
-        Posterior draws used at most (evenly thinned).
 
     Returns
     -------
@@ -682,7 +640,7 @@ def task_prior(
             )
     if DIM_CHAIN in crossed.dims:
         n_samples = crossed.sizes[DIM_CHAIN] * crossed.sizes[DIM_DRAW]
-        step = max(1, int(np.ceil(n_samples / max_draws)))
+        step = max(1, int(np.ceil(n_samples / _MAX_DRAWS)))
         stacked = crossed.stack(_s=(DIM_CHAIN, DIM_DRAW)).isel(_s=slice(None, None, step))
         crossed = stacked.drop_vars(["_s", DIM_CHAIN, DIM_DRAW], errors="ignore").rename({"_s": "sample"})
     else:  # a point: one sample
@@ -714,7 +672,7 @@ def task_prior(
             known = np.isfinite(tpr[0]) & np.isfinite(fpr[0])
             m = np.where(known[None, :], m, np.nan)
             tpr, fpr = np.nan_to_num(tpr, nan=0.5), np.nan_to_num(fpr, nan=0.5)
-        A, B, informed = task_beta(loc, kap, sig, m, k, tpr=tpr, fpr=fpr, nodes=nodes)
+        A, B, informed = task_beta(loc, kap, sig, m, k, tpr=tpr, fpr=fpr)
         source = np.where(informed, "task", "cell").astype(object)
         block = {v: ((DIM_GENERATOR, DIM_TASK), x.T) for v, x in (("A", A), ("B", B), ("source", source))}
         coords = {DIM_GENERATOR: cells, DIM_TASK: tasks}
@@ -741,8 +699,6 @@ def task_priors(
     *,
     kind: str = "oracle",
     critic: str = "test",
-    nodes: int = N_NODES,
-    max_draws: int = 1000,
 ) -> xr.Dataset:
     """Per-task starting Beta(A, B) from a crossed fit or, in Laplace mode, from counts.
 
@@ -759,7 +715,7 @@ def task_priors(
     evidence : xarray.Dataset, optional
         Counts with per-task counts: what the other generators did on each task (default: the
         fit's own counts, or ``source`` itself).
-    kind, critic, nodes, max_draws
+    kind, critic
         As for :func:`task_prior`.
 
     Returns
@@ -779,12 +735,10 @@ def task_priors(
     else:
         from bpc.estimate.laplace import laplace
 
-        crossed = fit_crossed_eb(source, nodes=nodes)
+        crossed = fit_crossed_eb(source)
         params = laplace(source) if kind == "critic" else None
         evidence = source if evidence is None else evidence
-    return task_prior(
-        crossed, evidence, kind=kind, critic=critic, params=params, nodes=nodes, max_draws=max_draws
-    )
+    return task_prior(crossed, evidence, kind=kind, critic=critic, params=params)
 
 
 def start_beta(

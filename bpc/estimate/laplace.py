@@ -86,16 +86,6 @@ from bpc.constants import (
 )
 from bpc.schema import validate_params
 
-__all__ = [
-    "smoothed_rate",
-    "wilson_interval",
-    "beta_binomial_loglik",
-    "InstanceFit",
-    "instance_fit",
-    "instance_params",
-    "laplace",
-]
-
 PROFILE_LOGIT_STEP = 0.05
 """Grid step in logit π of the Beta-Binomial profile likelihood."""
 PROFILE_LOG_KAPPA_STEP = 0.1
@@ -341,8 +331,8 @@ class InstanceFit:
     pooled_kappa : float
         κ shared by all identified cells (each with its own π, profiled out),
         ``NaN`` if none is identified.
-    prob : float
-        Coverage of the intervals.
+
+    The intervals cover :data:`~bpc.constants.WILSON_PROB`.
     """
 
     pi: np.ndarray
@@ -352,7 +342,6 @@ class InstanceFit:
     pi_interval: np.ndarray
     kappa_interval: np.ndarray
     pooled_kappa: float
-    prob: float
 
     @property
     def own(self) -> np.ndarray:
@@ -360,7 +349,7 @@ class InstanceFit:
         return self.identified & ~self.boundary & np.isfinite(self.kappa)
 
 
-def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
+def instance_fit(hist: np.ndarray) -> InstanceFit:
     """Fit the Beta-Binomial instance model to each cell's histogram (see the module docstring).
 
     Parameters
@@ -368,15 +357,11 @@ def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
     hist : numpy.ndarray
         Instance histograms, shape ``(C, M, M + 1)``, one per cell (``NaN``
         or all-zero: no instance, every output ``NaN``).
-    prob : float
-        Coverage of the profile-likelihood intervals.
 
     Returns
     -------
     InstanceFit
     """
-    if not 0 < prob < 1:
-        raise ValueError(f"prob must lie in (0, 1), got {prob}")
     hist = np.nan_to_num(np.asarray(hist, dtype=float))
     if hist.ndim != 3 or hist.shape[-1] != hist.shape[-2] + 1:
         raise ValueError(f"hist must have shape (C, M, M + 1), got {hist.shape}")
@@ -388,7 +373,7 @@ def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
     identified = has_data & multi & (w_a[:, 0] > 0) & (w_b[:, 0] > 0)
     rows = np.flatnonzero(has_data)
     x, y, ll = _grid_loglik(w_a[rows], w_b[rows], w_k[rows])  # (len(rows), P, K)
-    half = float(chi2.ppf(prob, 1)) / 2.0
+    half = float(chi2.ppf(WILSON_PROB, 1)) / 2.0
     pi_hat = np.full(n_cells, np.nan)
     kappa_hat = np.full(n_cells, np.nan)
     boundary = np.zeros(n_cells, dtype=bool)
@@ -419,18 +404,16 @@ def instance_fit(hist: np.ndarray, *, prob: float = WILSON_PROB) -> InstanceFit:
             if denom < 0:
                 pooled_y = y[j] + 0.5 * (f0 - f2) / denom * (y[1] - y[0])
         pooled = float(np.exp(pooled_y))
-    return InstanceFit(pi_hat, kappa_hat, identified, boundary, pi_int, kappa_int, pooled, float(prob))
+    return InstanceFit(pi_hat, kappa_hat, identified, boundary, pi_int, kappa_int, pooled)
 
 
-def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Dataset:
+def instance_params(counts: xr.Dataset) -> xr.Dataset:
     """κ̂, its source and the instance-respecting prior interval of every cell (module docstring).
 
     Parameters
     ----------
     counts : xarray.Dataset
         Counts schema with ``inst_hist``.
-    prob : float
-        Coverage of ``prior_inst`` and ``kappa_interval``.
 
     Returns
     -------
@@ -439,13 +422,13 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
         generator; ``"cell"``, ``"pooled"`` or ``""``), ``prior_inst`` and
         ``kappa_interval`` (benchmark, generator, ci_bound; the latter the
         profile-likelihood interval of the cell's own κ, ``NaN`` where it has
-        none); attr ``pooled_kappa`` (also on ``kappa``).
+        none), both at :data:`~bpc.constants.WILSON_PROB`; attr ``pooled_kappa`` (also on ``kappa``).
     """
     hist = counts["inst_hist"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_PATCHES, DIM_PASSES).values
     nb, ng = hist.shape[:2]
     flat = hist.reshape(nb * ng, *hist.shape[2:])
     has_hist = np.isfinite(flat).all(axis=(1, 2)) & (np.nan_to_num(flat).sum(axis=(1, 2)) > 0)
-    fit = instance_fit(np.where(has_hist[:, None, None], flat, 0.0), prob=prob)
+    fit = instance_fit(np.where(has_hist[:, None, None], flat, 0.0))
     own = fit.own
     n_patches, n_pass, n_inst = (
         counts[v].transpose(DIM_BENCHMARK, DIM_GENERATOR).values.reshape(-1)
@@ -461,7 +444,7 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
     deff = 1.0 + (np.maximum(np.nan_to_num(per_instance, nan=1.0), 1.0) - 1.0) * np.where(
         np.isfinite(kappa), 1.0 / (1.0 + kappa), 0.0
     )
-    lo, hi = wilson_interval(n_pass / deff, n_patches / deff, prob)
+    lo, hi = wilson_interval(n_pass / deff, n_patches / deff)
     lo, hi = np.where(has_hist, fit.pi_interval[:, 0], lo), np.where(has_hist, fit.pi_interval[:, 1], hi)
     cell = (DIM_BENCHMARK, DIM_GENERATOR)
     coords = {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
@@ -472,8 +455,10 @@ def instance_params(counts: xr.Dataset, *, prob: float = WILSON_PROB) -> xr.Data
     out = xr.Dataset(data, coords={**coords, DIM_CI: list(CI_BOUNDS)})
     out["kappa"].attrs["long_name"] = "Beta concentration of an instance's pass rate (ML; pooled fallback)"
     out["kappa"].attrs["pooled_kappa"] = pooled
-    out["prior_inst"].attrs["long_name"] = f"{prob:.0%} interval on the prior respecting instances"
-    out["kappa_interval"].attrs["long_name"] = f"{prob:.0%} profile-likelihood interval of the cell's own κ"
+    out["prior_inst"].attrs["long_name"] = f"{WILSON_PROB:.0%} interval on the prior respecting instances"
+    out["kappa_interval"].attrs["long_name"] = (
+        f"{WILSON_PROB:.0%} profile-likelihood interval of the cell's own κ"
+    )
     out.attrs["pooled_kappa"] = pooled
     return out
 

@@ -39,8 +39,6 @@ from bpc.estimate.crossed import (
     task_prior,
 )
 
-__all__ = ["heldout_task_lpd", "lpd_gain_table"]
-
 
 def heldout_task_lpd(
     records: pd.DataFrame,

@@ -19,8 +19,8 @@ along) and recomputes the estimate on what was drawn —
 Resample ``b`` of cell ``c`` (cells in sorted order) uses
 ``numpy.random.default_rng([seed, c]).integers(0, T, size=(B, T))``, the
 draw of :func:`bpc.intervals.resample_weights`; the interval
-is the central ``prob`` of the resampled values (:data:`~bpc.constants.CI_PROB`,
-bpc's interval probability).
+is the central :data:`~bpc.constants.CI_PROB` of the resampled values (bpc's interval
+probability), from resamples seeded by :data:`~bpc.constants.BOOTSTRAP_SEED`.
 """
 
 from __future__ import annotations
@@ -40,8 +40,6 @@ from bpc.constants import (
 from bpc.estimate.laplace import instance_fit, smoothed_rate
 from bpc.intervals import resample_weights
 
-__all__ = ["task_intervals", "KAPPA_B"]
-
 KAPPA_B = 200
 """Resamples of the κ interval (each refits the Beta-Binomial model: fewer than the rates' ``B``)."""
 
@@ -50,15 +48,15 @@ _CHUNK = 16
 """Resampled histograms fitted at once (bounds the memory of the κ interval)."""
 
 
-def _bounds(values: np.ndarray, prob: float) -> tuple[float, float]:
+def _bounds(values: np.ndarray) -> tuple[float, float]:
     finite = values[np.isfinite(values)]
     if not finite.size:
         return float("nan"), float("nan")
-    lo, hi = np.quantile(finite, [(1.0 - prob) / 2.0, (1.0 + prob) / 2.0])
+    lo, hi = np.quantile(finite, [(1.0 - CI_PROB) / 2.0, (1.0 + CI_PROB) / 2.0])
     return float(lo), float(hi)
 
 
-def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray, prob: float) -> tuple[float, float]:
+def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray) -> tuple[float, float]:
 
     m = tasks["m"].to_numpy(np.int64)
     k = tasks["k"].to_numpy(np.int64)
@@ -71,7 +69,7 @@ def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray, prob: float) -> tuple[
     hists = (weights @ onehot).reshape(len(weights), size, size + 1)
     # in chunks: the profile grid holds (logit π × log κ) values per histogram (~1 MB each)
     kappa = np.concatenate([instance_fit(hists[i : i + _CHUNK]).kappa for i in range(0, len(hists), _CHUNK)])
-    return _bounds(np.clip(kappa, KAPPA_MIN, KAPPA_MAX), prob)
+    return _bounds(np.clip(kappa, KAPPA_MIN, KAPPA_MAX))
 
 
 def task_intervals(
@@ -79,8 +77,6 @@ def task_intervals(
     critics: Sequence[str],
     *,
     B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
-    prob: float = CI_PROB,
     kappa_b: int = KAPPA_B,
 ) -> pd.DataFrame:
     """Task-clustered intervals of every cell's critic rates and κ (see the module docstring).
@@ -94,10 +90,6 @@ def task_intervals(
         Critics to give intervals for (those without a column get ``NaN``).
     B : int
         Resamples of the rates' intervals.
-    seed : int
-        Root seed.
-    prob : float
-        Central coverage in (0, 1).
     kappa_b : int
         Resamples of κ's interval (0: no κ interval).
 
@@ -107,12 +99,12 @@ def task_intervals(
         One row per cell with records, sorted: ``benchmark``, ``generator``,
         ``n_tasks``, ``kappa_lo``, ``kappa_hi``, then ``tpr_<c>_lo``,
         ``tpr_<c>_hi``, ``fpr_<c>_lo``, ``fpr_<c>_hi`` for each critic.
-        ``attrs["prob"]`` is ``prob``.
+        ``attrs["prob"]`` is :data:`~bpc.constants.CI_PROB`.
 
     Raises
     ------
     ValueError
-        For ``prob`` outside (0, 1) or ``B < 1``.
+        For ``B < 1``.
 
     Examples
     --------
@@ -123,15 +115,13 @@ def task_intervals(
     >>> int(row["n_tasks"]), bool(0 < row["tpr_unit_lo"] <= row["tpr_unit_hi"] < 1)
     (2, True)
     """
-    if not 0.0 < prob < 1.0:
-        raise ValueError(f"task_intervals: prob must lie in (0, 1), got {prob}")
     if int(B) < 1:
         raise ValueError(f"task_intervals: B must be >= 1, got {B}")
     critics = list(critics)
     rows = []
     if not len(records):
         out = pd.DataFrame(columns=["benchmark", "generator", "n_tasks", "kappa_lo", "kappa_hi"])
-        out.attrs["prob"] = prob
+        out.attrs["prob"] = CI_PROB
         return out
     frame = records.assign(instance_id=records["instance_id"].astype(str))
     y = frame["Y"].to_numpy(np.int64)
@@ -148,9 +138,9 @@ def task_intervals(
     tallies = pd.DataFrame(parts).assign(**{k: frame[k].to_numpy() for k in keys}).groupby(keys).sum()
     for c_idx, ((bench, gen), tasks) in enumerate(tallies.groupby(level=[0, 1], sort=True)):
         n_tasks = len(tasks)
-        weights = resample_weights(n_tasks, B=int(B), seed=[seed, c_idx])
+        weights = resample_weights(n_tasks, B=int(B), seed=[BOOTSTRAP_SEED, c_idx])
         row: dict[str, object] = {"benchmark": str(bench), "generator": str(gen), "n_tasks": n_tasks}
-        kappa = _cell_kappa(tasks, weights[: int(kappa_b)], prob) if kappa_b > 0 else (np.nan, np.nan)
+        kappa = _cell_kappa(tasks, weights[: int(kappa_b)]) if kappa_b > 0 else (np.nan, np.nan)
         row["kappa_lo"], row["kappa_hi"] = kappa
         for c in critics:
             for name in ("tpr", "fpr"):
@@ -158,9 +148,9 @@ def task_intervals(
                 if c in present and tasks[f"{name}_{c}_n"].sum() > 0:
                     k = weights @ tasks[f"{name}_{c}_k"].to_numpy(float)
                     n = weights @ tasks[f"{name}_{c}_n"].to_numpy(float)
-                    lo, hi = _bounds(smoothed_rate(k, n), prob)
+                    lo, hi = _bounds(smoothed_rate(k, n))
                 row[f"{name}_{c}_lo"], row[f"{name}_{c}_hi"] = lo, hi
         rows.append(row)
     out = pd.DataFrame(rows)
-    out.attrs["prob"] = prob
+    out.attrs["prob"] = CI_PROB
     return out

@@ -177,10 +177,9 @@ def test_record_from_a_live_episode():
     assert EpisodeRecord.from_history(ep.to_dict()) == rec
     assert EpisodeRecord.from_history(json.loads(json.dumps(ep.history))) == rec
     assert EpisodeRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
-    # an unqualified regeneration is read as the caller says
+    # an unqualified regeneration is a fresh sample
     moves = [{"op": "regenerated"}, {"op": "stop"}]
     assert EpisodeRecord.from_history(moves).patches[1].origin == "fresh"
-    assert EpisodeRecord.from_history(moves, regenerated="refine").patches[1].origin == "refine"
     kinds = [{"op": "regenerated", "kind": "refine"}, {"op": "regenerated", "kind": "fresh"}]
     assert [p.origin for p in EpisodeRecord.from_history(kinds).patches] == ["first", "refine", "fresh"]
 

@@ -60,29 +60,12 @@ from bpc.estimate.model.build import (
 from bpc.estimate.model.fit import Refitter, SamplerOptions, cell_rates, counts_of, flat_draws, spec_of
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.intervals import interval_bounds
-from bpc.schema import validate_counts
+from bpc.schema import COUNT_VARS, validate_counts
 
-__all__ = [
-    "Fitter",
-    "prior_draws",
-    "prior_predictive",
-    "prior_predictive_summary",
-    "rate_values",
-    "posterior_predictive_check",
-    "simulate_from_prior",
-    "coverage_table",
-    "sbc",
-    "coverage_summary",
-    "sbc_model",
-    "sbc_rank_summary",
-    "refit_fitter",
-    "subsample_counts",
-    "lpd_table",
-    "subsample_comparison",
-    "leave_one_cell_out",
-    "compare_summary",
-    "with_rate_counts",
-]
+PLAUSIBLE = (0.02, 0.98)
+"""Cell rates a prior should put most of its mass between (:func:`prior_predictive_summary`)."""
+COVERAGE_PROBS = (0.5, 0.9)
+"""Central interval probabilities whose coverage :func:`coverage_table` and :func:`sbc` count."""
 
 Fitter = Callable[[xr.Dataset, int], xr.Dataset]
 """``(counts, seed) -> parameter draws`` (bpc's parameter schema with chain/draw)."""
@@ -228,10 +211,8 @@ def prior_predictive(
     return cell_rates(post, counts, spec, seed=seed, condition=False)
 
 
-def prior_predictive_summary(
-    params: xr.Dataset, *, plausible: tuple[float, float] = (0.02, 0.98)
-) -> pd.DataFrame:
-    """Quantiles of prior-predictive cell rates per kind, and the mass inside ``plausible``.
+def prior_predictive_summary(params: xr.Dataset) -> pd.DataFrame:
+    """Quantiles of prior-predictive cell rates per kind, and the mass inside :data:`PLAUSIBLE`.
 
     Returns
     -------
@@ -239,7 +220,7 @@ def prior_predictive_summary(
         Index: ``prior``, ``tpr``, ``fpr``, ``p_fix``, ``p_break``; columns
         q05, q25, q50, q75, q95, frac_plausible, frac_below, frac_above.
     """
-    lo, hi = plausible
+    lo, hi = PLAUSIBLE
     rows = {}
     for kind in ("prior", "tpr", "fpr", "p_fix", "p_break"):
         v = np.asarray(params[kind].values, dtype=float).ravel()
@@ -397,7 +378,6 @@ def coverage_table(
     params: xr.Dataset,
     truth: xr.Dataset,
     *,
-    probs: Sequence[float] = (0.5, 0.9),
     counts: xr.Dataset | None = None,
 ) -> pd.DataFrame:
     """Per true cell rate: its posterior rank and whether central intervals cover it.
@@ -408,8 +388,6 @@ def coverage_table(
         Posterior draws (chain/draw) in parameter schema.
     truth : xarray.Dataset
         True rates (no sample dims), same schema and coordinates (a subset is fine).
-    probs : sequence of float
-        Central (equal-tailed) interval probabilities.
     counts : xarray.Dataset, optional
         If given, column ``observed`` says whether the entry had data.
 
@@ -418,7 +396,8 @@ def coverage_table(
     pandas.DataFrame
         One row per finite (truth, draws) entry: kind, critic, benchmark,
         generator, truth, rank (fraction of draws below the truth),
-        ``covered_<p>`` per prob, and optionally observed.
+        ``covered_<p>`` per central (equal-tailed) interval of :data:`COVERAGE_PROBS`, and
+        optionally observed.
     """
     rows = []
     for kind in ("prior", "tpr", "fpr", "p_fix", "p_break"):
@@ -434,7 +413,7 @@ def coverage_table(
             continue
         d, tr = draws[:, ok], tv[ok]
         rec = {"kind": kind, "truth": tr, "rank": (d < tr).mean(axis=0)}
-        for prob in probs:
+        for prob in COVERAGE_PROBS:
             lo, hi = np.moveaxis(interval_bounds(d, axis=0, prob=prob, kind="eti"), -1, 0)
             rec[f"covered_{prob:g}"] = (lo <= tr) & (tr <= hi)
         for dim, at in zip(dims, np.nonzero(ok), strict=True):
@@ -470,14 +449,13 @@ def refit_fitter(
     draws: int = 1000,
     tune: int = 1000,
     chains: int = 4,
-    sampler: str = "auto",
 ) -> Fitter:
     """A :data:`Fitter` compiling the model once on ``template``'s layout and refitting it on each count set.
 
     See :class:`~bpc.estimate.model.fit.Refitter`. Every later count set must have the template's
     coordinates and observe no entry the template leaves unobserved.
     """
-    refitter = Refitter(_layout_template(template), spec, sampler=sampler)
+    refitter = Refitter(_layout_template(template), spec)
     options = SamplerOptions(draws=draws, tune=tune, chains=chains, progressbar=False)
 
     def fitter(counts: xr.Dataset, seed: int) -> xr.Dataset:
@@ -494,8 +472,6 @@ def sbc(
     reps: int = 20,
     seed: int = DEFAULT_SEED,
     truth: str = "prior",
-    probs: Sequence[float] = (0.5, 0.9),
-    simulator_kwargs: dict | None = None,
 ) -> pd.DataFrame:
     """Coverage of true cell rates by posterior intervals over repeated simulated data sets.
 
@@ -518,10 +494,6 @@ def sbc(
         rates (the model is then only an approximation of the generator).
         Only self-refine trajectories are counted, since the truth's
         p_fix / p_break are self-refine's.
-    probs : sequence of float
-        Interval probabilities.
-    simulator_kwargs : dict, optional
-        Extra arguments to ``simulate_panel`` (e.g. ``scale``, ``benchmarks``).
 
     Returns
     -------
@@ -563,13 +535,13 @@ def sbc(
             from bpc.data.counts import counts_from_records
             from bpc.data.simulate import simulate_panel
 
-            panel = simulate_panel(s, **(simulator_kwargs or {}))
+            panel = simulate_panel(s)
             # the truth's p_fix / p_break are self-refine's; reflexion trajectories use other rates
             traj = panel.trajectories[panel.trajectories["method"] == "self_refine"]
             cells = {DIM_BENCHMARK: counts[DIM_BENCHMARK].values, DIM_GENERATOR: counts[DIM_GENERATOR].values}
             sim = counts_from_records(panel.records, traj, source="simulated").reindex(cells)
             true = panel.truth
-        out.append(coverage_table(fitter(sim, s), true, probs=probs, counts=sim).assign(rep=i))
+        out.append(coverage_table(fitter(sim, s), true, counts=sim).assign(rep=i))
     return pd.concat(out, ignore_index=True)
 
 
@@ -594,7 +566,6 @@ def sbc_model(
     tune: int = 500,
     chains: int = 2,
     seed: int = DEFAULT_SEED,
-    sample_kwargs: dict | None = None,
 ) -> xr.Dataset:
     """Prior simulation-based calibration of the PyMC model itself, run by :mod:`simuk`.
 
@@ -627,8 +598,6 @@ def sbc_model(
         Sampler settings of each refit; ``S = draws * chains``.
     seed : int
         Seed of simuk's prior draws and of every refit.
-    sample_kwargs : dict, optional
-        Further arguments to :func:`pymc.sample` (e.g. ``nuts_sampler``).
 
     Returns
     -------
@@ -650,7 +619,7 @@ def sbc_model(
             "PyMC cannot simulate; set 'inst_hist' to NaN (cells then enter through their patch totals)"
         )
     model = build_model(counts, spec)
-    kwargs = {"draws": draws, "tune": tune, "chains": chains, "progressbar": False, **(sample_kwargs or {})}
+    kwargs = {"draws": draws, "tune": tune, "chains": chains, "progressbar": False}
     run = simuk.SBC(model, num_simulations=reps, sample_kwargs=kwargs, seed=seed, progress_bar=False)
     with warnings.catch_warnings():
         # checked above: the instance model's Potential carries no data here, so ignoring it is exact
@@ -723,6 +692,10 @@ def sbc_rank_summary(ranks: xr.Dataset, *, bins: int = 10) -> pd.DataFrame:
 # ---------------------------------------------------------------------------
 # held-out comparison with Laplace
 # ---------------------------------------------------------------------------
+_COUNTED = tuple(v for v in COUNT_VARS if v != "inst_hist")
+"""The count variables a held-out split divides between training and test (histograms are dropped)."""
+
+
 def _hypergeom(rng: np.random.Generator, good: np.ndarray, bad: np.ndarray, draw: np.ndarray) -> np.ndarray:
     good, bad, draw = (np.asarray(x, dtype=np.int64) for x in (good, bad, draw))
     out = np.zeros(np.broadcast(good, bad, draw).shape, dtype=np.int64)
@@ -737,11 +710,10 @@ def subsample_counts(
     n_instances: int,
     *,
     seed: int = DEFAULT_SEED,
-    patches_per_instance: int = POOL_SIZE,
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """Subsample every cell's counts into a small training part and the held-out rest.
 
-    Training keeps ``n_instances × patches_per_instance`` patches per cell (all
+    Training keeps ``n_instances ×`` :data:`~bpc.constants.POOL_SIZE` patches per cell (all
     of them when fewer exist), drawn without replacement at the patch level:
     the number of Y = 1 patches is hypergeometric, then per critic and label
     how many of the training patches it assessed and how many passed.
@@ -766,7 +738,7 @@ def subsample_counts(
         raise ValueError(f"n_instances must be >= 1, got {n_instances}")
     validate_counts(counts)
     rng = np.random.default_rng([int(seed), 5])
-    budget = int(n_instances) * int(patches_per_instance)
+    budget = int(n_instances) * POOL_SIZE
 
     def thin(k: np.ndarray, n: np.ndarray, at: np.ndarray, take=None) -> tuple[np.ndarray, np.ndarray]:
         """At ``at``: ``take`` (default min(n, budget)) of n trials and the passes among them."""
@@ -804,7 +776,7 @@ def subsample_counts(
         counts["trans_flip"].values, tn, np.isfinite(tn)
     )
     test = counts.copy(deep=True)
-    for name in ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip"):
+    for name in _COUNTED:
         test[name] = counts[name] - train[name]
     if "inst_hist" in counts:
         # the full histograms would leak every held-out instance into the training part
@@ -931,14 +903,13 @@ def leave_one_cell_out(
         i, j = np.nonzero(np.isfinite(counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values))
         pairs = zip(counts[DIM_BENCHMARK].values[i], counts[DIM_GENERATOR].values[j], strict=True)
         cells = [(str(b), str(g)) for b, g in pairs]
-    count_vars = ("n_patches", "n_pass", "n_instances", "critic_n", "critic_pass", "trans_n", "trans_flip")
     out = []
     for i, (bench, gen) in enumerate(cells):
         is_cell = (counts[DIM_BENCHMARK] == bench) & (counts[DIM_GENERATOR] == gen)
         if not bool(is_cell.any()):
             raise ValueError(f"leave_one_cell_out: cell ({bench}, {gen}) is not in the counts")
-        train = counts.assign({v: counts[v].where(~is_cell) for v in count_vars})
-        test = counts.assign({v: counts[v].where(is_cell) for v in count_vars})
+        train = counts.assign({v: counts[v].where(~is_cell) for v in _COUNTED})
+        test = counts.assign({v: counts[v].where(is_cell) for v in _COUNTED})
         train["source"] = counts["source"].where(~is_cell, "")
         params = fitter(train, int(seed) + i)
         out.append(lpd_table(train, test, params, spec).assign(held_out=f"{bench}/{gen}"))

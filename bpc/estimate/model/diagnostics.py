@@ -29,9 +29,6 @@ from bpc.constants import (
 )
 from bpc.intervals import credible_interval
 
-__all__ = ["Diagnostics", "diagnose", "ConvergenceWarning", "params_table", "advice"]
-
-
 _THRESHOLDS = (
     ("max_rhat", "max R-hat", RHAT_MAX, ".3f", pd.Series.idxmax),
     ("min_ess_bulk", "min bulk ESS", ESS_BULK_MIN, ".0f", pd.Series.idxmin),
@@ -182,16 +179,14 @@ def _per_element(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.where(bad, np.nan, v) for v in (rhat, bulk, tail))  # type: ignore[return-value]
 
 
-def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics:
+def diagnose(dt: xr.DataTree) -> Diagnostics:
     """Convergence diagnostics of a fit.
 
     Parameters
     ----------
     dt : xarray.DataTree
         Needs a ``posterior`` group with ``chain``/``draw`` dims; divergences
-        are read from ``sample_stats.diverging`` when present.
-    var_names : list of str, optional
-        Posterior variables to check (default: all).
+        are read from ``sample_stats.diverging`` when present. Every posterior variable is checked.
 
     Returns
     -------
@@ -205,11 +200,6 @@ def diagnose(dt: xr.DataTree, var_names: list[str] | None = None) -> Diagnostics
     if "posterior" not in dt.children:
         raise ValueError("diagnose: the DataTree has no 'posterior' group")
     post = dt["posterior"].to_dataset()
-    if var_names is not None:
-        missing = [v for v in var_names if v not in post]
-        if missing:
-            raise ValueError(f"diagnose: posterior lacks variables {missing}")
-        post = post[var_names]
     chains, draws = int(post.sizes.get("chain", 0)), int(post.sizes.get("draw", 0))
     if chains < 2 or draws < 4:
         raise ValueError(f"diagnose: need >= 2 chains and >= 4 draws, got {chains} x {draws}")
@@ -301,8 +291,6 @@ def params_table(
     *,
     laplace: xr.Dataset | None = None,
     counts: xr.Dataset | None = None,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
 ) -> pd.DataFrame:
     """Per-cell posterior means and credible intervals, beside Laplace estimates.
 
@@ -314,8 +302,6 @@ def params_table(
         Laplace estimates (:func:`bpc.estimate.laplace.laplace`) for the column ``laplace``.
     counts : xarray.Dataset, optional
         For the columns ``k`` and ``n`` (the data behind each rate; ``NaN`` = none).
-    prob, kind
-        Interval probability and kind (:func:`bpc.intervals.credible_interval`).
 
     Returns
     -------
@@ -323,11 +309,12 @@ def params_table(
         Long format, one row per (benchmark, generator, rate) with finite
         draws; ``rate`` is ``prior``, ``tpr_<c>``, ``fpr_<c>``, ``gap_<c>``,
         ``p_fix`` or ``p_break``. Columns: benchmark, generator, rate, k, n,
-        laplace, mean, lo, hi.
+        laplace, mean, lo, hi (the :data:`~bpc.constants.CI_PROB` interval of kind
+        :data:`~bpc.constants.CI_KIND`, :func:`bpc.intervals.credible_interval`).
     """
     names = ["prior", "tpr", "fpr", "gap", "p_fix", "p_break"]
     mean = params[names].mean(("chain", "draw"))
-    ci = credible_interval(params[names], prob=prob, kind=kind)
+    ci = credible_interval(params[names], prob=CI_PROB, kind=CI_KIND)
 
     def long(ds: xr.Dataset) -> pd.Series:
         """``ds``'s rates as one series over (benchmark, generator, rate), a critic's named ``<var>_<c>``."""

@@ -58,22 +58,6 @@ from bpc.estimate.model.spec import ModelSpec
 from bpc.outputs import versions
 from bpc.schema import TASK_COUNT_VARS, validate_counts
 
-__all__ = [
-    "SAMPLERS",
-    "SamplerOptions",
-    "resolve_sampler",
-    "fit",
-    "sample_model",
-    "posterior_params",
-    "cell_rates",
-    "spec_of",
-    "counts_of",
-    "flat_draws",
-    "Refitter",
-    "default_cores",
-    "compile_nutpie",
-]
-
 if TYPE_CHECKING:
     from nutpie.compile_pymc import CompiledPyMCModel
 
@@ -103,8 +87,6 @@ class SamplerOptions:
         The sampler's seed (identical seeds → identical draws).
     sampler : {"auto", "nutpie", "pymc"}
         See :func:`resolve_sampler`.
-    cores : int, optional
-        Chains run in parallel (default :func:`default_cores`: every core, at most one per chain).
     progressbar : bool
         Show progress (``False`` also silences PyMC's logging).
 
@@ -127,7 +109,6 @@ class SamplerOptions:
     target_accept: float = TARGET_ACCEPT
     seed: int = DEFAULT_SEED
     sampler: str = "auto"
-    cores: int | None = None
     progressbar: bool = True
 
     def __post_init__(self) -> None:
@@ -147,7 +128,7 @@ class SamplerOptions:
         return cls(**{**settings, "target_accept": float(p["target_accept"]), **changes})
 
     def key(self) -> dict[str, int | float | str]:
-        """What of these settings makes the draws (the sampler resolved; not cores or progress)."""
+        """What of these settings makes the draws (the sampler resolved; not the progress display)."""
         o = self
         length = {"draws": int(o.draws), "tune": int(o.tune), "chains": int(o.chains), "seed": int(o.seed)}
         return {**length, "target_accept": float(o.target_accept), "sampler": resolve_sampler(o.sampler)}
@@ -224,7 +205,7 @@ def sample_model(
     model : pymc.Model
         The model to sample.
     options : SamplerOptions
-        Length, acceptance target, seed, implementation, cores and progress of the run.
+        Length, acceptance target, seed, implementation and progress of the run.
     compiled : nutpie.compile_pymc.CompiledPyMCModel, optional
         ``model`` compiled by :func:`compile_nutpie` (nutpie only; default: compiled here), so that
         repeated runs of one model compile it once.
@@ -234,7 +215,7 @@ def sample_model(
     """
     which = resolve_sampler(options.sampler)
     o = options
-    cores = default_cores(o.chains) if o.cores is None else int(o.cores)
+    cores = default_cores(o.chains)  # parallel chains: every core, at most one per chain
     run = {"draws": o.draws, "chains": o.chains, "cores": cores, "target_accept": o.target_accept}
     if which == "pymc":
         if data is not None:

@@ -18,8 +18,6 @@ import xarray as xr
 
 from bpc.estimate.model.spec import ModelSpec
 
-__all__ = ["save", "load", "SpecMismatchError"]
-
 _ENGINE = "h5netcdf"
 
 

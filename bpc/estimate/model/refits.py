@@ -54,17 +54,6 @@ from bpc.constants import (
     SAMPLER_PRESETS,
 )
 
-__all__ = [
-    "RefitLadder",
-    "converged",
-    "fit_summary",
-    "KHAT_MAX",
-    "empty_cell",
-    "cell_loglik",
-    "LocoFit",
-    "LocoRefits",
-]
-
 if TYPE_CHECKING:
     from bpc.estimate.model.fit import SamplerOptions
 
@@ -464,9 +453,7 @@ class LocoRefits:
     ----------
     ladder : RefitLadder
         Fits the target with nothing observed (its base fit, once per target) and every calibration
-        whose weights fail the k̂ check (cached as the ladder caches).
-    khat_max : float
-        Largest Pareto k̂ of a reweighted calibration (default :data:`KHAT_MAX`).
+        whose weights fail the k̂ check (:data:`KHAT_MAX`; cached as the ladder caches).
     to_params : callable, optional
         A fit → its parameter draws (default :func:`bpc.estimate.model.posterior_params`).
     """
@@ -475,10 +462,9 @@ class LocoRefits:
         self,
         ladder: RefitLadder,
         *,
-        khat_max: float = KHAT_MAX,
         to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
     ) -> None:
-        self.ladder, self.khat_max, self.to_params = ladder, float(khat_max), to_params
+        self.ladder, self.to_params = ladder, to_params
         self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
         self._full: xr.DataTree | None = None
 
@@ -526,7 +512,7 @@ class LocoRefits:
         if counts_hash(counts) == json.loads(base.attrs.get("refit_key", "{}")).get("counts"):
             return LocoFit(self._params(base), {**fit_summary(base), "method": "fit", "khat": np.nan})
         weighted = self.weighted(counts, cell, seed=seed)
-        if weighted is not None and weighted.summary["khat"] <= self.khat_max:
+        if weighted is not None and weighted.summary["khat"] <= KHAT_MAX:
             return weighted
         dt = self.ladder.fit(counts, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
         tried = {"khat": np.nan, "weights_ess": np.nan} if weighted is None else weighted.summary
@@ -547,7 +533,7 @@ class LocoRefits:
         template = self.ladder.template
         if (
             tried[0] is not None
-            and tried[0].summary["khat"] > self.khat_max
+            and tried[0].summary["khat"] > KHAT_MAX
             and counts_hash(empty_cell(template, cell)) == counts_hash(empty_cell(counts, cell))
         ):
             tried.append(self.reweight(self.full(seed=seed), counts, cell, seed=int(seed), given=template))

@@ -131,19 +131,14 @@ by the number of channels (Bonferroni).
 from __future__ import annotations
 
 from bpc.estimate.online.drift import DriftReport, drift_check
-from bpc.estimate.online.particles import (
-    DEFAULT_PRIOR_SD,
-    LEARN_STATE_VERSION,
-    GaussianPrior,
-    LearningState,
-    LearnStateMismatchError,
-    ParticleOptions,
-    calibration_scales,
-)
+from bpc.estimate.online.particles import DEFAULT_PRIOR_SD, LearningState, ParticleOptions, calibration_scales
 from bpc.estimate.online.records import (
     LABEL_CHANNEL,
+    LEARN_STATE_VERSION,
     ORIGINS,
     EpisodeRecord,
+    GaussianPrior,
+    LearnStateMismatchError,
     PatchRecord,
     episode_loglik,
     labelled_counts,

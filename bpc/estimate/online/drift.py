@@ -19,8 +19,6 @@ from bpc.estimate.online.records import LABEL_CHANNEL, EpisodeRecord, systematic
 if TYPE_CHECKING:
     from bpc.estimate.online.particles import LearningState
 
-__all__ = ["LABEL_CHANNEL", "DriftReport", "drift_check"]
-
 
 @dataclass(frozen=True)
 class DriftReport:

@@ -24,7 +24,6 @@ from bpc.estimate.online.records import (
     LEARN_STATE_VERSION,
     EpisodeRecord,
     GaussianPrior,
-    LearnStateMismatchError,
     episode_loglik,
     systematic_indices,
 )
@@ -35,19 +34,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from bpc.estimate.online.drift import DriftReport
-
-__all__ = [
-    "LEARN_STATE_VERSION",
-    "DEFAULT_PRIOR_SD",
-    "DEFAULT_PARTICLES",
-    "DEFAULT_ESS_THRESHOLD",
-    "DEFAULT_MOVES",
-    "GaussianPrior",
-    "LearningState",
-    "LearnStateMismatchError",
-    "ParticleOptions",
-    "calibration_scales",
-]
 
 DEFAULT_PRIOR_SD = 1.0
 """Prior scale on the logit (rates) / log (κ) scale around explicit values."""
@@ -319,9 +305,6 @@ class LearningState:
         check_kernel_pair(p_fix, p_break)
         if not (math.isfinite(sd) and sd > 0):
             raise ValueError(f"sd must be positive, got {sd!r}")
-        for name, v in (sds or {}).items():
-            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"sds[{name!r}] must be a positive number, got {v!r}")
         values = {"prior": prior}
         for c, pair in critics.items():
             try:
@@ -380,7 +363,6 @@ class LearningState:
         critics: Sequence[str] | None = None,
         iid: bool = False,
         kappa: float | None = None,
-        sd: float = DEFAULT_PRIOR_SD,
         particles: ParticleOptions = ParticleOptions(),
     ) -> LearningState:
         """A state from a parameter Dataset (bpc's schema): draws if it has ``chain``/``draw``, else values.
@@ -401,11 +383,11 @@ class LearningState:
             Point values carry the weight of the data behind them where the Dataset says how much
             there was (:func:`calibration_scales`: ``bpc estimate``'s intervals and counts): a
             calibration on thousands of patches is not moved by one episode. Other parameters get
-            the weak prior ``sd``.
+            the weak prior :data:`DEFAULT_PRIOR_SD`.
         kappa : float, optional
             Centre of a κ prior when the Dataset has none (point values) —
             without it, and without ``kappa`` in the Dataset, the state is i.i.d.
-        sd, particles
+        particles
             As in :meth:`from_values` / :meth:`from_arrays`.
         """
         from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR
@@ -432,7 +414,7 @@ class LearningState:
         k0 = flat["kappa"].values if "kappa" in ds and not iid else given
         kern = "p_fix" in flat and "p_break" in flat
         # point values: the weight of the data behind them (draws carry their own spread)
-        point = {} if sdims else {"sd": sd, "sds": calibration_scales(ds, iid=k0 is None or np.isinf(k0[0]))}
+        point = {} if sdims else {"sds": calibration_scales(ds, iid=k0 is None or np.isinf(k0[0]))}
         state = cls.from_arrays(
             prior=flat["prior"].values,
             tpr=flat["tpr"].sel({DIM_CRITIC: names}).transpose("_sample", DIM_CRITIC).values,

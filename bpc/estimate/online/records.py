@@ -16,19 +16,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = [
-    "LEARN_STATE_VERSION",
-    "GaussianPrior",
-    "LearnStateMismatchError",
-    "systematic_indices",
-    "ORIGINS",
-    "LABEL_CHANNEL",
-    "PatchRecord",
-    "EpisodeRecord",
-    "episode_loglik",
-    "labelled_counts",
-]
-
 Origin = Literal["first", "fresh", "refine"]
 ORIGINS: tuple[str, ...] = ("first", "fresh", "refine")
 """How a patch was made: the episode's first patch, a fresh sample of the task, a refinement."""
@@ -110,7 +97,7 @@ class EpisodeRecord:
     patches: tuple[PatchRecord, ...]
 
     def __post_init__(self) -> None:
-        patches = tuple(p if isinstance(p, PatchRecord) else PatchRecord(**p) for p in self.patches)
+        patches = tuple(self.patches)
         if not patches:
             raise ValueError("an episode record needs at least one patch")
         if patches[0].origin != "first":
@@ -184,7 +171,7 @@ class EpisodeRecord:
         return cls(tuple(patches))
 
     @classmethod
-    def from_history(cls, moves: Any, *, regenerated: Literal["fresh", "refine"] = "fresh") -> EpisodeRecord:
+    def from_history(cls, moves: Any) -> EpisodeRecord:
         """The record of a live episode's moves.
 
         Parameters
@@ -195,12 +182,9 @@ class EpisodeRecord:
             ``"moves"``), or the list of move objects: ``{"op": "observe",
             "critic", "passed"}``, ``{"op": "verified", "passed"}``,
             ``{"op": "regenerated"[, "kind": "fresh" | "refine"][, "fresh": true | false]}``
-            (a live episode records ``kind``, how the patch was made),
-            ``{"op": "refined"}``, ``{"op": "stop"}``.
-        regenerated : {"fresh", "refine"}
-            How a ``regenerated`` move with neither ``kind`` nor ``fresh`` was
-            made: a fresh sample of the task (the default; the corpus' pools and
-            the instance planner's regeneration) or a refinement of the patch.
+            (a live episode records ``kind``, how the patch was made; with neither ``kind`` nor
+            ``fresh`` it is a fresh sample of the task, as in the corpus' pools and the instance
+            planner's regeneration), ``{"op": "refined"}``, ``{"op": "stop"}``.
 
         Raises
         ------
@@ -208,8 +192,6 @@ class EpisodeRecord:
             For an unknown move, a critic observed twice on one patch, or two
             verifications of one patch that disagree.
         """
-        if regenerated not in ("fresh", "refine"):
-            raise ValueError(f"regenerated must be 'fresh' or 'refine', got {regenerated!r}")
         if hasattr(moves, "history"):
             moves = moves.history
         elif isinstance(moves, Mapping):
@@ -241,18 +223,14 @@ class EpisodeRecord:
                 labels[-1] = label
             elif op in ("regenerated", "refined"):
                 kind = move.get("kind")
-                if kind is not None and kind not in ("fresh", "refine"):
+                if kind not in (None, "fresh", "refine"):
                     raise ValueError(f"move {i}: kind must be 'fresh' or 'refine', got {kind!r}")
                 fresh = _check_flag(move.get("fresh"), f"move {i} fresh")
-                if op == "refined":
-                    origin = "refine"
-                elif kind is not None:
-                    if fresh is not None and fresh != (kind == "fresh"):
-                        raise ValueError(f"move {i}: kind {kind!r} contradicts fresh={fresh}")
-                    origin = kind
-                else:
-                    origin = regenerated if fresh is None else ("fresh" if fresh else "refine")
-                origins.append(origin)
+                if op == "regenerated" and None not in (kind, fresh) and fresh != (kind == "fresh"):
+                    raise ValueError(f"move {i}: kind {kind!r} contradicts fresh={fresh}")
+                # a refinement, or a regeneration said to be one (by its kind, else by fresh=false)
+                refine = op == "refined" or kind == "refine" or (kind is None and fresh is False)
+                origins.append("refine" if refine else "fresh")
                 verdicts.append({})
                 labels.append(None)
             elif op == "stop":

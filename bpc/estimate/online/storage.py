@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
     from bpc.estimate.online.particles import LearningState
 
-__all__ = ["state_to_dataset", "load_state", "load_calibration", "dataset_checksum"]
-
 CHECKSUM_ATTR = "checksum"
 """The attribute of a saved state that holds :func:`dataset_checksum` of the rest of the file."""
 
