@@ -75,7 +75,6 @@ def simulate_pool(
     n_per_draw: int,
     *,
     critics: Sequence[str] = PAPER_CRITICS,
-    n_patches: int = POOL_SIZE,
     seed: int = DEFAULT_SEED,
     critic_kappa=None,
 ) -> Pool:
@@ -105,8 +104,6 @@ def simulate_pool(
         Instances simulated per draw.
     critics : sequence of str
         Critic names of the pool's last axis.
-    n_patches : int
-        Patches per instance.
     seed : int
         Seed of :func:`numpy.random.default_rng`.
     critic_kappa : array_like, optional
@@ -117,11 +114,12 @@ def simulate_pool(
     Returns
     -------
     Pool
-        ``S·n_per_draw`` instances with ids ``"s<draw>_<i>"``.
+        ``S·n_per_draw`` instances with ids ``"s<draw>_<i>"``, :data:`~bpc.constants.POOL_SIZE`
+        patches each.
     """
     if n_per_draw < 1:
         raise ValueError(f"simulate_pool: n_per_draw must be >= 1, got {n_per_draw}")
-    rng = np.random.default_rng(seed)
+    rng, n_patches = np.random.default_rng(seed), POOL_SIZE
     prior = np.asarray(arrays["prior"], dtype=float)
     tpr = np.asarray(arrays["tpr"], dtype=float)
     fpr = np.asarray(arrays["fpr"], dtype=float)
@@ -472,7 +470,6 @@ def predictive_coverage(
     records: pd.DataFrame,
     *,
     costs=None,
-    profile="bpc",
     policies: Sequence[str] | None = None,
     n_folds: int = N_FOLDS,
     fold_seeds: Sequence[int] = FOLD_SEEDS[:1],
@@ -497,12 +494,10 @@ def predictive_coverage(
         Per-patch records (a simulated panel: the truth is known).
     costs : Costs, callable, str or None
         Any cost specification of :func:`bpc.costs.cost_resolver`.
-    profile : str or Profile
-        Replay profile of the controllers (default ``"bpc"``).
     policies : sequence of str, optional
-        Policies checked: baselines (stateless, non-trajectory) and Bayesian
-        policy names (default the stateless baselines and both Bayesian
-        policies).
+        Policies checked, replayed under the ``bpc`` profile: baselines (stateless,
+        non-trajectory) and Bayesian policy names (default the stateless baselines and both
+        Bayesian policies).
     n_folds : int
         Folds K.
     fold_seeds : sequence of int
@@ -532,7 +527,7 @@ def predictive_coverage(
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
-    prof = get_profile(profile)
+    prof = get_profile("bpc")
     default = [p for p in BASELINE_POLICIES if p != "fixed_pipeline"] + list(BAYESIAN_POLICIES)
     pols = list(default if policies is None else policies)
     base_names = [p for p in pols if p not in BAYESIAN_POLICIES and p not in REFINEMENT_POLICIES]
@@ -587,14 +582,12 @@ def coverage_intervals(
     checks: pd.DataFrame,
     *,
     by: Sequence[str] = (),
-    B: int = 1000,
-    seed: int = DEFAULT_SEED,
-    prob: float = CI_PROB,
 ) -> pd.DataFrame:
     """Coverage over distinct checks, with a bootstrap interval over (seed, fold, benchmark) clusters.
 
     The interval is :func:`bpc.intervals.clustered_interval`'s ratio of totals (covered checks over
-    checks), the clusters resampled once for every group.
+    checks), the clusters resampled once for every group (:data:`~bpc.constants.BOOTSTRAP_B` resamples,
+    :data:`~bpc.constants.CI_PROB`).
 
     Parameters
     ----------
@@ -603,8 +596,6 @@ def coverage_intervals(
     by : sequence of str
         Extra grouping columns (e.g. ``("policy",)``); a distinct check is
         counted in each group it belongs to.
-    B, seed, prob
-        Cluster bootstrap settings.
 
     Returns
     -------
@@ -621,7 +612,7 @@ def coverage_intervals(
     checks = checks.assign(all="", cluster=where)
     distinct = checks.drop_duplicates([*keys, "check_id"])
     cl = distinct.groupby([*keys, "cluster"])["covered"].agg(hit="sum", n="count").reset_index()
-    opts = {"groups": keys, "task": "cluster", "strata": "all", "B": B, "seed": seed, "prob": prob}
+    opts = {"groups": keys, "task": "cluster", "strata": "all", "seed": DEFAULT_SEED}
     out = clustered_interval(cl, value="hit", count="n", **opts).rename(columns={"n_tasks": "n_clusters"})
     stats = distinct.groupby(keys)["covered"].agg(n_distinct="size", n_covered="sum", coverage="mean")
     out = out.merge(stats.join(checks.groupby(keys).size().rename("n_checks")).reset_index(), on=keys)

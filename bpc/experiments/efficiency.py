@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import CI_PROB, DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.splits import Cell
 
@@ -227,9 +227,8 @@ class _Hierarchy:
     arm asks for the target's posterior, the others reuse its posterior mean and thinned draws.
     """
 
-    def __init__(self, refits, *, draws: int, costs: CostSpec, profile, max_patches: int) -> None:
+    def __init__(self, refits, *, draws: int, costs: CostSpec, profile) -> None:
         self.refits, self.draws, self.costs, self.profile = refits, int(draws), costs, profile
-        self.max_patches = max_patches
         self._memo: dict[tuple, tuple[xr.Dataset, xr.Dataset, dict]] = {}
 
     def __getstate__(self) -> dict:
@@ -257,7 +256,6 @@ class _Hierarchy:
             {"bayesian_dp": Arm(draws, mode=arm)},
             cost_resolver(self.costs)(cell[0]),
             plan=get_profile(self.profile).switches,
-            max_patches=self.max_patches,
             seed=int(seed),
         )
         return Calibration(controllers=ctrls, diagnostics=diag, **done)
@@ -269,7 +267,6 @@ def hierarchical_arms(
     costs: CostSpec = None,
     profile: str | Profile = "bpc",
     draws: int = 50,
-    max_patches: int | None = None,
     to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
 ) -> dict[str, CalibrationFit]:
     """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one posterior.
@@ -298,9 +295,8 @@ def hierarchical_arms(
     profile : str or Profile
         Replay profile whose belief and switches the controllers use.
     draws : int
-        Draws the Bayes-robust and Thompson controllers reason with.
-    max_patches : int, optional
-        Patch budget of the planners (default :data:`~bpc.constants.POOL_SIZE`).
+        Draws the Bayes-robust and Thompson controllers reason with (planning within
+        :data:`~bpc.constants.POOL_SIZE` patches).
     to_params : callable, optional
         A fit → its parameter draws (default :func:`bpc.estimate.model.posterior_params`).
 
@@ -309,11 +305,9 @@ def hierarchical_arms(
     dict
         Arm name → :data:`CalibrationFit`.
     """
-    from bpc.constants import POOL_SIZE
     from bpc.estimate.model.refits import LocoRefits
 
-    refits, budget = LocoRefits(ladder, to_params=to_params), int(max_patches or POOL_SIZE)
-    shared = _Hierarchy(refits, draws=draws, costs=costs, profile=profile, max_patches=budget)
+    shared = _Hierarchy(LocoRefits(ladder, to_params=to_params), draws=draws, costs=costs, profile=profile)
     return {arm: functools.partial(shared.calibrate, arm=arm) for arm in HIERARCHICAL_ARMS}
 
 
@@ -571,8 +565,6 @@ def loco_table(
     reference: str = "laplace",
     include_failed: bool = False,
     B: int = 1000,
-    seed: int = DEFAULT_SEED,
-    prob: float = CI_PROB,
 ) -> pd.DataFrame:
     """Per (target, k, method, policy): held-out utility difference to the reference method.
 
@@ -591,8 +583,8 @@ def loco_table(
         Use calibrations that failed their convergence check (replayed with
         ``replay_failed=True``); every row built from one says so in
         ``failed_used`` (their number) and ``flag``.
-    B, seed, prob
-        Bootstrap resamples, seed and interval probability (default
+    B : int
+        Bootstrap resamples (seed :data:`~bpc.constants.DEFAULT_SEED`, interval probability
         :data:`~bpc.constants.CI_PROB`).
 
     Returns
@@ -650,7 +642,7 @@ def loco_table(
     nan = dict.fromkeys(["diff", "ci_lo", "ci_hi", "n_tasks", "mean_utility", "n_repeats"], np.nan)
     out = conv.reset_index().assign(policy="", **nan)  # no usable pair at all: the counts, no numbers
     if len(per_task):
-        boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
+        boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=DEFAULT_SEED)
         out = boot.rename(columns={"delta": "diff"}).merge(extra, on=groups)
         out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
     if "prior_source" in ok.columns:

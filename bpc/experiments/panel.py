@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,6 @@ import xarray as xr
 
 from bpc.constants import (
     BOOTSTRAP_B,
-    BOOTSTRAP_SEED,
     CI_PROB,
     DEFAULT_SEED,
     FOLD_SEEDS,
@@ -395,9 +394,7 @@ def _timed(wall: dict, part: str, message: str, progress: bool) -> Iterator[None
     wall[part] = time.perf_counter() - t0
 
 
-def panel_table(
-    result: Result, *, B: int = BOOTSTRAP_B, seed: int = BOOTSTRAP_SEED, prob: float = CI_PROB
-) -> pd.DataFrame:
+def panel_table(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     """``arm − reference`` per (part, measure, costs, k) pooled per benchmark and over all benchmarks.
 
     Per-task values are averaged over repeats first; calibrations whose fit failed its check have no
@@ -436,7 +433,7 @@ def panel_table(
                         n_pairs=("diff", "size"), n_targets=("generator", "nunique")
                     )
                     n.loc["all", "n_targets"] = len(d[["benchmark", "generator"]].drop_duplicates())
-                    rows = pooled_contrast(both, B=B, seed=seed, prob=prob).join(n, on="benchmark")
+                    rows = pooled_contrast(both, B=B).join(n, on="benchmark")
                     rows = rows.join(
                         c.rename(columns={"size": "n_calibrations", "sum": "n_converged"}), on="benchmark"
                     )
@@ -448,22 +445,15 @@ def panel_table(
     scored = (~loco["converged"].astype(bool) & (loco["policy"] != "")).any()  # include_failed
     how = " failed fit(s) used" if scored else " failed fit(s) excluded"
     table["flag"] = np.where(failed > 0, failed.astype(str) + how, "")
-    table.attrs.update({"prob": float(prob), "B": int(B), "interval": "task-clustered percentile bootstrap"})
+    table.attrs.update({"prob": CI_PROB, "B": int(B), "interval": "task-clustered percentile bootstrap"})
     return table[list(PANEL_COLUMNS)]
 
 
-def versus_best_simple(
-    result: Result,
-    *,
-    policies: Sequence[str] = ("bayesian_dp", "bayesian_dp@oracle"),
-    B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
-    prob: float = CI_PROB,
-) -> pd.DataFrame:
+def versus_best_simple(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     """The instance / task-aware controllers minus the best simple baseline (chosen on training folds).
 
-    Per cost vector and policy, pooled per benchmark and over all benchmarks, with the
-    task-clustered interval; ``chosen``: the baselines the training folds chose and how often.
+    Per cost vector and policy (``bayesian_dp`` from the cell prior and ``bayesian_dp@oracle`` from
+    the task prior), pooled per benchmark and over all benchmarks, with the task-clustered interval.
     """
     from bpc.evaluate import BEST_SIMPLE, pooled_contrast
 
@@ -474,12 +464,12 @@ def versus_best_simple(
     out = []
     for cost, sub in u.groupby("costs", sort=True):
         wide = sub.groupby([*keys, "policy"])["utility"].mean().unstack("policy")
-        for p in policies:
+        for p in ("bayesian_dp", "bayesian_dp@oracle"):
             if p not in wide.columns or BEST_SIMPLE not in wide.columns:
                 continue
             d = (wide[p] - wide[BEST_SIMPLE]).rename("diff").dropna().reset_index()
             every = d.assign(benchmark="all", instance_id=d["benchmark"] + "/" + d["instance_id"])
-            rows = pooled_contrast(pd.concat([d, every], ignore_index=True), B=B, seed=seed, prob=prob)
+            rows = pooled_contrast(pd.concat([d, every], ignore_index=True), B=B)
             out.append(rows.assign(costs=cost, policy=p, reference=BEST_SIMPLE))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
