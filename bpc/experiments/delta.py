@@ -189,20 +189,25 @@ class Simulation:
         Posterior draws used (evenly thinned).
     n_per_draw : int
         Simulated instances per draw.
-    prob, kind
-        Credible interval of Δ over draws (:func:`bpc.intervals.credible_interval`).
     seed : int
         Simulation seed.
-    chunk : int
-        Instances replayed per batch (memory bound; the result does not depend on it).
     """
 
     n_draws: int = 100
     n_per_draw: int = 300
-    prob: float = CI_PROB
-    kind: str = CI_KIND
     seed: int = DEFAULT_SEED
-    chunk: int = 4000
+
+
+_CHUNK = 4000
+"""Instances :func:`posterior_delta` replays per batch (memory bound; the result does not depend on it)."""
+
+
+def _over_draws(values: np.ndarray) -> tuple[float, float]:
+    """The credible interval of values over draws (:data:`~bpc.constants.CI_PROB`, ``CI_KIND``)."""
+    from bpc.intervals import credible_interval
+
+    lo, hi = credible_interval(xr.DataArray(values, dims=DIM_DRAW), prob=CI_PROB, kind=CI_KIND).values
+    return float(lo), float(hi)
 
 
 def posterior_delta(
@@ -230,7 +235,8 @@ def posterior_delta(
     costs : Costs
         Cost vector.
     sim : Simulation
-        Draws, instances simulated per draw (the Monte Carlo size of each Δ_s), interval, seed.
+        Draws, instances simulated per draw (the Monte Carlo size of each Δ_s), seed; the intervals
+        are :data:`~bpc.constants.CI_PROB` ones.
     baselines : sequence of str
         Baseline names; trajectory-based ones are skipped (no model for them).
     critics : sequence of str
@@ -252,10 +258,9 @@ def posterior_delta(
         ``n_per_draw``; with ``n_eval`` also ``pred_lo``, ``pred_hi``.
     """
     from bpc.decide.solve import parameter_samples
-    from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
-    n_per_draw, prob, kind, chunk = sim.n_per_draw, sim.prob, sim.kind, sim.chunk
+    n_per_draw = sim.n_per_draw
     thin = thin_draws(post_cell, sim.n_draws)
     samples = parameter_samples(thin, critics=critics, one_cell=True)
     arr = samples.as_dict()
@@ -268,8 +273,8 @@ def posterior_delta(
     items = {**{n: n for n in names}, **controllers}
     n = pool.n_instances
     res = [
-        replay_pool(pool.subset(np.arange(i, min(n, i + chunk))), items, costs, profile="paper")
-        for i in range(0, n, chunk)
+        replay_pool(pool.subset(np.arange(i, min(n, i + _CHUNK))), items, costs, profile="paper")
+        for i in range(0, n, _CHUNK)
     ]
     util = xr.concat([r["utility"] for r in res], dim="instance").transpose("policy", "instance")
     rows = []
@@ -279,24 +284,22 @@ def posterior_delta(
         diff = (u - util.sel(policy="always_verify").values).reshape(S, n_per_draw)
         d = diff.mean(axis=1)
         mc = diff.std(axis=1, ddof=1).mean() / np.sqrt(n_per_draw) if n_per_draw > 1 else np.nan
-        lo, hi = credible_interval(xr.DataArray(d, dims=DIM_DRAW), prob=prob, kind=kind).values
-        row = {"policy": p, "post_mean": float(d.mean()), "post_lo": float(lo), "post_hi": float(hi)}
+        lo, hi = _over_draws(d)
+        row = {"policy": p, "post_mean": float(d.mean()), "post_lo": lo, "post_hi": hi}
         row.update(p_positive=float((d > 0).mean()), mc_se=float(mc), n_draws=S, n_per_draw=n_per_draw)
         if n_eval is not None:
-            row["pred_lo"], row["pred_hi"] = _predictive_interval(diff, int(n_eval), prob=prob, kind=kind)
+            row["pred_lo"], row["pred_hi"] = _predictive_interval(diff, int(n_eval))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _predictive_interval(diff: np.ndarray, n_eval: int, *, prob: float, kind: str) -> tuple[float, float]:
+def _predictive_interval(diff: np.ndarray, n_eval: int) -> tuple[float, float]:
     """Interval of the mean of ``n_eval`` simulated differences, pooled over draws.
 
     ``diff`` is ``(S, n_per_draw)``; each draw's instances are cut into
     ``n_per_draw // n_eval`` disjoint groups of ``n_eval`` (at least one
     group, drawn with replacement when ``n_eval > n_per_draw``).
     """
-    from bpc.intervals import credible_interval
-
     if n_eval < 1:
         raise ValueError(f"n_eval must be >= 1, got {n_eval}")
     S, m = diff.shape
@@ -306,8 +309,7 @@ def _predictive_interval(diff: np.ndarray, n_eval: int, *, prob: float, kind: st
     else:
         rng = np.random.default_rng(DEFAULT_SEED)
         means = np.take_along_axis(diff, rng.integers(0, m, size=(S, n_eval)), axis=1).mean(axis=1)
-    lo, hi = credible_interval(xr.DataArray(means, dims=DIM_DRAW), prob=prob, kind=kind).values
-    return float(lo), float(hi)
+    return _over_draws(means)
 
 
 def per_draw_controller_delta(
@@ -318,8 +320,6 @@ def per_draw_controller_delta(
     *,
     n_draws: int = 100,
     critics: Sequence[str] = PAPER_CRITICS,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
 ) -> dict[str, float]:
     """Δ on the *observed* eval instances of the plug-in DP built from each posterior draw.
 
@@ -345,18 +345,15 @@ def per_draw_controller_delta(
         Draws (evenly thinned), one plug-in controller each.
     critics : sequence of str
         Critics the controllers may call.
-    prob, kind
-        Credible interval over draws.
 
     Returns
     -------
     dict
-        ``draw_mean``, ``draw_lo``, ``draw_hi`` (interval of Δ_s over
+        ``draw_mean``, ``draw_lo``, ``draw_hi`` (credible interval of Δ_s over
         draws), ``mean_utility`` and ``pass_rate`` (averaged over draws and
         instances), ``n_draws``.
     """
     from bpc.evaluate import Arm, controllers
-    from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
@@ -366,11 +363,11 @@ def per_draw_controller_delta(
     res = replay_pool(tiled, [ctrl], costs, profile="paper")
     u = res["utility"].values[0].reshape(S, n)
     d = (u - np.asarray(reference_utility)[None, :]).mean(axis=1)
-    lo, hi = credible_interval(xr.DataArray(d, dims=DIM_DRAW), prob=prob, kind=kind).values
+    lo, hi = _over_draws(d)
     return {
         "draw_mean": float(d.mean()),
-        "draw_lo": float(lo),
-        "draw_hi": float(hi),
+        "draw_lo": lo,
+        "draw_hi": hi,
         "mean_utility": float(u.mean()),
         "pass_rate": float(res["passed"].values.mean()),
         "n_draws": int(S),
@@ -503,8 +500,8 @@ def predictive_coverage(
     fold_seeds : sequence of int
         Fold-assignment seeds.
     sim : Simulation
-        Bootstrap draws, simulated tasks per draw, the interval, and the seed of the bootstrap and
-        the simulation (default 60 draws × 200 tasks).
+        Bootstrap draws, simulated tasks per draw, and the seed of the bootstrap and the simulation
+        (default 60 draws × 200 tasks).
     progress : bool
         Progress lines.
 

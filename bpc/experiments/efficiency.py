@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,10 +34,6 @@ import xarray as xr
 from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.splits import Cell
-
-if TYPE_CHECKING:
-    from bpc.replay.profiles import Profile
-
 
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
@@ -227,8 +223,8 @@ class _Hierarchy:
     arm asks for the target's posterior, the others reuse its posterior mean and thinned draws.
     """
 
-    def __init__(self, refits, *, draws: int, costs: CostSpec, profile) -> None:
-        self.refits, self.draws, self.costs, self.profile = refits, int(draws), costs, profile
+    def __init__(self, refits, *, draws: int, costs: CostSpec) -> None:
+        self.refits, self.draws, self.costs = refits, int(draws), costs
         self._memo: dict[tuple, tuple[xr.Dataset, xr.Dataset, dict]] = {}
 
     def __getstate__(self) -> dict:
@@ -255,7 +251,7 @@ class _Hierarchy:
         ctrls = controllers(
             {"bayesian_dp": Arm(draws, mode=arm)},
             cost_resolver(self.costs)(cell[0]),
-            plan=get_profile(self.profile).switches,
+            plan=get_profile("bpc").switches,
             seed=int(seed),
         )
         return Calibration(controllers=ctrls, diagnostics=diag, **done)
@@ -265,7 +261,6 @@ def hierarchical_arms(
     ladder,
     *,
     costs: CostSpec = None,
-    profile: str | Profile = "bpc",
     draws: int = 50,
     to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
 ) -> dict[str, CalibrationFit]:
@@ -276,7 +271,7 @@ def hierarchical_arms(
     importance-reweighted (Pareto-smoothed, k̂ checked) or, where k̂ is too high, refitted through
     the ladder (compiled once, climbing the sampler presets until a fit converges). Every arm reports
     that posterior's ``converged``, ``attempts``, ``method``, ``khat`` and ``weights_ess``. The arms
-    replay the profile's ``bayesian_dp``:
+    replay the ``bpc`` profile's ``bayesian_dp``:
 
     ``posterior_mean_dp``
         Plug-in at the posterior mean (:func:`bpc.experiments.posterior.posterior_mean_params`).
@@ -292,8 +287,6 @@ def hierarchical_arms(
         and cache.
     costs : Costs, callable, str or None
         Any cost specification of :func:`bpc.costs.cost_resolver`.
-    profile : str or Profile
-        Replay profile whose belief and switches the controllers use.
     draws : int
         Draws the Bayes-robust and Thompson controllers reason with (planning within
         :data:`~bpc.constants.POOL_SIZE` patches).
@@ -307,7 +300,7 @@ def hierarchical_arms(
     """
     from bpc.estimate.model.refits import LocoRefits
 
-    shared = _Hierarchy(LocoRefits(ladder, to_params=to_params), draws=draws, costs=costs, profile=profile)
+    shared = _Hierarchy(LocoRefits(ladder, to_params=to_params), draws=draws, costs=costs)
     return {arm: functools.partial(shared.calibrate, arm=arm) for arm in HIERARCHICAL_ARMS}
 
 
@@ -330,8 +323,8 @@ class LocoConfig:
     max_folds : int, optional
         Score only the first ``max_folds`` folds of each repeat (fewer calibrations — e.g. for
         MCMC refits — still paired across k and methods); default all.
-    costs, profile, policies
-        Replay settings: the controllers of ``policies`` are replayed.
+    costs
+        The cost specification the ``bpc`` profile's ``bayesian_dp`` is replayed under.
     seed : int
         Root seed (folds, calibration subsamples, fits).
     replay_failed : bool
@@ -346,8 +339,6 @@ class LocoConfig:
     n_folds: int = N_FOLDS
     max_folds: int | None = None
     costs: CostSpec = None
-    profile: str | Profile = "bpc"
-    policies: Sequence[str] = ("bayesian_dp",)
     seed: int = DEFAULT_SEED
     replay_failed: bool = False
 
@@ -468,7 +459,7 @@ def _loco_target(
 
     t_idx, (b, g) = item
     cf = config
-    pool_all = cell_pool(select_cell(records, b, g), cf.profile)
+    pool_all = cell_pool(select_cell(records, b, g), "bpc")
     budget = max(int(pool_all.n_patches.max()), 1)
     rows = []
     for r, j, k, k_used, scored, counts in loco_calibrations(
@@ -524,9 +515,7 @@ def _replay_calibration(
     ctrls = dict(cal.controllers or {})
     if cal.params is not None:
         own = select_cell(cal.params, b, g)
-        ctrls.update(
-            profile_controllers(own, c, profile=cf.profile, policies=cf.policies, max_patches=budget)
-        )
+        ctrls.update(profile_controllers(own, c, profile="bpc", policies=["bayesian_dp"], max_patches=budget))
     theta0, source = None, np.full(pool.n_instances, CELL, dtype=object)
     start_mean = np.full(pool.n_instances, np.nan)
     if cal.start != CELL and k_used > 0:  # k = 0: the target's place is not identified
@@ -544,9 +533,7 @@ def _replay_calibration(
         if is_task.any():  # else every task starts where the controller does by itself
             theta0 = (a, bb)
             start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
-    u = replay_pool(pool, ctrls, c, profile=cf.profile, theta0=theta0)["utility"].transpose(
-        "policy", "instance"
-    )
+    u = replay_pool(pool, ctrls, c, profile="bpc", theta0=theta0)["utility"].transpose("policy", "instance")
     n = pool.n_instances
     return pd.DataFrame(
         {

@@ -56,7 +56,6 @@ import xarray as xr
 from bpc.constants import (
     BOOTSTRAP_B,
     CI_PROB,
-    DEFAULT_SEED,
     FOLD_SEEDS,
     N_FOLDS,
     REFIT_PRESETS,
@@ -104,6 +103,8 @@ PANEL_COLUMNS: tuple[str, ...] = tuple(
 class PanelConfig:
     """The panel study's options (:func:`run_panel`).
 
+    Every part seeds from :data:`~bpc.constants.DEFAULT_SEED`.
+
     Attributes
     ----------
     costs : tuple of str
@@ -124,27 +125,20 @@ class PanelConfig:
     task_critic : str
         The critic whose verdicts are the ``pooled_task_critic`` arm's evidence.
     hierarchical : tuple of (str, str) or None
-        Targets of the hierarchical arms (``None``: :func:`hierarchical_targets` with
-        ``per_benchmark``; empty: no MCMC).
-    per_benchmark : int
-        Targets per benchmark of the default hierarchical subset.
+        Targets of the hierarchical arms (``None``: :func:`hierarchical_targets`, one per
+        benchmark; empty: no MCMC).
     hierarchical_ks : tuple of int or None
-        Calibration sizes of the hierarchical subset (one refit each).
-    hierarchical_folds : int
-        Folds of the first repeat scored by the hierarchical subset.
+        Calibration sizes of the hierarchical subset (one refit each, on the first fold of the
+        first repeat; its Bayes-robust and Thompson controllers reason with 50 posterior draws).
     presets : tuple of str
         The refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`).
     include_failed : bool
         Score a hierarchical calibration whose fit failed its convergence check too; its rows then
         carry the flag "used" (default: excluded and counted).
-    draws : int
-        Posterior draws of the Bayes-robust and Thompson controllers.
     protocol : bool
         Run the decision study (controllers against the best simple baseline, cross-fitted).
     protocol_seeds : tuple of int
         Fold-assignment seeds of the decision study.
-    seed : int
-        Root seed.
     B : int
         Bootstrap resamples of every interval.
     """
@@ -159,15 +153,11 @@ class PanelConfig:
     logo_per_benchmark: int = 0
     task_critic: str = "base"
     hierarchical: tuple[Cell, ...] | None = None
-    per_benchmark: int = 1
     hierarchical_ks: tuple[int | None, ...] = (0,)
-    hierarchical_folds: int = 1
     presets: tuple[str, ...] = REFIT_PRESETS
     include_failed: bool = False
-    draws: int = 50
     protocol: bool = True
     protocol_seeds: tuple[int, ...] = (FOLD_SEEDS[0],)
-    seed: int = DEFAULT_SEED
     B: int = BOOTSTRAP_B
 
     def __post_init__(self) -> None:
@@ -176,8 +166,8 @@ class PanelConfig:
         check_choices(self.costs, PANEL_COSTS, what="panel cost vector")
         if self.hierarchical is not None:
             object.__setattr__(self, "hierarchical", tuple((str(b), str(g)) for b, g in self.hierarchical))
-        if min(self.repeats, self.n_folds, self.hierarchical_folds, self.B, self.draws) < 1:
-            raise ValueError("PanelConfig: repeats, n_folds, hierarchical_folds, B and draws must be >= 1")
+        if min(self.repeats, self.n_folds, self.B) < 1:
+            raise ValueError("PanelConfig: repeats, n_folds and B must be >= 1")
 
 
 def hierarchical_targets(records: pd.DataFrame, *, per_benchmark: int = 1) -> list[Cell]:
@@ -317,18 +307,17 @@ def run_panel(
             repeats=config.repeats,
             n_folds=config.n_folds,
             max_folds=config.max_folds,
-            seed=config.seed,
         )
         loco, lpd = _loco(records, loco_cf, costs, closed, part="closed forms", progress=progress)
     hier = config.hierarchical
-    hier = hierarchical_targets(records, per_benchmark=config.per_benchmark) if hier is None else list(hier)
+    hier = hierarchical_targets(records) if hier is None else list(hier)
     if hier:
         hier_loco = replace(
             loco_cf,
             targets=tuple(hier),
             ks=config.hierarchical_ks,
             repeats=1,
-            max_folds=config.hierarchical_folds,
+            max_folds=1,
             replay_failed=config.include_failed,
         )
         with (
@@ -344,7 +333,7 @@ def run_panel(
             cache = tmp if refit_cache is None else refit_cache
             ladder = RefitLadder(counts, presets=config.presets, cache=cache, progress=progress)
             for i, (label, spec) in enumerate(costs.items()):
-                methods = {**closed, **hierarchical_arms(ladder, costs=spec, draws=config.draws)}
+                methods = {**closed, **hierarchical_arms(ladder, costs=spec)}
                 u, lp = _loco(
                     records, hier_loco, {label: spec}, methods, part="hierarchical subset", progress=progress
                 )
@@ -357,7 +346,6 @@ def run_panel(
             costs=tuple(costs.items()),
             arms=config.logo_arms,
             task_critic=config.task_critic,
-            seed=config.seed,
         )
         logo = run_logo(records, counts, lc, progress=progress)
         tables.update({f"logo_{n}": logo.tables[n] for n in ("utilities", "lpd", "starts")})
