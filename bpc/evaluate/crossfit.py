@@ -151,19 +151,12 @@ def _mask_scored_tasks(counts: xr.Dataset, split: Split) -> xr.Dataset:
     """
     if not has_task_counts(counts):
         return counts
-    scored: dict[str, set[str]] = {}
-    for (b, _g), ids in split.eval.items():
-        scored.setdefault(str(b), set()).update(map(str, ids))
-    tasks = counts[DIM_TASK].values.astype(str)
-    for b, ids in scored.items():
-        if b not in counts[DIM_BENCHMARK].values:
-            continue
-        hit = np.isin(tasks, sorted(ids))
-        if not hit.any():
-            continue
-        for var in TASK_COUNT_VARS:
-            counts[var].loc[{DIM_BENCHMARK: b, DIM_TASK: tasks[hit]}] = np.nan
-    return counts
+    scored = {(str(b), str(t)) for (b, _g), ids in split.eval.items() for t in ids}
+    coords = {d: counts[d].values for d in (DIM_BENCHMARK, DIM_TASK)}
+    hit = [[(str(b), str(t)) in scored for t in coords[DIM_TASK]] for b in coords[DIM_BENCHMARK]]
+    hit = np.array(hit, dtype=bool).reshape(len(coords[DIM_BENCHMARK]), -1)
+    keep = ~xr.DataArray(hit, dims=(DIM_BENCHMARK, DIM_TASK), coords=coords)
+    return counts.assign({var: counts[var].where(keep) for var in TASK_COUNT_VARS})
 
 
 def fold_data(

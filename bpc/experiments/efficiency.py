@@ -381,7 +381,8 @@ def loco_efficiency(
         all), ``k_used``, ``repeat``, ``fold``, ``method``, ``instance_id``,
         ``policy``, ``utility``, ``converged``, ``attempts``, ``prior_source``
         (``"task"`` or ``"cell"``: where the task's episode started) and
-        ``start_mean`` (the mean of a task start, ``NaN`` for cell starts); a calibration
+        ``start_mean`` (the mean of the task's start: its task prior's, or the calibration's cell prior
+        mean of π, ``NaN`` for a calibration without parameters); a calibration
         that did not converge contributes rows with ``utility`` ``NaN``
         (unless ``replay_failed``).
     """
@@ -513,26 +514,24 @@ def _replay_calibration(
     cf, scored = config, pool.instance_ids
     c = cost_resolver(cf.costs)(b)
     ctrls = dict(cal.controllers or {})
-    if cal.params is not None:
-        own = select_cell(cal.params, b, g)
+    own = None if cal.params is None else select_cell(cal.params, b, g)
+    if own is not None:
         ctrls.update(profile_controllers(own, c, profile="bpc", policies=["bayesian_dp"], max_patches=budget))
     theta0, source = None, np.full(pool.n_instances, CELL, dtype=object)
-    start_mean = np.full(pool.n_instances, np.nan)
+    start_mean = np.full(pool.n_instances, np.nan if own is None else float(own["prior"].mean()))
     if cal.start != CELL and k_used > 0:  # k = 0: the target's place is not identified
-        assert cal.params is not None  # a task start needs the cell prior to fall back to
+        assert cal.params is not None and own is not None  # a task start needs the cell prior to fall back to
         others = records[
             (records["benchmark"].astype(str) == b)
             & (records["generator"].astype(str) != g)
             & records["instance_id"].astype(str).isin(scored)
         ]
         priors = fold_task_priors(counts, others, kind=cal.start, params=cal.params)
-        a, bb, source = task_starts(
-            priors, select_cell(cal.params, b, g), benchmark=b, generator=g, tasks=pool.instance_ids
-        )
+        a, bb, source = task_starts(priors, own, benchmark=b, generator=g, tasks=pool.instance_ids)
         is_task = source == "task"
         if is_task.any():  # else every task starts where the controller does by itself
             theta0 = (a, bb)
-            start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
+            start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), start_mean)
     u = replay_pool(pool, ctrls, c, profile="bpc", theta0=theta0)["utility"].transpose("policy", "instance")
     n = pool.n_instances
     return pd.DataFrame(

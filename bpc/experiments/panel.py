@@ -192,28 +192,23 @@ def first_outcomes(records: pd.DataFrame) -> pd.DataFrame:
     return first[keys].astype(str).assign(y=first["Y"].to_numpy(dtype=np.float64))
 
 
-class _Recorded:
-    """A calibration method that keeps the target cell's predictive mean per calibration (the LPD).
+class _Reused:
+    """A closed-form calibration method whose calibrations the second cost vector reuses.
 
-    A closed form's calibration does not depend on the cost vector: the second vector reuses it.
+    A closed form's calibration does not depend on the cost vector.
     """
 
-    def __init__(self, fit, *, reuse: bool) -> None:
-        self.fit, self.reuse, self.means, self.cals = fit, reuse, {}, {}
+    def __init__(self, fit) -> None:
+        self.fit, self.cals = fit, {}
 
     def __call__(self, counts: xr.Dataset, cell: Cell, seed: int):
         from bpc.schema import select_cell
 
         k_used = int((np.nan_to_num(select_cell(counts["task_n"], *cell).values) > 0).sum())
         key = (tuple(cell), int(seed), k_used)
-        cal = self.cals.get(key) if self.reuse else None
-        if cal is None:
-            cal = self.fit(counts, cell, seed)
-        if self.reuse:
-            self.cals[key] = cal
-        if cal.params is not None:
-            self.means[key] = float(select_cell(cal.params["prior"], *cell).mean())
-        return cal
+        if key not in self.cals:
+            self.cals[key] = self.fit(counts, cell, seed)
+        return self.cals[key]
 
 
 def _loco(
@@ -225,25 +220,21 @@ def _loco(
     part: str,
     progress: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A leave-one-cell-out run of ``loco`` per cost vector, and the LPD rows of its calibrations."""
+    """A leave-one-cell-out run of ``loco`` per cost vector, and the LPD rows of its calibrations.
+
+    A task's predictive mean is its start's (``start_mean``: the task prior's, else the calibration's
+    cell prior).
+    """
     from bpc.experiments.efficiency import loco_efficiency
 
-    recorded = {name: _Recorded(fit, reuse=name in CLOSED_ARMS) for name, fit in methods.items()}
+    methods = {name: _Reused(fit) if name in CLOSED_ARMS else fit for name, fit in methods.items()}
     frames = []
     for label, spec in costs.items():
         cf = replace(loco, costs=spec)
-        frames.append(loco_efficiency(records, cf, methods=recorded, progress=progress).assign(costs=label))
+        frames.append(loco_efficiency(records, cf, methods=methods, progress=progress).assign(costs=label))
     util = pd.concat(frames, ignore_index=True).assign(part=part)
     rows = util[(util["policy"] == "bayesian_dp") & (util["costs"] == next(iter(costs)))]
-    seed = loco.seed + 1000 * rows["repeat"].to_numpy() + rows["fold"].to_numpy()
-    cell_mean = [
-        recorded[m].means.get(((b, g), int(s), int(k)), np.nan)
-        for m, b, g, s, k in zip(
-            rows["method"], rows["benchmark"], rows["generator"], seed, rows["k_used"], strict=True
-        )
-    ]
-    mean = np.where(rows["prior_source"] == "task", rows["start_mean"], cell_mean)
-    lpd = rows.assign(mean=mean, costs="").merge(
+    lpd = rows.assign(mean=rows["start_mean"], costs="").merge(
         first_outcomes(records), on=["benchmark", "generator", "instance_id"], how="left"
     )
     with np.errstate(divide="ignore", invalid="ignore"):
