@@ -90,10 +90,11 @@ def labelled_fpr(records, critic: str) -> tuple[float, float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Stream the target's tasks in random orders under each start; write and print the tables."""
+    from bpc.choices import check_choices
     from bpc.constants import CI_PROB, DEFAULT_SEED, REFIT_PRESETS
     from bpc.data.corpus import load_corpus
     from bpc.estimate.model.refits import RefitLadder, fit_summary
-    from bpc.experiments.stream import left_out_fit, start_states
+    from bpc.experiments.stream import STARTS, left_out_fit, start_states
     from bpc.outputs import atomic_folder, write_csv, write_text
     from bpc.paths import require_corpus
     from bpc.report.markdown import markdown_table
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     bench, gen = args.target.split("/")
     critics = [c for c in args.critics.split(",") if c]
     starts = [s for s in args.starts.split(",") if s]
+    check_choices(starts, STARTS, what="start")
     corpus = load_corpus(require_corpus(args.corpus), progress=not args.quiet)
     counts = corpus.counts
     pools = task_pools(select_cell(corpus.records, bench, gen), critics)

@@ -50,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     data = load_source(require_corpus(args.corpus), benchmarks=args.benchmarks)
     cost = cost_resolver(None)
     config = LocoConfig(
-        targets=[(bench, gen)], ks=args.k, repeats=args.repeats, costs=cost, profile="bpc", seed=DEFAULT_SEED
+        targets=[(bench, gen)], ks=args.k, repeats=args.repeats, costs=cost, seed=DEFAULT_SEED
     )
     closed = {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
     rows = [loco_efficiency(data.records, config, methods=closed, base_counts=data.counts, progress=True)]
     ladder = RefitLadder(data.counts, presets=(args.preset,), kernels="measured", progress=True)
-    arms = hierarchical_arms(ladder, costs=cost, profile="bpc")
+    arms = hierarchical_arms(ladder, costs=cost)
     failed_too = replace(config, max_folds=1, replay_failed=True)
     rows.append(
         loco_efficiency(data.records, failed_too, methods=arms, base_counts=data.counts, progress=True)

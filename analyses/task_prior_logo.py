@@ -38,6 +38,25 @@ LCB_TARGETS = (
 )
 
 
+def arm_means(result) -> pd.DataFrame:
+    """Mean held-out utility and LPD of every arm per (costs, benchmark, target) and pooled per benchmark.
+
+    Context for :func:`bpc.experiments.logo.logo_table`'s differences (no intervals); ``n_pairs``
+    (task, target) pairs; ``converged`` whether every fit behind the arm's rows passed its check.
+    """
+    util, lpd = result.tables["utilities"], result.tables["lpd"]
+    both = [pd.concat([f, f.assign(generator="pooled")]) for f in (util, lpd)]
+    keys = ["benchmark", "generator", "arm"]
+    out = (
+        both[0]
+        .groupby(["costs", *keys])
+        .agg(utility=("utility", "mean"), n_pairs=("utility", "size"), converged=("converged", "all"))
+    )
+    out = out.reset_index().merge(both[1].groupby(keys)["lpd"].mean().reset_index(), on=keys, how="left")
+    out = out.assign(last=out["generator"] == "pooled").sort_values(["costs", "benchmark", "arm", "last"])
+    return out[["costs", *keys, "utility", "lpd", "n_pairs", "converged"]].reset_index(drop=True)
+
+
 def _fmt(row: pd.Series) -> str:
     return f"{row['delta']:+.2f} [{row['ci_lo']:+.2f}, {row['ci_hi']:+.2f}]"
 
@@ -47,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpc.constants import CI_PROB, REFIT_PRESETS, SAMPLER_PRESETS
     from bpc.data.corpus import load_corpus
     from bpc.data.tasks import flagged_tasks
-    from bpc.experiments.logo import LogoConfig, arm_means, fit_table, logo_table, run_logo
+    from bpc.experiments.logo import LogoConfig, logo_table, run_logo
     from bpc.paths import require_corpus
 
     parser = argparse.ArgumentParser(
@@ -84,11 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         result = run_logo(data.records, data.counts, config, fit_cache=args.fit_cache, progress=True)
         table = logo_table(result)
-    fits = fit_table(result)
+    fits = result.tables["fits"]
     pd.set_option("display.width", 250)
     print(
         f"Left-out hierarchical fits (presets tried in turn: {', then '.join(presets)}); "
-        f"{fits.attrs['n_failed']} of {len(fits)} failed:"
+        f"{int((~fits['ok'].astype(bool)).sum()) if len(fits) else 0} of {len(fits)} failed:"
     )
     print(fits.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     starts = result.tables["starts"]

@@ -111,13 +111,12 @@ def profile_controllers(
     *,
     profile: Any = "bpc",
     policies: Sequence[str] | None = None,
-    belief: str | None = None,
     max_patches: int | None = None,
 ) -> dict[str, Any]:
     """The Bayesian policies among ``policies`` as a profile plans them, calibrated on ``params_cell``.
 
     :func:`controllers` with one plug-in arm per Bayesian policy name and the
-    profile's switches and belief (for studies that hold controllers fixed as
+    profile's switches (belief included; for studies that hold controllers fixed as
     calibrated on a fold's training side).
 
     Parameters
@@ -131,8 +130,6 @@ def profile_controllers(
         :mod:`bpc.replay.engine`).
     policies : sequence of str, optional
         Names; the Bayesian ones are built (default every Bayesian policy).
-    belief : {"iid", "instance"}, optional
-        Belief (default the profile's).
     max_patches : int, optional
         Patch budget of the planners (default :data:`~bpc.constants.POOL_SIZE`).
 
@@ -155,6 +152,6 @@ def profile_controllers(
     return controllers(
         {n: Arm(params_cell, policy=n) for n in names},
         costs,
-        plan=prof.switches if belief is None else replace(prof.switches, belief=belief),
+        plan=prof.switches,
         max_patches=POOL_SIZE if max_patches is None else int(max_patches),
     )

@@ -24,6 +24,7 @@ __all__ = [
     "SIMPLE_BASELINES",
     "BEST_SIMPLE",
     "simple_baselines",
+    "best_of",
     "best_baselines",
     "with_best_baseline",
     "task_means",
@@ -83,7 +84,19 @@ def simple_baselines(policies: Sequence[str]) -> list[str]:
     return head + gates + tail
 
 
-def best_baselines(utilities: pd.DataFrame, *, candidates: Sequence[str] | None = None) -> pd.DataFrame:
+def best_of(means: pd.Series, candidates: Sequence[str]) -> str | None:
+    """The candidate with the highest finite mean (ties to the earlier candidate); ``None`` if none has one.
+
+    Examples
+    --------
+    >>> best_of(pd.Series({"stop": 0.0, "gate_test": 2.0, "best_of_3": 2.0}), ["gate_test", "best_of_3"])
+    'gate_test'
+    """
+    order = [c for c in candidates if np.isfinite(means.get(c, np.nan))]
+    return max(order, key=lambda c: (means[c], -order.index(c))) if order else None
+
+
+def best_baselines(utilities: pd.DataFrame) -> pd.DataFrame:
     """Per (seed, fold, cell), the simple baseline with the best mean utility on the training tasks.
 
     The training tasks of fold ``j`` are the cell's tasks scored in the
@@ -96,10 +109,8 @@ def best_baselines(utilities: pd.DataFrame, *, candidates: Sequence[str] | None 
     Parameters
     ----------
     utilities : pandas.DataFrame
-        :func:`~bpc.evaluate.crossfit.cross_fit` output.
-    candidates : sequence of str, optional
-        Baselines to choose among (default :func:`simple_baselines` of the
-        frame's policies).
+        :func:`~bpc.evaluate.crossfit.cross_fit` output; the candidates are :func:`simple_baselines`
+        of its policies.
 
     Returns
     -------
@@ -112,8 +123,7 @@ def best_baselines(utilities: pd.DataFrame, *, candidates: Sequence[str] | None 
     ValueError
         If no candidate baseline is in the frame.
     """
-    cands = simple_baselines(utilities["policy"].unique()) if candidates is None else list(candidates)
-    cands = [c for c in cands if c in set(utilities["policy"])]
+    cands = simple_baselines(utilities["policy"].unique())
     if not cands:
         raise ValueError(
             f"best_baselines: no simple baseline among the policies {sorted(set(utilities['policy']))}"
@@ -129,22 +139,20 @@ def best_baselines(utilities: pd.DataFrame, *, candidates: Sequence[str] | None 
         for fold in sorted(part["fold"].unique()):
             n_train = total_n - sums["count"].loc[fold]
             mean = (total_s - sums["sum"].loc[fold]) / n_train.where(n_train > 0)
-            order = [c for c in cands if c in mean.index and np.isfinite(mean[c])]
-            if not order:
-                continue
-            best = max(order, key=lambda c: (mean[c], -order.index(c)))
-            rows.append((int(seed), int(fold), b, g, best, float(mean[best]), int(n_train[best])))
+            best = best_of(mean, cands)
+            if best is not None:
+                rows.append((int(seed), int(fold), b, g, best, float(mean[best]), int(n_train[best])))
     return pd.DataFrame(rows, columns=["seed", "fold", *_CELL, "baseline", "train_utility", "n_train_tasks"])
 
 
-def with_best_baseline(utilities: pd.DataFrame, *, candidates: Sequence[str] | None = None) -> pd.DataFrame:
+def with_best_baseline(utilities: pd.DataFrame) -> pd.DataFrame:
     """``utilities`` plus the policy :data:`BEST_SIMPLE` (the baseline :func:`best_baselines` chose).
 
     Its rows are the chosen baseline's rows on the fold's scored tasks, with
     ``policy = BEST_SIMPLE`` and a ``baseline`` column naming the choice
     (empty on the other rows).
     """
-    choice = best_baselines(utilities, candidates=candidates)
+    choice = best_baselines(utilities)
     keys = ["seed", "fold", *_CELL]
     pick = utilities.merge(choice[[*keys, "baseline"]], on=keys, how="inner")
     pick = pick[pick["policy"] == pick["baseline"]].assign(policy=BEST_SIMPLE)

@@ -20,7 +20,7 @@ import pandas as pd
 import xarray as xr
 
 from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, FOLD_SEEDS, N_FOLDS
-from bpc.data.splits import FoldBy, Split, fold_split, folds, split_counts
+from bpc.data.splits import Split, fold_split, folds, split_counts
 from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts
 
 __all__ = [
@@ -98,7 +98,6 @@ def training_counts(
     *,
     trajectories: pd.DataFrame | None = None,
     base: xr.Dataset | None = None,
-    table_cells: str = "drop",
 ) -> xr.Dataset:
     """Counts of the training tasks of a split: what every parameter is fitted on.
 
@@ -106,7 +105,7 @@ def training_counts(
     tasks; their refinement kernels come from the training tasks'
     trajectories only (a kernel measured in a separate run over every task
     is not kept). With ``base`` (a source's counts of every cell), its other
-    cells are laid under them, except — with ``table_cells="drop"`` — cells
+    cells are laid under them, except cells
     of a benchmark that has scored tasks: their tables were counted over the
     same task cohort, scored tasks included, and cannot be split, so they are
     blanked (``NaN``, not observed).
@@ -121,25 +120,15 @@ def training_counts(
         Refinement trajectories (per task).
     base : xarray.Dataset, optional
         Counts of every cell of the source.
-    table_cells : {"drop", "keep"}
-        What to do with ``base`` cells of a scored benchmark that are not
-        replayed.
 
     Returns
     -------
     xarray.Dataset
         Counts schema.
-
-    Raises
-    ------
-    ValueError
-        For another ``table_cells``.
     """
-    if table_cells not in ("drop", "keep"):
-        raise ValueError(f"training_counts: table_cells must be 'drop' or 'keep', got {table_cells!r}")
     counts = split_counts(records, split, trajectories=trajectories, base=base, keep_base_kernels=False)
     counts = _mask_scored_tasks(counts, split)
-    if base is None or table_cells == "keep":
+    if base is None:
         return counts
     scored = {b for b, _ in split.cells}
     replayed = set(split.cells) | set(
@@ -162,19 +151,12 @@ def _mask_scored_tasks(counts: xr.Dataset, split: Split) -> xr.Dataset:
     """
     if not has_task_counts(counts):
         return counts
-    scored: dict[str, set[str]] = {}
-    for (b, _g), ids in split.eval.items():
-        scored.setdefault(str(b), set()).update(map(str, ids))
-    tasks = counts[DIM_TASK].values.astype(str)
-    for b, ids in scored.items():
-        if b not in counts[DIM_BENCHMARK].values:
-            continue
-        hit = np.isin(tasks, sorted(ids))
-        if not hit.any():
-            continue
-        for var in TASK_COUNT_VARS:
-            counts[var].loc[{DIM_BENCHMARK: b, DIM_TASK: tasks[hit]}] = np.nan
-    return counts
+    scored = {(str(b), str(t)) for (b, _g), ids in split.eval.items() for t in ids}
+    coords = {d: counts[d].values for d in (DIM_BENCHMARK, DIM_TASK)}
+    hit = [[(str(b), str(t)) in scored for t in coords[DIM_TASK]] for b in coords[DIM_BENCHMARK]]
+    hit = np.array(hit, dtype=bool).reshape(len(coords[DIM_BENCHMARK]), -1)
+    keep = ~xr.DataArray(hit, dims=(DIM_BENCHMARK, DIM_TASK), coords=coords)
+    return counts.assign({var: counts[var].where(keep) for var in TASK_COUNT_VARS})
 
 
 def fold_data(
@@ -183,28 +165,19 @@ def fold_data(
     *,
     trajectories: pd.DataFrame | None = None,
     base_counts: xr.Dataset | None = None,
-    table_cells: str = "drop",
 ) -> FoldData:
-    """The :class:`FoldData` of one split (training side from :func:`training_counts`).
+    """The :class:`FoldData` of one fold's split (training side from :func:`training_counts`).
 
-    Raises
-    ------
-    ValueError
-        If ``split`` is not one fold of a K-fold split.
+    ``split`` is one fold of a K-fold split (:func:`bpc.data.splits.fold_split`).
     """
-    if split.n_folds is None or split.fold is None:
-        raise ValueError(
-            "fold_data: the split must be one fold of a K-fold split (bpc.data.splits.fold_split)"
-        )
+    assert split.fold is not None and split.n_folds is not None, "fold_data: not one fold of a K-fold split"
     return FoldData(
         seed=int(split.seed),
         fold=int(split.fold),
         n_folds=int(split.n_folds),
         split=split,
         train_records=split.rows(records, "fit"),
-        train_counts=training_counts(
-            records, split, trajectories=trajectories, base=base_counts, table_cells=table_cells
-        ),
+        train_counts=training_counts(records, split, trajectories=trajectories, base=base_counts),
         train_trajectories=None if trajectories is None else split.rows(trajectories, "fit"),
         test_records=split.rows(records, "eval"),
         test_trajectories=None if trajectories is None else split.rows(trajectories, "eval"),
@@ -246,7 +219,6 @@ def fold_splits(
     *,
     n_folds: int = N_FOLDS,
     seeds: Sequence[int] = FOLD_SEEDS,
-    by: FoldBy = "task",
     max_folds: int | None = None,
 ) -> Iterator[Split]:
     """The one loop over folds: every seed's folds of :func:`bpc.data.splits.folds` as splits.
@@ -255,8 +227,8 @@ def fold_splits(
     ----------
     records : pandas.DataFrame
         Rows with ``benchmark``, ``generator``, ``instance_id``.
-    n_folds, seeds, by
-        As in :func:`bpc.data.splits.folds`.
+    n_folds, seeds
+        As in :func:`bpc.data.splits.folds` (folds over the tasks a benchmark's cells share).
     max_folds : int, optional
         Only the first ``max_folds`` folds of each seed (default all).
 
@@ -273,7 +245,7 @@ def fold_splits(
     [(1, 0, 2), (1, 1, 2), (1, 2, 2), (2, 0, 2), (2, 1, 2), (2, 2, 2)]
     """
     seeds = [int(s) for s in np.atleast_1d(seeds)]
-    assignment = folds(records, k=n_folds, seeds=seeds, by=by)
+    assignment = folds(records, k=n_folds, seeds=seeds)
     n_scored = int(n_folds) if max_folds is None else min(int(max_folds), int(n_folds))
     for seed in seeds:
         for j in range(n_scored):
@@ -288,10 +260,8 @@ def cross_fit(
     *,
     n_folds: int = N_FOLDS,
     seeds: Sequence[int] = FOLD_SEEDS,
-    by: FoldBy = "task",
     trajectories: pd.DataFrame | None = None,
     base_counts: xr.Dataset | None = None,
-    table_cells: str = "drop",
     progress: bool = False,
 ) -> pd.DataFrame:
     """Repeated K-fold cross-fitting over tasks: per-task held-out utilities of every policy.
@@ -312,17 +282,13 @@ def cross_fit(
     n_folds : int
         Folds K.
     seeds : sequence of int
-        Fold-assignment seeds (repeats of the K-fold).
-    by : {"task", "instance"}
-        Folds over the tasks a benchmark's cells share (default) or over
-        each cell's instances (:func:`bpc.data.splits.folds`).
+        Fold-assignment seeds (repeats of the K-fold); folds are over the tasks a benchmark's cells
+        share (:func:`bpc.data.splits.folds`).
     trajectories : pandas.DataFrame, optional
         Per-task refinement trajectories.
     base_counts : xarray.Dataset, optional
         Counts of every cell of the source (for pooled models), see
         :func:`training_counts`.
-    table_cells : {"drop", "keep"}
-        See :func:`training_counts`.
     progress : bool
         Progress lines on stderr.
 
@@ -342,11 +308,9 @@ def cross_fit(
 
     seeds = [int(s) for s in np.atleast_1d(seeds)]
     frames = []
-    for split in fold_splits(records, n_folds=n_folds, seeds=seeds, by=by):
+    for split in fold_splits(records, n_folds=n_folds, seeds=seeds):
         info(f"cross-fit seed {split.seed} fold {int(split.fold or 0) + 1}/{n_folds}", enabled=progress)
-        fd = fold_data(
-            records, split, trajectories=trajectories, base_counts=base_counts, table_cells=table_cells
-        )
+        fd = fold_data(records, split, trajectories=trajectories, base_counts=base_counts)
         out = _check_scored(evaluate(fd), fd)
         out.insert(0, "fold", fd.fold)
         out.insert(0, "seed", fd.seed)

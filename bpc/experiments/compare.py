@@ -183,7 +183,7 @@ def compare_cells(
             frames.append(tidy.rename(columns={"instance": "instance_id"}).assign(benchmark=b, generator=g))
             ref_u = res["utility"].sel(policy="always_verify").values
             per_draw = per_draw_controller_delta(
-                post_cell, sub, c, ref_u, n_draws=sim.n_draws, critics=critics, prob=sim.prob, kind=sim.kind
+                post_cell, sub, c, ref_u, n_draws=sim.n_draws, critics=critics
             )
             # the instance model's κ: the draws' own, else the cell's Laplace one
             if "kappa" not in post_cell:
@@ -617,13 +617,12 @@ def _efficiency(
         eff.TASK_ARM: eff.task_prior_calibration,
     }
     if ladder is not None:
-        methods.update(eff.hierarchical_arms(ladder, costs=cf.costs, profile="bpc"))
+        methods.update(eff.hierarchical_arms(ladder, costs=cf.costs))
     loco = eff.LocoConfig(
         targets=tuple(targets),
         ks=tuple(cf.ks),
         repeats=cf.repeats,
         costs=cf.costs,
-        profile="bpc",
         seed=cf.seed,
         replay_failed=True,
     )

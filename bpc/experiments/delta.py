@@ -75,7 +75,6 @@ def simulate_pool(
     n_per_draw: int,
     *,
     critics: Sequence[str] = PAPER_CRITICS,
-    n_patches: int = POOL_SIZE,
     seed: int = DEFAULT_SEED,
     critic_kappa=None,
 ) -> Pool:
@@ -105,8 +104,6 @@ def simulate_pool(
         Instances simulated per draw.
     critics : sequence of str
         Critic names of the pool's last axis.
-    n_patches : int
-        Patches per instance.
     seed : int
         Seed of :func:`numpy.random.default_rng`.
     critic_kappa : array_like, optional
@@ -117,11 +114,12 @@ def simulate_pool(
     Returns
     -------
     Pool
-        ``S·n_per_draw`` instances with ids ``"s<draw>_<i>"``.
+        ``S·n_per_draw`` instances with ids ``"s<draw>_<i>"``, :data:`~bpc.constants.POOL_SIZE`
+        patches each.
     """
     if n_per_draw < 1:
         raise ValueError(f"simulate_pool: n_per_draw must be >= 1, got {n_per_draw}")
-    rng = np.random.default_rng(seed)
+    rng, n_patches = np.random.default_rng(seed), POOL_SIZE
     prior = np.asarray(arrays["prior"], dtype=float)
     tpr = np.asarray(arrays["tpr"], dtype=float)
     fpr = np.asarray(arrays["fpr"], dtype=float)
@@ -191,20 +189,25 @@ class Simulation:
         Posterior draws used (evenly thinned).
     n_per_draw : int
         Simulated instances per draw.
-    prob, kind
-        Credible interval of Δ over draws (:func:`bpc.intervals.credible_interval`).
     seed : int
         Simulation seed.
-    chunk : int
-        Instances replayed per batch (memory bound; the result does not depend on it).
     """
 
     n_draws: int = 100
     n_per_draw: int = 300
-    prob: float = CI_PROB
-    kind: str = CI_KIND
     seed: int = DEFAULT_SEED
-    chunk: int = 4000
+
+
+_CHUNK = 4000
+"""Instances :func:`posterior_delta` replays per batch (memory bound; the result does not depend on it)."""
+
+
+def _over_draws(values: np.ndarray) -> tuple[float, float]:
+    """The credible interval of values over draws (:data:`~bpc.constants.CI_PROB`, ``CI_KIND``)."""
+    from bpc.intervals import credible_interval
+
+    lo, hi = credible_interval(xr.DataArray(values, dims=DIM_DRAW), prob=CI_PROB, kind=CI_KIND).values
+    return float(lo), float(hi)
 
 
 def posterior_delta(
@@ -232,7 +235,8 @@ def posterior_delta(
     costs : Costs
         Cost vector.
     sim : Simulation
-        Draws, instances simulated per draw (the Monte Carlo size of each Δ_s), interval, seed.
+        Draws, instances simulated per draw (the Monte Carlo size of each Δ_s), seed; the intervals
+        are :data:`~bpc.constants.CI_PROB` ones.
     baselines : sequence of str
         Baseline names; trajectory-based ones are skipped (no model for them).
     critics : sequence of str
@@ -254,10 +258,9 @@ def posterior_delta(
         ``n_per_draw``; with ``n_eval`` also ``pred_lo``, ``pred_hi``.
     """
     from bpc.decide.solve import parameter_samples
-    from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
-    n_per_draw, prob, kind, chunk = sim.n_per_draw, sim.prob, sim.kind, sim.chunk
+    n_per_draw = sim.n_per_draw
     thin = thin_draws(post_cell, sim.n_draws)
     samples = parameter_samples(thin, critics=critics, one_cell=True)
     arr = samples.as_dict()
@@ -270,8 +273,8 @@ def posterior_delta(
     items = {**{n: n for n in names}, **controllers}
     n = pool.n_instances
     res = [
-        replay_pool(pool.subset(np.arange(i, min(n, i + chunk))), items, costs, profile="paper")
-        for i in range(0, n, chunk)
+        replay_pool(pool.subset(np.arange(i, min(n, i + _CHUNK))), items, costs, profile="paper")
+        for i in range(0, n, _CHUNK)
     ]
     util = xr.concat([r["utility"] for r in res], dim="instance").transpose("policy", "instance")
     rows = []
@@ -281,24 +284,22 @@ def posterior_delta(
         diff = (u - util.sel(policy="always_verify").values).reshape(S, n_per_draw)
         d = diff.mean(axis=1)
         mc = diff.std(axis=1, ddof=1).mean() / np.sqrt(n_per_draw) if n_per_draw > 1 else np.nan
-        lo, hi = credible_interval(xr.DataArray(d, dims=DIM_DRAW), prob=prob, kind=kind).values
-        row = {"policy": p, "post_mean": float(d.mean()), "post_lo": float(lo), "post_hi": float(hi)}
+        lo, hi = _over_draws(d)
+        row = {"policy": p, "post_mean": float(d.mean()), "post_lo": lo, "post_hi": hi}
         row.update(p_positive=float((d > 0).mean()), mc_se=float(mc), n_draws=S, n_per_draw=n_per_draw)
         if n_eval is not None:
-            row["pred_lo"], row["pred_hi"] = _predictive_interval(diff, int(n_eval), prob=prob, kind=kind)
+            row["pred_lo"], row["pred_hi"] = _predictive_interval(diff, int(n_eval))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _predictive_interval(diff: np.ndarray, n_eval: int, *, prob: float, kind: str) -> tuple[float, float]:
+def _predictive_interval(diff: np.ndarray, n_eval: int) -> tuple[float, float]:
     """Interval of the mean of ``n_eval`` simulated differences, pooled over draws.
 
     ``diff`` is ``(S, n_per_draw)``; each draw's instances are cut into
     ``n_per_draw // n_eval`` disjoint groups of ``n_eval`` (at least one
     group, drawn with replacement when ``n_eval > n_per_draw``).
     """
-    from bpc.intervals import credible_interval
-
     if n_eval < 1:
         raise ValueError(f"n_eval must be >= 1, got {n_eval}")
     S, m = diff.shape
@@ -308,8 +309,7 @@ def _predictive_interval(diff: np.ndarray, n_eval: int, *, prob: float, kind: st
     else:
         rng = np.random.default_rng(DEFAULT_SEED)
         means = np.take_along_axis(diff, rng.integers(0, m, size=(S, n_eval)), axis=1).mean(axis=1)
-    lo, hi = credible_interval(xr.DataArray(means, dims=DIM_DRAW), prob=prob, kind=kind).values
-    return float(lo), float(hi)
+    return _over_draws(means)
 
 
 def per_draw_controller_delta(
@@ -320,8 +320,6 @@ def per_draw_controller_delta(
     *,
     n_draws: int = 100,
     critics: Sequence[str] = PAPER_CRITICS,
-    prob: float = CI_PROB,
-    kind: str = CI_KIND,
 ) -> dict[str, float]:
     """Δ on the *observed* eval instances of the plug-in DP built from each posterior draw.
 
@@ -347,18 +345,15 @@ def per_draw_controller_delta(
         Draws (evenly thinned), one plug-in controller each.
     critics : sequence of str
         Critics the controllers may call.
-    prob, kind
-        Credible interval over draws.
 
     Returns
     -------
     dict
-        ``draw_mean``, ``draw_lo``, ``draw_hi`` (interval of Δ_s over
+        ``draw_mean``, ``draw_lo``, ``draw_hi`` (credible interval of Δ_s over
         draws), ``mean_utility`` and ``pass_rate`` (averaged over draws and
         instances), ``n_draws``.
     """
     from bpc.evaluate import Arm, controllers
-    from bpc.intervals import credible_interval
     from bpc.replay.engine import replay_pool
 
     thin = thin_draws(post_cell, n_draws)
@@ -368,11 +363,11 @@ def per_draw_controller_delta(
     res = replay_pool(tiled, [ctrl], costs, profile="paper")
     u = res["utility"].values[0].reshape(S, n)
     d = (u - np.asarray(reference_utility)[None, :]).mean(axis=1)
-    lo, hi = credible_interval(xr.DataArray(d, dims=DIM_DRAW), prob=prob, kind=kind).values
+    lo, hi = _over_draws(d)
     return {
         "draw_mean": float(d.mean()),
-        "draw_lo": float(lo),
-        "draw_hi": float(hi),
+        "draw_lo": lo,
+        "draw_hi": hi,
         "mean_utility": float(u.mean()),
         "pass_rate": float(res["passed"].values.mean()),
         "n_draws": int(S),
@@ -472,7 +467,6 @@ def predictive_coverage(
     records: pd.DataFrame,
     *,
     costs=None,
-    profile="bpc",
     policies: Sequence[str] | None = None,
     n_folds: int = N_FOLDS,
     fold_seeds: Sequence[int] = FOLD_SEEDS[:1],
@@ -497,19 +491,17 @@ def predictive_coverage(
         Per-patch records (a simulated panel: the truth is known).
     costs : Costs, callable, str or None
         Any cost specification of :func:`bpc.costs.cost_resolver`.
-    profile : str or Profile
-        Replay profile of the controllers (default ``"bpc"``).
     policies : sequence of str, optional
-        Policies checked: baselines (stateless, non-trajectory) and Bayesian
-        policy names (default the stateless baselines and both Bayesian
-        policies).
+        Policies checked, replayed under the ``bpc`` profile: baselines (stateless,
+        non-trajectory) and Bayesian policy names (default the stateless baselines and both
+        Bayesian policies).
     n_folds : int
         Folds K.
     fold_seeds : sequence of int
         Fold-assignment seeds.
     sim : Simulation
-        Bootstrap draws, simulated tasks per draw, the interval, and the seed of the bootstrap and
-        the simulation (default 60 draws × 200 tasks).
+        Bootstrap draws, simulated tasks per draw, and the seed of the bootstrap and the simulation
+        (default 60 draws × 200 tasks).
     progress : bool
         Progress lines.
 
@@ -532,7 +524,7 @@ def predictive_coverage(
     from bpc.replay.profiles import get_profile
     from bpc.schema import select_cell
 
-    prof = get_profile(profile)
+    prof = get_profile("bpc")
     default = [p for p in BASELINE_POLICIES if p != "fixed_pipeline"] + list(BAYESIAN_POLICIES)
     pols = list(default if policies is None else policies)
     base_names = [p for p in pols if p not in BAYESIAN_POLICIES and p not in REFINEMENT_POLICIES]
@@ -587,14 +579,12 @@ def coverage_intervals(
     checks: pd.DataFrame,
     *,
     by: Sequence[str] = (),
-    B: int = 1000,
-    seed: int = DEFAULT_SEED,
-    prob: float = CI_PROB,
 ) -> pd.DataFrame:
     """Coverage over distinct checks, with a bootstrap interval over (seed, fold, benchmark) clusters.
 
     The interval is :func:`bpc.intervals.clustered_interval`'s ratio of totals (covered checks over
-    checks), the clusters resampled once for every group.
+    checks), the clusters resampled once for every group (:data:`~bpc.constants.BOOTSTRAP_B` resamples,
+    :data:`~bpc.constants.CI_PROB`).
 
     Parameters
     ----------
@@ -603,8 +593,6 @@ def coverage_intervals(
     by : sequence of str
         Extra grouping columns (e.g. ``("policy",)``); a distinct check is
         counted in each group it belongs to.
-    B, seed, prob
-        Cluster bootstrap settings.
 
     Returns
     -------
@@ -621,7 +609,7 @@ def coverage_intervals(
     checks = checks.assign(all="", cluster=where)
     distinct = checks.drop_duplicates([*keys, "check_id"])
     cl = distinct.groupby([*keys, "cluster"])["covered"].agg(hit="sum", n="count").reset_index()
-    opts = {"groups": keys, "task": "cluster", "strata": "all", "B": B, "seed": seed, "prob": prob}
+    opts = {"groups": keys, "task": "cluster", "strata": "all", "seed": DEFAULT_SEED}
     out = clustered_interval(cl, value="hit", count="n", **opts).rename(columns={"n_tasks": "n_clusters"})
     stats = distinct.groupby(keys)["covered"].agg(n_distinct="size", n_covered="sum", coverage="mean")
     out = out.merge(stats.join(checks.groupby(keys).size().rename("n_checks")).reset_index(), on=keys)

@@ -25,19 +25,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import CI_PROB, DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.splits import Cell
-
-if TYPE_CHECKING:
-    from bpc.replay.profiles import Profile
-
 
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
@@ -227,9 +223,8 @@ class _Hierarchy:
     arm asks for the target's posterior, the others reuse its posterior mean and thinned draws.
     """
 
-    def __init__(self, refits, *, draws: int, costs: CostSpec, profile, max_patches: int) -> None:
-        self.refits, self.draws, self.costs, self.profile = refits, int(draws), costs, profile
-        self.max_patches = max_patches
+    def __init__(self, refits, *, draws: int, costs: CostSpec) -> None:
+        self.refits, self.draws, self.costs = refits, int(draws), costs
         self._memo: dict[tuple, tuple[xr.Dataset, xr.Dataset, dict]] = {}
 
     def __getstate__(self) -> dict:
@@ -256,8 +251,7 @@ class _Hierarchy:
         ctrls = controllers(
             {"bayesian_dp": Arm(draws, mode=arm)},
             cost_resolver(self.costs)(cell[0]),
-            plan=get_profile(self.profile).switches,
-            max_patches=self.max_patches,
+            plan=get_profile("bpc").switches,
             seed=int(seed),
         )
         return Calibration(controllers=ctrls, diagnostics=diag, **done)
@@ -267,9 +261,7 @@ def hierarchical_arms(
     ladder,
     *,
     costs: CostSpec = None,
-    profile: str | Profile = "bpc",
     draws: int = 50,
-    max_patches: int | None = None,
     to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
 ) -> dict[str, CalibrationFit]:
     """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one posterior.
@@ -279,7 +271,7 @@ def hierarchical_arms(
     importance-reweighted (Pareto-smoothed, k̂ checked) or, where k̂ is too high, refitted through
     the ladder (compiled once, climbing the sampler presets until a fit converges). Every arm reports
     that posterior's ``converged``, ``attempts``, ``method``, ``khat`` and ``weights_ess``. The arms
-    replay the profile's ``bayesian_dp``:
+    replay the ``bpc`` profile's ``bayesian_dp``:
 
     ``posterior_mean_dp``
         Plug-in at the posterior mean (:func:`bpc.experiments.posterior.posterior_mean_params`).
@@ -295,12 +287,9 @@ def hierarchical_arms(
         and cache.
     costs : Costs, callable, str or None
         Any cost specification of :func:`bpc.costs.cost_resolver`.
-    profile : str or Profile
-        Replay profile whose belief and switches the controllers use.
     draws : int
-        Draws the Bayes-robust and Thompson controllers reason with.
-    max_patches : int, optional
-        Patch budget of the planners (default :data:`~bpc.constants.POOL_SIZE`).
+        Draws the Bayes-robust and Thompson controllers reason with (planning within
+        :data:`~bpc.constants.POOL_SIZE` patches).
     to_params : callable, optional
         A fit → its parameter draws (default :func:`bpc.estimate.model.posterior_params`).
 
@@ -309,11 +298,9 @@ def hierarchical_arms(
     dict
         Arm name → :data:`CalibrationFit`.
     """
-    from bpc.constants import POOL_SIZE
     from bpc.estimate.model.refits import LocoRefits
 
-    refits, budget = LocoRefits(ladder, to_params=to_params), int(max_patches or POOL_SIZE)
-    shared = _Hierarchy(refits, draws=draws, costs=costs, profile=profile, max_patches=budget)
+    shared = _Hierarchy(LocoRefits(ladder, to_params=to_params), draws=draws, costs=costs)
     return {arm: functools.partial(shared.calibrate, arm=arm) for arm in HIERARCHICAL_ARMS}
 
 
@@ -336,8 +323,8 @@ class LocoConfig:
     max_folds : int, optional
         Score only the first ``max_folds`` folds of each repeat (fewer calibrations — e.g. for
         MCMC refits — still paired across k and methods); default all.
-    costs, profile, policies
-        Replay settings: the controllers of ``policies`` are replayed.
+    costs
+        The cost specification the ``bpc`` profile's ``bayesian_dp`` is replayed under.
     seed : int
         Root seed (folds, calibration subsamples, fits).
     replay_failed : bool
@@ -352,8 +339,6 @@ class LocoConfig:
     n_folds: int = N_FOLDS
     max_folds: int | None = None
     costs: CostSpec = None
-    profile: str | Profile = "bpc"
-    policies: Sequence[str] = ("bayesian_dp",)
     seed: int = DEFAULT_SEED
     replay_failed: bool = False
 
@@ -396,7 +381,8 @@ def loco_efficiency(
         all), ``k_used``, ``repeat``, ``fold``, ``method``, ``instance_id``,
         ``policy``, ``utility``, ``converged``, ``attempts``, ``prior_source``
         (``"task"`` or ``"cell"``: where the task's episode started) and
-        ``start_mean`` (the mean of a task start, ``NaN`` for cell starts); a calibration
+        ``start_mean`` (the mean of the task's start: its task prior's, or the calibration's cell prior
+        mean of π, ``NaN`` for a calibration without parameters); a calibration
         that did not converge contributes rows with ``utility`` ``NaN``
         (unless ``replay_failed``).
     """
@@ -474,7 +460,7 @@ def _loco_target(
 
     t_idx, (b, g) = item
     cf = config
-    pool_all = cell_pool(select_cell(records, b, g), cf.profile)
+    pool_all = cell_pool(select_cell(records, b, g), "bpc")
     budget = max(int(pool_all.n_patches.max()), 1)
     rows = []
     for r, j, k, k_used, scored, counts in loco_calibrations(
@@ -528,31 +514,25 @@ def _replay_calibration(
     cf, scored = config, pool.instance_ids
     c = cost_resolver(cf.costs)(b)
     ctrls = dict(cal.controllers or {})
-    if cal.params is not None:
-        own = select_cell(cal.params, b, g)
-        ctrls.update(
-            profile_controllers(own, c, profile=cf.profile, policies=cf.policies, max_patches=budget)
-        )
+    own = None if cal.params is None else select_cell(cal.params, b, g)
+    if own is not None:
+        ctrls.update(profile_controllers(own, c, profile="bpc", policies=["bayesian_dp"], max_patches=budget))
     theta0, source = None, np.full(pool.n_instances, CELL, dtype=object)
-    start_mean = np.full(pool.n_instances, np.nan)
+    start_mean = np.full(pool.n_instances, np.nan if own is None else float(own["prior"].mean()))
     if cal.start != CELL and k_used > 0:  # k = 0: the target's place is not identified
-        assert cal.params is not None  # a task start needs the cell prior to fall back to
+        assert cal.params is not None and own is not None  # a task start needs the cell prior to fall back to
         others = records[
             (records["benchmark"].astype(str) == b)
             & (records["generator"].astype(str) != g)
             & records["instance_id"].astype(str).isin(scored)
         ]
         priors = fold_task_priors(counts, others, kind=cal.start, params=cal.params)
-        a, bb, source = task_starts(
-            priors, select_cell(cal.params, b, g), benchmark=b, generator=g, tasks=pool.instance_ids
-        )
+        a, bb, source = task_starts(priors, own, benchmark=b, generator=g, tasks=pool.instance_ids)
         is_task = source == "task"
         if is_task.any():  # else every task starts where the controller does by itself
             theta0 = (a, bb)
-            start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), np.nan)
-    u = replay_pool(pool, ctrls, c, profile=cf.profile, theta0=theta0)["utility"].transpose(
-        "policy", "instance"
-    )
+            start_mean = np.where(is_task, a / np.where(is_task, a + bb, 1.0), start_mean)
+    u = replay_pool(pool, ctrls, c, profile="bpc", theta0=theta0)["utility"].transpose("policy", "instance")
     n = pool.n_instances
     return pd.DataFrame(
         {
@@ -571,8 +551,6 @@ def loco_table(
     reference: str = "laplace",
     include_failed: bool = False,
     B: int = 1000,
-    seed: int = DEFAULT_SEED,
-    prob: float = CI_PROB,
 ) -> pd.DataFrame:
     """Per (target, k, method, policy): held-out utility difference to the reference method.
 
@@ -591,8 +569,8 @@ def loco_table(
         Use calibrations that failed their convergence check (replayed with
         ``replay_failed=True``); every row built from one says so in
         ``failed_used`` (their number) and ``flag``.
-    B, seed, prob
-        Bootstrap resamples, seed and interval probability (default
+    B : int
+        Bootstrap resamples (seed :data:`~bpc.constants.DEFAULT_SEED`, interval probability
         :data:`~bpc.constants.CI_PROB`).
 
     Returns
@@ -650,7 +628,7 @@ def loco_table(
     nan = dict.fromkeys(["diff", "ci_lo", "ci_hi", "n_tasks", "mean_utility", "n_repeats"], np.nan)
     out = conv.reset_index().assign(policy="", **nan)  # no usable pair at all: the counts, no numbers
     if len(per_task):
-        boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=seed, prob=prob)
+        boot = clustered_interval(per_task, value="diff", groups=groups, B=B, seed=DEFAULT_SEED)
         out = boot.rename(columns={"delta": "diff"}).merge(extra, on=groups)
         out = out.merge(conv.reset_index(), on=cell_k_m, how="outer")
     if "prior_source" in ok.columns:

@@ -456,14 +456,12 @@ def logo_starts(
     dict
         Arm → :class:`ArmStart`.
     """
-    from bpc.choices import check_choices
     from bpc.estimate.crossed import marginal_beta
     from bpc.experiments.efficiency import complete_pooling_calibration
     from bpc.experiments.posterior import posterior_mean_params
     from bpc.schema import select_cell, thin_draws
 
     b, g = target
-    check_choices(arms, LOGO_ARMS, what="LOGO arm")
     seen = left["n_patches"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
     if bool(np.isfinite(seen.values).any()):
         raise ValueError(
@@ -524,7 +522,7 @@ def _best_baseline(
     records: pd.DataFrame, target: Cell, costs, prof, candidates: Sequence[str]
 ) -> tuple[str, float]:
     """The simple baseline with the best mean utility on the benchmark's *other* generators' tasks."""
-    from bpc.evaluate import simple_baselines
+    from bpc.evaluate import best_of, simple_baselines
     from bpc.replay.engine import cell_pool, replay_pool
 
     b, g = target
@@ -534,11 +532,8 @@ def _best_baseline(
         for _, part in others.groupby(others["generator"].astype(str), sort=True)
     ]
     means = pd.concat(frames)["utility"].groupby(level="policy").mean() if frames else pd.Series()
-    order = [p for p in simple_baselines(candidates) if np.isfinite(means.get(p, np.nan))]
-    if not order:
-        return "", float("nan")
-    best = max(order, key=lambda p: (means[p], -order.index(p)))
-    return best, float(means[best])
+    best = best_of(means, simple_baselines(candidates))
+    return ("", float("nan")) if best is None else (best, float(means[best]))
 
 
 def logo_target(
@@ -707,7 +702,6 @@ def run_logo(
     counts: xr.Dataset,
     config: LogoConfig,
     *,
-    fits: Mapping[Cell, xr.DataTree] | None = None,
     fit_cache=None,
     progress: bool = False,
 ) -> Result:
@@ -722,11 +716,9 @@ def run_logo(
         is removed from them with :func:`bpc.experiments.stream.leave_cell_out`.
     config : LogoConfig
         Targets, costs, arms and settings.
-    fits : mapping, optional
-        Left-out hierarchical fits per target (else fitted one at a time,
-        :class:`bpc.estimate.model.refits.RefitLadder`; reused from ``fit_cache``).
     fit_cache : path, optional
-        Folder of left-out fits to reuse and write.
+        Folder of the left-out hierarchical fits (one per target,
+        :class:`bpc.estimate.model.refits.RefitLadder`) to reuse and write.
     progress : bool
         Progress lines on stderr.
 
@@ -745,7 +737,6 @@ def run_logo(
     have = set(map(tuple, records[["benchmark", "generator"]].astype(str).to_numpy().tolist()))
     if missing := [f"{b}/{g}" for b, g in config.targets if (b, g) not in have]:
         raise ValueError(f"run_logo: no records of the target {missing[0]}")
-    fits = dict(fits or {})
     ladder = RefitLadder(counts, presets=config.presets, cache=fit_cache, progress=progress)
     parts: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     fit_rows = []
@@ -755,14 +746,13 @@ def run_logo(
         left = leave_cell_out(counts, b, g)
         predictive, ok = None, True
         if any(a in HIERARCHY_ARMS for a in config.arms):
-            if (b, g) not in fits:
-                fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=config.seed)
-            summary = fit_summary(fits[(b, g)])
+            fit = left_out_fit(ladder, counts, (b, g), seed=config.seed)
+            summary = fit_summary(fit)
             ok = summary["converged"]
             fit_rows.append({"benchmark": b, "generator": g, **{k: summary.get(k) for k in diag}})
             failed = f"logo: the fit without {b}/{g} FAILED its convergence check; its arms are flagged"
             info(failed, enabled=progress and not ok)
-            predictive = posterior_params(fits[(b, g)], benchmarks=[b], generators=[g], seed=config.seed)
+            predictive = posterior_params(fit, benchmarks=[b], generators=[g], seed=config.seed)
         parts.append(logo_target(records, left, (b, g), config=config, predictive=predictive, converged=ok))
         info(f"logo: {b}/{g} scored in {time.perf_counter() - t0:.0f} s", enabled=progress)
     names = ("utilities", "lpd", "starts")
@@ -869,33 +859,3 @@ def logo_table(
     interval = "task-clustered percentile bootstrap"
     table.attrs.update(prob=float(prob), B=int(B), interval=interval, tasks_excluded=int(n_excluded))
     return table
-
-
-def arm_means(result: Result, *, exclude: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Mean held-out utility and LPD of every arm per (costs, benchmark, target) and pooled per benchmark.
-
-    Context for :func:`logo_table`'s differences (no intervals); ``n_pairs`` (task, target) pairs;
-    ``converged`` whether every fit behind the arm's rows passed its check.
-    """
-    util, lpd = result.tables["utilities"], result.tables["lpd"]
-    if exclude is not None:
-        from bpc.data.tasks import exclude_tasks
-
-        util, lpd = exclude_tasks(util, exclude), exclude_tasks(lpd, exclude)
-    both = [pd.concat([f, f.assign(generator="pooled")]) for f in (util, lpd)]
-    keys = ["benchmark", "generator", "arm"]
-    out = (
-        both[0]
-        .groupby(["costs", *keys])
-        .agg(utility=("utility", "mean"), n_pairs=("utility", "size"), converged=("converged", "all"))
-    )
-    out = out.reset_index().merge(both[1].groupby(keys)["lpd"].mean().reset_index(), on=keys, how="left")
-    out = out.assign(last=out["generator"] == "pooled").sort_values(["costs", "benchmark", "arm", "last"])
-    return out[["costs", *keys, "utility", "lpd", "n_pairs", "converged"]].reset_index(drop=True)
-
-
-def fit_table(result: Result) -> pd.DataFrame:
-    """The left-out fits' convergence, one row per target, and how many failed (attrs ``n_failed``)."""
-    out = result.tables["fits"].copy()
-    out.attrs.update({"n_failed": int((~out["ok"].astype(bool)).sum()) if not out.empty else 0})
-    return out

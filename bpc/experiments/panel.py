@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,9 +55,7 @@ import xarray as xr
 
 from bpc.constants import (
     BOOTSTRAP_B,
-    BOOTSTRAP_SEED,
     CI_PROB,
-    DEFAULT_SEED,
     FOLD_SEEDS,
     N_FOLDS,
     REFIT_PRESETS,
@@ -105,6 +103,8 @@ PANEL_COLUMNS: tuple[str, ...] = tuple(
 class PanelConfig:
     """The panel study's options (:func:`run_panel`).
 
+    Every part seeds from :data:`~bpc.constants.DEFAULT_SEED`.
+
     Attributes
     ----------
     costs : tuple of str
@@ -125,27 +125,20 @@ class PanelConfig:
     task_critic : str
         The critic whose verdicts are the ``pooled_task_critic`` arm's evidence.
     hierarchical : tuple of (str, str) or None
-        Targets of the hierarchical arms (``None``: :func:`hierarchical_targets` with
-        ``per_benchmark``; empty: no MCMC).
-    per_benchmark : int
-        Targets per benchmark of the default hierarchical subset.
+        Targets of the hierarchical arms (``None``: :func:`hierarchical_targets`, one per
+        benchmark; empty: no MCMC).
     hierarchical_ks : tuple of int or None
-        Calibration sizes of the hierarchical subset (one refit each).
-    hierarchical_folds : int
-        Folds of the first repeat scored by the hierarchical subset.
+        Calibration sizes of the hierarchical subset (one refit each, on the first fold of the
+        first repeat; its Bayes-robust and Thompson controllers reason with 50 posterior draws).
     presets : tuple of str
         The refit ladder (:class:`bpc.estimate.model.refits.RefitLadder`).
     include_failed : bool
         Score a hierarchical calibration whose fit failed its convergence check too; its rows then
         carry the flag "used" (default: excluded and counted).
-    draws : int
-        Posterior draws of the Bayes-robust and Thompson controllers.
     protocol : bool
         Run the decision study (controllers against the best simple baseline, cross-fitted).
     protocol_seeds : tuple of int
         Fold-assignment seeds of the decision study.
-    seed : int
-        Root seed.
     B : int
         Bootstrap resamples of every interval.
     """
@@ -160,15 +153,11 @@ class PanelConfig:
     logo_per_benchmark: int = 0
     task_critic: str = "base"
     hierarchical: tuple[Cell, ...] | None = None
-    per_benchmark: int = 1
     hierarchical_ks: tuple[int | None, ...] = (0,)
-    hierarchical_folds: int = 1
     presets: tuple[str, ...] = REFIT_PRESETS
     include_failed: bool = False
-    draws: int = 50
     protocol: bool = True
     protocol_seeds: tuple[int, ...] = (FOLD_SEEDS[0],)
-    seed: int = DEFAULT_SEED
     B: int = BOOTSTRAP_B
 
     def __post_init__(self) -> None:
@@ -177,8 +166,8 @@ class PanelConfig:
         check_choices(self.costs, PANEL_COSTS, what="panel cost vector")
         if self.hierarchical is not None:
             object.__setattr__(self, "hierarchical", tuple((str(b), str(g)) for b, g in self.hierarchical))
-        if min(self.repeats, self.n_folds, self.hierarchical_folds, self.B, self.draws) < 1:
-            raise ValueError("PanelConfig: repeats, n_folds, hierarchical_folds, B and draws must be >= 1")
+        if min(self.repeats, self.n_folds, self.B) < 1:
+            raise ValueError("PanelConfig: repeats, n_folds and B must be >= 1")
 
 
 def hierarchical_targets(records: pd.DataFrame, *, per_benchmark: int = 1) -> list[Cell]:
@@ -203,28 +192,23 @@ def first_outcomes(records: pd.DataFrame) -> pd.DataFrame:
     return first[keys].astype(str).assign(y=first["Y"].to_numpy(dtype=np.float64))
 
 
-class _Recorded:
-    """A calibration method that keeps the target cell's predictive mean per calibration (the LPD).
+class _Reused:
+    """A closed-form calibration method whose calibrations the second cost vector reuses.
 
-    A closed form's calibration does not depend on the cost vector: the second vector reuses it.
+    A closed form's calibration does not depend on the cost vector.
     """
 
-    def __init__(self, fit, *, reuse: bool) -> None:
-        self.fit, self.reuse, self.means, self.cals = fit, reuse, {}, {}
+    def __init__(self, fit) -> None:
+        self.fit, self.cals = fit, {}
 
     def __call__(self, counts: xr.Dataset, cell: Cell, seed: int):
         from bpc.schema import select_cell
 
         k_used = int((np.nan_to_num(select_cell(counts["task_n"], *cell).values) > 0).sum())
         key = (tuple(cell), int(seed), k_used)
-        cal = self.cals.get(key) if self.reuse else None
-        if cal is None:
-            cal = self.fit(counts, cell, seed)
-        if self.reuse:
-            self.cals[key] = cal
-        if cal.params is not None:
-            self.means[key] = float(select_cell(cal.params["prior"], *cell).mean())
-        return cal
+        if key not in self.cals:
+            self.cals[key] = self.fit(counts, cell, seed)
+        return self.cals[key]
 
 
 def _loco(
@@ -236,25 +220,21 @@ def _loco(
     part: str,
     progress: bool,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A leave-one-cell-out run of ``loco`` per cost vector, and the LPD rows of its calibrations."""
+    """A leave-one-cell-out run of ``loco`` per cost vector, and the LPD rows of its calibrations.
+
+    A task's predictive mean is its start's (``start_mean``: the task prior's, else the calibration's
+    cell prior).
+    """
     from bpc.experiments.efficiency import loco_efficiency
 
-    recorded = {name: _Recorded(fit, reuse=name in CLOSED_ARMS) for name, fit in methods.items()}
+    methods = {name: _Reused(fit) if name in CLOSED_ARMS else fit for name, fit in methods.items()}
     frames = []
     for label, spec in costs.items():
         cf = replace(loco, costs=spec)
-        frames.append(loco_efficiency(records, cf, methods=recorded, progress=progress).assign(costs=label))
+        frames.append(loco_efficiency(records, cf, methods=methods, progress=progress).assign(costs=label))
     util = pd.concat(frames, ignore_index=True).assign(part=part)
     rows = util[(util["policy"] == "bayesian_dp") & (util["costs"] == next(iter(costs)))]
-    seed = loco.seed + 1000 * rows["repeat"].to_numpy() + rows["fold"].to_numpy()
-    cell_mean = [
-        recorded[m].means.get(((b, g), int(s), int(k)), np.nan)
-        for m, b, g, s, k in zip(
-            rows["method"], rows["benchmark"], rows["generator"], seed, rows["k_used"], strict=True
-        )
-    ]
-    mean = np.where(rows["prior_source"] == "task", rows["start_mean"], cell_mean)
-    lpd = rows.assign(mean=mean, costs="").merge(
+    lpd = rows.assign(mean=rows["start_mean"], costs="").merge(
         first_outcomes(records), on=["benchmark", "generator", "instance_id"], how="left"
     )
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -318,18 +298,17 @@ def run_panel(
             repeats=config.repeats,
             n_folds=config.n_folds,
             max_folds=config.max_folds,
-            seed=config.seed,
         )
         loco, lpd = _loco(records, loco_cf, costs, closed, part="closed forms", progress=progress)
     hier = config.hierarchical
-    hier = hierarchical_targets(records, per_benchmark=config.per_benchmark) if hier is None else list(hier)
+    hier = hierarchical_targets(records) if hier is None else list(hier)
     if hier:
         hier_loco = replace(
             loco_cf,
             targets=tuple(hier),
             ks=config.hierarchical_ks,
             repeats=1,
-            max_folds=config.hierarchical_folds,
+            max_folds=1,
             replay_failed=config.include_failed,
         )
         with (
@@ -345,7 +324,7 @@ def run_panel(
             cache = tmp if refit_cache is None else refit_cache
             ladder = RefitLadder(counts, presets=config.presets, cache=cache, progress=progress)
             for i, (label, spec) in enumerate(costs.items()):
-                methods = {**closed, **hierarchical_arms(ladder, costs=spec, draws=config.draws)}
+                methods = {**closed, **hierarchical_arms(ladder, costs=spec)}
                 u, lp = _loco(
                     records, hier_loco, {label: spec}, methods, part="hierarchical subset", progress=progress
                 )
@@ -358,7 +337,6 @@ def run_panel(
             costs=tuple(costs.items()),
             arms=config.logo_arms,
             task_critic=config.task_critic,
-            seed=config.seed,
         )
         logo = run_logo(records, counts, lc, progress=progress)
         tables.update({f"logo_{n}": logo.tables[n] for n in ("utilities", "lpd", "starts")})
@@ -395,9 +373,7 @@ def _timed(wall: dict, part: str, message: str, progress: bool) -> Iterator[None
     wall[part] = time.perf_counter() - t0
 
 
-def panel_table(
-    result: Result, *, B: int = BOOTSTRAP_B, seed: int = BOOTSTRAP_SEED, prob: float = CI_PROB
-) -> pd.DataFrame:
+def panel_table(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     """``arm − reference`` per (part, measure, costs, k) pooled per benchmark and over all benchmarks.
 
     Per-task values are averaged over repeats first; calibrations whose fit failed its check have no
@@ -436,7 +412,7 @@ def panel_table(
                         n_pairs=("diff", "size"), n_targets=("generator", "nunique")
                     )
                     n.loc["all", "n_targets"] = len(d[["benchmark", "generator"]].drop_duplicates())
-                    rows = pooled_contrast(both, B=B, seed=seed, prob=prob).join(n, on="benchmark")
+                    rows = pooled_contrast(both, B=B).join(n, on="benchmark")
                     rows = rows.join(
                         c.rename(columns={"size": "n_calibrations", "sum": "n_converged"}), on="benchmark"
                     )
@@ -448,22 +424,15 @@ def panel_table(
     scored = (~loco["converged"].astype(bool) & (loco["policy"] != "")).any()  # include_failed
     how = " failed fit(s) used" if scored else " failed fit(s) excluded"
     table["flag"] = np.where(failed > 0, failed.astype(str) + how, "")
-    table.attrs.update({"prob": float(prob), "B": int(B), "interval": "task-clustered percentile bootstrap"})
+    table.attrs.update({"prob": CI_PROB, "B": int(B), "interval": "task-clustered percentile bootstrap"})
     return table[list(PANEL_COLUMNS)]
 
 
-def versus_best_simple(
-    result: Result,
-    *,
-    policies: Sequence[str] = ("bayesian_dp", "bayesian_dp@oracle"),
-    B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
-    prob: float = CI_PROB,
-) -> pd.DataFrame:
+def versus_best_simple(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     """The instance / task-aware controllers minus the best simple baseline (chosen on training folds).
 
-    Per cost vector and policy, pooled per benchmark and over all benchmarks, with the
-    task-clustered interval; ``chosen``: the baselines the training folds chose and how often.
+    Per cost vector and policy (``bayesian_dp`` from the cell prior and ``bayesian_dp@oracle`` from
+    the task prior), pooled per benchmark and over all benchmarks, with the task-clustered interval.
     """
     from bpc.evaluate import BEST_SIMPLE, pooled_contrast
 
@@ -474,12 +443,12 @@ def versus_best_simple(
     out = []
     for cost, sub in u.groupby("costs", sort=True):
         wide = sub.groupby([*keys, "policy"])["utility"].mean().unstack("policy")
-        for p in policies:
+        for p in ("bayesian_dp", "bayesian_dp@oracle"):
             if p not in wide.columns or BEST_SIMPLE not in wide.columns:
                 continue
             d = (wide[p] - wide[BEST_SIMPLE]).rename("diff").dropna().reset_index()
             every = d.assign(benchmark="all", instance_id=d["benchmark"] + "/" + d["instance_id"])
-            rows = pooled_contrast(pd.concat([d, every], ignore_index=True), B=B, seed=seed, prob=prob)
+            rows = pooled_contrast(pd.concat([d, every], ignore_index=True), B=B)
             out.append(rows.assign(costs=cost, policy=p, reference=BEST_SIMPLE))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 

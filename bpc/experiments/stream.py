@@ -300,11 +300,9 @@ def start_states(
     ``hierarchical`` needs ``fit``: a fit of :func:`leave_cell_out` counts
     (refused if its stored counts hold any count of the target).
     """
-    from bpc.choices import check_choices
     from bpc.estimate.model.fit import counts_of, posterior_params
     from bpc.estimate.online import LearningState, ParticleOptions
 
-    check_choices(starts, STARTS, what="start")
     b, g = target
     opts = ParticleOptions(n_particles=particles, seed=seed)
     out: dict[str, LearningState] = {}
@@ -347,7 +345,7 @@ class _Recorder:
 
 def episode_record(
     pool: Pool, instance: int, actions: Sequence[int], critics: Sequence[str], profile: str | Profile = "bpc"
-) -> tuple[EpisodeRecord, float, bool]:
+) -> tuple[EpisodeRecord, bool]:
     """What an episode on a recorded pool observed, from its actions.
 
     Replays the actions on the instance's recorded patches with the rules of
@@ -358,9 +356,8 @@ def episode_record(
 
     Returns
     -------
-    (EpisodeRecord, float, bool)
-        The record (patch origins ``first`` / ``fresh``), the number of
-        charged generations beyond the first and whether a verified pass was found.
+    (EpisodeRecord, bool)
+        The record (patch origins ``first`` / ``fresh``) and whether a verified pass was found.
 
     Examples
     --------
@@ -369,9 +366,9 @@ def episode_record(
     >>> recs = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": "t",
     ...                      "patch_id": [0, 1], "Y": [0, 1], "test": [1, 1]})
     >>> pool = records_to_pool(recs, ["test"])
-    >>> rec, regens, passed = episode_record(pool, 0, [CRITIC_OFFSET, VERIFY, REGENERATE, VERIFY], ["test"])
-    >>> [(p.origin, dict(p.verdicts), p.label) for p in rec.patches], regens, passed
-    ([('first', {'test': True}, False), ('fresh', {}, True)], 1.0, True)
+    >>> rec, passed = episode_record(pool, 0, [CRITIC_OFFSET, VERIFY, REGENERATE, VERIFY], ["test"])
+    >>> [(p.origin, dict(p.verdicts), p.label) for p in rec.patches], passed
+    ([('first', {'test': True}, False), ('fresh', {}, True)], True)
     """
     from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
     from bpc.estimate.online import EpisodeRecord, PatchRecord
@@ -381,7 +378,7 @@ def episode_record(
     n_p = int(pool.n_patches[instance])
     pk = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
     patches: list[dict[str, Any]] = [{"origin": "first", "verdicts": {}, "label": None}]
-    j, regens, passed = 0, 0.0, False
+    j, passed = 0, False
     for a in actions:
         a = int(a)
         if a == STOP:
@@ -396,20 +393,18 @@ def episode_record(
                 break
             continue
         if a == REGENERATE:
-            if j + 1 < n_p:
-                j += 1
-                regens += 1
-                patches.append({"origin": "fresh", "verdicts": {}, "label": None})
-                continue
-            regens += float(prof.charge_regen_past_pool)
-            break
+            if j + 1 >= n_p:
+                break
+            j += 1
+            patches.append({"origin": "fresh", "verdicts": {}, "label": None})
+            continue
         k = a - CRITIC_OFFSET
         z = int(pool.z[instance, j, pk[k]]) if pk[k] >= 0 else -1
         if prof.missing_verdict_as_fail and z < 0:
             z = 0
         patches[-1]["verdicts"][critics[k]] = None if z < 0 else bool(z)
     rec = EpisodeRecord(tuple(PatchRecord(**p) for p in patches))
-    return rec, regens, passed
+    return rec, passed
 
 
 def _controller(
@@ -440,11 +435,9 @@ def stream_controller(
     :class:`~bpc.decide.table.ParameterSamples` — the same numbers without the
     xarray round trip, which would cost more than the planning itself once per task.
     """
-    from bpc.choices import check_choice
     from bpc.decide.table import ParameterSamples
     from bpc.replay.profiles import get_profile
 
-    check_choice(kind, CONTROLLERS, what="controller")
     n = {"bayes_robust": config.robust_draws, "thompson": 1}.get(kind, config.plugin_draws)
     samples = ParameterSamples.from_mapping(state.resample(n), critics=state.critics)
     mode = _DRAWS_MODES.get(kind, "thompson")
@@ -458,7 +451,7 @@ def _play(pool: Pool, instance: int, controller: Any, costs: Costs, prof: Profil
     one = pool.subset(np.array([instance], dtype=np.int64))
     rec = _Recorder(controller)
     u, p, c = replay_controller(one, rec, costs, prof)
-    record, _, passed = episode_record(one, 0, [int(a[0]) for a in rec.actions], critics, prof)
+    record, passed = episode_record(one, 0, [int(a[0]) for a in rec.actions], critics, prof)
     if bool(passed) != bool(p[0] > 0):
         raise RuntimeError("stream: the reconstructed episode disagrees with the replay (a bug)")
     return float(u[0]), float(p[0]), float(c[0]), record
@@ -696,7 +689,6 @@ def run_stream(
     counts: xr.Dataset,
     config: StreamConfig,
     *,
-    fits: Mapping[tuple[str, str], xr.DataTree] | None = None,
     fit_cache: Path | None = None,
     progress: bool = False,
 ) -> Result:
@@ -710,8 +702,6 @@ def run_stream(
         Every cell's counts (the starts use the *other* cells'; the reference the target's).
     config : StreamConfig
         Targets, starts, controllers, costs and settings.
-    fits : mapping, optional
-        Left-out hierarchical fits per target (else fitted, see ``fit_cache``).
     fit_cache : path, optional
         Folder of left-out fits to reuse / write (:class:`bpc.estimate.model.refits.RefitLadder`).
     progress : bool
@@ -756,13 +746,12 @@ def run_stream(
         f"{c.prob:.0%} (bpc.intervals.clustered_interval)",
     ]
     fit_diag: dict[str, dict[str, Any]] = {}
-    fits = dict(fits or {})
+    fits = {}
     ladder = RefitLadder(counts, presets=c.presets, cache=fit_cache, progress=progress)
     frames = []
     for b, g in c.targets:
         if "hierarchical" in c.starts:
-            if (b, g) not in fits:
-                fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=c.seed)
+            fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=c.seed)
             d = fit_diag[f"{b}/{g}"] = fit_summary(fits[(b, g)])
             if not d["converged"]:
                 notes.append(

@@ -104,10 +104,6 @@ def test_training_counts_drop_unsplittable_tables_and_measured_kernels():
     assert np.isnan(counts["n_patches"].sel(benchmark="lcb_hard", generator="sonnet45")).item()
     assert counts["n_patches"].sel(benchmark="mbpp_plus", generator="haiku45").item() == 20.0
     assert np.isnan(counts["trans_n"].sel(benchmark="lcb_hard", generator="haiku45")).all()
-    kept = training_counts(rec, split, base=base, table_cells="keep")
-    assert kept["n_patches"].sel(benchmark="lcb_hard", generator="sonnet45").item() == 20.0
-    with pytest.raises(ValueError, match="table_cells"):
-        training_counts(rec, split, base=base, table_cells="nope")
 
 
 def _synthetic_utilities() -> pd.DataFrame:

@@ -224,7 +224,7 @@ def test_task_prior_arm_starts_tasks_from_the_other_generators(shared_panel):
         .query("method == 'task_prior'")
         .set_index("instance_id")
     )
-    assert set(a.index) == scored and a["start_mean"].notna().all()
+    assert set(a.index) == scored and a["prior_source"].eq("task").all() and a["start_mean"].notna().all()
     np.testing.assert_array_equal(a["start_mean"], b.loc[a.index, "start_mean"])
 
 

@@ -50,19 +50,19 @@ def crit(name: str) -> int:
 def test_episode_record_by_hand():
     pool = tiny_pool()
     acts = [crit("test"), VERIFY, REGENERATE, crit("llm"), VERIFY, crit("syn")]  # the last is never reached
-    rec, regens, passed = st.episode_record(pool, 0, acts, CRITICS, "bpc")
+    rec, passed = st.episode_record(pool, 0, acts, CRITICS, "bpc")
     assert rec == EpisodeRecord(
         (PatchRecord("first", {"test": False}, False), PatchRecord("fresh", {"llm": True}, True))
     )
-    assert (regens, passed) == (1.0, True)
+    assert passed
     # a missing verdict is None; a regeneration past the pool ends the episode; stop ends it
-    rec, regens, passed = st.episode_record(pool, 2, [crit("llm"), REGENERATE, REGENERATE, VERIFY], CRITICS)
+    rec, passed = st.episode_record(pool, 2, [crit("llm"), REGENERATE, REGENERATE, VERIFY], CRITICS)
     assert rec.patches == (PatchRecord("first", {"llm": None}), PatchRecord("fresh", {}))
-    assert (regens, passed) == (1.0, False)
-    rec, _, passed = st.episode_record(pool, 1, [STOP, VERIFY], CRITICS)
+    assert not passed
+    rec, passed = st.episode_record(pool, 1, [STOP, VERIFY], CRITICS)
     assert rec.patches == (PatchRecord("first", {}),) and not passed
     # under verify_terminal (paper-release) a failed verification ends the episode
-    rec, _, passed = st.episode_record(pool, 0, [VERIFY, REGENERATE, VERIFY], CRITICS, "paper-release")
+    rec, passed = st.episode_record(pool, 0, [VERIFY, REGENERATE, VERIFY], CRITICS, "paper-release")
     assert len(rec.patches) == 1 and rec.patches[0].label is False and not passed
 
 
@@ -196,12 +196,9 @@ def test_starts_do_not_move_when_the_targets_counts_change():
 
 def test_unknown_start_and_controller_name_the_choices():
     with pytest.raises(ValueError, match="did you mean 'laplace-pooled'"):
-        st.start_states(tiny_counts(), TARGET, CRITICS, starts=("laplace_pooled",))
-    state = LearningState.from_values(
-        prior=0.5, critics={"test": (0.8, 0.2)}, particles=ParticleOptions(n_particles=50, seed=1)
-    )
+        st.StreamConfig(starts=("laplace_pooled",))
     with pytest.raises(ValueError, match="did you mean 'thompson'"):
-        st.stream_controller(state, "thomson", NAMED_COSTS["fast"])
+        st.StreamConfig(controllers=("thomson",))
 
 
 # ---------------------------------------------------------------------------

@@ -319,11 +319,11 @@ def test_predictive_interval_is_wider_than_the_posterior_interval():
     diff = rng.normal(1.0, 0.1, (50, 1))[:, :] + rng.normal(
         0.0, 3.0, (50, 400)
     )  # draw effect + instance noise
-    lo, hi = _predictive_interval(diff, 8, prob=0.89, kind="eti")
+    lo, hi = _predictive_interval(diff, 8)  # 89 % equal-tailed (CI_PROB, CI_KIND)
     # the mean of 8 instances: sd ≈ 3/√8 ≈ 1.06, so an 89 % interval of about ±1.7 around 1
     assert lo == pytest.approx(1.0 - 1.6 * 3 / np.sqrt(8), abs=0.3)
     assert hi == pytest.approx(1.0 + 1.6 * 3 / np.sqrt(8), abs=0.3)
-    lo_all, hi_all = _predictive_interval(diff, 400, prob=0.89, kind="eti")
+    lo_all, hi_all = _predictive_interval(diff, 400)
     assert lo < lo_all < hi_all < hi
 
 
