@@ -38,6 +38,7 @@ from bpc.constants import (
     DIM_CRITIC,
     DIM_GENERATOR,
     DIM_LABEL,
+    DIM_PASSES,
     DIM_PATCHES,
     DIM_TASK,
     KERNEL_METHOD,
@@ -45,6 +46,7 @@ from bpc.constants import (
     POOL_SIZE,
 )
 from bpc.schema import (
+    COUNT_VARS,
     RECORD_COLUMNS,
     TASK_COUNT_VARS,
     TRAJECTORY_COLUMNS,
@@ -544,66 +546,39 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     size = max([POOL_SIZE] + [ds.sizes[DIM_PATCHES] for ds in datasets if DIM_PATCHES in ds.dims])
     critics = critic_coordinate(list(dict.fromkeys(str(c) for ds in datasets for c in ds[DIM_CRITIC].values)))
     coords = panel_coords(benches, gens, max_patches=size, critics=critics)
-    out = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=size, critics=critics)
-    arrays = {name: out[name].values.copy() for name in out.data_vars}
+    names = [*COUNT_VARS, "source", *(TASK_COUNT_VARS if any(map(has_task_counts, datasets)) else ())]
     notes: list[str] = []
     attrs: dict = {}
+    merged = empty_counts([], [], max_patches=size, critics=critics)
     for ds in datasets:
-        missing = [name for name in arrays if name not in ds]
-        if missing:
+        if missing := [name for name in (*COUNT_VARS, "source") if name not in ds]:
             raise ValueError(f"counts Dataset lacks variable(s) {', '.join(map(str, missing))}")
         if list(ds[DIM_LABEL].values) != list(LABELS):
             raise ValueError(f"counts Dataset has labels other than {LABELS}")
-        bi = _positions(coords[DIM_BENCHMARK], [str(b) for b in ds[DIM_BENCHMARK].values])
-        gi = _positions(coords[DIM_GENERATOR], [str(g) for g in ds[DIM_GENERATOR].values])
-        block = np.ix_(bi, gi)
-        for name, target in arrays.items():
-            current = target[block]
-            var = ds[name]
-            if DIM_CRITIC in var.dims:
-                var = var.reindex({DIM_CRITIC: list(critics)})
-            incoming = var.transpose(DIM_BENCHMARK, DIM_GENERATOR, ...).values
-            if name == "inst_hist":
-                incoming = _pad_histogram(incoming, size)
-            empty = current == "" if name == "source" else ~np.isfinite(current)
-            target[block] = np.where(empty, incoming, current)
+        part = ds[[n for n in names if n in ds]].reindex({DIM_CRITIC: list(critics)})
+        hist = _pad_histogram(part["inst_hist"].values, size)
+        part = part.drop_vars(["inst_hist", DIM_PATCHES, DIM_PASSES]).assign_coords(
+            {DIM_PATCHES: coords[DIM_PATCHES], DIM_PASSES: coords[DIM_PASSES]}
+        )
+        part["inst_hist"] = (ds["inst_hist"].dims, hist)
+        part["source"] = part["source"].where(part["source"] != "")  # "" is unset, like NaN
+        if DIM_TASK in part.dims:
+            part = part.assign_coords({DIM_TASK: [str(t) for t in part[DIM_TASK].values]})
+        merged = merged.combine_first(part)  # the first non-NaN value wins, over the union of cells
         for key, value in ds.attrs.items():
             if key == "notes":
                 notes.extend(value)
             else:
                 attrs.setdefault(key, value)
-    for name, values in arrays.items():
-        out[name] = (out[name].dims, values)
-    with_tasks = [ds for ds in datasets if has_task_counts(ds)]
-    if with_tasks:
-        out = out.assign(
-            _merge_task_counts(with_tasks, coords[DIM_BENCHMARK], coords[DIM_GENERATOR], critics)
-        )
-    out.attrs.update(attrs)
+    index = {d: coords[d] for d in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)}
+    if DIM_TASK in merged.dims:
+        index[DIM_TASK] = sorted(str(t) for t in merged[DIM_TASK].values)
+    out = merged[names].reindex(index)
+    out["source"] = out["source"].fillna("")
+    out.attrs = attrs
     if notes:
         out.attrs["notes"] = notes
     return validate_counts(out)
-
-
-def _merge_task_counts(
-    datasets: Sequence[xr.Dataset], benches: Sequence[str], gens: Sequence[str], critics: Sequence[str]
-) -> dict[str, xr.DataArray]:
-    """The per-task counts of several Datasets on the union of their tasks; the first non-NaN wins."""
-    tasks = sorted({str(t) for ds in datasets for t in ds[DIM_TASK].values})
-    index = {DIM_BENCHMARK: list(benches), DIM_GENERATOR: list(gens), DIM_TASK: tasks}
-    out: dict[str, xr.DataArray] = {}
-    for name in TASK_COUNT_VARS:
-        merged = None
-        for ds in datasets:
-            var = ds[name].assign_coords({DIM_TASK: [str(t) for t in ds[DIM_TASK].values]})
-            where = dict(index)
-            if DIM_CRITIC in var.dims:
-                where[DIM_CRITIC] = list(critics)
-            var = var.reindex(where)
-            merged = var if merged is None else merged.fillna(var)
-        assert merged is not None
-        out[name] = merged
-    return out
 
 
 def _pad_histogram(hist: np.ndarray, size: int) -> np.ndarray:
