@@ -215,46 +215,30 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
     xarray.Dataset
         The four task variables over (benchmark, generator, task[, critic]); ``NaN`` = not attempted.
     """
-    if critics is None:
-        critics = critic_coordinate(record_critics(records))
-    critics = list(critics)
-    y = pd.to_numeric(records["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    cell, benches, gens = _cell_codes(records) if len(records) else (np.zeros(0, np.intp), [], [])
-    coords = panel_coords(benches, gens, critics=critics)
-    tasks = sorted({str(t) for t in records["instance_id"].astype(str)}) if len(records) else []
-    nb, ng, nt, nc = len(coords[DIM_BENCHMARK]), len(coords[DIM_GENERATOR]), len(tasks), len(critics)
-    out = {
-        "task_n": np.full((nb, ng, nt), np.nan),
-        "task_pass": np.full((nb, ng, nt), np.nan),
-        "task_critic_n": np.full((nb, ng, nt, nc), np.nan),
-        "task_critic_pass": np.full((nb, ng, nt, nc), np.nan),
-    }
-    if len(records):
-        bi = _positions(coords[DIM_BENCHMARK], benches)[cell]
-        gi = _positions(coords[DIM_GENERATOR], gens)[cell]
-        ti = _positions(tasks, records["instance_id"].astype(str))
-        flat = np.ravel_multi_index((bi, gi, ti), (nb, ng, nt))
-        rows, row = np.unique(flat, return_inverse=True)
-        n = np.bincount(row, minlength=len(rows)).astype(float)
-        k = np.bincount(row, weights=y, minlength=len(rows))
-        # a critic's verdicts whatever the label (NaN where it gave none on the row)
-        by_label = critic_tallies(y, _verdict_matrix(records, critics), row, len(rows))
-        cn, cp = (v.sum(axis=-1) for v in by_label)
-        rb, rg, rt = np.unravel_index(rows, (nb, ng, nt))
-        out["task_n"][rb, rg, rt] = n
-        out["task_pass"][rb, rg, rt] = k
-        out["task_critic_n"][rb, rg, rt] = cn
-        out["task_critic_pass"][rb, rg, rt] = cp
-    three = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
-    return xr.Dataset(
-        {name: ((*three, DIM_CRITIC) if "critic" in name else three, values) for name, values in out.items()},
-        coords={
-            DIM_BENCHMARK: coords[DIM_BENCHMARK],
-            DIM_GENERATOR: coords[DIM_GENERATOR],
-            DIM_TASK: tasks,
-            DIM_CRITIC: critics,
-        },
+    critics = list(critic_coordinate(record_critics(records)) if critics is None else critics)
+    verdicts = _verdict_matrix(records, critics)
+    keys = [DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK]
+    frame = records[["benchmark", "generator", "instance_id"]].astype(str).set_axis(keys, axis=1)
+    frame = frame.assign(task_n=1.0, task_pass=pd.to_numeric(records["Y"], errors="coerce").to_numpy(float))
+    per_critic = pd.DataFrame(  # one row per (record, critic): a verdict given, and a pass
+        {
+            **{key: np.repeat(frame[key].to_numpy(), len(critics)) for key in keys},
+            DIM_CRITIC: np.tile(np.asarray(critics, dtype=object), len(frame)),
+            "task_critic_n": np.isfinite(verdicts).ravel().astype(float),
+            "task_critic_pass": (verdicts == 1).ravel().astype(float),
+        }
     )
+    out = xr.merge(
+        [
+            frame.groupby(keys).sum().to_xarray(),
+            per_critic.groupby([*keys, DIM_CRITIC]).sum().to_xarray(),
+        ]
+    )
+    out["task_critic_pass"] = out["task_critic_pass"].where(out["task_critic_n"] > 0)
+    out["task_critic_n"] = out["task_critic_n"].where(out["task_critic_n"] > 0)  # NaN: no verdict
+    coords = panel_coords(frame[DIM_BENCHMARK].unique(), frame[DIM_GENERATOR].unique(), critics=critics)
+    index = {d: coords[d] for d in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)}
+    return out.reindex({**index, DIM_TASK: sorted(frame[DIM_TASK].unique())})[list(TASK_COUNT_VARS)]
 
 
 # ---------------------------------------------------------------------------
