@@ -475,29 +475,21 @@ def transition_counts(
             )
         trajectories = trajectories[trajectories["method"].astype(str).to_numpy() == kernel_method]
     key = ["benchmark", "generator", "instance_id", "method"]
-    codes = [pd.factorize(trajectories[c].astype(str))[0] for c in key]
-    step = trajectories["step"].to_numpy(dtype=float)
-    order = np.lexsort([step, *codes[::-1]])
-    codes = [c[order] for c in codes]
-    step = step[order]
-    y = pd.to_numeric(trajectories["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)[order]
-    given = trajectories["Y"].notna().to_numpy()[order]
-    if (given & ~np.isin(y, LABELS)).any():
-        raise ValueError("trajectories column 'Y' must be 0, 1 or missing")
-    same = np.ones(len(step) - 1, dtype=bool)
-    for c in codes:
-        same &= c[1:] == c[:-1]
-    dup = same & (step[1:] == step[:-1])
-    if dup.any():
-        row = trajectories.iloc[order[int(np.flatnonzero(dup)[0])]]
+    df = trajectories.astype({c: str for c in key}).sort_values([*key, "step"], kind="stable")
+    if (dup := df.duplicated([*key, "step"]).to_numpy()).any():
+        row = df.iloc[int(np.flatnonzero(dup)[0])]
         raise ValueError(
             f"trajectories list step {row['step']} of instance {row['instance_id']!r} "
             f"({row['method']}, {row['benchmark']}/{row['generator']}) more than once"
         )
-    pair = same & (step[1:] == step[:-1] + 1)
-    cell, benches, gens = _cell_codes(trajectories.iloc[order])
-    m = len(benches)
-    trans_n, trans_flip = transition_tallies(y[:-1][pair], y[1:][pair], cell[:-1][pair], m)
+    y = pd.to_numeric(df["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    if (df["Y"].notna().to_numpy() & ~np.isin(y, LABELS)).any():
+        raise ValueError("trajectories column 'Y' must be 0, 1 or missing")
+    step = df["step"].to_numpy(dtype=float)
+    # a pair: consecutive steps t, t + 1 of one (cell, instance, method)
+    pair = (df[key] == df[key].shift()).all(axis=1).to_numpy() & (step == np.roll(step, 1) + 1)
+    cell, benches, gens = _cell_codes(df)
+    trans_n, trans_flip = transition_tallies(np.roll(y, 1)[pair], y[pair], cell[pair], len(benches))
     cells = {"benchmark": benches, "generator": gens, "trans_n": trans_n, "trans_flip": trans_flip}
     return validate_counts(_assemble(benches, gens, cells, critics=critics))
 
