@@ -549,7 +549,7 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     index = {d: coords[d] for d in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)}
     if DIM_TASK in merged.dims:
         index[DIM_TASK] = sorted(str(t) for t in merged[DIM_TASK].values)
-    out = merged[names].reindex(index)
+    out = merged[names].reindex(index).assign_coords(index)  # the coordinates as given (their dtype)
     out["source"] = out["source"].fillna("")
     out.attrs = attrs
     if notes:
