@@ -121,19 +121,16 @@ def never_passing_tasks(counts: xr.Dataset) -> pd.DataFrame:
         checked = np.where(ran, checked + f" + {c}", checked)
     n = np.nan_to_num(_bgt(counts["task_n"]))
     never = attempted.any(axis=1) & ~((passes > 0) & attempted).any(axis=1)  # (benchmark, task)
-    benches = [str(b) for b in counts[DIM_BENCHMARK].values]
-    tasks = [str(t) for t in counts[DIM_TASK].values]
-    rows = [
+    b, t = np.nonzero(never)
+    return pd.DataFrame(
         {
-            "benchmark": benches[b],
-            "task": tasks[t],
-            "n_generators": int(attempted[b, :, t].sum()),
-            "n_patches": int(n[b, :, t].sum()),
+            "benchmark": counts[DIM_BENCHMARK].values.astype(str)[b].astype(object),
+            "task": counts[DIM_TASK].values.astype(str)[t].astype(object),
+            "n_generators": attempted.sum(axis=1)[b, t],
+            "n_patches": n.sum(axis=1)[b, t].astype(np.int64),
             "checked": checked[b],
         }
-        for b, t in zip(*np.nonzero(never), strict=True)
-    ]
-    return pd.DataFrame(rows, columns=["benchmark", "task", "n_generators", "n_patches", "checked"])
+    )
 
 
 def task_report(counts: xr.Dataset) -> pd.DataFrame:
