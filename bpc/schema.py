@@ -648,9 +648,8 @@ def records_to_pool(records: pd.DataFrame, critics: Sequence[str] | None = None)
     Y = np.full((len(ids), n_patch), -1, dtype=np.int8)
     Y[inverse, rank] = df["Y"].to_numpy(dtype=np.int8)
     z = np.full((len(ids), n_patch, len(critics)), -1, dtype=np.int8)
-    for k, crit in enumerate(critics):
-        col = df[crit].astype("boolean")
-        vals = np.where(col.isna().to_numpy(), -1, col.fillna(False).to_numpy(dtype=bool).astype(np.int8))
-        z[inverse, rank, k] = vals
+    verdicts = df[list(critics)].astype("boolean")
+    passed = verdicts.fillna(False).to_numpy(dtype=np.int8)
+    z[inverse, rank] = np.where(verdicts.isna().to_numpy(), -1, passed)
     n_patches = np.bincount(inverse, minlength=len(ids)).astype(np.int64)
     return Pool(ids, Y, z, n_patches, tuple(critics))
