@@ -1,8 +1,8 @@
 """Progress output for work that takes more than a second.
 
 Messages go to stderr so that stdout stays clean for tables and JSON. Use
-:func:`stage` around a block (prints its duration), a :class:`Meter` for a
-counter, and :func:`choices_summary` to
+:func:`stage` around a block (prints its duration), :func:`track` around an
+iterable or a :class:`Meter` for a counter, and :func:`choices_summary` to
 end a command with what it chose (data sources, rows dropped).
 
 On a terminal a counter is redrawn in place; when stderr is a file or a
@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from typing import TextIO
 
@@ -27,6 +27,7 @@ __all__ = [
     "LOG_INTERVAL_S",
     "Meter",
     "stage",
+    "track",
     "info",
     "choices_summary",
     "notes_digest",
@@ -148,6 +149,15 @@ class Meter:
         elif self._pending and self.lines:
             print(self._text(None), file=self.stream, flush=True)
             self._pending = False
+
+
+def track[T](items: Iterable[T], label: str, *, enabled: bool = True) -> Iterator[T]:
+    """Yield from ``items`` while counting them on stderr with a :class:`Meter` (of ``len(items)``)."""
+    meter = Meter(label, total=len(items) if isinstance(items, Sized) else None, enabled=enabled)
+    for item in items:
+        meter.step()
+        yield item
+    meter.close()
 
 
 def choices_summary(
