@@ -371,26 +371,33 @@ def _validate_task_counts(ds: xr.Dataset) -> None:
 
 def _validate_histogram(ds: xr.Dataset) -> None:
     """``inst_hist``: coordinates, per-cell all-or-nothing ``NaN``, k ≤ m, agreement with the totals."""
-    hist = ds["inst_hist"].transpose(DIM_BENCHMARK, DIM_GENERATOR, DIM_PATCHES, DIM_PASSES)
-    m, k = hist[DIM_PATCHES], hist[DIM_PASSES]
-    expected = list(range(m.size + 1))
-    if m.size == 0 or list(m.values) != expected[1:] or list(k.values) != expected:
+    hist = ds["inst_hist"]
+    m = np.asarray(hist[DIM_PATCHES].values)
+    k = np.asarray(hist[DIM_PASSES].values)
+    if m.size == 0 or list(m) != list(range(1, m.size + 1)) or list(k) != list(range(m.size + 1)):
         raise ValueError(
             f"counts variable 'inst_hist' must have coordinates {DIM_PATCHES} = 1…M and {DIM_PASSES} = 0…M, "
-            f"got {list(m.values)} and {list(k.values)}"
+            f"got {list(m)} and {list(k)}"
         )
-    within = (DIM_PATCHES, DIM_PASSES)
-    every = hist.notnull().all(within)
-    if bool((hist.notnull().any(within) & ~every).any()):
+    h = hist.values
+    finite = np.isfinite(h)
+    some, every = finite.any(axis=(2, 3)), finite.all(axis=(2, 3))
+    if (some & ~every).any():
         raise ValueError("counts variable 'inst_hist' must be all NaN or all observed within a cell")
-    if bool((hist.fillna(0).where(k > m, 0) != 0).any()):
+    impossible = k[None, :] > m[:, None]
+    if (np.nan_to_num(h)[:, :, impossible] != 0).any():
         raise ValueError("counts variable 'inst_hist' counts instances with more passes than patches")
-    observed = hist.where(every, 0.0)
-    totals = {"n_instances": observed, "n_patches": observed * m, "n_pass": observed * k}
-    for name, weighted in totals.items():
-        total = weighted.sum(within).values
-        value = ds[name].transpose(DIM_BENCHMARK, DIM_GENERATOR).values
-        bad = every.values & np.isfinite(value) & (value != total)
+    if not every.any():
+        return
+    hv = np.where(every[:, :, None, None], h, 0.0)
+    totals = {
+        "n_instances": hv.sum(axis=(2, 3)),
+        "n_patches": (hv * m[None, None, :, None]).sum(axis=(2, 3)),
+        "n_pass": (hv * k[None, None, None, :]).sum(axis=(2, 3)),
+    }
+    for name, total in totals.items():
+        value = ds[name].values
+        bad = every & np.isfinite(value) & (value != total)
         if bad.any():
             b, g = (int(a[0]) for a in np.nonzero(bad))
             raise ValueError(
