@@ -22,6 +22,7 @@ group by cell and label the result.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -525,7 +526,7 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     names = [*COUNT_VARS, "source", *(TASK_COUNT_VARS if any(map(has_task_counts, datasets)) else ())]
     notes: list[str] = []
     attrs: dict = {}
-    merged = empty_counts([], [], max_patches=size, critics=critics)
+    parts = [empty_counts([], [], max_patches=size, critics=critics)]
     for ds in datasets:
         if missing := [name for name in (*COUNT_VARS, "source") if name not in ds]:
             raise ValueError(f"counts Dataset lacks variable(s) {', '.join(map(str, missing))}")
@@ -540,12 +541,14 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
         part["source"] = part["source"].where(part["source"] != "")  # "" is unset, like NaN
         if DIM_TASK in part.dims:
             part = part.assign_coords({DIM_TASK: [str(t) for t in part[DIM_TASK].values]})
-        merged = merged.combine_first(part)  # the first non-NaN value wins, over the union of cells
+        parts.append(part)
         for key, value in ds.attrs.items():
             if key == "notes":
                 notes.extend(value)
             else:
                 attrs.setdefault(key, value)
+    # every part on the union of cells (and tasks), then the first non-NaN value wins
+    merged = functools.reduce(xr.Dataset.combine_first, xr.align(*parts, join="outer"))
     index = {d: coords[d] for d in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)}
     if DIM_TASK in merged.dims:
         index[DIM_TASK] = sorted(str(t) for t in merged[DIM_TASK].values)
