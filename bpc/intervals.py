@@ -63,11 +63,13 @@ IntervalKind = Literal["eti", "hdi"]
 """Interval kinds: equal-tailed (quantiles ``(1 ± prob)/2``) or highest-density."""
 
 
-def _check(prob: float, kind: str = "eti", *, who: str = "credible interval") -> None:
+def _check(prob: float, kind: str = "eti", *, who: str = "credible interval"):
+    """The arviz-stats interval function of ``kind``, once ``prob`` and ``kind`` are checked."""
     if not 0 < prob < 1:
         raise ValueError(f"{who}: prob must lie in (0, 1), got {prob!r}")
     if kind not in ("eti", "hdi"):
         raise ValueError(f"credible interval: kind must be 'eti' or 'hdi', got {kind!r}")
+    return arviz_stats.eti if kind == "eti" else arviz_stats.hdi
 
 
 def interval_bounds(
@@ -107,9 +109,8 @@ def interval_bounds(
     ValueError
         If ``prob`` is not in (0, 1) or ``kind`` is unknown.
     """
-    _check(prob, kind)
+    func = _check(prob, kind)
     arr = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
-    func = arviz_stats.eti if kind == "eti" else arviz_stats.hdi
     out = func(arr, prob, axis=-1) if method is None else func(arr, prob, axis=-1, method=method)
     bounds = np.asarray(out, dtype=float)
     bad = np.isnan(arr).any(axis=-1)
@@ -149,12 +150,11 @@ def credible_interval[Draws: (xr.DataArray, xr.Dataset)](
     ValueError
         If ``prob`` is not in (0, 1), ``kind`` is unknown or there is no dim to reduce.
     """
-    _check(prob, kind)
+    func = _check(prob, kind)
     if not (reduce := list(sample_dims(x) if dims is None else dims)):
         raise ValueError(f"credible interval: no sample dims to reduce among dims {tuple(x.dims)}")
     if isinstance(x, xr.Dataset):
         x = x[[name for name, v in x.data_vars.items() if set(reduce) & set(v.dims)]]
-    func = arviz_stats.eti if kind == "eti" else arviz_stats.hdi
     out = func(x, prob=prob, dim=reduce)
     present = [d for d in reduce if d in x.dims]
     out = out.where(~x.isnull().any(present)) if present else out

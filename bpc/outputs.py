@@ -38,6 +38,7 @@ import hashlib
 import importlib.metadata as md
 import importlib.util
 import json
+import math
 import os
 import platform
 import secrets
@@ -428,6 +429,10 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG)
+"""A write failed for want of space or permission: one line, :class:`OutputWriteError`."""
+
+
 def _write_error(final: Path, exc: OSError, *, kept: str = "file") -> OutputWriteError:
     what = exc.strerror or str(exc)
     if exc.errno == errno.ENOSPC:
@@ -524,16 +529,10 @@ def atomic_file(
         _fsync(tmp)
         os.replace(tmp, final)
         _fsync(final.parent)
-    except OutputWriteError:
+    except BaseException as exc:
         _remove(tmp)
-        raise
-    except OSError as exc:
-        _remove(tmp)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG):
+        if isinstance(exc, OSError) and not isinstance(exc, OutputWriteError) and exc.errno in _WRITE_ERRNOS:
             raise _write_error(final, exc) from None
-        raise
-    except BaseException:
-        _remove(tmp)
         raise
 
 
@@ -704,10 +703,8 @@ def _check_declared_size(path: Path) -> None:
 
     def visit(name: str, obj: Any) -> None:
         if isinstance(obj, h5py.Dataset):
-            n = 1
-            for d in obj.shape or ():
-                n *= int(d)
-            sizes.append((n * int(obj.dtype.itemsize), name, tuple(obj.shape or ())))
+            shape = tuple(obj.shape or ())
+            sizes.append((math.prod(shape) * int(obj.dtype.itemsize), name, shape))
 
     try:
         with h5py.File(path, "r") as fh:
@@ -953,11 +950,8 @@ def atomic_folder(
         _fsync(final.parent)
         if backup is not None:
             shutil.rmtree(backup, ignore_errors=True)
-    except OSError as exc:
+    except BaseException as exc:
         _remove(tmp)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS):
+        if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
             raise _write_error(final, exc, kept="folder") from None
-        raise
-    except BaseException:
-        _remove(tmp)
         raise

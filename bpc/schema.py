@@ -496,17 +496,13 @@ def thin_draws(post: xr.Dataset, n: int | None) -> xr.Dataset:
     total = int(np.prod([post.sizes[d] for d in sd]))
     k = total if n is None else max(1, min(int(n), total))
     idx = np.unique(np.linspace(0, total - 1, k).round().astype(int))
-    out = {}
-    for name, var in post.data_vars.items():
-        if not all(d in var.dims for d in sd):
-            out[name] = var
-            continue
-        rest = [d for d in var.dims if d not in sd]
-        flat = var.transpose(*sd, *rest).values.reshape(total, *[var.sizes[d] for d in rest])[idx]
-        coords = {d: var[d].values for d in rest if d in var.coords}
-        out[name] = xr.DataArray(
-            flat[None, ...], dims=(DIM_CHAIN, DIM_DRAW, *rest), coords=coords, attrs=var.attrs
-        )
+    sampled = [name for name, var in post.data_vars.items() if all(d in var.dims for d in sd)]
+    flat = post[sampled].stack({"_sample": sd}).isel(_sample=idx)  # chain-major
+    flat = flat.drop_vars(["_sample", *sd]).rename(_sample=DIM_DRAW).expand_dims({DIM_CHAIN: [0]})
+    out = {
+        name: flat[name].transpose(DIM_CHAIN, DIM_DRAW, ...) if name in sampled else var
+        for name, var in post.data_vars.items()
+    }
     ds = xr.Dataset(out, attrs=post.attrs)
     return ds.assign_coords({DIM_CHAIN: [0], DIM_DRAW: np.arange(len(idx))})
 
@@ -652,9 +648,8 @@ def records_to_pool(records: pd.DataFrame, critics: Sequence[str] | None = None)
     Y = np.full((len(ids), n_patch), -1, dtype=np.int8)
     Y[inverse, rank] = df["Y"].to_numpy(dtype=np.int8)
     z = np.full((len(ids), n_patch, len(critics)), -1, dtype=np.int8)
-    for k, crit in enumerate(critics):
-        col = df[crit].astype("boolean")
-        vals = np.where(col.isna().to_numpy(), -1, col.fillna(False).to_numpy(dtype=bool).astype(np.int8))
-        z[inverse, rank, k] = vals
+    verdicts = df[list(critics)].astype("boolean")
+    passed = verdicts.fillna(False).to_numpy(dtype=np.int8)
+    z[inverse, rank] = np.where(verdicts.isna().to_numpy(), -1, passed)
     n_patches = np.bincount(inverse, minlength=len(ids)).astype(np.int64)
     return Pool(ids, Y, z, n_patches, tuple(critics))

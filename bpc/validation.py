@@ -109,8 +109,8 @@ def check_kappa(value: Any, *, name: str = "kappa", allow_inf: bool = True) -> N
         raise ValueError(f"{name} ({KAPPA}) must be {rule}, got {_first_bad(arr, ok)!r}")
 
 
-def check_probability(value: Any, *, name: str, nan_ok: bool = False) -> None:
-    """Every sample in [0, 1] (``NaN`` allowed, meaning absent, only with ``nan_ok``).
+def check_probability(value: Any, *, name: str) -> None:
+    """Every sample in [0, 1] (``NaN`` is refused).
 
     Examples
     --------
@@ -120,7 +120,7 @@ def check_probability(value: Any, *, name: str, nan_ok: bool = False) -> None:
     ValueError: --p-fix is a probability: it must lie in [0, 1], got 1.5
     """
     arr = _values(value, name)
-    ok = ((arr >= 0) & (arr <= 1)) | (nan_ok & np.isnan(arr))
+    ok = (arr >= 0) & (arr <= 1)
     if not ok.all():
         raise ValueError(f"{name} is a probability: it must lie in [0, 1], got {_first_bad(arr, ok)!r}")
 

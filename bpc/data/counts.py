@@ -22,6 +22,7 @@ group by cell and label the result.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ from bpc.constants import (
     DIM_CRITIC,
     DIM_GENERATOR,
     DIM_LABEL,
+    DIM_PASSES,
     DIM_PATCHES,
     DIM_TASK,
     KERNEL_METHOD,
@@ -45,6 +47,7 @@ from bpc.constants import (
     POOL_SIZE,
 )
 from bpc.schema import (
+    COUNT_VARS,
     RECORD_COLUMNS,
     TASK_COUNT_VARS,
     TRAJECTORY_COLUMNS,
@@ -213,46 +216,30 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
     xarray.Dataset
         The four task variables over (benchmark, generator, task[, critic]); ``NaN`` = not attempted.
     """
-    if critics is None:
-        critics = critic_coordinate(record_critics(records))
-    critics = list(critics)
-    y = pd.to_numeric(records["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    cell, benches, gens = _cell_codes(records) if len(records) else (np.zeros(0, np.intp), [], [])
-    coords = panel_coords(benches, gens, critics=critics)
-    tasks = sorted({str(t) for t in records["instance_id"].astype(str)}) if len(records) else []
-    nb, ng, nt, nc = len(coords[DIM_BENCHMARK]), len(coords[DIM_GENERATOR]), len(tasks), len(critics)
-    out = {
-        "task_n": np.full((nb, ng, nt), np.nan),
-        "task_pass": np.full((nb, ng, nt), np.nan),
-        "task_critic_n": np.full((nb, ng, nt, nc), np.nan),
-        "task_critic_pass": np.full((nb, ng, nt, nc), np.nan),
-    }
-    if len(records):
-        bi = _positions(coords[DIM_BENCHMARK], benches)[cell]
-        gi = _positions(coords[DIM_GENERATOR], gens)[cell]
-        ti = _positions(tasks, records["instance_id"].astype(str))
-        flat = np.ravel_multi_index((bi, gi, ti), (nb, ng, nt))
-        rows, row = np.unique(flat, return_inverse=True)
-        n = np.bincount(row, minlength=len(rows)).astype(float)
-        k = np.bincount(row, weights=y, minlength=len(rows))
-        # a critic's verdicts whatever the label (NaN where it gave none on the row)
-        by_label = critic_tallies(y, _verdict_matrix(records, critics), row, len(rows))
-        cn, cp = (v.sum(axis=-1) for v in by_label)
-        rb, rg, rt = np.unravel_index(rows, (nb, ng, nt))
-        out["task_n"][rb, rg, rt] = n
-        out["task_pass"][rb, rg, rt] = k
-        out["task_critic_n"][rb, rg, rt] = cn
-        out["task_critic_pass"][rb, rg, rt] = cp
-    three = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
-    return xr.Dataset(
-        {name: ((*three, DIM_CRITIC) if "critic" in name else three, values) for name, values in out.items()},
-        coords={
-            DIM_BENCHMARK: coords[DIM_BENCHMARK],
-            DIM_GENERATOR: coords[DIM_GENERATOR],
-            DIM_TASK: tasks,
-            DIM_CRITIC: critics,
-        },
+    critics = list(critic_coordinate(record_critics(records)) if critics is None else critics)
+    verdicts = _verdict_matrix(records, critics)
+    keys = [DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK]
+    frame = records[["benchmark", "generator", "instance_id"]].astype(str).set_axis(keys, axis=1)
+    frame = frame.assign(task_n=1.0, task_pass=pd.to_numeric(records["Y"], errors="coerce").to_numpy(float))
+    per_critic = pd.DataFrame(  # one row per (record, critic): a verdict given, and a pass
+        {
+            **{key: np.repeat(frame[key].to_numpy(), len(critics)) for key in keys},
+            DIM_CRITIC: np.tile(np.asarray(critics, dtype=object), len(frame)),
+            "task_critic_n": np.isfinite(verdicts).ravel().astype(float),
+            "task_critic_pass": (verdicts == 1).ravel().astype(float),
+        }
     )
+    out = xr.merge(
+        [
+            frame.groupby(keys).sum().to_xarray(),
+            per_critic.groupby([*keys, DIM_CRITIC]).sum().to_xarray(),
+        ]
+    )
+    out["task_critic_pass"] = out["task_critic_pass"].where(out["task_critic_n"] > 0)
+    out["task_critic_n"] = out["task_critic_n"].where(out["task_critic_n"] > 0)  # NaN: no verdict
+    coords = panel_coords(frame[DIM_BENCHMARK].unique(), frame[DIM_GENERATOR].unique(), critics=critics)
+    index = {d: coords[d] for d in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)}
+    return out.reindex({**index, DIM_TASK: sorted(frame[DIM_TASK].unique())})[list(TASK_COUNT_VARS)]
 
 
 # ---------------------------------------------------------------------------
@@ -489,29 +476,21 @@ def transition_counts(
             )
         trajectories = trajectories[trajectories["method"].astype(str).to_numpy() == kernel_method]
     key = ["benchmark", "generator", "instance_id", "method"]
-    codes = [pd.factorize(trajectories[c].astype(str))[0] for c in key]
-    step = trajectories["step"].to_numpy(dtype=float)
-    order = np.lexsort([step, *codes[::-1]])
-    codes = [c[order] for c in codes]
-    step = step[order]
-    y = pd.to_numeric(trajectories["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)[order]
-    given = trajectories["Y"].notna().to_numpy()[order]
-    if (given & ~np.isin(y, LABELS)).any():
-        raise ValueError("trajectories column 'Y' must be 0, 1 or missing")
-    same = np.ones(len(step) - 1, dtype=bool)
-    for c in codes:
-        same &= c[1:] == c[:-1]
-    dup = same & (step[1:] == step[:-1])
-    if dup.any():
-        row = trajectories.iloc[order[int(np.flatnonzero(dup)[0])]]
+    df = trajectories.astype({c: str for c in key}).sort_values([*key, "step"], kind="stable")
+    if (dup := df.duplicated([*key, "step"]).to_numpy()).any():
+        row = df.iloc[int(np.flatnonzero(dup)[0])]
         raise ValueError(
             f"trajectories list step {row['step']} of instance {row['instance_id']!r} "
             f"({row['method']}, {row['benchmark']}/{row['generator']}) more than once"
         )
-    pair = same & (step[1:] == step[:-1] + 1)
-    cell, benches, gens = _cell_codes(trajectories.iloc[order])
-    m = len(benches)
-    trans_n, trans_flip = transition_tallies(y[:-1][pair], y[1:][pair], cell[:-1][pair], m)
+    y = pd.to_numeric(df["Y"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    if (df["Y"].notna().to_numpy() & ~np.isin(y, LABELS)).any():
+        raise ValueError("trajectories column 'Y' must be 0, 1 or missing")
+    step = df["step"].to_numpy(dtype=float)
+    # a pair: consecutive steps t, t + 1 of one (cell, instance, method)
+    pair = (df[key] == df[key].shift()).all(axis=1).to_numpy() & (step == np.roll(step, 1) + 1)
+    cell, benches, gens = _cell_codes(df)
+    trans_n, trans_flip = transition_tallies(np.roll(y, 1)[pair], y[pair], cell[pair], len(benches))
     cells = {"benchmark": benches, "generator": gens, "trans_n": trans_n, "trans_flip": trans_flip}
     return validate_counts(_assemble(benches, gens, cells, critics=critics))
 
@@ -544,66 +523,41 @@ def merge_counts(*datasets: xr.Dataset) -> xr.Dataset:
     size = max([POOL_SIZE] + [ds.sizes[DIM_PATCHES] for ds in datasets if DIM_PATCHES in ds.dims])
     critics = critic_coordinate(list(dict.fromkeys(str(c) for ds in datasets for c in ds[DIM_CRITIC].values)))
     coords = panel_coords(benches, gens, max_patches=size, critics=critics)
-    out = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=size, critics=critics)
-    arrays = {name: out[name].values.copy() for name in out.data_vars}
+    names = [*COUNT_VARS, "source", *(TASK_COUNT_VARS if any(map(has_task_counts, datasets)) else ())]
     notes: list[str] = []
     attrs: dict = {}
+    parts = [empty_counts([], [], max_patches=size, critics=critics)]
     for ds in datasets:
-        missing = [name for name in arrays if name not in ds]
-        if missing:
+        if missing := [name for name in (*COUNT_VARS, "source") if name not in ds]:
             raise ValueError(f"counts Dataset lacks variable(s) {', '.join(map(str, missing))}")
         if list(ds[DIM_LABEL].values) != list(LABELS):
             raise ValueError(f"counts Dataset has labels other than {LABELS}")
-        bi = _positions(coords[DIM_BENCHMARK], [str(b) for b in ds[DIM_BENCHMARK].values])
-        gi = _positions(coords[DIM_GENERATOR], [str(g) for g in ds[DIM_GENERATOR].values])
-        block = np.ix_(bi, gi)
-        for name, target in arrays.items():
-            current = target[block]
-            var = ds[name]
-            if DIM_CRITIC in var.dims:
-                var = var.reindex({DIM_CRITIC: list(critics)})
-            incoming = var.transpose(DIM_BENCHMARK, DIM_GENERATOR, ...).values
-            if name == "inst_hist":
-                incoming = _pad_histogram(incoming, size)
-            empty = current == "" if name == "source" else ~np.isfinite(current)
-            target[block] = np.where(empty, incoming, current)
+        part = ds[[n for n in names if n in ds]].reindex({DIM_CRITIC: list(critics)})
+        hist = _pad_histogram(part["inst_hist"].values, size)
+        part = part.drop_vars(["inst_hist", DIM_PATCHES, DIM_PASSES]).assign_coords(
+            {DIM_PATCHES: coords[DIM_PATCHES], DIM_PASSES: coords[DIM_PASSES]}
+        )
+        part["inst_hist"] = (ds["inst_hist"].dims, hist)
+        part["source"] = part["source"].where(part["source"] != "")  # "" is unset, like NaN
+        if DIM_TASK in part.dims:
+            part = part.assign_coords({DIM_TASK: [str(t) for t in part[DIM_TASK].values]})
+        parts.append(part)
         for key, value in ds.attrs.items():
             if key == "notes":
                 notes.extend(value)
             else:
                 attrs.setdefault(key, value)
-    for name, values in arrays.items():
-        out[name] = (out[name].dims, values)
-    with_tasks = [ds for ds in datasets if has_task_counts(ds)]
-    if with_tasks:
-        out = out.assign(
-            _merge_task_counts(with_tasks, coords[DIM_BENCHMARK], coords[DIM_GENERATOR], critics)
-        )
-    out.attrs.update(attrs)
+    # every part on the union of cells (and tasks), then the first non-NaN value wins
+    merged = functools.reduce(xr.Dataset.combine_first, xr.align(*parts, join="outer"))
+    index = {d: coords[d] for d in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)}
+    if DIM_TASK in merged.dims:
+        index[DIM_TASK] = sorted(str(t) for t in merged[DIM_TASK].values)
+    out = merged[names].reindex(index).assign_coords(index)  # the coordinates as given (their dtype)
+    out["source"] = out["source"].fillna("")
+    out.attrs = attrs
     if notes:
         out.attrs["notes"] = notes
     return validate_counts(out)
-
-
-def _merge_task_counts(
-    datasets: Sequence[xr.Dataset], benches: Sequence[str], gens: Sequence[str], critics: Sequence[str]
-) -> dict[str, xr.DataArray]:
-    """The per-task counts of several Datasets on the union of their tasks; the first non-NaN wins."""
-    tasks = sorted({str(t) for ds in datasets for t in ds[DIM_TASK].values})
-    index = {DIM_BENCHMARK: list(benches), DIM_GENERATOR: list(gens), DIM_TASK: tasks}
-    out: dict[str, xr.DataArray] = {}
-    for name in TASK_COUNT_VARS:
-        merged = None
-        for ds in datasets:
-            var = ds[name].assign_coords({DIM_TASK: [str(t) for t in ds[DIM_TASK].values]})
-            where = dict(index)
-            if DIM_CRITIC in var.dims:
-                where[DIM_CRITIC] = list(critics)
-            var = var.reindex(where)
-            merged = var if merged is None else merged.fillna(var)
-        assert merged is not None
-        out[name] = merged
-    return out
 
 
 def _pad_histogram(hist: np.ndarray, size: int) -> np.ndarray:

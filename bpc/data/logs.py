@@ -273,8 +273,6 @@ def _map_columns(
     path: Path, df: pd.DataFrame, first: dict[str, int], columns: Mapping[str, str]
 ) -> tuple[pd.DataFrame, dict[str, int]]:
     """Rename the file's columns to the key names ``columns`` maps them to."""
-    if not columns:
-        return df, first
     present = [str(c) for c in df.columns]
     for key, column in columns.items():
         if column not in present:
@@ -408,24 +406,14 @@ def _parse_column(
     Raises :class:`CorpusError` at the first row whose value does not parse.
     """
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    parsed: list[Any] = []
-    for i, value in enumerate(uniques):
+    todo = list(enumerate(uniques)) + ([(-1, None)] if (codes == -1).any() else [])  # -1: missing
+    lookup = np.empty(len(uniques) + 1, dtype=object)  # lookup[-1]: the missing value's
+    for i, value in todo:
         try:
-            parsed.append(parse(value))
+            lookup[i] = parse(value)
         except ValueError as exc:
             row = int(np.flatnonzero(codes == i)[0])
             raise CorpusError(path, int(lines[row]), column, str(exc)) from None
-    if (codes == -1).any():
-        try:
-            missing = parse(None)
-        except ValueError as exc:
-            row = int(np.flatnonzero(codes == -1)[0])
-            raise CorpusError(path, int(lines[row]), column, str(exc)) from None
-    else:
-        missing = None
-    lookup = np.empty(len(parsed) + 1, dtype=object)
-    lookup[: len(parsed)] = parsed
-    lookup[-1] = missing
     return lookup[codes]
 
 

@@ -373,8 +373,8 @@ _KERNEL_FALLBACK_FAMILY = ("lcb_hard", "lcb_medium", "lcb_easy")
 # ---------------------------------------------------------------------------
 # Pure-numpy kernels
 # ---------------------------------------------------------------------------
-def critic_rates(tpr, gap, *, lo: float = RATE_MIN, hi: float = RATE_MAX) -> tuple[np.ndarray, np.ndarray]:
-    """True- and false-positive rates with a given gap, kept inside ``[lo, hi]``.
+def critic_rates(tpr, gap) -> tuple[np.ndarray, np.ndarray]:
+    """True- and false-positive rates with a given gap, kept inside [:data:`RATE_MIN`, :data:`RATE_MAX`].
 
     Parameters
     ----------
@@ -383,17 +383,15 @@ def critic_rates(tpr, gap, *, lo: float = RATE_MIN, hi: float = RATE_MAX) -> tup
     gap : array_like
         Target gaps γ = tpr − fpr (may be negative: an inverted critic).
         Broadcast against ``tpr``.
-    lo, hi : float
-        Bounds for both rates, ``0 <= lo < hi <= 1``.
 
     Returns
     -------
     tpr, fpr : numpy.ndarray
-        ``tpr`` is first clipped to ``[lo, hi]`` and ``fpr = tpr − gap``. If
-        that falls below ``lo``, ``fpr = lo`` and ``tpr = lo + gap``; if it
-        exceeds ``hi``, ``fpr = hi`` and ``tpr = hi + gap`` (each then
-        clipped to ``[lo, hi]``). The gap is kept exactly when
-        ``|gap| <= hi − lo``. NaN propagates.
+        With ``lo, hi`` = :data:`RATE_MIN`, :data:`RATE_MAX`: ``tpr`` is first
+        clipped to ``[lo, hi]`` and ``fpr = tpr − gap``. If that falls below
+        ``lo``, ``fpr = lo`` and ``tpr = lo + gap``; if it exceeds ``hi``,
+        ``fpr = hi`` and ``tpr = hi + gap`` (each then clipped to ``[lo, hi]``).
+        The gap is kept exactly when ``|gap| <= hi − lo``. NaN propagates.
 
     Examples
     --------
@@ -402,8 +400,7 @@ def critic_rates(tpr, gap, *, lo: float = RATE_MIN, hi: float = RATE_MAX) -> tup
     >>> [float(r) for r in critic_rates(1.0, -0.054)]  # inverted critic
     [0.941, 0.995]
     """
-    if not 0.0 <= lo < hi <= 1.0:
-        raise ValueError(f"critic_rates: bounds must satisfy 0 <= lo < hi <= 1, got lo={lo}, hi={hi}")
+    lo, hi = RATE_MIN, RATE_MAX
     tpr = np.clip(np.asarray(tpr, dtype=float), lo, hi)
     gap = np.asarray(gap, dtype=float)
     tpr, gap = np.broadcast_arrays(tpr, gap)

@@ -50,8 +50,8 @@ import xarray as xr
 
 from bpc.constants import (
     DIM_BENCHMARK,
-    DIM_CRITIC,
     DIM_GENERATOR,
+    DIM_LABEL,
     DIM_TASK,
     FOLD_SEEDS,
     N_FOLDS,
@@ -315,37 +315,26 @@ def split_counts(
     counts = counts_from_records(split.rows(records, side), traj)
     if base is None:
         return counts
+    grid = pd.MultiIndex.from_product([base[DIM_BENCHMARK].values, base[DIM_GENERATOR].values])
+    in_split = xr.DataArray(  # (benchmark, generator): a cell of the split
+        grid.isin(pd.MultiIndex.from_tuples(split.cells)).reshape(base["n_patches"].shape),
+        coords={DIM_BENCHMARK: base[DIM_BENCHMARK], DIM_GENERATOR: base[DIM_GENERATOR]},
+    )
+    new = counts.reindex({DIM_BENCHMARK: base[DIM_BENCHMARK], DIM_GENERATOR: base[DIM_GENERATOR]})
     out = base.copy(deep=True)
-    for b, g in split.cells:
-        sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
-        for var in COUNT_VARS:
-            new = counts[var].sel(sel)
-            if var in _TRANS_VARS and keep_base_kernels and not bool(np.isfinite(new).all()):
-                continue
-            out[var].loc[sel] = new.values
-    if has_task_counts(out):
-        out = _overwrite_task_counts(out, counts, split.cells)
-    return out
-
-
-def _overwrite_task_counts(out: xr.Dataset, side: xr.Dataset, cells) -> xr.Dataset:
-    """``out`` with the per-task counts of ``cells`` replaced by the side's (``NaN`` on other tasks).
-
-    Without this a split cell would keep the base's per-task counts of every task, the other
-    side's included (the cell-level counts above are overwritten, the task counts were not).
-    """
-    tasks, new = out[DIM_TASK].values, None
-    if has_task_counts(side):
-        extra = np.setdiff1d(side[DIM_TASK].values.astype(str), tasks.astype(str))
-        if extra.size:
-            out = out.reindex({DIM_TASK: np.concatenate([tasks, extra])})
-        dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, DIM_CRITIC)
-        new = side[list(TASK_COUNT_VARS)].reindex({d: out[d].values for d in dims})
-    for b, g in cells:
-        sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
+    for var in COUNT_VARS:
+        take = in_split
+        if var in _TRANS_VARS and keep_base_kernels:  # a side without trajectories keeps the base's kernels
+            take = in_split & new[var].notnull().all(DIM_LABEL)
+        out[var] = xr.where(take, new[var], out[var]).transpose(*base[var].dims)
+    if has_task_counts(out):  # a split cell keeps only its side's tasks (NaN on the others)
+        tasks = out[DIM_TASK].values
+        if has_task_counts(new):
+            extra = np.setdiff1d(new[DIM_TASK].values.astype(str), tasks.astype(str))
+            out = out.reindex({DIM_TASK: np.concatenate([tasks, extra])}) if extra.size else out
         for var in TASK_COUNT_VARS:
-            dims_of = out[var].loc[sel].dims
-            out[var].loc[sel] = np.nan if new is None else new[var].sel(sel).transpose(*dims_of).values
+            side_var = new[var].reindex_like(out[var]) if has_task_counts(new) else np.nan
+            out[var] = xr.where(in_split, side_var, out[var]).transpose(*out[var].dims)
     return out
 
 

@@ -86,16 +86,13 @@ def _attempted(counts: xr.Dataset) -> np.ndarray:
     return np.nan_to_num(_bgt(counts["task_n"])) > 0
 
 
-def never_passing_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) -> pd.DataFrame:
+def never_passing_tasks(counts: xr.Dataset) -> pd.DataFrame:
     """The tasks on which no patch of any generator passes the oracle or a test-running critic.
 
     Parameters
     ----------
     counts : xarray.Dataset
         Counts with per-task counts.
-    critics : sequence of str
-        Critics whose pass counts as passing something (default :data:`TEST_CRITICS`); those
-        absent from the counts are skipped.
 
     Returns
     -------
@@ -118,28 +115,25 @@ def never_passing_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRI
     attempted = _attempted(counts)
     passes = np.nan_to_num(_bgt(counts["task_pass"]))
     checked = np.full(passes.shape[0], "oracle", dtype=object)
-    for c in (c for c in critics if c in [str(v) for v in counts[DIM_CRITIC].values]):
+    for c in (c for c in TEST_CRITICS if c in [str(v) for v in counts[DIM_CRITIC].values]):
         passes = passes + np.nan_to_num(_bgt(counts["task_critic_pass"].sel({DIM_CRITIC: c})))
         ran = (np.nan_to_num(_bgt(counts["task_critic_n"].sel({DIM_CRITIC: c}))) > 0).any(axis=(1, 2))
         checked = np.where(ran, checked + f" + {c}", checked)
     n = np.nan_to_num(_bgt(counts["task_n"]))
     never = attempted.any(axis=1) & ~((passes > 0) & attempted).any(axis=1)  # (benchmark, task)
-    benches = [str(b) for b in counts[DIM_BENCHMARK].values]
-    tasks = [str(t) for t in counts[DIM_TASK].values]
-    rows = [
+    b, t = np.nonzero(never)
+    return pd.DataFrame(
         {
-            "benchmark": benches[b],
-            "task": tasks[t],
-            "n_generators": int(attempted[b, :, t].sum()),
-            "n_patches": int(n[b, :, t].sum()),
+            "benchmark": counts[DIM_BENCHMARK].values.astype(str)[b].astype(object),
+            "task": counts[DIM_TASK].values.astype(str)[t].astype(object),
+            "n_generators": attempted.sum(axis=1)[b, t],
+            "n_patches": n.sum(axis=1)[b, t].astype(np.int64),
             "checked": checked[b],
         }
-        for b, t in zip(*np.nonzero(never), strict=True)
-    ]
-    return pd.DataFrame(rows, columns=["benchmark", "task", "n_generators", "n_patches", "checked"])
+    )
 
 
-def task_report(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) -> pd.DataFrame:
+def task_report(counts: xr.Dataset) -> pd.DataFrame:
     """Per benchmark: its tasks, the generators that attempted them, and those nothing passes on.
 
     Returns
@@ -152,7 +146,7 @@ def task_report(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) ->
     """
     _require_tasks(counts, "task_report")
     attempted = _attempted(counts)
-    never = never_passing_tasks(counts, critics=critics)
+    never = never_passing_tasks(counts)
     gens = [str(g) for g in counts[DIM_GENERATOR].values]
     rows = []
     for i, bench in enumerate(str(b) for b in counts[DIM_BENCHMARK].values):
@@ -177,7 +171,7 @@ def task_report(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) ->
     return pd.DataFrame(rows)
 
 
-def flagged_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) -> pd.DataFrame:
+def flagged_tasks(counts: xr.Dataset) -> pd.DataFrame:
     """The tasks :func:`task_report` flags (:data:`FLAG`): nothing passes on them for any generator.
 
     The never-passing tasks (:func:`never_passing_tasks`) of the benchmarks where at least
@@ -198,7 +192,7 @@ def flagged_tasks(counts: xr.Dataset, *, critics: Sequence[str] = TEST_CRITICS) 
     >>> flagged_tasks(counts_from_records(rec[rec["generator"] == "g2"])).empty  # one generator: not flagged
     True
     """
-    report = task_report(counts, critics=critics)
+    report = task_report(counts)
     rows = [(str(r["benchmark"]), str(t)) for r in report.to_dict("records") if r["flag"] for t in r["tasks"]]
     return pd.DataFrame(sorted(rows), columns=["benchmark", "task"])
 
