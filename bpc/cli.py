@@ -156,16 +156,14 @@ def _run(args: argparse.Namespace) -> int:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
             msg = f"{exc.filename}: {exc.strerror}"
-        line = _one_line(msg)  # one line, whatever the exception's text
-        print(f"bpc {args.command}: error: {line}", file=sys.stderr)
-        return 2
+        status, line = 2, _one_line(msg)  # one line, whatever the exception's text
     except OutputWriteError as exc:
-        print(f"bpc {args.command}: error: {_one_line(exc.strerror or exc)}", file=sys.stderr)
-        return 1
+        status, line = 1, _one_line(exc.strerror or exc)
     except OSError as exc:  # the system refused (disk, device, limits): not bad input, not a bug
         where = f"{exc.filename}: " if exc.filename is not None else ""
-        print(f"bpc {args.command}: error: {where}{_one_line(exc.strerror or exc)}", file=sys.stderr)
-        return 1
+        status, line = 1, where + _one_line(exc.strerror or exc)
+    print(f"bpc {args.command}: error: {line}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

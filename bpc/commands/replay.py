@@ -218,7 +218,7 @@ def format_table(df) -> str:
         return [label, "" if n is None else str(int(n)), *numbers, f"   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"]
 
     def title(key, block) -> str:
-        return "\n" + " / ".join(str(k) for k in key)
+        return "\n" + " / ".join(map(str, key))
 
     widths = ["<18", ">5", ">11", ">11", ">14", ">11", "<37"]
     return _blocks(df, keys, title, widths, head, cells, pipelines)

@@ -366,13 +366,16 @@ class Server:
             )
         return eid, ep
 
+    def _forget(self, eid: str | int) -> None:
+        del self.episodes[eid]
+        self.cells.pop(eid, None)
+
     def _answer(self, eid: str | int, ep, out: dict[str, Any]) -> None:
         """The episode's compact state after a start or a move; a finished episode is closed."""
         out["state"] = _summary(ep)
         if not ep.done:
             return
-        del self.episodes[eid]
-        self.cells.pop(eid, None)
+        self._forget(eid)
         self._closed[eid] = str(ep.outcome)
         self._closed.move_to_end(eid)
         while len(self._closed) > CLOSED_MEMORY:
@@ -451,8 +454,7 @@ class Server:
     def _op_end(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         eid, ep = self._open(request)
         out["state"] = ep.to_dict()
-        del self.episodes[eid]
-        self.cells.pop(eid, None)
+        self._forget(eid)
 
     def _op_episodes(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         out["episodes"] = list(self.episodes)
@@ -702,11 +704,8 @@ def serve(server: Server, stdin: IO[bytes], stdout: IO[str]) -> None:
         server.busy = True
         if raw is None:
             break
-        answer = server.handle_line(raw)
-        if answer is None:
-            continue
-        stdout.write(dumps(answer) + "\n")
-        stdout.flush()
+        if (answer := server.handle_line(raw)) is not None:
+            _emit(answer, stdout)
 
 
 def _task_priors(path: Path | None):
@@ -745,9 +744,10 @@ def _resume_learning(ctrl, args: argparse.Namespace) -> int | None:
     return ctrl.learner.n_episodes
 
 
-def _emit(answer: Mapping[str, Any]) -> None:
-    sys.stdout.write(dumps(answer) + "\n")
-    sys.stdout.flush()
+def _emit(answer: Mapping[str, Any], stdout: IO[str] | None = None) -> None:
+    out = sys.stdout if stdout is None else stdout
+    out.write(dumps(answer) + "\n")
+    out.flush()
 
 
 def run(args: argparse.Namespace) -> int:

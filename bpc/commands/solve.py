@@ -217,6 +217,8 @@ def parse_history(text: str) -> list[dict]:
     ValueError
         Naming the malformed move.
     """
+    from bpc.decide.live.moves import observed, refined, regenerated, verified
+
     moves = []
     for raw in text.split(","):
         if not (token := raw.strip()):
@@ -225,18 +227,17 @@ def parse_history(text: str) -> list[dict]:
         if name in ("regenerate", "refine"):
             if verdict:
                 raise ValueError(f"--history move {token!r}: {name} takes no verdict")
-            moves.append({"op": "regenerated" if name == "regenerate" else "refined"})
-            continue
-        if verdict not in _VERDICTS or (name == "verify" and verdict == "none"):
+            moves.append(regenerated() if name == "regenerate" else refined())
+        elif verdict not in _VERDICTS or (name == "verify" and verdict == "none"):
             allowed = "pass or fail" if name == "verify" else "pass, fail or none"
             raise ValueError(
                 f"--history move {token!r}: expected {name or 'CRITIC'}:VERDICT with VERDICT {allowed} "
                 "(or regenerate, refine)"
             )
-        critic = {} if name == "verify" else {"critic": token.partition(":")[0].strip()}
-        moves.append(
-            {"op": "verified" if name == "verify" else "observe", **critic, "passed": _VERDICTS[verdict]}
-        )
+        elif name == "verify":
+            moves.append(verified(_VERDICTS[verdict]))
+        else:
+            moves.append(observed(token.partition(":")[0].strip(), _VERDICTS[verdict]))
     return moves
 
 

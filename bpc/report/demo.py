@@ -133,9 +133,8 @@ def _summary(report: Report, run, diag, claims_tally: str) -> None:
         "(chosen per fold on training tasks among stop, verify_first, always_verify, gates and best_of_3).",
     ]
     if len(dp):
-        row = dp.iloc[0]
         lines.append(
-            f"- **Instance-aware DP** (`bayesian_dp`) vs the best simple baseline: {_interval(row)}."
+            f"- **Instance-aware DP** (`bayesian_dp`) vs the best simple baseline: {_interval(dp.iloc[0])}."
         )
     lines += [
         f"- **Hierarchical fit**: max R-hat {diag.max_rhat:.3f}, {diag.divergences} divergences — "
@@ -319,11 +318,8 @@ def _write(run, out: Path) -> Path:
     save(tree, out / "posterior.nc")  # atomic (bpc.outputs.atomic_file)
     post = posterior_params(tree)
     sampler = cfg.sampler
-    failed = (
-        "FAILED: "
-        + "; ".join(diag.failures)
-        + (" (expected with --quick's short chains)." if cfg.quick else ".")
-    )
+    quick = " (expected with --quick's short chains)" if cfg.quick else ""
+    failed = f"FAILED: {'; '.join(diag.failures)}{quick}."
     report.text(
         f"The cell-level model (no task effects), fitted on all {len(priors)} cells "
         f"({sampler['chains']} chains × {sampler['draws']} draws, sampler "

@@ -175,17 +175,11 @@ def flag_abstention(
     [False, True, False]
     """
     keys = [k for k in ("benchmark", "generator", "split") if k in replay.columns]
-    out = replay.copy()
-    ref = replay.loc[replay["policy"] == reference, [*keys, "pass_rate"]].rename(
-        columns={"pass_rate": "_ref_pass"}
-    )
-    merged = out[keys].merge(ref, on=keys, how="left") if keys else out.assign(_ref_pass=ref["pass_rate"])
-    ref_pass = merged["_ref_pass"].to_numpy(dtype=float)
-    delta = out["delta"].to_numpy(dtype=float)
-    rate = out["pass_rate"].to_numpy(dtype=float)
+    ref = replay.loc[replay["policy"] == reference, [*keys, "pass_rate"]]
+    ref_pass = replay[keys].merge(ref, on=keys, how="left")["pass_rate"].to_numpy(dtype=float)
+    delta, rate = (replay[c].to_numpy(dtype=float) for c in ("delta", "pass_rate"))
     with np.errstate(invalid="ignore"):
-        out["wins_by_abstaining"] = (delta > 0) & (rate < ref_pass - tol)
-    return out
+        return replay.assign(wins_by_abstaining=(delta > 0) & (rate < ref_pass - tol))
 
 
 def delta_table(
