@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from bpc.estimate.model import ModelSpec, build_model, observations, rate_counts
-from bpc.estimate.model.build import effect_levels, instance_observations
+from bpc.estimate.model.build import effect_centring, effect_levels, instance_observations
 from bpc.estimate.model.checks import prior_draws
 from tests.model_fixtures import fast_compile, tiny_counts  # noqa: F401
 
@@ -293,11 +293,20 @@ def test_effect_levels_centre_only_what_the_data_fix():
     assert effect_levels(counts, spec, "benchmark")[r].tolist() == [2, 2, 2, 2, 0]
     # generators differ by little next to the benchmarks they were seen on: not informed
     assert effect_levels(counts, spec, "generator")[r].tolist() == [1] * len(gens)
-    # with fewer than CENTRE_LEVELS observed levels σ is too loosely known: not informed
+    assert effect_centring(effect_levels(counts, spec, "benchmark"))[r] == 1.0  # centred
+    # with fewer than CENTRE_LEVELS observed levels σ is too loosely known for either form:
+    # informed levels, partially non-centred effects β = √σ ζ, ζ ~ ZeroSumNormal(√σ)
     fewer = counts.copy(deep=True)
     for name in ("n_patches", "n_pass"):
         fewer[name].loc[{"benchmark": "b3"}] = np.nan
-    assert effect_levels(fewer, spec, "benchmark")[r].tolist() == [1, 1, 1, 0, 0]
+    levels = effect_levels(fewer, spec, "benchmark")
+    assert levels[r].tolist() == [2, 2, 2, 0, 0] and effect_centring(levels)[r] == 0.5
+    model = build_model(fewer, spec)
+    assert model.named_vars_to_dims["benchmark_effect_prior"] == ("benchmark_prior",)
+    beta, sigma = pm.draw([model["beta_benchmark"], model["sigma_benchmark"]], draws=20_000, random_seed=3)
+    z = beta[:, r, :3] / sigma[:, r, None]  # the same zero-sum normal of scale σ as either other form
+    np.testing.assert_allclose(z.sum(axis=-1), 0, atol=1e-9)
+    np.testing.assert_allclose(np.cov(z.T), np.eye(3) - 1 / 3, atol=0.03)
     # a rate at 100 % carries little information however many patches: observed, not informed
     counts["n_pass"][:] = counts["n_patches"]
     assert effect_levels(counts, spec, "benchmark")[r].tolist() == [1, 1, 1, 1, 0]

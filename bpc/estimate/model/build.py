@@ -41,13 +41,15 @@ others (:func:`centred_cells`; every cell centred with ``"prior"`` in
 
 Without ``spec.instance`` the prior is a collapsed rate like the others
 (patches independent). The group effects are non-centred (β = σ_benchmark · z)
-except where the data fix them (:func:`effect_levels`) or for the rate kinds listed in
-``spec.centered``, whose observed levels are centred (:func:`_effect`), optionally sum-to-zero.
+except where the data fix them (:func:`effect_levels`, :func:`effect_centring`: centred, or partially
+non-centred when the levels are few) or for the rate kinds listed in ``spec.centered``, whose
+observed levels are centred (:func:`_effect`), optionally sum-to-zero.
 Variable names:
 
 ``alpha`` (rate), ``sigma_benchmark`` / ``sigma_generator`` (rate),
 ``z_benchmark`` / ``z_generator`` (rate, level; the raw effects), ``benchmark_effect_<rate>`` /
-``generator_effect_<rate>`` (the centred effects, over ``benchmark_<rate>`` / ``generator_<rate>``),
+``generator_effect_<rate>`` (the centred or partially non-centred effects ζ, over ``benchmark_<rate>`` /
+``generator_<rate>``),
 ``beta_benchmark`` (rate, benchmark), ``beta_generator`` (rate, generator),
 ``log_kappa`` / ``kappa`` (rate), data ``n`` / ``k`` and index arrays
 ``rate_idx`` / ``benchmark_idx`` / ``generator_idx`` (obs), likelihood ``y``
@@ -127,6 +129,7 @@ __all__ = [
     "DIM_TASK_BENCHMARK",
     "task_observations",
     "effect_levels",
+    "effect_centring",
     "centred_tasks",
     "DIM_RATE",
     "DIM_OBS",
@@ -175,7 +178,8 @@ CENTRE_INFORMATION = 10.0
 
 CENTRE_LEVELS = 4
 """Observed levels a rate needs before its effects may be centred: with fewer, σ is known so loosely that
-its posterior reaches the small values where centred effects make a funnel."""
+its posterior reaches the small values where centred effects make a funnel (they are then partially
+non-centred at most: :func:`effect_centring`)."""
 
 C_MAX = 1e6
 """Cap on the moment-matched Beta-Binomial concentration of a table cell (m̄ ≤ 1: independent patches)."""
@@ -535,11 +539,9 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
       (n p(1 − p), p = (k + 1)/(n + 2)) — a rate observed at 0 or 1 only (a critic that passes
       every correct patch) carries little however many patches it has;
     * their spread: the level's cells fix its effect better than the levels spread
-      (:func:`_fixed_by_data`), with at least :data:`CENTRE_LEVELS` observed levels — a generator
-      seen on benchmarks far apart stays non-centred.
+      (:func:`_fixed_by_data`) — a generator seen on benchmarks far apart stays non-centred.
 
-    Then :func:`_effect` samples the rate's effects centred: the data, not σ, fix them, and the
-    non-centred form would meet a funnel (Papaspiliopoulos, Roberts & Sköld 2007). The tests only
+    :func:`effect_centring` turns the levels into each rate's parametrisation. The tests only
     choose the parametrisation, never the model.
 
     Returns
@@ -560,8 +562,33 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
     for r in range(observed.shape[0]):
         level, cell = np.nonzero(seen[r])
         spread[r] = _fixed_by_data(k_v[r, level, cell], n_v[r, level, cell], level, observed.shape[1])
-    spread &= observed.sum(axis=-1, keepdims=True) >= CENTRE_LEVELS
     return observed.astype(int) + (observed & counted & spread).astype(int)
+
+
+def effect_centring(levels: np.ndarray) -> np.ndarray:
+    """The exponent w of each rate's effects β = σ^(1 − w) ζ, ζ ~ N(0, σ^w): 1 centred, 0 non-centred.
+
+    ``levels`` is :func:`effect_levels`. A rate whose observed levels are all informed, and number
+    at least :data:`CENTRE_LEVELS`, is centred (w = 1): the data, not σ, fix its effects, and the
+    non-centred form would meet a funnel (Papaspiliopoulos, Roberts & Sköld 2007). With two or
+    three observed levels, at least half of them informed, σ is known too loosely for either form:
+    its posterior reaches small values, where centred effects make a funnel, and large ones, where
+    non-centred effects do (on the MapCoder panel, a critic's false-pass rate on three benchmarks:
+    7 divergent transitions in 16,000 draws centred at the lower tail of σ, 11 in 8,000 non-centred
+    at the upper). Such a rate is *partially* non-centred, w = 1/2 (Papaspiliopoulos, Roberts &
+    Sköld 2003), which interpolates between the two geometries (docs/method.md §Hierarchical model).
+    Every other rate is non-centred. ``w`` only chooses the parametrisation: β's prior is the same.
+
+    Examples
+    --------
+    >>> effect_centring(np.array([[2, 2, 2, 2], [2, 2, 1, 0], [1, 1, 1, 1], [2, 0, 0, 0]]))
+    array([1. , 0.5, 0. , 0. ])
+    """
+    observed = (levels > 0).sum(axis=-1)
+    informed = (levels == 2).sum(axis=-1)
+    centred = (informed == observed) & (observed >= CENTRE_LEVELS)
+    partial = (observed >= 2) & (observed < CENTRE_LEVELS) & (2 * informed >= observed)
+    return np.where(centred, 1.0, np.where(partial, 0.5, 0.0))
 
 
 def _effect(spec: ModelSpec, level_dim: str, levels: np.ndarray) -> pt.TensorVariable:
@@ -585,7 +612,8 @@ def _effect(spec: ModelSpec, level_dim: str, levels: np.ndarray) -> pt.TensorVar
     forced = np.array([rate_kind(rate) in spec.centered for rate in spec.rates])[:, None]
     observed, name = levels > 0, f"z_{level_dim}"
     if not spec.zero_sum:
-        w = observed & (forced | (levels == 2))
+        enough = observed.sum(axis=1, keepdims=True) >= CENTRE_LEVELS
+        w = observed & (forced | ((levels == 2) & enough))
         raw = pm.Normal(name, 0.0, pt.switch(w, sigma[:, None], 1.0), dims=dims)
         return _deterministic(f"beta_{level_dim}", pt.switch(w, raw, sigma[:, None] * raw), dims=dims)
     raw = pm.Normal(name, 0.0, 1.0, dims=dims)
@@ -593,13 +621,17 @@ def _effect(spec: ModelSpec, level_dim: str, levels: np.ndarray) -> pt.TensorVar
     beta = _tensor(sigma[:, None] * (raw - observed * z_mean))
     model = cast(pm.Model, pm.modelcontext(None))
     level_names = [str(v) for v in model.coords[level_dim] or ()]
+    centring = np.where(forced[:, 0], 1.0, effect_centring(levels))
     for r, rate in enumerate(spec.rates):
         obs = np.flatnonzero(observed[r])
-        if obs.size >= 2 and (forced[r, 0] or bool((levels[r, obs] == 2).all())):
+        if obs.size >= 2 and centring[r] > 0:
             coord = f"{level_dim}_{rate}"
             model.add_coord(coord, [level_names[i] for i in obs])
-            part = pm.ZeroSumNormal(f"{level_dim}_effect_{rate}", sigma=sigma[r], dims=coord)
-            beta = _tensor(pt.set_subtensor(beta[r, obs], part))
+            w = float(centring[r])
+            scale = sigma[r] if w == 1.0 else sigma[r] ** w
+            part = pm.ZeroSumNormal(f"{level_dim}_effect_{rate}", sigma=scale, dims=coord)
+            value = part if w == 1.0 else sigma[r] ** (1.0 - w) * part
+            beta = _tensor(pt.set_subtensor(beta[r, obs], value))
     return _deterministic(f"beta_{level_dim}", beta, dims=dims)
 
 

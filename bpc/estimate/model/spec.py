@@ -185,8 +185,9 @@ class ModelSpec:
         Group effects on logit μ: ``"benchmark"`` and/or ``"generator"``.
     centered : tuple of str
         Rate kinds whose group effects are centred (β ~ N(0, σ)) on every observed level
-        whatever their data; the others are centred where the data fix them
-        (:func:`bpc.estimate.model.build.effect_levels`) and non-centred (β = σ z,
+        whatever their data; the others are centred where the data fix them, partially
+        non-centred where they fix them on too few levels
+        (:func:`bpc.estimate.model.build.effect_centring`) and non-centred (β = σ z,
         z ~ N(0, 1)) elsewhere. A level without data is never centred.
     zero_sum : bool
         Constrain each rate's effects to sum to zero across the levels that have its data (a
