@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     import warnings
 
     from bpc.costs import COSTS_ATTR, costs_attr
-    from bpc.estimate.model import ModelSpec, SamplerOptions, advice, diagnose, fit, save
+    from bpc.estimate.model import Diagnostics, ModelSpec, SamplerOptions, advice, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
     from bpc.outputs import check_output_file
     from bpc.progress import choices_summary, interrupt_guard, notes_digest, stdout_to_stderr
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             progressbar=not args.quiet,
         )
         dt = fit(counts, spec, options=options)
-    diag = diagnose(dt)
+    diag = Diagnostics.stored(dt) or diagnose(dt)  # fit diagnosed the draws it kept
     print(f"model {spec.name} (spec {spec.hash()}), sampler {dt.attrs['sampler']}: {diag}")
     print(f"sampling {dt.attrs['sampling_time']:.1f} s, wall {dt.attrs['wall_time']:.1f} s")
     choices = notes_digest(counts.attrs.get("notes", []))

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bpc.choices import check_choices
     from bpc.estimate.laplace import laplace
-    from bpc.estimate.model import counts_of, diagnose, load, posterior_params
+    from bpc.estimate.model import Diagnostics, counts_of, diagnose, load, posterior_params
     from bpc.estimate.model.diagnostics import params_table
     from bpc.outputs import atomic_folder, check_output_folder, reading, run_config, write_csv
     from bpc.report.plots.model import plot_forest
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         with pd.option_context("display.max_rows", None, "display.width", 160):
             print(table.round(3).to_string(index=False))
-    print(f"{dt.attrs.get('bpc_model', 'model')} (spec {dt.attrs.get('spec_hash')}): {diagnose(dt)}")
+    diag = Diagnostics.stored(dt) or diagnose(dt)
+    print(f"{dt.attrs.get('bpc_model', 'model')} (spec {dt.attrs.get('spec_hash')}): {diag}")
     print(f"wrote {out / 'summary.csv'} and {', '.join(str(p) for p in png)}")
     return 0

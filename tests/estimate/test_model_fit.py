@@ -8,6 +8,7 @@ import warnings
 from functools import partial
 
 import numpy as np
+import pandas as pd
 import pymc as pm
 import pytensor
 import pytest
@@ -18,6 +19,7 @@ from scipy import stats
 from bpc.constants import PAPER_CRITICS, TARGET_ACCEPT_RETRY
 from bpc.estimate.model import (
     ConvergenceWarning,
+    Diagnostics,
     ModelSpec,
     SamplerOptions,
     SpecMismatchError,
@@ -127,6 +129,11 @@ def test_fit_datatree_groups_and_attrs(mocked_fit):
     assert config["seed"] == 11 and config["chains"] == 2 and config["sampler"] == "pymc"
     assert set(json.loads(dt.attrs["diagnostics"])) >= {"max_rhat", "min_ess_bulk", "divergences"}
     xr.testing.assert_equal(dt["counts"].to_dataset()["n_pass"], counts["n_pass"])
+    # the diagnostics the fit stored are those of its draws, per variable too (bpc fit reads them back)
+    stored, fresh = Diagnostics.stored(dt), diagnose(dt)
+    assert stored is not None and str(stored) == str(fresh) and stored.failures == fresh.failures
+    pd.testing.assert_frame_equal(stored.table.loc[fresh.table.index, fresh.table.columns], fresh.table)
+    assert Diagnostics.stored(xr.DataTree.from_dict({"posterior": dt["posterior"].to_dataset()})) is None
 
 
 def test_parameters_follow_the_schema(mocked_fit):

@@ -8,6 +8,7 @@ variable and reports which variables fail.
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass, field
 
@@ -96,6 +97,29 @@ class Diagnostics:
             f"{self.divergences} divergences"
         )
         return head + (" — OK" if self.ok else " — FAILED: " + "; ".join(self.failures))
+
+    def to_attrs(self) -> dict[str, str]:
+        """The summary and the per-variable table as JSON attrs of a fit (read by :meth:`stored`)."""
+        table = {name: {k: float(v) for k, v in row.items()} for name, row in self.table.iterrows()}
+        return {
+            "diagnostics": json.dumps(self.to_dict(), sort_keys=True),
+            "diagnostics_table": json.dumps(table, sort_keys=True),
+        }
+
+    @classmethod
+    def stored(cls, dt: xr.DataTree) -> Diagnostics | None:
+        """The diagnostics a fit stored with its draws (:meth:`to_attrs`), or ``None`` without them.
+
+        :func:`bpc.estimate.model.fit` diagnoses the draws it keeps; reading that back spares a
+        second :func:`diagnose`, seconds on a wide panel.
+        """
+        if "diagnostics" not in dt.attrs or "diagnostics_table" not in dt.attrs:
+            return None
+        d = json.loads(dt.attrs["diagnostics"])
+        table = pd.DataFrame.from_dict(json.loads(dt.attrs["diagnostics_table"]), orient="index")
+        table.index.name = "variable"
+        sizes = {name: int(d[name]) for name in ("divergences", "chains", "draws")}
+        return cls(**{name: float(d[name]) for name, *_ in _THRESHOLDS}, **sizes, table=table)
 
     def warn(self, stacklevel: int = 2) -> None:
         """Emit a :class:`ConvergenceWarning` if any threshold fails."""

@@ -574,7 +574,7 @@ def _finish(
             "seed": int(config["seed"]),
             "wall_time": float(wall),
             "sampling_time": float(sampling_time) if sampling_time is not None else float("nan"),
-            "diagnostics": json.dumps(diag.to_dict(), sort_keys=True),
+            **diag.to_attrs(),
         }
     )
 
