@@ -74,11 +74,9 @@ class Posterior:
 
 def fit_diagnostics(dt: xr.DataTree) -> dict[str, float | int | bool]:
     """:data:`DIAGNOSTIC_COLUMNS` of a fit: from the summary a bpc fit stores, else computed."""
-    import json
+    from bpc.estimate.model import Diagnostics
 
-    from bpc.estimate.model import diagnose
-
-    d = json.loads(dt.attrs["diagnostics"]) if dt.attrs.get("diagnostics") else diagnose(dt).to_dict()
+    d = Diagnostics.summary_of(dt)
     return {**{k: d[k] for k in DIAGNOSTIC_COLUMNS[:-1]}, "converged": bool(d["ok"])}
 
 

@@ -106,6 +106,54 @@ def test_fit_reruns_a_divergent_fit_with_smaller_steps_in_its_place(monkeypatch)
     assert config["extensions"] == 1 and config["target_accept"] == TARGET_ACCEPT_RETRY
 
 
+def test_fit_stops_a_first_run_at_its_first_divergence_and_reruns_it(monkeypatch):
+    """A first run that a divergence condemns is stopped there (``sample_model`` returns None) and
+    replaced as a divergent run is; a run at TARGET_ACCEPT_RETRY, or one fit() may not extend,
+    is never stopped (its draws are kept, whatever they say)."""
+    import importlib
+
+    fit_mod = importlib.import_module("bpc.estimate.model.fit")  # the package re-exports a fit()
+    original, calls = fit_mod.sample_model, []
+
+    def sample_model(model, options, **kw):
+        calls.append((options.target_accept, kw.get("stop_on_divergence", False)))
+        if kw.get("stop_on_divergence"):
+            return None
+        return original(model, options, **kw)
+
+    monkeypatch.setattr(fit_mod, "sample_model", sample_model)
+    monkeypatch.setattr(pm, "sample", partial(mock_sample, sample_stats={"diverging": _mock_stats}))
+    with warnings.catch_warnings(), pytensor.config.change_flags(mode="FAST_COMPILE"):
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        dt = fit(tiny_counts(), options=PYMC, extend=1)
+        assert calls == [(PYMC.target_accept, True), (TARGET_ACCEPT_RETRY, False)]
+        assert json.loads(dt.attrs["config"])["target_accept"] == TARGET_ACCEPT_RETRY
+        calls.clear()
+        fit(tiny_counts(), options=PYMC, extend=0)
+        fit(tiny_counts(), options=dataclasses.replace(PYMC, target_accept=TARGET_ACCEPT_RETRY), extend=1)
+    assert calls and not any(stop for _, stop in calls)
+
+
+@pytest.mark.slow
+def test_sample_model_stops_at_a_divergence_after_tuning_and_else_keeps_every_draw():
+    """nutpie run in the background: a funnel diverges after tuning → None; a model that does not
+    diverge gives the very draws of the plain run."""
+    from bpc.estimate.model.fit import compile_nutpie, sample_model
+
+    opts = SamplerOptions(draws=400, tune=100, chains=2, seed=5, target_accept=0.6, progressbar=False)
+    with pm.Model() as funnel:
+        scale = pm.HalfNormal("scale", 3.0)
+        pm.Normal("x", 0.0, scale, shape=8)
+    assert sample_model(funnel, opts, compiled=compile_nutpie(funnel), stop_on_divergence=True) is None
+    with pm.Model() as plain:
+        pm.Normal("x", 0.0, 1.0, shape=3)
+    compiled = compile_nutpie(plain)
+    kept = sample_model(plain, opts, compiled=compiled, stop_on_divergence=True)
+    assert kept is not None and int(kept["sample_stats"]["diverging"].sum()) == 0
+    again = sample_model(plain, opts, compiled=compiled)
+    xr.testing.assert_equal(kept["posterior"].to_dataset(), again["posterior"].to_dataset())
+
+
 @pytest.mark.parametrize("chains", [1, 0, True])
 def test_fit_refuses_fewer_than_two_chains_before_sampling(monkeypatch, chains):
     def fail(**kw):

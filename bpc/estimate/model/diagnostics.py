@@ -121,6 +121,25 @@ class Diagnostics:
         sizes = {name: int(d[name]) for name in ("divergences", "chains", "draws")}
         return cls(**{name: float(d[name]) for name, *_ in _THRESHOLDS}, **sizes, table=table)
 
+    @classmethod
+    def summary_of(cls, dt: xr.DataTree) -> dict[str, float | int | bool]:
+        """The scalar summary (:meth:`to_dict`) a fit stored with its draws, else diagnosed now.
+
+        Needs only the summary attr (not the table :meth:`stored` reads), so it also reads fits
+        written before the table was stored.
+
+        Examples
+        --------
+        >>> import json, xarray as xr
+        >>> dt = xr.DataTree()
+        >>> dt.attrs["diagnostics"] = json.dumps({"ok": False, "max_rhat": 1.03})
+        >>> Diagnostics.summary_of(dt)["ok"]
+        False
+        """
+        if dt.attrs.get("diagnostics"):
+            return json.loads(dt.attrs["diagnostics"])
+        return diagnose(dt).to_dict()
+
     def warn(self, stacklevel: int = 2) -> None:
         """Emit a :class:`ConvergenceWarning` if any threshold fails."""
         if not self.ok:

@@ -28,11 +28,12 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from types import EllipsisType
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast, overload
 
 import numpy as np
 import pymc as pm
@@ -191,13 +192,32 @@ def counts_hash(counts: xr.Dataset) -> str:
     return h.hexdigest()[:16]
 
 
+@overload
 def sample_model(
     model: pm.Model,
     options: SamplerOptions,
     *,
     compiled: CompiledPyMCModel | None = None,
     data: dict[str, np.ndarray] | None = None,
-) -> xr.DataTree:
+    stop_on_divergence: Literal[False] = False,
+) -> xr.DataTree: ...
+@overload
+def sample_model(
+    model: pm.Model,
+    options: SamplerOptions,
+    *,
+    compiled: CompiledPyMCModel | None = None,
+    data: dict[str, np.ndarray] | None = None,
+    stop_on_divergence: bool,
+) -> xr.DataTree | None: ...
+def sample_model(
+    model: pm.Model,
+    options: SamplerOptions,
+    *,
+    compiled: CompiledPyMCModel | None = None,
+    data: dict[str, np.ndarray] | None = None,
+    stop_on_divergence: bool = False,
+) -> xr.DataTree | None:
     """Run NUTS on ``model`` as ``options`` say; return ArviZ's DataTree.
 
     Parameters
@@ -212,6 +232,16 @@ def sample_model(
     data : dict of numpy.ndarray, optional
         Data swapped into the model's mutable data before sampling (:class:`Refitter`); the result
         then has no ``observed_data`` / ``constant_data`` groups (the model's would be the old data).
+    stop_on_divergence : bool
+        Stop at the first divergent transition after tuning and return ``None`` (nutpie only): for
+        a run that a divergence condemns anyway (:func:`fit` replaces it by a run with smaller
+        steps), the rest of its draws would be wasted. Divergences during tuning do not count, as
+        in the convergence check.
+
+    Returns
+    -------
+    xarray.DataTree or None
+        The draws, or ``None`` if ``stop_on_divergence`` stopped the run.
     """
     which = resolve_sampler(options.sampler)
     o = options
@@ -234,10 +264,47 @@ def sample_model(
     t0 = time.time()
     model_data = compiled if data is None else compiled.with_data(**data)
     extra = {"tune": max(o.tune, 1), "seed": int(o.seed), "progress_bar": o.progressbar}  # nuts-rs: tune ≥ 1
-    dt = nutpie.sample(model_data, **run, **extra, save_warmup=data is None)
+    if stop_on_divergence:
+        dt = _sample_until_divergence(model_data, {**run, **extra, "save_warmup": data is None})
+        if dt is None:
+            return None
+    else:
+        dt = nutpie.sample(model_data, **run, **extra, save_warmup=data is None)
     if data is None:
         patch_nutpie_idata(dt, model, sampling_time=time.time() - t0)
     return dt
+
+
+def _sample_until_divergence(compiled, settings: dict) -> xr.DataTree | None:
+    """``nutpie.sample(compiled, **settings)``, or ``None`` once a chain diverges after tuning.
+
+    nutpie's progress callback counts each chain's divergences after tuning (not during it); the
+    run goes on in the background while this thread polls that count, and is cancelled at the
+    first one (or on Ctrl-C).
+    """
+    import nutpie
+
+    divergent = threading.Event()
+
+    def watch(progress) -> None:
+        if any(chain.divergences > 0 for chain in progress):
+            divergent.set()
+
+    run = nutpie.sample(compiled, **settings, blocking=False, progress_callback=watch, progress_rate=200)
+    try:
+        while not divergent.wait(0.2):
+            try:
+                if run.is_finished:
+                    break
+            except TimeoutError:  # nutpie's check of a running sampler times out: not finished
+                continue
+    except BaseException:
+        run.cancel()
+        raise
+    if divergent.is_set():
+        run.cancel()
+        return None
+    return run.wait()
 
 
 def compile_nutpie(model: pm.Model, *, freeze: bool = True) -> CompiledPyMCModel:
@@ -621,7 +688,9 @@ def fit(
     times: on R-hat or ESS only, ``chains`` more chains of the same length are run with another seed
     and pooled with the first; on divergent transitions (which more draws do not cure), a new run
     at :data:`bpc.constants.TARGET_ACCEPT_RETRY` replaces the divergent one (smaller steps; the
-    ``config`` attr records the ``target_accept`` of the draws kept). The thresholds
+    ``config`` attr records the ``target_accept`` of the draws kept). With nutpie the first run is
+    stopped at its first divergence after tuning: its draws would be replaced anyway, so the kept
+    draws are the same and only the wasted sampling goes. The thresholds
     (:mod:`bpc.constants`) are the same either way.
 
     Parameters
@@ -672,12 +741,16 @@ def fit(
     options = replace(options, sampler=resolve_sampler(options.sampler))
     t0 = time.perf_counter()
     compiled = compile_nutpie(model) if options.sampler == "nutpie" else None  # once, for the extensions too
-    dt = sample_model(model, options, compiled=compiled)
-    diag = diagnose(dt)  # once per run: on a wide panel it costs seconds
+    # a divergence would condemn the first run to its replacement below: stop it there (same draws kept)
+    doomed = extend > 0 and DIVERGENCES_MAX == 0 and options.target_accept < TARGET_ACCEPT_RETRY
+    dt = sample_model(model, options, compiled=compiled, stop_on_divergence=doomed)
+    diag = None if dt is None else diagnose(dt)  # once per run: on a wide panel it costs seconds
+    if dt is None and options.progressbar:
+        print("a chain diverged after tuning: run stopped, replaced below", file=sys.stderr, flush=True)
     extensions, run = 0, options
     while extensions < extend:
-        divergent = diag.divergences > DIVERGENCES_MAX
-        if diag.ok or (divergent and run.target_accept >= TARGET_ACCEPT_RETRY):
+        divergent = diag is None or diag.divergences > DIVERGENCES_MAX
+        if (diag is not None and diag.ok) or (divergent and run.target_accept >= TARGET_ACCEPT_RETRY):
             break
         extensions += 1
         extra = replace(run, seed=_extension_seed(options.seed, extensions))
@@ -685,8 +758,10 @@ def fit(
             run = extra = replace(extra, target_accept=TARGET_ACCEPT_RETRY)
             dt = sample_model(model, extra, compiled=compiled)
         else:
+            assert dt is not None  # R-hat or ESS failed: a run without divergences was kept
             dt = _more_chains(dt, sample_model(model, extra, compiled=compiled))
         diag = diagnose(dt)
+    assert dt is not None and diag is not None  # a stopped first run is always replaced (extend > 0)
     config = {**options.key(), "spec": spec.hash(), "counts": counts_hash(counts), "kernels": kernels}
     config["target_accept"] = float(run.target_accept)
     _finish(dt, counts, spec, {**config, "extensions": extensions}, time.perf_counter() - t0, diag)

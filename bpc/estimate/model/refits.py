@@ -53,6 +53,7 @@ from bpc.constants import (
     REFIT_PRESETS,
     SAMPLER_PRESETS,
 )
+from bpc.estimate.model.diagnostics import Diagnostics
 
 if TYPE_CHECKING:
     from bpc.estimate.model.fit import SamplerOptions
@@ -68,15 +69,9 @@ class _Fitter(Protocol):
 def converged(dt: xr.DataTree) -> bool:
     """Whether a fit meets every pinned convergence threshold (R-hat, bulk / tail ESS, divergences).
 
-    Read from the diagnostics a bpc fit stores (``attrs["diagnostics"]``), else computed
-    (:func:`bpc.estimate.model.diagnostics.diagnose`).
+    Read from the diagnostics a bpc fit stores, else computed (:meth:`Diagnostics.summary_of`).
     """
-    stored = dt.attrs.get("diagnostics")
-    if stored:
-        return bool(json.loads(stored)["ok"])
-    from bpc.estimate.model.diagnostics import diagnose
-
-    return diagnose(dt).ok
+    return bool(Diagnostics.summary_of(dt)["ok"])
 
 
 def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
@@ -94,9 +89,8 @@ def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
     >>> s["converged"], s["preset"], s["attempts"]
     (False, 'long', 2)
     """
-    d = json.loads(dt.attrs.get("diagnostics", "{}"))
-    d["converged"] = converged(dt)
-    d["ok"] = d["converged"]
+    d = dict(Diagnostics.summary_of(dt))
+    d["converged"] = d["ok"] = bool(d["ok"])
     d["config"] = json.loads(dt.attrs.get("config", "{}"))
     d["wall_time"] = float(dt.attrs.get("wall_time", float("nan")))
     for key, kind in (("preset", str), ("attempts", int)):
