@@ -89,7 +89,7 @@ def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
     >>> s["converged"], s["preset"], s["attempts"]
     (False, 'long', 2)
     """
-    d = dict(Diagnostics.summary_of(dt))
+    d: dict[str, Any] = dict(Diagnostics.summary_of(dt))
     d["converged"] = d["ok"] = bool(d["ok"])
     d["config"] = json.loads(dt.attrs.get("config", "{}"))
     d["wall_time"] = float(dt.attrs.get("wall_time", float("nan")))
