@@ -23,9 +23,10 @@ class StandIn:
     """Stands in for :class:`bpc.estimate.model.fit.Refitter`: a fit converges iff its draws reach
     ``pass_at``; every fit is logged as (target_accept, draws, seed), every construction counted."""
 
-    def __init__(self, pass_at: int):
-        self.pass_at = pass_at
+    def __init__(self, pass_at: int, *, diverges: bool = False):
+        self.pass_at, self.diverges = pass_at, diverges
         self.log: list[tuple[float, int, int]] = []
+        self.stops: list[bool] = []
         self.built = 0
 
     def __call__(self, template: xr.Dataset, spec: ModelSpec) -> StandIn:
@@ -33,9 +34,12 @@ class StandIn:
         self.spec = spec
         return self
 
-    def fit(self, counts, options, *, kernels):
+    def fit(self, counts, options, *, kernels, stop_on_divergence=False):
         target_accept, draws, seed = options.target_accept, options.draws, options.seed
         self.log.append((target_accept, draws, seed))
+        self.stops.append(stop_on_divergence)
+        if self.diverges and stop_on_divergence and draws < self.pass_at:
+            return None  # a failing fit that diverged, stopped at its divergence
         dt = xr.DataTree.from_dict(
             {"posterior": xr.Dataset({"mu": (("chain", "draw"), np.full((2, 4), float(draws)))})}
         )
@@ -83,6 +87,19 @@ def test_the_ladder_climbs_until_a_fit_converges(tmp_path, pass_at, fitted, kept
     assert again.log == [] and again.built == 0
     assert (dt2.attrs["preset"], dt2.attrs["attempts"]) == (kept, attempts)
     assert float(dt2["posterior"]["mu"].values.max()) == fitted[-1]
+
+
+@pytest.mark.parametrize("pass_at", [DRAWS[1], 10**9])
+def test_a_rung_that_diverges_is_stopped_only_when_another_follows(tmp_path, pass_at):
+    """Only a rung with a next one may stop at a divergence; a stopped rung is retried, not cached,
+    and the last rung always runs to the end (a fit that fails everywhere is kept, flagged)."""
+    stand_in = StandIn(pass_at, diverges=True)
+    ladder = RefitLadder(tiny_counts(), cache=tmp_path, refitter=stand_in, sampler="pymc")
+    dt = ladder.fit(tiny_counts(), seed=3)
+    assert stand_in.stops == [True, False] and [d for _, d, _ in stand_in.log] == DRAWS
+    assert dt.attrs["preset"] == "long" and dt.attrs["attempts"] == 2
+    assert dt.attrs["converged"] == int(pass_at <= DRAWS[1])
+    assert [p.name.split("__")[1] for p in tmp_path.glob("*.nc")] == ["long"]
 
 
 def test_identical_counts_are_fitted_once_per_ladder():

@@ -337,7 +337,7 @@ class _FakeRefitter:
         self.calls = []
         self.accepts = []
 
-    def fit(self, counts, options, *, kernels):
+    def fit(self, counts, options, *, kernels, stop_on_divergence=False):
         draws, chains, seed = options.draws, options.chains, options.seed
         self.calls.append((draws, options.tune, chains, seed, kernels))
         self.accepts.append(options.target_accept)

@@ -889,7 +889,27 @@ class Refitter:
             data.update({name: inst[name].values for name in ("inst_w", "prior_n", "prior_k", "prior_mbar")})
         return data
 
-    def fit(self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str = "predict") -> xr.DataTree:
+    @overload
+    def fit(
+        self,
+        counts: xr.Dataset,
+        options: SamplerOptions,
+        *,
+        kernels: str = ...,
+        stop_on_divergence: Literal[False] = False,
+    ) -> xr.DataTree: ...
+    @overload
+    def fit(
+        self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str = ..., stop_on_divergence: bool
+    ) -> xr.DataTree | None: ...
+    def fit(
+        self,
+        counts: xr.Dataset,
+        options: SamplerOptions,
+        *,
+        kernels: str = "predict",
+        stop_on_divergence: bool = False,
+    ) -> xr.DataTree | None:
         """Fit the compiled model to ``counts``; same output as :func:`fit` (minus observed_data).
 
         Parameters
@@ -900,12 +920,18 @@ class Refitter:
             The run's settings (its ``sampler`` is the one the model was compiled for).
         kernels : {"predict", "measured"}
             As for :func:`fit`.
+        stop_on_divergence : bool
+            Return ``None`` at the run's first divergence after tuning (:func:`sample_model`).
         """
         validate_counts(counts)
         data = self.data_for(counts)
         options = replace(options, sampler=self.sampler)
         t0 = time.perf_counter()
-        dt = sample_model(self.model, options, compiled=self._compiled, data=data)
+        dt = sample_model(
+            self.model, options, compiled=self._compiled, data=data, stop_on_divergence=stop_on_divergence
+        )
+        if dt is None:
+            return None
         config = {**options.key(), "spec": self.spec.hash(), "counts": counts_hash(counts)}
         _finish(dt, counts, self.spec, {**config, "kernels": kernels}, time.perf_counter() - t0, diagnose(dt))
         return dt

@@ -63,7 +63,9 @@ KHAT_MAX = 0.7
 
 
 class _Fitter(Protocol):
-    def fit(self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str) -> xr.DataTree: ...
+    def fit(
+        self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str, stop_on_divergence: bool
+    ) -> xr.DataTree | None: ...
 
 
 def converged(dt: xr.DataTree) -> bool:
@@ -253,12 +255,16 @@ class RefitLadder:
             return self._memo[memo]
         dt: xr.DataTree | None = None
         for attempt, preset in enumerate(ladder, start=1):
-            dt = self._rung(counts, preset, int(seed), label)
+            nxt = ladder[attempt] if attempt < len(ladder) else None
+            dt = self._rung(counts, preset, int(seed), label, stop_on_divergence=nxt is not None)
+            if dt is None:  # a divergence after tuning: this rung would fail its check, the next one follows
+                said = f"refit {label} at preset {preset} diverged; stopped, retrying at {nxt}"
+                info(said, enabled=self.progress)
+                continue
             ok = converged(dt)
             dt.attrs.update(preset=preset, attempts=attempt, converged=int(ok))
             if ok:
                 break
-            nxt = ladder[attempt] if attempt < len(ladder) else None
             then = f"retrying at {nxt}" if nxt else "no preset left, kept and flagged"
             info(
                 f"refit {label} at preset {preset} FAILED its convergence check; {then}",
@@ -268,8 +274,14 @@ class RefitLadder:
         self._memo[memo] = dt
         return dt
 
-    def _rung(self, counts: xr.Dataset, preset: str, seed: int, label: str) -> xr.DataTree:
-        """One rung: the cached fit if its key matches, else a new fit (written to the cache)."""
+    def _rung(
+        self, counts: xr.Dataset, preset: str, seed: int, label: str, *, stop_on_divergence: bool
+    ) -> xr.DataTree | None:
+        """One rung: the cached fit if its key matches, else a new fit (written to the cache).
+
+        ``stop_on_divergence``: a rung with another after it stops at its first divergence after
+        tuning (it would fail the check) and returns ``None``; nothing is cached for it.
+        """
         import time
 
         from bpc.estimate.model import io
@@ -287,8 +299,10 @@ class RefitLadder:
         info(f"refit {label}: fitting at preset {preset}", enabled=self.progress)
         t0 = time.perf_counter()
         options = SamplerOptions.preset(preset, seed=seed, sampler=self.sampler, progressbar=False)
-        dt = self.fitter.fit(counts, options, kernels=self.kernels)
+        dt = self.fitter.fit(counts, options, kernels=self.kernels, stop_on_divergence=stop_on_divergence)
         info(f"refit {label}: {time.perf_counter() - t0:.0f} s", enabled=self.progress)
+        if dt is None:
+            return None
         if self._reduce is not None:
             dt = self._reduce(dt)
         dt.attrs["refit_key"] = json.dumps(key, sort_keys=True)
