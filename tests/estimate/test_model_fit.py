@@ -107,7 +107,7 @@ def test_fit_reruns_a_divergent_fit_with_smaller_steps_in_its_place(monkeypatch)
 
 
 def test_fit_stops_a_first_run_at_its_first_divergence_and_reruns_it(monkeypatch):
-    """A first run that a divergence condemns is stopped there (``sample_model`` returns None) and
+    """A first run that a divergence condemns is stopped there (``sample_model`` raises) and
     replaced as a divergent run is; a run at TARGET_ACCEPT_RETRY, or one fit() may not extend,
     is never stopped (its draws are kept, whatever they say)."""
     import importlib
@@ -118,7 +118,7 @@ def test_fit_stops_a_first_run_at_its_first_divergence_and_reruns_it(monkeypatch
     def sample_model(model, options, **kw):
         calls.append((options.target_accept, kw.get("stop_on_divergence", False)))
         if kw.get("stop_on_divergence"):
-            return None
+            raise fit_mod.RunStopped("a chain diverged after tuning")
         return original(model, options, **kw)
 
     monkeypatch.setattr(fit_mod, "sample_model", sample_model)
@@ -136,20 +136,21 @@ def test_fit_stops_a_first_run_at_its_first_divergence_and_reruns_it(monkeypatch
 
 @pytest.mark.slow
 def test_sample_model_stops_at_a_divergence_after_tuning_and_else_keeps_every_draw():
-    """nutpie run in the background: a funnel diverges after tuning → None; a model that does not
-    diverge gives the very draws of the plain run."""
-    from bpc.estimate.model.fit import compile_nutpie, sample_model
+    """nutpie run in the background: a funnel diverges after tuning → RunStopped; a model that does
+    not diverge gives the very draws of the plain run."""
+    from bpc.estimate.model.fit import RunStopped, compile_nutpie, sample_model
 
     opts = SamplerOptions(draws=400, tune=100, chains=2, seed=5, target_accept=0.6, progressbar=False)
     with pm.Model() as funnel:
         scale = pm.HalfNormal("scale", 3.0)
         pm.Normal("x", 0.0, scale, shape=8)
-    assert sample_model(funnel, opts, compiled=compile_nutpie(funnel), stop_on_divergence=True) is None
+    with pytest.raises(RunStopped):
+        sample_model(funnel, opts, compiled=compile_nutpie(funnel), stop_on_divergence=True)
     with pm.Model() as plain:
         pm.Normal("x", 0.0, 1.0, shape=3)
     compiled = compile_nutpie(plain)
     kept = sample_model(plain, opts, compiled=compiled, stop_on_divergence=True)
-    assert kept is not None and int(kept["sample_stats"]["diverging"].sum()) == 0
+    assert int(kept["sample_stats"]["diverging"].sum()) == 0
     again = sample_model(plain, opts, compiled=compiled)
     xr.testing.assert_equal(kept["posterior"].to_dataset(), again["posterior"].to_dataset())
 

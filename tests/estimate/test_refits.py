@@ -13,6 +13,7 @@ import pytest
 import xarray as xr
 
 from bpc.constants import REFIT_PRESETS, SAMPLER_PRESETS
+from bpc.estimate.model.fit import RunStopped
 from bpc.estimate.model.io import load
 from bpc.estimate.model.refits import RefitLadder, converged, fit_summary
 from bpc.estimate.model.spec import ModelSpec
@@ -39,7 +40,7 @@ class StandIn:
         self.log.append((target_accept, draws, seed))
         self.stops.append(stop_on_divergence)
         if self.diverges and stop_on_divergence and draws < self.pass_at:
-            return None  # a failing fit that diverged, stopped at its divergence
+            raise RunStopped("a chain diverged after tuning")  # a failing fit, stopped at its divergence
         dt = xr.DataTree.from_dict(
             {"posterior": xr.Dataset({"mu": (("chain", "draw"), np.full((2, 4), float(draws)))})}
         )

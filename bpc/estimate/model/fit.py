@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from types import EllipsisType
-from typing import TYPE_CHECKING, Literal, cast, overload
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 import pymc as pm
@@ -192,24 +192,6 @@ def counts_hash(counts: xr.Dataset) -> str:
     return h.hexdigest()[:16]
 
 
-@overload
-def sample_model(
-    model: pm.Model,
-    options: SamplerOptions,
-    *,
-    compiled: CompiledPyMCModel | None = None,
-    data: dict[str, np.ndarray] | None = None,
-    stop_on_divergence: Literal[False] = False,
-) -> xr.DataTree: ...
-@overload
-def sample_model(
-    model: pm.Model,
-    options: SamplerOptions,
-    *,
-    compiled: CompiledPyMCModel | None = None,
-    data: dict[str, np.ndarray] | None = None,
-    stop_on_divergence: bool,
-) -> xr.DataTree | None: ...
 def sample_model(
     model: pm.Model,
     options: SamplerOptions,
@@ -217,7 +199,7 @@ def sample_model(
     compiled: CompiledPyMCModel | None = None,
     data: dict[str, np.ndarray] | None = None,
     stop_on_divergence: bool = False,
-) -> xr.DataTree | None:
+) -> xr.DataTree:
     """Run NUTS on ``model`` as ``options`` say; return ArviZ's DataTree.
 
     Parameters
@@ -233,15 +215,10 @@ def sample_model(
         Data swapped into the model's mutable data before sampling (:class:`Refitter`); the result
         then has no ``observed_data`` / ``constant_data`` groups (the model's would be the old data).
     stop_on_divergence : bool
-        Stop at the first divergent transition after tuning and return ``None`` (nutpie only): for
-        a run that a divergence condemns anyway (:func:`fit` replaces it by a run with smaller
-        steps), the rest of its draws would be wasted. Divergences during tuning do not count, as
-        in the convergence check.
-
-    Returns
-    -------
-    xarray.DataTree or None
-        The draws, or ``None`` if ``stop_on_divergence`` stopped the run.
+        Stop at the first divergent transition after tuning and raise :class:`RunStopped` (nutpie
+        only): for a run that a divergence condemns anyway (:func:`fit` replaces it by a run with
+        smaller steps), the rest of its draws would be wasted. Divergences during tuning do not
+        count, as in the convergence check.
     """
     which = resolve_sampler(options.sampler)
     o = options
@@ -266,8 +243,6 @@ def sample_model(
     extra = {"tune": max(o.tune, 1), "seed": int(o.seed), "progress_bar": o.progressbar}  # nuts-rs: tune ≥ 1
     if stop_on_divergence:
         dt = _sample_until_divergence(model_data, {**run, **extra, "save_warmup": data is None})
-        if dt is None:
-            return None
     else:
         dt = nutpie.sample(model_data, **run, **extra, save_warmup=data is None)
     if data is None:
@@ -275,8 +250,12 @@ def sample_model(
     return dt
 
 
-def _sample_until_divergence(compiled, settings: dict) -> xr.DataTree | None:
-    """``nutpie.sample(compiled, **settings)``, or ``None`` once a chain diverges after tuning.
+class RunStopped(RuntimeError):
+    """A run stopped at its first divergence after tuning (:func:`sample_model`'s ``stop_on_divergence``)."""
+
+
+def _sample_until_divergence(compiled, settings: dict) -> xr.DataTree:
+    """``nutpie.sample(compiled, **settings)``; :class:`RunStopped` once a chain diverges after tuning.
 
     nutpie's progress callback counts each chain's divergences after tuning (not during it); the
     run goes on in the background while this thread polls that count, and is cancelled at the
@@ -303,7 +282,7 @@ def _sample_until_divergence(compiled, settings: dict) -> xr.DataTree | None:
         raise
     if divergent.is_set():
         run.cancel()
-        return None
+        raise RunStopped("a chain diverged after tuning")
     return run.wait()
 
 
@@ -743,10 +722,13 @@ def fit(
     compiled = compile_nutpie(model) if options.sampler == "nutpie" else None  # once, for the extensions too
     # a divergence would condemn the first run to its replacement below: stop it there (same draws kept)
     doomed = extend > 0 and DIVERGENCES_MAX == 0 and options.target_accept < TARGET_ACCEPT_RETRY
-    dt = sample_model(model, options, compiled=compiled, stop_on_divergence=doomed)
+    try:
+        dt: xr.DataTree | None = sample_model(model, options, compiled=compiled, stop_on_divergence=doomed)
+    except RunStopped as stopped:
+        dt = None
+        if options.progressbar:
+            print(f"{stopped}: run stopped, replaced below", file=sys.stderr, flush=True)
     diag = None if dt is None else diagnose(dt)  # once per run: on a wide panel it costs seconds
-    if dt is None and options.progressbar:
-        print("a chain diverged after tuning: run stopped, replaced below", file=sys.stderr, flush=True)
     extensions, run = 0, options
     while extensions < extend:
         divergent = diag is None or diag.divergences > DIVERGENCES_MAX
@@ -889,19 +871,6 @@ class Refitter:
             data.update({name: inst[name].values for name in ("inst_w", "prior_n", "prior_k", "prior_mbar")})
         return data
 
-    @overload
-    def fit(
-        self,
-        counts: xr.Dataset,
-        options: SamplerOptions,
-        *,
-        kernels: str = ...,
-        stop_on_divergence: Literal[False] = False,
-    ) -> xr.DataTree: ...
-    @overload
-    def fit(
-        self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str = ..., stop_on_divergence: bool
-    ) -> xr.DataTree | None: ...
     def fit(
         self,
         counts: xr.Dataset,
@@ -909,7 +878,7 @@ class Refitter:
         *,
         kernels: str = "predict",
         stop_on_divergence: bool = False,
-    ) -> xr.DataTree | None:
+    ) -> xr.DataTree:
         """Fit the compiled model to ``counts``; same output as :func:`fit` (minus observed_data).
 
         Parameters
@@ -921,7 +890,7 @@ class Refitter:
         kernels : {"predict", "measured"}
             As for :func:`fit`.
         stop_on_divergence : bool
-            Return ``None`` at the run's first divergence after tuning (:func:`sample_model`).
+            Raise :class:`RunStopped` at the run's first divergence after tuning (:func:`sample_model`).
         """
         validate_counts(counts)
         data = self.data_for(counts)
@@ -930,8 +899,6 @@ class Refitter:
         dt = sample_model(
             self.model, options, compiled=self._compiled, data=data, stop_on_divergence=stop_on_divergence
         )
-        if dt is None:
-            return None
         config = {**options.key(), "spec": self.spec.hash(), "counts": counts_hash(counts)}
         _finish(dt, counts, self.spec, {**config, "kernels": kernels}, time.perf_counter() - t0, diagnose(dt))
         return dt

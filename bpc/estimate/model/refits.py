@@ -65,7 +65,7 @@ KHAT_MAX = 0.7
 class _Fitter(Protocol):
     def fit(
         self, counts: xr.Dataset, options: SamplerOptions, *, kernels: str, stop_on_divergence: bool
-    ) -> xr.DataTree | None: ...
+    ) -> xr.DataTree: ...
 
 
 def converged(dt: xr.DataTree) -> bool:
@@ -285,7 +285,7 @@ class RefitLadder:
         import time
 
         from bpc.estimate.model import io
-        from bpc.estimate.model.fit import SamplerOptions
+        from bpc.estimate.model.fit import RunStopped, SamplerOptions
         from bpc.progress import info
 
         key = self.key(counts, preset, seed)
@@ -299,10 +299,12 @@ class RefitLadder:
         info(f"refit {label}: fitting at preset {preset}", enabled=self.progress)
         t0 = time.perf_counter()
         options = SamplerOptions.preset(preset, seed=seed, sampler=self.sampler, progressbar=False)
-        dt = self.fitter.fit(counts, options, kernels=self.kernels, stop_on_divergence=stop_on_divergence)
-        info(f"refit {label}: {time.perf_counter() - t0:.0f} s", enabled=self.progress)
-        if dt is None:
+        try:
+            dt = self.fitter.fit(counts, options, kernels=self.kernels, stop_on_divergence=stop_on_divergence)
+        except RunStopped:
             return None
+        finally:
+            info(f"refit {label}: {time.perf_counter() - t0:.0f} s", enabled=self.progress)
         if self._reduce is not None:
             dt = self._reduce(dt)
         dt.attrs["refit_key"] = json.dumps(key, sort_keys=True)
