@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_side_by_side import run_bpc  # this folder is on sys.path when a script of it runs
 
 REPARAMETRISED = ("z_pi", "z_benchmark", "z_generator", "alpha", "beta_benchmark", "beta_generator")
 """Variables whose meaning differs between the checkouts: a crossed cell's ``z_pi`` is logit π in
@@ -44,27 +43,7 @@ they say about the data is compared through the cell rates (group ``parameters``
 
 def run_fit(checkout: Path, corpus: str, seed: int, out: Path, extra: list[str]) -> dict:
     """Run ``bpc fit`` with ``checkout``'s code; wall time, load before, exit code, its stdout."""
-    env = dict(os.environ, PYTHONPATH=str(checkout.resolve()))
-    probe = [sys.executable, "-c", "import bpc; print(bpc.__file__)"]
-    where = subprocess.run(probe, env=env, cwd=checkout.resolve(), capture_output=True, text=True, check=True)
-    if not where.stdout.strip().startswith(str(checkout.resolve())):
-        raise RuntimeError(f"{checkout}: bpc imports from {where.stdout.strip()}, not from the checkout")
-    cmd = [sys.executable, "-m", "bpc", "fit", corpus, "--seed", str(seed), "--out", str(out), "--quiet"]
-    load = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    # run from the checkout: ``python -m`` puts the working directory first on sys.path
-    proc = subprocess.run(
-        [*cmd, *extra], env=env, cwd=checkout.resolve(), capture_output=True, text=True, check=False
-    )
-    wall = time.perf_counter() - t0
-    return {
-        "wall_s": round(wall, 1),
-        "load_before": round(load, 2),
-        "load_after": round(os.getloadavg()[0], 2),
-        "rc": proc.returncode,
-        "stdout": proc.stdout.strip().splitlines(),
-        "stderr_tail": proc.stderr.strip().splitlines()[-3:],
-    }
+    return run_bpc(checkout, ["fit", corpus, "--seed", str(seed), "--out", str(out), "--quiet", *extra])
 
 
 def compare_means(old: Path, new: Path) -> dict:

@@ -36,7 +36,7 @@ def commit(checkout: Path) -> str:
 
 
 def run_bpc(checkout: Path, args: list[str]) -> dict:
-    """``python -m bpc ARGS`` with ``checkout``'s code: wall time, load before and after, exit code."""
+    """``python -m bpc ARGS`` with ``checkout``'s code: wall time, load, exit code, stdout."""
     root = checkout.resolve()
     env = dict(os.environ, PYTHONPATH=str(root))
     probe = [sys.executable, "-c", "import bpc; print(bpc.__file__)"]
@@ -54,6 +54,7 @@ def run_bpc(checkout: Path, args: list[str]) -> dict:
         "load_before": round(load, 2),
         "load_after": round(os.getloadavg()[0], 2),
         "rc": proc.returncode,
+        "stdout": proc.stdout.strip().splitlines(),
         "stderr_tail": proc.stderr.strip().splitlines()[-3:],
     }
 
