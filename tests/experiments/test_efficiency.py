@@ -102,7 +102,7 @@ class _StandIn:
         self.spec = spec
         return self
 
-    def fit(self, counts, options, *, kernels):
+    def fit(self, counts, options, *, kernels, stop_on_divergence=False):
         import json
 
         from bpc.constants import SAMPLER_PRESETS
