@@ -246,7 +246,7 @@ class RefitLadder:
             The kept fit (:func:`bpc.estimate.model.fit.fit`'s layout); ``attrs`` add ``preset``,
             ``attempts`` (1 = the first rung) and ``converged`` (1 / 0).
         """
-        from bpc.estimate.model.fit import counts_hash
+        from bpc.estimate.model.fit import RunStopped, counts_hash
         from bpc.progress import info
 
         ladder = self.presets if presets is None else tuple(presets)
@@ -256,8 +256,9 @@ class RefitLadder:
         dt: xr.DataTree | None = None
         for attempt, preset in enumerate(ladder, start=1):
             nxt = ladder[attempt] if attempt < len(ladder) else None
-            dt = self._rung(counts, preset, int(seed), label, stop_on_divergence=nxt is not None)
-            if dt is None:  # a divergence after tuning: this rung would fail its check, the next one follows
+            try:
+                dt = self._rung(counts, preset, int(seed), label, stop_on_divergence=nxt is not None)
+            except RunStopped:  # a divergence after tuning: this rung would fail its check, the next follows
                 said = f"refit {label} at preset {preset} diverged; stopped, retrying at {nxt}"
                 info(said, enabled=self.progress)
                 continue
@@ -276,16 +277,17 @@ class RefitLadder:
 
     def _rung(
         self, counts: xr.Dataset, preset: str, seed: int, label: str, *, stop_on_divergence: bool
-    ) -> xr.DataTree | None:
+    ) -> xr.DataTree:
         """One rung: the cached fit if its key matches, else a new fit (written to the cache).
 
         ``stop_on_divergence``: a rung with another after it stops at its first divergence after
-        tuning (it would fail the check) and returns ``None``; nothing is cached for it.
+        tuning (it would fail the check) with :class:`~bpc.estimate.model.fit.RunStopped`; nothing
+        is cached for it.
         """
         import time
 
         from bpc.estimate.model import io
-        from bpc.estimate.model.fit import RunStopped, SamplerOptions
+        from bpc.estimate.model.fit import SamplerOptions
         from bpc.progress import info
 
         key = self.key(counts, preset, seed)
@@ -301,8 +303,6 @@ class RefitLadder:
         options = SamplerOptions.preset(preset, seed=seed, sampler=self.sampler, progressbar=False)
         try:
             dt = self.fitter.fit(counts, options, kernels=self.kernels, stop_on_divergence=stop_on_divergence)
-        except RunStopped:
-            return None
         finally:
             info(f"refit {label}: {time.perf_counter() - t0:.0f} s", enabled=self.progress)
         if self._reduce is not None:
