@@ -211,9 +211,10 @@ def _per_element(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     split = _split(x)
     with np.errstate(divide="ignore", invalid="ignore"):
         folded = np.abs(split - np.median(split.reshape(-1, split.shape[-1]), axis=0))
-        bulk_rhat, tail_rhat = _rhat(_z_scale(split)), _rhat(_z_scale(folded))
+        z = _z_scale(split)  # ranked once: the bulk R-hat and the bulk ESS share it
+        bulk_rhat, tail_rhat = _rhat(z), _rhat(_z_scale(folded))
         rhat = np.where(tail_rhat > bulk_rhat, tail_rhat, bulk_rhat)  # ArviZ's max(): NaN tail ignored
-        bulk = _ess(_z_scale(split))
+        bulk = _ess(z)
         prob = float(az.rcParams["stats.ci_prob"])
         q = np.quantile(x.reshape(-1, x.shape[-1]), sorted((prob, 1.0 - prob)), axis=0)
         low, high = (_ess(_split((x <= qi).astype(float))) for qi in q)
