@@ -155,9 +155,11 @@ def parameter_samples(
     if critics is None:
         critics = () if have is None else decision_critics(have)
     critics = [str(c) for c in critics]
-    if DIM_CRITIC in params.coords:
-        rates = {n: params[n].reindex({DIM_CRITIC: critics}) for n in ("tpr", "fpr")}
-        tpr, fpr = (flat(rates[n], [DIM_CRITIC]) for n in ("tpr", "fpr"))
+    if have:
+        column = {c: i for i, c in enumerate(have)}
+        pick = np.array([column.get(c, -1) for c in critics], dtype=np.int64)
+        # ``critics``' order; NaN for a critic the Dataset lacks (unavailable), as reindexing would give
+        tpr, fpr = (np.where(pick >= 0, flat(params[n], [DIM_CRITIC])[:, pick], np.nan) for n in ("tpr", "fpr"))
     else:
         tpr = fpr = np.full((prior.size, len(critics)), np.nan)
     return ParameterSamples(
@@ -183,10 +185,26 @@ def _sample_axis(params: xr.Dataset, root: xr.DataArray | None = None):
     prior = prior.transpose(*order)
 
     def flat(da: xr.DataArray, core: Sequence[str] = ()) -> np.ndarray:
-        da = da.broadcast_like(prior).transpose(*order, *core)
-        return np.asarray(da.values, dtype=np.float64).reshape((prior.size, *da.shape[len(order) :]))
+        if _aligned(da, prior):  # the usual case (one Dataset's variables): broadcast without aligning
+            sizes = {**{d: prior.sizes[d] for d in order}, **{d: da.sizes[d] for d in core}}
+            values = da.variable.set_dims(sizes).transpose(*order, *core).values
+        else:
+            values = da.broadcast_like(prior).transpose(*order, *core).values
+        return np.asarray(values, dtype=np.float64).reshape((prior.size, *values.shape[len(order) :]))
 
     return prior, flat
+
+
+def _aligned(da: xr.DataArray, template: xr.DataArray) -> bool:
+    """Whether ``da`` broadcasts against ``template`` without reindexing: every dim it shares has the
+    same length and the same index (or none on both sides)."""
+    mine, theirs = da.xindexes, template.xindexes
+    for dim in set(da.dims) & set(template.dims):
+        if da.sizes[dim] != template.sizes[dim] or (dim in mine) != (dim in theirs):
+            return False
+        if dim in mine and not mine[dim].equals(theirs[dim]):
+            return False
+    return True
 
 
 def instance_kappa(params: xr.Dataset) -> np.ndarray:
@@ -218,9 +236,10 @@ def _kappa_array(params: xr.Dataset) -> xr.DataArray:
     """
     if "kappa" not in params:
         return xr.DataArray(np.inf)
-    kappa = params["kappa"].fillna(np.inf)
-    check_kappa(kappa.values, name="parameter 'kappa' (NaN: inf)")
-    return kappa
+    kappa = params["kappa"]
+    values = np.where(np.isnan(kappa.values), np.inf, kappa.values)
+    check_kappa(values, name="parameter 'kappa' (NaN: inf)")
+    return xr.DataArray(values, coords=kappa.coords, dims=kappa.dims, name=kappa.name)
 
 
 def _sample_costs(
