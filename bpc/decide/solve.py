@@ -159,7 +159,8 @@ def parameter_samples(
         column = {c: i for i, c in enumerate(have)}
         pick = np.array([column.get(c, -1) for c in critics], dtype=np.int64)
         # ``critics``' order; NaN for a critic the Dataset lacks (unavailable), as reindexing would give
-        tpr, fpr = (np.where(pick >= 0, flat(params[n], [DIM_CRITIC])[:, pick], np.nan) for n in ("tpr", "fpr"))
+        rates = (flat(params[n], [DIM_CRITIC])[:, pick] for n in ("tpr", "fpr"))
+        tpr, fpr = (np.where(pick >= 0, r, np.nan) for r in rates)
     else:
         tpr = fpr = np.full((prior.size, len(critics)), np.nan)
     return ParameterSamples(
@@ -196,8 +197,10 @@ def _sample_axis(params: xr.Dataset, root: xr.DataArray | None = None):
 
 
 def _aligned(da: xr.DataArray, template: xr.DataArray) -> bool:
-    """Whether ``da`` broadcasts against ``template`` without reindexing: every dim it shares has the
-    same length and the same index (or none on both sides)."""
+    """Whether ``da`` broadcasts against ``template`` without reindexing.
+
+    True when every dim they share has the same length and the same index (or none on both sides).
+    """
     mine, theirs = da.xindexes, template.xindexes
     for dim in set(da.dims) & set(template.dims):
         if da.sizes[dim] != template.sizes[dim] or (dim in mine) != (dim in theirs):
