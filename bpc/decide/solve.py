@@ -242,7 +242,8 @@ def _kappa_array(params: xr.Dataset) -> xr.DataArray:
     kappa = params["kappa"]
     values = np.where(np.isnan(kappa.values), np.inf, kappa.values)
     check_kappa(values, name="parameter 'kappa' (NaN: inf)")
-    return xr.DataArray(values, coords=kappa.coords, dims=kappa.dims, name=kappa.name)
+    labels = {"coords": kappa.coords, "dims": kappa.dims, "name": kappa.name, "attrs": dict(kappa.attrs)}
+    return xr.DataArray(values, **labels)  # fillna's result: the same coords, name and attrs
 
 
 def _sample_costs(

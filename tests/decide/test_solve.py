@@ -296,3 +296,15 @@ def test_real_cells_dp_agrees_with_exact(corpus_path):
     top2 = q_ex.max("action") - q_ex.where(q_ex.action != q_ex.idxmax("action")).max("action")
     same = (a_dp == b0.best_action) | (top2 <= 0.1)
     assert bool(same.where(have, True).all())
+
+
+def test_the_kappa_of_the_parameters_keeps_its_labels_and_reads_nan_as_iid():
+    """κ's ``NaN`` is ``inf`` (i.i.d. patches); its coords and attrs (long name, pooled κ̂) stay."""
+    from bpc.decide.solve import _kappa_array
+
+    kappa = xr.DataArray(
+        [2.0, np.nan], dims="generator", coords={"generator": ["a", "b"]}, attrs={"pooled_kappa": 3.0}
+    )
+    out = _kappa_array(xr.Dataset({"kappa": kappa}))
+    assert out.values.tolist() == [2.0, np.inf] and out.attrs == {"pooled_kappa": 3.0}
+    assert out["generator"].values.tolist() == ["a", "b"] and out.name == "kappa"
