@@ -52,6 +52,7 @@ runs the baselines on the same protocol.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -138,6 +139,42 @@ class BeliefState:
     def belief(self) -> np.ndarray:
         """Mean belief over the followed samples, ``(n,)``."""
         return self.b.mean(axis=1)
+
+    def take(self, rows: np.ndarray) -> BeliefState:
+        """The state of the episodes ``rows`` (copies)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return replace(self, **{k: v[rows] for k, v in fields.items() if v is not None})
+
+    def distinct(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Episodes in the same state, exactly: ``(rows, inverse)`` with ``self == self.take(rows)[inverse]``.
+
+        Two episodes whose every field is bit for bit the same decide alike, so a controller decides
+        once per distinct state (``rows`` the first episode of each) and hands the action to the rest
+        (``inverse``). ``None`` when every episode's state is its own. The states are grouped by a
+        random 64-bit fingerprint of their bits and each group checked against its first episode; a
+        collision (never seen) gives ``None``, i.e. no grouping.
+        """
+        n = self.b.shape[0]
+        if n < 2:
+            return None
+        fields = (getattr(self, f.name) for f in dataclasses.fields(self))
+        bits = np.concatenate(
+            [_as_bits(np.asarray(v)).reshape(n, -1) for v in fields if v is not None], axis=1
+        )
+        salt = np.random.default_rng(0).integers(1, 2**62, size=bits.shape[1], dtype=np.int64) | 1
+        with np.errstate(over="ignore"):  # wrapping 64-bit products and sums: a hash
+            key = (bits * salt).sum(axis=1)
+        _, rows, inverse = np.unique(key, return_index=True, return_inverse=True)
+        if rows.shape[0] == n or not (bits == bits[rows][inverse]).all():
+            return None
+        return rows, inverse.reshape(-1)
+
+
+def _as_bits(a: np.ndarray) -> np.ndarray:
+    """``a``'s values as int64 whose equality is the bits' (floats by their IEEE pattern)."""
+    if a.dtype == np.float64:
+        return np.ascontiguousarray(a).view(np.int64)
+    return a.astype(np.int64)
 
 
 # ---------------------------------------------------------------------------
@@ -438,6 +475,13 @@ class BeliefController:
         reveals nothing and leaves the state as it was, so a planner whose continuation values
         disagree across samples (Bayes-robust) would repeat it forever.
         """
+        groups = state.distinct()  # episodes in one state decide alike: decide once per state
+        if groups is None:
+            return self._decide(state)
+        rows, inverse = groups
+        return self._decide(state.take(rows))[inverse]
+
+    def _decide(self, state: BeliefState) -> np.ndarray:
         q = self.q_values(state)
         known = (state.b == 0).all(axis=1)
         if known.any():

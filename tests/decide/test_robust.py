@@ -139,6 +139,24 @@ def test_thompson_follows_one_draw_and_is_seeded(draws):
     np.testing.assert_array_equal(st1.belief, st1.b[:, 0])
 
 
+def test_episodes_in_one_state_decide_once_and_alike(draws):
+    """act groups episodes whose state is the same bit for bit; the actions are each episode's own."""
+    robust = robust_controller(draws, NAMED_COSTS["slow"])
+    state = robust.start(12)
+    state.b[:] = np.linspace(0.05, 0.95, 4)[np.arange(12) % 4, None] * np.linspace(0.8, 1.0, 24)[None, :]
+    state.used[:] = np.arange(12) % 2  # 4 distinct states: rows i, i + 4, i + 8 alike
+    state.b[3, 0], state.b[7, 0] = 0.0, -0.0  # equal numbers, other bits: two more states
+    rows, inverse = state.distinct()
+    assert rows.shape == (6,) and inverse.shape == (12,)
+    regrouped = state.take(rows).take(inverse)
+    for field in ("b", "used", "step", "sample", "available", "prior", "kappa", "mu", "folded"):
+        np.testing.assert_array_equal(getattr(regrouped, field), getattr(state, field))
+    one_by_one = [robust.act(state.take(np.array([i])))[0] for i in range(12)]
+    np.testing.assert_array_equal(robust.act(state), one_by_one)
+    assert robust.start(3).take(np.arange(3)).distinct() is not None  # three fresh episodes: one state
+    assert robust.start(1).distinct() is None
+
+
 def test_per_draw_controller_blocks(draws):
 
     ctrl = make_controller(
