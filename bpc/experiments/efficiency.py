@@ -75,11 +75,19 @@ CalibrationFit = Callable[[xr.Dataset, Cell, int], Calibration]
 """``(counts, target cell, seed) → Calibration``: one method of the experiment."""
 
 
+_LAST_LAPLACE: list[tuple[xr.Dataset, xr.Dataset]] = []
+"""The last counts given to :func:`laplace_calibration` and their estimate: the arms of one calibration
+share one counts object, and the estimate is the same for each (it holds the counts, so their ``id`` is
+not reused)."""
+
+
 def laplace_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
     """The target cell's own Laplace estimate (no pooling; at k = 0 the flat Beta(1, 1) point)."""
     from bpc.estimate.laplace import laplace
 
-    return Calibration(params=laplace(counts))
+    if not (_LAST_LAPLACE and _LAST_LAPLACE[0][0] is counts):
+        _LAST_LAPLACE[:] = [(counts, laplace(counts))]
+    return Calibration(params=_LAST_LAPLACE[0][1].copy(deep=True))
 
 
 def task_prior_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
