@@ -53,6 +53,7 @@ runs the baselines on the same protocol.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -634,9 +635,8 @@ class InstanceController(BeliefController):
         if key not in self._tables:
             avail = self.available if pattern is None else self.available & pattern
             options = replace(self.kernel_options, horizon=self._table_horizon)
-            self._tables[key] = solve_grid(
-                replace(self.problem, available=avail), options, **self._grid_options
-            )
+            problem = replace(self.problem, available=avail)
+            self._tables[key] = _SOLVED.solve(problem, options, self._grid_options)
         return self._tables[key]
 
     # -- protocol ------------------------------------------------------------
@@ -716,6 +716,47 @@ class InstanceController(BeliefController):
         state.mu[mask] = mu
         state.b[mask] = mu
         state.folded[mask] += 1
+
+
+class _SolvedTables:
+    """The last grid-DP tables solved in this process, by the content of what made them.
+
+    Controllers built one after another on the same samples (an arm's Bayes-robust and Thompson
+    controllers, the plug-in DP of two arms with one estimate) read one table. At most :attr:`size`
+    tables of at most :attr:`max_bytes` each are kept. A kept table is what a new solve would give (the
+    solve is deterministic), and nothing writes to a table after its solve.
+    """
+
+    size, max_bytes = 2, 96 * 2**20
+
+    def __init__(self) -> None:
+        self._tables: dict[bytes, DPSolution] = {}
+
+    @staticmethod
+    def key(problem: Problem, options: Any, grid: dict[str, Any]) -> bytes:
+        """A digest of the problem's arrays, the kernel options and the solver's options."""
+        h = hashlib.blake2b(repr((options, sorted(grid.items()))).encode(), digest_size=20)
+        for f in dataclasses.fields(problem):
+            a = np.ascontiguousarray(getattr(problem, f.name))
+            h.update(f"{f.name}{a.dtype.str}{a.shape}".encode())
+            h.update(a.tobytes())
+        return h.digest()
+
+    def solve(self, problem: Problem, options: Any, grid: dict[str, Any]) -> DPSolution:
+        """The table of ``problem`` under ``options``: a kept one, or a new solve (kept if small)."""
+        key = self.key(problem, options, grid)
+        table = self._tables.pop(key, None)
+        if table is None:
+            table = solve_grid(problem, options, **grid)
+        parts = (table.value, table.policy, table.q)
+        if sum(0 if a is None else a.nbytes for a in parts) <= self.max_bytes:
+            self._tables[key] = table  # the most recent last
+            while len(self._tables) > self.size:
+                del self._tables[next(iter(self._tables))]
+        return table
+
+
+_SOLVED = _SolvedTables()
 
 
 _PAPER_DP = PlanOptions(

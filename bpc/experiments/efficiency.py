@@ -112,7 +112,7 @@ def complete_pooling_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> C
     quantity observed nowhere stays ``NaN``) and written into the target's
     cell before :func:`bpc.estimate.laplace.laplace`.
     """
-    from bpc.estimate.laplace import laplace
+    from bpc.estimate.laplace import instance_params, laplace
     from bpc.schema import COUNT_VARS
 
     b, g = cell
@@ -136,7 +136,7 @@ def complete_pooling_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> C
     params = laplace(rates)
     has_hist = counts["inst_hist"].sel({DIM_BENCHMARK: b}).notnull().any(["patches", "passes"])
     if bool(has_hist.any()) and "kappa" in params:
-        params["kappa"].loc[sel] = laplace(pooled(has_hist))["kappa"].sel(sel).values
+        params["kappa"].loc[sel] = instance_params(pooled(has_hist))["kappa"].sel(sel).values
     return Calibration(params=params)
 
 

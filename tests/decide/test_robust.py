@@ -157,6 +157,27 @@ def test_episodes_in_one_state_decide_once_and_alike(draws):
     assert robust.start(1).distinct() is None
 
 
+def test_controllers_of_the_same_samples_read_one_table(draws):
+    """A table is reused for the same problem and options, solved anew for any change, and bounded."""
+    from bpc.decide.controllers import _SOLVED
+
+    cost = NAMED_COSTS["slow"]
+    robust = robust_controller(draws, cost)
+    th = make_controller(draws, cost, name="thompson", plan=replace(PAPER, mode="thompson"))
+    assert th.table is robust.table
+    dearer = robust_controller(draws, replace(cost, c_ver=cost.c_ver + 1.0))
+    assert dearer.table is not robust.table
+    assert not np.array_equal(dearer.table.value, robust.table.value)
+    fresh = robust_controller(draws, cost)  # after other solves, still the kept table …
+    assert fresh.table is robust.table
+    for c_ver in (2.0, 3.0, 4.0):  # … until more tables than are kept were solved
+        robust_controller(draws, replace(cost, c_ver=c_ver))
+    assert len(_SOLVED._tables) <= _SOLVED.size
+    again = robust_controller(draws, cost)
+    assert again.table is not robust.table
+    np.testing.assert_array_equal(again.table.value, robust.table.value)
+
+
 def test_per_draw_controller_blocks(draws):
 
     ctrl = make_controller(
