@@ -22,7 +22,6 @@ repeats, converged and excluded calibrations.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -72,7 +71,10 @@ class Calibration:
 
 
 CalibrationFit = Callable[[xr.Dataset, Cell, int], Calibration]
-"""``(counts, target cell, seed) → Calibration``: one method of the experiment."""
+"""``(counts, target cell, seed) → Calibration``: one method of the experiment. A method may also have
+``prefetch(counts, cell, seed)``: :func:`loco_efficiency` (run here) calls it with the next target's
+``k = 0`` counts once the current target's first calibration is made, e.g. to start that target's fit
+in the background (:meth:`bpc.estimate.model.refits.LocoRefits.prefetch`)."""
 
 
 _LAST_LAPLACE: list[tuple[xr.Dataset, xr.Dataset]] = []
@@ -309,7 +311,22 @@ def hierarchical_arms(
     from bpc.estimate.model.refits import LocoRefits
 
     shared = _Hierarchy(LocoRefits(ladder, to_params=to_params), draws=draws, costs=costs)
-    return {arm: functools.partial(shared.calibrate, arm=arm) for arm in HIERARCHICAL_ARMS}
+    return {arm: _HierarchicalArm(shared, arm) for arm in HIERARCHICAL_ARMS}
+
+
+@dataclass(frozen=True)
+class _HierarchicalArm:
+    """One of :func:`hierarchical_arms`: a :data:`CalibrationFit` that can start a target's fit early."""
+
+    shared: _Hierarchy
+    arm: str
+
+    def __call__(self, counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
+        return self.shared.calibrate(counts, cell, seed, arm=self.arm)
+
+    def prefetch(self, counts: xr.Dataset, cell: Cell, seed: int) -> None:
+        """Start the base fit of ``cell`` in the background (the first calibration's seed)."""
+        self.shared.refits.prefetch(counts, cell, seed=int(seed))
 
 
 @dataclass(frozen=True)
@@ -406,9 +423,10 @@ def loco_efficiency(
     for b, g in targets:
         if (b, g) not in cells:
             raise ValueError(f"loco_efficiency: no records for target cell ({b}, {g})")
+    ahead = [*targets[1:], None] if scheduler is None else [None] * len(targets)  # fits started early
     parts = map_pieces(
         _loco_target,
-        list(enumerate(targets)),
+        [(i, target, after) for i, (target, after) in enumerate(zip(targets, ahead, strict=True))],
         scheduler=scheduler,
         shared={
             "records": records,
@@ -452,8 +470,13 @@ _FIT_COLUMNS = {"method": "fit_method", "khat": "khat", "weights_ess": "weights_
 """Calibration diagnostics copied into :func:`loco_efficiency`'s rows (hierarchical arms; else empty)."""
 
 
+def _calibration_seed(config: LocoConfig, repeat: int, fold: int) -> int:
+    """The seed every method of one calibration is fitted with."""
+    return int(config.seed) + 1000 * int(repeat) + int(fold)
+
+
 def _loco_target(
-    item: tuple[int, Cell],
+    item: tuple[int, Cell, Cell | None],
     *,
     records: pd.DataFrame,
     methods: Mapping[str, CalibrationFit],
@@ -461,12 +484,16 @@ def _loco_target(
     config: LocoConfig,
     progress: bool,
 ) -> list[pd.DataFrame]:
-    """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets)."""
+    """The rows of :func:`loco_efficiency` for one target (one piece of the map over targets).
+
+    ``item`` is (the target's position, the target, the next target whose fits the methods may start
+    once this target's first calibration is made, or ``None``).
+    """
     from bpc.progress import info
     from bpc.replay.engine import cell_pool
     from bpc.schema import select_cell
 
-    t_idx, (b, g) = item
+    t_idx, (b, g), after = item
     cf = config
     pool_all = cell_pool(select_cell(records, b, g), "bpc")
     budget = max(int(pool_all.n_patches.max()), 1)
@@ -476,7 +503,7 @@ def _loco_target(
     ):
         info(f"efficiency {b}/{g} repeat {r} fold {j} k={k_used}", enabled=progress)
         for name, fit in methods.items():
-            cal = fit(counts, (b, g), int(cf.seed) + 1000 * r + j)
+            cal = fit(counts, (b, g), _calibration_seed(cf, r, j))
             fit_cols = {
                 col: cal.diagnostics.get(key, "" if key == "method" else np.nan)
                 for key, col in _FIT_COLUMNS.items()
@@ -494,6 +521,15 @@ def _loco_target(
                 cal, counts, records, pool, cell=(b, g), k_used=k_used, config=cf, budget=budget
             )
             rows.append(replayed.assign(**base)[[*base, *replayed.columns]])
+        if after is not None:  # the next target's fits sample while this one is scored
+            early = [m.prefetch for m in methods.values() if callable(getattr(m, "prefetch", None))]
+            if early:  # with the counts and seed of its first calibration
+                r0, j0, _, _, _, first = next(
+                    loco_calibrations(records, after, cf, index=t_idx + 1, base=base_counts)
+                )
+                for start in early:
+                    start(first, after, _calibration_seed(cf, r0, j0))
+            after = None
     return rows
 
 

@@ -148,6 +148,42 @@ def test_hierarchical_arms_share_one_refit_and_retry_until_converged(shared_pane
     }
 
 
+def test_the_next_targets_fit_samples_while_a_target_is_scored(shared_panel):
+    """The hierarchical arms start the next target's base fit in the background: same rows, same fits."""
+    import threading
+
+    from bpc.data.counts import counts_from_records
+
+    rec = shared_panel.records
+    full = counts_from_records(rec)
+    targets = [("lcb_hard", "haiku45"), ("lcb_hard", "gpt5_mini")]
+    cf = LocoConfig(targets=targets, ks=(0, 3), repeats=1, n_folds=3, max_folds=1, seed=5)
+    threads: list[str] = []
+
+    class _Logged(_StandIn):
+        def fit(self, counts, options, **kw):
+            threads.append(threading.current_thread().name)
+            return super().fit(counts, options, **kw)
+
+    def arms(log):
+        from bpc.estimate.model.refits import RefitLadder
+        from bpc.experiments.efficiency import hierarchical_arms
+
+        ladder = RefitLadder(full, presets=("quick",), sampler="pymc", refitter=_Logged(log=log))
+        return hierarchical_arms(ladder, draws=5, to_params=lambda dt: dt["params"].to_dataset())
+
+    early_log, plain_log = [], []
+    early = arms(early_log)
+    plain = {name: (lambda c, cell, seed, f=f: f(c, cell, seed)) for name, f in arms(plain_log).items()}
+    a = loco_efficiency(rec, cf, methods=early, base_counts=full)
+    n_early = len(threads)
+    b = loco_efficiency(rec, cf, methods=plain, base_counts=full)  # no prefetch attribute: in turn
+    pd.testing.assert_frame_equal(a, b)
+    assert sorted(early_log) == sorted(plain_log)  # the same fits (preset, seed), each made once
+    assert threads[:n_early].count("bpc-prefetch-lcb_hard__gpt5_mini") == 1  # the second target's base
+    assert all(t == "MainThread" for t in threads[n_early:])
+
+
 def test_identical_counts_share_one_refit_whatever_the_seed(shared_panel):
     from bpc.data.counts import counts_from_records
 

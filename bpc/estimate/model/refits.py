@@ -33,7 +33,9 @@ draws. Given the hyperparameters the target's rates are independent of every oth
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,10 +178,14 @@ class RefitLadder:
         self._make = refitter
         self._fitter: _Fitter | None = None
         self._memo: dict[tuple[str, int, tuple[str, ...]], xr.DataTree] = {}
+        self._lock = threading.RLock()  # one fit at a time (a fit may be made in the background)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the compiled model and the memo (a worker compiles its own on first use)."""
-        return {**self.__dict__, "_fitter": None, "_memo": {}}
+        return {**self.__dict__, "_fitter": None, "_memo": {}, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _lock=threading.RLock())
 
     @property
     def fitter(self) -> _Fitter:
@@ -246,13 +252,20 @@ class RefitLadder:
             The kept fit (:func:`bpc.estimate.model.fit.fit`'s layout); ``attrs`` add ``preset``,
             ``attempts`` (1 = the first rung) and ``converged`` (1 / 0).
         """
-        from bpc.estimate.model.fit import RunStopped, counts_hash
-        from bpc.progress import info
+        from bpc.estimate.model.fit import counts_hash
 
         ladder = self.presets if presets is None else tuple(presets)
         memo = (counts_hash(counts), int(seed), ladder)
-        if memo in self._memo:
+        with self._lock:
+            if memo not in self._memo:
+                self._memo[memo] = self._climb(counts, int(seed), label, ladder)
             return self._memo[memo]
+
+    def _climb(self, counts: xr.Dataset, seed: int, label: str, ladder: tuple[str, ...]) -> xr.DataTree:
+        """The rungs of ``ladder`` in turn, up to the first fit that converges (:meth:`fit`)."""
+        from bpc.estimate.model.fit import RunStopped
+        from bpc.progress import info
+
         dt: xr.DataTree | None = None
         for attempt, preset in enumerate(ladder, start=1):
             nxt = ladder[attempt] if attempt < len(ladder) else None
@@ -272,7 +285,6 @@ class RefitLadder:
                 enabled=self.progress,
             )
         assert dt is not None  # the ladder is not empty
-        self._memo[memo] = dt
         return dt
 
     def _rung(
@@ -477,9 +489,32 @@ class LocoRefits:
         self.ladder, self.to_params = ladder, to_params
         self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
         self._full: xr.DataTree | None = None
+        self._prefetched: set[tuple[tuple[str, str], str]] = set()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_base": {}, "_full": None}
+        return {**self.__dict__, "_base": {}, "_full": None, "_prefetched": set()}
+
+    def prefetch(self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED) -> None:
+        """Start :meth:`base` of ``cell`` in a background thread (once), so that it samples meanwhile.
+
+        The ladder makes one fit at a time: a fit asked for while it runs waits for it, and
+        :meth:`base` then finds it made. The result is the fit :meth:`base` would make with ``seed``;
+        a failure is not raised here (:meth:`base` fits again and raises it). Meant for a study that
+        scores one target while the next one's fit samples on the cores the scoring leaves idle.
+        """
+        from bpc.estimate.model.fit import counts_hash
+
+        cell = (str(cell[0]), str(cell[1]))
+        key = (cell, counts_hash(empty_cell(counts, cell)))
+        if key in self._base or key in self._prefetched:
+            return
+        self._prefetched.add(key)
+
+        def run() -> None:
+            with contextlib.suppress(Exception):
+                self.base(counts, cell, seed=seed)
+
+        threading.Thread(target=run, name=f"bpc-prefetch-{cell[0]}__{cell[1]}", daemon=True).start()
 
     def _params(self, dt: xr.DataTree) -> xr.Dataset:
         from bpc.estimate.model.fit import posterior_params
