@@ -284,11 +284,9 @@ def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
         raise ValueError(f"--task-evidence {args.task_evidence} applies to --prior task")
     args.task_critic = args.task_critic or "test"
     if not protocol:
-        what = "the bpc profile's cross-fitting" + (
-            ""
-            if profile.n_folds is not None
-            else f" (profile {profile.name!r} does not cross-fit over tasks)"
-        )
+        what = "the bpc profile's cross-fitting"
+        if profile.n_folds is None:
+            what += f" (profile {profile.name!r} does not cross-fit over tasks)"
         if args.prior != "cell":
             raise ValueError(
                 f"--prior {args.prior} needs {what}: the task prior is fitted on the training folds"
@@ -315,7 +313,8 @@ def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load, replay (the protocol under bpc, the paper's replay otherwise), print the table, write it."""
     from bpc.choices import check_choice
-    from bpc.constants import DIM_LABEL, EXTRA_BASELINES, POLICIES
+    from bpc.commands._checks import check_size
+    from bpc.constants import DIM_LABEL, EXTRA_BASELINES, LIVE_MAX_PATCHES, POLICIES
     from bpc.costs import Costs, paper_costs_for, resolve_costs
     from bpc.data.corpus import read_transition_kernel
     from bpc.data.counts import counts_from_records
@@ -335,9 +334,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
     profile = get_profile(args.profile)
     if args.max_patches is not None or profile.name == "bpc":
-        from bpc.commands._checks import check_size
-        from bpc.constants import LIVE_MAX_PATCHES
-
         budget = LIVE_MAX_PATCHES["iid"]["dp"] if args.max_patches is None else args.max_patches
         check_size("max_patches", budget)
         profile = replace(profile, max_patches=budget)
@@ -448,13 +444,8 @@ def _write(df, path: Path, fmt: str, attrs: dict, children: dict | None = None) 
         obj = df.assign(wins_by_abstaining=df["wins_by_abstaining"].astype(float)).set_index(keys).to_xarray()
     else:
         obj = xr.DataTree.from_dict({f"/{k}": v for k, v in children.items()})
-    plain = (str, int, float)
-    obj.attrs.update(
-        {
-            k: v if isinstance(v, plain) and not isinstance(v, bool) else json.dumps(v)
-            for k, v in attrs.items()
-        }
-    )
+    for k, v in attrs.items():  # what netCDF cannot hold as an attribute goes as JSON
+        obj.attrs[k] = v if isinstance(v, str | int | float) and not isinstance(v, bool) else json.dumps(v)
     write_netcdf(obj, path)
 
 
@@ -573,8 +564,8 @@ def _run_protocol(args, profile, records, counts, trajectories, costs, policies,
     }
     title = (
         f"Δ vs always_verify, {n_folds}-fold × {len(seeds)} seeds cross-fitted; {prob:.0%} task-clustered "
+        "bootstrap CI"
     )
-    title += "bootstrap CI"
     return "\n".join(lines), table, attrs, _protocol_tree(table, res, gains), title
 
 
@@ -610,13 +601,8 @@ def format_prior_gains(gains, utilities) -> str:
             "  no task prior (a single generator, every task from the cell prior): "
             + ", ".join(dict.fromkeys(without))
         )
-    unconverged = utilities.get("prior_unconverged")
-    bad = (
-        []
-        if unconverged is None
-        else sorted({b for v in unconverged.dropna().astype(str) for b in v.split(",") if b})
-    )
-    if bad:
+    unconverged = utilities["prior_unconverged"].dropna() if "prior_unconverged" in utilities else []
+    if bad := sorted({b for v in unconverged for b in str(v).split(",") if b}):
         lines.append(
             "  note: the empirical-Bayes crossed fit did not report convergence in some folds for: "
             + ", ".join(bad)
