@@ -209,13 +209,11 @@ def format_table(df) -> str:
     head.append(f"   {BOOTSTRAP_PROB:.0%} CI (paired bootstrap)")
 
     def cells(r) -> list[str]:
-        n = getattr(r, "n_instances", None)
         flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
-        cost = getattr(r, "cost_per_instance", float("nan"))
-        values = (r.pass_rate, cost, r.mean_utility, r.delta)
+        values = (r.pass_rate, r.cost_per_instance, r.mean_utility, r.delta)
         numbers = [f"{v:.{d}f}" for v, d in zip(values, (4, 2, 4, 4), strict=True)]
         label = POLICY_LABELS.get(str(r.policy), str(r.policy))
-        return [label, "" if n is None else str(int(n)), *numbers, f"   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"]
+        return [label, str(int(r.n_instances)), *numbers, f"   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"]
 
     def title(key, block) -> str:
         return "\n" + " / ".join(map(str, key))
@@ -251,22 +249,11 @@ def format_protocol_table(df, pipelines=None) -> str:
         values = (r.n_instances, r.pass_rate, r.cost_per_instance, r.mean_utility)
         numbers = [f"{v:.{d}f}" for v, d in zip(values, (0, 3, 2, 2), strict=True)]
         av = f"   {r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
-        return [
-            str(r.policy),
-            *numbers,
-            av,
-            f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]",
-        ]
+        best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
+        return [str(r.policy), *numbers, av, best]
 
-    head = [
-        "policy",
-        "n",
-        "pass_rate",
-        "cost/task",
-        "mean_utility",
-        "   Δ vs always_verify",
-        "Δ vs best simple",
-    ]
+    head = ["policy", "n", "pass_rate", "cost/task", "mean_utility"]
+    head += ["   Δ vs always_verify", "Δ vs best simple"]
     widths = ["<22", ">5", ">11", ">11", ">14", "<33", "<30"]
     return _blocks(df, ["benchmark", "generator"], title, widths, head, cells, pipelines, [intro])
 
