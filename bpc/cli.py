@@ -119,11 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in _command_names() else ""  # module name = command name
     previous = None
     try:
-        if argv is None or sys.argv[1:] == argv:  # the process's own command line: own SIGTERM too
+        if sys.argv[1:] == argv:  # the process's own command line: own SIGTERM too
             with contextlib.suppress(ValueError):  # not the main thread
                 previous = signal.signal(signal.SIGTERM, _on_sigterm)
-        parser = build_parser(only=command or None)
-        args = parser.parse_args(argv)
+        args = build_parser(only=command or None).parse_args(argv)
         command = args.command
         return _run(args)
     except KeyboardInterrupt as exc:

@@ -16,7 +16,6 @@ abbreviations (:mod:`bpc.cli`).
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,14 +182,9 @@ def input_options(args: argparse.Namespace, **changes: Any) -> InputOptions:
     **changes
         Fields to set instead (``include_superseded``, ``scale``, ``benchmarks``, …).
     """
-    from dataclasses import replace
-
-    from bpc.constants import DEFAULT_SEED
     from bpc.data.load import InputOptions
 
-    seed = getattr(args, "seed", None)
-    scale = getattr(args, "scale", None)
-    options = InputOptions(
+    fields: dict[str, Any] = dict(
         critics=tuple(args.critic or ()),
         columns=tuple(args.column or ()),
         benchmark=args.benchmark_name,
@@ -198,28 +192,20 @@ def input_options(args: argparse.Namespace, **changes: Any) -> InputOptions:
         benchmarks=None if args.benchmark is None else tuple(args.benchmark),
         generators=None if args.generator is None else tuple(args.generator),
         include_superseded=bool(getattr(args, "include_superseded", False)),
-        seed=DEFAULT_SEED if seed is None else int(seed),
-        scale=1.0 if scale is None else float(scale),
         progress=not getattr(args, "quiet", False),
     )
-    return replace(options, **changes)
+    # --seed and --scale where the command has them and they are given (else the defaults)
+    fields |= {k: v for k in ("seed", "scale") if (v := getattr(args, k, None)) is not None}
+    return InputOptions(**(fields | changes))
 
 
-def _sources(path) -> list[str] | None:
-    if path is None:
-        return None
-    if isinstance(path, str | os.PathLike):
-        return [os.fspath(path)]
-    return [os.fspath(p) for p in path] or None
-
-
-def load_from_args(path, args: argparse.Namespace, **changes: Any) -> Input:
+def load_from_args(path: list[str], args: argparse.Namespace, **changes: Any) -> Input:
     """:func:`bpc.data.load.resolve_input` with the options :func:`add_input_arguments` registered.
 
     Parameters
     ----------
-    path : str, os.PathLike, a list of them, or None
-        The sources (None or empty: the default corpus).
+    path : list of str
+        The sources (empty: the default corpus).
     args : argparse.Namespace
         The parsed arguments of a command that called :func:`add_input_arguments`.
     **changes
@@ -227,7 +213,7 @@ def load_from_args(path, args: argparse.Namespace, **changes: Any) -> Input:
     """
     from bpc.data.load import resolve_input
 
-    return resolve_input(_sources(path), input_options(args, **changes))
+    return resolve_input(path or None, input_options(args, **changes))
 
 
 def study_source(args: argparse.Namespace, *, dest: str = "source") -> tuple[Any, Any, list[str]]:
@@ -250,8 +236,8 @@ def study_source(args: argparse.Namespace, *, dest: str = "source") -> tuple[Any
     from bpc.data.load import SIMULATED
     from bpc.paths import default_corpus
 
-    sources = _sources(getattr(args, dest))
-    if sources is None:
+    sources = getattr(args, dest)
+    if not sources:
         found = default_corpus()
         sources = [str(found)] if found is not None else [SIMULATED]
     if sources == [SIMULATED]:

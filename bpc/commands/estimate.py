@@ -88,17 +88,10 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset, intervals: pd.DataFr
     for crit in params[DIM_CRITIC].values:
         cols |= {f"{v}_{crit}": params[v].sel({DIM_CRITIC: crit}, drop=True) for v in ("tpr", "fpr", "gap")}
     cols |= {"p_fix": params["p_fix"], "p_break": params["p_break"], "source": c["source"].astype(str)}
-    cols |= {
-        k: params[k].astype(str if k == "kappa_source" else float)
-        for k in ("kappa", "kappa_source")
-        if k in params
-    }
+    cols |= {"kappa": params["kappa"].astype(float), "kappa_source": params["kappa_source"].astype(str)}
     keep = ((c["source"] != "") | c["trans_n"].notnull().any(DIM_LABEL)).to_numpy().ravel()
     df = xr.Dataset(cols).to_dataframe(dim_order=cells).reset_index()[[*cells, *cols]][keep]
     df = df.reset_index(drop=True).astype({"n_instances": "Int64", "n_patches": "Int64"})
-    for name, empty in (("kappa", np.nan), ("kappa_source", "")):
-        if name not in df:
-            df[name] = empty
     if not len(df):
         return df
     crit = [str(c) for c in params[DIM_CRITIC].values]
@@ -118,22 +111,20 @@ def _rates_text(table: pd.DataFrame, params: xr.Dataset, prob: float) -> str:
     Cells without per-patch records (likelihood tables) have no interval (``-``).
     """
 
-    def fmt(value, lo, hi) -> str:
+    def fmt(r: dict, column: str) -> str:
+        value, lo, hi = r[column], r[f"{column}_lo"], r[f"{column}_hi"]
         if not np.isfinite(value):
             return "-"
         if not (np.isfinite(lo) and np.isfinite(hi)):
             return f"{value:.3g}"
         return f"{value:.3g} [{lo:.3g}, {hi:.3g}]"
 
+    rates = [f"{v}_{c}" for c in decision_critics(params[DIM_CRITIC].values) for v in ("tpr", "fpr")]
     rows = []
     for r in table.to_dict("records"):
-        row = {"benchmark": r["benchmark"], "generator": r["generator"]}
-        kappa = f"{fmt(r['kappa'], r['kappa_lo'], r['kappa_hi'])}"
-        row["kappa"] = kappa + ("" if r["kappa_source"] in ("cell", "") else f" ({r['kappa_source']})")
-        for c in decision_critics(params[DIM_CRITIC].values):
-            for v in ("tpr", "fpr"):
-                row[f"{v}_{c}"] = fmt(r[f"{v}_{c}"], r[f"{v}_{c}_lo"], r[f"{v}_{c}_hi"])
-        rows.append(row)
+        kappa = fmt(r, "kappa") + ("" if r["kappa_source"] in ("cell", "") else f" ({r['kappa_source']})")
+        row = {"benchmark": r["benchmark"], "generator": r["generator"], "kappa": kappa}
+        rows.append(row | {c: fmt(r, c) for c in rates})
     head = (
         f"\nκ and critic rates with {prob:.0%} task-clustered bootstrap intervals (whole tasks resampled; "
         "κ (pooled): the cell's κ is not identified, the pooled value is used)"
@@ -172,6 +163,7 @@ def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
 def run(args: argparse.Namespace) -> int:
     """Estimate, write the file, print a short table and where it wrote."""
     from bpc.costs import COSTS_ATTR, costs_attr
+    from bpc.data.tasks import flagged_tasks, task_choices
     from bpc.estimate.laplace import laplace
     from bpc.estimate.task_intervals import task_intervals
     from bpc.outputs import check_output_file, write_csv, write_netcdf, write_parquet
@@ -187,11 +179,9 @@ def run(args: argparse.Namespace) -> int:
     params = laplace(counts)
     intervals = task_intervals(corpus.records, [str(c) for c in params[DIM_CRITIC].values])
     table = estimates_table(params, counts, intervals)
-    choices = notes_digest(counts.attrs.get("notes", []))
     # the task report: tasks nothing passes on (first ids; all with --flagged-out), identical solved sets
-    from bpc.data.tasks import flagged_tasks, task_choices
-
-    choices = choices + task_choices(counts, records=corpus.records, max_ids=_FLAGGED_SHOWN)
+    tasks = task_choices(counts, records=corpus.records, max_ids=_FLAGGED_SHOWN)
+    choices = notes_digest(counts.attrs.get("notes", [])) + tasks
     if args.flagged_out is not None:
         from bpc.schema import has_task_counts
 
@@ -204,11 +194,9 @@ def run(args: argparse.Namespace) -> int:
     elif fmt == ".parquet":
         write_parquet(table, out)
     else:
-        ds = params.copy()
         # the counts behind the rates: a learner started from this file carries their weight
-        for name in ("n_patches", "n_instances", "source", "critic_n", "trans_n"):
-            if name in counts:
-                ds[name] = counts[name]
+        names = ("n_patches", "n_instances", "source", "critic_n", "trans_n")
+        ds = params.assign({name: counts[name] for name in names if name in counts})
         ignore = ("out", "quiet", "force", "flagged_out")
         ds.attrs["config"] = {
             **params.attrs["config"],
@@ -222,11 +210,8 @@ def run(args: argparse.Namespace) -> int:
         if args.costs is not None or corpus.critic_costs:
             ds.attrs[COSTS_ATTR] = costs  # the critics' costs travel with their rates (bpc solve --params)
         for key, value in ds.attrs.items():  # what netCDF cannot hold as an attribute goes as JSON
-            ds.attrs[key] = (
-                value
-                if isinstance(value, str | int | float)
-                else json.dumps(value, sort_keys=True, default=str)
-            )
+            if not isinstance(value, str | int | float):
+                ds.attrs[key] = json.dumps(value, sort_keys=True, default=str)
         write_netcdf(ds.assign(source=ds["source"].astype(str)), out)
     if not args.quiet:
         cols = ["benchmark", "generator", "n_patches", "prior", "prior_lo", "prior_hi"]

@@ -109,22 +109,18 @@ def run(args: argparse.Namespace) -> int:
     dt.attrs["data_choices"] = json.dumps(choices)
     if args.costs is not None or data.critic_costs:
         dt.attrs[COSTS_ATTR] = costs  # the critics' costs travel with their rates (bpc solve --params)
+    failed = f"convergence check failed ({'; '.join(diag.failures)})"
     if not diag.ok and not args.allow_bad_diagnostics:
         hint = advice(diag, counts)
         print(
-            f"bpc fit: error: convergence check failed ({'; '.join(diag.failures)}); nothing written to "
-            f"{out}. {hint[:1].upper()}{hint[1:]}",
+            f"bpc fit: error: {failed}; nothing written to {out}. {hint[:1].upper()}{hint[1:]}",
             file=sys.stderr,
         )
         return 1
     if not diag.ok:
         dt.attrs["allow_bad_diagnostics"] = 1
-        print(
-            "bpc fit: warning: convergence check failed ("
-            + "; ".join(diag.failures)
-            + f"); written anyway (--allow-bad-diagnostics), marked diagnostics_ok = 0 in {out}",
-            file=sys.stderr,
-        )
+        what = f"written anyway (--allow-bad-diagnostics), marked diagnostics_ok = 0 in {out}"
+        print(f"bpc fit: warning: {failed}; {what}", file=sys.stderr)
     save(dt, out)
     if not args.quiet:
         choices_summary("data choices", choices)

@@ -209,13 +209,11 @@ def format_table(df) -> str:
     head.append(f"   {BOOTSTRAP_PROB:.0%} CI (paired bootstrap)")
 
     def cells(r) -> list[str]:
-        n = getattr(r, "n_instances", None)
         flag = f" {ABSTAIN_MARK} wins by abstaining" if r.wins_by_abstaining else ""
-        cost = getattr(r, "cost_per_instance", float("nan"))
-        values = (r.pass_rate, cost, r.mean_utility, r.delta)
+        values = (r.pass_rate, r.cost_per_instance, r.mean_utility, r.delta)
         numbers = [f"{v:.{d}f}" for v, d in zip(values, (4, 2, 4, 4), strict=True)]
         label = POLICY_LABELS.get(str(r.policy), str(r.policy))
-        return [label, "" if n is None else str(int(n)), *numbers, f"   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"]
+        return [label, str(int(r.n_instances)), *numbers, f"   [{r.ci_lo:.4f}, {r.ci_hi:.4f}]{flag}"]
 
     def title(key, block) -> str:
         return "\n" + " / ".join(map(str, key))
@@ -251,22 +249,11 @@ def format_protocol_table(df, pipelines=None) -> str:
         values = (r.n_instances, r.pass_rate, r.cost_per_instance, r.mean_utility)
         numbers = [f"{v:.{d}f}" for v, d in zip(values, (0, 3, 2, 2), strict=True)]
         av = f"   {r.delta:+8.2f} [{r.ci_lo:+.2f}, {r.ci_hi:+.2f}]{flag}"
-        return [
-            str(r.policy),
-            *numbers,
-            av,
-            f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]",
-        ]
+        best = f"{r.delta_best:+8.2f} [{r.ci_lo_best:+.2f}, {r.ci_hi_best:+.2f}]"
+        return [str(r.policy), *numbers, av, best]
 
-    head = [
-        "policy",
-        "n",
-        "pass_rate",
-        "cost/task",
-        "mean_utility",
-        "   Δ vs always_verify",
-        "Δ vs best simple",
-    ]
+    head = ["policy", "n", "pass_rate", "cost/task", "mean_utility"]
+    head += ["   Δ vs always_verify", "Δ vs best simple"]
     widths = ["<22", ">5", ">11", ">11", ">14", "<33", "<30"]
     return _blocks(df, ["benchmark", "generator"], title, widths, head, cells, pipelines, [intro])
 
@@ -284,11 +271,9 @@ def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
         raise ValueError(f"--task-evidence {args.task_evidence} applies to --prior task")
     args.task_critic = args.task_critic or "test"
     if not protocol:
-        what = "the bpc profile's cross-fitting" + (
-            ""
-            if profile.n_folds is not None
-            else f" (profile {profile.name!r} does not cross-fit over tasks)"
-        )
+        what = "the bpc profile's cross-fitting"
+        if profile.n_folds is None:
+            what += f" (profile {profile.name!r} does not cross-fit over tasks)"
         if args.prior != "cell":
             raise ValueError(
                 f"--prior {args.prior} needs {what}: the task prior is fitted on the training folds"
@@ -315,7 +300,8 @@ def _check_options(args: argparse.Namespace, profile, protocol: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     """Load, replay (the protocol under bpc, the paper's replay otherwise), print the table, write it."""
     from bpc.choices import check_choice
-    from bpc.constants import DIM_LABEL, EXTRA_BASELINES, POLICIES
+    from bpc.commands._checks import check_size
+    from bpc.constants import DIM_LABEL, EXTRA_BASELINES, LIVE_MAX_PATCHES, POLICIES
     from bpc.costs import Costs, paper_costs_for, resolve_costs
     from bpc.data.corpus import read_transition_kernel
     from bpc.data.counts import counts_from_records
@@ -335,9 +321,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.plot, suffixes=(".png", ".pdf", ".svg"), option="--plot")
     profile = get_profile(args.profile)
     if args.max_patches is not None or profile.name == "bpc":
-        from bpc.commands._checks import check_size
-        from bpc.constants import LIVE_MAX_PATCHES
-
         budget = LIVE_MAX_PATCHES["iid"]["dp"] if args.max_patches is None else args.max_patches
         check_size("max_patches", budget)
         profile = replace(profile, max_patches=budget)
@@ -448,13 +431,8 @@ def _write(df, path: Path, fmt: str, attrs: dict, children: dict | None = None) 
         obj = df.assign(wins_by_abstaining=df["wins_by_abstaining"].astype(float)).set_index(keys).to_xarray()
     else:
         obj = xr.DataTree.from_dict({f"/{k}": v for k, v in children.items()})
-    plain = (str, int, float)
-    obj.attrs.update(
-        {
-            k: v if isinstance(v, plain) and not isinstance(v, bool) else json.dumps(v)
-            for k, v in attrs.items()
-        }
-    )
+    for k, v in attrs.items():  # what netCDF cannot hold as an attribute goes as JSON
+        obj.attrs[k] = v if isinstance(v, str | int | float) and not isinstance(v, bool) else json.dumps(v)
     write_netcdf(obj, path)
 
 
@@ -573,8 +551,8 @@ def _run_protocol(args, profile, records, counts, trajectories, costs, policies,
     }
     title = (
         f"Δ vs always_verify, {n_folds}-fold × {len(seeds)} seeds cross-fitted; {prob:.0%} task-clustered "
+        "bootstrap CI"
     )
-    title += "bootstrap CI"
     return "\n".join(lines), table, attrs, _protocol_tree(table, res, gains), title
 
 
@@ -610,13 +588,8 @@ def format_prior_gains(gains, utilities) -> str:
             "  no task prior (a single generator, every task from the cell prior): "
             + ", ".join(dict.fromkeys(without))
         )
-    unconverged = utilities.get("prior_unconverged")
-    bad = (
-        []
-        if unconverged is None
-        else sorted({b for v in unconverged.dropna().astype(str) for b in v.split(",") if b})
-    )
-    if bad:
+    unconverged = utilities["prior_unconverged"].dropna() if "prior_unconverged" in utilities else []
+    if bad := sorted({b for v in unconverged for b in str(v).split(",") if b}):
         lines.append(
             "  note: the empirical-Bayes crossed fit did not report convergence in some folds for: "
             + ", ".join(bad)

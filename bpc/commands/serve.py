@@ -341,9 +341,7 @@ class Server:
 
     # ------------------------------------------------------------ lookups
     def _controller_for(self, cell: Any) -> Any:
-        if cell is None:
-            return self.controller
-        if not isinstance(cell, str):
+        if cell is not None and not isinstance(cell, str):
             raise RequestError("BadRequest", f"'cell' must be a string BENCH/GEN, got {quote(cell)}")
         if cell not in self._controllers:
             self._controllers[cell] = self._make(cell)[0]
@@ -376,8 +374,7 @@ class Server:
         if not ep.done:
             return
         self._forget(eid)
-        self._closed[eid] = str(ep.outcome)
-        self._closed.move_to_end(eid)
+        self._closed[eid] = str(ep.outcome)  # a new key: a started id is dropped from the closed ones
         while len(self._closed) > CLOSED_MEMORY:
             self._closed.popitem(last=False)
         out.update(closed=True, final=ep.to_dict())

@@ -187,17 +187,15 @@ def parse_critic_rates(spec: str, costs=None) -> tuple[str, float, float, float]
     ValueError
         Naming the malformed spec and the expected form.
     """
-    parts = spec.split(":")
-    if len(parts) == 3 and costs is not None and parts[0].strip():
-        name = parts[0].strip()
+    name, *numbers = (part.strip() for part in spec.split(":"))
+    if len(numbers) == 2 and costs is not None and name:
         if name not in costs.critic:
             raise ValueError(f"--critic {spec!r}: no COST given and the cost vector has no critic {name!r}")
-        parts = parts + [str(costs.critic[name])]
-    if len(parts) != 4 or not parts[0].strip():
+        numbers.append(str(costs.critic[name]))
+    if len(numbers) != 3 or not name:
         raise ValueError(f"--critic {spec!r}: expected NAME:TPR:FPR:COST, e.g. test:0.95:0.2:2")
-    name = parts[0].strip()
     try:
-        tpr, fpr, cost = (float(x) for x in parts[1:])
+        tpr, fpr, cost = (float(x) for x in numbers)
     except ValueError:
         raise ValueError(f"--critic {spec!r}: TPR, FPR and COST must be numbers") from None
     check_probability(tpr, name=f"--critic {spec!r}: TPR")
