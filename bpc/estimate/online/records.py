@@ -299,8 +299,7 @@ def episode_loglik(
     P = prior.shape[0]
     # per-patch evidence e_j(1), e_j(0): (n, P)
     n = len(record.patches)
-    e1 = np.zeros((n, P))
-    e0 = np.zeros((n, P))
+    e1, e0 = np.zeros((2, n, P))
     for j, patch in enumerate(record.patches):
         for c, v in patch.verdicts.items():
             if v is None:
@@ -413,9 +412,8 @@ class GaussianPrior:
             chol = np.linalg.cholesky(cov)
         except np.linalg.LinAlgError:
             raise ValueError("prior covariance is not positive definite") from None
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "cov", cov)
-        object.__setattr__(self, "_chol", chol)
+        for name, value in (("mean", mean), ("cov", cov), ("_chol", chol)):
+            object.__setattr__(self, name, value)
 
     def logpdf(self, x: np.ndarray) -> np.ndarray:
         """``(P,)`` log density of ``(P, D)`` points (up to nothing: normalised)."""
@@ -423,8 +421,7 @@ class GaussianPrior:
         dev = np.atleast_2d(x) - self.mean
         sol = np.linalg.solve(chol, dev.T)
         half_logdet = np.sum(np.log(np.diag(chol)))
-        d = self.mean.size
-        return -0.5 * np.sum(sol**2, axis=0) - half_logdet - 0.5 * d * math.log(2 * math.pi)
+        return -0.5 * np.sum(sol**2, axis=0) - half_logdet - 0.5 * self.mean.size * math.log(2 * math.pi)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``(n, D)`` draws."""
