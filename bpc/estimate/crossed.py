@@ -153,7 +153,7 @@ def critic_loglik(
         return np.where(n > 0, np.log(np.maximum(total, 1e-300)), 0.0)
 
 
-def _mixture_beta(
+def mixture_moments(
     weights: np.ndarray, p: np.ndarray, kappa: np.ndarray, axis: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """First two moments of Σ_q W_q Beta(p_q κ, (1 − p_q) κ), summed along ``axis`` (the nodes)."""
@@ -196,7 +196,7 @@ def marginal_beta(loc: np.ndarray, kappa: np.ndarray, sigma: np.ndarray) -> tupl
     x, w = normal_grid()
     loc, kappa, sigma = (np.asarray(v, dtype=float) for v in (loc, kappa, sigma))
     p = expit(loc[:, None, :] + sigma[:, None, None] * x[None, :, None])  # (S, Q, G)
-    mean, second = _mixture_beta(w[None, :, None], p, kappa[:, None, :], axis=1)
+    mean, second = mixture_moments(w[None, :, None], p, kappa[:, None, :], axis=1)
     return _moment_match(mean.mean(axis=0), second.mean(axis=0))
 
 
@@ -305,7 +305,7 @@ def task_beta(
         others = ll.sum(axis=3, keepdims=True) - ll  # leave the target's own evidence out
         logw = np.log(w)[None, :, None, None] + others
         weights = np.exp(logw - logsumexp(logw, axis=1, keepdims=True))  # (s, Q, T, G)
-        mean, second = _mixture_beta(weights, p[:, :, None, :], kappa[sl, None, None, :], axis=1)
+        mean, second = mixture_moments(weights, p[:, :, None, :], kappa[sl, None, None, :], axis=1)
         mean_acc += mean.sum(axis=0)
         second_acc += second.sum(axis=0)
     A, B = _moment_match(mean_acc / S, second_acc / S)

@@ -260,15 +260,8 @@ def diagnose(dt: xr.DataTree) -> Diagnostics:
     divergences = 0
     if "sample_stats" in dt.children and "diverging" in dt["sample_stats"]:
         divergences = int(np.asarray(dt["sample_stats"]["diverging"].values).sum())
-    return Diagnostics(
-        max_rhat=float(table["max_rhat"].max()) if len(table) else np.nan,
-        min_ess_bulk=float(table["min_ess_bulk"].min()) if len(table) else np.nan,
-        min_ess_tail=float(table["min_ess_tail"].min()) if len(table) else np.nan,
-        divergences=divergences,
-        chains=chains,
-        draws=draws,
-        table=table,
-    )
+    worst = (table["max_rhat"].max(), table["min_ess_bulk"].min(), table["min_ess_tail"].min())  # NaN: none
+    return Diagnostics(*map(float, worst), divergences=divergences, chains=chains, draws=draws, table=table)
 
 
 def _cells_with_data(counts: xr.Dataset) -> int:
@@ -383,9 +376,5 @@ def params_table(
         extra = extra.reorder_levels(["benchmark", "generator", "rate"])
         df = df.join(extra, how="left")
     df = df[np.isfinite(df["mean"])].reset_index()
-    cols = (
-        ["benchmark", "generator", "rate"]
-        + [c for c in ("k", "n", "laplace") if c in df]
-        + ["mean", "lo", "hi"]
-    )
-    return df[cols]
+    data = [c for c in ("k", "n", "laplace") if c in df]
+    return df[["benchmark", "generator", "rate", *data, "mean", "lo", "hi"]]
