@@ -453,7 +453,8 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
     )
 
 
-def _hyper(spec: ModelSpec, name: str, param: str) -> np.ndarray:
+def hyper_values(spec: ModelSpec, name: str, param: str) -> np.ndarray:
+    """Parameter ``param`` of hyperprior ``name`` for every rate of ``spec``, in rate order."""
     return np.array([spec.hyperprior(rate, name)[param] for rate in spec.rates])
 
 
@@ -606,7 +607,7 @@ def _effect(spec: ModelSpec, level_dim: str, levels: np.ndarray) -> pt.TensorVar
     without data is always non-centred (centred, nothing but its prior would make Neal's funnel).
     """
     sigma = pm.HalfNormal(
-        f"sigma_{level_dim}", sigma=_hyper(spec, f"sigma_{level_dim}", "sigma"), dims=DIM_RATE
+        f"sigma_{level_dim}", sigma=hyper_values(spec, f"sigma_{level_dim}", "sigma"), dims=DIM_RATE
     )
     dims = (DIM_RATE, level_dim)
     forced = np.array([rate_kind(rate) in spec.centered for rate in spec.rates])[:, None]
@@ -666,8 +667,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
     ValueError
         If ``counts`` breaks the counts schema or has no observed entry.
     """
-    if spec is None:
-        spec = ModelSpec.for_counts(counts)
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     obs = observations(counts, spec)
     inst = instance_observations(counts) if spec.instance else None
     tasks = task_observations(counts, inst) if inst is not None and spec.tasks else None
@@ -694,7 +694,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
         n = _data("n", obs["n"].values, dims=DIM_OBS)
         k = _data("k", obs["k"].values, dims=DIM_OBS)
         r_idx = _data("rate_idx", obs["rate_idx"].values, dims=DIM_OBS)
-        hyper = {name: {p: _hyper(spec, name, p) for p in ("mu", "sigma")} for name in ("alpha", "log_kappa")}
+        hyper = {v: {p: hyper_values(spec, v, p) for p in ("mu", "sigma")} for v in ("alpha", "log_kappa")}
         effects = {
             dim: _effect(spec, dim, effect_levels(counts, spec, dim))
             for dim in (DIM_BENCHMARK, DIM_GENERATOR)

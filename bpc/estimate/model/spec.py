@@ -106,10 +106,7 @@ def _default_data() -> dict[str, Any]:
 
 def rate_names(critics: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """The modelled rates, in order: prior, tpr/fpr per critic, p_fix, p_break."""
-    out = ["prior"]
-    for c in critics:
-        out += [f"tpr_{c}", f"fpr_{c}"]
-    return (*out, "p_fix", "p_break")
+    return ("prior", *(f"{kind}_{c}" for c in critics for kind in ("tpr", "fpr")), "p_fix", "p_break")
 
 
 def rate_kind(rate: str) -> str:
