@@ -129,8 +129,7 @@ def conjugate_posterior(
         x[:, :, ~ok] = np.nan
         out[name] = xr.DataArray(x, dims=(DIM_CHAIN, DIM_DRAW, *a.dims), coords=a.coords)
     out["gap"] = out["tpr"] - out["fpr"]
-    ds = order_params(xr.Dataset(out)).assign_coords(
-        {DIM_CHAIN: np.arange(chains), DIM_DRAW: np.arange(draws)}
-    )
+    coords = {DIM_CHAIN: np.arange(chains), DIM_DRAW: np.arange(draws)}
+    ds = order_params(xr.Dataset(out)).assign_coords(coords)
     ds.attrs.update({"posterior": "conjugate", "seed": int(seed)})
     return validate_params(ds)

@@ -47,6 +47,7 @@ The xarray layer: :func:`fit_crossed_eb` (counts → crossed parameters),
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -679,12 +680,8 @@ def task_prior(
         blocks.append(xr.Dataset(block, coords=coords).expand_dims({DIM_BENCHMARK: [bench]}))
     if not blocks:
         raise ValueError("task_prior: no crossed benchmark of the parameters has evidence")
-    out = cast(
-        xr.Dataset,
-        xr.concat(
-            blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""}
-        ),
-    )
+    fill = {"A": np.nan, "B": np.nan, "source": ""}
+    out = cast(xr.Dataset, xr.concat(blocks, dim=DIM_BENCHMARK, join="outer", fill_value=fill))
     what = "oracle labels" if kind == "oracle" else f"{critic!r} critic verdicts"
     out.attrs.update(
         evidence=f"other generators' {what}", kind=kind, critic=critic if kind == "critic" else ""
@@ -773,16 +770,10 @@ def start_beta(
     >>> start_beta(priors, benchmark="b", generator="g", task="t9", cell=(1.0, 3.0))[2]
     'cell: no other generator attempted task t9 (or its benchmark is not crossed)'
     """
-    try:
+    with contextlib.suppress(KeyError):  # a cell or task the priors do not hold: the cell's own
         row = priors.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: generator, DIM_TASK: task})
-        a, b, src = float(row["A"]), float(row["B"]), str(row["source"].item())
-    except KeyError:
-        a = b = float("nan")
-        src = ""
-    if src == "task" and np.isfinite(a) and np.isfinite(b):
-        return a, b, "task"
-    return (
-        float(cell[0]),
-        float(cell[1]),
-        f"cell: no other generator attempted task {task} (or its benchmark is not crossed)",
-    )
+        a, b = float(row["A"]), float(row["B"])
+        if str(row["source"].item()) == "task" and np.isfinite(a) and np.isfinite(b):
+            return a, b, "task"
+    why = f"cell: no other generator attempted task {task} (or its benchmark is not crossed)"
+    return float(cell[0]), float(cell[1]), why
