@@ -16,14 +16,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import betaincinv
 
-from bpc.constants import (
-    DEFAULT_SEED,
-    DIM_CHAIN,
-    DIM_DRAW,
-    DIM_LABEL,
-    LAPLACE_ALPHA,
-    LAPLACE_BETA,
-)
+from bpc.constants import DEFAULT_SEED, DIM_CHAIN, DIM_DRAW, DIM_LABEL, LAPLACE_ALPHA, LAPLACE_BETA
 from bpc.schema import order_params, validate_counts, validate_params
 
 RATE_COUNTS: dict[str, tuple[str, str, dict[str, int]]] = {

@@ -30,13 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bpc.constants import (
-    BOOTSTRAP_B,
-    BOOTSTRAP_SEED,
-    CI_PROB,
-    KAPPA_MAX,
-    KAPPA_MIN,
-)
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, KAPPA_MAX, KAPPA_MIN
 from bpc.estimate.laplace import instance_fit, smoothed_rate
 from bpc.intervals import resample_weights
 
@@ -71,11 +65,7 @@ def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray) -> tuple[float, float]
 
 
 def task_intervals(
-    records: pd.DataFrame,
-    critics: Sequence[str],
-    *,
-    B: int = BOOTSTRAP_B,
-    kappa_b: int = KAPPA_B,
+    records: pd.DataFrame, critics: Sequence[str], *, B: int = BOOTSTRAP_B, kappa_b: int = KAPPA_B
 ) -> pd.DataFrame:
     """Task-clustered intervals of every cell's critic rates and κ (see the module docstring).
 

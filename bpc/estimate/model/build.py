@@ -110,14 +110,7 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy.special import gammaln
 
-from bpc.constants import (
-    DIM_BENCHMARK,
-    DIM_CRITIC,
-    DIM_GENERATOR,
-    DIM_PASSES,
-    DIM_PATCHES,
-    DIM_TASK,
-)
+from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_PASSES, DIM_PATCHES, DIM_TASK
 from bpc.estimate.conjugate import RATE_COUNTS
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.schema import has_task_counts, validate_counts

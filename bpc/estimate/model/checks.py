@@ -368,10 +368,7 @@ def simulate_from_prior(
 
 
 def coverage_table(
-    params: xr.Dataset,
-    truth: xr.Dataset,
-    *,
-    counts: xr.Dataset | None = None,
+    params: xr.Dataset, truth: xr.Dataset, *, counts: xr.Dataset | None = None
 ) -> pd.DataFrame:
     """Per true cell rate: its posterior rank and whether central intervals cover it.
 
@@ -699,10 +696,7 @@ def _hypergeom(rng: np.random.Generator, good: np.ndarray, bad: np.ndarray, draw
 
 
 def subsample_counts(
-    counts: xr.Dataset,
-    n_instances: int,
-    *,
-    seed: int = DEFAULT_SEED,
+    counts: xr.Dataset, n_instances: int, *, seed: int = DEFAULT_SEED
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """Subsample every cell's counts into a small training part and the held-out rest.
 

@@ -324,10 +324,7 @@ def advice(diagnostics: Diagnostics, counts: xr.Dataset) -> str:
 
 
 def params_table(
-    params: xr.Dataset,
-    *,
-    laplace: xr.Dataset | None = None,
-    counts: xr.Dataset | None = None,
+    params: xr.Dataset, *, laplace: xr.Dataset | None = None, counts: xr.Dataset | None = None
 ) -> pd.DataFrame:
     """Per-cell posterior means and credible intervals, beside Laplace estimates.
 

@@ -466,10 +466,7 @@ class LocoRefits:
     """
 
     def __init__(
-        self,
-        ladder: RefitLadder,
-        *,
-        to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
+        self, ladder: RefitLadder, *, to_params: Callable[[xr.DataTree], xr.Dataset] | None = None
     ) -> None:
         self.ladder, self.to_params = ladder, to_params
         self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
