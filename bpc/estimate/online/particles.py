@@ -771,12 +771,9 @@ class LearningState:
         return out
 
     def _named(self, p: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out = {"prior": p["prior"], "kappa": p["kappa"]}
-        for k, c in enumerate(self.critics):
-            out[f"tpr[{c}]"] = p["tpr"][:, k]
-            out[f"fpr[{c}]"] = p["fpr"][:, k]
-        out["p_fix"], out["p_break"] = p["p_fix"], p["p_break"]
-        return out
+        rates = {f"{r}[{c}]": p[r][:, k] for k, c in enumerate(self.critics) for r in ("tpr", "fpr")}
+        kernel = {"p_fix": p["p_fix"], "p_break": p["p_break"]}
+        return {"prior": p["prior"], "kappa": p["kappa"], **rates, **kernel}
 
     def to_params(self, n: int | None = None, *, cell: tuple[str, str] = ("cell", "cell")) -> xr.Dataset:
         """Equally weighted draws in bpc's parameter schema (``chain`` = 1, ``draw`` = n, one cell).
