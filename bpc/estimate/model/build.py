@@ -115,31 +115,6 @@ from bpc.estimate.conjugate import RATE_COUNTS
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.schema import has_task_counts, validate_counts
 
-__all__ = [
-    "DIM_TASK_OBS",
-    "DIM_TASK_KEY",
-    "DIM_TASK_CELL",
-    "DIM_TASK_BENCHMARK",
-    "task_observations",
-    "effect_levels",
-    "effect_centring",
-    "centred_tasks",
-    "DIM_RATE",
-    "DIM_OBS",
-    "DIM_PRIOR_CELL",
-    "DIM_INST_CLASS",
-    "C_MAX",
-    "CENTRE_INFORMATION",
-    "CENTRE_LEVELS",
-    "centred_cells",
-    "RATE_COUNTS",
-    "rate_counts",
-    "observations",
-    "instance_observations",
-    "shape_offset",
-    "build_model",
-]
-
 DIM_RATE = "rate"
 """Dimension of the modelled rates (coordinate values from :attr:`ModelSpec.rates`)."""
 

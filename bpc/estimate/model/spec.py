@@ -48,19 +48,6 @@ from typing import Any
 from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, PAPER_CRITICS
 from bpc.schema import check_critic_names, decision_critics
 
-__all__ = [
-    "RATE_KINDS",
-    "HYPERPRIORS",
-    "INSTANCE_HYPERPRIORS",
-    "TASK_HYPERPRIORS",
-    "CELL_SHAPES",
-    "DEFAULT_SPEC_FILE",
-    "ModelSpec",
-    "rate_names",
-    "rate_kind",
-    "rate_critic",
-]
-
 RATE_KINDS: tuple[str, ...] = ("prior", "tpr", "fpr", "p_fix", "p_break")
 """Kinds of rate the model pools; ``tpr``/``fpr`` exist once per modelled critic."""
 
