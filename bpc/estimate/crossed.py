@@ -61,7 +61,7 @@ from scipy.optimize import minimize
 from scipy.special import betaln, comb, digamma, expit, gammaln, logsumexp
 
 from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR, DIM_TASK
-from bpc.schema import has_task_counts, validate_counts
+from bpc.schema import TASK_COUNT_VARS, has_task_counts, validate_counts
 
 N_NODES = 241
 """Nodes of the task-effect integrals (an even grid over ±GRID_HALF_WIDTH standard deviations)."""
@@ -474,9 +474,7 @@ def crossed_layout(counts: xr.Dataset) -> dict[str, list[str]]:
 
 def _benchmark_tasks(counts: xr.Dataset, bench: str, gens: Sequence[str]) -> tuple[list[str], xr.Dataset]:
     """The tasks of ``bench`` some generator attempted, and the counts' task variables there."""
-    sub = counts[["task_n", "task_pass", "task_critic_n", "task_critic_pass"]].sel(
-        {DIM_BENCHMARK: bench, DIM_GENERATOR: list(gens)}
-    )
+    sub = counts[list(TASK_COUNT_VARS)].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: list(gens)})
     attempted = (sub["task_n"].fillna(0) > 0).any(DIM_GENERATOR).values
     tasks = [str(t) for t in sub[DIM_TASK].values[attempted]]
     return tasks, sub.isel({DIM_TASK: np.flatnonzero(attempted)})

@@ -220,9 +220,9 @@ def prior_predictive_summary(params: xr.Dataset) -> pd.DataFrame:
         v = v[np.isfinite(v)]
         if not v.size:
             continue
-        q = np.quantile(v, [0.05, 0.25, 0.5, 0.75, 0.95])
+        probs = (0.05, 0.25, 0.5, 0.75, 0.95)
         rows[kind] = {
-            **{f"q{int(p * 100):02d}": x for p, x in zip((0.05, 0.25, 0.5, 0.75, 0.95), q, strict=True)},
+            **{f"q{int(p * 100):02d}": x for p, x in zip(probs, np.quantile(v, probs), strict=True)},
             "frac_plausible": float(((v >= lo) & (v <= hi)).mean()),
             "frac_below": float((v < lo).mean()),
             "frac_above": float((v > hi).mean()),
@@ -887,9 +887,8 @@ def leave_one_cell_out(
     """
     spec = ModelSpec.for_counts(counts) if spec is None else spec
     if cells is None:
-        i, j = np.nonzero(np.isfinite(counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values))
-        pairs = zip(counts[DIM_BENCHMARK].values[i], counts[DIM_GENERATOR].values[j], strict=True)
-        cells = [(str(b), str(g)) for b, g in pairs]
+        n_patches = counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).to_series().dropna()
+        cells = [(str(b), str(g)) for b, g in n_patches.index]
     out = []
     for i, (bench, gen) in enumerate(cells):
         is_cell = (counts[DIM_BENCHMARK] == bench) & (counts[DIM_GENERATOR] == gen)

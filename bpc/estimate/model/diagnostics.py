@@ -136,9 +136,7 @@ class Diagnostics:
         >>> Diagnostics.summary_of(dt)["ok"]
         False
         """
-        if dt.attrs.get("diagnostics"):
-            return json.loads(dt.attrs["diagnostics"])
-        return diagnose(dt).to_dict()
+        return json.loads(dt.attrs["diagnostics"]) if dt.attrs.get("diagnostics") else diagnose(dt).to_dict()
 
     def warn(self, stacklevel: int = 2) -> None:
         """Emit a :class:`ConvergenceWarning` if any threshold fails."""
