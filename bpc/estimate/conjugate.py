@@ -16,14 +16,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import betaincinv
 
-from bpc.constants import (
-    DEFAULT_SEED,
-    DIM_CHAIN,
-    DIM_DRAW,
-    DIM_LABEL,
-    LAPLACE_ALPHA,
-    LAPLACE_BETA,
-)
+from bpc.constants import DEFAULT_SEED, DIM_CHAIN, DIM_DRAW, DIM_LABEL, LAPLACE_ALPHA, LAPLACE_BETA
 from bpc.schema import order_params, validate_counts, validate_params
 
 RATE_COUNTS: dict[str, tuple[str, str, dict[str, int]]] = {
@@ -129,8 +122,7 @@ def conjugate_posterior(
         x[:, :, ~ok] = np.nan
         out[name] = xr.DataArray(x, dims=(DIM_CHAIN, DIM_DRAW, *a.dims), coords=a.coords)
     out["gap"] = out["tpr"] - out["fpr"]
-    ds = order_params(xr.Dataset(out)).assign_coords(
-        {DIM_CHAIN: np.arange(chains), DIM_DRAW: np.arange(draws)}
-    )
+    coords = {DIM_CHAIN: np.arange(chains), DIM_DRAW: np.arange(draws)}
+    ds = order_params(xr.Dataset(out)).assign_coords(coords)
     ds.attrs.update({"posterior": "conjugate", "seed": int(seed)})
     return validate_params(ds)

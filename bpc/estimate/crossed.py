@@ -47,6 +47,7 @@ The xarray layer: :func:`fit_crossed_eb` (counts → crossed parameters),
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ from scipy.optimize import minimize
 from scipy.special import betaln, comb, digamma, expit, gammaln, logsumexp
 
 from bpc.constants import DIM_BENCHMARK, DIM_CHAIN, DIM_CRITIC, DIM_DRAW, DIM_GENERATOR, DIM_TASK
-from bpc.schema import has_task_counts, validate_counts
+from bpc.schema import TASK_COUNT_VARS, has_task_counts, validate_counts
 
 N_NODES = 241
 """Nodes of the task-effect integrals (an even grid over ±GRID_HALF_WIDTH standard deviations)."""
@@ -153,7 +154,7 @@ def critic_loglik(
         return np.where(n > 0, np.log(np.maximum(total, 1e-300)), 0.0)
 
 
-def _mixture_beta(
+def mixture_moments(
     weights: np.ndarray, p: np.ndarray, kappa: np.ndarray, axis: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """First two moments of Σ_q W_q Beta(p_q κ, (1 − p_q) κ), summed along ``axis`` (the nodes)."""
@@ -196,7 +197,7 @@ def marginal_beta(loc: np.ndarray, kappa: np.ndarray, sigma: np.ndarray) -> tupl
     x, w = normal_grid()
     loc, kappa, sigma = (np.asarray(v, dtype=float) for v in (loc, kappa, sigma))
     p = expit(loc[:, None, :] + sigma[:, None, None] * x[None, :, None])  # (S, Q, G)
-    mean, second = _mixture_beta(w[None, :, None], p, kappa[:, None, :], axis=1)
+    mean, second = mixture_moments(w[None, :, None], p, kappa[:, None, :], axis=1)
     return _moment_match(mean.mean(axis=0), second.mean(axis=0))
 
 
@@ -305,7 +306,7 @@ def task_beta(
         others = ll.sum(axis=3, keepdims=True) - ll  # leave the target's own evidence out
         logw = np.log(w)[None, :, None, None] + others
         weights = np.exp(logw - logsumexp(logw, axis=1, keepdims=True))  # (s, Q, T, G)
-        mean, second = _mixture_beta(weights, p[:, :, None, :], kappa[sl, None, None, :], axis=1)
+        mean, second = mixture_moments(weights, p[:, :, None, :], kappa[sl, None, None, :], axis=1)
         mean_acc += mean.sum(axis=0)
         second_acc += second.sum(axis=0)
     A, B = _moment_match(mean_acc / S, second_acc / S)
@@ -473,9 +474,7 @@ def crossed_layout(counts: xr.Dataset) -> dict[str, list[str]]:
 
 def _benchmark_tasks(counts: xr.Dataset, bench: str, gens: Sequence[str]) -> tuple[list[str], xr.Dataset]:
     """The tasks of ``bench`` some generator attempted, and the counts' task variables there."""
-    sub = counts[["task_n", "task_pass", "task_critic_n", "task_critic_pass"]].sel(
-        {DIM_BENCHMARK: bench, DIM_GENERATOR: list(gens)}
-    )
+    sub = counts[list(TASK_COUNT_VARS)].sel({DIM_BENCHMARK: bench, DIM_GENERATOR: list(gens)})
     attempted = (sub["task_n"].fillna(0) > 0).any(DIM_GENERATOR).values
     tasks = [str(t) for t in sub[DIM_TASK].values[attempted]]
     return tasks, sub.isel({DIM_TASK: np.flatnonzero(attempted)})
@@ -679,12 +678,8 @@ def task_prior(
         blocks.append(xr.Dataset(block, coords=coords).expand_dims({DIM_BENCHMARK: [bench]}))
     if not blocks:
         raise ValueError("task_prior: no crossed benchmark of the parameters has evidence")
-    out = cast(
-        xr.Dataset,
-        xr.concat(
-            blocks, dim=DIM_BENCHMARK, join="outer", fill_value={"A": np.nan, "B": np.nan, "source": ""}
-        ),
-    )
+    fill = {"A": np.nan, "B": np.nan, "source": ""}
+    out = cast(xr.Dataset, xr.concat(blocks, dim=DIM_BENCHMARK, join="outer", fill_value=fill))
     what = "oracle labels" if kind == "oracle" else f"{critic!r} critic verdicts"
     out.attrs.update(
         evidence=f"other generators' {what}", kind=kind, critic=critic if kind == "critic" else ""
@@ -773,16 +768,10 @@ def start_beta(
     >>> start_beta(priors, benchmark="b", generator="g", task="t9", cell=(1.0, 3.0))[2]
     'cell: no other generator attempted task t9 (or its benchmark is not crossed)'
     """
-    try:
+    with contextlib.suppress(KeyError):  # a cell or task the priors do not hold: the cell's own
         row = priors.sel({DIM_BENCHMARK: benchmark, DIM_GENERATOR: generator, DIM_TASK: task})
-        a, b, src = float(row["A"]), float(row["B"]), str(row["source"].item())
-    except KeyError:
-        a = b = float("nan")
-        src = ""
-    if src == "task" and np.isfinite(a) and np.isfinite(b):
-        return a, b, "task"
-    return (
-        float(cell[0]),
-        float(cell[1]),
-        f"cell: no other generator attempted task {task} (or its benchmark is not crossed)",
-    )
+        a, b = float(row["A"]), float(row["B"])
+        if str(row["source"].item()) == "task" and np.isfinite(a) and np.isfinite(b):
+            return a, b, "task"
+    why = f"cell: no other generator attempted task {task} (or its benchmark is not crossed)"
+    return float(cell[0]), float(cell[1]), why

@@ -163,10 +163,7 @@ def wilson_interval(
         # exact at the edges: centre ∓ half is 0 at k = 0 and 1 at k = n up to rounding
         lower = np.where(k == 0, 0.0, np.clip(centre - half, 0.0, 1.0))
         upper = np.where(k == n, 1.0, np.clip(centre + half, 0.0, 1.0))
-    empty = ~(n > 0)
-    lower = np.where(empty, np.nan, lower)
-    upper = np.where(empty, np.nan, upper)
-    return lower, upper
+    return np.where(n > 0, lower, np.nan), np.where(n > 0, upper, np.nan)
 
 
 # ---------------------------------------------------------------------------
@@ -374,11 +371,9 @@ def instance_fit(hist: np.ndarray) -> InstanceFit:
     rows = np.flatnonzero(has_data)
     x, y, ll = _grid_loglik(w_a[rows], w_b[rows], w_k[rows])  # (len(rows), P, K)
     half = float(chi2.ppf(WILSON_PROB, 1)) / 2.0
-    pi_hat = np.full(n_cells, np.nan)
-    kappa_hat = np.full(n_cells, np.nan)
+    pi_hat, kappa_hat = np.full((2, n_cells), np.nan)
+    pi_int, kappa_int = np.full((2, n_cells, 2), np.nan)
     boundary = np.zeros(n_cells, dtype=bool)
-    pi_int = np.full((n_cells, 2), np.nan)
-    kappa_int = np.full((n_cells, 2), np.nan)
     prof_kappa = np.empty((len(rows), len(y)))
     for r, c in enumerate(rows):
         grid = ll[r]

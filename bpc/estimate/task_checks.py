@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 import xarray as xr
 
@@ -104,9 +103,7 @@ def heldout_task_lpd(
                     compat="override",
                 )
                 frame = ds.transpose(DIM_GENERATOR, DIM_TASK).to_dataframe().reset_index()
-                frames.append(
-                    frame[np.isfinite(frame["m"]) & (frame["m"] > 0)].assign(seed=int(seed), fold=f)
-                )
+                frames.append(frame[frame["m"] > 0].assign(seed=int(seed), fold=f))  # NaN m: not attempted
     out = pd.concat(frames, ignore_index=True)
     out["lpd_task"] = beta_binomial_logpmf(out["k"], out["m"], out["A"], out["B"])
     out["lpd_cell"] = beta_binomial_logpmf(out["k"], out["m"], out["A_cell"], out["B_cell"])
@@ -143,6 +140,5 @@ def lpd_gain_table(lpd: pd.DataFrame, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     means = g.agg(n_tasks=("task", "nunique"), seeds=("seed", "nunique"), lpd_task=("lpd_task", "mean"))
     means = means.assign(n_pairs=g.size() // means["seeds"], lpd_cell=g["lpd_cell"].mean()).reset_index()
     out = means.merge(ci[["benchmark", "delta", "ci_lo", "ci_hi"]], on="benchmark")
-    return out[
-        ["benchmark", "n_tasks", "n_pairs", "seeds", "lpd_task", "lpd_cell", "delta", "ci_lo", "ci_hi"]
-    ]
+    cols = "benchmark n_tasks n_pairs seeds lpd_task lpd_cell delta ci_lo ci_hi".split()
+    return out[cols]

@@ -30,13 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from bpc.constants import (
-    BOOTSTRAP_B,
-    BOOTSTRAP_SEED,
-    CI_PROB,
-    KAPPA_MAX,
-    KAPPA_MIN,
-)
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, KAPPA_MAX, KAPPA_MIN
 from bpc.estimate.laplace import instance_fit, smoothed_rate
 from bpc.intervals import resample_weights
 
@@ -57,9 +51,7 @@ def _bounds(values: np.ndarray) -> tuple[float, float]:
 
 
 def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray) -> tuple[float, float]:
-
-    m = tasks["m"].to_numpy(np.int64)
-    k = tasks["k"].to_numpy(np.int64)
+    m, k = (tasks[v].to_numpy(np.int64) for v in ("m", "k"))
     size = int(m.max())
     onehot = np.zeros((len(tasks), size * (size + 1)))
     onehot[np.arange(len(tasks)), (m - 1) * (size + 1) + k] = 1.0
@@ -73,11 +65,7 @@ def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray) -> tuple[float, float]
 
 
 def task_intervals(
-    records: pd.DataFrame,
-    critics: Sequence[str],
-    *,
-    B: int = BOOTSTRAP_B,
-    kappa_b: int = KAPPA_B,
+    records: pd.DataFrame, critics: Sequence[str], *, B: int = BOOTSTRAP_B, kappa_b: int = KAPPA_B
 ) -> pd.DataFrame:
     """Task-clustered intervals of every cell's critic rates and κ (see the module docstring).
 
@@ -146,8 +134,7 @@ def task_intervals(
             for name in ("tpr", "fpr"):
                 lo = hi = float("nan")
                 if c in present and tasks[f"{name}_{c}_n"].sum() > 0:
-                    k = weights @ tasks[f"{name}_{c}_k"].to_numpy(float)
-                    n = weights @ tasks[f"{name}_{c}_n"].to_numpy(float)
+                    k, n = (weights @ tasks[f"{name}_{c}_{v}"].to_numpy(float) for v in ("k", "n"))
                     lo, hi = _bounds(smoothed_rate(k, n))
                 row[f"{name}_{c}_lo"], row[f"{name}_{c}_hi"] = lo, hi
         rows.append(row)

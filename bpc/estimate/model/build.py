@@ -110,42 +110,10 @@ import pytensor.tensor as pt
 import xarray as xr
 from scipy.special import gammaln
 
-from bpc.constants import (
-    DIM_BENCHMARK,
-    DIM_CRITIC,
-    DIM_GENERATOR,
-    DIM_PASSES,
-    DIM_PATCHES,
-    DIM_TASK,
-)
+from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_PASSES, DIM_PATCHES, DIM_TASK
 from bpc.estimate.conjugate import RATE_COUNTS
 from bpc.estimate.model.spec import ModelSpec, rate_critic, rate_kind
 from bpc.schema import has_task_counts, validate_counts
-
-__all__ = [
-    "DIM_TASK_OBS",
-    "DIM_TASK_KEY",
-    "DIM_TASK_CELL",
-    "DIM_TASK_BENCHMARK",
-    "task_observations",
-    "effect_levels",
-    "effect_centring",
-    "centred_tasks",
-    "DIM_RATE",
-    "DIM_OBS",
-    "DIM_PRIOR_CELL",
-    "DIM_INST_CLASS",
-    "C_MAX",
-    "CENTRE_INFORMATION",
-    "CENTRE_LEVELS",
-    "centred_cells",
-    "RATE_COUNTS",
-    "rate_counts",
-    "observations",
-    "instance_observations",
-    "shape_offset",
-    "build_model",
-]
 
 DIM_RATE = "rate"
 """Dimension of the modelled rates (coordinate values from :attr:`ModelSpec.rates`)."""
@@ -453,7 +421,8 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
     )
 
 
-def _hyper(spec: ModelSpec, name: str, param: str) -> np.ndarray:
+def hyper_values(spec: ModelSpec, name: str, param: str) -> np.ndarray:
+    """Parameter ``param`` of hyperprior ``name`` for every rate of ``spec``, in rate order."""
     return np.array([spec.hyperprior(rate, name)[param] for rate in spec.rates])
 
 
@@ -606,7 +575,7 @@ def _effect(spec: ModelSpec, level_dim: str, levels: np.ndarray) -> pt.TensorVar
     without data is always non-centred (centred, nothing but its prior would make Neal's funnel).
     """
     sigma = pm.HalfNormal(
-        f"sigma_{level_dim}", sigma=_hyper(spec, f"sigma_{level_dim}", "sigma"), dims=DIM_RATE
+        f"sigma_{level_dim}", sigma=hyper_values(spec, f"sigma_{level_dim}", "sigma"), dims=DIM_RATE
     )
     dims = (DIM_RATE, level_dim)
     forced = np.array([rate_kind(rate) in spec.centered for rate in spec.rates])[:, None]
@@ -666,8 +635,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
     ValueError
         If ``counts`` breaks the counts schema or has no observed entry.
     """
-    if spec is None:
-        spec = ModelSpec.for_counts(counts)
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     obs = observations(counts, spec)
     inst = instance_observations(counts) if spec.instance else None
     tasks = task_observations(counts, inst) if inst is not None and spec.tasks else None
@@ -694,7 +662,7 @@ def build_model(counts: xr.Dataset, spec: ModelSpec | None = None, *, keep_empty
         n = _data("n", obs["n"].values, dims=DIM_OBS)
         k = _data("k", obs["k"].values, dims=DIM_OBS)
         r_idx = _data("rate_idx", obs["rate_idx"].values, dims=DIM_OBS)
-        hyper = {name: {p: _hyper(spec, name, p) for p in ("mu", "sigma")} for name in ("alpha", "log_kappa")}
+        hyper = {v: {p: hyper_values(spec, v, p) for p in ("mu", "sigma")} for v in ("alpha", "log_kappa")}
         effects = {
             dim: _effect(spec, dim, effect_levels(counts, spec, dim))
             for dim in (DIM_BENCHMARK, DIM_GENERATOR)

@@ -53,6 +53,7 @@ from bpc.estimate.model.build import (
     DIM_RATE,
     RATE_COUNTS,
     effect_levels,
+    hyper_values,
     observations,
     rate_counts,
     shape_offset,
@@ -81,18 +82,14 @@ def rate_values(params: xr.Dataset, spec: ModelSpec) -> np.ndarray:
     from ``params`` are ``NaN``.
     """
     sample = [d for d in (DIM_CHAIN, DIM_DRAW) if d in params.dims]
-    S = int(np.prod([params.sizes[d] for d in sample])) if sample else 1
+    S = int(np.prod([params.sizes[d] for d in sample]))
     B, G = params.sizes[DIM_BENCHMARK], params.sizes[DIM_GENERATOR]
     out = np.full((S, len(spec.rates), B, G), np.nan)
     for r, rate in enumerate(spec.rates):
-        kind = rate_kind(rate)
-        if kind in ("tpr", "fpr"):
-            crit = rate_critic(rate)
-            if crit not in params[DIM_CRITIC].values:
-                continue
-            da = params[kind].sel({DIM_CRITIC: crit})
-        else:
-            da = params[kind]
+        kind, crit = rate_kind(rate), rate_critic(rate)
+        if crit is not None and crit not in params[DIM_CRITIC].values:
+            continue
+        da = params[kind] if crit is None else params[kind].sel({DIM_CRITIC: crit})
         out[:, r] = da.transpose(*sample, DIM_BENCHMARK, DIM_GENERATOR).values.reshape(S, B, G)
     return out
 
@@ -155,9 +152,6 @@ def prior_draws(
     rng = np.random.default_rng([int(seed), 2])
     R = len(spec.rates)
 
-    def hyper(name: str, p: str) -> np.ndarray:
-        return np.array([spec.hyperprior(r, name)[p] for r in spec.rates])
-
     def effect(scale, levels: Sequence[str], mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """σ ~ HalfNormal(scale) per draw and σ z over ``levels``, zero-sum over ``mask``."""
         sigma = np.abs(rng.normal(0.0, scale, size=(draws, *np.shape(scale))))
@@ -166,18 +160,17 @@ def prior_draws(
         z_mean = (w * z).sum(axis=-1, keepdims=True) / np.maximum(w.sum(axis=-1, keepdims=True), 1)
         return sigma, sigma[..., None] * (z - w * z_mean if spec.zero_sum else z)
 
-    alpha = rng.normal(hyper("alpha", "mu"), hyper("alpha", "sigma"), size=(draws, R))
-    log_kappa = rng.normal(hyper("log_kappa", "mu"), hyper("log_kappa", "sigma"), size=(draws, R))
+    alpha, log_kappa = (
+        rng.normal(hyper_values(spec, v, "mu"), hyper_values(spec, v, "sigma"), size=(draws, R))
+        for v in ("alpha", "log_kappa")
+    )
     sample = (DIM_CHAIN, DIM_DRAW)
-    data = {
-        "alpha": ((*sample, DIM_RATE), alpha[None]),
-        "log_kappa": ((*sample, DIM_RATE), log_kappa[None]),
-        "kappa": ((*sample, DIM_RATE), np.exp(log_kappa)[None]),
-    }
+    rates = {"alpha": alpha, "log_kappa": log_kappa, "kappa": np.exp(log_kappa)}
+    data: dict[str, tuple] = {name: ((*sample, DIM_RATE), v[None]) for name, v in rates.items()}
     levels = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
     coords = {DIM_CHAIN: [0], DIM_DRAW: np.arange(draws), DIM_RATE: list(spec.rates), **levels}
     for dim, names in levels.items():
-        sigma, beta = effect(hyper(f"sigma_{dim}", "sigma"), names, (observed or {}).get(dim))
+        sigma, beta = effect(hyper_values(spec, f"sigma_{dim}", "sigma"), names, (observed or {}).get(dim))
         data[f"sigma_{dim}"] = ((*sample, DIM_RATE), sigma[None])
         beta = beta if dim in spec.effects else np.zeros_like(beta)
         data[f"beta_{dim}"] = ((*sample, DIM_RATE, dim), beta[None])
@@ -227,9 +220,9 @@ def prior_predictive_summary(params: xr.Dataset) -> pd.DataFrame:
         v = v[np.isfinite(v)]
         if not v.size:
             continue
-        q = np.quantile(v, [0.05, 0.25, 0.5, 0.75, 0.95])
+        probs = (0.05, 0.25, 0.5, 0.75, 0.95)
         rows[kind] = {
-            **{f"q{int(p * 100):02d}": x for p, x in zip((0.05, 0.25, 0.5, 0.75, 0.95), q, strict=True)},
+            **{f"q{int(p * 100):02d}": x for p, x in zip(probs, np.quantile(v, probs), strict=True)},
             "frac_plausible": float(((v >= lo) & (v <= hi)).mean()),
             "frac_below": float((v < lo).mean()),
             "frac_above": float((v > hi).mean()),
@@ -375,10 +368,7 @@ def simulate_from_prior(
 
 
 def coverage_table(
-    params: xr.Dataset,
-    truth: xr.Dataset,
-    *,
-    counts: xr.Dataset | None = None,
+    params: xr.Dataset, truth: xr.Dataset, *, counts: xr.Dataset | None = None
 ) -> pd.DataFrame:
     """Per true cell rate: its posterior rank and whether central intervals cover it.
 
@@ -706,10 +696,7 @@ def _hypergeom(rng: np.random.Generator, good: np.ndarray, bad: np.ndarray, draw
 
 
 def subsample_counts(
-    counts: xr.Dataset,
-    n_instances: int,
-    *,
-    seed: int = DEFAULT_SEED,
+    counts: xr.Dataset, n_instances: int, *, seed: int = DEFAULT_SEED
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """Subsample every cell's counts into a small training part and the held-out rest.
 
@@ -900,9 +887,8 @@ def leave_one_cell_out(
     """
     spec = ModelSpec.for_counts(counts) if spec is None else spec
     if cells is None:
-        i, j = np.nonzero(np.isfinite(counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).values))
-        pairs = zip(counts[DIM_BENCHMARK].values[i], counts[DIM_GENERATOR].values[j], strict=True)
-        cells = [(str(b), str(g)) for b, g in pairs]
+        n_patches = counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).to_series().dropna()
+        cells = [(str(b), str(g)) for b, g in n_patches.index]
     out = []
     for i, (bench, gen) in enumerate(cells):
         is_cell = (counts[DIM_BENCHMARK] == bench) & (counts[DIM_GENERATOR] == gen)

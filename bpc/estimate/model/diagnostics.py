@@ -136,9 +136,7 @@ class Diagnostics:
         >>> Diagnostics.summary_of(dt)["ok"]
         False
         """
-        if dt.attrs.get("diagnostics"):
-            return json.loads(dt.attrs["diagnostics"])
-        return diagnose(dt).to_dict()
+        return json.loads(dt.attrs["diagnostics"]) if dt.attrs.get("diagnostics") else diagnose(dt).to_dict()
 
     def warn(self, stacklevel: int = 2) -> None:
         """Emit a :class:`ConvergenceWarning` if any threshold fails."""
@@ -260,15 +258,8 @@ def diagnose(dt: xr.DataTree) -> Diagnostics:
     divergences = 0
     if "sample_stats" in dt.children and "diverging" in dt["sample_stats"]:
         divergences = int(np.asarray(dt["sample_stats"]["diverging"].values).sum())
-    return Diagnostics(
-        max_rhat=float(table["max_rhat"].max()) if len(table) else np.nan,
-        min_ess_bulk=float(table["min_ess_bulk"].min()) if len(table) else np.nan,
-        min_ess_tail=float(table["min_ess_tail"].min()) if len(table) else np.nan,
-        divergences=divergences,
-        chains=chains,
-        draws=draws,
-        table=table,
-    )
+    worst = (table["max_rhat"].max(), table["min_ess_bulk"].min(), table["min_ess_tail"].min())  # NaN: none
+    return Diagnostics(*map(float, worst), divergences=divergences, chains=chains, draws=draws, table=table)
 
 
 def _cells_with_data(counts: xr.Dataset) -> int:
@@ -331,10 +322,7 @@ def advice(diagnostics: Diagnostics, counts: xr.Dataset) -> str:
 
 
 def params_table(
-    params: xr.Dataset,
-    *,
-    laplace: xr.Dataset | None = None,
-    counts: xr.Dataset | None = None,
+    params: xr.Dataset, *, laplace: xr.Dataset | None = None, counts: xr.Dataset | None = None
 ) -> pd.DataFrame:
     """Per-cell posterior means and credible intervals, beside Laplace estimates.
 
@@ -383,9 +371,5 @@ def params_table(
         extra = extra.reorder_levels(["benchmark", "generator", "rate"])
         df = df.join(extra, how="left")
     df = df[np.isfinite(df["mean"])].reset_index()
-    cols = (
-        ["benchmark", "generator", "rate"]
-        + [c for c in ("k", "n", "laplace") if c in df]
-        + ["mean", "lo", "hi"]
-    )
-    return df[cols]
+    data = [c for c in ("k", "n", "laplace") if c in df]
+    return df[["benchmark", "generator", "rate", *data, "mean", "lo", "hi"]]

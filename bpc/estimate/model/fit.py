@@ -226,8 +226,7 @@ def sample_model(
     run = {"draws": o.draws, "chains": o.chains, "cores": cores, "target_accept": o.target_accept}
     if which == "pymc":
         if data is not None:
-            with model:
-                pm.set_data(data)
+            pm.set_data(data, model=model)
         extra = {"tune": o.tune, "random_seed": int(o.seed), "compute_convergence_checks": False}
         return pm.sample(**run, **extra, progressbar=o.progressbar, quiet=not o.progressbar, model=model)
     import nutpie
@@ -241,10 +240,8 @@ def sample_model(
     t0 = time.time()
     model_data = compiled if data is None else compiled.with_data(**data)
     extra = {"tune": max(o.tune, 1), "seed": int(o.seed), "progress_bar": o.progressbar}  # nuts-rs: tune ≥ 1
-    if stop_on_divergence:
-        dt = _sample_until_divergence(model_data, {**run, **extra, "save_warmup": data is None})
-    else:
-        dt = nutpie.sample(model_data, **run, **extra, save_warmup=data is None)
+    sample = _sample_until_divergence if stop_on_divergence else nutpie.sample
+    dt = sample(model_data, **run, **extra, save_warmup=data is None)
     if data is None:
         patch_nutpie_idata(dt, model, sampling_time=time.time() - t0)
     return dt
@@ -254,7 +251,7 @@ class RunStopped(RuntimeError):
     """A run stopped at its first divergence after tuning (:func:`sample_model`'s ``stop_on_divergence``)."""
 
 
-def _sample_until_divergence(compiled, settings: dict) -> xr.DataTree:
+def _sample_until_divergence(compiled, **settings) -> xr.DataTree:
     """``nutpie.sample(compiled, **settings)``; :class:`RunStopped` once a chain diverges after tuning.
 
     nutpie's progress callback counts each chain's divergences after tuning (not during it); the
@@ -447,22 +444,16 @@ def cell_rates(
     fallback = np.where(known_b, by_b, np.where(known_g, by_g, anywhere))
     available = np.where(has_data, ran.reindex(cells).values, fallback).astype(bool)  # (NaN: not chosen)
     rate_at = {rate: theta[:, r] for r, rate in enumerate(spec.rates)}
-    missing_rate = np.full(theta[:, 0].shape, np.nan)
+    nan = np.full(theta[:, 0].shape, np.nan)  # a critic the spec does not model
     tpr, fpr = (
-        np.where(
-            available[None], np.stack([rate_at.get(f"{kind}_{c}", missing_rate) for c in critics], -1), np.nan
-        )
-        for kind in ("tpr", "fpr")
+        np.where(available[None], np.stack([rate_at.get(f"{k}_{c}", nan) for c in critics], -1), np.nan)
+        for k in ("tpr", "fpr")
     )
-    scalars = {kind: rate_at[kind] for kind in ("prior", "p_fix", "p_break")}
     kernel = [spec.rates.index(kind) for kind in ("p_fix", "p_break")]
     kernel_measured = (np.nan_to_num(n[kernel]) > 0).any(axis=0)  # refinement pairs in the cell
-    if kernels == "measured":
-        for kind in ("p_fix", "p_break"):
-            scalars[kind] = np.where(kernel_measured[None], scalars[kind], np.nan)
-
-    rates = {"prior": scalars["prior"], "tpr": tpr, "fpr": fpr, "gap": tpr - fpr}
-    rates.update({"p_fix": scalars["p_fix"], "p_break": scalars["p_break"]})
+    rates = {"prior": rate_at["prior"], "tpr": tpr, "fpr": fpr, "gap": tpr - fpr}
+    for kind in ("p_fix", "p_break"):  # "measured": NaN where the cell has no refinement pairs
+        rates[kind] = np.where(kernel_measured[None] | (kernels == "predict"), rate_at[kind], np.nan)
     dims = (DIM_CHAIN, DIM_DRAW, DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
     data = {v: (dims[: x.ndim + 1], x.reshape(chains, draws, *x.shape[1:])) for v, x in rates.items()}
     data["kernel_measured"] = ((DIM_BENCHMARK, DIM_GENERATOR), kernel_measured)
@@ -546,7 +537,7 @@ def _crossed_cell_prior(
     cell prior is θ of a task nothing is known about, Beta-moment-matched per draw
     (:func:`bpc.estimate.crossed.marginal_beta`, one draw at a time).
     """
-    from bpc.estimate.crossed import N_NODES, normal_grid
+    from bpc.estimate.crossed import N_NODES, mixture_moments, normal_grid
 
     x, w = normal_grid(N_NODES)
     loc = flat_draws(posterior, "task_loc", "task_cell")
@@ -558,8 +549,7 @@ def _crossed_cell_prior(
         if bench not in benchmarks or gen not in generators:
             continue
         p = expit(loc[:, c, None] + sig[:, sig_bench.index(bench), None] * x[None, :])  # (S, Q)
-        mean = (w * p).sum(axis=1)
-        second = (w * (p * (1 - p) / (kap[:, c, None] + 1.0) + p**2)).sum(axis=1)
+        mean, second = mixture_moments(w, p, kap[:, c, None], axis=1)
         var = np.maximum(second - mean**2, 1e-15)
         i, j = benchmarks.index(bench), generators.index(gen)
         theta_prior[:, i, j] = open_unit(mean)
@@ -713,8 +703,7 @@ def fit(
         extend = FIT_EXTENSIONS if length == (_FIT["draws"], _FIT["tune"], _FIT["chains"]) else 0
     if isinstance(extend, bool) or not isinstance(extend, int) or extend < 0:
         raise ValueError(f"extend must be a non-negative integer, got {extend!r}")
-    if spec is None:
-        spec = ModelSpec.for_counts(counts)
+    spec = ModelSpec.for_counts(counts) if spec is None else spec
     validate_counts(counts)
     model = build_model(counts, spec)
     options = replace(options, sampler=resolve_sampler(options.sampler))

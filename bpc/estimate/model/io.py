@@ -59,10 +59,7 @@ def save(dt: xr.DataTree, path: str | os.PathLike) -> Path:
 
     path = Path(path)
     groups = {"/": xr.Dataset(attrs=dict(dt.attrs))}
-    for node in dt.subtree:
-        if node.path == "/":
-            continue
-        groups[node.path] = _writable(node.to_dataset(inherit=False))
+    groups |= {node.path: _writable(node.to_dataset(inherit=False)) for node in dt.descendants}
     # stamped and checksummed, built in memory, then renamed into place: a reader never sees a
     # half-written file, and a full disk is one error instead of an HDF5 crash
     write_netcdf(xr.DataTree.from_dict(groups), path, engine=_ENGINE)

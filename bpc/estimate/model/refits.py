@@ -34,6 +34,7 @@ draws. Given the hyperparameters the target's rates are independent of every oth
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -191,12 +192,10 @@ class RefitLadder:
     def fitter(self) -> _Fitter:
         """The compiled model (built on first use, then shared by every fit and rung)."""
         if self._fitter is None:
-            if self._make is not None:
-                self._fitter = self._make(self.template, self.spec)
-            else:
-                from bpc.estimate.model.fit import Refitter
+            from bpc.estimate.model.fit import Refitter
 
-                self._fitter = Refitter(self.template, self.spec, sampler=self.sampler)
+            make = self._make or functools.partial(Refitter, sampler=self.sampler)
+            self._fitter = make(self.template, self.spec)
         return self._fitter
 
     def key(self, counts: xr.Dataset, preset: str, seed: int) -> dict[str, Any]:
@@ -280,10 +279,8 @@ class RefitLadder:
             if ok:
                 break
             then = f"retrying at {nxt}" if nxt else "no preset left, kept and flagged"
-            info(
-                f"refit {label} at preset {preset} FAILED its convergence check; {then}",
-                enabled=self.progress,
-            )
+            said = f"refit {label} at preset {preset} FAILED its convergence check; {then}"
+            info(said, enabled=self.progress)
         assert dt is not None  # the ladder is not empty
         return dt
 
@@ -481,10 +478,7 @@ class LocoRefits:
     """
 
     def __init__(
-        self,
-        ladder: RefitLadder,
-        *,
-        to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
+        self, ladder: RefitLadder, *, to_params: Callable[[xr.DataTree], xr.Dataset] | None = None
     ) -> None:
         self.ladder, self.to_params = ladder, to_params
         self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
@@ -606,6 +600,7 @@ class LocoRefits:
 
         from bpc.estimate.model.build import DIM_PRIOR_CELL
         from bpc.estimate.model.fit import cell_rates, spec_of
+        from bpc.estimate.online.records import systematic_indices
 
         if "posterior" not in base.children or "alpha" not in base["posterior"].dataset:
             return None
@@ -622,8 +617,7 @@ class LocoRefits:
         w = np.exp(smoothed - smoothed.max())
         w /= w.sum()
         rng = np.random.default_rng([int(seed), 2])
-        idx = np.searchsorted(np.cumsum(w), (rng.random() + np.arange(w.size)) / w.size)
-        idx = np.minimum(idx, w.size - 1).reshape(chains, draws)
+        idx = systematic_indices(rng, w, w.size).reshape(chains, draws)
         names = [v for v in post.data_vars if DIM_CHAIN in post[v].dims]
         flat = post[names].stack(_sample=(DIM_CHAIN, DIM_DRAW)).drop_vars([DIM_CHAIN, DIM_DRAW, "_sample"])
         sub = flat.isel(_sample=xr.DataArray(idx, dims=(DIM_CHAIN, DIM_DRAW)))

@@ -48,19 +48,6 @@ from typing import Any
 from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, PAPER_CRITICS
 from bpc.schema import check_critic_names, decision_critics
 
-__all__ = [
-    "RATE_KINDS",
-    "HYPERPRIORS",
-    "INSTANCE_HYPERPRIORS",
-    "TASK_HYPERPRIORS",
-    "CELL_SHAPES",
-    "DEFAULT_SPEC_FILE",
-    "ModelSpec",
-    "rate_names",
-    "rate_kind",
-    "rate_critic",
-]
-
 RATE_KINDS: tuple[str, ...] = ("prior", "tpr", "fpr", "p_fix", "p_break")
 """Kinds of rate the model pools; ``tpr``/``fpr`` exist once per modelled critic."""
 
@@ -106,10 +93,7 @@ def _default_data() -> dict[str, Any]:
 
 def rate_names(critics: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """The modelled rates, in order: prior, tpr/fpr per critic, p_fix, p_break."""
-    out = ["prior"]
-    for c in critics:
-        out += [f"tpr_{c}", f"fpr_{c}"]
-    return (*out, "p_fix", "p_break")
+    return ("prior", *(f"{kind}_{c}" for c in critics for kind in ("tpr", "fpr")), "p_fix", "p_break")
 
 
 def rate_kind(rate: str) -> str:

@@ -326,9 +326,8 @@ class LearningState:
         mean = [math.log(kappa) if nm == "log_kappa" else logit[nm] for nm in names]  # type: ignore[arg-type]
         scale = [float((sds or {}).get(key[nm], sd)) for nm in names]
         gp = GaussianPrior(np.array(mean), np.diag(np.square(scale)))
-        x = gp.sample(
-            np.random.default_rng([int(particles.seed), 0]), particles.n_particles or DEFAULT_PARTICLES
-        )
+        rng = np.random.default_rng([int(particles.seed), 0])
+        x = gp.sample(rng, particles.n_particles or DEFAULT_PARTICLES)
         return cls._start(crit, names, x, gp, source, particles)
 
     @classmethod
@@ -395,11 +394,10 @@ class LearningState:
 
         ds = params
         if DIM_BENCHMARK in ds.dims or DIM_GENERATOR in ds.dims:
-            if cell is None:
-                if ds.sizes.get(DIM_BENCHMARK, 1) * ds.sizes.get(DIM_GENERATOR, 1) != 1:
-                    raise ValueError("the parameters hold several cells: pass cell=(benchmark, generator)")
-            else:
+            if cell is not None:
                 ds = select_cell(ds, *cell)
+            elif ds.sizes.get(DIM_BENCHMARK, 1) * ds.sizes.get(DIM_GENERATOR, 1) != 1:
+                raise ValueError("the parameters hold several cells: pass cell=(benchmark, generator)")
             ds = ds.squeeze([d for d in (DIM_BENCHMARK, DIM_GENERATOR) if d in ds.dims], drop=True)
         names = [str(c) for c in ds[DIM_CRITIC].values]
         if critics is not None:
@@ -492,9 +490,7 @@ class LearningState:
             )
         if tp.shape[1] != len(critics) or fp.shape != tp.shape:
             raise ValueError(f"tpr/fpr must be (S, {len(critics)}), got {tp.shape} / {fp.shape}")
-        keep = [
-            k for k in range(len(critics)) if np.all(np.isfinite(tp[:, k])) and np.all(np.isfinite(fp[:, k]))
-        ]
+        keep = np.flatnonzero(np.isfinite(tp).all(axis=0) & np.isfinite(fp).all(axis=0)).tolist()
         if not keep:
             raise ValueError("no critic has finite tpr/fpr draws")
         crit = tuple(critics[k] for k in keep)
@@ -645,9 +641,8 @@ class LearningState:
     def loglik(self, record: EpisodeRecord, x: np.ndarray | None = None) -> np.ndarray:
         """``(P,)`` exact log-likelihood of one episode at the particles (or at points ``x``)."""
         self._check_record(record)
-        p = self.params_of(self.x if x is None else x)
-        kernel = ("p_fix", "p_break") if not self.has_kernel else ()
-        return episode_loglik(record, critics=self.critics, **{k: v for k, v in p.items() if k not in kernel})
+        # without a kernel p_fix / p_break are NaN, never read: _check_record refused refine patches
+        return episode_loglik(record, critics=self.critics, **self.params_of(self.x if x is None else x))
 
     def _check_record(self, record: EpisodeRecord) -> None:
         if not isinstance(record, EpisodeRecord):
@@ -776,12 +771,9 @@ class LearningState:
         return out
 
     def _named(self, p: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out = {"prior": p["prior"], "kappa": p["kappa"]}
-        for k, c in enumerate(self.critics):
-            out[f"tpr[{c}]"] = p["tpr"][:, k]
-            out[f"fpr[{c}]"] = p["fpr"][:, k]
-        out["p_fix"], out["p_break"] = p["p_fix"], p["p_break"]
-        return out
+        rates = {f"{r}[{c}]": p[r][:, k] for k, c in enumerate(self.critics) for r in ("tpr", "fpr")}
+        kernel = {"p_fix": p["p_fix"], "p_break": p["p_break"]}
+        return {"prior": p["prior"], "kappa": p["kappa"], **rates, **kernel}
 
     def to_params(self, n: int | None = None, *, cell: tuple[str, str] = ("cell", "cell")) -> xr.Dataset:
         """Equally weighted draws in bpc's parameter schema (``chain`` = 1, ``draw`` = n, one cell).

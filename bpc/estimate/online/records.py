@@ -198,29 +198,25 @@ class EpisodeRecord:
             if "moves" not in moves:
                 raise ValueError("an episode state mapping must hold 'moves' (Episode.to_dict())")
             moves = moves["moves"]
-        origins: list[str] = ["first"]
-        verdicts: list[dict[str, bool | None]] = [{}]
-        labels: list[bool | None] = [None]
+        patches: list[dict[str, Any]] = [{"origin": "first", "verdicts": {}, "label": None}]
         for i, move in enumerate(moves):
             if not isinstance(move, Mapping) or "op" not in move:
                 raise ValueError(f"move {i} must be a mapping with 'op', got {move!r}")
-            op = move["op"]
+            op, patch, j = move["op"], patches[-1], len(patches) - 1
             if op == "observe":
                 critic = move.get("critic")
                 if not isinstance(critic, str):
                     raise ValueError(f"move {i}: observe needs a critic name, got {critic!r}")
-                if critic in verdicts[-1]:
-                    raise ValueError(
-                        f"move {i}: critic {critic!r} observed twice on patch {len(origins) - 1}"
-                    )
-                verdicts[-1][critic] = _check_flag(move.get("passed"), f"move {i} passed")
+                if critic in patch["verdicts"]:
+                    raise ValueError(f"move {i}: critic {critic!r} observed twice on patch {j}")
+                patch["verdicts"][critic] = _check_flag(move.get("passed"), f"move {i} passed")
             elif op == "verified":
                 label = _check_flag(move.get("passed"), f"move {i} passed")
                 if label is None:
                     raise ValueError(f"move {i}: verified needs passed true/false")
-                if labels[-1] is not None and labels[-1] != label:
-                    raise ValueError(f"move {i}: patch {len(origins) - 1} verified both pass and fail")
-                labels[-1] = label
+                if patch["label"] is not None and patch["label"] != label:
+                    raise ValueError(f"move {i}: patch {j} verified both pass and fail")
+                patch["label"] = label
             elif op in ("regenerated", "refined"):
                 kind = move.get("kind")
                 if kind not in (None, "fresh", "refine"):
@@ -230,17 +226,12 @@ class EpisodeRecord:
                     raise ValueError(f"move {i}: kind {kind!r} contradicts fresh={fresh}")
                 # a refinement, or a regeneration said to be one (by its kind, else by fresh=false)
                 refine = op == "refined" or kind == "refine" or (kind is None and fresh is False)
-                origins.append("refine" if refine else "fresh")
-                verdicts.append({})
-                labels.append(None)
-            elif op == "stop":
-                continue
-            else:
+                patches.append({"origin": "refine" if refine else "fresh", "verdicts": {}, "label": None})
+            elif op != "stop":
                 raise ValueError(
                     f"move {i}: unknown op {op!r} (observe, verified, regenerated, refined, stop)"
                 )
-        patches = tuple(PatchRecord(o, v, y) for o, v, y in zip(origins, verdicts, labels, strict=True))  # type: ignore[arg-type]
-        return cls(patches)
+        return cls(tuple(PatchRecord(**p) for p in patches))
 
 
 # ---------------------------------------------------------------------------
@@ -299,8 +290,7 @@ def episode_loglik(
     P = prior.shape[0]
     # per-patch evidence e_j(1), e_j(0): (n, P)
     n = len(record.patches)
-    e1 = np.zeros((n, P))
-    e0 = np.zeros((n, P))
+    e1, e0 = np.zeros((2, n, P))
     for j, patch in enumerate(record.patches):
         for c, v in patch.verdicts.items():
             if v is None:
@@ -413,9 +403,8 @@ class GaussianPrior:
             chol = np.linalg.cholesky(cov)
         except np.linalg.LinAlgError:
             raise ValueError("prior covariance is not positive definite") from None
-        object.__setattr__(self, "mean", mean)
-        object.__setattr__(self, "cov", cov)
-        object.__setattr__(self, "_chol", chol)
+        for name, value in (("mean", mean), ("cov", cov), ("_chol", chol)):
+            object.__setattr__(self, name, value)
 
     def logpdf(self, x: np.ndarray) -> np.ndarray:
         """``(P,)`` log density of ``(P, D)`` points (up to nothing: normalised)."""
@@ -423,8 +412,7 @@ class GaussianPrior:
         dev = np.atleast_2d(x) - self.mean
         sol = np.linalg.solve(chol, dev.T)
         half_logdet = np.sum(np.log(np.diag(chol)))
-        d = self.mean.size
-        return -0.5 * np.sum(sol**2, axis=0) - half_logdet - 0.5 * d * math.log(2 * math.pi)
+        return -0.5 * np.sum(sol**2, axis=0) - half_logdet - 0.5 * self.mean.size * math.log(2 * math.pi)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``(n, D)`` draws."""
