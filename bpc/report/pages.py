@@ -379,11 +379,10 @@ def read_stamp(path: str | os.PathLike) -> dict | None:
             first = fh.readline().strip()
     except (OSError, UnicodeDecodeError):
         return None
-    prefix, suffix = f"<!-- {PAGE_MARK} ", " -->"
-    if not (first.startswith(prefix) and first.endswith(suffix)):
+    if not (found := re.fullmatch(f"<!-- {PAGE_MARK} (.*) -->", first)):
         return None
     try:
-        stamp = json.loads(first[len(prefix) : -len(suffix)])
+        stamp = json.loads(found.group(1))
     except json.JSONDecodeError:
         return None
     return stamp if isinstance(stamp, dict) else None
@@ -424,8 +423,8 @@ def index_text(folder: str | os.PathLike) -> str:
         Markdown, with a hidden toctree of the generated pages (the site builds them).
     """
     folder = Path(folder)
-    commands = list(REGISTRY.values())
-    present = [c for c in commands if read_stamp(folder / f"{c.name}.md") is not None]
+    stamps = {name: read_stamp(folder / f"{name}.md") for name in REGISTRY}
+    present = [c for c in REGISTRY.values() if stamps[c.name] is not None]
     lines = [
         _INDEX_MARK,
         "# Results",
@@ -438,9 +437,8 @@ def index_text(folder: str | os.PathLike) -> str:
         "| page | command | |",
         "|---|---|---|",
     ]
-    for c in commands:
-        if c in present:
-            stamp = read_stamp(folder / f"{c.name}.md") or {}
+    for c in REGISTRY.values():
+        if (stamp := stamps[c.name]) is not None:
             link, state = f"[{c.title}]({c.name}.md)", f"written {stamp.get('date', '?')}"
         else:
             long = " (takes half an hour or more)" if c.long else ""

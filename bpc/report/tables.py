@@ -409,24 +409,23 @@ def latex_table(
     if caption:
         lines += [r"\begin{table}[t]", r"\centering", r"\scriptsize"]
     lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule"]
-    for i in range(len(df)):
-        cells = []
-        for j, c in enumerate(cols):
-            v, strong = df.iat[i, j], bold is not None and bool(bold.iat[i, j])
+
+    def cell(i: int, j: int) -> str:
+        v, c, strong = df.iat[i, j], cols[j], bold is not None and bool(bold.iat[i, j])
+        if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+            return "--"
+        if isinstance(v, int | np.integer) and not isinstance(v, bool):
+            return f"${int(v)}$"
+        if isinstance(v, float | np.floating):
             d = decimals.get(c, 3) if isinstance(decimals, dict) else decimals
-            if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-                cells.append("--")
-            elif isinstance(v, int | np.integer) and not isinstance(v, bool):
-                cells.append(f"${int(v)}$")
-            elif isinstance(v, float | np.floating):
-                text = f"{float(v):{'+' if c in signed else ''}.{d}f}"
-                text = rf"\mathbf{{{text}}}" if strong else text
-                dagger = r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else ""
-                cells.append(f"${text}{dagger}$")
-            else:
-                text = _latex_escape(_LABELS.get(c, {}).get(str(v), str(v)))
-                cells.append(rf"\textbf{{{text}}}" if strong else text)
-        lines.append(" & ".join(cells) + r" \\")
+            text = f"{float(v):{'+' if c in signed else ''}.{d}f}"
+            text = rf"\mathbf{{{text}}}" if strong else text
+            dagger = r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else ""
+            return f"${text}{dagger}$"
+        text = _latex_escape(_LABELS.get(c, {}).get(str(v), str(v)))
+        return rf"\textbf{{{text}}}" if strong else text
+
+    lines += [" & ".join(cell(i, j) for j in range(len(cols))) + r" \\" for i in range(len(df))]
     lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:
         lines += [rf"\caption{{{_latex_escape(caption)}}}", r"\end{table}"]
