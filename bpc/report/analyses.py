@@ -248,11 +248,10 @@ def _uncertainty_score(cfg: AnalysisConfig, out: _Out, res) -> list[Artifact]:
         "vs the tool success rate on held-out LCB patches (75/25 instance split, Laplace fit on "
         "the fit split)."
     )
+    per_patch = "Per held-out patch: Y, belief and tool success rate."
     return [
         out.table(cap, tab, "prr"),
-        out.table(
-            "Per held-out patch: Y, belief and tool success rate.", patches, "prr_patches", latex=False
-        ),
+        out.table(per_patch, patches, "prr_patches", latex=False),
         out.figure("PRR per LCB cell and pooled per benchmark.", plots.plot_prr, "prr", tab),
     ]
 

@@ -29,7 +29,6 @@ UTILITY = "utility per task"
 _VERDICT_COLUMNS = {
     "policy": "controller",
     "reference": "compared with",
-    "cells": "cells",
     "better": "cells better (interval > 0)",
     "tie": "cells tied (interval contains 0)",
     "worse": "cells worse (interval < 0)",
@@ -41,7 +40,6 @@ _TASK_COLUMNS = {
     "n_never": "tasks nothing passes",
     "share_never": "share of tasks nothing passes",
     "checked": "checked by (oracle, critics)",
-    "flag": "flag",
 }
 _SOLVED_COLUMNS = {
     "n_tasks": "tasks",

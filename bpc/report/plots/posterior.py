@@ -328,9 +328,8 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
                 err = [y - rows["ci_lo"].to_numpy(dtype=float), rows["ci_hi"].to_numpy(dtype=float) - y]
                 col = ARM_COLORS.get(arm, OKABE_ITO[i % len(OKABE_ITO)])
                 ax.errorbar(x, y, yerr=err, fmt="none", ecolor=col, lw=1.2, capsize=2)
-                failed = rows["failed_used"].to_numpy() > 0
-                ax.scatter(x[~failed], y[~failed], color=col, s=18, zorder=3)
-                ax.scatter(x[failed], y[failed], facecolor="white", edgecolor=col, s=18, zorder=3)
+                face = np.where(rows["failed_used"].to_numpy() > 0, "white", col)  # open: a failed refit
+                ax.scatter(x, y, facecolor=face, edgecolor=col, s=18, zorder=3)
             n = int(sub["n_tasks"].max()) if "n_tasks" in sub else 0
             ax.axhline(0, color="k", lw=0.6)
             ax.set_xticks(range(len(ks)), ["all" if k < 0 else str(k) for k in ks])
