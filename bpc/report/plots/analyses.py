@@ -58,11 +58,8 @@ def _where_data_lie(background: dict, points: pd.DataFrame) -> np.ndarray:
     """
     priors = np.unique(points["prior"].dropna().to_numpy(dtype=float))
     gx = np.asarray(background["prior"], dtype=float)
-    if priors.size == 0:
-        return np.ones((len(background["ratio"]), len(gx)), dtype=bool)
-    dist = np.abs(gx[:, None] - priors[None, :]).min(axis=1)
-    far = dist > REGIME_DATA_REACH
-    return np.broadcast_to(far[None, :], (len(background["ratio"]), len(gx)))
+    dist = np.abs(gx[:, None] - priors[None, :]).min(axis=1, initial=np.inf)  # no cell: infinitely far
+    return np.broadcast_to((dist > REGIME_DATA_REACH)[None, :], (len(background["ratio"]), len(gx)))
 
 
 def _regime_axes(points: pd.DataFrame, background: dict, z, xlabel: str, **mesh):
@@ -77,14 +74,15 @@ def _regime_axes(points: pd.DataFrame, background: dict, z, xlabel: str, **mesh)
     return fig, ax, image
 
 
+_BAYESIAN_LINES = {
+    "bayesian_dp": {"lw": 2.2, "marker": "o", "ms": 3},
+    "bayesian_greedy": {"lw": 2.0, "ls": "--", "marker": "s", "ms": 3},
+}
+
+
 def _line_style(policy: str) -> dict:
     """Line style of a policy in the sweeps: Bayesian controllers thick with markers, greedy dashed."""
-    style = {"color": POLICY_COLORS[policy], "lw": 1.2}
-    if policy == "bayesian_dp":
-        style.update(lw=2.2, marker="o", ms=3)
-    elif policy == "bayesian_greedy":
-        style.update(lw=2.0, ls="--", marker="s", ms=3)
-    return style
+    return {"color": POLICY_COLORS[policy], "lw": 1.2, **_BAYESIAN_LINES.get(policy, {})}
 
 
 def plot_regime_map(
