@@ -126,13 +126,8 @@ def _action_probabilities_page(
         p = sel["p_optimal"].transpose("belief", "action").values
         keep = [i for i, a in enumerate(actions) if p[:, i].max() > 0]
         seen.update(actions[i] for i in keep)
-        ax.stackplot(
-            belief,
-            p[:, keep].T,
-            labels=[actions[i] for i in keep],
-            colors=[ACTION_COLORS.get(actions[i], OKABE_ITO[7]) for i in keep],
-            alpha=0.85,
-        )
+        colors = [ACTION_COLORS.get(actions[i], OKABE_ITO[7]) for i in keep]
+        ax.stackplot(belief, p[:, keep].T, colors=colors, alpha=0.85)  # named in the figure's legend
         ax.axvline(sel["prior_mean"].item(), color="k", lw=0.8, ls="--")
         ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="belief b", ylabel="P(action optimal)")
         ax.set_title(cell_label(b, g), fontsize=9)
