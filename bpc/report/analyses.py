@@ -27,6 +27,9 @@ from bpc.experiments import analyses as ex
 from bpc.experiments.analyses import AnalysesRun, AnalysisSettings, Panel, compute_analyses
 from bpc.experiments.posterior import describe_diagnostics
 from bpc.outputs import write_text
+from bpc.report import tables
+from bpc.report.plots import analyses as plots
+from bpc.report.plots import calibration
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,7 @@ class _Out:
 
     def table(self, cap: str, df: pd.DataFrame, stem: str, *, caption: str | None = None, **kw) -> Artifact:
         """Write ``df`` as CSV, Markdown (and LaTeX) (:func:`bpc.report.tables.write_table`); its artifact."""
-        from bpc.report.tables import write_table
-
-        paths = write_table(df, self.folder / stem, caption=caption or cap, **kw)
+        paths = tables.write_table(df, self.folder / stem, caption=caption or cap, **kw)
         return Artifact(self.analysis, self.panel.name, "table", cap, tuple(paths))
 
     def figure(self, cap: str, draw: Callable[..., list[Path]], stem: str, *data, **kw) -> Artifact:
@@ -109,26 +110,18 @@ class _Out:
 # Writers: (config, out, value) -> artifacts
 # ---------------------------------------------------------------------------
 def _prior_table(cfg: AnalysisConfig, out: _Out, params) -> list[Artifact]:
-    from bpc.report.plots.calibration import plot_priors
-    from bpc.report.tables import prior_table
-
     cap = "Prior P(Y=1) per cell: add-one estimate and Wilson 95% interval on k/n."
     return [
-        out.table(cap, prior_table(params, out.panel.counts), "prior_table"),
-        out.figure("Prior per cell with Wilson 95% interval.", plot_priors, "priors", params),
+        out.table(cap, tables.prior_table(params, out.panel.counts), "prior_table"),
+        out.figure("Prior per cell with Wilson 95% interval.", calibration.plot_priors, "priors", params),
     ]
 
 
 def _gap_table(cfg: AnalysisConfig, out: _Out, summary: pd.DataFrame) -> list[Artifact]:
-    from bpc.report.tables import gap_table
-
+    gaps = "Critic likelihoods (add-one) and gaps γ = TPR − FPR; – where a critic is absent."
     cap = "Gap summary per critic (share of cells with γ ≥ 0.7 = near-oracle)."
     return [
-        out.table(
-            "Critic likelihoods (add-one) and gaps γ = TPR − FPR; – where a critic is absent.",
-            gap_table(out.panel.params),
-            "gap_table",
-        ),
+        out.table(gaps, tables.gap_table(out.panel.params), "gap_table"),
         out.table(cap, summary, "gap_summary", caption="Gap summary per critic."),
     ]
 
@@ -137,13 +130,11 @@ _DELTA_CAPTIONS = {"eval": "held-out 25%", "fit": "fit 75%"}
 
 
 def _delta_table(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
-    from bpc.report.tables import abstention_mask, delta_table, flag_abstention, policy_columns, winner_mask
-
     def wide(replay: pd.DataFrame, stem: str, cap: str) -> Artifact:
         """A wide Δ table (cells × policies), winners bold and abstentions marked."""
-        df = delta_table(replay)
-        pols = policy_columns(df)
-        marks, bold = abstention_mask(df), winner_mask(df, pols)
+        df = tables.delta_table(replay)
+        pols = tables.policy_columns(df)
+        marks, bold = tables.abstention_mask(df), tables.winner_mask(df, pols)
         return out.table(cap, df, stem, decimals=1, bold=bold, marks=marks, signed=pols)
 
     rep, costs = res.tables["replay"], "paper default costs (slow on SWE-Bench, fast elsewhere)"
@@ -172,39 +163,28 @@ def _delta_table(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
         )
         arts.append(out.table(cap, res.tables["release_check"], "release_check"))
     cap = "Every replayed policy: mean utility, pass rate, Δ and its 95% paired-bootstrap CI, both splits."
-    arts.append(out.table(cap, flag_abstention(rep), "replay_long", latex=False))
+    arts.append(out.table(cap, tables.flag_abstention(rep), "replay_long", latex=False))
     return arts
 
 
 def _regime_map(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
-    from bpc.report.plots.analyses import plot_regime_map, plot_regime_posterior
-
     points, meta, name = res.tables["points"], res.metadata, out.panel.name
+    winners = "Winner at every (cell, c_ver, R) point of the regime grid."
     cap = "Share of grid points won by each regime in the paper's three c_ver/R bands."
+    fig = "Regime map (k-NN background, analytic crossover)."
+    title = f"Regime map ({name}): winner at {len(points):,} points, k-NN (k={meta['k']}) background"
     arts = [
-        out.table(
-            "Winner at every (cell, c_ver, R) point of the regime grid.", points, "regime_points", latex=False
-        ),
+        out.table(winners, points, "regime_points", latex=False),
         out.table(cap, res.tables["summary"], "regime_summary", caption="Regime shares per c_ver/R band."),
-        out.figure(
-            "Regime map (k-NN background, analytic crossover).",
-            plot_regime_map,
-            "regime_map",
-            points,
-            meta["background"],
-            title=f"Regime map ({name}): winner at {len(points):,} points, k-NN (k={meta['k']}) background",
-        ),
+        out.figure(fig, plots.plot_regime_map, "regime_map", points, meta["background"], title=title),
     ]
     if "posterior_points" in res.tables and meta["posterior_background"] is not None:
-        post = res.tables["posterior_points"]
+        post, background = res.tables["posterior_points"], meta["posterior_background"]
+        fig = "Posterior regime map: probability over posterior draws that a Bayesian controller wins."
+        title = f"Posterior regime map ({name}, {cfg.n_draws} {cfg.posterior} draws per cell)"
         arts.append(
             out.figure(
-                "Posterior regime map: probability over posterior draws that a Bayesian controller wins.",
-                plot_regime_posterior,
-                "regime_map_posterior",
-                post,
-                meta["posterior_background"],
-                title=f"Posterior regime map ({name}, {cfg.n_draws} {cfg.posterior} draws per cell)",
+                fig, plots.plot_regime_posterior, "regime_map_posterior", post, background, title=title
             )
         )
         cap = "Posterior probability that a Bayesian controller wins, per grid point."
@@ -213,18 +193,12 @@ def _regime_map(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
 
 
 def _cver_sweeps(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
-    from bpc.report.plots.analyses import plot_cver_sweeps
-
     t = res.tables
     bands = t.get("bands")
+    sweep = f"Δ of every policy against c_ver (R = {ex.SWEEP_REWARD:g}), per cell."
     cap = "Leader-change boundaries (interpolated) and the analytic crossover c_ver* = π·R."
     arts = [
-        out.table(
-            f"Δ of every policy against c_ver (R = {ex.SWEEP_REWARD:g}), per cell.",
-            t["sweep"],
-            "cver_sweep",
-            latex=False,
-        ),
+        out.table(sweep, t["sweep"], "cver_sweep", latex=False),
         out.table(cap, t["boundaries"], "cver_boundaries", caption="Leader-change boundaries per cell."),
     ]
     if bands is not None:
@@ -232,7 +206,9 @@ def _cver_sweeps(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
         arts.append(out.table(cap, bands, "cver_bands", latex=False))
 
     def draw(path: Path, **kw) -> list[Path]:
-        return plot_cver_sweeps(t["sweep"], t["boundaries"], path, bands=bands, priors=t["priors"], **kw)
+        return plots.plot_cver_sweeps(
+            t["sweep"], t["boundaries"], path, bands=bands, priors=t["priors"], **kw
+        )
 
     caption = "c_ver sweeps (cells {}): Δ vs c_ver, leader changes (dotted), analytic crossover π·R (dashed)"
     caption += f", {CI_PROB:.0%} credible bands." if bands is not None else "."
@@ -240,53 +216,43 @@ def _cver_sweeps(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
 
 
 def _informativeness(cfg: AnalysisConfig, out: _Out, df: pd.DataFrame) -> list[Artifact]:
-    from bpc.report.plots.analyses import plot_informativeness
-
     cap = (
         "Critic gaps against the prior, with the eval-split Δ of the better Bayesian controller "
         "(– = no raw data)."
     )
     return [
         out.table(cap, df, "informativeness"),
-        out.figure("Critic-informativeness grid.", plot_informativeness, "informativeness", df),
+        out.figure("Critic-informativeness grid.", plots.plot_informativeness, "informativeness", df),
     ]
 
 
 def _train_eval(cfg: AnalysisConfig, out: _Out, value) -> list[Artifact]:
     from bpc.experiments.claims import overfit_summary
-    from bpc.report.plots.analyses import plot_train_eval
 
     rep, tab = value
+    per_cell = "Δ on the fit split vs the held-out eval split, per cell and policy."
     cap = "Bayesian controllers: mean Δ on fit and eval, share of cells positive on both."
     return [
-        out.table(
-            "Δ on the fit split vs the held-out eval split, per cell and policy.",
-            tab,
-            "train_eval",
-            latex=False,
-        ),
+        out.table(per_cell, tab, "train_eval", latex=False),
         out.table(cap, overfit_summary(tab), "train_eval_summary", caption="Overfitting check."),
         *out.per_cells(
-            6, lambda path, **kw: plot_train_eval(rep, path, **kw), "Train vs eval Δ bars (cells {})."
+            6, lambda path, **kw: plots.plot_train_eval(rep, path, **kw), "Train vs eval Δ bars (cells {})."
         ),
     ]
 
 
 def _uncertainty_score(cfg: AnalysisConfig, out: _Out, res) -> list[Artifact]:
-    from bpc.report.plots.analyses import plot_prr
-
     tab, patches = res
     cap = (
         "PRR (up to 50% rejection, LM-Polygraph normalisation; ties averaged) of the belief state "
         "vs the tool success rate on held-out LCB patches (75/25 instance split, Laplace fit on "
         "the fit split)."
     )
+    per_patch = "Per held-out patch: Y, belief and tool success rate."
     return [
         out.table(cap, tab, "prr"),
-        out.table(
-            "Per held-out patch: Y, belief and tool success rate.", patches, "prr_patches", latex=False
-        ),
-        out.figure("PRR per LCB cell and pooled per benchmark.", plot_prr, "prr", tab),
+        out.table(per_patch, patches, "prr_patches", latex=False),
+        out.figure("PRR per LCB cell and pooled per benchmark.", plots.plot_prr, "prr", tab),
     ]
 
 

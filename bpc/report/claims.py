@@ -42,9 +42,7 @@ def claims_view(result: Result) -> pd.DataFrame:
         }
     )
     if cmp is None:
-        out["bpc"] = t["bpc_value"]
-        out["verdict"] = t["verdict"]
-        return out
+        return out.assign(bpc=t["bpc_value"], verdict=t["verdict"])
     k = _kappa(result.metadata["kappa"])
     out[f"bpc, κ = {k}"] = t["bpc_value"]
     out[f"verdict, κ = {k}"] = t["verdict"]

@@ -176,26 +176,19 @@ _EFFICIENCY_TEXT = (
     " at k = 0, where the target has no task to place it in the crossed model). A refit that fails its "
     "convergence check is refitted with a longer preset; one that still fails is {failed}."
 )
-_SECTIONS = {  # heading, text before the table, table caption
-    "ablation": (
-        "Where the instance-aware gain comes from (ablation)",
-        "Each arm switches one part of the `bpc` profile's controller (arms: {arms}): the belief about the "
-        "task (`iid_*` vs `instance_*`), critics bought once per task (`*_critics_once` / "
-        "`*_critics_per_patch`), look-ahead (`instance_greedy`), regeneration modelled as refinement "
-        "(`instance_dp_refine`) and task-level critics off (`instance_dp_no_task_critics`), all calibrated "
-        "on the same training folds and scored on the same tasks.",
-        "Mean held-out utility per task and Δ (with intervals) vs always_verify, the best simple baseline "
-        "and the i.i.d. DP.",
-    ),
-    "predicted": (
-        "Does the controller know what it will earn? Predicted vs realised Δ",
-        "Per fold, the Δ vs always_verify the scored tasks will show is predicted from the training side "
-        "only (Laplace-calibrated controllers, parameter draws from a task bootstrap of the training tasks, "
-        "recorded pools simulated as fresh draws from each task with the critics' within-task dependence) "
-        "and then observed. `coverage`: folds whose predictive interval held the realised Δ.",
-        "",
-    ),
-}
+_ABLATION_TEXT = (
+    "Each arm switches one part of the `bpc` profile's controller (arms: {arms}): the belief about the "
+    "task (`iid_*` vs `instance_*`), critics bought once per task (`*_critics_once` / "
+    "`*_critics_per_patch`), look-ahead (`instance_greedy`), regeneration modelled as refinement "
+    "(`instance_dp_refine`) and task-level critics off (`instance_dp_no_task_critics`), all calibrated "
+    "on the same training folds and scored on the same tasks."
+)
+_PREDICTED_TEXT = (
+    "Per fold, the Δ vs always_verify the scored tasks will show is predicted from the training side "
+    "only (Laplace-calibrated controllers, parameter draws from a task bootstrap of the training tasks, "
+    "recorded pools simulated as fresh draws from each task with the critics' within-task dependence) "
+    "and then observed. `coverage`: folds whose predictive interval held the realised Δ."
+)
 
 
 def write_compare(result: CompareResult, out: str | Path, *, progress: bool = False) -> CompareResult:
@@ -257,17 +250,15 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             f"tie (interval covers 0) in {bs['tie']} of {bs['cells']} (cell, controller) rows."
         )
     if (ablation := csv(r.ablation, "ablation.csv")) is not None:
-        head, text, caption = _SECTIONS["ablation"]
-        rep.heading(head)
-        rep.text(text.format(arms=", ".join(f"`{a}`" for a in ABLATION_ARMS)))
-        rep.table(ablation, decimals=2, caption=caption)
+        rep.heading("Where the instance-aware gain comes from (ablation)")
+        rep.text(_ABLATION_TEXT.format(arms=", ".join(f"`{a}`" for a in ABLATION_ARMS)))
+        caption = "Mean held-out utility per task and Δ (with intervals) vs always_verify, the best simple "
+        rep.table(ablation, decimals=2, caption=caption + "baseline and the i.i.d. DP.")
     if (eff := csv(r.efficiency, "efficiency.csv")) is not None:
         used_failed = bool(eff["failed_used"].sum())
-        failed = (
-            "used, counted (`refits`: converged / all) and its rows carry a `flag`"
-            if used_failed
-            else ("excluded and counted (`refits`: converged / all; `n_excluded` in `efficiency.csv`)")
-        )
+        failed = "used, counted (`refits`: converged / all) and its rows carry a `flag`"
+        if not used_failed:
+            failed = "excluded and counted (`refits`: converged / all; `n_excluded` in `efficiency.csv`)"
         rep.heading("Data efficiency: leave one cell out")
         rep.text(_EFFICIENCY_TEXT.format(failed=failed))
         rep.text(efficiency_paragraph(eff))
@@ -292,9 +283,8 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
                 + (" (open marker: uses a failed refit)" if used_failed else ""),
             )
     if (predicted := csv(r.predicted, "predicted_vs_realised.csv")) is not None:
-        head, text, _ = _SECTIONS["predicted"]
-        rep.heading(head)
-        rep.text(text)
+        rep.heading("Does the controller know what it will earn? Predicted vs realised Δ")
+        rep.text(_PREDICTED_TEXT)
         rep.table(predicted, decimals=2)
         if (coverage := csv(r.coverage, "predictive_coverage.csv")) is not None:
             caption = (

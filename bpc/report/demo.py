@@ -29,7 +29,6 @@ UTILITY = "utility per task"
 _VERDICT_COLUMNS = {
     "policy": "controller",
     "reference": "compared with",
-    "cells": "cells",
     "better": "cells better (interval > 0)",
     "tie": "cells tied (interval contains 0)",
     "worse": "cells worse (interval < 0)",
@@ -41,7 +40,6 @@ _TASK_COLUMNS = {
     "n_never": "tasks nothing passes",
     "share_never": "share of tasks nothing passes",
     "checked": "checked by (oracle, critics)",
-    "flag": "flag",
 }
 _SOLVED_COLUMNS = {
     "n_tasks": "tasks",
@@ -195,18 +193,12 @@ def _write(run, out: Path) -> Path:
     """The report's sections, written into ``out``; the report's path."""
     from bpc.data.tasks import FLAG, shared_solutions, task_report
     from bpc.estimate.model import diagnose, posterior_params, save
+    from bpc.report import tables
     from bpc.report.claims import claims_markdown
     from bpc.report.compare import efficiency_paragraph, write_compare
     from bpc.report.plots.calibration import plot_gaps, plot_priors
     from bpc.report.plots.model import plot_shrinkage, shrinkage_table
     from bpc.report.plots.replay import plot_protocol_deltas
-    from bpc.report.tables import (
-        flag_abstention,
-        gap_table,
-        prior_table,
-        protocol_cell_table,
-        protocol_verdicts,
-    )
 
     cfg, params, counts, tree = run.config, run.params, run.counts, run.tree
     figs = out / "figures"
@@ -221,7 +213,7 @@ def _write(run, out: Path) -> Path:
     _summary(report, run, diag, ", ".join(f"{n} {v}" for v, n in tally.items()))
 
     report.heading("1. Calibration: priors and critic informativeness (Laplace mode)")
-    priors = prior_table(params, counts).drop(columns=["source"])
+    priors = tables.prior_table(params, counts).drop(columns=["source"])
     truth = run.panel.truth["prior"].to_dataframe(name="true_prior").reset_index()
     priors = priors.merge(truth, on=["benchmark", "generator"], how="left")
     write_csv(priors, out / "priors.csv")
@@ -235,7 +227,7 @@ def _write(run, out: Path) -> Path:
         f"{len(priors)} cells (patches of one task are correlated, so nominal coverage is not expected)."
     )
     report.figure(plot_priors(params, figs / "priors"), "Per-cell prior with Wilson 95% interval.")
-    write_csv(gap_table(params), out / "gaps.csv")
+    write_csv(tables.gap_table(params), out / "gaps.csv")
     report.figure(
         plot_gaps(params, figs / "gaps"),
         "Critic informativeness γ = TPR − FPR against the prior, per critic (every cell's rates in "
@@ -276,7 +268,7 @@ def _write(run, out: Path) -> Path:
     deltas, baselines = run.protocol.tables["deltas"], run.protocol.tables["baselines"]
     write_csv(deltas, out / "protocol_delta.csv")
     write_csv(baselines, out / "protocol_baselines.csv")
-    write_csv(protocol_cell_table(deltas, baselines), out / "protocol_cells.csv")
+    write_csv(tables.protocol_cell_table(deltas, baselines), out / "protocol_cells.csv")
     seeds, n_folds = (run.protocol.metadata["config"][k] for k in ("seeds", "n_folds"))
     n_tasks = int(deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
     report.text(
@@ -294,7 +286,7 @@ def _write(run, out: Path) -> Path:
         "[`protocol_baselines.csv`](protocol_baselines.csv), the per-cell Δ of the two Bayesian "
         "controllers in [`protocol_cells.csv`](protocol_cells.csv)."
     )
-    verdicts = protocol_verdicts(deltas)
+    verdicts = tables.protocol_verdicts(deltas)
     report.table(
         verdicts.rename(columns=_VERDICT_COLUMNS),
         caption="In how many cells each Bayesian controller is better, tied or worse than each reference.",
@@ -347,17 +339,15 @@ def _write(run, out: Path) -> Path:
     from bpc.experiments.demo import COMPARE_BENCHMARKS
 
     result = write_compare(run.compared, out / "compare", progress=cfg.progress)
+    benchmarks = ", ".join(f"`{b}`" for b in COMPARE_BENCHMARKS)
+    posterior = next((str(v) for k, v in result.config.items() if k.startswith("posterior")), "?")
     report.text(
-        f"The cells of {len(COMPARE_BENCHMARKS)} benchmarks ("
-        + ", ".join(f"`{b}`" for b in COMPARE_BENCHMARKS)
-        + ": a low prior, a high prior and a slow oracle); the posterior controllers: "
-        + str(result.config.get("posterior controllers", "?"))
-        + " (`bpc compare`'s comparison; `bpc compare --out DIR` runs it on every cell, with "
-        "the leave-one-cell-out data-efficiency refits). Posterior used by the controllers: "
-        + next((str(v) for k, v in result.config.items() if k.startswith("posterior")), "?")
-        + "."
+        f"The cells of {len(COMPARE_BENCHMARKS)} benchmarks ({benchmarks}: a low prior, a high prior and a "
+        f"slow oracle); the posterior controllers: {result.config.get('posterior controllers', '?')} (`bpc "
+        "compare`'s comparison; `bpc compare --out DIR` runs it on every cell, with the leave-one-cell-out "
+        f"data-efficiency refits). Posterior used by the controllers: {posterior}."
     )
-    table = flag_abstention(result.table)
+    table = tables.flag_abstention(result.table)
     av_pass = table.loc[table["policy"] == "always_verify", "pass_rate"].mean()
     ctrl = table[table["policy"].isin(CONTROLLERS)].set_index(["benchmark", "generator"])
     laplace_delta = ctrl.loc[ctrl["policy"] == "laplace_dp", "delta"]
@@ -416,7 +406,7 @@ def _write(run, out: Path) -> Path:
     report.text("The full comparison report is [compare/report.md](compare/report.md).")
 
     report.heading("5. The paper's claims: which hold here, and which change with dependent patches")
-    write_csv(flag_abstention(run.replay), out / "delta.csv")
+    write_csv(tables.flag_abstention(run.replay), out / "delta.csv")
     write_csv(run.claims.tables["comparison"], out / "claims.csv")
     report.text(
         "The paper's claims are about its controllers, so each is checked on the paper profile's replay "

@@ -114,9 +114,17 @@ _PANEL = (
 _LCB = f"{_PAPER} --benchmark lcb_hard --benchmark lcb_medium"
 
 
-def _page(name: str, line: str, title: str, summary: str, quirks: str, **options) -> ResultsCommand:
-    """A registered page from its command line as a user types it (after ``bpc``)."""
-    return ResultsCommand(name, tuple(shlex.split(line)), title, summary, quirks, **options)
+def _page(
+    name: str, line: str, title: str, summary: str, more: str = "", long: bool = False
+) -> ResultsCommand:
+    """A registered page from its command line as a user types it (after ``bpc``).
+
+    Its quirks are those of the corpus it reads (then ``more``); ``--out``, when given, is its output.
+    """
+    argv = tuple(shlex.split(line))
+    quirks = (PAPER_QUIRKS if argv[1].startswith(_PAPER) else MAPCODER_QUIRKS) + more
+    outputs = ("--out",) if "--out" in argv else ()
+    return ResultsCommand(name, argv, title, summary, quirks, outputs, long)
 
 
 REGISTRY: dict[str, ResultsCommand] = {
@@ -129,7 +137,6 @@ REGISTRY: dict[str, ResultsCommand] = {
             "Every controller replayed on the recorded pools of every cell, cross-fitted over tasks "
             "(docs/method.md §Replay and evaluation): Δ vs always_verify and vs the best simple "
             "baseline chosen on the training folds, task-clustered intervals.",
-            PAPER_QUIRKS,
         ),
         _page(
             "replay-paper-profile",
@@ -137,22 +144,18 @@ REGISTRY: dict[str, ResultsCommand] = {
             "Replay on the paper corpus (the paper's profile)",
             "The paper's replay (docs/method.md §Profiles): 75/25 split, Δ vs always_verify with "
             "paired bootstrap intervals, on the fit and the evaluation side.",
-            PAPER_QUIRKS,
         ),
         _page(
             "paper-release",
             f"replay {_PAPER}/lcb_calibration_v2 --profile paper-release --costs paper-release",
             "The authors' released table (paper-release profile)",
             "The authors' released LCB table, in-sample, under their cost vector (docs/method.md §Profiles).",
-            PAPER_QUIRKS,
         ),
         _page(
             "estimate-mapcoder",
             f"estimate {_MAPCODER} --out mapcoder_params.csv",
             "Calibration of the MapCoder panel",
             "Laplace point estimates of every MapCoder cell: prior, tpr/fpr per critic, with intervals.",
-            MAPCODER_QUIRKS,
-            outputs=("--out",),
         ),
         _page(
             "replay-mapcoder",
@@ -160,7 +163,6 @@ REGISTRY: dict[str, ResultsCommand] = {
             "Replay on the MapCoder panel",
             "Every controller replayed on the MapCoder cells under the evaluation protocol "
             "(docs/method.md §Replay and evaluation).",
-            MAPCODER_QUIRKS,
         ),
         _page(
             "panel-mapcoder",
@@ -175,10 +177,8 @@ REGISTRY: dict[str, ResultsCommand] = {
             "cross-fitted decisions "
             "against the best simple baseline; held-out utility (fast costs, and verification at "
             "30) and log predictive density, task-clustered intervals.",
-            MAPCODER_QUIRKS
-            + " The same programs are scored by two HumanEval oracles (humaneval_et, humaneval_plus); "
+            " The same programs are scored by two HumanEval oracles (humaneval_et, humaneval_plus); "
             "many tasks pass for no generator (counted on the page, ids in flagged_tasks.txt).",
-            outputs=("--out",),
             long=True,
         ),
         _page(
@@ -187,8 +187,6 @@ REGISTRY: dict[str, ResultsCommand] = {
             "Comparing controllers on LiveCodeBench",
             "Laplace vs posterior controllers on held-out tasks, the ablation of the instance-aware "
             "gain, predicted vs realised Δ and the leave-one-cell-out data-efficiency study.",
-            PAPER_QUIRKS,
-            outputs=("--out",),
             long=True,
         ),
         _page(
@@ -198,8 +196,6 @@ REGISTRY: dict[str, ResultsCommand] = {
             "`bpc compare --quick`: fewer draws, bootstrap resamples and repeats than `compare-lcb`, and "
             "the leave-one-cell-out study without its hierarchical arms (Laplace and complete pooling "
             "only). Read its intervals as rough; `compare-lcb` is the full run.",
-            PAPER_QUIRKS,
-            outputs=("--out",),
         ),
         _page(
             "stream-lcb-hard-cold",
@@ -209,8 +205,6 @@ REGISTRY: dict[str, ResultsCommand] = {
             "The target cell's tasks streamed in random orders to the plug-in controller learning after "
             "each task, from no calibration and from the other cells pooled (the target left out), "
             "against the full-data reference calibrated on all of the target's data.",
-            PAPER_QUIRKS,
-            outputs=("--out",),
         ),
         _page(
             "stream-lcb-hard",
@@ -219,8 +213,6 @@ REGISTRY: dict[str, ResultsCommand] = {
             "The target cell's tasks streamed in random orders; every start (none, the other cells "
             "pooled, the hierarchical model fitted with the target left out) and every controller, "
             "against the full-data reference.",
-            PAPER_QUIRKS,
-            outputs=("--out",),
         ),
     )
 }
@@ -387,11 +379,10 @@ def read_stamp(path: str | os.PathLike) -> dict | None:
             first = fh.readline().strip()
     except (OSError, UnicodeDecodeError):
         return None
-    prefix, suffix = f"<!-- {PAGE_MARK} ", " -->"
-    if not (first.startswith(prefix) and first.endswith(suffix)):
+    if not (found := re.fullmatch(f"<!-- {PAGE_MARK} (.*) -->", first)):
         return None
     try:
-        stamp = json.loads(first[len(prefix) : -len(suffix)])
+        stamp = json.loads(found.group(1))
     except json.JSONDecodeError:
         return None
     return stamp if isinstance(stamp, dict) else None
@@ -432,8 +423,8 @@ def index_text(folder: str | os.PathLike) -> str:
         Markdown, with a hidden toctree of the generated pages (the site builds them).
     """
     folder = Path(folder)
-    commands = list(REGISTRY.values())
-    present = [c for c in commands if read_stamp(folder / f"{c.name}.md") is not None]
+    stamps = {name: read_stamp(folder / f"{name}.md") for name in REGISTRY}
+    present = [c for c in REGISTRY.values() if stamps[c.name] is not None]
     lines = [
         _INDEX_MARK,
         "# Results",
@@ -446,9 +437,8 @@ def index_text(folder: str | os.PathLike) -> str:
         "| page | command | |",
         "|---|---|---|",
     ]
-    for c in commands:
-        if c in present:
-            stamp = read_stamp(folder / f"{c.name}.md") or {}
+    for c in REGISTRY.values():
+        if (stamp := stamps[c.name]) is not None:
             link, state = f"[{c.title}]({c.name}.md)", f"written {stamp.get('date', '?')}"
         else:
             long = " (takes half an hour or more)" if c.long else ""

@@ -49,6 +49,16 @@ def _by_k(table: pd.DataFrame, arm: str, ref: str) -> pd.DataFrame:
     return out.reset_index()
 
 
+_CONTRASTS = (("complete_pooling", "laplace"), ("task_prior", "laplace"), ("task_prior", "complete_pooling"))
+"""The closed-form contrasts of the leave-one-cell-out tables, ``arm − reference``."""
+
+
+def _by_benchmark(frame: pd.DataFrame, index: list[str]) -> list[str]:
+    """``index`` × benchmark of ``Δ [interval]`` (– where absent), as Markdown."""
+    wide = frame.pivot_table(index=index, columns="benchmark", values="delta", aggfunc="first")
+    return _md(wide.reset_index().fillna("–"))
+
+
 def _own_vs_pooled(result: Result) -> pd.DataFrame:
     """The cells with ``pooled``: each cell's complete-pooling estimate (the other generators pooled)."""
     starts = result.tables["logo_starts"]
@@ -89,7 +99,7 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
         :func:`bpc.experiments.logo.logo_table` of its new-generator part.
     """
     cfg = result.metadata.get("config", {})
-    wall = result.metadata.get("wall_seconds", {})
+    wall = ", ".join(f"{k} {v:.0f} s" for k, v in result.metadata.get("wall_seconds", {}).items())
     prob = table.attrs.get("prob", 0.89)
     lines = [
         "# Where pooling pays on a wide panel",
@@ -97,9 +107,7 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
         f"Intervals: {prob:.0%} task-clustered percentile bootstrap ({table.attrs.get('B', '')} "
         "resamples; `all` resamples every benchmark's tasks at once). Δ is per task (utility under "
         "the cost vector; LPD: log predictive density of the first program's Y). k = the target's "
-        "own calibration tasks (`all` = its training tasks). Wall time per part: "
-        + ", ".join(f"{k} {v:.0f} s" for k, v in wall.items())
-        + ".",
+        f"own calibration tasks (`all` = its training tasks). Wall time per part: {wall}.",
         "",
         "## The panel",
         "",
@@ -115,11 +123,7 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
         sub = closed[(closed["measure"] == measure) & (closed["costs"] == cost)]
         title = f"utility, costs {cost}" if measure == "utility" else "log predictive density of Y"
         lines += [f"## Leave one cell out, closed forms: {title}", ""]
-        for arm, ref in (
-            ("complete_pooling", "laplace"),
-            ("task_prior", "laplace"),
-            ("task_prior", "complete_pooling"),
-        ):
+        for arm, ref in _CONTRASTS:
             frame = _by_k(sub, arm, ref)
             if not frame.empty:
                 lines += [f"**{arm} − {ref}**", "", *_md(frame)]
@@ -130,22 +134,18 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
     else:
         targets = result.tables["loco"].query("part == 'hierarchical subset'")
         names = sorted({f"{b}/{g}" for b, g in zip(targets["benchmark"], targets["generator"], strict=True)})
+        failed = "is excluded (`converged` < `calibrations`, flagged)."
+        if cfg.get("include_failed"):
+            failed = "is scored and flagged (`--include-failed`; `converged` < `calibrations`)."
         lines += [
-            f"Targets: {', '.join(names)}; refit ladder {cfg.get('presets')}; a refit that failed its "
-            + (
-                "check is scored and flagged (`--include-failed`; `converged` < `calibrations`)."
-                if cfg.get("include_failed")
-                else "check is excluded (`converged` < `calibrations`, flagged)."
-            )
-            + " The hierarchy's LPD is the posterior predictive (posterior_mean_dp row).",
+            f"Targets: {', '.join(names)}; refit ladder {cfg.get('presets')}; a refit that failed its check "
+            f"{failed} The hierarchy's LPD is the posterior predictive (posterior_mean_dp row).",
             "",
         ]
-        h = hier[hier["benchmark"] == "all"].assign(
-            k=lambda f: f["k"].map(_k_label), delta=lambda f: f.apply(_ci, axis=1)
-        )
-        cols = ["measure", "costs", "k", "arm", "reference", "delta", "n_tasks"]
-        cols += ["n_calibrations", "n_converged", "flag"]
-        lines += _md(h[cols].rename(columns={"delta": "Δ [interval]"}))
+        h = hier[hier["benchmark"] == "all"]
+        h = h.assign(k=h["k"].map(_k_label), **{"Δ [interval]": h.apply(_ci, axis=1)})
+        cols = ["measure", "costs", "k", "arm", "reference", "Δ [interval]", "n_tasks"]
+        lines += _md(h[[*cols, "n_calibrations", "n_converged", "flag"]])
     lines += [
         "## A new generator (nothing of the target; no MCMC)",
         "",
@@ -158,10 +158,7 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
     pooled = logo[logo["generator"] == "pooled"]
     pooled = pooled.assign(delta=pooled.apply(_ci, axis=1) + " n=" + pooled["n_pairs"].astype(str))
     pooled = pooled.assign(contrast=pooled["arm"] + " − " + pooled["reference"])
-    wide = pooled.pivot_table(
-        index=["measure", "costs", "contrast"], columns="benchmark", values="delta", aggfunc="first"
-    )
-    lines += _md(wide.reset_index().fillna("–"))
+    lines += _by_benchmark(pooled, ["measure", "costs", "contrast"])
     lines += [
         "## Decisions with one program per task: controllers − the best simple baseline",
         "",
@@ -173,9 +170,7 @@ def panel_report(result: Result, table: pd.DataFrame, best: pd.DataFrame, logo: 
     if best.empty:
         lines += ["Not run (`--no-protocol`).", ""]
     else:
-        b = best.assign(delta=best.apply(_ci, axis=1))
-        wide = b.pivot_table(index=["costs", "policy"], columns="benchmark", values="delta", aggfunc="first")
-        lines += _md(wide.reset_index().fillna("–"))
+        lines += _by_benchmark(best.assign(delta=best.apply(_ci, axis=1)), ["costs", "policy"])
     return "\n".join(lines + _QUIRKS)
 
 

@@ -10,12 +10,14 @@ identical files.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from bpc.constants import CI_BOUNDS, DIM_CI, DIM_CRITIC, PAPER_CRITICS
+from bpc.outputs import write_csv, write_text
 from bpc.report.markdown import interval_text, markdown_table
 from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, POLICY_LABELS
 from bpc.schema import sort_cells
@@ -224,33 +226,26 @@ def delta_table(
     wide = replay.pivot_table(index=index, columns="policy", values="delta", sort=False)
     wide = wide.reindex(columns=[*policies, reference]).reset_index()
     wide.columns.name = None
-    vals = wide[[*policies, reference]].to_numpy(dtype=float)
-    vals = np.where(np.isfinite(vals), vals, -np.inf)
-    names = np.array([*policies, reference], dtype=object)
-    wide["winner"] = names[np.argmax(vals, axis=1)]
+    wide["winner"] = wide[[*policies, reference]].astype(float).fillna(-np.inf).idxmax(axis=1)
     ref_rows = replay[replay["policy"] == reference].set_index(index)
     cell = pd.MultiIndex.from_frame(wide[index])
-    context: list[str] = []
     for c, src in (("n", "n_instances"), ("av_pass_rate", "pass_rate"), ("av_cost", "cost_per_instance")):
         if src in replay.columns:
             wide[c] = ref_rows[src].reindex(cell).to_numpy(dtype=float)
-            context.append(c)
     if "n" in wide:
         wide["n"] = wide["n"].astype("Int64")
-    after: list[str] = []
     if "pass_rate" in replay.columns:
         by = replay.set_index([*index, "policy"])
         win = pd.MultiIndex.from_arrays([wide["benchmark"], wide["generator"], wide["winner"]])
         for c, src in (("winner_pass_rate", "pass_rate"), ("winner_cost", "cost_per_instance")):
             if src in replay.columns:
                 wide[c] = by[src].reindex(win).to_numpy(dtype=float)
-                after.append(c)
         flagged = flag_abstention(replay, reference=reference)
         flagged = flagged[flagged["wins_by_abstaining"] & flagged["policy"].isin(policies)]
         lists = flagged.groupby(index, sort=False)["policy"].agg(lambda p: ", ".join(p))
         wide["wins_by_abstaining"] = lists.reindex(cell).fillna("").to_numpy(dtype=object)
-        after.append("wins_by_abstaining")
-    return sort_cells(wide[[*index, *context, *policies, "winner", *after]])
+    context, after = CONTEXT_COLUMNS[:3], CONTEXT_COLUMNS[4:]
+    return sort_cells(wide[[c for c in [*index, *context, *policies, "winner", *after] if c in wide]])
 
 
 def policy_columns(table: pd.DataFrame) -> list[str]:
@@ -414,24 +409,23 @@ def latex_table(
     if caption:
         lines += [r"\begin{table}[t]", r"\centering", r"\scriptsize"]
     lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule"]
-    for i in range(len(df)):
-        cells = []
-        for j, c in enumerate(cols):
-            v, strong = df.iat[i, j], bold is not None and bool(bold.iat[i, j])
+
+    def cell(i: int, j: int) -> str:
+        v, c, strong = df.iat[i, j], cols[j], bold is not None and bool(bold.iat[i, j])
+        if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+            return "--"
+        if isinstance(v, int | np.integer) and not isinstance(v, bool):
+            return f"${int(v)}$"
+        if isinstance(v, float | np.floating):
             d = decimals.get(c, 3) if isinstance(decimals, dict) else decimals
-            if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-                cells.append("--")
-            elif isinstance(v, int | np.integer) and not isinstance(v, bool):
-                cells.append(f"${int(v)}$")
-            elif isinstance(v, float | np.floating):
-                text = f"{float(v):{'+' if c in signed else ''}.{d}f}"
-                text = rf"\mathbf{{{text}}}" if strong else text
-                dagger = r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else ""
-                cells.append(f"${text}{dagger}$")
-            else:
-                text = _latex_escape(_LABELS.get(c, {}).get(str(v), str(v)))
-                cells.append(rf"\textbf{{{text}}}" if strong else text)
-        lines.append(" & ".join(cells) + r" \\")
+            text = f"{float(v):{'+' if c in signed else ''}.{d}f}"
+            text = rf"\mathbf{{{text}}}" if strong else text
+            dagger = r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else ""
+            return f"${text}{dagger}$"
+        text = _latex_escape(_LABELS.get(c, {}).get(str(v), str(v)))
+        return rf"\textbf{{{text}}}" if strong else text
+
+    lines += [" & ".join(cell(i, j) for j in range(len(cols))) + r" \\" for i in range(len(df))]
     lines += [r"\bottomrule", r"\end{tabular}"]
     if caption:
         lines += [rf"\caption{{{_latex_escape(caption)}}}", r"\end{table}"]
@@ -461,16 +455,10 @@ def write_table(
     list of pathlib.Path
         ``.csv``, ``.md`` (and ``.tex``) paths written.
     """
-    from pathlib import Path
-
-    from bpc.outputs import write_csv, write_text
-
     path = Path(path)
-    md = (f"*{caption}*\n\n" if caption else "") + markdown_table(
-        df, decimals=decimals, bold=bold, marks=marks
-    )
+    md = markdown_table(df, decimals=decimals, bold=bold, marks=marks)
     out = [write_csv(df, path.with_suffix(".csv"), float_format="%.10g", lineterminator="\n")]
-    out.append(write_text(path.with_suffix(".md"), md + "\n"))
+    out.append(write_text(path.with_suffix(".md"), (f"*{caption}*\n\n" if caption else "") + md + "\n"))
     if latex:
         tex = latex_table(df, decimals=decimals, bold=bold, marks=marks, signed=signed, caption=caption)
         out.append(write_text(path.with_suffix(".tex"), tex))

@@ -29,8 +29,11 @@ from bpc.report.plots.style import (
     POLICY_LABELS,
     axes_grid,
     cell_label,
+    legend_below,
+    line_handle,
     save_pages,
     savefig,
+    title_above,
 )
 
 REGIME_COLORS = {"A": OKABE_ITO[2], "B": OKABE_ITO[4], "C": OKABE_ITO[3], "other": OKABE_ITO[5]}
@@ -55,11 +58,8 @@ def _where_data_lie(background: dict, points: pd.DataFrame) -> np.ndarray:
     """
     priors = np.unique(points["prior"].dropna().to_numpy(dtype=float))
     gx = np.asarray(background["prior"], dtype=float)
-    if priors.size == 0:
-        return np.ones((len(background["ratio"]), len(gx)), dtype=bool)
-    dist = np.abs(gx[:, None] - priors[None, :]).min(axis=1)
-    far = dist > REGIME_DATA_REACH
-    return np.broadcast_to(far[None, :], (len(background["ratio"]), len(gx)))
+    dist = np.abs(gx[:, None] - priors[None, :]).min(axis=1, initial=np.inf)  # no cell: infinitely far
+    return np.broadcast_to((dist > REGIME_DATA_REACH)[None, :], (len(background["ratio"]), len(gx)))
 
 
 def _regime_axes(points: pd.DataFrame, background: dict, z, xlabel: str, **mesh):
@@ -74,14 +74,15 @@ def _regime_axes(points: pd.DataFrame, background: dict, z, xlabel: str, **mesh)
     return fig, ax, image
 
 
+_BAYESIAN_LINES = {
+    "bayesian_dp": {"lw": 2.2, "marker": "o", "ms": 3},
+    "bayesian_greedy": {"lw": 2.0, "ls": "--", "marker": "s", "ms": 3},
+}
+
+
 def _line_style(policy: str) -> dict:
     """Line style of a policy in the sweeps: Bayesian controllers thick with markers, greedy dashed."""
-    style = {"color": POLICY_COLORS[policy], "lw": 1.2}
-    if policy == "bayesian_dp":
-        style.update(lw=2.2, marker="o", ms=3)
-    elif policy == "bayesian_greedy":
-        style.update(lw=2.0, ls="--", marker="s", ms=3)
-    return style
+    return {"color": POLICY_COLORS[policy], "lw": 1.2, **_BAYESIAN_LINES.get(policy, {})}
 
 
 def plot_regime_map(
@@ -114,21 +115,12 @@ def plot_regime_map(
     rng = np.random.default_rng(0)  # jitter only for legibility of overlapping points
     for r in REGIMES:
         f = points[points["regime"] == r]
-        if f.empty:
-            continue
         jitter = np.exp(rng.uniform(-0.04, 0.04, len(f)))
-        ax.scatter(
-            f["prior"], f["ratio"] * jitter, s=7, color=REGIME_COLORS[r], edgecolors="black", linewidths=0.2
-        )
+        ax.scatter(f["prior"], f["ratio"] * jitter, s=7, color=REGIME_COLORS[r], edgecolors="black", lw=0.2)
+    blank = f"blank: no cell within {REGIME_DATA_REACH:g} of this prior"
     handles: list[Artist] = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
-    handles.append(Line2D([], [], color="black", ls="--", label="c_ver/R = P(Y=1)"))
-    handles.append(
-        Patch(
-            facecolor="white",
-            edgecolor="0.6",
-            label=f"blank: no cell within {REGIME_DATA_REACH:g} of this prior",
-        )
-    )
+    handles += [line_handle("c_ver/R = P(Y=1)", "black", marker=None, ls="--")]
+    handles += [Patch(facecolor="white", edgecolor="0.6", label=blank)]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="winner")
     n_cells = points[["benchmark", "generator"]].drop_duplicates().shape[0]
     ax.set_title(title or f"Regime map: winning policy over {len(points):,} points ({n_cells} cells)")
@@ -224,22 +216,14 @@ def plot_cver_sweeps(
         ax.set_ylabel("Δ utility vs always_verify\n(symlog: linear within ±10)", fontsize=8)
         ax.tick_params(labelsize=8)
     handles = [Line2D([], [], label=POLICY_LABELS[p], **_line_style(p)) for p in policies]
-    handles.append(Line2D([], [], color="black", ls=":", label="leader change"))
+    handles.append(line_handle("leader change", "black", marker=None, ls=":"))
     if priors is not None:
-        handles.append(
-            Line2D([], [], color=OKABE_ITO[5], ls="--", label="analytic crossover C_ver = P(Y=1)·R")
-        )
-    fig.legend(
-        handles=handles,
-        loc="lower center",
-        ncol=min(6, len(handles)),
-        fontsize=8,
-        bbox_to_anchor=(0.5, -0.02),
+        handles.append(line_handle("analytic crossover C_ver = P(Y=1)·R", OKABE_ITO[5], marker=None, ls="--"))
+    title_above(
+        fig,
+        "Δ utility against verifier cost, per cell" + (" (bands: 89% credible)" if bands is not None else ""),
     )
-    fig.suptitle(
-        "Δ utility against verifier cost, per cell" + (" (bands: 89% credible)" if bands is not None else "")
-    )
-    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    legend_below(fig, handles, ncol=min(6, len(handles)), fontsize=8)
     return savefig(fig, path, formats=formats)
 
 
@@ -315,12 +299,7 @@ def plot_train_eval(
     policies = [p for p in POLICY_LABELS if p in set(replay["policy"]) and p != "always_verify"]
     size = (5.5 * len(splits), 1.9 + 0.22 * len(policies) * len(cells))
     fig, axes = plt.subplots(len(cells), len(splits), figsize=size, squeeze=False)
-    bars = {
-        "color": [POLICY_COLORS[p] for p in policies],
-        "edgecolor": "black",
-        "lw": 0.4,
-        "error_kw": {"lw": 0.8},
-    }
+    bars = {"color": [POLICY_COLORS[p] for p in policies], "edgecolor": "black", "lw": 0.4}
     y = np.arange(len(policies))
     for (i, (b, g)), (j, split) in itertools.product(enumerate(cells), enumerate(splits)):
         ax = axes[i, j]
@@ -328,7 +307,7 @@ def plot_train_eval(
         f = f.set_index("policy").reindex(policies)
         d = f["delta"].to_numpy(dtype=float)
         err = np.vstack([d - f["ci_lo"].to_numpy(dtype=float), f["ci_hi"].to_numpy(dtype=float) - d])
-        ax.barh(y, np.nan_to_num(d), xerr=np.nan_to_num(err), **bars)
+        ax.barh(y, np.nan_to_num(d), xerr=np.nan_to_num(err), error_kw={"lw": 0.8}, **bars)
         if np.isfinite(d).any() and d[w := int(np.nanargmax(d))] >= 0:
             ax.plot(d[w], y[w], marker="*", color="gold", ms=12, mec="black", mew=0.5)
         ax.axvline(0, color="grey", lw=0.8)
@@ -338,8 +317,7 @@ def plot_train_eval(
         ntxt = f" (n={int(n.dropna().iloc[0])})" if n is not None and n.notna().any() else ""
         ax.set_title(f"{cell_label(b, g)} — {split}{ntxt}", fontsize=9)
         ax.set_xlabel("Δ utility vs always_verify (95% paired bootstrap)", fontsize=8)
-    fig.suptitle("Train (fit, 75%) vs held-out eval (25%) policy comparison")
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    title_above(fig, "Train (fit, 75%) vs held-out eval (25%) policy comparison")
     return savefig(fig, path, formats=formats)
 
 
@@ -394,14 +372,9 @@ def _prr_page(table: pd.DataFrame, page: str) -> plt.Figure:
     w = 0.8 / len(scores)
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(table) + 2), 4.8))
     for i, s in enumerate(scores):
+        dx = (i - (len(scores) - 1) / 2) * w
         ax.bar(
-            x + (i - (len(scores) - 1) / 2) * w,
-            table[f"prr_{s}"],
-            width=w,
-            color=colors[s],
-            edgecolor="black",
-            lw=0.4,
-            label=SCORE_LABELS[s],
+            x + dx, table[f"prr_{s}"], w, color=colors[s], edgecolor="black", lw=0.4, label=SCORE_LABELS[s]
         )
     for xi, note in zip(x, np.where(one_label, "one label", np.where(tie, "tie", "")), strict=True):
         if note:
@@ -414,11 +387,10 @@ def _prr_page(table: pd.DataFrame, page: str) -> plt.Figure:
     ax.set_title(f"Belief state as an uncertainty score (held-out patches{note}){page}", fontsize=10)
     lo = float(np.nanmin([table[f"prr_{s}"].min() for s in scores] + [0.0]))
     ax.set_ylim(min(lo, 0.0) - 0.05, 1.12)
-    handles, names = ax.get_legend_handles_labels()
-    notes = ("tie: every score has the same PRR", "one label: all patches pass or all fail")
-    for label, shown in zip(notes, (n_tie, one_label.any()), strict=True):
-        if shown:
-            handles.append(Line2D([], [], ls="none", label=label))
-            names.append(label)
-    ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    notes = {
+        "tie: every score has the same PRR": n_tie,
+        "one label: all patches pass or all fail": one_label.any(),
+    }
+    handles = ax.get_legend_handles_labels()[0] + [line_handle(k, marker=None) for k, v in notes.items() if v]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig

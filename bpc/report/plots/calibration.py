@@ -113,8 +113,8 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
                 seen.add(b)
                 color, marker = style[b]
                 ax.scatter(
-                    prior[ok], gap[ok], color=color, marker=marker, s=30, label=BENCHMARK_LABELS.get(b, b)
-                )
+                    prior[ok], gap[ok], color=color, marker=marker, s=30
+                )  # named in the figure's legend
         ax.axhline(0, color="grey", lw=0.8)
         ax.set(xlim=(0, 1), ylim=(-1, 1), xlabel="prior P(Y=1)", title=CRITIC_TITLES.get(crit, crit))
         ax.grid(alpha=0.3)

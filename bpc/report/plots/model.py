@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy.special import expit, logit
 
 from bpc.constants import CI_KIND, CI_PROB, GENERATORS
 from bpc.intervals import credible_interval
@@ -47,13 +48,9 @@ def _logit_range(sub: pd.DataFrame, pad: float = 0.4) -> tuple[float, float]:
     vals = np.clip(vals[np.isfinite(vals)], _LOGIT_EPS, 1 - _LOGIT_EPS)
     if not vals.size:
         return _LOGIT_EPS, 1 - _LOGIT_EPS
-    logit = np.log(vals / (1 - vals))
-    lo, hi = logit.min() - pad, logit.max() + pad
-    if hi - lo < 2.0:  # at least two logits wide, so a tight panel still shows a tick or two
-        mid = (lo + hi) / 2
-        lo, hi = mid - 1.0, mid + 1.0
-    expit = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
-    return float(max(expit(lo), _LOGIT_EPS / 2)), float(min(expit(hi), 1 - _LOGIT_EPS / 2))
+    lo, hi = logit(vals).min() - pad, logit(vals).max() + pad
+    mid, half = (lo + hi) / 2, max((hi - lo) / 2, 1.0)  # at least two logits wide: a tick or two
+    return float(max(expit(mid - half), _LOGIT_EPS / 2)), float(min(expit(mid + half), 1 - _LOGIT_EPS / 2))
 
 
 def plot_forest(
@@ -135,9 +132,8 @@ def plot_forest(
         lo, hi = _logit_range(sub)
         ax.set_xlim(lo, hi)
         ticks: list[float] = []
-        gap = (np.log(hi / (1 - hi)) - np.log(lo / (1 - lo))) / 5
         for t in (t for t in _LOGIT_TICKS if lo <= t <= hi):
-            if not ticks or np.log(t / (1 - t)) - np.log(ticks[-1] / (1 - ticks[-1])) >= gap:
+            if not ticks or logit(t) - logit(ticks[-1]) >= (logit(hi) - logit(lo)) / 5:
                 ticks.append(t)
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=7)
         ax.xaxis.set_minor_formatter(plt.NullFormatter())
@@ -191,13 +187,9 @@ def shrinkage_table(
     frames = []
     for kind in (k for k in kinds if k in laplace_params):
         lap = laplace_params[kind]
-        parts = {
-            "laplace": lap,
-            "mean": mean[kind],
-            "lo": ci[kind].sel(ci_bound="lower", drop=True),
-            "hi": ci[kind].sel(ci_bound="upper", drop=True),
-        }
-        both = xr.Dataset(parts).reindex({d: lap[d].values for d in lap.dims})
+        lo, hi = (ci[kind].sel(ci_bound=bound, drop=True) for bound in ("lower", "upper"))
+        both = xr.Dataset({"laplace": lap, "mean": mean[kind], "lo": lo, "hi": hi})
+        both = both.reindex({d: lap[d].values for d in lap.dims})
         df = both.to_dataframe(dim_order=list(lap.dims)).reset_index().dropna(subset=["laplace", "mean"])
         frames.append(df.assign(kind=kind, critic=df["critic"].astype(str) if "critic" in df else ""))
     cols = ["benchmark", "generator", "kind", "critic", "laplace", "mean", "lo", "hi"]
@@ -257,14 +249,10 @@ def plot_shrinkage(
         # the largest moves are numbered on the plot and named under it, so labels never overprint
         lines = []
         for i, (_, r) in enumerate(sub.head(annotate).iterrows(), start=1):
+            box = {"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8}
+            at, offset = (r["laplace"], r["mean"]), (4, 4 if i % 2 else -10)
             ax.annotate(
-                str(i),
-                (r["laplace"], r["mean"]),
-                fontsize=7,
-                fontweight="bold",
-                xytext=(4, 4 if i % 2 else -10),
-                textcoords="offset points",
-                bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+                str(i), at, offset, textcoords="offset points", fontsize=7, fontweight="bold", bbox=box
             )
             crit = f" {r['critic']}" if r["critic"] else ""
             name = cell_label(str(r["benchmark"]), str(r["generator"]))
@@ -277,12 +265,10 @@ def plot_shrinkage(
     gens = list(dict.fromkeys(str(g) for g in table["generator"]))
     handles = [line_handle(GENERATOR_LABELS.get(g, g), _gen_color(g)) for g in gens]
     handles += [line_handle(f"critic {c}", "0.4", marker=markers.get(c, "o")) for c in critics_seen]
-    title = "colour: generator · marker: critic (tpr/fpr panels)"
-    legend_below(fig, handles, ncol=min(len(handles), 6), fontsize=7, title=title, title_fontsize=7)
-    fig.suptitle(
-        f"Shrinkage: hierarchical posterior vs Laplace, per cell (the {annotate} largest moves numbered)",
-        fontsize=10,
-    )
+    key = "colour: generator · marker: critic (tpr/fpr panels)"
+    legend_below(fig, handles, ncol=min(len(handles), 6), fontsize=7, title=key, title_fontsize=7)
+    title = f"Shrinkage: hierarchical posterior vs Laplace, per cell (the {annotate} largest moves numbered)"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return savefig(fig, path, formats=formats)
 

@@ -21,15 +21,7 @@ from matplotlib.artist import Artist
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
-from bpc.constants import (
-    CI_BOUNDS,
-    CI_KIND,
-    CI_PROB,
-    DIM_BENCHMARK,
-    DIM_CI,
-    DIM_GENERATOR,
-    DIM_STEP,
-)
+from bpc.constants import CI_BOUNDS, CI_KIND, CI_PROB, DIM_BENCHMARK, DIM_CI, DIM_GENERATOR, DIM_STEP
 from bpc.report.plots.style import (
     OKABE_ITO,
     POLICY_COLORS,
@@ -72,8 +64,8 @@ ACTION_COLORS: dict[str, str] = {a: style["color"] for a, style in ACTION_STYLES
 """One Okabe–Ito colour per action."""
 
 
-def _cell_pages(unc: xr.Dataset, path, name: str, cells, step: int | None, draw) -> list[Path]:
-    """Draw ``draw(page, note, step)`` over the cells (default every observed one), on pages of the figure."""
+def _cell_pages(unc: xr.Dataset, path, name: str, cells, step: int | None, draw, **kw) -> list[Path]:
+    """Draw ``draw(unc, page, step=, note=, **kw)`` over the cells (default every observed one), on pages."""
     step = int(unc[DIM_STEP].max()) if step is None else step
     if cells is None:
         ok = np.isfinite(unc["prior_mean"].transpose(DIM_BENCHMARK, DIM_GENERATOR).to_numpy())
@@ -81,7 +73,12 @@ def _cell_pages(unc: xr.Dataset, path, name: str, cells, step: int | None, draw)
         cells = [(str(bs[i]), str(gs[j])) for i, j in zip(*np.nonzero(ok), strict=True)]
     if not cells:
         raise ValueError(f"plot_{name}: no observed cell to draw")
-    return save_pages(list(cells), CELLS_PER_PAGE[name], path, lambda page, note: draw(page, note, step))
+    return save_pages(
+        list(cells),
+        CELLS_PER_PAGE[name],
+        path,
+        lambda page, note: draw(unc, page, step=step, note=note, **kw),
+    )
 
 
 def plot_action_probabilities(
@@ -114,8 +111,7 @@ def plot_action_probabilities(
     list of pathlib.Path
         Files written (one per page).
     """
-    draw = lambda page, note, h: _action_probabilities_page(unc, page, step=h, used=used, note=note)  # noqa: E731
-    return _cell_pages(unc, path, "action_probabilities", cells, step, draw)
+    return _cell_pages(unc, path, "action_probabilities", cells, step, _action_probabilities_page, used=used)
 
 
 def _action_probabilities_page(
@@ -130,13 +126,8 @@ def _action_probabilities_page(
         p = sel["p_optimal"].transpose("belief", "action").values
         keep = [i for i, a in enumerate(actions) if p[:, i].max() > 0]
         seen.update(actions[i] for i in keep)
-        ax.stackplot(
-            belief,
-            p[:, keep].T,
-            labels=[actions[i] for i in keep],
-            colors=[ACTION_COLORS.get(actions[i], OKABE_ITO[7]) for i in keep],
-            alpha=0.85,
-        )
+        colors = [ACTION_COLORS.get(actions[i], OKABE_ITO[7]) for i in keep]
+        ax.stackplot(belief, p[:, keep].T, colors=colors, alpha=0.85)  # named in the figure's legend
         ax.axvline(sel["prior_mean"].item(), color="k", lw=0.8, ls="--")
         ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="belief b", ylabel="P(action optimal)")
         ax.set_title(cell_label(b, g), fontsize=9)
@@ -204,8 +195,7 @@ def plot_value_bands(
     list of pathlib.Path
         Files written (one per page).
     """
-    draw = lambda page, note, h: _value_bands_page(unc, page, step=h, used=used, ncols=ncols, note=note)  # noqa: E731
-    return _cell_pages(unc, path, "value_bands", cells, step, draw)
+    return _cell_pages(unc, path, "value_bands", cells, step, _value_bands_page, used=used, ncols=ncols)
 
 
 def _value_bands_page(
@@ -333,9 +323,8 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
                 err = [y - rows["ci_lo"].to_numpy(dtype=float), rows["ci_hi"].to_numpy(dtype=float) - y]
                 col = ARM_COLORS.get(arm, OKABE_ITO[i % len(OKABE_ITO)])
                 ax.errorbar(x, y, yerr=err, fmt="none", ecolor=col, lw=1.2, capsize=2)
-                failed = rows["failed_used"].to_numpy() > 0
-                ax.scatter(x[~failed], y[~failed], color=col, s=18, zorder=3)
-                ax.scatter(x[failed], y[failed], facecolor="white", edgecolor=col, s=18, zorder=3)
+                face = np.where(rows["failed_used"].to_numpy() > 0, "white", col)  # open: a failed refit
+                ax.scatter(x, y, facecolor=face, edgecolor=col, s=18, zorder=3)
             n = int(sub["n_tasks"].max()) if "n_tasks" in sub else 0
             ax.axhline(0, color="k", lw=0.6)
             ax.set_xticks(range(len(ks)), ["all" if k < 0 else str(k) for k in ks])
@@ -347,9 +336,8 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
         if any_failed:
             handles.append(line_handle("uses a failed refit (flagged)", mfc="white"))
         title = f"Leave one cell out: held-out gain over {ref}, {CI_PROB:.0%} task-clustered intervals"
-        fig.suptitle(title + note, fontsize=9)
-        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False)
-        fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+        title_above(fig, title + note, fontsize=9)
+        legend_below(fig, handles, ncol=len(handles), fontsize=7)
         return fig
 
     return save_pages(targets, per_page, path, draw)

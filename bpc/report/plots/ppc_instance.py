@@ -69,8 +69,7 @@ def plot_pass_histogram_ppc(
         )
         ax.plot(k, t["iid_mean"], "x", color=OKABE_ITO[5], markersize=7, label="independent patches")
         missed = ~t["covered"].to_numpy(dtype=bool)
-        if missed.any():
-            ax.plot(k[missed], t["observed"].to_numpy()[missed], "v", color=OKABE_ITO[5], markersize=6)
+        ax.plot(k[missed], t["observed"].to_numpy()[missed], "v", color=OKABE_ITO[5], markersize=6)
         ax.set_title(cell_label(b, g), fontsize=8)
         ax.set_xticks(k)
         ax.set_xlabel(f"passing patches of {patches}", fontsize=8)

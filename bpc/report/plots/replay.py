@@ -31,9 +31,11 @@ from bpc.report.plots.style import (
     POLICY_COLORS,
     POLICY_LABELS,
     axes_grid,
+    legend_below,
     line_handle,
     plt,
     save_pages,
+    title_above,
 )
 from bpc.report.tables import ABSTAIN_MARK, REFERENCE_POLICY, flag_abstention
 
@@ -115,17 +117,11 @@ def plot_delta_bars(
             for k, r in enumerate(block.itertuples(index=False)):
                 color, flag = POLICY_COLORS.get(str(r.policy), "#999999"), bool(r.wins_by_abstaining)
                 ax.plot([r.ci_lo, r.ci_hi], [y[k], y[k]], color="black", lw=1.0, zorder=2)
-                face, edge = ("white", color) if flag else (color, "black")
+                face, edge, hatch = ("white", color, "////") if flag else (color, "black", None)
                 marker = "D" if r.policy == REFERENCE_POLICY else "o"
-                hatch = "////" if flag else None
-                style = {
-                    "marker": marker,
-                    "facecolor": face,
-                    "edgecolor": edge,
-                    "hatch": hatch,
-                    "linewidth": 1.2,
-                }
-                ax.scatter(r.delta, y[k], s=46, zorder=3, **style)
+                ax.scatter(
+                    r.delta, y[k], s=46, marker=marker, fc=face, ec=edge, hatch=hatch, lw=1.2, zorder=3
+                )
             if posterior:
                 err = [block["post_mean"] - block["post_lo"], block["post_hi"] - block["post_mean"]]
                 ax.errorbar(block["post_mean"], y - 0.32, xerr=err, fmt="s", ms=3, color=OKABE_ITO[5])
@@ -155,10 +151,8 @@ def plot_delta_bars(
             handles.append(line_handle(_POSTERIOR_LABEL, OKABE_ITO[5], marker="s", ls="-", ms=3))
         if bool(data["wins_by_abstaining"].any()):
             handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////", label=_ABSTAIN_LABEL))
-        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-        fig.suptitle(head + note, fontsize=11)
-        h = fig.get_figheight()
-        fig.tight_layout(rect=(0, 0.35 / h, 1, 1 - 0.3 / h))  # the legend's row at the bottom, the title's
+        title_above(fig, head + note, fontsize=11)
+        legend_below(fig, handles, ncol=len(handles), fontsize=8)
         return fig
 
     return save_pages(cells, per_page, path, draw, formats=formats)
@@ -234,7 +228,6 @@ def plot_protocol_deltas(
 
     def draw(page: list[str], note: str) -> plt.Figure:
         fig, axes = axes_grid(len(page), ncols=ncols, size=(4.6, row_in), sharex=True)
-        fig.set_figheight(fig.get_figheight() + 1.2)
         for ax, bench in zip(axes, page, strict=False):
             cell_gens = gens[bench]
             ys = np.arange(len(cell_gens))[::-1]
@@ -248,14 +241,10 @@ def plot_protocol_deltas(
                     sub["delta"], y, xerr=err, fmt="o", ms=4, lw=1.2, capsize=2, color=color, label=label
                 )
             n = rows[rows["benchmark"] == bench].groupby("generator")["n_tasks"].max().reindex(cell_gens)
+            trans = ax.get_yaxis_transform()  # x in axes fraction, y in data
             for yy, nn in zip(ys, n, strict=True):
-                where = {
-                    "xycoords": ("axes fraction", "data"),
-                    "xytext": (3, 0),
-                    "textcoords": "offset points",
-                }
                 text = f"n={int(nn)}" if np.isfinite(nn) else ""
-                ax.annotate(text, (1.0, yy), va="center", fontsize=7, color="0.35", **where)
+                ax.text(1.01, yy, text, transform=trans, va="center", fontsize=7, color="0.35")
             ax.axvline(0.0, color="0.3", lw=0.8)
             ax.set_yticks(ys, [GENERATOR_LABELS.get(g, g) for g in cell_gens], fontsize=8)
             ax.set(ylim=(-0.6, len(cell_gens) - 0.4), xlim=(min(lo, 0.0) - pad, max(hi, 0.0) + pad))
@@ -263,10 +252,8 @@ def plot_protocol_deltas(
             ax.grid(axis="x", color="0.9")
         for ax in axes[len(axes) - ncols :]:
             ax.set_xlabel(f"Δ utility (R = 100), {prob:.0%} task-clustered CI", fontsize=8)
-        fig.suptitle(head + note, fontsize=11)
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=len(pols), frameon=False, fontsize=9)
-        fig.tight_layout(rect=(0, 0.05, 0.97, 0.97))
+        title_above(fig, head + note, fontsize=11)
+        legend_below(fig, axes[0].get_legend_handles_labels()[0], ncol=len(pols), fontsize=9)
         return fig
 
     return save_pages(benches, ncols * rows_per_page, path, draw, formats=formats, unit="benchmarks")

@@ -11,6 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+from matplotlib.lines import Line2D
+
+from bpc.outputs import save_figure
 
 matplotlib.use("Agg")  # bpc never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
@@ -109,8 +113,6 @@ def savefig(
     Each file is written atomically (:func:`bpc.outputs.save_figure`): a
     reader never sees a half-written image.
     """
-    from bpc.outputs import save_figure
-
     path = Path(path)
     written = []
     try:
@@ -133,8 +135,6 @@ def paged[T](items: Sequence[T], per_page: int) -> list[list[T]]:
     >>> paged([1, 2], 16)
     [[1, 2]]
     """
-    import numpy as np
-
     if per_page < 1:
         raise ValueError(f"paged: per_page must be >= 1, got {per_page}")
     n_pages = max(1, -(-len(items) // per_page))
@@ -176,10 +176,8 @@ def axes_grid(
 
     ``kwargs`` go to :func:`matplotlib.pyplot.subplots` (``sharex=True``).
     """
-    import numpy as np
-
     ncols = max(1, min(ncols, n))
-    nrows = int(np.ceil(n / ncols))
+    nrows = -(-n // ncols)
     fig, axes = plt.subplots(
         nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False, **kwargs
     )
@@ -205,6 +203,4 @@ def legend_below(fig: plt.Figure, handles: Sequence, *, ncol: int, y: float = 0.
 
 def line_handle(label: str, color: str = "k", *, marker: str | None = "o", ls: str = "", **kwargs):
     """A legend entry drawn as a marker (``ls=""``) or a line, with nothing plotted."""
-    from matplotlib.lines import Line2D
-
     return Line2D([], [], color=color, marker=marker, ls=ls, label=label, **kwargs)
