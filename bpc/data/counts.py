@@ -71,8 +71,6 @@ __all__ = [
     "cell_counts",
 ]
 
-_CELL = ["benchmark", "generator"]
-
 
 # ---------------------------------------------------------------------------
 # numpy kernels
@@ -327,18 +325,14 @@ def cell_counts(
 def _verdict_matrix(df: pd.DataFrame, critics: Sequence[str]) -> np.ndarray:
     out = np.full((len(df), len(critics)), np.nan)
     for j, crit in enumerate(critics):
-        if crit not in df.columns:
-            continue
-        out[:, j] = df[crit].astype("boolean").to_numpy(dtype=float, na_value=np.nan)
+        if crit in df.columns:  # a critic without a column gave no verdict (NaN)
+            out[:, j] = df[crit].astype("boolean").to_numpy(dtype=float, na_value=np.nan)
     return out
 
 
 def _cell_codes(df: pd.DataFrame) -> tuple[np.ndarray, list[str], list[str]]:
     """Cell index of each row, with the benchmark and generator of each cell."""
-    b = df["benchmark"].astype(str).to_numpy()
-    g = df["generator"].astype(str).to_numpy()
-    pairs = pd.MultiIndex.from_arrays([b, g])
-    codes, uniques = pd.factorize(pairs)
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(df[["benchmark", "generator"]].astype(str)))
     return codes.astype(np.intp), [u[0] for u in uniques], [u[1] for u in uniques]
 
 

@@ -246,7 +246,8 @@ def _combine(parts: list[Input]) -> Input:
             na = pd.array([pd.NA] * len(rec), dtype="boolean")
             frames.append(rec.assign(**{c: na for c in critics if c not in rec.columns}))
     records = pd.concat(frames, ignore_index=True) if frames else parts[0].records
-    records.attrs = {"critics": tuple(critics), "notes": [n for p in parts for n in p.notes]}
+    notes = [n for p in parts for n in p.notes]
+    records.attrs = {"critics": tuple(critics), "notes": notes}
     counts = merge_counts(*(p.counts for p in parts))
     costs = {k: v for p in parts for k, v in p.critic_costs.items()}
     kernels = {k: v for p in parts for k, v in p.kernel_files.items()}
@@ -254,7 +255,7 @@ def _combine(parts: list[Input]) -> Input:
     return Input(
         records,
         counts,
-        tuple(n for p in parts for n in p.notes),
+        tuple(notes),
         parts[0].source,
         "combined",
         critic_costs=costs,

@@ -378,9 +378,7 @@ def _patch_id(value: Any) -> int:
 def _short(value: Any) -> str:
     """``repr(value)``, cut to 60 characters (a message quotes a value, never a megabyte of it)."""
     text = (
-        repr(value)
-        if not isinstance(value, int) or value.bit_length() < 200
-        else f"<{len(str(value))} digits>"
+        f"<{len(str(value))} digits>" if isinstance(value, int) and value.bit_length() >= 200 else repr(value)
     )
     return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
 

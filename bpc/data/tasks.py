@@ -61,17 +61,6 @@ them: one generator failing a task three times is a hard task as often as a brok
 Lite: 213 of 300 tasks for gpt5_mini alone)."""
 
 
-_SHARED_COLUMNS = [
-    "benchmark",
-    "generators",
-    "n_tasks",
-    "solved",
-    "solved_by_all",
-    "solved_by_any",
-    "identical",
-]
-
-
 def _require_tasks(counts: xr.Dataset, where: str) -> None:
     if not has_task_counts(counts):
         raise ValueError(f"{where}: counts carry no per-task counts (task_n, …); build them from raw records")
@@ -274,7 +263,8 @@ def shared_solutions(counts: xr.Dataset) -> pd.DataFrame:
                 "identical": bool((solved == solved[0]).all()),
             }
         )
-    return pd.DataFrame(rows, columns=_SHARED_COLUMNS)
+    columns = ["benchmark", "generators", "n_tasks", "solved", "solved_by_all", "solved_by_any", "identical"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def empty_patch_flags(
