@@ -194,14 +194,11 @@ def load_costs(path: str | Path) -> Costs:
         raise ValueError(f"{path}: cannot read cost file ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise ValueError(f"{path}: expected UTF-8 text, got undecodable bytes") from None
+    from bpc.validation import loads_json
+
     kind = "TOML" if path.suffix == ".toml" else "JSON"
     try:
-        if kind == "TOML":
-            data = tomllib.loads(text)
-        else:
-            from bpc.validation import loads_json
-
-            data = loads_json(text, constants=False)
+        data = tomllib.loads(text) if kind == "TOML" else loads_json(text, constants=False)
     except RecursionError:
         raise ValueError(f"{path}: not valid {kind}: nested too deep") from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:

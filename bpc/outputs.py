@@ -44,7 +44,6 @@ import platform
 import secrets
 import shlex
 import shutil
-import stat
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -281,8 +280,7 @@ def _check_replace(path: Path, *, option: str, header: str | None, at_write: boo
     """Refuse to replace an input file, or an existing file bpc did not write (unless forced)."""
     if not path.exists() or path.is_dir():
         return
-    mode = path.stat()
-    if not stat.S_ISREG(mode.st_mode):
+    if not path.is_file():
         raise OutputPathError(
             f"{option} {path}: exists and is not a regular file (a FIFO, socket or device); bpc writes "
             "its output by renaming a finished file into place, so name a regular file or a new path"
@@ -292,7 +290,7 @@ def _check_replace(path: Path, *, option: str, header: str | None, at_write: boo
             f"{option} {path}: is an input of this command; bpc never overwrites its input, "
             "so name another output file"
         )
-    if _FORCE.get() or _inside_bpc_temp(path) or mode.st_size == 0:
+    if _FORCE.get() or _inside_bpc_temp(path) or path.stat().st_size == 0:
         return  # an empty file holds nothing to protect (what `mktemp` gives a script)
     suffix = path.suffix.lower()
     if suffix in (".csv", ".tsv") and not at_write:

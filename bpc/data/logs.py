@@ -397,13 +397,13 @@ def _name(value: Any, what: str) -> str:
 
 
 def _parse_column(
-    path: Path, lines: np.ndarray, column: str, values: pd.Series, parse: Callable[[Any], Any]
+    path: Path, lines: np.ndarray, df: pd.DataFrame, column: str, parse: Callable[[Any], Any]
 ) -> np.ndarray:
-    """``parse`` applied to every value (each distinct value parsed once), as an object array.
+    """``parse`` applied to every value of ``df[column]`` (each distinct value parsed once): an object array.
 
     Raises :class:`CorpusError` at the first row whose value does not parse.
     """
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    codes, uniques = pd.factorize(df[column], use_na_sentinel=True)
     todo = list(enumerate(uniques)) + ([(-1, None)] if (codes == -1).any() else [])  # -1: missing
     lookup = np.empty(len(uniques) + 1, dtype=object)  # lookup[-1]: the missing value's
     for i, value in todo:
@@ -422,28 +422,19 @@ def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[st
     """The raw columns of a log file, each row's line (row) number, and each column's first line."""
     if fmt in ("csv", "tsv"):
         kind = fmt.upper()
-        try:
+        try:  # every cell as written: no NA detection, so "NA" or "" is parsed as a verdict word
             df = pd.read_csv(
-                path,
-                sep="," if fmt == "csv" else "\t",
-                dtype=str,
-                keep_default_na=False,
-                na_filter=False,
-                encoding="utf-8",
+                path, sep="," if fmt == "csv" else "\t", dtype=str, na_filter=False, encoding="utf-8"
             )
         except UnicodeDecodeError as exc:
-            raise CorpusError(
-                path, None, None, f"expected UTF-8 {kind} text, got undecodable bytes ({exc.reason})"
-            ) from None
+            problem = f"UTF-8 {kind} text, got undecodable bytes ({exc.reason})"
         except pd.errors.EmptyDataError:
-            raise CorpusError(
-                path, None, None, f"expected a {kind} header and rows, got an empty file"
-            ) from None
+            problem = f"a {kind} header and rows, got an empty file"
         except pd.errors.ParserError as exc:
-            raise CorpusError(
-                path, None, None, f"expected valid {kind}, got malformed {kind} ({exc})"
-            ) from None
-        return df, np.arange(len(df), dtype=np.int64) + 2, dict.fromkeys(df.columns, 1)
+            problem = f"valid {kind}, got malformed {kind} ({exc})"
+        else:
+            return df, np.arange(len(df), dtype=np.int64) + 2, dict.fromkeys(df.columns, 1)
+        raise CorpusError(path, None, None, f"expected {problem}")
     if fmt == "parquet":
         if importlib.util.find_spec("pyarrow") is None:
             raise CorpusError(
@@ -530,7 +521,7 @@ def _cell_names(
     """Benchmark or generator of each row: the column (agreeing with ``given``), else given/default."""
     if column not in df.columns:
         return np.full(len(df), given if given is not None else default, dtype=object)
-    names = _parse_column(path, lines, column, df[column], lambda v: _name(v, f"{column} name"))
+    names = _parse_column(path, lines, df, column, lambda v: _name(v, f"{column} name"))
     if given is not None:
         differ = names != given
         if differ.any():
@@ -617,7 +608,7 @@ def read_logs(
     if not len(df):
         raise CorpusError(path, None, None, "expected at least one row, got none")
 
-    y = _parse_column(path, lines, "Y", df["Y"], _label)
+    y = _parse_column(path, lines, df, "Y", _label)
     labelled = np.array([v is not None for v in y], dtype=bool)
     unlabelled = int((~labelled).sum())
     if not labelled.any():
@@ -632,14 +623,12 @@ def read_logs(
     out = {
         "benchmark": _cell_names(path, df, lines, "benchmark", benchmark, DEFAULT_BENCHMARK),
         "generator": _cell_names(path, df, lines, "generator", generator, DEFAULT_GENERATOR),
-        "instance_id": _parse_column(
-            path, lines, "instance_id", df["instance_id"], lambda v: _name(v, "instance id")
-        ),
-        "patch_id": _parse_column(path, lines, "patch_id", df["patch_id"], _patch_id).astype(np.int64),
+        "instance_id": _parse_column(path, lines, df, "instance_id", lambda v: _name(v, "instance id")),
+        "patch_id": _parse_column(path, lines, df, "patch_id", _patch_id).astype(np.int64),
         "Y": y,
     }
     for name, column in zip(names, critic_cols, strict=True):
-        out[name] = pd.array(_parse_column(path, lines, column, df[column], parse_verdict), dtype="boolean")
+        out[name] = pd.array(_parse_column(path, lines, df, column, parse_verdict), dtype="boolean")
     records = pd.DataFrame(out)
     for col in ("benchmark", "generator", "instance_id"):
         records[col] = records[col].astype(str)
@@ -705,8 +694,8 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
         )
     out = df.copy()
     for col in ("benchmark", "generator", "method", "instance_id"):
-        out[col] = _parse_column(path, lines, col, df[col], lambda v, c=col: _name(v, c)).astype(str)
-    out["step"] = _parse_column(path, lines, "step", df["step"], _patch_id).astype(np.int64)
+        out[col] = _parse_column(path, lines, df, col, lambda v, c=col: _name(v, c)).astype(str)
+    out["step"] = _parse_column(path, lines, df, "step", _patch_id).astype(np.int64)
 
     def label(value: Any) -> int:
         y = _label(value)
@@ -714,5 +703,5 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
             raise ValueError("expected 0 or 1, got a missing label")
         return y
 
-    out["Y"] = _parse_column(path, lines, "Y", df["Y"], label).astype(np.int64)
+    out["Y"] = _parse_column(path, lines, df, "Y", label).astype(np.int64)
     return out
