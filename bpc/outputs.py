@@ -336,8 +336,7 @@ def check_output_folder(path: str | os.PathLike, *, option: str = "--out") -> Pa
                     "replaced as a whole, so name another folder"
                 )
         if any(resolved.iterdir()):
-            why = _not_bpc_folder(resolved)
-            if why is not None:
+            if (why := _not_bpc_folder(resolved)) is not None:
                 raise OutputPathError(
                     f"{option} {p}: exists and is not a bpc output folder ({why}); the output folder "
                     "is replaced as a whole, so name a new or empty folder"
@@ -413,8 +412,7 @@ def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
 
 
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG)
@@ -815,10 +813,8 @@ def versions() -> dict[str, str]:
     """
     out = {"python": platform.python_version()}
     for pkg in _VERSION_PACKAGES:
-        try:
+        with contextlib.suppress(md.PackageNotFoundError):  # not installed: not recorded
             out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            continue
     return out
 
 

@@ -239,8 +239,7 @@ class Input:
         unused = [c for c in self.decision_critics if c not in used]
         for bench in dict.fromkeys(str(b) for b in self.records["benchmark"]):
             vector = given(bench)
-            unpriced = [c for c in used if c not in vector.critic]
-            if unpriced:
+            if unpriced := [c for c in used if c not in vector.critic]:
                 raise ValueError(
                     f"critic(s) {', '.join(map(repr, unpriced))} of {self} have no cost on "
                     f"benchmark {bench!r}: give each one with --critic NAME=COLUMN:COST "
@@ -745,8 +744,7 @@ def load_corpus(
         frames.append(df)
         where += [(f, int(line)) for line in lines]
     records = pd.concat(frames, ignore_index=True) if frames else _records_frame([])
-    repeat = repeated_patch(records)
-    if repeat is not None:
+    if (repeat := repeated_patch(records)) is not None:
         (f0, l0), (f1, l1) = where[repeat[0]], where[repeat[1]]
         hint = ""
         if _layout(f0, SUPERSEDED_FOLDERS)[0] or _layout(f1, SUPERSEDED_FOLDERS)[0]:

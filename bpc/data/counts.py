@@ -308,8 +308,7 @@ def cell_counts(
     kl = (len(critics), len(LABELS))
     shapes = {"n_patches": (), "n_pass": (), "n_instances": (), "critic_n": kl, "critic_pass": kl}
     shapes |= {"trans_n": (len(LABELS),), "trans_flip": (len(LABELS),), "inst_hist": (size, size + 1)}
-    unknown = sorted(set(counts) - set(shapes))
-    if unknown:
+    if unknown := sorted(set(counts) - set(shapes)):
         raise TypeError(f"cell_counts: unknown count variable(s) {unknown}; expected some of {list(shapes)}")
     cells: dict = {"benchmark": [benchmark], "generator": [generator]}
     cells["source"] = np.array([source], dtype=object)
@@ -375,8 +374,7 @@ def counts_from_records(
         If a required column is missing or ``Y`` holds something other than
         0/1.
     """
-    missing = [c for c in ("benchmark", "generator", "instance_id", "Y") if c not in records.columns]
-    if missing:
+    if missing := [c for c in ("benchmark", "generator", "instance_id", "Y") if c not in records.columns]:
         raise ValueError(
             f"records lack column(s) {', '.join(missing)}; expected the records schema {RECORD_COLUMNS}"
         )
@@ -454,8 +452,7 @@ def transition_counts(
     ValueError
         On missing columns, a step listed twice, or ``Y`` outside {0, 1, NA}.
     """
-    missing = [c for c in TRAJECTORY_COLUMNS if c not in trajectories.columns]
-    if missing:
+    if missing := [c for c in TRAJECTORY_COLUMNS if c not in trajectories.columns]:
         raise ValueError(
             f"trajectories lack column(s) {', '.join(missing)}; expected columns {TRAJECTORY_COLUMNS}"
         )

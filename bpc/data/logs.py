@@ -141,8 +141,7 @@ class CriticMap:
     def __post_init__(self) -> None:
         check_critic_names([c.name for c in self.critics])
         columns = [c.column for c in self.critics]
-        repeated = sorted({c for c in columns if columns.count(c) > 1})
-        if repeated:
+        if repeated := sorted({c for c in columns if columns.count(c) > 1}):
             raise ValueError(f"--critic: column(s) {repeated} mapped to more than one critic")
 
     @property
@@ -183,8 +182,7 @@ def _parse_critic(text: str) -> CriticSpec:
         Without ``=``, with an empty column, an invalid critic name or a cost
         that is not a finite number ≥ 0; the message quotes ``text``.
     """
-    match = _SPEC.match(text)
-    if match is None:
+    if (match := _SPEC.match(text)) is None:
         raise ValueError(f"--critic {text!r}: expected NAME=COLUMN or NAME=COLUMN:COST")
     name, column, cost_text = match["name"].strip(), match["column"].strip(), match["cost"]
     if re.fullmatch(CRITIC_NAME_PATTERN, name) is None:
@@ -495,8 +493,7 @@ def _critic_columns(
                 f"expected the column of --critic {spec.name}={spec.column}, got no such column "
                 f"(columns: {', '.join(map(repr, columns))})",
             )
-    unmapped = [c for c in others if c not in mapping.columns]
-    if unmapped:
+    if unmapped := [c for c in others if c not in mapping.columns]:
         names = ", ".join(repr(c) for c in unmapped)
         one = len(unmapped) == 1
         raise CorpusError(
@@ -629,23 +626,18 @@ def read_logs(
     }
     for name, column in zip(names, critic_cols, strict=True):
         out[name] = pd.array(_parse_column(path, lines, df, column, parse_verdict), dtype="boolean")
-    records = pd.DataFrame(out)
-    for col in ("benchmark", "generator", "instance_id"):
-        records[col] = records[col].astype(str)
+    records = pd.DataFrame(out).astype({col: str for col in ("benchmark", "generator", "instance_id")})
 
-    repeat = repeated_patch(records)
-    if repeat is not None:
+    if (repeat := repeated_patch(records)) is not None:
         first, again, message = repeat
         raise CorpusError(path, int(lines[again]), "patch_id", f"{message} (first on line {lines[first]})")
 
-    notes = []
-    if unlabelled:
-        notes.append(f"{path.name}: {unlabelled} unlabelled row(s) (Y missing) dropped")
-    for name in names:
-        if records[name].isna().all():
-            notes.append(
-                f"{path.name}: critic {name!r} gave no verdict on any labelled row (its rates are NaN)"
-            )
+    notes = [f"{path.name}: {unlabelled} unlabelled row(s) (Y missing) dropped"] if unlabelled else []
+    notes += [
+        f"{path.name}: critic {name!r} gave no verdict on any labelled row (its rates are NaN)"
+        for name in names
+        if records[name].isna().all()
+    ]
     if not names:
         notes.append(f"{path.name}: no critic columns; only the prior and the kernel can be estimated")
     records.attrs["critics"] = names
@@ -683,8 +675,7 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
     if not path.is_file():
         raise FileNotFoundError(f"{option} file {path} does not exist")
     df, lines, _first = _read_table(path, "csv")
-    missing = [c for c in TRAJECTORY_COLUMNS if c not in df.columns]
-    if missing:
+    if missing := [c for c in TRAJECTORY_COLUMNS if c not in df.columns]:
         raise CorpusError(
             path,
             1,

@@ -641,8 +641,7 @@ class SimulatedPanel:
 
 def _instance_counts(bs: list[str], scale: float, n_instances) -> dict[str, int]:
     given = n_instances if isinstance(n_instances, Mapping) else dict.fromkeys(bs, n_instances)
-    unknown = [b for b in given if b not in BENCHMARKS]
-    if unknown:
+    if unknown := [b for b in given if b not in BENCHMARKS]:
         raise ValueError(f"simulate_panel: n_instances names unknown benchmarks {unknown}")
     counts: dict[str, int] = {}
     for b in bs:
@@ -799,8 +798,7 @@ def simulate_panel(
         raise ValueError(
             f"simulate_panel: difficulty_correlation must lie in [0, 1), got {difficulty_correlation!r}"
         )
-    bad = [c for c in critic_kappa if c not in CRITICS]
-    if bad:
+    if bad := [c for c in critic_kappa if c not in CRITICS]:
         raise ValueError(
             f"simulate_panel: critic_kappa names unknown critic(s) {bad}; expected some of {CRITICS}"
         )

@@ -207,8 +207,7 @@ def exclude_tasks(records: pd.DataFrame, tasks: pd.DataFrame) -> pd.DataFrame:
     >>> exclude_tasks(rec, pd.DataFrame({"benchmark": ["b"], "task": ["t1"]}))["instance_id"].tolist()
     ['t2', 't1']
     """
-    missing = [c for c in ("benchmark", "task") if c not in tasks.columns]
-    if missing:
+    if missing := [c for c in ("benchmark", "task") if c not in tasks.columns]:
         raise ValueError(f"exclude_tasks: the task list lacks column(s) {missing}")
     drop = set(zip(tasks["benchmark"].astype(str), tasks["task"].astype(str), strict=True))
     keys = zip(records["benchmark"].astype(str), records["instance_id"].astype(str), strict=True)
