@@ -299,9 +299,7 @@ def _map_columns(
 # Values
 # ---------------------------------------------------------------------------
 def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    return isinstance(value, float | np.floating) and math.isnan(value)
+    return value is None or value is pd.NA or (isinstance(value, float | np.floating) and math.isnan(value))
 
 
 def parse_verdict(value: Any) -> bool | None:
