@@ -365,8 +365,7 @@ def stored_costs(attrs: Mapping[str, object], *, where: str = "parameter file") 
     ValueError
         Naming ``where`` and the attribute when it is malformed.
     """
-    text = attrs.get(COSTS_ATTR)
-    if text is None:
+    if (text := attrs.get(COSTS_ATTR)) is None:
         return None, {}
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")

@@ -240,8 +240,7 @@ def record_critics(records: pd.DataFrame) -> tuple[str, ...]:
     ValueError
         If ``attrs["critics"]`` names a critic that is not a column.
     """
-    critics = records.attrs.get("critics")
-    if critics is None:
+    if (critics := records.attrs.get("critics")) is None:
         return CRITICS
     critics = check_critic_names(critics)
     if missing := [c for c in critics if c not in records.columns]:

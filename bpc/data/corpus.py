@@ -483,8 +483,7 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
     critic_pass = np.full_like(critic_n, np.nan)
     for j, crit in enumerate(CRITICS):
         field = CRITIC_FIELDS[crit]
-        entry = likes.get(field)
-        if entry is None:
+        if (entry := likes.get(field)) is None:
             continue
         entry = _dict(path, f"critic_likelihoods.{field}", entry, "an object with TP/FN/FP/TN")
         cells = {

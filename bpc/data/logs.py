@@ -577,8 +577,7 @@ def read_logs(
         For an unknown suffix or a malformed mapping.
     """
     path = Path(path)
-    fmt = LOG_SUFFIXES.get(path.suffix.lower())
-    if fmt is None:
+    if (fmt := LOG_SUFFIXES.get(path.suffix.lower())) is None:
         raise ValueError(
             f"{path}: expected a log file ending in {', '.join(LOG_SUFFIXES)}, got "
             f"{repr(path.suffix) if path.suffix else 'no suffix'}"
