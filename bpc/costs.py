@@ -194,14 +194,11 @@ def load_costs(path: str | Path) -> Costs:
         raise ValueError(f"{path}: cannot read cost file ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise ValueError(f"{path}: expected UTF-8 text, got undecodable bytes") from None
+    from bpc.validation import loads_json
+
     kind = "TOML" if path.suffix == ".toml" else "JSON"
     try:
-        if kind == "TOML":
-            data = tomllib.loads(text)
-        else:
-            from bpc.validation import loads_json
-
-            data = loads_json(text, constants=False)
+        data = tomllib.loads(text) if kind == "TOML" else loads_json(text, constants=False)
     except RecursionError:
         raise ValueError(f"{path}: not valid {kind}: nested too deep") from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
@@ -368,8 +365,7 @@ def stored_costs(attrs: Mapping[str, object], *, where: str = "parameter file") 
     ValueError
         Naming ``where`` and the attribute when it is malformed.
     """
-    text = attrs.get(COSTS_ATTR)
-    if text is None:
+    if (text := attrs.get(COSTS_ATTR)) is None:
         return None, {}
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")

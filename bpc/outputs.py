@@ -44,7 +44,6 @@ import platform
 import secrets
 import shlex
 import shutil
-import stat
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -148,19 +147,12 @@ def reading(*paths: str | os.PathLike | None) -> Iterator[None]:
         _INPUTS.reset(token)
 
 
-def _is_input(path: Path) -> bool:
-    real = os.path.realpath(path)
-    return any(real == p for p in _INPUTS.get())
-
-
 # ---------------------------------------------------------------------------
 # Path checks
 # ---------------------------------------------------------------------------
 def _check_parent(path: Path, option: str) -> None:
     parent = path.parent
-    while not parent.exists():
-        if parent == parent.parent:
-            break
+    while not parent.exists() and parent != parent.parent:  # the nearest existing ancestor
         parent = parent.parent
     if parent.exists() and not parent.is_dir():
         raise OutputPathError(f"{option} {path}: {parent} is a file, not a folder")
@@ -288,18 +280,17 @@ def _check_replace(path: Path, *, option: str, header: str | None, at_write: boo
     """Refuse to replace an input file, or an existing file bpc did not write (unless forced)."""
     if not path.exists() or path.is_dir():
         return
-    mode = path.stat()
-    if not stat.S_ISREG(mode.st_mode):
+    if not path.is_file():
         raise OutputPathError(
             f"{option} {path}: exists and is not a regular file (a FIFO, socket or device); bpc writes "
             "its output by renaming a finished file into place, so name a regular file or a new path"
         )
-    if _is_input(path):
+    if os.path.realpath(path) in _INPUTS.get():
         raise OutputPathError(
             f"{option} {path}: is an input of this command; bpc never overwrites its input, "
             "so name another output file"
         )
-    if _FORCE.get() or _inside_bpc_temp(path) or mode.st_size == 0:
+    if _FORCE.get() or _inside_bpc_temp(path) or path.stat().st_size == 0:
         return  # an empty file holds nothing to protect (what `mktemp` gives a script)
     suffix = path.suffix.lower()
     if suffix in (".csv", ".tsv") and not at_write:
@@ -345,8 +336,7 @@ def check_output_folder(path: str | os.PathLike, *, option: str = "--out") -> Pa
                     "replaced as a whole, so name another folder"
                 )
         if any(resolved.iterdir()):
-            why = _not_bpc_folder(resolved)
-            if why is not None:
+            if (why := _not_bpc_folder(resolved)) is not None:
                 raise OutputPathError(
                     f"{option} {p}: exists and is not a bpc output folder ({why}); the output folder "
                     "is replaced as a whole, so name a new or empty folder"
@@ -377,13 +367,10 @@ def _not_bpc_folder(folder: Path) -> str | None:
         return f"its {MANIFEST} is not bpc's"
     listed = {f["path"] for f in files}
     present = {q.relative_to(folder).as_posix() for q in folder.rglob("*") if q.is_file() and q != manifest}
-    if listed != present:
-        extra = sorted(present - listed)
-        missing = sorted(listed - present)
-        what = (
-            f"{extra[0]} is not in its {MANIFEST}" if extra else f"{missing[0]} of its {MANIFEST} is missing"
-        )
-        return f"its files differ from its {MANIFEST}: {what}"
+    if extra := sorted(present - listed):
+        return f"its files differ from its {MANIFEST}: {extra[0]} is not in its {MANIFEST}"
+    if missing := sorted(listed - present):
+        return f"its files differ from its {MANIFEST}: {missing[0]} of its {MANIFEST} is missing"
     return None
 
 
@@ -425,8 +412,7 @@ def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
 
 
 _WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG)
@@ -617,13 +603,6 @@ def _stamp_value() -> str:
 # ---------------------------------------------------------------------------
 # netCDF: stamped, checksummed, written without touching the disk from HDF5
 # ---------------------------------------------------------------------------
-def _datasets(data: Any) -> list[tuple[str, Any]]:
-    """(path, Dataset) of a Dataset (one, at ``/``) or of every node of a DataTree."""
-    if hasattr(data, "subtree"):
-        return [(node.path, node.to_dataset(inherit=False)) for node in data.subtree]
-    return [("/", data)]
-
-
 def data_checksum(data: Any) -> str:
     """SHA-256 (hex) of the data of an xarray Dataset or DataTree, as it reads back from netCDF.
 
@@ -645,7 +624,9 @@ def data_checksum(data: Any) -> str:
     import numpy as np
 
     h = hashlib.sha256()
-    for node_path, ds in sorted(_datasets(data), key=lambda item: item[0]):
+    tree = hasattr(data, "subtree")  # a DataTree: every node; a Dataset: one node at "/"
+    nodes = [(n.path, n.to_dataset(inherit=False)) for n in data.subtree] if tree else [("/", data)]
+    for node_path, ds in sorted(nodes, key=lambda item: item[0]):
         for name in sorted(map(str, ds.variables)):
             var = ds.variables[name]
             values = np.asarray(var.values)
@@ -691,6 +672,11 @@ MAX_READ_BYTES = 256 * 2**20
 """Largest uncompressed size of the arrays of a netCDF file bpc reads (its own files are far smaller)."""
 
 
+def _unreadable(path: Path, exc: Exception) -> DamagedFileError:
+    first = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return DamagedFileError(f"{path}: not a readable netCDF file, or damaged ({first})")
+
+
 def _check_declared_size(path: Path) -> None:
     """Refuse a file whose arrays, as declared in its metadata, would not fit :data:`MAX_READ_BYTES`.
 
@@ -710,8 +696,7 @@ def _check_declared_size(path: Path) -> None:
         with h5py.File(path, "r") as fh:
             fh.visititems(visit)
     except (OSError, RuntimeError, ValueError, KeyError, TypeError) as exc:
-        first = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise DamagedFileError(f"{path}: not a readable netCDF file, or damaged ({first})") from None
+        raise _unreadable(path, exc) from None
     total = sum(s for s, _, _ in sizes)
     if total > MAX_READ_BYTES:
         size, name, shape = max(sizes)
@@ -763,8 +748,7 @@ def read_netcdf(path: str | os.PathLike, *, tree: bool = False, engine: str = "h
         else:
             data = xr.load_dataset(p, engine=engine)
     except (OSError, RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
-        first = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise DamagedFileError(f"{p}: not a readable netCDF file, or damaged ({first})") from None
+        raise _unreadable(p, exc) from None
     stored = data.attrs.get(CHECKSUM)
     if stored is not None and str(stored) != data_checksum(data):
         raise DamagedFileError(
@@ -829,10 +813,8 @@ def versions() -> dict[str, str]:
     """
     out = {"python": platform.python_version()}
     for pkg in _VERSION_PACKAGES:
-        try:
+        with contextlib.suppress(md.PackageNotFoundError):  # not installed: not recorded
             out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            continue
     return out
 
 

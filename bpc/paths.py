@@ -34,8 +34,7 @@ def require_corpus(path: str | os.PathLike | None = None) -> Path:
         if not p.exists():
             raise FileNotFoundError(f"corpus path {p} does not exist")
         return p.resolve()
-    found = default_corpus()
-    if found is None:
+    if (found := default_corpus()) is None:
         raise FileNotFoundError(
             f"no corpus found: pass a path, set ${CORPUS_ENV}, or place it at {_RELATIVE} beside the project"
         )

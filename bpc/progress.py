@@ -120,10 +120,8 @@ class Meter:
     def step(self, detail: str | None = None) -> None:
         """Count one step; print if due (``detail``, e.g. a file name, is shown in line mode)."""
         self.done += 1
-        if not self.enabled:
-            return
         now = time.monotonic()
-        if now - self.start < self.delay:
+        if not self.enabled or now - self.start < self.delay:
             return
         finished = self.total is not None and self.done >= self.total
         if self.tty:

@@ -181,11 +181,14 @@ did not attempt the task (or the critic never ran on it)."""
 PARAM_VARS: tuple[str, ...] = tuple(_PARAM_CORE_DIMS)
 
 
+def _rank(value: str, canonical: Sequence[str]) -> tuple[int, str]:
+    """Sort key: known values in canonical order, then unknown ones by name."""
+    return (canonical.index(value) if value in canonical else len(canonical), value)
+
+
 def _ordered(values: Sequence[str], canonical: Sequence[str]) -> list[str]:
     """Known values in canonical order, then unknown ones sorted."""
-    values = list(dict.fromkeys(values))
-    known = [v for v in canonical if v in values]
-    return known + sorted(v for v in values if v not in canonical)
+    return sorted(dict.fromkeys(values), key=lambda v: _rank(v, canonical))
 
 
 def check_critic_names(names: Sequence[str]) -> tuple[str, ...]:
@@ -237,8 +240,7 @@ def record_critics(records: pd.DataFrame) -> tuple[str, ...]:
     ValueError
         If ``attrs["critics"]`` names a critic that is not a column.
     """
-    critics = records.attrs.get("critics")
-    if critics is None:
+    if (critics := records.attrs.get("critics")) is None:
         return CRITICS
     critics = check_critic_names(critics)
     if missing := [c for c in critics if c not in records.columns]:
@@ -512,9 +514,7 @@ def thin_draws(post: xr.Dataset, n: int | None) -> xr.Dataset:
 # ---------------------------------------------------------------------------
 def _cell_key(benchmark: str, generator: str) -> tuple:
     """Sort key of a cell: known benchmarks / generators in paper order, unknown ones after, by name."""
-    bi = BENCHMARKS.index(benchmark) if benchmark in BENCHMARKS else len(BENCHMARKS)
-    gi = GENERATORS.index(generator) if generator in GENERATORS else len(GENERATORS)
-    return (bi, benchmark, gi, generator)
+    return (*_rank(benchmark, BENCHMARKS), *_rank(generator, GENERATORS))
 
 
 def cell_order(cells) -> list[tuple[str, str]]:
@@ -611,13 +611,8 @@ class Pool:
 
     def subset(self, mask_or_index) -> Pool:
         """The pool restricted to some instances (boolean mask or integer index)."""
-        return Pool(
-            self.instance_ids[mask_or_index],
-            self.Y[mask_or_index],
-            self.z[mask_or_index],
-            self.n_patches[mask_or_index],
-            self.critics,
-        )
+        i = mask_or_index
+        return Pool(self.instance_ids[i], self.Y[i], self.z[i], self.n_patches[i], self.critics)
 
 
 def records_to_pool(records: pd.DataFrame, critics: Sequence[str] | None = None) -> Pool:

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,8 +239,7 @@ class Input:
         unused = [c for c in self.decision_critics if c not in used]
         for bench in dict.fromkeys(str(b) for b in self.records["benchmark"]):
             vector = given(bench)
-            unpriced = [c for c in used if c not in vector.critic]
-            if unpriced:
+            if unpriced := [c for c in used if c not in vector.critic]:
                 raise ValueError(
                     f"critic(s) {', '.join(map(repr, unpriced))} of {self} have no cost on "
                     f"benchmark {bench!r}: give each one with --critic NAME=COLUMN:COST "
@@ -270,33 +269,6 @@ def _layout(path: Path, folders: Mapping[str, str]) -> tuple[str | None, str | N
     return None, None, None
 
 
-def _resolve(
-    path: Path,
-    line: int | None,
-    field: str,
-    candidates: Iterable[tuple[str, str | None]],
-    *,
-    alias: bool = False,
-) -> str:
-    """The one value all given sources agree on (``(source name, value)`` pairs)."""
-    given = [(name, _alias(v) if alias else v) for name, v in candidates if v is not None]
-    values = {v for _, v in given}
-    if len(values) > 1:
-        detail = ", ".join(f"{name} says {v!r}" for name, v in given)
-        raise CorpusError(
-            path, line, field, f"expected one {field} for the file, got conflicting values: {detail}"
-        )
-    if not values:
-        raise CorpusError(
-            path,
-            line,
-            field,
-            f"expected a '{field}' field, a known corpus folder ({', '.join(sorted(_RECORD_FOLDERS))}) "
-            f"or a {field}= argument (CLI --default-{field}), got none of them",
-        )
-    return values.pop()
-
-
 def _cell_of(
     path: Path,
     line: int | None,
@@ -309,14 +281,29 @@ def _cell_of(
     """(benchmark, generator) of a record or file: its own fields, its folder and the arguments agree."""
     _, folder_bench, folder_gen = _layout(path, folders)
     out = []
-    for name, folder, given in (("benchmark", folder_bench, benchmark), ("generator", folder_gen, generator)):
+    for name, folder, arg in (("benchmark", folder_bench, benchmark), ("generator", folder_gen, generator)):
         own = obj.get(name)
         if own is not None and (not isinstance(own, str) or not own):
             raise CorpusError(path, line, name, f"expected a non-empty string, got {own!r}")
-        if name == "generator" and own is None and given is None and folder is None:
+        if name == "generator" and own is None and arg is None and folder is None:
             raise CorpusError(path, line, name, "expected a required field (generator name), got none")
-        sources = [(f"the {who}", own), ("the folder", folder), (f"the {name}= argument", given)]
-        out.append(_resolve(path, line, name, sources, alias=name == "generator"))
+        sources = [(f"the {who}", own), ("the folder", folder), (f"the {name}= argument", arg)]
+        given = [(src, _alias(v) if name == "generator" else v) for src, v in sources if v is not None]
+        values = {v for _, v in given}
+        if len(values) > 1:
+            detail = ", ".join(f"{src} says {v!r}" for src, v in given)
+            raise CorpusError(
+                path, line, name, f"expected one {name} for the file, got conflicting values: {detail}"
+            )
+        if not values:
+            raise CorpusError(
+                path,
+                line,
+                name,
+                f"expected a '{name}' field, a known corpus folder ({', '.join(sorted(_RECORD_FOLDERS))}) "
+                f"or a {name}= argument (CLI --default-{name}), got none of them",
+            )
+        out.append(values.pop())
     return out[0], out[1]
 
 
@@ -412,21 +399,17 @@ def repeated_patch(records: pd.DataFrame) -> tuple[int, int, str] | None:
     pos = int(np.flatnonzero(again)[0])
     row = records.iloc[pos]
     same = np.flatnonzero((records[keys] == row[keys]).all(axis=1).to_numpy())
-    return (
-        int(same[0]),
-        pos,
-        (
-            f"expected each (instance_id, patch_id) once per cell ({row['benchmark']}, {row['generator']}), "
-            f"got instance {row['instance_id']!r} patch {row['patch_id']} again"
-        ),
+    message = (
+        f"expected each (instance_id, patch_id) once per cell ({row['benchmark']}, {row['generator']}), "
+        f"got instance {row['instance_id']!r} patch {row['patch_id']} again"
     )
+    return int(same[0]), pos, message
 
 
 def _parse_critic_results(
     path: Path, *, benchmark: str | None, generator: str | None
 ) -> tuple[pd.DataFrame, np.ndarray, int]:
     """Records of one file, their line numbers, and the number of unlabelled rows skipped."""
-    folders = _RECORD_FOLDERS
     rows: list[dict] = []
     lines: list[int] = []
     unlabelled = 0
@@ -434,7 +417,7 @@ def _parse_critic_results(
         for name in ("instance_id", "patch_id", "Y"):
             if name not in obj:
                 raise CorpusError(path, lineno, name, "expected a required field, got none")
-        bench, gen = _cell_of(path, lineno, obj, "record", folders, benchmark, generator)
+        bench, gen = _cell_of(path, lineno, obj, "record", _RECORD_FOLDERS, benchmark, generator)
         iid = obj["instance_id"]
         if isinstance(iid, bool) or not isinstance(iid, str | int) or iid == "":
             raise CorpusError(
@@ -500,8 +483,7 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
     critic_pass = np.full_like(critic_n, np.nan)
     for j, crit in enumerate(CRITICS):
         field = CRITIC_FIELDS[crit]
-        entry = likes.get(field)
-        if entry is None:
+        if (entry := likes.get(field)) is None:
             continue
         entry = _dict(path, f"critic_likelihoods.{field}", entry, "an object with TP/FN/FP/TN")
         cells = {
@@ -573,9 +555,9 @@ def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]
     }
 
 
-def _kernel_cell(
-    path: Path, obj: dict, kernel: dict[str, int], *, benchmark: str | None, generator: str | None
-) -> xr.Dataset:
+def _kernel_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str | None) -> xr.Dataset:
+    """Counts of the one cell of a parsed ``transition_kernel.json`` (``trans_n``, ``trans_flip``)."""
+    kernel = _kernel_counts(path, obj)
     folders = {**KERNEL_FOLDERS, **CORPUS_FOLDERS}
     bench, gen = _cell_of(path, None, obj, "kernel", folders, benchmark, generator)
     trans_n = np.array([kernel["n00"] + kernel["n01"], kernel["n10"] + kernel["n11"]], dtype=float)
@@ -630,10 +612,7 @@ def _cluster_instances(root: Path) -> dict[tuple[str, str], int]:
 
 
 def _rel(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(root) if path.is_relative_to(root) else path)
 
 
 def _classify_file(path: Path) -> str:
@@ -764,8 +743,7 @@ def load_corpus(
         frames.append(df)
         where += [(f, int(line)) for line in lines]
     records = pd.concat(frames, ignore_index=True) if frames else _records_frame([])
-    repeat = repeated_patch(records)
-    if repeat is not None:
+    if (repeat := repeated_patch(records)) is not None:
         (f0, l0), (f1, l1) = where[repeat[0]], where[repeat[1]]
         hint = ""
         if _layout(f0, SUPERSEDED_FOLDERS)[0] or _layout(f1, SUPERSEDED_FOLDERS)[0]:
@@ -774,31 +752,24 @@ def load_corpus(
         raise CorpusError(f1, l1, "patch_id", f"{repeat[2]} ({first}){hint}")
     raw_counts = counts_from_records(records, source="raw") if len(records) else None
 
-    # -- likelihood tables -----------------------------------------------------
+    # -- likelihood tables and transition kernels: one count file per cell ----
     tables: dict[tuple[str, str], tuple[Path, xr.Dataset]] = {}
-    for f in files["table"]:
-        cell = _table_cell(f, _read_json(f), benchmark=benchmark, generator=generator)
-        meter.step(str(f))
-        _add_once(tables, f, cell, "likelihood tables", notes, base)
-    cluster = _cluster_instances(base) if root.is_dir() else {}
-
-    # -- transition kernels ----------------------------------------------------
     kernels: dict[tuple[str, str], tuple[Path, xr.Dataset]] = {}
-    for f in files["kernel"]:
-        obj = _read_json(f)
-        kernel = _kernel_counts(f, obj)
-        cell = _kernel_cell(f, obj, kernel, benchmark=benchmark, generator=generator)
-        meter.step(str(f))
-        _add_once(kernels, f, cell, "transition kernels", notes, base)
+    for kind, store, read, what in (
+        ("table", tables, _table_cell, "likelihood tables"),
+        ("kernel", kernels, _kernel_cell, "transition kernels"),
+    ):
+        for f in files[kind]:
+            cell = read(f, _read_json(f), benchmark=benchmark, generator=generator)
+            meter.step(str(f))
+            _add_once(store, f, cell, what, notes, base)
+    cluster = _cluster_instances(base) if root.is_dir() else {}
 
     # -- assemble --------------------------------------------------------------
     meter.close()
-    parts: list[xr.Dataset] = []
-    if raw_counts is not None:
-        parts.append(raw_counts)
-    raw_cells = set(cell_files)
+    parts = [] if raw_counts is None else [raw_counts]
     for key, (f, cell) in tables.items():
-        if raw_counts is not None and key in raw_cells:
+        if raw_counts is not None and key in cell_files:  # so far only the raw records' cells
             diffs = _disagreements(raw_counts.sel(benchmark=[key[0]], generator=[key[1]]), cell)
             notes.append(
                 f"{key[0]}/{key[1]}: raw records ({', '.join(cell_files[key])}) define the cell; "

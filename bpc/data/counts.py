@@ -71,8 +71,6 @@ __all__ = [
     "cell_counts",
 ]
 
-_CELL = ["benchmark", "generator"]
-
 
 # ---------------------------------------------------------------------------
 # numpy kernels
@@ -310,8 +308,7 @@ def cell_counts(
     kl = (len(critics), len(LABELS))
     shapes = {"n_patches": (), "n_pass": (), "n_instances": (), "critic_n": kl, "critic_pass": kl}
     shapes |= {"trans_n": (len(LABELS),), "trans_flip": (len(LABELS),), "inst_hist": (size, size + 1)}
-    unknown = sorted(set(counts) - set(shapes))
-    if unknown:
+    if unknown := sorted(set(counts) - set(shapes)):
         raise TypeError(f"cell_counts: unknown count variable(s) {unknown}; expected some of {list(shapes)}")
     cells: dict = {"benchmark": [benchmark], "generator": [generator]}
     cells["source"] = np.array([source], dtype=object)
@@ -327,18 +324,14 @@ def cell_counts(
 def _verdict_matrix(df: pd.DataFrame, critics: Sequence[str]) -> np.ndarray:
     out = np.full((len(df), len(critics)), np.nan)
     for j, crit in enumerate(critics):
-        if crit not in df.columns:
-            continue
-        out[:, j] = df[crit].astype("boolean").to_numpy(dtype=float, na_value=np.nan)
+        if crit in df.columns:  # a critic without a column gave no verdict (NaN)
+            out[:, j] = df[crit].astype("boolean").to_numpy(dtype=float, na_value=np.nan)
     return out
 
 
 def _cell_codes(df: pd.DataFrame) -> tuple[np.ndarray, list[str], list[str]]:
     """Cell index of each row, with the benchmark and generator of each cell."""
-    b = df["benchmark"].astype(str).to_numpy()
-    g = df["generator"].astype(str).to_numpy()
-    pairs = pd.MultiIndex.from_arrays([b, g])
-    codes, uniques = pd.factorize(pairs)
+    codes, uniques = pd.factorize(pd.MultiIndex.from_frame(df[["benchmark", "generator"]].astype(str)))
     return codes.astype(np.intp), [u[0] for u in uniques], [u[1] for u in uniques]
 
 
@@ -381,8 +374,7 @@ def counts_from_records(
         If a required column is missing or ``Y`` holds something other than
         0/1.
     """
-    missing = [c for c in ("benchmark", "generator", "instance_id", "Y") if c not in records.columns]
-    if missing:
+    if missing := [c for c in ("benchmark", "generator", "instance_id", "Y") if c not in records.columns]:
         raise ValueError(
             f"records lack column(s) {', '.join(missing)}; expected the records schema {RECORD_COLUMNS}"
         )
@@ -460,8 +452,7 @@ def transition_counts(
     ValueError
         On missing columns, a step listed twice, or ``Y`` outside {0, 1, NA}.
     """
-    missing = [c for c in TRAJECTORY_COLUMNS if c not in trajectories.columns]
-    if missing:
+    if missing := [c for c in TRAJECTORY_COLUMNS if c not in trajectories.columns]:
         raise ValueError(
             f"trajectories lack column(s) {', '.join(missing)}; expected columns {TRAJECTORY_COLUMNS}"
         )

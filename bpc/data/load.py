@@ -145,8 +145,7 @@ def _check_author_jsonl(path: Path, first: dict[str, int]) -> None:
     from bpc.schema import RECORD_KEYS
 
     known = {*RECORD_KEYS, *CRITIC_FIELDS.values(), *_AUTHOR_EXTRA_FIELDS}
-    unknown = [f for f in first if f not in known]
-    if unknown:
+    if unknown := [f for f in first if f not in known]:
         one = len(unknown) == 1
         raise CorpusError(
             path,
@@ -246,7 +245,8 @@ def _combine(parts: list[Input]) -> Input:
             na = pd.array([pd.NA] * len(rec), dtype="boolean")
             frames.append(rec.assign(**{c: na for c in critics if c not in rec.columns}))
     records = pd.concat(frames, ignore_index=True) if frames else parts[0].records
-    records.attrs = {"critics": tuple(critics), "notes": [n for p in parts for n in p.notes]}
+    notes = [n for p in parts for n in p.notes]
+    records.attrs = {"critics": tuple(critics), "notes": notes}
     counts = merge_counts(*(p.counts for p in parts))
     costs = {k: v for p in parts for k, v in p.critic_costs.items()}
     kernels = {k: v for p in parts for k, v in p.kernel_files.items()}
@@ -254,7 +254,7 @@ def _combine(parts: list[Input]) -> Input:
     return Input(
         records,
         counts,
-        tuple(n for p in parts for n in p.notes),
+        tuple(notes),
         parts[0].source,
         "combined",
         critic_costs=costs,
@@ -303,8 +303,7 @@ def resolve_input(
     options = InputOptions() if options is None else options
     names = _as_sources(sources)
     resolved = [os.path.realpath(s) if s not in (None, SIMULATED) else s for s in names]
-    repeated = sorted({str(s) for s in resolved if resolved.count(s) > 1})
-    if repeated:
+    if repeated := sorted({str(s) for s in resolved if resolved.count(s) > 1}):
         raise ValueError(f"input {repeated[0]} is given more than once")
     if len(names) > 1 and None in names:
         raise ValueError("input: the default corpus cannot be combined (name its folder)")

@@ -141,8 +141,7 @@ class CriticMap:
     def __post_init__(self) -> None:
         check_critic_names([c.name for c in self.critics])
         columns = [c.column for c in self.critics]
-        repeated = sorted({c for c in columns if columns.count(c) > 1})
-        if repeated:
+        if repeated := sorted({c for c in columns if columns.count(c) > 1}):
             raise ValueError(f"--critic: column(s) {repeated} mapped to more than one critic")
 
     @property
@@ -183,8 +182,7 @@ def _parse_critic(text: str) -> CriticSpec:
         Without ``=``, with an empty column, an invalid critic name or a cost
         that is not a finite number ≥ 0; the message quotes ``text``.
     """
-    match = _SPEC.match(text)
-    if match is None:
+    if (match := _SPEC.match(text)) is None:
         raise ValueError(f"--critic {text!r}: expected NAME=COLUMN or NAME=COLUMN:COST")
     name, column, cost_text = match["name"].strip(), match["column"].strip(), match["cost"]
     if re.fullmatch(CRITIC_NAME_PATTERN, name) is None:
@@ -301,9 +299,7 @@ def _map_columns(
 # Values
 # ---------------------------------------------------------------------------
 def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    return isinstance(value, float | np.floating) and math.isnan(value)
+    return value is None or value is pd.NA or (isinstance(value, float | np.floating) and math.isnan(value))
 
 
 def parse_verdict(value: Any) -> bool | None:
@@ -378,9 +374,7 @@ def _patch_id(value: Any) -> int:
 def _short(value: Any) -> str:
     """``repr(value)``, cut to 60 characters (a message quotes a value, never a megabyte of it)."""
     text = (
-        repr(value)
-        if not isinstance(value, int) or value.bit_length() < 200
-        else f"<{len(str(value))} digits>"
+        f"<{len(str(value))} digits>" if isinstance(value, int) and value.bit_length() >= 200 else repr(value)
     )
     return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
 
@@ -399,13 +393,13 @@ def _name(value: Any, what: str) -> str:
 
 
 def _parse_column(
-    path: Path, lines: np.ndarray, column: str, values: pd.Series, parse: Callable[[Any], Any]
+    path: Path, lines: np.ndarray, df: pd.DataFrame, column: str, parse: Callable[[Any], Any]
 ) -> np.ndarray:
-    """``parse`` applied to every value (each distinct value parsed once), as an object array.
+    """``parse`` applied to every value of ``df[column]`` (each distinct value parsed once): an object array.
 
     Raises :class:`CorpusError` at the first row whose value does not parse.
     """
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    codes, uniques = pd.factorize(df[column], use_na_sentinel=True)
     todo = list(enumerate(uniques)) + ([(-1, None)] if (codes == -1).any() else [])  # -1: missing
     lookup = np.empty(len(uniques) + 1, dtype=object)  # lookup[-1]: the missing value's
     for i, value in todo:
@@ -424,28 +418,19 @@ def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[st
     """The raw columns of a log file, each row's line (row) number, and each column's first line."""
     if fmt in ("csv", "tsv"):
         kind = fmt.upper()
-        try:
+        try:  # every cell as written: no NA detection, so "NA" or "" is parsed as a verdict word
             df = pd.read_csv(
-                path,
-                sep="," if fmt == "csv" else "\t",
-                dtype=str,
-                keep_default_na=False,
-                na_filter=False,
-                encoding="utf-8",
+                path, sep="," if fmt == "csv" else "\t", dtype=str, na_filter=False, encoding="utf-8"
             )
         except UnicodeDecodeError as exc:
-            raise CorpusError(
-                path, None, None, f"expected UTF-8 {kind} text, got undecodable bytes ({exc.reason})"
-            ) from None
+            problem = f"UTF-8 {kind} text, got undecodable bytes ({exc.reason})"
         except pd.errors.EmptyDataError:
-            raise CorpusError(
-                path, None, None, f"expected a {kind} header and rows, got an empty file"
-            ) from None
+            problem = f"a {kind} header and rows, got an empty file"
         except pd.errors.ParserError as exc:
-            raise CorpusError(
-                path, None, None, f"expected valid {kind}, got malformed {kind} ({exc})"
-            ) from None
-        return df, np.arange(len(df), dtype=np.int64) + 2, dict.fromkeys(df.columns, 1)
+            problem = f"valid {kind}, got malformed {kind} ({exc})"
+        else:
+            return df, np.arange(len(df), dtype=np.int64) + 2, dict.fromkeys(df.columns, 1)
+        raise CorpusError(path, None, None, f"expected {problem}")
     if fmt == "parquet":
         if importlib.util.find_spec("pyarrow") is None:
             raise CorpusError(
@@ -506,8 +491,7 @@ def _critic_columns(
                 f"expected the column of --critic {spec.name}={spec.column}, got no such column "
                 f"(columns: {', '.join(map(repr, columns))})",
             )
-    unmapped = [c for c in others if c not in mapping.columns]
-    if unmapped:
+    if unmapped := [c for c in others if c not in mapping.columns]:
         names = ", ".join(repr(c) for c in unmapped)
         one = len(unmapped) == 1
         raise CorpusError(
@@ -532,7 +516,7 @@ def _cell_names(
     """Benchmark or generator of each row: the column (agreeing with ``given``), else given/default."""
     if column not in df.columns:
         return np.full(len(df), given if given is not None else default, dtype=object)
-    names = _parse_column(path, lines, column, df[column], lambda v: _name(v, f"{column} name"))
+    names = _parse_column(path, lines, df, column, lambda v: _name(v, f"{column} name"))
     if given is not None:
         differ = names != given
         if differ.any():
@@ -593,8 +577,7 @@ def read_logs(
         For an unknown suffix or a malformed mapping.
     """
     path = Path(path)
-    fmt = LOG_SUFFIXES.get(path.suffix.lower())
-    if fmt is None:
+    if (fmt := LOG_SUFFIXES.get(path.suffix.lower())) is None:
         raise ValueError(
             f"{path}: expected a log file ending in {', '.join(LOG_SUFFIXES)}, got "
             f"{repr(path.suffix) if path.suffix else 'no suffix'}"
@@ -619,7 +602,7 @@ def read_logs(
     if not len(df):
         raise CorpusError(path, None, None, "expected at least one row, got none")
 
-    y = _parse_column(path, lines, "Y", df["Y"], _label)
+    y = _parse_column(path, lines, df, "Y", _label)
     labelled = np.array([v is not None for v in y], dtype=bool)
     unlabelled = int((~labelled).sum())
     if not labelled.any():
@@ -634,31 +617,24 @@ def read_logs(
     out = {
         "benchmark": _cell_names(path, df, lines, "benchmark", benchmark, DEFAULT_BENCHMARK),
         "generator": _cell_names(path, df, lines, "generator", generator, DEFAULT_GENERATOR),
-        "instance_id": _parse_column(
-            path, lines, "instance_id", df["instance_id"], lambda v: _name(v, "instance id")
-        ),
-        "patch_id": _parse_column(path, lines, "patch_id", df["patch_id"], _patch_id).astype(np.int64),
+        "instance_id": _parse_column(path, lines, df, "instance_id", lambda v: _name(v, "instance id")),
+        "patch_id": _parse_column(path, lines, df, "patch_id", _patch_id).astype(np.int64),
         "Y": y,
     }
     for name, column in zip(names, critic_cols, strict=True):
-        out[name] = pd.array(_parse_column(path, lines, column, df[column], parse_verdict), dtype="boolean")
-    records = pd.DataFrame(out)
-    for col in ("benchmark", "generator", "instance_id"):
-        records[col] = records[col].astype(str)
+        out[name] = pd.array(_parse_column(path, lines, df, column, parse_verdict), dtype="boolean")
+    records = pd.DataFrame(out).astype({col: str for col in ("benchmark", "generator", "instance_id")})
 
-    repeat = repeated_patch(records)
-    if repeat is not None:
+    if (repeat := repeated_patch(records)) is not None:
         first, again, message = repeat
         raise CorpusError(path, int(lines[again]), "patch_id", f"{message} (first on line {lines[first]})")
 
-    notes = []
-    if unlabelled:
-        notes.append(f"{path.name}: {unlabelled} unlabelled row(s) (Y missing) dropped")
-    for name in names:
-        if records[name].isna().all():
-            notes.append(
-                f"{path.name}: critic {name!r} gave no verdict on any labelled row (its rates are NaN)"
-            )
+    notes = [f"{path.name}: {unlabelled} unlabelled row(s) (Y missing) dropped"] if unlabelled else []
+    notes += [
+        f"{path.name}: critic {name!r} gave no verdict on any labelled row (its rates are NaN)"
+        for name in names
+        if records[name].isna().all()
+    ]
     if not names:
         notes.append(f"{path.name}: no critic columns; only the prior and the kernel can be estimated")
     records.attrs["critics"] = names
@@ -696,8 +672,7 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
     if not path.is_file():
         raise FileNotFoundError(f"{option} file {path} does not exist")
     df, lines, _first = _read_table(path, "csv")
-    missing = [c for c in TRAJECTORY_COLUMNS if c not in df.columns]
-    if missing:
+    if missing := [c for c in TRAJECTORY_COLUMNS if c not in df.columns]:
         raise CorpusError(
             path,
             1,
@@ -707,8 +682,8 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
         )
     out = df.copy()
     for col in ("benchmark", "generator", "method", "instance_id"):
-        out[col] = _parse_column(path, lines, col, df[col], lambda v, c=col: _name(v, c)).astype(str)
-    out["step"] = _parse_column(path, lines, "step", df["step"], _patch_id).astype(np.int64)
+        out[col] = _parse_column(path, lines, df, col, lambda v, c=col: _name(v, c)).astype(str)
+    out["step"] = _parse_column(path, lines, df, "step", _patch_id).astype(np.int64)
 
     def label(value: Any) -> int:
         y = _label(value)
@@ -716,5 +691,5 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
             raise ValueError("expected 0 or 1, got a missing label")
         return y
 
-    out["Y"] = _parse_column(path, lines, "Y", df["Y"], label).astype(np.int64)
+    out["Y"] = _parse_column(path, lines, df, "Y", label).astype(np.int64)
     return out

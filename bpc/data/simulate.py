@@ -496,14 +496,10 @@ def _cell_kernel(benchmark: str, generator: str) -> tuple[tuple[float, float], s
     """Self-refine (p_fix, p_break) of a cell and where it comes from."""
     if (benchmark, generator) in MEASURED_KERNELS:
         return _smoothed_kernel(*MEASURED_KERNELS[(benchmark, generator)]), "measured"
-    same = [_smoothed_kernel(*v) for (b, _), v in MEASURED_KERNELS.items() if b == benchmark]
-    source = f"mean of {benchmark} measured kernels"
-    if not same:
-        same = [
-            _smoothed_kernel(*v) for (b, _), v in MEASURED_KERNELS.items() if b in _KERNEL_FALLBACK_FAMILY
-        ]
-        source = "mean of LCB measured kernels"
-    arr = np.asarray(same)
+    family, source = (benchmark,), f"mean of {benchmark} measured kernels"
+    if not any(b == benchmark for b, _ in MEASURED_KERNELS):
+        family, source = _KERNEL_FALLBACK_FAMILY, "mean of LCB measured kernels"
+    arr = np.asarray([_smoothed_kernel(*v) for (b, _), v in MEASURED_KERNELS.items() if b in family])
     return (float(arr[:, 0].mean()), float(arr[:, 1].mean())), source
 
 
@@ -517,12 +513,9 @@ def _check_subset(
         return list(canonical)
     if isinstance(values, str):
         values = [values]
-    values = list(dict.fromkeys(values))
-    unknown = [v for v in values if v not in canonical]
-    if unknown:
-        from bpc.choices import check_choices
+    from bpc.choices import check_choices
 
-        check_choices(unknown, canonical, what=what.removesuffix("s"))
+    check_choices(values, canonical, what=what.removesuffix("s"))
     if not values:
         raise ValueError(f"{caller}: empty list of {what}")
     return [v for v in canonical if v in values]
@@ -577,7 +570,7 @@ def panel_truth(
     fpr[..., lint] = tpr[..., syn]
     dims2 = (DIM_BENCHMARK, DIM_GENERATOR)
     dims3 = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
-    ds = xr.Dataset(
+    return xr.Dataset(
         {
             "prior": (dims2, prior),
             "tpr": (dims3, tpr),
@@ -596,7 +589,6 @@ def panel_truth(
             "rate_bounds": (RATE_MIN, RATE_MAX),
         },
     )
-    return ds
 
 
 def kernel_sources(
@@ -649,8 +641,7 @@ class SimulatedPanel:
 
 def _instance_counts(bs: list[str], scale: float, n_instances) -> dict[str, int]:
     given = n_instances if isinstance(n_instances, Mapping) else dict.fromkeys(bs, n_instances)
-    unknown = [b for b in given if b not in BENCHMARKS]
-    if unknown:
+    if unknown := [b for b in given if b not in BENCHMARKS]:
         raise ValueError(f"simulate_panel: n_instances names unknown benchmarks {unknown}")
     counts: dict[str, int] = {}
     for b in bs:
@@ -807,8 +798,7 @@ def simulate_panel(
         raise ValueError(
             f"simulate_panel: difficulty_correlation must lie in [0, 1), got {difficulty_correlation!r}"
         )
-    bad = [c for c in critic_kappa if c not in CRITICS]
-    if bad:
+    if bad := [c for c in critic_kappa if c not in CRITICS]:
         raise ValueError(
             f"simulate_panel: critic_kappa names unknown critic(s) {bad}; expected some of {CRITICS}"
         )
@@ -827,10 +817,9 @@ def simulate_panel(
             j = GENERATORS.index(g)
             cell = truth.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
             prior = float(cell["prior"])
-            tpr = cell["tpr"].values
-            fpr = cell["fpr"].values
             theta, u = _draw_theta(_rng(seed, i, j, 0), shared, prior, kappa, rho)
-            task_tpr, task_fpr = _task_rates(_rng(seed, i, j, 4), n, tpr, fpr, critic_kappa)
+            rates = (cell["tpr"].values, cell["fpr"].values)
+            task_tpr, task_fpr = _task_rates(_rng(seed, i, j, 4), n, *rates, critic_kappa)
 
             rng = _rng(seed, i, j, 1)
             y = (rng.random((n, n_patches)) < theta[:, None]).astype(np.int64)

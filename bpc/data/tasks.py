@@ -61,17 +61,6 @@ them: one generator failing a task three times is a hard task as often as a brok
 Lite: 213 of 300 tasks for gpt5_mini alone)."""
 
 
-_SHARED_COLUMNS = [
-    "benchmark",
-    "generators",
-    "n_tasks",
-    "solved",
-    "solved_by_all",
-    "solved_by_any",
-    "identical",
-]
-
-
 def _require_tasks(counts: xr.Dataset, where: str) -> None:
     if not has_task_counts(counts):
         raise ValueError(f"{where}: counts carry no per-task counts (task_n, …); build them from raw records")
@@ -218,8 +207,7 @@ def exclude_tasks(records: pd.DataFrame, tasks: pd.DataFrame) -> pd.DataFrame:
     >>> exclude_tasks(rec, pd.DataFrame({"benchmark": ["b"], "task": ["t1"]}))["instance_id"].tolist()
     ['t2', 't1']
     """
-    missing = [c for c in ("benchmark", "task") if c not in tasks.columns]
-    if missing:
+    if missing := [c for c in ("benchmark", "task") if c not in tasks.columns]:
         raise ValueError(f"exclude_tasks: the task list lacks column(s) {missing}")
     drop = set(zip(tasks["benchmark"].astype(str), tasks["task"].astype(str), strict=True))
     keys = zip(records["benchmark"].astype(str), records["instance_id"].astype(str), strict=True)
@@ -274,7 +262,8 @@ def shared_solutions(counts: xr.Dataset) -> pd.DataFrame:
                 "identical": bool((solved == solved[0]).all()),
             }
         )
-    return pd.DataFrame(rows, columns=_SHARED_COLUMNS)
+    columns = ["benchmark", "generators", "n_tasks", "solved", "solved_by_all", "solved_by_any", "identical"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def empty_patch_flags(
