@@ -192,7 +192,6 @@ SAMPLER_PRESETS = MappingProxyType(
         "default": MappingProxyType({"draws": 2000, "tune": 1500, "chains": 4, "target_accept": 0.95}),
         "fit": MappingProxyType({"draws": 2000, "tune": 500, "chains": 4, "target_accept": 0.95}),
         "quick": MappingProxyType({"draws": 500, "tune": 500, "chains": 4, "target_accept": 0.95}),
-        "retry": MappingProxyType({"draws": 2000, "tune": 500, "chains": 4, "target_accept": 0.99}),
         "long": MappingProxyType({"draws": 4000, "tune": 3000, "chains": 4, "target_accept": 0.99}),
         "refit": MappingProxyType({"draws": 500, "tune": 500, "chains": 2, "target_accept": 0.9}),
         "refit-quick": MappingProxyType({"draws": 200, "tune": 200, "chains": 2, "target_accept": 0.9}),
@@ -211,9 +210,6 @@ SAMPLER_PRESETS = MappingProxyType(
     extension: max R-hat 1.0068 / 1.0032 / 1.0051, min bulk ESS 1041 / 1051 / 969, min tail ESS
     1065 / 927 / 641, 0 divergences; their posterior means agree with the ``default`` preset's within
     Monte Carlo error (|z| > 3 for 0.31 % / 0.21 % / 0.10 % of 968 scalars).
-``retry``
-    ``fit``'s draws at :data:`TARGET_ACCEPT_RETRY`: the run :func:`bpc.estimate.model.fit` makes in
-    place of a divergent one, as a rung of a ladder (:data:`COMPARE_PRESETS`).
 ``long``
     The retry of a fit that failed its check at ``default``: twice the draws and tuning for R-hat and
     ESS, and the smaller steps of :data:`TARGET_ACCEPT_RETRY` for divergences (which more draws do not
@@ -259,14 +255,6 @@ never pass for a leave-one-cell-out refit (``refit``, 2 × 500: R-hat 1.03, bulk
 4 × 500: R-hat 1.017–1.018, bulk ESS 250–275). In the full LCB run of ``bpc compare`` (60 distinct
 refits, about 2 min each on 2 cores) ``default`` (4 × 2000) passed 56, and ``long`` (4 × 4000, the
 retry) passed 3 of the other 4."""
-
-COMPARE_PRESETS: tuple[str, ...] = ("fit", "retry", "long")
-"""The ladder of ``bpc compare``'s hierarchical fits (the first rung also its all-tasks and fold
-posteriors'): :data:`REFIT_PRESETS` with ``fit``'s 500 tuning steps in place of ``default``'s 1,500
-(which ``bpc fit`` showed to be enough on the corpus) and the divergence rerun of
-:func:`bpc.estimate.model.fit` (``retry``) before ``long``. In the LCB run a refit that diverged at
-``default`` took 244 s at ``long``; the other studies keep :data:`REFIT_PRESETS`, which their
-results pages were computed with."""
 
 # ---------------------------------------------------------------------------
 # Corpus layout (bpc.data.corpus)

@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--refit-preset",
         action="append",
         help="sampler preset a hierarchical refit tries, in order, until it converges (repeatable; "
-        "default: fit, retry, then long; --quick: refit-quick)",
+        "default: default, then long; --quick: refit-quick)",
     )
     parser.add_argument(
         "--refit-cache",

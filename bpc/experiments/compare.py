@@ -59,7 +59,6 @@ from bpc.constants import (
     BASELINE_POLICIES,
     CI_KIND,
     CI_PROB,
-    COMPARE_PRESETS,
     DEFAULT_SEED,
     DIM_BENCHMARK,
     DIM_CRITIC,
@@ -68,6 +67,7 @@ from bpc.constants import (
     N_FOLDS,
     PAPER_CRITICS,
     REFINEMENT_POLICIES,
+    REFIT_PRESETS,
 )
 from bpc.costs import CostSpec, cost_resolver, costs_for
 from bpc.data.splits import Cell
@@ -427,7 +427,7 @@ class CompareConfig:
         Fold-assignment repeats of the efficiency experiment (every arm scores every fold).
     refit_presets : sequence of str, optional
         Sampler presets a hierarchical refit tries in turn until it converges
-        (default :data:`bpc.constants.COMPARE_PRESETS`; quick ``("refit-quick",)``).
+        (default :data:`bpc.constants.REFIT_PRESETS`; quick ``("refit-quick",)``).
     refit_cache : path, optional
         Folder the hierarchical refits are written to and reused from (a stopped run resumes).
     include_failed : bool
@@ -487,7 +487,7 @@ def compare(
     cf, quick, seed, posterior = config, config.quick, config.seed, config.posterior
     draws = (40 if quick else 200) if cf.draws is None else int(cf.draws)
     scale = (0.3 if quick else 1.0) if cf.scale is None else float(cf.scale)
-    cost_fn, preset = cost_resolver(cf.costs), "quick" if quick else COMPARE_PRESETS[0]
+    cost_fn, preset = cost_resolver(cf.costs), "quick" if quick else "default"
     seeds = FOLD_SEEDS[:1] if quick else FOLD_SEEDS
     with stage(f"load {cf.source}", enabled=progress):
         where = {"benchmarks": cf.benchmarks, "generators": cf.generators}
@@ -525,7 +525,7 @@ def compare(
     # spans every count set fitted later); none when no hierarchical fit is made
     ladder = None
     if posterior is None or (cf.efficiency and cf.hierarchical):
-        presets = cf.refit_presets or (("refit-quick",) if quick else COMPARE_PRESETS)
+        presets = cf.refit_presets or (("refit-quick",) if quick else REFIT_PRESETS)
         ladder = RefitLadder(
             data.counts, presets=presets, cache=cf.refit_cache, kernels="measured", progress=progress
         )

@@ -318,15 +318,11 @@ def test_posterior_without_the_replayed_cells_is_rejected():
 # sampler presets, compile-once refits, diagnostics in the report
 # ---------------------------------------------------------------------------
 def test_sampler_presets_are_pinned(small):
-    from bpc.constants import COMPARE_PRESETS, SAMPLER_PRESETS, TARGET_ACCEPT_RETRY
+    from bpc.constants import SAMPLER_PRESETS
     from bpc.estimate.model.refits import RefitLadder
 
     assert SAMPLER_PRESETS["default"] == {"draws": 2000, "tune": 1500, "chains": 4, "target_accept": 0.95}
     assert SAMPLER_PRESETS["quick"]["chains"] == 4
-    # bpc compare's ladder: fit's 500 tuning steps, then fit's draws at the divergence rerun's steps
-    assert COMPARE_PRESETS == ("fit", "retry", "long")
-    fit, retry = SAMPLER_PRESETS["fit"], SAMPLER_PRESETS["retry"]
-    assert {**fit, "target_accept": TARGET_ACCEPT_RETRY} == retry
     with pytest.raises(ValueError, match="sampler preset"):
         RefitLadder(small.counts, presets=("fast",))
 
