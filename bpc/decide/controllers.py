@@ -172,9 +172,9 @@ class BeliefState:
 
 
 def _as_bits(a: np.ndarray) -> np.ndarray:
-    """``a``'s values as int64 whose equality is the bits' (floats by their IEEE pattern)."""
-    if a.dtype == np.float64:
-        return np.ascontiguousarray(a).view(np.int64)
+    """``a``'s values as int64 whose equality is the bits' (floats by their float64 IEEE pattern)."""
+    if np.issubdtype(a.dtype, np.floating):  # float32 → float64 is exact: distinct values stay distinct
+        return np.ascontiguousarray(a, dtype=np.float64).view(np.int64)
     return a.astype(np.int64)
 
 

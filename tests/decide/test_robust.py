@@ -155,6 +155,10 @@ def test_episodes_in_one_state_decide_once_and_alike(draws):
     np.testing.assert_array_equal(robust.act(state), one_by_one)
     assert robust.start(3).take(np.arange(3)).distinct() is not None  # three fresh episodes: one state
     assert robust.start(1).distinct() is None
+    from bpc.decide.controllers import _as_bits
+
+    for dtype in (np.float32, np.float64):  # any float by its bits, never truncated to an integer
+        assert np.unique(_as_bits(np.array([0.3, 0.4, -0.0, 0.0], dtype=dtype))).size == 4
 
 
 def test_controllers_of_the_same_samples_read_one_table(draws):
