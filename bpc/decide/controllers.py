@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -731,6 +732,7 @@ class _SolvedTables:
 
     def __init__(self) -> None:
         self._tables: dict[bytes, DPSolution] = {}
+        self._lock = threading.Lock()  # the kept set is shared by every thread of the process
 
     @staticmethod
     def key(problem: Problem, options: Any, grid: dict[str, Any]) -> bytes:
@@ -745,14 +747,16 @@ class _SolvedTables:
     def solve(self, problem: Problem, options: Any, grid: dict[str, Any]) -> DPSolution:
         """The table of ``problem`` under ``options``: a kept one, or a new solve (kept if small)."""
         key = self.key(problem, options, grid)
-        table = self._tables.pop(key, None)
+        with self._lock:
+            table = self._tables.pop(key, None)
         if table is None:
             table = solve_grid(problem, options, **grid)
         parts = (table.value, table.policy, table.q)
         if sum(0 if a is None else a.nbytes for a in parts) <= self.max_bytes:
-            self._tables[key] = table  # the most recent last
-            while len(self._tables) > self.size:
-                del self._tables[next(iter(self._tables))]
+            with self._lock:
+                self._tables[key] = table  # the most recent last
+                while len(self._tables) > self.size:
+                    del self._tables[next(iter(self._tables))]
         return table
 
 
