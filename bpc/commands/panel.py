@@ -12,8 +12,9 @@ NAME = "panel"
 HELP = (
     "the wide-panel study: leave one cell out (Laplace, complete pooling, the task prior on every cell; "
     "the hierarchical arms on a bounded subset), a new generator, and the controllers against the best "
-    "simple baseline; held-out utility under two cost vectors and log predictive density; write "
-    "CSV tables, a figure, the flagged task ids and report.md"
+    "simple baseline; held-out utility under two cost vectors (fast, and verification at 30; --costs: "
+    "one of your own instead) and log predictive density; write CSV tables, a figure, the flagged task "
+    "ids and report.md"
 )
 
 
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     with reading(*args.source):
         check_output_folder(args.out)
     config = PanelConfig(
+        costs=PanelConfig.costs if args.costs is None else (args.costs,),
         ks=tuple(args.ks or PanelConfig.ks),
         repeats=args.repeats,
         max_folds=args.max_folds,

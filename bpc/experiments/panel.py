@@ -108,7 +108,9 @@ class PanelConfig:
     Attributes
     ----------
     costs : tuple of str
-        Keys of :data:`PANEL_COSTS`.
+        The cost vectors of the utility parts, each the label of its rows: keys of
+        :data:`PANEL_COSTS`, or any other cost specification of
+        :func:`bpc.costs.resolve_costs` (a named vector or a cost file; ``bpc panel --costs``).
     ks : tuple of int or None
         Calibration sizes of the closed-form arms (``None``: all training tasks).
     repeats, n_folds : int
@@ -161,9 +163,13 @@ class PanelConfig:
     B: int = BOOTSTRAP_B
 
     def __post_init__(self) -> None:
-        from bpc.choices import check_choices
+        from bpc.costs import resolve_costs
 
-        check_choices(self.costs, PANEL_COSTS, what="panel cost vector")
+        if not self.costs:
+            raise ValueError("PanelConfig: costs must name at least one cost vector")
+        for spec in self.costs:
+            if spec not in PANEL_COSTS:
+                resolve_costs(spec)  # a named vector or a cost file, else an error naming the choices
         if self.hierarchical is not None:
             object.__setattr__(self, "hierarchical", tuple((str(b), str(g)) for b, g in self.hierarchical))
         if min(self.repeats, self.n_folds, self.B) < 1:
@@ -281,7 +287,7 @@ def run_panel(
     from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
 
     records, counts = data.records, data.counts
-    costs = {name: data.costs(PANEL_COSTS[name]) for name in config.costs}
+    costs = {name: data.costs(PANEL_COSTS.get(name, name)) for name in config.costs}
     keyed = records.assign(**{k: records[k].astype(str) for k in ("benchmark", "generator")})
     cells = [tuple(c) for c in keyed[["benchmark", "generator"]].drop_duplicates().to_numpy()]
     closed = {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}

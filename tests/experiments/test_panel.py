@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -9,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bpc.choices import UnknownChoiceError
 from bpc.evaluate import Result
 from bpc.experiments.panel import (
     PanelConfig,
@@ -154,3 +156,44 @@ def test_cli_panel_writes_report_figure_and_flagged_ids(tmp_path, capsys):
 
     with Image.open(out / "cells.png") as image:
         assert max(image.size) <= 4000
+
+
+def test_a_cost_file_replaces_the_two_panel_vectors(small_run, tmp_path):
+    """``bpc panel --costs FILE``: the file's vector prices the utility rows, under its own label."""
+    from bpc.costs import NAMED_COSTS
+    from bpc.experiments.panel import PANEL_COSTS
+
+    fast = NAMED_COSTS["fast"]
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"c_gen": fast.c_gen, "c_ver": 30, "reward": fast.reward}))
+    rec, data = _input(tmp_path)
+    config = PanelConfig(
+        costs=(str(path),), ks=(0,), n_folds=2, hierarchical=(), B=100, protocol=False, logo_per_benchmark=1
+    )
+    own = run_panel(data, config).tables["loco"]
+    assert set(own["costs"]) == {str(path)}
+    # the file holds verify30's vector: the same utilities as the default run's verify30 rows
+    ref = small_run[1].tables["loco"].query("costs == 'verify30'").drop(columns="costs")
+    own = own.drop(columns="costs").reset_index(drop=True)
+    pd.testing.assert_frame_equal(own, ref.reset_index(drop=True))
+    assert PANEL_COSTS["verify30"].c_ver == 30
+    with pytest.raises(UnknownChoiceError, match="cost vector"):
+        PanelConfig(costs=("fsat",))
+
+
+def test_cli_costs_reaches_the_panel_config(tmp_path, monkeypatch):
+    import bpc.experiments.panel as study
+    from bpc.cli import main
+
+    seen = []
+
+    def stop(data, config, **_):
+        seen.append(config)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(study, "run_panel", stop)
+    _log(log := tmp_path / "log.csv")
+    args = ["panel", str(log), "--critic", "base=unit:1", "--out", str(tmp_path / "o"), "--quiet"]
+    assert main([*args, "--costs", "slow"]) == 130
+    assert main(args) == 130
+    assert [c.costs for c in seen] == [("slow",), tuple(study.PANEL_COSTS)]
