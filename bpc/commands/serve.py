@@ -101,7 +101,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from bpc.commands._checks import check_controller_options
 from bpc.commands.solve import add_controller_arguments, build_controller
 from bpc.decide.live.moves import (
     MAX_DEPTH,
@@ -761,7 +760,6 @@ def run(args: argparse.Namespace) -> int:
     reason: int | None = None
     try:
         try:
-            check_controller_options(args)
             if args.state_file is not None and not os.path.isfile(args.state_file):
                 from bpc.outputs import check_output_file
 
