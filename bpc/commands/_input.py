@@ -27,6 +27,7 @@ __all__ = [
     "add_source_argument",
     "add_input_arguments",
     "add_output_arguments",
+    "config_from_args",
     "input_options",
     "load_from_args",
     "study_source",
@@ -245,3 +246,11 @@ def study_source(args: argparse.Namespace, *, dest: str = "source") -> tuple[Any
     # the study filters the replayed cells itself (the other cells stay for pooling)
     data = load_from_args(sources, args, benchmarks=None, generators=None)
     return data, data.costs(args.costs), [s for s in sources if s != SIMULATED]
+
+
+def config_from_args(cls: Any, args: argparse.Namespace, **changes: Any) -> Any:
+    """``cls(**fields)``: the dataclass's fields that are options of the same name, then ``changes``."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(cls)} & vars(args).keys()
+    return cls(**({name: getattr(args, name) for name in names} | changes))

@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the selected analyses into ``--out`` and print where the index is."""
     from bpc.choices import unknown_choice_message
-    from bpc.commands._input import input_options
+    from bpc.commands._input import config_from_args, input_options
     from bpc.data.load import SIMULATED
     from bpc.experiments.analyses import ANALYSES
     from bpc.outputs import atomic_folder, check_output_folder, reading, run_config
@@ -64,25 +64,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sources = [i for i in args.items if i not in ANALYSES or Path(i).exists()]
     names = [i for i in args.items if i not in sources]
+    if args.draws is not None and args.draws < 0:
+        raise ValueError(f"--draws must be >= 0, got {args.draws}")
     for s in sources:
         if s != SIMULATED and not Path(s).exists():
             raise ValueError(unknown_choice_message(s, [*ANALYSES, SIMULATED], what="analysis or source"))
-    if args.draws is not None and args.draws < 0:
-        raise ValueError(f"--draws must be >= 0, got {args.draws}")
     with reading(*[s for s in sources if s != SIMULATED], args.costs):
         check_output_folder(args.out)
-    config = AnalysisConfig(  # validates the settings before any work starts
-        out=args.out,
+    config = config_from_args(  # validates the settings before any work starts
+        AnalysisConfig,
+        args,
         sources=tuple(sources) or None,
         inputs=input_options(args),
-        costs=args.costs,
-        seed=args.seed,
-        quick=args.quick,
-        dask=args.dask,
-        scheduler=args.scheduler,
         progress=not args.quiet,
-        draws=args.draws,
-        posterior=args.posterior,
         benchmarks=tuple(args.benchmark) if args.benchmark else None,
         generators=tuple(args.generator) if args.generator else None,
     )

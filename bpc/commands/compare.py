@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the comparison and print where the report is."""
     from bpc.choices import check_choices
-    from bpc.commands._input import study_source
+    from bpc.commands._input import config_from_args, study_source
     from bpc.constants import SAMPLER_PRESETS
     from bpc.experiments.compare import CompareConfig, compare
     from bpc.outputs import atomic_folder, check_output_folder, reading, run_config
@@ -96,22 +96,16 @@ def run(args: argparse.Namespace) -> int:
     # the folder is built beside --out and swapped in whole at the end: a run killed part-way leaves
     # the previous complete folder (or none) under --out, never a mix of two runs
     with atomic_folder(args.out, manifest=manifest) as tmp, _scheduler(args.scheduler) as scheduler:
-        config = CompareConfig(
-            source,
-            posterior=args.posterior,
-            draws=args.draws,
-            quick=args.quick,
-            seed=args.seed,
+        config = config_from_args(
+            CompareConfig,
+            args,
+            source=source,
             benchmarks=args.benchmark,
             generators=args.generator,
-            scale=args.scale,
             costs=costs,
             efficiency=not args.no_efficiency,
             hierarchical=not args.no_hierarchical,
             refit_presets=args.refit_preset,
-            refit_cache=args.refit_cache,
-            include_failed=args.include_failed,
-            repeats=args.repeats,
         )
         result = compare(config, scheduler=scheduler, progress=not args.quiet)
         result = write_compare(result, tmp, progress=not args.quiet)

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import warnings
 
+    from bpc.commands._input import config_from_args
     from bpc.costs import COSTS_ATTR, costs_attr
     from bpc.estimate.model import Diagnostics, ModelSpec, SamplerOptions, advice, diagnose, fit, save
     from bpc.estimate.model.diagnostics import ConvergenceWarning
@@ -91,14 +92,7 @@ def run(args: argparse.Namespace) -> int:
     # `bpc fit > file` keeps only the results; a Ctrl-C the sampler swallows still ends the command
     with warnings.catch_warnings(), interrupt_guard(), stdout_to_stderr():
         warnings.simplefilter("ignore", ConvergenceWarning)  # reported below instead
-        options = SamplerOptions(
-            draws=args.draws,
-            tune=args.tune,
-            chains=args.chains,
-            seed=args.seed,
-            sampler=args.sampler,
-            progressbar=not args.quiet,
-        )
+        options = config_from_args(SamplerOptions, args, progressbar=not args.quiet)
         dt = fit(counts, spec, options=options)
     diag = Diagnostics.stored(dt) or diagnose(dt)  # fit diagnosed the draws it kept
     print(f"model {spec.name} (spec {spec.hash()}), sampler {dt.attrs['sampler']}: {diag}")

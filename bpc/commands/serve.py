@@ -101,7 +101,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from bpc.commands._checks import check_controller_options
 from bpc.commands.solve import add_controller_arguments, build_controller
 from bpc.decide.live.moves import (
     MAX_DEPTH,
@@ -761,7 +760,6 @@ def run(args: argparse.Namespace) -> int:
     reason: int | None = None
     try:
         try:
-            check_controller_options(args)
             if args.state_file is not None and not os.path.isfile(args.state_file):
                 from bpc.outputs import check_output_file
 
@@ -817,15 +815,16 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.busy = True  # a second signal while saving is noted, not raised
-    if server is None:  # a signal before the controller was built: nothing to save
-        _emit({"ok": True, "op": "shutdown", "signal": signal.Signals(reason).name, "open": 0})
-        return 0
-    rc = 0
-    end: dict[str, Any] = {"ok": True, "op": "shutdown", "open": len(server.episodes)}
+    rc = 0  # no server: a signal came before the controller was built, there is nothing to save
+    end: dict[str, Any] = {
+        "ok": True,
+        "op": "shutdown",
+        "open": 0 if server is None else len(server.episodes),
+    }
     if reason is not None:
         end["signal"] = signal.Signals(reason).name
     try:
-        end.update(server.save_files())
+        end.update({} if server is None else server.save_files())
     except (OSError, ValueError) as exc:
         end.update(ok=False, error={"type": "StateFileError", "message": _clip(str(exc))})
         rc = 1

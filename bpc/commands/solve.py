@@ -394,9 +394,7 @@ def _params_controller(args: argparse.Namespace, method: str, cell: str | None, 
             c: {"cost": json_float(float(v))} for c, v in zip(ctrl.critics, ctrl.critic_costs, strict=True)
         },
         "costs": args.costs,
-        "c_gen": ctrl.c_gen,
-        "c_ver": ctrl.c_ver,
-        "reward": ctrl.reward,
+        **{name: getattr(ctrl, name) for name in _COST_FIELDS},
     }
     return ctrl, inputs
 

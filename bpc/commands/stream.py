@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     Arguments → config → :func:`~bpc.experiments.stream.run_stream` → :func:`bpc.report.write`.
     """
-    from bpc.commands._input import load_from_args
+    from bpc.commands._input import config_from_args, load_from_args
     from bpc.costs import resolve_costs
     from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig, run_stream
     from bpc.outputs import check_output_folder, reading
@@ -144,16 +144,12 @@ def run(args: argparse.Namespace) -> int:
 
     with reading(*[p for p in args.corpus if p != "simulated"], args.fits, args.costs):
         check_output_folder(args.out)
-    config = StreamConfig(  # checked before the corpus is read; the targets once it is
+    config = config_from_args(  # checked before the corpus is read; the targets once it is
+        StreamConfig,
+        args,
         starts=tuple(args.start or STARTS),
         controllers=tuple(args.controller or CONTROLLERS),
         costs=None if args.costs is None else resolve_costs(args.costs),
-        orders=args.orders,
-        seed=args.seed,
-        particles=args.particles,
-        plugin_draws=args.plugin_draws,
-        robust_draws=args.robust_draws,
-        profile=args.profile,
         presets=tuple(args.preset or REFIT_PRESETS),
         bootstrap_b=args.bootstrap,
     )
