@@ -115,8 +115,6 @@ __all__ = [
     "TASK_COUNT_VARS",
     "has_task_counts",
     "PARAM_VARS",
-    "INSTANCE_PARAM",
-    "SAMPLE_DIMS",
     "Pool",
     "empty_counts",
     "validate_counts",

@@ -33,7 +33,6 @@ __all__ = [
     "check_beta",
     "inverted_critic_message",
     "JSON_MAX_DEPTH",
-    "JSON_MAX_DIGITS",
     "loads_json",
 ]
 

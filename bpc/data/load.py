@@ -38,7 +38,7 @@ from bpc.constants import DEFAULT_SEED
 if TYPE_CHECKING:
     from bpc.data.logs import Input
 
-__all__ = ["SIMULATED", "MAX_SIMULATED_SCALE", "InputOptions", "resolve_input", "load_counts"]
+__all__ = ["SIMULATED", "InputOptions", "resolve_input", "load_counts"]
 
 SIMULATED = "simulated"
 """The source name of the simulator's 9 x 6 paper panel."""
@@ -149,11 +149,11 @@ def _check_author_jsonl(path: Path, first: dict[str, int]) -> None:
         one = len(unknown) == 1
         raise CorpusError(
             path,
-            first[unknown[0]] if one else None,
-            unknown[0] if one else None,
             f"expected the authors' critic_results fields ({', '.join(CRITIC_FIELDS.values())}), got unknown "
             f"field{'' if one else 's'} {', '.join(map(repr, unknown))}: to read your own critics, map every "
             "critic with --critic NAME=FIELD[:COST]",
+            line=first[unknown[0]] if one else None,
+            field=unknown[0] if one else None,
         )
 
 

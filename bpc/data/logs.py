@@ -67,8 +67,6 @@ from bpc.schema import (
 )
 
 __all__ = [
-    "DEFAULT_BENCHMARK",
-    "DEFAULT_GENERATOR",
     "LOG_SUFFIXES",
     "CriticSpec",
     "CriticMap",
@@ -276,18 +274,17 @@ def _map_columns(
         if column not in present:
             raise CorpusError(
                 path,
-                None,
-                column,
                 f"expected the column of --column {key}={column}, got no such column "
                 f"(columns: {', '.join(map(repr, present))})",
+                field=column,
             )
         if key in present and key != column and key not in columns.values():
             raise CorpusError(
                 path,
-                first.get(key, 1),
-                key,
                 f"expected one column for {key!r}, got both {key!r} and {column!r} "
                 f"(--column {key}={column}); drop or rename {key!r}",
+                line=first.get(key, 1),
+                field=key,
             )
     rename = {column: key for key, column in columns.items()}
     df = df.rename(columns=rename)
@@ -407,7 +404,7 @@ def _parse_column(
             lookup[i] = parse(value)
         except ValueError as exc:
             row = int(np.flatnonzero(codes == i)[0])
-            raise CorpusError(path, int(lines[row]), column, str(exc)) from None
+            raise CorpusError(path, str(exc), line=int(lines[row]), field=column) from None
     return lookup[codes]
 
 
@@ -430,22 +427,18 @@ def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[st
             problem = f"valid {kind}, got malformed {kind} ({exc})"
         else:
             return df, np.arange(len(df), dtype=np.int64) + 2, dict.fromkeys(df.columns, 1)
-        raise CorpusError(path, None, None, f"expected {problem}")
+        raise CorpusError(path, f"expected {problem}")
     if fmt == "parquet":
         if importlib.util.find_spec("pyarrow") is None:
             raise CorpusError(
                 path,
-                None,
-                None,
                 "expected pyarrow to read Parquet, got no pyarrow installed "
                 "(pip install pyarrow, or write the logs as CSV or JSON Lines)",
             )
         try:
             df = pd.read_parquet(path, engine="pyarrow")
         except (OSError, ValueError) as exc:
-            raise CorpusError(
-                path, None, None, f"expected a Parquet file, got one pyarrow cannot read ({exc})"
-            ) from None
+            raise CorpusError(path, f"expected a Parquet file, got one pyarrow cannot read ({exc})") from None
         df.columns = [str(c) for c in df.columns]
         return df.astype(object), np.arange(len(df), dtype=np.int64) + 1, {}
     return json_lines_table(path)
@@ -472,35 +465,34 @@ def _critic_columns(
             if re.fullmatch(CRITIC_NAME_PATTERN, column) is None:
                 raise CorpusError(
                     path,
-                    first.get(column),
-                    column,
                     f"expected a critic column named like an identifier ({CRITIC_NAME_PATTERN}), "
                     f"got {column!r}; name it with --critic NAME={column}",
+                    line=first.get(column),
+                    field=column,
                 )
         return tuple(others), tuple(others)
     for spec in mapping.critics:
         if spec.column in keys:
             raise CorpusError(
-                path, None, spec.column, f"expected a critic column, got the key column {spec.column!r}"
+                path, f"expected a critic column, got the key column {spec.column!r}", field=spec.column
             )
         if spec.column not in columns:
             raise CorpusError(
                 path,
-                None,
-                spec.column,
                 f"expected the column of --critic {spec.name}={spec.column}, got no such column "
                 f"(columns: {', '.join(map(repr, columns))})",
+                field=spec.column,
             )
     if unmapped := [c for c in others if c not in mapping.columns]:
         names = ", ".join(repr(c) for c in unmapped)
         one = len(unmapped) == 1
         raise CorpusError(
             path,
-            first.get(unmapped[0]) if one else None,
-            unmapped[0] if one else None,
             f"expected every column to be a key column ({', '.join(RECORD_KEYS)}) or a mapped critic, "
             f"got unmapped column{'' if one else 's'} {names}: map {'it' if one else 'each'} with "
             f"--critic NAME=COLUMN[:COST] or drop {'it' if one else 'them'} from the file",
+            line=first.get(unmapped[0]) if one else None,
+            field=unmapped[0] if one else None,
         )
     return mapping.names, mapping.columns
 
@@ -523,10 +515,10 @@ def _cell_names(
             row = int(np.flatnonzero(differ)[0])
             raise CorpusError(
                 path,
-                int(lines[row]),
-                column,
                 f"expected the {column}= argument's value {given!r} (the column and the argument "
                 f"must agree), got {names[row]!r}",
+                line=int(lines[row]),
+                field=column,
             )
     return names
 
@@ -593,14 +585,14 @@ def read_logs(
         if name not in columns:
             raise CorpusError(
                 path,
-                1 if fmt in ("csv", "tsv") else None,
-                name,
                 f"expected a required column, got none (columns: {', '.join(map(repr, columns)) or 'none'}; "
                 f"map one with --column {name}=COLUMN)",
+                line=1 if fmt in ("csv", "tsv") else None,
+                field=name,
             )
     names, critic_cols = _critic_columns(path, columns, mapping, first)
     if not len(df):
-        raise CorpusError(path, None, None, "expected at least one row, got none")
+        raise CorpusError(path, "expected at least one row, got none")
 
     y = _parse_column(path, lines, df, "Y", _label)
     labelled = np.array([v is not None for v in y], dtype=bool)
@@ -608,9 +600,8 @@ def read_logs(
     if not labelled.any():
         raise CorpusError(
             path,
-            None,
-            "Y",
             f"expected at least one labelled row (Y 0 or 1), got none ({unlabelled} unlabelled)",
+            field="Y",
         )
     df, lines, y = df[labelled].reset_index(drop=True), lines[labelled], y[labelled].astype(np.int64)
 
@@ -627,7 +618,9 @@ def read_logs(
 
     if (repeat := repeated_patch(records)) is not None:
         first, again, message = repeat
-        raise CorpusError(path, int(lines[again]), "patch_id", f"{message} (first on line {lines[first]})")
+        raise CorpusError(
+            path, f"{message} (first on line {lines[first]})", line=int(lines[again]), field="patch_id"
+        )
 
     notes = [f"{path.name}: {unlabelled} unlabelled row(s) (Y missing) dropped"] if unlabelled else []
     notes += [
@@ -675,10 +668,10 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
     if missing := [c for c in TRAJECTORY_COLUMNS if c not in df.columns]:
         raise CorpusError(
             path,
-            1,
-            missing[0],
             f"expected the {option} columns {', '.join(TRAJECTORY_COLUMNS)}, got no column {missing[0]!r} "
             f"(columns: {', '.join(map(repr, df.columns)) or 'none'})",
+            line=1,
+            field=missing[0],
         )
     out = df.copy()
     for col in ("benchmark", "generator", "method", "instance_id"):

@@ -62,13 +62,10 @@ from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, cell_order, has_task_counts
 
 __all__ = [
     "Cell",
-    "SIDES",
     "Split",
     "split_instances",
     "split_cells",
     "split_counts",
-    "FOLD_COLUMNS",
-    "FoldBy",
     "folds",
     "fold_split",
 ]

@@ -35,15 +35,12 @@ from bpc.data.corpus import read_json_lines
 from bpc.schema import has_task_counts
 
 __all__ = [
-    "TEST_CRITICS",
     "FLAG",
-    "MIN_GENERATORS_TO_FLAG",
     "never_passing_tasks",
     "task_report",
     "flagged_tasks",
     "exclude_tasks",
     "shared_solutions",
-    "empty_patch_flags",
     "empty_patches",
     "empty_task_groups",
     "task_choices",
