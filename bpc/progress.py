@@ -15,6 +15,7 @@ final line — a 50-file load writes a handful of lines, not 50.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -198,8 +199,6 @@ def notes_digest(notes: Sequence[str]) -> list[str]:
       table rel/g/likelihood_tables.json (135 patches, prior 0.496)',
      '1 released likelihood table(s) agree with the raw records (counted once)']
     """
-    import re
-
     out: list[str] = []
     agree = superseded = 0
     for note in notes:

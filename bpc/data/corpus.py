@@ -252,10 +252,6 @@ class Input:
 # ---------------------------------------------------------------------------
 # small helpers
 # ---------------------------------------------------------------------------
-def _alias(generator: str) -> str:
-    return GENERATOR_ALIASES.get(generator, generator)
-
-
 def _layout(path: Path, folders: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
     """(folder name, benchmark, generator folder) if ``path`` sits in a known folder."""
     folder = path.parent.parent.name
@@ -285,7 +281,11 @@ def _cell_of(
                 path, "expected a required field (generator name), got none", line=line, field=name
             )
         sources = [(f"the {who}", own), ("the folder", folder), (f"the {name}= argument", arg)]
-        given = [(src, _alias(v) if name == "generator" else v) for src, v in sources if v is not None]
+        given = [
+            (src, GENERATOR_ALIASES.get(v, v) if name == "generator" else v)
+            for src, v in sources
+            if v is not None
+        ]
         values = {v for _, v in given}
         if len(values) > 1:
             detail = ", ".join(f"{src} says {v!r}" for src, v in given)
@@ -599,7 +599,7 @@ def _cluster_instances(root: Path) -> dict[tuple[str, str], int]:
             continue
         n = _count(path, f"[{i}].n_instances", n)
         bench = RELEASE_BENCHMARK_NAMES.get(cell, cell)
-        key = (bench, _alias(gen))
+        key = (bench, GENERATOR_ALIASES.get(gen, gen))
         if key in out and out[key] != n:
             raise CorpusError(
                 path,

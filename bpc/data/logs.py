@@ -63,12 +63,12 @@ from bpc.data.corpus import CorpusError, Input, read_json_lines, repeated_patch
 from bpc.schema import (
     CRITIC_NAME_PATTERN,
     RECORD_KEYS,
+    TRAJECTORY_COLUMNS,
     check_critic_names,
 )
 
 __all__ = [
     "LOG_SUFFIXES",
-    "CriticSpec",
     "CriticMap",
     "Input",
     "parse_critics",
@@ -106,103 +106,32 @@ _SPEC = re.compile(r"^(?P<name>[^=]*)=(?P<column>.*?)(?::(?P<cost>[^:]*))?$")
 # The critic mapping
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class CriticSpec:
-    """One critic of a log file: its name, the column holding its verdicts, its cost.
-
-    Attributes
-    ----------
-    name : str
-        Critic name (an identifier; the ``critic`` coordinate value).
-    column : str
-        Column (CSV, Parquet) or field (JSON Lines) holding its verdicts.
-    cost : float or None
-        Cost of one call, if given.
-    """
-
-    name: str
-    column: str
-    cost: float | None = None
-
-
-@dataclass(frozen=True)
 class CriticMap:
     """The critics of a log file, in order (the result of :func:`parse_critics`).
 
     Attributes
     ----------
-    critics : tuple of CriticSpec
-        One entry per critic; names and columns are distinct.
+    names : tuple of str
+        Critic names (identifiers; the ``critic`` coordinate values), distinct.
+    columns : tuple of str
+        The column (CSV, Parquet) or field (JSON Lines) holding each critic's verdicts, in the
+        same order, distinct.
+    costs : mapping of str to float
+        Critic name → cost of one call, for the critics given one.
     """
 
-    critics: tuple[CriticSpec, ...] = ()
+    names: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    costs: Mapping[str, float] = MappingProxyType({})
 
     def __post_init__(self) -> None:
-        check_critic_names([c.name for c in self.critics])
-        columns = [c.column for c in self.critics]
-        if repeated := sorted({c for c in columns if columns.count(c) > 1}):
+        check_critic_names(self.names)
+        if repeated := sorted({c for c in self.columns if self.columns.count(c) > 1}):
             raise ValueError(f"--critic: column(s) {repeated} mapped to more than one critic")
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Critic names, in order."""
-        return tuple(c.name for c in self.critics)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """Their columns, in the same order."""
-        return tuple(c.column for c in self.critics)
-
-    @property
-    def costs(self) -> Mapping[str, float]:
-        """Critic name → cost, for the critics given one."""
-        return MappingProxyType({c.name: c.cost for c in self.critics if c.cost is not None})
+        object.__setattr__(self, "costs", MappingProxyType(dict(self.costs)))
 
     def __bool__(self) -> bool:
-        return bool(self.critics)
-
-
-def _parse_critic(text: str) -> CriticSpec:
-    """Parse one ``NAME=COLUMN[:COST]`` mapping.
-
-    Parameters
-    ----------
-    text : str
-        E.g. ``"unit=unit_tests_pass"`` or ``"judge=llm_verdict:5"``. The
-        cost is what follows the last ``:``.
-
-    Returns
-    -------
-    CriticSpec
-
-    Raises
-    ------
-    ValueError
-        Without ``=``, with an empty column, an invalid critic name or a cost
-        that is not a finite number ≥ 0; the message quotes ``text``.
-    """
-    if (match := _SPEC.match(text)) is None:
-        raise ValueError(f"--critic {text!r}: expected NAME=COLUMN or NAME=COLUMN:COST")
-    name, column, cost_text = match["name"].strip(), match["column"].strip(), match["cost"]
-    if re.fullmatch(CRITIC_NAME_PATTERN, name) is None:
-        raise ValueError(
-            f"--critic {text!r}: expected NAME to be a letter followed by letters, digits or '_', "
-            f"got {name!r}"
-        )
-    try:
-        check_critic_names([name])
-    except ValueError as exc:
-        raise ValueError(f"--critic {text!r}: {exc}") from None
-    if not column:
-        raise ValueError(f"--critic {text!r}: expected a COLUMN after '=', got none")
-    cost = None
-    if cost_text is not None:
-        try:
-            cost = float(cost_text)
-        except ValueError:
-            cost = math.nan
-        if not math.isfinite(cost) or cost < 0:
-            raise ValueError(f"--critic {text!r}: expected COST to be a number >= 0, got {cost_text!r}")
-    return CriticSpec(name=name, column=column, cost=cost)
+        return bool(self.names)
 
 
 def parse_critics(texts: Sequence[str] | None) -> CriticMap:
@@ -211,14 +140,43 @@ def parse_critics(texts: Sequence[str] | None) -> CriticMap:
     Parameters
     ----------
     texts : sequence of str or None
-        The mappings, in order (``None`` or empty: no mapping).
+        The mappings, in order (``None`` or empty: no mapping), e.g.
+        ``"unit=unit_tests_pass"`` or ``"judge=llm_verdict:5"``; the cost is
+        what follows the last ``:``.
 
     Raises
     ------
     ValueError
-        For a malformed mapping, or two mappings with one name or one column.
+        For a mapping without ``=``, with an empty column, an invalid critic
+        name or a cost that is not a finite number ≥ 0 (the message quotes
+        it), or two mappings with one name or one column.
     """
-    return CriticMap(tuple(_parse_critic(t) for t in texts or ()))
+    names, columns, costs = [], [], {}
+    for text in texts or ():
+        if (match := _SPEC.match(text)) is None:
+            raise ValueError(f"--critic {text!r}: expected NAME=COLUMN or NAME=COLUMN:COST")
+        name, column, cost_text = match["name"].strip(), match["column"].strip(), match["cost"]
+        if re.fullmatch(CRITIC_NAME_PATTERN, name) is None:
+            raise ValueError(
+                f"--critic {text!r}: expected NAME to be a letter followed by letters, digits or '_', "
+                f"got {name!r}"
+            )
+        try:
+            check_critic_names([name])
+        except ValueError as exc:
+            raise ValueError(f"--critic {text!r}: {exc}") from None
+        if not column:
+            raise ValueError(f"--critic {text!r}: expected a COLUMN after '=', got none")
+        if cost_text is not None:
+            try:
+                costs[name] = float(cost_text)
+            except ValueError:
+                costs[name] = math.nan
+            if not math.isfinite(costs[name]) or costs[name] < 0:
+                raise ValueError(f"--critic {text!r}: expected COST to be a number >= 0, got {cost_text!r}")
+        names.append(name)
+        columns.append(column)
+    return CriticMap(tuple(names), tuple(columns), costs)
 
 
 def parse_columns(texts: Sequence[str] | Mapping[str, str] | None) -> dict[str, str]:
@@ -471,17 +429,15 @@ def _critic_columns(
                     field=column,
                 )
         return tuple(others), tuple(others)
-    for spec in mapping.critics:
-        if spec.column in keys:
-            raise CorpusError(
-                path, f"expected a critic column, got the key column {spec.column!r}", field=spec.column
-            )
-        if spec.column not in columns:
+    for name, column in zip(mapping.names, mapping.columns, strict=True):
+        if column in keys:
+            raise CorpusError(path, f"expected a critic column, got the key column {column!r}", field=column)
+        if column not in columns:
             raise CorpusError(
                 path,
-                f"expected the column of --critic {spec.name}={spec.column}, got no such column "
+                f"expected the column of --critic {name}={column}, got no such column "
                 f"(columns: {', '.join(map(repr, columns))})",
-                field=spec.column,
+                field=column,
             )
     if unmapped := [c for c in others if c not in mapping.columns]:
         names = ", ".join(repr(c) for c in unmapped)
@@ -659,8 +615,6 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
         Naming the file, line and column: a missing column, an id or name
         longer than :data:`MAX_ID_CHARS`, a step or label that does not parse.
     """
-    from bpc.schema import TRAJECTORY_COLUMNS
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{option} file {path} does not exist")

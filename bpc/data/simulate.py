@@ -158,6 +158,7 @@ import xarray as xr
 from scipy.optimize import root
 from scipy.special import betaincinv, expit, logit, ndtr, ndtri
 
+from bpc.choices import check_choices
 from bpc.constants import (
     BENCHMARKS,
     CRITICS,
@@ -509,8 +510,6 @@ def _check_subset(
         return list(canonical)
     if isinstance(values, str):
         values = [values]
-    from bpc.choices import check_choices
-
     check_choices(values, canonical, what=what.removesuffix("s"))
     if not values:
         raise ValueError(f"{caller}: empty list of {what}")

@@ -329,14 +329,8 @@ def empty_patches(
         ``empty_passing`` (empty patches with Y = 1), for cells with at least one empty patch.
     """
     flags = empty_patch_flags(records, root, files)
-    frame = pd.DataFrame(
-        {
-            "benchmark": records["benchmark"].astype(str).to_numpy(),
-            "generator": records["generator"].astype(str).to_numpy(),
-            "empty": flags,
-            "passing": flags & (records["Y"].to_numpy() == 1),
-        }
-    )
+    frame = records[["benchmark", "generator"]].astype(str)
+    frame = frame.assign(empty=flags, passing=flags & (records["Y"].to_numpy() == 1))
     cells = {tuple(c.split("/", 1)) for c in files}
     frame = frame[[(b, g) in cells for b, g in zip(frame["benchmark"], frame["generator"], strict=True)]]
     agg = frame.groupby(["benchmark", "generator"], sort=False).agg(
