@@ -539,12 +539,7 @@ def read_transition_kernel(path: str | os.PathLike, *, which: str = "kernel_all"
         non-negative integers.
     """
     path = Path(path)
-    return _kernel_counts(path, _read_json(path), which)
-
-
-def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]:
-    """:func:`read_transition_kernel` on the parsed content ``obj`` of ``path``."""
-    obj = _dict(path, None, obj, "a JSON object (transition kernel)")
+    obj = _dict(path, None, _read_json(path), "a JSON object (transition kernel)")
     found = sorted(key for key, v in obj.items() if isinstance(v, dict) and "raw_counts" in v)
     kernel = _dict(path, which, obj.get(which), f"a kernel object with raw_counts (kernels here: {found})")
     keys = list(_KERNEL_KEYS.values())
@@ -557,7 +552,7 @@ def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]
 
 def _kernel_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str | None) -> xr.Dataset:
     """Counts of the one cell of a parsed ``transition_kernel.json`` (``trans_n``, ``trans_flip``)."""
-    kernel = _kernel_counts(path, obj)
+    kernel = read_transition_kernel(path)
     folders = {**KERNEL_FOLDERS, **CORPUS_FOLDERS}
     bench, gen = _cell_of(path, None, obj, "kernel", folders, benchmark, generator)
     trans_n = np.array([kernel["n00"] + kernel["n01"], kernel["n10"] + kernel["n11"]], dtype=float)
