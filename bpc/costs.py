@@ -137,7 +137,7 @@ _FIELDS = ("c_gen", "c_ver", "reward")
 _MAX_COST_CHARS = 30
 
 
-def _cost_number(path: Path, where: str, value: object) -> float:
+def _cost_number(path: str | Path, where: str, value: object) -> float:
     """A cost field's value as a float: a finite JSON/TOML number, never a boolean or a string."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{path}: field {where!r}: expected a number, got {value!r}")
@@ -212,15 +212,19 @@ def load_costs(path: str | Path) -> Costs:
         )
     if missing := [k for k in _FIELDS if k not in data]:
         raise ValueError(f"{path}: missing field(s) {', '.join(missing)}")
-    critic = data.get("critic", {})
+    return _parse_costs(path, data, data.get("critic", {}))
+
+
+def _parse_costs(where: str | Path, fields: Mapping, critic: object) -> Costs:
+    """A :class:`Costs` of parsed ``c_gen``, ``c_ver``, ``reward`` and a critic table, every value checked."""
     if not isinstance(critic, dict):
-        raise ValueError(f"{path}: field 'critic' must map critic names to costs")
-    values = {k: _cost_number(path, k, data[k]) for k in _FIELDS}
-    prices = {str(k): _cost_number(path, f"critic.{k}", v) for k, v in critic.items()}
+        raise ValueError(f"{where}: field 'critic' must map critic names to costs")
+    values = {k: _cost_number(where, k, fields[k]) for k in _FIELDS}
+    prices = {str(k): _cost_number(where, f"critic.{k}", v) for k, v in critic.items()}
     try:
         return Costs(**values, critic=prices)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def resolve_costs(spec: str | Path) -> Costs:
@@ -373,17 +377,13 @@ def stored_costs(attrs: Mapping[str, object], *, where: str = "parameter file") 
         from bpc.validation import loads_json
 
         data = loads_json(str(text), constants=False)
-        vector = data["vector"]
-        critic = {
-            str(k): _cost_number(Path(where), f"critic.{k}", v) for k, v in dict(data["critic"]).items()
-        }
-        fields = {} if vector is None else {k: _cost_number(Path(where), k, vector[k]) for k in _FIELDS}
-        out = None if vector is None else Costs(critic=critic, **fields)
-        if out is None:
-            Costs(c_gen=0, c_ver=0, reward=1, critic=critic)  # validates the critics' costs
+        vector = data["vector"]  # None: only the critics' costs (checked on a placeholder vector)
+        out = _parse_costs(
+            where, {"c_gen": 0, "c_ver": 0, "reward": 1} if vector is None else vector, data["critic"]
+        )
     except (ValueError, TypeError, KeyError, RecursionError) as exc:
         raise ValueError(f"{where}: attribute {COSTS_ATTR!r} is malformed ({exc})") from None
-    return out, critic
+    return (None if vector is None else out), dict(out.critic)
 
 
 def params_costs(path: str | Path, base: Costs | None, benchmark: str) -> Costs:

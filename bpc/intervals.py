@@ -49,7 +49,6 @@ from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_PROB, BOOTSTRAP_SEED, CI_KIND, 
 from bpc.schema import sample_dims
 
 __all__ = [
-    "IntervalKind",
     "credible_interval",
     "interval_bounds",
     "CLUSTERED_COLUMNS",

@@ -271,11 +271,6 @@ def is_bpc_file(path: str | os.PathLike, *, header: str | None = None) -> bool:
     return suffix in (".csv", ".tsv") and header is not None and _first_line(p) == header
 
 
-def _inside_bpc_temp(path: Path) -> bool:
-    """A file inside a folder :func:`atomic_folder` is building (rewriting it there is bpc's own business)."""
-    return any(_TMP_TAG in part for part in path.parent.parts)
-
-
 def _check_replace(path: Path, *, option: str, header: str | None, at_write: bool = False) -> None:
     """Refuse to replace an input file, or an existing file bpc did not write (unless forced)."""
     if not path.exists() or path.is_dir():
@@ -290,8 +285,10 @@ def _check_replace(path: Path, *, option: str, header: str | None, at_write: boo
             f"{option} {path}: is an input of this command; bpc never overwrites its input, "
             "so name another output file"
         )
-    if _FORCE.get() or _inside_bpc_temp(path) or path.stat().st_size == 0:
-        return  # an empty file holds nothing to protect (what `mktemp` gives a script)
+    # forced; inside a folder atomic_folder is building (bpc's own business); or an empty file,
+    # which holds nothing to protect (what `mktemp` gives a script)
+    if _FORCE.get() or any(_TMP_TAG in part for part in path.parent.parts) or path.stat().st_size == 0:
+        return
     suffix = path.suffix.lower()
     if suffix in (".csv", ".tsv") and not at_write:
         return  # decided when written, against the header bpc writes

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["CORPUS_ENV", "default_corpus", "require_corpus"]
+__all__ = ["default_corpus", "require_corpus"]
 
 CORPUS_ENV = "BPC_CORPUS"
 _RELATIVE = Path("..") / "shared" / "data" / "paper_corpus"

@@ -15,16 +15,17 @@ final line — a 50-file load writes a handful of lines, not 50.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TextIO
 
 __all__ = [
-    "LOG_INTERVAL_S",
     "Meter",
     "stage",
     "track",
@@ -57,6 +58,7 @@ def stage(name: str, *, enabled: bool = True) -> Iterator[None]:
     info(f"{name} done in {time.perf_counter() - start:.1f} s", enabled=enabled)
 
 
+@dataclass
 class Meter:
     """A rate-limited ``label i/total`` counter on stderr.
 
@@ -89,29 +91,23 @@ class Meter:
     10
     """
 
-    def __init__(
-        self,
-        label: str,
-        *,
-        total: int | None = None,
-        enabled: bool = True,
-        delay: float = 0.0,
-        interval: float = LOG_INTERVAL_S,
-        stream: TextIO | None = None,
-    ) -> None:
-        self.label = label
-        self.total = total
-        self.enabled = enabled
-        self.delay = delay
-        self.interval = interval
-        self.stream = sys.stderr if stream is None else stream
+    label: str
+    _: KW_ONLY
+    total: int | None = None
+    enabled: bool = True
+    delay: float = 0.0
+    interval: float = LOG_INTERVAL_S
+    stream: TextIO | None = None
+    done: int = field(default=0, init=False)
+    lines: int = field(default=0, init=False)
+    _last: float = field(default=-float("inf"), init=False)
+    _last_decile: int = field(default=0, init=False)
+    _pending: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.stream = sys.stderr if self.stream is None else self.stream
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.start = time.monotonic()
-        self.done = 0
-        self.lines = 0
-        self._last = -float("inf")
-        self._last_decile = 0
-        self._pending = False
 
     def _text(self, detail: str | None) -> str:
         count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
@@ -203,8 +199,6 @@ def notes_digest(notes: Sequence[str]) -> list[str]:
       table rel/g/likelihood_tables.json (135 patches, prior 0.496)',
      '1 released likelihood table(s) agree with the raw records (counted once)']
     """
-    import re
-
     out: list[str] = []
     agree = superseded = 0
     for note in notes:

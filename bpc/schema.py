@@ -115,8 +115,6 @@ __all__ = [
     "TASK_COUNT_VARS",
     "has_task_counts",
     "PARAM_VARS",
-    "INSTANCE_PARAM",
-    "SAMPLE_DIMS",
     "Pool",
     "empty_counts",
     "validate_counts",
@@ -248,10 +246,6 @@ def record_critics(records: pd.DataFrame) -> tuple[str, ...]:
     return critics
 
 
-def _paper_names(critics: Sequence[str]) -> bool:
-    return all(c in CRITICS for c in critics)
-
-
 def critic_coordinate(critics: Sequence[str]) -> tuple[str, ...]:
     """The ``critic`` coordinate of counts and parameters for data with these critics.
 
@@ -260,7 +254,7 @@ def critic_coordinate(critics: Sequence[str]) -> tuple[str, ...]:
     otherwise ``critics`` themselves, in order.
     """
     critics = check_critic_names(critics)
-    return CRITICS if _paper_names(critics) else critics
+    return CRITICS if all(c in CRITICS for c in critics) else critics
 
 
 def decision_critics(critics: Iterable[str]) -> tuple[str, ...]:
@@ -271,7 +265,7 @@ def decision_critics(critics: Iterable[str]) -> tuple[str, ...]:
     from the data is unavailable), otherwise every critic of the data.
     """
     critics = tuple(str(c) for c in critics)
-    return PAPER_CRITICS if _paper_names(critics) else critics
+    return PAPER_CRITICS if all(c in CRITICS for c in critics) else critics
 
 
 def panel_coords(

@@ -16,6 +16,7 @@ missing kernel).
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -33,7 +34,6 @@ __all__ = [
     "check_beta",
     "inverted_critic_message",
     "JSON_MAX_DEPTH",
-    "JSON_MAX_DIGITS",
     "loads_json",
 ]
 
@@ -87,10 +87,6 @@ def probability(value: Any, *, name: str) -> float:
     return float(value)
 
 
-def _first_bad(arr: np.ndarray, ok: np.ndarray) -> float:
-    return float(arr[~ok][0])
-
-
 def check_kappa(value: Any, *, name: str = "kappa", allow_inf: bool = True) -> None:
     """κ > 0 (every sample); ``inf`` (the i.i.d. limit) only with ``allow_inf``; ``NaN`` never.
 
@@ -106,7 +102,7 @@ def check_kappa(value: Any, *, name: str = "kappa", allow_inf: bool = True) -> N
     ok = (arr > 0) & (np.isfinite(arr) | (allow_inf & np.isposinf(arr)))
     if not ok.all():
         rule = "> 0 (inf: the i.i.d. limit)" if allow_inf else "a finite number > 0"
-        raise ValueError(f"{name} ({KAPPA}) must be {rule}, got {_first_bad(arr, ok)!r}")
+        raise ValueError(f"{name} ({KAPPA}) must be {rule}, got {float(arr[~ok][0])!r}")
 
 
 def check_probability(value: Any, *, name: str) -> None:
@@ -122,7 +118,7 @@ def check_probability(value: Any, *, name: str) -> None:
     arr = _values(value, name)
     ok = (arr >= 0) & (arr <= 1)
     if not ok.all():
-        raise ValueError(f"{name} is a probability: it must lie in [0, 1], got {_first_bad(arr, ok)!r}")
+        raise ValueError(f"{name} is a probability: it must lie in [0, 1], got {float(arr[~ok][0])!r}")
 
 
 def check_kernel_pair(p_fix: Any, p_break: Any, *, names: tuple[str, str] = ("p_fix", "p_break")) -> None:
@@ -164,7 +160,7 @@ def check_cost(value: Any, *, name: str) -> None:
     arr = _values(value, name)
     ok = np.isfinite(arr) & (arr >= 0)
     if not ok.all():
-        raise ValueError(f"{name} must be a finite number >= 0, got {_first_bad(arr, ok)!r}")
+        raise ValueError(f"{name} must be a finite number >= 0, got {float(arr[~ok][0])!r}")
 
 
 def check_count(value: Any, *, name: str) -> None:
@@ -295,7 +291,6 @@ def loads_json(text: str | bytes, *, constants: bool = True) -> Any:
     ...
     ValueError: expected a number of at most 30 characters, got one of 400
     """
-    import json
 
     def refuse(word: str):
         raise ValueError(f"expected a JSON value, got {word}")

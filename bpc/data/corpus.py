@@ -109,8 +109,6 @@ __all__ = [
     "load_corpus",
     "read_transition_kernel",
     "RECORDS_FILE",
-    "TABLE_FILE",
-    "KERNEL_FILE",
 ]
 
 RECORDS_FILE = "critic_results.jsonl"
@@ -130,19 +128,21 @@ class CorpusError(ValueError):
     ----------
     path : str or os.PathLike
         The offending file.
+    message : str
+        What was expected and what was found (``"expected …, got …"``).
     line : int or None
         1-based line number (JSON Lines), or ``None`` for a whole-file problem.
     field : str or None
         The offending field, if any.
-    message : str
-        What was expected and what was found (``"expected …, got …"``).
 
     Attributes
     ----------
-    path, line, field, message : as above
+    path, message, line, field : as above
     """
 
-    def __init__(self, path: str | os.PathLike, line: int | None, field: str | None, message: str):
+    def __init__(
+        self, path: str | os.PathLike, message: str, line: int | None = None, field: str | None = None
+    ):
         self.path = Path(path)
         self.line = line
         self.field = field
@@ -152,7 +152,7 @@ class CorpusError(ValueError):
         super().__init__(f"{where}:{what} {message}")
 
     def __reduce__(self):
-        return (type(self), (self.path, self.line, self.field, self.message))
+        return (type(self), (self.path, self.message, self.line, self.field))
 
 
 @dataclass(frozen=True)
@@ -199,11 +199,6 @@ class Input:
 
     def __str__(self) -> str:
         return " + ".join(str(s) for s in (self.sources or (self.source,)))
-
-    @property
-    def label(self) -> str:
-        """The sources read, for messages and tables (``a.csv + corpus``)."""
-        return str(self)
 
     @property
     def cells(self) -> list[tuple[str, str]]:
@@ -257,10 +252,6 @@ class Input:
 # ---------------------------------------------------------------------------
 # small helpers
 # ---------------------------------------------------------------------------
-def _alias(generator: str) -> str:
-    return GENERATOR_ALIASES.get(generator, generator)
-
-
 def _layout(path: Path, folders: Mapping[str, str]) -> tuple[str | None, str | None, str | None]:
     """(folder name, benchmark, generator folder) if ``path`` sits in a known folder."""
     folder = path.parent.parent.name
@@ -284,24 +275,33 @@ def _cell_of(
     for name, folder, arg in (("benchmark", folder_bench, benchmark), ("generator", folder_gen, generator)):
         own = obj.get(name)
         if own is not None and (not isinstance(own, str) or not own):
-            raise CorpusError(path, line, name, f"expected a non-empty string, got {own!r}")
+            raise CorpusError(path, f"expected a non-empty string, got {own!r}", line=line, field=name)
         if name == "generator" and own is None and arg is None and folder is None:
-            raise CorpusError(path, line, name, "expected a required field (generator name), got none")
+            raise CorpusError(
+                path, "expected a required field (generator name), got none", line=line, field=name
+            )
         sources = [(f"the {who}", own), ("the folder", folder), (f"the {name}= argument", arg)]
-        given = [(src, _alias(v) if name == "generator" else v) for src, v in sources if v is not None]
+        given = [
+            (src, GENERATOR_ALIASES.get(v, v) if name == "generator" else v)
+            for src, v in sources
+            if v is not None
+        ]
         values = {v for _, v in given}
         if len(values) > 1:
             detail = ", ".join(f"{src} says {v!r}" for src, v in given)
             raise CorpusError(
-                path, line, name, f"expected one {name} for the file, got conflicting values: {detail}"
+                path,
+                f"expected one {name} for the file, got conflicting values: {detail}",
+                line=line,
+                field=name,
             )
         if not values:
             raise CorpusError(
                 path,
-                line,
-                name,
                 f"expected a '{name}' field, a known corpus folder ({', '.join(sorted(_RECORD_FOLDERS))}) "
                 f"or a {name}= argument (CLI --default-{name}), got none of them",
+                line=line,
+                field=name,
             )
         out.append(values.pop())
     return out[0], out[1]
@@ -312,7 +312,7 @@ def _count(path: Path, field: str, value: Any, *, present: bool = True, line: in
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     got = f"got {value!r}" if present else "missing"
-    raise CorpusError(path, line, field, f"expected a non-negative integer, {got}")
+    raise CorpusError(path, f"expected a non-negative integer, {got}", line=line, field=field)
 
 
 def _dict(path: Path, field: str | None, value: Any, expected: str) -> dict:
@@ -320,18 +320,16 @@ def _dict(path: Path, field: str | None, value: Any, expected: str) -> dict:
     if isinstance(value, dict):
         return value
     got = repr(value) if field else type(value).__name__
-    raise CorpusError(path, None, field, f"expected {expected}, got {got}")
+    raise CorpusError(path, f"expected {expected}, got {got}", field=field)
 
 
 def _read_text(path: Path, what: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise CorpusError(
-            path, None, None, f"expected UTF-8 {what}, got undecodable bytes ({exc.reason})"
-        ) from None
+        raise CorpusError(path, f"expected UTF-8 {what}, got undecodable bytes ({exc.reason})") from None
     except OSError as exc:
-        raise CorpusError(path, None, None, f"expected a readable file, got {exc.strerror}") from None
+        raise CorpusError(path, f"expected a readable file, got {exc.strerror}") from None
 
 
 def _loads(path: Path, text: str, line: int | None = None) -> Any:
@@ -343,9 +341,9 @@ def _loads(path: Path, text: str, line: int | None = None) -> Any:
             ("valid JSON", "") if line is None else ("one JSON object per line", f", column {exc.colno}")
         )
         msg = f"expected {what}, got malformed JSON ({exc.msg}{col})"
-        raise CorpusError(path, exc.lineno if line is None else line, None, msg) from None
+        raise CorpusError(path, msg, line=exc.lineno if line is None else line) from None
     except ValueError as exc:  # nesting or a number beyond bpc's limits
-        raise CorpusError(path, line, None, str(exc)) from None
+        raise CorpusError(path, str(exc), line=line) from None
 
 
 def _read_json(path: Path) -> Any:
@@ -380,7 +378,7 @@ def read_json_lines(path: str | os.PathLike) -> list[tuple[int, dict]]:
     for lineno, text in enumerate(_read_text(path, "JSON Lines").split("\n"), start=1):
         obj = _loads(path, text, lineno) if text.strip() else None
         if text.strip() and not isinstance(obj, dict):
-            raise CorpusError(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+            raise CorpusError(path, f"expected a JSON object, got {type(obj).__name__}", line=lineno)
         if isinstance(obj, dict):
             out.append((lineno, obj))
     return out
@@ -416,12 +414,12 @@ def _parse_critic_results(
     for lineno, obj in read_json_lines(path):
         for name in ("instance_id", "patch_id", "Y"):
             if name not in obj:
-                raise CorpusError(path, lineno, name, "expected a required field, got none")
+                raise CorpusError(path, "expected a required field, got none", line=lineno, field=name)
         bench, gen = _cell_of(path, lineno, obj, "record", _RECORD_FOLDERS, benchmark, generator)
         iid = obj["instance_id"]
         if isinstance(iid, bool) or not isinstance(iid, str | int) or iid == "":
             raise CorpusError(
-                path, lineno, "instance_id", f"expected a non-empty string or integer, got {iid!r}"
+                path, f"expected a non-empty string or integer, got {iid!r}", line=lineno, field="instance_id"
             )
         pid = _count(path, "patch_id", obj["patch_id"], line=lineno)
         y = obj["Y"]
@@ -429,22 +427,25 @@ def _parse_critic_results(
             unlabelled += 1
             continue
         if isinstance(y, bool) or y not in LABELS or not isinstance(y, int):
-            raise CorpusError(path, lineno, "Y", f"expected 0 or 1 (or null for unlabelled), got {y!r}")
+            raise CorpusError(
+                path, f"expected 0 or 1 (or null for unlabelled), got {y!r}", line=lineno, field="Y"
+            )
         row = {"benchmark": bench, "generator": gen, "instance_id": str(iid), "patch_id": pid, "Y": y}
         for crit in CRITICS:
             field = CRITIC_FIELDS[crit]
             value = obj.get(field)
             if value is not None and not isinstance(value, bool):
-                raise CorpusError(path, lineno, field, f"expected true, false or null, got {value!r}")
+                raise CorpusError(
+                    path, f"expected true, false or null, got {value!r}", line=lineno, field=field
+                )
             row[crit] = value
         rows.append(row)
         lines.append(lineno)
     if not rows:
         raise CorpusError(
             path,
-            None,
-            "Y",
             f"expected at least one labelled patch (Y 0 or 1), got none ({unlabelled} unlabelled)",
+            field="Y",
         )
     return _records_frame(rows), np.asarray(lines, dtype=np.int64), unlabelled
 
@@ -474,9 +475,9 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
     n = _count(path, n_field, obj.get(n_field))
     k = obj.get("n_resolved")
     if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
-        raise CorpusError(path, None, "n_resolved", f"expected an integer in [0, {n_field} = {n}], got {k!r}")
+        raise CorpusError(path, f"expected an integer in [0, {n_field} = {n}], got {k!r}", field="n_resolved")
     if n == 0:
-        raise CorpusError(path, None, n_field, "expected at least one labelled patch, got 0")
+        raise CorpusError(path, "expected at least one labelled patch, got 0", field=n_field)
     likes = obj.get("critic_likelihoods", {})
     likes = _dict(path, "critic_likelihoods", likes, "an object keyed by critic field")
     critic_n = np.full((len(CRITICS), len(LABELS)), np.nan)
@@ -493,10 +494,9 @@ def _table_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str |
         if cells["TP"] + cells["FN"] > k or cells["FP"] + cells["TN"] > n - k:
             raise CorpusError(
                 path,
-                None,
-                f"critic_likelihoods.{field}",
                 f"expected TP+FN <= n_resolved ({k}) and FP+TN <= {n_field} - n_resolved ({n - k}), "
                 f"got {cells}",
+                field=f"critic_likelihoods.{field}",
             )
         critic_n[j] = [cells["FP"] + cells["TN"], cells["TP"] + cells["FN"]]
         critic_pass[j] = [cells["FP"], cells["TP"]]
@@ -539,12 +539,7 @@ def read_transition_kernel(path: str | os.PathLike, *, which: str = "kernel_all"
         non-negative integers.
     """
     path = Path(path)
-    return _kernel_counts(path, _read_json(path), which)
-
-
-def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]:
-    """:func:`read_transition_kernel` on the parsed content ``obj`` of ``path``."""
-    obj = _dict(path, None, obj, "a JSON object (transition kernel)")
+    obj = _dict(path, None, _read_json(path), "a JSON object (transition kernel)")
     found = sorted(key for key, v in obj.items() if isinstance(v, dict) and "raw_counts" in v)
     kernel = _dict(path, which, obj.get(which), f"a kernel object with raw_counts (kernels here: {found})")
     keys = list(_KERNEL_KEYS.values())
@@ -557,7 +552,7 @@ def _kernel_counts(path: Path, obj, which: str = "kernel_all") -> dict[str, int]
 
 def _kernel_cell(path: Path, obj: Any, *, benchmark: str | None, generator: str | None) -> xr.Dataset:
     """Counts of the one cell of a parsed ``transition_kernel.json`` (``trans_n``, ``trans_flip``)."""
-    kernel = _kernel_counts(path, obj)
+    kernel = read_transition_kernel(path)
     folders = {**KERNEL_FOLDERS, **CORPUS_FOLDERS}
     bench, gen = _cell_of(path, None, obj, "kernel", folders, benchmark, generator)
     trans_n = np.array([kernel["n00"] + kernel["n01"], kernel["n10"] + kernel["n11"]], dtype=float)
@@ -590,7 +585,7 @@ def _cluster_instances(root: Path) -> dict[tuple[str, str], int]:
         return {}
     obj = _read_json(path)
     if not isinstance(obj, list):
-        raise CorpusError(path, None, None, f"expected a list of per-cell objects, got {type(obj).__name__}")
+        raise CorpusError(path, f"expected a list of per-cell objects, got {type(obj).__name__}")
     out: dict[tuple[str, str], int] = {}
     for i, entry in enumerate(obj):
         entry = _dict(path, f"[{i}]", entry, "an object")
@@ -599,13 +594,12 @@ def _cluster_instances(root: Path) -> dict[tuple[str, str], int]:
             continue
         n = _count(path, f"[{i}].n_instances", n)
         bench = RELEASE_BENCHMARK_NAMES.get(cell, cell)
-        key = (bench, _alias(gen))
+        key = (bench, GENERATOR_ALIASES.get(gen, gen))
         if key in out and out[key] != n:
             raise CorpusError(
                 path,
-                None,
-                f"[{i}].n_instances",
                 f"expected one n_instances per cell {key}, got {out[key]} and {n}",
+                field=f"[{i}].n_instances",
             )
         out[key] = n
     return out
@@ -626,8 +620,6 @@ def _classify_file(path: Path) -> str:
             return "kernel"
     raise CorpusError(
         path,
-        None,
-        None,
         f"expected {RECORDS_FILE} (JSON Lines), a {TABLE_FILE} or a {KERNEL_FILE} of the authors' corpus, "
         "or a log file of your own (.csv, .tsv, .parquet, .jsonl), got a file bpc cannot read",
     )
@@ -641,10 +633,7 @@ def _add_once(store: dict, path: Path, cell: xr.Dataset, what: str, notes: list[
         names = ("n_patches", "n_pass", "critic_n", "critic_pass", "trans_n", "trans_flip")
         if not all(np.array_equal(prev[k].values, cell[k].values, equal_nan=True) for k in names):
             raise CorpusError(
-                path,
-                None,
-                None,
-                f"expected one set of counts per cell {key}, got different {what} here and in {other}",
+                path, f"expected one set of counts per cell {key}, got different {what} here and in {other}"
             )
         notes.append(f"{key[0]}/{key[1]}: {_rel(path, base)} repeats {_rel(other, base)} (used once)")
         return
@@ -704,8 +693,6 @@ def load_corpus(
         if folder is not None and not include_superseded:
             raise CorpusError(
                 root,
-                None,
-                None,
                 f"expected a current run, got a file in the superseded folder {folder!r} "
                 "(pass include_superseded=True / --include-superseded to load it)",
             )
@@ -723,7 +710,7 @@ def load_corpus(
                 )
                 files[kind] = [f for f in files[kind] if f not in old]
     else:
-        raise CorpusError(root, None, None, "expected a file or a folder, got neither")
+        raise CorpusError(root, "expected a file or a folder, got neither")
 
     meter = Meter(
         "loading file", total=sum(len(v) for v in files.values()), enabled=progress, delay=_PROGRESS_AFTER_S
@@ -749,7 +736,7 @@ def load_corpus(
         if _layout(f0, SUPERSEDED_FOLDERS)[0] or _layout(f1, SUPERSEDED_FOLDERS)[0]:
             hint = "; a superseded run maps to the same cell as the current one: load its folder on its own"
         first = f"first on line {l0}" if f0 == f1 else f"first at {f0}:{l0}"
-        raise CorpusError(f1, l1, "patch_id", f"{repeat[2]} ({first}){hint}")
+        raise CorpusError(f1, f"{repeat[2]} ({first}){hint}", line=l1, field="patch_id")
     raw_counts = counts_from_records(records, source="raw") if len(records) else None
 
     # -- likelihood tables and transition kernels: one count file per cell ----
@@ -789,8 +776,6 @@ def load_corpus(
     if not parts:
         raise CorpusError(
             root,
-            None,
-            None,
             f"expected calibration data ({RECORDS_FILE}, {TABLE_FILE} or {KERNEL_FILE}), got none"
             + (f" ({'; '.join(notes)})" if notes else ""),
         )

@@ -75,11 +75,6 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # numpy kernels
 # ---------------------------------------------------------------------------
-def _positions(coord: Sequence[str], values: Sequence[str] | pd.Series) -> np.ndarray:
-    """The position of each value in ``coord`` (every value is in it)."""
-    return pd.Index(coord).get_indexer(pd.Index(values))
-
-
 def critic_tallies(
     y: np.ndarray, verdicts: np.ndarray, group: np.ndarray, n_groups: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -259,8 +254,8 @@ def _assemble(
     """
     coords = panel_coords(benchmarks, generators, max_patches=max_patches, critics=critics)
     ds = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=max_patches, critics=critics)
-    bi = _positions(coords[DIM_BENCHMARK], [str(b) for b in cells["benchmark"]])
-    gi = _positions(coords[DIM_GENERATOR], [str(g) for g in cells["generator"]])
+    bi = pd.Index(coords[DIM_BENCHMARK]).get_indexer(pd.Index([str(b) for b in cells["benchmark"]]))
+    gi = pd.Index(coords[DIM_GENERATOR]).get_indexer(pd.Index([str(g) for g in cells["generator"]]))
     for name, values in cells.items():
         if name in ("benchmark", "generator"):
             continue

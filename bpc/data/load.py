@@ -28,17 +28,21 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED
+from bpc.choices import check_choices
+from bpc.constants import CRITIC_FIELDS, DEFAULT_SEED
+from bpc.data.corpus import CorpusError, load_corpus
+from bpc.data.counts import counts_from_records, merge_counts
+from bpc.data.logs import LOG_SUFFIXES, Input, json_lines_table, parse_columns, parse_critics, read_logs
+from bpc.data.simulate import simulate_panel
+from bpc.paths import require_corpus
+from bpc.progress import info
+from bpc.schema import RECORD_KEYS, critic_coordinate
 
-if TYPE_CHECKING:
-    from bpc.data.logs import Input
-
-__all__ = ["SIMULATED", "MAX_SIMULATED_SCALE", "InputOptions", "resolve_input", "load_counts"]
+__all__ = ["SIMULATED", "InputOptions", "resolve_input", "load_counts"]
 
 SIMULATED = "simulated"
 """The source name of the simulator's 9 x 6 paper panel."""
@@ -118,18 +122,7 @@ def check_scale(scale: float, *, option: str = "--scale") -> float:
     return value
 
 
-def _as_sources(sources: str | os.PathLike | Sequence[str | os.PathLike] | None) -> list[str | None]:
-    if sources is None or isinstance(sources, str | os.PathLike):
-        return [None if sources is None else os.fspath(sources)]
-    return [os.fspath(s) for s in sources] or [None]
-
-
-def _simulated(options: InputOptions) -> Input:
-    from bpc.data.counts import counts_from_records
-    from bpc.data.logs import Input
-    from bpc.data.simulate import simulate_panel
-
-    o = options
+def _simulated(o: InputOptions) -> Input:
     panel = simulate_panel(
         o.seed, scale=check_scale(o.scale), benchmarks=o.benchmarks, generators=o.generators
     )
@@ -140,20 +133,16 @@ def _simulated(options: InputOptions) -> Input:
 
 def _check_author_jsonl(path: Path, first: dict[str, int]) -> None:
     """The authors' schema knows its fields: an unknown one is a critic nobody mapped."""
-    from bpc.constants import CRITIC_FIELDS
-    from bpc.data.corpus import CorpusError
-    from bpc.schema import RECORD_KEYS
-
     known = {*RECORD_KEYS, *CRITIC_FIELDS.values(), *_AUTHOR_EXTRA_FIELDS}
     if unknown := [f for f in first if f not in known]:
         one = len(unknown) == 1
         raise CorpusError(
             path,
-            first[unknown[0]] if one else None,
-            unknown[0] if one else None,
             f"expected the authors' critic_results fields ({', '.join(CRITIC_FIELDS.values())}), got unknown "
             f"field{'' if one else 's'} {', '.join(map(repr, unknown))}: to read your own critics, map every "
             "critic with --critic NAME=FIELD[:COST]",
+            line=first[unknown[0]] if one else None,
+            field=unknown[0] if one else None,
         )
 
 
@@ -164,13 +153,6 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool) -> In
     has one of the authors' critic fields (:data:`~bpc.constants.CRITIC_FIELDS`); otherwise it
     is read in the authors' schema, where a field outside that schema is an error naming it.
     """
-    from bpc.constants import CRITIC_FIELDS
-    from bpc.data.corpus import load_corpus
-    from bpc.data.counts import counts_from_records
-    from bpc.data.logs import LOG_SUFFIXES, Input, json_lines_table, parse_columns, parse_critics, read_logs
-    from bpc.paths import require_corpus
-    from bpc.progress import info
-
     if source == SIMULATED:
         return _simulated(options)
     if source is None:
@@ -223,10 +205,6 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool) -> In
 
 def _combine(parts: list[Input]) -> Input:
     """One :class:`~bpc.data.logs.Input` of several, refusing a cell that two sources hold."""
-    from bpc.data.counts import merge_counts
-    from bpc.data.logs import Input
-    from bpc.schema import critic_coordinate
-
     owner: dict[tuple[str, str], Path] = {}
     for part in parts:
         for cell in part.cells:
@@ -301,7 +279,10 @@ def resolve_input(
     ('simulated', ['lcb_hard'], True)
     """
     options = InputOptions() if options is None else options
-    names = _as_sources(sources)
+    if sources is None or isinstance(sources, str | os.PathLike):
+        names = [None if sources is None else os.fspath(sources)]
+    else:
+        names = [os.fspath(s) for s in sources] or [None]
     resolved = [os.path.realpath(s) if s not in (None, SIMULATED) else s for s in names]
     if repeated := sorted({str(s) for s in resolved if resolved.count(s) > 1}):
         raise ValueError(f"input {repeated[0]} is given more than once")
@@ -358,8 +339,6 @@ def _select_cells(
     bpc.choices.UnknownChoiceError
         For a name the data do not have (the message offers the close ones).
     """
-    from bpc.choices import check_choices
-
     if not benchmarks and not generators:
         return data
     have_b = [str(b) for b in data.counts["benchmark"].values]

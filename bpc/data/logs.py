@@ -63,14 +63,12 @@ from bpc.data.corpus import CorpusError, Input, read_json_lines, repeated_patch
 from bpc.schema import (
     CRITIC_NAME_PATTERN,
     RECORD_KEYS,
+    TRAJECTORY_COLUMNS,
     check_critic_names,
 )
 
 __all__ = [
-    "DEFAULT_BENCHMARK",
-    "DEFAULT_GENERATOR",
     "LOG_SUFFIXES",
-    "CriticSpec",
     "CriticMap",
     "Input",
     "parse_critics",
@@ -108,103 +106,32 @@ _SPEC = re.compile(r"^(?P<name>[^=]*)=(?P<column>.*?)(?::(?P<cost>[^:]*))?$")
 # The critic mapping
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
-class CriticSpec:
-    """One critic of a log file: its name, the column holding its verdicts, its cost.
-
-    Attributes
-    ----------
-    name : str
-        Critic name (an identifier; the ``critic`` coordinate value).
-    column : str
-        Column (CSV, Parquet) or field (JSON Lines) holding its verdicts.
-    cost : float or None
-        Cost of one call, if given.
-    """
-
-    name: str
-    column: str
-    cost: float | None = None
-
-
-@dataclass(frozen=True)
 class CriticMap:
     """The critics of a log file, in order (the result of :func:`parse_critics`).
 
     Attributes
     ----------
-    critics : tuple of CriticSpec
-        One entry per critic; names and columns are distinct.
+    names : tuple of str
+        Critic names (identifiers; the ``critic`` coordinate values), distinct.
+    columns : tuple of str
+        The column (CSV, Parquet) or field (JSON Lines) holding each critic's verdicts, in the
+        same order, distinct.
+    costs : mapping of str to float
+        Critic name → cost of one call, for the critics given one.
     """
 
-    critics: tuple[CriticSpec, ...] = ()
+    names: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    costs: Mapping[str, float] = MappingProxyType({})
 
     def __post_init__(self) -> None:
-        check_critic_names([c.name for c in self.critics])
-        columns = [c.column for c in self.critics]
-        if repeated := sorted({c for c in columns if columns.count(c) > 1}):
+        check_critic_names(self.names)
+        if repeated := sorted({c for c in self.columns if self.columns.count(c) > 1}):
             raise ValueError(f"--critic: column(s) {repeated} mapped to more than one critic")
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """Critic names, in order."""
-        return tuple(c.name for c in self.critics)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """Their columns, in the same order."""
-        return tuple(c.column for c in self.critics)
-
-    @property
-    def costs(self) -> Mapping[str, float]:
-        """Critic name → cost, for the critics given one."""
-        return MappingProxyType({c.name: c.cost for c in self.critics if c.cost is not None})
+        object.__setattr__(self, "costs", MappingProxyType(dict(self.costs)))
 
     def __bool__(self) -> bool:
-        return bool(self.critics)
-
-
-def _parse_critic(text: str) -> CriticSpec:
-    """Parse one ``NAME=COLUMN[:COST]`` mapping.
-
-    Parameters
-    ----------
-    text : str
-        E.g. ``"unit=unit_tests_pass"`` or ``"judge=llm_verdict:5"``. The
-        cost is what follows the last ``:``.
-
-    Returns
-    -------
-    CriticSpec
-
-    Raises
-    ------
-    ValueError
-        Without ``=``, with an empty column, an invalid critic name or a cost
-        that is not a finite number ≥ 0; the message quotes ``text``.
-    """
-    if (match := _SPEC.match(text)) is None:
-        raise ValueError(f"--critic {text!r}: expected NAME=COLUMN or NAME=COLUMN:COST")
-    name, column, cost_text = match["name"].strip(), match["column"].strip(), match["cost"]
-    if re.fullmatch(CRITIC_NAME_PATTERN, name) is None:
-        raise ValueError(
-            f"--critic {text!r}: expected NAME to be a letter followed by letters, digits or '_', "
-            f"got {name!r}"
-        )
-    try:
-        check_critic_names([name])
-    except ValueError as exc:
-        raise ValueError(f"--critic {text!r}: {exc}") from None
-    if not column:
-        raise ValueError(f"--critic {text!r}: expected a COLUMN after '=', got none")
-    cost = None
-    if cost_text is not None:
-        try:
-            cost = float(cost_text)
-        except ValueError:
-            cost = math.nan
-        if not math.isfinite(cost) or cost < 0:
-            raise ValueError(f"--critic {text!r}: expected COST to be a number >= 0, got {cost_text!r}")
-    return CriticSpec(name=name, column=column, cost=cost)
+        return bool(self.names)
 
 
 def parse_critics(texts: Sequence[str] | None) -> CriticMap:
@@ -213,14 +140,43 @@ def parse_critics(texts: Sequence[str] | None) -> CriticMap:
     Parameters
     ----------
     texts : sequence of str or None
-        The mappings, in order (``None`` or empty: no mapping).
+        The mappings, in order (``None`` or empty: no mapping), e.g.
+        ``"unit=unit_tests_pass"`` or ``"judge=llm_verdict:5"``; the cost is
+        what follows the last ``:``.
 
     Raises
     ------
     ValueError
-        For a malformed mapping, or two mappings with one name or one column.
+        For a mapping without ``=``, with an empty column, an invalid critic
+        name or a cost that is not a finite number ≥ 0 (the message quotes
+        it), or two mappings with one name or one column.
     """
-    return CriticMap(tuple(_parse_critic(t) for t in texts or ()))
+    names, columns, costs = [], [], {}
+    for text in texts or ():
+        if (match := _SPEC.match(text)) is None:
+            raise ValueError(f"--critic {text!r}: expected NAME=COLUMN or NAME=COLUMN:COST")
+        name, column, cost_text = match["name"].strip(), match["column"].strip(), match["cost"]
+        if re.fullmatch(CRITIC_NAME_PATTERN, name) is None:
+            raise ValueError(
+                f"--critic {text!r}: expected NAME to be a letter followed by letters, digits or '_', "
+                f"got {name!r}"
+            )
+        try:
+            check_critic_names([name])
+        except ValueError as exc:
+            raise ValueError(f"--critic {text!r}: {exc}") from None
+        if not column:
+            raise ValueError(f"--critic {text!r}: expected a COLUMN after '=', got none")
+        if cost_text is not None:
+            try:
+                costs[name] = float(cost_text)
+            except ValueError:
+                costs[name] = math.nan
+            if not math.isfinite(costs[name]) or costs[name] < 0:
+                raise ValueError(f"--critic {text!r}: expected COST to be a number >= 0, got {cost_text!r}")
+        names.append(name)
+        columns.append(column)
+    return CriticMap(tuple(names), tuple(columns), costs)
 
 
 def parse_columns(texts: Sequence[str] | Mapping[str, str] | None) -> dict[str, str]:
@@ -276,18 +232,17 @@ def _map_columns(
         if column not in present:
             raise CorpusError(
                 path,
-                None,
-                column,
                 f"expected the column of --column {key}={column}, got no such column "
                 f"(columns: {', '.join(map(repr, present))})",
+                field=column,
             )
         if key in present and key != column and key not in columns.values():
             raise CorpusError(
                 path,
-                first.get(key, 1),
-                key,
                 f"expected one column for {key!r}, got both {key!r} and {column!r} "
                 f"(--column {key}={column}); drop or rename {key!r}",
+                line=first.get(key, 1),
+                field=key,
             )
     rename = {column: key for key, column in columns.items()}
     df = df.rename(columns=rename)
@@ -407,7 +362,7 @@ def _parse_column(
             lookup[i] = parse(value)
         except ValueError as exc:
             row = int(np.flatnonzero(codes == i)[0])
-            raise CorpusError(path, int(lines[row]), column, str(exc)) from None
+            raise CorpusError(path, str(exc), line=int(lines[row]), field=column) from None
     return lookup[codes]
 
 
@@ -430,22 +385,18 @@ def _read_table(path: Path, fmt: str) -> tuple[pd.DataFrame, np.ndarray, dict[st
             problem = f"valid {kind}, got malformed {kind} ({exc})"
         else:
             return df, np.arange(len(df), dtype=np.int64) + 2, dict.fromkeys(df.columns, 1)
-        raise CorpusError(path, None, None, f"expected {problem}")
+        raise CorpusError(path, f"expected {problem}")
     if fmt == "parquet":
         if importlib.util.find_spec("pyarrow") is None:
             raise CorpusError(
                 path,
-                None,
-                None,
                 "expected pyarrow to read Parquet, got no pyarrow installed "
                 "(pip install pyarrow, or write the logs as CSV or JSON Lines)",
             )
         try:
             df = pd.read_parquet(path, engine="pyarrow")
         except (OSError, ValueError) as exc:
-            raise CorpusError(
-                path, None, None, f"expected a Parquet file, got one pyarrow cannot read ({exc})"
-            ) from None
+            raise CorpusError(path, f"expected a Parquet file, got one pyarrow cannot read ({exc})") from None
         df.columns = [str(c) for c in df.columns]
         return df.astype(object), np.arange(len(df), dtype=np.int64) + 1, {}
     return json_lines_table(path)
@@ -472,35 +423,32 @@ def _critic_columns(
             if re.fullmatch(CRITIC_NAME_PATTERN, column) is None:
                 raise CorpusError(
                     path,
-                    first.get(column),
-                    column,
                     f"expected a critic column named like an identifier ({CRITIC_NAME_PATTERN}), "
                     f"got {column!r}; name it with --critic NAME={column}",
+                    line=first.get(column),
+                    field=column,
                 )
         return tuple(others), tuple(others)
-    for spec in mapping.critics:
-        if spec.column in keys:
-            raise CorpusError(
-                path, None, spec.column, f"expected a critic column, got the key column {spec.column!r}"
-            )
-        if spec.column not in columns:
+    for name, column in zip(mapping.names, mapping.columns, strict=True):
+        if column in keys:
+            raise CorpusError(path, f"expected a critic column, got the key column {column!r}", field=column)
+        if column not in columns:
             raise CorpusError(
                 path,
-                None,
-                spec.column,
-                f"expected the column of --critic {spec.name}={spec.column}, got no such column "
+                f"expected the column of --critic {name}={column}, got no such column "
                 f"(columns: {', '.join(map(repr, columns))})",
+                field=column,
             )
     if unmapped := [c for c in others if c not in mapping.columns]:
         names = ", ".join(repr(c) for c in unmapped)
         one = len(unmapped) == 1
         raise CorpusError(
             path,
-            first.get(unmapped[0]) if one else None,
-            unmapped[0] if one else None,
             f"expected every column to be a key column ({', '.join(RECORD_KEYS)}) or a mapped critic, "
             f"got unmapped column{'' if one else 's'} {names}: map {'it' if one else 'each'} with "
             f"--critic NAME=COLUMN[:COST] or drop {'it' if one else 'them'} from the file",
+            line=first.get(unmapped[0]) if one else None,
+            field=unmapped[0] if one else None,
         )
     return mapping.names, mapping.columns
 
@@ -523,10 +471,10 @@ def _cell_names(
             row = int(np.flatnonzero(differ)[0])
             raise CorpusError(
                 path,
-                int(lines[row]),
-                column,
                 f"expected the {column}= argument's value {given!r} (the column and the argument "
                 f"must agree), got {names[row]!r}",
+                line=int(lines[row]),
+                field=column,
             )
     return names
 
@@ -593,14 +541,14 @@ def read_logs(
         if name not in columns:
             raise CorpusError(
                 path,
-                1 if fmt in ("csv", "tsv") else None,
-                name,
                 f"expected a required column, got none (columns: {', '.join(map(repr, columns)) or 'none'}; "
                 f"map one with --column {name}=COLUMN)",
+                line=1 if fmt in ("csv", "tsv") else None,
+                field=name,
             )
     names, critic_cols = _critic_columns(path, columns, mapping, first)
     if not len(df):
-        raise CorpusError(path, None, None, "expected at least one row, got none")
+        raise CorpusError(path, "expected at least one row, got none")
 
     y = _parse_column(path, lines, df, "Y", _label)
     labelled = np.array([v is not None for v in y], dtype=bool)
@@ -608,9 +556,8 @@ def read_logs(
     if not labelled.any():
         raise CorpusError(
             path,
-            None,
-            "Y",
             f"expected at least one labelled row (Y 0 or 1), got none ({unlabelled} unlabelled)",
+            field="Y",
         )
     df, lines, y = df[labelled].reset_index(drop=True), lines[labelled], y[labelled].astype(np.int64)
 
@@ -627,7 +574,9 @@ def read_logs(
 
     if (repeat := repeated_patch(records)) is not None:
         first, again, message = repeat
-        raise CorpusError(path, int(lines[again]), "patch_id", f"{message} (first on line {lines[first]})")
+        raise CorpusError(
+            path, f"{message} (first on line {lines[first]})", line=int(lines[again]), field="patch_id"
+        )
 
     notes = [f"{path.name}: {unlabelled} unlabelled row(s) (Y missing) dropped"] if unlabelled else []
     notes += [
@@ -666,8 +615,6 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
         Naming the file, line and column: a missing column, an id or name
         longer than :data:`MAX_ID_CHARS`, a step or label that does not parse.
     """
-    from bpc.schema import TRAJECTORY_COLUMNS
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{option} file {path} does not exist")
@@ -675,10 +622,10 @@ def read_trajectories(path: str | os.PathLike, *, option: str = "--trajectories"
     if missing := [c for c in TRAJECTORY_COLUMNS if c not in df.columns]:
         raise CorpusError(
             path,
-            1,
-            missing[0],
             f"expected the {option} columns {', '.join(TRAJECTORY_COLUMNS)}, got no column {missing[0]!r} "
             f"(columns: {', '.join(map(repr, df.columns)) or 'none'})",
+            line=1,
+            field=missing[0],
         )
     out = df.copy()
     for col in ("benchmark", "generator", "method", "instance_id"):

@@ -158,6 +158,7 @@ import xarray as xr
 from scipy.optimize import root
 from scipy.special import betaincinv, expit, logit, ndtr, ndtri
 
+from bpc.choices import check_choices
 from bpc.constants import (
     BENCHMARKS,
     CRITICS,
@@ -181,7 +182,6 @@ __all__ = [
     "RATE_MIN",
     "RATE_MAX",
     "KAPPA",
-    "KERNEL_SPREAD",
     "MEASURED_KERNELS",
     "REFLEXION_FIX_FACTOR",
     "TRAJECTORY_METHODS",
@@ -189,12 +189,9 @@ __all__ = [
     "SimulatedPanel",
     "simulate_panel",
     "panel_truth",
-    "kernel_sources",
     "critic_rates",
     "DIFFICULTY_CORRELATION",
     "CRITIC_KAPPA",
-    "kernel_locations",
-    "instance_kernels",
 ]
 
 # ---------------------------------------------------------------------------
@@ -513,8 +510,6 @@ def _check_subset(
         return list(canonical)
     if isinstance(values, str):
         values = [values]
-    from bpc.choices import check_choices
-
     check_choices(values, canonical, what=what.removesuffix("s"))
     if not values:
         raise ValueError(f"{caller}: empty list of {what}")
@@ -546,8 +541,9 @@ def panel_truth(
         (``test`` on SWE-Bench); ``p_fix``, ``p_break`` (self-refine kernel);
         extra ``p_fix_reflexion``, ``p_break_reflexion``; ``kappa``
         (benchmark, generator), the instance concentration. All variables are
-        numeric (float64); where each kernel comes from is given by
-        :func:`kernel_sources`.
+        numeric (float64); where each kernel comes from is in the simulated
+        panel's ``config["kernel_source"]`` (``"measured"``, ``"mean of <benchmark>
+        measured kernels"`` or ``"mean of LCB measured kernels"``).
     """
     check_kappa(kappa, name="panel_truth: kappa")
     kappa = float(kappa)
@@ -589,27 +585,6 @@ def panel_truth(
             "rate_bounds": (RATE_MIN, RATE_MAX),
         },
     )
-
-
-def kernel_sources(
-    benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None
-) -> dict[tuple[str, str], str]:
-    """Where each cell's refinement kernel comes from.
-
-    Parameters
-    ----------
-    benchmarks, generators : sequence of str, optional
-        Subsets of the panel (default: all).
-
-    Returns
-    -------
-    dict
-        (benchmark, generator) → ``"measured"``, ``"mean of <benchmark>
-        measured kernels"`` or ``"mean of LCB measured kernels"``.
-    """
-    bs = _check_subset(benchmarks, BENCHMARKS, "benchmarks", "kernel_sources")
-    gs = _check_subset(generators, GENERATORS, "generators", "kernel_sources")
-    return {(b, g): _cell_kernel(b, g)[1] for b in bs for g in gs}
 
 
 # ---------------------------------------------------------------------------
@@ -863,7 +838,7 @@ def simulate_panel(
         "trajectory_steps": TRAJECTORY_STEPS,
         "lint": "uninformative: tpr = fpr = the cell's syn tpr",
         "family": {b: BENCHMARK_FAMILY[b] for b in bs},
-        "kernel_source": {f"{b}/{g}": src for (b, g), src in kernel_sources(bs, gs).items()},
+        "kernel_source": {f"{b}/{g}": _cell_kernel(b, g)[1] for b in bs for g in gs},
         "sources": {
             "n_instances": "paper tab:benchmarks (times scale, or n_instances)",
             "prior": "paper tab:prior_pass_rate",

@@ -58,17 +58,15 @@ from bpc.constants import (
     SPLIT_FIT_FRACTION,
     SPLIT_SEED,
 )
+from bpc.data.counts import counts_from_records
 from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, cell_order, has_task_counts
 
 __all__ = [
     "Cell",
-    "SIDES",
     "Split",
     "split_instances",
     "split_cells",
     "split_counts",
-    "FOLD_COLUMNS",
-    "FoldBy",
     "folds",
     "fold_split",
 ]
@@ -309,8 +307,6 @@ def split_counts(
         Counts schema (:mod:`bpc.schema`): over the split's cells, or over
         ``base``'s cells.
     """
-    from bpc.data.counts import counts_from_records
-
     traj = None if trajectories is None else split.rows(trajectories, side)
     counts = counts_from_records(split.rows(records, side), traj)
     if base is None:

@@ -35,15 +35,12 @@ from bpc.data.corpus import read_json_lines
 from bpc.schema import has_task_counts
 
 __all__ = [
-    "TEST_CRITICS",
     "FLAG",
-    "MIN_GENERATORS_TO_FLAG",
     "never_passing_tasks",
     "task_report",
     "flagged_tasks",
     "exclude_tasks",
     "shared_solutions",
-    "empty_patch_flags",
     "empty_patches",
     "empty_task_groups",
     "task_choices",
@@ -332,14 +329,8 @@ def empty_patches(
         ``empty_passing`` (empty patches with Y = 1), for cells with at least one empty patch.
     """
     flags = empty_patch_flags(records, root, files)
-    frame = pd.DataFrame(
-        {
-            "benchmark": records["benchmark"].astype(str).to_numpy(),
-            "generator": records["generator"].astype(str).to_numpy(),
-            "empty": flags,
-            "passing": flags & (records["Y"].to_numpy() == 1),
-        }
-    )
+    frame = records[["benchmark", "generator"]].astype(str)
+    frame = frame.assign(empty=flags, passing=flags & (records["Y"].to_numpy() == 1))
     cells = {tuple(c.split("/", 1)) for c in files}
     frame = frame[[(b, g) in cells for b, g in zip(frame["benchmark"], frame["generator"], strict=True)]]
     agg = frame.groupby(["benchmark", "generator"], sort=False).agg(

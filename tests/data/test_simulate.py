@@ -26,7 +26,6 @@ from bpc.data.simulate import (
     TRAJECTORY_METHODS,
     TRAJECTORY_STEPS,
     critic_rates,
-    kernel_sources,
     panel_truth,
     simulate_panel,
 )
@@ -129,10 +128,10 @@ def test_truth_schema_and_values():
     # unmeasured: mean of the benchmark's measured kernels (lcb_easy: gpt5_mini, sonnet45)
     easy = truth["p_fix"].sel(benchmark="lcb_easy", generator="haiku45")
     assert float(easy) == pytest.approx(((17 + 1) / (32 + 2) + (8 + 1) / (75 + 2)) / 2)
-    sources = kernel_sources()
+    sources = simulate_panel(n_instances=1).config["kernel_source"]
     assert sum(v == "measured" for v in sources.values()) == len(MEASURED_KERNELS)
-    assert sources[("mbpp_plus", "gpt5_mini")] == "mean of LCB measured kernels"
-    assert sources[("swebench_lite", "sonnet45")] == "mean of swebench_lite measured kernels"
+    assert sources["mbpp_plus/gpt5_mini"] == "mean of LCB measured kernels"
+    assert sources["swebench_lite/sonnet45"] == "mean of swebench_lite measured kernels"
     # every truth variable is numeric, so truth and estimates can be subtracted as Datasets
     assert all(np.issubdtype(v.dtype, np.floating) for v in truth.data_vars.values())
 
