@@ -264,7 +264,6 @@ def protocol_cell_table(
     *,
     policies: Sequence[str] = ("bayesian_dp", "bayesian_greedy"),
     references: Sequence[str] = ("always_verify", "best_simple"),
-    decimals: int = 1,
 ) -> pd.DataFrame:
     """One row per cell of the evaluation protocol: n tasks, the baseline chosen, each Δ with its interval.
 
@@ -277,9 +276,7 @@ def protocol_cell_table(
         chosen on the training tasks of each seed × fold × cell).
     policies, references : sequence of str
         One column per policy × reference, ``"<policy> vs <reference>"``,
-        holding ``"Δ [lo, hi]"`` (``–`` where undefined).
-    decimals : int
-        Decimals of the printed Δ.
+        holding ``"Δ [lo, hi]"`` with one decimal (``–`` where undefined).
 
     Returns
     -------
@@ -311,7 +308,7 @@ def protocol_cell_table(
     for pol in policies:
         for ref in references:
             out[f"{pol} vs {ref}"] = [
-                interval_text(*map(float, found[(b, g, pol, ref)]), decimals=decimals)
+                interval_text(*map(float, found[(b, g, pol, ref)]), decimals=1)
                 if (b, g, pol, ref) in found
                 else "–"
                 for b, g in zip(out["benchmark"], out["generator"], strict=True)

@@ -50,18 +50,6 @@ REGIME_DATA_REACH = 0.05
 """The regime maps' background is drawn only within this distance (in prior) of a cell's prior."""
 
 
-def _where_data_lie(background: dict, points: pd.DataFrame) -> np.ndarray:
-    """Mask (ratio × prior) of the background farther than :data:`REGIME_DATA_REACH` from every cell's prior.
-
-    The k-nearest-neighbour vote extends to the whole plane; where no cell
-    has a prior nearby, its colour would be an extrapolation, so it is left blank.
-    """
-    priors = np.unique(points["prior"].dropna().to_numpy(dtype=float))
-    gx = np.asarray(background["prior"], dtype=float)
-    dist = np.abs(gx[:, None] - priors[None, :]).min(axis=1, initial=np.inf)  # no cell: infinitely far
-    return np.broadcast_to((dist > REGIME_DATA_REACH)[None, :], (len(background["ratio"]), len(gx)))
-
-
 _BAYESIAN_LINES = {
     "bayesian_dp": {"lw": 2.2, "marker": "o", "ms": 3},
     "bayesian_greedy": {"lw": 2.0, "ls": "--", "marker": "s", "ms": 3},
@@ -117,7 +105,15 @@ def plot_regime_map(
         norm = BoundaryNorm(np.arange(len(REGIMES) + 1) - 0.5, cmap.N)
         z = np.vectorize(REGIMES.index)(background["z"])
         mesh = {"cmap": cmap, "norm": norm, "alpha": 0.45, "shading": "auto"}
-    z = np.ma.masked_array(z, mask=_where_data_lie(background, points))
+    # the k-NN vote extends to the whole plane; where no cell has a prior nearby it would extrapolate
+    priors, gx = (
+        np.unique(points["prior"].dropna().to_numpy(dtype=float)),
+        np.asarray(background["prior"], float),
+    )
+    far = (
+        np.abs(gx[:, None] - priors[None, :]).min(axis=1, initial=np.inf) > REGIME_DATA_REACH
+    )  # no cell: far
+    z = np.ma.masked_array(z, mask=np.broadcast_to(far[None, :], (len(background["ratio"]), len(gx))))
     image = ax.pcolormesh(background["prior"], background["ratio"], z, **mesh)
     x = np.linspace(max(points["ratio"].to_numpy().min(), 1e-3), 1.0, 200)
     ax.plot(x, x, color="black", ls="--", lw=1.2, label="analytic crossover c_ver/R = P(Y=1)")
