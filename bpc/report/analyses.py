@@ -56,8 +56,6 @@ class AnalysisConfig(AnalysisSettings):
 class Artifact:
     """A table or figure written by an analysis."""
 
-    analysis: str
-    panel: str
     kind: str
     caption: str
     paths: tuple[Path, ...]
@@ -75,12 +73,12 @@ class _Out:
     def table(self, cap: str, df: pd.DataFrame, stem: str, *, caption: str | None = None, **kw) -> Artifact:
         """Write ``df`` as CSV, Markdown (and LaTeX) (:func:`bpc.report.tables.write_table`); its artifact."""
         paths = tables.write_table(df, self.folder / stem, caption=caption or cap, **kw)
-        return Artifact(self.analysis, self.panel.name, "table", cap, tuple(paths))
+        return Artifact("table", cap, tuple(paths))
 
     def figure(self, cap: str, draw: Callable[..., list[Path]], stem: str, *data, **kw) -> Artifact:
         """Draw a figure into ``stem`` (``draw(*data, path, formats=…, **kw)``); its artifact."""
         paths = draw(*data, self.folder / stem, formats=self.formats, **kw)
-        return Artifact(self.analysis, self.panel.name, "figure", cap, tuple(paths))
+        return Artifact("figure", cap, tuple(paths))
 
     def per_cells(self, per_fig: int, draw: Callable[..., list[Path]], caption: str) -> list[Artifact]:
         """One figure per ``per_fig`` raw cells (``draw(path, cells=…, formats=…)``), caption with ``{}``."""
@@ -182,10 +180,9 @@ def _regime_map(cfg: AnalysisConfig, out: _Out, res: Result) -> list[Artifact]:
         post, background = res.tables["posterior_points"], meta["posterior_background"]
         fig = "Posterior regime map: probability over posterior draws that a Bayesian controller wins."
         title = f"Posterior regime map ({name}, {cfg.n_draws} {cfg.posterior} draws per cell)"
+        draw = plots.plot_regime_map
         arts.append(
-            out.figure(
-                fig, plots.plot_regime_posterior, "regime_map_posterior", post, background, title=title
-            )
+            out.figure(fig, draw, "regime_map_posterior", post, background, title=title, posterior=True)
         )
         cap = "Posterior probability that a Bayesian controller wins, per grid point."
         arts.append(out.table(cap, post, "regime_points_posterior", latex=False))
@@ -307,25 +304,21 @@ def run_analyses(config: AnalysisConfig, names: Sequence[str] | None = None) -> 
     return write_analyses(compute_analyses(config, names), config)
 
 
-def write_analyses(run: AnalysesRun, config: AnalysisConfig) -> Path:
-    """Write every computed analysis's tables and figures, then ``index.md``; return the index's path."""
-    folder = Path(config.out)
-    folder.mkdir(parents=True, exist_ok=True)
-    artifacts: list[Artifact] = []
-    for name in run.names:
-        for panel in run.panels:
-            value = run.values[(panel.name, name)]
-            if value is not None:  # None: the panel lacks the data the analysis needs
-                out = _Out(name, panel, folder / panel.name / name, config.formats)
-                artifacts += WRITERS[name](config, out, value)
-    return _write_index(run, config, artifacts)
+def write_analyses(run: AnalysesRun, cfg: AnalysisConfig) -> Path:
+    """Write every computed analysis's tables and figures, then ``index.md``; return the index's path.
 
-
-def _write_index(run: AnalysesRun, cfg: AnalysisConfig, artifacts: Sequence[Artifact]) -> Path:
-    """Write ``index.md`` listing every table and figure, per analysis and panel."""
+    The index lists every table and figure, per analysis and panel.
+    """
     from bpc.outputs import versions
 
     out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = {  # a value None: the panel lacks the data the analysis needs
+        (p.name, name): WRITERS[name](cfg, _Out(name, p, out / p.name / name, cfg.formats), value)
+        for name in run.names
+        for p in run.panels
+        if (value := run.values[(p.name, name)]) is not None
+    }
     formats = "PNG" if cfg.quick else "PNG and PDF"
     lines = ["# bpc — the paper's analyses, reproduced\n"]
     lines += [f"Tables are written as CSV (exact), Markdown and LaTeX; figures as {formats}. Panels:\n"]
@@ -333,8 +326,7 @@ def _write_index(run: AnalysesRun, cfg: AnalysisConfig, artifacts: Sequence[Arti
     for name in run.names:
         lines.append(f"## {name.replace('_', ' ')}\n")
         for p in run.panels:
-            arts = [a for a in artifacts if a.analysis == name and a.panel == p.name]
-            if not arts:
+            if not (arts := written.get((p.name, name))):
                 lines.append(f"- *{p.name}*: not applicable (no data this analysis needs)")
                 continue
             secs = run.timings.get((p.name, name), float("nan"))

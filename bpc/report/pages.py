@@ -273,11 +273,7 @@ def corpus_checksum(path: str | os.PathLike) -> str:
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     for p in files:
         name = "" if p == root else p.relative_to(root).as_posix()
-        h.update(name.encode() + b"\x00")
-        with open(p, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        h.update(b"\x00")
+        h.update(name.encode() + b"\x00" + p.read_bytes() + b"\x00")
     return h.hexdigest()
 
 
@@ -376,14 +372,9 @@ def read_stamp(path: str | os.PathLike) -> dict | None:
     """
     try:
         with open(path, encoding="utf-8") as fh:
-            first = fh.readline().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not (found := re.fullmatch(f"<!-- {PAGE_MARK} (.*) -->", first)):
-        return None
-    try:
-        stamp = json.loads(found.group(1))
-    except json.JSONDecodeError:
+            found = re.fullmatch(f"<!-- {PAGE_MARK} (.*) -->", fh.readline().strip())
+        stamp = json.loads(found.group(1)) if found else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return stamp if isinstance(stamp, dict) else None
 

@@ -77,8 +77,8 @@ def prior_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
     Parameters
     ----------
     params : xarray.Dataset
-        Laplace parameters (:func:`bpc.estimate.laplace.laplace`), with ``prior`` and,
-        if present, ``prior_wilson`` (dim ``ci_bound``).
+        Laplace parameters (:func:`bpc.estimate.laplace.laplace`), with ``prior`` and
+        ``prior_wilson`` (dim ``ci_bound``).
     counts : xarray.Dataset
         The counts the parameters were estimated from.
 
@@ -91,13 +91,7 @@ def prior_table(params: xr.Dataset, counts: xr.Dataset) -> pd.DataFrame:
         prior_lo_inst, prior_hi_inst (the interval that respects instances,
         :func:`bpc.estimate.laplace.instance_params`) and kappa.
     """
-    if "prior_wilson" in params:
-        lo, hi = (params["prior_wilson"].sel({DIM_CI: b}, drop=True) for b in CI_BOUNDS)
-    else:
-        from bpc.estimate.laplace import wilson_interval
-
-        bounds = wilson_interval(counts["n_pass"].values, counts["n_patches"].values)
-        lo, hi = (counts["n_pass"].copy(data=v) for v in bounds)
+    lo, hi = (params["prior_wilson"].sel({DIM_CI: b}, drop=True) for b in CI_BOUNDS)
     frame = xr.Dataset(
         {
             "n_instances": counts["n_instances"],
@@ -148,20 +142,16 @@ def gap_table(params: xr.Dataset, critics: Sequence[str] = PAPER_CRITICS) -> pd.
     return sort_cells(df)
 
 
-def flag_abstention(
-    replay: pd.DataFrame, *, reference: str = REFERENCE_POLICY, tol: float = 1e-12
-) -> pd.DataFrame:
-    """Add ``wins_by_abstaining``: Δ > 0 with a pass rate below the reference's in the same cell.
+def flag_abstention(replay: pd.DataFrame) -> pd.DataFrame:
+    """Add ``wins_by_abstaining``: Δ > 0 with a pass rate below always_verify's in the same cell.
+
+    Pass rates closer than 1e-12 count as equal.
 
     Parameters
     ----------
     replay : pandas.DataFrame
         Long table, one row per cell (× split) × policy, with ``delta`` and
         ``pass_rate`` (e.g. :func:`bpc.replay.engine.replay_cells` output).
-    reference : str
-        The policy Δ is measured against.
-    tol : float
-        Pass rates closer than this count as equal.
 
     Returns
     -------
@@ -177,17 +167,18 @@ def flag_abstention(
     [False, True, False]
     """
     keys = [k for k in ("benchmark", "generator", "split") if k in replay.columns]
-    ref = replay.loc[replay["policy"] == reference, [*keys, "pass_rate"]]
+    ref = replay.loc[replay["policy"] == REFERENCE_POLICY, [*keys, "pass_rate"]]
     ref_pass = replay[keys].merge(ref, on=keys, how="left")["pass_rate"].to_numpy(dtype=float)
     delta, rate = (replay[c].to_numpy(dtype=float) for c in ("delta", "pass_rate"))
     with np.errstate(invalid="ignore"):
-        return replay.assign(wins_by_abstaining=(delta > 0) & (rate < ref_pass - tol))
+        return replay.assign(wins_by_abstaining=(delta > 0) & (rate < ref_pass - 1e-12))
 
 
-def delta_table(
-    replay: pd.DataFrame, *, policies: Sequence[str] | None = None, reference: str = REFERENCE_POLICY
-) -> pd.DataFrame:
-    """The full Δ table: one row per cell, one column per non-reference policy, with its context.
+def delta_table(replay: pd.DataFrame) -> pd.DataFrame:
+    """The full Δ table: one row per cell, one column per policy but always_verify, with its context.
+
+    The policy columns are in the order of :data:`bpc.report.plots.style.POLICY_LABELS` (then any
+    other policy); always_verify, the reference, is omitted (its Δ is 0 by definition).
 
     Parameters
     ----------
@@ -195,11 +186,6 @@ def delta_table(
         Output of :func:`bpc.replay.engine.replay_cells` (columns benchmark,
         generator, policy, delta, and — for the context columns —
         pass_rate, cost_per_instance, n_instances) for one split.
-    policies : sequence of str, optional
-        Columns in this order (default: the policies present, in the order
-        of :data:`bpc.report.plots.style.POLICY_LABELS`), the reference excluded.
-    reference : str
-        The reference policy (omitted; its Δ is 0 by definition).
 
     Returns
     -------
@@ -218,9 +204,8 @@ def delta_table(
         raise ValueError(
             f"delta_table: replay holds several splits {sorted(replay['split'].unique())}; select one first"
         )
-    present = list(dict.fromkeys(replay["policy"]))
-    if policies is None:
-        policies = [p for p in POLICY_LABELS if p in present] + [p for p in present if p not in POLICY_LABELS]
+    present, reference = list(dict.fromkeys(replay["policy"])), REFERENCE_POLICY
+    policies = [p for p in POLICY_LABELS if p in present] + [p for p in present if p not in POLICY_LABELS]
     policies = [p for p in policies if p != reference]
     index = ["benchmark", "generator"]
     wide = replay.pivot_table(index=index, columns="policy", values="delta", sort=False)
@@ -240,7 +225,7 @@ def delta_table(
         for c, src in (("winner_pass_rate", "pass_rate"), ("winner_cost", "cost_per_instance")):
             if src in replay.columns:
                 wide[c] = by[src].reindex(win).to_numpy(dtype=float)
-        flagged = flag_abstention(replay, reference=reference)
+        flagged = flag_abstention(replay)
         flagged = flagged[flagged["wins_by_abstaining"] & flagged["policy"].isin(policies)]
         lists = flagged.groupby(index, sort=False)["policy"].agg(lambda p: ", ".join(p))
         wide["wins_by_abstaining"] = lists.reindex(cell).fillna("").to_numpy(dtype=object)
@@ -279,7 +264,6 @@ def protocol_cell_table(
     *,
     policies: Sequence[str] = ("bayesian_dp", "bayesian_greedy"),
     references: Sequence[str] = ("always_verify", "best_simple"),
-    decimals: int = 1,
 ) -> pd.DataFrame:
     """One row per cell of the evaluation protocol: n tasks, the baseline chosen, each Δ with its interval.
 
@@ -292,9 +276,7 @@ def protocol_cell_table(
         chosen on the training tasks of each seed × fold × cell).
     policies, references : sequence of str
         One column per policy × reference, ``"<policy> vs <reference>"``,
-        holding ``"Δ [lo, hi]"`` (``–`` where undefined).
-    decimals : int
-        Decimals of the printed Δ.
+        holding ``"Δ [lo, hi]"`` with one decimal (``–`` where undefined).
 
     Returns
     -------
@@ -326,7 +308,7 @@ def protocol_cell_table(
     for pol in policies:
         for ref in references:
             out[f"{pol} vs {ref}"] = [
-                interval_text(*map(float, found[(b, g, pol, ref)]), decimals=decimals)
+                interval_text(*map(float, found[(b, g, pol, ref)]), decimals=1)
                 if (b, g, pol, ref) in found
                 else "–"
                 for b, g in zip(out["benchmark"], out["generator"], strict=True)
@@ -373,7 +355,7 @@ _LABELS = {"benchmark": BENCHMARK_LABELS, "generator": GENERATOR_LABELS, "winner
 def latex_table(
     df: pd.DataFrame,
     *,
-    decimals: int | dict = 3,
+    decimals: int = 3,
     bold: pd.DataFrame | None = None,
     marks: pd.DataFrame | None = None,
     signed: Sequence[str] = (),
@@ -386,8 +368,8 @@ def latex_table(
     df : pandas.DataFrame
         The table; ``benchmark`` / ``generator`` / policy names are shown
         with the paper's labels.
-    decimals : int or dict
-        Decimals for floats (per column when a dict; default 3).
+    decimals : int
+        Decimals for floats.
     bold : pandas.DataFrame of bool, optional
         Same shape as ``df``; True cells are set in bold.
     marks : pandas.DataFrame of bool, optional
@@ -417,8 +399,7 @@ def latex_table(
         if isinstance(v, int | np.integer) and not isinstance(v, bool):
             return f"${int(v)}$"
         if isinstance(v, float | np.floating):
-            d = decimals.get(c, 3) if isinstance(decimals, dict) else decimals
-            text = f"{float(v):{'+' if c in signed else ''}.{d}f}"
+            text = f"{float(v):{'+' if c in signed else ''}.{decimals}f}"
             text = rf"\mathbf{{{text}}}" if strong else text
             dagger = r"^{\dagger}" if marks is not None and bool(marks.iat[i, j]) else ""
             return f"${text}{dagger}$"

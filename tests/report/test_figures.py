@@ -257,7 +257,7 @@ def test_regime_map_background_only_where_cells_lie(tmp_path, monkeypatch):
     )
     grid = np.linspace(0, 1, 101)
     background = {"prior": grid, "ratio": np.logspace(-2, 0, 5), "z": np.full((5, 101), "A", dtype=object)}
-    plots.plot_regime_map(points, background, tmp_path / "r", formats=("png",))
+    plots.plot_regime_map(points, background, tmp_path / "r", title="map", formats=("png",))
     mesh = figs[0].axes[0].collections[0]
     drawn = ~np.ma.getmaskarray(mesh.get_array()).reshape(5, 101)[0]
     assert drawn[10] and drawn[20] and not drawn[50] and not drawn[90]  # nothing drawn at priors 0.5, 0.9

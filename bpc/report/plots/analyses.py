@@ -50,30 +50,6 @@ REGIME_DATA_REACH = 0.05
 """The regime maps' background is drawn only within this distance (in prior) of a cell's prior."""
 
 
-def _where_data_lie(background: dict, points: pd.DataFrame) -> np.ndarray:
-    """Mask (ratio × prior) of the background farther than :data:`REGIME_DATA_REACH` from every cell's prior.
-
-    The k-nearest-neighbour vote extends to the whole plane; where no cell
-    has a prior nearby, its colour would be an extrapolation, so it is left blank.
-    """
-    priors = np.unique(points["prior"].dropna().to_numpy(dtype=float))
-    gx = np.asarray(background["prior"], dtype=float)
-    dist = np.abs(gx[:, None] - priors[None, :]).min(axis=1, initial=np.inf)  # no cell: infinitely far
-    return np.broadcast_to((dist > REGIME_DATA_REACH)[None, :], (len(background["ratio"]), len(gx)))
-
-
-def _regime_axes(points: pd.DataFrame, background: dict, z, xlabel: str, **mesh):
-    """A regime map's figure: the background ``z`` where data lie, the analytic crossover, log c_ver/R."""
-    fig, ax = plt.subplots(figsize=(7.5, 5.5))
-    z = np.ma.masked_array(z, mask=_where_data_lie(background, points))
-    image = ax.pcolormesh(background["prior"], background["ratio"], z, **mesh)
-    x = np.linspace(max(points["ratio"].to_numpy().min(), 1e-3), 1.0, 200)
-    ax.plot(x, x, color="black", ls="--", lw=1.2, label="analytic crossover c_ver/R = P(Y=1)")
-    ax.set_yscale("log")
-    ax.set(xlim=(0, 1), xlabel=xlabel, ylabel="verification cost / reward  C_ver / R  (log scale)")
-    return fig, ax, image
-
-
 _BAYESIAN_LINES = {
     "bayesian_dp": {"lw": 2.2, "marker": "o", "ms": 3},
     "bayesian_greedy": {"lw": 2.0, "ls": "--", "marker": "s", "ms": 3},
@@ -86,65 +62,83 @@ def _line_style(policy: str) -> dict:
 
 
 def plot_regime_map(
-    points: pd.DataFrame, background: dict, path, *, title: str | None = None, formats=("png", "pdf")
+    points: pd.DataFrame,
+    background: dict,
+    path,
+    *,
+    title: str,
+    posterior: bool = False,
+    formats=("png", "pdf"),
 ) -> list[Path]:
-    """The regime map: k-NN background, per-point winners, analytic crossover.
+    """The regime map: k-NN background where cells lie, per-point winners, analytic crossover.
+
+    The background is blank farther than :data:`REGIME_DATA_REACH` from every cell's prior.
 
     Parameters
     ----------
     points : pandas.DataFrame
-        Output of :func:`bpc.experiments.regime.regime_points`.
+        Output of :func:`bpc.experiments.regime.regime_points` (with ``posterior``: with the
+        column ``p_bayes_wins``, :func:`bpc.experiments.analyses.regime_analysis`).
     background : dict
-        Output of :func:`bpc.experiments.regime.regime_background` (vote).
+        Output of :func:`bpc.experiments.regime.regime_background` (vote; with ``posterior``:
+        the mean of ``p_bayes_wins``).
     path : str or pathlib.Path
         Output path (suffix replaced per format).
-    title : str, optional
+    title : str
         Figure title.
+    posterior : bool
+        The posterior form: points and background coloured by the posterior probability that a
+        Bayesian controller wins, instead of by the winning regime.
     formats : tuple of str
         Formats written.
     """
     from bpc.experiments.regime import REGIMES
 
-    cmap = ListedColormap([REGIME_COLORS[r] for r in REGIMES])
-    norm = BoundaryNorm(np.arange(len(REGIMES) + 1) - 0.5, cmap.N)
-    codes = np.vectorize(REGIMES.index)(background["z"])
-    xlabel = "prior P(Y=1) of the cell (Laplace estimate)"
-    fig, ax, _ = _regime_axes(
-        points, background, codes, xlabel, cmap=cmap, norm=norm, alpha=0.45, shading="auto"
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    if posterior:
+        z, mesh = (
+            np.asarray(background["z"], dtype=float),
+            {"cmap": "cividis", "vmin": 0, "vmax": 1, "alpha": 0.6},
+        )
+    else:
+        cmap = ListedColormap([REGIME_COLORS[r] for r in REGIMES])
+        norm = BoundaryNorm(np.arange(len(REGIMES) + 1) - 0.5, cmap.N)
+        z = np.vectorize(REGIMES.index)(background["z"])
+        mesh = {"cmap": cmap, "norm": norm, "alpha": 0.45, "shading": "auto"}
+    # the k-NN vote extends to the whole plane; where no cell has a prior nearby it would extrapolate
+    priors, gx = (
+        np.unique(points["prior"].dropna().to_numpy(dtype=float)),
+        np.asarray(background["prior"], float),
     )
-    rng = np.random.default_rng(0)  # jitter only for legibility of overlapping points
-    for r in REGIMES:
-        f = points[points["regime"] == r]
-        jitter = np.exp(rng.uniform(-0.04, 0.04, len(f)))
-        ax.scatter(f["prior"], f["ratio"] * jitter, s=7, color=REGIME_COLORS[r], edgecolors="black", lw=0.2)
-    blank = f"blank: no cell within {REGIME_DATA_REACH:g} of this prior"
-    handles: list[Artist] = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
-    handles += [line_handle("c_ver/R = P(Y=1)", "black", marker=None, ls="--")]
-    handles += [Patch(facecolor="white", edgecolor="0.6", label=blank)]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="winner")
-    n_cells = points[["benchmark", "generator"]].drop_duplicates().shape[0]
-    ax.set_title(title or f"Regime map: winning policy over {len(points):,} points ({n_cells} cells)")
-    return savefig(fig, path, formats=formats)
-
-
-def plot_regime_posterior(
-    points: pd.DataFrame,
-    background: dict,
-    path,
-    *,
-    value: str = "p_bayes_wins",
-    title: str | None = None,
-    formats=("png", "pdf"),
-) -> list[Path]:
-    """Posterior regime map: points and k-NN background coloured by P(Bayesian controller wins)."""
-    z = np.asarray(background["z"], dtype=float)
-    xlabel = "prior P(Y=1) of the cell (posterior mean)"
-    fig, ax, mesh = _regime_axes(points, background, z, xlabel, cmap="cividis", vmin=0, vmax=1, alpha=0.6)
-    style = {"cmap": "cividis", "vmin": 0, "vmax": 1, "s": 10, "edgecolors": "black", "linewidths": 0.2}
-    ax.scatter(points["prior"], points["ratio"], c=points[value], **style)
-    fig.colorbar(mesh, ax=ax, label="posterior P(Bayesian controller wins)")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(title or "Posterior regime map: probability that a Bayesian controller wins")
+    far = (
+        np.abs(gx[:, None] - priors[None, :]).min(axis=1, initial=np.inf) > REGIME_DATA_REACH
+    )  # no cell: far
+    z = np.ma.masked_array(z, mask=np.broadcast_to(far[None, :], (len(background["ratio"]), len(gx))))
+    image = ax.pcolormesh(background["prior"], background["ratio"], z, **mesh)
+    x = np.linspace(max(points["ratio"].to_numpy().min(), 1e-3), 1.0, 200)
+    ax.plot(x, x, color="black", ls="--", lw=1.2, label="analytic crossover c_ver/R = P(Y=1)")
+    ax.set_yscale("log")
+    xlabel = f"prior P(Y=1) of the cell ({'posterior mean' if posterior else 'Laplace estimate'})"
+    ax.set(xlim=(0, 1), xlabel=xlabel, ylabel="verification cost / reward  C_ver / R  (log scale)")
+    if posterior:
+        style = {"cmap": "cividis", "vmin": 0, "vmax": 1, "s": 10, "edgecolors": "black", "linewidths": 0.2}
+        ax.scatter(points["prior"], points["ratio"], c=points["p_bayes_wins"], **style)
+        fig.colorbar(image, ax=ax, label="posterior P(Bayesian controller wins)")
+        ax.legend(loc="lower right", fontsize=8)
+    else:
+        rng = np.random.default_rng(0)  # jitter only for legibility of overlapping points
+        for r in REGIMES:
+            f = points[points["regime"] == r]
+            jitter = np.exp(rng.uniform(-0.04, 0.04, len(f)))
+            ax.scatter(
+                f["prior"], f["ratio"] * jitter, s=7, color=REGIME_COLORS[r], edgecolors="black", lw=0.2
+            )
+        blank = f"blank: no cell within {REGIME_DATA_REACH:g} of this prior"
+        handles: list[Artist] = [Patch(color=REGIME_COLORS[r], label=_REGIME_LABELS[r]) for r in REGIMES]
+        handles += [line_handle("c_ver/R = P(Y=1)", "black", marker=None, ls="--")]
+        handles += [Patch(facecolor="white", edgecolor="0.6", label=blank)]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="winner")
+    ax.set_title(title)
     return savefig(fig, path, formats=formats)
 
 
@@ -153,10 +147,9 @@ def plot_cver_sweeps(
     boundaries: pd.DataFrame,
     path,
     *,
+    priors: pd.DataFrame,
+    cells: Sequence[tuple[str, str]],
     bands: pd.DataFrame | None = None,
-    priors: pd.DataFrame | None = None,
-    cells: Sequence[tuple[str, str]] | None = None,
-    ncols: int = 3,
     formats=("png", "pdf"),
 ) -> list[Path]:
     """One panel per cell: Δ of each policy against c_ver, leader changes, analytic crossover.
@@ -169,44 +162,41 @@ def plot_cver_sweeps(
         Output of :func:`bpc.experiments.regime.sweep_boundaries`.
     path : str or pathlib.Path
         Output path.
+    priors : pandas.DataFrame
+        benchmark, generator, prior — draws the analytic crossover π·R.
+    cells : sequence of (benchmark, generator)
+        Cells to draw, three per row.
     bands : pandas.DataFrame, optional
         Output of :func:`bpc.experiments.regime.sweep_bands` (credible bands).
-    priors : pandas.DataFrame, optional
-        benchmark, generator, prior — draws the analytic crossover π·R.
-    cells : sequence of (benchmark, generator), optional
-        Cells to draw (default: all in ``sweep``).
-    ncols : int
-        Panels per row.
     formats : tuple of str
         Formats written.
     """
-    if cells is None:
-        cells = list(dict.fromkeys(zip(sweep["benchmark"], sweep["generator"], strict=True)))
     if not cells:
         raise ValueError("plot_cver_sweeps: no cell to draw")
-    fig, axes = axes_grid(len(cells), ncols, size=(4.2, 3.2))
+    fig, axes = axes_grid(len(cells), 3, size=(4.2, 3.2))
     policies = [p for p in POLICY_LABELS if p in set(sweep["policy"])]
     reward = float(sweep["reward"].iloc[0]) if "reward" in sweep else float("nan")
 
-    def of(frame: pd.DataFrame, b: str, g: str) -> pd.DataFrame:
+    def of(frame: pd.DataFrame | None, b: str, g: str) -> pd.DataFrame:
+        frame = (
+            pd.DataFrame(columns=["benchmark", "generator", "policy", "c_ver"]) if frame is None else frame
+        )
         return frame[(frame["benchmark"] == b) & (frame["generator"] == g)]
 
     for ax, (b, g) in zip(axes, cells, strict=False):
-        f = of(sweep, b, g).sort_values("c_ver")
-        fb = None if bands is None else of(bands, b, g).sort_values("c_ver")
+        f, fb = of(sweep, b, g).sort_values("c_ver"), of(bands, b, g)
         for p in policies:
-            fp = f[f["policy"] == p]
+            fp, band = f[f["policy"] == p], fb[fb["policy"] == p].sort_values("c_ver")
             if fp.empty or not np.isfinite(fp["delta"]).any():
                 continue
             ax.plot(fp["c_ver"], fp["delta"], label=POLICY_LABELS[p], **_line_style(p))
-            band = fb[fb["policy"] == p] if fb is not None else None
-            if band is not None and not band.empty:
+            if not band.empty:
                 ax.fill_between(
                     band["c_ver"], band["delta_lo"], band["delta_hi"], color=POLICY_COLORS[p], alpha=0.2
                 )
         for c in of(boundaries, b, g)["c_ver"]:
             ax.axvline(c, color="black", ls=":", lw=1)
-        pr = of(priors, b, g)["prior"].to_numpy(dtype=float) if priors is not None else np.array([])
+        pr = of(priors, b, g)["prior"].to_numpy(dtype=float)
         if len(pr) and np.isfinite(pr[0] * reward):
             ax.axvline(float(pr[0]) * reward, color=OKABE_ITO[5], ls="--", lw=1)
         ax.axhline(0, color="grey", lw=0.8)
@@ -217,8 +207,7 @@ def plot_cver_sweeps(
         ax.tick_params(labelsize=8)
     handles = [Line2D([], [], label=POLICY_LABELS[p], **_line_style(p)) for p in policies]
     handles.append(line_handle("leader change", "black", marker=None, ls=":"))
-    if priors is not None:
-        handles.append(line_handle("analytic crossover C_ver = P(Y=1)·R", OKABE_ITO[5], marker=None, ls="--"))
+    handles.append(line_handle("analytic crossover C_ver = P(Y=1)·R", OKABE_ITO[5], marker=None, ls="--"))
     title_above(
         fig,
         "Δ utility against verifier cost, per cell" + (" (bands: 89% credible)" if bands is not None else ""),
@@ -231,8 +220,6 @@ def plot_informativeness(
     grid: pd.DataFrame,
     path,
     *,
-    critics: Sequence[str] = PAPER_CRITICS,
-    value: str = "delta_bayes",
     formats=("png", "pdf"),
 ) -> list[Path]:
     """Critic gap γ against the prior, one panel per critic, points coloured by the Bayesian Δ.
@@ -241,18 +228,16 @@ def plot_informativeness(
     ----------
     grid : pandas.DataFrame
         Output of :func:`bpc.experiments.claims.informativeness_grid`
-        (benchmark, generator, prior, gap_<critic>, ``value``).
+        (benchmark, generator, prior, ``gap_<critic>`` of the paper's critics, one panel each, and
+        ``delta_bayes``, the colour: the Δ of the best Bayesian controller).
     path : str or pathlib.Path
         Output path.
-    critics : sequence of str
-        One panel each.
-    value : str
-        Column giving the colour (Δ of the best Bayesian controller).
     formats : tuple of str
         Formats written.
     """
+    critics = PAPER_CRITICS
     fig, axes = plt.subplots(1, len(critics), figsize=(4.3 * len(critics), 4.0), sharey=True, squeeze=False)
-    vals = grid[value].to_numpy(dtype=float)
+    vals = grid["delta_bayes"].to_numpy(dtype=float)
     lim = (float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0) or 1.0
     colour = {"cmap": "PuOr", "norm": SymLogNorm(linthresh=5.0, vmin=-lim, vmax=lim)}
     sc = None
@@ -277,7 +262,7 @@ def plot_informativeness(
 
 
 def plot_train_eval(
-    replay: pd.DataFrame, path, *, cells: Sequence[tuple[str, str]] | None = None, formats=("png", "pdf")
+    replay: pd.DataFrame, path, *, cells: Sequence[tuple[str, str]], formats=("png", "pdf")
 ) -> list[Path]:
     """Δ bars per policy, fit split (left) vs eval split (right), one row per cell.
 
@@ -288,13 +273,11 @@ def plot_train_eval(
         column ``fit`` / ``eval``; columns delta, ci_lo, ci_hi).
     path : str or pathlib.Path
         Output path.
-    cells : sequence of (benchmark, generator), optional
-        Rows to draw (default: every cell).
+    cells : sequence of (benchmark, generator)
+        Rows to draw.
     formats : tuple of str
         Formats written.
     """
-    if cells is None:
-        cells = list(dict.fromkeys(zip(replay["benchmark"], replay["generator"], strict=True)))
     splits = [s for s in ("fit", "eval") if s in set(replay["split"])]
     policies = [p for p in POLICY_LABELS if p in set(replay["policy"]) and p != "always_verify"]
     size = (5.5 * len(splits), 1.9 + 0.22 * len(policies) * len(cells))

@@ -32,18 +32,16 @@ def _styles(names) -> dict:
     return {n: (OKABE_ITO[i % len(OKABE_ITO)], _MARKERS[i % len(_MARKERS)]) for i, n in enumerate(names)}
 
 
-def plot_priors(params: xr.Dataset, path: str | Path, *, interval: str = "prior_wilson", formats=("png",)):
-    """Dot plot of each cell's prior P(Y=1) with its interval, grouped by benchmark.
+def plot_priors(params: xr.Dataset, path: str | Path, *, formats=("png",)):
+    """Dot plot of each cell's prior P(Y=1) with its Wilson interval, grouped by benchmark.
 
     Parameters
     ----------
     params : xarray.Dataset
-        Parameters with ``prior`` (benchmark, generator) and, if present, an
-        interval variable with a ``ci_bound`` dim.
+        Parameters with ``prior`` and ``prior_wilson`` (benchmark, generator; the latter with a
+        ``ci_bound`` dim).
     path : str or pathlib.Path
         Output path (suffix replaced per format).
-    interval : str
-        Name of the interval variable; skipped if absent.
     formats : tuple of str
         File formats to write.
 
@@ -63,24 +61,23 @@ def plot_priors(params: xr.Dataset, path: str | Path, *, interval: str = "prior_
         prior = params["prior"].sel({DIM_GENERATOR: gen}).values
         y = np.arange(len(benchmarks)) + offsets[gi]
         ok = np.isfinite(prior)
-        if interval in params:
-            ci = params[interval].sel({DIM_GENERATOR: gen})
-            lo, hi = (ci.sel({DIM_CI: bound}).values[ok] for bound in CI_BOUNDS)
-            ax.hlines(y[ok], lo, hi, color=color, lw=1.5)
+        ci = params["prior_wilson"].sel({DIM_GENERATOR: gen})
+        lo, hi = (ci.sel({DIM_CI: bound}).values[ok] for bound in CI_BOUNDS)
+        ax.hlines(y[ok], lo, hi, color=color, lw=1.5)
         ax.scatter(
             prior[ok], y[ok], color=color, marker=marker, s=28, zorder=3, label=GENERATOR_LABELS.get(gen, gen)
         )
     ax.set_yticks(np.arange(len(benchmarks)), [BENCHMARK_LABELS.get(str(b), str(b)) for b in benchmarks])
     ax.invert_yaxis()
-    title = "Per-cell prior with Wilson 95% interval" if interval == "prior_wilson" else "Per-cell prior"
+    title = "Per-cell prior with Wilson 95% interval"
     ax.set(xlim=(0, 1), xlabel="prior pass probability P(Y=1) of a fresh patch", title=title)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(title="generator", fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return savefig(fig, path, formats=formats)
 
 
-def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, formats=("png",)):
-    """Critic informativeness γ = tpr − fpr against the prior, one panel per critic.
+def plot_gaps(params: xr.Dataset, path: str | Path):
+    """Critic informativeness γ = tpr − fpr against the prior, one panel per critic of the paper.
 
     Cells where a critic is absent (NaN) are left out of that panel, as the
     paper does for Cr_test on SWE-Bench.
@@ -90,18 +87,14 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
     params : xarray.Dataset
         Parameters with ``prior`` and ``gap`` (benchmark, generator, critic).
     path : str or pathlib.Path
-        Output path (suffix replaced per format).
-    critics : sequence of str
-        Critics to plot, one panel each.
-    formats : tuple of str
-        File formats to write.
+        Output path (suffix replaced by ``.png``).
 
     Returns
     -------
     list of pathlib.Path
         The files written.
     """
-    benchmarks = list(params[DIM_BENCHMARK].values)
+    benchmarks, critics = list(params[DIM_BENCHMARK].values), PAPER_CRITICS
     style, seen = _styles(benchmarks), set()
     fig, axes = plt.subplots(1, len(critics), figsize=(4.2 * len(critics), 4), sharey=True, squeeze=False)
     for ax, crit in zip(axes[0], critics, strict=True):
@@ -126,4 +119,4 @@ def plot_gaps(params: xr.Dataset, path: str | Path, *, critics=PAPER_CRITICS, fo
     )
     fig.suptitle("Critic informativeness vs prior (one point per benchmark × generator cell)")
     fig.tight_layout()
-    return savefig(fig, path, formats=formats)
+    return savefig(fig, path)

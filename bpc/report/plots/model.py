@@ -166,14 +166,11 @@ def plot_forest(
     return savefig(fig, path, formats=formats)
 
 
-def shrinkage_table(
-    laplace_params: xr.Dataset,
-    posterior_params: xr.Dataset,
-    *,
-    kinds: Sequence[str] = ("prior", "tpr", "fpr", "p_fix", "p_break"),
-    prob: float = CI_PROB,
-    ci_kind: str = CI_KIND,
-) -> pd.DataFrame:
+_RATES = ["prior", "tpr", "fpr", "p_fix", "p_break"]
+"""The rates the shrinkage table and figure compare."""
+
+
+def shrinkage_table(laplace_params: xr.Dataset, posterior_params: xr.Dataset) -> pd.DataFrame:
     """Laplace estimate vs posterior mean and interval for every cell where both are finite.
 
     Returns
@@ -182,10 +179,10 @@ def shrinkage_table(
         Columns benchmark, generator, kind, critic ("" for cell-level rates),
         laplace, mean, lo, hi, shift (= mean − laplace), sorted by ``|shift|`` descending.
     """
-    ci = credible_interval(posterior_params[list(kinds)], prob=prob, kind=ci_kind)
-    mean = posterior_params[list(kinds)].mean(("chain", "draw"))
+    ci = credible_interval(posterior_params[_RATES], prob=CI_PROB, kind=CI_KIND)
+    mean = posterior_params[_RATES].mean(("chain", "draw"))
     frames = []
-    for kind in (k for k in kinds if k in laplace_params):
+    for kind in (k for k in _RATES if k in laplace_params):
         lap = laplace_params[kind]
         lo, hi = (ci[kind].sel(ci_bound=bound, drop=True) for bound in ("lower", "upper"))
         both = xr.Dataset({"laplace": lap, "mean": mean[kind], "lo": lo, "hi": hi})
@@ -203,9 +200,7 @@ def plot_shrinkage(
     posterior_params: xr.Dataset,
     path: str | Path,
     *,
-    kinds: Sequence[str] = ("prior", "tpr", "fpr", "p_fix", "p_break"),
     annotate: int = 3,
-    formats: Sequence[str] = ("png",),
 ) -> list[Path]:
     """Laplace estimate (x) vs posterior mean (y) with intervals, one panel per rate kind.
 
@@ -220,19 +215,15 @@ def plot_shrinkage(
         :func:`bpc.estimate.model.posterior_params` output (chain/draw dims).
     path : str or Path
         Output path.
-    kinds : sequence of str
-        Parameter variables to show.
     annotate : int
         Cells labelled per panel.
-    formats : sequence of str
-        File formats.
 
     Returns
     -------
     list of Path
     """
-    table = shrinkage_table(laplace_params, posterior_params, kinds=kinds)
-    if not (kinds := [k for k in kinds if (table["kind"] == k).any()]):
+    table = shrinkage_table(laplace_params, posterior_params)
+    if not (kinds := [k for k in _RATES if (table["kind"] == k).any()]):
         raise ValueError("plot_shrinkage: no cell has both a Laplace estimate and posterior draws")
     fig, axes = plt.subplots(1, len(kinds), figsize=(3.4 * len(kinds), 4.6), squeeze=False)
     markers = {"": "o", "syn": "s", "test": "^", "llm": "D", "lint": "v"}
@@ -270,7 +261,7 @@ def plot_shrinkage(
     title = f"Shrinkage: hierarchical posterior vs Laplace, per cell (the {annotate} largest moves numbered)"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return savefig(fig, path, formats=formats)
+    return savefig(fig, path)
 
 
 def plot_ppc(ppc: pd.DataFrame, path: str | Path, *, formats: Sequence[str] = ("png",)) -> list[Path]:

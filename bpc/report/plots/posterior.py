@@ -64,32 +64,30 @@ ACTION_COLORS: dict[str, str] = {a: style["color"] for a, style in ACTION_STYLES
 """One Okabe–Ito colour per action."""
 
 
-def _cell_pages(unc: xr.Dataset, path, name: str, cells, step: int | None, draw, **kw) -> list[Path]:
-    """Draw ``draw(unc, page, step=, note=, **kw)`` over the cells (default every observed one), on pages."""
-    step = int(unc[DIM_STEP].max()) if step is None else step
+def _cell_pages(unc: xr.Dataset, path, name: str, cells, draw) -> list[Path]:
+    """Draw ``draw(page, step, note)`` over the cells (default every observed one), on pages.
+
+    ``step`` is the first decision's (``h = H`` steps left).
+    """
+    step = int(unc[DIM_STEP].max())
     if cells is None:
         ok = np.isfinite(unc["prior_mean"].transpose(DIM_BENCHMARK, DIM_GENERATOR).to_numpy())
         bs, gs = unc[DIM_BENCHMARK].values, unc[DIM_GENERATOR].values
         cells = [(str(bs[i]), str(gs[j])) for i, j in zip(*np.nonzero(ok), strict=True)]
     if not cells:
         raise ValueError(f"plot_{name}: no observed cell to draw")
-    return save_pages(
-        list(cells),
-        CELLS_PER_PAGE[name],
-        path,
-        lambda page, note: draw(unc, page, step=step, note=note, **kw),
-    )
+    return save_pages(list(cells), CELLS_PER_PAGE[name], path, lambda page, note: draw(page, step, note))
 
 
 def plot_action_probabilities(
     unc: xr.Dataset,
     path: str | Path,
     *,
-    step: int | None = None,
-    used: str = "",
     cells: Sequence[tuple[str, str]] | None = None,
 ) -> list[Path]:
     """Stacked P(action optimal) against belief, per cell, with the action entropy.
+
+    At the first decision: ``h = H`` steps left, no critic used yet.
 
     Parameters
     ----------
@@ -97,10 +95,6 @@ def plot_action_probabilities(
         Output of :func:`bpc.decide.uncertainty.policy_uncertainty`.
     path : str or pathlib.Path
         Output file (suffix replaced by ``.png``).
-    step : int, optional
-        Steps left; default the horizon H (the first decision).
-    used : str
-        Used-critic label (``""`` = none used yet).
     cells : sequence of (benchmark, generator), optional
         Cells to draw; default every observed cell. More than
         ``CELLS_PER_PAGE["action_probabilities"]`` go on pages
@@ -111,38 +105,34 @@ def plot_action_probabilities(
     list of pathlib.Path
         Files written (one per page).
     """
-    return _cell_pages(unc, path, "action_probabilities", cells, step, _action_probabilities_page, used=used)
-
-
-def _action_probabilities_page(
-    unc: xr.Dataset, cells: Sequence[tuple[str, str]], *, step: int, used: str, note: str
-) -> plt.Figure:
-    fig, axes = axes_grid(len(cells))
     actions = [str(a) for a in unc["action"].values]
-    seen: set[str] = set()
-    for ax, (b, g) in zip(axes, cells, strict=False):
-        sel = unc.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g, DIM_STEP: step, "used": used})
-        belief = sel["belief"].values
-        p = sel["p_optimal"].transpose("belief", "action").values
-        keep = [i for i, a in enumerate(actions) if p[:, i].max() > 0]
-        seen.update(actions[i] for i in keep)
-        colors = [ACTION_COLORS.get(actions[i], OKABE_ITO[7]) for i in keep]
-        ax.stackplot(belief, p[:, keep].T, colors=colors, alpha=0.85)  # named in the figure's legend
-        ax.axvline(sel["prior_mean"].item(), color="k", lw=0.8, ls="--")
-        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="belief b", ylabel="P(action optimal)")
-        ax.set_title(cell_label(b, g), fontsize=9)
-        tw = ax.twinx()
-        tw.plot(belief, sel["action_entropy"].values, color="k", lw=1.2)
-        tw.set_ylim(0, max(1.0, float(np.log2(len(actions)))))
-        tw.set_ylabel("entropy (bits)", fontsize=8)
-    shown = [a for a in actions if a in seen]
-    handles: list[Artist] = [Patch(color=ACTION_COLORS.get(a, OKABE_ITO[7]), label=a) for a in shown]
-    handles.append(line_handle("entropy (bits)", marker=None, ls="-", lw=1.2))
-    title_above(
-        fig, f"Posterior P(action optimal), h = {step}, used = {used or '∅'} (dashed: mean prior){note}"
-    )
-    legend_below(fig, handles, ncol=len(handles))
-    return fig
+
+    def draw(cells: list, step: int, note: str) -> plt.Figure:
+        fig, axes = axes_grid(len(cells))
+        seen: set[str] = set()
+        for ax, (b, g) in zip(axes, cells, strict=False):
+            cell = unc.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g, DIM_STEP: step, "used": ""})
+            belief = cell["belief"].values
+            p = cell["p_optimal"].transpose("belief", "action").values
+            keep = [i for i, a in enumerate(actions) if p[:, i].max() > 0]
+            seen.update(actions[i] for i in keep)
+            colors = [ACTION_COLORS.get(actions[i], OKABE_ITO[7]) for i in keep]
+            ax.stackplot(belief, p[:, keep].T, colors=colors, alpha=0.85)  # named in the figure's legend
+            ax.axvline(cell["prior_mean"].item(), color="k", lw=0.8, ls="--")
+            ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="belief b", ylabel="P(action optimal)")
+            ax.set_title(cell_label(b, g), fontsize=9)
+            tw = ax.twinx()
+            tw.plot(belief, cell["action_entropy"].values, color="k", lw=1.2)
+            tw.set_ylim(0, max(1.0, float(np.log2(len(actions)))))
+            tw.set_ylabel("entropy (bits)", fontsize=8)
+        shown = [a for a in actions if a in seen]
+        handles: list[Artist] = [Patch(color=ACTION_COLORS.get(a, OKABE_ITO[7]), label=a) for a in shown]
+        handles.append(line_handle("entropy (bits)", marker=None, ls="-", lw=1.2))
+        title_above(fig, f"Posterior P(action optimal), h = {step}, used = ∅ (dashed: mean prior){note}")
+        legend_below(fig, handles, ncol=len(handles))
+        return fig
+
+    return _cell_pages(unc, path, "action_probabilities", cells, draw)
 
 
 def _action_style(action: str) -> dict:
@@ -154,14 +144,13 @@ def plot_value_bands(
     unc: xr.Dataset,
     path: str | Path,
     *,
-    step: int | None = None,
-    used: str = "",
     cells: Sequence[tuple[str, str]] | None = None,
     ncols: int = 3,
 ) -> list[Path]:
     """Per cell: what to do at each belief, what it is worth, and what the other actions lose.
 
-    Each cell gets three stacked panels sharing the belief axis:
+    At the first decision (``h = H`` steps left, no critic used yet), each cell gets three stacked
+    panels sharing the belief axis:
 
     * **value** — the posterior mean of V(b) with its credible band (the
       interval level and kind are in the legend), and the cell's posterior
@@ -179,10 +168,6 @@ def plot_value_bands(
         Output of :func:`bpc.decide.uncertainty.policy_uncertainty`.
     path : str or pathlib.Path
         Output file.
-    step : int, optional
-        Steps left; default H.
-    used : str
-        Used-critic label.
     cells : sequence of (benchmark, generator), optional
         Cells to draw; default every observed cell. More than
         ``CELLS_PER_PAGE["value_bands"]`` go on pages (``<stem>_p2.png`` …),
@@ -195,12 +180,12 @@ def plot_value_bands(
     list of pathlib.Path
         Files written (one per page).
     """
-    return _cell_pages(unc, path, "value_bands", cells, step, _value_bands_page, used=used, ncols=ncols)
+    return _cell_pages(
+        unc, path, "value_bands", cells, lambda *page: _value_bands_page(unc, *page, ncols=ncols)
+    )
 
 
-def _value_bands_page(
-    unc: xr.Dataset, cells: Sequence[tuple[str, str]], *, step: int, used: str, ncols: int, note: str
-) -> plt.Figure:
+def _value_bands_page(unc: xr.Dataset, cells: list, step: int, note: str, *, ncols: int) -> plt.Figure:
     ncols = max(1, min(ncols, len(cells)))
     nrows = int(np.ceil(len(cells) / ncols))
     height = 4.6 * nrows + 1.8
@@ -218,7 +203,7 @@ def _value_bands_page(
         top = fig.add_subplot(inner[0])
         strip = fig.add_subplot(inner[1], sharex=top)
         bottom = fig.add_subplot(inner[2], sharex=top)
-        sel = unc.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g, DIM_STEP: step, "used": used})
+        sel = unc.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g, DIM_STEP: step, "used": ""})
         x, v, vci = sel["belief"].values, sel["value_mean"].values, sel["value_ci"]
         lo, hi = (vci.sel({DIM_CI: bound}) for bound in CI_BOUNDS)
         top.fill_between(x, lo, hi, color="0.75", lw=0)
@@ -258,7 +243,7 @@ def _value_bands_page(
     handles += [line_handle(a, **_action_style(a)) for a in actions if a in shown]
     handles.append(Patch(color="0.55", alpha=0.5, label="strip: best action, pale = draws disagree"))
     fig.suptitle(
-        f"What to do at belief b (h = {step} steps left, critics used: {used or 'none'}){note}\n"
+        f"What to do at belief b (h = {step} steps left, critics used: none){note}\n"
         f"value V(b) with its {ci_label} band · most often optimal action · loss V − Q_a of each action",
         fontsize=10,
     )
@@ -276,13 +261,13 @@ ARM_COLORS: dict[str, str] = {
 """Colours of the leave-one-cell-out arms (:data:`bpc.experiments.efficiency.EFFICIENCY_ARMS`)."""
 
 
-def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int = 6) -> list[Path]:
+def plot_loco_efficiency(table: pd.DataFrame, path: str | Path) -> list[Path]:
     """Leave-one-cell-out efficiency: each arm's held-out gain over Laplace against k, per target cell.
 
     One panel per target: the task-clustered interval of each arm's utility
     difference to Laplace at every calibration size k (``all`` drawn last),
     dodged sideways; an open marker is a point built from at least one refit
-    that failed its convergence check. Targets beyond ``per_page`` go on
+    that failed its convergence check. Targets beyond six go on
     further pages (``<stem>_p2.png`` …), each with its legend.
 
     Parameters
@@ -291,8 +276,6 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
         :func:`bpc.experiments.efficiency.loco_table` output.
     path : str or pathlib.Path
         Output file.
-    per_page : int
-        Targets per page.
 
     Returns
     -------
@@ -340,7 +323,7 @@ def plot_loco_efficiency(table: pd.DataFrame, path: str | Path, *, per_page: int
         legend_below(fig, handles, ncol=len(handles), fontsize=7)
         return fig
 
-    return save_pages(targets, per_page, path, draw)
+    return save_pages(targets, 6, path, draw)
 
 
 _NESTED_MARKERS = ("o", "s", "D", "^", "v", "P")

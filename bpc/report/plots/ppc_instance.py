@@ -23,7 +23,6 @@ def plot_pass_histogram_ppc(
     path: str | Path,
     *,
     patches: int | None = None,
-    ncols: int = 4,
     formats: tuple[str, ...] = ("png",),
 ) -> list[Path]:
     """Observed vs predicted pass histograms, one panel per cell.
@@ -36,8 +35,6 @@ def plot_pass_histogram_ppc(
         Output path (suffix replaced per format).
     patches : int, optional
         Instances with this many labelled patches (default: the most common ``m``).
-    ncols : int
-        Panels per row.
     formats : tuple of str
         File formats.
 
@@ -58,7 +55,7 @@ def plot_pass_histogram_ppc(
     if sub.empty:
         raise ValueError(f"no pass histogram with {patches} patches per instance in the table")
     cells = list(dict.fromkeys(zip(sub["benchmark"], sub["generator"], strict=True)))
-    fig, axes = axes_grid(len(cells), int(ncols), size=(3.2, 2.6))
+    fig, axes = axes_grid(len(cells), 4, size=(3.2, 2.6))
     for ax, (b, g) in zip(axes, cells, strict=False):
         t = sub[(sub["benchmark"] == b) & (sub["generator"] == g)].sort_values("passes")
         k = t["passes"].to_numpy()

@@ -167,8 +167,6 @@ def plot_protocol_deltas(
     *,
     reference: str = "best_simple",
     policies: Sequence[str] = ("bayesian_dp", "bayesian_greedy"),
-    title: str | None = None,
-    formats=("png",),
 ) -> list[Path]:
     """Δ of a few policies against one reference per cell, one small panel per benchmark.
 
@@ -186,15 +184,11 @@ def plot_protocol_deltas(
         ``generator``, ``policy``, ``reference``, ``delta``, ``ci_lo``,
         ``ci_hi``, ``n_tasks``, ``prob``).
     path : str or Path
-        Output path of the first page (suffix replaced per format).
+        Output path of the first page (suffix replaced by ``.png``).
     reference : str
         The reference policy whose rows are drawn.
     policies : sequence of str
         Policies to draw (those absent from the table are skipped).
-    title : str, optional
-        Figure title (default names the reference and the interval).
-    formats : iterable of str
-        File formats (see :func:`bpc.report.plots.style.savefig`).
 
     Returns
     -------
@@ -224,7 +218,7 @@ def plot_protocol_deltas(
     lo, hi = float(rows["ci_lo"].min()), float(rows["ci_hi"].max())
     pad = 0.05 * max(hi - lo, 1.0)
     offsets = np.linspace(-0.18, 0.18, len(pols)) if len(pols) > 1 else np.zeros(1)
-    head = title or f"Δ utility vs {_REFERENCE_LABELS.get(reference, reference)} on held-out tasks"
+    head = f"Δ utility vs {_REFERENCE_LABELS.get(reference, reference)} on held-out tasks"
 
     def draw(page: list[str], note: str) -> plt.Figure:
         fig, axes = axes_grid(len(page), ncols=ncols, size=(4.6, row_in), sharex=True)
@@ -256,4 +250,4 @@ def plot_protocol_deltas(
         legend_below(fig, axes[0].get_legend_handles_labels()[0], ncol=len(pols), fontsize=9)
         return fig
 
-    return save_pages(benches, ncols * rows_per_page, path, draw, formats=formats, unit="benchmarks")
+    return save_pages(benches, ncols * rows_per_page, path, draw, unit="benchmarks")
