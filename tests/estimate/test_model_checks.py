@@ -16,8 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from bpc.estimate.model import ModelSpec, cell_rates, rate_counts
+from bpc.estimate.model import ModelSpec
 from bpc.estimate.model import checks as ck
+from bpc.estimate.model.build import rate_counts
+from bpc.estimate.model.fit import cell_rates
 from bpc.report.plots.model import plot_forest, plot_ppc, plot_shrinkage, shrinkage_table
 from tests.model_fixtures import tiny_counts
 
