@@ -356,15 +356,9 @@ class ModelSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """A plain nested mapping (fully resolved) that :meth:`from_dict` reads back."""
+        model = {key: getattr(self, key) for key in _MODEL_KEYS}
         return {
-            "model": {
-                "name": self.name,
-                "critics": list(self.critics),
-                "effects": list(self.effects),
-                "centered": list(self.centered),
-                "zero_sum": self.zero_sum,
-                "cell_shape": self.cell_shape,
-            },
+            "model": {key: list(v) if isinstance(v, tuple) else v for key, v in model.items()},
             "rates": {kind: copy.deepcopy(self.priors[kind]) for kind in RATE_KINDS},
             "instance": {"enabled": self.instance, **copy.deepcopy(self.instance_priors)},
             "tasks": {"enabled": self.tasks, **copy.deepcopy(self.task_priors)},
