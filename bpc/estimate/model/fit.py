@@ -329,16 +329,6 @@ def _at_levels(
     return out
 
 
-def _effects_for(
-    post: xr.Dataset, spec: ModelSpec, level_dim: str, levels: Sequence[str], rng: np.random.Generator
-) -> np.ndarray:
-    """Group effects (sample, rate, level) for ``levels``; unseen levels get β ~ N(0, σ) per draw."""
-    if level_dim not in spec.effects:
-        return np.zeros((post.sizes[DIM_CHAIN] * post.sizes[DIM_DRAW], len(spec.rates), len(levels)))
-    dims = (DIM_RATE, level_dim)
-    return _at_levels(post, f"beta_{level_dim}", f"sigma_{level_dim}", dims, levels, rng)
-
-
 def cell_rates(
     posterior: xr.Dataset,
     counts: xr.Dataset,
@@ -403,15 +393,20 @@ def cell_rates(
         )
     chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
     alpha, kappa = flat_draws(posterior, "alpha", DIM_RATE), flat_draws(posterior, "kappa", DIM_RATE)
-    eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
-    eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
+    cells = {DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
+    # group effects (sample, rate, level) at the output levels; an unseen level gets β ~ N(0, σ) per draw
+    eff_b, eff_g = (
+        _at_levels(posterior, f"beta_{dim}", f"sigma_{dim}", (DIM_RATE, dim), levels, rng)
+        if dim in spec.effects
+        else np.zeros((alpha.shape[0], len(spec.rates), len(levels)))
+        for dim, levels in cells.items()
+    )
     logit_mu = alpha[:, :, None, None] + eff_b[:, :, :, None] + eff_g[:, :, None, :]  # (S, R, B, G)
     s0 = shape_offset(spec)
     a = s0 + kappa[:, :, None, None] / (1.0 + np.exp(-logit_mu))
     b = s0 + kappa[:, :, None, None] / (1.0 + np.exp(logit_mu))
 
     k, n = rate_counts(counts, spec)
-    cells = {DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
     k, n = k.reindex(cells).values, n.reindex(cells).values
     seen = np.isfinite(n) & condition
     a = a + np.where(seen, np.nan_to_num(k), 0.0)[None]
@@ -659,8 +654,7 @@ def fit(
     if isinstance(extend, bool) or not isinstance(extend, int) or extend < 0:
         raise ValueError(f"extend must be a non-negative integer, got {extend!r}")
     spec = ModelSpec.for_counts(counts) if spec is None else spec
-    validate_counts(counts)
-    model = build_model(counts, spec)
+    model = build_model(counts, spec)  # (validates the counts)
     options = replace(options, sampler=resolve_sampler(options.sampler))
     t0 = time.perf_counter()
     compiled = compile_nutpie(model) if options.sampler == "nutpie" else None  # once, for the extensions too

@@ -301,11 +301,7 @@ class ModelSpec:
         if not path.is_file():
             raise FileNotFoundError(f"model spec file {path} does not exist")
         try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: not valid TOML: {exc}") from exc
-        try:
-            return cls.from_dict(data)
+            return cls.from_toml_text(path.read_text())
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from exc
 
