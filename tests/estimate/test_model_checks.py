@@ -2,7 +2,7 @@
 
 The stand-in "fitter" is the hierarchical model with α = β = 0 and κ = 2
 fixed, i.e. independent Beta(1, 1) rates whose posterior Beta(1 + k, 1 + n − k)
-is drawn exactly by :func:`bpc.estimate.model.cell_rates`. Under a spec whose prior is
+is drawn exactly by :func:`bpc.estimate.model.fit.cell_rates`. Under a spec whose prior is
 that same model, SBC coverage must be nominal; no MCMC is needed.
 """
 
