@@ -209,30 +209,6 @@ def _classes(m: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return cm, ck, index.reshape(mm.shape), np.arange(mm.shape[1])
 
 
-def _evidence_loglik(
-    p: np.ndarray,
-    kappa: np.ndarray,
-    m: np.ndarray,
-    k: np.ndarray,
-    *,
-    tpr: np.ndarray | None = None,
-    fpr: np.ndarray | None = None,
-) -> np.ndarray:
-    """The log-likelihood of each (task, generator)'s evidence at each node, (S, Q, T, G); 0 where none.
-
-    Evaluated once per distinct (m, k) pair (a handful: m is the patches of one task) and gathered.
-    """
-    cm, ck, index, g = _classes(m, k)  # (1, C, 1); (T, G) → class
-    a = p[:, :, None, :] * kappa[:, None, None, :]  # (S, Q, 1, G)
-    b = (1 - p[:, :, None, :]) * kappa[:, None, None, :]
-    if tpr is None:
-        table = beta_binomial_logpmf(ck, cm, a, b)  # (S, Q, C, G)
-    else:
-        assert fpr is not None
-        table = critic_loglik(ck, cm, a, b, tpr[:, None, None, :], fpr[:, None, None, :])
-    return table[:, :, index, g[None, :]]  # (S, Q, T, G)
-
-
 def task_beta(
     loc: np.ndarray,
     kappa: np.ndarray,
@@ -294,15 +270,24 @@ def task_beta(
         )
     if (tpr is None) != (fpr is None):
         raise ValueError("task_beta: give both tpr and fpr (critic evidence) or neither (oracle evidence)")
-    rates = {} if tpr is None else {"tpr": np.asarray(tpr, dtype=float), "fpr": np.asarray(fpr, dtype=float)}
     has = np.isfinite(m) & (np.nan_to_num(m) > 0)
     m, k = np.where(has, m, 0.0), np.where(has, k, 0.0)
+    cm, ck, index, g = _classes(m, k)  # (1, C, 1); (T, G) → class
     S = loc.shape[0]
     mean_acc, second_acc = np.zeros(m.shape), np.zeros(m.shape)
     for start in range(0, S, _CHUNK):  # draws at once (memory: _CHUNK × nodes × T × G)
         sl = slice(start, min(S, start + _CHUNK))
         p = expit(loc[sl, None, :] + sigma[sl, None, None] * x[None, :, None])  # (s, Q, G)
-        ll = _evidence_loglik(p, kappa[sl], m, k, **{r: v[sl] for r, v in rates.items()})  # (s, Q, T, G)
+        # the log-likelihood of each (task, generator)'s evidence at each node, (s, Q, T, G), 0 where
+        # none: evaluated once per distinct (m, k) class (a handful: m is the patches of one task)
+        a = p[:, :, None, :] * kappa[sl, None, None, :]  # (s, Q, 1, G)
+        b = (1 - p[:, :, None, :]) * kappa[sl, None, None, :]
+        if tpr is None or fpr is None:
+            table = beta_binomial_logpmf(ck, cm, a, b)  # (s, Q, C, G)
+        else:
+            rates = (np.asarray(v, dtype=float)[sl, None, None, :] for v in (tpr, fpr))
+            table = critic_loglik(ck, cm, a, b, *rates)
+        ll = table[:, :, index, g[None, :]]
         others = ll.sum(axis=3, keepdims=True) - ll  # leave the target's own evidence out
         logw = np.log(w)[None, :, None, None] + others
         weights = np.exp(logw - logsumexp(logw, axis=1, keepdims=True))  # (s, Q, T, G)

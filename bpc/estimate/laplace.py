@@ -254,15 +254,6 @@ def _grid_logs(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return out
 
 
-def _grid_loglik(w_a: np.ndarray, w_b: np.ndarray, w_k: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Log-likelihood (up to a constant) of every cell on the (logit π, log κ) grid: (C, P, K)."""
-    x, y = _grids()
-    la, lb, lk = _grid_logs(int(w_a.shape[-1]))
-    ll = la @ w_a.T + lb @ w_b.T  # (P K, C), as a BLAS product
-    ll = ll.reshape(len(x), len(y), -1) - (lk @ w_k.T)[None]
-    return x, y, np.moveaxis(ll, -1, 0)
-
-
 def _crossing(grid: np.ndarray, prof: np.ndarray, thresh: float) -> tuple[float, float]:
     """Ends (on ``grid``) of {prof ≥ thresh}, interpolated linearly; ±inf where it reaches the grid's end."""
     inside = np.flatnonzero(prof >= thresh)
@@ -369,7 +360,11 @@ def instance_fit(hist: np.ndarray) -> InstanceFit:
     multi = hist[:, 1:, :].sum(axis=(1, 2)) > 0
     identified = has_data & multi & (w_a[:, 0] > 0) & (w_b[:, 0] > 0)
     rows = np.flatnonzero(has_data)
-    x, y, ll = _grid_loglik(w_a[rows], w_b[rows], w_k[rows])  # (len(rows), P, K)
+    # the log-likelihood (up to a constant) of every cell on the (logit π, log κ) grid, (len(rows), P, K)
+    x, y = _grids()
+    la, lb, lk = _grid_logs(int(w_a.shape[-1]))
+    ll = la @ w_a[rows].T + lb @ w_b[rows].T  # (P K, len(rows)), as a BLAS product
+    ll = np.moveaxis(ll.reshape(len(x), len(y), -1) - (lk @ w_k[rows].T)[None], -1, 0)
     half = float(chi2.ppf(WILSON_PROB, 1)) / 2.0
     pi_hat, kappa_hat = np.full((2, n_cells), np.nan)
     pi_int, kappa_int = np.full((2, n_cells, 2), np.nan)

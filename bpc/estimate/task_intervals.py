@@ -50,20 +50,6 @@ def _bounds(values: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _cell_kappa(tasks: pd.DataFrame, weights: np.ndarray) -> tuple[float, float]:
-    m, k = (tasks[v].to_numpy(np.int64) for v in ("m", "k"))
-    size = int(m.max())
-    onehot = np.zeros((len(tasks), size * (size + 1)))
-    onehot[np.arange(len(tasks)), (m - 1) * (size + 1) + k] = 1.0
-    whole = instance_fit(onehot.sum(axis=0).reshape(1, size, size + 1))  # the cell's own tasks, all
-    if not whole.own[0]:
-        return float("nan"), float("nan")
-    hists = (weights @ onehot).reshape(len(weights), size, size + 1)
-    # in chunks: the profile grid holds (logit π × log κ) values per histogram (~1 MB each)
-    kappa = np.concatenate([instance_fit(hists[i : i + _CHUNK]).kappa for i in range(0, len(hists), _CHUNK)])
-    return _bounds(np.clip(kappa, KAPPA_MIN, KAPPA_MAX))
-
-
 def task_intervals(
     records: pd.DataFrame, critics: Sequence[str], *, B: int = BOOTSTRAP_B, kappa_b: int = KAPPA_B
 ) -> pd.DataFrame:
@@ -128,8 +114,17 @@ def task_intervals(
         n_tasks = len(tasks)
         weights = resample_weights(n_tasks, B=int(B), seed=[BOOTSTRAP_SEED, c_idx])
         row: dict[str, object] = {"benchmark": str(bench), "generator": str(gen), "n_tasks": n_tasks}
-        kappa = _cell_kappa(tasks, weights[: int(kappa_b)]) if kappa_b > 0 else (np.nan, np.nan)
-        row["kappa_lo"], row["kappa_hi"] = kappa
+        row["kappa_lo"] = row["kappa_hi"] = float("nan")
+        m, k = (tasks[v].to_numpy(np.int64) for v in ("m", "k"))
+        size = int(m.max())
+        onehot = np.zeros((n_tasks, size * (size + 1)))
+        onehot[np.arange(n_tasks), (m - 1) * (size + 1) + k] = 1.0
+        whole = instance_fit(onehot.sum(axis=0).reshape(1, size, size + 1))  # the cell's own tasks, all
+        if kappa_b > 0 and whole.own[0]:
+            hists = (weights[: int(kappa_b)] @ onehot).reshape(-1, size, size + 1)
+            # in chunks: the profile grid holds (logit π × log κ) values per histogram (~1 MB each)
+            fits = [instance_fit(hists[i : i + _CHUNK]).kappa for i in range(0, len(hists), _CHUNK)]
+            row["kappa_lo"], row["kappa_hi"] = _bounds(np.clip(np.concatenate(fits), KAPPA_MIN, KAPPA_MAX))
         for c in critics:
             for name in ("tpr", "fpr"):
                 lo = hi = float("nan")

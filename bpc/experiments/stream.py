@@ -14,7 +14,7 @@ Starts (:data:`STARTS`; the target cell's own data never enters one)
 --------------------------------------------------------------------
 ``none``
     A weak prior, the same for every cell (:data:`NONE_VALUES`): logit-normal
-    with scale :data:`~bpc.estimate.online.DEFAULT_PRIOR_SD` (1 on the logit
+    with scale :data:`~bpc.estimate.online.particles.DEFAULT_PRIOR_SD` (1 on the logit
     scale) around π = 0.5, tpr = 0.75, fpr = 0.25 for every critic (critics
     assumed mildly informative), and a log-normal κ around 2 (scale 1).
 ``laplace-pooled``

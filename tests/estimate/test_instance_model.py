@@ -201,7 +201,8 @@ def test_real_fit_rates_inside_the_unit_interval_and_means_inside_intervals(corp
     """The old model put > 94 % of lcb_hard/gpt5_mini tpr_syn draws (21/21 passes) at exactly 1.0."""
     import warnings
 
-    from bpc.estimate.model import SamplerOptions, fit, params_table, posterior_params
+    from bpc.estimate.model import SamplerOptions, fit, posterior_params
+    from bpc.estimate.model.diagnostics import params_table
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

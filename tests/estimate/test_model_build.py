@@ -9,8 +9,15 @@ import pymc as pm
 import pytest
 from scipy import stats
 
-from bpc.estimate.model import ModelSpec, build_model, observations, rate_counts
-from bpc.estimate.model.build import effect_centring, effect_levels, instance_observations
+from bpc.estimate.model import ModelSpec
+from bpc.estimate.model.build import (
+    build_model,
+    effect_centring,
+    effect_levels,
+    instance_observations,
+    observations,
+    rate_counts,
+)
 from bpc.estimate.model.checks import prior_draws
 from tests.model_fixtures import fast_compile, tiny_counts  # noqa: F401
 

@@ -2,7 +2,7 @@
 
 The stand-in "fitter" is the hierarchical model with α = β = 0 and κ = 2
 fixed, i.e. independent Beta(1, 1) rates whose posterior Beta(1 + k, 1 + n − k)
-is drawn exactly by :func:`bpc.estimate.model.cell_rates`. Under a spec whose prior is
+is drawn exactly by :func:`bpc.estimate.model.fit.cell_rates`. Under a spec whose prior is
 that same model, SBC coverage must be nominal; no MCMC is needed.
 """
 
@@ -16,8 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from bpc.estimate.model import ModelSpec, cell_rates, rate_counts
+from bpc.estimate.model import ModelSpec
 from bpc.estimate.model import checks as ck
+from bpc.estimate.model.build import rate_counts
+from bpc.estimate.model.fit import cell_rates
 from bpc.report.plots.model import plot_forest, plot_ppc, plot_shrinkage, shrinkage_table
 from tests.model_fixtures import tiny_counts
 

@@ -11,8 +11,9 @@ import xarray as xr
 
 from bpc.data.counts import counts_from_records, merge_counts
 from bpc.estimate.crossed import crossed_from_posterior, marginal_beta
-from bpc.estimate.model import ModelSpec, Refitter, build_model, cell_rates
-from bpc.estimate.model.build import centred_tasks, instance_observations, task_observations
+from bpc.estimate.model import ModelSpec
+from bpc.estimate.model.build import build_model, centred_tasks, instance_observations, task_observations
+from bpc.estimate.model.fit import Refitter, cell_rates
 from tests.model_fixtures import fast_compile  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("fast_compile")

@@ -22,16 +22,15 @@ from bpc.estimate.model import (
     Diagnostics,
     ModelSpec,
     SamplerOptions,
-    SpecMismatchError,
-    cell_rates,
     diagnose,
     fit,
     load,
     posterior_params,
-    resolve_sampler,
     save,
 )
 from bpc.estimate.model.checks import posterior_predictive_check
+from bpc.estimate.model.fit import cell_rates, resolve_sampler
+from bpc.estimate.model.io import SpecMismatchError
 from bpc.schema import validate_params
 from tests.model_fixtures import tiny_counts
 

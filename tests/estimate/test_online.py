@@ -16,16 +16,15 @@ from hypothesis import strategies as st
 from scipy.special import betaln
 
 from bpc.estimate.online import (
-    LABEL_CHANNEL,
     EpisodeRecord,
     LearningState,
-    LearnStateMismatchError,
     ParticleOptions,
     PatchRecord,
     drift_check,
     episode_loglik,
     labelled_counts,
 )
+from bpc.estimate.online.records import LABEL_CHANNEL, LearnStateMismatchError
 from bpc.intervals import interval_bounds
 from tests.episodes import simulate_records
 from tests.model_fixtures import fast_compile  # noqa: F401  (fixture)

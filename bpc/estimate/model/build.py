@@ -455,13 +455,6 @@ Beta-Binomial log density as sums of logarithms (:func:`beta_binomial_rows`), la
 log-gamma functions."""
 
 
-def _ragged(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each row r and each i < counts[r]: the pair (r, i), as two flat arrays."""
-    rows = np.repeat(np.arange(counts.size), counts)
-    offsets = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    return rows, offsets.astype(float)
-
-
 def beta_binomial_rows(
     a: pt.TensorVariable, b: pt.TensorVariable, n: np.ndarray, k: np.ndarray
 ) -> pt.TensorVariable:
@@ -485,7 +478,8 @@ def beta_binomial_rows(
         const = gammaln(ns + 1.0) - gammaln(ks + 1.0) - gammaln(ns - ks + 1.0)
         part = pt.as_tensor_variable(const)
         for base, counts, sign in ((a, ks, 1.0), (b, ns - ks, 1.0), (a + b, ns, -1.0)):
-            rows, off = _ragged(counts)
+            rows = np.repeat(np.arange(counts.size), counts)  # for each row r and each i < counts[r]: (r, i)
+            off = (np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)).astype(float)
             if rows.size:
                 terms = _tensor(pt.log(_tensor(base)[idx[rows]] + off))
                 part = _tensor(pt.inc_subtensor(part[rows], sign * terms))
@@ -771,19 +765,6 @@ def _histogram_weights(inst: xr.Dataset, tasks: xr.Dataset | None) -> np.ndarray
     return weights
 
 
-def _kappa_inst_effect(spec: ModelSpec, level_dim: str) -> pt.TensorVariable:
-    """Non-centred (optionally sum-to-zero) effect of a level on log κ_inst."""
-    sigma = pm.HalfNormal(
-        f"sigma_kappa_inst_{level_dim}", sigma=spec.instance_priors[f"sigma_{level_dim}"]["sigma"]
-    )
-    name = f"z_kappa_inst_{level_dim}"
-    if spec.zero_sum:
-        raw = pm.ZeroSumNormal(name, sigma=1.0, dims=level_dim)
-    else:
-        raw = pm.Normal(name, 0.0, 1.0, dims=level_dim)
-    return _deterministic(f"delta_kappa_inst_{level_dim}", sigma * raw, dims=level_dim)
-
-
 def _instance_likelihood(
     spec: ModelSpec,
     inst: xr.Dataset,
@@ -831,8 +812,13 @@ def _instance_likelihood(
     log_kappa_inst = pm.Normal("log_kappa_inst", mu=lk["mu"], sigma=lk["sigma"])
     log_k = log_kappa_inst + pt.zeros((len(inst["cell_benchmark_idx"]),))
     grid = log_kappa_inst
-    for dim, cell_idx in idx.items():
-        delta = _kappa_inst_effect(spec, dim)
+    for dim, cell_idx in idx.items():  # non-centred (optionally sum-to-zero) effects of the levels
+        scale = pm.HalfNormal(f"sigma_kappa_inst_{dim}", sigma=spec.instance_priors[f"sigma_{dim}"]["sigma"])
+        if spec.zero_sum:
+            z = pm.ZeroSumNormal(f"z_kappa_inst_{dim}", sigma=1.0, dims=dim)
+        else:
+            z = pm.Normal(f"z_kappa_inst_{dim}", 0.0, 1.0, dims=dim)
+        delta = _deterministic(f"delta_kappa_inst_{dim}", scale * z, dims=dim)
         log_k = log_k + delta[cell_idx]
         grid = grid + (delta[:, None] if dim == DIM_BENCHMARK else delta[None, :])
     pm.Deterministic("kappa_inst", pt.exp(grid), dims=(DIM_BENCHMARK, DIM_GENERATOR))

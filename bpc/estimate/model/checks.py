@@ -422,16 +422,6 @@ def coverage_table(
     return df[first + [c for c in df.columns if c not in first]]
 
 
-def _layout_template(counts: xr.Dataset) -> xr.Dataset:
-    """Counts with every finite denominator set to 1 and numerator to 0 (layout only)."""
-    out = counts.copy(deep=True)
-    for part, whole in (("n_pass", "n_patches"), ("critic_pass", "critic_n"), ("trans_flip", "trans_n")):
-        finite = out[whole].notnull()
-        out[whole] = xr.where(finite, 1.0, np.nan)
-        out[part] = xr.where(finite, 0.0, np.nan)
-    return out
-
-
 def refit_fitter(
     template: xr.Dataset,
     spec: ModelSpec | None = None,
@@ -445,7 +435,11 @@ def refit_fitter(
     See :class:`~bpc.estimate.model.fit.Refitter`. Every later count set must have the template's
     coordinates and observe no entry the template leaves unobserved.
     """
-    refitter = Refitter(_layout_template(template), spec)
+    layout = template.copy(deep=True)  # every finite denominator 1 and numerator 0: the layout only
+    for part, whole in (("n_pass", "n_patches"), ("critic_pass", "critic_n"), ("trans_flip", "trans_n")):
+        finite = layout[whole].notnull()
+        layout[whole], layout[part] = xr.where(finite, 1.0, np.nan), xr.where(finite, 0.0, np.nan)
+    refitter = Refitter(layout, spec)
     options = SamplerOptions(draws=draws, tune=tune, chains=chains, progressbar=False)
 
     def fitter(counts: xr.Dataset, seed: int) -> xr.Dataset:
@@ -686,15 +680,6 @@ _COUNTED = tuple(v for v in COUNT_VARS if v != "inst_hist")
 """The count variables a held-out split divides between training and test (histograms are dropped)."""
 
 
-def _hypergeom(rng: np.random.Generator, good: np.ndarray, bad: np.ndarray, draw: np.ndarray) -> np.ndarray:
-    good, bad, draw = (np.asarray(x, dtype=np.int64) for x in (good, bad, draw))
-    out = np.zeros(np.broadcast(good, bad, draw).shape, dtype=np.int64)
-    mask = draw > 0
-    if mask.any():
-        out[mask] = rng.hypergeometric(good[mask], bad[mask], draw[mask])
-    return out
-
-
 def subsample_counts(
     counts: xr.Dataset, n_instances: int, *, seed: int = DEFAULT_SEED
 ) -> tuple[xr.Dataset, xr.Dataset]:
@@ -731,7 +716,11 @@ def subsample_counts(
         """At ``at``: ``take`` (default min(n, budget)) of n trials and the passes among them."""
         n_out, k_out = np.full(n.shape, np.nan), np.full(n.shape, np.nan)
         n_out[at] = np.minimum(n[at], budget) if take is None else take
-        k_out[at] = _hypergeom(rng, k[at], n[at] - k[at], n_out[at])
+        good, bad, draw = (np.asarray(x, dtype=np.int64) for x in (k[at], n[at] - k[at], n_out[at]))
+        passes, some = np.zeros(draw.shape, dtype=np.int64), draw > 0  # the passes among the kept trials
+        if some.any():
+            passes[some] = rng.hypergeometric(good[some], bad[some], draw[some])
+        k_out[at] = passes
         return k_out, n_out
 
     train = counts.copy(deep=True)

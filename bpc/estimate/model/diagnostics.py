@@ -193,12 +193,6 @@ def _ess(x: np.ndarray) -> np.ndarray:
     return np.where(np.ptp(x, axis=(0, 1)) < np.finfo(float).resolution, float(size), out)
 
 
-def _worst(values: np.ndarray, how) -> float:
-    """``how`` (max or min) of the finite ``values``; ``NaN`` when none is."""
-    finite = values[np.isfinite(values)]
-    return float(how(finite)) if finite.size else np.nan
-
-
 def _per_element(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rank-normalised split R-hat, bulk ESS and tail ESS of (chain, draw, element) draws.
 
@@ -251,7 +245,9 @@ def diagnose(dt: xr.DataTree) -> Diagnostics:
     for name in varying:
         da = post[name].transpose("chain", "draw", ...)
         values = _per_element(da.values.reshape(chains, draws, -1).astype(float))
-        rows[name] = [_worst(v, how) for v, how in zip(values, (np.max, np.min, np.min), strict=True)]
+        finite = [v[np.isfinite(v)] for v in values]  # the worst finite value of each; NaN when none is
+        pairs = zip(finite, (np.max, np.min, np.min), strict=True)
+        rows[name] = [float(how(f)) if f.size else np.nan for f, how in pairs]
     columns = ["max_rhat", "min_ess_bulk", "min_ess_tail"]
     table = pd.DataFrame.from_dict(rows, orient="index", columns=columns).astype(float)
     table.index.name = "variable"

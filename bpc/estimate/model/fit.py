@@ -53,6 +53,7 @@ from bpc.constants import (
     SAMPLER_PRESETS,
     TARGET_ACCEPT_RETRY,
 )
+from bpc.estimate.crossed import N_NODES, mixture_moments, normal_grid
 from bpc.estimate.model.build import DIM_PRIOR_CELL, DIM_RATE, build_model, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import Diagnostics, diagnose
 from bpc.estimate.model.spec import ModelSpec
@@ -328,16 +329,6 @@ def _at_levels(
     return out
 
 
-def _effects_for(
-    post: xr.Dataset, spec: ModelSpec, level_dim: str, levels: Sequence[str], rng: np.random.Generator
-) -> np.ndarray:
-    """Group effects (sample, rate, level) for ``levels``; unseen levels get β ~ N(0, σ) per draw."""
-    if level_dim not in spec.effects:
-        return np.zeros((post.sizes[DIM_CHAIN] * post.sizes[DIM_DRAW], len(spec.rates), len(levels)))
-    dims = (DIM_RATE, level_dim)
-    return _at_levels(post, f"beta_{level_dim}", f"sigma_{level_dim}", dims, levels, rng)
-
-
 def cell_rates(
     posterior: xr.Dataset,
     counts: xr.Dataset,
@@ -402,15 +393,20 @@ def cell_rates(
         )
     chains, draws = posterior.sizes[DIM_CHAIN], posterior.sizes[DIM_DRAW]
     alpha, kappa = flat_draws(posterior, "alpha", DIM_RATE), flat_draws(posterior, "kappa", DIM_RATE)
-    eff_b = _effects_for(posterior, spec, DIM_BENCHMARK, benchmarks, rng)
-    eff_g = _effects_for(posterior, spec, DIM_GENERATOR, generators, rng)
+    cells = {DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
+    # group effects (sample, rate, level) at the output levels; an unseen level gets β ~ N(0, σ) per draw
+    eff_b, eff_g = (
+        _at_levels(posterior, f"beta_{dim}", f"sigma_{dim}", (DIM_RATE, dim), levels, rng)
+        if dim in spec.effects
+        else np.zeros((alpha.shape[0], len(spec.rates), len(levels)))
+        for dim, levels in cells.items()
+    )
     logit_mu = alpha[:, :, None, None] + eff_b[:, :, :, None] + eff_g[:, :, None, :]  # (S, R, B, G)
     s0 = shape_offset(spec)
     a = s0 + kappa[:, :, None, None] / (1.0 + np.exp(-logit_mu))
     b = s0 + kappa[:, :, None, None] / (1.0 + np.exp(logit_mu))
 
     k, n = rate_counts(counts, spec)
-    cells = {DIM_BENCHMARK: benchmarks, DIM_GENERATOR: generators}
     k, n = k.reindex(cells).values, n.reindex(cells).values
     seen = np.isfinite(n) & condition
     a = a + np.where(seen, np.nan_to_num(k), 0.0)[None]
@@ -425,11 +421,39 @@ def cell_rates(
         theta[:, r0] = open_unit(expit(logit_mu[:, r0] + sigma_pi * z))
     if spec.instance and "log_kappa_inst" in posterior:
         r0 = spec.rates.index("prior")
-        if condition:
-            theta[:, r0] = _sampled_prior(posterior, theta[:, r0], benchmarks, generators, counts)
-        kappa_inst = _kappa_inst_draws(posterior, benchmarks, generators, rng)
+        if condition and "pi" in posterior:  # every cell whose π was sampled takes it from ``pi``
+            pi = flat_draws(posterior, "pi", DIM_PRIOR_CELL)
+            observed = np.isfinite(counts["n_patches"].reindex(cells).transpose(*cells).values)
+            for c, label in enumerate(posterior[DIM_PRIOR_CELL].values):
+                bench, gen = str(label).split("/", 1)
+                if bench in benchmarks and gen in generators:
+                    i, j = benchmarks.index(bench), generators.index(gen)
+                    theta[:, r0, i, j] = open_unit(pi[:, c]) if observed[i, j] else theta[:, r0, i, j]
+        # κ_inst (sample, benchmark, generator); a level unknown to the fit gets δ ~ N(0, σ) per draw
+        log_k = flat_draws(posterior, "log_kappa_inst")[:, None, None] + np.zeros(theta.shape[2:])
+        for axis, (dim, levels) in enumerate(cells.items(), start=1):
+            if f"delta_kappa_inst_{dim}" in posterior:
+                delta, sigma = f"delta_kappa_inst_{dim}", f"sigma_kappa_inst_{dim}"
+                eff = _at_levels(posterior, delta, sigma, (dim,), levels, rng)
+                log_k += eff[:, :, None] if axis == 1 else eff[:, None, :]
+        kappa_inst = np.exp(log_k)
         if condition and "task_loc" in posterior:
-            _crossed_cell_prior(posterior, theta[:, r0], kappa_inst, benchmarks, generators)
+            # crossed cells: π is the pass rate of a task of median difficulty; the decision layer's
+            # cell prior is θ of a *new* task, the marginal over task effects, Beta-moment-matched per
+            # draw (bpc.estimate.crossed.marginal_beta, one draw at a time)
+            x, w = normal_grid(N_NODES)
+            loc, kap = (flat_draws(posterior, v, "task_cell") for v in ("task_loc", "task_kappa"))
+            sig = flat_draws(posterior, "sigma_task", "task_benchmark")
+            sig_bench = [str(b) for b in posterior["task_benchmark"].values]
+            for c, label in enumerate(posterior["task_cell"].values):
+                bench, gen = str(label).split("/", 1)
+                if bench in benchmarks and gen in generators:
+                    p = expit(loc[:, c, None] + sig[:, sig_bench.index(bench), None] * x[None, :])  # (S, Q)
+                    mean, second = mixture_moments(w, p, kap[:, c, None], axis=1)
+                    var = np.maximum(second - mean**2, 1e-15)
+                    i, j = benchmarks.index(bench), generators.index(gen)
+                    theta[:, r0, i, j] = open_unit(mean)
+                    kappa_inst[:, i, j] = np.maximum(mean * (1 - mean) / var - 1.0, 1e-9)
 
     # a critic is available where it ran; in a cell without data where it ran on the cell's
     # benchmark, else (a new benchmark) on its generator, else anywhere
@@ -502,75 +526,6 @@ def open_unit(x: np.ndarray) -> np.ndarray:
     return np.clip(x, np.nextafter(0.0, 1.0), np.nextafter(1.0, 0.0))
 
 
-def _sampled_prior(
-    posterior: xr.Dataset,
-    theta_prior: np.ndarray,
-    benchmarks: Sequence[str],
-    generators: Sequence[str],
-    counts: xr.Dataset,
-) -> np.ndarray:
-    """The prior draws with every cell whose π was sampled (instance model) taken from ``pi``."""
-    if "pi" not in posterior:
-        return theta_prior
-    values = flat_draws(posterior, "pi", DIM_PRIOR_CELL)
-    cells = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
-    observed = np.isfinite(counts["n_patches"].reindex(cells).transpose(*cells).values)
-    out = theta_prior.copy()
-    for c, label in enumerate(posterior[DIM_PRIOR_CELL].values):
-        bench, gen = str(label).split("/", 1)
-        if bench in benchmarks and gen in generators:
-            i, j = benchmarks.index(bench), generators.index(gen)
-            out[:, i, j] = open_unit(values[:, c]) if observed[i, j] else out[:, i, j]
-    return out
-
-
-def _crossed_cell_prior(
-    posterior: xr.Dataset,
-    theta_prior: np.ndarray,
-    kappa_inst: np.ndarray,
-    benchmarks: Sequence[str],
-    generators: Sequence[str],
-) -> None:
-    """Crossed cells (in place): the prior and κ of a *new* task, the marginal over task effects.
-
-    In a crossed cell π is the pass rate of a task of median difficulty; the decision layer's
-    cell prior is θ of a task nothing is known about, Beta-moment-matched per draw
-    (:func:`bpc.estimate.crossed.marginal_beta`, one draw at a time).
-    """
-    from bpc.estimate.crossed import N_NODES, mixture_moments, normal_grid
-
-    x, w = normal_grid(N_NODES)
-    loc = flat_draws(posterior, "task_loc", "task_cell")
-    kap = flat_draws(posterior, "task_kappa", "task_cell")
-    sig = flat_draws(posterior, "sigma_task", "task_benchmark")
-    sig_bench = [str(b) for b in posterior["task_benchmark"].values]
-    for c, label in enumerate(posterior["task_cell"].values):
-        bench, gen = str(label).split("/", 1)
-        if bench not in benchmarks or gen not in generators:
-            continue
-        p = expit(loc[:, c, None] + sig[:, sig_bench.index(bench), None] * x[None, :])  # (S, Q)
-        mean, second = mixture_moments(w, p, kap[:, c, None], axis=1)
-        var = np.maximum(second - mean**2, 1e-15)
-        i, j = benchmarks.index(bench), generators.index(gen)
-        theta_prior[:, i, j] = open_unit(mean)
-        kappa_inst[:, i, j] = np.maximum(mean * (1 - mean) / var - 1.0, 1e-9)
-
-
-def _kappa_inst_draws(
-    posterior: xr.Dataset, benchmarks: Sequence[str], generators: Sequence[str], rng: np.random.Generator
-) -> np.ndarray:
-    """κ_inst draws (sample, benchmark, generator); a level unknown to the fit gets δ ~ N(0, σ) per draw."""
-    cells = np.zeros((len(benchmarks), len(generators)))
-    log_k = flat_draws(posterior, "log_kappa_inst")[:, None, None] + cells
-    for axis, (dim, levels) in enumerate(((DIM_BENCHMARK, benchmarks), (DIM_GENERATOR, generators)), start=1):
-        if f"delta_kappa_inst_{dim}" in posterior:
-            eff = _at_levels(
-                posterior, f"delta_kappa_inst_{dim}", f"sigma_kappa_inst_{dim}", (dim,), levels, rng
-            )
-            log_k += eff[:, :, None] if axis == 1 else eff[:, None, :]
-    return np.exp(log_k)
-
-
 def spec_of(dt: xr.DataTree) -> ModelSpec:
     """The :class:`ModelSpec` a fit was made with (from its ``spec`` attribute)."""
     text = dt.attrs.get("spec")
@@ -636,11 +591,6 @@ def _more_chains(dt: xr.DataTree, extra: xr.DataTree) -> xr.DataTree:
     return out
 
 
-def _extension_seed(seed: int, round_: int) -> int:
-    """The sampler seed of the ``round_``-th extension of a fit seeded with ``seed``."""
-    return int(np.random.SeedSequence([int(seed), _PARAMS_SEED_KEY, int(round_)]).generate_state(1)[0])
-
-
 def fit(
     counts: xr.Dataset,
     spec: ModelSpec | None = None,
@@ -704,8 +654,7 @@ def fit(
     if isinstance(extend, bool) or not isinstance(extend, int) or extend < 0:
         raise ValueError(f"extend must be a non-negative integer, got {extend!r}")
     spec = ModelSpec.for_counts(counts) if spec is None else spec
-    validate_counts(counts)
-    model = build_model(counts, spec)
+    model = build_model(counts, spec)  # (validates the counts)
     options = replace(options, sampler=resolve_sampler(options.sampler))
     t0 = time.perf_counter()
     compiled = compile_nutpie(model) if options.sampler == "nutpie" else None  # once, for the extensions too
@@ -724,7 +673,9 @@ def fit(
         if (diag is not None and diag.ok) or (divergent and run.target_accept >= TARGET_ACCEPT_RETRY):
             break
         extensions += 1
-        extra = replace(run, seed=_extension_seed(options.seed, extensions))
+        # the sampler seed of the extensions-th extension
+        seed = np.random.SeedSequence([int(options.seed), _PARAMS_SEED_KEY, extensions]).generate_state(1)[0]
+        extra = replace(run, seed=int(seed))
         if divergent:  # smaller steps, a new run in place of the divergent one
             run = extra = replace(extra, target_accept=TARGET_ACCEPT_RETRY)
             dt = sample_model(model, extra, compiled=compiled)

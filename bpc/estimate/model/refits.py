@@ -37,14 +37,18 @@ import contextlib
 import functools
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import xarray as xr
+from arviz_stats.base.array import array_stats
+from scipy.special import betaln, expit, logsumexp
 
+from bpc.choices import check_choices
 from bpc.constants import (
     DEFAULT_SEED,
     DIM_BENCHMARK,
@@ -56,10 +60,25 @@ from bpc.constants import (
     REFIT_PRESETS,
     SAMPLER_PRESETS,
 )
+from bpc.estimate.laplace import beta_binomial_loglik
+from bpc.estimate.model import io
+from bpc.estimate.model.build import DIM_PRIOR_CELL, rate_counts, shape_offset
 from bpc.estimate.model.diagnostics import Diagnostics
-
-if TYPE_CHECKING:
-    from bpc.estimate.model.fit import SamplerOptions
+from bpc.estimate.model.fit import (
+    Refitter,
+    RunStopped,
+    SamplerOptions,
+    cell_rates,
+    counts_hash,
+    flat_draws,
+    posterior_params,
+    resolve_sampler,
+    spec_of,
+)
+from bpc.estimate.model.spec import ModelSpec
+from bpc.estimate.online.records import systematic_indices
+from bpc.progress import info
+from bpc.schema import COUNT_VARS, TASK_COUNT_VARS
 
 KHAT_MAX = 0.7
 """Largest Pareto k̂ of the smoothed importance weights at which a calibration is reweighted, not refitted."""
@@ -102,14 +121,6 @@ def fit_summary(dt: xr.DataTree) -> dict[str, Any]:
         if key in dt.attrs:
             d[key] = kind(dt.attrs[key])
     return d
-
-
-def _name(func: Callable[..., Any] | None) -> str:
-    """A stable name of a callable for the cache key (``""`` for none)."""
-    if func is None:
-        return ""
-    inner = getattr(func, "func", func)  # a functools.partial names its function
-    return f"{getattr(inner, '__module__', '')}.{getattr(inner, '__qualname__', type(inner).__name__)}"
 
 
 class RefitLadder:
@@ -161,9 +172,6 @@ class RefitLadder:
         refitter: Callable[[xr.Dataset, Any], _Fitter] | None = None,
         progress: bool = False,
     ) -> None:
-        from bpc.choices import check_choices
-        from bpc.estimate.model.fit import resolve_sampler
-        from bpc.estimate.model.spec import ModelSpec
 
         if isinstance(presets, str) or not presets:
             raise ValueError(f"the refit ladder needs at least one sampler preset, got {presets!r}")
@@ -192,8 +200,6 @@ class RefitLadder:
     def fitter(self) -> _Fitter:
         """The compiled model (built on first use, then shared by every fit and rung)."""
         if self._fitter is None:
-            from bpc.estimate.model.fit import Refitter
-
             make = self._make or functools.partial(Refitter, sampler=self.sampler)
             self._fitter = make(self.template, self.spec)
         return self._fitter
@@ -212,16 +218,16 @@ class RefitLadder:
         >>> k["target_accept"], k["draws"], k["seed"]
         (0.99, 4000, 3)
         """
-        from bpc.estimate.model.fit import SamplerOptions, counts_hash
-
         sampling = SamplerOptions.preset(preset, seed=int(seed), sampler=self.sampler).key()
+        inner = getattr(self._reduce, "func", self._reduce)  # a functools.partial names its function
+        name = f"{getattr(inner, '__module__', '')}.{getattr(inner, '__qualname__', type(inner).__name__)}"
         return {
             **sampling,
             "counts": counts_hash(counts),
             "spec": self.spec.hash(),
             "preset": preset,
             "kernels": self.kernels,
-            "reduce": _name(self._reduce),
+            "reduce": "" if inner is None else name,
         }
 
     def fit(
@@ -251,8 +257,6 @@ class RefitLadder:
             The kept fit (:func:`bpc.estimate.model.fit.fit`'s layout); ``attrs`` add ``preset``,
             ``attempts`` (1 = the first rung) and ``converged`` (1 / 0).
         """
-        from bpc.estimate.model.fit import counts_hash
-
         ladder = self.presets if presets is None else tuple(presets)
         memo = (counts_hash(counts), int(seed), ladder)
         with self._lock:
@@ -262,9 +266,6 @@ class RefitLadder:
 
     def _climb(self, counts: xr.Dataset, seed: int, label: str, ladder: tuple[str, ...]) -> xr.DataTree:
         """The rungs of ``ladder`` in turn, up to the first fit that converges (:meth:`fit`)."""
-        from bpc.estimate.model.fit import RunStopped
-        from bpc.progress import info
-
         dt: xr.DataTree | None = None
         for attempt, preset in enumerate(ladder, start=1):
             nxt = ladder[attempt] if attempt < len(ladder) else None
@@ -293,12 +294,6 @@ class RefitLadder:
         tuning (it would fail the check) with :class:`~bpc.estimate.model.fit.RunStopped`; nothing
         is cached for it.
         """
-        import time
-
-        from bpc.estimate.model import io
-        from bpc.estimate.model.fit import SamplerOptions
-        from bpc.progress import info
-
         key = self.key(counts, preset, seed)
         path = None if self.cache is None else self.cache / f"{label}__{preset}__{key['counts']}.nc"
         if path is not None and path.is_file():
@@ -333,8 +328,6 @@ def empty_cell(counts: xr.Dataset, cell: tuple[str, str]) -> xr.Dataset:
     >>> float(empty_cell(c, ("lcb_hard", "gpt5_mini"))["n_patches"].item())
     0.0
     """
-    from bpc.schema import COUNT_VARS, TASK_COUNT_VARS
-
     out = counts.copy(deep=True)
     sel = {DIM_BENCHMARK: cell[0], DIM_GENERATOR: cell[1]}
     for var in COUNT_VARS:
@@ -351,8 +344,6 @@ _NODES = np.linspace(-10.0, 10.0, 161)
 
 def _flat(post: xr.Dataset, name: str, cell: tuple[str, str] = ("", "")) -> np.ndarray:
     """``post[name]`` (at ``cell``'s levels where it has them) as (sample, …) with chains pooled."""
-    from bpc.estimate.model.fit import flat_draws
-
     da = post[name]
     at = {d: v for d, v in zip((DIM_BENCHMARK, DIM_GENERATOR), cell, strict=True) if d in da.dims}
     return flat_draws(da.sel(at).to_dataset(name=name), name, ...)
@@ -373,10 +364,6 @@ def _prior_grid(
     times the node spacing (so ``logsumexp`` over nodes is the log marginal likelihood), or ``None``
     when the target has no instance histogram.
     """
-    from scipy.special import expit
-
-    from bpc.estimate.laplace import beta_binomial_loglik
-
     hist = counts["inst_hist"].sel({DIM_BENCHMARK: cell[0], DIM_GENERATOR: cell[1]})
     hist = hist.transpose(DIM_PATCHES, DIM_PASSES)
     w = np.nan_to_num(hist.values)
@@ -422,10 +409,6 @@ def cell_loglik(post: xr.Dataset, counts: xr.Dataset, spec: Any, cell: tuple[str
     numpy.ndarray or None
         One value per draw (chains pooled, chain-major).
     """
-    from scipy.special import betaln, logsumexp
-
-    from bpc.estimate.model.build import rate_counts, shape_offset
-
     k, n = rate_counts(counts, spec)
     sel = {DIM_BENCHMARK: cell[0], DIM_GENERATOR: cell[1]}
     k, n = k.sel(sel).values, n.sel(sel).values
@@ -496,8 +479,6 @@ class LocoRefits:
         a failure is not raised here (:meth:`base` fits again and raises it). Meant for a study that
         scores one target while the next one's fit samples on the cores the scoring leaves idle.
         """
-        from bpc.estimate.model.fit import counts_hash
-
         cell = (str(cell[0]), str(cell[1]))
         key = (cell, counts_hash(empty_cell(counts, cell)))
         if key in self._base or key in self._prefetched:
@@ -511,7 +492,6 @@ class LocoRefits:
         threading.Thread(target=run, name=f"bpc-prefetch-{cell[0]}__{cell[1]}", daemon=True).start()
 
     def _params(self, dt: xr.DataTree) -> xr.Dataset:
-        from bpc.estimate.model.fit import posterior_params
 
         return posterior_params(dt) if self.to_params is None else self.to_params(dt)
 
@@ -520,8 +500,6 @@ class LocoRefits:
 
         Its seed is that of the first calibration asking for it.
         """
-        from bpc.estimate.model.fit import counts_hash
-
         cell = (str(cell[0]), str(cell[1]))
         empty = empty_cell(counts, cell)
         key = (cell, counts_hash(empty))
@@ -544,8 +522,6 @@ class LocoRefits:
         complete data down to the calibration's (the PSIS leave-out practice: larger calibrations
         sit closer to it) when its k̂ passes; else a refit through the ladder.
         """
-        from bpc.estimate.model.fit import counts_hash
-
         cell = (str(cell[0]), str(cell[1]))
         base = self.base(counts, cell, seed=seed)
         if counts_hash(counts) == json.loads(base.attrs.get("refit_key", "{}")).get("counts"):
@@ -565,8 +541,6 @@ class LocoRefits:
 
         The one of lower k̂ (``None`` when the target's data cannot be reweighted).
         """
-        from bpc.estimate.model.fit import counts_hash
-
         cell = (str(cell[0]), str(cell[1]))
         tried = [self.reweight(self.base(counts, cell, seed=seed), counts, cell, seed=int(seed))]
         template = self.ladder.template
@@ -596,12 +570,6 @@ class LocoRefits:
         ``method = "reweighted"``, ``khat``, ``weights_ess`` and ``proposal`` (converged when the
         fit converged; the caller checks ``khat``).
         """
-        from arviz_stats.base.array import array_stats
-
-        from bpc.estimate.model.build import DIM_PRIOR_CELL
-        from bpc.estimate.model.fit import cell_rates, spec_of
-        from bpc.estimate.online.records import systematic_indices
-
         if "posterior" not in base.children or "alpha" not in base["posterior"].dataset:
             return None
         post = base["posterior"].to_dataset()

@@ -301,11 +301,7 @@ class ModelSpec:
         if not path.is_file():
             raise FileNotFoundError(f"model spec file {path} does not exist")
         try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: not valid TOML: {exc}") from exc
-        try:
-            return cls.from_dict(data)
+            return cls.from_toml_text(path.read_text())
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from exc
 
@@ -356,15 +352,9 @@ class ModelSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """A plain nested mapping (fully resolved) that :meth:`from_dict` reads back."""
+        model = {key: getattr(self, key) for key in _MODEL_KEYS}
         return {
-            "model": {
-                "name": self.name,
-                "critics": list(self.critics),
-                "effects": list(self.effects),
-                "centered": list(self.centered),
-                "zero_sum": self.zero_sum,
-                "cell_shape": self.cell_shape,
-            },
+            "model": {key: list(v) if isinstance(v, tuple) else v for key, v in model.items()},
             "rates": {kind: copy.deepcopy(self.priors[kind]) for kind in RATE_KINDS},
             "instance": {"enabled": self.instance, **copy.deepcopy(self.instance_priors)},
             "tasks": {"enabled": self.tasks, **copy.deepcopy(self.task_priors)},

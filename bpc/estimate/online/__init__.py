@@ -92,11 +92,11 @@ loaded, continues bit-identically.
 The prior
 ---------
 The MCMC target needs a prior *density*. It is a multivariate normal on the
-unconstrained scale, :class:`GaussianPrior`:
+unconstrained scale, :class:`~bpc.estimate.online.records.GaussianPrior`:
 
 * from explicit numbers / Laplace values (:meth:`LearningState.from_values`)
   it is *the* prior: mean the logits of the values, diagonal scale ``sd``
-  (default :data:`DEFAULT_PRIOR_SD` = 1 on the logit scale — the 89 % prior
+  (default :data:`~bpc.estimate.online.particles.DEFAULT_PRIOR_SD` = 1 on the logit scale — the 89 % prior
   interval of a rate of 0.2 is about (0.06, 0.5): weak, but not flat), and
   the initial particles are exact draws from it;
 * from posterior draws (:meth:`LearningState.from_arrays`, e.g. the
@@ -130,36 +130,18 @@ by the number of channels (Bonferroni).
 
 from __future__ import annotations
 
-from bpc.estimate.online.drift import DriftReport, drift_check
-from bpc.estimate.online.particles import DEFAULT_PRIOR_SD, LearningState, ParticleOptions, calibration_scales
-from bpc.estimate.online.records import (
-    LABEL_CHANNEL,
-    LEARN_STATE_VERSION,
-    ORIGINS,
-    EpisodeRecord,
-    GaussianPrior,
-    LearnStateMismatchError,
-    PatchRecord,
-    episode_loglik,
-    labelled_counts,
-)
+from bpc.estimate.online.drift import drift_check
+from bpc.estimate.online.particles import LearningState, ParticleOptions
+from bpc.estimate.online.records import EpisodeRecord, PatchRecord, episode_loglik, labelled_counts
 from bpc.estimate.online.storage import load_calibration
 
 __all__ = [
-    "ORIGINS",
-    "LABEL_CHANNEL",
-    "LEARN_STATE_VERSION",
-    "DEFAULT_PRIOR_SD",
     "PatchRecord",
     "EpisodeRecord",
     "episode_loglik",
-    "GaussianPrior",
     "LearningState",
-    "LearnStateMismatchError",
     "ParticleOptions",
-    "DriftReport",
     "drift_check",
     "labelled_counts",
     "load_calibration",
-    "calibration_scales",
 ]

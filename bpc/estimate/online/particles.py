@@ -78,10 +78,6 @@ def _expit(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=float)))
 
 
-def _open(p: np.ndarray) -> np.ndarray:
-    return np.clip(p, 1e-12, 1.0 - 1e-12)
-
-
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
     """The ``q`` quantile of weighted particle values (the first value whose cumulative weight reaches q)."""
     order = np.argsort(values)
@@ -508,7 +504,7 @@ class LearningState:
             if np.any((col < 0) | (col > 1)):
                 raise ValueError(f"{name} draws must lie in [0, 1]")
         names = cls.layout(crit, iid=iid, kernel=kernel)
-        logit = {f"logit_{k}": _logit(_open(v)) for k, v in draws.items()}
+        logit = {f"logit_{k}": _logit(np.clip(v, 1e-12, 1.0 - 1e-12)) for k, v in draws.items()}
         x = np.column_stack([logit[nm] if nm in logit else np.log(kap) for nm in names])  # type: ignore[arg-type]
         gp = GaussianPrior.fit(x)
         particles = options.get("particles", ParticleOptions())
@@ -640,11 +636,6 @@ class LearningState:
 
     def loglik(self, record: EpisodeRecord, x: np.ndarray | None = None) -> np.ndarray:
         """``(P,)`` exact log-likelihood of one episode at the particles (or at points ``x``)."""
-        self._check_record(record)
-        # without a kernel p_fix / p_break are NaN, never read: _check_record refused refine patches
-        return episode_loglik(record, critics=self.critics, **self.params_of(self.x if x is None else x))
-
-    def _check_record(self, record: EpisodeRecord) -> None:
         if not isinstance(record, EpisodeRecord):
             raise ValueError(f"expected an EpisodeRecord, got {type(record).__name__}")
         unknown = [c for c in record.critics if c not in self.critics]
@@ -656,6 +647,8 @@ class LearningState:
             raise ValueError(
                 "the episode has refine patches but the state has no p_fix/p_break: start it with a kernel"
             )
+        # without a kernel p_fix / p_break are NaN, never read: refine patches were refused above
+        return episode_loglik(record, critics=self.critics, **self.params_of(self.x if x is None else x))
 
     def distinct_records(self) -> list[tuple[EpisodeRecord, int]]:
         """The stored episodes as ``(record, multiplicity)``, equal records (same ``key()``) once."""
@@ -763,17 +756,16 @@ class LearningState:
 
         from bpc.intervals import interval_bounds
 
-        named = {k: v for k, v in self._named(self.resample()).items() if np.all(np.isfinite(v))}
+        p = self.resample()
+        rates = {f"{r}[{c}]": p[r][:, k] for k, c in enumerate(self.critics) for r in ("tpr", "fpr")}
+        kernel = {"p_fix": p["p_fix"], "p_break": p["p_break"]}
+        named = {"prior": p["prior"], "kappa": p["kappa"], **rates, **kernel}
+        named = {k: v for k, v in named.items() if np.all(np.isfinite(v))}
         lo, hi = np.array([interval_bounds(v, prob=prob, kind=kind) for v in named.values()]).reshape(-1, 2).T
         means = [float(np.mean(v)) for v in named.values()]
         out = pd.DataFrame({"parameter": list(named), "mean": means, "lower": lo, "upper": hi})
         out.attrs.update({"ci_prob": prob, "ci_kind": kind, "n_episodes": self.n_episodes, "ess": self.ess})
         return out
-
-    def _named(self, p: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        rates = {f"{r}[{c}]": p[r][:, k] for k, c in enumerate(self.critics) for r in ("tpr", "fpr")}
-        kernel = {"p_fix": p["p_fix"], "p_break": p["p_break"]}
-        return {"prior": p["prior"], "kappa": p["kappa"], **rates, **kernel}
 
     def to_params(self, n: int | None = None, *, cell: tuple[str, str] = ("cell", "cell")) -> xr.Dataset:
         """Equally weighted draws in bpc's parameter schema (``chain`` = 1, ``draw`` = n, one cell).
