@@ -83,7 +83,9 @@ def instance_dp_root_values(*, chunk_size, n_threads=1, **problem):
         P = make_problem(one.pop("prior"), one.pop("tpr"), one.pop("fpr"), **one, costs=costs)
         sol = solve_grid(P, KernelOptions(**opts), n_threads=n_threads)
         pr, m = P.prior, P.n_samples
-        qs.append(sol.q_at(pr, 0, sol.horizon, mu=pr, n=0, sample_index=np.arange(m)))
+        # the root of every sample: b = μ = its prior, no patch yet, no critic used, every step left
+        zero, pr = np.zeros(m, dtype=np.int64), pr.astype(np.float64)
+        qs.append(sol.lookup(pr, pr, zero, zero, np.full(m, sol.horizon), np.arange(m)))
     q = np.concatenate(qs)
     return q.max(-1), q
 
