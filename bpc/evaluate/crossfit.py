@@ -25,7 +25,6 @@ from bpc.progress import info
 from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts
 
 __all__ = [
-    "EVALUATOR_COLUMNS",
     "UTILITY_COLUMNS",
     "FoldData",
     "Evaluator",

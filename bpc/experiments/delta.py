@@ -528,16 +528,9 @@ def predictive_coverage(
             pool = cell_pool(select_cell(fd.test_records, b, g), prof)
             res = replay_pool(pool, {**{p: p for p in base_names}, **ctrls}, c, profile=prof)
             draws = bootstrap_params(train, n_draws=sim.n_draws, seed=sim.seed + 7919 * j + fs)
-            pdelta = posterior_delta(
-                draws,
-                ctrls,
-                c,
-                replace(sim, seed=sim.seed + j),
-                baselines=base_names,
-                critics=critics,
-                n_eval=pool.n_instances,
-                critic_kappa=critic_concentration(train, critics),
-            ).set_index("policy")
+            kw = {"baselines": base_names, "critics": critics, "n_eval": pool.n_instances}
+            sim_j, kappa_c = replace(sim, seed=sim.seed + j), critic_concentration(train, critics)
+            pdelta = posterior_delta(draws, ctrls, c, sim_j, critic_kappa=kappa_c, **kw).set_index("policy")
             ref = res["utility"].sel(policy="always_verify").values
             for p in res["policy"].values.tolist():
                 diff = res["utility"].sel(policy=p).values - ref

@@ -127,22 +127,16 @@ def fit_posterior(
     Posterior
     """
     if posterior == "conjugate":
-        draws = 250 if preset == "quick" else 1000
-        return Posterior(
-            conjugate_posterior(counts, draws=draws, chains=4, seed=seed),
-            "unpooled conjugate Beta(1,1)-Binomial posterior (exact draws)",
-        )
+        exact = conjugate_posterior(counts, draws=250 if preset == "quick" else 1000, chains=4, seed=seed)
+        return Posterior(exact, "unpooled conjugate Beta(1,1)-Binomial posterior (exact draws)")
     if posterior is None:
         if ladder is None:
             from bpc.estimate.model.refits import RefitLadder
 
             ladder = RefitLadder(counts, presets=(preset,), kernels="measured", progress=progress)
         fit = hierarchical_fit(ladder, counts, preset=preset, seed=seed)
-        return Posterior(
-            fit.params,
-            f"{fit.description}, fitted here; {describe_diagnostics(fit.diagnostics)}",
-            fit.diagnostics,
-        )
+        text = f"{fit.description}, fitted here; {describe_diagnostics(fit.diagnostics)}"
+        return Posterior(fit.params, text, fit.diagnostics)
 
     from bpc.estimate import model
 
