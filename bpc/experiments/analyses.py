@@ -303,9 +303,8 @@ def load_panels(settings: AnalysisSettings) -> list[Panel]:
 def replay_both(settings: AnalysisSettings, panel: Panel) -> pd.DataFrame:
     """Every policy replayed on the fit and the eval split, paper costs (``replay_cells``)."""
     if "replay" not in panel.cache:
-        with stage(
-            f"[{panel.name}] replaying {len(panel.raw_cells)} cells (fit and eval)", enabled=settings.progress
-        ):
+        what = f"[{panel.name}] replaying {len(panel.raw_cells)} cells (fit and eval)"
+        with stage(what, enabled=settings.progress):
             data = {"trajectories": panel.trajectories, "kernel": panel.transition_counts}
             panel.cache["replay"] = replay_cells(panel.records, costs=panel.costs, split="both", **data)
     return panel.cache["replay"]
@@ -375,9 +374,8 @@ def hierarchical_posterior(settings: AnalysisSettings, panel: Panel) -> Posterio
         )
         preset = settings.sampler_preset
         ladder = RefitLadder(counts, presets=(preset,), kernels="predict")
-        with stage(
-            f"[{panel.name}] fitting the hierarchical model on the fit splits", enabled=settings.progress
-        ):
+        what = f"[{panel.name}] fitting the hierarchical model on the fit splits"
+        with stage(what, enabled=settings.progress):
             panel.cache["hierarchical"] = hierarchical_fit(ladder, counts, preset=preset, seed=settings.seed)
     return panel.cache["hierarchical"]
 
@@ -414,13 +412,8 @@ def panel_grid(
     ):
         points = cost_points(named_costs(REGIME_BASE), settings.c_vers, rw)
         scheduler = settings.scheduler or ("processes" if settings.dask else None)
-        opts = {
-            "seed": settings.seed,
-            "progress": settings.progress,
-            "posterior": posterior,
-            "scheduler": scheduler,
-        }
-        df = utility_grid(setups, points, policies=GRID_POLICIES, draws=draws, **opts)
+        opts = {"seed": settings.seed, "progress": settings.progress, "scheduler": scheduler}
+        df = utility_grid(setups, points, policies=GRID_POLICIES, draws=draws, posterior=posterior, **opts)
     panel.cache[("grid", draws, rw)] = df
     return df
 

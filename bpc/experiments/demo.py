@@ -182,10 +182,8 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
         params = laplace(counts)
 
     policies = POLICIES + EXTRA_BASELINES
-    with stage(
-        f"cross-fitting {len(policies)} policies over tasks ({N_FOLDS} folds × {len(DEMO_SEEDS)} seed)",
-        enabled=p,
-    ):
+    what = f"cross-fitting {len(policies)} policies over tasks ({N_FOLDS} folds × {len(DEMO_SEEDS)} seed)"
+    with stage(what, enabled=p):
         folds = {"trajectories": panel.trajectories, "base_counts": counts}
         proto = run_protocol(panel.records, ProtocolConfig(policies=policies, seeds=DEMO_SEEDS), **folds)
         pooled = pooled_deltas(proto.tables["utilities"], prob=float(proto.tables["deltas"]["prob"].iloc[0]))

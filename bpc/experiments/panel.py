@@ -309,9 +309,8 @@ def run_panel(
         logo = run_logo(records, counts, lc, progress=progress)
         tables.update({f"logo_{n}": logo.tables[n] for n in ("utilities", "lpd", "starts")})
     if config.protocol:
-        with _timed(
-            wall, "protocol", "panel: decisions vs the best simple baseline (evaluation protocol)", progress
-        ):
+        what = "panel: decisions vs the best simple baseline (evaluation protocol)"
+        with _timed(wall, "protocol", what, progress):
             frames = []
             for label, spec in costs.items():
                 pc = ProtocolConfig(
