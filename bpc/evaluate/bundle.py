@@ -18,6 +18,7 @@ from bpc.constants import BAYESIAN_POLICIES, DEFAULT_SEED, POOL_SIZE
 from bpc.decide.controllers import ThompsonIndex
 from bpc.decide.factory import make_controller
 from bpc.decide.options import PlanOptions
+from bpc.replay.profiles import get_profile
 
 __all__ = ["PAPER_PLAN", "Arm", "controllers", "profile_controllers"]
 
@@ -143,8 +144,6 @@ def profile_controllers(
     ValueError
         For a profile that reproduces the authors' released controllers.
     """
-    from bpc.replay.profiles import get_profile
-
     prof = get_profile(profile)
     if prof.dp_release_mode or prof.greedy_release_formula:
         raise ValueError(f"profile {prof.name!r} reproduces the released controllers; use bpc replay")

@@ -21,7 +21,6 @@ from bpc.intervals import clustered_interval
 
 __all__ = [
     "DELTA_COLUMNS",
-    "SIMPLE_BASELINES",
     "BEST_SIMPLE",
     "simple_baselines",
     "best_of",

@@ -21,10 +21,10 @@ import xarray as xr
 
 from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, FOLD_SEEDS, N_FOLDS
 from bpc.data.splits import Split, fold_split, folds, split_counts
+from bpc.progress import info
 from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts
 
 __all__ = [
-    "EVALUATOR_COLUMNS",
     "UTILITY_COLUMNS",
     "FoldData",
     "Evaluator",
@@ -127,7 +127,16 @@ def training_counts(
         Counts schema.
     """
     counts = split_counts(records, split, trajectories=trajectories, base=base, keep_base_kernels=False)
-    counts = _mask_scored_tasks(counts, split)
+    if has_task_counts(counts):
+        # a scored task's per-task counts are NaN for every generator of its benchmark: the split's own
+        # cells carry their training tasks only, and this also clears any other cell of the benchmark
+        # (a base cell the split left out), so no generator's record of a scored task reaches training
+        scored_tasks = {(str(b), str(t)) for (b, _g), ids in split.eval.items() for t in ids}
+        coords = {d: counts[d].values for d in (DIM_BENCHMARK, DIM_TASK)}
+        hit = [[(str(b), str(t)) in scored_tasks for t in coords[DIM_TASK]] for b in coords[DIM_BENCHMARK]]
+        hit = np.array(hit, dtype=bool).reshape(len(coords[DIM_BENCHMARK]), -1)
+        keep_tasks = ~xr.DataArray(hit, dims=(DIM_BENCHMARK, DIM_TASK), coords=coords)
+        counts = counts.assign({var: counts[var].where(keep_tasks) for var in TASK_COUNT_VARS})
     if base is None:
         return counts
     scored = {b for b, _ in split.cells}
@@ -140,23 +149,6 @@ def training_counts(
         ~np.array(blank, dtype=bool).reshape(len(bs), len(gs)), dims=(DIM_BENCHMARK, DIM_GENERATOR)
     )
     return counts.assign({var: counts[var].where(keep) for var in COUNT_VARS})
-
-
-def _mask_scored_tasks(counts: xr.Dataset, split: Split) -> xr.Dataset:
-    """Per-task counts of a scored task are ``NaN`` for every generator of its benchmark.
-
-    The split's own cells carry their training tasks only (:func:`bpc.data.splits.split_counts`);
-    this also clears any other cell of the benchmark (a base cell the split left out), so no
-    generator's record of a scored task reaches the training side.
-    """
-    if not has_task_counts(counts):
-        return counts
-    scored = {(str(b), str(t)) for (b, _g), ids in split.eval.items() for t in ids}
-    coords = {d: counts[d].values for d in (DIM_BENCHMARK, DIM_TASK)}
-    hit = [[(str(b), str(t)) in scored for t in coords[DIM_TASK]] for b in coords[DIM_BENCHMARK]]
-    hit = np.array(hit, dtype=bool).reshape(len(coords[DIM_BENCHMARK]), -1)
-    keep = ~xr.DataArray(hit, dims=(DIM_BENCHMARK, DIM_TASK), coords=coords)
-    return counts.assign({var: counts[var].where(keep) for var in TASK_COUNT_VARS})
 
 
 def fold_data(
@@ -304,8 +296,6 @@ def cross_fit(
         If the evaluator's frame lacks a column, scores a task that is not
         scored in the fold, or repeats a row.
     """
-    from bpc.progress import info
-
     seeds = [int(s) for s in np.atleast_1d(seeds)]
     frames = []
     for split in fold_splits(records, n_folds=n_folds, seeds=seeds):

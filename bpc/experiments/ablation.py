@@ -33,7 +33,7 @@ from types import MappingProxyType
 import pandas as pd
 
 from bpc.costs import CostSpec
-from bpc.evaluate import BEST_SIMPLE, Evaluator
+from bpc.evaluate import BEST_SIMPLE, Evaluator, task_means
 from bpc.experiments.protocol import replay_evaluator
 
 ABLATION_ARMS: Mapping[str, tuple[str, Mapping[str, object]]] = MappingProxyType(
@@ -79,11 +79,7 @@ ABLATION_BASELINES: tuple[str, ...] = (
 """Simple baselines replayed beside the arms (the candidates of the best simple baseline)."""
 
 
-def ablation_evaluator(
-    costs: CostSpec = None,
-    *,
-    arms: Sequence[str] | None = None,
-) -> Evaluator:
+def ablation_evaluator(costs: CostSpec = None, *, arms: Sequence[str] | None = None) -> Evaluator:
     """An :data:`~bpc.evaluate.Evaluator` replaying every ablation arm and the simple baselines.
 
     Every arm is calibrated on the fold's Laplace estimate of the training
@@ -131,8 +127,6 @@ def ablation_table(deltas: pd.DataFrame, utilities: pd.DataFrame) -> pd.DataFram
         ``benchmark, generator, arm, utility, n_tasks`` and, per reference
         ``r``, ``vs_<r>``, ``vs_<r>_lo``, ``vs_<r>_hi``.
     """
-    from bpc.evaluate import task_means
-
     arms = [a for a in ABLATION_ARMS if a in set(utilities["policy"])]
     means = task_means(utilities[utilities["policy"].isin(arms)])
     out = (

@@ -49,7 +49,12 @@ from bpc.constants import (
     REGIME_KNN_K,
     REGIME_REWARD,
 )
-from bpc.costs import named_costs, paper_costs_for
+from bpc.costs import cost_resolver, named_costs, paper_costs_for
+from bpc.data.counts import counts_from_records
+from bpc.data.load import SIMULATED, InputOptions, resolve_input
+from bpc.data.simulate import KAPPA, simulate_panel
+from bpc.data.splits import split_cells, split_counts
+from bpc.estimate.laplace import laplace
 from bpc.evaluate import Result
 from bpc.experiments.claims import (
     CELL_KEYS,
@@ -61,8 +66,20 @@ from bpc.experiments.claims import (
     informativeness_grid,
     train_eval_table,
 )
-from bpc.experiments.posterior import Posterior
+from bpc.experiments.grid import cost_points, prepare_cells, utility_grid
+from bpc.experiments.posterior import Posterior, hierarchical_fit
+from bpc.experiments.regime import (
+    regime_background,
+    regime_points,
+    regime_summary,
+    sweep_bands,
+    sweep_boundaries,
+)
+from bpc.experiments.uncertainty_score import patch_table, uncertainty_prr
+from bpc.paths import default_corpus
 from bpc.progress import info, stage
+from bpc.replay.engine import replay_cells
+from bpc.replay.profiles import canonical_policy
 from bpc.schema import cell_order
 
 GRID_POLICIES: tuple[str, ...] = BASELINE_POLICIES + BAYESIAN_POLICIES
@@ -167,8 +184,6 @@ class AnalysisSettings:
     @property
     def sim_kappa(self) -> float:
         """Simulator κ (:data:`bpc.data.simulate.KAPPA` unless set)."""
-        from bpc.data.simulate import KAPPA
-
         return float(KAPPA if self.kappa is None else self.kappa)
 
     @property
@@ -231,58 +246,28 @@ class Panel:
 # Panels
 # ---------------------------------------------------------------------------
 def _simulated_panel(settings: AnalysisSettings) -> Panel:
-    from bpc.costs import cost_resolver
-    from bpc.data.counts import counts_from_records
-    from bpc.data.simulate import simulate_panel
-    from bpc.estimate.laplace import laplace
-
+    s = settings
     sim = simulate_panel(
-        settings.seed,
-        scale=settings.sim_scale,
-        benchmarks=settings.benchmarks,
-        generators=settings.generators,
-        kappa=settings.sim_kappa,
+        s.seed, scale=s.sim_scale, kappa=s.sim_kappa, benchmarks=s.benchmarks, generators=s.generators
     )
     counts = counts_from_records(sim.records, sim.trajectories, source="simulated")
-    return Panel(
-        "simulated",
-        f"Simulated paper panel (seed {settings.seed}, scale {settings.sim_scale:g}, "
-        f"κ = {settings.sim_kappa:g})",
-        sim.records,
-        sim.trajectories,
-        counts,
-        laplace(counts),
-        costs=cost_resolver(settings.costs),
-    )
+    title = f"Simulated paper panel (seed {s.seed}, scale {s.sim_scale:g}, κ = {s.sim_kappa:g})"
+    costs = cost_resolver(s.costs)
+    return Panel("simulated", title, sim.records, sim.trajectories, counts, laplace(counts), costs=costs)
 
 
 def _input_panel(settings: AnalysisSettings, sources: Sequence[str]) -> Panel:
     """One panel of the sources other than the simulator, through the one input layer."""
-    from bpc.data.load import InputOptions, resolve_input
-    from bpc.estimate.laplace import laplace
-
-    options = replace(
-        settings.inputs or InputOptions(),
-        benchmarks=settings.benchmarks,
-        generators=settings.generators,
-        progress=False,
-    )
-    data = resolve_input(list(sources), options)
+    cells = {"benchmarks": settings.benchmarks, "generators": settings.generators}
+    data = resolve_input(list(sources), replace(settings.inputs or InputOptions(), progress=False, **cells))
     name = "corpus" if data.format == "corpus" else "data"
     title = "Authors' corpus" if name == "corpus" else "Data"
     n_raw = data.records[["benchmark", "generator"]].drop_duplicates().shape[0] if len(data.records) else 0
     n_cells = int(np.isfinite(data.counts["n_patches"].values).sum())
-    return Panel(
-        name,
-        f"{title} ({', '.join(Path(s).name for s in sources)}): {n_cells} cells, raw records for {n_raw}",
-        data.records,
-        data.trajectories,
-        data.counts,
-        laplace(data.counts),
-        transition_counts=data.counts,
-        path=Path(sources[0]) if name == "corpus" and len(sources) == 1 else None,
-        costs=data.costs(settings.costs),
-    )
+    title += f" ({', '.join(Path(s).name for s in sources)}): {n_cells} cells, raw records for {n_raw}"
+    path = Path(sources[0]) if name == "corpus" and len(sources) == 1 else None
+    extra = {"transition_counts": data.counts, "path": path, "costs": data.costs(settings.costs)}
+    return Panel(name, title, data.records, data.trajectories, data.counts, laplace(data.counts), **extra)
 
 
 def load_panels(settings: AnalysisSettings) -> list[Panel]:
@@ -293,9 +278,6 @@ def load_panels(settings: AnalysisSettings) -> list[Panel]:
     ValueError
         If there is no source (no corpus found and the simulator not named).
     """
-    from bpc.data.load import SIMULATED
-    from bpc.paths import default_corpus
-
     sources = settings.sources
     if sources is None:
         found = default_corpus()
@@ -321,26 +303,16 @@ def load_panels(settings: AnalysisSettings) -> list[Panel]:
 def replay_both(settings: AnalysisSettings, panel: Panel) -> pd.DataFrame:
     """Every policy replayed on the fit and the eval split, paper costs (``replay_cells``)."""
     if "replay" not in panel.cache:
-        from bpc.replay.engine import replay_cells
-
-        with stage(
-            f"[{panel.name}] replaying {len(panel.raw_cells)} cells (fit and eval)", enabled=settings.progress
-        ):
-            panel.cache["replay"] = replay_cells(
-                panel.records,
-                costs=panel.costs,
-                trajectories=panel.trajectories,
-                kernel=panel.transition_counts,
-                split="both",
-            )
+        what = f"[{panel.name}] replaying {len(panel.raw_cells)} cells (fit and eval)"
+        with stage(what, enabled=settings.progress):
+            data = {"trajectories": panel.trajectories, "kernel": panel.transition_counts}
+            panel.cache["replay"] = replay_cells(panel.records, costs=panel.costs, split="both", **data)
     return panel.cache["replay"]
 
 
 def release_replay(panel: Panel) -> pd.DataFrame:
     """Every cell replayed under the ``paper-release`` profile (in-sample, the authors' costs)."""
     if "release" not in panel.cache:
-        from bpc.replay.engine import replay_cells
-
         panel.cache["release"] = replay_cells(
             panel.records, costs=named_costs("paper-release"), profile="paper-release"
         )
@@ -363,8 +335,6 @@ def release_check(replay: pd.DataFrame, released: str | Path) -> pd.DataFrame:
     pandas.DataFrame
         Per cell: ``n_policies`` compared, ``max_abs_diff_delta``, ``max_abs_diff_ci``.
     """
-    from bpc.replay.profiles import canonical_policy
-
     pt = pd.read_csv(released)
     pt = pt[pt["l3_reviewer"] == "haiku45_default"].assign(policy=lambda d: d["policy"].map(canonical_policy))
     pt = pt.rename(columns={"cell": "benchmark"})
@@ -381,8 +351,6 @@ def release_check(replay: pd.DataFrame, released: str | Path) -> pd.DataFrame:
 def cost_setups(panel: Panel) -> list:
     """The cells of the cost grid (:func:`bpc.experiments.grid.prepare_cells`, eval split)."""
     if "setups" not in panel.cache:
-        from bpc.experiments.grid import prepare_cells
-
         panel.cache["setups"] = prepare_cells(
             panel.records, trajectories=panel.trajectories, transition_counts=panel.transition_counts
         )
@@ -398,9 +366,7 @@ def hierarchical_posterior(settings: AnalysisSettings, panel: Panel) -> Posterio
     fit's R-hat, ESS and divergences come back with the draws.
     """
     if "hierarchical" not in panel.cache:
-        from bpc.data.splits import split_cells, split_counts
         from bpc.estimate.model.refits import RefitLadder
-        from bpc.experiments.posterior import hierarchical_fit
 
         # fit-split counts of the replayed cells laid over every other cell (count tables, kernel files)
         counts = split_counts(
@@ -408,9 +374,8 @@ def hierarchical_posterior(settings: AnalysisSettings, panel: Panel) -> Posterio
         )
         preset = settings.sampler_preset
         ladder = RefitLadder(counts, presets=(preset,), kernels="predict")
-        with stage(
-            f"[{panel.name}] fitting the hierarchical model on the fit splits", enabled=settings.progress
-        ):
+        what = f"[{panel.name}] fitting the hierarchical model on the fit splits"
+        with stage(what, enabled=settings.progress):
             panel.cache["hierarchical"] = hierarchical_fit(ladder, counts, preset=preset, seed=settings.seed)
     return panel.cache["hierarchical"]
 
@@ -432,8 +397,6 @@ def panel_grid(
         Only these rewards (a sweep-only run computes just R = 100); a cached
         full grid is reused.
     """
-    from bpc.experiments.grid import cost_points, utility_grid
-
     rw = tuple(rewards or settings.rewards)
     for key in [("grid", draws, tuple(settings.rewards)), ("grid", draws, rw)]:
         if key in panel.cache:
@@ -447,16 +410,10 @@ def panel_grid(
         f"{len(rw)} R" + (f" × {draws} draws" if draws else ""),
         enabled=settings.progress,
     ):
-        df = utility_grid(
-            setups,
-            cost_points(named_costs(REGIME_BASE), settings.c_vers, rw),
-            policies=GRID_POLICIES,
-            draws=draws,
-            seed=settings.seed,
-            progress=settings.progress,
-            posterior=posterior,
-            scheduler=settings.scheduler or ("processes" if settings.dask else None),
-        )
+        points = cost_points(named_costs(REGIME_BASE), settings.c_vers, rw)
+        scheduler = settings.scheduler or ("processes" if settings.dask else None)
+        opts = {"seed": settings.seed, "progress": settings.progress, "scheduler": scheduler}
+        df = utility_grid(setups, points, policies=GRID_POLICIES, draws=draws, posterior=posterior, **opts)
     panel.cache[("grid", draws, rw)] = df
     return df
 
@@ -513,8 +470,6 @@ def regime_analysis(settings: AnalysisSettings, panel: Panel) -> Result:
     ``p_bayes_wins``); metadata ``background`` / ``posterior_background`` (k-NN backgrounds,
     :func:`bpc.experiments.regime.regime_background`) and ``k``.
     """
-    from bpc.experiments.regime import regime_background, regime_points, regime_summary
-
     pts = regime_points(panel_grid(settings, panel), cell_priors(panel))
     k = min(REGIME_KNN_K, len(pts))
     res = settings.background_resolution
@@ -535,8 +490,6 @@ def sweep_analysis(settings: AnalysisSettings, panel: Panel) -> Result:
     the analytic crossover c_ver* = π·R), ``priors`` (:func:`cell_priors`) and, with draws, ``bands``
     (posterior credible bands of the Bayesian controllers' Δ).
     """
-    from bpc.experiments.regime import sweep_bands, sweep_boundaries
-
     grid = panel_grid(settings, panel, rewards=(SWEEP_REWARD,))
     sweep = grid[grid["reward"] == SWEEP_REWARD]
     priors = cell_priors(panel)
@@ -567,8 +520,6 @@ def uncertainty_analysis(
         and :func:`bpc.experiments.uncertainty_score.patch_table` (25 conjugate
         draws per posterior draw of the settings for the posterior belief).
     """
-    from bpc.experiments.uncertainty_score import patch_table, uncertainty_prr
-
     rec = panel.records[panel.records["benchmark"].astype(str).str.startswith("lcb")]
     if rec.empty:
         return None

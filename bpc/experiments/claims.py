@@ -50,7 +50,8 @@ from bpc.constants import (
     REFINEMENT_POLICIES,
     SLOW_ORACLE_BENCHMARKS,
 )
-from bpc.experiments.regime import BANDS, band_of
+from bpc.data.simulate import GAP_TABLE, PRIOR_TABLE
+from bpc.experiments.regime import BANDS, REGIMES, band_of, regime_summary
 from bpc.schema import sort_cells
 
 VERDICTS: tuple[str, ...] = ("holds", "partly", "does not hold", "not evaluated")
@@ -238,8 +239,6 @@ def _gaps_text(summary: pd.DataFrame) -> tuple[pd.Series, str]:
 # Checks: each takes the Evidence fields it names
 # ---------------------------------------------------------------------------
 def _paper_prior_span() -> str:
-    from bpc.data.simulate import PRIOR_TABLE
-
     lo, hi = min(PRIOR_TABLE.values()), max(PRIOR_TABLE.values())
     return f"{lo:.3f} to {hi:.3f} (×{hi / lo:.0f}) over 54 cells"
 
@@ -255,8 +254,6 @@ def _check_prior_span(cells: pd.DataFrame) -> Finding:
 
 
 def _paper_gaps() -> str:
-    from bpc.data.simulate import GAP_TABLE
-
     table = pd.DataFrame([{f"gap_{c}": row[c] for c in PAPER_CRITICS} for row in GAP_TABLE.values()])
     return _gaps_text(gap_summary(table))[1]
 
@@ -283,8 +280,6 @@ def _band_check(band: str, winner: str) -> Callable[..., Finding]:
     """
 
     def check(regime: pd.DataFrame) -> Finding:
-        from bpc.experiments.regime import REGIMES, regime_summary
-
         summ = regime_summary(regime).set_index("band")
         n_points = int(summ["n_points"].astype(int)[band]) if band in summ.index else 0
         if not n_points:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +50,7 @@ import xarray as xr
 from bpc.constants import DIM_BENCHMARK, DIM_DRAW
 from bpc.costs import Costs
 from bpc.decide.solve import solve_policy
+from bpc.progress import interrupt_guard
 
 
 @contextlib.contextmanager
@@ -90,8 +92,6 @@ def dask_setup(worker: Any = None) -> None:
     its own. The workers therefore ignore SIGINT (distributed calls this in each worker's main thread;
     ``scheduler="processes"`` in each process it starts).
     """
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -134,7 +134,6 @@ def map_pieces(
             import dask
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("scheduler='processes' needs the dask extra: pip install 'bpc[dask]'") from exc
-        from bpc.progress import interrupt_guard
 
         tasks = [dask.delayed(functools.partial(fn, **shared))(p) for p in pieces]
         # workers ignore Ctrl-C: the parent stops the run and reports it once (no traceback per worker);

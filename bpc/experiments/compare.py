@@ -72,12 +72,32 @@ from bpc.constants import (
 from bpc.costs import CostSpec, cost_resolver, costs_for
 from bpc.data.splits import Cell
 from bpc.data.tasks import task_choices
-from bpc.evaluate import FoldData
-from bpc.experiments.delta import Simulation
+from bpc.decide.solve import instance_kappa
+from bpc.decide.uncertainty import first_action_table, policy_uncertainty
+from bpc.estimate.laplace import laplace
+from bpc.evaluate import Arm, FoldData, contrast, controllers, cross_fit, policy_means
+from bpc.experiments.ablation import ablation_evaluator, ablation_table
+from bpc.experiments.delta import (
+    CORPUS_SHAPED_CELLS,
+    Simulation,
+    coverage_intervals,
+    critic_concentration,
+    per_draw_controller_delta,
+    posterior_delta,
+    predicted_vs_realised,
+    predictive_coverage,
+)
 from bpc.experiments.efficiency import LOCO_K
-from bpc.experiments.posterior import posterior_mean_params
-from bpc.experiments.sources import CompareData
-from bpc.progress import notes_digest
+from bpc.experiments.posterior import (
+    check_posterior_cells,
+    describe_diagnostics,
+    fit_posterior,
+    posterior_mean_params,
+)
+from bpc.experiments.protocol import ProtocolConfig, run_protocol
+from bpc.experiments.sources import CompareData, load_source
+from bpc.progress import info, notes_digest, stage
+from bpc.replay.engine import cell_pool, replay_pool
 from bpc.schema import decision_critics, select_cell, thin_draws
 
 CONTROLLERS: tuple[str, ...] = ("laplace_dp", "posterior_mean_dp", "bayes_robust", "thompson")
@@ -97,7 +117,6 @@ _CELL = ["benchmark", "generator"]
 PosteriorFit = Callable[[xr.Dataset], xr.Dataset]
 """Training counts → posterior draws over (at least) the fold's cells."""
 
-_POSTERIOR_COLUMNS = ("post_mean", "post_lo", "post_hi", "p_positive", "mc_se", "pred_lo", "pred_hi")
 _DRAW_COLUMNS = ("mean_utility", "pass_rate", "draw_lo", "draw_hi")
 
 
@@ -153,12 +172,6 @@ def compare_cells(
         ``per_draw_dp`` per cell holds the per-draw DP (``delta`` its mean Δ over draws,
         ``draw_lo``/``draw_hi`` its interval over draws; no bootstrap interval).
     """
-    from bpc.decide.solve import instance_kappa
-    from bpc.estimate.laplace import laplace
-    from bpc.evaluate import Arm, contrast, controllers, cross_fit, policy_means
-    from bpc.experiments.delta import critic_concentration, per_draw_controller_delta, posterior_delta
-    from bpc.replay.engine import cell_pool, replay_pool
-
     folds: list[pd.DataFrame] = []  # per fold × cell: the posterior Δ and the per-draw DP
 
     def evaluate(fold: FoldData) -> pd.DataFrame:
@@ -211,7 +224,8 @@ def compare_cells(
     table = table.merge(d[[*keys, "delta", "ci_lo", "ci_hi"]], on=keys, how="left").assign(prob=CI_PROB)
     table.loc[table["policy"] == "always_verify", ["delta", "ci_lo", "ci_hi"]] = 0.0
     f = pd.concat(folds, ignore_index=True)
-    cols = [c for c in (*_POSTERIOR_COLUMNS, *_DRAW_COLUMNS, "delta") if c in f.columns]
+    posterior_columns = ("post_mean", "post_lo", "post_hi", "p_positive", "mc_se", "pred_lo", "pred_hi")
+    cols = [c for c in (*posterior_columns, *_DRAW_COLUMNS, "delta") if c in f.columns]
     by = [f[k] for k in keys]
     present = f[cols].notna().mul(f["weight"], axis=0)  # a fold's weight where it has the value
     num = f[cols].fillna(0.0).mul(f["weight"], axis=0).groupby(by, sort=False).sum()
@@ -255,8 +269,6 @@ def posterior_policy_uncertainty(
     xarray.Dataset
         Output of :func:`bpc.decide.uncertainty.policy_uncertainty`.
     """
-    from bpc.decide.uncertainty import policy_uncertainty
-
     cells = list(cells)
     thin = thin_draws(post, draws)
     keep_b = sorted({b for b, _ in cells}, key=list(thin[DIM_BENCHMARK].values).index)
@@ -373,8 +385,6 @@ def default_targets(cells: Sequence[Cell], *, quick: bool = False) -> list[Cell]
     (:data:`bpc.experiments.delta.CORPUS_SHAPED_CELLS`) that it has, else its
     first :data:`MAX_TARGETS`. ``quick`` keeps the first two.
     """
-    from bpc.experiments.delta import CORPUS_SHAPED_CELLS
-
     cells = [(str(b), str(g)) for b, g in cells]
     if len(cells) > MAX_TARGETS:
         shaped = [c for c in cells if c in CORPUS_SHAPED_CELLS]
@@ -474,15 +484,7 @@ def compare(
     -------
     CompareResult
     """
-    from bpc.decide.uncertainty import first_action_table
     from bpc.estimate.model.refits import KHAT_MAX, RefitLadder
-    from bpc.evaluate import contrast
-    from bpc.experiments.ablation import ablation_evaluator, ablation_table
-    from bpc.experiments.delta import coverage_intervals, predicted_vs_realised, predictive_coverage
-    from bpc.experiments.posterior import check_posterior_cells, fit_posterior
-    from bpc.experiments.protocol import ProtocolConfig, run_protocol
-    from bpc.experiments.sources import load_source
-    from bpc.progress import info, stage
 
     cf, quick, seed, posterior = config, config.quick, config.seed, config.posterior
     draws = (40 if quick else 200) if cf.draws is None else int(cf.draws)
@@ -513,13 +515,10 @@ def compare(
             abl = ablation_table(contrast(u, references=("always_verify", "best_simple", "iid_dp")), u)
     if cf.predictive:
         with stage("predicted vs realised Δ", enabled=progress):
-            checks = predictive_coverage(
-                data.records[on_targets],
-                costs=cost_fn,
-                policies=["bayesian_dp", "bayesian_greedy", "stop", "best_of_3", "gate_test"],
-                fold_seeds=(seeds[0],),
-                sim=Simulation(n_draws=20 if quick else 60, n_per_draw=60 if quick else 200, seed=seed),
-            )
+            policies = ["bayesian_dp", "bayesian_greedy", "stop", "best_of_3", "gate_test"]
+            coverage_sim = Simulation(n_draws=20 if quick else 60, n_per_draw=60 if quick else 200, seed=seed)
+            kw = {"costs": cost_fn, "policies": policies, "fold_seeds": (seeds[0],), "sim": coverage_sim}
+            checks = predictive_coverage(data.records[on_targets], **kw)
             pred, cov = predicted_vs_realised(checks), coverage_intervals(checks, by=("policy",))
     # one refit ladder, compiled once, for the posterior fits and the efficiency refits (its template
     # spans every count set fitted later); none when no hierarchical fit is made
@@ -588,8 +587,6 @@ def compare(
 
 def _fold_fits_clause(fits: Sequence[Mapping[str, Any]]) -> str:
     """``"; the fold posteriors: …"``: how many fold fits passed the check, each failure's diagnostics."""
-    from bpc.experiments.posterior import describe_diagnostics
-
     made = [(i, d) for i, d in enumerate(fits, 1) if d]
     if not made:
         return ""
@@ -611,21 +608,11 @@ def _efficiency(
     from bpc.experiments import efficiency as eff
 
     cf = config
-    methods: dict[str, eff.CalibrationFit] = {
-        "laplace": eff.laplace_calibration,
-        "complete_pooling": eff.complete_pooling_calibration,
-        eff.TASK_ARM: eff.task_prior_calibration,
-    }
+    methods = dict(eff.CLOSED_FORMS)
     if ladder is not None:
         methods.update(eff.hierarchical_arms(ladder, costs=cf.costs))
-    loco = eff.LocoConfig(
-        targets=tuple(targets),
-        ks=tuple(cf.ks),
-        repeats=cf.repeats,
-        costs=cf.costs,
-        seed=cf.seed,
-        replay_failed=True,
-    )
+    same = {k: getattr(cf, k) for k in ("repeats", "costs", "seed")}  # the compare config's own
+    loco = eff.LocoConfig(targets=tuple(targets), ks=tuple(cf.ks), replay_failed=True, **same)
     utilities = eff.loco_efficiency(
         data.records, loco, methods=methods, base_counts=data.counts, scheduler=scheduler, progress=progress
     )

@@ -47,6 +47,7 @@ their tasks.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -56,6 +57,7 @@ import xarray as xr
 
 from bpc.constants import (
     BASELINE_POLICIES,
+    BAYESIAN_POLICIES,
     CI_KIND,
     CI_PROB,
     DEFAULT_SEED,
@@ -66,8 +68,16 @@ from bpc.constants import (
     POOL_SIZE,
     REFINEMENT_POLICIES,
 )
-from bpc.costs import Costs
-from bpc.schema import Pool, thin_draws
+from bpc.costs import Costs, cost_resolver
+from bpc.data.counts import counts_from_records
+from bpc.decide.solve import parameter_samples
+from bpc.estimate.laplace import laplace
+from bpc.evaluate import Arm, FoldData, controllers, cross_fit, profile_controllers
+from bpc.intervals import clustered_interval, credible_interval, resample_weights
+from bpc.progress import info
+from bpc.replay.engine import cell_pool, replay_pool
+from bpc.replay.profiles import get_profile
+from bpc.schema import COUNT_VARS, Pool, select_cell, thin_draws
 
 
 def simulate_pool(
@@ -204,8 +214,6 @@ _CHUNK = 4000
 
 def _over_draws(values: np.ndarray) -> tuple[float, float]:
     """The credible interval of values over draws (:data:`~bpc.constants.CI_PROB`, ``CI_KIND``)."""
-    from bpc.intervals import credible_interval
-
     lo, hi = credible_interval(xr.DataArray(values, dims=DIM_DRAW), prob=CI_PROB, kind=CI_KIND).values
     return float(lo), float(hi)
 
@@ -257,9 +265,6 @@ def posterior_delta(
         Monte Carlo standard error of a single Δ_s), ``n_draws``,
         ``n_per_draw``; with ``n_eval`` also ``pred_lo``, ``pred_hi``.
     """
-    from bpc.decide.solve import parameter_samples
-    from bpc.replay.engine import replay_pool
-
     n_per_draw = sim.n_per_draw
     thin = thin_draws(post_cell, sim.n_draws)
     samples = parameter_samples(thin, critics=critics, one_cell=True)
@@ -353,9 +358,6 @@ def per_draw_controller_delta(
         draws), ``mean_utility`` and ``pass_rate`` (averaged over draws and
         instances), ``n_draws``.
     """
-    from bpc.evaluate import Arm, controllers
-    from bpc.replay.engine import replay_pool
-
     thin = thin_draws(post_cell, n_draws)
     ctrl = controllers({"per_draw_dp": Arm(thin, mode="per_draw")}, costs, critics=critics)["per_draw_dp"]
     S, n = ctrl.n_samples, pool.n_instances
@@ -380,12 +382,7 @@ def per_draw_controller_delta(
 _PARAM_VARS = ("prior", "p_fix", "p_break", "kappa", "tpr", "fpr", "gap")
 
 
-def bootstrap_params(
-    records: pd.DataFrame,
-    *,
-    n_draws: int = 100,
-    seed: int = DEFAULT_SEED,
-) -> xr.Dataset:
+def bootstrap_params(records: pd.DataFrame, *, n_draws: int = 100, seed: int = DEFAULT_SEED) -> xr.Dataset:
     """Parameter draws of one cell from a task bootstrap: Laplace (κ included) on resampled tasks.
 
     Draw ``s`` resamples the cell's task ids with replacement
@@ -418,11 +415,6 @@ def bootstrap_params(
     ValueError
         For ``n_draws < 2``, no records, or records of more than one cell.
     """
-    from bpc.data.counts import counts_from_records
-    from bpc.estimate.laplace import laplace
-    from bpc.intervals import resample_weights
-    from bpc.schema import COUNT_VARS
-
     if int(n_draws) < 2:
         raise ValueError(f"bootstrap_params: n_draws must be >= 2, got {n_draws}")
     if records.empty:
@@ -513,17 +505,6 @@ def predictive_coverage(
         same for checks with identical per-task differences in one fold and
         cell (identical controllers there).
     """
-    import hashlib
-
-    from bpc.constants import BAYESIAN_POLICIES
-    from bpc.costs import cost_resolver
-    from bpc.estimate.laplace import laplace
-    from bpc.evaluate import FoldData, cross_fit, profile_controllers
-    from bpc.progress import info
-    from bpc.replay.engine import cell_pool, replay_pool
-    from bpc.replay.profiles import get_profile
-    from bpc.schema import select_cell
-
     prof = get_profile("bpc")
     default = [p for p in BASELINE_POLICIES if p != "fixed_pipeline"] + list(BAYESIAN_POLICIES)
     pols = list(default if policies is None else policies)
@@ -547,16 +528,9 @@ def predictive_coverage(
             pool = cell_pool(select_cell(fd.test_records, b, g), prof)
             res = replay_pool(pool, {**{p: p for p in base_names}, **ctrls}, c, profile=prof)
             draws = bootstrap_params(train, n_draws=sim.n_draws, seed=sim.seed + 7919 * j + fs)
-            pdelta = posterior_delta(
-                draws,
-                ctrls,
-                c,
-                replace(sim, seed=sim.seed + j),
-                baselines=base_names,
-                critics=critics,
-                n_eval=pool.n_instances,
-                critic_kappa=critic_concentration(train, critics),
-            ).set_index("policy")
+            kw = {"baselines": base_names, "critics": critics, "n_eval": pool.n_instances}
+            sim_j, kappa_c = replace(sim, seed=sim.seed + j), critic_concentration(train, critics)
+            pdelta = posterior_delta(draws, ctrls, c, sim_j, critic_kappa=kappa_c, **kw).set_index("policy")
             ref = res["utility"].sel(policy="always_verify").values
             for p in res["policy"].values.tolist():
                 diff = res["utility"].sel(policy=p).values - ref
@@ -575,11 +549,7 @@ def predictive_coverage(
     return checks[list(COVERAGE_COLUMNS)]
 
 
-def coverage_intervals(
-    checks: pd.DataFrame,
-    *,
-    by: Sequence[str] = (),
-) -> pd.DataFrame:
+def coverage_intervals(checks: pd.DataFrame, *, by: Sequence[str] = ()) -> pd.DataFrame:
     """Coverage over distinct checks, with a bootstrap interval over (seed, fold, benchmark) clusters.
 
     The interval is :func:`bpc.intervals.clustered_interval`'s ratio of totals (covered checks over
@@ -600,8 +570,6 @@ def coverage_intervals(
         ``by`` columns, ``n_checks`` (rows), ``n_distinct``, ``n_covered``,
         ``coverage``, ``ci_lo``, ``ci_hi``, ``n_clusters``.
     """
-    from bpc.intervals import clustered_interval
-
     keys = [*by, "all"]
     where = (
         checks["seed"].astype(str) + "/" + checks["fold"].astype(str) + "/" + checks["benchmark"].astype(str)

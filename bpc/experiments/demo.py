@@ -12,18 +12,22 @@ full-posterior comparison, the paper's claims — and returns everything in a
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import xarray as xr
 
 from bpc.constants import DEFAULT_SEED, EXTRA_BASELINES, FOLD_SEEDS, N_FOLDS, POLICIES, SAMPLER_PRESETS
+from bpc.data.counts import counts_from_records
+from bpc.data.simulate import SimulatedPanel, simulate_panel
+from bpc.estimate.laplace import laplace
+from bpc.evaluate import Result, contrast
+from bpc.experiments.analyses import AnalysisSettings, cell_table, claims_result
+from bpc.experiments.claims import Evidence
+from bpc.experiments.compare import CompareConfig, CompareResult, compare
+from bpc.experiments.protocol import ProtocolConfig, run_protocol
 from bpc.progress import stage
-
-if TYPE_CHECKING:
-    from bpc.data.simulate import SimulatedPanel
-    from bpc.evaluate import Result
-    from bpc.experiments.compare import CompareResult
+from bpc.replay.engine import replay_cells
 
 COMPARE_BENCHMARKS: tuple[str, ...] = ("lcb_hard", "humaneval_plus", "swebench_verified")
 """The Laplace vs full-posterior comparison runs on these benchmarks' cells only: a low, a high
@@ -147,8 +151,6 @@ def pooled_deltas(utilities: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
     benchmark policy reference  delta
           all     dp        av    1.0
     """
-    from bpc.evaluate import contrast
-
     pooled = utilities.assign(
         instance_id=utilities["benchmark"].astype(str) + "/" + utilities["instance_id"].astype(str),
         benchmark="all",
@@ -170,15 +172,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
     DemoRun
         Every stage's output; :func:`bpc.report.demo.write_demo` writes it.
     """
-    from bpc.data.counts import counts_from_records
-    from bpc.data.simulate import simulate_panel
-    from bpc.estimate.laplace import laplace
     from bpc.estimate.model import ModelSpec, SamplerOptions, fit
-    from bpc.experiments.analyses import AnalysisSettings, cell_table, claims_result
-    from bpc.experiments.claims import Evidence
-    from bpc.experiments.compare import CompareConfig, compare
-    from bpc.experiments.protocol import ProtocolConfig, run_protocol
-    from bpc.replay.engine import replay_cells
 
     p, scale = config.progress, config.effective_scale
     with stage(f"simulating the 54-cell panel (seed {config.seed}, scale {scale:g})", enabled=p):
@@ -188,16 +182,10 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
         params = laplace(counts)
 
     policies = POLICIES + EXTRA_BASELINES
-    with stage(
-        f"cross-fitting {len(policies)} policies over tasks ({N_FOLDS} folds × {len(DEMO_SEEDS)} seed)",
-        enabled=p,
-    ):
-        proto = run_protocol(
-            panel.records,
-            ProtocolConfig(policies=policies, seeds=DEMO_SEEDS),
-            trajectories=panel.trajectories,
-            base_counts=counts,
-        )
+    what = f"cross-fitting {len(policies)} policies over tasks ({N_FOLDS} folds × {len(DEMO_SEEDS)} seed)"
+    with stage(what, enabled=p):
+        folds = {"trajectories": panel.trajectories, "base_counts": counts}
+        proto = run_protocol(panel.records, ProtocolConfig(policies=policies, seeds=DEMO_SEEDS), **folds)
         pooled = pooled_deltas(proto.tables["utilities"], prob=float(proto.tables["deltas"]["prob"].iloc[0]))
 
     sampler = config.sampler
@@ -206,28 +194,18 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
     spec = replace(ModelSpec.for_counts(counts), tasks=False)
     chains, draws = int(sampler["chains"]), int(sampler["draws"])
     with stage(f"fitting the cell-level hierarchical model ({chains} chains × {draws} draws)", enabled=p):
-        tree = fit(
-            counts,
-            spec,
-            options=SamplerOptions(**sampler, seed=config.seed, progressbar=p),
-            warn=not config.quick,
-        )
+        options = SamplerOptions(**sampler, seed=config.seed, progressbar=p)
+        tree = fit(counts, spec, options=options, warn=not config.quick)
 
     # --quick swaps the hierarchical refit for the exact unpooled conjugate posterior, so a first look
     # (and the test suite) runs no MCMC in this stage; the data-efficiency refits are `bpc compare`'s
     with stage(f"comparing controllers on held-out instances ({', '.join(COMPARE_BENCHMARKS)})", enabled=p):
-        compared = compare(
-            CompareConfig(
-                "simulated",
-                posterior="conjugate" if config.quick else None,
-                quick=True,
-                scale=scale,
-                seed=config.seed,
-                benchmarks=COMPARE_BENCHMARKS,
-                efficiency=False,
-            ),
-            progress=p,
+        posterior = "conjugate" if config.quick else None
+        only = {"benchmarks": COMPARE_BENCHMARKS, "efficiency": False}  # these cells, no data-efficiency part
+        cf = CompareConfig(
+            "simulated", posterior=posterior, quick=True, scale=scale, seed=config.seed, **only
         )
+        compared = compare(cf, progress=p)
 
     with stage("replaying the paper's policies on every cell (paper profile, 75/25 split)", enabled=p):
         replay = replay_cells(

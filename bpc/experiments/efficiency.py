@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,18 @@ import xarray as xr
 
 from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
+from bpc.data.counts import counts_from_records
 from bpc.data.splits import Cell
+from bpc.estimate.laplace import instance_params, laplace
+from bpc.evaluate import Arm, controllers, fold_splits, profile_controllers
+from bpc.experiments.cluster import map_pieces
+from bpc.experiments.posterior import posterior_mean_params
+from bpc.experiments.task_starts import CELL, fold_task_priors, task_starts
+from bpc.intervals import clustered_interval
+from bpc.progress import info
+from bpc.replay.engine import cell_pool, replay_pool
+from bpc.replay.profiles import get_profile
+from bpc.schema import COUNT_VARS, select_cell, thin_draws
 
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
@@ -85,8 +97,6 @@ not reused)."""
 
 def laplace_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> Calibration:
     """The target cell's own Laplace estimate (no pooling; at k = 0 the flat Beta(1, 1) point)."""
-    from bpc.estimate.laplace import laplace
-
     if not (_LAST_LAPLACE and _LAST_LAPLACE[0][0] is counts):
         _LAST_LAPLACE[:] = [(counts, laplace(counts))]
     return Calibration(params=_LAST_LAPLACE[0][1].copy(deep=True))
@@ -114,9 +124,6 @@ def complete_pooling_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> C
     quantity observed nowhere stays ``NaN``) and written into the target's
     cell before :func:`bpc.estimate.laplace.laplace`.
     """
-    from bpc.estimate.laplace import instance_params, laplace
-    from bpc.schema import COUNT_VARS
-
     b, g = cell
     sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
 
@@ -143,11 +150,7 @@ def complete_pooling_calibration(counts: xr.Dataset, cell: Cell, seed: int) -> C
 
 
 def loco_counts(
-    records: pd.DataFrame,
-    target: Cell,
-    calibration_ids,
-    *,
-    base: xr.Dataset | None = None,
+    records: pd.DataFrame, target: Cell, calibration_ids, *, base: xr.Dataset | None = None
 ) -> xr.Dataset:
     """Counts with every cell complete except the target, which holds only its calibration tasks.
 
@@ -170,9 +173,7 @@ def loco_counts(
     xarray.Dataset
         Counts schema.
     """
-    from bpc.data.counts import counts_from_records
     from bpc.estimate.model.refits import empty_cell
-    from bpc.schema import COUNT_VARS
 
     b, g = target
     is_target = (records["benchmark"].astype(str) == b) & (records["generator"].astype(str) == g)
@@ -225,6 +226,15 @@ TASK_ARM = "task_prior"
 EFFICIENCY_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", TASK_ARM, *HIERARCHICAL_ARMS)
 """Every arm of ``bpc compare``'s leave-one-cell-out table, in report order (``laplace`` the reference)."""
 
+CLOSED_FORMS: Mapping[str, CalibrationFit] = MappingProxyType(
+    {
+        "laplace": laplace_calibration,
+        "complete_pooling": complete_pooling_calibration,
+        TASK_ARM: task_prior_calibration,
+    }
+)
+"""The arms with a closed form (no MCMC), by name: run on every target by ``bpc compare`` and the panel."""
+
 
 class _Hierarchy:
     """One posterior per calibration (:class:`bpc.estimate.model.refits.LocoRefits`), shared by the arms.
@@ -243,10 +253,6 @@ class _Hierarchy:
     def calibrate(self, counts: xr.Dataset, cell: Cell, seed: int, *, arm: str) -> Calibration:
         """Arm ``arm``'s :class:`Calibration` (a picklable :data:`CalibrationFit` once ``arm`` is bound)."""
         from bpc.estimate.model.fit import counts_hash
-        from bpc.evaluate import Arm, controllers
-        from bpc.experiments.posterior import posterior_mean_params
-        from bpc.replay.profiles import get_profile
-        from bpc.schema import select_cell, thin_draws
 
         key = (tuple(cell), counts_hash(counts))
         if key not in self._memo:
@@ -258,12 +264,8 @@ class _Hierarchy:
         done = {"converged": bool(diag.get("converged", False)), "attempts": int(diag.get("attempts", 1))}
         if arm == "posterior_mean_dp":
             return Calibration(params=mean, diagnostics=diag, **done)
-        ctrls = controllers(
-            {"bayesian_dp": Arm(draws, mode=arm)},
-            cost_resolver(self.costs)(cell[0]),
-            plan=get_profile("bpc").switches,
-            seed=int(seed),
-        )
+        costs, plan = cost_resolver(self.costs)(cell[0]), get_profile("bpc").switches
+        ctrls = controllers({"bayesian_dp": Arm(draws, mode=arm)}, costs, plan=plan, seed=int(seed))
         return Calibration(controllers=ctrls, diagnostics=diag, **done)
 
 
@@ -411,8 +413,6 @@ def loco_efficiency(
         that did not converge contributes rows with ``utility`` ``NaN``
         (unless ``replay_failed``).
     """
-    from bpc.experiments.cluster import map_pieces
-
     methods = dict(
         methods or {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
     )
@@ -424,18 +424,10 @@ def loco_efficiency(
         if (b, g) not in cells:
             raise ValueError(f"loco_efficiency: no records for target cell ({b}, {g})")
     ahead = [*targets[1:], None] if scheduler is None else [None] * len(targets)  # fits started early
-    parts = map_pieces(
-        _loco_target,
-        [(i, target, after) for i, (target, after) in enumerate(zip(targets, ahead, strict=True))],
-        scheduler=scheduler,
-        shared={
-            "records": records,
-            "methods": methods,
-            "base_counts": base_counts,
-            "config": config,
-            "progress": bool(progress) and scheduler is None,
-        },
-    )
+    pieces = [(i, target, after) for i, (target, after) in enumerate(zip(targets, ahead, strict=True))]
+    here = bool(progress) and scheduler is None  # progress lines only from this process
+    shared = dict(records=records, methods=methods, base_counts=base_counts, config=config, progress=here)
+    parts = map_pieces(_loco_target, pieces, scheduler=scheduler, shared=shared)
     return pd.concat([frame for part in parts for frame in part], ignore_index=True)
 
 
@@ -448,9 +440,6 @@ def loco_calibrations(
     training tasks seeded by (seed, repeat, fold, ``index``, the target's position), so a larger k
     adds tasks; ``counts`` are :func:`loco_counts`.
     """
-    from bpc.evaluate import fold_splits
-    from bpc.schema import select_cell
-
     b, g = target
     seed = int(config.seed)
     cell_rec = select_cell(records, b, g)
@@ -489,10 +478,6 @@ def _loco_target(
     ``item`` is (the target's position, the target, the next target whose fits the methods may start
     once this target's first calibration is made, or ``None``).
     """
-    from bpc.progress import info
-    from bpc.replay.engine import cell_pool
-    from bpc.schema import select_cell
-
     t_idx, (b, g), after = item
     cf = config
     pool_all = cell_pool(select_cell(records, b, g), "bpc")
@@ -548,12 +533,6 @@ def _replay_calibration(
 
     ``budget`` is the patch budget of the planners (the target's largest pool).
     """
-    from bpc.costs import cost_resolver
-    from bpc.evaluate import profile_controllers
-    from bpc.experiments.task_starts import CELL, fold_task_priors, task_starts
-    from bpc.replay.engine import replay_pool
-    from bpc.schema import select_cell
-
     b, g = cell
     cf, scored = config, pool.instance_ids
     c = cost_resolver(cf.costs)(b)
@@ -590,11 +569,7 @@ def _replay_calibration(
 
 
 def loco_table(
-    utilities: pd.DataFrame,
-    *,
-    reference: str = "laplace",
-    include_failed: bool = False,
-    B: int = 1000,
+    utilities: pd.DataFrame, *, reference: str = "laplace", include_failed: bool = False, B: int = 1000
 ) -> pd.DataFrame:
     """Per (target, k, method, policy): held-out utility difference to the reference method.
 
@@ -628,8 +603,6 @@ def loco_table(
         cell-prior arms); a method whose calibrations all failed (and were excluded) keeps its row, with
         ``NaN`` numbers and its counts.
     """
-    from bpc.intervals import clustered_interval
-
     cell_k_m = ["benchmark", "generator", "k", "method"]
     cal_keys = [*cell_k_m, "repeat", "fold"]
     cals = utilities.drop_duplicates(cal_keys)

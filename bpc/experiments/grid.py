@@ -42,14 +42,28 @@ import pandas as pd
 import xarray as xr
 
 from bpc.constants import (
+    BAYESIAN_POLICIES,
     CRITICS,
     DEFAULT_SEED,
     GRID_SIZE,
     HORIZON,
     PAPER_CRITICS,
+    POLICIES,
     SPLIT_SEED,
 )
 from bpc.costs import Costs
+from bpc.data.counts import cell_kernel_counts
+from bpc.data.splits import split_cells, split_counts
+from bpc.decide.controllers import FixedIndex
+from bpc.decide.factory import make_controller
+from bpc.decide.solve import parameter_samples
+from bpc.decide.table import ParameterSamples, SampleCosts
+from bpc.estimate.conjugate import conjugate_posterior
+from bpc.estimate.laplace import laplace
+from bpc.evaluate import PAPER_PLAN
+from bpc.experiments.cluster import map_pieces
+from bpc.progress import track
+from bpc.replay.engine import cell_pool, replay_controller, replay_pool, with_kernel
 from bpc.schema import Pool, sample_dims, select_cell, thin_draws
 
 
@@ -108,11 +122,6 @@ def prepare_cells(
     -------
     list of CellSetup
     """
-    from bpc.data.counts import cell_kernel_counts
-    from bpc.data.splits import split_cells, split_counts
-    from bpc.estimate.laplace import laplace
-    from bpc.replay.engine import cell_pool, with_kernel
-
     instances = split_cells(records, seed=SPLIT_SEED)
     out = []
     for (b, g), fit_ids, eval_ids in instances:
@@ -140,12 +149,10 @@ _FIELD = 256.0
 """Base of the bit-field charge vector: per-episode counts stay below 256 (the replay allows at most
 :data:`bpc.replay.profiles.MAX_DECISIONS` = 64 decisions), so no field carries into the next."""
 
-
-def _charge_vector() -> Costs:
-    """Costs whose total encodes every action count: gen → 256⁰, verify → 256¹, critic k → 256^(2+k)."""
-    return Costs(
-        c_gen=1.0, c_ver=_FIELD, reward=1.0, critic={c: _FIELD ** (2 + k) for k, c in enumerate(CRITICS)}
-    )
+_CHARGE = Costs(
+    c_gen=1.0, c_ver=_FIELD, reward=1.0, critic={c: _FIELD ** (2 + k) for k, c in enumerate(CRITICS)}
+)
+"""Costs whose total encodes every action count: gen → 256⁰, verify → 256¹, critic k → 256^(2+k)."""
 
 
 def _counted(run) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -155,16 +162,16 @@ def _counted(run) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     total charged is an integer below 2**53, so it decodes exactly; the
     decoding is checked by re-encoding.
     """
-    _, passed, total = run(_charge_vector())
+    _, passed, total = run(_CHARGE)
     nan = ~np.isfinite(total)
-    rest = np.rint(np.where(nan, 0.0, total)).astype(np.int64)
+    whole = rest = np.rint(np.where(nan, 0.0, total)).astype(np.int64)
     names = ["gen", "ver", *CRITICS]
     counts = {}
     for name in names:
         counts[name] = rest % int(_FIELD)
         rest = rest // int(_FIELD)
     check = sum(counts[nm] * int(_FIELD) ** j for j, nm in enumerate(names))
-    if rest.any() or not np.array_equal(check, np.rint(np.where(nan, 0.0, total)).astype(np.int64)):
+    if rest.any() or not np.array_equal(check, whole):
         raise RuntimeError("cell_utilities: action counts overflowed the charge encoding")
     out = {k: np.where(nan, np.nan, v.astype(float)) for k, v in counts.items()}
     return np.where(nan, np.nan, passed), out
@@ -220,14 +227,6 @@ def cell_utilities(
         delta (vs always_verify), n_instances, and ``draw`` when ``draws > 0``.
         Policies undefined for the cell have ``NaN`` utilities.
     """
-    from bpc.constants import BAYESIAN_POLICIES, POLICIES
-    from bpc.decide.controllers import FixedIndex
-    from bpc.decide.factory import make_controller
-    from bpc.decide.solve import parameter_samples
-    from bpc.decide.table import ParameterSamples, SampleCosts
-    from bpc.evaluate import PAPER_PLAN
-    from bpc.replay.engine import replay_controller, replay_pool
-
     policies = list(POLICIES if policies is None else policies)
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
@@ -267,8 +266,6 @@ def cell_utilities(
                 raise ValueError(f"cell_utilities: asked for {D} draws, the posterior holds {total}")
             post = thin_draws(cell, D)
         elif draws > 0:
-            from bpc.estimate.conjugate import conjugate_posterior
-
             post = conjugate_posterior(setup.counts, draws=D, chains=1, seed=seed)
             post = select_cell(post, setup.benchmark, setup.generator)
         if (
@@ -370,9 +367,6 @@ def utility_grid(
     pandas.DataFrame
         The concatenated tables, cells in input order.
     """
-    from bpc.experiments.cluster import map_pieces
-    from bpc.progress import track
-
     args = [(s, i) for i, s in enumerate(setups)]
     shared = {"points": points, "policies": policies, "draws": draws, "seed": seed, "posterior": posterior}
     bar = functools.partial(track, label="replaying cost grid: cell", enabled=progress)

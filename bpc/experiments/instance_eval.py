@@ -22,8 +22,11 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy.stats import binom
 
 from bpc.constants import DEFAULT_SEED, DIM_DRAW
+from bpc.decide.solve import instance_kappa, parameter_samples
+from bpc.intervals import credible_interval
 
 COST_SPECS: Mapping[str, str | None] = {"paper-release": "paper-release", "paper": None}
 """Cost vectors of the check: the authors' release vector, and the paper's per-benchmark
@@ -40,10 +43,7 @@ ACCEPTANCE_CELLS: tuple[tuple[str, str], ...] = (
 
 
 def heldout_acceptance(
-    table: pd.DataFrame,
-    *,
-    costs: str = "paper-release",
-    arm: str = "instance_dp",
+    table: pd.DataFrame, *, costs: str = "paper-release", arm: str = "instance_dp"
 ) -> dict[str, float | bool]:
     """The held-out gain of an instance-aware arm over the i.i.d. DP: passed when it is large enough.
 
@@ -71,12 +71,7 @@ def heldout_acceptance(
     return out
 
 
-def pass_histogram_ppc(
-    counts: xr.Dataset,
-    params: xr.Dataset,
-    *,
-    n_rep: int = 4000,
-) -> pd.DataFrame:
+def pass_histogram_ppc(counts: xr.Dataset, params: xr.Dataset, *, n_rep: int = 4000) -> pd.DataFrame:
     """Posterior predictive check of the per-instance pass histogram of every cell with one.
 
     For each parameter sample ``(π_s, κ_s)`` (posterior draws, or one Laplace
@@ -105,12 +100,8 @@ def pass_histogram_ppc(
         ``pred_mean``, ``pred_lo``, ``pred_hi``, ``covered``, ``iid_mean``
         (expected count if patches were independent at π), ``n_instances``.
     """
-    from bpc.decide.solve import instance_kappa, parameter_samples
-    from bpc.intervals import credible_interval
-
     if "inst_hist" not in counts:
         raise ValueError("counts lack the instance histogram 'inst_hist'")
-    from scipy.stats import binom
 
     rng = np.random.default_rng(DEFAULT_SEED)
     hist = counts["inst_hist"]

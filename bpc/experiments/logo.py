@@ -105,12 +105,14 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy.special import expit
 
+from bpc.choices import check_choices
 from bpc.constants import (
     BOOTSTRAP_B,
     BOOTSTRAP_SEED,
@@ -122,12 +124,29 @@ from bpc.constants import (
     DIM_TASK,
     REFIT_PRESETS,
 )
-from bpc.costs import CostSpec
+from bpc.costs import CostSpec, cost_resolver
+from bpc.data.counts import counts_from_records
 from bpc.data.splits import Cell
-
-if TYPE_CHECKING:
-    from bpc.evaluate import Result
-
+from bpc.data.tasks import exclude_tasks
+from bpc.decide.baselines import is_baseline
+from bpc.estimate.crossed import (
+    beta_binomial_logpmf,
+    crossed_eb,
+    crossed_layout,
+    fit_crossed_eb,
+    marginal_beta,
+    normal_grid,
+    task_beta,
+)
+from bpc.estimate.laplace import laplace
+from bpc.evaluate import POOLED, Result, best_of, cell_and_pooled, simple_baselines
+from bpc.experiments.efficiency import complete_pooling_calibration
+from bpc.experiments.posterior import posterior_mean_params
+from bpc.experiments.stream import leave_cell_out, left_out_fit
+from bpc.progress import info
+from bpc.replay.engine import cell_policies, cell_pool, replay_pool
+from bpc.replay.profiles import get_profile
+from bpc.schema import has_task_counts, select_cell, thin_draws
 
 LOGO_ARMS: tuple[str, ...] = (
     "complete_pooling",
@@ -201,13 +220,6 @@ class CrossedOthers:
         return bool(self.generators) and math.isfinite(self.sigma)
 
 
-def _others_with_tasks(left: xr.Dataset, benchmark: str) -> list[str]:
-    """Generators of ``benchmark`` with per-task counts in ``left`` (the target's are NaN there)."""
-    n = left["task_n"].sel({DIM_BENCHMARK: benchmark}).transpose(DIM_GENERATOR, DIM_TASK).values
-    has = (np.isfinite(n) & (np.nan_to_num(n) > 0)).any(axis=1)
-    return [str(g) for g, ok in zip(left[DIM_GENERATOR].values, has, strict=True) if ok]
-
-
 def crossed_without(left: xr.Dataset, benchmark: str) -> CrossedOthers:
     """The crossed model of ``benchmark`` from the other generators only (``left``: target left out).
 
@@ -235,15 +247,16 @@ def crossed_without(left: xr.Dataset, benchmark: str) -> CrossedOthers:
     >>> crossed_without(counts_from_records(rec), "b").sigma_source
     'fitted'
     """
-    from bpc.estimate.crossed import crossed_eb, crossed_layout, fit_crossed_eb
-    from bpc.schema import has_task_counts
 
     def unusable(gens: Sequence[str] = ()) -> CrossedOthers:
         return CrossedOthers(tuple(gens), np.zeros(0), np.zeros(0), float("nan"), "", False)
 
     if not has_task_counts(left) or benchmark not in [str(b) for b in left[DIM_BENCHMARK].values]:
         return unusable()
-    others = _others_with_tasks(left, benchmark)
+    # the generators of the benchmark with per-task counts (the target's are NaN in ``left``)
+    n = left["task_n"].sel({DIM_BENCHMARK: benchmark}).transpose(DIM_GENERATOR, DIM_TASK).values
+    has = (np.isfinite(n) & (np.nan_to_num(n) > 0)).any(axis=1)
+    others = [str(g) for g, ok in zip(left[DIM_GENERATOR].values, has, strict=True) if ok]
     layout = crossed_layout(left) if others else {}
     donors = [b for b in layout if b != benchmark]
     if benchmark not in layout and (len(others) != 1 or not donors):
@@ -303,10 +316,6 @@ def new_generator_place(
     >>> round(float(loc[0]), 6), round(float(kw[0]), 6), bool(clipped[0])
     (0.0, 4.0, False)
     """
-    from scipy.special import expit
-
-    from bpc.estimate.crossed import normal_grid
-
     pi = np.clip(np.asarray(pi, dtype=np.float64).ravel(), 1e-9, 1 - 1e-9)
     kappa = np.asarray(kappa, dtype=np.float64).ravel()
     if pi.shape != kappa.shape:
@@ -345,9 +354,6 @@ def _task_prior(
     critic: str,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Per task: the new generator's starting (A, B), whether other generators informed it, clipped draws."""
-    from bpc.estimate.crossed import task_beta
-    from bpc.estimate.laplace import laplace
-
     T = len(tasks)
     if not crossed.usable:
         return np.full(T, np.nan), np.full(T, np.nan), np.zeros(T, dtype=bool), 0
@@ -456,11 +462,6 @@ def logo_starts(
     dict
         Arm → :class:`ArmStart`.
     """
-    from bpc.estimate.crossed import marginal_beta
-    from bpc.experiments.efficiency import complete_pooling_calibration
-    from bpc.experiments.posterior import posterior_mean_params
-    from bpc.schema import select_cell, thin_draws
-
     b, g = target
     seen = left["n_patches"].sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})
     if bool(np.isfinite(seen.values).any()):
@@ -518,24 +519,6 @@ def logo_starts(
 # ---------------------------------------------------------------------------
 # One target: replay, LPD, the best simple baseline
 # ---------------------------------------------------------------------------
-def _best_baseline(
-    records: pd.DataFrame, target: Cell, costs, prof, candidates: Sequence[str]
-) -> tuple[str, float]:
-    """The simple baseline with the best mean utility on the benchmark's *other* generators' tasks."""
-    from bpc.evaluate import best_of, simple_baselines
-    from bpc.replay.engine import cell_pool, replay_pool
-
-    b, g = target
-    others = records[(records["benchmark"].astype(str) == b) & (records["generator"].astype(str) != g)]
-    frames = [
-        replay_pool(cell_pool(part, prof), list(candidates), costs, profile=prof)["utility"].to_dataframe()
-        for _, part in others.groupby(others["generator"].astype(str), sort=True)
-    ]
-    means = pd.concat(frames)["utility"].groupby(level="policy").mean() if frames else pd.Series()
-    best = best_of(means, simple_baselines(candidates))
-    return ("", float("nan")) if best is None else (best, float(means[best]))
-
-
 def logo_target(
     records: pd.DataFrame,
     left: xr.Dataset,
@@ -571,15 +554,6 @@ def logo_target(
     starts : pandas.DataFrame
         One row per arm: the arm's notes, tasks informed, its fit's convergence.
     """
-    from bpc.costs import cost_resolver
-    from bpc.data.counts import counts_from_records
-    from bpc.decide.baselines import is_baseline
-    from bpc.estimate.crossed import beta_binomial_logpmf
-    from bpc.evaluate import simple_baselines
-    from bpc.replay.engine import cell_policies, cell_pool, replay_pool
-    from bpc.replay.profiles import get_profile
-    from bpc.schema import select_cell
-
     b, g = target
     config = LogoConfig() if config is None else config
     prof = get_profile(config.profile)
@@ -598,6 +572,11 @@ def logo_target(
         frame = res[["utility", "passed", "cost"]].to_dataframe().reset_index()
         return frame.rename(columns={"instance": "instance_id"}).assign(source=source, **cell, **labels)
 
+    # the best simple baseline: the best mean utility on the benchmark's other generators' tasks
+    others = records[(records["benchmark"].astype(str) == b) & (records["generator"].astype(str) != g)]
+    other_pools = [
+        cell_pool(part, prof) for _, part in others.groupby(others["generator"].astype(str), sort=True)
+    ]
     util_rows = []
     for name, spec in c.named_costs():
         cost = cost_resolver(spec)(b)
@@ -606,9 +585,13 @@ def logo_target(
                 pool, ["bayesian_dp"], cost, profile=prof, params=st.params, theta0=(st.A, st.B)
             )
             util_rows.append(scored(res, st.source, costs=name, arm=arm, converged=st.converged))
-        best, train_mean = _best_baseline(records, target, cost, prof, candidates)
-        if best:
-            labels = {"costs": name, "arm": BEST_BASELINE, "converged": True, "chosen_mean": train_mean}
+        frames = [
+            replay_pool(p, candidates, cost, profile=prof)["utility"].to_dataframe() for p in other_pools
+        ]
+        means = pd.concat(frames)["utility"].groupby(level="policy").mean() if frames else pd.Series()
+        if (best := best_of(means, candidates)) is not None:
+            chosen = float(means[best])
+            labels = {"costs": name, "arm": BEST_BASELINE, "converged": True, "chosen_mean": chosen}
             util_rows.append(scored(replay_pool(pool, [best], cost, profile=prof), "", **labels))
     utilities = pd.concat(util_rows, ignore_index=True)
     own = counts_from_records(cell_rec).sel({DIM_BENCHMARK: b, DIM_GENERATOR: g}).reindex({DIM_TASK: tasks})
@@ -683,8 +666,6 @@ class LogoConfig:
     profile: str = "bpc"
 
     def __post_init__(self) -> None:
-        from bpc.choices import check_choices
-
         for name in ("targets", "costs", "arms", "presets"):
             if isinstance(getattr(self, name), str):
                 raise ValueError(f"LogoConfig.{name} must be a tuple, got {getattr(self, name)!r}")
@@ -698,12 +679,7 @@ class LogoConfig:
 
 
 def run_logo(
-    records: pd.DataFrame,
-    counts: xr.Dataset,
-    config: LogoConfig,
-    *,
-    fit_cache=None,
-    progress: bool = False,
+    records: pd.DataFrame, counts: xr.Dataset, config: LogoConfig, *, fit_cache=None, progress: bool = False
 ) -> Result:
     """Leave each target out, calibrate every arm without it, score every arm on its tasks.
 
@@ -730,9 +706,6 @@ def run_logo(
     """
     from bpc.estimate.model.fit import posterior_params
     from bpc.estimate.model.refits import RefitLadder, fit_summary
-    from bpc.evaluate import Result
-    from bpc.experiments.stream import leave_cell_out, left_out_fit
-    from bpc.progress import info
 
     have = set(map(tuple, records[["benchmark", "generator"]].astype(str).to_numpy().tolist()))
     if missing := [f"{b}/{g}" for b, g in config.targets if (b, g) not in have]:
@@ -808,8 +781,6 @@ def logo_table(
         prior fell back to the cell prior: no other generator attempted the task), ``n_failed``
         (targets excluded for a failed fit), ``flag``. attrs: ``prob``, ``B``, ``tasks_excluded``.
     """
-    from bpc.evaluate import POOLED, cell_and_pooled
-
     keys = ["benchmark", "generator", "instance_id"]
     util, lpd = result.tables["utilities"], result.tables["lpd"]
     frames = {
@@ -818,8 +789,6 @@ def logo_table(
     }
     n_excluded = 0
     if exclude is not None:
-        from bpc.data.tasks import exclude_tasks
-
         scored = lpd[["benchmark", "instance_id"]].drop_duplicates()
         n_excluded = len(scored) - len(exclude_tasks(scored, exclude))
         frames = {k: exclude_tasks(v, exclude) for k, v in frames.items()}

@@ -44,30 +44,34 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import (
-    BOOTSTRAP_B,
-    CI_PROB,
-    FOLD_SEEDS,
-    N_FOLDS,
-    REFIT_PRESETS,
-)
-from bpc.costs import NAMED_COSTS, Costs
+from bpc.constants import BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS, REFIT_PRESETS
+from bpc.costs import NAMED_COSTS, Costs, resolve_costs
+from bpc.data.logs import Input
 from bpc.data.splits import Cell
-from bpc.experiments.efficiency import LOCO_K, TASK_ARM, LocoConfig
-
-if TYPE_CHECKING:
-    from bpc.data.logs import Input
-    from bpc.evaluate import Result
-
+from bpc.data.tasks import flagged_tasks
+from bpc.estimate.laplace import laplace
+from bpc.evaluate import BEST_SIMPLE, Result, pooled_contrast
+from bpc.experiments.efficiency import (
+    CLOSED_FORMS,
+    LOCO_K,
+    LocoConfig,
+    hierarchical_arms,
+    loco_efficiency,
+)
+from bpc.experiments.logo import LogoConfig, logo_table, run_logo
+from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
+from bpc.progress import stage
+from bpc.schema import select_cell
 
 PANEL_COSTS: Mapping[str, Costs] = {
     "fast": NAMED_COSTS["fast"],
@@ -75,8 +79,6 @@ PANEL_COSTS: Mapping[str, Costs] = {
 }
 """The two cost vectors: the paper's fast costs, and the same with verification costing 30."""
 
-CLOSED_ARMS: tuple[str, ...] = ("laplace", "complete_pooling", TASK_ARM)
-"""Arms with a closed form, run on every cell."""
 
 REFERENCES: tuple[str, ...] = ("laplace", "complete_pooling")
 """The references of :func:`panel_table`."""
@@ -163,8 +165,6 @@ class PanelConfig:
     B: int = BOOTSTRAP_B
 
     def __post_init__(self) -> None:
-        from bpc.costs import resolve_costs
-
         if not self.costs:
             raise ValueError("PanelConfig: costs must name at least one cost vector")
         for spec in self.costs:
@@ -208,8 +208,6 @@ class _Reused:
         self.fit, self.cals = fit, {}
 
     def __call__(self, counts: xr.Dataset, cell: Cell, seed: int):
-        from bpc.schema import select_cell
-
         k_used = int((np.nan_to_num(select_cell(counts["task_n"], *cell).values) > 0).sum())
         key = (tuple(cell), int(seed), k_used)
         if key not in self.cals:
@@ -231,9 +229,7 @@ def _loco(
     A task's predictive mean is its start's (``start_mean``: the task prior's, else the calibration's
     cell prior).
     """
-    from bpc.experiments.efficiency import loco_efficiency
-
-    methods = {name: _Reused(fit) if name in CLOSED_ARMS else fit for name, fit in methods.items()}
+    methods = {name: _Reused(fit) if name in CLOSED_FORMS else fit for name, fit in methods.items()}
     frames = []
     for label, spec in costs.items():
         cf = replace(loco, costs=spec)
@@ -271,59 +267,30 @@ def run_panel(
         ``logo_starts``, ``protocol`` (the decision study's utilities with the best simple
         baseline), ``cells`` and ``flagged``; metadata ``wall_seconds`` per part.
     """
-    import tempfile
-
-    from bpc.data.tasks import flagged_tasks
-    from bpc.estimate.laplace import laplace
     from bpc.estimate.model.refits import RefitLadder
-    from bpc.evaluate import Result
-    from bpc.experiments.efficiency import (
-        complete_pooling_calibration,
-        hierarchical_arms,
-        laplace_calibration,
-        task_prior_calibration,
-    )
-    from bpc.experiments.logo import LogoConfig, run_logo
-    from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
 
     records, counts = data.records, data.counts
     costs = {name: data.costs(PANEL_COSTS.get(name, name)) for name in config.costs}
     keyed = records.assign(**{k: records[k].astype(str) for k in ("benchmark", "generator")})
     cells = [tuple(c) for c in keyed[["benchmark", "generator"]].drop_duplicates().to_numpy()]
-    closed = {"laplace": laplace_calibration, "complete_pooling": complete_pooling_calibration}
-    closed[TASK_ARM] = task_prior_calibration
+    closed = dict(CLOSED_FORMS)
     wall, tables = {}, {}
 
     def targets(per_benchmark: int) -> tuple:
         return tuple(hierarchical_targets(records, per_benchmark=per_benchmark) if per_benchmark else cells)
 
     with _timed(wall, "loco", "panel: leave one cell out, closed forms", progress):
-        loco_cf = LocoConfig(
-            targets=targets(config.loco_per_benchmark),
-            ks=config.ks,
-            repeats=config.repeats,
-            n_folds=config.n_folds,
-            max_folds=config.max_folds,
-        )
+        folds = {k: getattr(config, k) for k in ("ks", "repeats", "n_folds", "max_folds")}
+        loco_cf = LocoConfig(targets=targets(config.loco_per_benchmark), **folds)
         loco, lpd = _loco(records, loco_cf, costs, closed, part="closed forms", progress=progress)
     hier = config.hierarchical
     hier = hierarchical_targets(records) if hier is None else list(hier)
     if hier:
-        hier_loco = replace(
-            loco_cf,
-            targets=tuple(hier),
-            ks=config.hierarchical_ks,
-            repeats=1,
-            max_folds=1,
-            replay_failed=config.include_failed,
-        )
+        first_fold = {"repeats": 1, "max_folds": 1, "replay_failed": config.include_failed}
+        hier_loco = replace(loco_cf, targets=tuple(hier), ks=config.hierarchical_ks, **first_fold)
+        what = f"panel: leave one cell out, hierarchical arms, {len(hier)} targets"
         with (
-            _timed(
-                wall,
-                "hierarchical",
-                f"panel: leave one cell out, hierarchical arms, {len(hier)} targets",
-                progress,
-            ),
+            _timed(wall, "hierarchical", what, progress),
             tempfile.TemporaryDirectory(prefix="bpc-panel-refits-") as tmp,
         ):
             # a cache in any case: the second cost vector reads the first one's refits
@@ -347,9 +314,8 @@ def run_panel(
         logo = run_logo(records, counts, lc, progress=progress)
         tables.update({f"logo_{n}": logo.tables[n] for n in ("utilities", "lpd", "starts")})
     if config.protocol:
-        with _timed(
-            wall, "protocol", "panel: decisions vs the best simple baseline (evaluation protocol)", progress
-        ):
+        what = "panel: decisions vs the best simple baseline (evaluation protocol)"
+        with _timed(wall, "protocol", what, progress):
             frames = []
             for label, spec in costs.items():
                 pc = ProtocolConfig(
@@ -371,8 +337,6 @@ def run_panel(
 @contextlib.contextmanager
 def _timed(wall: dict, part: str, message: str, progress: bool) -> Iterator[None]:
     """A stage on stderr whose wall time goes to ``wall[part]``."""
-    from bpc.progress import stage
-
     t0 = time.perf_counter()
     with stage(message, enabled=progress):
         yield
@@ -387,8 +351,6 @@ def panel_table(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     scored them (:attr:`PanelConfig.include_failed`; the flag then says they are used). The ``all``
     rows resample tasks over every benchmark at once. ``k = -1``: all training tasks.
     """
-    from bpc.evaluate import pooled_contrast
-
     keys = ["benchmark", "generator", "instance_id"]
     loco = result.tables["loco"]
     first = loco[loco["costs"] == loco["costs"].iloc[0]]  # the calibrations are those of every cost vector
@@ -440,8 +402,6 @@ def versus_best_simple(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     Per cost vector and policy (``bayesian_dp`` from the cell prior and ``bayesian_dp@oracle`` from
     the task prior), pooled per benchmark and over all benchmarks, with the task-clustered interval.
     """
-    from bpc.evaluate import BEST_SIMPLE, pooled_contrast
-
     keys = ["benchmark", "generator", "instance_id"]
     if "protocol" not in result.tables:
         return pd.DataFrame()
@@ -461,10 +421,7 @@ def versus_best_simple(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
 
 def new_generator_table(result: Result, **options) -> pd.DataFrame:
     """:func:`bpc.experiments.logo.logo_table` of the new-generator part (:data:`NEW_GENERATOR_CONTRASTS`)."""
-    from bpc.evaluate import Result as _Result
-    from bpc.experiments.logo import logo_table
-
     tables = {"utilities": result.tables["logo_utilities"], "lpd": result.tables["logo_lpd"]}
     return logo_table(
-        _Result.of("logo", config={}, tables=tables), contrasts=NEW_GENERATOR_CONTRASTS, **options
+        Result.of("logo", config={}, tables=tables), contrasts=NEW_GENERATOR_CONTRASTS, **options
     )

@@ -40,6 +40,7 @@ import pandas as pd
 from scipy.optimize import minimize_scalar
 
 from bpc.constants import KAPPA_MIN, LABELS, PAPER_CRITICS
+from bpc.estimate.laplace import beta_binomial_loglik
 from bpc.schema import sort_cells
 
 _CELL = ["benchmark", "generator"]
@@ -73,8 +74,6 @@ def shared_kappa(records: pd.DataFrame) -> float:
     ValueError
         If no cell has a pass rate strictly between 0 and 1.
     """
-    from bpc.estimate.laplace import beta_binomial_loglik
-
     per = _task_passes(records)
     per = per[per["m"] == 3]
     hists, pis = [], []

@@ -27,6 +27,7 @@ import xarray as xr
 
 from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, SAMPLER_PRESETS
 from bpc.data.splits import Cell
+from bpc.estimate.conjugate import conjugate_posterior
 from bpc.schema import sample_dims, validate_params
 
 if TYPE_CHECKING:
@@ -72,24 +73,17 @@ class Posterior:
     diagnostics: Mapping[str, float | int | bool] = field(default_factory=dict)
 
 
-def fit_diagnostics(dt: xr.DataTree) -> dict[str, float | int | bool]:
-    """:data:`DIAGNOSTIC_COLUMNS` of a fit: from the summary a bpc fit stores, else computed."""
-    from bpc.estimate.model import Diagnostics
-
-    d = Diagnostics.summary_of(dt)
-    return {**{k: d[k] for k in DIAGNOSTIC_COLUMNS[:-1]}, "converged": bool(d["ok"])}
-
-
 def hierarchical_fit(ladder: RefitLadder, counts: xr.Dataset, *, preset: str, seed: int) -> Posterior:
     """The hierarchical model fitted to ``counts`` at one sampler preset, through the one refit ladder.
 
     The fit shares ``ladder``'s compiled model and cache (:class:`bpc.estimate.model.refits.RefitLadder`);
     its draws carry the diagnostics in ``attrs``.
     """
-    from bpc.estimate.model import posterior_params
+    from bpc.estimate.model import Diagnostics, posterior_params
 
     dt = ladder.fit(counts, seed=int(seed), label="posterior", presets=(preset,))
-    diag = fit_diagnostics(dt)
+    d = Diagnostics.summary_of(dt)  # the summary a bpc fit stores, else computed
+    diag = {**{k: d[k] for k in DIAGNOSTIC_COLUMNS[:-1]}, "converged": bool(d["ok"])}
     params = posterior_params(dt)
     params.attrs.update({k: (int(v) if isinstance(v, bool) else v) for k, v in diag.items()})
     s = SAMPLER_PRESETS[preset]
@@ -133,24 +127,17 @@ def fit_posterior(
     Posterior
     """
     if posterior == "conjugate":
-        from bpc.estimate.conjugate import conjugate_posterior
-
-        draws = 250 if preset == "quick" else 1000
-        return Posterior(
-            conjugate_posterior(counts, draws=draws, chains=4, seed=seed),
-            "unpooled conjugate Beta(1,1)-Binomial posterior (exact draws)",
-        )
+        exact = conjugate_posterior(counts, draws=250 if preset == "quick" else 1000, chains=4, seed=seed)
+        return Posterior(exact, "unpooled conjugate Beta(1,1)-Binomial posterior (exact draws)")
     if posterior is None:
         if ladder is None:
             from bpc.estimate.model.refits import RefitLadder
 
             ladder = RefitLadder(counts, presets=(preset,), kernels="measured", progress=progress)
         fit = hierarchical_fit(ladder, counts, preset=preset, seed=seed)
-        return Posterior(
-            fit.params,
-            f"{fit.description}, fitted here; {describe_diagnostics(fit.diagnostics)}",
-            fit.diagnostics,
-        )
+        text = f"{fit.description}, fitted here; {describe_diagnostics(fit.diagnostics)}"
+        return Posterior(fit.params, text, fit.diagnostics)
+
     from bpc.estimate import model
 
     dt = model.load(posterior)

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from bpc.constants import ACTION_COUNTS, BAYESIAN_POLICIES, BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS
-from bpc.costs import CostSpec
+from bpc.costs import CostSpec, cost_resolver
+from bpc.estimate.laplace import laplace
 from bpc.evaluate import (
     BEST_SIMPLE,
     Evaluator,
@@ -47,9 +47,10 @@ from bpc.evaluate import (
     policy_means,
     with_best_baseline,
 )
-
-if TYPE_CHECKING:
-    from bpc.replay.profiles import Profile
+from bpc.experiments.task_starts import CELL, check_starts, fold_task_priors, start_label, task_starts
+from bpc.replay.engine import cell_policies, cell_pool, replay_pool
+from bpc.replay.profiles import Profile, get_profile
+from bpc.schema import select_cell
 
 _CELL = ["benchmark", "generator"]
 
@@ -106,13 +107,6 @@ def replay_evaluator(
         ``prior_unconverged`` (the benchmarks whose empirical-Bayes crossed fit of the fold did
         not report convergence).
     """
-    from bpc.costs import cost_resolver
-    from bpc.estimate.laplace import laplace
-    from bpc.experiments.task_starts import CELL, check_starts, fold_task_priors, start_label, task_starts
-    from bpc.replay.engine import cell_policies, cell_pool, replay_pool
-    from bpc.replay.profiles import get_profile
-    from bpc.schema import select_cell
-
     prof = get_profile(profile)
     cost_for = cost_resolver(costs)
     starts = check_starts(starts)
@@ -240,24 +234,11 @@ def run_protocol(
         :data:`~bpc.evaluate.BEST_SIMPLE`).
     """
     c = config
-    if evaluate is None:
-        evaluate = replay_evaluator(
-            c.costs,
-            profile=c.profile,
-            policies=c.policies,
-            belief=c.belief,
-            starts=c.starts,
-            task_critic=c.task_critic,
-        )
-    u = cross_fit(
-        records,
-        evaluate,
-        n_folds=c.n_folds,
-        seeds=c.seeds,
-        trajectories=trajectories,
-        base_counts=base_counts,
-        progress=progress,
-    )
+    if evaluate is None:  # the config's evaluator options, by name
+        options = ("profile", "policies", "belief", "starts", "task_critic")
+        evaluate = replay_evaluator(c.costs, **{k: getattr(c, k) for k in options})
+    folds = {"n_folds": c.n_folds, "seeds": c.seeds, "trajectories": trajectories, "base_counts": base_counts}
+    u = cross_fit(records, evaluate, progress=progress, **folds)
     ub = with_best_baseline(u)
     tables = {"utilities": ub, "baselines": best_baselines(u), "deltas": contrast(ub, B=c.B, prob=c.prob)}
     return Result.of("protocol", config=c, tables=tables)

@@ -34,6 +34,7 @@ from numpy.typing import ArrayLike
 from scipy.spatial import KDTree
 
 from bpc.constants import BAYESIAN_POLICIES, CI_PROB, REGIME_KNN_K
+from bpc.intervals import interval_bounds
 
 REGIMES: tuple[str, ...] = ("A", "B", "C", "other")
 """Regime labels in plotting order."""
@@ -333,7 +334,6 @@ def sweep_bands(draw_utilities: pd.DataFrame, *, prob: float = CI_PROB) -> pd.Da
     """
     if not 0 < prob < 1:
         raise ValueError(f"sweep_bands: prob must lie in (0, 1), got {prob}")
-    from bpc.intervals import interval_bounds
 
     keys = ["benchmark", "generator", "c_ver", "reward", "policy"]
     g = draw_utilities.groupby(keys, sort=True)["delta"]

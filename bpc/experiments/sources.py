@@ -17,7 +17,10 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
+from bpc.choices import check_choices
 from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR
+from bpc.data.load import SIMULATED, InputOptions, resolve_input
+from bpc.data.logs import LOG_SUFFIXES, Input
 from bpc.data.splits import Cell
 
 
@@ -87,10 +90,6 @@ def load_source(
         If no cell with per-patch records remains, or a requested benchmark /
         generator has no per-patch records.
     """
-    from bpc.choices import check_choices
-    from bpc.data.load import SIMULATED, InputOptions, resolve_input
-    from bpc.data.logs import LOG_SUFFIXES, Input
-
     data = source
     if not isinstance(source, Input):
         sim = isinstance(source, str | Path) and str(source) == SIMULATED

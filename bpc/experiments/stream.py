@@ -83,25 +83,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
-from bpc.constants import (
-    BOOTSTRAP_B,
-    BOOTSTRAP_SEED,
-    CI_PROB,
-    DEFAULT_SEED,
-    REFIT_PRESETS,
-    SAMPLER_PRESETS,
-)
+from bpc.choices import check_choices
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, DEFAULT_SEED, REFIT_PRESETS, SAMPLER_PRESETS
+from bpc.costs import Costs, cost_resolver
+from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
+from bpc.decide.table import ParameterSamples
+from bpc.estimate.laplace import instance_params, laplace, smoothed_rate
+from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, PatchRecord
+from bpc.evaluate import Arm, Result, controllers
+from bpc.intervals import clustered_interval
+from bpc.outputs import write_netcdf
+from bpc.progress import info
+from bpc.replay.engine import cell_pool, replay_controller
+from bpc.replay.profiles import Profile, get_profile
+from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, Pool, decision_critics, select_cell
 
 if TYPE_CHECKING:
-    import xarray as xr
-
-    from bpc.costs import Costs
     from bpc.estimate.model.refits import RefitLadder
-    from bpc.estimate.online import EpisodeRecord, LearningState
-    from bpc.evaluate import Result
-    from bpc.replay.profiles import Profile
-    from bpc.schema import Pool
 
 STARTS: tuple[str, ...] = ("none", "laplace-pooled", "hierarchical")
 """Where a target cell's calibration starts (module docstring)."""
@@ -173,8 +173,6 @@ class StreamConfig:
     prob: float = CI_PROB
 
     def __post_init__(self) -> None:
-        from bpc.choices import check_choices
-
         for name in ("orders", "particles", "plugin_draws", "robust_draws", "bootstrap_b"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
@@ -214,8 +212,6 @@ def leave_cell_out(counts: xr.Dataset, benchmark: str, generator: str) -> xr.Dat
     >>> leave_cell_out(counts, "lcb_hard", "gpt5_mini")["n_patches"].values.tolist()
     [[nan, 87.0]]
     """
-    from bpc.schema import COUNT_VARS, TASK_COUNT_VARS
-
     for dim, v in (("benchmark", benchmark), ("generator", generator)):
         if v not in [str(x) for x in counts[dim].values]:
             raise KeyError(f"{dim} {v!r} is not in the counts")
@@ -243,8 +239,6 @@ def left_out_fit(
 
 def target_critics(pool: Pool) -> tuple[str, ...]:
     """The decision critics that gave at least one verdict in the target's pool (the design, not data)."""
-    from bpc.schema import decision_critics
-
     valid = np.arange(pool.Y.shape[1])[None, :] < pool.n_patches[:, None]
     out = []
     for c in decision_critics(pool.critics):
@@ -260,8 +254,6 @@ def pooled_values(counts: xr.Dataset, critics: Sequence[str]) -> dict[str, float
 
     Pass :func:`leave_cell_out` counts to exclude the target.
     """
-    from bpc.estimate.laplace import instance_params, smoothed_rate
-
     n, k = float(counts["n_patches"].sum()), float(counts["n_pass"].sum())
     out = {"prior": float(smoothed_rate(k, n))}
     for c in critics:
@@ -276,9 +268,6 @@ def pooled_values(counts: xr.Dataset, critics: Sequence[str]) -> dict[str, float
 
 def reference_params(counts: xr.Dataset, benchmark: str, generator: str) -> xr.Dataset:
     """Full-data Laplace parameters of the target (every label; the cell's instance κ)."""
-    from bpc.estimate.laplace import laplace
-    from bpc.schema import select_cell
-
     return select_cell(laplace(counts), benchmark, generator)
 
 
@@ -301,7 +290,6 @@ def start_states(
     (refused if its stored counts hold any count of the target).
     """
     from bpc.estimate.model.fit import counts_of, posterior_params
-    from bpc.estimate.online import LearningState, ParticleOptions
 
     b, g = target
     opts = ParticleOptions(n_particles=particles, seed=seed)
@@ -370,10 +358,6 @@ def episode_record(
     >>> [(p.origin, dict(p.verdicts), p.label) for p in rec.patches], passed
     ([('first', {'test': True}, False), ('fresh', {}, True)], True)
     """
-    from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
-    from bpc.estimate.online import EpisodeRecord, PatchRecord
-    from bpc.replay.profiles import get_profile
-
     prof = get_profile(profile)
     n_p = int(pool.n_patches[instance])
     pk = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
@@ -410,11 +394,8 @@ def episode_record(
 def _controller(
     params: Any, costs: Costs, prof: Profile, mode: str, critics: Sequence[str], name: str
 ) -> Any:
-    """The stream's one controller bundle: the profile's instance DP from ``params`` (the factory's)."""
-    from bpc.decide.factory import make_controller
-
-    plan = replace(prof.switches, mode=mode)
-    return make_controller(params, costs, policy="bayesian_dp", plan=plan, critics=list(critics), name=name)
+    """The profile's instance DP from ``params``, by :func:`bpc.evaluate.controllers`."""
+    return controllers({name: Arm(params, mode=mode)}, costs, critics=list(critics), plan=prof.switches)[name]
 
 
 _DRAWS_MODES = {"plugin": "posterior_mean", "frozen": "posterior_mean", "bayes_robust": "bayes_robust"}
@@ -435,9 +416,6 @@ def stream_controller(
     :class:`~bpc.decide.table.ParameterSamples` — the same numbers without the
     xarray round trip, which would cost more than the planning itself once per task.
     """
-    from bpc.decide.table import ParameterSamples
-    from bpc.replay.profiles import get_profile
-
     n = {"bayes_robust": config.robust_draws, "thompson": 1}.get(kind, config.plugin_draws)
     samples = ParameterSamples.from_mapping(state.resample(n), critics=state.critics)
     mode = _DRAWS_MODES.get(kind, "thompson")
@@ -446,8 +424,6 @@ def stream_controller(
 
 def _play(pool: Pool, instance: int, controller: Any, costs: Costs, prof: Profile, critics):
     """One episode of ``controller`` on one recorded task: (utility, passed, cost, record)."""
-    from bpc.replay.engine import replay_controller
-
     one = pool.subset(np.array([instance], dtype=np.int64))
     rec = _Recorder(controller)
     u, p, c = replay_controller(one, rec, costs, prof)
@@ -455,10 +431,6 @@ def _play(pool: Pool, instance: int, controller: Any, costs: Costs, prof: Profil
     if bool(passed) != bool(p[0] > 0):
         raise RuntimeError("stream: the reconstructed episode disagrees with the replay (a bug)")
     return float(u[0]), float(p[0]), float(c[0]), record
-
-
-def _order_seed(seed: int, order: int) -> int:
-    return int(np.random.SeedSequence([int(seed), int(order), 18]).generate_state(1)[0])
 
 
 ENTRY_COLUMNS: tuple[str, ...] = tuple(
@@ -502,9 +474,6 @@ def stream_target(
         ``entries``: one row per (start, controller, order, position) (:data:`ENTRY_COLUMNS`;
         ``n_episodes`` learnt before this task); ``reference``: one row per task.
     """
-    from bpc.replay.engine import replay_controller
-    from bpc.replay.profiles import get_profile
-
     prof = get_profile(config.profile)
     n = pool.n_instances
     tasks = [str(t) for t in pool.instance_ids]
@@ -527,7 +496,8 @@ def stream_target(
         for kind in (c for c in config.controllers if c in LEARNERS):
             t0 = time.perf_counter()
             for o, perm in enumerate(orders):
-                state = replace(state0, seed=_order_seed(config.seed, o))
+                seeds = np.random.SeedSequence([int(config.seed), int(o), 18])  # the order's own seed
+                state = replace(state0, seed=int(seeds.generate_state(1)[0]))
                 for k, i in enumerate(perm):
                     ctrl = stream_controller(state, kind, costs, profile=prof, config=config)
                     u, p, c, record = _play(pool, int(i), ctrl, costs, prof, list(state.critics))
@@ -590,8 +560,6 @@ def summarize_stream(
     >>> t[t.start == "none"][["horizon", "mean_utility", "gap"]].values.tolist()
     [['1', 10.0, -10.0], ['all', 20.0, -5.0]]
     """
-    from bpc.intervals import clustered_interval
-
     keys = ["target", "start", "controller", "horizon"]
     ref_u = reference.set_index(["target", "task"])["utility"]
     at = pd.MultiIndex.from_frame(entries[["target", "task"]])
@@ -654,8 +622,6 @@ def stream_contrast(
         :data:`CONTRAST_COLUMNS`: ``contrast`` names it (e.g. ``hierarchical - none``), ``delta`` the
         mean difference per task appearance.
     """
-    from bpc.intervals import clustered_interval
-
     keys = ["target", "controller", "order", "position"]
     a = entries.loc[entries["start"] == start, [*keys, "task", "utility"]]
     b = entries.loc[entries["start"] == baseline, [*keys, "utility"]]
@@ -721,14 +687,7 @@ def run_stream(
     ValueError
         For a target without raw records (with the nearest names), or no target.
     """
-    from bpc.choices import check_choices
-    from bpc.costs import cost_resolver
     from bpc.estimate.model.refits import RefitLadder, fit_summary
-    from bpc.evaluate import Result
-    from bpc.progress import info
-    from bpc.replay.engine import cell_pool
-    from bpc.replay.profiles import get_profile
-    from bpc.schema import select_cell
 
     t_start, c = time.perf_counter(), config
     prof = get_profile(c.profile)
@@ -767,11 +726,8 @@ def run_stream(
         info(f"stream: {b}/{g}: {pool.n_instances} tasks, critics {', '.join(critics)}", enabled=progress)
         say = (lambda m: info(f"stream: {m}")) if progress else None
         ref = reference_params(counts, b, g)
-        frames.append(
-            stream_target(
-                pool, states, ref, cost_resolver(c.costs)(b), config=c, target=f"{b}/{g}", progress=say
-            )
-        )
+        costs = cost_resolver(c.costs)(b)
+        frames.append(stream_target(pool, states, ref, costs, config=c, target=f"{b}/{g}", progress=say))
     entries, reference = (pd.concat(f, ignore_index=True) for f in zip(*frames, strict=True))
     boot = {"B": c.bootstrap_b, "seed": c.seed, "prob": c.prob}
     table = summarize_stream(entries, reference, **boot)
@@ -815,10 +771,6 @@ def stream_acceptance(
 
 def _write_tree(table, contrasts, entries, reference, path: Path) -> None:
     """``stream.nc``: ``table`` and ``contrasts`` groups, one group of episodes per target."""
-    import xarray as xr
-
-    from bpc.outputs import write_netcdf
-
     children = {
         "table": xr.Dataset.from_dataframe(table.reset_index(drop=True)),
         "contrasts": xr.Dataset.from_dataframe(contrasts.reset_index(drop=True)),

@@ -49,7 +49,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB
+from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
+from bpc.data.tasks import flagged_tasks
 from bpc.evaluate import cell_and_pooled
 from bpc.experiments.task_starts import CELL, START_SEP
 
@@ -60,12 +61,7 @@ GAIN_COLUMNS: tuple[str, ...] = tuple(
 """Columns of :func:`prior_gain_table`."""
 
 
-def prior_gain_table(
-    utilities: pd.DataFrame,
-    *,
-    B: int = BOOTSTRAP_B,
-    prob: float = CI_PROB,
-) -> pd.DataFrame:
+def prior_gain_table(utilities: pd.DataFrame, *, B: int = BOOTSTRAP_B, prob: float = CI_PROB) -> pd.DataFrame:
     """Held-out utility of each Bayesian policy from each start minus from the cell prior, per task.
 
     Per cell and pooled over a benchmark's generators (``generator = "pooled"``: the mean
@@ -147,9 +143,6 @@ def task_groups(counts: xr.Dataset) -> pd.DataFrame:
         ``benchmark, generator, instance_id, group`` for every attempted (task, generator) of a
         benchmark with at least two generators.
     """
-    from bpc.constants import DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
-    from bpc.data.tasks import flagged_tasks
-
     dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
     n = counts["task_n"].transpose(*dims).values
     has = np.isfinite(n) & (np.nan_to_num(n) > 0)

@@ -20,7 +20,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.estimate.crossed import EVIDENCE_KINDS
+from bpc.data.counts import counts_from_records
+from bpc.estimate.crossed import EVIDENCE_KINDS, crossed_layout, fit_crossed_eb, task_prior
+from bpc.schema import has_task_counts
 
 CELL = "cell"
 """The start from the cell prior (what the instance belief does without a task prior)."""
@@ -97,10 +99,6 @@ def fold_task_priors(
         of the training counts is crossed (fewer than two generators sharing tasks) or the
         critic gave no verdicts there.
     """
-    from bpc.data.counts import counts_from_records
-    from bpc.estimate.crossed import crossed_layout, fit_crossed_eb, task_prior
-    from bpc.schema import has_task_counts
-
     if not has_task_counts(train_counts) or not crossed_layout(train_counts):
         return None
     evidence = counts_from_records(test_records)

@@ -50,7 +50,10 @@ from bpc.constants import (
     PRR_MAX_REJECTION,
     SPLIT_SEED,
 )
-from bpc.schema import select_cell, sort_cells
+from bpc.data.splits import split_cells, split_counts
+from bpc.estimate.conjugate import conjugate_posterior
+from bpc.estimate.laplace import laplace
+from bpc.schema import records_to_pool, select_cell, sort_cells
 
 POLYGRAPH_RANDOM_ITER = 1000
 """Permutations LM-Polygraph averages for the random baseline."""
@@ -96,7 +99,11 @@ def normalize_quality(quality) -> np.ndarray:
 
 
 def _curve(u: np.ndarray, q: np.ndarray, ties: str) -> np.ndarray:
-    """:func:`rejection_curve` of checked inputs."""
+    """The rejection curve of checked inputs, shape ``(n,)``.
+
+    Entry ``j`` is the mean normalised quality of the ``n − j`` most certain items (the ``j`` most
+    uncertain rejected).
+    """
     order = np.argsort(u, kind="stable")
     us, qs = u[order], normalize_quality(q)[order]
     if ties == "mean":
@@ -105,26 +112,6 @@ def _curve(u: np.ndarray, q: np.ndarray, ties: str) -> np.ndarray:
         sizes = np.diff(np.r_[starts, us.size])
         qs = np.repeat(np.add.reduceat(qs, starts) / sizes, sizes)
     return (np.cumsum(qs) / np.arange(1, qs.size + 1))[::-1]
-
-
-def rejection_curve(uncertainty, quality, *, ties: str = "mean") -> np.ndarray:
-    """Mean normalised quality of the kept items after rejecting ``j = 0 … n−1`` items.
-
-    Parameters
-    ----------
-    uncertainty, quality : array_like
-        Shape ``(n,)``, ``n ≥ 1``; greater uncertainty is rejected first.
-    ties : {"mean", "stable"}
-        Tie handling (see the module docstring).
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape ``(n,)``; entry ``j`` is the mean over the ``n − j`` most
-        certain items.
-    """
-    u, q, _ = _checked(uncertainty, quality, max_rejection=1.0, ties=ties)
-    return _curve(u, q, ties)
 
 
 def prediction_rejection_area(
@@ -159,13 +146,7 @@ def prediction_rejection_area(
     return float(_curve(u, q, ties)[:m].sum() / m)
 
 
-def prr(
-    uncertainty,
-    quality,
-    *,
-    max_rejection: float = PRR_MAX_REJECTION,
-    ties: str = "mean",
-) -> float:
+def prr(uncertainty, quality, *, max_rejection: float = PRR_MAX_REJECTION, ties: str = "mean") -> float:
     """Prediction-rejection ratio: the area normalised by the oracle and random rankings.
 
     Parameters
@@ -270,12 +251,7 @@ def tool_success_rate(z: np.ndarray, fallback: float) -> np.ndarray:
     return np.where(observed > 0, rate, float(fallback))
 
 
-def patch_table(
-    records: pd.DataFrame,
-    *,
-    posterior_draws: int = 0,
-    posterior_seed: int = 0,
-) -> pd.DataFrame:
+def patch_table(records: pd.DataFrame, *, posterior_draws: int = 0, posterior_seed: int = 0) -> pd.DataFrame:
     """Score every held-out patch of every cell in ``records``.
 
     Instances are split 75/25 with :func:`bpc.data.splits.split_cells`; the
@@ -308,10 +284,6 @@ def patch_table(
         One row per eval patch: benchmark, generator, instance_id, patch_id,
         Y, belief, tool_success (and belief_posterior).
     """
-    from bpc.data.splits import split_cells, split_counts
-    from bpc.estimate.laplace import laplace
-    from bpc.schema import records_to_pool
-
     critics = list(PAPER_CRITICS)
     rows = []
     instances = split_cells(records, seed=SPLIT_SEED, drop_small=True)
@@ -338,8 +310,6 @@ def patch_table(
             }
         )
         if posterior_draws > 0:
-            from bpc.estimate.conjugate import conjugate_posterior
-
             post = conjugate_posterior(counts, draws=posterior_draws, chains=1, seed=posterior_seed)
             post = post.sel({DIM_BENCHMARK: bench, DIM_GENERATOR: gen}).isel(chain=0)
             rates = [post[v].sel({DIM_CRITIC: critics}).values[:, usable] for v in ("tpr", "fpr")]

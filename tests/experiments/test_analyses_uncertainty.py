@@ -10,7 +10,6 @@ from bpc.experiments.uncertainty_score import (
     normalize_quality,
     prediction_rejection_area,
     prr,
-    rejection_curve,
     tool_success_rate,
 )
 
@@ -95,9 +94,8 @@ def test_invariant_to_monotone_transform(u, data):
 
 
 def test_curve_shape_and_errors():
-    c = rejection_curve([0.0, 1.0, 2.0], [1, 0, 1])
-    assert c.shape == (3,)
-    assert c[0] == pytest.approx(2 / 3)
+    # the curve's first step (nothing rejected) is the mean normalised quality of every item
+    assert prediction_rejection_area([0.0, 1.0, 2.0], [1, 0, 1], max_rejection=1 / 3) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="equal"):
         prr([0.1, 0.2], [1])
     with pytest.raises(ValueError, match="no rejection step"):

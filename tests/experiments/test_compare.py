@@ -471,6 +471,7 @@ def test_ablation_arms_are_profile_switches():
 def test_failed_fold_posteriors_are_said_where_the_posterior_delta_is_shown(tmp_path, monkeypatch):
     """A fold posterior that fails its convergence check is used (every posterior Δ averages the
     folds), and the report says so beside the posterior Δ, with that fold's diagnostics."""
+    import bpc.experiments.compare as compare_module
     import bpc.experiments.posterior as posterior_module
     from bpc.experiments.compare import CompareConfig, compare
 
@@ -483,7 +484,7 @@ def test_failed_fold_posteriors_are_said_where_the_posterior_delta_is_shown(tmp_
         fitted = real("conjugate", counts, preset="quick", seed=1)
         return posterior_module.Posterior(fitted.params, "a fit", {**diag, "divergences": 0, "converged": ok})
 
-    monkeypatch.setattr(posterior_module, "fit_posterior", fit_posterior)
+    monkeypatch.setattr(compare_module, "fit_posterior", fit_posterior)  # the name compare() calls
     config = CompareConfig(
         "simulated", posterior="conjugate", draws=12, quick=True, seed=1, benchmarks=["lcb_hard"],
         generators=["gpt5_mini", "haiku45"], scale=0.2, efficiency=False, ablation=False, predictive=False,
