@@ -269,36 +269,29 @@ class ThompsonIndex:
 # ---------------------------------------------------------------------------
 # Combining samples
 # ---------------------------------------------------------------------------
-def expected_q(q: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Posterior-expected Q: the weighted mean of per-sample Q-values over samples.
+def expected_q(q: np.ndarray) -> np.ndarray:
+    """Posterior-expected Q: the mean of per-sample Q-values over each episode's samples.
 
     Parameters
     ----------
     q : numpy.ndarray
         Per-sample Q-values, ``(n, m, A)``; ``-inf`` marks an action not offered.
-    weights : numpy.ndarray, optional
-        ``(n, m)`` weights over each episode's samples, rows summing to 1;
-        default uniform.
 
     Returns
     -------
     numpy.ndarray
-        ``(n, A)``; ``-inf`` for an action not offered under some sample with
-        positive weight. With one sample (``m = 1``) it is ``q[:, 0]`` exactly.
+        ``(n, A)``; ``-inf`` for an action not offered under some sample. With one sample
+        (``m = 1``) it is ``q[:, 0]`` exactly.
     """
     q = np.asarray(q, dtype=np.float64)
-    n, m, _ = q.shape
-    if weights is None:
-        weights = np.full((n, m), 1.0 / m)
-    w = np.asarray(weights, dtype=np.float64)[..., None]
-    unavailable = (np.isneginf(q) & (w > 0)).any(axis=1)
-    out = np.where(w > 0, np.where(np.isneginf(q), 0.0, q) * w, 0.0).sum(axis=1)
+    unavailable = np.isneginf(q).any(axis=1)
+    out = (np.where(np.isneginf(q), 0.0, q) * (1.0 / q.shape[1])).sum(axis=1)
     return np.where(unavailable, -np.inf, out)
 
 
-def expected_q_actions(q: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+def expected_q_actions(q: np.ndarray) -> np.ndarray:
     """Action maximising :func:`expected_q` (ties → lowest index), ``(n,)``."""
-    return np.argmax(expected_q(q, weights), axis=-1)
+    return np.argmax(expected_q(q), axis=-1)
 
 
 # ---------------------------------------------------------------------------
