@@ -317,17 +317,6 @@ def cell_samples(params, critics: Sequence[str] | None = None) -> ParameterSampl
     return parameter_samples(params, critics=critics, one_cell=True)
 
 
-def _episode_mask(available, n: int, k: int) -> np.ndarray:
-    if available is None:
-        return np.ones((n, k), dtype=bool)
-    a = np.asarray(available, dtype=bool)
-    if a.ndim == 1:
-        a = np.broadcast_to(a, (n, k))
-    if a.shape != (n, k):
-        raise ValueError(f"'available' must have shape ({n}, {k}) (episodes, critics), got {a.shape}")
-    return a.copy()
-
-
 class BeliefController:
     """Shared machinery of belief controllers over ``S`` parameter samples.
 
@@ -450,13 +439,18 @@ class BeliefController:
                 raise ValueError("theta0 = (A, B) must give a finite mean A / (A + B)")
             prior = np.broadcast_to(mean[:, None], sample.shape).copy()
             kappa = np.where(np.isinf(kappa), np.inf, np.broadcast_to((a + b)[:, None], sample.shape))
+        K = len(self.critics)
+        avail = np.ones((n, K), dtype=bool) if available is None else np.asarray(available, dtype=bool)
+        avail = np.broadcast_to(avail, (n, K)) if avail.ndim == 1 else avail
+        if avail.shape != (n, K):
+            raise ValueError(f"'available' must have shape ({n}, {K}) (episodes, critics), got {avail.shape}")
         zeros = np.zeros(n, dtype=np.int64)
         return BeliefState(
             b=prior.copy(),
             used=zeros,
             step=zeros.copy(),
             sample=sample,
-            available=_episode_mask(available, n, len(self.critics)),
+            available=avail.copy(),
             prior=prior,
             kappa=kappa,
             mu=prior.copy(),

@@ -74,13 +74,6 @@ def _vector(name: str, value, n: int | None = None) -> np.ndarray:
     return arr
 
 
-def _matrix(name: str, value, n: int, k: int) -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64)
-    if arr.shape != (n, k):
-        raise ValueError(f"{name} must have shape (S, K) = ({n}, {k}), got {arr.shape}")
-    return arr
-
-
 @dataclass(frozen=True)
 class ParameterSamples:
     """Parameters of ``S`` samples as flat arrays (the kernels' sample axis).
@@ -128,7 +121,10 @@ class ParameterSamples:
             value = getattr(self, name)
             object.__setattr__(self, name, _vector(name, np.full(n, np.nan) if value is None else value, n))
         for name in ("tpr", "fpr"):
-            object.__setattr__(self, name, _matrix(name, getattr(self, name), n, k))
+            arr = np.asarray(getattr(self, name), dtype=np.float64)
+            if arr.shape != (n, k):
+                raise ValueError(f"{name} must have shape (S, K) = ({n}, {k}), got {arr.shape}")
+            object.__setattr__(self, name, arr)
 
     @classmethod
     def from_mapping(cls, arrays: Mapping[str, np.ndarray], *, critics: Sequence[str]) -> ParameterSamples:

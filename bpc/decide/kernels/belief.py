@@ -173,21 +173,9 @@ class Problem:
 
 def _as_float(name: str, value) -> np.ndarray:
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        return np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"argument {name!r} must be numeric, got {value!r}") from None
-    return arr
-
-
-def _sample_count(shapes: dict[str, tuple[int, ...]]) -> int:
-    sizes = {n: s[0] for n, s in shapes.items() if len(s) >= 1}
-    distinct = {v for v in sizes.values() if v != 1}
-    if len(distinct) > 1:
-        raise ValueError(
-            "arguments disagree on the number of parameter samples S (leading axis): "
-            + ", ".join(f"{n}={v}" for n, v in sizes.items())
-        )
-    return distinct.pop() if distinct else 1
 
 
 def make_problem(
@@ -278,7 +266,14 @@ def make_problem(
                 f"argument 'available' must have shape (K,) or (S, K) with K={K}, got {avail.shape}"
             )
         shapes["available"] = avail.shape[:-1]
-    S = _sample_count(shapes)
+    sizes = {n: s[0] for n, s in shapes.items() if len(s) >= 1}
+    distinct = {v for v in sizes.values() if v != 1}  # the number of parameter samples S
+    if len(distinct) > 1:
+        raise ValueError(
+            "arguments disagree on the number of parameter samples S (leading axis): "
+            + ", ".join(f"{n}={v}" for n, v in sizes.items())
+        )
+    S = distinct.pop() if distinct else 1
     vec = {n: np.broadcast_to(a, (S,)) if a.ndim else np.full(S, float(a)) for n, a in scal.items()}
     mat = {n: np.broadcast_to(a, (S, K)) for n, a in mats.items()}
     if avail is None:

@@ -68,11 +68,9 @@ from typing import NamedTuple
 import numpy as np
 
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, regenerate, verdict
-from bpc.decide.kernels.options import CRITIC_SCOPES, DEFAULT_KERNEL, MIXTURES, KernelOptions
+from bpc.decide.kernels.options import DEFAULT_KERNEL, KernelOptions
 
 __all__ = [
-    "MIXTURES",
-    "CRITIC_SCOPES",
     "pass_count_means",
     "mixture_mean",
     "abandon_exact",
