@@ -244,7 +244,7 @@ class Controller:
                 "(Controller.from_params reads it from the parameters)"
             )
         try:  # a Costs, or a mapping of exactly c_gen, c_ver, reward (Costs checks every number)
-            prices = costs if isinstance(costs, Costs) else Costs(**costs)
+            prices = costs if isinstance(costs, Costs) else Costs(**cast(Any, costs))
         except TypeError:
             raise ValueError(
                 f"costs must be a bpc.costs.Costs or a mapping of exactly c_gen, c_ver, reward; got {costs!r}"
