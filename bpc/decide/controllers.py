@@ -66,12 +66,7 @@ from bpc.costs import Costs
 from bpc.decide.kernels.belief import CRITIC_OFFSET, VERIFY, Problem, bayes_update, make_problem, regenerate
 from bpc.decide.kernels.dp import PAPER_TABLE, DPSolution, solve_grid
 from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
-from bpc.decide.kernels.instance import (
-    abandon_exact,
-    abandon_moment,
-    mixture_mean,
-    solve_tree,
-)
+from bpc.decide.kernels.instance import abandon_exact, abandon_moment, mixture_mean, solve_tree
 from bpc.decide.options import DEFAULT_PLAN, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, SampleCosts
 
@@ -389,25 +384,6 @@ class BeliefController:
         """Combine per-sample Q-values into one action per episode (posterior-expected Q)."""
         return expected_q_actions(q)
 
-    def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
-        """Belief of a new patch given the old one, ``(r, m)``: through the repair kernel."""
-        return regenerate(b, self.samples.p_fix[sample], self.samples.p_break[sample])
-
-    def _by_pattern(self, state: BeliefState, q_of) -> np.ndarray:
-        """``q_of(rows, pattern)`` for each distinct set of available critics; unavailable → ``-inf``."""
-        avail = state.available
-        if avail.all():
-            return q_of(slice(None), None)
-        n, m = state.b.shape
-        out = np.empty((n, m, CRITIC_OFFSET + len(self.critics)))
-        patterns, inverse = np.unique(avail, axis=0, return_inverse=True)
-        for j, pattern in enumerate(patterns):
-            rows = np.flatnonzero(inverse.reshape(-1) == j)
-            q = q_of(rows, None if pattern.all() else pattern)
-            q[..., CRITIC_OFFSET:][..., ~pattern] = -np.inf
-            out[rows] = q
-        return out
-
     # -- protocol ------------------------------------------------------------
     def start(self, n: int, *, available=None, theta0=None) -> BeliefState:
         """Every episode at the start of its task: no critic used, no regeneration yet.
@@ -493,7 +469,7 @@ class BeliefController:
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
         """New patch for the masked episodes, made the controller's way unless ``fresh`` says otherwise.
 
-        A refined patch moves through :meth:`after_regenerate`; a fresh one
+        A refined patch moves through the repair kernel; a fresh one
         (``fresh=True``, or :attr:`regenerate` ``"fresh"``) is folded in by
         :meth:`_fold`. The used set is reset under the critic scope ``"patch"``.
         """
@@ -501,7 +477,10 @@ class BeliefController:
         if not mask.any():
             return
         if (self.regenerate == "refine") if fresh is None else not fresh:
-            state.b[mask] = self.after_regenerate(state.b[mask], state.sample[mask])
+            sample = state.sample[mask]
+            state.b[mask] = regenerate(
+                state.b[mask], self.samples.p_fix[sample], self.samples.p_break[sample]
+            )
         else:
             self._fold(state, mask)
         if self.critic_scope == "patch":
@@ -638,10 +617,18 @@ class InstanceController(BeliefController):
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Per-sample Q-values at the episode's state with ``H`` steps left, ``(n, m, A)``."""
-        mu = state.mu
-        if self.method == "exact":
-            return self._exact_q(state)
-        n_ep, m = state.b.shape
+        mu, (n_ep, m) = state.mu, state.b.shape
+        if self.method == "exact":  # the tree from each episode's state, its samples solved at once
+            if state.weights is None:
+                raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
+            out = []
+            for i in range(n_ep):
+                w = state.weights[i, :, : int(state.folded[i]) + 1]
+                root = dict(b0=state.b[i], weights=w, used=int(state.used[i]), patch=int(state.step[i]))
+                out.append(
+                    solve_tree(self._problem_of(state, [i]), self.kernel_options, **root, chunk_size=None).q
+                )
+            return np.stack(out)
         if self.method == "greedy":
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
             q = greedy(self._problem_of(state, slice(None)), *states, **self._greedy_options)
@@ -654,7 +641,16 @@ class InstanceController(BeliefController):
             q = self.table_for(pattern).lookup(b, mu[rows].reshape(-1), n, u, np.full(b.size, h), s)
             return q.reshape(-1, m, q.shape[-1])
 
-        return self._by_pattern(state, q_of)
+        if state.available.all():  # else one table per distinct set of available critics
+            return q_of(slice(None), None)
+        out = np.empty((n_ep, m, CRITIC_OFFSET + len(self.critics)))
+        patterns, inverse = np.unique(state.available, axis=0, return_inverse=True)
+        for j, pattern in enumerate(patterns):
+            rows = np.flatnonzero(inverse.reshape(-1) == j)
+            q = q_of(rows, None if pattern.all() else pattern)
+            q[..., CRITIC_OFFSET:][..., ~pattern] = -np.inf
+            out[rows] = q
+        return out
 
     def _problem_of(self, state: BeliefState, rows) -> Problem:
         """The validated problem of the samples the episodes ``rows`` follow, flattened.
@@ -666,19 +662,6 @@ class InstanceController(BeliefController):
         avail = P.available & np.repeat(state.available[rows], m, axis=0)
         starts = dict(prior=state.prior[rows].reshape(-1), kappa=state.kappa[rows].reshape(-1))
         return replace(P, **starts, available=avail)
-
-    def _exact_q(self, state: BeliefState) -> np.ndarray:
-        folded, weights = state.folded, state.weights
-        if weights is None:
-            raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
-        out = []
-        for i in range(state.b.shape[0]):
-            root = dict(b0=state.b[i], weights=weights[i, :, : int(folded[i]) + 1], used=int(state.used[i]))
-            P = self._problem_of(state, [i])
-            # one episode's samples, solved at once
-            tree = solve_tree(P, self.kernel_options, **root, chunk_size=None, patch=int(state.step[i]))
-            out.append(tree.q)
-        return np.stack(out)
 
     def _fold(self, state: BeliefState, mask: np.ndarray) -> None:
         """A fresh patch folds the abandoned one into the θ-belief and starts at its mean."""

@@ -30,14 +30,7 @@ from dataclasses import replace
 import numpy as np
 import xarray as xr
 
-from bpc.constants import (
-    DIM_BELIEF,
-    DIM_BENCHMARK,
-    DIM_CRITIC,
-    DIM_GENERATOR,
-    DIM_STEP,
-    POOL_SIZE,
-)
+from bpc.constants import DIM_BELIEF, DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_STEP, POOL_SIZE
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, make_problem, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
@@ -378,10 +371,7 @@ def solve_policy(
     sol = solve_grid(P, kernel, backend=plan.backend, keep_q=keep_q)
     H, N = int(plan.horizon), int(max_patches)
     coords = {DIM_STEP: np.arange(H + 1), DIM_PATCH: np.arange(N), DIM_USED: used_labels(critics)}
-    coords |= {
-        DIM_THETA_MEAN: belief_grid(plan.mu_grid_size),
-        DIM_BELIEF: belief_grid(plan.grid_size),
-    }
+    coords |= {DIM_THETA_MEAN: belief_grid(plan.mu_grid_size), DIM_BELIEF: belief_grid(plan.grid_size)}
     if paper:  # the paper's table without its one-point patch and θ-mean axes
         coords = {d: c for d, c in coords.items() if d not in (DIM_PATCH, DIM_THETA_MEAN)}
     dims, lead = list(coords), params["prior"].dims

@@ -27,11 +27,7 @@ import numpy as np
 
 from bpc.costs import Costs
 
-__all__ = [
-    "fresh_sample_kernel",
-    "ParameterSamples",
-    "SampleCosts",
-]
+__all__ = ["fresh_sample_kernel", "ParameterSamples", "SampleCosts"]
 
 
 def fresh_sample_kernel(prior, p_fix, p_break) -> tuple[np.ndarray, np.ndarray]:

@@ -51,12 +51,7 @@ from bpc.costs import Costs, costs_for
 from bpc.intervals import credible_interval
 from bpc.schema import sample_dims, select_cell, validate_params
 
-__all__ = [
-    "action_probabilities",
-    "action_entropy",
-    "policy_uncertainty",
-    "first_action_table",
-]
+__all__ = ["action_probabilities", "action_entropy", "policy_uncertainty", "first_action_table"]
 
 
 def action_probabilities(
@@ -90,10 +85,7 @@ def action_entropy(p: xr.DataArray, *, dim: str = "action") -> xr.DataArray:
 
 
 def policy_uncertainty(
-    params: xr.Dataset,
-    costs: Costs | Callable[[str], Costs],
-    *,
-    progress: bool = False,
+    params: xr.Dataset, costs: Costs | Callable[[str], Costs], *, progress: bool = False
 ) -> xr.Dataset:
     """Posterior policy uncertainty and utility credible bands, per cell.
 

@@ -679,11 +679,7 @@ def cell_policies(profile: str | Profile, critics: Sequence[str], policies: Sequ
     return tuple(out)
 
 
-def summarize(
-    result: xr.Dataset,
-    *,
-    reference: str = "always_verify",
-) -> xr.Dataset:
+def summarize(result: xr.Dataset, *, reference: str = "always_verify") -> xr.Dataset:
     """Per-policy means and Δ vs the reference with a paired bootstrap CI.
 
     ``delta`` is the mean of per-instance differences ``U_policy − U_reference``
