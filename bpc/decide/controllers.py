@@ -63,7 +63,7 @@ import numpy as np
 
 from bpc.constants import DEFAULT_SEED, POOL_SIZE
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import CRITIC_OFFSET, VERIFY, Problem, bayes_update, make_problem, regenerate
+from bpc.decide.kernels.belief import CRITIC_OFFSET, VERIFY, Problem, make_problem, regenerate, verdict
 from bpc.decide.kernels.dp import PAPER_TABLE, DPSolution, solve_grid
 from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
 from bpc.decide.kernels.instance import abandon_exact, abandon_moment, mixture_mean, solve_tree
@@ -463,7 +463,7 @@ class BeliefController:
         upd = mask & (z >= 0)
         if upd.any():
             tpr, fpr = self.samples.tpr[state.sample[upd], k], self.samples.fpr[state.sample[upd], k]
-            state.b[upd] = bayes_update(state.b[upd], tpr, fpr, z[upd][:, None])
+            state.b[upd] = verdict(state.b[upd], tpr, fpr, z[upd][:, None])[1]
         state.used[mask] |= 1 << int(k)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:

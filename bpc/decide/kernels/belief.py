@@ -28,7 +28,6 @@ __all__ = [
     "BASE_ACTIONS",
     "action_names",
     "verdict",
-    "bayes_update",
     "regenerate",
     "Problem",
     "make_problem",
@@ -86,11 +85,6 @@ def verdict(b, tpr, fpr, z):
     num = np.where(z, tpr, 1 - tpr) * b
     den = num + np.where(z, fpr, 1 - fpr) * (1 - b)
     return den, np.where(den > 0, num / np.where(den > 0, den, 1), b)
-
-
-def bayes_update(b, tpr, fpr, z):
-    """Posterior belief after critic verdict ``z``: the belief of :func:`verdict`."""
-    return verdict(b, tpr, fpr, z)[1]
 
 
 def regenerate(b, p_fix, p_break):

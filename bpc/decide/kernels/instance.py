@@ -16,7 +16,7 @@ on ``θ`` only through the patch's ``Y``, the joint posterior of
 ``(Y_current, θ)`` factorises as ``b·[θ-belief·θ] + (1 − b)·[θ-belief·(1 − θ)]``
 (normalised per branch), so:
 
-- a **critic** updates ``b`` only (:func:`bpc.decide.kernels.belief.bayes_update`);
+- a **critic** updates ``b`` only (:func:`bpc.decide.kernels.belief.verdict`);
 - a **failed verification** makes the patch known bad: ``b ← 0``. When the
   patch is then abandoned the fold below with ``b = 0`` gives exactly
   ``Beta(A, B + 1)``, i.e. "``B ← B + 1``";
