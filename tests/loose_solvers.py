@@ -22,7 +22,7 @@ from bpc.decide.kernels.instance import (
     ExactSolution,
     _InstanceTree,
     _Node,
-    _root_theta,
+    mixture_mean,
     solve_tree,
 )
 from bpc.decide.kernels.options import KernelOptions
@@ -115,7 +115,8 @@ class _PolicyTree(_InstanceTree):
 
 def _policy_value(P, options, policy, *, b0=None, used=0) -> ExactSolution:
     """The expected utility of ``policy`` at the root (one chunk of every sample)."""
-    theta0, n0 = _root_theta(P, None, options.mixture)
+    fresh, n0 = np.ones((P.n_samples, 1)), 0  # the root θ-belief of a fresh instance
+    theta0 = fresh if options.mixture == "exact" else mixture_mean(fresh, P.prior, P.kappa)
     b0 = np.broadcast_to(np.asarray(P.prior if b0 is None else b0, dtype=np.float64), (P.n_samples,))
     root = tuple((k, -1) for k in range(P.n_critics) if used >> k & 1)
     tree = _PolicyTree(P, options, policy=policy)

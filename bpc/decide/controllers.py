@@ -63,15 +63,10 @@ import numpy as np
 
 from bpc.constants import DEFAULT_SEED, POOL_SIZE
 from bpc.costs import Costs
-from bpc.decide.kernels.belief import CRITIC_OFFSET, VERIFY, Problem, bayes_update, make_problem, regenerate
+from bpc.decide.kernels.belief import CRITIC_OFFSET, VERIFY, Problem, make_problem, regenerate, verdict
 from bpc.decide.kernels.dp import PAPER_TABLE, DPSolution, solve_grid
 from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
-from bpc.decide.kernels.instance import (
-    abandon_exact,
-    abandon_moment,
-    mixture_mean,
-    solve_tree,
-)
+from bpc.decide.kernels.instance import abandon_exact, abandon_moment, mixture_mean, solve_tree
 from bpc.decide.options import DEFAULT_PLAN, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, SampleCosts
 
@@ -269,36 +264,29 @@ class ThompsonIndex:
 # ---------------------------------------------------------------------------
 # Combining samples
 # ---------------------------------------------------------------------------
-def expected_q(q: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Posterior-expected Q: the weighted mean of per-sample Q-values over samples.
+def expected_q(q: np.ndarray) -> np.ndarray:
+    """Posterior-expected Q: the mean of per-sample Q-values over each episode's samples.
 
     Parameters
     ----------
     q : numpy.ndarray
         Per-sample Q-values, ``(n, m, A)``; ``-inf`` marks an action not offered.
-    weights : numpy.ndarray, optional
-        ``(n, m)`` weights over each episode's samples, rows summing to 1;
-        default uniform.
 
     Returns
     -------
     numpy.ndarray
-        ``(n, A)``; ``-inf`` for an action not offered under some sample with
-        positive weight. With one sample (``m = 1``) it is ``q[:, 0]`` exactly.
+        ``(n, A)``; ``-inf`` for an action not offered under some sample. With one sample
+        (``m = 1``) it is ``q[:, 0]`` exactly.
     """
     q = np.asarray(q, dtype=np.float64)
-    n, m, _ = q.shape
-    if weights is None:
-        weights = np.full((n, m), 1.0 / m)
-    w = np.asarray(weights, dtype=np.float64)[..., None]
-    unavailable = (np.isneginf(q) & (w > 0)).any(axis=1)
-    out = np.where(w > 0, np.where(np.isneginf(q), 0.0, q) * w, 0.0).sum(axis=1)
+    unavailable = np.isneginf(q).any(axis=1)
+    out = (np.where(np.isneginf(q), 0.0, q) * (1.0 / q.shape[1])).sum(axis=1)
     return np.where(unavailable, -np.inf, out)
 
 
-def expected_q_actions(q: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+def expected_q_actions(q: np.ndarray) -> np.ndarray:
     """Action maximising :func:`expected_q` (ties → lowest index), ``(n,)``."""
-    return np.argmax(expected_q(q, weights), axis=-1)
+    return np.argmax(expected_q(q), axis=-1)
 
 
 # ---------------------------------------------------------------------------
@@ -322,17 +310,6 @@ def cell_samples(params, critics: Sequence[str] | None = None) -> ParameterSampl
     from bpc.decide.solve import parameter_samples  # the xarray layer, only for Dataset inputs
 
     return parameter_samples(params, critics=critics, one_cell=True)
-
-
-def _episode_mask(available, n: int, k: int) -> np.ndarray:
-    if available is None:
-        return np.ones((n, k), dtype=bool)
-    a = np.asarray(available, dtype=bool)
-    if a.ndim == 1:
-        a = np.broadcast_to(a, (n, k))
-    if a.shape != (n, k):
-        raise ValueError(f"'available' must have shape ({n}, {k}) (episodes, critics), got {a.shape}")
-    return a.copy()
 
 
 class BeliefController:
@@ -407,25 +384,6 @@ class BeliefController:
         """Combine per-sample Q-values into one action per episode (posterior-expected Q)."""
         return expected_q_actions(q)
 
-    def after_regenerate(self, b: np.ndarray, sample: np.ndarray) -> np.ndarray:
-        """Belief of a new patch given the old one, ``(r, m)``: through the repair kernel."""
-        return regenerate(b, self.samples.p_fix[sample], self.samples.p_break[sample])
-
-    def _by_pattern(self, state: BeliefState, q_of) -> np.ndarray:
-        """``q_of(rows, pattern)`` for each distinct set of available critics; unavailable → ``-inf``."""
-        avail = state.available
-        if avail.all():
-            return q_of(slice(None), None)
-        n, m = state.b.shape
-        out = np.empty((n, m, CRITIC_OFFSET + len(self.critics)))
-        patterns, inverse = np.unique(avail, axis=0, return_inverse=True)
-        for j, pattern in enumerate(patterns):
-            rows = np.flatnonzero(inverse.reshape(-1) == j)
-            q = q_of(rows, None if pattern.all() else pattern)
-            q[..., CRITIC_OFFSET:][..., ~pattern] = -np.inf
-            out[rows] = q
-        return out
-
     # -- protocol ------------------------------------------------------------
     def start(self, n: int, *, available=None, theta0=None) -> BeliefState:
         """Every episode at the start of its task: no critic used, no regeneration yet.
@@ -457,13 +415,18 @@ class BeliefController:
                 raise ValueError("theta0 = (A, B) must give a finite mean A / (A + B)")
             prior = np.broadcast_to(mean[:, None], sample.shape).copy()
             kappa = np.where(np.isinf(kappa), np.inf, np.broadcast_to((a + b)[:, None], sample.shape))
+        K = len(self.critics)
+        avail = np.ones((n, K), dtype=bool) if available is None else np.asarray(available, dtype=bool)
+        avail = np.broadcast_to(avail, (n, K)) if avail.ndim == 1 else avail
+        if avail.shape != (n, K):
+            raise ValueError(f"'available' must have shape ({n}, {K}) (episodes, critics), got {avail.shape}")
         zeros = np.zeros(n, dtype=np.int64)
         return BeliefState(
             b=prior.copy(),
             used=zeros,
             step=zeros.copy(),
             sample=sample,
-            available=_episode_mask(available, n, len(self.critics)),
+            available=avail.copy(),
             prior=prior,
             kappa=kappa,
             mu=prior.copy(),
@@ -500,13 +463,13 @@ class BeliefController:
         upd = mask & (z >= 0)
         if upd.any():
             tpr, fpr = self.samples.tpr[state.sample[upd], k], self.samples.fpr[state.sample[upd], k]
-            state.b[upd] = bayes_update(state.b[upd], tpr, fpr, z[upd][:, None])
+            state.b[upd] = verdict(state.b[upd], tpr, fpr, z[upd][:, None])[1]
         state.used[mask] |= 1 << int(k)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
         """New patch for the masked episodes, made the controller's way unless ``fresh`` says otherwise.
 
-        A refined patch moves through :meth:`after_regenerate`; a fresh one
+        A refined patch moves through the repair kernel; a fresh one
         (``fresh=True``, or :attr:`regenerate` ``"fresh"``) is folded in by
         :meth:`_fold`. The used set is reset under the critic scope ``"patch"``.
         """
@@ -514,7 +477,10 @@ class BeliefController:
         if not mask.any():
             return
         if (self.regenerate == "refine") if fresh is None else not fresh:
-            state.b[mask] = self.after_regenerate(state.b[mask], state.sample[mask])
+            sample = state.sample[mask]
+            state.b[mask] = regenerate(
+                state.b[mask], self.samples.p_fix[sample], self.samples.p_break[sample]
+            )
         else:
             self._fold(state, mask)
         if self.critic_scope == "patch":
@@ -651,10 +617,18 @@ class InstanceController(BeliefController):
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Per-sample Q-values at the episode's state with ``H`` steps left, ``(n, m, A)``."""
-        mu = state.mu
-        if self.method == "exact":
-            return self._exact_q(state)
-        n_ep, m = state.b.shape
+        mu, (n_ep, m) = state.mu, state.b.shape
+        if self.method == "exact":  # the tree from each episode's state, its samples solved at once
+            if state.weights is None:
+                raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
+            out = []
+            for i in range(n_ep):
+                w = state.weights[i, :, : int(state.folded[i]) + 1]
+                root = dict(b0=state.b[i], weights=w, used=int(state.used[i]), patch=int(state.step[i]))
+                out.append(
+                    solve_tree(self._problem_of(state, [i]), self.kernel_options, **root, chunk_size=None).q
+                )
+            return np.stack(out)
         if self.method == "greedy":
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
             q = greedy(self._problem_of(state, slice(None)), *states, **self._greedy_options)
@@ -667,7 +641,16 @@ class InstanceController(BeliefController):
             q = self.table_for(pattern).lookup(b, mu[rows].reshape(-1), n, u, np.full(b.size, h), s)
             return q.reshape(-1, m, q.shape[-1])
 
-        return self._by_pattern(state, q_of)
+        if state.available.all():  # else one table per distinct set of available critics
+            return q_of(slice(None), None)
+        out = np.empty((n_ep, m, CRITIC_OFFSET + len(self.critics)))
+        patterns, inverse = np.unique(state.available, axis=0, return_inverse=True)
+        for j, pattern in enumerate(patterns):
+            rows = np.flatnonzero(inverse.reshape(-1) == j)
+            q = q_of(rows, None if pattern.all() else pattern)
+            q[..., CRITIC_OFFSET:][..., ~pattern] = -np.inf
+            out[rows] = q
+        return out
 
     def _problem_of(self, state: BeliefState, rows) -> Problem:
         """The validated problem of the samples the episodes ``rows`` follow, flattened.
@@ -679,19 +662,6 @@ class InstanceController(BeliefController):
         avail = P.available & np.repeat(state.available[rows], m, axis=0)
         starts = dict(prior=state.prior[rows].reshape(-1), kappa=state.kappa[rows].reshape(-1))
         return replace(P, **starts, available=avail)
-
-    def _exact_q(self, state: BeliefState) -> np.ndarray:
-        folded, weights = state.folded, state.weights
-        if weights is None:
-            raise ValueError("InstanceController: method 'exact' needs the exact θ-mixture in the state")
-        out = []
-        for i in range(state.b.shape[0]):
-            root = dict(b0=state.b[i], weights=weights[i, :, : int(folded[i]) + 1], used=int(state.used[i]))
-            P = self._problem_of(state, [i])
-            # one episode's samples, solved at once
-            tree = solve_tree(P, self.kernel_options, **root, chunk_size=None, patch=int(state.step[i]))
-            out.append(tree.q)
-        return np.stack(out)
 
     def _fold(self, state: BeliefState, mask: np.ndarray) -> None:
         """A fresh patch folds the abandoned one into the θ-belief and starts at its mean."""

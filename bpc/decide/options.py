@@ -97,12 +97,10 @@ def check_sizes(
     ValueError
         For a size out of its range, naming the option.
     """
-    if horizon is not None:
-        _check_int(horizon, name="horizon", low=0, high=MAX_HORIZON)
-    if grid_size is not None:
-        _check_int(grid_size, name="grid_size", low=2, high=MAX_GRID_SIZE)
-    if max_patches is not None:
-        _check_int(max_patches, name="max_patches", low=1, high=MAX_PATCHES)
+    sizes = {"horizon": (horizon, 0, MAX_HORIZON), "grid_size": (grid_size, 2, MAX_GRID_SIZE)}
+    for name, (value, low, high) in (sizes | {"max_patches": (max_patches, 1, MAX_PATCHES)}).items():
+        if value is not None:
+            _check_int(value, name=name, low=low, high=high)
     if n_critics is not None and n_critics > MAX_CRITICS:
         raise ValueError(
             f"at most {MAX_CRITICS} critics can be planned over (2^K used sets), got {n_critics}"

@@ -15,8 +15,8 @@ Conventions (method.md §Controllers):
 - a critic is available in a cell (and draw) iff its ``tpr`` and ``fpr`` are finite;
 - cells without a prior (``NaN``) get ``NaN`` values and action ``-1``;
 - cells without a measured repair kernel regenerate as a fresh sample
-  (:func:`fill_regeneration_kernel`, the Dataset form of
-  :func:`bpc.decide.table.fresh_sample_kernel`);
+  (:func:`bpc.decide.table.fresh_sample_kernel`, applied to the flattened samples; the paper
+  table marks them in ``kernel_filled``);
 - actions are indexed ``0 = stop, 1 = verify, 2 = regenerate, 3 + k = critic k``
   and named by the ``action`` coordinate; ties go to the lowest index.
 """
@@ -30,14 +30,7 @@ from dataclasses import replace
 import numpy as np
 import xarray as xr
 
-from bpc.constants import (
-    DIM_BELIEF,
-    DIM_BENCHMARK,
-    DIM_CRITIC,
-    DIM_GENERATOR,
-    DIM_STEP,
-    POOL_SIZE,
-)
+from bpc.constants import DIM_BELIEF, DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_STEP, POOL_SIZE
 from bpc.costs import Costs
 from bpc.decide.kernels.belief import action_names, make_problem, used_labels, used_mask
 from bpc.decide.kernels.dp import PAPER_TABLE, belief_grid, solve_grid
@@ -56,7 +49,6 @@ __all__ = [
     "DIM_ACTION",
     "solve_policy",
     "solve_b0",
-    "fill_regeneration_kernel",
     "parameter_samples",
 ]
 
@@ -68,44 +60,6 @@ DIM_PATCH = "patch"
 """Dim of the instance table: index of the current patch (patches abandoned so far), ``0 … N − 1``."""
 DIM_THETA_MEAN = "theta_mean"
 """Dim of the instance table: grid of ``μ = E[θ | abandoned patches]``, the instance's mean pass rate."""
-
-
-def fill_regeneration_kernel(params: xr.Dataset) -> xr.Dataset:
-    """Give cells without a measured repair kernel a fresh-sample kernel.
-
-    The Dataset form of :func:`bpc.decide.table.fresh_sample_kernel`: where
-    ``p_fix`` or ``p_break`` is ``NaN`` (no refinement trajectories measured
-    for the cell) regeneration draws a **fresh sample**, ``p_fix = prior``
-    and ``p_break = 1 − prior``. Cells with a measured kernel are left unchanged.
-
-    Parameters
-    ----------
-    params : xarray.Dataset
-        Parameter schema (:mod:`bpc.schema`, validated), with or without ``chain``/``draw``.
-
-    Returns
-    -------
-    xarray.Dataset
-        A copy with ``p_fix``/``p_break`` filled and a boolean variable
-        ``kernel_filled`` marking the filled entries.
-    """
-    dims = params["p_fix"].dims
-    p_fix, p_break = xr.apply_ufunc(
-        fresh_sample_kernel,
-        params["prior"],
-        params["p_fix"],
-        params["p_break"],
-        output_core_dims=[[], []],
-    )
-    out = params.copy()
-    out["p_fix"] = p_fix.transpose(*dims)
-    out["p_break"] = p_break.transpose(*params["p_break"].dims)
-    filled = (params["p_fix"].isnull() | params["p_break"].isnull()) & params["prior"].notnull()
-    out["kernel_filled"] = filled.transpose(*dims)
-    out["kernel_filled"].attrs["description"] = (
-        "no measured repair kernel: regeneration draws a fresh sample (p_fix = prior, p_break = 1 - prior)"
-    )
-    return out
 
 
 def parameter_samples(
@@ -288,7 +242,7 @@ def _describe_costs(costs) -> str:
 # Every cell and draw as one problem
 # ---------------------------------------------------------------------------
 def _prepare(params: xr.Dataset, critics: Sequence[str] | None) -> tuple[xr.Dataset, list[str]]:
-    """The validated parameters with their repair kernels filled, and the checked critics."""
+    """The validated parameters and the checked critics."""
     validate_params(params)
     have = [str(c) for c in params[DIM_CRITIC].values]
     critics = list(decision_critics(have) if critics is None else critics)
@@ -297,24 +251,24 @@ def _prepare(params: xr.Dataset, critics: Sequence[str] | None) -> tuple[xr.Data
     unknown = [c for c in critics if c not in have]
     if unknown:
         raise ValueError(f"critic(s) {unknown} not in the parameters' critic coordinate {have}")
-    return fill_regeneration_kernel(params), critics
+    return params, critics
 
 
 def _problem(params, costs, critics, *, refine: bool, kappa: xr.DataArray, root=None):
     """Every cell (and draw) as one problem: ``(template, ok, problem, root)``.
 
     ``template`` is the prior in sample order (:func:`_sample_axis`), ``root``
-    the flat root belief. Samples without parameters — no prior, no repair
-    kernel under ``refine``, a ``NaN`` root belief — are ``~ok``: they get
+    the flat root belief; a sample without a measured repair kernel regenerates as a fresh sample
+    (:func:`bpc.decide.table.fresh_sample_kernel`). Samples without parameters — no prior, a
+    ``NaN`` root belief — are ``~ok``: they get
     placeholders, their critics are unavailable and the caller masks their results.
     """
     template, flat = _sample_axis(params, root)
     sel = {DIM_CRITIC: critics}
     prior, p_fix, p_break = (flat(params[n]) for n in ("prior", "p_fix", "p_break"))
+    p_fix, p_break = fresh_sample_kernel(prior, p_fix, p_break)  # finite wherever the prior is
     b0 = np.zeros(prior.shape) if root is None else flat(root)
     ok = np.isfinite(prior) & np.isfinite(b0)
-    if refine:
-        ok &= np.isfinite(p_fix) & np.isfinite(p_break)
     kernel = {"p_fix": np.where(ok, p_fix, 0.5), "p_break": np.where(ok, p_break, 0.5)} if refine else {}
     placeholder = np.where(ok, 1.0, np.nan)[:, None]
     P = make_problem(
@@ -417,10 +371,7 @@ def solve_policy(
     sol = solve_grid(P, kernel, backend=plan.backend, keep_q=keep_q)
     H, N = int(plan.horizon), int(max_patches)
     coords = {DIM_STEP: np.arange(H + 1), DIM_PATCH: np.arange(N), DIM_USED: used_labels(critics)}
-    coords |= {
-        DIM_THETA_MEAN: belief_grid(plan.mu_grid_size),
-        DIM_BELIEF: belief_grid(plan.grid_size),
-    }
+    coords |= {DIM_THETA_MEAN: belief_grid(plan.mu_grid_size), DIM_BELIEF: belief_grid(plan.grid_size)}
     if paper:  # the paper's table without its one-point patch and θ-mean axes
         coords = {d: c for d, c in coords.items() if d not in (DIM_PATCH, DIM_THETA_MEAN)}
     dims, lead = list(coords), params["prior"].dims
@@ -434,8 +385,12 @@ def solve_policy(
         coords[DIM_ACTION] = list(action_names(critics))
     ds = ds.assign_coords(coords)
     ds["prior"] = params["prior"]
-    if paper and "kernel_filled" in params:
-        ds["kernel_filled"] = params["kernel_filled"]
+    if paper:  # the cells whose missing repair kernel was filled by the fresh-sample rule
+        filled = (params["p_fix"].isnull() | params["p_break"].isnull()) & params["prior"].notnull()
+        ds["kernel_filled"] = filled.transpose(*params["p_fix"].dims).assign_attrs(
+            description="no measured repair kernel: regeneration draws a fresh sample "
+            "(p_fix = prior, p_break = 1 - prior)"
+        )
     ds.attrs.update(critics=json.dumps(critics), horizon=H, costs=_describe_costs(costs))
     if not paper:
         ds["kappa"] = kappa.broadcast_like(params["prior"])

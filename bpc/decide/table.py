@@ -27,11 +27,7 @@ import numpy as np
 
 from bpc.costs import Costs
 
-__all__ = [
-    "fresh_sample_kernel",
-    "ParameterSamples",
-    "SampleCosts",
-]
+__all__ = ["fresh_sample_kernel", "ParameterSamples", "SampleCosts"]
 
 
 def fresh_sample_kernel(prior, p_fix, p_break) -> tuple[np.ndarray, np.ndarray]:
@@ -74,13 +70,6 @@ def _vector(name: str, value, n: int | None = None) -> np.ndarray:
     return arr
 
 
-def _matrix(name: str, value, n: int, k: int) -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64)
-    if arr.shape != (n, k):
-        raise ValueError(f"{name} must have shape (S, K) = ({n}, {k}), got {arr.shape}")
-    return arr
-
-
 @dataclass(frozen=True)
 class ParameterSamples:
     """Parameters of ``S`` samples as flat arrays (the kernels' sample axis).
@@ -111,8 +100,8 @@ class ParameterSamples:
     prior: np.ndarray
     tpr: np.ndarray
     fpr: np.ndarray
-    p_fix: np.ndarray
-    p_break: np.ndarray
+    p_fix: np.ndarray | Any = None  # None → NaN (no measured kernel), set in __post_init__
+    p_break: np.ndarray | Any = None
     critics: tuple[str, ...] = field(default=())
     kappa: np.ndarray | Any = None  # None → inf (the i.i.d. model), set in __post_init__
 
@@ -125,9 +114,13 @@ class ParameterSamples:
         object.__setattr__(self, "critics", tuple(str(c) for c in self.critics))
         object.__setattr__(self, "prior", prior)
         for name in ("p_fix", "p_break"):
-            object.__setattr__(self, name, _vector(name, getattr(self, name), n))
+            value = getattr(self, name)
+            object.__setattr__(self, name, _vector(name, np.full(n, np.nan) if value is None else value, n))
         for name in ("tpr", "fpr"):
-            object.__setattr__(self, name, _matrix(name, getattr(self, name), n, k))
+            arr = np.asarray(getattr(self, name), dtype=np.float64)
+            if arr.shape != (n, k):
+                raise ValueError(f"{name} must have shape (S, K) = ({n}, {k}), got {arr.shape}")
+            object.__setattr__(self, name, arr)
 
     @classmethod
     def from_mapping(cls, arrays: Mapping[str, np.ndarray], *, critics: Sequence[str]) -> ParameterSamples:
@@ -136,17 +129,8 @@ class ParameterSamples:
         ``p_fix``/``p_break`` may be absent (no measured kernel: ``NaN``), and
         ``kappa`` (the i.i.d. model).
         """
-        prior = np.asarray(arrays["prior"], dtype=np.float64)
-        nan = np.full(prior.shape, np.nan)
-        return cls(
-            prior=prior,
-            tpr=arrays["tpr"],
-            fpr=arrays["fpr"],
-            p_fix=arrays.get("p_fix", nan),
-            p_break=arrays.get("p_break", nan),
-            critics=tuple(critics),
-            kappa=arrays.get("kappa"),
-        )
+        names = ("prior", "tpr", "fpr", "p_fix", "p_break", "kappa")
+        return cls(**{k: arrays[k] for k in names if k in arrays}, critics=tuple(critics))
 
     @property
     def n_samples(self) -> int:

@@ -51,12 +51,7 @@ from bpc.costs import Costs, costs_for
 from bpc.intervals import credible_interval
 from bpc.schema import sample_dims, select_cell, validate_params
 
-__all__ = [
-    "action_probabilities",
-    "action_entropy",
-    "policy_uncertainty",
-    "first_action_table",
-]
+__all__ = ["action_probabilities", "action_entropy", "policy_uncertainty", "first_action_table"]
 
 
 def action_probabilities(
@@ -89,17 +84,8 @@ def action_entropy(p: xr.DataArray, *, dim: str = "action") -> xr.DataArray:
     return -(p * logp).sum(dim)
 
 
-def _cells(params: xr.Dataset) -> list[tuple[str, str]]:
-    finite = xr.ufuncs.isfinite(params["prior"]).all(sample_dims(params["prior"]))
-    cells = [(b, g) for b in params[DIM_BENCHMARK].values for g in params[DIM_GENERATOR].values]
-    return [(str(b), str(g)) for b, g in cells if finite.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})]
-
-
 def policy_uncertainty(
-    params: xr.Dataset,
-    costs: Costs | Callable[[str], Costs],
-    *,
-    progress: bool = False,
+    params: xr.Dataset, costs: Costs | Callable[[str], Costs], *, progress: bool = False
 ) -> xr.Dataset:
     """Posterior policy uncertainty and utility credible bands, per cell.
 
@@ -144,7 +130,9 @@ def policy_uncertainty(
             f"with dims {dict(params.sizes)}"
         )
     pieces = []
-    cells = _cells(params)
+    finite = xr.ufuncs.isfinite(params["prior"]).all(sample_dims(params["prior"]))  # observed priors
+    cells = [(str(b), str(g)) for b in params[DIM_BENCHMARK].values for g in params[DIM_GENERATOR].values]
+    cells = [(b, g) for b, g in cells if finite.sel({DIM_BENCHMARK: b, DIM_GENERATOR: g})]
 
     def band(name: str, da: xr.DataArray) -> dict[str, xr.DataArray]:
         """Posterior mean and credible interval of ``da`` over the draws."""

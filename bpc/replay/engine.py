@@ -606,10 +606,21 @@ def replay_pool(
     names, rows, skipped = [], [], {}
     for label, item in items:
         count: dict = {}
-        if isinstance(item, str):
-            out = _replay_named(item, pool, costs, prof, trajectories, params, belief, theta0, count)
-        else:
+        if not isinstance(item, str):
             out = replay_controller(pool, item, costs, prof, theta0=theta0, actions=count)
+        elif is_baseline(item):
+            out = replay_baseline(item, pool, costs, prof, actions=count)
+        elif item in REFINEMENT_POLICIES:  # no trajectories: undefined (a NaN row)
+            traj = None if trajectories is None else trajectory_matrix(trajectories, pool.instance_ids, item)
+            out = None if traj is None else replay_refinement(traj, costs, prof, actions=count)
+        elif item in BAYESIAN_POLICIES:
+            if params is None:
+                raise ValueError(f"policy {item!r} needs the cell's parameters (params=…)")
+            budget = max(int(pool.n_patches.max()) if n else POOL_SIZE, 1)
+            ctrl = policy_controller(item, params, costs, prof, belief=belief, max_patches=budget)
+            out = replay_controller(pool, ctrl, costs, prof, theta0=theta0, actions=count)
+        else:
+            raise ValueError(f"unknown policy {item!r}; expected one of {POLICIES} or gate_<critic>")
         if out is None or (n and not np.isfinite(out[0]).any()):
             crit = gate_critic(label)
             skipped[label] = (
@@ -641,25 +652,6 @@ def replay_pool(
     return ds
 
 
-def _replay_named(
-    name, pool, costs, prof, trajectories, params, belief=None, theta0=None, actions=None
-) -> Outcome | None:
-    if is_baseline(name):
-        return replay_baseline(name, pool, costs, prof, actions=actions)
-    if name in REFINEMENT_POLICIES:
-        if trajectories is None:
-            return None
-        traj = trajectory_matrix(trajectories, pool.instance_ids, name)
-        return replay_refinement(traj, costs, prof, actions=actions)
-    if name in BAYESIAN_POLICIES:
-        if params is None:
-            raise ValueError(f"policy {name!r} needs the cell's parameters (params=…)")
-        budget = int(pool.n_patches.max()) if pool.n_instances else POOL_SIZE
-        controller = policy_controller(name, params, costs, prof, belief=belief, max_patches=max(budget, 1))
-        return replay_controller(pool, controller, costs, prof, theta0=theta0, actions=actions)
-    raise ValueError(f"unknown policy {name!r}; expected one of {POLICIES} or gate_<critic>")
-
-
 def cell_policies(profile: str | Profile, critics: Sequence[str], policies: Sequence[str] | None = None):
     """The policies replayed on a cell with these critics.
 
@@ -687,11 +679,7 @@ def cell_policies(profile: str | Profile, critics: Sequence[str], policies: Sequ
     return tuple(out)
 
 
-def summarize(
-    result: xr.Dataset,
-    *,
-    reference: str = "always_verify",
-) -> xr.Dataset:
+def summarize(result: xr.Dataset, *, reference: str = "always_verify") -> xr.Dataset:
     """Per-policy means and Δ vs the reference with a paired bootstrap CI.
 
     ``delta`` is the mean of per-instance differences ``U_policy − U_reference``

@@ -35,12 +35,7 @@ import xarray as xr
 
 from bpc.constants import GRID_SIZE, HORIZON, PAPER_CRITICS
 from bpc.costs import Costs
-from bpc.decide.controllers import (
-    BeliefController,
-    BeliefState,
-    GreedyController,
-    expected_q_actions,
-)
+from bpc.decide.controllers import BeliefController, BeliefState, GreedyController, expected_q_actions
 from bpc.decide.kernels.belief import (
     CRITIC_OFFSET,
     REGENERATE,
@@ -210,11 +205,7 @@ class ReleaseDPController(BeliefController):
     name = "bayesian_dp"
 
     def __init__(
-        self,
-        params_cell: xr.Dataset,
-        costs: Costs,
-        *,
-        critics: Sequence[str] = PAPER_CRITICS,
+        self, params_cell: xr.Dataset, costs: Costs, *, critics: Sequence[str] = PAPER_CRITICS
     ) -> None:
         super().__init__(params_cell, costs, critics=critics)
         self.samples = self.samples.with_fresh_sample_kernel()

@@ -251,10 +251,7 @@ class Profile:
         return replace(self, **changes)
 
 
-PAPER = Profile(
-    name="paper",
-    policies=POLICIES,
-)
+PAPER = Profile(name="paper", policies=POLICIES)
 """method.md §Replay and evaluation: the method as described (default)."""
 
 PAPER_RELEASE = Profile(

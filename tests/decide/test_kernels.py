@@ -16,7 +16,6 @@ from bpc.decide.kernels.belief import (
     STOP,
     VERIFY,
     action_names,
-    bayes_update,
     make_problem,
     regenerate,
     used_labels,
@@ -58,20 +57,20 @@ def random_problem(rng, S, K=3, nan_frac=0.0):
 # belief updates
 # ---------------------------------------------------------------------------
 def test_bayes_update_hand_checked():
-    assert bayes_update(0.5, 0.8, 0.2, 1) == pytest.approx(0.8)
-    assert bayes_update(0.5, 0.8, 0.2, 0) == pytest.approx(0.2)
+    assert verdict(0.5, 0.8, 0.2, 1)[1] == pytest.approx(0.8)
+    assert verdict(0.5, 0.8, 0.2, 0)[1] == pytest.approx(0.2)
     # b' = 0.9*0.3 / (0.9*0.3 + 0.4*0.7)
-    assert bayes_update(0.3, 0.9, 0.4, True) == pytest.approx(0.27 / (0.27 + 0.28))
+    assert verdict(0.3, 0.9, 0.4, True)[1] == pytest.approx(0.27 / (0.27 + 0.28))
     assert verdict(0.3, 0.9, 0.4, 1)[0] == pytest.approx(0.55)
     assert verdict(0.3, 0.9, 0.4, 0)[0] == pytest.approx(0.45)
     # certain beliefs stay certain
-    assert bayes_update(0.0, 0.7, 0.1, 1) == 0.0
-    assert bayes_update(1.0, 0.7, 0.1, 0) == 1.0
+    assert verdict(0.0, 0.7, 0.1, 1)[1] == 0.0
+    assert verdict(1.0, 0.7, 0.1, 0)[1] == 1.0
 
 
 def test_bayes_update_zero_probability_branch_is_finite():
     # a perfect critic never fails a correct patch: P(fail | b=1) = 0 -> 0/0
-    out = bayes_update(np.array([1.0, 0.0]), 1.0, 0.0, np.array([0, 1]))
+    out = verdict(np.array([1.0, 0.0]), 1.0, 0.0, np.array([0, 1]))[1]
     assert np.isfinite(out).all()
     np.testing.assert_array_equal(out, [1.0, 0.0])
 

@@ -8,7 +8,6 @@ from bpc.costs import Costs, named_costs, paper_costs_for
 from bpc.decide.kernels.belief import CRITIC_OFFSET
 from bpc.decide.options import PlanOptions
 from bpc.decide.solve import (
-    fill_regeneration_kernel,
     parameter_samples,
     solve_b0,
     solve_policy,
@@ -65,18 +64,22 @@ def kernel_args(cell, costs, critics=("syn", "test", "llm")):
     )
 
 
-def test_fill_regeneration_kernel_is_a_fresh_sample():
+def test_a_missing_kernel_is_a_fresh_sample_and_marked():
     p = make_params()
     p["p_fix"][0, 1] = np.nan
     p["p_break"][1, 0] = np.nan
     p["prior"][1, 1] = np.nan
     p["p_fix"][1, 1] = np.nan
-    f = fill_regeneration_kernel(p)
-    assert f.p_fix[0, 1] == p.prior[0, 1] and f.p_break[0, 1] == pytest.approx(1 - float(p.prior[0, 1]))
-    assert f.p_fix[1, 0] == p.prior[1, 0]  # either missing -> both replaced
-    assert f.p_fix[0, 0] == p.p_fix[0, 0]  # measured kernels untouched
-    np.testing.assert_array_equal(f.kernel_filled.values, [[False, True], [True, False]])
-    assert np.isnan(f.p_fix[1, 1])  # no prior, nothing to fill with
+    plan = PlanOptions(horizon=2, grid_size=11)
+    costs = named_costs("fast")
+    got = solve_policy(p, costs, plan=plan)
+    np.testing.assert_array_equal(got.kernel_filled.values, [[False, True], [True, False]])
+    pf, pb = fresh_sample_kernel(p.prior.values, p.p_fix.values, p.p_break.values)
+    filled = p.assign(p_fix=(p.p_fix.dims, pf), p_break=(p.p_break.dims, pb))
+    assert filled.p_fix[0, 1] == p.prior[0, 1] and filled.p_fix[1, 0] == p.prior[1, 0]
+    want = solve_policy(filled, costs, plan=plan)  # the fresh-sample kernel, given explicitly
+    xr.testing.assert_identical(got["value"], want["value"])
+    xr.testing.assert_identical(got["policy"], want["policy"])
 
 
 def test_fresh_sample_kernel_hand_checked():
@@ -84,17 +87,6 @@ def test_fresh_sample_kernel_hand_checked():
     p_fix, p_break = fresh_sample_kernel([0.3, 0.3, 0.3, nan], [nan, 0.1, 0.2, nan], [0.4, nan, 0.5, 0.1])
     np.testing.assert_array_equal(p_fix, [0.3, 0.3, 0.2, nan])
     np.testing.assert_array_equal(p_break, [0.7, 0.7, 0.5, nan])
-
-
-def test_xarray_fill_is_the_array_rule_on_every_cell_and_draw():
-    p = make_params(seed=7, draws=3)
-    p["p_fix"][0, 1, 0, 1] = np.nan
-    p["p_break"][1, 2, 1, 0] = np.nan
-    f = fill_regeneration_kernel(p)
-    pf, pb = fresh_sample_kernel(p.prior.values, p.p_fix.values, p.p_break.values)
-    np.testing.assert_array_equal(f.p_fix.values, pf)
-    np.testing.assert_array_equal(f.p_break.values, pb)
-    assert int(f.kernel_filled.sum()) == 2
 
 
 def test_parameter_samples_order_missing_critics_and_one_cell():
@@ -141,8 +133,9 @@ def test_samples_without_parameters_are_masked():
     )
     np.testing.assert_array_equal(value[0], flat(ref.value)[0])  # fresh-sample kernel filled
     assert np.isneginf(q[2, :, :, 3]).all()  # critic unavailable for sample 2
-    _, ok, _, _ = _problem(ds, slow, ["syn"], refine=True, kappa=xr.DataArray(np.inf))  # unfilled
-    np.testing.assert_array_equal(ok, [False, False, True])
+    _, ok, P, _ = _problem(ds, slow, ["syn"], refine=True, kappa=xr.DataArray(np.inf))  # fills the kernel
+    np.testing.assert_array_equal(ok, [True, False, True])
+    assert (P.p_fix[0], P.p_break[0]) == (0.3, 0.7)
 
 
 def test_sample_costs_from_costs():

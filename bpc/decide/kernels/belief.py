@@ -28,7 +28,6 @@ __all__ = [
     "BASE_ACTIONS",
     "action_names",
     "verdict",
-    "bayes_update",
     "regenerate",
     "Problem",
     "make_problem",
@@ -86,11 +85,6 @@ def verdict(b, tpr, fpr, z):
     num = np.where(z, tpr, 1 - tpr) * b
     den = num + np.where(z, fpr, 1 - fpr) * (1 - b)
     return den, np.where(den > 0, num / np.where(den > 0, den, 1), b)
-
-
-def bayes_update(b, tpr, fpr, z):
-    """Posterior belief after critic verdict ``z``: the belief of :func:`verdict`."""
-    return verdict(b, tpr, fpr, z)[1]
 
 
 def regenerate(b, p_fix, p_break):
@@ -173,21 +167,9 @@ class Problem:
 
 def _as_float(name: str, value) -> np.ndarray:
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        return np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"argument {name!r} must be numeric, got {value!r}") from None
-    return arr
-
-
-def _sample_count(shapes: dict[str, tuple[int, ...]]) -> int:
-    sizes = {n: s[0] for n, s in shapes.items() if len(s) >= 1}
-    distinct = {v for v in sizes.values() if v != 1}
-    if len(distinct) > 1:
-        raise ValueError(
-            "arguments disagree on the number of parameter samples S (leading axis): "
-            + ", ".join(f"{n}={v}" for n, v in sizes.items())
-        )
-    return distinct.pop() if distinct else 1
 
 
 def make_problem(
@@ -278,7 +260,14 @@ def make_problem(
                 f"argument 'available' must have shape (K,) or (S, K) with K={K}, got {avail.shape}"
             )
         shapes["available"] = avail.shape[:-1]
-    S = _sample_count(shapes)
+    sizes = {n: s[0] for n, s in shapes.items() if len(s) >= 1}
+    distinct = {v for v in sizes.values() if v != 1}  # the number of parameter samples S
+    if len(distinct) > 1:
+        raise ValueError(
+            "arguments disagree on the number of parameter samples S (leading axis): "
+            + ", ".join(f"{n}={v}" for n, v in sizes.items())
+        )
+    S = distinct.pop() if distinct else 1
     vec = {n: np.broadcast_to(a, (S,)) if a.ndim else np.full(S, float(a)) for n, a in scal.items()}
     mat = {n: np.broadcast_to(a, (S, K)) for n, a in mats.items()}
     if avail is None:

@@ -44,13 +44,7 @@ from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, P
 from bpc.decide.kernels.instance import abandon_moment
 from bpc.decide.kernels.options import BACKENDS, DEFAULT_KERNEL, KernelOptions
 
-__all__ = [
-    "INTERPRET_MAX_CELLS",
-    "PAPER_TABLE",
-    "DPSolution",
-    "belief_grid",
-    "solve_grid",
-]
+__all__ = ["INTERPRET_MAX_CELLS", "PAPER_TABLE", "DPSolution", "belief_grid", "solve_grid"]
 
 INTERPRET_MAX_CELLS = 2**14
 """Largest table (``S·(H+1)·N·2**K·M·G`` cells, ``M`` counted once under ``"refine"``, where every μ row
@@ -230,32 +224,6 @@ def _kernel(backend: str, cells: int):
         _interp = numba.njit(cache=True, nogil=True)(_interp)
         _compiled["dp"] = numba.njit(cache=True, nogil=True)(_dp_kernel)
     return _compiled["dp"]
-
-
-def _run(P: Problem, grids, H, N, flags, out, *, backend, chunk_size, n_threads):
-    """Run the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)."""
-    (grid, mu_grid), (value, policy, q) = grids, out
-    kernel = _kernel(backend, value.size // (value.shape[4] if flags[0] else 1))
-    names = "tpr fpr available critic_costs c_gen c_ver reward kappa p_fix p_break".split()
-    arrays = [np.ascontiguousarray(getattr(P, n)) for n in names]
-    consts = np.array([1, 0, -np.inf, grid.shape[0] - 1, mu_grid.shape[0] - 1], grid.dtype)
-    keep_q = flags[-1]
-    qarr = q if keep_q else np.empty((1,) * 7, grid.dtype)
-    S = P.n_samples
-    n_threads = 1 if kernel is _dp_kernel else max(1, int(n_threads or os.cpu_count() or 1))
-    chunk = int(chunk_size or max(1, math.ceil(S / (4 * n_threads))))
-
-    def run(sl):
-        parts = (value[sl], policy[sl], qarr[sl] if keep_q else qarr)
-        kernel(tuple([a[sl] for a in arrays]), grid, mu_grid, H, N, flags, consts, parts)
-
-    slices = [slice(s, min(S, s + chunk)) for s in range(0, S, chunk)]
-    if n_threads == 1 or len(slices) == 1:
-        for sl in slices:
-            run(sl)
-    else:
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            list(pool.map(run, slices))
 
 
 def _interp_arr(x, gm1: int, dtype):
@@ -497,6 +465,24 @@ def solve_grid(
         o.critic_scope == "patch",
         keep_q,
     )
-    run = dict(backend=backend, chunk_size=chunk_size, n_threads=n_threads)
-    _run(P, (grid, mu_grid), H, N, flags, (value, policy, q), **run)
+    # the kernel over chunks of samples (compiled: on a thread pool, the kernel releases the GIL)
+    kernel = _kernel(backend, value.size // (value.shape[4] if flags[0] else 1))
+    names = "tpr fpr available critic_costs c_gen c_ver reward kappa p_fix p_break".split()
+    arrays = [np.ascontiguousarray(getattr(P, n)) for n in names]
+    consts = np.array([1, 0, -np.inf, grid.shape[0] - 1, mu_grid.shape[0] - 1], grid.dtype)
+    qarr = q if q is not None else np.empty((1,) * 7, grid.dtype)
+    n_threads = 1 if kernel is _dp_kernel else max(1, int(n_threads or os.cpu_count() or 1))
+    chunk = int(chunk_size or max(1, math.ceil(S / (4 * n_threads))))
+
+    def run(sl):
+        parts = (value[sl], policy[sl], qarr[sl] if keep_q else qarr)
+        kernel(tuple([a[sl] for a in arrays]), grid, mu_grid, H, N, flags, consts, parts)
+
+    slices = [slice(s, min(S, s + chunk)) for s in range(0, S, chunk)]
+    if n_threads == 1 or len(slices) == 1:
+        for sl in slices:
+            run(sl)
+    else:
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            list(pool.map(run, slices))
     return DPSolution(grid, mu_grid, value, policy, q, P, o)

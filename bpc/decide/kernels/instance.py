@@ -16,7 +16,7 @@ on ``θ`` only through the patch's ``Y``, the joint posterior of
 ``(Y_current, θ)`` factorises as ``b·[θ-belief·θ] + (1 − b)·[θ-belief·(1 − θ)]``
 (normalised per branch), so:
 
-- a **critic** updates ``b`` only (:func:`bpc.decide.kernels.belief.bayes_update`);
+- a **critic** updates ``b`` only (:func:`bpc.decide.kernels.belief.verdict`);
 - a **failed verification** makes the patch known bad: ``b ← 0``. When the
   patch is then abandoned the fold below with ``b = 0`` gives exactly
   ``Beta(A, B + 1)``, i.e. "``B ← B + 1``";
@@ -68,11 +68,9 @@ from typing import NamedTuple
 import numpy as np
 
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, regenerate, verdict
-from bpc.decide.kernels.options import CRITIC_SCOPES, DEFAULT_KERNEL, MIXTURES, KernelOptions
+from bpc.decide.kernels.options import DEFAULT_KERNEL, KernelOptions
 
 __all__ = [
-    "MIXTURES",
-    "CRITIC_SCOPES",
     "pass_count_means",
     "mixture_mean",
     "abandon_exact",
@@ -300,25 +298,6 @@ class _InstanceTree:
         return v
 
 
-def _root_theta(P: Problem, weights, mixture):
-    """Root θ-belief: weights ``(S, n0 + 1)`` (default: a fresh instance, ``n0 = 0``)."""
-    S = P.n_samples
-    if weights is None:
-        w = np.ones((S, 1))
-    else:
-        w = np.asarray(weights, dtype=np.float64)
-        if w.ndim == 1:
-            w = np.broadcast_to(w, (S, w.shape[0]))
-        if w.ndim != 2 or w.shape[0] != S:
-            raise ValueError(f"argument 'weights' must have shape (n0 + 1,) or ({S}, n0 + 1), got {w.shape}")
-        if (~np.isfinite(w) | (w < 0)).any() or not np.allclose(w.sum(-1), 1.0):
-            raise ValueError("argument 'weights' must be non-negative and sum to one along the last axis")
-    n0 = w.shape[1] - 1
-    if mixture == "exact":
-        return w.copy(), n0
-    return mixture_mean(w, P.prior, P.kappa), n0
-
-
 PAPER_TREE = KernelOptions(
     mixture="moment", max_patches=None, verify_terminal=True, critic_scope="patch", regenerate="refine"
 )
@@ -375,7 +354,14 @@ def solve_tree(
     if chunk_size is not None and int(chunk_size) < 1:
         raise ValueError(f"argument 'chunk_size' must be >= 1, got {chunk_size!r}")
     S = P.n_samples
-    theta0, n0 = _root_theta(P, weights, mixture)
+    w = np.ones((S, 1)) if weights is None else np.asarray(weights, dtype=np.float64)  # a fresh instance
+    w = np.broadcast_to(w, (S, w.shape[0])) if w.ndim == 1 else w
+    if w.ndim != 2 or w.shape[0] != S:
+        raise ValueError(f"argument 'weights' must have shape (n0 + 1,) or ({S}, n0 + 1), got {w.shape}")
+    if (~np.isfinite(w) | (w < 0)).any() or not np.allclose(w.sum(-1), 1.0):
+        raise ValueError("argument 'weights' must be non-negative and sum to one along the last axis")
+    n0 = w.shape[1] - 1  # the root θ-belief: weights (S, n0 + 1), or their mean (moment)
+    theta0 = w.copy() if mixture == "exact" else mixture_mean(w, P.prior, P.kappa)
     if b0 is None:
         b0 = mixture_mean(theta0, P.prior, P.kappa) if mixture == "exact" else theta0
     b0 = np.broadcast_to(np.asarray(b0, dtype=np.float64), (S,))

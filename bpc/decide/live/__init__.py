@@ -84,19 +84,16 @@ first needed, so ``bpc solve`` stays fast.
 """
 
 from bpc.decide.live.controller import EXACT_MAX_HORIZON, Controller, InvertedCriticWarning
-from bpc.decide.live.decision import STATE_VERSION, Decision, json_float
+from bpc.decide.live.decision import Decision, json_float
 from bpc.decide.live.episode import Episode
-from bpc.decide.live.moves import IllegalMoveError, Move, parse_move
+from bpc.decide.live.moves import IllegalMoveError
 
 __all__ = [
     "EXACT_MAX_HORIZON",
-    "STATE_VERSION",
     "IllegalMoveError",
     "InvertedCriticWarning",
     "Decision",
     "Controller",
     "Episode",
-    "Move",
-    "parse_move",
     "json_float",
 ]

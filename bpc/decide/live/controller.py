@@ -84,18 +84,6 @@ class InvertedCriticWarning(UserWarning):
     """
 
 
-def _prices(costs) -> tuple[float, float, float]:
-    """``(c_gen, c_ver, reward)`` from a :class:`bpc.costs.Costs` or a mapping with exactly those keys."""
-    if not isinstance(costs, Costs):
-        try:
-            costs = Costs(**costs)  # checks every number
-        except TypeError:
-            raise ValueError(
-                f"costs must be a bpc.costs.Costs or a mapping of exactly c_gen, c_ver, reward; got {costs!r}"
-            ) from None
-    return costs.c_gen, costs.c_ver, costs.reward
-
-
 class Controller:
     """Decisions for one cell's agent tasks, from calibrated parameters or explicit numbers.
 
@@ -255,7 +243,13 @@ class Controller:
                 "belief='instance' needs kappa, the instance concentration κ "
                 "(Controller.from_params reads it from the parameters)"
             )
-        c_gen, c_ver, reward = _prices(costs)
+        try:  # a Costs, or a mapping of exactly c_gen, c_ver, reward (Costs checks every number)
+            prices = costs if isinstance(costs, Costs) else Costs(**cast(Any, costs))
+        except TypeError:
+            raise ValueError(
+                f"costs must be a bpc.costs.Costs or a mapping of exactly c_gen, c_ver, reward; got {costs!r}"
+            ) from None
+        c_gen, c_ver, reward = prices.c_gen, prices.c_ver, prices.reward
         if not isinstance(critics, Mapping) or not critics:
             raise ValueError("critics must be a non-empty mapping name -> (tpr, fpr, cost)")
         max_patches = LIVE_MAX_PATCHES[belief][method] if budget.max_patches is None else budget.max_patches
@@ -468,7 +462,13 @@ class Controller:
         from bpc.estimate.online import LearningState, load_calibration
         from bpc.schema import decision_critics, sample_dims, select_cell, thin_draws
 
-        bench, gen = _parse_cell(cell)
+        parts = (
+            cell.split("/") if isinstance(cell, str) else list(cell) if isinstance(cell, tuple | list) else []
+        )
+        parts = [str(p).strip() for p in parts]
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"cell must be 'BENCHMARK/GENERATOR' or (benchmark, generator), got {cell!r}")
+        bench, gen = parts
         one = cast("xr.Dataset", select_cell(load_calibration(source), bench, gen))
         if not bool(np.isfinite(one["prior"]).all()):
             raise ValueError(f"cell {bench}/{gen} has no prior (no labelled patches)")
@@ -705,11 +705,10 @@ class Controller:
         used = tuple(c for i, c in enumerate(self.critics) if int(state.used[0]) >> i & 1)
         if not hasattr(policy, "q_values"):  # a baseline: a rule, no Q-values
             k = int(policy.act(state)[0])
-            nan = MappingProxyType({n: float("nan") for n in self.actions})
-            action = self.actions[k if allowed[k] else 0]
-            nan_q = (float("nan"), nan, float("nan"))
+            nan, action = float("nan"), self.actions[k if allowed[k] else 0]
+            nan_q = MappingProxyType(dict.fromkeys(self.actions, nan))
             return Decision(
-                action, *nan_q, used, self.horizon, self.n_samples, warning=self.calibration_warning
+                action, nan, nan_q, nan, used, self.horizon, self.n_samples, warning=self.calibration_warning
             )
         qs = policy.q_values(state)  # (1, m, A): Q of every followed sample
         if self.method == "greedy" and self.horizon == 0:
@@ -721,9 +720,17 @@ class Controller:
         S, A = per_sample.shape
         p_opt = band = None
         if S > 1:
+            from bpc.intervals import interval_bounds
+
             p_opt = np.bincount(np.argmax(per_sample, axis=1), minlength=A) / S
             p_opt = MappingProxyType({n: float(v) for n, v in zip(names, p_opt, strict=True)})
-            band = self._bands(per_sample)
+            offered = np.isfinite(per_sample).all(axis=0)  # each offered action's Q band over samples
+            bounds = np.full((A, 2), -np.inf)
+            if offered.any():
+                bounds[offered] = interval_bounds(per_sample[:, offered], axis=0, prob=CI_PROB, kind=CI_KIND)
+            band = MappingProxyType(
+                {n: (float(lo), float(hi)) for n, (lo, hi) in zip(names, bounds, strict=True)}
+            )
         return Decision(
             action=names[k],
             value=float(q[k]),
@@ -738,23 +745,3 @@ class Controller:
             ci_kind=None if band is None else CI_KIND,
             warning=self.calibration_warning,
         )
-
-    def _bands(self, qs: np.ndarray) -> Mapping[str, tuple[float, float]]:
-        """Credible interval of each action's Q over samples (``bpc.intervals``)."""
-        from bpc.intervals import interval_bounds
-
-        offered = np.isfinite(qs).all(axis=0)
-        bounds = np.full((qs.shape[1], 2), -np.inf)
-        if offered.any():
-            bounds[offered] = interval_bounds(qs[:, offered], axis=0, prob=CI_PROB, kind=CI_KIND)
-        return MappingProxyType(
-            {n: (float(lo), float(hi)) for n, (lo, hi) in zip(self.actions, bounds, strict=True)}
-        )
-
-
-def _parse_cell(cell) -> tuple[str, str]:
-    parts = cell.split("/") if isinstance(cell, str) else list(cell) if isinstance(cell, tuple | list) else []
-    parts = [str(p).strip() for p in parts]
-    if len(parts) != 2 or not all(parts):
-        raise ValueError(f"cell must be 'BENCHMARK/GENERATOR' or (benchmark, generator), got {cell!r}")
-    return parts[0], parts[1]
