@@ -11,8 +11,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
-__all__ = ["UnknownChoiceError", "unknown_choice_message", "check_choice", "check_choices"]
-
 
 class UnknownChoiceError(ValueError):
     """A name that is not one of the valid choices; the message suggests the nearest ones."""

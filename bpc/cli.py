@@ -34,8 +34,6 @@ from typing import NoReturn
 
 import bpc.commands
 
-__all__ = ["main", "build_parser", "INPUT_ERRORS", "EXIT_INTERRUPTED"]
-
 EXIT_INTERRUPTED = 130
 """Exit status of a command stopped by Ctrl-C (SIGINT) or SIGTERM: 128 + SIGINT, as shells report it."""
 

@@ -17,23 +17,6 @@ from types import MappingProxyType
 
 from bpc.constants import SLOW_ORACLE_BENCHMARKS
 
-__all__ = [
-    "Costs",
-    "CostSpec",
-    "NAMED_COSTS",
-    "named_costs",
-    "load_costs",
-    "resolve_costs",
-    "paper_costs_for",
-    "cost_resolver",
-    "costs_for",
-    "with_critic_costs",
-    "COSTS_ATTR",
-    "costs_attr",
-    "stored_costs",
-    "params_costs",
-]
-
 
 @dataclass(frozen=True)
 class Costs:

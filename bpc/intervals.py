@@ -48,16 +48,6 @@ from numpy.typing import ArrayLike
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_PROB, BOOTSTRAP_SEED, CI_KIND, CI_PROB, DIM_CI
 from bpc.schema import sample_dims
 
-__all__ = [
-    "credible_interval",
-    "interval_bounds",
-    "CLUSTERED_COLUMNS",
-    "cluster_means",
-    "resample_weights",
-    "clustered_interval",
-    "paired_bootstrap",
-]
-
 IntervalKind = Literal["eti", "hdi"]
 """Interval kinds: equal-tailed (quantiles ``(1 ± prob)/2``) or highest-density."""
 

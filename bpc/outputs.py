@@ -49,34 +49,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "MANIFEST",
-    "STAMP",
-    "CHECKSUM",
-    "OutputPathError",
-    "OutputWriteError",
-    "DamagedFileError",
-    "allow_overwrite",
-    "reading",
-    "is_bpc_file",
-    "is_bpc_folder",
-    "data_checksum",
-    "read_netcdf",
-    "escape_cell",
-    "write_parquet",
-    "atomic_file",
-    "atomic_folder",
-    "check_output_file",
-    "check_output_folder",
-    "config_hash",
-    "run_config",
-    "file_sha256",
-    "write_text",
-    "write_csv",
-    "write_netcdf",
-    "save_figure",
-]
-
 MANIFEST = "manifest.json"
 """Name of the manifest written into every atomic folder."""
 

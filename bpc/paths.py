@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["default_corpus", "require_corpus"]
-
 CORPUS_ENV = "BPC_CORPUS"
 _RELATIVE = Path("..") / "shared" / "data" / "paper_corpus"
 

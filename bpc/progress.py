@@ -25,17 +25,6 @@ from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TextIO
 
-__all__ = [
-    "Meter",
-    "stage",
-    "track",
-    "info",
-    "choices_summary",
-    "notes_digest",
-    "stdout_to_stderr",
-    "interrupt_guard",
-]
-
 LOG_INTERVAL_S = 2.0
 """Minimum seconds between two counter lines when stderr is not a terminal."""
 

@@ -101,34 +101,6 @@ from bpc.constants import (
     POOL_SIZE,
 )
 
-__all__ = [
-    "RECORD_KEYS",
-    "RECORD_COLUMNS",
-    "CRITIC_NAME_PATTERN",
-    "CONTROLLER_ACTIONS",
-    "check_critic_names",
-    "record_critics",
-    "critic_coordinate",
-    "decision_critics",
-    "TRAJECTORY_COLUMNS",
-    "COUNT_VARS",
-    "TASK_COUNT_VARS",
-    "has_task_counts",
-    "PARAM_VARS",
-    "Pool",
-    "empty_counts",
-    "validate_counts",
-    "validate_params",
-    "order_params",
-    "sample_dims",
-    "thin_draws",
-    "records_to_pool",
-    "panel_coords",
-    "cell_order",
-    "sort_cells",
-    "select_cell",
-]
-
 RECORD_KEYS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "patch_id", "Y")
 """Key and label columns of every records frame; the critic columns follow them."""
 RECORD_COLUMNS: tuple[str, ...] = (*RECORD_KEYS, *CRITICS)

@@ -22,21 +22,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "as_samples",
-    "probability",
-    "check_kappa",
-    "check_probability",
-    "check_kernel_pair",
-    "check_cost",
-    "check_count",
-    "check_cost_budget",
-    "check_beta",
-    "inverted_critic_message",
-    "JSON_MAX_DEPTH",
-    "loads_json",
-]
-
 KAPPA = "the instance concentration κ"
 """How a message names κ."""
 

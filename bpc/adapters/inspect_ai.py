@@ -40,8 +40,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from bpc.decide.live import Controller
 from bpc.validation import check_count
 
-__all__ = ["episode_attempts", "METADATA_KEY", "RETRY_MESSAGE"]
-
 METADATA_KEY = "bpc"
 """Key of ``state.metadata`` holding the episode's JSON state."""
 RETRY_MESSAGE = "Your answer may not be correct. Please try again."

@@ -49,8 +49,6 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from bpc.decide.live import Controller, Episode
 
-__all__ = ["EpisodeCritic", "Check"]
-
 Check = Callable[[Sequence[Any], "str | None"], "bool | None"]
 """A bpc critic run by :class:`EpisodeCritic`: ``check(events, git_patch)`` → pass, fail or no verdict."""
 

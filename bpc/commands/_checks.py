@@ -20,8 +20,6 @@ from bpc.validation import (
     check_probability,
 )
 
-__all__ = ["check_controller_options", "check_size", "option"]
-
 
 def option(name: str) -> str:
     """The command-line spelling of an argparse destination: ``p_fix`` → ``--p-fix``."""

@@ -20,19 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bpc.data.corpus import Input
     from bpc.data.load import InputOptions
-    from bpc.data.logs import Input
-
-__all__ = [
-    "add_source_argument",
-    "add_input_arguments",
-    "add_output_arguments",
-    "config_from_args",
-    "input_options",
-    "load_from_args",
-    "study_source",
-    "COSTS_HELP",
-]
 
 SOURCES_HELP = (
     "the authors' corpus folder or one of its files (critic_results.jsonl, likelihood_tables.json), "
@@ -229,7 +218,7 @@ def study_source(args: argparse.Namespace, *, dest: str = "source") -> tuple[Any
     -------
     tuple
         ``(source, costs, paths)``: ``"simulated"``, a corpus path or a read
-        :class:`~bpc.data.logs.Input`; a cost specification for
+        :class:`~bpc.data.corpus.Input`; a cost specification for
         :func:`bpc.costs.cost_resolver` (``None``: the paper's vectors); the
         files and folders read (inputs that no output may replace).
     """

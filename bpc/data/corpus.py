@@ -101,16 +101,6 @@ from bpc.progress import Meter
 from bpc.schema import RECORD_COLUMNS, decision_critics, validate_counts
 from bpc.validation import loads_json
 
-__all__ = [
-    "read_json_lines",
-    "repeated_patch",
-    "CorpusError",
-    "Input",
-    "load_corpus",
-    "read_transition_kernel",
-    "RECORDS_FILE",
-]
-
 RECORDS_FILE = "critic_results.jsonl"
 TABLE_FILE = "likelihood_tables.json"
 KERNEL_FILE = "transition_kernel.json"

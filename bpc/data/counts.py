@@ -59,18 +59,6 @@ from bpc.schema import (
     validate_counts,
 )
 
-__all__ = [
-    "cell_kernel_counts",
-    "critic_tallies",
-    "transition_tallies",
-    "instance_tallies",
-    "task_counts",
-    "counts_from_records",
-    "transition_counts",
-    "merge_counts",
-    "cell_counts",
-]
-
 
 # ---------------------------------------------------------------------------
 # numpy kernels

@@ -34,15 +34,13 @@ import xarray as xr
 
 from bpc.choices import check_choices
 from bpc.constants import CRITIC_FIELDS, DEFAULT_SEED
-from bpc.data.corpus import CorpusError, load_corpus
+from bpc.data.corpus import CorpusError, Input, load_corpus
 from bpc.data.counts import counts_from_records, merge_counts
-from bpc.data.logs import LOG_SUFFIXES, Input, json_lines_table, parse_columns, parse_critics, read_logs
+from bpc.data.logs import LOG_SUFFIXES, json_lines_table, parse_columns, parse_critics, read_logs
 from bpc.data.simulate import simulate_panel
 from bpc.paths import require_corpus
 from bpc.progress import info
 from bpc.schema import RECORD_KEYS, critic_coordinate
-
-__all__ = ["SIMULATED", "InputOptions", "resolve_input", "load_counts"]
 
 SIMULATED = "simulated"
 """The source name of the simulator's 9 x 6 paper panel."""
@@ -204,7 +202,7 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool) -> In
 
 
 def _combine(parts: list[Input]) -> Input:
-    """One :class:`~bpc.data.logs.Input` of several, refusing a cell that two sources hold."""
+    """One :class:`~bpc.data.corpus.Input` of several, refusing a cell that two sources hold."""
     owner: dict[tuple[str, str], Path] = {}
     for part in parts:
         for cell in part.cells:
@@ -246,7 +244,7 @@ def resolve_input(
     sources: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
     options: InputOptions | None = None,
 ) -> Input:
-    """Read one or several sources (see the module docstring) into one :class:`~bpc.data.logs.Input`.
+    """Read one or several sources (see the module docstring) into one :class:`~bpc.data.corpus.Input`.
 
     Parameters
     ----------
@@ -258,7 +256,7 @@ def resolve_input(
 
     Returns
     -------
-    bpc.data.logs.Input
+    bpc.data.corpus.Input
         Records, counts, notes and the critics' costs of every source, cut to
         ``options.benchmarks`` × ``options.generators``.
 

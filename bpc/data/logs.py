@@ -59,25 +59,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bpc.data.corpus import CorpusError, Input, read_json_lines, repeated_patch
+from bpc.data.corpus import CorpusError, read_json_lines, repeated_patch
 from bpc.schema import (
     CRITIC_NAME_PATTERN,
     RECORD_KEYS,
     TRAJECTORY_COLUMNS,
     check_critic_names,
 )
-
-__all__ = [
-    "LOG_SUFFIXES",
-    "CriticMap",
-    "Input",
-    "parse_critics",
-    "parse_verdict",
-    "parse_columns",
-    "read_logs",
-    "MAX_ID_CHARS",
-    "read_trajectories",
-]
 
 DEFAULT_BENCHMARK = "custom"
 """Benchmark of log rows without a ``benchmark`` column or argument."""

@@ -173,27 +173,6 @@ from bpc.constants import (
 from bpc.schema import RECORD_COLUMNS, TRAJECTORY_COLUMNS
 from bpc.validation import check_count, check_kappa
 
-__all__ = [
-    "BENCHMARK_SIZES",
-    "BENCHMARK_FAMILY",
-    "PRIOR_TABLE",
-    "GAP_TABLE",
-    "FAMILY_TPR",
-    "RATE_MIN",
-    "RATE_MAX",
-    "KAPPA",
-    "MEASURED_KERNELS",
-    "REFLEXION_FIX_FACTOR",
-    "TRAJECTORY_METHODS",
-    "TRAJECTORY_STEPS",
-    "SimulatedPanel",
-    "simulate_panel",
-    "panel_truth",
-    "critic_rates",
-    "DIFFICULTY_CORRELATION",
-    "CRITIC_KAPPA",
-]
-
 # ---------------------------------------------------------------------------
 # The paper's tables (numbers transcribed; generators in GENERATORS order:
 # gpt5_mini, qwen3_coder, haiku45, sonnet45, qwen25_coder_32b, gpt_oss_20b)

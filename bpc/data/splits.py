@@ -61,16 +61,6 @@ from bpc.constants import (
 from bpc.data.counts import counts_from_records
 from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, cell_order, has_task_counts
 
-__all__ = [
-    "Cell",
-    "Split",
-    "split_instances",
-    "split_cells",
-    "split_counts",
-    "folds",
-    "fold_split",
-]
-
 Cell = tuple[str, str]
 """A ``(benchmark, generator)`` pair."""
 

@@ -34,18 +34,6 @@ from bpc.constants import DIM_BENCHMARK, DIM_CRITIC, DIM_GENERATOR, DIM_TASK
 from bpc.data.corpus import read_json_lines
 from bpc.schema import has_task_counts
 
-__all__ = [
-    "FLAG",
-    "never_passing_tasks",
-    "task_report",
-    "flagged_tasks",
-    "exclude_tasks",
-    "shared_solutions",
-    "empty_patches",
-    "empty_task_groups",
-    "task_choices",
-]
-
 TEST_CRITICS: tuple[str, ...] = ("test",)
 """Critics that run the task's own (public) tests: a pass of one of them is a pass of something."""
 

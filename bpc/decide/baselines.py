@@ -33,16 +33,6 @@ import numpy as np
 from bpc.constants import EXTRA_BASELINES, GATE_PREFIX
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 
-__all__ = [
-    "baseline_policies",
-    "gate_critic",
-    "is_baseline",
-    "pipeline_order",
-    "describe_baseline",
-    "BaselineState",
-    "BaselineController",
-]
-
 _FIXED = ("always_verify", "best_of_3", "fixed_pipeline", *EXTRA_BASELINES)
 
 

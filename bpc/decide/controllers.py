@@ -73,22 +73,6 @@ from bpc.decide.table import ParameterSamples, SampleCosts
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = [
-    "cell_samples",
-    "BeliefState",
-    "SampleIndex",
-    "every_sample",
-    "FixedIndex",
-    "BlockIndex",
-    "ThompsonIndex",
-    "expected_q",
-    "expected_q_actions",
-    "BeliefController",
-    "GreedyController",
-    "TableController",
-    "InstanceController",
-]
-
 
 @dataclass
 class BeliefState:

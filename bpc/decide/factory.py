@@ -39,13 +39,11 @@ from bpc.decide.controllers import (
     cell_samples,
     every_sample,
 )
-from bpc.decide.options import DEFAULT_PLAN, DEFAULT_REGENERATE, PlanOptions
+from bpc.decide.options import DEFAULT_PLAN, PlanOptions
 from bpc.decide.table import ParameterSamples, SampleCosts
 
 if TYPE_CHECKING:
     import xarray as xr
-
-__all__ = ["DEFAULT_REGENERATE", "PlanOptions", "index_rule", "make_controller"]
 
 
 def index_rule(mode: str, *, seed: int = DEFAULT_SEED) -> SampleIndex:

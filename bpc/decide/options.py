@@ -71,8 +71,6 @@ from bpc.constants import (
 )
 from bpc.decide.kernels.options import BACKENDS, CRITIC_SCOPES, LOOKAHEADS, MIXTURES, KernelOptions
 
-__all__ = ["DEFAULT_REGENERATE", "PlanOptions", "Budget", "DEFAULT_PLAN", "DEFAULT_BUDGET", "check_sizes"]
-
 DEFAULT_REGENERATE: Mapping[str, str] = MappingProxyType({"iid": "refine", "instance": "fresh"})
 """How a new patch is made when :attr:`PlanOptions.regenerate` is ``None``, per belief model."""
 

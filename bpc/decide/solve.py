@@ -41,17 +41,6 @@ from bpc.decide.table import ParameterSamples, fresh_sample_kernel
 from bpc.schema import decision_critics, sample_dims, validate_params
 from bpc.validation import check_kappa
 
-__all__ = [
-    "instance_kappa",
-    "DIM_PATCH",
-    "DIM_THETA_MEAN",
-    "DIM_USED",
-    "DIM_ACTION",
-    "solve_policy",
-    "solve_b0",
-    "parameter_samples",
-]
-
 DIM_USED = "used"
 """Dim of used-critic subsets: ``""``, ``"syn"``, ``"syn+test"``, … (bit ``k`` ↔ critic ``k``)."""
 DIM_ACTION = "action"

@@ -27,8 +27,6 @@ import numpy as np
 
 from bpc.costs import Costs
 
-__all__ = ["fresh_sample_kernel", "ParameterSamples", "SampleCosts"]
-
 
 def fresh_sample_kernel(prior, p_fix, p_break) -> tuple[np.ndarray, np.ndarray]:
     """Repair kernel with the fresh-sample rule applied where none was measured.

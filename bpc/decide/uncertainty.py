@@ -51,8 +51,6 @@ from bpc.costs import Costs, costs_for
 from bpc.intervals import credible_interval
 from bpc.schema import sample_dims, select_cell, validate_params
 
-__all__ = ["action_probabilities", "action_entropy", "policy_uncertainty", "first_action_table"]
-
 
 def action_probabilities(
     policy: xr.DataArray, actions: Sequence[str], *, dims: Sequence[str] | None = None

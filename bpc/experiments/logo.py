@@ -640,7 +640,7 @@ class LogoConfig:
         Cells with records, each left out in turn.
     costs : tuple of str or (str, CostSpec)
         Cost vectors: a name (:func:`bpc.costs.cost_resolver`) or a ``(label, specification)`` pair
-        (e.g. a vector that also prices the log's own critics, :meth:`bpc.data.logs.Input.costs`).
+        (e.g. a vector that also prices the log's own critics, :meth:`bpc.data.corpus.Input.costs`).
     arms : tuple of str
         Some of :data:`LOGO_ARMS`.
     presets : tuple of str

@@ -56,7 +56,7 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, CI_PROB, FOLD_SEEDS, N_FOLDS, REFIT_PRESETS
 from bpc.costs import NAMED_COSTS, Costs, resolve_costs
-from bpc.data.logs import Input
+from bpc.data.corpus import Input
 from bpc.data.splits import Cell
 from bpc.data.tasks import flagged_tasks
 from bpc.estimate.laplace import laplace
@@ -251,7 +251,7 @@ def run_panel(
 
     Parameters
     ----------
-    data : bpc.data.logs.Input
+    data : bpc.data.corpus.Input
         The panel as read by the input layer (records, counts, critic costs).
     config : PanelConfig
         The study's options.

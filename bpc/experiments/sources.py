@@ -19,8 +19,9 @@ import xarray as xr
 
 from bpc.choices import check_choices
 from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR
+from bpc.data.corpus import Input
 from bpc.data.load import SIMULATED, InputOptions, resolve_input
-from bpc.data.logs import LOG_SUFFIXES, Input
+from bpc.data.logs import LOG_SUFFIXES
 from bpc.data.splits import Cell
 
 
@@ -67,7 +68,7 @@ def load_source(
 
     Parameters
     ----------
-    source : str, pathlib.Path, sequence of them, or bpc.data.logs.Input
+    source : str, pathlib.Path, sequence of them, or bpc.data.corpus.Input
         ``"simulated"``, a corpus path, a log file or several sources
         (:func:`bpc.data.load.resolve_input`), or what it returned.
     seed : int

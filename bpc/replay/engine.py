@@ -64,26 +64,6 @@ from bpc.intervals import paired_bootstrap
 from bpc.replay.profiles import BEST_OF_N, MAX_DECISIONS, REFINE_MAX_STEPS, Profile, get_profile
 from bpc.schema import Pool, decision_critics, records_to_pool, select_cell
 
-__all__ = [
-    "ACTION_COUNTS",
-    "RESULT_COLUMNS",
-    "replay_baseline",
-    "replay_refinement",
-    "replay_controller",
-    "policy_controller",
-    "task_critics",
-    "cell_policies",
-    "trajectory_matrix",
-    "kernel_probabilities",
-    "with_kernel",
-    "replay_pool",
-    "summarize",
-    "replay_cells",
-    "replay_folds",
-    "cell_pool",
-    "pipeline_orders",
-]
-
 RESULT_COLUMNS: tuple[str, ...] = (
     "benchmark",
     "generator",

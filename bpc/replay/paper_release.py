@@ -48,15 +48,6 @@ from bpc.decide.kernels.belief import (
 )
 from bpc.decide.options import PlanOptions
 
-__all__ = [
-    "ReleaseDPTable",
-    "solve_release_dp",
-    "snap_index",
-    "ReleaseGreedyController",
-    "ReleaseDPController",
-    "RELEASE_GREEDY_TIE_ORDER",
-]
-
 RELEASE_GREEDY_TIE_ORDER: tuple[int, ...] = (VERIFY, STOP, REGENERATE)
 """Order in which the released greedy controller breaks ties (critics follow in axis order)."""
 

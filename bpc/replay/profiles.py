@@ -37,20 +37,6 @@ from types import MappingProxyType
 from bpc.constants import BASELINE_POLICIES, BAYESIAN_POLICIES, N_FOLDS, POLICIES
 from bpc.decide.options import PlanOptions
 
-__all__ = [
-    "Profile",
-    "PAPER",
-    "PAPER_RELEASE",
-    "BPC",
-    "PROFILES",
-    "get_profile",
-    "AUTHOR_POLICY_NAMES",
-    "canonical_policy",
-    "BEST_OF_N",
-    "REFINE_MAX_STEPS",
-    "MAX_DECISIONS",
-]
-
 BEST_OF_N = 3
 """Patches generated and verified by ``best_of_3``."""
 

@@ -21,15 +21,6 @@ from bpc.constants import CI_KIND, CI_PROB
 from bpc.experiments.compare import CONTROLLERS, CompareConfig, CompareResult, compare
 from bpc.experiments.efficiency import HIERARCHICAL_ARMS
 
-__all__ = [
-    "run_compare",
-    "HEADLINE_POLICIES",
-    "efficiency_view",
-    "agreement_text",
-    "efficiency_paragraph",
-    "write_compare",
-]
-
 HEADLINE_POLICIES: tuple[str, ...] = ("best_of_3", "gate_test", "gate_llm", *CONTROLLERS)
 """Policies shown in the report's interval table and figure (beside ``always_verify``)."""
 

@@ -20,8 +20,6 @@ from bpc.outputs import atomic_folder, write_csv
 from bpc.progress import info
 from bpc.report.markdown import Report, interval_text
 
-__all__ = ["write_demo", "summary_table"]
-
 UTILITY = "utility per task"
 """The unit of every Δ: reward R = 100 for a verified pass minus the costs spent (``docs/method.md
 §Costs and utility``), averaged over held-out tasks."""

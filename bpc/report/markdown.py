@@ -17,8 +17,6 @@ import pandas as pd
 
 from bpc.outputs import versions, write_text
 
-__all__ = ["Report", "markdown_table", "interval_text"]
-
 
 def _fmt(value, decimals: int) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):

@@ -27,20 +27,6 @@ from pathlib import Path
 
 from bpc.outputs import allow_overwrite, write_text
 
-__all__ = [
-    "DATA_PREFIX",
-    "PAGE_MARK",
-    "REGISTRY",
-    "PageStamp",
-    "ResultsCommand",
-    "corpus_checksum",
-    "index_text",
-    "read_stamp",
-    "render_page",
-    "write_index",
-    "write_page",
-]
-
 DATA_PREFIX = "../shared/data/"
 """How a registered command line names the data: relative to the project root, as a user types it."""
 

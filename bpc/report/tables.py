@@ -22,25 +22,6 @@ from bpc.report.markdown import interval_text, markdown_table
 from bpc.report.plots.style import BENCHMARK_LABELS, GENERATOR_LABELS, POLICY_LABELS
 from bpc.schema import sort_cells
 
-__all__ = [
-    "REFERENCE_POLICY",
-    "ABSTAIN_MARK",
-    "ABSTAIN_NOTE",
-    "CONTEXT_COLUMNS",
-    "prior_table",
-    "gap_table",
-    "delta_table",
-    "flag_abstention",
-    "abstention_mask",
-    "policy_columns",
-    "winner_mask",
-    "protocol_cell_table",
-    "protocol_verdicts",
-    "latex_table",
-    "sort_cells",
-    "write_table",
-]
-
 REFERENCE_POLICY = "always_verify"
 """The policy every Δ is measured against (its column is omitted from the Δ table)."""
 

@@ -11,8 +11,6 @@ from bpc.outputs import atomic_folder, write_csv, write_text
 if TYPE_CHECKING:
     from bpc.evaluate.result import Result
 
-__all__ = ["write"]
-
 
 def write(result: Result, out: str | os.PathLike, *, option: str = "--out") -> Path:
     """Write a study's result into the folder ``out``, atomically.

@@ -20,21 +20,6 @@ import numpy.typing as npt
 
 from bpc.validation import check_cost, check_kappa, check_probability
 
-__all__ = [
-    "STOP",
-    "VERIFY",
-    "REGENERATE",
-    "CRITIC_OFFSET",
-    "BASE_ACTIONS",
-    "action_names",
-    "verdict",
-    "regenerate",
-    "Problem",
-    "make_problem",
-    "used_mask",
-    "used_labels",
-]
-
 STOP = 0
 """Action index of *stop* (value 0)."""
 VERIFY = 1

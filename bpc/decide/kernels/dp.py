@@ -44,8 +44,6 @@ from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, P
 from bpc.decide.kernels.instance import abandon_moment
 from bpc.decide.kernels.options import BACKENDS, DEFAULT_KERNEL, KernelOptions
 
-__all__ = ["INTERPRET_MAX_CELLS", "PAPER_TABLE", "DPSolution", "belief_grid", "solve_grid"]
-
 INTERPRET_MAX_CELLS = 2**14
 """Largest table (``S·(H+1)·N·2**K·M·G`` cells, ``M`` counted once under ``"refine"``, where every μ row
 is the same and is solved once) the interpreter solves under ``backend="numpy"``."""

@@ -28,8 +28,6 @@ from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, P
 from bpc.decide.kernels.belief import regenerate as regenerate_belief
 from bpc.decide.kernels.instance import abandon_moment
 
-__all__ = ["PAPER_GREEDY", "greedy"]
-
 PAPER_GREEDY: dict = {
     "max_patches": None,
     "verify_terminal": True,

@@ -70,15 +70,6 @@ import numpy as np
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY, Problem, regenerate, verdict
 from bpc.decide.kernels.options import DEFAULT_KERNEL, KernelOptions
 
-__all__ = [
-    "pass_count_means",
-    "mixture_mean",
-    "abandon_exact",
-    "abandon_moment",
-    "ExactSolution",
-    "solve_tree",
-]
-
 
 # ---------------------------------------------------------------------------
 # θ-belief: exact mixture and mean-matched Beta

@@ -22,8 +22,6 @@ import numpy as np
 
 from bpc.constants import GRID_SIZE, HORIZON, POOL_SIZE, REGENERATE_MODES
 
-__all__ = ["MIXTURES", "CRITIC_SCOPES", "LOOKAHEADS", "BACKENDS", "KernelOptions", "DEFAULT_KERNEL"]
-
 MIXTURES: tuple[str, ...] = ("exact", "moment")
 """θ-belief representations: the exact finite mixture or the mean-matched Beta."""
 

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from bpc.estimate.online import LearningState
-__all__ = ["EXACT_MAX_HORIZON", "LIVE_MODES", "InvertedCriticWarning", "Controller"]
 
 Mode = Literal["plugin", "posterior_mean", "bayes_robust", "thompson"]
 Method = Literal["dp", "exact", "greedy"]

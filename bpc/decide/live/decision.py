@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["STATE_VERSION", "Decision", "json_float"]
-
 STATE_VERSION = 1
 """Version of the JSON state written by :meth:`bpc.decide.live.Episode.to_dict`."""
 

@@ -19,8 +19,6 @@ from bpc.validation import check_beta, probability
 if TYPE_CHECKING:
     from bpc.decide.live.controller import Controller
 
-__all__ = ["Episode"]
-
 _ONE = np.ones(1, dtype=bool)  # the mask of an episode's single row in the decision layer's state
 
 

@@ -32,27 +32,6 @@ from typing import Any
 
 from bpc.constants import REGENERATE_MODES
 
-__all__ = [
-    "MAX_DEPTH",
-    "MAX_NUMBER_DIGITS",
-    "check_json_limits",
-    "loads",
-    "quote",
-    "MOVES",
-    "MOVE_FIELDS",
-    "Move",
-    "MoveError",
-    "IllegalMoveError",
-    "parse_move",
-    "check_fields",
-    "boolean_field",
-    "observed",
-    "verified",
-    "regenerated",
-    "refined",
-    "stopped",
-]
-
 MOVE_FIELDS: Mapping[str, frozenset[str]] = {
     "observe": frozenset({"critic", "passed"}),
     "verified": frozenset({"passed"}),

@@ -22,8 +22,6 @@ from bpc.report.plots.style import (
     savefig,
 )
 
-__all__ = ["plot_priors", "plot_gaps"]
-
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*")
 
 

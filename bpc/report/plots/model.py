@@ -26,8 +26,6 @@ from bpc.report.plots.style import (
     savefig,
 )
 
-__all__ = ["plot_forest", "plot_shrinkage", "plot_ppc", "shrinkage_table"]
-
 
 def _gen_color(gen: str) -> str:
     i = GENERATORS.index(gen) if gen in GENERATORS else len(GENERATORS) + hash(gen) % 3

@@ -39,16 +39,6 @@ from bpc.report.plots.style import (
 CELLS_PER_PAGE = {"action_probabilities": 12, "value_bands": 9}
 """Cells on one page of each per-cell figure (54 cells: 5 and 6 pages, each under 4,000 px)."""
 
-__all__ = [
-    "ACTION_COLORS",
-    "ACTION_STYLES",
-    "plot_action_probabilities",
-    "plot_value_bands",
-    "ARM_COLORS",
-    "plot_loco_efficiency",
-    "plot_predicted_vs_realised",
-]
-
 ACTION_STYLES: dict[str, dict] = {
     "stop": {"color": OKABE_ITO[8], "ls": (0, (1, 1.5)), "marker": None},
     "verify": {"color": OKABE_ITO[4], "ls": "-", "marker": None},

@@ -15,8 +15,6 @@ import pandas as pd
 
 from bpc.report.plots.style import OKABE_ITO, axes_grid, cell_label, savefig
 
-__all__ = ["plot_pass_histogram_ppc"]
-
 
 def plot_pass_histogram_ppc(
     table: pd.DataFrame,

@@ -39,8 +39,6 @@ from bpc.report.plots.style import (
 )
 from bpc.report.tables import ABSTAIN_MARK, REFERENCE_POLICY, flag_abstention
 
-__all__ = ["plot_delta_bars", "plot_protocol_deltas"]
-
 _CI_LABEL = f"{BOOTSTRAP_PROB:.0%} paired bootstrap CI"
 _POSTERIOR_LABEL = f"posterior Δ, {CI_PROB:.0%} {CI_KIND.upper()}"
 _ABSTAIN_LABEL = f"{ABSTAIN_MARK} wins by abstaining (Δ > 0, pass rate < always_verify's)"

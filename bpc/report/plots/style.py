@@ -19,24 +19,6 @@ from bpc.outputs import save_figure
 matplotlib.use("Agg")  # bpc never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = [
-    "OKABE_ITO",
-    "POLICY_LABELS",
-    "POLICY_COLORS",
-    "BENCHMARK_LABELS",
-    "GENERATOR_LABELS",
-    "CRITIC_TITLES",
-    "cell_label",
-    "savefig",
-    "MAX_FIGURE_PX",
-    "paged",
-    "save_pages",
-    "axes_grid",
-    "legend_below",
-    "title_above",
-    "line_handle",
-]
-
 MAX_FIGURE_PX = 4000
 """No figure bpc writes is taller (or wider) than this many pixels: per-cell figures go on pages."""
 
