@@ -61,7 +61,6 @@ from bpc.constants import (
     CI_KIND,
     CI_PROB,
     DEFAULT_SEED,
-    DIM_DRAW,
     FOLD_SEEDS,
     N_FOLDS,
     PAPER_CRITICS,
@@ -73,7 +72,7 @@ from bpc.data.counts import counts_from_records
 from bpc.decide.solve import parameter_samples
 from bpc.estimate.laplace import laplace
 from bpc.evaluate import Arm, FoldData, controllers, cross_fit, profile_controllers
-from bpc.intervals import clustered_interval, credible_interval, resample_weights
+from bpc.intervals import clustered_interval, interval_bounds, resample_weights
 from bpc.progress import info
 from bpc.replay.engine import cell_pool, replay_pool
 from bpc.replay.profiles import get_profile
@@ -214,7 +213,7 @@ _CHUNK = 4000
 
 def _over_draws(values: np.ndarray) -> tuple[float, float]:
     """The credible interval of values over draws (:data:`~bpc.constants.CI_PROB`, ``CI_KIND``)."""
-    lo, hi = credible_interval(xr.DataArray(values, dims=DIM_DRAW), prob=CI_PROB, kind=CI_KIND).values
+    lo, hi = interval_bounds(values, prob=CI_PROB, kind=CI_KIND)  # the array face: no xarray per call
     return float(lo), float(hi)
 
 
