@@ -32,7 +32,7 @@ import pandas as pd
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, KAPPA_MAX, KAPPA_MIN
 from bpc.estimate.laplace import instance_fit, smoothed_rate
-from bpc.intervals import resample_weights
+from bpc.intervals import interval_bounds, resample_weights
 
 KAPPA_B = 200
 """Resamples of the κ interval (each refits the Beta-Binomial model: fewer than the rates' ``B``)."""
@@ -43,10 +43,9 @@ _CHUNK = 16
 
 
 def _bounds(values: np.ndarray) -> tuple[float, float]:
+    """The central :data:`~bpc.constants.CI_PROB` interval of the finite ``values`` (``NaN`` without any)."""
     finite = values[np.isfinite(values)]
-    if not finite.size:
-        return float("nan"), float("nan")
-    lo, hi = np.quantile(finite, [(1.0 - CI_PROB) / 2.0, (1.0 + CI_PROB) / 2.0])
+    lo, hi = interval_bounds(finite, prob=CI_PROB, kind="eti") if finite.size else (np.nan, np.nan)
     return float(lo), float(hi)
 
 

@@ -463,7 +463,7 @@ class LocoRefits:
     def __init__(
         self, ladder: RefitLadder, *, to_params: Callable[[xr.DataTree], xr.Dataset] | None = None
     ) -> None:
-        self.ladder, self.to_params = ladder, to_params
+        self.ladder, self.to_params = ladder, to_params or posterior_params
         self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
         self._full: xr.DataTree | None = None
         self._prefetched: set[tuple[tuple[str, str], str]] = set()
@@ -490,10 +490,6 @@ class LocoRefits:
                 self.base(counts, cell, seed=seed)
 
         threading.Thread(target=run, name=f"bpc-prefetch-{cell[0]}__{cell[1]}", daemon=True).start()
-
-    def _params(self, dt: xr.DataTree) -> xr.Dataset:
-
-        return posterior_params(dt) if self.to_params is None else self.to_params(dt)
 
     def base(self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED) -> xr.DataTree:
         """The target's fit with ``cell`` emptied (:func:`empty_cell`), made once per target.
@@ -525,14 +521,14 @@ class LocoRefits:
         cell = (str(cell[0]), str(cell[1]))
         base = self.base(counts, cell, seed=seed)
         if counts_hash(counts) == json.loads(base.attrs.get("refit_key", "{}")).get("counts"):
-            return LocoFit(self._params(base), {**fit_summary(base), "method": "fit", "khat": np.nan})
+            return LocoFit(self.to_params(base), {**fit_summary(base), "method": "fit", "khat": np.nan})
         weighted = self.weighted(counts, cell, seed=seed)
         if weighted is not None and weighted.summary["khat"] <= KHAT_MAX:
             return weighted
         dt = self.ladder.fit(counts, seed=int(seed), label=f"{cell[0]}__{cell[1]}")
         tried = {"khat": np.nan, "weights_ess": np.nan} if weighted is None else weighted.summary
         summary = {**fit_summary(dt), "method": "refit", **{k: tried[k] for k in ("khat", "weights_ess")}}
-        return LocoFit(self._params(dt), summary)
+        return LocoFit(self.to_params(dt), summary)
 
     def weighted(
         self, counts: xr.Dataset, cell: tuple[str, str], *, seed: int = DEFAULT_SEED
