@@ -377,9 +377,7 @@ def contrast_table(
     carry: Mapping[str, tuple[str, str]] | None = None,
     agg: Mapping[str, tuple[str, str]] | None = None,
     across: bool = False,
-    B: int = BOOTSTRAP_B,
-    seed: int = BOOTSTRAP_SEED,
-    prob: float = CI_PROB,
+    **boot: Any,
 ) -> pd.DataFrame | None:
     """``arm − reference`` of a per-task value per cell and pooled, for every pair and label.
 
@@ -407,8 +405,9 @@ def contrast_table(
     across : bool
         Only the pooled rows, per benchmark and over all benchmarks (a cell there is
         ``benchmark/generator``, a task ``benchmark/instance_id``).
-    B, seed, prob
-        Bootstrap resamples, seed and interval probability.
+    **boot
+        ``B``, ``seed``, ``prob``: bootstrap resamples, seed and interval probability
+        (:func:`pooled_contrast`).
 
     Returns
     -------
@@ -424,7 +423,6 @@ def contrast_table(
     >>> t[["generator", "arm", "reference", "delta", "n_pairs"]].values.tolist()
     [['g', 'x', 'y', 1.0, 2], ['pooled', 'x', 'y', 1.0, 2]]
     """
-    opts = {"B": B, "seed": seed, "prob": prob}
     spec = {"n_pairs": ("diff", "size"), **(agg or {})}
     out = []
     for labels, part in frame.groupby(list(by), sort=True) if by else [((), frame)]:
@@ -446,10 +444,10 @@ def contrast_table(
                     benchmark=ACROSS, generator=pre + d["generator"], instance_id=pre + d["instance_id"]
                 )
                 d = pd.concat([d, every], ignore_index=True)
-                rows = pooled_contrast(d, **opts)
+                rows = pooled_contrast(d, **boot)
                 rows = rows.merge(d.groupby("benchmark").agg(**spec).reset_index(), on="benchmark")
             else:
-                rows = cell_and_pooled(d, agg=agg, **opts)
+                rows = cell_and_pooled(d, agg=agg, **boot)
             named: dict[str, Any] = dict(zip(by, labels, strict=True))
             out.append(rows.assign(**named, arm=a, reference=r))
     return pd.concat(out, ignore_index=True) if out else None
