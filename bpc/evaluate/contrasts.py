@@ -437,7 +437,7 @@ def contrast_table(
                 continue
             if extra is not None:
                 at = pd.MultiIndex.from_frame(d[_TASK].assign(**{arm: a}))
-                d = d.assign(**{c: extra[c].reindex(at).to_numpy() for c in carry or {}})
+                d = d.assign(**{str(c): extra[c].reindex(at).to_numpy() for c in extra.columns})
             if across:
                 pre = d["benchmark"] + "/"
                 every = d.assign(
