@@ -4,6 +4,7 @@
   side (:class:`FoldData`) → an :data:`Evaluator` → per-task utilities of the scored tasks;
 * :func:`with_best_baseline` — the best simple baseline, chosen on the training folds;
 * :func:`contrast` — Δ to a reference per cell with its task-clustered interval (column ``delta``);
+  :func:`contrast_table` — the studies' ``arm − reference`` tables, per cell and pooled;
 * :func:`controllers` — the one builder of controller bundles (:func:`bpc.decide.factory.make_controller`);
 * :class:`Result` — what every study returns, written by :func:`bpc.report.write`.
 """

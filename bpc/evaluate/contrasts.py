@@ -11,7 +11,8 @@ in the column ``delta`` (method.md §Replay and evaluation).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,11 +32,16 @@ __all__ = [
     "contrast",
     "pooled_contrast",
     "cell_and_pooled",
+    "contrast_table",
     "POOLED",
+    "ACROSS",
 ]
 
 POOLED = "pooled"
 """``generator`` of the rows :func:`pooled_contrast` pools over a benchmark's generators."""
+
+ACROSS = "all"
+"""``benchmark`` of the rows :func:`contrast_table` pools over every benchmark (``across=True``)."""
 
 DELTA_COLUMNS: tuple[str, ...] = (
     "benchmark",
@@ -59,6 +65,7 @@ BEST_SIMPLE = "best_simple"
 """Policy name of the best simple baseline chosen on the training tasks (:func:`with_best_baseline`)."""
 
 _CELL = ["benchmark", "generator"]
+_TASK = [*_CELL, "instance_id"]
 
 
 # ---------------------------------------------------------------------------
@@ -358,3 +365,89 @@ def cell_and_pooled(
     pooled = pooled_contrast(diff, B=B, seed=seed, prob=prob)
     pooled = pooled.merge(diff.groupby("benchmark").agg(**spec).reset_index(), on="benchmark")
     return pd.concat([cells, pooled], ignore_index=True)
+
+
+def contrast_table(
+    frame: pd.DataFrame,
+    pairs: Iterable[tuple[str, str]] | Callable[[list[str]], Iterable[tuple[str, str]]],
+    *,
+    arm: str,
+    value: str,
+    by: Sequence[str] = (),
+    carry: Mapping[str, tuple[str, str]] | None = None,
+    agg: Mapping[str, tuple[str, str]] | None = None,
+    across: bool = False,
+    **boot: Any,
+) -> pd.DataFrame | None:
+    """``arm − reference`` of a per-task value per cell and pooled, for every pair and label.
+
+    Per group of the ``by`` columns (sorted), the per-task ``value`` is averaged over repeated
+    rows per (cell, task, arm); each ``(arm, reference)`` pair of two arms present gives the
+    per-task difference on the tasks where both are finite, then :func:`cell_and_pooled` (per cell
+    and pooled per benchmark), or with ``across`` only the pooled rows per benchmark plus the
+    ``benchmark = "all"`` rows (:data:`ACROSS`) that resample the tasks of every benchmark at once.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Per-task rows: ``benchmark, generator, instance_id``, ``arm``, ``value`` and the ``by`` columns.
+    pairs : iterable of (arm, reference), or callable
+        The differences, or a function of the arms of a ``by`` group giving them.
+    arm, value : str
+        The column naming the arm, and the per-task value.
+    by : sequence of str
+        Columns splitting the frame; their values label the rows.
+    carry : mapping, optional
+        Named aggregations ``name=(column, func)`` per (cell, task, arm) whose *arm*'s value joins
+        each difference row (for ``agg``).
+    agg : mapping, optional
+        Further aggregations per cell and per benchmark (:func:`cell_and_pooled`).
+    across : bool
+        Only the pooled rows, per benchmark and over all benchmarks (a cell there is
+        ``benchmark/generator``, a task ``benchmark/instance_id``).
+    **boot
+        ``B``, ``seed``, ``prob``: bootstrap resamples, seed and interval probability
+        (:func:`pooled_contrast`).
+
+    Returns
+    -------
+    pandas.DataFrame or None
+        :func:`cell_and_pooled`'s columns plus the ``by`` columns, ``arm`` and ``reference``; one
+        block per group × pair in that order. ``None`` if no pair has a finite difference.
+
+    Examples
+    --------
+    >>> f = pd.DataFrame({"benchmark": "b", "generator": "g", "instance_id": ["t1", "t1", "t2", "t2"],
+    ...                   "policy": ["x", "y"] * 2, "u": [3.0, 1.0, 2.0, 2.0]})
+    >>> t = contrast_table(f, [("x", "y"), ("x", "z")], arm="policy", value="u", B=50)
+    >>> t[["generator", "arm", "reference", "delta", "n_pairs"]].values.tolist()
+    [['g', 'x', 'y', 1.0, 2], ['pooled', 'x', 'y', 1.0, 2]]
+    """
+    spec = {"n_pairs": ("diff", "size"), **(agg or {})}
+    out = []
+    for labels, part in frame.groupby(list(by), sort=True) if by else [((), frame)]:
+        g = part.groupby([*_TASK, arm])
+        wide, extra = g[value].mean().unstack(arm), g.agg(**carry) if carry else None
+        for a, r in pairs(list(wide.columns)) if callable(pairs) else pairs:
+            if a == r or a not in wide.columns or r not in wide.columns:
+                continue
+            d = (wide[a] - wide[r]).rename("diff").reset_index()
+            d = d[np.isfinite(d["diff"].to_numpy(dtype=np.float64))]
+            if d.empty:
+                continue
+            if extra is not None:
+                at = pd.MultiIndex.from_frame(d[_TASK].assign(**{arm: a}))
+                d = d.assign(**{str(c): extra[c].reindex(at).to_numpy() for c in extra.columns})
+            if across:
+                pre = d["benchmark"] + "/"
+                every = d.assign(
+                    benchmark=ACROSS, generator=pre + d["generator"], instance_id=pre + d["instance_id"]
+                )
+                d = pd.concat([d, every], ignore_index=True)
+                rows = pooled_contrast(d, **boot)
+                rows = rows.merge(d.groupby("benchmark").agg(**spec).reset_index(), on="benchmark")
+            else:
+                rows = cell_and_pooled(d, agg=agg, **boot)
+            named: dict[str, Any] = dict(zip(by, labels, strict=True))
+            out.append(rows.assign(**named, arm=a, reference=r))
+    return pd.concat(out, ignore_index=True) if out else None

@@ -139,7 +139,7 @@ from bpc.estimate.crossed import (
     task_beta,
 )
 from bpc.estimate.laplace import laplace
-from bpc.evaluate import POOLED, Result, best_of, cell_and_pooled, simple_baselines
+from bpc.evaluate import POOLED, Result, best_of, contrast_table, simple_baselines
 from bpc.experiments.efficiency import complete_pooling_calibration
 from bpc.experiments.posterior import posterior_mean_params
 from bpc.experiments.stream import leave_cell_out, left_out_fit
@@ -781,7 +781,6 @@ def logo_table(
         prior fell back to the cell prior: no other generator attempted the task), ``n_failed``
         (targets excluded for a failed fit), ``flag``. attrs: ``prob``, ``B``, ``tasks_excluded``.
     """
-    keys = ["benchmark", "generator", "instance_id"]
     util, lpd = result.tables["utilities"], result.tables["lpd"]
     frames = {
         "utility": util.rename(columns={"utility": "value"}),
@@ -792,39 +791,40 @@ def logo_table(
         scored = lpd[["benchmark", "instance_id"]].drop_duplicates()
         n_excluded = len(scored) - len(exclude_tasks(scored, exclude))
         frames = {k: exclude_tasks(v, exclude) for k, v in frames.items()}
-    opts = {"B": B, "seed": seed, "prob": prob}
-    out = []
+    cell, failed, out = ["costs", "benchmark", "generator", "arm"], set(), []
     for measure, frame in frames.items():
-        for cost, part in frame.groupby("costs", sort=True):
-            wide = part.pivot_table(index=keys, columns="arm", values="value", aggfunc="first", dropna=False)
-            src = part.set_index([*keys, "arm"])["source"]
-            conv = part.groupby(["benchmark", "generator", "arm"])["converged"].all()
-            for arm, ref in contrasts:
-                if arm not in wide.columns or ref not in wide.columns:
-                    continue
-                d = (wide[arm] - wide[ref]).rename("diff").reset_index()
-                is_task = arm not in ("complete_pooling", "cell_hierarchy", BEST_BASELINE)
-                index = pd.MultiIndex.from_frame(d[keys].assign(arm=arm))
-                d["fallback"] = is_task & (src.reindex(index).to_numpy() == "cell")
-                ok = conv.unstack("arm")[[arm, ref]].astype(float).fillna(1.0).all(axis=1)
-                at = pd.MultiIndex.from_frame(d[["benchmark", "generator"]])
-                if not include_failed:
-                    d = d[ok.reindex(at).fillna(True).to_numpy(dtype=bool)]
-                d = d[np.isfinite(d["diff"].to_numpy(dtype=np.float64))]
-                if d.empty:
-                    continue
-                both = cell_and_pooled(d, agg={"n_fallback": ("fallback", "sum")}, **opts)
-                n_failed = both["benchmark"].map((~ok).groupby(level="benchmark").sum()).fillna(0).astype(int)
-                pooled = (both["generator"] == POOLED).to_numpy()
-                good = ok.reindex(pd.MultiIndex.from_frame(both[["benchmark", "generator"]])).fillna(True)
-                flag = np.where(good.to_numpy(dtype=bool), "", "built from a failed fit")
-                many = n_failed.astype(str) + " target(s) built from a failed fit"
-                flag = np.where(pooled, np.where(include_failed & (n_failed > 0), many, ""), flag)
-                both = both.assign(n_failed=0 if include_failed else n_failed.where(pooled, 0), flag=flag)
-                out.append(both.assign(measure=measure, costs=cost, arm=arm, reference=ref))
-    table = (
-        pd.concat(out, ignore_index=True)[list(TABLE_COLUMNS)] if out else pd.DataFrame(columns=TABLE_COLUMNS)
-    )
+        ok = frame.groupby(cell)["converged"].transform("all").to_numpy(dtype=bool)
+        failed |= {(measure, *k) for k in frame.loc[~ok, cell].itertuples(index=False)}
+        no_task_prior = frame["arm"].isin(("complete_pooling", "cell_hierarchy", BEST_BASELINE))
+        frame = frame.assign(fallback=~no_task_prior & (frame["source"] == "cell"))
+        t = contrast_table(
+            frame if include_failed else frame[ok],
+            contrasts,
+            arm="arm",
+            value="value",
+            by=["costs"],
+            carry={"fallback": ("fallback", "first")},
+            agg={"n_fallback": ("fallback", "sum")},
+            B=B,
+            seed=seed,
+            prob=prob,
+        )
+        out += [] if t is None else [t.assign(measure=measure)]
+    table = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=TABLE_COLUMNS)
+    if out:  # targets whose fit failed (for the arm or the reference): flagged, or excluded and counted
+        cols = ["measure", "costs", "benchmark", "generator", "arm", "reference"]
+        n = np.array(
+            [
+                len({k[3] for k in failed if k[:3] == (m, c, b) and k[4] in (a, r) and g in (POOLED, k[3])})
+                for m, c, b, g, a, r in table[cols].itertuples(index=False)
+            ]
+        )
+        pooled = (table["generator"] == POOLED).to_numpy()
+        many = np.char.add(n.astype(str), " target(s) built from a failed fit")
+        flag = np.where(n > 0, "built from a failed fit", "")
+        flag = np.where(pooled, np.where(include_failed & (n > 0), many, ""), flag)
+        table = table.assign(n_failed=0 if include_failed else np.where(pooled, n, 0), flag=flag)
+    table = table[list(TABLE_COLUMNS)]
     interval = "task-clustered percentile bootstrap"
     table.attrs.update(prob=float(prob), B=int(B), interval=interval, tasks_excluded=int(n_excluded))
     return table

@@ -27,7 +27,7 @@ Measures: held-out utility per task under each cost vector (:data:`PANEL_COSTS`)
 log predictive density of the target's first program's ``Y`` per task under each arm's predictive
 mean for the task (exact for one program per task, which every cell but APPS's repeated tasks has).
 :func:`panel_table` gives every ``arm − reference`` (Laplace and complete pooling) pooled per
-benchmark and over all benchmarks, with task-clustered intervals (:func:`bpc.evaluate.pooled_contrast`).
+benchmark and over all benchmarks, with task-clustered intervals (:func:`bpc.evaluate.contrast_table`).
 
 Examples
 --------
@@ -60,7 +60,7 @@ from bpc.data.corpus import Input
 from bpc.data.splits import Cell
 from bpc.data.tasks import flagged_tasks
 from bpc.estimate.laplace import laplace
-from bpc.evaluate import BEST_SIMPLE, Result, pooled_contrast
+from bpc.evaluate import ACROSS, BEST_SIMPLE, Result, contrast_table
 from bpc.experiments.efficiency import (
     CLOSED_FORMS,
     LOCO_K,
@@ -70,6 +70,7 @@ from bpc.experiments.efficiency import (
 )
 from bpc.experiments.logo import LogoConfig, logo_table, run_logo
 from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
+from bpc.intervals import CLUSTERED_COLUMNS
 from bpc.progress import stage
 from bpc.schema import select_cell
 
@@ -349,51 +350,36 @@ def panel_table(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     Per-task values are averaged over repeats first; calibrations whose fit failed its check have no
     rows (they are excluded and counted: ``n_calibrations − n_converged``, ``flag``) unless the study
     scored them (:attr:`PanelConfig.include_failed`; the flag then says they are used). The ``all``
-    rows resample tasks over every benchmark at once. ``k = -1``: all training tasks.
+    rows resample tasks over every benchmark at once (:func:`bpc.evaluate.contrast_table`).
+    ``k = -1``: all training tasks.
     """
-    keys = ["benchmark", "generator", "instance_id"]
     loco = result.tables["loco"]
     first = loco[loco["costs"] == loco["costs"].iloc[0]]  # the calibrations are those of every cost vector
     cals = first.drop_duplicates(["part", "k", "benchmark", "generator", "repeat", "fold", "method"])
     conv = cals.groupby(["part", "k", "method", "benchmark"])["converged"].agg(["size", "sum"])
+    every = conv.groupby(level=["part", "k", "method"]).sum().assign(benchmark=ACROSS)
+    conv = pd.concat([conv, every.set_index("benchmark", append=True)])
     frames = {
         "utility": loco[loco["policy"] == "bayesian_dp"].rename(columns={"utility": "value"}),
         "lpd": result.tables["loco_lpd"].rename(columns={"lpd": "value"}),
     }
-    out = []
-    for measure, frame in frames.items():
-        for (part, cost, k), sub in frame.groupby(["part", "costs", "k"], sort=True):
-            wide = sub.groupby([*keys, "method"])["value"].mean().unstack("method")
-            for arm in wide.columns:
-                c = conv.loc[(part, k, arm)]
-                c = pd.concat([c, c.sum().to_frame("all").T])
-                for ref in REFERENCES:
-                    if ref == arm or ref not in wide.columns:
-                        continue
-                    d = (wide[arm] - wide[ref]).rename("diff").reset_index()
-                    d = d[np.isfinite(d["diff"].to_numpy(dtype=np.float64))]
-                    if d.empty:
-                        continue
-                    every = d.assign(benchmark="all", instance_id=d["benchmark"] + "/" + d["instance_id"])
-                    both = pd.concat([d, every], ignore_index=True)
-                    n = both.groupby("benchmark").agg(
-                        n_pairs=("diff", "size"), n_targets=("generator", "nunique")
-                    )
-                    n.loc["all", "n_targets"] = len(d[["benchmark", "generator"]].drop_duplicates())
-                    rows = pooled_contrast(both, B=B).join(n, on="benchmark")
-                    rows = rows.join(
-                        c.rename(columns={"size": "n_calibrations", "sum": "n_converged"}), on="benchmark"
-                    )
-                    labels = {"part": part, "measure": measure, "costs": cost, "k": int(k)}
-                    out.append(rows.assign(**labels, arm=arm, reference=ref))
-    table = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=list(PANEL_COLUMNS))
+    opts = {"arm": "method", "value": "value", "by": ["part", "costs", "k"], "across": True, "B": B}
+    agg = {"n_targets": ("generator", "nunique")}
+    pairs = [
+        contrast_table(f, lambda arms: [(a, r) for a in arms for r in REFERENCES], agg=agg, **opts)
+        for f in frames.values()
+    ]
+    out = [t.assign(measure=m) for m, t in zip(frames, pairs, strict=True) if t is not None]
+    keys = ["part", "k", "arm", "benchmark"]
+    table = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=keys)
+    table = table.join(conv.rename(columns={"size": "n_calibrations", "sum": "n_converged"}), on=keys)
     failed = table["n_calibrations"] - table["n_converged"]
     failed = failed.fillna(0).astype(np.int64)
     scored = (~loco["converged"].astype(bool) & (loco["policy"] != "")).any()  # include_failed
     how = " failed fit(s) used" if scored else " failed fit(s) excluded"
     table["flag"] = np.where(failed > 0, failed.astype(str) + how, "")
     table.attrs.update({"prob": CI_PROB, "B": int(B), "interval": "task-clustered percentile bootstrap"})
-    return table[list(PANEL_COLUMNS)]
+    return table.reindex(columns=list(PANEL_COLUMNS))
 
 
 def versus_best_simple(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
@@ -402,21 +388,16 @@ def versus_best_simple(result: Result, *, B: int = BOOTSTRAP_B) -> pd.DataFrame:
     Per cost vector and policy (``bayesian_dp`` from the cell prior and ``bayesian_dp@oracle`` from
     the task prior), pooled per benchmark and over all benchmarks, with the task-clustered interval.
     """
-    keys = ["benchmark", "generator", "instance_id"]
     if "protocol" not in result.tables:
         return pd.DataFrame()
-    u = result.tables["protocol"]
-    out = []
-    for cost, sub in u.groupby("costs", sort=True):
-        wide = sub.groupby([*keys, "policy"])["utility"].mean().unstack("policy")
-        for p in ("bayesian_dp", "bayesian_dp@oracle"):
-            if p not in wide.columns or BEST_SIMPLE not in wide.columns:
-                continue
-            d = (wide[p] - wide[BEST_SIMPLE]).rename("diff").dropna().reset_index()
-            every = d.assign(benchmark="all", instance_id=d["benchmark"] + "/" + d["instance_id"])
-            rows = pooled_contrast(pd.concat([d, every], ignore_index=True), B=B)
-            out.append(rows.assign(costs=cost, policy=p, reference=BEST_SIMPLE))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    pairs = [(p, BEST_SIMPLE) for p in ("bayesian_dp", "bayesian_dp@oracle")]
+    t = contrast_table(
+        result.tables["protocol"], pairs, arm="policy", value="utility", by=["costs"], across=True, B=B
+    )
+    if t is None:
+        return pd.DataFrame()
+    cols = ["benchmark", *CLUSTERED_COLUMNS, "generator", "costs", "policy", "reference"]
+    return t.rename(columns={"arm": "policy"})[cols]
 
 
 def new_generator_table(result: Result, **options) -> pd.DataFrame:

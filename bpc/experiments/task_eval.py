@@ -51,7 +51,7 @@ import xarray as xr
 
 from bpc.constants import BOOTSTRAP_B, BOOTSTRAP_SEED, CI_PROB, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK
 from bpc.data.tasks import flagged_tasks
-from bpc.evaluate import cell_and_pooled
+from bpc.evaluate import contrast_table
 from bpc.experiments.task_starts import CELL, START_SEP
 
 GAIN_COLUMNS: tuple[str, ...] = tuple(
@@ -95,25 +95,21 @@ def prior_gain_table(utilities: pd.DataFrame, *, B: int = BOOTSTRAP_B, prob: flo
         raise ValueError("prior_gain_table: the utilities carry no 'start' column (an evaluator with starts)")
     bayes = utilities[utilities["start"].astype(str) != ""]
     base = bayes["policy"].str.split(START_SEP, n=1).str[0]
-    bayes = bayes.assign(base=base, fb=(bayes["prior_source"] == CELL).astype(float))
-    keys = ["benchmark", "generator", "instance_id", "base"]
-    per = bayes.groupby([*keys, "start"]).agg(
-        u=("utility", "mean"), n_seeds=("utility", "count"), fb=("fb", "max")
+    table = contrast_table(
+        bayes.assign(base=base, fb=(bayes["prior_source"] == CELL).astype(float)),
+        lambda starts: [(s, CELL) for s in starts],
+        arm="start",
+        value="utility",
+        by=["base"],
+        carry={"n_seeds": ("utility", "count"), "fb": ("fb", "max")},
+        agg={"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")},
+        B=B,
+        seed=BOOTSTRAP_SEED,
+        prob=prob,
     )
-    per = per.reset_index()
-    ref = per.loc[per["start"] == CELL, [*keys, "u"]]
-    diff = per[per["start"] != CELL].merge(ref, on=keys, suffixes=("", "_ref"))
-    diff = diff.assign(diff=diff["u"] - diff["u_ref"]).dropna(subset=["diff"])
-    agg = {"n_seeds": ("n_seeds", "min"), "n_fallback": ("fb", "sum")}
-    out = [
-        cell_and_pooled(part, agg=agg, B=B, seed=BOOTSTRAP_SEED, prob=prob).assign(
-            policy=str(b), start=str(s), reference=CELL
-        )
-        for (b, s), part in diff.groupby(["base", "start"], sort=True)
-    ]
-    if not out:
+    if table is None:
         raise ValueError(f"prior_gain_table: no policy has both the {CELL!r} start and another start")
-    table = pd.concat(out, ignore_index=True).assign(prob=float(prob))
+    table = table.rename(columns={"base": "policy", "arm": "start"}).assign(prob=float(prob))
     return table.astype({c: int for c in ("n_tasks", "n_pairs", "n_seeds", "n_fallback")})[list(GAIN_COLUMNS)]
 
 
