@@ -377,7 +377,9 @@ def contrast_table(
     carry: Mapping[str, tuple[str, str]] | None = None,
     agg: Mapping[str, tuple[str, str]] | None = None,
     across: bool = False,
-    **boot: Any,
+    B: int = BOOTSTRAP_B,
+    seed: int = BOOTSTRAP_SEED,
+    prob: float = CI_PROB,
 ) -> pd.DataFrame | None:
     """``arm − reference`` of a per-task value per cell and pooled, for every pair and label.
 
@@ -405,9 +407,8 @@ def contrast_table(
     across : bool
         Only the pooled rows, per benchmark and over all benchmarks (a cell there is
         ``benchmark/generator``, a task ``benchmark/instance_id``).
-    **boot
-        ``B``, ``seed``, ``prob``: bootstrap resamples, seed and interval probability
-        (:func:`pooled_contrast`).
+    B, seed, prob
+        Bootstrap resamples, seed and interval probability (:func:`pooled_contrast`).
 
     Returns
     -------
@@ -444,10 +445,10 @@ def contrast_table(
                     benchmark=ACROSS, generator=pre + d["generator"], instance_id=pre + d["instance_id"]
                 )
                 d = pd.concat([d, every], ignore_index=True)
-                rows = pooled_contrast(d, **boot)
+                rows = pooled_contrast(d, B=B, seed=seed, prob=prob)
                 rows = rows.merge(d.groupby("benchmark").agg(**spec).reset_index(), on="benchmark")
             else:
-                rows = cell_and_pooled(d, agg=agg, **boot)
+                rows = cell_and_pooled(d, agg=agg, B=B, seed=seed, prob=prob)
             named: dict[str, Any] = dict(zip(by, labels, strict=True))
             out.append(rows.assign(**named, arm=a, reference=r))
     return pd.concat(out, ignore_index=True) if out else None
