@@ -46,7 +46,7 @@ greedy, with ``κ = ∞`` the i.i.d. limit, verification not terminal unless
 asked, fresh or refined new patches; its ``method="exact"`` searches the one
 exact tree from the current state). The paper's grid DP and one-step rule
 (``κ = ∞``, terminal verification in planning) are its preset
-:meth:`InstanceController.paper` (options :func:`paper_plan`).
+:meth:`InstanceController.paper` (options :meth:`InstanceController.paper_plan`).
 :class:`bpc.decide.baselines.BaselineController` runs the baselines on the same protocol.
 """
 
@@ -592,7 +592,7 @@ class InstanceController(BeliefController):
     ) -> InstanceController:
         """The paper's ``bayesian_dp`` or ``bayesian_greedy`` (method.md §Controllers): a preset.
 
-        The instance controller on :func:`paper_plan` (``κ = ∞``, verification
+        The instance controller on :meth:`paper_plan` (``κ = ∞``, verification
         terminal in planning, the critic scope of a patch) with no patch budget.
 
         Parameters
@@ -602,11 +602,67 @@ class InstanceController(BeliefController):
         method : str
             ``"dp"`` (the paper's grid table) or ``"greedy"`` (its one-step rule).
         plan : PlanOptions
-            The options :func:`paper_plan` reads; the rest is the paper's.
+            The options :meth:`paper_plan` reads; the rest is the paper's.
         **options
             ``critics``, ``index`` and ``name``.
         """
-        return cls(params, costs, plan=paper_plan(method, plan), max_patches=None, **options)
+        return cls(params, costs, plan=cls.paper_plan(method, plan), max_patches=None, **options)
+
+    @staticmethod
+    def paper_plan(method: str = "dp", plan: PlanOptions = DEFAULT_PLAN) -> PlanOptions:
+        """The paper's planning as plan options (resolved): its grid table or its one-step rule.
+
+        ``"dp"``: the one grid DP with ``κ = ∞``, verification terminal in
+        planning, new patches through the repair kernel (a fresh sample where none
+        is measured) and the critic scope of a patch
+        (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`). At every decision the
+        Q-values of each followed sample are read off its table at the episode's
+        belief, its used-critic set and ``h = H`` (linear interpolation between
+        grid points, :meth:`~bpc.decide.kernels.dp.DPSolution.lookup`); a task
+        without some critics reads a table solved without them. Only
+        ``horizon``, ``grid_size``, ``backend`` and ``keep_q`` of ``plan`` are
+        read (``keep_q`` default True: lookups gather stored Q-values instead of
+        recomputing them by a Bellman backup — the same numbers).
+
+        ``"greedy"``: the one greedy rule (:func:`~bpc.decide.kernels.greedy.greedy`)
+        at ``κ = ∞``: ``Q_verify = R·b − c_ver`` (terminal), ``Q_gen = −c_gen +
+        (π·R − c_ver)`` (a new patch is a fresh sample: the belief returns to the
+        starting mean) and ``Q_crit_k = −c_k + E_z[Q_verify(b_z)]`` for critics
+        not yet used on the current patch
+        (:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`). Only ``clip`` of
+        ``plan`` is read: ``max(Q_verify(b_z), 0)`` inside the critic expectation
+        (the release formula; default False = the paper appendix formula).
+
+        Examples
+        --------
+        >>> InstanceController.paper_plan("greedy", PlanOptions(clip=True)).lookahead
+        'clip'
+        """
+        if method == "greedy":
+            paper = PlanOptions(
+                belief="iid",
+                method="greedy",
+                verify_terminal=PAPER_GREEDY["verify_terminal"],
+                regenerate=PAPER_GREEDY["regenerate"],
+                critic_scope="patch",
+                mixture="moment",
+                lookahead="clip" if plan.clip else "verify",
+            )
+        else:
+            paper = PlanOptions(
+                belief="iid",
+                method="dp",
+                horizon=plan.horizon,
+                grid_size=plan.grid_size,
+                mu_grid_size=PAPER_TABLE.mu_grid_size,
+                keep_q=True if plan.keep_q is None else plan.keep_q,
+                backend=plan.backend,
+                verify_terminal=PAPER_TABLE.verify_terminal,
+                regenerate=PAPER_TABLE.regenerate,
+                critic_scope="patch",
+                mixture="exact",
+            )
+        return paper.resolved()
 
     def table_for(self, pattern: np.ndarray | None):
         """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
@@ -743,59 +799,3 @@ class _SolvedTables:
 
 
 _SOLVED = _SolvedTables()
-
-
-def paper_plan(method: str = "dp", plan: PlanOptions = DEFAULT_PLAN) -> PlanOptions:
-    """The paper's planning as plan options (resolved): its grid table or its one-step rule.
-
-    ``"dp"``: the one grid DP with ``κ = ∞``, verification terminal in
-    planning, new patches through the repair kernel (a fresh sample where none
-    is measured) and the critic scope of a patch
-    (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`). At every decision the
-    Q-values of each followed sample are read off its table at the episode's
-    belief, its used-critic set and ``h = H`` (linear interpolation between
-    grid points, :meth:`~bpc.decide.kernels.dp.DPSolution.lookup`); a task
-    without some critics reads a table solved without them. Only
-    ``horizon``, ``grid_size``, ``backend`` and ``keep_q`` of ``plan`` are
-    read (``keep_q`` default True: lookups gather stored Q-values instead of
-    recomputing them by a Bellman backup — the same numbers).
-
-    ``"greedy"``: the one greedy rule (:func:`~bpc.decide.kernels.greedy.greedy`)
-    at ``κ = ∞``: ``Q_verify = R·b − c_ver`` (terminal), ``Q_gen = −c_gen +
-    (π·R − c_ver)`` (a new patch is a fresh sample: the belief returns to the
-    starting mean) and ``Q_crit_k = −c_k + E_z[Q_verify(b_z)]`` for critics
-    not yet used on the current patch
-    (:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`). Only ``clip`` of
-    ``plan`` is read: ``max(Q_verify(b_z), 0)`` inside the critic expectation
-    (the release formula; default False = the paper appendix formula).
-
-    Examples
-    --------
-    >>> paper_plan("greedy", PlanOptions(clip=True)).lookahead
-    'clip'
-    """
-    if method == "greedy":
-        paper = PlanOptions(
-            belief="iid",
-            method="greedy",
-            verify_terminal=PAPER_GREEDY["verify_terminal"],
-            regenerate=PAPER_GREEDY["regenerate"],
-            critic_scope="patch",
-            mixture="moment",
-            lookahead="clip" if plan.clip else "verify",
-        )
-    else:
-        paper = PlanOptions(
-            belief="iid",
-            method="dp",
-            horizon=plan.horizon,
-            grid_size=plan.grid_size,
-            mu_grid_size=PAPER_TABLE.mu_grid_size,
-            keep_q=True if plan.keep_q is None else plan.keep_q,
-            backend=plan.backend,
-            verify_terminal=PAPER_TABLE.verify_terminal,
-            regenerate=PAPER_TABLE.regenerate,
-            critic_scope="patch",
-            mixture="exact",
-        )
-    return paper.resolved()

@@ -10,7 +10,7 @@ import pytest
 from bpc.cli import main
 from bpc.costs import Costs
 from bpc.decide.baselines import BaselineController, baseline_policies, pipeline_order
-from bpc.decide.controllers import InstanceController, paper_plan
+from bpc.decide.controllers import InstanceController
 from bpc.decide.factory import make_controller
 from bpc.decide.live import Controller
 from bpc.decide.options import PlanOptions
@@ -60,7 +60,9 @@ def test_factory_picks_the_planner_from_the_switches():
     paper = PlanOptions(plan_verify_continues=False)
     table = make_controller(s, COSTS, plan=paper)  # the paper's table preset
     assert (
-        isinstance(table, InstanceController) and table.plan == paper_plan("dp") and table.max_patches is None
+        isinstance(table, InstanceController)
+        and table.plan == InstanceController.paper_plan("dp")
+        and table.max_patches is None
     )
     ctl = make_controller(s, COSTS)  # iid, verification continues: the instance planner at κ = ∞
     assert isinstance(ctl, InstanceController) and np.isinf(ctl.kappa).all() and ctl.regenerate == "refine"
