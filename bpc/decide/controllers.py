@@ -40,14 +40,14 @@ keeps one belief per followed sample (:class:`BeliefState`), combines the
 per-sample Q-values into the posterior-expected Q (:func:`expected_q`) and
 takes the best action (ties → lowest index).
 
-The planners (all built by :func:`bpc.decide.factory.make_controller`):
-:class:`TableController` (the paper's grid DP, ``κ = ∞``, terminal
-verification in planning), :class:`GreedyController` (the paper's one-step
-rule), :class:`InstanceController` (the instance belief ``(b, A, B)``: grid DP
-or greedy, with ``κ = ∞`` the i.i.d. limit, verification not terminal unless
+The planner (built by :func:`bpc.decide.factory.make_controller`) is one class,
+:class:`InstanceController` (the instance belief ``(b, A, B)``: grid DP or
+greedy, with ``κ = ∞`` the i.i.d. limit, verification not terminal unless
 asked, fresh or refined new patches; its ``method="exact"`` searches the one
-exact tree from the current state). :class:`bpc.decide.baselines.BaselineController`
-runs the baselines on the same protocol.
+exact tree from the current state). The paper's grid DP and one-step rule
+(``κ = ∞``, terminal verification in planning) are its preset
+:meth:`InstanceController.paper` (options :meth:`InstanceController.paper_plan`).
+:class:`bpc.decide.baselines.BaselineController` runs the baselines on the same protocol.
 """
 
 from __future__ import annotations
@@ -580,6 +580,90 @@ class InstanceController(BeliefController):
         self._table_horizon = self.horizon if plan.keep_q else max(self.horizon - 1, 0)
         self.table = self.table_for(None) if self.method == "dp" else None
 
+    @classmethod
+    def paper(
+        cls,
+        params: xr.Dataset | ParameterSamples,
+        costs: Costs | Sequence[Costs] | SampleCosts,
+        *,
+        method: str = "dp",
+        plan: PlanOptions = DEFAULT_PLAN,
+        **options: Any,
+    ) -> InstanceController:
+        """The paper's ``bayesian_dp`` or ``bayesian_greedy`` (method.md §Controllers): a preset.
+
+        The instance controller on :meth:`paper_plan` (``κ = ∞``, verification
+        terminal in planning, the critic scope of a patch) with no patch budget.
+
+        Parameters
+        ----------
+        params, costs
+            See :class:`BeliefController`.
+        method : str
+            ``"dp"`` (the paper's grid table) or ``"greedy"`` (its one-step rule).
+        plan : PlanOptions
+            The options :meth:`paper_plan` reads; the rest is the paper's.
+        **options
+            ``critics``, ``index`` and ``name``.
+        """
+        return cls(params, costs, plan=cls.paper_plan(method, plan), max_patches=None, **options)
+
+    @staticmethod
+    def paper_plan(method: str = "dp", plan: PlanOptions = DEFAULT_PLAN) -> PlanOptions:
+        """The paper's planning as plan options (resolved): its grid table or its one-step rule.
+
+        ``"dp"``: the one grid DP with ``κ = ∞``, verification terminal in
+        planning, new patches through the repair kernel (a fresh sample where none
+        is measured) and the critic scope of a patch
+        (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`). At every decision the
+        Q-values of each followed sample are read off its table at the episode's
+        belief, its used-critic set and ``h = H`` (linear interpolation between
+        grid points, :meth:`~bpc.decide.kernels.dp.DPSolution.lookup`); a task
+        without some critics reads a table solved without them. Only
+        ``horizon``, ``grid_size``, ``backend`` and ``keep_q`` of ``plan`` are
+        read (``keep_q`` default True: lookups gather stored Q-values instead of
+        recomputing them by a Bellman backup — the same numbers).
+
+        ``"greedy"``: the one greedy rule (:func:`~bpc.decide.kernels.greedy.greedy`)
+        at ``κ = ∞``: ``Q_verify = R·b − c_ver`` (terminal), ``Q_gen = −c_gen +
+        (π·R − c_ver)`` (a new patch is a fresh sample: the belief returns to the
+        starting mean) and ``Q_crit_k = −c_k + E_z[Q_verify(b_z)]`` for critics
+        not yet used on the current patch
+        (:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`). Only ``clip`` of
+        ``plan`` is read: ``max(Q_verify(b_z), 0)`` inside the critic expectation
+        (the release formula; default False = the paper appendix formula).
+
+        Examples
+        --------
+        >>> InstanceController.paper_plan("greedy", PlanOptions(clip=True)).lookahead
+        'clip'
+        """
+        if method == "greedy":
+            paper = PlanOptions(
+                belief="iid",
+                method="greedy",
+                verify_terminal=PAPER_GREEDY["verify_terminal"],
+                regenerate=PAPER_GREEDY["regenerate"],
+                critic_scope="patch",
+                mixture="moment",
+                lookahead="clip" if plan.clip else "verify",
+            )
+        else:
+            paper = PlanOptions(
+                belief="iid",
+                method="dp",
+                horizon=plan.horizon,
+                grid_size=plan.grid_size,
+                mu_grid_size=PAPER_TABLE.mu_grid_size,
+                keep_q=True if plan.keep_q is None else plan.keep_q,
+                backend=plan.backend,
+                verify_terminal=PAPER_TABLE.verify_terminal,
+                regenerate=PAPER_TABLE.regenerate,
+                critic_scope="patch",
+                mixture="exact",
+            )
+        return paper.resolved()
+
     def table_for(self, pattern: np.ndarray | None):
         """The grid-DP table with only the critics in ``pattern`` available (``None``: all)."""
         key = None if pattern is None else np.packbits(pattern).tobytes()
@@ -715,101 +799,3 @@ class _SolvedTables:
 
 
 _SOLVED = _SolvedTables()
-
-
-_PAPER_DP = PlanOptions(
-    belief="iid",
-    method="dp",
-    mu_grid_size=PAPER_TABLE.mu_grid_size,
-    verify_terminal=PAPER_TABLE.verify_terminal,
-    regenerate=PAPER_TABLE.regenerate,
-    critic_scope="patch",
-    mixture="exact",
-)
-"""The paper's table (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`) as plan options."""
-_PAPER_GREEDY = PlanOptions(
-    belief="iid",
-    method="greedy",
-    verify_terminal=PAPER_GREEDY["verify_terminal"],
-    regenerate=PAPER_GREEDY["regenerate"],
-    critic_scope="patch",
-    mixture="moment",
-)
-"""The paper's one-step rule (:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`) as plan options."""
-
-
-class TableController(InstanceController):
-    """The paper's ``bayesian_dp`` (method.md §Controllers): the paper's grid table.
-
-    An :class:`InstanceController` on the paper's grid table.
-
-    The one grid DP with ``κ = ∞``, verification terminal in planning, new
-    patches through the repair kernel (a fresh sample where none is
-    measured), no patch budget and the critic scope of a patch
-    (:data:`~bpc.decide.kernels.dp.PAPER_TABLE`). At every decision the
-    Q-values of each followed sample are read off its table at the episode's
-    belief, its used-critic set and ``h = H`` (linear interpolation between
-    grid points, :meth:`~bpc.decide.kernels.dp.DPSolution.lookup`) and combined
-    by :meth:`choose`; a task without some critics reads a table solved without them.
-
-    Parameters
-    ----------
-    params, costs
-        See :class:`BeliefController`.
-    plan : PlanOptions
-        Only ``horizon``, ``grid_size``, ``backend`` and ``keep_q`` are read
-        (``keep_q`` default True: lookups gather stored Q-values instead of
-        recomputing them by a Bellman backup — the same numbers); the rest is the paper's.
-    **options
-        ``critics``, ``index`` and ``name`` of :class:`InstanceController`.
-    """
-
-    def __init__(
-        self,
-        params: xr.Dataset | ParameterSamples,
-        costs: Costs | Sequence[Costs] | SampleCosts,
-        *,
-        plan: PlanOptions = DEFAULT_PLAN,
-        **options: Any,
-    ) -> None:
-        keep_q = True if plan.keep_q is None else plan.keep_q
-        paper = replace(
-            _PAPER_DP, horizon=plan.horizon, grid_size=plan.grid_size, keep_q=keep_q, backend=plan.backend
-        )
-        super().__init__(params, costs, plan=paper, max_patches=PAPER_TABLE.max_patches, **options)
-
-
-class GreedyController(InstanceController):
-    """The paper's ``bayesian_greedy`` (method.md §Controllers): the paper's one-step rule.
-
-    An :class:`InstanceController` with the paper's one-step rule.
-
-    The one greedy rule (:func:`~bpc.decide.kernels.greedy.greedy`) at
-    ``κ = ∞``: ``Q_verify = R·b − c_ver`` (terminal), ``Q_gen = −c_gen +
-    (π·R − c_ver)`` (a new patch is a fresh sample: the belief returns to the
-    starting mean) and ``Q_crit_k = −c_k + E_z[Q_verify(b_z)]`` for critics not
-    yet used on the current patch, no patch budget
-    (:data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`).
-
-    Parameters
-    ----------
-    params, costs
-        See :class:`BeliefController`.
-    plan : PlanOptions
-        Only ``clip`` is read: ``max(Q_verify(b_z), 0)`` inside the critic
-        expectation (the release formula; default False = the paper appendix
-        formula); the rest is the paper's.
-    **options
-        ``critics``, ``index`` and ``name`` of :class:`BeliefController`.
-    """
-
-    def __init__(
-        self,
-        params: xr.Dataset | ParameterSamples,
-        costs: Costs | Sequence[Costs] | SampleCosts,
-        *,
-        plan: PlanOptions = DEFAULT_PLAN,
-        **options: Any,
-    ) -> None:
-        paper = replace(_PAPER_GREEDY, lookahead="clip" if plan.clip else "verify")
-        super().__init__(params, costs, plan=paper, max_patches=PAPER_GREEDY["max_patches"], **options)

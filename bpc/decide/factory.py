@@ -11,10 +11,9 @@ option and its default).
 Which planner
 -------------
 The paper's planning — i.i.d. belief, verification terminal in planning,
-refined patches, patch scope — runs on the presets of the paper's table and
-one-step rule (:class:`~bpc.decide.controllers.TableController`,
-:class:`~bpc.decide.controllers.GreedyController`: the one grid DP and greedy
-rule with :data:`~bpc.decide.kernels.dp.PAPER_TABLE` and
+refined patches, patch scope — runs on the preset of the paper's table and
+one-step rule (:meth:`~bpc.decide.controllers.InstanceController.paper`: the
+one grid DP and greedy rule with :data:`~bpc.decide.kernels.dp.PAPER_TABLE` and
 :data:`~bpc.decide.kernels.greedy.PAPER_GREEDY`); everything else on the
 instance belief (:class:`~bpc.decide.controllers.InstanceController`, ``κ = ∞``
 under the i.i.d. belief). ``method="exact"`` always runs the one exact tree.
@@ -31,10 +30,8 @@ from bpc.costs import Costs
 from bpc.decide.baselines import BaselineController, is_baseline
 from bpc.decide.controllers import (
     BlockIndex,
-    GreedyController,
     InstanceController,
     SampleIndex,
-    TableController,
     ThompsonIndex,
     cell_samples,
     every_sample,
@@ -131,10 +128,8 @@ def make_controller(
     if paper and sw.regenerate == "fresh":
         samples = replace(samples, p_fix=samples.prior, p_break=1 - samples.prior)  # κ = ∞: a fresh sample
     sw = replace(sw, method=method, mode=mode)
-    if paper and method == "dp":
-        return TableController(samples, costs, plan=sw, index=idx, name=name)
-    if paper and method == "greedy":
-        return GreedyController(samples, costs, plan=sw, index=idx, name=name)
+    if paper and method in ("dp", "greedy"):
+        return InstanceController.paper(samples, costs, method=method, plan=sw, index=idx, name=name)
     return InstanceController(
         samples,
         costs,

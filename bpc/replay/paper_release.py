@@ -35,7 +35,7 @@ import xarray as xr
 
 from bpc.constants import GRID_SIZE, HORIZON, PAPER_CRITICS
 from bpc.costs import Costs
-from bpc.decide.controllers import BeliefController, BeliefState, GreedyController, expected_q_actions
+from bpc.decide.controllers import BeliefController, BeliefState, InstanceController, expected_q_actions
 from bpc.decide.kernels.belief import (
     CRITIC_OFFSET,
     REGENERATE,
@@ -147,8 +147,11 @@ def solve_release_dp(P: Problem, *, horizon: int = HORIZON, grid_size: int = GRI
     return ReleaseDPTable(grid=grid, value=value, q=q)
 
 
-class ReleaseGreedyController(GreedyController):
+class ReleaseGreedyController(InstanceController):
     """The released ``bayesian_greedy`` (profile switch ``greedy_release_formula``).
+
+    The paper's one-step rule (:meth:`~bpc.decide.controllers.InstanceController.paper_plan`) with the
+    clipped formula.
 
     Parameters
     ----------
@@ -161,7 +164,8 @@ class ReleaseGreedyController(GreedyController):
     def __init__(
         self, params_cell: xr.Dataset, costs: Costs, *, critics: Sequence[str] = PAPER_CRITICS
     ) -> None:
-        super().__init__(params_cell, costs, critics=critics, plan=PlanOptions(clip=True))
+        plan = self.paper_plan("greedy", PlanOptions(clip=True))
+        super().__init__(params_cell, costs, critics=critics, plan=plan, max_patches=None)
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Clipped greedy Q-values with every critic offered (used set ignored), ``(n, S, A)``."""

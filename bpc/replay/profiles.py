@@ -123,7 +123,7 @@ class Profile:
         only verify / stop / regenerate looked ahead after a critic, regenerate
         at the last step worth ``-c_gen``, table looked up again after every
         critic. Paper: receding-horizon DP over (b, h, U) with linear
-        interpolation (:class:`bpc.decide.controllers.DPController`).
+        interpolation (:meth:`bpc.decide.controllers.InstanceController.paper`).
     missing_verdict_as_fail : bool
         A missing critic verdict on a patch counts as *fail* (release: the
         authors' code tests verdicts for truth, and ``None`` is false; it

@@ -11,7 +11,7 @@ from bpc.costs import Costs
 from bpc.data.counts import counts_from_records
 from bpc.data.load import InputOptions, resolve_input
 from bpc.data.logs import read_logs
-from bpc.decide.controllers import GreedyController, TableController
+from bpc.decide.controllers import InstanceController
 from bpc.decide.kernels.belief import BASE_ACTIONS
 from bpc.decide.options import PlanOptions
 from bpc.decide.solve import solve_policy
@@ -97,8 +97,8 @@ def test_solvers_and_controllers_default_to_the_data_critics(tmp_path):
     data = resolve_input(_logs(tmp_path / "l.csv"), InputOptions(progress=False))
     params = laplace(data.counts)
     cell = params.sel(benchmark=["custom"], generator=["agent_a"])
-    for cls in (TableController, GreedyController):
-        ctrl = cls(cell, COSTS)
+    for method in ("dp", "greedy"):
+        ctrl = InstanceController.paper(cell, COSTS, method=method)
         assert ctrl.critics == NAMES and ctrl.available.all()
     assert policy_controller("bayesian_dp", cell, COSTS).critics == NAMES
     sol = solve_policy(params, COSTS, plan=PlanOptions(keep_q=True))
@@ -109,7 +109,10 @@ def test_solvers_and_controllers_default_to_the_data_critics(tmp_path):
     assert q.sel(action="unit").item() > max(q.sel(action="verify").item(), 0.0)
     assert q.sel(action="unit").item() > q.sel(action="lint_ok").item()
     paper = cell.assign_coords(critic=list(CRITICS))
-    assert TableController(paper, COSTS.with_critics(dict.fromkeys(CRITICS, 1))).critics == PAPER_CRITICS
+    assert (
+        InstanceController.paper(paper, COSTS.with_critics(dict.fromkeys(CRITICS, 1))).critics
+        == PAPER_CRITICS
+    )
 
 
 def test_fixed_pipeline_runs_every_custom_critic(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from bpc.cli import main
 from bpc.costs import Costs
 from bpc.decide.baselines import BaselineController, baseline_policies, pipeline_order
-from bpc.decide.controllers import InstanceController, TableController
+from bpc.decide.controllers import InstanceController
 from bpc.decide.factory import make_controller
 from bpc.decide.live import Controller
 from bpc.decide.options import PlanOptions
@@ -58,7 +58,12 @@ COSTS = Costs(c_gen=10, c_ver=30, reward=100, critic={"a": 1, "b": 3})
 def test_factory_picks_the_planner_from_the_switches():
     s = _samples(kappa=[4.0])
     paper = PlanOptions(plan_verify_continues=False)
-    assert isinstance(make_controller(s, COSTS, plan=paper), TableController)
+    table = make_controller(s, COSTS, plan=paper)  # the paper's table preset
+    assert (
+        isinstance(table, InstanceController)
+        and table.plan == InstanceController.paper_plan("dp")
+        and table.max_patches is None
+    )
     ctl = make_controller(s, COSTS)  # iid, verification continues: the instance planner at κ = ∞
     assert isinstance(ctl, InstanceController) and np.isinf(ctl.kappa).all() and ctl.regenerate == "refine"
     inst = make_controller(s, COSTS, policy="bayesian_greedy", plan=PlanOptions(belief="instance"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpc.costs import Costs, named_costs
-from bpc.decide.controllers import BeliefState, GreedyController, TableController
+from bpc.decide.controllers import BeliefState, InstanceController
 from bpc.decide.options import PlanOptions
 from bpc.replay.engine import (
     POLICIES,
@@ -202,12 +204,12 @@ def test_paper_greedy_stops_when_verifying_does_not_pay():
 
 
 def test_paper_greedy_is_the_one_greedy_rule_at_kappa_inf():
-    # GreedyController = InstanceController(method="greedy", κ = ∞, lookahead="verify"): hand-checked Q,
+    # the paper's greedy = InstanceController(method="greedy", κ = ∞, lookahead="verify"): hand-checked Q,
     # Q_gen = −c_gen + (π·R − c_ver) whatever the measured kernel, a new patch back at π, a refined one
     # through the kernel
     cell = params_cell(0.4, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4], 0.5, 0.1)
     costs = Costs(c_gen=10, c_ver=30, reward=100, critic={"syn": 1, "test": 2, "llm": 5})
-    ctl = GreedyController(cell, costs)
+    ctl = InstanceController.paper(cell, costs, method="greedy")
     st_ = ctl.start(2)
     q = ctl.q_values(st_)[0, 0]
     np.testing.assert_allclose(q[:3], [0.0, 10.0, 0.0])  # stop, R·π − c_ver, −c_gen + (π·R − c_ver)
@@ -218,7 +220,8 @@ def test_paper_greedy_is_the_one_greedy_rule_at_kappa_inf():
     b_test = 0.8 * 0.4 / (0.8 * 0.4 + 0.2 * 0.6)
     np.testing.assert_allclose(st_.b[:, 0], [0.4, b_test * 0.9 + (1 - b_test) * 0.5])
     assert ctl.q_values(st_)[0, 0, 3 + 1] == pytest.approx(10.0 - 2.0)  # used set reset on the new patch
-    clipped = GreedyController(cell, costs, plan=PlanOptions(clip=True)).q_values(ctl.start(1))[0, 0]
+    clip = PlanOptions(clip=True)
+    clipped = InstanceController.paper(cell, costs, method="greedy", plan=clip).q_values(ctl.start(1))[0, 0]
     assert clipped[3 + 1] > q[3 + 1]  # max(Q_verify(b_z), 0) inside the expectation
 
 
@@ -227,7 +230,7 @@ def test_dp_uses_a_near_oracle_cheap_critic():
     pool = _pool([[0, 0, 1], [0, 0, 0]], [[[1, 0, 1], [1, 0, 1], [1, 1, 1]], [[1, 0, 1]] * 3])
     cell = params_cell(0.3, [0.5, 0.999, 0.5], [0.5, 0.001, 0.5])
     costs = Costs(c_gen=1, c_ver=50, reward=100, critic={"syn": 1, "test": 0.01, "llm": 1})
-    u, p, c = replay_controller(pool, TableController(cell, costs), costs, "paper")
+    u, p, c = replay_controller(pool, InstanceController.paper(cell, costs), costs, "paper")
     np.testing.assert_allclose(u, [100 - 3 - 0.03 - 50, -3 - 0.03])
     np.testing.assert_array_equal(p, [1, 0])
 
@@ -253,7 +256,7 @@ def test_release_dp_calls_a_critic_twice():
 
 
 def test_belief_state_missing_verdict_marks_used_without_update():
-    ctl = GreedyController(params_cell(0.4, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4]), COSTS)
+    ctl = InstanceController.paper(params_cell(0.4, [0.9, 0.8, 0.7], [0.3, 0.2, 0.4]), COSTS, method="greedy")
     st_ = ctl.start(2)
     ctl.observe_critic(st_, 1, np.array([-1, 1]), np.array([True, True]))
     assert st_.b[0, 0] == pytest.approx(0.4) and st_.b[1, 0] == pytest.approx(
@@ -294,7 +297,8 @@ def test_vectorised_equals_per_instance(pool, prior, tpr, fpr, kernel, cost_name
     pf, pb = kernel if kernel is not None else (np.nan, np.nan)
     cell = params_cell(prior, tpr, fpr, pf, pb)
     costs = named_costs(cost_name)
-    cases = [(PAPER, (GreedyController(cell, costs), TableController(cell, costs)))]
+    paper = InstanceController.paper
+    cases = [(PAPER, (paper(cell, costs, method="greedy"), paper(cell, costs)))]
     # the authors' released controllers keep no used-critic set: with an inverted critic
     # (tpr < fpr) they can call it forever, which the engine reports (test below)
     if all(t > f for t, f in zip(tpr, fpr, strict=True)):
@@ -422,8 +426,8 @@ def test_controllers_reason_with_several_samples():
     pool = _pool(rng.integers(0, 2, size=(30, 3)), rng.integers(0, 2, size=(30, 3, 3)))
     costs = named_costs("slow")
     for cls, prof in (
-        (GreedyController, PAPER),
-        (TableController, PAPER),
+        (functools.partial(InstanceController.paper, method="greedy"), PAPER),
+        (InstanceController.paper, PAPER),
         (ReleaseDPController, PAPER_RELEASE),
     ):
         one = replay_controller(pool, cls(cell, costs), costs, prof)

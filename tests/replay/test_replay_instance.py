@@ -8,7 +8,7 @@ import pytest
 
 from bpc.costs import named_costs
 from bpc.data.splits import fold_split, folds, split_counts
-from bpc.decide.controllers import InstanceController, TableController
+from bpc.decide.controllers import InstanceController
 from bpc.decide.kernels.instance import abandon_exact, mixture_mean
 from bpc.decide.options import PlanOptions
 from bpc.decide.table import ParameterSamples
@@ -168,7 +168,12 @@ def _synthetic(seed=0, n=20, kappa=0.5, prior=0.3):
 def test_make_controller_by_profile():
     rec = _synthetic()
     params = select_cell(laplace(split_counts(rec, _fold(rec, 5, 0))), "lcb_hard", "g1")
-    assert isinstance(policy_controller("bayesian_dp", params, FAST, "paper"), TableController)
+    table = policy_controller("bayesian_dp", params, FAST, "paper")  # the paper's table preset
+    assert (
+        isinstance(table, InstanceController)
+        and table.plan == InstanceController.paper_plan("dp")
+        and table.max_patches is None
+    )
     ctl = policy_controller("bayesian_dp", params, FAST, "bpc")
     assert isinstance(ctl, InstanceController) and ctl.plan.belief == "instance"
     assert np.isfinite(ctl.kappa).all() and ctl.plan.plan_verify_continues
