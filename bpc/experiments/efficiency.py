@@ -275,6 +275,7 @@ def hierarchical_arms(
     costs: CostSpec = None,
     draws: int = 50,
     to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
+    seed: int | None = None,
 ) -> dict[str, CalibrationFit]:
     """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one posterior.
 
@@ -304,6 +305,9 @@ def hierarchical_arms(
         :data:`~bpc.constants.POOL_SIZE` patches).
     to_params : callable, optional
         A fit → its parameter draws (default :func:`bpc.estimate.model.posterior_params`).
+    seed : int, optional
+        Seed of the fit of every cell complete (the second proposal; default: the first calibration's
+        that asks for it). ``bpc compare`` passes its posterior's seed, so that fit is made once.
 
     Returns
     -------
@@ -312,7 +316,7 @@ def hierarchical_arms(
     """
     from bpc.estimate.model.refits import LocoRefits
 
-    shared = _Hierarchy(LocoRefits(ladder, to_params=to_params), draws=draws, costs=costs)
+    shared = _Hierarchy(LocoRefits(ladder, to_params=to_params, seed=seed), draws=draws, costs=costs)
     return {arm: _HierarchicalArm(shared, arm) for arm in HIERARCHICAL_ARMS}
 
 
