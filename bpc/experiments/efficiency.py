@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.counts import counts_from_records
 from bpc.data.splits import Cell
@@ -44,7 +44,7 @@ from bpc.intervals import clustered_interval
 from bpc.progress import info
 from bpc.replay.engine import cell_pool, replay_pool
 from bpc.replay.profiles import get_profile
-from bpc.schema import COUNT_VARS, select_cell, thin_draws
+from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts, select_cell, thin_draws
 
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
@@ -166,7 +166,8 @@ def loco_counts(
     base : xarray.Dataset, optional
         A source's counts of every cell (tables, measured kernels), laid
         under the records' cells. The target's measured kernel is dropped
-        (it was measured on every task of the cell).
+        (it was measured on every task of the cell), and its per-task
+        counts are kept on the calibration tasks only (the others are scored).
 
     Returns
     -------
@@ -209,6 +210,10 @@ def loco_counts(
     sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
     if not bool((is_target & calib).any()):
         counts = empty_cell(counts, target)  # k = 0: observed nothing
+    elif has_task_counts(counts):  # the base's per-task counts of the target: its calibration tasks only
+        own_tasks = counts[DIM_TASK].isin(np.asarray(calibration_ids, dtype=str))
+        for var in TASK_COUNT_VARS:
+            counts[var].loc[sel] = counts[var].loc[sel].where(own_tasks)
     for var in ("trans_n", "trans_flip"):
         counts[var].loc[sel] = np.nan  # a measured kernel of the target saw every task
     if "source" in counts:
