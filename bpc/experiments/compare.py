@@ -610,7 +610,8 @@ def _efficiency(
     cf = config
     methods = dict(eff.CLOSED_FORMS)
     if ladder is not None:
-        methods.update(eff.hierarchical_arms(ladder, costs=cf.costs))
+        # seeded as the posterior (compare's seed, the first rung): its fit is the "all" proposal
+        methods.update(eff.hierarchical_arms(ladder, costs=cf.costs, seed=cf.seed))
     same = {k: getattr(cf, k) for k in ("repeats", "costs", "seed")}  # the compare config's own
     loco = eff.LocoConfig(targets=tuple(targets), ks=tuple(cf.ks), replay_failed=True, **same)
     utilities = eff.loco_efficiency(

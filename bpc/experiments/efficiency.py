@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
 from bpc.data.counts import counts_from_records
 from bpc.data.splits import Cell
@@ -44,7 +44,7 @@ from bpc.intervals import clustered_interval
 from bpc.progress import info
 from bpc.replay.engine import cell_pool, replay_pool
 from bpc.replay.profiles import get_profile
-from bpc.schema import COUNT_VARS, select_cell, thin_draws
+from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts, select_cell, thin_draws
 
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
@@ -166,7 +166,8 @@ def loco_counts(
     base : xarray.Dataset, optional
         A source's counts of every cell (tables, measured kernels), laid
         under the records' cells. The target's measured kernel is dropped
-        (it was measured on every task of the cell).
+        (it was measured on every task of the cell), and its per-task
+        counts are kept on the calibration tasks only (the others are scored).
 
     Returns
     -------
@@ -209,6 +210,10 @@ def loco_counts(
     sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
     if not bool((is_target & calib).any()):
         counts = empty_cell(counts, target)  # k = 0: observed nothing
+    elif has_task_counts(counts):  # the base's per-task counts of the target: its calibration tasks only
+        own_tasks = counts[DIM_TASK].isin(np.asarray(calibration_ids, dtype=str))
+        for var in TASK_COUNT_VARS:
+            counts[var].loc[sel] = counts[var].loc[sel].where(own_tasks)
     for var in ("trans_n", "trans_flip"):
         counts[var].loc[sel] = np.nan  # a measured kernel of the target saw every task
     if "source" in counts:
@@ -275,6 +280,7 @@ def hierarchical_arms(
     costs: CostSpec = None,
     draws: int = 50,
     to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
+    seed: int | None = None,
 ) -> dict[str, CalibrationFit]:
     """The :data:`HIERARCHICAL_ARMS` as methods of :func:`loco_efficiency`, sharing one posterior.
 
@@ -304,6 +310,9 @@ def hierarchical_arms(
         :data:`~bpc.constants.POOL_SIZE` patches).
     to_params : callable, optional
         A fit → its parameter draws (default :func:`bpc.estimate.model.posterior_params`).
+    seed : int, optional
+        Seed of the fit of every cell complete (the second proposal; default: the first calibration's
+        that asks for it). ``bpc compare`` passes its posterior's seed, so that fit is made once.
 
     Returns
     -------
@@ -312,7 +321,7 @@ def hierarchical_arms(
     """
     from bpc.estimate.model.refits import LocoRefits
 
-    shared = _Hierarchy(LocoRefits(ladder, to_params=to_params), draws=draws, costs=costs)
+    shared = _Hierarchy(LocoRefits(ladder, to_params=to_params, seed=seed), draws=draws, costs=costs)
     return {arm: _HierarchicalArm(shared, arm) for arm in HIERARCHICAL_ARMS}
 
 

@@ -112,6 +112,23 @@ def test_identical_counts_are_fitted_once_per_ladder():
     assert [s for _, _, s in stand_in.log] == [1, 2]
 
 
+@pytest.mark.parametrize(("pass_at", "fitted"), [(DRAWS[0], DRAWS[:1]), (DRAWS[1], DRAWS)])
+def test_a_rung_is_fitted_once_whichever_ladder_asks(pass_at, fitted):
+    """A study's posterior (one rung) and the efficiency's fit of every cell complete (the ladder,
+    seeded alike) share the rung both climb: it is sampled once, and each keeps its own attrs."""
+    from bpc.estimate.model.refits import LocoRefits
+
+    stand_in = StandIn(pass_at)
+    ladder = RefitLadder(tiny_counts(), refitter=stand_in, sampler="pymc")
+    posterior = ladder.fit(tiny_counts(), seed=7, label="posterior", presets=REFIT_PRESETS[:1])
+    full = LocoRefits(ladder, seed=7).full(seed=1234)  # the construction's seed, not the calibration's
+    assert [(d, s) for _, d, s in stand_in.log] == [(d, 7) for d in fitted]
+    assert (posterior.attrs["preset"], posterior.attrs["attempts"]) == ("default", 1)
+    assert (full.attrs["preset"], full.attrs["attempts"]) == (REFIT_PRESETS[len(fitted) - 1], len(fitted))
+    # without a seed given, the full fit's seed is the first caller's
+    assert LocoRefits(ladder).full(seed=5) is not full and stand_in.log[-1][2] == 5
+
+
 @pytest.mark.parametrize("change", ["seed", "counts", "spec", "target_accept", "kernels"])
 def test_a_cache_entry_with_another_key_is_refused_and_refitted(tmp_path, monkeypatch, change):
     counts = tiny_counts()

@@ -45,6 +45,29 @@ def test_loco_counts_keep_every_other_cell_complete(shared_panel):
     assert np.isnan(zero["trans_n"].sel(t)).all()
 
 
+def test_loco_counts_on_base_counts_keep_the_targets_scored_tasks_out(shared_panel):
+    """The base's per-task counts of the target hold its calibration tasks only: a scored task's
+    outcome never reaches a calibration (the crossed model's task effects, the task prior)."""
+    from bpc.data.counts import counts_from_records
+    from bpc.schema import TASK_COUNT_VARS, has_task_counts
+
+    rec = shared_panel.records
+    base = counts_from_records(rec)
+    assert has_task_counts(base)
+    target, t = ("lcb_hard", "haiku45"), {"benchmark": "lcb_hard", "generator": "haiku45"}
+    ids = sorted(set(rec.loc[rec["generator"] == "haiku45", "instance_id"]))[:3]
+    counts = loco_counts(rec, target, ids, base=base)
+    for var in TASK_COUNT_VARS:
+        seen = counts[var].sel(t).notnull()
+        seen = seen.any([d for d in seen.dims if d != "task"])
+        assert sorted(counts["task"].values[seen.values]) == ids, var
+        other = {"benchmark": "lcb_hard", "generator": "gpt5_mini"}  # every other cell complete
+        xr.testing.assert_identical(counts[var].sel(other), base[var].sel(other))
+    assert counts["n_instances"].sel(t).item() == 3
+    zero = loco_counts(rec, target, [], base=base)
+    assert all(bool(zero[var].sel(t).isnull().all()) for var in TASK_COUNT_VARS)
+
+
 def test_complete_pooling_pools_the_benchmark(shared_panel):
     rec = shared_panel.records
     counts = loco_counts(rec, ("lcb_hard", "haiku45"), [])

@@ -187,11 +187,12 @@ class RefitLadder:
         self._make = refitter
         self._fitter: _Fitter | None = None
         self._memo: dict[tuple[str, int, tuple[str, ...]], xr.DataTree] = {}
+        self._rungs: dict[str, xr.DataTree] = {}  # every rung fitted here, by its key: none made twice
         self._lock = threading.RLock()  # one fit at a time (a fit may be made in the background)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the compiled model and the memo (a worker compiles its own on first use)."""
-        return {**self.__dict__, "_fitter": None, "_memo": {}, "_lock": None}
+        return {**self.__dict__, "_fitter": None, "_memo": {}, "_rungs": {}, "_lock": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _lock=threading.RLock())
@@ -276,6 +277,7 @@ class RefitLadder:
                 info(said, enabled=self.progress)
                 continue
             ok = converged(dt)
+            dt = dt.copy()  # the rung's fit may also be a rung of another ladder: its own attrs
             dt.attrs.update(preset=preset, attempts=attempt, converged=int(ok))
             if ok:
                 break
@@ -295,11 +297,16 @@ class RefitLadder:
         is cached for it.
         """
         key = self.key(counts, preset, seed)
+        made = json.dumps(key, sort_keys=True)
+        if made in self._rungs:  # fitted here already (e.g. the posterior's fit is the "all" proposal)
+            info(f"refit {label}: the fit of these counts at preset {preset} is made", enabled=self.progress)
+            return self._rungs[made]
         path = None if self.cache is None else self.cache / f"{label}__{preset}__{key['counts']}.nc"
         if path is not None and path.is_file():
             dt = io.load(path)
             if json.loads(dt.attrs.get("refit_key", "{}")) == key:
                 info(f"refit {label}: reusing {path}", enabled=self.progress)
+                self._rungs[made] = dt
                 return dt
             info(f"refit {label}: {path} was made with another key; refitting", enabled=self.progress)
         info(f"refit {label}: fitting at preset {preset}", enabled=self.progress)
@@ -311,7 +318,8 @@ class RefitLadder:
             info(f"refit {label}: {time.perf_counter() - t0:.0f} s", enabled=self.progress)
         if self._reduce is not None:
             dt = self._reduce(dt)
-        dt.attrs["refit_key"] = json.dumps(key, sort_keys=True)
+        dt.attrs["refit_key"] = made
+        self._rungs[made] = dt
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             io.save(dt, path)
@@ -458,12 +466,20 @@ class LocoRefits:
         whose weights fail the k̂ check (:data:`KHAT_MAX`; cached as the ladder caches).
     to_params : callable, optional
         A fit → its parameter draws (default :func:`bpc.estimate.model.posterior_params`).
+    seed : int, optional
+        Seed of the template's fit (:meth:`full`; default: that of the first calibration asking for
+        it). A study that fits the template through the same ladder with this seed (``bpc compare``'s
+        posterior) makes that fit once.
     """
 
     def __init__(
-        self, ladder: RefitLadder, *, to_params: Callable[[xr.DataTree], xr.Dataset] | None = None
+        self,
+        ladder: RefitLadder,
+        *,
+        to_params: Callable[[xr.DataTree], xr.Dataset] | None = None,
+        seed: int | None = None,
     ) -> None:
-        self.ladder, self.to_params = ladder, to_params or posterior_params
+        self.ladder, self.to_params, self.seed = ladder, to_params or posterior_params, seed
         self._base: dict[tuple[tuple[str, str], str], xr.DataTree] = {}
         self._full: xr.DataTree | None = None
         self._prefetched: set[tuple[tuple[str, str], str]] = set()
@@ -504,8 +520,12 @@ class LocoRefits:
         return self._base[key]
 
     def full(self, *, seed: int = DEFAULT_SEED) -> xr.DataTree:
-        """The fit of the ladder's template (every cell complete), made once: the second proposal."""
+        """The fit of the ladder's template (every cell complete), made once: the second proposal.
+
+        Its seed is the one given at construction, else that of the first calibration asking for it.
+        """
         if self._full is None:
+            seed = seed if self.seed is None else self.seed
             self._full = self.ladder.fit(self.ladder.template, seed=int(seed), label="all")
         return self._full
 
