@@ -16,17 +16,12 @@ _FIGURE = re.compile(r"\n<!-- figure (.+?) \| (.*?) -->\n")
 """A figure's place in a report's text (:meth:`bpc.report.markdown.Report.figure`)."""
 
 
-def _pages(folder: Path, name: str) -> list[Path]:
-    """The PNG pages drawn for ``name``: ``name.png``, then ``name_p2.png``, … (in page order)."""
-    first = folder / f"{name}.png"
-    page = re.compile(rf"{re.escape(first.stem)}_p(\d+)")
-    more = {int(m[1]): p for p in first.parent.glob("*.png") if (m := page.fullmatch(p.stem))}
-    return [p for p in [first] if p.exists()] + [more[k] for k in sorted(more)]
-
-
 def _figure(folder: Path, match: re.Match) -> str:
-    """The Markdown of every page of a figure (none when nothing was drawn), each with its caption."""
-    pages, caption = _pages(folder, match[1]), match[2]
+    """Every PNG page drawn for a figure (``NAME.png``, ``NAME_p2.png``, …), each with its caption."""
+    first, caption = folder / f"{match[1]}.png", match[2]
+    page = re.compile(rf"{re.escape(first.stem)}_p(\d+)")
+    more = sorted((int(m[1]), p) for p in first.parent.glob("*.png") if (m := page.fullmatch(p.stem)))
+    pages = [p for p in [first] if p.exists()] + [p for _, p in more]
     parts = []
     for i, path in enumerate(pages, 1):
         text = caption + (f" (page {i} of {len(pages)})" if len(pages) > 1 else "")
