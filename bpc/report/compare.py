@@ -11,8 +11,7 @@ pooling paid.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -206,7 +205,6 @@ def compare_report(result: Result) -> Result:
     from bpc.report.tables import flag_abstention, protocol_cell_table, protocol_verdicts
 
     r, meta, files = result.tables, result.metadata, {}
-    figures: dict[str, Callable[[Path], object]] = {}
     described, cells, unc = meta["described"], meta["cells"], result.data["uncertainty"]
     table, ci = flag_abstention(r["table"]), f"{CI_PROB:.0%} task-clustered interval"
     rep = Report("bpc compare: controllers under the evaluation protocol")
@@ -263,9 +261,9 @@ def compare_report(result: Result) -> Result:
             )
             rep.table(efficiency_view(pairs), decimals=2, caption=f"Held-out differences between arms, {ci}.")
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
-            figures["efficiency"] = functools.partial(plots.plot_loco_efficiency, eff)
             caption = "Leave one cell out: gain over Laplace against k"
-            rep.figure("efficiency", caption + (" (open marker: uses a failed refit)" if used_failed else ""))
+            caption += " (open marker: uses a failed refit)" if used_failed else ""
+            rep.figure("efficiency", caption, plots.plot_loco_efficiency, eff)
     if (predicted := r.get("predicted")) is not None:
         files["predicted_vs_realised"] = predicted
         rep.heading("Does the controller know what it will earn? Predicted vs realised Δ")
@@ -279,8 +277,8 @@ def compare_report(result: Result) -> Result:
             rep.table(coverage, decimals=3, caption=caption + "over (seed, fold, benchmark) clusters.")
         if (checks := r.get("checks")) is not None and len(checks):
             files["predictive_checks"] = checks
-            figures["predicted_vs_realised"] = functools.partial(plots.plot_predicted_vs_realised, checks)
-            rep.figure("predicted_vs_realised", "Predicted vs realised Δ, one point per fold × cell × policy")
+            caption = "Predicted vs realised Δ, one point per fold × cell × policy"
+            rep.figure("predicted_vs_realised", caption, plots.plot_predicted_vs_realised, checks)
     files.update(compare_delta=table, first_action_posterior=r["first_actions"])
     post = f"{CI_PROB:.0%} posterior {CI_KIND.upper()}"
     rep.heading("The posterior controllers: posterior Δ intervals")
@@ -292,25 +290,19 @@ def compare_report(result: Result) -> Result:
     rep.text(agreement_text(table))
     headline = table[table["policy"].isin(list(HEADLINE_POLICIES))]
     title = "Δ vs always_verify per policy and cell: task-clustered and posterior intervals"
-    figures["delta_intervals"] = functools.partial(plot_delta_bars, headline, title=title, ncols=3)
-    rep.figure(
-        "delta_intervals",
-        f"Δ per policy, cross-fitted: {ci} (circles) and {post} (squares); † wins by abstaining",
-    )
+    caption = f"Δ per policy, cross-fitted: {ci} (circles) and {post} (squares); † wins by abstaining"
+    rep.figure("delta_intervals", caption, plot_delta_bars, headline, title=title, ncols=3)
     rep.heading("Policy uncertainty")
     rep.text(
         "Posterior probability of each first action at the cell prior (each draw at its own prior), the "
         f"posterior of the analytic crossover c_ver*/R = π ({post}) and the value at b0 with its band."
     )
     rep.table(r["first_actions"], decimals=3)
-    figures["p_action_optimal"] = functools.partial(plots.plot_action_probabilities, unc, cells=cells)
-    rep.figure("p_action_optimal", "P(action optimal) vs belief at h = H, no critic used")
-    figures["value_bands"] = functools.partial(plots.plot_value_bands, unc, cells=cells)
-    rep.figure(
-        "value_bands",
-        f"Value V(b) with its {post} band, the most often optimal action (opacity: posterior P(optimal)) "
-        "and each action's loss V(b) − Q_a(b)",
-    )
+    caption = "P(action optimal) vs belief at h = H, no critic used"
+    rep.figure("p_action_optimal", caption, plots.plot_action_probabilities, unc, cells=cells)
+    caption = f"Value V(b) with its {post} band, the most often optimal action (opacity: posterior "
+    caption += "P(optimal)) and each action's loss V(b) − Q_a(b)"
+    rep.figure("value_bands", caption, plots.plot_value_bands, unc, cells=cells)
     config = dict(described)
     if choices := config.pop("data choices", None):
         rep.heading("Data choices and the task report")
@@ -320,7 +312,7 @@ def compare_report(result: Result) -> Result:
             + "\n".join(f"- {c}" for c in choices)
         )
     rep.provenance(config)
-    return replace(result, tables=files, text=rep.markdown, figures=figures)
+    return replace(result, tables=files, text=rep.markdown, figures=rep.figures)
 
 
 def run_compare(config: CompareConfig, out: str | Path, *, scheduler=None, progress: bool = True) -> Result:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -214,14 +212,10 @@ def demo_report(run: Result) -> Result:
         f"the simulated `true_prior`. The Wilson interval covers the truth in {covered:.0%} of the "
         f"{len(priors)} cells (patches of one task are correlated, so nominal coverage is not expected)."
     )
-    figures: dict[str, Callable[[Path], object]] = {"figures/priors": functools.partial(plot_priors, params)}
-    report.figure("figures/priors", "Per-cell prior with Wilson 95% interval.")
-    files["gaps"], figures["figures/gaps"] = tables.gap_table(params), functools.partial(plot_gaps, params)
-    report.figure(
-        "figures/gaps",
-        "Critic informativeness γ = TPR − FPR against the prior, per critic (every cell's rates in "
-        "`gaps.csv`; empty where a critic is absent).",
-    )
+    report.figure("figures/priors", "Per-cell prior with Wilson 95% interval.", plot_priors, params)
+    files["gaps"] = tables.gap_table(params)
+    caption = "Critic informativeness γ = TPR − FPR against the prior, per critic (every cell's rates in "
+    report.figure("figures/gaps", caption + "`gaps.csv`; empty where a critic is absent).", plot_gaps, params)
 
     report.heading("Tasks: what all generators' patches say about a task", level=3)
     tasks = task_report(counts)
@@ -288,15 +282,12 @@ def demo_report(run: Result) -> Result:
             "much of a gain can be abstention (stopping without a verified patch where verifying costs more "
             "than it earns); the best simple baseline includes `stop`, so a gain over it is not."
         )
-    figures["figures/protocol_delta"] = functools.partial(plot_protocol_deltas, deltas)
-    report.figure(
-        "figures/protocol_delta",
-        f"Δ ({UTILITY}) vs the best simple baseline per cell, one panel per benchmark, with "
-        "task-clustered intervals and n held-out tasks.",
-    )
+    caption = f"Δ ({UTILITY}) vs the best simple baseline per cell, one panel per benchmark, with "
+    caption += "task-clustered intervals and n held-out tasks."
+    report.figure("figures/protocol_delta", caption, plot_protocol_deltas, deltas)
 
     report.heading("3. Hierarchical calibration: partial pooling across benchmarks × generators")
-    figures["posterior.nc"] = functools.partial(save, tree)  # atomic (bpc.outputs.atomic_file)
+    report.figures["posterior.nc"] = functools.partial(save, tree)  # atomic (bpc.outputs.atomic_file)
     post = posterior_params(tree)
     sampler = cfg.sampler
     quick = " (expected with --quick's short chains)" if cfg.quick else ""
@@ -317,15 +308,14 @@ def demo_report(run: Result) -> Result:
             "[`shrinkage.csv`](shrinkage.csv), the simulated truth in `priors.csv`)."
         ),
     )
-    figures["figures/shrinkage"] = functools.partial(plot_shrinkage, params, post)
-    report.figure(
-        "figures/shrinkage",
-        f"Shrinkage: Laplace estimate vs posterior mean per cell and rate, with {CI_PROB:.0%} intervals.",
+    caption = (
+        f"Shrinkage: Laplace estimate vs posterior mean per cell and rate, with {CI_PROB:.0%} intervals."
     )
+    report.figure("figures/shrinkage", caption, plot_shrinkage, params, post)
 
     report.heading("4. Laplace vs full-posterior controllers, credible intervals on Δ")
     compared = compare_report(run.data["compare"])
-    figures["compare"] = functools.partial(write_into, compared)
+    report.figures["compare"] = functools.partial(write_into, compared)
     described = compared.metadata["described"]
     benchmarks = ", ".join(f"`{b}`" for b in COMPARE_BENCHMARKS)
     posterior = next((str(v) for k, v in described.items() if k.startswith("posterior")), "?")
@@ -408,4 +398,4 @@ def demo_report(run: Result) -> Result:
     report.provenance(
         {"seed": cfg.seed, "scale": cfg.effective_scale, "quick": cfg.quick, "cells": len(priors)}
     )
-    return replace(run, tables=files, text=report.markdown, figures=figures)
+    return replace(run, tables=files, text=report.markdown, figures=report.figures)

@@ -8,8 +8,11 @@ fixed number of decimals so that identical runs give identical files.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -80,9 +83,12 @@ class Report:
     ----------
     title : str
         Top-level heading.
+    figures : dict
+        File name → what draws it (:attr:`bpc.evaluate.Result.figures`), filled by :meth:`figure`.
     """
 
     title: str
+    figures: dict[str, Callable[[Path], object]] = field(default_factory=dict)
     _parts: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -102,12 +108,15 @@ class Report:
             self._parts.append(f"*{caption}*\n")
         self._parts.append(markdown_table(df, **kwargs) + "\n")
 
-    def figure(self, name: str, caption: str) -> None:
+    def figure(self, name: str, caption: str, draw: Callable | None = None, *data, **kwargs) -> None:
         """Add the figure a result draws into ``name`` (a path inside its folder, without suffix).
 
         The writer (:func:`bpc.report.writer.write_into`) puts every PNG page drawn there in its
-        place, numbered, or nothing when none was drawn.
+        place, numbered, or nothing when none was drawn. With ``draw``, ``draw(*data, path, **kwargs)``
+        joins :attr:`figures` (what the result draws) under ``name``.
         """
+        if draw is not None:
+            self.figures[name] = functools.partial(draw, *data, **kwargs)
         self._parts.append(f"<!-- figure {name} | {caption} -->\n")
 
     def provenance(self, config: dict) -> None:
