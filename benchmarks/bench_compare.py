@@ -15,7 +15,7 @@ once, with timers around its parts:
     :func:`bpc.experiments.compare.compare_cells`,
     :func:`bpc.experiments.compare.posterior_policy_uncertainty`,
     :func:`bpc.experiments.efficiency.loco_efficiency` (closed-form arms, then the hierarchical
-    ones) and :func:`bpc.report.compare.write_compare`.
+    ones) and :func:`bpc.report.write`.
 
 The table shows each stage's start and end (seconds since the run began), its wall time and the
 thread it ran on, then the process' wall and CPU time (CPU / wall > 1 when the cores overlap) and
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     efficiency_mod.loco_efficiency = _timed(events, t0, "efficiency", efficiency_mod.loco_efficiency)
     protocol_mod.run_protocol = _timed(events, t0, "protocol", protocol_mod.run_protocol)
     delta_mod.predictive_coverage = _timed(events, t0, "predictive", delta_mod.predictive_coverage)
-    report_mod.write_compare = _timed(events, t0, "write", report_mod.write_compare)
+    report_mod.write = _timed(events, t0, "write", report_mod.write)
 
     out = args.out or tempfile.mkdtemp(prefix="bpc-bench-compare-")
     config = compare_mod.CompareConfig(args.source, benchmarks=args.benchmarks, quick=args.quick)

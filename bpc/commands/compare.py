@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument
@@ -72,8 +73,9 @@ def run(args: argparse.Namespace) -> int:
     from bpc.commands._input import config_from_args, study_source
     from bpc.constants import SAMPLER_PRESETS
     from bpc.experiments.compare import CompareConfig, compare
-    from bpc.outputs import atomic_folder, check_output_folder, reading, run_config
-    from bpc.report.compare import write_compare
+    from bpc.outputs import check_output_folder, reading, run_config
+    from bpc.report import write
+    from bpc.report.compare import compare_report
 
     source, costs, read = study_source(args)  # the input layer: sources, --critic, --costs
     inputs = [*read, args.costs, *[p for p in (args.posterior,) if p not in (None, "conjugate")]]
@@ -92,24 +94,24 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--scale must be > 0, got {args.scale}")
     if args.posterior not in (None, "conjugate") and not Path(args.posterior).exists():
         raise FileNotFoundError(f"--posterior {args.posterior} does not exist (or pass 'conjugate')")
-    manifest = {"seed": args.seed, "config": {**run_config(args), "source": str(source)}}
-    # the folder is built beside --out and swapped in whole at the end: a run killed part-way leaves
-    # the previous complete folder (or none) under --out, never a mix of two runs
-    with atomic_folder(args.out, manifest=manifest) as tmp, _scheduler(args.scheduler) as scheduler:
-        config = config_from_args(
-            CompareConfig,
-            args,
-            source=source,
-            benchmarks=args.benchmark,
-            generators=args.generator,
-            costs=costs,
-            efficiency=not args.no_efficiency,
-            hierarchical=not args.no_hierarchical,
-            refit_presets=args.refit_preset,
-        )
-        result = compare(config, scheduler=scheduler, progress=not args.quiet)
-        result = write_compare(result, tmp, progress=not args.quiet)
-    print(f"report: {args.out / result.files[-1].relative_to(tmp)}")
+    config = config_from_args(
+        CompareConfig,
+        args,
+        source=source,
+        benchmarks=args.benchmark,
+        generators=args.generator,
+        costs=costs,
+        efficiency=not args.no_efficiency,
+        hierarchical=not args.no_hierarchical,
+        refit_presets=args.refit_preset,
+    )
+    # the folder is built beside --out and swapped in whole at the end (bpc.report.write): a run killed
+    # part-way leaves the previous complete folder (or none) under --out, never a mix of two runs
+    with _scheduler(args.scheduler) as scheduler:
+        result = compare_report(compare(config, scheduler=scheduler, progress=not args.quiet))
+    options = {**run_config(args), "source": str(source)}  # the manifest's config: the options as given
+    write(replace(result, metadata={**result.metadata, "config": options}), args.out)
+    print(f"report: {args.out / 'report.md'}")
     return 0
 
 

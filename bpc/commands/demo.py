@@ -20,9 +20,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo and print where the report is."""
     from bpc.experiments.demo import DemoConfig, run_demo
     from bpc.outputs import check_output_folder
-    from bpc.report.demo import write_demo
+    from bpc.report import write
+    from bpc.report.demo import demo_report
 
     config = DemoConfig(seed=args.seed, scale=args.scale, quick=args.quick, progress=not args.quiet)
     check_output_folder(args.out)
-    print(f"report: {write_demo(run_demo(config), args.out, progress=config.progress)}")
+    print(f"report: {write(demo_report(run_demo(config)), args.out) / 'report.md'}")
     return 0

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the study, write its folder and print the report."""
     import warnings
 
-    from bpc.commands._input import load_from_args
+    from bpc.commands._input import config_from_args, load_from_args
     from bpc.experiments.panel import (
         PanelConfig,
         new_generator_table,
@@ -117,19 +117,16 @@ def run(args: argparse.Namespace) -> int:
     data = load_from_args(args.source, args)
     with reading(*args.source):
         check_output_folder(args.out)
-    config = PanelConfig(
+    config = config_from_args(  # repeats, max_folds, loco_per_benchmark, task_critic, include_failed as given
+        PanelConfig,
+        args,
         costs=PanelConfig.costs if args.costs is None else (args.costs,),
         ks=tuple(args.ks or PanelConfig.ks),
-        repeats=args.repeats,
-        max_folds=args.max_folds,
-        loco_per_benchmark=args.loco_per_benchmark,
         logo_arms=tuple(args.new_generator_arm or PanelConfig.logo_arms),
         logo_per_benchmark=args.new_generator_per_benchmark,
-        task_critic=args.task_critic,
         hierarchical=() if args.no_hierarchical else tuple(args.hierarchical_target or ()) or None,
         hierarchical_ks=tuple(args.hierarchical_k or PanelConfig.hierarchical_ks),
         presets=tuple(args.refit_preset or PanelConfig.presets),
-        include_failed=args.include_failed,
         protocol=not args.no_protocol,
         B=PanelConfig.B if args.bootstrap is None else args.bootstrap,
     )

@@ -72,6 +72,10 @@ class Result:
     metadata : mapping
         ``config`` (the study's config as a dict), ``versions`` and any other
         entries (notes, wall time); all go into the output's manifest.
+    data : mapping
+        What the study computed beside its tables, for a report to read
+        (xarray datasets, a posterior DataTree, the result of a study it ran);
+        the writer writes none of it.
 
     Examples
     --------
@@ -85,11 +89,11 @@ class Result:
     text: str = ""
     figures: Mapping[str, Callable[[Any], object]] = field(default_factory=dict)
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tables", MappingProxyType(dict(self.tables)))
-        object.__setattr__(self, "figures", MappingProxyType(dict(self.figures)))
-        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        for name in ("tables", "figures", "metadata", "data"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     @classmethod
     def of(
@@ -100,8 +104,9 @@ class Result:
         tables: Mapping[str, pd.DataFrame],
         text: str = "",
         figures: Mapping[str, Callable[[Any], object]] | None = None,
+        data: Mapping[str, Any] | None = None,
         **metadata: Any,
     ) -> Result:
         """A result whose metadata holds ``config`` (as a dict), the versions and ``metadata``."""
         meta = {"config": config_dict(config), "versions": versions(), **metadata}
-        return cls(name, tables, text, figures or {}, meta)
+        return cls(name, tables, text, figures or {}, meta, data or {})

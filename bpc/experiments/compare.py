@@ -1,8 +1,8 @@
 """Controllers compared on held-out tasks (``bpc compare``): the protocol, data efficiency, the posterior.
 
 :func:`compare` computes, for the replayed cells of a source (the real
-corpus' raw cells, or the simulated panel), and returns a :class:`CompareResult`;
-:mod:`bpc.report.compare` writes it. Every headline number comes from the
+corpus' raw cells, or the simulated panel), and returns a :class:`bpc.evaluate.Result`;
+:mod:`bpc.report.compare` gives it its report.  Every headline number comes from the
 evaluation protocol (:mod:`bpc.experiments.protocol`: repeated K-fold
 cross-fitting over tasks, parameters from the training tasks only,
 task-clustered intervals):
@@ -47,7 +47,7 @@ expectation, given what we know about the cell".
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ from bpc.data.tasks import task_choices
 from bpc.decide.solve import instance_kappa
 from bpc.decide.uncertainty import first_action_table, policy_uncertainty
 from bpc.estimate.laplace import laplace
-from bpc.evaluate import Arm, FoldData, contrast, controllers, cross_fit, policy_means
+from bpc.evaluate import Arm, FoldData, Result, contrast, controllers, cross_fit, policy_means
 from bpc.experiments.ablation import ablation_evaluator, ablation_table
 from bpc.experiments.delta import (
     CORPUS_SHAPED_CELLS,
@@ -286,73 +286,6 @@ def posterior_policy_uncertainty(
 # ---------------------------------------------------------------------------
 # The comparison
 # ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CompareResult:
-    """Everything :func:`compare` computed.
-
-    Attributes
-    ----------
-    label : str
-        The source (:attr:`bpc.experiments.sources.CompareData.label`).
-    cells : list of (str, str)
-        Replayed cells.
-    table : pandas.DataFrame
-        :func:`compare_cells` output: the cross-fitted Δ of the four controllers with the
-        posterior and predictive intervals (the posterior controllers' view).
-    uncertainty : xarray.Dataset
-        :func:`posterior_policy_uncertainty` output.
-    first_actions : pandas.DataFrame
-        :func:`bpc.decide.uncertainty.first_action_table` of ``uncertainty``.
-    efficiency : pandas.DataFrame or None
-        Leave-one-cell-out table (:func:`bpc.experiments.efficiency.loco_table`):
-        per (target cell, k, arm) the held-out utility difference to Laplace
-        with a task-clustered interval, the tasks, the repeats and the refits
-        (converged, excluded for failing their check; with ``include_failed``
-        used and flagged instead).
-    efficiency_pairs : pandas.DataFrame or None
-        The same table with other references (:data:`EFFICIENCY_PAIRS`): the
-        hierarchical arms against complete pooling, Bayes-robust and Thompson
-        against the posterior-mean DP — where the posterior controllers tie.
-    config : dict
-        Run settings and where the posterior came from.
-    posterior_diagnostics : dict
-        Convergence of the posterior fitted here (empty otherwise).
-    protocol : pandas.DataFrame or None
-        :func:`bpc.evaluate.contrast` of the ``bpc`` profile
-        under repeated cross-fitting: Δ vs ``always_verify`` and vs the best
-        simple baseline (chosen on the training folds).
-    baselines : pandas.DataFrame or None
-        :func:`bpc.evaluate.best_baselines`: the baseline chosen per (seed, fold, cell).
-    ablation : pandas.DataFrame or None
-        :func:`bpc.experiments.ablation.ablation_table`.
-    predicted : pandas.DataFrame or None
-        :func:`bpc.experiments.delta.predicted_vs_realised`.
-    coverage : pandas.DataFrame or None
-        :func:`bpc.experiments.delta.coverage_intervals` by policy (distinct checks).
-    checks : pandas.DataFrame or None
-        :func:`bpc.experiments.delta.predictive_coverage`: one check per fold × cell × policy.
-    files : list of pathlib.Path
-        Files written (filled by :func:`bpc.report.compare.write_compare`; the report last).
-    """
-
-    label: str
-    cells: list[Cell]
-    table: pd.DataFrame
-    uncertainty: xr.Dataset
-    first_actions: pd.DataFrame
-    efficiency: pd.DataFrame | None
-    config: dict
-    posterior_diagnostics: dict = field(default_factory=dict)
-    protocol: pd.DataFrame | None = None
-    baselines: pd.DataFrame | None = None
-    ablation: pd.DataFrame | None = None
-    predicted: pd.DataFrame | None = None
-    coverage: pd.DataFrame | None = None
-    checks: pd.DataFrame | None = None
-    efficiency_pairs: pd.DataFrame | None = None
-    files: list[Path] = field(default_factory=list)
-
-
 PROTOCOL_POLICIES: tuple[str, ...] = (
     "stop",
     "verify_first",
@@ -370,7 +303,7 @@ PROTOCOL_POLICIES: tuple[str, ...] = (
 """Policies the protocol replays under the ``bpc`` profile (those a cell cannot run are skipped)."""
 
 EFFICIENCY_PAIRS: tuple[str, ...] = ("complete_pooling", "posterior_mean_dp")
-"""References of :attr:`CompareResult.efficiency_pairs` beside Laplace: does the hierarchy beat complete
+"""References of :func:`compare`'s ``efficiency_pairs`` table beside Laplace: does the hierarchy beat complete
 pooling, and do Bayes-robust and Thompson beat the plug-in at the posterior mean."""
 
 MAX_TARGETS = 8
@@ -465,10 +398,8 @@ class CompareConfig:
     include_failed: bool = False
 
 
-def compare(
-    config: CompareConfig = CompareConfig(), *, scheduler=None, progress: bool = True
-) -> CompareResult:
-    """The whole comparison, computed (:func:`bpc.report.compare.write_compare` writes it).
+def compare(config: CompareConfig = CompareConfig(), *, scheduler=None, progress: bool = True) -> Result:
+    """The whole comparison, computed (:func:`bpc.report.compare.compare_report` reports it).
 
     Parameters
     ----------
@@ -482,7 +413,22 @@ def compare(
 
     Returns
     -------
-    CompareResult
+    bpc.evaluate.Result
+        Tables ``table`` (:func:`compare_cells`: the cross-fitted Δ of the four controllers with
+        the posterior and predictive intervals), ``first_actions``
+        (:func:`bpc.decide.uncertainty.first_action_table` of the policy uncertainty),
+        ``protocol`` and ``baselines`` (:func:`bpc.experiments.protocol.run_protocol`'s Δ and the
+        baseline chosen per seed, fold and cell), and where run ``ablation``
+        (:func:`bpc.experiments.ablation.ablation_table`), ``predicted``, ``coverage`` and
+        ``checks`` (:func:`bpc.experiments.delta.predicted_vs_realised`,
+        :func:`~bpc.experiments.delta.coverage_intervals` by policy and
+        :func:`~bpc.experiments.delta.predictive_coverage`), ``efficiency`` and
+        ``efficiency_pairs`` (:func:`bpc.experiments.efficiency.loco_table`, vs Laplace and vs
+        :data:`EFFICIENCY_PAIRS`: per (target cell, k, arm) the held-out utility difference with a
+        task-clustered interval, the tasks, the repeats and the refits); data ``uncertainty``
+        (:func:`posterior_policy_uncertainty`); metadata ``label`` and ``cells`` (the source and
+        its replayed cells), ``described`` (the run described for its report) and
+        ``posterior_diagnostics``.
     """
     from bpc.estimate.model.refits import KHAT_MAX, RefitLadder
 
@@ -577,11 +523,20 @@ def compare(
         "data choices": notes_digest(data.counts.attrs.get("notes", []))
         + task_choices(data.counts, records=data.records),
     }
-    tables = {"protocol": proto.tables["deltas"], "baselines": proto.tables["baselines"], "ablation": abl}
-    tables.update(predicted=pred, coverage=cov, checks=checks, efficiency_pairs=pairs)
-    first, diagnostics = first_action_table(unc), dict(post.diagnostics)
-    return CompareResult(
-        data.label, list(data.cells), table, unc, first, eff, described, diagnostics, **tables
+    tables: dict[str, pd.DataFrame | None] = {"table": table, "first_actions": first_action_table(unc)}
+    tables["protocol"] = proto.tables["deltas"]
+    tables.update(baselines=proto.tables["baselines"], ablation=abl, efficiency=eff, efficiency_pairs=pairs)
+    tables.update(predicted=pred, coverage=cov, checks=checks)
+    return Result.of(
+        "compare",
+        config=cf,
+        tables={k: v for k, v in tables.items() if v is not None},
+        data={"uncertainty": unc},
+        seed=seed,
+        label=data.label,
+        cells=list(data.cells),
+        described=described,
+        posterior_diagnostics=dict(post.diagnostics),
     )
 
 

@@ -4,9 +4,9 @@ The demo needs nothing but bpc itself: it simulates the paper's 9 × 6 panel
 (:mod:`bpc.data.simulate`), then runs every stage in order — counts, Laplace
 parameters, the evaluation protocol, the hierarchical fit, the Laplace vs
 full-posterior comparison, the paper's claims — and returns everything in a
-:class:`DemoRun`. Writing it is :func:`bpc.report.demo.write_demo`'s job
-(``bpc demo`` does both), so this module reads as the data flow of
-``ARCHITECTURE.md`` and computes, never writes.
+:class:`bpc.evaluate.Result`. Its report is :func:`bpc.report.demo.demo_report`'s
+job and :func:`bpc.report.write` writes it (``bpc demo`` does all three), so this
+module reads as the data flow of ``ARCHITECTURE.md`` and computes, never writes.
 """
 
 from __future__ import annotations
@@ -15,16 +15,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
-import xarray as xr
 
 from bpc.constants import DEFAULT_SEED, EXTRA_BASELINES, FOLD_SEEDS, N_FOLDS, POLICIES, SAMPLER_PRESETS
 from bpc.data.counts import counts_from_records
-from bpc.data.simulate import SimulatedPanel, simulate_panel
+from bpc.data.simulate import simulate_panel
 from bpc.estimate.laplace import laplace
 from bpc.evaluate import Result, contrast
 from bpc.experiments.analyses import AnalysisSettings, cell_table, claims_result
 from bpc.experiments.claims import Evidence
-from bpc.experiments.compare import CompareConfig, CompareResult, compare
+from bpc.experiments.compare import CompareConfig, compare
 from bpc.experiments.protocol import ProtocolConfig, run_protocol
 from bpc.progress import stage
 from bpc.replay.engine import replay_cells
@@ -82,45 +81,6 @@ class DemoConfig:
         return dict(_QUICK_SAMPLER if self.quick else SAMPLER_PRESETS["default"])
 
 
-@dataclass(frozen=True)
-class DemoRun:
-    """Everything the demo computed, in the order of its stages.
-
-    Attributes
-    ----------
-    config : DemoConfig
-        The run's settings.
-    panel : bpc.data.simulate.SimulatedPanel
-        The simulated records, trajectories and true parameters.
-    counts, params : xarray.Dataset
-        Per-cell counts and their Laplace (add-one) parameters.
-    protocol : bpc.evaluate.Result
-        The evaluation protocol on the ``bpc`` profile (tables ``utilities``,
-        ``baselines``, ``deltas``).
-    pooled : pandas.DataFrame
-        :func:`pooled_deltas` of the protocol: Δ per task over the whole panel.
-    tree : xarray.DataTree
-        The cell-level hierarchical posterior.
-    compared : bpc.experiments.compare.CompareResult
-        Laplace vs full-posterior controllers on :data:`COMPARE_BENCHMARKS`.
-    replay : pandas.DataFrame
-        The paper profile's replay of every cell (both splits).
-    claims : bpc.evaluate.Result
-        The paper's claims on the panel and on its i.i.d. twin.
-    """
-
-    config: DemoConfig
-    panel: SimulatedPanel
-    counts: xr.Dataset
-    params: xr.Dataset
-    protocol: Result
-    pooled: pd.DataFrame
-    tree: xr.DataTree
-    compared: CompareResult
-    replay: pd.DataFrame
-    claims: Result
-
-
 def pooled_deltas(utilities: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
     """Δ of every policy per held-out task over the whole panel, with a task-clustered interval.
 
@@ -159,7 +119,7 @@ def pooled_deltas(utilities: pd.DataFrame, **kwargs: Any) -> pd.DataFrame:
     return contrast(pooled, **kwargs)
 
 
-def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
+def run_demo(config: DemoConfig = DemoConfig()) -> Result:
     """Run the demo's stages on a freshly simulated panel.
 
     Parameters
@@ -169,8 +129,17 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
 
     Returns
     -------
-    DemoRun
-        Every stage's output; :func:`bpc.report.demo.write_demo` writes it.
+    bpc.evaluate.Result
+        Every stage's output, in the order of the stages; :func:`bpc.report.demo.demo_report` reports it.
+        Tables ``records`` (the simulated patches, :func:`bpc.data.simulate.simulate_panel`),
+        ``pooled`` (:func:`pooled_deltas` of the protocol: Δ per task over the whole panel) and
+        ``replay`` (the paper profile's replay of every cell, both splits); data ``truth`` (the
+        simulated rates), ``counts`` and ``params`` (per-cell counts and their Laplace parameters),
+        ``protocol`` (the evaluation protocol's result on the ``bpc`` profile: tables ``utilities``,
+        ``baselines``, ``deltas``), ``posterior`` (the cell-level hierarchical posterior, a
+        DataTree), ``compare`` (:func:`bpc.experiments.compare.compare` on
+        :data:`COMPARE_BENCHMARKS`) and ``claims`` (the paper's claims on the panel and on its
+        i.i.d. twin).
     """
     from bpc.estimate.model import ModelSpec, SamplerOptions, fit
 
@@ -216,4 +185,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> DemoRun:
     )
     with stage("checking the paper's claims, and again on the i.i.d. twin (kappa = inf)", enabled=p):
         claims = claims_result(settings, Evidence(cells=cell_table(params), replay=replay))
-    return DemoRun(config, panel, counts, params, proto, pooled, tree, compared, replay, claims)
+    tables = {"records": panel.records, "pooled": pooled, "replay": replay}
+    data = {"truth": panel.truth, "counts": counts, "params": params, "protocol": proto, "posterior": tree}
+    data.update(compare=compared, claims=claims)
+    return Result.of("demo", config=config, tables=tables, data=data, seed=config.seed)

@@ -1,8 +1,9 @@
 """Tables, figures and ``report.md`` of the Laplace-vs-posterior comparison (``bpc compare``).
 
 :func:`bpc.experiments.compare.compare` (the study, a frozen
-:class:`~bpc.experiments.compare.CompareConfig`) computes; :func:`write_compare`
-writes what it computed into a folder; :func:`run_compare` is the two in a row.
+:class:`~bpc.experiments.compare.CompareConfig`) computes; :func:`compare_report`
+gives its result the report, tables and figures :func:`bpc.report.write` writes;
+:func:`run_compare` is the three in a row.
 The text helpers (:func:`agreement_text`, :func:`efficiency_paragraph`) state,
 with the run's numbers, how the two kinds of Δ interval relate and whether
 pooling paid.
@@ -18,8 +19,11 @@ import numpy as np
 import pandas as pd
 
 from bpc.constants import CI_KIND, CI_PROB
-from bpc.experiments.compare import CONTROLLERS, CompareConfig, CompareResult, compare
+from bpc.evaluate import Result
+from bpc.experiments.compare import CONTROLLERS, CompareConfig, compare
 from bpc.experiments.efficiency import HIERARCHICAL_ARMS
+from bpc.report.markdown import Report
+from bpc.report.writer import write
 
 HEADLINE_POLICIES: tuple[str, ...] = ("best_of_3", "gate_test", "gate_llm", *CONTROLLERS)
 """Policies shown in the report's interval table and figure (beside ``always_verify``)."""
@@ -182,53 +186,40 @@ _PREDICTED_TEXT = (
 )
 
 
-def write_compare(result: CompareResult, out: str | Path, *, progress: bool = False) -> CompareResult:
-    """Write the comparison's tables (CSV), figures (PNG) and ``report.md`` into ``out``.
+def compare_report(result: Result) -> Result:
+    """The comparison's result with its report: the tables to write (CSV), its figures and ``report.md``.
 
     Parameters
     ----------
-    result : CompareResult
+    result : bpc.evaluate.Result
         :func:`bpc.experiments.compare.compare` output.
-    out : str or pathlib.Path
-        Output folder (created).
-    progress : bool
-        Say where the files went on stderr.
 
     Returns
     -------
-    CompareResult
-        ``result`` with ``files`` set (``report.md`` last).
+    bpc.evaluate.Result
+        For :func:`bpc.report.write`; its ``data`` and metadata are ``result``'s.
     """
     from bpc.experiments.ablation import ABLATION_ARMS
-    from bpc.outputs import write_csv
-    from bpc.progress import info
-    from bpc.report.markdown import Report
     from bpc.report.plots import posterior as plots
     from bpc.report.plots.replay import plot_delta_bars
     from bpc.report.tables import flag_abstention, protocol_cell_table, protocol_verdicts
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    r, files = result, []
-    table, ci = flag_abstention(r.table), f"{CI_PROB:.0%} task-clustered interval"
-    rep = Report(out, "bpc compare: controllers under the evaluation protocol")
-
-    def csv(frame: pd.DataFrame | None, name: str) -> pd.DataFrame | None:
-        if frame is not None:
-            files.append(write_csv(frame, out / name))
-        return frame
-
+    r, meta, files = result.tables, result.metadata, {}
+    described, cells, unc = meta["described"], meta["cells"], result.data["uncertainty"]
+    table, ci = flag_abstention(r["table"]), f"{CI_PROB:.0%} task-clustered interval"
+    rep = Report("bpc compare: controllers under the evaluation protocol")
     rep.text(
-        f"Source: **{r.label}**; replayed cells: {', '.join(f'{b}/{g}' for b, g in r.cells)}. Every held-out "
-        f"number below comes from repeated cross-fitting over tasks ({r.config.get('protocol', '?')}): each "
-        "task is scored by controllers calibrated without it (nor any other generator's record of it), and "
+        f"Source: **{meta['label']}**; replayed cells: {', '.join(f'{b}/{g}' for b, g in cells)}. Every "
+        "held-out number below comes from repeated cross-fitting over tasks "
+        f"({described.get('protocol', '?')}): each task is scored by controllers calibrated without it (nor "
+        "any other generator's record of it), and "
         f"every interval is a {ci} (task ids resampled jointly across the cells of a benchmark). n: tasks."
     )
-    if (proto := csv(r.protocol, "protocol_delta.csv")) is not None:
-        csv(r.baselines, "best_baselines.csv")
+    if (proto := r.get("protocol")) is not None:
+        files.update(protocol_delta=proto, best_baselines=r["baselines"])
         rep.heading("Held-out Δ: against always_verify and against the best simple baseline")
         rep.table(
-            protocol_cell_table(proto, r.baselines),
+            protocol_cell_table(proto, r["baselines"]),
             caption="Δ [interval] per cell: `vs always_verify` is the paper's number; `vs best_simple` is "
             "against the best of stop, verify_first, always_verify, gate_<critic> and best_of_3, chosen per "
             "fold on the training tasks (never on the scored ones; `best_simple` names the most frequent "
@@ -240,12 +231,14 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             f"Against the best simple baseline the controllers win (interval above 0) in {bs['better']} and "
             f"tie (interval covers 0) in {bs['tie']} of {bs['cells']} (cell, controller) rows."
         )
-    if (ablation := csv(r.ablation, "ablation.csv")) is not None:
+    if (ablation := r.get("ablation")) is not None:
+        files["ablation"] = ablation
         rep.heading("Where the instance-aware gain comes from (ablation)")
         rep.text(_ABLATION_TEXT.format(arms=", ".join(f"`{a}`" for a in ABLATION_ARMS)))
         caption = "Mean held-out utility per task and Δ (with intervals) vs always_verify, the best simple "
         rep.table(ablation, decimals=2, caption=caption + "baseline and the i.i.d. DP.")
-    if (eff := csv(r.efficiency, "efficiency.csv")) is not None:
+    if (eff := r.get("efficiency")) is not None:
+        files["efficiency"] = eff
         used_failed = bool(eff["failed_used"].sum())
         failed = "used, counted (`refits`: converged / all) and its rows carry a `flag`"
         if not used_failed:
@@ -259,8 +252,8 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             caption=f"Held-out utility difference to Laplace per task at k = 0, 1, 3, 10 and all, {ci}; "
             "repeats: fold-assignment repeats that scored the tasks.",
         )
-        pairs = r.efficiency_pairs
-        if pairs is not None and not pairs.empty and csv(pairs, "efficiency_pairs.csv") is not None:
+        if (pairs := r.get("efficiency_pairs")) is not None and not pairs.empty:
+            files["efficiency_pairs"] = pairs
             rep.text(
                 "Where the posterior controllers tie and where they win: the hierarchical arms and the task "
                 "prior against complete pooling, and Bayes-robust and Thompson against the plug-in at the "
@@ -268,60 +261,49 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             )
             rep.table(efficiency_view(pairs), decimals=2, caption=f"Held-out differences between arms, {ci}.")
         if bool((eff["method"] != "laplace").any() and eff["diff"].notna().any()):
-            files += rep.figure(
-                plots.plot_loco_efficiency(eff, out / "efficiency.png"),
-                "Leave one cell out: gain over Laplace against k"
-                + (" (open marker: uses a failed refit)" if used_failed else ""),
-            )
-    if (predicted := csv(r.predicted, "predicted_vs_realised.csv")) is not None:
+            caption = "Leave one cell out: gain over Laplace against k"
+            caption += " (open marker: uses a failed refit)" if used_failed else ""
+            rep.figure("efficiency", caption, plots.plot_loco_efficiency, eff)
+    if (predicted := r.get("predicted")) is not None:
+        files["predicted_vs_realised"] = predicted
         rep.heading("Does the controller know what it will earn? Predicted vs realised Δ")
         rep.text(_PREDICTED_TEXT)
         rep.table(predicted, decimals=2)
-        if (coverage := csv(r.coverage, "predictive_coverage.csv")) is not None:
+        if (coverage := r.get("coverage")) is not None:
+            files["predictive_coverage"] = coverage
             caption = (
                 "Coverage over distinct checks (identical controllers in a fold are one check), interval "
             )
             rep.table(coverage, decimals=3, caption=caption + "over (seed, fold, benchmark) clusters.")
-        if r.checks is not None and len(r.checks) and csv(r.checks, "predictive_checks.csv") is not None:
-            files += rep.figure(
-                plots.plot_predicted_vs_realised(r.checks, out / "predicted_vs_realised.png"),
-                "Predicted vs realised Δ, one point per fold × cell × policy",
-            )
-    csv(table, "compare_delta.csv")
-    csv(r.first_actions, "first_action_posterior.csv")
+        if (checks := r.get("checks")) is not None and len(checks):
+            files["predictive_checks"] = checks
+            caption = "Predicted vs realised Δ, one point per fold × cell × policy"
+            rep.figure("predicted_vs_realised", caption, plots.plot_predicted_vs_realised, checks)
+    files.update(compare_delta=table, first_action_posterior=r["first_actions"])
     post = f"{CI_PROB:.0%} posterior {CI_KIND.upper()}"
     rep.heading("The posterior controllers: posterior Δ intervals")
     rep.text(
-        f"Posterior: {r.config.get('posterior', '?')}; {r.config.get('posterior controllers', '')}. "
+        f"Posterior: {described.get('posterior', '?')}; {described.get('posterior controllers', '')}. "
         f"compare_delta.csv holds, per cell and policy over the held-out tasks, Δ with its {ci} and the "
         f"{post} and predictive intervals (each fold's, averaged with the fold's tasks as weights)."
     )
     rep.text(agreement_text(table))
-    files += rep.figure(
-        plot_delta_bars(
-            table[table["policy"].isin(list(HEADLINE_POLICIES))],
-            out / "delta_intervals.png",
-            title="Δ vs always_verify per policy and cell: task-clustered and posterior intervals",
-            ncols=3,
-        ),
-        f"Δ per policy, cross-fitted: {ci} (circles) and {post} (squares); † wins by abstaining",
-    )
+    headline = table[table["policy"].isin(list(HEADLINE_POLICIES))]
+    title = "Δ vs always_verify per policy and cell: task-clustered and posterior intervals"
+    caption = f"Δ per policy, cross-fitted: {ci} (circles) and {post} (squares); † wins by abstaining"
+    rep.figure("delta_intervals", caption, plot_delta_bars, headline, title=title, ncols=3)
     rep.heading("Policy uncertainty")
     rep.text(
         "Posterior probability of each first action at the cell prior (each draw at its own prior), the "
         f"posterior of the analytic crossover c_ver*/R = π ({post}) and the value at b0 with its band."
     )
-    rep.table(r.first_actions, decimals=3)
-    files += rep.figure(
-        plots.plot_action_probabilities(r.uncertainty, out / "p_action_optimal.png", cells=r.cells),
-        "P(action optimal) vs belief at h = H, no critic used",
-    )
-    files += rep.figure(
-        plots.plot_value_bands(r.uncertainty, out / "value_bands.png", cells=r.cells),
-        f"Value V(b) with its {post} band, the most often optimal action (opacity: posterior P(optimal)) "
-        "and each action's loss V(b) − Q_a(b)",
-    )
-    config = dict(r.config)
+    rep.table(r["first_actions"], decimals=3)
+    caption = "P(action optimal) vs belief at h = H, no critic used"
+    rep.figure("p_action_optimal", caption, plots.plot_action_probabilities, unc, cells=cells)
+    caption = f"Value V(b) with its {post} band, the most often optimal action (opacity: posterior "
+    caption += "P(optimal)) and each action's loss V(b) − Q_a(b)"
+    rep.figure("value_bands", caption, plots.plot_value_bands, unc, cells=cells)
+    config = dict(described)
     if choices := config.pop("data choices", None):
         rep.heading("Data choices and the task report")
         rep.text(
@@ -330,28 +312,26 @@ def write_compare(result: CompareResult, out: str | Path, *, progress: bool = Fa
             + "\n".join(f"- {c}" for c in choices)
         )
     rep.provenance(config)
-    files = [*dict.fromkeys(files), rep.write()]
-    info(f"wrote {len(files)} file(s)", enabled=progress)  # into a temporary folder when atomic
-    return replace(result, files=files)
+    return replace(result, tables=files, text=rep.markdown, figures=rep.figures)
 
 
-def run_compare(
-    config: CompareConfig, out: str | Path, *, scheduler=None, progress: bool = True
-) -> CompareResult:
-    """The study (:func:`bpc.experiments.compare.compare`) then its writer (:func:`write_compare`).
+def run_compare(config: CompareConfig, out: str | Path, *, scheduler=None, progress: bool = True) -> Result:
+    """The study (:func:`bpc.experiments.compare.compare`), its report (:func:`compare_report`), written.
 
     Parameters
     ----------
     config : CompareConfig
         The study's options.
     out : str or pathlib.Path
-        Output folder.
+        Output folder (:func:`bpc.report.write`: built aside, swapped in whole).
     scheduler, progress
         As in :func:`bpc.experiments.compare.compare`.
 
     Returns
     -------
-    CompareResult
-        With ``files`` (``report.md`` last).
+    bpc.evaluate.Result
+        What was written (``report.md`` and the tables, figures of :func:`compare_report`).
     """
-    return write_compare(compare(config, scheduler=scheduler, progress=progress), out, progress=progress)
+    result = compare_report(compare(config, scheduler=scheduler, progress=progress))
+    write(result, out)
+    return result

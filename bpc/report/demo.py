@@ -1,7 +1,8 @@
 """Write ``bpc demo``'s report: a one-screen summary, then one section per stage.
 
 The numbers come from :func:`bpc.experiments.demo.run_demo` (a
-:class:`~bpc.experiments.demo.DemoRun`); this module only writes them. The
+:class:`bpc.evaluate.Result`); :func:`demo_report` gives it its report, tables
+and figures, and :func:`bpc.report.write` writes them. The
 report opens with what was simulated, what won and by how much (with
 intervals); every per-cell table goes to a CSV file the report links, and the
 tables left inline name their columns with their units.
@@ -9,16 +10,18 @@ tables left inline name their columns with their units.
 
 from __future__ import annotations
 
+import functools
 import json
-from pathlib import Path
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from bpc.constants import CI_KIND, CI_PROB
-from bpc.outputs import atomic_folder, write_csv
-from bpc.progress import info
+from bpc.evaluate import Result
+from bpc.experiments.demo import DemoConfig
 from bpc.report.markdown import Report, interval_text
+from bpc.report.writer import write_into
 
 UTILITY = "utility per task"
 """The unit of every Δ: reward R = 100 for a verified pass minus the costs spent (``docs/method.md
@@ -98,21 +101,19 @@ def summary_table(pooled: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _summary(report: Report, run, diag, claims_tally: str) -> None:
+def _summary(report: Report, run: Result, cfg: DemoConfig, diag, claims_tally: str) -> None:
     """The one-screen summary: what was simulated, what won, by how much, with intervals."""
-    panel, cfg = run.panel, run.config
-    deltas = run.protocol.tables["deltas"]
-    records = panel.records
+    deltas, records, truth = run.data["protocol"].tables["deltas"], run.tables["records"], run.data["truth"]
     n_cells = len(records[["benchmark", "generator"]].drop_duplicates())
     n_tasks = int(deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
     kappa = ""
-    if "kappa" in panel.truth:
-        k = np.asarray(panel.truth["kappa"].values, dtype=float)
+    if "kappa" in truth:
+        k = np.asarray(truth["kappa"].values, dtype=float)
         kappa = (
             f"; the patches of one task share its difficulty (median κ = {np.nanmedian(k):.2g}: "
             f"correlation of two patches' outcomes 1/(1 + κ) = {1 / (1 + np.nanmedian(k)):.2f})"
         )
-    pooled = run.pooled
+    pooled = run.tables["pooled"]
     best = pooled[pooled["reference"] == "best_simple"].sort_values("delta", ascending=False)
     top = best.iloc[0]
     dp = pooled[(pooled["policy"] == "bayesian_dp") & (pooled["reference"] == "best_simple")]
@@ -161,60 +162,47 @@ def _summary(report: Report, run, diag, claims_tally: str) -> None:
     report.text("Files: " + "; ".join(f"[`{f}`]({f}) — {what}" for f, what in files.items()) + ".")
 
 
-def write_demo(run, out: str | Path, *, progress: bool = True) -> Path:
-    """Write a :class:`~bpc.experiments.demo.DemoRun` into the folder ``out``; return the report's path.
-
-    The folder is built in a temporary sibling and swapped in whole at the end
-    with a ``manifest.json`` (:func:`bpc.outputs.atomic_folder`): an interrupted
-    demo leaves the previous complete folder untouched.
+def demo_report(run: Result) -> Result:
+    """The demo's result with its report: a one-screen summary, then one section per stage.
 
     Parameters
     ----------
-    run : bpc.experiments.demo.DemoRun
+    run : bpc.evaluate.Result
         What :func:`bpc.experiments.demo.run_demo` returned.
-    out : str or pathlib.Path
-        Output folder.
-    progress : bool
-        Print where the report is.
+
+    Returns
+    -------
+    bpc.evaluate.Result
+        For :func:`bpc.report.write`: the per-cell tables (CSV), the figures (under ``figures/``),
+        the posterior (``posterior.nc``), the comparison's folder (``compare/``) and ``report.md``.
     """
-    from dataclasses import asdict
-
-    final = Path(out)
-    manifest = {"seed": run.config.seed, "config": {**asdict(run.config), "command": "demo"}}
-    with atomic_folder(final, manifest=manifest) as tmp:
-        path = _write(run, tmp)
-    info(f"report written to {final / path.relative_to(tmp)}", enabled=progress)
-    return final / path.relative_to(tmp)
-
-
-def _write(run, out: Path) -> Path:
-    """The report's sections, written into ``out``; the report's path."""
     from bpc.data.tasks import FLAG, shared_solutions, task_report
     from bpc.estimate.model import diagnose, posterior_params, save
+    from bpc.experiments.compare import CONTROLLERS
+    from bpc.experiments.demo import COMPARE_BENCHMARKS
     from bpc.report import tables
     from bpc.report.claims import claims_markdown
-    from bpc.report.compare import efficiency_paragraph, write_compare
+    from bpc.report.compare import compare_report, efficiency_paragraph
     from bpc.report.plots.calibration import plot_gaps, plot_priors
     from bpc.report.plots.model import plot_shrinkage, shrinkage_table
     from bpc.report.plots.replay import plot_protocol_deltas
 
-    cfg, params, counts, tree = run.config, run.params, run.counts, run.tree
-    figs = out / "figures"
-    report = Report(out, "bpc demo — Bayesian control on the simulated paper panel")
+    cfg, files = DemoConfig(**run.metadata["config"]), {}
+    params, counts, tree, protocol = (run.data[k] for k in ("params", "counts", "posterior", "protocol"))
+    report = Report("bpc demo — Bayesian control on the simulated paper panel")
     report.text(
         "Everything below is computed from data simulated from the paper's published tables "
         "(9 benchmarks × 6 generators, `bpc.data.simulate`), not from real agent runs. "
         "Re-running with the same seed reproduces every number."
     )
     diag = diagnose(tree)
-    tally = run.claims.tables["claims"]["verdict"].value_counts()
-    _summary(report, run, diag, ", ".join(f"{n} {v}" for v, n in tally.items()))
+    tally = run.data["claims"].tables["claims"]["verdict"].value_counts()
+    _summary(report, run, cfg, diag, ", ".join(f"{n} {v}" for v, n in tally.items()))
 
     report.heading("1. Calibration: priors and critic informativeness (Laplace mode)")
     priors = tables.prior_table(params, counts).drop(columns=["source"])
-    truth = run.panel.truth["prior"].to_dataframe(name="true_prior").reset_index()
-    priors = priors.merge(truth, on=["benchmark", "generator"], how="left")
-    write_csv(priors, out / "priors.csv")
+    truth = run.data["truth"]["prior"].to_dataframe(name="true_prior").reset_index()
+    priors = files["priors"] = priors.merge(truth, on=["benchmark", "generator"], how="left")
     covered = priors["true_prior"].between(priors["wilson_lo"], priors["wilson_hi"]).mean()
     report.text(
         f"Prior P(pass) per cell in [`priors.csv`](priors.csv): counts (`n_instances`, `n_patches`, "
@@ -224,17 +212,14 @@ def _write(run, out: Path) -> Path:
         f"the simulated `true_prior`. The Wilson interval covers the truth in {covered:.0%} of the "
         f"{len(priors)} cells (patches of one task are correlated, so nominal coverage is not expected)."
     )
-    report.figure(plot_priors(params, figs / "priors"), "Per-cell prior with Wilson 95% interval.")
-    write_csv(tables.gap_table(params), out / "gaps.csv")
-    report.figure(
-        plot_gaps(params, figs / "gaps"),
-        "Critic informativeness γ = TPR − FPR against the prior, per critic (every cell's rates in "
-        "`gaps.csv`; empty where a critic is absent).",
-    )
+    report.figure("figures/priors", "Per-cell prior with Wilson 95% interval.", plot_priors, params)
+    files["gaps"] = tables.gap_table(params)
+    caption = "Critic informativeness γ = TPR − FPR against the prior, per critic (every cell's rates in "
+    report.figure("figures/gaps", caption + "`gaps.csv`; empty where a critic is absent).", plot_gaps, params)
 
     report.heading("Tasks: what all generators' patches say about a task", level=3)
     tasks = task_report(counts)
-    write_csv(tasks.assign(tasks=[" ".join(map(str, t)) for t in tasks["tasks"]]), out / "tasks.csv")
+    files["tasks"] = tasks.assign(tasks=[" ".join(map(str, t)) for t in tasks["tasks"]])
     report.table(
         tasks.drop(columns=["tasks", "generators"]).rename(columns=_TASK_COLUMNS),
         decimals=2,
@@ -263,11 +248,10 @@ def _write(run, out: Path) -> Path:
     )
 
     report.heading("2. Controllers against baselines on held-out tasks (evaluation protocol, bpc profile)")
-    deltas, baselines = run.protocol.tables["deltas"], run.protocol.tables["baselines"]
-    write_csv(deltas, out / "protocol_delta.csv")
-    write_csv(baselines, out / "protocol_baselines.csv")
-    write_csv(tables.protocol_cell_table(deltas, baselines), out / "protocol_cells.csv")
-    seeds, n_folds = (run.protocol.metadata["config"][k] for k in ("seeds", "n_folds"))
+    deltas, baselines = protocol.tables["deltas"], protocol.tables["baselines"]
+    files.update(protocol_delta=deltas, protocol_baselines=baselines)
+    files["protocol_cells"] = tables.protocol_cell_table(deltas, baselines)
+    seeds, n_folds = (protocol.metadata["config"][k] for k in ("seeds", "n_folds"))
     n_tasks = int(deltas.groupby(["benchmark", "generator"])["n_tasks"].max().sum())
     report.text(
         f"The `bpc` profile (instance belief: patches of one task share its difficulty) under bpc's "
@@ -298,14 +282,12 @@ def _write(run, out: Path) -> Path:
             "much of a gain can be abstention (stopping without a verified patch where verifying costs more "
             "than it earns); the best simple baseline includes `stop`, so a gain over it is not."
         )
-    report.figure(
-        plot_protocol_deltas(deltas, figs / "protocol_delta"),
-        f"Δ ({UTILITY}) vs the best simple baseline per cell, one panel per benchmark, with "
-        "task-clustered intervals and n held-out tasks.",
-    )
+    caption = f"Δ ({UTILITY}) vs the best simple baseline per cell, one panel per benchmark, with "
+    caption += "task-clustered intervals and n held-out tasks."
+    report.figure("figures/protocol_delta", caption, plot_protocol_deltas, deltas)
 
     report.heading("3. Hierarchical calibration: partial pooling across benchmarks × generators")
-    save(tree, out / "posterior.nc")  # atomic (bpc.outputs.atomic_file)
+    report.figures["posterior.nc"] = functools.partial(save, tree)  # atomic (bpc.outputs.atomic_file)
     post = posterior_params(tree)
     sampler = cfg.sampler
     quick = " (expected with --quick's short chains)" if cfg.quick else ""
@@ -318,8 +300,7 @@ def _write(run, out: Path) -> Path:
         f"{diag.min_ess_tail:.0f}, {diag.divergences} divergences — "
         + ("all within the pinned thresholds." if diag.ok else failed)
     )
-    moves = shrinkage_table(params, post)
-    write_csv(moves, out / "shrinkage.csv")
+    moves = files["shrinkage"] = shrinkage_table(params, post)
     report.table(
         moves.head(8).rename(columns=_SHRINKAGE_COLUMNS),
         caption=(
@@ -327,25 +308,24 @@ def _write(run, out: Path) -> Path:
             "[`shrinkage.csv`](shrinkage.csv), the simulated truth in `priors.csv`)."
         ),
     )
-    report.figure(
-        plot_shrinkage(params, post, figs / "shrinkage"),
-        f"Shrinkage: Laplace estimate vs posterior mean per cell and rate, with {CI_PROB:.0%} intervals.",
+    caption = (
+        f"Shrinkage: Laplace estimate vs posterior mean per cell and rate, with {CI_PROB:.0%} intervals."
     )
+    report.figure("figures/shrinkage", caption, plot_shrinkage, params, post)
 
     report.heading("4. Laplace vs full-posterior controllers, credible intervals on Δ")
-    from bpc.experiments.compare import CONTROLLERS
-    from bpc.experiments.demo import COMPARE_BENCHMARKS
-
-    result = write_compare(run.compared, out / "compare", progress=cfg.progress)
+    compared = compare_report(run.data["compare"])
+    report.figures["compare"] = functools.partial(write_into, compared)
+    described = compared.metadata["described"]
     benchmarks = ", ".join(f"`{b}`" for b in COMPARE_BENCHMARKS)
-    posterior = next((str(v) for k, v in result.config.items() if k.startswith("posterior")), "?")
+    posterior = next((str(v) for k, v in described.items() if k.startswith("posterior")), "?")
     report.text(
         f"The cells of {len(COMPARE_BENCHMARKS)} benchmarks ({benchmarks}: a low prior, a high prior and a "
-        f"slow oracle); the posterior controllers: {result.config.get('posterior controllers', '?')} (`bpc "
+        f"slow oracle); the posterior controllers: {described.get('posterior controllers', '?')} (`bpc "
         "compare`'s comparison; `bpc compare --out DIR` runs it on every cell, with the leave-one-cell-out "
         f"data-efficiency refits). Posterior used by the controllers: {posterior}."
     )
-    table = tables.flag_abstention(result.table)
+    table = compared.tables["compare_delta"]
     av_pass = table.loc[table["policy"] == "always_verify", "pass_rate"].mean()
     ctrl = table[table["policy"].isin(CONTROLLERS)].set_index(["benchmark", "generator"])
     laplace_delta = ctrl.loc[ctrl["policy"] == "laplace_dp", "delta"]
@@ -389,8 +369,8 @@ def _write(run, out: Path) -> Path:
         "win on these tasks*, the posterior for *would it win in expectation given what calibration knows*. "
         f"For the Laplace DP the two intervals are disjoint in {disjoint} of {len(dp)} cells."
     )
-    if result.efficiency is not None:
-        report.text(efficiency_paragraph(result.efficiency))
+    if (efficiency := compared.tables.get("efficiency")) is not None:
+        report.text(efficiency_paragraph(efficiency))
     captions = {
         "p_action_optimal": "Policy uncertainty: P(action optimal) across posterior draws, by belief",
         "value_bands": f"Expected utility V(b) and Q(b) per action with {CI_PROB:.0%} credible bands",
@@ -399,13 +379,12 @@ def _write(run, out: Path) -> Path:
         "predicted_vs_realised": "Predicted (training side only) vs realised held-out Δ, one point per fold",
     }
     for stem, caption in captions.items():  # a figure's pages: <stem>.png, <stem>_p2.png, …
-        pages = [p for p in result.files if p.stem == stem or p.stem.removeprefix(stem + "_p").isdigit()]
-        report.figure(pages, caption)
+        report.figure(f"compare/{stem}", caption)
     report.text("The full comparison report is [compare/report.md](compare/report.md).")
 
     report.heading("5. The paper's claims: which hold here, and which change with dependent patches")
-    write_csv(tables.flag_abstention(run.replay), out / "delta.csv")
-    write_csv(run.claims.tables["comparison"], out / "claims.csv")
+    files["delta"] = tables.flag_abstention(run.tables["replay"])
+    files["claims"] = run.data["claims"].tables["comparison"]
     report.text(
         "The paper's claims are about its controllers, so each is checked on the paper profile's replay "
         "(i.i.d. belief, one 75/25 split per cell, both splits; every policy's Δ vs always_verify with its "
@@ -414,9 +393,9 @@ def _write(run, out: Path) -> Path:
         "The regime-map, c_ver-sweep and PRR claims need the cost grid: `bpc analyses paper_claims` "
         "(section *paper claims* of its index). Table: [`claims.csv`](claims.csv)."
     )
-    report.text(claims_markdown(run.claims, panel="simulated panel"))
+    report.text(claims_markdown(run.data["claims"], panel="simulated panel"))
 
     report.provenance(
         {"seed": cfg.seed, "scale": cfg.effective_scale, "quick": cfg.quick, "cells": len(priors)}
     )
-    return report.write()
+    return replace(run, tables=files, text=report.markdown, figures=report.figures)

@@ -1,21 +1,22 @@
 """Markdown reports: tables, figures and provenance, written to a folder.
 
-A :class:`Report` collects sections in order and writes ``report.md`` with
-figures referenced by relative path. Tables are rendered by
+A :class:`Report` collects sections in order into the text of a result
+(``report.md``), its figures referenced by relative path. Tables are rendered by
 :func:`markdown_table` (no optional dependency), numbers formatted with a
 fixed number of decimals so that identical runs give identical files.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from bpc.outputs import versions, write_text
+from bpc.outputs import versions
 
 
 def _fmt(value, decimals: int) -> str:
@@ -76,23 +77,21 @@ def markdown_table(
 
 @dataclass
 class Report:
-    """An ordered Markdown report written into ``folder``.
+    """An ordered Markdown report: the text of a :class:`bpc.evaluate.Result`.
 
     Parameters
     ----------
-    folder : pathlib.Path
-        Output folder (created). Figures should be saved inside it.
     title : str
         Top-level heading.
+    figures : dict
+        File name → what draws it (:attr:`bpc.evaluate.Result.figures`), filled by :meth:`figure`.
     """
 
-    folder: Path
     title: str
+    figures: dict[str, Callable[[Path], object]] = field(default_factory=dict)
     _parts: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.folder = Path(self.folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
         self._parts.append(f"# {self.title}\n")
 
     def heading(self, text: str, level: int = 2) -> None:
@@ -109,18 +108,16 @@ class Report:
             self._parts.append(f"*{caption}*\n")
         self._parts.append(markdown_table(df, **kwargs) + "\n")
 
-    def figure(self, paths: str | Path | Sequence[str | Path], caption: str) -> list[Path]:
-        """Add a figure saved inside the report folder: each PNG page a plot function wrote, numbered.
+    def figure(self, name: str, caption: str, draw: Callable | None = None, *data, **kwargs) -> None:
+        """Add the figure a result draws into ``name`` (a path inside its folder, without suffix).
 
-        Returns the files (``paths``), for the caller's list of what it wrote.
+        The writer (:func:`bpc.report.writer.write_into`) puts every PNG page drawn there in its
+        place, numbered, or nothing when none was drawn. With ``draw``, ``draw(*data, path, **kwargs)``
+        joins :attr:`figures` (what the result draws) under ``name``.
         """
-        files = [Path(p) for p in ([paths] if isinstance(paths, str | Path) else paths)]
-        pngs = [p for p in files if p.suffix == ".png"]
-        for i, path in enumerate(pngs, 1):
-            text = caption + (f" (page {i} of {len(pngs)})" if len(pngs) > 1 else "")
-            rel = path.resolve().relative_to(self.folder.resolve())
-            self._parts.append(f"![{text}]({rel.as_posix()})\n\n*{text}*\n")
-        return files
+        if draw is not None:
+            self.figures[name] = functools.partial(draw, *data, **kwargs)
+        self._parts.append(f"<!-- figure {name} | {caption} -->\n")
 
     def provenance(self, config: dict) -> None:
         """Add the run's configuration and library versions."""
@@ -129,6 +126,7 @@ class Report:
         lines += [f"- {k} {v}" for k, v in versions().items()]
         self._parts.append("\n".join(lines) + "\n")
 
-    def write(self, name: str = "report.md") -> Path:
-        """Write the report atomically (:func:`bpc.outputs.write_text`) and return its path."""
-        return write_text(self.folder / name, "\n".join(self._parts))
+    @property
+    def markdown(self) -> str:
+        """The report's text."""
+        return "\n".join(self._parts)

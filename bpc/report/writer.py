@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,14 +12,49 @@ from bpc.outputs import atomic_folder, write_csv, write_text
 if TYPE_CHECKING:
     from bpc.evaluate.result import Result
 
+_FIGURE = re.compile(r"\n<!-- figure (.+?) \| (.*?) -->\n")
+"""A figure's place in a report's text (:meth:`bpc.report.markdown.Report.figure`)."""
+
+
+def _figure(folder: Path, match: re.Match) -> str:
+    """Every PNG page drawn for a figure (``NAME.png``, ``NAME_p2.png``, …), each with its caption."""
+    first, caption = folder / f"{match[1]}.png", match[2]
+    page = re.compile(rf"{re.escape(first.stem)}_p(\d+)")
+    more = sorted((int(m[1]), p) for p in first.parent.glob("*.png") if (m := page.fullmatch(p.stem)))
+    pages = [p for p in [first] if p.exists()] + [p for _, p in more]
+    parts = []
+    for i, path in enumerate(pages, 1):
+        text = caption + (f" (page {i} of {len(pages)})" if len(pages) > 1 else "")
+        parts.append(f"![{text}]({path.relative_to(folder).as_posix()})\n\n*{text}*\n")
+    return "\n" + "\n".join(parts) if parts else ""
+
+
+def write_into(result: Result, folder: str | os.PathLike, *, option: str = "--out") -> Path:
+    """Write a result's files into ``folder`` as they come (:func:`write` builds its folder with it).
+
+    Every table as ``<name>.csv``, every figure drawn into its file name, then the
+    text as ``report.md`` (when there is one), each figure's place in it holding
+    the pages drawn.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, table in result.tables.items():
+        write_csv(table, folder / f"{name}.csv", option=option, index=False)
+    for name, draw in result.figures.items():
+        draw(folder / name)
+    if result.text:
+        write_text(folder / "report.md", _FIGURE.sub(lambda m: _figure(folder, m), result.text))
+    return folder
+
 
 def write(result: Result, out: str | os.PathLike, *, option: str = "--out") -> Path:
     """Write a study's result into the folder ``out``, atomically.
 
     The folder is built aside and swapped in whole (:func:`bpc.outputs.atomic_folder`):
     every table as ``<name>.csv``, the text as ``report.md`` (when there is
-    one), every figure drawn into its file name, and ``manifest.json`` with the
-    result's metadata (its config, versions, notes) and every file's checksum.
+    one), every figure drawn into its file name (:func:`write_into`), and
+    ``manifest.json`` with the result's metadata (its config, versions, notes)
+    and every file's checksum.
 
     Parameters
     ----------
@@ -46,10 +82,5 @@ def write(result: Result, out: str | os.PathLike, *, option: str = "--out") -> P
     meta = dict(result.metadata)
     manifest = {"study": result.name, **meta, "config": meta.get("config", {})}
     with atomic_folder(out, manifest=manifest, option=option) as tmp:
-        for name, table in result.tables.items():
-            write_csv(table, tmp / f"{name}.csv", option=option, index=False)
-        if result.text:
-            write_text(tmp / "report.md", result.text)
-        for name, draw in result.figures.items():
-            draw(tmp / name)
+        write_into(result, tmp, option=option)
     return Path(out)

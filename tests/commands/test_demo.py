@@ -81,28 +81,31 @@ def test_demo_is_deterministic(demo, tmp_path):
     from bpc.data.counts import counts_from_records
     from bpc.data.simulate import simulate_panel
     from bpc.estimate.laplace import laplace
-    from bpc.experiments.demo import pooled_deltas
-    from bpc.report.demo import write_demo
+    from bpc.experiments.demo import DemoConfig, pooled_deltas
+    from bpc.report import write
+    from bpc.report.demo import demo_report
 
     demo_run, run = demo
-    panel = simulate_panel(run.config.seed, scale=run.config.effective_scale)
-    pd.testing.assert_frame_equal(panel.records, run.panel.records)
+    config, protocol = DemoConfig(**run.metadata["config"]), run.data["protocol"]
+    panel = simulate_panel(config.seed, scale=config.effective_scale)
+    pd.testing.assert_frame_equal(panel.records, run.tables["records"])
     counts = counts_from_records(panel.records, panel.trajectories, source="simulated")
-    xr.testing.assert_identical(counts, run.counts)
-    xr.testing.assert_identical(laplace(counts), run.params)
-    prob = float(run.protocol.tables["deltas"]["prob"].iloc[0])  # the task-clustered bootstrap, seeded
-    pd.testing.assert_frame_equal(pooled_deltas(run.protocol.tables["utilities"], prob=prob), run.pooled)
+    xr.testing.assert_identical(counts, run.data["counts"])
+    xr.testing.assert_identical(laplace(counts), run.data["params"])
+    prob = float(protocol.tables["deltas"]["prob"].iloc[0])  # the task-clustered bootstrap, seeded
+    pooled = pooled_deltas(protocol.tables["utilities"], prob=prob)
+    pd.testing.assert_frame_equal(pooled, run.tables["pooled"])
 
     again = tmp_path / "b"
-    write_demo(run, again, progress=False)
+    write(demo_report(run), again)
     first, second = tree(demo_run), tree(again)
     assert sorted(first) == sorted(second)
     different = [name for name in first if name != MANIFEST and first[name] != second[name]]
     assert not different, different  # report.md, every table and figure, byte for byte
 
 
-WRITER = "import pickle, sys\nfrom bpc.report.demo import write_demo\n"
-WRITER += "write_demo(pickle.load(open(sys.argv[1], 'rb')), sys.argv[2], progress=False)\n"
+WRITER = "import pickle, sys\nfrom bpc.report import write\nfrom bpc.report.demo import demo_report\n"
+WRITER += "write(demo_report(pickle.load(open(sys.argv[1], 'rb'))), sys.argv[2])\n"
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ from bpc.experiments.compare import CONTROLLERS, compare_cells
 from bpc.experiments.delta import Simulation, posterior_delta, simulate_pool
 from bpc.experiments.posterior import check_posterior_cells, posterior_mean_params
 from bpc.experiments.sources import CompareData, load_source
-from bpc.report.compare import agreement_text, write_compare
+from bpc.report import write
+from bpc.report.compare import agreement_text, compare_report
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +147,8 @@ def test_run_compare_quick_conjugate(tmp_path):
         repeats=1,
         targets=[("lcb_hard", "haiku45")],
     )
-    res = write_compare(compare(config, progress=False), tmp_path)
-    names = {p.name for p in res.files}
+    res = compare_report(compare(config, progress=False))
+    names = {p.name for p in write(res, tmp_path).iterdir()}
     assert {
         "protocol_delta.csv",
         "ablation.csv",
@@ -161,7 +162,7 @@ def test_run_compare_quick_conjugate(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "best simple baseline" in text and "leave one cell out" in text.lower() and "ablation" in text
     assert "pass nothing" in text and "possible harness or oracle failure" in text  # the task report
-    for png in (p for p in res.files if p.suffix == ".png"):  # every page written is embedded
+    for png in tmp_path.glob("*.png"):  # every page written is embedded
         assert f"({png.name})" in text
     eff = pd.read_csv(tmp_path / "efficiency.csv")
     assert {"diff", "ci_lo", "ci_hi", "n_converged", "n_repeats", "failed_used", "flag"} <= set(eff.columns)
@@ -169,9 +170,12 @@ def test_run_compare_quick_conjugate(tmp_path):
     assert set(eff["method"]) == {"laplace", "complete_pooling", "task_prior"}
     share = eff[eff["method"] == "task_prior"].groupby("k")["task_prior_share"]
     assert share.max()[0] == 0 and share.min()[-1] > 0.5  # k = 0 places no target in the crossed model
-    head = res.protocol
+    head = res.tables["protocol_delta"]
     assert {"always_verify", "best_simple"} == set(head["reference"]) and (head["n_tasks"] > 0).all()
-    assert isinstance(res.table, pd.DataFrame) and len(res.first_actions) == 2
+    assert (
+        isinstance(res.tables["compare_delta"], pd.DataFrame)
+        and len(res.tables["first_action_posterior"]) == 2
+    )
 
 
 def test_report_helpers_read_the_protocol_and_efficiency_tables():
@@ -489,7 +493,7 @@ def test_failed_fold_posteriors_are_said_where_the_posterior_delta_is_shown(tmp_
         "simulated", posterior="conjugate", draws=12, quick=True, seed=1, benchmarks=["lcb_hard"],
         generators=["gpt5_mini", "haiku45"], scale=0.2, efficiency=False, ablation=False, predictive=False,
     )  # fmt: skip
-    write_compare(compare(config, progress=False), tmp_path)
+    write(compare_report(compare(config, progress=False)), tmp_path)
     assert len(calls) == 6  # all tasks, then one per fold
     text = (tmp_path / "report.md").read_text()
     section = text[text.index("The posterior controllers") : text.index("Policy uncertainty")]
