@@ -25,7 +25,7 @@ def corpus_path() -> Path:
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory):
-    """One ``bpc demo`` (:data:`DEMO_ARGS`) through the CLI for the session: its folder and its ``DemoRun``.
+    """One ``bpc demo`` (:data:`DEMO_ARGS`) through the CLI for the session: its folder and its ``Result``.
 
     The run computed by :func:`bpc.experiments.demo.run_demo` is captured on its way to the writer, so that
     the tests can rewrite or re-check it without running the whole pipeline again. The run costs the whole
