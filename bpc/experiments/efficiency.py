@@ -31,10 +31,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK, N_FOLDS
+from bpc.constants import DEFAULT_SEED, DIM_BENCHMARK, DIM_GENERATOR, N_FOLDS
 from bpc.costs import CostSpec, cost_resolver
-from bpc.data.counts import counts_from_records
-from bpc.data.splits import Cell
+from bpc.data.splits import Cell, Split, split_cells, split_counts
 from bpc.estimate.laplace import instance_params, laplace
 from bpc.evaluate import Arm, controllers, fold_splits, profile_controllers
 from bpc.experiments.cluster import map_pieces
@@ -44,7 +43,7 @@ from bpc.intervals import clustered_interval
 from bpc.progress import info
 from bpc.replay.engine import cell_pool, replay_pool
 from bpc.replay.profiles import get_profile
-from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, has_task_counts, select_cell, thin_draws
+from bpc.schema import COUNT_VARS, select_cell, thin_draws
 
 LOCO_K: tuple[int | None, ...] = (0, 1, 3, 10, None)
 """Calibration tasks of the target cell; ``None`` = all its training tasks."""
@@ -154,6 +153,9 @@ def loco_counts(
 ) -> xr.Dataset:
     """Counts with every cell complete except the target, which holds only its calibration tasks.
 
+    The fit side of an in-sample split whose target side is the calibration tasks
+    (:func:`bpc.data.splits.split_counts`), the target's kernel dropped.
+
     Parameters
     ----------
     records : pandas.DataFrame
@@ -177,43 +179,19 @@ def loco_counts(
     from bpc.estimate.model.refits import empty_cell
 
     b, g = target
-    is_target = (records["benchmark"].astype(str) == b) & (records["generator"].astype(str) == g)
-    calib = records["instance_id"].astype(str).isin(np.asarray(calibration_ids, dtype=str))
-    kept = records[~is_target | calib]
-
-    def grown(ds: xr.Dataset, benchmarks, generators) -> xr.Dataset:  # the levels added, their cells NaN
-        return ds.reindex(
-            {
-                DIM_BENCHMARK: list(dict.fromkeys([*ds[DIM_BENCHMARK].values, *benchmarks])),
-                DIM_GENERATOR: list(dict.fromkeys([*ds[DIM_GENERATOR].values, *generators])),
-            }
-        )
-
-    counts = base.copy(deep=True) if base is not None else None
-    if not kept.empty:
-        own = counts_from_records(kept)
-        if counts is None:
-            counts = own
-        else:
-            counts = grown(counts, own[DIM_BENCHMARK].values, own[DIM_GENERATOR].values)
-            n = own["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR)
-            for i, j in np.argwhere(np.isfinite(n.values)):
-                sel = {DIM_BENCHMARK: n[DIM_BENCHMARK].values[i], DIM_GENERATOR: n[DIM_GENERATOR].values[j]}
-                for var in COUNT_VARS:
-                    new = own[var].sel(sel)
-                    if var in ("trans_n", "trans_flip") and not bool(np.isfinite(new).all()):
-                        continue  # keep a measured kernel of a complete cell
-                    counts[var].loc[sel] = new.values
-    if counts is None:
+    fit = {**split_cells(records, in_sample=True).fit, (b, g): np.asarray(calibration_ids, dtype=str)}
+    if base is None and not sum(map(len, fit.values())):
         raise ValueError("loco_counts: no records and no base counts")
-    counts = grown(counts, [b], [g])
+    counts = split_counts(records, Split(fit, fit), base=base)
+    counts = counts.reindex(
+        {
+            DIM_BENCHMARK: list(dict.fromkeys([*counts[DIM_BENCHMARK].values, b])),
+            DIM_GENERATOR: list(dict.fromkeys([*counts[DIM_GENERATOR].values, g])),
+        }
+    )
     sel = {DIM_BENCHMARK: b, DIM_GENERATOR: g}
-    if not bool((is_target & calib).any()):
+    if not len(fit[(b, g)]):
         counts = empty_cell(counts, target)  # k = 0: observed nothing
-    elif has_task_counts(counts):  # the base's per-task counts of the target: its calibration tasks only
-        own_tasks = counts[DIM_TASK].isin(np.asarray(calibration_ids, dtype=str))
-        for var in TASK_COUNT_VARS:
-            counts[var].loc[sel] = counts[var].loc[sel].where(own_tasks)
     for var in ("trans_n", "trans_flip"):
         counts[var].loc[sel] = np.nan  # a measured kernel of the target saw every task
     if "source" in counts:

@@ -91,12 +91,12 @@ from bpc.costs import Costs, cost_resolver
 from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.decide.table import ParameterSamples
 from bpc.estimate.laplace import instance_params, laplace, smoothed_rate
-from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions, PatchRecord
+from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions
 from bpc.evaluate import Arm, Result, controllers
 from bpc.intervals import clustered_interval
 from bpc.outputs import write_netcdf
 from bpc.progress import info
-from bpc.replay.engine import cell_pool, replay_controller
+from bpc.replay.engine import cell_pool, replay_controller, task_critics
 from bpc.replay.profiles import Profile, get_profile
 from bpc.schema import COUNT_VARS, TASK_COUNT_VARS, Pool, decision_critics, select_cell
 
@@ -239,14 +239,11 @@ def left_out_fit(
 
 def target_critics(pool: Pool) -> tuple[str, ...]:
     """The decision critics that gave at least one verdict in the target's pool (the design, not data)."""
-    valid = np.arange(pool.Y.shape[1])[None, :] < pool.n_patches[:, None]
-    out = []
-    for c in decision_critics(pool.critics):
-        if c in pool.critics and bool((pool.z[..., pool.critics.index(c)][valid] >= 0).any()):
-            out.append(c)
+    critics = decision_critics(pool.critics)
+    out = tuple(c for c, seen in zip(critics, task_critics(pool, critics).any(axis=0), strict=True) if seen)
     if not out:
         raise ValueError("the target's pool has no critic verdicts")
-    return tuple(out)
+    return out
 
 
 def pooled_values(counts: xr.Dataset, critics: Sequence[str]) -> dict[str, float]:
@@ -361,34 +358,26 @@ def episode_record(
     prof = get_profile(profile)
     n_p = int(pool.n_patches[instance])
     pk = [pool.critics.index(c) if c in pool.critics else -1 for c in critics]
-    patches: list[dict[str, Any]] = [{"origin": "first", "verdicts": {}, "label": None}]
-    j, passed = 0, False
-    for a in actions:
-        a = int(a)
+    moves, j, passed = [], 0, False  # the moves of a live episode (EpisodeRecord.from_history)
+    for a in map(int, actions):
         if a == STOP:
             break
         if a == VERIFY:
-            y = bool(pool.Y[instance, j] == 1)
-            patches[-1]["label"] = y
-            if y:
-                passed = True
+            passed = bool(pool.Y[instance, j] == 1)
+            moves.append({"op": "verified", "passed": passed})
+            if passed or prof.verify_terminal:
                 break
-            if prof.verify_terminal:
-                break
-            continue
-        if a == REGENERATE:
+        elif a == REGENERATE:
             if j + 1 >= n_p:
                 break
             j += 1
-            patches.append({"origin": "fresh", "verdicts": {}, "label": None})
-            continue
-        k = a - CRITIC_OFFSET
-        z = int(pool.z[instance, j, pk[k]]) if pk[k] >= 0 else -1
-        if prof.missing_verdict_as_fail and z < 0:
-            z = 0
-        patches[-1]["verdicts"][critics[k]] = None if z < 0 else bool(z)
-    rec = EpisodeRecord(tuple(PatchRecord(**p) for p in patches))
-    return rec, passed
+            moves.append({"op": "regenerated"})
+        else:
+            k = a - CRITIC_OFFSET
+            z = int(pool.z[instance, j, pk[k]]) if pk[k] >= 0 else -1
+            z = 0 if prof.missing_verdict_as_fail and z < 0 else z
+            moves.append({"op": "observe", "critic": critics[k], "passed": None if z < 0 else bool(z)})
+    return EpisodeRecord.from_history(moves), passed
 
 
 def _controller(
