@@ -207,7 +207,7 @@ def test_real_fit_rates_inside_the_unit_interval_and_means_inside_intervals(corp
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # short chains: what is checked holds draw by draw (the conjugate draws never reach 0 or 1)
-        options = SamplerOptions(draws=200, tune=200, chains=2, seed=5, progressbar=False)
+        options = SamplerOptions(draws=100, tune=100, chains=2, seed=5, progressbar=False)
         dt = fit(corpus.counts, options=options)
     params = posterior_params(dt)
     for var in ("prior", "tpr", "fpr", "p_fix", "p_break"):
