@@ -1,5 +1,6 @@
-"""Shared fixtures: the authors' corpus (read by path, never copied), one quick demo run per session,
-and the order in which the files run (heavy ones first, so that ``-n 2 --dist loadfile`` ends together)."""
+"""Shared fixtures: the authors' corpus (its path, and the corpus loaded once), one quick demo run per
+session, and the order in which the files run (heavy ones first, so that ``-n 2 --dist loadfile`` ends
+together)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,15 @@ def corpus_path() -> Path:
     if path is None:
         pytest.skip("authors' corpus not found (set $BPC_CORPUS or place ../shared/data/paper_corpus)")
     return path
+
+
+@pytest.fixture(scope="session")
+def corpus(corpus_path):
+    """The authors' corpus loaded once per session (:func:`bpc.data.corpus.load_corpus`); read it, never
+    modify it (the tests of every file share it)."""
+    from bpc.data.corpus import load_corpus
+
+    return load_corpus(corpus_path, progress=False)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bpc.data.corpus import load_corpus
 from bpc.data.counts import counts_from_records, task_counts
 from bpc.data.tasks import (
     FLAG,
@@ -132,8 +131,7 @@ def test_empty_patches_reads_the_raw_fields(tmp_path):
 
 
 @pytest.mark.corpus
-def test_task_choices_on_the_corpus(corpus_path):
-    corpus = load_corpus(corpus_path, progress=False)
+def test_task_choices_on_the_corpus(corpus):
     lines = task_choices(corpus.counts, records=corpus.records)
     medium = next(line for line in lines if line.startswith("lcb_medium: 61 of 90 tasks pass nothing"))
     assert FLAG in medium and medium.count(", ") == 60  # all 61 task ids named

@@ -65,13 +65,6 @@ def test_kappa_recovered_on_the_simulated_panel(panel):
 # ---------------------------------------------------------------------------
 # corpus facts
 # ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def corpus(corpus_path):
-    from bpc.data.corpus import load_corpus
-
-    return load_corpus(corpus_path, progress=False)
-
-
 @pytest.mark.corpus
 def test_corpus_instance_histogram(corpus):
     # instances of three patches with 0 … 3 passing: most at 0 or 3, few at 1 or 2 (not independent draws)
