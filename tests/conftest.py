@@ -34,6 +34,21 @@ def corpus(corpus_path):
 
 
 @pytest.fixture(scope="session")
+def corpus_csv(corpus_path, tmp_path_factory) -> tuple[Path, str]:
+    """``bpc estimate CORPUS --out est.csv`` once for the session: the table and what went to stderr."""
+    import contextlib
+    import io
+
+    from bpc.cli import main
+
+    out = tmp_path_factory.mktemp("estimate") / "est.csv"
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
+    return out, err.getvalue()
+
+
+@pytest.fixture(scope="session")
 def demo(tmp_path_factory):
     """One ``bpc demo`` (:data:`DEMO_ARGS`) through the CLI for the session: its folder and its ``Result``.
 
