@@ -49,6 +49,21 @@ def corpus_csv(corpus_path, tmp_path_factory) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="session")
+def corpus_nc(corpus_path, tmp_path_factory) -> tuple[Path, str]:
+    """``bpc estimate CORPUS --out est.nc`` once for the session: the parameter file and its stdout."""
+    import contextlib
+    import io
+
+    from bpc.cli import main
+
+    out = tmp_path_factory.mktemp("estimate") / "sub" / "est.nc"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
+    return out, printed.getvalue()
+
+
+@pytest.fixture(scope="session")
 def demo(tmp_path_factory):
     """One ``bpc demo`` (:data:`DEMO_ARGS`) through the CLI for the session: its folder and its ``Result``.
 

@@ -41,10 +41,8 @@ def _user_file(tmp_path):
 
 
 @pytest.mark.corpus
-def test_estimate_netcdf_round_trip(corpus, corpus_path, tmp_path, capsys):
-    out = tmp_path / "sub" / "est.nc"
-    assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+def test_estimate_netcdf_round_trip(corpus, corpus_nc):
+    out, printed = corpus_nc
     assert f"wrote {out} (32 cells" in printed and "lcb_hard" in printed and "tpr_test" in printed
     expected = laplace(corpus.counts)
     with xr.open_dataset(out, engine="h5netcdf") as ds:
