@@ -36,7 +36,7 @@ quick = [
         "from bpc import paper_costs_for\n"
         "from bpc.constants import DEFAULT_SEED\n\n"
         'QUICK = os.environ.get("BPC_NOTEBOOK_QUICK") == "1"\n'
-        "DRAWS, TUNE, CHAINS = (100, 100, 2) if QUICK else (1000, 1000, 4)\n"
+        "DRAWS, TUNE, CHAINS = (50, 50, 2) if QUICK else (1000, 1000, 4)\n"
         "SEED = DEFAULT_SEED\n"
         'pd.set_option("display.precision", 3)'
     ),
@@ -154,8 +154,8 @@ repro = [
         "(when found) and shows the results: prior and critic-gap tables, the full Δ table, the regime map "
         "(and its posterior form), c_ver sweeps with leader changes, the critic-informativeness grid, "
         "train-vs-eval Δ, and the belief state as an uncertainty score (PRR).\n\n"
-        "`BPC_NOTEBOOK_QUICK=1` runs a reduced simulated panel (9 cells) with 2 posterior draws; the full run "
-        "is `bpc analyses --out bpc-analyses`."
+        "`BPC_NOTEBOOK_QUICK=1` runs a reduced panel (2 benchmarks × 2 generators) with 2 posterior draws; "
+        "the full run is `bpc analyses --out bpc-analyses`."
     ),
     new_code_cell(
         "import os\n"
@@ -166,8 +166,8 @@ repro = [
         'QUICK = os.environ.get("BPC_NOTEBOOK_QUICK") == "1"\n'
         'OUT = Path(os.environ.get("BPC_NOTEBOOK_OUT", "bpc-paper-reproduction"))\n'
         "small = dict(\n"
-        '    benchmarks=("lcb_hard", "mbpp_plus", "swebench_lite"),\n'
-        '    generators=("gpt5_mini", "haiku45", "qwen3_coder"),\n'
+        '    benchmarks=("lcb_hard", "swebench_lite"),\n'
+        '    generators=("gpt5_mini", "haiku45"),\n'
         "    draws=2,\n"
         "    scale=0.5,\n"
         ")\n"

@@ -1,5 +1,6 @@
-"""Shared fixtures: the authors' corpus (read by path, never copied), one quick demo run per session,
-and the order in which the files run (heavy ones first, so that ``-n 2 --dist loadfile`` ends together)."""
+"""Shared fixtures: the authors' corpus (its path, and the corpus loaded once), one quick demo run per
+session, and the order in which the files run (heavy ones first, so that ``-n 2 --dist loadfile`` ends
+together)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,45 @@ def corpus_path() -> Path:
     if path is None:
         pytest.skip("authors' corpus not found (set $BPC_CORPUS or place ../shared/data/paper_corpus)")
     return path
+
+
+@pytest.fixture(scope="session")
+def corpus(corpus_path):
+    """The authors' corpus loaded once per session (:func:`bpc.data.corpus.load_corpus`); read it, never
+    modify it (the tests of every file share it)."""
+    from bpc.data.corpus import load_corpus
+
+    return load_corpus(corpus_path, progress=False)
+
+
+@pytest.fixture(scope="session")
+def corpus_csv(corpus_path, tmp_path_factory) -> tuple[Path, str]:
+    """``bpc estimate CORPUS --out est.csv`` once for the session: the table and what went to stderr."""
+    import contextlib
+    import io
+
+    from bpc.cli import main
+
+    out = tmp_path_factory.mktemp("estimate") / "est.csv"
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
+    return out, err.getvalue()
+
+
+@pytest.fixture(scope="session")
+def corpus_nc(corpus_path, tmp_path_factory) -> tuple[Path, str]:
+    """``bpc estimate CORPUS --out est.nc`` once for the session: the parameter file and its stdout."""
+    import contextlib
+    import io
+
+    from bpc.cli import main
+
+    out = tmp_path_factory.mktemp("estimate") / "sub" / "est.nc"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
+    return out, printed.getvalue()
 
 
 @pytest.fixture(scope="session")

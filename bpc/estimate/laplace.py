@@ -369,18 +369,18 @@ def instance_fit(hist: np.ndarray) -> InstanceFit:
     pi_hat, kappa_hat = np.full((2, n_cells), np.nan)
     pi_int, kappa_int = np.full((2, n_cells, 2), np.nan)
     boundary = np.zeros(n_cells, dtype=bool)
-    prof_kappa = np.empty((len(rows), len(y)))
+    # every cell's grid maximum and its profiles over π and κ, in one pass over the grids
+    peaks = np.unravel_index(ll.reshape(len(rows), len(x) * len(y)).argmax(axis=1), ll.shape[1:])
+    prof_pi, prof_kappa = ll.max(axis=2), ll.max(axis=1)
     for r, c in enumerate(rows):
-        grid = ll[r]
-        p0, k0 = np.unravel_index(int(np.argmax(grid)), grid.shape)
-        (dx, dy), lmax = _refine(grid, int(p0), int(k0))
+        p0, k0 = int(peaks[0][r]), int(peaks[1][r])
+        (dx, dy), lmax = _refine(ll[r], p0, k0)
         pi_hat[c] = expit(x[p0] + dx * (x[1] - x[0]))
-        lower, upper = _crossing(x, grid.max(axis=1), lmax - half)
+        lower, upper = _crossing(x, prof_pi[r], lmax - half)
         pi_int[c] = [0.0 if lower == -np.inf else expit(lower), 1.0 if upper == np.inf else expit(upper)]
         if identified[c]:
             kappa_hat[c] = np.exp(y[k0] + dy * (y[1] - y[0]))
             boundary[c] = k0 in (0, len(y) - 1)
-            prof_kappa[r] = grid.max(axis=0)
             lower, upper = _crossing(y, prof_kappa[r], lmax - half)
             kappa_int[c] = [np.exp(lower), np.exp(upper)]  # exp(−inf) = 0, exp(inf) = inf
     pooled = np.nan

@@ -1,5 +1,3 @@
-import contextlib
-import io
 import json
 
 import numpy as np
@@ -9,7 +7,6 @@ import xarray as xr
 
 from bpc.cli import main
 from bpc.constants import CRITICS
-from bpc.data.corpus import load_corpus
 from bpc.estimate.laplace import laplace
 
 CSV_COLUMNS = [
@@ -44,12 +41,10 @@ def _user_file(tmp_path):
 
 
 @pytest.mark.corpus
-def test_estimate_netcdf_round_trip(corpus_path, tmp_path, capsys):
-    out = tmp_path / "sub" / "est.nc"
-    assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+def test_estimate_netcdf_round_trip(corpus, corpus_nc):
+    out, printed = corpus_nc
     assert f"wrote {out} (32 cells" in printed and "lcb_hard" in printed and "tpr_test" in printed
-    expected = laplace(load_corpus(corpus_path, progress=False).counts)
+    expected = laplace(corpus.counts)
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         ds = ds.load()
     for name in ("prior", "tpr", "fpr", "gap", "p_fix", "p_break", "prior_wilson"):
@@ -66,16 +61,6 @@ def test_estimate_netcdf_round_trip(corpus_path, tmp_path, capsys):
     versions = json.loads(ds.attrs["versions"])
     assert set(versions) >= {"bpc", "numpy", "xarray"}
     assert "lcb_hard/gpt5_mini" in json.loads(ds.attrs["kernel_files"])
-
-
-@pytest.fixture(scope="module")
-def corpus_csv(corpus_path, tmp_path_factory):
-    """``bpc estimate CORPUS --out est.csv`` once for this file: the table and what went to stderr."""
-    out = tmp_path_factory.mktemp("estimate") / "est.csv"
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        assert main(["estimate", str(corpus_path), "--out", str(out)]) == 0
-    return out, err.getvalue()
 
 
 @pytest.mark.corpus

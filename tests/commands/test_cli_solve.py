@@ -225,12 +225,10 @@ def test_exact_above_its_horizon_limit_falls_back_to_the_grid(capsys):
 
 
 @pytest.mark.corpus
-def test_params_file_of_bpc_estimate(capsys, tmp_path, corpus_path):
+def test_params_file_of_bpc_estimate(capsys, corpus_nc):
     import xarray as xr
 
-    path = tmp_path / "params.nc"
-    assert main(["estimate", str(corpus_path / "lcb_calibration_v2"), "--out", str(path), "--quiet"]) == 0
-    capsys.readouterr()
+    path, _ = corpus_nc
     assert (
         main(["solve", "--params", str(path), "--cell", "lcb_hard/gpt5_mini", "--history", "test:fail"]) == 0
     )

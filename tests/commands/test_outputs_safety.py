@@ -421,8 +421,8 @@ def test_sigint_during_fit_sampling_exits_130_and_keeps_the_previous_output(tmp_
         start = time.monotonic()
         while "NUTS[" not in errfile.read_text(errors="replace"):  # compiled; sampling has started
             assert proc.poll() is None and time.monotonic() - start < 300
-            time.sleep(0.5)
-        time.sleep(3)
+            time.sleep(0.1)
+        time.sleep(1)  # a million draws: still sampling
         proc.send_signal(signal.SIGINT)
         stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_INTERRUPTED
@@ -474,8 +474,8 @@ def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
         start = time.monotonic()
         while "cost grid" not in errfile.read_text(errors="replace"):  # the workers are running
             assert proc.poll() is None and time.monotonic() - start < 300
-            time.sleep(0.5)
-        time.sleep(2)
+            time.sleep(0.1)
+        time.sleep(1)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
     err = errfile.read_text()
@@ -528,8 +528,8 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
             else:  # the cluster is up, its workers run (a poll may cut a multi-byte character: replaced)
                 while "evaluation protocol" not in errfile.read_text(errors="replace"):
                     assert proc.poll() is None and time.monotonic() - start < 300
-                    time.sleep(0.5)
-                time.sleep(3)
+                    time.sleep(0.1)
+                time.sleep(1)
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=120)
         finally:  # a failed test leaves no run behind

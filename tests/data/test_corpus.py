@@ -44,16 +44,11 @@ def _write_json(path, obj):
 # ---------------------------------------------------------------------------
 # the real corpus
 # ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def real(corpus_path):
-    return load_corpus(corpus_path, progress=False)
-
-
 @pytest.mark.corpus
-def test_real_corpus_cells_records_and_sources(real):
-    counts = real.counts
-    assert len(real.cells) == 32
-    assert len(real.records) == 87 * 3 + 270 * 2 + 900 + 600
+def test_real_corpus_cells_records_and_sources(corpus):
+    counts = corpus.counts
+    assert len(corpus.cells) == 32
+    assert len(corpus.records) == 87 * 3 + 270 * 2 + 900 + 600
     src = counts["source"].values
     assert (src == "raw").sum() == 7 and (src == "table").sum() == 25
     assert set(counts.generator.values) == {
@@ -64,26 +59,26 @@ def test_real_corpus_cells_records_and_sources(real):
         "qwen25_coder_32b",
     }
     assert len(counts.benchmark) == 7
-    assert len(real.kernel_files) == 11
+    assert len(corpus.kernel_files) == 11
     assert any("skipped superseded lcb_calibration/gpt5_mini" in n for n in counts.attrs["notes"])
     # records dtypes follow the schema
-    assert str(real.records["syn"].dtype) == "boolean"
-    assert real.records["patch_id"].dtype == np.int64
+    assert str(corpus.records["syn"].dtype) == "boolean"
+    assert corpus.records["patch_id"].dtype == np.int64
 
 
 @pytest.mark.corpus
-def test_known_counts_lcb_hard_gpt5_mini(real):
-    c = real.counts.sel(benchmark="lcb_hard", generator="gpt5_mini")
+def test_known_counts_lcb_hard_gpt5_mini(corpus):
+    c = corpus.counts.sel(benchmark="lcb_hard", generator="gpt5_mini")
     assert float(c.n_patches) == 87 and float(c.n_pass) == 21 and float(c.n_instances) == 29
     test = c.sel(critic="test")
     assert float(test.critic_pass.sel(label=1)) == 21  # TP
     assert float(test.critic_pass.sel(label=0)) == 16  # FP
     assert float(test.critic_n.sel(label=1)) == 21 and float(test.critic_n.sel(label=0)) == 66
     # the refinement kernel (not the iid baseline: 41/1/5/11)
-    assert real.kernel_files[("lcb_hard", "gpt5_mini")].parent.parent.name == "lcb_calibration_v2_iter"
+    assert corpus.kernel_files[("lcb_hard", "gpt5_mini")].parent.parent.name == "lcb_calibration_v2_iter"
     np.testing.assert_array_equal(c.trans_n.values, [82, 34])
     np.testing.assert_array_equal(c.trans_flip.values, [0, 2])
-    assert all("iid" not in str(p) for p in real.kernel_files.values())
+    assert all("iid" not in str(p) for p in corpus.kernel_files.values())
 
 
 FIVE_CELLS = [
@@ -97,30 +92,32 @@ FIVE_CELLS = [
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("bench, gen, folder", FIVE_CELLS)
-def test_raw_and_table_agree_on_the_five_cells(real, corpus_path, bench, gen, folder):
+def test_raw_and_table_agree_on_the_five_cells(corpus, corpus_path, bench, gen, folder):
     table = load_corpus(corpus_path / folder / "likelihood_tables.json", progress=False).counts
-    raw = real.counts.sel(benchmark=[bench], generator=[gen])
+    raw = corpus.counts.sel(benchmark=[bench], generator=[gen])
     assert raw["source"].item() == "raw"
     for name in ("n_patches", "n_pass", "critic_n", "critic_pass"):
         np.testing.assert_array_equal(raw[name].values, table[name].values, err_msg=name)
-    assert any(f"{bench}/{gen}: likelihood table" in n and "agrees" in n for n in real.counts.attrs["notes"])
+    assert any(
+        f"{bench}/{gen}: likelihood table" in n and "agrees" in n for n in corpus.counts.attrs["notes"]
+    )
 
 
 @pytest.mark.corpus
-def test_swe_full_run_wins_over_spot_check_table(real):
-    c = real.counts.sel(benchmark="swebench_lite", generator="gpt5_mini")
+def test_swe_full_run_wins_over_spot_check_table(corpus):
+    c = corpus.counts.sel(benchmark="swebench_lite", generator="gpt5_mini")
     assert c["source"].item() == "raw"
     assert float(c.n_patches) == 900 and float(c.n_instances) == 300
     assert np.isnan(c.critic_n.sel(critic="test")).all()  # no L2 field in the full run
-    notes = [n for n in real.counts.attrs["notes"] if n.startswith("swebench_lite/gpt5_mini")]
+    notes = [n for n in corpus.counts.attrs["notes"] if n.startswith("swebench_lite/gpt5_mini")]
     assert len(notes) == 1 and "disagrees" in notes[0] and "n_patches 900 vs 135" in notes[0]
-    rec = real.records.query("benchmark == 'swebench_lite'")
+    rec = corpus.records.query("benchmark == 'swebench_lite'")
     assert rec["test"].isna().all() and rec["llm"].notna().all()
 
 
 @pytest.mark.corpus
-def test_table_only_n_instances(real):
-    n = real.counts.n_instances
+def test_table_only_n_instances(corpus):
+    n = corpus.counts.n_instances
     assert float(n.sel(benchmark="lcb_hard", generator="qwen25_coder_32b")) == 102  # 306 / 3
     assert float(n.sel(benchmark="lcb_easy", generator="sonnet45")) == 62
     # SWE table cells take cluster_bootstrap's n_instances

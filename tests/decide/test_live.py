@@ -408,13 +408,10 @@ def test_from_params_selects_the_cell_critics_and_costs():
 
 
 @pytest.mark.corpus
-def test_from_params_reads_the_file_of_bpc_estimate(corpus_path, tmp_path):
+def test_from_params_reads_the_file_of_bpc_estimate(corpus_nc, tmp_path):
     import xarray as xr
 
-    from bpc.cli import main
-
-    path = tmp_path / "params.nc"
-    assert main(["estimate", str(corpus_path / "lcb_calibration_v2"), "--out", str(path), "--quiet"]) == 0
+    path, _ = corpus_nc
     ctrl = Controller.from_params(path, cell=("lcb_hard", "haiku45"))
     expected = xr.load_dataset(path).sel(benchmark="lcb_hard", generator="haiku45")
     assert ctrl.prior == pytest.approx(float(expected["prior"])) and ctrl.n_samples == 1

@@ -262,16 +262,15 @@ def test_bad_inputs_raise_clear_errors():
 
 
 @pytest.mark.corpus
-def test_real_cells_dp_agrees_with_exact(corpus_path):
+def test_real_cells_dp_agrees_with_exact(corpus):
     """On the corpus's Laplace cells with the paper's costs: DP vs exact at the prior.
 
     Measured: 30 of 32 cells agree to 1e-13, mbpp_plus/qwen25_coder_32b is off
     by 0.034 and lcb_easy/sonnet45 by 0.059 (> the 0.05 target; same action).
     """
-    from bpc.data.corpus import load_corpus
     from bpc.estimate.laplace import laplace
 
-    params = laplace(load_corpus(corpus_path, progress=False).counts)
+    params = laplace(corpus.counts)
     pol = solve_policy(params, paper_costs_for, plan=PlanOptions(keep_q=True))
     b0 = solve_b0(params, paper_costs_for)
     have = np.isfinite(params.prior)

@@ -65,13 +65,6 @@ def test_kappa_recovered_on_the_simulated_panel(panel):
 # ---------------------------------------------------------------------------
 # corpus facts
 # ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def corpus(corpus_path):
-    from bpc.data.corpus import load_corpus
-
-    return load_corpus(corpus_path, progress=False)
-
-
 @pytest.mark.corpus
 def test_corpus_instance_histogram(corpus):
     # instances of three patches with 0 … 3 passing: most at 0 or 3, few at 1 or 2 (not independent draws)
@@ -207,7 +200,7 @@ def test_real_fit_rates_inside_the_unit_interval_and_means_inside_intervals(corp
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # short chains: what is checked holds draw by draw (the conjugate draws never reach 0 or 1)
-        options = SamplerOptions(draws=200, tune=200, chains=2, seed=5, progressbar=False)
+        options = SamplerOptions(draws=100, tune=100, chains=2, seed=5, progressbar=False)
         dt = fit(corpus.counts, options=options)
     params = posterior_params(dt)
     for var in ("prior", "tpr", "fpr", "p_fix", "p_break"):

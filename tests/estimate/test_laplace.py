@@ -7,7 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpc.constants import CI_BOUNDS, CRITIC_FIELDS, RELEASE_BENCHMARK_NAMES, WILSON_PROB
-from bpc.data.corpus import load_corpus
 from bpc.data.counts import cell_counts, merge_counts
 from bpc.estimate.laplace import (
     beta_binomial_loglik,
@@ -144,9 +143,8 @@ def test_laplace_parameters_in_unit_interval(ks, extra):
 # against the authors' numbers
 # ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def real(corpus_path):
-    c = load_corpus(corpus_path, progress=False)
-    return c, laplace(c.counts)
+def real(corpus):
+    return corpus, laplace(corpus.counts)
 
 
 def _authors_tables(corpus_path):

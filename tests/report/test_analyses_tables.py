@@ -103,10 +103,8 @@ def test_sort_cells_unknown_last():
 
 
 @pytest.mark.corpus
-def test_prior_and_gap_tables_on_corpus(corpus_path):
-    from bpc.data.corpus import load_corpus
-
-    c = load_corpus(corpus_path, progress=False)
+def test_prior_and_gap_tables_on_corpus(corpus):
+    c = corpus
     params = laplace(c.counts)
     pt = prior_table(params, c.counts)
     assert len(pt) == 32

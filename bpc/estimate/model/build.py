@@ -180,22 +180,28 @@ def rate_counts(counts: xr.Dataset, spec: ModelSpec) -> tuple[xr.DataArray, xr.D
     """
     validate_counts(counts)
     template = counts["n_patches"]
-    ks, ns = [], []
+    critics = [str(c) for c in counts[DIM_CRITIC].values]
+    ks, ns, sources = [], [], []
     for rate in spec.rates:
         passed, trials, sel = RATE_COUNTS[rate_kind(rate)]
         critic = rate_critic(rate)
-        if critic is not None and critic not in counts[DIM_CRITIC].values:
-            k = n = xr.full_like(template, np.nan, dtype=float)
-        else:
-            sel = sel if critic is None else {DIM_CRITIC: critic, **sel}
-            k, n = counts[passed].sel(sel, drop=True), counts[trials].sel(sel, drop=True)
-        ks.append(k.astype(float))
-        ns.append(n.astype(float))
-    k = xr.concat(ks, dim=DIM_RATE, coords="minimal", compat="override", join="exact")
-    n = xr.concat(ns, dim=DIM_RATE, coords="minimal", compat="override", join="exact")
+        if critic is not None and critic not in critics:
+            sources.append((template, template))
+            ks.append(np.full(template.shape, np.nan))
+            ns.append(ks[-1])
+            continue
+        sel = sel if critic is None else {DIM_CRITIC: critic, **sel}
+        sources.append((counts[passed], counts[trials]))
+        for var, out in zip(sources[-1], (ks, ns), strict=True):
+            # the schema pins the dims (benchmark, generator, then the selected ones): index the values
+            at = tuple(list(var[d].values).index(sel[d]) for d in var.dims[2:])
+            out.append(var.values[(slice(None), slice(None), *at)].astype(float))
     order = (DIM_RATE, DIM_BENCHMARK, DIM_GENERATOR)
-    k = k.assign_coords({DIM_RATE: list(spec.rates)}).transpose(*order)
-    n = n.assign_coords({DIM_RATE: list(spec.rates)}).transpose(*order)
+    coords = {**template.coords, DIM_RATE: list(spec.rates)}
+    k, n = (
+        xr.DataArray(np.stack(arrays), dims=order, coords=coords, name=first.name, attrs=dict(first.attrs))
+        for arrays, first in ((ks, sources[0][0]), (ns, sources[0][1]))
+    )
     # An entry is observed only if both its numerator and denominator are.
     bad = np.isfinite(n.values) & ~np.isfinite(k.values)
     if bad.any():
