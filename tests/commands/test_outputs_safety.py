@@ -397,6 +397,15 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
     )
 
 
+def _as_from_a_terminal() -> None:
+    """``preexec_fn`` of a ``bpc`` started as from a terminal: SIGINT at its default disposition.
+
+    A suite run in the background by a non-interactive shell ignores SIGINT, and an exec'd child keeps
+    ignoring it; the tests below send SIGINT as a terminal's Ctrl-C would.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _fit_env() -> dict[str, str]:
     """The environment of a ``bpc fit`` subprocess: this checkout's code."""
     return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -417,7 +426,9 @@ def test_sigint_during_fit_sampling_exits_130_and_keeps_the_previous_output(tmp_
     argv = _fit_argv(out, draws=1000000, tune=200, extra=["--generator", "gpt5_mini", "--force"])
     errfile = tmp_path / "err.txt"
     with errfile.open("w") as err_fh:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_fh, env=env)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=err_fh, env=env, preexec_fn=_as_from_a_terminal
+        )
         start = time.monotonic()
         while "NUTS[" not in errfile.read_text(errors="replace"):  # compiled; sampling has started
             assert proc.poll() is None and time.monotonic() - start < 300
@@ -470,7 +481,9 @@ def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
     ]
     errfile = tmp_path / "err.txt"
     with errfile.open("w") as err_fh:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_fh, env=env)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=err_fh, env=env, preexec_fn=_as_from_a_terminal
+        )
         start = time.monotonic()
         while "cost grid" not in errfile.read_text(errors="replace"):  # the workers are running
             assert proc.poll() is None and time.monotonic() - start < 300
@@ -503,11 +516,7 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
     they import), which closes the cluster and exits 130."""
     out = tmp_path / "cmp"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONUNBUFFERED": "1"}
-    # bpc starts as from a terminal, SIGINT at its default, whatever this process inherited: a suite run
-    # in the background by a non-interactive shell ignores SIGINT, and an exec'd child keeps ignoring it
-    terminal = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-    terminal += "os.execv(sys.argv[1], sys.argv[1:])"
-    argv = [sys.executable, "-c", terminal, sys.executable, "-m", "bpc", "compare", "simulated", "--quick"]
+    argv = [sys.executable, "-m", "bpc", "compare", "simulated", "--quick"]
     argv += ["--scheduler", "local"]
     errfile = tmp_path / "err.txt"
     with errfile.open("w") as err_fh:
@@ -517,6 +526,7 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
             stderr=err_fh,
             env=env,
             start_new_session=True,
+            preexec_fn=_as_from_a_terminal,
         )
         start = time.monotonic()
         try:
@@ -547,7 +557,14 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
 def test_sigint_during_fit_compilation_is_one_line(tmp_path):
     env = _fit_env()
     argv = _fit_argv(tmp_path / "post.nc", draws=100, tune=100)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        preexec_fn=_as_from_a_terminal,
+    )
     time.sleep(12)  # loading, building or compiling the model; any of them must end the same way
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
