@@ -397,13 +397,17 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
     )
 
 
-def _as_from_a_terminal() -> None:
-    """``preexec_fn`` of a ``bpc`` started as from a terminal: SIGINT at its default disposition.
+def _bpc_argv(*args: str) -> list[str]:
+    """``python -m bpc ARGS`` as from a terminal, as a subprocess's argv: SIGINT at its default.
 
     A suite run in the background by a non-interactive shell ignores SIGINT, and an exec'd child keeps
-    ignoring it; the tests below send SIGINT as a terminal's Ctrl-C would.
+    ignoring it; the tests below send SIGINT as a terminal's Ctrl-C would. A small interpreter resets
+    it and execs ``bpc`` (same pid) — not a ``preexec_fn``, which may deadlock the child of a process
+    that runs threads, as an xdist worker does.
     """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    terminal = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    terminal += "os.execv(sys.argv[1], sys.argv[1:])"
+    return [sys.executable, "-c", terminal, sys.executable, "-m", "bpc", *args]
 
 
 def _fit_env() -> dict[str, str]:
@@ -413,7 +417,7 @@ def _fit_env() -> dict[str, str]:
 
 def _fit_argv(out: Path, *, draws: int, tune: int, extra: list[str] | None = None) -> list[str]:
     """``bpc fit simulated`` on lcb_hard with two chains, as a subprocess's argv."""
-    argv = [sys.executable, "-m", "bpc", "fit", "simulated", "--benchmark", "lcb_hard"]
+    argv = _bpc_argv("fit", "simulated", "--benchmark", "lcb_hard")
     argv += ["--draws", str(draws), "--tune", str(tune), "--chains", "2", "--out", str(out)]
     return argv + (extra or [])
 
@@ -426,9 +430,7 @@ def test_sigint_during_fit_sampling_exits_130_and_keeps_the_previous_output(tmp_
     argv = _fit_argv(out, draws=1000000, tune=200, extra=["--generator", "gpt5_mini", "--force"])
     errfile = tmp_path / "err.txt"
     with errfile.open("w") as err_fh:
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=err_fh, env=env, preexec_fn=_as_from_a_terminal
-        )
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_fh, env=env)
         start = time.monotonic()
         while "NUTS[" not in errfile.read_text(errors="replace"):  # compiled; sampling has started
             assert proc.poll() is None and time.monotonic() - start < 300
@@ -467,23 +469,10 @@ def test_benchmark_and_generator_are_filters_everywhere(command):
 def test_sigint_during_analyses_with_dask_is_one_line(tmp_path):
     out = tmp_path / "an"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONUNBUFFERED": "1"}
-    argv = [
-        sys.executable,
-        "-m",
-        "bpc",
-        "analyses",
-        "regime_map",
-        "simulated",
-        "--quick",
-        "--dask",
-        "--out",
-        str(out),
-    ]
+    argv = _bpc_argv("analyses", "regime_map", "simulated", "--quick", "--dask", "--out", str(out))
     errfile = tmp_path / "err.txt"
     with errfile.open("w") as err_fh:
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=err_fh, env=env, preexec_fn=_as_from_a_terminal
-        )
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err_fh, env=env)
         start = time.monotonic()
         while "cost grid" not in errfile.read_text(errors="replace"):  # the workers are running
             assert proc.poll() is None and time.monotonic() - start < 300
@@ -516,8 +505,7 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
     they import), which closes the cluster and exits 130."""
     out = tmp_path / "cmp"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, "-m", "bpc", "compare", "simulated", "--quick"]
-    argv += ["--scheduler", "local"]
+    argv = _bpc_argv("compare", "simulated", "--quick", "--scheduler", "local")
     errfile = tmp_path / "err.txt"
     with errfile.open("w") as err_fh:
         proc = subprocess.Popen(
@@ -526,7 +514,6 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
             stderr=err_fh,
             env=env,
             start_new_session=True,
-            preexec_fn=_as_from_a_terminal,
         )
         start = time.monotonic()
         try:
@@ -563,7 +550,6 @@ def test_sigint_during_fit_compilation_is_one_line(tmp_path):
         stderr=subprocess.PIPE,
         env=env,
         text=True,
-        preexec_fn=_as_from_a_terminal,
     )
     time.sleep(12)  # loading, building or compiling the model; any of them must end the same way
     proc.send_signal(signal.SIGINT)
