@@ -606,7 +606,8 @@ class InstanceController(BeliefController):
         **options
             ``critics``, ``index`` and ``name``.
         """
-        return cls(params, costs, plan=cls.paper_plan(method, plan), max_patches=None, **options)
+        budget = PAPER_GREEDY["max_patches"] if method == "greedy" else PAPER_TABLE.max_patches
+        return cls(params, costs, plan=cls.paper_plan(method, plan), max_patches=budget, **options)
 
     @staticmethod
     def paper_plan(method: str = "dp", plan: PlanOptions = DEFAULT_PLAN) -> PlanOptions:

@@ -46,6 +46,7 @@ from bpc.decide.kernels.belief import (
     regenerate,
     verdict,
 )
+from bpc.decide.kernels.greedy import PAPER_GREEDY
 from bpc.decide.options import PlanOptions
 
 RELEASE_GREEDY_TIE_ORDER: tuple[int, ...] = (VERIFY, STOP, REGENERATE)
@@ -165,7 +166,9 @@ class ReleaseGreedyController(InstanceController):
         self, params_cell: xr.Dataset, costs: Costs, *, critics: Sequence[str] = PAPER_CRITICS
     ) -> None:
         plan = self.paper_plan("greedy", PlanOptions(clip=True))
-        super().__init__(params_cell, costs, critics=critics, plan=plan, max_patches=None)
+        super().__init__(
+            params_cell, costs, critics=critics, plan=plan, max_patches=PAPER_GREEDY["max_patches"]
+        )
 
     def q_values(self, state: BeliefState) -> np.ndarray:
         """Clipped greedy Q-values with every critic offered (used set ignored), ``(n, S, A)``."""
