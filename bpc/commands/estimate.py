@@ -24,9 +24,10 @@ import pandas as pd
 import xarray as xr
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
-from bpc.constants import CI_BOUNDS, DIM_CRITIC
-from bpc.outputs import run_config, versions
-from bpc.schema import decision_critics
+from bpc.constants import CI_BOUNDS, DIM_CI, DIM_CRITIC, DIM_LABEL
+from bpc.outputs import check_output_file, run_config, versions, write_csv, write_netcdf, write_parquet
+from bpc.progress import choices_summary, notes_digest
+from bpc.schema import decision_critics, has_task_counts
 
 NAME = "estimate"
 HELP = "Laplace point estimates (prior, critic tpr/fpr/gap, p_fix/p_break) of every cell, to .nc or .csv"
@@ -76,8 +77,6 @@ def estimates_table(params: xr.Dataset, counts: xr.Dataset, intervals: pd.DataFr
         ``tpr_<critic>_lo`` … ``fpr_<critic>_hi`` (``NaN`` for a cell without
         per-patch records); cells without any count are left out.
     """
-    from bpc.constants import DIM_LABEL
-
     cells = ["benchmark", "generator"]
     c = counts.sel(benchmark=params["benchmark"], generator=params["generator"]).transpose(*cells, ...)
     wilson = params["prior_wilson"]
@@ -135,8 +134,6 @@ def _rates_text(table: pd.DataFrame, params: xr.Dataset, prob: float) -> str:
 
 def _interval_vars(intervals: pd.DataFrame, params: xr.Dataset) -> xr.Dataset:
     """The intervals as variables over (benchmark, generator[, critic], ci_bound) for the .nc file."""
-    from bpc.constants import DIM_CI
-
     bench, gen, crit = ([str(v) for v in params[d].values] for d in ("benchmark", "generator", DIM_CRITIC))
     rows = intervals.set_index(["benchmark", "generator"]).reindex(pd.MultiIndex.from_product([bench, gen]))
 
@@ -166,8 +163,6 @@ def run(args: argparse.Namespace) -> int:
     from bpc.data.tasks import flagged_tasks, task_choices
     from bpc.estimate.laplace import laplace
     from bpc.estimate.task_intervals import task_intervals
-    from bpc.outputs import check_output_file, write_csv, write_netcdf, write_parquet
-    from bpc.progress import choices_summary, notes_digest
 
     out: Path = args.out
     fmt = check_output_file(out, suffixes=_SUFFIXES, inputs=[*args.path, args.costs])
@@ -183,8 +178,6 @@ def run(args: argparse.Namespace) -> int:
     tasks = task_choices(counts, records=corpus.records, max_ids=_FLAGGED_SHOWN)
     choices = notes_digest(counts.attrs.get("notes", [])) + tasks
     if args.flagged_out is not None:
-        from bpc.schema import has_task_counts
-
         flagged = (
             flagged_tasks(counts) if has_task_counts(counts) else pd.DataFrame(columns=["benchmark", "task"])
         )

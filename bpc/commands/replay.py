@@ -11,11 +11,16 @@ the paper's replay (75/25 split or in-sample, Δ vs always_verify with instance 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument, load_from_args
+from bpc.outputs import check_output_file, run_config, versions, write_csv, write_netcdf, write_parquet
+from bpc.progress import choices_summary, info, notes_digest
+from bpc.replay.profiles import AUTHOR_POLICY_NAMES, PROFILES, canonical_policy, get_profile
 
 NAME = "replay"
 HELP = (
@@ -28,8 +33,6 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    from bpc.replay.profiles import PROFILES
-
     add_source_argument(parser, required=True)
     add_input_arguments(parser, superseded=True)
     parser.add_argument(
@@ -308,9 +311,6 @@ def run(args: argparse.Namespace) -> int:
     from bpc.data.load import check_scale
     from bpc.data.logs import read_trajectories
     from bpc.decide.baselines import is_baseline
-    from bpc.outputs import check_output_file
-    from bpc.progress import choices_summary, info, notes_digest
-    from bpc.replay.profiles import AUTHOR_POLICY_NAMES, canonical_policy, get_profile
 
     paths = [p for p in args.path if p != "simulated"]
     out_fmt = None
@@ -417,11 +417,7 @@ def _write(df, path: Path, fmt: str, attrs: dict, children: dict | None = None) 
 
     netCDF holds the table as a Dataset, or with ``children`` a DataTree of them.
     """
-    import json
-
     import xarray as xr
-
-    from bpc.outputs import write_csv, write_netcdf, write_parquet
 
     if fmt in (".csv", ".parquet"):
         (write_csv if fmt == ".csv" else write_parquet)(df, path)
@@ -444,7 +440,6 @@ def _run_paper(args, profile, records, trajectories, costs, policies, belief, ke
     attributes, no netCDF children and no plot title.
     """
     from bpc.constants import REFINEMENT_POLICIES
-    from bpc.progress import info
     from bpc.replay.engine import replay_cells
     from bpc.report.tables import flag_abstention
 
@@ -482,13 +477,9 @@ def _run_protocol(args, profile, records, counts, trajectories, costs, policies,
     Returns the text after "bpc replay — SOURCE, profile NAME, ", the table, its attributes, the
     netCDF children and the plot title.
     """
-    import time
-
     from bpc.constants import FOLD_SEEDS, N_FOLDS
     from bpc.experiments.protocol import ProtocolConfig, protocol_table, replay_evaluator, run_protocol
     from bpc.experiments.task_eval import prior_gain_table
-    from bpc.outputs import run_config, versions
-    from bpc.progress import info
     from bpc.replay.engine import pipeline_orders
     from bpc.report.tables import flag_abstention
 
@@ -517,16 +508,12 @@ def _run_protocol(args, profile, records, counts, trajectories, costs, policies,
     table = flag_abstention(protocol_table(res).assign(belief=belief, split="eval", prior=args.prior))
     gains = prior_gain_table(res.tables["utilities"]) if task else None
     n_cells = table[["benchmark", "generator"]].drop_duplicates().shape[0]
-    evidence = (
-        "oracle outcomes"
-        if args.task_evidence == "oracle"
-        else f"{args.task_critic!r} verdicts (labels unknown)"
-    )
-    start = (
-        f"the task prior (the other generators' {evidence} on the task; policy@cell = the cell prior)"
-        if task
-        else "the cell prior"
-    )
+    start = "the cell prior"
+    if task:
+        evidence = "oracle outcomes"
+        if args.task_evidence == "critic":
+            evidence = f"{args.task_critic!r} verdicts (labels unknown)"
+        start = f"the task prior (the other generators' {evidence} on the task; policy@cell = the cell prior)"
     lines = [
         f"{n_cells} cell(s); {n_folds}-fold cross-fitting "
         f"over tasks × seeds {' '.join(map(str, seeds))} (each task scored held-out once per seed); "

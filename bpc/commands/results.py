@@ -13,7 +13,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bpc import __version__
+from bpc.choices import check_choices
 from bpc.commands._input import add_output_arguments
+from bpc.outputs import versions
+from bpc.paths import default_corpus
+from bpc.report import pages
 
 NAME = "results"
 _MAX_CSV = 64_000  # bytes: a CSV the command wrote up to this size is kept on the page
@@ -47,21 +52,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def data_root(given: Path | None) -> Path:
     """The folder the registry's ``../shared/data/`` paths point to."""
-    from bpc.paths import default_corpus
-    from bpc.report.pages import DATA_PREFIX
-
     if given is not None:
         if not given.is_dir():
             raise FileNotFoundError(f"--data {given}: not a directory")
         return given
-    here = Path(DATA_PREFIX)
+    here = Path(pages.DATA_PREFIX)
     if here.is_dir():
         return here
     corpus = default_corpus()
     if corpus is None:
         raise FileNotFoundError(
             f"no data folder: pass --data DIR (holding paper_corpus/), set $BPC_CORPUS, or place the data "
-            f"at {DATA_PREFIX} beside the project"
+            f"at {pages.DATA_PREFIX} beside the project"
         )
     return corpus.parent
 
@@ -96,12 +98,10 @@ def run_command(command, *, data: Path, scratch: Path, quiet: bool = True) -> tu
     Data paths are read from ``data``; the output options (``command.outputs``) point into
     ``scratch``. Its stderr (progress, notes) is also passed through to ours unless ``quiet``.
     """
-    from bpc.report.pages import DATA_PREFIX
-
     argv = list(command.argv)
     for i, arg in enumerate(argv):
-        if arg.startswith(DATA_PREFIX):
-            argv[i] = str(data / arg[len(DATA_PREFIX) :])
+        if arg.startswith(pages.DATA_PREFIX):
+            argv[i] = str(data / arg[len(pages.DATA_PREFIX) :])
         elif i > 0 and argv[i - 1] in command.outputs:
             argv[i] = str(scratch / arg)
     module = importlib.import_module(f"bpc.commands.{argv[0]}")
@@ -114,16 +114,12 @@ def run_command(command, *, data: Path, scratch: Path, quiet: bool = True) -> tu
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err if quiet else _Tee(err, sys.stderr)):
         status = int(module.run(args) or 0)
     wall = time.perf_counter() - start
-    text = out.getvalue().replace(str(scratch) + os.sep, "").replace(str(data) + os.sep, DATA_PREFIX)
+    text = out.getvalue().replace(str(scratch) + os.sep, "").replace(str(data) + os.sep, pages.DATA_PREFIX)
     return status, text, err.getvalue(), wall
 
 
 def write_results_page(command, *, out: Path, data: Path, quiet: bool = True) -> Path:
     """Run ``command`` and write its page into ``out`` (then the index); return the page's path."""
-    from bpc import __version__
-    from bpc.outputs import versions
-    from bpc.report.pages import PageStamp, corpus_checksum, render_page, write_index, write_page
-
     with tempfile.TemporaryDirectory(prefix="bpc-results-") as tmp:
         scratch = Path(tmp)
         status, stdout, stderr, wall = run_command(command, data=data, scratch=scratch, quiet=quiet)
@@ -141,39 +137,38 @@ def write_results_page(command, *, out: Path, data: Path, quiet: bool = True) ->
                 tables[rel] = p.read_text(encoding="utf-8")
             elif p.name != "manifest.json":
                 files.append(rel)
-    stamp = PageStamp(
+    stamp = pages.PageStamp(
         name=command.name,
         command=command.command_line,
         date=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        corpus_sha256={p: corpus_checksum(data / p[len("../shared/data/") :]) for p in command.data_paths()},
+        corpus_sha256={
+            p: pages.corpus_checksum(data / p.removeprefix(pages.DATA_PREFIX)) for p in command.data_paths()
+        },
         versions=versions(),
         wall_seconds=wall,
         writer=f"bpc results ({__version__})",
     )
-    page = write_page(
+    page = pages.write_page(
         out,
         command.name,
-        render_page(command, stdout=stdout, stamp=stamp, markdown=markdown, tables=tables, files=files),
+        pages.render_page(command, stdout=stdout, stamp=stamp, markdown=markdown, tables=tables, files=files),
     )
-    write_index(out)
+    pages.write_index(out)
     return page
 
 
 def run(args: argparse.Namespace) -> int:
     """List the registry, or rerun each named command and rewrite its page and the index."""
-    from bpc.choices import check_choices
-    from bpc.report.pages import REGISTRY, write_index
-
     if args.list or not args.names:
-        for c in REGISTRY.values():
+        for c in pages.REGISTRY.values():
             print(f"{c.name:<22} {'(long) ' if c.long else ''}{c.command_line}")
         if not args.list:
-            print(f"wrote {write_index(args.out)}")
+            print(f"wrote {pages.write_index(args.out)}")
         return 0
-    check_choices(args.names, REGISTRY, what="results page (bpc results --list)")
+    check_choices(args.names, pages.REGISTRY, what="results page (bpc results --list)")
     data = data_root(args.data)
     for name in args.names:
-        command = REGISTRY[name]
+        command = pages.REGISTRY[name]
         if not args.quiet:
             print(f"running {command.command_line}")
         try:

@@ -102,6 +102,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bpc.commands.solve import add_controller_arguments, build_controller
+from bpc.decide.live import Episode, IllegalMoveError
 from bpc.decide.live.moves import (
     MAX_DEPTH,
     MAX_NUMBER_DIGITS,
@@ -114,6 +115,7 @@ from bpc.decide.live.moves import (
     parse_move,
     quote,
 )
+from bpc.outputs import check_output_file, read_netcdf, write_text
 from bpc.validation import check_beta, probability
 
 NAME = "serve"
@@ -161,20 +163,11 @@ OPS = tuple(OP_FIELDS)
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
 
 
-class RequestError(ValueError):
-    """A request the server cannot answer; ``kind`` is the error type reported."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
 class Shutdown(BaseException):
-    """Raised by the signal handler while the server waits for input (never while it answers)."""
+    """Raised by the signal handler while the server waits for input (never while it answers).
 
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
+    ``args[0]`` is the signal number.
+    """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -261,16 +254,16 @@ def check_id(value: Any, field: str) -> str | int:
 
     Raises
     ------
-    RequestError
+    bpc.decide.live.moves.MoveError
         ``BadRequest`` naming ``field``.
     """
     if isinstance(value, str):
         if len(value) <= MAX_ID_CHARS:
             return value
-        raise RequestError("BadRequest", f"'{field}' is longer than {MAX_ID_CHARS} characters")
+        raise MoveError(f"'{field}' is longer than {MAX_ID_CHARS} characters")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
         return value
-    raise RequestError("BadRequest", f"'{field}' must be a string or a 64-bit integer, got {quote(value)}")
+    raise MoveError(f"'{field}' must be a string or a 64-bit integer, got {quote(value)}")
 
 
 # ---------------------------------------------------------------------------
@@ -341,7 +334,7 @@ class Server:
     # ------------------------------------------------------------ lookups
     def _controller_for(self, cell: Any) -> Any:
         if cell is not None and not isinstance(cell, str):
-            raise RequestError("BadRequest", f"'cell' must be a string BENCH/GEN, got {quote(cell)}")
+            raise MoveError(f"'cell' must be a string BENCH/GEN, got {quote(cell)}")
         if cell not in self._controllers:
             self._controllers[cell] = self._make(cell)[0]
         return self._controllers[cell]
@@ -351,15 +344,15 @@ class Server:
         ep = self.episodes.get(eid)
         if ep is None:
             if eid in self._closed:
-                raise RequestError(
-                    "ClosedEpisode",
+                raise MoveError(
                     f"episode {quote(eid)} is over ({self._closed[eid]}) and was closed; its final state "
                     "came with the move that ended it",
+                    kind="ClosedEpisode",
                 )
-            raise RequestError(
-                "UnknownEpisode",
+            raise MoveError(
                 f"no open episode {quote(eid)} ({len(self.episodes)} open; op 'episodes' lists them); "
                 "send {'op': 'start', 'id': ...} first",
+                kind="UnknownEpisode",
             )
         return eid, ep
 
@@ -380,28 +373,26 @@ class Server:
 
     # ------------------------------------------------------------ ops
     def _op_start(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
-        from bpc.decide.live import Episode
 
         eid = check_id(request.get("id", DEFAULT_ID), "id")
         replace = boolean_field(request, "start", "replace", needed=False) or False
         if eid in self.episodes and not replace:
-            raise RequestError(
-                "EpisodeExists",
+            raise MoveError(
                 f"episode {quote(eid)} is open ({len(self.episodes[eid].history)} moves); "
                 "send \"replace\": true to start it over, or 'end' it first",
+                kind="EpisodeExists",
             )
         if eid not in self.episodes and len(self.episodes) >= self.max_episodes:
-            raise RequestError(
-                "TooManyEpisodes",
+            raise MoveError(
                 f"{len(self.episodes)} episodes are open, the cap (--max-episodes); end some first",
+                kind="TooManyEpisodes",
             )
         cell = request.get("cell")
         ctrl = self._controller_for(cell)
         if "state" in request:
             if any(k in request for k in ("belief", "used", "critics", "task", "task_prior")):
-                raise RequestError(
-                    "BadRequest",
-                    "'state' resumes a saved episode: no 'belief', 'used', 'critics', 'task', 'task_prior'",
+                raise MoveError(
+                    "'state' resumes a saved episode: no 'belief', 'used', 'critics', 'task', 'task_prior'"
                 )
             ep = Episode.from_dict(request["state"], ctrl)
         else:
@@ -410,22 +401,17 @@ class Server:
             theta0 = None if theta0 is None else check_beta(theta0, name="'task_prior'")
             if task is not None:
                 if theta0 is not None or not isinstance(task, str):
-                    raise RequestError(
-                        "BadRequest",
-                        f"'task' must be a task id (a string), without 'task_prior'; got {quote(task)}",
+                    raise MoveError(
+                        f"'task' must be a task id (a string), without 'task_prior'; got {quote(task)}"
                     )
                 if self.task_priors is None:
-                    raise RequestError(
-                        "BadRequest", "'task' needs the task priors: start bpc serve --task-priors FILE.nc"
-                    )
+                    raise MoveError("'task' needs the task priors: start bpc serve --task-priors FILE.nc")
             used, critics = request.get("used", []), request.get("critics")  # critics: default the cell's
             for name, names in (("used", used), ("critics", critics)):
                 if (names is not None or name == "used") and not (
                     isinstance(names, list) and all(isinstance(c, str) for c in names)
                 ):
-                    raise RequestError(
-                        "BadRequest", f"'{name}' must be a list of critic names, got {quote(names)}"
-                    )
+                    raise MoveError(f"'{name}' must be a list of critic names, got {quote(names)}")
             priors = None if task is None else self.task_priors
             ep = ctrl.episode(
                 belief=belief, used=used, critics=critics, theta0=theta0, task=task, task_priors=priors
@@ -462,14 +448,13 @@ class Server:
     def _op_drift(self, request: Mapping[str, Any], out: dict[str, Any]) -> None:
         learner = self.controller.learner
         if learner is None:
-            raise RequestError("NotLearning", "op 'drift' needs a learning server: start it with --learn")
+            raise MoveError("op 'drift' needs a learning server: start it with --learn", kind="NotLearning")
         if learner.n_episodes == 0:
-            raise RequestError("BadRequest", "no episode has ended yet: there is nothing to check for drift")
+            raise MoveError("no episode has ended yet: there is nothing to check for drift")
         window = request.get("window", min(DRIFT_WINDOW, learner.n_episodes))
         if isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= learner.n_episodes:
-            raise RequestError(
-                "BadRequest",
-                f"'window' must be an integer in 1..{learner.n_episodes} (learnt), got {quote(window)}",
+            raise MoveError(
+                f"'window' must be an integer in 1..{learner.n_episodes} (learnt), got {quote(window)}"
             )
         out.update(drift=learner.drift(window).to_dict(), n_episodes=learner.n_episodes, ess=learner.ess)
 
@@ -479,23 +464,19 @@ class Server:
     # ------------------------------------------------------------ answering
     def handle(self, request: Any) -> dict[str, Any]:
         """Answer one decoded request (never raises for a bad request)."""
-        from bpc.decide.live import IllegalMoveError
-
         out: dict[str, Any] = {"ok": True}
         try:
             if not isinstance(request, dict):
-                raise RequestError(
-                    "BadRequest", f"a request must be a JSON object, got {type(request).__name__}"
-                )
+                raise MoveError(f"a request must be a JSON object, got {type(request).__name__}")
             bad_request_id = None
             if "request_id" in request:
                 try:
                     out["request_id"] = check_id(request["request_id"], "request_id")
-                except RequestError as exc:
+                except MoveError as exc:
                     bad_request_id = exc  # reported once the op is known, so the answer names it
             op = request.get("op")
             if not isinstance(op, str) or op not in OP_FIELDS:
-                raise RequestError("UnknownOp", f"unknown op {quote(op)}; expected one of {', '.join(OPS)}")
+                raise MoveError(f"unknown op {quote(op)}; expected one of {', '.join(OPS)}", kind="UnknownOp")
             out["op"] = op
             if bad_request_id is not None:
                 raise bad_request_id
@@ -512,9 +493,9 @@ class Server:
                     if self.state_path is not None:
                         self.save(self.state_path)
                 except (OSError, ValueError) as exc:
-                    raise RequestError(
-                        "StateFileError",
+                    raise MoveError(
                         f"the change was made but could not be written to --state-file: {exc}",
+                        kind="StateFileError",
                     ) from None
             return out
         except IllegalMoveError as exc:
@@ -524,7 +505,7 @@ class Server:
                 "move": _clip(exc.move),
                 "legal": list(exc.legal),
             }
-        except (RequestError, MoveError) as exc:
+        except MoveError as exc:
             err = {"type": exc.kind, "message": _clip(str(exc))}
         except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
@@ -542,9 +523,9 @@ class Server:
             return None
         try:
             if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
-                raise RequestError("LineTooLong", f"a request line is at most {MAX_LINE_BYTES} bytes")
+                raise MoveError(f"a request line is at most {MAX_LINE_BYTES} bytes", kind="LineTooLong")
             request = loads(raw)
-        except (RequestError, MoveError) as exc:
+        except MoveError as exc:
             return {"ok": False, "error": {"type": exc.kind, "message": _clip(str(exc))}}
         return self.handle(request)
 
@@ -582,8 +563,6 @@ class Server:
 
     def save(self, path: Path) -> int:
         """Write the open episodes to ``path`` atomically; the number written."""
-        from bpc.outputs import write_text
-
         snap = self.snapshot()
         write_text(path, json.dumps(snap, allow_nan=False, indent=1) + "\n")
         return len(snap["episodes"])
@@ -597,8 +576,6 @@ class Server:
             Naming the file and the entry, for a file that is not a state file
             or an episode that does not resume under this server's controllers.
         """
-        from bpc.decide.live import Episode
-
         if not path.exists():
             return 0
 
@@ -638,14 +615,14 @@ class Server:
         for i, entry in enumerate(entries):
             try:
                 if not isinstance(entry, dict) or "id" not in entry or "state" not in entry:
-                    raise RequestError("BadRequest", "expected an object with 'id', 'cell' and 'state'")
+                    raise MoveError("expected an object with 'id', 'cell' and 'state'")
                 eid = check_id(entry["id"], "id")
                 if eid in episodes:
-                    raise RequestError("BadRequest", f"a second episode with id {quote(eid)}")
+                    raise MoveError(f"a second episode with id {quote(eid)}")
                 cell = entry.get("cell")
                 ep = Episode.from_dict(entry["state"], self._controller_for(cell))
                 if ep.done:
-                    raise RequestError("BadRequest", f"episode {quote(eid)} is over ({ep.outcome})")
+                    raise MoveError(f"episode {quote(eid)} is over ({ep.outcome})")
             except (ValueError, KeyError, TypeError) as exc:
                 raise refused(f"episode #{i}: {_clip(str(exc))}") from None
             episodes[eid], cells[eid] = ep, cell
@@ -708,7 +685,6 @@ def _task_priors(path: Path | None):
     """The ``--task-priors`` Dataset (``A``, ``B``, ``source`` over benchmark, generator, task), or None."""
     if path is None:
         return None
-    from bpc.outputs import read_netcdf
 
     if not path.is_file():
         raise FileNotFoundError(f"--task-priors {path} does not exist")
@@ -734,8 +710,6 @@ def _resume_learning(ctrl, args: argparse.Namespace) -> int | None:
         # refused (LearnStateMismatchError) unless learnt from the calibration this server starts from
         ctrl.learner = LearningState.load(path, spec_hash=ctrl.learner.spec_hash())
     elif path is not None:
-        from bpc.outputs import check_output_file
-
         check_output_file(path, suffixes=(".nc",), option="--learn-state")
     return ctrl.learner.n_episodes
 
@@ -761,8 +735,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             if args.state_file is not None and not os.path.isfile(args.state_file):
-                from bpc.outputs import check_output_file
-
                 # an existing file is read first, and restore() refuses anything but a serve state
                 check_output_file(args.state_file, suffixes=(".json",), option="--state-file")
             with warnings.catch_warnings(record=True) as caught:  # to the ready line, not stderr
@@ -811,7 +783,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         reason = server.pending_signal
     except Shutdown as stop:
-        reason = stop.signum
+        reason = stop.args[0]
     finally:
         if server is not None:
             server.busy = True  # a second signal while saving is noted, not raised

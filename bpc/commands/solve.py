@@ -49,8 +49,12 @@ import sys
 from pathlib import Path
 
 import bpc.constants as _constants
-from bpc.commands._checks import option
+from bpc.commands._checks import check_controller_options, option
 from bpc.constants import GRID_SIZE, HORIZON, LIVE_MAX_COST_REWARDS, LIVE_MAX_PATCHES, LIVE_REGENERATE
+from bpc.costs import params_costs, resolve_costs
+from bpc.decide.kernels.belief import used_mask
+from bpc.decide.live import EXACT_MAX_HORIZON, Controller, json_float
+from bpc.decide.live.moves import observed, refined, regenerated, verified
 from bpc.decide.options import Budget, PlanOptions
 from bpc.validation import check_cost, check_probability
 
@@ -215,8 +219,6 @@ def parse_history(text: str) -> list[dict]:
     ValueError
         Naming the malformed move.
     """
-    from bpc.decide.live.moves import observed, refined, regenerated, verified
-
     moves = []
     for raw in text.split(","):
         if not (token := raw.strip()):
@@ -240,8 +242,6 @@ def parse_history(text: str) -> list[dict]:
 
 
 def _base_costs(args: argparse.Namespace):
-    from bpc.costs import resolve_costs
-
     return resolve_costs(args.costs) if args.costs is not None else None
 
 
@@ -272,8 +272,6 @@ def build_controller(
     ValueError
         For missing or inconsistent options.
     """
-    from bpc.commands._checks import check_controller_options
-
     check_controller_options(args)
     chosen: str = args.method if method is None else method
     if args.params is not None:
@@ -285,8 +283,6 @@ def build_controller(
 
 def _explicit_controller(args: argparse.Namespace, method: str, learn: bool = False):
     """Controller from --prior/--critic/--p-fix/--p-break and the costs; its JSON inputs."""
-    from bpc.decide.live import Controller
-
     if args.prior is None:
         raise ValueError("--prior is required (or give --params FILE --cell BENCH/GEN)")
     base = _base_costs(args)
@@ -357,9 +353,6 @@ def plan_options(
 
 def _params_controller(args: argparse.Namespace, method: str, cell: str | None, learn: bool = False):
     """Controller for one cell of --params; its JSON inputs."""
-    from bpc.costs import params_costs
-    from bpc.decide.live import Controller, json_float
-
     if cell is None:
         raise ValueError("--params needs --cell BENCH/GEN")
     names = ("prior", "p_fix", "p_break", "kappa")
@@ -426,8 +419,6 @@ def calibration_caveat(path: Path) -> str | None:
 
 def decide(args: argparse.Namespace) -> dict:
     """Solve the state described by the parsed arguments; the JSON-ready answer."""
-    from bpc.decide.live import EXACT_MAX_HORIZON, json_float
-
     if args.belief is not None:
         check_probability(args.belief, name="--belief")
     moves = parse_history(args.history)
@@ -439,8 +430,6 @@ def decide(args: argparse.Namespace) -> dict:
             f"step); horizon {args.horizon} was solved on the belief grid (dp) instead"
         )
     ctrl, inputs = build_controller(args, method=method)
-    from bpc.decide.kernels.belief import used_mask
-
     mask = used_mask(args.used, ctrl.critics)
     used = [c for k, c in enumerate(ctrl.critics) if mask >> k & 1]
     episode = ctrl.episode(belief=args.belief, used=used)

@@ -398,19 +398,20 @@ def write_table(
     df: pd.DataFrame,
     path,
     *,
-    decimals: int = 3,
-    bold: pd.DataFrame | None = None,
-    marks: pd.DataFrame | None = None,
     signed: Sequence[str] = (),
     caption: str | None = None,
     latex: bool = True,
+    **style,
 ) -> list:
     """Write ``df`` as CSV, Markdown and (optionally) LaTeX next to each other, each atomically.
 
     Floats in the CSV are written with 10 significant digits, so a re-run
-    with the same seed gives a byte-identical file. ``marks`` (e.g.
-    :func:`abstention_mask`) daggers cells in the Markdown and LaTeX; the
-    CSV carries the same information in its columns.
+    with the same seed gives a byte-identical file. ``style`` (``decimals``,
+    ``bold``, ``marks``) goes to both :func:`~bpc.report.markdown.markdown_table`
+    and :func:`latex_table`, ``signed`` and ``caption`` to the LaTeX (the caption
+    also heads the Markdown); ``marks`` (e.g. :func:`abstention_mask`) daggers
+    cells in the Markdown and LaTeX, the CSV carries the same information in
+    its columns.
 
     Returns
     -------
@@ -418,10 +419,10 @@ def write_table(
         ``.csv``, ``.md`` (and ``.tex``) paths written.
     """
     path = Path(path)
-    md = markdown_table(df, decimals=decimals, bold=bold, marks=marks)
+    md = markdown_table(df, **style)
     out = [write_csv(df, path.with_suffix(".csv"), float_format="%.10g", lineterminator="\n")]
     out.append(write_text(path.with_suffix(".md"), (f"*{caption}*\n\n" if caption else "") + md + "\n"))
     if latex:
-        tex = latex_table(df, decimals=decimals, bold=bold, marks=marks, signed=signed, caption=caption)
+        tex = latex_table(df, signed=signed, caption=caption, **style)
         out.append(write_text(path.with_suffix(".tex"), tex))
     return out

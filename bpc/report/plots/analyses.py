@@ -96,23 +96,17 @@ def plot_regime_map(
 
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
     if posterior:
-        z, mesh = (
-            np.asarray(background["z"], dtype=float),
-            {"cmap": "cividis", "vmin": 0, "vmax": 1, "alpha": 0.6},
-        )
+        z = np.asarray(background["z"], dtype=float)
+        mesh = {"cmap": "cividis", "vmin": 0, "vmax": 1, "alpha": 0.6}
     else:
         cmap = ListedColormap([REGIME_COLORS[r] for r in REGIMES])
         norm = BoundaryNorm(np.arange(len(REGIMES) + 1) - 0.5, cmap.N)
         z = np.vectorize(REGIMES.index)(background["z"])
         mesh = {"cmap": cmap, "norm": norm, "alpha": 0.45, "shading": "auto"}
     # the k-NN vote extends to the whole plane; where no cell has a prior nearby it would extrapolate
-    priors, gx = (
-        np.unique(points["prior"].dropna().to_numpy(dtype=float)),
-        np.asarray(background["prior"], float),
-    )
-    far = (
-        np.abs(gx[:, None] - priors[None, :]).min(axis=1, initial=np.inf) > REGIME_DATA_REACH
-    )  # no cell: far
+    priors = np.unique(points["prior"].dropna().to_numpy(dtype=float))
+    gx = np.asarray(background["prior"], float)
+    far = np.abs(gx[:, None] - priors[None, :]).min(axis=1, initial=np.inf) > REGIME_DATA_REACH  # no cell
     z = np.ma.masked_array(z, mask=np.broadcast_to(far[None, :], (len(background["ratio"]), len(gx))))
     image = ax.pcolormesh(background["prior"], background["ratio"], z, **mesh)
     x = np.linspace(max(points["ratio"].to_numpy().min(), 1e-3), 1.0, 200)
@@ -178,9 +172,8 @@ def plot_cver_sweeps(
     reward = float(sweep["reward"].iloc[0]) if "reward" in sweep else float("nan")
 
     def of(frame: pd.DataFrame | None, b: str, g: str) -> pd.DataFrame:
-        frame = (
-            pd.DataFrame(columns=["benchmark", "generator", "policy", "c_ver"]) if frame is None else frame
-        )
+        if frame is None:
+            frame = pd.DataFrame(columns=["benchmark", "generator", "policy", "c_ver"])
         return frame[(frame["benchmark"] == b) & (frame["generator"] == g)]
 
     for ax, (b, g) in zip(axes, cells, strict=False):

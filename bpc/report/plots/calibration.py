@@ -103,9 +103,7 @@ def plot_gaps(params: xr.Dataset, path: str | Path):
             if ok.any():
                 seen.add(b)
                 color, marker = style[b]
-                ax.scatter(
-                    prior[ok], gap[ok], color=color, marker=marker, s=30
-                )  # named in the figure's legend
+                ax.scatter(prior[ok], gap[ok], color=color, marker=marker, s=30)  # named in the legend
         ax.axhline(0, color="grey", lw=0.8)
         ax.set(xlim=(0, 1), ylim=(-1, 1), xlabel="prior P(Y=1)", title=CRITIC_TITLES.get(crit, crit))
         ax.grid(alpha=0.3)
