@@ -27,9 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default: fit the hierarchical model on the fit instances",
     )
     parser.add_argument(
-        "--draws",
-        type=int,
-        help="posterior draws used by the DP analyses (default 200, quick 40)",
+        "--draws", type=int, help="posterior draws used by the DP analyses (default 200, quick 40)"
     )
     parser.add_argument("--no-efficiency", action="store_true", help="skip the data-efficiency experiment")
     parser.add_argument(

@@ -74,9 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--repeats", type=int, default=1, help="fold-assignment repeats (default 1)")
     parser.add_argument(
-        "--max-folds",
-        type=int,
-        help="score only the first N folds of each repeat (default all)",
+        "--max-folds", type=int, help="score only the first N folds of each repeat (default all)"
     )
     parser.add_argument(
         "--loco-per-benchmark", type=int, default=0, metavar="N",

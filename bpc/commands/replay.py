@@ -143,9 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--plot", type=Path, help="write a Δ bar chart to this path (.png, .pdf or .svg)")
     parser.add_argument(
-        "--scale",
-        type=float,
-        help="simulated panel: instance-count multiplier (default 1, at most 20)",
+        "--scale", type=float, help="simulated panel: instance-count multiplier (default 1, at most 20)"
     )
     add_output_arguments(parser, seed="simulated panel: seed", force=True)
 

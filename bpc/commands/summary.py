@@ -19,9 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
     parser.add_argument("posterior", type=Path, help="a .nc written by 'bpc fit'")
     parser.add_argument(
-        "--out",
-        type=Path,
-        help="output folder (default: <posterior stem>_summary beside the file)",
+        "--out", type=Path, help="output folder (default: <posterior stem>_summary beside the file)"
     )
     parser.add_argument("--rates", nargs="+", help="rates for the forest plot (default: all but gap)")
     add_output_arguments(parser, seed=None, quiet="do not print the table")

@@ -141,12 +141,10 @@ def _summary(report: Report, run: Result, cfg: DemoConfig, diag, claims_tally: s
     report.text("\n".join(lines))
     report.table(
         summary_table(pooled),
-        caption=(
-            "Every policy over the whole panel (each task's Δ averaged over the generators that ran it), "
-            "on the held-out tasks where the policy and the reference are both defined (a gate needs its "
-            "critic: no gate_test on SWE-Bench); best first. Per cell: `protocol_cells.csv`, every Δ: "
-            "`protocol_delta.csv`."
-        ),
+        caption="Every policy over the whole panel (each task's Δ averaged over the generators that ran it), "
+        "on the held-out tasks where the policy and the reference are both defined (a gate needs its "
+        "critic: no gate_test on SWE-Bench); best first. Per cell: `protocol_cells.csv`, every Δ: "
+        "`protocol_delta.csv`.",
     )
     files = {
         "priors.csv": "per-cell prior P(pass), Wilson 95% interval, simulated truth",
@@ -223,21 +221,17 @@ def demo_report(run: Result) -> Result:
     report.table(
         tasks.drop(columns=["tasks", "generators"]).rename(columns=_TASK_COLUMNS),
         decimals=2,
-        caption=(
-            "Per benchmark: the generators that attempted its tasks, and the tasks on which no patch of "
-            "any generator passes the oracle or the public tests (n_never; `bpc.data.tasks`; every id in "
-            f"[`tasks.csv`](tasks.csv)). Flagged '{FLAG}' when at least two generators attempted them: on "
-            "real data such a task is more often broken than hard."
-        ),
+        caption="Per benchmark: the generators that attempted its tasks, and the tasks on which no patch of "
+        "any generator passes the oracle or the public tests (n_never; `bpc.data.tasks`; every id in "
+        f"[`tasks.csv`](tasks.csv)). Flagged '{FLAG}' when at least two generators attempted them: on "
+        "real data such a task is more often broken than hard.",
     )
     solved = shared_solutions(counts)
     n_identical = int(solved["identical"].sum())
     report.table(
         solved.drop(columns=["generators", "solved"]).rename(columns=_SOLVED_COLUMNS),
-        caption=(
-            "Generators on the same tasks: tasks solved (some patch passes the oracle) by all of them and "
-            "by any; identical: every generator solves exactly the same set."
-        ),
+        caption="Generators on the same tasks: tasks solved (some patch passes the oracle) by all of them "
+        "and by any; identical: every generator solves exactly the same set.",
     )
     report.text(
         f"{int((tasks['n_never'] > 0).sum())} of {len(tasks)} benchmarks have tasks that nothing passes "
@@ -303,10 +297,8 @@ def demo_report(run: Result) -> Result:
     moves = files["shrinkage"] = shrinkage_table(params, post)
     report.table(
         moves.head(8).rename(columns=_SHRINKAGE_COLUMNS),
-        caption=(
-            f"Where pooling moved an estimate most ({CI_KIND.upper()} intervals; every cell and rate in "
-            "[`shrinkage.csv`](shrinkage.csv), the simulated truth in `priors.csv`)."
-        ),
+        caption=f"Where pooling moved an estimate most ({CI_KIND.upper()} intervals; every cell and rate in "
+        "[`shrinkage.csv`](shrinkage.csv), the simulated truth in `priors.csv`).",
     )
     caption = (
         f"Shrinkage: Laplace estimate vs posterior mean per cell and rate, with {CI_PROB:.0%} intervals."
@@ -352,12 +344,10 @@ def demo_report(run: Result) -> Result:
     report.table(
         summary,
         decimals=2,
-        caption=(
-            f"Four controllers on the held-out tasks of {ctrl.index.nunique()} cells: Laplace plug-in "
-            "(paper), posterior-mean plug-in, Bayes-robust (maximises posterior-expected Q) and Thompson "
-            f"(one draw per episode), averaged over cells (always_verify's mean pass rate: {av_pass:.2f}). "
-            "Winning by abstaining: Δ > 0 with a pass rate below always_verify's."
-        ),
+        caption=f"Four controllers on the held-out tasks of {ctrl.index.nunique()} cells: Laplace plug-in "
+        "(paper), posterior-mean plug-in, Bayes-robust (maximises posterior-expected Q) and Thompson "
+        f"(one draw per episode), averaged over cells (always_verify's mean pass rate: {av_pass:.2f}). "
+        "Winning by abstaining: Δ > 0 with a pass rate below always_verify's.",
     )
     dp = table[table["policy"] == "laplace_dp"]
     disjoint = int(((dp["post_hi"] < dp["ci_lo"]) | (dp["post_lo"] > dp["ci_hi"])).sum())

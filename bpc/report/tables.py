@@ -289,9 +289,7 @@ def protocol_cell_table(
     for pol in policies:
         for ref in references:
             out[f"{pol} vs {ref}"] = [
-                interval_text(*map(float, found[(b, g, pol, ref)]), decimals=1)
-                if (b, g, pol, ref) in found
-                else "–"
+                interval_text(*map(float, found.get((b, g, pol, ref), (np.nan,) * 3)), decimals=1)  # NaN: –
                 for b, g in zip(out["benchmark"], out["generator"], strict=True)
             ]
     return sort_cells(out)

@@ -209,12 +209,7 @@ def plot_cver_sweeps(
     return savefig(fig, path, formats=formats)
 
 
-def plot_informativeness(
-    grid: pd.DataFrame,
-    path,
-    *,
-    formats=("png", "pdf"),
-) -> list[Path]:
+def plot_informativeness(grid: pd.DataFrame, path, *, formats=("png", "pdf")) -> list[Path]:
     """Critic gap γ against the prior, one panel per critic, points coloured by the Bayesian Δ.
 
     Parameters

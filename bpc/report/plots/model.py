@@ -194,11 +194,7 @@ def shrinkage_table(laplace_params: xr.Dataset, posterior_params: xr.Dataset) ->
 
 
 def plot_shrinkage(
-    laplace_params: xr.Dataset,
-    posterior_params: xr.Dataset,
-    path: str | Path,
-    *,
-    annotate: int = 3,
+    laplace_params: xr.Dataset, posterior_params: xr.Dataset, path: str | Path, *, annotate: int = 3
 ) -> list[Path]:
     """Laplace estimate (x) vs posterior mean (y) with intervals, one panel per rate kind.
 

@@ -70,10 +70,7 @@ def _cell_pages(unc: xr.Dataset, path, name: str, cells, draw) -> list[Path]:
 
 
 def plot_action_probabilities(
-    unc: xr.Dataset,
-    path: str | Path,
-    *,
-    cells: Sequence[tuple[str, str]] | None = None,
+    unc: xr.Dataset, path: str | Path, *, cells: Sequence[tuple[str, str]] | None = None
 ) -> list[Path]:
     """Stacked P(action optimal) against belief, per cell, with the action entropy.
 
@@ -131,11 +128,7 @@ def _action_style(action: str) -> dict:
 
 
 def plot_value_bands(
-    unc: xr.Dataset,
-    path: str | Path,
-    *,
-    cells: Sequence[tuple[str, str]] | None = None,
-    ncols: int = 3,
+    unc: xr.Dataset, path: str | Path, *, cells: Sequence[tuple[str, str]] | None = None, ncols: int = 3
 ) -> list[Path]:
     """Per cell: what to do at each belief, what it is worth, and what the other actions lose.
 

@@ -17,11 +17,7 @@ from bpc.report.plots.style import OKABE_ITO, axes_grid, cell_label, savefig
 
 
 def plot_pass_histogram_ppc(
-    table: pd.DataFrame,
-    path: str | Path,
-    *,
-    patches: int | None = None,
-    formats: tuple[str, ...] = ("png",),
+    table: pd.DataFrame, path: str | Path, *, patches: int | None = None, formats: tuple[str, ...] = ("png",)
 ) -> list[Path]:
     """Observed vs predicted pass histograms, one panel per cell.
 
