@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument
 from bpc.constants import REFIT_PRESETS
+from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig, run_stream
+from bpc.replay.profiles import PROFILES
 
 if TYPE_CHECKING:
     from bpc.evaluate import Result
-    from bpc.experiments.stream import StreamConfig
 
 NAME = "stream"
 HELP = (
@@ -49,9 +50,6 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
-    from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig
-    from bpc.replay.profiles import PROFILES
-
     d = StreamConfig()
     parser.description = (__doc__ or "").split("\n\n", 1)[-1]  # the docstring after its title line
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -138,7 +136,6 @@ def run(args: argparse.Namespace) -> int:
     """
     from bpc.commands._input import config_from_args, load_from_args
     from bpc.costs import resolve_costs
-    from bpc.experiments.stream import CONTROLLERS, STARTS, StreamConfig, run_stream
     from bpc.outputs import check_output_folder, reading
     from bpc.report import write
 
