@@ -148,13 +148,8 @@ from bpc.replay.engine import cell_policies, cell_pool, replay_pool
 from bpc.replay.profiles import get_profile
 from bpc.schema import has_task_counts, select_cell, thin_draws
 
-LOGO_ARMS: tuple[str, ...] = (
-    "complete_pooling",
-    "cell_hierarchy",
-    "task_oracle",
-    "task_critic",
-    "pooled_task_oracle",
-    "pooled_task_critic",
+LOGO_ARMS: tuple[str, ...] = tuple(
+    "complete_pooling cell_hierarchy task_oracle task_critic pooled_task_oracle pooled_task_critic".split()
 )
 """The starts compared (module docstring): two cell-level arms and the task prior on each."""
 
