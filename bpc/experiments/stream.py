@@ -756,8 +756,8 @@ def stream_acceptance(
     online = online.assign(
         check=f"online from none ({controller}, all tasks) within the full-data reference's CI",
         delta=online["mean_utility"],
-        ci_lo=online["target"].map(ref["ci_lo"]),
-        ci_hi=online["target"].map(ref["ci_hi"]),
+        ci_lo=online["target"].map(ref["ci_lo"]).astype(float),  # float also with no "none" row
+        ci_hi=online["target"].map(ref["ci_hi"]).astype(float),  # float also with no "none" row
     )
     online = online.assign(passed=(online["ci_lo"] <= online["delta"]) & (online["delta"] <= online["ci_hi"]))
     columns = ["check", "target", "delta", "ci_lo", "ci_hi", "passed"]
