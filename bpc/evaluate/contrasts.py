@@ -43,17 +43,8 @@ POOLED = "pooled"
 ACROSS = "all"
 """``benchmark`` of the rows :func:`contrast_table` pools over every benchmark (``across=True``)."""
 
-DELTA_COLUMNS: tuple[str, ...] = (
-    "benchmark",
-    "generator",
-    "policy",
-    "reference",
-    "delta",
-    "ci_lo",
-    "ci_hi",
-    "n_tasks",
-    "n_seeds",
-    "prob",
+DELTA_COLUMNS: tuple[str, ...] = tuple(
+    "benchmark generator policy reference delta ci_lo ci_hi n_tasks n_seeds prob".split()
 )
 """Columns of :func:`contrast`."""
 

@@ -67,14 +67,8 @@ ABLATION_ARMS: Mapping[str, tuple[str, Mapping[str, object]]] = MappingProxyType
     (its calls are charged and say nothing).
 """
 
-ABLATION_BASELINES: tuple[str, ...] = (
-    "stop",
-    "verify_first",
-    "always_verify",
-    "best_of_3",
-    "gate_syn",
-    "gate_test",
-    "gate_llm",
+ABLATION_BASELINES: tuple[str, ...] = tuple(
+    "stop verify_first always_verify best_of_3 gate_syn gate_test gate_llm".split()
 )
 """Simple baselines replayed beside the arms (the candidates of the best simple baseline)."""
 

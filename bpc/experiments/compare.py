@@ -286,19 +286,9 @@ def posterior_policy_uncertainty(
 # ---------------------------------------------------------------------------
 # The comparison
 # ---------------------------------------------------------------------------
-PROTOCOL_POLICIES: tuple[str, ...] = (
-    "stop",
-    "verify_first",
-    "always_verify",
-    "best_of_3",
-    "fixed_pipeline",
-    "gate_syn",
-    "gate_test",
-    "gate_llm",
-    "self_refine",
-    "reflexion",
-    "bayesian_greedy",
-    "bayesian_dp",
+PROTOCOL_POLICIES: tuple[str, ...] = tuple(
+    "stop verify_first always_verify best_of_3 fixed_pipeline gate_syn gate_test gate_llm "
+    "self_refine reflexion bayesian_greedy bayesian_dp".split()
 )
 """Policies the protocol replays under the ``bpc`` profile (those a cell cannot run are skipped)."""
 

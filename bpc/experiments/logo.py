@@ -142,19 +142,14 @@ from bpc.estimate.laplace import laplace
 from bpc.evaluate import POOLED, Result, best_of, contrast_table, simple_baselines
 from bpc.experiments.efficiency import complete_pooling_calibration
 from bpc.experiments.posterior import posterior_mean_params
-from bpc.experiments.stream import leave_cell_out, left_out_fit
+from bpc.experiments.stream import leave_cell_out, left_out_fit, tuple_fields
 from bpc.progress import info
 from bpc.replay.engine import cell_policies, cell_pool, replay_pool
 from bpc.replay.profiles import get_profile
 from bpc.schema import has_task_counts, select_cell, thin_draws
 
-LOGO_ARMS: tuple[str, ...] = (
-    "complete_pooling",
-    "cell_hierarchy",
-    "task_oracle",
-    "task_critic",
-    "pooled_task_oracle",
-    "pooled_task_critic",
+LOGO_ARMS: tuple[str, ...] = tuple(
+    "complete_pooling cell_hierarchy task_oracle task_critic pooled_task_oracle pooled_task_critic".split()
 )
 """The starts compared (module docstring): two cell-level arms and the task prior on each."""
 
@@ -666,11 +661,7 @@ class LogoConfig:
     profile: str = "bpc"
 
     def __post_init__(self) -> None:
-        for name in ("targets", "costs", "arms", "presets"):
-            if isinstance(getattr(self, name), str):
-                raise ValueError(f"LogoConfig.{name} must be a tuple, got {getattr(self, name)!r}")
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        object.__setattr__(self, "targets", tuple((str(b), str(g)) for b, g in self.targets))
+        tuple_fields(self, ("targets", "costs", "arms", "presets"))
         check_choices(self.arms, LOGO_ARMS, what="LOGO arm")
 
     def named_costs(self) -> list[tuple[str, CostSpec]]:

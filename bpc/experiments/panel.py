@@ -61,13 +61,7 @@ from bpc.data.splits import Cell
 from bpc.data.tasks import flagged_tasks
 from bpc.estimate.laplace import laplace
 from bpc.evaluate import ACROSS, BEST_SIMPLE, Result, contrast_table
-from bpc.experiments.efficiency import (
-    CLOSED_FORMS,
-    LOCO_K,
-    LocoConfig,
-    hierarchical_arms,
-    loco_efficiency,
-)
+from bpc.experiments.efficiency import CLOSED_FORMS, LOCO_K, LocoConfig, hierarchical_arms, loco_efficiency
 from bpc.experiments.logo import LogoConfig, logo_table, run_logo
 from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
 from bpc.intervals import CLUSTERED_COLUMNS

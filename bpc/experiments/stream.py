@@ -177,16 +177,30 @@ class StreamConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
                 raise ValueError(f"StreamConfig.{name} must be a positive integer, got {v!r}")
-        for name in ("targets", "starts", "controllers", "presets"):
-            if isinstance(getattr(self, name), str):
-                raise ValueError(f"StreamConfig.{name} must be a tuple, got {getattr(self, name)!r}")
-            object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
-        object.__setattr__(self, "targets", tuple((str(b), str(g)) for b, g in self.targets))
+        tuple_fields(self, ("targets", "starts", "controllers", "presets"), unique=True)
         if not self.presets:
             raise ValueError("StreamConfig.presets must be a non-empty tuple of presets")
         check_choices(self.presets, sorted(SAMPLER_PRESETS), what="sampler preset")
         check_choices(self.starts, STARTS, what="start")
         check_choices(self.controllers, CONTROLLERS, what="controller")
+
+
+def tuple_fields(config: Any, names: Sequence[str], *, unique: bool = False) -> None:
+    """Make the fields ``names`` of a frozen study config tuples, and its ``targets`` ``(str, str)`` pairs.
+
+    A string is refused (it is not a tuple of names); with ``unique`` repeated entries are dropped,
+    order kept. :class:`StreamConfig` and :class:`bpc.experiments.logo.LogoConfig` check with it.
+
+    Raises
+    ------
+    ValueError
+        For a field given as a string (the message names the config class and the field).
+    """
+    for name in names:
+        if isinstance(value := getattr(config, name), str):
+            raise ValueError(f"{type(config).__name__}.{name} must be a tuple, got {value!r}")
+        object.__setattr__(config, name, tuple(dict.fromkeys(value) if unique else value))
+    object.__setattr__(config, "targets", tuple((str(b), str(g)) for b, g in config.targets))
 
 
 # ---------------------------------------------------------------------------
@@ -380,13 +394,6 @@ def episode_record(
     return EpisodeRecord.from_history(moves), passed
 
 
-def _controller(
-    params: Any, costs: Costs, prof: Profile, mode: str, critics: Sequence[str], name: str
-) -> Any:
-    """The profile's instance DP from ``params``, by :func:`bpc.evaluate.controllers`."""
-    return controllers({name: Arm(params, mode=mode)}, costs, critics=list(critics), plan=prof.switches)[name]
-
-
 _DRAWS_MODES = {"plugin": "posterior_mean", "frozen": "posterior_mean", "bayes_robust": "bayes_robust"}
 
 
@@ -407,8 +414,9 @@ def stream_controller(
     """
     n = {"bayes_robust": config.robust_draws, "thompson": 1}.get(kind, config.plugin_draws)
     samples = ParameterSamples.from_mapping(state.resample(n), critics=state.critics)
-    mode = _DRAWS_MODES.get(kind, "thompson")
-    return _controller(samples, costs, get_profile(profile), mode, state.critics, kind)
+    arm = Arm(samples, mode=_DRAWS_MODES.get(kind, "thompson"))
+    plan = get_profile(profile).switches
+    return controllers({kind: arm}, costs, critics=list(state.critics), plan=plan)[kind]
 
 
 def _play(pool: Pool, instance: int, controller: Any, costs: Costs, prof: Profile, critics):
@@ -469,7 +477,8 @@ def stream_target(
     crit_sets = {tuple(s.critics) for s in states.values()}
     if len(crit_sets) != 1:
         raise ValueError(f"stream_target: every start must learn the same critics, got {sorted(crit_sets)}")
-    ref_ctrl = _controller(reference, costs, prof, "plugin", crit_sets.pop(), REFERENCE)
+    arm = {REFERENCE: Arm(reference, mode="plugin")}  # the profile's instance DP
+    ref_ctrl = controllers(arm, costs, critics=list(crit_sets.pop()), plan=prof.switches)[REFERENCE]
     ru, rp, rc = replay_controller(pool, ref_ctrl, costs, prof)
     ref_frame = pd.DataFrame({"target": target, "task": tasks, "utility": ru, "passed": rp, "cost": rc})
     rows: list[tuple] = []
@@ -581,10 +590,6 @@ def summarize_stream(
     return out[list(STREAM_COLUMNS)]
 
 
-def _no_contrast() -> pd.DataFrame:
-    return pd.DataFrame(columns=list(CONTRAST_COLUMNS))
-
-
 def stream_contrast(
     entries: pd.DataFrame,
     *,
@@ -617,7 +622,7 @@ def stream_contrast(
     both = a.merge(b, on=keys, how="inner", suffixes=("", "_b"))
     both = _first(both.assign(diff=both["utility"] - both["utility_b"], one=1.0), horizons)
     if both.empty:
-        return _no_contrast()
+        return pd.DataFrame(columns=list(CONTRAST_COLUMNS))
     bench = both["target"].str.split("/").str[0]
     both = both.assign(benchmark=bench, family=bench.str.split("_").str[0], task=bench + "/" + both["task"])
     opts = {"value": "diff", "count": "one", "task": "task", "B": B, "seed": seed, "prob": prob}
@@ -721,7 +726,8 @@ def run_stream(
     boot = {"B": c.bootstrap_b, "seed": c.seed, "prob": c.prob}
     table = summarize_stream(entries, reference, **boot)
     others = [s for s in c.starts if s != "none"] if "none" in c.starts else []
-    contrasts = pd.concat([stream_contrast(entries, start=s, **boot) for s in others] or [_no_contrast()])
+    parts = [stream_contrast(entries, start=s, **boot) for s in others]
+    contrasts = pd.concat(parts or [pd.DataFrame(columns=list(CONTRAST_COLUMNS))])
     tables = {"stream": table, "contrasts": contrasts, "acceptance": stream_acceptance(table, contrasts)}
     figures = {"stream.nc": functools.partial(_write_tree, table, contrasts, entries, reference)}
     wall = time.perf_counter() - t_start
@@ -750,8 +756,8 @@ def stream_acceptance(
     online = online.assign(
         check=f"online from none ({controller}, all tasks) within the full-data reference's CI",
         delta=online["mean_utility"],
-        ci_lo=online["target"].map(ref["ci_lo"]),
-        ci_hi=online["target"].map(ref["ci_hi"]),
+        ci_lo=online["target"].map(ref["ci_lo"]).astype(float),  # float also with no "none" row
+        ci_hi=online["target"].map(ref["ci_hi"]).astype(float),  # float also with no "none" row
     )
     online = online.assign(passed=(online["ci_lo"] <= online["delta"]) & (online["delta"] <= online["ci_hi"]))
     columns = ["check", "target", "delta", "ci_lo", "ci_hi", "passed"]

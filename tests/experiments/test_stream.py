@@ -353,3 +353,5 @@ def test_acceptance_by_hand():
     assert a["passed"].tolist() == [True, False, True]
     assert a.iloc[2][["target", "delta", "ci_lo", "ci_hi"]].tolist() == ["b/g", 4.0, 2.0, 9.0]
     assert st.stream_acceptance(t.assign(mean_utility=[1.0, 6.0]), c.iloc[:0])["passed"].tolist() == [False]
+    # no "none" start (bpc stream --start laplace-pooled): no online row, and no error
+    assert st.stream_acceptance(t.iloc[1:], c.iloc[:0]).empty
