@@ -297,11 +297,7 @@ tasks each) and 0.980 (LCB-medium, 90 tasks), mapped to ρ = 2 sin(πr/6) and ta
 ``python analyses/panel_strengths.py ../shared/data/paper_corpus`` (0.8992)."""
 
 CRITIC_KAPPA = MappingProxyType(
-    {
-        "syn": (0.504, float("inf")),
-        "test": (0.227, float("inf")),
-        "llm": (0.474, 0.476),
-    }
+    {"syn": (0.504, float("inf")), "test": (0.227, float("inf")), "llm": (0.474, 0.476)}
 )
 """Critic → (κ_c on failing patches, κ_c on passing patches): within-task dependence of verdicts.
 
@@ -496,10 +492,7 @@ def _check_subset(
 
 
 def panel_truth(
-    benchmarks: Sequence[str] | None = None,
-    generators: Sequence[str] | None = None,
-    *,
-    kappa: float = KAPPA,
+    benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None, *, kappa: float = KAPPA
 ) -> xr.Dataset:
     """The true per-cell rates the simulator draws from (parameter schema).
 

@@ -417,13 +417,7 @@ def folds(
     return out
 
 
-def fold_split(
-    records: pd.DataFrame,
-    assignment: pd.DataFrame,
-    *,
-    seed: int,
-    fold: int,
-) -> Split:
+def fold_split(records: pd.DataFrame, assignment: pd.DataFrame, *, seed: int, fold: int) -> Split:
     """One fold of a :func:`folds` assignment as a :class:`Split` of every cell.
 
     The eval side of a cell holds its tasks in fold ``fold`` (for ``seed``),
