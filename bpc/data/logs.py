@@ -564,8 +564,7 @@ def read_logs(
     ]
     if not names:
         notes.append(f"{path.name}: no critic columns; only the prior and the kernel can be estimated")
-    records.attrs["critics"] = names
-    records.attrs["notes"] = notes
+    records.attrs.update(critics=names, notes=notes)
     return records
 
 

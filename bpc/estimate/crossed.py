@@ -491,8 +491,7 @@ def fit_crossed_eb(counts: xr.Dataset) -> xr.Dataset:
         raise ValueError(
             "fit_crossed_eb: counts carry no per-task counts (task_n, …); build them from records"
         )
-    coords = {DIM_BENCHMARK: [str(b) for b in counts[DIM_BENCHMARK].values]}
-    coords[DIM_GENERATOR] = [str(g) for g in counts[DIM_GENERATOR].values]
+    coords = {dim: [str(v) for v in counts[dim].values] for dim in (DIM_BENCHMARK, DIM_GENERATOR)}
     cell = {v: (tuple(coords), np.full([len(c) for c in coords.values()], np.nan)) for v in _EB_CELL_VARS}
     out = xr.Dataset(cell, coords=coords)
     out["task_sigma"] = xr.full_like(out[DIM_BENCHMARK], np.nan, float)
@@ -511,8 +510,7 @@ def fit_crossed_eb(counts: xr.Dataset) -> xr.Dataset:
     out["task_sigma"].attrs["long_name"] = "scale σ of the task effect shared by the benchmark's generators"
     out["prior"].attrs["long_name"] = "cell prior of the crossed model: mean θ of a new task"
     out["kappa"].attrs["long_name"] = "cell prior of the crossed model: moment-matched concentration"
-    out.attrs["mode"] = "empirical-bayes"
-    out.attrs["nodes"] = N_NODES
+    out.attrs.update(mode="empirical-bayes", nodes=N_NODES)
     return out
 
 
