@@ -770,8 +770,7 @@ def load_corpus(
             + (f" ({'; '.join(notes)})" if notes else ""),
         )
     counts = merge_counts(*parts)
-    counts.attrs["corpus"] = str(root.resolve())
-    counts.attrs["notes"] = notes
-    counts.attrs["files"] = {f"{b}/{g}": v for (b, g), v in sorted(cell_files.items())}
+    files = {f"{b}/{g}": v for (b, g), v in sorted(cell_files.items())}
+    counts.attrs.update(corpus=str(root.resolve()), notes=notes, files=files)
     kernel_files = {key: f for key, (f, _) in sorted(kernels.items())}
     return Input(records, validate_counts(counts), tuple(notes), root, "corpus", kernel_files=kernel_files)

@@ -121,8 +121,7 @@ def transition_tallies(
         pairs, and pairs whose label changed (label 0: fixes n01; label 1:
         breaks n10).
     """
-    a = np.asarray(y_from, dtype=float)
-    b = np.asarray(y_to, dtype=float)
+    a, b = (np.asarray(v, dtype=float) for v in (y_from, y_to))
     ok = np.isfinite(b) & np.isin(a, LABELS)
     at = (np.asarray(group, dtype=np.intp)[ok], a[ok].astype(np.intp))  # label l at index l of LABELS
     trans_n, trans_flip = np.zeros((2, int(n_groups), len(LABELS)))
@@ -211,10 +210,7 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
         }
     )
     out = xr.merge(
-        [
-            frame.groupby(keys).sum().to_xarray(),
-            per_critic.groupby([*keys, DIM_CRITIC]).sum().to_xarray(),
-        ]
+        [frame.groupby(keys).sum().to_xarray(), per_critic.groupby([*keys, DIM_CRITIC]).sum().to_xarray()]
     )
     out["task_critic_pass"] = out["task_critic_pass"].where(out["task_critic_n"] > 0)
     out["task_critic_n"] = out["task_critic_n"].where(out["task_critic_n"] > 0)  # NaN: no verdict
@@ -378,17 +374,10 @@ def counts_from_records(
         hist = instance_tallies(y.astype(np.int64), inst_code, cell, m)
         size = max(POOL_SIZE, hist.shape[1])
         hist = _pad_histogram(hist, size)
-        cells = {
-            "benchmark": benches,
-            "generator": gens,
-            "n_patches": np.bincount(cell, minlength=m).astype(float),
-            "n_pass": np.bincount(cell, weights=y, minlength=m),
-            "n_instances": n_instances,
-            "critic_n": critic_n,
-            "critic_pass": critic_pass,
-            "inst_hist": hist,
-            "source": np.full(m, source, dtype=object),
-        }
+        cells = {"benchmark": benches, "generator": gens, "n_instances": n_instances, "inst_hist": hist}
+        cells |= {"n_patches": np.bincount(cell, minlength=m).astype(float), "critic_n": critic_n}
+        cells |= {"n_pass": np.bincount(cell, weights=y, minlength=m), "critic_pass": critic_pass}
+        cells["source"] = np.full(m, source, dtype=object)
         base = _assemble(benches, gens, cells, max_patches=size, critics=critics)
         per_task = task_counts(records, critics=critics)
         base = base.assign({name: per_task[name] for name in TASK_COUNT_VARS})
@@ -403,10 +392,7 @@ def counts_from_records(
 
 
 def transition_counts(
-    trajectories: pd.DataFrame,
-    *,
-    kernel_method: str | None = KERNEL_METHOD,
-    critics: Sequence[str] = CRITICS,
+    trajectories: pd.DataFrame, *, kernel_method: str | None = KERNEL_METHOD, critics: Sequence[str] = CRITICS
 ) -> xr.Dataset:
     """Transition counts (``trans_n``, ``trans_flip``) from refinement trajectories.
 

@@ -194,8 +194,7 @@ def _read_one(source: str | None, options: InputOptions, *, several: bool) -> In
     )
     counts = counts_from_records(records, source="raw")
     notes = tuple(records.attrs["notes"])
-    counts.attrs["corpus"] = str(src)
-    counts.attrs["notes"] = list(notes)
+    counts.attrs.update(corpus=str(src), notes=list(notes))
     for note in notes:
         info(note, enabled=options.progress)
     return Input(records, counts, notes, src, fmt, critic_costs=mapping.costs)

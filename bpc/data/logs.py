@@ -60,12 +60,7 @@ import numpy as np
 import pandas as pd
 
 from bpc.data.corpus import CorpusError, read_json_lines, repeated_patch
-from bpc.schema import (
-    CRITIC_NAME_PATTERN,
-    RECORD_KEYS,
-    TRAJECTORY_COLUMNS,
-    check_critic_names,
-)
+from bpc.schema import CRITIC_NAME_PATTERN, RECORD_KEYS, TRAJECTORY_COLUMNS, check_critic_names
 
 DEFAULT_BENCHMARK = "custom"
 """Benchmark of log rows without a ``benchmark`` column or argument."""
@@ -442,12 +437,7 @@ def _critic_columns(
 
 
 def _cell_names(
-    path: Path,
-    df: pd.DataFrame,
-    lines: np.ndarray,
-    column: str,
-    given: str | None,
-    default: str,
+    path: Path, df: pd.DataFrame, lines: np.ndarray, column: str, given: str | None, default: str
 ) -> np.ndarray:
     """Benchmark or generator of each row: the column (agreeing with ``given``), else given/default."""
     if column not in df.columns:
@@ -574,8 +564,7 @@ def read_logs(
     ]
     if not names:
         notes.append(f"{path.name}: no critic columns; only the prior and the kernel can be estimated")
-    records.attrs["critics"] = names
-    records.attrs["notes"] = notes
+    records.attrs.update(critics=names, notes=notes)
     return records
 
 

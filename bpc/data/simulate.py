@@ -297,11 +297,7 @@ tasks each) and 0.980 (LCB-medium, 90 tasks), mapped to ρ = 2 sin(πr/6) and ta
 ``python analyses/panel_strengths.py ../shared/data/paper_corpus`` (0.8992)."""
 
 CRITIC_KAPPA = MappingProxyType(
-    {
-        "syn": (0.504, float("inf")),
-        "test": (0.227, float("inf")),
-        "llm": (0.474, 0.476),
-    }
+    {"syn": (0.504, float("inf")), "test": (0.227, float("inf")), "llm": (0.474, 0.476)}
 )
 """Critic → (κ_c on failing patches, κ_c on passing patches): within-task dependence of verdicts.
 
@@ -496,10 +492,7 @@ def _check_subset(
 
 
 def panel_truth(
-    benchmarks: Sequence[str] | None = None,
-    generators: Sequence[str] | None = None,
-    *,
-    kappa: float = KAPPA,
+    benchmarks: Sequence[str] | None = None, generators: Sequence[str] | None = None, *, kappa: float = KAPPA
 ) -> xr.Dataset:
     """The true per-cell rates the simulator draws from (parameter schema).
 
@@ -539,24 +532,14 @@ def panel_truth(
     prior = np.array([[PRIOR_TABLE[(b, g)] for g in gs] for b in bs], dtype=float)
     kernels = np.array([[_cell_kernel(b, g)[0] for g in gs] for b in bs], dtype=float)
     p_fix, p_break = kernels[..., 0], kernels[..., 1]
-    lint = CRITICS.index("lint")
-    syn = CRITICS.index("syn")
-    tpr[..., lint] = tpr[..., syn]
-    fpr[..., lint] = tpr[..., syn]
-    dims2 = (DIM_BENCHMARK, DIM_GENERATOR)
-    dims3 = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
+    lint, syn = CRITICS.index("lint"), CRITICS.index("syn")
+    tpr[..., lint] = fpr[..., lint] = tpr[..., syn]
+    truth = {"prior": prior, "tpr": tpr, "fpr": fpr, "gap": np.round(tpr - fpr, 12), "p_fix": p_fix}
+    truth |= {"p_break": p_break, "p_fix_reflexion": np.minimum(p_fix * REFLEXION_FIX_FACTOR, RATE_MAX)}
+    truth |= {"p_break_reflexion": p_break.copy(), "kappa": np.full(prior.shape, kappa)}
+    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
     return xr.Dataset(
-        {
-            "prior": (dims2, prior),
-            "tpr": (dims3, tpr),
-            "fpr": (dims3, fpr),
-            "gap": (dims3, np.round(tpr - fpr, 12)),
-            "p_fix": (dims2, p_fix),
-            "p_break": (dims2, p_break),
-            "p_fix_reflexion": (dims2, np.minimum(p_fix * REFLEXION_FIX_FACTOR, RATE_MAX)),
-            "p_break_reflexion": (dims2, p_break.copy()),
-            "kappa": (dims2, np.full(prior.shape, kappa)),
-        },
+        {name: (dims[: x.ndim], x) for name, x in truth.items()},
         coords={DIM_BENCHMARK: bs, DIM_GENERATOR: gs, DIM_CRITIC: list(CRITICS)},
         attrs={
             "description": "true rates of the bpc.data.simulate paper-panel simulator",

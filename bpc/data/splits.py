@@ -406,24 +406,15 @@ def folds(
             perm = np.random.default_rng(seed).permutation(uniq.shape[0])
             fold = np.empty(uniq.shape[0], dtype=np.int64)
             fold[perm] = np.repeat(np.arange(int(k)), [len(block) for block in np.array_split(perm, int(k))])
-            frames.append(
-                pd.DataFrame(
-                    {"seed": seed, "benchmark": b, "generator": g, "instance_id": uniq, "fold": fold}
-                )
-            )
+            rows = {"seed": seed, "benchmark": b, "generator": g, "instance_id": uniq, "fold": fold}
+            frames.append(pd.DataFrame(rows))
     out = pd.concat(frames, ignore_index=True)[list(FOLD_COLUMNS)]
     out = out.sort_values(["seed", "benchmark", "generator", "instance_id"], ignore_index=True)
     out.attrs["n_folds"] = int(k)
     return out
 
 
-def fold_split(
-    records: pd.DataFrame,
-    assignment: pd.DataFrame,
-    *,
-    seed: int,
-    fold: int,
-) -> Split:
+def fold_split(records: pd.DataFrame, assignment: pd.DataFrame, *, seed: int, fold: int) -> Split:
     """One fold of a :func:`folds` assignment as a :class:`Split` of every cell.
 
     The eval side of a cell holds its tasks in fold ``fold`` (for ``seed``),

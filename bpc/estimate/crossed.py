@@ -257,8 +257,7 @@ def task_beta(
     """
     x, w = normal_grid()
     loc, kappa, sigma = (np.asarray(v, dtype=float) for v in (loc, kappa, sigma))
-    m = np.asarray(m, dtype=float)
-    k = np.asarray(k, dtype=float)
+    m, k = (np.asarray(v, dtype=float) for v in (m, k))
     if loc.ndim != 2 or kappa.shape != loc.shape or sigma.shape != loc.shape[:1]:
         raise ValueError(
             f"task_beta: loc and kappa must be (S, G) and sigma (S,); "
@@ -385,13 +384,11 @@ def crossed_eb(m: np.ndarray, k: np.ndarray, *, sigma: float | None = None) -> C
     >>> crossed_eb(m, k).sigma > 2
     True
     """
-    m = np.asarray(m, dtype=float)
-    k = np.asarray(k, dtype=float)
+    m, k = (np.asarray(v, dtype=float) for v in (m, k))
     if m.shape != k.shape or m.ndim != 2:
         raise ValueError(f"crossed_eb: m and k must be (T, G) arrays of one shape, got {m.shape}, {k.shape}")
     has = np.isfinite(m) & (np.nan_to_num(m) > 0)
-    m = np.where(has, m, 0.0)
-    k = np.where(has, k, 0.0)
+    m, k = np.where(has, m, 0.0), np.where(has, k, 0.0)
     if ((k < 0) | (k > m)).any():
         raise ValueError("crossed_eb: passes must lie in 0 … patches")
     G = m.shape[1]
@@ -494,8 +491,7 @@ def fit_crossed_eb(counts: xr.Dataset) -> xr.Dataset:
         raise ValueError(
             "fit_crossed_eb: counts carry no per-task counts (task_n, …); build them from records"
         )
-    coords = {DIM_BENCHMARK: [str(b) for b in counts[DIM_BENCHMARK].values]}
-    coords[DIM_GENERATOR] = [str(g) for g in counts[DIM_GENERATOR].values]
+    coords = {dim: [str(v) for v in counts[dim].values] for dim in (DIM_BENCHMARK, DIM_GENERATOR)}
     cell = {v: (tuple(coords), np.full([len(c) for c in coords.values()], np.nan)) for v in _EB_CELL_VARS}
     out = xr.Dataset(cell, coords=coords)
     out["task_sigma"] = xr.full_like(out[DIM_BENCHMARK], np.nan, float)
@@ -514,8 +510,7 @@ def fit_crossed_eb(counts: xr.Dataset) -> xr.Dataset:
     out["task_sigma"].attrs["long_name"] = "scale σ of the task effect shared by the benchmark's generators"
     out["prior"].attrs["long_name"] = "cell prior of the crossed model: mean θ of a new task"
     out["kappa"].attrs["long_name"] = "cell prior of the crossed model: moment-matched concentration"
-    out.attrs["mode"] = "empirical-bayes"
-    out.attrs["nodes"] = N_NODES
+    out.attrs.update(mode="empirical-bayes", nodes=N_NODES)
     return out
 
 

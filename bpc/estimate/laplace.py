@@ -111,18 +111,19 @@ def smoothed_rate(k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
     ValueError
         If a count is negative or ``k > n``.
     """
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
-    _check_counts(k, n)
+    k, n = _counts(k, n)
     return (k + LAPLACE_ALPHA) / (n + (LAPLACE_ALPHA + LAPLACE_BETA))
 
 
-def _check_counts(k: np.ndarray, n: np.ndarray) -> None:
+def _counts(*values: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """Successes and trials as float arrays, checked (non-negative, k ≤ n; ``NaN`` passes)."""
+    k, n = (np.asarray(v, dtype=float) for v in values)
     with np.errstate(invalid="ignore"):
         if np.any(k < 0) or np.any(n < 0):
             raise ValueError("counts must be non-negative")
         if np.any(k > n):
             raise ValueError("successes k must not exceed trials n")
+    return k, n
 
 
 def wilson_interval(
@@ -150,9 +151,7 @@ def wilson_interval(
     """
     if not 0 < prob < 1:
         raise ValueError(f"prob must lie in (0, 1), got {prob}")
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
-    _check_counts(k, n)
+    k, n = _counts(k, n)
     z = NormalDist().inv_cdf(0.5 + prob / 2)
     z2 = z * z
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -93,15 +93,12 @@ def heldout_task_lpd(
                 params = lap if kind == "critic" else None
                 prior = task_prior(fit_crossed_eb(train), test, kind=kind, critic=critic, params=params)
                 sel = {DIM_BENCHMARK: bench, DIM_GENERATOR: list(gens)}
-                ds = xr.merge(
-                    [
-                        test[["task_n", "task_pass"]].sel(sel).rename(task_n="m", task_pass="k"),
-                        prior[["A", "B", "source"]].sel(sel).reindex({DIM_TASK: test[DIM_TASK].values}),
-                        cell.sel(sel),
-                    ],
-                    join="left",
-                    compat="override",
-                )
+                parts = [
+                    test[["task_n", "task_pass"]].sel(sel).rename(task_n="m", task_pass="k"),
+                    prior[["A", "B", "source"]].sel(sel).reindex({DIM_TASK: test[DIM_TASK].values}),
+                    cell.sel(sel),
+                ]
+                ds = xr.merge(parts, join="left", compat="override")
                 frame = ds.transpose(DIM_GENERATOR, DIM_TASK).to_dataframe().reset_index()
                 frames.append(frame[frame["m"] > 0].assign(seed=int(seed), fold=f))  # NaN m: not attempted
     out = pd.concat(frames, ignore_index=True)

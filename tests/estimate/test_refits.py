@@ -181,29 +181,6 @@ def test_a_ladder_models_the_critics_of_its_counts():
     assert RefitLadder(tiny_counts()).spec == ModelSpec.default()  # the corpus' critics: the paper's spec
 
 
-def test_a_reduced_fit_is_what_is_cached_and_reused(tmp_path):
-    def keep_attrs_only(dt: xr.DataTree) -> xr.DataTree:
-        out = xr.DataTree.from_dict({"posterior": dt["posterior"].to_dataset().isel(draw=[0, 1])})
-        out.attrs.update(dt.attrs)
-        return out
-
-    first = RefitLadder(
-        tiny_counts(), cache=tmp_path, refitter=StandIn(0), reduce=keep_attrs_only, sampler="pymc"
-    )
-    assert first.fit(tiny_counts(), seed=1)["posterior"].sizes["draw"] == 2
-    again = StandIn(0)
-    second = RefitLadder(
-        tiny_counts(), cache=tmp_path, refitter=again, reduce=keep_attrs_only, sampler="pymc"
-    )
-    dt = second.fit(tiny_counts(), seed=1)
-    assert again.log == [] and dt["posterior"].sizes["draw"] == 2 and dt.attrs["converged"] == 1
-    # another reduction is another key: refitted
-    other = StandIn(0)
-    ladder = RefitLadder(tiny_counts(), cache=tmp_path, refitter=other, reduce=lambda dt: dt, sampler="pymc")
-    ladder.fit(tiny_counts(), seed=1)
-    assert len(other.log) == 1
-
-
 # ---------------------------------------------------------------------------
 # Leave-one-cell-out refits by importance reweighting (LocoRefits)
 # ---------------------------------------------------------------------------

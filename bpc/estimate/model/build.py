@@ -237,21 +237,10 @@ def observations(counts: xr.Dataset, spec: ModelSpec) -> xr.Dataset:
     bench = np.asarray(n[DIM_BENCHMARK].values, dtype=str)
     gens = np.asarray(n[DIM_GENERATOR].values, dtype=str)
     labels = [f"{rates[i]}/{bench[j]}/{gens[l]}" for i, j, l in zip(r, b, g, strict=True)]
-    return xr.Dataset(
-        {
-            "k": ("obs", k.values[mask].astype(np.int64)),
-            "n": ("obs", n.values[mask].astype(np.int64)),
-            "rate_idx": ("obs", r.astype(np.int64)),
-            "benchmark_idx": ("obs", b.astype(np.int64)),
-            "generator_idx": ("obs", g.astype(np.int64)),
-        },
-        coords={
-            DIM_OBS: labels,
-            "obs_rate": (DIM_OBS, rates[r]),
-            "obs_benchmark": (DIM_OBS, bench[b]),
-            "obs_generator": (DIM_OBS, gens[g]),
-        },
-    )
+    data = {"k": k.values[mask], "n": n.values[mask], "rate_idx": r, "benchmark_idx": b, "generator_idx": g}
+    where = {"obs_rate": rates[r], "obs_benchmark": bench[b], "obs_generator": gens[g]}
+    coords = {DIM_OBS: labels, **{name: (DIM_OBS, x) for name, x in where.items()}}
+    return xr.Dataset({name: (DIM_OBS, x.astype(np.int64)) for name, x in data.items()}, coords=coords)
 
 
 def instance_observations(counts: xr.Dataset, *, layout: xr.Dataset | None = None) -> xr.Dataset:
@@ -329,20 +318,14 @@ def instance_observations(counts: xr.Dataset, *, layout: xr.Dataset | None = Non
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         mbar = np.where(prior & np.isfinite(inst) & (inst > 0), np.maximum(n[cb, cg] / inst, 1.0), 1.0)
-    return xr.Dataset(
-        {
-            "cell_benchmark_idx": (DIM_PRIOR_CELL, np.asarray(cb, dtype=np.int64)),
-            "cell_generator_idx": (DIM_PRIOR_CELL, np.asarray(cg, dtype=np.int64)),
-            "prior_n": (DIM_PRIOR_CELL, tot_n),
-            "prior_k": (DIM_PRIOR_CELL, tot_k),
-            "prior_mbar": (DIM_PRIOR_CELL, mbar),
-            "inst_cell": (DIM_INST_CLASS, np.repeat(np.arange(n_cells), n_class).astype(np.int64)),
-            "inst_m": (DIM_INST_CLASS, np.tile(mm[possible], n_cells).astype(np.int64)),
-            "inst_k": (DIM_INST_CLASS, np.tile(kk[possible], n_cells).astype(np.int64)),
-            "inst_w": (DIM_INST_CLASS, w.reshape(-1)),
-        },
-        coords={DIM_PRIOR_CELL: cells},
-    )
+    per_cell = {"cell_benchmark_idx": cb, "cell_generator_idx": cg, "prior_n": tot_n, "prior_k": tot_k}
+    data = {name: (DIM_PRIOR_CELL, np.asarray(x, dtype=np.int64)) for name, x in per_cell.items()}
+    data["prior_mbar"] = (DIM_PRIOR_CELL, mbar)
+    per_class = {"inst_cell": np.repeat(np.arange(n_cells), n_class)}
+    per_class |= {"inst_m": np.tile(mm[possible], n_cells), "inst_k": np.tile(kk[possible], n_cells)}
+    data |= {name: (DIM_INST_CLASS, x.astype(np.int64)) for name, x in per_class.items()}
+    data["inst_w"] = (DIM_INST_CLASS, w.reshape(-1))
+    return xr.Dataset(data, coords={DIM_PRIOR_CELL: cells})
 
 
 def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
@@ -409,16 +392,11 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
     keys, key_of = np.unique(np.column_stack([b, t]), axis=0, return_inverse=True)
     benches, key_bench = np.unique(keys[:, 0], return_inverse=True)
     labels = [str(v) for v in inst[DIM_PRIOR_CELL].values]
+    values = {"task_row_cell": c, "task_row_key": key_of.reshape(-1), "task_m": tn[cb[c], cg[c], t]}
+    values |= {"task_k": tk[cb[c], cg[c], t], "task_key_benchmark": key_bench.reshape(-1)}
+    values |= {"task_cell_prior": cells, "task_cell_benchmark": np.searchsorted(benches, cb[cells])}
     return xr.Dataset(
-        {
-            "task_row_cell": (DIM_TASK_OBS, c.astype(np.int64)),
-            "task_row_key": (DIM_TASK_OBS, key_of.reshape(-1).astype(np.int64)),
-            "task_m": (DIM_TASK_OBS, tn[cb[c], cg[c], t].astype(np.int64)),
-            "task_k": (DIM_TASK_OBS, tk[cb[c], cg[c], t].astype(np.int64)),
-            "task_key_benchmark": (DIM_TASK_KEY, key_bench.reshape(-1).astype(np.int64)),
-            "task_cell_prior": (DIM_TASK_CELL, np.asarray(cells, dtype=np.int64)),
-            "task_cell_benchmark": (DIM_TASK_CELL, np.searchsorted(benches, cb[cells]).astype(np.int64)),
-        },
+        {name: (dim, np.asarray(values[name], dtype=np.int64)) for name, dim in layout.items()},
         coords={
             DIM_TASK_KEY: [f"{bench[b]}/{tasks[t]}" for b, t in keys],
             DIM_TASK_CELL: [labels[c] for c in cells],

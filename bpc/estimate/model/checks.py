@@ -197,10 +197,9 @@ def prior_predictive(
     """
     spec = ModelSpec.for_counts(counts) if spec is None else spec
     validate_counts(counts)
-    bs = [str(v) for v in counts[DIM_BENCHMARK].values]
-    gs = [str(v) for v in counts[DIM_GENERATOR].values]
+    levels = [[str(v) for v in counts[dim].values] for dim in (DIM_BENCHMARK, DIM_GENERATOR)]
     observed = {dim: effect_levels(counts, spec, dim) > 0 for dim in (DIM_BENCHMARK, DIM_GENERATOR)}
-    post = prior_draws(spec, bs, gs, draws=draws, seed=seed, observed=observed)
+    post = prior_draws(spec, *levels, draws=draws, seed=seed, observed=observed)
     return cell_rates(post, counts, spec, seed=seed, condition=False)
 
 
@@ -507,7 +506,6 @@ def sbc(
       stand-in in the tests — whereas simuk compiles and samples a new
       model per replicate.
     """
-    spec = ModelSpec.for_counts(counts) if spec is None else spec
     if truth not in ("prior", "simulator"):
         raise ValueError(f"truth must be 'prior' or 'simulator', got {truth!r}")
     out = []
@@ -830,7 +828,6 @@ def subsample_comparison(
     pandas.DataFrame
         :func:`lpd_table` rows with ``size`` and ``rep`` columns.
     """
-    spec = ModelSpec.for_counts(counts) if spec is None else spec
     out = []
     for m in sizes:
         for i in range(reps):
@@ -874,7 +871,6 @@ def leave_one_cell_out(
     pandas.DataFrame
         :func:`lpd_table` rows with a ``held_out`` column ``"benchmark/generator"``.
     """
-    spec = ModelSpec.for_counts(counts) if spec is None else spec
     if cells is None:
         n_patches = counts["n_patches"].transpose(DIM_BENCHMARK, DIM_GENERATOR).to_series().dropna()
         cells = [(str(b), str(g)) for b, g in n_patches.index]

@@ -141,10 +141,6 @@ class RefitLadder:
         NUTS implementation (:func:`bpc.estimate.model.fit.resolve_sampler`).
     kernels : {"predict", "measured"}
         Cell kernels of the fits' rates (:func:`bpc.estimate.model.fit.cell_rates`).
-    reduce : callable, optional
-        Applied to every rung's fit before it is checked, cached and returned (e.g. keep only the
-        groups a study reads: a fit of the whole panel can be tens of MB); it must keep the root
-        attrs (diagnostics, spec, config). Its qualified name is part of the cache key.
     refitter : callable, optional
         ``refitter(template, spec)`` → an object with the :meth:`bpc.estimate.model.fit.Refitter.fit`
         interface, called once, on the first fit the cache cannot serve (default: a
@@ -168,7 +164,6 @@ class RefitLadder:
         cache: str | Path | None = None,
         sampler: str = "auto",
         kernels: str = "predict",
-        reduce: Callable[[xr.DataTree], xr.DataTree] | None = None,
         refitter: Callable[[xr.Dataset, Any], _Fitter] | None = None,
         progress: bool = False,
     ) -> None:
@@ -183,7 +178,6 @@ class RefitLadder:
         self.sampler = resolve_sampler(sampler)
         self.kernels = kernels
         self.progress = bool(progress)
-        self._reduce = reduce
         self._make = refitter
         self._fitter: _Fitter | None = None
         self._memo: dict[tuple[str, int, tuple[str, ...]], xr.DataTree] = {}
@@ -214,22 +208,14 @@ class RefitLadder:
         >>> counts = empty_counts(["lcb_hard"], ["gpt5_mini", "haiku45"])
         >>> k = RefitLadder(counts, sampler="pymc").key(counts, "long", 3)
         >>> sorted(k)  # doctest: +NORMALIZE_WHITESPACE
-        ['chains', 'counts', 'draws', 'kernels', 'preset', 'reduce', 'sampler', 'seed', 'spec',
-         'target_accept', 'tune']
+        ['chains', 'counts', 'draws', 'kernels', 'preset', 'sampler', 'seed', 'spec', 'target_accept',
+         'tune']
         >>> k["target_accept"], k["draws"], k["seed"]
         (0.99, 4000, 3)
         """
         sampling = SamplerOptions.preset(preset, seed=int(seed), sampler=self.sampler).key()
-        inner = getattr(self._reduce, "func", self._reduce)  # a functools.partial names its function
-        name = f"{getattr(inner, '__module__', '')}.{getattr(inner, '__qualname__', type(inner).__name__)}"
-        return {
-            **sampling,
-            "counts": counts_hash(counts),
-            "spec": self.spec.hash(),
-            "preset": preset,
-            "kernels": self.kernels,
-            "reduce": "" if inner is None else name,
-        }
+        made = {"counts": counts_hash(counts), "spec": self.spec.hash(), "kernels": self.kernels}
+        return {**sampling, **made, "preset": preset}
 
     def fit(
         self,
@@ -316,8 +302,6 @@ class RefitLadder:
             dt = self.fitter.fit(counts, options, kernels=self.kernels, stop_on_divergence=stop_on_divergence)
         finally:
             info(f"refit {label}: {time.perf_counter() - t0:.0f} s", enabled=self.progress)
-        if self._reduce is not None:
-            dt = self._reduce(dt)
         dt.attrs["refit_key"] = made
         self._rungs[made] = dt
         if path is not None:

@@ -285,8 +285,7 @@ def episode_loglik(
     0.48
     """
     critics = list(critics)
-    prior = np.asarray(prior, dtype=float)
-    kappa = np.asarray(kappa, dtype=float)
+    prior, kappa = (np.asarray(v, dtype=float) for v in (prior, kappa))
     P = prior.shape[0]
     # per-patch evidence e_j(1), e_j(0): (n, P)
     n = len(record.patches)

@@ -89,7 +89,7 @@ def state_to_dataset(state: LearningState) -> xr.Dataset:
     """
     import xarray as xr
 
-    p = state.params
+    p, names = state.params, list(state.names)
     counts = labelled_counts(state.records, state.critics)
     ds = xr.Dataset(
         {
@@ -100,12 +100,7 @@ def state_to_dataset(state: LearningState) -> xr.Dataset:
             "prior_cov": (("param", "param_2"), state.prior.cov),
             **{k: (("critic", "label")[: counts[k].ndim], counts[k]) for k in _COUNT_ARRAYS},
         },
-        coords={
-            "param": list(state.names),
-            "param_2": list(state.names),
-            "critic": list(state.critics),
-            "label": [0, 1],
-        },
+        coords={"param": names, "param_2": names, "critic": list(state.critics), "label": [0, 1]},
     )
     # one JSON object per episode, in the order learnt (empty string array when none)
     ds["record"] = (("episode",), np.array([r.to_json() for r in state.records], dtype=str))
