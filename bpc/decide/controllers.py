@@ -694,21 +694,16 @@ class InstanceController(BeliefController):
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
             q = greedy(self._problem_of(state, slice(None)), *states, **self._greedy_options)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
-        N = self.max_patches or 1
-
-        def q_of(rows, pattern):
-            n, u = np.repeat(np.minimum(state.step[rows], N - 1), m), np.repeat(state.used[rows], m)
-            b, s, h = state.b[rows].reshape(-1), state.sample[rows].reshape(-1), self.horizon
-            q = self.table_for(pattern).lookup(b, mu[rows].reshape(-1), n, u, np.full(b.size, h), s)
-            return q.reshape(-1, m, q.shape[-1])
-
-        out = np.empty((n_ep, m, CRITIC_OFFSET + len(self.critics)))  # a table per set of available critics
+        N, out = self.max_patches or 1, np.empty((n_ep, m, CRITIC_OFFSET + len(self.critics)))
         patterns, inverse = np.unique(state.available, axis=0, return_inverse=True)
-        for j, pattern in enumerate(patterns):
+        for j, pattern in enumerate(patterns):  # one table per set of available critics
             rows = np.flatnonzero(inverse.reshape(-1) == j)
-            q = q_of(rows, None if pattern.all() else pattern)
+            n, u = np.repeat(np.minimum(state.step[rows], N - 1), m), np.repeat(state.used[rows], m)
+            b, s = state.b[rows].reshape(-1), state.sample[rows].reshape(-1)
+            table, h = self.table_for(None if pattern.all() else pattern), np.full(b.size, self.horizon)
+            q = table.lookup(b, mu[rows].reshape(-1), n, u, h, s)
             q[..., CRITIC_OFFSET:][..., ~pattern] = -np.inf
-            out[rows] = q
+            out[rows] = q.reshape(-1, m, out.shape[-1])
         return out
 
     def _problem_of(self, state: BeliefState, rows) -> Problem:
