@@ -632,8 +632,7 @@ def write_netcdf(data: Any, path: str | os.PathLike, *, option: str = "--out", *
     data.attrs[CHECKSUM] = data_checksum(data)
     buffer = bytes(data.to_netcdf(**kwargs))
     with atomic_file(path, size=len(buffer), option=option) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(buffer)
+        tmp.write_bytes(buffer)
     return Path(path)
 
 

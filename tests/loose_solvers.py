@@ -103,7 +103,7 @@ class _PolicyTree(_InstanceTree):
         if key not in self.memo:
             q = self.q(node, h)
             theta = node.theta
-            mu = (theta * self.component_means(node.n)).sum(-1) if self.o.mixture == "exact" else theta
+            mu = mixture_mean(theta, self.P.prior, self.P.kappa) if self.o.mixture == "exact" else theta
             a = np.asarray(self.policy(node.b, mu, node.patch, node.used, h, np.arange(node.b.shape[0])))
             a = np.broadcast_to(a, node.b.shape).astype(np.int64)
             v = np.take_along_axis(q, a[None, :], axis=0)[0]

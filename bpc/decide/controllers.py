@@ -66,7 +66,7 @@ from bpc.costs import Costs
 from bpc.decide.kernels.belief import CRITIC_OFFSET, VERIFY, Problem, make_problem, regenerate, verdict
 from bpc.decide.kernels.dp import PAPER_TABLE, DPSolution, solve_grid
 from bpc.decide.kernels.greedy import PAPER_GREEDY, greedy
-from bpc.decide.kernels.instance import abandon_exact, abandon_moment, mixture_mean, solve_tree
+from bpc.decide.kernels.instance import abandon, abandon_moment, solve_tree
 from bpc.decide.options import DEFAULT_PLAN, PlanOptions, check_sizes
 from bpc.decide.table import ParameterSamples, SampleCosts
 
@@ -115,11 +115,6 @@ class BeliefState:
     mu: np.ndarray
     folded: np.ndarray
     weights: np.ndarray | None = None
-
-    @property
-    def belief(self) -> np.ndarray:
-        """Mean belief over the followed samples, ``(n,)``."""
-        return self.b.mean(axis=1)
 
     def take(self, rows: np.ndarray) -> BeliefState:
         """The state of the episodes ``rows`` (copies)."""
@@ -441,13 +436,10 @@ class BeliefController:
     def observe_critic(self, state: BeliefState, k: int, z: np.ndarray, mask: np.ndarray) -> None:
         """Update the masked episodes' beliefs after critic ``k`` said ``z`` (missing: no update)."""
         mask = np.asarray(mask, dtype=bool)
-        if not mask.any():
-            return
         z = np.broadcast_to(np.asarray(z), mask.shape)
         upd = mask & (z >= 0)
-        if upd.any():
-            tpr, fpr = self.samples.tpr[state.sample[upd], k], self.samples.fpr[state.sample[upd], k]
-            state.b[upd] = verdict(state.b[upd], tpr, fpr, z[upd][:, None])[1]
+        tpr, fpr = self.samples.tpr[state.sample[upd], k], self.samples.fpr[state.sample[upd], k]
+        state.b[upd] = verdict(state.b[upd], tpr, fpr, z[upd][:, None])[1]
         state.used[mask] |= 1 << int(k)
 
     def observe_regenerate(self, state: BeliefState, mask: np.ndarray, *, fresh: bool | None = None) -> None:
@@ -702,23 +694,16 @@ class InstanceController(BeliefController):
             states = (state.b.reshape(-1), mu.reshape(-1), np.repeat(state.step, m), np.repeat(state.used, m))
             q = greedy(self._problem_of(state, slice(None)), *states, **self._greedy_options)
             return q.reshape(n_ep, m, CRITIC_OFFSET + len(self.critics))
-        N = self.max_patches or 1
-
-        def q_of(rows, pattern):
-            n, u = np.repeat(np.minimum(state.step[rows], N - 1), m), np.repeat(state.used[rows], m)
-            b, s, h = state.b[rows].reshape(-1), state.sample[rows].reshape(-1), self.horizon
-            q = self.table_for(pattern).lookup(b, mu[rows].reshape(-1), n, u, np.full(b.size, h), s)
-            return q.reshape(-1, m, q.shape[-1])
-
-        if state.available.all():  # else one table per distinct set of available critics
-            return q_of(slice(None), None)
-        out = np.empty((n_ep, m, CRITIC_OFFSET + len(self.critics)))
+        N, out = self.max_patches or 1, np.empty((n_ep, m, CRITIC_OFFSET + len(self.critics)))
         patterns, inverse = np.unique(state.available, axis=0, return_inverse=True)
-        for j, pattern in enumerate(patterns):
+        for j, pattern in enumerate(patterns):  # one table per set of available critics
             rows = np.flatnonzero(inverse.reshape(-1) == j)
-            q = q_of(rows, None if pattern.all() else pattern)
+            n, u = np.repeat(np.minimum(state.step[rows], N - 1), m), np.repeat(state.used[rows], m)
+            b, s = state.b[rows].reshape(-1), state.sample[rows].reshape(-1)
+            table, h = self.table_for(None if pattern.all() else pattern), np.full(b.size, self.horizon)
+            q = table.lookup(b, mu[rows].reshape(-1), n, u, h, s)
             q[..., CRITIC_OFFSET:][..., ~pattern] = -np.inf
-            out[rows] = q
+            out[rows] = q.reshape(-1, m, out.shape[-1])
         return out
 
     def _problem_of(self, state: BeliefState, rows) -> Problem:
@@ -747,9 +732,9 @@ class InstanceController(BeliefController):
             mu = np.empty_like(b)
             for n in np.unique(steps):  # episodes at different patch counts fold at their own n
                 rows = steps == n
-                folded = abandon_exact(w[rows, :, : n + 1], b[rows], prior[rows], kappa[rows])
-                w[rows, :, : n + 2] = folded
-                mu[rows] = mixture_mean(folded, prior[rows], kappa[rows])
+                w[rows, :, : n + 2], mu[rows] = abandon(
+                    w[rows, :, : n + 1], b[rows], prior[rows], kappa[rows], n, "exact"
+                )
             state.weights[mask] = w
         else:
             mu = abandon_moment(b, state.mu[mask], kappa, steps[:, None])

@@ -398,22 +398,19 @@ def replay_controller(
         count["critic_calls"] += act >= CRITIC_OFFSET
         active &= act != STOP
         ver = act == VERIFY
-        if ver.any():
-            cost += costs.c_ver * ver
-            y = pool.Y[rows, patch] == 1
-            win = ver & y
-            passed |= win
-            ended = win | (ver & prof.verify_terminal)
-            active &= ~ended
-            controller.observe_verify(state, y, ver & ~ended)
+        cost += costs.c_ver * ver
+        y = pool.Y[rows, patch] == 1
+        passed |= ver & y
+        ended = ver & (y | prof.verify_terminal)
+        active &= ~ended
+        controller.observe_verify(state, y, ver & ~ended)
         regen = act == REGENERATE
-        if regen.any():
-            has_next = patch + 1 < pool.n_patches
-            cost += costs.c_gen * (regen & (has_next | prof.charge_regen_past_pool))
-            moved = regen & has_next
-            patch += moved
-            active &= ~(regen & ~has_next)
-            controller.observe_regenerate(state, moved)
+        has_next = patch + 1 < pool.n_patches
+        cost += costs.c_gen * (regen & (has_next | prof.charge_regen_past_pool))
+        moved = regen & has_next
+        patch += moved
+        active &= ~(regen & ~has_next)
+        controller.observe_regenerate(state, moved)
         for k, pk in enumerate(pool_k):
             m = act == CRITIC_OFFSET + k
             if not m.any():
@@ -423,12 +420,11 @@ def replay_controller(
             if prof.missing_verdict_as_fail:
                 zk = np.where(zk < 0, 0, zk)
             controller.observe_critic(state, k, zk, m)
-    else:
-        if active.any():
-            raise RuntimeError(
-                f"controller {controller.name!r}: {int(active.sum())} episode(s) still running after "
-                f"{max_decisions} decisions"
-            )
+    if active.any():
+        raise RuntimeError(
+            f"controller {controller.name!r}: {int(active.sum())} episode(s) still running after "
+            f"{max_decisions} decisions"
+        )
     return costs.reward * passed - cost, passed.astype(float), cost
 
 

@@ -134,7 +134,6 @@ def test_thompson_follows_one_draw_and_is_seeded(draws):
     np.testing.assert_array_equal(th.q_values(st1)[:, 0], robust.q_values(rs)[np.arange(50), pick])
     th.observe_critic(st1, 0, np.ones(50, dtype=int), np.ones(50, dtype=bool))
     assert np.all(st1.used == 1)
-    np.testing.assert_array_equal(st1.belief, st1.b[:, 0])
 
 
 def test_episodes_in_one_state_decide_once_and_alike(draws):

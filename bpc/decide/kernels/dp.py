@@ -268,11 +268,6 @@ class DPSolution:
         """The horizon ``H``."""
         return int(self.value.shape[1] - 1)
 
-    @property
-    def max_patches(self) -> int | None:
-        """The patch budget ``N`` (``None``: none)."""
-        return None if self.options.max_patches is None else int(self.value.shape[2])
-
     def _mix(self, s, h, n, u, mu, terms):
         """``Σ_terms (a0·V[i] + a1·V[i+1])`` of ``value[s, h, n, u]`` at θ-mean ``mu`` (linear in μ)."""
         dt = self.grid.dtype

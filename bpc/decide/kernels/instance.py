@@ -117,7 +117,7 @@ def _safe_ratio(num, den):
     return np.where(ok, np.asarray(num) / np.where(ok, den, 1.0), 0.0)
 
 
-def abandon_exact(weights, b, mu0, kappa, *, means=None) -> np.ndarray:
+def abandon_exact(weights, b, mu0, kappa) -> np.ndarray:
     """Fold the abandoned current patch (belief ``b``) into the exact mixture.
 
     With component means ``m_j`` (:func:`pass_count_means`) and the patch's
@@ -137,8 +137,6 @@ def abandon_exact(weights, b, mu0, kappa, *, means=None) -> np.ndarray:
         ``(...)`` posterior belief of the abandoned patch.
     mu0, kappa : array_like
         ``(...)`` cell prior and concentration.
-    means : array_like, optional
-        The component means :func:`pass_count_means` if already computed.
 
     Returns
     -------
@@ -147,7 +145,7 @@ def abandon_exact(weights, b, mu0, kappa, *, means=None) -> np.ndarray:
     """
     w = np.asarray(weights, dtype=np.float64)
     n = w.shape[-1] - 1
-    m = pass_count_means(mu0, kappa, n) if means is None else means
+    m = pass_count_means(mu0, kappa, n)
     b = np.asarray(b, dtype=np.float64)
     bbar = (w * m).sum(-1)
     up = w * m * _safe_ratio(b, bbar)[..., None]
@@ -178,6 +176,20 @@ def abandon_moment(b, mu, kappa, n) -> np.ndarray:
     return mu + (np.asarray(b, dtype=np.float64) - mu) / (
         np.asarray(kappa, dtype=np.float64) + np.asarray(n) + 1
     )
+
+
+def abandon(theta, b, mu0, kappa, n, mixture: str) -> tuple[np.ndarray, np.ndarray]:
+    """The θ-belief after abandoning a patch of belief ``b`` (``n`` abandoned before it), and its mean.
+
+    The one fold of the tree and the controllers: ``mixture="exact"`` carries the weights ``theta``
+    (:func:`abandon_exact`, mean :func:`mixture_mean`), ``"moment"`` the mean ``theta`` itself
+    (:func:`abandon_moment`).
+    """
+    if mixture == "exact":
+        out = abandon_exact(theta, b, mu0, kappa)
+        return out, mixture_mean(out, mu0, kappa)
+    mu = abandon_moment(b, theta, kappa, n)
+    return mu, mu
 
 
 # ---------------------------------------------------------------------------
@@ -222,22 +234,6 @@ class _InstanceTree:
     P: Problem
     o: KernelOptions
     memo: dict = field(default_factory=dict)
-    _means: dict[int, np.ndarray] = field(default_factory=dict)
-
-    def component_means(self, n: int) -> np.ndarray:
-        """``(S, n + 1)`` component means ``m_j`` after ``n`` patches (cached per ``n``)."""
-        m = self._means.get(n)
-        if m is None:
-            m = self._means[n] = pass_count_means(self.P.prior, self.P.kappa, n)
-        return m
-
-    def abandon(self, node: _Node, b) -> tuple[np.ndarray, np.ndarray]:
-        """θ-belief after abandoning the current patch with belief ``b``, and its mean."""
-        if self.o.mixture == "exact":
-            out = abandon_exact(node.theta, b, None, None, means=self.component_means(node.n))
-            return out, (out * self.component_means(node.n + 1)).sum(-1)
-        mu = abandon_moment(b, node.theta, self.P.kappa, node.n)
-        return mu, mu
 
     def q(self, node: _Node, h: int) -> np.ndarray:
         P = self.P
@@ -260,7 +256,7 @@ class _InstanceTree:
                 key = node.key[:-1] + (("R", node.key[-1]), fresh)
                 child = _Node(b_new, node.theta, node.n, used, key, node.patch + 1)
             else:
-                theta, b_new = self.abandon(node, b)
+                theta, b_new = abandon(node.theta, b, P.prior, P.kappa, node.n, self.o.mixture)
                 child = _Node(b_new, theta, node.n + 1, used, node.key + (fresh,), node.patch + 1)
             q[REGENERATE] = self.value(child, h - 1) - P.c_gen
         for k in range(K):

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -48,12 +48,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from bpc.estimate.online import LearningState
-
-Mode = Literal["plugin", "posterior_mean", "bayes_robust", "thompson"]
-Method = Literal["dp", "exact", "greedy"]
-BeliefModel = Literal["iid", "instance"]
-
-_LIVE_BELIEF = cast("BeliefModel", LIVE_BELIEF)
 
 LIVE_MODES: tuple[str, ...] = tuple(m for m in MODES if m != "per_draw")
 """Modes of a live controller (``per_draw`` needs a block of episodes per draw: replay only)."""
@@ -342,12 +336,8 @@ class Controller:
 
     def _sample_costs(self, S: int) -> SampleCosts:
         """The costs of ``S`` parameter samples."""
-        return SampleCosts(
-            critic=np.broadcast_to(self.critic_costs, (S, len(self.critic_costs))),
-            c_gen=np.full(S, self.c_gen),
-            c_ver=np.full(S, self.c_ver),
-            reward=np.full(S, self.reward),
-        )
+        prices = {k: np.full(S, getattr(self, k)) for k in ("c_gen", "c_ver", "reward")}
+        return SampleCosts(critic=np.broadcast_to(self.critic_costs, (S, len(self.critic_costs))), **prices)
 
     def _build_policy(self, samples: ParameterSamples) -> Any:
         """The decision layer's controller (a BeliefController or a BaselineController: one protocol)."""
@@ -486,7 +476,7 @@ class Controller:
             check_count(max_draws, name="max_draws")
             one = thin_draws(one, int(max_draws))
         samples = parameter_samples(one, critics=names, one_cell=True)
-        belief = plan.belief or _LIVE_BELIEF
+        belief = plan.belief or LIVE_BELIEF
         if options.get("learn") is True and not sample_dims(one):
             # point values learn with the weight of the data behind them (calibration_scales)
             options["learn"] = LearningState.from_params(one, critics=names, iid=belief != "instance")
