@@ -1,8 +1,8 @@
 """The ``bpc`` command line.
 
 Each subcommand lives in its own module under :mod:`bpc.commands` and defines
-``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. This
-module discovers them, so adding a command never touches this file.
+``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``; the command is named after its
+module. This module discovers them, so adding a command never touches this file.
 
 What every command shares is decided here, once:
 
@@ -87,12 +87,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (
-        importlib.import_module(f"bpc.commands.{n}") for n in _command_names() if only in (None, n)
-    ):
+    for name in (n for n in _command_names() if only in (None, n)):
+        module = importlib.import_module(f"bpc.commands.{name}")
         # argparse %-formats help strings (for %(default)s); a literal "%" in HELP must not be read as one
         p = sub.add_parser(
-            module.NAME, help=module.HELP.replace("%", "%%"), description=module.HELP, allow_abbrev=False
+            name, help=module.HELP.replace("%", "%%"), description=module.HELP, allow_abbrev=False
         )
         module.add_arguments(p)
         p.set_defaults(_run=module.run)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from bpc.commands._input import SOURCES_HELP, add_input_arguments, add_output_arguments
 
-NAME = "analyses"
 HELP = (
     "run the paper's analyses (prior, gap and Δ tables, regime map, c_ver sweeps, informativeness, "
     "train vs eval, uncertainty score) on the simulated panel and the corpus, or on your own logs; "

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument
 
-NAME = "compare"
 HELP = (
     "compare the Laplace plug-in DP with posterior controllers (posterior-mean, Bayes-robust, Thompson) "
     "on held-out instances; write CSV tables, PNG figures and report.md"

@@ -6,7 +6,6 @@ import argparse
 
 from bpc.commands._input import add_output_arguments
 
-NAME = "demo"
 HELP = "run the full pipeline on the simulated 9x6 paper panel and write a Markdown report"
 
 

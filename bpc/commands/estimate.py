@@ -29,7 +29,6 @@ from bpc.outputs import check_output_file, run_config, versions, write_csv, writ
 from bpc.progress import choices_summary, notes_digest
 from bpc.schema import decision_critics, has_task_counts
 
-NAME = "estimate"
 HELP = "Laplace point estimates (prior, critic tpr/fpr/gap, p_fix/p_break) of every cell, to .nc or .csv"
 
 _SUFFIXES = (".nc", ".csv", ".parquet")

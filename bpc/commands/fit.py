@@ -10,7 +10,6 @@ from bpc.constants import SAMPLER_PRESETS
 
 _DEFAULT = SAMPLER_PRESETS["fit"]
 
-NAME = "fit"
 HELP = (
     "fit the hierarchical Beta-Binomial model (docs/method.md, 'The hierarchical model') to a corpus, "
     "a log file or the simulated panel; write a .nc"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from bpc.commands._input import add_input_arguments, add_output_arguments, add_source_argument
 
-NAME = "panel"
 HELP = (
     "the wide-panel study: leave one cell out (Laplace, complete pooling, the task prior on every cell; "
     "the hierarchical arms on a bounded subset), a new generator, and the controllers against the best "

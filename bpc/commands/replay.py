@@ -22,7 +22,6 @@ from bpc.outputs import check_output_file, run_config, versions, write_csv, writ
 from bpc.progress import choices_summary, info, notes_digest
 from bpc.replay.profiles import AUTHOR_POLICY_NAMES, PROFILES, canonical_policy, get_profile
 
-NAME = "replay"
 HELP = (
     "replay the baselines and the Bayesian controllers over recorded 3-patch pools "
     "(a critic_results.jsonl, a cell folder or the corpus tree): under the bpc profile (default) "

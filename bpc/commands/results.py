@@ -20,7 +20,6 @@ from bpc.outputs import versions
 from bpc.paths import default_corpus
 from bpc.report import pages
 
-NAME = "results"
 _MAX_CSV = 64_000  # bytes: a CSV the command wrote up to this size is kept on the page
 HELP = (
     "rerun the command behind a results page (bpc results --list) in-process and rewrite "

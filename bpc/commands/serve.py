@@ -118,7 +118,6 @@ from bpc.decide.live.moves import (
 from bpc.outputs import check_output_file, read_netcdf, write_text
 from bpc.validation import check_beta, probability
 
-NAME = "serve"
 HELP = "the live controller over JSON lines on stdin/stdout (start, decide, observe, verified, ...)"
 
 DEFAULT_ID = "default"

@@ -58,7 +58,6 @@ from bpc.decide.live.moves import observed, refined, regenerated, verified
 from bpc.decide.options import Budget, PlanOptions
 from bpc.validation import check_cost, check_probability
 
-NAME = "solve"
 HELP = "best next action, its value and every action's Q-value for one state (dp, exact or greedy)"
 
 METHODS = _constants.METHODS

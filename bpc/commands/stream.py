@@ -39,7 +39,6 @@ from bpc.replay.profiles import PROFILES
 if TYPE_CHECKING:
     from bpc.evaluate import Result
 
-NAME = "stream"
 HELP = (
     "learning while it runs: stream a target cell's recorded tasks in random orders, the controller "
     "acting on each task and learning from each finished episode, from no calibration, the other cells "

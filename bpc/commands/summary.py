@@ -8,7 +8,6 @@ from pathlib import Path
 from bpc.commands._input import add_output_arguments
 from bpc.constants import CI_KIND, CI_PROB
 
-NAME = "summary"
 HELP = (
     f"summarise a fit from 'bpc fit': per-cell posterior means and {CI_PROB:.0%} {CI_KIND.upper()} "
     "beside Laplace estimates (printed, CSV, forest plot)"
