@@ -11,9 +11,10 @@ What every command shares is decided here, once:
 - bad input is one line on stderr and exit 2 (:data:`INPUT_ERRORS`);
 - an output that cannot be written (a full disk, an unwritable folder) is one
   line and exit 1;
-- Ctrl-C (SIGINT) or SIGTERM is one line and exit 130 (128 + SIGINT); outputs
-  are written atomically (:mod:`bpc.outputs`), so the previous output is left
-  as it was;
+- Ctrl-C (SIGINT) or SIGTERM is one line and exit 130 (128 + SIGINT), also when
+  a library swallowed the interrupt (every command runs inside
+  :func:`bpc.progress.interrupt_guard`); outputs are written atomically
+  (:mod:`bpc.outputs`), so the previous output is left as it was;
 - ``--force`` (where a command offers it) lets an output replace a file bpc
   did not write.
 
@@ -139,9 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Run a parsed command; map its exceptions to one line on stderr and an exit status."""
     from bpc.outputs import OutputWriteError, allow_overwrite
+    from bpc.progress import interrupt_guard
 
     try:
-        with allow_overwrite(bool(getattr(args, "force", False))):
+        with interrupt_guard(), allow_overwrite(bool(getattr(args, "force", False))):
             return int(args._run(args) or 0)
     except BrokenPipeError:
         # the reader went away (`bpc solve … | head`): stop quietly, as Unix tools do

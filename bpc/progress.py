@@ -32,8 +32,30 @@ _TTY_INTERVAL_S = 0.2
 """Minimum seconds between two in-place redraws on a terminal."""
 
 
+_INTERRUPTED = threading.Event()
+"""Set by :func:`interrupt_guard`'s handler when SIGINT arrives; cleared when the outermost guard ends."""
+
+_GUARDS = [0]
+"""How many :func:`interrupt_guard` blocks are open (the outermost one clears :data:`_INTERRUPTED`)."""
+
+
+def check_interrupt() -> None:
+    """Raise the :class:`KeyboardInterrupt` of a Ctrl-C that was swallowed inside a guarded block.
+
+    Python raises ``KeyboardInterrupt`` wherever the main thread happens to be; when that is a
+    callback whose exceptions are "ignored" (a garbage-collector callback, as the dask scheduler
+    installs, or a C callback) the interrupt is lost and the command would run on. Every progress
+    point (:func:`info`, :func:`stage`, :meth:`Meter.step`) calls this, so the command stops at the
+    next one. Nothing is raised while an exception is being handled or propagated (cleanup code
+    after a delivered interrupt runs undisturbed), nor outside an :func:`interrupt_guard`.
+    """
+    if _INTERRUPTED.is_set() and sys.exc_info()[1] is None:
+        raise KeyboardInterrupt
+
+
 def info(message: str, *, enabled: bool = True) -> None:
-    """Print one progress line to stderr."""
+    """Print one progress line to stderr (a progress point: see :func:`check_interrupt`)."""
+    check_interrupt()
     if enabled:
         print(f"[bpc] {message}", file=sys.stderr, flush=True)
 
@@ -104,6 +126,7 @@ class Meter:
 
     def step(self, detail: str | None = None) -> None:
         """Count one step; print if due (``detail``, e.g. a file name, is shown in line mode)."""
+        check_interrupt()
         self.done += 1
         now = time.monotonic()
         if not self.enabled or now - self.start < self.delay:
@@ -253,7 +276,9 @@ def interrupt_guard() -> Iterator[None]:
     SIGINT arrived (and still raises it as usual); when the block ends —
     normally or with any other exception — after a SIGINT, it raises
     ``KeyboardInterrupt`` instead, so the command stops as interrupted
-    (exit 130) and writes nothing.
+    (exit 130) and writes nothing. Inside the block, a Ctrl-C that a callback swallowed is raised
+    again at the next progress point (:func:`check_interrupt`). ``bpc``'s command line runs every
+    command inside one.
 
     A process that ignores SIGINT (started in the background by a shell, or under ``nohup``) keeps
     ignoring it: a Ctrl-C meant for the foreground job does not end it.
@@ -266,6 +291,7 @@ def interrupt_guard() -> Iterator[None]:
 
     def handler(signum, frame):
         hit.set()
+        _INTERRUPTED.set()
         if callable(previous):
             previous(signum, frame)
         else:
@@ -281,6 +307,7 @@ def interrupt_guard() -> Iterator[None]:
 
     signal.signal(signal.SIGINT, handler)
     sys.unraisablehook = quiet
+    _GUARDS[0] += 1
     try:
         yield
     except BaseException:
@@ -290,5 +317,8 @@ def interrupt_guard() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, previous)
         sys.unraisablehook = hook
+        _GUARDS[0] -= 1
+        if not _GUARDS[0]:
+            _INTERRUPTED.clear()
     if hit.is_set():
         raise KeyboardInterrupt

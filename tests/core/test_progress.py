@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -132,3 +133,40 @@ def test_the_interrupt_guard_leaves_an_ignored_sigint_ignored():
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_swallowed_ctrl_c_stops_the_block_at_its_next_progress_point(capsys):
+    """A Ctrl-C raised inside a callback whose exceptions are ignored (a gc callback, as dask's
+    scheduler installs) is lost to Python: the guard raises it at the next progress line, not after
+    the rest of the work, and never while cleanup after a delivered interrupt is running."""
+    import gc
+    import signal
+
+    from bpc.progress import Meter, info, interrupt_guard, stage
+
+    def swallowing_callback(phase, _info):
+        if phase == "start":
+            gc.callbacks.remove(swallowing_callback)
+            signal.raise_signal(signal.SIGINT)  # the KeyboardInterrupt is raised here and ignored
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupt_guard():
+            with stage("first"):
+                gc.callbacks.append(swallowing_callback)
+                gc.collect()
+                reached.append("the block went on")  # Python lost the interrupt
+            reached.append("the next stage")  # not reached: the stage's closing line raised it
+    assert reached == ["the block went on"]
+    assert "first done" not in capsys.readouterr().err
+    info("after the guard: no interrupt pending")  # the outermost guard cleared it
+    Meter("x", total=1, enabled=False).step()
+
+    with pytest.raises(KeyboardInterrupt):
+        with interrupt_guard():
+            try:
+                signal.raise_signal(signal.SIGINT)  # delivered
+            finally:
+                info("cleanup after a delivered interrupt runs undisturbed")
+                reached.append("cleanup done")
+    assert reached[-1] == "cleanup done"
