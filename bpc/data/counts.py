@@ -374,10 +374,17 @@ def counts_from_records(
         hist = instance_tallies(y.astype(np.int64), inst_code, cell, m)
         size = max(POOL_SIZE, hist.shape[1])
         hist = _pad_histogram(hist, size)
-        cells = {"benchmark": benches, "generator": gens, "n_instances": n_instances, "inst_hist": hist}
-        cells |= {"n_patches": np.bincount(cell, minlength=m).astype(float), "critic_n": critic_n}
-        cells |= {"n_pass": np.bincount(cell, weights=y, minlength=m), "critic_pass": critic_pass}
-        cells["source"] = np.full(m, source, dtype=object)
+        cells = {
+            "benchmark": benches,
+            "generator": gens,
+            "n_patches": np.bincount(cell, minlength=m).astype(float),
+            "n_pass": np.bincount(cell, weights=y, minlength=m),
+            "n_instances": n_instances,
+            "critic_n": critic_n,
+            "critic_pass": critic_pass,
+            "inst_hist": hist,
+            "source": np.full(m, source, dtype=object),
+        }
         base = _assemble(benches, gens, cells, max_patches=size, critics=critics)
         per_task = task_counts(records, critics=critics)
         base = base.assign({name: per_task[name] for name in TASK_COUNT_VARS})

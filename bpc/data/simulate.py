@@ -534,9 +534,17 @@ def panel_truth(
     p_fix, p_break = kernels[..., 0], kernels[..., 1]
     lint, syn = CRITICS.index("lint"), CRITICS.index("syn")
     tpr[..., lint] = fpr[..., lint] = tpr[..., syn]
-    truth = {"prior": prior, "tpr": tpr, "fpr": fpr, "gap": np.round(tpr - fpr, 12), "p_fix": p_fix}
-    truth |= {"p_break": p_break, "p_fix_reflexion": np.minimum(p_fix * REFLEXION_FIX_FACTOR, RATE_MAX)}
-    truth |= {"p_break_reflexion": p_break.copy(), "kappa": np.full(prior.shape, kappa)}
+    truth = {
+        "prior": prior,
+        "tpr": tpr,
+        "fpr": fpr,
+        "gap": np.round(tpr - fpr, 12),
+        "p_fix": p_fix,
+        "p_break": p_break,
+        "p_fix_reflexion": np.minimum(p_fix * REFLEXION_FIX_FACTOR, RATE_MAX),
+        "p_break_reflexion": p_break.copy(),
+        "kappa": np.full(prior.shape, kappa),
+    }
     dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)
     return xr.Dataset(
         {name: (dims[: x.ndim], x) for name, x in truth.items()},

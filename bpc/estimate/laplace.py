@@ -115,9 +115,9 @@ def smoothed_rate(k: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
     return (k + LAPLACE_ALPHA) / (n + (LAPLACE_ALPHA + LAPLACE_BETA))
 
 
-def _counts(*values: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+def _counts(k: np.ndarray | float, n: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     """Successes and trials as float arrays, checked (non-negative, k ≤ n; ``NaN`` passes)."""
-    k, n = (np.asarray(v, dtype=float) for v in values)
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
     with np.errstate(invalid="ignore"):
         if np.any(k < 0) or np.any(n < 0):
             raise ValueError("counts must be non-negative")

@@ -318,14 +318,20 @@ def instance_observations(counts: xr.Dataset, *, layout: xr.Dataset | None = Non
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         mbar = np.where(prior & np.isfinite(inst) & (inst > 0), np.maximum(n[cb, cg] / inst, 1.0), 1.0)
-    per_cell = {"cell_benchmark_idx": cb, "cell_generator_idx": cg, "prior_n": tot_n, "prior_k": tot_k}
-    data = {name: (DIM_PRIOR_CELL, np.asarray(x, dtype=np.int64)) for name, x in per_cell.items()}
-    data["prior_mbar"] = (DIM_PRIOR_CELL, mbar)
-    per_class = {"inst_cell": np.repeat(np.arange(n_cells), n_class)}
-    per_class |= {"inst_m": np.tile(mm[possible], n_cells), "inst_k": np.tile(kk[possible], n_cells)}
-    data |= {name: (DIM_INST_CLASS, x.astype(np.int64)) for name, x in per_class.items()}
-    data["inst_w"] = (DIM_INST_CLASS, w.reshape(-1))
-    return xr.Dataset(data, coords={DIM_PRIOR_CELL: cells})
+    return xr.Dataset(
+        {
+            "cell_benchmark_idx": (DIM_PRIOR_CELL, np.asarray(cb, dtype=np.int64)),
+            "cell_generator_idx": (DIM_PRIOR_CELL, np.asarray(cg, dtype=np.int64)),
+            "prior_n": (DIM_PRIOR_CELL, tot_n),
+            "prior_k": (DIM_PRIOR_CELL, tot_k),
+            "prior_mbar": (DIM_PRIOR_CELL, mbar),
+            "inst_cell": (DIM_INST_CLASS, np.repeat(np.arange(n_cells), n_class).astype(np.int64)),
+            "inst_m": (DIM_INST_CLASS, np.tile(mm[possible], n_cells).astype(np.int64)),
+            "inst_k": (DIM_INST_CLASS, np.tile(kk[possible], n_cells).astype(np.int64)),
+            "inst_w": (DIM_INST_CLASS, w.reshape(-1)),
+        },
+        coords={DIM_PRIOR_CELL: cells},
+    )
 
 
 def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
@@ -352,9 +358,15 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
         ``task_benchmark``); coordinates ``task_key``,
         ``task_cell``, ``task_benchmark``.
     """
-    layout = {"task_row_cell": DIM_TASK_OBS, "task_row_key": DIM_TASK_OBS, "task_m": DIM_TASK_OBS}
-    layout |= {"task_k": DIM_TASK_OBS, "task_key_benchmark": DIM_TASK_KEY}
-    layout |= {"task_cell_prior": DIM_TASK_CELL, "task_cell_benchmark": DIM_TASK_CELL}
+    layout = {
+        "task_row_cell": DIM_TASK_OBS,
+        "task_row_key": DIM_TASK_OBS,
+        "task_m": DIM_TASK_OBS,
+        "task_k": DIM_TASK_OBS,
+        "task_key_benchmark": DIM_TASK_KEY,
+        "task_cell_prior": DIM_TASK_CELL,
+        "task_cell_benchmark": DIM_TASK_CELL,
+    }
     empty = xr.Dataset(
         {name: (dim, np.zeros(0, np.int64)) for name, dim in layout.items()},
         coords={DIM_TASK_KEY: [], DIM_TASK_CELL: [], DIM_TASK_BENCHMARK: []},
@@ -392,9 +404,15 @@ def task_observations(counts: xr.Dataset, inst: xr.Dataset) -> xr.Dataset:
     keys, key_of = np.unique(np.column_stack([b, t]), axis=0, return_inverse=True)
     benches, key_bench = np.unique(keys[:, 0], return_inverse=True)
     labels = [str(v) for v in inst[DIM_PRIOR_CELL].values]
-    values = {"task_row_cell": c, "task_row_key": key_of.reshape(-1), "task_m": tn[cb[c], cg[c], t]}
-    values |= {"task_k": tk[cb[c], cg[c], t], "task_key_benchmark": key_bench.reshape(-1)}
-    values |= {"task_cell_prior": cells, "task_cell_benchmark": np.searchsorted(benches, cb[cells])}
+    values = {
+        "task_row_cell": c,
+        "task_row_key": key_of.reshape(-1),
+        "task_m": tn[cb[c], cg[c], t],
+        "task_k": tk[cb[c], cg[c], t],
+        "task_key_benchmark": key_bench.reshape(-1),
+        "task_cell_prior": cells,
+        "task_cell_benchmark": np.searchsorted(benches, cb[cells]),
+    }
     return xr.Dataset(
         {name: (dim, np.asarray(values[name], dtype=np.int64)) for name, dim in layout.items()},
         coords={
