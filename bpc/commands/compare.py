@@ -155,5 +155,11 @@ def _scheduler(address: str | None) -> Iterator[object]:
         )
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    # The scheduler, which runs in this process, hooks a timer of full garbage collections into
+    # ``gc.callbacks`` (it only logs). A Ctrl-C raised inside that hook leaves its timer running, and
+    # every later collection prints an ignored AssertionError's traceback: the hook goes.
+    from distributed.gc import disable_gc_diagnosis
+
+    disable_gc_diagnosis(force=True)
     with cluster:
         yield cluster

@@ -541,6 +541,23 @@ def test_ctrl_c_to_the_process_group_with_a_local_cluster_is_one_line(tmp_path, 
 
 
 @pytest.mark.slow
+def test_the_local_cluster_leaves_no_gc_hook_a_ctrl_c_can_break():
+    """The scheduler of ``--scheduler local`` runs in bpc's process; distributed's timer of garbage
+    collections would hook into ``gc.callbacks`` there, and a Ctrl-C raised inside it made every later
+    collection print an AssertionError's traceback after "interrupted" (seen once in CI)."""
+    import gc
+
+    from bpc.commands.compare import _scheduler
+
+    def from_distributed(callback) -> bool:
+        return type(getattr(callback, "__self__", None)).__module__.startswith("distributed")
+
+    with _scheduler("local") as cluster:
+        assert cluster is not None and not any(map(from_distributed, gc.callbacks))
+    assert not any(map(from_distributed, gc.callbacks))
+
+
+@pytest.mark.slow
 def test_sigint_during_fit_compilation_is_one_line(tmp_path):
     env = _fit_env()
     argv = _fit_argv(tmp_path / "post.nc", draws=100, tune=100)
