@@ -19,18 +19,14 @@ require(
     reason="the inspect-ai adapter needs inspect-ai (make dev-agents, or pip install -e '.[inspect]')",
 )
 
-from inspect_ai import Task, eval  # noqa: E402
-from inspect_ai.dataset import Sample  # noqa: E402
-from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
-from inspect_ai.scorer import match  # noqa: E402
-
-from bpc.adapters.inspect_ai import episode_attempts  # noqa: E402
 from bpc.decide.live import Controller, Episode  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "inspect_attempts.py"
 
 
-def answers(*texts: str) -> list[ModelOutput]:
+def answers(*texts: str) -> list:
+    from inspect_ai.model import ModelOutput, ModelUsage
+
     out = [ModelOutput.from_content("mockllm/model", t) for t in texts]
     for o in out:
         o.usage = ModelUsage(input_tokens=10, output_tokens=1, total_tokens=11)
@@ -60,6 +56,13 @@ def test_the_readme_example_runs_a_real_eval(capsys):
 def test_the_task_scorer_is_the_verifier_and_a_cap_stops_a_hopeless_sample(
     tmp_path, max_patches, max_attempts, outcome
 ):
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import get_model
+    from inspect_ai.scorer import match
+
+    from bpc.adapters.inspect_ai import episode_attempts
+
     ctrl = Controller(
         prior=0.5,
         critics={"match": (0.9, 0.1, 1.0)},
@@ -81,6 +84,10 @@ def test_the_task_scorer_is_the_verifier_and_a_cap_stops_a_hopeless_sample(
 
 
 def test_critics_must_match_the_controller():
+    from inspect_ai.scorer import match
+
+    from bpc.adapters.inspect_ai import episode_attempts
+
     ctrl = Controller(
         prior=0.5, critics={"match": (0.9, 0.1, 1.0)}, costs={"c_gen": 1, "c_ver": 5, "reward": 100}
     )

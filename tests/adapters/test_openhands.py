@@ -18,9 +18,6 @@ require(
     reason="the OpenHands adapter needs openhands-sdk (make dev-agents; pip install -e '.[openhands]')",
 )
 
-from openhands.sdk.critic import CriticResult, IterativeRefinementConfig  # noqa: E402
-
-from bpc.adapters.openhands import EpisodeCritic  # noqa: E402
 from bpc.decide.live import Controller  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openhands_critic.py"
@@ -46,6 +43,10 @@ def test_the_readme_example_runs_a_real_conversation(capsys, monkeypatch):
 
 
 def test_score_is_the_belief_and_refining_is_the_episodes_decision():
+    from openhands.sdk.critic import CriticResult, IterativeRefinementConfig
+
+    from bpc.adapters.openhands import EpisodeCritic
+
     ctrl = Controller(
         prior=0.3, critics={"test": (0.95, 0.2, 2.0)}, costs={"c_gen": 10, "c_ver": 30, "reward": 100}
     )
@@ -76,6 +77,9 @@ def test_score_is_the_belief_and_refining_is_the_episodes_decision():
 @pytest.mark.corpus
 def test_recorded_verdicts_of_a_real_cell_drive_the_critic(corpus_path):
     """Each recorded patch of lcb_hard/gpt5_mini is one attempt; OpenHands' loop around the critic."""
+    from openhands.sdk.critic import IterativeRefinementConfig
+
+    from bpc.adapters.openhands import EpisodeCritic
     from bpc.replay.engine import cell_pool
 
     records, _, params = recorded_cell(corpus_path)
