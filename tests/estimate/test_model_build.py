@@ -14,6 +14,7 @@ from bpc.estimate.model.build import (
     build_model,
     effect_centring,
     effect_levels,
+    effect_scale,
     instance_observations,
     observations,
     rate_counts,
@@ -319,6 +320,34 @@ def test_effect_levels_centre_only_what_the_data_fix():
     assert effect_levels(counts, spec, "benchmark")[r].tolist() == [1, 1, 1, 1, 0]
 
 
+def test_sigma_of_a_rate_seen_on_few_levels_has_the_few_levels_scale():
+    """σ ~ HalfNormal(min(kind's scale, few_levels.sigma)) on 1 … few_levels.levels observed levels;
+    the kind's scale on more, and on none (σ then has no data at all)."""
+    from bpc.schema import empty_counts
+
+    benches, gens = [f"b{i}" for i in range(5)], [f"g{i}" for i in range(4)]
+    counts = empty_counts(benches, gens, critics=["syn"])
+    counts["n_patches"][:], counts["n_pass"][:] = 40.0, 20.0
+    on = {"benchmark": benches[:3], "generator": gens[:2]}
+    counts["critic_n"].loc[{"critic": "syn", **on}] = 20.0  # syn: 3 benchmarks and 2 generators
+    counts["critic_pass"].loc[{"critic": "syn", **on}] = 15.0
+    spec = dataclasses.replace(ModelSpec.default().with_critics(["syn"]), instance=False, tasks=False)
+    r = {rate: i for i, rate in enumerate(spec.rates)}
+    kind = spec.hyperprior("tpr", "sigma_benchmark")["sigma"]
+    assert kind > 1.0 == spec.few_levels["sigma"] and spec.few_levels["levels"] == 3
+    model = build_model(counts, spec)
+    sigma = pm.draw(model["sigma_benchmark"], draws=20_000, random_seed=4)
+    observed = effect_levels(counts, spec, "benchmark") > 0
+    assert observed.sum(axis=1)[[r["prior"], r["tpr_syn"], r["p_fix"]]].tolist() == [5, 3, 0]
+    expect = effect_scale(spec, "benchmark", observed)
+    assert expect[r["tpr_syn"]] == expect[r["fpr_syn"]] == 1.0 and expect[r["p_fix"]] == 1.0
+    # HalfNormal(s) has sd s·√(1 − 2/π)
+    np.testing.assert_allclose(sigma.std(axis=0), expect * np.sqrt(1 - 2 / np.pi), rtol=0.03)
+    # off (levels = 0): every rate keeps its kind's scale
+    off = dataclasses.replace(spec, few_levels={"levels": 0, "sigma": 1.0})
+    assert effect_scale(off, "benchmark", observed)[r["tpr_syn"]] == kind
+
+
 def test_effects_can_be_dropped(counts):
     spec = dataclasses.replace(ModelSpec.default(), effects=("benchmark",))
     model = build_model(counts, spec)
@@ -352,8 +381,7 @@ def test_numpy_prior_draws_match_pymc_prior(counts):
     for name in names:  # the prior's draws of these alone (their ancestors drawn, nothing downstream)
         a = pm_draws[name].values.reshape(4000, -1)
         b = np_draws[name].values.reshape(4000, -1)
-        # 5 Monte Carlo standard errors of a difference of two means of 4000 draws (the tpr/fpr
-        # effects have prior sd up to ~4 since their scale is HalfNormal(5))
+        # 5 Monte Carlo standard errors of a difference of two means of 4000 draws
         se = np.sqrt(a.var(0) / 4000 + b.var(0) / 4000)
         np.testing.assert_array_less(np.abs(a.mean(0) - b.mean(0)), 5 * se + 0.02)
         np.testing.assert_allclose(a.std(0), b.std(0), rtol=0.1, atol=0.02)

@@ -101,6 +101,11 @@ def test_partial_file_falls_back_to_default_sections(tmp_path):
         ({"model": {"zero_sum": "yes"}}, "zero_sum"),
         ({"model": {"prior_icc": 0.87}}, "prior_icc: removed"),
         ({"model": {"cell_shape": "median"}}, "cell_shape"),
+        ({"model": {"few_levels": {"levels": -1, "sigma": 1.0}}}, "few_levels"),
+        ({"model": {"few_levels": {"levels": 2.5, "sigma": 1.0}}}, "few_levels"),
+        ({"model": {"few_levels": {"levels": 3, "sigma": 0.0}}}, "few_levels"),
+        ({"model": {"few_levels": {"levels": 3}}}, "few_levels"),
+        ({"model": {"few_levels": 3}}, "few_levels"),
         ({"instance": {"enabled": "yes"}}, "instance"),
         ({"instance": {"log_kappa": {"mu": 0.0}}}, "missing"),
         ({"instance": {"kappa": {"mu": 0.0, "sigma": 1.0}}}, "unknown key"),
@@ -151,11 +156,17 @@ positive = st.floats(0.05, 5, allow_nan=False)
     critics=st.lists(st.sampled_from(["syn", "test", "llm", "lint"]), min_size=1, max_size=4, unique=True),
     instance=st.booleans(),
     shape=st.sampled_from(["mode", "mean"]),
+    few=st.integers(0, 9),
 )
-def test_round_trip_property(kind, mu, sigma, zero_sum, critics, instance, shape):
+def test_round_trip_property(kind, mu, sigma, zero_sum, critics, instance, shape, few):
     spec = ModelSpec.from_dict(
         {
-            "model": {"critics": critics, "zero_sum": zero_sum, "cell_shape": shape},
+            "model": {
+                "critics": critics,
+                "zero_sum": zero_sum,
+                "cell_shape": shape,
+                "few_levels": {"levels": few, "sigma": sigma},
+            },
             "rates": {kind: {"log_kappa": {"mu": mu, "sigma": sigma}}},
             "instance": {"enabled": instance, "log_kappa": {"mu": mu, "sigma": sigma}},
         }
@@ -170,3 +181,17 @@ def test_round_trip_property(kind, mu, sigma, zero_sum, critics, instance, shape
     }
     changed = dataclasses.replace(spec, name=spec.name + "x")
     assert changed.hash() != spec.hash()
+
+
+def test_a_spec_stored_before_few_levels_reads_back_without_the_rule():
+    """A fit written before ``[model].few_levels`` existed was made without it: ``spec_of`` says so."""
+    import xarray as xr
+
+    from bpc.estimate.model.fit import spec_of
+
+    spec = ModelSpec.default()
+    text = spec.to_toml()
+    assert spec.few_levels == {"levels": 3, "sigma": 1.0} and "few_levels" in text
+    older = "\n".join(line for line in text.splitlines() if not line.startswith("few_levels"))
+    assert spec_of(xr.DataTree(xr.Dataset(attrs={"spec": text}))) == spec
+    assert spec_of(xr.DataTree(xr.Dataset(attrs={"spec": older}))).few_levels == {"levels": 0, "sigma": 1.0}

@@ -530,6 +530,38 @@ def effect_levels(counts: xr.Dataset, spec: ModelSpec, level_dim: str) -> np.nda
     return observed.astype(int) + (observed & counted & spread).astype(int)
 
 
+def effect_scale(spec: ModelSpec, level_dim: str, observed: np.ndarray) -> np.ndarray:
+    """The HalfNormal scale of σ_<level_dim> for each rate (docs/method.md §Hierarchical model).
+
+    A rate's kind sets it (``[priors]``, ``[rates.<kind>]``), except that a rate observed on at
+    least one and at most ``spec.few_levels["levels"]`` levels of ``level_dim`` gets at most
+    ``spec.few_levels["sigma"]``: two or three effects cannot bound σ from above, so there its
+    posterior's upper tail is its prior's.
+
+    Parameters
+    ----------
+    spec : ModelSpec
+        The kinds' scales and ``few_levels``.
+    level_dim : str
+        ``"benchmark"`` or ``"generator"``.
+    observed : numpy.ndarray
+        ``bool`` over (rate, level): the rate has data on the level (:func:`effect_levels` ``> 0``).
+
+    Examples
+    --------
+    >>> spec = ModelSpec.default().with_critics(["syn"])
+    >>> spec.rates
+    ('prior', 'tpr_syn', 'fpr_syn', 'p_fix', 'p_break')
+    >>> seen = np.array([[1, 1, 1, 1], [1, 1, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]]) > 0
+    >>> effect_scale(spec, "benchmark", seen)
+    array([1., 1., 5., 1., 1.])
+    """
+    scale = hyper_values(spec, f"sigma_{level_dim}", "sigma")
+    n = np.asarray(observed, dtype=bool).sum(axis=-1)
+    few = (n > 0) & (n <= spec.few_levels["levels"])
+    return np.where(few, np.minimum(scale, spec.few_levels["sigma"]), scale)
+
+
 def effect_centring(levels: np.ndarray) -> np.ndarray:
     """The exponent w of each rate's effects β = σ^(1 − w) ζ, ζ ~ N(0, σ^w): 1 centred, 0 non-centred.
 
@@ -570,9 +602,8 @@ def _effect(spec: ModelSpec, level_dim: str, levels: np.ndarray) -> pt.TensorVar
     is sampled centred on O (``<dim>_effect_<rate>`` over coordinate ``<dim>_<rate>``); a level
     without data is always non-centred (centred, nothing but its prior would make Neal's funnel).
     """
-    sigma = pm.HalfNormal(
-        f"sigma_{level_dim}", sigma=hyper_values(spec, f"sigma_{level_dim}", "sigma"), dims=DIM_RATE
-    )
+    scale = effect_scale(spec, level_dim, levels > 0)
+    sigma = pm.HalfNormal(f"sigma_{level_dim}", sigma=scale, dims=DIM_RATE)
     dims = (DIM_RATE, level_dim)
     forced = np.array([rate_kind(rate) in spec.centered for rate in spec.rates])[:, None]
     observed, name = levels > 0, f"z_{level_dim}"

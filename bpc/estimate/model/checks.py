@@ -53,6 +53,7 @@ from bpc.estimate.model.build import (
     DIM_RATE,
     RATE_COUNTS,
     effect_levels,
+    effect_scale,
     hyper_values,
     observations,
     rate_counts,
@@ -170,7 +171,9 @@ def prior_draws(
     levels = {DIM_BENCHMARK: list(benchmarks), DIM_GENERATOR: list(generators)}
     coords = {DIM_CHAIN: [0], DIM_DRAW: np.arange(draws), DIM_RATE: list(spec.rates), **levels}
     for dim, names in levels.items():
-        sigma, beta = effect(hyper_values(spec, f"sigma_{dim}", "sigma"), names, (observed or {}).get(dim))
+        mask = (observed or {}).get(dim)
+        seen = np.ones((R, len(names)), dtype=bool) if mask is None else mask
+        sigma, beta = effect(effect_scale(spec, dim, seen), names, mask)
         data[f"sigma_{dim}"] = ((*sample, DIM_RATE), sigma[None])
         beta = beta if dim in spec.effects else np.zeros_like(beta)
         data[f"beta_{dim}"] = ((*sample, DIM_RATE, dim), beta[None])

@@ -527,13 +527,20 @@ def open_unit(x: np.ndarray) -> np.ndarray:
 
 
 def spec_of(dt: xr.DataTree) -> ModelSpec:
-    """The :class:`ModelSpec` a fit was made with (from its ``spec`` attribute)."""
+    """The :class:`ModelSpec` a fit was made with (from its ``spec`` attribute).
+
+    A spec stored before ``[model].few_levels`` existed had no such rule: it reads back with
+    ``levels = 0`` (not the current default), so an older fit is rebuilt as it was made.
+    """
     text = dt.attrs.get("spec")
     if not text:
         raise ValueError(
             "this DataTree carries no model spec (attr 'spec'); was it made by bpc.estimate.model.fit?"
         )
-    return ModelSpec.from_toml_text(text)
+    spec = ModelSpec.from_toml_text(text)
+    if "few_levels" not in text:
+        spec = replace(spec, few_levels={"levels": 0, "sigma": 1.0})
+    return spec
 
 
 def counts_of(dt: xr.DataTree) -> xr.Dataset:

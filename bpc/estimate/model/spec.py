@@ -78,7 +78,7 @@ DEFAULT_SPEC_FILE = "hierarchical.toml"
 """File name of the default spec, package data of :mod:`bpc.estimate.model`."""
 
 _EFFECTS = (DIM_BENCHMARK, DIM_GENERATOR)
-_MODEL_KEYS = ("name", "critics", "effects", "centered", "zero_sum", "cell_shape")
+_MODEL_KEYS = ("name", "critics", "effects", "centered", "zero_sum", "cell_shape", "few_levels")
 
 
 @functools.cache
@@ -153,6 +153,24 @@ def _switched(
     return merged["enabled"], {name: _hyperprior(f"[{section}]", name, merged[name], table) for name in table}
 
 
+def _few_levels(value: Any) -> dict[str, float]:
+    """``[model].few_levels`` checked and normalised: ``{"levels": int ≥ 0, "sigma": float > 0}``."""
+    ok = isinstance(value, dict) and set(value) == {"levels", "sigma"}
+    numbers = ok and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value.values())
+    if not (
+        numbers
+        and math.isfinite(value["sigma"])
+        and value["sigma"] > 0
+        and float(value["levels"]).is_integer()
+        and value["levels"] >= 0
+    ):
+        raise ValueError(
+            "model spec [model].few_levels: expected { levels = <integer ≥ 0>, sigma = <number > 0> }, "
+            f"got {value!r}"
+        )
+    return {"levels": int(value["levels"]), "sigma": float(value["sigma"])}
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """What the hierarchical model pools, how, and under which hyperpriors.
@@ -179,6 +197,10 @@ class ModelSpec:
     cell_shape : {"mode", "mean"}
         Cell-level Beta of every rate: ``"mode"`` Beta(1 + κμ, 1 + κ(1 − μ))
         (mode μ, both shapes ≥ 1), ``"mean"`` Beta(κμ, κ(1 − μ)).
+    few_levels : dict
+        ``{"levels": L, "sigma": s}``: a rate observed on 1 … L levels of a factor has that
+        factor's σ ~ HalfNormal(min(its kind's scale, s))
+        (:func:`bpc.estimate.model.build.effect_scale`); ``levels = 0`` turns this off.
     instance : bool
         Model the prior with the instance model (patches of one instance
         share θ_inst ~ Beta(π κ_inst, (1 − π) κ_inst)); ``False`` treats
@@ -201,6 +223,7 @@ class ModelSpec:
     centered: tuple[str, ...] = ()
     zero_sum: bool = True
     cell_shape: str = "mode"
+    few_levels: dict[str, float] = field(default_factory=lambda: {"levels": 3, "sigma": 1.0})
     instance: bool = True
     priors: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     instance_priors: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -220,6 +243,7 @@ class ModelSpec:
                 raise ValueError(f"model spec {key}: expected distinct {what} from {allowed}, got {got}")
         if self.cell_shape not in CELL_SHAPES:
             raise ValueError(f"model spec cell_shape: expected one of {CELL_SHAPES}, got {self.cell_shape!r}")
+        object.__setattr__(self, "few_levels", _few_levels(self.few_levels))
         for key in ("zero_sum", "instance", "tasks"):
             if not isinstance(getattr(self, key), bool):
                 raise ValueError(f"model spec {key}: expected true/false, got {getattr(self, key)!r}")
@@ -363,12 +387,12 @@ class ModelSpec:
     def to_toml(self) -> str:
         """The resolved spec as TOML text (round-trips through :meth:`from_toml_text`)."""
 
-        def value(v: Any) -> str:  # JSON writes TOML's booleans, strings and (finite) floats
+        def value(v: Any) -> str:  # JSON writes TOML's booleans, strings, integers and (finite) floats
             if isinstance(v, list):
                 return "[" + ", ".join(value(x) for x in v) + "]"
             if isinstance(v, dict):
                 return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
-            return json.dumps(v if isinstance(v, bool | str) else float(v))
+            return json.dumps(v if isinstance(v, bool | str | int) else float(v))
 
         d = self.to_dict()
         sections = {"model": d["model"], **{f"rates.{k}": t for k, t in d["rates"].items()}}
