@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from types import EllipsisType
@@ -538,7 +539,7 @@ def spec_of(dt: xr.DataTree) -> ModelSpec:
             "this DataTree carries no model spec (attr 'spec'); was it made by bpc.estimate.model.fit?"
         )
     spec = ModelSpec.from_toml_text(text)
-    if "few_levels" not in text:
+    if "few_levels" not in tomllib.loads(text).get("model", {}):
         spec = replace(spec, few_levels={"levels": 0, "sigma": 1.0})
     return spec
 
