@@ -602,11 +602,10 @@ def _effect(spec: ModelSpec, level_dim: str, levels: np.ndarray) -> pt.TensorVar
     is sampled centred on O (``<dim>_effect_<rate>`` over coordinate ``<dim>_<rate>``); a level
     without data is always non-centred (centred, nothing but its prior would make Neal's funnel).
     """
-    scale = effect_scale(spec, level_dim, levels > 0)
-    sigma = pm.HalfNormal(f"sigma_{level_dim}", sigma=scale, dims=DIM_RATE)
+    observed, name = levels > 0, f"z_{level_dim}"
+    sigma = pm.HalfNormal(f"sigma_{level_dim}", sigma=effect_scale(spec, level_dim, observed), dims=DIM_RATE)
     dims = (DIM_RATE, level_dim)
     forced = np.array([rate_kind(rate) in spec.centered for rate in spec.rates])[:, None]
-    observed, name = levels > 0, f"z_{level_dim}"
     if not spec.zero_sum:
         enough = observed.sum(axis=1, keepdims=True) >= CENTRE_LEVELS
         w = observed & (forced | ((levels == 2) & enough))
