@@ -57,8 +57,8 @@ class MoveError(ValueError):
     """A malformed move or a request ``bpc serve`` cannot answer; ``kind`` is the error type it reports.
 
     ``"BadRequest"`` by default; the move parser also raises ``"UnknownField"``, ``"BadJSON"``,
-    ``"TooDeep"`` and ``"NumberTooLong"``, and the server its own (e.g. ``"UnknownEpisode"``,
-    ``"ClosedEpisode"``, ``"LineTooLong"``).
+    ``"BadEncoding"``, ``"TooDeep"`` and ``"NumberTooLong"``, and the server its own (e.g.
+    ``"UnknownEpisode"``, ``"ClosedEpisode"``, ``"LineTooLong"``).
     """
 
     def __init__(self, message: str, *, kind: str = "BadRequest"):
