@@ -40,15 +40,28 @@ DIAGNOSTIC_COLUMNS: tuple[str, ...] = ("max_rhat", "min_ess_bulk", "min_ess_tail
 def describe_diagnostics(diagnostics: Mapping[str, float | int | bool]) -> str:
     """One clause for reports: ``max R-hat …, min bulk ESS …, min tail ESS …, … divergences`` and the verdict.
 
+    The one describer of a fit's check in bpc's reports (the compare study's folds, the stream
+    study's left-out fits). A number a stored summary lacks is written ``nan``.
+
     Parameters
     ----------
     diagnostics : mapping
-        :data:`DIAGNOSTIC_COLUMNS` of one fit.
+        :data:`DIAGNOSTIC_COLUMNS` of one fit (e.g. :func:`bpc.estimate.model.refits.fit_summary`).
+
+    Examples
+    --------
+    >>> describe_diagnostics({"max_rhat": 1.02, "min_ess_bulk": 410.2, "min_ess_tail": 88.0,
+    ...                       "divergences": 3, "converged": False})
+    'max R-hat 1.020, min bulk ESS 410, min tail ESS 88, 3 divergences — convergence check FAILED'
+    >>> describe_diagnostics({"max_rhat": 1.001, "converged": True})
+    'max R-hat 1.001, min bulk ESS nan, min tail ESS nan, nan divergences'
     """
     d = diagnostics
+    rhat, bulk, tail = (float(d.get(k, float("nan"))) for k in ("max_rhat", "min_ess_bulk", "min_ess_tail"))
+    div = d.get("divergences")
+    divergences = "nan" if div is None else str(int(div))
     text = (
-        f"max R-hat {d['max_rhat']:.3f}, min bulk ESS {d['min_ess_bulk']:.0f}, "
-        f"min tail ESS {d['min_ess_tail']:.0f}, {int(d['divergences'])} divergences"
+        f"max R-hat {rhat:.3f}, min bulk ESS {bulk:.0f}, min tail ESS {tail:.0f}, {divergences} divergences"
     )
     return text + ("" if d["converged"] else " — convergence check FAILED")
 

@@ -93,6 +93,7 @@ from bpc.decide.table import ParameterSamples
 from bpc.estimate.laplace import instance_params, laplace, smoothed_rate
 from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions
 from bpc.evaluate import Arm, Result, controllers
+from bpc.experiments.posterior import describe_diagnostics
 from bpc.intervals import clustered_interval
 from bpc.outputs import write_netcdf
 from bpc.progress import info
@@ -708,10 +709,8 @@ def run_stream(
             d = fit_diag[f"{b}/{g}"] = fit_summary(fits[(b, g)])
             if not d["converged"]:
                 notes.append(
-                    f"{b}/{g}: the left-out hierarchical fit FAILED its convergence check at every "
-                    f"preset of {', '.join(c.presets)} (max R-hat {d.get('max_rhat', float('nan')):.3f}, "
-                    f"min bulk ESS {d.get('min_ess_bulk', float('nan')):.0f}, {d.get('divergences')} "
-                    "divergences); its hierarchical rows use it anyway"
+                    f"{b}/{g}: the left-out hierarchical fit at every preset of {', '.join(c.presets)}: "
+                    f"{describe_diagnostics(d)}; its hierarchical rows use it anyway"
                 )
         pool = cell_pool(select_cell(records, b, g), prof)
         critics = target_critics(pool)
