@@ -143,6 +143,7 @@ from bpc.evaluate import POOLED, Result, best_of, contrast_table, simple_baselin
 from bpc.experiments.efficiency import complete_pooling_calibration
 from bpc.experiments.posterior import posterior_mean_params
 from bpc.experiments.stream import leave_cell_out, left_out_fit, tuple_fields
+from bpc.experiments.task_starts import cell_point, cell_start
 from bpc.progress import info
 from bpc.replay.engine import cell_policies, cell_pool, replay_pool
 from bpc.replay.profiles import get_profile
@@ -404,17 +405,6 @@ class ArmStart:
     notes: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _cell_point(params_cell: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """π and κ per draw.
-
-    A κ not identified (``NaN``: one program per task, the i.i.d. belief θ = π on every task) is
-    :data:`KAPPA_W_MAX`, a near-point start at π.
-    """
-    pi = np.asarray(params_cell["prior"].values, dtype=np.float64).ravel()
-    kap = np.asarray(params_cell["kappa"].values, dtype=np.float64).ravel()
-    return pi, np.where(np.isfinite(kap) & (kap > 0), kap, KAPPA_W_MAX)
-
-
 def logo_starts(
     left: xr.Dataset,
     target: Cell,
@@ -472,17 +462,16 @@ def logo_starts(
     bases: dict[str, tuple[xr.Dataset, np.ndarray, np.ndarray, bool, float, float]] = {}
     if any(a == "complete_pooling" or a.startswith("pooled_") for a in arms):
         pooled = select_cell(complete_pooling_calibration(left, target, seed).params, b, g)  # type: ignore[arg-type]
-        pi0, kap0 = _cell_point(pooled)
-        a0, b0 = float(pi0.mean() * kap0.mean()), float((1 - pi0.mean()) * kap0.mean())
-        bases["pooled"] = (pooled, pi0, kap0, True, a0, b0)
+        pi0, kap0 = cell_point(pooled)
+        bases["pooled"] = (pooled, pi0, kap0, True, *cell_start(pooled))
     if need_hier:
         assert predictive is not None
         cell = select_cell(predictive, b, g)
-        all_pi, all_kap = _cell_point(cell)
+        all_pi, all_kap = cell_point(cell)
         a0, b0 = marginal_beta(
             np.log(all_pi / (1 - all_pi))[:, None], all_kap[:, None], np.zeros(all_pi.size)
         )
-        thin = _cell_point(thin_draws(cell, int(draws)))
+        thin = cell_point(thin_draws(cell, int(draws)))
         bases["hierarchy"] = (posterior_mean_params(cell), *thin, bool(converged), float(a0[0]), float(b0[0]))
     critics = [str(c) for c in left[DIM_CRITIC].values]
     if any(a.endswith(_CRITIC) for a in arms) and task_critic not in critics:

@@ -119,16 +119,41 @@ def fold_task_priors(
     return priors
 
 
+IID_KAPPA = 1.0e4
+"""The concentration a cell's κ stands at when it is not finite (:func:`cell_point`)."""
+
+
+def cell_point(params_cell: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """π and κ per draw of one cell's parameters, κ made a finite concentration.
+
+    A κ that is ``inf`` (the i.i.d. model: θ = π on every task) or not identified (``NaN``: one
+    program per task) is :data:`IID_KAPPA`: a near-point start at π. The controller reads only the
+    start's mean under the i.i.d. belief, and ``Beta(π·inf, (1 − π)·inf)`` has none.
+
+    Examples
+    --------
+    >>> pi, kappa = cell_point(xr.Dataset({"prior": ("draw", [0.2, 0.4]), "kappa": ("draw", [3.0, np.inf])}))
+    >>> pi.tolist(), kappa.tolist()
+    ([0.2, 0.4], [3.0, 10000.0])
+    """
+    pi = np.asarray(params_cell["prior"].values, dtype=np.float64).ravel()
+    kappa = np.asarray(params_cell["kappa"].values, dtype=np.float64).ravel()
+    return pi, np.where(np.isfinite(kappa) & (kappa > 0), kappa, IID_KAPPA)
+
+
 def cell_start(params_cell: xr.Dataset) -> tuple[float, float]:
     """The cell prior ``(π κ, (1 − π) κ)`` of one cell's parameters (one cell; draws averaged).
+
+    κ as :func:`cell_point` gives it (a κ that is not finite is :data:`IID_KAPPA`).
 
     Examples
     --------
     >>> cell_start(xr.Dataset({"prior": 0.25, "kappa": 4.0}))
     (1.0, 3.0)
+    >>> cell_start(xr.Dataset({"prior": 0.25, "kappa": np.inf}))  # the i.i.d. model: a point at π
+    (2500.0, 7500.0)
     """
-    pi = np.asarray(params_cell["prior"].values, dtype=np.float64)
-    kappa = np.asarray(params_cell["kappa"].values, dtype=np.float64)
+    pi, kappa = cell_point(params_cell)
     if pi.size == 0 or kappa.size == 0:
         raise ValueError("cell_start: the cell's parameters hold no prior / kappa")
     pi_v, kappa_v = float(pi.mean()), float(kappa.mean())

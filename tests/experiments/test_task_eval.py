@@ -11,7 +11,7 @@ from bpc.estimate.laplace import laplace
 from bpc.evaluate import POOLED, cross_fit, fold_data
 from bpc.experiments.protocol import replay_evaluator
 from bpc.experiments.task_eval import GAIN_COLUMNS, prior_gain_table
-from bpc.experiments.task_starts import check_starts, fold_task_priors, start_label, task_starts
+from bpc.experiments.task_starts import IID_KAPPA, check_starts, fold_task_priors, start_label, task_starts
 from tests.records import patch_records
 
 
@@ -188,3 +188,17 @@ def test_the_task_prior_study_is_a_protocol_configuration():
     assert (wide["ci_lo"] <= gains["ci_lo"] + 1e-12).all() and (wide["ci_hi"] >= gains["ci_hi"] - 1e-12).all()
     with pytest.raises(ValueError, match="nope"):
         run_protocol(_records(), ProtocolConfig(starts=("nope",)))
+
+
+@pytest.mark.parametrize("kappa", [np.inf, np.nan, 0.0])
+def test_a_cell_prior_without_a_finite_kappa_starts_near_a_point_at_pi(kappa):
+    """The i.i.d. model (κ = inf) and an unidentified κ start every task near a point at π, a finite mean."""
+    import xarray as xr
+
+    a, b, source = task_starts(
+        None, xr.Dataset({"prior": 0.3, "kappa": kappa}), benchmark="b", generator="g", tasks=["t1", "t2"]
+    )
+    np.testing.assert_allclose(a, 0.3 * IID_KAPPA)
+    np.testing.assert_allclose(b, 0.7 * IID_KAPPA)
+    assert source.tolist() == ["cell", "cell"]
+    assert np.isfinite(a / (a + b)).all()
