@@ -141,8 +141,8 @@ from bpc.estimate.crossed import (
 from bpc.estimate.laplace import laplace
 from bpc.evaluate import POOLED, Result, best_of, contrast_table, simple_baselines
 from bpc.experiments.efficiency import complete_pooling_calibration
-from bpc.experiments.posterior import posterior_mean_params
-from bpc.experiments.stream import leave_cell_out, left_out_fit, tuple_fields
+from bpc.experiments.posterior import describe_diagnostics, posterior_mean_params
+from bpc.experiments.stream import leave_cell_out, left_out, tuple_fields
 from bpc.experiments.task_starts import cell_point, cell_start
 from bpc.progress import info
 from bpc.replay.engine import cell_policies, cell_pool, replay_pool
@@ -684,8 +684,7 @@ def run_logo(
         Tables ``utilities``, ``lpd``, ``starts`` (:func:`logo_target`'s, over every target) and
         ``fits`` (one row per target: the left-out fit's diagnostics, ``ok`` its check).
     """
-    from bpc.estimate.model.fit import posterior_params
-    from bpc.estimate.model.refits import RefitLadder, fit_summary
+    from bpc.estimate.model.refits import RefitLadder
 
     have = set(map(tuple, records[["benchmark", "generator"]].astype(str).to_numpy().tolist()))
     if missing := [f"{b}/{g}" for b, g in config.targets if (b, g) not in have]:
@@ -699,13 +698,14 @@ def run_logo(
         left = leave_cell_out(counts, b, g)
         predictive, ok = None, True
         if any(a in HIERARCHY_ARMS for a in config.arms):
-            fit = left_out_fit(ladder, counts, (b, g), seed=config.seed)
-            summary = fit_summary(fit)
-            ok = summary["converged"]
-            fit_rows.append({"benchmark": b, "generator": g, **{k: summary.get(k) for k in diag}})
-            failed = f"logo: the fit without {b}/{g} FAILED its convergence check; its arms are flagged"
+            lo = left_out(ladder, counts, (b, g), seed=config.seed)
+            ok = lo.converged
+            fit_rows.append({"benchmark": b, "generator": g, **{k: lo.summary.get(k) for k in diag}})
+            failed = (
+                f"logo: the fit without {b}/{g}: {describe_diagnostics(lo.summary)}; its arms are flagged"
+            )
             info(failed, enabled=progress and not ok)
-            predictive = posterior_params(fit, benchmarks=[b], generators=[g], seed=config.seed)
+            predictive = lo.predictive
         parts.append(logo_target(records, left, (b, g), config=config, predictive=predictive, converged=ok))
         info(f"logo: {b}/{g} scored in {time.perf_counter() - t0:.0f} s", enabled=progress)
     names = ("utilities", "lpd", "starts")

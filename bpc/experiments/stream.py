@@ -252,6 +252,69 @@ def left_out_fit(
     return ladder.fit(leave_cell_out(counts, b, g), seed=seed, label=f"loo_{b}__{g}")
 
 
+def new_cell_predictive(fit: xr.DataTree, target: tuple[str, str], *, seed: int) -> xr.Dataset:
+    """The fit's predictive draws of ``target`` (:func:`bpc.estimate.model.fit.posterior_params`).
+
+    ``fit`` must not have seen the target (a fit of :func:`leave_cell_out` counts): its draws of the
+    cell are then the new-cell predictive (known benchmark / generator effects).
+
+    Raises
+    ------
+    ValueError
+        If the fit's stored counts hold any count of the target.
+    """
+    from bpc.estimate.model.fit import counts_of, posterior_params
+
+    b, g = target
+    if bool(np.isfinite(counts_of(fit)["n_patches"].sel(benchmark=b, generator=g).values)):
+        raise ValueError(f"this fit saw {b}/{g}: it cannot be the cell's cold start")
+    return posterior_params(fit, benchmarks=[b], generators=[g], seed=seed)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A target's left-out hierarchical fit (:func:`left_out`), its check and its predictive.
+
+    Attributes
+    ----------
+    target : (str, str)
+        The cell left out.
+    fit : xarray.DataTree
+        :func:`left_out_fit`'s.
+    summary : dict
+        :func:`bpc.estimate.model.refits.fit_summary` of the fit (``converged`` its check).
+    seed : int
+        Seed of the fit and of its predictive draws.
+    """
+
+    target: tuple[str, str]
+    fit: xr.DataTree
+    summary: Mapping[str, Any]
+    seed: int
+
+    @property
+    def converged(self) -> bool:
+        """The fit passed its convergence check at some preset of the ladder."""
+        return bool(self.summary["converged"])
+
+    @functools.cached_property
+    def predictive(self) -> xr.Dataset:
+        """The new-cell predictive draws of the target (:func:`new_cell_predictive`), made once."""
+        return new_cell_predictive(self.fit, self.target, seed=self.seed)
+
+
+def left_out(ladder: RefitLadder, counts: xr.Dataset, target: tuple[str, str], *, seed: int) -> LeftOut:
+    """The left-out fit of ``target`` with its diagnostics: what the streaming and the LOGO studies read.
+
+    The one path of both studies' hierarchical starts: :func:`left_out_fit`, its
+    :func:`~bpc.estimate.model.refits.fit_summary`, and (on first use) :func:`new_cell_predictive`.
+    """
+    from bpc.estimate.model.refits import fit_summary
+
+    fit = left_out_fit(ladder, counts, target, seed=seed)
+    return LeftOut((str(target[0]), str(target[1])), fit, fit_summary(fit), int(seed))
+
+
 def target_critics(pool: Pool) -> tuple[str, ...]:
     """The decision critics that gave at least one verdict in the target's pool (the design, not data)."""
     critics = decision_critics(pool.critics)
@@ -298,11 +361,9 @@ def start_states(
 ) -> dict[str, LearningState]:
     """The learning state of each start for one target (none of them sees the target's counts).
 
-    ``hierarchical`` needs ``fit``: a fit of :func:`leave_cell_out` counts
-    (refused if its stored counts hold any count of the target).
+    ``hierarchical`` needs ``fit``: a fit of :func:`leave_cell_out` counts, whose
+    :func:`new_cell_predictive` it starts from (refused if its stored counts hold any count of the target).
     """
-    from bpc.estimate.model.fit import counts_of, posterior_params
-
     b, g = target
     opts = ParticleOptions(n_particles=particles, seed=seed)
     out: dict[str, LearningState] = {}
@@ -310,9 +371,7 @@ def start_states(
         if start == "hierarchical":
             if fit is None:
                 raise ValueError("the hierarchical start needs the fit with the target left out")
-            if bool(np.isfinite(counts_of(fit)["n_patches"].sel(benchmark=b, generator=g).values)):
-                raise ValueError(f"this fit saw {b}/{g}: it cannot be the cell's cold start")
-            params = posterior_params(fit, benchmarks=[b], generators=[g], seed=seed)
+            params = new_cell_predictive(fit, target, seed=seed)
             out[start] = LearningState.from_params(params, cell=(b, g), critics=list(critics), particles=opts)
             continue
         none = {**NONE_VALUES, **{f"{r}[{c}]": NONE_VALUES[r] for c in critics for r in ("tpr", "fpr")}}
@@ -682,7 +741,7 @@ def run_stream(
     ValueError
         For a target without raw records (with the nearest names), or no target.
     """
-    from bpc.estimate.model.refits import RefitLadder, fit_summary
+    from bpc.estimate.model.refits import RefitLadder
 
     t_start, c = time.perf_counter(), config
     prof = get_profile(c.profile)
@@ -705,12 +764,13 @@ def run_stream(
     frames = []
     for b, g in c.targets:
         if "hierarchical" in c.starts:
-            fits[(b, g)] = left_out_fit(ladder, counts, (b, g), seed=c.seed)
-            d = fit_diag[f"{b}/{g}"] = fit_summary(fits[(b, g)])
-            if not d["converged"]:
+            lo = left_out(ladder, counts, (b, g), seed=c.seed)
+            fits[(b, g)] = lo.fit
+            fit_diag[f"{b}/{g}"] = dict(lo.summary)
+            if not lo.converged:
                 notes.append(
                     f"{b}/{g}: the left-out hierarchical fit at every preset of {', '.join(c.presets)}: "
-                    f"{describe_diagnostics(d)}; its hierarchical rows use it anyway"
+                    f"{describe_diagnostics(lo.summary)}; its hierarchical rows use it anyway"
                 )
         pool = cell_pool(select_cell(records, b, g), prof)
         critics = target_critics(pool)

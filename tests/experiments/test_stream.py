@@ -355,3 +355,26 @@ def test_acceptance_by_hand():
     assert st.stream_acceptance(t.assign(mean_utility=[1.0, 6.0]), c.iloc[:0])["passed"].tolist() == [False]
     # no "none" start (bpc stream --start laplace-pooled): no online row, and no error
     assert st.stream_acceptance(t.iloc[1:], c.iloc[:0]).empty
+
+
+def test_left_out_gives_the_fit_its_check_and_the_new_cell_predictive():
+    """The one path of the stream and LOGO studies' hierarchical starts (run_stream, run_logo)."""
+    from bpc.estimate.model.fit import posterior_params
+
+    counts = tiny_counts()
+    fit = fake_fit(st.leave_cell_out(counts, *TARGET))
+    fit.attrs["diagnostics"] = json.dumps({"ok": False, "max_rhat": 1.2})
+
+    class Ladder:
+        def fit(self, given, *, seed, label):
+            assert label == "loo_lcb_hard__gpt5_mini" and seed == 5
+            assert np.isnan(given["n_patches"].sel(benchmark=TARGET[0], generator=TARGET[1]).values)
+            return fit
+
+    lo = st.left_out(Ladder(), counts, TARGET, seed=5)  # type: ignore[arg-type]
+    assert lo.fit is fit and lo.converged is False and lo.summary["max_rhat"] == 1.2
+    want = posterior_params(fit, benchmarks=[TARGET[0]], generators=[TARGET[1]], seed=5)
+    xr.testing.assert_identical(lo.predictive, want)
+    seen = st.LeftOut(TARGET, fake_fit(counts), lo.summary, 5)  # a fit that saw the target
+    with pytest.raises(ValueError, match="this fit saw lcb_hard/gpt5_mini"):
+        _ = seen.predictive
