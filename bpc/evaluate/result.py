@@ -8,16 +8,17 @@ puts it on disk. Nothing in a :class:`Result` knows where it will be written.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from bpc.outputs import versions
 
-__all__ = ["Result", "config_dict"]
+__all__ = ["Result", "config_dict", "config_fields"]
 
 
 def _plain(value: Any) -> Any:
@@ -52,6 +53,71 @@ def config_dict(config: Any) -> dict[str, Any]:
     else:
         raise TypeError(f"config_dict: expected a dataclass or a mapping, got {type(config).__name__}")
     return {str(k): _plain(v) for k, v in items.items()}
+
+
+def config_fields(
+    config: Any,
+    tuples: Sequence[str] = (),
+    *,
+    unique: bool = False,
+    cells: Sequence[str] = (),
+    positive: Sequence[str] = (),
+) -> None:
+    """Check a frozen study config's fields and set them to their plain form (the one validator).
+
+    ``positive`` fields must be positive integers. ``tuples`` and ``cells`` fields become tuples
+    (``None`` is kept: "not given"); a string is refused (it is not a tuple of names); ``cells``
+    entries become ``(str, str)`` pairs (benchmark, generator); with ``unique`` repeated entries
+    are dropped, order kept.
+
+    Raises
+    ------
+    ValueError
+        Naming the config class, the field, the value given and what was expected.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class C:
+    ...     targets: tuple = ()
+    ...     arms: tuple = ()
+    ...     orders: int = 1
+    >>> c = C(targets=[["b", "g"]], arms=["x", "y", "x"])
+    >>> config_fields(c, ("arms",), unique=True, cells=("targets",), positive=("orders",))
+    >>> c.targets, c.arms
+    ((('b', 'g'),), ('x', 'y'))
+    >>> config_fields(C(arms="x"), ("arms",))
+    Traceback (most recent call last):
+    ...
+    ValueError: C.arms must be a tuple, got 'x'
+    >>> config_fields(C(targets=("b/g",)), cells=("targets",))
+    Traceback (most recent call last):
+    ...
+    ValueError: C.targets must be a tuple of (benchmark, generator) pairs, got ('b/g',)
+    >>> config_fields(C(orders=0), positive=("orders",))
+    Traceback (most recent call last):
+    ...
+    ValueError: C.orders must be a positive integer, got 0
+    """
+    kind = type(config).__name__
+    for name in positive:
+        v = getattr(config, name)
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise ValueError(f"{kind}.{name} must be a positive integer, got {v!r}")
+    for name in (*tuples, *cells):
+        if (value := getattr(config, name)) is None:
+            continue
+        if isinstance(value, str):
+            raise ValueError(f"{kind}.{name} must be a tuple, got {value!r}")
+        value = tuple(value)
+        if name in cells:
+            if not all(not isinstance(c, str) and len(c) == 2 for c in value):
+                raise ValueError(
+                    f"{kind}.{name} must be a tuple of (benchmark, generator) pairs, got {value!r}"
+                )
+            value = tuple((str(b), str(g)) for b, g in value)
+        object.__setattr__(config, name, tuple(dict.fromkeys(value)) if unique else value)
 
 
 @dataclass(frozen=True)

@@ -139,10 +139,10 @@ from bpc.estimate.crossed import (
     task_beta,
 )
 from bpc.estimate.laplace import laplace
-from bpc.evaluate import POOLED, Result, best_of, contrast_table, simple_baselines
+from bpc.evaluate import POOLED, Result, best_of, config_fields, contrast_table, simple_baselines
 from bpc.experiments.efficiency import complete_pooling_calibration
 from bpc.experiments.posterior import describe_diagnostics, posterior_mean_params
-from bpc.experiments.stream import leave_cell_out, left_out, tuple_fields
+from bpc.experiments.stream import leave_cell_out, left_out
 from bpc.experiments.task_starts import cell_point, cell_start
 from bpc.progress import info
 from bpc.replay.engine import cell_policies, cell_pool, replay_pool
@@ -650,7 +650,7 @@ class LogoConfig:
     profile: str = "bpc"
 
     def __post_init__(self) -> None:
-        tuple_fields(self, ("targets", "costs", "arms", "presets"))
+        config_fields(self, ("costs", "arms", "presets"), cells=("targets",))
         check_choices(self.arms, LOGO_ARMS, what="LOGO arm")
 
     def named_costs(self) -> list[tuple[str, CostSpec]]:

@@ -60,7 +60,7 @@ from bpc.data.corpus import Input
 from bpc.data.splits import Cell
 from bpc.data.tasks import flagged_tasks
 from bpc.estimate.laplace import laplace
-from bpc.evaluate import ACROSS, BEST_SIMPLE, Result, contrast_table
+from bpc.evaluate import ACROSS, BEST_SIMPLE, Result, config_fields, contrast_table
 from bpc.experiments.efficiency import CLOSED_FORMS, LOCO_K, LocoConfig, hierarchical_arms, loco_efficiency
 from bpc.experiments.logo import LogoConfig, logo_table, run_logo
 from bpc.experiments.protocol import ProtocolConfig, replay_evaluator, run_protocol
@@ -165,8 +165,7 @@ class PanelConfig:
         for spec in self.costs:
             if spec not in PANEL_COSTS:
                 resolve_costs(spec)  # a named vector or a cost file, else an error naming the choices
-        if self.hierarchical is not None:
-            object.__setattr__(self, "hierarchical", tuple((str(b), str(g)) for b, g in self.hierarchical))
+        config_fields(self, cells=("hierarchical",))
         if min(self.repeats, self.n_folds, self.B) < 1:
             raise ValueError("PanelConfig: repeats, n_folds and B must be >= 1")
 

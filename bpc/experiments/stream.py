@@ -92,7 +92,7 @@ from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.decide.table import ParameterSamples
 from bpc.estimate.laplace import instance_params, laplace, smoothed_rate
 from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions
-from bpc.evaluate import Arm, Result, controllers
+from bpc.evaluate import Arm, Result, config_fields, controllers
 from bpc.experiments.posterior import describe_diagnostics
 from bpc.intervals import clustered_interval
 from bpc.outputs import write_netcdf
@@ -174,34 +174,15 @@ class StreamConfig:
     prob: float = CI_PROB
 
     def __post_init__(self) -> None:
-        for name in ("orders", "particles", "plugin_draws", "robust_draws", "bootstrap_b"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-                raise ValueError(f"StreamConfig.{name} must be a positive integer, got {v!r}")
-        tuple_fields(self, ("targets", "starts", "controllers", "presets"), unique=True)
+        positive = ("orders", "particles", "plugin_draws", "robust_draws", "bootstrap_b")
+        config_fields(
+            self, ("starts", "controllers", "presets"), unique=True, cells=("targets",), positive=positive
+        )
         if not self.presets:
             raise ValueError("StreamConfig.presets must be a non-empty tuple of presets")
         check_choices(self.presets, sorted(SAMPLER_PRESETS), what="sampler preset")
         check_choices(self.starts, STARTS, what="start")
         check_choices(self.controllers, CONTROLLERS, what="controller")
-
-
-def tuple_fields(config: Any, names: Sequence[str], *, unique: bool = False) -> None:
-    """Make the fields ``names`` of a frozen study config tuples, and its ``targets`` ``(str, str)`` pairs.
-
-    A string is refused (it is not a tuple of names); with ``unique`` repeated entries are dropped,
-    order kept. :class:`StreamConfig` and :class:`bpc.experiments.logo.LogoConfig` check with it.
-
-    Raises
-    ------
-    ValueError
-        For a field given as a string (the message names the config class and the field).
-    """
-    for name in names:
-        if isinstance(value := getattr(config, name), str):
-            raise ValueError(f"{type(config).__name__}.{name} must be a tuple, got {value!r}")
-        object.__setattr__(config, name, tuple(dict.fromkeys(value) if unique else value))
-    object.__setattr__(config, "targets", tuple((str(b), str(g)) for b, g in config.targets))
 
 
 # ---------------------------------------------------------------------------

@@ -378,3 +378,25 @@ def test_left_out_gives_the_fit_its_check_and_the_new_cell_predictive():
     seen = st.LeftOut(TARGET, fake_fit(counts), lo.summary, 5)  # a fit that saw the target
     with pytest.raises(ValueError, match="this fit saw lcb_hard/gpt5_mini"):
         _ = seen.predictive
+
+
+def test_study_configs_check_their_fields_with_the_one_validator():
+    """Stream, LOGO and panel configs: bpc.evaluate.config_fields (field, value, what was expected)."""
+    from bpc.experiments.logo import LogoConfig
+    from bpc.experiments.panel import PanelConfig
+
+    with pytest.raises(ValueError, match=r"StreamConfig.targets must be a tuple, got 'lcb_hard/gpt5_mini'"):
+        st.StreamConfig(targets="lcb_hard/gpt5_mini")  # type: ignore[arg-type]
+    with pytest.raises(
+        ValueError, match=r"LogoConfig.targets must be a tuple of \(benchmark, generator\) pairs"
+    ):
+        LogoConfig(targets=("lcb_hard/gpt5_mini",))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"LogoConfig.arms must be a tuple, got 'task_oracle'"):
+        LogoConfig(arms="task_oracle")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"StreamConfig.particles must be a positive integer, got 2.5"):
+        st.StreamConfig(particles=2.5)  # type: ignore[arg-type]
+    c = st.StreamConfig(targets=[["b", "g"], ("b", "g")], starts=["none", "none"])  # type: ignore[arg-type]
+    assert c.targets == (("b", "g"),) and c.starts == ("none",)
+    assert LogoConfig(targets=[["b", "g"], ["b", "g"]]).targets == (("b", "g"), ("b", "g"))  # type: ignore[arg-type]
+    assert PanelConfig(hierarchical=[["b", "g"]]).hierarchical == (("b", "g"),)  # type: ignore[arg-type]
+    assert PanelConfig().hierarchical is None
