@@ -28,6 +28,7 @@ __all__ = [
     "UTILITY_COLUMNS",
     "FoldData",
     "Evaluator",
+    "hide_counts",
     "training_counts",
     "fold_data",
     "fold_splits",
@@ -92,6 +93,26 @@ scored task × policy; a policy undefined on a task is omitted or ``NaN``);
 every parameter behind it must come from the fold's training side."""
 
 
+def hide_counts(counts: xr.Dataset, hide: xr.DataArray, names: Sequence[str]) -> xr.Dataset:
+    """``counts`` with the variables ``names`` not observed (``NaN``) where ``hide`` holds.
+
+    The one mask by which a study keeps data from a fit: a fold's scored tasks and the tables it
+    cannot split (:func:`training_counts`), a left-out cell
+    (:func:`bpc.experiments.stream.leave_cell_out`). ``hide`` broadcasts against each variable
+    (e.g. ``(benchmark, task)`` or ``(benchmark, generator)``); a name the counts lack is skipped.
+
+    Examples
+    --------
+    >>> from bpc.schema import empty_counts
+    >>> counts = empty_counts(["b"], ["g1", "g2"])
+    >>> counts["n_patches"][:] = 3.0
+    >>> hide = xr.DataArray([[False, True]], dims=("benchmark", "generator"))
+    >>> hide_counts(counts, hide, ["n_patches", "no_such_count"])["n_patches"].values.tolist()
+    [[3.0, nan]]
+    """
+    return counts.assign({var: counts[var].where(~hide) for var in names if var in counts})
+
+
 def training_counts(
     records: pd.DataFrame,
     split: Split,
@@ -135,8 +156,9 @@ def training_counts(
         coords = {d: counts[d].values for d in (DIM_BENCHMARK, DIM_TASK)}
         hit = [[(str(b), str(t)) in scored_tasks for t in coords[DIM_TASK]] for b in coords[DIM_BENCHMARK]]
         hit = np.array(hit, dtype=bool).reshape(len(coords[DIM_BENCHMARK]), -1)
-        keep_tasks = ~xr.DataArray(hit, dims=(DIM_BENCHMARK, DIM_TASK), coords=coords)
-        counts = counts.assign({var: counts[var].where(keep_tasks) for var in TASK_COUNT_VARS})
+        counts = hide_counts(
+            counts, xr.DataArray(hit, dims=(DIM_BENCHMARK, DIM_TASK), coords=coords), TASK_COUNT_VARS
+        )
     if base is None:
         return counts
     scored = {b for b, _ in split.cells}
@@ -145,10 +167,10 @@ def training_counts(
     )
     bs, gs = (counts[d].values.astype(str) for d in (DIM_BENCHMARK, DIM_GENERATOR))
     blank = [[b in scored and (b, g) not in replayed for g in gs] for b in bs]
-    keep = xr.DataArray(
-        ~np.array(blank, dtype=bool).reshape(len(bs), len(gs)), dims=(DIM_BENCHMARK, DIM_GENERATOR)
+    hide = xr.DataArray(
+        np.array(blank, dtype=bool).reshape(len(bs), len(gs)), dims=(DIM_BENCHMARK, DIM_GENERATOR)
     )
-    return counts.assign({var: counts[var].where(keep) for var in COUNT_VARS})
+    return hide_counts(counts, hide, COUNT_VARS)
 
 
 def fold_data(

@@ -156,6 +156,8 @@ def loco_counts(
     The fit side of an in-sample split whose target side is the calibration tasks
     (:func:`bpc.data.splits.split_counts`), the target's kernel dropped.
 
+    At k = 0 the target is :func:`~bpc.estimate.model.refits.empty_cell` (observed, zero counts), on purpose.
+
     Parameters
     ----------
     records : pandas.DataFrame

@@ -92,7 +92,7 @@ from bpc.decide.kernels.belief import CRITIC_OFFSET, REGENERATE, STOP, VERIFY
 from bpc.decide.table import ParameterSamples
 from bpc.estimate.laplace import instance_params, laplace, smoothed_rate
 from bpc.estimate.online import EpisodeRecord, LearningState, ParticleOptions
-from bpc.evaluate import Arm, Result, config_fields, controllers
+from bpc.evaluate import Arm, Result, config_fields, controllers, hide_counts
 from bpc.experiments.posterior import describe_diagnostics
 from bpc.intervals import clustered_interval
 from bpc.outputs import write_netcdf
@@ -191,6 +191,9 @@ class StreamConfig:
 def leave_cell_out(counts: xr.Dataset, benchmark: str, generator: str) -> xr.Dataset:
     """The counts with every count of one cell (per-task counts included) set to ``NaN``.
 
+    ``NaN`` (the cell not observed, :func:`bpc.evaluate.hide_counts`), not zeros: a new cell, unlike
+    :func:`bpc.estimate.model.refits.empty_cell`'s target observed at k = 0.
+
     Nothing of the cell can reach a fit or a pooled estimate made from the
     result; its coordinates stay, so the fit's predictive for it is the
     new-cell predictive.
@@ -212,10 +215,7 @@ def leave_cell_out(counts: xr.Dataset, benchmark: str, generator: str) -> xr.Dat
         if v not in [str(x) for x in counts[dim].values]:
             raise KeyError(f"{dim} {v!r} is not in the counts")
     is_cell = (counts["benchmark"] == benchmark) & (counts["generator"] == generator)
-    out = counts.copy(deep=True)
-    for name in (*COUNT_VARS, *TASK_COUNT_VARS):
-        if name in out:
-            out[name] = counts[name].where(~is_cell)
+    out = hide_counts(counts.copy(deep=True), is_cell, (*COUNT_VARS, *TASK_COUNT_VARS))
     if "source" in out:
         out["source"] = counts["source"].where(~is_cell, "")
     return out

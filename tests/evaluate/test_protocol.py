@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 
 from bpc.data.counts import counts_from_records
 from bpc.data.splits import fold_split, folds
@@ -313,3 +314,21 @@ def test_the_protocol_result_is_written_by_the_one_writer(tmp_path):
     write(res, tmp_path / "out")  # a previous output folder is replaced
     with pytest.raises(ValueError, match="out"):
         write(res, tmp_path / "out" / "deltas.csv")  # a file is not an output folder
+
+
+def test_hide_counts_hides_only_the_masked_entries_of_the_named_variables():
+    """The one mask by which a study keeps data from a fit (training_counts, leave_cell_out)."""
+    from bpc.evaluate import hide_counts
+
+    ds = xr.Dataset(
+        {
+            "task_n": (("benchmark", "task"), [[3.0, 3.0], [3.0, 3.0]]),
+            "n_patches": (("benchmark",), [6.0, 6.0]),
+        },
+        coords={"benchmark": ["b1", "b2"], "task": ["t1", "t2"]},
+    )
+    hide = xr.DataArray([[True, False], [False, False]], dims=("benchmark", "task"), coords=ds.coords)
+    out = hide_counts(ds, hide, ["task_n", "task_pass"])
+    assert np.isnan(out["task_n"].values).tolist() == [[True, False], [False, False]]
+    xr.testing.assert_identical(out["n_patches"], ds["n_patches"])
+    assert not np.isnan(ds["task_n"].values).any()  # the input is not changed

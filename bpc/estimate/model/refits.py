@@ -313,6 +313,8 @@ class RefitLadder:
 def empty_cell(counts: xr.Dataset, cell: tuple[str, str]) -> xr.Dataset:
     """``counts`` with ``cell`` observing nothing (no count, kernel or task): a target at k = 0.
 
+    Zeros on purpose, not ``bpc.experiments.stream.leave_cell_out``'s ``NaN`` (a new cell): one k = 0 key.
+
     Examples
     --------
     >>> from bpc.schema import empty_counts
