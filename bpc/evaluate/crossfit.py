@@ -33,6 +33,7 @@ __all__ = [
     "fold_data",
     "fold_splits",
     "cross_fit",
+    "fold_means",
 ]
 
 EVALUATOR_COLUMNS: tuple[str, ...] = ("benchmark", "generator", "instance_id", "policy", "utility")
@@ -334,3 +335,43 @@ def cross_fit(
     res = res[cols + [c for c in res.columns if c not in cols]]
     res.attrs.update(n_folds=int(n_folds), seeds=tuple(seeds))
     return res
+
+
+def fold_means(
+    frame: pd.DataFrame, columns: Sequence[str], *, by: Sequence[str], weight: str, sort: bool = False
+) -> pd.DataFrame:
+    """Per group of ``by``: each column's mean over the folds, a fold weighted by its scored tasks.
+
+    A fold without a value (``NaN``) is left out of that column's mean, its weight too; a group with
+    no value is ``NaN`` (never 0).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per fold (× group): ``by``, ``columns`` and ``weight`` (the fold's scored tasks).
+    columns : sequence of str
+        The values averaged.
+    by : sequence of str
+        Group columns (e.g. cell and policy).
+    weight : str
+        The weight column.
+    sort : bool
+        Groups sorted (else in order of first appearance).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``by`` and ``columns``, one row per group.
+
+    Examples
+    --------
+    >>> f = pd.DataFrame({"cell": "b/g", "delta": [1.0, 4.0, np.nan], "n": [1, 2, 5]})
+    >>> fold_means(f, ["delta"], by=["cell"], weight="n").values.tolist()
+    [['b/g', 3.0]]
+    """
+    w = frame[weight].astype(np.float64)
+    keys = [frame[k] for k in by]
+    values = frame[list(columns)]
+    num = values.fillna(0.0).mul(w, axis=0).groupby(keys, sort=sort).sum()
+    den = values.notna().mul(w, axis=0).groupby(keys, sort=sort).sum()
+    return (num / den.replace(0, np.nan)).reset_index()

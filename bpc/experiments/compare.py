@@ -75,7 +75,7 @@ from bpc.data.tasks import task_choices
 from bpc.decide.solve import instance_kappa
 from bpc.decide.uncertainty import first_action_table, policy_uncertainty
 from bpc.estimate.laplace import laplace
-from bpc.evaluate import Arm, FoldData, Result, contrast, controllers, cross_fit, policy_means
+from bpc.evaluate import Arm, FoldData, Result, contrast, controllers, cross_fit, fold_means, policy_means
 from bpc.experiments.ablation import ablation_evaluator, ablation_table
 from bpc.experiments.delta import (
     CORPUS_SHAPED_CELLS,
@@ -226,10 +226,7 @@ def compare_cells(
     f = pd.concat(folds, ignore_index=True)
     posterior_columns = ("post_mean", "post_lo", "post_hi", "p_positive", "mc_se", "pred_lo", "pred_hi")
     cols = [c for c in (*posterior_columns, *_DRAW_COLUMNS, "delta") if c in f.columns]
-    by = [f[k] for k in keys]
-    present = f[cols].notna().mul(f["weight"], axis=0)  # a fold's weight where it has the value
-    num = f[cols].fillna(0.0).mul(f["weight"], axis=0).groupby(by, sort=False).sum()
-    avg = (num / present.groupby(by, sort=False).sum().replace(0, np.nan)).reset_index()
+    avg = fold_means(f, cols, by=keys, weight="weight")  # a fold's weight where it has the value
     posterior = avg.drop(columns=[c for c in ("delta", *_DRAW_COLUMNS) if c in avg.columns])
     table = table.merge(posterior, on=keys, how="left")
     draws = avg[avg["policy"] == "per_draw_dp"][[*keys, "delta", *_DRAW_COLUMNS]]

@@ -71,7 +71,7 @@ from bpc.costs import Costs, cost_resolver
 from bpc.data.counts import counts_from_records
 from bpc.decide.solve import parameter_samples
 from bpc.estimate.laplace import laplace
-from bpc.evaluate import Arm, FoldData, controllers, cross_fit, profile_controllers
+from bpc.evaluate import Arm, FoldData, controllers, cross_fit, fold_means, profile_controllers
 from bpc.intervals import clustered_interval, interval_bounds, resample_weights
 from bpc.progress import info
 from bpc.replay.engine import cell_pool, replay_pool
@@ -591,7 +591,7 @@ def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
     Each fold of :func:`predictive_coverage` predicts the Δ its scored tasks
     will show (mean and interval, from the training side only) and then
     observes it; here the folds of a cell are pooled, each weighted by its
-    scored tasks.
+    scored tasks (:func:`bpc.evaluate.fold_means`: a fold without a value is left out of that mean).
 
     Parameters
     ----------
@@ -608,13 +608,11 @@ def predicted_vs_realised(checks: pd.DataFrame) -> pd.DataFrame:
         observed Δ), ``coverage``, ``pred_lo``/``pred_hi`` (task-weighted
         means of the folds' interval ends).
     """
-    w = checks["n_eval"].astype(np.float64)
-    means = {"predicted": "post_mean", "realised": "delta", "pred_lo": "pred_lo", "pred_hi": "pred_hi"}
-    g = checks.assign(_w=w, **{k: checks[v] * w for k, v in means.items()}).groupby(
-        ["benchmark", "generator", "policy"], sort=True
-    )
-    out = g[[*means, "_w"]].sum()
-    out = out[list(means)].div(out["_w"], axis=0)
+    keys = ["benchmark", "generator", "policy"]
+    names = {"post_mean": "predicted", "delta": "realised", "pred_lo": "pred_lo", "pred_hi": "pred_hi"}
+    out = fold_means(checks, list(names), by=keys, weight="n_eval", sort=True)
+    out = out.rename(columns=names).set_index(keys)
+    g = checks.groupby(keys, sort=True)
     out["n_folds"], out["n_tasks"] = g["covered"].size(), g["n_eval"].sum()
     out["n_covered"] = g["covered"].sum().astype(np.int64)
     out["gap"] = out["realised"] - out["predicted"]

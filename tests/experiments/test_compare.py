@@ -457,6 +457,10 @@ def test_predicted_vs_realised_weights_folds_by_tasks():
     assert row["realised"] == pytest.approx((10 * 4 + 30 * 8) / 40) and row["predicted"] == 5.0
     assert row["gap"] == pytest.approx(2.0) and row["coverage"] == 0.5
     assert row["pred_lo"] == pytest.approx(3.0) and row["pred_hi"] == pytest.approx(7.0)
+    # a fold without a value leaves that mean, its weight too (bpc.evaluate.fold_means; it used to count as 0)
+    missing = predicted_vs_realised(checks.assign(post_mean=[np.nan, 5.0], pred_hi=[np.nan, np.nan])).iloc[0]
+    assert missing["predicted"] == 5.0 and np.isnan(missing["pred_hi"])
+    assert missing["realised"] == pytest.approx((10 * 4 + 30 * 8) / 40) and missing["n_tasks"] == 40
 
 
 def test_ablation_arms_are_profile_switches():
