@@ -296,9 +296,9 @@ def _check_count_var(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> None:
 
 
 def _check_parts(ds: xr.Dataset, pairs: list[tuple[str, str]]) -> None:
-    """Each count ``part`` of ``(part, whole)`` is at most its ``whole``."""
+    """Each count ``part`` of ``(part, whole)`` is at most its ``whole`` (both of one Dataset, same dims)."""
     for part, whole in pairs:
-        if bool((ds[part] > ds[whole]).any()):
+        if (np.asarray(ds[part].values) > np.asarray(ds[whole].values)).any():
             raise ValueError(f"counts variable {part!r} exceeds {whole!r} somewhere")
 
 

@@ -197,26 +197,30 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
         The four task variables over (benchmark, generator, task[, critic]); ``NaN`` = not attempted.
     """
     critics = list(critic_coordinate(record_critics(records)) if critics is None else critics)
+    keys = [records[c].astype(str).to_numpy() for c in ("benchmark", "generator", "instance_id")]
+    coords = panel_coords(pd.unique(keys[0]), pd.unique(keys[1]), critics=critics)
+    levels = [coords[DIM_BENCHMARK], coords[DIM_GENERATOR], sorted(pd.unique(keys[2]))]
+    at = tuple(pd.Index(level).get_indexer(key) for level, key in zip(levels, keys, strict=True))
+    shape = tuple(len(level) for level in levels)
+    y = pd.to_numeric(records["Y"], errors="coerce").to_numpy(float)
     verdicts = _verdict_matrix(records, critics)
-    keys = [DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK]
-    frame = records[["benchmark", "generator", "instance_id"]].astype(str).set_axis(keys, axis=1)
-    frame = frame.assign(task_n=1.0, task_pass=pd.to_numeric(records["Y"], errors="coerce").to_numpy(float))
-    per_critic = pd.DataFrame(  # one row per (record, critic): a verdict given, and a pass
-        {
-            **{key: np.repeat(frame[key].to_numpy(), len(critics)) for key in keys},
-            DIM_CRITIC: np.tile(np.asarray(critics, dtype=object), len(frame)),
-            "task_critic_n": np.isfinite(verdicts).ravel().astype(float),
-            "task_critic_pass": (verdicts == 1).ravel().astype(float),
-        }
-    )
-    out = xr.merge(
-        [frame.groupby(keys).sum().to_xarray(), per_critic.groupby([*keys, DIM_CRITIC]).sum().to_xarray()]
-    )
-    out["task_critic_pass"] = out["task_critic_pass"].where(out["task_critic_n"] > 0)
-    out["task_critic_n"] = out["task_critic_n"].where(out["task_critic_n"] > 0)  # NaN: no verdict
-    coords = panel_coords(frame[DIM_BENCHMARK].unique(), frame[DIM_GENERATOR].unique(), critics=critics)
-    index = {d: coords[d] for d in (DIM_BENCHMARK, DIM_GENERATOR, DIM_CRITIC)}
-    return out.reindex({**index, DIM_TASK: sorted(frame[DIM_TASK].unique())})[list(TASK_COUNT_VARS)]
+    task_n, task_pass = np.zeros((2, *shape))
+    np.add.at(task_n, at, 1.0)
+    np.add.at(task_pass, at, np.nan_to_num(y))  # a missing Y counts no pass
+    critic_n, critic_pass = np.zeros((2, *shape, len(critics)))
+    np.add.at(critic_n, at, np.isfinite(verdicts).astype(float))
+    np.add.at(critic_pass, at, (verdicts == 1).astype(float))
+    attempted = task_n > 0
+    given = critic_n > 0  # NaN: not attempted, or no verdict
+    dims = (DIM_BENCHMARK, DIM_GENERATOR, DIM_TASK)
+    data = {
+        "task_n": (dims, np.where(attempted, task_n, np.nan)),
+        "task_pass": (dims, np.where(attempted, task_pass, np.nan)),
+        "task_critic_n": ((*dims, DIM_CRITIC), np.where(given, critic_n, np.nan)),
+        "task_critic_pass": ((*dims, DIM_CRITIC), np.where(given, critic_pass, np.nan)),
+    }
+    grid = dict(zip((*dims, DIM_CRITIC), [*levels, coords[DIM_CRITIC]], strict=True))
+    return xr.Dataset(data, coords=grid)[list(TASK_COUNT_VARS)]
 
 
 # ---------------------------------------------------------------------------
@@ -240,13 +244,14 @@ def _assemble(
     ds = empty_counts(coords[DIM_BENCHMARK], coords[DIM_GENERATOR], max_patches=max_patches, critics=critics)
     bi = pd.Index(coords[DIM_BENCHMARK]).get_indexer(pd.Index([str(b) for b in cells["benchmark"]]))
     gi = pd.Index(coords[DIM_GENERATOR]).get_indexer(pd.Index([str(g) for g in cells["generator"]]))
+    filled = {}
     for name, values in cells.items():
         if name in ("benchmark", "generator"):
             continue
         target = ds[name].values.copy()
         target[bi, gi] = values
-        ds[name] = (ds[name].dims, target)
-    return ds
+        filled[name] = (ds[name].dims, target)
+    return ds.assign(filled)  # one merge, not one per variable
 
 
 def cell_counts(
