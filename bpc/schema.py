@@ -599,12 +599,13 @@ def records_to_pool(records: pd.DataFrame, critics: Sequence[str] | None = None)
     """
     if critics is None:
         critics = record_critics(records)
-    cells = records[["benchmark", "generator"]].drop_duplicates()
-    if len(cells) > 1:
+    if any(records[key].nunique(dropna=False) > 1 for key in ("benchmark", "generator")):
+        cells = records[["benchmark", "generator"]].drop_duplicates()
         raise ValueError(f"records_to_pool takes one cell, got {len(cells)}: {cells.to_dict('records')}")
     df = records.sort_values(["instance_id", "patch_id"], kind="stable")
-    ids, inverse = np.unique(df["instance_id"].to_numpy(dtype=str), return_inverse=True)
-    rank = df.groupby("instance_id", sort=False).cumcount().to_numpy()
+    instance = df["instance_id"].to_numpy(dtype=str)
+    ids, first, inverse = np.unique(instance, return_index=True, return_inverse=True)
+    rank = np.arange(len(df)) - first[inverse]  # place in its instance: an instance's rows are contiguous
     n_patch = int(rank.max()) + 1 if len(df) else 0
     Y = np.full((len(ids), n_patch), -1, dtype=np.int8)
     Y[inverse, rank] = df["Y"].to_numpy(dtype=np.int8)
