@@ -197,9 +197,9 @@ def task_counts(records: pd.DataFrame, *, critics: Sequence[str] | None = None) 
         The four task variables over (benchmark, generator, task[, critic]); ``NaN`` = not attempted.
     """
     critics = list(critic_coordinate(record_critics(records)) if critics is None else critics)
-    keys = [records[c].astype(str).to_numpy() for c in ("benchmark", "generator", "instance_id")]
-    coords = panel_coords(pd.unique(keys[0]), pd.unique(keys[1]), critics=critics)
-    levels = [coords[DIM_BENCHMARK], coords[DIM_GENERATOR], sorted(pd.unique(keys[2]))]
+    keys = [pd.Index(records[c].astype(str)) for c in ("benchmark", "generator", "instance_id")]
+    coords = panel_coords(list(keys[0].unique()), list(keys[1].unique()), critics=critics)
+    levels = [coords[DIM_BENCHMARK], coords[DIM_GENERATOR], sorted(keys[2].unique())]
     at = tuple(pd.Index(level).get_indexer(key) for level, key in zip(levels, keys, strict=True))
     shape = tuple(len(level) for level in levels)
     y = pd.to_numeric(records["Y"], errors="coerce").to_numpy(float)
